@@ -1,0 +1,50 @@
+// Package tensor provides gonox's n-dimensional arrays, the ops on them and
+// their differentiation rules.
+//
+// A *Tensor has a dtype (Float32, Int32 or Bool), a shape and contiguous
+// row-major data. Tensors are values: every op returns a new tensor and
+// never changes its inputs, so a tensor may be shared freely, including
+// between goroutines.
+//
+//	x := tensor.FromFloat32([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+//	w := tensor.Ones(tensor.Float32, 3, 4)
+//	y := tensor.Relu(tensor.MatMul(x, w)) // f32[2,4]
+//	fmt.Println(y)                      // f32[2,4]
+//	fmt.Printf("%g\n", y)               // the values, NumPy style
+//
+// # Type notation
+//
+// String prints a tensor's type in the short notation Equinox uses, which
+// is also how error messages name operands: f32[3,4]. Type prints JAX's
+// notation, as jax.typeof does: float32[3,4]. Sharded tensors show the mesh
+// axes each dimension is split over (f32[1024@dp,4096], f32[8@(dp,tp)]),
+// and one device's block inside shard.Map shows the axes it varies over
+// (f32[256,4096]{dp}).
+//
+// # Broadcasting and errors
+//
+// Elementwise ops broadcast by NumPy's rules. There is no implicit dtype
+// promotion: mixing float32 and int32 is an error (convert with AsType).
+// Wrong shapes, dtypes or axes are programmer errors and panic with a
+// message naming the op and its operands:
+//
+//	tensor.MatMul: f32[3,4] @ f32[5,6]: inner dims 4 != 5
+//
+// # Differentiation
+//
+// Every op is a primitive (an Op) with a vector-Jacobian product. When an
+// op's input is traced (see Trace), Apply records a node on the result, so
+// the graph hangs on the tensors themselves; there is no global tape and
+// several goroutines can differentiate at once. Package autodiff turns this
+// into ValueAndGrad, Grad, VJP and Checkpoint over whole models; most users
+// never touch Trace or Backward directly.
+//
+// Traces nest, JAX style: a trace created inside another is inner to it,
+// VJP rules are built from ops, and so derivatives of derivatives work.
+//
+// # Devices
+//
+// Outside shard.Map large kernels may use every core. Inside shard.Map each
+// device is one goroutine and its blocks carry a Local mark; kernels given a
+// marked block compute on the calling goroutine only.
+package tensor

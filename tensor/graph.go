@@ -1,0 +1,493 @@
+package tensor
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+)
+
+// This file holds the machinery that transformations (package autodiff,
+// package shard) build on: primitives (Op), Apply, traces and the backward
+// pass. Users of gonox rarely need it; authors of new primitives do.
+
+// SaveMask selects which inputs and outputs of a primitive its VJP needs.
+// Only those are kept alive for the backward pass (and counted by
+// Residuals); the others reach the VJP as shape-only placeholders.
+type SaveMask uint32
+
+// SaveOutput keeps the output(s) of the op for its VJP.
+const SaveOutput SaveMask = 1 << 31
+
+// SaveAllInputs keeps every input.
+const SaveAllInputs SaveMask = SaveOutput - 1
+
+// SaveInputs returns a mask that keeps the given inputs.
+func SaveInputs(idx ...int) SaveMask {
+	var m SaveMask
+	for _, i := range idx {
+		m |= 1 << uint(i)
+	}
+	return m
+}
+
+func (m SaveMask) input(i int) bool { return i < 31 && m&(1<<uint(i)) != 0 }
+
+// Op is a primitive operation: a forward implementation and its
+// vector-Jacobian product. Every op in this package is an Op; packages add
+// their own (shard's collectives, autodiff.CustomVJP).
+type Op struct {
+	// Name names the op in residual reports and remat policies
+	// ("matmul", "all_gather", ...).
+	Name string
+
+	// Impl computes the single output from host inputs that carry no
+	// autodiff node. It must return a new *Tensor (it may share storage
+	// with an input). Exactly one of Impl and ImplN is set.
+	Impl func(in []*Tensor, params any) *Tensor
+	// ImplN computes several outputs and an optional state that its VJPN
+	// receives (internal residuals).
+	ImplN func(in []*Tensor, params any) (outs []*Tensor, state any)
+
+	// VJP maps the output cotangent g to one cotangent per input (nil for
+	// an input that gets none). in holds the inputs: those selected by Save
+	// with their data, the others as shape-only placeholders; out is the
+	// output if Save has SaveOutput, else a placeholder. A nil VJP (and
+	// VJPN) makes the op non-differentiable: its outputs are never traced.
+	VJP func(g *Tensor, in []*Tensor, out *Tensor, params any) []*Tensor
+	// VJPN is VJP for ImplN ops. gs has nil for outputs that received no
+	// cotangent.
+	VJPN func(gs []*Tensor, in []*Tensor, outs []*Tensor, params any, state any) []*Tensor
+
+	// Save selects the residuals the VJP needs.
+	Save SaveMask
+
+	// Distributed ops accept global sharded tensors (shard.Put, Map, ...).
+	// All others panic when given one.
+	Distributed bool
+}
+
+func (op *Op) differentiable() bool { return op.VJP != nil || op.VJPN != nil }
+
+// Trace is one differentiation in progress: the tensors it traces carry
+// nodes that record how they were computed. Traces nest: a trace created
+// later is inner to those created before it, and ops on tensors of several
+// traces record a node for each, innermost first, so gradients of gradients
+// work. There is no global tape: the graph hangs on the tensors, so several
+// goroutines may differentiate at once, each with its own trace.
+type Trace struct {
+	id      uint64
+	seq     atomic.Uint64
+	capture func(x *Tensor) *Tensor
+}
+
+var traceIDs atomic.Uint64 // orders traces; the only package-level state
+
+// NewTrace returns a new trace, inner to every trace that exists already.
+func NewTrace() *Trace { return &Trace{id: traceIDs.Add(1)} }
+
+// NewCaptureTrace returns a trace that, when an op mixes one of its tensors
+// with a tensor traced by an outer trace, first replaces the outer tensor
+// by capture(x), which must return a tensor traced by this trace (usually
+// a new Leaf) or panic. Remat and shard.Map use it to see the values their
+// function closes over.
+func NewCaptureTrace(capture func(x *Tensor) *Tensor) *Trace {
+	return &Trace{id: traceIDs.Add(1), capture: capture}
+}
+
+// Leaf returns x traced by tr as an independent variable: a tensor with the
+// same value whose gradient Backward can compute.
+func (tr *Trace) Leaf(x *Tensor) *Tensor {
+	if x.node != nil && x.node.trace == tr {
+		panic(fmt.Sprintf("Trace.Leaf: %v is already traced by this trace", x))
+	}
+	if x.node != nil && x.node.trace.id > tr.id {
+		panic(fmt.Sprintf("Trace.Leaf: %v is traced by an inner trace", x))
+	}
+	n := &node{op: leafOp, trace: tr, seq: tr.seq.Add(1), nout: 1}
+	n.outAval = []*Tensor{aval(x)}
+	t := x.shallow()
+	t.node, t.outIdx, t.primal = n, 0, x
+	return t
+}
+
+// TracedBy reports whether x carries a node of trace tr.
+func (x *Tensor) TracedBy(tr *Trace) bool {
+	for t := x; t != nil && t.node != nil; t = t.primal {
+		if t.node.trace == tr {
+			return true
+		}
+	}
+	return false
+}
+
+var leafOp = &Op{Name: "leaf"}
+
+type edge struct {
+	n   *node
+	out int
+}
+
+type node struct {
+	op      *Op
+	params  any
+	trace   *Trace
+	seq     uint64
+	inputs  []edge    // producers traced by the same trace
+	ins     []*Tensor // saved primal inputs, or placeholders
+	outs    []*Tensor // saved primal outputs, or placeholders
+	outAval []*Tensor // shape-only outputs
+	state   any
+	nout    int
+	freed   bool
+}
+
+// aval returns a shape-only placeholder for x: dtype, shape and local mark,
+// no data.
+func aval(x *Tensor) *Tensor {
+	return &Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: x.layout}
+}
+
+// primal strips the node of trace tr from x, if it has one.
+func (x *Tensor) primalOf(tr *Trace) *Tensor {
+	if x.node != nil && x.node.trace == tr {
+		return x.primal
+	}
+	return x
+}
+
+// StopGradient returns x with every autodiff node removed: the value is
+// treated as a constant by all traces.
+func StopGradient(x *Tensor) *Tensor {
+	for x.node != nil {
+		x = x.primal
+	}
+	return x
+}
+
+// Apply evaluates the single-output primitive op on the inputs and, if any
+// input is traced, records a node so the result can be differentiated.
+//
+// Apply also propagates shard.Map block marks (the result varies over the
+// union of the mesh axes its inputs vary over) and refuses sharded global
+// tensors unless op.Distributed is set.
+func Apply(op *Op, params any, in ...*Tensor) *Tensor {
+	if op.Impl == nil {
+		panic(fmt.Sprintf("tensor.Apply: op %q has no Impl (use ApplyN)", op.Name))
+	}
+	top, loc := scan(op, in)
+	if top == nil {
+		out := op.Impl(in, params)
+		return finish(op, out, in, loc)
+	}
+	outs := applyTraced(op, params, in, top, loc)
+	return outs[0]
+}
+
+// ApplyN is Apply for primitives with several outputs.
+func ApplyN(op *Op, params any, in ...*Tensor) []*Tensor {
+	if op.ImplN == nil {
+		panic(fmt.Sprintf("tensor.ApplyN: op %q has no ImplN", op.Name))
+	}
+	top, loc := scan(op, in)
+	if top == nil {
+		outs, _ := op.ImplN(in, params)
+		for i, o := range outs {
+			outs[i] = finish(op, o, in, loc)
+		}
+		return outs
+	}
+	return applyTraced(op, params, in, top, loc)
+}
+
+// finish sets the block mark of an op result, copying the header if the
+// implementation returned one of its inputs.
+func finish(op *Op, out *Tensor, in []*Tensor, loc *Local) *Tensor {
+	if out == nil {
+		panic(fmt.Sprintf("tensor: op %q returned nil", op.Name))
+	}
+	if slices.Contains(in, out) {
+		out = out.shallow()
+		out.axes = nil
+	}
+	if out.local == nil {
+		out.local = loc
+	}
+	return out
+}
+
+// scan finds the innermost trace among the inputs, checks layouts and
+// computes the union of block marks.
+func scan(op *Op, in []*Tensor) (top *Trace, loc *Local) {
+	for _, x := range in {
+		if x == nil {
+			panic(fmt.Sprintf("tensor: op %q: nil *Tensor operand", op.Name))
+		}
+		if x.layout != nil && !op.Distributed {
+			panic(fmt.Sprintf("tensor: op %q: operand %v is sharded over a mesh; compute on it inside shard.Map or gather it first (shard.Gather)", op.Name, x))
+		}
+		if x.node != nil && (top == nil || x.node.trace.id > top.id) {
+			top = x.node.trace
+		}
+		if x.local != nil {
+			loc = unionLocal(op.Name, loc, x.local)
+		}
+	}
+	return top, loc
+}
+
+// applyCore computes op on inputs that may be traced by traces other than
+// the one being recorded, returning outputs and state.
+func applyCore(op *Op, params any, in []*Tensor) ([]*Tensor, any) {
+	if op.ImplN != nil {
+		top, loc := scan(op, in)
+		if top == nil {
+			outs, state := op.ImplN(in, params)
+			for i, o := range outs {
+				outs[i] = finish(op, o, in, loc)
+			}
+			return outs, state
+		}
+		var st any
+		outs := applyTracedState(op, params, in, top, loc, &st)
+		return outs, st
+	}
+	return []*Tensor{Apply(op, params, in...)}, nil
+}
+
+func applyTraced(op *Op, params any, in []*Tensor, top *Trace, loc *Local) []*Tensor {
+	return applyTracedState(op, params, in, top, loc, nil)
+}
+
+func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, stateOut *any) []*Tensor {
+	in = slices.Clone(in)
+	if top.capture != nil {
+		for i, x := range in {
+			if x.node != nil && x.node.trace != top && !x.TracedBy(top) {
+				c := top.capture(x)
+				if !c.TracedBy(top) {
+					panic(fmt.Sprintf("tensor: capture of %v for op %q did not return a tensor of the capturing trace", x, op.Name))
+				}
+				in[i] = c
+			}
+		}
+	}
+	diff := op.differentiable()
+	// Implicit pvary: a differentiable input that varies over fewer mesh
+	// axes than the result is broadcast over the others; its cotangent must
+	// then be summed over them.
+	if diff && loc != nil {
+		for i, x := range in {
+			if x.dtype.IsFloat() && x.node != nil && x.node.trace == top && localMask(x) != loc.Mask {
+				in[i] = Apply(pvaryOp, loc, x)
+			}
+		}
+	}
+	prim := make([]*Tensor, len(in))
+	for i, x := range in {
+		prim[i] = x.primalOf(top)
+	}
+	outs, state := applyCore(op, params, prim)
+	if stateOut != nil {
+		*stateOut = state
+	}
+	anyFloat := false
+	for _, o := range outs {
+		if o.dtype.IsFloat() {
+			anyFloat = true
+		}
+	}
+	if !diff || !anyFloat {
+		// Non-differentiable: results are constants for every trace.
+		for i, o := range outs {
+			outs[i] = StopGradient(o)
+		}
+		return outs
+	}
+	n := &node{op: op, params: params, trace: top, seq: top.seq.Add(1), state: state, nout: len(outs)}
+	n.inputs = make([]edge, len(in))
+	n.ins = make([]*Tensor, len(in))
+	for i, x := range in {
+		if x.node != nil && x.node.trace == top {
+			n.inputs[i] = edge{x.node, x.outIdx}
+		}
+		if op.Save.input(i) {
+			n.ins[i] = prim[i]
+		} else {
+			n.ins[i] = aval(prim[i])
+		}
+	}
+	n.outAval = make([]*Tensor, len(outs))
+	n.outs = make([]*Tensor, len(outs))
+	res := make([]*Tensor, len(outs))
+	for i, o := range outs {
+		n.outAval[i] = aval(o)
+		if op.Save&SaveOutput != 0 {
+			n.outs[i] = o
+		} else {
+			n.outs[i] = n.outAval[i]
+		}
+		t := o.shallow()
+		t.node, t.outIdx, t.primal = n, i, o
+		res[i] = t
+	}
+	return res
+}
+
+// Backward runs the backward pass of trace tr: given the outputs ys (traced
+// by tr) and their cotangents, it returns the cotangent of each tensor in
+// wrt (zeros for one the outputs do not depend on). Nodes run in the reverse
+// of the order they were recorded in, so SPMD devices issue the collectives
+// of their backward passes in the same order.
+//
+// Unless retain is set, Backward frees the residuals of the nodes it visits
+// as it goes, and a second backward pass over the same graph panics.
+func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
+	if len(ys) != len(cots) {
+		panic(fmt.Sprintf("tensor.Backward: %d outputs but %d cotangents", len(ys), len(cots)))
+	}
+	var nodes []*node
+	seen := map[*node]bool{}
+	var stack []*node
+	push := func(n *node) {
+		if n != nil && !seen[n] {
+			seen[n] = true
+			stack = append(stack, n)
+		}
+	}
+	for _, y := range ys {
+		if y.node != nil && y.node.trace == tr {
+			push(y.node)
+		}
+	}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		nodes = append(nodes, n)
+		for _, e := range n.inputs {
+			push(e.n)
+		}
+	}
+	slices.SortFunc(nodes, func(a, b *node) int {
+		switch {
+		case a.seq > b.seq:
+			return -1
+		case a.seq < b.seq:
+			return 1
+		}
+		return 0
+	})
+	grads := make(map[*node][]*Tensor, len(nodes))
+	add := func(n *node, i int, g *Tensor, who string) {
+		want := n.outAval[i]
+		if !sameShape(g.shape, want.shape) || g.dtype != want.dtype {
+			panic(fmt.Sprintf("tensor.Backward: %s produced cotangent %v for %v", who, g, want))
+		}
+		gs := grads[n]
+		if gs == nil {
+			gs = make([]*Tensor, n.nout)
+			grads[n] = gs
+		}
+		if gs[i] == nil {
+			gs[i] = g
+		} else {
+			gs[i] = Add(gs[i], g)
+		}
+	}
+	for i, y := range ys {
+		if y.node != nil && y.node.trace == tr && cots[i] != nil {
+			add(y.node, y.outIdx, cots[i], "the seed")
+		}
+	}
+	keep := map[*node]bool{}
+	for _, w := range wrt {
+		if w.node != nil && w.node.trace == tr {
+			keep[w.node] = true
+		}
+	}
+	for _, n := range nodes {
+		gs := grads[n]
+		if gs == nil || n.op == leafOp {
+			continue
+		}
+		if n.freed {
+			panic(fmt.Sprintf("tensor.Backward: the graph through op %q was already used by a backward pass that did not retain it", n.op.Name))
+		}
+		var res []*Tensor
+		if n.op.VJPN != nil {
+			res = n.op.VJPN(gs, n.ins, n.outs, n.params, n.state)
+		} else {
+			res = n.op.VJP(gs[0], n.ins, n.outs[0], n.params)
+		}
+		if len(res) != len(n.inputs) {
+			panic(fmt.Sprintf("tensor.Backward: VJP of %q returned %d cotangents for %d inputs", n.op.Name, len(res), len(n.inputs)))
+		}
+		for i, e := range n.inputs {
+			if e.n != nil && res[i] != nil {
+				add(e.n, e.out, res[i], "VJP of "+n.op.Name)
+			}
+		}
+		if !keep[n] {
+			delete(grads, n)
+		}
+		if !retain {
+			n.ins, n.outs, n.state, n.freed = nil, nil, nil, true
+		}
+	}
+	out := make([]*Tensor, len(wrt))
+	for i, w := range wrt {
+		if w.node != nil && w.node.trace == tr {
+			if gs := grads[w.node]; gs != nil && gs[w.outIdx] != nil {
+				out[i] = gs[w.outIdx]
+				continue
+			}
+		}
+		z := ZerosLike(w)
+		z.local = w.local
+		out[i] = z
+	}
+	return out
+}
+
+// Named returns x tagged with a name, as jax.ad_checkpoint.checkpoint_name
+// does: an identity whose result remat policies can select by name and
+// Residuals reports under that name.
+func Named(x *Tensor, name string) *Tensor { return Apply(nameOp, name, x) }
+
+var nameOp *Op
+
+func init() {
+	nameOp = &Op{
+		Name: "name",
+		Impl: func(in []*Tensor, _ any) *Tensor { return in[0].shallow() },
+		VJP: func(g *Tensor, _ []*Tensor, _ *Tensor, _ any) []*Tensor {
+			return []*Tensor{g}
+		},
+	}
+}
+
+// NodeInfo describes the op that produced a traced tensor.
+type NodeInfo struct {
+	// Op is the primitive; Label is its name, or the user's name for a
+	// value tagged with Named.
+	Op    *Op
+	Label string
+	// Params are the op's static parameters.
+	Params any
+}
+
+// Producer returns the op that produced x under its innermost trace, and
+// false if x is not traced or is a leaf.
+func (x *Tensor) Producer() (NodeInfo, bool) {
+	if x.node == nil || x.node.op == leafOp {
+		return NodeInfo{}, false
+	}
+	return x.node.info(), true
+}
+
+func (n *node) info() NodeInfo {
+	label := n.op.Name
+	if n.op == nameOp {
+		label = n.params.(string)
+	}
+	return NodeInfo{Op: n.op, Label: label, Params: n.params}
+}

@@ -1,0 +1,125 @@
+package tensor
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// Local marks a tensor as one device's block inside shard.Map and records
+// the mesh axes the value varies over (JAX's "varying manual axes"). A
+// value invariant over an axis is the same on every device along it.
+//
+// Ops propagate marks: a result varies over the union of the axes its
+// operands vary over. When a differentiable operand varies over fewer axes
+// than the result, Apply inserts an implicit pvary (a broadcast) whose VJP
+// sums the cotangent over the extra axes, so gradients of invariant values
+// (replicated parameters) come out summed over the devices that used them,
+// as in JAX.
+type Local struct {
+	// Env is the device environment that created the block.
+	Env Env
+	// Mask has bit i set when the value varies over mesh axis i.
+	Mask uint64
+}
+
+// Env is a device's environment inside shard.Map, implemented by package
+// shard. Package tensor calls it to name axes and to transpose implicit
+// broadcasts.
+type Env interface {
+	// AxisNames returns the mesh axis names; bit i of a mask is axis i.
+	AxisNames() []string
+	// Local returns the (interned) mark for the given mask.
+	Local(mask uint64) *Local
+	// PsumMask sums x over the mesh axes in mask (a collective).
+	PsumMask(x *Tensor, mask uint64) *Tensor
+}
+
+// AxisNames returns the names of the axes the value varies over, in mesh
+// order.
+func (l *Local) AxisNames() []string {
+	if l == nil {
+		return nil
+	}
+	all := l.Env.AxisNames()
+	var out []string
+	for m := l.Mask; m != 0; m &= m - 1 {
+		out = append(out, all[bits.TrailingZeros64(m)])
+	}
+	return out
+}
+
+func localMask(x *Tensor) uint64 {
+	if x.local == nil {
+		return 0
+	}
+	return x.local.Mask
+}
+
+func unionLocal(op string, a, b *Local) *Local {
+	switch {
+	case a == nil:
+		return b
+	case b == nil || a == b:
+		return a
+	case a.Env != b.Env:
+		panic(fmt.Sprintf("tensor: op %q mixes blocks of different devices or shard.Map calls", op))
+	}
+	m := a.Mask | b.Mask
+	switch m {
+	case a.Mask:
+		return a
+	case b.Mask:
+		return b
+	}
+	return a.Env.Local(m)
+}
+
+// WithLocal returns x marked as a block with the given mark (nil removes
+// the mark). It does not change what the value is: shard.Map uses it to
+// mark the blocks it hands to devices and the results of collectives.
+// It panics if x is traced; use Vary to widen the mark of a traced value.
+func WithLocal(x *Tensor, l *Local) *Tensor {
+	if x.node != nil {
+		panic(fmt.Sprintf("tensor.WithLocal: %v is traced", x))
+	}
+	y := x.shallow()
+	y.local = l
+	return y
+}
+
+// Vary returns x marked as varying over the axes of l, which must include
+// those x already varies over (JAX's pvary). The value is unchanged; the
+// cotangent is summed over the added axes.
+func Vary(x *Tensor, l *Local) *Tensor {
+	if m := localMask(x); m&^l.Mask != 0 {
+		panic(fmt.Sprintf("tensor.Vary: %v already varies over axes outside %v", x, l.AxisNames()))
+	}
+	if x.local != nil && x.local.Env != l.Env {
+		panic(fmt.Sprintf("tensor.Vary: %v belongs to another device environment", x))
+	}
+	if localMask(x) == l.Mask && x.local != nil {
+		return x
+	}
+	return Apply(pvaryOp, l, x)
+}
+
+var pvaryOp *Op
+
+func init() {
+	pvaryOp = &Op{
+		Name: "pvary",
+		Impl: func(in []*Tensor, p any) *Tensor {
+			y := in[0].shallow()
+			y.local = p.(*Local)
+			return y
+		},
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, p any) []*Tensor {
+			to := p.(*Local)
+			extra := to.Mask &^ localMask(in[0])
+			if extra == 0 {
+				return []*Tensor{g}
+			}
+			return []*Tensor{to.Env.PsumMask(g, extra)}
+		},
+	}
+}

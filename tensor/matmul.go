@@ -1,0 +1,154 @@
+package tensor
+
+import (
+	"fmt"
+
+	"github.com/gonox/gonox/tensor/internal/gemm"
+)
+
+type matmulParams struct {
+	ta, tb   bool
+	m, n, k  int
+	batch    []int // broadcast batch shape
+	outShape []int
+}
+
+var matmulOp *Op
+
+func init() {
+	matmulOp = &Op{
+		Name: "matmul",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			p := pp.(*matmulParams)
+			a, b := in[0], in[1]
+			out := newTensor(Float32, p.outShape)
+			threads := 0
+			if a.local != nil || b.local != nil {
+				threads = 1 // a device inside shard.Map computes on one goroutine
+			}
+			lda, ldb := p.k, p.n
+			if p.ta {
+				lda = p.m
+			}
+			if p.tb {
+				ldb = p.k
+			}
+			sizeA, sizeB, sizeC := p.m*p.k, p.k*p.n, p.m*p.n
+			nb := numel(p.batch)
+			if nb == 1 {
+				gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32, lda, b.f32, ldb, 0, out.f32, p.n, threads)
+				return out
+			}
+			sa := broadcastStrides(a.shape[:len(a.shape)-2], p.batch)
+			sb := broadcastStrides(b.shape[:len(b.shape)-2], p.batch)
+			broadcastLoop(p.batch, sa, sb, func(o, ia, ib, n, da, db int) {
+				for j := 0; j < n; j++ {
+					oa, ob, oc := (ia+j*da)*sizeA, (ib+j*db)*sizeB, (o+j)*sizeC
+					gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32[oa:oa+sizeA], lda, b.f32[ob:ob+sizeB], ldb,
+						0, out.f32[oc:oc+sizeC], p.n, threads)
+				}
+			})
+			return out
+		},
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, pp any) []*Tensor {
+			p := pp.(*matmulParams)
+			a, b := in[0], in[1]
+			var ga, gb *Tensor
+			// C = op(A)·op(B), G = dL/dC: d op(A) = G·op(B)ᵀ and d op(B) = op(A)ᵀ·G;
+			// an operand stored transposed gets the transpose of that, which
+			// the transposed-operand kernel computes without copies.
+			switch {
+			case !p.ta && !p.tb:
+				ga, gb = MatMulT(g, b, false, true), MatMulT(a, g, true, false)
+			case !p.ta && p.tb:
+				ga, gb = MatMulT(g, b, false, false), MatMulT(g, a, true, false)
+			case p.ta && !p.tb:
+				ga, gb = MatMulT(b, g, false, true), MatMulT(a, g, false, false)
+			default:
+				ga, gb = MatMulT(b, g, true, true), MatMulT(g, a, true, true)
+			}
+			return []*Tensor{unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)}
+		},
+		Save: SaveAllInputs,
+	}
+}
+
+// MatMul returns the matrix product a @ b with NumPy semantics: the last
+// two dimensions are multiplied and leading (batch) dimensions broadcast;
+// a 1-D a is a row vector and a 1-D b a column vector, and the added
+// dimension is removed from the result.
+func MatMul(a, b *Tensor) *Tensor {
+	if len(a.shape) == 0 || len(b.shape) == 0 {
+		panic(fmt.Sprintf("tensor.MatMul: %s: operands must have at least 1 dimension", operands("@", a, b)))
+	}
+	va, vb := len(a.shape) == 1, len(b.shape) == 1
+	if va {
+		a = ExpandDims(a, 0)
+	}
+	if vb {
+		b = ExpandDims(b, -1)
+	}
+	if va || vb {
+		checkMatMul("tensor.MatMul", a, b, false, false)
+	}
+	c := MatMulT(a, b, false, false)
+	switch {
+	case va && vb:
+		return Reshape(c, c.shape[:len(c.shape)-2]...)
+	case va:
+		return Squeeze(c, -2)
+	case vb:
+		return Squeeze(c, -1)
+	}
+	return c
+}
+
+// MatMulT returns op(a) @ op(b), where op transposes the last two
+// dimensions of its operand when the corresponding flag is set. The
+// transposes are folded into the kernel; nothing is copied. Both operands
+// need at least 2 dimensions; batch dimensions broadcast.
+func MatMulT(a, b *Tensor, transA, transB bool) *Tensor {
+	p := checkMatMul("tensor.MatMulT", a, b, transA, transB)
+	return Apply(matmulOp, p, a, b)
+}
+
+func checkMatMul(op string, a, b *Tensor, ta, tb bool) *matmulParams {
+	desc := func() string {
+		s := operands("@", a, b)
+		if ta || tb {
+			s += fmt.Sprintf(" (transA=%v, transB=%v)", ta, tb)
+		}
+		return s
+	}
+	if a.dtype != Float32 || b.dtype != Float32 {
+		panic(fmt.Sprintf("%s: %s: operands must be float32", op, desc()))
+	}
+	if len(a.shape) < 2 || len(b.shape) < 2 {
+		panic(fmt.Sprintf("%s: %s: operands need at least 2 dimensions", op, desc()))
+	}
+	ra, rb := len(a.shape), len(b.shape)
+	m, ka := a.shape[ra-2], a.shape[ra-1]
+	if ta {
+		m, ka = ka, m
+	}
+	kb, n := b.shape[rb-2], b.shape[rb-1]
+	if tb {
+		kb, n = n, kb
+	}
+	if ka != kb {
+		panic(fmt.Sprintf("%s: %s: inner dims %d != %d", op, desc(), ka, kb))
+	}
+	ba := &Tensor{shape: a.shape[:ra-2]}
+	bb := &Tensor{shape: b.shape[:rb-2]}
+	var batch []int
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				panic(fmt.Sprintf("%s: %s: batch dims %v and %v do not broadcast", op, desc(), ba.shape, bb.shape))
+			}
+		}()
+		batch = broadcastShapes(op, "@", ba, bb)
+	}()
+	out := append(append([]int{}, batch...), m, n)
+	return &matmulParams{ta: ta, tb: tb, m: m, n: n, k: ka, batch: batch, outShape: out}
+}

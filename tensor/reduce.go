@@ -1,0 +1,372 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+)
+
+type reduceParams struct {
+	axes []int // sorted, normalised
+	keep bool
+	// outShape is the result shape; keepShape has 1 at reduced axes.
+	outShape, keepShape []int
+}
+
+func newReduceParams(op string, x *Tensor, axes []int, keep bool) *reduceParams {
+	ax := normAxes(op, x, axes)
+	p := &reduceParams{axes: ax, keep: keep}
+	p.keepShape = append([]int(nil), x.shape...)
+	for _, a := range ax {
+		p.keepShape[a] = 1
+	}
+	if keep {
+		p.outShape = p.keepShape
+	} else {
+		for i, d := range x.shape {
+			if !containsInt(ax, i) {
+				p.outShape = append(p.outShape, d)
+			}
+		}
+		if p.outShape == nil {
+			p.outShape = []int{}
+		}
+	}
+	return p
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// reduceLoop walks x with the output (keep-shape) as a broadcast operand.
+// fn gets a run of n input elements starting at xi and the output offset o;
+// do is 1 when the run maps to n consecutive outputs, 0 when it maps to one.
+func reduceLoop(xshape, keepShape []int, fn func(xi, o, n, do int)) {
+	so := broadcastStrides(keepShape, xshape)
+	sx := contiguousStrides(xshape)
+	broadcastLoop(xshape, so, sx, func(_, o, xi, n, do, _ int) { fn(xi, o, n, do) })
+}
+
+var sumOp *Op
+
+func init() {
+	sumOp = &Op{
+		Name: "reduce_sum",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			p := pp.(*reduceParams)
+			x := in[0]
+			out := newTensor(x.dtype, p.outShape)
+			switch x.dtype {
+			case Float32:
+				// Accumulate runs in float64, then round once.
+				acc := make([]float64, len(out.f32))
+				reduceLoop(x.shape, p.keepShape, func(xi, o, n, do int) {
+					src := x.f32[xi : xi+n]
+					if do == 0 {
+						s := 0.0
+						for _, v := range src {
+							s += float64(v)
+						}
+						acc[o] += s
+						return
+					}
+					dst := acc[o : o+n]
+					for j, v := range src {
+						dst[j] += float64(v)
+					}
+				})
+				for i, v := range acc {
+					out.f32[i] = float32(v)
+				}
+			case Int32:
+				reduceLoop(x.shape, p.keepShape, func(xi, o, n, do int) {
+					src := x.i32[xi : xi+n]
+					if do == 0 {
+						var s int32
+						for _, v := range src {
+							s += v
+						}
+						out.i32[o] += s
+						return
+					}
+					dst := out.i32[o : o+n]
+					for j, v := range src {
+						dst[j] += v
+					}
+				})
+			}
+			return out
+		},
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, pp any) []*Tensor {
+			p := pp.(*reduceParams)
+			return []*Tensor{BroadcastTo(Reshape(g, p.keepShape...), in[0].shape...)}
+		},
+	}
+}
+
+func reduce(op *Op, name string, x *Tensor, axes []int, keep bool, ints bool) *Tensor {
+	if x.dtype != Float32 && !(ints && x.dtype == Int32) {
+		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
+	}
+	return Apply(op, newReduceParams(name, x, axes, keep), x)
+}
+
+// Sum sums x over the given axes (all axes if none), removing them.
+// Negative axes count from the end. Float sums accumulate in float64.
+func Sum(x *Tensor, axes ...int) *Tensor { return reduce(sumOp, "tensor.Sum", x, axes, false, true) }
+
+// SumKeep is Sum keeping the reduced axes with size 1 (keepdims=True).
+func SumKeep(x *Tensor, axes ...int) *Tensor {
+	return reduce(sumOp, "tensor.SumKeep", x, axes, true, true)
+}
+
+func reducedCount(x *Tensor, axes []int, op string) int {
+	n := 1
+	for _, a := range normAxes(op, x, axes) {
+		n *= x.shape[a]
+	}
+	return n
+}
+
+// Mean averages x over the given axes (all if none).
+func Mean(x *Tensor, axes ...int) *Tensor {
+	x.mustDType("tensor.Mean", Float32)
+	return MulScalar(Sum(x, axes...), 1/float32(reducedCount(x, axes, "tensor.Mean")))
+}
+
+// MeanKeep is Mean with keepdims.
+func MeanKeep(x *Tensor, axes ...int) *Tensor {
+	x.mustDType("tensor.MeanKeep", Float32)
+	return MulScalar(SumKeep(x, axes...), 1/float32(reducedCount(x, axes, "tensor.MeanKeep")))
+}
+
+func chooserOp(name string, better func(a, b float32) bool, init float32, ibetter func(a, b int32) bool, iinit int32) *Op {
+	return &Op{
+		Name: name,
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			p := pp.(*reduceParams)
+			x := in[0]
+			out := newTensor(x.dtype, p.outShape)
+			switch x.dtype {
+			case Float32:
+				for i := range out.f32 {
+					out.f32[i] = init
+				}
+				reduceLoop(x.shape, p.keepShape, func(xi, o, n, do int) {
+					for j := 0; j < n; j++ {
+						v := x.f32[xi+j]
+						if better(v, out.f32[o+j*do]) || v != v {
+							out.f32[o+j*do] = v
+						}
+					}
+				})
+			case Int32:
+				for i := range out.i32 {
+					out.i32[i] = iinit
+				}
+				reduceLoop(x.shape, p.keepShape, func(xi, o, n, do int) {
+					for j := 0; j < n; j++ {
+						if v := x.i32[xi+j]; ibetter(v, out.i32[o+j*do]) {
+							out.i32[o+j*do] = v
+						}
+					}
+				})
+			}
+			return out
+		},
+		VJP: func(g *Tensor, in []*Tensor, out *Tensor, pp any) []*Tensor {
+			// The cotangent goes to the elements equal to the result, split
+			// evenly among ties.
+			p := pp.(*reduceParams)
+			x := in[0]
+			ob := Reshape(out, p.keepShape...)
+			mask := AsType(Equal(x, ob), Float32)
+			count := SumKeep(mask, p.axes...)
+			gk := Reshape(g, p.keepShape...)
+			return []*Tensor{Mul(mask, Div(gk, count))}
+		},
+		Save: SaveInputs(0) | SaveOutput,
+	}
+}
+
+var (
+	maxReduceOp = chooserOp("reduce_max", func(a, b float32) bool { return a > b }, float32(math.Inf(-1)),
+		func(a, b int32) bool { return a > b }, math.MinInt32)
+	minReduceOp = chooserOp("reduce_min", func(a, b float32) bool { return a < b }, float32(math.Inf(1)),
+		func(a, b int32) bool { return a < b }, math.MaxInt32)
+)
+
+func mustNonEmpty(name string, x *Tensor, axes []int) {
+	for _, a := range normAxes(name, x, axes) {
+		if x.shape[a] == 0 {
+			panic(fmt.Sprintf("%s: %v: reduction over empty axis %d has no identity", name, x, a))
+		}
+	}
+}
+
+// Max returns the maximum over the given axes (all if none). NaN wins. The
+// gradient is split evenly among the elements equal to the maximum.
+func Max(x *Tensor, axes ...int) *Tensor {
+	mustNonEmpty("tensor.Max", x, axes)
+	return reduce(maxReduceOp, "tensor.Max", x, axes, false, true)
+}
+
+// MaxKeep is Max with keepdims.
+func MaxKeep(x *Tensor, axes ...int) *Tensor {
+	mustNonEmpty("tensor.MaxKeep", x, axes)
+	return reduce(maxReduceOp, "tensor.MaxKeep", x, axes, true, true)
+}
+
+// Min returns the minimum over the given axes (all if none).
+func Min(x *Tensor, axes ...int) *Tensor {
+	mustNonEmpty("tensor.Min", x, axes)
+	return reduce(minReduceOp, "tensor.Min", x, axes, false, true)
+}
+
+// MinKeep is Min with keepdims.
+func MinKeep(x *Tensor, axes ...int) *Tensor {
+	mustNonEmpty("tensor.MinKeep", x, axes)
+	return reduce(minReduceOp, "tensor.MinKeep", x, axes, true, true)
+}
+
+// LogSumExp returns log(sum(exp(x))) over the given axes, computed stably
+// (the maximum is subtracted first). Rows that are all -Inf give -Inf.
+func LogSumExp(x *Tensor, axes ...int) *Tensor {
+	return logSumExp("tensor.LogSumExp", x, axes, false)
+}
+
+// LogSumExpKeep is LogSumExp with keepdims.
+func LogSumExpKeep(x *Tensor, axes ...int) *Tensor {
+	return logSumExp("tensor.LogSumExpKeep", x, axes, true)
+}
+
+func logSumExp(name string, x *Tensor, axes []int, keep bool) *Tensor {
+	x.mustDType(name, Float32)
+	mustNonEmpty(name, x, axes)
+	m := StopGradient(MaxKeep(x, axes...))
+	m = Where(IsFinite(m), m, ZerosLike(m))
+	s := Log(SumKeep(Exp(Sub(x, m)), axes...))
+	r := Add(s, m)
+	if keep {
+		return r
+	}
+	p := newReduceParams(name, x, axes, false)
+	return Reshape(r, p.outShape...)
+}
+
+type argParams struct {
+	axis int
+	keep bool
+	max  bool
+}
+
+var argOp *Op
+
+func init() {
+	argOp = &Op{
+		Name: "argminmax",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			p := pp.(argParams)
+			x := in[0]
+			outer := numel(x.shape[:p.axis])
+			n := x.shape[p.axis]
+			inner := numel(x.shape[p.axis+1:])
+			shape := append([]int(nil), x.shape...)
+			if p.keep {
+				shape[p.axis] = 1
+			} else {
+				shape = append(shape[:p.axis], shape[p.axis+1:]...)
+			}
+			out := newTensor(Int32, shape)
+			for o := 0; o < outer; o++ {
+				for i := 0; i < inner; i++ {
+					best := 0
+					bv := x.at(o*n*inner + i)
+					for k := 1; k < n; k++ {
+						v := x.at((o*n+k)*inner + i)
+						if bv != bv { // NaN already chosen
+							break
+						}
+						if v != v || (p.max && v > bv) || (!p.max && v < bv) {
+							best, bv = k, v
+						}
+					}
+					out.i32[o*inner+i] = int32(best)
+				}
+			}
+			return out
+		},
+	}
+}
+
+func argReduce(name string, x *Tensor, axis int, keep, isMax bool) *Tensor {
+	if x.dtype == Bool {
+		panic(fmt.Sprintf("%s: %v: not defined for bool", name, x))
+	}
+	a := normAxis(name, x, axis)
+	if x.shape[a] == 0 {
+		panic(fmt.Sprintf("%s: %v: axis %d is empty", name, x, axis))
+	}
+	return Apply(argOp, argParams{a, keep, isMax}, x)
+}
+
+// ArgMax returns the int32 index of the maximum along axis (the first one
+// on ties; NaN counts as the maximum). It is not differentiable.
+func ArgMax(x *Tensor, axis int) *Tensor { return argReduce("tensor.ArgMax", x, axis, false, true) }
+
+// ArgMaxKeep is ArgMax keeping the axis with size 1.
+func ArgMaxKeep(x *Tensor, axis int) *Tensor {
+	return argReduce("tensor.ArgMaxKeep", x, axis, true, true)
+}
+
+// ArgMin returns the int32 index of the minimum along axis.
+func ArgMin(x *Tensor, axis int) *Tensor { return argReduce("tensor.ArgMin", x, axis, false, false) }
+
+var anyAllOp *Op
+
+func init() {
+	anyAllOp = &Op{
+		Name: "reduce_or_and",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			p := pp.(*anyAllParams)
+			x := in[0]
+			out := newTensor(Bool, p.r.outShape)
+			for i := range out.b {
+				out.b[i] = p.all
+			}
+			reduceLoop(x.shape, p.r.keepShape, func(xi, o, n, do int) {
+				for j := 0; j < n; j++ {
+					if p.all {
+						out.b[o+j*do] = out.b[o+j*do] && x.b[xi+j]
+					} else {
+						out.b[o+j*do] = out.b[o+j*do] || x.b[xi+j]
+					}
+				}
+			})
+			return out
+		},
+	}
+}
+
+type anyAllParams struct {
+	r   *reduceParams
+	all bool
+}
+
+// Any reports, over the given axes (all if none), whether any element of a
+// bool mask is true.
+func Any(x *Tensor, axes ...int) *Tensor {
+	x.mustDType("tensor.Any", Bool)
+	return Apply(anyAllOp, &anyAllParams{newReduceParams("tensor.Any", x, axes, false), false}, x)
+}
+
+// All reports whether every element over the given axes is true.
+func All(x *Tensor, axes ...int) *Tensor {
+	x.mustDType("tensor.All", Bool)
+	return Apply(anyAllOp, &anyAllParams{newReduceParams("tensor.All", x, axes, false), true}, x)
+}

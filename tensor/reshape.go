@@ -1,0 +1,268 @@
+package tensor
+
+import (
+	"fmt"
+	"slices"
+)
+
+// view returns a tensor with x's data and a new shape (same element count).
+func view(x *Tensor, shape []int) *Tensor {
+	return &Tensor{dtype: x.dtype, shape: shape, f32: x.f32, i32: x.i32, b: x.b, local: x.local}
+}
+
+var reshapeOp *Op
+
+func init() {
+	reshapeOp = &Op{
+		Name: "reshape",
+		Impl: func(in []*Tensor, p any) *Tensor { return view(in[0], p.([]int)) },
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			return []*Tensor{Reshape(g, in[0].shape...)}
+		},
+	}
+}
+
+// Reshape returns x with a new shape holding the same elements in the same
+// row-major order. One dimension may be -1 and is then inferred. No data is
+// copied.
+func Reshape(x *Tensor, shape ...int) *Tensor {
+	shape = resolveShape("tensor.Reshape", x, shape)
+	if sameShape(shape, x.shape) {
+		return x
+	}
+	return Apply(reshapeOp, shape, x)
+}
+
+func resolveShape(op string, x *Tensor, shape []int) []int {
+	out := append([]int{}, shape...)
+	infer := -1
+	known := 1
+	for i, d := range out {
+		switch {
+		case d == -1 && infer == -1:
+			infer = i
+		case d < 0:
+			panic(fmt.Sprintf("%s: %v to %v: bad dimension %d", op, x, shape, d))
+		default:
+			known *= d
+		}
+	}
+	n := x.Size()
+	if infer >= 0 {
+		if known == 0 || n%known != 0 {
+			panic(fmt.Sprintf("%s: %v to %v: cannot infer the -1 dimension", op, x, shape))
+		}
+		out[infer] = n / known
+	} else if known != n {
+		panic(fmt.Sprintf("%s: %v to %v: %d elements do not fit %d", op, x, shape, n, known))
+	}
+	return out
+}
+
+// Flatten returns x as a vector.
+func Flatten(x *Tensor) *Tensor { return Reshape(x, -1) }
+
+// ExpandDims inserts a dimension of size 1 at axis (which may be rank(x),
+// or negative counting from the end of the result), like jnp.expand_dims.
+func ExpandDims(x *Tensor, axis int) *Tensor {
+	r := len(x.shape) + 1
+	a := axis
+	if a < 0 {
+		a += r
+	}
+	if a < 0 || a >= r {
+		panic(fmt.Sprintf("tensor.ExpandDims: axis %d out of range for %v", axis, x))
+	}
+	shape := slices.Insert(x.Shape(), a, 1)
+	return Reshape(x, shape...)
+}
+
+// Squeeze removes the given dimensions, which must have size 1; with no
+// axes it removes every dimension of size 1.
+func Squeeze(x *Tensor, axes ...int) *Tensor {
+	var shape []int
+	if len(axes) == 0 {
+		for _, d := range x.shape {
+			if d != 1 {
+				shape = append(shape, d)
+			}
+		}
+	} else {
+		ax := normAxes("tensor.Squeeze", x, axes)
+		for _, a := range ax {
+			if x.shape[a] != 1 {
+				panic(fmt.Sprintf("tensor.Squeeze: %v: dimension %d has size %d, not 1", x, a, x.shape[a]))
+			}
+		}
+		for i, d := range x.shape {
+			if !containsInt(ax, i) {
+				shape = append(shape, d)
+			}
+		}
+	}
+	return Reshape(x, shape...)
+}
+
+var broadcastOp *Op
+
+func init() {
+	broadcastOp = &Op{
+		Name: "broadcast",
+		Impl: func(in []*Tensor, p any) *Tensor {
+			x, shape := in[0], p.([]int)
+			out := newTensor(x.dtype, shape)
+			sx := broadcastStrides(x.shape, shape)
+			broadcastLoop(shape, sx, sx, func(o, a, _, n, da, _ int) {
+				switch x.dtype {
+				case Float32:
+					if da == 1 {
+						copy(out.f32[o:o+n], x.f32[a:a+n])
+					} else {
+						fill(out.f32[o:o+n], x.f32[a])
+					}
+				case Int32:
+					if da == 1 {
+						copy(out.i32[o:o+n], x.i32[a:a+n])
+					} else {
+						fill(out.i32[o:o+n], x.i32[a])
+					}
+				case Bool:
+					if da == 1 {
+						copy(out.b[o:o+n], x.b[a:a+n])
+					} else {
+						fill(out.b[o:o+n], x.b[a])
+					}
+				}
+			})
+			return out
+		},
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			return []*Tensor{unbroadcast(g, in[0].shape)}
+		},
+	}
+}
+
+func fill[T any](s []T, v T) {
+	for i := range s {
+		s[i] = v
+	}
+}
+
+// BroadcastTo returns x broadcast to shape by NumPy rules (the result holds
+// its own copy of the data).
+func BroadcastTo(x *Tensor, shape ...int) *Tensor {
+	checkShape("tensor.BroadcastTo", shape)
+	target := &Tensor{dtype: x.dtype, shape: shape}
+	got := broadcastShapes("tensor.BroadcastTo", "to", x, target)
+	if !sameShape(got, shape) {
+		panic(fmt.Sprintf("tensor.BroadcastTo: %v cannot be broadcast to %v", x, shape))
+	}
+	if sameShape(x.shape, shape) {
+		return x
+	}
+	return Apply(broadcastOp, append([]int(nil), shape...), x)
+}
+
+var transposeOp *Op
+
+func init() {
+	transposeOp = &Op{
+		Name: "transpose",
+		Impl: func(in []*Tensor, p any) *Tensor {
+			x, perm := in[0], p.([]int)
+			shape := make([]int, len(perm))
+			for i, a := range perm {
+				shape[i] = x.shape[a]
+			}
+			out := newTensor(x.dtype, shape)
+			xs := contiguousStrides(x.shape)
+			src := make([]int, len(perm)) // stride in x of each output dim
+			for i, a := range perm {
+				src[i] = xs[a]
+			}
+			dst := contiguousStrides(shape)
+			// Walk the output in order; da is the x stride of the innermost
+			// (merged) output dimension.
+			broadcastLoop(shape, src, dst, func(o, a, _, n, da, _ int) {
+				copyRun(out, x, o, a, n, da)
+			})
+			return out
+		},
+		VJP: func(g *Tensor, _ []*Tensor, _ *Tensor, p any) []*Tensor {
+			perm := p.([]int)
+			inv := make([]int, len(perm))
+			for i, a := range perm {
+				inv[a] = i
+			}
+			return []*Tensor{Transpose(g, inv...)}
+		},
+	}
+}
+
+func copyRun(out, x *Tensor, o, a, n, step int) {
+	switch x.dtype {
+	case Float32:
+		for j := 0; j < n; j++ {
+			out.f32[o+j] = x.f32[a+j*step]
+		}
+	case Int32:
+		for j := 0; j < n; j++ {
+			out.i32[o+j] = x.i32[a+j*step]
+		}
+	case Bool:
+		for j := 0; j < n; j++ {
+			out.b[o+j] = x.b[a+j*step]
+		}
+	}
+}
+
+// Transpose permutes the dimensions of x: dimension i of the result is
+// dimension perm[i] of x. With no perm it reverses the dimensions.
+func Transpose(x *Tensor, perm ...int) *Tensor {
+	r := len(x.shape)
+	if len(perm) == 0 {
+		perm = make([]int, r)
+		for i := range perm {
+			perm[i] = r - 1 - i
+		}
+	}
+	if len(perm) != r {
+		panic(fmt.Sprintf("tensor.Transpose: %v: permutation %v has %d entries, want %d", x, perm, len(perm), r))
+	}
+	p := make([]int, r)
+	seen := make([]bool, r)
+	for i, a := range perm {
+		if a < 0 {
+			a += r
+		}
+		if a < 0 || a >= r || seen[a] {
+			panic(fmt.Sprintf("tensor.Transpose: %v: %v is not a permutation", x, perm))
+		}
+		seen[a] = true
+		p[i] = a
+	}
+	identity := true
+	for i, a := range p {
+		if a != i {
+			identity = false
+		}
+	}
+	if identity {
+		return x
+	}
+	return Apply(transposeOp, p, x)
+}
+
+// T transposes the last two dimensions of x (matrix transpose).
+func T(x *Tensor) *Tensor {
+	r := len(x.shape)
+	if r < 2 {
+		panic(fmt.Sprintf("tensor.T: %v has fewer than 2 dimensions", x))
+	}
+	perm := make([]int, r)
+	for i := range perm {
+		perm[i] = i
+	}
+	perm[r-2], perm[r-1] = r-1, r-2
+	return Transpose(x, perm...)
+}

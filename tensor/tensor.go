@@ -1,0 +1,409 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+)
+
+// Tensor is an n-dimensional array with a dtype, a shape and contiguous
+// row-major storage.
+//
+// Tensors are values: no operation changes a tensor that already exists, every
+// op returns a new one (which may share storage with its input when nothing
+// was computed, as Reshape does). A *Tensor is safe to read from several
+// goroutines at once.
+//
+// Besides its data a tensor may carry:
+//   - an autodiff node, when it is being differentiated (see Trace);
+//   - a Local mark, when it is one device's block inside shard.Map;
+//   - a Layout, when it is a global array sharded over a mesh (then it has no
+//     host data; ops refuse it and readers such as Float32s gather it);
+//   - logical axis names (see WithLogicalAxes), metadata for sharding rules.
+type Tensor struct {
+	dtype DType
+	shape []int
+	f32   []float32
+	i32   []int32
+	b     []bool
+
+	node   *node   // non-nil when traced
+	outIdx int     // which output of node this is
+	primal *Tensor // when traced: the same value one trace level down
+
+	local  *Local
+	layout Layout
+	axes   []string // logical axis names, nil if unset
+}
+
+// numel returns the number of elements of shape.
+func numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+func checkShape(op string, shape []int) {
+	for _, d := range shape {
+		if d < 0 {
+			panic(fmt.Sprintf("%s: negative dimension in shape %v", op, shape))
+		}
+	}
+}
+
+// newTensor allocates a zeroed tensor. The shape slice is copied.
+func newTensor(dt DType, shape []int) *Tensor {
+	t := &Tensor{dtype: dt, shape: append([]int(nil), shape...)}
+	n := numel(shape)
+	switch dt {
+	case Float32:
+		t.f32 = make([]float32, n)
+	case Int32:
+		t.i32 = make([]int32, n)
+	case Bool:
+		t.b = make([]bool, n)
+	default:
+		panic(fmt.Sprintf("tensor: invalid dtype %v", dt))
+	}
+	return t
+}
+
+// FromFloat32 returns a float32 tensor of the given shape holding a copy of
+// data. With no shape, the tensor is 1-D of length len(data). It panics if
+// the shape does not hold len(data) elements.
+func FromFloat32(data []float32, shape ...int) *Tensor {
+	shape = shapeFor("tensor.FromFloat32", len(data), shape)
+	t := &Tensor{dtype: Float32, shape: shape, f32: append([]float32(nil), data...)}
+	if t.f32 == nil {
+		t.f32 = []float32{}
+	}
+	return t
+}
+
+// FromFloat64 returns a float32 tensor holding data converted to float32.
+func FromFloat64(data []float64, shape ...int) *Tensor {
+	shape = shapeFor("tensor.FromFloat64", len(data), shape)
+	f := make([]float32, len(data))
+	for i, v := range data {
+		f[i] = float32(v)
+	}
+	return &Tensor{dtype: Float32, shape: shape, f32: f}
+}
+
+// FromInt32 returns an int32 tensor of the given shape holding a copy of data.
+func FromInt32(data []int32, shape ...int) *Tensor {
+	shape = shapeFor("tensor.FromInt32", len(data), shape)
+	d := make([]int32, len(data))
+	copy(d, data)
+	return &Tensor{dtype: Int32, shape: shape, i32: d}
+}
+
+// FromInts returns an int32 tensor holding data converted to int32.
+func FromInts(data []int, shape ...int) *Tensor {
+	shape = shapeFor("tensor.FromInts", len(data), shape)
+	d := make([]int32, len(data))
+	for i, v := range data {
+		if v > math.MaxInt32 || v < math.MinInt32 {
+			panic(fmt.Sprintf("tensor.FromInts: value %d at index %d overflows int32", v, i))
+		}
+		d[i] = int32(v)
+	}
+	return &Tensor{dtype: Int32, shape: shape, i32: d}
+}
+
+// FromBool returns a bool tensor of the given shape holding a copy of data.
+func FromBool(data []bool, shape ...int) *Tensor {
+	shape = shapeFor("tensor.FromBool", len(data), shape)
+	d := make([]bool, len(data))
+	copy(d, data)
+	return &Tensor{dtype: Bool, shape: shape, b: d}
+}
+
+// WrapFloat32 returns a float32 tensor that uses data as its storage, without
+// copying. The caller hands data over: it must not be changed afterwards.
+func WrapFloat32(data []float32, shape ...int) *Tensor {
+	shape = shapeFor("tensor.WrapFloat32", len(data), shape)
+	if data == nil {
+		data = []float32{}
+	}
+	return &Tensor{dtype: Float32, shape: shape, f32: data}
+}
+
+// WrapInt32 is WrapFloat32 for int32 data.
+func WrapInt32(data []int32, shape ...int) *Tensor {
+	shape = shapeFor("tensor.WrapInt32", len(data), shape)
+	if data == nil {
+		data = []int32{}
+	}
+	return &Tensor{dtype: Int32, shape: shape, i32: data}
+}
+
+func shapeFor(op string, n int, shape []int) []int {
+	if len(shape) == 0 {
+		return []int{n}
+	}
+	checkShape(op, shape)
+	if numel(shape) != n {
+		panic(fmt.Sprintf("%s: %d elements do not fit shape %v (%d elements)", op, n, shape, numel(shape)))
+	}
+	return append([]int(nil), shape...)
+}
+
+// Scalar returns a float32 scalar (shape []).
+func Scalar(v float32) *Tensor { return &Tensor{dtype: Float32, shape: []int{}, f32: []float32{v}} }
+
+// ScalarInt returns an int32 scalar.
+func ScalarInt(v int32) *Tensor { return &Tensor{dtype: Int32, shape: []int{}, i32: []int32{v}} }
+
+// ScalarBool returns a bool scalar.
+func ScalarBool(v bool) *Tensor { return &Tensor{dtype: Bool, shape: []int{}, b: []bool{v}} }
+
+// Zeros returns a tensor of zeros (false for Bool).
+func Zeros(dt DType, shape ...int) *Tensor {
+	checkShape("tensor.Zeros", shape)
+	return newTensor(dt, shape)
+}
+
+// Ones returns a tensor of ones (true for Bool).
+func Ones(dt DType, shape ...int) *Tensor { return Full(dt, 1, shape...) }
+
+// Full returns a tensor with every element v, converted to dt (for Bool,
+// v != 0). It panics if v is not representable in an Int32 tensor.
+func Full(dt DType, v float64, shape ...int) *Tensor {
+	checkShape("tensor.Full", shape)
+	t := newTensor(dt, shape)
+	switch dt {
+	case Float32:
+		f := float32(v)
+		for i := range t.f32 {
+			t.f32[i] = f
+		}
+	case Int32:
+		if v != math.Trunc(v) || v > math.MaxInt32 || v < math.MinInt32 {
+			panic(fmt.Sprintf("tensor.Full: %v is not an int32", v))
+		}
+		iv := int32(v)
+		for i := range t.i32 {
+			t.i32[i] = iv
+		}
+	case Bool:
+		for i := range t.b {
+			t.b[i] = v != 0
+		}
+	}
+	return t
+}
+
+// ZerosLike returns zeros with the dtype and shape of x.
+func ZerosLike(x *Tensor) *Tensor { return newTensor(x.dtype, x.shape) }
+
+// OnesLike returns ones with the dtype and shape of x.
+func OnesLike(x *Tensor) *Tensor { return Full(x.dtype, 1, x.shape...) }
+
+// FullLike returns a tensor with the dtype and shape of x and every element v.
+func FullLike(x *Tensor, v float64) *Tensor { return Full(x.dtype, v, x.shape...) }
+
+// Arange returns the int32 vector [0, 1, ..., n-1], like jnp.arange(n).
+func Arange(n int) *Tensor { return ArangeStep(0, n, 1) }
+
+// ArangeStep returns the int32 vector start, start+step, ... up to but not
+// including stop. It panics if step is zero.
+func ArangeStep(start, stop, step int) *Tensor {
+	if step == 0 {
+		panic("tensor.ArangeStep: step is 0")
+	}
+	n := 0
+	if step > 0 && stop > start {
+		n = (stop - start + step - 1) / step
+	} else if step < 0 && stop < start {
+		n = (start - stop - step - 1) / -step
+	}
+	d := make([]int32, n)
+	for i := range d {
+		d[i] = int32(start + i*step)
+	}
+	return &Tensor{dtype: Int32, shape: []int{n}, i32: d}
+}
+
+// DType returns the element type.
+func (t *Tensor) DType() DType { return t.dtype }
+
+// Shape returns a copy of the shape.
+func (t *Tensor) Shape() []int { return append([]int(nil), t.shape...) }
+
+// Rank returns the number of dimensions.
+func (t *Tensor) Rank() int { return len(t.shape) }
+
+// Dim returns the size of dimension i; negative i counts from the end.
+func (t *Tensor) Dim(i int) int {
+	return t.shape[normAxis("Tensor.Dim", t, i)]
+}
+
+// Size returns the number of elements.
+func (t *Tensor) Size() int { return numel(t.shape) }
+
+// Bytes returns the size of the tensor's data in bytes (of the global array
+// for a sharded tensor).
+func (t *Tensor) Bytes() int { return t.Size() * t.dtype.Size() }
+
+// host returns t itself, or, for a sharded tensor, the gathered host copy.
+func (t *Tensor) host() *Tensor {
+	if t.layout != nil {
+		return t.layout.Gather(t)
+	}
+	return t
+}
+
+// Float32s returns a copy of the elements of a float32 tensor in row-major
+// order. A sharded tensor is gathered first.
+func (t *Tensor) Float32s() []float32 {
+	t.mustDType("Tensor.Float32s", Float32)
+	return append([]float32(nil), t.host().f32...)
+}
+
+// Float64s returns the elements converted to float64, for any dtype.
+func (t *Tensor) Float64s() []float64 {
+	h := t.host()
+	out := make([]float64, h.Size())
+	for i := range out {
+		out[i] = h.at(i)
+	}
+	return out
+}
+
+// Int32s returns a copy of the elements of an int32 tensor.
+func (t *Tensor) Int32s() []int32 {
+	t.mustDType("Tensor.Int32s", Int32)
+	return append([]int32(nil), t.host().i32...)
+}
+
+// Ints returns the elements of an int32 tensor as ints.
+func (t *Tensor) Ints() []int {
+	t.mustDType("Tensor.Ints", Int32)
+	h := t.host()
+	out := make([]int, len(h.i32))
+	for i, v := range h.i32 {
+		out[i] = int(v)
+	}
+	return out
+}
+
+// Bools returns a copy of the elements of a bool tensor.
+func (t *Tensor) Bools() []bool {
+	t.mustDType("Tensor.Bools", Bool)
+	return append([]bool(nil), t.host().b...)
+}
+
+// RawFloat32 returns the storage of a float32 host tensor without copying.
+// The slice is read-only: changing it changes every tensor that shares it.
+// It is meant for kernels and I/O inside this module and for callers who
+// measure allocations; everyone else should use Float32s.
+func (t *Tensor) RawFloat32() []float32 {
+	t.mustDType("Tensor.RawFloat32", Float32)
+	t.mustHost("Tensor.RawFloat32")
+	return t.f32
+}
+
+// RawInt32 is RawFloat32 for int32 tensors.
+func (t *Tensor) RawInt32() []int32 {
+	t.mustDType("Tensor.RawInt32", Int32)
+	t.mustHost("Tensor.RawInt32")
+	return t.i32
+}
+
+// RawBool is RawFloat32 for bool tensors.
+func (t *Tensor) RawBool() []bool {
+	t.mustDType("Tensor.RawBool", Bool)
+	t.mustHost("Tensor.RawBool")
+	return t.b
+}
+
+// Item returns the single element of a tensor with one element, as float64.
+func (t *Tensor) Item() float64 {
+	if t.Size() != 1 {
+		panic(fmt.Sprintf("Tensor.Item: %v has %d elements, want 1", t, t.Size()))
+	}
+	return t.host().at(0)
+}
+
+// At returns the element at the given index, as float64 whatever the dtype.
+// It panics if the index has the wrong length or is out of range.
+func (t *Tensor) At(index ...int) float64 {
+	if len(index) != len(t.shape) {
+		panic(fmt.Sprintf("Tensor.At: %v indexed with %d indices", t, len(index)))
+	}
+	off := 0
+	for i, ix := range index {
+		if ix < 0 || ix >= t.shape[i] {
+			panic(fmt.Sprintf("Tensor.At: index %v out of range for %v", index, t))
+		}
+		off = off*t.shape[i] + ix
+	}
+	return t.host().at(off)
+}
+
+// at returns element i (flat) as float64.
+func (t *Tensor) at(i int) float64 {
+	switch t.dtype {
+	case Float32:
+		return float64(t.f32[i])
+	case Int32:
+		return float64(t.i32[i])
+	case Bool:
+		if t.b[i] {
+			return 1
+		}
+		return 0
+	}
+	panic("tensor: invalid tensor")
+}
+
+// Layout returns the sharding layout of a global sharded tensor, or nil for
+// a host tensor.
+func (t *Tensor) Layout() Layout { return t.layout }
+
+// Local returns the shard.Map block mark, or nil outside shard.Map.
+func (t *Tensor) Local() *Local { return t.local }
+
+// LogicalAxes returns the logical axis names set by WithLogicalAxes, or nil.
+func (t *Tensor) LogicalAxes() []string { return append([]string(nil), t.axes...) }
+
+// WithLogicalAxes returns x annotated with logical axis names, one per
+// dimension ("" for a dimension with no name), as Flax's with_partitioning
+// does. The names are metadata for sharding rules: ops do not propagate them,
+// but pytree maps and optimizer state keep them. x shares storage with the
+// result.
+func WithLogicalAxes(x *Tensor, names ...string) *Tensor {
+	if len(names) != 0 && len(names) != len(x.shape) {
+		panic(fmt.Sprintf("tensor.WithLogicalAxes: %d names %q for %v", len(names), names, x))
+	}
+	y := x.shallow()
+	if len(names) == 0 {
+		y.axes = nil
+	} else {
+		y.axes = append([]string(nil), names...)
+	}
+	return y
+}
+
+// shallow returns a copy of the Tensor header, sharing data and marks.
+func (t *Tensor) shallow() *Tensor {
+	c := *t
+	return &c
+}
+
+func (t *Tensor) mustDType(op string, dt DType) {
+	if t.dtype != dt {
+		panic(fmt.Sprintf("%s: %v is %v, want %v", op, t, t.dtype, dt))
+	}
+}
+
+func (t *Tensor) mustHost(op string) {
+	if t.layout != nil {
+		panic(fmt.Sprintf("%s: %v is sharded over a mesh; gather it first (shard.Gather)", op, t))
+	}
+}
+
+// IsTraced reports whether t is being differentiated (carries an autodiff node).
+func (t *Tensor) IsTraced() bool { return t.node != nil }
