@@ -13,24 +13,33 @@ import (
 // SaveMask selects which inputs and outputs of a primitive its VJP needs.
 // Only those are kept alive for the backward pass (and counted by
 // Residuals); the others reach the VJP as shape-only placeholders.
-type SaveMask uint32
+type SaveMask uint64
 
-// SaveOutput keeps the output(s) of the op for its VJP.
-const SaveOutput SaveMask = 1 << 31
+const (
+	// SaveOutput keeps the output(s) of the op for its VJP.
+	SaveOutput SaveMask = 1 << 63
+	// SaveAllInputs keeps every input, however many there are.
+	SaveAllInputs SaveMask = 1 << 62
 
-// SaveAllInputs keeps every input.
-const SaveAllInputs SaveMask = SaveOutput - 1
+	maxMaskInput = 62
+)
 
-// SaveInputs returns a mask that keeps the given inputs.
+// SaveInputs returns a mask that keeps the given inputs (indices below 62;
+// use SaveAllInputs for ops with more inputs).
 func SaveInputs(idx ...int) SaveMask {
 	var m SaveMask
 	for _, i := range idx {
+		if i < 0 || i >= maxMaskInput {
+			panic(fmt.Sprintf("tensor.SaveInputs: input index %d out of range [0,%d)", i, maxMaskInput))
+		}
 		m |= 1 << uint(i)
 	}
 	return m
 }
 
-func (m SaveMask) input(i int) bool { return i < 31 && m&(1<<uint(i)) != 0 }
+func (m SaveMask) input(i int) bool {
+	return m&SaveAllInputs != 0 || (i < maxMaskInput && m&(1<<uint(i)) != 0)
+}
 
 // Op is a primitive operation: a forward implementation and its
 // vector-Jacobian product. Every op in this package is an Op; packages add
@@ -60,6 +69,9 @@ type Op struct {
 
 	// Save selects the residuals the VJP needs.
 	Save SaveMask
+	// SaveFor, if set, overrides Save for ops whose needs depend on their
+	// parameters.
+	SaveFor func(params any) SaveMask
 
 	// Distributed ops accept global sharded tensors (shard.Put, Map, ...).
 	// All others panic when given one.
@@ -67,6 +79,13 @@ type Op struct {
 }
 
 func (op *Op) differentiable() bool { return op.VJP != nil || op.VJPN != nil }
+
+func (op *Op) saveMask(params any) SaveMask {
+	if op.SaveFor != nil {
+		return op.SaveFor(params)
+	}
+	return op.Save
+}
 
 // Trace is one differentiation in progress: the tensors it traces carry
 // nodes that record how they were computed. Traces nest: a trace created
@@ -78,6 +97,9 @@ type Trace struct {
 	id      uint64
 	seq     atomic.Uint64
 	capture func(x *Tensor) *Tensor
+	// recordAll makes the trace record every op, differentiable or not,
+	// with all its inputs and outputs (remat compiles such a graph).
+	recordAll bool
 }
 
 var traceIDs atomic.Uint64 // orders traces; the only package-level state
@@ -139,6 +161,8 @@ type node struct {
 	state   any
 	nout    int
 	freed   bool
+	raw     []*Tensor // recordAll traces: every primal input
+	rawOuts []*Tensor // recordAll traces: every primal output
 }
 
 // aval returns a shape-only placeholder for x: dtype, shape and local mark,
@@ -296,7 +320,7 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 			anyFloat = true
 		}
 	}
-	if !diff || !anyFloat {
+	if (!diff || !anyFloat) && !top.recordAll {
 		// Non-differentiable: results are constants for every trace.
 		for i, o := range outs {
 			outs[i] = StopGradient(o)
@@ -306,22 +330,27 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 	n := &node{op: op, params: params, trace: top, seq: top.seq.Add(1), state: state, nout: len(outs)}
 	n.inputs = make([]edge, len(in))
 	n.ins = make([]*Tensor, len(in))
+	save := op.saveMask(params)
 	for i, x := range in {
 		if x.node != nil && x.node.trace == top {
 			n.inputs[i] = edge{x.node, x.outIdx}
 		}
-		if op.Save.input(i) {
+		if save.input(i) {
 			n.ins[i] = prim[i]
 		} else {
 			n.ins[i] = aval(prim[i])
 		}
+	}
+	if top.recordAll {
+		n.raw = prim
+		n.rawOuts = outs
 	}
 	n.outAval = make([]*Tensor, len(outs))
 	n.outs = make([]*Tensor, len(outs))
 	res := make([]*Tensor, len(outs))
 	for i, o := range outs {
 		n.outAval[i] = aval(o)
-		if op.Save&SaveOutput != 0 {
+		if save&SaveOutput != 0 {
 			n.outs[i] = o
 		} else {
 			n.outs[i] = n.outAval[i]
@@ -406,7 +435,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	}
 	for _, n := range nodes {
 		gs := grads[n]
-		if gs == nil || n.op == leafOp {
+		if gs == nil || n.op == leafOp || !n.op.differentiable() {
 			continue
 		}
 		if n.freed {

@@ -1,0 +1,452 @@
+package tensor
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Remat evaluates f(in...) so that its intermediate values are not kept for
+// the backward pass: only the values saveable selects (and f's inputs) are
+// kept, and backward recomputes the rest. This is jax.checkpoint (remat);
+// package autodiff wraps it as Checkpoint with named policies.
+//
+// Remat runs f once, recording the ops it performs, and compiles them into
+// a small program. Backward replays only the ops whose results the VJPs
+// need and that were not saved. f must be deterministic. Traced tensors
+// that f closes over (model parameters, say) are found while it runs and
+// become inputs of the checkpoint too, so their gradients flow as usual.
+//
+// saveable is asked once per recorded op; nil saves nothing. Remat supports
+// first-order differentiation through the checkpoint; a second derivative
+// treats saved values as constants.
+func Remat(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool, in ...*Tensor) []*Tensor {
+	var (
+		mu        sync.Mutex
+		captured  []*Tensor
+		capLeaves []*Tensor
+		capIdx    = map[*Tensor]int{}
+	)
+	var c *Trace
+	c = NewCaptureTrace(func(x *Tensor) *Tensor {
+		mu.Lock()
+		defer mu.Unlock()
+		if i, ok := capIdx[x]; ok {
+			return capLeaves[i]
+		}
+		l := c.Leaf(StopGradient(x))
+		capIdx[x] = len(captured)
+		captured = append(captured, x)
+		capLeaves = append(capLeaves, l)
+		return l
+	})
+	c.recordAll = true
+	leaves := make([]*Tensor, len(in))
+	for i, x := range in {
+		leaves[i] = c.Leaf(StopGradient(x))
+	}
+	outsC := f(leaves)
+
+	traced := len(captured) > 0
+	for _, x := range in {
+		if x.node != nil {
+			traced = true
+		}
+	}
+	if !traced {
+		out := make([]*Tensor, len(outsC))
+		for i, o := range outsC {
+			out[i] = stripTrace(o, c)
+		}
+		return out
+	}
+	prog, state := compileRemat(c, in, leaves, capLeaves, outsC, saveable)
+	prog.pending = &rematResult{outs: make([]*Tensor, len(outsC)), state: state}
+	for i, o := range outsC {
+		prog.pending.outs[i] = stripTrace(o, c)
+	}
+	all := append(slices.Clone(in), captured...)
+	return ApplyN(rematOp, prog, all...)
+}
+
+// stripTrace returns the value of x without the node of trace c.
+func stripTrace(x *Tensor, c *Trace) *Tensor {
+	if x.node != nil && x.node.trace == c {
+		return x.primal
+	}
+	return x
+}
+
+type slotKind uint8
+
+const (
+	slotInput slotKind = iota
+	slotNode
+	slotConst
+)
+
+type rslot struct {
+	kind slotKind
+	i    int // input, node or const index
+	out  int // output index for slotNode
+}
+
+type rnode struct {
+	op       *Op
+	params   any
+	info     NodeInfo
+	ins      []rslot
+	inAvals  []*Tensor
+	outAvals []*Tensor
+	// recompute: backward runs this node again; save: its outputs (and
+	// state) are kept from the forward pass.
+	recompute, save bool
+}
+
+type rematProgram struct {
+	nin      int
+	inAvals  []*Tensor
+	nodes    []rnode
+	consts   []*Tensor
+	outs     []rslot
+	outAvals []*Tensor
+	// save selects the program inputs backward reads.
+	save SaveMask
+	// pending carries the results of the recording run to the first
+	// ImplN call; later calls (replays inside an outer remat) recompute.
+	pending *rematResult
+	mu      sync.Mutex
+}
+
+type rematResult struct {
+	outs  []*Tensor
+	state *rematState
+}
+
+// rematState is what a checkpoint keeps for backward beyond its inputs.
+type rematState struct {
+	prog   *rematProgram
+	saved  map[rslot]*Tensor
+	states map[int]any // op states of saved ImplN nodes
+}
+
+func compileRemat(c *Trace, in, leaves, capLeaves, outsC []*Tensor, saveable func(NodeInfo) bool) (*rematProgram, *rematState) {
+	p := &rematProgram{nin: len(in) + len(capLeaves)}
+	inputOf := map[*node]int{}
+	for i, l := range leaves {
+		inputOf[l.node] = i
+	}
+	for j, l := range capLeaves {
+		inputOf[l.node] = len(in) + j
+	}
+	p.inAvals = make([]*Tensor, p.nin)
+	for i, l := range leaves {
+		p.inAvals[i] = aval(l)
+	}
+	for j, l := range capLeaves {
+		p.inAvals[len(in)+j] = aval(l)
+	}
+	// Collect the recorded nodes reachable from the outputs.
+	seen := map[*node]bool{}
+	var nodes []*node
+	var stack []*node
+	for _, o := range outsC {
+		if o.node != nil && o.node.trace == c && !seen[o.node] {
+			seen[o.node] = true
+			stack = append(stack, o.node)
+		}
+	}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if n.op != leafOp {
+			nodes = append(nodes, n)
+		}
+		for _, e := range n.inputs {
+			if e.n != nil && !seen[e.n] {
+				seen[e.n] = true
+				stack = append(stack, e.n)
+			}
+		}
+	}
+	slices.SortFunc(nodes, func(a, b *node) int { return int(a.seq) - int(b.seq) })
+	index := map[*node]int{}
+	for i, n := range nodes {
+		index[n] = i
+	}
+	constIdx := map[*Tensor]int{}
+	slotOf := func(e edge, raw *Tensor) rslot {
+		if e.n != nil {
+			if i, ok := inputOf[e.n]; ok {
+				return rslot{kind: slotInput, i: i}
+			}
+			return rslot{kind: slotNode, i: index[e.n], out: e.out}
+		}
+		if i, ok := constIdx[raw]; ok {
+			return rslot{kind: slotConst, i: i}
+		}
+		constIdx[raw] = len(p.consts)
+		p.consts = append(p.consts, raw)
+		return rslot{kind: slotConst, i: len(p.consts) - 1}
+	}
+	p.nodes = make([]rnode, len(nodes))
+	for i, n := range nodes {
+		rn := rnode{op: n.op, params: n.params, info: n.info(), outAvals: n.outAval}
+		rn.ins = make([]rslot, len(n.inputs))
+		rn.inAvals = make([]*Tensor, len(n.inputs))
+		for k, e := range n.inputs {
+			rn.ins[k] = slotOf(e, n.raw[k])
+			rn.inAvals[k] = aval(n.raw[k])
+		}
+		p.nodes[i] = rn
+	}
+	p.outs = make([]rslot, len(outsC))
+	p.outAvals = make([]*Tensor, len(outsC))
+	for i, o := range outsC {
+		if o.node != nil && o.node.trace == c {
+			p.outs[i] = slotOf(edge{o.node, o.outIdx}, nil)
+		} else {
+			p.outs[i] = slotOf(edge{}, o)
+		}
+		p.outAvals[i] = aval(o)
+	}
+	p.plan(saveable)
+	st := &rematState{prog: p, saved: map[rslot]*Tensor{}, states: map[int]any{}}
+	for i, n := range nodes {
+		if !p.nodes[i].save {
+			continue
+		}
+		for k, o := range n.rawOuts {
+			st.saved[rslot{kind: slotNode, i: i, out: k}] = o
+		}
+		if n.state != nil {
+			st.states[i] = n.state
+		}
+	}
+	return p, st
+}
+
+// plan decides which node results backward needs, and for each whether it
+// is saved (policy allows) or recomputed (its inputs are then needed).
+func (p *rematProgram) plan(saveable func(NodeInfo) bool) {
+	need := map[rslot]bool{}
+	needNode := make([]bool, len(p.nodes)) // state or outputs needed
+	for i, n := range p.nodes {
+		if !n.op.differentiable() {
+			continue
+		}
+		mask := n.op.saveMask(n.params)
+		for k, s := range n.ins {
+			if mask.input(k) {
+				need[s] = true
+			}
+		}
+		if mask&SaveOutput != 0 {
+			for k := range n.outAvals {
+				need[rslot{kind: slotNode, i: i, out: k}] = true
+			}
+		}
+		if n.op.VJPN != nil && n.op.ImplN != nil {
+			needNode[i] = true // its state
+		}
+	}
+	for i := len(p.nodes) - 1; i >= 0; i-- {
+		n := &p.nodes[i]
+		needed := needNode[i]
+		for k := range n.outAvals {
+			if need[rslot{kind: slotNode, i: i, out: k}] {
+				needed = true
+			}
+		}
+		if !needed {
+			continue
+		}
+		if saveable != nil && saveable(n.info) {
+			n.save = true
+			continue
+		}
+		n.recompute = true
+		for _, s := range n.ins {
+			need[s] = true
+		}
+	}
+	for s := range need {
+		switch {
+		case s.kind != slotInput:
+		case s.i < maxMaskInput:
+			p.save |= SaveInputs(s.i)
+		default:
+			p.save |= SaveAllInputs
+		}
+	}
+}
+
+var rematOp *Op
+
+func init() {
+	rematOp = &Op{
+		Name: "checkpoint",
+		ImplN: func(in []*Tensor, params any) ([]*Tensor, any) {
+			p := params.(*rematProgram)
+			p.mu.Lock()
+			r := p.pending
+			p.pending = nil
+			p.mu.Unlock()
+			if r != nil {
+				return r.outs, r.state
+			}
+			return p.forward(in)
+		},
+		VJPN: func(gs, in, _ []*Tensor, params, state any) []*Tensor {
+			return params.(*rematProgram).backward(gs, in, state.(*rematState))
+		},
+		SaveFor: func(params any) SaveMask { return params.(*rematProgram).save },
+	}
+}
+
+// value returns the value of a slot from the inputs, constants and vals.
+func (p *rematProgram) value(s rslot, in []*Tensor, vals map[rslot]*Tensor) *Tensor {
+	switch s.kind {
+	case slotInput:
+		return in[s.i]
+	case slotConst:
+		return p.consts[s.i]
+	}
+	return vals[s]
+}
+
+// forward runs the whole program (a replay inside an outer remat).
+func (p *rematProgram) forward(in []*Tensor) ([]*Tensor, any) {
+	vals := map[rslot]*Tensor{}
+	st := &rematState{prog: p, saved: map[rslot]*Tensor{}, states: map[int]any{}}
+	for i, n := range p.nodes {
+		args := make([]*Tensor, len(n.ins))
+		for k, s := range n.ins {
+			args[k] = p.value(s, in, vals)
+		}
+		outs, state := applyCore(n.op, n.params, args)
+		for k, o := range outs {
+			s := rslot{kind: slotNode, i: i, out: k}
+			vals[s] = o
+			if n.save {
+				st.saved[s] = o
+			}
+		}
+		if n.save && state != nil {
+			st.states[i] = state
+		}
+	}
+	outs := make([]*Tensor, len(p.outs))
+	for i, s := range p.outs {
+		outs[i] = p.value(s, in, vals)
+	}
+	return outs, st
+}
+
+func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
+	vals := map[rslot]*Tensor{}
+	for s, v := range st.saved {
+		vals[s] = v
+	}
+	states := map[int]any{}
+	for i, s := range st.states {
+		states[i] = s
+	}
+	// Recompute what backward needs and was not saved.
+	for i, n := range p.nodes {
+		if !n.recompute {
+			continue
+		}
+		args := make([]*Tensor, len(n.ins))
+		for k, s := range n.ins {
+			args[k] = p.value(s, in, vals)
+			if args[k] == nil {
+				panic(fmt.Sprintf("tensor: remat: recomputing %q needs a value that was neither saved nor recomputed", n.op.Name))
+			}
+		}
+		outs, state := applyCore(n.op, n.params, args)
+		for k, o := range outs {
+			vals[rslot{kind: slotNode, i: i, out: k}] = o
+		}
+		if state != nil {
+			states[i] = state
+		}
+	}
+	// Backward through the program.
+	cots := map[rslot]*Tensor{}
+	acc := func(s rslot, g *Tensor, want *Tensor, who string) {
+		if g == nil || s.kind == slotConst {
+			return
+		}
+		if !sameShape(g.shape, want.shape) || g.dtype != want.dtype {
+			panic(fmt.Sprintf("tensor.Backward: %s produced cotangent %v for %v", who, g, want))
+		}
+		if prev := cots[s]; prev != nil {
+			g = Add(prev, g)
+		}
+		cots[s] = g
+	}
+	for i, s := range p.outs {
+		acc(s, gs[i], p.outAvals[i], "the checkpoint's caller")
+	}
+	for i := len(p.nodes) - 1; i >= 0; i-- {
+		n := p.nodes[i]
+		if !n.op.differentiable() {
+			continue
+		}
+		ng := make([]*Tensor, len(n.outAvals))
+		hasCot := false
+		for k := range n.outAvals {
+			s := rslot{kind: slotNode, i: i, out: k}
+			ng[k] = cots[s]
+			delete(cots, s)
+			if ng[k] != nil {
+				hasCot = true
+			}
+		}
+		if !hasCot {
+			continue
+		}
+		mask := n.op.saveMask(n.params)
+		args := make([]*Tensor, len(n.ins))
+		for k, s := range n.ins {
+			if mask.input(k) {
+				args[k] = p.value(s, in, vals)
+			} else {
+				args[k] = n.inAvals[k]
+			}
+		}
+		outs := make([]*Tensor, len(n.outAvals))
+		for k := range outs {
+			if mask&SaveOutput != 0 {
+				outs[k] = vals[rslot{kind: slotNode, i: i, out: k}]
+			} else {
+				outs[k] = n.outAvals[k]
+			}
+		}
+		var res []*Tensor
+		if n.op.VJPN != nil {
+			res = n.op.VJPN(ng, args, outs, n.params, states[i])
+		} else {
+			res = n.op.VJP(ng[0], args, outs[0], n.params)
+		}
+		for k, s := range n.ins {
+			want := n.inAvals[k]
+			acc(s, res[k], want, "VJP of "+n.op.Name)
+		}
+	}
+	res := make([]*Tensor, p.nin)
+	for i := range res {
+		res[i] = cots[rslot{kind: slotInput, i: i}]
+	}
+	return res
+}
+
+// Residuals reports the values a checkpoint keeps beyond its inputs.
+func (st *rematState) Residuals() []Residual {
+	var out []Residual
+	for s, v := range st.saved {
+		out = append(out, Residual{Tensor: v, Label: st.prog.nodes[s.i].info.Label})
+	}
+	return out
+}

@@ -1,0 +1,207 @@
+package tensor_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+func randT(r *rand.Rand, shape ...int) *tensor.Tensor {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	d := make([]float32, n)
+	for i := range d {
+		d[i] = float32(r.NormFloat64())
+	}
+	return tensor.FromFloat32(d, shape...)
+}
+
+type layer struct{ w, b *tensor.Tensor }
+
+func mlpLayers(r *rand.Rand, sizes ...int) []layer {
+	var ls []layer
+	for i := 0; i+1 < len(sizes); i++ {
+		ls = append(ls, layer{
+			w: tensor.MulScalar(randT(r, sizes[i], sizes[i+1]), 0.3),
+			b: randT(r, sizes[i+1]),
+		})
+	}
+	return ls
+}
+
+func forwardLayer(x *tensor.Tensor, l layer) *tensor.Tensor {
+	return tensor.Relu(tensor.Add(tensor.MatMul(x, l.w), l.b))
+}
+
+// lossAndGrads differentiates an MLP loss, optionally running each layer
+// under Remat with the given policy. It returns the loss, the gradients of
+// all weights and biases, and the residual report taken before backward.
+func lossAndGrads(t *testing.T, ls []layer, x, y *tensor.Tensor, remat bool, saveable func(tensor.NodeInfo) bool) (float64, []*tensor.Tensor, tensor.ResidualReport) {
+	t.Helper()
+	tr := tensor.NewTrace()
+	var leaves []*tensor.Tensor
+	traced := make([]layer, len(ls))
+	for i, l := range ls {
+		traced[i] = layer{tr.Leaf(l.w), tr.Leaf(l.b)}
+		leaves = append(leaves, traced[i].w, traced[i].b)
+	}
+	h := x
+	for _, l := range traced {
+		if remat {
+			// The layer's parameters are closed over, not passed: Remat
+			// must find them.
+			h = tensor.Remat(func(in []*tensor.Tensor) []*tensor.Tensor {
+				return []*tensor.Tensor{forwardLayer(in[0], l)}
+			}, saveable, h)[0]
+		} else {
+			h = forwardLayer(h, l)
+		}
+	}
+	loss := tensor.Mean(tensor.Square(tensor.Sub(h, y)))
+	rep := tensor.Residuals(loss)
+	g := tensor.Backward(tr, []*tensor.Tensor{loss}, []*tensor.Tensor{tensor.Scalar(1)}, leaves, false)
+	return loss.Item(), g, rep
+}
+
+func TestRematGradientsEqualForEveryPolicy(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	ls := mlpLayers(r, 8, 32, 32, 32, 4)
+	x, y := randT(r, 16, 8), randT(r, 16, 4)
+	base, gBase, repBase := lossAndGrads(t, ls, x, y, false, nil)
+
+	policies := map[string]func(tensor.NodeInfo) bool{
+		"nothing":    nil,
+		"everything": func(tensor.NodeInfo) bool { return true },
+		"dots":       func(n tensor.NodeInfo) bool { return n.Label == "matmul" },
+		"not-matmul": func(n tensor.NodeInfo) bool { return n.Label != "matmul" },
+	}
+	for name, pol := range policies {
+		t.Run(name, func(t *testing.T) {
+			loss, g, _ := lossAndGrads(t, ls, x, y, true, pol)
+			assert.Equal(t, base, loss)
+			require.Len(t, g, len(gBase))
+			for i := range g {
+				assert.InDeltaSlice(t, gBase[i].Float64s(), g[i].Float64s(), 1e-6, "grad %d", i)
+			}
+		})
+	}
+	assert.Positive(t, repBase.Activations().Bytes)
+}
+
+// wholeMLPResiduals checkpoints the whole MLP as one function and returns
+// the residual report taken before backward.
+func wholeMLPResiduals(ls []layer, x, y *tensor.Tensor, saveable func(tensor.NodeInfo) bool, remat bool) tensor.ResidualReport {
+	tr := tensor.NewTrace()
+	traced := make([]layer, len(ls))
+	for i, l := range ls {
+		traced[i] = layer{tr.Leaf(l.w), tr.Leaf(l.b)}
+	}
+	mlp := func(in []*tensor.Tensor) []*tensor.Tensor {
+		h := in[0]
+		for _, l := range traced {
+			h = forwardLayer(h, l)
+		}
+		return []*tensor.Tensor{h}
+	}
+	var h *tensor.Tensor
+	if remat {
+		h = tensor.Remat(mlp, saveable, x)[0]
+	} else {
+		h = mlp([]*tensor.Tensor{x})[0]
+	}
+	return tensor.Residuals(tensor.Mean(tensor.Square(tensor.Sub(h, y))))
+}
+
+func TestRematResidualsShrink(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	sizes := []int{8, 32, 32, 32, 4}
+	ls := mlpLayers(r, sizes...)
+	x, y := randT(r, 16, 8), randT(r, 16, 4)
+	// Each layer's relu output is kept by relu's VJP (and is the next
+	// matmul's saved input): 16x32 floats three times and 16x4 once.
+	reluBytes := 4 * 16 * (32 + 32 + 32 + 4)
+
+	plain := wholeMLPResiduals(ls, x, y, nil, false)
+	require.Equal(t, 4, plain.ByLabel["relu"].Count)
+	require.Equal(t, reluBytes, plain.ByLabel["relu"].Bytes)
+
+	// Saving nothing keeps only the checkpoint's inputs (x and the
+	// parameters it closes over, all labelled "input"); the biases, which
+	// no VJP reads, are now kept to recompute the bias adds.
+	nothing := wholeMLPResiduals(ls, x, y, nil, true)
+	assert.Zero(t, nothing.ByLabel["relu"].Count)
+	assert.Zero(t, nothing.ByLabel["matmul"].Count)
+	assert.Equal(t, plain.Activations().Bytes-reluBytes, nothing.Activations().Bytes)
+	biasBytes := 4 * (32 + 32 + 32 + 4)
+	assert.Equal(t, plain.ByLabel["input"].Bytes+biasBytes, nothing.ByLabel["input"].Bytes)
+
+	// Saving everything keeps what no remat keeps.
+	everything := wholeMLPResiduals(ls, x, y, func(tensor.NodeInfo) bool { return true }, true)
+	assert.Equal(t, plain.ByLabel, everything.ByLabel)
+
+	// Saving dots keeps the matmul outputs instead of the relu outputs:
+	// relu and the bias add are recomputed from them.
+	dots := wholeMLPResiduals(ls, x, y, func(n tensor.NodeInfo) bool { return n.Label == "matmul" }, true)
+	assert.Zero(t, dots.ByLabel["relu"].Count)
+	assert.Equal(t, tensor.ResidualStat{Count: 4, Bytes: reluBytes}, dots.ByLabel["matmul"])
+
+	// Named values can be selected by name.
+	named := func(in []*tensor.Tensor) []*tensor.Tensor {
+		h := tensor.Named(tensor.MatMul(in[0], ls[0].w), "h0")
+		return []*tensor.Tensor{tensor.Relu(h)}
+	}
+	tr := tensor.NewTrace()
+	xl := tr.Leaf(x)
+	out := tensor.Remat(named, func(n tensor.NodeInfo) bool { return n.Label == "h0" }, xl)[0]
+	rep := tensor.Residuals(tensor.Sum(out))
+	assert.Equal(t, tensor.ResidualStat{Count: 1, Bytes: 4 * 16 * 32}, rep.ByLabel["h0"])
+}
+
+func TestRematWithoutTraceIsPlainCall(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	x := randT(r, 3, 4)
+	out := tensor.Remat(func(in []*tensor.Tensor) []*tensor.Tensor {
+		return []*tensor.Tensor{tensor.Exp(in[0])}
+	}, nil, x)
+	assert.False(t, out[0].IsTraced())
+	assert.Equal(t, tensor.Exp(x).Float32s(), out[0].Float32s())
+}
+
+func TestNestedRemat(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	w := randT(r, 4, 4)
+	x := randT(r, 2, 4)
+	f := func(w *tensor.Tensor, nested bool) *tensor.Tensor {
+		inner := func(in []*tensor.Tensor) []*tensor.Tensor {
+			return []*tensor.Tensor{tensor.Tanh(tensor.MatMul(in[0], w))}
+		}
+		outer := func(in []*tensor.Tensor) []*tensor.Tensor {
+			h := in[0]
+			for range 3 {
+				if nested {
+					h = tensor.Remat(inner, nil, h)[0]
+				} else {
+					h = inner([]*tensor.Tensor{h})[0]
+				}
+			}
+			return []*tensor.Tensor{h}
+		}
+		if nested {
+			return tensor.Sum(tensor.Remat(outer, nil, x)[0])
+		}
+		return tensor.Sum(outer([]*tensor.Tensor{x})[0])
+	}
+	grad := func(nested bool) []float64 {
+		tr := tensor.NewTrace()
+		wl := tr.Leaf(w)
+		y := f(wl, nested)
+		return tensor.Backward(tr, []*tensor.Tensor{y}, []*tensor.Tensor{tensor.Scalar(1)}, []*tensor.Tensor{wl}, false)[0].Float64s()
+	}
+	assert.InDeltaSlice(t, grad(false), grad(true), 1e-6)
+}
