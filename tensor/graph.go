@@ -56,6 +56,10 @@ type Op struct {
 	// ImplN computes several outputs and an optional state that its VJPN
 	// receives (internal residuals).
 	ImplN func(in []*Tensor, params any) (outs []*Tensor, state any)
+	// ImplVJP, if set, replaces ImplN when the op is being differentiated:
+	// it computes the outputs and the state VJPN will need, which ImplN
+	// may skip (shard.Map keeps per-device graphs only then).
+	ImplVJP func(in []*Tensor, params any) (outs []*Tensor, state any)
 
 	// VJP maps the output cotangent g to one cotangent per input (nil for
 	// an input that gets none). in holds the inputs: those selected by Save
@@ -131,6 +135,10 @@ func (tr *Trace) Leaf(x *Tensor) *Tensor {
 	t.node, t.outIdx, t.primal = n, 0, x
 	return t
 }
+
+// Primal returns x without the node of trace tr (x itself if tr does not
+// trace it); nodes of other, outer traces stay.
+func (tr *Trace) Primal(x *Tensor) *Tensor { return x.primalOf(tr) }
 
 // TracedBy reports whether x carries a node of trace tr.
 func (x *Tensor) TracedBy(tr *Trace) bool {
@@ -260,12 +268,16 @@ func scan(op *Op, in []*Tensor) (top *Trace, loc *Local) {
 }
 
 // applyCore computes op on inputs that may be traced by traces other than
-// the one being recorded, returning outputs and state.
+// the one being recorded, returning outputs and the state for the VJP.
 func applyCore(op *Op, params any, in []*Tensor) ([]*Tensor, any) {
 	if op.ImplN != nil {
 		top, loc := scan(op, in)
 		if top == nil {
-			outs, state := op.ImplN(in, params)
+			impl := op.ImplN
+			if op.ImplVJP != nil {
+				impl = op.ImplVJP
+			}
+			outs, state := impl(in, params)
 			for i, o := range outs {
 				outs[i] = finish(op, o, in, loc)
 			}

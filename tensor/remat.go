@@ -446,7 +446,7 @@ func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
 func (st *rematState) Residuals() []Residual {
 	var out []Residual
 	for s, v := range st.saved {
-		out = append(out, Residual{Tensor: v, Label: st.prog.nodes[s.i].info.Label})
+		out = append(out, Residual{Tensor: v, Label: st.prog.nodes[s.i].info.Label, Device: -1})
 	}
 	return out
 }

@@ -13,6 +13,9 @@ import (
 type Residual struct {
 	Tensor *Tensor
 	Label  string
+	// Device is the ID of the shard.Map device whose backward pass keeps
+	// the tensor, or -1 for the calling goroutine's own graph.
+	Device int
 }
 
 // ResidualHolder is implemented by op states (see Op.ImplN) that keep
@@ -33,6 +36,9 @@ type ResidualStat struct {
 type ResidualReport struct {
 	ResidualStat
 	ByLabel map[string]ResidualStat
+	// ByDevice breaks down what shard.Map devices keep (by device ID);
+	// the graph of the calling goroutine is under -1.
+	ByDevice map[int]ResidualStat
 }
 
 // Activations returns the totals without the "input" label: the memory a
@@ -68,26 +74,15 @@ func (r ResidualReport) String() string {
 // (and, inside checkpoints and shard.Map calls, what those keep). Call it
 // before Backward, which frees residuals as it goes.
 func Residuals(outs ...*Tensor) ResidualReport {
-	var tr *Trace
-	for _, o := range outs {
-		if o.node != nil && (tr == nil || o.node.trace.id > tr.id) {
-			tr = o.node.trace
-		}
-	}
-	rep := ResidualReport{ByLabel: map[string]ResidualStat{}}
-	if tr == nil {
-		return rep
-	}
+	rep := ResidualReport{ByLabel: map[string]ResidualStat{}, ByDevice: map[int]ResidualStat{}}
 	type key struct {
-		p  unsafe.Pointer
-		dt DType
+		p      unsafe.Pointer
+		dt     DType
+		device int
 	}
-	type entry struct {
-		bytes int
-		label string
-	}
-	kept := map[key]entry{} // per storage: the largest view seen
-	count := func(t *Tensor, label string) {
+	kept := map[key]Residual{} // per storage: the largest view seen
+	for _, r := range ResidualTensors(outs...) {
+		t := r.Tensor
 		var p unsafe.Pointer
 		switch t.dtype {
 		case Float32:
@@ -98,12 +93,38 @@ func Residuals(outs ...*Tensor) ResidualReport {
 			p = unsafe.Pointer(unsafe.SliceData(t.b))
 		}
 		if p == nil || t.Size() == 0 {
-			return
+			continue
 		}
-		k := key{p, t.dtype}
-		if e, ok := kept[k]; !ok || t.Bytes() > e.bytes {
-			kept[k] = entry{t.Bytes(), label}
+		k := key{p, t.dtype, r.Device}
+		if e, ok := kept[k]; !ok || t.Bytes() > e.Tensor.Bytes() {
+			kept[k] = r
 		}
+	}
+	for _, r := range kept {
+		b := r.Tensor.Bytes()
+		add := func(s ResidualStat) ResidualStat { return ResidualStat{s.Count + 1, s.Bytes + b} }
+		rep.ByLabel[r.Label] = add(rep.ByLabel[r.Label])
+		rep.ByDevice[r.Device] = add(rep.ByDevice[r.Device])
+		rep.ResidualStat = add(rep.ResidualStat)
+	}
+	return rep
+}
+
+// ResidualTensors lists the tensors behind Residuals, unaggregated: each
+// with the label of its producer and the device whose graph keeps it.
+func ResidualTensors(outs ...*Tensor) []Residual {
+	var tr *Trace
+	for _, o := range outs {
+		if o.node != nil && (tr == nil || o.node.trace.id > tr.id) {
+			tr = o.node.trace
+		}
+	}
+	if tr == nil {
+		return nil
+	}
+	var res []Residual
+	add := func(t *Tensor, label string) {
+		res = append(res, Residual{Tensor: t, Label: label, Device: -1})
 	}
 	seen := map[*node]bool{}
 	var stack []*node
@@ -134,26 +155,16 @@ func Residuals(outs ...*Tensor) ResidualReport {
 			if e := n.inputs[k]; e.n != nil && e.n.op != leafOp {
 				label = e.n.info().Label
 			}
-			count(x, label)
+			add(x, label)
 		}
 		if save&SaveOutput != 0 {
 			for _, o := range n.outs {
-				count(o, n.info().Label)
+				add(o, n.info().Label)
 			}
 		}
 		if h, ok := n.state.(ResidualHolder); ok {
-			for _, r := range h.Residuals() {
-				count(r.Tensor, r.Label)
-			}
+			res = append(res, h.Residuals()...)
 		}
 	}
-	for _, e := range kept {
-		s := rep.ByLabel[e.label]
-		s.Count++
-		s.Bytes += e.bytes
-		rep.ByLabel[e.label] = s
-		rep.Count++
-		rep.Bytes += e.bytes
-	}
-	return rep
+	return res
 }

@@ -1,0 +1,148 @@
+package autodiff
+
+import (
+	"fmt"
+
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/tensor"
+)
+
+// ValueAndGrad returns a function that evaluates f at m and differentiates
+// it with respect to every floating-point tensor leaf of m, a model or any
+// other pytree (Equinox's filter_value_and_grad). The gradient has the type
+// of m: a leaf for each float32 leaf of m (zeros where f does not depend on
+// it, carrying the leaf's logical axes and sharding), nil for the other
+// leaves, and m's non-tensor fields.
+//
+// f must return a float32 scalar (a shape [] tensor, or one element).
+// ValueAndGrad calls may nest (the gradient of a gradient) and may run in
+// several goroutines at once.
+func ValueAndGrad[M any](f func(M) *tensor.Tensor) func(M) (*tensor.Tensor, M) {
+	return func(m M) (*tensor.Tensor, M) {
+		v, _, g := valueAndGrad(m, func(mt M) (*tensor.Tensor, struct{}) { return f(mt), struct{}{} })
+		return v, g
+	}
+}
+
+// ValueAndGradAux is ValueAndGrad for an f that also returns auxiliary data
+// (metrics, new state), which is passed through and not differentiated.
+func ValueAndGradAux[M, A any](f func(M) (*tensor.Tensor, A)) func(M) (*tensor.Tensor, A, M) {
+	return func(m M) (*tensor.Tensor, A, M) { return valueAndGrad(m, f) }
+}
+
+// ValueAndGradWith is ValueAndGrad for an f with a second argument (a
+// batch, say) that is not differentiated.
+func ValueAndGradWith[M, X any](f func(M, X) *tensor.Tensor) func(M, X) (*tensor.Tensor, M) {
+	return func(m M, x X) (*tensor.Tensor, M) {
+		v, _, g := valueAndGrad(m, func(mt M) (*tensor.Tensor, struct{}) { return f(mt, x), struct{}{} })
+		return v, g
+	}
+}
+
+// ValueAndGradWithAux combines ValueAndGradWith and ValueAndGradAux.
+func ValueAndGradWithAux[M, X, A any](f func(M, X) (*tensor.Tensor, A)) func(M, X) (*tensor.Tensor, A, M) {
+	return func(m M, x X) (*tensor.Tensor, A, M) {
+		return valueAndGrad(m, func(mt M) (*tensor.Tensor, A) { return f(mt, x) })
+	}
+}
+
+// Grad returns a function computing only the gradient of f (see
+// ValueAndGrad).
+func Grad[M any](f func(M) *tensor.Tensor) func(M) M {
+	vg := ValueAndGrad(f)
+	return func(m M) M {
+		_, g := vg(m)
+		return g
+	}
+}
+
+// GradWith is Grad for an f with a second, non-differentiated argument.
+func GradWith[M, X any](f func(M, X) *tensor.Tensor) func(M, X) M {
+	vg := ValueAndGradWith(f)
+	return func(m M, x X) M {
+		_, g := vg(m, x)
+		return g
+	}
+}
+
+// trace makes a traced copy of m: its float leaves become leaves of tr.
+func trace[M any](tr *tensor.Trace, m M) (M, []*tensor.Tensor, []*tensor.Tensor, pytree.Structure) {
+	leaves, st := pytree.Flatten(m)
+	traced := make([]*tensor.Tensor, len(leaves))
+	for i, x := range leaves {
+		if x.DType().IsFloat() {
+			traced[i] = tr.Leaf(x)
+		} else {
+			traced[i] = x
+		}
+	}
+	return pytree.Unflatten[M](st, traced), leaves, traced, st
+}
+
+// gradTree assembles cotangents of the float leaves into a tree like m.
+func gradTree[M any](st pytree.Structure, leaves, cots []*tensor.Tensor) M {
+	out := make([]*tensor.Tensor, len(leaves))
+	for i, x := range leaves {
+		if !x.DType().IsFloat() {
+			continue
+		}
+		g := cots[i]
+		if axes := x.LogicalAxes(); axes != nil {
+			g = tensor.WithLogicalAxes(g, axes...)
+		}
+		out[i] = g
+	}
+	return pytree.Unflatten[M](st, out)
+}
+
+func valueAndGrad[M, A any](m M, f func(M) (*tensor.Tensor, A)) (*tensor.Tensor, A, M) {
+	tr := tensor.NewTrace()
+	mt, leaves, traced, st := trace(tr, m)
+	y, aux := f(mt)
+	if y == nil || y.DType() != tensor.Float32 || y.Size() != 1 {
+		panic(fmt.Sprintf("autodiff.ValueAndGrad: f returned %v; want a float32 scalar", y))
+	}
+	cots := tensor.Backward(tr, []*tensor.Tensor{y}, []*tensor.Tensor{tensor.OnesLike(y)}, traced, false)
+	return tr.Primal(y), aux, gradTree[M](st, leaves, cots)
+}
+
+// VJP evaluates f at m and returns its output and a function that maps a
+// cotangent of the output (a tree like it) to the cotangent of m: the
+// vector-Jacobian product (jax.vjp). The function may be called several
+// times.
+func VJP[M, Y any](f func(M) Y, m M) (Y, func(ct Y) M) {
+	tr := tensor.NewTrace()
+	mt, leaves, traced, st := trace(tr, m)
+	y := f(mt)
+	ys, yst := pytree.Flatten(y)
+	prim := make([]*tensor.Tensor, len(ys))
+	for i, v := range ys {
+		prim[i] = tr.Primal(v)
+	}
+	back := func(ct Y) M {
+		cs, cst := pytree.Flatten(ct)
+		if !cst.Equal(yst) {
+			panic(fmt.Sprintf("autodiff.VJP: cotangent %v does not match output %v", cst, yst))
+		}
+		for i, c := range cs {
+			if c.DType() != ys[i].DType() || !sameShape(c.Shape(), ys[i].Shape()) {
+				panic(fmt.Sprintf("autodiff.VJP: cotangent %d is %v, output is %v", i, c, ys[i]))
+			}
+		}
+		cots := tensor.Backward(tr, ys, cs, traced, true)
+		return gradTree[M](st, leaves, cots)
+	}
+	return pytree.Unflatten[Y](yst, prim), back
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,388 @@
+package shard
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// layout is the tensor.Layout of a global sharded tensor: one block per
+// device of the mesh, in mesh (row-major) order. Replicas hold their own
+// copies, as separate devices would.
+type layout struct {
+	sharding Sharding
+	geo      geometry
+	blocks   []*tensor.Tensor
+}
+
+// DimAxes implements tensor.Layout.
+func (l *layout) DimAxes(i int) string {
+	d := l.sharding.spec.dim(i)
+	if len(d) == 0 {
+		return ""
+	}
+	return axesLabel(d)
+}
+
+// Gather implements tensor.Layout: the whole array as a host tensor.
+func (l *layout) Gather(x *tensor.Tensor) *tensor.Tensor {
+	out := tensor.Zeros(x.DType(), l.geo.shape...)
+	zero := make([]int, len(l.geo.shape))
+	for _, dev := range l.uniqueBlocks() {
+		off := l.offset(dev)
+		copyTensorRegion(out, zero, l.blocks[dev], off, off, l.geo.block)
+	}
+	return out
+}
+
+// offset returns the global offset of the block of device dev.
+func (l *layout) offset(dev int) []int {
+	idx := l.sharding.blockIndex(dev, len(l.geo.shape))
+	for i := range idx {
+		idx[i] *= l.geo.block[i]
+	}
+	return idx
+}
+
+// uniqueBlocks returns one device per distinct block.
+func (l *layout) uniqueBlocks() []int {
+	seen := map[string]bool{}
+	var out []int
+	for dev := range l.blocks {
+		k := fmt.Sprint(l.sharding.blockIndex(dev, len(l.geo.shape)))
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, dev)
+		}
+	}
+	return out
+}
+
+// ShardingOf returns the sharding of a global sharded tensor, and false for
+// a host tensor.
+func ShardingOf(x *tensor.Tensor) (Sharding, bool) {
+	l, ok := x.Layout().(*layout)
+	if !ok {
+		return Sharding{}, false
+	}
+	return l.sharding, true
+}
+
+// Blocks returns the blocks of a sharded tensor, one per device of its mesh
+// in mesh order (replicas are distinct copies). It panics for a host
+// tensor.
+func Blocks(x *tensor.Tensor) []*tensor.Tensor {
+	l, ok := x.Layout().(*layout)
+	if !ok {
+		panic(fmt.Sprintf("shard.Blocks: %v is not sharded", x))
+	}
+	return slices.Clone(l.blocks)
+}
+
+var putOp, gatherOp *tensor.Op
+
+func init() {
+	putOp = &tensor.Op{
+		Name:        "device_put",
+		Distributed: true,
+		Impl: func(in []*tensor.Tensor, p any) *tensor.Tensor {
+			return put(in[0], p.(Sharding))
+		},
+		VJP: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, _ any) []*tensor.Tensor {
+			// Send the cotangent back where the input lived.
+			if s, ok := ShardingOf(in[0]); ok {
+				return []*tensor.Tensor{Put(g, s)}
+			}
+			return []*tensor.Tensor{Gather(g)}
+		},
+	}
+	gatherOp = &tensor.Op{
+		Name:        "gather",
+		Distributed: true,
+		Impl: func(in []*tensor.Tensor, _ any) *tensor.Tensor {
+			x := in[0]
+			out := x.Layout().Gather(x)
+			return out
+		},
+		VJP: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, _ any) []*tensor.Tensor {
+			s, _ := ShardingOf(in[0])
+			return []*tensor.Tensor{Put(g, s)}
+		},
+	}
+}
+
+// Put places x on the mesh of s, split and replicated as s says: JAX's
+// device_put. x may be a host tensor or already sharded (on this or any
+// other mesh: Put then reshards, copying each target block straight from
+// the source blocks that overlap it). It is differentiable: the cotangent
+// returns to where x lived. It panics if a sharded dimension is not
+// divisible by its axes, naming the dimension, the axes and the sizes.
+func Put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
+	if x.Local() != nil {
+		panic(fmt.Sprintf("shard.Put: %v is a block inside shard.Map", x))
+	}
+	if s.mesh == nil {
+		panic("shard.Put: zero Sharding (use NewSharding or Replicated)")
+	}
+	s.geometry("shard.Put: "+x.String(), x.Shape()) // validate early, with the operand named
+	if cur, ok := ShardingOf(x); ok && cur.Equal(s) {
+		return x
+	}
+	return tensor.Apply(putOp, s, x)
+}
+
+// Reshard is Put for a tensor that is already sharded; it is the same
+// operation, named for readability at call sites that change layouts.
+func Reshard(x *tensor.Tensor, s Sharding) *tensor.Tensor { return Put(x, s) }
+
+// Gather returns a sharded tensor as one host tensor (a host tensor is
+// returned as is). It is differentiable.
+func Gather(x *tensor.Tensor) *tensor.Tensor {
+	if x.Layout() == nil {
+		return x
+	}
+	return tensor.Apply(gatherOp, nil, x)
+}
+
+// put builds the sharded tensor of x (host or sharded) for sharding s.
+func put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
+	geo := s.geometry("shard.Put", x.Shape())
+	l := &layout{sharding: s, geo: geo, blocks: makeBlocks(x, s, true)}
+	return tensor.NewSharded(x.DType(), x.Shape(), l)
+}
+
+// makeBlocks returns the block of x for every device of s's mesh. Blocks of
+// a tensor already sharded by s are reused; a replicated host tensor is
+// shared by every device and contiguous blocks of a host tensor are views
+// (tensors are immutable, so sharing is safe) unless charge is set, in
+// which case every block is a device's own copy, charged to its memory.
+func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
+	geo := s.geometry("shard.Put", x.Shape())
+	n := s.mesh.Size()
+	out := make([]*tensor.Tensor, n)
+	src, _ := x.Layout().(*layout)
+	if src != nil && src.sharding.Equal(s) && !charge {
+		copy(out, src.blocks)
+		return out
+	}
+	proto := &layout{sharding: s, geo: geo}
+	if src == nil && !charge {
+		if s.IsReplicated() {
+			for d := range out {
+				out[d] = x
+			}
+			return out
+		}
+		if v := contiguousViews(x, proto, n); v != nil {
+			return v
+		}
+	}
+	parallelFor(n, func(dev int) {
+		off := proto.offset(dev)
+		b := tensor.Zeros(x.DType(), geo.block...)
+		if src == nil {
+			copyTensorRegion(b, off, x, make([]int, len(geo.shape)), off, geo.block)
+		} else {
+			for _, sd := range src.uniqueBlocks() {
+				soff := src.offset(sd)
+				lo, size, ok := intersect(off, geo.block, soff, src.geo.block)
+				if ok {
+					copyTensorRegion(b, off, src.blocks[sd], soff, lo, size)
+				}
+			}
+		}
+		out[dev] = b
+		if charge {
+			chargeBlock(s.mesh.devices[dev], b)
+		}
+	})
+	return out
+}
+
+// contiguousViews returns blocks that are views into x when every block is
+// a contiguous range of x's storage (only the leading dimensions that are
+// not 1 are split), or nil.
+func contiguousViews(x *tensor.Tensor, l *layout, n int) []*tensor.Tensor {
+	shape := l.geo.shape
+	first := -1
+	for i := range shape {
+		if l.geo.parts[i] > 1 {
+			if first >= 0 {
+				return nil
+			}
+			first = i
+		}
+	}
+	for i := 0; i < first; i++ {
+		if shape[i] != 1 {
+			return nil
+		}
+	}
+	if x.DType() == tensor.Bool {
+		return nil
+	}
+	size := 1
+	for _, d := range l.geo.block {
+		size *= d
+	}
+	out := make([]*tensor.Tensor, n)
+	for dev := range out {
+		off := l.offset(dev)
+		start := 0
+		st := strides(shape)
+		for i, o := range off {
+			start += o * st[i]
+		}
+		switch x.DType() {
+		case tensor.Float32:
+			out[dev] = tensor.WrapFloat32(x.RawFloat32()[start:start+size:start+size], l.geo.block...)
+		case tensor.Int32:
+			out[dev] = tensor.WrapInt32(x.RawInt32()[start:start+size:start+size], l.geo.block...)
+		}
+	}
+	return out
+}
+
+// chargeBlock accounts a block's bytes to a device.
+func chargeBlock(d *Device, b *tensor.Tensor) {
+	switch b.DType() {
+	case tensor.Float32:
+		account(d, b.RawFloat32(), b.Bytes())
+	case tensor.Int32:
+		account(d, b.RawInt32(), b.Bytes())
+	case tensor.Bool:
+		account(d, b.RawBool(), b.Bytes())
+	}
+}
+
+// intersect returns the intersection of two boxes given by offset and size.
+func intersect(aOff, aSize, bOff, bSize []int) (lo, size []int, ok bool) {
+	lo = make([]int, len(aOff))
+	size = make([]int, len(aOff))
+	for i := range aOff {
+		l := max(aOff[i], bOff[i])
+		h := min(aOff[i]+aSize[i], bOff[i]+bSize[i])
+		if h <= l {
+			return nil, nil, false
+		}
+		lo[i], size[i] = l, h-l
+	}
+	return lo, size, true
+}
+
+// copyTensorRegion copies the global box [lo, lo+size) from src, whose
+// element 0 sits at global srcOff, into dst, whose element 0 sits at
+// dstOff. dst must be freshly allocated (it is written in place).
+func copyTensorRegion(dst *tensor.Tensor, dstOff []int, src *tensor.Tensor, srcOff, lo, size []int) {
+	switch dst.DType() {
+	case tensor.Float32:
+		copyRegion(dst.RawFloat32(), dst.Shape(), dstOff, src.RawFloat32(), src.Shape(), srcOff, lo, size)
+	case tensor.Int32:
+		copyRegion(dst.RawInt32(), dst.Shape(), dstOff, src.RawInt32(), src.Shape(), srcOff, lo, size)
+	case tensor.Bool:
+		copyRegion(dst.RawBool(), dst.Shape(), dstOff, src.RawBool(), src.Shape(), srcOff, lo, size)
+	}
+}
+
+func copyRegion[T any](dst []T, dshape, doff []int, src []T, sshape, soff []int, lo, size []int) {
+	r := len(size)
+	if r == 0 {
+		if len(dst) > 0 {
+			dst[0] = src[0]
+		}
+		return
+	}
+	for _, s := range size {
+		if s == 0 {
+			return
+		}
+	}
+	dstr := strides(dshape)
+	sstr := strides(sshape)
+	idx := make([]int, r-1)
+	run := size[r-1]
+	for {
+		di, si := 0, 0
+		for k := 0; k < r; k++ {
+			g := lo[k]
+			if k < r-1 {
+				g += idx[k]
+			}
+			di += (g - doff[k]) * dstr[k]
+			si += (g - soff[k]) * sstr[k]
+		}
+		copy(dst[di:di+run], src[si:si+run])
+		k := r - 2
+		for ; k >= 0; k-- {
+			idx[k]++
+			if idx[k] < size[k] {
+				break
+			}
+			idx[k] = 0
+		}
+		if k < 0 {
+			return
+		}
+	}
+}
+
+func strides(shape []int) []int {
+	s := make([]int, len(shape))
+	acc := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		s[i] = acc
+		acc *= shape[i]
+	}
+	return s
+}
+
+// parallelFor runs fn(0..n-1) on up to GOMAXPROCS goroutines and returns
+// when all are done. A panic in fn is re-raised in the caller.
+func parallelFor(n int, fn func(i int)) {
+	workers := min(n, runtime.GOMAXPROCS(0))
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			fn(i)
+		}
+		return
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		next  int
+		first any
+	)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					mu.Lock()
+					if first == nil {
+						first = r
+					}
+					mu.Unlock()
+				}
+			}()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := i >= n || first != nil
+				mu.Unlock()
+				if stop {
+					return
+				}
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		panic(first)
+	}
+}

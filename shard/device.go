@@ -1,0 +1,72 @@
+package shard
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// DevicesEnv is the environment variable that sets the number of simulated
+// devices in the local pool (default 8, like XLA's host device count).
+const DevicesEnv = "GONOX_DEVICES"
+
+const defaultDevices = 8
+
+// Device is a simulated CPU device in this process. Devices compute with
+// one goroutine each inside Map and hold the blocks of sharded tensors.
+type Device struct {
+	id  int
+	mem atomic.Int64
+}
+
+// ID returns the device's index in the pool.
+func (d *Device) ID() int { return d.id }
+
+// MemoryBytes returns the bytes of sharded-tensor blocks the device holds
+// that are still reachable. Blocks are counted when created and released
+// when the garbage collector frees them, so the figure trails a dropped
+// tensor until the next collection.
+func (d *Device) MemoryBytes() int64 { return d.mem.Load() }
+
+// String returns "CpuDevice(id=N)", as JAX prints devices.
+func (d *Device) String() string { return fmt.Sprintf("CpuDevice(id=%d)", d.id) }
+
+// The device pool is the only package-level state in gonox.
+var pool struct {
+	once sync.Once
+	devs []*Device
+}
+
+// Devices returns the local device pool, created on first use with the
+// number of devices in $GONOX_DEVICES (default 8). It panics if the
+// variable is set to something other than a positive integer.
+func Devices() []*Device {
+	pool.once.Do(func() {
+		n := defaultDevices
+		if s := os.Getenv(DevicesEnv); s != "" {
+			v, err := strconv.Atoi(s)
+			if err != nil || v <= 0 {
+				panic(fmt.Sprintf("shard: %s=%q: want a positive integer", DevicesEnv, s))
+			}
+			n = v
+		}
+		pool.devs = make([]*Device, n)
+		for i := range pool.devs {
+			pool.devs[i] = &Device{id: i}
+		}
+	})
+	return append([]*Device(nil), pool.devs...)
+}
+
+// account charges a block's storage to a device until the storage is
+// garbage collected.
+func account[T any](d *Device, data []T, bytes int) {
+	if len(data) == 0 || bytes == 0 {
+		return
+	}
+	d.mem.Add(int64(bytes))
+	runtime.AddCleanup(&data[0], func(n int64) { d.mem.Add(-n) }, int64(bytes))
+}

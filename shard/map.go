@@ -1,0 +1,340 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/tensor"
+)
+
+// Option configures Map.
+type Option func(*mapConfig)
+
+type mapConfig struct {
+	comm *Comm
+}
+
+// WithComm makes Map add the bytes each device sends in collectives —
+// in fn and in the backward pass of the call — to c.
+func WithComm(c *Comm) Option { return func(m *mapConfig) { m.comm = c } }
+
+// Map returns a function that runs fn once per device of mesh, all devices
+// concurrently, each on its own block of every input: jax.shard_map.
+//
+// In and Out are pytrees (any Go values; see package pytree). inSpecs gives
+// each tensor leaf of the input its partition spec and outSpecs each leaf
+// of the output: the input is split accordingly (already-sharded inputs
+// with that sharding are used in place), and the blocks fn returns are
+// assembled into global sharded tensors. Non-tensor parts of In reach fn
+// as they are; those of Out come from device 0.
+//
+// Inside fn, blocks are ordinary tensors marked with the mesh axes they vary
+// over, and the Ctx offers the collectives. An output that varies over a
+// mesh axis its out spec does not shard it over is an error, as with JAX's
+// check_vma: reduce it first (Psum, Pmean, AllGatherInvariant) or shard it.
+//
+// The returned function is differentiable: autodiff can take gradients of
+// a function that calls it, and fn can take gradients itself. If fn panics
+// on any device, or the devices issue collectives inconsistently, every
+// device is released and the call panics with a *DeviceError naming the
+// device and the cause; MapErr returns that error instead. No goroutine
+// outlives the call.
+func Map[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx, in In) Out, opts ...Option) func(In) Out {
+	f := MapErr(mesh, inSpecs, outSpecs, fn, opts...)
+	return func(in In) Out {
+		out, err := f(in)
+		if err != nil {
+			panic(err)
+		}
+		return out
+	}
+}
+
+// MapErr is Map returning device failures as an error (a *DeviceError)
+// instead of panicking. Programmer errors outside fn (specs that do not fit
+// the inputs, say) still panic.
+func MapErr[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx, in In) Out, opts ...Option) func(In) (Out, error) {
+	var cfg mapConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return func(in In) (out Out, err error) {
+		paths, _ := pytree.LeavesWithPath(in)
+		leaves, st := pytree.Flatten(in)
+		p := &mapParams{mesh: mesh, comm: cfg.comm}
+		p.inSpecs = specsOf("shard.Map: in spec", mesh, inSpecs, paths, leaves)
+		p.inNames = make([]string, len(paths))
+		for i, q := range paths {
+			p.inNames[i] = leafName(q)
+		}
+		outStructs := make([]pytree.Structure, mesh.Size())
+		var outPaths []pytree.Path
+		var mu sync.Mutex
+		p.fn = func(c *Ctx, blocks []*tensor.Tensor) []*tensor.Tensor {
+			o := fn(c, pytree.Unflatten[In](st, blocks))
+			ls, os := pytree.Flatten(o)
+			outStructs[c.env.dev] = os
+			if c.env.dev == 0 {
+				mu.Lock()
+				outPaths = pytree.Paths(o)
+				mu.Unlock()
+			}
+			return ls
+		}
+		p.outSpecs = func(blocks []*tensor.Tensor) []Spec {
+			for d, s := range outStructs[1:] {
+				if !s.Equal(outStructs[0]) {
+					panic(fmt.Sprintf("shard.Map: device %d returned %v but device 0 returned %v", mesh.devices[d+1].ID(), s, outStructs[0]))
+				}
+			}
+			p.outNames = make([]string, len(outPaths))
+			for i, q := range outPaths {
+				p.outNames[i] = leafName(q)
+			}
+			ss := make([]Spec, len(blocks))
+			for i, b := range blocks {
+				s, err := outSpecs.SpecFor(outPaths[i], b)
+				if err != nil {
+					panic(fmt.Sprintf("shard.Map: out spec: %v", err))
+				}
+				ss[i] = s
+			}
+			return ss
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				var de *DeviceError
+				if e, ok := r.(error); ok && errors.As(e, &de) {
+					err = de
+					return
+				}
+				panic(r)
+			}
+		}()
+		outs := tensor.ApplyN(mapOp, p, leaves...)
+		return pytree.Unflatten[Out](outStructs[0], outs), nil
+	}
+}
+
+// mapParams is the static part of one Map call.
+type mapParams struct {
+	mesh     *Mesh
+	comm     *Comm
+	inSpecs  []Spec
+	inNames  []string
+	outNames []string
+	fn       func(c *Ctx, blocks []*tensor.Tensor) []*tensor.Tensor
+	outSpecs func(blocks []*tensor.Tensor) []Spec
+	// outSh is set by the forward pass.
+	outSh []Sharding
+}
+
+// mapState is what the backward pass of a Map call needs: each device's
+// graph.
+type mapState struct {
+	envs   []*devEnv
+	traces []*tensor.Trace
+	leaves [][]*tensor.Tensor // per device: traced input blocks
+	outs   [][]*tensor.Tensor // per device: traced output blocks
+}
+
+var mapOp *tensor.Op
+
+func init() {
+	mapOp = &tensor.Op{
+		Name:        "shard_map",
+		Distributed: true,
+		ImplN: func(in []*tensor.Tensor, p any) ([]*tensor.Tensor, any) {
+			return p.(*mapParams).forward(in, false)
+		},
+		ImplVJP: func(in []*tensor.Tensor, p any) ([]*tensor.Tensor, any) {
+			return p.(*mapParams).forward(in, true)
+		},
+		VJPN: func(gs, in, _ []*tensor.Tensor, p, st any) []*tensor.Tensor {
+			return p.(*mapParams).backward(gs, in, st.(*mapState))
+		},
+	}
+}
+
+func specMask(m *Mesh, s Spec) uint64 {
+	var mask uint64
+	for _, a := range s.Axes() {
+		mask |= 1 << uint(m.axis("shard.Map", a))
+	}
+	return mask
+}
+
+func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, any) {
+	m := p.mesh
+	n := m.Size()
+	envs := newEnvs(m)
+	args := make([][]*tensor.Tensor, n)
+	for d := range args {
+		args[d] = make([]*tensor.Tensor, len(in))
+	}
+	for i, x := range in {
+		if x.Local() != nil {
+			panic(fmt.Sprintf("shard.Map: input %s %v is a block of another Map call; Map calls do not nest", p.inNames[i], x))
+		}
+		bs := makeBlocks(x, NewSharding(m, p.inSpecs[i]), false)
+		mask := specMask(m, p.inSpecs[i])
+		for d := range n {
+			args[d][i] = envs[d].marked(bs[d], mask)
+		}
+	}
+	var st *mapState
+	if diff {
+		st = &mapState{envs: envs, traces: make([]*tensor.Trace, n), leaves: make([][]*tensor.Tensor, n), outs: make([][]*tensor.Tensor, n)}
+		for d := range n {
+			st.traces[d] = tensor.NewCaptureTrace(func(x *tensor.Tensor) *tensor.Tensor {
+				panic(fmt.Sprintf("shard.Map: fn uses the traced tensor %v that is not one of its inputs; pass it in through the input tree", x))
+			})
+			st.leaves[d] = make([]*tensor.Tensor, len(in))
+			for i, b := range args[d] {
+				if b.DType().IsFloat() {
+					b = st.traces[d].Leaf(b)
+				}
+				st.leaves[d][i] = b
+			}
+			args[d] = st.leaves[d]
+		}
+	}
+	outs := make([][]*tensor.Tensor, n)
+	r := newRun(m, p.comm, "shard.Map")
+	if err := r.exec(envs, func(d int) {
+		outs[d] = p.fn(&Ctx{env: envs[d]}, args[d])
+	}); err != nil {
+		panic(err)
+	}
+	if st != nil {
+		st.outs = outs
+	}
+	specs := p.outSpecs(outs[0])
+	p.outSh = make([]Sharding, len(specs))
+	result := make([]*tensor.Tensor, len(specs))
+	for j, s := range specs {
+		blocks := make([]*tensor.Tensor, n)
+		for d := range n {
+			blocks[d] = tensor.StopGradient(outs[d][j])
+		}
+		p.outSh[j] = NewSharding(m, s)
+		result[j] = p.assembleOutput(j, blocks, p.outSh[j])
+	}
+	if st == nil {
+		return result, nil
+	}
+	return result, st
+}
+
+// assembleOutput checks the blocks of output j against its sharding and
+// builds the global tensor.
+func (p *mapParams) assembleOutput(j int, blocks []*tensor.Tensor, s Sharding) *tensor.Tensor {
+	m := p.mesh
+	b0 := blocks[0]
+	name := p.outNames[j]
+	if len(s.spec) > b0.Rank() {
+		panic(fmt.Sprintf("shard.Map: output %s %v: out spec %v has more entries than dimensions", name, b0, s.spec))
+	}
+	sm := specMask(m, s.spec)
+	for d, b := range blocks {
+		if b.DType() != b0.DType() || !slices.Equal(b.Shape(), b0.Shape()) {
+			panic(fmt.Sprintf("shard.Map: output %s: device %d returned %v but device 0 returned %v", name, m.devices[d].ID(), b, b0))
+		}
+		if l := b.Local(); l != nil {
+			if env, ok := l.Env.(*devEnv); !ok || env.mesh != m {
+				panic(fmt.Sprintf("shard.Map: output %s %v is a block of another Map call", name, b))
+			}
+		}
+		if extra := maskOf(b) &^ sm; extra != 0 {
+			env := blocks[d].Local().Env.(*devEnv)
+			axes := env.axesOf(extra)
+			panic(fmt.Sprintf("shard.Map: output %s %v varies over %s but out spec %v does not shard it over %s; reduce it first (Psum, Pmean, AllGatherInvariant) or shard it",
+				name, b, axesLabel(axes), s.spec, axesLabel(axes)))
+		}
+	}
+	shape := b0.Shape()
+	for i := range shape {
+		for _, a := range s.spec.dim(i) {
+			shape[i] *= m.sizes[m.axis("shard.Map", a)]
+		}
+	}
+	l := &layout{sharding: s, geo: s.geometry("shard.Map", shape), blocks: make([]*tensor.Tensor, len(blocks))}
+	for d, b := range blocks {
+		l.blocks[d] = tensor.WithLocal(b, nil)
+		chargeBlock(m.devices[d], l.blocks[d])
+	}
+	return tensor.NewSharded(b0.DType(), shape, l)
+}
+
+func (p *mapParams) backward(gs, in []*tensor.Tensor, st *mapState) []*tensor.Tensor {
+	m := p.mesh
+	n := m.Size()
+	// Cotangent blocks of the outputs, per device.
+	cotBlocks := make([][]*tensor.Tensor, len(gs))
+	for j, g := range gs {
+		if g != nil && g.DType().IsFloat() {
+			cotBlocks[j] = makeBlocks(g, p.outSh[j], false)
+		}
+	}
+	cotIn := make([][]*tensor.Tensor, n)
+	r := newRun(m, p.comm, "shard.Map (backward)")
+	if err := r.exec(st.envs, func(d int) {
+		e := st.envs[d]
+		cots := make([]*tensor.Tensor, len(gs))
+		for j := range gs {
+			if cotBlocks[j] == nil {
+				continue
+			}
+			sm := specMask(m, p.outSh[j].spec)
+			b := e.marked(cotBlocks[j][d], sm)
+			// An output invariant over axes its spec shards it over was
+			// tiled from one value: its cotangent is the sum of the tiles.
+			if extra := sm &^ maskOf(st.outs[d][j]); extra != 0 {
+				b = psum(e, b, e.axesOf(extra))
+			}
+			cots[j] = b
+		}
+		cotIn[d] = tensor.Backward(st.traces[d], st.outs[d], cots, st.leaves[d], false)
+	}); err != nil {
+		panic(err)
+	}
+	res := make([]*tensor.Tensor, len(in))
+	for i, x := range in {
+		if !x.DType().IsFloat() {
+			continue
+		}
+		s := NewSharding(m, p.inSpecs[i])
+		blocks := make([]*tensor.Tensor, n)
+		for d := range n {
+			blocks[d] = tensor.WithLocal(tensor.StopGradient(cotIn[d][i]), nil)
+		}
+		geo := s.geometry("shard.Map", x.Shape())
+		l := &layout{sharding: s, geo: geo, blocks: blocks}
+		for d, b := range blocks {
+			chargeBlock(m.devices[d], b)
+		}
+		g := tensor.NewSharded(x.DType(), x.Shape(), l)
+		if orig, ok := ShardingOf(x); ok {
+			res[i] = Put(g, orig)
+		} else {
+			res[i] = Gather(g)
+		}
+	}
+	return res
+}
+
+// Residuals implements tensor.ResidualHolder: what every device's graph
+// keeps for the backward pass, tagged with the device.
+func (st *mapState) Residuals() []tensor.Residual {
+	var out []tensor.Residual
+	for d, outs := range st.outs {
+		for _, r := range tensor.ResidualTensors(outs...) {
+			r.Device = st.envs[d].mesh.devices[d].ID()
+			out = append(out, r)
+		}
+	}
+	return out
+}

@@ -1,0 +1,168 @@
+package shard
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Mesh arranges devices in an n-dimensional grid with named axes, row-major
+// (the last axis varies fastest), like jax.make_mesh. Meshes are immutable
+// and may use any subset of the device pool, so two disjoint meshes can
+// coexist (a teacher on devices 0-3, a student on 4-7).
+type Mesh struct {
+	names   []string
+	sizes   []int
+	devices []*Device
+}
+
+// NewMesh returns a mesh over the first devices of the pool:
+//
+//	mesh := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
+//
+// It panics if the names are empty, repeated or mismatched with sizes, if
+// a size is not positive, or if the pool has too few devices.
+func NewMesh(sizes []int, names []string) *Mesh {
+	n := checkMeshShape("shard.NewMesh", sizes, names)
+	devs := Devices()
+	if n > len(devs) {
+		panic(fmt.Sprintf("shard.NewMesh: mesh %s needs %d devices, the pool has %d (set %s)", meshString(sizes, names), n, len(devs), DevicesEnv))
+	}
+	return &Mesh{names: slices.Clone(names), sizes: slices.Clone(sizes), devices: devs[:n]}
+}
+
+// NewMeshOn returns a mesh over the given devices (in row-major order). It
+// panics if the count does not match the shape or a device repeats.
+func NewMeshOn(devices []*Device, sizes []int, names []string) *Mesh {
+	n := checkMeshShape("shard.NewMeshOn", sizes, names)
+	if len(devices) != n {
+		panic(fmt.Sprintf("shard.NewMeshOn: mesh %s needs %d devices, got %d", meshString(sizes, names), n, len(devices)))
+	}
+	seen := map[*Device]bool{}
+	for _, d := range devices {
+		if d == nil || seen[d] {
+			panic(fmt.Sprintf("shard.NewMeshOn: device %v repeated or nil", d))
+		}
+		seen[d] = true
+	}
+	return &Mesh{names: slices.Clone(names), sizes: slices.Clone(sizes), devices: slices.Clone(devices)}
+}
+
+// ParseMesh parses a mesh description such as "dp=4,tp=2" (from a flag,
+// say) and builds it over the first devices of the pool.
+func ParseMesh(desc string) (*Mesh, error) {
+	var sizes []int
+	var names []string
+	for _, part := range strings.Split(desc, ",") {
+		name, size, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, fmt.Errorf("shard.ParseMesh: %q: want name=size, got %q", desc, part)
+		}
+		v, err := strconv.Atoi(size)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("shard.ParseMesh: %q: size of %q is not a positive integer", desc, name)
+		}
+		names = append(names, strings.TrimSpace(name))
+		sizes = append(sizes, v)
+	}
+	var m *Mesh
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%v", r)
+			}
+		}()
+		m = NewMesh(sizes, names)
+	}()
+	return m, err
+}
+
+func checkMeshShape(op string, sizes []int, names []string) int {
+	if len(sizes) == 0 || len(sizes) != len(names) {
+		panic(fmt.Sprintf("%s: %d sizes for %d axis names", op, len(sizes), len(names)))
+	}
+	n := 1
+	for i, s := range sizes {
+		if s <= 0 {
+			panic(fmt.Sprintf("%s: axis %q has size %d", op, names[i], s))
+		}
+		if names[i] == "" || slices.Index(names, names[i]) != i {
+			panic(fmt.Sprintf("%s: axis names %q must be non-empty and distinct", op, names))
+		}
+		n *= s
+	}
+	return n
+}
+
+func meshString(sizes []int, names []string) string {
+	parts := make([]string, len(sizes))
+	for i := range sizes {
+		parts[i] = fmt.Sprintf("'%s': %d", names[i], sizes[i])
+	}
+	return "Mesh(" + strings.Join(parts, ", ") + ")"
+}
+
+// String returns the mesh as JAX prints it: Mesh('dp': 4, 'tp': 2).
+func (m *Mesh) String() string { return meshString(m.sizes, m.names) }
+
+// AxisNames returns the axis names.
+func (m *Mesh) AxisNames() []string { return slices.Clone(m.names) }
+
+// Shape returns the axis sizes.
+func (m *Mesh) Shape() []int { return slices.Clone(m.sizes) }
+
+// Size returns the number of devices.
+func (m *Mesh) Size() int { return len(m.devices) }
+
+// Devices returns the devices in row-major order.
+func (m *Mesh) Devices() []*Device { return slices.Clone(m.devices) }
+
+// AxisSize returns the product of the sizes of the named axes. It panics on
+// an unknown axis.
+func (m *Mesh) AxisSize(axes ...string) int {
+	n := 1
+	for _, a := range axes {
+		n *= m.sizes[m.axis("Mesh.AxisSize", a)]
+	}
+	return n
+}
+
+// axis returns the index of a named axis or panics naming op.
+func (m *Mesh) axis(op, name string) int {
+	i := slices.Index(m.names, name)
+	if i < 0 {
+		panic(fmt.Sprintf("%s: mesh %v has no axis %q", op, m, name))
+	}
+	return i
+}
+
+// Coords returns the mesh coordinates of the device at row-major index i.
+func (m *Mesh) Coords(i int) []int {
+	c := make([]int, len(m.sizes))
+	for k := len(m.sizes) - 1; k >= 0; k-- {
+		c[k] = i % m.sizes[k]
+		i /= m.sizes[k]
+	}
+	return c
+}
+
+// Index returns the row-major index of the device at the given coordinates.
+func (m *Mesh) Index(coords []int) int {
+	i := 0
+	for k, c := range coords {
+		i = i*m.sizes[k] + c
+	}
+	return i
+}
+
+// Overlaps reports whether the two meshes share a device.
+func (m *Mesh) Overlaps(o *Mesh) bool {
+	for _, d := range m.devices {
+		if slices.Contains(o.devices, d) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,353 @@
+package shard
+
+import (
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// run coordinates one parallel execution over a mesh: the forward pass of a
+// Map call, or the backward pass of one. Each device runs on its own
+// goroutine; collectives meet in slots numbered by the order in which each
+// device issues them, so all devices must issue the same collectives in the
+// same order (as SPMD programs do). Any failure — a panic on a device, a
+// collective issued inconsistently, a device returning while others wait —
+// aborts the run: every waiting device is released and the caller gets the
+// first error.
+type run struct {
+	mesh *Mesh
+	comm *Comm
+	name string // "shard.Map" or "shard.Map (backward)"
+
+	mu    sync.Mutex
+	slots map[int]*slot
+	done  []int // per device: collectives issued when fn returned; -1 while running
+	err   error
+	abort chan struct{}
+}
+
+// abortSignal unwinds a device goroutine after another device failed.
+type abortSignal struct{}
+
+func newRun(m *Mesh, comm *Comm, name string) *run {
+	r := &run{mesh: m, comm: comm, name: name, slots: map[int]*slot{}, abort: make(chan struct{})}
+	r.done = make([]int, m.Size())
+	for i := range r.done {
+		r.done[i] = -1
+	}
+	return r
+}
+
+// slot is the meeting point of the k-th collective of every device.
+type slot struct {
+	k        int
+	calls    []*call
+	arrived  int
+	ready    chan struct{} // closed when every device has arrived consistently
+	left     int           // devices that finished using the slot
+	phase    int           // devices past the second barrier (cooperative ops)
+	phaseEnd chan struct{}
+	shared   sync.Map // per-group results shared by the devices of a group
+}
+
+// call is what one device brings to a collective.
+type call struct {
+	kind  string
+	axes  []string
+	x     *tensor.Tensor // the local block (untraced)
+	extra string         // parameters that must agree across devices
+	data  any            // per-device data that may differ (ragged sizes)
+}
+
+func (c *call) String() string {
+	s := fmt.Sprintf("%s(%v over %s", c.kind, c.x, strings.Join(c.axes, ","))
+	if c.extra != "" {
+		s += ", " + c.extra
+	}
+	return s + ")"
+}
+
+// DeviceError is the failure of one device in a Map: a panic in fn (or in
+// its backward pass), or an inconsistent collective.
+type DeviceError struct {
+	// Device is the failing device and Coords its mesh coordinates.
+	Device *Device
+	Coords []int
+	// Value is the panic value (an error or a message).
+	Value any
+	// Stack is the device goroutine's stack at the panic.
+	Stack string
+	// Op names the Map call ("shard.Map" or "shard.Map (backward)").
+	Op string
+}
+
+// Error describes the failure.
+func (e *DeviceError) Error() string {
+	return fmt.Sprintf("%s: device %d %v: %v", e.Op, e.Device.ID(), e.Coords, e.Value)
+}
+
+// Unwrap returns the panic value if it is an error.
+func (e *DeviceError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// fail records the first failure and releases every waiting device.
+func (r *run) fail(err error) {
+	r.mu.Lock()
+	r.failLocked(err)
+	r.mu.Unlock()
+}
+
+func (r *run) failLocked(err error) {
+	if r.err == nil {
+		r.err = err
+		close(r.abort)
+	}
+}
+
+// exec runs body on every device concurrently and waits for all of them.
+// It returns the first failure.
+func (r *run) exec(envs []*devEnv, body func(dev int)) error {
+	var wg sync.WaitGroup
+	for dev := range envs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					if _, ok := p.(abortSignal); ok {
+						return
+					}
+					r.fail(&DeviceError{Device: r.mesh.devices[dev], Coords: r.mesh.Coords(dev), Value: p, Stack: string(debug.Stack()), Op: r.name})
+				}
+			}()
+			envs[dev].seq = 0
+			envs[dev].run = r
+			body(dev)
+			r.finish(dev, envs[dev].seq)
+		}()
+	}
+	wg.Wait()
+	return r.err
+}
+
+// finish records that a device returned after issuing n collectives, and
+// fails the run if other devices wait in a collective it will never issue.
+func (r *run) finish(dev, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done[dev] = n
+	for k, s := range r.slots {
+		if k >= n && s.arrived > 0 && s.arrived < len(s.calls) {
+			r.failLocked(r.missing(dev, n, s))
+			return
+		}
+	}
+}
+
+func (r *run) missing(dev, n int, s *slot) error {
+	for d, c := range s.calls {
+		if c != nil {
+			return &DeviceError{Device: r.mesh.devices[dev], Coords: r.mesh.Coords(dev), Op: r.name,
+				Value: fmt.Sprintf("returned after %d collectives, but device %d waits in collective #%d %v", n, r.mesh.devices[d].ID(), s.k, c)}
+		}
+	}
+	return nil
+}
+
+// meet brings the k-th collective of device dev to its slot and waits until
+// every device has arrived. It panics with abortSignal if the run fails.
+func (r *run) meet(e *devEnv, c *call) *slot {
+	k := e.seq
+	e.seq++
+	r.mu.Lock()
+	if r.err != nil {
+		r.mu.Unlock()
+		panic(abortSignal{})
+	}
+	s := r.slots[k]
+	if s == nil {
+		s = &slot{k: k, calls: make([]*call, r.mesh.Size()), ready: make(chan struct{}), phaseEnd: make(chan struct{})}
+		r.slots[k] = s
+	}
+	s.calls[e.dev] = c
+	s.arrived++
+	for d, n := range r.done {
+		if n >= 0 && n <= k {
+			r.failLocked(r.missing(d, n, s))
+		}
+	}
+	if s.arrived == len(s.calls) && r.err == nil {
+		if err := r.consistent(s); err != nil {
+			r.failLocked(err)
+		} else {
+			close(s.ready)
+		}
+	}
+	r.mu.Unlock()
+	select {
+	case <-s.ready:
+		return s
+	case <-r.abort:
+		panic(abortSignal{})
+	}
+}
+
+// consistent checks that every device issued the same collective.
+func (r *run) consistent(s *slot) error {
+	first := s.calls[0]
+	for d, c := range s.calls[1:] {
+		if c.kind != first.kind || !slices.Equal(c.axes, first.axes) || c.extra != first.extra ||
+			c.x.DType() != first.x.DType() || (c.kind != "ragged_all_to_all" && !slices.Equal(c.x.Shape(), first.x.Shape())) {
+			dev := d + 1
+			return &DeviceError{Device: r.mesh.devices[dev], Coords: r.mesh.Coords(dev), Op: r.name,
+				Value: fmt.Sprintf("collective #%d mismatch: device %d called %v but device %d called %v",
+					s.k, r.mesh.devices[0].ID(), first, r.mesh.devices[dev].ID(), c)}
+		}
+	}
+	return nil
+}
+
+// barrier is a second meeting inside slot s, for collectives whose devices
+// cooperate on a shared result: it returns when every device has reached it.
+func (r *run) barrier(s *slot) {
+	r.mu.Lock()
+	s.phase++
+	if s.phase == len(s.calls) {
+		close(s.phaseEnd)
+	}
+	r.mu.Unlock()
+	select {
+	case <-s.phaseEnd:
+	case <-r.abort:
+		panic(abortSignal{})
+	}
+}
+
+// leave marks that a device no longer needs slot s; the last one frees it.
+func (r *run) leave(s *slot) {
+	r.mu.Lock()
+	s.left++
+	if s.left == len(s.calls) {
+		delete(r.slots, s.k)
+	}
+	r.mu.Unlock()
+}
+
+// Comm accumulates the bytes each device sends, per collective kind, over
+// the Map calls (and their backward passes) it is given to with WithComm.
+// The byte counts follow the textbook algorithms on a ring: an all-reduce
+// over n devices sends 2(n-1)/n of the data per device, an all-gather or a
+// reduce-scatter (n-1)/n of the full result, a ppermute its block to one
+// peer, an all-to-all (n-1)/n of its input. It is safe for concurrent use.
+type Comm struct {
+	mu    sync.Mutex
+	bytes map[int]map[string]int64 // device id -> kind -> bytes
+	calls map[string]int
+}
+
+func (c *Comm) add(dev *Device, kind string, bytes int64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bytes == nil {
+		c.bytes = map[int]map[string]int64{}
+		c.calls = map[string]int{}
+	}
+	m := c.bytes[dev.ID()]
+	if m == nil {
+		m = map[string]int64{}
+		c.bytes[dev.ID()] = m
+	}
+	m[kind] += bytes
+}
+
+func (c *Comm) count(kind string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls == nil {
+		c.bytes = map[int]map[string]int64{}
+		c.calls = map[string]int{}
+	}
+	c.calls[kind]++
+}
+
+// Bytes returns the bytes device dev sent in collectives of the given kind
+// ("psum", "all_gather", ...); an empty kind sums all kinds.
+func (c *Comm) Bytes(dev *Device, kind string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for k, b := range c.bytes[dev.ID()] {
+		if kind == "" || k == kind {
+			n += b
+		}
+	}
+	return n
+}
+
+// Calls returns how many collectives of the given kind were issued (each
+// counted once, not once per device).
+func (c *Comm) Calls(kind string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[kind]
+}
+
+// Kinds returns the collective kinds seen, sorted.
+func (c *Comm) Kinds() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for k := range c.calls {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Reset forgets everything counted so far.
+func (c *Comm) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bytes, c.calls = nil, nil
+}
+
+// String prints bytes per device and kind as a table.
+func (c *Comm) String() string {
+	c.mu.Lock()
+	devs := make([]int, 0, len(c.bytes))
+	for d := range c.bytes {
+		devs = append(devs, d)
+	}
+	c.mu.Unlock()
+	sort.Ints(devs)
+	kinds := c.Kinds()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-8s", "device")
+	for _, k := range kinds {
+		fmt.Fprintf(&b, " %18s", k)
+	}
+	b.WriteByte('\n')
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range devs {
+		fmt.Fprintf(&b, "%-8d", d)
+		for _, k := range kinds {
+			fmt.Fprintf(&b, " %18d", c.bytes[d][k])
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
