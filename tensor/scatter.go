@@ -1,0 +1,223 @@
+package tensor
+
+import (
+	"fmt"
+	"slices"
+)
+
+// scatterAddKernel adds upd, viewed as [outer, m, inner], into dst, viewed
+// as [outer, n, inner], at the indices along the middle axis:
+// dst[o, idx[j], :] += upd[o, j, :]. Repeated indices accumulate in order.
+func scatterAddKernel[T float32 | int32](dst, upd []T, idx []int32, outer, n, inner int) {
+	m := len(idx)
+	for o := 0; o < outer; o++ {
+		d := dst[o*n*inner : (o+1)*n*inner]
+		u := upd[o*m*inner : (o+1)*m*inner]
+		if inner == 1 {
+			for j, v := range idx {
+				d[wrapIndex(v, n)] += u[j]
+			}
+			continue
+		}
+		for j, v := range idx {
+			k := wrapIndex(v, n) * inner
+			dr := d[k : k+inner]
+			for e, w := range u[j*inner : (j+1)*inner] {
+				dr[e] += w
+			}
+		}
+	}
+}
+
+// scatterAddInto runs scatterAddKernel on tensors of one numeric dtype.
+func scatterAddInto(dst, upd, idx *Tensor, axis int) {
+	outer, n, inner := axisSplit(dst.shape, axis)
+	switch dst.dtype {
+	case Float32:
+		scatterAddKernel(dst.f32, upd.f32, idx.i32, outer, n, inner)
+	case Int32:
+		scatterAddKernel(dst.i32, upd.i32, idx.i32, outer, n, inner)
+	}
+}
+
+type scatterParams struct{ axis int }
+
+var scatterAddOp *Op
+
+func init() {
+	scatterAddOp = &Op{
+		Name: "scatter_add",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			x, idx, upd := in[0], in[1], in[2]
+			out := cloneTensor(x)
+			scatterAddInto(out, upd, idx, pp.(scatterParams).axis)
+			return out
+		},
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, pp any) []*Tensor {
+			return []*Tensor{g, nil, Take(g, in[1], pp.(scatterParams).axis)}
+		},
+		Save: SaveInputs(1),
+	}
+}
+
+// ScatterAdd returns x with updates added at the int32 indices along axis,
+// the transpose of Take: out[..., indices[j], ...] += updates[..., j, ...],
+// like x.at[..., indices, ...].add(updates) in JAX. updates must have Take's
+// result shape, x.shape[:axis] + indices.shape + x.shape[axis+1:]. Repeated
+// indices accumulate. Negative indices count from the end; indices outside
+// [-n, n) panic. x and updates are Float32 or Int32, of one dtype.
+//
+// The gradient is g for x and Take(g, indices, axis) for updates.
+func ScatterAdd(x, indices, updates *Tensor, axis int) *Tensor {
+	what := func() string {
+		return fmt.Sprintf("tensor.ScatterAdd: %s along axis %d", operands("", x, indices, updates), axis)
+	}
+	if x.dtype != updates.dtype {
+		panic(fmt.Sprintf("%s: x and updates have different dtypes", what()))
+	}
+	if x.dtype == Bool {
+		panic(fmt.Sprintf("%s: not defined for bool", what()))
+	}
+	a := normAxisFor(what, x, axis)
+	checkIndices(what, indices, x.shape[a])
+	want := make([]int, 0, len(x.shape)-1+len(indices.shape))
+	want = append(want, x.shape[:a]...)
+	want = append(want, indices.shape...)
+	want = append(want, x.shape[a+1:]...)
+	if !sameShape(updates.shape, want) {
+		panic(fmt.Sprintf("%s: updates must have shape %v (x.shape[:axis] + indices.shape + x.shape[axis+1:])", what(), want))
+	}
+	return Apply(scatterAddOp, scatterParams{a}, x, indices, updates)
+}
+
+type takeGradParams struct {
+	axis   int
+	xShape []int
+}
+
+// takeGradOp is the VJP of Take in x: ScatterAdd of g into zeros of x's
+// shape, without materialising the zeros as an input. Inputs: indices, g.
+var takeGradOp *Op
+
+func init() {
+	takeGradOp = &Op{
+		Name: "take_grad",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			p := pp.(*takeGradParams)
+			idx, g := in[0], in[1]
+			out := newTensor(g.dtype, p.xShape)
+			scatterAddInto(out, g, idx, p.axis)
+			return out
+		},
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, pp any) []*Tensor {
+			return []*Tensor{nil, Take(g, in[0], pp.(*takeGradParams).axis)}
+		},
+		Save: SaveInputs(0),
+	}
+}
+
+func takeGrad(g, indices *Tensor, xShape []int, axis int) *Tensor {
+	return Apply(takeGradOp, &takeGradParams{axis: axis, xShape: slices.Clone(xShape)}, indices, g)
+}
+
+// ---------------------------------------------------------------------------
+// SegmentSum
+
+type segmentParams struct{ numSegments int }
+
+var segmentSumOp, segmentTakeOp *Op
+
+func init() {
+	segmentSumOp = &Op{
+		Name: "segment_sum",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			data, ids := in[0], in[1]
+			ns := pp.(segmentParams).numSegments
+			shape := append([]int{ns}, data.shape[1:]...)
+			out := newTensor(data.dtype, shape)
+			inner := numel(data.shape[1:])
+			switch data.dtype {
+			case Float32:
+				segmentSumKernel(out.f32, data.f32, ids.i32, ns, inner)
+			case Int32:
+				segmentSumKernel(out.i32, data.i32, ids.i32, ns, inner)
+			}
+			return out
+		},
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			return []*Tensor{Apply(segmentTakeOp, nil, g, in[1]), nil}
+		},
+		Save: SaveInputs(1),
+	}
+	// segmentTakeOp gathers rows of its first input at the segment ids,
+	// giving zero rows for ids outside [0, rows): the transpose of
+	// SegmentSum. Inputs: g, ids.
+	segmentTakeOp = &Op{
+		Name: "segment_take",
+		Impl: func(in []*Tensor, _ any) *Tensor {
+			g, ids := in[0], in[1]
+			shape := append([]int{len(ids.i32)}, g.shape[1:]...)
+			out := newTensor(g.dtype, shape)
+			inner := numel(g.shape[1:])
+			switch g.dtype {
+			case Float32:
+				segmentTakeKernel(out.f32, g.f32, ids.i32, g.shape[0], inner)
+			case Int32:
+				segmentTakeKernel(out.i32, g.i32, ids.i32, g.shape[0], inner)
+			}
+			return out
+		},
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			return []*Tensor{SegmentSum(g, in[1], in[0].shape[0]), nil}
+		},
+		Save: SaveInputs(1),
+	}
+}
+
+func segmentSumKernel[T float32 | int32](dst, src []T, ids []int32, ns, inner int) {
+	for r, id := range ids {
+		if id < 0 || int(id) >= ns {
+			continue
+		}
+		d := dst[int(id)*inner : (int(id)+1)*inner]
+		for e, v := range src[r*inner : (r+1)*inner] {
+			d[e] += v
+		}
+	}
+}
+
+func segmentTakeKernel[T float32 | int32](dst, src []T, ids []int32, ns, inner int) {
+	for r, id := range ids {
+		if id < 0 || int(id) >= ns {
+			continue
+		}
+		copy(dst[r*inner:(r+1)*inner], src[int(id)*inner:(int(id)+1)*inner])
+	}
+}
+
+// SegmentSum sums the rows of data (its slices along axis 0) that share a
+// segment id, like jax.ops.segment_sum: out[s] is the sum of data[i] over
+// the i with segmentIDs[i] == s. segmentIDs is a 1-D int32 tensor with one
+// id per row; the result has shape [numSegments] + data.shape[1:], with
+// zeros for segments no row names. Ids outside [0, numSegments), negative
+// ones included, are dropped, as JAX does. data is Float32 or Int32.
+//
+// The gradient for data is g gathered at the ids (zero rows for dropped ids).
+func SegmentSum(data, segmentIDs *Tensor, numSegments int) *Tensor {
+	what := func() string {
+		return fmt.Sprintf("tensor.SegmentSum: %s into %d segments", operands("", data, segmentIDs), numSegments)
+	}
+	switch {
+	case data.dtype == Bool:
+		panic(fmt.Sprintf("%s: not defined for bool", what()))
+	case segmentIDs.dtype != Int32:
+		panic(fmt.Sprintf("%s: segment ids must be int32", what()))
+	case len(data.shape) == 0:
+		panic(fmt.Sprintf("%s: data must have at least one dimension", what()))
+	case len(segmentIDs.shape) != 1 || segmentIDs.shape[0] != data.shape[0]:
+		panic(fmt.Sprintf("%s: want one segment id per row: i32[%d]", what(), data.shape[0]))
+	case numSegments < 0:
+		panic(fmt.Sprintf("%s: negative segment count", what()))
+	}
+	return Apply(segmentSumOp, segmentParams{numSegments}, data, segmentIDs)
+}
