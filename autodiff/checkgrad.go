@@ -65,7 +65,7 @@ func CheckGrad(f func(xs []*tensor.Tensor) *tensor.Tensor, xs []*tensor.Tensor, 
 	if y.Size() == 1 {
 		cd[0] = 1
 	}
-	c := tensor.FromFloat32(cd, y.Shape()...)
+	c := tensor.Reshape(tensor.FromFloat32(cd), y.Shape()...)
 	grads := tensor.Backward(tr, []*tensor.Tensor{y}, []*tensor.Tensor{c}, traced, false)
 
 	project := func(v *tensor.Tensor) float64 {
@@ -88,7 +88,7 @@ func CheckGrad(f func(xs []*tensor.Tensor) *tensor.Tensor, xs []*tensor.Tensor, 
 				p := append([]float32(nil), base...)
 				p[i] = float32(float64(base[i]) + d)
 				in := append([]*tensor.Tensor(nil), xs...)
-				in[k] = tensor.FromFloat32(p, shape...)
+				in[k] = tensor.Reshape(tensor.FromFloat32(p), shape...)
 				return project(f(in))
 			}
 			// Use the step actually representable in float32.

@@ -22,8 +22,11 @@ type collParams struct {
 	max   bool // pmax (else pmin)
 }
 
-func (p *collParams) extra() string {
-	return fmt.Sprintf("dim=%d dim2=%d tiled=%v perm=%v", p.dim, p.dim2, p.tiled, p.perm)
+func tiledWord(tiled bool) string {
+	if tiled {
+		return "tiled"
+	}
+	return "stacked"
 }
 
 // marked returns x with the block mark for mask (x untraced).
@@ -310,7 +313,7 @@ func allGather(e *devEnv, x *tensor.Tensor, axes []string, axis int, tiled, inva
 func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.AllGather", p.axes)
-	s := e.run.meet(e, &call{kind: "all_gather", axes: p.axes, x: x, extra: p.extra()})
+	s := e.run.meet(e, &call{kind: "all_gather", axes: p.axes, x: x, extra: fmt.Sprintf("axis %d %s", p.dim, tiledWord(p.tiled))})
 	defer e.run.leave(s)
 	xs := x.Shape()
 	if !p.tiled {
@@ -337,21 +340,9 @@ func placeAt(dst, src *tensor.Tensor, axis, offset int) {
 	copyTensorRegion(dst, make([]int, dst.Rank()), src, off, off, src.Shape())
 }
 
-// sliceAxis returns a copy of x[start:start+n] along axis.
+// sliceAxis returns x[start:start+n] along axis.
 func sliceAxis(x *tensor.Tensor, axis, start, n int) *tensor.Tensor {
-	shape := x.Shape()
-	shape[axis] = n
-	if x.IsTraced() {
-		// Differentiable path (higher-order use): through ops.
-		starts := make([]int, x.Rank())
-		starts[axis] = start
-		return sliceOp(x, starts, shape)
-	}
-	out := tensor.Zeros(x.DType(), shape...)
-	lo := make([]int, x.Rank())
-	lo[axis] = start
-	copyTensorRegion(out, lo, tensor.WithLocal(x, nil), make([]int, x.Rank()), lo, shape)
-	return out
+	return tensor.SliceAxis(x, axis, start, start+n)
 }
 
 // AllGather concatenates (tiled) or stacks (not tiled, a new dimension at
@@ -414,7 +405,7 @@ func psumScatter(e *devEnv, x *tensor.Tensor, axes []string, dim int, tiled bool
 func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.PsumScatter", p.axes)
-	s := e.run.meet(e, &call{kind: "psum_scatter", axes: p.axes, x: x, extra: p.extra()})
+	s := e.run.meet(e, &call{kind: "psum_scatter", axes: p.axes, x: x, extra: fmt.Sprintf("dim %d %s", p.dim, tiledWord(p.tiled))})
 	defer e.run.leave(s)
 	size := x.Dim(p.dim) / g.size
 	var out *tensor.Tensor
@@ -486,7 +477,7 @@ func ppermute(e *devEnv, x *tensor.Tensor, axes []string, perm [][2]int) *tensor
 func ppermuteImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.Ppermute", p.axes)
-	s := e.run.meet(e, &call{kind: "ppermute", axes: p.axes, x: x, extra: p.extra()})
+	s := e.run.meet(e, &call{kind: "ppermute", axes: p.axes, x: x, extra: fmt.Sprintf("perm %v", p.perm)})
 	defer e.run.leave(s)
 	me := g.meshRank[g.rank]
 	// rankOf maps a mesh-order index to a member.
@@ -583,7 +574,7 @@ func allToAll(e *devEnv, x *tensor.Tensor, axes []string, split, concat int, til
 func allToAllImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.AllToAll", p.axes)
-	s := e.run.meet(e, &call{kind: "all_to_all", axes: p.axes, x: x, extra: p.extra()})
+	s := e.run.meet(e, &call{kind: "all_to_all", axes: p.axes, x: x, extra: fmt.Sprintf("split %d concat %d %s", p.dim, p.dim2, tiledWord(p.tiled))})
 	defer e.run.leave(s)
 	c := x.Dim(p.dim) / g.size
 	parts := make([]*tensor.Tensor, g.size)

@@ -152,6 +152,12 @@ func (c *Ctx) Mesh() *Mesh { return c.env.mesh }
 // AxisIndex returns this device's index along the given axes, the first
 // most significant: the index of the block it holds of a dimension sharded
 // over those axes in that order (jax.lax.axis_index).
+//
+// The index is a Go int, so gonox cannot see that a tensor built from it
+// differs between devices. A tensor made inside fn is taken to be the same
+// on every device; if it is not (it depends on AxisIndex) and gradients flow
+// through it, mark it with Vary, or gradients of replicated values that
+// meet it will be summed at the wrong place.
 func (c *Ctx) AxisIndex(axes ...string) int {
 	return c.env.group("shard.Ctx.AxisIndex", axes).rank
 }

@@ -218,7 +218,15 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 	for j, s := range specs {
 		blocks := make([]*tensor.Tensor, n)
 		for d := range n {
-			blocks[d] = tensor.StopGradient(outs[d][j])
+			o := outs[d][j]
+			if st != nil {
+				o = st.traces[d].Primal(o)
+			}
+			if o.IsTraced() {
+				// Only values fn closes over can carry another trace.
+				panic(fmt.Sprintf("shard.Map: output %s %v depends on a traced tensor that fn closes over; pass it in through the input tree so its gradient flows", p.outNames[j], o))
+			}
+			blocks[d] = o
 		}
 		p.outSh[j] = NewSharding(m, s)
 		result[j] = p.assembleOutput(j, blocks, p.outSh[j])

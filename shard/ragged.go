@@ -1,0 +1,136 @@
+package shard
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+var raggedOp *tensor.Op
+
+func init() {
+	raggedOp = &tensor.Op{
+		Name: "ragged_all_to_all",
+		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
+			return raggedImpl(in, pp.(*collParams))
+		},
+		VJP: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, pp any) []*tensor.Tensor {
+			p := pp.(*collParams)
+			e := p.env
+			operand := in[0]
+			io, ss, oo, rs := in[2], in[3], in[4], in[5]
+			// Where my rows went on each peer, and where they came from.
+			ooX := allToAll(e, oo, p.axes, 0, 0, true)
+			ioX := allToAll(e, io, p.axes, 0, 0, true)
+			zeros := e.marked(tensor.Zeros(operand.DType(), operand.Shape()...), maskOf(g))
+			gOperand := raggedAllToAll(e, g, zeros, ooX, rs, ioX, ss, p.axes)
+			// The output buffer's cotangent: g where nothing was written.
+			written := make([]bool, g.Dim(0))
+			offs, sizes := tensor.StopGradient(ooX).Ints(), rs.Ints()
+			for j := range offs {
+				for k := offs[j]; k < offs[j]+sizes[j]; k++ {
+					written[k] = true
+				}
+			}
+			shape := make([]int, g.Rank())
+			for i := range shape {
+				shape[i] = 1
+			}
+			shape[0] = len(written)
+			mask := tensor.Reshape(tensor.FromBool(written), shape...)
+			gOutput := tensor.Where(mask, tensor.ZerosLike(g), g)
+			return []*tensor.Tensor{remark(gOperand, operand), remark(gOutput, in[1]), nil, nil, nil, nil}
+		},
+		Save: tensor.SaveInputs(2, 3, 4, 5),
+	}
+}
+
+// raggedCall is what a device brings to a ragged all-to-all.
+type raggedCall struct {
+	operand        *tensor.Tensor
+	io, ss, oo, rs []int
+}
+
+func raggedAllToAll(e *devEnv, operand, output, io, ss, oo, rs *tensor.Tensor, axes []string) *tensor.Tensor {
+	const op = "shard.Ctx.RaggedAllToAll"
+	m := e.maskOf(op, axes)
+	g := e.group(op, axes)
+	if operand.Rank() == 0 || output.Rank() == 0 || operand.DType() != output.DType() ||
+		!slices.Equal(operand.Shape()[1:], output.Shape()[1:]) {
+		panic(fmt.Sprintf("%s: operand %v and output %v must have the same dtype and trailing dimensions", op, operand, output))
+	}
+	for _, v := range []*tensor.Tensor{io, ss, oo, rs} {
+		if v.DType() != tensor.Int32 || !slices.Equal(v.Shape(), []int{g.size}) {
+			panic(fmt.Sprintf("%s: offsets and sizes must be i32[%d] (one per device along %s), got %v", op, g.size, axesLabel(axes), v))
+		}
+	}
+	operand = tensor.Vary(operand, e.Local(maskOf(operand)|m))
+	output = tensor.Vary(output, e.Local(maskOf(output)|m))
+	return tensor.Apply(raggedOp, &collParams{env: e, axes: slices.Clone(axes), mask: m}, operand, output, io, ss, oo, rs)
+}
+
+func raggedImpl(in []*tensor.Tensor, p *collParams) *tensor.Tensor {
+	e := p.env
+	g := e.group("shard.RaggedAllToAll", p.axes)
+	operand, output := tensor.WithLocal(in[0], nil), tensor.WithLocal(in[1], nil)
+	rc := &raggedCall{operand: operand, io: in[2].Ints(), ss: in[3].Ints(), oo: in[4].Ints(), rs: in[5].Ints()}
+	shapeTail := fmt.Sprint(operand.Shape()[1:])
+	s := e.run.meet(e, &call{kind: "ragged_all_to_all", axes: p.axes, x: in[0], extra: shapeTail, data: rc})
+	defer e.run.leave(s)
+	out := tensor.Zeros(output.DType(), output.Shape()...)
+	rows := output.Dim(0)
+	rowSize := 1
+	for _, d := range output.Shape()[1:] {
+		rowSize *= d
+	}
+	copyRows(out, 0, output, 0, rows, rowSize)
+	var sent int64
+	for j, m := range g.members {
+		src := s.calls[m].data.(*raggedCall)
+		n, at, from := src.ss[g.rank], src.oo[g.rank], src.io[g.rank]
+		if n != rc.rs[j] {
+			panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: device rank %d expects %d rows from rank %d, which sends %d", g.rank, rc.rs[j], j, n))
+		}
+		if n < 0 || from < 0 || from+n > src.operand.Dim(0) {
+			panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: rank %d sends rows [%d,%d) of its operand %v", j, from, from+n, src.operand))
+		}
+		if at < 0 || at+n > rows {
+			panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: rank %d writes rows [%d,%d) of the output %v of rank %d", j, at, at+n, output, g.rank))
+		}
+		copyRows(out, at, src.operand, from, n, rowSize)
+		if j != g.rank {
+			sent += int64(rc.ss[j] * rowSize * operand.DType().Size())
+		}
+	}
+	e.account(s, "ragged_all_to_all", sent)
+	return e.marked(out, maskOf(in[0])|maskOf(in[1])|p.mask)
+}
+
+// copyRows copies n rows from src starting at row from into dst at row at.
+func copyRows(dst *tensor.Tensor, at int, src *tensor.Tensor, from, n, rowSize int) {
+	a, b, c := at*rowSize, from*rowSize, n*rowSize
+	switch dst.DType() {
+	case tensor.Float32:
+		copy(dst.RawFloat32()[a:a+c], src.RawFloat32()[b:b+c])
+	case tensor.Int32:
+		copy(dst.RawInt32()[a:a+c], src.RawInt32()[b:b+c])
+	case tensor.Bool:
+		copy(dst.RawBool()[a:a+c], src.RawBool()[b:b+c])
+	}
+}
+
+// RaggedAllToAll exchanges variable-sized groups of rows between the
+// devices along axes, as jax.lax.ragged_all_to_all: this device sends rows
+// [inputOffsets[j], inputOffsets[j]+sendSizes[j]) of operand to device j,
+// which writes them at outputOffsets[j] of its own output; recvSizes[j] is
+// how many rows this device receives from device j. The result is output
+// with the received rows written in. Offsets and sizes are int32 vectors
+// with one entry per device along the axes. It is differentiable in
+// operand and output.
+func (c *Ctx) RaggedAllToAll(operand, output, inputOffsets, sendSizes, outputOffsets, recvSizes *tensor.Tensor, axes Axes) *tensor.Tensor {
+	for _, x := range []*tensor.Tensor{operand, output, inputOffsets, sendSizes, outputOffsets, recvSizes} {
+		checkLocal("shard.Ctx.RaggedAllToAll", c, x)
+	}
+	return raggedAllToAll(c.env, operand, output, inputOffsets, sendSizes, outputOffsets, recvSizes, axes)
+}
