@@ -49,8 +49,8 @@ func ExampleKey_Split2() {
 }
 
 // Split makes one key per consumer, here one per layer of a model.
-func ExampleSplit() {
-	keys := tensor.Split(tensor.NewKey(0), 3)
+func ExampleKey_Split() {
+	keys := tensor.NewKey(0).Split(3)
 	w1 := tensor.Normal(keys[0], 4, 8)
 	w2 := tensor.TruncatedNormal(keys[1], -2, 2, 8, 2)
 	drop := tensor.Bernoulli(keys[2], 0.9, 8)
@@ -66,12 +66,12 @@ func ExampleSplit() {
 }
 
 // FoldIn derives keys from data, such as a step number or a device index,
-// without threading keys through the program. Split(k, n)[i] is
+// without threading keys through the program. k.Split(n)[i] is
 // FoldIn(k, i).
 func ExampleFoldIn() {
 	base := tensor.NewKey(0)
 	fmt.Println(tensor.FoldIn(base, 3))
-	fmt.Println(tensor.FoldIn(base, 3) == tensor.Split(base, 5)[3])
+	fmt.Println(tensor.FoldIn(base, 3) == base.Split(5)[3])
 	// Output:
 	// key<fry>[2467461003 3840466878]
 	// true

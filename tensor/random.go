@@ -25,15 +25,15 @@ import (
 // new keys:
 //
 //	key := tensor.NewKey(0)
-//	key, sub := key.Split2() // or keys := tensor.Split(key, n)
+//	key, sub := key.Split2() // or keys := key.Split(n)
 //	w := tensor.Normal(sub, 784, 128)
 //
 // The discipline is JAX's:
 //
 //   - Never use a key twice. Two draws with one key are the same numbers
 //     (or, for different samplers, strongly dependent ones), and nothing
-//     warns you. Once a key has been given to a sampler, to Split or to
-//     FoldIn, treat it as consumed.
+//     warns you. Once a key has been given to a sampler, split or folded,
+//     treat it as consumed.
 //   - Split before use: carry one key forward and split off a subkey for
 //     each draw (key, sub = key.Split2()), or split once into as many keys
 //     as there are consumers (one per layer, per step, per device).
@@ -43,7 +43,7 @@ import (
 // Compatibility with JAX. Keys and samplers follow JAX's default PRNG,
 // jax.random with threefry2x32 and jax_threefry_partitionable=True (the
 // default since JAX 0.5.0), operation for operation: NewKey is
-// jax.random.key, Split is split, FoldIn is fold_in, Bits is bits, and
+// jax.random.key, Key.Split is split, FoldIn is fold_in, Bits is bits, and
 // Uniform, UniformRange, Normal, TruncatedNormal, Bernoulli, RandInt,
 // Permutation, Gumbel and Categorical are the samplers of the same names,
 // for float32 and int32. Keys, bits, Uniform, Bernoulli and RandInt are
@@ -65,8 +65,8 @@ import (
 // Uniform(k, 2, 3) holds the same numbers as Uniform(k, 6); Uniform(k, 4)
 // is the first four of Uniform(k, 10); Uniform(k) (a scalar) is the first
 // element of both. The same holds for Bits, RandomBits, UniformRange,
-// Normal, TruncatedNormal, Bernoulli, Gumbel and RandInt. Split(k, n)[i] is
-// FoldIn(k, uint32(i)), so Split(k, 2) is a prefix of Split(k, 5).
+// Normal, TruncatedNormal, Bernoulli, Gumbel and RandInt. k.Split(n)[i] is
+// FoldIn(k, uint32(i)), so k.Split(2) is a prefix of k.Split(5).
 // Permutation and Categorical have no such property. (JAX before 0.5.0 laid
 // counters out differently: equal sizes agreed, but a shorter draw was not
 // a prefix of a longer one, and its numbers differ from today's.)
@@ -94,13 +94,15 @@ func (k Key) Data() [2]uint32 { return k.data }
 // key<fry>[0 42].
 func (k Key) String() string { return fmt.Sprintf("key<fry>[%d %d]", k.data[0], k.data[1]) }
 
-// Split returns n new keys derived from k, like jax.random.split(k, n). The
-// keys are independent of each other and of k; k must not be used again.
-// Split(k, n)[i] equals FoldIn(k, uint32(i)), and Split(k, n) is a prefix
-// of Split(k, m) for n <= m. It panics if n is negative.
-func Split(k Key, n int) []Key {
+// Split returns n new keys derived from k, like jax.random.split(k, n).
+// The keys are independent of each other and of k; k must not be used
+// again. k.Split(n)[i] equals FoldIn(k, uint32(i)), and k.Split(n) is a
+// prefix of k.Split(m) for n <= m. It panics if n is negative.
+//
+// (It is a method because tensor.Split splits arrays, like jnp.split.)
+func (k Key) Split(n int) []Key {
 	if n < 0 {
-		panic(fmt.Sprintf("tensor.Split: number of keys %d is negative", n))
+		panic(fmt.Sprintf("tensor.Key.Split: number of keys %d is negative", n))
 	}
 	return rngPartitionable.split(k, n)
 }
@@ -209,7 +211,7 @@ func Bernoulli(k Key, p float32, shape ...int) *Tensor {
 // RandInt returns int32 values uniform in [lo, hi), like
 // jax.random.randint(k, shape, lo, hi), with JAX's algorithm and its uint32
 // arithmetic: two random words per element, from the two keys of
-// Split(k, 2), reduced modulo hi-lo. For hi-lo <= 2^16 that is a 64-bit
+// k.Split(2), reduced modulo hi-lo. For hi-lo <= 2^16 that is a 64-bit
 // random number modulo hi-lo (bias below 2^-48); for wider ranges JAX's
 // arithmetic keeps only the second word, so when hi-lo is not a power of
 // two the values are biased by up to (hi-lo)/2^32 relative. It panics

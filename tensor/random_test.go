@@ -141,7 +141,7 @@ func TestJAXPartitionable(t *testing.T) {
 		}
 		for seed, want := range golden {
 			k := NewKey(seed)
-			assert.Equal(t, want, keyData(Split(k, len(want))), "split(key(%d), 13)", seed)
+			assert.Equal(t, want, keyData(k.Split(len(want))), "split(key(%d), 13)", seed)
 			for i, w := range want {
 				assert.Equal(t, w, FoldIn(k, uint32(i)).Data(), "fold_in(key(%d), %d)", seed, i)
 			}
@@ -156,7 +156,7 @@ func TestJAXPartitionable(t *testing.T) {
 		requirePrinted(t, []string{"1.6359469", "0.8408094", "0.02212393"},
 			Normal(k, 3).Float32s(), "normal(key(123), (3,))")
 		requirePrinted(t, []string{"-0.49093357", "-0.9478693", "-1.775197"},
-			Normal(Split(k, 1)[0], 3).Float32s(), "normal(split(key(123), 1)[0], (3,))")
+			Normal(k.Split(1)[0], 3).Float32s(), "normal(split(key(123), 1)[0], (3,))")
 	})
 	t.Run("uniform randint bernoulli", func(t *testing.T) {
 		// Golden values in the test_rng of a CUDA port of a JAX program
@@ -164,7 +164,7 @@ func TestJAXPartitionable(t *testing.T) {
 		// uniform at i = 0..3, randint(0, 20) and bernoulli(0.25) at i = 0..7.
 		k := NewKey(0)
 		assert.Equal(t, [][2]uint32{{1797259609, 2579123966}, {928981903, 3453687069}, {4146024105, 2718843009}},
-			keyData(Split(k, 3)))
+			keyData(k.Split(3)))
 		requireSameBits(t, f32s(t, "0.9476670027", "0.9785798788", "0.3322914839", "0.4686684608"),
 			Uniform(k, 4).Float32s(), "uniform(key(0), (4,))")
 		assert.Equal(t, []int32{9, 0, 12, 13, 11, 7, 12, 3}, RandInt(k, 0, 20, 8).Int32s())
@@ -247,17 +247,17 @@ func TestJAXLegacy(t *testing.T) {
 
 func TestSplitFoldIn(t *testing.T) {
 	k := NewKey(1701)
-	five := Split(k, 5)
+	five := k.Split(5)
 	require.Len(t, five, 5)
 	for i, kk := range five {
-		assert.Equal(t, FoldIn(k, uint32(i)), kk, "Split(k, 5)[%d] is FoldIn(k, %d)", i, i)
+		assert.Equal(t, FoldIn(k, uint32(i)), kk, "k.Split(5)[%d] is FoldIn(k, %d)", i, i)
 	}
-	assert.Equal(t, five[:2], Split(k, 2), "Split(k, 2) is a prefix of Split(k, 5)")
+	assert.Equal(t, five[:2], k.Split(2), "k.Split(2) is a prefix of k.Split(5)")
 	a, b := k.Split2()
-	assert.Equal(t, []Key{a, b}, Split(k, 2))
-	assert.Empty(t, Split(k, 0))
+	assert.Equal(t, []Key{a, b}, k.Split(2))
+	assert.Empty(t, k.Split(0))
 	seen := map[Key]bool{k: true}
-	for _, kk := range Split(k, 1000) {
+	for _, kk := range k.Split(1000) {
 		assert.False(t, seen[kk], "duplicate key %v", kk)
 		seen[kk] = true
 	}
@@ -436,7 +436,7 @@ func TestRandInt(t *testing.T) {
 
 func TestRandIntIsJAXArithmetic(t *testing.T) {
 	k := NewKey(31)
-	ks := Split(k, 2)
+	ks := k.Split(2)
 	hiw, low := Bits(ks[0], 1000), Bits(ks[1], 1000)
 	for _, c := range []struct{ lo, hi int }{{0, 7}, {-100, 1000}, {0, 1 << 16}, {5, 5 + 1<<16 + 1}, {-1 << 30, 1 << 30}} {
 		span := uint64(c.hi - c.lo)
@@ -500,7 +500,7 @@ func TestPermutation(t *testing.T) {
 	}
 	t.Run("uniform over the 6 permutations of 3", func(t *testing.T) {
 		counts := map[string]int{}
-		keys := Split(NewKey(3), 12000)
+		keys := NewKey(3).Split(12000)
 		for _, k := range keys {
 			counts[fmt.Sprint(Permutation(k, 3).Ints())]++
 		}
@@ -619,7 +619,7 @@ func TestRandomPanics(t *testing.T) {
 		msg string
 		f   func()
 	}{
-		{"tensor.Split: number of keys -1 is negative", func() { Split(k, -1) }},
+		{"tensor.Key.Split: number of keys -1 is negative", func() { k.Split(-1) }},
 		{"tensor.Bits: negative dimension in shape [2 -1]", func() { Bits(k, 2, -1) }},
 		{"tensor.RandomBits: negative dimension in shape [-3]", func() { RandomBits(k, -3) }},
 		{"tensor.Uniform: negative dimension in shape [-1]", func() { Uniform(k, -1) }},
