@@ -434,6 +434,17 @@ func TestRandInt(t *testing.T) {
 	}
 }
 
+func TestBernoulliIsUniformLessThanP(t *testing.T) {
+	k := NewKey(12)
+	u := Uniform(k, 1000).Float32s()
+	for _, p := range []float32{u[3], u[500], 0.5} { // p equal to a draw: strictly less
+		b := Bernoulli(k, p, 1000).Bools()
+		for i := range b {
+			require.Equal(t, u[i] < p, b[i], "p=%v element %d (u=%v)", p, i, u[i])
+		}
+	}
+}
+
 func TestRandIntIsJAXArithmetic(t *testing.T) {
 	k := NewKey(31)
 	ks := k.Split(2)
