@@ -1,10 +1,12 @@
 module github.com/gonox/gonox
 
-go 1.26
+go 1.26.0
 
 require gonum.org/v1/gonum v0.17.0
 
 require go.uber.org/goleak v1.3.0
+
+require golang.org/x/sys v0.49.0 // indirect
 
 require (
 	github.com/stretchr/testify v1.12.1

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 
-	"gonum.org/v1/gonum/blas/blas32"
-
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -158,20 +156,6 @@ func sharedResult(s *slot, key int, mk func() *tensor.Tensor) *tensor.Tensor {
 // chunk returns the part [lo, hi) of n elements that rank r of g reduces.
 func chunk(n, g, r int) (int, int) {
 	return n * r / g, n * (r + 1) / g
-}
-
-// sumFloat32 writes dst = Σ ins[k][lo:hi], tile by tile so the partial sums
-// stay in cache: each input is read once and dst written once.
-func sumFloat32(dst []float32, ins [][]float32, lo, hi int) {
-	const tile = 4096
-	for t := lo; t < hi; t += tile {
-		e := min(t+tile, hi)
-		d := dst[t-lo : e-lo]
-		copy(d, ins[0][t:e])
-		for _, in := range ins[1:] {
-			blas32.Axpy(1, blas32.Vector{N: len(d), Inc: 1, Data: in[t:e]}, blas32.Vector{N: len(d), Inc: 1, Data: d})
-		}
-	}
 }
 
 func pmaxImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {

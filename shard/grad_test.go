@@ -166,7 +166,9 @@ func TestDataParallelGradients(t *testing.T) {
 	m := guideMesh()
 	r := rand.New(rand.NewPCG(5, 5))
 	w, x := randT(r, 6, 4), randT(r, 16, 6)
-	loss := func(w, x *tensor.Tensor) *tensor.Tensor { return tensor.Mean(tensor.Square(tensor.Tanh(tensor.MatMul(x, w)))) }
+	loss := func(w, x *tensor.Tensor) *tensor.Tensor {
+		return tensor.Mean(tensor.Square(tensor.Tanh(tensor.MatMul(x, w))))
+	}
 	baseV, baseG := autodiff.ValueAndGrad(func(w *tensor.Tensor) *tensor.Tensor { return loss(w, x) })(w)
 
 	specs := shard.Specs{"W": shard.P(), "X": shard.P([]string{"dp", "tp"})}

@@ -58,9 +58,9 @@ func newTensor(dt DType, shape []int) *Tensor {
 	n := numel(shape)
 	switch dt {
 	case Float32:
-		t.f32 = make([]float32, n)
+		t.f32 = makeFloat32(n)
 	case Int32:
-		t.i32 = make([]int32, n)
+		t.i32 = makeInt32(n)
 	case Bool:
 		t.b = make([]bool, n)
 	default:

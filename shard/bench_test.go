@@ -1,0 +1,60 @@
+package shard_test
+
+import (
+	"testing"
+
+	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/tensor"
+)
+
+// BenchmarkPsum64MiB all-reduces a 64 MiB float32 block on each of 8
+// devices and reports NCCL's bus bandwidth: bytes·2(n-1)/n per second.
+func BenchmarkPsum64MiB(b *testing.B) {
+	const n = 8
+	const elems = 64 << 20 / 4
+	m := shard.NewMesh([]int{n}, []string{"d"})
+	x := shard.Put(tensor.Ones(tensor.Float32, n*elems), shard.NewSharding(m, shard.P("d")))
+	f := shard.Map(m, shard.P("d"), shard.P(), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		return c.Psum(x, "d")
+	})
+	f(x)
+	b.SetBytes(elems * 4)
+	b.ResetTimer()
+	for b.Loop() {
+		f(x)
+	}
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(elems*4)*2*(n-1)/n/sec/1e9, "busGB/s")
+	b.ReportMetric(sec*1e3, "ms/op")
+}
+
+// BenchmarkMapEmpty measures the overhead of a Map over 8 devices whose fn
+// returns its block.
+func BenchmarkMapEmpty(b *testing.B) {
+	m := shard.NewMesh([]int{8}, []string{"d"})
+	x := tensor.Ones(tensor.Float32, 8)
+	f := shard.Map(m, shard.P("d"), shard.P("d"), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor { return x })
+	for b.Loop() {
+		f(x)
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e6, "µs/map")
+}
+
+// BenchmarkPsumSmall measures the latency of one small all-reduce among 8
+// devices (100 psums of f32[16] per Map call).
+func BenchmarkPsumSmall(b *testing.B) {
+	const per = 100
+	m := shard.NewMesh([]int{8}, []string{"d"})
+	x := tensor.Ones(tensor.Float32, 8*16)
+	f := shard.Map(m, shard.P("d"), shard.P(), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		for range per {
+			x = c.Psum(x, "d")
+			x = c.Vary(x, "d")
+		}
+		return c.Psum(x, "d")
+	})
+	for b.Loop() {
+		f(x)
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/(per+1)*1e6, "µs/psum")
+}

@@ -1,0 +1,88 @@
+package shard
+
+// sumFloat32 writes dst = Σ ins[k][lo:hi] reading every input once. The
+// inputs are taken in groups of up to eight, each group in a single pass
+// whose loop the compiler keeps free of bounds checks; the first group
+// writes dst and the others add to it.
+func sumFloat32(dst []float32, ins [][]float32, lo, hi int) {
+	n := hi - lo
+	dst = dst[:n]
+	first := true
+	for len(ins) > 0 {
+		k := 1
+		switch {
+		case len(ins) >= 8:
+			k = 8
+		case len(ins) >= 4:
+			k = 4
+		case len(ins) >= 2:
+			k = 2
+		}
+		g := make([][]float32, k)
+		for i := range g {
+			g[i] = ins[i][lo:hi:hi]
+		}
+		switch k {
+		case 8:
+			sum8(dst, g, first)
+		case 4:
+			sum4(dst, g, first)
+		case 2:
+			sum2(dst, g, first)
+		default:
+			if first {
+				copy(dst, g[0])
+			} else {
+				a := g[0][:n]
+				for i := range dst {
+					dst[i] += a[i]
+				}
+			}
+		}
+		first = false
+		ins = ins[k:]
+	}
+}
+
+func sum8(d []float32, g [][]float32, first bool) {
+	n := len(d)
+	a, b, c, e := g[0][:n], g[1][:n], g[2][:n], g[3][:n]
+	f, h, p, q := g[4][:n], g[5][:n], g[6][:n], g[7][:n]
+	if first {
+		for i := range d {
+			d[i] = ((a[i] + b[i]) + (c[i] + e[i])) + ((f[i] + h[i]) + (p[i] + q[i]))
+		}
+		return
+	}
+	for i := range d {
+		d[i] += ((a[i] + b[i]) + (c[i] + e[i])) + ((f[i] + h[i]) + (p[i] + q[i]))
+	}
+}
+
+func sum4(d []float32, g [][]float32, first bool) {
+	n := len(d)
+	a, b, c, e := g[0][:n], g[1][:n], g[2][:n], g[3][:n]
+	if first {
+		for i := range d {
+			d[i] = (a[i] + b[i]) + (c[i] + e[i])
+		}
+		return
+	}
+	for i := range d {
+		d[i] += (a[i] + b[i]) + (c[i] + e[i])
+	}
+}
+
+func sum2(d []float32, g [][]float32, first bool) {
+	n := len(d)
+	a, b := g[0][:n], g[1][:n]
+	if first {
+		for i := range d {
+			d[i] = a[i] + b[i]
+		}
+		return
+	}
+	for i := range d {
+		d[i] += a[i] + b[i]
+	}
+}
