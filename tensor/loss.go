@@ -31,7 +31,7 @@ func MSE(pred, target *Tensor) *Tensor {
 	return Mean(Square(Sub(pred, target)))
 }
 
-var xentOp, xentFwdOp, xentProbsOp, xentProbsFwdOp *Op
+var xentOp, xentFwdOp, xentProbsOp, xentProbsFwdOp, xentGradOp *Op
 
 func init() {
 	xentOp = &Op{
@@ -44,13 +44,11 @@ func init() {
 			labels, sm := in[1], outs[1]
 			var gz *Tensor
 			if gs[0] != nil {
-				// d loss / d logits = softmax - onehot(label)
-				c := sm.shape[len(sm.shape)-1]
-				onehot := AsType(Equal(ExpandDims(labels, -1), Arange(c)), Float32)
-				gz = Mul(ExpandDims(gs[0], -1), Sub(sm, onehot))
+				// d loss / d logits = softmax - onehot(label), fused
+				gz = Apply(xentGradOp, nil, gs[0], sm, labels)
 			}
 			if gs[1] != nil { // only in higher-order derivatives
-				gz = xentAdd(gz, Mul(sm, Sub(gs[1], SumKeep(Mul(gs[1], sm), -1))))
+				gz = xentAdd(gz, Apply(softmaxGradOp, len(sm.shape)-1, gs[1], sm))
 			}
 			if gz == nil {
 				gz = ZerosLike(in[0])
@@ -58,6 +56,34 @@ func init() {
 			return []*Tensor{gz, nil}
 		},
 		Save: SaveInputs(1) | SaveOutput,
+	}
+	// xentGradOp computes g·(softmax - onehot(label)) in one sweep.
+	xentGradOp = &Op{
+		Name: "softmax_cross_entropy_grad",
+		Impl: func(in []*Tensor, _ any) *Tensor {
+			g, sm, labels := in[0], in[1], in[2]
+			out := newTensor(Float32, sm.shape)
+			c := sm.shape[len(sm.shape)-1]
+			rows := len(g.f32)
+			srtParallel(rows, rows*c*2, srtLocal(g, sm, labels), func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					gi := g.f32[i]
+					src, dst := sm.f32[i*c:(i+1)*c], out.f32[i*c:(i+1)*c]
+					for j, v := range src {
+						dst[j] = gi * v
+					}
+					dst[labels.i32[i]] = gi * (src[labels.i32[i]] - 1)
+				}
+			})
+			return out
+		},
+		VJP: func(ct *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			g, sm, labels := in[0], in[1], in[2]
+			c := sm.shape[len(sm.shape)-1]
+			onehot := AsType(Equal(ExpandDims(labels, -1), Arange(c)), Float32)
+			return []*Tensor{Sum(Mul(ct, Sub(sm, onehot)), -1), Mul(ExpandDims(g, -1), ct), nil}
+		},
+		Save: SaveAllInputs,
 	}
 	xentFwdOp = &Op{
 		Name: "softmax_cross_entropy",
@@ -81,7 +107,7 @@ func init() {
 				gp = Neg(Mul(g0, lsm))
 			}
 			if gs[1] != nil { // only in higher-order derivatives
-				gz = xentAdd(gz, Sub(gs[1], Mul(sm, SumKeep(gs[1], -1))))
+				gz = xentAdd(gz, Apply(logSoftmaxGradOp, len(lsm.shape)-1, gs[1], lsm))
 			}
 			if gz == nil {
 				gz = ZerosLike(in[0])
@@ -110,7 +136,7 @@ func xentImpl(logits, labels, sm *Tensor) *Tensor {
 	c := logits.shape[r-1]
 	loss := newTensor(Float32, logits.shape[:r-1])
 	rows := len(loss.f32)
-	srtParallel(rows, rows*c*8, logits.local, func(lo, hi int) {
+	srtParallel(rows, rows*c*8, srtLocal(logits, labels), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row := logits.f32[i*c : (i+1)*c]
 			var dst []float32
@@ -133,7 +159,7 @@ func xentProbsImpl(logits, probs, lsm *Tensor) *Tensor {
 	c := logits.shape[r-1]
 	loss := newTensor(Float32, logits.shape[:r-1])
 	rows := len(loss.f32)
-	srtParallel(rows, rows*c*8, logits.local, func(lo, hi int) {
+	srtParallel(rows, rows*c*8, srtLocal(logits, probs), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row, p := logits.f32[i*c:(i+1)*c], probs.f32[i*c:(i+1)*c]
 			var dst []float32

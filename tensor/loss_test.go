@@ -198,6 +198,13 @@ func TestSoftmaxCrossEntropyVJP(t *testing.T) {
 			srtCheckGrad(t, srtGradFn(f, 0), z, labels)
 			// Third order, through the hidden output's own cotangent.
 			srtCheckGrad(t, srtGradFn(srtGradFn(f, 0), 0), z, labels)
+			// A nonlinear use of the loss makes the fused backward op's
+			// incoming cotangent depend on the logits too.
+			sq := func(xs []*tensor.Tensor) *tensor.Tensor {
+				l := f(xs)
+				return tensor.Mul(l, l)
+			}
+			srtCheckGrad(t, srtGradFn(sq, 0), z, labels)
 
 			p := tensor.Softmax(srtRandn(uint64(i+30), shape...), -1)
 			fp := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.SoftmaxCrossEntropyProbs(xs[0], xs[1]) }
@@ -205,6 +212,11 @@ func TestSoftmaxCrossEntropyVJP(t *testing.T) {
 			srtCheckGrad(t, srtGradFn(fp, 0), z, p)
 			srtCheckGrad(t, srtGradFn(fp, 1), z, p)
 			srtCheckGrad(t, srtGradFn(srtGradFn(fp, 0), 0), z, p)
+			sqp := func(xs []*tensor.Tensor) *tensor.Tensor {
+				l := fp(xs)
+				return tensor.Mul(l, l)
+			}
+			srtCheckGrad(t, srtGradFn(sqp, 0), z, p)
 		})
 	}
 }

@@ -138,6 +138,10 @@ func TestSoftmaxNonFinite(t *testing.T) {
 	for _, v := range ls[3:9] {
 		assert.True(t, math.IsNaN(float64(v)))
 	}
+	// The same along a leading axis (the strided kernel).
+	xt := tensor.Transpose(x)
+	srtSameFloats(t, tensor.Transpose(tensor.Softmax(x, 1)).Float32s(), tensor.Softmax(xt, 0).Float32s())
+	srtSameFloats(t, tensor.Transpose(tensor.LogSoftmax(x, 1)).Float32s(), tensor.LogSoftmax(xt, 0).Float32s())
 }
 
 func TestSoftmaxVJP(t *testing.T) {
@@ -155,7 +159,16 @@ func TestSoftmaxVJP(t *testing.T) {
 				}
 				x := srtRandn(11, tt.shape...)
 				srtCheckGrad(t, f, x)
+				// The fused backward op, differentiated with respect to its
+				// output (y) and, through a nonlinear use of the result,
+				// its incoming cotangent (g); and once more.
 				srtCheckGrad(t, srtGradFn(f, 0), x)
+				sq := func(xs []*tensor.Tensor) *tensor.Tensor {
+					y := f(xs)
+					return tensor.Mul(y, y)
+				}
+				srtCheckGrad(t, srtGradFn(sq, 0), x)
+				srtCheckGrad(t, srtGradFn(srtGradFn(sq, 0), 0), x)
 			})
 		}
 	}

@@ -18,23 +18,24 @@ import (
 // when sorting in descending order, where NaNs therefore come first.
 //
 // Internally each element becomes a uint32 key whose unsigned order is that
-// order, and key and position are packed into one uint64, so a plain
-// (unstable, fast) sort of the packed words is a stable sort of the
-// elements.
+// order (inverted for descending sorts). Lanes of 64 elements or more are
+// radix sorted, which is stable by construction and linear in the lane
+// length; shorter lanes pack key and position into one uint64, so that a
+// plain (unstable, fast) sort of the packed words is a stable sort.
 
-// srtKeyF32 maps v to a uint32 whose unsigned order is the sort order.
+// srtKeyF32 maps v to a uint32 whose unsigned order is the sort order:
+// the sign bit flipped for positive numbers, all bits for negative ones,
+// after mapping -0 to +0 and every NaN above +Inf. Branch-free on ordinary
+// numbers, whose signs are unpredictable.
 func srtKeyF32(v float32) uint32 {
-	if v != v {
-		return math.MaxUint32 // above the key of +Inf (0xff800000)
-	}
-	if v == 0 {
-		v = 0 // -0 sorts as +0
-	}
 	b := math.Float32bits(v)
-	if b&(1<<31) != 0 {
-		return ^b
+	if e := b &^ (1 << 31); e == 0 || e > 0x7f800000 {
+		if e == 0 {
+			return 1 << 31 // ±0
+		}
+		return math.MaxUint32 // NaN, above +Inf (0xff800000)
 	}
-	return b | 1<<31
+	return b ^ (uint32(int32(b)>>31) | 1<<31)
 }
 
 func srtKeyI32(v int32) uint32 { return uint32(v) ^ (1 << 31) }
@@ -46,26 +47,114 @@ func srtKeyBool(v bool) uint32 {
 	return 0
 }
 
-// srtKeyAt returns the sort key of flat element i of x.
-func srtKeyAt(x *Tensor, i int) uint32 {
+// srtFillKeys writes the sort keys of the elements base, base+stride, ...
+// of x into keys (inverted when descending, so that ascending order of the
+// keys is the wanted order).
+func srtFillKeys(x *Tensor, base, stride int, keys []uint32, descending bool) {
+	var inv uint32
+	if descending {
+		inv = math.MaxUint32
+	}
 	switch x.dtype {
 	case Float32:
-		return srtKeyF32(x.f32[i])
+		for j := range keys {
+			keys[j] = srtKeyF32(x.f32[base+j*stride]) ^ inv
+		}
 	case Int32:
-		return srtKeyI32(x.i32[i])
+		for j := range keys {
+			keys[j] = srtKeyI32(x.i32[base+j*stride]) ^ inv
+		}
 	default:
-		return srtKeyBool(x.b[i])
+		for j := range keys {
+			keys[j] = srtKeyBool(x.b[base+j*stride]) ^ inv
+		}
 	}
 }
 
-// srtPack packs a key and a position; descending inverts the key so that
-// ascending order of the packed words is descending order of the keys with
-// ties still broken by lower position.
-func srtPack(key uint32, pos int, descending bool) uint64 {
-	if descending {
-		key = ^key
+// srtPack packs a key and a position so that ascending order of the packed
+// words is key order with ties broken by lower position.
+func srtPack(key uint32, pos int) uint64 { return uint64(key)<<32 | uint64(uint32(pos)) }
+
+// srtRadixMin is the lane length from which lanes are radix sorted rather
+// than compared.
+const srtRadixMin = 64
+
+// srtSorter sorts lanes of keys stably, reusing its buffers.
+type srtSorter struct {
+	radix       bool
+	keys, keys2 []uint32
+	pos, pos2   []int32
+	packed      []uint64
+}
+
+func newSrtSorter(n int) *srtSorter { return newSrtSorterMode(n, n >= srtRadixMin) }
+
+func newSrtSorterMode(n int, radix bool) *srtSorter {
+	s := &srtSorter{radix: radix, keys: make([]uint32, n)}
+	if radix {
+		s.keys2 = make([]uint32, n)
+		s.pos = make([]int32, n)
+		s.pos2 = make([]int32, n)
+	} else {
+		s.packed = make([]uint64, n)
 	}
-	return uint64(key)<<32 | uint64(uint32(pos))
+	return s
+}
+
+// sort orders s.keys (filled by the caller) stably and calls emit(j, src)
+// for each sorted position j with the original position src.
+func (s *srtSorter) sort(emit func(j, src int)) {
+	n := len(s.keys)
+	if n == 0 {
+		return
+	}
+	if !s.radix {
+		for j, k := range s.keys {
+			s.packed[j] = srtPack(k, j)
+		}
+		slices.Sort(s.packed)
+		for j, w := range s.packed {
+			emit(j, int(uint32(w)))
+		}
+		return
+	}
+	// LSD radix sort on bytes; passes whose byte is the same for every key
+	// (all of them but one for small integer ids) are skipped.
+	var cnt [4][256]int
+	for _, k := range s.keys {
+		cnt[0][k&255]++
+		cnt[1][k>>8&255]++
+		cnt[2][k>>16&255]++
+		cnt[3][k>>24]++
+	}
+	keys, keys2, pos, pos2 := s.keys, s.keys2, s.pos, s.pos2
+	for j := range pos {
+		pos[j] = int32(j)
+	}
+	for pass := range 4 {
+		c := &cnt[pass]
+		shift := 8 * pass
+		if c[keys[0]>>shift&255] == n {
+			continue
+		}
+		sum := 0
+		for b, v := range c {
+			c[b] = sum
+			sum += v
+		}
+		for i, k := range keys {
+			b := k >> shift & 255
+			d := c[b]
+			c[b]++
+			keys2[d] = k
+			pos2[d] = pos[i]
+		}
+		keys, keys2 = keys2, keys
+		pos, pos2 = pos2, pos
+	}
+	for j, src := range pos {
+		emit(j, int(src))
+	}
 }
 
 // srtLanes splits shape around axis: outer lanes before it, n elements
@@ -100,6 +189,17 @@ func srtParallel(n, work int, local *Local, fn func(lo, hi int)) {
 	wg.Wait()
 }
 
+// srtLocal returns the block mark of the first operand that has one: a
+// kernel computing on a block inside shard.Map stays on its goroutine.
+func srtLocal(xs ...*Tensor) *Local {
+	for _, x := range xs {
+		if x.local != nil {
+			return x.local
+		}
+	}
+	return nil
+}
+
 // srtCopyElem copies flat element j of src to flat element i of dst (same dtype).
 func srtCopyElem(dst *Tensor, i int, src *Tensor, j int) {
 	switch src.dtype {
@@ -127,22 +227,18 @@ func srtSortImpl(x *Tensor, p srtSortParams, idx, vals *Tensor) {
 	}
 	work := lanes * n * max(1, bits.Len(uint(n)))
 	srtParallel(lanes, work, x.local, func(lo, hi int) {
-		buf := make([]uint64, n)
+		st := newSrtSorter(n)
 		for l := lo; l < hi; l++ {
 			o, i := l/inner, l%inner
 			base := o*n*inner + i
-			for j := range buf {
-				buf[j] = srtPack(srtKeyAt(x, base+j*inner), j, p.descending)
-			}
-			slices.Sort(buf)
-			for j, w := range buf {
-				src := int(uint32(w))
+			srtFillKeys(x, base, inner, st.keys, p.descending)
+			st.sort(func(j, src int) {
 				dst := base + j*inner
 				idx.i32[dst] = int32(src)
 				if vals != nil {
 					srtCopyElem(vals, dst, x, base+src*inner)
 				}
-			}
+			})
 		}
 	})
 }
@@ -256,6 +352,10 @@ func TopK(x *Tensor, k int) (values, indices *Tensor) {
 	return outs[0], StopGradient(outs[1])
 }
 
+// srtTopKSmall is the largest k that TopK finds by insertion into a
+// sorted buffer of k candidates (O(n) for random data, O(n·k) at worst).
+const srtTopKSmall = 16
+
 func srtTopKImpl(x *Tensor, k int, vals, idx *Tensor) {
 	n := x.shape[len(x.shape)-1]
 	rows := numel(x.shape[:len(x.shape)-1])
@@ -264,71 +364,63 @@ func srtTopKImpl(x *Tensor, k int, vals, idx *Tensor) {
 	}
 	work := rows * (n + k*max(1, bits.Len(uint(k))))
 	srtParallel(rows, work, x.local, func(lo, hi int) {
-		buf := make([]uint64, n)
+		var st *srtSorter
+		var buf []uint64
+		keys := make([]uint32, n)
+		switch {
+		case k <= srtTopKSmall:
+			buf = make([]uint64, 0, k)
+		case n >= srtRadixMin:
+			st = newSrtSorter(n)
+			keys = st.keys
+		default:
+			buf = make([]uint64, n)
+		}
 		for r := lo; r < hi; r++ {
 			base := r * n
-			for j := range buf {
-				buf[j] = srtPack(srtKeyAt(x, base+j), j, true)
-			}
-			if k < n {
-				srtSelect(buf, k)
-			}
-			top := buf[:k]
-			slices.Sort(top)
-			for j, w := range top {
-				src := int(uint32(w))
+			emit := func(j, src int) {
 				idx.i32[r*k+j] = int32(src)
 				srtCopyElem(vals, r*k+j, x, base+src)
 			}
-		}
-	})
-}
-
-// srtSelect reorders s (distinct values) so that its k smallest elements
-// come first, in any order (introselect: quickselect with a median-of-three
-// pivot, falling back to a full sort if the partitions keep coming out
-// lopsided).
-func srtSelect(s []uint64, k int) {
-	lo, hi := 0, len(s) // the k-th smallest is in s[lo:hi]
-	budget := 2 * bits.Len(uint(len(s)))
-	for hi-lo > 16 {
-		if budget == 0 {
-			slices.Sort(s[lo:hi])
-			return
-		}
-		budget--
-		m := lo + (hi-lo)/2
-		a, b, c := s[lo], s[m], s[hi-1]
-		pivot := max(min(a, b), min(max(a, b), c)) // median of three
-		// Partition s[lo:hi] into < pivot, then >= pivot.
-		i := lo
-		for j := lo; j < hi; j++ {
-			if s[j] < pivot {
-				s[i], s[j] = s[j], s[i]
-				i++
-			}
-		}
-		switch {
-		case i == k:
-			return
-		case i > k:
-			hi = i
-		default:
-			// s[i:] holds the pivot somewhere: move it to s[i], which is
-			// then in its final place.
-			for j := i; j < hi; j++ {
-				if s[j] == pivot {
-					s[i], s[j] = s[j], s[i]
-					break
+			srtFillKeys(x, base, 1, keys, true)
+			switch {
+			case k <= srtTopKSmall:
+				// buf holds the best candidates so far, best first.
+				buf = buf[:0]
+				for j, key := range keys {
+					w := srtPack(key, j)
+					if len(buf) == k {
+						if w >= buf[k-1] {
+							continue
+						}
+						buf = buf[:k-1]
+					}
+					at := len(buf)
+					for at > 0 && buf[at-1] > w {
+						at--
+					}
+					buf = slices.Insert(buf, at, w)
+				}
+				for j, w := range buf {
+					emit(j, int(uint32(w)))
+				}
+			case st != nil:
+				st.sort(func(j, src int) {
+					if j < k {
+						emit(j, src)
+					}
+				})
+			default: // short rows: sort them whole
+				for j, key := range keys {
+					buf[j] = srtPack(key, j)
+				}
+				slices.Sort(buf)
+				for j, w := range buf[:k] {
+					emit(j, int(uint32(w)))
 				}
 			}
-			if i+1 >= k {
-				return
-			}
-			lo = i + 1
 		}
-	}
-	slices.Sort(s[lo:hi])
+	})
 }
 
 var lexSortOp *Op
@@ -344,20 +436,13 @@ func init() {
 				// Last key first: it is the primary one.
 				x := in[len(in)-1-i]
 				ks := make([]uint32, n)
-				for j := range ks {
-					ks[j] = srtKeyAt(x, j)
-				}
+				srtFillKeys(x, 0, 1, ks, false)
 				keys[i] = ks
 			}
 			if len(keys) == 1 {
-				buf := make([]uint64, n)
-				for j, k := range keys[0] {
-					buf[j] = srtPack(k, j, false)
-				}
-				slices.Sort(buf)
-				for j, w := range buf {
-					out.i32[j] = int32(uint32(w))
-				}
+				st := newSrtSorter(n)
+				copy(st.keys, keys[0])
+				st.sort(func(j, src int) { out.i32[j] = int32(src) })
 				return out
 			}
 			for j := range out.i32 {

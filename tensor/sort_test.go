@@ -427,7 +427,7 @@ func TestTopKMatchesReference(t *testing.T) {
 		},
 	}
 	for name, gen := range gens {
-		for _, n := range []int{1, 5, 17, 64, 1000, 4099} {
+		for _, n := range []int{1, 5, 17, 40, 64, 1000, 4099} {
 			for _, k := range []int{0, 1, 2, 7, n / 3, n / 2, n - 1, n} {
 				if k < 0 || k > n {
 					continue
