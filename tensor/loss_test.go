@@ -350,15 +350,15 @@ func BenchmarkSoftmaxCrossEntropy(b *testing.B) {
 	z := srtRandn(1, 1024, 1000)
 	labels := srtLabels(1, 1000, 1024)
 	b.Run("forward/1024x1000", func(b *testing.B) {
-		b.SetBytes(int64(z.Bytes() + labels.Bytes()))
+		bytes := float64(z.Bytes() + labels.Bytes())
 		for b.Loop() {
 			tensor.SoftmaxCrossEntropy(z, labels)
 		}
-		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
+		srtReport(b, bytes)
 	})
 	b.Run("forward+backward/1024x1000", func(b *testing.B) {
 		// Read logits, write and re-read the softmax, write the gradient.
-		b.SetBytes(int64(4*z.Bytes() + labels.Bytes()))
+		bytes := float64(4*z.Bytes() + labels.Bytes())
 		ones := tensor.Ones(tensor.Float32, 1024)
 		for b.Loop() {
 			tr := tensor.NewTrace()
@@ -366,6 +366,6 @@ func BenchmarkSoftmaxCrossEntropy(b *testing.B) {
 			loss := tensor.SoftmaxCrossEntropy(zl, labels)
 			tensor.Backward(tr, []*tensor.Tensor{loss}, []*tensor.Tensor{ones}, []*tensor.Tensor{zl}, false)
 		}
-		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
+		srtReport(b, bytes)
 	})
 }

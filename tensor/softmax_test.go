@@ -191,18 +191,18 @@ func BenchmarkSoftmax(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			// Bytes moved: read the input, write the output.
-			b.SetBytes(2 * int64(x.Bytes()))
+			bytes := float64(2 * x.Bytes())
 			for b.Loop() {
 				f(x, -1)
 			}
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
+			srtReport(b, bytes)
 		})
 	}
 	b.Run("Softmax/1024x1000/axis0", func(b *testing.B) {
-		b.SetBytes(2 * int64(x.Bytes()))
+		bytes := float64(2 * x.Bytes())
 		for b.Loop() {
 			tensor.Softmax(x, 0)
 		}
-		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
+		srtReport(b, bytes)
 	})
 }

@@ -389,17 +389,19 @@ func srtTopKImpl(x *Tensor, k int, vals, idx *Tensor) {
 				buf = buf[:0]
 				for j, key := range keys {
 					w := srtPack(key, j)
-					if len(buf) == k {
-						if w >= buf[k-1] {
-							continue
-						}
-						buf = buf[:k-1]
+					m := len(buf)
+					if m < k {
+						buf = buf[:m+1]
+					} else if w >= buf[m-1] {
+						continue
+					} else {
+						m-- // the worst candidate drops out
 					}
-					at := len(buf)
-					for at > 0 && buf[at-1] > w {
-						at--
+					for m > 0 && buf[m-1] > w {
+						buf[m] = buf[m-1]
+						m--
 					}
-					buf = slices.Insert(buf, at, w)
+					buf[m] = w
 				}
 				for j, w := range buf {
 					emit(j, int(uint32(w)))

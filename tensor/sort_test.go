@@ -148,6 +148,15 @@ func srtRequireShape(t *testing.T, want []int, x *tensor.Tensor) {
 	require.True(t, slices.Equal(want, x.Shape()), "shape: want %v, got %v", want, x.Shape())
 }
 
+// srtReport reports a benchmark's time per op and the bandwidth it got
+// moving the given number of bytes per op.
+func srtReport(b *testing.B, bytes float64) {
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(sec*1e6, "µs/op")
+	b.ReportMetric(bytes/sec/1e9, "GB/s")
+	b.ReportMetric(0, "ns/op") // replaced by µs/op
+}
+
 // srtCheckGrad runs autodiff.CheckGrad and fails the test on a mismatch.
 // A scalar result is checked as a vector of one element: CheckGrad builds
 // its cotangent with FromFloat32(c, y.Shape()...), which for a rank-0 y
@@ -601,20 +610,20 @@ func BenchmarkTopK(b *testing.B) {
 	x := srtRandn(1, 4096, 64)
 	for _, k := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("4096x64/k=%d", k), func(b *testing.B) {
-			b.SetBytes(int64(x.Bytes()))
+			bytes := float64(x.Bytes())
 			for b.Loop() {
 				tensor.TopK(x, k)
 			}
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
+			srtReport(b, bytes)
 		})
 	}
 }
 
 func BenchmarkArgSort(b *testing.B) {
 	x := srtRandn(1, 1024, 1000)
-	b.SetBytes(int64(x.Bytes()))
+	bytes := float64(x.Bytes())
 	for b.Loop() {
 		tensor.ArgSort(x, -1, false)
 	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
+	srtReport(b, bytes)
 }
