@@ -18,9 +18,10 @@ import (
 // forward-only op that does not materialise the softmax.
 
 // MSE returns the mean of (pred - target)² over all elements, a float32
-// scalar: jnp.mean((pred - target) ** 2), PyTorch's mse_loss. The shapes must match exactly: MSE does not broadcast,
-// because a broadcast here (f32[B,1] against f32[B]) is almost always a
-// bug. The mean of no elements is NaN, as in JAX.
+// scalar: jnp.mean((pred - target) ** 2), PyTorch's mse_loss. The shapes
+// must match exactly: MSE does not broadcast, because a broadcast here
+// (f32[B,1] against f32[B]) is almost always a bug. The mean of no
+// elements is NaN, as in JAX.
 func MSE(pred, target *Tensor) *Tensor {
 	if pred.dtype != Float32 || target.dtype != Float32 {
 		panic(fmt.Sprintf("tensor.MSE: %s: operands must be float32", operands("", pred, target)))
@@ -99,9 +100,9 @@ func init() {
 			// loss = -Σ p·lsm = lse·Σp - Σ p·z, so
 			// d/dz = softmax·Σp - p and d/dp = -lsm.
 			p, lsm := in[1], outs[1]
-			sm := Exp(lsm)
 			var gz, gp *Tensor
 			if gs[0] != nil {
+				sm := Exp(lsm)
 				g0 := ExpandDims(gs[0], -1)
 				gz = Mul(g0, Sub(Mul(sm, SumKeep(p, -1)), p))
 				gp = Neg(Mul(g0, lsm))
