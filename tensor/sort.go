@@ -496,7 +496,8 @@ func LexSort(keys ...*Tensor) *Tensor {
 
 // Gather and scatter-add along an axis, the two halves of the VJPs of Sort
 // and TopK. Each is the other's VJP, so derivatives of any order work.
-// (Package-private; the public Take/TakeAlongAxis family lives elsewhere.)
+// They are private stand-ins written while TakeAlongAxis and ScatterAdd
+// were being written elsewhere; the public ops can replace them.
 
 type srtAlongParams struct {
 	axis int
@@ -507,7 +508,7 @@ var srtGatherOp, srtScatterAddOp *Op
 
 func init() {
 	srtGatherOp = &Op{
-		Name: "take_along_axis",
+		Name: "srt_take_along_axis",
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			x, idx := in[0], in[1]
 			p := pp.(srtAlongParams)
@@ -532,7 +533,7 @@ func init() {
 		Save: SaveInputs(1),
 	}
 	srtScatterAddOp = &Op{
-		Name: "scatter_add_along_axis",
+		Name: "srt_scatter_add_along_axis",
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			g, idx := in[0], in[1]
 			p := pp.(srtAlongParams)

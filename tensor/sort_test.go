@@ -158,9 +158,10 @@ func srtReport(b *testing.B, bytes float64) {
 }
 
 // srtCheckGrad runs autodiff.CheckGrad and fails the test on a mismatch.
-// A scalar result is checked as a vector of one element: CheckGrad builds
-// its cotangent with FromFloat32(c, y.Shape()...), which for a rank-0 y
-// is a vector of one element that Backward rejects.
+// A scalar result is checked as a vector of one element: the CheckGrad
+// this branch started from built its cotangent with
+// FromFloat32(c, y.Shape()...), a vector for a rank-0 y, which Backward
+// rejects. (Fixed on main since; the reshape is then a no-op safeguard.)
 func srtCheckGrad(t *testing.T, f func(xs []*tensor.Tensor) *tensor.Tensor, xs ...*tensor.Tensor) {
 	t.Helper()
 	g := func(xs []*tensor.Tensor) *tensor.Tensor {
