@@ -6,7 +6,7 @@ require gonum.org/v1/gonum v0.17.0
 
 require go.uber.org/goleak v1.3.0
 
-require golang.org/x/sys v0.49.0 // indirect
+require golang.org/x/sys v0.49.0
 
 require (
 	github.com/stretchr/testify v1.12.1

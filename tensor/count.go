@@ -1,0 +1,120 @@
+package tensor
+
+import "fmt"
+
+var bincountOp, srtBinGatherOp *Op
+
+func init() {
+	bincountOp = &Op{
+		Name: "bincount",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			length := pp.(int)
+			x := in[0]
+			if len(in) == 1 {
+				out := newTensor(Int32, []int{length})
+				for _, v := range x.i32 {
+					if int(v) < length {
+						out.i32[v]++
+					}
+				}
+				return out
+			}
+			w := in[1]
+			out := newTensor(w.dtype, []int{length})
+			switch w.dtype {
+			case Float32:
+				// Accumulate in float64, then round once, as Sum does.
+				acc := make([]float64, length)
+				for i, v := range x.i32 {
+					if int(v) < length {
+						acc[v] += float64(w.f32[i])
+					}
+				}
+				for i, s := range acc {
+					out.f32[i] = float32(s)
+				}
+			case Int32:
+				for i, v := range x.i32 {
+					if int(v) < length {
+						out.i32[v] += w.i32[i]
+					}
+				}
+			}
+			return out
+		},
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			// out[b] = Σ_{i: x[i]=b} w[i], so dw[i] = g[x[i]] (0 if dropped).
+			return []*Tensor{nil, Apply(srtBinGatherOp, nil, g, in[0])}
+		},
+		Save: SaveInputs(0),
+	}
+	// srtBinGatherOp reads g[x[i]] for each i, 0 where x[i] >= len(g): the
+	// transpose of a weighted bincount, and Bincount is its transpose.
+	srtBinGatherOp = &Op{
+		Name: "bincount_gather",
+		Impl: func(in []*Tensor, _ any) *Tensor {
+			g, x := in[0], in[1]
+			out := newTensor(Float32, x.shape)
+			length := g.shape[0]
+			for i, v := range x.i32 {
+				if int(v) < length {
+					out.f32[i] = g.f32[v]
+				}
+			}
+			return out
+		},
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			return []*Tensor{Apply(bincountOp, in[0].shape[0], in[1], g), nil}
+		},
+		Save: SaveInputs(1),
+	}
+}
+
+// Bincount counts how often each value 0..length-1 occurs in the int32
+// vector x, like jnp.bincount(x, weights, length=length): the result has
+// exactly length elements and values >= length are dropped. With weights
+// (x's shape, float32 or int32) it sums the weight of each occurrence
+// instead, in the weights' dtype; with nil weights the counts are int32.
+// Float sums accumulate in float64.
+//
+// The result is differentiable with respect to float32 weights: the
+// gradient of weight i is the cotangent of bin x[i] (0 for a dropped x[i]).
+//
+// Unlike jnp.bincount, which clips negative values into bin 0, Bincount
+// panics on a negative value (naming it and its index), as a negative id
+// is almost always a bug. It also panics on a negative length.
+func Bincount(x, weights *Tensor, length int) *Tensor {
+	const name = "tensor.Bincount"
+	desc := x.String()
+	if weights != nil {
+		desc = operands("", x, weights)
+	}
+	if x.dtype != Int32 {
+		panic(fmt.Sprintf("%s: %s: x must be int32", name, desc))
+	}
+	if len(x.shape) != 1 {
+		panic(fmt.Sprintf("%s: %s: x must be 1-D", name, desc))
+	}
+	if length < 0 {
+		panic(fmt.Sprintf("%s: %s: length %d < 0", name, desc, length))
+	}
+	if weights != nil {
+		if weights.dtype != Float32 && weights.dtype != Int32 {
+			panic(fmt.Sprintf("%s: %s: weights must be float32 or int32", name, desc))
+		}
+		if !sameShape(weights.shape, x.shape) {
+			panic(fmt.Sprintf("%s: %s: weights must have the shape of x", name, desc))
+		}
+	}
+	if x.layout == nil { // a sharded x is refused by Apply
+		for i, v := range x.i32 {
+			if v < 0 {
+				panic(fmt.Sprintf("%s: %s: negative value %d at index %d", name, desc, v, i))
+			}
+		}
+	}
+	if weights == nil {
+		return Apply(bincountOp, length, x)
+	}
+	return Apply(bincountOp, length, x, weights)
+}

@@ -1,0 +1,313 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Losses and the numerically stable functions they are built on.
+//
+// The two softmax cross-entropies are fused primitives. When the logits
+// are traced they have a second, hidden output (the softmax, or the
+// log-softmax for target distributions) that the VJP reads instead of
+// recomputing it. Because that residual is an output of the op, not a
+// constant captured by the VJP, gradients of gradients are right too: the
+// VJP also accepts a cotangent for the hidden output. Untraced calls run a
+// forward-only op that does not materialise the softmax.
+
+// MSE returns the mean of (pred - target)² over all elements, a float32
+// scalar: jnp.mean((pred - target) ** 2), PyTorch's mse_loss. The shapes
+// must match exactly: MSE does not broadcast, because a broadcast here
+// (f32[B,1] against f32[B]) is almost always a bug. The mean of no
+// elements is NaN, as in JAX.
+func MSE(pred, target *Tensor) *Tensor {
+	if pred.dtype != Float32 || target.dtype != Float32 {
+		panic(fmt.Sprintf("tensor.MSE: %s: operands must be float32", operands("", pred, target)))
+	}
+	if !sameShape(pred.shape, target.shape) {
+		panic(fmt.Sprintf("tensor.MSE: %s: shapes must match exactly (MSE does not broadcast)", operands("", pred, target)))
+	}
+	return Mean(Square(Sub(pred, target)))
+}
+
+var xentOp, xentFwdOp, xentProbsOp, xentProbsFwdOp, xentGradOp *Op
+
+func init() {
+	xentOp = &Op{
+		Name: "softmax_cross_entropy",
+		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
+			sm := newTensor(Float32, in[0].shape)
+			return []*Tensor{xentImpl(in[0], in[1], sm), sm}, nil
+		},
+		VJPN: func(gs []*Tensor, in []*Tensor, outs []*Tensor, _ any, _ any) []*Tensor {
+			labels, sm := in[1], outs[1]
+			var gz *Tensor
+			if gs[0] != nil {
+				// d loss / d logits = softmax - onehot(label), fused
+				gz = Apply(xentGradOp, nil, gs[0], sm, labels)
+			}
+			if gs[1] != nil { // only in higher-order derivatives
+				gz = xentAdd(gz, Apply(softmaxGradOp, len(sm.shape)-1, gs[1], sm))
+			}
+			if gz == nil {
+				gz = ZerosLike(in[0])
+			}
+			return []*Tensor{gz, nil}
+		},
+		Save: SaveInputs(1) | SaveOutput,
+	}
+	// xentGradOp computes g·(softmax - onehot(label)) in one sweep.
+	xentGradOp = &Op{
+		Name: "softmax_cross_entropy_grad",
+		Impl: func(in []*Tensor, _ any) *Tensor {
+			g, sm, labels := in[0], in[1], in[2]
+			out := newTensor(Float32, sm.shape)
+			c := sm.shape[len(sm.shape)-1]
+			rows := len(g.f32)
+			srtParallel(rows, rows*c*2, srtLocal(g, sm, labels), func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					gi := g.f32[i]
+					src, dst := sm.f32[i*c:(i+1)*c], out.f32[i*c:(i+1)*c]
+					for j, v := range src {
+						dst[j] = gi * v
+					}
+					dst[labels.i32[i]] = gi * (src[labels.i32[i]] - 1)
+				}
+			})
+			return out
+		},
+		VJP: func(ct *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			g, sm, labels := in[0], in[1], in[2]
+			c := sm.shape[len(sm.shape)-1]
+			onehot := AsType(Equal(ExpandDims(labels, -1), Arange(c)), Float32)
+			return []*Tensor{Sum(Mul(ct, Sub(sm, onehot)), -1), Mul(ExpandDims(g, -1), ct), nil}
+		},
+		Save: SaveAllInputs,
+	}
+	xentFwdOp = &Op{
+		Name: "softmax_cross_entropy",
+		Impl: func(in []*Tensor, _ any) *Tensor { return xentImpl(in[0], in[1], nil) },
+	}
+	xentProbsOp = &Op{
+		Name: "softmax_cross_entropy_probs",
+		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
+			lsm := newTensor(Float32, in[0].shape)
+			return []*Tensor{xentProbsImpl(in[0], in[1], lsm), lsm}, nil
+		},
+		VJPN: func(gs []*Tensor, in []*Tensor, outs []*Tensor, _ any, _ any) []*Tensor {
+			// loss = -Σ p·lsm = lse·Σp - Σ p·z, so
+			// d/dz = softmax·Σp - p and d/dp = -lsm.
+			p, lsm := in[1], outs[1]
+			var gz, gp *Tensor
+			if gs[0] != nil {
+				sm := Exp(lsm)
+				g0 := ExpandDims(gs[0], -1)
+				gz = Mul(g0, Sub(Mul(sm, SumKeep(p, -1)), p))
+				gp = Neg(Mul(g0, lsm))
+			}
+			if gs[1] != nil { // only in higher-order derivatives
+				gz = xentAdd(gz, Apply(logSoftmaxGradOp, len(lsm.shape)-1, gs[1], lsm))
+			}
+			if gz == nil {
+				gz = ZerosLike(in[0])
+			}
+			return []*Tensor{gz, gp}
+		},
+		Save: SaveInputs(1) | SaveOutput,
+	}
+	xentProbsFwdOp = &Op{
+		Name: "softmax_cross_entropy_probs",
+		Impl: func(in []*Tensor, _ any) *Tensor { return xentProbsImpl(in[0], in[1], nil) },
+	}
+}
+
+func xentAdd(a, b *Tensor) *Tensor {
+	if a == nil {
+		return b
+	}
+	return Add(a, b)
+}
+
+// xentImpl returns the per-example loss and, if sm is not nil, writes the
+// softmax into it.
+func xentImpl(logits, labels, sm *Tensor) *Tensor {
+	r := len(logits.shape)
+	c := logits.shape[r-1]
+	loss := newTensor(Float32, logits.shape[:r-1])
+	rows := len(loss.f32)
+	srtParallel(rows, rows*c*8, srtLocal(logits, labels), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			row := logits.f32[i*c : (i+1)*c]
+			var dst []float32
+			if sm != nil {
+				dst = sm.f32[i*c : (i+1)*c]
+			}
+			m, lse := softmaxRow(row, dst, false)
+			// lse + m - z_label, with the large terms cancelled first.
+			loss.f32[i] = float32(lse - (float64(row[labels.i32[i]]) - m))
+		}
+	})
+	return loss
+}
+
+// xentProbsImpl returns -Σ p·log_softmax(z) per row and, if lsm is not
+// nil, writes the log-softmax into it. Terms with p == 0 count as 0 even
+// where the log-softmax is -Inf.
+func xentProbsImpl(logits, probs, lsm *Tensor) *Tensor {
+	r := len(logits.shape)
+	c := logits.shape[r-1]
+	loss := newTensor(Float32, logits.shape[:r-1])
+	rows := len(loss.f32)
+	srtParallel(rows, rows*c*8, srtLocal(logits, probs), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			row, p := logits.f32[i*c:(i+1)*c], probs.f32[i*c:(i+1)*c]
+			var dst []float32
+			if lsm != nil {
+				dst = lsm.f32[i*c : (i+1)*c]
+			}
+			m, lse := softmaxRow(row, dst, true)
+			s := 0.0
+			for j, v := range row {
+				if p[j] != 0 {
+					s += float64(p[j]) * (float64(v) - m - lse)
+				}
+			}
+			loss.f32[i] = float32(-s)
+		}
+	})
+	return loss
+}
+
+// xentIndex renders the multi-index of flat element i of shape: "[2,0]".
+func xentIndex(shape []int, i int) string {
+	idx := make([]string, len(shape))
+	for k := len(shape) - 1; k >= 0; k-- {
+		idx[k] = strconv.Itoa(i % shape[k])
+		i /= shape[k]
+	}
+	return "[" + strings.Join(idx, ",") + "]"
+}
+
+// SoftmaxCrossEntropy returns the cross-entropy between softmax(logits)
+// and integer class labels, per example, like
+// optax.softmax_cross_entropy_with_integer_labels: for logits f32[..., C]
+// and labels i32[...] the result is f32[...] holding
+// logsumexp(logits) - logits[label]. It is computed stably (logits of any
+// finite size work) as one fused op whose VJP, (softmax - onehot)·g, reads
+// the softmax saved by the forward pass. Average the result yourself
+// (Mean) to get a batch loss.
+//
+// It panics if a label is outside [0, C), naming the label and its
+// position in labels, or if labels' shape is not logits' shape without
+// its last axis.
+func SoftmaxCrossEntropy(logits, labels *Tensor) *Tensor {
+	const name = "tensor.SoftmaxCrossEntropy"
+	desc := func() string { return operands("", logits, labels) }
+	if logits.dtype != Float32 {
+		panic(fmt.Sprintf("%s: %s: logits must be float32", name, desc()))
+	}
+	if labels.dtype != Int32 {
+		panic(fmt.Sprintf("%s: %s: labels must be int32 class indices (for target distributions use SoftmaxCrossEntropyProbs)", name, desc()))
+	}
+	r := len(logits.shape)
+	if r == 0 {
+		panic(fmt.Sprintf("%s: %s: logits need a class axis", name, desc()))
+	}
+	if !sameShape(labels.shape, logits.shape[:r-1]) {
+		panic(fmt.Sprintf("%s: %s: labels must have shape %v (logits without the class axis)", name, desc(), logits.shape[:r-1]))
+	}
+	c := logits.shape[r-1]
+	if labels.layout == nil { // a sharded operand is refused by Apply
+		for i, l := range labels.i32 {
+			if l < 0 || int(l) >= c {
+				panic(fmt.Sprintf("%s: %s: label %d at %s out of range [0,%d)", name, desc(), l, xentIndex(labels.shape, i), c))
+			}
+		}
+	}
+	if !logits.IsTraced() {
+		return Apply(xentFwdOp, nil, logits, labels)
+	}
+	return ApplyN(xentOp, nil, logits, labels)[0]
+}
+
+// SoftmaxCrossEntropyProbs returns the cross-entropy between softmax(logits)
+// and target distributions probs, per example, like
+// optax.softmax_cross_entropy: for logits and probs f32[..., C] the result
+// is f32[...] holding -Σ_c probs_c·log_softmax(logits)_c. It is what
+// distillation and label smoothing need. Terms with probs_c == 0 count as
+// 0, also where the logit is -Inf. probs are not checked to sum to 1.
+//
+// It is differentiable with respect to both operands: softmax·Σprobs -
+// probs for the logits and -log_softmax(logits) for probs. The shapes must
+// match exactly.
+func SoftmaxCrossEntropyProbs(logits, probs *Tensor) *Tensor {
+	const name = "tensor.SoftmaxCrossEntropyProbs"
+	desc := func() string { return operands("", logits, probs) }
+	if logits.dtype != Float32 || probs.dtype != Float32 {
+		panic(fmt.Sprintf("%s: %s: operands must be float32 (for integer labels use SoftmaxCrossEntropy)", name, desc()))
+	}
+	if len(logits.shape) == 0 {
+		panic(fmt.Sprintf("%s: %s: logits need a class axis", name, desc()))
+	}
+	if !sameShape(logits.shape, probs.shape) {
+		panic(fmt.Sprintf("%s: %s: shapes must match exactly", name, desc()))
+	}
+	if !logits.IsTraced() && !probs.IsTraced() {
+		return Apply(xentProbsFwdOp, nil, logits, probs)
+	}
+	return ApplyN(xentProbsOp, nil, logits, probs)[0]
+}
+
+func softplus64(v float64) float64   { return max(v, 0) + math.Log1p(math.Exp(-math.Abs(v))) }
+func logSigmoid64(v float64) float64 { return min(v, 0) - math.Log1p(math.Exp(-math.Abs(v))) }
+
+var softplusOp, logSigmoidOp *Op
+
+func init() {
+	softplusOp = unaryOp("softplus", f64(softplus64), nil,
+		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			return []*Tensor{Mul(g, Sigmoid(in[0]))}
+		}, SaveInputs(0))
+	logSigmoidOp = unaryOp("log_sigmoid", f64(logSigmoid64), nil,
+		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			return []*Tensor{Mul(g, Sigmoid(Neg(in[0])))}
+		}, SaveInputs(0))
+}
+
+func lossUnary(name string, op *Op, x *Tensor) *Tensor {
+	if x.dtype != Float32 {
+		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
+	}
+	return Apply(op, nil, x)
+}
+
+// Softplus returns log(1 + e^x) elementwise, like jax.nn.softplus,
+// computed as max(x, 0) + log1p(e^-|x|) so it neither overflows for large
+// x nor loses small values for very negative x. Its derivative is
+// sigmoid(x).
+func Softplus(x *Tensor) *Tensor { return lossUnary("tensor.Softplus", softplusOp, x) }
+
+// LogSigmoid returns log(sigmoid(x)) = -softplus(-x) elementwise, like
+// jax.nn.log_sigmoid, computed stably. Its derivative is sigmoid(-x).
+func LogSigmoid(x *Tensor) *Tensor { return lossUnary("tensor.LogSigmoid", logSigmoidOp, x) }
+
+// SigmoidBinaryCrossEntropy returns, per element, the cross-entropy of
+// sigmoid(logits) against labels in [0, 1], like
+// optax.sigmoid_binary_cross_entropy:
+// -labels·log σ(logits) - (1-labels)·log σ(-logits), computed stably as
+// softplus(logits) - labels·logits. Labels may be soft (probabilities).
+// Both operands are float32 of exactly the same shape (no broadcasting);
+// the result has that shape. It is differentiable in both: σ(logits) -
+// labels and -logits.
+func SigmoidBinaryCrossEntropy(logits, labels *Tensor) *Tensor {
+	const name = "tensor.SigmoidBinaryCrossEntropy"
+	if logits.dtype != Float32 || labels.dtype != Float32 {
+		panic(fmt.Sprintf("%s: %s: operands must be float32", name, operands("", logits, labels)))
+	}
+	if !sameShape(logits.shape, labels.shape) {
+		panic(fmt.Sprintf("%s: %s: shapes must match exactly", name, operands("", logits, labels)))
+	}
+	return Sub(Softplus(logits), Mul(labels, logits))
+}

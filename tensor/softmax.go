@@ -1,0 +1,273 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+)
+
+// Softmax and LogSoftmax are primitives with direct VJPs rather than
+// compositions of Exp, Sum and Div: one pass for the maximum, one for the
+// exponentials, and only the output kept for the backward pass.
+
+var softmaxOp, logSoftmaxOp *Op
+
+func init() {
+	softmaxOp = &Op{
+		Name: "softmax",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			return softmaxImpl(in[0], pp.(int), false)
+		},
+		VJP: func(g *Tensor, _ []*Tensor, out *Tensor, pp any) []*Tensor {
+			// dx = y·(g - Σ g·y), fused
+			return []*Tensor{Apply(softmaxGradOp, pp, g, out)}
+		},
+		Save: SaveOutput,
+	}
+	logSoftmaxOp = &Op{
+		Name: "log_softmax",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			return softmaxImpl(in[0], pp.(int), true)
+		},
+		VJP: func(g *Tensor, _ []*Tensor, out *Tensor, pp any) []*Tensor {
+			// dx = g - exp(y)·Σ g, fused
+			return []*Tensor{Apply(logSoftmaxGradOp, pp, g, out)}
+		},
+		Save: SaveOutput,
+	}
+}
+
+// The backward passes are fused primitives too: one sweep over g and y
+// instead of four ops with their temporaries. Their own VJPs are written
+// with ops, so higher derivatives work.
+var softmaxGradOp, logSoftmaxGradOp *Op
+
+func init() {
+	softmaxGradOp = &Op{
+		Name: "softmax_grad",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			// z = y·(g - s) with s = Σ g·y
+			return softmaxGradImpl(in[0], in[1], pp.(int), func(g, y []float32, stride int, out []float32) {
+				s := 0.0
+				for j := 0; j < len(out); j += stride {
+					s += float64(g[j]) * float64(y[j])
+				}
+				for j := 0; j < len(out); j += stride {
+					out[j] = float32(float64(y[j]) * (float64(g[j]) - s))
+				}
+			})
+		},
+		VJP: func(c *Tensor, in []*Tensor, _ *Tensor, pp any) []*Tensor {
+			// ∂z_i/∂g_k = y_i(δ_ik - y_k): the same map applied to c.
+			// ∂z_i/∂y_k = δ_ik(g_i - s) - y_i·g_k.
+			axis := pp.(int)
+			g, y := in[0], in[1]
+			gg := Apply(softmaxGradOp, pp, c, y)
+			gy := Sub(Mul(c, Sub(g, SumKeep(Mul(g, y), axis))), Mul(g, SumKeep(Mul(c, y), axis)))
+			return []*Tensor{gg, gy}
+		},
+		Save: SaveAllInputs,
+	}
+	logSoftmaxGradOp = &Op{
+		Name: "log_softmax_grad",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			// z = g - e^y·Σ g
+			return softmaxGradImpl(in[0], in[1], pp.(int), func(g, y []float32, stride int, out []float32) {
+				s := 0.0
+				for j := 0; j < len(out); j += stride {
+					s += float64(g[j])
+				}
+				for j := 0; j < len(out); j += stride {
+					out[j] = float32(float64(g[j]) - softmaxExp(float64(y[j]))*s)
+				}
+			})
+		},
+		VJP: func(c *Tensor, in []*Tensor, _ *Tensor, pp any) []*Tensor {
+			// ∂z_i/∂g_k = δ_ik - e^{y_i}; ∂z_i/∂y_k = -δ_ik·e^{y_i}·Σg.
+			axis := pp.(int)
+			g, y := in[0], in[1]
+			ce := Mul(c, Exp(y))
+			return []*Tensor{Sub(c, SumKeep(ce, axis)), Neg(Mul(ce, SumKeep(g, axis)))}
+		},
+		Save: SaveAllInputs,
+	}
+}
+
+// softmaxGradImpl runs lane(g, y, stride, out) on every lane along axis.
+// The slices start at the lane's first element and end at its last; the
+// lane's elements are every stride-th one.
+func softmaxGradImpl(g, y *Tensor, axis int, lane func(g, y []float32, stride int, out []float32)) *Tensor {
+	out := newTensor(Float32, g.shape)
+	outer, n, inner := srtLanes(g.shape, axis)
+	lanes := outer * inner
+	if n == 0 || lanes == 0 {
+		return out
+	}
+	span := (n-1)*inner + 1
+	srtParallel(lanes, lanes*n*4, srtLocal(g, y), func(lo, hi int) {
+		for l := lo; l < hi; l++ {
+			b := (l/inner)*n*inner + l%inner
+			lane(g.f32[b:b+span], y.f32[b:b+span], inner, out.f32[b:b+span])
+		}
+	})
+	return out
+}
+
+// softmaxRow writes softmax(src) (or log-softmax) into dst and returns the
+// row maximum m and log Σ exp(src - m). A NaN anywhere makes the whole row
+// NaN; a row of -Inf (or with +Inf) gives NaN, as in JAX. With a nil dst it
+// only returns m and the log-sum (the fused cross-entropy kernels use that).
+func softmaxRow(src, dst []float32, log bool) (m, lse float64) {
+	m = math.Inf(-1)
+	for _, v := range src {
+		if f := float64(v); f > m || f != f {
+			m = f
+			if f != f {
+				break
+			}
+		}
+	}
+	sum := 0.0
+	if log || dst == nil {
+		for _, v := range src {
+			sum += softmaxExp(float64(v) - m)
+		}
+	} else {
+		for j, v := range src {
+			e := softmaxExp(float64(v) - m)
+			dst[j] = float32(e)
+			sum += e
+		}
+	}
+	lse = math.Log(sum)
+	if dst == nil {
+		return m, lse
+	}
+	if log {
+		for j, v := range src {
+			dst[j] = float32(float64(v) - m - lse)
+		}
+	} else {
+		inv := 1 / sum
+		for j := range dst {
+			dst[j] = float32(float64(dst[j]) * inv)
+		}
+	}
+	return m, lse
+}
+
+// softmaxExp returns e^x for x <= 0 (including -Inf, and NaN for NaN) with
+// a relative error below 1e-8, far inside float32 rounding, about twice as
+// fast as math.Exp: x = k·ln2 + r with |r| <= ln2/2, e^r by its Taylor
+// polynomial of degree 7, and 2^k put into the exponent bits.
+func softmaxExp(x float64) float64 {
+	if !(x >= -708) { // e^x would be subnormal or 0 in float64; or NaN
+		if x != x {
+			return x
+		}
+		return 0
+	}
+	if x > 0 {
+		return math.Exp(x) // not reached by the kernels (x = v - max)
+	}
+	const (
+		log2e = 1.4426950408889634
+		ln2hi = 6.93147180369123816490e-01
+		ln2lo = 1.90821492927058770002e-10
+	)
+	k := float64(int64(x*log2e - 0.5)) // round to nearest, for x <= 0
+	r := x - k*ln2hi - k*ln2lo
+	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+	return p * math.Float64frombits(uint64(int64(k)+1023)<<52)
+}
+
+func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
+	out := newTensor(Float32, x.shape)
+	outer, n, inner := srtLanes(x.shape, axis)
+	if n == 0 || outer*inner == 0 {
+		return out
+	}
+	work := outer * n * inner * 8
+	if inner == 1 {
+		srtParallel(outer, work, x.local, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				softmaxRow(x.f32[r*n:(r+1)*n], out.f32[r*n:(r+1)*n], log)
+			}
+		})
+		return out
+	}
+	// The axis is not the last one: keep one running max and sum per inner
+	// lane and sweep the axis in memory order.
+	srtParallel(outer, work, x.local, func(lo, hi int) {
+		m := make([]float64, inner)
+		s := make([]float64, inner)
+		for o := lo; o < hi; o++ {
+			base := o * n * inner
+			for i := range m {
+				m[i] = math.Inf(-1)
+			}
+			clear(s)
+			for j := 0; j < n; j++ {
+				for i, v := range x.f32[base+j*inner : base+(j+1)*inner] {
+					if f := float64(v); f > m[i] || f != f {
+						m[i] = f
+					}
+				}
+			}
+			for j := 0; j < n; j++ {
+				b := base + j*inner
+				src, dst := x.f32[b:b+inner], out.f32[b:b+inner]
+				for i, v := range src {
+					e := softmaxExp(float64(v) - m[i])
+					s[i] += e
+					if !log {
+						dst[i] = float32(e)
+					}
+				}
+			}
+			for i := range s {
+				if log {
+					s[i] = math.Log(s[i])
+				} else {
+					s[i] = 1 / s[i]
+				}
+			}
+			for j := 0; j < n; j++ {
+				b := base + j*inner
+				src, dst := x.f32[b:b+inner], out.f32[b:b+inner]
+				for i := range dst {
+					if log {
+						dst[i] = float32(float64(src[i]) - m[i] - s[i])
+					} else {
+						dst[i] = float32(float64(dst[i]) * s[i])
+					}
+				}
+			}
+		}
+	})
+	return out
+}
+
+func softmaxCheck(name string, x *Tensor, axis int) int {
+	if x.dtype != Float32 {
+		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
+	}
+	return normAxis(name, x, axis)
+}
+
+// Softmax returns exp(x) / Σ exp(x) along axis (negative counts from the
+// end), like jax.nn.softmax: computed stably (the maximum along the axis is
+// subtracted first) in float64, so logits of any finite size work. As in
+// JAX, a row containing NaN or +Inf, or made only of -Inf, gives NaN.
+//
+// Its VJP is y·(g - Σ g·y), computed from the saved output.
+func Softmax(x *Tensor, axis int) *Tensor {
+	a := softmaxCheck("tensor.Softmax", x, axis)
+	return Apply(softmaxOp, a, x)
+}
+
+// LogSoftmax returns x - log Σ exp(x) along axis, like jax.nn.log_softmax,
+// computed stably. Its VJP is g - exp(y)·Σ g, from the saved output.
+func LogSoftmax(x *Tensor, axis int) *Tensor {
+	a := softmaxCheck("tensor.LogSoftmax", x, axis)
+	return Apply(logSoftmaxOp, a, x)
+}

@@ -1,0 +1,579 @@
+package tensor
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/bits"
+	"runtime"
+	"slices"
+	"sync"
+)
+
+// Sorting: ArgSort, Sort, TopK and LexSort.
+//
+// All of them order elements the way jnp.sort does: numbers ascending,
+// -0 equal to +0, and every NaN (whatever its sign or payload) after +Inf.
+// Equal elements keep their original order (the sorts are stable), also
+// when sorting in descending order, where NaNs therefore come first.
+//
+// Internally each element becomes a uint32 key whose unsigned order is that
+// order (inverted for descending sorts). Lanes of 64 elements or more are
+// radix sorted, which is stable by construction and linear in the lane
+// length; shorter lanes pack key and position into one uint64, so that a
+// plain (unstable, fast) sort of the packed words is a stable sort.
+
+// srtKeyF32 maps v to a uint32 whose unsigned order is the sort order:
+// the sign bit flipped for positive numbers, all bits for negative ones,
+// after mapping -0 to +0 and every NaN above +Inf. Branch-free on ordinary
+// numbers, whose signs are unpredictable.
+func srtKeyF32(v float32) uint32 {
+	b := math.Float32bits(v)
+	if e := b &^ (1 << 31); e == 0 || e > 0x7f800000 {
+		if e == 0 {
+			return 1 << 31 // ±0
+		}
+		return math.MaxUint32 // NaN, above +Inf (0xff800000)
+	}
+	return b ^ (uint32(int32(b)>>31) | 1<<31)
+}
+
+func srtKeyI32(v int32) uint32 { return uint32(v) ^ (1 << 31) }
+
+func srtKeyBool(v bool) uint32 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// srtFillKeys writes the sort keys of the elements base, base+stride, ...
+// of x into keys (inverted when descending, so that ascending order of the
+// keys is the wanted order).
+func srtFillKeys(x *Tensor, base, stride int, keys []uint32, descending bool) {
+	var inv uint32
+	if descending {
+		inv = math.MaxUint32
+	}
+	switch x.dtype {
+	case Float32:
+		for j := range keys {
+			keys[j] = srtKeyF32(x.f32[base+j*stride]) ^ inv
+		}
+	case Int32:
+		for j := range keys {
+			keys[j] = srtKeyI32(x.i32[base+j*stride]) ^ inv
+		}
+	default:
+		for j := range keys {
+			keys[j] = srtKeyBool(x.b[base+j*stride]) ^ inv
+		}
+	}
+}
+
+// srtPack packs a key and a position so that ascending order of the packed
+// words is key order with ties broken by lower position.
+func srtPack(key uint32, pos int) uint64 { return uint64(key)<<32 | uint64(uint32(pos)) }
+
+// srtRadixMin is the lane length from which lanes are radix sorted rather
+// than compared.
+const srtRadixMin = 64
+
+// srtSorter sorts lanes of keys stably, reusing its buffers.
+type srtSorter struct {
+	radix       bool
+	keys, keys2 []uint32
+	pos, pos2   []int32
+	packed      []uint64
+}
+
+func newSrtSorter(n int) *srtSorter { return newSrtSorterMode(n, n >= srtRadixMin) }
+
+func newSrtSorterMode(n int, radix bool) *srtSorter {
+	s := &srtSorter{radix: radix, keys: make([]uint32, n)}
+	if radix {
+		s.keys2 = make([]uint32, n)
+		s.pos = make([]int32, n)
+		s.pos2 = make([]int32, n)
+	} else {
+		s.packed = make([]uint64, n)
+	}
+	return s
+}
+
+// sort orders s.keys (filled by the caller) stably and calls emit(j, src)
+// for each sorted position j with the original position src.
+func (s *srtSorter) sort(emit func(j, src int)) {
+	n := len(s.keys)
+	if n == 0 {
+		return
+	}
+	if !s.radix {
+		for j, k := range s.keys {
+			s.packed[j] = srtPack(k, j)
+		}
+		slices.Sort(s.packed)
+		for j, w := range s.packed {
+			emit(j, int(uint32(w)))
+		}
+		return
+	}
+	// LSD radix sort on bytes; passes whose byte is the same for every key
+	// (all of them but one for small integer ids) are skipped.
+	var cnt [4][256]int
+	for _, k := range s.keys {
+		cnt[0][k&255]++
+		cnt[1][k>>8&255]++
+		cnt[2][k>>16&255]++
+		cnt[3][k>>24]++
+	}
+	keys, keys2, pos, pos2 := s.keys, s.keys2, s.pos, s.pos2
+	for j := range pos {
+		pos[j] = int32(j)
+	}
+	for pass := range 4 {
+		c := &cnt[pass]
+		shift := 8 * pass
+		if c[keys[0]>>shift&255] == n {
+			continue
+		}
+		sum := 0
+		for b, v := range c {
+			c[b] = sum
+			sum += v
+		}
+		for i, k := range keys {
+			b := k >> shift & 255
+			d := c[b]
+			c[b]++
+			keys2[d] = k
+			pos2[d] = pos[i]
+		}
+		keys, keys2 = keys2, keys
+		pos, pos2 = pos2, pos
+	}
+	for j, src := range pos {
+		emit(j, int(src))
+	}
+}
+
+// srtLanes splits shape around axis: outer lanes before it, n elements
+// along it and inner lanes after it. Element j of lane (o, i) is at
+// (o*n+j)*inner + i.
+func srtLanes(shape []int, axis int) (outer, n, inner int) {
+	return numel(shape[:axis]), shape[axis], numel(shape[axis+1:])
+}
+
+// srtParallel calls fn on contiguous chunks of [0, n), on several
+// goroutines when the work (a rough count of element operations) is large
+// and the computation is not one device's block inside shard.Map.
+func srtParallel(n, work int, local *Local, fn func(lo, hi int)) {
+	p := runtime.GOMAXPROCS(0)
+	if local != nil || p < 2 || n < 2 || work < 1<<15 {
+		fn(0, n)
+		return
+	}
+	p = min(p, n, max(1, work>>15))
+	var wg sync.WaitGroup
+	for c := 0; c < p; c++ {
+		lo, hi := n*c/p, n*(c+1)/p
+		if lo == hi {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+// srtLocal returns the block mark of the first operand that has one: a
+// kernel computing on a block inside shard.Map stays on its goroutine.
+func srtLocal(xs ...*Tensor) *Local {
+	for _, x := range xs {
+		if x.local != nil {
+			return x.local
+		}
+	}
+	return nil
+}
+
+// srtCopyElem copies flat element j of src to flat element i of dst (same dtype).
+func srtCopyElem(dst *Tensor, i int, src *Tensor, j int) {
+	switch src.dtype {
+	case Float32:
+		dst.f32[i] = src.f32[j]
+	case Int32:
+		dst.i32[i] = src.i32[j]
+	default:
+		dst.b[i] = src.b[j]
+	}
+}
+
+type srtSortParams struct {
+	axis       int
+	descending bool
+}
+
+// srtSortImpl sorts x along axis, writing the permutation into idx (int32,
+// x's shape) and, if vals is non-nil, the sorted values.
+func srtSortImpl(x *Tensor, p srtSortParams, idx, vals *Tensor) {
+	outer, n, inner := srtLanes(x.shape, p.axis)
+	lanes := outer * inner
+	if n == 0 || lanes == 0 {
+		return
+	}
+	work := lanes * n * max(1, bits.Len(uint(n)))
+	srtParallel(lanes, work, x.local, func(lo, hi int) {
+		st := newSrtSorter(n)
+		for l := lo; l < hi; l++ {
+			o, i := l/inner, l%inner
+			base := o*n*inner + i
+			srtFillKeys(x, base, inner, st.keys, p.descending)
+			st.sort(func(j, src int) {
+				dst := base + j*inner
+				idx.i32[dst] = int32(src)
+				if vals != nil {
+					srtCopyElem(vals, dst, x, base+src*inner)
+				}
+			})
+		}
+	})
+}
+
+func srtCheckSortable(name string, x *Tensor, axis int) int {
+	if !x.dtype.valid() {
+		panic(fmt.Sprintf("%s: %v: invalid dtype", name, x))
+	}
+	a := normAxis(name, x, axis)
+	if x.shape[a] > math.MaxInt32 {
+		panic(fmt.Sprintf("%s: %v: axis %d has more than 2³¹-1 elements", name, x, axis))
+	}
+	return a
+}
+
+var argSortOp, sortOp, topKOp *Op
+
+func init() {
+	argSortOp = &Op{
+		Name: "argsort",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			x := in[0]
+			idx := newTensor(Int32, x.shape)
+			srtSortImpl(x, pp.(srtSortParams), idx, nil)
+			return idx
+		},
+	}
+	sortOp = &Op{
+		Name: "sort",
+		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
+			x := in[0]
+			idx := newTensor(Int32, x.shape)
+			vals := newTensor(x.dtype, x.shape)
+			srtSortImpl(x, pp.(srtSortParams), idx, vals)
+			return []*Tensor{vals, idx}, nil
+		},
+		VJPN: func(gs []*Tensor, in []*Tensor, outs []*Tensor, pp any, _ any) []*Tensor {
+			// values[j] = x[perm[j]]: the cotangent of x[perm[j]] is g[j].
+			p := pp.(srtSortParams)
+			if gs[0] == nil {
+				return []*Tensor{ZerosLike(in[0])}
+			}
+			return []*Tensor{srtScatterAdd(gs[0], outs[1], p.axis, in[0].shape[p.axis])}
+		},
+		Save: SaveOutput,
+	}
+	topKOp = &Op{
+		Name: "top_k",
+		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
+			x, k := in[0], pp.(int)
+			shape := slices.Clone(x.shape)
+			shape[len(shape)-1] = k
+			vals := newTensor(x.dtype, shape)
+			idx := newTensor(Int32, shape)
+			srtTopKImpl(x, k, vals, idx)
+			return []*Tensor{vals, idx}, nil
+		},
+		VJPN: func(gs []*Tensor, in []*Tensor, outs []*Tensor, _ any, _ any) []*Tensor {
+			x := in[0]
+			if gs[0] == nil {
+				return []*Tensor{ZerosLike(x)}
+			}
+			axis := len(x.shape) - 1
+			return []*Tensor{srtScatterAdd(gs[0], outs[1], axis, x.shape[axis])}
+		},
+		Save: SaveOutput,
+	}
+}
+
+// ArgSort returns the int32 indices that sort x along axis (negative counts
+// from the end), like jnp.argsort(x, axis, stable=True, descending=...).
+// The sort is stable: equal elements keep their order, in both directions.
+// Floats are ordered with -0 == +0 and NaN after every number, so NaNs come
+// last in ascending order and first in descending order. Any dtype can be
+// sorted (false < true). ArgSort is not differentiable.
+func ArgSort(x *Tensor, axis int, descending bool) *Tensor {
+	a := srtCheckSortable("tensor.ArgSort", x, axis)
+	return Apply(argSortOp, srtSortParams{a, descending}, x)
+}
+
+// Sort returns x sorted along axis (negative counts from the end), ordered
+// as ArgSort orders it, like jnp.sort (with descending=True reversed, ties
+// and NaNs as in ArgSort). The result is a permutation of x along the axis,
+// so -0 and NaN payloads are kept. Sort is differentiable: the cotangent of
+// each sorted element goes back to the position it came from.
+func Sort(x *Tensor, axis int, descending bool) *Tensor {
+	a := srtCheckSortable("tensor.Sort", x, axis)
+	return ApplyN(sortOp, srtSortParams{a, descending}, x)[0]
+}
+
+// TopK returns the k largest elements along the last axis of x, in
+// descending order, and their int32 indices, like jax.lax.top_k: both
+// results have x's shape with the last dimension k. Equal elements are
+// taken lowest index first, and NaN counts as larger than every number.
+// The values are differentiable (the cotangent is scattered back to the
+// chosen positions; other positions get 0); the indices carry no gradient.
+// It panics unless 0 <= k <= x.Dim(-1); x needs at least one dimension.
+func TopK(x *Tensor, k int) (values, indices *Tensor) {
+	if len(x.shape) == 0 {
+		panic(fmt.Sprintf("tensor.TopK: %v: needs at least 1 dimension", x))
+	}
+	srtCheckSortable("tensor.TopK", x, -1)
+	n := x.shape[len(x.shape)-1]
+	switch {
+	case k < 0:
+		panic(fmt.Sprintf("tensor.TopK: %v: k=%d < 0", x, k))
+	case k > n:
+		panic(fmt.Sprintf("tensor.TopK: %v: k=%d > %d", x, k, n))
+	}
+	outs := ApplyN(topKOp, k, x)
+	return outs[0], StopGradient(outs[1])
+}
+
+// srtTopKSmall is the largest k that TopK finds by insertion into a
+// sorted buffer of k candidates (O(n) for random data, O(n·k) at worst).
+const srtTopKSmall = 16
+
+func srtTopKImpl(x *Tensor, k int, vals, idx *Tensor) {
+	n := x.shape[len(x.shape)-1]
+	rows := numel(x.shape[:len(x.shape)-1])
+	if k == 0 || rows == 0 {
+		return
+	}
+	work := rows * (n + k*max(1, bits.Len(uint(k))))
+	srtParallel(rows, work, x.local, func(lo, hi int) {
+		var st *srtSorter
+		var buf []uint64
+		keys := make([]uint32, n)
+		switch {
+		case k <= srtTopKSmall:
+			buf = make([]uint64, 0, k)
+		case n >= srtRadixMin:
+			st = newSrtSorter(n)
+			keys = st.keys
+		default:
+			buf = make([]uint64, n)
+		}
+		for r := lo; r < hi; r++ {
+			base := r * n
+			emit := func(j, src int) {
+				idx.i32[r*k+j] = int32(src)
+				srtCopyElem(vals, r*k+j, x, base+src)
+			}
+			srtFillKeys(x, base, 1, keys, true)
+			switch {
+			case k <= srtTopKSmall:
+				// buf holds the best candidates so far, best first.
+				buf = buf[:0]
+				for j, key := range keys {
+					w := srtPack(key, j)
+					m := len(buf)
+					if m < k {
+						buf = buf[:m+1]
+					} else if w >= buf[m-1] {
+						continue
+					} else {
+						m-- // the worst candidate drops out
+					}
+					for m > 0 && buf[m-1] > w {
+						buf[m] = buf[m-1]
+						m--
+					}
+					buf[m] = w
+				}
+				for j, w := range buf {
+					emit(j, int(uint32(w)))
+				}
+			case st != nil:
+				st.sort(func(j, src int) {
+					if j < k {
+						emit(j, src)
+					}
+				})
+			default: // short rows: sort them whole
+				for j, key := range keys {
+					buf[j] = srtPack(key, j)
+				}
+				slices.Sort(buf)
+				for j, w := range buf[:k] {
+					emit(j, int(uint32(w)))
+				}
+			}
+		}
+	})
+}
+
+var lexSortOp *Op
+
+func init() {
+	lexSortOp = &Op{
+		Name: "lexsort",
+		Impl: func(in []*Tensor, _ any) *Tensor {
+			n := in[0].shape[0]
+			out := newTensor(Int32, []int{n})
+			keys := make([][]uint32, len(in))
+			for i := range in {
+				// Last key first: it is the primary one.
+				x := in[len(in)-1-i]
+				ks := make([]uint32, n)
+				srtFillKeys(x, 0, 1, ks, false)
+				keys[i] = ks
+			}
+			if len(keys) == 1 {
+				st := newSrtSorter(n)
+				copy(st.keys, keys[0])
+				st.sort(func(j, src int) { out.i32[j] = int32(src) })
+				return out
+			}
+			for j := range out.i32 {
+				out.i32[j] = int32(j)
+			}
+			slices.SortFunc(out.i32, func(a, b int32) int {
+				for _, ks := range keys {
+					if c := cmp.Compare(ks[a], ks[b]); c != 0 {
+						return c
+					}
+				}
+				return cmp.Compare(a, b)
+			})
+			return out
+		},
+	}
+}
+
+// LexSort returns the int32 permutation that sorts by several keys, like
+// jnp.lexsort: the LAST key is the primary one, the one before it breaks
+// its ties, and so on; remaining ties keep their original order (stable).
+// Keys are 1-D, of one length, and may be float32, int32 or bool (each is
+// ordered as in ArgSort, so NaNs sort last). LexSort is not
+// differentiable. It panics with no keys.
+func LexSort(keys ...*Tensor) *Tensor {
+	if len(keys) == 0 {
+		panic("tensor.LexSort: no keys")
+	}
+	for i, k := range keys {
+		if k == nil {
+			panic(fmt.Sprintf("tensor.LexSort: key %d is nil", i))
+		}
+		if !k.dtype.valid() {
+			panic(fmt.Sprintf("tensor.LexSort: %s: key %d has an invalid dtype", operands("", keys...), i))
+		}
+		if len(k.shape) != 1 {
+			panic(fmt.Sprintf("tensor.LexSort: %s: key %d is %v, want 1-D", operands("", keys...), i, k))
+		}
+		if k.shape[0] != keys[0].shape[0] {
+			panic(fmt.Sprintf("tensor.LexSort: %s: keys have different lengths (%d and %d)",
+				operands("", keys...), keys[0].shape[0], k.shape[0]))
+		}
+	}
+	if keys[0].shape[0] > math.MaxInt32 {
+		panic(fmt.Sprintf("tensor.LexSort: %v: more than 2³¹-1 elements", keys[0]))
+	}
+	return Apply(lexSortOp, nil, keys...)
+}
+
+// Gather and scatter-add along an axis, the two halves of the VJPs of Sort
+// and TopK. Each is the other's VJP, so derivatives of any order work.
+// They are private stand-ins written while TakeAlongAxis and ScatterAdd
+// were being written elsewhere; the public ops can replace them.
+
+type srtAlongParams struct {
+	axis int
+	n    int // scatter: the length of the result along axis
+}
+
+var srtGatherOp, srtScatterAddOp *Op
+
+func init() {
+	srtGatherOp = &Op{
+		Name: "srt_take_along_axis",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			x, idx := in[0], in[1]
+			p := pp.(srtAlongParams)
+			out := newTensor(x.dtype, idx.shape)
+			outer, n, inner := srtLanes(x.shape, p.axis)
+			k := idx.shape[p.axis]
+			for o := 0; o < outer; o++ {
+				for j := 0; j < k; j++ {
+					ob := (o*k + j) * inner
+					for i := 0; i < inner; i++ {
+						src := int(idx.i32[ob+i])
+						srtCopyElem(out, ob+i, x, (o*n+src)*inner+i)
+					}
+				}
+			}
+			return out
+		},
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, pp any) []*Tensor {
+			p := pp.(srtAlongParams)
+			return []*Tensor{srtScatterAdd(g, in[1], p.axis, in[0].shape[p.axis]), nil}
+		},
+		Save: SaveInputs(1),
+	}
+	srtScatterAddOp = &Op{
+		Name: "srt_scatter_add_along_axis",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			g, idx := in[0], in[1]
+			p := pp.(srtAlongParams)
+			shape := slices.Clone(g.shape)
+			shape[p.axis] = p.n
+			out := newTensor(g.dtype, shape)
+			outer, k, inner := srtLanes(g.shape, p.axis)
+			for o := 0; o < outer; o++ {
+				for j := 0; j < k; j++ {
+					gb := (o*k + j) * inner
+					for i := 0; i < inner; i++ {
+						dst := (o*p.n+int(idx.i32[gb+i]))*inner + i
+						switch g.dtype {
+						case Float32:
+							out.f32[dst] += g.f32[gb+i]
+						case Int32:
+							out.i32[dst] += g.i32[gb+i]
+						}
+					}
+				}
+			}
+			return out
+		},
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, pp any) []*Tensor {
+			p := pp.(srtAlongParams)
+			return []*Tensor{srtGather(g, in[1], p.axis), nil}
+		},
+		Save: SaveInputs(1),
+	}
+}
+
+// srtGather returns out with out[..., j, ...] = x[..., idx[..., j, ...], ...]
+// along axis; idx has x's shape except along axis.
+func srtGather(x, idx *Tensor, axis int) *Tensor {
+	return Apply(srtGatherOp, srtAlongParams{axis: axis}, x, idx)
+}
+
+// srtScatterAdd is the transpose of srtGather: a tensor of g's shape with
+// n along axis, holding at [..., idx[..., j, ...], ...] the sum of the
+// g[..., j, ...] sent there.
+func srtScatterAdd(g, idx *Tensor, axis, n int) *Tensor {
+	return Apply(srtScatterAddOp, srtAlongParams{axis: axis, n: n}, g, idx)
+}
