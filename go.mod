@@ -3,3 +3,5 @@ module github.com/gonox/gonox
 go 1.26
 
 require gonum.org/v1/gonum v0.17.0
+
+require github.com/stretchr/testify v1.12.1 // indirect
