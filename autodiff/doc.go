@@ -1,9 +1,47 @@
 // Package autodiff differentiates functions of tensors and of whole models.
 //
-// It builds on the traces of package tensor: define-by-run reverse mode
-// with no global tape, deterministic backward order, and nested traces so
-// that gradients of gradients work.
+// # Gradients of models
 //
-// CheckGrad compares reverse-mode derivatives with finite differences; the
-// tests of every op use it.
+// A model is any Go value holding *tensor.Tensor leaves (see package
+// pytree). ValueAndGrad differentiates a scalar loss with respect to every
+// float32 leaf and returns the gradient as a value of the model's type, as
+// Equinox's filter_value_and_grad does:
+//
+//	loss := func(m MLP) *tensor.Tensor { return tensor.MSE(m.Forward(x), y) }
+//	value, grads := autodiff.ValueAndGrad(loss)(model)
+//
+// Leaves that are not float32 (int32 step counters, bool masks) get nil
+// gradients; float leaves the loss does not use get zeros. Gradients carry
+// their parameter's logical axis names and sharding. Variants take a second,
+// non-differentiated argument (ValueAndGradWith), return auxiliary data
+// (ValueAndGradAux), or both; Grad and GradWith return only the gradient;
+// VJP returns a pullback for any output tree.
+//
+// # How it works
+//
+// Differentiation is define-by-run reverse mode built on package tensor's
+// traces: every op on a traced tensor records a node on its result, so the
+// graph hangs on the tensors and there is no global tape. Several
+// goroutines can differentiate independently at once. The backward pass
+// visits nodes in the reverse of their recording order, so SPMD devices in
+// shard.Map issue the collectives of their backward passes in the same
+// order. VJP rules are written with ops, and traces nest, so gradients of
+// gradients (Hessian-vector products) work.
+//
+// # Rematerialisation
+//
+// Checkpoint wraps a function so that its intermediate values are not kept
+// for the backward pass but recomputed from its inputs when needed
+// (jax.checkpoint). A Policy selects values that may be kept anyway:
+// NothingSaveable, EverythingSaveable, DotsSaveable, SaveOnlyTheseNames and
+// SaveAnythingExceptTheseNames, where names are given with tensor.Named or
+// are op names such as "matmul" and "all_gather". Residuals reports what a
+// backward pass would keep — count and bytes per producing op or name, and
+// per shard.Map device — the measurable effect of a policy.
+//
+// # Custom rules and testing
+//
+// CustomVJP defines a function with a hand-written derivative. CheckGrad
+// compares reverse-mode derivatives with finite differences; the tests of
+// every op and collective use it.
 package autodiff
