@@ -331,4 +331,3 @@ func TestExplicitShardingTypes(t *testing.T) {
 	require.Equal(t, "int32[8@(dp,tp)]", v.Type())
 	require.Equal(t, "i32[8@(dp,tp)]", v.String())
 }
-
