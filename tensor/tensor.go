@@ -54,6 +54,11 @@ func checkShape(op string, shape []int) {
 
 // newTensor allocates a zeroed tensor. The shape slice is copied.
 func newTensor(dt DType, shape []int) *Tensor {
+	return newTensorOp("tensor", dt, shape)
+}
+
+// newTensorOp is newTensor for public constructors, whose panics name op.
+func newTensorOp(op string, dt DType, shape []int) *Tensor {
 	t := &Tensor{dtype: dt, shape: append([]int(nil), shape...)}
 	n := numel(shape)
 	switch dt {
@@ -64,7 +69,7 @@ func newTensor(dt DType, shape []int) *Tensor {
 	case Bool:
 		t.b = make([]bool, n)
 	default:
-		panic(fmt.Sprintf("tensor: invalid dtype %v", dt))
+		panic(fmt.Sprintf("%s: invalid dtype %v", op, dt))
 	}
 	return t
 }
@@ -162,17 +167,19 @@ func ScalarBool(v bool) *Tensor { return &Tensor{dtype: Bool, shape: []int{}, b:
 // Zeros returns a tensor of zeros (false for Bool).
 func Zeros(dt DType, shape ...int) *Tensor {
 	checkShape("tensor.Zeros", shape)
-	return newTensor(dt, shape)
+	return newTensorOp("tensor.Zeros", dt, shape)
 }
 
 // Ones returns a tensor of ones (true for Bool).
-func Ones(dt DType, shape ...int) *Tensor { return Full(dt, 1, shape...) }
+func Ones(dt DType, shape ...int) *Tensor { return full("tensor.Ones", dt, 1, shape) }
 
 // Full returns a tensor with every element v, converted to dt (for Bool,
 // v != 0). It panics if v is not representable in an Int32 tensor.
-func Full(dt DType, v float64, shape ...int) *Tensor {
-	checkShape("tensor.Full", shape)
-	t := newTensor(dt, shape)
+func Full(dt DType, v float64, shape ...int) *Tensor { return full("tensor.Full", dt, v, shape) }
+
+func full(op string, dt DType, v float64, shape []int) *Tensor {
+	checkShape(op, shape)
+	t := newTensorOp(op, dt, shape)
 	switch dt {
 	case Float32:
 		f := float32(v)
@@ -181,7 +188,7 @@ func Full(dt DType, v float64, shape ...int) *Tensor {
 		}
 	case Int32:
 		if v != math.Trunc(v) || v > math.MaxInt32 || v < math.MinInt32 {
-			panic(fmt.Sprintf("tensor.Full: %v is not an int32", v))
+			panic(fmt.Sprintf("%s: %v is not an int32", op, v))
 		}
 		iv := int32(v)
 		for i := range t.i32 {
@@ -199,25 +206,33 @@ func Full(dt DType, v float64, shape ...int) *Tensor {
 func ZerosLike(x *Tensor) *Tensor { return newTensor(x.dtype, x.shape) }
 
 // OnesLike returns ones with the dtype and shape of x.
-func OnesLike(x *Tensor) *Tensor { return Full(x.dtype, 1, x.shape...) }
+func OnesLike(x *Tensor) *Tensor { return full("tensor.OnesLike", x.dtype, 1, x.shape) }
 
 // FullLike returns a tensor with the dtype and shape of x and every element v.
-func FullLike(x *Tensor, v float64) *Tensor { return Full(x.dtype, v, x.shape...) }
+func FullLike(x *Tensor, v float64) *Tensor { return full("tensor.FullLike", x.dtype, v, x.shape) }
 
 // Arange returns the int32 vector [0, 1, ..., n-1], like jnp.arange(n).
-func Arange(n int) *Tensor { return ArangeStep(0, n, 1) }
+func Arange(n int) *Tensor { return arange("tensor.Arange", 0, n, 1) }
 
 // ArangeStep returns the int32 vector start, start+step, ... up to but not
-// including stop. It panics if step is zero.
-func ArangeStep(start, stop, step int) *Tensor {
+// including stop. It panics if step is zero or a value overflows int32.
+func ArangeStep(start, stop, step int) *Tensor { return arange("tensor.ArangeStep", start, stop, step) }
+
+func arange(op string, start, stop, step int) *Tensor {
 	if step == 0 {
-		panic("tensor.ArangeStep: step is 0")
+		panic(op + ": step is 0")
 	}
 	n := 0
 	if step > 0 && stop > start {
 		n = (stop - start + step - 1) / step
 	} else if step < 0 && stop < start {
 		n = (start - stop - step - 1) / -step
+	}
+	if n > 0 {
+		last := start + (n-1)*step
+		if min(start, last) < math.MinInt32 || max(start, last) > math.MaxInt32 {
+			panic(fmt.Sprintf("%s: values from %d to %d overflow int32", op, start, last))
+		}
 	}
 	d := make([]int32, n)
 	for i := range d {
