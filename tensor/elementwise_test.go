@@ -178,11 +178,16 @@ func TestBinaryPanics(t *testing.T) {
 		{"Minimum dtype", func() { tensor.Minimum(f2, i2) }, "tensor.Minimum: f32[2], i32[2]: dtypes differ; convert one with tensor.AsType"},
 		{"FloorDiv", func() { tensor.FloorDiv(b2, b2) }, "tensor.FloorDiv: bool[2] // bool[2]: not defined for bool"},
 		{"Rem", func() { tensor.Rem(f2, i2) }, "tensor.Rem: f32[2] % i32[2]: dtypes differ; convert one with tensor.AsType"},
+		{"int Div by zero", func() { tensor.Div(tensor.FromInts([]int{1, 2}), tensor.FromInts([]int{1, 0})) }, "tensor.Div: i32[2] / i32[2]: integer division by zero"},
+		{"int Rem by zero", func() { tensor.Rem(tensor.FromInts([]int{1, 2}), tensor.ScalarInt(0)) }, "tensor.Rem: i32[2] % i32[]: integer division by zero"},
+		{"int FloorDiv by zero", func() { tensor.FloorDiv(tensor.ScalarInt(1), tensor.FromInts([]int{0}, 1, 1)) }, "tensor.FloorDiv: i32[] // i32[1,1]: integer division by zero"},
 		{"AddScalar int", func() { tensor.AddScalar(i2, 1) }, "tensor.Add: i32[2] + f32[]: dtypes differ; convert one with tensor.AsType"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { requirePanic(t, tt.msg, tt.f) })
 	}
+	// An int division by zero in a size-0 result does not panic.
+	assert.Equal(t, []int{0}, tensor.Div(tensor.Zeros(tensor.Int32, 0), tensor.ScalarInt(0)).Shape())
 }
 
 // separated returns float operands whose broadcast pairs differ by at
