@@ -276,10 +276,15 @@ func init() {
 		return minMaxVJP(g, in, out)
 	}, SaveAllInputs|SaveOutput)
 	powOp = binaryOp(powDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
-		// d(a^b)/da = b·a^(b-1); d(a^b)/db = a^b·log a (0 where a == 0).
+		// As in JAX: d(a^b)/da = b·a^(b-1), but 0 where b == 0 (not
+		// 0·0^-1 = NaN at a == 0); d(a^b)/db = a^b·log a with a == 0
+		// replaced by 1 inside the log, so that neither this derivative
+		// nor the derivative of it (through the unselected branch of a
+		// Where) is NaN.
 		a, b := in[0], in[1]
-		ga := Mul(g, Mul(b, Pow(a, Sub(b, Scalar(1)))))
-		la := Where(Equal(a, Scalar(0)), Scalar(0), Log(a))
+		zero := Scalar(0)
+		ga := Mul(g, Where(Equal(b, zero), zero, Mul(b, Pow(a, Sub(b, Scalar(1))))))
+		la := Log(Where(Equal(a, zero), Scalar(1), a))
 		gb := Mul(g, Mul(out, la))
 		return []*Tensor{unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)}
 	}, SaveAllInputs|SaveOutput)

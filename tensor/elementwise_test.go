@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gonox/gonox/tensor"
 )
@@ -283,4 +284,29 @@ func TestMinMaxTies(t *testing.T) {
 		g = grad(func(xs []*tensor.Tensor) *tensor.Tensor { return f(xs[0], xs[0]) }, ts(a))
 		assert.Equal(t, []float32{1, 1, 1}, g[0].Float32s())
 	}
+}
+
+// Pow's derivatives at a = 0 follow JAX: d/da a^b = 0 where b == 0 and
+// d/db a^b uses log(a) replaced by 0 where a == 0.
+func TestPowAtZero(t *testing.T) {
+	a := tensor.FromFloat32([]float32{0, 0, 0, 0, 2})
+	b := tensor.FromFloat32([]float32{0, 1, 2, 3, 0})
+	g := grad(func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Pow(xs[0], xs[1]) }, ts(a, b))
+	// d/da: b·a^(b-1) → 0 (b=0), 1, 0, 0, 0 (b=0).
+	requireExact(t, tensor.Float32, []int{5}, []float64{0, 1, 0, 0, 0}, g[0])
+	// d/db: a^b·log a → 0 where a == 0; log(2)·1 at a=2, b=0.
+	requireExact(t, tensor.Float32, []int{5}, []float64{0, 0, 0, 0, f32(math.Log(2))}, g[1])
+
+	// Finite differences agree at a = 0 for b >= 1 (one-sided kinks aside).
+	checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Pow(xs[0], tensor.Scalar(2)) }, ts(tensor.FromFloat32([]float32{0, 1})))
+	checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Pow(tensor.Scalar(0), xs[0]) }, ts(tensor.FromFloat32([]float32{1, 2})))
+
+	// The second derivative with respect to b at a = 0 is finite (no NaN
+	// from the unselected log(0) branch).
+	gb := gradOf(func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Pow(xs[0], xs[1]) }, 1)
+	gg := grad(gb, ts(tensor.FromFloat32([]float32{0, 2}), tensor.FromFloat32([]float32{2, 2})))
+	for i, v := range gg[1].Float32s() {
+		require.False(t, math.IsNaN(float64(v)), "d²/db² a^b element %d is NaN", i)
+	}
+	require.InDelta(t, 4*math.Log(2)*math.Log(2), gg[1].At(1), 1e-5)
 }
