@@ -75,8 +75,10 @@ func newTensorOp(op string, dt DType, shape []int) *Tensor {
 }
 
 // FromFloat32 returns a float32 tensor of the given shape holding a copy of
-// data. With no shape, the tensor is 1-D of length len(data). It panics if
-// the shape does not hold len(data) elements.
+// data. With no shape argument the tensor is 1-D of length len(data); an
+// explicit empty shape, such as the Shape of a scalar passed as
+// x.Shape()..., makes a scalar, so FromFloat32(d, x.Shape()...) always
+// has x's shape. It panics if the shape does not hold len(data) elements.
 func FromFloat32(data []float32, shape ...int) *Tensor {
 	shape = shapeFor("tensor.FromFloat32", len(data), shape)
 	t := &Tensor{dtype: Float32, shape: shape, f32: append([]float32(nil), data...)}
@@ -145,7 +147,7 @@ func WrapInt32(data []int32, shape ...int) *Tensor {
 }
 
 func shapeFor(op string, n int, shape []int) []int {
-	if len(shape) == 0 {
+	if shape == nil { // no shape arguments (x.Shape() is never nil)
 		return []int{n}
 	}
 	checkShape(op, shape)
@@ -244,8 +246,10 @@ func arange(op string, start, stop, step int) *Tensor {
 // DType returns the element type.
 func (t *Tensor) DType() DType { return t.dtype }
 
-// Shape returns a copy of the shape.
-func (t *Tensor) Shape() []int { return append([]int(nil), t.shape...) }
+// Shape returns a copy of the shape. It is never nil (a scalar's shape is
+// an empty slice), so that constructors given x.Shape()... reproduce x's
+// shape even for a scalar.
+func (t *Tensor) Shape() []int { return append([]int{}, t.shape...) }
 
 // Rank returns the number of dimensions.
 func (t *Tensor) Rank() int { return len(t.shape) }

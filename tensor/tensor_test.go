@@ -287,3 +287,29 @@ func TestMoreConstructorPanics(t *testing.T) {
 	requirePanic(t, "tensor.Arange: values from 0 to 2147483648 overflow int32", func() { tensor.Arange(math.MaxInt32 + 2) })
 	requirePanic(t, "tensor.ArangeStep: values from -2147483649 to -2147483650 overflow int32", func() { tensor.ArangeStep(math.MinInt32-1, math.MinInt32-3, -1) })
 }
+
+// x.Shape() of a scalar is an empty, non-nil slice, and constructors given
+// it make a scalar: FromFloat32(d, x.Shape()...) reproduces x's shape.
+// (autodiff.CheckGrad builds its cotangent this way; a scalar-output
+// function used to get a f32[1] seed for a f32[] output and panic.)
+func TestScalarShapeRoundTrip(t *testing.T) {
+	s := tensor.Scalar(3)
+	assert.NotNil(t, s.Shape())
+	assert.Equal(t, []int{}, s.Shape())
+	assert.Equal(t, []int{}, tensor.Zeros(tensor.Float32).Shape())
+	for _, x := range []*tensor.Tensor{tensor.Scalar(1), tensor.ScalarInt(1), tensor.Sum(tensor.Ones(tensor.Float32, 2))} {
+		assert.Equal(t, 0, tensor.FromFloat32([]float32{5}, x.Shape()...).Rank())
+		assert.Equal(t, 0, tensor.FromFloat64([]float64{5}, x.Shape()...).Rank())
+		assert.Equal(t, 0, tensor.FromInt32([]int32{5}, x.Shape()...).Rank())
+		assert.Equal(t, 0, tensor.FromInts([]int{5}, x.Shape()...).Rank())
+		assert.Equal(t, 0, tensor.FromBool([]bool{true}, x.Shape()...).Rank())
+		assert.Equal(t, 0, tensor.WrapFloat32([]float32{5}, x.Shape()...).Rank())
+		assert.Equal(t, 0, tensor.WrapInt32([]int32{5}, x.Shape()...).Rank())
+	}
+	// No shape argument still means 1-D.
+	assert.Equal(t, []int{1}, tensor.FromFloat32([]float32{5}).Shape())
+	requirePanic(t, "tensor.FromFloat32: 2 elements do not fit shape [] (1 elements)", func() { tensor.FromFloat32([]float32{1, 2}, []int{}...) })
+	// CheckGrad of a function with a scalar output.
+	checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Sum(tensor.Square(xs[0])) }, ts(tensor.FromFloat32([]float32{1, 2})))
+	checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Exp(xs[0]) }, ts(tensor.Scalar(0.5)))
+}
