@@ -382,3 +382,8 @@ func requirePanic(t testing.TB, want string, f func(), msgAndArgs ...any) {
 	}
 	require.Equal(t, want, got, msgAndArgs...)
 }
+
+// autodiffOpts returns CheckGrad options.
+func autodiffOpts(eps, atol, rtol float64) autodiff.CheckOptions {
+	return autodiff.CheckOptions{Eps: eps, Atol: atol, Rtol: rtol}
+}

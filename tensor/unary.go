@@ -31,22 +31,12 @@ func unaryOp(name string, f func(float32) float32, fi func(int32) int32, vjp fun
 	}
 }
 
-func unary(op *Op, intOK bool, x *Tensor) *Tensor {
+// unary validates x for the public function name and applies op.
+func unary(name string, op *Op, intOK bool, x *Tensor) *Tensor {
 	if x.dtype != Float32 && !(intOK && x.dtype == Int32) {
-		panic(fmt.Sprintf("tensor.%s: %v: not defined for %v", upperFirst(op.Name), x, x.dtype))
+		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
 	}
 	return Apply(op, nil, x)
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	b := []byte(s)
-	if b[0] >= 'a' && b[0] <= 'z' {
-		b[0] -= 'a' - 'A'
-	}
-	return string(b)
 }
 
 func f64(f func(float64) float64) func(float32) float32 {
@@ -113,7 +103,7 @@ func init() {
 			return []*Tensor{Mul(g, Mul(out, Sub(Scalar(1), out)))}
 		}, SaveOutput)
 	reluOp = unaryOp("relu", func(x float32) float32 {
-		if x > 0 {
+		if x > 0 || x != x { // NaN propagates, as in jnp.maximum(x, 0)
 			return x
 		}
 		return 0
@@ -172,47 +162,48 @@ func geluTanhGrad(x float32) float32 {
 }
 
 // Neg returns -x.
-func Neg(x *Tensor) *Tensor { return unary(negOp, true, x) }
+func Neg(x *Tensor) *Tensor { return unary("tensor.Neg", negOp, true, x) }
 
 // Abs returns |x|. Its gradient at 0 is 0.
-func Abs(x *Tensor) *Tensor { return unary(absOp, true, x) }
+func Abs(x *Tensor) *Tensor { return unary("tensor.Abs", absOp, true, x) }
 
 // Sign returns -1, 0 or 1 elementwise. It is not differentiable.
-func Sign(x *Tensor) *Tensor { return unary(signOp, true, x) }
+func Sign(x *Tensor) *Tensor { return unary("tensor.Sign", signOp, true, x) }
 
 // Exp returns e^x.
-func Exp(x *Tensor) *Tensor { return unary(expOp, false, x) }
+func Exp(x *Tensor) *Tensor { return unary("tensor.Exp", expOp, false, x) }
 
 // Log returns the natural logarithm.
-func Log(x *Tensor) *Tensor { return unary(logOp, false, x) }
+func Log(x *Tensor) *Tensor { return unary("tensor.Log", logOp, false, x) }
 
 // Sqrt returns the square root.
-func Sqrt(x *Tensor) *Tensor { return unary(sqrtOp, false, x) }
+func Sqrt(x *Tensor) *Tensor { return unary("tensor.Sqrt", sqrtOp, false, x) }
 
 // Rsqrt returns 1/sqrt(x).
-func Rsqrt(x *Tensor) *Tensor { return unary(rsqrtOp, false, x) }
+func Rsqrt(x *Tensor) *Tensor { return unary("tensor.Rsqrt", rsqrtOp, false, x) }
 
 // Square returns x*x.
-func Square(x *Tensor) *Tensor { return unary(squareOp, true, x) }
+func Square(x *Tensor) *Tensor { return unary("tensor.Square", squareOp, true, x) }
 
 // Tanh returns the hyperbolic tangent.
-func Tanh(x *Tensor) *Tensor { return unary(tanhOp, false, x) }
+func Tanh(x *Tensor) *Tensor { return unary("tensor.Tanh", tanhOp, false, x) }
 
 // Sigmoid returns 1/(1+e^-x).
-func Sigmoid(x *Tensor) *Tensor { return unary(sigmoidOp, false, x) }
+func Sigmoid(x *Tensor) *Tensor { return unary("tensor.Sigmoid", sigmoidOp, false, x) }
 
-// Relu returns max(x, 0); its gradient at 0 is 0.
-func Relu(x *Tensor) *Tensor { return unary(reluOp, false, x) }
+// Relu returns max(x, 0) (NaN for NaN, like Maximum); its gradient at 0
+// is 0.
+func Relu(x *Tensor) *Tensor { return unary("tensor.Relu", reluOp, false, x) }
 
 // Silu returns x·sigmoid(x) (also called swish).
-func Silu(x *Tensor) *Tensor { return unary(siluOp, false, x) }
+func Silu(x *Tensor) *Tensor { return unary("tensor.Silu", siluOp, false, x) }
 
 // Gelu returns the Gaussian error linear unit in its tanh approximation,
 // which is jax.nn.gelu's default (approximate=True).
-func Gelu(x *Tensor) *Tensor { return unary(geluOp, false, x) }
+func Gelu(x *Tensor) *Tensor { return unary("tensor.Gelu", geluOp, false, x) }
 
 // GeluExact returns x·Φ(x) with the exact normal CDF (PyTorch's default).
-func GeluExact(x *Tensor) *Tensor { return unary(geluExactOp, false, x) }
+func GeluExact(x *Tensor) *Tensor { return unary("tensor.GeluExact", geluExactOp, false, x) }
 
 type clampParams struct{ lo, hi float32 }
 
