@@ -122,7 +122,12 @@ func init() {
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Mul(g, Apply(geluGradOp, nil, in[0]))}
 		}, SaveInputs(0))
-	geluGradOp = unaryOp("gelu_grad", geluTanhGrad, nil, nil, 0)
+	// gelu_grad is a fused kernel for the first derivative; its own VJP is
+	// built from ops so that higher derivatives are right too.
+	geluGradOp = unaryOp("gelu_grad", geluTanhGrad, nil,
+		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			return []*Tensor{Mul(g, geluTanhGrad2(in[0]))}
+		}, SaveInputs(0))
 	geluExactOp = unaryOp("gelu_exact", func(x float32) float32 {
 		v := float64(x)
 		return float32(0.5 * v * (1 + math.Erf(v/math.Sqrt2)))
@@ -134,7 +139,27 @@ func init() {
 		cdf := 0.5 * (1 + math.Erf(v/math.Sqrt2))
 		pdf := math.Exp(-v*v/2) / math.Sqrt(2*math.Pi)
 		return float32(cdf + v*pdf)
-	}, nil, nil, 0)
+	}, nil, func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+		// d²/dx² x·Φ(x) = φ(x)·(2 - x²)
+		x := in[0]
+		x2 := Square(x)
+		phi := MulScalar(Exp(MulScalar(x2, -0.5)), float32(1/math.Sqrt(2*math.Pi)))
+		return []*Tensor{Mul(g, Mul(phi, Sub(Scalar(2), x2)))}
+	}, SaveInputs(0))
+}
+
+// geluTanhGrad2 returns the second derivative of the tanh-approximated
+// GELU, built from differentiable ops. With u = c·(x + a·x³), t = tanh u:
+// gelu” = (1 - t²)·(u' + x/2·(u” - 2·t·u'²)).
+func geluTanhGrad2(x *Tensor) *Tensor {
+	const a = 0.044715
+	x2 := Square(x)
+	u := MulScalar(Mul(x, AddScalar(MulScalar(x2, a), 1)), geluC)
+	t := Tanh(u)
+	du := MulScalar(AddScalar(MulScalar(x2, 3*a), 1), geluC)
+	d2u := MulScalar(x, 6*a*geluC)
+	inner := Add(du, Mul(MulScalar(x, 0.5), Sub(d2u, Mul(MulScalar(t, 2), Square(du)))))
+	return Mul(Sub(Scalar(1), Square(t)), inner)
 }
 
 func sigmoid32(x float32) float32 {

@@ -230,6 +230,53 @@ func TestUnaryVJP(t *testing.T) {
 	}
 }
 
+// Second derivatives: every VJP is built from differentiable ops, so the
+// gradient can be differentiated again.
+func TestUnarySecondOrder(t *testing.T) {
+	for _, c := range unaryCases {
+		if !c.diff {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			x := awayFrom(4, c.lo, c.hi, c.kink, 0.05, 2, 3)
+			if c.name == "Clamp" {
+				x = tensor.FromFloat32([]float32{-2, -0.5, 0, 0.3, 1, 2}, 2, 3)
+			}
+			f := func(xs []*tensor.Tensor) *tensor.Tensor { return c.f(xs[0]) }
+			checkGrad(t, gradOf(f, 0), ts(x), autodiffOpts(1e-3, 2e-3, 2e-2))
+		})
+	}
+}
+
+// Closed forms of second derivatives of the activations.
+func TestActivationSecondDerivatives(t *testing.T) {
+	xs := []float32{-2.5, -1, -0.3, 0, 0.4, 1.2, 3}
+	x := tensor.FromFloat32(xs)
+	second := func(f func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
+		g := gradOf(func(v []*tensor.Tensor) *tensor.Tensor { return f(v[0]) }, 0)
+		return grad(g, ts(x))[0]
+	}
+	phi := func(v float64) float64 { return math.Exp(-v*v/2) / math.Sqrt(2*math.Pi) }
+	wantExact := make([]float64, len(xs))
+	wantTanh := make([]float64, len(xs))
+	wantSig := make([]float64, len(xs))
+	for i, v32 := range xs {
+		v := float64(v32)
+		wantExact[i] = phi(v) * (2 - v*v)
+		c, a := math.Sqrt(2/math.Pi), 0.044715
+		u := c * (v + a*v*v*v)
+		th := math.Tanh(u)
+		du := c * (1 + 3*a*v*v)
+		d2u := 6 * a * c * v
+		wantTanh[i] = (1 - th*th) * (du + 0.5*v*(d2u-2*th*du*du))
+		s := sigmoid64(v)
+		wantSig[i] = s * (1 - s) * (1 - 2*s)
+	}
+	requireClose(t, wantExact, second(tensor.GeluExact), 1e-5, 1e-4, "GeluExact''")
+	requireClose(t, wantTanh, second(tensor.Gelu), 1e-5, 1e-4, "Gelu''")
+	requireClose(t, wantSig, second(tensor.Sigmoid), 1e-6, 1e-4, "Sigmoid''")
+}
+
 // Relu and Abs have gradient 0 at 0 (as in JAX); Clamp passes the gradient
 // on its boundary, as documented.
 func TestUnaryKinks(t *testing.T) {
@@ -259,5 +306,15 @@ func TestUnaryKinks(t *testing.T) {
 	for _, c := range sat {
 		g := grad(func(v []*tensor.Tensor) *tensor.Tensor { return c.f(v[0]) }, ts(big))[0]
 		assert.InDeltaSlice(t, c.want, g.Float32s(), 1e-6, c.name)
+	}
+}
+
+// The second-derivative kernels of Gelu and GeluExact are themselves
+// differentiable: third derivatives check against finite differences.
+func TestGeluThirdOrder(t *testing.T) {
+	x := tensor.FromFloat32([]float32{-2, -0.7, 0.1, 0.9, 2.5})
+	for _, f := range []func(*tensor.Tensor) *tensor.Tensor{tensor.Gelu, tensor.GeluExact} {
+		g2 := gradOf(gradOf(func(v []*tensor.Tensor) *tensor.Tensor { return f(v[0]) }, 0), 0)
+		checkGrad(t, g2, ts(x), autodiffOpts(1e-2, 2e-3, 2e-2))
 	}
 }
