@@ -149,8 +149,8 @@ func init() {
 }
 
 // geluTanhGrad2 returns the second derivative of the tanh-approximated
-// GELU, built from differentiable ops. With u = c·(x + a·x³), t = tanh u:
-// gelu” = (1 - t²)·(u' + x/2·(u” - 2·t·u'²)).
+// GELU, built from differentiable ops. With u = c·(x + a·x³), t = tanh u,
+// du = du/dx and d2u = d²u/dx², it is (1 - t²)·(du + x/2·(d2u - 2·t·du²)).
 func geluTanhGrad2(x *Tensor) *Tensor {
 	const a = 0.044715
 	x2 := Square(x)
