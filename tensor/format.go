@@ -86,7 +86,7 @@ const (
 )
 
 func (t *Tensor) formatValues(verb byte, prec int) string {
-	h := t.host()
+	h := t.host("Tensor.Format")
 	elem := func(i int) string {
 		switch h.dtype {
 		case Float32:

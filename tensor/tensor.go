@@ -267,23 +267,33 @@ func (t *Tensor) Size() int { return numel(t.shape) }
 func (t *Tensor) Bytes() int { return t.Size() * t.dtype.Size() }
 
 // host returns t itself, or, for a sharded tensor, the gathered host copy.
-func (t *Tensor) host() *Tensor {
+// It panics, naming op, if t is a shape-only placeholder.
+func (t *Tensor) host(op string) *Tensor {
 	if t.layout != nil {
 		return t.layout.Gather(t)
 	}
+	t.mustHaveData(op)
 	return t
+}
+
+// mustHaveData panics if t is a shape-only placeholder: a value that a VJP
+// receives but that its op's Save mask did not keep (or an abstract value).
+func (t *Tensor) mustHaveData(op string) {
+	if t.f32 == nil && t.i32 == nil && t.b == nil && t.layout == nil && t.Size() > 0 {
+		panic(fmt.Sprintf("%s: %v is a shape-only placeholder with no data (an op's VJP may only read the inputs and outputs its Save mask keeps)", op, t))
+	}
 }
 
 // Float32s returns a copy of the elements of a float32 tensor in row-major
 // order. A sharded tensor is gathered first.
 func (t *Tensor) Float32s() []float32 {
 	t.mustDType("Tensor.Float32s", Float32)
-	return append([]float32(nil), t.host().f32...)
+	return append([]float32(nil), t.host("Tensor.Float32s").f32...)
 }
 
 // Float64s returns the elements converted to float64, for any dtype.
 func (t *Tensor) Float64s() []float64 {
-	h := t.host()
+	h := t.host("Tensor.Float64s")
 	out := make([]float64, h.Size())
 	for i := range out {
 		out[i] = h.at(i)
@@ -294,13 +304,13 @@ func (t *Tensor) Float64s() []float64 {
 // Int32s returns a copy of the elements of an int32 tensor.
 func (t *Tensor) Int32s() []int32 {
 	t.mustDType("Tensor.Int32s", Int32)
-	return append([]int32(nil), t.host().i32...)
+	return append([]int32(nil), t.host("Tensor.Int32s").i32...)
 }
 
 // Ints returns the elements of an int32 tensor as ints.
 func (t *Tensor) Ints() []int {
 	t.mustDType("Tensor.Ints", Int32)
-	h := t.host()
+	h := t.host("Tensor.Ints")
 	out := make([]int, len(h.i32))
 	for i, v := range h.i32 {
 		out[i] = int(v)
@@ -311,7 +321,7 @@ func (t *Tensor) Ints() []int {
 // Bools returns a copy of the elements of a bool tensor.
 func (t *Tensor) Bools() []bool {
 	t.mustDType("Tensor.Bools", Bool)
-	return append([]bool(nil), t.host().b...)
+	return append([]bool(nil), t.host("Tensor.Bools").b...)
 }
 
 // RawFloat32 returns the storage of a float32 host tensor without copying.
@@ -321,6 +331,7 @@ func (t *Tensor) Bools() []bool {
 func (t *Tensor) RawFloat32() []float32 {
 	t.mustDType("Tensor.RawFloat32", Float32)
 	t.mustHost("Tensor.RawFloat32")
+	t.mustHaveData("Tensor.RawFloat32")
 	return t.f32
 }
 
@@ -328,6 +339,7 @@ func (t *Tensor) RawFloat32() []float32 {
 func (t *Tensor) RawInt32() []int32 {
 	t.mustDType("Tensor.RawInt32", Int32)
 	t.mustHost("Tensor.RawInt32")
+	t.mustHaveData("Tensor.RawInt32")
 	return t.i32
 }
 
@@ -335,6 +347,7 @@ func (t *Tensor) RawInt32() []int32 {
 func (t *Tensor) RawBool() []bool {
 	t.mustDType("Tensor.RawBool", Bool)
 	t.mustHost("Tensor.RawBool")
+	t.mustHaveData("Tensor.RawBool")
 	return t.b
 }
 
@@ -343,7 +356,7 @@ func (t *Tensor) Item() float64 {
 	if t.Size() != 1 {
 		panic(fmt.Sprintf("Tensor.Item: %v has %d elements, want 1", t, t.Size()))
 	}
-	return t.host().at(0)
+	return t.host("Tensor.Item").at(0)
 }
 
 // At returns the element at the given index, as float64 whatever the dtype.
@@ -359,7 +372,7 @@ func (t *Tensor) At(index ...int) float64 {
 		}
 		off = off*t.shape[i] + ix
 	}
-	return t.host().at(off)
+	return t.host("Tensor.At").at(off)
 }
 
 // at returns element i (flat) as float64.
