@@ -728,3 +728,33 @@ func TestVary(t *testing.T) {
 	other := newFakeEnv([]string{"dp", "tp"}, []float32{2, 3})
 	requirePanic(t, "tensor.Vary: f32[2]{dp} belongs to another device environment", func() { tensor.Vary(x, other.Local(3)) })
 }
+
+// One trace shared by several goroutines (as devices inside shard.Map share
+// the trace of the parameters): each records its own ops on the shared
+// leaves and runs its own backward pass. Run with -race.
+func TestSharedTraceConcurrentBackward(t *testing.T) {
+	rng := newRNG(31)
+	params := mlpParams(rng, 6, 10, 3)
+	xs := make([]*tensor.Tensor, 6)
+	ys := make([]*tensor.Tensor, 6)
+	for i := range xs {
+		xs[i], ys[i] = randF32(rng, 4, 6), randF32(rng, 4, 3)
+	}
+	want := make([][]float32, len(xs))
+	for i := range xs {
+		tr, l := traceLeaves(params...)
+		want[i] = backward1(tr, mlpLoss(l, xs[i], ys[i]), l, false)[0].Float32s()
+	}
+	tr, l := traceLeaves(params...)
+	got := make([][]float32, len(xs))
+	var wg sync.WaitGroup
+	for i := range xs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = backward1(tr, mlpLoss(l, xs[i], ys[i]), l, false)[0].Float32s()
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, want, got)
+}
