@@ -291,11 +291,12 @@ func init() {
 }
 
 // minMaxVJP sends the cotangent to the operand that was selected; ties split
-// it evenly, as JAX does.
+// it evenly, as JAX does. Where the result is NaN neither operand equals it
+// and both get 0 (not 0/0).
 func minMaxVJP(g *Tensor, in []*Tensor, out *Tensor) []*Tensor {
 	ma := AsType(Equal(in[0], out), Float32)
 	mb := AsType(Equal(in[1], out), Float32)
-	tot := Add(ma, mb)
+	tot := Maximum(Add(ma, mb), Scalar(1)) // 1 or 2 (a tie), 1 where NaN
 	return []*Tensor{
 		unbroadcast(Mul(g, Div(ma, tot)), in[0].shape),
 		unbroadcast(Mul(g, Div(mb, tot)), in[1].shape),

@@ -310,3 +310,26 @@ func TestPowAtZero(t *testing.T) {
 	}
 	require.InDelta(t, 4*math.Log(2)*math.Log(2), gg[1].At(1), 1e-5)
 }
+
+// Where Maximum/Minimum is NaN neither operand was selected: like JAX, both
+// get a zero cotangent, so a NaN masked out downstream does not leak NaN
+// into the gradient of the other operand.
+func TestMinMaxNaNGradient(t *testing.T) {
+	nan := float32(math.NaN())
+	for _, f := range []func(a, b *tensor.Tensor) *tensor.Tensor{tensor.Maximum, tensor.Minimum} {
+		x := tensor.FromFloat32([]float32{1, 2, 3})
+		other := tensor.FromFloat32([]float32{nan, 0, nan})
+		g := grad(func(xs []*tensor.Tensor) *tensor.Tensor {
+			m := f(xs[0], xs[1])
+			return tensor.Where(tensor.IsNaN(m), tensor.Scalar(0), m)
+		}, ts(x, other))
+		isMax := f(tensor.Scalar(0), tensor.Scalar(1)).Item() == 1
+		want0 := []float64{0, 1, 0}
+		want1 := []float64{0, 0, 0}
+		if !isMax {
+			want0, want1 = []float64{0, 0, 0}, []float64{0, 1, 0}
+		}
+		requireExact(t, tensor.Float32, []int{3}, want0, g[0])
+		requireExact(t, tensor.Float32, []int{3}, want1, g[1])
+	}
+}
