@@ -3,6 +3,7 @@ package tensor_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -757,4 +758,72 @@ func TestSharedTraceConcurrentBackward(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, want, got)
+}
+
+// Every VJP on zero-size and rank-0 operands returns cotangents of the
+// operands' shapes (Backward checks each one) with the right values.
+func TestVJPEdgeShapes(t *testing.T) {
+	binaries := map[string]func(a, b *tensor.Tensor) *tensor.Tensor{
+		"Add": tensor.Add, "Sub": tensor.Sub, "Mul": tensor.Mul, "Div": tensor.Div,
+		"Maximum": tensor.Maximum, "Minimum": tensor.Minimum, "Pow": tensor.Pow,
+		"Where": func(a, b *tensor.Tensor) *tensor.Tensor {
+			return tensor.Where(tensor.Greater(a, tensor.Scalar(0)), a, b)
+		},
+		"MatMul": func(a, b *tensor.Tensor) *tensor.Tensor {
+			return tensor.MatMul(tensor.Reshape(a, append(a.Shape(), 1)...), tensor.Reshape(b, append([]int{1}, b.Shape()...)...))
+		},
+	}
+	pairs := [][2][]int{{{0}, {1}}, {{1}, {0}}, {{2, 0}, {2, 1}}, {{}, {}}, {{}, {0, 3}}, {{3}, {}}}
+	for name, f := range binaries {
+		for _, p := range pairs {
+			if name == "MatMul" && (len(p[0]) != 1 || len(p[1]) != 1) {
+				continue
+			}
+			a := tensor.Full(tensor.Float32, 1.5, p[0]...)
+			b := tensor.Full(tensor.Float32, 0.5, p[1]...)
+			g := grad(func(xs []*tensor.Tensor) *tensor.Tensor { return f(xs[0], xs[1]) }, ts(a, b))
+			assert.Equal(t, p[0], g[0].Shape(), "%s %v", name, p)
+			assert.Equal(t, p[1], g[1].Shape(), "%s %v", name, p)
+			checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor { return f(xs[0], xs[1]) }, ts(a, b))
+		}
+	}
+	x := tensor.Zeros(tensor.Float32, 2, 0, 3)
+	for _, axes := range allSubsets(3) {
+		for _, r := range []func(*tensor.Tensor, ...int) *tensor.Tensor{tensor.Sum, tensor.SumKeep, tensor.Mean, tensor.MeanKeep} {
+			g := grad(func(xs []*tensor.Tensor) *tensor.Tensor { return r(xs[0], axes...) }, ts(x))
+			assert.Equal(t, []int{2, 0, 3}, g[0].Shape())
+		}
+		if len(axes) > 0 && !slices.Contains(axes, 1) {
+			for _, r := range []func(*tensor.Tensor, ...int) *tensor.Tensor{tensor.Max, tensor.MinKeep, tensor.LogSumExp} {
+				g := grad(func(xs []*tensor.Tensor) *tensor.Tensor { return r(xs[0], axes...) }, ts(x))
+				assert.Equal(t, []int{2, 0, 3}, g[0].Shape())
+			}
+		}
+	}
+	for _, f := range []func(*tensor.Tensor) *tensor.Tensor{
+		tensor.T, tensor.Flatten,
+		func(x *tensor.Tensor) *tensor.Tensor { return tensor.Transpose(x, 1, 2, 0) },
+		func(x *tensor.Tensor) *tensor.Tensor { return tensor.BroadcastTo(x, 4, 2, 0, 3) },
+		func(x *tensor.Tensor) *tensor.Tensor { return tensor.ExpandDims(x, 1) },
+		func(x *tensor.Tensor) *tensor.Tensor { return tensor.Clamp(x, 0, 1) },
+	} {
+		g := grad(func(xs []*tensor.Tensor) *tensor.Tensor { return f(xs[0]) }, ts(x))
+		assert.Equal(t, []int{2, 0, 3}, g[0].Shape())
+	}
+	// Scalars through every reduction and shape op.
+	s := tensor.Scalar(0.7)
+	for _, f := range []func(*tensor.Tensor) *tensor.Tensor{
+		func(x *tensor.Tensor) *tensor.Tensor { return tensor.Sum(x) },
+		func(x *tensor.Tensor) *tensor.Tensor { return tensor.MaxKeep(x) },
+		func(x *tensor.Tensor) *tensor.Tensor { return tensor.LogSumExp(x) },
+		func(x *tensor.Tensor) *tensor.Tensor { return tensor.Mean(x) },
+		func(x *tensor.Tensor) *tensor.Tensor { return tensor.BroadcastTo(x, 2, 3) },
+		func(x *tensor.Tensor) *tensor.Tensor { return tensor.Reshape(x, 1, 1) },
+		func(x *tensor.Tensor) *tensor.Tensor { return tensor.Transpose(x) },
+		func(x *tensor.Tensor) *tensor.Tensor {
+			return tensor.MatMul(tensor.Reshape(x, 1), tensor.Reshape(x, 1))
+		},
+	} {
+		checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor { return f(xs[0]) }, ts(s))
+	}
 }
