@@ -7,6 +7,13 @@ import (
 
 // unaryOp builds a float32 (and optionally int32) elementwise op.
 func unaryOp(name string, f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
+	return unaryOpVec(name, nil, f, fi, vjp, save)
+}
+
+// unaryOpVec is unaryOp with a whole-slice float32 kernel, for cheap ops
+// where calling f per element (a closure call, often with an unpredictable
+// branch) costs many times the work.
+func unaryOpVec(name string, vec func(d, s []float32), f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
 	return &Op{
 		Name: name,
 		Impl: func(in []*Tensor, _ any) *Tensor {
@@ -15,6 +22,10 @@ func unaryOp(name string, f func(float32) float32, fi func(int32) int32, vjp fun
 			switch x.dtype {
 			case Float32:
 				d, s := out.f32, x.f32
+				if vec != nil {
+					vec(d, s)
+					break
+				}
 				for i, v := range s {
 					d[i] = f(v)
 				}
@@ -46,9 +57,19 @@ func f64(f func(float64) float64) func(float32) float32 {
 var negOp, absOp, signOp, expOp, logOp, sqrtOp, rsqrtOp, squareOp, tanhOp, sigmoidOp, reluOp, siluOp, geluOp, geluGradOp, geluExactOp, geluExactGradOp *Op
 
 func init() {
-	negOp = unaryOp("neg", func(x float32) float32 { return -x }, func(x int32) int32 { return -x },
+	negOp = unaryOpVec("neg", func(d, s []float32) {
+		d = d[:len(s)]
+		for i, v := range s {
+			d[i] = -v
+		}
+	}, nil, func(x int32) int32 { return -x },
 		func(g *Tensor, _ []*Tensor, _ *Tensor, _ any) []*Tensor { return []*Tensor{Neg(g)} }, 0)
-	absOp = unaryOp("abs", func(x float32) float32 { return float32(math.Abs(float64(x))) },
+	absOp = unaryOpVec("abs", func(d, s []float32) {
+		d = d[:len(s)]
+		for i, v := range s {
+			d[i] = math.Float32frombits(math.Float32bits(v) &^ (1 << 31))
+		}
+	}, nil,
 		func(x int32) int32 {
 			if x < 0 {
 				return -x
@@ -89,7 +110,12 @@ func init() {
 			// d/dx x^-1/2 = -1/2 x^-3/2 = -out/(2x)
 			return []*Tensor{Mul(g, Div(MulScalar(out, -0.5), in[0]))}
 		}, SaveInputs(0)|SaveOutput)
-	squareOp = unaryOp("square", func(x float32) float32 { return x * x }, func(x int32) int32 { return x * x },
+	squareOp = unaryOpVec("square", func(d, s []float32) {
+		d = d[:len(s)]
+		for i, v := range s {
+			d[i] = v * v
+		}
+	}, nil, func(x int32) int32 { return x * x },
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Mul(g, MulScalar(in[0], 2))}
 		}, SaveInputs(0))
@@ -102,12 +128,12 @@ func init() {
 		func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
 			return []*Tensor{Mul(g, Mul(out, Sub(Scalar(1), out)))}
 		}, SaveOutput)
-	reluOp = unaryOp("relu", func(x float32) float32 {
-		if x > 0 || x != x { // NaN propagates, as in jnp.maximum(x, 0)
-			return x
+	reluOp = unaryOpVec("relu", func(d, s []float32) {
+		d = d[:len(s)]
+		for i, v := range s {
+			d[i] = max(v, 0) // NaN propagates, as in jnp.maximum(x, 0); -0 gives +0
 		}
-		return 0
-	}, nil, func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
+	}, nil, nil, func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
 		// The gradient at 0 is 0, as in JAX.
 		return []*Tensor{Where(Greater(out, Scalar(0)), g, Scalar(0))}
 	}, SaveOutput)
