@@ -827,3 +827,28 @@ func TestVJPEdgeShapes(t *testing.T) {
 		checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor { return f(xs[0]) }, ts(s))
 	}
 }
+
+// Apply: an Impl that returns its input gets a fresh header (logical axes
+// dropped, storage shared); only Distributed ops accept sharded operands.
+func TestApplyIdentityAndDistributed(t *testing.T) {
+	x := tensor.WithLogicalAxes(tensor.FromFloat32([]float32{1, 2}), "embed")
+	ident := &tensor.Op{Name: "ident", Impl: func(in []*tensor.Tensor, _ any) *tensor.Tensor { return in[0] }}
+	y := tensor.Apply(ident, nil, x)
+	assert.NotSame(t, x, y)
+	assert.True(t, sharesStorage(x, y))
+	assert.Nil(t, y.LogicalAxes())
+	assert.Equal(t, []string{"embed"}, x.LogicalAxes())
+
+	host := tensor.FromFloat32([]float32{1, 2, 3, 4})
+	sh := tensor.NewSharded(tensor.Float32, []int{4}, fakeLayout{axes: []string{"dp"}, data: host})
+	var got *tensor.Tensor
+	dist := &tensor.Op{Name: "gather", Distributed: true, Impl: func(in []*tensor.Tensor, _ any) *tensor.Tensor {
+		got = in[0]
+		return tensor.FromFloat32(in[0].Float32s())
+	}}
+	out := tensor.Apply(dist, nil, sh)
+	assert.Same(t, sh, got)
+	assert.Equal(t, []float32{1, 2, 3, 4}, out.Float32s())
+	requirePanic(t, `tensor: op "ident": operand f32[4@dp] is sharded over a mesh; compute on it inside shard.Map or gather it first (shard.Gather)`,
+		func() { tensor.Apply(ident, nil, sh) })
+}
