@@ -333,3 +333,61 @@ func TestMinMaxNaNGradient(t *testing.T) {
 		requireExact(t, tensor.Float32, []int{3}, want1, g[1])
 	}
 }
+
+// Random broadcast-compatible shapes of rank 0 to 5 with dimensions 0 to 3:
+// binary ops, Where, comparisons, BroadcastTo and the VJP's unbroadcast
+// against index arithmetic.
+func TestRandomBroadcastShapes(t *testing.T) {
+	rng := newRNG(99)
+	randShape := func(rank int) []int {
+		s := make([]int, rank)
+		for i := range s {
+			s[i] = rng.IntN(4)
+		}
+		return s
+	}
+	// derive returns a shape that broadcasts with out: a suffix of it with
+	// some dimensions replaced by 1.
+	derive := func(out []int) []int {
+		r := rng.IntN(len(out) + 1)
+		s := append([]int{}, out[len(out)-r:]...)
+		for i := range s {
+			if rng.IntN(3) == 0 {
+				s[i] = 1
+			}
+		}
+		return s
+	}
+	for iter := 0; iter < 400; iter++ {
+		out := randShape(rng.IntN(6))
+		sa, sb, sc := derive(out), derive(out), derive(out)
+		a, b := randF32(rng, sa...), randF32(rng, sb...)
+		c := randBool(rng, sc...)
+		want, abShape := refBinary(a, b, func(x, y float64) float64 { return f32(x - y) })
+		requireExact(t, tensor.Float32, abShape, want, tensor.Sub(a, b), "%v - %v", sa, sb)
+		want, _ = refBinary(a, b, func(x, y float64) float64 { return b2f(x < y) })
+		requireExact(t, tensor.Bool, abShape, want, tensor.Less(a, b), "%v < %v", sa, sb)
+		want, shape := refWhere(c, a, b)
+		requireExact(t, tensor.Float32, shape, want, tensor.Where(c, a, b), "where %v %v %v", sc, sa, sb)
+		bt := tensor.BroadcastTo(a, shape...)
+		want, _ = refBinary(a, tensor.Zeros(tensor.Float32, shape...), func(x, _ float64) float64 { return x })
+		requireExact(t, tensor.Float32, shape, want, bt, "%v to %v", sa, shape)
+		// The gradient of Σ c·(a·b) with respect to a sums over a's
+		// broadcast dimensions.
+		g := grad(func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Mul(xs[0], xs[1]) }, ts(a, b))
+		wantA, _ := refReduceTo(b, abShape, sa)
+		requireClose(t, wantA, g[0], 1e-5, 1e-5, "grad %v * %v", sa, sb)
+	}
+}
+
+// refReduceTo broadcasts v to shape and sums it back down to target by
+// index arithmetic.
+func refReduceTo(v *tensor.Tensor, shape, target []int) ([]float64, []int) {
+	vals := v.Float64s()
+	out := make([]float64, numel(target))
+	for o := 0; o < numel(shape); o++ {
+		idx := unravel(o, shape)
+		out[bcastIndex(idx, target)] += vals[bcastIndex(idx, v.Shape())]
+	}
+	return out, target
+}

@@ -397,3 +397,47 @@ func TestReduceRank4(t *testing.T) {
 		}
 	}
 }
+
+// Random shapes of rank 0 to 5 (dimensions 0 to 4) and random axes:
+// reductions and transposes against the naive references.
+func TestRandomReduceShapes(t *testing.T) {
+	rng := newRNG(98)
+	for iter := 0; iter < 300; iter++ {
+		rank := rng.IntN(6)
+		shape := make([]int, rank)
+		for i := range shape {
+			shape[i] = rng.IntN(5)
+		}
+		x := randF32(rng, shape...)
+		var axes []int
+		for i := 0; i < rank; i++ {
+			if rng.IntN(2) == 0 {
+				a := i
+				if rng.IntN(2) == 0 {
+					a -= rank
+				}
+				axes = append(axes, a)
+			}
+		}
+		keep := rng.IntN(2) == 0
+		sum := tensor.Sum
+		if keep {
+			sum = tensor.SumKeep
+		}
+		want, oshape := refReduce(x, axes, keep, sum64)
+		got := sum(x, axes...)
+		require.Equal(t, oshape, got.Shape(), "%v %v", shape, axes)
+		requireClose(t, want, got, 1e-6, 1e-6, "Sum %v %v", shape, axes)
+		if x.Size() > 0 {
+			want, oshape = refReduce(x, axes, keep, max64)
+			mx := tensor.Max
+			if keep {
+				mx = tensor.MaxKeep
+			}
+			requireExact(t, tensor.Float32, oshape, want, mx(x, axes...), "Max %v %v", shape, axes)
+		}
+		perm := rng.Perm(rank)
+		wantT, tshape := refTranspose(x, perm)
+		requireExact(t, tensor.Float32, tshape, wantT, tensor.Transpose(x, perm...), "Transpose %v %v", shape, perm)
+	}
+}
