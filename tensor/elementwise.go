@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // broadcastLoop walks the elements of out (row-major) with operands read
@@ -125,6 +126,9 @@ type binaryDef struct {
 	sym  string // "+" for messages
 	f32  kernels2[float32]
 	i32  *kernels2[int32] // nil if not defined for int32
+	// intDiv: the int32 op divides by its second operand, which must not
+	// hold a zero.
+	intDiv bool
 }
 
 type binaryParams struct{ shape []int }
@@ -190,28 +194,17 @@ var (
 	mulDef = &binaryDef{name: "tensor.Mul", sym: "*",
 		f32: mk2(func(x, y float32) float32 { return x * y }),
 		i32: ptr(mk2(func(x, y int32) int32 { return x * y }))}
-	divDef = &binaryDef{name: "tensor.Div", sym: "/",
+	// The int32 kernels of Div, Rem and FloorDiv never see a zero divisor:
+	// binary checks for one first.
+	divDef = &binaryDef{name: "tensor.Div", sym: "/", intDiv: true,
 		f32: mk2(func(x, y float32) float32 { return x / y }),
-		i32: ptr(mk2(func(x, y int32) int32 {
-			if y == 0 {
-				panic("tensor.Div: integer division by zero")
-			}
-			return x / y
-		}))}
-	remDef = &binaryDef{name: "tensor.Rem", sym: "%",
+		i32: ptr(mk2(func(x, y int32) int32 { return x / y }))}
+	remDef = &binaryDef{name: "tensor.Rem", sym: "%", intDiv: true,
 		f32: mk2(func(x, y float32) float32 { return float32(math.Mod(float64(x), float64(y))) }),
-		i32: ptr(mk2(func(x, y int32) int32 {
-			if y == 0 {
-				panic("tensor.Rem: integer division by zero")
-			}
-			return x % y
-		}))}
-	floorDivDef = &binaryDef{name: "tensor.FloorDiv", sym: "//",
+		i32: ptr(mk2(func(x, y int32) int32 { return x % y }))}
+	floorDivDef = &binaryDef{name: "tensor.FloorDiv", sym: "//", intDiv: true,
 		f32: mk2(func(x, y float32) float32 { return float32(math.Floor(float64(x) / float64(y))) }),
 		i32: ptr(mk2(func(x, y int32) int32 {
-			if y == 0 {
-				panic("tensor.FloorDiv: integer division by zero")
-			}
 			q := x / y
 			if (x%y != 0) && ((x < 0) != (y < 0)) {
 				q--
@@ -283,21 +276,27 @@ func init() {
 		return minMaxVJP(g, in, out)
 	}, SaveAllInputs|SaveOutput)
 	powOp = binaryOp(powDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
-		// d(a^b)/da = b·a^(b-1); d(a^b)/db = a^b·log a (0 where a == 0).
+		// As in JAX: d(a^b)/da = b·a^(b-1), but 0 where b == 0 (not
+		// 0·0^-1 = NaN at a == 0); d(a^b)/db = a^b·log a with a == 0
+		// replaced by 1 inside the log, so that neither this derivative
+		// nor the derivative of it (through the unselected branch of a
+		// Where) is NaN.
 		a, b := in[0], in[1]
-		ga := Mul(g, Mul(b, Pow(a, Sub(b, Scalar(1)))))
-		la := Where(Equal(a, Scalar(0)), Scalar(0), Log(a))
+		zero := Scalar(0)
+		ga := Mul(g, Where(Equal(b, zero), zero, Mul(b, Pow(a, Sub(b, Scalar(1))))))
+		la := Log(Where(Equal(a, zero), Scalar(1), a))
 		gb := Mul(g, Mul(out, la))
 		return []*Tensor{unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)}
 	}, SaveAllInputs|SaveOutput)
 }
 
 // minMaxVJP sends the cotangent to the operand that was selected; ties split
-// it evenly, as JAX does.
+// it evenly, as JAX does. Where the result is NaN neither operand equals it
+// and both get 0 (not 0/0).
 func minMaxVJP(g *Tensor, in []*Tensor, out *Tensor) []*Tensor {
 	ma := AsType(Equal(in[0], out), Float32)
 	mb := AsType(Equal(in[1], out), Float32)
-	tot := Add(ma, mb)
+	tot := Maximum(Add(ma, mb), Scalar(1)) // 1 or 2 (a tie), 1 where NaN
 	return []*Tensor{
 		unbroadcast(Mul(g, Div(ma, tot)), in[0].shape),
 		unbroadcast(Mul(g, Div(mb, tot)), in[1].shape),
@@ -306,6 +305,10 @@ func minMaxVJP(g *Tensor, in []*Tensor, out *Tensor) []*Tensor {
 
 func binary(d *binaryDef, op *Op, a, b *Tensor) *Tensor {
 	shape := checkBinary(d, a, b)
+	if d.intDiv && a.dtype == Int32 && numel(shape) > 0 && slices.Contains(b.i32, 0) {
+		// Every element of b is read when the result is not empty.
+		panic(fmt.Sprintf("%s: %s: integer division by zero", d.name, operands(d.sym, a, b)))
+	}
 	return Apply(op, &binaryParams{shape}, a, b)
 }
 

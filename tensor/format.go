@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -52,7 +53,10 @@ func (t *Tensor) typeString(dt string) string {
 //	[[0 1 2 3]
 //	 [4 5 6 7]]
 //
-// Tensors with more than 1000 elements are summarised with "...".
+// Tensors with more than 1000 elements are summarised with "...". Floats
+// are printed as by strconv (shortest representation for %g), except that
+// NaN and infinities print as NumPy's nan, inf and -inf; empty tensors
+// print as [].
 func (t *Tensor) Values() string { return t.formatValues('g', -1) }
 
 // Format implements fmt.Formatter. The verbs %v and %s print the type (as
@@ -82,11 +86,20 @@ const (
 )
 
 func (t *Tensor) formatValues(verb byte, prec int) string {
-	h := t.host()
+	h := t.host("Tensor.Format")
 	elem := func(i int) string {
 		switch h.dtype {
 		case Float32:
-			return strconv.FormatFloat(float64(h.f32[i]), verb, prec, 32)
+			v := float64(h.f32[i])
+			switch {
+			case math.IsNaN(v):
+				return "nan"
+			case math.IsInf(v, 1):
+				return "inf"
+			case math.IsInf(v, -1):
+				return "-inf"
+			}
+			return strconv.FormatFloat(v, verb, prec, 32)
 		case Int32:
 			return strconv.Itoa(int(h.i32[i]))
 		case Bool:
@@ -99,6 +112,9 @@ func (t *Tensor) formatValues(verb byte, prec int) string {
 	}
 	if len(h.shape) == 0 {
 		return elem(0)
+	}
+	if h.Size() == 0 {
+		return "[]" // NumPy prints every empty array so
 	}
 	summarize := h.Size() > summaryThreshold
 	// First pass: the width of the widest element that will be printed.

@@ -82,16 +82,16 @@ func MatMul(a, b *Tensor) *Tensor {
 		panic(fmt.Sprintf("tensor.MatMul: %s: operands must have at least 1 dimension", operands("@", a, b)))
 	}
 	va, vb := len(a.shape) == 1, len(b.shape) == 1
+	ea, eb := a, b
 	if va {
-		a = ExpandDims(a, 0)
+		ea = ExpandDims(a, 0)
 	}
 	if vb {
-		b = ExpandDims(b, -1)
+		eb = ExpandDims(b, -1)
 	}
-	if va || vb {
-		checkMatMul("tensor.MatMul", a, b, false, false)
-	}
-	c := MatMulT(a, b, false, false)
+	// Validate the promoted operands, naming the ones the caller passed.
+	p := checkMatMulAs("tensor.MatMul", ea, eb, false, false, a, b)
+	c := Apply(matmulOp, p, ea, eb)
 	switch {
 	case va && vb:
 		return Reshape(c, c.shape[:len(c.shape)-2]...)
@@ -113,8 +113,14 @@ func MatMulT(a, b *Tensor, transA, transB bool) *Tensor {
 }
 
 func checkMatMul(op string, a, b *Tensor, ta, tb bool) *matmulParams {
+	return checkMatMulAs(op, a, b, ta, tb, a, b)
+}
+
+// checkMatMulAs validates op(a) @ op(b) and names ma and mb (the operands
+// as the caller passed them, before any 1-D promotion) in panics.
+func checkMatMulAs(op string, a, b *Tensor, ta, tb bool, ma, mb *Tensor) *matmulParams {
 	desc := func() string {
-		s := operands("@", a, b)
+		s := operands("@", ma, mb)
 		if ta || tb {
 			s += fmt.Sprintf(" (transA=%v, transB=%v)", ta, tb)
 		}

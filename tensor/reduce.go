@@ -136,13 +136,15 @@ func reducedCount(x *Tensor, axes []int, op string) int {
 // Mean averages x over the given axes (all if none).
 func Mean(x *Tensor, axes ...int) *Tensor {
 	x.mustDType("tensor.Mean", Float32)
-	return MulScalar(Sum(x, axes...), 1/float32(reducedCount(x, axes, "tensor.Mean")))
+	n := reducedCount(x, axes, "tensor.Mean") // validates axes under this name
+	return MulScalar(Sum(x, axes...), 1/float32(n))
 }
 
 // MeanKeep is Mean with keepdims.
 func MeanKeep(x *Tensor, axes ...int) *Tensor {
 	x.mustDType("tensor.MeanKeep", Float32)
-	return MulScalar(SumKeep(x, axes...), 1/float32(reducedCount(x, axes, "tensor.MeanKeep")))
+	n := reducedCount(x, axes, "tensor.MeanKeep")
+	return MulScalar(SumKeep(x, axes...), 1/float32(n))
 }
 
 func chooserOp(name string, better func(a, b float32) bool, init float32, ibetter func(a, b int32) bool, iinit int32) *Op {

@@ -82,15 +82,15 @@ func broadcastShapes(op, sym string, xs ...*Tensor) []int {
 	return out
 }
 
-// operands renders operands for error messages: "f32[3,4] + f32[5]".
+// operands renders operands for error messages: "f32[3,4] + f32[5]", or
+// "f32[3,4], f32[5]" for sym "" or ",".
 func operands(sym string, xs ...*Tensor) string {
 	parts := make([]string, len(xs))
 	for i, x := range xs {
 		parts[i] = x.String()
 	}
-	if sym == "" {
-		sym = ","
-		return strings.Join(parts, sym+" ")
+	if sym == "" || sym == "," {
+		return strings.Join(parts, ", ")
 	}
 	return strings.Join(parts, " "+sym+" ")
 }

@@ -54,6 +54,11 @@ func checkShape(op string, shape []int) {
 
 // newTensor allocates a zeroed tensor. The shape slice is copied.
 func newTensor(dt DType, shape []int) *Tensor {
+	return newTensorOp("tensor", dt, shape)
+}
+
+// newTensorOp is newTensor for public constructors, whose panics name op.
+func newTensorOp(op string, dt DType, shape []int) *Tensor {
 	t := &Tensor{dtype: dt, shape: append([]int(nil), shape...)}
 	n := numel(shape)
 	switch dt {
@@ -64,14 +69,16 @@ func newTensor(dt DType, shape []int) *Tensor {
 	case Bool:
 		t.b = make([]bool, n)
 	default:
-		panic(fmt.Sprintf("tensor: invalid dtype %v", dt))
+		panic(fmt.Sprintf("%s: invalid dtype %v", op, dt))
 	}
 	return t
 }
 
 // FromFloat32 returns a float32 tensor of the given shape holding a copy of
-// data. With no shape, the tensor is 1-D of length len(data). It panics if
-// the shape does not hold len(data) elements.
+// data. With no shape argument the tensor is 1-D of length len(data); an
+// explicit empty shape, such as the Shape of a scalar passed as
+// x.Shape()..., makes a scalar, so FromFloat32(d, x.Shape()...) always
+// has x's shape. It panics if the shape does not hold len(data) elements.
 func FromFloat32(data []float32, shape ...int) *Tensor {
 	shape = shapeFor("tensor.FromFloat32", len(data), shape)
 	t := &Tensor{dtype: Float32, shape: shape, f32: append([]float32(nil), data...)}
@@ -140,7 +147,7 @@ func WrapInt32(data []int32, shape ...int) *Tensor {
 }
 
 func shapeFor(op string, n int, shape []int) []int {
-	if len(shape) == 0 {
+	if shape == nil { // no shape arguments (x.Shape() is never nil)
 		return []int{n}
 	}
 	checkShape(op, shape)
@@ -162,17 +169,19 @@ func ScalarBool(v bool) *Tensor { return &Tensor{dtype: Bool, shape: []int{}, b:
 // Zeros returns a tensor of zeros (false for Bool).
 func Zeros(dt DType, shape ...int) *Tensor {
 	checkShape("tensor.Zeros", shape)
-	return newTensor(dt, shape)
+	return newTensorOp("tensor.Zeros", dt, shape)
 }
 
 // Ones returns a tensor of ones (true for Bool).
-func Ones(dt DType, shape ...int) *Tensor { return Full(dt, 1, shape...) }
+func Ones(dt DType, shape ...int) *Tensor { return full("tensor.Ones", dt, 1, shape) }
 
 // Full returns a tensor with every element v, converted to dt (for Bool,
 // v != 0). It panics if v is not representable in an Int32 tensor.
-func Full(dt DType, v float64, shape ...int) *Tensor {
-	checkShape("tensor.Full", shape)
-	t := newTensor(dt, shape)
+func Full(dt DType, v float64, shape ...int) *Tensor { return full("tensor.Full", dt, v, shape) }
+
+func full(op string, dt DType, v float64, shape []int) *Tensor {
+	checkShape(op, shape)
+	t := newTensorOp(op, dt, shape)
 	switch dt {
 	case Float32:
 		f := float32(v)
@@ -181,7 +190,7 @@ func Full(dt DType, v float64, shape ...int) *Tensor {
 		}
 	case Int32:
 		if v != math.Trunc(v) || v > math.MaxInt32 || v < math.MinInt32 {
-			panic(fmt.Sprintf("tensor.Full: %v is not an int32", v))
+			panic(fmt.Sprintf("%s: %v is not an int32", op, v))
 		}
 		iv := int32(v)
 		for i := range t.i32 {
@@ -199,25 +208,33 @@ func Full(dt DType, v float64, shape ...int) *Tensor {
 func ZerosLike(x *Tensor) *Tensor { return newTensor(x.dtype, x.shape) }
 
 // OnesLike returns ones with the dtype and shape of x.
-func OnesLike(x *Tensor) *Tensor { return Full(x.dtype, 1, x.shape...) }
+func OnesLike(x *Tensor) *Tensor { return full("tensor.OnesLike", x.dtype, 1, x.shape) }
 
 // FullLike returns a tensor with the dtype and shape of x and every element v.
-func FullLike(x *Tensor, v float64) *Tensor { return Full(x.dtype, v, x.shape...) }
+func FullLike(x *Tensor, v float64) *Tensor { return full("tensor.FullLike", x.dtype, v, x.shape) }
 
 // Arange returns the int32 vector [0, 1, ..., n-1], like jnp.arange(n).
-func Arange(n int) *Tensor { return ArangeStep(0, n, 1) }
+func Arange(n int) *Tensor { return arange("tensor.Arange", 0, n, 1) }
 
 // ArangeStep returns the int32 vector start, start+step, ... up to but not
-// including stop. It panics if step is zero.
-func ArangeStep(start, stop, step int) *Tensor {
+// including stop. It panics if step is zero or a value overflows int32.
+func ArangeStep(start, stop, step int) *Tensor { return arange("tensor.ArangeStep", start, stop, step) }
+
+func arange(op string, start, stop, step int) *Tensor {
 	if step == 0 {
-		panic("tensor.ArangeStep: step is 0")
+		panic(op + ": step is 0")
 	}
 	n := 0
 	if step > 0 && stop > start {
 		n = (stop - start + step - 1) / step
 	} else if step < 0 && stop < start {
 		n = (start - stop - step - 1) / -step
+	}
+	if n > 0 {
+		last := start + (n-1)*step
+		if min(start, last) < math.MinInt32 || max(start, last) > math.MaxInt32 {
+			panic(fmt.Sprintf("%s: values from %d to %d overflow int32", op, start, last))
+		}
 	}
 	d := make([]int32, n)
 	for i := range d {
@@ -229,8 +246,10 @@ func ArangeStep(start, stop, step int) *Tensor {
 // DType returns the element type.
 func (t *Tensor) DType() DType { return t.dtype }
 
-// Shape returns a copy of the shape.
-func (t *Tensor) Shape() []int { return append([]int(nil), t.shape...) }
+// Shape returns a copy of the shape. It is never nil (a scalar's shape is
+// an empty slice), so that constructors given x.Shape()... reproduce x's
+// shape even for a scalar.
+func (t *Tensor) Shape() []int { return append([]int{}, t.shape...) }
 
 // Rank returns the number of dimensions.
 func (t *Tensor) Rank() int { return len(t.shape) }
@@ -248,23 +267,33 @@ func (t *Tensor) Size() int { return numel(t.shape) }
 func (t *Tensor) Bytes() int { return t.Size() * t.dtype.Size() }
 
 // host returns t itself, or, for a sharded tensor, the gathered host copy.
-func (t *Tensor) host() *Tensor {
+// It panics, naming op, if t is a shape-only placeholder.
+func (t *Tensor) host(op string) *Tensor {
 	if t.layout != nil {
 		return t.layout.Gather(t)
 	}
+	t.mustHaveData(op)
 	return t
+}
+
+// mustHaveData panics if t is a shape-only placeholder: a value that a VJP
+// receives but that its op's Save mask did not keep (or an abstract value).
+func (t *Tensor) mustHaveData(op string) {
+	if t.f32 == nil && t.i32 == nil && t.b == nil && t.layout == nil && t.Size() > 0 {
+		panic(fmt.Sprintf("%s: %v is a shape-only placeholder with no data (an op's VJP may only read the inputs and outputs its Save mask keeps)", op, t))
+	}
 }
 
 // Float32s returns a copy of the elements of a float32 tensor in row-major
 // order. A sharded tensor is gathered first.
 func (t *Tensor) Float32s() []float32 {
 	t.mustDType("Tensor.Float32s", Float32)
-	return append([]float32(nil), t.host().f32...)
+	return append([]float32(nil), t.host("Tensor.Float32s").f32...)
 }
 
 // Float64s returns the elements converted to float64, for any dtype.
 func (t *Tensor) Float64s() []float64 {
-	h := t.host()
+	h := t.host("Tensor.Float64s")
 	out := make([]float64, h.Size())
 	for i := range out {
 		out[i] = h.at(i)
@@ -275,13 +304,13 @@ func (t *Tensor) Float64s() []float64 {
 // Int32s returns a copy of the elements of an int32 tensor.
 func (t *Tensor) Int32s() []int32 {
 	t.mustDType("Tensor.Int32s", Int32)
-	return append([]int32(nil), t.host().i32...)
+	return append([]int32(nil), t.host("Tensor.Int32s").i32...)
 }
 
 // Ints returns the elements of an int32 tensor as ints.
 func (t *Tensor) Ints() []int {
 	t.mustDType("Tensor.Ints", Int32)
-	h := t.host()
+	h := t.host("Tensor.Ints")
 	out := make([]int, len(h.i32))
 	for i, v := range h.i32 {
 		out[i] = int(v)
@@ -292,7 +321,7 @@ func (t *Tensor) Ints() []int {
 // Bools returns a copy of the elements of a bool tensor.
 func (t *Tensor) Bools() []bool {
 	t.mustDType("Tensor.Bools", Bool)
-	return append([]bool(nil), t.host().b...)
+	return append([]bool(nil), t.host("Tensor.Bools").b...)
 }
 
 // RawFloat32 returns the storage of a float32 host tensor without copying.
@@ -302,6 +331,7 @@ func (t *Tensor) Bools() []bool {
 func (t *Tensor) RawFloat32() []float32 {
 	t.mustDType("Tensor.RawFloat32", Float32)
 	t.mustHost("Tensor.RawFloat32")
+	t.mustHaveData("Tensor.RawFloat32")
 	return t.f32
 }
 
@@ -309,6 +339,7 @@ func (t *Tensor) RawFloat32() []float32 {
 func (t *Tensor) RawInt32() []int32 {
 	t.mustDType("Tensor.RawInt32", Int32)
 	t.mustHost("Tensor.RawInt32")
+	t.mustHaveData("Tensor.RawInt32")
 	return t.i32
 }
 
@@ -316,6 +347,7 @@ func (t *Tensor) RawInt32() []int32 {
 func (t *Tensor) RawBool() []bool {
 	t.mustDType("Tensor.RawBool", Bool)
 	t.mustHost("Tensor.RawBool")
+	t.mustHaveData("Tensor.RawBool")
 	return t.b
 }
 
@@ -324,7 +356,7 @@ func (t *Tensor) Item() float64 {
 	if t.Size() != 1 {
 		panic(fmt.Sprintf("Tensor.Item: %v has %d elements, want 1", t, t.Size()))
 	}
-	return t.host().at(0)
+	return t.host("Tensor.Item").at(0)
 }
 
 // At returns the element at the given index, as float64 whatever the dtype.
@@ -340,7 +372,7 @@ func (t *Tensor) At(index ...int) float64 {
 		}
 		off = off*t.shape[i] + ix
 	}
-	return t.host().at(off)
+	return t.host("Tensor.At").at(off)
 }
 
 // at returns element i (flat) as float64.

@@ -7,6 +7,13 @@ import (
 
 // unaryOp builds a float32 (and optionally int32) elementwise op.
 func unaryOp(name string, f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
+	return unaryOpVec(name, nil, f, fi, vjp, save)
+}
+
+// unaryOpVec is unaryOp with a whole-slice float32 kernel, for cheap ops
+// where calling f per element (a closure call, often with an unpredictable
+// branch) costs many times the work.
+func unaryOpVec(name string, vec func(d, s []float32), f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
 	return &Op{
 		Name: name,
 		Impl: func(in []*Tensor, _ any) *Tensor {
@@ -15,6 +22,10 @@ func unaryOp(name string, f func(float32) float32, fi func(int32) int32, vjp fun
 			switch x.dtype {
 			case Float32:
 				d, s := out.f32, x.f32
+				if vec != nil {
+					vec(d, s)
+					break
+				}
 				for i, v := range s {
 					d[i] = f(v)
 				}
@@ -31,22 +42,12 @@ func unaryOp(name string, f func(float32) float32, fi func(int32) int32, vjp fun
 	}
 }
 
-func unary(op *Op, intOK bool, x *Tensor) *Tensor {
+// unary validates x for the public function name and applies op.
+func unary(name string, op *Op, intOK bool, x *Tensor) *Tensor {
 	if x.dtype != Float32 && !(intOK && x.dtype == Int32) {
-		panic(fmt.Sprintf("tensor.%s: %v: not defined for %v", upperFirst(op.Name), x, x.dtype))
+		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
 	}
 	return Apply(op, nil, x)
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	b := []byte(s)
-	if b[0] >= 'a' && b[0] <= 'z' {
-		b[0] -= 'a' - 'A'
-	}
-	return string(b)
 }
 
 func f64(f func(float64) float64) func(float32) float32 {
@@ -56,9 +57,19 @@ func f64(f func(float64) float64) func(float32) float32 {
 var negOp, absOp, signOp, expOp, logOp, sqrtOp, rsqrtOp, squareOp, tanhOp, sigmoidOp, reluOp, siluOp, geluOp, geluGradOp, geluExactOp, geluExactGradOp *Op
 
 func init() {
-	negOp = unaryOp("neg", func(x float32) float32 { return -x }, func(x int32) int32 { return -x },
+	negOp = unaryOpVec("neg", func(d, s []float32) {
+		d = d[:len(s)]
+		for i, v := range s {
+			d[i] = -v
+		}
+	}, nil, func(x int32) int32 { return -x },
 		func(g *Tensor, _ []*Tensor, _ *Tensor, _ any) []*Tensor { return []*Tensor{Neg(g)} }, 0)
-	absOp = unaryOp("abs", func(x float32) float32 { return float32(math.Abs(float64(x))) },
+	absOp = unaryOpVec("abs", func(d, s []float32) {
+		d = d[:len(s)]
+		for i, v := range s {
+			d[i] = math.Float32frombits(math.Float32bits(v) &^ (1 << 31))
+		}
+	}, nil,
 		func(x int32) int32 {
 			if x < 0 {
 				return -x
@@ -99,7 +110,12 @@ func init() {
 			// d/dx x^-1/2 = -1/2 x^-3/2 = -out/(2x)
 			return []*Tensor{Mul(g, Div(MulScalar(out, -0.5), in[0]))}
 		}, SaveInputs(0)|SaveOutput)
-	squareOp = unaryOp("square", func(x float32) float32 { return x * x }, func(x int32) int32 { return x * x },
+	squareOp = unaryOpVec("square", func(d, s []float32) {
+		d = d[:len(s)]
+		for i, v := range s {
+			d[i] = v * v
+		}
+	}, nil, func(x int32) int32 { return x * x },
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Mul(g, MulScalar(in[0], 2))}
 		}, SaveInputs(0))
@@ -112,12 +128,12 @@ func init() {
 		func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
 			return []*Tensor{Mul(g, Mul(out, Sub(Scalar(1), out)))}
 		}, SaveOutput)
-	reluOp = unaryOp("relu", func(x float32) float32 {
-		if x > 0 {
-			return x
+	reluOp = unaryOpVec("relu", func(d, s []float32) {
+		d = d[:len(s)]
+		for i, v := range s {
+			d[i] = max(v, 0) // NaN propagates, as in jnp.maximum(x, 0); -0 gives +0
 		}
-		return 0
-	}, nil, func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
+	}, nil, nil, func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
 		// The gradient at 0 is 0, as in JAX.
 		return []*Tensor{Where(Greater(out, Scalar(0)), g, Scalar(0))}
 	}, SaveOutput)
@@ -132,7 +148,12 @@ func init() {
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Mul(g, Apply(geluGradOp, nil, in[0]))}
 		}, SaveInputs(0))
-	geluGradOp = unaryOp("gelu_grad", geluTanhGrad, nil, nil, 0)
+	// gelu_grad is a fused kernel for the first derivative; its own VJP is
+	// built from ops so that higher derivatives are right too.
+	geluGradOp = unaryOp("gelu_grad", geluTanhGrad, nil,
+		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			return []*Tensor{Mul(g, geluTanhGrad2(in[0]))}
+		}, SaveInputs(0))
 	geluExactOp = unaryOp("gelu_exact", func(x float32) float32 {
 		v := float64(x)
 		return float32(0.5 * v * (1 + math.Erf(v/math.Sqrt2)))
@@ -144,7 +165,27 @@ func init() {
 		cdf := 0.5 * (1 + math.Erf(v/math.Sqrt2))
 		pdf := math.Exp(-v*v/2) / math.Sqrt(2*math.Pi)
 		return float32(cdf + v*pdf)
-	}, nil, nil, 0)
+	}, nil, func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+		// d²/dx² x·Φ(x) = φ(x)·(2 - x²)
+		x := in[0]
+		x2 := Square(x)
+		phi := MulScalar(Exp(MulScalar(x2, -0.5)), float32(1/math.Sqrt(2*math.Pi)))
+		return []*Tensor{Mul(g, Mul(phi, Sub(Scalar(2), x2)))}
+	}, SaveInputs(0))
+}
+
+// geluTanhGrad2 returns the second derivative of the tanh-approximated
+// GELU, built from differentiable ops. With u = c·(x + a·x³), t = tanh u,
+// du = du/dx and d2u = d²u/dx², it is (1 - t²)·(du + x/2·(d2u - 2·t·du²)).
+func geluTanhGrad2(x *Tensor) *Tensor {
+	const a = 0.044715
+	x2 := Square(x)
+	u := MulScalar(Mul(x, AddScalar(MulScalar(x2, a), 1)), geluC)
+	t := Tanh(u)
+	du := MulScalar(AddScalar(MulScalar(x2, 3*a), 1), geluC)
+	d2u := MulScalar(x, 6*a*geluC)
+	inner := Add(du, Mul(MulScalar(x, 0.5), Sub(d2u, Mul(MulScalar(t, 2), Square(du)))))
+	return Mul(Sub(Scalar(1), Square(t)), inner)
 }
 
 func sigmoid32(x float32) float32 {
@@ -172,47 +213,48 @@ func geluTanhGrad(x float32) float32 {
 }
 
 // Neg returns -x.
-func Neg(x *Tensor) *Tensor { return unary(negOp, true, x) }
+func Neg(x *Tensor) *Tensor { return unary("tensor.Neg", negOp, true, x) }
 
 // Abs returns |x|. Its gradient at 0 is 0.
-func Abs(x *Tensor) *Tensor { return unary(absOp, true, x) }
+func Abs(x *Tensor) *Tensor { return unary("tensor.Abs", absOp, true, x) }
 
 // Sign returns -1, 0 or 1 elementwise. It is not differentiable.
-func Sign(x *Tensor) *Tensor { return unary(signOp, true, x) }
+func Sign(x *Tensor) *Tensor { return unary("tensor.Sign", signOp, true, x) }
 
 // Exp returns e^x.
-func Exp(x *Tensor) *Tensor { return unary(expOp, false, x) }
+func Exp(x *Tensor) *Tensor { return unary("tensor.Exp", expOp, false, x) }
 
 // Log returns the natural logarithm.
-func Log(x *Tensor) *Tensor { return unary(logOp, false, x) }
+func Log(x *Tensor) *Tensor { return unary("tensor.Log", logOp, false, x) }
 
 // Sqrt returns the square root.
-func Sqrt(x *Tensor) *Tensor { return unary(sqrtOp, false, x) }
+func Sqrt(x *Tensor) *Tensor { return unary("tensor.Sqrt", sqrtOp, false, x) }
 
 // Rsqrt returns 1/sqrt(x).
-func Rsqrt(x *Tensor) *Tensor { return unary(rsqrtOp, false, x) }
+func Rsqrt(x *Tensor) *Tensor { return unary("tensor.Rsqrt", rsqrtOp, false, x) }
 
 // Square returns x*x.
-func Square(x *Tensor) *Tensor { return unary(squareOp, true, x) }
+func Square(x *Tensor) *Tensor { return unary("tensor.Square", squareOp, true, x) }
 
 // Tanh returns the hyperbolic tangent.
-func Tanh(x *Tensor) *Tensor { return unary(tanhOp, false, x) }
+func Tanh(x *Tensor) *Tensor { return unary("tensor.Tanh", tanhOp, false, x) }
 
 // Sigmoid returns 1/(1+e^-x).
-func Sigmoid(x *Tensor) *Tensor { return unary(sigmoidOp, false, x) }
+func Sigmoid(x *Tensor) *Tensor { return unary("tensor.Sigmoid", sigmoidOp, false, x) }
 
-// Relu returns max(x, 0); its gradient at 0 is 0.
-func Relu(x *Tensor) *Tensor { return unary(reluOp, false, x) }
+// Relu returns max(x, 0) (NaN for NaN, like Maximum); its gradient at 0
+// is 0.
+func Relu(x *Tensor) *Tensor { return unary("tensor.Relu", reluOp, false, x) }
 
 // Silu returns x·sigmoid(x) (also called swish).
-func Silu(x *Tensor) *Tensor { return unary(siluOp, false, x) }
+func Silu(x *Tensor) *Tensor { return unary("tensor.Silu", siluOp, false, x) }
 
 // Gelu returns the Gaussian error linear unit in its tanh approximation,
 // which is jax.nn.gelu's default (approximate=True).
-func Gelu(x *Tensor) *Tensor { return unary(geluOp, false, x) }
+func Gelu(x *Tensor) *Tensor { return unary("tensor.Gelu", geluOp, false, x) }
 
 // GeluExact returns x·Φ(x) with the exact normal CDF (PyTorch's default).
-func GeluExact(x *Tensor) *Tensor { return unary(geluExactOp, false, x) }
+func GeluExact(x *Tensor) *Tensor { return unary("tensor.GeluExact", geluExactOp, false, x) }
 
 type clampParams struct{ lo, hi float32 }
 
