@@ -85,16 +85,16 @@ func TestConcatGrad(t *testing.T) {
 				xs[i] = sample(tensor.Float32, uint64(10+i), s...)
 			}
 			f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Concat(tc.axis, xs...) }
-			checkGrad(t, f, xs...)
+			checkGradOf(t, f, xs...)
 		})
 	}
 	t.Run("same operand twice", func(t *testing.T) {
 		f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Concat(0, xs[0], xs[1], xs[0]) }
-		checkGrad(t, f, sample(tensor.Float32, 1, 2, 2), sample(tensor.Float32, 2, 1, 2))
+		checkGradOf(t, f, sample(tensor.Float32, 1, 2, 2), sample(tensor.Float32, 2, 1, 2))
 	})
 	t.Run("second order", func(t *testing.T) {
 		f := gradOfSquares(func(x *tensor.Tensor) *tensor.Tensor { return tensor.Concat(1, x, tensor.Flip(x, 1)) })
-		checkGrad(t, f, sample(tensor.Float32, 3, 2, 3))
+		checkGradOf(t, f, sample(tensor.Float32, 3, 2, 3))
 	})
 }
 
@@ -183,13 +183,13 @@ func TestSplitGrad(t *testing.T) {
 				}
 				return tensor.Concat(0, flat...)
 			}
-			checkGrad(t, f, sample(tensor.Float32, 2, tc.shape...))
+			checkGradOf(t, f, sample(tensor.Float32, 2, tc.shape...))
 		})
 	}
 	t.Run("unused parts", func(t *testing.T) {
 		// Only the middle part is used: the others get zero cotangents.
 		f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Split(xs[0], 1, 3)[1] }
-		checkGrad(t, f, sample(tensor.Float32, 3, 2, 6))
+		checkGradOf(t, f, sample(tensor.Float32, 3, 2, 6))
 
 		x := sample(tensor.Float32, 3, 2, 6)
 		tr := tensor.NewTrace()
@@ -203,7 +203,7 @@ func TestSplitGrad(t *testing.T) {
 			p := tensor.Split(x, 0, 2)
 			return tensor.Mul(p[0], p[1])
 		})
-		checkGrad(t, f, sample(tensor.Float32, 4, 4, 2))
+		checkGradOf(t, f, sample(tensor.Float32, 4, 4, 2))
 	})
 }
 
@@ -278,20 +278,20 @@ func TestStackUnstackMatchNaiveLoop(t *testing.T) {
 
 func TestStackUnstackGrad(t *testing.T) {
 	f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Stack(1, xs...) }
-	checkGrad(t, f, sample(tensor.Float32, 1, 2, 3), sample(tensor.Float32, 2, 2, 3), sample(tensor.Float32, 3, 2, 3))
+	checkGradOf(t, f, sample(tensor.Float32, 1, 2, 3), sample(tensor.Float32, 2, 2, 3), sample(tensor.Float32, 3, 2, 3))
 
 	g := func(xs []*tensor.Tensor) *tensor.Tensor {
 		parts := tensor.Unstack(xs[0], 1)
 		// Use the parts unevenly and leave one out.
 		return tensor.Add(tensor.MulScalar(parts[0], 3), parts[2])
 	}
-	checkGrad(t, g, sample(tensor.Float32, 4, 2, 4, 2))
+	checkGradOf(t, g, sample(tensor.Float32, 4, 2, 4, 2))
 
 	h := gradOfSquares(func(x *tensor.Tensor) *tensor.Tensor {
 		p := tensor.Unstack(x, 0)
 		return tensor.Stack(0, tensor.Mul(p[0], p[1]), p[2])
 	})
-	checkGrad(t, h, sample(tensor.Float32, 5, 3, 2))
+	checkGradOf(t, h, sample(tensor.Float32, 5, 3, 2))
 }
 
 func TestUnstackEmptyAxis(t *testing.T) {
@@ -364,7 +364,7 @@ func TestRepeatGrad(t *testing.T) {
 	for _, tc := range repeatCases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Repeat(xs[0], tc.repeats, tc.axis) }
-			checkGrad(t, f, sample(tensor.Float32, 2, tc.shape...))
+			checkGradOf(t, f, sample(tensor.Float32, 2, tc.shape...))
 		})
 	}
 }
@@ -420,7 +420,7 @@ func TestTileGrad(t *testing.T) {
 	for _, tc := range tileCases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Tile(xs[0], tc.reps...) }
-			checkGrad(t, f, sample(tensor.Float32, 2, tc.shape...))
+			checkGradOf(t, f, sample(tensor.Float32, 2, tc.shape...))
 		})
 	}
 }

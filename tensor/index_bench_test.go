@@ -10,7 +10,7 @@ import (
 // The benchmarks report GB/s counted as bytes read plus bytes written (twice
 // the output's size for these pure copies).
 
-func reportGBs(b *testing.B, out *tensor.Tensor) {
+func reportCopyGBs(b *testing.B, out *tensor.Tensor) {
 	bytes := 2 * float64(out.Bytes())
 	b.ReportMetric(bytes*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
@@ -28,7 +28,7 @@ func BenchmarkConcat(b *testing.B) {
 			for b.Loop() {
 				out = tensor.Concat(1, x, y)
 			}
-			reportGBs(b, out)
+			reportCopyGBs(b, out)
 		})
 	}
 }
@@ -49,7 +49,7 @@ func BenchmarkTake(b *testing.B) {
 			for b.Loop() {
 				out = tensor.Take(table, idx, 0)
 			}
-			reportGBs(b, out)
+			reportCopyGBs(b, out)
 		})
 	}
 	b.Run("elements/"+mib(1), func(b *testing.B) {
@@ -63,7 +63,7 @@ func BenchmarkTake(b *testing.B) {
 		for b.Loop() {
 			out = tensor.Take(x, idx, 1)
 		}
-		reportGBs(b, out)
+		reportCopyGBs(b, out)
 	})
 }
 
@@ -77,7 +77,7 @@ func BenchmarkSlice(b *testing.B) {
 			for b.Loop() {
 				out = tensor.Slice(x, []int{0, sz.n / 4}, []int{sz.n, 3 * sz.n / 4})
 			}
-			reportGBs(b, out)
+			reportCopyGBs(b, out)
 		})
 	}
 }

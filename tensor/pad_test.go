@@ -71,12 +71,12 @@ func TestPadGrad(t *testing.T) {
 	for _, tc := range padCases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Pad(xs[0], tc.pads, tc.value) }
-			checkGrad(t, f, sample(tensor.Float32, 2, tc.shape...))
+			checkGradOf(t, f, sample(tensor.Float32, 2, tc.shape...))
 		})
 	}
 	t.Run("second order", func(t *testing.T) {
 		f := gradOfSquares(func(x *tensor.Tensor) *tensor.Tensor { return tensor.Pad(x, [][2]int{{1, 2}, {0, 1}}, 3) })
-		checkGrad(t, f, sample(tensor.Float32, 3, 2, 2))
+		checkGradOf(t, f, sample(tensor.Float32, 3, 2, 2))
 	})
 }
 

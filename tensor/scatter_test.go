@@ -97,7 +97,7 @@ func TestScatterAddGrad(t *testing.T) {
 			idx := ints(tc.idx, tc.idxShp...)
 			ushape, _ := takeRef(x, idx, tc.axis)
 			f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.ScatterAdd(xs[0], idx, xs[1], tc.axis) }
-			checkGrad(t, f, x, sample(tensor.Float32, 4, ushape...))
+			checkGradOf(t, f, x, sample(tensor.Float32, 4, ushape...))
 		})
 	}
 	t.Run("second order", func(t *testing.T) {
@@ -106,7 +106,7 @@ func TestScatterAddGrad(t *testing.T) {
 			// x is both the base and (through Take) the updates.
 			return tensor.ScatterAdd(x, idx, tensor.Take(x, ints([]int{2, 0, 2}, 3), 0), 0)
 		})
-		checkGrad(t, f, sample(tensor.Float32, 5, 3, 2))
+		checkGradOf(t, f, sample(tensor.Float32, 5, 3, 2))
 	})
 }
 
@@ -195,8 +195,8 @@ func TestSegmentSumMatchesNaiveLoop(t *testing.T) {
 func TestSegmentSumGrad(t *testing.T) {
 	ids := ints([]int{2, 0, 2, -1, 7, 1}, 6)
 	f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.SegmentSum(xs[0], ids, 3) }
-	checkGrad(t, f, sample(tensor.Float32, 1, 6, 2))
-	checkGrad(t, f, sample(tensor.Float32, 1, 6))
+	checkGradOf(t, f, sample(tensor.Float32, 1, 6, 2))
+	checkGradOf(t, f, sample(tensor.Float32, 1, 6))
 
 	// Rows whose ids are dropped get zero gradient.
 	x := sample(tensor.Float32, 2, 6)
@@ -207,7 +207,7 @@ func TestSegmentSumGrad(t *testing.T) {
 	assert.Equal(t, []float32{1, 1, 1, 0, 0, 1}, g.Float32s())
 
 	h := gradOfSquares(func(x *tensor.Tensor) *tensor.Tensor { return tensor.SegmentSum(x, ids, 3) })
-	checkGrad(t, h, sample(tensor.Float32, 3, 6, 2))
+	checkGradOf(t, h, sample(tensor.Float32, 3, 6, 2))
 }
 
 func TestSegmentSumPanics(t *testing.T) {

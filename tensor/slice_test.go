@@ -70,12 +70,12 @@ func TestSliceGrad(t *testing.T) {
 	for _, tc := range sliceCases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Slice(xs[0], tc.starts, tc.limits) }
-			checkGrad(t, f, sample(tensor.Float32, 2, tc.shape...))
+			checkGradOf(t, f, sample(tensor.Float32, 2, tc.shape...))
 		})
 	}
 	t.Run("second order", func(t *testing.T) {
 		f := gradOfSquares(func(x *tensor.Tensor) *tensor.Tensor { return tensor.Slice(x, []int{1, 0}, []int{3, 2}) })
-		checkGrad(t, f, sample(tensor.Float32, 3, 3, 3))
+		checkGradOf(t, f, sample(tensor.Float32, 3, 3, 3))
 	})
 }
 
@@ -96,7 +96,7 @@ func TestSliceAxisMatchesSlice(t *testing.T) {
 		require.Equal(t, want.Float32s(), got.Float32s(), "%+v", tc)
 	}
 	f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.SliceAxis(xs[0], -1, 1, -1) }
-	checkGrad(t, f, sample(tensor.Float32, 2, 2, 3, 4))
+	checkGradOf(t, f, sample(tensor.Float32, 2, 2, 3, 4))
 }
 
 func TestSlicePanics(t *testing.T) {
@@ -189,11 +189,11 @@ func TestDynamicSliceGrad(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.DynamicSlice(xs[0], tc.starts, tc.sizes) }
-			checkGrad(t, f, sample(tensor.Float32, 4, 3, 4))
+			checkGradOf(t, f, sample(tensor.Float32, 4, 3, 4))
 		})
 	}
 	f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.DynamicSliceAxis(xs[0], 1, 9, 2) }
-	checkGrad(t, f, sample(tensor.Float32, 4, 3, 4))
+	checkGradOf(t, f, sample(tensor.Float32, 4, 3, 4))
 }
 
 func TestDynamicSlicePanics(t *testing.T) {
@@ -278,7 +278,7 @@ func TestDynamicUpdateSliceGrad(t *testing.T) {
 	for _, starts := range [][]int{{1, 1}, {2, 7}, {-1, -2}} {
 		t.Run(fmt.Sprint(starts), func(t *testing.T) {
 			f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.DynamicUpdateSlice(xs[0], xs[1], starts) }
-			checkGrad(t, f, sample(tensor.Float32, 7, 3, 4), sample(tensor.Float32, 8, 2, 2))
+			checkGradOf(t, f, sample(tensor.Float32, 7, 3, 4), sample(tensor.Float32, 8, 2, 2))
 		})
 	}
 	t.Run("second order", func(t *testing.T) {
@@ -287,7 +287,7 @@ func TestDynamicUpdateSliceGrad(t *testing.T) {
 		g := gradOfSquares(func(x *tensor.Tensor) *tensor.Tensor {
 			return tensor.DynamicUpdateSlice(x, tensor.Slice(x, []int{0, 0}, []int{2, 2}), []int{1, 1})
 		})
-		checkGrad(t, g, sample(tensor.Float32, 7, 3, 3))
+		checkGradOf(t, g, sample(tensor.Float32, 7, 3, 3))
 	})
 }
 
@@ -363,7 +363,7 @@ func TestFlipGrad(t *testing.T) {
 	for _, tc := range flipCases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Flip(xs[0], tc.axes...) }
-			checkGrad(t, f, sample(tensor.Float32, 10, tc.shape...))
+			checkGradOf(t, f, sample(tensor.Float32, 10, tc.shape...))
 		})
 	}
 }
@@ -423,7 +423,7 @@ func TestRollGrad(t *testing.T) {
 	for _, tc := range rollCases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Roll(xs[0], tc.shift, tc.axis) }
-			checkGrad(t, f, sample(tensor.Float32, 12, tc.shape...))
+			checkGradOf(t, f, sample(tensor.Float32, 12, tc.shape...))
 		})
 	}
 }
