@@ -141,13 +141,17 @@ func (tr *Trace) Leaf(x *Tensor) *Tensor {
 func (tr *Trace) Primal(x *Tensor) *Tensor { return x.primalOf(tr) }
 
 // TracedBy reports whether x carries a node of trace tr.
-func (x *Tensor) TracedBy(tr *Trace) bool {
+func (x *Tensor) TracedBy(tr *Trace) bool { return x.levelOf(tr) != nil }
+
+// levelOf returns the level of x that trace tr records: x itself or one of
+// its primals (when inner traces also trace the value), or nil.
+func (x *Tensor) levelOf(tr *Trace) *Tensor {
 	for t := x; t != nil && t.node != nil; t = t.primal {
 		if t.node.trace == tr {
-			return true
+			return t
 		}
 	}
-	return false
+	return nil
 }
 
 var leafOp = &Op{Name: "leaf"}
@@ -395,9 +399,12 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 			stack = append(stack, n)
 		}
 	}
-	for _, y := range ys {
-		if y.node != nil && y.node.trace == tr {
-			push(y.node)
+	// A value may also be traced by inner traces: use tr's own level.
+	ys = slices.Clone(ys)
+	for i, y := range ys {
+		if l := y.levelOf(tr); l != nil {
+			ys[i] = l
+			push(l.node)
 		}
 	}
 	for len(stack) > 0 {
@@ -439,10 +446,12 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 			add(y.node, y.outIdx, cots[i], "the seed")
 		}
 	}
+	wrt = slices.Clone(wrt)
 	keep := map[*node]bool{}
-	for _, w := range wrt {
-		if w.node != nil && w.node.trace == tr {
-			keep[w.node] = true
+	for i, w := range wrt {
+		if l := w.levelOf(tr); l != nil {
+			wrt[i] = l
+			keep[l.node] = true
 		}
 	}
 	for _, n := range nodes {

@@ -561,7 +561,6 @@ func TestConcurrentTraces(t *testing.T) {
 // 5x², so df/dx = 10x, but Backward returns 0. Backward should walk the
 // primal chain (as TracedBy does) to find tr's node for ys and wrt.
 func TestBackwardThroughInnerTracedValues(t *testing.T) {
-	t.Skip("BUG in graph.go: Backward ignores outputs/wrt whose outermost node belongs to an inner trace (see comment)")
 	x := tensor.FromFloat32([]float32{1, 2})
 	outer := tensor.NewTrace()
 	x1 := outer.Leaf(x)
