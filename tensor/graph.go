@@ -258,6 +258,7 @@ func scan(op *Op, in []*Tensor) (top *Trace, loc *Local) {
 		if x == nil {
 			panic(fmt.Sprintf("tensor: op %q: nil *Tensor operand", op.Name))
 		}
+		x.mustHaveData("tensor: op " + op.Name)
 		if x.layout != nil && !op.Distributed {
 			panic(fmt.Sprintf("tensor: op %q: operand %v is sharded over a mesh; compute on it inside shard.Map or gather it first (shard.Gather)", op.Name, x))
 		}
