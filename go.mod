@@ -2,6 +2,9 @@ module github.com/gonox/gonox
 
 go 1.26
 
-require gonum.org/v1/gonum v0.17.0
+require (
+	github.com/stretchr/testify v1.12.1
+	gonum.org/v1/gonum v0.17.0
+)
 
-require github.com/stretchr/testify v1.12.1 // indirect
+require go.yaml.in/yaml/v3 v3.0.5 // indirect

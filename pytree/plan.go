@@ -391,6 +391,9 @@ var pkgPathRE = regexp.MustCompile(`(?:[\w.\-~]+/)*[\w\-~]+\.`)
 // typeName returns the unqualified name of t for messages and Format:
 // "MLP", "Pair[float32]", "[]Linear", "map[string]*Expert".
 func typeName(t reflect.Type) string {
+	if t == tensorType {
+		return "tensor.Tensor"
+	}
 	if t.Name() != "" {
 		n := t.Name()
 		if strings.IndexByte(n, '[') >= 0 {
@@ -399,6 +402,10 @@ func typeName(t reflect.Type) string {
 		return n
 	}
 	switch t.Kind() {
+	case reflect.Interface:
+		if t.NumMethod() == 0 {
+			return "any"
+		}
 	case reflect.Pointer:
 		return "*" + typeName(t.Elem())
 	case reflect.Slice:

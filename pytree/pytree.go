@@ -102,8 +102,17 @@ func Flatten(tree any) ([]*tensor.Tensor, Structure) {
 	b := newBuilder("pytree.Flatten", modeClear, f)
 	b.run(anyPlan, unsafe.Pointer(&skel))
 	leaves := compact(f.pos, f.nils)
-	f.pos = nil // the Structure keeps no tensor alive
-	return leaves, Structure{&structure{rec: f, skel: unsafe.Pointer(&skel), n: len(leaves)}}
+	// Keep only the record: the walk's buffers point into the tree, and a
+	// Structure must not keep the tree's tensors alive.
+	rec := &flattener{
+		npos:  f.npos,
+		nils:  f.nils,
+		shape: slices.Clip(slices.Clone(f.shape)),
+		keys:  f.keys,
+		types: slices.Clip(slices.Clone(f.types)),
+		root:  f.root,
+	}
+	return leaves, Structure{&structure{rec: rec, skel: unsafe.Pointer(&skel), n: len(leaves)}}
 }
 
 // NumLeaves returns the number of tensors Unflatten expects.
@@ -260,7 +269,7 @@ func flattenAll[T any](op string, trees []T) (*plan, []*flattener) {
 
 // mismatch panics with a description of how tree i differs from tree 0.
 func mismatch(op string, a, b any, i int) {
-	d := &differ{shapeOnly: true}
+	d := &differ{shapeOnly: true, root: rootName(reflect.TypeOf(a))}
 	e := d.diffValues(reflect.ValueOf(&a).Elem(), reflect.ValueOf(&b).Elem(), anyPlan)
 	where := "somewhere"
 	if e != nil {

@@ -137,7 +137,7 @@ func (f *flattener) enter(addr unsafe.Pointer, p *plan) {
 	for _, fr := range f.stack {
 		if fr.addr == addr && fr.p == p {
 			f.fail(func(where string) string {
-				return fmt.Sprintf("pytree: cycle: %s leads back to %s (%s reached again on the current path)",
+				return fmt.Sprintf("pytree: cycle: %s leads back to %s (the same %s is already on the path)",
 					where, locate(rootName(f.root), f.path[:fr.depth]), typeName(p.typ))
 			})
 		}
@@ -171,6 +171,9 @@ func (f *flattener) walk(p *plan, addr unsafe.Pointer) {
 		f.walkPtr(p, *(*unsafe.Pointer)(addr))
 	case kSlice:
 		h := (*sliceHeader)(addr)
+		if p.elem.kind == kBad {
+			f.failByValue(p)
+		}
 		if p.dyn {
 			f.shape = append(f.shape, h.Len)
 		}
@@ -190,6 +193,9 @@ func (f *flattener) walk(p *plan, addr unsafe.Pointer) {
 			f.leave()
 		}
 	case kArray:
+		if p.elem.kind == kBad {
+			f.failByValue(p)
+		}
 		es := p.elem.size
 		for i := range p.n {
 			f.push(Index(i))
@@ -197,6 +203,9 @@ func (f *flattener) walk(p *plan, addr unsafe.Pointer) {
 			f.pop()
 		}
 	case kMap:
+		if p.elem.kind == kBad {
+			f.failByValue(p)
+		}
 		f.walkMap(p, addr)
 	case kIface:
 		f.walkDyn(reflect.NewAt(p.typ, addr).Elem())
@@ -206,11 +215,19 @@ func (f *flattener) walk(p *plan, addr unsafe.Pointer) {
 		f.fail(func(where string) string {
 			return fmt.Sprintf("pytree: %s is a tensor.Tensor stored by value; use *tensor.Tensor", where)
 		})
+
 	case kStatic:
 		if p.check {
 			f.checkStatic(reflect.NewAt(p.typ, addr).Elem(), p.why)
 		}
 	}
+}
+
+// failByValue reports a container of tensor.Tensor values.
+func (f *flattener) failByValue(p *plan) {
+	f.fail(func(where string) string {
+		return fmt.Sprintf("pytree: %s is a %s: tensors stored by value; use *tensor.Tensor", where, p.typ)
+	})
 }
 
 func (f *flattener) walkPtr(p *plan, ptr unsafe.Pointer) {
@@ -422,7 +439,7 @@ func (s *staticSearch) find(v reflect.Value) (*tensor.Tensor, []PathElem) {
 		}
 		it := v.MapRange()
 		for it.Next() {
-			s.path = append(s.path, Key(fmt.Sprint(keyString(it.Key()))))
+			s.path = append(s.path, keyElem(it.Key()))
 			if x, p := s.find(it.Key()); x != nil {
 				return x, p
 			}
@@ -444,6 +461,18 @@ func (s *staticSearch) visited(p unsafe.Pointer) bool {
 	}
 	s.seen[p] = true
 	return false
+}
+
+// keyElem returns the path element of a key of a static map: an index
+// for integer keys, else a key.
+func keyElem(k reflect.Value) PathElem {
+	switch k.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return Index(int(k.Int()))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return Index(int(k.Uint()))
+	}
+	return Key(keyString(k))
 }
 
 // keyString renders a map key of any kind for a path.
