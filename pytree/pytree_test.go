@@ -3,6 +3,7 @@ package pytree_test
 import (
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"weak"
 
@@ -144,7 +145,29 @@ type wrongRebuild struct{ W *tensor.Tensor }
 func (w wrongRebuild) PytreeChildren() ([]string, []any) { return nil, []any{w.W} }
 func (w wrongRebuild) PytreeRebuild(c []any) any         { return 42 }
 
+type nilRebuild struct{ W *tensor.Tensor }
+
+func (w nilRebuild) PytreeChildren() ([]string, []any) { return nil, []any{w.W} }
+func (w nilRebuild) PytreeRebuild(c []any) any        { return nil }
+
+// fickle lists one more child each time it is asked.
+type fickle struct{ n *int }
+
+func (f fickle) PytreeChildren() ([]string, []any) {
+	*f.n++
+	return nil, make([]any, *f.n)
+}
+func (f fickle) PytreeRebuild(c []any) any { return f }
+
 func TestCustomNodeErrors(t *testing.T) {
+	requirePanicContains(t, func() {
+		pytree.Map(nilRebuild{W: seqTensor(0, 1)}, func(x *tensor.Tensor) *tensor.Tensor { return x })
+	}, "pytree.Map: nilRebuild.PytreeRebuild returned nil")
+	assert.Equal(t, `pytree.AtPath("[0]"): wrongRebuild.PytreeRebuild returned a int, want a wrongRebuild`,
+		panicMessage(t, func() { pytree.AtPath(wrongRebuild{W: seqTensor(0, 1)}, "[0]", seqTensor(1, 1)) }))
+	assert.Equal(t, "pytree.Map: the tree changed while it was being traversed (a tree must not be modified while it is walked, and a Node must list the same children every time)",
+		panicMessage(t, func() { pytree.Map(fickle{new(int)}, tensor.Neg) }))
+
 	requirePanicContains(t, func() { pytree.Leaves(struct{ X badNames }{}) },
 		"pytree: ", ".X: badNames.PytreeChildren returned 1 names for 2 children")
 	requirePanicContains(t, func() { pytree.Leaves(selfNode{}) }, "nested deeper than 10000")
@@ -680,4 +703,25 @@ func TestPredicates(t *testing.T) {
 	for k, tc := range tests {
 		assert.Equal(t, tc.want, tc.pred(p, f), "case %d", k)
 	}
+}
+
+func TestDeepList(t *testing.T) {
+	// A long linked list: the cycle check must stay cheap and exact.
+	head := &Node{W: seqTensor(0, 1)}
+	n := head
+	for range 5000 {
+		n.Next = &Node{W: n.W}
+		n = n.Next
+	}
+	require.Len(t, pytree.Leaves(head), 5001)
+	mid := head
+	for range 2500 {
+		mid = mid.Next
+	}
+	n.Next = mid // a cycle deep down
+	msg := panicMessage(t, func() { pytree.Leaves(head) })
+	assert.Contains(t, msg, "pytree: cycle: Node"+strings.Repeat(".Next", 5001)+" leads back to Node"+strings.Repeat(".Next", 2500)+" (")
+	n.Next = nil
+	out := pytree.Map(head, tensor.Neg)
+	assert.Len(t, pytree.Leaves(out), 5001)
 }

@@ -28,13 +28,15 @@ type flattener struct {
 	keys  []string         // map keys and Node child names
 	types []reflect.Type   // dynamic types of interfaces and Node children
 
-	stack []frame // pointers, slices and maps on the current path
-	depth int
+	stack  []frame          // pointers, slices and maps on the current path
+	onPath map[frameKey]int // index of stack, once it is deep
+	depth  int
 
-	paths bool       // track paths (second attempt, or when asked for)
-	path  []PathElem // current path
-	arena []PathElem
-	ppos  []Path // with paths: the path of every position
+	paths     bool       // track the current path (second attempt, or when asked for)
+	leafPaths bool       // record the path of every position in ppos
+	path      []PathElem // current path
+	arena     []PathElem
+	ppos      []Path // with leafPaths: the path of every position
 
 	root reflect.Type // for messages
 
@@ -42,6 +44,11 @@ type flattener struct {
 	stackBuf [8]frame
 	shapeBuf [8]int
 	typesBuf [4]reflect.Type
+}
+
+type frameKey struct {
+	addr unsafe.Pointer
+	p    *plan
 }
 
 type frame struct {
@@ -62,10 +69,11 @@ func flatten(p *plan, addr unsafe.Pointer, root reflect.Type, paths bool) *flatt
 		hp = planFor(root)
 	}
 	f := newFlattener(root, paths, hp)
+	f.leafPaths = paths
 	if paths {
 		f.walk(p, addr)
 	} else if !f.try(p, addr) {
-		f = newFlattener(root, true, hp)
+		f = newFlattener(root, true, hp) // only to report the error with its path
 		f.walk(p, addr)
 	}
 	f.npos = len(f.pos)
@@ -124,7 +132,7 @@ func (f *flattener) leaf(t *tensor.Tensor) {
 		f.nils = append(f.nils, int32(len(f.pos)))
 	}
 	f.pos = append(f.pos, t)
-	if f.paths {
+	if f.leafPaths {
 		start := len(f.arena)
 		f.arena = append(f.arena, f.path...)
 		f.ppos = append(f.ppos, f.arena[start:len(f.arena):len(f.arena)])
@@ -132,20 +140,48 @@ func (f *flattener) leaf(t *tensor.Tensor) {
 }
 
 // enter pushes a pointer, slice or map onto the current path, failing if
-// it is already there (a cycle).
+// it is already there (a cycle). Deep paths (linked lists) are indexed by a
+// map so that the check stays cheap.
 func (f *flattener) enter(addr unsafe.Pointer, p *plan) {
-	for _, fr := range f.stack {
-		if fr.addr == addr && fr.p == p {
-			f.fail(func(where string) string {
-				return fmt.Sprintf("pytree: cycle: %s leads back to %s (the same %s is already on the path)",
-					where, locate(rootName(f.root), f.path[:fr.depth]), typeName(p.typ))
-			})
+	i := -1
+	if f.onPath != nil {
+		if d, ok := f.onPath[frameKey{addr, p}]; ok {
+			i = d
+		}
+	} else {
+		for j, fr := range f.stack {
+			if fr.addr == addr && fr.p == p {
+				i = j
+				break
+			}
 		}
 	}
+	if i >= 0 {
+		fr := f.stack[i]
+		f.fail(func(where string) string {
+			return fmt.Sprintf("pytree: cycle: %s leads back to %s (the same %s is already on the path)",
+				where, locate(rootName(f.root), f.path[:fr.depth]), typeName(p.typ))
+		})
+	}
 	f.stack = append(f.stack, frame{addr, p, len(f.path)})
+	switch {
+	case f.onPath != nil:
+		f.onPath[frameKey{addr, p}] = len(f.stack) - 1
+	case len(f.stack) > 32:
+		f.onPath = make(map[frameKey]int, 2*len(f.stack))
+		for j, fr := range f.stack {
+			f.onPath[frameKey{fr.addr, fr.p}] = j
+		}
+	}
 }
 
-func (f *flattener) leave() { f.stack = f.stack[:len(f.stack)-1] }
+func (f *flattener) leave() {
+	if f.onPath != nil {
+		fr := f.stack[len(f.stack)-1]
+		delete(f.onPath, frameKey{fr.addr, fr.p})
+	}
+	f.stack = f.stack[:len(f.stack)-1]
+}
 
 func (f *flattener) walk(p *plan, addr unsafe.Pointer) {
 	switch p.kind {
