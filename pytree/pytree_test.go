@@ -148,7 +148,7 @@ func (w wrongRebuild) PytreeRebuild(c []any) any         { return 42 }
 type nilRebuild struct{ W *tensor.Tensor }
 
 func (w nilRebuild) PytreeChildren() ([]string, []any) { return nil, []any{w.W} }
-func (w nilRebuild) PytreeRebuild(c []any) any        { return nil }
+func (w nilRebuild) PytreeRebuild(c []any) any         { return nil }
 
 // fickle lists one more child each time it is asked.
 type fickle struct{ n *int }
