@@ -507,6 +507,8 @@ func planWords(p *plan, off uintptr, skipLeaves bool, words *[]word) bool {
 				return false
 			}
 		}
+	case p.kind == kArray && !p.elem.dyn:
+		return typeWords(p.typ, off, words)
 	case p.kind == kArray:
 		for i := range p.n {
 			if !planWords(p.elem, off+uintptr(i)*p.elem.size, skipLeaves, words) {

@@ -193,6 +193,10 @@ func TestRoundTrip(t *testing.T) {
 		"interfaces":    []any{a, 3, "x", []any{b}, nil, Linear{W: a}},
 		"custom":        &Custom{P: Pair{first: a}, S: Seq{items: []any{b}}, Any: &Seq{items: []any{a, Pair{second: b}}}},
 		"map of slices": map[string][]*Linear{"x": {{W: a}, nil, {B: b}}},
+		// More pointers than a copy program handles: copied with reflect.
+		"wide structs": []*Wide{{A: a, T: b, S: "s", N: 3}, nil, {}},
+		"big array":    &struct{ A [40]*tensor.Tensor }{A: [40]*tensor.Tensor{3: a, 39: b}},
+		"wide values":  []Wide{{B: a, R: b}, {N: 1}},
 	}
 	for name, tree := range trees {
 		t.Run(name, func(t *testing.T) {
@@ -221,6 +225,13 @@ func TestRoundTrip(t *testing.T) {
 			samePointers(t, leaves, pytree.Leaves(tree))
 		})
 	}
+}
+
+// Wide has more pointer words than a copy program takes.
+type Wide struct {
+	A, B, C, D, E, F, G, H, I, J, K, L, M, N2, O, P, Q, R, T *tensor.Tensor
+	S                                                        string
+	N                                                        int
 }
 
 func TestUnflattenTyped(t *testing.T) {
