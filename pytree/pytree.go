@@ -16,7 +16,7 @@ func flattenAny(tree *any, paths bool) *flattener {
 	return flatten(anyPlan, unsafe.Pointer(tree), reflect.TypeOf(*tree), paths)
 }
 
-// flattenT walks a tree of static type T at addr.
+// flattenT walks the tree *tree of static type T.
 func flattenT[T any](tree *T, paths bool) (*plan, *flattener) {
 	t := reflect.TypeFor[T]()
 	p := planFor(t)
@@ -89,9 +89,9 @@ func Paths(tree any) []Path {
 type Structure struct{ s *structure }
 
 type structure struct {
-	rec  *flattener     // the shape record (pos holds only nils)
-	skel unsafe.Pointer // *any: the skeleton, never written after Flatten
-	n    int            // number of non-nil leaves
+	rec  *flattener // the shape record, without positions
+	skel *any       // the skeleton: the tree with every position nil; never written after Flatten
+	n    int        // number of non-nil leaves
 }
 
 // Flatten returns the non-nil tensors of tree, as Leaves does, and its
@@ -112,7 +112,7 @@ func Flatten(tree any) ([]*tensor.Tensor, Structure) {
 		types: slices.Clip(slices.Clone(f.types)),
 		root:  f.root,
 	}
-	return leaves, Structure{&structure{rec: rec, skel: unsafe.Pointer(&skel), n: len(leaves)}}
+	return leaves, Structure{&structure{rec: rec, skel: &skel, n: len(leaves)}}
 }
 
 // NumLeaves returns the number of tensors Unflatten expects.
@@ -165,19 +165,23 @@ func Unflatten[T any](s Structure, leaves []*tensor.Tensor) T {
 		panic(fmt.Sprintf("pytree.Unflatten: %d leaves for a structure with %d leaves: %s",
 			len(leaves), s.s.n, truncate(s.String())))
 	}
-	out := *(*any)(s.s.skel)
+	t := reflect.TypeFor[T]()
+	if rt := reflect.TypeOf(*s.s.skel); rt == nil {
+		switch t.Kind() {
+		case reflect.Interface, reflect.Pointer, reflect.Slice, reflect.Map:
+		default:
+			panic(fmt.Sprintf("pytree.Unflatten: the structure is of a nil tree, not a %s", typeName(t)))
+		}
+		var zero T
+		return zero
+	} else if !rt.AssignableTo(t) {
+		panic(fmt.Sprintf("pytree.Unflatten: the structure is of a %s, not a %s", typeName(rt), typeName(t)))
+	}
+	out := *s.s.skel
 	b := newBuilder("pytree.Unflatten", modeFill, s.s.rec)
 	b.leaves, b.nils = leaves, s.s.rec.nils
 	b.run(anyPlan, unsafe.Pointer(&out))
-	if out == nil {
-		var zero T
-		return zero
-	}
-	r, ok := out.(T)
-	if !ok {
-		panic(fmt.Sprintf("pytree.Unflatten: the structure is of a %s, not a %s", typeName(reflect.TypeOf(out)), typeName(reflect.TypeFor[T]())))
-	}
-	return r
+	return out.(T)
 }
 
 // keepAxes gives out the logical axes of in when out has none and the

@@ -1,6 +1,7 @@
 package pytree_test
 
 import (
+	"fmt"
 	"reflect"
 	"runtime"
 	"strings"
@@ -264,6 +265,9 @@ func TestUnflattenErrors(t *testing.T) {
 	msg = panicMessage(t, func() { pytree.Unflatten[MLP](s, leaves) })
 	assert.Equal(t, "pytree.Unflatten: the structure is of a *MLP, not a MLP", msg)
 	assert.Equal(t, "pytree.Unflatten: zero Structure", panicMessage(t, func() { pytree.Unflatten[*MLP](pytree.Structure{}, nil) }))
+	_, sn := pytree.Flatten(nil)
+	assert.Equal(t, "pytree.Unflatten: the structure is of a nil tree, not a MLP", panicMessage(t, func() { pytree.Unflatten[MLP](sn, nil) }))
+	assert.Equal(t, "pytree.Unflatten: the structure is of a *MLP, not a Stringer", panicMessage(t, func() { pytree.Unflatten[fmt.Stringer](s, leaves) }))
 }
 
 func TestUnflattenCopiesSpine(t *testing.T) {
