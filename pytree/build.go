@@ -56,7 +56,7 @@ func (b *builder) run(p *plan, addr unsafe.Pointer) {
 }
 
 func (b *builder) changed() {
-	panic(fmt.Sprintf("%s: the tree changed while it was being traversed (it must not be modified concurrently, nor after Flatten while its Structure is in use)", b.op))
+	panic(fmt.Sprintf("%s: the tree changed while it was being traversed (a tree must not be modified while it is walked, and a Node must list the same children every time)", b.op))
 }
 
 func (b *builder) expect(n int) {

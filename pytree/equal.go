@@ -28,7 +28,7 @@ func Equal(a, b any, rtol, atol float64) bool { return Diff(a, b, rtol, atol) ==
 //
 // With rtol = atol = 0 the values must be exactly equal. NaN is never
 // equal to anything, NaN included; infinities equal infinities of the
-// same sign. Sharded tensors are gathered to compare them.
+// same sign only. Sharded tensors are gathered to compare them.
 func Diff(a, b any, rtol, atol float64) error {
 	flattenAny(&a, false) // validate: cycles, tensors in static data
 	flattenAny(&b, false)
@@ -226,7 +226,13 @@ func (d *differ) leaves(x, y *tensor.Tensor) *DiffError {
 }
 
 func (d *differ) close(a, b float64) bool {
-	return a == b || math.Abs(a-b) <= d.atol+d.rtol*math.Abs(b)
+	if a == b {
+		return true
+	}
+	if math.IsInf(a, 0) || math.IsInf(b, 0) {
+		return false // infinities are only close to themselves, as in numpy
+	}
+	return math.Abs(a-b) <= d.atol+d.rtol*math.Abs(b)
 }
 
 // unravel renders flat index i of shape as "[i,j,k]".

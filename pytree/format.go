@@ -1,6 +1,7 @@
 package pytree
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
 	"slices"
@@ -55,7 +56,7 @@ func (s Structure) String() string {
 		return "<invalid Structure>"
 	}
 	f := &formatter{structure: true, skel: true, nils: s.s.rec.nils}
-	d := f.node(reflect.NewAt(anyType, s.s.skel).Elem(), anyPlan)
+	d := f.node(reflect.ValueOf(s.s.skel).Elem(), anyPlan)
 	return flat(d)
 }
 
@@ -200,7 +201,7 @@ func (f *formatter) node(v reflect.Value, p *plan) *doc {
 				items = append(items, item{fd.name + ": ", f.static(v.Field(fd.index), 0)})
 			}
 		}
-		return group(p.name+"{", "}", items)
+		return group(litName(p.typ)+"{", "}", items)
 	case kPtr:
 		if v.IsNil() {
 			return text("nil")
@@ -245,8 +246,7 @@ func (f *formatter) node(v reflect.Value, p *plan) *doc {
 		for i := range children {
 			prefix := ""
 			if names != nil {
-				prefix = elemForName(names, i).String()
-				prefix = strings.TrimPrefix(prefix, ".") + ": "
+				prefix = names[i] + ": "
 			}
 			items[i] = item{prefix, f.node(reflect.ValueOf(&children[i]).Elem(), anyPlan)}
 		}
@@ -321,7 +321,7 @@ func (f *formatter) static(v reflect.Value, depth int) *doc {
 		}
 		return f.static(v.Elem(), depth+1)
 	case reflect.Struct:
-		name := typeName(v.Type())
+		name := litName(v.Type())
 		if depth >= staticMaxDepth {
 			return text(name + "{...}")
 		}
@@ -346,7 +346,7 @@ func (f *formatter) static(v reflect.Value, depth int) *doc {
 			return text(fmt.Sprintf("%s(len=%d)", typeName(v.Type()), v.Len()))
 		}
 		keys := v.MapKeys()
-		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(keyString(a), keyString(b)) })
+		slices.SortFunc(keys, compareKeys)
 		items := make([]item, len(keys))
 		for i, k := range keys {
 			ks := keyString(k)
@@ -375,4 +375,26 @@ func stringer(x any) (s string, ok bool) {
 		return x.String(), true
 	}
 	return "", false
+}
+
+// litName is the name printed before a struct's braces: its type name, or
+// nothing for a struct type literal.
+func litName(t reflect.Type) string {
+	if t.Name() == "" && t.Kind() == reflect.Struct {
+		return ""
+	}
+	return typeName(t)
+}
+
+// compareKeys orders static map keys: numbers by value, others by text.
+func compareKeys(a, b reflect.Value) int {
+	switch a.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return cmp.Compare(a.Int(), b.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return cmp.Compare(a.Uint(), b.Uint())
+	case reflect.Float32, reflect.Float64:
+		return cmp.Compare(a.Float(), b.Float())
+	}
+	return strings.Compare(keyString(a), keyString(b))
 }

@@ -4,27 +4,28 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gonox/gonox/tensor"
 )
 
 // PathGlob returns a predicate that is true for leaves whose path, written
-// as Path.String writes it, matches pattern as a whole. The grammar:
+// as Path.String writes it, matches pattern as a whole. In a pattern:
 //
-//	*       any run of characters except '.' (so within one dotted segment:
-//	        "Layers[*].W" matches Layers[0].W and Layers[12].W, and "*.B"
-//	        matches Layers[3].B but not Encoder.Layers[3].B)
-//	**      any run of characters, '.' included, possibly empty. As a whole
-//	        segment it also matches no segment at all: "**.W" matches W,
-//	        Layers[0].W and Encoder.Attn.W; "Encoder.**" matches Encoder and
-//	        everything under it; "A.**.W" matches A.W and A.B[2].W
-//	?       any one character except '.'
-//	\c      the character c itself (to match a literal *, ? or \)
-//	else    itself: letters, digits, '.', '[', ']', '"' and so on
+//	"*"     matches any run of characters except '.', so it stays within
+//	        one dotted segment: "Layers[*].W" matches Layers[0].W and
+//	        Layers[12].W; "*.B" matches Layers[3].B but not Enc.Layers[3].B.
+//	"**"    matches any run of characters, '.' included, possibly empty.
+//	        Standing for a whole segment it may also match no segment:
+//	        "**.W" matches W, Layers[0].W and Enc.Attn.W; "Enc.**" matches
+//	        Enc and everything under it; "A.**.W" matches A.W and A.B[2].W.
+//	"?"     matches any one character except '.'.
+//	"\c"    matches the character c itself (a literal *, ? or \).
 //
-// Brackets are literal, not character classes. A pattern must have
-// balanced brackets and quotes and no run of three or more stars; PathGlob
-// panics on an invalid pattern.
+// Every other character matches itself: letters, digits, '.', '[', ']'
+// and '"' (brackets are literal, not character classes). A pattern must
+// have balanced brackets and quotes and no run of three or more stars;
+// PathGlob panics on an invalid pattern.
 func PathGlob(pattern string) Predicate {
 	re, err := compileGlob(pattern)
 	if err != nil {
@@ -35,6 +36,9 @@ func PathGlob(pattern string) Predicate {
 
 func compileGlob(pattern string) (*regexp.Regexp, error) {
 	bad := func(why string) error { return fmt.Errorf("pytree.PathGlob(%q): %s", pattern, why) }
+	if !utf8.ValidString(pattern) {
+		return nil, bad("not valid UTF-8")
+	}
 	// Validate brackets and quotes.
 	depth, inQuote := 0, false
 	for i := 0; i < len(pattern); i++ {
@@ -122,5 +126,9 @@ func compileGlob(pattern string) (*regexp.Regexp, error) {
 		}
 	}
 	b.WriteString("$")
-	return regexp.Compile(b.String())
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return nil, bad(err.Error()) // not expected: the pattern was checked
+	}
+	return re, nil
 }

@@ -391,6 +391,9 @@ var pkgPathRE = regexp.MustCompile(`(?:[\w.\-~]+/)*[\w\-~]+\.`)
 // typeName returns the unqualified name of t for messages and Format:
 // "MLP", "Pair[float32]", "[]Linear", "map[string]*Expert".
 func typeName(t reflect.Type) string {
+	if t == tensorType {
+		return "tensor.Tensor"
+	}
 	if t.Name() != "" {
 		n := t.Name()
 		if strings.IndexByte(n, '[') >= 0 {
@@ -399,6 +402,10 @@ func typeName(t reflect.Type) string {
 		return n
 	}
 	switch t.Kind() {
+	case reflect.Interface:
+		if t.NumMethod() == 0 {
+			return "any"
+		}
 	case reflect.Pointer:
 		return "*" + typeName(t.Elem())
 	case reflect.Slice:
@@ -500,6 +507,8 @@ func planWords(p *plan, off uintptr, skipLeaves bool, words *[]word) bool {
 				return false
 			}
 		}
+	case p.kind == kArray && !p.elem.dyn:
+		return typeWords(p.typ, off, words)
 	case p.kind == kArray:
 		for i := range p.n {
 			if !planWords(p.elem, off+uintptr(i)*p.elem.size, skipLeaves, words) {

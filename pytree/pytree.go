@@ -16,7 +16,7 @@ func flattenAny(tree *any, paths bool) *flattener {
 	return flatten(anyPlan, unsafe.Pointer(tree), reflect.TypeOf(*tree), paths)
 }
 
-// flattenT walks a tree of static type T at addr.
+// flattenT walks the tree *tree of static type T.
 func flattenT[T any](tree *T, paths bool) (*plan, *flattener) {
 	t := reflect.TypeFor[T]()
 	p := planFor(t)
@@ -89,9 +89,9 @@ func Paths(tree any) []Path {
 type Structure struct{ s *structure }
 
 type structure struct {
-	rec  *flattener     // the shape record (pos holds only nils)
-	skel unsafe.Pointer // *any: the skeleton, never written after Flatten
-	n    int            // number of non-nil leaves
+	rec  *flattener // the shape record, without positions
+	skel *any       // the skeleton: the tree with every position nil; never written after Flatten
+	n    int        // number of non-nil leaves
 }
 
 // Flatten returns the non-nil tensors of tree, as Leaves does, and its
@@ -102,8 +102,17 @@ func Flatten(tree any) ([]*tensor.Tensor, Structure) {
 	b := newBuilder("pytree.Flatten", modeClear, f)
 	b.run(anyPlan, unsafe.Pointer(&skel))
 	leaves := compact(f.pos, f.nils)
-	f.pos = nil // the Structure keeps no tensor alive
-	return leaves, Structure{&structure{rec: f, skel: unsafe.Pointer(&skel), n: len(leaves)}}
+	// Keep only the record: the walk's buffers point into the tree, and a
+	// Structure must not keep the tree's tensors alive.
+	rec := &flattener{
+		npos:  f.npos,
+		nils:  f.nils,
+		shape: slices.Clip(slices.Clone(f.shape)),
+		keys:  f.keys,
+		types: slices.Clip(slices.Clone(f.types)),
+		root:  f.root,
+	}
+	return leaves, Structure{&structure{rec: rec, skel: &skel, n: len(leaves)}}
 }
 
 // NumLeaves returns the number of tensors Unflatten expects.
@@ -156,19 +165,23 @@ func Unflatten[T any](s Structure, leaves []*tensor.Tensor) T {
 		panic(fmt.Sprintf("pytree.Unflatten: %d leaves for a structure with %d leaves: %s",
 			len(leaves), s.s.n, truncate(s.String())))
 	}
-	out := *(*any)(s.s.skel)
+	t := reflect.TypeFor[T]()
+	if rt := reflect.TypeOf(*s.s.skel); rt == nil {
+		switch t.Kind() {
+		case reflect.Interface, reflect.Pointer, reflect.Slice, reflect.Map:
+		default:
+			panic(fmt.Sprintf("pytree.Unflatten: the structure is of a nil tree, not a %s", typeName(t)))
+		}
+		var zero T
+		return zero
+	} else if !rt.AssignableTo(t) {
+		panic(fmt.Sprintf("pytree.Unflatten: the structure is of a %s, not a %s", typeName(rt), typeName(t)))
+	}
+	out := *s.s.skel
 	b := newBuilder("pytree.Unflatten", modeFill, s.s.rec)
 	b.leaves, b.nils = leaves, s.s.rec.nils
 	b.run(anyPlan, unsafe.Pointer(&out))
-	if out == nil {
-		var zero T
-		return zero
-	}
-	r, ok := out.(T)
-	if !ok {
-		panic(fmt.Sprintf("pytree.Unflatten: the structure is of a %s, not a %s", typeName(reflect.TypeOf(out)), typeName(reflect.TypeFor[T]())))
-	}
-	return r
+	return out.(T)
 }
 
 // keepAxes gives out the logical axes of in when out has none and the
@@ -260,7 +273,7 @@ func flattenAll[T any](op string, trees []T) (*plan, []*flattener) {
 
 // mismatch panics with a description of how tree i differs from tree 0.
 func mismatch(op string, a, b any, i int) {
-	d := &differ{shapeOnly: true}
+	d := &differ{shapeOnly: true, root: rootName(reflect.TypeOf(a))}
 	e := d.diffValues(reflect.ValueOf(&a).Elem(), reflect.ValueOf(&b).Elem(), anyPlan)
 	where := "somewhere"
 	if e != nil {

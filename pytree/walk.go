@@ -28,13 +28,15 @@ type flattener struct {
 	keys  []string         // map keys and Node child names
 	types []reflect.Type   // dynamic types of interfaces and Node children
 
-	stack []frame // pointers, slices and maps on the current path
-	depth int
+	stack  []frame          // pointers, slices and maps on the current path
+	onPath map[frameKey]int // index of stack, once it is deep
+	depth  int
 
-	paths bool       // track paths (second attempt, or when asked for)
-	path  []PathElem // current path
-	arena []PathElem
-	ppos  []Path // with paths: the path of every position
+	paths     bool       // track the current path (second attempt, or when asked for)
+	leafPaths bool       // record the path of every position in ppos
+	path      []PathElem // current path
+	arena     []PathElem
+	ppos      []Path // with leafPaths: the path of every position
 
 	root reflect.Type // for messages
 
@@ -42,6 +44,11 @@ type flattener struct {
 	stackBuf [8]frame
 	shapeBuf [8]int
 	typesBuf [4]reflect.Type
+}
+
+type frameKey struct {
+	addr unsafe.Pointer
+	p    *plan
 }
 
 type frame struct {
@@ -62,10 +69,11 @@ func flatten(p *plan, addr unsafe.Pointer, root reflect.Type, paths bool) *flatt
 		hp = planFor(root)
 	}
 	f := newFlattener(root, paths, hp)
+	f.leafPaths = paths
 	if paths {
 		f.walk(p, addr)
 	} else if !f.try(p, addr) {
-		f = newFlattener(root, true, hp)
+		f = newFlattener(root, true, hp) // only to report the error with its path
 		f.walk(p, addr)
 	}
 	f.npos = len(f.pos)
@@ -124,7 +132,7 @@ func (f *flattener) leaf(t *tensor.Tensor) {
 		f.nils = append(f.nils, int32(len(f.pos)))
 	}
 	f.pos = append(f.pos, t)
-	if f.paths {
+	if f.leafPaths {
 		start := len(f.arena)
 		f.arena = append(f.arena, f.path...)
 		f.ppos = append(f.ppos, f.arena[start:len(f.arena):len(f.arena)])
@@ -132,20 +140,48 @@ func (f *flattener) leaf(t *tensor.Tensor) {
 }
 
 // enter pushes a pointer, slice or map onto the current path, failing if
-// it is already there (a cycle).
+// it is already there (a cycle). Deep paths (linked lists) are indexed by a
+// map so that the check stays cheap.
 func (f *flattener) enter(addr unsafe.Pointer, p *plan) {
-	for _, fr := range f.stack {
-		if fr.addr == addr && fr.p == p {
-			f.fail(func(where string) string {
-				return fmt.Sprintf("pytree: cycle: %s leads back to %s (%s reached again on the current path)",
-					where, locate(rootName(f.root), f.path[:fr.depth]), typeName(p.typ))
-			})
+	i := -1
+	if f.onPath != nil {
+		if d, ok := f.onPath[frameKey{addr, p}]; ok {
+			i = d
+		}
+	} else {
+		for j, fr := range f.stack {
+			if fr.addr == addr && fr.p == p {
+				i = j
+				break
+			}
 		}
 	}
+	if i >= 0 {
+		fr := f.stack[i]
+		f.fail(func(where string) string {
+			return fmt.Sprintf("pytree: cycle: %s leads back to %s (the same %s is already on the path)",
+				where, locate(rootName(f.root), f.path[:fr.depth]), typeName(p.typ))
+		})
+	}
 	f.stack = append(f.stack, frame{addr, p, len(f.path)})
+	switch {
+	case f.onPath != nil:
+		f.onPath[frameKey{addr, p}] = len(f.stack) - 1
+	case len(f.stack) > 32:
+		f.onPath = make(map[frameKey]int, 2*len(f.stack))
+		for j, fr := range f.stack {
+			f.onPath[frameKey{fr.addr, fr.p}] = j
+		}
+	}
 }
 
-func (f *flattener) leave() { f.stack = f.stack[:len(f.stack)-1] }
+func (f *flattener) leave() {
+	if f.onPath != nil {
+		fr := f.stack[len(f.stack)-1]
+		delete(f.onPath, frameKey{fr.addr, fr.p})
+	}
+	f.stack = f.stack[:len(f.stack)-1]
+}
 
 func (f *flattener) walk(p *plan, addr unsafe.Pointer) {
 	switch p.kind {
@@ -171,6 +207,9 @@ func (f *flattener) walk(p *plan, addr unsafe.Pointer) {
 		f.walkPtr(p, *(*unsafe.Pointer)(addr))
 	case kSlice:
 		h := (*sliceHeader)(addr)
+		if p.elem.kind == kBad {
+			f.failByValue(p)
+		}
 		if p.dyn {
 			f.shape = append(f.shape, h.Len)
 		}
@@ -190,6 +229,9 @@ func (f *flattener) walk(p *plan, addr unsafe.Pointer) {
 			f.leave()
 		}
 	case kArray:
+		if p.elem.kind == kBad {
+			f.failByValue(p)
+		}
 		es := p.elem.size
 		for i := range p.n {
 			f.push(Index(i))
@@ -197,6 +239,9 @@ func (f *flattener) walk(p *plan, addr unsafe.Pointer) {
 			f.pop()
 		}
 	case kMap:
+		if p.elem.kind == kBad {
+			f.failByValue(p)
+		}
 		f.walkMap(p, addr)
 	case kIface:
 		f.walkDyn(reflect.NewAt(p.typ, addr).Elem())
@@ -206,11 +251,19 @@ func (f *flattener) walk(p *plan, addr unsafe.Pointer) {
 		f.fail(func(where string) string {
 			return fmt.Sprintf("pytree: %s is a tensor.Tensor stored by value; use *tensor.Tensor", where)
 		})
+
 	case kStatic:
 		if p.check {
 			f.checkStatic(reflect.NewAt(p.typ, addr).Elem(), p.why)
 		}
 	}
+}
+
+// failByValue reports a container of tensor.Tensor values.
+func (f *flattener) failByValue(p *plan) {
+	f.fail(func(where string) string {
+		return fmt.Sprintf("pytree: %s is a %s: tensors stored by value; use *tensor.Tensor", where, p.typ)
+	})
 }
 
 func (f *flattener) walkPtr(p *plan, ptr unsafe.Pointer) {
@@ -422,7 +475,7 @@ func (s *staticSearch) find(v reflect.Value) (*tensor.Tensor, []PathElem) {
 		}
 		it := v.MapRange()
 		for it.Next() {
-			s.path = append(s.path, Key(fmt.Sprint(keyString(it.Key()))))
+			s.path = append(s.path, keyElem(it.Key()))
 			if x, p := s.find(it.Key()); x != nil {
 				return x, p
 			}
@@ -444,6 +497,18 @@ func (s *staticSearch) visited(p unsafe.Pointer) bool {
 	}
 	s.seen[p] = true
 	return false
+}
+
+// keyElem returns the path element of a key of a static map: an index
+// for integer keys, else a key.
+func keyElem(k reflect.Value) PathElem {
+	switch k.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return Index(int(k.Int()))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return Index(int(k.Uint()))
+	}
+	return Key(keyString(k))
 }
 
 // keyString renders a map key of any kind for a path.
