@@ -20,6 +20,10 @@ func (l fakeLayout) Gather(x *tensor.Tensor) *tensor.Tensor {
 	return tensor.Zeros(x.DType(), x.Shape()...)
 }
 
+func (l fakeLayout) MapBlocks(x *tensor.Tensor, _ func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
+	return tensor.NewSharded(x.DType(), x.Shape(), l)
+}
+
 type Static struct {
 	I     int
 	F     float32

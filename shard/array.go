@@ -38,6 +38,22 @@ func (l *layout) Gather(x *tensor.Tensor) *tensor.Tensor {
 	return out
 }
 
+// MapBlocks implements tensor.Layout.
+func (l *layout) MapBlocks(x *tensor.Tensor, fn func(block *tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
+	out := &layout{sharding: l.sharding, geo: l.geo, blocks: make([]*tensor.Tensor, len(l.blocks))}
+	var dt tensor.DType
+	parallelFor(len(l.blocks), func(d int) {
+		b := fn(l.blocks[d])
+		if !slices.Equal(b.Shape(), l.geo.block) {
+			panic(fmt.Sprintf("shard: MapBlocks changed block %v to %v", l.blocks[d], b))
+		}
+		out.blocks[d] = tensor.WithLocal(tensor.StopGradient(b), nil)
+		chargeBlock(l.sharding.mesh.devices[d], out.blocks[d])
+	})
+	dt = out.blocks[0].DType()
+	return tensor.NewSharded(dt, x.Shape(), out)
+}
+
 // offset returns the global offset of the block of device dev.
 func (l *layout) offset(dev int) []int {
 	idx := l.sharding.blockIndex(dev, len(l.geo.shape))

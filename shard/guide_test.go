@@ -331,3 +331,16 @@ func TestExplicitShardingTypes(t *testing.T) {
 	require.Equal(t, "int32[8@(dp,tp)]", v.Type())
 	require.Equal(t, "i32[8@(dp,tp)]", v.String())
 }
+
+func TestLikeConstructorsKeepSharding(t *testing.T) {
+	m := guideMesh()
+	s := shard.NewSharding(m, shard.P("dp", "tp"))
+	x := shard.Put(tensor.Ones(tensor.Float32, 8, 4), s)
+	for _, z := range []*tensor.Tensor{tensor.ZerosLike(x), tensor.OnesLike(x), tensor.FullLike(x, 3)} {
+		got, ok := shard.ShardingOf(z)
+		require.True(t, ok, "%v", z)
+		assert.True(t, got.Equal(s))
+		assert.Equal(t, "float32[8@dp,4@tp]", z.Type())
+	}
+	assert.Equal(t, float64(3*32), tensor.Sum(shard.Gather(tensor.FullLike(x, 3))).Item())
+}

@@ -23,6 +23,11 @@ func (l fakeLayout) Gather(x *tensor.Tensor) *tensor.Tensor {
 	return l.data
 }
 
+// MapBlocks treats the whole gathered array as the only block.
+func (l fakeLayout) MapBlocks(x *tensor.Tensor, fn func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
+	return tensor.NewSharded(x.DType(), x.Shape(), fakeLayout{axes: l.axes, data: fn(l.data)})
+}
+
 func TestTypeNotation(t *testing.T) {
 	env := newFakeEnv([]string{"dp", "tp", "pp"}, []float32{2, 3, 5})
 	tests := []struct {

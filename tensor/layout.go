@@ -9,6 +9,9 @@ type Layout interface {
 	DimAxes(i int) string
 	// Gather returns the whole array as a host tensor.
 	Gather(x *Tensor) *Tensor
+	// MapBlocks returns a tensor sharded like x whose block on each device
+	// is fn of x's block there (fn must keep the block's shape).
+	MapBlocks(x *Tensor, fn func(block *Tensor) *Tensor) *Tensor
 }
 
 // NewSharded returns a global tensor of the given dtype and shape whose

@@ -205,13 +205,29 @@ func full(op string, dt DType, v float64, shape []int) *Tensor {
 }
 
 // ZerosLike returns zeros with the dtype and shape of x.
-func ZerosLike(x *Tensor) *Tensor { return newTensor(x.dtype, x.shape) }
+// A sharded x gives a tensor sharded the same way; a block inside
+// shard.Map gives a block with the same mark.
+func ZerosLike(x *Tensor) *Tensor { return FullLike(x, 0) }
 
-// OnesLike returns ones with the dtype and shape of x.
-func OnesLike(x *Tensor) *Tensor { return full("tensor.OnesLike", x.dtype, 1, x.shape) }
+// OnesLike returns ones with the dtype, shape and placement of x (see
+// ZerosLike).
+func OnesLike(x *Tensor) *Tensor { return FullLike(x, 1) }
 
-// FullLike returns a tensor with the dtype and shape of x and every element v.
-func FullLike(x *Tensor, v float64) *Tensor { return full("tensor.FullLike", x.dtype, v, x.shape) }
+// FullLike returns a tensor with the dtype, shape and placement of x (see
+// ZerosLike) and every element v.
+func FullLike(x *Tensor, v float64) *Tensor {
+	if x.layout != nil {
+		return x.layout.MapBlocks(x, func(b *Tensor) *Tensor { return FullLike(b, v) })
+	}
+	var t *Tensor
+	if v == 0 {
+		t = newTensor(x.dtype, x.shape)
+	} else {
+		t = full("tensor.FullLike", x.dtype, v, x.shape)
+	}
+	t.local = x.local
+	return t
+}
 
 // Arange returns the int32 vector [0, 1, ..., n-1], like jnp.arange(n).
 func Arange(n int) *Tensor { return arange("tensor.Arange", 0, n, 1) }
