@@ -207,24 +207,21 @@ func full(op string, dt DType, v float64, shape []int) *Tensor {
 // ZerosLike returns zeros with the dtype and shape of x.
 // A sharded x gives a tensor sharded the same way; a block inside
 // shard.Map gives a block with the same mark.
-func ZerosLike(x *Tensor) *Tensor { return FullLike(x, 0) }
+func ZerosLike(x *Tensor) *Tensor { return fullLike("tensor.ZerosLike", x, 0) }
 
 // OnesLike returns ones with the dtype, shape and placement of x (see
 // ZerosLike).
-func OnesLike(x *Tensor) *Tensor { return FullLike(x, 1) }
+func OnesLike(x *Tensor) *Tensor { return fullLike("tensor.OnesLike", x, 1) }
 
 // FullLike returns a tensor with the dtype, shape and placement of x (see
 // ZerosLike) and every element v.
-func FullLike(x *Tensor, v float64) *Tensor {
+func FullLike(x *Tensor, v float64) *Tensor { return fullLike("tensor.FullLike", x, v) }
+
+func fullLike(op string, x *Tensor, v float64) *Tensor {
 	if x.layout != nil {
-		return x.layout.MapBlocks(x, func(b *Tensor) *Tensor { return FullLike(b, v) })
+		return x.layout.MapBlocks(x, func(b *Tensor) *Tensor { return fullLike(op, b, v) })
 	}
-	var t *Tensor
-	if v == 0 {
-		t = newTensor(x.dtype, x.shape)
-	} else {
-		t = full("tensor.FullLike", x.dtype, v, x.shape)
-	}
+	t := full(op, x.dtype, v, x.shape)
 	t.local = x.local
 	return t
 }
