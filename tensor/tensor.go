@@ -420,6 +420,9 @@ func (t *Tensor) LogicalAxes() []string { return append([]string(nil), t.axes...
 // but pytree maps and optimizer state keep them. x shares storage with the
 // result.
 func WithLogicalAxes(x *Tensor, names ...string) *Tensor {
+	if x == nil {
+		panic("tensor.WithLogicalAxes: nil *Tensor")
+	}
 	if len(names) != 0 && len(names) != len(x.shape) {
 		panic(fmt.Sprintf("tensor.WithLogicalAxes: %d names %q for %v", len(names), names, x))
 	}
