@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/gonox/gonox/tensor"
 )
@@ -272,6 +273,20 @@ func chargeBlock(d *Device, b *tensor.Tensor) {
 	case tensor.Bool:
 		account(d, b.RawBool(), b.Bytes())
 	}
+}
+
+// storageOf identifies a block's storage (nil for an empty block).
+func storageOf(b *tensor.Tensor) unsafe.Pointer {
+	if b.Size() == 0 {
+		return nil
+	}
+	switch b.DType() {
+	case tensor.Float32:
+		return unsafe.Pointer(&b.RawFloat32()[0])
+	case tensor.Int32:
+		return unsafe.Pointer(&b.RawInt32()[0])
+	}
+	return unsafe.Pointer(&b.RawBool()[0])
 }
 
 // intersect returns the intersection of two boxes given by offset and size.

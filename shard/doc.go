@@ -33,6 +33,21 @@
 // ("Layers[*].W"), a SpecFunc, or Rules that map the logical axis names
 // set on parameters to mesh axes, as Flax does.
 //
+// # Checking and seeing placements
+//
+// Check asserts shapes and shardings in the jaxtyping style, with dimension
+// names bound consistently across the checks of a Scope:
+//
+//	var sc shard.Scope
+//	sc.MustCheck(x, "batch@dp seq d")
+//	sc.MustCheck(w, "d heads@tp")
+//
+// Visualize draws which device holds which block of a tensor, as
+// jax.debug.visualize_array_sharding does. LikeParams places optimizer state
+// like the parameters it mirrors when placements are given by path; with
+// Rules no helper is needed, since state built with pytree.Map keeps the
+// parameters' logical axis names.
+//
 // # SPMD with Map
 //
 // Map runs a function once per device, concurrently, on each device's

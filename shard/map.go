@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
@@ -130,6 +131,8 @@ type mapParams struct {
 	outSpecs func(blocks []*tensor.Tensor) []Spec
 	// outSh is set by the forward pass.
 	outSh []Sharding
+	// held is, per device, the storage of sharded input blocks.
+	held []map[unsafe.Pointer]bool
 }
 
 // mapState is what the backward pass of a Map call needs: each device's
@@ -175,11 +178,23 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 	for d := range args {
 		args[d] = make([]*tensor.Tensor, len(in))
 	}
+	// Storage of input blocks that devices already hold (and are charged
+	// for): an output returning such a block must not be charged again.
+	p.held = make([]map[unsafe.Pointer]bool, n)
+	for d := range p.held {
+		p.held[d] = map[unsafe.Pointer]bool{}
+	}
 	for i, x := range in {
 		if x.Local() != nil {
 			panic(fmt.Sprintf("shard.Map: input %s %v is a block of another Map call; Map calls do not nest", p.inNames[i], x))
 		}
-		bs := makeBlocks(x, NewSharding(m, p.inSpecs[i]), false)
+		s := NewSharding(m, p.inSpecs[i])
+		bs := makeBlocks(x, s, false)
+		if cur, ok := ShardingOf(x); ok && cur.Equal(s) {
+			for d, b := range bs {
+				p.held[d][storageOf(b)] = true
+			}
+		}
 		mask := specMask(m, p.inSpecs[i])
 		for d := range n {
 			args[d][i] = envs[d].marked(bs[d], mask)
@@ -272,7 +287,9 @@ func (p *mapParams) assembleOutput(j int, blocks []*tensor.Tensor, s Sharding) *
 	l := &layout{sharding: s, geo: s.geometry("shard.Map", shape), blocks: make([]*tensor.Tensor, len(blocks))}
 	for d, b := range blocks {
 		l.blocks[d] = tensor.WithLocal(b, nil)
-		chargeBlock(m.devices[d], l.blocks[d])
+		if !p.held[d][storageOf(b)] {
+			chargeBlock(m.devices[d], l.blocks[d])
+		}
 	}
 	return tensor.NewSharded(b0.DType(), shape, l)
 }

@@ -157,6 +157,12 @@ func (m *Mesh) Index(coords []int) int {
 	return i
 }
 
+// Equal reports whether two meshes have the same axes, sizes and devices
+// in the same order (meshes are compared by value, as in JAX).
+func (m *Mesh) Equal(o *Mesh) bool {
+	return m == o || (o != nil && slices.Equal(m.names, o.names) && slices.Equal(m.sizes, o.sizes) && slices.Equal(m.devices, o.devices))
+}
+
 // Overlaps reports whether the two meshes share a device.
 func (m *Mesh) Overlaps(o *Mesh) bool {
 	for _, d := range m.devices {

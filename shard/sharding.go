@@ -37,7 +37,9 @@ func (s Sharding) String() string {
 }
 
 // Equal reports whether two shardings place tensors identically.
-func (s Sharding) Equal(o Sharding) bool { return s.mesh == o.mesh && s.spec.Equal(o.spec) }
+func (s Sharding) Equal(o Sharding) bool {
+	return s.mesh.Equal(o.mesh) && s.spec.Equal(o.spec)
+}
 
 // IsReplicated reports whether every device holds the whole tensor.
 func (s Sharding) IsReplicated() bool { return len(s.spec.Axes()) == 0 }

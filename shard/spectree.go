@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,7 +35,8 @@ type SpecFunc func(path pytree.Path, x *tensor.Tensor) Spec
 func (f SpecFunc) SpecFor(p pytree.Path, x *tensor.Tensor) (Spec, error) { return f(p, x), nil }
 
 // Specs gives specs to subtrees by path prefix: a leaf gets the spec of the
-// longest key that is a prefix of its path. Keys use pytree path syntax
+// longest key that is a prefix of its path (between keys of equal length,
+// the one with fewer wildcards). Keys use pytree path syntax
 // ("Model", "Batch.Inputs", "Layers[0].W", `Experts["up"]`); "*" matches
 // any field name and "[*]" any index or map key ("Layers[*].W"). The empty
 // key matches every leaf. A leaf no key matches is an error.
@@ -47,7 +49,9 @@ type Specs map[string]Spec
 
 // SpecFor implements SpecTree.
 func (s Specs) SpecFor(path pytree.Path, _ *tensor.Tensor) (Spec, error) {
-	best, bestLen, tie := "", -1, false
+	// The longest matching key wins; between keys of one length, the one
+	// with fewer wildcards.
+	best, bestLen, bestLit, tie := "", -1, -1, false
 	for key := range s {
 		pat, err := parsePattern(key)
 		if err != nil {
@@ -56,10 +60,16 @@ func (s Specs) SpecFor(path pytree.Path, _ *tensor.Tensor) (Spec, error) {
 		if len(pat) > len(path) || !matchPrefix(pat, path) {
 			continue
 		}
+		lit := 0
+		for _, e := range pat {
+			if e.kind != 0 && e.name != "*" {
+				lit++
+			}
+		}
 		switch {
-		case len(pat) > bestLen:
-			best, bestLen, tie = key, len(pat), false
-		case len(pat) == bestLen:
+		case len(pat) > bestLen || (len(pat) == bestLen && lit > bestLit):
+			best, bestLen, bestLit, tie = key, len(pat), lit, false
+		case len(pat) == bestLen && lit == bestLit:
 			tie = true
 		}
 	}
@@ -77,6 +87,7 @@ func (s Specs) keys() []string {
 	for k := range s {
 		out = append(out, strconv.Quote(k))
 	}
+	slices.Sort(out)
 	return out
 }
 

@@ -1,0 +1,45 @@
+package shard_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/tensor"
+)
+
+func TestSpecsPrecedence(t *testing.T) {
+	specs := shard.Specs{
+		"":            shard.P(),
+		"Layers[*].W": shard.P("dp"),
+		"Layers[1].W": shard.P(nil, "tp"),
+		"Layers":      shard.P("tp"),
+	}
+	x := tensor.Zeros(tensor.Float32, 8, 8)
+	for path, want := range map[string]shard.Spec{
+		"Layers[0].W": shard.P("dp"),      // wildcard key, longest
+		"Layers[1].W": shard.P(nil, "tp"), // the literal key beats the wildcard
+		"Layers[0].B": shard.P("tp"),      // prefix "Layers"
+		"Embed":       shard.P(),          // the root key
+	} {
+		got, err := specs.SpecFor(pytree.MustParsePath(path), x)
+		require.NoError(t, err, path)
+		assert.True(t, got.Equal(want), "%s: got %v want %v", path, got, want)
+	}
+	_, err := shard.Specs{"A[*]": shard.P(), "*[0]": shard.P()}.SpecFor(pytree.MustParsePath("A[0]"), x)
+	assert.EqualError(t, err, `several keys of equal length match "A[0]"`)
+}
+
+func TestMeshesCompareByValue(t *testing.T) {
+	a := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
+	b := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
+	c := shard.NewMesh([]int{2, 4}, []string{"dp", "tp"})
+	assert.True(t, a.Equal(b))
+	assert.False(t, a.Equal(c))
+	x := shard.Put(tensor.Ones(tensor.Float32, 8, 4), shard.NewSharding(a, shard.P("dp")))
+	// Placing on an equal mesh is a no-op, not a copy.
+	assert.Same(t, x, shard.Put(x, shard.NewSharding(b, shard.P("dp"))))
+}
