@@ -164,13 +164,21 @@ func TestAdamInsideShardMap(t *testing.T) {
 		}
 		assert.Equal(t, want, spec, path)
 	}
+	// Init on sharded params gives state sharded like them.
+	sharded := shard.FilterShard(params, mesh, byAxes)
+	shardedState := opt.Init(sharded)
+	mu := shardedState.(optim.ChainState)[1].(optim.AdamState).Mu.(wb)
+	assert.Equal(t, "f32[8@dp,4]", mu.W.String())
+	assert.Equal(t, []string{"in", "out"}, mu.W.LogicalAxes())
+	assert.Equal(t, "f32[4]", mu.B.String())
+
 	step := shard.Map(mesh, byRank, byRank, func(c *shard.Ctx, x in) in {
 		opt := optim.Chain(optim.ClipByGlobalNorm(1, optim.ClipOptions{Psum: c.Psum}),
 			optim.AdamW(optim.Constant(0.1), optim.AdamWOptions{WeightDecay: 0.1}))
 		p, s := optim.Step(opt, x.P, x.G, x.State)
 		return in{P: p, G: x.G, State: s}
 	})
-	x := in{P: params, G: grads, State: state}
+	x := in{P: sharded, G: grads, State: shardedState}
 	for range 2 {
 		x = step(x)
 	}

@@ -120,9 +120,10 @@
 //     block inside shard.Map, which differs from the unsharded optimizer for
 //     parameters sharded along a factored dimension.
 //
-// Init on global sharded parameters returns host tensors (carrying the
-// logical axes); place them with the rules used for the parameters, or call
-// Init inside shard.Map.
+// Init on global sharded parameters (placed with shard.FilterShard, say)
+// returns state sharded like them, since tensor.ZerosLike keeps placement;
+// Adafactor's row and column factors, whose shapes differ from their
+// parameter's, are host tensors to be placed by their logical axes.
 //
 // # Differences from optax
 //

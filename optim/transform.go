@@ -126,21 +126,15 @@ func orDefault(v, def float64) float64 {
 // isFloat reports whether x is a leaf that gets optimizer state.
 func isFloat(x *tensor.Tensor) bool { return x != nil && x.DType() == tensor.Float32 }
 
-// like returns a tensor of x's shape and dtype filled with v, marked as the
-// same shard.Map block as x (so state created inside shard.Map varies over
-// the same mesh axes as its parameter). The caller's pytree.Map gives it x's
-// logical axes.
+// like returns a tensor of x's shape and dtype filled with v, placed like x:
+// sharded the same way if x is a global sharded tensor, marked as the same
+// block if x is a block inside shard.Map (tensor.FullLike does both). The
+// caller's pytree.Map gives it x's logical axes.
 func like(x *tensor.Tensor, v float64) *tensor.Tensor {
-	var z *tensor.Tensor
 	if v == 0 {
-		z = tensor.ZerosLike(x)
-	} else {
-		z = tensor.FullLike(x, v)
+		return tensor.ZerosLike(x)
 	}
-	if l := x.Local(); l != nil {
-		z = tensor.WithLocal(z, l)
-	}
-	return z
+	return tensor.FullLike(x, v)
 }
 
 // stateLike returns a tree like params holding v-filled tensors for the
