@@ -51,8 +51,9 @@ type RMSPropState struct {
 //	s = -lr(t-1) · g / sqrt(v - m² + eps)   (m = 0 unless Centered;
 //	                                    sqrt(v - m²) + eps with EpsOutsideSqrt)
 //
-// and, with Momentum μ, a trace t ← s + μ·t whose value (or s + μ·t with
-// Nesterov) is the update. As in optax the trace follows the learning rate.
+// and, with Momentum μ, a trace t ← s + μ·t whose new value is the update
+// (s + μ·t, with the new t, under Nesterov). As in optax the trace follows
+// the learning rate.
 func RMSProp(lr Schedule, opts ...RMSPropOptions) Transform {
 	const op = "optim.RMSProp"
 	needSchedule(op, lr)
