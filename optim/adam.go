@@ -1,0 +1,162 @@
+package optim
+
+import (
+	"math"
+
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/tensor"
+)
+
+// AdamOptions are the optional hyperparameters of Adam and ScaleByAdam.
+// Zero fields take optax's defaults; use Zero for a literal 0.
+type AdamOptions struct {
+	// B1 is the decay of the first moment (default 0.9).
+	B1 float64
+	// B2 is the decay of the second moment (default 0.999).
+	B2 float64
+	// Eps is added to the denominator outside the square root (default 1e-8).
+	Eps float64
+	// EpsRoot is added inside the square root (default 0); set it when
+	// differentiating through the optimizer (meta-learning).
+	EpsRoot float64
+	// Nesterov uses Nesterov momentum (NAdam, Dozat 2016), as optax's
+	// nesterov=True.
+	Nesterov bool
+}
+
+// AdamWOptions are the optional hyperparameters of AdamW. Zero fields take
+// optax's defaults; use Zero for a literal 0.
+type AdamWOptions struct {
+	// B1, B2, Eps, EpsRoot and Nesterov are as in AdamOptions.
+	B1, B2, Eps, EpsRoot float64
+	Nesterov             bool
+	// WeightDecay is the decoupled weight decay rate (default 1e-4). It is
+	// multiplied by the learning rate, as in optax and PyTorch.
+	WeightDecay float64
+	// Mask selects the parameters that are decayed, by path and value; nil
+	// decays every float parameter. Biases and norm scales are commonly left
+	// out: pytree.Not(pytree.PathGlob("**.B")), or a predicate on x.Rank().
+	Mask pytree.Predicate
+}
+
+// AdamState is the state of Adam, AdamW and ScaleByAdam.
+type AdamState struct {
+	// Count is the number of updates made so far (i32[]).
+	Count *tensor.Tensor
+	// Mu and Nu are the first and second moments, trees like the params
+	// with the params' logical axes (nil for non-float leaves).
+	Mu, Nu any
+}
+
+// Adam returns the Adam optimizer (optax.adam). For gradient g at update
+// number t = 1, 2, ... (the state's Count before the update is t-1):
+//
+//	m ← b1·m + (1-b1)·g
+//	v ← b2·v + (1-b2)·g²
+//	u = -lr(t-1) · (m/(1-b1^t)) / (sqrt(v/(1-b2^t) + epsRoot) + eps)
+func Adam(lr Schedule, opts ...AdamOptions) Transform {
+	const op = "optim.Adam"
+	needSchedule(op, lr)
+	return newAdam(op, lr, oneOpt(op, opts), 0, nil)
+}
+
+// AdamW returns Adam with decoupled weight decay (optax.adamw): the Adam
+// direction plus WeightDecay·param for the parameters Mask selects, all
+// scaled by -lr:
+//
+//	u = -lr(t-1) · (adam(g) + wd·p)
+//
+// Update needs params.
+func AdamW(lr Schedule, opts ...AdamWOptions) Transform {
+	const op = "optim.AdamW"
+	needSchedule(op, lr)
+	o := oneOpt(op, opts)
+	wd := orDefault(o.WeightDecay, 1e-4)
+	checkNonNeg(op, "WeightDecay", wd)
+	return newAdam(op, lr, AdamOptions{B1: o.B1, B2: o.B2, Eps: o.Eps, EpsRoot: o.EpsRoot, Nesterov: o.Nesterov}, wd, o.Mask)
+}
+
+// ScaleByAdam returns the Adam rescaling alone, without the learning rate
+// and sign (optax.scale_by_adam): u = m̂/(sqrt(v̂ + epsRoot) + eps). Chain it
+// with ScaleByLearningRate.
+func ScaleByAdam(opts ...AdamOptions) Transform {
+	const op = "optim.ScaleByAdam"
+	return newAdam(op, nil, oneOpt(op, opts), 0, nil)
+}
+
+type adam struct {
+	op                   string
+	lr                   Schedule // nil: no learning rate (ScaleByAdam)
+	b1, b2, eps, epsRoot float64
+	nesterov             bool
+	wd                   float64
+	mask                 pytree.Predicate
+}
+
+func newAdam(op string, lr Schedule, o AdamOptions, wd float64, mask pytree.Predicate) *adam {
+	a := &adam{
+		op: op, lr: lr,
+		b1:       orDefault(o.B1, 0.9),
+		b2:       orDefault(o.B2, 0.999),
+		eps:      orDefault(o.Eps, 1e-8),
+		epsRoot:  orDefault(o.EpsRoot, 0),
+		nesterov: o.Nesterov,
+		wd:       wd, mask: mask,
+	}
+	checkUnit(op, "B1", a.b1, false)
+	checkUnit(op, "B2", a.b2, false)
+	checkNonNeg(op, "Eps", a.eps)
+	checkNonNeg(op, "EpsRoot", a.epsRoot)
+	return a
+}
+
+func (a *adam) Init(params any) State {
+	return AdamState{Count: newCount(), Mu: stateLike(params, 0), Nu: stateLike(params, 0)}
+}
+
+func (a *adam) Update(grads any, state State, params any) (any, State) {
+	st := stateAs[AdamState](a.op, state)
+	n := countValue(a.op, st.Count)
+	t := float64(n) + 1
+	bc1 := 1 - math.Pow(a.b1, t)
+	bc2 := 1 - math.Pow(a.b2, t)
+	post := 1.0 // the scalar the final update is multiplied by
+	if a.lr != nil {
+		post = -a.lr(n)
+	}
+	trees := []any{grads, st.Mu, st.Nu}
+	if a.wd != 0 {
+		needParams(a.op, params)
+		trees = append(trees, selected(params, a.mask))
+	}
+	r := mapMulti(3, func(xs []*tensor.Tensor) []*tensor.Tensor {
+		g, mu, nu := xs[0], xs[1], xs[2]
+		if g == nil {
+			return []*tensor.Tensor{nil, mu, nu}
+		}
+		noState(a.op, g, mu, nu)
+		mu2 := ema(mu, g, a.b1)
+		nu2 := ema(nu, tensor.Square(g), a.b2)
+		var num *tensor.Tensor
+		numScale := 1.0
+		if a.nesterov {
+			num = tensor.Add(
+				tensor.MulScalar(mu2, float32(a.b1/(1-math.Pow(a.b1, t+1)))),
+				tensor.MulScalar(g, float32((1-a.b1)/bc1)))
+		} else {
+			num, numScale = mu2, 1/bc1
+		}
+		den := scale(nu2, 1/bc2)
+		if a.epsRoot != 0 {
+			den = tensor.AddScalar(den, float32(a.epsRoot))
+		}
+		den = tensor.AddScalar(tensor.Sqrt(den), float32(a.eps))
+		u := tensor.Div(num, den)
+		if a.wd != 0 && xs[3] != nil {
+			u = tensor.Add(scale(u, numScale), tensor.MulScalar(xs[3], float32(a.wd)))
+			numScale = 1
+		}
+		return []*tensor.Tensor{scale(u, numScale*post), withAxesOf(mu2, mu), withAxesOf(nu2, nu)}
+	}, trees...)
+	return r[0], AdamState{Count: incCount(st.Count, n), Mu: r[1], Nu: r[2]}
+}

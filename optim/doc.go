@@ -1,0 +1,144 @@
+// Package optim provides optimizers as gradient transformations over
+// pytrees, in the manner of optax: Adam, AdamW, Lion, RMSProp, Adafactor
+// and SGD, learning-rate schedules, gradient clipping, masking, gradient
+// accumulation and parameter averaging, for models that are plain Go
+// values (see package pytree).
+//
+// # A training step
+//
+// An optimizer is a Transform: Init builds its state from the parameters,
+// Update turns gradients into updates, and Apply adds the updates to the
+// parameters. Step does the last two at once and keeps the model's type:
+//
+//	lossAndGrad := autodiff.ValueAndGradWith(func(m MLP, b Batch) *tensor.Tensor {
+//		return tensor.MSE(m.Forward(b.X), b.Y)
+//	})
+//	opt := optim.AdamW(optim.WarmupCosineDecay(0, 3e-4, 1000, 100_000, 3e-5),
+//		optim.AdamWOptions{WeightDecay: 0.1})
+//	state := opt.Init(model)
+//	for b := range batches {
+//		loss, grads := lossAndGrad(model, b)
+//		model, state = optim.Step(opt, model, grads, state)
+//	}
+//
+// The gradient has the model's type (ValueAndGrad returns it so), and so do
+// the updates and the new model. Nothing is modified in place: each step
+// returns a new model and a new state, and the old ones stay valid.
+//
+// # Why an interface over any
+//
+// Transform is a plain interface whose methods take and return trees as
+// any, with small generic helpers (Step, Apply, EMA) at the edges where the
+// model's type matters. A generic Transform[M] would read better in
+// signatures but worse everywhere else: Go methods cannot have type
+// parameters, so every constructor would need the model type spelled out
+// (optim.Adam[MLP](lr)), a transform could not serve two models (a teacher
+// and a student, a model and its EMA), and Chain, Masked and MultiSteps would
+// thread M through every layer for no gain, since their states are
+// heterogeneous trees anyway. The trees do keep their concrete types at run
+// time: Update on an MLP gradient returns an MLP of updates, which Step and
+// Apply hand back as MLP. A mismatch between trees (a gradient of another
+// model, a state from another optimizer) panics with a message that names it.
+//
+// # Optimizers
+//
+//	SGD        optax.sgd: plain, momentum, Nesterov
+//	Adam       optax.adam (and NAdam with Nesterov)
+//	AdamW      optax.adamw: decoupled weight decay, masked by a pytree.Predicate
+//	Lion       optax.lion
+//	RMSProp    optax.rmsprop: centered, bias correction, momentum, eps in or out of the root
+//	Adafactor  optax.adafactor: factored second moments for matrices and larger
+//
+// Each takes the learning rate as a Schedule and its other hyperparameters
+// as an optional typed options struct whose zero fields mean optax's
+// defaults:
+//
+//	optim.Adam(optim.Constant(1e-3))
+//	optim.Adam(lr, optim.AdamOptions{B2: 0.95})
+//	optim.AdamW(lr, optim.AdamWOptions{WeightDecay: 0.1, Mask: pytree.Not(pytree.PathGlob("**.B"))})
+//
+// Where 0 is a meaningful value different from the default (Adam's B1,
+// AdamW's and Lion's WeightDecay, epsilons), write Zero: it reads as 0 and
+// the options treat it as exactly 0.
+//
+// The building blocks are exported too, to compose optimizers optax-style:
+// ScaleByAdam, Trace, AddDecayedWeights, Scale, ScaleBySchedule,
+// ScaleByLearningRate, Clip, ClipByBlockRMS, ClipByGlobalNorm, Identity and
+// Stateless. AdamW is, to rounding,
+//
+//	optim.Chain(optim.ScaleByAdam(), optim.AddDecayedWeights(wd, mask), optim.ScaleByLearningRate(lr))
+//
+// # Schedules
+//
+// A Schedule is a func(step int) float64, called with the number of updates
+// made so far (0 for the first). Constant, Linear, Polynomial, CosineDecay,
+// WarmupCosineDecay, Exponential, PiecewiseConstant and Join follow optax's
+// schedules of the same names, formulas and edge cases included;
+// WarmupCosineDecay's decaySteps counts the warmup, as in optax. Any Go
+// function of the step is a schedule too.
+//
+// # Composition
+//
+// Chain applies transforms in sequence: Chain(ClipByGlobalNorm(1), AdamW(...))
+// clips before Adam. Masked applies a transform to the leaves a
+// pytree.Predicate selects (by path glob, rank, logical axes) and passes the
+// rest through. MultiSteps accumulates the mean gradient over k calls and
+// steps every k-th (gradient accumulation); MultiStepsState.HasUpdated says
+// when it did. EMA keeps a moving average of the parameters for evaluation.
+//
+// # State
+//
+// States are pytrees: structs such as AdamState holding int32 scalar step
+// counters (tensors, not Go ints, so checkpoints save them) and trees of the
+// params' structure for the moments. Those are built from the params with
+// pytree.Map, so each state tensor carries the logical axis names of its
+// parameter (tensor.LogicalAxes); Adafactor's row and column factors carry
+// the names of the dimensions they keep. Sharding rules that place
+// parameters by their logical axes therefore place the optimizer state
+// exactly like them, which is ZeRO/FSDP for the state.
+//
+// Leaves that are not float32 (integer buffers, step counters inside the
+// model) get no state and nil updates, and Apply leaves them as they are. A
+// float parameter whose gradient is nil (frozen for a step) gets a nil update
+// and its state is kept unchanged.
+//
+// # Sharded training
+//
+// The optimizer's ops run on host tensors and on the blocks of shard.Map,
+// not on global sharded tensors: run Update (or Step) inside shard.Map on each
+// device's blocks of params, gradients and state, sharded alike. Per-element
+// optimizers (SGD, Adam, AdamW, Lion, RMSProp) then compute exactly what they
+// would on one device. Two things need the whole tensor:
+//
+//   - ClipByGlobalNorm needs the norm of all the gradients, not of one
+//     device's blocks. Pass the device's psum: ClipOptions{Psum: c.Psum}.
+//     GlobalNorm then sums the squares of the leaves that vary over the same
+//     mesh axes, psums each group over exactly those axes, and adds the
+//     groups, so sharded leaves count across devices and replicated ones
+//     once.
+//   - Adafactor's row and column statistics and block RMS are computed per
+//     block inside shard.Map, which differs from the unsharded optimizer for
+//     parameters sharded along a factored dimension.
+//
+// Init on global sharded parameters (placed with shard.FilterShard, say)
+// returns state sharded like them, since tensor.ZerosLike keeps placement;
+// Adafactor's row and column factors, whose shapes differ from their
+// parameter's, are host tensors to be placed by their logical axes.
+//
+// # Differences from optax
+//
+//   - Learning rates and hyperparameters are float64 on the host;
+//     the tensor arithmetic is float32.
+//   - Each optimizer keeps a single step counter, used both for bias
+//     correction and for the schedule (optax chains a separate
+//     scale_by_schedule counter); they always agree.
+//   - Masks are pytree.Predicates evaluated on the params (optax.masked
+//     evaluates a callable mask on the updates), so they may test logical
+//     axes, which gradients need not carry.
+//   - EMA without debiasing starts from the parameters, not from zeros as
+//     optax.ema does: that is what averaging weights needs.
+//   - MultiSteps takes a fixed k and has no should-skip hook; its zero
+//     updates are zeros, as in optax.
+//   - Optax's mu_dtype and accumulator dtypes are absent until gonox has
+//     more float dtypes.
+package optim

@@ -1,0 +1,132 @@
+package optim
+
+import (
+	"github.com/gonox/gonox/tensor"
+)
+
+// SGDOptions are the optional hyperparameters of SGD. The zero value is plain
+// gradient descent, optax.sgd's defaults.
+type SGDOptions struct {
+	// Momentum is the decay of the momentum trace; 0 means no momentum and
+	// no trace in the state (optax's momentum=None).
+	Momentum float64
+	// Nesterov uses Nesterov momentum (needs Momentum > 0).
+	Nesterov bool
+}
+
+// SGDState is the state of SGD.
+type SGDState struct {
+	// Count is the number of updates made so far (i32[]).
+	Count *tensor.Tensor
+	// Trace holds the momentum trace, a tree like the params; nil without
+	// momentum.
+	Trace any
+}
+
+// SGD returns stochastic gradient descent with optional (Nesterov) momentum
+// (optax.sgd): with t the trace, g the gradient and μ the momentum,
+//
+//	t ← g + μ·t
+//	u = -lr(step)·t             (or -lr(step)·(g + μ·t) with Nesterov)
+//
+// The trace accumulates raw gradients and the learning rate scales its
+// output, so changing the learning rate takes effect at once.
+func SGD(lr Schedule, opts ...SGDOptions) Transform {
+	const op = "optim.SGD"
+	needSchedule(op, lr)
+	o := oneOpt(op, opts)
+	checkUnit(op, "Momentum", o.Momentum, false)
+	if o.Nesterov && o.Momentum == 0 {
+		panic(op + ": Nesterov needs Momentum > 0")
+	}
+	return &sgd{lr: lr, o: o}
+}
+
+type sgd struct {
+	lr Schedule
+	o  SGDOptions
+}
+
+func (s *sgd) Init(params any) State {
+	st := SGDState{Count: newCount()}
+	if s.o.Momentum != 0 {
+		st.Trace = stateLike(params, 0)
+	}
+	return st
+}
+
+func (s *sgd) Update(grads any, state State, _ any) (any, State) {
+	const op = "optim.SGD"
+	st := stateAs[SGDState](op, state)
+	n := countValue(op, st.Count)
+	lr := -s.lr(n)
+	out := SGDState{Count: incCount(st.Count, n)}
+	if s.o.Momentum == 0 {
+		return scaleTree(grads, lr), out
+	}
+	u, tr := traceStep(op, grads, st.Trace, s.o.Momentum, s.o.Nesterov, lr)
+	out.Trace = tr
+	return u, out
+}
+
+// scaleTree multiplies every leaf of a tree by s.
+func scaleTree(tree any, s float64) any {
+	return mapLeaves(tree, func(x *tensor.Tensor) *tensor.Tensor { return scale(x, s) })
+}
+
+// mapLeaves is pytree.Map on the float32 leaves of tree; other leaves are
+// emptied (they carry no gradient).
+func mapLeaves(tree any, f func(*tensor.Tensor) *tensor.Tensor) any {
+	return mapMulti(1, func(xs []*tensor.Tensor) []*tensor.Tensor {
+		if !isFloat(xs[0]) {
+			return []*tensor.Tensor{nil}
+		}
+		return []*tensor.Tensor{f(xs[0])}
+	}, tree)[0]
+}
+
+// traceStep is optax.trace followed by a scale: t' = g + μt, and the update
+// is s·t' (or s·(g + μt') with Nesterov).
+func traceStep(op string, grads, trace any, mu float64, nesterov bool, s float64) (updates, newTrace any) {
+	r := mapMulti(2, func(xs []*tensor.Tensor) []*tensor.Tensor {
+		g, t := xs[0], xs[1]
+		if g == nil {
+			return []*tensor.Tensor{nil, t}
+		}
+		noState(op, g, t)
+		nt := tensor.Add(g, tensor.MulScalar(t, float32(mu)))
+		u := nt
+		if nesterov {
+			u = tensor.Add(g, tensor.MulScalar(nt, float32(mu)))
+		}
+		return []*tensor.Tensor{scale(u, s), withAxesOf(nt, t)}
+	}, grads, trace)
+	return r[0], r[1]
+}
+
+// TraceState is the state of Trace.
+type TraceState struct {
+	// Trace is the accumulated trace, a tree like the params.
+	Trace any
+}
+
+// Trace returns optax.trace: it keeps t ← g + decay·t and outputs t (or
+// g + decay·t with Nesterov). Chained before ScaleByLearningRate it is SGD
+// with momentum.
+func Trace(decay float64, nesterov bool) Transform {
+	checkUnit("optim.Trace", "decay", decay, false)
+	return &traceT{decay: decay, nesterov: nesterov}
+}
+
+type traceT struct {
+	decay    float64
+	nesterov bool
+}
+
+func (t *traceT) Init(params any) State { return TraceState{Trace: stateLike(params, 0)} }
+
+func (t *traceT) Update(grads any, state State, _ any) (any, State) {
+	st := stateAs[TraceState]("optim.Trace", state)
+	u, tr := traceStep("optim.Trace", grads, st.Trace, t.decay, t.nesterov, 1)
+	return u, TraceState{Trace: tr}
+}

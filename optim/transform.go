@@ -1,0 +1,308 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/tensor"
+)
+
+// State is an optimizer state: a pytree (any Go value the pytree package
+// walks) whose tensor leaves are the moments, accumulators and step counters
+// of a Transform. Each Transform documents the concrete type it returns
+// (AdamState, ChainState, ...). States are ordinary trees, so they can be
+// printed with pytree.Format, saved by package checkpoint and placed on a mesh
+// like parameters.
+type State = any
+
+// Transform is a gradient transformation, optax's GradientTransformation:
+// a pair of pure functions over pytrees.
+//
+// Init returns the initial state for a tree of parameters. State leaves that
+// mirror parameters (moments, accumulators) have the parameters' shapes and
+// logical axis names, and are nil where a parameter is not a float32 tensor.
+//
+// Update maps a tree of gradients (or of updates produced by an earlier
+// transform) to a tree of updates of the same structure, and returns the new
+// state. params is the current parameter tree; transforms that do not need it
+// accept nil, the others panic without it. A nil gradient leaf gives a nil
+// update and leaves the state of that leaf as it was.
+//
+// Neither method modifies its arguments: tensors are immutable, and new trees
+// are returned. A Transform holds only hyperparameters, so one value may serve
+// several models and goroutines at once.
+type Transform interface {
+	Init(params any) State
+	Update(grads any, state State, params any) (updates any, newState State)
+}
+
+// Apply returns params + updates leaf by leaf: optax.apply_updates. Leaves
+// whose update is nil (non-float parameters, frozen ones) are returned
+// unchanged. The result has the type of params and keeps each parameter's
+// logical axes. updates must have the structure of params; Apply panics,
+// naming the first difference, otherwise.
+func Apply[M any](params M, updates any) M {
+	out := pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
+		p, u := xs[0], xs[1]
+		switch {
+		case u == nil:
+			return p
+		case p == nil:
+			panic(fmt.Sprintf("optim.Apply: update %v for a nil parameter", u))
+		}
+		return tensor.Add(p, u)
+	}, any(params), updates)
+	return out.(M)
+}
+
+// Step performs one optimization step: it asks tx for the updates of grads
+// and applies them to params. It is
+//
+//	updates, state = tx.Update(grads, state, params)
+//	params = optim.Apply(params, updates)
+//
+// with params and grads of the model's own type M, which is what a training
+// loop needs:
+//
+//	loss, grads := lossAndGrad(model, batch)
+//	model, state = optim.Step(opt, model, grads, state)
+func Step[M any](tx Transform, params, grads M, state State) (M, State) {
+	updates, state := tx.Update(any(grads), state, any(params))
+	return Apply(params, updates), state
+}
+
+// EmptyState is the state of transforms that keep none (optax.EmptyState).
+type EmptyState struct{}
+
+// Identity returns a transform that leaves updates unchanged
+// (optax.identity). Its state is EmptyState.
+func Identity() Transform { return identity{} }
+
+type identity struct{}
+
+func (identity) Init(any) State { return EmptyState{} }
+func (identity) Update(grads any, state State, _ any) (any, State) {
+	return grads, state
+}
+
+// Stateless returns a transform that keeps no state and computes the updates
+// with f (optax.stateless). f receives the incoming updates and the params
+// (nil if the caller passed none) and returns a tree of the same structure.
+func Stateless(f func(updates, params any) any) Transform {
+	if f == nil {
+		panic("optim.Stateless: nil func")
+	}
+	return stateless(f)
+}
+
+type stateless func(updates, params any) any
+
+func (stateless) Init(any) State { return EmptyState{} }
+func (s stateless) Update(grads any, state State, params any) (any, State) {
+	return s(grads, params), state
+}
+
+// Zero requests a literal zero for a hyperparameter whose zero value means
+// "optax's default". For example AdamOptions{B1: optim.Zero} is Adam without
+// a first moment (b1 = 0), AdamWOptions{WeightDecay: optim.Zero} turns weight
+// decay off. It is the smallest positive float64, which no hyperparameter uses
+// as a real value; the options treat it as exactly 0.
+const Zero = math.SmallestNonzeroFloat64
+
+// orDefault resolves an option: 0 means def, Zero means 0.
+func orDefault(v, def float64) float64 {
+	switch v {
+	case 0:
+		return def
+	case Zero:
+		return 0
+	}
+	return v
+}
+
+// ---- helpers shared by the transforms ----
+
+// isFloat reports whether x is a leaf that gets optimizer state.
+func isFloat(x *tensor.Tensor) bool { return x != nil && x.DType() == tensor.Float32 }
+
+// like returns a tensor of x's shape and dtype filled with v, placed like x:
+// sharded the same way if x is a global sharded tensor, marked as the same
+// block if x is a block inside shard.Map (tensor.FullLike does both). The
+// caller's pytree.Map gives it x's logical axes.
+func like(x *tensor.Tensor, v float64) *tensor.Tensor {
+	if v == 0 {
+		return tensor.ZerosLike(x)
+	}
+	return tensor.FullLike(x, v)
+}
+
+// stateLike returns a tree like params holding v-filled tensors for the
+// float32 leaves and nil elsewhere.
+func stateLike(params any, v float64) any {
+	return pytree.Map(params, func(p *tensor.Tensor) *tensor.Tensor {
+		if !isFloat(p) {
+			return nil
+		}
+		return like(p, v)
+	})
+}
+
+// withAxesOf gives x the logical axes of old when x has none and the same
+// rank: state computed by ops keeps the axes its previous value had.
+func withAxesOf(x, old *tensor.Tensor) *tensor.Tensor {
+	if x == nil || old == nil || x.LogicalAxes() != nil || x.Rank() != old.Rank() {
+		return x
+	}
+	if ax := old.LogicalAxes(); ax != nil {
+		return tensor.WithLogicalAxes(x, ax...)
+	}
+	return x
+}
+
+// mapMulti maps f over the leaves of trees of one structure, like
+// pytree.MapN, but f returns nOut tensors and mapMulti returns nOut trees,
+// each with the structure of trees[0]. Positions nil in every tree are
+// skipped.
+func mapMulti(nOut int, f func(xs []*tensor.Tensor) []*tensor.Tensor, trees ...any) []any {
+	var rec [][]*tensor.Tensor
+	out := make([]any, nOut)
+	out[0] = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
+		r := f(xs)
+		if len(r) != nOut {
+			panic(fmt.Sprintf("optim: internal error: %d results, want %d", len(r), nOut))
+		}
+		rec = append(rec, r)
+		return r[0]
+	}, trees...)
+	for j := 1; j < nOut; j++ {
+		i := 0
+		out[j] = pytree.MapN(func([]*tensor.Tensor) *tensor.Tensor {
+			r := rec[i][j]
+			i++
+			return r
+		}, trees...)
+	}
+	return out
+}
+
+// selected returns, for a mask predicate evaluated on params, a tree like
+// params holding the selected leaves and nil elsewhere; with a nil mask
+// every leaf is selected.
+func selected(params any, mask pytree.Predicate) any {
+	if mask == nil {
+		return params
+	}
+	return pytree.Filter(params, mask)
+}
+
+// ---- step counters ----
+
+// newCount returns a zero int32 step counter.
+func newCount() *tensor.Tensor { return tensor.ScalarInt(0) }
+
+// countValue reads a step counter, panicking with the transform's name if
+// the state has none (a zero-value state rather than one from Init).
+func countValue(op string, c *tensor.Tensor) int {
+	if c == nil {
+		panic(fmt.Sprintf("%s: state has no step count; create it with Init", op))
+	}
+	if c.DType() != tensor.Int32 || c.Size() != 1 {
+		panic(fmt.Sprintf("%s: step count is %v, want i32[]", op, c))
+	}
+	return int(c.Item())
+}
+
+// incCount returns c+1, saturating at the largest int32 like optax's
+// safe_increment, marked as the same shard.Map block as c.
+func incCount(c *tensor.Tensor, n int) *tensor.Tensor {
+	if n < math.MaxInt32 {
+		n++
+	}
+	r := tensor.ScalarInt(int32(n))
+	if l := c.Local(); l != nil {
+		r = tensor.WithLocal(r, l)
+	}
+	return r
+}
+
+// stateAs asserts that a state has the type a transform expects.
+func stateAs[S any](op string, state State) S {
+	s, ok := state.(S)
+	if !ok {
+		var want S
+		panic(fmt.Sprintf("%s: state is %T, want %T (the state Init returned)", op, state, want))
+	}
+	return s
+}
+
+// noState panics if a gradient leaf has no state to go with it: the state
+// was built by Init from a different parameter tree.
+func noState(op string, g *tensor.Tensor, states ...*tensor.Tensor) {
+	for _, s := range states {
+		if s == nil {
+			panic(fmt.Sprintf("%s: gradient %v has no optimizer state (was Init given these params?)", op, g))
+		}
+	}
+}
+
+// needParams panics if a transform that reads params got none.
+func needParams(op string, params any) {
+	if params == nil {
+		panic(fmt.Sprintf("%s: Update needs params", op))
+	}
+}
+
+// scale returns x*s as float32, skipping the multiplication when s is 1.
+func scale(x *tensor.Tensor, s float64) *tensor.Tensor {
+	if s == 1 {
+		return x
+	}
+	return tensor.MulScalar(x, float32(s))
+}
+
+// ema returns b*m + (1-b)*x, the exponential moving average step.
+func ema(m, x *tensor.Tensor, b float64) *tensor.Tensor {
+	if b == 0 {
+		return x
+	}
+	return tensor.Add(tensor.MulScalar(m, float32(b)), tensor.MulScalar(x, float32(1-b)))
+}
+
+// checkUnit panics unless 0 <= v < 1 (or <= 1 when closed).
+func checkUnit(op, name string, v float64, closed bool) {
+	if v < 0 || v > 1 || (!closed && v == 1) || math.IsNaN(v) {
+		iv := "[0, 1)"
+		if closed {
+			iv = "[0, 1]"
+		}
+		panic(fmt.Sprintf("%s: %s %v outside %s", op, name, v, iv))
+	}
+}
+
+// checkNonNeg panics unless v >= 0.
+func checkNonNeg(op, name string, v float64) {
+	if !(v >= 0) {
+		panic(fmt.Sprintf("%s: %s %v is negative", op, name, v))
+	}
+}
+
+// oneOpt returns the single options value of a variadic options argument.
+func oneOpt[O any](op string, opts []O) O {
+	var o O
+	switch len(opts) {
+	case 0:
+	case 1:
+		o = opts[0]
+	default:
+		panic(fmt.Sprintf("%s: %d option structs, want at most 1", op, len(opts)))
+	}
+	return o
+}
+
+// needSchedule panics if a required learning rate is nil.
+func needSchedule(op string, lr Schedule) {
+	if lr == nil {
+		panic(fmt.Sprintf("%s: nil learning rate schedule (use optim.Constant for a fixed rate)", op))
+	}
+}
