@@ -30,6 +30,10 @@ func (l *layout) DimAxes(i int) string {
 
 // Gather implements tensor.Layout: the whole array as a host tensor.
 func (l *layout) Gather(x *tensor.Tensor) *tensor.Tensor {
+	if l.sharding.IsReplicated() {
+		// Every block is the whole array, and blocks are immutable.
+		return l.blocks[0]
+	}
 	out := tensor.Zeros(x.DType(), l.geo.shape...)
 	zero := make([]int, len(l.geo.shape))
 	for _, dev := range l.uniqueBlocks() {
@@ -148,7 +152,16 @@ func Put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
 	if cur, ok := ShardingOf(x); ok && cur.Equal(s) {
 		return x
 	}
-	return tensor.Apply(putOp, s, x)
+	return keepAxes(tensor.Apply(putOp, s, x), x)
+}
+
+// keepAxes gives y the logical axis names of x: placement moves data, it
+// does not change what the dimensions mean.
+func keepAxes(y, x *tensor.Tensor) *tensor.Tensor {
+	if axes := x.LogicalAxes(); axes != nil && y.LogicalAxes() == nil && y.Rank() == x.Rank() {
+		return tensor.WithLogicalAxes(y, axes...)
+	}
+	return y
 }
 
 // Reshard is Put for a tensor that is already sharded; it is the same
@@ -161,7 +174,7 @@ func Gather(x *tensor.Tensor) *tensor.Tensor {
 	if x.Layout() == nil {
 		return x
 	}
-	return tensor.Apply(gatherOp, nil, x)
+	return keepAxes(tensor.Apply(gatherOp, nil, x), x)
 }
 
 // put builds the sharded tensor of x (host or sharded) for sharding s.

@@ -197,7 +197,7 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 		}
 		mask := specMask(m, p.inSpecs[i])
 		for d := range n {
-			args[d][i] = envs[d].marked(bs[d], mask)
+			args[d][i] = keepAxes(envs[d].marked(bs[d], mask), x)
 		}
 	}
 	var st *mapState
@@ -244,7 +244,7 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 			blocks[d] = o
 		}
 		p.outSh[j] = NewSharding(m, s)
-		result[j] = p.assembleOutput(j, blocks, p.outSh[j])
+		result[j] = keepAxes(p.assembleOutput(j, blocks, p.outSh[j]), blocks[0])
 	}
 	if st == nil {
 		return result, nil
@@ -347,6 +347,7 @@ func (p *mapParams) backward(gs, in []*tensor.Tensor, st *mapState) []*tensor.Te
 		} else {
 			res[i] = Gather(g)
 		}
+		res[i] = keepAxes(res[i], x)
 	}
 	return res
 }

@@ -209,10 +209,6 @@ func leafName(p pytree.Path) string {
 func FilterShard[T any](tree T, mesh *Mesh, specs SpecTree) T {
 	return pytree.MapWithPath(tree, func(p pytree.Path, x *tensor.Tensor) *tensor.Tensor {
 		s := specsOf("shard.FilterShard", mesh, specs, []pytree.Path{p}, []*tensor.Tensor{x})[0]
-		y := Put(x, NewSharding(mesh, s))
-		if axes := x.LogicalAxes(); axes != nil && y.LogicalAxes() == nil {
-			y = tensor.WithLogicalAxes(y, axes...)
-		}
-		return y
+		return Put(x, NewSharding(mesh, s))
 	})
 }

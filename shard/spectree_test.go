@@ -43,3 +43,28 @@ func TestMeshesCompareByValue(t *testing.T) {
 	// Placing on an equal mesh is a no-op, not a copy.
 	assert.Same(t, x, shard.Put(x, shard.NewSharding(b, shard.P("dp"))))
 }
+
+type axesPair struct{ W, B *tensor.Tensor }
+
+// Placement keeps logical axis names: Put, Gather, Map's blocks and
+// outputs, and the gradients a Map sends back.
+func TestPlacementKeepsLogicalAxes(t *testing.T) {
+	m := shard.NewMesh([]int{4}, []string{"dp"})
+	w := tensor.WithLogicalAxes(tensor.Ones(tensor.Float32, 8, 4), "in", "out")
+	b := tensor.WithLogicalAxes(tensor.Ones(tensor.Float32, 4), "out")
+	p := shard.Put(w, shard.NewSharding(m, shard.P("dp", nil)))
+	assert.Equal(t, []string{"in", "out"}, p.LogicalAxes())
+	assert.Equal(t, []string{"in", "out"}, shard.Gather(p).LogicalAxes())
+
+	specs := shard.Specs{"W": shard.P("dp", nil), "B": shard.P()}
+	var seen []string
+	out := shard.Map(m, specs, specs, func(c *shard.Ctx, x axesPair) axesPair {
+		if c.Device().ID() == 0 {
+			seen = x.W.LogicalAxes()
+		}
+		return axesPair{W: tensor.WithLogicalAxes(tensor.MulScalar(x.W, 2), x.W.LogicalAxes()...), B: x.B}
+	})(axesPair{p, b})
+	assert.Equal(t, []string{"in", "out"}, seen)
+	assert.Equal(t, []string{"in", "out"}, out.W.LogicalAxes())
+	assert.Equal(t, []string{"out"}, out.B.LogicalAxes())
+}
