@@ -115,11 +115,11 @@ type AttentionOptions struct {
 	Axes AttentionAxes
 }
 
-// MultiHeadAttention is multi-head self-attention (eqx.nn.MultiheadAttention
-// with query, key and value all x): x f32[B,T,D] is projected to queries, keys
-// and values of NumHeads heads of D/NumHeads features each, each head attends
-// with DotProductAttention, and the heads are concatenated and projected
-// back to D.
+// MultiHeadAttention is multi-head attention (eqx.nn.MultiheadAttention):
+// the inputs are projected to queries, keys and values of NumHeads heads of
+// D/NumHeads features each, each head attends with DotProductAttention, and
+// the heads are concatenated and projected back to D. Forward is
+// self-attention; ForwardQKV takes separate query, key and value inputs.
 type MultiHeadAttention struct {
 	QueryProj, KeyProj, ValueProj, OutputProj Linear // each [D, D]
 	NumHeads                                  int
@@ -148,24 +148,36 @@ func NewMultiHeadAttention(key tensor.Key, dim, heads int, opts AttentionOptions
 
 // Forward applies self-attention to x f32[B,T,D] and returns f32[B,T,D].
 func (a MultiHeadAttention) Forward(x *tensor.Tensor) *tensor.Tensor {
-	return a.ForwardMask(x, nil)
+	return a.ForwardQKV(x, x, x, nil)
 }
 
 // ForwardMask is Forward with a bool mask broadcastable to [B, heads, T, T]
 // (true where query t may attend to key s), combined with the causal mask
 // if the layer is causal. See DotProductAttention.
 func (a MultiHeadAttention) ForwardMask(x, mask *tensor.Tensor) *tensor.Tensor {
+	return a.ForwardQKV(x, x, x, mask)
+}
+
+// ForwardQKV is general attention, as eqx.nn.MultiheadAttention's
+// __call__(query, key_, value, mask): queries come from q f32[B,T,D], keys
+// and values from k and v f32[B,S,D] (cross-attention when they differ from
+// q). mask, if not nil, broadcasts to [B, heads, T, S]; the causal mask, if
+// the layer is causal, hides keys s > t. The result is f32[B,T,D].
+func (a MultiHeadAttention) ForwardQKV(q, k, v, mask *tensor.Tensor) *tensor.Tensor {
 	d := a.QueryProj.In()
-	if x.Rank() != 3 || x.Dim(2) != d {
-		panic(fmt.Sprintf("nn.MultiHeadAttention: x %v: want [batch, length, %d]", x, d))
+	if q.Rank() != 3 || q.Dim(2) != d || k.Rank() != 3 || v.Rank() != 3 ||
+		k.Dim(0) != q.Dim(0) || k.Dim(2) != d || !equalInts(k.Shape(), v.Shape()) {
+		if q == k && k == v {
+			panic(fmt.Sprintf("nn.MultiHeadAttention: x %v: want [batch, length, %d]", q, d))
+		}
+		panic(fmt.Sprintf("nn.MultiHeadAttention: q %v, k %v, v %v: want q [batch, T, %d] and k, v [batch, S, %d]", q, k, v, d, d))
 	}
-	B, T := x.Dim(0), x.Dim(1)
 	n := a.NumHeads
-	heads := func(l Linear) *tensor.Tensor {
-		return tensor.Reshape(l.Forward(x), B, T, n, l.Out()/n)
+	heads := func(l Linear, x *tensor.Tensor) *tensor.Tensor {
+		return tensor.Reshape(l.Forward(x), x.Dim(0), x.Dim(1), n, l.Out()/n)
 	}
-	o := DotProductAttention(heads(a.QueryProj), heads(a.KeyProj), heads(a.ValueProj), mask, a.Causal)
-	return a.OutputProj.Forward(tensor.Reshape(o, B, T, -1))
+	o := DotProductAttention(heads(a.QueryProj, q), heads(a.KeyProj, k), heads(a.ValueProj, v), mask, a.Causal)
+	return a.OutputProj.Forward(tensor.Reshape(o, q.Dim(0), q.Dim(1), -1))
 }
 
 // Call is Forward, ignoring key; it makes a MultiHeadAttention a Module.

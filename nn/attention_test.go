@@ -241,3 +241,23 @@ func TestMultiHeadAttentionPanics(t *testing.T) {
 	a := nn.NewMultiHeadAttention(tensor.NewKey(0), 6, 2, nn.AttentionOptions{})
 	requirePanicContains(t, func() { a.Forward(randn(0, 3, 6)) }, "nn.MultiHeadAttention: x f32[3,6]: want [batch, length, 6]")
 }
+
+func TestMultiHeadAttentionCross(t *testing.T) {
+	const B, T, S, D, N = 2, 3, 5, 6, 3
+	a := nn.NewMultiHeadAttention(tensor.NewKey(4), D, N, nn.AttentionOptions{Bias: true})
+	q, kv := randn(1, B, T, D), randn(2, B, S, D)
+	got := a.ForwardQKV(q, kv, kv, nil)
+	require.Equal(t, []int{B, T, D}, got.Shape())
+	proj := func(l nn.Linear, x *tensor.Tensor) []float64 {
+		return flat(linearRef(toMat(tensor.Reshape(x, -1, D)), toMat(l.W), l.B.Float64s()))
+	}
+	o := attentionRef(proj(a.QueryProj, q), proj(a.KeyProj, kv), proj(a.ValueProj, kv), B, T, S, N, D/N, nil)
+	om := make(mat, B*T)
+	for i := range om {
+		om[i] = o[i*D : (i+1)*D]
+	}
+	assert.InDeltaSlice(t, flat(linearRef(om, toMat(a.OutputProj.W), a.OutputProj.B.Float64s())), got.Float64s(), 1e-5)
+	checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor { return a.ForwardQKV(xs[0], xs[1], xs[2], nil) }, q, kv, kv)
+	requirePanicContains(t, func() { a.ForwardQKV(q, randn(0, B, S, 4), randn(0, B, S, 4), nil) },
+		"nn.MultiHeadAttention: q f32[2,3,6], k f32[2,5,4], v f32[2,5,4]: want q [batch, T, 6] and k, v [batch, S, 6]")
+}

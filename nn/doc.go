@@ -173,7 +173,7 @@
 //   - LayerNorm, RMSNorm: normalization over the last dimension.
 //   - Dropout: inverted dropout with an explicit key and an inference mode.
 //   - MultiHeadAttention and DotProductAttention: scaled dot-product
-//     attention with causal and boolean masks.
+//     self- and cross-attention with causal and boolean masks.
 //   - MoE: a mixture-of-experts feed-forward layer with top-k routing,
 //     expert capacity and token dropping (DropTokenMask, ExpertCapacity),
 //     returning the Switch load-balancing loss, the router z-loss and the

@@ -180,12 +180,15 @@ func (m MoE) Capacity(tokens int) int {
 
 // ExpertCapacity returns ceil(tokens·k/experts·factor), the number of token
 // choices an expert accepts, as the JAX guide and the Switch Transformer
-// compute it (in float64).
+// compute it. Like the guide's jnp.ceil of a Python float, the product is
+// formed in float64 and rounded to float32 before the ceiling, so that
+// 5·1.2 = 6.000000000000001 gives 6, not 7.
 func ExpertCapacity(tokens, k, experts int, factor float64) int {
-	if tokens < 0 || k < 0 || experts <= 0 || !(factor >= 0) {
+	if tokens < 0 || k < 0 || experts <= 0 || !(factor >= 0) || math.IsInf(factor, 0) {
 		panic(fmt.Sprintf("nn.ExpertCapacity: tokens %d, k %d, experts %d, factor %g: invalid", tokens, k, experts, factor))
 	}
-	return int(math.Ceil(float64(tokens*k) / float64(experts) * factor))
+	c := float32(float64(tokens*k) / float64(experts) * factor)
+	return int(math.Ceil(float64(c)))
 }
 
 // MoEOutput is the result of MoE.Forward: the output, the auxiliary losses

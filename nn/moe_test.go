@@ -11,6 +11,7 @@ import (
 
 	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -208,6 +209,8 @@ func TestExpertCapacity(t *testing.T) {
 		{7, 1, 2, 1, 4}, // 3.5
 		{0, 2, 4, 1.25, 0},
 		{1024, 2, 8, 1.2, 308}, // 307.2: the guide's capacity factor
+		{10, 2, 4, 1.2, 6},     // 5·1.2 is 6.000000000000001 in float64; 6 in float32, as jnp.ceil sees it
+		{3, 1, 1, 0.1, 1},      // 0.30000000000000004
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.want, nn.ExpertCapacity(c.tokens, c.k, c.experts, c.factor), "%+v", c)
@@ -432,4 +435,19 @@ func TestMoEPanics(t *testing.T) {
 	requirePanicContains(t, func() { nn.DropTokenMask(tensor.FromInt32([]int32{0}), tensor.FromFloat32([]float32{1}), 3, -1) },
 		"nn.DropTokenMask: negative capacity -1")
 	requirePanicContains(t, func() { nn.ExpertCapacity(4, 1, 0, 1) }, "nn.ExpertCapacity: tokens 4, k 1, experts 0, factor 1: invalid")
+}
+
+func TestMoEUnderCheckpoint(t *testing.T) {
+	m := nn.NewMoE(tensor.NewKey(0), 4, 8, 4, nn.MoEOptions{CapacityFactor: 0.75})
+	x := randn(1, 12, 4)
+	loss := func(m nn.MoE) *tensor.Tensor {
+		o := m.Forward(x)
+		return tensor.Add(tensor.Mean(tensor.Square(o.Output)), tensor.MulScalar(o.AuxLoss, 0.1))
+	}
+	l1, g1 := autodiff.ValueAndGrad(loss)(m)
+	for _, policy := range []autodiff.Policy{autodiff.NothingSaveable, autodiff.DotsSaveable} {
+		l2, g2 := autodiff.ValueAndGrad(autodiff.Checkpoint(loss, policy))(m)
+		assert.Equal(t, l1.Item(), l2.Item())
+		assert.NoError(t, pytree.Diff(g1, g2, 1e-5, 1e-6))
+	}
 }
