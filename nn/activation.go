@@ -1,0 +1,84 @@
+package nn
+
+import (
+	"reflect"
+	"runtime"
+	"strings"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// Activation is an elementwise nonlinearity: jax.nn.relu and friends as a Go
+// function type. Any func(*tensor.Tensor) *tensor.Tensor converts to it.
+//
+// An Activation is also a Module (it ignores the key), so activations go
+// straight into a Sequential, where Equinox would wrap them in eqx.nn.Lambda:
+//
+//	seq := nn.NewSequential(lin1, nn.Relu, lin2)
+//
+// In a model an Activation is static data for package pytree (funcs are not
+// leaves); pytree.Format prints it by its String method.
+type Activation func(x *tensor.Tensor) *tensor.Tensor
+
+// Call applies f to x, ignoring key. It makes an Activation a Module.
+func (f Activation) Call(x *tensor.Tensor, _ tensor.Key) *tensor.Tensor { return f(x) }
+
+// The activations of jax.nn, as values of type Activation. They are
+// variables only because Go has no function constants; do not reassign them.
+var (
+	// Relu is max(x, 0) (jax.nn.relu); its gradient at 0 is 0.
+	Relu Activation = tensor.Relu
+	// Gelu is the Gaussian error linear unit in its tanh approximation,
+	// jax.nn.gelu's default (approximate=True).
+	Gelu Activation = tensor.Gelu
+	// GeluExact is x·Φ(x) with the exact normal CDF (jax.nn.gelu with
+	// approximate=False, PyTorch's default).
+	GeluExact Activation = tensor.GeluExact
+	// Silu is x·sigmoid(x), also called swish (jax.nn.silu).
+	Silu Activation = tensor.Silu
+	// Tanh is the hyperbolic tangent.
+	Tanh Activation = tensor.Tanh
+	// Sigmoid is 1/(1+e^-x) (jax.nn.sigmoid).
+	Sigmoid Activation = tensor.Sigmoid
+	// Softplus is log(1+e^x), computed stably (jax.nn.softplus).
+	Softplus Activation = tensor.Softplus
+	// Identity returns x itself (Equinox's default final activation).
+	Identity Activation = identity
+)
+
+func identity(x *tensor.Tensor) *tensor.Tensor { return x }
+
+// String names the activation: "Relu", "Gelu", ... for the values of this
+// package (whichever variable holds them), the package-qualified name
+// ("main.swiglu") for another named function, "func" for a closure and
+// "nil" for nil. pytree.Format prints activations this way.
+func (f Activation) String() string {
+	if f == nil {
+		return "nil"
+	}
+	pc := reflect.ValueOf(f).Pointer()
+	for _, a := range builtinActivations {
+		if reflect.ValueOf(a.f).Pointer() == pc {
+			return a.name
+		}
+	}
+	fn := runtime.FuncForPC(pc)
+	if fn == nil {
+		return "func"
+	}
+	name := fn.Name()
+	name = name[strings.LastIndexByte(name, '/')+1:] // pkg.Func
+	if strings.Contains(name, ".func") || strings.Count(name, ".") != 1 {
+		return "func" // a closure or a method value
+	}
+	return name
+}
+
+var builtinActivations = []struct {
+	f    Activation
+	name string
+}{
+	{tensor.Relu, "Relu"}, {tensor.Gelu, "Gelu"}, {tensor.GeluExact, "GeluExact"},
+	{tensor.Silu, "Silu"}, {tensor.Tanh, "Tanh"}, {tensor.Sigmoid, "Sigmoid"},
+	{tensor.Softplus, "Softplus"}, {identity, "Identity"},
+}

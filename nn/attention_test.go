@@ -1,0 +1,263 @@
+package nn_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/tensor"
+)
+
+// attentionRef is attention with naive loops over batch, head, query and key.
+// q is [B,T,N,H], k and v [B,S,N,H] (flat, row-major); visible(b,n,t,s)
+// says whether key s is visible.
+func attentionRef(q, k, v []float64, B, T, S, N, H int, visible func(b, n, t, s int) bool) []float64 {
+	out := make([]float64, B*T*N*H)
+	at := func(x []float64, L, b, t, n int) []float64 {
+		o := ((b*L+t)*N + n) * H
+		return x[o : o+H]
+	}
+	for b := range B {
+		for n := range N {
+			for t := range T {
+				logits := make([]float64, S)
+				for s := range S {
+					if visible != nil && !visible(b, n, t, s) {
+						logits[s] = math.Inf(-1)
+						continue
+					}
+					dot := 0.0
+					qv, kv := at(q, T, b, t, n), at(k, S, b, s, n)
+					for h := range H {
+						dot += qv[h] * kv[h]
+					}
+					logits[s] = dot / math.Sqrt(float64(H))
+				}
+				w := softmax64(logits)
+				o := at(out, T, b, t, n)
+				for s := range S {
+					vv := at(v, S, b, s, n)
+					for h := range H {
+						o[h] += w[s] * vv[h]
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestDotProductAttention(t *testing.T) {
+	const B, T, S, N, H = 2, 4, 5, 3, 2
+	q, k, v := randn(1, B, T, N, H), randn(2, B, S, N, H), randn(3, B, S, N, H)
+	// Key padding: batch 0 sees all keys, batch 1 the first three.
+	pad := make([]bool, B*S)
+	for s := range S {
+		pad[s] = true
+		pad[S+s] = s < 3
+	}
+	padMask := tensor.FromBool(pad, B, 1, 1, S)
+	// A per-head mask hiding key 1 from head 2.
+	headBits := make([]bool, N*S)
+	for n := range N {
+		for s := range S {
+			headBits[n*S+s] = !(n == 2 && s == 1)
+		}
+	}
+	headMask := tensor.FromBool(headBits, N, 1, S)
+	cases := []struct {
+		name    string
+		mask    *tensor.Tensor
+		causal  bool
+		visible func(b, n, t, s int) bool
+	}{
+		{"unmasked", nil, false, nil},
+		{"causal", nil, true, func(b, n, t, s int) bool { return s <= t }},
+		{"padding", padMask, false, func(b, n, t, s int) bool { return pad[b*S+s] }},
+		{"padding and causal", padMask, true, func(b, n, t, s int) bool { return pad[b*S+s] && s <= t }},
+		{"per head [N,1,S]", headMask, false, func(b, n, t, s int) bool { return headBits[n*S+s] }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := nn.DotProductAttention(q, k, v, c.mask, c.causal)
+			require.Equal(t, []int{B, T, N, H}, got.Shape())
+			want := attentionRef(q.Float64s(), k.Float64s(), v.Float64s(), B, T, S, N, H, c.visible)
+			assert.InDeltaSlice(t, want, got.Float64s(), 1e-5)
+			checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor {
+				return nn.DotProductAttention(xs[0], xs[1], xs[2], c.mask, c.causal)
+			}, q, k, v)
+		})
+	}
+}
+
+func TestDotProductAttentionFullyMaskedRowIsNaN(t *testing.T) {
+	q, k := randn(1, 1, 2, 1, 2), randn(2, 1, 2, 1, 2)
+	mask := tensor.FromBool([]bool{true, true, false, false}, 1, 1, 2, 2) // query 1 sees nothing
+	y := nn.DotProductAttention(q, k, k, mask, false).Float64s()
+	assert.False(t, math.IsNaN(y[0]) || math.IsNaN(y[1]))
+	assert.True(t, math.IsNaN(y[2]) && math.IsNaN(y[3]))
+}
+
+func TestDotProductAttentionPanics(t *testing.T) {
+	q := randn(0, 2, 3, 4, 5)
+	requirePanicContains(t, func() { nn.DotProductAttention(randn(0, 3, 4, 5), q, q, nil, false) },
+		"nn.DotProductAttention: q f32[3,4,5], k f32[2,3,4,5], v f32[2,3,4,5]: want float32 [batch, length, heads, head_dim]")
+	requirePanicContains(t, func() { nn.DotProductAttention(q, randn(0, 2, 6, 4, 5), q, nil, false) },
+		"k and v must be [2, S, 4, 5] with the same S")
+	requirePanicContains(t, func() { nn.DotProductAttention(q, q, q, tensor.Ones(tensor.Bool, 2, 1, 3, 4), false) },
+		"nn.DotProductAttention: mask bool[2,1,3,4]: want bool broadcastable to [2,4,3,3] (batch, heads, queries, keys)")
+	requirePanicContains(t, func() { nn.DotProductAttention(q, q, q, tensor.Ones(tensor.Float32, 3, 3), false) },
+		"mask f32[3,3]")
+}
+
+// mhaRef computes self-attention with naive loops from the layer's weights.
+func mhaRef(a nn.MultiHeadAttention, x *tensor.Tensor, visible func(b, n, t, s int) bool) []float64 {
+	B, T, D := x.Dim(0), x.Dim(1), x.Dim(2)
+	N := a.NumHeads
+	H := D / N
+	rows := toMat(tensor.Reshape(x, B*T, D))
+	proj := func(l nn.Linear, in mat) []float64 {
+		var b []float64
+		if l.B != nil {
+			b = l.B.Float64s()
+		}
+		return flat(linearRef(in, toMat(l.W), b))
+	}
+	q, k, v := proj(a.QueryProj, rows), proj(a.KeyProj, rows), proj(a.ValueProj, rows)
+	o := attentionRef(q, k, v, B, T, T, N, H, visible) // [B,T,N,H] = [B*T, D]
+	om := make(mat, B*T)
+	for i := range om {
+		om[i] = o[i*D : (i+1)*D]
+	}
+	return proj(a.OutputProj, om)
+}
+
+func TestMultiHeadAttentionForward(t *testing.T) {
+	const B, T, D, N = 2, 5, 8, 4
+	cases := []struct {
+		name string
+		opts nn.AttentionOptions
+	}{
+		{"defaults", nn.AttentionOptions{}},
+		{"causal with biases", nn.AttentionOptions{Causal: true, Bias: true}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := nn.NewMultiHeadAttention(tensor.NewKey(uint64(i)), D, N, c.opts)
+			assert.Equal(t, N, a.NumHeads)
+			assert.Equal(t, c.opts.Causal, a.Causal)
+			for _, l := range []nn.Linear{a.QueryProj, a.KeyProj, a.ValueProj, a.OutputProj} {
+				require.Equal(t, []int{D, D}, l.W.Shape())
+				assert.Equal(t, c.opts.Bias, l.B != nil, "Equinox has no projection biases by default")
+			}
+			// The key is split into one key per projection.
+			keys := tensor.NewKey(uint64(i)).Split(4)
+			assert.Equal(t, nn.NewLinear(keys[2], D, D, nn.LinearOptions{}).W.Float32s(), a.ValueProj.W.Float32s())
+			x := randn(10+uint64(i), B, T, D)
+			var visible func(b, n, t, s int) bool
+			if c.opts.Causal {
+				visible = func(b, n, t, s int) bool { return s <= t }
+			}
+			got := a.Forward(x)
+			require.Equal(t, []int{B, T, D}, got.Shape())
+			assert.InDeltaSlice(t, mhaRef(a, x, visible), got.Float64s(), 1e-5)
+			assert.Equal(t, got.Float32s(), a.Call(x, tensor.NewKey(3)).Float32s())
+		})
+	}
+}
+
+func TestMultiHeadAttentionMask(t *testing.T) {
+	const B, T, D, N = 2, 4, 6, 2
+	a := nn.NewMultiHeadAttention(tensor.NewKey(0), D, N, nn.AttentionOptions{Causal: true})
+	x := randn(1, B, T, D)
+	// Hide key 0 from every query but the first, in batch 1 only.
+	bits := make([]bool, B*T*T)
+	for b := range B {
+		for q := range T {
+			for s := range T {
+				bits[(b*T+q)*T+s] = !(b == 1 && s == 0 && q > 0)
+			}
+		}
+	}
+	mask := tensor.FromBool(bits, B, 1, T, T)
+	got := a.ForwardMask(x, mask)
+	want := mhaRef(a, x, func(b, n, q, s int) bool { return bits[(b*T+q)*T+s] && s <= q })
+	assert.InDeltaSlice(t, want, got.Float64s(), 1e-5)
+}
+
+// perturb returns x with position t of batch b changed.
+func perturb(x *tensor.Tensor, b, t int) *tensor.Tensor {
+	v := x.Float32s()
+	T, D := x.Dim(1), x.Dim(2)
+	for j := range D {
+		v[(b*T+t)*D+j] += 1 + float32(j)
+	}
+	return tensor.FromFloat32(v, x.Shape()...)
+}
+
+func TestMultiHeadAttentionCausality(t *testing.T) {
+	const B, T, D, N, pos = 2, 6, 8, 2, 3
+	x := randn(1, B, T, D)
+	for _, causal := range []bool{true, false} {
+		a := nn.NewMultiHeadAttention(tensor.NewKey(2), D, N, nn.AttentionOptions{Causal: causal})
+		y := a.Forward(x).Float32s()
+		y2 := a.Forward(perturb(x, 0, pos)).Float32s()
+		for tt := range T {
+			row := func(v []float32, b int) []float32 { return v[(b*T+tt)*D : (b*T+tt+1)*D] }
+			if causal && tt < pos {
+				assert.Equal(t, row(y, 0), row(y2, 0), "causal: position %d must not see the future", tt)
+			} else {
+				assert.NotEqual(t, row(y, 0), row(y2, 0), "causal=%v: position %d should change", causal, tt)
+			}
+			assert.Equal(t, row(y, 1), row(y2, 1), "other batch element unchanged")
+		}
+	}
+}
+
+func TestMultiHeadAttentionGrad(t *testing.T) {
+	const B, T, D, N = 2, 3, 4, 2
+	for _, causal := range []bool{false, true} {
+		a := nn.NewMultiHeadAttention(tensor.NewKey(5), D, N, nn.AttentionOptions{Causal: causal, Bias: true})
+		x := randn(6, B, T, D)
+		checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor {
+			m := nn.MultiHeadAttention{
+				QueryProj:  nn.Linear{W: xs[0], B: xs[1]},
+				KeyProj:    nn.Linear{W: xs[2], B: xs[3]},
+				ValueProj:  nn.Linear{W: xs[4], B: xs[5]},
+				OutputProj: nn.Linear{W: xs[6], B: xs[7]},
+				NumHeads:   N, Causal: causal,
+			}
+			return m.Forward(xs[8])
+		}, a.QueryProj.W, a.QueryProj.B, a.KeyProj.W, a.KeyProj.B, a.ValueProj.W, a.ValueProj.B, a.OutputProj.W, a.OutputProj.B, x)
+	}
+}
+
+func TestMultiHeadAttentionPanics(t *testing.T) {
+	requirePanicContains(t, func() { nn.NewMultiHeadAttention(tensor.NewKey(0), 6, 4, nn.AttentionOptions{}) },
+		"nn.NewMultiHeadAttention: dim 6, heads 4: heads must be positive and divide dim")
+	a := nn.NewMultiHeadAttention(tensor.NewKey(0), 6, 2, nn.AttentionOptions{})
+	requirePanicContains(t, func() { a.Forward(randn(0, 3, 6)) }, "nn.MultiHeadAttention: x f32[3,6]: want [batch, length, 6]")
+}
+
+func TestMultiHeadAttentionCross(t *testing.T) {
+	const B, T, S, D, N = 2, 3, 5, 6, 3
+	a := nn.NewMultiHeadAttention(tensor.NewKey(4), D, N, nn.AttentionOptions{Bias: true})
+	q, kv := randn(1, B, T, D), randn(2, B, S, D)
+	got := a.ForwardQKV(q, kv, kv, nil)
+	require.Equal(t, []int{B, T, D}, got.Shape())
+	proj := func(l nn.Linear, x *tensor.Tensor) []float64 {
+		return flat(linearRef(toMat(tensor.Reshape(x, -1, D)), toMat(l.W), l.B.Float64s()))
+	}
+	o := attentionRef(proj(a.QueryProj, q), proj(a.KeyProj, kv), proj(a.ValueProj, kv), B, T, S, N, D/N, nil)
+	om := make(mat, B*T)
+	for i := range om {
+		om[i] = o[i*D : (i+1)*D]
+	}
+	assert.InDeltaSlice(t, flat(linearRef(om, toMat(a.OutputProj.W), a.OutputProj.B.Float64s())), got.Float64s(), 1e-5)
+	checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor { return a.ForwardQKV(xs[0], xs[1], xs[2], nil) }, q, kv, kv)
+	requirePanicContains(t, func() { a.ForwardQKV(q, randn(0, B, S, 4), randn(0, B, S, 4), nil) },
+		"nn.MultiHeadAttention: q f32[2,3,6], k f32[2,5,4], v f32[2,5,4]: want q [batch, T, 6] and k, v [batch, S, 6]")
+}

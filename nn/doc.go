@@ -1,0 +1,184 @@
+// Package nn provides neural-network layers in the style of Equinox: modules
+// are plain Go structs whose exported *tensor.Tensor fields are the
+// parameters, so a model is an ordinary value that package pytree can walk,
+// autodiff can differentiate, optimizers can update and package shard can
+// place on a mesh, all without registration.
+//
+// # Modules are values
+//
+//	type Linear struct {
+//		W *tensor.Tensor // f32[in, out]
+//		B *tensor.Tensor // f32[out], or nil
+//	}
+//
+// Parameters are exported tensor fields: they are the leaves of the model's
+// pytree. Everything else — sizes, epsilons, rates, activation functions,
+// flags — is a plain field that pytree treats as static structure and carries
+// along unchanged. Modules nest by ordinary composition (a struct field, a
+// slice of layers, an interface value), and pytree.Format prints any model:
+//
+//	MLP{
+//	  Layers: [
+//	    Linear{W: f32[32,128], B: f32[128]},
+//	    Linear{W: f32[128,4], B: f32[4]},
+//	  ],
+//	  Activation: Relu,
+//	  FinalActivation: Identity,
+//	}
+//
+// Constructors return values and every method has a value receiver. The
+// transforms return new models of the same type (pytree.Map, pytree.MapN, the
+// gradient of autodiff.ValueAndGrad, shard.FilterShard), and value receivers
+// make the methods available whichever of M or *M you hold. They also make
+// Forward a pure function of the model and the input: it works on a copy of
+// a few pointers and tensors are immutable, so it cannot change the caller's
+// model — which is what autodiff.Checkpoint (which may replay it), shard.Map
+// (which runs it on many goroutines at once) and an optimizer step (which
+// builds the next model from the last) rely on. A copy costs a few words per
+// module. "Changing" a model means building a new one: pytree.At replaces a
+// part, InferenceMode switches dropout off.
+//
+// # Construction: keys and options
+//
+// Every constructor with random parameters takes a tensor.Key first and
+// splits it internally (Linear splits it into a weight and a bias key, MLP
+// into one key per layer), so one key determines the whole model on every
+// platform and mesh; split your key before building two modules from it.
+// Sizes come next, then an options struct whose zero value gives Equinox's
+// defaults:
+//
+//	lin := nn.NewLinear(key, 784, 512, nn.LinearOptions{})
+//	lin := nn.NewLinear(key, 784, 512, nn.LinearOptions{NoBias: true, WeightInit: nn.LeCunNormal()})
+//
+// Defaults follow Equinox: Linear (and the projections of attention, the
+// router and experts of MoE) draw weights and biases uniformly from ±1/√in;
+// Embedding draws from N(0, 1); LayerNorm and RMSNorm start at scale 1 and
+// bias 0 with eps 1e-5; MLP uses ReLU and no final activation; attention has
+// no biases. One deliberate difference: weights are stored [in, out] (Flax's
+// layout), the transpose of Equinox's [out, in], so x @ W needs no transpose
+// and fan-based initializers see the fans where JAX expects them.
+//
+// # Batches
+//
+// Go has no vmap, so every Forward takes a batch: Linear, MLP, the norms and
+// Dropout accept any number of leading dimensions ([..., in] to [..., out]),
+// Embedding any shape of int32 ids, MultiHeadAttention [batch, length, dim],
+// and MoE treats every leading dimension as a token dimension.
+//
+// # Randomness at run time
+//
+// Dropout draws its mask from a key passed to each call, Forward(x, key):
+// the same key gives the same mask, so split a fresh key per step (and per
+// layer). Sequential splits the key it is given into one key per layer, as
+// Equinox does. For evaluation, InferenceMode(model, true) returns a copy of
+// any model with every Dropout switched to the identity.
+//
+// # The Module interface
+//
+// Sequential holds layers of the interface Module, Call(x, key), which is
+// Equinox's __call__(x, *, key=None): every layer here implements it beside
+// its Forward method and ignores the key if it needs none, and Activation (a
+// function type) implements it too, so activations go straight into a
+// Sequential. MoE deliberately does not, because a Sequential would drop
+// its auxiliary loss.
+//
+// # Logical axes
+//
+// Parameters can carry logical axis names (tensor.WithLogicalAxes), the
+// metadata that Flax sets with nnx.with_partitioning and that shard's rules
+// map to mesh axes. Every options struct has an Axes field; its zero value
+// sets no names, and the conventional names are the constants AxisEmbed,
+// AxisMLP, AxisHeads, AxisVocab, AxisExpert and friends. The names stay on
+// the parameters through pytree.Map and MapN, in gradients from autodiff and
+// through sharding.
+//
+// For tensor parallelism the convention is Megatron's: a feed-forward block's
+// first linear is named (AxisEmbed, AxisMLP), column-parallel, and its second
+// (AxisMLP, AxisEmbed), row-parallel, so rules mapping AxisMLP to a
+// tensor-parallel axis split the hidden activation without gathering it and
+// need one all-reduce per block. MegatronAxes, DefaultAttentionAxes (query,
+// key and value (AxisEmbed, AxisHeads), output (AxisHeads, AxisEmbed)) and
+// DefaultMoEAxes (experts first, AxisExpert) fill the options accordingly.
+//
+// # Initializers
+//
+// Initializer is func(key, shape...) *tensor.Tensor, like the functions of
+// jax.nn.initializers, with the same names and semantics: Zeros, Ones,
+// Constant, Normal, TruncatedNormal, Uniform (on [0, scale), as JAX),
+// UniformRange, VarianceScaling with FanIn/FanOut/FanAvg and truncated
+// normal, normal or uniform distributions, and its named forms GlorotUniform,
+// GlorotNormal, HeUniform, HeNormal, LeCunUniform and LeCunNormal. Fans are
+// computed as JAX does (ComputeFans): input axis -2, output axis -1, the
+// product of the other dimensions as receptive field; VarianceScalingAxes
+// takes other axes, such as a batch axis for stacked expert weights.
+//
+// # Training
+//
+// A training step is a gradient and an update, both over whole models:
+//
+//	lossFn := func(m nn.MLP, b Batch) *tensor.Tensor {
+//		return tensor.MSE(m.Forward(b.X), b.Y)
+//	}
+//	step := autodiff.ValueAndGradWith(lossFn)
+//	for _, b := range batches {
+//		loss, grad := step(model, b) // grad is an nn.MLP too
+//		model = pytree.MapN(func(p []*tensor.Tensor) *tensor.Tensor {
+//			return tensor.Sub(p[0], tensor.MulScalar(p[1], lr))
+//		}, model, grad)
+//	}
+//
+// (Package optim provides real optimizers as the same kind of tree map.)
+//
+// # Writing your own module
+//
+// A module is any struct with parameter fields and a method that computes
+// with them; there is nothing to embed or register. Build its parts from a
+// split key and give it value receivers:
+//
+//	type Block struct {
+//		Norm1, Norm2 nn.LayerNorm
+//		Attn         nn.MultiHeadAttention
+//		MLP          nn.MLP
+//		Drop         nn.Dropout
+//	}
+//
+//	func NewBlock(key tensor.Key, dim, heads int) Block {
+//		k := key.Split(2)
+//		return Block{
+//			Norm1: nn.NewLayerNorm(dim, nn.LayerNormOptions{}),
+//			Norm2: nn.NewLayerNorm(dim, nn.LayerNormOptions{}),
+//			Attn:  nn.NewMultiHeadAttention(k[0], dim, heads, nn.AttentionOptions{Causal: true}),
+//			MLP:   nn.NewMLP(k[1], []int{dim, 4 * dim, dim}, nn.MLPOptions{Activation: nn.Gelu}),
+//			Drop:  nn.NewDropout(0.1),
+//		}
+//	}
+//
+//	func (b Block) Forward(x *tensor.Tensor, key tensor.Key) *tensor.Tensor {
+//		k1, k2 := key.Split2()
+//		x = tensor.Add(x, b.Drop.Forward(b.Attn.Forward(b.Norm1.Forward(x)), k1))
+//		return tensor.Add(x, b.Drop.Forward(b.MLP.Forward(b.Norm2.Forward(x)), k2))
+//	}
+//
+// Add a Call method with the same body to use it in a Sequential. Keep
+// parameters in exported fields (unexported fields are invisible to pytree,
+// so they would be neither trained nor saved), keep configuration in plain
+// fields, and never change a field inside Forward. A []Block is a stack of
+// layers; a field of interface type holds any module.
+//
+// # Layers
+//
+//   - Linear, MLP: fully connected layers.
+//   - Embedding: a lookup table for int32 ids, with Attend for tied output
+//     logits.
+//   - LayerNorm, RMSNorm: normalization over the last dimension.
+//   - Dropout: inverted dropout with an explicit key and an inference mode.
+//   - MultiHeadAttention and DotProductAttention: scaled dot-product
+//     self- and cross-attention with causal and boolean masks.
+//   - MoE: a mixture-of-experts feed-forward layer with top-k routing,
+//     expert capacity and token dropping (DropTokenMask, ExpertCapacity),
+//     returning the Switch load-balancing loss, the router z-loss and the
+//     routing statistics with its output.
+//   - Sequential: a chain of Modules.
+//   - Activation: Relu, Gelu, GeluExact, Silu, Tanh, Sigmoid, Softplus,
+//     Identity.
+package nn

@@ -1,0 +1,74 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// EmbeddingOptions configures NewEmbedding. The zero value gives Equinox's
+// eqx.nn.Embedding: a table drawn from the standard normal.
+type EmbeddingOptions struct {
+	// Init draws the [vocab, dim] table; nil means Normal(1), Equinox's
+	// default. (Flax's nnx.Embed default amounts to Normal(1/√dim).)
+	Init Initializer
+	// Axes are the logical names of the table's (vocab, dim) dimensions,
+	// conventionally (AxisVocab, AxisEmbed); the zero value sets none.
+	Axes [2]string
+}
+
+// Embedding maps integer ids to learned vectors (eqx.nn.Embedding).
+type Embedding struct {
+	W *tensor.Tensor // f32[vocab, dim]
+}
+
+// NewEmbedding returns an Embedding of vocab vectors of dim features.
+func NewEmbedding(key tensor.Key, vocab, dim int, opts EmbeddingOptions) Embedding {
+	if vocab < 0 || dim < 0 {
+		panic(fmt.Sprintf("nn.NewEmbedding: negative size vocab=%d dim=%d", vocab, dim))
+	}
+	init := opts.Init
+	if init == nil {
+		init = Normal(1)
+	}
+	w := checkInit("nn.NewEmbedding", "table", init(key, vocab, dim), vocab, dim)
+	return Embedding{W: withAxes(w, opts.Axes[:]...)}
+}
+
+// Forward looks up int32 ids of any shape [...] and returns f32[..., dim].
+// The gradient with respect to the table accumulates over repeated ids. It
+// panics on an id outside [0, vocab), naming the id and its position;
+// negative ids are refused too, although tensor.Take would count them from
+// the end.
+func (e Embedding) Forward(ids *tensor.Tensor) *tensor.Tensor {
+	if ids.DType() != tensor.Int32 {
+		panic(fmt.Sprintf("nn.Embedding: ids %v: want int32 ids", ids))
+	}
+	v := int32(e.W.Dim(0))
+	for i, id := range ids.RawInt32() {
+		if id < 0 || id >= v {
+			panic(fmt.Sprintf("nn.Embedding: ids %v: id %d at flat index %d is outside [0, %d)", ids, id, i, v))
+		}
+	}
+	return tensor.Take(e.W, ids, 0)
+}
+
+// Call is Forward, ignoring key; it makes an Embedding a Module.
+func (e Embedding) Call(ids *tensor.Tensor, _ tensor.Key) *tensor.Tensor { return e.Forward(ids) }
+
+// Attend returns x @ Wᵀ: f32[..., dim] to logits f32[..., vocab], the output
+// layer of a language model whose input and output embeddings are tied
+// (Flax's Embed.attend).
+func (e Embedding) Attend(x *tensor.Tensor) *tensor.Tensor {
+	d := e.W.Dim(1)
+	if x.Rank() == 0 || x.Dim(-1) != d {
+		panic(fmt.Sprintf("nn.Embedding.Attend: x %v, W %v: last dim of x must be %d", x, e.W, d))
+	}
+	shape := x.Shape()
+	shape[len(shape)-1] = e.W.Dim(0)
+	x2 := x
+	if x.Rank() != 2 {
+		x2 = tensor.Reshape(x, -1, d)
+	}
+	return tensor.Reshape(tensor.MatMulT(x2, e.W, false, true), shape...)
+}

@@ -1,0 +1,196 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// LinearOptions configures NewLinear. The zero value gives Equinox's
+// eqx.nn.Linear: a bias, and weight and bias uniform in ±1/√in.
+type LinearOptions struct {
+	// NoBias leaves out the bias (Equinox's use_bias=False).
+	NoBias bool
+	// WeightInit draws the [in, out] weight; nil means
+	// UniformRange(-1/√in, 1/√in), Equinox's (and PyTorch's) default.
+	WeightInit Initializer
+	// BiasInit draws the [out] bias; nil means UniformRange(-1/√in, 1/√in)
+	// as for the weight. (Flax initializes biases with Zeros.)
+	BiasInit Initializer
+	// Axes are the logical axis names of the weight's (in, out) dimensions;
+	// the bias gets Axes[1]. Empty names leave a dimension unnamed, and the
+	// zero value annotates nothing. See MegatronAxes for the names of MLP
+	// layers.
+	Axes [2]string
+}
+
+// Linear is a fully connected layer y = x @ W + B (eqx.nn.Linear).
+//
+// W is stored [in, out], Flax's kernel layout, so that it multiplies a batch
+// of row vectors without a transpose and fan computations use JAX's default
+// axes; Equinox stores the transpose [out, in]. B is nil without a bias.
+type Linear struct {
+	W *tensor.Tensor // f32[in, out]
+	B *tensor.Tensor // f32[out], or nil
+}
+
+// NewLinear returns a Linear layer from in to out features, its parameters
+// drawn from key (split into a weight key and a bias key, as Equinox does).
+func NewLinear(key tensor.Key, in, out int, opts LinearOptions) Linear {
+	if in < 0 || out < 0 {
+		panic(fmt.Sprintf("nn.NewLinear: negative size in=%d out=%d", in, out))
+	}
+	lim := 1.0
+	if in > 0 {
+		lim = 1 / math.Sqrt(float64(in))
+	}
+	winit, binit := opts.WeightInit, opts.BiasInit
+	if winit == nil {
+		winit = UniformRange(-lim, lim)
+	}
+	if binit == nil {
+		binit = UniformRange(-lim, lim)
+	}
+	wkey, bkey := key.Split2()
+	l := Linear{W: withAxes(checkInit("nn.NewLinear", "weight", winit(wkey, in, out), in, out), opts.Axes[:]...)}
+	if !opts.NoBias {
+		l.B = withAxes(checkInit("nn.NewLinear", "bias", binit(bkey, out), out), opts.Axes[1])
+	}
+	return l
+}
+
+// In returns the number of input features.
+func (l Linear) In() int { return l.W.Dim(0) }
+
+// Out returns the number of output features.
+func (l Linear) Out() int { return l.W.Dim(1) }
+
+// Forward maps x of shape [..., in] to [..., out]: any number of leading
+// batch dimensions (none for a single vector). Inputs of rank above 2 are
+// multiplied as one [N, in] matrix.
+func (l Linear) Forward(x *tensor.Tensor) *tensor.Tensor {
+	in := l.W.Dim(0)
+	if x.Rank() == 0 || x.Dim(-1) != in {
+		panic(fmt.Sprintf("nn.Linear: x %v, W %v: last dim of x must be %d", x, l.W, in))
+	}
+	var y *tensor.Tensor
+	if x.Rank() > 2 {
+		shape := x.Shape()
+		y = tensor.MatMul(tensor.Reshape(x, -1, in), l.W)
+		shape[len(shape)-1] = l.W.Dim(1)
+		y = tensor.Reshape(y, shape...)
+	} else {
+		y = tensor.MatMul(x, l.W)
+	}
+	if l.B != nil {
+		y = tensor.Add(y, l.B)
+	}
+	return y
+}
+
+// Call is Forward, ignoring key; it makes a Linear a Module.
+func (l Linear) Call(x *tensor.Tensor, _ tensor.Key) *tensor.Tensor { return l.Forward(x) }
+
+// MLPOptions configures NewMLP. The zero value gives Equinox's eqx.nn.MLP:
+// ReLU between layers, no final activation, biases everywhere.
+type MLPOptions struct {
+	// Activation is applied after every layer but the last; nil means Relu.
+	Activation Activation
+	// FinalActivation is applied after the last layer; nil means Identity.
+	FinalActivation Activation
+	// NoBias leaves out the biases of every layer but the last
+	// (Equinox's use_bias=False); NoFinalBias that of the last
+	// (use_final_bias=False).
+	NoBias, NoFinalBias bool
+	// WeightInit and BiasInit are passed to every layer (see LinearOptions).
+	WeightInit, BiasInit Initializer
+	// Axes holds the logical axes of each layer (see LinearOptions.Axes):
+	// nil for none, else one entry per layer. MegatronAxes(len(sizes)-1)
+	// gives the tensor-parallel convention.
+	Axes [][2]string
+}
+
+// MLP is a multi-layer perceptron (eqx.nn.MLP): Linear layers with
+// Activation between them and FinalActivation after the last.
+type MLP struct {
+	Layers []Linear
+	// Activation and FinalActivation are static; nil means Identity.
+	Activation      Activation
+	FinalActivation Activation
+}
+
+// NewMLP returns an MLP through the given layer sizes: sizes[0] inputs,
+// hidden layers of sizes[1:len-1], sizes[len-1] outputs. So []int{784, 512,
+// 10} has two Linear layers. key is split into one key per layer.
+func NewMLP(key tensor.Key, sizes []int, opts MLPOptions) MLP {
+	if len(sizes) < 2 {
+		panic(fmt.Sprintf("nn.NewMLP: sizes %v: need at least an input and an output size", sizes))
+	}
+	n := len(sizes) - 1
+	if opts.Axes != nil && len(opts.Axes) != n {
+		panic(fmt.Sprintf("nn.NewMLP: sizes %v make %d layers but Axes has %d entries", sizes, n, len(opts.Axes)))
+	}
+	m := MLP{Layers: make([]Linear, n), Activation: opts.Activation, FinalActivation: opts.FinalActivation}
+	if m.Activation == nil {
+		m.Activation = Relu
+	}
+	if m.FinalActivation == nil {
+		m.FinalActivation = Identity
+	}
+	keys := key.Split(n)
+	for i := range n {
+		lo := LinearOptions{NoBias: opts.NoBias, WeightInit: opts.WeightInit, BiasInit: opts.BiasInit}
+		if i == n-1 {
+			lo.NoBias = opts.NoFinalBias
+		}
+		if opts.Axes != nil {
+			lo.Axes = opts.Axes[i]
+		}
+		m.Layers[i] = NewLinear(keys[i], sizes[i], sizes[i+1], lo)
+	}
+	return m
+}
+
+// Forward maps x of shape [..., sizes[0]] to [..., sizes[len-1]].
+func (m MLP) Forward(x *tensor.Tensor) *tensor.Tensor {
+	for i, l := range m.Layers {
+		x = l.Forward(x)
+		act := m.Activation
+		if i == len(m.Layers)-1 {
+			act = m.FinalActivation
+		}
+		if act != nil {
+			x = act(x)
+		}
+	}
+	return x
+}
+
+// Call is Forward, ignoring key; it makes an MLP a Module.
+func (m MLP) Call(x *tensor.Tensor, _ tensor.Key) *tensor.Tensor { return m.Forward(x) }
+
+// checkInit panics unless an initializer returned a float32 tensor of the
+// requested shape.
+func checkInit(fn, what string, x *tensor.Tensor, shape ...int) *tensor.Tensor {
+	if x == nil || x.DType() != tensor.Float32 || !equalInts(x.Shape(), shape) {
+		got := "nil"
+		if x != nil {
+			got = x.String()
+		}
+		panic(fmt.Sprintf("%s: %s initializer returned %s, want %s", fn, what, got, tensor.Zeros(tensor.Float32, shape...)))
+	}
+	return x
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,362 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// Gating says how a MoE turns router logits into the weights of the chosen
+// experts. The zero value is GateTopKSoftmax.
+type Gating int
+
+const (
+	// GateTopKSoftmax takes the k largest logits of a token and applies a
+	// softmax over those k only (Mixtral; the JAX sharding guide's MoE), so
+	// each token's gates sum to 1. With k = 1 every gate is exactly 1: the
+	// router then learns only from the auxiliary loss.
+	GateTopKSoftmax Gating = iota
+	// GateSoftmaxTopK applies a softmax over all E logits and keeps the k
+	// largest probabilities, unnormalized (Switch Transformer for k = 1,
+	// GShard without renormalization), so the output is scaled by the
+	// router's confidence and the router learns from the task loss for any k.
+	GateSoftmaxTopK
+)
+
+// String returns the name of the gating.
+func (g Gating) String() string {
+	switch g {
+	case GateTopKSoftmax:
+		return "GateTopKSoftmax"
+	case GateSoftmaxTopK:
+		return "GateSoftmaxTopK"
+	}
+	return fmt.Sprintf("Gating(%d)", int(g))
+}
+
+// MoEAxes holds the logical axes of the parameters of a MoE. See
+// DefaultMoEAxes.
+type MoEAxes struct {
+	Router   [2]string // [dim, experts]
+	Up, Down [3]string // [experts, dim, hidden] and [experts, hidden, dim]
+}
+
+// DefaultMoEAxes returns the expert-parallel convention: the stacked expert
+// weights have AxisExpert first, then (AxisEmbed, AxisMLP) and (AxisMLP,
+// AxisEmbed) as in an MLP, so rules can split experts over an expert-parallel
+// axis and each expert's MLP over a tensor-parallel one. The router's expert
+// dimension is left unnamed (it is AxisEmbed, ""): every device needs all
+// of a token's logits to route it, so the router is not split over experts.
+func DefaultMoEAxes() MoEAxes {
+	return MoEAxes{
+		Router: [2]string{AxisEmbed, ""},
+		Up:     [3]string{AxisExpert, AxisEmbed, AxisMLP},
+		Down:   [3]string{AxisExpert, AxisMLP, AxisEmbed},
+	}
+}
+
+// DefaultCapacityFactor is the capacity factor of a MoE built with a zero
+// MoEOptions.CapacityFactor, the Switch Transformer's training value.
+const DefaultCapacityFactor = 1.25
+
+// MoEOptions configures NewMoE. The zero value routes each token to 2
+// experts with GateTopKSoftmax, capacity factor 1.25 with token dropping,
+// ReLU experts, and Linear-style initialization.
+type MoEOptions struct {
+	// TopK is the number of experts per token, k; 0 means 2.
+	TopK int
+	// CapacityFactor scales the capacity of each expert,
+	// ceil(tokens·k/E·CapacityFactor) token choices per forward pass;
+	// 0 means DefaultCapacityFactor.
+	CapacityFactor float64
+	// NoDrop gives every expert room for every token, so no token is ever
+	// dropped (the capacity becomes the number of tokens).
+	NoDrop bool
+	// Gating chooses how router logits become gates.
+	Gating Gating
+	// Activation is the experts' nonlinearity; nil means Relu.
+	Activation Activation
+	// RouterInit draws the [dim, E] router; nil means
+	// UniformRange(-1/√dim, 1/√dim), as a Linear layer.
+	RouterInit Initializer
+	// ExpertInit draws the stacked [E, dim, hidden] and [E, hidden, dim]
+	// expert weights; nil means uniform in ±1/√fan_in for each expert, as a
+	// Linear layer (VarianceScalingAxes(1/3, FanIn, DistUniform,
+	// FanAxes{Batch: []int{0}})). Fan-based initializers should be given
+	// FanAxes{Batch: []int{0}} so that E is not counted as a receptive field.
+	ExpertInit Initializer
+	// Axes are the logical axes of the parameters; the zero value sets none.
+	// See DefaultMoEAxes.
+	Axes MoEAxes
+}
+
+// MoE is a mixture-of-experts feed-forward layer on one device, with top-k
+// routing and token dropping as in the JAX sharding guide (and the Switch
+// Transformer), and the experts' MLPs stored as stacked weights:
+//
+//  1. A linear router scores every token against E experts: logits
+//     f32[N,E] = tokens @ Router.
+//  2. Each token picks its k best experts; Gating turns their logits into
+//     gates.
+//  3. Each expert takes at most Capacity of the N·k token choices routed to
+//     it, preferring larger gates (ties by token order, then choice order:
+//     see DropTokenMask). The other choices are dropped and contribute 0.
+//  4. Expert e computes Activation(t @ Up[e]) @ Down[e] for its tokens t.
+//  5. A token's output is the sum over its k choices of gate × expert
+//     output (a segment sum over the token's choices).
+//
+// The experts run as E matrix products over the tokens each received (the
+// guide's ragged dot), so no compute is spent on padding.
+type MoE struct {
+	Router *tensor.Tensor // f32[D, E]
+	Up     *tensor.Tensor // f32[E, D, H]
+	Down   *tensor.Tensor // f32[E, H, D]
+
+	TopK           int
+	CapacityFactor float64
+	NoDrop         bool
+	Gating         Gating
+	Activation     Activation // nil means Identity
+}
+
+// NewMoE returns a MoE layer over dim features with numExperts experts of
+// hidden features each. key is split into keys for the router and the two
+// expert weights.
+func NewMoE(key tensor.Key, dim, hidden, numExperts int, opts MoEOptions) MoE {
+	if dim <= 0 || hidden <= 0 || numExperts <= 0 {
+		panic(fmt.Sprintf("nn.NewMoE: dim %d, hidden %d, experts %d: sizes must be positive", dim, hidden, numExperts))
+	}
+	m := MoE{TopK: opts.TopK, CapacityFactor: opts.CapacityFactor, NoDrop: opts.NoDrop, Gating: opts.Gating, Activation: opts.Activation}
+	if m.TopK == 0 {
+		m.TopK = 2
+	}
+	if m.CapacityFactor == 0 {
+		m.CapacityFactor = DefaultCapacityFactor
+	}
+	if m.Activation == nil {
+		m.Activation = Relu
+	}
+	m.check("nn.NewMoE", numExperts)
+	rinit, einit := opts.RouterInit, opts.ExpertInit
+	if rinit == nil {
+		lim := 1 / math.Sqrt(float64(dim))
+		rinit = UniformRange(-lim, lim)
+	}
+	if einit == nil {
+		einit = VarianceScalingAxes(1.0/3, FanIn, DistUniform, FanAxes{Batch: []int{0}})
+	}
+	keys := key.Split(3)
+	m.Router = withAxes(checkInit("nn.NewMoE", "router", rinit(keys[0], dim, numExperts), dim, numExperts), opts.Axes.Router[:]...)
+	m.Up = withAxes(checkInit("nn.NewMoE", "expert", einit(keys[1], numExperts, dim, hidden), numExperts, dim, hidden), opts.Axes.Up[:]...)
+	m.Down = withAxes(checkInit("nn.NewMoE", "expert", einit(keys[2], numExperts, hidden, dim), numExperts, hidden, dim), opts.Axes.Down[:]...)
+	return m
+}
+
+func (m MoE) check(fn string, experts int) {
+	if m.TopK < 1 || m.TopK > experts {
+		panic(fmt.Sprintf("%s: TopK %d must be in [1, %d experts]", fn, m.TopK, experts))
+	}
+	if !(m.CapacityFactor > 0) || math.IsInf(m.CapacityFactor, 0) {
+		panic(fmt.Sprintf("%s: CapacityFactor %g must be positive and finite", fn, m.CapacityFactor))
+	}
+	if m.Gating != GateTopKSoftmax && m.Gating != GateSoftmaxTopK {
+		panic(fmt.Sprintf("%s: invalid %v", fn, m.Gating))
+	}
+}
+
+// NumExperts returns E.
+func (m MoE) NumExperts() int { return m.Router.Dim(1) }
+
+// Capacity returns how many token choices each expert accepts in a forward
+// pass over the given number of tokens: ExpertCapacity(tokens, TopK, E,
+// CapacityFactor), or tokens with NoDrop.
+func (m MoE) Capacity(tokens int) int {
+	if m.NoDrop {
+		return tokens
+	}
+	return ExpertCapacity(tokens, m.TopK, m.NumExperts(), m.CapacityFactor)
+}
+
+// ExpertCapacity returns ceil(tokens·k/experts·factor), the number of token
+// choices an expert accepts, as the JAX guide and the Switch Transformer
+// compute it. Like the guide's jnp.ceil of a Python float, the product is
+// formed in float64 and rounded to float32 before the ceiling, so that
+// 5·1.2 = 6.000000000000001 gives 6, not 7.
+func ExpertCapacity(tokens, k, experts int, factor float64) int {
+	if tokens < 0 || k < 0 || experts <= 0 || !(factor >= 0) || math.IsInf(factor, 0) {
+		panic(fmt.Sprintf("nn.ExpertCapacity: tokens %d, k %d, experts %d, factor %g: invalid", tokens, k, experts, factor))
+	}
+	c := float32(float64(tokens*k) / float64(experts) * factor)
+	return int(math.Ceil(float64(c)))
+}
+
+// MoEOutput is the result of MoE.Forward: the output, the auxiliary losses
+// to add to the training loss, and the routing decisions for monitoring. N
+// is the number of tokens (the product of x's leading dimensions) and k the
+// layer's TopK.
+type MoEOutput struct {
+	// Output has x's shape.
+	Output *tensor.Tensor
+	// AuxLoss is the Switch Transformer load-balancing loss, f32[]:
+	//
+	//	E · Σ_e f_e · P_e
+	//
+	// where f_e is the fraction of the N·k token choices routed to expert
+	// e (before dropping; all k choices count, so Σ f_e = 1) and P_e the
+	// mean over tokens of the router's softmax probability of e over all E
+	// experts. It is 1 when routing is perfectly balanced and E when every
+	// choice goes to one expert with certainty; for k = 1 it is exactly the
+	// Switch loss. (Implementations that sum f over the k choices without
+	// dividing by k, such as Hugging Face's Mixtral, report k times this.)
+	// Only P_e carries a gradient. Multiply it by a small coefficient (the
+	// Switch Transformer uses 0.01) and add it to the loss.
+	AuxLoss *tensor.Tensor
+	// RouterZLoss is the ST-MoE router z-loss, mean over tokens of
+	// logsumexp(logits)², f32[]; it keeps router logits small (ST-MoE
+	// weights it by 0.001).
+	RouterZLoss *tensor.Tensor
+	// ExpertIDs are the chosen experts, i32[N, k], best first.
+	ExpertIDs *tensor.Tensor
+	// Gates are the weights of the chosen experts, f32[N, k] (traced when
+	// the router is differentiated).
+	Gates *tensor.Tensor
+	// Dropped marks the token choices that exceeded their expert's
+	// capacity, bool[N, k]; they contribute 0 to the output.
+	Dropped *tensor.Tensor
+	// Load counts the token choices routed to each expert before dropping,
+	// i32[E]; Processed counts those each expert computed, i32[E], at most
+	// Capacity.
+	Load, Processed *tensor.Tensor
+	// Capacity is the number of token choices each expert accepted.
+	Capacity int
+}
+
+// Forward routes the tokens of x f32[..., D] (every leading dimension is a
+// token dimension) through the experts and returns the output and routing
+// statistics. Routing is discrete: the gradient flows through the gates and
+// the experts, not through which experts were chosen or which choices were
+// dropped.
+func (m MoE) Forward(x *tensor.Tensor) MoEOutput {
+	D, E := m.Router.Dim(0), m.Router.Dim(1)
+	m.check("nn.MoE", E)
+	if x.Rank() == 0 || x.Dim(-1) != D || x.DType() != tensor.Float32 {
+		panic(fmt.Sprintf("nn.MoE: x %v: want float32 [..., %d]", x, D))
+	}
+	k := m.TopK
+	tokens := tensor.Reshape(x, -1, D)
+	N := tokens.Dim(0)
+	C := m.Capacity(N)
+
+	// 1-2. Route.
+	logits := tensor.MatMul(tokens, m.Router) // [N, E]
+	probs := tensor.Softmax(logits, -1)       // [N, E]
+	var gates, ids *tensor.Tensor             // [N, k]
+	if m.Gating == GateSoftmaxTopK {
+		gates, ids = tensor.TopK(probs, k)
+	} else {
+		var top *tensor.Tensor
+		top, ids = tensor.TopK(logits, k)
+		gates = tensor.Softmax(top, -1)
+	}
+	idsFlat := tensor.Reshape(ids, N*k)
+	gatesFlat := tensor.Reshape(gates, N*k)
+
+	// 3. Drop the choices beyond each expert's capacity.
+	dropped, rank := DropTokenMask(idsFlat, tensor.StopGradient(gatesFlat), E, C)
+	keptI := tensor.AsType(tensor.LogicalNot(dropped), tensor.Int32)
+	load := tensor.Bincount(idsFlat, nil, E)
+	processed := tensor.Bincount(idsFlat, keptI, E)
+
+	// 4. Group the kept choices by expert: kept choice a goes to row
+	// start[e] + rank[a] of the grouped batch, where start is the
+	// exclusive cumsum of processed; dropped ones to row M, out of range.
+	counts := processed.Ints()
+	M := 0
+	for _, c := range counts {
+		M += c
+	}
+	start := tensor.CumsumExclusive(processed, 0)
+	row := tensor.Add(tensor.Take(start, idsFlat, 0), rank)
+	row = tensor.Where(dropped, tensor.ScalarInt(int32(M)), row)
+
+	var back *tensor.Tensor // [N*k, D]: each choice's expert output
+	if M == 0 {
+		back = tensor.Zeros(tensor.Float32, N*k, D)
+	} else {
+		choices := tensor.Repeat(tokens, k, 0) // [N*k, D], token-major
+		grouped := tensor.SegmentSum(choices, row, M)
+		parts := tensor.SplitSizes(grouped, 0, counts)
+		ups := tensor.Unstack(m.Up, 0)
+		downs := tensor.Unstack(m.Down, 0)
+		outs := make([]*tensor.Tensor, 0, E)
+		for e, p := range parts {
+			if counts[e] == 0 {
+				continue
+			}
+			h := tensor.MatMul(p, ups[e])
+			if m.Activation != nil {
+				h = m.Activation(h)
+			}
+			outs = append(outs, tensor.MatMul(h, downs[e]))
+		}
+		ys := tensor.Concat(0, outs...) // [M, D]
+		back = tensor.Take(ys, tensor.Where(dropped, tensor.ScalarInt(0), row), 0)
+	}
+
+	// 5. Combine: Σ over each token's k choices of gate × output.
+	w := tensor.Mul(gatesFlat, tensor.AsType(keptI, tensor.Float32))
+	contrib := tensor.Mul(back, tensor.Reshape(w, N*k, 1))
+	out := tensor.Sum(tensor.Reshape(contrib, N, k, D), 1)
+
+	// Auxiliary losses.
+	f := tensor.Div(tensor.AsType(load, tensor.Float32), tensor.Scalar(float32(N*k)))
+	p := tensor.Mean(probs, 0)
+	aux := tensor.MulScalar(tensor.Sum(tensor.Mul(f, p)), float32(E))
+	z := tensor.Mean(tensor.Square(tensor.LogSumExp(logits, -1)))
+
+	return MoEOutput{
+		Output:      tensor.Reshape(out, x.Shape()...),
+		AuxLoss:     aux,
+		RouterZLoss: z,
+		ExpertIDs:   ids,
+		Gates:       gates,
+		Dropped:     tensor.Reshape(dropped, N, k),
+		Load:        load,
+		Processed:   processed,
+		Capacity:    C,
+	}
+}
+
+// DropTokenMask decides which token choices exceed their expert's capacity,
+// with the semantics of calculate_drop_token_mask in the JAX sharding guide.
+// expertIDs i32[n] holds the expert of each choice and probs f32[n] its
+// priority (a router probability). Within each expert, choices are ranked by
+// descending priority, ties broken by position (a stable sort, jnp.lexsort
+// of (-probs, expertIDs)); the choice of rank r is dropped when r >= capacity.
+//
+// It returns the mask dropped bool[n] and each choice's rank within its
+// expert, i32[n]. Neither is differentiable. It panics on an expert id
+// outside [0, numExperts) or a negative capacity.
+func DropTokenMask(expertIDs, probs *tensor.Tensor, numExperts, capacity int) (dropped, rank *tensor.Tensor) {
+	if expertIDs.DType() != tensor.Int32 || expertIDs.Rank() != 1 || probs.DType() != tensor.Float32 ||
+		!equalInts(probs.Shape(), expertIDs.Shape()) {
+		panic(fmt.Sprintf("nn.DropTokenMask: expertIDs %v, probs %v: want i32[n] and f32[n]", expertIDs, probs))
+	}
+	if capacity < 0 {
+		panic(fmt.Sprintf("nn.DropTokenMask: negative capacity %d", capacity))
+	}
+	for i, e := range expertIDs.RawInt32() {
+		if e < 0 || int(e) >= numExperts {
+			panic(fmt.Sprintf("nn.DropTokenMask: expert id %d at index %d is outside [0, %d)", e, i, numExperts))
+		}
+	}
+	n := expertIDs.Dim(0)
+	order := tensor.LexSort(tensor.Neg(tensor.StopGradient(probs)), expertIDs) // by expert, then priority
+	sortedIDs := tensor.Take(expertIDs, order, 0)
+	starts := tensor.CumsumExclusive(tensor.Bincount(expertIDs, nil, numExperts), 0)
+	sortedRank := tensor.Sub(tensor.Arange(n), tensor.Take(starts, sortedIDs, 0))
+	rank = tensor.ScatterAdd(tensor.Zeros(tensor.Int32, n), order, sortedRank, 0) // undo the sort
+	dropped = tensor.GreaterEqual(rank, tensor.ScalarInt(int32(capacity)))
+	return dropped, rank
+}
