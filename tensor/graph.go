@@ -80,6 +80,11 @@ type Op struct {
 	// Distributed ops accept global sharded tensors (shard.Put, Map, ...).
 	// All others panic when given one.
 	Distributed bool
+
+	// HandlesVary ops track shard.Map's varying axes themselves (a
+	// checkpoint's recorded ops broadcast their invariant operands inside):
+	// Apply inserts no implicit pvary for their operands.
+	HandlesVary bool
 }
 
 func (op *Op) differentiable() bool { return op.VJP != nil || op.VJPN != nil }
@@ -316,7 +321,7 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 	// Implicit pvary: a differentiable input that varies over fewer mesh
 	// axes than the result is broadcast over the others; its cotangent must
 	// then be summed over them.
-	if diff && loc != nil {
+	if diff && loc != nil && !op.HandlesVary {
 		for i, x := range in {
 			if x.dtype.IsFloat() && x.node != nil && x.node.trace == top && localMask(x) != loc.Mask {
 				in[i] = Apply(pvaryOp, loc, x)

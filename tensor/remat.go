@@ -300,7 +300,8 @@ func init() {
 		VJPN: func(gs, in, _ []*Tensor, params, state any) []*Tensor {
 			return params.(*rematProgram).backward(gs, in, state.(*rematState))
 		},
-		SaveFor: func(params any) SaveMask { return params.(*rematProgram).save },
+		SaveFor:     func(params any) SaveMask { return params.(*rematProgram).save },
+		HandlesVary: true,
 	}
 }
 
