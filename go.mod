@@ -6,7 +6,16 @@ require gonum.org/v1/gonum v0.17.0
 
 require go.uber.org/goleak v1.3.0
 
-require golang.org/x/sys v0.49.0
+require (
+	github.com/schollz/progressbar/v3 v3.19.1
+	golang.org/x/sys v0.49.0
+	golang.org/x/term v0.44.0
+)
+
+require (
+	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
+	github.com/rivo/uniseg v0.4.7 // indirect
+)
 
 require (
 	github.com/stretchr/testify v1.12.1
