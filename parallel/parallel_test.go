@@ -102,3 +102,97 @@ func TestStrategiesEqualSingleDevice(t *testing.T) {
 		}
 	}
 }
+
+// leafBytes returns the bytes of W and B leaves of an MLP.
+func leafBytes(m nn.MLP) (w, b int64) {
+	for _, l := range m.Layers {
+		w += int64(l.W.Bytes())
+		if l.B != nil {
+			b += int64(l.B.Bytes())
+		}
+	}
+	return w, b
+}
+
+func TestFSDPMemoryAndCommunication(t *testing.T) {
+	m, x, y := guideModel(guideSizes, 16, 2)
+	mesh := shard.NewMesh([]int{8}, []string{"dp"})
+	const n = 8
+	dp := parallel.New(m, parallel.Config{Strategy: parallel.DP, Mesh: mesh, Optimizer: optim.Adam(optim.Constant(1e-3))})
+	fsdp := parallel.New(m, parallel.Config{Strategy: parallel.FSDP, Mesh: mesh, Optimizer: optim.Adam(optim.Constant(1e-3))})
+	dp.Step(x, y)
+	fsdp.Step(x, y)
+	dps, fs := dp.Stats(x, y), fsdp.Stats(x, y)
+
+	wBytes, bBytes := leafBytes(m)
+	// The "mlp"-named biases (layers 0 and 2) are sharded like the
+	// weights; the others ("embed", "classes") are replicated.
+	shardedB := int64(m.Layers[0].B.Bytes() + m.Layers[2].B.Bytes())
+	replB := bBytes - shardedB
+	assert.Equal(t, wBytes+bBytes, dps.ParamBytes, "DP holds a full replica")
+	assert.Equal(t, (wBytes+shardedB)/n+replB, fs.ParamBytes, "FSDP holds 1/n of what it shards")
+	// Adam keeps two moments per parameter (and a step count).
+	assert.Equal(t, 2*fs.ParamBytes+4, fs.StateBytes)
+	assert.Equal(t, 2*dps.ParamBytes+4, dps.StateBytes)
+
+	// Residuals: DP keeps the full weights for backward (as the outputs of
+	// the implicit broadcasts of the replicated weights, "pvary"); FSDP
+	// keeps only its shards (checkpoint inputs) and re-gathers, so no
+	// all-gathered weight is kept.
+	assert.Equal(t, wBytes, int64(dps.Residuals.ByLabel["pvary"].Bytes))
+	assert.Zero(t, fs.Residuals.ByLabel["all_gather"].Count)
+	assert.Zero(t, fs.Residuals.ByLabel["pvary"].Count)
+	assert.Less(t, int64(fs.Residuals.Bytes), wBytes/n+8<<10)
+	keep := parallel.New(m, parallel.Config{Strategy: parallel.FSDP, Mesh: mesh, Optimizer: optim.Adam(optim.Constant(1e-3)),
+		Remat: func(tensor.NodeInfo) bool { return true }})
+	assert.Equal(t, len(m.Layers), keep.Stats(x, y).Residuals.ByLabel["all_gather"].Count,
+		"without the remat policy the gathered weights would be kept")
+
+	// Communication per step, per device, as the textbook has it. DP: one
+	// all-reduce of the gradients (2(n-1)/n of their bytes) plus the loss.
+	lossBytes := int64(2 * (n - 1) * 4 / n)
+	assert.Equal(t, map[string]int64{"psum": 2*(n-1)*(wBytes+bBytes)/n + lossBytes}, dps.CommBytes)
+	// FSDP: all-gather of every sharded leaf in forward and of the weights
+	// again in backward (the bias add's VJP needs no bias, so remat does
+	// not re-gather biases), a reduce-scatter of their gradients, and an
+	// all-reduce of the replicated biases' gradients.
+	sharded := wBytes + shardedB
+	assert.Equal(t, 2*(n-1)*wBytes/n+(n-1)*shardedB/n, fs.CommBytes["all_gather"])
+	assert.Equal(t, (n-1)*sharded/n, fs.CommBytes["psum_scatter"])
+	assert.Equal(t, 2*(n-1)*replB/n+lossBytes, fs.CommBytes["psum"])
+}
+
+func TestTrainingRunsAgree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains five models")
+	}
+	// A regression task: every strategy, trained for 30 steps with Adam
+	// from the same weights on the same batches, ends at the same loss.
+	m, _, _ := guideModel(guideSizes, 16, 3)
+	keys := tensor.NewKey(9).Split(30)
+	mesh := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
+	final := map[parallel.Strategy]float64{}
+	for _, s := range parallel.Strategies() {
+		var msh *shard.Mesh
+		if s != parallel.Single {
+			msh = mesh
+		}
+		tr := parallel.New(m, parallel.Config{Strategy: s, Mesh: msh, Optimizer: optim.Adam(optim.Constant(3e-3))})
+		// A fixed pool of 4 batches, visited in turn, so the loss falls (the
+		// guide model ends in a relu, which bounds how far).
+		var loss, first float64
+		for i := range keys {
+			k1, k2 := keys[i%4].Split2()
+			x, y := tensor.Normal(k1, 16, 32), tensor.Normal(k2, 16, 4)
+			loss = tr.Step(x, y)
+			if i == 0 {
+				first = loss
+			}
+		}
+		assert.Less(t, loss, 0.8*first, "%v", s)
+		final[s] = loss
+	}
+	for s, l := range final {
+		assert.InEpsilon(t, final[parallel.Single], l, 1e-3, "%v", s)
+	}
+}

@@ -205,6 +205,21 @@ func (t *Trainer) PlacedParams() nn.MLP { return t.params }
 // State returns the optimizer state as it is placed.
 func (t *Trainer) State() optim.State { return t.state }
 
+// SetState replaces the parameters and optimizer state, for example with
+// ones restored from a checkpoint. They must have the structure of
+// PlacedParams and State; they are placed as the strategy places them.
+func (t *Trainer) SetState(params nn.MLP, state optim.State) {
+	params = Annotate(params)
+	if t.cfg.Strategy != Single && t.cfg.Strategy != DP {
+		params = shard.FilterShard(params, t.cfg.Mesh, t.rules)
+		state = shard.FilterShard(state, t.cfg.Mesh, t.rules)
+	} else {
+		params = pytree.Map(params, shard.Gather)
+		state = pytree.Map(state, shard.Gather)
+	}
+	t.params, t.state = params, state
+}
+
 // Comm returns the bytes each device sent in the last Step or LossAndGrad.
 func (t *Trainer) Comm() *shard.Comm { return &t.comm }
 
