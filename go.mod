@@ -8,6 +8,8 @@ require go.uber.org/goleak v1.3.0
 
 require golang.org/x/sys v0.49.0
 
+require github.com/klauspost/compress v1.20.3 // indirect
+
 require (
 	github.com/stretchr/testify v1.12.1
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
