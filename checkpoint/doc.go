@@ -42,7 +42,7 @@
 // The mesh may have another shape or another number of devices than the
 // one saved from: a checkpoint saved on dp=4,tp=2 restores on dp=2, on one
 // device or on the host. Each device's block is assembled from the saved
-// blocks that overlap it, decoding only the frames it needs, so a sharded
+// blocks that overlap it, decoding only the chunks it needs, so a sharded
 // tensor is never gathered on the host. Subtree restores part of a saved
 // tree (the parameters of a training state into a bare model) and Partial
 // lets like hold fewer leaves (a tree filtered with pytree.Filter).
@@ -58,7 +58,7 @@
 // process at a time may write a checkpoint directory.
 //
 // Restore validates everything before using it — the manifest's fields,
-// the tree's paths, shapes and dtypes, each frame's CRC-32C — and reports a
+// the tree's paths, shapes and dtypes, each chunk's CRC-32C — and reports a
 // missing, truncated or corrupted file, a manifest that does not parse, a
 // mismatch with like, or a file name that would leave the step directory
 // (.., absolute paths, symlinks pointing outside) as an *Error naming the
@@ -86,14 +86,20 @@
 //	  00000200/
 //	  .tmp-00000300-123456/        a save in progress, or killed (not a step)
 //
-// A data file is a concatenation of zstd frames. Each block of a tensor is
-// stored as consecutive frames, one per chunk of chunk_bytes raw bytes (1
-// MiB; the last chunk shorter). A chunk holds the block's elements in
-// row-major order, byte-shuffled: with n elements of 4 bytes, the n least
-// significant bytes (little-endian byte 0) first, then the n bytes 1, 2 and
-// 3; bool elements (one byte, 0 or 1) are not shuffled. Each frame is a
-// standard zstd frame with its own content checksum, so any zstd tool
-// decompresses one. The manifest is JSON:
+// A data file is a concatenation of zstd frames (RFC 8878). Each block of
+// a tensor is stored as consecutive chunks, one per chunk_bytes raw bytes
+// of the block (1 MiB; the last chunk shorter). A chunk holds the block's
+// elements in row-major order, byte-shuffled: with n elements of 4 bytes,
+// the n least significant bytes (little-endian byte 0) first, then the n
+// bytes 1, 2 and 3; bool elements (one byte, 0 or 1) are not shuffled. Each
+// byte plane is one zstd frame (bool chunks: one frame), so a chunk
+// decodes with one call into the shuffled bytes. Float32 planes are
+// entropy-coded only — zstd frames of Huffman-coded literal blocks, raw or
+// RLE blocks, built around klauspost/compress's huff0 — because sign and
+// exponent bytes are a few distinct values that zstd's match finder is
+// slow on and that Huffman coding compresses better; int32 and bool planes
+// go through zstd's encoder (SpeedFastest). Any zstd decoder, the zstd
+// command included, decompresses a chunk. The manifest is JSON:
 //
 //	{
 //	 "format": "gonox-checkpoint",
@@ -116,10 +122,10 @@
 //	     "shape": [256, 2048],                 the block's shape
 //	     "device": 0,                          who wrote it (-1: host)
 //	     "file": "d0000.bin",
-//	     "pos": 0,                             byte position of its first frame
-//	     "size": 1780342,                      compressed bytes, all frames
+//	     "pos": 0,                             byte position of its first chunk
+//	     "size": 1780342,                      compressed bytes, all chunks
 //	     "raw": 2097152,                       raw bytes
-//	     "frames": [{"size": 890171, "crc32c": 3735928559}, ...]
+//	     "chunks": [{"size": 890171, "crc32c": 3735928559}, ...]   one per chunk
 //	    }, ...
 //	   ]
 //	  },
@@ -127,13 +133,12 @@
 //	 ]
 //	}
 //
-// Checksums are CRC-32C (Castagnoli) of each frame's stored bytes: hash/crc32
+// Checksums are CRC-32C (Castagnoli) of each chunk's stored bytes: hash/crc32
 // computes it with the SSE4.2 or ARMv8 CRC instructions at many GB/s,
 // needs no dependency, and catches the flipped bits and torn writes that
 // storage produces; an adversary who can rewrite the manifest can rewrite
 // its checksums too, which is why the parser also bounds every size and
-// refuses unsafe file names. zstd's own xxhash64 of each frame's content
-// checks the decompression.
+// refuses unsafe file names, and the decoder checks every decoded length.
 //
 // # Safetensors
 //

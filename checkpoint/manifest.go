@@ -61,18 +61,18 @@ type meshEntry struct {
 
 // shardEntry is one distinct block of a tensor and where its bytes are.
 type shardEntry struct {
-	Offset []int         `json:"offset"` // global index of the block's first element
-	Shape  []int         `json:"shape"`  // the block's shape
-	Device int           `json:"device"` // pool ID of the device that wrote it; -1 for host
-	File   string        `json:"file"`   // data file in the step directory
-	Pos    int64         `json:"pos"`    // byte position of the first frame in File
-	Size   int64         `json:"size"`   // stored (compressed) bytes, all frames
-	Raw    int64         `json:"raw"`    // raw bytes of the block
-	Frames []*frameEntry `json:"frames"` // one zstd frame per chunk, in order
+	Offset []int          `json:"offset"` // global index of the block's first element
+	Shape  []int          `json:"shape"`  // the block's shape
+	Device int            `json:"device"` // pool ID of the device that wrote it; -1 for host
+	File   string         `json:"file"`   // data file in the step directory
+	Pos    int64          `json:"pos"`    // byte position of the first chunk in File
+	Size   int64          `json:"size"`   // stored (compressed) bytes, all chunks
+	Raw    int64          `json:"raw"`    // raw bytes of the block
+	Chunks []*chunkRecord `json:"chunks"` // one per chunk, in order
 }
 
-// frameEntry is one compressed chunk.
-type frameEntry struct {
+// chunkRecord is one compressed chunk.
+type chunkRecord struct {
 	Size   int64  `json:"size"`
 	CRC32C uint32 `json:"crc32c"`
 }
@@ -235,7 +235,7 @@ func (m *manifest) validateTensor(t *tensorEntry) error {
 	esize := int64(dt.Size())
 	blockElems, _ := numel(block)
 	raw := int64(blockElems) * esize
-	nframes := (raw + int64(m.ChunkBytes) - 1) / int64(m.ChunkBytes)
+	nchunks := (raw + int64(m.ChunkBytes) - 1) / int64(m.ChunkBytes)
 	maxFrame := int64(m.ChunkBytes) + int64(m.ChunkBytes)/64 + 1024 // zstd's worst case stays well below
 	seen := map[string]bool{}
 	for _, s := range t.Shards {
@@ -272,21 +272,21 @@ func (m *manifest) validateTensor(t *tensorEntry) error {
 		if s.Raw != raw {
 			return bad(s.File, "shard raw size %d, want %d", s.Raw, raw)
 		}
-		if int64(len(s.Frames)) != nframes {
-			return bad(s.File, "%d frames, want %d for %d bytes in chunks of %d", len(s.Frames), nframes, raw, m.ChunkBytes)
+		if int64(len(s.Chunks)) != nchunks {
+			return bad(s.File, "%d chunks, want %d for %d bytes in chunks of %d", len(s.Chunks), nchunks, raw, m.ChunkBytes)
 		}
 		if s.Pos < 0 || s.Size < 0 || s.Pos > 1<<62 || s.Size > 1<<62 {
 			return bad(s.File, "byte range pos %d size %d is invalid", s.Pos, s.Size)
 		}
 		var sum int64
-		for k, f := range s.Frames {
+		for k, f := range s.Chunks {
 			if f == nil || f.Size <= 0 || f.Size > maxFrame {
-				return bad(s.File, "frame %d has an invalid size", k)
+				return bad(s.File, "chunk %d has an invalid size", k)
 			}
 			sum += f.Size
 		}
 		if sum != s.Size {
-			return bad(s.File, "frames add up to %d bytes, shard size is %d", sum, s.Size)
+			return bad(s.File, "chunks add up to %d bytes, shard size is %d", sum, s.Size)
 		}
 	}
 	return nil

@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// reader decodes the frames a restore needs, each at most once however
+// reader decodes the chunks a restore needs, each at most once however
 // many target blocks use it, and drops it once the last one has copied it.
 type reader struct {
 	root   *os.Root
@@ -39,7 +39,7 @@ type pieceJob struct {
 	s      *shardEntry
 	lo     []int
 	size   []int
-	k0, k1 int // frames covering the box, inclusive
+	k0, k1 int // chunks covering the box, inclusive
 }
 
 func (r *reader) close() {
@@ -86,7 +86,7 @@ func (r *reader) open(path, name string) (*os.File, error) {
 	return f, nil
 }
 
-// plan lists the copies that fill piece p, counting the uses of each frame.
+// plan lists the copies that fill piece p, counting the uses of each chunk.
 func (r *reader) plan(p *piece) ([]*pieceJob, error) {
 	e := p.t.entry
 	esize := e.dtype.Size()
@@ -111,9 +111,9 @@ func (r *reader) plan(p *piece) ([]*pieceJob, error) {
 			return nil, err
 		}
 		if _, ok := r.starts[s]; !ok {
-			st := make([]int64, len(s.Frames))
+			st := make([]int64, len(s.Chunks))
 			pos := s.Pos
-			for k, f := range s.Frames {
+			for k, f := range s.Chunks {
 				st[k] = pos
 				pos += f.Size
 			}
@@ -161,7 +161,7 @@ func flatIndex(g, off, shape []int) int {
 
 var scratchPool = sync.Pool{New: func() any { return new([]byte) }}
 
-// chunk returns frame k of shard s decoded, decoding it on first use.
+// chunk returns chunk k of shard s decoded, decoding it on first use.
 func (r *reader) chunk(path string, esize int, s *shardEntry, k int) ([]uint32, []byte, error) {
 	c := r.chunks[chunkKey{s, k}]
 	c.mu.Lock()
@@ -174,7 +174,7 @@ func (r *reader) chunk(path string, esize int, s *shardEntry, k int) ([]uint32, 
 	return c.w, c.b, c.err
 }
 
-// release drops one use of frame k of s, freeing it after the last.
+// release drops one use of chunk k of s, freeing it after the last.
 func (r *reader) release(s *shardEntry, k int) {
 	c := r.chunks[chunkKey{s, k}]
 	c.mu.Lock()
@@ -187,7 +187,7 @@ func (r *reader) release(s *shardEntry, k int) {
 
 func (r *reader) decode(path string, esize int, s *shardEntry, k int) ([]uint32, []byte, error) {
 	f := r.files[s.File]
-	fr := s.Frames[k]
+	fr := s.Chunks[k]
 	epc := int64(r.m.ChunkBytes / esize)
 	total := int64(blockElems(s.Shape))
 	n := min(epc, total-int64(k)*epc)
@@ -195,12 +195,12 @@ func (r *reader) decode(path string, esize int, s *shardEntry, k int) ([]uint32,
 	got, err := f.ReadAt(buf, r.starts[s][k])
 	if int64(got) < fr.Size {
 		if err == nil || errors.Is(err, io.EOF) {
-			return nil, nil, r.fail(path, s.File, ErrCorrupt, "truncated: frame %d needs bytes [%d, %d), the file has %d", k, r.starts[s][k], r.starts[s][k]+fr.Size, r.starts[s][k]+int64(got))
+			return nil, nil, r.fail(path, s.File, ErrCorrupt, "truncated: chunk %d needs bytes [%d, %d), the file has %d", k, r.starts[s][k], r.starts[s][k]+fr.Size, r.starts[s][k]+int64(got))
 		}
-		return nil, nil, r.fail(path, s.File, ErrCorrupt, "reading frame %d: %v", k, err)
+		return nil, nil, r.fail(path, s.File, ErrCorrupt, "reading chunk %d: %v", k, err)
 	}
 	if sum := checksum(buf); sum != fr.CRC32C {
-		return nil, nil, r.fail(path, s.File, ErrCorrupt, "checksum mismatch in frame %d (crc32c %08x, manifest says %08x)", k, sum, fr.CRC32C)
+		return nil, nil, r.fail(path, s.File, ErrCorrupt, "checksum mismatch in chunk %d (crc32c %08x, manifest says %08x)", k, sum, fr.CRC32C)
 	}
 	sp := scratchPool.Get().(*[]byte)
 	defer scratchPool.Put(sp)
@@ -213,7 +213,7 @@ func (r *reader) decode(path string, esize int, s *shardEntry, k int) ([]uint32,
 	}
 	*sp, err = decodeChunk(buf, *sp, w, b)
 	if err != nil {
-		return nil, nil, r.fail(path, s.File, ErrCorrupt, "frame %d: %v", k, err)
+		return nil, nil, r.fail(path, s.File, ErrCorrupt, "chunk %d: %v", k, err)
 	}
 	return w, b, nil
 }
@@ -235,14 +235,14 @@ func (r *reader) run(j *pieceJob) (err error) {
 	cur := -1
 	var cw []uint32
 	var cb []byte
-	released := j.k0 // frames below this have been released
+	released := j.k0 // chunks below this have been released
 	defer func() {
 		for k := released; k <= j.k1; k++ {
 			r.release(j.s, k)
 		}
 	}()
 	// copyRun copies n elements starting at flat index si of the shard
-	// to flat index di of the block, across frame boundaries.
+	// to flat index di of the block, across chunk boundaries.
 	copyRun := func(di, si, n int) error {
 		for n > 0 {
 			k := si / epc

@@ -129,14 +129,14 @@ func Partial() RestoreOption { return func(c *restoreConfig) { c.partial = true 
 // have (its values are not read, so zeros, a freshly initialised model or
 // the model being trained all do). Restore checks the manifest, that the
 // saved paths are like's (see Subtree and Partial for subsets), shapes and
-// dtypes, and each frame's checksum, and returns an error wrapping
+// dtypes, and each chunk's checksum, and returns an error wrapping
 // ErrNotFound, ErrCorrupt, ErrMismatch or ErrUnsafePath naming the tensor
 // and file otherwise. It only reads: a failed restore changes nothing on
 // disk.
 //
 // to places the leaves (nil: on the host). On a mesh, each device's block
 // is assembled from the saved blocks that overlap it, decoding only the
-// frames it needs, by one goroutine per device, so a tensor is never
+// chunks it needs, by one goroutine per device, so a tensor is never
 // gathered whole on the host unless it is restored there.
 func Restore[T any](dir string, step int, like T, to Placement, opts ...RestoreOption) (T, error) {
 	var zero T

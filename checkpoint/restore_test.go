@@ -100,7 +100,7 @@ func TestCorruption(t *testing.T) {
 			writeManifest(t, dir, 3, m)
 		}, ErrCorrupt, "", -1, "version 2"},
 		{"wrong crc in manifest", func(t *testing.T, dir string, m *manifest) {
-			entryOf(m, "Params.B").Shards[0].Frames[0].CRC32C++
+			entryOf(m, "Params.B").Shards[0].Chunks[0].CRC32C++
 			writeManifest(t, dir, 3, m)
 		}, ErrCorrupt, "Params.B", -1, "checksum mismatch"},
 		{"shard shape lies", func(t *testing.T, dir string, m *manifest) {

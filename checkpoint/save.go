@@ -19,6 +19,7 @@ import (
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
+	"github.com/klauspost/compress/huff0"
 )
 
 // SaveOption configures Save.
@@ -47,8 +48,8 @@ func WithMetrics(metrics map[string]float64) SaveOption {
 	}
 }
 
-// withChunkBytes sets the raw size of a compressed frame (tests use small
-// chunks to exercise shards of several frames).
+// withChunkBytes sets the raw size of a chunk (tests use small
+// chunks to exercise shards of several chunks).
 func withChunkBytes(n int) SaveOption { return func(c *saveConfig) { c.chunkBytes = n } }
 
 // Save writes the tensor leaves of tree as checkpoint step of dir (created
@@ -58,7 +59,7 @@ func withChunkBytes(n int) SaveOption { return func(c *saveConfig) { c.chunkByte
 // The leaves are written in parallel, each distinct block of a sharded
 // tensor once, by a goroutine of the device that holds it (replicas are
 // not written again), host tensors as one block each. Each block is
-// byte-shuffled and zstd-compressed in frames that carry a CRC-32C in the
+// byte-shuffled and zstd-compressed in chunks that carry a CRC-32C in the
 // manifest. Only tensors are saved: the rest of tree (ints, strings,
 // funcs) is structure that Restore takes from its like argument, so keep
 // counters that must survive (the step, a data loader's position, a PRNG
@@ -103,7 +104,7 @@ type saveJob struct {
 }
 
 // prepare plans the save of tree: it takes references to every block to
-// write and builds the manifest, leaving frame sizes and checksums to the
+// write and builds the manifest, leaving chunk sizes and checksums to the
 // writers.
 func prepare(step int, tree any, opts []SaveOption) (*savePlan, error) {
 	cfg := saveConfig{chunkBytes: defaultChunkBytes}
@@ -150,7 +151,7 @@ func prepare(step int, tree any, opts []SaveOption) (*savePlan, error) {
 			if x.Layout() != nil {
 				x = shard.Gather(x)
 			}
-			se := &shardEntry{Offset: make([]int, x.Rank()), Shape: x.Shape(), Device: -1, Raw: int64(x.Bytes()), Frames: []*frameEntry{}}
+			se := &shardEntry{Offset: make([]int, x.Rank()), Shape: x.Shape(), Device: -1, Raw: int64(x.Bytes()), Chunks: []*chunkRecord{}}
 			e.Shards = append(e.Shards, se)
 			hostJobs = append(hostJobs, saveJob{path: path, entry: se, block: x})
 			continue
@@ -176,7 +177,7 @@ func prepare(step int, tree any, opts []SaveOption) (*savePlan, error) {
 			}
 			seen[key] = true
 			file := fmt.Sprintf("d%04d.bin", dev.ID())
-			se := &shardEntry{Offset: off, Shape: slices.Clone(g.block), Device: dev.ID(), File: file, Raw: int64(blocks[d].Bytes()), Frames: []*frameEntry{}}
+			se := &shardEntry{Offset: off, Shape: slices.Clone(g.block), Device: dev.ID(), File: file, Raw: int64(blocks[d].Bytes()), Chunks: []*chunkRecord{}}
 			e.Shards = append(e.Shards, se)
 			w := byFile[file]
 			if w == nil {
@@ -373,7 +374,7 @@ func (p *savePlan) commit(dir string) (err error) {
 	return nil
 }
 
-// run compresses and writes the writer's blocks, filling in their frames.
+// run compresses and writes the writer's blocks, filling in their chunks.
 func (w *writer) run(tmp string, chunk, step int) (err error) {
 	var cur string
 	defer func() {
@@ -392,6 +393,7 @@ func (w *writer) run(tmp string, chunk, step int) (err error) {
 	}()
 	bw := bufio.NewWriterSize(f, 1<<20)
 	scratch := make([]byte, chunk)
+	var hs huff0.Scratch
 	out := make([]byte, 0, chunk+chunk/64+1024)
 	var pos int64
 	for _, j := range w.jobs {
@@ -408,14 +410,14 @@ func (w *writer) run(tmp string, chunk, step int) (err error) {
 		for k := 0; k < n; k += epc {
 			hi := min(k+epc, n)
 			if ws != nil {
-				out = encodeChunk(out[:0], scratch, ws[k:hi], nil)
+				out = encodeChunk(out[:0], scratch, &hs, j.block.DType() == tensor.Float32, ws[k:hi], nil)
 			} else {
-				out = encodeChunk(out[:0], scratch, nil, bs[k:hi])
+				out = encodeChunk(out[:0], scratch, &hs, false, nil, bs[k:hi])
 			}
 			if _, err := bw.Write(out); err != nil {
 				return err
 			}
-			e.Frames = append(e.Frames, &frameEntry{Size: int64(len(out)), CRC32C: checksum(out)})
+			e.Chunks = append(e.Chunks, &chunkRecord{Size: int64(len(out)), CRC32C: checksum(out)})
 			pos += int64(len(out))
 		}
 		e.Size = pos - e.Pos
