@@ -8,7 +8,7 @@ require go.uber.org/goleak v1.3.0
 
 require golang.org/x/sys v0.49.0
 
-require github.com/klauspost/compress v1.20.3 // indirect
+require github.com/klauspost/compress v1.20.3
 
 require (
 	github.com/stretchr/testify v1.12.1

@@ -252,13 +252,11 @@ func (m *manifest) validateTensor(t *tensorEntry) error {
 			return bad(s.File, "shard offset %v has rank %d, want %d", s.Offset, len(s.Offset), rank)
 		}
 		for i, o := range s.Offset {
-			if n == 0 {
+			if block[i] == 0 {
 				if o != 0 {
-					return bad(s.File, "shard offset %v of an empty tensor", s.Offset)
+					return bad(s.File, "shard offset %v: dimension %d has empty blocks", s.Offset, i)
 				}
-				continue
-			}
-			if o < 0 || o >= t.Shape[i] || o%block[i] != 0 {
+			} else if o < 0 || o >= t.Shape[i] || o%block[i] != 0 {
 				return bad(s.File, "shard offset %v is not a block of shape %v in %v", s.Offset, block, t.Shape)
 			}
 		}

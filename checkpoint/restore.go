@@ -301,7 +301,7 @@ func restoreLeaves(dir string, step int, likePaths []pytree.Path, likes []*tenso
 			seen := map[string]int{}
 			for d := range s.Mesh().Devices() {
 				off := t.geo.offset(d)
-				key := fmt.Sprint(off)
+				key := fmt.Sprint(t.geo.index(d))
 				b, ok := seen[key]
 				if !ok {
 					b = len(t.offsets)

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/gonox/gonox/pytree"
@@ -100,4 +101,44 @@ func fitSpec(mesh *shard.Mesh, spec shard.Spec) shard.SpecFunc {
 		}
 		return out
 	}
+}
+
+type edgeTree struct {
+	Empty  *tensor.Tensor // f32[0,8]
+	Scalar *tensor.Tensor // i32[]
+	Mask   *tensor.Tensor // bool[8,4]
+	Big    *tensor.Tensor // f32[1536,600]: several default chunks per block
+	Named  *tensor.Tensor // f32[6,4] with logical axes
+}
+
+func TestRoundTripEdgeCases(t *testing.T) {
+	save := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
+	k := tensor.NewKey(5).Split(3)
+	tree := edgeTree{
+		Empty:  shard.Put(tensor.Zeros(tensor.Float32, 0, 8), shard.NewSharding(save, shard.P("dp", "tp"))),
+		Scalar: shard.Put(tensor.ScalarInt(-42), shard.Replicated(save)),
+		Mask:   shard.Put(tensor.Less(tensor.Uniform(k[0], 8, 4), tensor.Scalar(0.5)), shard.NewSharding(save, shard.P("dp", "tp"))),
+		Big:    shard.Put(tensor.Normal(k[1], 1536, 600), shard.NewSharding(save, shard.P("tp", nil))),
+		Named:  tensor.WithLogicalAxes(tensor.Normal(k[2], 6, 4), "batch", "embed"),
+	}
+	dir := t.TempDir()
+	require.NoError(t, Save(dir, 0, tree))
+	three := shard.NewMeshOn(shard.Devices()[1:4], []int{3}, []string{"x"})
+	for _, to := range []Placement{nil, AsLike(), OnMesh(three, fitSpec(three, shard.P("x")))} {
+		got, err := Restore(dir, 0, zerosLike(tree), to)
+		require.NoError(t, err)
+		requireBitExact(t, tree, got)
+		require.Equal(t, []string{"batch", "embed"}, got.Named.LogicalAxes(), "logical axes come from like")
+	}
+	m := loadManifest(t, dir, 0)
+	require.Len(t, entryOf(m, "Scalar").Shards, 1, "a replicated tensor is written once")
+	require.Len(t, entryOf(m, "Big").Shards, 2, "blocks replicated over dp are written once")
+	require.Greater(t, len(entryOf(m, "Big").Shards[0].Chunks), 1)
+	require.Equal(t, 8, len(entryOf(m, "Mask").Shards))
+	// Each block is written by the first device holding it, in its own file.
+	for _, s := range entryOf(m, "Big").Shards {
+		require.Equal(t, fmt.Sprintf("d%04d.bin", s.Device), s.File)
+	}
+	require.Equal(t, []int{0, 1}, []int{entryOf(m, "Big").Shards[0].Device, entryOf(m, "Big").Shards[1].Device})
+	require.Equal(t, -1, entryOf(m, "Named").Shards[0].Device)
 }

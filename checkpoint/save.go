@@ -171,7 +171,7 @@ func prepare(step int, tree any, opts []SaveOption) (*savePlan, error) {
 		seen := map[string]bool{}
 		for d, dev := range mesh.Devices() {
 			off := g.offset(d)
-			key := fmt.Sprint(off)
+			key := fmt.Sprint(g.index(d)) // not the offset: blocks of an empty tensor share offsets
 			if seen[key] {
 				continue // a replica of a block written already
 			}
@@ -249,21 +249,29 @@ func newGeometry(mesh *shard.Mesh, spec shard.Spec, shape []int) geometry {
 	return g
 }
 
-// offset returns the global index of the first element of the block that
-// the device at mesh index d holds.
-func (g geometry) offset(d int) []int {
+// index returns, for each dimension, the number of the block that the
+// device at mesh index d holds.
+func (g geometry) index(d int) []int {
 	c := g.mesh.Coords(d)
 	sizes := g.mesh.Shape()
-	off := make([]int, len(g.shape))
-	for i := range off {
-		b := 0
+	idx := make([]int, len(g.shape))
+	for i := range idx {
 		if i < len(g.spec) {
 			for _, a := range g.spec[i] {
 				k := g.axis[a]
-				b = b*sizes[k] + c[k]
+				idx[i] = idx[i]*sizes[k] + c[k]
 			}
 		}
-		off[i] = b * g.block[i]
+	}
+	return idx
+}
+
+// offset returns the global index of the first element of the block that
+// the device at mesh index d holds.
+func (g geometry) offset(d int) []int {
+	off := g.index(d)
+	for i := range off {
+		off[i] *= g.block[i]
 	}
 	return off
 }
