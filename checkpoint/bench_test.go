@@ -24,8 +24,7 @@ var benchOnce = sync.OnceValue(func() benchModel {
 	mesh := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
 	s := shard.NewSharding(mesh, shard.P("dp", "tp"))
 	var m benchModel
-	for i, k := range tensor.NewKey(42).Split(8) {
-		_ = i
+	for _, k := range tensor.NewKey(42).Split(8) {
 		m.Layers = append(m.Layers, shard.Put(tensor.MulScalar(tensor.Normal(k, 2048, 4096), 0.02), s))
 	}
 	return m

@@ -97,18 +97,22 @@ func (m *Manager) ShouldSave(step int) bool {
 //
 // With Async, Save first waits for the previous background save; if that
 // failed, Save returns its error and does not save step. Otherwise it
-// takes the snapshot, starts writing in the background and returns.
+// takes the snapshot, starts writing in the background and returns. For a
+// step it does not save, Save never waits; it returns the error of a
+// background save that has already failed.
 func (m *Manager) Save(step int, tree any, metrics map[string]float64) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return false, &Error{Op: "manager", Step: step, Err: errors.New("Save after Close")}
 	}
+	if !m.ShouldSave(step) {
+		// Do not wait for a background save on the steps in between; only
+		// report one that has already failed.
+		return false, m.pollLocked()
+	}
 	if err := m.waitLocked(); err != nil {
 		return false, err
-	}
-	if !m.ShouldSave(step) {
-		return false, nil
 	}
 	p, err := prepare(step, tree, []SaveOption{WithMetrics(metrics), Overwrite()})
 	if err != nil {
@@ -215,6 +219,20 @@ func (m *Manager) waitLocked() error {
 		}
 	}
 	return nil
+}
+
+// pollLocked returns the error of a background save that has ended, once,
+// without waiting for one that has not.
+func (m *Manager) pollLocked() error {
+	if m.pending == nil {
+		return nil
+	}
+	select {
+	case <-m.pending:
+		return m.waitLocked()
+	default:
+		return nil
+	}
 }
 
 // Wait waits for the background save, if any, and returns its error.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gonox/gonox/tensor"
 	"github.com/stretchr/testify/require"
@@ -176,4 +177,29 @@ func TestManagerAsyncError(t *testing.T) {
 	require.NoError(t, err)
 	require.Error(t, m.Close())
 	require.NoError(t, m.Wait())
+}
+
+// A step the Manager does not save never waits for the background save,
+// but reports its failure once it has happened, and only once.
+func TestManagerSkippedStepReportsError(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	dir := t.TempDir()
+	m, err := NewManager(dir, ManagerOptions{Async: true, SaveEvery: 2})
+	require.NoError(t, err)
+	require.NoError(t, os.RemoveAll(dir))
+	require.NoError(t, os.WriteFile(dir, []byte("x"), 0o644))
+	saved, err := m.Save(2, tinyAt(2), nil)
+	require.True(t, saved)
+	require.NoError(t, err)
+	deadline := time.Now().Add(20 * time.Second)
+	var got error
+	for got == nil && time.Now().Before(deadline) {
+		saved, got = m.Save(3, tinyAt(3), nil)
+		require.False(t, saved)
+		time.Sleep(time.Millisecond)
+	}
+	require.Error(t, got, "the failure of step 2 surfaces on a skipped step")
+	_, err = m.Save(5, tinyAt(5), nil)
+	require.NoError(t, err, "and only once")
+	require.NoError(t, m.Close())
 }

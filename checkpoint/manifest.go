@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/bits"
@@ -342,5 +341,3 @@ func (m *manifest) encode() ([]byte, error) {
 	}
 	return append(b, '\n'), nil
 }
-
-var errShort = errors.New("short read")

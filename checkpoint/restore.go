@@ -224,10 +224,9 @@ func matchLeaves[E any](op string, step int, saved []pytree.Path, entries []E, l
 	}
 	if !cfg.partial && len(used) < len(byPath) {
 		var extra []string
-		for rel, k := range byPath {
+		for _, k := range byPath {
 			if !used[k] {
 				extra = append(extra, append(slices.Clone(prefix), saved[k][len(prefix):]...).String())
-				_ = rel
 			}
 		}
 		sort.Strings(extra)
