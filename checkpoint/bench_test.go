@@ -1,0 +1,174 @@
+package checkpoint
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/tensor"
+	"github.com/klauspost/compress/huff0"
+	"github.com/klauspost/compress/zstd"
+)
+
+// benchModel is 256 MiB of normally distributed float32 weights: eight
+// f32[2048,4096] matrices sharded P("dp","tp") on a dp=4,tp=2 mesh.
+type benchModel struct{ Layers []*tensor.Tensor }
+
+const benchBytes = 8 * 2048 * 4096 * 4
+
+var benchOnce = sync.OnceValue(func() benchModel {
+	mesh := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
+	s := shard.NewSharding(mesh, shard.P("dp", "tp"))
+	var m benchModel
+	for _, k := range tensor.NewKey(42).Split(8) {
+		m.Layers = append(m.Layers, shard.Put(tensor.MulScalar(tensor.Normal(k, 2048, 4096), 0.02), s))
+	}
+	return m
+})
+
+// cpuTime returns the CPU time (user and system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportThroughput reports GB/s of wall time and GB per CPU-second: the
+// machine is shared, so wall time depends on the other sessions' load;
+// CPU time much less.
+func reportThroughput(b *testing.B, cpu0 time.Duration) {
+	total := float64(benchBytes) * float64(b.N)
+	b.ReportMetric(total/b.Elapsed().Seconds()/1e9, "GB/s")
+	if cpu := cpuTime() - cpu0; cpu > 0 {
+		b.ReportMetric(total/cpu.Seconds()/1e9, "GB/cpu-s")
+	}
+}
+
+func storedBytes(b *testing.B, dir string, step int) int64 {
+	root, m, err := readManifest(dir, step)
+	if err != nil {
+		b.Fatal(err)
+	}
+	root.Close()
+	var n int64
+	for _, e := range m.Tensors {
+		for _, s := range e.Shards {
+			n += s.Size
+		}
+	}
+	return n
+}
+
+// BenchmarkSave measures Save of the 256 MiB model on 8 devices, fsyncs
+// included, into a fresh step each time.
+func BenchmarkSave(b *testing.B) {
+	model := benchOnce()
+	dir := b.TempDir()
+	b.SetBytes(benchBytes)
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		if err := Save(dir, i, model); err != nil {
+			b.Fatal(err)
+		}
+		if i == 0 {
+			b.StopTimer()
+			b.ReportMetric(float64(benchBytes)/float64(storedBytes(b, dir, 0)), "ratio")
+			b.StartTimer()
+		}
+		b.StopTimer()
+		if i > 0 {
+			os.RemoveAll(stepDir(dir, i-1))
+		}
+		b.StartTimer()
+	}
+	reportThroughput(b, cpu0)
+}
+
+// BenchmarkRestore measures Restore of the 256 MiB model (read from the
+// page cache, as right after a save) onto the same mesh, onto 2 devices
+// with another spec, and onto the host.
+func BenchmarkRestore(b *testing.B) {
+	model := benchOnce()
+	dir := b.TempDir()
+	if err := Save(dir, 1, model); err != nil {
+		b.Fatal(err)
+	}
+	two := shard.NewMesh([]int{2}, []string{"dp"})
+	for _, c := range []struct {
+		name string
+		to   Placement
+	}{
+		{"same-mesh", AsLike()},
+		{"dp=2-cols", OnMesh(two, shard.P(nil, "dp"))},
+		{"host", OnHost()},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(benchBytes)
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				if _, err := Restore(dir, 1, model, c.to); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportThroughput(b, cpu0)
+		})
+	}
+}
+
+// BenchmarkCodec compares compressing 1 MiB chunks of normally distributed
+// float32 weights plainly, byte-shuffled in one zstd frame, and
+// byte-shuffled with one zstd frame per byte plane, at zstd's fastest and
+// default levels, and as Save does it (mode "save": one entropy-coded zstd
+// frame per plane, the level does not apply), on one goroutine: the ratio
+// and the speed.
+func BenchmarkCodec(b *testing.B) {
+	x := tensor.MulScalar(tensor.Normal(tensor.NewKey(1), 16<<20), 0.02) // 64 MiB
+	ws, _ := words(x)
+	raw := make([]byte, 4*len(ws))
+	for i, v := range ws {
+		raw[4*i], raw[4*i+1], raw[4*i+2], raw[4*i+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+	}
+	const chunk = defaultChunkBytes
+	for _, lvl := range []zstd.EncoderLevel{zstd.SpeedFastest, zstd.SpeedDefault} {
+		enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(1))
+		for _, mode := range []string{"plain", "shuffled", "shuffled-per-plane", "save"} {
+			shuffled := mode != "plain"
+			b.Run(fmt.Sprintf("%v/%s", lvl, mode), func(b *testing.B) {
+				scratch := make([]byte, chunk)
+				var hs huff0.Scratch
+				var out []byte
+				b.SetBytes(int64(len(raw)))
+				var stored int
+				for i := 0; i < b.N; i++ {
+					stored = 0
+					for off := 0; off < len(raw); off += chunk {
+						src := raw[off : off+chunk]
+						if shuffled {
+							shuffle4(scratch, ws[off/4:(off+chunk)/4])
+							src = scratch
+						}
+						if mode == "save" {
+							out = encodeChunk(out[:0], scratch, &hs, true, ws[off/4:(off+chunk)/4], nil)
+						} else if mode == "shuffled-per-plane" {
+							out = out[:0]
+							for p := 0; p < 4; p++ {
+								out = enc.EncodeAll(src[p*chunk/4:(p+1)*chunk/4], out)
+							}
+						} else {
+							out = enc.EncodeAll(src, out[:0])
+						}
+						stored += len(out)
+					}
+				}
+				b.ReportMetric(float64(len(raw))/float64(stored), "ratio")
+			})
+		}
+	}
+}

@@ -1,0 +1,154 @@
+// Package checkpoint saves and restores whole training states — model,
+// optimizer state, step, data-loader position, PRNG key — as sharded,
+// compressed, atomic checkpoints, and exchanges models with PyTorch and JAX
+// through safetensors files.
+//
+// # Saving and restoring
+//
+// A training state is any Go value whose leaves are tensors (a pytree, see
+// package pytree). Save writes its tensor leaves; Restore reads them back
+// into a tree shaped like a given one:
+//
+//	type State struct {
+//		Model  MLP
+//		Opt    optim.State
+//		Step   *tensor.Tensor // i32[]: scalars that must survive are tensors
+//		Loader *tensor.Tensor // i32[]: the data loader's position
+//		Key    *tensor.Tensor // i32[2]: checkpoint.KeyTensor(key)
+//	}
+//
+//	err := checkpoint.Save("ckpt", step, state)
+//	...
+//	state, err = checkpoint.Restore("ckpt", step, state, checkpoint.AsLike())
+//
+// Only tensors are saved. Everything else in the tree — layer sizes,
+// activation funcs, names — is structure, and comes from the like argument
+// of Restore, which must have the saved paths, shapes and dtypes (its
+// values are not read). So counters and keys that must survive a restart
+// belong in the tree as int32 tensors: tensor.ScalarInt(int32(step)) for
+// the step or a loader position, KeyTensor and TensorKey for a PRNG key.
+//
+// # Sharding
+//
+// Each distinct block of a sharded tensor is written once, by a goroutine
+// of the device that holds it, in parallel with the others; replicas are
+// not written again, and host tensors are written as one block. Where the
+// restored leaves go is a Placement:
+//
+//	checkpoint.OnHost()                 // host tensors (also: nil)
+//	checkpoint.AsLike()                 // where like's leaves are
+//	checkpoint.OnMesh(mesh, specs)      // any mesh, any shard.SpecTree
+//
+// The mesh may have another shape or another number of devices than the
+// one saved from: a checkpoint saved on dp=4,tp=2 restores on dp=2, on one
+// device or on the host. Each device's block is assembled from the saved
+// blocks that overlap it, decoding only the chunks it needs, so a sharded
+// tensor is never gathered on the host. Subtree restores part of a saved
+// tree (the parameters of a training state into a bare model) and Partial
+// lets like hold fewer leaves (a tree filtered with pytree.Filter).
+//
+// # Atomicity and errors
+//
+// A step is written into a temporary directory inside the checkpoint
+// directory, synced to disk, and renamed into place only when complete: a
+// crash at any moment leaves every step saved before intact and readable,
+// and the next Save removes the leftovers. Overwriting a step (Overwrite)
+// swaps the directories atomically (renameat2 RENAME_EXCHANGE on Linux; two
+// renames elsewhere, which the next Save completes if interrupted). One
+// process at a time may write a checkpoint directory.
+//
+// Restore validates everything before using it — the manifest's fields,
+// the tree's paths, shapes and dtypes, each chunk's CRC-32C — and reports a
+// missing, truncated or corrupted file, a manifest that does not parse, a
+// mismatch with like, or a file name that would leave the step directory
+// (.., absolute paths, symlinks pointing outside) as an *Error naming the
+// step, the tensor and the file, wrapping ErrCorrupt, ErrMismatch,
+// ErrUnsafePath or ErrNotFound. It never panics on bad input and never
+// writes.
+//
+// # Manager
+//
+// A Manager saves a series of steps like orbax's CheckpointManager: every
+// SaveEvery steps, keeping the latest KeepLatest and the best KeepBest by a
+// metric stored in each step's manifest, and, with Async, in the
+// background: Save takes references to the blocks (tensors are immutable,
+// so that is a snapshot) and returns; compression and writes go on while
+// training continues. A background save's error is returned by the next
+// Save, Wait or Close, and no goroutine outlives Close.
+//
+// # On-disk layout
+//
+//	ckpt/                          the checkpoint directory
+//	  00000100/                    step 100 (8 digits, more for larger steps)
+//	    manifest.json              what is where (below)
+//	    d0000.bin ... d0007.bin    blocks written by devices 0..7 (pool IDs)
+//	    h0000.bin, h0001.bin       host tensors, spread over GOMAXPROCS writers
+//	  00000200/
+//	  .tmp-00000300-123456/        a save in progress, or killed (not a step)
+//
+// A data file is a concatenation of zstd frames (RFC 8878). Each block of
+// a tensor is stored as consecutive chunks, one per chunk_bytes raw bytes
+// of the block (1 MiB; the last chunk shorter). A chunk holds the block's
+// elements in row-major order, byte-shuffled: with n elements of 4 bytes,
+// the n least significant bytes (little-endian byte 0) first, then the n
+// bytes 1, 2 and 3; bool elements (one byte, 0 or 1) are not shuffled. Each
+// byte plane is one zstd frame (bool chunks: one frame), so a chunk
+// decodes with one call into the shuffled bytes. Float32 planes are
+// entropy-coded only — zstd frames of Huffman-coded literal blocks, raw or
+// RLE blocks, built around klauspost/compress's huff0 — because sign and
+// exponent bytes are a few distinct values that zstd's match finder is
+// slow on and that Huffman coding compresses better; int32 and bool planes
+// go through zstd's encoder (SpeedFastest). Any zstd decoder, the zstd
+// command included, decompresses a chunk. The manifest is JSON:
+//
+//	{
+//	 "format": "gonox-checkpoint",
+//	 "version": 1,
+//	 "step": 100,
+//	 "time": "2026-11-22T13:00:00Z",
+//	 "metrics": {"loss": 0.25},               (optional)
+//	 "codec": "shuffle+zstd",
+//	 "chunk_bytes": 1048576,
+//	 "tensors": [
+//	  {
+//	   "path": "Model.Layers[0].W",            the pytree path of the leaf
+//	   "dtype": "float32",                     float32, int32 or bool
+//	   "shape": [1024, 4096],                  the global shape
+//	   "mesh": {"axes": ["dp", "tp"], "shape": [4, 2], "devices": [0, 1, ...]},
+//	   "spec": [["dp"], ["tp"]],               axes of each dimension ([]: whole)
+//	   "shards": [                             each distinct block once
+//	    {
+//	     "offset": [0, 0],                     global index of its first element
+//	     "shape": [256, 2048],                 the block's shape
+//	     "device": 0,                          who wrote it (-1: host)
+//	     "file": "d0000.bin",
+//	     "pos": 0,                             byte position of its first chunk
+//	     "size": 1780342,                      compressed bytes, all chunks
+//	     "raw": 2097152,                       raw bytes
+//	     "chunks": [{"size": 890171, "crc32c": 3735928559}, ...]   one per chunk
+//	    }, ...
+//	   ]
+//	  },
+//	  {"path": "Step", "dtype": "int32", "shape": [], "shards": [...]}   host: no mesh
+//	 ]
+//	}
+//
+// Checksums are CRC-32C (Castagnoli) of each chunk's stored bytes: hash/crc32
+// computes it with the SSE4.2 or ARMv8 CRC instructions at many GB/s,
+// needs no dependency, and catches the flipped bits and torn writes that
+// storage produces; an adversary who can rewrite the manifest can rewrite
+// its checksums too, which is why the parser also bounds every size and
+// refuses unsafe file names, and the decoder checks every decoded length.
+//
+// # Safetensors
+//
+// ExportSafetensors writes a tree (sharded leaves gathered one at a time)
+// to a .safetensors file that safetensors.torch.load_file,
+// safetensors.flax.load_file and safetensors.numpy.load_file read, tensors
+// named by their tree paths ("Layers[0].W"; leaves of a root
+// map[string]*tensor.Tensor by their bare keys, as in a PyTorch state dict).
+// ImportSafetensors reads one into a tree given like, checking the header
+// as strictly as the reference implementation: its length against the
+// file, duplicate names, offsets that overlap, leave holes or run past the
+// end, and dtypes and shapes against the sizes and against like.
+package checkpoint

@@ -1,0 +1,132 @@
+package checkpoint
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/tensor"
+	"github.com/stretchr/testify/require"
+)
+
+// fuzzFixture saves a small sharded state (frames of 64 bytes) into dir
+// and returns its manifest.
+func fuzzFixture(t testing.TB, dir string) []byte {
+	mesh := shard.NewMesh([]int{2, 2}, []string{"dp", "tp"})
+	st := tinyAt(1)
+	st.W = shard.Put(st.W, shard.NewSharding(mesh, shard.P("dp", "tp")))
+	if err := Save(dir, 1, st, withChunkBytes(64), Overwrite()); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(stepDir(dir, 1), manifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// FuzzManifest feeds arbitrary manifests to the parser and, when one
+// parses, to Restore over real data files: neither may panic, and a
+// manifest that parses must survive encoding and parsing again.
+func FuzzManifest(f *testing.F) {
+	dir := f.TempDir()
+	good := fuzzFixture(f, dir)
+	f.Add(good)
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"format":"gonox-checkpoint","version":1,"step":1,"codec":"shuffle+zstd","chunk_bytes":64,"tensors":[]}`))
+	manifestPath := filepath.Join(stepDir(dir, 1), manifestName)
+	like := tinyAt(0)
+	mesh := shard.NewMesh([]int{3}, []string{"dp"})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := parseManifest(data)
+		if err != nil {
+			return
+		}
+		again, err := m.encode()
+		require.NoError(t, err)
+		_, err = parseManifest(again)
+		require.NoError(t, err, "a parsed manifest must encode to one that parses")
+		require.NoError(t, os.WriteFile(manifestPath, data, 0o644))
+		// Host and a 3-device mesh (rows of W split differently than saved).
+		_, _ = Restore(dir, 1, like, nil)
+		_, _ = Restore(dir, 1, like, OnMesh(mesh, fitSpec(mesh, shard.P(nil, "dp"))))
+	})
+}
+
+// FuzzSafetensors feeds arbitrary files to the safetensors reader: it may
+// refuse them but never panic, and a header it accepts tiles the data.
+func FuzzSafetensors(f *testing.F) {
+	var good bytes.Buffer
+	tree := small{W: tensor.FromFloat32([]float32{1, -2, 0.5}, 3), Ids: tensor.FromInt32([]int32{7, -1}, 1, 2), Mask: tensor.FromBool([]bool{true, false}, 2)}
+	if err := WriteSafetensors(&good, tree, map[string]string{"format": "pt"}); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good.Bytes())
+	f.Add(stFile(`{}`, 0))
+	f.Add(stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, 8))
+	like := zerosLike(tree)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		entries, _, start, err := parseSafetensorsHeader(bytes.NewReader(data), int64(len(data)))
+		if err == nil {
+			var pos int64
+			for _, e := range entries {
+				require.Equal(t, pos, e.Begin)
+				pos = e.End
+			}
+			require.Equal(t, int64(len(data))-start, pos)
+		}
+		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), like)
+		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), like, Partial())
+	})
+}
+
+// TestWriteFuzzSeeds regenerates the seed corpora in testdata/fuzz when
+// GONOX_WRITE_FUZZ_SEEDS is set.
+func TestWriteFuzzSeeds(t *testing.T) {
+	if os.Getenv("GONOX_WRITE_FUZZ_SEEDS") == "" {
+		t.Skip("set GONOX_WRITE_FUZZ_SEEDS=1 to regenerate testdata/fuzz")
+	}
+	good := fuzzFixture(t, t.TempDir())
+	variant := func(edit func(m *manifest)) []byte {
+		c, err := parseManifest(good)
+		require.NoError(t, err)
+		edit(c)
+		b, err := c.encode()
+		require.NoError(t, err)
+		return b
+	}
+	seeds := map[string][]byte{
+		"good":          good,
+		"truncated":     good[:len(good)/2],
+		"dotdot":        variant(func(m *manifest) { m.Tensors[0].Shards[0].File = "../x.bin" }),
+		"bad-version":   variant(func(m *manifest) { m.Version = 9 }),
+		"big-pos":       variant(func(m *manifest) { m.Tensors[0].Shards[1].Pos = 1 << 40 }),
+		"swapped-files": variant(func(m *manifest) { s := m.Tensors[0].Shards; s[0].File, s[1].File = s[1].File, s[0].File }),
+		"host-only":     variant(func(m *manifest) { m.Tensors = m.Tensors[1:] }),
+	}
+	writeSeeds(t, "FuzzManifest", seeds)
+
+	var st bytes.Buffer
+	require.NoError(t, WriteSafetensors(&st, small{W: tensor.FromFloat32([]float32{1, -2, 0.5}, 3), Ids: tensor.FromInt32([]int32{7, -1}, 1, 2), Mask: tensor.FromBool([]bool{true, false}, 2)}, map[string]string{"format": "pt"}))
+	writeSeeds(t, "FuzzSafetensors", map[string][]byte{
+		"good":      st.Bytes(),
+		"empty":     stFile(`{}`, 0),
+		"hole":      stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"I32","shape":[1],"data_offsets":[12,16]}}`, 16),
+		"overlap":   stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"I32","shape":[1],"data_offsets":[4,8]}}`, 8),
+		"long":      append([]byte{0xe8, 3, 0, 0, 0, 0, 0, 0}, `{}`...),
+		"duplicate": stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, 8),
+	})
+}
+
+func writeSeeds(t *testing.T, fuzz string, seeds map[string][]byte) {
+	dir := filepath.Join("testdata", "fuzz", fuzz)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	for name, b := range seeds {
+		content := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(b)))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	}
+}

@@ -1,0 +1,343 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/bits"
+	"path/filepath"
+	"slices"
+
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/tensor"
+)
+
+const (
+	formatName    = "gonox-checkpoint"
+	formatVersion = 1
+	codecName     = "shuffle+zstd"
+	manifestName  = "manifest.json"
+
+	maxManifestBytes = 1 << 30
+	maxElements      = 1 << 48 // per tensor
+	maxMeshDevices   = 1 << 16
+	maxRank          = 64
+)
+
+// manifest is the JSON document that describes one step. See doc.go for
+// the layout; parseManifest checks every field before anything uses it.
+type manifest struct {
+	Format     string             `json:"format"`
+	Version    int                `json:"version"`
+	Step       int                `json:"step"`
+	Time       string             `json:"time,omitempty"`
+	Metrics    map[string]float64 `json:"metrics,omitempty"`
+	Codec      string             `json:"codec"`
+	ChunkBytes int                `json:"chunk_bytes"`
+	Tensors    []*tensorEntry     `json:"tensors"`
+}
+
+// tensorEntry describes one leaf.
+type tensorEntry struct {
+	Path   string        `json:"path"`
+	DType  string        `json:"dtype"`
+	Shape  []int         `json:"shape"`
+	Mesh   *meshEntry    `json:"mesh,omitempty"` // nil for a host tensor
+	Spec   [][]string    `json:"spec,omitempty"`
+	Shards []*shardEntry `json:"shards"`
+
+	path  pytree.Path  // parsed Path
+	dtype tensor.DType // parsed DType
+}
+
+// meshEntry records the mesh a tensor was sharded over at save time.
+type meshEntry struct {
+	Axes    []string `json:"axes"`
+	Shape   []int    `json:"shape"`
+	Devices []int    `json:"devices,omitempty"` // pool IDs, for information
+}
+
+// shardEntry is one distinct block of a tensor and where its bytes are.
+type shardEntry struct {
+	Offset []int          `json:"offset"` // global index of the block's first element
+	Shape  []int          `json:"shape"`  // the block's shape
+	Device int            `json:"device"` // pool ID of the device that wrote it; -1 for host
+	File   string         `json:"file"`   // data file in the step directory
+	Pos    int64          `json:"pos"`    // byte position of the first chunk in File
+	Size   int64          `json:"size"`   // stored (compressed) bytes, all chunks
+	Raw    int64          `json:"raw"`    // raw bytes of the block
+	Chunks []*chunkRecord `json:"chunks"` // one per chunk, in order
+}
+
+// chunkRecord is one compressed chunk.
+type chunkRecord struct {
+	Size   int64  `json:"size"`
+	CRC32C uint32 `json:"crc32c"`
+}
+
+var dtypeNames = map[string]tensor.DType{"float32": tensor.Float32, "int32": tensor.Int32, "bool": tensor.Bool}
+
+func dtypeName(dt tensor.DType) string {
+	switch dt {
+	case tensor.Float32:
+		return "float32"
+	case tensor.Int32:
+		return "int32"
+	case tensor.Bool:
+		return "bool"
+	}
+	return dt.String()
+}
+
+// parseManifest decodes and validates a manifest: every number is checked
+// before it is used, so a hostile manifest yields an error, never a panic,
+// an out-of-range read or a huge allocation. Errors wrap ErrCorrupt, or
+// ErrUnsafePath for file names that would leave the step directory.
+func parseManifest(data []byte) (*manifest, error) {
+	if len(data) > maxManifestBytes {
+		return nil, &Error{Op: "manifest", Step: -1, Err: errf(ErrCorrupt, "manifest of %d bytes is too large", len(data))}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var m manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, &Error{Op: "manifest", Step: -1, File: manifestName, Err: errf(ErrCorrupt, "%v", err)}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &Error{Op: "manifest", Step: -1, File: manifestName, Err: errf(ErrCorrupt, "data after the manifest")}
+	}
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+func (m *manifest) validate() error {
+	bad := func(path, file, format string, args ...any) error {
+		kind := ErrCorrupt
+		if file != "" && !validFileName(file) {
+			kind = ErrUnsafePath
+		}
+		return &Error{Op: "manifest", Step: m.Step, Path: path, File: file, Err: errf(kind, format, args...)}
+	}
+	if m.Format != formatName {
+		return bad("", manifestName, "format %q, want %q", m.Format, formatName)
+	}
+	if m.Version != formatVersion {
+		return bad("", manifestName, "format version %d, this package reads version %d", m.Version, formatVersion)
+	}
+	if m.Step < 0 {
+		return bad("", manifestName, "negative step %d", m.Step)
+	}
+	if m.Codec != codecName {
+		return bad("", manifestName, "codec %q, want %q", m.Codec, codecName)
+	}
+	if m.ChunkBytes <= 0 || m.ChunkBytes > maxChunkBytes || m.ChunkBytes%8 != 0 {
+		return bad("", manifestName, "chunk_bytes %d is not a positive multiple of 8 up to %d", m.ChunkBytes, maxChunkBytes)
+	}
+	seen := map[string]bool{}
+	for i, t := range m.Tensors {
+		if t == nil {
+			return bad("", manifestName, "tensor %d is null", i)
+		}
+		p, err := pytree.ParsePath(t.Path)
+		if err != nil {
+			return bad("", manifestName, "tensor %d: bad path %q: %v", i, t.Path, err)
+		}
+		t.path = p
+		// Compare canonical spellings, so "W" and ".W" are one path.
+		key := p.String()
+		if seen[key] {
+			return bad(t.Path, manifestName, "path appears twice")
+		}
+		seen[key] = true
+		if err := m.validateTensor(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *manifest) validateTensor(t *tensorEntry) error {
+	bad := func(file, format string, args ...any) error {
+		kind := ErrCorrupt
+		if file != "" && !validFileName(file) {
+			kind = ErrUnsafePath
+		}
+		return &Error{Op: "manifest", Step: m.Step, Path: t.Path, File: file, Err: errf(kind, format, args...)}
+	}
+	dt, ok := dtypeNames[t.DType]
+	if !ok {
+		return bad("", "unknown dtype %q", t.DType)
+	}
+	t.dtype = dt
+	if len(t.Shape) > maxRank {
+		return bad("", "rank %d is too large", len(t.Shape))
+	}
+	n, ok := numel(t.Shape)
+	if !ok {
+		return bad("", "shape %v is negative or too large", t.Shape)
+	}
+	rank := len(t.Shape)
+	parts := make([]int, rank)
+	for i := range parts {
+		parts[i] = 1
+	}
+	if t.Mesh == nil {
+		if len(t.Spec) != 0 {
+			return bad("", "a spec without a mesh")
+		}
+	} else {
+		mesh := t.Mesh
+		if len(mesh.Axes) == 0 || len(mesh.Axes) != len(mesh.Shape) {
+			return bad("", "mesh has %d axis names and %d sizes", len(mesh.Axes), len(mesh.Shape))
+		}
+		size := 1
+		for i, a := range mesh.Axes {
+			if a == "" || slices.Index(mesh.Axes, a) != i {
+				return bad("", "mesh axis names %q are empty or repeated", mesh.Axes)
+			}
+			s := mesh.Shape[i]
+			if s < 1 || s > maxMeshDevices || size*s > maxMeshDevices {
+				return bad("", "mesh shape %v is invalid", mesh.Shape)
+			}
+			size *= s
+		}
+		if len(t.Spec) > rank {
+			return bad("", "spec %v has more entries than the %d dimensions", t.Spec, rank)
+		}
+		used := map[string]bool{}
+		for d, axes := range t.Spec {
+			for _, a := range axes {
+				k := slices.Index(mesh.Axes, a)
+				if k < 0 || used[a] {
+					return bad("", "spec %v names axis %q that the mesh lacks or uses it twice", t.Spec, a)
+				}
+				used[a] = true
+				parts[d] *= mesh.Shape[k]
+			}
+			if t.Shape[d]%parts[d] != 0 {
+				return bad("", "dimension %d (%d) is not divisible into %d blocks", d, t.Shape[d], parts[d])
+			}
+		}
+	}
+	block := make([]int, rank)
+	nblocks := 1
+	for i := range block {
+		block[i] = t.Shape[i] / parts[i]
+		nblocks *= parts[i]
+	}
+	if len(t.Shards) != nblocks {
+		return bad("", "%d shards, the spec makes %d blocks", len(t.Shards), nblocks)
+	}
+	esize := int64(dt.Size())
+	blockElems, _ := numel(block)
+	raw := int64(blockElems) * esize
+	nchunks := (raw + int64(m.ChunkBytes) - 1) / int64(m.ChunkBytes)
+	maxFrame := int64(m.ChunkBytes) + int64(m.ChunkBytes)/64 + 1024 // zstd's worst case stays well below
+	seen := map[string]bool{}
+	for _, s := range t.Shards {
+		if s == nil {
+			return bad("", "null shard")
+		}
+		if !validFileName(s.File) {
+			return bad(s.File, "file name %q would leave the step directory or is not a plain name", s.File)
+		}
+		if !slices.Equal(s.Shape, block) {
+			return bad(s.File, "shard shape %v, the spec makes blocks of %v", s.Shape, block)
+		}
+		if len(s.Offset) != rank {
+			return bad(s.File, "shard offset %v has rank %d, want %d", s.Offset, len(s.Offset), rank)
+		}
+		for i, o := range s.Offset {
+			if block[i] == 0 {
+				if o != 0 {
+					return bad(s.File, "shard offset %v: dimension %d has empty blocks", s.Offset, i)
+				}
+			} else if o < 0 || o >= t.Shape[i] || o%block[i] != 0 {
+				return bad(s.File, "shard offset %v is not a block of shape %v in %v", s.Offset, block, t.Shape)
+			}
+		}
+		if n > 0 {
+			key := fmt.Sprint(s.Offset)
+			if seen[key] {
+				return bad(s.File, "two shards at offset %v", s.Offset)
+			}
+			seen[key] = true
+		}
+		if s.Raw != raw {
+			return bad(s.File, "shard raw size %d, want %d", s.Raw, raw)
+		}
+		if int64(len(s.Chunks)) != nchunks {
+			return bad(s.File, "%d chunks, want %d for %d bytes in chunks of %d", len(s.Chunks), nchunks, raw, m.ChunkBytes)
+		}
+		if s.Pos < 0 || s.Size < 0 || s.Pos > 1<<62 || s.Size > 1<<62 {
+			return bad(s.File, "byte range pos %d size %d is invalid", s.Pos, s.Size)
+		}
+		var sum int64
+		for k, f := range s.Chunks {
+			if f == nil || f.Size <= 0 || f.Size > maxFrame {
+				return bad(s.File, "chunk %d has an invalid size", k)
+			}
+			sum += f.Size
+		}
+		if sum != s.Size {
+			return bad(s.File, "chunks add up to %d bytes, shard size is %d", sum, s.Size)
+		}
+	}
+	return nil
+}
+
+// numel returns the number of elements of shape, and false if a dimension
+// is negative or the count exceeds maxElements.
+func numel(shape []int) (int, bool) {
+	n := uint64(1)
+	zero := false
+	for _, d := range shape {
+		if d < 0 {
+			return 0, false
+		}
+		if d == 0 {
+			zero = true
+			continue
+		}
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > maxElements {
+			return 0, false
+		}
+		n = lo
+	}
+	if zero {
+		return 0, true
+	}
+	return int(n), true
+}
+
+// validFileName reports whether name is a plain file name this package
+// could have written: letters, digits, '.', '_' and '-', not starting with
+// a dot, no separators. Anything else (.., absolute paths, subdirectories)
+// is refused before a file is opened; symlinks are caught when opening, by
+// os.Root.
+func validFileName(name string) bool {
+	if name == "" || len(name) > 128 || name[0] == '.' || !filepath.IsLocal(name) {
+		return false
+	}
+	for _, c := range []byte(name) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// encode returns the manifest as indented JSON.
+func (m *manifest) encode() ([]byte, error) {
+	b, err := json.MarshalIndent(m, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

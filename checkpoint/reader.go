@@ -1,0 +1,313 @@
+package checkpoint
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"sync"
+)
+
+// reader decodes the chunks a restore needs, each at most once however
+// many target blocks use it, and drops it once the last one has copied it.
+type reader struct {
+	root   *os.Root
+	m      *manifest
+	step   int
+	files  map[string]*os.File // opened while planning, read concurrently
+	starts map[*shardEntry][]int64
+	chunks map[chunkKey]*chunkEntry // built while planning, read-only after
+}
+
+type chunkKey struct {
+	s *shardEntry
+	k int
+}
+
+type chunkEntry struct {
+	mu   sync.Mutex
+	done bool
+	refs int
+	w    []uint32
+	b    []byte
+	err  error
+}
+
+// pieceJob copies the box [lo, lo+size) of one saved shard into a piece.
+type pieceJob struct {
+	p      *piece
+	s      *shardEntry
+	lo     []int
+	size   []int
+	k0, k1 int // chunks covering the box, inclusive
+}
+
+func (r *reader) close() {
+	for _, f := range r.files {
+		f.Close()
+	}
+}
+
+func (r *reader) fail(path, file string, kind error, format string, args ...any) error {
+	return &Error{Op: "restore", Step: r.step, Path: path, File: file, Err: errf(kind, format, args...)}
+}
+
+// open opens a data file once, refusing anything that leaves the step
+// directory (os.Root refuses .. and symlinks pointing outside) or is not
+// a regular file.
+func (r *reader) open(path, name string) (*os.File, error) {
+	if f, ok := r.files[name]; ok {
+		return f, nil
+	}
+	if !validFileName(name) {
+		return nil, r.fail(path, name, ErrUnsafePath, "file name would leave the step directory")
+	}
+	if fi, err := r.root.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		// Symlinks inside the directory are followed by os.Root; this
+		// package never writes one, so a symlink is refused outright when
+		// it leads outside, and checked below otherwise.
+		if _, err := r.root.Stat(name); err != nil {
+			return nil, r.fail(path, name, ErrUnsafePath, "symlink leads outside the step directory: %v", err)
+		}
+	}
+	f, err := r.root.Open(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, r.fail(path, name, ErrCorrupt, "data file is missing")
+		}
+		return nil, r.fail(path, name, ErrUnsafePath, "%v", err)
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, r.fail(path, name, ErrCorrupt, "not a regular file")
+	}
+	r.files[name] = f
+	return f, nil
+}
+
+// plan lists the copies that fill piece p, counting the uses of each chunk.
+func (r *reader) plan(p *piece) ([]*pieceJob, error) {
+	e := p.t.entry
+	esize := e.dtype.Size()
+	epc := r.m.ChunkBytes / esize
+	var jobs []*pieceJob
+	for _, s := range e.Shards {
+		lo, size, ok := intersect(p.lo, p.size, s.Offset, s.Shape)
+		if !ok {
+			continue
+		}
+		first := flatIndex(lo, s.Offset, s.Shape)
+		last := first
+		if len(size) > 0 {
+			end := make([]int, len(lo))
+			for i := range lo {
+				end[i] = lo[i] + size[i] - 1
+			}
+			last = flatIndex(end, s.Offset, s.Shape)
+		}
+		j := &pieceJob{p: p, s: s, lo: lo, size: size, k0: first / epc, k1: last / epc}
+		if _, err := r.open(e.Path, s.File); err != nil {
+			return nil, err
+		}
+		if _, ok := r.starts[s]; !ok {
+			st := make([]int64, len(s.Chunks))
+			pos := s.Pos
+			for k, f := range s.Chunks {
+				st[k] = pos
+				pos += f.Size
+			}
+			r.starts[s] = st
+		}
+		for k := j.k0; k <= j.k1; k++ {
+			key := chunkKey{s, k}
+			c := r.chunks[key]
+			if c == nil {
+				c = &chunkEntry{}
+				r.chunks[key] = c
+			}
+			c.refs++
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}
+
+// intersect returns the intersection of two boxes given by offset and
+// size, and false if it is empty.
+func intersect(aOff, aSize, bOff, bSize []int) (lo, size []int, ok bool) {
+	lo = make([]int, len(aOff))
+	size = make([]int, len(aOff))
+	for i := range aOff {
+		l := max(aOff[i], bOff[i])
+		h := min(aOff[i]+aSize[i], bOff[i]+bSize[i])
+		if h <= l {
+			return nil, nil, false
+		}
+		lo[i], size[i] = l, h-l
+	}
+	return lo, size, true
+}
+
+// flatIndex returns the row-major index, inside a block at off of shape,
+// of the global position g.
+func flatIndex(g, off, shape []int) int {
+	i := 0
+	for k := range g {
+		i = i*shape[k] + g[k] - off[k]
+	}
+	return i
+}
+
+var scratchPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// chunk returns chunk k of shard s decoded, decoding it on first use.
+func (r *reader) chunk(path string, esize int, s *shardEntry, k int) ([]uint32, []byte, error) {
+	c := r.chunks[chunkKey{s, k}]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return c.w, c.b, c.err
+	}
+	c.done = true
+	c.w, c.b, c.err = r.decode(path, esize, s, k)
+	return c.w, c.b, c.err
+}
+
+// release drops one use of chunk k of s, freeing it after the last.
+func (r *reader) release(s *shardEntry, k int) {
+	c := r.chunks[chunkKey{s, k}]
+	c.mu.Lock()
+	c.refs--
+	if c.refs == 0 {
+		c.w, c.b = nil, nil
+	}
+	c.mu.Unlock()
+}
+
+func (r *reader) decode(path string, esize int, s *shardEntry, k int) ([]uint32, []byte, error) {
+	f := r.files[s.File]
+	fr := s.Chunks[k]
+	epc := int64(r.m.ChunkBytes / esize)
+	total := int64(blockElems(s.Shape))
+	n := min(epc, total-int64(k)*epc)
+	buf := make([]byte, fr.Size)
+	got, err := f.ReadAt(buf, r.starts[s][k])
+	if int64(got) < fr.Size {
+		if err == nil || errors.Is(err, io.EOF) {
+			return nil, nil, r.fail(path, s.File, ErrCorrupt, "truncated: chunk %d needs bytes [%d, %d), the file has %d", k, r.starts[s][k], r.starts[s][k]+fr.Size, r.starts[s][k]+int64(got))
+		}
+		return nil, nil, r.fail(path, s.File, ErrCorrupt, "reading chunk %d: %v", k, err)
+	}
+	if sum := checksum(buf); sum != fr.CRC32C {
+		return nil, nil, r.fail(path, s.File, ErrCorrupt, "checksum mismatch in chunk %d (crc32c %08x, manifest says %08x)", k, sum, fr.CRC32C)
+	}
+	sp := scratchPool.Get().(*[]byte)
+	defer scratchPool.Put(sp)
+	var w []uint32
+	var b []byte
+	if esize == 4 {
+		w = make([]uint32, n)
+	} else {
+		b = make([]byte, n)
+	}
+	*sp, err = decodeChunk(buf, *sp, w, b)
+	if err != nil {
+		return nil, nil, r.fail(path, s.File, ErrCorrupt, "chunk %d: %v", k, err)
+	}
+	return w, b, nil
+}
+
+func blockElems(shape []int) int {
+	n, _ := numel(shape)
+	return n
+}
+
+// run copies one job's box from the saved shard into its piece's block.
+func (r *reader) run(j *pieceJob) (err error) {
+	p := j.p
+	t := p.t
+	path := t.entry.Path
+	dw, db := words(t.blocks[p.blk])
+	doff := t.offsets[p.blk]
+	dshape := t.shape
+	epc := r.m.ChunkBytes / t.entry.dtype.Size()
+	cur := -1
+	var cw []uint32
+	var cb []byte
+	released := j.k0 // chunks below this have been released
+	defer func() {
+		for k := released; k <= j.k1; k++ {
+			r.release(j.s, k)
+		}
+	}()
+	// copyRun copies n elements starting at flat index si of the shard
+	// to flat index di of the block, across chunk boundaries.
+	copyRun := func(di, si, n int) error {
+		for n > 0 {
+			k := si / epc
+			if k != cur {
+				for ; released < k; released++ {
+					r.release(j.s, released)
+				}
+				var err error
+				cw, cb, err = r.chunk(path, t.entry.dtype.Size(), j.s, k)
+				if err != nil {
+					return err
+				}
+				cur = k
+			}
+			o := si - k*epc
+			m := min(n, epc-o)
+			if dw != nil {
+				copy(dw[di:di+m], cw[o:o+m])
+			} else {
+				copy(db[di:di+m], cb[o:o+m])
+			}
+			di, si, n = di+m, si+m, n-m
+		}
+		return nil
+	}
+	rank := len(j.size)
+	if rank == 0 {
+		return copyRun(0, 0, 1)
+	}
+	dstr, sstr := strides(dshape), strides(j.s.Shape)
+	idx := make([]int, rank-1)
+	run := j.size[rank-1]
+	for {
+		di, si := 0, 0
+		for k := 0; k < rank; k++ {
+			g := j.lo[k]
+			if k < rank-1 {
+				g += idx[k]
+			}
+			di += (g - doff[k]) * dstr[k]
+			si += (g - j.s.Offset[k]) * sstr[k]
+		}
+		if err := copyRun(di, si, run); err != nil {
+			return err
+		}
+		k := rank - 2
+		for ; k >= 0; k-- {
+			idx[k]++
+			if idx[k] < j.size[k] {
+				break
+			}
+			idx[k] = 0
+		}
+		if k < 0 {
+			return nil
+		}
+	}
+}
+
+func strides(shape []int) []int {
+	s := make([]int, len(shape))
+	acc := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		s[i] = acc
+		acc *= shape[i]
+	}
+	return s
+}

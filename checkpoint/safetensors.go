@@ -1,0 +1,578 @@
+package checkpoint
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/tensor"
+)
+
+// The safetensors format (Hugging Face), as this file writes and checks it:
+//
+//	8 bytes   N, the header length, unsigned little-endian
+//	N bytes   a JSON object, UTF-8, starting with '{' and padded with spaces
+//	          to a multiple of 8 bytes:
+//	            {"__metadata__":{"k":"v",...},          optional, strings only
+//	             "name":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},...}
+//	rest      the data: each tensor's elements, row-major, little-endian,
+//	          at [begin, end) relative to the start of the data; the ranges
+//	          tile the data exactly, without holes or overlaps.
+//
+// Names are tree paths ("Layers[0].W"). Writers order tensors by dtype
+// alignment, largest first, then by name, as the reference implementation
+// does, so that every tensor is aligned to its element size.
+
+const maxSafetensorsHeader = 100_000_000 // the reference implementation's limit
+
+// safetensorsDTypes maps the format's dtype names to element sizes; only
+// F32, I32 and BOOL can be imported, the others are recognised so that
+// their sizes are checked.
+var safetensorsDTypes = map[string]int{
+	"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "F4": 1, "F6_E2M3": 1, "F6_E3M2": 1,
+	"I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+	"I32": 4, "U32": 4, "F32": 4,
+	"I64": 8, "U64": 8, "F64": 8, "C64": 8,
+}
+
+func safetensorsName(dt tensor.DType) string {
+	switch dt {
+	case tensor.Float32:
+		return "F32"
+	case tensor.Int32:
+		return "I32"
+	}
+	return "BOOL"
+}
+
+// stEntry is one tensor of a safetensors header.
+type stEntry struct {
+	Name       string
+	DType      string
+	Shape      []int
+	Begin, End int64
+}
+
+// ExportSafetensors writes the tensor leaves of tree to a .safetensors file
+// that PyTorch (safetensors.torch.load_file), JAX/Flax
+// (safetensors.flax.load_file) and NumPy load: each leaf under its tree
+// path, sharded leaves gathered one at a time. metadata, if not nil, goes
+// into the header's "__metadata__". The file is written to a temporary
+// name and renamed, so it appears complete or not at all.
+func ExportSafetensors(path string, tree any, metadata map[string]string) (err error) {
+	fail := func(e error) error { return &Error{Op: "export", Step: -1, File: path, Err: e} }
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	if err := WriteSafetensors(bw, tree, metadata); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// WriteSafetensors writes tree in the safetensors format to w (see
+// ExportSafetensors).
+func WriteSafetensors(w io.Writer, tree any, metadata map[string]string) error {
+	paths, leaves := pytree.LeavesWithPath(tree)
+	type item struct {
+		name string
+		x    *tensor.Tensor
+	}
+	items := make([]item, len(leaves))
+	for i, x := range leaves {
+		if x.Local() != nil {
+			return &Error{Op: "export", Step: -1, Path: paths[i].String(), Err: fmt.Errorf("%v is a block inside shard.Map", x)}
+		}
+		items[i] = item{tensorName(paths[i]), x}
+	}
+	sort.SliceStable(items, func(a, b int) bool {
+		sa, sb := items[a].x.DType().Size(), items[b].x.DType().Size()
+		if sa != sb {
+			return sa > sb
+		}
+		if items[a].x.DType() != items[b].x.DType() {
+			return items[a].x.DType() == tensor.Float32 // F32 sorts before I32, as in the reference
+		}
+		return items[a].name < items[b].name
+	})
+	entries := make([]stEntry, len(items))
+	var off int64
+	for i, it := range items {
+		n := int64(it.x.Bytes())
+		entries[i] = stEntry{Name: it.name, DType: safetensorsName(it.x.DType()), Shape: it.x.Shape(), Begin: off, End: off + n}
+		off += n
+	}
+	header := encodeSafetensorsHeader(entries, metadata)
+	var lenBuf [8]byte
+	binary.LittleEndian.PutUint64(lenBuf[:], uint64(len(header)))
+	if _, err := w.Write(lenBuf[:]); err != nil {
+		return &Error{Op: "export", Step: -1, Err: err}
+	}
+	if _, err := w.Write(header); err != nil {
+		return &Error{Op: "export", Step: -1, Err: err}
+	}
+	buf := make([]byte, 0, 1<<20)
+	for _, it := range items {
+		x := shard.Gather(it.x)
+		ws, bs := words(x)
+		if ws == nil {
+			if _, err := w.Write(bs); err != nil {
+				return &Error{Op: "export", Step: -1, Path: it.name, Err: err}
+			}
+			continue
+		}
+		for k := 0; k < len(ws); k += cap(buf) / 4 {
+			buf = buf[:0]
+			for _, v := range ws[k:min(len(ws), k+cap(buf)/4)] {
+				buf = binary.LittleEndian.AppendUint32(buf, v)
+			}
+			if _, err := w.Write(buf); err != nil {
+				return &Error{Op: "export", Step: -1, Path: it.name, Err: err}
+			}
+		}
+	}
+	return nil
+}
+
+// encodeSafetensorsHeader writes the JSON header as serde_json does
+// (compact, metadata first, keys in the given order, sorted metadata keys)
+// padded with spaces to a multiple of 8.
+func encodeSafetensorsHeader(entries []stEntry, metadata map[string]string) []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	first := true
+	if metadata != nil {
+		b.WriteString(`"__metadata__":{`)
+		keys := make([]string, 0, len(metadata))
+		for k := range metadata {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeJSONString(&b, k)
+			b.WriteByte(':')
+			writeJSONString(&b, metadata[k])
+		}
+		b.WriteByte('}')
+		first = false
+	}
+	for _, e := range entries {
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		writeJSONString(&b, e.Name)
+		b.WriteString(`:{"dtype":"`)
+		b.WriteString(e.DType)
+		b.WriteString(`","shape":[`)
+		for i, d := range e.Shape {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(d))
+		}
+		b.WriteString(`],"data_offsets":[`)
+		b.WriteString(strconv.FormatInt(e.Begin, 10))
+		b.WriteByte(',')
+		b.WriteString(strconv.FormatInt(e.End, 10))
+		b.WriteString("]}")
+	}
+	b.WriteByte('}')
+	for b.Len()%8 != 0 {
+		b.WriteByte(' ')
+	}
+	return b.Bytes()
+}
+
+// writeJSONString writes s as a JSON string the way serde_json does:
+// only '"', '\\' and control characters are escaped.
+func writeJSONString(b *bytes.Buffer, s string) {
+	const hex = "0123456789abcdef"
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\b':
+			b.WriteString(`\b`)
+		case r == '\f':
+			b.WriteString(`\f`)
+		case r < 0x20:
+			b.WriteString(`\u00`)
+			b.WriteByte(hex[r>>4])
+			b.WriteByte(hex[r&0xf])
+		case r == utf8.RuneError:
+			b.WriteString("\ufffd")
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+}
+
+// parseSafetensorsHeader reads and checks the header of a safetensors file
+// of size bytes: the header length against the file, the JSON (an object,
+// no duplicate names, metadata of strings), every dtype, shape and offset
+// pair, and that the ranges tile the data exactly. It returns the entries
+// ordered by offset and the position where the data starts.
+func parseSafetensorsHeader(r io.ReaderAt, size int64) ([]stEntry, map[string]string, int64, error) {
+	bad := func(name, format string, args ...any) error {
+		return &Error{Op: "import", Step: -1, Path: name, Err: errf(ErrCorrupt, format, args...)}
+	}
+	if size < 8 {
+		return nil, nil, 0, bad("", "file of %d bytes is shorter than the 8-byte header length", size)
+	}
+	var lenBuf [8]byte
+	if _, err := r.ReadAt(lenBuf[:], 0); err != nil {
+		return nil, nil, 0, bad("", "reading the header length: %v", err)
+	}
+	n := binary.LittleEndian.Uint64(lenBuf[:])
+	if n > maxSafetensorsHeader {
+		return nil, nil, 0, bad("", "header length %d exceeds the limit of %d", n, maxSafetensorsHeader)
+	}
+	if int64(n) > size-8 {
+		return nil, nil, 0, bad("", "header length %d is larger than the file (%d bytes after the length)", n, size-8)
+	}
+	hdr := make([]byte, n)
+	if _, err := r.ReadAt(hdr, 8); err != nil {
+		return nil, nil, 0, bad("", "reading the header: %v", err)
+	}
+	if !utf8.Valid(hdr) {
+		return nil, nil, 0, bad("", "header is not UTF-8")
+	}
+	if len(hdr) == 0 || hdr[0] != '{' {
+		return nil, nil, 0, bad("", "header does not start with '{'")
+	}
+	entries, meta, err := decodeSafetensorsJSON(hdr)
+	if err != nil {
+		return nil, nil, 0, bad("", "%v", err)
+	}
+	dataLen := size - 8 - int64(n)
+	sort.SliceStable(entries, func(a, b int) bool {
+		if entries[a].Begin != entries[b].Begin {
+			return entries[a].Begin < entries[b].Begin
+		}
+		return entries[a].End < entries[b].End
+	})
+	var pos int64
+	for _, e := range entries {
+		esize, ok := safetensorsDTypes[e.DType]
+		if !ok {
+			return nil, nil, 0, bad(e.Name, "unknown dtype %q", e.DType)
+		}
+		if e.Begin < pos {
+			return nil, nil, 0, bad(e.Name, "data_offsets [%d, %d) overlap the previous tensor, which ends at %d", e.Begin, e.End, pos)
+		}
+		if e.Begin > pos {
+			return nil, nil, 0, bad(e.Name, "hole in the data: bytes [%d, %d) belong to no tensor", pos, e.Begin)
+		}
+		if e.End < e.Begin {
+			return nil, nil, 0, bad(e.Name, "data_offsets [%d, %d) end before they begin", e.Begin, e.End)
+		}
+		elems := uint64(1)
+		for _, d := range e.Shape {
+			hi, lo := bits.Mul64(elems, uint64(d))
+			if hi != 0 || lo > 1<<62 {
+				return nil, nil, 0, bad(e.Name, "shape %v is too large", e.Shape)
+			}
+			elems = lo
+		}
+		hi, want := bits.Mul64(elems, uint64(esize))
+		if hi != 0 || want > 1<<62 || int64(want) != e.End-e.Begin {
+			return nil, nil, 0, bad(e.Name, "%s%v needs %d bytes, data_offsets [%d, %d) hold %d", e.DType, e.Shape, elems*uint64(esize), e.Begin, e.End, e.End-e.Begin)
+		}
+		if e.End > dataLen {
+			return nil, nil, 0, bad(e.Name, "data_offsets [%d, %d) run past the end of the data (%d bytes)", e.Begin, e.End, dataLen)
+		}
+		pos = e.End
+	}
+	if pos != dataLen {
+		return nil, nil, 0, bad("", "the tensors cover %d bytes of data, the file has %d", pos, dataLen)
+	}
+	return entries, meta, 8 + int64(n), nil
+}
+
+// decodeSafetensorsJSON parses the header object token by token, so that
+// duplicate names are caught (encoding/json into a map keeps the last).
+func decodeSafetensorsJSON(hdr []byte) ([]stEntry, map[string]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(hdr))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, nil, fmt.Errorf("header is not a JSON object")
+	}
+	var entries []stEntry
+	var meta map[string]string
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, fmt.Errorf("header: %v", err)
+		}
+		name, ok := tok.(string)
+		if !ok {
+			return nil, nil, fmt.Errorf("header: key %v is not a string", tok)
+		}
+		if seen[name] {
+			return nil, nil, fmt.Errorf("header: name %q appears twice", name)
+		}
+		seen[name] = true
+		if name == "__metadata__" {
+			var raw map[string]json.RawMessage
+			if err := dec.Decode(&raw); err != nil || raw == nil {
+				return nil, nil, fmt.Errorf("__metadata__ is not an object")
+			}
+			meta = make(map[string]string, len(raw))
+			for k, v := range raw {
+				var s string
+				if err := json.Unmarshal(v, &s); err != nil {
+					return nil, nil, fmt.Errorf("__metadata__ value of %q is not a string", k)
+				}
+				meta[k] = s
+			}
+			continue
+		}
+		var info struct {
+			DType       *string   `json:"dtype"`
+			Shape       *[]uint64 `json:"shape"`
+			DataOffsets *[]uint64 `json:"data_offsets"`
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, nil, fmt.Errorf("tensor %q: %v", name, err)
+		}
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&info); err != nil {
+			return nil, nil, fmt.Errorf("tensor %q: %v", name, err)
+		}
+		if info.DType == nil || info.Shape == nil || info.DataOffsets == nil {
+			return nil, nil, fmt.Errorf("tensor %q: needs dtype, shape and data_offsets", name)
+		}
+		if len(*info.DataOffsets) != 2 {
+			return nil, nil, fmt.Errorf("tensor %q: data_offsets has %d numbers, want 2", name, len(*info.DataOffsets))
+		}
+		b, e := (*info.DataOffsets)[0], (*info.DataOffsets)[1]
+		if b > 1<<62 || e > 1<<62 {
+			return nil, nil, fmt.Errorf("tensor %q: data_offsets [%d, %d) out of range", name, b, e)
+		}
+		if len(*info.Shape) > maxRank {
+			return nil, nil, fmt.Errorf("tensor %q: rank %d is too large", name, len(*info.Shape))
+		}
+		shape := make([]int, len(*info.Shape))
+		for i, v := range *info.Shape {
+			if v > 1<<62 {
+				return nil, nil, fmt.Errorf("tensor %q: shape %v out of range", name, *info.Shape)
+			}
+			shape[i] = int(v)
+		}
+		entries = append(entries, stEntry{Name: name, DType: *info.DType, Shape: shape, Begin: int64(b), End: int64(e)})
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, nil, fmt.Errorf("header object is not closed")
+	}
+	// Only the padding may follow: spaces (JSON whitespace is accepted,
+	// as the reference reader does).
+	for _, c := range hdr[dec.InputOffset():] {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return nil, nil, fmt.Errorf("header: %q after the JSON object", c)
+		}
+	}
+	return entries, meta, nil
+}
+
+// ImportSafetensors reads a .safetensors file into a tree of like's type:
+// each leaf is the tensor named by its tree path, which must have the
+// leaf's dtype (F32, I32 or BOOL) and shape. Subtree and Partial select
+// part of the file as they do for Restore. It returns the tree and the
+// header's metadata. The leaves are host tensors; place them with
+// shard.FilterShard.
+func ImportSafetensors[T any](path string, like T, opts ...RestoreOption) (T, map[string]string, error) {
+	var zero T
+	f, err := os.Open(path)
+	if err != nil {
+		return zero, nil, &Error{Op: "import", Step: -1, File: path, Err: err}
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return zero, nil, &Error{Op: "import", Step: -1, File: path, Err: err}
+	}
+	out, meta, err := ReadSafetensors(f, fi.Size(), like, opts...)
+	var e *Error
+	if errors.As(err, &e) && e.File == "" {
+		e.File = path
+	}
+	return out, meta, err
+}
+
+// ReadSafetensors is ImportSafetensors reading from r, of size bytes.
+func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOption) (T, map[string]string, error) {
+	var zero T
+	var cfg restoreConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	entries, meta, dataStart, err := parseSafetensorsHeader(r, size)
+	if err != nil {
+		return zero, nil, err
+	}
+	leaves, st := pytree.Flatten(like)
+	paths := pytree.Paths(like)
+	match, err := matchNames(entries, paths, cfg)
+	if err != nil {
+		return zero, nil, err
+	}
+	out := make([]*tensor.Tensor, len(leaves))
+	buf := make([]byte, 1<<20)
+	for i, e := range match {
+		x := leaves[i]
+		if e.DType != safetensorsName(x.DType()) || !equalInts(e.Shape, x.Shape()) {
+			return zero, nil, &Error{Op: "import", Step: -1, Path: e.Name, Err: errf(ErrMismatch, "file has %s%v, like has %v", e.DType, e.Shape, x)}
+		}
+		y := tensor.Zeros(x.DType(), x.Shape()...)
+		ws, bs := words(y)
+		pos := dataStart + e.Begin
+		if bs != nil {
+			if _, err := r.ReadAt(bs, pos); err != nil && len(bs) > 0 {
+				return zero, nil, &Error{Op: "import", Step: -1, Path: e.Name, Err: errf(ErrCorrupt, "%v", err)}
+			}
+			for k, v := range bs {
+				if v > 1 {
+					return zero, nil, &Error{Op: "import", Step: -1, Path: e.Name, Err: errf(ErrCorrupt, "bool element %d holds byte %d", k, v)}
+				}
+			}
+		}
+		for k := 0; k < len(ws); k += len(buf) / 4 {
+			m := min(len(ws)-k, len(buf)/4)
+			if _, err := r.ReadAt(buf[:4*m], pos+int64(4*k)); err != nil {
+				return zero, nil, &Error{Op: "import", Step: -1, Path: e.Name, Err: errf(ErrCorrupt, "%v", err)}
+			}
+			for q := 0; q < m; q++ {
+				ws[k+q] = binary.LittleEndian.Uint32(buf[4*q:])
+			}
+		}
+		if axes := x.LogicalAxes(); len(axes) > 0 {
+			y = tensor.WithLogicalAxes(y, axes...)
+		}
+		out[i] = y
+	}
+	return pytree.Unflatten[T](st, out), meta, nil
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// tensorName is the safetensors name of the leaf at path: the path as
+// Path.String writes it ("Layers[0].W"), except that a leaf directly under
+// a root map is named by its bare key, so that a map[string]*tensor.Tensor
+// reads and writes the names of a PyTorch state dict ("model.embed.weight").
+func tensorName(p pytree.Path) string {
+	if len(p) == 1 && p[0].Kind == pytree.KeyElem {
+		return p[0].Name
+	}
+	return p.String()
+}
+
+// matchNames finds the file entry of each like path (under the Subtree
+// prefix), by name.
+func matchNames(entries []stEntry, likePaths []pytree.Path, cfg restoreConfig) ([]*stEntry, error) {
+	fail := func(name string, format string, args ...any) error {
+		return &Error{Op: "import", Step: -1, Path: name, Err: errf(ErrMismatch, format, args...)}
+	}
+	prefix, err := pytree.ParsePath(cfg.prefix)
+	if err != nil {
+		return nil, &Error{Op: "import", Step: -1, Err: fmt.Errorf("Subtree(%q): %v", cfg.prefix, err)}
+	}
+	byName := map[string]*stEntry{}
+	under := map[string]bool{} // names under the prefix
+	for i := range entries {
+		e := &entries[i]
+		byName[e.Name] = e
+		if len(prefix) == 0 {
+			under[e.Name] = true
+		} else if p, err := pytree.ParsePath(e.Name); err == nil && len(p) >= len(prefix) && p[:len(prefix)].Equal(prefix) {
+			under[e.Name] = true
+		}
+	}
+	if len(prefix) > 0 && len(under) == 0 {
+		return nil, fail("", "nothing under %q", cfg.prefix)
+	}
+	out := make([]*stEntry, len(likePaths))
+	used := map[string]bool{}
+	for i, lp := range likePaths {
+		name := tensorName(append(slices.Clone(prefix), lp...))
+		e, ok := byName[name]
+		if !ok {
+			return nil, fail(name, "like has a tensor here, the file does not")
+		}
+		out[i] = e
+		used[name] = true
+	}
+	if !cfg.partial {
+		var extra []string
+		for name := range under {
+			if !used[name] {
+				extra = append(extra, name)
+			}
+		}
+		if len(extra) > 0 {
+			sort.Strings(extra)
+			return nil, fail(extra[0], "the file has a tensor here, like does not (%d such; use Partial to skip them)", len(extra))
+		}
+	}
+	return out, nil
+}
