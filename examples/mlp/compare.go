@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gonox/gonox/data"
+	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/parallel"
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/shard"
+)
+
+// compare runs one step of every strategy from identical weights on the
+// same batch and prints what each costs next to the single-device baseline.
+func compare(cfg config, model nn.MLP, train *data.InMemory, out io.Writer) error {
+	b, err := train.Batch(seq(cfg.batch))
+	if err != nil {
+		return err
+	}
+	x, y := b.X, b.Y
+	fmt.Fprintf(out, "gonox mlp: one step of each strategy on a batch of %d from %s, model %d parameters\n\n",
+		cfg.batch, cfg.data, paramCount(model))
+	base, err := newTrainer(model, parallel.Single, nil, cfg.lr)
+	if err != nil {
+		return err
+	}
+	_, baseGrad := base.LossAndGrad(x, y)
+
+	tw := tabwriter.NewWriter(out, 2, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "strategy\tmesh\tloss\tmax |Δgrad|\tstep time\tcomm/device\tresiduals/device\tparams+opt/device\t")
+	for _, s := range parallel.Strategies() {
+		var mesh *shard.Mesh
+		if s != parallel.Single {
+			if mesh, err = meshFor(cfg, s); err != nil {
+				return err
+			}
+		}
+		tr, err := newTrainer(model, s, mesh, cfg.lr)
+		if err != nil {
+			fmt.Fprintf(tw, "%v\t%v\t%v\t\t\t\t\t\t\n", s, meshName(mesh), err)
+			continue
+		}
+		if s != parallel.Single {
+			x, y = shard.Put(b.X, tr.BatchSharding()), shard.Put(b.Y, tr.BatchSharding())
+		}
+		loss, grad := tr.LossAndGrad(x, y)
+		diff := maxAbsDiff(baseGrad, grad)
+		// Time a full step (forward, backward, update), best of three.
+		best := time.Duration(math.MaxInt64)
+		for range 3 {
+			t0 := time.Now()
+			tr.Step(x, y)
+			best = min(best, time.Since(t0))
+		}
+		st := tr.Stats(x, y)
+		var comm int64
+		for _, v := range st.CommBytes {
+			comm += v
+		}
+		fmt.Fprintf(tw, "%v\t%v\t%.6f\t%.1e\t%v\t%s\t%s\t%s\t\n", s, meshName(mesh), loss, diff,
+			best.Round(10*time.Microsecond), byteSize(comm), byteSize(int64(st.Residuals.Bytes)), byteSize(st.ParamBytes+st.StateBytes))
+	}
+	return tw.Flush()
+}
+
+func meshName(m *shard.Mesh) string {
+	if m == nil {
+		return "-"
+	}
+	s := ""
+	for i, n := range m.AxisNames() {
+		if i > 0 {
+			s += ","
+		}
+		s += fmt.Sprintf("%s=%d", n, m.Shape()[i])
+	}
+	return s
+}
+
+func maxAbsDiff(a, b nn.MLP) float64 {
+	la, lb := pytree.Leaves(a), pytree.Leaves(b)
+	worst := 0.0
+	for i := range la {
+		x, y := la[i].Float64s(), lb[i].Float64s()
+		for j := range x {
+			worst = math.Max(worst, math.Abs(x[j]-y[j]))
+		}
+	}
+	return worst
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
