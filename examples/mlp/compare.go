@@ -110,4 +110,3 @@ func seq(n int) []int {
 	}
 	return s
 }
-
