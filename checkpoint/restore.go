@@ -448,58 +448,23 @@ func splitRows(shape []int, esize, n int) [][2][]int {
 }
 
 // assemble turns the filled blocks into the restored leaves: host tensors
-// as they are, sharded ones put together on their meshes (one shard.Map
-// per mesh, whose devices each return their block).
+// as they are, sharded ones put together on their meshes.
 func assemble(targets []*target) ([]*tensor.Tensor, error) {
 	out := make([]*tensor.Tensor, len(targets))
-	type group struct {
-		mesh *shard.Mesh
-		idx  []int
-	}
-	var groups []*group
 	for i, t := range targets {
 		if !t.sharded {
 			out[i] = t.blocks[0]
-			continue
-		}
-		var g *group
-		for _, h := range groups {
-			if h.mesh == t.sh.Mesh() {
-				g = h
+		} else {
+			blocks := make([]*tensor.Tensor, t.sh.Mesh().Size())
+			for d := range blocks {
+				blocks[d] = t.blocks[t.ofDev[d]]
 			}
-		}
-		if g == nil {
-			g = &group{mesh: t.sh.Mesh()}
-			groups = append(groups, g)
-		}
-		g.idx = append(g.idx, i)
-	}
-	for _, g := range groups {
-		index := map[*shard.Device]int{}
-		for d, dev := range g.mesh.Devices() {
-			index[dev] = d
-		}
-		specs := shard.SpecFunc(func(p pytree.Path, _ *tensor.Tensor) shard.Spec {
-			return targets[g.idx[p[0].Index]].sh.Spec()
-		})
-		f := shard.MapErr(g.mesh, shard.P(), specs, func(c *shard.Ctx, _ struct{}) []*tensor.Tensor {
-			d := index[c.Device()]
-			res := make([]*tensor.Tensor, len(g.idx))
-			for k, i := range g.idx {
-				t := targets[i]
-				res[k] = t.blocks[t.ofDev[d]]
+			x, err := shard.FromBlocks(t.sh, t.like.Shape(), blocks)
+			if err != nil {
+				return nil, &Error{Op: "restore", Step: -1, Err: err}
 			}
-			return res
-		})
-		res, err := f(struct{}{})
-		if err != nil {
-			return nil, &Error{Op: "restore", Step: -1, Err: err}
+			out[i] = x
 		}
-		for k, i := range g.idx {
-			out[i] = res[k]
-		}
-	}
-	for i, t := range targets {
 		if axes := t.like.LogicalAxes(); len(axes) > 0 {
 			out[i] = tensor.WithLogicalAxes(out[i], axes...)
 		}

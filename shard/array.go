@@ -82,6 +82,42 @@ func (l *layout) uniqueBlocks() []int {
 	return out
 }
 
+// FromBlocks builds a global tensor of the given shape sharded by s from
+// one block per device of s's mesh, in mesh order, as JAX's
+// make_array_from_single_device_arrays does (checkpoint restore and data
+// readers build blocks where they belong). Replicas may share one block
+// tensor. The blocks must be host tensors of one dtype with the block
+// shape s gives to shape; they are charged to their devices. Tensors are
+// immutable, so the blocks must not be changed afterwards.
+func FromBlocks(s Sharding, shape []int, blocks []*tensor.Tensor) (*tensor.Tensor, error) {
+	if s.mesh == nil {
+		return nil, fmt.Errorf("shard.FromBlocks: zero Sharding")
+	}
+	if msg := s.spec.check(s.mesh, shape); msg != "" {
+		return nil, fmt.Errorf("shard.FromBlocks: shape %v: %s", shape, msg)
+	}
+	geo := s.geometry("shard.FromBlocks", shape)
+	if len(blocks) != s.mesh.Size() {
+		return nil, fmt.Errorf("shard.FromBlocks: %d blocks for a mesh of %d devices", len(blocks), s.mesh.Size())
+	}
+	l := &layout{sharding: s, geo: geo, blocks: make([]*tensor.Tensor, len(blocks))}
+	for d, b := range blocks {
+		switch {
+		case b == nil:
+			return nil, fmt.Errorf("shard.FromBlocks: block %d is nil", d)
+		case b.Layout() != nil || b.Local() != nil || b.IsTraced():
+			return nil, fmt.Errorf("shard.FromBlocks: block %d %v is not a plain host tensor", d, b)
+		case b.DType() != blocks[0].DType():
+			return nil, fmt.Errorf("shard.FromBlocks: block %d is %v, block 0 is %v", d, b.DType(), blocks[0].DType())
+		case !slices.Equal(b.Shape(), geo.block):
+			return nil, fmt.Errorf("shard.FromBlocks: block %d is %v, want shape %v for %v of shape %v", d, b, geo.block, s.spec, shape)
+		}
+		l.blocks[d] = b
+		chargeBlock(s.mesh.devices[d], b)
+	}
+	return tensor.NewSharded(blocks[0].DType(), shape, l), nil
+}
+
 // ShardingOf returns the sharding of a global sharded tensor, and false for
 // a host tensor.
 func ShardingOf(x *tensor.Tensor) (Sharding, bool) {

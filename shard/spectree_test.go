@@ -68,3 +68,23 @@ func TestPlacementKeepsLogicalAxes(t *testing.T) {
 	assert.Equal(t, []string{"in", "out"}, out.W.LogicalAxes())
 	assert.Equal(t, []string{"out"}, out.B.LogicalAxes())
 }
+
+func TestFromBlocks(t *testing.T) {
+	m := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
+	s := shard.NewSharding(m, shard.P("dp"))
+	x := tensor.Reshape(tensor.AsType(tensor.Arange(32), tensor.Float32), 8, 4)
+	want := shard.Put(x, s)
+	y, err := shard.FromBlocks(s, []int{8, 4}, shard.Blocks(want))
+	require.NoError(t, err)
+	assert.Equal(t, "float32[8@dp,4]", y.Type())
+	assert.Equal(t, x.Float32s(), shard.Gather(y).Float32s())
+
+	blocks := shard.Blocks(want)
+	blocks[3] = tensor.Zeros(tensor.Float32, 3, 4)
+	_, err = shard.FromBlocks(s, []int{8, 4}, blocks)
+	assert.EqualError(t, err, "shard.FromBlocks: block 3 is f32[3,4], want shape [2 4] for PartitionSpec('dp',) of shape [8 4]")
+	_, err = shard.FromBlocks(s, []int{8, 4}, blocks[:2])
+	assert.EqualError(t, err, "shard.FromBlocks: 2 blocks for a mesh of 8 devices")
+	_, err = shard.FromBlocks(s, []int{6, 4}, shard.Blocks(want))
+	assert.EqualError(t, err, "shard.FromBlocks: shape [6 4]: dim 0 (6) is not divisible by dp=4")
+}
