@@ -30,6 +30,33 @@
 //
 //	tensor.MatMul: f32[3,4] @ f32[5,6]: inner dims 4 != 5
 //
+// # The ops
+//
+//   - Creation: FromFloat32, FromInt32, FromBool, Zeros, Ones, Full, Arange,
+//     Scalar, and the *Like forms; AsType converts.
+//   - Elementwise, with broadcasting: Add, Sub, Mul, Div, Pow, Maximum,
+//     Minimum, Neg, Abs, Exp, Log, Sqrt, Rsqrt, Clamp; comparisons (Equal,
+//     Less, ...) return bool masks for Where and the Logical ops.
+//   - Activations and losses: Relu, Gelu, Silu, Tanh, Sigmoid, Softplus,
+//     Softmax, LogSoftmax, MSE, SoftmaxCrossEntropy (integer labels),
+//     SoftmaxCrossEntropyProbs, SigmoidBinaryCrossEntropy.
+//   - Reductions over any axes, with Keep variants for keepdims: Sum, Mean,
+//     Max, Min, LogSumExp, ArgMax, Any, All; Cumsum.
+//   - Shapes: Reshape, Transpose, BroadcastTo, ExpandDims, Squeeze, Concat,
+//     Split, Stack, Pad, Tile, Repeat, Flip, Roll.
+//   - Indexing: Slice, DynamicSlice, DynamicUpdateSlice, Take,
+//     TakeAlongAxis, ScatterAdd, SegmentSum, OneHot.
+//   - Sorting and counting: Sort, ArgSort, LexSort, TopK, Bincount.
+//   - Linear algebra: MatMul (batched, NumPy semantics) and MatMulT
+//     (transposed operands folded into the kernel).
+//
+// # Random numbers
+//
+// Keys are counter-based and splittable, and they are JAX's: NewKey(0)
+// is jax.random.key(0), Key.Split is jax.random.split, and Normal,
+// Uniform, Bernoulli, Permutation, ... draw the numbers jax.random draws
+// for the same key and shape. Never reuse a key: split it.
+//
 // # Differentiation
 //
 // Every op is a primitive (an Op) with a vector-Jacobian product. When an
