@@ -235,11 +235,20 @@ func Rsqrt(dst, src []float32) {
 // far below the maximum, where src[i] - m is not exact in float32.
 // src[i] = -Inf gives 0.
 func ExpShift(dst, src []float32, m float32) float64 {
+	expShift(dst, src, m)
+	return SumF64(dst[:len(src)])
+}
+
+func expShift(dst, src []float32, m float32) {
 	dst = dst[:len(src)]
-	for i, x := range src {
-		dst[i] = expShiftf(x, m)
+	n := 0
+	if useAVX2 {
+		n = len(src) &^ 7
+		expShiftAVX2(dst[:n], src[:n], -m)
 	}
-	return SumF64(dst)
+	for i := n; i < len(src); i++ {
+		dst[i] = expShiftf(src[i], m)
+	}
 }
 
 func expShiftf(x, m float32) float32 {

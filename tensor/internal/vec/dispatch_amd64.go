@@ -64,3 +64,6 @@ func sum8AVX2(x []float32, lanes *[8]float64)
 
 //go:noescape
 func accF64AVX2(acc []float64, x []float32)
+
+//go:noescape
+func expShiftAVX2(dst, src []float32, nm float32)

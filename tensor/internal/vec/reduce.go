@@ -78,25 +78,35 @@ func RoundF64(dst []float32, src []float64) {
 // summed exactly as SumF64 sums a slice.
 func SumSqDiffF64(a, b []float32) float64 {
 	b = b[:len(a)]
-	s := 0.0
+	return sumMapped(len(a), func(d []float32, lo, hi int) {
+		SubVV(d, a[lo:hi], b[lo:hi])
+		MulVV(d, d, d)
+	})
+}
+
+// SumExpShift returns Σ e^(src[i] - m) as ExpShift computes and sums it,
+// without storing the exponentials.
+func SumExpShift(src []float32, m float32) float64 {
+	return sumMapped(len(src), func(d []float32, lo, hi int) { expShift(d, src[lo:hi], m) })
+}
+
+// sumMapped returns the SumF64 of the n values that fill writes, chunk by
+// chunk, into a scratch buffer.
+func sumMapped(n int, fill func(d []float32, lo, hi int)) float64 {
 	var buf [256]float32
-	blk := 0.0
-	var l [8]float64
-	// Sum in the order SumF64 would: lanes by index within each block.
-	for start := 0; start < len(a); start += SumBlock {
-		end := min(start+SumBlock, len(a))
-		l = [8]float64{}
+	s := 0.0
+	for start := 0; start < n; start += SumBlock {
+		end := min(start+SumBlock, n)
+		var l [8]float64
 		for i := start; i < end; i += len(buf) {
 			j := min(i+len(buf), end)
 			d := buf[:j-i]
-			SubVV(d, a[i:j], b[i:j])
-			MulVV(d, d, d)
+			fill(d, i, j)
 			for k, v := range d {
 				l[(i-start+k)&7] += float64(v)
 			}
 		}
-		blk = ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
-		s += blk
+		s += ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
 	}
 	return s
 }

@@ -764,3 +764,34 @@ acc_loop:
 acc_done:
 	VZEROUPPER
 	RET
+
+// func expShiftAVX2(dst, src []float32, nm float32): dst = e^(src + nm)
+// with the TwoSum error of src + nm carried as e·(1+err) (expShiftf).
+TEXT ·expShiftAVX2(SB), NOSPLIT, $0-52
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	MOVQ src_len+32(FP), CX
+	VBROADCASTSS nm+48(FP), Y9
+	SHRQ $3, CX
+	JZ expShift_done
+expShift_loop:
+	VMOVUPS (SI), Y8
+	VADDPS Y9, Y8, Y0
+	VSUBPS Y8, Y0, Y10
+	VSUBPS Y10, Y0, Y11
+	VSUBPS Y11, Y8, Y11
+	VSUBPS Y10, Y9, Y12
+	VADDPS Y12, Y11, Y11
+	VCMPPS $0, Y11, Y11, Y12
+	VANDPS Y12, Y11, Y11
+	EXP
+	VMULPS Y11, Y0, Y1
+	VADDPS Y0, Y1, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ expShift_loop
+expShift_done:
+	VZEROUPPER
+	RET

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -83,20 +84,20 @@ var fns = []fn{
 	{name: "Log", vec: Log, ref: math.Log, lo: math.Inf(-1), hi: math.Inf(1), bound: 1},
 	{name: "Tanh", vec: Tanh, ref: math.Tanh, lo: math.Inf(-1), hi: math.Inf(1), bound: 2},
 	{name: "Sigmoid", vec: Sigmoid, ref: func(x float64) float64 { s, _ := stableSigmoid(x); return s },
-		lo: math.Inf(-1), hi: math.Inf(1), bound: 2.5},
+		lo: math.Inf(-1), hi: math.Inf(1), bound: 3},
 	{name: "Silu", vec: Silu, ref: func(x float64) float64 { s, _ := stableSigmoid(x); return x * s },
-		lo: -80, hi: math.Inf(1), bound: 3},
+		lo: -80, hi: math.Inf(1), bound: 4},
 	{name: "Silu/subnormal", vec: Silu, ref: func(x float64) float64 { s, _ := stableSigmoid(x); return x * s },
 		lo: math.Inf(-1), hi: -80, bound: 64, absScale: 0x1p-149},
 	{name: "Softplus", vec: Softplus, ref: func(x float64) float64 { return max(x, 0) + math.Log1p(math.Exp(-math.Abs(x))) },
 		lo: math.Inf(-1), hi: math.Inf(1), bound: 3},
 	{name: "LogSigmoid", vec: LogSigmoid, ref: func(x float64) float64 { return min(x, 0) - math.Log1p(math.Exp(-math.Abs(x))) },
 		lo: math.Inf(-1), hi: math.Inf(1), bound: 3},
-	{name: "Gelu", vec: Gelu, ref: gelu64, lo: -1, hi: math.Inf(1), bound: 3},
+	{name: "Gelu", vec: Gelu, ref: gelu64, lo: -1, hi: math.Inf(1), bound: 4},
 	{name: "Gelu/[-2,-1]", vec: Gelu, ref: gelu64, lo: -2, hi: -1, bound: 8},
 	{name: "Gelu/[-4,-2]", vec: Gelu, ref: gelu64, lo: -4, hi: -2, bound: 20},
 	{name: "Gelu/[-10,-4]", vec: Gelu, ref: gelu64, lo: -10, hi: -4, bound: 200},
-	{name: "Gelu/subnormal", vec: Gelu, ref: gelu64, lo: math.Inf(-1), hi: -10, bound: 128, absScale: 0x1p-149},
+	{name: "Gelu/subnormal", vec: Gelu, ref: gelu64, lo: math.Inf(-1), hi: -10, bound: 256, absScale: 0x1p-149},
 	{name: "GeluExact", vec: GeluExact, ref: func(x float64) float64 { return x * phi(x) },
 		lo: -1e30, hi: math.Inf(1), bound: 3},
 	{name: "GeluGrad", vec: GeluGrad, ref: geluGrad64, lo: -1e30, hi: 1e30, bound: 4, absScale: 1},
@@ -122,14 +123,17 @@ var specials = []float32{0, float32(math.Copysign(0, -1)), 1, -1, 0x1p-149, -0x1
 	88.72283, 88.72284, 88.7228, 89, -87.33654, -103.27893, -103.97208, -104, -150, 0.625, -0.625, 0.62499994,
 	9, -9, 44, -44, 1e4, -1e4, 1e5, -1e5, 1e20, -1e20}
 
+// stride returns the step between swept bit patterns: VEC_STRIDE if set
+// (the figures in the package doc were measured with VEC_STRIDE=257), else
+// 1031 (4 million inputs), or 4099 with -short.
 func stride() uint32 {
-	if os.Getenv("VEC_EXHAUSTIVE") != "" {
-		return 1
+	if s, err := strconv.Atoi(os.Getenv("VEC_STRIDE")); err == nil && s > 0 {
+		return uint32(s)
 	}
 	if testing.Short() {
 		return 4099
 	}
-	return 257
+	return 1031
 }
 
 // TestAccuracy sweeps every kernel against float64 math and checks the
@@ -252,6 +256,9 @@ func TestAsmMatchesGo(t *testing.T) {
 		f    func(dst, a, b []float32)
 	}{{"AddVV", AddVV}, {"SubVV", SubVV}, {"MulVV", MulVV}, {"DivVV", DivVV}} {
 		same(f.name, run(true, func(d []float32) { f.f(d, xs, ys) }), run(false, func(d []float32) { f.f(d, xs, ys) }))
+	}
+	for _, m := range []float32{0, 3.5, -7.25, 100, float32(math.Inf(-1)), float32(math.Inf(1))} {
+		same("ExpShift", run(true, func(d []float32) { ExpShift(d, xs, m) }), run(false, func(d []float32) { ExpShift(d, xs, m) }))
 	}
 	for _, s := range []float32{1.5, -0.3, 0, float32(math.Inf(1))} {
 		for _, f := range []struct {
