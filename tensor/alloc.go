@@ -25,3 +25,34 @@ func makeInt32(n int) []int32 {
 	}
 	return s
 }
+
+// tensorBox holds a tensor header and its shape in one allocation.
+type tensorBox struct {
+	t    Tensor
+	dims [4]int
+}
+
+// newOut allocates a zeroed result tensor like newTensor, with the header
+// and a shape of rank up to 4 in one allocation (and the data in a
+// second): op results are the most frequent allocation of a training step.
+func newOut(dt DType, shape []int) *Tensor {
+	if len(shape) > len(tensorBox{}.dims) {
+		return newTensor(dt, shape)
+	}
+	box := &tensorBox{}
+	n := copy(box.dims[:], shape)
+	t := &box.t
+	t.dtype, t.shape = dt, box.dims[:n:n]
+	size := numel(shape)
+	switch dt {
+	case Float32:
+		t.f32 = makeFloat32(size)
+	case Int32:
+		t.i32 = makeInt32(size)
+	case Bool:
+		t.b = make([]bool, size)
+	default:
+		panic("tensor: invalid dtype")
+	}
+	return t
+}

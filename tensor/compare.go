@@ -15,8 +15,16 @@ type cmpDef struct {
 
 func runCmp[T any](f func(a, b T) bool, dst []bool, a, b []T, shape, sa, sb []int) {
 	broadcastLoop(shape, sa, sb, func(o, ia, ib, n, da, db int) {
-		for j := 0; j < n; j++ {
-			dst[o+j] = f(a[ia+j*da], b[ib+j*db])
+		d := dst[o : o+n]
+		if da == 1 && db == 1 {
+			x, y := a[ia:ia+n], b[ib:ib+n]
+			for j := range d {
+				d[j] = f(x[j], y[j])
+			}
+			return
+		}
+		for j := range d {
+			d[j] = f(a[ia+j*da], b[ib+j*db])
 		}
 	})
 }
@@ -26,9 +34,10 @@ func cmpOp(d *cmpDef) *Op {
 		Name: lowerFirst(d.name[len("tensor."):]),
 		Impl: func(in []*Tensor, p any) *Tensor {
 			a, b := in[0], in[1]
-			shape := p.(*binaryParams).shape
-			out := newTensor(Bool, shape)
-			sa, sb := broadcastStrides(a.shape, shape), broadcastStrides(b.shape, shape)
+			shape := binaryShape(in, p)
+			out := newOut(Bool, shape)
+			var sab, sbb [maxFastRank]int
+			sa, sb := stridesInto(sab[:], a.shape, shape), stridesInto(sbb[:], b.shape, shape)
 			switch a.dtype {
 			case Float32:
 				runCmp(d.f32, out.b, a.f32, b.f32, shape, sa, sb)
@@ -49,8 +58,11 @@ func compare(d *cmpDef, op *Op, a, b *Tensor) *Tensor {
 	if a.dtype == Bool && d.b == nil {
 		panic(fmt.Sprintf("%s: %s: not defined for bool", d.name, operands(d.sym, a, b)))
 	}
-	shape := broadcastShapes(d.name, d.sym, a, b)
-	return Apply(op, &binaryParams{shape}, a, b)
+	shape := a.shape
+	if !fitsShape(b.shape, a.shape) {
+		shape = broadcastShapes(d.name, d.sym, a, b)
+	}
+	return Apply(op, binaryParamsFor(shape, a), a, b)
 }
 
 var (

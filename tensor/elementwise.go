@@ -4,69 +4,129 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
 )
+
+// maxFastRank is the rank up to which broadcast loops keep their
+// bookkeeping on the stack.
+const maxFastRank = 8
+
+// bdim is one (merged) dimension of a broadcast loop: its size and the
+// element strides of the output and of operands a and b.
+type bdim struct{ n, so, sa, sb int }
+
+// mergeDims returns the dimensions of out, innermost first, with size-1
+// dimensions dropped and adjacent dimensions that are contiguous for every
+// operand merged, appended to buf.
+func mergeDims(buf []bdim, out, sa, sb []int) []bdim {
+	so := 1
+	for i := len(out) - 1; i >= 0; i-- {
+		n := out[i]
+		if n == 1 {
+			continue
+		}
+		d := bdim{n, so, sa[i], sb[i]}
+		so *= n
+		if k := len(buf) - 1; k >= 0 {
+			p := buf[k]
+			if d.so == p.so*p.n && d.sa == p.sa*p.n && d.sb == p.sb*p.n {
+				buf[k] = bdim{p.n * n, p.so, p.sa, p.sb}
+				continue
+			}
+		}
+		buf = append(buf, d)
+	}
+	return buf
+}
 
 // broadcastLoop walks the elements of out (row-major) with operands read
 // through strides sa and sb (0 along broadcast dims). Adjacent dimensions
 // that are contiguous for every operand are merged first, so the common
 // cases reach fn as a few long runs. fn gets the offsets of a run of n
 // elements in out, a and b, and the element strides of a and b within the
-// run (each 0 or 1).
+// run.
 func broadcastLoop(out, sa, sb []int, fn func(o, a, b, n, da, db int)) {
-	total := numel(out)
-	if total == 0 {
+	if numel(out) == 0 {
 		return
 	}
-	// Merge dims.
-	type dim struct{ n, so, sa, sb int }
-	so := contiguousStrides(out)
-	dims := make([]dim, 0, len(out))
-	for i := range out {
-		if out[i] == 1 {
-			continue
-		}
-		d := dim{out[i], so[i], sa[i], sb[i]}
-		if k := len(dims) - 1; k >= 0 {
-			p := dims[k]
-			if p.so == d.so*d.n && p.sa == d.sa*d.n && p.sb == d.sb*d.n {
-				dims[k] = dim{p.n * d.n, d.so, d.sa, d.sb}
-				continue
-			}
-		}
-		dims = append(dims, d)
+	var buf [maxFastRank]bdim
+	dims := mergeDims(buf[:0], out, sa, sb)
+	loopRuns(dims, 0, numRuns(dims), fn)
+}
+
+// numRuns returns the number of inner runs of merged dims.
+func numRuns(dims []bdim) int {
+	r := 1
+	for _, d := range dims[min(1, len(dims)):] {
+		r *= d.n
 	}
+	return r
+}
+
+// loopRuns calls fn on runs r0 to r1-1 of merged dims (innermost first).
+func loopRuns(dims []bdim, r0, r1 int, fn func(o, a, b, n, da, db int)) {
 	if len(dims) == 0 {
-		fn(0, 0, 0, 1, 0, 0)
+		if r0 < r1 {
+			fn(0, 0, 0, 1, 0, 0)
+		}
 		return
 	}
-	in := dims[len(dims)-1]
-	outer := dims[:len(dims)-1]
-	if len(outer) == 0 {
-		fn(0, 0, 0, in.n, in.sa, in.sb)
-		return
+	in, outer := dims[0], dims[1:]
+	var ibuf [maxFastRank]int
+	idx := ibuf[:0]
+	if len(outer) > len(ibuf) {
+		idx = make([]int, 0, len(outer))
 	}
-	idx := make([]int, len(outer))
 	oo, oa, ob := 0, 0, 0
-	for {
+	rem := r0
+	for _, d := range outer {
+		i := rem % d.n
+		rem /= d.n
+		idx = append(idx, i)
+		oo += i * d.so
+		oa += i * d.sa
+		ob += i * d.sb
+	}
+	for r := r0; r < r1; r++ {
 		fn(oo, oa, ob, in.n, in.sa, in.sb)
-		k := len(outer) - 1
-		for ; k >= 0; k-- {
+		for k := range outer {
+			d := &outer[k]
 			idx[k]++
-			oo += outer[k].so
-			oa += outer[k].sa
-			ob += outer[k].sb
-			if idx[k] < outer[k].n {
+			oo += d.so
+			oa += d.sa
+			ob += d.sb
+			if idx[k] < d.n {
 				break
 			}
-			oo -= outer[k].so * outer[k].n
-			oa -= outer[k].sa * outer[k].n
-			ob -= outer[k].sb * outer[k].n
+			oo -= d.so * d.n
+			oa -= d.sa * d.n
+			ob -= d.sb * d.n
 			idx[k] = 0
 		}
-		if k < 0 {
-			return
+	}
+}
+
+// stridesInto writes into buf the strides with which to read an operand of
+// shape xshape broadcast to out (0 along broadcast dimensions).
+func stridesInto(buf []int, xshape, out []int) []int {
+	st := buf[:0]
+	if len(out) > cap(buf) {
+		st = make([]int, 0, len(out))
+	}
+	st = st[:len(out)]
+	off := len(out) - len(xshape)
+	acc := 1
+	for i := len(out) - 1; i >= 0; i-- {
+		st[i] = 0
+		if j := i - off; j >= 0 {
+			if xshape[j] != 1 || out[i] == 1 {
+				st[i] = acc
+			}
+			acc *= xshape[j]
 		}
 	}
+	return st
 }
 
 // kernels2 holds the inner loops of a binary op for one element type:
@@ -77,25 +137,57 @@ type kernels2[T any] struct {
 	sv func(d []T, a T, b []T)
 }
 
-func run2[T any](k kernels2[T], dst, a, b []T, shape, sa, sb []int) {
-	broadcastLoop(shape, sa, sb, func(o, ia, ib, n, da, db int) {
-		switch {
-		case da == 1 && db == 1:
-			k.vv(dst[o:o+n], a[ia:ia+n], b[ib:ib+n])
-		case da == 1:
-			k.vs(dst[o:o+n], a[ia:ia+n], b[ib])
-		case db == 1:
-			k.sv(dst[o:o+n], a[ia], b[ib:ib+n])
-		default:
-			k.vs(dst[o:o+n], a[ia:ia+1], b[ib])
-			for j := 1; j < n; j++ {
-				dst[o+j] = dst[o]
-			}
+func runKernel2[T any](k *kernels2[T], dst, a, b []T, o, ia, ib, n, da, db int) {
+	switch {
+	case da == 1 && db == 1:
+		k.vv(dst[o:o+n], a[ia:ia+n], b[ib:ib+n])
+	case da == 1:
+		k.vs(dst[o:o+n], a[ia:ia+n], b[ib])
+	case db == 1:
+		k.sv(dst[o:o+n], a[ia], b[ib:ib+n])
+	default:
+		k.vs(dst[o:o+1], a[ia:ia+1], b[ib])
+		for j := 1; j < n; j++ {
+			dst[o+j] = dst[o]
 		}
+	}
+}
+
+// run2 computes a binary op with broadcasting: one kernel call per run of
+// the merged loop, the runs (or, for a single run, its pieces) split over
+// goroutines when the tensor is large.
+func run2[T any](k *kernels2[T], dst, a, b []T, shape, ashape, bshape []int, local bool) {
+	if len(dst) == 0 {
+		return
+	}
+	var sab, sbb [maxFastRank]int
+	sa, sb := stridesInto(sab[:], ashape, shape), stridesInto(sbb[:], bshape, shape)
+	var buf [maxFastRank]bdim
+	dims := mergeDims(buf[:0], shape, sa, sb)
+	runs := numRuns(dims)
+	if serial(len(dst)*costCheap, local) {
+		loopRuns(dims, 0, runs, func(o, ia, ib, n, da, db int) {
+			runKernel2(k, dst, a, b, o, ia, ib, n, da, db)
+		})
+		return
+	}
+	if runs == 1 && len(dims) == 1 {
+		in := dims[0]
+		parallelFor(in.n, costCheap, 8, local, func(lo, hi int) {
+			runKernel2(k, dst, a, b, lo, lo*in.sa, lo*in.sb, hi-lo, in.sa, in.sb)
+		})
+		return
+	}
+	inner := len(dst) / runs
+	parallelFor(runs, inner*costCheap, 1, local, func(lo, hi int) {
+		loopRuns(dims, lo, hi, func(o, ia, ib, n, da, db int) {
+			runKernel2(k, dst, a, b, o, ia, ib, n, da, db)
+		})
 	})
 }
 
-// mk2 builds the three inner loops from a scalar function.
+// mk2 builds the three inner loops from a scalar function (for the rarely
+// used ops; the arithmetic ones have vec kernels).
 func mk2[T any](f func(x, y T) T) kernels2[T] {
 	return kernels2[T]{
 		vv: func(d, a, b []T) {
@@ -131,20 +223,31 @@ type binaryDef struct {
 	intDiv bool
 }
 
+// binaryParams holds the broadcast result shape of a binary op. A nil
+// *binaryParams means the result has the shape of the first operand, the
+// common case (same shapes, a scalar or a bias as second operand), which
+// then costs no allocation.
 type binaryParams struct{ shape []int }
+
+func binaryShape(in []*Tensor, p any) []int {
+	if bp, _ := p.(*binaryParams); bp != nil {
+		return bp.shape
+	}
+	return in[0].shape
+}
 
 // binaryImpl computes an elementwise binary op with broadcasting.
 func binaryImpl(d *binaryDef) func(in []*Tensor, p any) *Tensor {
 	return func(in []*Tensor, p any) *Tensor {
 		a, b := in[0], in[1]
-		shape := p.(*binaryParams).shape
-		out := newTensor(a.dtype, shape)
-		sa, sb := broadcastStrides(a.shape, shape), broadcastStrides(b.shape, shape)
+		shape := binaryShape(in, p)
+		out := newOut(a.dtype, shape)
+		local := isLocal(a, b)
 		switch a.dtype {
 		case Float32:
-			run2(d.f32, out.f32, a.f32, b.f32, shape, sa, sb)
+			run2(&d.f32, out.f32, a.f32, b.f32, shape, a.shape, b.shape, local)
 		case Int32:
-			run2(*d.i32, out.i32, a.i32, b.i32, shape, sa, sb)
+			run2(d.i32, out.i32, a.i32, b.i32, shape, a.shape, b.shape, local)
 		}
 		return out
 	}
@@ -161,7 +264,25 @@ func checkBinary(d *binaryDef, a, b *Tensor) []int {
 	default:
 		panic(fmt.Sprintf("%s: %s: not defined for %v", d.name, operands(d.sym, a, b), a.dtype))
 	}
+	if fitsShape(b.shape, a.shape) {
+		return a.shape // no allocation in the common cases
+	}
 	return broadcastShapes(d.name, d.sym, a, b)
+}
+
+// fitsShape reports whether an operand of shape small broadcasts to big
+// without changing it.
+func fitsShape(small, big []int) bool {
+	off := len(big) - len(small)
+	if off < 0 {
+		return false
+	}
+	for i, d := range small {
+		if d != 1 && d != big[off+i] {
+			return false
+		}
+	}
+	return true
 }
 
 // unbroadcast sums g over the dimensions along which an operand of the
@@ -186,18 +307,18 @@ func unbroadcast(g *Tensor, shape []int) *Tensor {
 
 var (
 	addDef = &binaryDef{name: "tensor.Add", sym: "+",
-		f32: mk2(func(x, y float32) float32 { return x + y }),
+		f32: kernels2[float32]{vec.AddVV, vec.AddVS, func(d []float32, a float32, b []float32) { vec.AddVS(d, b, a) }},
 		i32: ptr(mk2(func(x, y int32) int32 { return x + y }))}
 	subDef = &binaryDef{name: "tensor.Sub", sym: "-",
-		f32: mk2(func(x, y float32) float32 { return x - y }),
+		f32: kernels2[float32]{vec.SubVV, vec.SubVS, vec.SubSV},
 		i32: ptr(mk2(func(x, y int32) int32 { return x - y }))}
 	mulDef = &binaryDef{name: "tensor.Mul", sym: "*",
-		f32: mk2(func(x, y float32) float32 { return x * y }),
+		f32: kernels2[float32]{vec.MulVV, vec.MulVS, func(d []float32, a float32, b []float32) { vec.MulVS(d, b, a) }},
 		i32: ptr(mk2(func(x, y int32) int32 { return x * y }))}
 	// The int32 kernels of Div, Rem and FloorDiv never see a zero divisor:
 	// binary checks for one first.
 	divDef = &binaryDef{name: "tensor.Div", sym: "/", intDiv: true,
-		f32: mk2(func(x, y float32) float32 { return x / y }),
+		f32: kernels2[float32]{vec.DivVV, vec.DivVS, vec.DivSV},
 		i32: ptr(mk2(func(x, y int32) int32 { return x / y }))}
 	remDef = &binaryDef{name: "tensor.Rem", sym: "%", intDiv: true,
 		f32: mk2(func(x, y float32) float32 { return float32(math.Mod(float64(x), float64(y))) }),
@@ -212,26 +333,30 @@ var (
 			return q
 		}))}
 	maxDef = &binaryDef{name: "tensor.Maximum", sym: ",",
-		f32: mk2(func(x, y float32) float32 {
-			if x != x || x > y {
-				return x
-			}
-			return y
-		}),
+		f32: kernels2[float32]{vec.MaxVV, mk2(maxF32).vs, mk2(maxF32).sv},
 		i32: ptr(mk2(func(x, y int32) int32 { return max(x, y) }))}
 	minDef = &binaryDef{name: "tensor.Minimum", sym: ",",
-		f32: mk2(func(x, y float32) float32 {
-			if x != x || x < y {
-				return x
-			}
-			return y
-		}),
+		f32: kernels2[float32]{vec.MinVV, mk2(minF32).vs, mk2(minF32).sv},
 		i32: ptr(mk2(func(x, y int32) int32 { return min(x, y) }))}
 	powDef = &binaryDef{name: "tensor.Pow", sym: "**",
 		f32: mk2(func(x, y float32) float32 { return float32(math.Pow(float64(x), float64(y))) })}
 )
 
 func ptr[T any](v T) *T { return &v }
+
+func maxF32(x, y float32) float32 {
+	if x != x || x > y {
+		return x
+	}
+	return y
+}
+
+func minF32(x, y float32) float32 {
+	if x != x || x < y {
+		return x
+	}
+	return y
+}
 
 func binaryOp(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
 	name := d.name[len("tensor."):]
@@ -309,7 +434,16 @@ func binary(d *binaryDef, op *Op, a, b *Tensor) *Tensor {
 		// Every element of b is read when the result is not empty.
 		panic(fmt.Sprintf("%s: %s: integer division by zero", d.name, operands(d.sym, a, b)))
 	}
-	return Apply(op, &binaryParams{shape}, a, b)
+	return Apply(op, binaryParamsFor(shape, a), a, b)
+}
+
+// binaryParamsFor returns the params of a binary op with result shape:
+// nil when it is the first operand's shape.
+func binaryParamsFor(shape []int, a *Tensor) *binaryParams {
+	if sameShape(shape, a.shape) {
+		return nil
+	}
+	return &binaryParams{shape}
 }
 
 // Add returns a + b elementwise, with NumPy broadcasting.

@@ -2,9 +2,10 @@ package tensor
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
 )
 
 // Losses and the numerically stable functions they are built on.
@@ -22,6 +23,9 @@ import (
 // must match exactly: MSE does not broadcast, because a broadcast here
 // (f32[B,1] against f32[B]) is almost always a bug. The mean of no
 // elements is NaN, as in JAX.
+//
+// MSE is one fused primitive (and its backward pass another) that returns
+// exactly the bits of Mean(Square(Sub(pred, target))) and of its gradients.
 func MSE(pred, target *Tensor) *Tensor {
 	if pred.dtype != Float32 || target.dtype != Float32 {
 		panic(fmt.Sprintf("tensor.MSE: %s: operands must be float32", operands("", pred, target)))
@@ -29,7 +33,83 @@ func MSE(pred, target *Tensor) *Tensor {
 	if !sameShape(pred.shape, target.shape) {
 		panic(fmt.Sprintf("tensor.MSE: %s: shapes must match exactly (MSE does not broadcast)", operands("", pred, target)))
 	}
-	return Mean(Square(Sub(pred, target)))
+	return Apply(mseOp, nil, pred, target)
+}
+
+var mseOp, mseGradOp *Op
+
+func init() {
+	mseOp = &Op{
+		Name: "mse",
+		Impl: func(in []*Tensor, _ any) *Tensor {
+			a, b := in[0], in[1]
+			out := newOut(Float32, nil)
+			// As Mean(Square(Sub)): float32 squares summed in float64 in
+			// SumF64's order, rounded, then scaled by the float32 1/n.
+			s := mseSum(a.f32, b.f32, isLocal(a, b))
+			out.f32[0] = float32(float32(s) * (1 / float32(len(a.f32))))
+			return out
+		},
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			outs := ApplyN(mseGradOp, nil, g, in[0], in[1])
+			return outs
+		},
+		Save: SaveAllInputs,
+	}
+	// mse_grad returns g/n·2(pred - target) and its negation in one sweep,
+	// rounded as the unfused backward pass rounds them.
+	mseGradOp = &Op{
+		Name: "mse_grad",
+		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
+			g, a, b := in[0], in[1], in[2]
+			ga, gb := newOut(Float32, a.shape), newOut(Float32, a.shape)
+			gs := float32(g.f32[0] * (1 / float32(len(a.f32))))
+			kernel := func(lo, hi int) {
+				d, e := ga.f32[lo:hi], gb.f32[lo:hi]
+				vec.SubVV(d, a.f32[lo:hi], b.f32[lo:hi])
+				vec.MulVS(d, d, 2)
+				vec.MulVS(d, d, gs)
+				for i, v := range d {
+					e[i] = -v
+				}
+			}
+			if n := len(a.f32); serial(n*costCheap, isLocal(g, a, b)) {
+				kernel(0, n)
+			} else {
+				parallelFor(n, costCheap, 8, false, kernel)
+			}
+			return []*Tensor{ga, gb}, nil
+		},
+		VJPN: func(cs []*Tensor, in []*Tensor, _ []*Tensor, _ any, _ any) []*Tensor {
+			// ga = s·2(a-b)·g with s = 1/n, gb = -ga.
+			g, a, b := in[0], in[1], in[2]
+			var c *Tensor
+			switch {
+			case cs[0] != nil && cs[1] != nil:
+				c = Sub(cs[0], cs[1])
+			case cs[0] != nil:
+				c = cs[0]
+			default:
+				c = Neg(cs[1])
+			}
+			s := 1 / float32(a.Size())
+			cg := MulScalar(c, 2*s)
+			gg := Reshape(Sum(Mul(cg, Sub(a, b))), g.shape...)
+			ga := Mul(cg, g)
+			return []*Tensor{gg, ga, Neg(ga)}
+		},
+		Save: SaveAllInputs,
+	}
+}
+
+// mseSum returns Σ float32((a-b)²) in SumF64's order, blocks split over
+// goroutines when large.
+func mseSum(a, b []float32, local bool) float64 {
+	n := len(a)
+	if serial(n*costCheap, local) || n <= vec.SumBlock {
+		return vec.SumSqDiffF64(a, b)
+	}
+	return blockSum(n, local, func(lo, hi int) float64 { return vec.SumSqDiffF64(a[lo:hi], b[lo:hi]) })
 }
 
 var xentOp, xentFwdOp, xentProbsOp, xentProbsFwdOp, xentGradOp *Op
@@ -260,17 +340,14 @@ func SoftmaxCrossEntropyProbs(logits, probs *Tensor) *Tensor {
 	return ApplyN(xentProbsOp, nil, logits, probs)[0]
 }
 
-func softplus64(v float64) float64   { return max(v, 0) + math.Log1p(math.Exp(-math.Abs(v))) }
-func logSigmoid64(v float64) float64 { return min(v, 0) - math.Log1p(math.Exp(-math.Abs(v))) }
-
 var softplusOp, logSigmoidOp *Op
 
 func init() {
-	softplusOp = unaryOp("softplus", f64(softplus64), nil,
+	softplusOp = unaryOpCost("softplus", costSlow, vec.Softplus, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Mul(g, Sigmoid(in[0]))}
 		}, SaveInputs(0))
-	logSigmoidOp = unaryOp("log_sigmoid", f64(logSigmoid64), nil,
+	logSigmoidOp = unaryOpCost("log_sigmoid", costSlow, vec.LogSigmoid, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Mul(g, Sigmoid(Neg(in[0])))}
 		}, SaveInputs(0))

@@ -3,6 +3,9 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"sync"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
 )
 
 type reduceParams struct {
@@ -54,35 +57,102 @@ func reduceLoop(xshape, keepShape []int, fn func(xi, o, n, do int)) {
 
 var sumOp *Op
 
+// reduceShape classifies a reduction: the reduced axes are a suffix of the
+// shape (rows of n elements, each summed into one output), a prefix
+// (columns: m rows accumulated into n outputs) or neither.
+func reduceShape(shape, axes []int) (prefix, suffix bool, m, n int) {
+	r := len(shape)
+	k := len(axes)
+	suffix, prefix = true, true
+	for i, a := range axes {
+		if a != r-k+i {
+			suffix = false
+		}
+		if a != i {
+			prefix = false
+		}
+	}
+	split := r - k // rows of a suffix reduction
+	if prefix && !suffix {
+		split = k
+	}
+	return prefix, suffix, numel(shape[:split]), numel(shape[split:])
+}
+
+var f64Pool = sync.Pool{New: func() any { return new([]float64) }}
+
+// sumF32 sums x over the axes of p into out, accumulating in float64.
+func sumF32(x *Tensor, p *reduceParams, out []float32) {
+	local := x.local != nil
+	src := x.f32
+	prefix, suffix, m, n := reduceShape(x.shape, p.axes)
+	switch {
+	case len(src) == 0:
+		return
+	case suffix:
+		// out[r] = Σ row r: rows in parallel, or the blocks of one row.
+		if m == 1 {
+			if serial(n*costCheap, local) {
+				out[0] = float32(vec.SumF64(src))
+			} else {
+				out[0] = float32(blockSum(n, local, func(lo, hi int) float64 { return vec.SumBlocks(src[lo:hi]) }))
+			}
+			return
+		}
+		rows := func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				out[r] = float32(vec.SumF64(src[r*n : (r+1)*n]))
+			}
+		}
+		if serial(m*n*costCheap, local) {
+			rows(0, m)
+		} else {
+			parallelFor(m, n*costCheap, 1, local, rows)
+		}
+		return
+	case prefix:
+		// out[j] = Σ_i x[i, j]: columns split over goroutines.
+		bp := f64Pool.Get().(*[]float64)
+		if cap(*bp) < n {
+			*bp = make([]float64, n)
+		}
+		acc := (*bp)[:n]
+		clear(acc)
+		cols := func(lo, hi int) {
+			for i := 0; i < m; i++ {
+				vec.AccF64(acc[lo:hi], src[i*n+lo:i*n+hi])
+			}
+			vec.RoundF64(out[lo:hi], acc[lo:hi])
+		}
+		if serial(m*n*costCheap, local) {
+			cols(0, n)
+		} else {
+			parallelFor(n, m*costCheap, 8, local, cols)
+		}
+		f64Pool.Put(bp)
+		return
+	}
+	acc := make([]float64, len(out))
+	reduceLoop(x.shape, p.keepShape, func(xi, o, n, do int) {
+		if do == 0 {
+			acc[o] += vec.SumF64(src[xi : xi+n])
+			return
+		}
+		vec.AccF64(acc[o:o+n], src[xi:xi+n])
+	})
+	vec.RoundF64(out, acc)
+}
+
 func init() {
 	sumOp = &Op{
 		Name: "reduce_sum",
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*reduceParams)
 			x := in[0]
-			out := newTensor(x.dtype, p.outShape)
+			out := newOut(x.dtype, p.outShape)
 			switch x.dtype {
 			case Float32:
-				// Accumulate runs in float64, then round once.
-				acc := make([]float64, len(out.f32))
-				reduceLoop(x.shape, p.keepShape, func(xi, o, n, do int) {
-					src := x.f32[xi : xi+n]
-					if do == 0 {
-						s := 0.0
-						for _, v := range src {
-							s += float64(v)
-						}
-						acc[o] += s
-						return
-					}
-					dst := acc[o : o+n]
-					for j, v := range src {
-						dst[j] += float64(v)
-					}
-				})
-				for i, v := range acc {
-					out.f32[i] = float32(v)
-				}
+				sumF32(x, p, out.f32)
 			case Int32:
 				reduceLoop(x.shape, p.keepShape, func(xi, o, n, do int) {
 					src := x.i32[xi : xi+n]
@@ -104,6 +174,10 @@ func init() {
 		},
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, pp any) []*Tensor {
 			p := pp.(*reduceParams)
+			if prefix, _, _, _ := reduceShape(in[0].shape, p.axes); prefix && !p.keep {
+				// Leading axes: g broadcasts as it is.
+				return []*Tensor{BroadcastTo(g, in[0].shape...)}
+			}
 			return []*Tensor{BroadcastTo(Reshape(g, p.keepShape...), in[0].shape...)}
 		},
 	}
@@ -153,9 +227,12 @@ func chooserOp(name string, better func(a, b float32) bool, init float32, ibette
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*reduceParams)
 			x := in[0]
-			out := newTensor(x.dtype, p.outShape)
+			out := newOut(x.dtype, p.outShape)
 			switch x.dtype {
 			case Float32:
+				if chooseF32(x, p, out.f32, init < 0) {
+					break
+				}
 				for i := range out.f32 {
 					out.f32[i] = init
 				}
@@ -202,6 +279,37 @@ var (
 	minReduceOp = chooserOp("reduce_min", func(a, b float32) bool { return a < b }, float32(math.Inf(1)),
 		func(a, b int32) bool { return a < b }, math.MaxInt32)
 )
+
+// chooseF32 computes max (isMax) or min reductions over a suffix or a
+// prefix of the axes with vec kernels; it reports false for other axes.
+func chooseF32(x *Tensor, p *reduceParams, out []float32, isMax bool) bool {
+	prefix, suffix, m, n := reduceShape(x.shape, p.axes)
+	src := x.f32
+	switch {
+	case len(src) == 0:
+		return false
+	case suffix:
+		for r := 0; r < m; r++ {
+			if isMax {
+				out[r] = vec.MaxF32(src[r*n : (r+1)*n])
+			} else {
+				out[r] = vec.MinF32(src[r*n : (r+1)*n])
+			}
+		}
+		return true
+	case prefix:
+		copy(out, src[:n])
+		for i := 1; i < m; i++ {
+			if isMax {
+				vec.MaxAcc(out, src[i*n:(i+1)*n])
+			} else {
+				vec.MinAcc(out, src[i*n:(i+1)*n])
+			}
+		}
+		return true
+	}
+	return false
+}
 
 func mustNonEmpty(name string, x *Tensor, axes []int) {
 	for _, a := range normAxes(name, x, axes) {

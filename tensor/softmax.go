@@ -3,6 +3,8 @@ package tensor
 import (
 	"fmt"
 	"math"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
 )
 
 // Softmax and LogSoftmax are primitives with direct VJPs rather than
@@ -117,26 +119,16 @@ func softmaxGradImpl(g, y *Tensor, axis int, lane func(g, y []float32, stride in
 // NaN; a row of -Inf (or with +Inf) gives NaN, as in JAX. With a nil dst it
 // only returns m and the log-sum (the fused cross-entropy kernels use that).
 func softmaxRow(src, dst []float32, log bool) (m, lse float64) {
-	m = math.Inf(-1)
-	for _, v := range src {
-		if f := float64(v); f > m || f != f {
-			m = f
-			if f != f {
-				break
-			}
-		}
-	}
-	sum := 0.0
+	// The float32 maximum (NaN if any element is NaN), then the fast
+	// float32 e^(x-m) with the subtraction's rounding error compensated
+	// (vec.ExpShift), summed in float64.
+	mf := vec.MaxF32(src)
+	m = float64(mf)
+	var sum float64
 	if log || dst == nil {
-		for _, v := range src {
-			sum += softmaxExp(float64(v) - m)
-		}
+		sum = vec.SumExpShift(src, mf)
 	} else {
-		for j, v := range src {
-			e := softmaxExp(float64(v) - m)
-			dst[j] = float32(e)
-			sum += e
-		}
+		sum = vec.ExpShift(dst, src, mf)
 	}
 	lse = math.Log(sum)
 	if dst == nil {
@@ -181,7 +173,7 @@ func softmaxExp(x float64) float64 {
 }
 
 func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
-	out := newTensor(Float32, x.shape)
+	out := newOut(Float32, x.shape)
 	outer, n, inner := srtLanes(x.shape, axis)
 	if n == 0 || outer*inner == 0 {
 		return out

@@ -3,6 +3,8 @@ package tensor
 import (
 	"fmt"
 	"math"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
 )
 
 // unaryOp builds a float32 (and optionally int32) elementwise op.
@@ -10,25 +12,28 @@ func unaryOp(name string, f func(float32) float32, fi func(int32) int32, vjp fun
 	return unaryOpVec(name, nil, f, fi, vjp, save)
 }
 
-// unaryOpVec is unaryOp with a whole-slice float32 kernel, for cheap ops
-// where calling f per element (a closure call, often with an unpredictable
-// branch) costs many times the work.
+// unaryOpVec is unaryOp with a whole-slice float32 kernel (a vec kernel:
+// no call per element). cost weighs the kernel for the parallel split.
 func unaryOpVec(name string, vec func(d, s []float32), f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
+	return unaryOpCost(name, costCheap, vec, f, fi, vjp, save)
+}
+
+func unaryOpCost(name string, cost int, vec func(d, s []float32), f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
 	return &Op{
 		Name: name,
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			x := in[0]
-			out := newTensor(x.dtype, x.shape)
+			out := newOut(x.dtype, x.shape)
 			switch x.dtype {
 			case Float32:
 				d, s := out.f32, x.f32
-				if vec != nil {
-					vec(d, s)
+				if vec == nil {
+					for i, v := range s {
+						d[i] = f(v)
+					}
 					break
 				}
-				for i, v := range s {
-					d[i] = f(v)
-				}
+				mapF32(vec, d, s, cost, x.local != nil)
 			case Int32:
 				d, s := out.i32, x.i32
 				for i, v := range s {
@@ -42,6 +47,50 @@ func unaryOpVec(name string, vec func(d, s []float32), f func(float32) float32, 
 	}
 }
 
+// mapF32 runs an elementwise kernel over s into d, split over goroutines
+// when large.
+func mapF32(kernel func(d, s []float32), d, s []float32, cost int, local bool) {
+	if serial(len(s)*cost, local) {
+		kernel(d, s)
+		return
+	}
+	parallelFor(len(s), cost, 8, local, func(lo, hi int) { kernel(d[lo:hi], s[lo:hi]) })
+}
+
+// map2F32 runs a two-operand elementwise kernel, split when large.
+func map2F32(kernel func(d, a, b []float32), d, a, b []float32, cost int, local bool) {
+	if serial(len(d)*cost, local) {
+		kernel(d, a, b)
+		return
+	}
+	parallelFor(len(d), cost, 8, local, func(lo, hi int) { kernel(d[lo:hi], a[lo:hi], b[lo:hi]) })
+}
+
+// bwdOp builds a fused backward primitive z = g·f'(x) (or a function of
+// the output y) computed by kernel(dst, g, x) in one sweep. Its own VJP,
+// built from ops, makes higher derivatives work.
+func bwdOp(name string, cost int, kernel func(d, g, x []float32), vjp func(c *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor) *Op {
+	return &Op{
+		Name: name,
+		Impl: func(in []*Tensor, _ any) *Tensor {
+			g, x := in[0], in[1]
+			out := newOut(Float32, g.shape)
+			map2F32(kernel, out.f32, g.f32, x.f32, cost, isLocal(g, x))
+			return out
+		},
+		VJP:  vjp,
+		Save: SaveAllInputs,
+	}
+}
+
+// gradTimes returns a kernel dst = g·grad(x) from a derivative kernel.
+func gradTimes(grad func(d, s []float32)) func(d, g, x []float32) {
+	return func(d, g, x []float32) {
+		grad(d, x)
+		vec.MulVV(d, d, g)
+	}
+}
+
 // unary validates x for the public function name and applies op.
 func unary(name string, op *Op, intOK bool, x *Tensor) *Tensor {
 	if x.dtype != Float32 && !(intOK && x.dtype == Int32) {
@@ -50,11 +99,10 @@ func unary(name string, op *Op, intOK bool, x *Tensor) *Tensor {
 	return Apply(op, nil, x)
 }
 
-func f64(f func(float64) float64) func(float32) float32 {
-	return func(x float32) float32 { return float32(f(float64(x))) }
-}
-
 var negOp, absOp, signOp, expOp, logOp, sqrtOp, rsqrtOp, squareOp, tanhOp, sigmoidOp, reluOp, siluOp, geluOp, geluGradOp, geluExactOp, geluExactGradOp *Op
+
+// Fused backward primitives: g·f'(x) or g·f'(y) in one sweep.
+var geluBwdOp, geluExactBwdOp, siluBwdOp, tanhBwdOp, sigmoidBwdOp, reluBwdOp, squareBwdOp *Op
 
 func init() {
 	negOp = unaryOpVec("neg", func(d, s []float32) {
@@ -78,15 +126,19 @@ func init() {
 		},
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor { return []*Tensor{Mul(g, Sign(in[0]))} },
 		SaveInputs(0))
-	signOp = unaryOp("sign", func(x float32) float32 {
-		switch {
-		case x > 0:
-			return 1
-		case x < 0:
-			return -1
+	signOp = unaryOpVec("sign", func(d, s []float32) {
+		d = d[:len(s)]
+		for i, x := range s {
+			switch {
+			case x > 0:
+				d[i] = 1
+			case x < 0:
+				d[i] = -1
+			default:
+				d[i] = x // 0, -0 or NaN
+			}
 		}
-		return x // 0, -0 or NaN
-	}, func(x int32) int32 {
+	}, nil, func(x int32) int32 {
 		switch {
 		case x > 0:
 			return 1
@@ -95,83 +147,112 @@ func init() {
 		}
 		return 0
 	}, nil, 0)
-	expOp = unaryOp("exp", f64(math.Exp), nil,
+	expOp = unaryOpCost("exp", costMath, vec.Exp, nil, nil,
 		func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor { return []*Tensor{Mul(g, out)} },
 		SaveOutput)
-	logOp = unaryOp("log", f64(math.Log), nil,
+	logOp = unaryOpCost("log", costMath, vec.Log, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor { return []*Tensor{Div(g, in[0])} },
 		SaveInputs(0))
-	sqrtOp = unaryOp("sqrt", f64(math.Sqrt), nil,
+	sqrtOp = unaryOpCost("sqrt", costMath, vec.Sqrt, nil, nil,
 		func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
 			return []*Tensor{Div(g, MulScalar(out, 2))}
 		}, SaveOutput)
-	rsqrtOp = unaryOp("rsqrt", func(x float32) float32 { return float32(1 / math.Sqrt(float64(x))) }, nil,
+	rsqrtOp = unaryOpCost("rsqrt", costMath, vec.Rsqrt, nil, nil,
 		func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
 			// d/dx x^-1/2 = -1/2 x^-3/2 = -out/(2x)
 			return []*Tensor{Mul(g, Div(MulScalar(out, -0.5), in[0]))}
 		}, SaveInputs(0)|SaveOutput)
-	squareOp = unaryOpVec("square", func(d, s []float32) {
-		d = d[:len(s)]
-		for i, v := range s {
-			d[i] = v * v
-		}
-	}, nil, func(x int32) int32 { return x * x },
+	squareOp = unaryOpVec("square", vec.Square, nil, func(x int32) int32 { return x * x },
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-			return []*Tensor{Mul(g, MulScalar(in[0], 2))}
+			if in[0].dtype != Float32 {
+				return []*Tensor{Mul(g, MulScalar(in[0], 2))}
+			}
+			return []*Tensor{Apply(squareBwdOp, nil, g, in[0])}
 		}, SaveInputs(0))
-	tanhOp = unaryOp("tanh", f64(math.Tanh), nil,
+	// square_bwd: g·(2x), as Mul(g, MulScalar(x, 2)) computes it (2x is exact).
+	squareBwdOp = bwdOp("square_bwd", costCheap, func(d, g, x []float32) {
+		vec.MulVS(d, x, 2)
+		vec.MulVV(d, g, d)
+	}, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+		g, x := in[0], in[1]
+		return []*Tensor{Mul(c, MulScalar(x, 2)), Mul(MulScalar(c, 2), g)}
+	})
+	tanhOp = unaryOpCost("tanh", costMath, vec.Tanh, nil, nil,
 		func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
-			// 1 - tanh²
-			return []*Tensor{Mul(g, Sub(Scalar(1), Square(out)))}
+			return []*Tensor{Apply(tanhBwdOp, nil, g, out)}
 		}, SaveOutput)
-	sigmoidOp = unaryOp("sigmoid", sigmoid32, nil,
+	// tanh_bwd: g·(1 - y²).
+	tanhBwdOp = bwdOp("tanh_bwd", costCheap, vec.TanhGradMul, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+		g, y := in[0], in[1]
+		return []*Tensor{Apply(tanhBwdOp, nil, c, y), MulScalar(Mul(Mul(c, g), y), -2)}
+	})
+	sigmoidOp = unaryOpCost("sigmoid", costMath, vec.Sigmoid, nil, nil,
 		func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
-			return []*Tensor{Mul(g, Mul(out, Sub(Scalar(1), out)))}
+			return []*Tensor{Apply(sigmoidBwdOp, nil, g, out)}
 		}, SaveOutput)
-	reluOp = unaryOpVec("relu", func(d, s []float32) {
-		d = d[:len(s)]
-		for i, v := range s {
-			d[i] = max(v, 0) // NaN propagates, as in jnp.maximum(x, 0); -0 gives +0
-		}
-	}, nil, nil, func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
+	// sigmoid_bwd: g·y·(1 - y).
+	sigmoidBwdOp = bwdOp("sigmoid_bwd", costCheap, vec.SigmoidGradMul, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+		g, y := in[0], in[1]
+		return []*Tensor{Apply(sigmoidBwdOp, nil, c, y), Mul(Mul(c, g), Sub(Scalar(1), MulScalar(y, 2)))}
+	})
+	reluOp = unaryOpVec("relu", vec.Relu, nil, nil, func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
 		// The gradient at 0 is 0, as in JAX.
-		return []*Tensor{Where(Greater(out, Scalar(0)), g, Scalar(0))}
+		return []*Tensor{Apply(reluBwdOp, nil, g, out)}
 	}, SaveOutput)
-	siluOp = unaryOp("silu", func(x float32) float32 { return x * sigmoid32(x) }, nil,
+	// relu_bwd: g where y > 0, else 0. Piecewise constant in y.
+	reluBwdOp = bwdOp("relu_bwd", costCheap, vec.ReluGradMul, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+		return []*Tensor{Apply(reluBwdOp, nil, c, in[1]), nil}
+	})
+	siluOp = unaryOpCost("silu", costMath, vec.Silu, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-			// d/dx x·σ(x) = σ(x)·(1 + x·(1-σ(x)))
-			s := Sigmoid(in[0])
-			d := Mul(s, AddScalar(Mul(in[0], Sub(Scalar(1), s)), 1))
-			return []*Tensor{Mul(g, d)}
+			return []*Tensor{Apply(siluBwdOp, nil, g, in[0])}
 		}, SaveInputs(0))
-	geluOp = unaryOp("gelu", geluTanh, nil,
+	// silu_bwd: g·σ(x)·(1 + x·(1-σ(x))).
+	siluBwdOp = bwdOp("silu_bwd", costMath, gradTimes(vec.SiluGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+		g, x := in[0], in[1]
+		return []*Tensor{Apply(siluBwdOp, nil, c, x), Mul(Mul(c, g), siluGrad2(x))}
+	})
+	geluOp = unaryOpCost("gelu", costMath, vec.Gelu, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-			return []*Tensor{Mul(g, Apply(geluGradOp, nil, in[0]))}
+			return []*Tensor{Apply(geluBwdOp, nil, g, in[0])}
 		}, SaveInputs(0))
-	// gelu_grad is a fused kernel for the first derivative; its own VJP is
+	// gelu_grad is the first derivative as a primitive; its own VJP is
 	// built from ops so that higher derivatives are right too.
-	geluGradOp = unaryOp("gelu_grad", geluTanhGrad, nil,
+	geluGradOp = unaryOpCost("gelu_grad", costMath, vec.GeluGrad, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Mul(g, geluTanhGrad2(in[0]))}
 		}, SaveInputs(0))
-	geluExactOp = unaryOp("gelu_exact", func(x float32) float32 {
-		v := float64(x)
-		return float32(0.5 * v * (1 + math.Erf(v/math.Sqrt2)))
-	}, nil, func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-		return []*Tensor{Mul(g, Apply(geluExactGradOp, nil, in[0]))}
-	}, SaveInputs(0))
-	geluExactGradOp = unaryOp("gelu_exact_grad", func(x float32) float32 {
-		v := float64(x)
-		cdf := 0.5 * (1 + math.Erf(v/math.Sqrt2))
-		pdf := math.Exp(-v*v/2) / math.Sqrt(2*math.Pi)
-		return float32(cdf + v*pdf)
-	}, nil, func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-		// d²/dx² x·Φ(x) = φ(x)·(2 - x²)
-		x := in[0]
-		x2 := Square(x)
-		phi := MulScalar(Exp(MulScalar(x2, -0.5)), float32(1/math.Sqrt(2*math.Pi)))
-		return []*Tensor{Mul(g, Mul(phi, Sub(Scalar(2), x2)))}
-	}, SaveInputs(0))
+	// gelu_bwd: g·gelu'(x) in one sweep.
+	geluBwdOp = bwdOp("gelu_bwd", costMath, gradTimes(vec.GeluGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+		g, x := in[0], in[1]
+		return []*Tensor{Apply(geluBwdOp, nil, c, x), Mul(Mul(c, g), geluTanhGrad2(x))}
+	})
+	geluExactOp = unaryOpCost("gelu_exact", costSlow, vec.GeluExact, nil, nil,
+		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			return []*Tensor{Apply(geluExactBwdOp, nil, g, in[0])}
+		}, SaveInputs(0))
+	geluExactGradOp = unaryOpCost("gelu_exact_grad", costSlow, vec.GeluExactGrad, nil, nil,
+		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			return []*Tensor{Mul(g, geluExactGrad2(in[0]))}
+		}, SaveInputs(0))
+	geluExactBwdOp = bwdOp("gelu_exact_bwd", costSlow, gradTimes(vec.GeluExactGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+		g, x := in[0], in[1]
+		return []*Tensor{Apply(geluExactBwdOp, nil, c, x), Mul(Mul(c, g), geluExactGrad2(x))}
+	})
+}
+
+// geluExactGrad2 returns d²/dx² x·Φ(x) = φ(x)·(2 - x²), built from ops.
+func geluExactGrad2(x *Tensor) *Tensor {
+	x2 := Square(x)
+	phi := MulScalar(Exp(MulScalar(x2, -0.5)), float32(1/math.Sqrt(2*math.Pi)))
+	return Mul(phi, Sub(Scalar(2), x2))
+}
+
+// siluGrad2 returns d²/dx² x·σ(x) = σ(1-σ)·(2 + x·(1-2σ)), built from ops.
+func siluGrad2(x *Tensor) *Tensor {
+	s := Sigmoid(x)
+	ds := Mul(s, Sub(Scalar(1), s))
+	return Mul(ds, AddScalar(Mul(x, Sub(Scalar(1), MulScalar(s, 2))), 2))
 }
 
 // geluTanhGrad2 returns the second derivative of the tanh-approximated
@@ -188,29 +269,7 @@ func geluTanhGrad2(x *Tensor) *Tensor {
 	return Mul(Sub(Scalar(1), Square(t)), inner)
 }
 
-func sigmoid32(x float32) float32 {
-	v := float64(x)
-	if v >= 0 {
-		return float32(1 / (1 + math.Exp(-v)))
-	}
-	e := math.Exp(v)
-	return float32(e / (1 + e))
-}
-
 const geluC = 0.7978845608028654 // sqrt(2/π)
-
-func geluTanh(x float32) float32 {
-	v := float64(x)
-	return float32(0.5 * v * (1 + math.Tanh(geluC*(v+0.044715*v*v*v))))
-}
-
-func geluTanhGrad(x float32) float32 {
-	v := float64(x)
-	u := geluC * (v + 0.044715*v*v*v)
-	t := math.Tanh(u)
-	du := geluC * (1 + 3*0.044715*v*v)
-	return float32(0.5*(1+t) + 0.5*v*(1-t*t)*du)
-}
 
 // Neg returns -x.
 func Neg(x *Tensor) *Tensor { return unary("tensor.Neg", negOp, true, x) }
@@ -266,9 +325,10 @@ func init() {
 		Impl: func(in []*Tensor, p any) *Tensor {
 			c := p.(clampParams)
 			x := in[0]
-			out := newTensor(Float32, x.shape)
+			out := newOut(Float32, x.shape)
+			d := out.f32[:len(x.f32)]
 			for i, v := range x.f32 {
-				out.f32[i] = min(max(v, c.lo), c.hi)
+				d[i] = min(max(v, c.lo), c.hi)
 			}
 			return out
 		},

@@ -1,0 +1,211 @@
+package tensor
+
+import (
+	"fmt"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
+)
+
+// Activation selects the activation function of BiasAct.
+type Activation uint8
+
+// The activations BiasAct fuses.
+const (
+	ActIdentity  Activation = iota // x + b
+	ActRelu                        // Relu(x + b)
+	ActGelu                        // Gelu(x + b) (tanh approximation)
+	ActGeluExact                   // GeluExact(x + b)
+	ActSilu                        // Silu(x + b)
+	ActTanh                        // Tanh(x + b)
+	ActSigmoid                     // Sigmoid(x + b)
+	numActivations
+)
+
+var actNames = [...]string{"identity", "relu", "gelu", "gelu_exact", "silu", "tanh", "sigmoid"}
+
+// String returns the activation's name ("gelu").
+func (a Activation) String() string {
+	if a < numActivations {
+		return actNames[a]
+	}
+	return fmt.Sprintf("Activation(%d)", uint8(a))
+}
+
+// fromInput reports whether the derivative of the activation is computed
+// from its input z = x + b (else from its output).
+func (a Activation) fromInput() bool {
+	return a == ActGelu || a == ActGeluExact || a == ActSilu
+}
+
+// kernel returns the forward vec kernel (nil for identity).
+func (a Activation) kernel() (func(d, s []float32), int) {
+	switch a {
+	case ActRelu:
+		return vec.Relu, costCheap
+	case ActGelu:
+		return vec.Gelu, costMath
+	case ActGeluExact:
+		return vec.GeluExact, costSlow
+	case ActSilu:
+		return vec.Silu, costMath
+	case ActTanh:
+		return vec.Tanh, costMath
+	case ActSigmoid:
+		return vec.Sigmoid, costMath
+	}
+	return nil, costCheap
+}
+
+// bwd returns the fused backward primitive of the activation alone:
+// g·f'(z) from (g, z) or g·f'(y) from (g, y).
+func (a Activation) bwd() *Op {
+	switch a {
+	case ActRelu:
+		return reluBwdOp
+	case ActGelu:
+		return geluBwdOp
+	case ActGeluExact:
+		return geluExactBwdOp
+	case ActSilu:
+		return siluBwdOp
+	case ActTanh:
+		return tanhBwdOp
+	case ActSigmoid:
+		return sigmoidBwdOp
+	}
+	return nil
+}
+
+var biasActOp, biasActBwdOp *Op
+
+func init() {
+	biasActOp = &Op{
+		Name: "bias_act",
+		Impl: func(in []*Tensor, p any) *Tensor {
+			x, b := in[0], in[1]
+			out := newOut(Float32, x.shape)
+			addBiasAct(out.f32, x.f32, b.f32, p.(Activation), isLocal(x, b))
+			return out
+		},
+		VJP: func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor {
+			act := p.(Activation)
+			x, b := in[0], in[1]
+			var gz *Tensor
+			switch {
+			case act == ActIdentity:
+				gz = g
+			case act.fromInput():
+				gz = Apply(biasActBwdOp, act, g, x, b)
+			default:
+				gz = Apply(act.bwd(), nil, g, out)
+			}
+			return []*Tensor{gz, unbroadcast(gz, b.shape)}
+		},
+		SaveFor: func(p any) SaveMask {
+			switch act := p.(Activation); {
+			case act == ActIdentity:
+				return 0
+			case act.fromInput():
+				return SaveAllInputs
+			}
+			return SaveOutput
+		},
+	}
+	// bias_act_bwd computes g·f'(x + b) in one sweep, for the activations
+	// whose derivative needs their input. Its VJP is built from ops.
+	biasActBwdOp = &Op{
+		Name: "bias_act_bwd",
+		Impl: func(in []*Tensor, p any) *Tensor {
+			g, x, b := in[0], in[1], in[2]
+			out := newOut(Float32, x.shape)
+			act := p.(Activation)
+			var grad func(d, s []float32)
+			switch act {
+			case ActGelu:
+				grad = vec.GeluGrad
+			case ActGeluExact:
+				grad = vec.GeluExactGrad
+			default:
+				grad = vec.SiluGrad
+			}
+			n := len(b.f32)
+			rows := func(lo, hi int) {
+				for r := lo; r < hi; r++ {
+					d := out.f32[r*n : (r+1)*n]
+					vec.AddVV(d, x.f32[r*n:(r+1)*n], b.f32)
+					grad(d, d)
+					vec.MulVV(d, d, g.f32[r*n:(r+1)*n])
+				}
+			}
+			m := len(x.f32) / max(n, 1)
+			if n == 0 || serial(len(x.f32)*costMath, isLocal(g, x, b)) {
+				rows(0, m)
+			} else {
+				parallelFor(m, n*costMath, 1, false, rows)
+			}
+			return out
+		},
+		VJP: func(c *Tensor, in []*Tensor, _ *Tensor, p any) []*Tensor {
+			act := p.(Activation)
+			g, x, b := in[0], in[1], in[2]
+			z := Add(x, b)
+			var f2 *Tensor
+			switch act {
+			case ActGelu:
+				f2 = geluTanhGrad2(z)
+			case ActGeluExact:
+				f2 = geluExactGrad2(z)
+			default:
+				f2 = siluGrad2(z)
+			}
+			gz := Mul(Mul(c, g), f2)
+			return []*Tensor{Apply(act.bwd(), nil, c, z), gz, unbroadcast(gz, b.shape)}
+		},
+		Save: SaveAllInputs,
+	}
+}
+
+// addBiasAct writes act(x + b) into dst, b broadcast along the rows of x.
+func addBiasAct(dst, x, b []float32, act Activation, local bool) {
+	n := len(b)
+	if n == 0 {
+		return
+	}
+	kernel, cost := act.kernel()
+	m := len(x) / n
+	rows := func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			d := dst[r*n : (r+1)*n]
+			vec.AddVV(d, x[r*n:(r+1)*n], b)
+			if kernel != nil {
+				kernel(d, d)
+			}
+		}
+	}
+	if serial(len(x)*(cost+1), local) {
+		rows(0, m)
+		return
+	}
+	parallelFor(m, n*(cost+1), 1, false, rows)
+}
+
+// BiasAct returns act(x + b) for x of shape [..., N] and a bias b of shape
+// [N], as one fused primitive: one sweep forward, and a backward pass that
+// keeps only what the activation's derivative needs (the output for relu,
+// tanh and sigmoid; x and b, which the caller usually keeps anyway, for
+// the GELUs and SiLU; nothing for identity) and computes the gradient of
+// the pre-activation in one sweep. Results and gradients are bit for bit
+// those of the composition, e.g. Gelu(Add(x, b)).
+func BiasAct(x, b *Tensor, act Activation) *Tensor {
+	const name = "tensor.BiasAct"
+	if x.dtype != Float32 || b.dtype != Float32 {
+		panic(fmt.Sprintf("%s: %s: operands must be float32", name, operands("", x, b)))
+	}
+	if act >= numActivations {
+		panic(fmt.Sprintf("%s: %s: unknown activation %v", name, operands("", x, b), act))
+	}
+	if len(x.shape) == 0 || len(b.shape) != 1 || b.shape[0] != x.shape[len(x.shape)-1] {
+		panic(fmt.Sprintf("%s: %s: the bias must be a vector as long as the last dimension of x", name, operands("", x, b)))
+	}
+	return Apply(biasActOp, act, x, b)
+}
