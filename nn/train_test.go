@@ -18,7 +18,9 @@ import (
 // points with full-batch gradient descent, the update written inline with
 // pytree.MapN.
 func TestMLPTrainsOnRegression(t *testing.T) {
-	const n, steps, lr = 128, 400, 0.2
+	// lr 0.1: at 0.2 full-batch descent sits at the edge of stability and the
+	// loss oscillates, so any one step's value depends on float rounding.
+	const n, steps, lr = 128, 500, 0.1
 	kx, km := tensor.NewKey(0).Split2()
 	x := tensor.UniformRange(kx, -1.5, 1.5, n, 2)
 	xv := x.Float64s()
