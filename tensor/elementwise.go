@@ -364,6 +364,12 @@ func binaryOp(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any
 	return op
 }
 
+// binaryOpNeed is binaryOp with a VJP that skips unwanted cotangents.
+func binaryOpNeed(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor, save SaveMask) *Op {
+	name := d.name[len("tensor."):]
+	return &Op{Name: lowerFirst(name), Impl: binaryImpl(d), VJPNeed: vjp, Save: save}
+}
+
 func lowerFirst(s string) string {
 	if s == "" {
 		return s
@@ -378,19 +384,47 @@ func lowerFirst(s string) string {
 var addOp, subOp, mulOp, divOp, remOp, floorDivOp, maxOp, minOp, powOp *Op
 
 func init() {
-	addOp = binaryOp(addDef, func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-		return []*Tensor{unbroadcast(g, in[0].shape), unbroadcast(g, in[1].shape)}
+	addOp = binaryOpNeed(addDef, func(g *Tensor, in []*Tensor, _ *Tensor, _ any, need uint64) []*Tensor {
+		res := make([]*Tensor, 2)
+		if Wants(need, 0) {
+			res[0] = unbroadcast(g, in[0].shape)
+		}
+		if Wants(need, 1) {
+			res[1] = unbroadcast(g, in[1].shape)
+		}
+		return res
 	}, 0)
-	subOp = binaryOp(subDef, func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-		return []*Tensor{unbroadcast(g, in[0].shape), unbroadcast(Neg(g), in[1].shape)}
+	subOp = binaryOpNeed(subDef, func(g *Tensor, in []*Tensor, _ *Tensor, _ any, need uint64) []*Tensor {
+		res := make([]*Tensor, 2)
+		if Wants(need, 0) {
+			res[0] = unbroadcast(g, in[0].shape)
+		}
+		if Wants(need, 1) {
+			res[1] = unbroadcast(Neg(g), in[1].shape)
+		}
+		return res
 	}, 0)
-	mulOp = binaryOp(mulDef, func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-		return []*Tensor{unbroadcast(Mul(g, in[1]), in[0].shape), unbroadcast(Mul(g, in[0]), in[1].shape)}
+	mulOp = binaryOpNeed(mulDef, func(g *Tensor, in []*Tensor, _ *Tensor, _ any, need uint64) []*Tensor {
+		res := make([]*Tensor, 2)
+		if Wants(need, 0) {
+			res[0] = unbroadcast(Mul(g, in[1]), in[0].shape)
+		}
+		if Wants(need, 1) {
+			res[1] = unbroadcast(Mul(g, in[0]), in[1].shape)
+		}
+		return res
 	}, SaveAllInputs)
-	divOp = binaryOp(divDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
+	divOp = binaryOpNeed(divDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any, need uint64) []*Tensor {
 		// d(a/b)/da = 1/b; d(a/b)/db = -a/b² = -out/b.
+		res := make([]*Tensor, 2)
 		ga := Div(g, in[1])
-		return []*Tensor{unbroadcast(ga, in[0].shape), unbroadcast(Neg(Mul(ga, out)), in[1].shape)}
+		if Wants(need, 0) {
+			res[0] = unbroadcast(ga, in[0].shape)
+		}
+		if Wants(need, 1) {
+			res[1] = unbroadcast(Neg(Mul(ga, out)), in[1].shape)
+		}
+		return res
 	}, SaveInputs(1)|SaveOutput)
 	remOp = binaryOp(remDef, nil, 0)
 	floorDivOp = binaryOp(floorDivDef, nil, 0)

@@ -87,7 +87,7 @@ func init() {
 			addBiasAct(out.f32, x.f32, b.f32, p.(Activation), isLocal(x, b))
 			return out
 		},
-		VJP: func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor {
+		VJPNeed: func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor {
 			act := p.(Activation)
 			x, b := in[0], in[1]
 			var gz *Tensor
@@ -99,7 +99,14 @@ func init() {
 			default:
 				gz = Apply(act.bwd(), nil, g, out)
 			}
-			return []*Tensor{gz, unbroadcast(gz, b.shape)}
+			res := []*Tensor{nil, nil}
+			if Wants(need, 0) {
+				res[0] = gz
+			}
+			if Wants(need, 1) {
+				res[1] = unbroadcast(gz, b.shape)
+			}
+			return res
 		},
 		SaveFor: func(p any) SaveMask {
 			switch act := p.(Activation); {

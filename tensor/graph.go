@@ -70,6 +70,11 @@ type Op struct {
 	// VJPN is VJP for ImplN ops. gs has nil for outputs that received no
 	// cotangent.
 	VJPN func(gs []*Tensor, in []*Tensor, outs []*Tensor, params any, state any) []*Tensor
+	// VJPNeed, if set, is used instead of VJP and is told which inputs
+	// want a cotangent: bit i of need is set for input i (bit 63 stands
+	// for every input from 63 on). It may return nil for the others and
+	// skip their work — the input batch of a first layer, a target.
+	VJPNeed func(g *Tensor, in []*Tensor, out *Tensor, params any, need uint64) []*Tensor
 
 	// Save selects the residuals the VJP needs.
 	Save SaveMask
@@ -87,7 +92,14 @@ type Op struct {
 	HandlesVary bool
 }
 
-func (op *Op) differentiable() bool { return op.VJP != nil || op.VJPN != nil }
+func (op *Op) differentiable() bool { return op.VJP != nil || op.VJPN != nil || op.VJPNeed != nil }
+
+// Wants reports whether a need mask passed to Op.VJPNeed asks for the
+// cotangent of input i.
+func Wants(need uint64, i int) bool { return need&(1<<uint(min(i, 63))) != 0 }
+
+// needBit returns the bit of input i in a need mask.
+func needBit(i int) uint64 { return 1 << uint(min(i, 63)) }
 
 func (op *Op) saveMask(params any) SaveMask {
 	if op.SaveFor != nil {
@@ -180,7 +192,17 @@ type node struct {
 	freed   bool
 	raw     []*Tensor // recordAll traces: every primal input
 	rawOuts []*Tensor // recordAll traces: every primal output
+
+	// Inline storage for the common ops (up to nodeInline inputs, one
+	// output), so recording one costs a single allocation.
+	bufInputs [nodeInline]edge
+	bufIns    [nodeInline]*Tensor
+	bufPrim   [nodeInline]*Tensor
+	bufAvals  [nodeInline + 1]Tensor
+	bufOut    [2][1]*Tensor // outs, outAval
 }
+
+const nodeInline = 4
 
 // aval returns a shape-only placeholder for x: dtype, shape and local mark,
 // no data.
@@ -305,7 +327,15 @@ func applyTraced(op *Op, params any, in []*Tensor, top *Trace, loc *Local) []*Te
 }
 
 func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, stateOut *any) []*Tensor {
-	in = slices.Clone(in)
+	// in belongs to the caller: copy it before substituting an operand.
+	cloned := false
+	set := func(i int, x *Tensor) {
+		if !cloned {
+			in = slices.Clone(in)
+			cloned = true
+		}
+		in[i] = x
+	}
 	if top.capture != nil {
 		for i, x := range in {
 			if x.node != nil && x.node.trace != top && !x.TracedBy(top) {
@@ -313,7 +343,7 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 				if !c.TracedBy(top) {
 					panic(fmt.Sprintf("tensor: capture of %v for op %q did not return a tensor of the capturing trace", x, op.Name))
 				}
-				in[i] = c
+				set(i, c)
 			}
 		}
 	}
@@ -324,11 +354,18 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 	if diff && loc != nil && !op.HandlesVary {
 		for i, x := range in {
 			if x.dtype.IsFloat() && x.node != nil && x.node.trace == top && localMask(x) != loc.Mask {
-				in[i] = Apply(pvaryOp, loc, x)
+				set(i, Apply(pvaryOp, loc, x))
 			}
 		}
 	}
-	prim := make([]*Tensor, len(in))
+	n := &node{op: op, params: params, trace: top, state: nil}
+	small := len(in) <= nodeInline
+	var prim []*Tensor
+	if small {
+		prim = n.bufPrim[:len(in)]
+	} else {
+		prim = make([]*Tensor, len(in))
+	}
 	for i, x := range in {
 		prim[i] = x.primalOf(top)
 	}
@@ -349,9 +386,22 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 		}
 		return outs
 	}
-	n := &node{op: op, params: params, trace: top, seq: top.seq.Add(1), state: state, nout: len(outs)}
-	n.inputs = make([]edge, len(in))
-	n.ins = make([]*Tensor, len(in))
+	n.seq, n.state, n.nout = top.seq.Add(1), state, len(outs)
+	if small {
+		n.inputs, n.ins = n.bufInputs[:len(in)], n.bufIns[:len(in)]
+	} else {
+		n.inputs, n.ins = make([]edge, len(in)), make([]*Tensor, len(in))
+	}
+	avals := 0
+	newAval := func(x *Tensor) *Tensor {
+		if avals < len(n.bufAvals) {
+			a := &n.bufAvals[avals]
+			avals++
+			*a = Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: x.layout}
+			return a
+		}
+		return aval(x)
+	}
 	save := op.saveMask(params)
 	for i, x := range in {
 		if x.node != nil && x.node.trace == top {
@@ -360,18 +410,23 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 		if save.input(i) {
 			n.ins[i] = prim[i]
 		} else {
-			n.ins[i] = aval(prim[i])
+			n.ins[i] = newAval(prim[i])
 		}
 	}
 	if top.recordAll {
-		n.raw = prim
+		n.raw = slices.Clone(prim)
 		n.rawOuts = outs
 	}
-	n.outAval = make([]*Tensor, len(outs))
-	n.outs = make([]*Tensor, len(outs))
+	// Only the inputs the VJP saves may stay reachable from the node.
+	n.bufPrim = [nodeInline]*Tensor{}
 	res := make([]*Tensor, len(outs))
+	if len(outs) == 1 {
+		n.outs, n.outAval = n.bufOut[0][:], n.bufOut[1][:]
+	} else {
+		n.outs, n.outAval = make([]*Tensor, len(outs)), make([]*Tensor, len(outs))
+	}
 	for i, o := range outs {
-		n.outAval[i] = aval(o)
+		n.outAval[i] = newAval(o)
 		if save&SaveOutput != 0 {
 			n.outs[i] = o
 		} else {
@@ -469,9 +524,18 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 			panic(fmt.Sprintf("tensor.Backward: the graph through op %q was already used by a backward pass that did not retain it", n.op.Name))
 		}
 		var res []*Tensor
-		if n.op.VJPN != nil {
+		switch {
+		case n.op.VJPN != nil:
 			res = n.op.VJPN(gs, n.ins, n.outs, n.params, n.state)
-		} else {
+		case n.op.VJPNeed != nil:
+			var need uint64
+			for i, e := range n.inputs {
+				if e.n != nil {
+					need |= needBit(i)
+				}
+			}
+			res = n.op.VJPNeed(gs[0], n.ins, n.outs[0], n.params, need)
+		default:
 			res = n.op.VJP(gs[0], n.ins, n.outs[0], n.params)
 		}
 		if len(res) != len(n.inputs) {
@@ -487,6 +551,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		}
 		if !retain {
 			n.ins, n.outs, n.state, n.freed = nil, nil, nil, true
+			n.bufIns, n.bufOut[0] = [nodeInline]*Tensor{}, [1]*Tensor{}
 		}
 	}
 	out := make([]*Tensor, len(wrt))

@@ -50,24 +50,43 @@ func init() {
 			})
 			return out
 		},
-		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, pp any) []*Tensor {
+		VJPNeed: func(g *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {
 			p := pp.(*matmulParams)
 			a, b := in[0], in[1]
-			var ga, gb *Tensor
 			// C = op(A)·op(B), G = dL/dC: d op(A) = G·op(B)ᵀ and d op(B) = op(A)ᵀ·G;
 			// an operand stored transposed gets the transpose of that, which
-			// the transposed-operand kernel computes without copies.
-			switch {
-			case !p.ta && !p.tb:
-				ga, gb = MatMulT(g, b, false, true), MatMulT(a, g, true, false)
-			case !p.ta && p.tb:
-				ga, gb = MatMulT(g, b, false, false), MatMulT(g, a, true, false)
-			case p.ta && !p.tb:
-				ga, gb = MatMulT(b, g, false, true), MatMulT(a, g, false, false)
-			default:
-				ga, gb = MatMulT(b, g, true, true), MatMulT(g, a, true, true)
+			// the transposed-operand kernel computes without copies. An
+			// operand that wants no cotangent (an input batch) costs nothing.
+			res := make([]*Tensor, 2)
+			if Wants(need, 0) {
+				var ga *Tensor
+				switch {
+				case !p.ta && !p.tb:
+					ga = MatMulT(g, b, false, true)
+				case !p.ta && p.tb:
+					ga = MatMulT(g, b, false, false)
+				case p.ta && !p.tb:
+					ga = MatMulT(b, g, false, true)
+				default:
+					ga = MatMulT(b, g, true, true)
+				}
+				res[0] = unbroadcast(ga, a.shape)
 			}
-			return []*Tensor{unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)}
+			if Wants(need, 1) {
+				var gb *Tensor
+				switch {
+				case !p.ta && !p.tb:
+					gb = MatMulT(a, g, true, false)
+				case !p.ta && p.tb:
+					gb = MatMulT(g, a, true, false)
+				case p.ta && !p.tb:
+					gb = MatMulT(a, g, false, false)
+				default:
+					gb = MatMulT(g, a, true, true)
+				}
+				res[1] = unbroadcast(gb, b.shape)
+			}
+			return res
 		},
 		Save: SaveAllInputs,
 	}

@@ -426,9 +426,18 @@ func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
 			}
 		}
 		var res []*Tensor
-		if n.op.VJPN != nil {
+		switch {
+		case n.op.VJPN != nil:
 			res = n.op.VJPN(ng, args, outs, n.params, states[i])
-		} else {
+		case n.op.VJPNeed != nil:
+			var need uint64
+			for k, s := range n.ins {
+				if s.kind != slotConst {
+					need |= needBit(k)
+				}
+			}
+			res = n.op.VJPNeed(ng[0], args, outs[0], n.params, need)
+		default:
 			res = n.op.VJP(ng[0], args, outs[0], n.params)
 		}
 		for k, s := range n.ins {

@@ -2,7 +2,9 @@ package tensor_test
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -204,4 +206,30 @@ func TestNestedRemat(t *testing.T) {
 		return tensor.Backward(tr, []*tensor.Tensor{y}, []*tensor.Tensor{tensor.Scalar(1)}, []*tensor.Tensor{wl}, false)[0].Float64s()
 	}
 	assert.InDeltaSlice(t, grad(false), grad(true), 1e-6)
+}
+
+// A node keeps alive only the inputs its VJP saves: an unsaved input's
+// storage is collected while the graph is still held.
+func TestNodesDoNotKeepUnsavedInputs(t *testing.T) {
+	tr := tensor.NewTrace()
+	x := tr.Leaf(tensor.Ones(tensor.Float32, 1<<16))
+	big := tensor.Ones(tensor.Float32, 1<<16) // untraced; Add's VJP saves nothing
+	collected := make(chan struct{})
+	runtime.AddCleanup(&big.RawFloat32()[0], func(struct{}) { close(collected) }, struct{}{})
+	y := tensor.Add(x, big)
+	big = nil
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		runtime.GC()
+		select {
+		case <-collected:
+			runtime.KeepAlive(y)
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the graph keeps an input its VJP does not save")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
