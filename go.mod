@@ -1,5 +1,11 @@
 module github.com/gonox/gonox
 
-go 1.26
+go 1.26.0
 
-require gonum.org/v1/gonum v0.17.0
+require (
+	github.com/stretchr/testify v1.12.1
+	golang.org/x/sys v0.49.0
+	gonum.org/v1/gonum v0.17.0
+)
+
+require go.yaml.in/yaml/v3 v3.0.5 // indirect

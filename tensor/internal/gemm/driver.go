@@ -1,0 +1,217 @@
+package gemm
+
+import (
+	"sync"
+	"unsafe"
+)
+
+// kernFn is the micro-kernel signature shared by the assembly and Go
+// kernels. It computes one mr×nr tile of C, where mr is fixed by the
+// function and nr is at most its width:
+//
+//	C[i*ldc+j] = alpha * Σ_{p<k} A(i,p)·b[p*bs+j] + beta*C[i*ldc+j]
+//
+// C is not read when beta == 0. The kernel reads its full width of b in every
+// row, so b must hold that many readable columns (zero padding of a packed
+// strip, or real columns of B past nr). A(i,p) is a[i+p*as] for the
+// column-contiguous flavour (flavC) and a[i*as+p] for the row-contiguous one
+// (flavR). All strides are in elements. k ≥ 1.
+type kernFn func(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+// A operand flavours: how the kernel walks A.
+const (
+	flavC = 0 // A(i,p) = a[i + p*as]: op(A) = Aᵀ as stored, or a packed panel
+	flavR = 1 // A(i,p) = a[i*as + p]: op(A) = A as stored
+)
+
+// kernelSet is one implementation of the micro-kernel layer with its
+// blocking parameters.
+type kernelSet struct {
+	name       string
+	mr         int            // rows of the largest kernel
+	nr         int            // columns of a wide kernel
+	nrHalf     int            // columns of a narrow kernel (== nr if there is one width)
+	kern       [2][2][]kernFn // kern[flavour][wide][mr], mr in 1..mr
+	kc, nc     int            // k block (A strip and B block depth), n block (B block width)
+	directMaxM int            // use B in place (no packing) when op(B) = B and a call covers at most this many rows of C
+	transpose  transposeFunc  // packs transposed B strips
+}
+
+// transposeFunc stores dst[j*ldd+i] = src[i*lds+j] for i < rows, j < cols.
+type transposeFunc func(dst []float32, ldd int, src []float32, lds int, rows, cols int)
+
+// problem is one Sgemm call, shared read-only by the goroutines that
+// compute it.
+type problem struct {
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    float32
+	a, b, c        []float32
+	lda, ldb, ldc  int
+}
+
+// workspace holds one goroutine's packing buffers. Buffers are aligned to 64
+// bytes and reused through wsPool, so steady-state calls do not allocate.
+type workspace struct {
+	b []float32 // packed B block, or the packed edge strip when B is used in place
+}
+
+var wsPool = sync.Pool{New: func() any { return new(workspace) }}
+
+func getWorkspace() *workspace  { return wsPool.Get().(*workspace) }
+func putWorkspace(w *workspace) { wsPool.Put(w) }
+
+// bufB returns a buffer of at least n floats, aligned to 64 bytes.
+func (w *workspace) bufB(n int) []float32 {
+	if cap(w.b) < n {
+		w.b = alignedFloats(n)
+	}
+	return w.b[:n]
+}
+
+// alignedFloats returns a zeroed slice of n floats starting on a 64-byte
+// boundary.
+func alignedFloats(n int) []float32 {
+	buf := make([]float32, n+16)
+	off := 0
+	if r := uintptr(unsafe.Pointer(&buf[0])) % 64; r != 0 {
+		off = int(64-r) / 4
+	}
+	return buf[off : off+n : off+n]
+}
+
+// run computes rows [i0,i1) and columns [j0,j1) of C on the calling
+// goroutine: the blocked GotoBLAS/BLIS loop nest around the micro-kernel.
+//
+//	for pc over k by kc:            beta applies to the first k block only
+//	  for jc over [j0,j1) by nc:    B block kc×nc packed into strips of nr columns (L2)
+//	    for ir over [i0,i1) by mr:  A strip mr×kc read in place (stays in L1)
+//	      for jr over nc by nr:     micro-kernel on one mr×nr tile of C
+func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
+	MR, NR, KC, NC := ks.mr, ks.nr, ks.kc, ks.nc
+	fl := flavR
+	if p.transA {
+		fl = flavC
+	}
+	kern := &ks.kern[fl]
+	direct := !p.transB && i1-i0 <= ks.directMaxM
+	for pc := 0; pc < p.k; pc += KC {
+		kc := min(KC, p.k-pc)
+		beta := p.beta
+		if pc > 0 {
+			beta = 1
+		}
+		for jc := j0; jc < j1; jc += NC {
+			nc := min(NC, j1-jc)
+			var packed []float32
+			if direct {
+				// Only a strip that cannot read its full kernel width from B
+				// (the last one, at the right edge of B) is packed.
+				last := (nc - 1) / NR * NR
+				nrl := nc - last
+				w := ks.width(nrl)
+				if jc+last+w > p.n {
+					packed = ws.bufB(kc * w)
+					ks.packB(packed, w, p, pc, kc, jc+last, nrl)
+				}
+			} else {
+				packed = ws.bufB(kc * ((nc + NR - 1) / NR * NR))
+				for jr := 0; jr < nc; jr += NR {
+					nr := min(NR, nc-jr)
+					ks.packB(packed[jr*kc:], ks.width(nr), p, pc, kc, jc+jr, nr)
+				}
+			}
+			for ir, mr := i0, 0; ir < i1; ir += mr {
+				mr = tileRows(MR, i1-ir)
+				var ap *float32
+				as := p.lda
+				if p.transA {
+					ap = &p.a[pc*p.lda+ir]
+				} else {
+					ap = &p.a[ir*p.lda+pc]
+				}
+				for jr := 0; jr < nc; jr += NR {
+					nr := min(NR, nc-jr)
+					wide := 0
+					if nr > ks.nrHalf {
+						wide = 1
+					}
+					var bp *float32
+					bs := ks.width(nr)
+					switch {
+					case !direct:
+						bp = &packed[jr*kc]
+					case packed != nil && jr+NR >= nc:
+						bp = &packed[0]
+					default:
+						bp, bs = &p.b[pc*p.ldb+jc+jr], p.ldb
+					}
+					kern[wide][mr](kc, ap, as, bp, bs, &p.c[ir*p.ldc+jc+jr], p.ldc, p.alpha, beta, nr)
+				}
+			}
+		}
+	}
+}
+
+// tileRows is the height of the next row tile when rem rows are left: full
+// tiles, except that a remainder between one and two tiles is split into two
+// near-equal tiles (16 rows as 8+8 rather than 12+4), since a short tile has
+// too few independent accumulators to hide the FMA latency.
+func tileRows(MR, rem int) int {
+	if rem <= MR {
+		return rem
+	}
+	if rem < 2*MR {
+		return (rem + 1) / 2
+	}
+	return MR
+}
+
+// width is the number of B columns the kernel for an nr-column tile reads.
+func (ks *kernelSet) width(nr int) int {
+	if nr <= ks.nrHalf {
+		return ks.nrHalf
+	}
+	return ks.nr
+}
+
+// packB copies op(B)[pc:pc+kc, j:j+nr] into dst as kc rows of w floats,
+// zero-filling columns nr..w-1.
+func (ks *kernelSet) packB(dst []float32, w int, p *problem, pc, kc, j, nr int) {
+	dst = dst[:kc*w]
+	if p.transB {
+		// op(B)(q, j) = b[j*ldb + q]: a transpose of nr rows of b.
+		ks.transpose(dst, w, p.b[j*p.ldb+pc:], p.ldb, nr, kc)
+	} else {
+		for q := 0; q < kc; q++ {
+			copy(dst[q*w:q*w+nr], p.b[(pc+q)*p.ldb+j:])
+		}
+	}
+	if nr < w {
+		for q := 0; q < kc; q++ {
+			clear(dst[q*w+nr : q*w+w])
+		}
+	}
+}
+
+// transposeGo is the portable transposeFunc.
+func transposeGo(dst []float32, ldd int, src []float32, lds int, rows, cols int) {
+	// 4×4 blocks keep four source rows streaming and write whole groups.
+	i := 0
+	for ; i+4 <= rows; i += 4 {
+		s0 := src[i*lds : i*lds+cols]
+		s1 := src[(i+1)*lds : (i+1)*lds+cols]
+		s2 := src[(i+2)*lds : (i+2)*lds+cols]
+		s3 := src[(i+3)*lds : (i+3)*lds+cols]
+		for j := range s0 {
+			d := dst[j*ldd+i : j*ldd+i+4 : j*ldd+i+4]
+			d[0], d[1], d[2], d[3] = s0[j], s1[j], s2[j], s3[j]
+		}
+	}
+	for ; i < rows; i++ {
+		s := src[i*lds : i*lds+cols]
+		for j, v := range s {
+			dst[j*ldd+i] = v
+		}
+	}
+}
