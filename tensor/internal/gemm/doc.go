@@ -51,7 +51,7 @@
 //
 // # Threads and memory
 //
-// Problems of at least 24 MFLOP are split across up to threads goroutines
+// Problems of at least 16 MFLOP are split across up to threads goroutines
 // (the calling one included): C is cut into a few column blocks per
 // goroutine (row blocks when n is narrow), handed out dynamically, so no
 // packing is repeated across goroutines and a goroutine that starts late

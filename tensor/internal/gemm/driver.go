@@ -53,7 +53,8 @@ type problem struct {
 // workspace holds one goroutine's packing buffers. Buffers are aligned to 64
 // bytes and reused through wsPool, so steady-state calls do not allocate.
 type workspace struct {
-	b []float32 // packed B block, or the packed edge strip when B is used in place
+	b    []float32 // packed B block, or the packed edge strip when B is used in place
+	tile []float32 // one tile of Cᵀ (runTransposed)
 }
 
 var wsPool = sync.Pool{New: func() any { return new(workspace) }}
@@ -67,6 +68,14 @@ func (w *workspace) bufB(n int) []float32 {
 		w.b = alignedFloats(n)
 	}
 	return w.b[:n]
+}
+
+// bufTile returns the buffer for one transposed tile of C.
+func (w *workspace) bufTile(n int) []float32 {
+	if cap(w.tile) < n {
+		w.tile = alignedFloats(n)
+	}
+	return w.tile[:n]
 }
 
 // alignedFloats returns a zeroed slice of n floats starting on a 64-byte
@@ -88,6 +97,10 @@ func alignedFloats(n int) []float32 {
 //	    for ir over [i0,i1) by mr:  A strip mr×kc read in place (stays in L1)
 //	      for jr over nc by nr:     micro-kernel on one mr×nr tile of C
 func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
+	if ks.useTransposed(p, i1-i0, j1-j0) {
+		ks.runTransposed(p, i0, i1, j0, j1, ws)
+		return
+	}
 	MR, NR, KC, NC := ks.mr, ks.nr, ks.kc, ks.nc
 	fl := flavR
 	if p.transA {
@@ -153,6 +166,75 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 	}
 }
 
+// useTransposed reports whether to compute an m×n block of C as its
+// transpose (see runTransposed): when C is too narrow to fill the kernel's
+// vectors and op(A) = Aᵀ, so that the transposed problem needs no packing.
+func (ks *kernelSet) useTransposed(p *problem, m, n int) bool {
+	return p.transA && n <= ks.mr && n < ks.nrHalf && m >= 2*ks.nrHalf
+}
+
+// runTransposed computes rows [i0,i1) and columns [j0,j1) of C through
+// Cᵀ = op(B)ᵀ·op(A)ᵀ. With op(A) = Aᵀ, op(A)ᵀ is A as stored, whose rows
+// run along m: the kernel's vectors span rows of C and its broadcasts walk
+// op(B)ᵀ (columns of C), so a narrow C (a classifier's 4 or 10 outputs)
+// uses whole vectors instead of a few lanes. Each tile of Cᵀ goes through a
+// small buffer and is added to C transposed.
+func (ks *kernelSet) runTransposed(p *problem, i0, i1, j0, j1 int, ws *workspace) {
+	MR, NR, KC := ks.mr, ks.nr, ks.kc
+	// A' = op(B)ᵀ, n×k: A'(r,q) = op(B)(q,r).
+	fl := flavC // b[q*ldb + r]
+	if p.transB {
+		fl = flavR // b[r*ldb + q]
+	}
+	kern := &ks.kern[fl]
+	tile := ws.bufTile(MR * NR)
+	for pc := 0; pc < p.k; pc += KC {
+		kc := min(KC, p.k-pc)
+		beta := p.beta
+		if pc > 0 {
+			beta = 1
+		}
+		// B' = op(A)ᵀ = A as stored, k×m: B'(q,i) = a[q*lda + i].
+		for ir := i0; ir < i1; ir += NR {
+			nr := min(NR, i1-ir)
+			w := ks.width(nr)
+			bp, bs := &p.a[pc*p.lda+ir], p.lda
+			if ir+w > p.m {
+				packed := ws.bufB(kc * w)
+				packRows(packed, w, p.a[pc*p.lda+ir:], p.lda, kc, nr)
+				bp, bs = &packed[0], w
+			}
+			wide := 0
+			if nr > ks.nrHalf {
+				wide = 1
+			}
+			for jr, mr := j0, 0; jr < j1; jr += mr {
+				mr = tileRows(MR, j1-jr)
+				var ap *float32
+				if p.transB {
+					ap = &p.b[jr*p.ldb+pc]
+				} else {
+					ap = &p.b[pc*p.ldb+jr]
+				}
+				kern[wide][mr](kc, ap, p.ldb, bp, bs, &tile[0], NR, p.alpha, 0, nr)
+				// C[ir+i][jr+j] = tile[j][i] + beta*C[ir+i][jr+j]
+				for i := 0; i < nr; i++ {
+					row := p.c[(ir+i)*p.ldc+jr : (ir+i)*p.ldc+jr+mr]
+					if beta == 0 {
+						for j := range row {
+							row[j] = tile[j*NR+i]
+						}
+					} else {
+						for j := range row {
+							row[j] = tile[j*NR+i] + beta*row[j]
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // tileRows is the height of the next row tile when rem rows are left: full
 // tiles, except that a remainder between one and two tiles is split into two
 // near-equal tiles (16 rows as 8+8 rather than 12+4), since a short tile has
@@ -182,14 +264,33 @@ func (ks *kernelSet) packB(dst []float32, w int, p *problem, pc, kc, j, nr int) 
 	if p.transB {
 		// op(B)(q, j) = b[j*ldb + q]: a transpose of nr rows of b.
 		ks.transpose(dst, w, p.b[j*p.ldb+pc:], p.ldb, nr, kc)
-	} else {
-		for q := 0; q < kc; q++ {
-			copy(dst[q*w:q*w+nr], p.b[(pc+q)*p.ldb+j:])
+		if nr < w {
+			for q := 0; q < kc; q++ {
+				clear(dst[q*w+nr : q*w+w])
+			}
 		}
+		return
 	}
-	if nr < w {
+	packRows(dst, w, p.b[pc*p.ldb+j:], p.ldb, kc, nr)
+}
+
+// packRows copies src[q*ld : q*ld+nr] to dst[q*w : q*w+nr] for q < kc and
+// zero-fills columns nr..w-1.
+func packRows(dst []float32, w int, src []float32, ld, kc, nr int) {
+	dst = dst[:kc*w]
+	if nr == w {
 		for q := 0; q < kc; q++ {
-			clear(dst[q*w+nr : q*w+w])
+			copy(dst[q*w:q*w+w], src[q*ld:])
+		}
+		return
+	}
+	// An edge strip: rows are short, so clear once and copy element by
+	// element rather than calling copy and clear for every row.
+	clear(dst)
+	for q := 0; q < kc; q++ {
+		d := dst[q*w : q*w+nr]
+		for c, v := range src[q*ld : q*ld+nr] {
+			d[c] = v
 		}
 	}
 }

@@ -41,7 +41,7 @@ func useKernels(name string) (restore func(), ok bool) {
 // Starting a goroutine on an idle core costs tens of microseconds on the
 // machines we measured (mostly the OS waking the idle CPU), so smaller
 // problems run on the calling goroutine.
-const parMinFlops = 24 << 20
+const parMinFlops = 16 << 20
 
 // Sgemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices,
 // where op(X) is X or its transpose. op(A) is m×k, op(B) is k×n and C is

@@ -76,41 +76,49 @@ func newCase(rng *rand.Rand, ta, tb bool, m, n, k, pad int, alpha, beta float32)
 	return g
 }
 
-func (g gemmCase) at(i, p int) float64 {
-	if g.ta {
-		return float64(g.a[p*g.lda+i])
-	}
-	return float64(g.a[i*g.lda+p])
-}
-
-func (g gemmCase) bt(p, j int) float64 {
-	if g.tb {
-		return float64(g.b[j*g.ldb+p])
-	}
-	return float64(g.b[p*g.ldb+j])
-}
-
 // naive returns the exact (float64) result of the call and, per element of
 // C, the bound on float32 rounding error: (k+2)·2⁻²⁴·(|alpha|·Σ|a||b| + |beta·c|),
 // the classic bound for a k-term dot product in float32.
-func (g gemmCase) naive() (want, tol []float64) {
+func (g *gemmCase) naive() (want, tol []float64) {
+	// op(A) row-major (m×k) and op(B) column-major (n×k), in float64.
+	opA := make([]float64, g.m*g.k)
+	opB := make([]float64, g.n*g.k)
+	for p := 0; p < g.k; p++ {
+		for i := 0; i < g.m; i++ {
+			if g.ta {
+				opA[i*g.k+p] = float64(g.a[p*g.lda+i])
+			} else {
+				opA[i*g.k+p] = float64(g.a[i*g.lda+p])
+			}
+		}
+		for j := 0; j < g.n; j++ {
+			if g.tb {
+				opB[j*g.k+p] = float64(g.b[j*g.ldb+p])
+			} else {
+				opB[j*g.k+p] = float64(g.b[p*g.ldb+j])
+			}
+		}
+	}
 	want = make([]float64, g.m*g.n)
 	tol = make([]float64, g.m*g.n)
 	u := math.Ldexp(1, -24) * float64(g.k+2)
+	alpha, beta := float64(g.alpha), float64(g.beta)
 	for i := 0; i < g.m; i++ {
+		ai := opA[i*g.k : i*g.k+g.k]
 		for j := 0; j < g.n; j++ {
+			bj := opB[j*g.k : j*g.k+g.k]
 			var s, sa float64
-			for p := 0; p < g.k; p++ {
-				x := g.at(i, p) * g.bt(p, j)
+			for p, x := range ai {
+				x *= bj[p]
 				s += x
 				sa += math.Abs(x)
 			}
-			c := float64(g.c[i*g.ldc+j])
-			w := float64(g.alpha) * s
-			e := math.Abs(float64(g.alpha)) * sa
+			w := alpha * s
+			e := math.Abs(alpha) * sa
 			if g.beta != 0 {
-				w += float64(g.beta) * c
-				e += math.Abs(float64(g.beta) * c)
+				c := float64(g.c[i*g.ldc+j])
+				w += beta * c
+				e += math.Abs(beta * c)
 			}
 			want[i*g.n+j] = w
 			tol[i*g.n+j] = u*e + 1e-30
@@ -247,6 +255,31 @@ func TestSgemmBlocking(t *testing.T) {
 				}
 			}
 		}
+	})
+}
+
+// TestSgemmNarrowTransposed covers runTransposed: op(A) = Aᵀ with a C
+// narrower than the kernel's vectors, computed as Cᵀ.
+func TestSgemmNarrowTransposed(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(23, 24))
+		s := active
+		used := 0
+		for _, tb := range []bool{false, true} {
+			for n := 1; n <= s.mr; n++ {
+				for _, m := range []int{2 * s.nrHalf, 2*s.nrHalf + 1, 63, 100} {
+					for _, k := range []int{1, 17, s.kc + 5} {
+						g := newCase(rng, true, tb, m, n, k, rng.IntN(2)*3, 1.25, []float32{0, 0.5}[rng.IntN(2)])
+						if s.useTransposed(&problem{transA: true, transB: tb, m: m, n: n, k: k}, m, n) {
+							used++
+						}
+						g.check(t, 1)
+					}
+				}
+			}
+		}
+		require.Positive(t, used, "no shape took the transposed path")
+		require.False(t, s.useTransposed(&problem{transA: false, m: 100, n: 2}, 100, 2))
 	})
 }
 

@@ -21,9 +21,10 @@ var avx2Set = &kernelSet{
 }
 
 // hasAVX512 and hasAVX2 report what the CPU and OS support. AVX-512 needs
-// only the F subset (the kernels use zmm FMA, broadcast and mask registers).
+// only the F subset (the kernels use zmm FMA, broadcast and mask registers),
+// plus BMI2 (SHLX) which every AVX-512 CPU has.
 var (
-	hasAVX512 = cpu.X86.HasAVX512F
+	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasBMI2
 	hasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 )
 
