@@ -97,7 +97,10 @@ func alignedFloats(n int) []float32 {
 //	    for ir over [i0,i1) by mr:  A strip mr×kc read in place (stays in L1)
 //	      for jr over nc by nr:     micro-kernel on one mr×nr tile of C
 func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
-	if ks.useTransposed(p, i1-i0, j1-j0) {
+	// Choices of method depend on the whole problem, not on the block, so
+	// that every element of C is computed the same way (bit for bit) however
+	// C is split across goroutines.
+	if ks.useTransposed(p) {
 		ks.runTransposed(p, i0, i1, j0, j1, ws)
 		return
 	}
@@ -107,7 +110,7 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 		fl = flavC
 	}
 	kern := &ks.kern[fl]
-	direct := !p.transB && i1-i0 <= ks.directMaxM
+	direct := !p.transB && p.m <= ks.directMaxM
 	for pc := 0; pc < p.k; pc += KC {
 		kc := min(KC, p.k-pc)
 		beta := p.beta
@@ -117,15 +120,24 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 		for jc := j0; jc < j1; jc += NC {
 			nc := min(NC, j1-jc)
 			var packed []float32
+			kin := kc // rows of the last strip read in place (direct mode)
 			if direct {
-				// Only a strip that cannot read its full kernel width from B
-				// (the last one, at the right edge of B) is packed.
+				// The last strip may be narrower than its kernel, which then
+				// reads columns past n. That is harmless (those lanes are
+				// never stored) as long as the reads stay inside b, which
+				// fails only for the last row or few of B: only those rows
+				// are packed, and the strip takes two kernel calls.
 				last := (nc - 1) / NR * NR
-				nrl := nc - last
-				w := ks.width(nrl)
-				if jc+last+w > p.n {
-					packed = ws.bufB(kc * w)
-					ks.packB(packed, w, p, pc, kc, jc+last, nrl)
+				w := ks.width(nc - last)
+				col := jc + last
+				if avail := len(p.b) - col - w; avail < 0 {
+					kin = 0
+				} else {
+					kin = min(kc, max(0, avail/p.ldb+1-pc))
+				}
+				if kin < kc {
+					packed = ws.bufB((kc - kin) * w)
+					packRows(packed, w, p.b[(pc+kin)*p.ldb+col:], p.ldb, kc-kin, min(w, p.n-col))
 				}
 			} else {
 				packed = ws.bufB(kc * ((nc + NR - 1) / NR * NR))
@@ -149,28 +161,38 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 					if nr > ks.nrHalf {
 						wide = 1
 					}
-					var bp *float32
-					bs := ks.width(nr)
+					cp := &p.c[ir*p.ldc+jc+jr]
 					switch {
 					case !direct:
-						bp = &packed[jr*kc]
-					case packed != nil && jr+NR >= nc:
-						bp = &packed[0]
+						kern[wide][mr](kc, ap, as, &packed[jr*kc], ks.width(nr), cp, p.ldc, p.alpha, beta, nr)
+					case jr+NR < nc || kin == kc:
+						kern[wide][mr](kc, ap, as, &p.b[pc*p.ldb+jc+jr], p.ldb, cp, p.ldc, p.alpha, beta, nr)
 					default:
-						bp, bs = &p.b[pc*p.ldb+jc+jr], p.ldb
+						// Last strip: kin rows in place, the rest packed.
+						b2 := beta
+						if kin > 0 {
+							kern[wide][mr](kin, ap, as, &p.b[pc*p.ldb+jc+jr], p.ldb, cp, p.ldc, p.alpha, beta, nr)
+							b2 = 1
+						}
+						var ap2 *float32
+						if p.transA {
+							ap2 = &p.a[(pc+kin)*p.lda+ir]
+						} else {
+							ap2 = &p.a[ir*p.lda+pc+kin]
+						}
+						kern[wide][mr](kc-kin, ap2, as, &packed[0], ks.width(nr), cp, p.ldc, p.alpha, b2, nr)
 					}
-					kern[wide][mr](kc, ap, as, bp, bs, &p.c[ir*p.ldc+jc+jr], p.ldc, p.alpha, beta, nr)
 				}
 			}
 		}
 	}
 }
 
-// useTransposed reports whether to compute an m×n block of C as its
+// useTransposed reports whether to compute C as its
 // transpose (see runTransposed): when C is too narrow to fill the kernel's
 // vectors and op(A) = Aᵀ, so that the transposed problem needs no packing.
-func (ks *kernelSet) useTransposed(p *problem, m, n int) bool {
-	return p.transA && n <= ks.mr && n < ks.nrHalf && m >= 2*ks.nrHalf
+func (ks *kernelSet) useTransposed(p *problem) bool {
+	return p.transA && p.n <= ks.mr && p.n < ks.nrHalf && p.m >= 2*ks.nrHalf
 }
 
 // runTransposed computes rows [i0,i1) and columns [j0,j1) of C through
