@@ -111,6 +111,11 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 	}
 	kern := &ks.kern[fl]
 	direct := !p.transB && p.m <= ks.directMaxM
+	if p.transB && p.m <= ks.directMaxM {
+		// Few rows of C use each packed strip of Bᵀ: pack one strip at a
+		// time, so it is still in L1 when the kernels read it.
+		NC = NR
+	}
 	for pc := 0; pc < p.k; pc += KC {
 		kc := min(KC, p.k-pc)
 		beta := p.beta
