@@ -271,19 +271,19 @@ func TestSgemmBlocking(t *testing.T) {
 	})
 }
 
-// TestSgemmNarrowTransposed covers runTransposed: op(A) = Aᵀ with a C
-// narrower than the kernel's vectors, computed as Cᵀ.
+// TestSgemmNarrowTransposed covers runTransposed: a C narrower than the
+// kernel's vectors, computed as Cᵀ.
 func TestSgemmNarrowTransposed(t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(23, 24))
 		s := active
 		used := 0
-		for _, tb := range []bool{false, true} {
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 			for n := 1; n <= s.mr; n++ {
 				for _, m := range []int{2 * s.nrHalf, 2*s.nrHalf + 1, 63, 100} {
 					for _, k := range []int{1, 17, s.kc + 5} {
-						g := newCase(rng, true, tb, m, n, k, rng.IntN(2)*3, 1.25, []float32{0, 0.5}[rng.IntN(2)])
-						if s.useTransposed(&problem{transA: true, transB: tb, m: m, n: n, k: k}) {
+						g := newCase(rng, tr[0], tr[1], m, n, k, rng.IntN(2)*3, 1.25, []float32{0, 0.5}[rng.IntN(2)])
+						if s.useTransposed(&problem{transA: tr[0], transB: tr[1], m: m, n: n, k: k}) {
 							used++
 						}
 						g.check(t, 1)
@@ -292,7 +292,9 @@ func TestSgemmNarrowTransposed(t *testing.T) {
 			}
 		}
 		require.Positive(t, used, "no shape took the transposed path")
-		require.False(t, s.useTransposed(&problem{transA: false, m: 100, n: 2}))
+		require.True(t, s.useTransposed(&problem{transA: false, m: 100, n: 1}))
+		require.True(t, s.useTransposed(&problem{transA: true, m: 100, n: 1}))
+		require.False(t, s.useTransposed(&problem{transA: true, m: 100, n: s.nrHalf}))
 	})
 }
 
