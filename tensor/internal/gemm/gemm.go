@@ -64,13 +64,16 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		return
 	}
 	ks := active
-	t := threads
-	if procs := runtime.GOMAXPROCS(0); t <= 0 || t > procs {
-		t = procs
-	}
-	if t > 1 && 2*m*n*k >= parMinFlops {
-		sgemmParallel(ks, problem{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc}, t)
-		return
+	if threads != 1 && 2*m*n*k >= parMinFlops {
+		// (runtime.GOMAXPROCS takes a global lock: not for small calls.)
+		t := threads
+		if procs := runtime.GOMAXPROCS(0); t <= 0 || t > procs {
+			t = procs
+		}
+		if t > 1 {
+			sgemmParallel(ks, problem{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc}, t)
+			return
+		}
 	}
 	p := problem{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc}
 	ws := getWorkspace()
@@ -191,6 +194,8 @@ func sgemmParallel(ks *kernelSet, p problem, t int) {
 	dim, unit := p.m, ks.mr
 	if j.splitN {
 		dim, unit = p.n, ks.nr
+	} else if ks.useTransposed(&p) {
+		unit = ks.nr // rows of C are the kernel's columns
 	}
 	units := (dim + unit - 1) / unit
 	ntask := min(units, 4*t)
