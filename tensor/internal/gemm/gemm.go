@@ -64,7 +64,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		return
 	}
 	ks := active
-	if threads != 1 && 2*m*n*k >= parMinFlops {
+	if threads != 1 && 2*int64(m)*int64(n)*int64(k) >= parMinFlops {
 		// (runtime.GOMAXPROCS takes a global lock: not for small calls.)
 		t := threads
 		if procs := runtime.GOMAXPROCS(0); t <= 0 || t > procs {
