@@ -1,45 +1,229 @@
-// Package gemm is the matrix-multiplication kernel behind tensor.MatMul.
-//
-// Everything that multiplies matrices in gonox goes through Sgemm, so the
-// kernel can be replaced without touching the ops. This version calls
-// gonum's blas32; it is the reference the fast kernels are tested against.
 package gemm
 
 import (
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 )
+
+// active is the kernel set Sgemm uses: the best this machine runs, chosen at
+// start-up. Tests switch it with useKernels.
+var active = bestSet()
+
+func bestSet() *kernelSet {
+	if s := archSets(); len(s) > 0 {
+		return s[0]
+	}
+	return goSet
+}
+
+// kernelSets lists every kernel set this machine can run, best first; the
+// portable Go set is always last.
+func kernelSets() []*kernelSet { return append(archSets(), goSet) }
+
+// useKernels makes Sgemm use the named kernel set ("avx512", "avx2" or
+// "go") and returns a function restoring the previous one. It reports false
+// if this machine cannot run that set. Not safe to call concurrently with
+// Sgemm; it exists for tests and benchmarks.
+func useKernels(name string) (restore func(), ok bool) {
+	prev := active
+	for _, s := range kernelSets() {
+		if s.name == name {
+			active = s
+			return func() { active = prev }, true
+		}
+	}
+	return func() {}, false
+}
+
+// parMinFlops is the smallest problem (2·m·n·k) split across goroutines.
+// Starting a goroutine on an idle core costs tens of microseconds on the
+// machines we measured (mostly the OS waking the idle CPU), so smaller
+// problems run on the calling goroutine.
+const parMinFlops = 16 << 20
 
 // Sgemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices,
 // where op(X) is X or its transpose. op(A) is m×k, op(B) is k×n and C is
 // m×n; lda, ldb and ldc are the row strides of A, B and C as stored.
-// threads bounds the number of goroutines the kernel may use: 1 computes on
-// the calling goroutine, 0 or less means as many as the machine has cores.
+// When beta == 0, C is overwritten without being read (NaNs in C do not
+// propagate); when alpha == 0 or k == 0, A and B are not read.
+//
+// threads bounds the number of goroutines the kernel may compute on: 1
+// computes on the calling goroutine, 0 or less means runtime.GOMAXPROCS, and
+// n > 1 at most n (and at most GOMAXPROCS). Small problems always run on the
+// calling goroutine. Every goroutine Sgemm starts has finished when it
+// returns.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, threads int) {
+	checkArgs(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	if m == 0 || n == 0 {
 		return
 	}
-	ta, tb := blas.NoTrans, blas.NoTrans
-	ar, ac := m, k
-	if transA {
-		ta, ar, ac = blas.Trans, k, m
+	if k == 0 || alpha == 0 {
+		scaleC(m, n, beta, c, ldc)
+		return
 	}
-	br, bc := k, n
-	if transB {
-		tb, br, bc = blas.Trans, n, k
+	ks := active
+	if threads != 1 && 2*int64(m)*int64(n)*int64(k) >= parMinFlops {
+		// (runtime.GOMAXPROCS takes a global lock: not for small calls.)
+		t := threads
+		if procs := runtime.GOMAXPROCS(0); t <= 0 || t > procs {
+			t = procs
+		}
+		if t > 1 {
+			sgemmParallel(ks, problem{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc}, t)
+			return
+		}
 	}
-	if k == 0 {
-		for i := 0; i < m; i++ {
-			row := c[i*ldc : i*ldc+n]
+	p := problem{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc}
+	ws := getWorkspace()
+	ks.run(&p, 0, m, 0, n, ws)
+	putWorkspace(ws)
+}
+
+// checkArgs panics if the dimensions, strides or slice lengths are
+// inconsistent.
+func checkArgs(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
+	}
+	check := func(name string, rows, cols int, x []float32, ld int) {
+		if ld < max(1, cols) {
+			panic(fmt.Sprintf("gemm: ld%s=%d < %d columns of %s", name, ld, cols, name))
+		}
+		if rows > 0 && cols > 0 && len(x) < (rows-1)*ld+cols {
+			panic(fmt.Sprintf("gemm: len(%s)=%d < %d for %d×%d with stride %d", name, len(x), (rows-1)*ld+cols, rows, cols, ld))
+		}
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	if k > 0 {
+		if transA {
+			check("a", k, m, a, lda)
+		} else {
+			check("a", m, k, a, lda)
+		}
+		if transB {
+			check("b", n, k, b, ldb)
+		} else {
+			check("b", k, n, b, ldb)
+		}
+	}
+	check("c", m, n, c, ldc)
+}
+
+// scaleC sets C = beta*C, writing zeros when beta == 0.
+func scaleC(m, n int, beta float32, c []float32, ldc int) {
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+		} else if beta != 1 {
 			for j := range row {
 				row[j] *= beta
 			}
 		}
+	}
+}
+
+// parJob is one parallel Sgemm: C is cut into ntask blocks of whole rows
+// (or whole columns), handed out through next. Jobs are pooled so a call
+// does not allocate.
+type parJob struct {
+	p      problem
+	ks     *kernelSet
+	splitN bool // blocks are column ranges of C; otherwise row ranges
+	chunk  int  // rows or columns per block
+	ntask  int
+	next   atomic.Int64 // next block to compute
+	slots  atomic.Int64 // goroutines still allowed to compute
+	wg     sync.WaitGroup
+	helper func() // j.helperMain, bound once
+}
+
+// jobPool recycles parJobs. Each holds its helper method value, made once,
+// so that "go helper()" starts a goroutine without allocating a closure.
+var jobPool = sync.Pool{New: func() any {
+	j := new(parJob)
+	j.helper = j.helperMain
+	return j
+}}
+
+// helperMain is the body of a goroutine started by sgemmParallel.
+func (j *parJob) helperMain() {
+	j.work()
+	j.wg.Done()
+}
+
+// work computes blocks until none is left, if a compute slot is free.
+func (j *parJob) work() {
+	if j.slots.Add(-1) < 0 {
 		return
 	}
-	blas32.Gemm(ta, tb, alpha,
-		blas32.General{Rows: ar, Cols: ac, Stride: lda, Data: a[:(ar-1)*lda+ac]},
-		blas32.General{Rows: br, Cols: bc, Stride: ldb, Data: b[:(br-1)*ldb+bc]},
-		beta,
-		blas32.General{Rows: m, Cols: n, Stride: ldc, Data: c[:(m-1)*ldc+n]})
+	ws := getWorkspace()
+	dim := j.p.m
+	if j.splitN {
+		dim = j.p.n
+	}
+	for {
+		t := int(j.next.Add(1)) - 1
+		if t >= j.ntask {
+			break
+		}
+		lo := t * j.chunk
+		hi := min(lo+j.chunk, dim)
+		if j.splitN {
+			j.ks.run(&j.p, 0, j.p.m, lo, hi, ws)
+		} else {
+			j.ks.run(&j.p, lo, hi, 0, j.p.n, ws)
+		}
+	}
+	putWorkspace(ws)
+}
+
+// sgemmParallel computes p on the calling goroutine and up to t-1 others.
+// Blocks are column ranges of C when n is wide enough (each goroutine then
+// packs only its own columns of B and reads A in place, so nothing is done
+// twice), row ranges otherwise. There are a few blocks per goroutine, handed
+// out dynamically, so a goroutine that starts late does less.
+func sgemmParallel(ks *kernelSet, p problem, t int) {
+	j := jobPool.Get().(*parJob)
+	j.p, j.ks = p, ks
+	j.splitN = p.n >= 2*t*ks.nr
+	dim, unit := p.m, ks.mr
+	if j.splitN {
+		dim, unit = p.n, ks.nr
+	} else if ks.useTransposed(&p) {
+		unit = ks.nr // rows of C are the kernel's columns
+	}
+	units := (dim + unit - 1) / unit
+	ntask := min(units, 4*t)
+	per := (units + ntask - 1) / ntask
+	j.chunk = per * unit
+	j.ntask = (dim + j.chunk - 1) / j.chunk
+	if j.ntask < 2 {
+		ws := getWorkspace()
+		ks.run(&j.p, 0, p.m, 0, p.n, ws)
+		putWorkspace(ws)
+	} else {
+		t = min(t, j.ntask)
+		j.next.Store(0)
+		j.slots.Store(int64(t))
+		// t-1 helpers, plus one that only matters if another is late: the
+		// runtime keeps the newest goroutine in this P's run-next slot,
+		// which idle Ps do not steal from for a long while; starting one
+		// more moves the real helpers to the stealable run queue.
+		helpers := t
+		j.wg.Add(helpers)
+		for i := 0; i < helpers; i++ {
+			helper := j.helper
+			go helper()
+		}
+		j.work()
+		j.wg.Wait()
+	}
+	j.p = problem{}
+	j.ks = nil
+	jobPool.Put(j)
 }

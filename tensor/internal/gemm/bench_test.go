@@ -1,0 +1,113 @@
+package gemm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+)
+
+// Benchmarks report GFLOP/s (2·m·n·k per call). By default they use the
+// best kernel set; GONOX_GEMM_KERNELS=avx2 (or go) selects another.
+//
+//	go test -run '^$' -bench 'Sgemm' ./tensor/internal/gemm/
+
+type benchShape struct {
+	name    string
+	ta, tb  bool
+	m, n, k int
+}
+
+// benchShapes: the two large targets, then for each MLP layer X(m×k)·W(k×n)
+// the three products of a training step: forward X·W (NN), input gradient
+// dY·Wᵀ (NT: m×k from m×n and k×n) and weight gradient Xᵀ·dY (TN: k×n from
+// m×k and m×n).
+func benchShapes() []benchShape {
+	s := []benchShape{
+		{"1024x1024x1024", false, false, 1024, 1024, 1024},
+		{"(1024x4096)@(4096x256)", false, false, 1024, 256, 4096},
+	}
+	type layer struct{ m, k, n int }
+	var layers []layer
+	for _, m := range []int{16, 1024} {
+		for _, kn := range [][2]int{{32, 128}, {128, 256}, {256, 128}, {128, 4}} {
+			layers = append(layers, layer{m, kn[0], kn[1]})
+		}
+	}
+	for _, kn := range [][2]int{{784, 1024}, {1024, 1024}, {1024, 10}} {
+		layers = append(layers, layer{256, kn[0], kn[1]})
+	}
+	for _, l := range layers {
+		s = append(s,
+			benchShape{fmt.Sprintf("mlp_m%d_k%d_n%d/fwd_NN", l.m, l.k, l.n), false, false, l.m, l.n, l.k},
+			benchShape{fmt.Sprintf("mlp_m%d_k%d_n%d/dX_NT", l.m, l.k, l.n), false, true, l.m, l.k, l.n},
+			benchShape{fmt.Sprintf("mlp_m%d_k%d_n%d/dW_TN", l.m, l.k, l.n), true, false, l.k, l.n, l.m},
+		)
+	}
+	return s
+}
+
+func benchOperands(s benchShape) (a, b, c []float32, lda, ldb int) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	fill := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = rng.Float32() - 0.5
+		}
+		return x
+	}
+	lda, ldb = s.k, s.n
+	if s.ta {
+		lda = s.m
+	}
+	if s.tb {
+		ldb = s.k
+	}
+	return fill(s.m * s.k), fill(s.k * s.n), fill(s.m * s.n), lda, ldb
+}
+
+func benchKernels(b *testing.B) {
+	if name := os.Getenv("GONOX_GEMM_KERNELS"); name != "" {
+		restore, ok := useKernels(name)
+		if !ok {
+			b.Skipf("kernel set %q not available", name)
+		}
+		b.Cleanup(restore)
+	}
+}
+
+func BenchmarkSgemm(b *testing.B) {
+	benchKernels(b)
+	for _, s := range benchShapes() {
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/threads=%d", s.name, threads), func(b *testing.B) {
+				a, bb, c, lda, ldb := benchOperands(s)
+				b.ReportAllocs()
+				for b.Loop() {
+					Sgemm(s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n, threads)
+				}
+				b.ReportMetric(2*float64(s.m)*float64(s.n)*float64(s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkGonum is the previous kernel (gonum blas32), for comparison.
+func BenchmarkGonum(b *testing.B) {
+	for _, s := range benchShapes()[:1] {
+		b.Run(s.name, func(b *testing.B) {
+			a, bb, c, lda, ldb := benchOperands(s)
+			ta, tb := blas.NoTrans, blas.NoTrans
+			for b.Loop() {
+				blas32.Gemm(ta, tb, 1,
+					blas32.General{Rows: s.m, Cols: s.k, Stride: lda, Data: a},
+					blas32.General{Rows: s.k, Cols: s.n, Stride: ldb, Data: bb},
+					0, blas32.General{Rows: s.m, Cols: s.n, Stride: s.n, Data: c})
+			}
+			b.ReportMetric(2*float64(s.m)*float64(s.n)*float64(s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

@@ -1,0 +1,366 @@
+package gemm
+
+import (
+	"sync"
+	"unsafe"
+)
+
+// kernFn is the micro-kernel signature shared by the assembly and Go
+// kernels. It computes one mr×nr tile of C, where mr is fixed by the
+// function and nr is at most its width:
+//
+//	C[i*ldc+j] = alpha * Σ_{p<k} A(i,p)·b[p*bs+j] + beta*C[i*ldc+j]
+//
+// C is not read when beta == 0. The kernel reads its full width of b in every
+// row, so b must hold that many readable columns (zero padding of a packed
+// strip, or real columns of B past nr). A(i,p) is a[i+p*as] for the
+// column-contiguous flavour (flavC) and a[i*as+p] for the row-contiguous one
+// (flavR). All strides are in elements. k ≥ 1.
+type kernFn func(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+// A operand flavours: how the kernel walks A.
+const (
+	flavC = 0 // A(i,p) = a[i + p*as]: op(A) = Aᵀ as stored, or a packed panel
+	flavR = 1 // A(i,p) = a[i*as + p]: op(A) = A as stored
+)
+
+// kernelSet is one implementation of the micro-kernel layer with its
+// blocking parameters.
+type kernelSet struct {
+	name       string
+	mr         int            // rows of the largest kernel
+	nr         int            // columns of a wide kernel
+	nrHalf     int            // columns of a narrow kernel (== nr if there is one width)
+	kern       [2][2][]kernFn // kern[flavour][wide][mr], mr in 1..mr
+	kc, nc     int            // k block (A strip and B block depth), n block (B block width)
+	directMaxM int            // use B in place (no packing) when op(B) = B and a call covers at most this many rows of C
+	transpose  transposeFunc  // packs transposed B strips
+}
+
+// transposeFunc stores dst[j*ldd+i] = src[i*lds+j] for i < rows, j < cols.
+type transposeFunc func(dst []float32, ldd int, src []float32, lds int, rows, cols int)
+
+// problem is one Sgemm call, shared read-only by the goroutines that
+// compute it.
+type problem struct {
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    float32
+	a, b, c        []float32
+	lda, ldb, ldc  int
+}
+
+// workspace holds one goroutine's packing buffers. Buffers are aligned to 64
+// bytes and reused through wsPool, so steady-state calls do not allocate.
+type workspace struct {
+	b    []float32 // packed B block, or the packed edge strip when B is used in place
+	tile []float32 // one tile of Cᵀ (runTransposed)
+}
+
+var wsPool = sync.Pool{New: func() any { return new(workspace) }}
+
+func getWorkspace() *workspace  { return wsPool.Get().(*workspace) }
+func putWorkspace(w *workspace) { wsPool.Put(w) }
+
+// bufB returns a buffer of at least n floats, aligned to 64 bytes.
+func (w *workspace) bufB(n int) []float32 {
+	if cap(w.b) < n {
+		w.b = alignedFloats(n)
+	}
+	return w.b[:n]
+}
+
+// bufTile returns the buffer for one transposed tile of C.
+func (w *workspace) bufTile(n int) []float32 {
+	if cap(w.tile) < n {
+		w.tile = alignedFloats(n)
+	}
+	return w.tile[:n]
+}
+
+// alignedFloats returns a zeroed slice of n floats starting on a 64-byte
+// boundary.
+func alignedFloats(n int) []float32 {
+	buf := make([]float32, n+16)
+	off := 0
+	if r := uintptr(unsafe.Pointer(&buf[0])) % 64; r != 0 {
+		off = int(64-r) / 4
+	}
+	return buf[off : off+n : off+n]
+}
+
+// run computes rows [i0,i1) and columns [j0,j1) of C on the calling
+// goroutine: the blocked GotoBLAS/BLIS loop nest around the micro-kernel.
+//
+//	for pc over k by kc:            beta applies to the first k block only
+//	  for jc over [j0,j1) by nc:    B block kc×nc packed into strips of nr columns (L2)
+//	    for ir over [i0,i1) by mr:  A strip mr×kc read in place (stays in L1)
+//	      for jr over nc by nr:     micro-kernel on one mr×nr tile of C
+func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
+	// Choices of method depend on the whole problem, not on the block, so
+	// that every element of C is computed the same way (bit for bit) however
+	// C is split across goroutines.
+	if ks.useTransposed(p) {
+		ks.runTransposed(p, i0, i1, j0, j1, ws)
+		return
+	}
+	MR, NR, KC, NC := ks.mr, ks.nr, ks.kc, ks.nc
+	fl := flavR
+	if p.transA {
+		fl = flavC
+	}
+	kern := &ks.kern[fl]
+	direct := !p.transB && p.m <= ks.directMaxM
+	if p.transB && p.m <= ks.directMaxM {
+		// Few rows of C use each packed strip of Bᵀ: pack one strip at a
+		// time, so it is still in L1 when the kernels read it.
+		NC = NR
+	}
+	for pc := 0; pc < p.k; pc += KC {
+		kc := min(KC, p.k-pc)
+		beta := p.beta
+		if pc > 0 {
+			beta = 1
+		}
+		for jc := j0; jc < j1; jc += NC {
+			nc := min(NC, j1-jc)
+			var packed []float32
+			kin := kc // rows of the last strip read in place (direct mode)
+			if direct {
+				// The last strip may be narrower than its kernel, which then
+				// reads columns past n. That is harmless (those lanes are
+				// never stored) as long as the reads stay inside b, which
+				// fails only for the last row or few of B: only those rows
+				// are packed, and the strip takes two kernel calls.
+				last := (nc - 1) / NR * NR
+				w := ks.width(nc - last)
+				col := jc + last
+				if avail := len(p.b) - col - w; avail < 0 {
+					kin = 0
+				} else {
+					kin = min(kc, max(0, avail/p.ldb+1-pc))
+				}
+				if kin < kc {
+					packed = ws.bufB((kc - kin) * w)
+					packRows(packed, w, p.b[(pc+kin)*p.ldb+col:], p.ldb, kc-kin, min(w, p.n-col))
+				}
+			} else {
+				packed = ws.bufB(kc * ((nc + NR - 1) / NR * NR))
+				for jr := 0; jr < nc; jr += NR {
+					nr := min(NR, nc-jr)
+					ks.packB(packed[jr*kc:], ks.width(nr), p, pc, kc, jc+jr, nr)
+				}
+			}
+			for ir, mr := i0, 0; ir < i1; ir += mr {
+				mr = tileRows(MR, i1-ir)
+				var ap *float32
+				as := p.lda
+				if p.transA {
+					ap = &p.a[pc*p.lda+ir]
+				} else {
+					ap = &p.a[ir*p.lda+pc]
+				}
+				for jr := 0; jr < nc; jr += NR {
+					nr := min(NR, nc-jr)
+					wide := 0
+					if nr > ks.nrHalf {
+						wide = 1
+					}
+					cp := &p.c[ir*p.ldc+jc+jr]
+					switch {
+					case !direct:
+						kern[wide][mr](kc, ap, as, &packed[jr*kc], ks.width(nr), cp, p.ldc, p.alpha, beta, nr)
+					case jr+NR < nc || kin == kc:
+						kern[wide][mr](kc, ap, as, &p.b[pc*p.ldb+jc+jr], p.ldb, cp, p.ldc, p.alpha, beta, nr)
+					default:
+						// Last strip: kin rows in place, the rest packed.
+						b2 := beta
+						if kin > 0 {
+							kern[wide][mr](kin, ap, as, &p.b[pc*p.ldb+jc+jr], p.ldb, cp, p.ldc, p.alpha, beta, nr)
+							b2 = 1
+						}
+						var ap2 *float32
+						if p.transA {
+							ap2 = &p.a[(pc+kin)*p.lda+ir]
+						} else {
+							ap2 = &p.a[ir*p.lda+pc+kin]
+						}
+						kern[wide][mr](kc-kin, ap2, as, &packed[0], ks.width(nr), cp, p.ldc, p.alpha, b2, nr)
+					}
+				}
+			}
+		}
+	}
+}
+
+// useTransposed reports whether to compute C as its transpose (see
+// runTransposed), for a C too narrow to fill the kernel's vectors. With
+// op(A) = Aᵀ the transposed problem reads everything in place and wins up to
+// n = MR; with op(A) = A its vector operand must be transposed into strips,
+// which pays only when the plain kernel would waste most of its lanes
+// (n ≤ 5/8 of the narrow width: 10 of 16 on AVX-512).
+func (ks *kernelSet) useTransposed(p *problem) bool {
+	if p.n > ks.mr || p.n >= ks.nrHalf || p.m < 2*ks.nrHalf {
+		return false
+	}
+	return p.transA || 8*p.n <= 5*ks.nrHalf
+}
+
+// runTransposed computes rows [i0,i1) and columns [j0,j1) of C through
+// Cᵀ = op(B)ᵀ·op(A)ᵀ: the kernel's vectors span rows of C and its
+// broadcasts walk op(B)ᵀ (columns of C, read in place), so a narrow C (a
+// classifier's 4 or 10 outputs) uses whole vectors instead of a few lanes.
+// The vector operand op(A)ᵀ is A as stored when op(A) = Aᵀ (read in place)
+// and is otherwise transposed into strips. Each tile of Cᵀ goes through a
+// small buffer and is added to C transposed.
+func (ks *kernelSet) runTransposed(p *problem, i0, i1, j0, j1 int, ws *workspace) {
+	MR, NR, KC := ks.mr, ks.nr, ks.kc
+	// A' = op(B)ᵀ, n×k: A'(r,q) = op(B)(q,r).
+	fl := flavC // b[q*ldb + r]
+	if p.transB {
+		fl = flavR // b[r*ldb + q]
+	}
+	kern := &ks.kern[fl]
+	tile := ws.bufTile(MR * NR)
+	for pc := 0; pc < p.k; pc += KC {
+		kc := min(KC, p.k-pc)
+		beta := p.beta
+		if pc > 0 {
+			beta = 1
+		}
+		// B' = op(A)ᵀ = A as stored, k×m: B'(q,i) = a[q*lda + i].
+		for ir := i0; ir < i1; ir += NR {
+			nr := min(NR, i1-ir)
+			w := ks.width(nr)
+			var bp *float32
+			bs := p.lda
+			switch {
+			case !p.transA:
+				// op(A)ᵀ(q,i) = a[i*lda + q]: transpose nr rows of A.
+				packed := ws.bufB(kc * w)
+				ks.transpose(packed, w, p.a[ir*p.lda+pc:], p.lda, nr, kc)
+				if nr < w {
+					for q := 0; q < kc; q++ {
+						clear(packed[q*w+nr : q*w+w])
+					}
+				}
+				bp, bs = &packed[0], w
+			case ir+w > p.m:
+				packed := ws.bufB(kc * w)
+				packRows(packed, w, p.a[pc*p.lda+ir:], p.lda, kc, nr)
+				bp, bs = &packed[0], w
+			default:
+				bp = &p.a[pc*p.lda+ir]
+			}
+			wide := 0
+			if nr > ks.nrHalf {
+				wide = 1
+			}
+			for jr, mr := j0, 0; jr < j1; jr += mr {
+				mr = tileRows(MR, j1-jr)
+				var ap *float32
+				if p.transB {
+					ap = &p.b[jr*p.ldb+pc]
+				} else {
+					ap = &p.b[pc*p.ldb+jr]
+				}
+				kern[wide][mr](kc, ap, p.ldb, bp, bs, &tile[0], NR, p.alpha, 0, nr)
+				// C[ir+i][jr+j] = tile[j][i] + beta*C[ir+i][jr+j]
+				for i := 0; i < nr; i++ {
+					row := p.c[(ir+i)*p.ldc+jr : (ir+i)*p.ldc+jr+mr]
+					if beta == 0 {
+						for j := range row {
+							row[j] = tile[j*NR+i]
+						}
+					} else {
+						for j := range row {
+							row[j] = tile[j*NR+i] + beta*row[j]
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// tileRows is the height of the next row tile when rem rows are left: full
+// tiles, except that a remainder between one and two tiles is split into two
+// near-equal tiles (16 rows as 8+8 rather than 12+4), since a short tile has
+// too few independent accumulators to hide the FMA latency.
+func tileRows(MR, rem int) int {
+	if rem <= MR {
+		return rem
+	}
+	if rem < 2*MR {
+		return (rem + 1) / 2
+	}
+	return MR
+}
+
+// width is the number of B columns the kernel for an nr-column tile reads.
+func (ks *kernelSet) width(nr int) int {
+	if nr <= ks.nrHalf {
+		return ks.nrHalf
+	}
+	return ks.nr
+}
+
+// packB copies op(B)[pc:pc+kc, j:j+nr] into dst as kc rows of w floats,
+// zero-filling columns nr..w-1.
+func (ks *kernelSet) packB(dst []float32, w int, p *problem, pc, kc, j, nr int) {
+	dst = dst[:kc*w]
+	if p.transB {
+		// op(B)(q, j) = b[j*ldb + q]: a transpose of nr rows of b.
+		ks.transpose(dst, w, p.b[j*p.ldb+pc:], p.ldb, nr, kc)
+		if nr < w {
+			for q := 0; q < kc; q++ {
+				clear(dst[q*w+nr : q*w+w])
+			}
+		}
+		return
+	}
+	packRows(dst, w, p.b[pc*p.ldb+j:], p.ldb, kc, nr)
+}
+
+// packRows copies src[q*ld : q*ld+nr] to dst[q*w : q*w+nr] for q < kc and
+// zero-fills columns nr..w-1.
+func packRows(dst []float32, w int, src []float32, ld, kc, nr int) {
+	dst = dst[:kc*w]
+	if nr == w {
+		for q := 0; q < kc; q++ {
+			copy(dst[q*w:q*w+w], src[q*ld:])
+		}
+		return
+	}
+	// An edge strip: rows are short, so clear once and copy element by
+	// element rather than calling copy and clear for every row.
+	clear(dst)
+	for q := 0; q < kc; q++ {
+		d := dst[q*w : q*w+nr]
+		for c, v := range src[q*ld : q*ld+nr] {
+			d[c] = v
+		}
+	}
+}
+
+// transposeGo is the portable transposeFunc.
+func transposeGo(dst []float32, ldd int, src []float32, lds int, rows, cols int) {
+	// 4×4 blocks keep four source rows streaming and write whole groups.
+	i := 0
+	for ; i+4 <= rows; i += 4 {
+		s0 := src[i*lds : i*lds+cols]
+		s1 := src[(i+1)*lds : (i+1)*lds+cols]
+		s2 := src[(i+2)*lds : (i+2)*lds+cols]
+		s3 := src[(i+3)*lds : (i+3)*lds+cols]
+		for j := range s0 {
+			d := dst[j*ldd+i : j*ldd+i+4 : j*ldd+i+4]
+			d[0], d[1], d[2], d[3] = s0[j], s1[j], s2[j], s3[j]
+		}
+	}
+	for ; i < rows; i++ {
+		s := src[i*lds : i*lds+cols]
+		for j, v := range s {
+			dst[j*ldd+i] = v
+		}
+	}
+}

@@ -1,0 +1,527 @@
+package gemm
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+)
+
+// forEachSet runs f with Sgemm forced onto every kernel set this machine can
+// run (on an AVX-512 machine: avx512, avx2 and go).
+func forEachSet(t *testing.T, f func(t *testing.T)) {
+	for _, s := range kernelSets() {
+		t.Run(s.name, func(t *testing.T) {
+			restore, ok := useKernels(s.name)
+			require.True(t, ok)
+			defer restore()
+			f(t)
+		})
+	}
+}
+
+func TestKernelSetsAvailable(t *testing.T) {
+	names := []string{}
+	for _, s := range kernelSets() {
+		names = append(names, s.name)
+	}
+	t.Logf("kernel sets on this machine: %v (default %s)", names, active.name)
+	require.Equal(t, "go", names[len(names)-1])
+	require.Equal(t, names[0], active.name)
+	_, ok := useKernels("nope")
+	require.False(t, ok)
+}
+
+// gemmCase is one call of Sgemm with its operands.
+type gemmCase struct {
+	ta, tb        bool
+	m, n, k       int
+	lda, ldb, ldc int
+	alpha, beta   float32
+	a, b, c       []float32
+}
+
+func (g gemmCase) String() string {
+	return fmt.Sprintf("ta=%v tb=%v m=%d n=%d k=%d lda=%d ldb=%d ldc=%d alpha=%g beta=%g",
+		g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.alpha, g.beta)
+}
+
+// newCase builds random operands; pad adds that many extra columns to each
+// stride.
+func newCase(rng *rand.Rand, ta, tb bool, m, n, k, pad int, alpha, beta float32) gemmCase {
+	g := gemmCase{ta: ta, tb: tb, m: m, n: n, k: k, alpha: alpha, beta: beta}
+	ar, ac := m, k
+	if ta {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if tb {
+		br, bc = n, k
+	}
+	g.lda, g.ldb, g.ldc = max(1, ac)+pad, max(1, bc)+pad, max(1, n)+pad
+	// Padding past the columns of A and B holds NaN: kernels may read it
+	// (into vector lanes that are never stored) but it must never reach C.
+	fill := func(rows, cols, ld int) []float32 {
+		x := make([]float32, rows*ld)
+		for i := range x {
+			if i%ld < cols {
+				x[i] = rng.Float32()*2 - 1
+			} else {
+				x[i] = float32(math.NaN())
+			}
+		}
+		return x
+	}
+	g.a, g.b = fill(ar, ac, g.lda), fill(br, bc, g.ldb)
+	g.c = fill(m, g.ldc, g.ldc) // padding of C is checked to stay untouched
+	return g
+}
+
+// naive returns the exact (float64) result of the call and, per element of
+// C, the bound on float32 rounding error: (k+2)·2⁻²⁴·(|alpha|·Σ|a||b| + |beta·c|),
+// the classic bound for a k-term dot product in float32.
+func (g *gemmCase) naive() (want, tol []float64) {
+	// op(A) row-major (m×k) and op(B) column-major (n×k), in float64.
+	opA := make([]float64, g.m*g.k)
+	opB := make([]float64, g.n*g.k)
+	for p := 0; p < g.k; p++ {
+		for i := 0; i < g.m; i++ {
+			if g.ta {
+				opA[i*g.k+p] = float64(g.a[p*g.lda+i])
+			} else {
+				opA[i*g.k+p] = float64(g.a[i*g.lda+p])
+			}
+		}
+		for j := 0; j < g.n; j++ {
+			if g.tb {
+				opB[j*g.k+p] = float64(g.b[j*g.ldb+p])
+			} else {
+				opB[j*g.k+p] = float64(g.b[p*g.ldb+j])
+			}
+		}
+	}
+	want = make([]float64, g.m*g.n)
+	tol = make([]float64, g.m*g.n)
+	u := math.Ldexp(1, -24) * float64(g.k+2)
+	alpha, beta := float64(g.alpha), float64(g.beta)
+	for i := 0; i < g.m; i++ {
+		ai := opA[i*g.k : i*g.k+g.k]
+		for j := 0; j < g.n; j++ {
+			bj := opB[j*g.k : j*g.k+g.k]
+			var s, sa float64
+			for p, x := range ai {
+				x *= bj[p]
+				s += x
+				sa += math.Abs(x)
+			}
+			w := alpha * s
+			e := math.Abs(alpha) * sa
+			if g.beta != 0 {
+				c := float64(g.c[i*g.ldc+j])
+				w += beta * c
+				e += math.Abs(beta * c)
+			}
+			want[i*g.n+j] = w
+			tol[i*g.n+j] = u*e + 1e-30
+		}
+	}
+	return want, tol
+}
+
+// gonum computes the call with gonum's blas32 into a copy of C.
+func (g gemmCase) gonum() []float32 {
+	c := append([]float32(nil), g.c...)
+	if g.m == 0 || g.n == 0 {
+		return c
+	}
+	if g.k == 0 {
+		for i := 0; i < g.m; i++ {
+			for j := 0; j < g.n; j++ {
+				if g.beta == 0 {
+					c[i*g.ldc+j] = 0
+				} else {
+					c[i*g.ldc+j] *= g.beta
+				}
+			}
+		}
+		return c
+	}
+	ta, tb := blas.NoTrans, blas.NoTrans
+	ar, ac := g.m, g.k
+	if g.ta {
+		ta, ar, ac = blas.Trans, g.k, g.m
+	}
+	br, bc := g.k, g.n
+	if g.tb {
+		tb, br, bc = blas.Trans, g.n, g.k
+	}
+	blas32.Gemm(ta, tb, g.alpha,
+		blas32.General{Rows: ar, Cols: ac, Stride: g.lda, Data: g.a},
+		blas32.General{Rows: br, Cols: bc, Stride: g.ldb, Data: g.b},
+		g.beta,
+		blas32.General{Rows: g.m, Cols: g.n, Stride: g.ldc, Data: c})
+	return c
+}
+
+// check runs Sgemm with the given thread budget and compares the result to
+// the float64 reference (within the float32 bound), to gonum (within twice
+// it), and checks that the padding of C is untouched.
+func (g gemmCase) check(t *testing.T, threads int) []float32 {
+	t.Helper()
+	want, tol := g.naive()
+	ref := g.gonum()
+	c := append([]float32(nil), g.c...)
+	Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc, threads)
+	for i := 0; i < g.m; i++ {
+		for j := 0; j < g.ldc; j++ {
+			got := c[i*g.ldc+j]
+			if j >= g.n {
+				if math.Float32bits(got) != math.Float32bits(g.c[i*g.ldc+j]) {
+					t.Fatalf("%v threads=%d: padding C[%d,%d] changed: %g -> %g", g, threads, i, j, g.c[i*g.ldc+j], got)
+				}
+				continue
+			}
+			w, e := want[i*g.n+j], tol[i*g.n+j]
+			if d := math.Abs(float64(got) - w); !(d <= e) {
+				t.Fatalf("%v threads=%d: C[%d,%d] = %g, want %g (error %g > bound %g)", g, threads, i, j, got, w, d, e)
+			}
+			if d := math.Abs(float64(got) - float64(ref[i*g.ldc+j])); !(d <= 2*e) {
+				t.Fatalf("%v threads=%d: C[%d,%d] = %g, gonum %g (difference %g > %g)", g, threads, i, j, got, ref[i*g.ldc+j], d, 2*e)
+			}
+		}
+	}
+	return c
+}
+
+var edgeSizes = []int{1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257}
+
+func TestSgemmEdgeSizes(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		sizes := edgeSizes
+		if testing.Short() {
+			sizes = []int{1, 2, 3, 7, 16, 17, 31, 33, 65, 129}
+		}
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			for _, m := range sizes {
+				// every m against a few n and k, and every n and k against a few m
+				n := sizes[rng.IntN(len(sizes))]
+				k := sizes[rng.IntN(len(sizes))]
+				newCase(rng, tr[0], tr[1], m, n, k, 0, 1, 0).check(t, 1)
+				newCase(rng, tr[0], tr[1], n, m, k, 0, 1, 0).check(t, 1)
+				newCase(rng, tr[0], tr[1], k, n, m, 0, 1, 0).check(t, 1)
+			}
+		}
+	})
+}
+
+func TestSgemmRandomShapes(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(3, 4))
+		iters := 300
+		if testing.Short() {
+			iters = 60
+		}
+		alphas := []float32{1, -1, 0.5, 2.25}
+		betas := []float32{0, 1, -0.75, 3}
+		for it := 0; it < iters; it++ {
+			dim := func() int {
+				if rng.IntN(3) == 0 {
+					return edgeSizes[rng.IntN(len(edgeSizes))]
+				}
+				return 1 + rng.IntN(80)
+			}
+			g := newCase(rng, rng.IntN(2) == 0, rng.IntN(2) == 0, dim(), dim(), dim(), rng.IntN(3)*rng.IntN(9),
+				alphas[rng.IntN(len(alphas))], betas[rng.IntN(len(betas))])
+			g.check(t, 1)
+		}
+	})
+}
+
+// TestSgemmBlocking crosses the k and n block sizes (several k blocks, so beta
+// must apply only to the first) and the direct/packed B threshold.
+func TestSgemmBlocking(t *testing.T) {
+	if raceEnabled && testing.Short() {
+		t.Skip("single-goroutine and slow under -race; runs without it")
+	}
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		s := active
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			for _, sh := range [][3]int{
+				{s.directMaxM, s.nc + 3*s.nr + 5, s.kc + 1},
+				{s.directMaxM + 1, s.nc + 1, 2*s.kc + 3},
+				{2*s.mr + 1, 2*s.nc - 1, 3 * s.kc},
+				{3, 2*s.nc + s.nr/2 + 1, s.kc - 1},
+			} {
+				for _, beta := range []float32{0, 0.5} {
+					if testing.Short() && rng.IntN(2) == 0 {
+						continue
+					}
+					newCase(rng, tr[0], tr[1], sh[0], sh[1], sh[2], 3, 1.5, beta).check(t, 1)
+				}
+			}
+		}
+	})
+}
+
+// TestSgemmNarrowTransposed covers runTransposed: a C narrower than the
+// kernel's vectors, computed as Cᵀ.
+func TestSgemmNarrowTransposed(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(23, 24))
+		s := active
+		used := 0
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			for n := 1; n <= s.mr; n++ {
+				for _, m := range []int{2 * s.nrHalf, 2*s.nrHalf + 1, 63, 100} {
+					for _, k := range []int{1, 17, s.kc + 5} {
+						g := newCase(rng, tr[0], tr[1], m, n, k, rng.IntN(2)*3, 1.25, []float32{0, 0.5}[rng.IntN(2)])
+						if s.useTransposed(&problem{transA: tr[0], transB: tr[1], m: m, n: n, k: k}) {
+							used++
+						}
+						g.check(t, 1)
+					}
+				}
+			}
+		}
+		require.Positive(t, used, "no shape took the transposed path")
+		require.True(t, s.useTransposed(&problem{transA: false, m: 100, n: 1}))
+		require.True(t, s.useTransposed(&problem{transA: true, m: 100, n: 1}))
+		require.False(t, s.useTransposed(&problem{transA: true, m: 100, n: s.nrHalf}))
+	})
+}
+
+func TestSgemmStridesAndScalars(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(7, 8))
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			for _, pad := range []int{1, 5, 37} {
+				for _, ab := range [][2]float32{{1, 0}, {1, 1}, {-2, 0.5}, {0.25, -1}, {0, 2}, {0, 0}} {
+					newCase(rng, tr[0], tr[1], 29, 47, 35, pad, ab[0], ab[1]).check(t, 1)
+				}
+			}
+		}
+	})
+}
+
+// TestSgemmBetaZeroOverwritesNaN: beta == 0 must overwrite C without reading
+// it, for every tile shape, also when k == 0 or alpha == 0.
+func TestSgemmBetaZeroOverwritesNaN(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(9, 10))
+		nan := float32(math.NaN())
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			for _, sh := range [][3]int{{1, 1, 1}, {13, 33, 5}, {12, 32, 300}, {16, 17, 3}, {5, 7, 0}, {70, 90, 40}} {
+				for _, alpha := range []float32{1, 0} {
+					g := newCase(rng, tr[0], tr[1], sh[0], sh[1], sh[2], 2, alpha, 0)
+					c := append([]float32(nil), g.c...)
+					for i := 0; i < g.m; i++ {
+						for j := 0; j < g.n; j++ {
+							c[i*g.ldc+j] = nan
+						}
+					}
+					g.c = c
+					out := g.check(t, 1)
+					for i := 0; i < g.m; i++ {
+						for j := 0; j < g.n; j++ {
+							require.False(t, math.IsNaN(float64(out[i*g.ldc+j])), "%v: C[%d,%d] is NaN", g, i, j)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+func TestSgemmZeroDims(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(11, 12))
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			for _, sh := range [][3]int{{4, 5, 0}, {1, 1, 0}, {0, 5, 3}, {4, 0, 3}, {0, 0, 0}} {
+				for _, beta := range []float32{0, 1, 2} {
+					newCase(rng, tr[0], tr[1], sh[0], sh[1], sh[2], 1, 1, beta).check(t, 1)
+				}
+			}
+		}
+		// Empty operands are accepted when a dimension is zero.
+		Sgemm(false, false, 0, 0, 0, 1, nil, 1, nil, 1, 0, nil, 1, 0)
+		c := []float32{1, 2, 3}
+		Sgemm(false, false, 1, 3, 0, 1, nil, 1, nil, 3, 0, c, 3, 0)
+		require.Equal(t, []float32{0, 0, 0}, c)
+	})
+}
+
+// TestSgemmThreads runs problems big enough to be split across goroutines,
+// with several thread budgets, and checks the result is bit-for-bit the one
+// computed on one goroutine (each element is computed by the same kernel
+// with the same summation order however C is split). Run it with -race.
+func TestSgemmThreads(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(13, 14))
+		shapes := [][3]int{{200, 300, 250}, {16, 1030, 900}, {1030, 24, 700}, {300, 5, 9000}}
+		if active == goSet || raceEnabled {
+			shapes = [][3]int{{100, 300, 300}, {16, 1030, 520}, {1030, 24, 350}, {1030, 5, 1700}}
+		}
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			for _, sh := range shapes {
+				require.GreaterOrEqual(t, 2*sh[0]*sh[1]*sh[2], parMinFlops, "shape %v too small to go parallel", sh)
+				g := newCase(rng, tr[0], tr[1], sh[0], sh[1], sh[2], 1, 1, 0.5)
+				var one []float32
+				if raceEnabled {
+					// Under -race this test is about the goroutines; the
+					// reference check of the result runs without -race.
+					one = append([]float32(nil), g.c...)
+					Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, one, g.ldc, 1)
+				} else {
+					one = g.check(t, 1)
+				}
+				for _, threads := range []int{0, 2, 3, -1} {
+					c := append([]float32(nil), g.c...)
+					Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc, threads)
+					require.Equal(t, one, c, "%v threads=%d differs from threads=1", g, threads)
+				}
+			}
+		}
+	})
+}
+
+// TestSgemmConcurrentCalls runs parallel and serial calls from several
+// goroutines at once (the pools and helper goroutines are shared).
+func TestSgemmConcurrentCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	var cases []gemmCase
+	for i := 0; i < 6; i++ {
+		cases = append(cases, newCase(rng, i%2 == 0, i%3 == 0, 100+7*i, 300, 400, 0, 1, 0))
+	}
+	want := make([][]float32, len(cases))
+	for i, g := range cases {
+		want[i] = g.check(t, 1)
+	}
+	errs := make(chan error, len(cases))
+	for i, g := range cases {
+		go func() {
+			for rep := 0; rep < 3; rep++ {
+				c := append([]float32(nil), g.c...)
+				Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc, i%3)
+				for j := range c {
+					if c[j] != want[i][j] {
+						errs <- fmt.Errorf("%v: concurrent result differs at %d", g, j)
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range cases {
+		require.NoError(t, <-errs)
+	}
+}
+
+// TestSgemmNoGoroutineLeft: the goroutines a parallel call starts have all
+// finished their work when it returns, and exit right after.
+func TestSgemmNoGoroutineLeft(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs GOMAXPROCS >= 2")
+	}
+	g := newCase(rand.New(rand.NewPCG(17, 18)), false, false, 256, 512, 256, 0, 1, 0)
+	before := runtime.NumGoroutine()
+	for i := 0; i < 20; i++ {
+		Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, 0)
+	}
+	// A helper calls wg.Done as its last action; give it a moment to return.
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), before)
+}
+
+func TestSgemmNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	rng := rand.New(rand.NewPCG(19, 20))
+	// The last shape is big enough for the parallel path.
+	require.GreaterOrEqual(t, 2*160*256*256, parMinFlops)
+	for _, sh := range [][3]int{{16, 256, 128}, {100, 300, 70}, {160, 256, 256}} {
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}} {
+			g := newCase(rng, tr[0], tr[1], sh[0], sh[1], sh[2], 0, 1, 0)
+			for _, threads := range []int{1, 0} {
+				f := func() {
+					Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, threads)
+				}
+				f()
+				allocs := testing.AllocsPerRun(10, f)
+				// sync.Pool may drop a buffer at a GC; anything above that
+				// is an allocation per call.
+				require.Less(t, allocs, 0.5, "%v threads=%d: %v allocs per call", g, threads, allocs)
+			}
+		}
+	}
+}
+
+func TestSgemmPanics(t *testing.T) {
+	a := make([]float32, 6)
+	require.PanicsWithValue(t, "gemm: negative dimension m=-1 n=2 k=3", func() {
+		Sgemm(false, false, -1, 2, 3, 1, a, 3, a, 2, 0, a, 2, 1)
+	})
+	require.PanicsWithValue(t, "gemm: lda=2 < 3 columns of a", func() {
+		Sgemm(false, false, 2, 2, 3, 1, a, 2, a, 2, 0, a, 2, 1)
+	})
+	require.PanicsWithValue(t, "gemm: len(b)=6 < 8 for 2×4 with stride 4", func() {
+		Sgemm(false, true, 2, 2, 4, 1, make([]float32, 8), 4, a, 4, 0, a, 2, 1)
+	})
+	require.PanicsWithValue(t, "gemm: len(c)=6 < 11 for 2×5 with stride 6", func() {
+		Sgemm(true, false, 2, 5, 1, 1, a, 2, a, 5, 0, a, 6, 1)
+	})
+}
+
+// TestTranspose checks every transposeFunc against the definition.
+func TestTranspose(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	funcs := map[string]transposeFunc{"go": transposeGo}
+	for _, s := range kernelSets() {
+		funcs[s.name] = s.transpose
+	}
+	for name, f := range funcs {
+		for _, rows := range []int{1, 3, 8, 9, 16, 31, 32} {
+			for _, cols := range []int{1, 7, 8, 9, 17, 64, 70} {
+				lds, ldd := cols+rng.IntN(3), rows+rng.IntN(3)
+				src := make([]float32, (rows-1)*lds+cols)
+				for i := range src {
+					src[i] = rng.Float32()
+				}
+				dst := make([]float32, (cols-1)*ldd+rows)
+				for i := range dst {
+					dst[i] = -1
+				}
+				f(dst, ldd, src, lds, rows, cols)
+				for j := 0; j < cols; j++ {
+					for i := 0; i < ldd && j*ldd+i < len(dst); i++ {
+						want := float32(-1)
+						if i < rows {
+							want = src[i*lds+j]
+						}
+						require.Equal(t, want, dst[j*ldd+i], "%s rows=%d cols=%d dst[%d][%d]", name, rows, cols, j, i)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestAlignedFloats(t *testing.T) {
+	for n := 1; n < 40; n++ {
+		x := alignedFloats(n)
+		require.Len(t, x, n)
+		require.Zero(t, uintptrOf(x)%64)
+	}
+}

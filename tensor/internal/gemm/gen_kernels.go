@@ -1,0 +1,458 @@
+//go:build ignore
+
+// gen_kernels writes the amd64 micro-kernels: kernels_amd64.s and the Go
+// declarations and dispatch tables in kernels_amd64_gen.go. Run it with
+// `go generate` in this directory after editing it; the output is committed.
+//
+// Every kernel has the Go signature of kernFn:
+//
+//	func(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+//
+// and computes, for an mr×nr tile (mr fixed per function, nr ≤ its width),
+//
+//	C[i][j] = alpha * Σ_p A(i,p)·B(p,j) + beta*C[i][j]   (beta == 0: C is not read)
+//
+// where B(p,j) = b[p*bs + j] (the kernel reads its full width of B, zero
+// padding included) and A(i,p) is a[i + p*as] for the "c" (column-contiguous)
+// flavour and a[i*as + p] for the "r" (row-contiguous) flavour. Strides are in
+// elements.
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"go/format"
+	"os"
+	"strings"
+)
+
+type gen struct{ b bytes.Buffer }
+
+func (g *gen) p(format string, args ...any)   { fmt.Fprintf(&g.b, "\t"+format+"\n", args...) }
+func (g *gen) label(l string)                 { fmt.Fprintf(&g.b, "%s:\n", l) }
+func (g *gen) raw(format string, args ...any) { fmt.Fprintf(&g.b, format+"\n", args...) }
+
+const frame = "$0-72"
+
+// aAddr returns the address of A(r, p) where p is the current k index plus u.
+// Flavour "c": AX points at A(0,p) and advances by as each k step.
+// Flavour "r": AX, R10, R11, R12 point at rows 0, 3, 6, 9 (column p of the
+// current unrolled group) and R9 holds the row stride in bytes.
+func aAddr(fl string, r, u int) string {
+	if fl == "c" {
+		return fmt.Sprintf("%d(AX)", 4*r)
+	}
+	base := []string{"AX", "R10", "R11", "R12"}[r/3]
+	switch r % 3 {
+	case 0:
+		return fmt.Sprintf("%d(%s)", 4*u, base)
+	case 1:
+		return fmt.Sprintf("%d(%s)(R9*1)", 4*u, base)
+	default:
+		return fmt.Sprintf("%d(%s)(R9*2)", 4*u, base)
+	}
+}
+
+func name(isa, fl string, mr, width int) string {
+	return fmt.Sprintf("%s%s_%dx%d", isa, fl, mr, width)
+}
+
+// prologue loads the arguments and sets up the A row bases.
+func (g *gen) prologue(fl string, mr int) {
+	g.p("MOVQ k+0(FP), CX")
+	g.p("MOVQ a+8(FP), AX")
+	g.p("MOVQ as+16(FP), R9")
+	g.p("SHLQ $2, R9")
+	g.p("MOVQ b+24(FP), BX")
+	g.p("MOVQ bs+32(FP), R8")
+	g.p("SHLQ $2, R8")
+	g.p("MOVQ c+40(FP), DI")
+	g.p("MOVQ ldc+48(FP), SI")
+	g.p("SHLQ $2, SI")
+	if fl == "r" {
+		prev := "AX"
+		for i, reg := range []string{"R10", "R11", "R12"} {
+			if mr <= 3*(i+1) {
+				break
+			}
+			g.p("LEAQ (%s)(R9*2), %s", prev, reg)
+			g.p("ADDQ R9, %s", reg)
+			prev = reg
+		}
+	}
+}
+
+// advanceA moves the A pointers past u k steps (flavour "r" only; flavour
+// "c" advances AX inside each step).
+func (g *gen) advanceA(fl string, mr, u int) {
+	if fl != "r" {
+		return
+	}
+	for i, reg := range []string{"AX", "R10", "R11", "R12"} {
+		if mr <= 3*i {
+			break
+		}
+		g.p("ADDQ $%d, %s", 4*u, reg)
+	}
+}
+
+// loops emits the k loop, unrolled by 4, around step.
+func (g *gen) loops(fl string, mr int, step func(u int)) {
+	g.p("MOVQ CX, DX")
+	g.p("SHRQ $2, CX")
+	g.p("ANDQ $3, DX")
+	g.p("TESTQ CX, CX")
+	g.p("JZ tail")
+	g.label("loop4")
+	for u := 0; u < 4; u++ {
+		step(u)
+	}
+	g.advanceA(fl, mr, 4)
+	g.p("DECQ CX")
+	g.p("JNZ loop4")
+	g.label("tail")
+	g.p("TESTQ DX, DX")
+	g.p("JZ epilogue")
+	g.label("loop1")
+	step(0)
+	g.advanceA(fl, mr, 1)
+	g.p("DECQ DX")
+	g.p("JNZ loop1")
+	g.label("epilogue")
+}
+
+func (g *gen) prefetchC(mr, lines int) {
+	g.p("MOVQ DI, R13")
+	for r := 0; r < mr; r++ {
+		for l := 0; l < lines; l++ {
+			g.p("PREFETCHT0 %d(R13)", 64*l)
+		}
+		if r < mr-1 {
+			g.p("ADDQ SI, R13")
+		}
+	}
+}
+
+// avx512 emits an mr × 16w kernel: accumulators Z0..Z23, B rows in
+// Z24..Z27, broadcasts of A in Z28..Z31.
+func (g *gen) avx512(fl string, mr, w int) {
+	nm := name("s512", fl, mr, 16*w)
+	g.raw("// func %s(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)", nm)
+	g.raw("TEXT ·%s(SB), NOSPLIT, %s", nm, frame)
+	g.prologue(fl, mr)
+	// Column mask from nr: bits [0, nr) set; K1 covers columns 0-15, K2
+	// 16-31. It masks the loads and stores of C. (Masking the loads of B
+	// too, to read B in place up to its last column, measured slower on
+	// Zen 5 than packing the edge strip: masked loads that cross a cache
+	// line are slow.)
+	g.p("MOVQ nr+64(FP), R13")
+	g.p("MOVQ $1, DX")
+	g.p("SHLXQ R13, DX, DX")
+	g.p("DECQ DX")
+	g.p("KMOVW DX, K1")
+	if w == 2 {
+		g.p("SHRQ $16, DX")
+		g.p("KMOVW DX, K2")
+	}
+	g.prefetchC(mr, w)
+	acc := func(r, h int) string { return fmt.Sprintf("Z%d", r*w+h) }
+	for r := 0; r < mr; r++ {
+		for h := 0; h < w; h++ {
+			g.p("VPXORD %s, %s, %s", acc(r, h), acc(r, h), acc(r, h))
+		}
+	}
+	g.loops(fl, mr, func(u int) {
+		b0 := 24 + 2*(u%2)
+		if w == 2 {
+			g.p("VMOVUPS (BX), Z%d", b0)
+			g.p("VMOVUPS 64(BX), Z%d", b0+1)
+			for r := 0; r < mr; r++ {
+				t := fmt.Sprintf("Z%d", 28+r%4)
+				g.p("VBROADCASTSS %s, %s", aAddr(fl, r, u), t)
+				g.p("VFMADD231PS Z%d, %s, %s", b0, t, acc(r, 0))
+				g.p("VFMADD231PS Z%d, %s, %s", b0+1, t, acc(r, 1))
+			}
+		} else {
+			g.p("VMOVUPS (BX), Z%d", b0)
+			for r := 0; r < mr; r++ {
+				g.p("VFMADD231PS.BCST %s, Z%d, %s", aAddr(fl, r, u), b0, acc(r, 0))
+			}
+		}
+		g.p("ADDQ R8, BX")
+		if fl == "c" {
+			g.p("ADDQ R9, AX")
+		}
+	})
+	g.p("VBROADCASTSS alpha+56(FP), Z24")
+	g.p("MOVL beta+60(FP), AX")
+	g.p("ANDL $0x7fffffff, AX")
+	g.p("JZ nobeta")
+	g.p("VBROADCASTSS beta+60(FP), Z25")
+	for r := 0; r < mr; r++ {
+		for h := 0; h < w; h++ {
+			g.p("VMOVUPS.Z %d(DI), K%d, Z26", 64*h, h+1)
+			g.p("VMULPS Z24, %s, %s", acc(r, h), acc(r, h))
+			g.p("VFMADD231PS Z25, Z26, %s", acc(r, h))
+			g.p("VMOVUPS %s, K%d, %d(DI)", acc(r, h), h+1, 64*h)
+		}
+		if r < mr-1 {
+			g.p("ADDQ SI, DI")
+		}
+	}
+	g.p("VZEROUPPER")
+	g.p("RET")
+	g.label("nobeta")
+	for r := 0; r < mr; r++ {
+		for h := 0; h < w; h++ {
+			g.p("VMULPS Z24, %s, %s", acc(r, h), acc(r, h))
+			g.p("VMOVUPS %s, K%d, %d(DI)", acc(r, h), h+1, 64*h)
+		}
+		if r < mr-1 {
+			g.p("ADDQ SI, DI")
+		}
+	}
+	g.p("VZEROUPPER")
+	g.p("RET")
+	g.raw("")
+}
+
+// avx2 emits an mr × 8w kernel: accumulators Y0..Y11, B rows in Y12, Y13,
+// broadcasts of A in Y13..Y15.
+func (g *gen) avx2(fl string, mr, w int) {
+	nm := name("s256", fl, mr, 8*w)
+	g.raw("// func %s(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)", nm)
+	g.raw("TEXT ·%s(SB), NOSPLIT, %s", nm, frame)
+	g.prologue(fl, mr)
+	g.prefetchC(mr, 1)
+	acc := func(r, h int) string { return fmt.Sprintf("Y%d", r*w+h) }
+	for r := 0; r < mr; r++ {
+		for h := 0; h < w; h++ {
+			g.p("VXORPS %s, %s, %s", acc(r, h), acc(r, h), acc(r, h))
+		}
+	}
+	g.loops(fl, mr, func(u int) {
+		if w == 2 {
+			g.p("VMOVUPS (BX), Y12")
+			g.p("VMOVUPS 32(BX), Y13")
+			for r := 0; r < mr; r++ {
+				t := fmt.Sprintf("Y%d", 14+r%2)
+				g.p("VBROADCASTSS %s, %s", aAddr(fl, r, u), t)
+				g.p("VFMADD231PS Y12, %s, %s", t, acc(r, 0))
+				g.p("VFMADD231PS Y13, %s, %s", t, acc(r, 1))
+			}
+		} else {
+			g.p("VMOVUPS (BX), Y12")
+			for r := 0; r < mr; r++ {
+				t := fmt.Sprintf("Y%d", 13+r%3)
+				g.p("VBROADCASTSS %s, %s", aAddr(fl, r, u), t)
+				g.p("VFMADD231PS Y12, %s, %s", t, acc(r, 0))
+			}
+		}
+		g.p("ADDQ R8, BX")
+		if fl == "c" {
+			g.p("ADDQ R9, AX")
+		}
+	})
+	g.p("VBROADCASTSS alpha+56(FP), Y12")
+	g.p("VBROADCASTSS beta+60(FP), Y13")
+	g.p("MOVL beta+60(FP), R13")
+	g.p("ANDL $0x7fffffff, R13")
+	g.p("MOVQ nr+64(FP), CX")
+	g.p("CMPQ CX, $%d", 8*w)
+	g.p("JNE partial")
+	// Full tile: plain loads and stores.
+	store := func(masked bool, withBeta bool) {
+		for r := 0; r < mr; r++ {
+			for h := 0; h < w; h++ {
+				a := acc(r, h)
+				g.p("VMULPS Y12, %s, %s", a, a)
+				if masked && h == w-1 {
+					if withBeta {
+						g.p("VMASKMOVPS %d(DI), Y15, Y14", 32*h)
+						g.p("VFMADD231PS Y13, Y14, %s", a)
+					}
+					g.p("VMASKMOVPS %s, Y15, %d(DI)", a, 32*h)
+				} else {
+					if withBeta {
+						g.p("VMOVUPS %d(DI), Y14", 32*h)
+						g.p("VFMADD231PS Y13, Y14, %s", a)
+					}
+					g.p("VMOVUPS %s, %d(DI)", a, 32*h)
+				}
+			}
+			if r < mr-1 {
+				g.p("ADDQ SI, DI")
+			}
+		}
+		g.p("VZEROUPPER")
+		g.p("RET")
+	}
+	g.p("TESTL R13, R13")
+	g.p("JZ fullnobeta")
+	store(false, true)
+	g.label("fullnobeta")
+	store(false, false)
+	g.label("partial")
+	// Lanes [0, nr - 8(w-1)) of the last vector are stored: the mask is
+	// maskTab[8-rem : 16-rem].
+	if w == 2 {
+		g.p("SUBQ $8, CX")
+	}
+	g.p("SHLQ $2, CX")
+	g.p("LEAQ maskTab<>+32(SB), AX")
+	g.p("SUBQ CX, AX")
+	g.p("VMOVDQU (AX), Y15")
+	g.p("TESTL R13, R13")
+	g.p("JZ partnobeta")
+	store(true, true)
+	g.label("partnobeta")
+	store(true, false)
+	g.raw("")
+}
+
+func (g *gen) transpose() {
+	g.raw(`// func transpose8(dst *float32, ldd int, src *float32, lds int, nb int)
+//
+// For each of nb blocks, transposes the 8×8 block src[r*lds + 8b + j]
+// (r, j < 8) into dst[(8b+j)*ldd + r]. Strides are in elements.
+TEXT ·transpose8(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R9
+	SHLQ $2, R9
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R8
+	SHLQ $2, R8
+	MOVQ nb+32(FP), CX
+	TESTQ CX, CX
+	JZ done
+loop:
+	LEAQ (SI)(R8*2), R10
+	ADDQ R8, R10
+	LEAQ (R10)(R8*2), R11
+	ADDQ R8, R11
+	VMOVUPS (SI), Y0
+	VMOVUPS (SI)(R8*1), Y1
+	VMOVUPS (SI)(R8*2), Y2
+	VMOVUPS (R10), Y3
+	VMOVUPS (R10)(R8*1), Y4
+	VMOVUPS (R10)(R8*2), Y5
+	VMOVUPS (R11), Y6
+	VMOVUPS (R11)(R8*1), Y7
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xEE, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xEE, Y11, Y9, Y3
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xEE, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xEE, Y15, Y13, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x31, Y7, Y3, Y15
+	LEAQ (DI)(R9*2), R10
+	ADDQ R9, R10
+	LEAQ (R10)(R9*2), R11
+	ADDQ R9, R11
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, (DI)(R9*1)
+	VMOVUPS Y10, (DI)(R9*2)
+	VMOVUPS Y11, (R10)
+	VMOVUPS Y12, (R10)(R9*1)
+	VMOVUPS Y13, (R10)(R9*2)
+	VMOVUPS Y14, (R11)
+	VMOVUPS Y15, (R11)(R9*1)
+	LEAQ (R11)(R9*2), DI
+	ADDQ $32, SI
+	DECQ CX
+	JNZ loop
+	VZEROUPPER
+done:
+	RET
+`)
+}
+
+const sig = "(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)"
+
+func main() {
+	var g gen
+	g.raw("// Code generated by gen_kernels.go; DO NOT EDIT.")
+	g.raw("")
+	g.raw("//go:build amd64 && !noasm")
+	g.raw("")
+	g.raw(`#include "textflag.h"`)
+	g.raw("")
+	g.raw("// maskTab[8-n : 16-n] is the VMASKMOVPS mask for the first n of 8 lanes.")
+	for i := 0; i < 16; i++ {
+		v := "$0xffffffff"
+		if i >= 8 {
+			v = "$0"
+		}
+		g.raw("DATA maskTab<>+%d(SB)/4, %s", 4*i, v)
+	}
+	g.raw("GLOBL maskTab<>(SB), RODATA|NOPTR, $64")
+	g.raw("")
+
+	var decl strings.Builder
+	decl.WriteString("// Code generated by gen_kernels.go; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\npackage gemm\n\n")
+	table := func(isa string, maxMR, width int) string {
+		var t strings.Builder
+		fmt.Fprintf(&t, "[2][2][]kernFn{\n")
+		for _, fl := range []string{"c", "r"} {
+			t.WriteString("{\n")
+			for w := 1; w <= 2; w++ {
+				t.WriteString("{nil")
+				for mr := 1; mr <= maxMR; mr++ {
+					fmt.Fprintf(&t, ", %s", name(isa, fl, mr, width*w))
+				}
+				t.WriteString("},\n")
+			}
+			t.WriteString("},\n")
+		}
+		t.WriteString("}")
+		return t.String()
+	}
+	for _, fl := range []string{"c", "r"} {
+		for mr := 1; mr <= 12; mr++ {
+			for w := 1; w <= 2; w++ {
+				g.avx512(fl, mr, w)
+				fmt.Fprintf(&decl, "//go:noescape\nfunc %s%s\n\n", name("s512", fl, mr, 16*w), sig)
+			}
+		}
+	}
+	for _, fl := range []string{"c", "r"} {
+		for mr := 1; mr <= 6; mr++ {
+			for w := 1; w <= 2; w++ {
+				g.avx2(fl, mr, w)
+				fmt.Fprintf(&decl, "//go:noescape\nfunc %s%s\n\n", name("s256", fl, mr, 8*w), sig)
+			}
+		}
+	}
+	g.transpose()
+	decl.WriteString("//go:noescape\nfunc transpose8(dst *float32, ldd int, src *float32, lds int, nb int)\n\n")
+	fmt.Fprintf(&decl, "// avx512Kernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel.\nvar avx512Kernels = %s\n\n", table("s512", 12, 16))
+	fmt.Fprintf(&decl, "// avx2Kernels[flavour][w-1][mr] is the mr×8w AVX2 kernel.\nvar avx2Kernels = %s\n", table("s256", 6, 8))
+
+	src, err := format.Source([]byte(decl.String()))
+	if err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile("kernels_amd64_gen.go", src, 0o644); err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile("kernels_amd64.s", g.b.Bytes(), 0o644); err != nil {
+		panic(err)
+	}
+}
