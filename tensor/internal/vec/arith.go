@@ -172,15 +172,25 @@ func MinVV(dst, a, b []float32) {
 // Relu sets dst[i] = max(src[i], 0): NaN stays NaN, -0 becomes +0.
 func Relu(dst, src []float32) {
 	dst = dst[:len(src)]
-	for i, v := range src {
-		dst[i] = max(v, 0)
+	n := 0
+	if useAVX2 {
+		n = len(src) &^ 7
+		reluAVX2(dst[:n], src[:n])
+	}
+	for i := n; i < len(src); i++ {
+		dst[i] = max(src[i], 0)
 	}
 }
 
 // ReluGradMul sets dst[i] = g[i] where y[i] > 0 and 0 elsewhere.
 func ReluGradMul(dst, g, y []float32) {
 	g, y = g[:len(dst)], y[:len(dst)]
-	for i := range dst {
+	n := 0
+	if useAVX2 {
+		n = len(dst) &^ 7
+		reluGradMulAVX2(dst[:n], g[:n], y[:n])
+	}
+	for i := n; i < len(dst); i++ {
 		if y[i] > 0 {
 			dst[i] = g[i]
 		} else {

@@ -30,6 +30,12 @@ func siluAVX2(dst, src []float32)
 func siluGradAVX2(dst, src []float32)
 
 //go:noescape
+func reluAVX2(dst, src []float32)
+
+//go:noescape
+func reluGradMulAVX2(dst, g, y []float32)
+
+//go:noescape
 func addVVAVX2(dst, a, b []float32)
 
 //go:noescape

@@ -12,6 +12,8 @@ func geluAVX2(dst, src []float32)                     { panic("vec: no assembly"
 func geluGradAVX2(dst, src []float32)                 { panic("vec: no assembly") }
 func siluAVX2(dst, src []float32)                     { panic("vec: no assembly") }
 func siluGradAVX2(dst, src []float32)                 { panic("vec: no assembly") }
+func reluAVX2(dst, src []float32)                     { panic("vec: no assembly") }
+func reluGradMulAVX2(dst, g, y []float32)             { panic("vec: no assembly") }
 func addVVAVX2(dst, a, b []float32)                   { panic("vec: no assembly") }
 func subVVAVX2(dst, a, b []float32)                   { panic("vec: no assembly") }
 func mulVVAVX2(dst, a, b []float32)                   { panic("vec: no assembly") }

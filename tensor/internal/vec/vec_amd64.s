@@ -795,3 +795,51 @@ expShift_loop:
 expShift_done:
 	VZEROUPPER
 	RET
+
+// func reluAVX2(dst, src []float32)
+// dst = max(0, x) + 0: vmaxps returns its second source when either is
+// NaN, so NaN propagates; adding +0 turns the -0 it keeps for x = -0 into
+// +0, as Go's max does.
+TEXT ·reluAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	VXORPS Y15, Y15, Y15
+	SHRQ $3, CX
+	JZ relu_done
+relu_loop:
+	VMOVUPS (SI), Y0
+	VMAXPS Y0, Y15, Y1
+	VADDPS Y15, Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ relu_loop
+relu_done:
+	VZEROUPPER
+	RET
+
+// func reluGradMulAVX2(dst, g, y []float32)
+// dst = y > 0 ? g : 0 (an ordered compare: NaN gives 0).
+TEXT ·reluGradMulAVX2(SB), NOSPLIT, $0-72
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ g_base+24(FP), SI
+	MOVQ y_base+48(FP), DX
+	VXORPS Y15, Y15, Y15
+	SHRQ $3, CX
+	JZ reluGrad_done
+reluGrad_loop:
+	VMOVUPS (DX), Y0
+	VCMPPS $0x1e, Y15, Y0, Y1
+	VANDPS (SI), Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ reluGrad_loop
+reluGrad_done:
+	VZEROUPPER
+	RET

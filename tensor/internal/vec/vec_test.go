@@ -362,3 +362,38 @@ func TestMaxMin(t *testing.T) {
 	require.Equal(t, float32(5), acc[1])
 	require.True(t, acc[2] != acc[2])
 }
+
+// Relu and its gradient agree bit for bit with Go's max and comparison on
+// both paths, for special values and every tail length.
+func TestReluAsmMatchesGo(t *testing.T) {
+	special := []float32{0, float32(math.Copysign(0, -1)), 1, -1, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-40, -1e-40, 3.5, -2.25}
+	for n := 0; n <= 40; n++ {
+		src := make([]float32, n)
+		g := make([]float32, n)
+		for i := range src {
+			src[i] = special[(i*7+n)%len(special)]
+			g[i] = float32(i) - 3.5
+		}
+		for _, asm := range asmModes() {
+			restore := setAsm(asm)
+			dst := make([]float32, n)
+			Relu(dst, src)
+			dg := make([]float32, n)
+			ReluGradMul(dg, g, src)
+			restore()
+			for i, v := range src {
+				want := max(v, 0)
+				if math.Float32bits(dst[i]) != math.Float32bits(want) && !(v != v && dst[i] != dst[i]) {
+					t.Fatalf("asm=%v n=%d: Relu(%v) = %v, want %v", asm, n, v, dst[i], want)
+				}
+				wg := float32(0)
+				if v > 0 {
+					wg = g[i]
+				}
+				if math.Float32bits(dg[i]) != math.Float32bits(wg) {
+					t.Fatalf("asm=%v n=%d: ReluGradMul(g=%v, y=%v) = %v, want %v", asm, n, g[i], v, dg[i], wg)
+				}
+			}
+		}
+	}
+}
