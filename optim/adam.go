@@ -135,28 +135,24 @@ func (a *adam) Update(grads any, state State, params any) (any, State) {
 			return []*tensor.Tensor{nil, mu, nu}
 		}
 		noState(a.op, g, mu, nu)
-		mu2 := ema(mu, g, a.b1)
-		nu2 := ema(nu, tensor.Square(g), a.b2)
-		var num *tensor.Tensor
-		numScale := 1.0
+		// One fused pass (tensor.AdamUpdate) computes the new moments and
+		// u = post·((A·mu' + B·g)/(sqrt(nu'/bc2 + epsRoot) + eps) + wd·p).
+		c := tensor.AdamCoeffs{
+			B1: float32(a.b1), B2: float32(a.b2), G1: float32(1 - a.b1), G2: float32(1 - a.b2),
+			A: float32(1 / bc1), C2: float32(1 / bc2),
+			Eps: float32(a.eps), EpsRoot: float32(a.epsRoot),
+			Post: float32(post),
+		}
 		if a.nesterov {
-			num = tensor.Add(
-				tensor.MulScalar(mu2, float32(a.b1/(1-math.Pow(a.b1, t+1)))),
-				tensor.MulScalar(g, float32((1-a.b1)/bc1)))
-		} else {
-			num, numScale = mu2, 1/bc1
+			c.A = float32(a.b1 / (1 - math.Pow(a.b1, t+1)))
+			c.B = float32((1 - a.b1) / bc1)
 		}
-		den := scale(nu2, 1/bc2)
-		if a.epsRoot != 0 {
-			den = tensor.AddScalar(den, float32(a.epsRoot))
-		}
-		den = tensor.AddScalar(tensor.Sqrt(den), float32(a.eps))
-		u := tensor.Div(num, den)
+		var p *tensor.Tensor
 		if a.wd != 0 && xs[3] != nil {
-			u = tensor.Add(scale(u, numScale), tensor.MulScalar(xs[3], float32(a.wd)))
-			numScale = 1
+			c.WD, p = float32(a.wd), xs[3]
 		}
-		return []*tensor.Tensor{scale(u, numScale*post), withAxesOf(mu2, mu), withAxesOf(nu2, nu)}
+		u, mu2, nu2 := tensor.AdamUpdate(g, mu, nu, p, c)
+		return []*tensor.Tensor{u, withAxesOf(mu2, mu), withAxesOf(nu2, nu)}
 	}, trees...)
 	return r[0], AdamState{Count: incCount(st.Count, n), Mu: r[1], Nu: r[2]}
 }

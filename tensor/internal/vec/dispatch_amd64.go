@@ -73,3 +73,9 @@ func accF64AVX2(acc []float64, x []float32)
 
 //go:noescape
 func expShiftAVX2(dst, src []float32, nm float32)
+
+//go:noescape
+func adamAVX2(u, m2, v2, g, m, v, p []float32, c *AdamCoeffs)
+
+//go:noescape
+func adamWDAVX2(u, m2, v2, g, m, v, p []float32, c *AdamCoeffs)

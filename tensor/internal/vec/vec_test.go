@@ -397,3 +397,42 @@ func TestReluAsmMatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// The Adam kernel gives the same bits with and without assembly, with and
+// without weight decay, for every tail length.
+func TestAdamAsmMatchesGo(t *testing.T) {
+	c := &AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: 5.26, B: 0.5, C2: 500.2, Eps: 1e-8, EpsRoot: 1e-9, WD: 0.01, Post: -0.003}
+	for n := 0; n <= 37; n++ {
+		g, m, v, p := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+		for i := range g {
+			g[i] = float32(math.Sin(float64(i*7+n))) * 3
+			m[i] = float32(math.Cos(float64(i*3))) / 4
+			v[i] = float32(i%5) / 7
+			p[i] = float32(i) - 9
+		}
+		for _, wd := range []bool{false, true} {
+			var outs [2][3][]float32
+			for k, asm := range asmModes() {
+				restore := setAsm(asm)
+				u, m2, v2 := make([]float32, n), make([]float32, n), make([]float32, n)
+				pp := p
+				if !wd {
+					pp = nil
+				}
+				Adam(u, m2, v2, g, m, v, pp, c)
+				restore()
+				outs[k] = [3][]float32{u, m2, v2}
+			}
+			if len(asmModes()) < 2 {
+				continue
+			}
+			for j := range 3 {
+				for i := range n {
+					if math.Float32bits(outs[0][j][i]) != math.Float32bits(outs[1][j][i]) {
+						t.Fatalf("n=%d wd=%v output %d element %d: go %v asm %v", n, wd, j, i, outs[0][j][i], outs[1][j][i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,44 @@
+package vec
+
+import "math"
+
+// AdamCoeffs are the scalars of one Adam step (tensor.AdamCoeffs). The
+// assembly reads the fields by offset: keep their order.
+type AdamCoeffs struct {
+	B1, B2, G1, G2, A, B, C2, Eps, EpsRoot, WD, Post float32
+}
+
+// Adam computes one Adam step over slices of equal length: the new moments
+//
+//	m2 = B1·m + G1·g
+//	v2 = B2·v + G2·g²
+//
+// and the update u = Post·((A·m2 + B·g)/(sqrt(C2·v2 + EpsRoot) + Eps) + WD·p),
+// without the WD term when p is nil. Every product is rounded on its own,
+// in this order, on both paths, so the results are the same bits with and
+// without assembly.
+func Adam(u, m2, v2, g, m, v, p []float32, c *AdamCoeffs) {
+	n := len(g)
+	u, m2, v2, m, v = u[:n], m2[:n], v2[:n], m[:n], v[:n]
+	k := 0
+	if useAVX2 {
+		k = n &^ 7
+		if p != nil {
+			adamWDAVX2(u[:k], m2[:k], v2[:k], g[:k], m[:k], v[:k], p[:k], c)
+		} else {
+			adamAVX2(u[:k], m2[:k], v2[:k], g[:k], m[:k], v[:k], nil, c)
+		}
+	}
+	for i := k; i < n; i++ {
+		gi := g[i]
+		mi := float32(c.B1*m[i]) + float32(c.G1*gi)
+		vi := float32(c.B2*v[i]) + float32(c.G2*float32(gi*gi))
+		m2[i], v2[i] = mi, vi
+		den := float32(math.Sqrt(float64(float32(vi*c.C2)+c.EpsRoot))) + c.Eps
+		ui := (float32(c.A*mi) + float32(c.B*gi)) / den
+		if p != nil {
+			ui += float32(c.WD * p[i])
+		}
+		u[i] = float32(c.Post * ui)
+	}
+}

@@ -1,0 +1,88 @@
+package tensor
+
+import (
+	"fmt"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
+)
+
+// AdamCoeffs are the per-step scalars of an Adam update (see AdamUpdate).
+type AdamCoeffs struct {
+	// B1 and B2 are the moment decays, G1 and G2 their complements 1-B1
+	// and 1-B2 (computed in float64 by the caller: 1-float32(0.999) is
+	// 1.3e-5 off).
+	B1, B2, G1, G2 float32
+	// A and B weigh the new first moment and the gradient in the
+	// numerator: 1/(1-b1^t) and 0 for Adam, Nesterov's pair otherwise.
+	A, B float32
+	// C2 is 1/(1-b2^t), the second moment's bias correction.
+	C2 float32
+	// Eps is added to the root, EpsRoot under it.
+	Eps, EpsRoot float32
+	// WD is the decoupled weight decay (AdamW), Post the final scale (the
+	// negated learning rate, or 1).
+	WD, Post float32
+}
+
+type adamParams struct{ c AdamCoeffs }
+
+var adamOp *Op
+
+func init() {
+	adamOp = &Op{
+		Name: "adam_update",
+		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
+			c := pp.(adamParams).c
+			g, mu, nu := in[0], in[1], in[2]
+			var p []float32
+			if len(in) > 3 {
+				p = in[3].f32
+			}
+			u, mu2, nu2 := newOut(Float32, g.shape), newOut(Float32, g.shape), newOut(Float32, g.shape)
+			vc := vec.AdamCoeffs{B1: c.B1, B2: c.B2, G1: c.G1, G2: c.G2, A: c.A, B: c.B, C2: c.C2, Eps: c.Eps, EpsRoot: c.EpsRoot, WD: c.WD, Post: c.Post}
+			kernel := func(lo, hi int) {
+				var ps []float32
+				if p != nil {
+					ps = p[lo:hi]
+				}
+				vec.Adam(u.f32[lo:hi], mu2.f32[lo:hi], nu2.f32[lo:hi], g.f32[lo:hi], mu.f32[lo:hi], nu.f32[lo:hi], ps, &vc)
+			}
+			n := len(g.f32)
+			if serial(n*costMath, isLocal(in...)) {
+				kernel(0, n)
+			} else {
+				parallelFor(n, costMath, 8, false, kernel)
+			}
+			return []*Tensor{u, mu2, nu2}, nil
+		},
+	}
+}
+
+// AdamUpdate computes one Adam (or AdamW) step for a parameter in a single
+// pass over its gradient g and moments mu and nu:
+//
+//	mu' = B1·mu + G1·g
+//	nu' = B2·nu + G2·g²
+//	u   = Post · ((A·mu' + B·g) / (sqrt(C2·nu' + EpsRoot) + Eps) + WD·p)
+//
+// returning the update u and the new moments. p is the parameter, needed
+// only with weight decay (nil otherwise). It is what package optim's Adam
+// runs: one pass instead of a dozen elementwise ops, each allocating its
+// result. Large tensors are split over the cores outside shard.Map. It is
+// not differentiable.
+func AdamUpdate(g, mu, nu, p *Tensor, c AdamCoeffs) (u, mu2, nu2 *Tensor) {
+	in := []*Tensor{g, mu, nu}
+	if c.WD != 0 {
+		if p == nil {
+			panic("tensor.AdamUpdate: weight decay needs the parameter p")
+		}
+		in = append(in, p)
+	}
+	for _, x := range in {
+		if x.dtype != Float32 || !sameShape(x.shape, g.shape) {
+			panic(fmt.Sprintf("tensor.AdamUpdate: %s: want float32 tensors of one shape", operands(",", in...)))
+		}
+	}
+	out := ApplyN(adamOp, adamParams{c}, in...)
+	return out[0], out[1], out[2]
+}

@@ -1,0 +1,47 @@
+package tensor
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestAdamUpdate(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const n = 1000
+	rnd := func() *Tensor {
+		d := make([]float32, n)
+		for i := range d {
+			d[i] = float32(r.NormFloat64())
+		}
+		return FromFloat32(d)
+	}
+	g, mu, p := rnd(), rnd(), rnd()
+	nu := Abs(rnd())
+	c := AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: 1 / 0.19, B: 0.5, C2: 1 / 0.001999, Eps: 1e-8, EpsRoot: 1e-9, WD: 0.01, Post: -0.003}
+	u, mu2, nu2 := AdamUpdate(g, mu, nu, p, c)
+	gs, ms, ns, ps := g.Float64s(), mu.Float64s(), nu.Float64s(), p.Float64s()
+	for i := range gs {
+		m := 0.9*ms[i] + 0.1*gs[i]
+		v := 0.999*ns[i] + 0.001*gs[i]*gs[i]
+		want := -0.003 * ((m/0.19+0.5*gs[i])/(math.Sqrt(v/0.001999+1e-9)+1e-8) + 0.01*ps[i])
+		require.InDelta(t, m, mu2.At(i), 1e-7+1e-6*math.Abs(m), "mu %d", i)
+		require.InDelta(t, v, nu2.At(i), 1e-7+1e-6*math.Abs(v), "nu %d", i)
+		require.InDelta(t, want, u.At(i), 1e-9+1e-5*math.Abs(want), "u %d", i)
+	}
+
+	// Split across goroutines, the same bits.
+	old := parallelMinWork
+	parallelMinWork = 64
+	up, mp, np := AdamUpdate(g, mu, nu, p, c)
+	parallelMinWork = old
+	assert.Equal(t, u.Float32s(), up.Float32s())
+	assert.Equal(t, mu2.Float32s(), mp.Float32s())
+	assert.Equal(t, nu2.Float32s(), np.Float32s())
+
+	assert.PanicsWithValue(t, "tensor.AdamUpdate: weight decay needs the parameter p", func() { AdamUpdate(g, mu, nu, nil, c) })
+	assert.Panics(t, func() { AdamUpdate(g, mu, Zeros(Float32, 3), nil, AdamCoeffs{}) })
+}
