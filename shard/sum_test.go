@@ -2,6 +2,8 @@ package shard
 
 import (
 	"math/rand/v2"
+	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -37,4 +39,38 @@ func TestSumFloat32(t *testing.T) {
 			assert.InDeltaSlice(t, want, got, 1e-5, "g=%d span=%v", g, span)
 		}
 	}
+}
+
+// BenchmarkSumKernel measures the memory bandwidth of psum's reduction
+// alone: 8 inputs of 64 MiB summed into one output on every core (bytes
+// read and written per second). It is the ceiling of BenchmarkPsum64MiB.
+func BenchmarkSumKernel(b *testing.B) {
+	const n = 64 << 20 / 4
+	ins := make([][]float32, 8)
+	for i := range ins {
+		ins[i] = make([]float32, n)
+		for j := range ins[i] {
+			ins[i][j] = 1
+		}
+	}
+	dst := make([]float32, n)
+	workers := runtime.GOMAXPROCS(0)
+	run := func() {
+		var wg sync.WaitGroup
+		for w := range workers {
+			lo, hi := n*w/workers, n*(w+1)/workers
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sumFloat32(dst[lo:hi], ins, lo, hi)
+			}()
+		}
+		wg.Wait()
+	}
+	run()
+	b.ResetTimer()
+	for b.Loop() {
+		run()
+	}
+	b.ReportMetric(float64(9*n*4)/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GB/s")
 }
