@@ -2,6 +2,7 @@ package autodiff
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
@@ -125,7 +126,7 @@ func VJP[M, Y any](f func(M) Y, m M) (Y, func(ct Y) M) {
 			panic(fmt.Sprintf("autodiff.VJP: cotangent %v does not match output %v", cst, yst))
 		}
 		for i, c := range cs {
-			if c.DType() != ys[i].DType() || !sameShape(c.Shape(), ys[i].Shape()) {
+			if c.DType() != ys[i].DType() || !slices.Equal(c.Shape(), ys[i].Shape()) {
 				panic(fmt.Sprintf("autodiff.VJP: cotangent %d is %v, output is %v", i, c, ys[i]))
 			}
 		}
@@ -133,16 +134,4 @@ func VJP[M, Y any](f func(M) Y, m M) (Y, func(ct Y) M) {
 		return gradTree[M](st, leaves, cots)
 	}
 	return pytree.Unflatten[Y](yst, prim), back
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+
+	"github.com/gonox/gonox/internal/box"
 )
 
 // reader decodes the chunks a restore needs, each at most once however
@@ -93,7 +95,7 @@ func (r *reader) plan(p *piece) ([]*pieceJob, error) {
 	epc := r.m.ChunkBytes / esize
 	var jobs []*pieceJob
 	for _, s := range e.Shards {
-		lo, size, ok := intersect(p.lo, p.size, s.Offset, s.Shape)
+		lo, size, ok := box.Intersect(p.lo, p.size, s.Offset, s.Shape)
 		if !ok {
 			continue
 		}
@@ -131,22 +133,6 @@ func (r *reader) plan(p *piece) ([]*pieceJob, error) {
 		jobs = append(jobs, j)
 	}
 	return jobs, nil
-}
-
-// intersect returns the intersection of two boxes given by offset and
-// size, and false if it is empty.
-func intersect(aOff, aSize, bOff, bSize []int) (lo, size []int, ok bool) {
-	lo = make([]int, len(aOff))
-	size = make([]int, len(aOff))
-	for i := range aOff {
-		l := max(aOff[i], bOff[i])
-		h := min(aOff[i]+aSize[i], bOff[i]+bSize[i])
-		if h <= l {
-			return nil, nil, false
-		}
-		lo[i], size[i] = l, h-l
-	}
-	return lo, size, true
 }
 
 // flatIndex returns the row-major index, inside a block at off of shape,
@@ -272,7 +258,7 @@ func (r *reader) run(j *pieceJob) (err error) {
 	if rank == 0 {
 		return copyRun(0, 0, 1)
 	}
-	dstr, sstr := strides(dshape), strides(j.s.Shape)
+	dstr, sstr := box.Strides(dshape), box.Strides(j.s.Shape)
 	idx := make([]int, rank-1)
 	run := j.size[rank-1]
 	for {
@@ -300,14 +286,4 @@ func (r *reader) run(j *pieceJob) (err error) {
 			return nil
 		}
 	}
-}
-
-func strides(shape []int) []int {
-	s := make([]int, len(shape))
-	acc := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		s[i] = acc
-		acc *= shape[i]
-	}
-	return s
 }

@@ -471,7 +471,7 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 	buf := make([]byte, 1<<20)
 	for i, e := range match {
 		x := leaves[i]
-		if e.DType != safetensorsName(x.DType()) || !equalInts(e.Shape, x.Shape()) {
+		if e.DType != safetensorsName(x.DType()) || !slices.Equal(e.Shape, x.Shape()) {
 			return zero, nil, &Error{Op: "import", Step: -1, Path: e.Name, Err: errf(ErrMismatch, "file has %s%v, like has %v", e.DType, e.Shape, x)}
 		}
 		y := tensor.Zeros(x.DType(), x.Shape()...)
@@ -502,18 +502,6 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 		out[i] = y
 	}
 	return pytree.Unflatten[T](st, out), meta, nil
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // tensorName is the safetensors name of the leaf at path: the path as

@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gonox/gonox/tensor"
 )
@@ -34,7 +35,7 @@ func DotProductAttention(q, k, v, mask *tensor.Tensor, causal bool) *tensor.Tens
 	}
 	B, T, N, H := q.Dim(0), q.Dim(1), q.Dim(2), q.Dim(3)
 	S := k.Dim(1)
-	if !equalInts(k.Shape(), []int{B, S, N, H}) || !equalInts(v.Shape(), []int{B, S, N, H}) {
+	if !slices.Equal(k.Shape(), []int{B, S, N, H}) || !slices.Equal(v.Shape(), []int{B, S, N, H}) {
 		panic(fmt.Sprintf("nn.DotProductAttention: q %v, k %v, v %v: k and v must be [%d, S, %d, %d] with the same S", q, k, v, B, N, H))
 	}
 	if mask != nil {
@@ -166,7 +167,7 @@ func (a MultiHeadAttention) ForwardMask(x, mask *tensor.Tensor) *tensor.Tensor {
 func (a MultiHeadAttention) ForwardQKV(q, k, v, mask *tensor.Tensor) *tensor.Tensor {
 	d := a.QueryProj.In()
 	if q.Rank() != 3 || q.Dim(2) != d || k.Rank() != 3 || v.Rank() != 3 ||
-		k.Dim(0) != q.Dim(0) || k.Dim(2) != d || !equalInts(k.Shape(), v.Shape()) {
+		k.Dim(0) != q.Dim(0) || k.Dim(2) != d || !slices.Equal(k.Shape(), v.Shape()) {
 		if q == k && k == v {
 			panic(fmt.Sprintf("nn.MultiHeadAttention: x %v: want [batch, length, %d]", q, d))
 		}

@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gonox/gonox/tensor"
 )
@@ -173,7 +174,7 @@ func (m MLP) Call(x *tensor.Tensor, _ tensor.Key) *tensor.Tensor { return m.Forw
 // checkInit panics unless an initializer returned a float32 tensor of the
 // requested shape.
 func checkInit(fn, what string, x *tensor.Tensor, shape ...int) *tensor.Tensor {
-	if x == nil || x.DType() != tensor.Float32 || !equalInts(x.Shape(), shape) {
+	if x == nil || x.DType() != tensor.Float32 || !slices.Equal(x.Shape(), shape) {
 		got := "nil"
 		if x != nil {
 			got = x.String()
@@ -181,16 +182,4 @@ func checkInit(fn, what string, x *tensor.Tensor, shape ...int) *tensor.Tensor {
 		panic(fmt.Sprintf("%s: %s initializer returned %s, want %s", fn, what, got, tensor.Zeros(tensor.Float32, shape...)))
 	}
 	return x
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

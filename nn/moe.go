@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gonox/gonox/tensor"
 )
@@ -340,7 +341,7 @@ func (m MoE) Forward(x *tensor.Tensor) MoEOutput {
 // outside [0, numExperts) or a negative capacity.
 func DropTokenMask(expertIDs, probs *tensor.Tensor, numExperts, capacity int) (dropped, rank *tensor.Tensor) {
 	if expertIDs.DType() != tensor.Int32 || expertIDs.Rank() != 1 || probs.DType() != tensor.Float32 ||
-		!equalInts(probs.Shape(), expertIDs.Shape()) {
+		!slices.Equal(probs.Shape(), expertIDs.Shape()) {
 		panic(fmt.Sprintf("nn.DropTokenMask: expertIDs %v, probs %v: want i32[n] and f32[n]", expertIDs, probs))
 	}
 	if capacity < 0 {

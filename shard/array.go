@@ -7,6 +7,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/gonox/gonox/internal/box"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -254,7 +255,7 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 		} else {
 			for _, sd := range src.uniqueBlocks() {
 				soff := src.offset(sd)
-				lo, size, ok := intersect(off, geo.block, soff, src.geo.block)
+				lo, size, ok := box.Intersect(off, geo.block, soff, src.geo.block)
 				if ok {
 					copyTensorRegion(b, off, src.blocks[sd], soff, lo, size)
 				}
@@ -298,7 +299,7 @@ func contiguousViews(x *tensor.Tensor, l *layout, n int) []*tensor.Tensor {
 	for dev := range out {
 		off := l.offset(dev)
 		start := 0
-		st := strides(shape)
+		st := box.Strides(shape)
 		for i, o := range off {
 			start += o * st[i]
 		}
@@ -338,85 +339,18 @@ func storageOf(b *tensor.Tensor) unsafe.Pointer {
 	return unsafe.Pointer(&b.RawBool()[0])
 }
 
-// intersect returns the intersection of two boxes given by offset and size.
-func intersect(aOff, aSize, bOff, bSize []int) (lo, size []int, ok bool) {
-	lo = make([]int, len(aOff))
-	size = make([]int, len(aOff))
-	for i := range aOff {
-		l := max(aOff[i], bOff[i])
-		h := min(aOff[i]+aSize[i], bOff[i]+bSize[i])
-		if h <= l {
-			return nil, nil, false
-		}
-		lo[i], size[i] = l, h-l
-	}
-	return lo, size, true
-}
-
 // copyTensorRegion copies the global box [lo, lo+size) from src, whose
 // element 0 sits at global srcOff, into dst, whose element 0 sits at
 // dstOff. dst must be freshly allocated (it is written in place).
 func copyTensorRegion(dst *tensor.Tensor, dstOff []int, src *tensor.Tensor, srcOff, lo, size []int) {
 	switch dst.DType() {
 	case tensor.Float32:
-		copyRegion(dst.RawFloat32(), dst.Shape(), dstOff, src.RawFloat32(), src.Shape(), srcOff, lo, size)
+		box.Copy(dst.RawFloat32(), dst.Shape(), dstOff, src.RawFloat32(), src.Shape(), srcOff, lo, size)
 	case tensor.Int32:
-		copyRegion(dst.RawInt32(), dst.Shape(), dstOff, src.RawInt32(), src.Shape(), srcOff, lo, size)
+		box.Copy(dst.RawInt32(), dst.Shape(), dstOff, src.RawInt32(), src.Shape(), srcOff, lo, size)
 	case tensor.Bool:
-		copyRegion(dst.RawBool(), dst.Shape(), dstOff, src.RawBool(), src.Shape(), srcOff, lo, size)
+		box.Copy(dst.RawBool(), dst.Shape(), dstOff, src.RawBool(), src.Shape(), srcOff, lo, size)
 	}
-}
-
-func copyRegion[T any](dst []T, dshape, doff []int, src []T, sshape, soff []int, lo, size []int) {
-	r := len(size)
-	if r == 0 {
-		if len(dst) > 0 {
-			dst[0] = src[0]
-		}
-		return
-	}
-	for _, s := range size {
-		if s == 0 {
-			return
-		}
-	}
-	dstr := strides(dshape)
-	sstr := strides(sshape)
-	idx := make([]int, r-1)
-	run := size[r-1]
-	for {
-		di, si := 0, 0
-		for k := 0; k < r; k++ {
-			g := lo[k]
-			if k < r-1 {
-				g += idx[k]
-			}
-			di += (g - doff[k]) * dstr[k]
-			si += (g - soff[k]) * sstr[k]
-		}
-		copy(dst[di:di+run], src[si:si+run])
-		k := r - 2
-		for ; k >= 0; k-- {
-			idx[k]++
-			if idx[k] < size[k] {
-				break
-			}
-			idx[k] = 0
-		}
-		if k < 0 {
-			return
-		}
-	}
-}
-
-func strides(shape []int) []int {
-	s := make([]int, len(shape))
-	acc := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		s[i] = acc
-		acc *= shape[i]
-	}
-	return s
 }
 
 // parallelFor runs fn(0..n-1) on up to GOMAXPROCS goroutines and returns
