@@ -23,11 +23,11 @@ func Adam(u, m2, v2, g, m, v, p []float32, c *AdamCoeffs) {
 	k := 0
 	if useAVX2 {
 		k = n &^ 7
+		var pk []float32
 		if p != nil {
-			adamWDAVX2(u[:k], m2[:k], v2[:k], g[:k], m[:k], v[:k], p[:k], c)
-		} else {
-			adamAVX2(u[:k], m2[:k], v2[:k], g[:k], m[:k], v[:k], nil, c)
+			pk = p[:k]
 		}
+		adamAVX2(u[:k], m2[:k], v2[:k], g[:k], m[:k], v[:k], pk, c)
 	}
 	for i := k; i < n; i++ {
 		gi := g[i]

@@ -76,6 +76,3 @@ func expShiftAVX2(dst, src []float32, nm float32)
 
 //go:noescape
 func adamAVX2(u, m2, v2, g, m, v, p []float32, c *AdamCoeffs)
-
-//go:noescape
-func adamWDAVX2(u, m2, v2, g, m, v, p []float32, c *AdamCoeffs)

@@ -28,5 +28,4 @@ func sum8AVX2(x []float32, lanes *[8]float64)         { panic("vec: no assembly"
 func accF64AVX2(acc []float64, x []float32)           { panic("vec: no assembly") }
 func expShiftAVX2(dst, src []float32, nm float32)     { panic("vec: no assembly") }
 
-func adamAVX2(u, m2, v2, g, m, v, p []float32, c *AdamCoeffs)   { panic("vec: no assembly") }
-func adamWDAVX2(u, m2, v2, g, m, v, p []float32, c *AdamCoeffs) { panic("vec: no assembly") }
+func adamAVX2(u, m2, v2, g, m, v, p []float32, c *AdamCoeffs) { panic("vec: no assembly") }

@@ -846,7 +846,8 @@ reluGrad_done:
 
 // Adam step, 8 lanes at a time: see Adam in adam.go for the formulas and
 // why the order of the operations matters. Y8..Y15, Y5..Y7 hold B1, B2,
-// G1, G2, A, B, C2, Eps, EpsRoot, WD and Post.
+// G1, G2, A, B, C2, Eps, EpsRoot, WD and Post. A nil p means no weight
+// decay.
 
 // func adamAVX2(u, m2, v2, g, m, v, p []float32, c *AdamCoeffs)
 TEXT ·adamAVX2(SB), NOSPLIT, $0-176
@@ -891,6 +892,12 @@ adam_loop:
 	VMULPS Y0, Y13, Y4
 	VADDPS Y4, Y3, Y3
 	VDIVPS Y2, Y3, Y3
+	TESTQ R12, R12
+	JZ adam_nowd
+	VMULPS (R12), Y6, Y4
+	VADDPS Y4, Y3, Y3
+	ADDQ $32, R12
+adam_nowd:
 	VMULPS Y3, Y5, Y3
 	VMOVUPS Y3, (DI)
 	ADDQ $32, DI
@@ -902,65 +909,5 @@ adam_loop:
 	DECQ CX
 	JNZ adam_loop
 adam_done:
-	VZEROUPPER
-	RET
-
-// func adamWDAVX2(u, m2, v2, g, m, v, p []float32, c *AdamCoeffs)
-TEXT ·adamWDAVX2(SB), NOSPLIT, $0-176
-	MOVQ c+168(FP), AX
-	VBROADCASTSS 0(AX), Y8
-	VBROADCASTSS 4(AX), Y9
-	VBROADCASTSS 8(AX), Y10
-	VBROADCASTSS 12(AX), Y11
-	VBROADCASTSS 16(AX), Y12
-	VBROADCASTSS 20(AX), Y13
-	VBROADCASTSS 24(AX), Y14
-	VBROADCASTSS 28(AX), Y15
-	VBROADCASTSS 32(AX), Y7
-	VBROADCASTSS 36(AX), Y6
-	VBROADCASTSS 40(AX), Y5
-	MOVQ u_base+0(FP), DI
-	MOVQ u_len+8(FP), CX
-	MOVQ m2_base+24(FP), R8
-	MOVQ v2_base+48(FP), R9
-	MOVQ g_base+72(FP), SI
-	MOVQ m_base+96(FP), R10
-	MOVQ v_base+120(FP), R11
-	MOVQ p_base+144(FP), R12
-	SHRQ $3, CX
-	JZ adamWD_done
-adamWD_loop:
-	VMOVUPS (SI), Y0
-	VMULPS (R10), Y8, Y3
-	VMULPS Y0, Y10, Y4
-	VADDPS Y4, Y3, Y3
-	VMOVUPS Y3, (R8)
-	VMULPS Y0, Y0, Y4
-	VMULPS Y4, Y11, Y4
-	VMULPS (R11), Y9, Y1
-	VADDPS Y4, Y1, Y1
-	VMOVUPS Y1, (R9)
-	VMULPS Y1, Y14, Y2
-	VADDPS Y7, Y2, Y2
-	VSQRTPS Y2, Y2
-	VADDPS Y15, Y2, Y2
-	VMULPS Y3, Y12, Y3
-	VMULPS Y0, Y13, Y4
-	VADDPS Y4, Y3, Y3
-	VDIVPS Y2, Y3, Y3
-	VMULPS (R12), Y6, Y4
-	VADDPS Y4, Y3, Y3
-	ADDQ $32, R12
-	VMULPS Y3, Y5, Y3
-	VMOVUPS Y3, (DI)
-	ADDQ $32, DI
-	ADDQ $32, R8
-	ADDQ $32, R9
-	ADDQ $32, SI
-	ADDQ $32, R10
-	ADDQ $32, R11
-	DECQ CX
-	JNZ adamWD_loop
-adamWD_done:
 	VZEROUPPER
 	RET
