@@ -33,7 +33,7 @@ type kernelSet struct {
 	nrHalf     int            // columns of a narrow kernel (== nr if there is one width)
 	kern       [2][2][]kernFn // kern[flavour][wide][mr], mr in 1..mr
 	kc, nc     int            // k block (A strip and B block depth), n block (B block width)
-	directMaxM int            // use B in place (no packing) when op(B) = B and a call covers at most this many rows of C
+	directMaxM int            // use B in place (no packing) when op(B) = B and C has at most this many rows
 	transpose  transposeFunc  // packs transposed B strips
 }
 
@@ -93,7 +93,7 @@ func alignedFloats(n int) []float32 {
 // goroutine: the blocked GotoBLAS/BLIS loop nest around the micro-kernel.
 //
 //	for pc over k by kc:            beta applies to the first k block only
-//	  for jc over [j0,j1) by nc:    B block kc×nc packed into strips of nr columns (L2)
+//	  for jc over [j0,j1) by nc:    B block kc×nc: packed strips of nr columns (L2), or in place
 //	    for ir over [i0,i1) by mr:  A strip mr×kc read in place (stays in L1)
 //	      for jr over nc by nr:     micro-kernel on one mr×nr tile of C
 func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
@@ -228,7 +228,7 @@ func (ks *kernelSet) runTransposed(p *problem, i0, i1, j0, j1 int, ws *workspace
 		if pc > 0 {
 			beta = 1
 		}
-		// B' = op(A)ᵀ = A as stored, k×m: B'(q,i) = a[q*lda + i].
+		// B' = op(A)ᵀ, k×m: B'(q,i) = op(A)(i,q).
 		for ir := i0; ir < i1; ir += NR {
 			nr := min(NR, i1-ir)
 			w := ks.width(nr)
@@ -246,11 +246,13 @@ func (ks *kernelSet) runTransposed(p *problem, i0, i1, j0, j1 int, ws *workspace
 				}
 				bp, bs = &packed[0], w
 			case ir+w > p.m:
+				// A as stored, but the kernel's full width reaches past
+				// column m (past the end of a in the last row): pack.
 				packed := ws.bufB(kc * w)
 				packRows(packed, w, p.a[pc*p.lda+ir:], p.lda, kc, nr)
 				bp, bs = &packed[0], w
 			default:
-				bp = &p.a[pc*p.lda+ir]
+				bp = &p.a[pc*p.lda+ir] // A as stored: a[q*lda + i]
 			}
 			wide := 0
 			if nr > ks.nrHalf {
