@@ -285,7 +285,9 @@ func scan(op *Op, in []*Tensor) (top *Trace, loc *Local) {
 		if x == nil {
 			panic(fmt.Sprintf("tensor: op %q: nil *Tensor operand", op.Name))
 		}
-		x.mustHaveData("tensor: op " + op.Name)
+		if x.placeholder() {
+			x.mustHaveData("tensor: op " + op.Name) // panics
+		}
 		if x.layout != nil && !op.Distributed {
 			panic(fmt.Sprintf("tensor: op %q: operand %v is sharded over a mesh; compute on it inside shard.Map or gather it first (shard.Gather)", op.Name, x))
 		}
@@ -486,9 +488,15 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		return 0
 	})
 	grads := make(map[*node][]*Tensor, len(nodes))
-	add := func(n *node, i int, g *Tensor, who string) {
+	// add accumulates cotangent g of output i of n, produced by the VJP
+	// of node from (nil: the seed).
+	add := func(n *node, i int, g *Tensor, from *node) {
 		want := n.outAval[i]
 		if !sameShape(g.shape, want.shape) || g.dtype != want.dtype {
+			who := "the seed"
+			if from != nil {
+				who = "VJP of " + from.op.Name
+			}
 			panic(fmt.Sprintf("tensor.Backward: %s produced cotangent %v for %v", who, g, want))
 		}
 		gs := grads[n]
@@ -504,7 +512,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	}
 	for i, y := range ys {
 		if y.node != nil && y.node.trace == tr && cots[i] != nil {
-			add(y.node, y.outIdx, cots[i], "the seed")
+			add(y.node, y.outIdx, cots[i], nil)
 		}
 	}
 	wrt = slices.Clone(wrt)
@@ -543,7 +551,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		}
 		for i, e := range n.inputs {
 			if e.n != nil && res[i] != nil {
-				add(e.n, e.out, res[i], "VJP of "+n.op.Name)
+				add(e.n, e.out, res[i], n)
 			}
 		}
 		if !keep[n] {

@@ -289,10 +289,15 @@ func (t *Tensor) host(op string) *Tensor {
 	return t
 }
 
+// placeholder reports whether t is a shape-only placeholder.
+func (t *Tensor) placeholder() bool {
+	return t.f32 == nil && t.i32 == nil && t.b == nil && t.layout == nil && t.Size() > 0
+}
+
 // mustHaveData panics if t is a shape-only placeholder: a value that a VJP
 // receives but that its op's Save mask did not keep (or an abstract value).
 func (t *Tensor) mustHaveData(op string) {
-	if t.f32 == nil && t.i32 == nil && t.b == nil && t.layout == nil && t.Size() > 0 {
+	if t.placeholder() {
 		panic(fmt.Sprintf("%s: %v is a shape-only placeholder with no data (an op's VJP may only read the inputs and outputs its Save mask keeps)", op, t))
 	}
 }
