@@ -104,6 +104,12 @@ func psum(e *devEnv, x *tensor.Tensor, axes []string) *tensor.Tensor {
 func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.Psum", p.axes)
+	if g.size == 1 {
+		// A sum over one device is the value itself (every device takes
+		// this path for the same axes, so no rendezvous is skipped by some
+		// and awaited by others).
+		return e.marked(x, maskOf(x)&^p.mask)
+	}
 	s := e.run.meet(e, &call{kind: "psum", axes: p.axes, x: x})
 	defer e.run.leave(s)
 	out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Zeros(x.DType(), x.Shape()...) })
@@ -184,7 +190,8 @@ func pmaxImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 }
 
 // Psum sums x over the given mesh axes (an all-reduce): the result is the
-// same on every device of each group, invariant over the axes.
+// same on every device of each group, invariant over the axes. Over axes
+// of total size 1 it is x itself, without a rendezvous or a copy.
 func (c *Ctx) Psum(x *tensor.Tensor, axes ...string) *tensor.Tensor {
 	checkLocal("shard.Ctx.Psum", c, x)
 	return psum(c.env, x, axes)

@@ -84,6 +84,23 @@ func TestCollectiveGradients(t *testing.T) {
 	}
 }
 
+// TestPsumOverOneDevice: a psum over an axis of size 1 is the value itself,
+// now invariant over that axis, and its gradient passes through.
+func TestPsumOverOneDevice(t *testing.T) {
+	m := shard.NewMesh([]int{1, 4}, []string{"one", "dp"})
+	r := rand.New(rand.NewPCG(5, 5))
+	x := randT(r, 4, 3)
+	f := shard.Map(m, shard.P("dp"), shard.P("dp"), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		y := c.Psum(c.Vary(tensor.Square(x), "one"), "one")
+		require.Equal(t, []string{"dp"}, y.Local().AxisNames(), "psum over \"one\" leaves y invariant over it")
+		return y
+	})
+	assert.Equal(t, tensor.Square(x).Float32s(), shard.Gather(f(x)).Float32s())
+	err := autodiff.CheckGrad(func(xs []*tensor.Tensor) *tensor.Tensor { return f(xs[0]) },
+		[]*tensor.Tensor{x}, autodiff.CheckOptions{})
+	require.NoError(t, err)
+}
+
 // raggedPlan builds per-device offsets and sizes in which device r sends
 // (r+j)%2+1 rows to device j, stacked into global P("dp") int32 vectors.
 func raggedPlan(n int) (io, ss, oo, rs *tensor.Tensor, rowsIn, rowsOut int) {
