@@ -43,16 +43,6 @@ func newOut(dt DType, shape []int) *Tensor {
 	n := copy(box.dims[:], shape)
 	t := &box.t
 	t.dtype, t.shape = dt, box.dims[:n:n]
-	size := numel(shape)
-	switch dt {
-	case Float32:
-		t.f32 = makeFloat32(size)
-	case Int32:
-		t.i32 = makeInt32(size)
-	case Bool:
-		t.b = make([]bool, size)
-	default:
-		panic("tensor: invalid dtype")
-	}
+	t.allocData("tensor", numel(shape))
 	return t
 }

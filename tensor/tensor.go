@@ -60,8 +60,14 @@ func newTensor(dt DType, shape []int) *Tensor {
 // newTensorOp is newTensor for public constructors, whose panics name op.
 func newTensorOp(op string, dt DType, shape []int) *Tensor {
 	t := &Tensor{dtype: dt, shape: append([]int(nil), shape...)}
-	n := numel(shape)
-	switch dt {
+	t.allocData(op, numel(shape))
+	return t
+}
+
+// allocData gives t zeroed storage for n elements of its dtype; an invalid
+// dtype panics naming op.
+func (t *Tensor) allocData(op string, n int) {
+	switch t.dtype {
 	case Float32:
 		t.f32 = makeFloat32(n)
 	case Int32:
@@ -69,9 +75,8 @@ func newTensorOp(op string, dt DType, shape []int) *Tensor {
 	case Bool:
 		t.b = make([]bool, n)
 	default:
-		panic(fmt.Sprintf("%s: invalid dtype %v", op, dt))
+		panic(fmt.Sprintf("%s: invalid dtype %v", op, t.dtype))
 	}
-	return t
 }
 
 // FromFloat32 returns a float32 tensor of the given shape holding a copy of
