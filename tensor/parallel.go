@@ -2,10 +2,10 @@ package tensor
 
 import (
 	"runtime"
-
-	"github.com/gonox/gonox/tensor/internal/vec"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
 )
 
 // Large elementwise, reduction and softmax kernels split their work over

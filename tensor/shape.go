@@ -4,18 +4,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gonox/gonox/internal/box"
 )
 
 // contiguousStrides returns row-major strides (in elements) for shape.
-func contiguousStrides(shape []int) []int {
-	s := make([]int, len(shape))
-	acc := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		s[i] = acc
-		acc *= shape[i]
-	}
-	return s
-}
+func contiguousStrides(shape []int) []int { return box.Strides(shape) }
 
 // normAxis resolves a possibly negative axis of x, panicking with the op name
 // if it is out of range.
