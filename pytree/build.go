@@ -46,9 +46,12 @@ func newBuilder(op string, mode buildMode, rec *flattener) *builder {
 }
 
 // run rebuilds the tree whose shallow copy is at addr and checks that the
-// whole record was used.
+// whole record was used. A root that cannot hold leaves ([]int, *Config) is
+// static data: the walk records nothing for it, and it is shared as is.
 func (b *builder) run(p *plan, addr unsafe.Pointer) {
-	b.fresh(p, addr)
+	if p.dyn {
+		b.fresh(p, addr)
+	}
 	r := b.rec
 	if b.si != len(r.shape) || b.ki != len(r.keys) || b.ti != len(r.types) || b.pos != r.npos {
 		b.changed()

@@ -740,3 +740,42 @@ func TestDeepList(t *testing.T) {
 	out := pytree.Map(head, tensor.Neg)
 	assert.Len(t, pytree.Leaves(out), 5001)
 }
+
+// Trees whose type can hold no tensor are static data: the functions that
+// rebuild trees return them unchanged instead of reporting a changed tree.
+func TestRebuildTreesWithoutLeaves(t *testing.T) {
+	type Config struct{ Dim int }
+	id := func(x *tensor.Tensor) *tensor.Tensor { return x }
+	first := func(xs []*tensor.Tensor) *tensor.Tensor { return xs[0] }
+	n := 3
+	tests := []struct {
+		name string
+		run  func() any
+		want any
+	}{
+		{"Map slice", func() any { return pytree.Map([]int{1, 2}, id) }, []int{1, 2}},
+		{"Map nested slice", func() any { return pytree.Map([][]string{{"a"}}, id) }, [][]string{{"a"}}},
+		{"Map pointer", func() any { return *pytree.Map(&Config{4}, id) }, Config{4}},
+		{"Map map", func() any { return pytree.Map(map[string]int{"a": 1}, id) }, map[string]int{"a": 1}},
+		{"MapWithPath slice", func() any {
+			return pytree.MapWithPath([]int{5}, func(_ pytree.Path, x *tensor.Tensor) *tensor.Tensor { return x })
+		}, []int{5}},
+		{"MapN slice", func() any { return pytree.MapN(first, []int{1}, []int{1}) }, []int{1}},
+		{"Filter slice", func() any { return pytree.Filter([]int{1, 2}, pytree.IsTensor) }, []int{1, 2}},
+		{"Partition pointer", func() any {
+			a, b := pytree.Partition(&n, pytree.IsTensor)
+			return [2]int{*a, *b}
+		}, [2]int{3, 3}},
+		{"Combine pointer", func() any { return *pytree.Combine(&n, &n) }, 3},
+		{"At pointer to struct", func() any {
+			return *pytree.At(&Config{1}, func(c **Config) **Config { return c }, &Config{2})
+		}, Config{2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got any
+			require.NotPanics(t, func() { got = tc.run() })
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
