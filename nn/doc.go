@@ -160,9 +160,10 @@
 //	}
 //
 // Add a Call method with the same body to use it in a Sequential. Keep
-// parameters in exported fields (unexported fields are invisible to pytree,
-// so they would be neither trained nor saved), keep configuration in plain
-// fields, and never change a field inside Forward. A []Block is a stack of
+// parameters in exported fields (pytree treats unexported fields as static,
+// so their tensors would be neither trained nor saved, and it panics on an
+// unexported field that holds one), keep configuration in plain fields, and
+// never change a field inside Forward. A []Block is a stack of
 // layers; a field of interface type holds any module.
 //
 // # Layers

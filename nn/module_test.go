@@ -1,6 +1,7 @@
 package nn_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -62,28 +63,38 @@ func TestSequentialIsAPytree(t *testing.T) {
 
 func TestActivations(t *testing.T) {
 	x := tensor.FromFloat32([]float32{-2, -0.5, 0, 0.5, 2})
+	sigmoid := func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }
 	cases := []struct {
 		name string
 		f    nn.Activation
-		ref  func(*tensor.Tensor) *tensor.Tensor
+		tf   func(*tensor.Tensor) *tensor.Tensor // the tensor function it wraps
+		ref  func(float64) float64               // jax.nn's formula, in float64
 	}{
-		{"Relu", nn.Relu, tensor.Relu},
-		{"Gelu", nn.Gelu, tensor.Gelu},
-		{"GeluExact", nn.GeluExact, tensor.GeluExact},
-		{"Silu", nn.Silu, tensor.Silu},
-		{"Tanh", nn.Tanh, tensor.Tanh},
-		{"Sigmoid", nn.Sigmoid, tensor.Sigmoid},
-		{"Softplus", nn.Softplus, tensor.Softplus},
+		{"Relu", nn.Relu, tensor.Relu, func(v float64) float64 { return math.Max(v, 0) }},
+		{"Gelu", nn.Gelu, tensor.Gelu, func(v float64) float64 {
+			return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
+		}},
+		{"GeluExact", nn.GeluExact, tensor.GeluExact, func(v float64) float64 { return 0.5 * v * (1 + math.Erf(v/math.Sqrt2)) }},
+		{"Silu", nn.Silu, tensor.Silu, func(v float64) float64 { return v * sigmoid(v) }},
+		{"Tanh", nn.Tanh, tensor.Tanh, math.Tanh},
+		{"Sigmoid", nn.Sigmoid, tensor.Sigmoid, sigmoid},
+		{"Softplus", nn.Softplus, tensor.Softplus, func(v float64) float64 { return math.Log1p(math.Exp(v)) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			assert.Equal(t, c.ref(x).Float32s(), c.f(x).Float32s())
-			assert.Equal(t, c.ref(x).Float32s(), c.f.Call(x, tensor.NewKey(0)).Float32s())
+			want := make([]float64, x.Size())
+			for i, v := range x.Float64s() {
+				want[i] = c.ref(v)
+			}
+			assert.InDeltaSlice(t, want, c.f(x).Float64s(), 1e-6)
+			assert.InDeltaSlice(t, want, c.f.Call(x, tensor.NewKey(0)).Float64s(), 1e-6)
 			assert.Equal(t, c.name, c.f.String())
 			// Whatever variable holds it, an activation keeps its name.
-			assert.Equal(t, c.name, nn.Activation(c.ref).String())
+			assert.Equal(t, c.name, nn.Activation(c.tf).String())
 		})
 	}
+	// The two GELUs differ: a swapped pair would fail above, and here.
+	assert.NotEqual(t, nn.Gelu(x).Float32s(), nn.GeluExact(x).Float32s())
 	assert.Same(t, x, nn.Identity(x))
 	assert.Equal(t, "Identity", nn.Identity.String())
 	assert.Equal(t, "nn_test.myActivation", nn.Activation(myActivation).String())
