@@ -65,8 +65,9 @@ func (n LayerNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
 // Call is Forward, ignoring key; it makes a LayerNorm a Module.
 func (n LayerNorm) Call(x *tensor.Tensor, _ tensor.Key) *tensor.Tensor { return n.Forward(x) }
 
-// RMSNormOptions configures NewRMSNorm. The zero value gives Equinox's
-// eqx.nn.RMSNorm: eps 1e-5, a weight of ones and no bias.
+// RMSNormOptions configures NewRMSNorm. The zero value gives eps 1e-5, a
+// weight of ones and no bias, as Llama and T5 use RMSNorm; Bias adds a
+// learned shift.
 type RMSNormOptions struct {
 	// Eps is added to the mean square; 0 means 1e-5.
 	Eps float32
