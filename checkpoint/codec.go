@@ -190,6 +190,13 @@ func entropyFrame(out, src []byte, hs *huff0.Scratch) []byte {
 		if len(in) >= 256 { // 4-stream literals need a few bytes per stream
 			hs.Reuse = huff0.ReusePolicyNone
 			comp, _, err = huff0.Compress4X(in, hs)
+			// A compressed block may not be larger than the window, which
+			// for a single-segment frame is the content size: huff0 can
+			// return a table and streams no smaller than the input, and
+			// such a block would be refused by every decoder.
+			if err == nil && 5+len(comp)+1 >= len(in) {
+				err = huff0.ErrIncompressible
+			}
 		} else {
 			err = huff0.ErrIncompressible
 		}

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"math"
+	"math/rand/v2"
 	"os/exec"
 	"testing"
 
@@ -27,6 +28,16 @@ func TestEntropyFrame(t *testing.T) {
 	shuffled := make([]byte, 4*len(w))
 	shuffle4(shuffled, w)
 	exponents := shuffled[3*len(w):]
+	// Bytes just compressible enough for huff0 to return a table and
+	// streams, but not smaller than the input once the block headers are
+	// added: such a block must be stored raw, or no decoder accepts it.
+	barely := make([]byte, 8192)
+	r := rand.New(rand.NewPCG(8192, 34))
+	for i := range barely {
+		if r.Float64() >= 0.017 {
+			barely[i] = byte(r.IntN(256))
+		}
+	}
 	cases := []struct {
 		name string
 		src  []byte
@@ -40,6 +51,7 @@ func TestEntropyFrame(t *testing.T) {
 		{"exactly one block", exponents[:64<<10]},
 		{"one block and a byte", exponents[:64<<10+1]},
 		{"short last block", exponents[:64<<10+200]},
+		{"barely compressible (raw)", barely},
 	}
 	zstdCmd, _ := exec.LookPath("zstd")
 	var hs huff0.Scratch

@@ -145,16 +145,38 @@ func (m *Manager) committedLocked(step int, metrics map[string]float64) error {
 	m.steps[step] = metrics
 	var errs []error
 	for _, s := range m.pruneLocked() {
-		if err := os.RemoveAll(filepath.Join(m.dir, stepName(s))); err != nil {
-			errs = append(errs, err)
-			continue
+		gone, err := removeStep(m.dir, s)
+		if gone {
+			delete(m.steps, s)
 		}
-		delete(m.steps, s)
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return &Error{Op: "manager", Step: step, Err: fmt.Errorf("pruning: %w", errors.Join(errs...))}
 	}
 	return nil
+}
+
+// removeAll is os.RemoveAll; tests replace it to fail part way.
+var removeAll = os.RemoveAll
+
+// removeStep deletes a step directory. It first renames it to a temporary
+// name, so that a crash or an error part way through the deletion never
+// leaves a step with its manifest but without some of its data, which
+// Steps and RestoreLatest would take for a complete one; what is left of
+// it is removed by the next Save's cleanup. gone reports whether the step
+// is no longer a step, even if its contents could not all be removed.
+func removeStep(dir string, step int) (gone bool, err error) {
+	trash := filepath.Join(dir, tmpPrefix+stepName(step)+"-pruned")
+	if err := removeAll(trash); err != nil {
+		return false, err
+	}
+	if err := os.Rename(filepath.Join(dir, stepName(step)), trash); err != nil {
+		return false, err
+	}
+	return true, removeAll(trash)
 }
 
 // pruneLocked returns the steps the retention options drop.

@@ -86,6 +86,51 @@ func TestManagerRetention(t *testing.T) {
 	}
 }
 
+// TestManagerPruneFailsPartWay makes the deletion of a pruned step fail
+// after removing one of its data files: the step must no longer be listed
+// (on disk or by the Manager), the kept ones must restore, and the next
+// Save must remove what was left.
+func TestManagerPruneFailsPartWay(t *testing.T) {
+	dir := t.TempDir()
+	m, err := NewManager(dir, ManagerOptions{KeepLatest: 1})
+	require.NoError(t, err)
+	_, err = m.Save(1, tinyAt(1), nil)
+	require.NoError(t, err)
+
+	defer func(f func(string) error) { removeAll = f }(removeAll)
+	broken := errors.New("injected: disk went away")
+	removeAll = func(path string) error {
+		ents, err := os.ReadDir(path)
+		if err != nil {
+			return nil // nothing there
+		}
+		for _, e := range ents {
+			if e.Name() != manifestName {
+				require.NoError(t, os.Remove(filepath.Join(path, e.Name())))
+				break
+			}
+		}
+		return broken
+	}
+	_, err = m.Save(2, tinyAt(2), nil)
+	require.ErrorIs(t, err, broken)
+	removeAll = os.RemoveAll
+
+	require.Equal(t, []int{2}, m.Steps())
+	onDisk, err := Steps(dir)
+	require.NoError(t, err)
+	require.Equal(t, []int{2}, onDisk)
+	got, step, err := RestoreLatest(dir, zerosLike(tinyAt(2)), nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, step)
+	requireBitExact(t, tinyAt(2), got)
+
+	_, err = m.Save(3, tinyAt(3), nil)
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+	require.Equal(t, []string{stepName(3)}, listDir(t, dir))
+}
+
 func TestManagerOptionsInvalid(t *testing.T) {
 	_, err := NewManager(t.TempDir(), ManagerOptions{KeepBest: 1})
 	require.ErrorContains(t, err, "needs a Metric")

@@ -267,7 +267,7 @@ func parseSafetensorsHeader(r io.ReaderAt, size int64) ([]stEntry, map[string]st
 		return nil, nil, 0, bad("", "file of %d bytes is shorter than the 8-byte header length", size)
 	}
 	var lenBuf [8]byte
-	if _, err := r.ReadAt(lenBuf[:], 0); err != nil {
+	if err := readAtFull(r, lenBuf[:], 0); err != nil {
 		return nil, nil, 0, bad("", "reading the header length: %v", err)
 	}
 	n := binary.LittleEndian.Uint64(lenBuf[:])
@@ -278,7 +278,7 @@ func parseSafetensorsHeader(r io.ReaderAt, size int64) ([]stEntry, map[string]st
 		return nil, nil, 0, bad("", "header length %d is larger than the file (%d bytes after the length)", n, size-8)
 	}
 	hdr := make([]byte, n)
-	if _, err := r.ReadAt(hdr, 8); err != nil {
+	if err := readAtFull(r, hdr, 8); err != nil {
 		return nil, nil, 0, bad("", "reading the header: %v", err)
 	}
 	if !utf8.Valid(hdr) {
@@ -478,7 +478,7 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 		ws, bs := words(y)
 		pos := dataStart + e.Begin
 		if bs != nil {
-			if _, err := r.ReadAt(bs, pos); err != nil && len(bs) > 0 {
+			if err := readAtFull(r, bs, pos); err != nil {
 				return zero, nil, &Error{Op: "import", Step: -1, Path: e.Name, Err: errf(ErrCorrupt, "%v", err)}
 			}
 			for k, v := range bs {
@@ -489,7 +489,7 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 		}
 		for k := 0; k < len(ws); k += len(buf) / 4 {
 			m := min(len(ws)-k, len(buf)/4)
-			if _, err := r.ReadAt(buf[:4*m], pos+int64(4*k)); err != nil {
+			if err := readAtFull(r, buf[:4*m], pos+int64(4*k)); err != nil {
 				return zero, nil, &Error{Op: "import", Step: -1, Path: e.Name, Err: errf(ErrCorrupt, "%v", err)}
 			}
 			for q := 0; q < m; q++ {
@@ -502,6 +502,23 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 		out[i] = y
 	}
 	return pytree.Unflatten[T](st, out), meta, nil
+}
+
+// readAtFull fills buf from r at off. io.ReaderAt allows a read that fills
+// buf and ends at the end of the input to return io.EOF; that is not an
+// error here.
+func readAtFull(r io.ReaderAt, buf []byte, off int64) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	n, err := r.ReadAt(buf, off)
+	if n == len(buf) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // tensorName is the safetensors name of the leaf at path: the path as

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -56,6 +57,47 @@ func TestSafetensorsByteExact(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"format": "pt"}, meta)
 	requireBitExact(t, tree, back)
+}
+
+// eofReaderAt is a valid io.ReaderAt that returns io.EOF with a read that
+// fills its buffer up to the end of the data, as the interface allows.
+type eofReaderAt struct{ b []byte }
+
+func (r eofReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(r.b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[off:])
+	if n < len(p) || off+int64(n) == int64(len(r.b)) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// TestReadSafetensorsEOFAtEnd reads files whose last tensor ends the file
+// (of each dtype, since they are read differently) through a ReaderAt that
+// reports io.EOF with the final full read; and a file one byte short is
+// still an error.
+func TestReadSafetensorsEOFAtEnd(t *testing.T) {
+	for _, tree := range []map[string]*tensor.Tensor{
+		{"w": tensor.FromFloat32([]float32{1, -2, 0.5}, 3)},
+		{"ids": tensor.FromInt32([]int32{7, -1}, 2)},
+		{"w": tensor.FromFloat32([]float32{3}, 1), "mask": tensor.FromBool([]bool{true, false}, 2)},
+	} {
+		var file bytes.Buffer
+		require.NoError(t, WriteSafetensors(&file, tree, nil))
+		like := map[string]*tensor.Tensor{}
+		for k, x := range tree {
+			like[k] = tensor.Zeros(x.DType(), x.Shape()...)
+		}
+		back, _, err := ReadSafetensors(eofReaderAt{file.Bytes()}, int64(file.Len()), like)
+		require.NoError(t, err)
+		requireBitExact(t, tree, back)
+
+		short := file.Bytes()[:file.Len()-1]
+		_, _, err = ReadSafetensors(eofReaderAt{short}, int64(file.Len()), like)
+		require.ErrorIs(t, err, ErrCorrupt)
+	}
 }
 
 // TestSafetensorsReference reads the bytes the reference implementation's

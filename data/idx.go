@@ -85,6 +85,7 @@ type IDXError struct {
 	Err  error
 }
 
+// Error returns "data: IDX file <File>: <Err>".
 func (e *IDXError) Error() string { return "data: IDX file " + e.File + ": " + e.Err.Error() }
 
 // Unwrap returns e.Err.
