@@ -2,7 +2,9 @@ package checkpoint
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
+	"github.com/klauspost/compress/huff0"
 	"github.com/stretchr/testify/require"
 )
 
@@ -129,4 +132,51 @@ func writeSeeds(t *testing.T, fuzz string, seeds map[string][]byte) {
 		content := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(b)))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
 	}
+}
+
+// FuzzChunkRoundTrip encodes arbitrary bytes as a chunk of float32 words,
+// int32 words or bools and decodes them again: the result must be the
+// input, whatever its compressibility (nearly incompressible planes once
+// produced Huffman blocks larger than the frame, which no decoder reads).
+func FuzzChunkRoundTrip(f *testing.F) {
+	f.Add([]byte{}, uint8(0))
+	f.Add(bytes.Repeat([]byte{7}, 1024), uint8(0))
+	f.Add([]byte("gonox checkpoints are shuffled and entropy-coded planes"), uint8(1))
+	f.Add(bytes.Repeat([]byte{0, 1, 1, 0, 1}, 300), uint8(2))
+	// Planes of nearly random bytes with a slight excess of zeros: huff0
+	// codes them into more bytes than they hold.
+	barely := make([]byte, 4*8192)
+	r := rand.New(rand.NewPCG(8192, 34))
+	for i := 0; i < 8192; i++ {
+		if r.Float64() >= 0.017 {
+			v := byte(r.IntN(256))
+			barely[4*i], barely[4*i+1], barely[4*i+2], barely[4*i+3] = v, v, v, v
+		}
+	}
+	f.Add(barely, uint8(0))
+	f.Fuzz(func(t *testing.T, data []byte, kind uint8) {
+		var hs huff0.Scratch
+		switch kind % 3 {
+		case 0, 1: // float32 or int32 words
+			w := make([]uint32, len(data)/4)
+			for i := range w {
+				w[i] = binary.LittleEndian.Uint32(data[4*i:])
+			}
+			frame := encodeChunk(nil, make([]byte, 4*len(w)), &hs, kind%3 == 0, w, nil)
+			got := make([]uint32, len(w))
+			_, err := decodeChunk(frame, nil, got, nil)
+			require.NoError(t, err)
+			require.Equal(t, w, got)
+		case 2: // bools
+			b := make([]byte, len(data))
+			for i, v := range data {
+				b[i] = v & 1
+			}
+			frame := encodeChunk(nil, nil, &hs, false, nil, b)
+			got := make([]byte, len(b))
+			_, err := decodeChunk(frame, nil, nil, got)
+			require.NoError(t, err)
+			require.Equal(t, b, got)
+		}
+	})
 }
