@@ -53,8 +53,9 @@
 // directory, synced to disk, and renamed into place only when complete: a
 // crash at any moment leaves every step saved before intact and readable,
 // and the next Save removes the leftovers. Overwriting a step (Overwrite)
-// swaps the directories atomically (renameat2 RENAME_EXCHANGE on Linux; two
-// renames elsewhere, which the next Save completes if interrupted). One
+// swaps the directories atomically (renameat2 RENAME_EXCHANGE on Linux;
+// elsewhere two renames, and if a crash falls between them the next Save
+// puts the old step back). One
 // process at a time may write a checkpoint directory.
 //
 // Restore validates everything before using it — the manifest's fields,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -247,4 +248,34 @@ func TestManagerSkippedStepReportsError(t *testing.T) {
 	_, err = m.Save(5, tinyAt(5), nil)
 	require.NoError(t, err, "and only once")
 	require.NoError(t, m.Close())
+}
+
+// TestOverwriteSucceedsWhenOldCopyStays: once an overwrite has put the new
+// step in place, failing to delete the old copy is not a failed save; the
+// next Save removes the leftover.
+func TestOverwriteSucceedsWhenOldCopyStays(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, Save(dir, 1, tinyAt(1)))
+
+	defer func(f func(string) error) { removeAll = f }(removeAll)
+	removeAll = func(string) error { return errors.New("injected: cannot delete") }
+	require.NoError(t, Save(dir, 1, tinyAt(2), Overwrite()))
+	removeAll = os.RemoveAll
+
+	got, err := Restore(dir, 1, zerosLike(tinyAt(2)), nil)
+	require.NoError(t, err)
+	requireBitExact(t, tinyAt(2), got)
+	leftovers := func() (n int) {
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".") {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 1, leftovers(), "the old copy is still there")
+	require.NoError(t, Save(dir, 2, tinyAt(2)))
+	require.Equal(t, 0, leftovers(), "the next Save removed it")
 }

@@ -470,9 +470,12 @@ func syncDir(dir string) error {
 // the old contents.
 func replaceDir(tmp, final string) error {
 	if err := exchange(tmp, final); err == nil {
-		// tmp now holds the old step; if we crash before removing it,
-		// the next save's cleanup does.
-		return os.RemoveAll(tmp)
+		// tmp now holds the old step. The new one is in place, so the
+		// save has succeeded whatever happens next: what this removal
+		// leaves (after a crash or an error) the next save's cleanup
+		// removes.
+		removeAll(tmp)
+		return nil
 	}
 	// No atomic exchange here: move the old step aside under a name that
 	// cleanup recognises and puts back if the second rename never happens.
@@ -491,7 +494,8 @@ func replaceDir(tmp, final string) error {
 		os.Rename(old, final)
 		return err
 	}
-	return os.RemoveAll(old)
+	removeAll(old) // as above: the save has succeeded; cleanup retries
+	return nil
 }
 
 // cleanup removes what interrupted saves left in dir: temporary
