@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/shard"
@@ -74,4 +75,18 @@ func TestCommBytesBackward(t *testing.T) {
 		assert.Equal(t, int64(3*128/4), comm.Bytes(d, "psum_scatter"))
 	}
 	assert.Equal(t, 1, comm.Calls("psum_scatter"))
+}
+
+// Pmean rejects a non-float block before communicating.
+func TestPmeanRejectsIntsWithoutCommunicating(t *testing.T) {
+	m := guideMesh()
+	var comm shard.Comm
+	f := shard.MapErr(m, shard.P("dp"), shard.P(), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		return c.Pmean(x, "dp", "tp")
+	}, shard.WithComm(&comm))
+	_, err := f(testData(tensor.Int32, 8, 4))
+	var de *shard.DeviceError
+	require.ErrorAs(t, err, &de)
+	assert.Equal(t, "shard.Ctx.Pmean: i32[2,4]{dp}: want float32", de.Value)
+	assert.Empty(t, comm.Kinds())
 }
