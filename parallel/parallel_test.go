@@ -54,6 +54,8 @@ func meshes() map[string]*shard.Mesh {
 	for _, s := range [][2]int{{1, 8}, {2, 4}, {4, 2}, {8, 1}} {
 		out[fmt.Sprintf("%dx%d", s[0], s[1])] = shard.NewMesh([]int{s[0], s[1]}, []string{"dp", "tp"})
 	}
+	// No data axis: TP and FSDPTP keep the whole batch on every device.
+	out["tp=8"] = shard.NewMesh([]int{8}, []string{"tp"})
 	return out
 }
 

@@ -237,7 +237,12 @@ func (t *Trainer) loss(c *shard.Ctx, p nn.MLP, x, y *tensor.Tensor) *tensor.Tens
 			h = act(h)
 		}
 	}
-	return c.Pmean(tensor.Mean(t.cfg.Loss(h, y)), t.dataAxes...)
+	l := tensor.Mean(t.cfg.Loss(h, y))
+	if len(t.dataAxes) == 0 {
+		// TP on a mesh with no data axis: every device has the whole batch.
+		return l
+	}
+	return c.Pmean(l, t.dataAxes...)
 }
 
 type linIn struct {

@@ -198,15 +198,13 @@ func (c *Ctx) Psum(x *tensor.Tensor, axes ...string) *tensor.Tensor {
 }
 
 // Pmean averages x over the given axes: Psum divided by the number of
-// devices along them.
+// devices along them. x must be float32.
 func (c *Ctx) Pmean(x *tensor.Tensor, axes ...string) *tensor.Tensor {
 	checkLocal("shard.Ctx.Pmean", c, x)
-	x.DType()
-	s := psum(c.env, x, axes)
-	if s.DType() != tensor.Float32 {
+	if x.DType() != tensor.Float32 {
 		panic(fmt.Sprintf("shard.Ctx.Pmean: %v: want float32", x))
 	}
-	return tensor.MulScalar(s, 1/float32(c.AxisSize(axes...)))
+	return tensor.MulScalar(psum(c.env, x, axes), 1/float32(c.AxisSize(axes...)))
 }
 
 func (c *Ctx) pextreme(op string, x *tensor.Tensor, axes []string, isMax bool) *tensor.Tensor {

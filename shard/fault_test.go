@@ -156,3 +156,20 @@ func panicValue(f func()) (p any) {
 	f()
 	return nil
 }
+
+// A Ctx kept past its Map call fails with a message saying so, not with
+// an internal signal or a hang.
+func TestCtxUsedAfterMapReturned(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	m := shard.NewMesh([]int{2}, []string{"dp"})
+	var saved *shard.Ctx
+	shard.Map(m, shard.P(), shard.P(), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		if c.Device().ID() == 0 {
+			saved = c
+		}
+		return x
+	})(tensor.Ones(tensor.Float32, 2))
+	assert.PanicsWithValue(t,
+		"shard.Ctx: psum(f32[2]{dp} over dp) on CpuDevice(id=0) after its shard.Map call returned; a Ctx is valid only inside fn",
+		func() { saved.Psum(tensor.Ones(tensor.Float32, 2), "dp") })
+}

@@ -29,8 +29,10 @@ func WithComm(c *Comm) Option { return func(m *mapConfig) { m.comm = c } }
 // each tensor leaf of the input its partition spec and outSpecs each leaf
 // of the output: the input is split accordingly (already-sharded inputs
 // with that sharding are used in place), and the blocks fn returns are
-// assembled into global sharded tensors. Non-tensor parts of In reach fn
-// as they are; those of Out come from device 0.
+// assembled into global sharded tensors. outSpecs is asked for the spec of
+// each output leaf with device 0's block, so a SpecTree sees per-device
+// shapes there. Non-tensor parts of In reach fn as they are; those of Out
+// come from device 0.
 //
 // Inside fn, blocks are ordinary tensors marked with the mesh axes they vary
 // over, and the Ctx offers the collectives. An output that varies over a

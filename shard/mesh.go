@@ -59,7 +59,7 @@ func ParseMesh(desc string) (*Mesh, error) {
 		if !ok {
 			return nil, fmt.Errorf("shard.ParseMesh: %q: want name=size, got %q", desc, part)
 		}
-		v, err := strconv.Atoi(size)
+		v, err := strconv.Atoi(strings.TrimSpace(size))
 		if err != nil || v <= 0 {
 			return nil, fmt.Errorf("shard.ParseMesh: %q: size of %q is not a positive integer", desc, name)
 		}
@@ -71,7 +71,7 @@ func ParseMesh(desc string) (*Mesh, error) {
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				err = fmt.Errorf("%v", r)
+				err = fmt.Errorf("shard.ParseMesh: %q: %v", desc, r)
 			}
 		}()
 		m = NewMesh(sizes, names)
@@ -139,7 +139,11 @@ func (m *Mesh) axis(op, name string) int {
 }
 
 // Coords returns the mesh coordinates of the device at row-major index i.
+// It panics if i is not in [0, Size()).
 func (m *Mesh) Coords(i int) []int {
+	if i < 0 || i >= len(m.devices) {
+		panic(fmt.Sprintf("shard.Mesh.Coords: index %d out of range for %v", i, m))
+	}
 	c := make([]int, len(m.sizes))
 	for k := len(m.sizes) - 1; k >= 0; k-- {
 		c[k] = i % m.sizes[k]
@@ -149,18 +153,26 @@ func (m *Mesh) Coords(i int) []int {
 }
 
 // Index returns the row-major index of the device at the given coordinates.
+// It panics unless there is one coordinate per axis, within its size.
 func (m *Mesh) Index(coords []int) int {
+	if len(coords) != len(m.sizes) {
+		panic(fmt.Sprintf("shard.Mesh.Index: %d coordinates %v for %v", len(coords), coords, m))
+	}
 	i := 0
 	for k, c := range coords {
+		if c < 0 || c >= m.sizes[k] {
+			panic(fmt.Sprintf("shard.Mesh.Index: coordinates %v out of range for %v", coords, m))
+		}
 		i = i*m.sizes[k] + c
 	}
 	return i
 }
 
 // Equal reports whether two meshes have the same axes, sizes and devices
-// in the same order (meshes are compared by value, as in JAX).
+// in the same order (meshes are compared by value, as in JAX). A nil mesh
+// equals only nil.
 func (m *Mesh) Equal(o *Mesh) bool {
-	return m == o || (o != nil && slices.Equal(m.names, o.names) && slices.Equal(m.sizes, o.sizes) && slices.Equal(m.devices, o.devices))
+	return m == o || (m != nil && o != nil && slices.Equal(m.names, o.names) && slices.Equal(m.sizes, o.sizes) && slices.Equal(m.devices, o.devices))
 }
 
 // Overlaps reports whether the two meshes share a device.

@@ -542,10 +542,9 @@ func TestDeviceMemoryAcrossMeshes(t *testing.T) {
 	waitMemory(t, devs, base)
 }
 
-// A Map output block that shares storage with an input block (fn returns
-// its input, or a view of it) is charged to the device a second time, and
-// the first charge is not released while the output keeps the storage
-// alive: the device reports twice the bytes it holds.
+// A Map output block that shares storage with an already-placed input
+// block (fn returns its input) is not charged to the device a second time:
+// once the input is dropped, the device reports the bytes it holds once.
 func TestDeviceMemoryMapOutputSharingInput(t *testing.T) {
 	m := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
 	devs := shard.Devices()

@@ -308,3 +308,23 @@ func TestRulesInMapInSpecs(t *testing.T) {
 	assert.Equal(t, "float32[8@dp,6@tp]", y.Type())
 	assert.InDeltaSlice(t, tensor.MatMul(x, w).Float32s(), shard.Gather(y).Float32s(), 1e-3)
 }
+
+// LikeParams works as the out spec of a Map, where it is asked about
+// per-device blocks: a moment's block matches its parameter's block.
+func TestLikeParamsAsMapOutSpec(t *testing.T) {
+	m := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
+	params := mlpModel()
+	like := shard.LikeParams(params, shard.Specs{
+		"Layers[*].W": shard.P(nil, "tp"),
+		"Layers[0].B": shard.P("tp"),
+		"Layers[1].B": shard.P(),
+	})
+	type state struct{ Params, Mu mlp }
+	f := shard.Map(m, like, like, func(_ *shard.Ctx, s state) state { return s })
+	out := f(state{params, params})
+	for _, tree := range []mlp{out.Params, out.Mu} {
+		assert.Equal(t, shard.P(nil, "tp"), specOf(t, tree.Layers[0].W))
+		assert.Equal(t, shard.P("tp"), specOf(t, tree.Layers[0].B))
+		assert.Equal(t, params.Layers[0].W.Float32s(), shard.Gather(tree.Layers[0].W).Float32s())
+	}
+}

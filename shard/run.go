@@ -167,6 +167,10 @@ func (r *run) meet(e *devEnv, c *call) *slot {
 	k := e.seq
 	e.seq++
 	r.mu.Lock()
+	if r.done[e.dev] >= 0 {
+		r.mu.Unlock()
+		panic(fmt.Sprintf("shard.Ctx: %v on %v after its %s call returned; a Ctx is valid only inside fn", c, r.mesh.devices[e.dev], r.name))
+	}
 	if r.err != nil {
 		r.mu.Unlock()
 		panic(abortSignal{})

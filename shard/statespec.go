@@ -11,7 +11,8 @@ import (
 // LikeParams returns a SpecTree that places optimizer state like the
 // parameters it belongs to, as ZeRO does: each state leaf gets the spec
 // that specs gives the parameter whose path is a suffix of the leaf's path
-// and whose shape is the leaf's shape. With params
+// and whose shape is the leaf's shape (for a block inside Map, as out specs
+// see them, the shape of the parameter's block). With params
 //
 //	MLP{Layers: [Linear{W, B}, ...]}
 //
@@ -69,7 +70,7 @@ func (l *likeParams) SpecFor(path pytree.Path, x *tensor.Tensor) (Spec, error) {
 			if byPath < 0 || len(p) > len(l.paths[byPath]) {
 				byPath = i
 			}
-			if slices.Equal(l.leaves[i].Shape(), x.Shape()) && (best < 0 || len(p) > len(l.paths[best])) {
+			if l.sameShape(i, x) && (best < 0 || len(p) > len(l.paths[best])) {
 				best = i
 			}
 		}
@@ -91,4 +92,27 @@ func (l *likeParams) SpecFor(path pytree.Path, x *tensor.Tensor) (Spec, error) {
 		return nil, fmt.Errorf("shard.LikeParams: state leaf %s: parameter %s: %w", leafName(path), leafName(l.paths[best]), err)
 	}
 	return s, nil
+}
+
+// sameShape reports whether state leaf x has the shape of parameter i: the
+// same global shape or, for a block inside Map (out specs are asked with
+// device blocks), the shape of the parameter's block under its spec.
+func (l *likeParams) sameShape(i int, x *tensor.Tensor) bool {
+	p := l.leaves[i]
+	if slices.Equal(p.Shape(), x.Shape()) {
+		return true
+	}
+	loc := x.Local()
+	if loc == nil {
+		return false
+	}
+	env, ok := loc.Env.(*devEnv)
+	if !ok {
+		return false
+	}
+	s, err := l.specs.SpecFor(l.paths[i], p)
+	if err != nil || s.check(env.mesh, p.Shape()) != "" {
+		return false
+	}
+	return slices.Equal(NewSharding(env.mesh, s).geometry("shard.LikeParams", p.Shape()).block, x.Shape())
 }

@@ -44,5 +44,7 @@ func TestCopy(t *testing.T) {
 	one := []int{0}
 	Copy(one, nil, nil, []int{7}, nil, nil, nil, nil)
 	assert.Equal(t, []int{7}, one)
+	before := append([]int(nil), dst...)
 	Copy(dst, []int{3, 6}, []int{0, 0}, src, []int{4, 4}, []int{0, 0}, []int{0, 0}, []int{0, 2})
+	assert.Equal(t, before, dst, "an empty region copies nothing")
 }

@@ -1,0 +1,68 @@
+package shard_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/shard"
+)
+
+func TestMeshCoordsIndex(t *testing.T) {
+	m := shard.NewMesh([]int{2, 3}, []string{"a", "b"})
+	for i := range m.Size() {
+		c := m.Coords(i)
+		assert.Equal(t, []int{i / 3, i % 3}, c)
+		assert.Equal(t, i, m.Index(c))
+	}
+	for _, tc := range []struct {
+		name string
+		f    func()
+		msg  string
+	}{
+		{"coords past the end", func() { m.Coords(6) }, "shard.Mesh.Coords: index 6 out of range for Mesh('a': 2, 'b': 3)"},
+		{"negative coords", func() { m.Coords(-1) }, "shard.Mesh.Coords: index -1 out of range for Mesh('a': 2, 'b': 3)"},
+		{"too few coordinates", func() { m.Index([]int{5}) }, "shard.Mesh.Index: 1 coordinates [5] for Mesh('a': 2, 'b': 3)"},
+		{"coordinate out of range", func() { m.Index([]int{0, 3}) }, "shard.Mesh.Index: coordinates [0 3] out of range for Mesh('a': 2, 'b': 3)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { assert.PanicsWithValue(t, tc.msg, tc.f) })
+	}
+}
+
+func TestMeshEqualNil(t *testing.T) {
+	m := shard.NewMesh([]int{2}, []string{"dp"})
+	var none *shard.Mesh
+	assert.False(t, m.Equal(none))
+	assert.False(t, none.Equal(m))
+	assert.True(t, none.Equal(none))
+	assert.False(t, shard.Sharding{}.Equal(shard.Replicated(m)), "the zero Sharding equals no placed one")
+}
+
+func TestParseMesh(t *testing.T) {
+	for _, tc := range []struct {
+		desc  string
+		sizes []int
+		names []string
+		err   string
+	}{
+		{desc: "dp=4,tp=2", sizes: []int{4, 2}, names: []string{"dp", "tp"}},
+		{desc: " dp = 4 , tp = 2 ", sizes: []int{4, 2}, names: []string{"dp", "tp"}},
+		{desc: "dp=0", err: `shard.ParseMesh: "dp=0": size of "dp" is not a positive integer`},
+		{desc: "dp", err: `shard.ParseMesh: "dp": want name=size, got "dp"`},
+		{desc: "dp=4,dp=2", err: `shard.ParseMesh: "dp=4,dp=2": shard.NewMesh: axis names ["dp" "dp"] must be non-empty and distinct`},
+		{desc: "dp=1024", err: `shard.ParseMesh: "dp=1024": shard.NewMesh: mesh Mesh('dp': 1024) needs 1024 devices`},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			m, err := shard.ParseMesh(tc.desc)
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.sizes, m.Shape())
+			assert.Equal(t, tc.names, m.AxisNames())
+		})
+	}
+}
