@@ -107,7 +107,8 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	if g.size == 1 {
 		// A sum over one device is the value itself (every device takes
 		// this path for the same axes, so no rendezvous is skipped by some
-		// and awaited by others).
+		// and awaited by others). It is still a call, of 0 bytes.
+		e.account(nil, "psum", 0)
 		return e.marked(x, maskOf(x)&^p.mask)
 	}
 	s := e.run.meet(e, &call{kind: "psum", axes: p.axes, x: x})
@@ -191,7 +192,9 @@ func pmaxImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 
 // Psum sums x over the given mesh axes (an all-reduce): the result is the
 // same on every device of each group, invariant over the axes. Over axes
-// of total size 1 it is x itself, without a rendezvous or a copy.
+// of total size 1 it is x itself, without a rendezvous or a copy (and so
+// not checked against the other devices' collectives); Comm counts it as a
+// call of 0 bytes.
 func (c *Ctx) Psum(x *tensor.Tensor, axes ...string) *tensor.Tensor {
 	checkLocal("shard.Ctx.Psum", c, x)
 	return psum(c.env, x, axes)

@@ -95,6 +95,13 @@ func TestPsumOverOneDevice(t *testing.T) {
 		require.Equal(t, []string{"dp"}, y.Local().AxisNames(), "psum over \"one\" leaves y invariant over it")
 		return y
 	})
+	var comm shard.Comm
+	g := shard.Map(m, shard.P("dp"), shard.P("dp"), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		return c.Psum(c.Vary(x, "one"), "one")
+	}, shard.WithComm(&comm))
+	assert.Equal(t, x.Float32s(), shard.Gather(g(x)).Float32s())
+	assert.Equal(t, 1, comm.Calls("psum"))
+	assert.Equal(t, int64(0), comm.Bytes(m.Devices()[0], "psum"))
 	assert.Equal(t, tensor.Square(x).Float32s(), shard.Gather(f(x)).Float32s())
 	err := autodiff.CheckGrad(func(xs []*tensor.Tensor) *tensor.Tensor { return f(xs[0]) },
 		[]*tensor.Tensor{x}, autodiff.CheckOptions{})
