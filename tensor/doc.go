@@ -40,8 +40,10 @@
 //   - Activations and losses: Relu, Gelu, Silu, Tanh, Sigmoid, Softplus,
 //     Softmax, LogSoftmax, MSE, SoftmaxCrossEntropy (integer labels),
 //     SoftmaxCrossEntropyProbs, SigmoidBinaryCrossEntropy.
-//   - Reductions over any axes, with Keep variants for keepdims: Sum, Mean,
-//     Max, Min, LogSumExp, ArgMax, Any, All; Cumsum.
+//   - Reductions over any axes: Sum, Mean, Max, Min and LogSumExp, each
+//     with a Keep variant for keepdims; Any, All; along one axis ArgMax
+//     (and ArgMaxKeep), ArgMin, and Cumsum with its Exclusive and Reverse
+//     forms.
 //   - Shapes: Reshape, Transpose, BroadcastTo, ExpandDims, Squeeze, Concat,
 //     Split, Stack, Pad, Tile, Repeat, Flip, Roll.
 //   - Indexing: Slice, DynamicSlice, DynamicUpdateSlice, Take,

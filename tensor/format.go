@@ -61,7 +61,7 @@ func (t *Tensor) Values() string { return t.formatValues('g', -1) }
 
 // Format implements fmt.Formatter. The verbs %v and %s print the type (as
 // String does); numeric verbs print the values: %d for integers, %g, %e
-// and %f (with optional precision) for every dtype.
+// and %f (with optional precision; %G, %E and %F too) for every dtype.
 func (t *Tensor) Format(f fmt.State, verb rune) {
 	switch verb {
 	case 'd', 'g', 'e', 'f', 'G', 'E', 'F':
@@ -69,8 +69,11 @@ func (t *Tensor) Format(f fmt.State, verb rune) {
 		if !ok {
 			prec = -1
 		}
-		if verb == 'd' {
+		switch verb {
+		case 'd':
 			verb = 'g'
+		case 'F': // a synonym of %f in fmt; strconv has no 'F'
+			verb = 'f'
 		}
 		fmt.Fprint(f, t.formatValues(byte(verb), prec))
 	case 'q':

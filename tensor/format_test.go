@@ -103,6 +103,10 @@ func TestFormatValues(t *testing.T) {
 		{"float %f", tensor.FromFloat32([]float32{0.5}), "%f", "[0.5]"},
 		{"float %.1g", tensor.FromFloat32([]float32{0.25, 123}), "%.1g", "[  0.2 1e+02]"},
 		{"float scalar %.3f", tensor.Scalar(1.0 / 3), "%.3f", "0.333"},
+		{"float %.2F is %.2f", tensor.FromFloat32([]float32{1, -2.5}), "%.2F", "[ 1.00 -2.50]"},
+		{"float %F is %f", tensor.FromFloat32([]float32{0.5}), "%F", "[0.5]"},
+		{"float %.2E", tensor.FromFloat32([]float32{1234.5}), "%.2E", "[1.23E+03]"},
+		{"float %G", tensor.FromFloat32([]float32{1e-7}), "%G", "[1E-07]"},
 		{"float specials", tensor.FromFloat32([]float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0}), "%g", "[ nan  inf -inf    0]"},
 		{"float negative zero", tensor.FromFloat32([]float32{float32(math.Copysign(0, -1)), 1}), "%g", "[-0  1]"},
 		// Bools.

@@ -22,7 +22,8 @@ import (
 // Tests lower it to exercise the parallel paths on small tensors.
 var parallelMinWork = 1 << 18
 
-// parallelSpawned counts the goroutines kernels have started (tests).
+// parallelSpawned counts the goroutines kernels have started, through
+// parallelFor or srtParallel (tests).
 var parallelSpawned atomic.Int64
 
 // Per-element costs, relative to an add.

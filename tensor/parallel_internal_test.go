@@ -39,7 +39,16 @@ func kernelsUnderTest(x, y, b, row *Tensor) []*Tensor {
 		Apply(geluBwdOp, nil, y, x), Apply(biasActBwdOp, ActSilu, y, x, b),
 		ApplyN(mseGradOp, nil, Scalar(0.5), x, y)[0],
 		SoftmaxCrossEntropy(x, FromInts(make([]int, x.shape[0]))),
+		// Kernels that split with srtParallel.
+		Softmax(x, 0), Apply(softmaxGradOp, 1, y, x), Apply(logSoftmaxGradOp, 0, y, x),
+		Sort(x, 1, false), Sort(x, 0, true), topKValues(x, 20),
+		Apply(xentGradOp, nil, Sum(y, 1), x, FromInts(make([]int, x.shape[0]))),
 	}
+}
+
+func topKValues(x *Tensor, k int) *Tensor {
+	v, _ := TopK(x, k)
+	return v
 }
 
 // Parallel kernels return the same bits as the serial ones.

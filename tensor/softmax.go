@@ -248,8 +248,9 @@ func softmaxCheck(name string, x *Tensor, axis int) int {
 
 // Softmax returns exp(x) / Σ exp(x) along axis (negative counts from the
 // end), like jax.nn.softmax: computed stably (the maximum along the axis is
-// subtracted first) in float64, so logits of any finite size work. As in
-// JAX, a row containing NaN or +Inf, or made only of -Inf, gives NaN.
+// subtracted first, and the exponentials are summed in float64), so logits
+// of any finite size work. As in JAX, a row containing NaN or +Inf, or made
+// only of -Inf, gives NaN.
 //
 // Its VJP is y·(g - Σ g·y), computed from the saved output.
 func Softmax(x *Tensor, axis int) *Tensor {

@@ -181,6 +181,7 @@ func srtParallel(n, work int, local *Local, fn func(lo, hi int)) {
 			continue
 		}
 		wg.Add(1)
+		parallelSpawned.Add(1)
 		go func() {
 			defer wg.Done()
 			fn(lo, hi)
