@@ -182,7 +182,9 @@ func (j *parJob) work() {
 	putWorkspace(ws)
 }
 
-// sgemmParallel computes p on the calling goroutine and up to t-1 others.
+// sgemmParallel computes p on at most t goroutines at a time: the calling
+// one and helpers (it starts t, one spare; a slot counter lets at most t
+// compute).
 // Blocks are column ranges of C when n is wide enough (each goroutine then
 // packs only its own columns of B and reads A in place, so nothing is done
 // twice), row ranges otherwise. There are a few blocks per goroutine, handed
