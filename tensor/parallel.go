@@ -51,9 +51,31 @@ func parallelFor(n, cost, align int, local bool, fn func(lo, hi int)) {
 		}
 		return b
 	}
-	var wg sync.WaitGroup
+	spread(p, bounds, fn)
+}
+
+// spread calls fn on the chunks [bound(c), bound(c+1)) for c in [0, p):
+// chunk 0 on the calling goroutine, every other non-empty one on a
+// goroutine of its own, and returns when all have finished. A panic in a
+// chunk is raised again on the caller once every chunk has finished, so a
+// failing kernel fails its op (which shard.Map then reports as the
+// device's error) instead of the process, and leaves no goroutine behind.
+func spread(p int, bound func(c int) int, fn func(lo, hi int)) {
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		fault any
+	)
+	run := func(lo, hi int) {
+		defer func() {
+			if r := recover(); r != nil {
+				once.Do(func() { fault = r })
+			}
+		}()
+		fn(lo, hi)
+	}
 	for c := 1; c < p; c++ {
-		lo, hi := bounds(c), bounds(c+1)
+		lo, hi := bound(c), bound(c+1)
 		if lo >= hi {
 			continue
 		}
@@ -61,13 +83,16 @@ func parallelFor(n, cost, align int, local bool, fn func(lo, hi int)) {
 		parallelSpawned.Add(1)
 		go func() {
 			defer wg.Done()
-			fn(lo, hi)
+			run(lo, hi)
 		}()
 	}
-	if hi := bounds(1); hi > 0 {
-		fn(0, hi)
+	if lo, hi := bound(0), bound(1); lo < hi {
+		run(lo, hi)
 	}
 	wg.Wait()
+	if fault != nil {
+		panic(fault)
+	}
 }
 
 // serial reports whether a kernel of the given work runs on the calling

@@ -1,12 +1,16 @@
 package tensor
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 // withParallel lowers the split threshold so that small tensors take the
@@ -107,4 +111,26 @@ func TestLocalStaysSerial(t *testing.T) {
 	// The same ops on unmarked operands do split (the test can tell).
 	kernelsUnderTest(StopGradient(WithLocal(x, nil)), WithLocal(y, nil), WithLocal(b, nil), WithLocal(row, nil))
 	require.Greater(t, parallelSpawned.Load(), before)
+}
+
+// TestSpreadPanics: a panic in any chunk, on the caller's goroutine or on
+// a helper, reaches the caller only after every chunk has finished, and no
+// goroutine is left running.
+func TestSpreadPanics(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, bad := range []int{0, 2} {
+		t.Run(fmt.Sprintf("chunk %d panics", bad), func(t *testing.T) {
+			var done atomic.Int64
+			require.PanicsWithValue(t, "kernel fault", func() {
+				spread(4, func(c int) int { return 10 * c }, func(lo, hi int) {
+					if lo == 10*bad {
+						panic("kernel fault")
+					}
+					time.Sleep(20 * time.Millisecond)
+					done.Add(int64(hi - lo))
+				})
+			})
+			require.Equal(t, int64(30), done.Load(), "the other chunks finished before the panic was raised")
+		})
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
-	"sync"
 )
 
 // This file holds gonox's random numbers: splittable, counter-based keys
@@ -344,16 +343,7 @@ func rngParallel(n int, fn func(lo, hi int)) {
 		fn(0, n)
 		return
 	}
-	var wg sync.WaitGroup
-	for c := range w {
-		lo, hi := n*c/w, n*(c+1)/w
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
+	spread(w, func(c int) int { return n * c / w }, fn)
 }
 
 // split derives n keys from k (jax.random.split).

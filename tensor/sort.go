@@ -7,7 +7,6 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
-	"sync"
 )
 
 // Sorting: ArgSort, Sort, TopK and LexSort.
@@ -174,20 +173,7 @@ func srtParallel(n, work int, local *Local, fn func(lo, hi int)) {
 		return
 	}
 	p = min(p, n, max(1, work>>15))
-	var wg sync.WaitGroup
-	for c := 0; c < p; c++ {
-		lo, hi := n*c/p, n*(c+1)/p
-		if lo == hi {
-			continue
-		}
-		wg.Add(1)
-		parallelSpawned.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
+	spread(p, func(c int) int { return n * c / p }, fn)
 }
 
 // srtLocal returns the block mark of the first operand that has one: a
