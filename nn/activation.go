@@ -74,11 +74,34 @@ func (f Activation) String() string {
 	return name
 }
 
+// Fused reports which activation of tensor.BiasAct f is, if it is one:
+// Relu, Gelu, GeluExact, Silu, Tanh, Sigmoid and Identity are (whichever
+// variable holds them), Softplus, other functions and nil are not.
+func (f Activation) Fused() (tensor.Activation, bool) {
+	if f == nil {
+		return 0, false
+	}
+	pc := reflect.ValueOf(f).Pointer()
+	for _, a := range builtinActivations {
+		if a.fused && reflect.ValueOf(a.f).Pointer() == pc {
+			return a.act, true
+		}
+	}
+	return 0, false
+}
+
 var builtinActivations = []struct {
-	f    Activation
-	name string
+	f     Activation
+	name  string
+	act   tensor.Activation
+	fused bool
 }{
-	{tensor.Relu, "Relu"}, {tensor.Gelu, "Gelu"}, {tensor.GeluExact, "GeluExact"},
-	{tensor.Silu, "Silu"}, {tensor.Tanh, "Tanh"}, {tensor.Sigmoid, "Sigmoid"},
-	{tensor.Softplus, "Softplus"}, {identity, "Identity"},
+	{tensor.Relu, "Relu", tensor.ActRelu, true},
+	{tensor.Gelu, "Gelu", tensor.ActGelu, true},
+	{tensor.GeluExact, "GeluExact", tensor.ActGeluExact, true},
+	{tensor.Silu, "Silu", tensor.ActSilu, true},
+	{tensor.Tanh, "Tanh", tensor.ActTanh, true},
+	{tensor.Sigmoid, "Sigmoid", tensor.ActSigmoid, true},
+	{tensor.Softplus, "Softplus", 0, false},
+	{identity, "Identity", tensor.ActIdentity, true},
 }

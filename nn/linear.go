@@ -71,6 +71,15 @@ func (l Linear) Out() int { return l.W.Dim(1) }
 // batch dimensions (none for a single vector). Inputs of rank above 2 are
 // multiplied as one [N, in] matrix.
 func (l Linear) Forward(x *tensor.Tensor) *tensor.Tensor {
+	return l.ForwardAct(x, nil)
+}
+
+// ForwardAct returns act(l.Forward(x)); nil act means none. When act is
+// one of this package's activations other than Softplus and the layer has
+// a bias, the bias and the activation are one fused op (tensor.BiasAct):
+// one pass and one result instead of two, and a backward pass that keeps
+// less; the values and gradients are bit for bit those of the composition.
+func (l Linear) ForwardAct(x *tensor.Tensor, act Activation) *tensor.Tensor {
 	in := l.W.Dim(0)
 	if x.Rank() == 0 || x.Dim(-1) != in {
 		panic(fmt.Sprintf("nn.Linear: x %v, W %v: last dim of x must be %d", x, l.W, in))
@@ -85,7 +94,13 @@ func (l Linear) Forward(x *tensor.Tensor) *tensor.Tensor {
 		y = tensor.MatMul(x, l.W)
 	}
 	if l.B != nil {
+		if a, ok := act.Fused(); ok {
+			return tensor.BiasAct(y, l.B, a)
+		}
 		y = tensor.Add(y, l.B)
+	}
+	if act != nil {
+		y = act(y)
 	}
 	return y
 }
@@ -156,14 +171,11 @@ func NewMLP(key tensor.Key, sizes []int, opts MLPOptions) MLP {
 // Forward maps x of shape [..., sizes[0]] to [..., sizes[len-1]].
 func (m MLP) Forward(x *tensor.Tensor) *tensor.Tensor {
 	for i, l := range m.Layers {
-		x = l.Forward(x)
 		act := m.Activation
 		if i == len(m.Layers)-1 {
 			act = m.FinalActivation
 		}
-		if act != nil {
-			x = act(x)
-		}
+		x = l.ForwardAct(x, act)
 	}
 	return x
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/tensor"
 )
@@ -111,6 +112,58 @@ func TestLinearGrad(t *testing.T) {
 	checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor {
 		return nn.Linear{W: xs[0], B: xs[1]}.Forward(xs[2])
 	}, l.W, l.B, x)
+}
+
+// TestLinearForwardAct: ForwardAct equals the activation applied to
+// Forward, bit for bit in value and in every gradient, whether or not the
+// activation fuses with the bias (and with no bias at all); Fused names the
+// fusable activations.
+func TestLinearForwardAct(t *testing.T) {
+	cases := []struct {
+		name  string
+		act   nn.Activation
+		fused bool
+		want  tensor.Activation
+	}{
+		{"relu", nn.Relu, true, tensor.ActRelu},
+		{"gelu", nn.Gelu, true, tensor.ActGelu},
+		{"gelu exact", nn.GeluExact, true, tensor.ActGeluExact},
+		{"silu", nn.Silu, true, tensor.ActSilu},
+		{"tanh", nn.Tanh, true, tensor.ActTanh},
+		{"sigmoid", nn.Sigmoid, true, tensor.ActSigmoid},
+		{"identity", nn.Identity, true, tensor.ActIdentity},
+		{"tensor.Relu itself", tensor.Relu, true, tensor.ActRelu},
+		{"softplus", nn.Softplus, false, 0},
+		{"closure", func(x *tensor.Tensor) *tensor.Tensor { return tensor.MulScalar(x, 2) }, false, 0},
+		{"nil", nil, false, 0},
+	}
+	x := randn(7, 6, 4)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, ok := c.act.Fused()
+			require.Equal(t, c.fused, ok)
+			require.Equal(t, c.want, a)
+			for _, noBias := range []bool{false, true} {
+				l := nn.NewLinear(tensor.NewKey(3), 4, 5, nn.LinearOptions{NoBias: noBias})
+				loss := func(f func(nn.Linear) *tensor.Tensor) func(nn.Linear) *tensor.Tensor {
+					return func(l nn.Linear) *tensor.Tensor { return tensor.Sum(tensor.Square(f(l))) }
+				}
+				v1, g1 := autodiff.ValueAndGrad(loss(func(l nn.Linear) *tensor.Tensor { return l.ForwardAct(x, c.act) }))(l)
+				v2, g2 := autodiff.ValueAndGrad(loss(func(l nn.Linear) *tensor.Tensor {
+					y := l.Forward(x)
+					if c.act != nil {
+						y = c.act(y)
+					}
+					return y
+				}))(l)
+				require.Equal(t, v2.Float32s(), v1.Float32s())
+				require.Equal(t, g2.W.Float32s(), g1.W.Float32s())
+				if !noBias {
+					require.Equal(t, g2.B.Float32s(), g1.B.Float32s())
+				}
+			}
+		})
+	}
 }
 
 func TestLinearPanics(t *testing.T) {
