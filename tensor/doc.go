@@ -71,6 +71,13 @@
 // Traces nest, JAX style: a trace created inside another is inner to it,
 // VJP rules are built from ops, and so derivatives of derivatives work.
 //
+// A backward pass reuses the buffers of cotangents it owns outright (ones
+// no caller, seed or forward value can see): sums of several cotangents
+// accumulate in place, and the backward kernels of the activations and of
+// BiasAct write over the cotangent they consume. Gradients are bit for bit
+// those of a pass that allocates every cotangent; an MLP step allocates
+// about a quarter less.
+//
 // # Devices
 //
 // Outside shard.Map large kernels may use every core. Inside shard.Map each

@@ -117,6 +117,10 @@ func init() {
 			}
 			return SaveOutput
 		},
+		// The VJP passes g through or consumes it once in a bwd op,
+		// which may write over it (backward.go).
+		freshVJP: true,
+		donates:  true,
 	}
 	// bias_act_bwd computes g·f'(x + b) in one sweep, for the activations
 	// whose derivative needs their input. Its VJP is built from ops.
@@ -124,7 +128,10 @@ func init() {
 		Name: "bias_act_bwd",
 		Impl: func(in []*Tensor, p any) *Tensor {
 			g, x, b := in[0], in[1], in[2]
-			out := newOut(Float32, x.shape)
+			out := takeDonated(g) // the rows below allow out == g
+			if out == nil {
+				out = newOut(Float32, x.shape)
+			}
 			act := p.(Activation)
 			var grad func(d, s []float32)
 			switch act {
@@ -137,11 +144,15 @@ func init() {
 			}
 			n := len(b.f32)
 			rows := func(lo, hi int) {
+				var buf [stageLen]float32
 				for r := lo; r < hi; r++ {
-					d := out.f32[r*n : (r+1)*n]
-					vec.AddVV(d, x.f32[r*n:(r+1)*n], b.f32)
-					grad(d, d)
-					vec.MulVV(d, d, g.f32[r*n:(r+1)*n])
+					for c := 0; c < n; c += stageLen {
+						e := min(c+stageLen, n)
+						t := buf[:e-c]
+						vec.AddVV(t, x.f32[r*n+c:r*n+e], b.f32[c:e])
+						grad(t, t)
+						vec.MulVV(out.f32[r*n+c:r*n+e], t, g.f32[r*n+c:r*n+e])
+					}
 				}
 			}
 			m := len(x.f32) / max(n, 1)

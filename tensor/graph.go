@@ -90,6 +90,12 @@ type Op struct {
 	// checkpoint's recorded ops broadcast their invariant operands inside):
 	// Apply inserts no implicit pvary for their operands.
 	HandlesVary bool
+
+	// freshVJP: every tensor the VJP returns that is not one of its
+	// cotangent arguments has storage nothing else references (see
+	// backward.go). donates: the VJP consumes its cotangent once, through
+	// an op whose Impl may write its result over it (takeDonated).
+	freshVJP, donates bool
 }
 
 func (op *Op) differentiable() bool { return op.VJP != nil || op.VJPN != nil || op.VJPNeed != nil }
@@ -488,6 +494,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		return 0
 	})
 	grads := make(map[*node][]*Tensor, len(nodes))
+	pass := &backwardPass{}
 	// add accumulates cotangent g of output i of n, produced by the VJP
 	// of node from (nil: the seed).
 	add := func(n *node, i int, g *Tensor, from *node) {
@@ -504,10 +511,15 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 			gs = make([]*Tensor, n.nout)
 			grads[n] = gs
 		}
-		if gs[i] == nil {
+		switch {
+		case gs[i] == nil:
 			gs[i] = g
-		} else {
-			gs[i] = Add(gs[i], g)
+		case pass.owns(gs[i]) && accumulable(gs[i], g):
+			addInto(gs[i], g)
+		default:
+			sum := Add(gs[i], g)
+			pass.claimNew(sum, gs[i], g)
+			gs[i] = sum
 		}
 	}
 	for i, y := range ys {
@@ -531,6 +543,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		if n.freed {
 			panic(fmt.Sprintf("tensor.Backward: the graph through op %q was already used by a backward pass that did not retain it", n.op.Name))
 		}
+		donated := pass.donate(n, gs, keep[n])
 		var res []*Tensor
 		switch {
 		case n.op.VJPN != nil:
@@ -549,6 +562,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		if len(res) != len(n.inputs) {
 			panic(fmt.Sprintf("tensor.Backward: VJP of %q returned %d cotangents for %d inputs", n.op.Name, len(res), len(n.inputs)))
 		}
+		pass.settle(n, gs, res, donated, keep[n])
 		for i, e := range n.inputs {
 			if e.n != nil && res[i] != nil {
 				add(e.n, e.out, res[i], n)

@@ -88,7 +88,8 @@ func init() {
 			}
 			return res
 		},
-		Save: SaveAllInputs,
+		Save:     SaveAllInputs,
+		freshVJP: true, // products computed by gemm (backward.go)
 	}
 }
 

@@ -33,6 +33,10 @@ type Tensor struct {
 	local  *Local
 	layout Layout
 	axes   []string // logical axis names, nil if unset
+
+	// cot marks a cotangent whose storage the backward pass cot owns
+	// outright (see ownCotangents in backward.go).
+	cot *backwardPass
 }
 
 // numel returns the number of elements of shape.
@@ -448,6 +452,7 @@ func WithLogicalAxes(x *Tensor, names ...string) *Tensor {
 // shallow returns a copy of the Tensor header, sharing data and marks.
 func (t *Tensor) shallow() *Tensor {
 	c := *t
+	c.cot = nil // a second header over the storage: neither owns it alone
 	return &c
 }
 

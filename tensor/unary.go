@@ -74,7 +74,10 @@ func bwdOp(name string, cost int, kernel func(d, g, x []float32), vjp func(c *Te
 		Name: name,
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			g, x := in[0], in[1]
-			out := newOut(Float32, g.shape)
+			out := takeDonated(g) // kernels allow dst == g
+			if out == nil {
+				out = newOut(Float32, g.shape)
+			}
 			map2F32(kernel, out.f32, g.f32, x.f32, cost, isLocal(g, x))
 			return out
 		},
@@ -83,11 +86,21 @@ func bwdOp(name string, cost int, kernel func(d, g, x []float32), vjp func(c *Te
 	}
 }
 
+// stageLen is the length of the stack buffer through which kernels that
+// may write over their input stage intermediate values.
+const stageLen = 256
+
 // gradTimes returns a kernel dst = g·grad(x) from a derivative kernel.
+// grad(x) is staged through a small buffer, so dst may be g itself.
 func gradTimes(grad func(d, s []float32)) func(d, g, x []float32) {
 	return func(d, g, x []float32) {
-		grad(d, x)
-		vec.MulVV(d, d, g)
+		var buf [stageLen]float32
+		for lo := 0; lo < len(d); lo += stageLen {
+			hi := min(lo+stageLen, len(d))
+			t := buf[:hi-lo]
+			grad(t, x[lo:hi])
+			vec.MulVV(d[lo:hi], t, g[lo:hi])
+		}
 	}
 }
 
@@ -171,8 +184,13 @@ func init() {
 		}, SaveInputs(0))
 	// square_bwd: g·(2x), as Mul(g, MulScalar(x, 2)) computes it (2x is exact).
 	squareBwdOp = bwdOp("square_bwd", costCheap, func(d, g, x []float32) {
-		vec.MulVS(d, x, 2)
-		vec.MulVV(d, g, d)
+		var buf [stageLen]float32
+		for lo := 0; lo < len(d); lo += stageLen {
+			hi := min(lo+stageLen, len(d))
+			t := buf[:hi-lo]
+			vec.MulVS(t, x[lo:hi], 2)
+			vec.MulVV(d[lo:hi], g[lo:hi], t)
+		}
 	}, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, x := in[0], in[1]
 		return []*Tensor{Mul(c, MulScalar(x, 2)), Mul(MulScalar(c, 2), g)}
@@ -239,6 +257,11 @@ func init() {
 		g, x := in[0], in[1]
 		return []*Tensor{Apply(geluExactBwdOp, nil, c, x), Mul(Mul(c, g), geluExactGrad2(x))}
 	})
+	// Their VJPs return a fresh bwd-op result, computed over a donated
+	// cotangent when Backward owns it (backward.go).
+	for _, op := range []*Op{squareOp, tanhOp, sigmoidOp, reluOp, siluOp, geluOp, geluExactOp} {
+		op.freshVJP, op.donates = true, true
+	}
 }
 
 // geluExactGrad2 returns d²/dx² x·Φ(x) = φ(x)·(2 - x²), built from ops.

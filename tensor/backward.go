@@ -1,0 +1,190 @@
+package tensor
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
+)
+
+// Reusing cotangent buffers.
+//
+// A backward pass allocates a cotangent for nearly every node, most of
+// them dead as soon as the node before has used them. Where the pass owns
+// a cotangent outright, it reuses its storage instead of allocating:
+//
+//   - accumulating into an owned cotangent adds in place, and
+//   - an owned cotangent is donated to the VJP of an op that consumes it
+//     once through an elementwise backward kernel (ReLU, GELU, BiasAct,
+//     ...), which then writes its result over it (takeDonated).
+//
+// Ownership is decided conservatively, per pass, and only at the
+// outermost level (untraced cotangents, untraced residuals): a cotangent is
+// owned if it is a new tensor returned by the VJP of an op marked freshVJP
+// (one whose VJP results have storage of their own: matmul, the
+// activations, BiasAct) or a sum the pass made, appears in exactly one
+// accumulation slot, and shares its storage with no other cotangent,
+// operand or result of that VJP. Seeds, results of other ops and anything
+// the caller can see are never owned, so the values are bit for bit those
+// of a pass that allocates everything; tests check this.
+
+// cotangentReuse switches the reuse off (tests compare both ways), and
+// cotangentReuses counts in-place accumulations and taken donations.
+var (
+	cotangentReuse  = true
+	cotangentReuses atomic.Int64
+)
+
+// backwardPass is the identity of one Backward call, which tensors it owns
+// point to (Tensor.cot), and the cotangent it has donated to the VJP
+// running now, if any.
+type backwardPass struct {
+	donated *Tensor
+}
+
+// owns reports whether the pass owns t's storage outright.
+func (p *backwardPass) owns(t *Tensor) bool { return cotangentReuse && t.cot == p }
+
+// plainF32 reports whether t is untraced, unsharded float32 data with
+// storage of its own to speak of.
+func plainF32(t *Tensor) bool {
+	return t.dtype == Float32 && t.node == nil && t.layout == nil && len(t.f32) > 0
+}
+
+// storage identifies t's float32 buffer (nil if it has none).
+func storage(t *Tensor) *float32 {
+	if t == nil || len(t.f32) == 0 {
+		return nil
+	}
+	return unsafe.SliceData(t.f32)
+}
+
+// claimNew takes ownership of sum, a new result computed from a and b, if
+// its storage is its own.
+func (p *backwardPass) claimNew(sum, a, b *Tensor) {
+	if cotangentReuse && plainF32(sum) && storage(sum) != storage(a) && storage(sum) != storage(b) {
+		sum.cot = p
+	}
+}
+
+// accumulable reports whether g can be added into a in place: same dtype,
+// length and shard.Map mark, both untraced host data.
+func accumulable(a, g *Tensor) bool {
+	return plainF32(a) && plainF32(g) && a.local == g.local && len(a.f32) == len(g.f32)
+}
+
+// addInto adds g to dst elementwise, in place: the bits of Add(dst, g).
+func addInto(dst, g *Tensor) {
+	cotangentReuses.Add(1)
+	d, s := dst.f32, g.f32
+	if serial(len(d)*costCheap, isLocal(dst, g)) {
+		vec.AddVV(d, d, s)
+		return
+	}
+	parallelFor(len(d), costCheap, 8, false, func(lo, hi int) { vec.AddVV(d[lo:hi], d[lo:hi], s[lo:hi]) })
+}
+
+// donate offers the cotangent of node n to its VJP if the op consumes it
+// through an overwriting kernel and the pass owns it, and returns it (nil
+// if not offered). Only at the outermost level: the VJP's ops must not be
+// traced, or the donated buffer could end up in a graph.
+func (p *backwardPass) donate(n *node, gs []*Tensor, kept bool) *Tensor {
+	if !n.op.donates || kept || len(gs) != 1 || gs[0] == nil || !p.owns(gs[0]) {
+		return nil
+	}
+	for _, x := range n.ins {
+		if x != nil && x.node != nil {
+			return nil
+		}
+	}
+	for _, x := range n.outs {
+		if x != nil && x.node != nil {
+			return nil
+		}
+	}
+	p.donated = gs[0]
+	return gs[0]
+}
+
+// takeDonated returns a new header over x's storage if the backward pass
+// running has donated x to the op being evaluated, and nil otherwise. The
+// op's kernel must allow its output to be x.
+func takeDonated(x *Tensor) *Tensor {
+	p := x.cot
+	if p == nil || p.donated != x {
+		return nil
+	}
+	p.donated = nil
+	return &Tensor{dtype: x.dtype, shape: x.shape, f32: x.f32}
+}
+
+// settle decides, after the VJP of n returned res for the cotangents gs,
+// which results the pass owns. donated is the cotangent offered to the VJP
+// (nil if none); kept reports that n's cotangents stay in their slots.
+func (p *backwardPass) settle(n *node, gs, res []*Tensor, donated *Tensor, kept bool) {
+	taken := donated != nil && p.donated == nil
+	p.donated = nil
+	if taken {
+		cotangentReuses.Add(1)
+	}
+	if !cotangentReuse {
+		return
+	}
+	added := func(j int) bool { return res[j] != nil && n.inputs[j].n != nil }
+	for i, r := range res {
+		if !added(i) {
+			continue
+		}
+		count := 0
+		for j := range res {
+			if added(j) && res[j] == r {
+				count++
+			}
+		}
+		inGs := 0
+		for _, g := range gs {
+			if g == r {
+				inGs++
+			}
+		}
+		if inGs > 0 {
+			// A cotangent passed through: still owned only if it ends up
+			// in exactly one slot (n's own is dropped unless kept).
+			if taken && r == donated {
+				panic("tensor: internal error: VJP of " + n.op.Name + " returned the cotangent it was donated")
+			}
+			if p.owns(r) && (count > 1 || inGs > 1 || kept) {
+				r.cot = nil
+			}
+			continue
+		}
+		if !n.op.freshVJP || count > 1 || !plainF32(r) || r.cot != nil {
+			continue
+		}
+		s := storage(r)
+		own := true
+		for j, q := range res {
+			if j != i && q != r && storage(q) == s {
+				own = false
+			}
+		}
+		for _, g := range gs {
+			if storage(g) == s && !(taken && g == donated) {
+				own = false
+			}
+		}
+		for _, x := range n.ins {
+			if storage(x) == s {
+				own = false
+			}
+		}
+		for _, x := range n.outs {
+			if storage(x) == s {
+				own = false
+			}
+		}
+		if own {
+			r.cot = p
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package tensor_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// TestCotangentReuse: reusing cotangent buffers (in-place accumulation,
+// donation to activation backward kernels) gives bit for bit the
+// gradients of a pass that allocates every cotangent, leaves the inputs and
+// the seed untouched, and does happen where the pass owns a cotangent.
+func TestCotangentReuse(t *testing.T) {
+	rng := newRNG(17)
+	x := randF32(rng, 33, 20)
+	w1, w2 := randF32(rng, 20, 300), randF32(rng, 300, 7)
+	b1, b2 := randF32(rng, 300), randF32(rng, 7)
+	layer := func(h, w, b *tensor.Tensor, act tensor.Activation) *tensor.Tensor {
+		return tensor.BiasAct(tensor.MatMul(h, w), b, act)
+	}
+	cases := []struct {
+		name   string
+		f      func(xs []*tensor.Tensor) *tensor.Tensor
+		reuses bool // the pass is expected to reuse some buffer
+	}{
+		{"mlp relu", func(xs []*tensor.Tensor) *tensor.Tensor {
+			return layer(layer(xs[0], xs[1], xs[2], tensor.ActRelu), xs[3], xs[4], tensor.ActIdentity)
+		}, true},
+		{"mlp gelu", func(xs []*tensor.Tensor) *tensor.Tensor {
+			return layer(layer(xs[0], xs[1], xs[2], tensor.ActGelu), xs[3], xs[4], tensor.ActTanh)
+		}, true},
+		{"activation chain", func(xs []*tensor.Tensor) *tensor.Tensor {
+			h := tensor.MatMul(xs[0], xs[1])
+			return tensor.Square(tensor.Sigmoid(tensor.Silu(tensor.Tanh(tensor.GeluExact(tensor.Relu(h))))))
+		}, true},
+		{"fan-out accumulates", func(xs []*tensor.Tensor) *tensor.Tensor {
+			h := tensor.MatMul(xs[0], xs[1])
+			a := tensor.MatMul(tensor.Relu(h), xs[3])
+			b := tensor.MatMul(tensor.Tanh(h), xs[3])
+			c := tensor.MatMul(tensor.Sigmoid(h), xs[3])
+			return tensor.Add(tensor.Add(a, b), c)
+		}, true},
+		{"value used twice", func(xs []*tensor.Tensor) *tensor.Tensor {
+			h := tensor.Relu(tensor.MatMul(xs[0], xs[1]))
+			return tensor.Mul(h, h)
+		}, false},
+		{"identity bias passes the seed through", func(xs []*tensor.Tensor) *tensor.Tensor {
+			return tensor.BiasAct(tensor.Tanh(tensor.MatMul(xs[0], xs[1])), xs[2], tensor.ActIdentity)
+		}, false},
+		{"one cotangent for two operands", func(xs []*tensor.Tensor) *tensor.Tensor {
+			// x and b of one shape: BiasAct's VJP hands both the same tensor.
+			u := tensor.Sum(tensor.MatMul(xs[0], xs[1]), 0)
+			return tensor.BiasAct(tensor.Relu(u), tensor.Tanh(tensor.Sum(tensor.MatMul(xs[0], xs[1]), 0)), tensor.ActIdentity)
+		}, false},
+		{"seed into a donating op", func(xs []*tensor.Tensor) *tensor.Tensor {
+			return tensor.Relu(tensor.BiasAct(tensor.MatMul(xs[0], xs[1]), xs[2], tensor.ActIdentity))
+		}, false},
+	}
+	xs := []*tensor.Tensor{x, w1, b1, w2, b2}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			run := func(reuse bool) ([]*tensor.Tensor, *tensor.Tensor) {
+				defer tensor.SetCotangentReuse(reuse)()
+				tr := tensor.NewTrace()
+				leaves := make([]*tensor.Tensor, len(xs))
+				for i, v := range xs {
+					leaves[i] = tr.Leaf(v)
+				}
+				y := c.f(leaves)
+				seed := tensor.Full(tensor.Float32, 0.5, y.Shape()...)
+				before := snapshot(append([]*tensor.Tensor{seed}, xs...)...)
+				gs := tensor.Backward(tr, []*tensor.Tensor{y}, []*tensor.Tensor{seed}, leaves, false)
+				requireUnchanged(t, before)
+				return gs, seed
+			}
+			want, _ := run(false)
+			n0 := tensor.CotangentReuses()
+			got, _ := run(true)
+			for i := range want {
+				require.Equal(t, want[i].Float32s(), got[i].Float32s(), "gradient %d", i)
+			}
+			if c.reuses {
+				require.Greater(t, tensor.CotangentReuses(), n0, "no buffer was reused")
+			}
+		})
+	}
+}
+
+// TestCotangentReuseHigherOrder: inside a gradient that is itself being
+// differentiated, nothing is reused (cotangents are traced), and second
+// derivatives are those of a pass that allocates everything.
+func TestCotangentReuseHigherOrder(t *testing.T) {
+	rng := newRNG(18)
+	xs := []*tensor.Tensor{randF32(rng, 5, 4), randF32(rng, 4, 6)}
+	f := func(xs []*tensor.Tensor) *tensor.Tensor {
+		return tensor.Sum(tensor.Gelu(tensor.Relu(tensor.MatMul(xs[0], xs[1]))))
+	}
+	second := func(reuse bool) []*tensor.Tensor {
+		defer tensor.SetCotangentReuse(reuse)()
+		return grad(func(ys []*tensor.Tensor) *tensor.Tensor { return tensor.Sum(grad(f, ys)[0]) }, xs)
+	}
+	want := second(false)
+	got := second(true)
+	for i := range want {
+		require.Equal(t, want[i].Float32s(), got[i].Float32s())
+	}
+	checkGrad(t, gradOf(f, 0), xs)
+}
