@@ -57,10 +57,8 @@ func (f Activation) String() string {
 		return "nil"
 	}
 	pc := reflect.ValueOf(f).Pointer()
-	for _, a := range builtinActivations {
-		if reflect.ValueOf(a.f).Pointer() == pc {
-			return a.name
-		}
+	if a := builtinByPC(pc); a != nil {
+		return a.name
 	}
 	fn := runtime.FuncForPC(pc)
 	if fn == nil {
@@ -81,27 +79,44 @@ func (f Activation) Fused() (tensor.Activation, bool) {
 	if f == nil {
 		return 0, false
 	}
-	pc := reflect.ValueOf(f).Pointer()
-	for _, a := range builtinActivations {
-		if a.fused && reflect.ValueOf(a.f).Pointer() == pc {
-			return a.act, true
-		}
+	if a := builtinByPC(reflect.ValueOf(f).Pointer()); a != nil && a.fused {
+		return a.act, true
 	}
 	return 0, false
 }
 
-var builtinActivations = []struct {
+type builtinActivation struct {
 	f     Activation
+	pc    uintptr // code pointer of f, set by init
 	name  string
 	act   tensor.Activation
 	fused bool
-}{
-	{tensor.Relu, "Relu", tensor.ActRelu, true},
-	{tensor.Gelu, "Gelu", tensor.ActGelu, true},
-	{tensor.GeluExact, "GeluExact", tensor.ActGeluExact, true},
-	{tensor.Silu, "Silu", tensor.ActSilu, true},
-	{tensor.Tanh, "Tanh", tensor.ActTanh, true},
-	{tensor.Sigmoid, "Sigmoid", tensor.ActSigmoid, true},
-	{tensor.Softplus, "Softplus", 0, false},
-	{identity, "Identity", tensor.ActIdentity, true},
+}
+
+// builtinByPC returns the activation of this package whose code is at pc,
+// or nil.
+func builtinByPC(pc uintptr) *builtinActivation {
+	for i := range builtinActivations {
+		if builtinActivations[i].pc == pc {
+			return &builtinActivations[i]
+		}
+	}
+	return nil
+}
+
+func init() {
+	for i := range builtinActivations {
+		builtinActivations[i].pc = reflect.ValueOf(builtinActivations[i].f).Pointer()
+	}
+}
+
+var builtinActivations = []builtinActivation{
+	{f: tensor.Relu, name: "Relu", act: tensor.ActRelu, fused: true},
+	{f: tensor.Gelu, name: "Gelu", act: tensor.ActGelu, fused: true},
+	{f: tensor.GeluExact, name: "GeluExact", act: tensor.ActGeluExact, fused: true},
+	{f: tensor.Silu, name: "Silu", act: tensor.ActSilu, fused: true},
+	{f: tensor.Tanh, name: "Tanh", act: tensor.ActTanh, fused: true},
+	{f: tensor.Sigmoid, name: "Sigmoid", act: tensor.ActSigmoid, fused: true},
+	{f: tensor.Softplus, name: "Softplus"},
+	{f: identity, name: "Identity", act: tensor.ActIdentity, fused: true},
 }

@@ -108,7 +108,7 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 		// A sum over one device is the value itself (every device takes
 		// this path for the same axes, so no rendezvous is skipped by some
 		// and awaited by others). It is still a call, of 0 bytes.
-		e.account(nil, "psum", 0)
+		e.account("psum", 0)
 		return e.marked(x, maskOf(x)&^p.mask)
 	}
 	s := e.run.meet(e, &call{kind: "psum", axes: p.axes, x: x})
@@ -132,12 +132,12 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 		}
 	}
 	e.run.barrier(s)
-	e.account(s, "psum", int64(2*(g.size-1))*int64(x.Bytes())/int64(g.size))
+	e.account("psum", int64(2*(g.size-1))*int64(x.Bytes())/int64(g.size))
 	return e.marked(out, maskOf(x)&^p.mask)
 }
 
 // account charges bytes sent to this device and counts the collective once.
-func (e *devEnv) account(s *slot, kind string, bytes int64) {
+func (e *devEnv) account(kind string, bytes int64) {
 	e.run.comm.add(e.mesh.devices[e.dev], kind, bytes)
 	if e.dev == 0 {
 		e.run.comm.count(kind)
@@ -186,7 +186,7 @@ func pmaxImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 			out = tensor.Minimum(tensor.WithLocal(out, nil), tensor.WithLocal(b, nil))
 		}
 	}
-	e.account(s, kind, int64(2*(g.size-1))*int64(x.Bytes())/int64(g.size))
+	e.account(kind, int64(2*(g.size-1))*int64(x.Bytes())/int64(g.size))
 	return e.marked(tensor.WithLocal(out, nil), maskOf(x)&^p.mask)
 }
 
@@ -316,7 +316,7 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 	out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Zeros(x.DType(), outShape...) })
 	placeAt(out, tensor.Reshape(tensor.WithLocal(x, nil), xs...), p.dim, g.rank*xs[p.dim])
 	e.run.barrier(s)
-	e.account(s, "all_gather", int64(g.size-1)*int64(x.Bytes()))
+	e.account("all_gather", int64(g.size-1)*int64(x.Bytes()))
 	mask := maskOf(x)
 	if invariant {
 		mask &^= p.mask
@@ -412,7 +412,7 @@ func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	if !p.tiled {
 		out = tensor.Squeeze(out, p.dim)
 	}
-	e.account(s, "psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
+	e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
 	return e.marked(out, maskOf(x)|p.mask)
 }
 
@@ -494,7 +494,7 @@ func ppermuteImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	if out == nil {
 		out = tensor.Zeros(x.DType(), x.Shape()...)
 	}
-	e.account(s, "ppermute", sent)
+	e.account("ppermute", sent)
 	return e.marked(out, maskOf(x)|p.mask)
 }
 
@@ -584,7 +584,7 @@ func allToAllImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	for j, part := range parts {
 		placeAt(out, part, p.dim2, j*part.Dim(p.dim2))
 	}
-	e.account(s, "all_to_all", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
+	e.account("all_to_all", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
 	return e.marked(out, maskOf(x)|p.mask)
 }
 

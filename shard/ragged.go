@@ -103,7 +103,7 @@ func raggedImpl(in []*tensor.Tensor, p *collParams) *tensor.Tensor {
 			sent += int64(rc.ss[j] * rowSize * operand.DType().Size())
 		}
 	}
-	e.account(s, "ragged_all_to_all", sent)
+	e.account("ragged_all_to_all", sent)
 	return e.marked(out, maskOf(in[0])|maskOf(in[1])|p.mask)
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"sync"
 	"testing"
 
 	"gonum.org/v1/gonum/blas"
@@ -92,6 +93,32 @@ func BenchmarkSgemm(b *testing.B) {
 				b.ReportMetric(2*float64(s.m)*float64(s.n)*float64(s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
+	}
+}
+
+// BenchmarkSgemmConcurrent runs one single-threaded product, or two at
+// once on separate goroutines (as two devices of a data-parallel step
+// multiply their half batches by the same replicated weight), and reports
+// the total GFLOP/s: how well independent products share the cores.
+func BenchmarkSgemmConcurrent(b *testing.B) {
+	benchKernels(b)
+	s := benchShape{"dp_half_batch", false, false, 128, 1024, 784}
+	for _, n := range []int{1, 2} {
+		b.Run(fmt.Sprintf("%s/products=%d", s.name, n), func(b *testing.B) {
+			a, bb, _, lda, ldb := benchOperands(s)
+			cs := make([][]float32, n)
+			for i := range cs {
+				cs[i] = make([]float32, s.m*s.n)
+			}
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for _, c := range cs {
+					wg.Go(func() { Sgemm(s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n, 1) })
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(n)*2*float64(s.m)*float64(s.n)*float64(s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
 	}
 }
 
