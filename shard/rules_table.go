@@ -1,0 +1,35 @@
+package shard
+
+// rules maps tensor op names to their sharding rules: the one table that
+// says how every op computes on placed operands. An op that is not listed
+// (or whose rule declines the operands it got) gathers its operands on
+// every device and computes the whole result there, replicated: correct,
+// counted under the op's name, and a panic under Strict.
+var rules = map[string]*rule{}
+
+// elementwiseOps compute each element from the elements at the same
+// broadcast position of their operands.
+var elementwiseOps = []string{
+	// unary
+	"neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "square", "tanh",
+	"sigmoid", "relu", "silu", "gelu", "gelu_exact", "gelu_grad",
+	"gelu_exact_grad", "softplus", "log_sigmoid", "clamp", "convert", "not",
+	"is_nan", "is_finite", "name",
+	// backward kernels of the activations: (g, x or y)
+	"square_bwd", "tanh_bwd", "sigmoid_bwd", "relu_bwd", "silu_bwd",
+	"gelu_bwd", "gelu_exact_bwd",
+	// binary, broadcasting
+	"add", "sub", "mul", "div", "rem", "floorDiv", "maximum", "minimum", "pow",
+	"equal", "notEqual", "less", "lessEqual", "greater", "greaterEqual",
+	"logicalAnd", "logicalOr", "logicalXor", "where",
+	// fused
+	"bias_act", "bias_act_bwd", "adam_update",
+}
+
+func init() {
+	for _, name := range elementwiseOps {
+		rules[name] = &rule{what: "elementwise: operand shardings merged, conflicts moved", plan: elementwise}
+	}
+}
+
+func ruleFor(name string) *rule { return rules[name] }
