@@ -32,4 +32,25 @@ func init() {
 	}
 }
 
+func init() {
+	for name, r := range map[string]*rule{
+		"matmul":                      {"free dims keep their axes; contracting dim sharded on both sides: partial sum", matmulRule},
+		"reduce_sum":                  {"local sum; reduced sharded dims leave a partial sum (psum or psum_scatter by the consumer)", reduceSumRule},
+		"reduce_max":                  {"reduced dims gathered, others stay sharded", reduceGatherRule},
+		"reduce_min":                  {"reduced dims gathered, others stay sharded", reduceGatherRule},
+		"transpose":                   {"spec permuted; partial sums carry over", transposeRule},
+		"reshape":                     {"sharded dims that stay contiguous keep their axes, others gathered", reshapeRule},
+		"broadcast":                   {"new and size-1 dims replicated", broadcastRule},
+		"softmax":                     {"rowwise: leading dims merged, softmax axis gathered", rowwise},
+		"log_softmax":                 {"rowwise", rowwise},
+		"softmax_grad":                {"rowwise", rowwise},
+		"log_softmax_grad":            {"rowwise", rowwise},
+		"softmax_cross_entropy":       {"rowwise: class axis gathered, batch dims merged with the labels'", rowwise},
+		"softmax_cross_entropy_grad":  {"rowwise", rowwise},
+		"softmax_cross_entropy_probs": {"rowwise", rowwise},
+	} {
+		rules[name] = r
+	}
+}
+
 func ruleFor(name string) *rule { return rules[name] }

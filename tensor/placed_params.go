@@ -60,7 +60,7 @@ func DescribeParams(op *Op, params any) (p OpParams, ok bool) {
 // BlockParams returns the parameters with which op computes on blocks
 // (each device's part of placed operands) instead of on the whole arrays:
 // ops whose parameters hold a result shape (broadcasting elementwise ops,
-// where) get the shape of the blocks; the others' parameters are returned
+// where, reductions) get the shape of the blocks; the others' parameters are returned
 // unchanged. The blocks must be laid out consistently (a sharding rule
 // sees to it).
 func BlockParams(op *Op, params any, blocks []*Tensor) any {
@@ -70,6 +70,9 @@ func BlockParams(op *Op, params any, blocks []*Tensor) any {
 		return binaryParamsFor(shape, blocks[0])
 	case *whereParams:
 		return &whereParams{shape: broadcastShapes(op.Name, ",", blocks...)}
+	case *reduceParams:
+		v := params.(*reduceParams)
+		return newReduceParams(op.Name, blocks[0], v.axes, v.keep)
 	}
 	return params
 }
