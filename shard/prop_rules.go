@@ -221,8 +221,8 @@ func reduceGatherRule(c *opCall) *step {
 	}
 	op, params := c.op, c.params
 	return &step{
-		in:    []Sharding{NewSharding(c.mesh, s)},
-		out:   []Sharding{NewSharding(c.mesh, out)},
+		in:  []Sharding{NewSharding(c.mesh, s)},
+		out: []Sharding{NewSharding(c.mesh, out)},
 		local: func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
 			return []*tensor.Tensor{op.Impl(bl, tensor.BlockParams(op, params, bl))}
 		},
