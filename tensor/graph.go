@@ -243,6 +243,7 @@ func Apply(op *Op, params any, in ...*Tensor) *Tensor {
 	if op.Impl == nil {
 		panic(fmt.Sprintf("tensor.Apply: op %q has no Impl (use ApplyN)", op.Name))
 	}
+	checkKernels(op)
 	top, loc := scan(op, in)
 	if top == nil {
 		out := op.Impl(in, params)
@@ -257,6 +258,7 @@ func ApplyN(op *Op, params any, in ...*Tensor) []*Tensor {
 	if op.ImplN == nil {
 		panic(fmt.Sprintf("tensor.ApplyN: op %q has no ImplN", op.Name))
 	}
+	checkKernels(op)
 	top, loc := scan(op, in)
 	if top == nil {
 		outs, _ := op.ImplN(in, params)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/tensor/internal/kernels"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 )
@@ -32,6 +34,8 @@ func TestKernelSetsAvailable(t *testing.T) {
 		names = append(names, s.name)
 	}
 	t.Logf("kernel sets on this machine: %v (default %s)", names, active.name)
+	require.NoError(t, kernels.Err())
+	require.Equal(t, kernels.Active().String(), active.name, "the set package kernels chose ($GONOX_KERNELS)")
 	require.Equal(t, "go", names[len(names)-1])
 	require.Equal(t, names[0], active.name)
 	_, ok := useKernels("nope")
