@@ -7,17 +7,15 @@ import (
 	"github.com/gonox/gonox/tensor/internal/vec"
 )
 
-// unaryOp builds a float32 (and optionally int32) elementwise op.
-func unaryOp(name string, f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
-	return unaryOpVec(name, nil, f, fi, vjp, save)
-}
-
-// unaryOpVec is unaryOp with a whole-slice float32 kernel (a vec kernel:
-// no call per element). cost weighs the kernel for the parallel split.
+// unaryOpVec builds a float32 (and optionally int32) elementwise op with a
+// whole-slice float32 kernel (a vec kernel: no call per element; nil for a
+// loop over f).
 func unaryOpVec(name string, vec func(d, s []float32), f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
 	return unaryOpCost(name, costCheap, vec, f, fi, vjp, save)
 }
 
+// unaryOpCost is unaryOpVec with a cost that weighs the kernel for the
+// parallel split.
 func unaryOpCost(name string, cost int, vec func(d, s []float32), f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
 	return &Op{
 		Name: name,
@@ -112,7 +110,7 @@ func unary(name string, op *Op, intOK bool, x *Tensor) *Tensor {
 	return Apply(op, nil, x)
 }
 
-var negOp, absOp, signOp, expOp, logOp, sqrtOp, rsqrtOp, squareOp, tanhOp, sigmoidOp, reluOp, siluOp, geluOp, geluGradOp, geluExactOp, geluExactGradOp *Op
+var negOp, absOp, signOp, expOp, logOp, sqrtOp, rsqrtOp, squareOp, tanhOp, sigmoidOp, reluOp, siluOp, geluOp, geluExactOp *Op
 
 // Fused backward primitives: g·f'(x) or g·f'(y) in one sweep.
 var geluBwdOp, geluExactBwdOp, siluBwdOp, tanhBwdOp, sigmoidBwdOp, reluBwdOp, squareBwdOp *Op
@@ -234,12 +232,6 @@ func init() {
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Apply(geluBwdOp, nil, g, in[0])}
 		}, SaveInputs(0))
-	// gelu_grad is the first derivative as a primitive; its own VJP is
-	// built from ops so that higher derivatives are right too.
-	geluGradOp = unaryOpCost("gelu_grad", costMath, vec.GeluGrad, nil, nil,
-		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-			return []*Tensor{Mul(g, geluTanhGrad2(in[0]))}
-		}, SaveInputs(0))
 	// gelu_bwd: g·gelu'(x) in one sweep.
 	geluBwdOp = bwdOp("gelu_bwd", costMath, gradTimes(vec.GeluGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, x := in[0], in[1]
@@ -248,10 +240,6 @@ func init() {
 	geluExactOp = unaryOpCost("gelu_exact", costSlow, vec.GeluExact, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Apply(geluExactBwdOp, nil, g, in[0])}
-		}, SaveInputs(0))
-	geluExactGradOp = unaryOpCost("gelu_exact_grad", costSlow, vec.GeluExactGrad, nil, nil,
-		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-			return []*Tensor{Mul(g, geluExactGrad2(in[0]))}
 		}, SaveInputs(0))
 	geluExactBwdOp = bwdOp("gelu_exact_bwd", costSlow, gradTimes(vec.GeluExactGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, x := in[0], in[1]
