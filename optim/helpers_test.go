@@ -106,4 +106,3 @@ func stateLeaves(s any) map[string]*tensor.Tensor {
 	}
 	return m
 }
-
