@@ -254,6 +254,7 @@ func Gumbel(k Key, shape ...int) *Tensor {
 // drawn. Logits are read through StopGradient. It panics if logits is not
 // float32, if axis is out of range or if the axis is empty.
 func Categorical(k Key, logits *Tensor, axis int) *Tensor {
+	checkNil("tensor.Categorical", "logits", logits)
 	if logits.dtype != Float32 {
 		panic(fmt.Sprintf("tensor.Categorical: logits %v must be float32", logits))
 	}
