@@ -71,6 +71,7 @@ func init() {
 // result. Large tensors are split over the cores outside shard.Map. It is
 // not differentiable.
 func AdamUpdate(g, mu, nu, p *Tensor, c AdamCoeffs) (u, mu2, nu2 *Tensor) {
+	checkNil("tensor.AdamUpdate", "g mu nu", g, mu, nu)
 	in := []*Tensor{g, mu, nu}
 	if c.WD != 0 {
 		if p == nil {

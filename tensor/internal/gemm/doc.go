@@ -40,8 +40,9 @@
 // AVX2), so edge tiles of any size are computed in place. A remainder of
 // between one and two tiles of rows is split into two near-equal tiles (16
 // rows as 8+8, not 12+4): a short tile has too few independent accumulators
-// to hide the FMA latency. The kernel set is chosen once at start-up from
-// golang.org/x/sys/cpu feature flags (AVX-512F+BMI2, else AVX2+FMA, else Go).
+// to hide the FMA latency. The kernel set is chosen once at start-up by
+// package kernels: the best the CPU runs (AVX-512F+BMI2, else AVX2+FMA, else
+// Go), or the one GONOX_KERNELS names.
 //
 // # Operands
 //

@@ -7,8 +7,9 @@ import (
 	"sync/atomic"
 )
 
-// active is the kernel set Sgemm uses: the best this machine runs, chosen at
-// start-up. Tests switch it with useKernels.
+// active is the kernel set Sgemm uses: the best this machine runs, as
+// package kernels allows ($GONOX_KERNELS), chosen at start-up. Tests switch
+// it with useKernels.
 var active = bestSet()
 
 func bestSet() *kernelSet {

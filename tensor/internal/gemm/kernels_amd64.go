@@ -4,7 +4,7 @@ package gemm
 
 //go:generate go run gen_kernels.go
 
-import "golang.org/x/sys/cpu"
+import "github.com/gonox/gonox/tensor/internal/kernels"
 
 var avx512Set = &kernelSet{
 	name: "avx512", mr: 12, nr: 32, nrHalf: 16,
@@ -20,21 +20,18 @@ var avx2Set = &kernelSet{
 	transpose: transposeAVX,
 }
 
-// hasAVX512 and hasAVX2 report what the CPU and OS support. AVX-512 needs
-// only the F subset (the kernels use zmm FMA, broadcast and mask registers),
-// plus BMI2 (SHLX) which every AVX-512 CPU has.
-var (
-	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasBMI2
-	hasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA
-)
+// hasAVX2 reports whether the AVX transposes may run (package kernels
+// decides, from the CPU and $GONOX_KERNELS).
+var hasAVX2 = kernels.Has(kernels.AVX2)
 
-// archSets lists the assembly kernel sets this machine can run, best first.
+// archSets lists the assembly kernel sets this machine can run, best first:
+// those package kernels allows.
 func archSets() []*kernelSet {
 	var s []*kernelSet
-	if hasAVX512 {
+	if kernels.Has(kernels.AVX512) {
 		s = append(s, avx512Set)
 	}
-	if hasAVX2 {
+	if kernels.Has(kernels.AVX2) {
 		s = append(s, avx2Set)
 	}
 	return s

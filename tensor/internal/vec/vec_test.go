@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/internal/testlong"
 )
 
 // ulpOf returns the spacing of float32 values at |w| (2^-149 for subnormal
@@ -125,15 +127,16 @@ var specials = []float32{0, float32(math.Copysign(0, -1)), 1, -1, 0x1p-149, -0x1
 
 // stride returns the step between swept bit patterns: VEC_STRIDE if set
 // (the figures in the package doc were measured with VEC_STRIDE=257), else
-// 1031 (4 million inputs), or 4099 with -short.
+// 1031 (4 million inputs) with GONOX_TEST_LONG=1 (package testlong), or
+// 4099 (1 million inputs).
 func stride() uint32 {
 	if s, err := strconv.Atoi(os.Getenv("VEC_STRIDE")); err == nil && s > 0 {
 		return uint32(s)
 	}
-	if testing.Short() {
-		return 4099
+	if testlong.Enabled() {
+		return 1031
 	}
-	return 1031
+	return 4099
 }
 
 // TestAccuracy sweeps every kernel against float64 math and checks the
@@ -221,7 +224,11 @@ func TestAsmMatchesGo(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	xs := sweep(stride() * 4)
-	for range 1 << 16 {
+	random := 1 << 14
+	if testlong.Enabled() {
+		random = 1 << 16
+	}
+	for range random {
 		xs = append(xs, math.Float32frombits(rng.Uint32()), float32(rng.NormFloat64()*4))
 	}
 	xs = append(xs, specials...)
