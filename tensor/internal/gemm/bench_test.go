@@ -78,6 +78,16 @@ func benchKernels(b *testing.B) {
 		}
 		b.Cleanup(restore)
 	}
+	// GONOX_GEMM_TASKS=n sets the blocks per goroutine of parallel calls.
+	if tp := os.Getenv("GONOX_GEMM_TASKS"); tp != "" {
+		var n int
+		if _, err := fmt.Sscanf(tp, "%d", &n); err != nil || n <= 0 {
+			b.Fatalf("GONOX_GEMM_TASKS=%q: want a positive count", tp)
+		}
+		prev := tasksPerThread
+		tasksPerThread = n
+		b.Cleanup(func() { tasksPerThread = prev })
+	}
 	// GONOX_GEMM_BLOCKING=kc,nc overrides the blocking of the active set,
 	// for measuring the choice of blocking parameters.
 	if bl := os.Getenv("GONOX_GEMM_BLOCKING"); bl != "" {
