@@ -59,7 +59,7 @@ for r in $(seq "$rounds"); do
 		gobench nn -test.bench '^BenchmarkMLPStep$/^sizes=\[784_1024_1024_10\]/batch=256$' -test.cpu "$c" -test.benchtime 20x
 		anchor mlp "$c" 784,1024,1024,10 256
 	done
-	gobench parallel -test.bench '^BenchmarkDPStep$/step$' -test.benchtime 20x
+	gobench parallel -test.bench '^BenchmarkDPStep$/devices=/^step$' -test.benchtime 20x
 	gobench optim -test.bench '^BenchmarkShardedUpdate$' -test.benchtime 20x
 	anchor ddp
 	gobench shard -test.bench '^Benchmark(Copy64MiB|Psum64MiB)$' -test.benchtime 10x
