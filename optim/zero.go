@@ -20,7 +20,7 @@ import (
 //	reduce-scatter   gᵢ  = PsumScatter(g, dp, 0, tiled)        f32[ShardLen], summed
 //	own parameters   pᵢ  = SliceAxis(z.Flatten(params), i·S, (i+1)·S)
 //	update           pᵢ', sᵢ' = z.UpdateShard(pᵢ, gᵢ, sᵢ)       one fused pass
-//	all-gather       p'  = AllGather(pᵢ', dp, 0, tiled)        f32[Len]
+//	all-gather       p'  = AllGatherInvariant(pᵢ', dp, 0, tiled) f32[Len]
 //	params' = z.Unflatten(p', params)
 //
 // The reduce-scatter and the all-gather move the same bytes as the one
