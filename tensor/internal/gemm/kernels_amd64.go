@@ -6,18 +6,29 @@ package gemm
 
 import "github.com/gonox/gonox/tensor/internal/kernels"
 
-var avx512Set = &kernelSet{
+var avx512Set = tuned(&kernelSet{
 	name: "avx512", mr: 12, nr: 32, nrHalf: 16,
 	kc: 256, nc: 512, directMaxM: 128,
 	kern:      avx512Kernels,
 	transpose: transposeAVX,
-}
+})
 
-var avx2Set = &kernelSet{
+var avx2Set = tuned(&kernelSet{
 	name: "avx2", mr: 6, nr: 16, nrHalf: 8,
 	kc: 256, nc: 512, directMaxM: 128,
 	kern:      avx2Kernels,
 	transpose: transposeAVX,
+})
+
+// thisCPU is what CPUID reports about this machine's caches.
+var thisCPU = detectCPU()
+
+// tuned sets the blocking of s from the cache sizes this CPU reports (see
+// blocking); the kc and nc s was written with are kept when CPUID gives no
+// sizes.
+func tuned(s *kernelSet) *kernelSet {
+	s.kc, s.nc = blocking(s.mr, s.nr, thisCPU.l1d, thisCPU.l2, s.kc, s.nc)
+	return s
 }
 
 // hasAVX2 reports whether the AVX transposes may run (package kernels

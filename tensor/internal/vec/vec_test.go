@@ -443,3 +443,43 @@ func TestAdamAsmMatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// AdamStep is Adam then AddVV, bit for bit, in place or not, across chunk
+// boundaries.
+func TestAdamStepMatchesAdamThenAdd(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 33, adamChunk - 1, adamChunk, 2*adamChunk + 13} {
+		for _, wd := range []float32{0, 0.01} {
+			for _, asm := range asmModes() {
+				restore := setAsm(asm)
+				c := &AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: 5.26, B: 0.5, C2: 500.2, Eps: 1e-8, EpsRoot: 1e-9, WD: wd, Post: -0.003}
+				g, m, v, p := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+				for i := range g {
+					g[i] = float32(math.Sin(float64(i*7+n))) * 3
+					m[i] = float32(math.Cos(float64(i*3))) / 4
+					v[i] = float32(i%5) / 7
+					p[i] = float32(i%11) - 5
+				}
+				// Reference: the two kernels, out of place.
+				u, wm, wv, wp := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+				var pw []float32
+				if wd != 0 {
+					pw = p
+				}
+				Adam(u, wm, wv, g, m, v, pw, c)
+				AddVV(wp, p, u)
+				// Out of place.
+				p2, m2, v2 := make([]float32, n), make([]float32, n), make([]float32, n)
+				AdamStep(p2, m2, v2, p, g, m, v, c)
+				require.Equal(t, wp, p2, "n=%d wd=%v asm=%v: p", n, wd, asm)
+				require.Equal(t, wm, m2, "m")
+				require.Equal(t, wv, v2, "v")
+				// In place.
+				AdamStep(p, m, v, p, g, m, v, c)
+				require.Equal(t, wp, p, "n=%d wd=%v asm=%v: p in place", n, wd, asm)
+				require.Equal(t, wm, m, "m in place")
+				require.Equal(t, wv, v, "v in place")
+				restore()
+			}
+		}
+	}
+}
