@@ -176,4 +176,3 @@ func BenchmarkRaggedDot(b *testing.B) {
 		})
 	}
 }
-
