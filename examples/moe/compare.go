@@ -109,4 +109,3 @@ func byteSize(n int64) string {
 	}
 	return fmt.Sprintf("%d B", n)
 }
-

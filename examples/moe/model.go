@@ -29,8 +29,8 @@ type Model struct {
 // modelConfig sizes a Model.
 type modelConfig struct {
 	vocab, context, dim, layers, heads int
-	experts, hidden, topK             int
-	capacity                          float64
+	experts, hidden, topK              int
+	capacity                           float64
 }
 
 // newModel draws a model. Every parameter carries logical axis names, so
