@@ -147,11 +147,11 @@ func newTrainer(model Model, s strategy, mesh *shard.Mesh, opt optim.Transform, 
 	t.rules = append(expert.Rules("ep"), shard.Rules{{nn.AxisVocab, nil}, {nn.AxisHeads, nil}, {nn.AxisMLP, nil}}...)
 	if s == fsdpEP {
 		t.rules = append(t.rules, shard.Rules{{nn.AxisEmbed, shard.Axes{"dp"}}}...)
-	} else {
-		t.rules = append(t.rules, shard.Rules{{nn.AxisEmbed, nil}}...)
 		if d := model.Embed.W.Dim(1); d%mesh.AxisSize("dp") != 0 {
 			return nil, fmt.Errorf("width %d does not split over dp=%d", d, mesh.AxisSize("dp"))
 		}
+	} else {
+		t.rules = append(t.rules, shard.Rules{{nn.AxisEmbed, nil}}...)
 	}
 	if err := t.rules.Validate(model); err != nil {
 		return nil, err
