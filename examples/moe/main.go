@@ -223,7 +223,7 @@ func run(cfg config, out io.Writer) error {
 	for range first * cfg.batch { // the windows the restored steps used
 		rng.IntN(len(c.train) - need + 1)
 	}
-	var h history
+	h := history{experts: cfg.experts}
 	starts := make([]int, cfg.batch)
 	cpu0 := cpuTime()
 	t0 := time.Now()
@@ -241,19 +241,19 @@ func run(cfg config, out io.Writer) error {
 		dropSum += float64(st.Dropped.Item()) / float64(cfg.layers*cfg.batch*cfg.context*cfg.topK)
 		l := st.Load.Float32s() // [layers, E]
 		if load == nil {
-			load = make([]float64, cfg.experts)
+			load = make([]float64, len(l))
 		}
 		for i, v := range l {
-			load[i%cfg.experts] += float64(v)
+			load[i] += float64(v)
 		}
 		n++
 		if (step+1)%cfg.evalEvery == 0 || step+1 == cfg.steps {
 			secs := time.Since(tick).Seconds()
 			val := validate()
-			frac := normalize(load)
+			frac := shares(load, cfg.experts)
 			h.add(step+1, trainSum/float64(n), val, frac)
 			fmt.Fprintf(out, "step %5d  loss %.3f  val loss %.3f (%.3f bits/char)  %6.0f tokens/s  dropped %4.1f%%  load max/mean %.2f\n",
-				step+1, trainSum/float64(n), val, val/math.Ln2, float64(n*cfg.batch*cfg.context)/secs, 100*dropSum/float64(n), maxOverMean(frac))
+				step+1, trainSum/float64(n), val, val/math.Ln2, float64(n*cfg.batch*cfg.context)/secs, 100*dropSum/float64(n), balance(frac, cfg.experts))
 			if cfg.ckpt != "" {
 				if err := saveCheckpoint(cfg.ckpt, step+1, tr); err != nil {
 					return err
@@ -313,26 +313,34 @@ func build(cfg config, model Model, s strategy) (tr *trainer, err error) {
 	return newTrainer(model, s, mesh, opt, 0)
 }
 
-func normalize(v []float64) []float64 {
-	s := 0.0
-	for _, x := range v {
-		s += x
-	}
-	out := make([]float64, len(v))
-	for i, x := range v {
-		out[i] = x / math.Max(s, 1)
+// shares turns per-(layer, expert) counts into each expert's share of its
+// layer's token choices.
+func shares(load []float64, experts int) []float64 {
+	out := make([]float64, len(load))
+	for l := 0; l < len(load); l += experts {
+		s := 0.0
+		for _, x := range load[l : l+experts] {
+			s += x
+		}
+		for e := range experts {
+			out[l+e] = load[l+e] / math.Max(s, 1)
+		}
 	}
 	return out
 }
 
-// maxOverMean is the load of the busiest expert over the mean load: 1 when
-// balanced, E when one expert gets everything.
-func maxOverMean(frac []float64) float64 {
-	m := 0.0
-	for _, f := range frac {
-		m = math.Max(m, f)
+// balance is the load of the busiest expert over the mean load, averaged
+// over the layers: 1 when balanced, E when one expert gets everything.
+func balance(shares []float64, experts int) float64 {
+	sum := 0.0
+	for l := 0; l < len(shares); l += experts {
+		m := 0.0
+		for _, f := range shares[l : l+experts] {
+			m = math.Max(m, f)
+		}
+		sum += m * float64(experts)
 	}
-	return m * float64(len(frac))
+	return sum / float64(len(shares)/experts)
 }
 
 func paramCount(m Model) int {

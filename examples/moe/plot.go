@@ -18,7 +18,8 @@ import (
 type history struct {
 	step       []int
 	train, val []float64
-	load       [][]float64 // per evaluation: each expert's share of the choices
+	load       [][]float64 // per evaluation: each expert's share of its layer's choices, layer-major
+	experts    int
 }
 
 func (h *history) add(step int, train, val float64, load []float64) {
@@ -41,7 +42,7 @@ type loadGrid struct{ h *history }
 
 func (g loadGrid) Dims() (c, r int) { return len(g.h.step), len(g.h.load[0]) }
 func (g loadGrid) Z(c, r int) float64 {
-	return g.h.load[c][r] * float64(len(g.h.load[c])) // 1 = fair share
+	return g.h.load[c][r] * float64(g.h.experts) // 1 = fair share
 }
 func (g loadGrid) X(c int) float64 { return float64(g.h.step[c]) }
 func (g loadGrid) Y(r int) float64 { return float64(r) }
@@ -55,16 +56,24 @@ func (h *history) plot(path, title string) error {
 	if err := plotutil.AddLinePoints(lp, "train", h.points(h.train), "validation", h.points(h.val)); err != nil {
 		return err
 	}
+	lp.Legend.Top = true
 
 	hp := plot.New()
-	hp.Title.Text = "expert load (share of token choices ÷ fair share, all layers)"
+	hp.Title.Text = "expert load: share of the layer's token choices ÷ fair share"
 	hp.X.Label.Text = "step"
-	hp.Y.Label.Text = "expert"
-	pal := palette.Heat(12, 1)
-	hm := plotter.NewHeatMap(loadGrid{h}, pal)
-	hm.Min, hm.Max = 0, 2
+	hp.Y.Label.Text = fmt.Sprintf("layer × %d + expert", h.experts)
+	g := loadGrid{h}
+	hi := 2.0
+	cols, rows := g.Dims()
+	for c := range cols {
+		for r := range rows {
+			hi = max(hi, g.Z(c, r))
+		}
+	}
+	hm := plotter.NewHeatMap(g, palette.Heat(16, 1)) // dark red → yellow → white
+	hm.Min, hm.Max = 0, hi
 	hp.Add(hm)
-	hp.Legend.Add(fmt.Sprintf("0 (white) .. %.0f (dark)", hm.Max))
+	hp.Legend.Add(fmt.Sprintf("dark red 0, white %.1f (1 = fair share)", hi))
 
 	const w, ht = 6 * vg.Inch, 7 * vg.Inch
 	img := vgimg.New(w, ht)
