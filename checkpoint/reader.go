@@ -56,7 +56,9 @@ func (r *reader) fail(path, file string, kind error, format string, args ...any)
 
 // open opens a data file once, refusing anything that leaves the step
 // directory (os.Root refuses .. and symlinks pointing outside) or is not
-// a regular file.
+// a regular file. The file type is checked before opening (a FIFO would
+// block the open forever, a device could do anything), and again on the
+// opened file.
 func (r *reader) open(path, name string) (*os.File, error) {
 	if f, ok := r.files[name]; ok {
 		return f, nil
@@ -64,13 +66,23 @@ func (r *reader) open(path, name string) (*os.File, error) {
 	if !validFileName(name) {
 		return nil, r.fail(path, name, ErrUnsafePath, "file name would leave the step directory")
 	}
-	if fi, err := r.root.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+	fi, err := r.root.Lstat(name)
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		// Symlinks inside the directory are followed by os.Root; this
 		// package never writes one, so a symlink is refused outright when
-		// it leads outside, and checked below otherwise.
-		if _, err := r.root.Stat(name); err != nil {
+		// it leads outside, and what it leads to is checked below.
+		if fi, err = r.root.Stat(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, r.fail(path, name, ErrUnsafePath, "symlink leads outside the step directory: %v", err)
 		}
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, r.fail(path, name, ErrCorrupt, "data file is missing")
+	}
+	if err != nil {
+		return nil, r.fail(path, name, ErrUnsafePath, "%v", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, r.fail(path, name, ErrCorrupt, "not a regular file (%v)", fi.Mode().Type())
 	}
 	f, err := r.root.Open(name)
 	if err != nil {
@@ -79,7 +91,7 @@ func (r *reader) open(path, name string) (*os.File, error) {
 		}
 		return nil, r.fail(path, name, ErrUnsafePath, "%v", err)
 	}
-	fi, err := f.Stat()
+	fi, err = f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
 		return nil, r.fail(path, name, ErrCorrupt, "not a regular file")

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/bits"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -74,7 +76,7 @@ type stEntry struct {
 // name and renamed, so it appears complete or not at all.
 func ExportSafetensors(path string, tree any, metadata map[string]string) (err error) {
 	fail := func(e error) error { return &Error{Op: "export", Step: -1, File: path, Err: e} }
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	tmp, err := createTemp(path)
 	if err != nil {
 		return fail(err)
 	}
@@ -101,6 +103,21 @@ func ExportSafetensors(path string, tree any, metadata map[string]string) (err e
 		return fail(err)
 	}
 	return nil
+}
+
+// createTemp creates a new file next to path, under a hidden random name,
+// with mode 0644 less the umask, as Save's files (os.CreateTemp would
+// make it 0600, and the rename would keep that).
+func createTemp(path string) (*os.File, error) {
+	dir, base := filepath.Split(path)
+	for range 100 {
+		name := filepath.Join(dir, "."+base+".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("no free temporary name next to %s", path)
 }
 
 // WriteSafetensors writes tree in the safetensors format to w (see

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -29,7 +30,20 @@ type saveConfig struct {
 	overwrite  bool
 	metrics    map[string]float64
 	chunkBytes int
+	onUnsynced func(error)
 }
+
+// OnUnsynced sets the function Save calls, instead of logging with
+// log/slog at Warn level, when the step is complete and in place but the
+// final fsync of dir (which makes the rename that published it durable)
+// failed. The save has succeeded: the step is visible, and every file in
+// it was synced before the rename, so readers and a restart of the
+// process see it; only a power loss or kernel crash before the system
+// writes the directory back could lose the rename and with it the step,
+// leaving the earlier steps intact. Save returns nil in that case, since
+// failing would tell the caller that the data is not there when it is; f
+// gets an *Error (Op "save") naming the directory and the fsync error.
+func OnUnsynced(f func(err error)) SaveOption { return func(c *saveConfig) { c.onUnsynced = f } }
 
 // Overwrite lets Save replace a step that exists. The replacement is
 // atomic: readers see the old checkpoint or the new one, never a mixture,
@@ -360,6 +374,9 @@ func (p *savePlan) commit(dir string) (err error) {
 	if err != nil {
 		return fail(manifestName, err)
 	}
+	if len(data) > maxManifestBytes {
+		return fail(manifestName, fmt.Errorf("the manifest would take %d bytes, more than Restore reads (%d): save fewer tensors or larger chunks", len(data), maxManifestBytes))
+	}
 	if err := writeFileSync(filepath.Join(tmp, manifestName), data); err != nil {
 		return fail(manifestName, err)
 	}
@@ -377,7 +394,13 @@ func (p *savePlan) commit(dir string) (err error) {
 		return fail("", err)
 	}
 	if err := syncDir(dir); err != nil {
-		return fail("", err)
+		// The step is in place (see OnUnsynced): report, do not fail.
+		e := &Error{Op: "save", Step: p.step, Dir: final, Err: fmt.Errorf("step saved, but syncing %s after the rename failed (it is durable once the system writes the directory back): %w", dir, err)}
+		if p.cfg.onUnsynced != nil {
+			p.cfg.onUnsynced(e)
+		} else {
+			slog.Warn(e.Error())
+		}
 	}
 	return nil
 }
@@ -453,8 +476,11 @@ func writeFileSync(name string, data []byte) error {
 	return f.Close()
 }
 
-// syncDir flushes a directory's entries (new files, renames) to disk.
-func syncDir(dir string) error {
+// syncDir flushes a directory's entries (new files, renames) to disk;
+// tests replace it to inject failures.
+var syncDir = syncDirectory
+
+func syncDirectory(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
