@@ -180,3 +180,26 @@ func FuzzChunkRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStepName checks the parser of step directory names: it never
+// panics, accepts exactly the names stepName writes (so a directory
+// Steps lists is the one Restore opens), and every accepted name stands
+// for a step of at least 0. The seed corpus is in
+// testdata/fuzz/FuzzStepName.
+func FuzzStepName(f *testing.F) {
+	f.Fuzz(func(t *testing.T, name string) {
+		n, ok := parseStepName(name)
+		if !ok {
+			if n != 0 {
+				t.Fatalf("%q refused but gave %d", name, n)
+			}
+			return
+		}
+		if n < 0 || stepName(n) != name {
+			t.Fatalf("%q parsed as step %d, whose name is %q", name, n, stepName(n))
+		}
+		if got, ok := parseStepName(stepName(n)); !ok || got != n {
+			t.Fatalf("stepName(%d) = %q parses as %d, %v", n, stepName(n), got, ok)
+		}
+	})
+}
