@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/gonox/gonox/internal/half"
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 	"github.com/stretchr/testify/require"
 )
@@ -171,4 +174,80 @@ func TestExportFloatsAs(t *testing.T) {
 		})
 	}
 	require.ErrorContains(t, WriteSafetensors(&bytes.Buffer{}, tree, nil, ExportFloatsAs(FloatStorage(9))), "unknown FloatStorage(9)")
+}
+
+// roundedTo returns tree with every float32 leaf rounded to storage s and
+// widened back, computed element by element with internal/half.
+func roundedTo[T any](tree T, s FloatStorage) T {
+	return pytree.Map(tree, func(x *tensor.Tensor) *tensor.Tensor {
+		if x.DType() != tensor.Float32 {
+			return x
+		}
+		v := shard.Gather(x).Float32s()
+		for i := range v {
+			var w float32
+			if s == AsBFloat16 {
+				w = half.FromFloat32BF(v[i]).Float32()
+			} else {
+				w = half.FromFloat32(v[i]).Float32()
+			}
+			v[i] = w
+		}
+		return tensor.FromFloat32(v, x.Shape()...)
+	})
+}
+
+// TestStoreFloatsAs saves float32 leaves as bfloat16 and float16, sharded
+// and on the host, in chunks small enough that blocks span several, and
+// restores them on the saving mesh, another mesh and the host: the
+// leaves hold the rounded values exactly, int32 and bool leaves are
+// untouched, and the manifest records the storage.
+func TestStoreFloatsAs(t *testing.T) {
+	for _, s := range []FloatStorage{AsBFloat16, AsFloat16} {
+		t.Run(s.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			mesh := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
+			st := newState(5)
+			st.Params.W = shard.Put(st.Params.W, shard.NewSharding(mesh, shard.P("dp", "tp")))
+			require.NoError(t, Save(dir, 1, st, withChunkBytes(16), StoreFloatsAs(s)))
+			want := roundedTo(newState(5), s)
+
+			got, err := Restore(dir, 1, zerosLike(st), nil)
+			require.NoError(t, err)
+			requireBitExact(t, want, got)
+			other := shard.NewMesh([]int{2, 4}, []string{"a", "b"})
+			got, err = Restore(dir, 1, zerosLike(st), OnMesh(other, shard.SpecFunc(func(p pytree.Path, x *tensor.Tensor) shard.Spec {
+				if p.String() == "Params.W" {
+					return shard.P("b", "a")
+				}
+				return shard.P()
+			})))
+			require.NoError(t, err)
+			requireBitExact(t, want, got)
+
+			m := loadManifest(t, dir, 1)
+			require.Equal(t, formatVersionStorage, m.Version)
+			require.Equal(t, s.manifestName(), entryOf(m, "Params.W").Storage)
+			require.Equal(t, "", entryOf(m, "Step").Storage)
+			w := entryOf(m, "Params.W")
+			require.Equal(t, int64(2*4*4), w.Shards[0].Raw, "f32[4,4] blocks stored in 2 bytes an element")
+			require.Len(t, w.Shards[0].Chunks, 2, "16-byte chunks of 8 elements")
+		})
+	}
+	dir := t.TempDir()
+	require.ErrorContains(t, Save(dir, 1, newState(1), StoreFloatsAs(AsFloat64)), "not F64")
+	// A storage field in a version 1 manifest, or on an int32 tensor, is
+	// refused.
+	require.NoError(t, Save(dir, 2, newState(1), StoreFloatsAs(AsBFloat16)))
+	m := loadManifest(t, dir, 2)
+	m.Version = 1
+	writeManifest(t, dir, 2, m)
+	_, err := Restore(dir, 2, zerosLike(newState(1)), nil)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, `storage "bfloat16" is not a storage of float32 in format version 1`)
+	m.Version = 2
+	entryOf(m, "Step").Storage = "bfloat16"
+	writeManifest(t, dir, 2, m)
+	_, err = Restore(dir, 2, zerosLike(newState(1)), nil)
+	require.ErrorContains(t, err, `storage "bfloat16" is not a storage of int32`)
 }

@@ -14,10 +14,14 @@ import (
 )
 
 const (
-	formatName    = "gonox-checkpoint"
-	formatVersion = 1
-	codecName     = "shuffle+zstd"
-	manifestName  = "manifest.json"
+	formatName = "gonox-checkpoint"
+	// formatVersion is the version Save writes: 1, or 2 when a tensor
+	// has a storage field (StoreFloatsAs), which readers of version 1
+	// would not understand. Restore reads both.
+	formatVersion        = 1
+	formatVersionStorage = 2
+	codecName            = "shuffle+zstd"
+	manifestName         = "manifest.json"
 
 	// maxManifestBytes bounds the manifest a restore reads: an indented
 	// chunk record takes about 70 bytes, so 256 MiB describes some 3.8
@@ -50,9 +54,21 @@ type tensorEntry struct {
 	Mesh   *meshEntry    `json:"mesh,omitempty"` // nil for a host tensor
 	Spec   [][]string    `json:"spec,omitempty"`
 	Shards []*shardEntry `json:"shards"`
+	// Storage is how float32 elements are stored when not as they are:
+	// "bfloat16" or "float16" (version 2).
+	Storage string `json:"storage,omitempty"`
 
-	path  pytree.Path  // parsed Path
-	dtype tensor.DType // parsed DType
+	path    pytree.Path  // parsed Path
+	dtype   tensor.DType // parsed DType
+	storage FloatStorage // parsed Storage
+}
+
+// storedSize returns the bytes of one stored element.
+func (t *tensorEntry) storedSize() int {
+	if t.storage != AsFloat32 {
+		return t.storage.size()
+	}
+	return t.dtype.Size()
 }
 
 // meshEntry records the mesh a tensor was sharded over at save time.
@@ -128,8 +144,8 @@ func (m *manifest) validate() error {
 	if m.Format != formatName {
 		return bad("", manifestName, "format %q, want %q", m.Format, formatName)
 	}
-	if m.Version != formatVersion {
-		return bad("", manifestName, "format version %d, this package reads version %d", m.Version, formatVersion)
+	if m.Version != formatVersion && m.Version != formatVersionStorage {
+		return bad("", manifestName, "format version %d, this package reads versions %d and %d", m.Version, formatVersion, formatVersionStorage)
 	}
 	if m.Step < 0 {
 		return bad("", manifestName, "negative step %d", m.Step)
@@ -182,6 +198,13 @@ func (m *manifest) validateTensor(t *tensorEntry) error {
 		return bad("unknown dtype %q", t.DType)
 	}
 	t.dtype = dt
+	if t.Storage != "" {
+		st, ok := storageNames[t.Storage]
+		if !ok || dt != tensor.Float32 || m.Version < formatVersionStorage {
+			return bad("storage %q is not a storage of %s in format version %d", t.Storage, t.DType, m.Version)
+		}
+		t.storage = st
+	}
 	if len(t.Shape) > maxRank {
 		return bad("rank %d is too large", len(t.Shape))
 	}
@@ -241,7 +264,7 @@ func (m *manifest) validateTensor(t *tensorEntry) error {
 	if len(t.Shards) != nblocks {
 		return bad("%d shards, the spec makes %d blocks", len(t.Shards), nblocks)
 	}
-	esize := int64(dt.Size())
+	esize := int64(t.storedSize())
 	blockElems, _ := numel(block)
 	raw := int64(blockElems) * esize
 	nchunks := (raw + int64(m.ChunkBytes) - 1) / int64(m.ChunkBytes)

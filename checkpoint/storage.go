@@ -101,6 +101,15 @@ func appendStored(buf []byte, s FloatStorage, ws []uint32) []byte {
 	return buf
 }
 
+// widen16Inverse returns the 16-bit pattern of float32 bits v rounded to
+// storage s (AsBFloat16 or AsFloat16).
+func widen16Inverse(s FloatStorage, v uint32) uint16 {
+	if s == AsBFloat16 {
+		return uint16(half.FromFloat32BF(math.Float32frombits(v)))
+	}
+	return uint16(half.FromFloat32(math.Float32frombits(v)))
+}
+
 // widen16 returns the float32 bit pattern of a stored 16-bit element.
 func widen16(s FloatStorage, v uint16) uint32 {
 	if s == AsBFloat16 {
