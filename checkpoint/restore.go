@@ -108,6 +108,7 @@ type RestoreOption func(*restoreConfig)
 type restoreConfig struct {
 	prefix  string
 	partial bool
+	rules   []Rule // MapNames
 }
 
 // Subtree restores the subtree of the saved tree at prefix (a path such as
@@ -299,6 +300,9 @@ func restoreLeaves(dir string, step int, likePaths []pytree.Path, likes []*tenso
 	}
 	if to == nil {
 		to = OnHost()
+	}
+	if len(cfg.rules) > 0 {
+		return nil, &Error{Op: "restore", Step: step, Err: errors.New("MapNames applies to safetensors files; checkpoints are read by tree path")}
 	}
 	root, m, err := readManifest(dir, step)
 	if err != nil {

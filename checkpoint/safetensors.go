@@ -80,10 +80,13 @@ func ExportFloatsAs(s FloatStorage) ExportOption { return func(c *exportConfig) 
 
 // stEntry is one tensor of a safetensors header.
 type stEntry struct {
-	Name       string
+	Name       string // the tree path it goes to (after MapNames)
 	DType      string
-	Shape      []int
+	Shape      []int // the shape in the tree (transposed if transpose)
 	Begin, End int64
+
+	File      string // the name in the file, when MapNames renamed it
+	transpose bool   // stored transposed (MapNames' Transpose)
 }
 
 // ExportSafetensors writes the tensor leaves of tree to a .safetensors file
@@ -518,6 +521,9 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 	if err != nil {
 		return zero, nil, err
 	}
+	if err := applyRules(entries, cfg.rules); err != nil {
+		return zero, nil, err
+	}
 	leaves, st := pytree.Flatten(like)
 	paths := pytree.Paths(like)
 	match, err := matchNames(entries, paths, cfg)
@@ -529,9 +535,16 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 	for i, e := range match {
 		x := leaves[i]
 		fail := func(kind error, format string, args ...any) error {
+			if e.File != "" && e.File != e.Name {
+				format = "file tensor %q: " + format
+				args = append([]any{e.File}, args...)
+			}
 			return &Error{Op: "import", Step: -1, Path: e.Name, Err: errf(kind, format, args...)}
 		}
 		has := typeString(strings.ToLower(e.DType), e.Shape)
+		if e.transpose {
+			has = "transposed " + has
+		}
 		want := typeString(x.DType().Abbrev(), x.Shape())
 		size, conv, ok := converter(e.DType, x.DType())
 		if !ok {
@@ -541,6 +554,10 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 			return zero, nil, fail(ErrMismatch, "file has %s, the tree to read into has %s", has, want)
 		}
 		y := tensor.Zeros(x.DType(), x.Shape()...)
+		dst := y
+		if e.transpose {
+			dst = tensor.Zeros(x.DType(), e.Shape[1], e.Shape[0]) // as stored
+		}
 		pos := dataStart + e.Begin
 		n := y.Size()
 		per := len(buf) / size
@@ -549,9 +566,12 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 			if err := readAtFull(r, buf[:size*m], pos+int64(size*k)); err != nil {
 				return zero, nil, fail(ErrCorrupt, "%v", err)
 			}
-			if err := conv(y, k, buf[:size*m]); err != nil {
+			if err := conv(dst, k, buf[:size*m]); err != nil {
 				return zero, nil, fail(ErrCorrupt, "%v", err)
 			}
+		}
+		if e.transpose {
+			transposeInto(y, dst)
 		}
 		if axes := x.LogicalAxes(); len(axes) > 0 {
 			y = tensor.WithLogicalAxes(y, axes...)
@@ -559,6 +579,23 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 		out[i] = y
 	}
 	return pytree.Unflatten[T](st, out), meta, nil
+}
+
+// transposeInto writes the transpose of the rank-2 host tensor src into
+// dst, of the transposed shape and the same dtype.
+func transposeInto(dst, src *tensor.Tensor) {
+	r, c := src.Dim(0), src.Dim(1)
+	sw, sb := words(src)
+	dw, db := words(dst)
+	for i := range r {
+		for j := range c {
+			if sw != nil {
+				dw[j*r+i] = sw[i*c+j]
+			} else {
+				db[j*r+i] = sb[i*c+j]
+			}
+		}
+	}
 }
 
 // readAtFull fills buf from r at off. io.ReaderAt allows a read that fills
