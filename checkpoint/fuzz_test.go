@@ -154,17 +154,35 @@ func FuzzChunkRoundTrip(f *testing.F) {
 		}
 	}
 	f.Add(barely, uint8(0))
+	f.Add(barely, uint8(3))
+	f.Add(barely, uint8(4))
 	f.Fuzz(func(t *testing.T, data []byte, kind uint8) {
 		var hs huff0.Scratch
-		switch kind % 3 {
+		switch kind % 5 {
+		case 3, 4: // float32 words stored as bfloat16 or float16
+			st := AsBFloat16
+			if kind%5 == 4 {
+				st = AsFloat16
+			}
+			w := make([]uint32, len(data)/4)
+			want := make([]uint32, len(w))
+			for i := range w {
+				w[i] = binary.LittleEndian.Uint32(data[4*i:])
+				want[i] = widen16(st, widen16Inverse(st, w[i]))
+			}
+			frame := encodeChunkHalf(nil, make([]byte, 2*len(w)), &hs, st, w)
+			got := make([]uint32, len(w))
+			_, err := decodeChunk(frame, nil, st, got, nil)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
 		case 0, 1: // float32 or int32 words
 			w := make([]uint32, len(data)/4)
 			for i := range w {
 				w[i] = binary.LittleEndian.Uint32(data[4*i:])
 			}
-			frame := encodeChunk(nil, make([]byte, 4*len(w)), &hs, kind%3 == 0, w, nil)
+			frame := encodeChunk(nil, make([]byte, 4*len(w)), &hs, kind%5 == 0, w, nil)
 			got := make([]uint32, len(w))
-			_, err := decodeChunk(frame, nil, got, nil)
+			_, err := decodeChunk(frame, nil, AsFloat32, got, nil)
 			require.NoError(t, err)
 			require.Equal(t, w, got)
 		case 2: // bools
@@ -174,9 +192,32 @@ func FuzzChunkRoundTrip(f *testing.F) {
 			}
 			frame := encodeChunk(nil, nil, &hs, false, nil, b)
 			got := make([]byte, len(b))
-			_, err := decodeChunk(frame, nil, nil, got)
+			_, err := decodeChunk(frame, nil, AsFloat32, nil, got)
 			require.NoError(t, err)
 			require.Equal(t, b, got)
+		}
+	})
+}
+
+// FuzzStepName checks the parser of step directory names: it never
+// panics, accepts exactly the names stepName writes (so a directory
+// Steps lists is the one Restore opens), and every accepted name stands
+// for a step of at least 0. The seed corpus is in
+// testdata/fuzz/FuzzStepName.
+func FuzzStepName(f *testing.F) {
+	f.Fuzz(func(t *testing.T, name string) {
+		n, ok := parseStepName(name)
+		if !ok {
+			if n != 0 {
+				t.Fatalf("%q refused but gave %d", name, n)
+			}
+			return
+		}
+		if n < 0 || stepName(n) != name {
+			t.Fatalf("%q parsed as step %d, whose name is %q", name, n, stepName(n))
+		}
+		if got, ok := parseStepName(stepName(n)); !ok || got != n {
+			t.Fatalf("stepName(%d) = %q parses as %d, %v", n, stepName(n), got, ok)
 		}
 	})
 }

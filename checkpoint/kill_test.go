@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"flag"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -12,6 +13,9 @@ import (
 	"github.com/gonox/gonox/tensor"
 	"github.com/stretchr/testify/require"
 )
+
+// long runs the exhaustive versions of slow tests: go test -long.
+var long = flag.Bool("long", false, "run exhaustive tests")
 
 // killEnv, when set, makes TestKillChild the child process of
 // TestKillDuringSave: it saves into the directory it names until killed.
@@ -83,9 +87,10 @@ func TestKillDuringSave(t *testing.T) {
 	if os.Getenv(killEnv) != "" {
 		t.Skip("in the child")
 	}
-	kills := 40
-	if testing.Short() {
-		kills = 10
+	// A few kills by default; -long (CI) runs the exhaustive 40.
+	kills := 6
+	if *long {
+		kills = 40
 	}
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
