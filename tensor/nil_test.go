@@ -18,6 +18,8 @@ import (
 // order of its parameters (a list parameter takes one operand). The other
 // arguments are valid but irrelevant: the nil check comes first.
 var nilOps = map[string]func(t []*tensor.Tensor){
+	"AdamStep":     func(t []*tensor.Tensor) { tensor.AdamStep(t[0], t[1], t[2], t[3], tensor.AdamCoeffs{}) },
+	"RaggedDot":    func(t []*tensor.Tensor) { tensor.RaggedDot(t[0], t[1], t[2]) },
 	"Equal":        func(t []*tensor.Tensor) { tensor.Equal(t[0], t[1]) },
 	"NotEqual":     func(t []*tensor.Tensor) { tensor.NotEqual(t[0], t[1]) },
 	"Less":         func(t []*tensor.Tensor) { tensor.Less(t[0], t[1]) },
@@ -143,7 +145,10 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 
 // Graph plumbing, not ops: their tensor arguments are lists the caller
 // builds (Backward's cotangents may be nil), checked by their own rules.
-var nilExempt = map[string]bool{"Apply": true, "ApplyN": true, "Backward": true, "Remat": true, "Residuals": true, "ResidualTensors": true}
+var nilExempt = map[string]bool{"Apply": true, "ApplyN": true, "Backward": true, "Remat": true, "Residuals": true, "ResidualTensors": true,
+	// BlockParams is part of the sharding seam (it rewrites op params for
+	// blocks), not an op.
+	"BlockParams": true}
 
 // Operands documented as optional.
 var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true}

@@ -120,12 +120,8 @@ func init() {
 // with mu' and nu' as in AdamUpdate. It returns the new parameter and
 // moments, the same bits as AdamUpdate then Add. It is not differentiable.
 func AdamStep(p, g, mu, nu *Tensor, c AdamCoeffs) (p2, mu2, nu2 *Tensor) {
+	checkNil("tensor.AdamStep", "p g mu nu", p, g, mu, nu)
 	in := []*Tensor{p, g, mu, nu}
-	for _, x := range in {
-		if x == nil {
-			panic("tensor.AdamStep: nil operand")
-		}
-	}
 	for _, x := range in {
 		if x.dtype != Float32 || !sameShape(x.shape, g.shape) {
 			panic(fmt.Sprintf("tensor.AdamStep: %s: want float32 tensors of one shape", operands(",", in...)))

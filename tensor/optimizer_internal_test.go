@@ -80,5 +80,5 @@ func TestAdamStep(t *testing.T) {
 	}
 	assert.PanicsWithValue(t, "tensor.AdamStep: f32[5000], f32[5000], f32[5000], f32[3]: want float32 tensors of one shape",
 		func() { AdamStep(p, g, mu, Zeros(Float32, 3), AdamCoeffs{}) })
-	assert.PanicsWithValue(t, "tensor.AdamStep: nil operand", func() { AdamStep(nil, g, mu, nu, AdamCoeffs{}) })
+	assert.PanicsWithValue(t, "tensor.AdamStep: operand p is nil", func() { AdamStep(nil, g, mu, nu, AdamCoeffs{}) })
 }
