@@ -91,6 +91,29 @@ func BenchmarkSave(b *testing.B) {
 	reportThroughput(b, cpu0)
 }
 
+// BenchmarkStoreBF16 is BenchmarkSave with StoreFloatsAs(AsBFloat16):
+// "ratio" is the float32 bytes over the bytes stored.
+func BenchmarkStoreBF16(b *testing.B) {
+	model := benchOnce()
+	dir := b.TempDir()
+	b.SetBytes(benchBytes)
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		if err := Save(dir, i, model, StoreFloatsAs(AsBFloat16)); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if i == 0 {
+			b.ReportMetric(float64(benchBytes)/float64(storedBytes(b, dir, 0)), "ratio")
+		} else {
+			os.RemoveAll(stepDir(dir, i-1))
+		}
+		b.StartTimer()
+	}
+	reportThroughput(b, cpu0)
+}
+
 // BenchmarkRestore measures Restore of the 256 MiB model (read from the
 // page cache, as right after a save) onto the same mesh, onto 2 devices
 // with another spec, and onto the host.

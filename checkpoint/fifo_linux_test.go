@@ -90,3 +90,28 @@ func TestFIFORefused(t *testing.T) {
 		require.ErrorContains(t, err, "not a regular file")
 	})
 }
+
+// TestOpenRegularFIFO: the open itself refuses a FIFO without blocking,
+// for one swapped in between the Lstat and the open.
+func TestOpenRegularFIFO(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "file"), []byte("x"), 0o644))
+	root, err := os.OpenRoot(dir)
+	require.NoError(t, err)
+	defer root.Close()
+	err = withTimeout(t, "openRegular", func() error {
+		f, err := openRegular(root, "fifo")
+		if f != nil {
+			f.Close()
+		}
+		return err
+	})
+	require.ErrorIs(t, err, errNotRegular)
+	f, err := openRegular(root, "file")
+	require.NoError(t, err)
+	b := make([]byte, 2)
+	n, _ := f.ReadAt(b, 0)
+	require.Equal(t, "x", string(b[:n]))
+	require.NoError(t, f.Close())
+}

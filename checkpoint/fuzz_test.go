@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 	"github.com/klauspost/compress/huff0"
@@ -41,6 +42,24 @@ func FuzzManifest(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"format":"gonox-checkpoint","version":1,"step":1,"codec":"shuffle+zstd","chunk_bytes":64,"tensors":[]}`))
+	// The same state with W stored as bfloat16 (its data files are the
+	// float32 ones, so restoring it fails on sizes or checksums).
+	bf, err := parseManifest(good)
+	if err != nil {
+		f.Fatal(err)
+	}
+	bf.Version = formatVersionStorage
+	for _, e := range bf.Tensors {
+		if e.Path == "W" {
+			e.Storage = "bfloat16"
+			for _, s := range e.Shards {
+				s.Raw /= 2
+			}
+		}
+	}
+	if b, err := bf.encode(); err == nil {
+		f.Add(b)
+	}
 	manifestPath := filepath.Join(stepDir(dir, 1), manifestName)
 	like := tinyAt(0)
 	mesh := shard.NewMesh([]int{3}, []string{"dp"})
@@ -71,7 +90,16 @@ func FuzzSafetensors(f *testing.F) {
 	f.Add(good.Bytes())
 	f.Add(stFile(`{}`, 0))
 	f.Add(stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, 8))
+	for _, s := range []FloatStorage{AsBFloat16, AsFloat16, AsFloat64} {
+		var b bytes.Buffer
+		if err := WriteSafetensors(&b, tree, nil, ExportFloatsAs(s)); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b.Bytes())
+	}
+	f.Add(torchMLPFile("BF16"))
 	like := zerosLike(tree)
+	mlp := zerosLike(nn.NewMLP(tensor.NewKey(0), []int{3, 4, 2}, nn.MLPOptions{}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		entries, _, start, err := parseSafetensorsHeader(bytes.NewReader(data), int64(len(data)))
 		if err == nil {
@@ -84,6 +112,7 @@ func FuzzSafetensors(f *testing.F) {
 		}
 		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), like)
 		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), like, Partial())
+		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), mlp, MapNames(TorchMLP(0, 2)...))
 	})
 }
 

@@ -101,6 +101,16 @@ func TestKillDuringSave(t *testing.T) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), killEnv+"="+dir)
 		require.NoError(t, cmd.Start())
+		if i == 0 {
+			// Let the first child complete a save (starting the test
+			// binary can take longer than the kill windows, under -race
+			// or on a loaded machine), so that every run checks restores.
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				if _, ok, _ := LatestStep(dir); ok {
+					break
+				}
+			}
+		}
 		time.Sleep(time.Duration(30+rng.IntN(400)) * time.Millisecond)
 		require.NoError(t, cmd.Process.Kill())
 		_ = cmd.Wait()

@@ -35,7 +35,8 @@ type ManagerOptions struct {
 	Async bool
 	// OnUnsynced, if not nil, is given to every Save (see the SaveOption
 	// OnUnsynced): it is called when a step is in place but the fsync of
-	// the directory after its rename failed.
+	// the directory after its rename failed, on the goroutine that saves
+	// (with Async, the background one).
 	OnUnsynced func(err error)
 }
 

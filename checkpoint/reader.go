@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -84,19 +85,39 @@ func (r *reader) open(path, name string) (*os.File, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, r.fail(path, name, ErrCorrupt, "not a regular file (%v)", fi.Mode().Type())
 	}
-	f, err := r.root.Open(name)
+	f, err := openRegular(r.root, name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, r.fail(path, name, ErrCorrupt, "data file is missing")
 		}
+		if errors.Is(err, errNotRegular) {
+			return nil, r.fail(path, name, ErrCorrupt, "%v", err)
+		}
 		return nil, r.fail(path, name, ErrUnsafePath, "%v", err)
 	}
-	fi, err = f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, r.fail(path, name, ErrCorrupt, "not a regular file")
-	}
 	r.files[name] = f
+	return f, nil
+}
+
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens name in root for reading, refusing anything but a
+// regular file. Callers check with Lstat first; the open itself is
+// non-blocking, so a FIFO put in place after that check cannot block it
+// either, and the opened file is checked again.
+func openRegular(root *os.Root, name string) (*os.File, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|oNonblock, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%w (%v)", errNotRegular, fi.Mode().Type())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
 	return f, nil
 }
 

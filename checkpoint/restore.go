@@ -188,7 +188,7 @@ func readManifest(dir string, step int) (root *os.Root, m *manifest, err error) 
 	if err := checkManifestFile(root); err != nil {
 		return nil, nil, fail(manifestName, err)
 	}
-	f, err := root.Open(manifestName)
+	f, err := openRegular(root, manifestName)
 	if err != nil {
 		return nil, nil, fail(manifestName, fmt.Errorf("%w: %v", ErrCorrupt, err))
 	}
