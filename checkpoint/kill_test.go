@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"flag"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -9,13 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gonox/gonox/internal/testlong"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 	"github.com/stretchr/testify/require"
 )
-
-// long runs the exhaustive versions of slow tests: go test -long.
-var long = flag.Bool("long", false, "run exhaustive tests")
 
 // killEnv, when set, makes TestKillChild the child process of
 // TestKillDuringSave: it saves into the directory it names until killed.
@@ -87,9 +84,9 @@ func TestKillDuringSave(t *testing.T) {
 	if os.Getenv(killEnv) != "" {
 		t.Skip("in the child")
 	}
-	// A few kills by default; -long (CI) runs the exhaustive 40.
+	// A few kills by default; GONOX_TEST_LONG=1 (CI) runs the exhaustive 40.
 	kills := 6
-	if *long {
+	if testlong.Enabled() {
 		kills = 40
 	}
 	dir := t.TempDir()
