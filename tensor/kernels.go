@@ -25,6 +25,10 @@ const KernelsEnv = kernels.Env
 // products (rounding); elementwise kernels and reductions give the same bits
 // on every set.
 //
+// The go command's test cache does not see GONOX_KERNELS (it is read when
+// the program starts, before tests run): use -count=1 when switching sets,
+// or go test may report a cached result of another set.
+//
 // err is non-nil if GONOX_KERNELS is not a set this machine runs (an
 // unknown word, avx512 on an AVX2 CPU, an assembly set in a noasm build); it
 // names what the CPU supports. The ops do not fall back silently: the first

@@ -3,16 +3,17 @@ package gemm
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"testing"
 
+	"github.com/gonox/gonox/tensor/internal/kernels"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 )
 
 // Benchmarks report GFLOP/s (2·m·n·k per call). By default they use the
-// best kernel set; GONOX_GEMM_KERNELS=avx2 (or go) selects another.
+// best kernel set; GONOX_KERNELS=avx2 (or go) selects another, as for every
+// kernel of package tensor.
 //
 //	go test -run '^$' -bench 'Sgemm' ./tensor/internal/gemm/
 
@@ -70,13 +71,11 @@ func benchOperands(s benchShape) (a, b, c []float32, lda, ldb int) {
 	return fill(s.m * s.k), fill(s.k * s.n), fill(s.m * s.n), lda, ldb
 }
 
+// benchKernels fails the benchmark if GONOX_KERNELS names a set this
+// machine cannot run (the set itself is chosen at start-up).
 func benchKernels(b *testing.B) {
-	if name := os.Getenv("GONOX_GEMM_KERNELS"); name != "" {
-		restore, ok := useKernels(name)
-		if !ok {
-			b.Skipf("kernel set %q not available", name)
-		}
-		b.Cleanup(restore)
+	if err := kernels.Err(); err != nil {
+		b.Fatal(err)
 	}
 	// GONOX_GEMM_TASKS=n sets the blocks per goroutine of parallel calls.
 	if tp := os.Getenv("GONOX_GEMM_TASKS"); tp != "" {
@@ -101,6 +100,7 @@ func benchKernels(b *testing.B) {
 		active = &s
 		b.Cleanup(func() { active = prev })
 	}
+	b.Logf("kernel set %s", active.name)
 }
 
 func BenchmarkSgemm(b *testing.B) {

@@ -17,6 +17,11 @@
 // An unknown word or a set the CPU cannot run is not silently replaced:
 // Err reports it, naming what the CPU has, and package tensor panics with
 // that message at the first op it applies.
+//
+// A kernel family dispatches with Has: `if kernels.Has(kernels.AVX512)`.
+// Optional extensions within a set (AVX512-BF16, say) belong here too, as
+// a function of the CPU flags (cpu_amd64.go) gated by Has of their set, so
+// that GONOX_KERNELS=avx2 turns them off with the rest.
 package kernels
 
 import (
