@@ -155,7 +155,11 @@ func init() {
 		Name:        "device_put",
 		Distributed: true,
 		Impl: func(in []*tensor.Tensor, p any) *tensor.Tensor {
-			return put(in[0], p.(Sharding))
+			s := p.(Sharding)
+			if src := layoutOf("device_put", in[0]); src != nil && src.sharding.mesh.Equal(s.mesh) {
+				chargeMove("device_put", src, s) // a reshard on one mesh: Record counts it
+			}
+			return put(in[0], s)
 		},
 		VJP: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, _ any) []*tensor.Tensor {
 			// Send the cotangent back where the input lived.
