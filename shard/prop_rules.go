@@ -416,3 +416,30 @@ func rowwise(c *opCall) *step {
 	}
 	return st
 }
+
+// takeRule: x[..., V, ...] indexed along axis by ids. The indexed axis of
+// x is gathered; the result is laid out like x before and after it and
+// like ids in between (an embedding table sharded by embed and ids by
+// batch need no communication).
+func takeRule(c *opCall) *step {
+	x, ids := c.in[0], c.in[1]
+	p, _ := tensor.DescribeParams(c.op, c.params)
+	axis := p.Axes[0]
+	sx := cloneSpec(c.spec(0), x.Rank())
+	si := cloneSpec(c.spec(1), ids.Rank())
+	sx[axis] = nil
+	used := axisSet(sx...)
+	for k := range si {
+		if len(without(si[k], used)) != len(si[k]) {
+			si[k] = nil
+		}
+	}
+	out := append(append(cloneSpec(sx[:axis], axis), si...), sx[axis+1:]...)
+	return &step{
+		in:  []Sharding{NewSharding(c.mesh, sx), NewSharding(c.mesh, si)},
+		out: []Sharding{NewSharding(c.mesh, out)},
+		local: func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
+			return []*tensor.Tensor{tensor.Take(bl[0], bl[1], axis)}
+		},
+	}
+}
