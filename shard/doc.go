@@ -75,6 +75,59 @@
 // inverse, an all-to-all and its reverse), gradients can be taken inside
 // fn, and a function that calls Map can be differentiated from outside.
 //
+// # Computing on placed tensors: sharding propagation
+//
+// Every op of package tensor accepts global placed tensors (Put,
+// FilterShard) and returns placed results, as JAX's explicit sharding and
+// PyTorch's DTensor do: each device computes its own block, all devices in
+// parallel, and the result's sharding follows the op's rule:
+//
+//	x := shard.Put(x, shard.NewSharding(mesh, shard.P("dp", nil)))  // float32[1024@dp,4096]
+//	w := shard.Put(w, shard.NewSharding(mesh, shard.P(nil, "tp")))  // float32[4096,256@tp]
+//	y := tensor.MatMul(x, w)                                         // float32[1024@dp,256@tp], no communication
+//
+// The rules (rules_table.go, one table):
+//
+//	elementwise, broadcasting (add, mul, where, relu, bias_act,
+//	  adam_update, ...)   operand shardings merged (largest operand first);
+//	                      others moved to it (slicing a replicated operand
+//	                      is free)
+//	matmul                free dims keep their axes; a contracting dim
+//	                      sharded the same way on both sides gives a
+//	                      partial sum; on one side only: the other side is
+//	                      sliced (partial) or the sharded side gathered,
+//	                      whichever costs fewer bytes
+//	reduce_sum            local sum; reduced sharded dims leave a partial
+//	                      sum over their axes
+//	reduce_max, reduce_min  reduced dims gathered first
+//	transpose, reshape, broadcast  specs follow the dims; reshape keeps a
+//	                      sharded dim that stays contiguous, gathers others
+//	softmax, log_softmax, cross-entropy (and backward kernels)  rowwise:
+//	                      leading dims merged, the last axis gathered
+//	take                  indexed axis gathered; result like the table
+//	                      around it and like the ids in it
+//	anything else         gathered on every device and computed whole
+//	                      (replicated result); counted, a panic under Strict
+//
+// A partial sum (DTensor's Partial) is a placed tensor whose blocks are
+// summands; it prints as float32[]{partial dp} in Explain. It is reduced
+// lazily by its consumer: with psum when the consumer wants it replicated
+// along those axes, with psum_scatter when it wants it sharded over them.
+// Host operands mixed with placed ones are taken as replicated
+// (uncommitted, as JAX treats host arrays); operands on two meshes panic.
+//
+// Differentiation: a propagated op records a node whose VJP is the op's
+// own VJP applied to placed cotangents (so it propagates again), and each
+// input cotangent is then laid out like its input: gradients of sharded
+// parameters come out sharded like them, a replicated parameter's gradient
+// is psum'd, an FSDP parameter's is psum_scatter'd. Optimizers step placed
+// parameters shard-wise through the elementwise rule.
+//
+// Record counts the collectives propagation inserts, per device, kind and
+// op (Comm.OpBytes); Explain prints per op the types and the collectives
+// with their bytes; Strict makes the gather fallback a panic; Constraint
+// (with_sharding_constraint) moves a value where you want it.
+//
 // # Faults
 //
 // All devices must issue the same collectives in the same order. If fn
