@@ -417,10 +417,12 @@ func rowwise(c *opCall) *step {
 	return st
 }
 
-// takeRule: x[..., V, ...] indexed along axis by ids. The indexed axis of
-// x is gathered; the result is laid out like x before and after it and
-// like ids in between (an embedding table sharded by embed and ids by
-// batch need no communication).
+// takeRule: x[..., V, ...] indexed along axis by ids. The ids keep their
+// sharding (a batch of tokens stays split over the data axes); x is
+// gathered along the indexed axis and along any axis the ids use, and the
+// result is laid out like x before and after the indexed axis and like the
+// ids in it. An embedding table sharded by embed and ids by batch need no
+// communication.
 func takeRule(c *opCall) *step {
 	x, ids := c.in[0], c.in[1]
 	p, _ := tensor.DescribeParams(c.op, c.params)
@@ -428,10 +430,10 @@ func takeRule(c *opCall) *step {
 	sx := cloneSpec(c.spec(0), x.Rank())
 	si := cloneSpec(c.spec(1), ids.Rank())
 	sx[axis] = nil
-	used := axisSet(sx...)
-	for k := range si {
-		if len(without(si[k], used)) != len(si[k]) {
-			si[k] = nil
+	used := axisSet(si...)
+	for k := range sx {
+		if len(without(sx[k], used)) != len(sx[k]) {
+			sx[k] = nil
 		}
 	}
 	out := append(append(cloneSpec(sx[:axis], axis), si...), sx[axis+1:]...)
@@ -442,4 +444,44 @@ func takeRule(c *opCall) *step {
 			return []*tensor.Tensor{tensor.Take(bl[0], bl[1], axis)}
 		},
 	}
+}
+
+// takeGradRule is the rule of take's VJP in the table, a scatter-add of
+// g [..., ids..., ...] into [..., V, ...] at the ids along axis: every
+// device scatters its block of g into a whole V axis, so the dimensions
+// of g that the ids index leave a partial sum over their axes (psum'd or
+// psum_scatter'd into the table's sharding by the consumer); the other
+// dimensions keep g's axes.
+func takeGradRule(c *opCall) *step {
+	ids, g := c.in[0], c.in[1]
+	p, _ := tensor.DescribeParams(c.op, c.params)
+	axis, r := p.Axes[0], ids.Rank()
+	sg := cloneSpec(c.spec(1), g.Rank())
+	si := make(Spec, r)
+	var partial DimSpec
+	for k := range r {
+		d := sg[axis+k]
+		if len(d) == 0 {
+			d = c.spec(0).dim(k)
+			if len(without(d, axisSet(sg...))) != len(d) {
+				d = nil
+			}
+			sg[axis+k] = d
+		}
+		si[k] = slices.Clone(d)
+		partial = append(partial, d...)
+	}
+	out := append(append(cloneSpec(sg[:axis], axis), DimSpec(nil)), sg[axis+r:]...)
+	op, params := c.op, c.params
+	st := &step{
+		in:  []Sharding{NewSharding(c.mesh, si), NewSharding(c.mesh, sg)},
+		out: []Sharding{NewSharding(c.mesh, out)},
+		local: func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
+			return []*tensor.Tensor{op.Impl(bl, tensor.BlockParams(op, params, bl))}
+		},
+	}
+	if len(partial) > 0 {
+		st.partial = []DimSpec{partial}
+	}
+	return st
 }

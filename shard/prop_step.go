@@ -77,6 +77,11 @@ func (st *step) apply(op *tensor.Op, params any, in []*tensor.Tensor, m *Mesh) [
 				default:
 					res = op.VJP(g, ins, out, p)
 				}
+				for i := range res {
+					if !tensor.Wants(need, i) {
+						res[i] = nil // an untraced operand (a host constant): no move for it
+					}
+				}
 				return fix(res, ins)
 			}
 		}

@@ -17,9 +17,16 @@ import (
 // relative error (measured against the largest magnitude of want).
 func requireClose(t *testing.T, want, got *tensor.Tensor, rel float64, msg string) {
 	t.Helper()
+	requireCloseFloor(t, want, got, rel, 1e-6, msg)
+}
+
+// requireCloseFloor is requireClose with the scale at least floor (for a
+// gradient that is zero analytically, floor is the scale of the others).
+func requireCloseFloor(t *testing.T, want, got *tensor.Tensor, rel, floor float64, msg string) {
+	t.Helper()
 	require.Equal(t, want.Shape(), got.Shape(), msg)
 	w, g := want.Float64s(), got.Float64s()
-	scale := 1e-6
+	scale := floor
 	for _, v := range w {
 		scale = math.Max(scale, math.Abs(v))
 	}

@@ -41,6 +41,7 @@ func init() {
 		"transpose":                   {"spec permuted; partial sums carry over", transposeRule},
 		"reshape":                     {"sharded dims that stay contiguous keep their axes, others gathered", reshapeRule},
 		"broadcast":                   {"new and size-1 dims replicated", broadcastRule},
+		"take_grad":                   {"scatter-add of take's VJP: indexed dims of g leave a partial sum", takeGradRule},
 		"take":                        {"indexed axis gathered; result laid out like the table around it and like the ids in it", takeRule},
 		"softmax":                     {"rowwise: leading dims merged, softmax axis gathered", rowwise},
 		"log_softmax":                 {"rowwise", rowwise},

@@ -16,7 +16,7 @@ type OpParams struct {
 	Axes []int
 	// KeepDims is set when a reduction keeps its axes with size 1.
 	KeepDims bool
-	// Shape is the result shape of reshape and broadcast.
+	// Shape is the result shape of reshape, broadcast and take_grad.
 	Shape []int
 	// Perm is the permutation of transpose.
 	Perm []int
@@ -45,6 +45,8 @@ func DescribeParams(op *Op, params any) (p OpParams, ok bool) {
 		return OpParams{Lo: slices.Clone(v.lo), Hi: slices.Clone(v.hi)}, true
 	case *takeParams:
 		return OpParams{Axes: []int{v.axis}}, true
+	case *takeGradParams:
+		return OpParams{Axes: []int{v.axis}, Shape: slices.Clone(v.xShape)}, true
 	}
 	switch op.Name {
 	case "reshape", "broadcast":
@@ -60,7 +62,7 @@ func DescribeParams(op *Op, params any) (p OpParams, ok bool) {
 // BlockParams returns the parameters with which op computes on blocks
 // (each device's part of placed operands) instead of on the whole arrays:
 // ops whose parameters hold a result shape (broadcasting elementwise ops,
-// where, reductions) get the shape of the blocks; the others' parameters are returned
+// where, reductions, the scatter of take's VJP) get the shape of the blocks; the others' parameters are returned
 // unchanged. The blocks must be laid out consistently (a sharding rule
 // sees to it).
 func BlockParams(op *Op, params any, blocks []*Tensor) any {
@@ -73,6 +75,12 @@ func BlockParams(op *Op, params any, blocks []*Tensor) any {
 	case *reduceParams:
 		v := params.(*reduceParams)
 		return newReduceParams(op.Name, blocks[0], v.axes, v.keep)
+	case *takeGradParams:
+		// blocks: indices, g; the scattered axis stays whole
+		v := params.(*takeGradParams)
+		g, r := blocks[1].shape, len(blocks[0].shape)
+		shape := append(append(slices.Clone(g[:v.axis]), v.xShape[v.axis]), g[v.axis+r:]...)
+		return &takeGradParams{axis: v.axis, xShape: shape}
 	}
 	return params
 }
