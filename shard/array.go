@@ -23,6 +23,13 @@ type layout struct {
 	// Partial): the value is the sum of the blocks along these axes. It is
 	// disjoint from the axes of the spec.
 	partial DimSpec
+	// origin names the op that left the pending sum (its reduction is
+	// charged to it when nothing else consumes it first).
+	origin string
+	// sum is the reduced layout, computed (and charged) once however many
+	// consumers read a partial sum.
+	sumOnce sync.Once
+	sum     *layout
 }
 
 // DimAxes implements tensor.Layout.

@@ -129,6 +129,7 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 		l := &layout{sharding: s, geo: s.geometry("shard: op "+opName, shape), blocks: make([]*tensor.Tensor, n)}
 		if st.partial != nil {
 			l.partial = st.partial[j]
+			l.origin = opName
 		}
 		for d := range n {
 			l.blocks[d] = outs[d][j]

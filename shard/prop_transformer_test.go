@@ -128,7 +128,33 @@ func TestTransformerStrategiesByPropagation(t *testing.T) {
 					}
 				}
 				psum += 2 * (n - 1) * 4 / n // the loss
+				// Megatron TP: the activations are all-reduced over tp twice
+				// in forward (after the attention output projection and the
+				// second MLP layer) and twice in backward (the cotangents of
+				// the two pre-norm inputs, the three Q, K, V contributions
+				// summed before their one reduction); each device's gradient
+				// blocks are all-reduced over the data axes, except the
+				// pre-norm biases': their gradients are sums of the still
+				// partial cotangents, reduced over every axis at once.
+				d := int64(m.AxisSize(data...))
+				tp := n / d
+				tpBytes := 4 * 2 * (tp - 1) * (B / d * T * D * 4) / tp
+				for _, p := range params {
+					s, _ := shard.ShardingOf(p)
+					if p == placed.Norm1.Bias || p == placed.Norm2.Bias {
+						tpBytes += 2 * (n - 1) * int64(p.Bytes()) / n
+						continue
+					}
+					tpBytes += 2 * (d - 1) * (int64(p.Bytes()) / int64(m.AxisSize(s.Spec().Axes()...))) / d
+				}
+				tpBytes += 2 * (d - 1) * 4 / d
 				switch st.name {
+				case "tp":
+					if H%tp != 0 {
+						break // heads cannot be split: attention runs replicated over tp
+					}
+					require.Equal(t, tpBytes, comm.Bytes(dev, "psum"), comm.String())
+					require.Equal(t, tpBytes, comm.Bytes(dev, ""), comm.String())
 				case "dp":
 					require.Equal(t, psum, comm.Bytes(dev, "psum"), comm.String())
 					require.Equal(t, psum, comm.Bytes(dev, ""), comm.String())

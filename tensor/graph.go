@@ -592,7 +592,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	for i, w := range wrt {
 		if w.node != nil && w.node.trace == tr {
 			if gs := grads[w.node]; gs != nil && gs[w.outIdx] != nil {
-				out[i] = gs[w.outIdx]
+				out[i] = settle(gs[w.outIdx])
 				continue
 			}
 		}
