@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"encoding/binary"
+
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -49,6 +51,9 @@ type step struct {
 	partial []DimSpec // per output
 	// local computes one device's output blocks from its operand blocks.
 	local func(dev int, blocks []*tensor.Tensor) []*tensor.Tensor
+	// perDevice makes every device compute, even replicas (local depends
+	// on the device, not only on its blocks).
+	perDevice bool
 }
 
 // apply computes the call: through a Distributed op whose forward is the
@@ -115,8 +120,20 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 			blocks[d][i] = bs[d]
 		}
 	}
+	// Replicas compute once: devices that hold the same blocks of every
+	// operand (the same block indices, and the same summand of a pending
+	// sum) compute the same output blocks, so one of them computes and the
+	// others share the (immutable) result, as replicas of a value would
+	// hold equal copies. Each device is still charged for its blocks.
+	groups := st.replicaGroups(in, m)
 	outs := make([][]*tensor.Tensor, n)
-	parallelFor(n, func(d int) { outs[d] = st.local(d, blocks[d]) })
+	parallelFor(len(groups), func(g int) {
+		d0 := groups[g][0]
+		o := st.local(d0, blocks[d0])
+		for _, d := range groups[g] {
+			outs[d] = o
+		}
+	})
 	res := make([]*tensor.Tensor, len(st.out))
 	for j, s := range st.out {
 		b0 := outs[0][j]
@@ -138,4 +155,51 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 		res[j] = tensor.NewSharded(b0.DType(), shape, l)
 	}
 	return res
+}
+
+// replicaGroups returns the devices grouped by the blocks they compute
+// from: the block index of every operand where the step puts it, and for
+// an operand kept with pending sums, the device's coordinates on the
+// partial axes (each holds its own summand).
+func (st *step) replicaGroups(in []*tensor.Tensor, m *Mesh) [][]int {
+	n := m.Size()
+	if st.perDevice {
+		out := make([][]int, n)
+		for d := range out {
+			out[d] = []int{d}
+		}
+		return out
+	}
+	index := map[string]int{}
+	var out [][]int
+	key := make([]byte, 0, 64)
+	for d := range n {
+		key = key[:0]
+		for i, x := range in {
+			s := st.in[i]
+			var partial DimSpec
+			if st.keep != nil && st.keep[i] {
+				l := layoutOf("shard", x)
+				s, partial = l.sharding, l.partial
+			}
+			for _, b := range s.blockIndex(d, x.Rank()) {
+				key = binary.AppendUvarint(key, uint64(b))
+			}
+			if len(partial) > 0 {
+				c := m.Coords(d)
+				for _, a := range partial {
+					key = binary.AppendUvarint(key, uint64(c[m.axis("shard", a)]))
+				}
+			}
+			key = append(key, 0xff)
+		}
+		g, ok := index[string(key)]
+		if !ok {
+			g = len(out)
+			index[string(key)] = g
+			out = append(out, nil)
+		}
+		out[g] = append(out[g], d)
+	}
+	return out
 }
