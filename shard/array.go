@@ -269,7 +269,25 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 			return v
 		}
 	}
-	parallelFor(n, func(dev int) {
+	// Without charging, devices that need the same block share one copy
+	// (blocks are immutable): a gather to replicas builds it once.
+	devs := make([]int, n)
+	for d := range devs {
+		devs[d] = d
+	}
+	var same map[int][]int
+	if !charge {
+		devs, same = devs[:0], map[int][]int{}
+		for d := range n {
+			k := s.mesh.Index(proto.canonical(d))
+			if _, ok := same[k]; !ok {
+				devs = append(devs, d)
+			}
+			same[k] = append(same[k], d)
+		}
+	}
+	parallelFor(len(devs), func(i int) {
+		dev := devs[i]
 		off := proto.offset(dev)
 		b := tensor.Zeros(x.DType(), geo.block...)
 		if src == nil {
@@ -288,7 +306,28 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 			chargeBlock(s.mesh.devices[dev], b)
 		}
 	})
+	if same != nil {
+		for _, d := range devs {
+			for _, r := range same[s.mesh.Index(proto.canonical(d))] {
+				out[r] = out[d]
+			}
+		}
+	}
 	return out
+}
+
+// canonical returns the mesh coordinates of the first device holding the
+// same block as device dev: its coordinates with the axes the spec does
+// not use set to 0.
+func (l *layout) canonical(dev int) []int {
+	c := l.sharding.mesh.Coords(dev)
+	used := l.sharding.spec.Axes()
+	for k, name := range l.sharding.mesh.names {
+		if !slices.Contains(used, name) {
+			c[k] = 0
+		}
+	}
+	return c
 }
 
 // contiguousViews returns blocks that are views into x when every block is
