@@ -73,3 +73,30 @@ func TestOptimizerStepsShards(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointOnPlacedModel: autodiff.Checkpoint (remat) of a placed MLP
+// gives the gradients of the plain function, laid out like the params.
+func TestCheckpointOnPlacedModel(t *testing.T) {
+	m := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
+	r := rand.New(rand.NewPCG(2, 2))
+	model := parallel.Annotate(nn.NewMLP(tensor.NewKey(4), []int{16, 32, 32, 8}, nn.MLPOptions{}))
+	x, y := randT(r, 16, 16), randT(r, 16, 8)
+	xs := shard.Put(x, shard.NewSharding(m, shard.P("dp", nil)))
+	ys := shard.Put(y, shard.NewSharding(m, shard.P("dp", nil)))
+	f := func(p nn.MLP) *tensor.Tensor { return tensor.Mean(parallel.MSE(p.Forward(xs), ys)) }
+	pp := shard.FilterShard(model, m, parallel.FSDPTP.Rules(m))
+	want, wantG := autodiff.ValueAndGrad(f)(pp)
+	defer shard.Strict(m)()
+	for _, policy := range []autodiff.Policy{autodiff.NothingSaveable, autodiff.DotsSaveable} {
+		got, gotG := autodiff.ValueAndGrad(autodiff.Checkpoint(f, policy))(pp)
+		require.InDelta(t, want.Item(), got.Item(), 1e-6)
+		wl, _ := pytree.Flatten(wantG)
+		gl, _ := pytree.Flatten(gotG)
+		for i := range wl {
+			requireClose(t, wl[i], gl[i], 1e-5, fmt.Sprintf("grad %d", i))
+			s0, _ := shard.ShardingOf(wl[i])
+			s1, _ := shard.ShardingOf(gl[i])
+			require.True(t, s0.Equal(s1), "grad %d: %v vs %v", i, s0, s1)
+		}
+	}
+}
