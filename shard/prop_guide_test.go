@@ -61,7 +61,8 @@ func TestExplain(t *testing.T) {
 	out := shard.Explain(m, func() {
 		y := tensor.MatMul(x, w)
 		s := tensor.Sum(y)
-		_ = tensor.Pad(tensor.Reshape(s, 1), [][2]int{{0, 1}}, 0)
+		_ = tensor.MulScalar(s, 2)
+		_ = tensor.Roll(y, 1, 1)
 	})
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.GreaterOrEqual(t, len(lines), 3, out)
@@ -82,11 +83,12 @@ func TestPropagationBadInput(t *testing.T) {
 		"shard.Constraint: float32[8@dp,4] to PartitionSpec(None, ('dp', 'tp')): dim 1 (4) is not divisible by (dp,tp)=8; choose axes that divide the dimension, or pad it")
 	func() {
 		defer shard.Strict(m)()
-		requirePanicContains(t, func() { tensor.Pad(a, [][2]int{{0, 0}, {1, 1}}, 0) },
-			`shard: op "pad" on float32[8@dp,4] has no sharding rule and would gather its operands (shard.Strict is on)`)
+		requirePanicContains(t, func() { tensor.Roll(a, 1, 1) },
+			`shard: op "roll" on float32[8@dp,4] has no sharding rule and would gather its operands (shard.Strict is on)`)
 	}()
 	// Strict is off again: the fallback gathers.
-	assert.Equal(t, []int{8, 6}, tensor.Pad(a, [][2]int{{0, 0}, {1, 1}}, 0).Shape())
+	assert.Equal(t, a.Float32s(), tensor.Roll(a, 1, 1).Float32s()) // ones
+	assert.Equal(t, "float32[8,4]", tensor.Roll(a, 1, 1).Type())
 	// A Map block meeting a global tensor.
 	requirePanicContains(t, func() {
 		shard.Map(m, shard.P(), shard.P(), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {

@@ -55,4 +55,20 @@ func init() {
 	}
 }
 
+// alongAxisOps work along one axis independently for every other position.
+var alongAxisOps = []string{
+	"cumsum", "argminmax", "argsort", "sort", "top_k",
+	"srt_take_along_axis", "srt_scatter_add_along_axis", "split",
+}
+
+func init() {
+	for _, name := range alongAxisOps {
+		rules[name] = &rule{what: "along one axis: that axis gathered, the others keep their axes", plan: alongAxis}
+	}
+	rules["one_hot"] = &rule{what: "laid out like the ids, the class axis whole", plan: oneHotRule}
+	rules["concatenate"] = &rule{what: "concatenated axis gathered, the others merged", plan: concatRule}
+	rules["slice"] = &rule{what: "sliced dims gathered, the others keep their axes", plan: sliceRule}
+	rules["pad"] = &rule{what: "padded dims gathered, the others keep their axes", plan: padRule}
+}
+
 func ruleFor(name string) *rule { return rules[name] }

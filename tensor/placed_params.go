@@ -27,6 +27,9 @@ type OpParams struct {
 	Starts, Limits []int
 	// Lo and Hi are the padding before and after each dimension of pad.
 	Lo, Hi []int
+	// N is k of top_k, the depth of one_hot and the number of outputs of
+	// split.
+	N int
 }
 
 // DescribeParams returns the parameters of a call of op, one of this
@@ -43,6 +46,16 @@ func DescribeParams(op *Op, params any) (p OpParams, ok bool) {
 		return OpParams{Starts: slices.Clone(v.starts), Limits: slices.Clone(v.limits)}, true
 	case *padParams:
 		return OpParams{Lo: slices.Clone(v.lo), Hi: slices.Clone(v.hi)}, true
+	case cumsumParams:
+		return OpParams{Axes: []int{v.axis}}, true
+	case argParams:
+		return OpParams{Axes: []int{v.axis}, KeepDims: v.keep}, true
+	case srtSortParams:
+		return OpParams{Axes: []int{v.axis}}, true
+	case srtAlongParams:
+		return OpParams{Axes: []int{v.axis}}, true
+	case *splitParams:
+		return OpParams{Axes: []int{v.axis}, N: len(v.sizes)}, true
 	case *takeParams:
 		return OpParams{Axes: []int{v.axis}}, true
 	case *takeGradParams:
@@ -55,6 +68,10 @@ func DescribeParams(op *Op, params any) (p OpParams, ok bool) {
 		return OpParams{Perm: slices.Clone(params.([]int))}, true
 	case "softmax", "log_softmax", "softmax_grad", "log_softmax_grad":
 		return OpParams{Axes: []int{params.(int)}}, true
+	case "top_k":
+		return OpParams{Axes: []int{-1}, N: params.(int)}, true
+	case "one_hot":
+		return OpParams{N: params.(int)}, true
 	}
 	return OpParams{}, false
 }
@@ -62,7 +79,7 @@ func DescribeParams(op *Op, params any) (p OpParams, ok bool) {
 // BlockParams returns the parameters with which op computes on blocks
 // (each device's part of placed operands) instead of on the whole arrays:
 // ops whose parameters hold a result shape (broadcasting elementwise ops,
-// where, reductions, the scatter of take's VJP) get the shape of the blocks; the others' parameters are returned
+// where, reductions, concatenate, the scatter of take's VJP) get the shape of the blocks; the others' parameters are returned
 // unchanged. The blocks must be laid out consistently (a sharding rule
 // sees to it).
 func BlockParams(op *Op, params any, blocks []*Tensor) any {
@@ -75,6 +92,14 @@ func BlockParams(op *Op, params any, blocks []*Tensor) any {
 	case *reduceParams:
 		v := params.(*reduceParams)
 		return newReduceParams(op.Name, blocks[0], v.axes, v.keep)
+	case *concatParams:
+		v := params.(*concatParams)
+		shape := slices.Clone(blocks[0].shape)
+		shape[v.axis] = 0
+		for _, b := range blocks {
+			shape[v.axis] += b.shape[v.axis]
+		}
+		return &concatParams{axis: v.axis, shape: shape}
 	case *takeGradParams:
 		// blocks: indices, g; the scattered axis stays whole
 		v := params.(*takeGradParams)
