@@ -88,6 +88,11 @@ func propagate(op *tensor.Op, params any, in []*tensor.Tensor) []*tensor.Tensor 
 		for i, x := range in {
 			c.ls[i] = layoutOf(op.Name, x)
 		}
+		if r.compose != nil {
+			if outs := r.compose(c); outs != nil {
+				return outs // its ops were logged and charged themselves
+			}
+		}
 		st = r.plan(c)
 	}
 	note := ""

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -117,3 +118,41 @@ func requirePanicContains(t *testing.T, f func(), want string) {
 }
 
 func fmtAny(v any) string { return fmt.Sprint(v) }
+
+// TestVocabParallelCrossEntropy: softmax, log_softmax and cross-entropy
+// over a class axis sharded over tp run in two passes (pmax, then psum of
+// small per-row values): equal to the host, and the logits are never
+// gathered.
+func TestVocabParallelCrossEntropy(t *testing.T) {
+	m := guideMesh()
+	r := rand.New(rand.NewPCG(8, 8))
+	zh := tensor.MulScalar(randT(r, 8, 16), 5)
+	ids := make([]int32, 8)
+	for i := range ids {
+		ids[i] = int32(r.IntN(16))
+	}
+	labels := tensor.FromInt32(ids, 8)
+	f := func(z *tensor.Tensor, l *tensor.Tensor) *tensor.Tensor {
+		a := tensor.Mean(tensor.SoftmaxCrossEntropy(z, l))
+		b := tensor.Sum(tensor.Square(tensor.Softmax(z, -1)))
+		c := tensor.Mean(tensor.LogSoftmax(z, -1))
+		return tensor.Add(a, tensor.Add(b, c))
+	}
+	want, wantG := autodiff.ValueAndGradWith(f)(zh, labels)
+	z := shard.Put(zh, shard.NewSharding(m, shard.P("dp", "tp")))
+	l := shard.Put(labels, shard.NewSharding(m, shard.P("dp")))
+	defer shard.Strict(m)()
+	var comm shard.Comm
+	stop := shard.Record(m, &comm)
+	got, gotG := autodiff.ValueAndGradWith(f)(z, l)
+	stop()
+	requireClose(t, want, got, 1e-5, "loss")
+	requireClose(t, wantG, gotG, 1e-5, "grad")
+	s, _ := shard.ShardingOf(gotG)
+	assert.Equal(t, shard.P("dp", "tp"), s.Spec())
+	assert.Zero(t, comm.Bytes(m.Devices()[0], "all_gather"), comm.String())
+	assert.Zero(t, comm.Bytes(m.Devices()[0], "all_to_all"), comm.String())
+	assert.Positive(t, comm.Calls("pmax"))
+	// every collective moves per-row values or scalars: far less than the logits
+	assert.Less(t, comm.Bytes(m.Devices()[0], ""), int64(zh.Bytes()), comm.String())
+}

@@ -198,20 +198,22 @@ func reduceSumRule(c *opCall) *step {
 	return st
 }
 
-// reduceGatherRule is the rule of reductions that cannot leave partial
-// results (max, min, argmax, any, all): reduced dimensions are gathered
-// first, the others stay sharded.
-func reduceGatherRule(c *opCall) *step {
+// reduceExtremeRule is the rule of max and min: every device reduces its
+// block, then the devices along the axes of reduced sharded dimensions
+// combine their results with pmax (pmin) — the first pass of a two-pass
+// softmax.
+func reduceExtremeRule(c *opCall) *step {
 	x := c.in[0]
 	p, ok := tensor.DescribeParams(c.op, c.params)
-	if !ok || c.op.ImplN != nil {
+	if !ok {
 		return nil
 	}
 	s := cloneSpec(c.spec(0), x.Rank())
 	var out Spec
+	var axes DimSpec
 	for i := range x.Rank() {
 		if slices.Contains(p.Axes, i) {
-			s[i] = nil
+			axes = append(axes, s[i]...)
 			if p.KeepDims {
 				out = append(out, nil)
 			}
@@ -219,13 +221,12 @@ func reduceGatherRule(c *opCall) *step {
 		}
 		out = append(out, s[i])
 	}
-	op, params := c.op, c.params
 	return &step{
-		in:  []Sharding{NewSharding(c.mesh, s)},
-		out: []Sharding{NewSharding(c.mesh, out)},
-		local: func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
-			return []*tensor.Tensor{op.Impl(bl, tensor.BlockParams(op, params, bl))}
-		},
+		in:      []Sharding{NewSharding(c.mesh, s)},
+		out:     []Sharding{NewSharding(c.mesh, out)},
+		local:   implLocal(c),
+		combine: []DimSpec{axes},
+		min:     c.op.Name == "reduce_min",
 	}
 }
 
@@ -484,4 +485,50 @@ func takeGradRule(c *opCall) *step {
 		st.partial = []DimSpec{partial}
 	}
 	return st
+}
+
+// classAxisSharded reports whether the last axis of operand i is sharded,
+// returning its rank.
+func classAxisSharded(c *opCall, i int) bool {
+	x := c.in[i]
+	return x.Rank() > 0 && len(c.spec(i).dim(x.Rank()-1)) > 0
+}
+
+// softmaxTwoPass computes softmax or log_softmax along a sharded last axis
+// in the numerically stable two-pass form: the row maximum (local max,
+// then pmax over the axis's devices) and the sum of exponentials (local
+// sums, then psum), the rows never gathered. It is built from propagated
+// ops, so it differentiates like any of them.
+func softmaxTwoPass(c *opCall) []*tensor.Tensor {
+	p, _ := tensor.DescribeParams(c.op, c.params)
+	x := c.in[0]
+	if ax := p.Axes[0]; (ax != -1 && ax != x.Rank()-1) || !classAxisSharded(c, 0) {
+		return nil
+	}
+	z := tensor.Sub(x, tensor.StopGradient(tensor.MaxKeep(x, -1)))
+	if c.op.Name == "log_softmax" {
+		return []*tensor.Tensor{tensor.Sub(z, tensor.Log(tensor.SumKeep(tensor.Exp(z), -1)))}
+	}
+	e := tensor.Exp(z)
+	return []*tensor.Tensor{tensor.Div(e, tensor.SumKeep(e, -1))}
+}
+
+// crossEntropyTwoPass is softmax cross-entropy with integer labels over
+// logits whose class axis is sharded (vocabulary-parallel): the loss is
+// logsumexp (two passes, as softmaxTwoPass) minus the logit of the label,
+// which each device picks from its block with a one-hot mask (zero
+// outside it) and a psum adds up.
+func crossEntropyTwoPass(c *opCall) []*tensor.Tensor {
+	if !classAxisSharded(c, 0) {
+		return nil
+	}
+	z, labels := c.in[0], c.in[1]
+	z = tensor.Sub(z, tensor.StopGradient(tensor.MaxKeep(z, -1)))
+	lse := tensor.Log(tensor.Sum(tensor.Exp(z), -1))
+	onehot := tensor.AsType(tensor.OneHot(labels, z.Dim(-1)), tensor.Float32)
+	loss := tensor.Sub(lse, tensor.Sum(tensor.Mul(z, onehot), -1))
+	if c.op.ImplN == nil {
+		return []*tensor.Tensor{loss}
+	}
+	return []*tensor.Tensor{loss, tensor.Exp(tensor.Sub(z, tensor.ExpandDims(lse, -1)))}
 }

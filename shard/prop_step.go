@@ -39,6 +39,10 @@ type rule struct {
 	// what summarises the rule for the table in the package doc.
 	what string
 	plan func(c *opCall) *step
+	// compose, if set and not returning nil, computes the call from other
+	// (propagated, differentiable) ops instead: a two-pass softmax over a
+	// sharded axis, say. The operands may be traced.
+	compose func(c *opCall) []*tensor.Tensor
 }
 
 // step is a rule's decision for one call: where each operand must be
@@ -54,6 +58,11 @@ type step struct {
 	// perDevice makes every device compute, even replicas (local depends
 	// on the device, not only on its blocks).
 	perDevice bool
+	// combine, per output, lists mesh axes whose devices' blocks are then
+	// reduced at once with pmax (max) or pmin (min): a reduction over a
+	// sharded dimension that cannot be left pending.
+	combine []DimSpec
+	min     bool
 }
 
 // apply computes the call: through a Distributed op whose forward is the
@@ -134,6 +143,11 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 			outs[d] = o
 		}
 	})
+	for j := range st.combine {
+		if len(st.combine[j]) > 0 {
+			combineExtreme(opName, m, outs, j, st.combine[j], st.min)
+		}
+	}
 	res := make([]*tensor.Tensor, len(st.out))
 	for j, s := range st.out {
 		b0 := outs[0][j]
@@ -202,4 +216,54 @@ func (st *step) replicaGroups(in []*tensor.Tensor, m *Mesh) [][]int {
 		out[g] = append(out[g], d)
 	}
 	return out
+}
+
+// combineExtreme replaces output j of every device by the elementwise
+// maximum (minimum) over the devices that differ only on axes: pmax, one
+// shared result per group, charged as the collective.
+func combineExtreme(op string, m *Mesh, outs [][]*tensor.Tensor, j int, axes DimSpec, isMin bool) {
+	groups := map[int][]int{}
+	var keys []int
+	pm := map[int]bool{}
+	for _, a := range axes {
+		pm[m.axis("shard", a)] = true
+	}
+	for d := range m.Size() {
+		c := m.Coords(d)
+		for k := range c {
+			if pm[k] {
+				c[k] = 0
+			}
+		}
+		k := m.Index(c)
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], d)
+	}
+	res := make([]*tensor.Tensor, len(keys))
+	parallelFor(len(keys), func(i int) {
+		devs := groups[keys[i]]
+		r := outs[devs[0]][j]
+		for _, d := range devs[1:] {
+			if isMin {
+				r = tensor.Minimum(r, outs[d][j])
+			} else {
+				r = tensor.Maximum(r, outs[d][j])
+			}
+		}
+		res[i] = r
+	})
+	for i, k := range keys {
+		for _, d := range groups[k] {
+			outs[d][j] = res[i]
+		}
+	}
+	g := int64(m.AxisSize(axes...))
+	bb := int64(outs[0][j].Bytes())
+	kind := "pmax"
+	if isMin {
+		kind = "pmin"
+	}
+	charge(m, op, kind, func(int) int64 { return 2 * (g - 1) * bb / g })
 }
