@@ -75,6 +75,18 @@ func (l *layout) MapBlocks(x *tensor.Tensor, fn func(block *tensor.Tensor) *tens
 	return tensor.NewSharded(dt, x.Shape(), out)
 }
 
+// Abstract implements tensor.AbstractLayout: the layout without blocks,
+// for the placeholders autodiff keeps.
+func (l *layout) Abstract() tensor.Layout {
+	if l.blocks == nil {
+		return l
+	}
+	return &layout{sharding: l.sharding, geo: l.geo, partial: l.partial, origin: l.origin}
+}
+
+// IsAbstract implements tensor.AbstractLayout.
+func (l *layout) IsAbstract() bool { return l.blocks == nil }
+
 // offset returns the global offset of the block of device dev.
 func (l *layout) offset(dev int) []int {
 	idx := l.sharding.blockIndex(dev, len(l.geo.shape))

@@ -49,3 +49,25 @@ func TestPropagationAndMap(t *testing.T) {
 	require.Error(t, sc.Check(y, "batch out@tp"))
 	require.NoError(t, sc.Check(tensor.Relu(y), "batch@dp out@tp"))
 }
+
+// TestPlaceholdersHoldNoBlocks: an input a VJP does not save reaches it as
+// a shape-only placeholder that keeps no blocks alive; reading it panics
+// as reading any placeholder does.
+func TestPlaceholdersHoldNoBlocks(t *testing.T) {
+	m := guideMesh()
+	x := shard.Put(tensor.Ones(tensor.Float32, 8, 4), shard.NewSharding(m, shard.P("dp", nil)))
+	var seen *tensor.Tensor
+	op := &tensor.Op{
+		Name: "neg", // takes the elementwise rule
+		Impl: func(in []*tensor.Tensor, _ any) *tensor.Tensor { return tensor.Neg(in[0]) },
+		VJP: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, _ any) []*tensor.Tensor {
+			seen = in[0]
+			return []*tensor.Tensor{tensor.Neg(g)}
+		},
+	}
+	_, g := autodiff.ValueAndGrad(func(x *tensor.Tensor) *tensor.Tensor { return tensor.Sum(tensor.Apply(op, nil, x)) })(x)
+	require.Equal(t, "float32[8@dp,4]", seen.Type())
+	require.Equal(t, []float32{-1, -1, -1, -1}, g.Float32s()[:4])
+	require.PanicsWithValue(t, "Tensor.Float32s: f32[8@dp,4] is a shape-only placeholder with no data (an op's VJP may only read the inputs and outputs its Save mask keeps)",
+		func() { seen.Float32s() })
+}

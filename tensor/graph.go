@@ -213,7 +213,7 @@ const nodeInline = 4
 // aval returns a shape-only placeholder for x: dtype, shape and local mark,
 // no data.
 func aval(x *Tensor) *Tensor {
-	return &Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: x.layout}
+	return &Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: abstractLayout(x.layout)}
 }
 
 // primal strips the node of trace tr from x, if it has one.
@@ -417,7 +417,7 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 		if avals < len(n.bufAvals) {
 			a := &n.bufAvals[avals]
 			avals++
-			*a = Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: x.layout}
+			*a = Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: abstractLayout(x.layout)}
 			return a
 		}
 		return aval(x)

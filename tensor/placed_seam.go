@@ -70,3 +70,28 @@ func applyPlaced(op *Op, params any, in []*Tensor, loc *Local) []*Tensor {
 	}
 	return (*p).Apply(op, params, in)
 }
+
+// AbstractLayout is implemented by layouts that can describe a placed
+// tensor without its data. The shape-only placeholders that autodiff
+// keeps for the inputs and outputs a VJP does not save then hold no
+// blocks (so they keep no device memory alive), and reading one panics
+// like reading any placeholder.
+type AbstractLayout interface {
+	Layout
+	// Abstract returns the layout without data.
+	Abstract() Layout
+	// IsAbstract reports whether the layout has no data.
+	IsAbstract() bool
+}
+
+func abstractLayout(l Layout) Layout {
+	if a, ok := l.(AbstractLayout); ok {
+		return a.Abstract()
+	}
+	return l
+}
+
+func shapeOnly(l Layout) bool {
+	a, ok := l.(AbstractLayout)
+	return ok && a.IsAbstract()
+}
