@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gonox/gonox/autodiff"
+	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -70,4 +71,29 @@ func TestPlaceholdersHoldNoBlocks(t *testing.T) {
 	require.Equal(t, []float32{-1, -1, -1, -1}, g.Float32s()[:4])
 	require.PanicsWithValue(t, "Tensor.Float32s: f32[8@dp,4] is a shape-only placeholder with no data (an op's VJP may only read the inputs and outputs its Save mask keeps)",
 		func() { seen.Float32s() })
+}
+
+// TestDropoutOnPlacedActivations documents the dropout mode of
+// propagation: the mask is the single-device one (drawn for the global
+// shape from the key, then sliced to each device's block for free), so a
+// placed model drops exactly the elements one device would, and gradients
+// agree.
+func TestDropoutOnPlacedActivations(t *testing.T) {
+	m := guideMesh()
+	r := rand.New(rand.NewPCG(6, 6))
+	xh := randT(r, 8, 6)
+	d := nn.NewDropout(0.3)
+	key := tensor.NewKey(42)
+	f := func(x *tensor.Tensor) *tensor.Tensor { return tensor.Sum(tensor.Square(d.Forward(x, key))) }
+	want, wantG := autodiff.ValueAndGrad(f)(xh)
+	x := shard.Put(xh, shard.NewSharding(m, shard.P("dp", "tp")))
+	defer shard.Strict(m)()
+	var comm shard.Comm
+	stop := shard.Record(m, &comm)
+	got, gotG := autodiff.ValueAndGrad(f)(x)
+	stop()
+	requireClose(t, want, got, 1e-6, "value")
+	requireClose(t, wantG, gotG, 1e-6, "grad")
+	require.Equal(t, "float32[8@dp,6@tp]", d.Forward(x, key).Type())
+	require.Zero(t, comm.Bytes(m.Devices()[0], "all_gather"))
 }
