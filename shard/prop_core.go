@@ -93,7 +93,9 @@ func propagate(op *tensor.Op, params any, in []*tensor.Tensor) []*tensor.Tensor 
 				return outs // its ops were logged and charged themselves
 			}
 		}
-		st = r.plan(c)
+		if r.plan != nil {
+			st = r.plan(c)
+		}
 	}
 	note := ""
 	if st == nil {

@@ -63,7 +63,7 @@ func TestExplain(t *testing.T) {
 		y := tensor.MatMul(x, w)
 		s := tensor.Sum(y)
 		_ = tensor.MulScalar(s, 2)
-		_ = tensor.Roll(y, 1, 1)
+		_ = tensor.DynamicUpdateSlice(y, tensor.Zeros(tensor.Float32, 1, 4), []int{0, 0})
 	})
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.GreaterOrEqual(t, len(lines), 3, out)
@@ -84,12 +84,13 @@ func TestPropagationBadInput(t *testing.T) {
 		"shard.Constraint: float32[8@dp,4] to PartitionSpec(None, ('dp', 'tp')): dim 1 (4) is not divisible by (dp,tp)=8; choose axes that divide the dimension, or pad it")
 	func() {
 		defer shard.Strict(m)()
-		requirePanicContains(t, func() { tensor.Roll(a, 1, 1) },
-			`shard: op "roll" on float32[8@dp,4] has no sharding rule and would gather its operands (shard.Strict is on)`)
+		requirePanicContains(t, func() { tensor.DynamicUpdateSlice(a, tensor.Zeros(tensor.Float32, 1, 4), []int{0, 0}) },
+			`shard: op "dynamic_update_slice" on float32[8@dp,4], float32[1,4] has no sharding rule and would gather its operands (shard.Strict is on)`)
 	}()
 	// Strict is off again: the fallback gathers.
-	assert.Equal(t, a.Float32s(), tensor.Roll(a, 1, 1).Float32s()) // ones
-	assert.Equal(t, "float32[8,4]", tensor.Roll(a, 1, 1).Type())
+	u := tensor.DynamicUpdateSlice(a, tensor.Zeros(tensor.Float32, 1, 4), []int{0, 0})
+	assert.Equal(t, "float32[8,4]", u.Type()) // gathered: replicated
+	assert.Equal(t, []float32{0, 0, 0, 0, 1, 1}, u.Float32s()[:6])
 	// A Map block meeting a global tensor.
 	requirePanicContains(t, func() {
 		shard.Map(m, shard.P(), shard.P(), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {

@@ -144,3 +144,47 @@ func padRule(c *opCall) *step {
 		local: implLocal(c),
 	}
 }
+
+// flipRule: flipped dimensions are gathered, the others keep their axes.
+func flipRule(c *opCall) *step {
+	p, ok := tensor.DescribeParams(c.op, c.params)
+	if !ok {
+		return nil
+	}
+	spec := cloneSpec(c.spec(0), c.in[0].Rank())
+	for _, a := range p.Axes {
+		spec[a] = nil
+	}
+	return &step{
+		in:    []Sharding{NewSharding(c.mesh, spec)},
+		out:   []Sharding{NewSharding(c.mesh, spec)},
+		local: implLocal(c),
+	}
+}
+
+// scatterAddRule: x + scatter of updates at indices along axis. The axis
+// of x is gathered and the dimensions of updates that the indices fill are
+// gathered with it; the other dimensions keep x's axes (updates follow).
+func scatterAddRule(c *opCall) *step {
+	p, ok := tensor.DescribeParams(c.op, c.params)
+	if !ok {
+		return nil
+	}
+	x, idx := c.in[0], c.in[1]
+	axis, r := p.Axes[0], idx.Rank()
+	spec := cloneSpec(c.spec(0), x.Rank())
+	spec[axis] = nil
+	upd := append(append(cloneSpec(spec[:axis], axis), make(Spec, r)...), spec[axis+1:]...)
+	return &step{
+		in:    []Sharding{NewSharding(c.mesh, spec), Replicated(c.mesh), NewSharding(c.mesh, upd)},
+		out:   []Sharding{NewSharding(c.mesh, spec)},
+		local: implLocal(c),
+	}
+}
+
+// mseCompose is tensor.MSE from propagated ops: the mean of the squared
+// differences, whose sum is left partial by sharded operands and reduced
+// once.
+func mseCompose(c *opCall) []*tensor.Tensor {
+	return []*tensor.Tensor{tensor.Mean(tensor.Square(tensor.Sub(c.in[0], c.in[1])))}
+}

@@ -101,7 +101,16 @@ func propCases(r *rand.Rand) []propCase {
 				return tensor.Sum(tensor.Tanh(tensor.Pad(b, [][2]int{{1, 0}, {0, 2}}, 0)))
 			}},
 		{"no rule: gather", []*tensor.Tensor{f32(8, 6)}, []shard.Spec{shard.P("dp", "tp")},
-			func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Sum(tensor.Square(tensor.Roll(xs[0], 2, 1))) }},
+			func(xs []*tensor.Tensor) *tensor.Tensor {
+				return tensor.Sum(tensor.Square(tensor.DynamicUpdateSlice(xs[0], tensor.Ones(tensor.Float32, 2, 2), []int{1, 3})))
+			}},
+		{"roll flip scatter mse", []*tensor.Tensor{f32(8, 6), f32(8, 6)}, []shard.Spec{shard.P("dp", "tp"), shard.P(nil, "tp")},
+			func(xs []*tensor.Tensor) *tensor.Tensor {
+				a := tensor.Flip(tensor.Roll(xs[0], 2, 1), 0)
+				idx := tensor.FromInt32([]int32{1, 0, 1}, 3)
+				s := tensor.ScatterAdd(xs[1], idx, tensor.Take(xs[0], tensor.FromInt32([]int32{2, 5, 7}, 3), 0), 0)
+				return tensor.Add(tensor.MSE(a, xs[1]), tensor.Sum(tensor.Square(s)))
+			}},
 		{"along an axis", []*tensor.Tensor{f32(8, 6)}, []shard.Spec{shard.P("dp", "tp")},
 			func(xs []*tensor.Tensor) *tensor.Tensor {
 				v, _ := tensor.TopK(xs[0], 3)

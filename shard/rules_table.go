@@ -58,7 +58,7 @@ func init() {
 // alongAxisOps work along one axis independently for every other position.
 var alongAxisOps = []string{
 	"cumsum", "argminmax", "argsort", "sort", "top_k",
-	"srt_take_along_axis", "srt_scatter_add_along_axis", "split",
+	"srt_take_along_axis", "srt_scatter_add_along_axis", "split", "roll",
 }
 
 func init() {
@@ -69,6 +69,9 @@ func init() {
 	rules["concatenate"] = &rule{what: "concatenated axis gathered, the others merged", plan: concatRule}
 	rules["slice"] = &rule{what: "sliced dims gathered, the others keep their axes", plan: sliceRule}
 	rules["pad"] = &rule{what: "padded dims gathered, the others keep their axes", plan: padRule}
+	rules["flip"] = &rule{what: "flipped dims gathered, the others keep their axes", plan: flipRule}
+	rules["scatter_add"] = &rule{what: "scattered axis (and the updates' indexed dims) gathered, the others keep x's axes", plan: scatterAddRule}
+	rules["mse"] = &rule{what: "composed: mean of squared differences (partial sum, one psum)", compose: mseCompose}
 }
 
 func ruleFor(name string) *rule { return rules[name] }

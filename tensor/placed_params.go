@@ -11,8 +11,9 @@ import "slices"
 // Fields that do not apply to the op are zero.
 type OpParams struct {
 	// Axes are the axes a reduction runs over (sorted, non-negative), the
-	// axis of softmax, log_softmax, concatenate, take, cumsum and
-	// argmin/argmax (one element).
+	// axes flip reverses, the axis of softmax, log_softmax, concatenate,
+	// take, scatter_add, cumsum, roll, sort and argmin/argmax (one
+	// element).
 	Axes []int
 	// KeepDims is set when a reduction keeps its axes with size 1.
 	KeepDims bool
@@ -54,6 +55,18 @@ func DescribeParams(op *Op, params any) (p OpParams, ok bool) {
 		return OpParams{Axes: []int{v.axis}}, true
 	case srtAlongParams:
 		return OpParams{Axes: []int{v.axis}}, true
+	case rollParams:
+		return OpParams{Axes: []int{v.axis}}, true
+	case scatterParams:
+		return OpParams{Axes: []int{v.axis}}, true
+	case []bool: // flip: the flipped axes
+		var axes []int
+		for i, f := range v {
+			if f {
+				axes = append(axes, i)
+			}
+		}
+		return OpParams{Axes: axes}, true
 	case *splitParams:
 		return OpParams{Axes: []int{v.axis}, N: len(v.sizes)}, true
 	case *takeParams:
