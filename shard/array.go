@@ -84,6 +84,15 @@ func (l *layout) Abstract() tensor.Layout {
 	return &layout{sharding: l.sharding, geo: l.geo, partial: l.partial, origin: l.origin}
 }
 
+// DeviceBlocks implements tensor.BlockLayout.
+func (l *layout) DeviceBlocks() ([]*tensor.Tensor, []int) {
+	ids := make([]int, len(l.blocks))
+	for d := range ids {
+		ids[d] = l.sharding.mesh.devices[d].ID()
+	}
+	return slices.Clone(l.blocks), ids
+}
+
 // IsAbstract implements tensor.AbstractLayout.
 func (l *layout) IsAbstract() bool { return l.blocks == nil }
 

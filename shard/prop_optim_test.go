@@ -109,3 +109,33 @@ func TestCheckpointOnPlacedModel(t *testing.T) {
 		}
 	}
 }
+
+// TestResidualsOfPlacedModel: the residual report counts what every device
+// keeps for the backward pass of a placed model: under DP each device
+// keeps its share of the activations (the batch is split) and a whole
+// replica of each weight; under FSDP, only shards of the weights.
+func TestResidualsOfPlacedModel(t *testing.T) {
+	m := shard.NewMesh([]int{8}, []string{"dp"})
+	r := rand.New(rand.NewPCG(2, 3))
+	model := parallel.Annotate(nn.NewMLP(tensor.NewKey(4), []int{16, 64, 64, 8}, nn.MLPOptions{}))
+	x, y := randT(r, 64, 16), randT(r, 64, 8)
+	host := autodiff.Residuals(func(p nn.MLP) *tensor.Tensor { return tensor.Mean(parallel.MSE(p.Forward(x), y)) }, model)
+	xs := shard.Put(x, shard.NewSharding(m, shard.P("dp", nil)))
+	ys := shard.Put(y, shard.NewSharding(m, shard.P("dp", nil)))
+	f := func(p nn.MLP) *tensor.Tensor { return tensor.Mean(parallel.MSE(p.Forward(xs), ys)) }
+	dp := autodiff.Residuals(f, shard.FilterShard(model, m, parallel.DP.Rules(m)))
+	fsdp := autodiff.Residuals(f, shard.FilterShard(model, m, parallel.FSDP.Rules(m)))
+	for _, dev := range m.Devices() {
+		require.Contains(t, dp.ByDevice, dev.ID(), "%v", dp)
+	}
+	var wBytes int64
+	for _, l := range model.Layers {
+		wBytes += int64(l.W.Bytes())
+	}
+	for _, dev := range m.Devices() {
+		d, f := int64(dp.ByDevice[dev.ID()].Bytes), int64(fsdp.ByDevice[dev.ID()].Bytes)
+		require.Greater(t, d, wBytes, "DP keeps whole weights on device %d", dev.ID())
+		require.Less(t, d, int64(host.Bytes), "DP keeps a share of the activations on device %d", dev.ID())
+		require.Less(t, f, d-wBytes/2, "FSDP keeps shards, not whole weights, on device %d\n%v\n%v", dev.ID(), dp, fsdp)
+	}
+}

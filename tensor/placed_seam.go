@@ -95,3 +95,13 @@ func shapeOnly(l Layout) bool {
 	a, ok := l.(AbstractLayout)
 	return ok && a.IsAbstract()
 }
+
+// BlockLayout is implemented by layouts whose blocks live on devices: the
+// residual report (Residuals) then counts a placed residual's blocks on
+// the devices that hold them.
+type BlockLayout interface {
+	Layout
+	// DeviceBlocks returns every block with the ID of the device holding
+	// it (replicas are listed once per device).
+	DeviceBlocks() (blocks []*Tensor, devices []int)
+}
