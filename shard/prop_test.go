@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gonox/gonox/autodiff"
+	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -160,5 +161,21 @@ func TestPropagationMatchesHost(t *testing.T) {
 				require.True(t, s.Equal(shard.NewSharding(m, tc.specs[i])), "grad %d is %v, want like its input %v", i, s, tc.specs[i])
 			}
 		})
+	}
+}
+
+// requireGradsLike asserts that every leaf of got (a gradient tree) equals
+// the leaf of want within rel (of floor at least) and is laid out like the
+// leaf of params, the parameters it belongs to.
+func requireGradsLike(t *testing.T, want, got, params any, rel, floor float64) {
+	t.Helper()
+	wl, gl, pl := pytree.Leaves(want), pytree.Leaves(got), pytree.Leaves(params)
+	require.Len(t, gl, len(wl))
+	for i := range wl {
+		requireCloseFloor(t, wl[i], gl[i], rel, floor, fmt.Sprintf("grad %d of %v", i, pl[i]))
+		ps, _ := shard.ShardingOf(pl[i])
+		gs, ok := shard.ShardingOf(gl[i])
+		require.True(t, ok, "grad %d %v is not placed", i, gl[i])
+		require.True(t, ps.Equal(gs), "grad %d is %v, param %v", i, gs, ps)
 	}
 }

@@ -62,9 +62,8 @@ func TestTransformerStrategiesByPropagation(t *testing.T) {
 	targets := tensor.Roll(tokens, -1, 1)
 	f := func(m tinyLM, xy [2]*tensor.Tensor) *tensor.Tensor { return m.loss(xy[0], xy[1]) }
 	want, wantG := autodiff.ValueAndGradWith(f)(model, [2]*tensor.Tensor{tokens, targets})
-	wantLeaves, _ := pytree.Flatten(wantG)
 	floor := 0.0 // the largest gradient element: the scale of a zero gradient (the key bias's)
-	for _, g := range wantLeaves {
+	for _, g := range pytree.Leaves(wantG) {
 		for _, v := range g.Float64s() {
 			floor = max(floor, abs(v))
 		}
@@ -102,16 +101,8 @@ func TestTransformerStrategiesByPropagation(t *testing.T) {
 				got, gotG := autodiff.ValueAndGradWith(f)(placed, xy)
 				stop()
 				require.InDelta(t, want.Item(), got.Item(), 1e-5*max(1, abs(want.Item())))
-				gotLeaves, paths := pytree.Flatten(gotG)
-				_ = paths
-				params, _ := pytree.Flatten(placed)
-				for i := range wantLeaves {
-					requireCloseFloor(t, wantLeaves[i], gotLeaves[i], 1e-5, floor*1e-3, fmt.Sprintf("grad %d %v", i, params[i]))
-					ps, _ := shard.ShardingOf(params[i])
-					gs, ok := shard.ShardingOf(gotLeaves[i])
-					require.True(t, ok)
-					require.True(t, ps.Equal(gs), "grad %d is %v, param %v", i, gs, ps)
-				}
+				requireGradsLike(t, wantG, gotG, placed, 1e-5, floor*1e-3)
+				params := pytree.Leaves(placed)
 				// Data parallelism moves gradients only: DP all-reduces each
 				// one (and the loss); FSDP reduce-scatters the sharded ones
 				// and all-reduces the rest. Neither moves activations
