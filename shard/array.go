@@ -23,6 +23,13 @@ type layout struct {
 	// Partial): the value is the sum of the blocks along these axes. It is
 	// disjoint from the axes of the spec.
 	partial DimSpec
+	// origin names the op that left the pending sum (its reduction is
+	// charged to it when nothing else consumes it first).
+	origin string
+	// sum is the reduced layout, computed (and charged) once however many
+	// consumers read a partial sum.
+	sumOnce sync.Once
+	sum     *layout
 }
 
 // DimAxes implements tensor.Layout.
@@ -67,6 +74,27 @@ func (l *layout) MapBlocks(x *tensor.Tensor, fn func(block *tensor.Tensor) *tens
 	dt = out.blocks[0].DType()
 	return tensor.NewSharded(dt, x.Shape(), out)
 }
+
+// Abstract implements tensor.AbstractLayout: the layout without blocks,
+// for the placeholders autodiff keeps.
+func (l *layout) Abstract() tensor.Layout {
+	if l.blocks == nil {
+		return l
+	}
+	return &layout{sharding: l.sharding, geo: l.geo, partial: l.partial, origin: l.origin}
+}
+
+// DeviceBlocks implements tensor.BlockLayout.
+func (l *layout) DeviceBlocks() ([]*tensor.Tensor, []int) {
+	ids := make([]int, len(l.blocks))
+	for d := range ids {
+		ids[d] = l.sharding.mesh.devices[d].ID()
+	}
+	return slices.Clone(l.blocks), ids
+}
+
+// IsAbstract implements tensor.AbstractLayout.
+func (l *layout) IsAbstract() bool { return l.blocks == nil }
 
 // offset returns the global offset of the block of device dev.
 func (l *layout) offset(dev int) []int {
@@ -155,7 +183,11 @@ func init() {
 		Name:        "device_put",
 		Distributed: true,
 		Impl: func(in []*tensor.Tensor, p any) *tensor.Tensor {
-			return put(in[0], p.(Sharding))
+			s := p.(Sharding)
+			if src := layoutOf("device_put", in[0]); src != nil && src.sharding.mesh.Equal(s.mesh) {
+				chargeMove("device_put", src, s) // a reshard on one mesh: Record counts it
+			}
+			return put(in[0], s)
 		},
 		VJP: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, _ any) []*tensor.Tensor {
 			// Send the cotangent back where the input lived.
@@ -258,7 +290,25 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 			return v
 		}
 	}
-	parallelFor(n, func(dev int) {
+	// Without charging, devices that need the same block share one copy
+	// (blocks are immutable): a gather to replicas builds it once.
+	devs := make([]int, n)
+	for d := range devs {
+		devs[d] = d
+	}
+	var same map[int][]int
+	if !charge {
+		devs, same = devs[:0], map[int][]int{}
+		for d := range n {
+			k := s.mesh.Index(proto.canonical(d))
+			if _, ok := same[k]; !ok {
+				devs = append(devs, d)
+			}
+			same[k] = append(same[k], d)
+		}
+	}
+	parallelFor(len(devs), func(i int) {
+		dev := devs[i]
 		off := proto.offset(dev)
 		b := tensor.Zeros(x.DType(), geo.block...)
 		if src == nil {
@@ -277,7 +327,28 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 			chargeBlock(s.mesh.devices[dev], b)
 		}
 	})
+	if same != nil {
+		for _, d := range devs {
+			for _, r := range same[s.mesh.Index(proto.canonical(d))] {
+				out[r] = out[d]
+			}
+		}
+	}
 	return out
+}
+
+// canonical returns the mesh coordinates of the first device holding the
+// same block as device dev: its coordinates with the axes the spec does
+// not use set to 0.
+func (l *layout) canonical(dev int) []int {
+	c := l.sharding.mesh.Coords(dev)
+	used := l.sharding.spec.Axes()
+	for k, name := range l.sharding.mesh.names {
+		if !slices.Contains(used, name) {
+			c[k] = 0
+		}
+	}
+	return c
 }
 
 // contiguousViews returns blocks that are views into x when every block is

@@ -15,7 +15,25 @@ import (
 // result. Differentiation goes through the op's own VJP applied to placed
 // cotangents, which propagates again.
 
-func init() { tensor.SetPlacer(propagate) }
+func init() { tensor.SetPlacer(placer{}) }
+
+// placer is the tensor.Placer of package shard.
+type placer struct{}
+
+// Apply implements tensor.Placer.
+func (placer) Apply(op *tensor.Op, params any, in []*tensor.Tensor) []*tensor.Tensor {
+	return propagate(op, params, in)
+}
+
+// Settle implements tensor.Placer: a gradient with pending sums is reduced
+// (psum over their axes), charged to the op that left them.
+func (placer) Settle(x *tensor.Tensor) *tensor.Tensor {
+	l := layoutOf("shard", x)
+	if l == nil || len(l.partial) == 0 {
+		return x
+	}
+	return moveTo(l.origin, x, l.sharding)
+}
 
 // layoutOf returns the layout of a placed tensor, or nil for a host one.
 func layoutOf(op string, x *tensor.Tensor) *layout {
@@ -70,7 +88,14 @@ func propagate(op *tensor.Op, params any, in []*tensor.Tensor) []*tensor.Tensor 
 		for i, x := range in {
 			c.ls[i] = layoutOf(op.Name, x)
 		}
-		st = r.plan(c)
+		if r.compose != nil {
+			if outs := r.compose(c); outs != nil {
+				return outs // its ops were logged and charged themselves
+			}
+		}
+		if r.plan != nil {
+			st = r.plan(c)
+		}
 	}
 	note := ""
 	if st == nil {
@@ -224,6 +249,24 @@ func (l *layout) blockBytes(dt tensor.DType) int64 {
 // block contains the old one, an all_to_all otherwise. Slicing a block
 // out of one the device holds is free.
 func chargeMove(op string, src *layout, dst Sharding) {
+	chargeReduce(op, src, dst)
+	chargeReshard(op, src, dst)
+}
+
+// psumScatters reports whether moving partial src to dst reduce-scatters
+// (dst shards over every partial axis) rather than all-reduces.
+func psumScatters(src *layout, dst Sharding) bool {
+	dstAxes := dst.spec.Axes()
+	for _, a := range src.partial {
+		if !slices.Contains(dstAxes, a) {
+			return false
+		}
+	}
+	return true
+}
+
+// chargeReduce charges the reduction of src's pending sums.
+func chargeReduce(op string, src *layout, dst Sharding) {
 	m := src.sharding.mesh
 	dt := src.blocks[0].DType()
 	if len(src.partial) > 0 {
@@ -242,6 +285,13 @@ func chargeMove(op string, src *layout, dst Sharding) {
 			charge(m, op, "psum", func(int) int64 { return 2 * int64(g-1) * bb / int64(g) })
 		}
 	}
+}
+
+// chargeReshard charges moving the blocks of src (pending sums done) to
+// dst.
+func chargeReshard(op string, src *layout, dst Sharding) {
+	m := src.sharding.mesh
+	dt := src.blocks[0].DType()
 	if src.sharding.spec.Equal(dst.spec) {
 		return
 	}
@@ -286,8 +336,22 @@ func move(op string, x *tensor.Tensor, dst Sharding) []*tensor.Tensor {
 	if src == nil {
 		return makeBlocks(x, dst, false)
 	}
-	chargeMove(op, src, dst)
-	if len(src.partial) == 0 && src.sharding.Equal(dst) {
+	if len(src.partial) > 0 {
+		if psumScatters(src, dst) {
+			chargeReduce(op, src, dst)
+			src = src.reduced()
+		} else {
+			// All-reduce once, however many consumers read the sum.
+			src.sumOnce.Do(func() {
+				chargeReduce(op, src, dst)
+				src.sum = src.reduced()
+			})
+			src = src.sum
+		}
+		x = tensor.NewSharded(x.DType(), x.Shape(), src)
+	}
+	chargeReshard(op, src, dst)
+	if src.sharding.Equal(dst) {
 		return slices.Clone(src.blocks)
 	}
 	return makeBlocks(x, dst, false)
@@ -340,6 +404,12 @@ func cotangentLike(op string, c, x *tensor.Tensor) *tensor.Tensor {
 		return c
 	}
 	if s, ok := ShardingOf(x); ok {
+		if l := layoutOf(op, c); l.sharding.Equal(s) {
+			// Laid out like x; a pending sum stays pending: cotangents
+			// that meet at x add up first (one reduction for several
+			// uses of x), and Backward settles what reaches a leaf.
+			return c
+		}
 		return moveTo(op, c, s)
 	}
 	l := layoutOf(op, c)

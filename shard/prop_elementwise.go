@@ -94,6 +94,9 @@ func specFor(shape []int, out []int, outSpec Spec) Spec {
 // from the elements at the same (broadcast) position of the operands:
 // the operands' shardings are merged, the others moved to it.
 func elementwise(c *opCall) *step {
+	if st := linearPartial(c); st != nil {
+		return st
+	}
 	out := broadcastShape(c.in)
 	spec := mergeSpecs(c, out)
 	st := &step{in: make([]Sharding, len(c.in))}
@@ -126,4 +129,39 @@ func elementwise(c *opCall) *step {
 		return []*tensor.Tensor{op.Impl(blocks, p)}
 	}
 	return st
+}
+
+// linearPartial keeps pending sums through add, sub and name when every
+// operand has the same ones and the same layout and shape: a sum of
+// partial sums is a partial sum (cotangents meeting at a value add up
+// before their one reduction).
+func linearPartial(c *opCall) *step {
+	switch c.op.Name {
+	case "add", "sub", "name":
+	default:
+		return nil
+	}
+	l0 := c.ls[0]
+	if l0 == nil || len(l0.partial) == 0 {
+		return nil
+	}
+	for i, l := range c.ls {
+		if l == nil || !slices.Equal(l.partial, l0.partial) || !l.sharding.Equal(l0.sharding) || !slices.Equal(c.in[i].Shape(), c.in[0].Shape()) {
+			return nil
+		}
+	}
+	op, params := c.op, c.params
+	keep := make([]bool, len(c.in))
+	in := make([]Sharding, len(c.in))
+	for i := range keep {
+		keep[i], in[i] = true, l0.sharding
+	}
+	return &step{
+		in: in, keep: keep,
+		out:     []Sharding{l0.sharding},
+		partial: []DimSpec{slices.Clone(l0.partial)},
+		local: func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
+			return []*tensor.Tensor{op.Impl(bl, tensor.BlockParams(op, params, bl))}
+		},
+	}
 }

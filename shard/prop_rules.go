@@ -198,20 +198,22 @@ func reduceSumRule(c *opCall) *step {
 	return st
 }
 
-// reduceGatherRule is the rule of reductions that cannot leave partial
-// results (max, min, argmax, any, all): reduced dimensions are gathered
-// first, the others stay sharded.
-func reduceGatherRule(c *opCall) *step {
+// reduceExtremeRule is the rule of max and min: every device reduces its
+// block, then the devices along the axes of reduced sharded dimensions
+// combine their results with pmax (pmin) — the first pass of a two-pass
+// softmax.
+func reduceExtremeRule(c *opCall) *step {
 	x := c.in[0]
 	p, ok := tensor.DescribeParams(c.op, c.params)
-	if !ok || c.op.ImplN != nil {
+	if !ok {
 		return nil
 	}
 	s := cloneSpec(c.spec(0), x.Rank())
 	var out Spec
+	var axes DimSpec
 	for i := range x.Rank() {
 		if slices.Contains(p.Axes, i) {
-			s[i] = nil
+			axes = append(axes, s[i]...)
 			if p.KeepDims {
 				out = append(out, nil)
 			}
@@ -219,13 +221,12 @@ func reduceGatherRule(c *opCall) *step {
 		}
 		out = append(out, s[i])
 	}
-	op, params := c.op, c.params
 	return &step{
-		in:  []Sharding{NewSharding(c.mesh, s)},
-		out: []Sharding{NewSharding(c.mesh, out)},
-		local: func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
-			return []*tensor.Tensor{op.Impl(bl, tensor.BlockParams(op, params, bl))}
-		},
+		in:      []Sharding{NewSharding(c.mesh, s)},
+		out:     []Sharding{NewSharding(c.mesh, out)},
+		local:   implLocal(c),
+		combine: []DimSpec{axes},
+		min:     c.op.Name == "reduce_min",
 	}
 }
 
@@ -415,4 +416,119 @@ func rowwise(c *opCall) *step {
 		return []*tensor.Tensor{op.Impl(bl, params)}
 	}
 	return st
+}
+
+// takeRule: x[..., V, ...] indexed along axis by ids. The ids keep their
+// sharding (a batch of tokens stays split over the data axes); x is
+// gathered along the indexed axis and along any axis the ids use, and the
+// result is laid out like x before and after the indexed axis and like the
+// ids in it. An embedding table sharded by embed and ids by batch need no
+// communication.
+func takeRule(c *opCall) *step {
+	x, ids := c.in[0], c.in[1]
+	p, _ := tensor.DescribeParams(c.op, c.params)
+	axis := p.Axes[0]
+	sx := cloneSpec(c.spec(0), x.Rank())
+	si := cloneSpec(c.spec(1), ids.Rank())
+	sx[axis] = nil
+	used := axisSet(si...)
+	for k := range sx {
+		if len(without(sx[k], used)) != len(sx[k]) {
+			sx[k] = nil
+		}
+	}
+	out := append(append(cloneSpec(sx[:axis], axis), si...), sx[axis+1:]...)
+	return &step{
+		in:  []Sharding{NewSharding(c.mesh, sx), NewSharding(c.mesh, si)},
+		out: []Sharding{NewSharding(c.mesh, out)},
+		local: func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
+			return []*tensor.Tensor{tensor.Take(bl[0], bl[1], axis)}
+		},
+	}
+}
+
+// takeGradRule is the rule of take's VJP in the table, a scatter-add of
+// g [..., ids..., ...] into [..., V, ...] at the ids along axis: every
+// device scatters its block of g into a whole V axis, so the dimensions
+// of g that the ids index leave a partial sum over their axes (psum'd or
+// psum_scatter'd into the table's sharding by the consumer); the other
+// dimensions keep g's axes.
+func takeGradRule(c *opCall) *step {
+	ids, g := c.in[0], c.in[1]
+	p, _ := tensor.DescribeParams(c.op, c.params)
+	axis, r := p.Axes[0], ids.Rank()
+	sg := cloneSpec(c.spec(1), g.Rank())
+	si := make(Spec, r)
+	var partial DimSpec
+	for k := range r {
+		d := sg[axis+k]
+		if len(d) == 0 {
+			d = c.spec(0).dim(k)
+			if len(without(d, axisSet(sg...))) != len(d) {
+				d = nil
+			}
+			sg[axis+k] = d
+		}
+		si[k] = slices.Clone(d)
+		partial = append(partial, d...)
+	}
+	out := append(append(cloneSpec(sg[:axis], axis), DimSpec(nil)), sg[axis+r:]...)
+	op, params := c.op, c.params
+	st := &step{
+		in:  []Sharding{NewSharding(c.mesh, si), NewSharding(c.mesh, sg)},
+		out: []Sharding{NewSharding(c.mesh, out)},
+		local: func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
+			return []*tensor.Tensor{op.Impl(bl, tensor.BlockParams(op, params, bl))}
+		},
+	}
+	if len(partial) > 0 {
+		st.partial = []DimSpec{partial}
+	}
+	return st
+}
+
+// classAxisSharded reports whether the last axis of operand i is sharded,
+// returning its rank.
+func classAxisSharded(c *opCall, i int) bool {
+	x := c.in[i]
+	return x.Rank() > 0 && len(c.spec(i).dim(x.Rank()-1)) > 0
+}
+
+// softmaxTwoPass computes softmax or log_softmax along a sharded last axis
+// in the numerically stable two-pass form: the row maximum (local max,
+// then pmax over the axis's devices) and the sum of exponentials (local
+// sums, then psum), the rows never gathered. It is built from propagated
+// ops, so it differentiates like any of them.
+func softmaxTwoPass(c *opCall) []*tensor.Tensor {
+	p, _ := tensor.DescribeParams(c.op, c.params)
+	x := c.in[0]
+	if ax := p.Axes[0]; (ax != -1 && ax != x.Rank()-1) || !classAxisSharded(c, 0) {
+		return nil
+	}
+	z := tensor.Sub(x, tensor.StopGradient(tensor.MaxKeep(x, -1)))
+	if c.op.Name == "log_softmax" {
+		return []*tensor.Tensor{tensor.Sub(z, tensor.Log(tensor.SumKeep(tensor.Exp(z), -1)))}
+	}
+	e := tensor.Exp(z)
+	return []*tensor.Tensor{tensor.Div(e, tensor.SumKeep(e, -1))}
+}
+
+// crossEntropyTwoPass is softmax cross-entropy with integer labels over
+// logits whose class axis is sharded (vocabulary-parallel): the loss is
+// logsumexp (two passes, as softmaxTwoPass) minus the logit of the label,
+// which each device picks from its block with a one-hot mask (zero
+// outside it) and a psum adds up.
+func crossEntropyTwoPass(c *opCall) []*tensor.Tensor {
+	if !classAxisSharded(c, 0) {
+		return nil
+	}
+	z, labels := c.in[0], c.in[1]
+	z = tensor.Sub(z, tensor.StopGradient(tensor.MaxKeep(z, -1)))
+	lse := tensor.Log(tensor.Sum(tensor.Exp(z), -1))
+	onehot := tensor.AsType(tensor.OneHot(labels, z.Dim(-1)), tensor.Float32)
+	loss := tensor.Sub(lse, tensor.Sum(tensor.Mul(z, onehot), -1))
+	if c.op.ImplN == nil {
+		return []*tensor.Tensor{loss}
+	}
+	return []*tensor.Tensor{loss, tensor.Exp(tensor.Sub(z, tensor.ExpandDims(lse, -1)))}
 }

@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"encoding/binary"
+
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -37,6 +39,10 @@ type rule struct {
 	// what summarises the rule for the table in the package doc.
 	what string
 	plan func(c *opCall) *step
+	// compose, if set and not returning nil, computes the call from other
+	// (propagated, differentiable) ops instead: a two-pass softmax over a
+	// sharded axis, say. The operands may be traced.
+	compose func(c *opCall) []*tensor.Tensor
 }
 
 // step is a rule's decision for one call: where each operand must be
@@ -49,6 +55,14 @@ type step struct {
 	partial []DimSpec // per output
 	// local computes one device's output blocks from its operand blocks.
 	local func(dev int, blocks []*tensor.Tensor) []*tensor.Tensor
+	// perDevice makes every device compute, even replicas (local depends
+	// on the device, not only on its blocks).
+	perDevice bool
+	// combine, per output, lists mesh axes whose devices' blocks are then
+	// reduced at once with pmax (max) or pmin (min): a reduction over a
+	// sharded dimension that cannot be left pending.
+	combine []DimSpec
+	min     bool
 }
 
 // apply computes the call: through a Distributed op whose forward is the
@@ -76,6 +90,11 @@ func (st *step) apply(op *tensor.Op, params any, in []*tensor.Tensor, m *Mesh) [
 					res = op.VJPNeed(g, ins, out, p, need)
 				default:
 					res = op.VJP(g, ins, out, p)
+				}
+				for i := range res {
+					if !tensor.Wants(need, i) {
+						res[i] = nil // an untraced operand (a host constant): no move for it
+					}
 				}
 				return fix(res, ins)
 			}
@@ -110,8 +129,25 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 			blocks[d][i] = bs[d]
 		}
 	}
+	// Replicas compute once: devices that hold the same blocks of every
+	// operand (the same block indices, and the same summand of a pending
+	// sum) compute the same output blocks, so one of them computes and the
+	// others share the (immutable) result, as replicas of a value would
+	// hold equal copies. Each device is still charged for its blocks.
+	groups := st.replicaGroups(in, m)
 	outs := make([][]*tensor.Tensor, n)
-	parallelFor(n, func(d int) { outs[d] = st.local(d, blocks[d]) })
+	parallelFor(len(groups), func(g int) {
+		d0 := groups[g][0]
+		o := st.local(d0, blocks[d0])
+		for _, d := range groups[g] {
+			outs[d] = o
+		}
+	})
+	for j := range st.combine {
+		if len(st.combine[j]) > 0 {
+			combineExtreme(opName, m, outs, j, st.combine[j], st.min)
+		}
+	}
 	res := make([]*tensor.Tensor, len(st.out))
 	for j, s := range st.out {
 		b0 := outs[0][j]
@@ -124,6 +160,7 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 		l := &layout{sharding: s, geo: s.geometry("shard: op "+opName, shape), blocks: make([]*tensor.Tensor, n)}
 		if st.partial != nil {
 			l.partial = st.partial[j]
+			l.origin = opName
 		}
 		for d := range n {
 			l.blocks[d] = outs[d][j]
@@ -132,4 +169,101 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 		res[j] = tensor.NewSharded(b0.DType(), shape, l)
 	}
 	return res
+}
+
+// replicaGroups returns the devices grouped by the blocks they compute
+// from: the block index of every operand where the step puts it, and for
+// an operand kept with pending sums, the device's coordinates on the
+// partial axes (each holds its own summand).
+func (st *step) replicaGroups(in []*tensor.Tensor, m *Mesh) [][]int {
+	n := m.Size()
+	if st.perDevice {
+		out := make([][]int, n)
+		for d := range out {
+			out[d] = []int{d}
+		}
+		return out
+	}
+	index := map[string]int{}
+	var out [][]int
+	key := make([]byte, 0, 64)
+	for d := range n {
+		key = key[:0]
+		for i, x := range in {
+			s := st.in[i]
+			var partial DimSpec
+			if st.keep != nil && st.keep[i] {
+				l := layoutOf("shard", x)
+				s, partial = l.sharding, l.partial
+			}
+			for _, b := range s.blockIndex(d, x.Rank()) {
+				key = binary.AppendUvarint(key, uint64(b))
+			}
+			if len(partial) > 0 {
+				c := m.Coords(d)
+				for _, a := range partial {
+					key = binary.AppendUvarint(key, uint64(c[m.axis("shard", a)]))
+				}
+			}
+			key = append(key, 0xff)
+		}
+		g, ok := index[string(key)]
+		if !ok {
+			g = len(out)
+			index[string(key)] = g
+			out = append(out, nil)
+		}
+		out[g] = append(out[g], d)
+	}
+	return out
+}
+
+// combineExtreme replaces output j of every device by the elementwise
+// maximum (minimum) over the devices that differ only on axes: pmax, one
+// shared result per group, charged as the collective.
+func combineExtreme(op string, m *Mesh, outs [][]*tensor.Tensor, j int, axes DimSpec, isMin bool) {
+	groups := map[int][]int{}
+	var keys []int
+	pm := map[int]bool{}
+	for _, a := range axes {
+		pm[m.axis("shard", a)] = true
+	}
+	for d := range m.Size() {
+		c := m.Coords(d)
+		for k := range c {
+			if pm[k] {
+				c[k] = 0
+			}
+		}
+		k := m.Index(c)
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], d)
+	}
+	res := make([]*tensor.Tensor, len(keys))
+	parallelFor(len(keys), func(i int) {
+		devs := groups[keys[i]]
+		r := outs[devs[0]][j]
+		for _, d := range devs[1:] {
+			if isMin {
+				r = tensor.Minimum(r, outs[d][j])
+			} else {
+				r = tensor.Maximum(r, outs[d][j])
+			}
+		}
+		res[i] = r
+	})
+	for i, k := range keys {
+		for _, d := range groups[k] {
+			outs[d][j] = res[i]
+		}
+	}
+	g := int64(m.AxisSize(axes...))
+	bb := int64(outs[0][j].Bytes())
+	kind := "pmax"
+	if isMin {
+		kind = "pmin"
+	}
+	charge(m, op, kind, func(int) int64 { return 2 * (g - 1) * bb / g })
 }

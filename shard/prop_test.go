@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gonox/gonox/autodiff"
+	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -17,9 +18,16 @@ import (
 // relative error (measured against the largest magnitude of want).
 func requireClose(t *testing.T, want, got *tensor.Tensor, rel float64, msg string) {
 	t.Helper()
+	requireCloseFloor(t, want, got, rel, 1e-6, msg)
+}
+
+// requireCloseFloor is requireClose with the scale at least floor (for a
+// gradient that is zero analytically, floor is the scale of the others).
+func requireCloseFloor(t *testing.T, want, got *tensor.Tensor, rel, floor float64, msg string) {
+	t.Helper()
 	require.Equal(t, want.Shape(), got.Shape(), msg)
 	w, g := want.Float64s(), got.Float64s()
-	scale := 1e-6
+	scale := floor
 	for _, v := range w {
 		scale = math.Max(scale, math.Abs(v))
 	}
@@ -93,6 +101,27 @@ func propCases(r *rand.Rand) []propCase {
 				b := tensor.Concat(0, a, tensor.Square(a))
 				return tensor.Sum(tensor.Tanh(tensor.Pad(b, [][2]int{{1, 0}, {0, 2}}, 0)))
 			}},
+		{"no rule: gather", []*tensor.Tensor{f32(8, 6)}, []shard.Spec{shard.P("dp", "tp")},
+			func(xs []*tensor.Tensor) *tensor.Tensor {
+				return tensor.Sum(tensor.Square(tensor.DynamicUpdateSlice(xs[0], tensor.Ones(tensor.Float32, 2, 2), []int{1, 3})))
+			}},
+		{"roll flip scatter mse", []*tensor.Tensor{f32(8, 6), f32(8, 6)}, []shard.Spec{shard.P("dp", "tp"), shard.P(nil, "tp")},
+			func(xs []*tensor.Tensor) *tensor.Tensor {
+				a := tensor.Flip(tensor.Roll(xs[0], 2, 1), 0)
+				idx := tensor.FromInt32([]int32{1, 0, 1}, 3)
+				s := tensor.ScatterAdd(xs[1], idx, tensor.Take(xs[0], tensor.FromInt32([]int32{2, 5, 7}, 3), 0), 0)
+				return tensor.Add(tensor.MSE(a, xs[1]), tensor.Sum(tensor.Square(s)))
+			}},
+		{"along an axis", []*tensor.Tensor{f32(8, 6)}, []shard.Spec{shard.P("dp", "tp")},
+			func(xs []*tensor.Tensor) *tensor.Tensor {
+				v, _ := tensor.TopK(xs[0], 3)
+				s := tensor.Sort(xs[0], 0, true)
+				c := tensor.Cumsum(xs[0], 1)
+				oh := tensor.AsType(tensor.OneHot(tensor.ArgMax(xs[0], 1), 6), tensor.Float32)
+				parts := tensor.Split(xs[0], 1, 3)
+				return tensor.Add(tensor.Add(tensor.Sum(tensor.Square(v)), tensor.Sum(tensor.Mul(s, c))),
+					tensor.Add(tensor.Sum(tensor.Mul(oh, xs[0])), tensor.Sum(tensor.Square(parts[1]))))
+			}},
 		{"where and compare", []*tensor.Tensor{f32(8, 6)}, []shard.Spec{shard.P("dp", nil)},
 			func(xs []*tensor.Tensor) *tensor.Tensor {
 				return tensor.Sum(tensor.Where(tensor.Greater(xs[0], tensor.Scalar(0)), xs[0], tensor.Square(xs[0])))
@@ -114,7 +143,7 @@ func TestPropagationMatchesHost(t *testing.T) {
 				}
 				placed[i] = shard.Put(x, shard.NewSharding(m, tc.specs[i]))
 			}
-			if tc.name != "slice concat pad" {
+			if tc.name != "no rule: gather" {
 				// every op of these cases has a rule: no gather fallback
 				defer shard.Strict(m)()
 			}
@@ -132,5 +161,21 @@ func TestPropagationMatchesHost(t *testing.T) {
 				require.True(t, s.Equal(shard.NewSharding(m, tc.specs[i])), "grad %d is %v, want like its input %v", i, s, tc.specs[i])
 			}
 		})
+	}
+}
+
+// requireGradsLike asserts that every leaf of got (a gradient tree) equals
+// the leaf of want within rel (of floor at least) and is laid out like the
+// leaf of params, the parameters it belongs to.
+func requireGradsLike(t *testing.T, want, got, params any, rel, floor float64) {
+	t.Helper()
+	wl, gl, pl := pytree.Leaves(want), pytree.Leaves(got), pytree.Leaves(params)
+	require.Len(t, gl, len(wl))
+	for i := range wl {
+		requireCloseFloor(t, wl[i], gl[i], rel, floor, fmt.Sprintf("grad %d of %v", i, pl[i]))
+		ps, _ := shard.ShardingOf(pl[i])
+		gs, ok := shard.ShardingOf(gl[i])
+		require.True(t, ok, "grad %d %v is not placed", i, gl[i])
+		require.True(t, ps.Equal(gs), "grad %d is %v, param %v", i, gs, ps)
 	}
 }

@@ -112,7 +112,7 @@ func charge(m *Mesh, op, kind string, bytes func(d int) int64) {
 			w.comm.count(kind)
 		}
 		if w.log != nil {
-			w.log.collective(kind, most)
+			w.log.collective(op, kind, most)
 		}
 	}
 }
@@ -189,12 +189,15 @@ func (l *explainLog) begin(op string, in []*tensor.Tensor, note string) {
 	l.cur = &b
 }
 
-func (l *explainLog) collective(kind string, bytes int64) {
+func (l *explainLog) collective(op, kind string, bytes int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.cur != nil {
 		fmt.Fprintf(l.cur, "\n    %s %d B/device", kind, bytes)
+		return
 	}
+	// a move between ops: a cotangent laid out like its input, a constraint
+	l.lines = append(l.lines, fmt.Sprintf("%-22s%s %d B/device", "  move for "+op, kind, bytes))
 }
 
 func (l *explainLog) end(outs []*tensor.Tensor) {
@@ -234,4 +237,27 @@ func explainLogs(m *Mesh) []*explainLog {
 		}
 	}
 	return out
+}
+
+// Explain runs f and returns, for every op that propagation computed on
+// mesh's devices during the call, a line with the op, its operand and
+// result types in JAX's notation (float32[1024@dp,256@tp], with
+// "{partial dp}" for a pending sum) and, indented below, the collectives
+// it inserted with the bytes each device sends — what a user reads to
+// see where communication comes from:
+//
+//	matmul                float32[1024@dp,4096], float32[4096,256@tp] -> float32[1024@dp,256@tp]
+//	reduce_sum            float32[1024@dp,256@tp] -> float32[]{partial (dp,tp)}
+//	mulScalar ...
+//
+// Ops without a rule are marked "[no rule: gather]". Moves between ops
+// (a cotangent laid out like its input, a Constraint) get their own line.
+func Explain(mesh *Mesh, f func()) string {
+	l := &explainLog{}
+	stop := watch(mesh, &watcher{log: l})
+	defer stop()
+	f()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n") + "\n"
 }

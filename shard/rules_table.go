@@ -34,23 +34,44 @@ func init() {
 
 func init() {
 	for name, r := range map[string]*rule{
-		"matmul":                      {"free dims keep their axes; contracting dim sharded on both sides: partial sum", matmulRule},
-		"reduce_sum":                  {"local sum; reduced sharded dims leave a partial sum (psum or psum_scatter by the consumer)", reduceSumRule},
-		"reduce_max":                  {"reduced dims gathered, others stay sharded", reduceGatherRule},
-		"reduce_min":                  {"reduced dims gathered, others stay sharded", reduceGatherRule},
-		"transpose":                   {"spec permuted; partial sums carry over", transposeRule},
-		"reshape":                     {"sharded dims that stay contiguous keep their axes, others gathered", reshapeRule},
-		"broadcast":                   {"new and size-1 dims replicated", broadcastRule},
-		"softmax":                     {"rowwise: leading dims merged, softmax axis gathered", rowwise},
-		"log_softmax":                 {"rowwise", rowwise},
-		"softmax_grad":                {"rowwise", rowwise},
-		"log_softmax_grad":            {"rowwise", rowwise},
-		"softmax_cross_entropy":       {"rowwise: class axis gathered, batch dims merged with the labels'", rowwise},
-		"softmax_cross_entropy_grad":  {"rowwise", rowwise},
-		"softmax_cross_entropy_probs": {"rowwise", rowwise},
+		"matmul":                      {"free dims keep their axes; contracting dim sharded on both sides: partial sum", matmulRule, nil},
+		"reduce_sum":                  {"local sum; reduced sharded dims leave a partial sum (psum or psum_scatter by the consumer)", reduceSumRule, nil},
+		"reduce_max":                  {"local max, then pmax over the reduced dims' axes", reduceExtremeRule, nil},
+		"reduce_min":                  {"local min, then pmin over the reduced dims' axes", reduceExtremeRule, nil},
+		"transpose":                   {"spec permuted; partial sums carry over", transposeRule, nil},
+		"reshape":                     {"sharded dims that stay contiguous keep their axes, others gathered", reshapeRule, nil},
+		"broadcast":                   {"new and size-1 dims replicated", broadcastRule, nil},
+		"take_grad":                   {"scatter-add of take's VJP: indexed dims of g leave a partial sum", takeGradRule, nil},
+		"take":                        {"indexed axis gathered; result laid out like the table around it and like the ids in it", takeRule, nil},
+		"softmax":                     {"rowwise: leading dims merged; a sharded softmax axis: two passes (pmax, psum)", rowwise, softmaxTwoPass},
+		"log_softmax":                 {"rowwise; a sharded axis: two passes", rowwise, softmaxTwoPass},
+		"softmax_grad":                {"rowwise", rowwise, nil},
+		"log_softmax_grad":            {"rowwise", rowwise, nil},
+		"softmax_cross_entropy":       {"rowwise, batch dims merged with the labels'; a sharded class axis: two passes (vocab-parallel)", rowwise, crossEntropyTwoPass},
+		"softmax_cross_entropy_grad":  {"rowwise", rowwise, nil},
+		"softmax_cross_entropy_probs": {"rowwise", rowwise, nil},
 	} {
 		rules[name] = r
 	}
+}
+
+// alongAxisOps work along one axis independently for every other position.
+var alongAxisOps = []string{
+	"cumsum", "argminmax", "argsort", "sort", "top_k",
+	"srt_take_along_axis", "srt_scatter_add_along_axis", "split", "roll",
+}
+
+func init() {
+	for _, name := range alongAxisOps {
+		rules[name] = &rule{what: "along one axis: that axis gathered, the others keep their axes", plan: alongAxis}
+	}
+	rules["one_hot"] = &rule{what: "laid out like the ids, the class axis whole", plan: oneHotRule}
+	rules["concatenate"] = &rule{what: "concatenated axis gathered, the others merged", plan: concatRule}
+	rules["slice"] = &rule{what: "sliced dims gathered, the others keep their axes", plan: sliceRule}
+	rules["pad"] = &rule{what: "padded dims gathered, the others keep their axes", plan: padRule}
+	rules["flip"] = &rule{what: "flipped dims gathered, the others keep their axes", plan: flipRule}
+	rules["scatter_add"] = &rule{what: "scattered axis (and the updates' indexed dims) gathered, the others keep x's axes", plan: scatterAddRule}
+	rules["mse"] = &rule{what: "composed: mean of squared differences (partial sum, one psum)", compose: mseCompose}
 }
 
 func ruleFor(name string) *rule { return rules[name] }

@@ -78,6 +78,40 @@
 // those of a pass that allocates every cotangent; an MLP step allocates
 // about a quarter less.
 //
+// # The three parts of the package
+//
+// The package mixes three concerns, whose files look alike:
+//
+//   - Arrays and ops: Tensor, its storage and every op (elementwise.go,
+//     matmul.go, reduce.go, ...). Each op is an *Op applied with Apply or
+//     ApplyN.
+//   - The autodiff engine: Trace, Apply's recording of nodes, Backward,
+//     remat and the residual report (graph.go, backward.go, remat.go,
+//     residuals.go). It knows ops only through their Impl and VJP.
+//   - The sharding seam: the marks of placed tensors and of shard.Map
+//     blocks (layout.go, local.go) and the hand-off of ops with placed
+//     operands to package shard (placed_seam.go, placed_params.go). When
+//     an operand of Apply has a Layout and the op is not Distributed, Apply
+//     calls the Placer that shard installs (SetPlacer): shard looks up the
+//     op's sharding rule, computes every device's block with the op's own
+//     Impl (parameters adapted by BlockParams, described by
+//     DescribeParams) and records a node whose VJP is the op's VJP applied
+//     to placed cotangents, which propagates again. Package tensor never
+//     imports shard.
+//
+// # How to write an op
+//
+// Declare an *Op once (in an init function) with a Name, an Impl (or
+// ImplN for several outputs) that computes from host inputs and returns a
+// new tensor, and a VJP built from ops (never from raw storage): the VJP
+// then works on traced values (higher derivatives) and on placed
+// cotangents (sharded models) for free. Set Save to what the VJP reads.
+// The public function validates operands, panicking with the op and its
+// operands in type notation, and calls Apply. If the params hold global
+// shapes, teach BlockParams how to make the params of one block; if the op
+// needs a sharding rule better than gathering its operands, add one to the
+// table in package shard (rules_table.go).
+//
 // # Devices
 //
 // Outside shard.Map large kernels may use every core. Inside shard.Map each

@@ -213,7 +213,7 @@ const nodeInline = 4
 // aval returns a shape-only placeholder for x: dtype, shape and local mark,
 // no data.
 func aval(x *Tensor) *Tensor {
-	return &Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: x.layout}
+	return &Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: abstractLayout(x.layout)}
 }
 
 // primal strips the node of trace tr from x, if it has one.
@@ -420,7 +420,7 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 		if avals < len(n.bufAvals) {
 			a := &n.bufAvals[avals]
 			avals++
-			*a = Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: x.layout}
+			*a = Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: abstractLayout(x.layout)}
 			return a
 		}
 		return aval(x)
@@ -595,7 +595,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	for i, w := range wrt {
 		if w.node != nil && w.node.trace == tr {
 			if gs := grads[w.node]; gs != nil && gs[w.outIdx] != nil {
-				out[i] = gs[w.outIdx]
+				out[i] = settle(gs[w.outIdx])
 				continue
 			}
 		}

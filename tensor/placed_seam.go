@@ -10,12 +10,20 @@ import (
 // shard installs one Placer, as ops reach the gemm kernels through one
 // seam.
 
-// Placer computes op on operands at least one of which is a global placed
-// tensor (it has a Layout), returning one placed result per output of op.
-// The operands may be traced: the placer records whatever autodiff needs
-// by applying Distributed ops (see Op.Distributed), so differentiation
-// works through it like through any other op.
-type Placer func(op *Op, params any, in []*Tensor) []*Tensor
+// Placer computes ops on global placed tensors. Package shard implements
+// it and installs it with SetPlacer.
+type Placer interface {
+	// Apply computes op on operands at least one of which is a global
+	// placed tensor (it has a Layout), returning one placed result per
+	// output of op. The operands may be traced: the placer records what
+	// autodiff needs by applying Distributed ops (see Op.Distributed), so
+	// differentiation works through it like through any other op.
+	Apply(op *Op, params any, in []*Tensor) []*Tensor
+	// Settle returns a placed value that leaves a computation — a
+	// gradient that Backward returns — with any pending work done (a
+	// partial sum reduced), laid out as it says.
+	Settle(x *Tensor) *Tensor
+}
 
 var placer atomic.Pointer[Placer]
 
@@ -25,6 +33,17 @@ func SetPlacer(p Placer) {
 	if p == nil || !placer.CompareAndSwap(nil, &p) {
 		panic("tensor.SetPlacer: a placer is already installed (package shard installs it)")
 	}
+}
+
+// settle hands a placed gradient to the placer's Settle.
+func settle(x *Tensor) *Tensor {
+	if x.layout == nil {
+		return x
+	}
+	if p := placer.Load(); p != nil {
+		return (*p).Settle(x)
+	}
+	return x
 }
 
 // applyPlaced hands an op with placed operands to the placer.
@@ -49,5 +68,40 @@ func applyPlaced(op *Op, params any, in []*Tensor, loc *Local) []*Tensor {
 		}
 		panic(fmt.Sprintf("tensor: op %q mixes %v, a block inside shard.Map, with %v, a global placed tensor; pass the global tensor into the Map through its input tree", op.Name, blk, glob))
 	}
-	return (*p)(op, params, in)
+	return (*p).Apply(op, params, in)
+}
+
+// AbstractLayout is implemented by layouts that can describe a placed
+// tensor without its data. The shape-only placeholders that autodiff
+// keeps for the inputs and outputs a VJP does not save then hold no
+// blocks (so they keep no device memory alive), and reading one panics
+// like reading any placeholder.
+type AbstractLayout interface {
+	Layout
+	// Abstract returns the layout without data.
+	Abstract() Layout
+	// IsAbstract reports whether the layout has no data.
+	IsAbstract() bool
+}
+
+func abstractLayout(l Layout) Layout {
+	if a, ok := l.(AbstractLayout); ok {
+		return a.Abstract()
+	}
+	return l
+}
+
+func shapeOnly(l Layout) bool {
+	a, ok := l.(AbstractLayout)
+	return ok && a.IsAbstract()
+}
+
+// BlockLayout is implemented by layouts whose blocks live on devices: the
+// residual report (Residuals) then counts a placed residual's blocks on
+// the devices that hold them.
+type BlockLayout interface {
+	Layout
+	// DeviceBlocks returns every block with the ID of the device holding
+	// it (replicas are listed once per device).
+	DeviceBlocks() (blocks []*Tensor, devices []int)
 }

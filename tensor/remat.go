@@ -286,6 +286,9 @@ var rematOp *Op
 func init() {
 	rematOp = &Op{
 		Name: "checkpoint",
+		// The program replays ops, which compute on placed operands
+		// themselves (through the placer).
+		Distributed: true,
 		ImplN: func(in []*Tensor, params any) ([]*Tensor, any) {
 			p := params.(*rematProgram)
 			p.mu.Lock()

@@ -300,16 +300,19 @@ func (t *Tensor) Bytes() int { return t.Size() * t.dtype.Size() }
 // host returns t itself, or, for a sharded tensor, the gathered host copy.
 // It panics, naming op, if t is a shape-only placeholder.
 func (t *Tensor) host(op string) *Tensor {
+	t.mustHaveData(op)
 	if t.layout != nil {
 		return t.layout.Gather(t)
 	}
-	t.mustHaveData(op)
 	return t
 }
 
 // placeholder reports whether t is a shape-only placeholder.
 func (t *Tensor) placeholder() bool {
-	return t.f32 == nil && t.i32 == nil && t.b == nil && t.layout == nil && t.Size() > 0
+	if t.layout != nil {
+		return shapeOnly(t.layout)
+	}
+	return t.f32 == nil && t.i32 == nil && t.b == nil && t.Size() > 0
 }
 
 // mustHaveData panics if t is a shape-only placeholder: a value that a VJP
