@@ -16,55 +16,76 @@ import (
 
 // compare runs one step of every strategy from identical weights on the
 // same batch and prints what each costs next to the single-device baseline.
-func compare(cfg config, model nn.MLP, train *data.InMemory, out io.Writer) error {
-	b, err := train.Batch(seq(cfg.batch))
+// A strategy that does not fit the mesh (too few devices, a batch the data
+// axes do not divide) gets its error in its row.
+func compare(cfg config, devices int, model nn.MLP, train *data.InMemory, out io.Writer) error {
+	b, err := train.Batch(seq(min(cfg.batch, train.Len())))
 	if err != nil {
 		return err
 	}
-	x, y := b.X, b.Y
-	fmt.Fprintf(out, "gonox mlp: one step of each strategy on a batch of %d from %s, model %d parameters\n\n",
-		cfg.batch, cfg.data, paramCount(model))
 	base, err := newTrainer(model, parallel.Single, nil, cfg.lr)
 	if err != nil {
 		return err
 	}
-	_, baseGrad := base.LossAndGrad(x, y)
-
+	_, baseGrad, err := base.LossAndGrad(b)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "gonox mlp: one step of each strategy on a batch of %d from %s, model %d parameters\n\n",
+		b.X.Dim(0), cfg.data, paramCount(model))
 	tw := tabwriter.NewWriter(out, 2, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tmesh\tloss\tmax |Δgrad|\tstep time\tcomm/device\tresiduals/device\tparams+opt/device\t")
 	for _, s := range parallel.Strategies() {
-		var mesh *shard.Mesh
-		if s != parallel.Single {
-			if mesh, err = meshFor(cfg, s); err != nil {
-				return err
-			}
-		}
-		tr, err := newTrainer(model, s, mesh, cfg.lr)
+		mesh, err := meshFor(cfg, s, devices)
 		if err != nil {
-			fmt.Fprintf(tw, "%v\t%v\t%v\t\t\t\t\t\t\n", s, meshName(mesh), err)
+			fmt.Fprintf(tw, "%v\t%v\t%v\t\t\t\t\t\t\n", s, cfg.mesh, err)
 			continue
 		}
-		if s != parallel.Single {
-			x, y = shard.Put(b.X, tr.BatchSharding()), shard.Put(b.Y, tr.BatchSharding())
+		row, err := compareRow(cfg, s, mesh, model, b, baseGrad)
+		if err != nil {
+			row = fmt.Sprintf("%v\t\t\t\t\t\t", err)
 		}
-		loss, grad := tr.LossAndGrad(x, y)
-		diff := maxAbsDiff(baseGrad, grad)
-		// Time a full step (forward, backward, update), best of three.
-		best := time.Duration(math.MaxInt64)
-		for range 3 {
-			t0 := time.Now()
-			tr.Step(x, y)
-			best = min(best, time.Since(t0))
-		}
-		st := tr.Stats(x, y)
-		var comm int64
-		for _, v := range st.CommBytes {
-			comm += v
-		}
-		fmt.Fprintf(tw, "%v\t%v\t%.6f\t%.1e\t%v\t%s\t%s\t%s\t\n", s, meshName(mesh), loss, diff,
-			best.Round(10*time.Microsecond), byteSize(comm), byteSize(int64(st.Residuals.Bytes)), byteSize(st.ParamBytes+st.StateBytes))
+		fmt.Fprintf(tw, "%v\t%v\t%s\t\n", s, meshName(mesh), row)
 	}
 	return tw.Flush()
+}
+
+// compareRow measures one strategy.
+func compareRow(cfg config, s parallel.Strategy, mesh *shard.Mesh, model nn.MLP, b data.Batch, baseGrad nn.MLP) (string, error) {
+	tr, err := newTrainer(model, s, mesh, cfg.lr)
+	if err != nil {
+		return "", err
+	}
+	if err := checkBatch(b.X.Dim(0), tr); err != nil {
+		return "", err
+	}
+	if mesh != nil {
+		b.X, b.Y = shard.Put(b.X, tr.BatchSharding()), shard.Put(b.Y, tr.BatchSharding())
+	}
+	loss, grad, err := tr.LossAndGrad(b)
+	if err != nil {
+		return "", err
+	}
+	diff := maxAbsDiff(baseGrad, grad)
+	// Time a full step (forward, backward, update), best of three.
+	best := time.Duration(math.MaxInt64)
+	for range 3 {
+		t0 := time.Now()
+		if _, err := tr.Step(b); err != nil {
+			return "", err
+		}
+		best = min(best, time.Since(t0))
+	}
+	st, err := tr.Stats(b)
+	if err != nil {
+		return "", err
+	}
+	var comm int64
+	for _, v := range st.CommBytes {
+		comm += v
+	}
+	return fmt.Sprintf("%.6f\t%.1e\t%v\t%s\t%s\t%s", loss, diff,
+		best.Round(10*time.Microsecond), byteSize(comm), byteSize(int64(st.Residuals.Bytes)), byteSize(st.ParamBytes+st.StateBytes)), nil
 }
 
 func meshName(m *shard.Mesh) string {
