@@ -202,3 +202,226 @@ func TestStrategiesEqualSingleDevice(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigErrors(t *testing.T) {
+	m, _ := guideModel(guideSizes, 16, 1)
+	plain := nn.NewMLP(tensor.NewKey(1), []int{8, 16, 4}, nn.MLPOptions{}) // no logical axes
+	typo := m
+	typo.Layers = append([]nn.Linear(nil), m.Layers...)
+	typo.Layers[1].W = tensor.WithLogicalAxes(m.Layers[1].W, "mpl", nn.AxisEmbed)
+	adam := optim.Adam(optim.Constant(1e-3))
+	dp8 := shard.NewMesh([]int{8}, []string{"dp"})
+	dp4tp2 := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
+	for _, tc := range []struct {
+		name  string
+		model nn.MLP
+		cfg   parallel.Config[nn.MLP, batch]
+		want  string
+	}{
+		{"no loss", m, parallel.Config[nn.MLP, batch]{Optimizer: adam}, "set exactly one of Config.Loss"},
+		{"two losses", m, parallel.Config[nn.MLP, batch]{Optimizer: adam, Loss: mlpLoss,
+			LossWithKey: func(m nn.MLP, b batch, _ tensor.Key) *tensor.Tensor { return mlpLoss(m, b) }}, "set exactly one of Config.Loss"},
+		{"no optimizer", m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss}, "Config.Optimizer is nil"},
+		{"negative micro-batches", m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: adam, MicroBatches: -2}, "MicroBatches is -2"},
+		{"single with a mesh", m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: adam, Strategy: parallel.Single, Mesh: dp8},
+			"strategy single trains on the host and takes no mesh"},
+		{"dp without a mesh", m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: adam, Strategy: parallel.DP}, "strategy dp needs a mesh"},
+		{"tp without tp axis", m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: adam, Strategy: parallel.TP, Mesh: dp8},
+			`strategy tp needs a mesh axis "tp"; mesh is Mesh('dp': 8)`},
+		{"fsdp_tp without tp axis", m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: adam, Strategy: parallel.FSDPTP, Mesh: dp8},
+			`strategy fsdp_tp needs a mesh axis "tp"`},
+		{"tp on a model without names", plain, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: adam, Strategy: parallel.TP, Mesh: dp4tp2},
+			"no parameter has a logical axis"},
+		{"unknown logical axis", typo, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: adam, Strategy: parallel.TP, Mesh: dp4tp2},
+			`no rule for logical axes "mpl" (on Layers[1].W)`},
+		{"rules naming a missing mesh axis", m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: adam, Mesh: dp8,
+			Strategy: parallel.Rules(shard.Rules{{Logical: nn.AxisMLP, Mesh: shard.Axes{"tp"}}, {Logical: nn.AxisEmbed}})},
+			`rule "mlp" names mesh axis "tp"`},
+		{"indivisible dimension", m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: adam, Mesh: shard.NewMesh([]int{1, 3}, []string{"dp", "tp"}),
+			Strategy: parallel.Rules(shard.Rules{{Logical: nn.AxisMLP, Mesh: shard.Axes{"tp"}}, {Logical: nn.AxisEmbed}})},
+			"parameter Layers[0].W f32[32,128]: dimension 1 (128) does not split over the 3 devices of mesh axes [tp]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parallel.New(tc.model, tc.cfg)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestBatchErrors(t *testing.T) {
+	m, b := guideModel(guideSizes, 12, 1)
+	tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: optim.SGD(optim.Constant(0.1)),
+		Strategy: parallel.FSDP, Mesh: shard.NewMesh([]int{8}, []string{"dp"})})
+	require.NoError(t, err)
+	before := tr.Params()
+	_, err = tr.Step(b)
+	require.EqualError(t, err, "parallel: batch leaf X f32[12,32]: 12 rows do not split evenly over the 8 devices of data axes [dp] times 1 micro-batches")
+	assert.True(t, pytree.Equal(before, tr.Params(), 0, 0), "a rejected batch changes nothing")
+	_, _, err = tr.LossAndGrad(b)
+	require.Error(t, err)
+	_, err = tr.Eval(b)
+	require.Error(t, err)
+
+	host, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: optim.SGD(optim.Constant(0.1)), MicroBatches: 5})
+	require.NoError(t, err)
+	_, err = host.Step(b)
+	require.EqualError(t, err, "parallel: batch leaf X f32[12,32]: 12 rows do not split evenly over 5 micro-batches")
+}
+
+// Gradient accumulation over micro-batches gives the gradient of the whole
+// batch, on the host and on a mesh.
+func TestMicroBatches(t *testing.T) {
+	m, b := guideModel(guideSizes, 32, 4)
+	m.Activation, m.FinalActivation = nn.Gelu, nil
+	one, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: optim.SGD(optim.Constant(0))})
+	require.NoError(t, err)
+	wantLoss, wantGrad, err := one.LossAndGrad(b)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		s     parallel.Strategy
+		mesh  *shard.Mesh
+		micro int
+	}{
+		{parallel.Single, nil, 4},
+		{parallel.DP, shard.NewMesh([]int{4}, []string{"dp"}), 2},
+		{parallel.FSDP, shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), 4},
+		{parallel.FSDPTP, shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), 2},
+	} {
+		t.Run(fmt.Sprintf("%v/%d", tc.s, tc.micro), func(t *testing.T) {
+			tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: optim.SGD(optim.Constant(0)),
+				Strategy: tc.s, Mesh: tc.mesh, MicroBatches: tc.micro})
+			require.NoError(t, err)
+			l, g, err := tr.LossAndGrad(b)
+			require.NoError(t, err)
+			assert.InEpsilon(t, wantLoss, l, 1e-5)
+			assert.Less(t, maxRelDiff(t, wantGrad, g), 1e-5)
+		})
+	}
+}
+
+// Eval is the loss without an update.
+func TestEval(t *testing.T) {
+	m, b := guideModel(guideSizes, 16, 0)
+	tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: optim.SGD(optim.Constant(0.1)),
+		Strategy: parallel.FSDPTP, Mesh: shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})})
+	require.NoError(t, err)
+	l, err := tr.Eval(b)
+	require.NoError(t, err)
+	assert.InDelta(t, 4.0431547, l, 2e-6)
+	l2, err := tr.Eval(b)
+	require.NoError(t, err)
+	assert.Equal(t, l, l2, "Eval does not train")
+}
+
+// dropoutMLP applies dropout to the hidden activations.
+type dropoutMLP struct {
+	In, Out nn.Linear
+	Drop    nn.Dropout
+}
+
+func (d dropoutMLP) loss(b batch, key tensor.Key) *tensor.Tensor {
+	h := d.Drop.Forward(tensor.Gelu(d.In.Forward(b.X)), key)
+	return mse(d.Out.Forward(h), b.Y)
+}
+
+// LossWithKey gives every step and device its own key: dropout masks
+// differ between steps and the run is reproducible.
+func TestLossWithKey(t *testing.T) {
+	ks := tensor.NewKey(2).Split(2)
+	model := dropoutMLP{
+		In:   nn.NewLinear(ks[0], 32, 64, nn.LinearOptions{}),
+		Out:  nn.NewLinear(ks[1], 64, 4, nn.LinearOptions{}),
+		Drop: nn.NewDropout(0.5),
+	}
+	_, b := guideModel(guideSizes, 16, 3)
+	run := func(mesh *shard.Mesh, s parallel.Strategy) []float64 {
+		tr, err := parallel.New(model, parallel.Config[dropoutMLP, batch]{
+			LossWithKey: func(m dropoutMLP, b batch, k tensor.Key) *tensor.Tensor { return m.loss(b, k) },
+			Key:         tensor.NewKey(5), Strategy: s, Mesh: mesh, Optimizer: optim.SGD(optim.Constant(0)),
+		})
+		require.NoError(t, err)
+		var out []float64
+		for range 3 {
+			l, err := tr.Step(b)
+			require.NoError(t, err)
+			out = append(out, l)
+		}
+		return out
+	}
+	mesh := shard.NewMesh([]int{4}, []string{"dp"})
+	for _, r := range [][]float64{run(nil, parallel.Single), run(mesh, parallel.DP)} {
+		// SGD with rate 0: only the masks change the loss.
+		assert.NotEqual(t, r[0], r[1])
+		assert.NotEqual(t, r[1], r[2])
+	}
+	assert.Equal(t, run(mesh, parallel.DP), run(mesh, parallel.DP))
+	assert.Equal(t, run(nil, parallel.Single), run(nil, parallel.Single))
+}
+
+// leafBytes returns the bytes of the W and B leaves of an MLP.
+func leafBytes(m nn.MLP) (w, b int64) {
+	for _, l := range m.Layers {
+		w += int64(l.W.Bytes())
+		if l.B != nil {
+			b += int64(l.B.Bytes())
+		}
+	}
+	return w, b
+}
+
+func TestFSDPMemoryAndCommunication(t *testing.T) {
+	m, b := guideModel(guideSizes, 16, 2)
+	mesh := shard.NewMesh([]int{8}, []string{"dp"})
+	const n = 8
+	newTr := func(s parallel.Strategy, remat func(tensor.NodeInfo) bool) *parallel.Trainer[nn.MLP, batch] {
+		tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Strategy: s, Mesh: mesh,
+			Optimizer: optim.Adam(optim.Constant(1e-3)), Remat: remat})
+		require.NoError(t, err)
+		_, err = tr.Step(b)
+		require.NoError(t, err)
+		return tr
+	}
+	stats := func(tr *parallel.Trainer[nn.MLP, batch]) parallel.Stats {
+		st, err := tr.Stats(b)
+		require.NoError(t, err)
+		return st
+	}
+	dps, fs := stats(newTr(parallel.DP, nil)), stats(newTr(parallel.FSDP, nil))
+
+	wBytes, bBytes := leafBytes(m)
+	// Every leaf with a dimension divisible by 8 is sharded: all weights
+	// and the biases but the last (4 elements).
+	replB := int64(m.Layers[3].B.Bytes())
+	shardedB := bBytes - replB
+	assert.Equal(t, wBytes+bBytes, dps.ParamBytes, "DP holds a full replica")
+	assert.Equal(t, (wBytes+shardedB)/n+replB, fs.ParamBytes, "FSDP holds 1/n of what it shards")
+	// Adam keeps two moments per parameter (and a step count).
+	assert.Equal(t, 2*fs.ParamBytes+4, fs.StateBytes)
+	assert.Equal(t, 2*dps.ParamBytes+4, dps.StateBytes)
+
+	// Residuals: DP keeps the full weights for backward (as the outputs of
+	// the implicit broadcasts of the replicated weights, "pvary"); FSDP
+	// keeps only its shards (checkpoint inputs) and gathers again, so no
+	// all-gathered weight is kept.
+	assert.Equal(t, wBytes, int64(dps.Residuals.ByLabel["pvary"].Bytes))
+	assert.Zero(t, fs.Residuals.ByLabel["all_gather"].Count)
+	assert.Zero(t, fs.Residuals.ByLabel["pvary"].Count)
+	assert.Less(t, int64(fs.Residuals.Bytes), wBytes/n+8<<10)
+	keep := stats(newTr(parallel.FSDP, func(tensor.NodeInfo) bool { return true }))
+	assert.Equal(t, len(m.Layers), keep.Residuals.ByLabel["all_gather"].Count,
+		"without the remat policy the gathered weights would be kept")
+
+	// Communication per step, per device, as the textbook has it. DP: one
+	// all-reduce of the gradients (2(n-1)/n of their bytes) plus the loss.
+	lossBytes := int64(2 * (n - 1) * 4 / n)
+	assert.Equal(t, map[string]int64{"psum": 2*(n-1)*(wBytes+bBytes)/n + lossBytes}, dps.CommBytes)
+	// FSDP: all-gather of every sharded leaf in forward and of the weights
+	// again in backward (the bias add's VJP needs no bias, so remat does
+	// not gather biases again), a reduce-scatter of their gradients, and an
+	// all-reduce of the replicated bias's gradient.
+	sharded := wBytes + shardedB
+	assert.Equal(t, 2*(n-1)*wBytes/n+(n-1)*shardedB/n, fs.CommBytes["all_gather"])
+	assert.Equal(t, (n-1)*sharded/n, fs.CommBytes["psum_scatter"])
+	assert.Equal(t, 2*(n-1)*replB/n+lossBytes, fs.CommBytes["psum"])
+}
