@@ -18,6 +18,11 @@ type layout struct {
 	sharding Sharding
 	geo      geometry
 	blocks   []*tensor.Tensor
+	// partial lists the mesh axes over which the blocks are summands of
+	// the value, not copies (a partial-sum result of propagation, DTensor's
+	// Partial): the value is the sum of the blocks along these axes. It is
+	// disjoint from the axes of the spec.
+	partial DimSpec
 }
 
 // DimAxes implements tensor.Layout.
@@ -31,6 +36,9 @@ func (l *layout) DimAxes(i int) string {
 
 // Gather implements tensor.Layout: the whole array as a host tensor.
 func (l *layout) Gather(x *tensor.Tensor) *tensor.Tensor {
+	if len(l.partial) > 0 {
+		l = l.reduced()
+	}
 	if l.sharding.IsReplicated() {
 		// Every block is the whole array, and blocks are immutable.
 		return l.blocks[0]
@@ -186,7 +194,7 @@ func Put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
 		panic("shard.Put: zero Sharding (use NewSharding or Replicated)")
 	}
 	s.geometry("shard.Put: "+x.String(), x.Shape()) // validate early, with the operand named
-	if cur, ok := ShardingOf(x); ok && cur.Equal(s) {
+	if cur, ok := ShardingOf(x); ok && cur.Equal(s) && !isPartial(x) {
 		return x
 	}
 	return keepAxes(tensor.Apply(putOp, s, x), x)
@@ -231,6 +239,9 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 	n := s.mesh.Size()
 	out := make([]*tensor.Tensor, n)
 	src, _ := x.Layout().(*layout)
+	if src != nil && len(src.partial) > 0 {
+		src = src.reduced()
+	}
 	if src != nil && src.sharding.Equal(s) && !charge {
 		copy(out, src.blocks)
 		return out

@@ -20,6 +20,9 @@ const defaultDevices = 8
 type Device struct {
 	id  int
 	mem atomic.Int64
+	// watch holds the observers of propagated ops on this device (Record,
+	// Strict, Explain); see prop_watch.go.
+	watch atomic.Pointer[[]*watcher]
 }
 
 // ID returns the device's index in the pool.

@@ -254,6 +254,7 @@ type Comm struct {
 	mu    sync.Mutex
 	bytes map[int]map[string]int64 // device id -> kind -> bytes
 	calls map[string]int
+	byOp  map[int]map[string]int64 // device id -> tensor op -> bytes (propagation)
 }
 
 func (c *Comm) add(dev *Device, kind string, bytes int64) {
@@ -325,7 +326,7 @@ func (c *Comm) Kinds() []string {
 func (c *Comm) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.bytes, c.calls = nil, nil
+	c.bytes, c.calls, c.byOp = nil, nil, nil
 }
 
 // String prints bytes per device and kind as a table.

@@ -237,13 +237,18 @@ func StopGradient(x *Tensor) *Tensor {
 // input is traced, records a node so the result can be differentiated.
 //
 // Apply also propagates shard.Map block marks (the result varies over the
-// union of the mesh axes its inputs vary over) and refuses sharded global
-// tensors unless op.Distributed is set.
+// union of the mesh axes its inputs vary over). When an operand is a global
+// placed tensor (shard.Put) and op is not Distributed, Apply hands the call
+// to the placer that package shard installs (see SetPlacer): the result is
+// a placed tensor computed block by block on the mesh.
 func Apply(op *Op, params any, in ...*Tensor) *Tensor {
 	if op.Impl == nil {
 		panic(fmt.Sprintf("tensor.Apply: op %q has no Impl (use ApplyN)", op.Name))
 	}
-	top, loc := scan(op, in)
+	top, loc, placed := scan(op, in)
+	if placed {
+		return applyPlaced(op, params, in, loc)[0]
+	}
 	if top == nil {
 		out := op.Impl(in, params)
 		return finish(op, out, in, loc)
@@ -257,7 +262,10 @@ func ApplyN(op *Op, params any, in ...*Tensor) []*Tensor {
 	if op.ImplN == nil {
 		panic(fmt.Sprintf("tensor.ApplyN: op %q has no ImplN", op.Name))
 	}
-	top, loc := scan(op, in)
+	top, loc, placed := scan(op, in)
+	if placed {
+		return applyPlaced(op, params, in, loc)
+	}
 	if top == nil {
 		outs, _ := op.ImplN(in, params)
 		for i, o := range outs {
@@ -284,9 +292,10 @@ func finish(op *Op, out *Tensor, in []*Tensor, loc *Local) *Tensor {
 	return out
 }
 
-// scan finds the innermost trace among the inputs, checks layouts and
-// computes the union of block marks.
-func scan(op *Op, in []*Tensor) (top *Trace, loc *Local) {
+// scan finds the innermost trace among the inputs, computes the union of
+// block marks and reports whether an operand is a global placed tensor that
+// op does not handle itself (then the placer computes it).
+func scan(op *Op, in []*Tensor) (top *Trace, loc *Local, placed bool) {
 	for _, x := range in {
 		if x == nil {
 			panic(fmt.Sprintf("tensor: op %q: nil *Tensor operand", op.Name))
@@ -295,7 +304,7 @@ func scan(op *Op, in []*Tensor) (top *Trace, loc *Local) {
 			x.mustHaveData("tensor: op " + op.Name) // panics
 		}
 		if x.layout != nil && !op.Distributed {
-			panic(fmt.Sprintf("tensor: op %q: operand %v is sharded over a mesh; compute on it inside shard.Map or gather it first (shard.Gather)", op.Name, x))
+			placed = true
 		}
 		if x.node != nil && (top == nil || x.node.trace.id > top.id) {
 			top = x.node.trace
@@ -304,14 +313,17 @@ func scan(op *Op, in []*Tensor) (top *Trace, loc *Local) {
 			loc = unionLocal(op.Name, loc, x.local)
 		}
 	}
-	return top, loc
+	return top, loc, placed
 }
 
 // applyCore computes op on inputs that may be traced by traces other than
 // the one being recorded, returning outputs and the state for the VJP.
 func applyCore(op *Op, params any, in []*Tensor) ([]*Tensor, any) {
 	if op.ImplN != nil {
-		top, loc := scan(op, in)
+		top, loc, placed := scan(op, in)
+		if placed {
+			return applyPlaced(op, params, in, loc), nil
+		}
 		if top == nil {
 			impl := op.ImplN
 			if op.ImplVJP != nil {
