@@ -374,54 +374,58 @@ func TestFSDPMemoryAndCommunication(t *testing.T) {
 	m, b := guideModel(guideSizes, 16, 2)
 	mesh := shard.NewMesh([]int{8}, []string{"dp"})
 	const n = 8
-	newTr := func(s parallel.Strategy, remat func(tensor.NodeInfo) bool) *parallel.Trainer[nn.MLP, batch] {
+	stats := func(s parallel.Strategy, remat func(tensor.NodeInfo) bool) parallel.Stats {
 		tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Strategy: s, Mesh: mesh,
 			Optimizer: optim.Adam(optim.Constant(1e-3)), Remat: remat})
 		require.NoError(t, err)
 		_, err = tr.Step(b)
 		require.NoError(t, err)
-		return tr
-	}
-	stats := func(tr *parallel.Trainer[nn.MLP, batch]) parallel.Stats {
 		st, err := tr.Stats(b)
 		require.NoError(t, err)
 		return st
 	}
-	dps, fs := stats(newTr(parallel.DP, nil)), stats(newTr(parallel.FSDP, nil))
+	dps, fs := stats(parallel.DP, nil), stats(parallel.FSDP, nil)
+	fsMap := stats(path{parallel.FSDP, true}, nil)
 
 	wBytes, bBytes := leafBytes(m)
 	// Every leaf with a dimension divisible by 8 is sharded: all weights
 	// and the biases but the last (4 elements).
 	replB := int64(m.Layers[3].B.Bytes())
 	shardedB := bBytes - replB
+	sharded := wBytes + shardedB
+	for _, st := range []parallel.Stats{fs, fsMap} {
+		assert.Equal(t, sharded/n+replB, st.ParamBytes, "FSDP holds 1/n of what it shards")
+		// Adam keeps two moments per parameter (and a step count).
+		assert.Equal(t, 2*st.ParamBytes+4, st.StateBytes)
+		// Only the shards are kept for backward, which gathers again: no
+		// all-gathered weight is kept.
+		assert.Zero(t, st.Residuals.ByLabel["all_gather"].Count)
+		assert.Zero(t, st.Residuals.ByLabel["pvary"].Count)
+		assert.Less(t, int64(st.Residuals.Bytes), wBytes/n+16<<10)
+	}
 	assert.Equal(t, wBytes+bBytes, dps.ParamBytes, "DP holds a full replica")
-	assert.Equal(t, (wBytes+shardedB)/n+replB, fs.ParamBytes, "FSDP holds 1/n of what it shards")
-	// Adam keeps two moments per parameter (and a step count).
-	assert.Equal(t, 2*fs.ParamBytes+4, fs.StateBytes)
 	assert.Equal(t, 2*dps.ParamBytes+4, dps.StateBytes)
-
-	// Residuals: DP keeps the full weights for backward (as the outputs of
-	// the implicit broadcasts of the replicated weights, "pvary"); FSDP
-	// keeps only its shards (checkpoint inputs) and gathers again, so no
-	// all-gathered weight is kept.
+	// DP keeps the full weights for backward (as the outputs of the
+	// implicit broadcasts of the replicated weights, "pvary").
 	assert.Equal(t, wBytes, int64(dps.Residuals.ByLabel["pvary"].Bytes))
-	assert.Zero(t, fs.Residuals.ByLabel["all_gather"].Count)
-	assert.Zero(t, fs.Residuals.ByLabel["pvary"].Count)
-	assert.Less(t, int64(fs.Residuals.Bytes), wBytes/n+8<<10)
-	keep := stats(newTr(parallel.FSDP, func(tensor.NodeInfo) bool { return true }))
+	keep := stats(path{parallel.FSDP, true}, func(tensor.NodeInfo) bool { return true })
 	assert.Equal(t, len(m.Layers), keep.Residuals.ByLabel["all_gather"].Count,
-		"without the remat policy the gathered weights would be kept")
+		"without the remat policy the Map step would keep the gathered weights")
 
 	// Communication per step, per device, as the textbook has it. DP: one
 	// all-reduce of the gradients (2(n-1)/n of their bytes) plus the loss.
 	lossBytes := int64(2 * (n - 1) * 4 / n)
 	assert.Equal(t, map[string]int64{"psum": 2*(n-1)*(wBytes+bBytes)/n + lossBytes}, dps.CommBytes)
-	// FSDP: all-gather of every sharded leaf in forward and of the weights
-	// again in backward (the bias add's VJP needs no bias, so remat does
-	// not gather biases again), a reduce-scatter of their gradients, and an
-	// all-reduce of the replicated bias's gradient.
-	sharded := wBytes + shardedB
-	assert.Equal(t, 2*(n-1)*wBytes/n+(n-1)*shardedB/n, fs.CommBytes["all_gather"])
+	// FSDP, Map step: all-gather of every sharded leaf in forward and of
+	// the weights again in backward (the bias add's VJP needs no bias),
+	// a reduce-scatter of their gradients, and an all-reduce of the
+	// replicated bias's gradient.
+	assert.Equal(t, 2*(n-1)*wBytes/n+(n-1)*shardedB/n, fsMap.CommBytes["all_gather"])
+	assert.Equal(t, (n-1)*sharded/n, fsMap.CommBytes["psum_scatter"])
+	assert.Equal(t, 2*(n-1)*replB/n+lossBytes, fsMap.CommBytes["psum"])
+	// FSDP by propagation gathers in backward only the weights whose
+	// input gradient is needed: not the first layer's.
+	w0 := int64(m.Layers[0].W.Bytes())
+	assert.Equal(t, 2*(n-1)*wBytes/n-(n-1)*w0/n+(n-1)*shardedB/n, fs.CommBytes["all_gather"])
 	assert.Equal(t, (n-1)*sharded/n, fs.CommBytes["psum_scatter"])
-	assert.Equal(t, 2*(n-1)*replB/n+lossBytes, fs.CommBytes["psum"])
 }

@@ -39,17 +39,21 @@ type Placement struct {
 	// DataAxes are the mesh axes the leading dimension of every batch leaf
 	// is split over; none keeps the whole batch on every device.
 	DataAxes []string
-	// Compute gives the spec each parameter has while the loss runs: the
-	// trainer all-gathers a stored parameter over the mesh axes its Params
-	// spec uses and its Compute spec does not (FSDP), inside a checkpoint
-	// so that the backward pass gathers again instead of keeping the
-	// gathered copy and the gradient is reduce-scattered back to the
-	// shard. Nil gathers every parameter in full.
-	//
-	// A Compute spec that leaves a parameter sharded asks for blockwise
-	// computation on it. Until sharding propagation lands in package shard
-	// the trainer gathers such parameters too (correct, but it sends the
-	// weights instead of the activations); see the package documentation.
+	// MapStep runs each step as one shard.Map, the hand-written fast path:
+	// every device all-gathers the parameters it holds shards of (to their
+	// Compute specs) inside a checkpoint, so that the backward pass gathers
+	// them again instead of keeping the gathered copies and the gradients
+	// are reduce-scattered back to the shards, then runs the loss on its
+	// rows of the batch. Without MapStep the loss runs on the placed
+	// parameters and batch, and sharding propagation computes every op
+	// blockwise with the collectives its rule inserts (package shard);
+	// gradients come out placed like their parameters.
+	MapStep bool
+	// Compute gives the spec each parameter has while the loss runs on the
+	// MapStep path; nil gathers every parameter in full. The loss sees
+	// blocks of the parameters it leaves sharded, so it only makes sense
+	// with Config.DeviceLoss, a loss that calls collectives itself (expert
+	// parallelism, say).
 	Compute shard.SpecTree
 }
 
@@ -149,7 +153,9 @@ func (dp) Place(mesh *shard.Mesh, _ any) (Placement, error) {
 	if err := needMesh("dp", mesh); err != nil {
 		return Placement{}, err
 	}
-	return Placement{Params: shard.P(), DataAxes: mesh.AxisNames()}, nil
+	// Both paths send the same bytes (one all-reduce of the gradients);
+	// the Map step is faster (BenchmarkStep in this package).
+	return Placement{Params: shard.P(), DataAxes: mesh.AxisNames(), MapStep: true}, nil
 }
 
 type fsdp struct{}
@@ -162,6 +168,11 @@ func (fsdp) Place(mesh *shard.Mesh, params any) (Placement, error) {
 	}
 	data := mesh.AxisNames()
 	specs := zeroSpecs(params, nil, data, mesh.Size())
+	// Propagation gathers a weight where an op needs it, in forward and
+	// again in backward (the matmul keeps only the shard it was given),
+	// and only where the backward pass needs it: fewer bytes than the Map
+	// step, which gathers every parameter in both passes
+	// (BenchmarkStep).
 	return Placement{Params: specs, DataAxes: data}, nil
 }
 

@@ -70,7 +70,10 @@ type Trainer[M, B any] struct {
 	state    shard.SpecTree // where the optimizer state is stored
 	// host: parameters and state stay on the host and are updated there;
 	// on a mesh the devices only compute loss and gradients (DP).
-	host   bool
+	host bool
+	// prop: the loss runs on placed tensors (sharding propagation), not
+	// inside shard.Map.
+	prop   bool
 	remat  bool
 	params M
 	opt    optim.State
@@ -158,17 +161,17 @@ func New[M, B any](model M, cfg Config[M, B]) (*Trainer[M, B], error) {
 	if t.specs, err = resolveSpecs(cfg.Mesh, model, pl.Params); err != nil {
 		return nil, fmt.Errorf("parallel: strategy %v on %v: %w", s, cfg.Mesh, err)
 	}
+	t.prop = !pl.MapStep && cfg.DeviceLoss == nil
 	compute := pl.Compute
 	if cfg.DeviceLoss == nil {
-		// Blockwise computation on sharded parameters needs sharding
-		// propagation; until then every parameter is gathered in full.
+		// Only a loss that calls collectives can compute on blocks.
 		compute = nil
 	}
 	if t.gather, err = gatherPlan(model, t.specs, compute); err != nil {
 		return nil, fmt.Errorf("parallel: strategy %v on %v: %w", s, cfg.Mesh, err)
 	}
 	t.remat = t.gather.any()
-	t.host = !t.specs.sharded() && pl.State == nil
+	t.host = !t.prop && !t.specs.sharded() && pl.State == nil
 	t.state = pl.State
 	if t.state == nil {
 		t.state = shard.LikeParams(model, t.specs)
@@ -179,6 +182,9 @@ func New[M, B any](model M, cfg Config[M, B]) (*Trainer[M, B], error) {
 		}
 	} else {
 		t.opt = t.optimizer(nil).Init(model)
+	}
+	if t.prop {
+		return t, nil
 	}
 	t.build()
 	return t, nil
@@ -292,14 +298,32 @@ func accumulate[M, B any](k int, p M, b B, loss func(M, B, int) *tensor.Tensor) 
 }
 
 // microBatch returns rows [i·n/k, (i+1)·n/k) of every leaf of rank one or
-// more of b.
+// more of b. Of a placed leaf it takes those rows of each device's block,
+// without communication: another partition of the examples into
+// micro-batches than on the host, with the same mean.
 func microBatch[B any](b B, i, k int) B {
 	return pytree.Map(b, func(x *tensor.Tensor) *tensor.Tensor {
 		if x.Rank() == 0 {
 			return x
 		}
-		n := x.Dim(0) / k
-		return tensor.SliceAxis(x, 0, i*n, (i+1)*n)
+		s, placed := shard.ShardingOf(x)
+		if !placed {
+			n := x.Dim(0) / k
+			return tensor.SliceAxis(x, 0, i*n, (i+1)*n)
+		}
+		blocks := shard.Blocks(x)
+		out := make([]*tensor.Tensor, len(blocks))
+		for d, blk := range blocks {
+			n := blk.Dim(0) / k
+			out[d] = tensor.SliceAxis(blk, 0, i*n, (i+1)*n)
+		}
+		shape := slices.Clone(x.Shape())
+		shape[0] /= k
+		y, err := shard.FromBlocks(s, shape, out)
+		if err != nil {
+			panic(fmt.Sprintf("parallel: micro-batch of %v: %v", x, err))
+		}
+		return y
 	})
 }
 
@@ -356,6 +380,10 @@ func (t *Trainer[M, B]) Step(batch B) (float64, error) {
 	switch {
 	case t.mesh == nil:
 		l, g = t.hostGrads(batch, key)
+	case t.prop:
+		stop := shard.Record(t.mesh, &t.comm)
+		defer stop()
+		l, g = t.propGrads(batch, key)
 	case t.host:
 		// Replicated parameters have the same gradient on every device:
 		// update once, on the host.
@@ -383,6 +411,12 @@ func (t *Trainer[M, B]) LossAndGrad(batch B) (float64, M, error) {
 		l, g := t.hostGrads(batch, key)
 		return l.Item(), g, nil
 	}
+	if t.prop {
+		stop := shard.Record(t.mesh, &t.comm)
+		defer stop()
+		l, g := t.propGrads(batch, key)
+		return l.Item(), pytree.Map(g, shard.Gather), nil
+	}
 	out := t.grads(stepIn[M, B]{Params: t.params, Batch: batch, Key: key})
 	return out.Loss.Item(), pytree.Map(out.Grads, shard.Gather), nil
 }
@@ -397,6 +431,11 @@ func (t *Trainer[M, B]) Eval(batch B) (float64, error) {
 	key := t.nextKey()
 	if t.mesh == nil {
 		return t.userLoss(nil, t.params, batch, key).Item(), nil
+	}
+	if t.prop {
+		stop := shard.Record(t.mesh, &t.comm)
+		defer stop()
+		return t.propLoss(batch, key).Item(), nil
 	}
 	return t.eval(stepIn[M, B]{Params: t.params, Batch: batch, Key: key}).Item(), nil
 }
@@ -478,6 +517,13 @@ func (t *Trainer[M, B]) Stats(batch B) (Stats, error) {
 		for _, k := range t.comm.Kinds() {
 			st.CommBytes[k] = t.comm.Bytes(dev0, k)
 		}
+	}
+	switch {
+	case t.mesh == nil:
+	case t.prop:
+		st.Residuals = t.propResiduals(batch, key)
+	default:
+		dev0 := t.mesh.Devices()[0]
 		var mu sync.Mutex
 		io := ioSpecs{params: t.specs, state: t.state, data: shard.P(t.dataAxes)}
 		shard.Map(t.mesh, io, shard.P(), func(c *shard.Ctx, in stepIn[M, B]) *tensor.Tensor {
