@@ -44,26 +44,27 @@
 //	        dimension
 //	Rules   your shard.Rules; the rule for "batch" gives the data axes
 //
-// # One step
+// # One step, two paths
 //
-// A step is one shard.Map: each device runs the loss on its rows of the
-// batch and differentiates it. Parameters that are split are all-gathered
-// first inside autodiff.Checkpoint, with a policy that keeps everything but
-// the gathered copies, so the backward pass gathers them again and the
-// gradients are reduce-scattered back to their shards (ZeRO-3; Stats shows
-// no all_gather among the residuals). Over data axes the gather is
-// jax.lax.all_gather and its transpose a reduce-scatter; over the other
-// axes (tp) it is all_gather_invariant, whose transpose is a slice. The
-// gradients of replicated parameters come out summed over the data axes
-// (an all-reduce each). When every parameter is replicated (DP) the update
-// runs once, on the host; otherwise each device updates its shards of the
-// parameters and of the optimizer state inside the same Map.
+// By default a step runs the loss on the placed parameters and batch as it
+// would on one device, and sharding propagation (package shard) computes
+// every op blockwise on the devices of the mesh, inserting the collectives
+// each op's rule needs: under TP a column-parallel matmul feeds a
+// row-parallel one whose partial sums are all-reduced once (Megatron); under
+// FSDP a matmul gathers the weight shard it was given, keeps only the shard
+// for backward and gathers again there if the input gradient needs it.
+// Gradients come out placed like their parameters, and the optimizer
+// updates the shards of parameters and state where they live (ZeRO).
+// Trainer.Comm and Trainer.Stats count what was sent, per collective kind.
 //
-// Until sharding propagation (blockwise computation of any op on placed
-// tensors) is available, TP and FSDPTP gather the tp-split weights before
-// the loss too: the numbers are exactly TP's, but the devices along "tp"
-// compute the same thing and the step sends the weights rather than the
-// activations (see examples/mlp -strategy compare).
+// A strategy may instead ask for the hand-written fast path
+// (Placement.MapStep), kept where a benchmark shows it faster (DP;
+// BenchmarkStep compares both paths for every strategy): one shard.Map in
+// which each device all-gathers the parameters it holds shards of inside
+// autodiff.Checkpoint (so backward gathers again and reduce-scatters the
+// gradients) and runs the loss on its rows; the gradients of replicated
+// parameters come out all-reduced, and replicated parameters are updated
+// once, on the host.
 //
 // Config.MicroBatches accumulates gradients over equal slices of each
 // batch; Config.LossWithKey hands the loss a fresh key per step, micro-batch

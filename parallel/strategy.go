@@ -70,13 +70,13 @@ var Single Strategy = single{}
 var DP Strategy = dp{}
 
 // FSDP is fully-sharded data parallelism (ZeRO-3): each parameter with a
-// dimension divisible by the mesh size is split along it over every mesh
-// axis (its first such dimension, or its largest), and so are its
-// gradient and its optimizer state; each batch is split over every mesh
-// axis. The loss all-gathers the parameters just before use inside a
-// checkpoint that keeps the shards but not the gathered copies, so the
-// backward pass gathers them again and reduce-scatters the gradients (the
-// residual report of Trainer.Stats shows no all_gather kept).
+// dimension divisible by the mesh size is split along the first such
+// dimension over every mesh axis, and so are its gradient and its
+// optimizer state; each batch is split over every mesh axis. An op
+// gathers a weight just before use and keeps only the shard for the
+// backward pass, which gathers again where it needs the weight and
+// reduce-scatters the gradients (the residual report of Trainer.Stats
+// shows no all_gather kept).
 var FSDP Strategy = fsdp{}
 
 // TP is Megatron tensor parallelism from the model's logical axes (those nn

@@ -23,9 +23,10 @@ type Config[M, B any] struct {
 	// so it must be a mean over the rows it is given.
 	Loss func(model M, batch B) *tensor.Tensor
 	// LossWithKey is Loss with a random key, for dropout and other noise.
-	// Each step, each micro-batch and each data-parallel device get their
-	// own key, derived from Key with tensor.FoldIn; a sharded run therefore
-	// draws other numbers than a single-device one.
+	// Each step and micro-batch gets its own key, derived from Key with
+	// tensor.FoldIn. By propagation the loss sees the whole batch and draws
+	// the numbers a single-device run draws; on the Map step (DP) each
+	// data-parallel device gets its own key for its rows.
 	LossWithKey func(model M, batch B, key tensor.Key) *tensor.Tensor
 	// DeviceLoss is the manual escape hatch (shard.Map's): the mean loss of
 	// one device's rows, computed inside shard.Map with the device's Ctx,
@@ -52,9 +53,10 @@ type Config[M, B any] struct {
 	// before the optimizer sees them; the norm is the global one under
 	// every strategy.
 	ClipGlobalNorm float64
-	// Remat is the checkpoint policy around the loss when parameters are
-	// gathered before it (FSDP); nil keeps everything but the gathered
-	// copies (autodiff.SaveAnythingExceptTheseNames("all_gather")).
+	// Remat is the checkpoint policy around the loss on the Map step
+	// (Placement.MapStep) when parameters are gathered before it; nil keeps
+	// everything but the gathered copies
+	// (autodiff.SaveAnythingExceptTheseNames("all_gather")).
 	Remat autodiff.Policy
 }
 

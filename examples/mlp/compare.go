@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,18 +17,40 @@ import (
 
 // compare runs one step of every strategy from identical weights on the
 // same batch and prints what each costs next to the single-device baseline.
-// A strategy that does not fit the mesh (too few devices, a batch the data
-// axes do not divide) gets its error in its row.
+// Every strategy is set up before anything is printed: one that does not
+// fit (too few devices for its mesh, a batch its data axes do not divide)
+// is a usage error.
 func compare(cfg config, devices int, model nn.MLP, train *data.InMemory, out io.Writer) error {
+	type entry struct {
+		s    parallel.Strategy
+		mesh *shard.Mesh
+		tr   *parallel.Trainer[nn.MLP, data.Batch]
+	}
+	var entries []entry
+	var errs []error
+	for _, s := range parallel.Strategies() {
+		mesh, err := meshFor(cfg, s, devices)
+		var tr *parallel.Trainer[nn.MLP, data.Batch]
+		if err == nil {
+			tr, err = newTrainer(model, s, mesh, cfg.lr)
+		}
+		if err == nil {
+			err = checkBatch(min(cfg.batch, train.Len()), tr)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%v: %w", s, err))
+			continue
+		}
+		entries = append(entries, entry{s, mesh, tr})
+	}
+	if len(errs) > 0 {
+		return usageError{fmt.Errorf("-strategy compare: %w", errors.Join(errs...))}
+	}
 	b, err := train.Batch(seq(min(cfg.batch, train.Len())))
 	if err != nil {
 		return err
 	}
-	base, err := newTrainer(model, parallel.Single, nil, cfg.lr)
-	if err != nil {
-		return err
-	}
-	_, baseGrad, err := base.LossAndGrad(b)
+	_, baseGrad, err := entries[0].tr.LossAndGrad(b)
 	if err != nil {
 		return err
 	}
@@ -35,31 +58,19 @@ func compare(cfg config, devices int, model nn.MLP, train *data.InMemory, out io
 		b.X.Dim(0), cfg.data, paramCount(model))
 	tw := tabwriter.NewWriter(out, 2, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tmesh\tloss\tmax |Δgrad|\tstep time\tcomm/device\tresiduals/device\tparams+opt/device\t")
-	for _, s := range parallel.Strategies() {
-		mesh, err := meshFor(cfg, s, devices)
+	for _, e := range entries {
+		row, err := compareRow(e.tr, b, baseGrad)
 		if err != nil {
-			fmt.Fprintf(tw, "%v\t%v\t%v\t\t\t\t\t\t\n", s, cfg.mesh, err)
-			continue
+			return fmt.Errorf("%v: %w", e.s, err)
 		}
-		row, err := compareRow(cfg, s, mesh, model, b, baseGrad)
-		if err != nil {
-			row = fmt.Sprintf("%v\t\t\t\t\t\t", err)
-		}
-		fmt.Fprintf(tw, "%v\t%v\t%s\t\n", s, meshName(mesh), row)
+		fmt.Fprintf(tw, "%v\t%v\t%s\t\n", e.s, meshName(e.mesh), row)
 	}
 	return tw.Flush()
 }
 
-// compareRow measures one strategy.
-func compareRow(cfg config, s parallel.Strategy, mesh *shard.Mesh, model nn.MLP, b data.Batch, baseGrad nn.MLP) (string, error) {
-	tr, err := newTrainer(model, s, mesh, cfg.lr)
-	if err != nil {
-		return "", err
-	}
-	if err := checkBatch(b.X.Dim(0), tr); err != nil {
-		return "", err
-	}
-	if mesh != nil {
+// compareRow measures one strategy, from the initial weights.
+func compareRow(tr *parallel.Trainer[nn.MLP, data.Batch], b data.Batch, baseGrad nn.MLP) (string, error) {
+	if tr.Mesh() != nil {
 		b.X, b.Y = shard.Put(b.X, tr.BatchSharding()), shard.Put(b.Y, tr.BatchSharding())
 	}
 	loss, grad, err := tr.LossAndGrad(b)

@@ -168,12 +168,16 @@ func meshFor(cfg config, s parallel.Strategy, n int) (*shard.Mesh, error) {
 			desc = fmt.Sprintf("dp=%d,tp=2", max(n/2, 1))
 		}
 	}
+	what := fmt.Sprintf("-mesh %q", desc)
+	if cfg.mesh == "" {
+		what = fmt.Sprintf("the default mesh %q of strategy %v", desc, s)
+	}
 	m, err := shard.ParseMesh(desc)
 	if err != nil {
-		return nil, usagef("-mesh: %v", err)
+		return nil, usagef("%s: %v", what, err)
 	}
 	if m.Size() < 1 || m.Size() > n {
-		return nil, usagef("-mesh %q: %d devices; the pool has %d (set %s)", desc, m.Size(), n, shard.DevicesEnv)
+		return nil, usagef("%s: %d devices; the pool has %d (set %s)", what, m.Size(), n, shard.DevicesEnv)
 	}
 	return m, nil
 }

@@ -46,14 +46,16 @@ func TestUsageErrors(t *testing.T) {
 		{args: []string{"-mesh", "dp=8"}, want: `-mesh "dp=8": -strategy single trains on one device`},
 		{args: []string{"-strategy", "fsdp_tp", "-mesh", "dp=8"}, want: `strategy fsdp_tp needs a mesh axis "tp"`},
 		{args: []string{"-strategy", "tp", "-mesh", "dp=4,tp=2", "-hidden", "3"}, want: `does not split over the 2 devices`},
-		{args: []string{"-strategy", "dp", "-mesh", "dp=nope"}, want: "-mesh: "},
+		{args: []string{"-strategy", "dp", "-mesh", "dp=nope"}, want: `-mesh "dp=nope": `},
 		{args: []string{"-strategy", "dp", "-mesh", "dp=3", "-batch", "64"}, want: "-batch 64 is not divisible by the 3 devices"},
 		{args: []string{"-strategy", "dp", "-mesh", "dp=4294967296,tp=4294967296"}, want: `-mesh "dp=4294967296,tp=4294967296": `},
-		{args: []string{"-strategy", "dp", "-mesh", "dp=16"}, want: "-mesh"},
+		{args: []string{"-strategy", "dp", "-mesh", "dp=16"}, want: `-mesh "dp=16": `},
 		{args: []string{"-strategy", "dp"}, env: "0", want: `GONOX_DEVICES="0": want a positive integer`},
 		{args: []string{"-strategy", "dp"}, env: "-1", want: `GONOX_DEVICES="-1": want a positive integer`},
 		{args: []string{}, env: "abc", want: `GONOX_DEVICES="abc": want a positive integer`},
 		{args: []string{"-strategy", "compare"}, env: "abc", want: `GONOX_DEVICES="abc": want a positive integer`},
+		{args: []string{"-strategy", "compare"}, env: "3", want: "dp: -batch 64 is not divisible by the 3 devices"},
+		{args: []string{"-strategy", "compare"}, env: "1", want: `tp: the default mesh "dp=1,tp=2" of strategy tp: `},
 	} {
 		t.Run(strings.Join(tc.args, " ")+" "+tc.env, func(t *testing.T) {
 			if tc.env != "" {
@@ -114,6 +116,15 @@ func TestStrategiesTrain(t *testing.T) {
 }
 
 // The progress bar and the summary line count epochs the same way.
+func TestCompare(t *testing.T) {
+	var out bytes.Buffer
+	require.Equal(t, 0, mainExit([]string{"-strategy", "compare"}, &out, io.Discard))
+	for _, s := range []string{"single", "dp", "fsdp", "tp", "fsdp_tp"} {
+		// Every strategy starts from the same loss as one device.
+		assert.Regexp(t, `(?m)^ +`+s+` +[-a-z=0-9,]+  2\.309555 `, out.String())
+	}
+}
+
 func TestEpochNames(t *testing.T) {
 	assert.Equal(t, "epoch 1/20", epochName(0, 20))
 	assert.Equal(t, "epoch 20/20", epochName(19, 20))
