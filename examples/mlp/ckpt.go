@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/gonox/gonox/checkpoint"
 	"github.com/gonox/gonox/data"
@@ -56,7 +57,15 @@ func restoreLatest(dir string, tr *parallel.Trainer[nn.MLP, data.Batch]) (int, h
 	}
 	st, err := checkpoint.Restore(dir, step, stateOf(tr, 0, like), checkpoint.AsLike())
 	if err != nil {
-		return 0, history{}, err
+		// A checkpoint written before the curves were saved: resume
+		// without them (the plot then starts at the first new epoch, with
+		// its true number; the missing epochs are NaN).
+		bare := stateOf(tr, 0, like)
+		bare.History = savedHistory{}
+		var err2 error
+		if st, err2 = checkpoint.Restore(dir, step, bare, checkpoint.AsLike()); err2 != nil {
+			return 0, history{}, err
+		}
 	}
 	if err := tr.SetState(st.Params, st.Opt); err != nil {
 		return 0, history{}, err
@@ -66,6 +75,12 @@ func restoreLatest(dir string, tr *parallel.Trainer[nn.MLP, data.Batch]) (int, h
 		return 0, history{}, fmt.Errorf("checkpoint %s step %d says %d epochs were done", dir, step, epoch)
 	}
 	var h history
+	if st.History.Loss == nil {
+		for i := range epoch {
+			h.add(i+1, math.NaN(), math.NaN(), math.NaN())
+		}
+		return epoch, h, nil
+	}
 	loss, train, test := st.History.Loss.Float64s(), st.History.Train.Float64s(), st.History.Test.Float64s()
 	for i := range loss {
 		h.add(i+1, loss[i], train[i], test[i])

@@ -316,7 +316,7 @@ func run(cfg config, out, progress io.Writer) error {
 			}
 		}
 	}
-	if cfg.plot != "" && len(hist.loss) > 0 {
+	if cfg.plot != "" && len(hist.points(hist.loss)) > 0 {
 		if err := hist.plot(cfg.plot, fmt.Sprintf("gonox mlp on %s (%v)", cfg.data, strategy)); err != nil {
 			return err
 		}

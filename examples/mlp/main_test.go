@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"image/png"
+	"math"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/plot/plotter"
 
+	"github.com/gonox/gonox/checkpoint"
+	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
@@ -158,6 +162,31 @@ func TestResumeKeepsHistory(t *testing.T) {
 		assert.InDelta(t, want, h.loss[i], 1e-4, "epoch %d", i+1)
 	}
 	assert.Equal(t, []float64{1, 2, 3}, xs(h.points(h.loss)))
+}
+
+// A checkpoint written before the curves were saved still resumes.
+func TestResumeOldCheckpoint(t *testing.T) {
+	ckpt := filepath.Join(t.TempDir(), "ckpt")
+	tr, err := newTrainer(newModel(tensor.NewKey(0), []int{64, 16, 10}), parallel.Single, nil, 1e-3)
+	require.NoError(t, err)
+	old := struct {
+		Params nn.MLP
+		Opt    optim.State
+		Epoch  *tensor.Tensor
+	}{tr.PlacedParams(), tr.State(), tensor.ScalarInt(2)}
+	require.NoError(t, checkpoint.Save(ckpt, 2, old))
+	var out bytes.Buffer
+	plot := filepath.Join(t.TempDir(), "c.png")
+	require.Equal(t, 0, mainExit([]string{"-epochs", "3", "-quiet", "-plot", plot, "-ckpt", ckpt, "-hidden", "16"}, &out, io.Discard))
+	assert.Contains(t, out.String(), "resumed from "+ckpt+" after epoch 2")
+	assert.Contains(t, out.String(), "epoch   3/3")
+	assert.FileExists(t, plot)
+	n, h, err := restoreLatest(ckpt, tr)
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+	assert.Equal(t, []int{1, 2, 3}, h.epoch)
+	assert.Equal(t, []float64{3}, xs(h.points(h.loss)), "the curves start at the first new epoch")
+	assert.True(t, math.IsNaN(h.loss[0]))
 }
 
 func xs(p plotter.XYs) []float64 {

@@ -28,10 +28,15 @@ func (h *history) add(epoch int, loss, train, test float64) {
 	h.test = append(h.test, test)
 }
 
+// points returns the curve of ys against the true epoch numbers, without
+// the epochs whose figures are unknown (NaN: resumed from a checkpoint that
+// did not keep them).
 func (h *history) points(ys []float64) plotter.XYs {
-	xy := make(plotter.XYs, len(ys))
+	var xy plotter.XYs
 	for i, y := range ys {
-		xy[i].X, xy[i].Y = float64(h.epoch[i]), y
+		if !math.IsNaN(y) {
+			xy = append(xy, plotter.XY{X: float64(h.epoch[i]), Y: y})
+		}
 	}
 	return xy
 }
