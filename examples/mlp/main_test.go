@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"image/png"
-	"math"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
