@@ -44,6 +44,7 @@ func TestFormat(t *testing.T) {
   TopK: 2,
   CapacityFactor: 1.25,
   NoDrop: false,
+  Senders: 0,
   Gating: GateTopKSoftmax,
   Activation: Silu,
 }`},

@@ -74,6 +74,13 @@ type MoEOptions struct {
 	// NoDrop gives every expert room for every token, so no token is ever
 	// dropped (the capacity becomes the number of tokens).
 	NoDrop bool
+	// Senders selects the capacity rule. 0 or 1 is the global rule: all N
+	// tokens of a forward pass compete for Capacity(N) places per expert.
+	// S > 1 is the per-sender rule of expert parallelism: the tokens are
+	// split into S consecutive groups, each with Capacity(N/S) places per
+	// expert, as if each group were a device dropping its own tokens
+	// before sending them (see MoE.Forward and package expert).
+	Senders int
 	// Gating chooses how router logits become gates.
 	Gating Gating
 	// Activation is the experts' nonlinearity; nil means Relu.
@@ -107,8 +114,14 @@ type MoEOptions struct {
 //  5. A token's output is the sum over its k choices of gate × expert
 //     output (a segment sum over the token's choices).
 //
-// The experts run as E matrix products over the tokens each received (the
-// guide's ragged dot), so no compute is spent on padding.
+// The experts run as one grouped matrix product over the tokens each
+// received (tensor.RaggedDot, the guide's ragged dot), so no compute is
+// spent on padding.
+//
+// Capacity is global by default: every expert takes at most Capacity(N) of
+// the choices of all N tokens. Senders selects the per-sender rule that
+// expert parallelism uses (package expert), so that a layer on one device
+// computes exactly what the layer computes sharded.
 type MoE struct {
 	Router *tensor.Tensor // f32[D, E]
 	Up     *tensor.Tensor // f32[E, D, H]
@@ -117,6 +130,7 @@ type MoE struct {
 	TopK           int
 	CapacityFactor float64
 	NoDrop         bool
+	Senders        int // capacity rule: see MoEOptions.Senders
 	Gating         Gating
 	Activation     Activation // nil means Identity
 }
@@ -128,7 +142,7 @@ func NewMoE(key tensor.Key, dim, hidden, numExperts int, opts MoEOptions) MoE {
 	if dim <= 0 || hidden <= 0 || numExperts <= 0 {
 		panic(fmt.Sprintf("nn.NewMoE: dim %d, hidden %d, experts %d: sizes must be positive", dim, hidden, numExperts))
 	}
-	m := MoE{TopK: opts.TopK, CapacityFactor: opts.CapacityFactor, NoDrop: opts.NoDrop, Gating: opts.Gating, Activation: opts.Activation}
+	m := MoE{TopK: opts.TopK, CapacityFactor: opts.CapacityFactor, NoDrop: opts.NoDrop, Senders: opts.Senders, Gating: opts.Gating, Activation: opts.Activation}
 	if m.TopK == 0 {
 		m.TopK = 2
 	}
@@ -160,6 +174,9 @@ func (m MoE) check(fn string, experts int) {
 	}
 	if !(m.CapacityFactor > 0) || math.IsInf(m.CapacityFactor, 0) {
 		panic(fmt.Sprintf("%s: CapacityFactor %g must be positive and finite", fn, m.CapacityFactor))
+	}
+	if m.Senders < 0 {
+		panic(fmt.Sprintf("%s: negative Senders %d", fn, m.Senders))
 	}
 	if m.Gating != GateTopKSoftmax && m.Gating != GateSoftmaxTopK {
 		panic(fmt.Sprintf("%s: invalid %v", fn, m.Gating))
@@ -227,10 +244,52 @@ type MoEOutput struct {
 	Dropped *tensor.Tensor
 	// Load counts the token choices routed to each expert before dropping,
 	// i32[E]; Processed counts those each expert computed, i32[E], at most
-	// Capacity.
+	// Capacity per sender.
 	Load, Processed *tensor.Tensor
-	// Capacity is the number of token choices each expert accepted.
+	// Capacity is the number of token choices each expert accepted from
+	// each sender (from all tokens under the global rule).
 	Capacity int
+}
+
+// MoERouting is the router's decision for N tokens: see MoE.Route.
+type MoERouting struct {
+	// Logits are the router scores, f32[N, E]; Probs their softmax over
+	// all E experts.
+	Logits, Probs *tensor.Tensor
+	// Gates are the weights of the chosen experts, f32[N, k], and IDs the
+	// chosen experts, i32[N, k], best first.
+	Gates, IDs *tensor.Tensor
+}
+
+// Route scores tokens f32[N, D] against the experts and picks each token's
+// k best, with gates as Gating says (steps 1 and 2 of the layer). Expert
+// parallelism routes on the sender with it.
+func (m MoE) Route(tokens *tensor.Tensor) MoERouting {
+	logits := tensor.MatMul(tokens, m.Router) // [N, E]
+	probs := tensor.Softmax(logits, -1)
+	var gates, ids *tensor.Tensor // [N, k]
+	if m.Gating == GateSoftmaxTopK {
+		gates, ids = tensor.TopK(probs, m.TopK)
+	} else {
+		var top *tensor.Tensor
+		top, ids = tensor.TopK(logits, m.TopK)
+		gates = tensor.Softmax(top, -1)
+	}
+	return MoERouting{Logits: logits, Probs: probs, Gates: gates, IDs: ids}
+}
+
+// Experts computes the experts' MLPs on tokens grouped by expert (step 4):
+// the rows of x f32[M, D] are split into consecutive groups of groupSizes
+// i32[G] rows, and group g computes Activation(x_g @ up[g]) @ down[g], with
+// up f32[G, D, H] and down f32[G, H, D] (all E experts, or a device's
+// block of them). Each group is one grouped matrix product
+// (tensor.RaggedDot); rows past the groups give 0.
+func (m MoE) Experts(x, up, down, groupSizes *tensor.Tensor) *tensor.Tensor {
+	h := tensor.RaggedDot(x, up, groupSizes)
+	if m.Activation != nil {
+		h = m.Activation(h)
+	}
+	return tensor.RaggedDot(h, down, groupSizes)
 }
 
 // Forward routes the tokens of x f32[..., D] (every leading dimension is a
@@ -238,6 +297,13 @@ type MoEOutput struct {
 // statistics. Routing is discrete: the gradient flows through the gates and
 // the experts, not through which experts were chosen or which choices were
 // dropped.
+//
+// With Senders = S > 1 the N tokens (in row-major order of x's leading
+// dimensions) are split into S consecutive groups of N/S, and each group's
+// choices compete only among themselves for Capacity(N/S) places per
+// expert: the per-sender capacity rule of expert parallelism, where each
+// device drops its own tokens before sending them (package expert). It
+// panics if S does not divide N.
 func (m MoE) Forward(x *tensor.Tensor) MoEOutput {
 	D, E := m.Router.Dim(0), m.Router.Dim(1)
 	m.check("nn.MoE", E)
@@ -247,86 +313,86 @@ func (m MoE) Forward(x *tensor.Tensor) MoEOutput {
 	k := m.TopK
 	tokens := tensor.Reshape(x, -1, D)
 	N := tokens.Dim(0)
-	C := m.Capacity(N)
+	S := max(m.Senders, 1)
+	if N%S != 0 {
+		panic(fmt.Sprintf("nn.MoE: x %v: %d tokens do not split into %d senders", x, N, S))
+	}
+	C := m.Capacity(N / S)
 
 	// 1-2. Route.
-	logits := tensor.MatMul(tokens, m.Router) // [N, E]
-	probs := tensor.Softmax(logits, -1)       // [N, E]
-	var gates, ids *tensor.Tensor             // [N, k]
-	if m.Gating == GateSoftmaxTopK {
-		gates, ids = tensor.TopK(probs, k)
-	} else {
-		var top *tensor.Tensor
-		top, ids = tensor.TopK(logits, k)
-		gates = tensor.Softmax(top, -1)
-	}
-	idsFlat := tensor.Reshape(ids, N*k)
-	gatesFlat := tensor.Reshape(gates, N*k)
+	r := m.Route(tokens)
+	idsFlat := tensor.Reshape(r.IDs, N*k)
+	gatesFlat := tensor.Reshape(r.Gates, N*k)
 
-	// 3. Drop the choices beyond each expert's capacity.
-	dropped, rank := DropTokenMask(idsFlat, tensor.StopGradient(gatesFlat), E, C)
-	keptI := tensor.AsType(tensor.LogicalNot(dropped), tensor.Int32)
-	load := tensor.Bincount(idsFlat, nil, E)
-	processed := tensor.Bincount(idsFlat, keptI, E)
-
-	// 4. Group the kept choices by expert: kept choice a goes to row
-	// start[e] + rank[a] of the grouped batch, where start is the
-	// exclusive cumsum of processed; dropped ones to row M, out of range.
-	counts := processed.Ints()
-	M := 0
-	for _, c := range counts {
-		M += c
-	}
-	start := tensor.CumsumExclusive(processed, 0)
-	row := tensor.Add(tensor.Take(start, idsFlat, 0), rank)
-	row = tensor.Where(dropped, tensor.ScalarInt(int32(M)), row)
-
-	var back *tensor.Tensor // [N*k, D]: each choice's expert output
-	if M == 0 {
-		back = tensor.Zeros(tensor.Float32, N*k, D)
-	} else {
-		choices := tensor.Repeat(tokens, k, 0) // [N*k, D], token-major
-		grouped := tensor.SegmentSum(choices, row, M)
-		parts := tensor.SplitSizes(grouped, 0, counts)
-		ups := tensor.Unstack(m.Up, 0)
-		downs := tensor.Unstack(m.Down, 0)
-		outs := make([]*tensor.Tensor, 0, E)
-		for e, p := range parts {
-			if counts[e] == 0 {
-				continue
-			}
-			h := tensor.MatMul(p, ups[e])
-			if m.Activation != nil {
-				h = m.Activation(h)
-			}
-			outs = append(outs, tensor.MatMul(h, downs[e]))
+	// 3. Drop the choices beyond each expert's capacity: per sender, by
+	// ranking (sender, expert) pairs as if they were S·E experts.
+	ids := idsFlat.Ints()
+	key := idsFlat
+	if S > 1 {
+		kd := make([]int, N*k)
+		for a, e := range ids {
+			kd[a] = a/(N/S*k)*E + e
 		}
-		ys := tensor.Concat(0, outs...) // [M, D]
-		back = tensor.Take(ys, tensor.Where(dropped, tensor.ScalarInt(0), row), 0)
+		key = tensor.FromInts(kd)
 	}
-
-	// 5. Combine: Σ over each token's k choices of gate × output.
-	w := tensor.Mul(gatesFlat, tensor.AsType(keptI, tensor.Float32))
-	contrib := tensor.Mul(back, tensor.Reshape(w, N*k, 1))
-	out := tensor.Sum(tensor.Reshape(contrib, N, k, D), 1)
+	dropped, _ := DropTokenMask(key, tensor.StopGradient(gatesFlat), S*E, C)
+	out, counts := m.dispatch(tokens, ids, dropped.Bools(), gatesFlat, m.Up, m.Down, E)
 
 	// Auxiliary losses.
+	load := tensor.Bincount(idsFlat, nil, E)
 	f := tensor.Div(tensor.AsType(load, tensor.Float32), tensor.Scalar(float32(N*k)))
-	p := tensor.Mean(probs, 0)
+	p := tensor.Mean(r.Probs, 0)
 	aux := tensor.MulScalar(tensor.Sum(tensor.Mul(f, p)), float32(E))
-	z := tensor.Mean(tensor.Square(tensor.LogSumExp(logits, -1)))
+	z := tensor.Mean(tensor.Square(tensor.LogSumExp(r.Logits, -1)))
 
 	return MoEOutput{
 		Output:      tensor.Reshape(out, x.Shape()...),
 		AuxLoss:     aux,
 		RouterZLoss: z,
-		ExpertIDs:   ids,
-		Gates:       gates,
+		ExpertIDs:   r.IDs,
+		Gates:       r.Gates,
 		Dropped:     tensor.Reshape(dropped, N, k),
 		Load:        load,
-		Processed:   processed,
+		Processed:   tensor.FromInts(counts),
 		Capacity:    C,
 	}
+}
+
+// dispatch groups the kept choices by expert (in choice order within an
+// expert), runs the experts on them and sums each token's gated outputs:
+// steps 4 and 5 on tokens f32[N, D] with choices ids (N·k, token-major).
+// It returns the output f32[N, D] and the rows each expert computed.
+func (m MoE) dispatch(tokens *tensor.Tensor, ids []int, dropped []bool, gates, up, down *tensor.Tensor, E int) (*tensor.Tensor, []int) {
+	N, D := tokens.Dim(0), tokens.Dim(1)
+	k := len(ids) / N
+	counts := make([]int, E)
+	for a, e := range ids {
+		if !dropped[a] {
+			counts[e]++
+		}
+	}
+	fill := make([]int, E)
+	M := 0
+	for e, c := range counts {
+		fill[e] = M
+		M += c
+	}
+	if M == 0 {
+		return tensor.Zeros(tensor.Float32, N, D), counts
+	}
+	src := make([]int, M)    // token of each grouped row
+	choice := make([]int, M) // choice of each grouped row
+	for a, e := range ids {
+		if !dropped[a] {
+			src[fill[e]], choice[fill[e]] = a/k, a
+			fill[e]++
+		}
+	}
+	srcT := tensor.FromInts(src)
+	ys := m.Experts(tensor.Take(tokens, srcT, 0), up, down, tensor.FromInts(counts)) // [M, D]
+	g := tensor.Take(gates, tensor.FromInts(choice), 0)
+	ys = tensor.Mul(ys, tensor.Reshape(g, M, 1))
+	return tensor.SegmentSum(ys, srcT, N), counts
 }
 
 // DropTokenMask decides which token choices exceed their expert's capacity,

@@ -120,6 +120,20 @@
 //     block inside shard.Map, which differs from the unsharded optimizer for
 //     parameters sharded along a factored dimension.
 //
+// ZeRO (stages 1 and 2) splits the update itself over the devices of a
+// data-parallel axis: NewZeRO lays the parameters end to end in one flat
+// vector, and after a reduce-scatter of the flat gradient each device
+// updates only its 1/n of the parameters and keeps only that part of the
+// optimizer state (UpdateShard); an all-gather returns the new parameters.
+// The two collectives move the bytes of one all-reduce, the update's work
+// and state are divided by n. See ZeRO for the step, written out.
+//
+// # Fused steps
+//
+// Step runs Adam and AdamW as one pass over each parameter, its gradient
+// and its two moments (tensor.AdamStep), as PyTorch's fused optimizers do,
+// instead of Update then Apply: the same bits, without the update tree.
+//
 // Init on global sharded parameters (placed with shard.FilterShard, say)
 // returns state sharded like them, since tensor.ZerosLike keeps placement;
 // Adafactor's row and column factors, whose shapes differ from their

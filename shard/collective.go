@@ -194,9 +194,14 @@ func pmaxImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 // same on every device of each group, invariant over the axes. Over axes
 // of total size 1 it is x itself, without a rendezvous or a copy (and so
 // not checked against the other devices' collectives); Comm counts it as a
-// call of 0 bytes.
+// call of 0 bytes. Over no axes at all it is x, as jax.lax.psum(x, ()) is:
+// a sum over the empty set of devices, with no call (Pmean, Pmax and Pmin
+// likewise).
 func (c *Ctx) Psum(x *tensor.Tensor, axes ...string) *tensor.Tensor {
 	checkLocal("shard.Ctx.Psum", c, x)
+	if len(axes) == 0 {
+		return x
+	}
 	return psum(c.env, x, axes)
 }
 
@@ -207,11 +212,20 @@ func (c *Ctx) Pmean(x *tensor.Tensor, axes ...string) *tensor.Tensor {
 	if x.DType() != tensor.Float32 {
 		panic(fmt.Sprintf("shard.Ctx.Pmean: %v: want float32", x))
 	}
+	if len(axes) == 0 {
+		return x
+	}
 	return tensor.MulScalar(psum(c.env, x, axes), 1/float32(c.AxisSize(axes...)))
 }
 
 func (c *Ctx) pextreme(op string, x *tensor.Tensor, axes []string, isMax bool) *tensor.Tensor {
 	checkLocal(op, c, x)
+	if x.DType() == tensor.Bool {
+		panic(fmt.Sprintf("%s: %v: not defined for bool", op, x))
+	}
+	if len(axes) == 0 {
+		return x
+	}
 	e := c.env
 	m := e.maskOf(op, axes)
 	e.group(op, axes)

@@ -59,6 +59,16 @@ func Map[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx, in
 // MapErr is Map returning device failures as an error (a *DeviceError)
 // instead of panicking. Programmer errors outside fn (specs that do not fit
 // the inputs, say) still panic.
+//
+// Only failures while the returned function runs are returned. When it is
+// differentiated from outside (autodiff.Grad of a function that calls it),
+// its backward pass runs later, inside the gradient call, which has no
+// error result: a device failure there (fn's backward panicking on one
+// device, collectives issued inconsistently) releases every device and
+// panics with the *DeviceError, exactly as Map does. To have it as an
+// error, recover around the gradient call and test the value with
+// errors.As; or take the gradient inside fn, where the backward pass is
+// part of the call and MapErr returns its failures like any other.
 func MapErr[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx, in In) Out, opts ...Option) func(In) (Out, error) {
 	var cfg mapConfig
 	for _, o := range opts {

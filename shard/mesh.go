@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,6 +91,9 @@ func checkMeshShape(op string, sizes []int, names []string) int {
 		}
 		if names[i] == "" || slices.Index(names, names[i]) != i {
 			panic(fmt.Sprintf("%s: axis names %q must be non-empty and distinct", op, names))
+		}
+		if n > math.MaxInt/s {
+			panic(fmt.Sprintf("%s: mesh %s has more devices than an int counts", op, meshString(sizes, names)))
 		}
 		n *= s
 	}

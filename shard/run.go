@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gonox/gonox/internal/devices"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -114,6 +115,10 @@ func (r *run) failLocked(err error) {
 // exec runs body on every device concurrently and waits for all of them.
 // It returns the first failure.
 func (r *run) exec(envs []*devEnv, body func(dev int)) error {
+	// Kernels without operands (random samplers) stay on the device
+	// goroutine meanwhile.
+	devices.Enter(len(envs))
+	defer devices.Exit(len(envs))
 	var wg sync.WaitGroup
 	for dev := range envs {
 		wg.Add(1)

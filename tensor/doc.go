@@ -83,4 +83,20 @@
 // Outside shard.Map large kernels may use every core. Inside shard.Map each
 // device is one goroutine and its blocks carry a Local mark; kernels given a
 // marked block compute on the calling goroutine only.
+//
+// # Kernels
+//
+// Matrix products and the elementwise, reduction and optimizer kernels run
+// AVX-512 or AVX2 assembly on amd64 CPUs that have it and pure Go elsewhere
+// (and in builds with -tags noasm). The best set the CPU runs is chosen at
+// start-up; the environment variable GONOX_KERNELS=avx512, avx2 or go
+// chooses another, for example to check on an AVX-512 machine what an
+// AVX2-only one computes:
+//
+//	GONOX_KERNELS=avx2 go test ./tensor/...
+//
+// Kernels reports the set in use and what the CPU supports. A set the CPU
+// cannot run, or an unknown word, is an error naming what the CPU has: the
+// first op panics with it, and Kernels returns it so that a program can
+// check at start-up.
 package tensor

@@ -227,6 +227,7 @@ func (x *Tensor) primalOf(tr *Trace) *Tensor {
 // StopGradient returns x with every autodiff node removed: the value is
 // treated as a constant by all traces.
 func StopGradient(x *Tensor) *Tensor {
+	checkNil("tensor.StopGradient", "x", x)
 	for x.node != nil {
 		x = x.primal
 	}
@@ -245,6 +246,7 @@ func Apply(op *Op, params any, in ...*Tensor) *Tensor {
 	if op.Impl == nil {
 		panic(fmt.Sprintf("tensor.Apply: op %q has no Impl (use ApplyN)", op.Name))
 	}
+	checkKernels(op)
 	top, loc, placed := scan(op, in)
 	if placed {
 		return applyPlaced(op, params, in, loc)[0]
@@ -262,6 +264,7 @@ func ApplyN(op *Op, params any, in ...*Tensor) []*Tensor {
 	if op.ImplN == nil {
 		panic(fmt.Sprintf("tensor.ApplyN: op %q has no ImplN", op.Name))
 	}
+	checkKernels(op)
 	top, loc, placed := scan(op, in)
 	if placed {
 		return applyPlaced(op, params, in, loc)
@@ -606,7 +609,10 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 // Named returns x tagged with a name, as jax.ad_checkpoint.checkpoint_name
 // does: an identity whose result remat policies can select by name and
 // Residuals reports under that name.
-func Named(x *Tensor, name string) *Tensor { return Apply(nameOp, name, x) }
+func Named(x *Tensor, name string) *Tensor {
+	checkNil("tensor.Named", "x", x)
+	return Apply(nameOp, name, x)
+}
 
 var nameOp *Op
 

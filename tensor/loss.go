@@ -27,6 +27,7 @@ import (
 // MSE is one fused primitive (and its backward pass another) that returns
 // exactly the bits of Mean(Square(Sub(pred, target))) and of its gradients.
 func MSE(pred, target *Tensor) *Tensor {
+	checkNil("tensor.MSE", "pred target", pred, target)
 	if pred.dtype != Float32 || target.dtype != Float32 {
 		panic(fmt.Sprintf("tensor.MSE: %s: operands must be float32", operands("", pred, target)))
 	}
@@ -283,6 +284,7 @@ func xentIndex(shape []int, i int) string {
 // position in labels, or if labels' shape is not logits' shape without
 // its last axis.
 func SoftmaxCrossEntropy(logits, labels *Tensor) *Tensor {
+	checkNil("tensor.SoftmaxCrossEntropy", "logits labels", logits, labels)
 	const name = "tensor.SoftmaxCrossEntropy"
 	desc := func() string { return operands("", logits, labels) }
 	if logits.dtype != Float32 {
@@ -323,6 +325,7 @@ func SoftmaxCrossEntropy(logits, labels *Tensor) *Tensor {
 // probs for the logits and -log_softmax(logits) for probs. The shapes must
 // match exactly.
 func SoftmaxCrossEntropyProbs(logits, probs *Tensor) *Tensor {
+	checkNil("tensor.SoftmaxCrossEntropyProbs", "logits probs", logits, probs)
 	const name = "tensor.SoftmaxCrossEntropyProbs"
 	desc := func() string { return operands("", logits, probs) }
 	if logits.dtype != Float32 || probs.dtype != Float32 {
@@ -364,11 +367,17 @@ func lossUnary(name string, op *Op, x *Tensor) *Tensor {
 // computed as max(x, 0) + log1p(e^-|x|) so it neither overflows for large
 // x nor loses small values for very negative x. Its derivative is
 // sigmoid(x).
-func Softplus(x *Tensor) *Tensor { return lossUnary("tensor.Softplus", softplusOp, x) }
+func Softplus(x *Tensor) *Tensor {
+	checkNil("tensor.Softplus", "x", x)
+	return lossUnary("tensor.Softplus", softplusOp, x)
+}
 
 // LogSigmoid returns log(sigmoid(x)) = -softplus(-x) elementwise, like
 // jax.nn.log_sigmoid, computed stably. Its derivative is sigmoid(-x).
-func LogSigmoid(x *Tensor) *Tensor { return lossUnary("tensor.LogSigmoid", logSigmoidOp, x) }
+func LogSigmoid(x *Tensor) *Tensor {
+	checkNil("tensor.LogSigmoid", "x", x)
+	return lossUnary("tensor.LogSigmoid", logSigmoidOp, x)
+}
 
 // SigmoidBinaryCrossEntropy returns, per element, the cross-entropy of
 // sigmoid(logits) against labels in [0, 1], like
@@ -379,6 +388,7 @@ func LogSigmoid(x *Tensor) *Tensor { return lossUnary("tensor.LogSigmoid", logSi
 // the result has that shape. It is differentiable in both: σ(logits) -
 // labels and -logits.
 func SigmoidBinaryCrossEntropy(logits, labels *Tensor) *Tensor {
+	checkNil("tensor.SigmoidBinaryCrossEntropy", "logits labels", logits, labels)
 	const name = "tensor.SigmoidBinaryCrossEntropy"
 	if logits.dtype != Float32 || labels.dtype != Float32 {
 		panic(fmt.Sprintf("%s: %s: operands must be float32", name, operands("", logits, labels)))

@@ -216,15 +216,24 @@ func full(op string, dt DType, v float64, shape []int) *Tensor {
 // ZerosLike returns zeros with the dtype and shape of x.
 // A sharded x gives a tensor sharded the same way; a block inside
 // shard.Map gives a block with the same mark.
-func ZerosLike(x *Tensor) *Tensor { return fullLike("tensor.ZerosLike", x, 0) }
+func ZerosLike(x *Tensor) *Tensor {
+	checkNil("tensor.ZerosLike", "x", x)
+	return fullLike("tensor.ZerosLike", x, 0)
+}
 
 // OnesLike returns ones with the dtype, shape and placement of x (see
 // ZerosLike).
-func OnesLike(x *Tensor) *Tensor { return fullLike("tensor.OnesLike", x, 1) }
+func OnesLike(x *Tensor) *Tensor {
+	checkNil("tensor.OnesLike", "x", x)
+	return fullLike("tensor.OnesLike", x, 1)
+}
 
 // FullLike returns a tensor with the dtype, shape and placement of x (see
 // ZerosLike) and every element v.
-func FullLike(x *Tensor, v float64) *Tensor { return fullLike("tensor.FullLike", x, v) }
+func FullLike(x *Tensor, v float64) *Tensor {
+	checkNil("tensor.FullLike", "x", x)
+	return fullLike("tensor.FullLike", x, v)
+}
 
 func fullLike(op string, x *Tensor, v float64) *Tensor {
 	if x.layout != nil {
@@ -434,6 +443,7 @@ func (t *Tensor) LogicalAxes() []string { return append([]string(nil), t.axes...
 // but pytree maps and optimizer state keep them. x shares storage with the
 // result.
 func WithLogicalAxes(x *Tensor, names ...string) *Tensor {
+	checkNil("tensor.WithLogicalAxes", "x", x)
 	if x == nil {
 		panic("tensor.WithLogicalAxes: nil *Tensor")
 	}

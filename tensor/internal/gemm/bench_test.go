@@ -78,6 +78,29 @@ func benchKernels(b *testing.B) {
 		}
 		b.Cleanup(restore)
 	}
+	// GONOX_GEMM_TASKS=n sets the blocks per goroutine of parallel calls.
+	if tp := os.Getenv("GONOX_GEMM_TASKS"); tp != "" {
+		var n int
+		if _, err := fmt.Sscanf(tp, "%d", &n); err != nil || n <= 0 {
+			b.Fatalf("GONOX_GEMM_TASKS=%q: want a positive count", tp)
+		}
+		prev := tasksPerThread
+		tasksPerThread = n
+		b.Cleanup(func() { tasksPerThread = prev })
+	}
+	// GONOX_GEMM_BLOCKING=kc,nc overrides the blocking of the active set,
+	// for measuring the choice of blocking parameters.
+	if bl := os.Getenv("GONOX_GEMM_BLOCKING"); bl != "" {
+		var kc, nc int
+		if _, err := fmt.Sscanf(bl, "%d,%d", &kc, &nc); err != nil || kc <= 0 || nc <= 0 {
+			b.Fatalf("GONOX_GEMM_BLOCKING=%q: want kc,nc", bl)
+		}
+		prev := active
+		s := *active
+		s.kc, s.nc = kc, nc/s.nr*s.nr
+		active = &s
+		b.Cleanup(func() { active = prev })
+	}
 }
 
 func BenchmarkSgemm(b *testing.B) {

@@ -339,6 +339,7 @@ func packRows(dst []float32, w int, src []float32, ld, kc, nr int) {
 	clear(dst)
 	for q := 0; q < kc; q++ {
 		d := dst[q*w : q*w+nr]
+		//lint:ignore S1001 rows of at most a few floats: the loop beats a call to copy
 		for c, v := range src[q*ld : q*ld+nr] {
 			d[c] = v
 		}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/shard"
+)
+
+// compare runs one step of every strategy from identical weights on the
+// same batch and prints what each costs next to the single-device layer
+// with the same per-sender capacity rule (one sender per device), which
+// every strategy must reproduce.
+func compare(cfg config, model Model, c *corpus, out io.Writer) error {
+	rng := rand.New(rand.NewPCG(cfg.seed, 1))
+	starts := make([]int, cfg.batch)
+	for i := range starts {
+		starts[i] = rng.IntN(len(c.train) - cfg.context)
+	}
+	x, y := windows(c.train, starts, cfg.context)
+	devs := len(shard.Devices())
+	if cfg.batch%devs != 0 {
+		return fmt.Errorf("-batch %d is not a multiple of the %d devices", cfg.batch, devs)
+	}
+	fmt.Fprintf(out, "gonox moe: one step of each strategy on %d×%d characters of %s, %d parameters;\n", cfg.batch, cfg.context, c.name, paramCount(model))
+	fmt.Fprintf(out, "max |Δgrad| against one device with per-sender capacity over %d senders\n\n", devs)
+
+	cfg.steps = max(cfg.steps, 2)
+	base, err := build(cfg, model, single)
+	if err != nil {
+		return err
+	}
+	base.senders = devs
+	_, baseGrad := base.lossAndGradients(x, y)
+
+	tw := tabwriter.NewWriter(out, 2, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "strategy\tmesh\tloss\tmax |Δgrad|\tstep time\tcomm/device\tragged a2a/device\tparams+opt/device\t")
+	for _, s := range []strategy{single, epOnly, dpEP, fsdpEP} {
+		cs := cfg
+		cs.mesh = ""
+		tr, err := build(cs, model, s)
+		if err != nil {
+			fmt.Fprintf(tw, "%v\t\t%v\t\t\t\t\t\t\n", s, err)
+			continue
+		}
+		tr.senders = devs
+		st, grad := tr.lossAndGradients(x, y)
+		diff := maxAbsDiff(baseGrad, grad)
+		var comm, ragged int64
+		meshName := "-"
+		if tr.mesh != nil {
+			meshName = tr.mesh.String()
+			d0 := tr.mesh.Devices()[0]
+			comm, ragged = tr.comm.Bytes(d0, ""), tr.comm.Bytes(d0, "ragged_all_to_all")
+		}
+		best := time.Duration(math.MaxInt64)
+		for range 2 {
+			t0 := time.Now()
+			tr.trainStep(x, y)
+			best = min(best, time.Since(t0))
+		}
+		fmt.Fprintf(tw, "%v\t%s\t%.6f\t%.1e\t%v\t%s\t%s\t%s\t\n", s, meshName, st.Loss.Item(), diff,
+			best.Round(time.Millisecond), byteSize(comm), byteSize(ragged), byteSize(tr.bytesPerDevice()))
+	}
+	return tw.Flush()
+}
+
+// bytesPerDevice is the parameter and optimizer-state bytes device 0 holds.
+func (t *trainer) bytesPerDevice() int64 {
+	var n int64
+	for _, x := range append(pytree.Leaves(t.params), pytree.Leaves(t.state)...) {
+		if t.mesh == nil || x.Layout() == nil {
+			n += int64(x.Bytes())
+			continue
+		}
+		b := int64(x.Bytes())
+		sh, _ := shard.ShardingOf(x)
+		for _, a := range sh.Spec().Axes() {
+			b /= int64(t.mesh.AxisSize(a))
+		}
+		n += b
+	}
+	return n
+}
+
+func maxAbsDiff(a, b Model) float64 {
+	la, lb := pytree.Leaves(a), pytree.Leaves(b)
+	worst := 0.0
+	for i := range la {
+		x, y := la[i].Float64s(), lb[i].Float64s()
+		for j := range x {
+			worst = math.Max(worst, math.Abs(x[j]-y[j]))
+		}
+	}
+	return worst
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

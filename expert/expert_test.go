@@ -1,0 +1,186 @@
+package expert_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/autodiff"
+	"github.com/gonox/gonox/expert"
+	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/tensor"
+)
+
+func toF64(v []float32) []float64 {
+	out := make([]float64, len(v))
+	for i, e := range v {
+		out[i] = float64(e)
+	}
+	return out
+}
+
+// params is what the tests differentiate: the layer and its input.
+type params struct {
+	M nn.MoE
+	X *tensor.Tensor
+}
+
+// objective is a scalar that depends on everything the layer returns
+// differentiably: a fixed projection of the output plus the auxiliary
+// losses.
+func objective(out nn.MoEOutput, cot *tensor.Tensor) *tensor.Tensor {
+	l := tensor.Sum(tensor.Mul(shard.Gather(out.Output), cot))
+	l = tensor.Add(l, tensor.MulScalar(shard.Gather(out.AuxLoss), 0.5))
+	return tensor.Add(l, tensor.MulScalar(shard.Gather(out.RouterZLoss), 0.25))
+}
+
+var meshes = []struct{ dp, ep int }{{1, 8}, {2, 4}, {4, 2}, {8, 1}, {1, 2}}
+
+// On every dp×ep mesh the expert-parallel layer equals the single-device
+// layer with the per-sender capacity rule (one sender per device): output,
+// auxiliary losses, dropped choices, statistics and every gradient.
+func TestForwardEqualsSingleDevicePerSender(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		k      int
+		cf     float64
+		gating nn.Gating
+	}{
+		{"top2 cf1", 2, 1.0, nn.GateTopKSoftmax},
+		{"top1 softmax cf1.25", 1, 1.25, nn.GateSoftmaxTopK},
+		{"top3 cf0.5", 3, 0.5, nn.GateTopKSoftmax},
+	} {
+		for _, ms := range meshes {
+			t.Run(fmt.Sprintf("%s/%dx%d", c.name, ms.dp, ms.ep), func(t *testing.T) {
+				const B, T, D, H, E = 16, 6, 8, 12, 8
+				devs := ms.dp * ms.ep
+				mesh := shard.NewMeshOn(shard.Devices()[:devs], []int{ms.dp, ms.ep}, []string{"dp", "ep"})
+				cfg := expert.Config{Experts: shard.Axes{"ep"}, Tokens: shard.Axes{"dp", "ep"}}
+				m := nn.NewMoE(tensor.NewKey(1), D, H, E, nn.MoEOptions{TopK: c.k, CapacityFactor: c.cf, Gating: c.gating, Activation: nn.Gelu})
+				x := tensor.Normal(tensor.NewKey(2), B, T, D)
+				cot := tensor.Normal(tensor.NewKey(3), B, T, D)
+				single := m
+				single.Senders = devs
+
+				want := single.Forward(x)
+				got := expert.Apply(mesh, m, x, cfg)
+				assert.InDeltaSlice(t, toF64(want.Output.Float32s()), toF64(shard.Gather(got.Output).Float32s()), 1e-5)
+				assert.InDelta(t, want.AuxLoss.Item(), shard.Gather(got.AuxLoss).Item(), 1e-5)
+				assert.InDelta(t, want.RouterZLoss.Item(), shard.Gather(got.RouterZLoss).Item(), 1e-5)
+				assert.Equal(t, want.Dropped.Bools(), shard.Gather(got.Dropped).Bools())
+				assert.Equal(t, want.ExpertIDs.Ints(), shard.Gather(got.ExpertIDs).Ints())
+				assert.InDeltaSlice(t, toF64(want.Gates.Float32s()), toF64(shard.Gather(got.Gates).Float32s()), 1e-6)
+				assert.Equal(t, want.Load.Ints(), shard.Gather(got.Load).Ints())
+				assert.Equal(t, want.Processed.Ints(), shard.Gather(got.Processed).Ints())
+				assert.Equal(t, want.Capacity, got.Capacity)
+
+				nd := 0
+				for _, d := range want.Dropped.Bools() {
+					if d {
+						nd++
+					}
+				}
+				if c.cf < 1.25 {
+					assert.Positive(t, nd, "the case should drop choices")
+				}
+
+				_, g1 := autodiff.ValueAndGrad(func(p params) *tensor.Tensor {
+					return objective(p.M.Forward(p.X), cot)
+				})(params{M: single, X: x})
+				_, g2 := autodiff.ValueAndGrad(func(p params) *tensor.Tensor {
+					return objective(expert.Apply(mesh, p.M, p.X, cfg), cot)
+				})(params{M: m, X: x})
+				for _, pair := range []struct {
+					name string
+					a, b *tensor.Tensor
+				}{{"Router", g1.M.Router, g2.M.Router}, {"Up", g1.M.Up, g2.M.Up}, {"Down", g1.M.Down, g2.M.Down}, {"X", g1.X, g2.X}} {
+					require.NotNil(t, pair.b, pair.name)
+					assert.InDeltaSlice(t, toF64(pair.a.Float32s()), toF64(shard.Gather(pair.b).Float32s()), 1e-5, pair.name)
+				}
+			})
+		}
+	}
+}
+
+// With room for every choice nothing drops, and the expert-parallel layer
+// equals the global-capacity layer too.
+func TestForwardNoDropEqualsGlobal(t *testing.T) {
+	const N, D, H, E = 64, 8, 8, 8
+	mesh := shard.NewMesh([]int{2, 4}, []string{"dp", "ep"})
+	cfg := expert.Config{Experts: shard.Axes{"ep"}, Tokens: shard.Axes{"dp", "ep"}}
+	x := tensor.Normal(tensor.NewKey(4), N, D)
+	for _, opts := range []nn.MoEOptions{{NoDrop: true}, {CapacityFactor: float64(E)}} {
+		m := nn.NewMoE(tensor.NewKey(5), D, H, E, opts)
+		want := m.Forward(x)
+		got := expert.Apply(mesh, m, x, cfg)
+		for _, d := range shard.Gather(got.Dropped).Bools() {
+			require.False(t, d)
+		}
+		assert.InDeltaSlice(t, toF64(want.Output.Float32s()), toF64(shard.Gather(got.Output).Float32s()), 1e-5)
+		assert.InDelta(t, want.AuxLoss.Item(), shard.Gather(got.AuxLoss).Item(), 1e-5)
+	}
+}
+
+// A hand-worked case with drops on 2 devices, one expert each: expert e
+// multiplies its input by e+1, the router is the identity on 2 features
+// (a token's logits are the token), k = 1 with probability gates, capacity
+// ceil(4·1/2·1) = 2 per sender. Device 0 holds tokens 0-3, three of which
+// pick expert 0 (it keeps the two most probable, 2 then 0); device 1
+// holds tokens 4-7, all for expert 1 (keeps 7 and 5). Kept tokens come
+// back scaled by gate·(e+1); dropped ones are 0.
+func TestForwardHandWorked(t *testing.T) {
+	mesh := shard.NewMeshOn(shard.Devices()[:2], []int{2}, []string{"ep"})
+	cfg := expert.Config{Experts: shard.Axes{"ep"}, Tokens: shard.Axes{"ep"}}
+	m := nn.MoE{
+		Router: tensor.FromFloat32([]float32{1, 0, 0, 1}, 2, 2),
+		Up:     tensor.FromFloat32([]float32{1, 0, 0, 1, 1, 0, 0, 1}, 2, 2, 2),
+		Down:   tensor.FromFloat32([]float32{1, 0, 0, 1, 2, 0, 0, 2}, 2, 2, 2),
+		TopK:   1, CapacityFactor: 1, Gating: nn.GateSoftmaxTopK, Activation: nn.Identity,
+	}
+	x := tensor.FromFloat64([]float64{
+		2, 0, // 0 → e0, p = σ(2)
+		1, 0, // 1 → e0, σ(1): dropped (third)
+		3, 0, // 2 → e0, σ(3)
+		0, 1, // 3 → e1, σ(1)
+		0, 2, // 4 → e1, σ(2): dropped (third on device 1)
+		0, 3, // 5 → e1, σ(3)
+		0, 1, // 6 → e1, σ(1): dropped
+		0, 4, // 7 → e1, σ(4)
+	}, 8, 2)
+	sig := func(v float64) float64 { return 1 / (1 + mathExp(-v)) }
+	want := []float64{
+		2 * sig(2), 0,
+		0, 0,
+		3 * sig(3), 0,
+		0, 2 * sig(1),
+		0, 0,
+		0, 2 * 3 * sig(3),
+		0, 0,
+		0, 2 * 4 * sig(4),
+	}
+	out := expert.Apply(mesh, m, x, cfg)
+	assert.Equal(t, []bool{false, true, false, false, true, false, true, false}, shard.Gather(out.Dropped).Bools())
+	assert.InDeltaSlice(t, want, toF64(shard.Gather(out.Output).Float32s()), 1e-6)
+	assert.Equal(t, []int{3, 5}, shard.Gather(out.Load).Ints())
+	assert.Equal(t, []int{2, 3}, shard.Gather(out.Processed).Ints())
+	assert.Equal(t, 2, out.Capacity)
+}
+
+func TestForwardPanics(t *testing.T) {
+	mesh := shard.NewMesh([]int{2, 4}, []string{"dp", "ep"})
+	m := nn.NewMoE(tensor.NewKey(1), 4, 4, 6, nn.MoEOptions{})
+	x := tensor.Zeros(tensor.Float32, 16, 4)
+	require.PanicsWithValue(t, `expert.Apply: expert axis "ep" is not among the token axes [dp]`, func() {
+		expert.Apply(mesh, m, x, expert.Config{Experts: shard.Axes{"ep"}, Tokens: shard.Axes{"dp"}})
+	})
+	require.PanicsWithValue(t, "expert.Apply: Config.Experts names no mesh axis", func() {
+		expert.Apply(mesh, m, x, expert.Config{Tokens: shard.Axes{"dp"}})
+	})
+	// 6 experts do not split over ep=4: the placement itself refuses.
+	assert.Panics(t, func() {
+		expert.Apply(mesh, m, x, expert.Config{Experts: shard.Axes{"ep"}, Tokens: shard.Axes{"dp", "ep"}})
+	})
+}
