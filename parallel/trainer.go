@@ -45,6 +45,10 @@ type Config[M, B any] struct {
 	// and DP with one.
 	Strategy Strategy
 
+	// BatchSize, if positive, is the number of rows of the batches to come:
+	// New then reports a size that does not split evenly over the data
+	// axes and micro-batches (Step checks every batch in any case).
+	BatchSize int
 	// MicroBatches, if more than 1, splits every batch into that many
 	// micro-batches whose gradients are averaged before one update
 	// (gradient accumulation): the same step with less activation memory.
@@ -150,6 +154,9 @@ func New[M, B any](model M, cfg Config[M, B]) (*Trainer[M, B], error) {
 	}
 	t := &Trainer[M, B]{cfg: cfg, strategy: s, mesh: cfg.Mesh, params: model}
 	if cfg.Mesh == nil {
+		if cfg.BatchSize > 0 && cfg.BatchSize%cfg.MicroBatches != 0 {
+			return nil, fmt.Errorf("parallel: batch size %d does not split evenly over %d micro-batches", cfg.BatchSize, cfg.MicroBatches)
+		}
 		t.host = true
 		t.opt = t.optimizer(nil).Init(model)
 		return t, nil
@@ -160,6 +167,10 @@ func New[M, B any](model M, cfg Config[M, B]) (*Trainer[M, B], error) {
 		}
 	}
 	t.dataAxes = slices.Clone(pl.DataAxes)
+	if n := cfg.MicroBatches * cfg.Mesh.AxisSize(t.dataAxes...); cfg.BatchSize > 0 && cfg.BatchSize%n != 0 {
+		return nil, fmt.Errorf("parallel: batch size %d does not split evenly over the %d devices of data axes %v of %v times %d micro-batches",
+			cfg.BatchSize, cfg.Mesh.AxisSize(t.dataAxes...), t.dataAxes, cfg.Mesh, cfg.MicroBatches)
+	}
 	if t.specs, err = resolveSpecs(cfg.Mesh, model, pl.Params); err != nil {
 		return nil, fmt.Errorf("parallel: strategy %v on %v: %w", s, cfg.Mesh, err)
 	}
