@@ -360,7 +360,14 @@ func TestLossWithKey(t *testing.T) {
 		assert.NotEqual(t, r[1], r[2])
 	}
 	assert.Equal(t, run(mesh, parallel.DP), run(mesh, parallel.DP))
-	assert.Equal(t, run(nil, parallel.Single), run(nil, parallel.Single))
+	single := run(nil, parallel.Single)
+	assert.Equal(t, single, run(nil, parallel.Single))
+	// By propagation the loss sees the whole batch and the key of the
+	// single-device run: the same masks.
+	fsdp := run(mesh, parallel.FSDP)
+	for i := range single {
+		assert.InEpsilon(t, single[i], fsdp[i], 1e-5, "step %d", i)
+	}
 }
 
 // leafBytes returns the bytes of the W and B leaves of an MLP.
