@@ -440,3 +440,30 @@ func TestFSDPMemoryAndCommunication(t *testing.T) {
 	assert.Equal(t, 2*(n-1)*wBytes/n-(n-1)*w0/n+(n-1)*shardedB/n, fs.CommBytes["all_gather"])
 	assert.Equal(t, (n-1)*sharded/n, fs.CommBytes["psum_scatter"])
 }
+
+// Every op of both models has a sharding rule under every strategy that
+// runs by propagation: no operand is gathered as a fallback (shard.Strict
+// would panic), so TP really computes blockwise.
+func TestPropagationNeedsNoFallback(t *testing.T) {
+	mlp, mb := guideModel(guideSizes, 16, 1)
+	blk := newBlock(tensor.NewKey(3), 32, 4, 4)
+	k1, k2 := tensor.NewKey(4).Split2()
+	bb := batch{tensor.Normal(k1, 16, 6, 32), tensor.Normal(k2, 16, 4)}
+	mesh := shard.NewMesh([]int{2, 4}, []string{"dp", "tp"})
+	for _, s := range []parallel.Strategy{parallel.FSDP, parallel.TP, parallel.FSDPTP, userRules} {
+		t.Run(s.String(), func(t *testing.T) {
+			trm, err := parallel.New(mlp, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Strategy: s, Mesh: mesh, Optimizer: optim.Adam(optim.Constant(1e-3))})
+			require.NoError(t, err)
+			trb, err := parallel.New(blk, parallel.Config[block, batch]{Loss: blockLoss, Strategy: s, Mesh: mesh, Optimizer: optim.Adam(optim.Constant(1e-3))})
+			require.NoError(t, err)
+			stop := shard.Strict(mesh)
+			defer stop()
+			require.NotPanics(t, func() {
+				_, err := trm.Step(mb)
+				require.NoError(t, err)
+				_, err = trb.Step(bb)
+				require.NoError(t, err)
+			})
+		})
+	}
+}
