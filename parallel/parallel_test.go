@@ -304,6 +304,26 @@ func TestMicroBatches(t *testing.T) {
 	}
 }
 
+// On the Map step (DP), micro-batches send what one batch sends: the
+// gradients are summed over the devices once per step.
+func TestMicroBatchesCommunicateOnce(t *testing.T) {
+	m, b := guideModel(guideSizes, 32, 4)
+	mesh := shard.NewMesh([]int{4}, []string{"dp"})
+	sent := func(micro int) int64 {
+		tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Optimizer: optim.SGD(optim.Constant(0.1)),
+			Strategy: parallel.DP, Mesh: mesh, MicroBatches: micro})
+		require.NoError(t, err)
+		_, err = tr.Step(b)
+		require.NoError(t, err)
+		return tr.Comm().Bytes(mesh.Devices()[0], "psum")
+	}
+	w, bias := leafBytes(m)
+	one := sent(1)
+	assert.Equal(t, 2*3*(w+bias)/4+2*3*4/4, one, "one all-reduce of the gradients and the loss")
+	// The loss is reduced per micro-batch (4 bytes each); the gradients once.
+	assert.Equal(t, one+3*(2*3*4/4), sent(4))
+}
+
 // Eval is the loss without an update.
 func TestEval(t *testing.T) {
 	m, b := guideModel(guideSizes, 16, 0)

@@ -288,7 +288,21 @@ func (t *Trainer[M, B]) deviceGrads(c *shard.Ctx, p M, b B, key tensor.Key) (*te
 	if k == 1 {
 		return autodiff.ValueAndGrad(func(p M) *tensor.Tensor { return t.deviceLoss(c, p, b, key, 0) })(p)
 	}
-	return accumulate(k, p, b, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, key, i) })
+	if t.remat || len(t.dataAxes) == 0 {
+		return accumulate(k, p, b, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, key, i) })
+	}
+	// Differentiate with respect to per-device copies of the parameters,
+	// so that each micro-batch's gradients stay on the device, and sum them
+	// over the data axes once: one all-reduce per step, not one per
+	// micro-batch (PyTorch DDP's no_sync).
+	pv := pytree.Map(p, func(x *tensor.Tensor) *tensor.Tensor {
+		if !x.DType().IsFloat() {
+			return x
+		}
+		return c.Vary(x, t.dataAxes...)
+	})
+	l, g := accumulate(k, pv, b, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, key, i) })
+	return l, pytree.Map(g, func(x *tensor.Tensor) *tensor.Tensor { return c.Psum(x, t.dataAxes...) })
 }
 
 // accumulate averages the losses and gradients of loss over k equal
