@@ -52,6 +52,8 @@ type Config[M, B any] struct {
 	// MicroBatches, if more than 1, splits every batch into that many
 	// micro-batches whose gradients are averaged before one update
 	// (gradient accumulation): the same step with less activation memory.
+	// On the Map step (DP) the gradients are all-reduced once per step; by
+	// propagation each micro-batch's backward pass reduces its own.
 	MicroBatches int
 	// ClipGlobalNorm, if positive, clips the gradients to that global norm
 	// before the optimizer sees them; the norm is the global one under
