@@ -164,6 +164,22 @@ func TestResumeKeepsHistory(t *testing.T) {
 	assert.Equal(t, []float64{1, 2, 3}, xs(h.points(h.loss)))
 }
 
+// A checkpoint saved under one strategy resumes under another: the state
+// is resharded onto the new placement.
+func TestResumeAcrossStrategies(t *testing.T) {
+	ckpt := filepath.Join(t.TempDir(), "ckpt")
+	args := []string{"-quiet", "-plot", "", "-ckpt", ckpt, "-hidden", "16"}
+	for i, s := range []string{"dp", "fsdp_tp", "fsdp", "single"} {
+		var out bytes.Buffer
+		epochs := strconv.Itoa(i + 1)
+		require.Equal(t, 0, mainExit(append(args, "-strategy", s, "-epochs", epochs), &out, io.Discard), s)
+		assert.Contains(t, out.String(), "epoch   "+epochs+"/"+epochs, s)
+		if i > 0 {
+			assert.Contains(t, out.String(), "resumed from "+ckpt+" after epoch "+strconv.Itoa(i), s)
+		}
+	}
+}
+
 // A checkpoint written before the curves were saved still resumes.
 func TestResumeOldCheckpoint(t *testing.T) {
 	ckpt := filepath.Join(t.TempDir(), "ckpt")
