@@ -48,13 +48,9 @@ var pool struct {
 // variable is set to something other than a positive integer.
 func Devices() []*Device {
 	pool.once.Do(func() {
-		n := defaultDevices
-		if s := os.Getenv(DevicesEnv); s != "" {
-			v, err := strconv.Atoi(s)
-			if err != nil || v <= 0 {
-				panic(fmt.Sprintf("shard: %s=%q: want a positive integer", DevicesEnv, s))
-			}
-			n = v
+		n, err := DevicesFromEnv()
+		if err != nil {
+			panic(err.Error())
 		}
 		pool.devs = make([]*Device, n)
 		for i := range pool.devs {
@@ -62,6 +58,22 @@ func Devices() []*Device {
 		}
 	})
 	return append([]*Device(nil), pool.devs...)
+}
+
+// DevicesFromEnv returns the number of devices $GONOX_DEVICES asks for
+// (8 when it is unset or empty), or an error if it is set to anything but a
+// positive integer. Programs call it before anything else to report a bad
+// value as a usage error, where Devices would panic.
+func DevicesFromEnv() (int, error) {
+	s := os.Getenv(DevicesEnv)
+	if s == "" {
+		return defaultDevices, nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("shard: %s=%q: want a positive integer", DevicesEnv, s)
+	}
+	return v, nil
 }
 
 // account charges a block's storage to a device until the storage is

@@ -110,9 +110,10 @@ func elementwise(c *opCall) *step {
 	os := NewSharding(c.mesh, spec)
 	op, params := c.op, c.params
 	if op.ImplN != nil {
-		// Every output of these ops has the result's shape (adam_update).
+		// Every output of these ops has the result's shape (adam_update,
+		// adam_step).
 		n = 3
-		if op.Name != "adam_update" {
+		if op.Name != "adam_update" && op.Name != "adam_step" {
 			return nil
 		}
 	}
