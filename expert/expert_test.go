@@ -184,3 +184,41 @@ func TestForwardPanics(t *testing.T) {
 		expert.Apply(mesh, m, x, expert.Config{Experts: shard.Axes{"ep"}, Tokens: shard.Axes{"dp", "ep"}})
 	})
 }
+
+// Gradients taken inside a hand-written shard.Map, as a training step does:
+// the replicated router's gradient comes out summed over the devices, the
+// experts' gradients stay on the devices holding them (summed over dp).
+func TestGradientsInsideMap(t *testing.T) {
+	const N, D, H, E = 64, 8, 8, 8
+	mesh := shard.NewMesh([]int{2, 4}, []string{"dp", "ep"})
+	cfg := expert.Config{Experts: shard.Axes{"ep"}, Tokens: shard.Axes{"dp", "ep"}}
+	m := nn.NewMoE(tensor.NewKey(7), D, H, E, nn.MoEOptions{CapacityFactor: 1})
+	x := tensor.Normal(tensor.NewKey(8), N, D)
+	cot := tensor.Normal(tensor.NewKey(9), N, D)
+	type in struct {
+		M      nn.MoE
+		X, Cot *tensor.Tensor
+	}
+	tok := shard.P([]string{"dp", "ep"})
+	inSpecs := shard.Specs{"M.Up": shard.P("ep"), "M.Down": shard.P("ep"), "X": tok, "Cot": tok, "": shard.P()}
+	outSpecs := shard.Specs{"Up": shard.P("ep"), "Down": shard.P("ep"), "": shard.P()}
+	grads := shard.Map(mesh, inSpecs, outSpecs, func(c *shard.Ctx, in in) nn.MoE {
+		_, g := autodiff.ValueAndGrad(func(m nn.MoE) *tensor.Tensor {
+			o := expert.Forward(c, m, in.X, cfg)
+			l := c.Psum(tensor.Sum(tensor.Mul(o.Output, in.Cot)), "dp", "ep")
+			return tensor.Add(l, o.AuxLoss)
+		})(in.M)
+		return g
+	})(in{M: m, X: x, Cot: cot})
+
+	single := m
+	single.Senders = mesh.Size()
+	_, want := autodiff.ValueAndGrad(func(m nn.MoE) *tensor.Tensor {
+		o := m.Forward(x)
+		return tensor.Add(tensor.Sum(tensor.Mul(o.Output, cot)), o.AuxLoss)
+	})(single)
+	assert.Equal(t, "float32[8@ep,8,8]", grads.Up.Type())
+	for _, pair := range [][2]*tensor.Tensor{{want.Router, grads.Router}, {want.Up, grads.Up}, {want.Down, grads.Down}} {
+		assert.InDeltaSlice(t, toF64(pair[0].Float32s()), toF64(shard.Gather(pair[1]).Float32s()), 1e-5)
+	}
+}
