@@ -47,6 +47,7 @@ go test -c -o "$bin/optim" ./optim
 
 for r in $(seq "$rounds"); do
 	echo "== round $r/$rounds" >&2
+	echo "INFO round $r: load average $(cut -d' ' -f1-3 /proc/loadavg) (the machine has $(nproc) cores)" | tee -a "$log"
 	# Each gonox figure runs right before its anchor, so both see the same
 	# neighbours on a shared machine.
 	for t in 1 2; do
