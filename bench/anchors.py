@@ -19,15 +19,23 @@ import sys
 import time
 
 
-def median_time(fn, reps, warm=2, min_time=0.0):
+def median_time(fn, reps, warm=2, min_time=0.0, cpu=None):
+    """Median wall time of fn. If cpu is a list, the mean CPU time of the
+    calling thread per call (time.thread_time) is appended to it: on a
+    shared machine, time spent not running does not count. Only meaningful
+    with one compute thread, which is then the caller (process time would
+    also count the idle pool threads that OpenMP keeps spinning)."""
     for _ in range(warm):
         fn()
     ts = []
     t_start = time.perf_counter()
+    c_start = time.thread_time()
     while len(ts) < reps or time.perf_counter() - t_start < min_time:
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
+    if cpu is not None:
+        cpu.append((time.thread_time() - c_start) / len(ts))
     return statistics.median(ts)
 
 
@@ -46,9 +54,11 @@ def sgemm(threads):
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     c = np.empty((n, n), dtype=np.float32)
+    cpu = []
     with threadpool_limits(limits=threads, user_api="blas"):
-        t = median_time(lambda: np.matmul(a, b, out=c), reps=30, min_time=1.0)
+        t = median_time(lambda: np.matmul(a, b, out=c), reps=30, min_time=1.0, cpu=cpu)
     print(f"ANCHOR sgemm_1024_t{threads} {2 * n**3 / t / 1e9:.2f} GFLOP/s")
+    print(f"ANCHOR sgemm_1024_t{threads} {2 * n**3 / cpu[0] / 1e9:.2f} GFLOP/cpu-s")
 
 
 def mlp_model(torch, sizes, final_act):
@@ -76,10 +86,12 @@ def mlp(threads, sizes, batch):
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
 
-    t = median_time(step, reps=50, warm=5, min_time=1.5)
+    cpu = []
+    t = median_time(step, reps=50, warm=5, min_time=1.5, cpu=cpu)
     name = "-".join(map(str, sizes))
     print(f"INFO torch {torch.__version__} threads={torch.get_num_threads()}")
     print(f"ANCHOR mlp_{name}_b{batch}_t{threads} {t * 1e6:.1f} us/step")
+    print(f"ANCHOR mlp_{name}_b{batch}_t{threads} {cpu[0] * 1e6:.1f} cpu-us/step")
 
 
 def _ddp_worker(rank, world, port, queue):
