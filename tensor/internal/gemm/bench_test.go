@@ -41,6 +41,10 @@ func benchShapes() []benchShape {
 	for _, kn := range [][2]int{{784, 1024}, {1024, 1024}, {1024, 10}} {
 		layers = append(layers, layer{256, kn[0], kn[1]})
 	}
+	// A data-parallel device's share of batch 256 on 8 and 2 devices.
+	for _, m := range []int{32, 128} {
+		layers = append(layers, layer{m, 1024, 1024})
+	}
 	for _, l := range layers {
 		s = append(s,
 			benchShape{fmt.Sprintf("mlp_m%d_k%d_n%d/fwd_NN", l.m, l.k, l.n), false, false, l.m, l.n, l.k},
@@ -77,6 +81,17 @@ func benchKernels(b *testing.B) {
 			b.Skipf("kernel set %q not available", name)
 		}
 		b.Cleanup(restore)
+	}
+	// GONOX_GEMM_SMALLMNT=n sets smallMNT (0 turns the transposed small-m
+	// A·Bᵀ path off).
+	if v := os.Getenv("GONOX_GEMM_SMALLMNT"); v != "" {
+		var n int
+		if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < 0 {
+			b.Fatalf("GONOX_GEMM_SMALLMNT=%q: want a count", v)
+		}
+		prev := smallMNT
+		smallMNT = n
+		b.Cleanup(func() { smallMNT = prev })
 	}
 	// GONOX_GEMM_TASKS=n sets the blocks per goroutine of parallel calls.
 	if tp := os.Getenv("GONOX_GEMM_TASKS"); tp != "" {
