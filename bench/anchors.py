@@ -73,8 +73,13 @@ def mlp_model(torch, sizes, final_act):
 def mlp(threads, sizes, batch):
     """Forward and backward of an MLP (ReLU, MSE), as nn.BenchmarkMLPStep."""
     import torch
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     torch.set_num_threads(threads)
+    # Debian's torch multiplies through OpenBLAS, whose pool
+    # torch.set_num_threads does not limit (it stays at the core count):
+    # limit every pool, or "1 thread" runs its products on all cores.
+    threadpool_limits(limits=threads)
     torch.manual_seed(0)
     sizes = [int(s) for s in sizes.split(",")]
     model = mlp_model(torch, sizes, final_act=False)
@@ -89,7 +94,8 @@ def mlp(threads, sizes, batch):
     cpu = []
     t = median_time(step, reps=50, warm=5, min_time=1.5, cpu=cpu)
     name = "-".join(map(str, sizes))
-    print(f"INFO torch {torch.__version__} threads={torch.get_num_threads()}")
+    pools = ", ".join(f"{i['internal_api']}={i['num_threads']}" for i in threadpool_info())
+    print(f"INFO torch {torch.__version__} threads={torch.get_num_threads()} pools: {pools}")
     print(f"ANCHOR mlp_{name}_b{batch}_t{threads} {t * 1e6:.1f} us/step")
     print(f"ANCHOR mlp_{name}_b{batch}_t{threads} {cpu[0] * 1e6:.1f} cpu-us/step")
 
@@ -98,9 +104,12 @@ def _ddp_worker(rank, world, port, queue):
     import torch
     import torch.distributed as dist
 
+    from threadpoolctl import threadpool_limits
+
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
+    threadpool_limits(limits=1)  # OpenBLAS too (see mlp)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     sizes = [784, 1024, 1024, 10]
