@@ -19,15 +19,23 @@ import sys
 import time
 
 
-def median_time(fn, reps, warm=2, min_time=0.0):
+def median_time(fn, reps, warm=2, min_time=0.0, cpu=None):
+    """Median wall time of fn. If cpu is a list, the mean CPU time of the
+    calling thread per call (time.thread_time) is appended to it: on a
+    shared machine, time spent not running does not count. Only meaningful
+    with one compute thread, which is then the caller (process time would
+    also count the idle pool threads that OpenMP keeps spinning)."""
     for _ in range(warm):
         fn()
     ts = []
     t_start = time.perf_counter()
+    c_start = time.thread_time()
     while len(ts) < reps or time.perf_counter() - t_start < min_time:
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
+    if cpu is not None:
+        cpu.append((time.thread_time() - c_start) / len(ts))
     return statistics.median(ts)
 
 
@@ -46,9 +54,11 @@ def sgemm(threads):
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     c = np.empty((n, n), dtype=np.float32)
+    cpu = []
     with threadpool_limits(limits=threads, user_api="blas"):
-        t = median_time(lambda: np.matmul(a, b, out=c), reps=30, min_time=1.0)
+        t = median_time(lambda: np.matmul(a, b, out=c), reps=30, min_time=1.0, cpu=cpu)
     print(f"ANCHOR sgemm_1024_t{threads} {2 * n**3 / t / 1e9:.2f} GFLOP/s")
+    print(f"ANCHOR sgemm_1024_t{threads} {2 * n**3 / cpu[0] / 1e9:.2f} GFLOP/cpu-s")
 
 
 def mlp_model(torch, sizes, final_act):
@@ -63,8 +73,13 @@ def mlp_model(torch, sizes, final_act):
 def mlp(threads, sizes, batch):
     """Forward and backward of an MLP (ReLU, MSE), as nn.BenchmarkMLPStep."""
     import torch
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     torch.set_num_threads(threads)
+    # Debian's torch multiplies through OpenBLAS, whose pool
+    # torch.set_num_threads does not limit (it stays at the core count):
+    # limit every pool, or "1 thread" runs its products on all cores.
+    threadpool_limits(limits=threads)
     torch.manual_seed(0)
     sizes = [int(s) for s in sizes.split(",")]
     model = mlp_model(torch, sizes, final_act=False)
@@ -76,19 +91,25 @@ def mlp(threads, sizes, batch):
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
 
-    t = median_time(step, reps=50, warm=5, min_time=1.5)
+    cpu = []
+    t = median_time(step, reps=50, warm=5, min_time=1.5, cpu=cpu)
     name = "-".join(map(str, sizes))
-    print(f"INFO torch {torch.__version__} threads={torch.get_num_threads()}")
+    pools = ", ".join(f"{i['internal_api']}={i['num_threads']}" for i in threadpool_info())
+    print(f"INFO torch {torch.__version__} threads={torch.get_num_threads()} pools: {pools}")
     print(f"ANCHOR mlp_{name}_b{batch}_t{threads} {t * 1e6:.1f} us/step")
+    print(f"ANCHOR mlp_{name}_b{batch}_t{threads} {cpu[0] * 1e6:.1f} cpu-us/step")
 
 
 def _ddp_worker(rank, world, port, queue):
     import torch
     import torch.distributed as dist
 
+    from threadpoolctl import threadpool_limits
+
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
+    threadpool_limits(limits=1)  # OpenBLAS too (see mlp)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     sizes = [784, 1024, 1024, 10]

@@ -4,6 +4,10 @@
 # processes), interleaved in one run, and the ratio of each figure to its
 # anchor against the target of issue 19.
 #
+# Single-threaded figures are also given per second of CPU time (Go:
+# getrusage of the process; the anchors: CPU time of the computing
+# thread), which a busy shared machine distorts much less than wall time.
+#
 # Not part of CI: a full run takes 10-20 minutes. Usage:
 #
 #	bench/compare.sh [ROUNDS]        # default 3 rounds; medians over rounds
@@ -47,6 +51,7 @@ go test -c -o "$bin/optim" ./optim
 
 for r in $(seq "$rounds"); do
 	echo "== round $r/$rounds" >&2
+	echo "INFO round $r: load average $(cut -d' ' -f1-3 /proc/loadavg) (the machine has $(nproc) cores)" | tee -a "$log"
 	# Each gonox figure runs right before its anchor, so both see the same
 	# neighbours on a shared machine.
 	for t in 1 2; do

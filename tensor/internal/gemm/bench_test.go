@@ -43,6 +43,10 @@ func benchShapes() []benchShape {
 	for _, kn := range [][2]int{{784, 1024}, {1024, 1024}, {1024, 10}} {
 		layers = append(layers, layer{256, kn[0], kn[1]})
 	}
+	// A data-parallel device's share of batch 256 on 8 and 2 devices.
+	for _, m := range []int{32, 128} {
+		layers = append(layers, layer{m, 1024, 1024})
+	}
 	for _, l := range layers {
 		s = append(s,
 			benchShape{fmt.Sprintf("mlp_m%d_k%d_n%d/fwd_NN", l.m, l.k, l.n), false, false, l.m, l.n, l.k},
@@ -78,6 +82,17 @@ func benchKernels(b *testing.B) {
 	if err := kernels.Err(); err != nil {
 		b.Fatal(err)
 	}
+	// GONOX_GEMM_SMALLMNT=n sets smallMNT (0 turns the transposed small-m
+	// A·Bᵀ path off).
+	if v := os.Getenv("GONOX_GEMM_SMALLMNT"); v != "" {
+		var n int
+		if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < 0 {
+			b.Fatalf("GONOX_GEMM_SMALLMNT=%q: want a count", v)
+		}
+		prev := smallMNT
+		smallMNT = n
+		b.Cleanup(func() { smallMNT = prev })
+	}
 	// GONOX_GEMM_TASKS=n sets the blocks per goroutine of parallel calls.
 	if tp := os.Getenv("GONOX_GEMM_TASKS"); tp != "" {
 		var n int
@@ -111,10 +126,18 @@ func BenchmarkSgemm(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/threads=%d", s.name, threads), func(b *testing.B) {
 				a, bb, c, lda, ldb := benchOperands(s)
 				b.ReportAllocs()
+				cpu0 := cpuSeconds()
 				for b.Loop() {
 					Sgemm(s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n, threads)
 				}
-				b.ReportMetric(2*float64(s.m)*float64(s.n)*float64(s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				flops := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(b.N)
+				b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				// Per second of CPU time: on a shared machine, time this
+				// process was not running does not count (single-threaded
+				// calls only: with threads > 1 it is the work per core).
+				if cpu := cpuSeconds() - cpu0; cpu > 0 {
+					b.ReportMetric(flops/cpu/1e9, "GFLOP/cpu-s")
+				}
 			})
 		}
 	}

@@ -530,3 +530,29 @@ func TestAlignedFloats(t *testing.T) {
 		require.Zero(t, uintptrOf(x)%64)
 	}
 }
+
+// TestSgemmSmallMTransB covers op(A)·Bᵀ with a few rows of C, which is
+// computed as its transpose (useTransposed): both op(A), several k blocks,
+// padded strides, beta, one and several goroutines (bit-identical).
+func TestSgemmSmallMTransB(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(9, 10))
+		s := active
+		if s.nr == s.nrHalf {
+			t.Skip("one kernel width: no rows between the narrow and the wide width")
+		}
+		for _, ta := range []bool{false, true} {
+			for _, m := range []int{s.nrHalf + 1, s.nr - 1, s.nr} {
+				for _, sh := range [][2]int{{2 * s.nrHalf, 7}, {3*s.nr + 5, 2*s.kc + 3}, {1030, 300}} {
+					n, k := sh[0], sh[1]
+					g := newCase(rng, ta, true, m, n, k, rng.IntN(5), 1.5, -0.5)
+					require.True(t, s.useTransposed(&problem{transA: ta, transB: true, m: m, n: n, k: k}),
+						"m=%d n=%d k=%d takes the transposed path", m, n, k)
+					c1 := g.check(t, 1)
+					c2 := g.check(t, 2)
+					require.Equal(t, c1, c2, "%v: the same bits on 1 and 2 goroutines", g)
+				}
+			}
+		}
+	})
+}
