@@ -29,6 +29,7 @@ import (
 	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/shard/mpi"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -55,7 +56,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mlp:", err)
 		os.Exit(2)
 	}
-	if err := run(cfg, os.Stdout); err != nil {
+	// Under mpirun (binary built with -tags mpi) every process trains its
+	// part of the mesh; only process 0 prints and plots.
+	if err := mpi.Init(); err != nil {
+		fmt.Fprintln(os.Stderr, "mlp:", err)
+		os.Exit(1)
+	}
+	defer mpi.Finalize()
+	var out io.Writer = os.Stdout
+	if mpi.Rank() != 0 {
+		out, cfg.plot, cfg.quiet = io.Discard, "", true
+	}
+	if err := run(cfg, out); err != nil {
+		mpi.Finalize()
 		fmt.Fprintln(os.Stderr, "mlp:", err)
 		os.Exit(1)
 	}
