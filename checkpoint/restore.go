@@ -245,6 +245,7 @@ type target struct {
 	blocks  []*tensor.Tensor // unique blocks (host: one), by block number
 	owner   []int            // mesh index of each block's first holder
 	ofDev   []int            // block number of each device (sharded)
+	need    []bool           // blocks some device of this process holds (sharded)
 	offsets [][]int          // each block's global offset
 	shape   []int            // block shape
 }
@@ -310,6 +311,14 @@ func restoreLeaves(dir string, step int, likePaths []pytree.Path, likes []*tenso
 				}
 				t.ofDev = append(t.ofDev, b)
 			}
+			// In a job of several processes, read only the blocks of this
+			// process's devices, each by its first local holder.
+			t.need = make([]bool, len(t.offsets))
+			for d, dev := range s.Mesh().Devices() {
+				if b := t.ofDev[d]; dev.IsLocal() && !t.need[b] {
+					t.need[b], t.owner[b] = true, d
+				}
+			}
 		} else {
 			t.shape = x.Shape()
 			t.offsets = [][]int{make([]int, x.Rank())}
@@ -317,7 +326,9 @@ func restoreLeaves(dir string, step int, likePaths []pytree.Path, likes []*tenso
 		}
 		t.blocks = make([]*tensor.Tensor, len(t.offsets))
 		for b := range t.blocks {
-			t.blocks[b] = tensor.Zeros(x.DType(), t.shape...)
+			if !sharded || t.need[b] {
+				t.blocks[b] = tensor.Zeros(x.DType(), t.shape...)
+			}
 		}
 		targets[i] = t
 	}
@@ -332,6 +343,9 @@ func restoreLeaves(dir string, step int, likePaths []pytree.Path, likes []*tenso
 		if t.sharded {
 			devs := t.sh.Mesh().Devices()
 			for b, off := range t.offsets {
+				if !t.need[b] {
+					continue // another process's
+				}
 				pieces = append(pieces, &piece{t: t, blk: b, lo: off, size: t.shape, worker: devs[t.owner[b]].ID()})
 			}
 			continue
@@ -456,8 +470,10 @@ func assemble(targets []*target) ([]*tensor.Tensor, error) {
 			out[i] = t.blocks[0]
 		} else {
 			blocks := make([]*tensor.Tensor, t.sh.Mesh().Size())
-			for d := range blocks {
-				blocks[d] = t.blocks[t.ofDev[d]]
+			for d, dev := range t.sh.Mesh().Devices() {
+				if dev.IsLocal() {
+					blocks[d] = t.blocks[t.ofDev[d]]
+				}
 			}
 			x, err := shard.FromBlocks(t.sh, t.like.Shape(), blocks)
 			if err != nil {

@@ -74,6 +74,7 @@ const TimeoutEnv = "GONOX_TIMEOUT"
 // process). It is set once, by Install, before the pool exists.
 var dist struct {
 	t       Transport
+	aux     Group // all processes, for AllGatherProcesses
 	rank    int
 	debug   bool
 	timeout time.Duration
@@ -114,6 +115,13 @@ func Install(t Transport, localDevices int) error {
 	})
 	if !installed {
 		return fmt.Errorf("shard.Install: the device pool is already in use; install the transport first (call mpi.Init at the start of main)")
+	}
+	if dist.t != nil {
+		all := make([]int, t.Size())
+		for i := range all {
+			all[i] = i
+		}
+		dist.aux = t.NewGroup(all)
 	}
 	dist.debug = os.Getenv(DebugEnv) == "1"
 	dist.timeout = 10 * time.Minute
@@ -632,4 +640,18 @@ func (l *layout) meshOrNil() *Mesh {
 		return nil
 	}
 	return l.sharding.mesh
+}
+
+// AllGatherProcesses gathers data from every process of the job, in rank
+// order (with one process: just data). Every process must call it, in the
+// same order; it uses a communicator of its own, so it may run on another
+// goroutine than Map and Gather (package checkpoint commits saves with it,
+// possibly in the background).
+func AllGatherProcesses(data []byte) [][]byte {
+	if dist.t == nil {
+		return [][]byte{data}
+	}
+	stop := watchdog("shard.AllGatherProcesses")
+	defer stop()
+	return allgatherBytes(dist.aux, data)
 }

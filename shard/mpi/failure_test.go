@@ -60,6 +60,12 @@ func runHelper(kind string) int {
 			}
 			return c.Psum(b, "d")
 		})(x)
+	case "save", "restore":
+		if err := checkpointHelper(kind); err != nil {
+			fmt.Fprintf(os.Stderr, "process %d: %v\n", rank, err)
+			return 1
+		}
+		fmt.Printf("process %d: %s ok\n", rank, kind)
 	case "put":
 		shard.Put(tensor.Full(tensor.Float32, float64(rank), 4), shard.NewSharding(m, shard.P()))
 	}
