@@ -84,6 +84,14 @@
 // naming the device and the cause (MapErr returns it instead), and no
 // goroutine is left behind.
 //
+// # Several processes
+//
+// With package shard/mpi (build tag mpi), meshes span processes and hosts:
+// Install makes the device pool global and process-major, each process
+// materialises only its own devices' blocks (Blocks has nil for the
+// others), collectives between processes go over MPI, and Gather and Put
+// across processes are collective. See package shard/mpi.
+//
 // # Cost accounting
 //
 // WithComm collects the bytes each device sends, per collective kind, so
