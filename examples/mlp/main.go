@@ -68,8 +68,13 @@ func main() {
 		out, cfg.plot, cfg.quiet = io.Discard, "", true
 	}
 	if err := run(cfg, out); err != nil {
-		mpi.Finalize()
-		fmt.Fprintln(os.Stderr, "mlp:", err)
+		if mpi.Size() > 1 {
+			// No Finalize: the others may wait for this process; exiting
+			// non-zero makes mpirun end the job.
+			fmt.Fprintf(os.Stderr, "mlp: process %d: %v\n", mpi.Rank(), err)
+		} else {
+			fmt.Fprintln(os.Stderr, "mlp:", err)
+		}
 		os.Exit(1)
 	}
 }
