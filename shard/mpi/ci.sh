@@ -52,3 +52,13 @@ for c in "2 dp dp=2" "2 fsdp dp=2" "4 tp dp=2,tp=2" "4 fsdp_tp dp=2,tp=2"; do
   fi
   echo "mlp $2 on $3 over $1 processes: same lines"
 done
+
+echo "--- examples/mlp: checkpoints written by 2 processes resume"
+alone=$("$out/mlp" -epochs 3 -quiet -plot "" -strategy fsdp -mesh dp=2 | lines | tail -1)
+mpirun -np 2 "$out/mlp" -epochs 2 -quiet -plot "" -strategy fsdp -mesh dp=2 -ckpt "$out/ckpt" >/dev/null
+resumed=$(mpirun -np 2 "$out/mlp" -epochs 3 -quiet -plot "" -strategy fsdp -mesh dp=2 -ckpt "$out/ckpt")
+grep -q "resumed from" <<<"$resumed"
+if [ "$(lines <<<"$resumed" | tail -1)" != "$alone" ]; then
+  echo "resumed run differs from the uninterrupted one:"; echo "$resumed"; echo "$alone"; exit 1
+fi
+echo "mlp fsdp: saved by 2 processes, resumed, same last epoch"
