@@ -75,6 +75,7 @@ const TimeoutEnv = "GONOX_TIMEOUT"
 var dist struct {
 	t       Transport
 	aux     Group // all processes, for AllGatherProcesses
+	putc    Group // all processes, for the debug check of Put
 	rank    int
 	debug   bool
 	timeout time.Duration
@@ -122,6 +123,7 @@ func Install(t Transport, localDevices int) error {
 			all[i] = i
 		}
 		dist.aux = t.NewGroup(all)
+		dist.putc = t.NewGroup(all)
 	}
 	dist.debug = os.Getenv(DebugEnv) == "1"
 	dist.timeout = 10 * time.Minute
@@ -613,7 +615,10 @@ func gatherAll(l *layout, x *tensor.Tensor) *tensor.Tensor {
 }
 
 // checkPutEqual panics (in debug mode) unless the host tensor x is the
-// same on every process.
+// same on every process. It has a communicator of its own, so a loader
+// putting batches on its goroutine does not cross Map or Gather; Puts
+// from several goroutines at once must still come in the same order on
+// every process.
 func checkPutEqual(x *tensor.Tensor) {
 	if dist.t == nil || !dist.debug {
 		return
@@ -622,7 +627,9 @@ func checkPutEqual(x *tensor.Tensor) {
 	h.Write([]byte(x.String()))
 	h.Write(rawBytes(x))
 	s := fmt.Sprintf("%x", h.Sum64())
-	checkSame(dist.t.World(), nil, s, "shard.Put: "+x.String()+": the host tensor differs between processes (this is process "+strconv.Itoa(dist.rank)+", process %d differs; hashes %s vs %s); every process must Put the same value")
+	stop := watchdog("the GONOX_DEBUG check of shard.Put " + x.String())
+	defer stop()
+	checkSame(dist.putc, nil, s, "shard.Put: "+x.String()+": the host tensor differs between processes (this is process "+strconv.Itoa(dist.rank)+", process %d differs; hashes %s vs %s); every process must Put the same value")
 }
 
 // firstLocalMember returns the first member of g in this process.

@@ -63,9 +63,9 @@ func main() {
 		os.Exit(1)
 	}
 	defer mpi.Finalize()
-	var out io.Writer = os.Stdout
+	out := mpi.Output(os.Stdout)
 	if mpi.Rank() != 0 {
-		out, cfg.plot, cfg.quiet = io.Discard, "", true
+		cfg.plot, cfg.quiet = "", true
 	}
 	if err := run(cfg, out); err != nil {
 		if mpi.Size() > 1 {

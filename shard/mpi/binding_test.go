@@ -3,6 +3,8 @@
 package mpi_test
 
 import (
+	"bytes"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -137,6 +139,16 @@ func TestBinding(t *testing.T) {
 		d.Free()
 		w.Barrier()
 	})
+}
+
+func TestOutputOnlyOnProcess0(t *testing.T) {
+	var b bytes.Buffer
+	w := mpi.Output(&b)
+	if mpi.Rank() == 0 {
+		assert.Same(t, &b, w)
+	} else {
+		assert.Equal(t, io.Discard, w)
+	}
 }
 
 func TestBindingPanicsOnBadLengths(t *testing.T) {

@@ -4,6 +4,7 @@ package mpi
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 
@@ -130,4 +131,16 @@ func (g group) AllreduceInt32(send, recv []int32, op shard.ReduceOp) {
 
 func (g group) Allgatherv(send, recv []byte, counts []int) {
 	Allgatherv(g.c, send, recv, counts)
+}
+
+// Output returns w on process 0 and io.Discard on the others, so that
+// only one process of a job prints:
+//
+//	out := mpi.Output(os.Stdout)
+//	fmt.Fprintf(out, "epoch %d loss %.4f\n", epoch, loss)
+func Output(w io.Writer) io.Writer {
+	if Rank() != 0 {
+		return io.Discard
+	}
+	return w
 }
