@@ -77,7 +77,7 @@ func runHelper(kind string) int {
 // process fails, and checks that the whole job ends quickly with an error
 // naming the process.
 func TestFailuresEndTheJob(t *testing.T) {
-	if worldSize() > 1 {
+	if underLauncher() {
 		t.Skip("starts its own jobs; run it without mpirun")
 	}
 	mpirun, err := exec.LookPath("mpirun")

@@ -42,3 +42,14 @@ func worldSize() int {
 	}
 	return 1
 }
+
+// underLauncher reports whether mpirun (or srun) started this process,
+// even as a job of one.
+func underLauncher() bool {
+	for _, v := range []string{"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"} {
+		if _, ok := os.LookupEnv(v); ok {
+			return true
+		}
+	}
+	return false
+}
