@@ -409,7 +409,7 @@ func psumScatter(e *devEnv, x *tensor.Tensor, axes []string, dim int, tiled bool
 func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.PsumScatter", p.axes)
-	s := e.run.meet(e, &call{kind: "psum_scatter", axes: p.axes, x: x, extra: fmt.Sprintf("dim %d %s", p.dim, tiledWord(p.tiled))})
+	s := e.run.meet(e, &call{kind: "psum_scatter", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("dim %d %s", p.dim, tiledWord(p.tiled))})
 	defer e.run.leave(s)
 	size := x.Dim(p.dim) / g.size
 	var out *tensor.Tensor
@@ -481,7 +481,7 @@ func ppermute(e *devEnv, x *tensor.Tensor, axes []string, perm [][2]int) *tensor
 func ppermuteImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.Ppermute", p.axes)
-	s := e.run.meet(e, &call{kind: "ppermute", axes: p.axes, x: x, extra: fmt.Sprintf("perm %v", p.perm)})
+	s := e.run.meet(e, &call{kind: "ppermute", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("perm %v", p.perm)})
 	defer e.run.leave(s)
 	me := g.meshRank[g.rank]
 	// rankOf maps a mesh-order index to a member.
@@ -578,7 +578,7 @@ func allToAll(e *devEnv, x *tensor.Tensor, axes []string, split, concat int, til
 func allToAllImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.AllToAll", p.axes)
-	s := e.run.meet(e, &call{kind: "all_to_all", axes: p.axes, x: x, extra: fmt.Sprintf("split %d concat %d %s", p.dim, p.dim2, tiledWord(p.tiled))})
+	s := e.run.meet(e, &call{kind: "all_to_all", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("split %d concat %d %s", p.dim, p.dim2, tiledWord(p.tiled))})
 	defer e.run.leave(s)
 	c := x.Dim(p.dim) / g.size
 	parts := make([]*tensor.Tensor, g.size)

@@ -66,6 +66,7 @@ type call struct {
 	x     *tensor.Tensor // the local block (untraced)
 	extra string         // parameters that must agree across devices
 	data  any            // per-device data that may differ (ragged sizes)
+	p     *collParams    // the parameters, for the cross-process exchange
 }
 
 func (c *call) String() string {

@@ -58,6 +58,9 @@ type Group interface {
 	// Allgatherv concatenates every rank's send into recv in rank
 	// order; counts[r] is the length of rank r's send.
 	Allgatherv(send, recv []byte, counts []int)
+	// Alltoallv sends sendCounts[r] bytes of send (in rank order) to
+	// rank r and receives recvCounts[r] bytes from rank r into recv.
+	Alltoallv(send []byte, sendCounts []int, recv []byte, recvCounts []int)
 }
 
 // DebugEnv is the environment variable that turns on cross-process checks
@@ -345,9 +348,12 @@ func (r *run) exchange(s *slot) (err error) {
 		// Members in the collective's rank order (listed axes, first major).
 		ge := &devEnv{mesh: m, dev: key, coords: m.Coords(key)}
 		members = ge.group("shard", first.axes).members
-		if first.kind == "psum" {
+		switch first.kind {
+		case "psum":
 			r.exchangePsum(s, g, key, members)
-		} else {
+		case "psum_scatter", "all_to_all", "ppermute":
+			r.exchangeParts(s, g, ge, members, procs)
+		default:
 			r.exchangeBlocks(s, g, members, procs)
 		}
 	}
@@ -661,4 +667,124 @@ func AllGatherProcesses(data []byte) [][]byte {
 	stop := watchdog("shard.AllGatherProcesses")
 	defer stop()
 	return allgatherBytes(dist.aux, data)
+}
+
+// region is the part [lo, hi) along dim of a member's block that another
+// member needs; whole means all of it, none nothing.
+type region struct {
+	dim, lo, hi int
+	whole, none bool
+}
+
+// needs returns the part of sender member m's block x that member j reads
+// in a reduce-scatter, an all-to-all or a ppermute over g.
+func needs(c *call, g group, m, j int, x *tensor.Tensor) region {
+	rank := func(dev int) int { return slices.Index(g.members, dev) }
+	switch c.kind {
+	case "psum_scatter", "all_to_all":
+		d := c.p.dim
+		size := x.Dim(d) / g.size
+		return region{dim: d, lo: rank(j) * size, hi: (rank(j) + 1) * size}
+	case "ppermute":
+		from, to := g.meshRank[rank(m)], g.meshRank[rank(j)]
+		for _, pr := range c.p.perm {
+			if pr[0] == from && pr[1] == to {
+				return region{whole: true}
+			}
+		}
+		return region{none: true}
+	}
+	return region{whole: true}
+}
+
+func (rg region) bytes(x *tensor.Tensor) []byte {
+	switch {
+	case rg.none:
+		return nil
+	case rg.whole:
+		return rawBytes(x)
+	}
+	return rawBytes(tensor.SliceAxis(tensor.WithLocal(x, nil), rg.dim, rg.lo, rg.hi))
+}
+
+func (rg region) size(x *tensor.Tensor) int {
+	switch {
+	case rg.none:
+		return 0
+	case rg.whole || x.Dim(rg.dim) == 0:
+		return x.Bytes()
+	}
+	return x.Bytes() / x.Dim(rg.dim) * (rg.hi - rg.lo)
+}
+
+// exchangeParts brings, for a reduce-scatter, an all-to-all or a ppermute,
+// only the parts of the remote members' blocks that this process's members
+// read (MPI_Alltoallv): remote blocks are rebuilt full-size with zeros
+// where nothing local reads them.
+func (r *run) exchangeParts(s *slot, g Group, ge *devEnv, members, procs []int) {
+	m := r.mesh
+	gr := ge.group("shard", s.calls[r.first].axes)
+	var c0 *call
+	byProc := make([][]int, len(procs)) // members of each process, in rank order
+	for _, j := range members {
+		pi := slices.Index(procs, m.devices[j].proc)
+		byProc[pi] = append(byProc[pi], j)
+		if c0 == nil && m.isLocal(j) {
+			c0 = s.calls[j]
+		}
+	}
+	me := slices.Index(procs, dist.rank)
+	x0 := c0.x
+	sendCounts := make([]int, len(procs))
+	recvCounts := make([]int, len(procs))
+	var send []byte
+	for q := range procs {
+		for _, src := range byProc[me] {
+			for _, dst := range byProc[q] {
+				if q == me {
+					continue
+				}
+				b := needs(c0, gr, src, dst, x0).bytes(s.calls[src].x)
+				send = append(send, b...)
+				sendCounts[q] += len(b)
+			}
+		}
+		if q != me {
+			for _, src := range byProc[q] {
+				for _, dst := range byProc[me] {
+					recvCounts[q] += needs(c0, gr, src, dst, x0).size(x0)
+				}
+			}
+		}
+	}
+	total := 0
+	for _, n := range recvCounts {
+		total += n
+	}
+	recv := make([]byte, total)
+	g.Alltoallv(send, sendCounts, recv, recvCounts)
+	for q := range procs {
+		if q == me {
+			continue
+		}
+		for _, src := range byProc[q] {
+			x := tensor.Zeros(x0.DType(), x0.Shape()...)
+			for _, dst := range byProc[me] {
+				rg := needs(c0, gr, src, dst, x0)
+				n := rg.size(x0)
+				part := recv[:n]
+				recv = recv[n:]
+				switch {
+				case rg.none:
+				case rg.whole:
+					copy(rawBytes(x), part)
+				default:
+					shape := x0.Shape()
+					shape[rg.dim] = rg.hi - rg.lo
+					placeAt(x, fromBytes(x0.DType(), part, shape), rg.dim, rg.lo)
+				}
+			}
+			s.calls[src] = &call{kind: c0.kind, axes: c0.axes, x: x, extra: c0.extra, p: c0.p}
+		}
+	}
 }

@@ -144,3 +144,7 @@ func Output(w io.Writer) io.Writer {
 	}
 	return w
 }
+
+func (g group) Alltoallv(send []byte, sendCounts []int, recv []byte, recvCounts []int) {
+	Alltoallv(g.c, send, sendCounts, recv, recvCounts)
+}
