@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/gonox/gonox/shard"
 )
 
 // ManagerOptions configures a Manager. The zero value saves every step
@@ -154,6 +156,10 @@ func (m *Manager) committedLocked(step int, metrics map[string]float64) error {
 	m.steps[step] = metrics
 	var errs []error
 	for _, s := range m.pruneLocked() {
+		if shard.ProcessIndex() != 0 {
+			delete(m.steps, s) // in a job of several processes, process 0 deletes
+			continue
+		}
 		gone, err := removeStep(m.dir, s)
 		if gone {
 			delete(m.steps, s)

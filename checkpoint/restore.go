@@ -280,6 +280,7 @@ type target struct {
 	blocks  []*tensor.Tensor // unique blocks (host: one), by block number
 	owner   []int            // mesh index of each block's first holder
 	ofDev   []int            // block number of each device (sharded)
+	need    []bool           // blocks some device of this process holds (sharded)
 	offsets [][]int          // each block's global offset
 	shape   []int            // block shape
 }
@@ -353,6 +354,14 @@ func restoreFrom(root *os.Root, m *manifest, step int, likePaths []pytree.Path, 
 				}
 				t.ofDev = append(t.ofDev, b)
 			}
+			// In a job of several processes, read only the blocks of this
+			// process's devices, each by its first local holder.
+			t.need = make([]bool, len(t.offsets))
+			for d, dev := range s.Mesh().Devices() {
+				if b := t.ofDev[d]; dev.IsLocal() && !t.need[b] {
+					t.need[b], t.owner[b] = true, d
+				}
+			}
 		} else {
 			t.shape = x.Shape()
 			t.offsets = [][]int{make([]int, x.Rank())}
@@ -360,7 +369,9 @@ func restoreFrom(root *os.Root, m *manifest, step int, likePaths []pytree.Path, 
 		}
 		t.blocks = make([]*tensor.Tensor, len(t.offsets))
 		for b := range t.blocks {
-			t.blocks[b] = tensor.Zeros(x.DType(), t.shape...)
+			if !sharded || t.need[b] {
+				t.blocks[b] = tensor.Zeros(x.DType(), t.shape...)
+			}
 		}
 		targets[i] = t
 	}
@@ -375,6 +386,9 @@ func restoreFrom(root *os.Root, m *manifest, step int, likePaths []pytree.Path, 
 		if t.sharded {
 			devs := t.sh.Mesh().Devices()
 			for b, off := range t.offsets {
+				if !t.need[b] {
+					continue // another process's
+				}
 				pieces = append(pieces, &piece{t: t, blk: b, lo: off, size: t.shape, worker: devs[t.owner[b]].ID()})
 			}
 			continue
@@ -499,8 +513,10 @@ func assemble(targets []*target) ([]*tensor.Tensor, error) {
 			out[i] = t.blocks[0]
 		} else {
 			blocks := make([]*tensor.Tensor, t.sh.Mesh().Size())
-			for d := range blocks {
-				blocks[d] = t.blocks[t.ofDev[d]]
+			for d, dev := range t.sh.Mesh().Devices() {
+				if dev.IsLocal() {
+					blocks[d] = t.blocks[t.ofDev[d]]
+				}
 			}
 			x, err := shard.FromBlocks(t.sh, t.like.Shape(), blocks)
 			if err != nil {

@@ -193,7 +193,9 @@ func prepare(step int, tree any, opts []SaveOption) (*savePlan, error) {
 			}
 			se := &shardEntry{Offset: make([]int, x.Rank()), Shape: x.Shape(), Device: -1, Raw: raw(x), Chunks: []*chunkRecord{}}
 			e.Shards = append(e.Shards, se)
-			hostJobs = append(hostJobs, saveJob{path: path, entry: se, block: x, storage: e.storage})
+			if shard.ProcessIndex() == 0 { // in a job of several processes, process 0 writes host tensors
+				hostJobs = append(hostJobs, saveJob{path: path, entry: se, block: x, storage: e.storage})
+			}
 			continue
 		}
 		mesh := s.Mesh()
@@ -217,8 +219,11 @@ func prepare(step int, tree any, opts []SaveOption) (*savePlan, error) {
 			}
 			seen[key] = true
 			file := fmt.Sprintf("d%04d.bin", dev.ID())
-			se := &shardEntry{Offset: off, Shape: slices.Clone(g.block), Device: dev.ID(), File: file, Raw: raw(blocks[d]), Chunks: []*chunkRecord{}}
+			se := &shardEntry{Offset: off, Shape: slices.Clone(g.block), Device: dev.ID(), File: file, Raw: int64(numelOf(g.block) * e.storedSize()), Chunks: []*chunkRecord{}}
 			e.Shards = append(e.Shards, se)
+			if blocks[d] == nil {
+				continue // the block of another process's device: that process writes it
+			}
 			w := byFile[file]
 			if w == nil {
 				w = &writer{file: file}
@@ -352,6 +357,9 @@ var inProgress = struct {
 
 // commit writes the planned checkpoint and makes it visible atomically.
 func (p *savePlan) commit(dir string) (err error) {
+	if shard.ProcessCount() > 1 {
+		return p.commitDistributed(dir)
+	}
 	fail := func(file string, e error) error {
 		return &Error{Op: "save", Step: p.step, File: file, Err: e}
 	}

@@ -60,7 +60,7 @@ func (p path) Place(mesh *shard.Mesh, params any) (parallel.Placement, error) {
 }
 
 // BenchmarkStep times a training step (forward, backward, Adam) for each
-// strategy on 8 devices, on both paths: the shard.Map step ("map") and
+// strategy on 8 devices (DP and FSDP also on 2), on both paths: the shard.Map step ("map") and
 // sharding propagation ("prop"), for two MLPs: "large", 784-1024-1024-10
 // on batches of 256, and "small", 64-128-10 on batches of 64 (the model of
 // examples/mlp -strategy compare). It reports wall and CPU time per step
@@ -75,14 +75,21 @@ func BenchmarkStep(b *testing.B) {
 		m, _ := guideModel(size.sizes, 1, 4)
 		m = unsplitOutput(m)
 		_, bt := guideModel([]int{size.sizes[0], size.sizes[len(size.sizes)-1]}, size.batch, 5)
-		for _, s := range []parallel.Strategy{parallel.DP, parallel.FSDP, parallel.TP, parallel.FSDPTP} {
-			mesh := shard.NewMesh([]int{8}, []string{"dp"})
-			if s == parallel.TP || s == parallel.FSDPTP {
-				mesh = shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
-			}
+		for _, c := range []struct {
+			s    parallel.Strategy
+			mesh *shard.Mesh
+		}{
+			{parallel.DP, shard.NewMesh([]int{2}, []string{"dp"})},
+			{parallel.DP, shard.NewMesh([]int{8}, []string{"dp"})},
+			{parallel.FSDP, shard.NewMesh([]int{2}, []string{"dp"})},
+			{parallel.FSDP, shard.NewMesh([]int{8}, []string{"dp"})},
+			{parallel.TP, shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})},
+			{parallel.FSDPTP, shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})},
+		} {
+			s, mesh := c.s, c.mesh
 			for _, mapStep := range []bool{true, false} {
 				name := map[bool]string{true: "map", false: "prop"}[mapStep]
-				b.Run(fmt.Sprintf("%s/%v/%s", size.name, s, name), func(b *testing.B) {
+				b.Run(fmt.Sprintf("%s/%v/devices=%d/%s", size.name, s, mesh.Size(), name), func(b *testing.B) {
 					tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Strategy: path{s, mapStep}, Mesh: mesh,
 						Optimizer: optim.Adam(optim.Constant(1e-3))})
 					if err != nil {

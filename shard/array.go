@@ -46,9 +46,12 @@ func (l *layout) Gather(x *tensor.Tensor) *tensor.Tensor {
 	if len(l.partial) > 0 {
 		l = l.reduced()
 	}
+	if crossProcess(l) {
+		return gatherAll(l, x)
+	}
 	if l.sharding.IsReplicated() {
 		// Every block is the whole array, and blocks are immutable.
-		return l.blocks[0]
+		return l.blocks[l.sharding.mesh.firstLocal()]
 	}
 	out := tensor.Zeros(x.DType(), l.geo.shape...)
 	zero := make([]int, len(l.geo.shape))
@@ -64,6 +67,9 @@ func (l *layout) MapBlocks(x *tensor.Tensor, fn func(block *tensor.Tensor) *tens
 	out := &layout{sharding: l.sharding, geo: l.geo, blocks: make([]*tensor.Tensor, len(l.blocks))}
 	var dt tensor.DType
 	parallelFor(len(l.blocks), func(d int) {
+		if l.blocks[d] == nil {
+			return // another process's device
+		}
 		b := fn(l.blocks[d])
 		if !slices.Equal(b.Shape(), l.geo.block) {
 			panic(fmt.Sprintf("shard: MapBlocks changed block %v to %v", l.blocks[d], b))
@@ -71,7 +77,10 @@ func (l *layout) MapBlocks(x *tensor.Tensor, fn func(block *tensor.Tensor) *tens
 		out.blocks[d] = tensor.WithLocal(tensor.StopGradient(b), nil)
 		chargeBlock(l.sharding.mesh.devices[d], out.blocks[d])
 	})
-	dt = out.blocks[0].DType()
+	dt = x.DType()
+	if f := l.sharding.mesh.firstLocal(); f >= 0 {
+		dt = out.blocks[f].DType()
+	}
 	return tensor.NewSharded(dt, x.Shape(), out)
 }
 
@@ -125,7 +134,9 @@ func (l *layout) uniqueBlocks() []int {
 // readers build blocks where they belong). Replicas may share one block
 // tensor. The blocks must be host tensors of one dtype with the block
 // shape s gives to shape; they are charged to their devices. Tensors are
-// immutable, so the blocks must not be changed afterwards.
+// immutable, so the blocks must not be changed afterwards. When the mesh
+// spans processes (see Install), each process passes the blocks of its
+// own devices and nil for the others.
 func FromBlocks(s Sharding, shape []int, blocks []*tensor.Tensor) (*tensor.Tensor, error) {
 	if s.mesh == nil {
 		return nil, fmt.Errorf("shard.FromBlocks: zero Sharding")
@@ -138,21 +149,31 @@ func FromBlocks(s Sharding, shape []int, blocks []*tensor.Tensor) (*tensor.Tenso
 		return nil, fmt.Errorf("shard.FromBlocks: %d blocks for a mesh of %d devices", len(blocks), s.mesh.Size())
 	}
 	l := &layout{sharding: s, geo: geo, blocks: make([]*tensor.Tensor, len(blocks))}
+	f := s.mesh.firstLocal()
+	if f < 0 {
+		return nil, fmt.Errorf("shard.FromBlocks: process %d has no device of %v", dist.rank, s.mesh)
+	}
 	for d, b := range blocks {
+		if !s.mesh.isLocal(d) {
+			if b != nil {
+				return nil, fmt.Errorf("shard.FromBlocks: block %d given for device %d of process %d; this is process %d", d, s.mesh.devices[d].ID(), s.mesh.devices[d].Process(), dist.rank)
+			}
+			continue
+		}
 		switch {
 		case b == nil:
 			return nil, fmt.Errorf("shard.FromBlocks: block %d is nil", d)
 		case b.Layout() != nil || b.Local() != nil || b.IsTraced():
 			return nil, fmt.Errorf("shard.FromBlocks: block %d %v is not a plain host tensor", d, b)
-		case b.DType() != blocks[0].DType():
-			return nil, fmt.Errorf("shard.FromBlocks: block %d is %v, block 0 is %v", d, b.DType(), blocks[0].DType())
+		case b.DType() != blocks[f].DType():
+			return nil, fmt.Errorf("shard.FromBlocks: block %d is %v, block %d is %v", d, b.DType(), f, blocks[f].DType())
 		case !slices.Equal(b.Shape(), geo.block):
 			return nil, fmt.Errorf("shard.FromBlocks: block %d is %v, want shape %v for %v of shape %v", d, b, geo.block, s.spec, shape)
 		}
 		l.blocks[d] = b
 		chargeBlock(s.mesh.devices[d], b)
 	}
-	return tensor.NewSharded(blocks[0].DType(), shape, l), nil
+	return tensor.NewSharded(blocks[f].DType(), shape, l), nil
 }
 
 // ShardingOf returns the sharding of a global sharded tensor, and false for
@@ -166,8 +187,8 @@ func ShardingOf(x *tensor.Tensor) (Sharding, bool) {
 }
 
 // Blocks returns the blocks of a sharded tensor, one per device of its mesh
-// in mesh order (replicas are distinct copies). It panics for a host
-// tensor.
+// in mesh order (replicas are distinct copies), nil for devices of other
+// processes. It panics for a host tensor.
 func Blocks(x *tensor.Tensor) []*tensor.Tensor {
 	l, ok := x.Layout().(*layout)
 	if !ok {
@@ -256,6 +277,9 @@ func Gather(x *tensor.Tensor) *tensor.Tensor {
 
 // put builds the sharded tensor of x (host or sharded) for sharding s.
 func put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
+	if x.Layout() == nil {
+		checkPutEqual(x)
+	}
 	geo := s.geometry("shard.Put", x.Shape())
 	l := &layout{sharding: s, geo: geo, blocks: makeBlocks(x, s, true)}
 	return tensor.NewSharded(x.DType(), x.Shape(), l)
@@ -278,6 +302,11 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 		copy(out, src.blocks)
 		return out
 	}
+	if sm := src.meshOrNil(); sm != nil && (crossProcess(src) || sm.nlocal() < sm.Size()) {
+		// Some blocks live on other processes: assemble the whole array
+		// first (with every process), or take this process's replica.
+		x, src = src.Gather(x), nil
+	}
 	proto := &layout{sharding: s, geo: geo}
 	if src == nil && !charge {
 		if s.IsReplicated() {
@@ -291,15 +320,19 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 		}
 	}
 	// Without charging, devices that need the same block share one copy
-	// (blocks are immutable): a gather to replicas builds it once.
-	devs := make([]int, n)
-	for d := range devs {
-		devs[d] = d
+	// (blocks are immutable): a gather to replicas builds it once. Only
+	// this process's devices get blocks; other processes build theirs.
+	var devs []int
+	for d := range n {
+		if s.mesh.isLocal(d) {
+			devs = append(devs, d)
+		}
 	}
 	var same map[int][]int
 	if !charge {
-		devs, same = devs[:0], map[int][]int{}
-		for d := range n {
+		all := devs
+		devs, same = nil, map[int][]int{}
+		for _, d := range all {
 			k := s.mesh.Index(proto.canonical(d))
 			if _, ok := same[k]; !ok {
 				devs = append(devs, d)

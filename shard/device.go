@@ -18,8 +18,9 @@ const defaultDevices = 8
 // Device is a simulated CPU device in this process. Devices compute with
 // one goroutine each inside Map and hold the blocks of sharded tensors.
 type Device struct {
-	id  int
-	mem atomic.Int64
+	id   int
+	proc int // owning process (see Install)
+	mem  atomic.Int64
 	// watch holds the observers of propagated ops on this device (Record,
 	// Strict, Explain); see prop_watch.go.
 	watch atomic.Pointer[[]*watcher]
@@ -43,8 +44,9 @@ var pool struct {
 	devs []*Device
 }
 
-// Devices returns the local device pool, created on first use with the
-// number of devices in $GONOX_DEVICES (default 8). It panics if the
+// Devices returns the device pool, created on first use with the number
+// of devices in $GONOX_DEVICES (default 8). In a job of several processes
+// (see Install) it is the global pool, process-major. It panics if the
 // variable is set to something other than a positive integer.
 func Devices() []*Device {
 	pool.once.Do(func() {

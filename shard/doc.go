@@ -95,7 +95,7 @@
 //	  tanh sigmoid relu silu gelu gelu_exact gelu_grad gelu_exact_grad
 //	  softplus log_sigmoid clamp convert not is_nan is_finite name
 //	  square_bwd tanh_bwd sigmoid_bwd relu_bwd silu_bwd gelu_bwd
-//	  gelu_exact_bwd bias_act bias_act_bwd adam_update
+//	  gelu_exact_bwd bias_act bias_act_bwd adam_update adam_step
 //	                      operand shardings merged (largest operand first),
 //	                      the others moved to it (slicing a replicated
 //	                      operand is free); add and sub of equal partial
@@ -164,6 +164,14 @@
 // every waiting device is released, the call panics with a *DeviceError
 // naming the device and the cause (MapErr returns it instead), and no
 // goroutine is left behind.
+//
+// # Several processes
+//
+// With package shard/mpi (build tag mpi), meshes span processes and hosts:
+// Install makes the device pool global and process-major, each process
+// materialises only its own devices' blocks (Blocks has nil for the
+// others), collectives between processes go over MPI, and Gather and Put
+// across processes are collective. See package shard/mpi.
 //
 // # Cost accounting
 //

@@ -16,6 +16,7 @@ type Mesh struct {
 	names   []string
 	sizes   []int
 	devices []*Device
+	net     *meshNet // devices of other processes (see Install); nil in one process
 }
 
 // NewMesh returns a mesh over the first devices of the pool:
@@ -30,7 +31,7 @@ func NewMesh(sizes []int, names []string) *Mesh {
 	if n > len(devs) {
 		panic(fmt.Sprintf("shard.NewMesh: mesh %s needs %d devices, the pool has %d (set %s)", meshString(sizes, names), n, len(devs), DevicesEnv))
 	}
-	return &Mesh{names: slices.Clone(names), sizes: slices.Clone(sizes), devices: devs[:n]}
+	return (&Mesh{names: slices.Clone(names), sizes: slices.Clone(sizes), devices: devs[:n]}).connect()
 }
 
 // NewMeshOn returns a mesh over the given devices (in row-major order). It
@@ -47,7 +48,7 @@ func NewMeshOn(devices []*Device, sizes []int, names []string) *Mesh {
 		}
 		seen[d] = true
 	}
-	return &Mesh{names: slices.Clone(names), sizes: slices.Clone(sizes), devices: slices.Clone(devices)}
+	return (&Mesh{names: slices.Clone(names), sizes: slices.Clone(sizes), devices: slices.Clone(devices)}).connect()
 }
 
 // ParseMesh parses a mesh description such as "dp=4,tp=2" (from a flag,

@@ -10,7 +10,6 @@ import (
 	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
-	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
@@ -23,11 +22,11 @@ import (
 func TestOptimizerStepsShards(t *testing.T) {
 	m := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
 	r := rand.New(rand.NewPCG(1, 1))
-	model := parallel.Annotate(nn.NewMLP(tensor.NewKey(4), []int{16, 32, 32, 8}, nn.MLPOptions{}))
+	model := annotateMLP(nn.NewMLP(tensor.NewKey(4), []int{16, 32, 32, 8}, nn.MLPOptions{}))
 	x := randT(r, 16, 16)
 	y := randT(r, 16, 8)
 	loss := func(p nn.MLP, xy [2]*tensor.Tensor) *tensor.Tensor {
-		return tensor.Mean(parallel.MSE(p.Forward(xy[0]), xy[1]))
+		return tensor.Mean(mse(p.Forward(xy[0]), xy[1]))
 	}
 	for _, tc := range []struct {
 		name string
@@ -41,7 +40,7 @@ func TestOptimizerStepsShards(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hp, hs := model, tc.tx.Init(model)
-			rules := parallel.FSDPTP.Rules(m)
+			rules := stFSDPTP.rules(m)
 			pp := shard.FilterShard(model, m, rules)
 			ps := tc.tx.Init(pp)
 			xy := [2]*tensor.Tensor{shard.Put(x, shard.NewSharding(m, shard.P("dp", nil))), shard.Put(y, shard.NewSharding(m, shard.P("dp", nil)))}
@@ -88,12 +87,12 @@ func TestOptimizerStepsShards(t *testing.T) {
 func TestCheckpointOnPlacedModel(t *testing.T) {
 	m := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
 	r := rand.New(rand.NewPCG(2, 2))
-	model := parallel.Annotate(nn.NewMLP(tensor.NewKey(4), []int{16, 32, 32, 8}, nn.MLPOptions{}))
+	model := annotateMLP(nn.NewMLP(tensor.NewKey(4), []int{16, 32, 32, 8}, nn.MLPOptions{}))
 	x, y := randT(r, 16, 16), randT(r, 16, 8)
 	xs := shard.Put(x, shard.NewSharding(m, shard.P("dp", nil)))
 	ys := shard.Put(y, shard.NewSharding(m, shard.P("dp", nil)))
-	f := func(p nn.MLP) *tensor.Tensor { return tensor.Mean(parallel.MSE(p.Forward(xs), ys)) }
-	pp := shard.FilterShard(model, m, parallel.FSDPTP.Rules(m))
+	f := func(p nn.MLP) *tensor.Tensor { return tensor.Mean(mse(p.Forward(xs), ys)) }
+	pp := shard.FilterShard(model, m, stFSDPTP.rules(m))
 	want, wantG := autodiff.ValueAndGrad(f)(pp)
 	defer shard.Strict(m)()
 	for _, policy := range []autodiff.Policy{autodiff.NothingSaveable, autodiff.DotsSaveable} {
@@ -110,14 +109,14 @@ func TestCheckpointOnPlacedModel(t *testing.T) {
 func TestResidualsOfPlacedModel(t *testing.T) {
 	m := shard.NewMesh([]int{8}, []string{"dp"})
 	r := rand.New(rand.NewPCG(2, 3))
-	model := parallel.Annotate(nn.NewMLP(tensor.NewKey(4), []int{16, 64, 64, 8}, nn.MLPOptions{}))
+	model := annotateMLP(nn.NewMLP(tensor.NewKey(4), []int{16, 64, 64, 8}, nn.MLPOptions{}))
 	x, y := randT(r, 64, 16), randT(r, 64, 8)
-	host := autodiff.Residuals(func(p nn.MLP) *tensor.Tensor { return tensor.Mean(parallel.MSE(p.Forward(x), y)) }, model)
+	host := autodiff.Residuals(func(p nn.MLP) *tensor.Tensor { return tensor.Mean(mse(p.Forward(x), y)) }, model)
 	xs := shard.Put(x, shard.NewSharding(m, shard.P("dp", nil)))
 	ys := shard.Put(y, shard.NewSharding(m, shard.P("dp", nil)))
-	f := func(p nn.MLP) *tensor.Tensor { return tensor.Mean(parallel.MSE(p.Forward(xs), ys)) }
-	dp := autodiff.Residuals(f, shard.FilterShard(model, m, parallel.DP.Rules(m)))
-	fsdp := autodiff.Residuals(f, shard.FilterShard(model, m, parallel.FSDP.Rules(m)))
+	f := func(p nn.MLP) *tensor.Tensor { return tensor.Mean(mse(p.Forward(xs), ys)) }
+	dp := autodiff.Residuals(f, shard.FilterShard(model, m, stDP.rules(m)))
+	fsdp := autodiff.Residuals(f, shard.FilterShard(model, m, stFSDP.rules(m)))
 	for _, dev := range m.Devices() {
 		require.Contains(t, dp.ByDevice, dev.ID(), "%v", dp)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/nn"
-	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -27,7 +26,7 @@ var strategyMeshes = [][]int{{1, 8}, {2, 4}, {4, 2}, {8, 1}}
 // falls back to gathering (Strict).
 func TestMLPStrategiesByPropagation(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
-	model := parallel.Annotate(nn.NewMLP(tensor.NewKey(3), []int{16, 32, 32, 8}, nn.MLPOptions{}))
+	model := annotateMLP(nn.NewMLP(tensor.NewKey(3), []int{16, 32, 32, 8}, nn.MLPOptions{}))
 	x := randT(r, 16, 16)
 	labels := make([]int32, 16)
 	for i := range labels {
@@ -37,9 +36,9 @@ func TestMLPStrategiesByPropagation(t *testing.T) {
 	want, wantG := autodiff.ValueAndGradWith(mlpLoss)(model, [2]*tensor.Tensor{x, y})
 	for _, shape := range strategyMeshes {
 		m := shard.NewMesh(shape, []string{"dp", "tp"})
-		for _, st := range []parallel.Strategy{parallel.DP, parallel.FSDP, parallel.TP, parallel.FSDPTP} {
+		for _, st := range []mlpStrategy{stDP, stFSDP, stTP, stFSDPTP} {
 			t.Run(fmt.Sprintf("%v/%dx%d", st, shape[0], shape[1]), func(t *testing.T) {
-				placed := shard.FilterShard(model, m, st.Rules(m))
+				placed := shard.FilterShard(model, m, st.rules(m))
 				data := st.DataAxes(m)
 				xy := [2]*tensor.Tensor{
 					shard.Put(x, shard.NewSharding(m, shard.P(data, nil))),
@@ -78,7 +77,7 @@ func TestMLPStrategiesByPropagation(t *testing.T) {
 //     axes of every device's gradient block.
 //
 // FSDP+TP returns nil: its figures are checked for correctness only.
-func expectedMLPBytes(st parallel.Strategy, m *shard.Mesh, placed nn.MLP, b int64) map[string]int64 {
+func expectedMLPBytes(st mlpStrategy, m *shard.Mesh, placed nn.MLP, b int64) map[string]int64 {
 	d := int64(m.AxisSize(st.DataAxes(m)...))
 	t := int64(m.Size()) / d
 	loss := 2 * (d - 1) * 4 / d
@@ -89,9 +88,9 @@ func expectedMLPBytes(st parallel.Strategy, m *shard.Mesh, placed nn.MLP, b int6
 			bytes := int64(p.Bytes())
 			sharded := len(s.Spec().Axes()) > 0
 			switch st {
-			case parallel.DP:
+			case stDP:
 				out["psum"] += 2 * (d - 1) * bytes / d
-			case parallel.FSDP:
+			case stFSDP:
 				if !sharded {
 					out["psum"] += 2 * (d - 1) * bytes / d
 					continue
@@ -101,7 +100,7 @@ func expectedMLPBytes(st parallel.Strategy, m *shard.Mesh, placed nn.MLP, b int6
 				if p == l.W && i > 0 {
 					out["all_gather"] += (d - 1) * bytes / d
 				}
-			case parallel.TP:
+			case stTP:
 				blk := bytes / int64(m.AxisSize(s.Spec().Axes()...))
 				out["psum"] += 2 * (d - 1) * blk / d
 			default:
@@ -109,7 +108,7 @@ func expectedMLPBytes(st parallel.Strategy, m *shard.Mesh, placed nn.MLP, b int6
 			}
 		}
 	}
-	if st == parallel.TP {
+	if st == stTP {
 		act := b / d * int64(placed.Layers[0].W.Dim(1)) * 4
 		out["psum"] += 2 * (t - 1) * act / t
 	}

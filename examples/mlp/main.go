@@ -35,6 +35,7 @@ import (
 	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/shard/mpi"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -61,7 +62,20 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
-func main() { os.Exit(mainExit(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	if err := mpi.Init(); err != nil {
+		fmt.Fprintln(os.Stderr, "mlp:", err)
+		os.Exit(1)
+	}
+	code := mainExit(os.Args[1:], mpi.Output(os.Stdout), os.Stderr)
+	if code == 0 || mpi.Size() == 1 {
+		// On failure in a job of several processes, no Finalize: the
+		// others may wait for this process; exiting non-zero makes mpirun
+		// end the job.
+		mpi.Finalize()
+	}
+	os.Exit(code)
+}
 
 // mainExit runs the command and returns its exit status.
 func mainExit(args []string, out, errOut io.Writer) int {
@@ -69,13 +83,22 @@ func mainExit(args []string, out, errOut io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	if err == nil && mpi.Rank() != 0 {
+		// Under mpirun (binary built with -tags mpi) every process trains
+		// its part of the mesh; only process 0 prints and plots.
+		cfg.plot, cfg.quiet = "", true
+	}
 	if err == nil {
 		err = run(cfg, out, errOut)
 	}
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(errOut, "mlp:", err)
+	if mpi.Size() > 1 {
+		fmt.Fprintf(errOut, "mlp: process %d: %v\n", mpi.Rank(), err)
+	} else {
+		fmt.Fprintln(errOut, "mlp:", err)
+	}
 	if errors.As(err, new(usageError)) {
 		return 2
 	}
