@@ -216,8 +216,8 @@ func addBiasAct(dst, x, b []float32, act Activation, local bool) {
 // those of the composition, e.g. Gelu(Add(x, b)).
 func BiasAct(x, b *Tensor, act Activation) *Tensor {
 	const name = "tensor.BiasAct"
-	if x.dtype != Float32 || b.dtype != Float32 {
-		panic(fmt.Sprintf("%s: %s: operands must be float32", name, operands("", x, b)))
+	if !sameFloat(x, b) {
+		panic(floatMismatch(name+": "+operands("", x, b), "operands must be float32", x, b))
 	}
 	if act >= numActivations {
 		panic(fmt.Sprintf("%s: %s: unknown activation %v", name, operands("", x, b), act))
