@@ -1,0 +1,131 @@
+package nn_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/autodiff"
+	"github.com/gonox/gonox/data"
+	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/optim"
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/tensor"
+)
+
+func TestPolicyParseAndString(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want nn.Policy
+		str  string
+	}{
+		{"f32", nn.Float32Policy, "params=float32,compute=float32,output=float32"},
+		{"bf16", nn.MixedBFloat16, "params=float32,compute=bfloat16,output=float32"},
+		{"bfloat16", nn.MixedBFloat16, "params=float32,compute=bfloat16,output=float32"},
+		{"f16", nn.MixedFloat16, "params=float32,compute=float16,output=float32"},
+	} {
+		p, err := nn.ParsePolicy(c.name)
+		require.NoError(t, err)
+		require.Equal(t, c.want, p)
+		require.Equal(t, c.str, p.String())
+		require.NoError(t, p.Validate())
+	}
+	_, err := nn.ParsePolicy("f64")
+	require.EqualError(t, err, `nn.ParsePolicy: unknown dtype "f64" (want f32, bf16 or f16)`)
+	require.EqualError(t, nn.Policy{tensor.Float32, tensor.Int32, tensor.Float32}.Validate(),
+		"nn.Policy: Compute dtype int32 is not float32, bfloat16 or float16")
+	require.PanicsWithValue(t, "nn.MLP.WithPolicy: nn.Policy: Param dtype DType(0) is not float32, bfloat16 or float16", func() {
+		nn.MLP{}.WithPolicy(nn.Policy{Compute: tensor.BFloat16})
+	})
+}
+
+// TestPolicyCastsAndGradients: the casts convert float leaves only, and
+// the gradient of a mixed-precision loss with respect to a float32 model
+// is float32 and close to the float32 gradient.
+func TestPolicyCastsAndGradients(t *testing.T) {
+	type withIDs struct {
+		W   *tensor.Tensor
+		IDs *tensor.Tensor
+	}
+	c := nn.CastTo(withIDs{tensor.Ones(tensor.Float32, 2), tensor.Arange(3)}, tensor.BFloat16)
+	require.Equal(t, "bf16[2]", c.W.String())
+	require.Equal(t, "i32[3]", c.IDs.String())
+	require.Panics(t, func() { nn.CastTo(c, tensor.Int32) })
+
+	km, kx := tensor.NewKey(1).Split2()
+	m := nn.NewMLP(km, []int{16, 32, 4}, nn.MLPOptions{Activation: nn.Gelu})
+	x := tensor.Normal(kx, 8, 16)
+	labels := tensor.FromInts([]int{0, 1, 2, 3, 0, 1, 2, 3})
+	loss := func(m nn.MLP, x *tensor.Tensor) *tensor.Tensor {
+		return tensor.Mean(tensor.SoftmaxCrossEntropy(m.Forward(x), labels))
+	}
+	vg := autodiff.ValueAndGradWith(loss)
+	l32, g32 := vg(m, x)
+	mixed := m.WithPolicy(nn.MixedBFloat16)
+	require.Equal(t, nn.MixedBFloat16, mixed.Policy())
+	out := mixed.Forward(x)
+	require.Equal(t, "f32[8,4]", out.String(), "output dtype")
+	lbf, gbf := vg(mixed, x)
+	require.Equal(t, "f32[]", lbf.String(), "the loss is float32")
+	assert.InDelta(t, l32.Item(), lbf.Item(), 0.02*l32.Item())
+	assert.NotEqual(t, l32.Item(), lbf.Item(), "the mixed loss is computed in bf16")
+	for i, g := range pytree.Leaves(gbf) {
+		want := pytree.Leaves(g32)[i]
+		require.Equal(t, tensor.Float32, g.DType(), "gradients of float32 parameters are float32")
+		// A few bf16 roundings (u = 2^-8) along the chain, relative to the
+		// gradient's scale.
+		scale := tensor.Max(tensor.Abs(want)).Item()
+		w, got := want.Float64s(), g.Float64s()
+		for j := range w {
+			require.InDelta(t, w[j], got[j], 16*0x1p-8*scale, "leaf %d element %d", i, j)
+		}
+	}
+	// The policy is static: pytree.Map keeps it.
+	require.Equal(t, nn.MixedBFloat16, pytree.Map(mixed, func(x *tensor.Tensor) *tensor.Tensor { return x }).Policy())
+}
+
+// trainDigits trains the digits MLP with Adam for a few epochs and returns
+// its test accuracy.
+func trainDigits(t *testing.T, policy nn.Policy, epochs int) float64 {
+	t.Helper()
+	keys := tensor.NewKey(0).Split(2)
+	train, test := data.DigitsSplit(keys[0], 0.2)
+	model := nn.NewMLP(keys[1], []int{64, 128, 10}, nn.MLPOptions{Policy: policy})
+	opt := optim.Adam(optim.Constant(3e-3))
+	state := opt.Init(model)
+	vg := autodiff.ValueAndGradWith(func(m nn.MLP, b data.Batch) *tensor.Tensor {
+		return tensor.Mean(tensor.SoftmaxCrossEntropy(m.Forward(b.X), b.Y))
+	})
+	const batch = 64
+	for epoch := range epochs {
+		perm := tensor.Permutation(tensor.NewKey(uint64(100+epoch)), train.Len()).Ints()
+		for lo := 0; lo+batch <= len(perm); lo += batch {
+			b, err := train.Batch(perm[lo : lo+batch])
+			require.NoError(t, err)
+			_, g := vg(model, b)
+			for _, l := range pytree.Leaves(g) {
+				require.Equal(t, tensor.Float32, l.DType())
+			}
+			model, state = optim.Step(opt, model, g, state)
+		}
+	}
+	for _, l := range pytree.Leaves(model) {
+		require.Equal(t, tensor.Float32, l.DType(), "master weights stay float32")
+	}
+	pred := tensor.ArgMax(model.Forward(test.X), -1)
+	right := tensor.Sum(tensor.AsType(tensor.Equal(pred, test.Y), tensor.Int32)).Item()
+	return right / float64(test.Len())
+}
+
+// TestMixedPrecisionDigits trains the digits MLP (as examples/mlp does)
+// in float32 and in bf16 mixed precision from the same initialisation and
+// batches: the accuracies agree within half a point.
+func TestMixedPrecisionDigits(t *testing.T) {
+	const epochs = 10
+	acc32 := trainDigits(t, nn.Policy{}, epochs)
+	accBF := trainDigits(t, nn.MixedBFloat16, epochs)
+	t.Logf("test accuracy after %d epochs: float32 %.2f%%, bf16 mixed %.2f%%", epochs, 100*acc32, 100*accBF)
+	require.Greater(t, acc32, 0.9)
+	assert.InDelta(t, acc32, accBF, 0.005)
+}
