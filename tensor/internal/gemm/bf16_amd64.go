@@ -4,9 +4,23 @@ package gemm
 
 import "golang.org/x/sys/cpu"
 
-// useBF16Kernel selects the AVX-512 BF16 micro-kernel (tests switch it off
-// to compare with the widening path).
-var useBF16Kernel = hasAVX512 && cpu.X86.HasAVX512BF16
+// bf16Level is the kernel Bgemm uses: AMX where the CPU has it and the OS
+// grants the tile state, else the AVX-512 BF16 kernel, else widening to
+// float32. Tests switch it to compare the paths.
+var bf16Level = bestBF16Level()
+
+func bestBF16Level() int {
+	switch {
+	case hasAVX512 && cpu.X86.HasAMXTile && cpu.X86.HasAMXBF16 && amxPermitted():
+		return bfAMX
+	case hasAVX512 && cpu.X86.HasAVX512BF16:
+		return bfAVX512
+	}
+	return bfWiden
+}
 
 //go:noescape
 func bf16Kernel12x32(kp int, a *uint32, b *uint32, c *float32, ldc int, acc int)
+
+//go:noescape
+func amxKernel32x32(kb int, a *uint16, lda int, b *uint32, c *float32, ldc int, cfg *byte, acc int)

@@ -3,7 +3,7 @@ package gemm
 import "testing"
 
 func BenchmarkBF16KernelOnly(b *testing.B) {
-	if !useBF16Kernel {
+	if bf16Level < bfAVX512 {
 		b.Skip("no BF16 kernel")
 	}
 	kp := 256
@@ -22,7 +22,8 @@ func BenchmarkBgemmModes(b *testing.B) {
 	bh, bf := bf16Matrix(2, sz*sz)
 	c := make([]float32, sz*sz)
 	flops := 2.0 * sz * sz * sz
-	defer func(v bool) { useBF16Kernel = v }(useBF16Kernel)
+	best := bf16Level
+	defer func() { bf16Level = best }()
 	for rep := 0; rep < 2; rep++ {
 		b.Run("f32", func(b *testing.B) {
 			for b.Loop() {
@@ -30,8 +31,8 @@ func BenchmarkBgemmModes(b *testing.B) {
 			}
 			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
-		for _, kern := range []bool{true, false} {
-			useBF16Kernel = kern
+		for kern := bfWiden; kern <= best; kern++ {
+			bf16Level = kern
 			b.Run("bf16-"+BF16Kernel(), func(b *testing.B) {
 				for b.Loop() {
 					Bgemm(false, false, sz, sz, sz, ah, sz, bh, sz, c, sz, 1)

@@ -31,14 +31,14 @@ func bf16Matrix(seed uint64, n int) ([]uint16, []float32) {
 // widened) operands, for every transposition, sizes around the tile and
 // block edges, odd k, strides wider than the rows, and both kernels.
 func TestBgemm(t *testing.T) {
-	modes := []bool{false}
-	if useBF16Kernel {
-		modes = append(modes, true)
+	var modes []int
+	for lv := bfWiden; lv <= bf16Level; lv++ {
+		modes = append(modes, lv)
 	}
-	defer func(v bool) { useBF16Kernel = v }(useBF16Kernel)
-	sizes := [][3]int{{1, 1, 1}, {12, 32, 2}, {13, 33, 3}, {25, 70, 515}, {7, 100, 1025}, {40, 33, 64}, {130, 520, 17}}
+	defer func(v int) { bf16Level = v }(bf16Level)
+	sizes := [][3]int{{1, 1, 1}, {12, 32, 2}, {13, 33, 3}, {25, 70, 515}, {7, 100, 1025}, {40, 33, 64}, {130, 520, 17}, {5, 1056, 1050}, {33, 40, 31}}
 	for _, kern := range modes {
-		useBF16Kernel = kern
+		bf16Level = kern
 		for _, sz := range sizes {
 			m, n, k := sz[0], sz[1], sz[2]
 			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
