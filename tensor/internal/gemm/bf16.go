@@ -56,7 +56,15 @@ func Bgemm(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ld
 		bgemmWiden(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, threads)
 		return
 	}
-	p := &bproblem{transA, transB, m, n, k, a, b, c, lda, ldb, ldc}
+	level := bf16Level
+	if level == bfAMX && !amxReady() {
+		level = bf16NoAMX
+	}
+	if level == bfWiden {
+		bgemmWiden(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, threads)
+		return
+	}
+	p := &bproblem{transA, transB, m, n, k, a, b, c, lda, ldb, ldc, level}
 	t := 1
 	if threads != 1 && 2*int64(m)*int64(n)*int64(k) >= parMinFlops {
 		t = runtime.GOMAXPROCS(0)
@@ -74,7 +82,7 @@ func Bgemm(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ld
 	var fault any
 	var once sync.Once
 	mr := bfMR
-	if bf16Level == bfAMX {
+	if level == bfAMX {
 		mr = amxMR
 	}
 	splitN := n >= 2*t*bfNR
@@ -147,6 +155,7 @@ type bproblem struct {
 	a, b           []uint16
 	c              []float32
 	lda, ldb, ldc  int
+	level          int // bfAVX512 or bfAMX
 }
 
 // bworkspace holds one goroutine's packed panels.
@@ -165,7 +174,7 @@ var bwsPool = sync.Pool{New: func() any { return new(bworkspace) }}
 //	    for ir over [i0,i1) by 12: pack A strip (12×kc) into k pairs
 //	      for jr by 32:            kernel on a 12×32 tile
 func (p *bproblem) run(i0, i1, j0, j1 int) {
-	if bf16Level == bfAMX {
+	if p.level == bfAMX {
 		p.runAMX(i0, i1, j0, j1)
 		return
 	}

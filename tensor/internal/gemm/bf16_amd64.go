@@ -4,19 +4,25 @@ package gemm
 
 import "golang.org/x/sys/cpu"
 
-// bf16Level is the kernel Bgemm uses: AMX where the CPU has it and the OS
-// grants the tile state, else the AVX-512 BF16 kernel, else widening to
-// float32. Tests switch it to compare the paths.
+// bf16Level is the kernel Bgemm uses: AMX where the CPU has it (and, at
+// the first call, the OS grants the tile state: see amxReady), else the
+// AVX-512 BF16 kernel, else widening to float32. Tests switch it to
+// compare the paths.
 var bf16Level = bestBF16Level()
 
-func bestBF16Level() int {
-	switch {
-	case hasAVX512 && cpu.X86.HasAMXTile && cpu.X86.HasAMXBF16 && amxPermitted():
-		return bfAMX
-	case hasAVX512 && cpu.X86.HasAVX512BF16:
+// bf16NoAMX is the level used when the OS refuses the AMX state.
+var bf16NoAMX = func() int {
+	if hasAVX512 && cpu.X86.HasAVX512BF16 {
 		return bfAVX512
 	}
 	return bfWiden
+}()
+
+func bestBF16Level() int {
+	if hasAVX512 && cpu.X86.HasAMXTile && cpu.X86.HasAMXBF16 {
+		return bfAMX
+	}
+	return bf16NoAMX
 }
 
 //go:noescape

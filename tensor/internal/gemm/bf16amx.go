@@ -2,6 +2,11 @@ package gemm
 
 import "sync"
 
+// amxReady asks the OS for the AMX tile state the first time it is called
+// (not at start-up: a program that never multiplies bfloat16 matrices
+// never asks) and reports whether it was granted.
+var amxReady = sync.OnceValue(amxPermitted)
+
 // The AMX path of Bgemm (Intel Sapphire Rapids and later): a blocked loop
 // around amxKernel32x32, which computes a 32×32 block of C with four
 // 16×16 float32 tiles. A is packed into row-major panels of 32 rows, B
