@@ -44,6 +44,7 @@ type config struct {
 	plot     string
 	ckpt     string
 	quiet    bool
+	policy   nn.Policy
 }
 
 func main() {
@@ -76,11 +77,16 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&cfg.plot, "plot", filepath.Join("out", "mlp.png"), "where to write the loss and accuracy curves (empty: no plot)")
 	fs.StringVar(&cfg.ckpt, "ckpt", "", "checkpoint directory: save every epoch, resume from the latest step")
 	fs.BoolVar(&cfg.quiet, "quiet", false, "no progress bar")
+	dtype := fs.String("dtype", "f32", "compute dtype: f32, or bf16 / f16 mixed precision (float32 parameters and loss)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if cfg.policy, err = nn.ParsePolicy(*dtype); err != nil {
+		return cfg, fmt.Errorf("-dtype: %w", err)
 	}
 	for _, s := range strings.Split(*hidden, ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -139,7 +145,7 @@ func run(cfg config, out io.Writer) error {
 	features := train.X.Dim(1)
 	classes := 10
 	sizes := append(append([]int{features}, cfg.hidden...), classes)
-	model := nn.NewMLP(keys[1], sizes, nn.MLPOptions{})
+	model := nn.NewMLP(keys[1], sizes, nn.MLPOptions{Policy: cfg.policy})
 	if cfg.strategy == "compare" {
 		return compare(cfg, model, train, out)
 	}
