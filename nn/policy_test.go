@@ -129,3 +129,19 @@ func TestMixedPrecisionDigits(t *testing.T) {
 	require.Greater(t, acc32, 0.9)
 	assert.InDelta(t, acc32, accBF, 0.005)
 }
+
+// TestPolicyWithCheckpoint: rematerialising a bf16 mixed-precision
+// forward pass recomputes the same values: the gradients equal those
+// without remat, bit for bit, whatever the policy saves.
+func TestPolicyWithCheckpoint(t *testing.T) {
+	km, kx := tensor.NewKey(2).Split2()
+	m := nn.NewMLP(km, []int{16, 32, 4}, nn.MLPOptions{Activation: nn.Gelu, Policy: nn.MixedBFloat16})
+	x := tensor.Normal(kx, 8, 16)
+	f := func(mm nn.MLP) *tensor.Tensor { return tensor.Mean(tensor.Square(mm.Forward(x))) }
+	l0, g0 := autodiff.ValueAndGrad(f)(m)
+	for _, pol := range []autodiff.Policy{autodiff.NothingSaveable, autodiff.DotsSaveable, autodiff.EverythingSaveable} {
+		l, g := autodiff.ValueAndGrad(autodiff.Checkpoint(f, pol))(m)
+		require.Equal(t, l0.Item(), l.Item())
+		require.True(t, pytree.Equal(g0, g, 0, 0))
+	}
+}

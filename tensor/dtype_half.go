@@ -233,9 +233,14 @@ func halfOperands(in []*Tensor) (has bool, common DType) {
 }
 
 // nativeHalf returns the implementation an op uses for half operands
-// itself (nil: widen them). Ops are compared at call time, so the order
-// of the package's init functions does not matter.
+// itself (nil: widen them): Convert, MatMulTo and matmul, and the
+// Distributed ops of package shard (Put, Gather, ...), which move data of
+// any dtype. Ops are compared at call time, so the order of the package's
+// init functions does not matter.
 func nativeHalf(op *Op) func(in []*Tensor, params any) *Tensor {
+	if op.Distributed {
+		return op.Impl
+	}
 	switch op {
 	case convertOp, matmulToOp:
 		return op.Impl
@@ -311,12 +316,24 @@ func roundResult(out *Tensor, dt DType) *Tensor {
 // reports false (and does nothing) otherwise. The conversions are ops, so
 // under an outer trace gradients of gradients see them.
 func halfVJP(n *node, gs []*Tensor) ([]*Tensor, bool) {
-	op := n.op
+	var need uint64
+	for i, e := range n.inputs {
+		if e.n != nil {
+			need |= needBit(i)
+		}
+	}
+	return halfVJPCall(n.op, n.params, n.state, gs, n.ins, n.outs, need)
+}
+
+// halfVJPCall is halfVJP for an op's VJP called with cotangents gs,
+// residuals ins and outs, state and need mask (for VJPNeed); Backward and
+// remat's backward pass both go through it.
+func halfVJPCall(op *Op, params, state any, gs, ins, outs []*Tensor, need uint64) ([]*Tensor, bool) {
 	if nativeHalf(op) != nil || (op.Impl == nil && !widensN(op)) {
 		return nil, false
 	}
 	any16 := false
-	for _, set := range [][]*Tensor{gs, n.ins, n.outs} {
+	for _, set := range [][]*Tensor{gs, ins, outs} {
 		for _, x := range set {
 			if x != nil && x.dtype.isHalf() && x.layout == nil {
 				any16 = true
@@ -340,25 +357,19 @@ func halfVJP(n *node, gs []*Tensor) ([]*Tensor, bool) {
 		}
 		return w
 	}
-	wg, wins, wouts := wide(gs), wide(n.ins), wide(n.outs)
+	wg, wins, wouts := wide(gs), wide(ins), wide(outs)
 	var res []*Tensor
 	switch {
 	case op.VJPN != nil:
-		res = op.VJPN(wg, wins, wouts, n.params, n.state)
+		res = op.VJPN(wg, wins, wouts, params, state)
 	case op.VJPNeed != nil:
-		var need uint64
-		for i, e := range n.inputs {
-			if e.n != nil {
-				need |= needBit(i)
-			}
-		}
-		res = op.VJPNeed(wg[0], wins, wouts[0], n.params, need)
+		res = op.VJPNeed(wg[0], wins, wouts[0], params, need)
 	default:
-		res = op.VJP(wg[0], wins, wouts[0], n.params)
+		res = op.VJP(wg[0], wins, wouts[0], params)
 	}
 	for i, r := range res {
-		if r != nil && i < len(n.ins) && r.dtype != n.ins[i].dtype && r.dtype.IsFloat() && n.ins[i].dtype.IsFloat() {
-			res[i] = Convert(r, n.ins[i].dtype)
+		if r != nil && i < len(ins) && r.dtype != ins[i].dtype && r.dtype.IsFloat() && ins[i].dtype.IsFloat() {
+			res[i] = Convert(r, ins[i].dtype)
 		}
 	}
 	return res, true
@@ -397,4 +408,17 @@ func weakScalars(a, b *Tensor) (*Tensor, *Tensor) {
 		return Convert(a, b.dtype), b
 	}
 	return a, b
+}
+
+// WrapUint16 returns a tensor of dtype dt (BFloat16 or Float16) that uses
+// bits as its storage, without copying (see WrapFloat32).
+func WrapUint16(dt DType, bits []uint16, shape ...int) *Tensor {
+	if !dt.isHalf() {
+		panic(fmt.Sprintf("tensor.WrapUint16: dtype %v is not bfloat16 or float16", dt))
+	}
+	shape = shapeFor("tensor.WrapUint16", len(bits), shape)
+	if bits == nil {
+		bits = []uint16{}
+	}
+	return &Tensor{dtype: dt, shape: shape, u16: bits}
 }
