@@ -3,9 +3,11 @@ package tensor_test
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gonox/gonox/tensor"
 	"github.com/gonox/gonox/tensor/internal/gemm"
@@ -100,4 +102,36 @@ func BenchmarkHalfElementwise(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkMatMulHalfRatio multiplies 1024×1024 matrices in float32 and
+// in bfloat16 alternately, so that both see the same machine load, and
+// reports the median time of each and the speed-up (float32 median /
+// bf16 median) with the GFLOP/s of each.
+func BenchmarkMatMulHalfRatio(b *testing.B) {
+	logKernels(b)
+	const n = 1024
+	k1, k2 := tensor.NewKey(1).Split2()
+	a32, b32 := tensor.Normal(k1, n, n), tensor.Normal(k2, n, n)
+	abf, bbf := tensor.Convert(a32, tensor.BFloat16), tensor.Convert(b32, tensor.BFloat16)
+	var t32, tbf []float64
+	timeIt := func(dst *[]float64, f func()) {
+		t0 := time.Now()
+		f()
+		*dst = append(*dst, time.Since(t0).Seconds())
+	}
+	for b.Loop() {
+		timeIt(&t32, func() { tensor.MatMul(a32, b32) })
+		timeIt(&tbf, func() { tensor.MatMul(abf, bbf) })
+	}
+	median := func(v []float64) float64 {
+		s := slices.Clone(v)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	m32, mbf := median(t32), median(tbf)
+	flops := 2.0 * n * n * n
+	b.ReportMetric(flops/m32/1e9, "f32-GFLOP/s")
+	b.ReportMetric(flops/mbf/1e9, "bf16-GFLOP/s")
+	b.ReportMetric(m32/mbf, "speedup")
 }
