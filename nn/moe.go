@@ -241,7 +241,7 @@ type MoEOutput struct {
 func (m MoE) Forward(x *tensor.Tensor) MoEOutput {
 	D, E := m.Router.Dim(0), m.Router.Dim(1)
 	m.check("nn.MoE", E)
-	if x.Rank() == 0 || x.Dim(-1) != D || x.DType() != tensor.Float32 {
+	if x.Rank() == 0 || x.Dim(-1) != D || !x.DType().IsFloat() {
 		panic(fmt.Sprintf("nn.MoE: x %v: want float32 [..., %d]", x, D))
 	}
 	k := m.TopK
@@ -283,7 +283,7 @@ func (m MoE) Forward(x *tensor.Tensor) MoEOutput {
 
 	var back *tensor.Tensor // [N*k, D]: each choice's expert output
 	if M == 0 {
-		back = tensor.Zeros(tensor.Float32, N*k, D)
+		back = tensor.Zeros(x.DType(), N*k, D)
 	} else {
 		choices := tensor.Repeat(tokens, k, 0) // [N*k, D], token-major
 		grouped := tensor.SegmentSum(choices, row, M)
@@ -306,12 +306,12 @@ func (m MoE) Forward(x *tensor.Tensor) MoEOutput {
 	}
 
 	// 5. Combine: Σ over each token's k choices of gate × output.
-	w := tensor.Mul(gatesFlat, tensor.AsType(keptI, tensor.Float32))
+	w := tensor.Mul(gatesFlat, tensor.AsType(keptI, gatesFlat.DType()))
 	contrib := tensor.Mul(back, tensor.Reshape(w, N*k, 1))
 	out := tensor.Sum(tensor.Reshape(contrib, N, k, D), 1)
 
 	// Auxiliary losses.
-	f := tensor.Div(tensor.AsType(load, tensor.Float32), tensor.Scalar(float32(N*k)))
+	f := tensor.Div(tensor.AsType(load, probs.DType()), tensor.Scalar(float32(N*k)))
 	p := tensor.Mean(probs, 0)
 	aux := tensor.MulScalar(tensor.Sum(tensor.Mul(f, p)), float32(E))
 	z := tensor.Mean(tensor.Square(tensor.LogSumExp(logits, -1)))
@@ -340,7 +340,7 @@ func (m MoE) Forward(x *tensor.Tensor) MoEOutput {
 // expert, i32[n]. Neither is differentiable. It panics on an expert id
 // outside [0, numExperts) or a negative capacity.
 func DropTokenMask(expertIDs, probs *tensor.Tensor, numExperts, capacity int) (dropped, rank *tensor.Tensor) {
-	if expertIDs.DType() != tensor.Int32 || expertIDs.Rank() != 1 || probs.DType() != tensor.Float32 ||
+	if expertIDs.DType() != tensor.Int32 || expertIDs.Rank() != 1 || !probs.DType().IsFloat() ||
 		!slices.Equal(probs.Shape(), expertIDs.Shape()) {
 		panic(fmt.Sprintf("nn.DropTokenMask: expertIDs %v, probs %v: want i32[n] and f32[n]", expertIDs, probs))
 	}

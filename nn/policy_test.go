@@ -145,3 +145,65 @@ func TestPolicyWithCheckpoint(t *testing.T) {
 		require.True(t, pytree.Equal(g0, g, 0, 0))
 	}
 }
+
+// TestLayersInBFloat16 runs every layer of the package on bf16 parameters
+// and inputs (CastToCompute) and compares its loss and gradients with
+// float32: the loss within a few units of bf16 roundoff, the gradients
+// with respect to the float32 parameters float32 and close.
+func TestLayersInBFloat16(t *testing.T) {
+	keys := tensor.NewKey(7).Split(8)
+	x := tensor.Normal(keys[0], 2, 8, 16) // [batch, length, dim]
+	ids := tensor.FromInts([]int{1, 5, 2, 7, 0, 3}, 2, 3)
+	cases := []struct {
+		name  string
+		model any
+		f     func(m any, x *tensor.Tensor) *tensor.Tensor
+	}{
+		{"Linear", nn.NewLinear(keys[1], 16, 8, nn.LinearOptions{}), func(m any, x *tensor.Tensor) *tensor.Tensor { return m.(nn.Linear).Forward(x) }},
+		{"LayerNorm", nn.NewLayerNorm(16, nn.LayerNormOptions{}), func(m any, x *tensor.Tensor) *tensor.Tensor { return m.(nn.LayerNorm).Forward(x) }},
+		{"RMSNorm", nn.NewRMSNorm(16, nn.RMSNormOptions{}), func(m any, x *tensor.Tensor) *tensor.Tensor { return m.(nn.RMSNorm).Forward(x) }},
+		{"Dropout", nn.NewDropout(0.25), func(m any, x *tensor.Tensor) *tensor.Tensor { return m.(nn.Dropout).Forward(x, keys[2]) }},
+		{"Attention", nn.NewMultiHeadAttention(keys[3], 16, 4, nn.AttentionOptions{Causal: true}), func(m any, x *tensor.Tensor) *tensor.Tensor {
+			return m.(nn.MultiHeadAttention).Forward(x)
+		}},
+		{"Embedding", nn.NewEmbedding(keys[4], 8, 16, nn.EmbeddingOptions{}), func(m any, _ *tensor.Tensor) *tensor.Tensor {
+			return m.(nn.Embedding).Forward(ids)
+		}},
+		{"MoE", nn.NewMoE(keys[5], 16, 32, 4, nn.MoEOptions{}), func(m any, x *tensor.Tensor) *tensor.Tensor {
+			o := m.(nn.MoE).Forward(x)
+			return tensor.Add(tensor.Mean(tensor.Square(o.Output)), tensor.MulScalar(o.AuxLoss, 0.01))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			loss := func(m any, compute tensor.DType) *tensor.Tensor {
+				y := c.f(nn.CastTo(m, compute), nn.CastTo(x, compute))
+				require.Equal(t, compute, y.DType(), "the layer computes in the dtype it is given")
+				return tensor.Mean(tensor.Square(tensor.Convert(y, tensor.Float32)))
+			}
+			vg := func(compute tensor.DType) (float64, []*tensor.Tensor) {
+				tr := tensor.NewTrace()
+				leaves := pytree.Leaves(c.model)
+				traced := make([]*tensor.Tensor, len(leaves))
+				for i, l := range leaves {
+					traced[i] = tr.Leaf(l)
+				}
+				_, st := pytree.Flatten(c.model)
+				m := pytree.Unflatten[any](st, traced)
+				l := loss(m, compute)
+				return l.Item(), tensor.Backward(tr, []*tensor.Tensor{l}, []*tensor.Tensor{tensor.OnesLike(l)}, traced, false)
+			}
+			l32, g32 := vg(tensor.Float32)
+			lbf, gbf := vg(tensor.BFloat16)
+			require.InEpsilon(t, l32, lbf, 16*0x1p-8, "loss")
+			for i := range g32 {
+				require.Equal(t, tensor.Float32, gbf[i].DType())
+				scale := tensor.Max(tensor.Abs(g32[i])).Item()
+				w, got := g32[i].Float64s(), gbf[i].Float64s()
+				for j := range w {
+					require.InDelta(t, w[j], got[j], 32*0x1p-8*scale+1e-6, "gradient %d[%d]", i, j)
+				}
+			}
+		})
+	}
+}

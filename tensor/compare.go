@@ -252,6 +252,7 @@ func Where(cond, a, b *Tensor) *Tensor {
 	if cond.dtype != Bool {
 		panic(fmt.Sprintf("tensor.Where: condition %v must be bool", cond))
 	}
+	a, b = weakScalars(a, b)
 	if a.dtype != b.dtype {
 		panic(fmt.Sprintf("tensor.Where: %s: dtypes differ", operands(",", a, b)))
 	}
