@@ -29,9 +29,12 @@
 // accumulate in float32. An op on operands of one half dtype returns that
 // dtype (MatMulTo returns the float32 accumulator instead, JAX's
 // preferred_element_type); cotangents have their primal's dtype. Matmuls of
-// bfloat16 run on the AVX-512 BF16 kernel where the CPU has one. Mixed
-// precision training (float32 parameters, bfloat16 compute) is a policy
-// of package nn built on Convert.
+// bfloat16 run on AMX tiles (Intel Sapphire Rapids and later) or the
+// AVX-512 BF16 kernel where the CPU has them, on widened operands
+// elsewhere; float16 matmuls widen. A float32 scalar next to a half
+// tensor takes its dtype (see below). Mixed precision training (float32
+// parameters, bfloat16 compute) is a policy of package nn built on
+// Convert.
 //
 // # Broadcasting and errors
 //
