@@ -213,18 +213,24 @@ func (p *bproblem) run(i0, i1, j0, j1 int) {
 						continue
 					}
 					bf16Kernel12x32(kp, &pa[0], bs, &ws.tile[0], bfNR, 0)
-					for i := 0; i < mr; i++ {
-						row := p.c[(ir+i)*p.ldc+col : (ir+i)*p.ldc+col+nr]
-						t := ws.tile[i*bfNR : i*bfNR+nr]
-						if acc == 0 {
-							copy(row, t)
-						} else {
-							for j := range row {
-								row[j] += t[j]
-							}
-						}
-					}
+					p.storeTile(ws.tile[:], bfNR, ir, col, mr, nr, acc)
 				}
+			}
+		}
+	}
+}
+
+// storeTile writes the top-left mr×nr corner of an edge tile (row stride
+// ld) into C at (ir, col): copied when acc is 0, added otherwise.
+func (p *bproblem) storeTile(tile []float32, ld, ir, col, mr, nr, acc int) {
+	for i := 0; i < mr; i++ {
+		row := p.c[(ir+i)*p.ldc+col : (ir+i)*p.ldc+col+nr]
+		t := tile[i*ld : i*ld+nr]
+		if acc == 0 {
+			copy(row, t)
+		} else {
+			for j := range row {
+				row[j] += t[j]
 			}
 		}
 	}
@@ -241,14 +247,7 @@ func (p *bproblem) packA(dst []uint32, pc, kc, ir, mr int) {
 	a, lda := p.a, p.lda
 	if !p.transA { // A(i,kk) = a[i*lda+kk]: a pair is two adjacent values
 		for i := 0; i < mr; i++ {
-			row := a[(ir+i)*lda+pc : (ir+i)*lda+pc+kc]
-			q := 0
-			for ; 2*q+1 < kc; q++ {
-				dst[q*bfMR+i] = uint32(row[2*q]) | uint32(row[2*q+1])<<16
-			}
-			if kc&1 == 1 {
-				dst[q*bfMR+i] = uint32(row[2*q])
-			}
+			packPairs(dst, bfMR, i, a[(ir+i)*lda+pc:(ir+i)*lda+pc+kc])
 		}
 		return
 	}
@@ -294,14 +293,20 @@ func (p *bproblem) packB(dst []uint32, pc, kc, col, nr int) {
 	}
 	// B(kk,j) = b[j*ldb+kk]: a pair is two adjacent values of row j.
 	for j := 0; j < nr; j++ {
-		row := b[(col+j)*ldb+pc : (col+j)*ldb+pc+kc]
-		q := 0
-		for ; 2*q+1 < kc; q++ {
-			dst[q*bfNR+j] = uint32(row[2*q]) | uint32(row[2*q+1])<<16
-		}
-		if kc&1 == 1 {
-			dst[q*bfNR+j] = uint32(row[2*q])
-		}
+		packPairs(dst, bfNR, j, b[(col+j)*ldb+pc:(col+j)*ldb+pc+kc])
+	}
+}
+
+// packPairs stores the values of row, two by two, in column i of dst
+// (row stride stride): dst[q*stride+i] = row[2q] | row[2q+1]<<16, the last
+// pair zero-padded if row has odd length.
+func packPairs(dst []uint32, stride, i int, row []uint16) {
+	q := 0
+	for ; 2*q+1 < len(row); q++ {
+		dst[q*stride+i] = uint32(row[2*q]) | uint32(row[2*q+1])<<16
+	}
+	if len(row)&1 == 1 {
+		dst[q*stride+i] = uint32(row[2*q])
 	}
 }
 

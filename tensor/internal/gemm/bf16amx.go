@@ -84,17 +84,7 @@ func (p *bproblem) runAMX(i0, i1, j0, j1 int) {
 						continue
 					}
 					amxKernel32x32(kpad/32, &pa[0], kpad, bs, &ws.tile[0], amxNR, &amxConfig[0], 0)
-					for i := 0; i < mr; i++ {
-						row := p.c[(ir+i)*p.ldc+col : (ir+i)*p.ldc+col+nr]
-						t := ws.tile[i*amxNR : i*amxNR+nr]
-						if acc == 0 {
-							copy(row, t)
-						} else {
-							for j := range row {
-								row[j] += t[j]
-							}
-						}
-					}
+					p.storeTile(ws.tile[:], amxNR, ir, col, mr, nr, acc)
 				}
 			}
 		}
