@@ -153,6 +153,18 @@
 //     optax.ema does: that is what averaging weights needs.
 //   - MultiSteps takes a fixed k and has no should-skip hook; its zero
 //     updates are zeros, as in optax.
-//   - Optax's mu_dtype and accumulator dtypes are absent until gonox has
-//     more float dtypes.
+//   - Optax's mu_dtype and accumulator dtypes are absent: optimizer state
+//     is float32, and only float32 parameters get state and updates.
+//
+// # Mixed precision
+//
+// Train with float32 parameters and bfloat16 or float16 compute through an
+// nn.Policy: the parameters the optimizer sees are the float32 master
+// weights, their gradients are float32 (the policy's casts are
+// differentiable), and so is every moment. For float16 compute, scale the
+// loss: ScaleLoss, Unscale and AllFinite, or StepScaled, which does the
+// three and skips a step whose gradients overflowed, with a
+// StaticLossScale or a DynamicLossScale (jmp's rules). A bfloat16 or
+// float16 parameter gets no optimizer state and no update (keep master
+// weights in float32).
 package optim

@@ -423,6 +423,8 @@ func contiguousViews(x *tensor.Tensor, l *layout, n int) []*tensor.Tensor {
 			out[dev] = tensor.WrapFloat32(x.RawFloat32()[start:start+size:start+size], l.geo.block...)
 		case tensor.Int32:
 			out[dev] = tensor.WrapInt32(x.RawInt32()[start:start+size:start+size], l.geo.block...)
+		case tensor.BFloat16, tensor.Float16:
+			out[dev] = tensor.WrapUint16(x.DType(), x.RawUint16()[start:start+size:start+size], l.geo.block...)
 		}
 	}
 	return out
@@ -437,6 +439,8 @@ func chargeBlock(d *Device, b *tensor.Tensor) {
 		account(d, b.RawInt32(), b.Bytes())
 	case tensor.Bool:
 		account(d, b.RawBool(), b.Bytes())
+	case tensor.BFloat16, tensor.Float16:
+		account(d, b.RawUint16(), b.Bytes())
 	}
 }
 
@@ -450,6 +454,8 @@ func storageOf(b *tensor.Tensor) unsafe.Pointer {
 		return unsafe.Pointer(&b.RawFloat32()[0])
 	case tensor.Int32:
 		return unsafe.Pointer(&b.RawInt32()[0])
+	case tensor.BFloat16, tensor.Float16:
+		return unsafe.Pointer(&b.RawUint16()[0])
 	}
 	return unsafe.Pointer(&b.RawBool()[0])
 }
@@ -465,6 +471,8 @@ func copyTensorRegion(dst *tensor.Tensor, dstOff []int, src *tensor.Tensor, srcO
 		box.Copy(dst.RawInt32(), dst.Shape(), dstOff, src.RawInt32(), src.Shape(), srcOff, lo, size)
 	case tensor.Bool:
 		box.Copy(dst.RawBool(), dst.Shape(), dstOff, src.RawBool(), src.Shape(), srcOff, lo, size)
+	case tensor.BFloat16, tensor.Float16:
+		box.Copy(dst.RawUint16(), dst.Shape(), dstOff, src.RawUint16(), src.Shape(), srcOff, lo, size)
 	}
 }
 

@@ -199,14 +199,14 @@ func init() {
 // IsNaN returns the mask of NaN elements of a float32 tensor.
 func IsNaN(x *Tensor) *Tensor {
 	checkNil("tensor.IsNaN", "x", x)
-	x.mustDType("tensor.IsNaN", Float32)
+	x.mustFloat("tensor.IsNaN")
 	return Apply(isNaNOp, nil, x)
 }
 
 // IsFinite returns the mask of elements that are neither infinite nor NaN.
 func IsFinite(x *Tensor) *Tensor {
 	checkNil("tensor.IsFinite", "x", x)
-	x.mustDType("tensor.IsFinite", Float32)
+	x.mustFloat("tensor.IsFinite")
 	return Apply(isFiniteOp, nil, x)
 }
 
@@ -283,6 +283,7 @@ func Where(cond, a, b *Tensor) *Tensor {
 	if cond.dtype != Bool {
 		panic(fmt.Sprintf("tensor.Where: condition %v must be bool", cond))
 	}
+	a, b = weakScalars(a, b)
 	if a.dtype != b.dtype {
 		panic(fmt.Sprintf("tensor.Where: %s: dtypes differ", operands(",", a, b)))
 	}
@@ -325,8 +326,10 @@ func init() {
 
 // AsType converts x to dtype dt: float to int truncates toward zero
 // (saturating, NaN becomes 0), nonzero becomes true, true becomes 1. It
-// returns x itself when it already has type dt. Conversions are not
-// differentiable.
+// returns x itself when it already has type dt. Conversions between float
+// dtypes (float32, bfloat16, float16) are Convert's and differentiable;
+// the others are not. An integer or bool converts to bfloat16 or float16
+// through float32 (so an int32 beyond 2^24 is rounded twice).
 func AsType(x *Tensor, dt DType) *Tensor {
 	checkNil("tensor.AsType", "x", x)
 	if !dt.valid() {
@@ -334,6 +337,12 @@ func AsType(x *Tensor, dt DType) *Tensor {
 	}
 	if x.dtype == dt {
 		return x
+	}
+	if dt.IsFloat() && x.dtype.IsFloat() {
+		return Convert(x, dt)
+	}
+	if dt.isHalf() {
+		return Convert(Apply(asTypeOp, Float32, x), dt)
 	}
 	return Apply(asTypeOp, dt, x)
 }

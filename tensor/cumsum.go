@@ -73,7 +73,7 @@ func init() {
 }
 
 func cumsum(name string, x *Tensor, axis int, reverse, exclusive bool) *Tensor {
-	if x.dtype != Float32 && x.dtype != Int32 {
+	if !x.dtype.IsFloat() && x.dtype != Int32 {
 		panic(fmt.Sprintf("%s: %v: not defined for %v; convert with tensor.AsType", name, x, x.dtype))
 	}
 	a := normAxis(name, x, axis)

@@ -21,10 +21,28 @@
 // and one device's block inside shard.Map shows the axes it varies over
 // (f32[256,4096]{dp}).
 //
+// # bfloat16 and float16
+//
+// BFloat16 and Float16 are storage types (bf16[3,4], bfloat16[3,4] in
+// JAX's notation): every op computes on them in float32 and rounds its
+// result once, to nearest even, so reductions and matmul contractions
+// accumulate in float32. An op on operands of one half dtype returns that
+// dtype (MatMulTo returns the float32 accumulator instead, JAX's
+// preferred_element_type); cotangents have their primal's dtype. Matmuls of
+// bfloat16 run on AMX tiles (Intel Sapphire Rapids and later) or the
+// AVX-512 BF16 kernel where the CPU has them, on widened operands
+// elsewhere; float16 matmuls widen. A float32 scalar next to a half
+// tensor takes its dtype (see below). Mixed precision training (float32
+// parameters, bfloat16 compute) is a policy of package nn built on
+// Convert.
+//
 // # Broadcasting and errors
 //
 // Elementwise ops broadcast by NumPy's rules. There is no implicit dtype
-// promotion: mixing float32 and int32 is an error (convert with AsType).
+// promotion: mixing float32 and int32, or float32 and bfloat16, is an error
+// (convert with AsType or Convert). The one exception is a float32 scalar
+// (Scalar, MulScalar's factor) next to a bfloat16 or float16 tensor: it
+// takes the tensor's dtype, as a Python scalar does in JAX.
 // Wrong shapes, dtypes or axes are programmer errors and panic with a
 // message naming the op and its operands:
 //
@@ -32,8 +50,9 @@
 //
 // # The ops
 //
-//   - Creation: FromFloat32, FromInt32, FromBool, Zeros, Ones, Full, Arange,
-//     Scalar, and the *Like forms; AsType converts.
+//   - Creation: FromFloat32, FromInt32, FromBool, FromBits16, Zeros, Ones,
+//     Full, Arange, Scalar, and the *Like forms; AsType converts, Convert
+//     converts between float dtypes (differentiably).
 //   - Elementwise, with broadcasting: Add, Sub, Mul, Div, Pow, Maximum,
 //     Minimum, Neg, Abs, Exp, Log, Sqrt, Rsqrt, Clamp; comparisons (Equal,
 //     Less, ...) return bool masks for Where and the Logical ops.

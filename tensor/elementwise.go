@@ -259,7 +259,7 @@ func checkBinary(d *binaryDef, a, b *Tensor) []int {
 		panic(fmt.Sprintf("%s: %s: dtypes differ; convert one with tensor.AsType", d.name, operands(d.sym, a, b)))
 	}
 	switch {
-	case a.dtype == Float32:
+	case a.dtype.IsFloat():
 	case a.dtype == Int32 && d.i32 != nil:
 	default:
 		panic(fmt.Sprintf("%s: %s: not defined for %v", d.name, operands(d.sym, a, b), a.dtype))
@@ -463,6 +463,7 @@ func minMaxVJP(g *Tensor, in []*Tensor, out *Tensor) []*Tensor {
 }
 
 func binary(d *binaryDef, op *Op, a, b *Tensor) *Tensor {
+	a, b = weakScalars(a, b)
 	shape := checkBinary(d, a, b)
 	if d.intDiv && a.dtype == Int32 && numel(shape) > 0 && slices.Contains(b.i32, 0) {
 		// Every element of b is read when the result is not empty.

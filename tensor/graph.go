@@ -252,7 +252,7 @@ func Apply(op *Op, params any, in ...*Tensor) *Tensor {
 		return applyPlaced(op, params, in, loc)[0]
 	}
 	if top == nil {
-		out := op.Impl(in, params)
+		out := callImpl(op, in, params)
 		return finish(op, out, in, loc)
 	}
 	outs := applyTraced(op, params, in, top, loc)
@@ -270,7 +270,7 @@ func ApplyN(op *Op, params any, in ...*Tensor) []*Tensor {
 		return applyPlaced(op, params, in, loc)
 	}
 	if top == nil {
-		outs, _ := op.ImplN(in, params)
+		outs, _ := callImplN(op, op.ImplN, in, params)
 		for i, o := range outs {
 			outs[i] = finish(op, o, in, loc)
 		}
@@ -332,7 +332,7 @@ func applyCore(op *Op, params any, in []*Tensor) ([]*Tensor, any) {
 			if op.ImplVJP != nil {
 				impl = op.ImplVJP
 			}
-			outs, state := impl(in, params)
+			outs, state := callImplN(op, impl, in, params)
 			for i, o := range outs {
 				outs[i] = finish(op, o, in, loc)
 			}
@@ -559,8 +559,9 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 			panic(fmt.Sprintf("tensor.Backward: the graph through op %q was already used by a backward pass that did not retain it", n.op.Name))
 		}
 		donated := pass.donate(n, gs, keep[n])
-		var res []*Tensor
+		res, widened := halfVJP(n, gs)
 		switch {
+		case widened: // bfloat16/float16 operands (dtype_half.go)
 		case n.op.VJPN != nil:
 			res = n.op.VJPN(gs, n.ins, n.outs, n.params, n.state)
 		case n.op.VJPNeed != nil:

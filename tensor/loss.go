@@ -28,8 +28,8 @@ import (
 // exactly the bits of Mean(Square(Sub(pred, target))) and of its gradients.
 func MSE(pred, target *Tensor) *Tensor {
 	checkNil("tensor.MSE", "pred target", pred, target)
-	if pred.dtype != Float32 || target.dtype != Float32 {
-		panic(fmt.Sprintf("tensor.MSE: %s: operands must be float32", operands("", pred, target)))
+	if !sameFloat(pred, target) {
+		panic(floatMismatch("tensor.MSE: "+operands("", pred, target), "operands must be float32", pred, target))
 	}
 	if !sameShape(pred.shape, target.shape) {
 		panic(fmt.Sprintf("tensor.MSE: %s: shapes must match exactly (MSE does not broadcast)", operands("", pred, target)))
@@ -287,7 +287,7 @@ func SoftmaxCrossEntropy(logits, labels *Tensor) *Tensor {
 	checkNil("tensor.SoftmaxCrossEntropy", "logits labels", logits, labels)
 	const name = "tensor.SoftmaxCrossEntropy"
 	desc := func() string { return operands("", logits, labels) }
-	if logits.dtype != Float32 {
+	if !logits.dtype.IsFloat() {
 		panic(fmt.Sprintf("%s: %s: logits must be float32", name, desc()))
 	}
 	if labels.dtype != Int32 {
@@ -328,8 +328,8 @@ func SoftmaxCrossEntropyProbs(logits, probs *Tensor) *Tensor {
 	checkNil("tensor.SoftmaxCrossEntropyProbs", "logits probs", logits, probs)
 	const name = "tensor.SoftmaxCrossEntropyProbs"
 	desc := func() string { return operands("", logits, probs) }
-	if logits.dtype != Float32 || probs.dtype != Float32 {
-		panic(fmt.Sprintf("%s: %s: operands must be float32 (for integer labels use SoftmaxCrossEntropy)", name, desc()))
+	if !sameFloat(logits, probs) {
+		panic(floatMismatch(name+": "+desc(), "operands must be float32 (for integer labels use SoftmaxCrossEntropy)", logits, probs))
 	}
 	if len(logits.shape) == 0 {
 		panic(fmt.Sprintf("%s: %s: logits need a class axis", name, desc()))
@@ -357,7 +357,7 @@ func init() {
 }
 
 func lossUnary(name string, op *Op, x *Tensor) *Tensor {
-	if x.dtype != Float32 {
+	if !x.dtype.IsFloat() {
 		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
 	}
 	return Apply(op, nil, x)
@@ -390,8 +390,8 @@ func LogSigmoid(x *Tensor) *Tensor {
 func SigmoidBinaryCrossEntropy(logits, labels *Tensor) *Tensor {
 	checkNil("tensor.SigmoidBinaryCrossEntropy", "logits labels", logits, labels)
 	const name = "tensor.SigmoidBinaryCrossEntropy"
-	if logits.dtype != Float32 || labels.dtype != Float32 {
-		panic(fmt.Sprintf("%s: %s: operands must be float32", name, operands("", logits, labels)))
+	if !sameFloat(logits, labels) {
+		panic(floatMismatch(name+": "+operands("", logits, labels), "operands must be float32", logits, labels))
 	}
 	if !sameShape(logits.shape, labels.shape) {
 		panic(fmt.Sprintf("%s: %s: shapes must match exactly", name, operands("", logits, labels)))

@@ -148,8 +148,8 @@ func checkMatMulAs(op string, a, b *Tensor, ta, tb bool, ma, mb *Tensor) *matmul
 		}
 		return s
 	}
-	if a.dtype != Float32 || b.dtype != Float32 {
-		panic(fmt.Sprintf("%s: %s: operands must be float32", op, desc()))
+	if !sameFloat(a, b) {
+		panic(floatMismatch(op+": "+desc(), "operands must be float32", a, b))
 	}
 	if len(a.shape) < 2 || len(b.shape) < 2 {
 		panic(fmt.Sprintf("%s: %s: operands need at least 2 dimensions", op, desc()))

@@ -184,7 +184,7 @@ func init() {
 }
 
 func reduce(op *Op, name string, x *Tensor, axes []int, keep bool, ints bool) *Tensor {
-	if x.dtype != Float32 && !(ints && x.dtype == Int32) {
+	if !x.dtype.IsFloat() && !(ints && x.dtype == Int32) {
 		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
 	}
 	return Apply(op, newReduceParams(name, x, axes, keep), x)
@@ -214,16 +214,23 @@ func reducedCount(x *Tensor, axes []int, op string) int {
 // Mean averages x over the given axes (all if none).
 func Mean(x *Tensor, axes ...int) *Tensor {
 	checkNil("tensor.Mean", "x", x)
-	x.mustDType("tensor.Mean", Float32)
+	x.mustFloat("tensor.Mean")
 	n := reducedCount(x, axes, "tensor.Mean") // validates axes under this name
+	if x.dtype.isHalf() {
+		// One rounding, of the float32 mean.
+		return Convert(Mean(Convert(x, Float32), axes...), x.dtype)
+	}
 	return MulScalar(Sum(x, axes...), 1/float32(n))
 }
 
 // MeanKeep is Mean with keepdims.
 func MeanKeep(x *Tensor, axes ...int) *Tensor {
 	checkNil("tensor.MeanKeep", "x", x)
-	x.mustDType("tensor.MeanKeep", Float32)
+	x.mustFloat("tensor.MeanKeep")
 	n := reducedCount(x, axes, "tensor.MeanKeep")
+	if x.dtype.isHalf() {
+		return Convert(MeanKeep(Convert(x, Float32), axes...), x.dtype)
+	}
 	return MulScalar(SumKeep(x, axes...), 1/float32(n))
 }
 
@@ -368,8 +375,11 @@ func LogSumExpKeep(x *Tensor, axes ...int) *Tensor {
 }
 
 func logSumExp(name string, x *Tensor, axes []int, keep bool) *Tensor {
-	x.mustDType(name, Float32)
+	x.mustFloat(name)
 	mustNonEmpty(name, x, axes)
+	if x.dtype.isHalf() { // one rounding, of the float32 result
+		return Convert(logSumExp(name, Convert(x, Float32), axes, keep), x.dtype)
+	}
 	m := StopGradient(MaxKeep(x, axes...))
 	m = Where(IsFinite(m), m, ZerosLike(m))
 	s := Log(SumKeep(Exp(Sub(x, m)), axes...))

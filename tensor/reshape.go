@@ -7,7 +7,7 @@ import (
 
 // view returns a tensor with x's data and a new shape (same element count).
 func view(x *Tensor, shape []int) *Tensor {
-	return &Tensor{dtype: x.dtype, shape: shape, f32: x.f32, i32: x.i32, b: x.b, local: x.local}
+	return &Tensor{dtype: x.dtype, shape: shape, f32: x.f32, i32: x.i32, b: x.b, u16: x.u16, local: x.local}
 }
 
 var reshapeOp *Op

@@ -103,6 +103,8 @@ func Residuals(outs ...*Tensor) ResidualReport {
 			p = unsafe.Pointer(unsafe.SliceData(t.i32))
 		case Bool:
 			p = unsafe.Pointer(unsafe.SliceData(t.b))
+		case BFloat16, Float16:
+			p = unsafe.Pointer(unsafe.SliceData(t.u16))
 		}
 		if p == nil || t.Size() == 0 {
 			continue

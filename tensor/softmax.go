@@ -240,7 +240,7 @@ func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
 }
 
 func softmaxCheck(name string, x *Tensor, axis int) int {
-	if x.dtype != Float32 {
+	if !x.dtype.IsFloat() {
 		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
 	}
 	return normAxis(name, x, axis)

@@ -25,6 +25,7 @@ type Tensor struct {
 	f32   []float32
 	i32   []int32
 	b     []bool
+	u16   []uint16 // BFloat16 and Float16 bits
 
 	node   *node   // non-nil when traced
 	outIdx int     // which output of node this is
@@ -78,6 +79,8 @@ func (t *Tensor) allocData(op string, n int) {
 		t.i32 = makeInt32(n)
 	case Bool:
 		t.b = make([]bool, n)
+	case BFloat16, Float16:
+		t.u16 = make([]uint16, n)
 	default:
 		panic(fmt.Sprintf("%s: invalid dtype %v", op, t.dtype))
 	}
@@ -209,6 +212,8 @@ func full(op string, dt DType, v float64, shape []int) *Tensor {
 		for i := range t.b {
 			t.b[i] = v != 0
 		}
+	case BFloat16, Float16:
+		fillHalf(t, v)
 	}
 	return t
 }
@@ -312,7 +317,7 @@ func (t *Tensor) placeholder() bool {
 	if t.layout != nil {
 		return shapeOnly(t.layout)
 	}
-	return t.f32 == nil && t.i32 == nil && t.b == nil && t.Size() > 0
+	return t.f32 == nil && t.i32 == nil && t.b == nil && t.u16 == nil && t.Size() > 0
 }
 
 // mustHaveData panics if t is a shape-only placeholder: a value that a VJP
@@ -426,6 +431,8 @@ func (t *Tensor) at(i int) float64 {
 			return 1
 		}
 		return 0
+	case BFloat16, Float16:
+		return float64(halfAt(t, i))
 	}
 	panic("tensor: invalid tensor")
 }

@@ -104,7 +104,7 @@ func gradTimes(grad func(d, s []float32)) func(d, g, x []float32) {
 
 // unary validates x for the public function name and applies op.
 func unary(name string, op *Op, intOK bool, x *Tensor) *Tensor {
-	if x.dtype != Float32 && !(intOK && x.dtype == Int32) {
+	if !x.dtype.IsFloat() && !(intOK && x.dtype == Int32) {
 		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
 	}
 	return Apply(op, nil, x)
@@ -399,7 +399,7 @@ func init() {
 // lo <= x <= hi and is 0 outside. It panics if lo > hi.
 func Clamp(x *Tensor, lo, hi float32) *Tensor {
 	checkNil("tensor.Clamp", "x", x)
-	if x.dtype != Float32 {
+	if !x.dtype.IsFloat() {
 		panic(fmt.Sprintf("tensor.Clamp: %v: not defined for %v", x, x.dtype))
 	}
 	if lo > hi {

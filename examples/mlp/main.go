@@ -51,6 +51,7 @@ type config struct {
 	plot     string
 	ckpt     string
 	quiet    bool
+	policy   nn.Policy
 }
 
 // usageError is a mistake in the command line or the environment: exit
@@ -120,6 +121,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&cfg.plot, "plot", filepath.Join("out", "mlp.png"), "where to write the loss and accuracy curves (empty: no plot)")
 	fs.StringVar(&cfg.ckpt, "ckpt", "", "checkpoint directory: save every epoch, resume from the latest step")
 	fs.BoolVar(&cfg.quiet, "quiet", false, "no progress bar")
+	dtype := fs.String("dtype", "f32", "compute dtype: f32, or bf16 / f16 mixed precision (float32 parameters and loss)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, err
@@ -128,6 +130,10 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return cfg, usagef("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if cfg.policy, err = nn.ParsePolicy(*dtype); err != nil {
+		return cfg, usagef("-dtype: %w", err)
 	}
 	for _, s := range strings.Split(*hidden, ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -258,7 +264,7 @@ func run(cfg config, out, progress io.Writer) error {
 		return err
 	}
 	sizes := append(append([]int{train.X.Dim(1)}, cfg.hidden...), 10)
-	model := newModel(keys[1], sizes)
+	model := newModel(keys[1], sizes).WithPolicy(cfg.policy)
 	if strings.EqualFold(cfg.strategy, "compare") {
 		return compare(cfg, devices, model, train, out)
 	}
