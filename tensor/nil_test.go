@@ -18,6 +18,8 @@ import (
 // order of its parameters (a list parameter takes one operand). The other
 // arguments are valid but irrelevant: the nil check comes first.
 var nilOps = map[string]func(t []*tensor.Tensor){
+	"MatMulTo":     func(t []*tensor.Tensor) { tensor.MatMulTo(t[0], t[1], false, false, tensor.Float32) },
+	"Convert":      func(t []*tensor.Tensor) { tensor.Convert(t[0], tensor.BFloat16) },
 	"AdamStep":     func(t []*tensor.Tensor) { tensor.AdamStep(t[0], t[1], t[2], t[3], tensor.AdamCoeffs{}) },
 	"RaggedDot":    func(t []*tensor.Tensor) { tensor.RaggedDot(t[0], t[1], t[2]) },
 	"Equal":        func(t []*tensor.Tensor) { tensor.Equal(t[0], t[1]) },
