@@ -122,6 +122,13 @@ func propCases(r *rand.Rand) []propCase {
 				return tensor.Add(tensor.Add(tensor.Sum(tensor.Square(v)), tensor.Sum(tensor.Mul(s, c))),
 					tensor.Add(tensor.Sum(tensor.Mul(oh, xs[0])), tensor.Sum(tensor.Square(parts[1]))))
 			}},
+		{"counts and segments", []*tensor.Tensor{f32(8, 6)}, []shard.Spec{shard.P("dp", "tp")},
+			func(xs []*tensor.Tensor) *tensor.Tensor {
+				ids := shard.Put(tensor.FromInt32([]int32{2, 0, 1, 2, 2, 0, 1, 1}, 8), shard.NewSharding(guideMesh(), shard.P("dp")))
+				counts := tensor.Add(tensor.AsType(tensor.Bincount(ids, nil, 4), tensor.Float32), tensor.Bincount(ids, tensor.Sum(xs[0], 1), 4))
+				seg := tensor.SegmentSum(tensor.Square(xs[0]), ids, 3)
+				return tensor.Add(tensor.Sum(tensor.Mul(seg, seg)), tensor.Sum(tensor.Square(counts)))
+			}},
 		{"where and compare", []*tensor.Tensor{f32(8, 6)}, []shard.Spec{shard.P("dp", nil)},
 			func(xs []*tensor.Tensor) *tensor.Tensor {
 				return tensor.Sum(tensor.Where(tensor.Greater(xs[0], tensor.Scalar(0)), xs[0], tensor.Square(xs[0])))
