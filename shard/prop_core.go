@@ -81,6 +81,10 @@ func propagate(op *tensor.Op, params any, in []*tensor.Tensor) []*tensor.Tensor 
 	m := meshOf(op.Name, in)
 	logs := explainLogs(m)
 	r := ruleFor(op.Name)
+	if op.ImplVJP != nil {
+		// Its VJP needs a state that per-device runs cannot hand it.
+		r = nil
+	}
 	var st *step
 	if r != nil {
 		c := &opCall{op: op, params: params, in: in, mesh: m}
