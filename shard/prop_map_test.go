@@ -120,3 +120,19 @@ func TestSecondDerivativeThroughPropagation(t *testing.T) {
 	requireClose(t, want, got, 1e-5, "value")
 	requireGradsLike(t, wantG, gotG, placed, 1e-5, 1e-6)
 }
+
+// TestBlocksOfPartialSum: Blocks of a partial-sum result hold the value
+// (each device's block of the sum), not the summands, so checkpoints and
+// other readers of blocks never see pending sums.
+func TestBlocksOfPartialSum(t *testing.T) {
+	m := guideMesh()
+	r := rand.New(rand.NewPCG(4, 4))
+	ah, bh := randT(r, 4, 8), randT(r, 8, 2)
+	a := shard.Put(ah, shard.NewSharding(m, shard.P(nil, "dp")))
+	b := shard.Put(bh, shard.NewSharding(m, shard.P("dp", nil)))
+	y := tensor.MatMul(a, b) // contracting dim sharded on both sides: partial over dp
+	want := tensor.MatMul(ah, bh)
+	for _, blk := range shard.Blocks(y) {
+		requireClose(t, want, blk, 1e-5, "block")
+	}
+}
