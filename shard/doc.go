@@ -124,6 +124,10 @@
 //	one_hot               like the ids, the new class axis whole
 //	concatenate slice pad flip  the dims they change gathered
 //	scatter_add           the scattered axis gathered
+//	bincount segment_sum  local counts and sums: a partial sum over the
+//	                      axes the rows are split over
+//	segment_take bincount_gather  the table read is gathered; the result
+//	                      follows the ids
 //	mse                   composed: mean of squared differences
 //	anything else         gathered on every device and computed whole
 //	                      (replicated result); counted, a panic under Strict
