@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -181,6 +182,34 @@ type meshNet struct {
 	first  int              // first local mesh index, -1 if none
 	spans  bool             // devices of more than one process
 	groups map[string]Group // by process set
+
+	mu        sync.Mutex
+	partition map[uint64][][]int // groups over an axes mask, members ascending
+}
+
+// partitionOf returns the groups of devices over the axes in mask, each
+// as its members in ascending mesh order, in order of their first member.
+func (m *Mesh) partitionOf(mask uint64) [][]int {
+	n := m.net
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p, ok := n.partition[mask]; ok {
+		return p
+	}
+	if n.partition == nil {
+		n.partition = map[uint64][][]int{}
+	}
+	seen := map[int]bool{}
+	var out [][]int
+	for i := range m.devices {
+		key, members := m.groupOf(i, mask)
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, members)
+		}
+	}
+	n.partition[mask] = out
+	return out
 }
 
 // connect sets up the communicators of a new mesh (collectively) and
@@ -224,14 +253,8 @@ func (m *Mesh) connect() *Mesh {
 // groupProcs returns, for each group of devices over the axes in mask (in
 // order of their first member), the sorted set of processes it spans.
 func (m *Mesh) groupProcs(mask uint64) [][]int {
-	seen := map[int]bool{}
 	var out [][]int
-	for i := range m.devices {
-		key, members := m.groupOf(i, mask)
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
+	for _, members := range m.partitionOf(mask) {
 		out = append(out, m.procsOf(members))
 	}
 	return out
@@ -330,13 +353,8 @@ func (r *run) exchange(s *slot) (err error) {
 			err = &DeviceError{Device: m.devices[e.dev], Coords: e.coords, Op: r.name, Value: p}
 		}
 	}()
-	done := map[int]bool{}
-	for i := range m.devices {
-		key, members := m.groupOf(i, axesMask)
-		if done[key] {
-			continue
-		}
-		done[key] = true
+	for _, members := range m.partitionOf(axesMask) {
+		key := members[0]
 		procs := m.procsOf(members)
 		if len(procs) < 2 || !slices.Contains(procs, dist.rank) {
 			continue
