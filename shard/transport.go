@@ -329,8 +329,9 @@ func (m *Mesh) nlocal() int {
 // has arrived: for each group of devices that spans processes, a psum's
 // local partial sums are all-reduced (the result is stored for the
 // group), and for every other collective the blocks of the group's remote
-// members are brought here, so the in-memory algorithms see every member.
-// Groups are visited in the same order on every process.
+// members are brought here, so the in-memory algorithms see every member
+// (pmax and pmin are all-reduced like psum). Groups are visited in the
+// same order on every process.
 func (r *run) exchange(s *slot) (err error) {
 	m := r.mesh
 	var first *call
@@ -369,6 +370,8 @@ func (r *run) exchange(s *slot) (err error) {
 		switch first.kind {
 		case "psum":
 			r.exchangePsum(s, g, key, members)
+		case "pmax", "pmin":
+			r.exchangeExtreme(s, g, key, members, first.kind == "pmax")
 		case "psum_scatter", "all_to_all", "ppermute":
 			r.exchangeParts(s, g, ge, members, procs)
 		default:
@@ -805,4 +808,39 @@ func (r *run) exchangeParts(s *slot, g Group, ge *devEnv, members, procs []int) 
 			s.calls[src] = &call{kind: c0.kind, axes: c0.axes, x: x, extra: c0.extra, p: c0.p}
 		}
 	}
+}
+
+// exchangeExtreme all-reduces (MPI_MAX or MPI_MIN) the elementwise extreme
+// of the group's local blocks and stores it as the group's shared result.
+func (r *run) exchangeExtreme(s *slot, g Group, key int, members []int, isMax bool) {
+	m := r.mesh
+	var out *tensor.Tensor
+	for _, j := range members {
+		if !m.isLocal(j) {
+			continue
+		}
+		x := tensor.WithLocal(s.calls[j].x, nil)
+		switch {
+		case out == nil:
+			out = tensor.Zeros(x.DType(), x.Shape()...)
+			copy(rawBytes(out), rawBytes(x))
+		case isMax:
+			out = tensor.Maximum(out, x)
+		default:
+			out = tensor.Minimum(out, x)
+		}
+	}
+	op := ReduceMin
+	if isMax {
+		op = ReduceMax
+	}
+	if out.DType() == tensor.Int32 {
+		g.AllreduceInt32(out.RawInt32(), out.RawInt32(), op)
+	} else {
+		g.AllreduceFloat32(out.RawFloat32(), out.RawFloat32(), op)
+	}
+	l := &lazyResult{t: out}
+	l.once.Do(func() {})
+	s.shared.Store(key, l)
+	s.remote.Store(key, true)
 }
