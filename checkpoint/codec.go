@@ -231,13 +231,32 @@ func appendBlockHeader(out []byte, last bool, typ, size int) []byte {
 	return append(out, byte(h), byte(h>>8), byte(h>>16))
 }
 
+// encodeChunkHalf narrows a chunk of float32 words to 16-bit storage s
+// (AsBFloat16 or AsFloat16), shuffles the two bytes of each element into
+// two planes (low bytes, then high bytes: sign, exponent and the top
+// mantissa bits) and appends each plane as an entropy-coded frame.
+// scratch holds at least 2*len(w) bytes.
+func encodeChunkHalf(out, scratch []byte, hs *huff0.Scratch, s FloatStorage, w []uint32) []byte {
+	n := len(w)
+	lo, hi := scratch[:n:n], scratch[n:2*n:2*n]
+	for i, v := range w {
+		h := uint16(widen16Inverse(s, v))
+		lo[i], hi[i] = byte(h), byte(h>>8)
+	}
+	out = entropyFrame(out, lo, hs)
+	return entropyFrame(out, hi, hs)
+}
+
 // decodeChunk decompresses one chunk into scratch (which it may grow) and
 // unshuffles it into w or b, which have the chunk's element count. It
 // returns scratch for reuse. Bool chunks must hold only 0 and 1 bytes.
-func decodeChunk(frame, scratch []byte, w []uint32, b []byte) ([]byte, error) {
+//
+// With 16-bit storage s (AsBFloat16, AsFloat16) the chunk holds 2 bytes
+// per element of w, in the planes encodeChunkHalf writes, and is widened.
+func decodeChunk(frame, scratch []byte, s FloatStorage, w []uint32, b []byte) ([]byte, error) {
 	want := len(b)
 	if w != nil {
-		want = 4 * len(w)
+		want = s.size() * len(w)
 	}
 	raw, err := zstdDecoder().DecodeAll(frame, scratch[:0])
 	if err != nil {
@@ -245,6 +264,14 @@ func decodeChunk(frame, scratch []byte, w []uint32, b []byte) ([]byte, error) {
 	}
 	if len(raw) != want {
 		return raw, fmt.Errorf("chunk decodes to %d bytes, want %d", len(raw), want)
+	}
+	if w != nil && s.size() == 2 {
+		n := len(w)
+		lo, hi := raw[:n:n], raw[n:2*n:2*n]
+		for i := range w {
+			w[i] = widen16(s, uint16(lo[i])|uint16(hi[i])<<8)
+		}
+		return raw, nil
 	}
 	if w != nil {
 		unshuffle4(w, raw)

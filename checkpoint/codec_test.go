@@ -94,7 +94,7 @@ func TestChunkCodec(t *testing.T) {
 		frame := encodeChunk(nil, scratch, &hs, x.DType() == tensor.Float32, w, b)
 		y := tensor.Zeros(x.DType(), x.Shape()...)
 		yw, yb := words(y)
-		_, err := decodeChunk(frame, nil, yw, yb)
+		_, err := decodeChunk(frame, nil, AsFloat32, yw, yb)
 		require.NoError(t, err, "%v", x)
 		require.Equal(t, leafBits(x), leafBits(y), "%v", x)
 		if x == weights {
@@ -106,11 +106,11 @@ func TestChunkCodec(t *testing.T) {
 	// A frame that lies about its content is an error, not a panic.
 	w, _ := words(weights)
 	frame := encodeChunk(nil, make([]byte, weights.Bytes()), &hs, true, w, nil)
-	_, err := decodeChunk(frame, nil, make([]uint32, len(w)-1), nil)
+	_, err := decodeChunk(frame, nil, AsFloat32, make([]uint32, len(w)-1), nil)
 	require.ErrorContains(t, err, "decodes to")
-	_, err = decodeChunk([]byte("not zstd at all"), nil, make([]uint32, 4), nil)
+	_, err = decodeChunk([]byte("not zstd at all"), nil, AsFloat32, make([]uint32, 4), nil)
 	require.Error(t, err)
-	_, err = decodeChunk(zstdEncoder().EncodeAll([]byte{0, 1, 2}, nil), nil, nil, make([]byte, 3))
+	_, err = decodeChunk(zstdEncoder().EncodeAll([]byte{0, 1, 2}, nil), nil, AsFloat32, nil, make([]byte, 3))
 	require.ErrorContains(t, err, "bool element 2")
 }
 

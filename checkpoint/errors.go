@@ -33,10 +33,12 @@ type Error struct {
 	Step int    // the step, or -1
 	Path string // the tensor's tree path, or "" when not about one tensor
 	File string // the file, relative to the step directory, or ""
+	Dir  string // the step directory (dir/00000100), or "" when not about one
 	Err  error  // the cause, often wrapping one of the sentinel errors
 }
 
-// Error returns "checkpoint: restore step 100: tensor Layers[0].W: file d0001.bin: cause".
+// Error returns "checkpoint: restore step 100 (ckpt/00000100): tensor
+// Layers[0].W: file d0001.bin: cause", leaving out what is not set.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("checkpoint: ")
@@ -44,6 +46,9 @@ func (e *Error) Error() string {
 	if e.Step >= 0 {
 		b.WriteString(" step ")
 		b.WriteString(strconv.Itoa(e.Step))
+	}
+	if e.Dir != "" {
+		fmt.Fprintf(&b, " (%s)", e.Dir)
 	}
 	if e.Path != "" {
 		fmt.Fprintf(&b, ": tensor %s", e.Path)
@@ -62,4 +67,29 @@ func (e *Error) Unwrap() error { return e.Err }
 // errf builds a cause wrapping a sentinel: errf(ErrCorrupt, "frame %d: %v", i, err).
 func errf(kind error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", kind, fmt.Sprintf(format, args...))
+}
+
+// typeString writes a dtype abbreviation and a shape in type notation,
+// f32[3,4], the one way this package prints shapes.
+func typeString(abbrev string, shape []int) string {
+	var b strings.Builder
+	b.WriteString(abbrev)
+	b.WriteByte('[')
+	for i, d := range shape {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(d))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// inDir sets the step directory of err, if it is an *Error without one.
+func inDir(err error, dir string) error {
+	var e *Error
+	if errors.As(err, &e) && e.Dir == "" {
+		e.Dir = dir
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/gonox/gonox/checkpoint"
+	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
@@ -173,4 +174,50 @@ func ExampleExportSafetensors() {
 	fmt.Println(back["encoder.weight"].Float32s(), back["encoder.bias"].Float32s(), meta)
 	// Output:
 	// [1 2 3 4] [0.5 -0.5] map[format:pt]
+}
+
+// Load the weights of a PyTorch MLP into a gonox nn.MLP. In PyTorch:
+//
+//	model = nn.Sequential(nn.Linear(3, 2), nn.ReLU(), nn.Linear(2, 1))
+//	safetensors.torch.save_file(model.state_dict(), "mlp.safetensors")
+//
+// The file holds "0.weight" [2,3], "0.bias", "2.weight" [1,2] and
+// "2.bias", weights [out, in] and in bfloat16 here; TorchMLP(0, 2) maps
+// them to Layers[0] and Layers[1] of nn.MLP, whose weights are [in, out]
+// (transposed on the way), and widens them to float32. Rename and
+// Transpose write such rules for other models.
+func ExampleTorchMLP() {
+	dir, _ := os.MkdirTemp("", "torch")
+	defer os.RemoveAll(dir)
+	path := dir + "/mlp.safetensors"
+	// Stand-in for the PyTorch file: a state dict under PyTorch's names.
+	stateDict := map[string]*tensor.Tensor{
+		"0.weight": tensor.FromFloat32([]float32{1, 0, -1, 0.5, 0.5, 0.5}, 2, 3),
+		"0.bias":   tensor.FromFloat32([]float32{0, -1}, 2),
+		"2.weight": tensor.FromFloat32([]float32{2, -1}, 1, 2),
+		"2.bias":   tensor.FromFloat32([]float32{0.25}, 1),
+	}
+	if err := checkpoint.ExportSafetensors(path, stateDict, map[string]string{"format": "pt"}, checkpoint.ExportFloatsAs(checkpoint.AsBFloat16)); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	like := nn.NewMLP(tensor.NewKey(0), []int{3, 2, 1}, nn.MLPOptions{})
+	mlp, _, err := checkpoint.ImportSafetensors(path, like, checkpoint.MapNames(checkpoint.TorchMLP(0, 2)...))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(pytree.Format(mlp))
+	fmt.Println(mlp.Layers[0].W.Float32s())
+	// relu([1-3, 0.5+1+1.5-1]) = [0, 2]; 2*0 - 1*2 + 0.25
+	fmt.Println(mlp.Forward(tensor.FromFloat32([]float32{1, 2, 3}, 1, 3)).Float32s())
+	// Output:
+	// MLP{
+	//   Layers: [Linear{W: f32[3,2], B: f32[2]}, Linear{W: f32[2,1], B: f32[1]}],
+	//   Activation: Relu,
+	//   FinalActivation: Identity,
+	// }
+	// [1 0.5 0 0.5 -1 0.5]
+	// [-1.75]
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 	"github.com/klauspost/compress/huff0"
@@ -41,6 +42,24 @@ func FuzzManifest(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"format":"gonox-checkpoint","version":1,"step":1,"codec":"shuffle+zstd","chunk_bytes":64,"tensors":[]}`))
+	// The same state with W stored as bfloat16 (its data files are the
+	// float32 ones, so restoring it fails on sizes or checksums).
+	bf, err := parseManifest(good)
+	if err != nil {
+		f.Fatal(err)
+	}
+	bf.Version = formatVersionStorage
+	for _, e := range bf.Tensors {
+		if e.Path == "W" {
+			e.Storage = "bfloat16"
+			for _, s := range e.Shards {
+				s.Raw /= 2
+			}
+		}
+	}
+	if b, err := bf.encode(); err == nil {
+		f.Add(b)
+	}
 	manifestPath := filepath.Join(stepDir(dir, 1), manifestName)
 	like := tinyAt(0)
 	mesh := shard.NewMesh([]int{3}, []string{"dp"})
@@ -71,7 +90,16 @@ func FuzzSafetensors(f *testing.F) {
 	f.Add(good.Bytes())
 	f.Add(stFile(`{}`, 0))
 	f.Add(stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, 8))
+	for _, s := range []FloatStorage{AsBFloat16, AsFloat16, AsFloat64} {
+		var b bytes.Buffer
+		if err := WriteSafetensors(&b, tree, nil, ExportFloatsAs(s)); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b.Bytes())
+	}
+	f.Add(torchMLPFile("BF16"))
 	like := zerosLike(tree)
+	mlp := zerosLike(nn.NewMLP(tensor.NewKey(0), []int{3, 4, 2}, nn.MLPOptions{}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		entries, _, start, err := parseSafetensorsHeader(bytes.NewReader(data), int64(len(data)))
 		if err == nil {
@@ -84,6 +112,7 @@ func FuzzSafetensors(f *testing.F) {
 		}
 		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), like)
 		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), like, Partial())
+		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), mlp, MapNames(TorchMLP(0, 2)...))
 	})
 }
 
@@ -154,17 +183,35 @@ func FuzzChunkRoundTrip(f *testing.F) {
 		}
 	}
 	f.Add(barely, uint8(0))
+	f.Add(barely, uint8(3))
+	f.Add(barely, uint8(4))
 	f.Fuzz(func(t *testing.T, data []byte, kind uint8) {
 		var hs huff0.Scratch
-		switch kind % 3 {
+		switch kind % 5 {
+		case 3, 4: // float32 words stored as bfloat16 or float16
+			st := AsBFloat16
+			if kind%5 == 4 {
+				st = AsFloat16
+			}
+			w := make([]uint32, len(data)/4)
+			want := make([]uint32, len(w))
+			for i := range w {
+				w[i] = binary.LittleEndian.Uint32(data[4*i:])
+				want[i] = widen16(st, widen16Inverse(st, w[i]))
+			}
+			frame := encodeChunkHalf(nil, make([]byte, 2*len(w)), &hs, st, w)
+			got := make([]uint32, len(w))
+			_, err := decodeChunk(frame, nil, st, got, nil)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
 		case 0, 1: // float32 or int32 words
 			w := make([]uint32, len(data)/4)
 			for i := range w {
 				w[i] = binary.LittleEndian.Uint32(data[4*i:])
 			}
-			frame := encodeChunk(nil, make([]byte, 4*len(w)), &hs, kind%3 == 0, w, nil)
+			frame := encodeChunk(nil, make([]byte, 4*len(w)), &hs, kind%5 == 0, w, nil)
 			got := make([]uint32, len(w))
-			_, err := decodeChunk(frame, nil, got, nil)
+			_, err := decodeChunk(frame, nil, AsFloat32, got, nil)
 			require.NoError(t, err)
 			require.Equal(t, w, got)
 		case 2: // bools
@@ -174,9 +221,32 @@ func FuzzChunkRoundTrip(f *testing.F) {
 			}
 			frame := encodeChunk(nil, nil, &hs, false, nil, b)
 			got := make([]byte, len(b))
-			_, err := decodeChunk(frame, nil, nil, got)
+			_, err := decodeChunk(frame, nil, AsFloat32, nil, got)
 			require.NoError(t, err)
 			require.Equal(t, b, got)
+		}
+	})
+}
+
+// FuzzStepName checks the parser of step directory names: it never
+// panics, accepts exactly the names stepName writes (so a directory
+// Steps lists is the one Restore opens), and every accepted name stands
+// for a step of at least 0. The seed corpus is in
+// testdata/fuzz/FuzzStepName.
+func FuzzStepName(f *testing.F) {
+	f.Fuzz(func(t *testing.T, name string) {
+		n, ok := parseStepName(name)
+		if !ok {
+			if n != 0 {
+				t.Fatalf("%q refused but gave %d", name, n)
+			}
+			return
+		}
+		if n < 0 || stepName(n) != name {
+			t.Fatalf("%q parsed as step %d, whose name is %q", name, n, stepName(n))
+		}
+		if got, ok := parseStepName(stepName(n)); !ok || got != n {
+			t.Fatalf("stepName(%d) = %q parses as %d, %v", n, stepName(n), got, ok)
 		}
 	})
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/gonox/gonox/shard"
 )
 
 // ManagerOptions configures a Manager. The zero value saves every step
@@ -33,6 +35,11 @@ type ManagerOptions struct {
 	// go on in a background goroutine while training continues. An error of
 	// a background save is returned by the next Save, Wait or Close.
 	Async bool
+	// OnUnsynced, if not nil, is given to every Save (see the SaveOption
+	// OnUnsynced): it is called when a step is in place but the fsync of
+	// the directory after its rename failed, on the goroutine that saves
+	// (with Async, the background one).
+	OnUnsynced func(err error)
 }
 
 // Manager saves a series of steps into one directory and prunes old ones,
@@ -114,7 +121,11 @@ func (m *Manager) Save(step int, tree any, metrics map[string]float64) (bool, er
 	if err := m.waitLocked(); err != nil {
 		return false, err
 	}
-	p, err := prepare(step, tree, []SaveOption{WithMetrics(metrics), Overwrite()})
+	opts := []SaveOption{WithMetrics(metrics), Overwrite()}
+	if m.opts.OnUnsynced != nil {
+		opts = append(opts, OnUnsynced(m.opts.OnUnsynced))
+	}
+	p, err := prepare(step, tree, opts)
 	if err != nil {
 		return false, err
 	}
@@ -145,6 +156,10 @@ func (m *Manager) committedLocked(step int, metrics map[string]float64) error {
 	m.steps[step] = metrics
 	var errs []error
 	for _, s := range m.pruneLocked() {
+		if shard.ProcessIndex() != 0 {
+			delete(m.steps, s) // in a job of several processes, process 0 deletes
+			continue
+		}
 		gone, err := removeStep(m.dir, s)
 		if gone {
 			delete(m.steps, s)
@@ -337,7 +352,10 @@ func maps(m map[string]float64) map[string]float64 {
 
 // Steps returns the complete steps in dir, oldest first: the step
 // directories that have a manifest. Temporary directories of saves in
-// progress or interrupted are not steps.
+// progress or interrupted are not steps, and neither is a symlink to a
+// step directory or one whose manifest.json is not a regular file:
+// Restore refuses those, so what Steps lists is what Restore and
+// RestoreLatest read.
 func Steps(dir string) ([]int, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -349,10 +367,11 @@ func Steps(dir string) ([]int, error) {
 	var out []int
 	for _, e := range ents {
 		s, ok := parseStepName(e.Name())
-		if !ok || !e.IsDir() {
+		if !ok || e.Type()&fs.ModeSymlink != 0 || !e.IsDir() {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(dir, e.Name(), manifestName)); err == nil {
+		// Lstat, as readManifest does: never open what might be a FIFO.
+		if fi, err := os.Lstat(filepath.Join(dir, e.Name(), manifestName)); err == nil && fi.Mode().IsRegular() {
 			out = append(out, s)
 		}
 	}

@@ -14,12 +14,20 @@ import (
 )
 
 const (
-	formatName    = "gonox-checkpoint"
-	formatVersion = 1
-	codecName     = "shuffle+zstd"
-	manifestName  = "manifest.json"
+	formatName = "gonox-checkpoint"
+	// formatVersion is the version Save writes: 1, or 2 when a tensor
+	// has a storage field (StoreFloatsAs), which readers of version 1
+	// would not understand. Restore reads both.
+	formatVersion        = 1
+	formatVersionStorage = 2
+	codecName            = "shuffle+zstd"
+	manifestName         = "manifest.json"
 
-	maxManifestBytes = 1 << 30
+	// maxManifestBytes bounds the manifest a restore reads: an indented
+	// chunk record takes about 70 bytes, so 256 MiB describes some 3.8
+	// million chunks, 3.8 TiB of tensors in the default 1 MiB chunks.
+	// Save refuses to write a larger one.
+	maxManifestBytes = 256 << 20
 	maxElements      = 1 << 48 // per tensor
 	maxMeshDevices   = 1 << 16
 	maxRank          = 64
@@ -46,9 +54,21 @@ type tensorEntry struct {
 	Mesh   *meshEntry    `json:"mesh,omitempty"` // nil for a host tensor
 	Spec   [][]string    `json:"spec,omitempty"`
 	Shards []*shardEntry `json:"shards"`
+	// Storage is how float32 elements are stored when not as they are:
+	// "bfloat16" or "float16" (version 2).
+	Storage string `json:"storage,omitempty"`
 
-	path  pytree.Path  // parsed Path
-	dtype tensor.DType // parsed DType
+	path    pytree.Path  // parsed Path
+	dtype   tensor.DType // parsed DType
+	storage FloatStorage // parsed Storage
+}
+
+// storedSize returns the bytes of one stored element.
+func (t *tensorEntry) storedSize() int {
+	if t.storage != AsFloat32 {
+		return t.storage.size()
+	}
+	return t.dtype.Size()
 }
 
 // meshEntry records the mesh a tensor was sharded over at save time.
@@ -96,7 +116,7 @@ func dtypeName(dt tensor.DType) string {
 // ErrUnsafePath for file names that would leave the step directory.
 func parseManifest(data []byte) (*manifest, error) {
 	if len(data) > maxManifestBytes {
-		return nil, &Error{Op: "manifest", Step: -1, Err: errf(ErrCorrupt, "manifest of %d bytes is too large", len(data))}
+		return nil, &Error{Op: "manifest", Step: -1, File: manifestName, Err: errf(ErrCorrupt, "%d bytes is too large for a manifest (limit %d)", len(data), maxManifestBytes)}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -124,8 +144,8 @@ func (m *manifest) validate() error {
 	if m.Format != formatName {
 		return bad("", manifestName, "format %q, want %q", m.Format, formatName)
 	}
-	if m.Version != formatVersion {
-		return bad("", manifestName, "format version %d, this package reads version %d", m.Version, formatVersion)
+	if m.Version != formatVersion && m.Version != formatVersionStorage {
+		return bad("", manifestName, "format version %d, this package reads versions %d and %d", m.Version, formatVersion, formatVersionStorage)
 	}
 	if m.Step < 0 {
 		return bad("", manifestName, "negative step %d", m.Step)
@@ -160,24 +180,37 @@ func (m *manifest) validate() error {
 }
 
 func (m *manifest) validateTensor(t *tensorEntry) error {
-	bad := func(file, format string, args ...any) error {
+	// Errors here are about the manifest, which is what names a wrong
+	// shape or offset: the data file a shard entry points to is named in
+	// the message, not blamed as the file at fault.
+	bad := func(format string, args ...any) error {
+		return &Error{Op: "manifest", Step: m.Step, Path: t.Path, File: manifestName, Err: errf(ErrCorrupt, format, args...)}
+	}
+	sbad := func(k int, s *shardEntry, format string, args ...any) error {
 		kind := ErrCorrupt
-		if file != "" && !validFileName(file) {
+		if !validFileName(s.File) {
 			kind = ErrUnsafePath
 		}
-		return &Error{Op: "manifest", Step: m.Step, Path: t.Path, File: file, Err: errf(kind, format, args...)}
+		return &Error{Op: "manifest", Step: m.Step, Path: t.Path, File: manifestName, Err: errf(kind, "shard %d (data file %q): %s", k, s.File, fmt.Sprintf(format, args...))}
 	}
 	dt, ok := dtypeNames[t.DType]
 	if !ok {
-		return bad("", "unknown dtype %q", t.DType)
+		return bad("unknown dtype %q", t.DType)
 	}
 	t.dtype = dt
+	if t.Storage != "" {
+		st, ok := storageNames[t.Storage]
+		if !ok || dt != tensor.Float32 || m.Version < formatVersionStorage {
+			return bad("storage %q is not a storage of %s in format version %d", t.Storage, t.DType, m.Version)
+		}
+		t.storage = st
+	}
 	if len(t.Shape) > maxRank {
-		return bad("", "rank %d is too large", len(t.Shape))
+		return bad("rank %d is too large", len(t.Shape))
 	}
 	n, ok := numel(t.Shape)
 	if !ok {
-		return bad("", "shape %v is negative or too large", t.Shape)
+		return bad("shape %v is negative or too large", t.Shape)
 	}
 	rank := len(t.Shape)
 	parts := make([]int, rank)
@@ -186,39 +219,39 @@ func (m *manifest) validateTensor(t *tensorEntry) error {
 	}
 	if t.Mesh == nil {
 		if len(t.Spec) != 0 {
-			return bad("", "a spec without a mesh")
+			return bad("a spec without a mesh")
 		}
 	} else {
 		mesh := t.Mesh
 		if len(mesh.Axes) == 0 || len(mesh.Axes) != len(mesh.Shape) {
-			return bad("", "mesh has %d axis names and %d sizes", len(mesh.Axes), len(mesh.Shape))
+			return bad("mesh has %d axis names and %d sizes", len(mesh.Axes), len(mesh.Shape))
 		}
 		size := 1
 		for i, a := range mesh.Axes {
 			if a == "" || slices.Index(mesh.Axes, a) != i {
-				return bad("", "mesh axis names %q are empty or repeated", mesh.Axes)
+				return bad("mesh axis names %q are empty or repeated", mesh.Axes)
 			}
 			s := mesh.Shape[i]
 			if s < 1 || s > maxMeshDevices || size*s > maxMeshDevices {
-				return bad("", "mesh shape %v is invalid", mesh.Shape)
+				return bad("mesh shape %v is invalid", mesh.Shape)
 			}
 			size *= s
 		}
 		if len(t.Spec) > rank {
-			return bad("", "spec %v has more entries than the %d dimensions", t.Spec, rank)
+			return bad("spec %v has more entries than the %d dimensions", t.Spec, rank)
 		}
 		used := map[string]bool{}
 		for d, axes := range t.Spec {
 			for _, a := range axes {
 				k := slices.Index(mesh.Axes, a)
 				if k < 0 || used[a] {
-					return bad("", "spec %v names axis %q that the mesh lacks or uses it twice", t.Spec, a)
+					return bad("spec %v names axis %q that the mesh lacks or uses it twice", t.Spec, a)
 				}
 				used[a] = true
 				parts[d] *= mesh.Shape[k]
 			}
 			if t.Shape[d]%parts[d] != 0 {
-				return bad("", "dimension %d (%d) is not divisible into %d blocks", d, t.Shape[d], parts[d])
+				return bad("dimension %d (%d) is not divisible into %d blocks", d, t.Shape[d], parts[d])
 			}
 		}
 	}
@@ -229,61 +262,61 @@ func (m *manifest) validateTensor(t *tensorEntry) error {
 		nblocks *= parts[i]
 	}
 	if len(t.Shards) != nblocks {
-		return bad("", "%d shards, the spec makes %d blocks", len(t.Shards), nblocks)
+		return bad("%d shards, the spec makes %d blocks", len(t.Shards), nblocks)
 	}
-	esize := int64(dt.Size())
+	esize := int64(t.storedSize())
 	blockElems, _ := numel(block)
 	raw := int64(blockElems) * esize
 	nchunks := (raw + int64(m.ChunkBytes) - 1) / int64(m.ChunkBytes)
 	maxFrame := int64(m.ChunkBytes) + int64(m.ChunkBytes)/64 + 1024 // zstd's worst case stays well below
 	seen := map[string]bool{}
-	for _, s := range t.Shards {
+	for si, s := range t.Shards {
 		if s == nil {
-			return bad("", "null shard")
+			return bad("shard %d is null", si)
 		}
 		if !validFileName(s.File) {
-			return bad(s.File, "file name %q would leave the step directory or is not a plain name", s.File)
+			return sbad(si, s, "the file name would leave the step directory or is not a plain name")
 		}
 		if !slices.Equal(s.Shape, block) {
-			return bad(s.File, "shard shape %v, the spec makes blocks of %v", s.Shape, block)
+			return sbad(si, s, "shape %v, the spec makes blocks of %v", s.Shape, block)
 		}
 		if len(s.Offset) != rank {
-			return bad(s.File, "shard offset %v has rank %d, want %d", s.Offset, len(s.Offset), rank)
+			return sbad(si, s, "offset %v has rank %d, want %d", s.Offset, len(s.Offset), rank)
 		}
 		for i, o := range s.Offset {
 			if block[i] == 0 {
 				if o != 0 {
-					return bad(s.File, "shard offset %v: dimension %d has empty blocks", s.Offset, i)
+					return sbad(si, s, "offset %v: dimension %d has empty blocks", s.Offset, i)
 				}
 			} else if o < 0 || o >= t.Shape[i] || o%block[i] != 0 {
-				return bad(s.File, "shard offset %v is not a block of shape %v in %v", s.Offset, block, t.Shape)
+				return sbad(si, s, "offset %v is not a block of shape %v in %v", s.Offset, block, t.Shape)
 			}
 		}
 		if n > 0 {
 			key := fmt.Sprint(s.Offset)
 			if seen[key] {
-				return bad(s.File, "two shards at offset %v", s.Offset)
+				return sbad(si, s, "two shards at offset %v", s.Offset)
 			}
 			seen[key] = true
 		}
 		if s.Raw != raw {
-			return bad(s.File, "shard raw size %d, want %d", s.Raw, raw)
+			return sbad(si, s, "raw size %d, want %d", s.Raw, raw)
 		}
 		if int64(len(s.Chunks)) != nchunks {
-			return bad(s.File, "%d chunks, want %d for %d bytes in chunks of %d", len(s.Chunks), nchunks, raw, m.ChunkBytes)
+			return sbad(si, s, "%d chunks, want %d for %d bytes in chunks of %d", len(s.Chunks), nchunks, raw, m.ChunkBytes)
 		}
 		if s.Pos < 0 || s.Size < 0 || s.Pos > 1<<62 || s.Size > 1<<62 {
-			return bad(s.File, "byte range pos %d size %d is invalid", s.Pos, s.Size)
+			return sbad(si, s, "byte range pos %d size %d is invalid", s.Pos, s.Size)
 		}
 		var sum int64
 		for k, f := range s.Chunks {
 			if f == nil || f.Size <= 0 || f.Size > maxFrame {
-				return bad(s.File, "chunk %d has an invalid size", k)
+				return sbad(si, s, "chunk %d has an invalid size", k)
 			}
 			sum += f.Size
 		}
 		if sum != s.Size {
-			return bad(s.File, "chunks add up to %d bytes, shard size is %d", sum, s.Size)
+			return sbad(si, s, "chunks add up to %d bytes, shard size is %d", sum, s.Size)
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -56,7 +57,9 @@ func (r *reader) fail(path, file string, kind error, format string, args ...any)
 
 // open opens a data file once, refusing anything that leaves the step
 // directory (os.Root refuses .. and symlinks pointing outside) or is not
-// a regular file.
+// a regular file. The file type is checked before opening (a FIFO would
+// block the open forever, a device could do anything), and again on the
+// opened file.
 func (r *reader) open(path, name string) (*os.File, error) {
 	if f, ok := r.files[name]; ok {
 		return f, nil
@@ -64,35 +67,64 @@ func (r *reader) open(path, name string) (*os.File, error) {
 	if !validFileName(name) {
 		return nil, r.fail(path, name, ErrUnsafePath, "file name would leave the step directory")
 	}
-	if fi, err := r.root.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+	fi, err := r.root.Lstat(name)
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		// Symlinks inside the directory are followed by os.Root; this
 		// package never writes one, so a symlink is refused outright when
-		// it leads outside, and checked below otherwise.
-		if _, err := r.root.Stat(name); err != nil {
+		// it leads outside, and what it leads to is checked below.
+		if fi, err = r.root.Stat(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, r.fail(path, name, ErrUnsafePath, "symlink leads outside the step directory: %v", err)
 		}
 	}
-	f, err := r.root.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, r.fail(path, name, ErrCorrupt, "data file is missing")
+	}
+	if err != nil {
+		return nil, r.fail(path, name, ErrUnsafePath, "%v", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, r.fail(path, name, ErrCorrupt, "not a regular file (%v)", fi.Mode().Type())
+	}
+	f, err := openRegular(r.root, name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, r.fail(path, name, ErrCorrupt, "data file is missing")
 		}
+		if errors.Is(err, errNotRegular) {
+			return nil, r.fail(path, name, ErrCorrupt, "%v", err)
+		}
 		return nil, r.fail(path, name, ErrUnsafePath, "%v", err)
 	}
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, r.fail(path, name, ErrCorrupt, "not a regular file")
-	}
 	r.files[name] = f
+	return f, nil
+}
+
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens name in root for reading, refusing anything but a
+// regular file. Callers check with Lstat first; the open itself is
+// non-blocking, so a FIFO put in place after that check cannot block it
+// either, and the opened file is checked again.
+func openRegular(root *os.Root, name string) (*os.File, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|oNonblock, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%w (%v)", errNotRegular, fi.Mode().Type())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
 	return f, nil
 }
 
 // plan lists the copies that fill piece p, counting the uses of each chunk.
 func (r *reader) plan(p *piece) ([]*pieceJob, error) {
 	e := p.t.entry
-	esize := e.dtype.Size()
-	epc := r.m.ChunkBytes / esize
+	epc := r.m.ChunkBytes / e.storedSize()
 	var jobs []*pieceJob
 	for _, s := range e.Shards {
 		lo, size, ok := box.Intersect(p.lo, p.size, s.Offset, s.Shape)
@@ -148,7 +180,7 @@ func flatIndex(g, off, shape []int) int {
 var scratchPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // chunk returns chunk k of shard s decoded, decoding it on first use.
-func (r *reader) chunk(path string, esize int, s *shardEntry, k int) ([]uint32, []byte, error) {
+func (r *reader) chunk(e *tensorEntry, s *shardEntry, k int) ([]uint32, []byte, error) {
 	c := r.chunks[chunkKey{s, k}]
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -156,7 +188,7 @@ func (r *reader) chunk(path string, esize int, s *shardEntry, k int) ([]uint32, 
 		return c.w, c.b, c.err
 	}
 	c.done = true
-	c.w, c.b, c.err = r.decode(path, esize, s, k)
+	c.w, c.b, c.err = r.decode(e, s, k)
 	return c.w, c.b, c.err
 }
 
@@ -171,10 +203,11 @@ func (r *reader) release(s *shardEntry, k int) {
 	c.mu.Unlock()
 }
 
-func (r *reader) decode(path string, esize int, s *shardEntry, k int) ([]uint32, []byte, error) {
+func (r *reader) decode(e *tensorEntry, s *shardEntry, k int) ([]uint32, []byte, error) {
+	path := e.Path
 	f := r.files[s.File]
 	fr := s.Chunks[k]
-	epc := int64(r.m.ChunkBytes / esize)
+	epc := int64(r.m.ChunkBytes / e.storedSize())
 	total := int64(blockElems(s.Shape))
 	n := min(epc, total-int64(k)*epc)
 	buf := make([]byte, fr.Size)
@@ -192,12 +225,12 @@ func (r *reader) decode(path string, esize int, s *shardEntry, k int) ([]uint32,
 	defer scratchPool.Put(sp)
 	var w []uint32
 	var b []byte
-	if esize == 4 {
+	if e.dtype.Size() == 4 {
 		w = make([]uint32, n)
 	} else {
 		b = make([]byte, n)
 	}
-	*sp, err = decodeChunk(buf, *sp, w, b)
+	*sp, err = decodeChunk(buf, *sp, e.storage, w, b)
 	if err != nil {
 		return nil, nil, r.fail(path, s.File, ErrCorrupt, "chunk %d: %v", k, err)
 	}
@@ -213,11 +246,10 @@ func blockElems(shape []int) int {
 func (r *reader) run(j *pieceJob) (err error) {
 	p := j.p
 	t := p.t
-	path := t.entry.Path
 	dw, db := words(t.blocks[p.blk])
 	doff := t.offsets[p.blk]
 	dshape := t.shape
-	epc := r.m.ChunkBytes / t.entry.dtype.Size()
+	epc := r.m.ChunkBytes / t.entry.storedSize()
 	cur := -1
 	var cw []uint32
 	var cb []byte
@@ -237,7 +269,7 @@ func (r *reader) run(j *pieceJob) (err error) {
 					r.release(j.s, released)
 				}
 				var err error
-				cw, cb, err = r.chunk(path, t.entry.dtype.Size(), j.s, k)
+				cw, cb, err = r.chunk(t.entry, j.s, k)
 				if err != nil {
 					return err
 				}

@@ -108,6 +108,7 @@ type RestoreOption func(*restoreConfig)
 type restoreConfig struct {
 	prefix  string
 	partial bool
+	rules   []Rule // MapNames
 }
 
 // Subtree restores the subtree of the saved tree at prefix (a path such as
@@ -149,47 +150,81 @@ func Restore[T any](dir string, step int, like T, to Placement, opts ...RestoreO
 	return pytree.Unflatten[T](st, out), nil
 }
 
-// readManifest opens a step directory and parses its manifest.
-func readManifest(dir string, step int) (*os.Root, *manifest, error) {
+// readManifest opens a step directory and parses its manifest. Errors
+// name the step directory. Nothing that is not a regular file is opened:
+// the step directory must be a directory (not a symlink to one: Steps
+// does not list those either, see isStep), and manifest.json a regular
+// file of at most maxManifestBytes, both checked with Lstat, so a FIFO or
+// a device there fails at once instead of blocking the open or the read.
+func readManifest(dir string, step int) (root *os.Root, m *manifest, err error) {
+	stepDir := filepath.Join(dir, stepName(step))
 	fail := func(file string, err error) error {
-		return &Error{Op: "restore", Step: step, File: file, Err: err}
+		return &Error{Op: "restore", Step: step, Dir: stepDir, File: file, Err: err}
 	}
 	if step < 0 {
-		return nil, nil, fail("", fmt.Errorf("%w: negative step %d", ErrNotFound, step))
+		return nil, nil, &Error{Op: "restore", Step: step, Err: fmt.Errorf("%w: negative step %d", ErrNotFound, step)}
 	}
-	stepDir := filepath.Join(dir, stepName(step))
-	root, err := os.OpenRoot(stepDir)
+	fi, err := os.Lstat(stepDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil, fail("", fmt.Errorf("%w: no step %d in %s", ErrNotFound, step, dir))
+	case err != nil:
+		return nil, nil, fail("", err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, nil, fail("", fmt.Errorf("%w: the step directory is a symlink (this package never writes one; restoring it would read outside %s)", ErrUnsafePath, dir))
+	case !fi.IsDir():
+		return nil, nil, fail("", fmt.Errorf("%w: not a directory (%v)", ErrCorrupt, fi.Mode().Type()))
+	}
+	r, err := os.OpenRoot(stepDir)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fail("", fmt.Errorf("%w: no step %d in %s", ErrNotFound, step, dir))
-		}
 		return nil, nil, fail("", err)
 	}
-	f, err := root.Open(manifestName)
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	root = r
+	if err := checkManifestFile(root); err != nil {
+		return nil, nil, fail(manifestName, err)
+	}
+	f, err := openRegular(root, manifestName)
 	if err != nil {
-		root.Close()
 		return nil, nil, fail(manifestName, fmt.Errorf("%w: %v", ErrCorrupt, err))
 	}
+	// The limit holds even if the file grew since the Lstat.
 	data, err := io.ReadAll(io.LimitReader(f, maxManifestBytes+1))
 	f.Close()
 	if err != nil {
-		root.Close()
 		return nil, nil, fail(manifestName, fmt.Errorf("%w: %v", ErrCorrupt, err))
 	}
-	m, err := parseManifest(data)
+	m, err = parseManifest(data)
 	if err != nil {
-		root.Close()
 		var e *Error
 		if errors.As(err, &e) {
-			e.Op, e.Step = "restore", step
+			e.Op, e.Step, e.Dir = "restore", step, stepDir
 		}
 		return nil, nil, err
 	}
 	if m.Step != step {
-		root.Close()
 		return nil, nil, fail(manifestName, fmt.Errorf("%w: manifest is of step %d", ErrCorrupt, m.Step))
 	}
 	return root, m, nil
+}
+
+// checkManifestFile checks, without opening it, that the manifest of the
+// step directory root is a regular file of a size this package reads.
+func checkManifestFile(root *os.Root) error {
+	fi, err := root.Lstat(manifestName)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%w: not a regular file (%v)", ErrCorrupt, fi.Mode().Type())
+	case fi.Size() > maxManifestBytes:
+		return fmt.Errorf("%w: %d bytes is too large for a manifest (limit %d)", ErrCorrupt, fi.Size(), maxManifestBytes)
+	}
+	return nil
 }
 
 // matchLeaves finds the saved entry of each like path. names maps the
@@ -217,7 +252,7 @@ func matchLeaves[E any](op string, step int, saved []pytree.Path, entries []E, l
 		full := append(slices.Clone(prefix), lp...).String()
 		k, ok := byPath[lp.String()]
 		if !ok {
-			return nil, fail(full, "like has a tensor here, the checkpoint does not")
+			return nil, fail(full, "the tree to restore into has a tensor here, the checkpoint does not")
 		}
 		out[i] = entries[k]
 		used[k] = true
@@ -230,7 +265,7 @@ func matchLeaves[E any](op string, step int, saved []pytree.Path, entries []E, l
 			}
 		}
 		sort.Strings(extra)
-		return nil, fail(extra[0], "the checkpoint has a tensor here, like does not (%d such; use Partial to skip them)", len(extra))
+		return nil, fail(extra[0], "the checkpoint has a tensor here, the tree to restore into does not (%d such; use Partial to skip them)", len(extra))
 	}
 	return out, nil
 }
@@ -245,6 +280,7 @@ type target struct {
 	blocks  []*tensor.Tensor // unique blocks (host: one), by block number
 	owner   []int            // mesh index of each block's first holder
 	ofDev   []int            // block number of each device (sharded)
+	need    []bool           // blocks some device of this process holds (sharded)
 	offsets [][]int          // each block's global offset
 	shape   []int            // block shape
 }
@@ -266,11 +302,19 @@ func restoreLeaves(dir string, step int, likePaths []pytree.Path, likes []*tenso
 	if to == nil {
 		to = OnHost()
 	}
+	if len(cfg.rules) > 0 {
+		return nil, &Error{Op: "restore", Step: step, Err: errors.New("MapNames applies to safetensors files; checkpoints are read by tree path")}
+	}
 	root, m, err := readManifest(dir, step)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
+	out, err := restoreFrom(root, m, step, likePaths, likes, to, cfg)
+	return out, inDir(err, filepath.Join(dir, stepName(step)))
+}
+
+func restoreFrom(root *os.Root, m *manifest, step int, likePaths []pytree.Path, likes []*tensor.Tensor, to Placement, cfg restoreConfig) ([]*tensor.Tensor, error) {
 	saved := make([]pytree.Path, len(m.Tensors))
 	for i, e := range m.Tensors {
 		saved[i] = e.path
@@ -286,7 +330,7 @@ func restoreLeaves(dir string, step int, likePaths []pytree.Path, likes []*tenso
 	for i, e := range entries {
 		x := likes[i]
 		if e.dtype != x.DType() || !slices.Equal(e.Shape, x.Shape()) {
-			return nil, mismatch(e.Path, "saved %s%v, like has %v", e.dtype.Abbrev(), e.Shape, x)
+			return nil, mismatch(e.Path, "saved as %s, the tree to restore into has %s", typeString(e.dtype.Abbrev(), e.Shape), typeString(x.DType().Abbrev(), x.Shape()))
 		}
 		t := &target{entry: e, like: x}
 		s, sharded, err := placeLeaf(to, likePaths[i], x)
@@ -310,6 +354,14 @@ func restoreLeaves(dir string, step int, likePaths []pytree.Path, likes []*tenso
 				}
 				t.ofDev = append(t.ofDev, b)
 			}
+			// In a job of several processes, read only the blocks of this
+			// process's devices, each by its first local holder.
+			t.need = make([]bool, len(t.offsets))
+			for d, dev := range s.Mesh().Devices() {
+				if b := t.ofDev[d]; dev.IsLocal() && !t.need[b] {
+					t.need[b], t.owner[b] = true, d
+				}
+			}
 		} else {
 			t.shape = x.Shape()
 			t.offsets = [][]int{make([]int, x.Rank())}
@@ -317,7 +369,9 @@ func restoreLeaves(dir string, step int, likePaths []pytree.Path, likes []*tenso
 		}
 		t.blocks = make([]*tensor.Tensor, len(t.offsets))
 		for b := range t.blocks {
-			t.blocks[b] = tensor.Zeros(x.DType(), t.shape...)
+			if !sharded || t.need[b] {
+				t.blocks[b] = tensor.Zeros(x.DType(), t.shape...)
+			}
 		}
 		targets[i] = t
 	}
@@ -332,6 +386,9 @@ func restoreLeaves(dir string, step int, likePaths []pytree.Path, likes []*tenso
 		if t.sharded {
 			devs := t.sh.Mesh().Devices()
 			for b, off := range t.offsets {
+				if !t.need[b] {
+					continue // another process's
+				}
 				pieces = append(pieces, &piece{t: t, blk: b, lo: off, size: t.shape, worker: devs[t.owner[b]].ID()})
 			}
 			continue
@@ -456,8 +513,10 @@ func assemble(targets []*target) ([]*tensor.Tensor, error) {
 			out[i] = t.blocks[0]
 		} else {
 			blocks := make([]*tensor.Tensor, t.sh.Mesh().Size())
-			for d := range blocks {
-				blocks[d] = t.blocks[t.ofDev[d]]
+			for d, dev := range t.sh.Mesh().Devices() {
+				if dev.IsLocal() {
+					blocks[d] = t.blocks[t.ofDev[d]]
+				}
 			}
 			x, err := shard.FromBlocks(t.sh, t.like.Shape(), blocks)
 			if err != nil {

@@ -8,12 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/bits"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/gonox/gonox/pytree"
@@ -38,9 +41,9 @@ import (
 
 const maxSafetensorsHeader = 100_000_000 // the reference implementation's limit
 
-// safetensorsDTypes maps the format's dtype names to element sizes; only
-// F32, I32 and BOOL can be imported, the others are recognised so that
-// their sizes are checked.
+// safetensorsDTypes maps the format's dtype names to element sizes. All
+// are recognised, so that their sizes are checked; converter says which
+// can be read into which leaves.
 var safetensorsDTypes = map[string]int{
 	"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "F4": 1, "F6_E2M3": 1, "F6_E3M2": 1,
 	"I16": 2, "U16": 2, "F16": 2, "BF16": 2,
@@ -48,22 +51,42 @@ var safetensorsDTypes = map[string]int{
 	"I64": 8, "U64": 8, "F64": 8, "C64": 8,
 }
 
-func safetensorsName(dt tensor.DType) string {
+// safetensorsOrder ranks the dtypes this package writes as the reference
+// implementation orders them (its Dtype enum, largest first) between
+// tensors of one element size.
+var safetensorsOrder = map[string]int{"F64": 5, "F32": 4, "I32": 3, "BF16": 2, "F16": 1, "BOOL": 0}
+
+func safetensorsName(dt tensor.DType, floats FloatStorage) string {
 	switch dt {
 	case tensor.Float32:
-		return "F32"
+		return floats.String()
 	case tensor.Int32:
 		return "I32"
 	}
 	return "BOOL"
 }
 
+// ExportOption configures ExportSafetensors and WriteSafetensors.
+type ExportOption func(*exportConfig)
+
+type exportConfig struct {
+	floats FloatStorage
+}
+
+// ExportFloatsAs stores the float32 leaves as s (BF16, F16 or F64;
+// AsFloat32 is the default), rounding as FloatStorage says. Hugging Face
+// models are mostly published in BF16.
+func ExportFloatsAs(s FloatStorage) ExportOption { return func(c *exportConfig) { c.floats = s } }
+
 // stEntry is one tensor of a safetensors header.
 type stEntry struct {
-	Name       string
+	Name       string // the tree path it goes to (after MapNames)
 	DType      string
-	Shape      []int
+	Shape      []int // the shape in the tree (transposed if transpose)
 	Begin, End int64
+
+	File      string // the name in the file, when MapNames renamed it
+	transpose bool   // stored transposed (MapNames' Transpose)
 }
 
 // ExportSafetensors writes the tensor leaves of tree to a .safetensors file
@@ -72,9 +95,12 @@ type stEntry struct {
 // path, sharded leaves gathered one at a time. metadata, if not nil, goes
 // into the header's "__metadata__". The file is written to a temporary
 // name and renamed, so it appears complete or not at all.
-func ExportSafetensors(path string, tree any, metadata map[string]string) (err error) {
+//
+// By default float32 leaves are stored as F32; ExportFloatsAs stores them
+// as BF16, F16 or F64.
+func ExportSafetensors(path string, tree any, metadata map[string]string, opts ...ExportOption) (err error) {
 	fail := func(e error) error { return &Error{Op: "export", Step: -1, File: path, Err: e} }
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	tmp, err := createTemp(path)
 	if err != nil {
 		return fail(err)
 	}
@@ -85,7 +111,7 @@ func ExportSafetensors(path string, tree any, metadata map[string]string) (err e
 		}
 	}()
 	bw := bufio.NewWriterSize(tmp, 1<<20)
-	if err := WriteSafetensors(bw, tree, metadata); err != nil {
+	if err := WriteSafetensors(bw, tree, metadata, opts...); err != nil {
 		return err
 	}
 	if err := bw.Flush(); err != nil {
@@ -103,36 +129,59 @@ func ExportSafetensors(path string, tree any, metadata map[string]string) (err e
 	return nil
 }
 
+// createTemp creates a new file next to path, under a hidden random name,
+// with mode 0644 less the umask, as Save's files (os.CreateTemp would
+// make it 0600, and the rename would keep that).
+func createTemp(path string) (*os.File, error) {
+	dir, base := filepath.Split(path)
+	for range 100 {
+		name := filepath.Join(dir, "."+base+".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("no free temporary name next to %s", path)
+}
+
 // WriteSafetensors writes tree in the safetensors format to w (see
 // ExportSafetensors).
-func WriteSafetensors(w io.Writer, tree any, metadata map[string]string) error {
+func WriteSafetensors(w io.Writer, tree any, metadata map[string]string, opts ...ExportOption) error {
+	var cfg exportConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.floats.size() == 0 {
+		return &Error{Op: "export", Step: -1, Err: fmt.Errorf("unknown %v", cfg.floats)}
+	}
 	paths, leaves := pytree.LeavesWithPath(tree)
 	type item struct {
-		name string
-		x    *tensor.Tensor
+		name  string
+		dtype string
+		x     *tensor.Tensor
 	}
 	items := make([]item, len(leaves))
 	for i, x := range leaves {
 		if x.Local() != nil {
 			return &Error{Op: "export", Step: -1, Path: paths[i].String(), Err: fmt.Errorf("%v is a block inside shard.Map", x)}
 		}
-		items[i] = item{tensorName(paths[i]), x}
+		items[i] = item{tensorName(paths[i]), safetensorsName(x.DType(), cfg.floats), x}
 	}
 	sort.SliceStable(items, func(a, b int) bool {
-		sa, sb := items[a].x.DType().Size(), items[b].x.DType().Size()
+		sa, sb := safetensorsDTypes[items[a].dtype], safetensorsDTypes[items[b].dtype]
 		if sa != sb {
 			return sa > sb
 		}
-		if items[a].x.DType() != items[b].x.DType() {
-			return items[a].x.DType() == tensor.Float32 // F32 sorts before I32, as in the reference
+		if items[a].dtype != items[b].dtype {
+			return safetensorsOrder[items[a].dtype] > safetensorsOrder[items[b].dtype] // F32 before I32, as in the reference
 		}
 		return items[a].name < items[b].name
 	})
 	entries := make([]stEntry, len(items))
 	var off int64
 	for i, it := range items {
-		n := int64(it.x.Bytes())
-		entries[i] = stEntry{Name: it.name, DType: safetensorsName(it.x.DType()), Shape: it.x.Shape(), Begin: off, End: off + n}
+		n := int64(it.x.Size() * safetensorsDTypes[it.dtype])
+		entries[i] = stEntry{Name: it.name, DType: it.dtype, Shape: it.x.Shape(), Begin: off, End: off + n}
 		off += n
 	}
 	header := encodeSafetensorsHeader(entries, metadata)
@@ -145,6 +194,7 @@ func WriteSafetensors(w io.Writer, tree any, metadata map[string]string) error {
 		return &Error{Op: "export", Step: -1, Err: err}
 	}
 	buf := make([]byte, 0, 1<<20)
+	const run = 1 << 17 // elements converted per write: at most 1 MiB as F64
 	for _, it := range items {
 		x := shard.Gather(it.x)
 		ws, bs := words(x)
@@ -154,11 +204,12 @@ func WriteSafetensors(w io.Writer, tree any, metadata map[string]string) error {
 			}
 			continue
 		}
-		for k := 0; k < len(ws); k += cap(buf) / 4 {
-			buf = buf[:0]
-			for _, v := range ws[k:min(len(ws), k+cap(buf)/4)] {
-				buf = binary.LittleEndian.AppendUint32(buf, v)
-			}
+		floats := AsFloat32
+		if x.DType() == tensor.Float32 {
+			floats = cfg.floats
+		}
+		for k := 0; k < len(ws); k += run {
+			buf = appendStored(buf[:0], floats, ws[k:min(len(ws), k+run)])
 			if _, err := w.Write(buf); err != nil {
 				return &Error{Op: "export", Step: -1, Path: it.name, Err: err}
 			}
@@ -323,7 +374,7 @@ func parseSafetensorsHeader(r io.ReaderAt, size int64) ([]stEntry, map[string]st
 		}
 		hi, want := bits.Mul64(elems, uint64(esize))
 		if hi != 0 || want > 1<<62 || int64(want) != e.End-e.Begin {
-			return nil, nil, 0, bad(e.Name, "%s%v needs %d bytes, data_offsets [%d, %d) hold %d", e.DType, e.Shape, elems*uint64(esize), e.Begin, e.End, e.End-e.Begin)
+			return nil, nil, 0, bad(e.Name, "%s needs %d bytes, data_offsets [%d, %d) hold %d", typeString(strings.ToLower(e.DType), e.Shape), elems*uint64(esize), e.Begin, e.End, e.End-e.Begin)
 		}
 		if e.End > dataLen {
 			return nil, nil, 0, bad(e.Name, "data_offsets [%d, %d) run past the end of the data (%d bytes)", e.Begin, e.End, dataLen)
@@ -427,7 +478,16 @@ func decodeSafetensorsJSON(hdr []byte) ([]stEntry, map[string]string, error) {
 
 // ImportSafetensors reads a .safetensors file into a tree of like's type:
 // each leaf is the tensor named by its tree path, which must have the
-// leaf's dtype (F32, I32 or BOOL) and shape. Subtree and Partial select
+// leaf's shape and a dtype that converts to the leaf's:
+//
+//   - F32, BF16 and F16 into float32, exactly (widening);
+//   - F64 into float32, rounded to nearest, ties to even: magnitudes from
+//     0x1.ffffffp127 (halfway between the largest float32 and 2^128) up
+//     become ±Inf, tiny ones float32 subnormals or ±0, NaN stays NaN (sign
+//     and top payload bits kept, quieted);
+//   - I32 into int32 and BOOL into bool.
+//
+// Any other pairing is an error wrapping ErrMismatch that says so. Subtree and Partial select
 // part of the file as they do for Restore. It returns the tree and the
 // header's metadata. The leaves are host tensors; place them with
 // shard.FilterShard.
@@ -461,6 +521,9 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 	if err != nil {
 		return zero, nil, err
 	}
+	if err := applyRules(entries, cfg.rules); err != nil {
+		return zero, nil, err
+	}
 	leaves, st := pytree.Flatten(like)
 	paths := pytree.Paths(like)
 	match, err := matchNames(entries, paths, cfg)
@@ -471,30 +534,44 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 	buf := make([]byte, 1<<20)
 	for i, e := range match {
 		x := leaves[i]
-		if e.DType != safetensorsName(x.DType()) || !slices.Equal(e.Shape, x.Shape()) {
-			return zero, nil, &Error{Op: "import", Step: -1, Path: e.Name, Err: errf(ErrMismatch, "file has %s%v, like has %v", e.DType, e.Shape, x)}
+		fail := func(kind error, format string, args ...any) error {
+			if e.File != "" && e.File != e.Name {
+				format = "file tensor %q: " + format
+				args = append([]any{e.File}, args...)
+			}
+			return &Error{Op: "import", Step: -1, Path: e.Name, Err: errf(kind, format, args...)}
+		}
+		has := typeString(strings.ToLower(e.DType), e.Shape)
+		if e.transpose {
+			has = "transposed " + has
+		}
+		want := typeString(x.DType().Abbrev(), x.Shape())
+		size, conv, ok := converter(e.DType, x.DType())
+		if !ok {
+			return zero, nil, fail(ErrMismatch, "file has %s, the tree to read into has %s: %s elements cannot be read into %s (%s)", has, want, e.DType, x.DType(), supportedConversions)
+		}
+		if !slices.Equal(e.Shape, x.Shape()) {
+			return zero, nil, fail(ErrMismatch, "file has %s, the tree to read into has %s", has, want)
 		}
 		y := tensor.Zeros(x.DType(), x.Shape()...)
-		ws, bs := words(y)
+		dst := y
+		if e.transpose {
+			dst = tensor.Zeros(x.DType(), e.Shape[1], e.Shape[0]) // as stored
+		}
 		pos := dataStart + e.Begin
-		if bs != nil {
-			if err := readAtFull(r, bs, pos); err != nil {
-				return zero, nil, &Error{Op: "import", Step: -1, Path: e.Name, Err: errf(ErrCorrupt, "%v", err)}
+		n := y.Size()
+		per := len(buf) / size
+		for k := 0; k < n; k += per {
+			m := min(n-k, per)
+			if err := readAtFull(r, buf[:size*m], pos+int64(size*k)); err != nil {
+				return zero, nil, fail(ErrCorrupt, "%v", err)
 			}
-			for k, v := range bs {
-				if v > 1 {
-					return zero, nil, &Error{Op: "import", Step: -1, Path: e.Name, Err: errf(ErrCorrupt, "bool element %d holds byte %d", k, v)}
-				}
+			if err := conv(dst, k, buf[:size*m]); err != nil {
+				return zero, nil, fail(ErrCorrupt, "%v", err)
 			}
 		}
-		for k := 0; k < len(ws); k += len(buf) / 4 {
-			m := min(len(ws)-k, len(buf)/4)
-			if err := readAtFull(r, buf[:4*m], pos+int64(4*k)); err != nil {
-				return zero, nil, &Error{Op: "import", Step: -1, Path: e.Name, Err: errf(ErrCorrupt, "%v", err)}
-			}
-			for q := 0; q < m; q++ {
-				ws[k+q] = binary.LittleEndian.Uint32(buf[4*q:])
-			}
+		if e.transpose {
+			transposeInto(y, dst)
 		}
 		if axes := x.LogicalAxes(); len(axes) > 0 {
 			y = tensor.WithLogicalAxes(y, axes...)
@@ -502,6 +579,23 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 		out[i] = y
 	}
 	return pytree.Unflatten[T](st, out), meta, nil
+}
+
+// transposeInto writes the transpose of the rank-2 host tensor src into
+// dst, of the transposed shape and the same dtype.
+func transposeInto(dst, src *tensor.Tensor) {
+	r, c := src.Dim(0), src.Dim(1)
+	sw, sb := words(src)
+	dw, db := words(dst)
+	for i := range r {
+		for j := range c {
+			if sw != nil {
+				dw[j*r+i] = sw[i*c+j]
+			} else {
+				db[j*r+i] = sb[i*c+j]
+			}
+		}
+	}
 }
 
 // readAtFull fills buf from r at off. io.ReaderAt allows a read that fills
@@ -562,7 +656,7 @@ func matchNames(entries []stEntry, likePaths []pytree.Path, cfg restoreConfig) (
 		name := tensorName(append(slices.Clone(prefix), lp...))
 		e, ok := byName[name]
 		if !ok {
-			return nil, fail(name, "like has a tensor here, the file does not")
+			return nil, fail(name, "the tree to read into has a tensor here, the file does not")
 		}
 		out[i] = e
 		used[name] = true
@@ -576,7 +670,7 @@ func matchNames(entries []stEntry, likePaths []pytree.Path, cfg restoreConfig) (
 		}
 		if len(extra) > 0 {
 			sort.Strings(extra)
-			return nil, fail(extra[0], "the file has a tensor here, like does not (%d such; use Partial to skip them)", len(extra))
+			return nil, fail(extra[0], "the file has a tensor here, the tree to read into does not (%d such; use Partial to skip them)", len(extra))
 		}
 	}
 	return out, nil

@@ -6,6 +6,7 @@ import (
 	"iter"
 	"sync"
 
+	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -59,6 +60,14 @@ type Loader struct {
 	//
 	// It runs on the prefetch goroutine when Prefetch > 0.
 	Place func(Batch) (Batch, error)
+	// Sharding, when its mesh is set, places each batch on that mesh split
+	// along its first dimension (the spec may split no other dimension;
+	// the batch size must divide): the rows of each block are read from
+	// the dataset for that block alone, so in a job of several processes
+	// (package shard/mpi) each process reads only the examples its devices
+	// hold. The values equal shard.Put of the whole batch. Place, if also
+	// set, runs afterwards.
+	Sharding shard.Sharding
 	// Progress, when set and a terminal (see IsTerminal), shows a progress
 	// bar of the epoch's batches on it, advanced as the consumer finishes
 	// each batch.
@@ -129,7 +138,13 @@ func (l *Loader) Epoch(epoch int) iter.Seq2[Batch, error] {
 			}()
 			lo, hi := step*l.BatchSize, min((step+1)*l.BatchSize, len(order))
 			idx := order[lo:hi:hi] // capped: appending to Indices cannot reach the next batch
-			b, err := l.Dataset.Batch(idx)
+			var b Batch
+			var err error
+			if l.Sharding.Mesh() != nil {
+				b, err = shardedBatch(l.Dataset, idx, l.Sharding)
+			} else {
+				b, err = l.Dataset.Batch(idx)
+			}
 			if err != nil {
 				return loaded{err: fmt.Errorf("data: epoch %d batch %d: %w", epoch, step, err)}
 			}

@@ -30,7 +30,7 @@ import (
 // logits; the results agree to rounding).
 func DotProductAttention(q, k, v, mask *tensor.Tensor, causal bool) *tensor.Tensor {
 	if q.Rank() != 4 || k.Rank() != 4 || v.Rank() != 4 ||
-		q.DType() != tensor.Float32 || k.DType() != tensor.Float32 || v.DType() != tensor.Float32 {
+		!q.DType().IsFloat() || k.DType() != q.DType() || v.DType() != q.DType() {
 		panic(fmt.Sprintf("nn.DotProductAttention: q %v, k %v, v %v: want float32 [batch, length, heads, head_dim]", q, k, v))
 	}
 	B, T, N, H := q.Dim(0), q.Dim(1), q.Dim(2), q.Dim(3)

@@ -129,6 +129,25 @@
 //
 // (Package optim provides real optimizers as the same kind of tree map.)
 //
+// # Mixed precision
+//
+// A Policy (jmp's, Flax's dtype/param_dtype) says in which dtype
+// parameters are kept, computation runs and outputs are returned. It is
+// applied to a whole model by pytree, not written into each layer:
+// CastToCompute converts every float leaf of a model or batch (with
+// tensor.Convert, which is differentiable), CastToOutput the result. MLP
+// applies its policy itself (MLPOptions.Policy, WithPolicy). With
+// MixedBFloat16 the optimizer sees float32 master weights and float32
+// gradients, the matmuls run in bfloat16 (AMX or AVX-512 BF16 where the
+// CPU has them) and the loss is float32:
+//
+//	model := nn.NewMLP(key, []int{784, 1024, 1024, 10}, nn.MLPOptions{Policy: nn.MixedBFloat16})
+//
+// Reductions (matmul contractions, the batch sums of gradients) accumulate
+// in float32 inside each op and round once; cross-device gradient
+// reductions see the float32 gradients of the master weights. float16
+// compute wants loss scaling (optim.DynamicLossScale).
+//
 // # Writing your own module
 //
 // A module is any struct with parameter fields and a method that computes

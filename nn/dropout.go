@@ -40,7 +40,7 @@ func (d Dropout) Forward(x *tensor.Tensor, key tensor.Key) *tensor.Tensor {
 	if d.Inference || d.Rate == 0 {
 		return x
 	}
-	if x.DType() != tensor.Float32 {
+	if !x.DType().IsFloat() {
 		panic(fmt.Sprintf("nn.Dropout: x %v: want float32", x))
 	}
 	if d.Rate == 1 {

@@ -45,10 +45,21 @@ func (e Embedding) Forward(ids *tensor.Tensor) *tensor.Tensor {
 		panic(fmt.Sprintf("nn.Embedding: ids %v: want int32 ids", ids))
 	}
 	v := int32(e.W.Dim(0))
-	for i, id := range ids.RawInt32() {
-		if id < 0 || id >= v {
-			panic(fmt.Sprintf("nn.Embedding: ids %v: id %d at flat index %d is outside [0, %d)", ids, id, i, v))
+	check := func(b *tensor.Tensor, where string) {
+		for i, id := range b.RawInt32() {
+			if id < 0 || id >= v {
+				panic(fmt.Sprintf("nn.Embedding: ids %v: id %d at flat index %d%s is outside [0, %d)", ids, id, i, where, v))
+			}
 		}
+	}
+	if l := ids.Layout(); l != nil {
+		// Placed ids: every device checks its own block, where it lives.
+		l.MapBlocks(ids, func(b *tensor.Tensor) *tensor.Tensor {
+			check(b, " of the block "+b.String())
+			return b
+		})
+	} else {
+		check(ids, "")
 	}
 	return tensor.Take(e.W, ids, 0)
 }

@@ -125,6 +125,9 @@ type MLPOptions struct {
 	// nil for none, else one entry per layer. MegatronAxes(len(sizes)-1)
 	// gives the tensor-parallel convention.
 	Axes [][2]string
+	// Policy, if set, is the mixed-precision policy of Forward (see
+	// Policy); the zero Policy computes in the parameters' dtype.
+	Policy Policy
 }
 
 // MLP is a multi-layer perceptron (eqx.nn.MLP): Linear layers with
@@ -134,7 +137,26 @@ type MLP struct {
 	// Activation and FinalActivation are static; nil means Identity.
 	Activation      Activation
 	FinalActivation Activation
+	// policy (static, set by MLPOptions.Policy or WithPolicy): the zero
+	// value computes in the parameters' dtype.
+	policy Policy
 }
+
+// WithPolicy returns m with mixed-precision policy p: Forward casts the
+// parameters and the input to p.Compute and its result to p.Output (see
+// Policy). The zero Policy switches the casts off.
+func (m MLP) WithPolicy(p Policy) MLP {
+	if p != (Policy{}) {
+		if err := p.Validate(); err != nil {
+			panic("nn.MLP.WithPolicy: " + err.Error())
+		}
+	}
+	m.policy = p
+	return m
+}
+
+// Policy returns the mixed-precision policy of m (the zero Policy if none).
+func (m MLP) Policy() Policy { return m.policy }
 
 // NewMLP returns an MLP through the given layer sizes: sizes[0] inputs,
 // hidden layers of sizes[1:len-1], sizes[len-1] outputs. So []int{784, 512,
@@ -165,11 +187,16 @@ func NewMLP(key tensor.Key, sizes []int, opts MLPOptions) MLP {
 		}
 		m.Layers[i] = NewLinear(keys[i], sizes[i], sizes[i+1], lo)
 	}
-	return m
+	return m.WithPolicy(opts.Policy)
 }
 
 // Forward maps x of shape [..., sizes[0]] to [..., sizes[len-1]].
 func (m MLP) Forward(x *tensor.Tensor) *tensor.Tensor {
+	if m.policy != (Policy{}) {
+		p := m.policy
+		m.policy = Policy{}
+		return CastToOutput(p, CastToCompute(p, m).Forward(CastToCompute(p, x)))
+	}
 	for i, l := range m.Layers {
 		act := m.Activation
 		if i == len(m.Layers)-1 {

@@ -307,7 +307,7 @@ func (m MoE) Experts(x, up, down, groupSizes *tensor.Tensor) *tensor.Tensor {
 func (m MoE) Forward(x *tensor.Tensor) MoEOutput {
 	D, E := m.Router.Dim(0), m.Router.Dim(1)
 	m.check("nn.MoE", E)
-	if x.Rank() == 0 || x.Dim(-1) != D || x.DType() != tensor.Float32 {
+	if x.Rank() == 0 || x.Dim(-1) != D || !x.DType().IsFloat() {
 		panic(fmt.Sprintf("nn.MoE: x %v: want float32 [..., %d]", x, D))
 	}
 	k := m.TopK
@@ -340,7 +340,7 @@ func (m MoE) Forward(x *tensor.Tensor) MoEOutput {
 
 	// Auxiliary losses.
 	load := tensor.Bincount(idsFlat, nil, E)
-	f := tensor.Div(tensor.AsType(load, tensor.Float32), tensor.Scalar(float32(N*k)))
+	f := tensor.Div(tensor.AsType(load, r.Probs.DType()), tensor.Scalar(float32(N*k)))
 	p := tensor.Mean(r.Probs, 0)
 	aux := tensor.MulScalar(tensor.Sum(tensor.Mul(f, p)), float32(E))
 	z := tensor.Mean(tensor.Square(tensor.LogSumExp(r.Logits, -1)))
@@ -406,7 +406,7 @@ func (m MoE) dispatch(tokens *tensor.Tensor, ids []int, dropped []bool, gates, u
 // expert, i32[n]. Neither is differentiable. It panics on an expert id
 // outside [0, numExperts) or a negative capacity.
 func DropTokenMask(expertIDs, probs *tensor.Tensor, numExperts, capacity int) (dropped, rank *tensor.Tensor) {
-	if expertIDs.DType() != tensor.Int32 || expertIDs.Rank() != 1 || probs.DType() != tensor.Float32 ||
+	if expertIDs.DType() != tensor.Int32 || expertIDs.Rank() != 1 || !probs.DType().IsFloat() ||
 		!slices.Equal(probs.Shape(), expertIDs.Shape()) {
 		panic(fmt.Sprintf("nn.DropTokenMask: expertIDs %v, probs %v: want i32[n] and f32[n]", expertIDs, probs))
 	}

@@ -125,7 +125,7 @@ func checkNormInput(fn string, x, w, b *tensor.Tensor) {
 	if p == nil {
 		p = b
 	}
-	if x.DType() != tensor.Float32 || x.Rank() == 0 || (p != nil && x.Dim(-1) != p.Dim(0)) {
+	if !x.DType().IsFloat() || x.Rank() == 0 || (p != nil && x.Dim(-1) != p.Dim(0)) {
 		if p == nil {
 			panic(fmt.Sprintf("%s: x %v: want float32 with at least one dimension", fn, x))
 		}

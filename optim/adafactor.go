@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -26,7 +27,10 @@ type AdafactorOptions struct {
 	// making the learning rate an absolute step size.
 	NoParameterScale bool
 	// ClippingThreshold clips each update block to this root mean square
-	// (default 1). NoClipping turns clipping off (optax's None).
+	// (default 1); it must be positive. NoClipping turns clipping off
+	// (optax's clipping_threshold=None). ClippingThreshold: Zero (a clip to
+	// 0, which would zero every update) and NoClipping together with a
+	// ClippingThreshold are ambiguous and panic.
 	ClippingThreshold float64
 	NoClipping        bool
 	// Momentum, when set, keeps an exponential moving average of the
@@ -94,11 +98,16 @@ func Adafactor(lr Schedule, opts ...AdafactorOptions) Transform {
 	if a.minDim == 0 {
 		a.minDim = 128
 	}
-	if o.NoClipping {
+	checkNonNeg(op, "ClippingThreshold", o.ClippingThreshold)
+	switch {
+	case o.ClippingThreshold == Zero:
+		panic(op + ": ClippingThreshold Zero would clip every update to 0; set NoClipping to turn clipping off")
+	case o.NoClipping && o.ClippingThreshold != 0:
+		panic(fmt.Sprintf("%s: NoClipping with ClippingThreshold %v: set one or the other", op, o.ClippingThreshold))
+	case o.NoClipping:
 		a.clip = 0
 	}
 	checkNonNeg(op, "DecayRate", a.decayRate)
-	checkNonNeg(op, "ClippingThreshold", a.clip)
 	checkUnit(op, "Momentum", a.momentum, false)
 	checkNonNeg(op, "WeightDecayRate", a.wd)
 	checkNonNeg(op, "Eps", a.eps)

@@ -120,6 +120,20 @@
 //     block inside shard.Map, which differs from the unsharded optimizer for
 //     parameters sharded along a factored dimension.
 //
+// ZeRO (stages 1 and 2) splits the update itself over the devices of a
+// data-parallel axis: NewZeRO lays the parameters end to end in one flat
+// vector, and after a reduce-scatter of the flat gradient each device
+// updates only its 1/n of the parameters and keeps only that part of the
+// optimizer state (UpdateShard); an all-gather returns the new parameters.
+// The two collectives move the bytes of one all-reduce, the update's work
+// and state are divided by n. See ZeRO for the step, written out.
+//
+// # Fused steps
+//
+// Step runs Adam and AdamW as one pass over each parameter, its gradient
+// and its two moments (tensor.AdamStep), as PyTorch's fused optimizers do,
+// instead of Update then Apply: the same bits, without the update tree.
+//
 // Init on global sharded parameters (placed with shard.FilterShard, say)
 // returns state sharded like them, since tensor.ZerosLike keeps placement;
 // Adafactor's row and column factors, whose shapes differ from their
@@ -139,6 +153,18 @@
 //     optax.ema does: that is what averaging weights needs.
 //   - MultiSteps takes a fixed k and has no should-skip hook; its zero
 //     updates are zeros, as in optax.
-//   - Optax's mu_dtype and accumulator dtypes are absent until gonox has
-//     more float dtypes.
+//   - Optax's mu_dtype and accumulator dtypes are absent: optimizer state
+//     is float32, and only float32 parameters get state and updates.
+//
+// # Mixed precision
+//
+// Train with float32 parameters and bfloat16 or float16 compute through an
+// nn.Policy: the parameters the optimizer sees are the float32 master
+// weights, their gradients are float32 (the policy's casts are
+// differentiable), and so is every moment. For float16 compute, scale the
+// loss: ScaleLoss, Unscale and AllFinite, or StepScaled, which does the
+// three and skips a step whose gradients overflowed, with a
+// StaticLossScale or a DynamicLossScale (jmp's rules). A bfloat16 or
+// float16 parameter gets no optimizer state and no update (keep master
+// weights in float32).
 package optim

@@ -106,17 +106,3 @@ func stateLeaves(s any) map[string]*tensor.Tensor {
 	}
 	return m
 }
-
-// panicMessage runs f and returns what it panicked with, as a string.
-func panicMessage(f func()) (msg string) {
-	defer func() {
-		r := recover()
-		if r == nil {
-			msg = "<no panic>"
-			return
-		}
-		msg = fmt.Sprint(r)
-	}()
-	f()
-	return
-}

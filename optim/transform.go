@@ -67,9 +67,24 @@ func Apply[M any](params M, updates any) M {
 //
 //	loss, grads := lossAndGrad(model, batch)
 //	model, state = optim.Step(opt, model, grads, state)
+//
+// Transforms that are one elementwise pass (Adam, AdamW) update each
+// parameter in the same pass that computes its update, as PyTorch's fused
+// optimizers do: the same bits as Update then Apply, with less memory
+// traffic and no update tree.
 func Step[M any](tx Transform, params, grads M, state State) (M, State) {
+	if f, ok := tx.(fusedStepper); ok {
+		p, s := f.fusedStep(any(params), any(grads), state)
+		return p.(M), s
+	}
 	updates, state := tx.Update(any(grads), state, any(params))
 	return Apply(params, updates), state
+}
+
+// fusedStepper is a Transform whose Update and Apply can run as one pass:
+// fusedStep returns the new params (of the type of params) and state.
+type fusedStepper interface {
+	fusedStep(params, grads any, state State) (any, State)
 }
 
 // EmptyState is the state of transforms that keep none (optax.EmptyState).

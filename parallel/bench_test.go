@@ -4,37 +4,125 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/tensor"
 )
 
 // BenchmarkDPStep times a DP training step (forward, backward, Adam) of
 // the MLP 784-1024-1024-10 on batches of 256 on meshes of 1, 2 and 8
 // simulated devices, and its gradient phase alone.
 func BenchmarkDPStep(b *testing.B) {
-	m, _, _ := guideModel([]int{784, 1024, 1024, 10}, 1, 4)
-	_, x, y := guideModel([]int{784, 10}, 256, 5)
+	m, _ := guideModel([]int{784, 1024, 1024, 10}, 1, 4)
+	_, bt := guideModel([]int{784, 10}, 256, 5)
 	for _, n := range []int{1, 2, 8} {
 		mesh := shard.NewMesh([]int{n}, []string{"dp"})
-		tr := parallel.New(m, parallel.Config{Strategy: parallel.DP, Mesh: mesh, Optimizer: optim.Adam(optim.Constant(1e-3))})
-		xs, ys := shard.Put(x, tr.BatchSharding()), shard.Put(y, tr.BatchSharding())
+		tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Strategy: parallel.DP, Mesh: mesh, Optimizer: optim.Adam(optim.Constant(1e-3))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		placed := batch{shard.Put(bt.X, tr.BatchSharding()), shard.Put(bt.Y, tr.BatchSharding())}
 		// step: the whole training step; grad: its loss and gradient alone
 		// (forward, backward and the all-reduce, without the Adam update).
 		for _, phase := range []struct {
 			name string
-			run  func()
+			run  func() error
 		}{
-			{"step", func() { tr.Step(xs, ys) }},
-			{"grad", func() { tr.LossAndGrad(xs, ys) }},
+			{"step", func() error { _, err := tr.Step(placed); return err }},
+			{"grad", func() error { _, _, err := tr.LossAndGrad(placed); return err }},
 		} {
 			b.Run(fmt.Sprintf("devices=%d/%s", n, phase.name), func(b *testing.B) {
-				phase.run()
+				if err := phase.run(); err != nil {
+					b.Fatal(err)
+				}
 				for b.Loop() {
-					phase.run()
+					_ = phase.run()
 				}
 				b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e3, "ms/step")
 			})
 		}
 	}
+}
+
+// path forces a strategy onto the shard.Map step or onto sharding
+// propagation, to compare the two.
+type path struct {
+	parallel.Strategy
+	mapStep bool
+}
+
+func (p path) Place(mesh *shard.Mesh, params any) (parallel.Placement, error) {
+	pl, err := p.Strategy.Place(mesh, params)
+	pl.MapStep = p.mapStep
+	return pl, err
+}
+
+// BenchmarkStep times a training step (forward, backward, Adam) for each
+// strategy on 8 devices (DP and FSDP also on 2), on both paths: the shard.Map step ("map") and
+// sharding propagation ("prop"), for two MLPs: "large", 784-1024-1024-10
+// on batches of 256, and "small", 64-128-10 on batches of 64 (the model of
+// examples/mlp -strategy compare). It reports wall and CPU time per step
+// (CPU time is steadier on a shared machine) and the bytes device 0 sends.
+// The strategies ship with the path that wins here.
+func BenchmarkStep(b *testing.B) {
+	for _, size := range []struct {
+		name  string
+		sizes []int
+		batch int
+	}{{"large", []int{784, 1024, 1024, 10}, 256}, {"small", []int{64, 128, 10}, 64}} {
+		m, _ := guideModel(size.sizes, 1, 4)
+		m = unsplitOutput(m)
+		_, bt := guideModel([]int{size.sizes[0], size.sizes[len(size.sizes)-1]}, size.batch, 5)
+		for _, c := range []struct {
+			s    parallel.Strategy
+			mesh *shard.Mesh
+		}{
+			{parallel.DP, shard.NewMesh([]int{2}, []string{"dp"})},
+			{parallel.DP, shard.NewMesh([]int{8}, []string{"dp"})},
+			{parallel.FSDP, shard.NewMesh([]int{2}, []string{"dp"})},
+			{parallel.FSDP, shard.NewMesh([]int{8}, []string{"dp"})},
+			{parallel.TP, shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})},
+			{parallel.FSDPTP, shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})},
+		} {
+			s, mesh := c.s, c.mesh
+			for _, mapStep := range []bool{true, false} {
+				name := map[bool]string{true: "map", false: "prop"}[mapStep]
+				b.Run(fmt.Sprintf("%s/%v/devices=%d/%s", size.name, s, mesh.Size(), name), func(b *testing.B) {
+					tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Strategy: path{s, mapStep}, Mesh: mesh,
+						Optimizer: optim.Adam(optim.Constant(1e-3))})
+					if err != nil {
+						b.Fatal(err)
+					}
+					placed := batch{shard.Put(bt.X, tr.BatchSharding()), shard.Put(bt.Y, tr.BatchSharding())}
+					if _, err := tr.Step(placed); err != nil {
+						b.Fatal(err)
+					}
+					cpu0 := cpuTime()
+					for b.Loop() {
+						_, _ = tr.Step(placed)
+					}
+					b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e3, "ms/step")
+					b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N)*1e3, "cpu-ms/step")
+					var sent int64
+					for _, k := range tr.Comm().Kinds() {
+						sent += tr.Comm().Bytes(mesh.Devices()[0], k)
+					}
+					b.ReportMetric(float64(sent)/(1<<10), "KiB/step")
+				})
+			}
+		}
+	}
+}
+
+// unsplitOutput drops the logical name of the last layer's output
+// dimension (the classes), which TP then leaves whole, as examples/mlp
+// does.
+func unsplitOutput(m nn.MLP) nn.MLP {
+	m.Layers = append([]nn.Linear(nil), m.Layers...)
+	last := &m.Layers[len(m.Layers)-1]
+	last.W = tensor.WithLogicalAxes(last.W, last.W.LogicalAxes()[0], "")
+	last.B = tensor.WithLogicalAxes(last.B, "")
+	return m
 }

@@ -1,49 +1,76 @@
-// Package parallel trains nn.MLP models on a mesh of devices with data
-// parallelism (DP), fully-sharded data parallelism (FSDP), tensor
-// parallelism (TP) or both (FSDP+TP), as the JAX sharding guide's
-// "Practical Examples" do, and checks that each equals training on one
-// device.
+// Package parallel trains any model on a mesh of devices with any
+// strategy: data parallelism (DP), fully-sharded data parallelism (FSDP,
+// ZeRO-3), Megatron tensor parallelism (TP), both (FSDPTP) or logical-axis
+// rules of your own (Rules). A model is any pytree of tensors (a Go struct
+// of nn layers, say), a batch any pytree whose tensors have the examples
+// along their first dimension, and the loss an ordinary function of the
+// two. Training a model of your own on eight devices:
 //
-//	mesh := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
-//	tr := parallel.New(model, parallel.Config{
-//		Strategy:  parallel.FSDPTP,
-//		Mesh:      mesh,
-//		Loss:      parallel.CrossEntropy,
-//		Optimizer: optim.Adam(optim.Constant(1e-3)),
+//	type Model struct{ In, Out nn.Linear; Norm nn.LayerNorm }
+//	type Batch struct{ X, Y *tensor.Tensor }
+//	loss := func(m Model, b Batch) *tensor.Tensor {
+//		h := m.Norm.Forward(tensor.Gelu(m.In.Forward(b.X)))
+//		return tensor.Mean(tensor.SoftmaxCrossEntropy(m.Out.Forward(h), b.Y))
+//	}
+//	tr, err := parallel.New(model, parallel.Config[Model, Batch]{
+//		Loss: loss, Optimizer: optim.Adam(optim.Constant(1e-3)),
+//		Mesh: shard.NewMesh([]int{8}, []string{"dp"}), Strategy: parallel.FSDP,
 //	})
-//	for ... {
-//		loss := tr.Step(x, y)
+//	for _, b := range batches {
+//		l, err := tr.Step(b)
 //	}
 //
-// # Placement by rules
+// Configuration mistakes — a mesh without the axis a strategy needs, a
+// parameter whose logical axes no rule covers, a dimension the mesh does
+// not divide, a batch the data axes do not divide — are errors that name
+// the parameter, the axis and the mesh, never panics.
 //
-// Parameters are placed by logical-axis rules, not by per-model spec
-// trees. Annotate names each layer's dimensions the Megatron way —
-// (embed, mlp) then (mlp, embed), the last output "classes" — and each
-// strategy is a set of shard.Rules over those names:
+// # Strategies are values
 //
-//	DP       nothing split: every device holds a replica
-//	FSDP     mlp  → every mesh axis
-//	TP       mlp  → tp
-//	FSDPTP   mlp  → tp, embed → the other (data) axes
+// A Strategy is an interface with one real method, Place, which says where
+// a model's parameters go on a mesh (a shard.SpecTree), where the optimizer
+// state goes (by default like the parameters it belongs to), which mesh
+// axes split a batch and what each device holds of a parameter while the
+// loss runs (Placement). The Trainer runs every strategy the same way, so a
+// new strategy (expert parallelism, say) is a type in its own file:
 //
-// Optimizer state carries the same names, so the same rules shard it like
-// the parameters (ZeRO). Batches are split over the data axes: every axis
-// for DP and FSDP, every axis but "tp" otherwise.
+//	DP      parameters replicated; batches over every mesh axis
+//	FSDP    every parameter split along its first dimension the mesh size
+//	        divides, over every mesh axis; batches over every mesh axis
+//	TP      logical axes "mlp" and "heads" over "tp" (TPRules, the names nn
+//	        constructors set with nn.MegatronAxes, nn.DefaultAttentionAxes);
+//	        batches over the other axes
+//	FSDPTP  TP, then each parameter split over the data axes along another
+//	        dimension
+//	Rules   your shard.Rules; the rule for "batch" gives the data axes
 //
-// # One step
+// # One step, two paths
 //
-// A step is one shard.Map in which each device computes the loss on its
-// rows and differentiates it. Gradients of replicated parameters come out
-// summed over the devices (each is an all-reduce); under FSDP each layer
-// all-gathers its weights inside autodiff.Checkpoint with a policy that
-// keeps everything but the gathered copies, so the backward pass gathers
-// them again and the weights' gradients are reduce-scattered to their
-// shards; under TP a layer whose input dimension is split over "tp" sums
-// its partial products (a column-parallel layer followed by a row-parallel
-// one needs one all-reduce per pair). Sharded strategies update their
-// shards inside the same Map; DP updates the replicated parameters once,
-// on the host.
+// By default a step runs the loss on the placed parameters and batch as it
+// would on one device, and sharding propagation (package shard) computes
+// every op blockwise on the devices of the mesh, inserting the collectives
+// each op's rule needs: under TP a column-parallel matmul feeds a
+// row-parallel one whose partial sums are all-reduced once (Megatron); under
+// FSDP a matmul gathers the weight shard it was given, keeps only the shard
+// for backward and gathers again there if the input gradient needs it.
+// Gradients come out placed like their parameters, and the optimizer
+// updates the shards of parameters and state where they live (ZeRO).
+// Trainer.Comm and Trainer.Stats count what was sent, per collective kind.
+//
+// A strategy may instead ask for the hand-written fast path
+// (Placement.MapStep), kept where a benchmark shows it faster (DP;
+// BenchmarkStep compares both paths for every strategy): one shard.Map in
+// which each device all-gathers the parameters it holds shards of inside
+// autodiff.Checkpoint (so backward gathers again and reduce-scatters the
+// gradients) and runs the loss on its rows; the gradients of replicated
+// parameters come out all-reduced, and replicated parameters are updated
+// once, on the host.
+//
+// Config.MicroBatches accumulates gradients over equal slices of each
+// batch; Config.LossWithKey hands the loss a fresh key per step, micro-batch
+// and data-parallel device, for dropout; Config.DeviceLoss is the manual
+// escape hatch, a loss run inside shard.Map with the device's Ctx for models
+// that call collectives themselves.
 //
 // Trainer.Stats reports what a strategy costs per device — bytes sent per
 // collective kind, residual bytes kept for backward, parameter and

@@ -1,305 +1,524 @@
 package parallel
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/gonox/gonox/autodiff"
-	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
 
-// Loss maps predictions and targets to one loss per example, f32[batch].
-type Loss func(pred, target *tensor.Tensor) *tensor.Tensor
+// Config configures a Trainer for models of type M and batches of type B.
+// Exactly one of Loss, LossWithKey and DeviceLoss is set.
+type Config[M, B any] struct {
+	// Loss is the mean loss of model on a batch. On a mesh it runs once
+	// per device on that device's rows of the batch (every tensor leaf of
+	// B of rank one or more is split along its first dimension over the
+	// strategy's data axes), and the trainer averages the devices' losses,
+	// so it must be a mean over the rows it is given.
+	Loss func(model M, batch B) *tensor.Tensor
+	// LossWithKey is Loss with a random key, for dropout and other noise.
+	// Each step and micro-batch gets its own key, derived from Key with
+	// tensor.FoldIn. By propagation the loss sees the whole batch and draws
+	// the numbers a single-device run draws; on the Map step (DP) each
+	// data-parallel device gets its own key for its rows.
+	LossWithKey func(model M, batch B, key tensor.Key) *tensor.Tensor
+	// DeviceLoss is the manual escape hatch (shard.Map's): the mean loss of
+	// one device's rows, computed inside shard.Map with the device's Ctx,
+	// for models that call collectives themselves. Parameters reach it as
+	// their Placement.Compute specs say (gathered in full if nil).
+	DeviceLoss func(c *shard.Ctx, model M, batch B, key tensor.Key) *tensor.Tensor
+	// Key seeds LossWithKey and DeviceLoss.
+	Key tensor.Key
 
-// MSE is the sum over the last axis of the squared error, per example (the
-// loss of the JAX sharding guide's examples).
-func MSE(pred, target *tensor.Tensor) *tensor.Tensor {
-	return tensor.Sum(tensor.Square(tensor.Sub(pred, target)), -1)
-}
-
-// CrossEntropy is the softmax cross-entropy of logits against int32 class
-// labels, per example.
-func CrossEntropy(logits, labels *tensor.Tensor) *tensor.Tensor {
-	return tensor.SoftmaxCrossEntropy(logits, labels)
-}
-
-// Config configures a Trainer.
-type Config struct {
-	// Strategy and Mesh say where the model lives. Mesh is ignored (and
-	// may be nil) for Single; TP and FSDPTP need a mesh axis "tp".
-	Strategy Strategy
-	Mesh     *shard.Mesh
-	// Loss gives per-example losses; the training loss is their mean over
-	// the whole batch. Nil means MSE.
-	Loss Loss
-	// Optimizer updates the parameters (required).
+	// Optimizer updates the parameters (required). Its state is placed
+	// like the parameters unless the strategy says otherwise.
 	Optimizer optim.Transform
-	// ClipGlobalNorm, if positive, clips gradients to that global norm
-	// first; the norm is summed across devices correctly for every
-	// strategy.
+	// Mesh is where the model lives; nil trains on the host.
+	Mesh *shard.Mesh
+	// Strategy places the model on Mesh. Nil means Single without a mesh
+	// and DP with one.
+	Strategy Strategy
+
+	// BatchSize, if positive, is the number of rows of the batches to come:
+	// New then reports a size that does not split evenly over the data
+	// axes and micro-batches (Step checks every batch in any case).
+	BatchSize int
+	// MicroBatches, if more than 1, splits every batch into that many
+	// micro-batches whose gradients are averaged before one update
+	// (gradient accumulation): the same step with less activation memory.
+	// On the Map step (DP) the gradients are all-reduced once per step; by
+	// propagation each micro-batch's backward pass reduces its own.
+	MicroBatches int
+	// ClipGlobalNorm, if positive, clips the gradients to that global norm
+	// before the optimizer sees them; the norm is the global one under
+	// every strategy.
 	ClipGlobalNorm float64
-	// Remat is the checkpoint policy around each FSDP layer; nil keeps
-	// everything but the all-gathered weights.
+	// Remat is the checkpoint policy around the loss on the Map step
+	// (Placement.MapStep) when parameters are gathered before it; nil keeps
+	// everything but the gathered copies
+	// (autodiff.SaveAnythingExceptTheseNames("all_gather")).
 	Remat autodiff.Policy
 }
 
-// Trainer trains an nn.MLP with a parallel strategy. Its methods are not
-// safe for concurrent use.
-type Trainer struct {
-	cfg      Config
-	rules    shard.Rules
+// Trainer trains a model of type M on batches of type B with a strategy.
+// Its methods are not safe for concurrent use.
+type Trainer[M, B any] struct {
+	cfg      Config[M, B]
+	strategy Strategy
+	mesh     *shard.Mesh
 	dataAxes []string
-	params   nn.MLP
-	state    optim.State
-	comm     shard.Comm
+	specs    pathSpecs      // where each parameter is stored
+	gather   pathGathers    // what each device gathers of a parameter
+	state    shard.SpecTree // where the optimizer state is stored
+	// host: parameters and state stay on the host and are updated there;
+	// on a mesh the devices only compute loss and gradients (DP).
+	host bool
+	// prop: the loss runs on placed tensors (sharding propagation), not
+	// inside shard.Map.
+	prop   bool
+	remat  bool
+	params M
+	opt    optim.State
+	steps  uint32
+	comm   shard.Comm
 
-	step  func(stepIn) stepOut
-	grads func(gradIn) gradOut
+	grads func(stepIn[M, B]) gradOut[M]
+	step  func(stepIn[M, B]) stepOut[M]
+	eval  func(stepIn[M, B]) *tensor.Tensor
 }
 
-type stepIn struct {
-	Params nn.MLP
+type stepIn[M, B any] struct {
+	Params M
 	State  optim.State
-	X, Y   *tensor.Tensor
+	Batch  B
+	Key    tensor.Key
 }
 
-type stepOut struct {
-	Params nn.MLP
+type stepOut[M any] struct {
+	Params M
 	State  optim.State
 	Loss   *tensor.Tensor
 }
 
-type gradIn struct {
-	Params nn.MLP
-	X, Y   *tensor.Tensor
-}
-
-type gradOut struct {
+type gradOut[M any] struct {
 	Loss  *tensor.Tensor
-	Grads nn.MLP
+	Grads M
 }
 
-// New returns a trainer for model. The model's parameters are named with
-// Annotate and placed by the strategy's rules; the optimizer state is
-// initialised and placed the same way.
-func New(model nn.MLP, cfg Config) *Trainer {
-	if cfg.Optimizer == nil {
-		panic("parallel.New: Config.Optimizer is nil")
+// New returns a trainer for model (a pytree of tensors on the host): it asks
+// the strategy where the parameters go, places them and the optimizer
+// state there, and builds the step. Configuration a user can get wrong — no
+// loss or optimizer, a mesh without an axis the strategy needs, a parameter
+// whose logical axes no rule covers or whose dimension the mesh does not
+// divide — is returned as an error naming the parameter, the axis and the
+// mesh.
+func New[M, B any](model M, cfg Config[M, B]) (*Trainer[M, B], error) {
+	n := 0
+	for _, set := range []bool{cfg.Loss != nil, cfg.LossWithKey != nil, cfg.DeviceLoss != nil} {
+		if set {
+			n++
+		}
 	}
-	if cfg.Loss == nil {
-		cfg.Loss = MSE
+	if n != 1 {
+		return nil, errors.New("parallel.New: set exactly one of Config.Loss, Config.LossWithKey and Config.DeviceLoss")
+	}
+	if cfg.Optimizer == nil {
+		return nil, errors.New("parallel.New: Config.Optimizer is nil")
+	}
+	if cfg.MicroBatches < 0 {
+		return nil, fmt.Errorf("parallel.New: Config.MicroBatches is %d; want 0 or more", cfg.MicroBatches)
+	}
+	if cfg.MicroBatches == 0 {
+		cfg.MicroBatches = 1
 	}
 	if cfg.Remat == nil {
 		cfg.Remat = autodiff.SaveAnythingExceptTheseNames("all_gather")
 	}
-	if cfg.Strategy != Single && cfg.Mesh == nil {
-		panic(fmt.Sprintf("parallel.New: strategy %v needs a mesh", cfg.Strategy))
+	s := cfg.Strategy
+	if s == nil {
+		s = Single
+		if cfg.Mesh != nil {
+			s = DP
+		}
 	}
-	t := &Trainer{cfg: cfg, params: Annotate(model)}
-	if cfg.Strategy == Single {
-		t.state = t.optimizer(nil).Init(t.params)
-		return t
+	if cfg.DeviceLoss != nil && cfg.Mesh == nil {
+		return nil, errors.New("parallel.New: Config.DeviceLoss runs inside shard.Map and needs a Mesh")
 	}
-	t.rules = cfg.Strategy.Rules(cfg.Mesh)
-	t.dataAxes = cfg.Strategy.DataAxes(cfg.Mesh)
-	if err := t.rules.Validate(t.params); err != nil {
-		panic(fmt.Sprintf("parallel.New: %v", err))
+	pl, err := s.Place(cfg.Mesh, model)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Strategy != DP {
-		t.params = shard.FilterShard(t.params, cfg.Mesh, t.rules)
+	t := &Trainer[M, B]{cfg: cfg, strategy: s, mesh: cfg.Mesh, params: model}
+	if cfg.Mesh == nil {
+		if cfg.BatchSize > 0 && cfg.BatchSize%cfg.MicroBatches != 0 {
+			return nil, fmt.Errorf("parallel: batch size %d does not split evenly over %d micro-batches", cfg.BatchSize, cfg.MicroBatches)
+		}
+		t.host = true
+		t.opt = t.optimizer(nil).Init(model)
+		return t, nil
 	}
-	t.state = t.optimizer(nil).Init(t.params)
-	if cfg.Strategy != DP {
-		t.state = shard.FilterShard(t.state, cfg.Mesh, t.rules)
+	for _, a := range pl.DataAxes {
+		if !slices.Contains(cfg.Mesh.AxisNames(), a) {
+			return nil, fmt.Errorf("parallel: strategy %v splits batches over mesh axis %q; mesh is %v", s, a, cfg.Mesh)
+		}
 	}
-	specs := stepSpecs{t}
-	t.grads = shard.Map(cfg.Mesh, specs, specs, func(c *shard.Ctx, in gradIn) gradOut {
-		l, g := autodiff.ValueAndGrad(func(p nn.MLP) *tensor.Tensor { return t.loss(c, p, in.X, in.Y) })(in.Params)
-		return gradOut{Loss: l, Grads: g}
-	}, shard.WithComm(&t.comm))
-	if cfg.Strategy != DP {
-		t.step = shard.Map(cfg.Mesh, specs, specs, func(c *shard.Ctx, in stepIn) stepOut {
-			l, g := autodiff.ValueAndGrad(func(p nn.MLP) *tensor.Tensor { return t.loss(c, p, in.X, in.Y) })(in.Params)
+	t.dataAxes = slices.Clone(pl.DataAxes)
+	if n := cfg.MicroBatches * cfg.Mesh.AxisSize(t.dataAxes...); cfg.BatchSize > 0 && cfg.BatchSize%n != 0 {
+		return nil, fmt.Errorf("parallel: batch size %d does not split evenly over the %d devices of data axes %v of %v times %d micro-batches",
+			cfg.BatchSize, cfg.Mesh.AxisSize(t.dataAxes...), t.dataAxes, cfg.Mesh, cfg.MicroBatches)
+	}
+	if t.specs, err = resolveSpecs(cfg.Mesh, model, pl.Params); err != nil {
+		return nil, fmt.Errorf("parallel: strategy %v on %v: %w", s, cfg.Mesh, err)
+	}
+	t.prop = !pl.MapStep && cfg.DeviceLoss == nil
+	compute := pl.Compute
+	if cfg.DeviceLoss == nil {
+		// Only a loss that calls collectives can compute on blocks.
+		compute = nil
+	}
+	if t.gather, err = gatherPlan(model, t.specs, compute); err != nil {
+		return nil, fmt.Errorf("parallel: strategy %v on %v: %w", s, cfg.Mesh, err)
+	}
+	t.remat = t.gather.any()
+	t.host = !t.prop && !t.specs.sharded() && pl.State == nil
+	t.state = pl.State
+	if t.state == nil {
+		t.state = shard.LikeParams(model, t.specs)
+	}
+	if !t.host {
+		if err := t.placeAll(model, nil); err != nil {
+			return nil, err
+		}
+	} else {
+		t.opt = t.optimizer(nil).Init(model)
+	}
+	if t.prop {
+		return t, nil
+	}
+	t.build()
+	return t, nil
+}
+
+// placeAll places params and the optimizer state (initialised from the
+// params when state is nil), catching a placement that panics.
+func (t *Trainer[M, B]) placeAll(params M, state optim.State) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("parallel: placing the model with strategy %v on %v: %v", t.strategy, t.mesh, r)
+		}
+	}()
+	params = shard.FilterShard(params, t.mesh, t.specs)
+	if state == nil {
+		state = t.optimizer(nil).Init(params)
+	}
+	t.params, t.opt = params, shard.FilterShard(state, t.mesh, t.state)
+	return nil
+}
+
+// build makes the Map calls of a mesh trainer.
+func (t *Trainer[M, B]) build() {
+	io := ioSpecs{params: t.specs, state: t.state, data: shard.P(t.dataAxes)}
+	opt := []shard.Option{shard.WithComm(&t.comm)}
+	t.grads = shard.Map(t.mesh, io, io, func(c *shard.Ctx, in stepIn[M, B]) gradOut[M] {
+		l, g := t.deviceGrads(c, in.Params, in.Batch, in.Key)
+		return gradOut[M]{Loss: l, Grads: g}
+	}, opt...)
+	t.eval = shard.Map(t.mesh, io, shard.P(), func(c *shard.Ctx, in stepIn[M, B]) *tensor.Tensor {
+		return t.deviceLoss(c, in.Params, in.Batch, in.Key, 0)
+	}, opt...)
+	if !t.host {
+		t.step = shard.Map(t.mesh, io, io, func(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
+			l, g := t.deviceGrads(c, in.Params, in.Batch, in.Key)
 			p, s := optim.Step(t.optimizer(c.Psum), in.Params, g, in.State)
-			return stepOut{Params: p, State: s, Loss: l}
-		}, shard.WithComm(&t.comm))
+			return stepOut[M]{Params: p, State: s, Loss: l}
+		}, opt...)
 	}
-	return t
 }
 
 // optimizer returns the configured optimizer, clipping first if asked,
-// with psum as the cross-device sum of the global norm (nil on the host).
-func (t *Trainer) optimizer(psum optim.PsumFunc) optim.Transform {
+// with psum the cross-device sum of the global norm (nil on the host).
+func (t *Trainer[M, B]) optimizer(psum optim.PsumFunc) optim.Transform {
 	if t.cfg.ClipGlobalNorm <= 0 {
 		return t.cfg.Optimizer
 	}
 	return optim.Chain(optim.ClipByGlobalNorm(t.cfg.ClipGlobalNorm, optim.ClipOptions{Psum: psum}), t.cfg.Optimizer)
 }
 
-// stepSpecs places the leaves of the step's input and output trees: the
-// batch over the data axes, everything else by the rules.
-type stepSpecs struct{ t *Trainer }
-
-func (s stepSpecs) SpecFor(path pytree.Path, x *tensor.Tensor) (shard.Spec, error) {
-	if len(path) > 0 && path[0].Kind == pytree.FieldElem && (path[0].Name == "X" || path[0].Name == "Y") {
-		return shard.P(s.t.dataAxes), nil
+// userLoss calls the configured loss (c is nil on the host).
+func (t *Trainer[M, B]) userLoss(c *shard.Ctx, m M, b B, key tensor.Key) *tensor.Tensor {
+	switch {
+	case t.cfg.Loss != nil:
+		return t.cfg.Loss(m, b)
+	case t.cfg.LossWithKey != nil:
+		return t.cfg.LossWithKey(m, b, key)
 	}
-	return s.t.rules.SpecFor(path, x)
+	return t.cfg.DeviceLoss(c, m, b, key)
 }
 
-// BatchSharding returns where batches go: rows split over the data axes.
-// Pass batches placed there (a data.Loader can do it) to save a copy.
-func (t *Trainer) BatchSharding() shard.Sharding {
-	return shard.NewSharding(t.cfg.Mesh, shard.P(t.dataAxes))
+// deviceLoss is the loss of micro-batch micro of this device's rows,
+// averaged over the data axes: each device gathers the parameters it
+// needs (inside a checkpoint, so backward gathers again), then runs the
+// user's loss.
+func (t *Trainer[M, B]) deviceLoss(c *shard.Ctx, p M, b B, key tensor.Key, micro int) *tensor.Tensor {
+	if len(t.dataAxes) > 0 {
+		key = tensor.FoldIn(key, uint32(c.AxisIndex(t.dataAxes...)))
+	}
+	key = tensor.FoldIn(key, uint32(micro))
+	f := func(p M) *tensor.Tensor {
+		return t.userLoss(c, gatherTree(t.gather, c, p, t.dataAxes), b, key)
+	}
+	if t.remat {
+		f = autodiff.Checkpoint(f, t.cfg.Remat)
+	}
+	l := f(p)
+	if len(t.dataAxes) > 0 {
+		l = c.Pmean(l, t.dataAxes...)
+	}
+	return l
 }
 
-// Step runs one training step on a batch (inputs x, targets y) and returns
-// the loss before the update.
-func (t *Trainer) Step(x, y *tensor.Tensor) float64 {
+// deviceGrads returns the loss and gradients of this device's rows,
+// accumulated over the micro-batches.
+func (t *Trainer[M, B]) deviceGrads(c *shard.Ctx, p M, b B, key tensor.Key) (*tensor.Tensor, M) {
+	k := t.cfg.MicroBatches
+	if k == 1 {
+		return autodiff.ValueAndGrad(func(p M) *tensor.Tensor { return t.deviceLoss(c, p, b, key, 0) })(p)
+	}
+	if t.remat || len(t.dataAxes) == 0 {
+		return accumulate(k, p, b, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, key, i) })
+	}
+	// Differentiate with respect to per-device copies of the parameters,
+	// so that each micro-batch's gradients stay on the device, and sum them
+	// over the data axes once: one all-reduce per step, not one per
+	// micro-batch (PyTorch DDP's no_sync).
+	pv := pytree.Map(p, func(x *tensor.Tensor) *tensor.Tensor {
+		if !x.DType().IsFloat() {
+			return x
+		}
+		return c.Vary(x, t.dataAxes...)
+	})
+	l, g := accumulate(k, pv, b, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, key, i) })
+	return l, pytree.Map(g, func(x *tensor.Tensor) *tensor.Tensor { return c.Psum(x, t.dataAxes...) })
+}
+
+// accumulate averages the losses and gradients of loss over k equal
+// micro-batches of b.
+func accumulate[M, B any](k int, p M, b B, loss func(M, B, int) *tensor.Tensor) (*tensor.Tensor, M) {
+	var total *tensor.Tensor
+	var sum M
+	for i := range k {
+		mb := microBatch(b, i, k)
+		l, g := autodiff.ValueAndGrad(func(p M) *tensor.Tensor { return loss(p, mb, i) })(p)
+		if i == 0 {
+			total, sum = l, g
+			continue
+		}
+		total = tensor.Add(total, l)
+		sum = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Add(xs[0], xs[1]) }, sum, g)
+	}
+	scale := float32(1) / float32(k)
+	return tensor.MulScalar(total, scale), pytree.Map(sum, func(x *tensor.Tensor) *tensor.Tensor { return tensor.MulScalar(x, scale) })
+}
+
+// microBatch returns rows [i·n/k, (i+1)·n/k) of every leaf of rank one or
+// more of b. Of a placed leaf it takes those rows of each device's block,
+// without communication: another partition of the examples into
+// micro-batches than on the host, with the same mean.
+func microBatch[B any](b B, i, k int) B {
+	return pytree.Map(b, func(x *tensor.Tensor) *tensor.Tensor {
+		if x.Rank() == 0 {
+			return x
+		}
+		s, placed := shard.ShardingOf(x)
+		if !placed {
+			n := x.Dim(0) / k
+			return tensor.SliceAxis(x, 0, i*n, (i+1)*n)
+		}
+		blocks := shard.Blocks(x)
+		out := make([]*tensor.Tensor, len(blocks))
+		for d, blk := range blocks {
+			n := blk.Dim(0) / k
+			out[d] = tensor.SliceAxis(blk, 0, i*n, (i+1)*n)
+		}
+		shape := slices.Clone(x.Shape())
+		shape[0] /= k
+		y, err := shard.FromBlocks(s, shape, out)
+		if err != nil {
+			panic(fmt.Sprintf("parallel: micro-batch of %v: %v", x, err))
+		}
+		return y
+	})
+}
+
+// hostLoss is the loss on the host.
+func (t *Trainer[M, B]) hostGrads(b B, key tensor.Key) (*tensor.Tensor, M) {
+	loss := func(p M, mb B, i int) *tensor.Tensor { return t.userLoss(nil, p, mb, tensor.FoldIn(key, uint32(i))) }
+	if t.cfg.MicroBatches == 1 {
+		return autodiff.ValueAndGrad(func(p M) *tensor.Tensor { return loss(p, b, 0) })(t.params)
+	}
+	return accumulate(t.cfg.MicroBatches, t.params, b, loss)
+}
+
+// checkBatch reports a batch whose rows do not split evenly over the data
+// axes and micro-batches.
+func (t *Trainer[M, B]) checkBatch(b B) error {
+	n := t.cfg.MicroBatches
+	if t.mesh != nil && len(t.dataAxes) > 0 {
+		n *= t.mesh.AxisSize(t.dataAxes...)
+	}
+	paths, leaves := pytree.LeavesWithPath(b)
+	if len(leaves) == 0 {
+		return errors.New("parallel: the batch has no tensors")
+	}
+	for i, x := range leaves {
+		if x.Rank() == 0 || x.Dim(0)%n == 0 {
+			continue
+		}
+		what := fmt.Sprintf("%d micro-batches", t.cfg.MicroBatches)
+		if t.mesh != nil && len(t.dataAxes) > 0 {
+			what = fmt.Sprintf("the %d devices of data axes %v times %s", t.mesh.AxisSize(t.dataAxes...), t.dataAxes, what)
+		}
+		return fmt.Errorf("parallel: batch leaf %s %v: %d rows do not split evenly over %s", leafName(paths[i]), x, x.Dim(0), what)
+	}
+	return nil
+}
+
+// nextKey returns this step's key.
+func (t *Trainer[M, B]) nextKey() tensor.Key {
+	t.steps++
+	return tensor.FoldIn(t.cfg.Key, t.steps)
+}
+
+// Step runs one training step on batch and returns the mean loss before
+// the update. A batch that does not split evenly over the data axes and
+// micro-batches is an error.
+func (t *Trainer[M, B]) Step(batch B) (float64, error) {
+	if err := t.checkBatch(batch); err != nil {
+		return 0, err
+	}
 	t.comm.Reset()
-	switch t.cfg.Strategy {
-	case Single:
-		l, g := autodiff.ValueAndGrad(func(p nn.MLP) *tensor.Tensor {
-			return tensor.Mean(t.cfg.Loss(p.Forward(x), y))
-		})(t.params)
-		t.params, t.state = optim.Step(t.optimizer(nil), t.params, g, t.state)
-		return l.Item()
-	case DP:
-		out := t.grads(gradIn{Params: t.params, X: x, Y: y})
-		// The gradients of replicated parameters are the same on every
-		// device: update once, on the host.
-		g := pytree.Map(out.Grads, shard.Gather)
-		t.params, t.state = optim.Step(t.optimizer(nil), t.params, g, t.state)
-		return out.Loss.Item()
+	key := t.nextKey()
+	var l *tensor.Tensor
+	var g M
+	switch {
+	case t.mesh == nil:
+		l, g = t.hostGrads(batch, key)
+	case t.prop:
+		stop := shard.Record(t.mesh, &t.comm)
+		defer stop()
+		l, g = t.propGrads(batch, key)
+	case t.host:
+		// Replicated parameters have the same gradient on every device:
+		// update once, on the host.
+		out := t.grads(stepIn[M, B]{Params: t.params, Batch: batch, Key: key})
+		l, g = out.Loss, pytree.Map(out.Grads, shard.Gather)
+	default:
+		out := t.step(stepIn[M, B]{Params: t.params, State: t.opt, Batch: batch, Key: key})
+		t.params, t.opt = out.Params, out.State
+		return out.Loss.Item(), nil
 	}
-	out := t.step(stepIn{Params: t.params, State: t.state, X: x, Y: y})
-	t.params, t.state = out.Params, out.State
-	return out.Loss.Item()
+	t.params, t.opt = optim.Step(t.optimizer(nil), t.params, g, t.opt)
+	return l.Item(), nil
 }
 
 // LossAndGrad returns the loss and the gradient of the current parameters
-// on a batch, gathered to host tensors, without updating anything.
-func (t *Trainer) LossAndGrad(x, y *tensor.Tensor) (float64, nn.MLP) {
-	t.comm.Reset()
-	if t.cfg.Strategy == Single {
-		l, g := autodiff.ValueAndGrad(func(p nn.MLP) *tensor.Tensor {
-			return tensor.Mean(t.cfg.Loss(p.Forward(x), y))
-		})(t.params)
-		return l.Item(), g
+// on batch, gathered to host tensors, without updating anything.
+func (t *Trainer[M, B]) LossAndGrad(batch B) (float64, M, error) {
+	var zero M
+	if err := t.checkBatch(batch); err != nil {
+		return 0, zero, err
 	}
-	out := t.grads(gradIn{Params: t.params, X: x, Y: y})
-	return out.Loss.Item(), pytree.Map(out.Grads, shard.Gather)
+	t.comm.Reset()
+	key := t.nextKey()
+	if t.mesh == nil {
+		l, g := t.hostGrads(batch, key)
+		return l.Item(), g, nil
+	}
+	if t.prop {
+		stop := shard.Record(t.mesh, &t.comm)
+		defer stop()
+		l, g := t.propGrads(batch, key)
+		return l.Item(), pytree.Map(g, shard.Gather), nil
+	}
+	out := t.grads(stepIn[M, B]{Params: t.params, Batch: batch, Key: key})
+	return out.Loss.Item(), pytree.Map(out.Grads, shard.Gather), nil
 }
+
+// Eval returns the mean loss of the current parameters on batch, without
+// gradients. The loss sees the same kind of key as in training.
+func (t *Trainer[M, B]) Eval(batch B) (float64, error) {
+	if err := t.checkBatch(batch); err != nil {
+		return 0, err
+	}
+	t.comm.Reset()
+	key := t.nextKey()
+	if t.mesh == nil {
+		return t.userLoss(nil, t.params, batch, key).Item(), nil
+	}
+	if t.prop {
+		stop := shard.Record(t.mesh, &t.comm)
+		defer stop()
+		return t.propLoss(batch, key).Item(), nil
+	}
+	return t.eval(stepIn[M, B]{Params: t.params, Batch: batch, Key: key}).Item(), nil
+}
+
+// BatchSharding returns where a batch leaf goes: rows split over the data
+// axes. Place batches there (a data.Loader can) to save a copy per step.
+// It is the zero Sharding without a mesh.
+func (t *Trainer[M, B]) BatchSharding() shard.Sharding {
+	if t.mesh == nil {
+		return shard.Sharding{}
+	}
+	return shard.NewSharding(t.mesh, shard.P(t.dataAxes))
+}
+
+// DataAxes returns the mesh axes batches are split over.
+func (t *Trainer[M, B]) DataAxes() []string { return slices.Clone(t.dataAxes) }
+
+// Strategy returns the trainer's strategy.
+func (t *Trainer[M, B]) Strategy() Strategy { return t.strategy }
+
+// Mesh returns the trainer's mesh (nil on the host).
+func (t *Trainer[M, B]) Mesh() *shard.Mesh { return t.mesh }
 
 // Params returns the current parameters as host tensors.
-func (t *Trainer) Params() nn.MLP { return pytree.Map(t.params, shard.Gather) }
+func (t *Trainer[M, B]) Params() M { return pytree.Map(t.params, shard.Gather) }
 
 // PlacedParams returns the current parameters as they are placed.
-func (t *Trainer) PlacedParams() nn.MLP { return t.params }
+func (t *Trainer[M, B]) PlacedParams() M { return t.params }
 
 // State returns the optimizer state as it is placed.
-func (t *Trainer) State() optim.State { return t.state }
+func (t *Trainer[M, B]) State() optim.State { return t.opt }
 
-// SetState replaces the parameters and optimizer state, for example with
-// ones restored from a checkpoint. They must have the structure of
-// PlacedParams and State; they are placed as the strategy places them.
-func (t *Trainer) SetState(params nn.MLP, state optim.State) {
-	params = Annotate(params)
-	if t.cfg.Strategy != Single && t.cfg.Strategy != DP {
-		params = shard.FilterShard(params, t.cfg.Mesh, t.rules)
-		state = shard.FilterShard(state, t.cfg.Mesh, t.rules)
-	} else {
-		params = pytree.Map(params, shard.Gather)
-		state = pytree.Map(state, shard.Gather)
+// SetState replaces the parameters and the optimizer state, for example
+// with ones restored from a checkpoint. They must have the structure of
+// PlacedParams and State; they are placed as the strategy places them,
+// whatever their placement was.
+func (t *Trainer[M, B]) SetState(params M, state optim.State) error {
+	if t.host {
+		t.params = pytree.Map(params, shard.Gather)
+		t.opt = pytree.Map(state, shard.Gather)
+		return nil
 	}
-	t.params, t.state = params, state
+	if state == nil {
+		return errors.New("parallel: SetState: nil optimizer state")
+	}
+	return t.placeAll(params, state)
 }
 
-// Comm returns the bytes each device sent in the last Step or LossAndGrad.
-func (t *Trainer) Comm() *shard.Comm { return &t.comm }
-
-// loss is the mean per-example loss over the whole batch, computed inside
-// Map on this device's rows.
-func (t *Trainer) loss(c *shard.Ctx, p nn.MLP, x, y *tensor.Tensor) *tensor.Tensor {
-	h := x
-	for i, l := range p.Layers {
-		h = t.linear(c, h, l)
-		act := p.Activation
-		if i == len(p.Layers)-1 {
-			act = p.FinalActivation
-		}
-		if act != nil {
-			h = act(h)
-		}
-	}
-	l := tensor.Mean(t.cfg.Loss(h, y))
-	if len(t.dataAxes) == 0 {
-		// TP on a mesh with no data axis: every device has the whole batch.
-		return l
-	}
-	return c.Pmean(l, t.dataAxes...)
-}
-
-type linIn struct {
-	X, W, B *tensor.Tensor
-}
-
-// linear applies one layer inside Map: weights split over data axes are
-// gathered first (FSDP), a layer whose input dimension is split over "tp"
-// sums its partial products (the row-parallel half of a Megatron pair).
-func (t *Trainer) linear(c *shard.Ctx, x *tensor.Tensor, l nn.Linear) *tensor.Tensor {
-	ws := t.mustSpec(l.W)
-	var bs shard.Spec
-	if l.B != nil {
-		bs = t.mustSpec(l.B)
-	}
-	f := func(in linIn) *tensor.Tensor {
-		y := tensor.MatMul(in.X, t.gatherData(c, in.W, ws))
-		if len(ws) > 0 && slices.Contains(ws[0], TPAxis) && !slices.Contains(t.dataAxes, TPAxis) {
-			y = c.Psum(y, TPAxis)
-		}
-		if in.B != nil {
-			y = tensor.Add(y, t.gatherData(c, in.B, bs))
-		}
-		return y
-	}
-	if t.cfg.Strategy == FSDP || t.cfg.Strategy == FSDPTP {
-		f = autodiff.Checkpoint(f, t.cfg.Remat)
-	}
-	return f(linIn{X: x, W: l.W, B: l.B})
-}
-
-func (t *Trainer) mustSpec(x *tensor.Tensor) shard.Spec {
-	s, err := t.rules.SpecFor(nil, x)
-	if err != nil {
-		panic(fmt.Sprintf("parallel: %v", err))
-	}
-	return s
-}
-
-// gatherData all-gathers the dimensions of a block split over data axes.
-func (t *Trainer) gatherData(c *shard.Ctx, x *tensor.Tensor, s shard.Spec) *tensor.Tensor {
-	for d, axes := range s {
-		var data shard.Axes
-		for _, a := range axes {
-			if slices.Contains(t.dataAxes, a) {
-				data = append(data, a)
-			}
-		}
-		if len(data) > 0 {
-			x = c.AllGather(x, data, d, true)
-		}
-	}
-	return x
-}
+// Comm returns the bytes each device sent in the last Step, LossAndGrad or
+// Eval.
+func (t *Trainer[M, B]) Comm() *shard.Comm { return &t.comm }
 
 // Stats describes the cost of a strategy on one device (device 0 of the
-// mesh; the strategies are symmetric).
+// mesh; the shipped strategies are symmetric).
 type Stats struct {
 	// CommBytes are the bytes device 0 sent in the last step, by
 	// collective kind.
@@ -307,38 +526,48 @@ type Stats struct {
 	// Residuals is what device 0's backward pass keeps alive.
 	Residuals tensor.ResidualReport
 	// ParamBytes and StateBytes are the bytes of parameters and optimizer
-	// state device 0 holds (a replica in full under DP and Single).
+	// state device 0 holds (a full replica when they are replicated).
 	ParamBytes, StateBytes int64
 }
 
-// Stats measures the trainer on a batch: it runs one forward pass to
+// Stats measures the trainer on batch: it runs one forward pass to
 // measure residuals (on device 0) and reads the communication of the last
-// step.
-func (t *Trainer) Stats(x, y *tensor.Tensor) Stats {
+// Step, LossAndGrad or Eval.
+func (t *Trainer[M, B]) Stats(batch B) (Stats, error) {
+	if err := t.checkBatch(batch); err != nil {
+		return Stats{}, err
+	}
 	st := Stats{CommBytes: map[string]int64{}}
-	if t.cfg.Strategy == Single {
-		st.Residuals = autodiff.Residuals(func(p nn.MLP) *tensor.Tensor {
-			return tensor.Mean(t.cfg.Loss(p.Forward(x), y))
-		}, t.params)
+	key := tensor.FoldIn(t.cfg.Key, t.steps)
+	if t.mesh == nil {
+		st.Residuals = autodiff.Residuals(func(p M) *tensor.Tensor { return t.userLoss(nil, p, batch, key) }, t.params)
 	} else {
+		dev0 := t.mesh.Devices()[0]
 		for _, k := range t.comm.Kinds() {
-			st.CommBytes[k] = t.comm.Bytes(t.cfg.Mesh.Devices()[0], k)
+			st.CommBytes[k] = t.comm.Bytes(dev0, k)
 		}
+	}
+	switch {
+	case t.mesh == nil:
+	case t.prop:
+		st.Residuals = t.propResiduals(batch, key)
+	default:
+		dev0 := t.mesh.Devices()[0]
 		var mu sync.Mutex
-		specs := stepSpecs{t}
-		shard.Map(t.cfg.Mesh, specs, shard.P(), func(c *shard.Ctx, in gradIn) *tensor.Tensor {
-			r := autodiff.Residuals(func(p nn.MLP) *tensor.Tensor { return t.loss(c, p, in.X, in.Y) }, in.Params)
-			if c.Device() == t.cfg.Mesh.Devices()[0] {
+		io := ioSpecs{params: t.specs, state: t.state, data: shard.P(t.dataAxes)}
+		shard.Map(t.mesh, io, shard.P(), func(c *shard.Ctx, in stepIn[M, B]) *tensor.Tensor {
+			r := autodiff.Residuals(func(p M) *tensor.Tensor { return t.deviceLoss(c, p, in.Batch, in.Key, 0) }, in.Params)
+			if c.Device() == dev0 {
 				mu.Lock()
 				st.Residuals = r
 				mu.Unlock()
 			}
 			return tensor.Scalar(0)
-		})(gradIn{Params: t.params, X: x, Y: y})
+		})(stepIn[M, B]{Params: t.params, Batch: batch, Key: key})
 	}
 	st.ParamBytes = deviceBytes(t.params)
-	st.StateBytes = deviceBytes(t.state)
-	return st
+	st.StateBytes = deviceBytes(t.opt)
+	return st, nil
 }
 
 // deviceBytes sums the bytes of the blocks device 0 holds of a tree's
@@ -353,12 +582,4 @@ func deviceBytes(tree any) int64 {
 		n += int64(shard.Blocks(x)[0].Bytes())
 	}
 	return n
-}
-
-// withAxes is tensor.WithLogicalAxes for a possibly nil tensor.
-func withAxes(x *tensor.Tensor, names ...string) *tensor.Tensor {
-	if x == nil {
-		return nil
-	}
-	return tensor.WithLogicalAxes(x, names...)
 }

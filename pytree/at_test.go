@@ -203,7 +203,9 @@ func TestAtPathErrors(t *testing.T) {
 		assert.Equal(t, want, panicMessage(t, func() { pytree.AtPath(m, path, replace[path]) }), path)
 	}
 
-	type Hidden struct{ w *tensor.Tensor }
+	type Hidden struct {
+		w *tensor.Tensor //lint:ignore U1000 the unexported field AtPath must refuse
+	}
 	assert.Equal(t, `pytree.AtPath("w"): Hidden.w is unexported`,
 		panicMessage(t, func() { pytree.AtPath(Hidden{}, "w", seqTensor(0, 1)) }))
 	c := &Custom{}

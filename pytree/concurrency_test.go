@@ -28,7 +28,7 @@ type (
 	k5 []any
 	k6 struct {
 		X *k2
-		y int
+		y int //lint:ignore U1000 an unexported field the walk must skip
 	}
 	k7 *k1
 	k8 struct{ P Pair }

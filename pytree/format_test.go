@@ -38,7 +38,7 @@ type Static struct {
 	IM    map[int]string
 	P     *Linear `pytree:"static"`
 	In    struct{ A, B int }
-	hid   int
+	hid   int //lint:ignore U1000 an unexported field Format must not print
 	Any   any
 	Err   error
 	Deep  struct {

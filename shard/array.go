@@ -18,6 +18,18 @@ type layout struct {
 	sharding Sharding
 	geo      geometry
 	blocks   []*tensor.Tensor
+	// partial lists the mesh axes over which the blocks are summands of
+	// the value, not copies (a partial-sum result of propagation, DTensor's
+	// Partial): the value is the sum of the blocks along these axes. It is
+	// disjoint from the axes of the spec.
+	partial DimSpec
+	// origin names the op that left the pending sum (its reduction is
+	// charged to it when nothing else consumes it first).
+	origin string
+	// sum is the reduced layout, computed (and charged) once however many
+	// consumers read a partial sum.
+	sumOnce sync.Once
+	sum     *layout
 }
 
 // DimAxes implements tensor.Layout.
@@ -31,9 +43,15 @@ func (l *layout) DimAxes(i int) string {
 
 // Gather implements tensor.Layout: the whole array as a host tensor.
 func (l *layout) Gather(x *tensor.Tensor) *tensor.Tensor {
+	if len(l.partial) > 0 {
+		l = l.reduced()
+	}
+	if crossProcess(l) {
+		return gatherAll(l, x)
+	}
 	if l.sharding.IsReplicated() {
 		// Every block is the whole array, and blocks are immutable.
-		return l.blocks[0]
+		return l.blocks[l.sharding.mesh.firstLocal()]
 	}
 	out := tensor.Zeros(x.DType(), l.geo.shape...)
 	zero := make([]int, len(l.geo.shape))
@@ -49,6 +67,9 @@ func (l *layout) MapBlocks(x *tensor.Tensor, fn func(block *tensor.Tensor) *tens
 	out := &layout{sharding: l.sharding, geo: l.geo, blocks: make([]*tensor.Tensor, len(l.blocks))}
 	var dt tensor.DType
 	parallelFor(len(l.blocks), func(d int) {
+		if l.blocks[d] == nil {
+			return // another process's device
+		}
 		b := fn(l.blocks[d])
 		if !slices.Equal(b.Shape(), l.geo.block) {
 			panic(fmt.Sprintf("shard: MapBlocks changed block %v to %v", l.blocks[d], b))
@@ -56,9 +77,33 @@ func (l *layout) MapBlocks(x *tensor.Tensor, fn func(block *tensor.Tensor) *tens
 		out.blocks[d] = tensor.WithLocal(tensor.StopGradient(b), nil)
 		chargeBlock(l.sharding.mesh.devices[d], out.blocks[d])
 	})
-	dt = out.blocks[0].DType()
+	dt = x.DType()
+	if f := l.sharding.mesh.firstLocal(); f >= 0 {
+		dt = out.blocks[f].DType()
+	}
 	return tensor.NewSharded(dt, x.Shape(), out)
 }
+
+// Abstract implements tensor.AbstractLayout: the layout without blocks,
+// for the placeholders autodiff keeps.
+func (l *layout) Abstract() tensor.Layout {
+	if l.blocks == nil {
+		return l
+	}
+	return &layout{sharding: l.sharding, geo: l.geo, partial: l.partial, origin: l.origin}
+}
+
+// DeviceBlocks implements tensor.BlockLayout.
+func (l *layout) DeviceBlocks() ([]*tensor.Tensor, []int) {
+	ids := make([]int, len(l.blocks))
+	for d := range ids {
+		ids[d] = l.sharding.mesh.devices[d].ID()
+	}
+	return slices.Clone(l.blocks), ids
+}
+
+// IsAbstract implements tensor.AbstractLayout.
+func (l *layout) IsAbstract() bool { return l.blocks == nil }
 
 // offset returns the global offset of the block of device dev.
 func (l *layout) offset(dev int) []int {
@@ -89,7 +134,9 @@ func (l *layout) uniqueBlocks() []int {
 // readers build blocks where they belong). Replicas may share one block
 // tensor. The blocks must be host tensors of one dtype with the block
 // shape s gives to shape; they are charged to their devices. Tensors are
-// immutable, so the blocks must not be changed afterwards.
+// immutable, so the blocks must not be changed afterwards. When the mesh
+// spans processes (see Install), each process passes the blocks of its
+// own devices and nil for the others.
 func FromBlocks(s Sharding, shape []int, blocks []*tensor.Tensor) (*tensor.Tensor, error) {
 	if s.mesh == nil {
 		return nil, fmt.Errorf("shard.FromBlocks: zero Sharding")
@@ -102,21 +149,31 @@ func FromBlocks(s Sharding, shape []int, blocks []*tensor.Tensor) (*tensor.Tenso
 		return nil, fmt.Errorf("shard.FromBlocks: %d blocks for a mesh of %d devices", len(blocks), s.mesh.Size())
 	}
 	l := &layout{sharding: s, geo: geo, blocks: make([]*tensor.Tensor, len(blocks))}
+	f := s.mesh.firstLocal()
+	if f < 0 {
+		return nil, fmt.Errorf("shard.FromBlocks: process %d has no device of %v", dist.rank, s.mesh)
+	}
 	for d, b := range blocks {
+		if !s.mesh.isLocal(d) {
+			if b != nil {
+				return nil, fmt.Errorf("shard.FromBlocks: block %d given for device %d of process %d; this is process %d", d, s.mesh.devices[d].ID(), s.mesh.devices[d].Process(), dist.rank)
+			}
+			continue
+		}
 		switch {
 		case b == nil:
 			return nil, fmt.Errorf("shard.FromBlocks: block %d is nil", d)
 		case b.Layout() != nil || b.Local() != nil || b.IsTraced():
 			return nil, fmt.Errorf("shard.FromBlocks: block %d %v is not a plain host tensor", d, b)
-		case b.DType() != blocks[0].DType():
-			return nil, fmt.Errorf("shard.FromBlocks: block %d is %v, block 0 is %v", d, b.DType(), blocks[0].DType())
+		case b.DType() != blocks[f].DType():
+			return nil, fmt.Errorf("shard.FromBlocks: block %d is %v, block %d is %v", d, b.DType(), f, blocks[f].DType())
 		case !slices.Equal(b.Shape(), geo.block):
 			return nil, fmt.Errorf("shard.FromBlocks: block %d is %v, want shape %v for %v of shape %v", d, b, geo.block, s.spec, shape)
 		}
 		l.blocks[d] = b
 		chargeBlock(s.mesh.devices[d], b)
 	}
-	return tensor.NewSharded(blocks[0].DType(), shape, l), nil
+	return tensor.NewSharded(blocks[f].DType(), shape, l), nil
 }
 
 // ShardingOf returns the sharding of a global sharded tensor, and false for
@@ -130,8 +187,8 @@ func ShardingOf(x *tensor.Tensor) (Sharding, bool) {
 }
 
 // Blocks returns the blocks of a sharded tensor, one per device of its mesh
-// in mesh order (replicas are distinct copies). It panics for a host
-// tensor.
+// in mesh order (replicas are distinct copies), nil for devices of other
+// processes. It panics for a host tensor.
 func Blocks(x *tensor.Tensor) []*tensor.Tensor {
 	l, ok := x.Layout().(*layout)
 	if !ok {
@@ -147,7 +204,11 @@ func init() {
 		Name:        "device_put",
 		Distributed: true,
 		Impl: func(in []*tensor.Tensor, p any) *tensor.Tensor {
-			return put(in[0], p.(Sharding))
+			s := p.(Sharding)
+			if src := layoutOf("device_put", in[0]); src != nil && src.sharding.mesh.Equal(s.mesh) {
+				chargeMove("device_put", src, s) // a reshard on one mesh: Record counts it
+			}
+			return put(in[0], s)
 		},
 		VJP: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, _ any) []*tensor.Tensor {
 			// Send the cotangent back where the input lived.
@@ -186,7 +247,7 @@ func Put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
 		panic("shard.Put: zero Sharding (use NewSharding or Replicated)")
 	}
 	s.geometry("shard.Put: "+x.String(), x.Shape()) // validate early, with the operand named
-	if cur, ok := ShardingOf(x); ok && cur.Equal(s) {
+	if cur, ok := ShardingOf(x); ok && cur.Equal(s) && !isPartial(x) {
 		return x
 	}
 	return keepAxes(tensor.Apply(putOp, s, x), x)
@@ -216,6 +277,9 @@ func Gather(x *tensor.Tensor) *tensor.Tensor {
 
 // put builds the sharded tensor of x (host or sharded) for sharding s.
 func put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
+	if x.Layout() == nil {
+		checkPutEqual(x)
+	}
 	geo := s.geometry("shard.Put", x.Shape())
 	l := &layout{sharding: s, geo: geo, blocks: makeBlocks(x, s, true)}
 	return tensor.NewSharded(x.DType(), x.Shape(), l)
@@ -231,9 +295,17 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 	n := s.mesh.Size()
 	out := make([]*tensor.Tensor, n)
 	src, _ := x.Layout().(*layout)
+	if src != nil && len(src.partial) > 0 {
+		src = src.reduced()
+	}
 	if src != nil && src.sharding.Equal(s) && !charge {
 		copy(out, src.blocks)
 		return out
+	}
+	if sm := src.meshOrNil(); sm != nil && (crossProcess(src) || sm.nlocal() < sm.Size()) {
+		// Some blocks live on other processes: assemble the whole array
+		// first (with every process), or take this process's replica.
+		x, src = src.Gather(x), nil
 	}
 	proto := &layout{sharding: s, geo: geo}
 	if src == nil && !charge {
@@ -247,7 +319,29 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 			return v
 		}
 	}
-	parallelFor(n, func(dev int) {
+	// Without charging, devices that need the same block share one copy
+	// (blocks are immutable): a gather to replicas builds it once. Only
+	// this process's devices get blocks; other processes build theirs.
+	var devs []int
+	for d := range n {
+		if s.mesh.isLocal(d) {
+			devs = append(devs, d)
+		}
+	}
+	var same map[int][]int
+	if !charge {
+		all := devs
+		devs, same = nil, map[int][]int{}
+		for _, d := range all {
+			k := s.mesh.Index(proto.canonical(d))
+			if _, ok := same[k]; !ok {
+				devs = append(devs, d)
+			}
+			same[k] = append(same[k], d)
+		}
+	}
+	parallelFor(len(devs), func(i int) {
+		dev := devs[i]
 		off := proto.offset(dev)
 		b := tensor.Zeros(x.DType(), geo.block...)
 		if src == nil {
@@ -266,7 +360,28 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 			chargeBlock(s.mesh.devices[dev], b)
 		}
 	})
+	if same != nil {
+		for _, d := range devs {
+			for _, r := range same[s.mesh.Index(proto.canonical(d))] {
+				out[r] = out[d]
+			}
+		}
+	}
 	return out
+}
+
+// canonical returns the mesh coordinates of the first device holding the
+// same block as device dev: its coordinates with the axes the spec does
+// not use set to 0.
+func (l *layout) canonical(dev int) []int {
+	c := l.sharding.mesh.Coords(dev)
+	used := l.sharding.spec.Axes()
+	for k, name := range l.sharding.mesh.names {
+		if !slices.Contains(used, name) {
+			c[k] = 0
+		}
+	}
+	return c
 }
 
 // contiguousViews returns blocks that are views into x when every block is
@@ -308,6 +423,8 @@ func contiguousViews(x *tensor.Tensor, l *layout, n int) []*tensor.Tensor {
 			out[dev] = tensor.WrapFloat32(x.RawFloat32()[start:start+size:start+size], l.geo.block...)
 		case tensor.Int32:
 			out[dev] = tensor.WrapInt32(x.RawInt32()[start:start+size:start+size], l.geo.block...)
+		case tensor.BFloat16, tensor.Float16:
+			out[dev] = tensor.WrapUint16(x.DType(), x.RawUint16()[start:start+size:start+size], l.geo.block...)
 		}
 	}
 	return out
@@ -322,6 +439,8 @@ func chargeBlock(d *Device, b *tensor.Tensor) {
 		account(d, b.RawInt32(), b.Bytes())
 	case tensor.Bool:
 		account(d, b.RawBool(), b.Bytes())
+	case tensor.BFloat16, tensor.Float16:
+		account(d, b.RawUint16(), b.Bytes())
 	}
 }
 
@@ -335,6 +454,8 @@ func storageOf(b *tensor.Tensor) unsafe.Pointer {
 		return unsafe.Pointer(&b.RawFloat32()[0])
 	case tensor.Int32:
 		return unsafe.Pointer(&b.RawInt32()[0])
+	case tensor.BFloat16, tensor.Float16:
+		return unsafe.Pointer(&b.RawUint16()[0])
 	}
 	return unsafe.Pointer(&b.RawBool()[0])
 }
@@ -350,6 +471,8 @@ func copyTensorRegion(dst *tensor.Tensor, dstOff []int, src *tensor.Tensor, srcO
 		box.Copy(dst.RawInt32(), dst.Shape(), dstOff, src.RawInt32(), src.Shape(), srcOff, lo, size)
 	case tensor.Bool:
 		box.Copy(dst.RawBool(), dst.Shape(), dstOff, src.RawBool(), src.Shape(), srcOff, lo, size)
+	case tensor.BFloat16, tensor.Float16:
+		box.Copy(dst.RawUint16(), dst.Shape(), dstOff, src.RawUint16(), src.Shape(), srcOff, lo, size)
 	}
 }
 

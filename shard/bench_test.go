@@ -1,6 +1,8 @@
 package shard_test
 
 import (
+	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/gonox/gonox/shard"
@@ -57,4 +59,33 @@ func BenchmarkPsumSmall(b *testing.B) {
 		f(x)
 	}
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/(per+1)*1e6, "µs/psum")
+}
+
+// BenchmarkCopy64MiB copies 64 MiB on every core at once (each core its
+// own part) and reports the bytes read and written per second: the memory
+// bandwidth that bounds BenchmarkPsum64MiB. bench/compare.sh derives the
+// psum bound from it: an 8-way all-reduce in shared memory reads 8 blocks
+// and writes one, 9 blocks of traffic.
+func BenchmarkCopy64MiB(b *testing.B) {
+	const elems = 64 << 20 / 4
+	src := make([]float32, elems)
+	dst := make([]float32, elems)
+	for i := range src {
+		src[i] = 1
+	}
+	workers := runtime.GOMAXPROCS(0)
+	run := func() {
+		var wg sync.WaitGroup
+		for w := range workers {
+			lo, hi := elems*w/workers, elems*(w+1)/workers
+			wg.Go(func() { copy(dst[lo:hi], src[lo:hi]) })
+		}
+		wg.Wait()
+	}
+	run()
+	b.ResetTimer()
+	for b.Loop() {
+		run()
+	}
+	b.ReportMetric(float64(2*elems*4)/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GB/s")
 }

@@ -115,7 +115,11 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	defer e.run.leave(s)
 	out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Zeros(x.DType(), x.Shape()...) })
 	lo, hi := chunk(x.Size(), g.size, g.rank)
-	switch x.DType() {
+	dt := x.DType()
+	if _, done := s.remote.Load(g.key); done {
+		dt = tensor.Bool // summed with the other processes already: nothing to do
+	}
+	switch dt {
 	case tensor.Float32:
 		ins := make([][]float32, g.size)
 		for r, m := range g.members {
@@ -139,7 +143,7 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 // account charges bytes sent to this device and counts the collective once.
 func (e *devEnv) account(kind string, bytes int64) {
 	e.run.comm.add(e.mesh.devices[e.dev], kind, bytes)
-	if e.dev == 0 {
+	if e.dev == e.run.first {
 		e.run.comm.count(kind)
 	}
 }
@@ -194,9 +198,14 @@ func pmaxImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 // same on every device of each group, invariant over the axes. Over axes
 // of total size 1 it is x itself, without a rendezvous or a copy (and so
 // not checked against the other devices' collectives); Comm counts it as a
-// call of 0 bytes.
+// call of 0 bytes. Over no axes at all it is x, as jax.lax.psum(x, ()) is:
+// a sum over the empty set of devices, with no call (Pmean, Pmax and Pmin
+// likewise).
 func (c *Ctx) Psum(x *tensor.Tensor, axes ...string) *tensor.Tensor {
 	checkLocal("shard.Ctx.Psum", c, x)
+	if len(axes) == 0 {
+		return x
+	}
 	return psum(c.env, x, axes)
 }
 
@@ -207,11 +216,20 @@ func (c *Ctx) Pmean(x *tensor.Tensor, axes ...string) *tensor.Tensor {
 	if x.DType() != tensor.Float32 {
 		panic(fmt.Sprintf("shard.Ctx.Pmean: %v: want float32", x))
 	}
+	if len(axes) == 0 {
+		return x
+	}
 	return tensor.MulScalar(psum(c.env, x, axes), 1/float32(c.AxisSize(axes...)))
 }
 
 func (c *Ctx) pextreme(op string, x *tensor.Tensor, axes []string, isMax bool) *tensor.Tensor {
 	checkLocal(op, c, x)
+	if x.DType() == tensor.Bool {
+		panic(fmt.Sprintf("%s: %v: not defined for bool", op, x))
+	}
+	if len(axes) == 0 {
+		return x
+	}
 	e := c.env
 	m := e.maskOf(op, axes)
 	e.group(op, axes)
@@ -315,6 +333,14 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 	outShape[p.dim] *= g.size
 	out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Zeros(x.DType(), outShape...) })
 	placeAt(out, tensor.Reshape(tensor.WithLocal(x, nil), xs...), p.dim, g.rank*xs[p.dim])
+	if e.mesh.spans() && e.dev == firstLocalMember(e.mesh, g) {
+		// The blocks of other processes' members, brought by the exchange.
+		for r, m := range g.members {
+			if !e.mesh.isLocal(m) {
+				placeAt(out, tensor.Reshape(s.calls[m].x, xs...), p.dim, r*xs[p.dim])
+			}
+		}
+	}
 	e.run.barrier(s)
 	e.account("all_gather", int64(g.size-1)*int64(x.Bytes()))
 	mask := maskOf(x)
@@ -397,7 +423,7 @@ func psumScatter(e *devEnv, x *tensor.Tensor, axes []string, dim int, tiled bool
 func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.PsumScatter", p.axes)
-	s := e.run.meet(e, &call{kind: "psum_scatter", axes: p.axes, x: x, extra: fmt.Sprintf("dim %d %s", p.dim, tiledWord(p.tiled))})
+	s := e.run.meet(e, &call{kind: "psum_scatter", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("dim %d %s", p.dim, tiledWord(p.tiled))})
 	defer e.run.leave(s)
 	size := x.Dim(p.dim) / g.size
 	var out *tensor.Tensor
@@ -469,7 +495,7 @@ func ppermute(e *devEnv, x *tensor.Tensor, axes []string, perm [][2]int) *tensor
 func ppermuteImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.Ppermute", p.axes)
-	s := e.run.meet(e, &call{kind: "ppermute", axes: p.axes, x: x, extra: fmt.Sprintf("perm %v", p.perm)})
+	s := e.run.meet(e, &call{kind: "ppermute", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("perm %v", p.perm)})
 	defer e.run.leave(s)
 	me := g.meshRank[g.rank]
 	// rankOf maps a mesh-order index to a member.
@@ -566,7 +592,7 @@ func allToAll(e *devEnv, x *tensor.Tensor, axes []string, split, concat int, til
 func allToAllImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.AllToAll", p.axes)
-	s := e.run.meet(e, &call{kind: "all_to_all", axes: p.axes, x: x, extra: fmt.Sprintf("split %d concat %d %s", p.dim, p.dim2, tiledWord(p.tiled))})
+	s := e.run.meet(e, &call{kind: "all_to_all", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("split %d concat %d %s", p.dim, p.dim2, tiledWord(p.tiled))})
 	defer e.run.leave(s)
 	c := x.Dim(p.dim) / g.size
 	parts := make([]*tensor.Tensor, g.size)

@@ -18,8 +18,12 @@ const defaultDevices = 8
 // Device is a simulated CPU device in this process. Devices compute with
 // one goroutine each inside Map and hold the blocks of sharded tensors.
 type Device struct {
-	id  int
-	mem atomic.Int64
+	id   int
+	proc int // owning process (see Install)
+	mem  atomic.Int64
+	// watch holds the observers of propagated ops on this device (Record,
+	// Strict, Explain); see prop_watch.go.
+	watch atomic.Pointer[[]*watcher]
 }
 
 // ID returns the device's index in the pool.
@@ -40,18 +44,15 @@ var pool struct {
 	devs []*Device
 }
 
-// Devices returns the local device pool, created on first use with the
-// number of devices in $GONOX_DEVICES (default 8). It panics if the
+// Devices returns the device pool, created on first use with the number
+// of devices in $GONOX_DEVICES (default 8). In a job of several processes
+// (see Install) it is the global pool, process-major. It panics if the
 // variable is set to something other than a positive integer.
 func Devices() []*Device {
 	pool.once.Do(func() {
-		n := defaultDevices
-		if s := os.Getenv(DevicesEnv); s != "" {
-			v, err := strconv.Atoi(s)
-			if err != nil || v <= 0 {
-				panic(fmt.Sprintf("shard: %s=%q: want a positive integer", DevicesEnv, s))
-			}
-			n = v
+		n, err := DevicesFromEnv()
+		if err != nil {
+			panic(err.Error())
 		}
 		pool.devs = make([]*Device, n)
 		for i := range pool.devs {
@@ -59,6 +60,22 @@ func Devices() []*Device {
 		}
 	})
 	return append([]*Device(nil), pool.devs...)
+}
+
+// DevicesFromEnv returns the number of devices $GONOX_DEVICES asks for
+// (8 when it is unset or empty), or an error if it is set to anything but a
+// positive integer. Programs call it before anything else to report a bad
+// value as a usage error, where Devices would panic.
+func DevicesFromEnv() (int, error) {
+	s := os.Getenv(DevicesEnv)
+	if s == "" {
+		return defaultDevices, nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("shard: %s=%q: want a positive integer", DevicesEnv, s)
+	}
+	return v, nil
 }
 
 // account charges a block's storage to a device until the storage is

@@ -75,6 +75,87 @@
 // inverse, an all-to-all and its reverse), gradients can be taken inside
 // fn, and a function that calls Map can be differentiated from outside.
 //
+// # Computing on placed tensors: sharding propagation
+//
+// Every op of package tensor accepts global placed tensors (Put,
+// FilterShard) and returns placed results, as JAX's explicit sharding and
+// PyTorch's DTensor do: each device computes its own block, all devices in
+// parallel, and the result's sharding follows the op's rule:
+//
+//	x := shard.Put(x, shard.NewSharding(mesh, shard.P("dp", nil)))  // float32[1024@dp,4096]
+//	w := shard.Put(w, shard.NewSharding(mesh, shard.P(nil, "tp")))  // float32[4096,256@tp]
+//	y := tensor.MatMul(x, w)                                         // float32[1024@dp,256@tp], no communication
+//
+// The rules (rules_table.go, one table; a test checks that every op of
+// the table is named here):
+//
+//	elementwise, broadcasting: add sub mul div rem floorDiv maximum minimum
+//	  pow equal notEqual less lessEqual greater greaterEqual logicalAnd
+//	  logicalOr logicalXor where neg abs sign exp log sqrt rsqrt square
+//	  tanh sigmoid relu silu gelu gelu_exact gelu_grad gelu_exact_grad
+//	  softplus log_sigmoid clamp convert not is_nan is_finite name
+//	  square_bwd tanh_bwd sigmoid_bwd relu_bwd silu_bwd gelu_bwd
+//	  gelu_exact_bwd bias_act bias_act_bwd adam_update adam_step
+//	                      operand shardings merged (largest operand first),
+//	                      the others moved to it (slicing a replicated
+//	                      operand is free); add and sub of equal partial
+//	                      sums stay partial
+//	matmul                free dims keep their axes (one mesh axis, one
+//	                      dim); a contracting dim sharded the same way on
+//	                      both sides: partial sum; on one side only: the
+//	                      other sliced (partial) or the sharded side
+//	                      gathered, whichever sends fewer bytes
+//	reduce_sum            local sums; reduced sharded dims leave a partial
+//	                      sum
+//	reduce_max reduce_min local, then pmax / pmin over the reduced dims' axes
+//	transpose reshape broadcast  axes follow the dims; reshape keeps a
+//	                      sharded dim whose blocks stay contiguous
+//	softmax log_softmax softmax_cross_entropy  rowwise (leading dims
+//	                      merged); over a sharded last axis, two passes
+//	                      (pmax, psum) from propagated ops: vocab-parallel
+//	softmax_grad log_softmax_grad softmax_cross_entropy_grad
+//	softmax_cross_entropy_probs  rowwise, the last axis gathered
+//	take                  the ids keep their axes, the table is gathered
+//	                      along the indexed axis (and the ids' axes)
+//	take_grad             scatter-add per device: the indexed dims leave a
+//	                      partial sum (psum_scatter into an FSDP table)
+//	cumsum argminmax argsort sort top_k split roll srt_take_along_axis
+//	srt_scatter_add_along_axis  along one axis: that axis gathered
+//	one_hot               like the ids, the new class axis whole
+//	concatenate slice pad flip  the dims they change gathered
+//	scatter_add           the scattered axis gathered
+//	mse                   composed: mean of squared differences
+//	anything else         gathered on every device and computed whole
+//	                      (replicated result); counted, a panic under Strict
+//
+// Replicas compute once: devices holding the same blocks of every operand
+// share one result. Dropout keeps the single-device mask (drawn for the
+// global shape, sliced to the blocks for free), so a placed model drops
+// what one device would.
+//
+// A partial sum (DTensor's Partial) is a placed tensor whose blocks are
+// summands; it prints as float32[]{partial dp} in Explain. It is reduced
+// lazily by its consumer: with psum when the consumer wants it replicated
+// along those axes, with psum_scatter when it wants it sharded over them.
+// Host operands mixed with placed ones are taken as replicated
+// (uncommitted, as JAX treats host arrays); operands on two meshes panic.
+//
+// Differentiation: a propagated op records a node whose VJP is the op's
+// own VJP applied to placed cotangents (so it propagates again), and each
+// input cotangent is then laid out like its input. A cotangent already laid
+// out so keeps its pending sum: cotangents meeting at a value add up first,
+// and are reduced once, by their first consumer or when Backward hands the
+// gradient out (tensor.Placer.Settle). Gradients of sharded parameters come
+// out sharded like them: a replicated parameter's gradient is psum'd, an
+// FSDP parameter's psum_scatter'd, without a full gather. Checkpoint
+// (remat) works on placed models. Optimizers step placed parameters
+// shard-wise through the elementwise rule.
+//
+// Record counts the collectives propagation inserts, per device, kind and
+// op (Comm.OpBytes); Explain prints per op the types and the collectives
+// with their bytes; Strict makes the gather fallback a panic; Constraint
+// (with_sharding_constraint) moves a value where you want it.
+//
 // # Faults
 //
 // All devices must issue the same collectives in the same order. If fn
@@ -83,6 +164,14 @@
 // every waiting device is released, the call panics with a *DeviceError
 // naming the device and the cause (MapErr returns it instead), and no
 // goroutine is left behind.
+//
+// # Several processes
+//
+// With package shard/mpi (build tag mpi), meshes span processes and hosts:
+// Install makes the device pool global and process-major, each process
+// materialises only its own devices' blocks (Blocks has nil for the
+// others), collectives between processes go over MPI, and Gather and Put
+// across processes are collective. See package shard/mpi.
 //
 // # Cost accounting
 //

@@ -7,7 +7,10 @@ package shard_test
 // ({dp,tp}).
 
 import (
+	"iter"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -20,14 +23,15 @@ import (
 
 func guideMesh() *shard.Mesh { return shard.NewMesh([]int{4, 2}, []string{"dp", "tp"}) }
 
-// typeLog records the types fn saw on device 0.
+// typeLog records the types fn saw on the first device of this process
+// (device 0 in one process).
 type typeLog struct {
 	mu    sync.Mutex
 	types []string
 }
 
 func (l *typeLog) add(c *shard.Ctx, xs ...*tensor.Tensor) {
-	if c.Device().ID() != 0 {
+	if c.Device() != shard.LocalDevices()[0] {
 		return
 	}
 	l.mu.Lock()
@@ -272,8 +276,10 @@ func TestGuideMatMuls(t *testing.T) {
 	assert.Equal(t, []string{"float32[16,128]{dp}", "float32[128,8]{tp}", "float32[16,8]{dp,tp}"}, log.types)
 	assert.InDeltaSlice(t, want, shard.Gather(y).Float64s(), 1e-4)
 
+	// Cases run in a fixed order: under mpirun every process must issue
+	// the same Map calls in the same order (a map's order is random).
 	fsdp := shard.Specs{"A": shard.P("dp", nil), "B": shard.P("dp", nil)}
-	for name, f := range map[string]func(c *shard.Ctx, in pair) *tensor.Tensor{
+	for name, f := range sortedCases(map[string]func(c *shard.Ctx, in pair) *tensor.Tensor{
 		"all-gather": func(c *shard.Ctx, in pair) *tensor.Tensor {
 			return shard.AllGatherMatMul(c, in.A, in.B, shard.Axes{"dp"})
 		},
@@ -283,14 +289,14 @@ func TestGuideMatMuls(t *testing.T) {
 		"ring bidirectional": func(c *shard.Ctx, in pair) *tensor.Tensor {
 			return shard.AllGatherMatMulRing(c, in.A, in.B, shard.Axes{"dp"}, true)
 		},
-	} {
+	}) {
 		t.Run("fsdp "+name, func(t *testing.T) {
 			y := shard.Map(m, fsdp, shard.P("dp", nil), f)(pair{x, w})
 			assert.InDeltaSlice(t, want, shard.Gather(y).Float64s(), 1e-4)
 		})
 	}
 	rs := shard.Specs{"A": shard.P(nil, []string{"dp", "tp"}), "B": shard.P([]string{"dp", "tp"}, nil)}
-	for name, f := range map[string]func(c *shard.Ctx, in pair) *tensor.Tensor{
+	for name, f := range sortedCases(map[string]func(c *shard.Ctx, in pair) *tensor.Tensor{
 		"psum-scatter": func(c *shard.Ctx, in pair) *tensor.Tensor {
 			return shard.MatMulReduceScatter(c, in.A, in.B, shard.Axes{"dp", "tp"})
 		},
@@ -300,12 +306,23 @@ func TestGuideMatMuls(t *testing.T) {
 		"ring bidirectional": func(c *shard.Ctx, in pair) *tensor.Tensor {
 			return shard.MatMulReduceScatterRing(c, in.A, in.B, shard.Axes{"dp", "tp"}, true)
 		},
-	} {
+	}) {
 		t.Run("reduce-scatter "+name, func(t *testing.T) {
 			y := shard.Map(m, rs, shard.P([]string{"dp", "tp"}, nil), f)(pair{x, w})
 			assert.Equal(t, "float32[64@(dp,tp),16]", y.Type())
 			assert.InDeltaSlice(t, want, shard.Gather(y).Float64s(), 1e-4)
 		})
+	}
+}
+
+// sortedCases iterates over a map of cases in key order.
+func sortedCases[V any](m map[string]V) iter.Seq2[string, V] {
+	return func(yield func(string, V) bool) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if !yield(k, m[k]) {
+				return
+			}
+		}
 	}
 }
 

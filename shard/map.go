@@ -59,6 +59,16 @@ func Map[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx, in
 // MapErr is Map returning device failures as an error (a *DeviceError)
 // instead of panicking. Programmer errors outside fn (specs that do not fit
 // the inputs, say) still panic.
+//
+// Only failures while the returned function runs are returned. When it is
+// differentiated from outside (autodiff.Grad of a function that calls it),
+// its backward pass runs later, inside the gradient call, which has no
+// error result: a device failure there (fn's backward panicking on one
+// device, collectives issued inconsistently) releases every device and
+// panics with the *DeviceError, exactly as Map does. To have it as an
+// error, recover around the gradient call and test the value with
+// errors.As; or take the gradient inside fn, where the backward pass is
+// part of the call and MapErr returns its failures like any other.
 func MapErr[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx, in In) Out, opts ...Option) func(In) (Out, error) {
 	var cfg mapConfig
 	for _, o := range opts {
@@ -80,7 +90,7 @@ func MapErr[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx,
 			o := fn(c, pytree.Unflatten[In](st, blocks))
 			ls, os := pytree.Flatten(o)
 			outStructs[c.env.dev] = os
-			if c.env.dev == 0 {
+			if c.env.dev == mesh.firstLocal() {
 				mu.Lock()
 				outPaths = pytree.Paths(o)
 				mu.Unlock()
@@ -88,9 +98,10 @@ func MapErr[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx,
 			return ls
 		}
 		p.outSpecs = func(blocks []*tensor.Tensor) []Spec {
-			for d, s := range outStructs[1:] {
-				if !s.Equal(outStructs[0]) {
-					panic(fmt.Sprintf("shard.Map: device %d returned %v but device 0 returned %v", mesh.devices[d+1].ID(), s, outStructs[0]))
+			f := mesh.firstLocal()
+			for d, s := range outStructs {
+				if mesh.isLocal(d) && !s.Equal(outStructs[f]) {
+					panic(fmt.Sprintf("shard.Map: device %d returned %v but device %d returned %v", mesh.devices[d].ID(), s, mesh.devices[f].ID(), outStructs[f]))
 				}
 			}
 			p.outNames = make([]string, len(outPaths))
@@ -118,7 +129,7 @@ func MapErr[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx,
 			}
 		}()
 		outs := tensor.ApplyN(mapOp, p, leaves...)
-		return pytree.Unflatten[Out](outStructs[0], outs), nil
+		return pytree.Unflatten[Out](outStructs[mesh.firstLocal()], outs), nil
 	}
 }
 
@@ -175,6 +186,9 @@ func specMask(m *Mesh, s Spec) uint64 {
 func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, any) {
 	m := p.mesh
 	n := m.Size()
+	if m.firstLocal() < 0 {
+		panic(fmt.Sprintf("shard.Map: process %d has no device of %v; a Map runs on the processes of its mesh", dist.rank, m))
+	}
 	envs := newEnvs(m)
 	args := make([][]*tensor.Tensor, n)
 	for d := range args {
@@ -194,18 +208,25 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 		bs := makeBlocks(x, s, false)
 		if cur, ok := ShardingOf(x); ok && cur.Equal(s) {
 			for d, b := range bs {
-				p.held[d][storageOf(b)] = true
+				if b != nil {
+					p.held[d][storageOf(b)] = true
+				}
 			}
 		}
 		mask := specMask(m, p.inSpecs[i])
 		for d := range n {
-			args[d][i] = keepAxes(envs[d].marked(bs[d], mask), x)
+			if m.isLocal(d) {
+				args[d][i] = keepAxes(envs[d].marked(bs[d], mask), x)
+			}
 		}
 	}
 	var st *mapState
 	if diff {
 		st = &mapState{envs: envs, traces: make([]*tensor.Trace, n), leaves: make([][]*tensor.Tensor, n), outs: make([][]*tensor.Tensor, n)}
 		for d := range n {
+			if !m.isLocal(d) {
+				continue
+			}
 			st.traces[d] = tensor.NewCaptureTrace(func(x *tensor.Tensor) *tensor.Tensor {
 				panic(fmt.Sprintf("shard.Map: fn uses the traced tensor %v that is not one of its inputs; pass it in through the input tree", x))
 			})
@@ -229,12 +250,15 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 	if st != nil {
 		st.outs = outs
 	}
-	specs := p.outSpecs(outs[0])
+	specs := p.outSpecs(outs[m.firstLocal()])
 	p.outSh = make([]Sharding, len(specs))
 	result := make([]*tensor.Tensor, len(specs))
 	for j, s := range specs {
 		blocks := make([]*tensor.Tensor, n)
 		for d := range n {
+			if !m.isLocal(d) {
+				continue // another process's device
+			}
 			o := outs[d][j]
 			if st != nil {
 				o = st.traces[d].Primal(o)
@@ -246,7 +270,7 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 			blocks[d] = o
 		}
 		p.outSh[j] = NewSharding(m, s)
-		result[j] = keepAxes(p.assembleOutput(j, blocks, p.outSh[j]), blocks[0])
+		result[j] = keepAxes(p.assembleOutput(j, blocks, p.outSh[j]), blocks[m.firstLocal()])
 	}
 	if st == nil {
 		return result, nil
@@ -258,15 +282,19 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 // builds the global tensor.
 func (p *mapParams) assembleOutput(j int, blocks []*tensor.Tensor, s Sharding) *tensor.Tensor {
 	m := p.mesh
-	b0 := blocks[0]
+	f := m.firstLocal()
+	b0 := blocks[f]
 	name := p.outNames[j]
 	if len(s.spec) > b0.Rank() {
 		panic(fmt.Sprintf("shard.Map: output %s %v: out spec %v has more entries than dimensions", name, b0, s.spec))
 	}
 	sm := specMask(m, s.spec)
 	for d, b := range blocks {
+		if b == nil {
+			continue // another process's device
+		}
 		if b.DType() != b0.DType() || !slices.Equal(b.Shape(), b0.Shape()) {
-			panic(fmt.Sprintf("shard.Map: output %s: device %d returned %v but device 0 returned %v", name, m.devices[d].ID(), b, b0))
+			panic(fmt.Sprintf("shard.Map: output %s: device %d returned %v but device %d returned %v", name, m.devices[d].ID(), b, m.devices[f].ID(), b0))
 		}
 		if l := b.Local(); l != nil {
 			if env, ok := l.Env.(*devEnv); !ok || env.mesh != m {
@@ -288,6 +316,9 @@ func (p *mapParams) assembleOutput(j int, blocks []*tensor.Tensor, s Sharding) *
 	}
 	l := &layout{sharding: s, geo: s.geometry("shard.Map", shape), blocks: make([]*tensor.Tensor, len(blocks))}
 	for d, b := range blocks {
+		if b == nil {
+			continue
+		}
 		l.blocks[d] = tensor.WithLocal(b, nil)
 		if !p.held[d][storageOf(b)] {
 			chargeBlock(m.devices[d], l.blocks[d])
@@ -336,12 +367,16 @@ func (p *mapParams) backward(gs, in []*tensor.Tensor, st *mapState) []*tensor.Te
 		s := NewSharding(m, p.inSpecs[i])
 		blocks := make([]*tensor.Tensor, n)
 		for d := range n {
-			blocks[d] = tensor.WithLocal(tensor.StopGradient(cotIn[d][i]), nil)
+			if m.isLocal(d) {
+				blocks[d] = tensor.WithLocal(tensor.StopGradient(cotIn[d][i]), nil)
+			}
 		}
 		geo := s.geometry("shard.Map", x.Shape())
 		l := &layout{sharding: s, geo: geo, blocks: blocks}
 		for d, b := range blocks {
-			chargeBlock(m.devices[d], b)
+			if b != nil {
+				chargeBlock(m.devices[d], b)
+			}
 		}
 		g := tensor.NewSharded(x.DType(), x.Shape(), l)
 		if orig, ok := ShardingOf(x); ok {

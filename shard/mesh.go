@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ type Mesh struct {
 	names   []string
 	sizes   []int
 	devices []*Device
+	net     *meshNet // devices of other processes (see Install); nil in one process
 }
 
 // NewMesh returns a mesh over the first devices of the pool:
@@ -29,7 +31,7 @@ func NewMesh(sizes []int, names []string) *Mesh {
 	if n > len(devs) {
 		panic(fmt.Sprintf("shard.NewMesh: mesh %s needs %d devices, the pool has %d (set %s)", meshString(sizes, names), n, len(devs), DevicesEnv))
 	}
-	return &Mesh{names: slices.Clone(names), sizes: slices.Clone(sizes), devices: devs[:n]}
+	return (&Mesh{names: slices.Clone(names), sizes: slices.Clone(sizes), devices: devs[:n]}).connect()
 }
 
 // NewMeshOn returns a mesh over the given devices (in row-major order). It
@@ -46,7 +48,7 @@ func NewMeshOn(devices []*Device, sizes []int, names []string) *Mesh {
 		}
 		seen[d] = true
 	}
-	return &Mesh{names: slices.Clone(names), sizes: slices.Clone(sizes), devices: slices.Clone(devices)}
+	return (&Mesh{names: slices.Clone(names), sizes: slices.Clone(sizes), devices: slices.Clone(devices)}).connect()
 }
 
 // ParseMesh parses a mesh description such as "dp=4,tp=2" (from a flag,
@@ -90,6 +92,9 @@ func checkMeshShape(op string, sizes []int, names []string) int {
 		}
 		if names[i] == "" || slices.Index(names, names[i]) != i {
 			panic(fmt.Sprintf("%s: axis names %q must be non-empty and distinct", op, names))
+		}
+		if n > math.MaxInt/s {
+			panic(fmt.Sprintf("%s: mesh %s has more devices than an int counts", op, meshString(sizes, names)))
 		}
 		n *= s
 	}

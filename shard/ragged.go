@@ -117,6 +117,8 @@ func copyRows(dst *tensor.Tensor, at int, src *tensor.Tensor, from, n, rowSize i
 		copy(dst.RawInt32()[a:a+c], src.RawInt32()[b:b+c])
 	case tensor.Bool:
 		copy(dst.RawBool()[a:a+c], src.RawBool()[b:b+c])
+	case tensor.BFloat16, tensor.Float16:
+		copy(dst.RawUint16()[a:a+c], src.RawUint16()[b:b+c])
 	}
 }
 

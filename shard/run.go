@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gonox/gonox/internal/devices"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -29,13 +30,16 @@ type run struct {
 	done  []int // per device: collectives issued when fn returned; -1 while running
 	err   error
 	abort chan struct{}
+	// nlocal devices of the mesh run in this process (all, in one
+	// process); first is the first of them.
+	nlocal, first int
 }
 
 // abortSignal unwinds a device goroutine after another device failed.
 type abortSignal struct{}
 
 func newRun(m *Mesh, comm *Comm, name string) *run {
-	r := &run{mesh: m, comm: comm, name: name, slots: map[int]*slot{}, abort: make(chan struct{})}
+	r := &run{mesh: m, comm: comm, name: name, slots: map[int]*slot{}, abort: make(chan struct{}), nlocal: m.nlocal(), first: m.firstLocal()}
 	r.done = make([]int, m.Size())
 	for i := range r.done {
 		r.done[i] = -1
@@ -53,6 +57,7 @@ type slot struct {
 	phase    int           // devices past the second barrier (cooperative ops)
 	phaseEnd chan struct{}
 	shared   sync.Map // per-group results shared by the devices of a group
+	remote   sync.Map // group keys whose result came from other processes
 }
 
 // call is what one device brings to a collective.
@@ -62,6 +67,7 @@ type call struct {
 	x     *tensor.Tensor // the local block (untraced)
 	extra string         // parameters that must agree across devices
 	data  any            // per-device data that may differ (ragged sizes)
+	p     *collParams    // the parameters, for the cross-process exchange
 }
 
 func (c *call) String() string {
@@ -114,8 +120,15 @@ func (r *run) failLocked(err error) {
 // exec runs body on every device concurrently and waits for all of them.
 // It returns the first failure.
 func (r *run) exec(envs []*devEnv, body func(dev int)) error {
+	// Kernels without operands (random samplers) stay on the device
+	// goroutine meanwhile.
+	devices.Enter(len(envs))
+	defer devices.Exit(len(envs))
 	var wg sync.WaitGroup
 	for dev := range envs {
+		if !r.mesh.isLocal(dev) {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -134,6 +147,11 @@ func (r *run) exec(envs []*devEnv, body func(dev int)) error {
 		}()
 	}
 	wg.Wait()
+	if r.err != nil && r.mesh.spans() {
+		// The other processes wait for this one in its next collective:
+		// end the job rather than leave them hanging.
+		dist.t.Abort(fmt.Sprintf("gonox: process %d: %v", dist.rank, r.err))
+	}
 	return r.err
 }
 
@@ -144,7 +162,7 @@ func (r *run) finish(dev, n int) {
 	defer r.mu.Unlock()
 	r.done[dev] = n
 	for k, s := range r.slots {
-		if k >= n && s.arrived > 0 && s.arrived < len(s.calls) {
+		if k >= n && s.arrived > 0 && s.arrived < r.nlocal {
 			r.failLocked(r.missing(dev, n, s))
 			return
 		}
@@ -187,14 +205,25 @@ func (r *run) meet(e *devEnv, c *call) *slot {
 			r.failLocked(r.missing(d, n, s))
 		}
 	}
-	if s.arrived == len(s.calls) && r.err == nil {
+	cross := false
+	if s.arrived == r.nlocal && r.err == nil {
 		if err := r.consistent(s); err != nil {
 			r.failLocked(err)
+		} else if r.mesh.spans() {
+			cross = true
 		} else {
 			close(s.ready)
 		}
 	}
 	r.mu.Unlock()
+	if cross {
+		// The last device to arrive exchanges with the other processes.
+		if err := r.exchange(s); err != nil {
+			r.fail(err)
+		} else {
+			close(s.ready)
+		}
+	}
 	select {
 	case <-s.ready:
 		return s
@@ -205,14 +234,16 @@ func (r *run) meet(e *devEnv, c *call) *slot {
 
 // consistent checks that every device issued the same collective.
 func (r *run) consistent(s *slot) error {
-	first := s.calls[0]
-	for d, c := range s.calls[1:] {
+	first := s.calls[r.first]
+	for dev, c := range s.calls {
+		if c == nil || dev == r.first {
+			continue // another process's device, or the reference
+		}
 		if c.kind != first.kind || !slices.Equal(c.axes, first.axes) || c.extra != first.extra ||
 			c.x.DType() != first.x.DType() || (c.kind != "ragged_all_to_all" && !slices.Equal(c.x.Shape(), first.x.Shape())) {
-			dev := d + 1
 			return &DeviceError{Device: r.mesh.devices[dev], Coords: r.mesh.Coords(dev), Op: r.name,
 				Value: fmt.Sprintf("collective #%d mismatch: device %d called %v but device %d called %v",
-					s.k, r.mesh.devices[0].ID(), first, r.mesh.devices[dev].ID(), c)}
+					s.k, r.mesh.devices[r.first].ID(), first, r.mesh.devices[dev].ID(), c)}
 		}
 	}
 	return nil
@@ -223,7 +254,7 @@ func (r *run) consistent(s *slot) error {
 func (r *run) barrier(s *slot) {
 	r.mu.Lock()
 	s.phase++
-	if s.phase == len(s.calls) {
+	if s.phase == r.nlocal {
 		close(s.phaseEnd)
 	}
 	r.mu.Unlock()
@@ -238,7 +269,7 @@ func (r *run) barrier(s *slot) {
 func (r *run) leave(s *slot) {
 	r.mu.Lock()
 	s.left++
-	if s.left == len(s.calls) {
+	if s.left == r.nlocal {
 		delete(r.slots, s.k)
 	}
 	r.mu.Unlock()
@@ -254,6 +285,7 @@ type Comm struct {
 	mu    sync.Mutex
 	bytes map[int]map[string]int64 // device id -> kind -> bytes
 	calls map[string]int
+	byOp  map[int]map[string]int64 // device id -> tensor op -> bytes (propagation)
 }
 
 func (c *Comm) add(dev *Device, kind string, bytes int64) {
@@ -325,7 +357,7 @@ func (c *Comm) Kinds() []string {
 func (c *Comm) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.bytes, c.calls = nil, nil
+	c.bytes, c.calls, c.byOp = nil, nil, nil
 }
 
 // String prints bytes per device and kind as a table.

@@ -106,6 +106,17 @@ func parsePattern(key string) ([]patElem, error) {
 	for i < len(key) {
 		c := key[i]
 		switch {
+		case c == '[' && strings.HasPrefix(key[i+1:], `"`):
+			// A quoted map key may hold ']' (pytree.Path.String writes
+			// strconv.Quote): find its end as pytree.ParsePath does.
+			q, err := strconv.QuotedPrefix(key[i+1:])
+			j := i + 1 + len(q)
+			if err != nil || j >= len(key) || key[j] != ']' {
+				return nil, bad("bad map key")
+			}
+			k, _ := strconv.Unquote(q)
+			out = append(out, patElem{kind: pytree.KeyElem, name: k})
+			i = j + 1
 		case c == '[':
 			j := strings.IndexByte(key[i:], ']')
 			if j < 0 {

@@ -45,6 +45,10 @@ func sumFloat32(dst []float32, ins [][]float32, lo, hi int) {
 }
 
 func sum8(d []float32, g [][]float32, first bool) {
+	if k := sum8Asm(d, g, first); k > 0 {
+		d = d[k:]
+		g = [][]float32{g[0][k:], g[1][k:], g[2][k:], g[3][k:], g[4][k:], g[5][k:], g[6][k:], g[7][k:]}
+	}
 	n := len(d)
 	a, b, c, e := g[0][:n], g[1][:n], g[2][:n], g[3][:n]
 	f, h, p, q := g[4][:n], g[5][:n], g[6][:n], g[7][:n]

@@ -74,3 +74,31 @@ func BenchmarkSumKernel(b *testing.B) {
 	}
 	b.ReportMetric(float64(9*n*4)/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GB/s")
 }
+
+// The assembly kernel gives the bits of the Go loop, for every length and
+// for the first group and the later ones (16 inputs: two groups of 8).
+func TestSumFloat32AsmMatchesGo(t *testing.T) {
+	if !useAVX2 {
+		t.Skip("no AVX2 kernel on this machine")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, g := range []int{8, 16} {
+		for n := 0; n <= 40; n++ {
+			ins := make([][]float32, g)
+			for k := range ins {
+				ins[k] = make([]float32, n)
+				for i := range ins[k] {
+					ins[k][i] = float32(r.NormFloat64() * 1e3)
+				}
+			}
+			var outs [2][]float32
+			for j, asm := range []bool{false, true} {
+				useAVX2 = asm
+				outs[j] = make([]float32, n)
+				sumFloat32(outs[j], ins, 0, n)
+			}
+			useAVX2 = true
+			assert.Equal(t, outs[0], outs[1], "g=%d n=%d", g, n)
+		}
+	}
+}

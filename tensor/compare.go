@@ -82,22 +82,40 @@ var (
 )
 
 // Equal returns the mask a == b (bool), with broadcasting.
-func Equal(a, b *Tensor) *Tensor { return compare(eqDef, eqOp, a, b) }
+func Equal(a, b *Tensor) *Tensor {
+	checkNil("tensor.Equal", "a b", a, b)
+	return compare(eqDef, eqOp, a, b)
+}
 
 // NotEqual returns the mask a != b.
-func NotEqual(a, b *Tensor) *Tensor { return compare(neDef, neOp, a, b) }
+func NotEqual(a, b *Tensor) *Tensor {
+	checkNil("tensor.NotEqual", "a b", a, b)
+	return compare(neDef, neOp, a, b)
+}
 
 // Less returns the mask a < b.
-func Less(a, b *Tensor) *Tensor { return compare(ltDef, ltOp, a, b) }
+func Less(a, b *Tensor) *Tensor {
+	checkNil("tensor.Less", "a b", a, b)
+	return compare(ltDef, ltOp, a, b)
+}
 
 // LessEqual returns the mask a <= b.
-func LessEqual(a, b *Tensor) *Tensor { return compare(leDef, leOp, a, b) }
+func LessEqual(a, b *Tensor) *Tensor {
+	checkNil("tensor.LessEqual", "a b", a, b)
+	return compare(leDef, leOp, a, b)
+}
 
 // Greater returns the mask a > b.
-func Greater(a, b *Tensor) *Tensor { return compare(gtDef, gtOp, a, b) }
+func Greater(a, b *Tensor) *Tensor {
+	checkNil("tensor.Greater", "a b", a, b)
+	return compare(gtDef, gtOp, a, b)
+}
 
 // GreaterEqual returns the mask a >= b.
-func GreaterEqual(a, b *Tensor) *Tensor { return compare(geDef, geOp, a, b) }
+func GreaterEqual(a, b *Tensor) *Tensor {
+	checkNil("tensor.GreaterEqual", "a b", a, b)
+	return compare(geDef, geOp, a, b)
+}
 
 func logical(d *cmpDef, op *Op, a, b *Tensor) *Tensor {
 	if a.dtype != Bool || b.dtype != Bool {
@@ -107,13 +125,22 @@ func logical(d *cmpDef, op *Op, a, b *Tensor) *Tensor {
 }
 
 // LogicalAnd returns a && b for bool masks, with broadcasting.
-func LogicalAnd(a, b *Tensor) *Tensor { return logical(andDef, andOp, a, b) }
+func LogicalAnd(a, b *Tensor) *Tensor {
+	checkNil("tensor.LogicalAnd", "a b", a, b)
+	return logical(andDef, andOp, a, b)
+}
 
 // LogicalOr returns a || b for bool masks.
-func LogicalOr(a, b *Tensor) *Tensor { return logical(orDef, orOp, a, b) }
+func LogicalOr(a, b *Tensor) *Tensor {
+	checkNil("tensor.LogicalOr", "a b", a, b)
+	return logical(orDef, orOp, a, b)
+}
 
 // LogicalXor returns a != b for bool masks.
-func LogicalXor(a, b *Tensor) *Tensor { return logical(xorDef, xorOp, a, b) }
+func LogicalXor(a, b *Tensor) *Tensor {
+	checkNil("tensor.LogicalXor", "a b", a, b)
+	return logical(xorDef, xorOp, a, b)
+}
 
 var notOp *Op
 
@@ -132,6 +159,7 @@ func init() {
 
 // LogicalNot returns !x for a bool mask.
 func LogicalNot(x *Tensor) *Tensor {
+	checkNil("tensor.LogicalNot", "x", x)
 	if x.dtype != Bool {
 		panic(fmt.Sprintf("tensor.LogicalNot: %v: operand must be bool", x))
 	}
@@ -170,13 +198,15 @@ func init() {
 
 // IsNaN returns the mask of NaN elements of a float32 tensor.
 func IsNaN(x *Tensor) *Tensor {
-	x.mustDType("tensor.IsNaN", Float32)
+	checkNil("tensor.IsNaN", "x", x)
+	x.mustFloat("tensor.IsNaN")
 	return Apply(isNaNOp, nil, x)
 }
 
 // IsFinite returns the mask of elements that are neither infinite nor NaN.
 func IsFinite(x *Tensor) *Tensor {
-	x.mustDType("tensor.IsFinite", Float32)
+	checkNil("tensor.IsFinite", "x", x)
+	x.mustFloat("tensor.IsFinite")
 	return Apply(isFiniteOp, nil, x)
 }
 
@@ -249,9 +279,11 @@ func init() {
 // Where selects a where cond is true and b elsewhere, with broadcasting of
 // all three operands (jnp.where). cond must be bool and a and b of one dtype.
 func Where(cond, a, b *Tensor) *Tensor {
+	checkNil("tensor.Where", "cond a b", cond, a, b)
 	if cond.dtype != Bool {
 		panic(fmt.Sprintf("tensor.Where: condition %v must be bool", cond))
 	}
+	a, b = weakScalars(a, b)
 	if a.dtype != b.dtype {
 		panic(fmt.Sprintf("tensor.Where: %s: dtypes differ", operands(",", a, b)))
 	}
@@ -294,14 +326,23 @@ func init() {
 
 // AsType converts x to dtype dt: float to int truncates toward zero
 // (saturating, NaN becomes 0), nonzero becomes true, true becomes 1. It
-// returns x itself when it already has type dt. Conversions are not
-// differentiable.
+// returns x itself when it already has type dt. Conversions between float
+// dtypes (float32, bfloat16, float16) are Convert's and differentiable;
+// the others are not. An integer or bool converts to bfloat16 or float16
+// through float32 (so an int32 beyond 2^24 is rounded twice).
 func AsType(x *Tensor, dt DType) *Tensor {
+	checkNil("tensor.AsType", "x", x)
 	if !dt.valid() {
 		panic(fmt.Sprintf("tensor.AsType: %v: invalid dtype %v", x, dt))
 	}
 	if x.dtype == dt {
 		return x
+	}
+	if dt.IsFloat() && x.dtype.IsFloat() {
+		return Convert(x, dt)
+	}
+	if dt.isHalf() {
+		return Convert(Apply(asTypeOp, Float32, x), dt)
 	}
 	return Apply(asTypeOp, dt, x)
 }

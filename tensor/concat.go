@@ -77,6 +77,7 @@ func concatKernel[T any](dst []T, srcs [][]T, chunks []int, outer int) {
 // from the end. One operand is returned as is. The gradient splits the
 // cotangent back into the operands' sizes.
 func Concat(axis int, xs ...*Tensor) *Tensor {
+	checkNotNil("tensor.Concat", "xs", xs)
 	what := func() string {
 		return fmt.Sprintf("tensor.Concat: %s along axis %d", operands("", xs...), axis)
 	}
@@ -178,6 +179,7 @@ func splitKernel[T any](dsts [][]T, src []T, chunks []int, outer int) {
 // Split cuts x along axis into n parts of equal size, like jnp.split with an
 // integer count. It panics unless n > 0 divides x.Dim(axis).
 func Split(x *Tensor, axis, n int) []*Tensor {
+	checkNil("tensor.Split", "x", x)
 	what := func() string {
 		return fmt.Sprintf("tensor.Split: %v along axis %d into %d parts", x, axis, n)
 	}
@@ -201,6 +203,7 @@ func Split(x *Tensor, axis, n int) []*Tensor {
 // The gradient concatenates the parts' cotangents, with zeros for parts
 // that got none.
 func SplitSizes(x *Tensor, axis int, sizes []int) []*Tensor {
+	checkNil("tensor.SplitSizes", "x", x)
 	what := func() string {
 		return fmt.Sprintf("tensor.SplitSizes: %v along axis %d into sizes %v", x, axis, sizes)
 	}
@@ -233,6 +236,7 @@ func split(x *Tensor, axis int, sizes []int) []*Tensor {
 // may be in [-(r+1), r]. It is Concat of the operands with a dimension of
 // size 1 inserted (a reshape, no copy), so its gradient is Unstack's.
 func Stack(axis int, xs ...*Tensor) *Tensor {
+	checkNotNil("tensor.Stack", "xs", xs)
 	if len(xs) == 0 {
 		panic("tensor.Stack: no operands")
 	}
@@ -261,6 +265,7 @@ func Stack(axis int, xs ...*Tensor) *Tensor {
 // list(jnp.moveaxis(x, axis, 0)): part i is x indexed by i along axis. A
 // zero-size axis gives an empty slice.
 func Unstack(x *Tensor, axis int) []*Tensor {
+	checkNil("tensor.Unstack", "x", x)
 	a := normAxis("tensor.Unstack", x, axis)
 	sizes := make([]int, x.shape[a])
 	for i := range sizes {
@@ -277,6 +282,7 @@ func Unstack(x *Tensor, axis int) []*Tensor {
 // [a a b b]. repeats may be 0. It is a broadcast between two reshapes, so
 // the gradient sums the cotangent over the copies.
 func Repeat(x *Tensor, repeats, axis int) *Tensor {
+	checkNil("tensor.Repeat", "x", x)
 	a := normAxis("tensor.Repeat", x, axis)
 	if repeats < 0 {
 		panic(fmt.Sprintf("tensor.Repeat: %v repeated %d times along axis %d: negative count", x, repeats, axis))
@@ -299,6 +305,7 @@ func Repeat(x *Tensor, repeats, axis int) *Tensor {
 // of size 1. Counts may be 0. Like Repeat it is a broadcast between two
 // reshapes.
 func Tile(x *Tensor, reps ...int) *Tensor {
+	checkNil("tensor.Tile", "x", x)
 	for _, r := range reps {
 		if r < 0 {
 			panic(fmt.Sprintf("tensor.Tile: %v by %v: negative count", x, reps))

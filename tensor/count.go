@@ -84,6 +84,7 @@ func init() {
 // panics on a negative value (naming it and its index), as a negative id
 // is almost always a bug. It also panics on a negative length.
 func Bincount(x, weights *Tensor, length int) *Tensor {
+	checkNil("tensor.Bincount", "x", x)
 	const name = "tensor.Bincount"
 	desc := x.String()
 	if weights != nil {

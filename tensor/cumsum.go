@@ -73,7 +73,7 @@ func init() {
 }
 
 func cumsum(name string, x *Tensor, axis int, reverse, exclusive bool) *Tensor {
-	if x.dtype != Float32 && x.dtype != Int32 {
+	if !x.dtype.IsFloat() && x.dtype != Int32 {
 		panic(fmt.Sprintf("%s: %v: not defined for %v; convert with tensor.AsType", name, x, x.dtype))
 	}
 	a := normAxis(name, x, axis)
@@ -85,6 +85,7 @@ func cumsum(name string, x *Tensor, axis int, reverse, exclusive bool) *Tensor {
 // It is defined for float32 (accumulated in float64, each result rounded
 // once) and int32 (wrapping on overflow). Its VJP is a reverse cumsum.
 func Cumsum(x *Tensor, axis int) *Tensor {
+	checkNil("tensor.Cumsum", "x", x)
 	return cumsum("tensor.Cumsum", x, axis, false, false)
 }
 
@@ -93,11 +94,13 @@ func Cumsum(x *Tensor, axis int) *Tensor {
 // not used. For a vector of group sizes it gives each group's start
 // offset, as jnp.cumsum(jnp.pad(sizes[:-1], (1, 0))) does in MoE routing.
 func CumsumExclusive(x *Tensor, axis int) *Tensor {
+	checkNil("tensor.CumsumExclusive", "x", x)
 	return cumsum("tensor.CumsumExclusive", x, axis, false, true)
 }
 
 // CumsumReverse returns the cumulative sum from the end of the axis:
 // element i is x_i + ... + x_{n-1} (jnp.cumsum(x[::-1])[::-1]).
 func CumsumReverse(x *Tensor, axis int) *Tensor {
+	checkNil("tensor.CumsumReverse", "x", x)
 	return cumsum("tensor.CumsumReverse", x, axis, true, false)
 }

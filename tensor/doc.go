@@ -21,10 +21,28 @@
 // and one device's block inside shard.Map shows the axes it varies over
 // (f32[256,4096]{dp}).
 //
+// # bfloat16 and float16
+//
+// BFloat16 and Float16 are storage types (bf16[3,4], bfloat16[3,4] in
+// JAX's notation): every op computes on them in float32 and rounds its
+// result once, to nearest even, so reductions and matmul contractions
+// accumulate in float32. An op on operands of one half dtype returns that
+// dtype (MatMulTo returns the float32 accumulator instead, JAX's
+// preferred_element_type); cotangents have their primal's dtype. Matmuls of
+// bfloat16 run on AMX tiles (Intel Sapphire Rapids and later) or the
+// AVX-512 BF16 kernel where the CPU has them, on widened operands
+// elsewhere; float16 matmuls widen. A float32 scalar next to a half
+// tensor takes its dtype (see below). Mixed precision training (float32
+// parameters, bfloat16 compute) is a policy of package nn built on
+// Convert.
+//
 // # Broadcasting and errors
 //
 // Elementwise ops broadcast by NumPy's rules. There is no implicit dtype
-// promotion: mixing float32 and int32 is an error (convert with AsType).
+// promotion: mixing float32 and int32, or float32 and bfloat16, is an error
+// (convert with AsType or Convert). The one exception is a float32 scalar
+// (Scalar, MulScalar's factor) next to a bfloat16 or float16 tensor: it
+// takes the tensor's dtype, as a Python scalar does in JAX.
 // Wrong shapes, dtypes or axes are programmer errors and panic with a
 // message naming the op and its operands:
 //
@@ -32,8 +50,9 @@
 //
 // # The ops
 //
-//   - Creation: FromFloat32, FromInt32, FromBool, Zeros, Ones, Full, Arange,
-//     Scalar, and the *Like forms; AsType converts.
+//   - Creation: FromFloat32, FromInt32, FromBool, FromBits16, Zeros, Ones,
+//     Full, Arange, Scalar, and the *Like forms; AsType converts, Convert
+//     converts between float dtypes (differentiably).
 //   - Elementwise, with broadcasting: Add, Sub, Mul, Div, Pow, Maximum,
 //     Minimum, Neg, Abs, Exp, Log, Sqrt, Rsqrt, Clamp; comparisons (Equal,
 //     Less, ...) return bool masks for Where and the Logical ops.
@@ -78,9 +97,59 @@
 // those of a pass that allocates every cotangent; an MLP step allocates
 // about a quarter less.
 //
+// # The three parts of the package
+//
+// The package mixes three concerns, whose files look alike:
+//
+//   - Arrays and ops: Tensor, its storage and every op (elementwise.go,
+//     matmul.go, reduce.go, ...). Each op is an *Op applied with Apply or
+//     ApplyN.
+//   - The autodiff engine: Trace, Apply's recording of nodes, Backward,
+//     remat and the residual report (graph.go, backward.go, remat.go,
+//     residuals.go). It knows ops only through their Impl and VJP.
+//   - The sharding seam: the marks of placed tensors and of shard.Map
+//     blocks (layout.go, local.go) and the hand-off of ops with placed
+//     operands to package shard (placed_seam.go, placed_params.go). When
+//     an operand of Apply has a Layout and the op is not Distributed, Apply
+//     calls the Placer that shard installs (SetPlacer): shard looks up the
+//     op's sharding rule, computes every device's block with the op's own
+//     Impl (parameters adapted by BlockParams, described by
+//     DescribeParams) and records a node whose VJP is the op's VJP applied
+//     to placed cotangents, which propagates again. Package tensor never
+//     imports shard.
+//
+// # How to write an op
+//
+// Declare an *Op once (in an init function) with a Name, an Impl (or
+// ImplN for several outputs) that computes from host inputs and returns a
+// new tensor, and a VJP built from ops (never from raw storage): the VJP
+// then works on traced values (higher derivatives) and on placed
+// cotangents (sharded models) for free. Set Save to what the VJP reads.
+// The public function validates operands, panicking with the op and its
+// operands in type notation, and calls Apply. If the params hold global
+// shapes, teach BlockParams how to make the params of one block; if the op
+// needs a sharding rule better than gathering its operands, add one to the
+// table in package shard (rules_table.go).
+//
 // # Devices
 //
 // Outside shard.Map large kernels may use every core. Inside shard.Map each
 // device is one goroutine and its blocks carry a Local mark; kernels given a
 // marked block compute on the calling goroutine only.
+//
+// # Kernels
+//
+// Matrix products and the elementwise, reduction and optimizer kernels run
+// AVX-512 or AVX2 assembly on amd64 CPUs that have it and pure Go elsewhere
+// (and in builds with -tags noasm). The best set the CPU runs is chosen at
+// start-up; the environment variable GONOX_KERNELS=avx512, avx2 or go
+// chooses another, for example to check on an AVX-512 machine what an
+// AVX2-only one computes:
+//
+//	GONOX_KERNELS=avx2 go test ./tensor/...
+//
+// Kernels reports the set in use and what the CPU supports. A set the CPU
+// cannot run, or an unknown word, is an error naming what the CPU has: the
+// first op panics with it, and Kernels returns it so that a program can
+// check at start-up.
 package tensor

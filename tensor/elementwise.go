@@ -259,7 +259,7 @@ func checkBinary(d *binaryDef, a, b *Tensor) []int {
 		panic(fmt.Sprintf("%s: %s: dtypes differ; convert one with tensor.AsType", d.name, operands(d.sym, a, b)))
 	}
 	switch {
-	case a.dtype == Float32:
+	case a.dtype.IsFloat():
 	case a.dtype == Int32 && d.i32 != nil:
 	default:
 		panic(fmt.Sprintf("%s: %s: not defined for %v", d.name, operands(d.sym, a, b), a.dtype))
@@ -463,6 +463,7 @@ func minMaxVJP(g *Tensor, in []*Tensor, out *Tensor) []*Tensor {
 }
 
 func binary(d *binaryDef, op *Op, a, b *Tensor) *Tensor {
+	a, b = weakScalars(a, b)
 	shape := checkBinary(d, a, b)
 	if d.intDiv && a.dtype == Int32 && numel(shape) > 0 && slices.Contains(b.i32, 0) {
 		// Every element of b is read when the result is not empty.
@@ -481,38 +482,71 @@ func binaryParamsFor(shape []int, a *Tensor) *binaryParams {
 }
 
 // Add returns a + b elementwise, with NumPy broadcasting.
-func Add(a, b *Tensor) *Tensor { return binary(addDef, addOp, a, b) }
+func Add(a, b *Tensor) *Tensor {
+	checkNil("tensor.Add", "a b", a, b)
+	return binary(addDef, addOp, a, b)
+}
 
 // Sub returns a - b elementwise, with broadcasting.
-func Sub(a, b *Tensor) *Tensor { return binary(subDef, subOp, a, b) }
+func Sub(a, b *Tensor) *Tensor {
+	checkNil("tensor.Sub", "a b", a, b)
+	return binary(subDef, subOp, a, b)
+}
 
 // Mul returns a * b elementwise, with broadcasting.
-func Mul(a, b *Tensor) *Tensor { return binary(mulDef, mulOp, a, b) }
+func Mul(a, b *Tensor) *Tensor {
+	checkNil("tensor.Mul", "a b", a, b)
+	return binary(mulDef, mulOp, a, b)
+}
 
 // Div returns a / b elementwise, with broadcasting. For int32 it truncates
 // toward zero (like Go and lax.div) and panics on division by zero.
-func Div(a, b *Tensor) *Tensor { return binary(divDef, divOp, a, b) }
+func Div(a, b *Tensor) *Tensor {
+	checkNil("tensor.Div", "a b", a, b)
+	return binary(divDef, divOp, a, b)
+}
 
 // Rem returns the remainder of a / b with the sign of a (Go's %, C's fmod).
 // It is not differentiable.
-func Rem(a, b *Tensor) *Tensor { return binary(remDef, remOp, a, b) }
+func Rem(a, b *Tensor) *Tensor {
+	checkNil("tensor.Rem", "a b", a, b)
+	return binary(remDef, remOp, a, b)
+}
 
 // FloorDiv returns floor(a / b) elementwise (Python's //). It is not
 // differentiable.
-func FloorDiv(a, b *Tensor) *Tensor { return binary(floorDivDef, floorDivOp, a, b) }
+func FloorDiv(a, b *Tensor) *Tensor {
+	checkNil("tensor.FloorDiv", "a b", a, b)
+	return binary(floorDivDef, floorDivOp, a, b)
+}
 
 // Maximum returns the elementwise maximum (NaN if either is NaN). Where
 // a == b the gradient is split evenly.
-func Maximum(a, b *Tensor) *Tensor { return binary(maxDef, maxOp, a, b) }
+func Maximum(a, b *Tensor) *Tensor {
+	checkNil("tensor.Maximum", "a b", a, b)
+	return binary(maxDef, maxOp, a, b)
+}
 
 // Minimum returns the elementwise minimum.
-func Minimum(a, b *Tensor) *Tensor { return binary(minDef, minOp, a, b) }
+func Minimum(a, b *Tensor) *Tensor {
+	checkNil("tensor.Minimum", "a b", a, b)
+	return binary(minDef, minOp, a, b)
+}
 
 // Pow returns a raised to the power b elementwise (float32 only).
-func Pow(a, b *Tensor) *Tensor { return binary(powDef, powOp, a, b) }
+func Pow(a, b *Tensor) *Tensor {
+	checkNil("tensor.Pow", "a b", a, b)
+	return binary(powDef, powOp, a, b)
+}
 
 // AddScalar returns x + s for a float32 x.
-func AddScalar(x *Tensor, s float32) *Tensor { return Add(x, Scalar(s)) }
+func AddScalar(x *Tensor, s float32) *Tensor {
+	checkNil("tensor.AddScalar", "x", x)
+	return Add(x, Scalar(s))
+}
 
 // MulScalar returns x * s for a float32 x.
-func MulScalar(x *Tensor, s float32) *Tensor { return Mul(x, Scalar(s)) }
+func MulScalar(x *Tensor, s float32) *Tensor {
+	checkNil("tensor.MulScalar", "x", x)
+	return Mul(x, Scalar(s))
+}

@@ -11,3 +11,6 @@ func SetCotangentReuse(on bool) (restore func()) {
 // CotangentReuses returns how many in-place accumulations and donations
 // backward passes have made.
 func CotangentReuses() int64 { return cotangentReuses.Load() }
+
+// ParallelSpawned returns how many goroutines kernels have started.
+func ParallelSpawned() int64 { return parallelSpawned.Load() }

@@ -110,6 +110,8 @@ func (t *Tensor) formatValues(verb byte, prec int) string {
 				return "true"
 			}
 			return "false"
+		case BFloat16, Float16:
+			return formatHalf(h, i, verb, prec)
 		}
 		return "?"
 	}

@@ -180,7 +180,7 @@ func TestFormatSharded(t *testing.T) {
 	assert.Equal(t, 4.0, x.At(1, 1))
 	assert.Equal(t, 16, x.Bytes())
 	requirePanic(t, "Tensor.RawFloat32: f32[2@dp,2] is sharded over a mesh; gather it first (shard.Gather)", func() { x.RawFloat32() })
-	requirePanic(t, `tensor: op "add": operand f32[2@dp,2] is sharded over a mesh; compute on it inside shard.Map or gather it first (shard.Gather)`,
+	requirePanic(t, `shard: op "add": operand f32[2@dp,2] has a layout tensor_test.fakeLayout that package shard did not make`,
 		func() { tensor.Add(host, x) })
 	requirePanic(t, "tensor.NewSharded: invalid dtype", func() { tensor.NewSharded(0, []int{1}, fakeLayout{}) })
 	requirePanic(t, "tensor.NewSharded: negative dimension in shape [-1]", func() { tensor.NewSharded(tensor.Float32, []int{-1}, fakeLayout{}) })

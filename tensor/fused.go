@@ -215,9 +215,10 @@ func addBiasAct(dst, x, b []float32, act Activation, local bool) {
 // the pre-activation in one sweep. Results and gradients are bit for bit
 // those of the composition, e.g. Gelu(Add(x, b)).
 func BiasAct(x, b *Tensor, act Activation) *Tensor {
+	checkNil("tensor.BiasAct", "x b", x, b)
 	const name = "tensor.BiasAct"
-	if x.dtype != Float32 || b.dtype != Float32 {
-		panic(fmt.Sprintf("%s: %s: operands must be float32", name, operands("", x, b)))
+	if !sameFloat(x, b) {
+		panic(floatMismatch(name+": "+operands("", x, b), "operands must be float32", x, b))
 	}
 	if act >= numActivations {
 		panic(fmt.Sprintf("%s: %s: unknown activation %v", name, operands("", x, b), act))

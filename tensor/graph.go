@@ -213,7 +213,7 @@ const nodeInline = 4
 // aval returns a shape-only placeholder for x: dtype, shape and local mark,
 // no data.
 func aval(x *Tensor) *Tensor {
-	return &Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: x.layout}
+	return &Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: abstractLayout(x.layout)}
 }
 
 // primal strips the node of trace tr from x, if it has one.
@@ -227,6 +227,7 @@ func (x *Tensor) primalOf(tr *Trace) *Tensor {
 // StopGradient returns x with every autodiff node removed: the value is
 // treated as a constant by all traces.
 func StopGradient(x *Tensor) *Tensor {
+	checkNil("tensor.StopGradient", "x", x)
 	for x.node != nil {
 		x = x.primal
 	}
@@ -237,15 +238,21 @@ func StopGradient(x *Tensor) *Tensor {
 // input is traced, records a node so the result can be differentiated.
 //
 // Apply also propagates shard.Map block marks (the result varies over the
-// union of the mesh axes its inputs vary over) and refuses sharded global
-// tensors unless op.Distributed is set.
+// union of the mesh axes its inputs vary over). When an operand is a global
+// placed tensor (shard.Put) and op is not Distributed, Apply hands the call
+// to the placer that package shard installs (see SetPlacer): the result is
+// a placed tensor computed block by block on the mesh.
 func Apply(op *Op, params any, in ...*Tensor) *Tensor {
 	if op.Impl == nil {
 		panic(fmt.Sprintf("tensor.Apply: op %q has no Impl (use ApplyN)", op.Name))
 	}
-	top, loc := scan(op, in)
+	checkKernels(op)
+	top, loc, placed := scan(op, in)
+	if placed {
+		return applyPlaced(op, params, in, loc)[0]
+	}
 	if top == nil {
-		out := op.Impl(in, params)
+		out := callImpl(op, in, params)
 		return finish(op, out, in, loc)
 	}
 	outs := applyTraced(op, params, in, top, loc)
@@ -257,9 +264,13 @@ func ApplyN(op *Op, params any, in ...*Tensor) []*Tensor {
 	if op.ImplN == nil {
 		panic(fmt.Sprintf("tensor.ApplyN: op %q has no ImplN", op.Name))
 	}
-	top, loc := scan(op, in)
+	checkKernels(op)
+	top, loc, placed := scan(op, in)
+	if placed {
+		return applyPlaced(op, params, in, loc)
+	}
 	if top == nil {
-		outs, _ := op.ImplN(in, params)
+		outs, _ := callImplN(op, op.ImplN, in, params)
 		for i, o := range outs {
 			outs[i] = finish(op, o, in, loc)
 		}
@@ -284,9 +295,10 @@ func finish(op *Op, out *Tensor, in []*Tensor, loc *Local) *Tensor {
 	return out
 }
 
-// scan finds the innermost trace among the inputs, checks layouts and
-// computes the union of block marks.
-func scan(op *Op, in []*Tensor) (top *Trace, loc *Local) {
+// scan finds the innermost trace among the inputs, computes the union of
+// block marks and reports whether an operand is a global placed tensor that
+// op does not handle itself (then the placer computes it).
+func scan(op *Op, in []*Tensor) (top *Trace, loc *Local, placed bool) {
 	for _, x := range in {
 		if x == nil {
 			panic(fmt.Sprintf("tensor: op %q: nil *Tensor operand", op.Name))
@@ -295,7 +307,7 @@ func scan(op *Op, in []*Tensor) (top *Trace, loc *Local) {
 			x.mustHaveData("tensor: op " + op.Name) // panics
 		}
 		if x.layout != nil && !op.Distributed {
-			panic(fmt.Sprintf("tensor: op %q: operand %v is sharded over a mesh; compute on it inside shard.Map or gather it first (shard.Gather)", op.Name, x))
+			placed = true
 		}
 		if x.node != nil && (top == nil || x.node.trace.id > top.id) {
 			top = x.node.trace
@@ -304,20 +316,23 @@ func scan(op *Op, in []*Tensor) (top *Trace, loc *Local) {
 			loc = unionLocal(op.Name, loc, x.local)
 		}
 	}
-	return top, loc
+	return top, loc, placed
 }
 
 // applyCore computes op on inputs that may be traced by traces other than
 // the one being recorded, returning outputs and the state for the VJP.
 func applyCore(op *Op, params any, in []*Tensor) ([]*Tensor, any) {
 	if op.ImplN != nil {
-		top, loc := scan(op, in)
+		top, loc, placed := scan(op, in)
+		if placed {
+			return applyPlaced(op, params, in, loc), nil
+		}
 		if top == nil {
 			impl := op.ImplN
 			if op.ImplVJP != nil {
 				impl = op.ImplVJP
 			}
-			outs, state := impl(in, params)
+			outs, state := callImplN(op, impl, in, params)
 			for i, o := range outs {
 				outs[i] = finish(op, o, in, loc)
 			}
@@ -405,7 +420,7 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 		if avals < len(n.bufAvals) {
 			a := &n.bufAvals[avals]
 			avals++
-			*a = Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: x.layout}
+			*a = Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: abstractLayout(x.layout)}
 			return a
 		}
 		return aval(x)
@@ -544,8 +559,9 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 			panic(fmt.Sprintf("tensor.Backward: the graph through op %q was already used by a backward pass that did not retain it", n.op.Name))
 		}
 		donated := pass.donate(n, gs, keep[n])
-		var res []*Tensor
+		res, widened := halfVJP(n, gs)
 		switch {
+		case widened: // bfloat16/float16 operands (dtype_half.go)
 		case n.op.VJPN != nil:
 			res = n.op.VJPN(gs, n.ins, n.outs, n.params, n.state)
 		case n.op.VJPNeed != nil:
@@ -580,7 +596,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	for i, w := range wrt {
 		if w.node != nil && w.node.trace == tr {
 			if gs := grads[w.node]; gs != nil && gs[w.outIdx] != nil {
-				out[i] = gs[w.outIdx]
+				out[i] = settle(gs[w.outIdx])
 				continue
 			}
 		}
@@ -594,7 +610,10 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 // Named returns x tagged with a name, as jax.ad_checkpoint.checkpoint_name
 // does: an identity whose result remat policies can select by name and
 // Residuals reports under that name.
-func Named(x *Tensor, name string) *Tensor { return Apply(nameOp, name, x) }
+func Named(x *Tensor, name string) *Tensor {
+	checkNil("tensor.Named", "x", x)
+	return Apply(nameOp, name, x)
+}
 
 var nameOp *Op
 

@@ -848,6 +848,6 @@ func TestApplyIdentityAndDistributed(t *testing.T) {
 	out := tensor.Apply(dist, nil, sh)
 	assert.Same(t, sh, got)
 	assert.Equal(t, []float32{1, 2, 3, 4}, out.Float32s())
-	requirePanic(t, `tensor: op "ident": operand f32[4@dp] is sharded over a mesh; compute on it inside shard.Map or gather it first (shard.Gather)`,
+	requirePanic(t, `shard: op "ident": operand f32[4@dp] has a layout tensor_test.fakeLayout that package shard did not make`,
 		func() { tensor.Apply(ident, nil, sh) })
 }

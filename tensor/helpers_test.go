@@ -94,17 +94,6 @@ func numel(shape []int) int {
 	return n
 }
 
-// strides returns row-major strides.
-func strides(shape []int) []int {
-	s := make([]int, len(shape))
-	acc := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		s[i] = acc
-		acc *= shape[i]
-	}
-	return s
-}
-
 // unravel turns a flat row-major offset into an index.
 func unravel(off int, shape []int) []int {
 	idx := make([]int, len(shape))

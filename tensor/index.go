@@ -212,6 +212,7 @@ func takeKernel[T any](dst, src []T, idx []int32, outer, n, inner int) {
 // index and its position in indices. Indices may repeat; the gradient then
 // accumulates (it is a ScatterAdd into zeros).
 func Take(x, indices *Tensor, axis int) *Tensor {
+	checkNil("tensor.Take", "x indices", x, indices)
 	what := func() string {
 		return fmt.Sprintf("tensor.Take: %s along axis %d", operands("", x, indices), axis)
 	}
@@ -395,6 +396,7 @@ func init() {
 // indices.shape[axis] along axis and the broadcast size elsewhere. Negative
 // indices count from the end; indices outside [-n, n) panic.
 func TakeAlongAxis(x, indices *Tensor, axis int) *Tensor {
+	checkNil("tensor.TakeAlongAxis", "x indices", x, indices)
 	what := func() string {
 		return fmt.Sprintf("tensor.TakeAlongAxis: %s along axis %d", operands("", x, indices), axis)
 	}
@@ -448,6 +450,7 @@ func init() {
 // with a 1 at each index. An index outside [0, n), negative ones included,
 // gives a row of zeros. It is not differentiable (its input is an integer).
 func OneHot(indices *Tensor, n int) *Tensor {
+	checkNil("tensor.OneHot", "indices", indices)
 	if indices.dtype != Int32 {
 		panic(fmt.Sprintf("tensor.OneHot: %v into %d classes: indices must be int32", indices, n))
 	}

@@ -79,6 +79,7 @@ func unionLocal(op string, a, b *Local) *Local {
 // mark the blocks it hands to devices and the results of collectives.
 // It panics if x is traced; use Vary to widen the mark of a traced value.
 func WithLocal(x *Tensor, l *Local) *Tensor {
+	checkNil("tensor.WithLocal", "x", x)
 	if x.node != nil {
 		panic(fmt.Sprintf("tensor.WithLocal: %v is traced", x))
 	}
@@ -91,6 +92,7 @@ func WithLocal(x *Tensor, l *Local) *Tensor {
 // those x already varies over (JAX's pvary). The value is unchanged; the
 // cotangent is summed over the added axes.
 func Vary(x *Tensor, l *Local) *Tensor {
+	checkNil("tensor.Vary", "x", x)
 	if m := localMask(x); m&^l.Mask != 0 {
 		panic(fmt.Sprintf("tensor.Vary: %v already varies over axes outside %v", x, l.AxisNames()))
 	}

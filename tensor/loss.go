@@ -27,8 +27,9 @@ import (
 // MSE is one fused primitive (and its backward pass another) that returns
 // exactly the bits of Mean(Square(Sub(pred, target))) and of its gradients.
 func MSE(pred, target *Tensor) *Tensor {
-	if pred.dtype != Float32 || target.dtype != Float32 {
-		panic(fmt.Sprintf("tensor.MSE: %s: operands must be float32", operands("", pred, target)))
+	checkNil("tensor.MSE", "pred target", pred, target)
+	if !sameFloat(pred, target) {
+		panic(floatMismatch("tensor.MSE: "+operands("", pred, target), "operands must be float32", pred, target))
 	}
 	if !sameShape(pred.shape, target.shape) {
 		panic(fmt.Sprintf("tensor.MSE: %s: shapes must match exactly (MSE does not broadcast)", operands("", pred, target)))
@@ -283,9 +284,10 @@ func xentIndex(shape []int, i int) string {
 // position in labels, or if labels' shape is not logits' shape without
 // its last axis.
 func SoftmaxCrossEntropy(logits, labels *Tensor) *Tensor {
+	checkNil("tensor.SoftmaxCrossEntropy", "logits labels", logits, labels)
 	const name = "tensor.SoftmaxCrossEntropy"
 	desc := func() string { return operands("", logits, labels) }
-	if logits.dtype != Float32 {
+	if !logits.dtype.IsFloat() {
 		panic(fmt.Sprintf("%s: %s: logits must be float32", name, desc()))
 	}
 	if labels.dtype != Int32 {
@@ -323,10 +325,11 @@ func SoftmaxCrossEntropy(logits, labels *Tensor) *Tensor {
 // probs for the logits and -log_softmax(logits) for probs. The shapes must
 // match exactly.
 func SoftmaxCrossEntropyProbs(logits, probs *Tensor) *Tensor {
+	checkNil("tensor.SoftmaxCrossEntropyProbs", "logits probs", logits, probs)
 	const name = "tensor.SoftmaxCrossEntropyProbs"
 	desc := func() string { return operands("", logits, probs) }
-	if logits.dtype != Float32 || probs.dtype != Float32 {
-		panic(fmt.Sprintf("%s: %s: operands must be float32 (for integer labels use SoftmaxCrossEntropy)", name, desc()))
+	if !sameFloat(logits, probs) {
+		panic(floatMismatch(name+": "+desc(), "operands must be float32 (for integer labels use SoftmaxCrossEntropy)", logits, probs))
 	}
 	if len(logits.shape) == 0 {
 		panic(fmt.Sprintf("%s: %s: logits need a class axis", name, desc()))
@@ -354,7 +357,7 @@ func init() {
 }
 
 func lossUnary(name string, op *Op, x *Tensor) *Tensor {
-	if x.dtype != Float32 {
+	if !x.dtype.IsFloat() {
 		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
 	}
 	return Apply(op, nil, x)
@@ -364,11 +367,17 @@ func lossUnary(name string, op *Op, x *Tensor) *Tensor {
 // computed as max(x, 0) + log1p(e^-|x|) so it neither overflows for large
 // x nor loses small values for very negative x. Its derivative is
 // sigmoid(x).
-func Softplus(x *Tensor) *Tensor { return lossUnary("tensor.Softplus", softplusOp, x) }
+func Softplus(x *Tensor) *Tensor {
+	checkNil("tensor.Softplus", "x", x)
+	return lossUnary("tensor.Softplus", softplusOp, x)
+}
 
 // LogSigmoid returns log(sigmoid(x)) = -softplus(-x) elementwise, like
 // jax.nn.log_sigmoid, computed stably. Its derivative is sigmoid(-x).
-func LogSigmoid(x *Tensor) *Tensor { return lossUnary("tensor.LogSigmoid", logSigmoidOp, x) }
+func LogSigmoid(x *Tensor) *Tensor {
+	checkNil("tensor.LogSigmoid", "x", x)
+	return lossUnary("tensor.LogSigmoid", logSigmoidOp, x)
+}
 
 // SigmoidBinaryCrossEntropy returns, per element, the cross-entropy of
 // sigmoid(logits) against labels in [0, 1], like
@@ -379,9 +388,10 @@ func LogSigmoid(x *Tensor) *Tensor { return lossUnary("tensor.LogSigmoid", logSi
 // the result has that shape. It is differentiable in both: σ(logits) -
 // labels and -logits.
 func SigmoidBinaryCrossEntropy(logits, labels *Tensor) *Tensor {
+	checkNil("tensor.SigmoidBinaryCrossEntropy", "logits labels", logits, labels)
 	const name = "tensor.SigmoidBinaryCrossEntropy"
-	if logits.dtype != Float32 || labels.dtype != Float32 {
-		panic(fmt.Sprintf("%s: %s: operands must be float32", name, operands("", logits, labels)))
+	if !sameFloat(logits, labels) {
+		panic(floatMismatch(name+": "+operands("", logits, labels), "operands must be float32", logits, labels))
 	}
 	if !sameShape(logits.shape, labels.shape) {
 		panic(fmt.Sprintf("%s: %s: shapes must match exactly", name, operands("", logits, labels)))

@@ -98,6 +98,7 @@ func init() {
 // a 1-D a is a row vector and a 1-D b a column vector, and the added
 // dimension is removed from the result.
 func MatMul(a, b *Tensor) *Tensor {
+	checkNil("tensor.MatMul", "a b", a, b)
 	if len(a.shape) == 0 || len(b.shape) == 0 {
 		panic(fmt.Sprintf("tensor.MatMul: %s: operands must have at least 1 dimension", operands("@", a, b)))
 	}
@@ -128,6 +129,7 @@ func MatMul(a, b *Tensor) *Tensor {
 // transposes are folded into the kernel; nothing is copied. Both operands
 // need at least 2 dimensions; batch dimensions broadcast.
 func MatMulT(a, b *Tensor, transA, transB bool) *Tensor {
+	checkNil("tensor.MatMulT", "a b", a, b)
 	p := checkMatMul("tensor.MatMulT", a, b, transA, transB)
 	return Apply(matmulOp, p, a, b)
 }
@@ -146,8 +148,8 @@ func checkMatMulAs(op string, a, b *Tensor, ta, tb bool, ma, mb *Tensor) *matmul
 		}
 		return s
 	}
-	if a.dtype != Float32 || b.dtype != Float32 {
-		panic(fmt.Sprintf("%s: %s: operands must be float32", op, desc()))
+	if !sameFloat(a, b) {
+		panic(floatMismatch(op+": "+desc(), "operands must be float32", a, b))
 	}
 	if len(a.shape) < 2 || len(b.shape) < 2 {
 		panic(fmt.Sprintf("%s: %s: operands need at least 2 dimensions", op, desc()))

@@ -71,6 +71,7 @@ func init() {
 // result. Large tensors are split over the cores outside shard.Map. It is
 // not differentiable.
 func AdamUpdate(g, mu, nu, p *Tensor, c AdamCoeffs) (u, mu2, nu2 *Tensor) {
+	checkNil("tensor.AdamUpdate", "g mu nu", g, mu, nu)
 	in := []*Tensor{g, mu, nu}
 	if c.WD != 0 {
 		if p == nil {
@@ -84,5 +85,48 @@ func AdamUpdate(g, mu, nu, p *Tensor, c AdamCoeffs) (u, mu2, nu2 *Tensor) {
 		}
 	}
 	out := ApplyN(adamOp, adamParams{c}, in...)
+	return out[0], out[1], out[2]
+}
+
+var adamStepOp *Op
+
+func init() {
+	adamStepOp = &Op{
+		Name: "adam_step",
+		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
+			c := pp.(adamParams).c
+			p, g, mu, nu := in[0], in[1], in[2], in[3]
+			p2, mu2, nu2 := newOut(Float32, g.shape), newOut(Float32, g.shape), newOut(Float32, g.shape)
+			vc := vec.AdamCoeffs{B1: c.B1, B2: c.B2, G1: c.G1, G2: c.G2, A: c.A, B: c.B, C2: c.C2, Eps: c.Eps, EpsRoot: c.EpsRoot, WD: c.WD, Post: c.Post}
+			kernel := func(lo, hi int) {
+				vec.AdamStep(p2.f32[lo:hi], mu2.f32[lo:hi], nu2.f32[lo:hi], p.f32[lo:hi], g.f32[lo:hi], mu.f32[lo:hi], nu.f32[lo:hi], &vc)
+			}
+			n := len(g.f32)
+			if serial(n*costMath, isLocal(in...)) {
+				kernel(0, n)
+			} else {
+				parallelFor(n, costMath, 8, false, kernel)
+			}
+			return []*Tensor{p2, mu2, nu2}, nil
+		},
+	}
+}
+
+// AdamStep is AdamUpdate followed by the update's addition to the
+// parameter, in one pass over p, g, mu and nu (PyTorch's fused AdamW):
+//
+//	p' = p + Post · ((A·mu' + B·g) / (sqrt(C2·nu' + EpsRoot) + Eps) + WD·p)
+//
+// with mu' and nu' as in AdamUpdate. It returns the new parameter and
+// moments, the same bits as AdamUpdate then Add. It is not differentiable.
+func AdamStep(p, g, mu, nu *Tensor, c AdamCoeffs) (p2, mu2, nu2 *Tensor) {
+	checkNil("tensor.AdamStep", "p g mu nu", p, g, mu, nu)
+	in := []*Tensor{p, g, mu, nu}
+	for _, x := range in {
+		if x.dtype != Float32 || !sameShape(x.shape, g.shape) {
+			panic(fmt.Sprintf("tensor.AdamStep: %s: want float32 tensors of one shape", operands(",", in...)))
+		}
+	}
+	out := ApplyN(adamStepOp, adamParams{c}, in...)
 	return out[0], out[1], out[2]
 }

@@ -45,3 +45,40 @@ func TestAdamUpdate(t *testing.T) {
 	assert.PanicsWithValue(t, "tensor.AdamUpdate: weight decay needs the parameter p", func() { AdamUpdate(g, mu, nu, nil, c) })
 	assert.Panics(t, func() { AdamUpdate(g, mu, Zeros(Float32, 3), nil, AdamCoeffs{}) })
 }
+
+// AdamStep gives the bits of AdamUpdate then Add, on one goroutine or
+// split across several.
+func TestAdamStep(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const n = 5000
+	rnd := func() *Tensor {
+		d := make([]float32, n)
+		for i := range d {
+			d[i] = float32(r.NormFloat64())
+		}
+		return FromFloat32(d)
+	}
+	g, mu, p := rnd(), rnd(), rnd()
+	nu := Abs(rnd())
+	for _, wd := range []float32{0, 0.01} {
+		c := AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: 1 / 0.19, B: 0.5, C2: 1 / 0.001999, Eps: 1e-8, EpsRoot: 1e-9, WD: wd, Post: -0.003}
+		var pw *Tensor
+		if wd != 0 {
+			pw = p
+		}
+		u, wm, wv := AdamUpdate(g, mu, nu, pw, c)
+		wp := Add(p, u)
+		for _, minWork := range []int{parallelMinWork, 64} {
+			old := parallelMinWork
+			parallelMinWork = minWork
+			p2, m2, v2 := AdamStep(p, g, mu, nu, c)
+			parallelMinWork = old
+			require.Equal(t, wp.Float32s(), p2.Float32s(), "wd=%v p", wd)
+			require.Equal(t, wm.Float32s(), m2.Float32s(), "wd=%v mu", wd)
+			require.Equal(t, wv.Float32s(), v2.Float32s(), "wd=%v nu", wd)
+		}
+	}
+	assert.PanicsWithValue(t, "tensor.AdamStep: f32[5000], f32[5000], f32[5000], f32[3]: want float32 tensors of one shape",
+		func() { AdamStep(p, g, mu, Zeros(Float32, 3), AdamCoeffs{}) })
+	assert.PanicsWithValue(t, "tensor.AdamStep: operand p is nil", func() { AdamStep(nil, g, mu, nu, AdamCoeffs{}) })
+}

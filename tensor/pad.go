@@ -53,6 +53,7 @@ func init() {
 // whole number in int32 range for Int32. Negative padding panics. The
 // gradient slices the cotangent back to x's box.
 func Pad(x *Tensor, pads [][2]int, value float64) *Tensor {
+	checkNil("tensor.Pad", "x", x)
 	what := func() string {
 		return fmt.Sprintf("tensor.Pad: %v by %v with %v", x, pads, value)
 	}

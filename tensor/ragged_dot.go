@@ -163,6 +163,7 @@ func raggedOuter(a, b, gs *Tensor, groups int) *Tensor {
 // inner dimensions, groupSizes is i32[g], and the sizes are nonnegative
 // and sum to at most m.
 func RaggedDot(x, w, groupSizes *Tensor) *Tensor {
+	checkNil("tensor.RaggedDot", "x w groupSizes", x, w, groupSizes)
 	desc := func() string { return fmt.Sprintf("%v @ %v, group sizes %v", x, w, groupSizes) }
 	if x.dtype != Float32 || w.dtype != Float32 || len(x.shape) != 2 || len(w.shape) != 3 {
 		panic(fmt.Sprintf("tensor.RaggedDot: %s: want f32[m,k] and f32[g,k,n]", desc()))

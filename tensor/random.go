@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
+
+	"github.com/gonox/gonox/internal/devices"
 )
 
 // This file holds gonox's random numbers: splittable, counter-based keys
@@ -254,6 +256,7 @@ func Gumbel(k Key, shape ...int) *Tensor {
 // drawn. Logits are read through StopGradient. It panics if logits is not
 // float32, if axis is out of range or if the axis is empty.
 func Categorical(k Key, logits *Tensor, axis int) *Tensor {
+	checkNil("tensor.Categorical", "logits", logits)
 	if logits.dtype != Float32 {
 		panic(fmt.Sprintf("tensor.Categorical: logits %v must be float32", logits))
 	}
@@ -332,9 +335,15 @@ func rngRounds(x0, x1 uint32, r0, r1, r2, r3 int) (uint32, uint32) {
 const rngGrain = 1 << 15
 
 // rngParallel runs fn over [0, n) in contiguous chunks, on several
-// goroutines when n is large. Every element is computed from its index
-// alone, so the result does not depend on the chunking.
+// goroutines when n is large and no shard.Map devices are running (a
+// sampler has no operand to carry a device mark, so it asks package
+// devices). Every element is computed from its index alone, so the result
+// does not depend on the chunking.
 func rngParallel(n int, fn func(lo, hi int)) {
+	if devices.Running() {
+		fn(0, n)
+		return
+	}
 	w := runtime.GOMAXPROCS(0)
 	if c := n / rngGrain; c < w {
 		w = c

@@ -184,7 +184,7 @@ func init() {
 }
 
 func reduce(op *Op, name string, x *Tensor, axes []int, keep bool, ints bool) *Tensor {
-	if x.dtype != Float32 && !(ints && x.dtype == Int32) {
+	if !x.dtype.IsFloat() && !(ints && x.dtype == Int32) {
 		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
 	}
 	return Apply(op, newReduceParams(name, x, axes, keep), x)
@@ -192,10 +192,14 @@ func reduce(op *Op, name string, x *Tensor, axes []int, keep bool, ints bool) *T
 
 // Sum sums x over the given axes (all axes if none), removing them.
 // Negative axes count from the end. Float sums accumulate in float64.
-func Sum(x *Tensor, axes ...int) *Tensor { return reduce(sumOp, "tensor.Sum", x, axes, false, true) }
+func Sum(x *Tensor, axes ...int) *Tensor {
+	checkNil("tensor.Sum", "x", x)
+	return reduce(sumOp, "tensor.Sum", x, axes, false, true)
+}
 
 // SumKeep is Sum keeping the reduced axes with size 1 (keepdims=True).
 func SumKeep(x *Tensor, axes ...int) *Tensor {
+	checkNil("tensor.SumKeep", "x", x)
 	return reduce(sumOp, "tensor.SumKeep", x, axes, true, true)
 }
 
@@ -209,15 +213,24 @@ func reducedCount(x *Tensor, axes []int, op string) int {
 
 // Mean averages x over the given axes (all if none).
 func Mean(x *Tensor, axes ...int) *Tensor {
-	x.mustDType("tensor.Mean", Float32)
+	checkNil("tensor.Mean", "x", x)
+	x.mustFloat("tensor.Mean")
 	n := reducedCount(x, axes, "tensor.Mean") // validates axes under this name
+	if x.dtype.isHalf() {
+		// One rounding, of the float32 mean.
+		return Convert(Mean(Convert(x, Float32), axes...), x.dtype)
+	}
 	return MulScalar(Sum(x, axes...), 1/float32(n))
 }
 
 // MeanKeep is Mean with keepdims.
 func MeanKeep(x *Tensor, axes ...int) *Tensor {
-	x.mustDType("tensor.MeanKeep", Float32)
+	checkNil("tensor.MeanKeep", "x", x)
+	x.mustFloat("tensor.MeanKeep")
 	n := reducedCount(x, axes, "tensor.MeanKeep")
+	if x.dtype.isHalf() {
+		return Convert(MeanKeep(Convert(x, Float32), axes...), x.dtype)
+	}
 	return MulScalar(SumKeep(x, axes...), 1/float32(n))
 }
 
@@ -322,24 +335,28 @@ func mustNonEmpty(name string, x *Tensor, axes []int) {
 // Max returns the maximum over the given axes (all if none). NaN wins. The
 // gradient is split evenly among the elements equal to the maximum.
 func Max(x *Tensor, axes ...int) *Tensor {
+	checkNil("tensor.Max", "x", x)
 	mustNonEmpty("tensor.Max", x, axes)
 	return reduce(maxReduceOp, "tensor.Max", x, axes, false, true)
 }
 
 // MaxKeep is Max with keepdims.
 func MaxKeep(x *Tensor, axes ...int) *Tensor {
+	checkNil("tensor.MaxKeep", "x", x)
 	mustNonEmpty("tensor.MaxKeep", x, axes)
 	return reduce(maxReduceOp, "tensor.MaxKeep", x, axes, true, true)
 }
 
 // Min returns the minimum over the given axes (all if none).
 func Min(x *Tensor, axes ...int) *Tensor {
+	checkNil("tensor.Min", "x", x)
 	mustNonEmpty("tensor.Min", x, axes)
 	return reduce(minReduceOp, "tensor.Min", x, axes, false, true)
 }
 
 // MinKeep is Min with keepdims.
 func MinKeep(x *Tensor, axes ...int) *Tensor {
+	checkNil("tensor.MinKeep", "x", x)
 	mustNonEmpty("tensor.MinKeep", x, axes)
 	return reduce(minReduceOp, "tensor.MinKeep", x, axes, true, true)
 }
@@ -347,17 +364,22 @@ func MinKeep(x *Tensor, axes ...int) *Tensor {
 // LogSumExp returns log(sum(exp(x))) over the given axes, computed stably
 // (the maximum is subtracted first). Rows that are all -Inf give -Inf.
 func LogSumExp(x *Tensor, axes ...int) *Tensor {
+	checkNil("tensor.LogSumExp", "x", x)
 	return logSumExp("tensor.LogSumExp", x, axes, false)
 }
 
 // LogSumExpKeep is LogSumExp with keepdims.
 func LogSumExpKeep(x *Tensor, axes ...int) *Tensor {
+	checkNil("tensor.LogSumExpKeep", "x", x)
 	return logSumExp("tensor.LogSumExpKeep", x, axes, true)
 }
 
 func logSumExp(name string, x *Tensor, axes []int, keep bool) *Tensor {
-	x.mustDType(name, Float32)
+	x.mustFloat(name)
 	mustNonEmpty(name, x, axes)
+	if x.dtype.isHalf() { // one rounding, of the float32 result
+		return Convert(logSumExp(name, Convert(x, Float32), axes, keep), x.dtype)
+	}
 	m := StopGradient(MaxKeep(x, axes...))
 	m = Where(IsFinite(m), m, ZerosLike(m))
 	s := Log(SumKeep(Exp(Sub(x, m)), axes...))
@@ -427,15 +449,22 @@ func argReduce(name string, x *Tensor, axis int, keep, isMax bool) *Tensor {
 
 // ArgMax returns the int32 index of the maximum along axis (the first one
 // on ties; NaN counts as the maximum). It is not differentiable.
-func ArgMax(x *Tensor, axis int) *Tensor { return argReduce("tensor.ArgMax", x, axis, false, true) }
+func ArgMax(x *Tensor, axis int) *Tensor {
+	checkNil("tensor.ArgMax", "x", x)
+	return argReduce("tensor.ArgMax", x, axis, false, true)
+}
 
 // ArgMaxKeep is ArgMax keeping the axis with size 1.
 func ArgMaxKeep(x *Tensor, axis int) *Tensor {
+	checkNil("tensor.ArgMaxKeep", "x", x)
 	return argReduce("tensor.ArgMaxKeep", x, axis, true, true)
 }
 
 // ArgMin returns the int32 index of the minimum along axis.
-func ArgMin(x *Tensor, axis int) *Tensor { return argReduce("tensor.ArgMin", x, axis, false, false) }
+func ArgMin(x *Tensor, axis int) *Tensor {
+	checkNil("tensor.ArgMin", "x", x)
+	return argReduce("tensor.ArgMin", x, axis, false, false)
+}
 
 var anyAllOp *Op
 
@@ -471,12 +500,14 @@ type anyAllParams struct {
 // Any reports, over the given axes (all if none), whether any element of a
 // bool mask is true.
 func Any(x *Tensor, axes ...int) *Tensor {
+	checkNil("tensor.Any", "x", x)
 	x.mustDType("tensor.Any", Bool)
 	return Apply(anyAllOp, &anyAllParams{newReduceParams("tensor.Any", x, axes, false), false}, x)
 }
 
 // All reports whether every element over the given axes is true.
 func All(x *Tensor, axes ...int) *Tensor {
+	checkNil("tensor.All", "x", x)
 	x.mustDType("tensor.All", Bool)
 	return Apply(anyAllOp, &anyAllParams{newReduceParams("tensor.All", x, axes, false), true}, x)
 }

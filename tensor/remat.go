@@ -286,6 +286,9 @@ var rematOp *Op
 func init() {
 	rematOp = &Op{
 		Name: "checkpoint",
+		// The program replays ops, which compute on placed operands
+		// themselves (through the placer).
+		Distributed: true,
 		ImplN: func(in []*Tensor, params any) ([]*Tensor, any) {
 			p := params.(*rematProgram)
 			p.mu.Lock()
@@ -425,17 +428,18 @@ func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
 				outs[k] = n.outAvals[k]
 			}
 		}
-		var res []*Tensor
+		var need uint64
+		for k, s := range n.ins {
+			if s.kind != slotConst {
+				need |= needBit(k)
+			}
+		}
+		res, widened := halfVJPCall(n.op, n.params, states[i], ng, args, outs, need)
 		switch {
+		case widened: // bfloat16/float16 operands (dtype_half.go)
 		case n.op.VJPN != nil:
 			res = n.op.VJPN(ng, args, outs, n.params, states[i])
 		case n.op.VJPNeed != nil:
-			var need uint64
-			for k, s := range n.ins {
-				if s.kind != slotConst {
-					need |= needBit(k)
-				}
-			}
 			res = n.op.VJPNeed(ng[0], args, outs[0], n.params, need)
 		default:
 			res = n.op.VJP(ng[0], args, outs[0], n.params)

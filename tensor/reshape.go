@@ -7,7 +7,7 @@ import (
 
 // view returns a tensor with x's data and a new shape (same element count).
 func view(x *Tensor, shape []int) *Tensor {
-	return &Tensor{dtype: x.dtype, shape: shape, f32: x.f32, i32: x.i32, b: x.b, local: x.local}
+	return &Tensor{dtype: x.dtype, shape: shape, f32: x.f32, i32: x.i32, b: x.b, u16: x.u16, local: x.local}
 }
 
 var reshapeOp *Op
@@ -26,6 +26,7 @@ func init() {
 // row-major order. One dimension may be -1 and is then inferred. No data is
 // copied.
 func Reshape(x *Tensor, shape ...int) *Tensor {
+	checkNil("tensor.Reshape", "x", x)
 	shape = resolveShape("tensor.Reshape", x, shape)
 	if sameShape(shape, x.shape) {
 		return x
@@ -60,11 +61,15 @@ func resolveShape(op string, x *Tensor, shape []int) []int {
 }
 
 // Flatten returns x as a vector.
-func Flatten(x *Tensor) *Tensor { return Reshape(x, -1) }
+func Flatten(x *Tensor) *Tensor {
+	checkNil("tensor.Flatten", "x", x)
+	return Reshape(x, -1)
+}
 
 // ExpandDims inserts a dimension of size 1 at axis (which may be rank(x),
 // or negative counting from the end of the result), like jnp.expand_dims.
 func ExpandDims(x *Tensor, axis int) *Tensor {
+	checkNil("tensor.ExpandDims", "x", x)
 	r := len(x.shape) + 1
 	a := axis
 	if a < 0 {
@@ -80,6 +85,7 @@ func ExpandDims(x *Tensor, axis int) *Tensor {
 // Squeeze removes the given dimensions, which must have size 1; with no
 // axes it removes every dimension of size 1.
 func Squeeze(x *Tensor, axes ...int) *Tensor {
+	checkNil("tensor.Squeeze", "x", x)
 	var shape []int
 	if len(axes) == 0 {
 		for _, d := range x.shape {
@@ -151,6 +157,7 @@ func fill[T any](s []T, v T) {
 // BroadcastTo returns x broadcast to shape by NumPy rules (the result holds
 // its own copy of the data).
 func BroadcastTo(x *Tensor, shape ...int) *Tensor {
+	checkNil("tensor.BroadcastTo", "x", x)
 	checkShape("tensor.BroadcastTo", shape)
 	target := &Tensor{dtype: x.dtype, shape: shape}
 	got := broadcastShapes("tensor.BroadcastTo", "to", x, target)
@@ -219,6 +226,7 @@ func copyRun(out, x *Tensor, o, a, n, step int) {
 // Transpose permutes the dimensions of x: dimension i of the result is
 // dimension perm[i] of x. With no perm it reverses the dimensions.
 func Transpose(x *Tensor, perm ...int) *Tensor {
+	checkNil("tensor.Transpose", "x", x)
 	r := len(x.shape)
 	if len(perm) == 0 {
 		perm = make([]int, r)
@@ -255,6 +263,7 @@ func Transpose(x *Tensor, perm ...int) *Tensor {
 
 // T transposes the last two dimensions of x (matrix transpose).
 func T(x *Tensor) *Tensor {
+	checkNil("tensor.T", "x", x)
 	r := len(x.shape)
 	if r < 2 {
 		panic(fmt.Sprintf("tensor.T: %v has fewer than 2 dimensions", x))

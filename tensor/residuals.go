@@ -81,7 +81,19 @@ func Residuals(outs ...*Tensor) ResidualReport {
 		device int
 	}
 	kept := map[key]Residual{} // per storage: the largest view seen
+	var all []Residual
 	for _, r := range ResidualTensors(outs...) {
+		// A placed residual is kept by the devices holding its blocks.
+		if bl, ok := r.Tensor.layout.(BlockLayout); ok && !shapeOnly(r.Tensor.layout) {
+			blocks, devs := bl.DeviceBlocks()
+			for i, b := range blocks {
+				all = append(all, Residual{Tensor: b, Label: r.Label, Device: devs[i]})
+			}
+			continue
+		}
+		all = append(all, r)
+	}
+	for _, r := range all {
 		t := r.Tensor
 		var p unsafe.Pointer
 		switch t.dtype {
@@ -91,6 +103,8 @@ func Residuals(outs ...*Tensor) ResidualReport {
 			p = unsafe.Pointer(unsafe.SliceData(t.i32))
 		case Bool:
 			p = unsafe.Pointer(unsafe.SliceData(t.b))
+		case BFloat16, Float16:
+			p = unsafe.Pointer(unsafe.SliceData(t.u16))
 		}
 		if p == nil || t.Size() == 0 {
 			continue

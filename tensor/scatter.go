@@ -69,6 +69,7 @@ func init() {
 //
 // The gradient is g for x and Take(g, indices, axis) for updates.
 func ScatterAdd(x, indices, updates *Tensor, axis int) *Tensor {
+	checkNil("tensor.ScatterAdd", "x indices updates", x, indices, updates)
 	what := func() string {
 		return fmt.Sprintf("tensor.ScatterAdd: %s along axis %d", operands("", x, indices, updates), axis)
 	}
@@ -204,6 +205,7 @@ func segmentTakeKernel[T float32 | int32](dst, src []T, ids []int32, ns, inner i
 //
 // The gradient for data is g gathered at the ids (zero rows for dropped ids).
 func SegmentSum(data, segmentIDs *Tensor, numSegments int) *Tensor {
+	checkNil("tensor.SegmentSum", "data segmentIDs", data, segmentIDs)
 	what := func() string {
 		return fmt.Sprintf("tensor.SegmentSum: %s into %d segments", operands("", data, segmentIDs), numSegments)
 	}

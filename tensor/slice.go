@@ -42,6 +42,7 @@ func init() {
 // It panics unless 0 <= starts[i] <= limits[i] <= x.Dim(i). Its gradient
 // pads the cotangent back to x's shape with zeros.
 func Slice(x *Tensor, starts, limits []int) *Tensor {
+	checkNil("tensor.Slice", "x", x)
 	what := func() string {
 		return fmt.Sprintf("tensor.Slice: %v from %v to %v", x, starts, limits)
 	}
@@ -78,6 +79,7 @@ func slice(x *Tensor, starts, limits []int) *Tensor {
 // axis (once: -1 is the last element). It panics unless, after that,
 // 0 <= start <= limit <= x.Dim(axis).
 func SliceAxis(x *Tensor, axis, start, limit int) *Tensor {
+	checkNil("tensor.SliceAxis", "x", x)
 	what := func() string {
 		return fmt.Sprintf("tensor.SliceAxis: %v axis %d from %d to %d", x, axis, start, limit)
 	}
@@ -115,6 +117,7 @@ func clampStart(start, size, dim int) int {
 // [0, dim - size]. It panics unless 0 <= sizes[i] <= x.Dim(i). The gradient
 // is the cotangent padded with zeros at the adjusted position.
 func DynamicSlice(x *Tensor, starts, sizes []int) *Tensor {
+	checkNil("tensor.DynamicSlice", "x", x)
 	what := func() string {
 		return fmt.Sprintf("tensor.DynamicSlice: %v at %v size %v", x, starts, sizes)
 	}
@@ -138,6 +141,7 @@ func DynamicSlice(x *Tensor, starts, sizes []int) *Tensor {
 // lax.dynamic_slice_in_dim: the result has size elements along axis starting
 // at start (adjusted as DynamicSlice does) and all of x's other dimensions.
 func DynamicSliceAxis(x *Tensor, axis, start, size int) *Tensor {
+	checkNil("tensor.DynamicSliceAxis", "x", x)
 	what := func() string {
 		return fmt.Sprintf("tensor.DynamicSliceAxis: %v axis %d at %d size %d", x, axis, start, size)
 	}
@@ -189,6 +193,7 @@ func init() {
 // differentiable in x (the cotangent with the box zeroed) and in update (the
 // box of the cotangent).
 func DynamicUpdateSlice(x, update *Tensor, starts []int) *Tensor {
+	checkNil("tensor.DynamicUpdateSlice", "x update", x, update)
 	what := func() string {
 		return fmt.Sprintf("tensor.DynamicUpdateSlice: %s at %v", operands("", x, update), starts)
 	}
@@ -300,6 +305,7 @@ func flipKernel[T any](dst, src []T, shape []int, flip []bool) {
 // jnp.flip; with no axes it reverses every axis. Negative axes count from
 // the end; a repeated axis panics.
 func Flip(x *Tensor, axes ...int) *Tensor {
+	checkNil("tensor.Flip", "x", x)
 	ax := normAxes("tensor.Flip", x, axes)
 	flip := make([]bool, len(x.shape))
 	some := false
@@ -363,6 +369,7 @@ func rollKernel[T any](dst, src []T, outer, n, inner, s int) {
 // around, like jnp.roll: out[(i + shift) mod n] = x[i]. shift may be
 // negative or larger than the axis.
 func Roll(x *Tensor, shift, axis int) *Tensor {
+	checkNil("tensor.Roll", "x", x)
 	a := normAxis("tensor.Roll", x, axis)
 	n := x.shape[a]
 	if n == 0 {

@@ -240,7 +240,7 @@ func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
 }
 
 func softmaxCheck(name string, x *Tensor, axis int) int {
-	if x.dtype != Float32 {
+	if !x.dtype.IsFloat() {
 		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
 	}
 	return normAxis(name, x, axis)
@@ -254,6 +254,7 @@ func softmaxCheck(name string, x *Tensor, axis int) int {
 //
 // Its VJP is y·(g - Σ g·y), computed from the saved output.
 func Softmax(x *Tensor, axis int) *Tensor {
+	checkNil("tensor.Softmax", "x", x)
 	a := softmaxCheck("tensor.Softmax", x, axis)
 	return Apply(softmaxOp, a, x)
 }
@@ -261,6 +262,7 @@ func Softmax(x *Tensor, axis int) *Tensor {
 // LogSoftmax returns x - log Σ exp(x) along axis, like jax.nn.log_softmax,
 // computed stably. Its VJP is g - exp(y)·Σ g, from the saved output.
 func LogSoftmax(x *Tensor, axis int) *Tensor {
+	checkNil("tensor.LogSoftmax", "x", x)
 	a := softmaxCheck("tensor.LogSoftmax", x, axis)
 	return Apply(logSoftmaxOp, a, x)
 }

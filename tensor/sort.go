@@ -302,6 +302,7 @@ func init() {
 // last in ascending order and first in descending order. Any dtype can be
 // sorted (false < true). ArgSort is not differentiable.
 func ArgSort(x *Tensor, axis int, descending bool) *Tensor {
+	checkNil("tensor.ArgSort", "x", x)
 	a := srtCheckSortable("tensor.ArgSort", x, axis)
 	return Apply(argSortOp, srtSortParams{a, descending}, x)
 }
@@ -312,6 +313,7 @@ func ArgSort(x *Tensor, axis int, descending bool) *Tensor {
 // so -0 and NaN payloads are kept. Sort is differentiable: the cotangent of
 // each sorted element goes back to the position it came from.
 func Sort(x *Tensor, axis int, descending bool) *Tensor {
+	checkNil("tensor.Sort", "x", x)
 	a := srtCheckSortable("tensor.Sort", x, axis)
 	return ApplyN(sortOp, srtSortParams{a, descending}, x)[0]
 }
@@ -324,6 +326,7 @@ func Sort(x *Tensor, axis int, descending bool) *Tensor {
 // chosen positions; other positions get 0); the indices carry no gradient.
 // It panics unless 0 <= k <= x.Dim(-1); x needs at least one dimension.
 func TopK(x *Tensor, k int) (values, indices *Tensor) {
+	checkNil("tensor.TopK", "x", x)
 	if len(x.shape) == 0 {
 		panic(fmt.Sprintf("tensor.TopK: %v: needs at least 1 dimension", x))
 	}
@@ -457,13 +460,11 @@ func init() {
 // ordered as in ArgSort, so NaNs sort last). LexSort is not
 // differentiable. It panics with no keys.
 func LexSort(keys ...*Tensor) *Tensor {
+	checkNotNil("tensor.LexSort", "keys", keys)
 	if len(keys) == 0 {
 		panic("tensor.LexSort: no keys")
 	}
 	for i, k := range keys {
-		if k == nil {
-			panic(fmt.Sprintf("tensor.LexSort: key %d is nil", i))
-		}
 		if !k.dtype.valid() {
 			panic(fmt.Sprintf("tensor.LexSort: %s: key %d has an invalid dtype", operands("", keys...), i))
 		}

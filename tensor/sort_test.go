@@ -598,7 +598,7 @@ func TestLexSortMatchesReference(t *testing.T) {
 func TestLexSortPanics(t *testing.T) {
 	a := tensor.Zeros(tensor.Int32, 3)
 	require.PanicsWithValue(t, "tensor.LexSort: no keys", func() { tensor.LexSort() })
-	require.PanicsWithValue(t, "tensor.LexSort: key 1 is nil", func() { tensor.LexSort(a, nil) })
+	require.PanicsWithValue(t, "tensor.LexSort: operand keys[1] is nil", func() { tensor.LexSort(a, nil) })
 	require.PanicsWithValue(t, "tensor.LexSort: i32[3], f32[2,2]: key 1 is f32[2,2], want 1-D",
 		func() { tensor.LexSort(a, tensor.Zeros(tensor.Float32, 2, 2)) })
 	require.PanicsWithValue(t, "tensor.LexSort: i32[]: key 0 is i32[], want 1-D",

@@ -25,6 +25,7 @@ type Tensor struct {
 	f32   []float32
 	i32   []int32
 	b     []bool
+	u16   []uint16 // BFloat16 and Float16 bits
 
 	node   *node   // non-nil when traced
 	outIdx int     // which output of node this is
@@ -78,6 +79,8 @@ func (t *Tensor) allocData(op string, n int) {
 		t.i32 = makeInt32(n)
 	case Bool:
 		t.b = make([]bool, n)
+	case BFloat16, Float16:
+		t.u16 = make([]uint16, n)
 	default:
 		panic(fmt.Sprintf("%s: invalid dtype %v", op, t.dtype))
 	}
@@ -209,6 +212,8 @@ func full(op string, dt DType, v float64, shape []int) *Tensor {
 		for i := range t.b {
 			t.b[i] = v != 0
 		}
+	case BFloat16, Float16:
+		fillHalf(t, v)
 	}
 	return t
 }
@@ -216,15 +221,24 @@ func full(op string, dt DType, v float64, shape []int) *Tensor {
 // ZerosLike returns zeros with the dtype and shape of x.
 // A sharded x gives a tensor sharded the same way; a block inside
 // shard.Map gives a block with the same mark.
-func ZerosLike(x *Tensor) *Tensor { return fullLike("tensor.ZerosLike", x, 0) }
+func ZerosLike(x *Tensor) *Tensor {
+	checkNil("tensor.ZerosLike", "x", x)
+	return fullLike("tensor.ZerosLike", x, 0)
+}
 
 // OnesLike returns ones with the dtype, shape and placement of x (see
 // ZerosLike).
-func OnesLike(x *Tensor) *Tensor { return fullLike("tensor.OnesLike", x, 1) }
+func OnesLike(x *Tensor) *Tensor {
+	checkNil("tensor.OnesLike", "x", x)
+	return fullLike("tensor.OnesLike", x, 1)
+}
 
 // FullLike returns a tensor with the dtype, shape and placement of x (see
 // ZerosLike) and every element v.
-func FullLike(x *Tensor, v float64) *Tensor { return fullLike("tensor.FullLike", x, v) }
+func FullLike(x *Tensor, v float64) *Tensor {
+	checkNil("tensor.FullLike", "x", x)
+	return fullLike("tensor.FullLike", x, v)
+}
 
 func fullLike(op string, x *Tensor, v float64) *Tensor {
 	if x.layout != nil {
@@ -291,16 +305,19 @@ func (t *Tensor) Bytes() int { return t.Size() * t.dtype.Size() }
 // host returns t itself, or, for a sharded tensor, the gathered host copy.
 // It panics, naming op, if t is a shape-only placeholder.
 func (t *Tensor) host(op string) *Tensor {
+	t.mustHaveData(op)
 	if t.layout != nil {
 		return t.layout.Gather(t)
 	}
-	t.mustHaveData(op)
 	return t
 }
 
 // placeholder reports whether t is a shape-only placeholder.
 func (t *Tensor) placeholder() bool {
-	return t.f32 == nil && t.i32 == nil && t.b == nil && t.layout == nil && t.Size() > 0
+	if t.layout != nil {
+		return shapeOnly(t.layout)
+	}
+	return t.f32 == nil && t.i32 == nil && t.b == nil && t.u16 == nil && t.Size() > 0
 }
 
 // mustHaveData panics if t is a shape-only placeholder: a value that a VJP
@@ -414,6 +431,8 @@ func (t *Tensor) at(i int) float64 {
 			return 1
 		}
 		return 0
+	case BFloat16, Float16:
+		return float64(halfAt(t, i))
 	}
 	panic("tensor: invalid tensor")
 }
@@ -434,6 +453,7 @@ func (t *Tensor) LogicalAxes() []string { return append([]string(nil), t.axes...
 // but pytree maps and optimizer state keep them. x shares storage with the
 // result.
 func WithLogicalAxes(x *Tensor, names ...string) *Tensor {
+	checkNil("tensor.WithLogicalAxes", "x", x)
 	if x == nil {
 		panic("tensor.WithLogicalAxes: nil *Tensor")
 	}

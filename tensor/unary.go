@@ -7,17 +7,15 @@ import (
 	"github.com/gonox/gonox/tensor/internal/vec"
 )
 
-// unaryOp builds a float32 (and optionally int32) elementwise op.
-func unaryOp(name string, f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
-	return unaryOpVec(name, nil, f, fi, vjp, save)
-}
-
-// unaryOpVec is unaryOp with a whole-slice float32 kernel (a vec kernel:
-// no call per element). cost weighs the kernel for the parallel split.
+// unaryOpVec builds a float32 (and optionally int32) elementwise op with a
+// whole-slice float32 kernel (a vec kernel: no call per element; nil for a
+// loop over f).
 func unaryOpVec(name string, vec func(d, s []float32), f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
 	return unaryOpCost(name, costCheap, vec, f, fi, vjp, save)
 }
 
+// unaryOpCost is unaryOpVec with a cost that weighs the kernel for the
+// parallel split.
 func unaryOpCost(name string, cost int, vec func(d, s []float32), f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
 	return &Op{
 		Name: name,
@@ -106,13 +104,13 @@ func gradTimes(grad func(d, s []float32)) func(d, g, x []float32) {
 
 // unary validates x for the public function name and applies op.
 func unary(name string, op *Op, intOK bool, x *Tensor) *Tensor {
-	if x.dtype != Float32 && !(intOK && x.dtype == Int32) {
+	if !x.dtype.IsFloat() && !(intOK && x.dtype == Int32) {
 		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
 	}
 	return Apply(op, nil, x)
 }
 
-var negOp, absOp, signOp, expOp, logOp, sqrtOp, rsqrtOp, squareOp, tanhOp, sigmoidOp, reluOp, siluOp, geluOp, geluGradOp, geluExactOp, geluExactGradOp *Op
+var negOp, absOp, signOp, expOp, logOp, sqrtOp, rsqrtOp, squareOp, tanhOp, sigmoidOp, reluOp, siluOp, geluOp, geluExactOp *Op
 
 // Fused backward primitives: g·f'(x) or g·f'(y) in one sweep.
 var geluBwdOp, geluExactBwdOp, siluBwdOp, tanhBwdOp, sigmoidBwdOp, reluBwdOp, squareBwdOp *Op
@@ -234,12 +232,6 @@ func init() {
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Apply(geluBwdOp, nil, g, in[0])}
 		}, SaveInputs(0))
-	// gelu_grad is the first derivative as a primitive; its own VJP is
-	// built from ops so that higher derivatives are right too.
-	geluGradOp = unaryOpCost("gelu_grad", costMath, vec.GeluGrad, nil, nil,
-		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-			return []*Tensor{Mul(g, geluTanhGrad2(in[0]))}
-		}, SaveInputs(0))
 	// gelu_bwd: g·gelu'(x) in one sweep.
 	geluBwdOp = bwdOp("gelu_bwd", costMath, gradTimes(vec.GeluGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, x := in[0], in[1]
@@ -248,10 +240,6 @@ func init() {
 	geluExactOp = unaryOpCost("gelu_exact", costSlow, vec.GeluExact, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Apply(geluExactBwdOp, nil, g, in[0])}
-		}, SaveInputs(0))
-	geluExactGradOp = unaryOpCost("gelu_exact_grad", costSlow, vec.GeluExactGrad, nil, nil,
-		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-			return []*Tensor{Mul(g, geluExactGrad2(in[0]))}
 		}, SaveInputs(0))
 	geluExactBwdOp = bwdOp("gelu_exact_bwd", costSlow, gradTimes(vec.GeluExactGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, x := in[0], in[1]
@@ -295,48 +283,90 @@ func geluTanhGrad2(x *Tensor) *Tensor {
 const geluC = 0.7978845608028654 // sqrt(2/π)
 
 // Neg returns -x.
-func Neg(x *Tensor) *Tensor { return unary("tensor.Neg", negOp, true, x) }
+func Neg(x *Tensor) *Tensor {
+	checkNil("tensor.Neg", "x", x)
+	return unary("tensor.Neg", negOp, true, x)
+}
 
 // Abs returns |x|. Its gradient at 0 is 0.
-func Abs(x *Tensor) *Tensor { return unary("tensor.Abs", absOp, true, x) }
+func Abs(x *Tensor) *Tensor {
+	checkNil("tensor.Abs", "x", x)
+	return unary("tensor.Abs", absOp, true, x)
+}
 
 // Sign returns -1, 0 or 1 elementwise. It is not differentiable.
-func Sign(x *Tensor) *Tensor { return unary("tensor.Sign", signOp, true, x) }
+func Sign(x *Tensor) *Tensor {
+	checkNil("tensor.Sign", "x", x)
+	return unary("tensor.Sign", signOp, true, x)
+}
 
 // Exp returns e^x.
-func Exp(x *Tensor) *Tensor { return unary("tensor.Exp", expOp, false, x) }
+func Exp(x *Tensor) *Tensor {
+	checkNil("tensor.Exp", "x", x)
+	return unary("tensor.Exp", expOp, false, x)
+}
 
 // Log returns the natural logarithm.
-func Log(x *Tensor) *Tensor { return unary("tensor.Log", logOp, false, x) }
+func Log(x *Tensor) *Tensor {
+	checkNil("tensor.Log", "x", x)
+	return unary("tensor.Log", logOp, false, x)
+}
 
 // Sqrt returns the square root.
-func Sqrt(x *Tensor) *Tensor { return unary("tensor.Sqrt", sqrtOp, false, x) }
+func Sqrt(x *Tensor) *Tensor {
+	checkNil("tensor.Sqrt", "x", x)
+	return unary("tensor.Sqrt", sqrtOp, false, x)
+}
 
 // Rsqrt returns 1/sqrt(x).
-func Rsqrt(x *Tensor) *Tensor { return unary("tensor.Rsqrt", rsqrtOp, false, x) }
+func Rsqrt(x *Tensor) *Tensor {
+	checkNil("tensor.Rsqrt", "x", x)
+	return unary("tensor.Rsqrt", rsqrtOp, false, x)
+}
 
 // Square returns x*x.
-func Square(x *Tensor) *Tensor { return unary("tensor.Square", squareOp, true, x) }
+func Square(x *Tensor) *Tensor {
+	checkNil("tensor.Square", "x", x)
+	return unary("tensor.Square", squareOp, true, x)
+}
 
 // Tanh returns the hyperbolic tangent.
-func Tanh(x *Tensor) *Tensor { return unary("tensor.Tanh", tanhOp, false, x) }
+func Tanh(x *Tensor) *Tensor {
+	checkNil("tensor.Tanh", "x", x)
+	return unary("tensor.Tanh", tanhOp, false, x)
+}
 
 // Sigmoid returns 1/(1+e^-x).
-func Sigmoid(x *Tensor) *Tensor { return unary("tensor.Sigmoid", sigmoidOp, false, x) }
+func Sigmoid(x *Tensor) *Tensor {
+	checkNil("tensor.Sigmoid", "x", x)
+	return unary("tensor.Sigmoid", sigmoidOp, false, x)
+}
 
 // Relu returns max(x, 0) (NaN for NaN, like Maximum); its gradient at 0
 // is 0.
-func Relu(x *Tensor) *Tensor { return unary("tensor.Relu", reluOp, false, x) }
+func Relu(x *Tensor) *Tensor {
+	checkNil("tensor.Relu", "x", x)
+	return unary("tensor.Relu", reluOp, false, x)
+}
 
 // Silu returns x·sigmoid(x) (also called swish).
-func Silu(x *Tensor) *Tensor { return unary("tensor.Silu", siluOp, false, x) }
+func Silu(x *Tensor) *Tensor {
+	checkNil("tensor.Silu", "x", x)
+	return unary("tensor.Silu", siluOp, false, x)
+}
 
 // Gelu returns the Gaussian error linear unit in its tanh approximation,
 // which is jax.nn.gelu's default (approximate=True).
-func Gelu(x *Tensor) *Tensor { return unary("tensor.Gelu", geluOp, false, x) }
+func Gelu(x *Tensor) *Tensor {
+	checkNil("tensor.Gelu", "x", x)
+	return unary("tensor.Gelu", geluOp, false, x)
+}
 
 // GeluExact returns x·Φ(x) with the exact normal CDF (PyTorch's default).
-func GeluExact(x *Tensor) *Tensor { return unary("tensor.GeluExact", geluExactOp, false, x) }
+func GeluExact(x *Tensor) *Tensor {
+	checkNil("tensor.GeluExact", "x", x)
+	return unary("tensor.GeluExact", geluExactOp, false, x)
+}
 
 type clampParams struct{ lo, hi float32 }
 
@@ -368,7 +398,8 @@ func init() {
 // Clamp limits x to [lo, hi] (jnp.clip). The gradient passes where
 // lo <= x <= hi and is 0 outside. It panics if lo > hi.
 func Clamp(x *Tensor, lo, hi float32) *Tensor {
-	if x.dtype != Float32 {
+	checkNil("tensor.Clamp", "x", x)
+	if !x.dtype.IsFloat() {
 		panic(fmt.Sprintf("tensor.Clamp: %v: not defined for %v", x, x.dtype))
 	}
 	if lo > hi {

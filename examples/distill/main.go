@@ -9,10 +9,14 @@
 //
 // With the guide's keys (jax.random.key(0) for the teacher and the batch,
 // key(1) for the student) it prints the guide's losses: 1.09, 1.01, 0.94,
-// 0.88, 0.83.
+// 0.88, 0.83. The student is a parallel.Trainer with the DP strategy.
+//
+// A bad -steps or -lr, or a GONOX_DEVICES that is not an integer of at least
+// 2, is reported before anything is printed, with exit status 2.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,21 +24,64 @@ import (
 	"os"
 	"sync"
 
-	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/nn"
-	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/optim"
+	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
 
-func main() {
-	steps := flag.Int("steps", 5, "training steps")
-	lr := flag.Float64("lr", 0.01, "student learning rate (plain gradient descent, as the guide)")
-	flag.Parse()
-	if err := run(*steps, float32(*lr), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "distill:", err)
-		os.Exit(1)
+// usageError is a mistake in the command line or the environment: exit
+// status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func main() { os.Exit(mainExit(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// mainExit runs the command and returns its exit status: 2 for a usage
+// mistake (reported before anything else is printed), 1 for a failure.
+func mainExit(args []string, out, errOut io.Writer) int {
+	err := parseAndRun(args, out, errOut)
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(usageError)):
+		fmt.Fprintln(errOut, "distill:", err)
+		return 2
 	}
+	fmt.Fprintln(errOut, "distill:", err)
+	return 1
+}
+
+func parseAndRun(args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("distill", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	steps := fs.Int("steps", 5, "training steps")
+	lr := fs.Float64("lr", 0.01, "student learning rate (plain gradient descent, as the guide)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	case *steps < 0:
+		return usageError{fmt.Errorf("-steps %d: want 0 or more steps", *steps)}
+	case !(*lr > 0) || math.IsInf(*lr, 0):
+		return usageError{fmt.Errorf("-lr %v: want a positive learning rate", *lr)}
+	}
+	n, err := shard.DevicesFromEnv()
+	if err != nil {
+		return usageError{err}
+	}
+	if n < 2 {
+		return usageError{fmt.Errorf("%s=%d: the teacher and the student need at least 2 devices", shard.DevicesEnv, n)}
+	}
+	return run(*steps, *lr, out)
 }
 
 // initModel builds the guide's Model: for each layer, keys split from key,
@@ -56,18 +103,19 @@ type teacherIn struct {
 	X     *tensor.Tensor
 }
 
-type studentIn struct {
-	Model   nn.MLP
-	X       *tensor.Tensor
-	Teacher *tensor.Tensor
+// studentBatch is what the student trains on: inputs and the teacher's
+// outputs for them.
+type studentBatch struct {
+	X, Teacher *tensor.Tensor
 }
 
-type studentOut struct {
-	Model nn.MLP
-	Loss  *tensor.Tensor
+// studentLoss is the mean squared distance to the teacher's outputs.
+func studentLoss(m nn.MLP, b studentBatch) *tensor.Tensor {
+	d := tensor.Sub(m.Forward(b.X), b.Teacher)
+	return tensor.Mean(tensor.Sum(tensor.Square(d), -1))
 }
 
-func run(steps int, lr float32, out io.Writer) error {
+func run(steps int, lr float64, out io.Writer) error {
 	devs := shard.Devices()
 	if len(devs) < 2 {
 		return fmt.Errorf("need at least 2 devices (set %s)", shard.DevicesEnv)
@@ -80,7 +128,6 @@ func run(steps int, lr float32, out io.Writer) error {
 	teacher := initModel(keys[0], []int{32, 128, 256, 128, 4})
 	xKey, _ := keys[1].Split2()
 	x := tensor.Normal(xKey, 16, 32) // the guide's init_random_batch inputs
-	student := initModel(tensor.NewKey(1), []int{32, 4})
 
 	// Teacher: weights split by rows over tp, inputs by columns; each layer
 	// multiplies its column block by its row block and reduce-scatters.
@@ -94,24 +141,26 @@ func run(steps int, lr float32, out io.Writer) error {
 		return h
 	})
 
-	// Student: replicated, batch split over dp, trained on the squared
-	// distance to the teacher's outputs.
-	studentSpecs := shard.Specs{"Model": shard.P(), "X": shard.P("dp", nil), "Teacher": shard.P("dp", nil)}
-	trainStep := shard.Map(train, studentSpecs, shard.Specs{"Model": shard.P(), "Loss": shard.P()}, func(c *shard.Ctx, in studentIn) studentOut {
-		loss, g := autodiff.ValueAndGrad(func(m nn.MLP) *tensor.Tensor {
-			d := tensor.Sub(m.Forward(in.X), in.Teacher)
-			return c.Pmean(tensor.Mean(tensor.Sum(tensor.Square(d), -1)), "dp")
-		})(in.Model)
-		next := pytree.MapN(func(p []*tensor.Tensor) *tensor.Tensor {
-			return tensor.Sub(p[0], tensor.MulScalar(p[1], lr))
-		}, in.Model, g)
-		return studentOut{Model: next, Loss: loss}
+	// Student: data parallel on the training mesh (replicated, batch split
+	// over dp), trained by plain gradient descent on the squared distance
+	// to the teacher's outputs.
+	student, err := parallel.New(initModel(tensor.NewKey(1), []int{32, 4}), parallel.Config[nn.MLP, studentBatch]{
+		Loss:      studentLoss,
+		Optimizer: optim.SGD(optim.Constant(lr)),
+		Mesh:      train,
+		Strategy:  parallel.DP,
 	})
+	if err != nil {
+		return err
+	}
+	if x.Dim(0)%half != 0 {
+		return fmt.Errorf("the batch of %d does not split over the %d devices of the student's mesh", x.Dim(0), half)
+	}
 
 	// Pipeline: the teacher computes the outputs of step i+1 while the
 	// student trains on step i. (Every step uses the guide's one batch.)
 	xTeacher := shard.Put(x, shard.NewSharding(inference, shard.P(nil, "tp")))
-	xStudent := shard.Put(x, shard.NewSharding(train, shard.P("dp", nil)))
+	xStudent := shard.Put(x, student.BatchSharding())
 	targets := make(chan *tensor.Tensor, 1)
 	done := make(chan struct{})
 	errc := make(chan error, 1)
@@ -128,7 +177,7 @@ func run(steps int, lr float32, out io.Writer) error {
 		for range steps {
 			y := teacherForward(teacherIn{Model: teacher, X: xTeacher})
 			select {
-			case targets <- shard.Reshard(y, shard.NewSharding(train, shard.P("dp", nil))):
+			case targets <- shard.Reshard(y, student.BatchSharding()):
 			case <-done:
 				return
 			}
@@ -141,9 +190,11 @@ func run(steps int, lr float32, out io.Writer) error {
 		if !ok {
 			return <-errc
 		}
-		res := trainStep(studentIn{Model: student, X: xStudent, Teacher: y})
-		student = res.Model
-		fmt.Fprintf(out, "Loss: %.2f\n", res.Loss.Item())
+		loss, err := student.Step(studentBatch{X: xStudent, Teacher: y})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "Loss: %.2f\n", loss)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,55 +17,86 @@ import (
 
 // compare runs one step of every strategy from identical weights on the
 // same batch and prints what each costs next to the single-device baseline.
-func compare(cfg config, model nn.MLP, train *data.InMemory, out io.Writer) error {
-	b, err := train.Batch(seq(cfg.batch))
-	if err != nil {
-		return err
+// Every strategy is set up before anything is printed: one that does not
+// fit (too few devices for its mesh, a batch its data axes do not divide)
+// is a usage error.
+func compare(cfg config, devices int, model nn.MLP, train *data.InMemory, out io.Writer) error {
+	type entry struct {
+		s    parallel.Strategy
+		mesh *shard.Mesh
+		tr   *parallel.Trainer[nn.MLP, data.Batch]
 	}
-	x, y := b.X, b.Y
-	fmt.Fprintf(out, "gonox mlp: one step of each strategy on a batch of %d from %s, model %d parameters\n\n",
-		cfg.batch, cfg.data, paramCount(model))
-	base, err := newTrainer(model, parallel.Single, nil, cfg.lr)
-	if err != nil {
-		return err
-	}
-	_, baseGrad := base.LossAndGrad(x, y)
-
-	tw := tabwriter.NewWriter(out, 2, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tmesh\tloss\tmax |Δgrad|\tstep time\tcomm/device\tresiduals/device\tparams+opt/device\t")
+	var entries []entry
+	var errs []error
 	for _, s := range parallel.Strategies() {
-		var mesh *shard.Mesh
-		if s != parallel.Single {
-			if mesh, err = meshFor(cfg, s); err != nil {
-				return err
-			}
+		mesh, err := meshFor(cfg, s, devices)
+		var tr *parallel.Trainer[nn.MLP, data.Batch]
+		if err == nil {
+			tr, err = newTrainer(model, s, mesh, cfg.lr)
 		}
-		tr, err := newTrainer(model, s, mesh, cfg.lr)
+		if err == nil {
+			err = checkBatch(min(cfg.batch, train.Len()), tr)
+		}
 		if err != nil {
-			fmt.Fprintf(tw, "%v\t%v\t%v\t\t\t\t\t\t\n", s, meshName(mesh), err)
+			errs = append(errs, fmt.Errorf("%v: %w", s, err))
 			continue
 		}
-		if s != parallel.Single {
-			x, y = shard.Put(b.X, tr.BatchSharding()), shard.Put(b.Y, tr.BatchSharding())
+		entries = append(entries, entry{s, mesh, tr})
+	}
+	if len(errs) > 0 {
+		return usageError{fmt.Errorf("-strategy compare: %w", errors.Join(errs...))}
+	}
+	b, err := train.Batch(seq(min(cfg.batch, train.Len())))
+	if err != nil {
+		return err
+	}
+	_, baseGrad, err := entries[0].tr.LossAndGrad(b)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "gonox mlp: one step of each strategy on a batch of %d from %s, model %d parameters\n\n",
+		b.X.Dim(0), cfg.data, paramCount(model))
+	tw := tabwriter.NewWriter(out, 2, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "strategy\tmesh\tloss\tmax |Δgrad|\tstep time\tcomm/device\tresiduals/device\tparams+opt/device\t")
+	for _, e := range entries {
+		row, err := compareRow(e.tr, b, baseGrad)
+		if err != nil {
+			return fmt.Errorf("%v: %w", e.s, err)
 		}
-		loss, grad := tr.LossAndGrad(x, y)
-		diff := maxAbsDiff(baseGrad, grad)
-		// Time a full step (forward, backward, update), best of three.
-		best := time.Duration(math.MaxInt64)
-		for range 3 {
-			t0 := time.Now()
-			tr.Step(x, y)
-			best = min(best, time.Since(t0))
-		}
-		st := tr.Stats(x, y)
-		var comm int64
-		for _, v := range st.CommBytes {
-			comm += v
-		}
-		fmt.Fprintf(tw, "%v\t%v\t%.6f\t%.1e\t%v\t%s\t%s\t%s\t\n", s, meshName(mesh), loss, diff,
-			best.Round(10*time.Microsecond), byteSize(comm), byteSize(int64(st.Residuals.Bytes)), byteSize(st.ParamBytes+st.StateBytes))
+		fmt.Fprintf(tw, "%v\t%v\t%s\t\n", e.s, meshName(e.mesh), row)
 	}
 	return tw.Flush()
+}
+
+// compareRow measures one strategy, from the initial weights.
+func compareRow(tr *parallel.Trainer[nn.MLP, data.Batch], b data.Batch, baseGrad nn.MLP) (string, error) {
+	if tr.Mesh() != nil {
+		b.X, b.Y = shard.Put(b.X, tr.BatchSharding()), shard.Put(b.Y, tr.BatchSharding())
+	}
+	loss, grad, err := tr.LossAndGrad(b)
+	if err != nil {
+		return "", err
+	}
+	diff := maxAbsDiff(baseGrad, grad)
+	// Time a full step (forward, backward, update), best of three.
+	best := time.Duration(math.MaxInt64)
+	for range 3 {
+		t0 := time.Now()
+		if _, err := tr.Step(b); err != nil {
+			return "", err
+		}
+		best = min(best, time.Since(t0))
+	}
+	st, err := tr.Stats(b)
+	if err != nil {
+		return "", err
+	}
+	var comm int64
+	for _, v := range st.CommBytes {
+		comm += v
+	}
+	return fmt.Sprintf("%.6f\t%.1e\t%v\t%s\t%s\t%s", loss, diff,
+		best.Round(10*time.Microsecond), byteSize(comm), byteSize(int64(st.Residuals.Bytes)), byteSize(st.ParamBytes+st.StateBytes)), nil
 }
 
 func meshName(m *shard.Mesh) string {

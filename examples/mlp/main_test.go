@@ -2,13 +2,26 @@ package main
 
 import (
 	"bytes"
+	"image/png"
 	"io"
+	"math"
+	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/gonox/gonox/checkpoint"
+	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/optim"
+	"github.com/gonox/gonox/parallel"
+	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/tensor"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -16,37 +29,229 @@ func TestParseFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int{32, 16}, cfg.hidden)
 	assert.Equal(t, 8, cfg.batch)
-	for _, bad := range [][]string{
-		{"-hidden", "32,x"},
-		{"-hidden", "0"},
-		{"-batch", "0"},
-		{"-lr", "-1"},
-		{"extra"},
+}
+
+// Every usage mistake names its flag, prints nothing on stdout and exits
+// with status 2.
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{args: []string{"-hidden", "32,x"}, want: `-hidden "32,x": "x" is not a positive integer`},
+		{args: []string{"-hidden", "0"}, want: `-hidden "0": "0" is not a positive integer`},
+		{args: []string{"-batch", "0"}, want: "-batch 0: want a positive batch size"},
+		{args: []string{"-epochs", "-1"}, want: "-epochs -1: want 0 or more epochs"},
+		{args: []string{"-lr", "-1"}, want: "-lr -1: want a positive learning rate"},
+		{args: []string{"-lr", "NaN"}, want: "-lr NaN: want a positive learning rate"},
+		{args: []string{"extra"}, want: `unexpected arguments ["extra"]`},
+		{args: []string{"-strategy", "bogus"}, want: `-strategy: parallel: unknown strategy "bogus"`},
+		{args: []string{"-mesh", "dp=8"}, want: `-mesh "dp=8": -strategy single trains on one device`},
+		{args: []string{"-strategy", "fsdp_tp", "-mesh", "dp=8"}, want: `strategy fsdp_tp needs a mesh axis "tp"`},
+		{args: []string{"-strategy", "tp", "-mesh", "dp=4,tp=2", "-hidden", "3"}, want: `does not split over the 2 devices`},
+		{args: []string{"-strategy", "dp", "-mesh", "dp=nope"}, want: `-mesh "dp=nope": `},
+		{args: []string{"-strategy", "dp", "-mesh", "dp=3", "-batch", "64"}, want: "-batch 64 is not divisible by the 3 devices"},
+		{args: []string{"-strategy", "dp", "-mesh", "dp=4294967296,tp=4294967296"}, want: `-mesh "dp=4294967296,tp=4294967296": `},
+		{args: []string{"-strategy", "dp", "-mesh", "dp=16"}, want: `-mesh "dp=16": `},
+		{args: []string{"-strategy", "dp"}, env: "0", want: `GONOX_DEVICES="0": want a positive integer`},
+		{args: []string{"-strategy", "dp"}, env: "-1", want: `GONOX_DEVICES="-1": want a positive integer`},
+		{args: []string{}, env: "abc", want: `GONOX_DEVICES="abc": want a positive integer`},
+		{args: []string{"-strategy", "compare"}, env: "abc", want: `GONOX_DEVICES="abc": want a positive integer`},
+		{args: []string{"-strategy", "compare"}, env: "3", want: "dp: -batch 64 is not divisible by the 3 devices"},
+		{args: []string{"-strategy", "compare"}, env: "1", want: `tp: the default mesh "dp=1,tp=2" of strategy tp: `},
 	} {
-		_, err := parseFlags(bad, io.Discard)
-		assert.Error(t, err, "%q", bad)
+		t.Run(strings.Join(tc.args, " ")+" "+tc.env, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv(shard.DevicesEnv, tc.env)
+			}
+			var out, errOut bytes.Buffer
+			args := append([]string{"-quiet", "-plot", "", "-epochs", "1"}, tc.args...)
+			assert.Equal(t, 2, mainExit(args, &out, &errOut))
+			assert.Contains(t, errOut.String(), tc.want)
+			assert.Empty(t, out.String())
+		})
+	}
+}
+
+// Failures of the outside world exit with status 1; an unwritable -ckpt
+// is found before any training.
+func TestRuntimeErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{args: []string{"-data", "/no/such/dir"}, want: "/no/such/dir"},
+		{args: []string{"-ckpt", filepath.Join(file, "ckpt")}, want: "-ckpt " + filepath.Join(file, "ckpt")},
+	} {
+		var out, errOut bytes.Buffer
+		assert.Equal(t, 1, mainExit(append([]string{"-quiet", "-plot", "", "-epochs", "3"}, tc.args...), &out, &errOut))
+		assert.Contains(t, errOut.String(), tc.want)
+		assert.Empty(t, out.String(), "nothing trained")
 	}
 }
 
 func TestRunPrintsEpochsAndPlots(t *testing.T) {
-	cfg, err := parseFlags([]string{"-epochs", "2", "-quiet", "-plot", filepath.Join(t.TempDir(), "c.png")}, io.Discard)
-	require.NoError(t, err)
+	plot := filepath.Join(t.TempDir(), "c.png")
 	var out bytes.Buffer
-	require.NoError(t, run(cfg, &out))
+	require.Equal(t, 0, mainExit([]string{"-epochs", "2", "-quiet", "-plot", plot}, &out, io.Discard))
 	line := regexp.MustCompile(`(?m)^epoch   2/2  loss [0-9.]+  train [ 0-9.]+%  test [ 0-9.]+%  +[0-9]+ samples/s`)
 	assert.Regexp(t, line, out.String())
 	assert.Contains(t, out.String(), "curves written to")
+	f, err := os.Open(plot)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = png.Decode(f)
+	require.NoError(t, err)
 }
 
-func TestRunRejectsBadInput(t *testing.T) {
-	for _, args := range [][]string{
-		{"-data", "/no/such/dir", "-quiet"},
-		{"-strategy", "bogus", "-quiet"},
-		{"-strategy", "dp", "-mesh", "dp=3", "-batch", "64", "-quiet"},
-		{"-strategy", "dp", "-mesh", "dp=nope", "-quiet"},
-	} {
-		cfg, err := parseFlags(args, io.Discard)
-		require.NoError(t, err)
-		assert.Error(t, run(cfg, io.Discard), "%q", args)
+func TestStrategiesTrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains four strategies")
 	}
+	for _, s := range []string{"dp", "fsdp", "tp", "fsdp_tp"} {
+		var out bytes.Buffer
+		require.Equal(t, 0, mainExit([]string{"-epochs", "1", "-quiet", "-plot", "", "-strategy", s}, &out, io.Discard), s)
+		assert.Regexp(t, `strategy `+s+` on`, out.String())
+		assert.Regexp(t, `(?m)^epoch   1/1  loss`, out.String())
+	}
+}
+
+// The progress bar and the summary line count epochs the same way.
+func TestCompare(t *testing.T) {
+	var out bytes.Buffer
+	require.Equal(t, 0, mainExit([]string{"-strategy", "compare"}, &out, io.Discard))
+	for _, s := range []string{"single", "dp", "fsdp", "tp", "fsdp_tp"} {
+		// Every strategy starts from the same loss as one device.
+		assert.Regexp(t, `(?m)^ +`+s+` +[-a-z=0-9,]+  2\.309555 `, out.String())
+	}
+}
+
+func TestEpochNames(t *testing.T) {
+	assert.Equal(t, "epoch 1/20", epochName(0, 20))
+	assert.Equal(t, "epoch 20/20", epochName(19, 20))
+}
+
+// A resumed run keeps the loss history in the checkpoint: its plot shows
+// every epoch with its true number.
+func TestResumeKeepsHistory(t *testing.T) {
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "ckpt")
+	var first bytes.Buffer
+	require.Equal(t, 0, mainExit([]string{"-epochs", "2", "-quiet", "-plot", "", "-ckpt", ckpt, "-hidden", "16"}, &first, io.Discard))
+	var second bytes.Buffer
+	require.Equal(t, 0, mainExit([]string{"-epochs", "3", "-quiet", "-plot", "", "-ckpt", ckpt, "-hidden", "16"}, &second, io.Discard))
+	assert.Contains(t, second.String(), "resumed from "+ckpt+" after epoch 2")
+	assert.NotContains(t, second.String(), "epoch   1/3")
+	assert.Contains(t, second.String(), "epoch   3/3")
+
+	// The restored history is the first run's, and the new epoch follows.
+	tr, err := newTrainer(newModel(tensor.NewKey(0), []int{64, 16, 10}), parallel.Single, nil, 1e-3)
+	require.NoError(t, err)
+	n, h, err := restoreLatest(ckpt, tr)
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+	assert.Equal(t, []int{1, 2, 3}, h.epoch)
+	losses := regexp.MustCompile(`(?m)^epoch +\d/\d  loss ([0-9.]+)`).FindAllStringSubmatch(first.String()+second.String(), -1)
+	require.Len(t, losses, 3)
+	for i, m := range losses {
+		want, err := strconv.ParseFloat(m[1], 64)
+		require.NoError(t, err)
+		assert.InDelta(t, want, h.loss[i], 1e-4, "epoch %d", i+1)
+	}
+	assert.Equal(t, []float64{1, 2, 3}, xs(h.points(h.loss)))
+}
+
+// A checkpoint saved under one strategy resumes under another: the state
+// is resharded onto the new placement.
+func TestResumeAcrossStrategies(t *testing.T) {
+	ckpt := filepath.Join(t.TempDir(), "ckpt")
+	args := []string{"-quiet", "-plot", "", "-ckpt", ckpt, "-hidden", "16"}
+	for i, s := range []string{"dp", "fsdp_tp", "fsdp", "single"} {
+		var out bytes.Buffer
+		epochs := strconv.Itoa(i + 1)
+		require.Equal(t, 0, mainExit(append(args, "-strategy", s, "-epochs", epochs), &out, io.Discard), s)
+		assert.Contains(t, out.String(), "epoch   "+epochs+"/"+epochs, s)
+		if i > 0 {
+			assert.Contains(t, out.String(), "resumed from "+ckpt+" after epoch "+strconv.Itoa(i), s)
+		}
+	}
+}
+
+// A checkpoint written before the curves were saved still resumes.
+func TestResumeOldCheckpoint(t *testing.T) {
+	ckpt := filepath.Join(t.TempDir(), "ckpt")
+	tr, err := newTrainer(newModel(tensor.NewKey(0), []int{64, 16, 10}), parallel.Single, nil, 1e-3)
+	require.NoError(t, err)
+	old := struct {
+		Params nn.MLP
+		Opt    optim.State
+		Epoch  *tensor.Tensor
+	}{tr.PlacedParams(), tr.State(), tensor.ScalarInt(2)}
+	require.NoError(t, checkpoint.Save(ckpt, 2, old))
+	var out bytes.Buffer
+	plot := filepath.Join(t.TempDir(), "c.png")
+	require.Equal(t, 0, mainExit([]string{"-epochs", "3", "-quiet", "-plot", plot, "-ckpt", ckpt, "-hidden", "16"}, &out, io.Discard))
+	assert.Contains(t, out.String(), "resumed from "+ckpt+" after epoch 2")
+	assert.Contains(t, out.String(), "epoch   3/3")
+	assert.FileExists(t, plot)
+	n, h, err := restoreLatest(ckpt, tr)
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+	assert.Equal(t, []int{1, 2, 3}, h.epoch)
+	assert.Equal(t, []float64{3}, xs(h.points(h.loss)), "the curves start at the first new epoch")
+	assert.True(t, math.IsNaN(h.loss[0]))
+}
+
+func xs(p plotter.XYs) []float64 {
+	var out []float64
+	for _, q := range p {
+		out = append(out, q.X)
+	}
+	return out
+}
+
+func TestNiceTicks(t *testing.T) {
+	for _, tc := range []struct {
+		lo, hi  float64
+		integer bool
+		want    []string
+	}{
+		{0, 2.2, false, []string{"0.0", "0.5", "1.0", "1.5", "2.0"}},
+		{0, 1, false, []string{"0.0", "0.2", "0.4", "0.6", "0.8", "1.0"}},
+		{0.05, 0.31, false, []string{"0.1", "0.2", "0.3"}},
+		{0.05, 0.26, false, []string{"0.05", "0.10", "0.15", "0.20", "0.25"}},
+		{1, 20, true, []string{"5", "10", "15", "20"}},
+		{1, 3, true, []string{"1", "2", "3"}},
+		{13, 20, true, []string{"14", "16", "18", "20"}},
+		{1, 2, true, []string{"1", "2"}},
+	} {
+		var got []string
+		for _, tk := range (niceTicks{integer: tc.integer}).Ticks(tc.lo, tc.hi) {
+			got = append(got, tk.Label)
+		}
+		assert.Equal(t, tc.want, got, "%v..%v", tc.lo, tc.hi)
+	}
+}
+
+func TestLegendAvoidsCurves(t *testing.T) {
+	rising := plotter.XYs{{X: 1, Y: 0.2}, {X: 2, Y: 0.7}, {X: 3, Y: 0.85}, {X: 4, Y: 0.9}, {X: 5, Y: 0.95}}
+	top, left := emptiestCorner([]plotter.XYs{rising}, 1, 5, 0, 1)
+	assert.False(t, top, "rising accuracy leaves the bottom right empty")
+	assert.False(t, left)
+	falling := plotter.XYs{{X: 1, Y: 0.9}, {X: 2, Y: 0.8}, {X: 3, Y: 0.3}, {X: 4, Y: 0.2}, {X: 5, Y: 0.1}}
+	top, left = emptiestCorner([]plotter.XYs{falling}, 1, 5, 0, 1)
+	assert.True(t, top, "a falling curve leaves the top right empty")
+	assert.False(t, left)
+
+	var h history
+	for i, a := range []float64{0.5, 0.8, 0.9} {
+		h.add(i+1, 1/float64(i+1), a, a-0.05)
+	}
+	_, ap, err := h.plots("t")
+	require.NoError(t, err)
+	assert.False(t, ap.Legend.Top)
+	assert.False(t, ap.Legend.Left)
 }

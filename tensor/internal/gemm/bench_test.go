@@ -7,12 +7,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gonox/gonox/tensor/internal/kernels"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 )
 
 // Benchmarks report GFLOP/s (2·m·n·k per call). By default they use the
-// best kernel set; GONOX_GEMM_KERNELS=avx2 (or go) selects another.
+// best kernel set; GONOX_KERNELS=avx2 (or go) selects another, as for every
+// kernel of package tensor.
 //
 //	go test -run '^$' -bench 'Sgemm' ./tensor/internal/gemm/
 
@@ -40,6 +42,10 @@ func benchShapes() []benchShape {
 	}
 	for _, kn := range [][2]int{{784, 1024}, {1024, 1024}, {1024, 10}} {
 		layers = append(layers, layer{256, kn[0], kn[1]})
+	}
+	// A data-parallel device's share of batch 256 on 8 and 2 devices.
+	for _, m := range []int{32, 128} {
+		layers = append(layers, layer{m, 1024, 1024})
 	}
 	for _, l := range layers {
 		s = append(s,
@@ -70,14 +76,47 @@ func benchOperands(s benchShape) (a, b, c []float32, lda, ldb int) {
 	return fill(s.m * s.k), fill(s.k * s.n), fill(s.m * s.n), lda, ldb
 }
 
+// benchKernels fails the benchmark if GONOX_KERNELS names a set this
+// machine cannot run (the set itself is chosen at start-up).
 func benchKernels(b *testing.B) {
-	if name := os.Getenv("GONOX_GEMM_KERNELS"); name != "" {
-		restore, ok := useKernels(name)
-		if !ok {
-			b.Skipf("kernel set %q not available", name)
-		}
-		b.Cleanup(restore)
+	if err := kernels.Err(); err != nil {
+		b.Fatal(err)
 	}
+	// GONOX_GEMM_SMALLMNT=n sets smallMNT (0 turns the transposed small-m
+	// A·Bᵀ path off).
+	if v := os.Getenv("GONOX_GEMM_SMALLMNT"); v != "" {
+		var n int
+		if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < 0 {
+			b.Fatalf("GONOX_GEMM_SMALLMNT=%q: want a count", v)
+		}
+		prev := smallMNT
+		smallMNT = n
+		b.Cleanup(func() { smallMNT = prev })
+	}
+	// GONOX_GEMM_TASKS=n sets the blocks per goroutine of parallel calls.
+	if tp := os.Getenv("GONOX_GEMM_TASKS"); tp != "" {
+		var n int
+		if _, err := fmt.Sscanf(tp, "%d", &n); err != nil || n <= 0 {
+			b.Fatalf("GONOX_GEMM_TASKS=%q: want a positive count", tp)
+		}
+		prev := tasksPerThread
+		tasksPerThread = n
+		b.Cleanup(func() { tasksPerThread = prev })
+	}
+	// GONOX_GEMM_BLOCKING=kc,nc overrides the blocking of the active set,
+	// for measuring the choice of blocking parameters.
+	if bl := os.Getenv("GONOX_GEMM_BLOCKING"); bl != "" {
+		var kc, nc int
+		if _, err := fmt.Sscanf(bl, "%d,%d", &kc, &nc); err != nil || kc <= 0 || nc <= 0 {
+			b.Fatalf("GONOX_GEMM_BLOCKING=%q: want kc,nc", bl)
+		}
+		prev := active
+		s := *active
+		s.kc, s.nc = kc, nc/s.nr*s.nr
+		active = &s
+		b.Cleanup(func() { active = prev })
+	}
+	b.Logf("kernel set %s", active.name)
 }
 
 func BenchmarkSgemm(b *testing.B) {
@@ -87,10 +126,18 @@ func BenchmarkSgemm(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/threads=%d", s.name, threads), func(b *testing.B) {
 				a, bb, c, lda, ldb := benchOperands(s)
 				b.ReportAllocs()
+				cpu0 := cpuSeconds()
 				for b.Loop() {
 					Sgemm(s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n, threads)
 				}
-				b.ReportMetric(2*float64(s.m)*float64(s.n)*float64(s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				flops := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(b.N)
+				b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				// Per second of CPU time: on a shared machine, time this
+				// process was not running does not count (single-threaded
+				// calls only: with threads > 1 it is the work per core).
+				if cpu := cpuSeconds() - cpu0; cpu > 0 {
+					b.ReportMetric(flops/cpu/1e9, "GFLOP/cpu-s")
+				}
 			})
 		}
 	}

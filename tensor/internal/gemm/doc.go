@@ -26,22 +26,31 @@
 //     16-float vectors of B, broadcasts twelve elements of A (VBROADCASTSS)
 //     and issues 24 VFMADD231PS; the k loop is unrolled by four and the C
 //     tile is prefetched. A 12×16 variant (one zmm per row, FMAs with
-//     embedded broadcast) serves strips of at most 16 columns. KC=256,
-//     NC=512: a B block is 512 KiB of a Zen 5 core's 1 MiB L2, an A strip
-//     12 KiB of its 48 KiB L1. This runs at 97-99% of the measured FMA peak
-//     when its operands are in cache.
-//   - AVX2+FMA: 6×16 tiles in 12 ymm accumulators (6×8 for narrow strips),
-//     same blocking.
+//     embedded broadcast) serves strips of at most 16 columns. This runs at
+//     97-99% of the measured FMA peak when its operands are in cache.
+//   - AVX2+FMA: 6×16 tiles in 12 ymm accumulators (6×8 for narrow strips).
 //   - Portable Go: 4×4 tiles with 16 scalar accumulators, used with the
 //     noasm build tag, off amd64 and on CPUs without AVX2/FMA.
+//
+// # Blocking
+//
+// KC and NC come from the L1d and L2 sizes the CPU reports (CPUID leaf 4 on
+// Intel, 0x8000001D on AMD; see blocking): an A strip and the B strip
+// streaming past it fit in L1, (MR+NR)·KC·4 ≤ L1d, and a B block fills at
+// most half of L2, KC·NC·4 ≤ L2/2. For the AVX-512 set that is KC=256,
+// NC=1024 on Sapphire Rapids (48 KiB L1d, 2 MiB L2), KC=256, NC=512 on
+// Zen 5 (48 KiB, 1 MiB) and KC=128, NC=1024 on Zen 4 (32 KiB, 1 MiB); for
+// the AVX2 set on Zen 3 (32 KiB, 512 KiB) KC=320, NC=192. Without cache
+// information the sets keep KC=256, NC=512.
 //
 // Each kernel exists for every tile height 1..MR and masks its loads and
 // stores of C to the tile width (AVX-512 mask registers, VMASKMOVPS on
 // AVX2), so edge tiles of any size are computed in place. A remainder of
 // between one and two tiles of rows is split into two near-equal tiles (16
 // rows as 8+8, not 12+4): a short tile has too few independent accumulators
-// to hide the FMA latency. The kernel set is chosen once at start-up from
-// golang.org/x/sys/cpu feature flags (AVX-512F+BMI2, else AVX2+FMA, else Go).
+// to hide the FMA latency. The kernel set is chosen once at start-up by
+// package kernels: the best the CPU runs (AVX-512F+BMI2, else AVX2+FMA, else
+// Go), or the one GONOX_KERNELS names.
 //
 // # Operands
 //

@@ -7,8 +7,9 @@ import (
 	"sync/atomic"
 )
 
-// active is the kernel set Sgemm uses: the best this machine runs, chosen at
-// start-up. Tests switch it with useKernels.
+// active is the kernel set Sgemm uses: the best this machine runs, as
+// package kernels allows ($GONOX_KERNELS), chosen at start-up. Tests switch
+// it with useKernels.
 var active = bestSet()
 
 func bestSet() *kernelSet {
@@ -42,6 +43,11 @@ func useKernels(name string) (restore func(), ok bool) {
 // machines we measured (mostly the OS waking the idle CPU), so smaller
 // problems run on the calling goroutine.
 const parMinFlops = 16 << 20
+
+// tasksPerThread is how many blocks of C a parallel Sgemm makes per
+// goroutine. More blocks balance the load when a goroutine starts late;
+// fewer, wider blocks reuse each strip of A over more columns of B.
+var tasksPerThread = 4
 
 // Sgemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices,
 // where op(X) is X or its transpose. op(A) is m×k, op(B) is k×n and C is
@@ -200,7 +206,7 @@ func sgemmParallel(ks *kernelSet, p problem, t int) {
 		unit = ks.nr // rows of C are the kernel's columns
 	}
 	units := (dim + unit - 1) / unit
-	ntask := min(units, 4*t)
+	ntask := min(units, tasksPerThread*t)
 	per := (units + ntask - 1) / ntask
 	j.chunk = per * unit
 	j.ntask = (dim + j.chunk - 1) / j.chunk

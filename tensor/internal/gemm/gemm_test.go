@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/internal/testlong"
+	"github.com/gonox/gonox/tensor/internal/kernels"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 )
@@ -32,6 +35,8 @@ func TestKernelSetsAvailable(t *testing.T) {
 		names = append(names, s.name)
 	}
 	t.Logf("kernel sets on this machine: %v (default %s)", names, active.name)
+	require.NoError(t, kernels.Err())
+	require.Equal(t, kernels.Active().String(), active.name, "the set package kernels chose ($GONOX_KERNELS)")
 	require.Equal(t, "go", names[len(names)-1])
 	require.Equal(t, names[0], active.name)
 	_, ok := useKernels("nope")
@@ -205,7 +210,7 @@ func TestSgemmEdgeSizes(t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		sizes := edgeSizes
-		if testing.Short() {
+		if !testlong.Enabled() {
 			sizes = []int{1, 2, 3, 7, 16, 17, 31, 33, 65, 129}
 		}
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
@@ -225,7 +230,7 @@ func TestSgemmRandomShapes(t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 4))
 		iters := 300
-		if testing.Short() {
+		if !testlong.Enabled() {
 			iters = 60
 		}
 		alphas := []float32{1, -1, 0.5, 2.25}
@@ -261,7 +266,7 @@ func TestSgemmBlocking(t *testing.T) {
 				{3, 2*s.nc + s.nr/2 + 1, s.kc - 1},
 			} {
 				for _, beta := range []float32{0, 0.5} {
-					if testing.Short() && rng.IntN(2) == 0 {
+					if !testlong.Enabled() && rng.IntN(2) == 0 {
 						continue
 					}
 					newCase(rng, tr[0], tr[1], sh[0], sh[1], sh[2], 3, 1.5, beta).check(t, 1)
@@ -366,7 +371,7 @@ func TestSgemmThreads(t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(13, 14))
 		shapes := [][3]int{{200, 300, 250}, {16, 1030, 900}, {1030, 24, 700}, {300, 5, 9000}}
-		if active == goSet || raceEnabled {
+		if active == goSet || raceEnabled || !testlong.Enabled() {
 			shapes = [][3]int{{100, 300, 300}, {16, 1030, 520}, {1030, 24, 350}, {1030, 5, 1700}}
 		}
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
@@ -524,4 +529,30 @@ func TestAlignedFloats(t *testing.T) {
 		require.Len(t, x, n)
 		require.Zero(t, uintptrOf(x)%64)
 	}
+}
+
+// TestSgemmSmallMTransB covers op(A)·Bᵀ with a few rows of C, which is
+// computed as its transpose (useTransposed): both op(A), several k blocks,
+// padded strides, beta, one and several goroutines (bit-identical).
+func TestSgemmSmallMTransB(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(9, 10))
+		s := active
+		if s.nr == s.nrHalf {
+			t.Skip("one kernel width: no rows between the narrow and the wide width")
+		}
+		for _, ta := range []bool{false, true} {
+			for _, m := range []int{s.nrHalf + 1, s.nr - 1, s.nr} {
+				for _, sh := range [][2]int{{2 * s.nrHalf, 7}, {3*s.nr + 5, 2*s.kc + 3}, {1030, 300}} {
+					n, k := sh[0], sh[1]
+					g := newCase(rng, ta, true, m, n, k, rng.IntN(5), 1.5, -0.5)
+					require.True(t, s.useTransposed(&problem{transA: ta, transB: true, m: m, n: n, k: k}),
+						"m=%d n=%d k=%d takes the transposed path", m, n, k)
+					c1 := g.check(t, 1)
+					c2 := g.check(t, 2)
+					require.Equal(t, c1, c2, "%v: the same bits on 1 and 2 goroutines", g)
+				}
+			}
+		}
+	})
 }

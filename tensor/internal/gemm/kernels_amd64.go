@@ -4,37 +4,45 @@ package gemm
 
 //go:generate go run gen_kernels.go
 
-import "golang.org/x/sys/cpu"
+import "github.com/gonox/gonox/tensor/internal/kernels"
 
-var avx512Set = &kernelSet{
+var avx512Set = tuned(&kernelSet{
 	name: "avx512", mr: 12, nr: 32, nrHalf: 16,
 	kc: 256, nc: 512, directMaxM: 128,
 	kern:      avx512Kernels,
 	transpose: transposeAVX,
-}
+})
 
-var avx2Set = &kernelSet{
+var avx2Set = tuned(&kernelSet{
 	name: "avx2", mr: 6, nr: 16, nrHalf: 8,
 	kc: 256, nc: 512, directMaxM: 128,
 	kern:      avx2Kernels,
 	transpose: transposeAVX,
+})
+
+// thisCPU is what CPUID reports about this machine's caches.
+var thisCPU = detectCPU()
+
+// tuned sets the blocking of s from the cache sizes this CPU reports (see
+// blocking); the kc and nc s was written with are kept when CPUID gives no
+// sizes.
+func tuned(s *kernelSet) *kernelSet {
+	s.kc, s.nc = blocking(s.mr, s.nr, thisCPU.l1d, thisCPU.l2, s.kc, s.nc)
+	return s
 }
 
-// hasAVX512 and hasAVX2 report what the CPU and OS support. AVX-512 needs
-// only the F subset (the kernels use zmm FMA, broadcast and mask registers),
-// plus BMI2 (SHLX) which every AVX-512 CPU has.
-var (
-	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasBMI2
-	hasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA
-)
+// hasAVX2 reports whether the AVX transposes may run (package kernels
+// decides, from the CPU and $GONOX_KERNELS).
+var hasAVX2 = kernels.Has(kernels.AVX2)
 
-// archSets lists the assembly kernel sets this machine can run, best first.
+// archSets lists the assembly kernel sets this machine can run, best first:
+// those package kernels allows.
 func archSets() []*kernelSet {
 	var s []*kernelSet
-	if hasAVX512 {
+	if kernels.Has(kernels.AVX512) {
 		s = append(s, avx512Set)
 	}
-	if hasAVX2 {
+	if kernels.Has(kernels.AVX2) {
 		s = append(s, avx2Set)
 	}
 	return s

@@ -42,3 +42,29 @@ func Adam(u, m2, v2, g, m, v, p []float32, c *AdamCoeffs) {
 		u[i] = float32(c.Post * ui)
 	}
 }
+
+// adamChunk is how many elements AdamStep updates at a time: the update of
+// one chunk (4 KiB) stays in L1 between its computation and its addition to
+// the parameter.
+const adamChunk = 1024
+
+// AdamStep is Adam followed by the update's addition to the parameter, in
+// one pass over memory: p2 = p + u with u and the new moments m2, v2 as in
+// Adam. The weight-decay term reads p only when c.WD != 0. Any of p2, m2,
+// v2 may be the same slice as p, m, v respectively (an update in place).
+// The results are the same bits as Adam then AddVV.
+func AdamStep(p2, m2, v2, p, g, m, v []float32, c *AdamCoeffs) {
+	n := len(g)
+	p2, m2, v2, p, m, v = p2[:n], m2[:n], v2[:n], p[:n], m[:n], v[:n]
+	var buf [adamChunk]float32
+	for lo := 0; lo < n; lo += adamChunk {
+		hi := min(lo+adamChunk, n)
+		u := buf[:hi-lo]
+		var pw []float32
+		if c.WD != 0 {
+			pw = p[lo:hi]
+		}
+		Adam(u, m2[lo:hi], v2[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], pw, c)
+		AddVV(p2[lo:hi], p[lo:hi], u)
+	}
+}

@@ -2,11 +2,12 @@
 
 package vec
 
-import "golang.org/x/sys/cpu"
+import "github.com/gonox/gonox/tensor/internal/kernels"
 
-// useAVX2 selects the AVX2 kernels. Tests switch it off to compare the two
-// paths; nothing else writes it.
-var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasAVX
+// useAVX2 selects the AVX2 kernels (also used by the avx512 set: there are
+// no wider ones): package kernels decides, from the CPU and $GONOX_KERNELS.
+// Tests switch it off to compare the two paths; nothing else writes it.
+var useAVX2 = kernels.Has(kernels.AVX2)
 
 //go:noescape
 func expAVX2(dst, src []float32)

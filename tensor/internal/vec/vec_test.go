@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/internal/testlong"
 )
 
 // ulpOf returns the spacing of float32 values at |w| (2^-149 for subnormal
@@ -125,15 +127,16 @@ var specials = []float32{0, float32(math.Copysign(0, -1)), 1, -1, 0x1p-149, -0x1
 
 // stride returns the step between swept bit patterns: VEC_STRIDE if set
 // (the figures in the package doc were measured with VEC_STRIDE=257), else
-// 1031 (4 million inputs), or 4099 with -short.
+// 1031 (4 million inputs) with GONOX_TEST_LONG=1 (package testlong), or
+// 4099 (1 million inputs).
 func stride() uint32 {
 	if s, err := strconv.Atoi(os.Getenv("VEC_STRIDE")); err == nil && s > 0 {
 		return uint32(s)
 	}
-	if testing.Short() {
-		return 4099
+	if testlong.Enabled() {
+		return 1031
 	}
-	return 1031
+	return 4099
 }
 
 // TestAccuracy sweeps every kernel against float64 math and checks the
@@ -221,7 +224,11 @@ func TestAsmMatchesGo(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	xs := sweep(stride() * 4)
-	for range 1 << 16 {
+	random := 1 << 14
+	if testlong.Enabled() {
+		random = 1 << 16
+	}
+	for range random {
 		xs = append(xs, math.Float32frombits(rng.Uint32()), float32(rng.NormFloat64()*4))
 	}
 	xs = append(xs, specials...)
@@ -432,6 +439,46 @@ func TestAdamAsmMatchesGo(t *testing.T) {
 						t.Fatalf("n=%d wd=%v output %d element %d: go %v asm %v", n, wd, j, i, outs[0][j][i], outs[1][j][i])
 					}
 				}
+			}
+		}
+	}
+}
+
+// AdamStep is Adam then AddVV, bit for bit, in place or not, across chunk
+// boundaries.
+func TestAdamStepMatchesAdamThenAdd(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 33, adamChunk - 1, adamChunk, 2*adamChunk + 13} {
+		for _, wd := range []float32{0, 0.01} {
+			for _, asm := range asmModes() {
+				restore := setAsm(asm)
+				c := &AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: 5.26, B: 0.5, C2: 500.2, Eps: 1e-8, EpsRoot: 1e-9, WD: wd, Post: -0.003}
+				g, m, v, p := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+				for i := range g {
+					g[i] = float32(math.Sin(float64(i*7+n))) * 3
+					m[i] = float32(math.Cos(float64(i*3))) / 4
+					v[i] = float32(i%5) / 7
+					p[i] = float32(i%11) - 5
+				}
+				// Reference: the two kernels, out of place.
+				u, wm, wv, wp := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+				var pw []float32
+				if wd != 0 {
+					pw = p
+				}
+				Adam(u, wm, wv, g, m, v, pw, c)
+				AddVV(wp, p, u)
+				// Out of place.
+				p2, m2, v2 := make([]float32, n), make([]float32, n), make([]float32, n)
+				AdamStep(p2, m2, v2, p, g, m, v, c)
+				require.Equal(t, wp, p2, "n=%d wd=%v asm=%v: p", n, wd, asm)
+				require.Equal(t, wm, m2, "m")
+				require.Equal(t, wv, v2, "v")
+				// In place.
+				AdamStep(p, m, v, p, g, m, v, c)
+				require.Equal(t, wp, p, "n=%d wd=%v asm=%v: p in place", n, wd, asm)
+				require.Equal(t, wm, m, "m in place")
+				require.Equal(t, wv, v, "v in place")
+				restore()
 			}
 		}
 	}

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Reads the raw log of bench/compare.sh (go test -bench output and ANCHOR
+lines, several interleaved rounds) and prints, for each target of issue 19,
+the median gonox figure, the median anchor, their ratio and whether the
+target is met. Medians are over rounds; the spread (min-max) is printed too,
+since the machine may be shared.
+
+Usage: summarize.py LOG
+"""
+
+import re
+import statistics
+import sys
+from collections import defaultdict
+
+BENCH = re.compile(r"^(Benchmark\S+?)(?:-(\d+))?\s+\d+\s+(.*)$")
+
+
+def parse(path):
+    go = defaultdict(list)  # (name, unit) -> values
+    anchors = defaultdict(list)
+    info = []
+    for line in open(path, errors="replace"):
+        line = line.rstrip("\n")
+        if line.startswith("ANCHOR "):
+            _, name, val, unit = line.split(None, 3)
+            anchors[(name, unit)].append(float(val))
+            continue
+        if line.startswith("INFO ") or line.startswith("CPU ") or line.startswith("DATE "):
+            info.append(line)
+            continue
+        m = BENCH.match(line)
+        if not m:
+            continue
+        name, rest = m.group(1), m.group(3).split()
+        if name.startswith("BenchmarkMLPStep"):
+            name += "@" + (m.group(2) or "1")  # run with -cpu 1 and -cpu 2
+        for i in range(0, len(rest) - 1, 2):
+            try:
+                go[(name, rest[i + 1])].append(float(rest[i]))
+            except ValueError:
+                pass
+    return go, anchors, info
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def paired(num, den):
+    """The median over rounds of num[i]/den[i] (both measured in round i,
+    minutes apart), with its range; the ratio of the medians if the rounds
+    do not pair up. Paired ratios cancel most of a shared machine's drift."""
+    if not num or not den:
+        return None, ""
+    if len(num) == len(den):
+        rs = [a / b for a, b in zip(num, den)]
+        return statistics.median(rs), (f"{min(rs):.2f}–{max(rs):.2f}" if len(rs) > 1 else "")
+    return med(num) / med(den), ""
+
+
+def spread(xs):
+    return f"{min(xs):.4g}–{max(xs):.4g}" if len(xs) > 1 else ""
+
+
+def main():
+    go, anchors, info = parse(sys.argv[1])
+    seen = set()
+    for line in info:
+        if line not in seen:
+            print(line)
+            seen.add(line)
+
+    def g(name, unit):
+        return go.get((name, unit), [])
+
+    def a(name, unit):
+        return anchors.get((name, unit), [])
+
+    rows = []
+
+    def row(what, gv, gunit, av, aunit, ratio, target, ok):
+        rows.append((what, gv, gunit, av, aunit, ratio, rr, target, ok))
+
+    # sgemm: GFLOP/s, ratio gonox/OpenBLAS, target >= 1.0
+    for t in (1, 2):
+        gv = g(f"BenchmarkSgemm/1024x1024x1024/threads={t}", "GFLOP/s")
+        av = a(f"sgemm_1024_t{t}", "GFLOP/s")
+        r, rr = paired(gv, av)
+        row(f"sgemm 1024³, {t} thread{'s' if t > 1 else ''}", gv, "GFLOP/s", av, "GFLOP/s (numpy/OpenBLAS)",
+            r, "≥ 1.0x OpenBLAS", r is not None and r >= 1.0)
+        if t == 1:
+            # Per second of CPU time: what one core does while it runs.
+            gv = g("BenchmarkSgemm/1024x1024x1024/threads=1", "GFLOP/cpu-s")
+            av = a("sgemm_1024_t1", "GFLOP/cpu-s")
+            if gv and av:
+                r, rr = paired(gv, av)
+                row("sgemm 1024³, 1 thread, per CPU-second", gv, "GFLOP/cpu-s", av, "GFLOP/cpu-s (numpy/OpenBLAS)",
+                    r, "≥ 1.0x OpenBLAS", r >= 1.0)
+
+    # MLP steps: µs, ratio gonox/PyTorch (lower is better)
+    mlps = [
+        ("MLP 32-128-256-128-4, batch 16", "sizes=[32_128_256_128_4]/batch=16", "mlp_32-128-256-128-4_b16", 0.3, (1,)),
+        ("MLP 784-1024-1024-10, batch 256", "sizes=[784_1024_1024_10]/batch=256", "mlp_784-1024-1024-10_b256", 0.7, (1, 2)),
+    ]
+    for what, gname, aname, target, cores in mlps:
+        for c in cores:
+            suffix = "" if c == 1 else f"-{c}"
+            gv = go.get((f"BenchmarkMLPStep/{gname}@{c}", "µs/step"), [])
+            av = a(f"{aname}_t{c}", "us/step")
+            r, rr = paired(gv, av)
+            row(f"{what}, {c} core{'s' if c > 1 else ''}", gv, "µs/step", av, f"µs/step (PyTorch {c}t)",
+                r, f"≤ {target}x PyTorch", r is not None and r <= target)
+            if c == 1:
+                gv = go.get((f"BenchmarkMLPStep/{gname}@1", "cpu-µs/step"), [])
+                av = a(f"{aname}_t1", "cpu-us/step")
+                if gv and av:
+                    r, rr = paired(gv, av)
+                    row(f"{what}, 1 core, CPU time", gv, "cpu-µs/step", av, "cpu-µs/step (PyTorch 1t)",
+                        r, f"≤ {target}x PyTorch", r <= target)
+
+    # DP step scaling
+    dp = {n: g(f"BenchmarkDPStep/devices={n}/step", "ms/step") for n in (1, 2, 8)}
+    ddp = a("ddp_step_2proc", "ms/step")
+    if dp[1] and dp[2]:
+        r, rr = paired(dp[1], dp[2])
+        row("DP step 784-1024-1024-10 b256 Adam: 2 dev vs 1 dev", dp[2], "ms/step", dp[1], "ms/step (1 device)",
+            r, "speed-up ≥ 1.7x", r >= 1.7)
+    if dp[2] and dp[8]:
+        r, rr = paired(dp[8], dp[2])
+        row("DP step: 8 dev vs 2 dev", dp[8], "ms/step", dp[2], "ms/step (2 devices)",
+            r, "≤ 1.15x", r <= 1.15)
+    if dp[2] and ddp:
+        r, rr = paired(dp[2], ddp)
+        row("DP step, 2 dev vs PyTorch DDP gloo 2 procs (Adam)", dp[2], "ms/step", ddp, "ms/step (DDP)",
+            r, "(for scale)", None)
+
+    # Optimizer update, ZeRO-sharded over 1 and 2 devices
+    u1 = g("BenchmarkShardedUpdate/adam/devices=1", "ms/update")
+    u2 = g("BenchmarkShardedUpdate/adam/devices=2", "ms/update")
+    if u1 and u2:
+        r, rr = paired(u1, u2)
+        row("Adam update 784-1024-1024-10, ZeRO 2 dev vs 1", u2, "ms/update", u1, "ms/update (1 device)",
+            r, "speed-up (for scale)", None)
+
+    # psum vs copy bandwidth
+    ps = g("BenchmarkPsum64MiB", "busGB/s")
+    cp = g("BenchmarkCopy64MiB", "GB/s")
+    gloo = a("gloo_allreduce_64MiB_2proc", "busGB/s")
+    if ps and cp:
+        n = 8
+        # Copy GB/s counts bytes read + written. An n-way all-reduce of S
+        # bytes in shared memory must read n·S and write S (one shared
+        # result): (n+1)·S of traffic, reported as bus bytes S·2(n-1)/n.
+        bound = [c * (2 * (n - 1) / n) / (n + 1) for c in cp]
+        r, rr = paired(ps, bound)
+        row("psum 64 MiB over 8 devices", ps, "busGB/s", bound, "busGB/s (memory bound from copy)",
+            r, "≥ 0.5x bound", r >= 0.5)
+    if ps and gloo:
+        r, rr = paired(ps, gloo)
+        row("psum 64 MiB vs gloo all-reduce 2 procs", ps, "busGB/s", gloo, "busGB/s (gloo)",
+            r, "(for scale)", None)
+    if cp:
+        rr = ""
+        row("copy 64 MiB, all cores", cp, "GB/s", [], "", None, "(anchor)", None)
+
+    print()
+    print("| what | gonox (median, range) | anchor (median, range) | ratio (median of rounds, range) | target | met |")
+    print("|---|---|---|---|---|---|")
+    for what, gv, gu, av, au, r, rr, target, ok in rows:
+        gs = f"{med(gv):.4g} {gu}" + (f" ({spread(gv)})" if len(gv) > 1 else "") if gv else "—"
+        as_ = f"{med(av):.4g} {au}" + (f" ({spread(av)})" if len(av) > 1 else "") if av else "—"
+        rs = (f"{r:.2f}x" + (f" ({rr})" if rr else "")) if r is not None else "—"
+        met = "—" if ok is None else ("yes" if ok else "**no**")
+        print(f"| {what} | {gs} | {as_} | {rs} | {target} | {met} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+package nn_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/autodiff"
+	"github.com/gonox/gonox/data"
+	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/optim"
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/tensor"
+)
+
+func TestPolicyParseAndString(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want nn.Policy
+		str  string
+	}{
+		{"f32", nn.Float32Policy, "params=float32,compute=float32,output=float32"},
+		{"bf16", nn.MixedBFloat16, "params=float32,compute=bfloat16,output=float32"},
+		{"bfloat16", nn.MixedBFloat16, "params=float32,compute=bfloat16,output=float32"},
+		{"f16", nn.MixedFloat16, "params=float32,compute=float16,output=float32"},
+	} {
+		p, err := nn.ParsePolicy(c.name)
+		require.NoError(t, err)
+		require.Equal(t, c.want, p)
+		require.Equal(t, c.str, p.String())
+		require.NoError(t, p.Validate())
+	}
+	_, err := nn.ParsePolicy("f64")
+	require.EqualError(t, err, `nn.ParsePolicy: unknown dtype "f64" (want f32, bf16 or f16)`)
+	require.EqualError(t, nn.Policy{tensor.Float32, tensor.Int32, tensor.Float32}.Validate(),
+		"nn.Policy: Compute dtype int32 is not float32, bfloat16 or float16")
+	require.PanicsWithValue(t, "nn.MLP.WithPolicy: nn.Policy: Param dtype DType(0) is not float32, bfloat16 or float16", func() {
+		nn.MLP{}.WithPolicy(nn.Policy{Compute: tensor.BFloat16})
+	})
+}
+
+// TestPolicyCastsAndGradients: the casts convert float leaves only, and
+// the gradient of a mixed-precision loss with respect to a float32 model
+// is float32 and close to the float32 gradient.
+func TestPolicyCastsAndGradients(t *testing.T) {
+	type withIDs struct {
+		W   *tensor.Tensor
+		IDs *tensor.Tensor
+	}
+	c := nn.CastTo(withIDs{tensor.Ones(tensor.Float32, 2), tensor.Arange(3)}, tensor.BFloat16)
+	require.Equal(t, "bf16[2]", c.W.String())
+	require.Equal(t, "i32[3]", c.IDs.String())
+	require.Panics(t, func() { nn.CastTo(c, tensor.Int32) })
+
+	km, kx := tensor.NewKey(1).Split2()
+	m := nn.NewMLP(km, []int{16, 32, 4}, nn.MLPOptions{Activation: nn.Gelu})
+	x := tensor.Normal(kx, 8, 16)
+	labels := tensor.FromInts([]int{0, 1, 2, 3, 0, 1, 2, 3})
+	loss := func(m nn.MLP, x *tensor.Tensor) *tensor.Tensor {
+		return tensor.Mean(tensor.SoftmaxCrossEntropy(m.Forward(x), labels))
+	}
+	vg := autodiff.ValueAndGradWith(loss)
+	l32, g32 := vg(m, x)
+	mixed := m.WithPolicy(nn.MixedBFloat16)
+	require.Equal(t, nn.MixedBFloat16, mixed.Policy())
+	out := mixed.Forward(x)
+	require.Equal(t, "f32[8,4]", out.String(), "output dtype")
+	lbf, gbf := vg(mixed, x)
+	require.Equal(t, "f32[]", lbf.String(), "the loss is float32")
+	assert.InDelta(t, l32.Item(), lbf.Item(), 0.02*l32.Item())
+	assert.NotEqual(t, l32.Item(), lbf.Item(), "the mixed loss is computed in bf16")
+	for i, g := range pytree.Leaves(gbf) {
+		want := pytree.Leaves(g32)[i]
+		require.Equal(t, tensor.Float32, g.DType(), "gradients of float32 parameters are float32")
+		// A few bf16 roundings (u = 2^-8) along the chain, relative to the
+		// gradient's scale.
+		scale := tensor.Max(tensor.Abs(want)).Item()
+		w, got := want.Float64s(), g.Float64s()
+		for j := range w {
+			require.InDelta(t, w[j], got[j], 16*0x1p-8*scale, "leaf %d element %d", i, j)
+		}
+	}
+	// The policy is static: pytree.Map keeps it.
+	require.Equal(t, nn.MixedBFloat16, pytree.Map(mixed, func(x *tensor.Tensor) *tensor.Tensor { return x }).Policy())
+}
+
+// trainDigits trains the digits MLP with Adam for a few epochs and returns
+// its test accuracy.
+func trainDigits(t *testing.T, policy nn.Policy, epochs int) float64 {
+	t.Helper()
+	keys := tensor.NewKey(0).Split(2)
+	train, test := data.DigitsSplit(keys[0], 0.2)
+	model := nn.NewMLP(keys[1], []int{64, 128, 10}, nn.MLPOptions{Policy: policy})
+	opt := optim.Adam(optim.Constant(3e-3))
+	state := opt.Init(model)
+	vg := autodiff.ValueAndGradWith(func(m nn.MLP, b data.Batch) *tensor.Tensor {
+		return tensor.Mean(tensor.SoftmaxCrossEntropy(m.Forward(b.X), b.Y))
+	})
+	const batch = 64
+	for epoch := range epochs {
+		perm := tensor.Permutation(tensor.NewKey(uint64(100+epoch)), train.Len()).Ints()
+		for lo := 0; lo+batch <= len(perm); lo += batch {
+			b, err := train.Batch(perm[lo : lo+batch])
+			require.NoError(t, err)
+			_, g := vg(model, b)
+			for _, l := range pytree.Leaves(g) {
+				require.Equal(t, tensor.Float32, l.DType())
+			}
+			model, state = optim.Step(opt, model, g, state)
+		}
+	}
+	for _, l := range pytree.Leaves(model) {
+		require.Equal(t, tensor.Float32, l.DType(), "master weights stay float32")
+	}
+	pred := tensor.ArgMax(model.Forward(test.X), -1)
+	right := tensor.Sum(tensor.AsType(tensor.Equal(pred, test.Y), tensor.Int32)).Item()
+	return right / float64(test.Len())
+}
+
+// TestMixedPrecisionDigits trains the digits MLP (as examples/mlp does)
+// in float32 and in bf16 mixed precision from the same initialisation and
+// batches: the accuracies agree within half a point.
+func TestMixedPrecisionDigits(t *testing.T) {
+	const epochs = 10
+	acc32 := trainDigits(t, nn.Policy{}, epochs)
+	accBF := trainDigits(t, nn.MixedBFloat16, epochs)
+	t.Logf("test accuracy after %d epochs: float32 %.2f%%, bf16 mixed %.2f%%", epochs, 100*acc32, 100*accBF)
+	require.Greater(t, acc32, 0.9)
+	assert.InDelta(t, acc32, accBF, 0.005)
+}
+
+// TestPolicyWithCheckpoint: rematerialising a bf16 mixed-precision
+// forward pass recomputes the same values: the gradients equal those
+// without remat, bit for bit, whatever the policy saves.
+func TestPolicyWithCheckpoint(t *testing.T) {
+	km, kx := tensor.NewKey(2).Split2()
+	m := nn.NewMLP(km, []int{16, 32, 4}, nn.MLPOptions{Activation: nn.Gelu, Policy: nn.MixedBFloat16})
+	x := tensor.Normal(kx, 8, 16)
+	f := func(mm nn.MLP) *tensor.Tensor { return tensor.Mean(tensor.Square(mm.Forward(x))) }
+	l0, g0 := autodiff.ValueAndGrad(f)(m)
+	for _, pol := range []autodiff.Policy{autodiff.NothingSaveable, autodiff.DotsSaveable, autodiff.EverythingSaveable} {
+		l, g := autodiff.ValueAndGrad(autodiff.Checkpoint(f, pol))(m)
+		require.Equal(t, l0.Item(), l.Item())
+		require.True(t, pytree.Equal(g0, g, 0, 0))
+	}
+}
+
+// TestLayersInBFloat16 runs every layer of the package on bf16 parameters
+// and inputs (CastToCompute) and compares its loss and gradients with
+// float32: the loss within a few units of bf16 roundoff, the gradients
+// with respect to the float32 parameters float32 and close.
+func TestLayersInBFloat16(t *testing.T) {
+	keys := tensor.NewKey(7).Split(8)
+	x := tensor.Normal(keys[0], 2, 8, 16) // [batch, length, dim]
+	ids := tensor.FromInts([]int{1, 5, 2, 7, 0, 3}, 2, 3)
+	cases := []struct {
+		name  string
+		model any
+		f     func(m any, x *tensor.Tensor) *tensor.Tensor
+	}{
+		{"Linear", nn.NewLinear(keys[1], 16, 8, nn.LinearOptions{}), func(m any, x *tensor.Tensor) *tensor.Tensor { return m.(nn.Linear).Forward(x) }},
+		{"LayerNorm", nn.NewLayerNorm(16, nn.LayerNormOptions{}), func(m any, x *tensor.Tensor) *tensor.Tensor { return m.(nn.LayerNorm).Forward(x) }},
+		{"RMSNorm", nn.NewRMSNorm(16, nn.RMSNormOptions{}), func(m any, x *tensor.Tensor) *tensor.Tensor { return m.(nn.RMSNorm).Forward(x) }},
+		{"Dropout", nn.NewDropout(0.25), func(m any, x *tensor.Tensor) *tensor.Tensor { return m.(nn.Dropout).Forward(x, keys[2]) }},
+		{"Attention", nn.NewMultiHeadAttention(keys[3], 16, 4, nn.AttentionOptions{Causal: true}), func(m any, x *tensor.Tensor) *tensor.Tensor {
+			return m.(nn.MultiHeadAttention).Forward(x)
+		}},
+		{"Embedding", nn.NewEmbedding(keys[4], 8, 16, nn.EmbeddingOptions{}), func(m any, _ *tensor.Tensor) *tensor.Tensor {
+			return m.(nn.Embedding).Forward(ids)
+		}},
+		{"MoE", nn.NewMoE(keys[5], 16, 32, 4, nn.MoEOptions{}), func(m any, x *tensor.Tensor) *tensor.Tensor {
+			o := m.(nn.MoE).Forward(x)
+			return tensor.Add(tensor.Mean(tensor.Square(o.Output)), tensor.MulScalar(o.AuxLoss, 0.01))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			loss := func(m any, compute tensor.DType) *tensor.Tensor {
+				y := c.f(nn.CastTo(m, compute), nn.CastTo(x, compute))
+				require.Equal(t, compute, y.DType(), "the layer computes in the dtype it is given")
+				return tensor.Mean(tensor.Square(tensor.Convert(y, tensor.Float32)))
+			}
+			vg := func(compute tensor.DType) (float64, []*tensor.Tensor) {
+				tr := tensor.NewTrace()
+				leaves := pytree.Leaves(c.model)
+				traced := make([]*tensor.Tensor, len(leaves))
+				for i, l := range leaves {
+					traced[i] = tr.Leaf(l)
+				}
+				_, st := pytree.Flatten(c.model)
+				m := pytree.Unflatten[any](st, traced)
+				l := loss(m, compute)
+				return l.Item(), tensor.Backward(tr, []*tensor.Tensor{l}, []*tensor.Tensor{tensor.OnesLike(l)}, traced, false)
+			}
+			l32, g32 := vg(tensor.Float32)
+			lbf, gbf := vg(tensor.BFloat16)
+			require.InEpsilon(t, l32, lbf, 16*0x1p-8, "loss")
+			for i := range g32 {
+				require.Equal(t, tensor.Float32, gbf[i].DType())
+				scale := tensor.Max(tensor.Abs(g32[i])).Item()
+				w, got := g32[i].Float64s(), gbf[i].Float64s()
+				for j := range w {
+					require.InDelta(t, w[j], got[j], 32*0x1p-8*scale+1e-6, "gradient %d[%d]", i, j)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,36 @@
+package shard_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/shard"
+)
+
+func TestDevicesFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want int
+		err  string
+	}{
+		{env: "", want: 8},
+		{env: "3", want: 3},
+		{env: "0", err: `shard: GONOX_DEVICES="0": want a positive integer`},
+		{env: "-1", err: `shard: GONOX_DEVICES="-1": want a positive integer`},
+		{env: "abc", err: `shard: GONOX_DEVICES="abc": want a positive integer`},
+		{env: "2.5", err: `shard: GONOX_DEVICES="2.5": want a positive integer`},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Setenv(shard.DevicesEnv, tc.env)
+			n, err := shard.DevicesFromEnv()
+			if tc.err != "" {
+				require.EqualError(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, n)
+		})
+	}
+}

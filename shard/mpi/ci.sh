@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# CI for multi-process meshes (package shard/mpi, build tag mpi): installs
+# Open MPI with apt if mpirun is missing, runs the mpi-tagged tests as a
+# world of one process, then under mpirun with 2 and 4 processes, and checks
+# that examples/mlp prints the same per-epoch lines under mpirun as alone.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if ! command -v mpirun >/dev/null || ! pkg-config --exists mpi; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev
+  fi
+fi
+
+# Open MPI refuses root without these; on a CI machine use loopback only.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+export OMPI_MCA_btl=self,vader,tcp
+export GONOX_TIMEOUT=120s # a hang fails CI instead of stalling it
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+echo "--- go vet -tags mpi; go test -tags mpi (one process, and the failure jobs)"
+go vet -tags mpi ./shard/... ./examples/mlp
+go test -tags mpi ./shard/...
+go test -race -tags mpi -c -o "$out/mpi.race.test" ./shard/mpi
+go test -tags mpi -c -o "$out/mpi.test" ./shard/mpi
+go test -tags mpi -c -o "$out/shard.test" ./shard
+
+for np in 2 4; do
+  echo "--- mpirun -np $np: shard/mpi tests, the guide's collectives on 8 devices"
+  mpirun -np "$np" --oversubscribe "$out/mpi.test"
+  mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients'
+done
+echo "--- mpirun -np 2 under the race detector"
+mpirun -np 2 --oversubscribe "$out/mpi.race.test" -test.run 'Collective|Placement|Ragged|DataParallel'
+
+echo "--- examples/mlp: mpirun prints the one-process lines"
+go build -tags mpi -o "$out/mlp" ./examples/mlp
+lines() { grep '^epoch' | sed 's/  *[0-9]* samples.*//'; }
+for c in "2 dp dp=2" "2 fsdp dp=2" "4 tp dp=2,tp=2" "4 fsdp_tp dp=2,tp=2"; do
+  set -- $c
+  alone=$("$out/mlp" -epochs 3 -quiet -plot "" -strategy "$2" -mesh "$3" | lines)
+  multi=$(mpirun -np "$1" --oversubscribe "$out/mlp" -epochs 3 -quiet -plot "" -strategy "$2" -mesh "$3" | lines)
+  if [ "$alone" != "$multi" ]; then
+    echo "examples/mlp -strategy $2 -mesh $3: mpirun -np $1 differs from one process:"
+    diff <(echo "$alone") <(echo "$multi") || true
+    exit 1
+  fi
+  echo "mlp $2 on $3 over $1 processes: same lines"
+done
+
+echo "--- examples/mlp: checkpoints written by 2 processes resume"
+alone=$("$out/mlp" -epochs 3 -quiet -plot "" -strategy fsdp -mesh dp=2 | lines | tail -1)
+mpirun -np 2 "$out/mlp" -epochs 2 -quiet -plot "" -strategy fsdp -mesh dp=2 -ckpt "$out/ckpt" >/dev/null
+resumed=$(mpirun -np 2 "$out/mlp" -epochs 3 -quiet -plot "" -strategy fsdp -mesh dp=2 -ckpt "$out/ckpt")
+grep -q "resumed from" <<<"$resumed"
+if [ "$(lines <<<"$resumed" | tail -1)" != "$alone" ]; then
+  echo "resumed run differs from the uninterrupted one:"; echo "$resumed"; echo "$alone"; exit 1
+fi
+echo "mlp fsdp: saved by 2 processes, resumed, same last epoch"

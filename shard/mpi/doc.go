@@ -1,0 +1,63 @@
+// Package mpi runs gonox meshes across processes and hosts over MPI, in the
+// manner of jax.distributed.initialize.
+//
+// Build with the mpi tag (the default build stays pure Go and has no MPI):
+//
+//	go build -tags mpi ./examples/mlp
+//	mpirun -np 2 ./mlp -strategy dp -mesh dp=2
+//
+// A program calls Init first and Finalize last:
+//
+//	func main() {
+//		if err := mpi.Init(); err != nil {
+//			log.Fatal(err)
+//		}
+//		defer mpi.Finalize()
+//		mesh := shard.NewMesh([]int{2}, []string{"dp"}) // spans 2 processes
+//		...
+//	}
+//
+// Init connects the processes of the job and installs them into package
+// shard (shard.Install): each process owns $GONOX_DEVICES devices (default
+// 1 under mpirun, 8 when the program runs alone) and the device pool is
+// global, process-major, so process r owns devices r·n ... (r+1)·n-1. The
+// program is SPMD: every process runs the same code, creates the same
+// meshes in the same order and calls the same cross-process operations
+// (shard.Map on a mesh of several processes, shard.Gather, shard.Put from
+// another process's blocks, checkpoints) in the same order. A host tensor
+// given to shard.Put must be equal on every process (GONOX_DEBUG=1 checks
+// it with a hash).
+//
+// Each process materialises only its own devices' blocks. Collectives in
+// shard.Map among devices of one process stay in memory; between
+// processes they go through MPI communicators, one per set of processes
+// that a group of devices over some mesh axes spans, created when the
+// mesh is made and kept for its lifetime. A psum all-reduces each
+// process's partial sum (MPI_Allreduce); a reduce-scatter, an all-to-all
+// and a ppermute send each process only the parts of other processes'
+// blocks its devices read (MPI_Alltoallv); an all-gather, pmax/pmin and a
+// ragged all-to-all bring the whole blocks of the other processes' group
+// members (MPI_Allgatherv). The in-memory algorithm then runs as in one
+// process, so results (and their VJPs) are those of one process.
+//
+// A program built with the mpi tag and started without mpirun is a world
+// of one process and behaves exactly as without the tag. Without the tag,
+// Init and Finalize do nothing, so programs call them unconditionally.
+//
+// # Failures
+//
+// A panic on a device in a Map over several processes aborts the job
+// (MPI_Abort) with a message naming the process and device; a process
+// that exits or is killed makes mpirun end the others. A process that
+// waits more than $GONOX_TIMEOUT (default 10m) in one cross-process
+// exchange aborts the job, naming the collective. With GONOX_DEBUG=1 the
+// processes also compare every collective before exchanging data, and a
+// mismatch aborts naming both sides.
+//
+// # Threads
+//
+// gonox asks for MPI_THREAD_MULTIPLE: device goroutines of different
+// meshes may be in MPI at the same time. GONOX_MPI_THREAD=funneled instead
+// runs every MPI call on one goroutine locked to the thread that
+// initialised MPI (for MPI libraries without thread support).
+package mpi

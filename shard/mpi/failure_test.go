@@ -1,0 +1,123 @@
+//go:build mpi
+
+package mpi_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/shard/mpi"
+	"github.com/gonox/gonox/tensor"
+)
+
+// helperEnv makes the test binary run one failure scenario instead of the
+// tests (TestFailuresEndTheJob starts it under mpirun).
+const helperEnv = "GONOX_MPI_TEST_HELPER"
+
+func runHelper(kind string) int {
+	if err := mpi.Init(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	m := shard.NewMesh([]int{len(shard.Devices())}, []string{"d"})
+	rank := mpi.Rank()
+	x := tensor.Ones(tensor.Float32, len(shard.Devices()), 4)
+	psum := func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor { return c.Psum(b, "d") }
+	switch kind {
+	case "ok":
+		y := shard.Map(m, shard.P("d"), shard.P(), psum)(x)
+		fmt.Printf("process %d: %v\n", rank, shard.Gather(y).Float32s())
+	case "panic":
+		shard.Map(m, shard.P("d"), shard.P(), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor {
+			if c.Device().Process() == 1 {
+				panic("boom")
+			}
+			return c.Psum(b, "d")
+		})(x)
+	case "exit":
+		if rank == 1 {
+			os.Exit(3)
+		}
+		shard.Map(m, shard.P("d"), shard.P(), psum)(x)
+	case "hang":
+		if rank != 1 {
+			shard.Map(m, shard.P("d"), shard.P(), psum)(x)
+		}
+		time.Sleep(time.Minute)
+	case "mismatch":
+		shard.Map(m, shard.P("d"), shard.P(), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor {
+			if c.Device().Process() == 1 {
+				return c.Pmax(b, "d")
+			}
+			return c.Psum(b, "d")
+		})(x)
+	case "save", "restore":
+		if err := checkpointHelper(kind); err != nil {
+			fmt.Fprintf(os.Stderr, "process %d: %v\n", rank, err)
+			return 1
+		}
+		fmt.Printf("process %d: %s ok\n", rank, kind)
+	case "put":
+		shard.Put(tensor.Full(tensor.Float32, float64(rank), 4), shard.NewSharding(m, shard.P()))
+	}
+	mpi.Finalize()
+	return 0
+}
+
+// TestFailuresEndTheJob starts small jobs under mpirun in which one
+// process fails, and checks that the whole job ends quickly with an error
+// naming the process.
+func TestFailuresEndTheJob(t *testing.T) {
+	if underLauncher() {
+		t.Skip("starts its own jobs; run it without mpirun")
+	}
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not found")
+	}
+	for _, tc := range []struct {
+		kind string
+		env  []string
+		ok   bool
+		want []string
+	}{
+		{"ok", nil, true, []string{"process 0: [2 2 2 2]", "process 1: [2 2 2 2]"}},
+		{"panic", nil, false, []string{"gonox: process 1: shard.Map: device 1 [1]: boom"}},
+		{"exit", nil, false, []string{"exited with non-zero status", "],1]", "exit code:    3"}},
+		{"hang", []string{"GONOX_TIMEOUT=2s"}, false, []string{"gonox: process 0 waited more than 2s in shard.Map: collective #0 psum"}},
+		{"mismatch", []string{"GONOX_DEBUG=1"}, false, []string{"issued different collectives", "psum", "pmax"}},
+		{"put", []string{"GONOX_DEBUG=1"}, false, []string{"shard.Put: f32[4]: the host tensor differs between processes"}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, mpirun, "-np", "2", "--oversubscribe", os.Args[0])
+			cmd.Env = append(os.Environ(), helperEnv+"="+tc.kind, "GONOX_DEVICES=1",
+				"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+			cmd.Env = append(cmd.Env, tc.env...)
+			start := time.Now()
+			out, err := cmd.CombinedOutput()
+			took := time.Since(start)
+			require.NoError(t, ctx.Err(), "the job hung:\n%s", out)
+			if tc.ok {
+				require.NoError(t, err, "%s", out)
+			} else {
+				require.Error(t, err, "%s", out)
+			}
+			for _, w := range tc.want {
+				assert.Contains(t, strings.ToLower(string(out)), strings.ToLower(w))
+			}
+			assert.Less(t, took, 30*time.Second)
+			t.Logf("%s: ended in %v", tc.kind, took.Round(time.Millisecond))
+		})
+	}
+}

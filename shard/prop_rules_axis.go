@@ -1,0 +1,190 @@
+package shard
+
+import (
+	"slices"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// alongAxis is the rule of ops that work along one axis independently for
+// every other position (cumsum, argmax/argmin, sort, argsort, top_k, the
+// take/scatter along an axis of their VJPs, split): that axis is gathered,
+// the others keep the first operand's axes, and operands of the same rank
+// follow it. Every output has the first operand's rank (less the axis for
+// a reduction without keepdims).
+func alongAxis(c *opCall) *step {
+	p, ok := tensor.DescribeParams(c.op, c.params)
+	if !ok || len(p.Axes) != 1 {
+		return nil
+	}
+	x := c.in[0]
+	r := x.Rank()
+	axis := p.Axes[0]
+	if axis < 0 {
+		axis += r
+	}
+	spec := cloneSpec(c.spec(0), r)
+	spec[axis] = nil
+	st := &step{in: make([]Sharding, len(c.in))}
+	for i, y := range c.in {
+		if y.Rank() != r {
+			return nil
+		}
+		for k := range r {
+			if k != axis && y.Dim(k) != x.Dim(k) {
+				return nil
+			}
+		}
+		st.in[i] = NewSharding(c.mesh, spec)
+	}
+	out := spec
+	if c.op.Name == "argminmax" && !p.KeepDims {
+		out = slices.Delete(slices.Clone(spec), axis, axis+1)
+	}
+	nOut := 1
+	switch {
+	case c.op.Name == "split":
+		nOut = p.N
+	case c.op.ImplN != nil:
+		nOut = 2 // sort, top_k: values and indices
+	}
+	for range nOut {
+		st.out = append(st.out, NewSharding(c.mesh, out))
+	}
+	st.local = implLocal(c)
+	return st
+}
+
+// implLocal computes with the op's own implementation on the blocks, its
+// parameters adapted to them.
+func implLocal(c *opCall) func(int, []*tensor.Tensor) []*tensor.Tensor {
+	op, params := c.op, c.params
+	return func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
+		p := tensor.BlockParams(op, params, bl)
+		if op.ImplN != nil {
+			outs, _ := op.ImplN(bl, p)
+			return outs
+		}
+		return []*tensor.Tensor{op.Impl(bl, p)}
+	}
+}
+
+// oneHotRule: the result [ids..., n] is laid out like the ids, its new
+// class axis whole.
+func oneHotRule(c *opCall) *step {
+	spec := cloneSpec(c.spec(0), c.in[0].Rank())
+	return &step{
+		in:    []Sharding{NewSharding(c.mesh, spec)},
+		out:   []Sharding{NewSharding(c.mesh, append(spec, nil))},
+		local: implLocal(c),
+	}
+}
+
+// concatRule: the concatenated axis is gathered, the others are merged
+// like elementwise operands (the largest operand's axes first).
+func concatRule(c *opCall) *step {
+	p, _ := tensor.DescribeParams(c.op, c.params)
+	axis := p.Axes[0]
+	out := slices.Clone(c.in[0].Shape())
+	out[axis] = -1 // never equal: the axis takes no operand's axes
+	spec := mergeSpecs(c, out)
+	spec[axis] = nil
+	st := &step{in: make([]Sharding, len(c.in))}
+	for i := range c.in {
+		st.in[i] = NewSharding(c.mesh, spec)
+	}
+	st.out = []Sharding{NewSharding(c.mesh, spec)}
+	st.local = implLocal(c)
+	return st
+}
+
+// sliceRule: dimensions that are sliced are gathered; the others keep
+// their axes and every device slices its block.
+func sliceRule(c *opCall) *step {
+	x := c.in[0]
+	p, _ := tensor.DescribeParams(c.op, c.params)
+	spec := cloneSpec(c.spec(0), x.Rank())
+	for k := range spec {
+		if p.Starts[k] != 0 || p.Limits[k] != x.Dim(k) {
+			spec[k] = nil
+		}
+	}
+	starts, limits := p.Starts, p.Limits
+	return &step{
+		in:  []Sharding{NewSharding(c.mesh, spec)},
+		out: []Sharding{NewSharding(c.mesh, spec)},
+		local: func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
+			lim := slices.Clone(limits)
+			for k := range lim {
+				if len(spec[k]) > 0 {
+					lim[k] = bl[0].Dim(k)
+				}
+			}
+			return []*tensor.Tensor{tensor.Slice(bl[0], starts, lim)}
+		},
+	}
+}
+
+// padRule: padded dimensions are gathered; the others keep their axes.
+func padRule(c *opCall) *step {
+	x := c.in[0]
+	p, ok := tensor.DescribeParams(c.op, c.params)
+	if !ok {
+		return nil
+	}
+	spec := cloneSpec(c.spec(0), x.Rank())
+	for k := range spec {
+		if p.Lo[k] != 0 || p.Hi[k] != 0 {
+			spec[k] = nil
+		}
+	}
+	return &step{
+		in:    []Sharding{NewSharding(c.mesh, spec)},
+		out:   []Sharding{NewSharding(c.mesh, spec)},
+		local: implLocal(c),
+	}
+}
+
+// flipRule: flipped dimensions are gathered, the others keep their axes.
+func flipRule(c *opCall) *step {
+	p, ok := tensor.DescribeParams(c.op, c.params)
+	if !ok {
+		return nil
+	}
+	spec := cloneSpec(c.spec(0), c.in[0].Rank())
+	for _, a := range p.Axes {
+		spec[a] = nil
+	}
+	return &step{
+		in:    []Sharding{NewSharding(c.mesh, spec)},
+		out:   []Sharding{NewSharding(c.mesh, spec)},
+		local: implLocal(c),
+	}
+}
+
+// scatterAddRule: x + scatter of updates at indices along axis. The axis
+// of x is gathered and the dimensions of updates that the indices fill are
+// gathered with it; the other dimensions keep x's axes (updates follow).
+func scatterAddRule(c *opCall) *step {
+	p, ok := tensor.DescribeParams(c.op, c.params)
+	if !ok {
+		return nil
+	}
+	x, idx := c.in[0], c.in[1]
+	axis, r := p.Axes[0], idx.Rank()
+	spec := cloneSpec(c.spec(0), x.Rank())
+	spec[axis] = nil
+	upd := append(append(cloneSpec(spec[:axis], axis), make(Spec, r)...), spec[axis+1:]...)
+	return &step{
+		in:    []Sharding{NewSharding(c.mesh, spec), Replicated(c.mesh), NewSharding(c.mesh, upd)},
+		out:   []Sharding{NewSharding(c.mesh, spec)},
+		local: implLocal(c),
+	}
+}
+
+// mseCompose is tensor.MSE from propagated ops: the mean of the squared
+// differences, whose sum is left partial by sharded operands and reduced
+// once.
+func mseCompose(c *opCall) []*tensor.Tensor {
+	return []*tensor.Tensor{tensor.Mean(tensor.Square(tensor.Sub(c.in[0], c.in[1])))}
+}

@@ -1,0 +1,77 @@
+package shard
+
+// rules maps tensor op names to their sharding rules: the one table that
+// says how every op computes on placed operands. An op that is not listed
+// (or whose rule declines the operands it got) gathers its operands on
+// every device and computes the whole result there, replicated: correct,
+// counted under the op's name, and a panic under Strict.
+var rules = map[string]*rule{}
+
+// elementwiseOps compute each element from the elements at the same
+// broadcast position of their operands.
+var elementwiseOps = []string{
+	// unary
+	"neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "square", "tanh",
+	"sigmoid", "relu", "silu", "gelu", "gelu_exact", "gelu_grad",
+	"gelu_exact_grad", "softplus", "log_sigmoid", "clamp", "convert", "not",
+	"is_nan", "is_finite", "name",
+	// backward kernels of the activations: (g, x or y)
+	"square_bwd", "tanh_bwd", "sigmoid_bwd", "relu_bwd", "silu_bwd",
+	"gelu_bwd", "gelu_exact_bwd",
+	// binary, broadcasting
+	"add", "sub", "mul", "div", "rem", "floorDiv", "maximum", "minimum", "pow",
+	"equal", "notEqual", "less", "lessEqual", "greater", "greaterEqual",
+	"logicalAnd", "logicalOr", "logicalXor", "where",
+	// fused
+	"bias_act", "bias_act_bwd", "adam_update", "adam_step",
+}
+
+func init() {
+	for _, name := range elementwiseOps {
+		rules[name] = &rule{what: "elementwise: operand shardings merged, conflicts moved", plan: elementwise}
+	}
+}
+
+func init() {
+	for name, r := range map[string]*rule{
+		"matmul":                      {"free dims keep their axes; contracting dim sharded on both sides: partial sum", matmulRule, nil},
+		"reduce_sum":                  {"local sum; reduced sharded dims leave a partial sum (psum or psum_scatter by the consumer)", reduceSumRule, nil},
+		"reduce_max":                  {"local max, then pmax over the reduced dims' axes", reduceExtremeRule, nil},
+		"reduce_min":                  {"local min, then pmin over the reduced dims' axes", reduceExtremeRule, nil},
+		"transpose":                   {"spec permuted; partial sums carry over", transposeRule, nil},
+		"reshape":                     {"sharded dims that stay contiguous keep their axes, others gathered", reshapeRule, nil},
+		"broadcast":                   {"new and size-1 dims replicated", broadcastRule, nil},
+		"take_grad":                   {"scatter-add of take's VJP: indexed dims of g leave a partial sum", takeGradRule, nil},
+		"take":                        {"indexed axis gathered; result laid out like the table around it and like the ids in it", takeRule, nil},
+		"softmax":                     {"rowwise: leading dims merged; a sharded softmax axis: two passes (pmax, psum)", rowwise, softmaxTwoPass},
+		"log_softmax":                 {"rowwise; a sharded axis: two passes", rowwise, softmaxTwoPass},
+		"softmax_grad":                {"rowwise", rowwise, nil},
+		"log_softmax_grad":            {"rowwise", rowwise, nil},
+		"softmax_cross_entropy":       {"rowwise, batch dims merged with the labels'; a sharded class axis: two passes (vocab-parallel)", rowwise, crossEntropyTwoPass},
+		"softmax_cross_entropy_grad":  {"rowwise", rowwise, nil},
+		"softmax_cross_entropy_probs": {"rowwise", rowwise, nil},
+	} {
+		rules[name] = r
+	}
+}
+
+// alongAxisOps work along one axis independently for every other position.
+var alongAxisOps = []string{
+	"cumsum", "argminmax", "argsort", "sort", "top_k",
+	"srt_take_along_axis", "srt_scatter_add_along_axis", "split", "roll",
+}
+
+func init() {
+	for _, name := range alongAxisOps {
+		rules[name] = &rule{what: "along one axis: that axis gathered, the others keep their axes", plan: alongAxis}
+	}
+	rules["one_hot"] = &rule{what: "laid out like the ids, the class axis whole", plan: oneHotRule}
+	rules["concatenate"] = &rule{what: "concatenated axis gathered, the others merged", plan: concatRule}
+	rules["slice"] = &rule{what: "sliced dims gathered, the others keep their axes", plan: sliceRule}
+	rules["pad"] = &rule{what: "padded dims gathered, the others keep their axes", plan: padRule}
+	rules["flip"] = &rule{what: "flipped dims gathered, the others keep their axes", plan: flipRule}
+	rules["scatter_add"] = &rule{what: "scattered axis (and the updates' indexed dims) gathered, the others keep x's axes", plan: scatterAddRule}
+	rules["mse"] = &rule{what: "composed: mean of squared differences (partial sum, one psum)", compose: mseCompose}
+}
+
+func ruleFor(name string) *rule { return rules[name] }

@@ -1,0 +1,790 @@
+package shard
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// Transport connects the processes of a job whose meshes span processes
+// (package shard/mpi provides one over MPI). Install makes it the
+// process's; without one, every device lives in this process.
+//
+// Every method that communicates is collective: all processes of the
+// group call it, in the same order.
+type Transport interface {
+	// Rank is this process's index in the job, Size the number of
+	// processes.
+	Rank() int
+	Size() int
+	// World returns a group of all processes, for Gather and the Put
+	// check; NewGroup a group of the given processes (ascending ranks).
+	// Every process calls NewGroup with the same arguments in the same
+	// order, including processes outside procs (they get nil).
+	World() Group
+	NewGroup(procs []int) Group
+	// Abort ends every process of the job after printing msg on this
+	// one's standard error. It does not return.
+	Abort(msg string)
+}
+
+// ReduceOp is the reduction of Group.Allreduce.
+type ReduceOp int
+
+// Reductions.
+const (
+	ReduceSum ReduceOp = iota
+	ReduceMax
+	ReduceMin
+)
+
+// Group is a communicator among some processes, ranked in the order of
+// the process ranks it was made from.
+type Group interface {
+	Rank() int
+	Size() int
+	// AllreduceFloat32 and AllreduceInt32 combine send over the group
+	// into recv (send and recv may be the same slice).
+	AllreduceFloat32(send, recv []float32, op ReduceOp)
+	AllreduceInt32(send, recv []int32, op ReduceOp)
+	// Allgatherv concatenates every rank's send into recv in rank
+	// order; counts[r] is the length of rank r's send.
+	Allgatherv(send, recv []byte, counts []int)
+	// Alltoallv sends sendCounts[r] bytes of send (in rank order) to
+	// rank r and receives recvCounts[r] bytes from rank r into recv.
+	Alltoallv(send []byte, sendCounts []int, recv []byte, recvCounts []int)
+}
+
+// DebugEnv is the environment variable that turns on cross-process checks
+// (GONOX_DEBUG=1): a host tensor given to Put must be equal on every
+// process, and the processes must issue the same collectives.
+const DebugEnv = "GONOX_DEBUG"
+
+// TimeoutEnv is the environment variable with the longest time a process
+// waits in one cross-process exchange before it aborts the job (a Go
+// duration such as "90s"; "0" waits forever). The default is 10 minutes.
+const TimeoutEnv = "GONOX_TIMEOUT"
+
+// dist is the multi-process part of the device pool (nil transport: one
+// process). It is set once, by Install, before the pool exists.
+var dist struct {
+	t       Transport
+	aux     Group // all processes, for AllGatherProcesses
+	putc    Group // all processes, for the debug check of Put
+	rank    int
+	debug   bool
+	timeout time.Duration
+}
+
+// Install makes the device pool global over the processes of t: each
+// process owns localDevices devices, and device IDs count processes first
+// (process r owns IDs r·localDevices ... (r+1)·localDevices-1). It must be
+// called by every process, with the same localDevices, before the device
+// pool is first used (Devices, NewMesh); package shard/mpi's Init calls
+// it. A transport of one process leaves the pool as it is.
+//
+// From then on, NewMesh, NewMeshOn and ParseMesh are collective over all
+// processes (they set up communicators) whenever the mesh has devices of
+// more than one process, and so are Map on such a mesh, Gather of a tensor
+// not replicated on every process, and Put from a tensor whose blocks live
+// on other processes.
+func Install(t Transport, localDevices int) error {
+	if localDevices <= 0 {
+		return fmt.Errorf("shard.Install: %d local devices, want at least 1", localDevices)
+	}
+	installed := false
+	pool.once.Do(func() {
+		installed = true
+		n := localDevices
+		if t.Size() > 1 {
+			dist.t = t
+			dist.rank = t.Rank()
+			n = localDevices * t.Size()
+		}
+		pool.devs = make([]*Device, n)
+		for i := range pool.devs {
+			pool.devs[i] = &Device{id: i, proc: i / localDevices}
+			if dist.t == nil {
+				pool.devs[i].proc = 0
+			}
+		}
+	})
+	if !installed {
+		return fmt.Errorf("shard.Install: the device pool is already in use; install the transport first (call mpi.Init at the start of main)")
+	}
+	if dist.t != nil {
+		all := make([]int, t.Size())
+		for i := range all {
+			all[i] = i
+		}
+		dist.aux = t.NewGroup(all)
+		dist.putc = t.NewGroup(all)
+	}
+	dist.debug = os.Getenv(DebugEnv) == "1"
+	dist.timeout = 10 * time.Minute
+	if s := os.Getenv(TimeoutEnv); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return fmt.Errorf("shard.Install: %s=%q: want a duration such as 90s", TimeoutEnv, s)
+		}
+		dist.timeout = d
+	}
+	return nil
+}
+
+// Process returns the rank of the process that owns the device (0 in a
+// one-process job).
+func (d *Device) Process() int { return d.proc }
+
+// IsLocal reports whether the device belongs to this process.
+func (d *Device) IsLocal() bool { return dist.t == nil || d.proc == dist.rank }
+
+// LocalDevices returns the devices of the pool that belong to this
+// process.
+func LocalDevices() []*Device {
+	var out []*Device
+	for _, d := range Devices() {
+		if d.IsLocal() {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// ProcessIndex returns this process's rank in the job (0 with one
+// process), as jax.process_index.
+func ProcessIndex() int { return dist.rank }
+
+// ProcessCount returns the number of processes in the job.
+func ProcessCount() int {
+	if dist.t == nil {
+		return 1
+	}
+	return dist.t.Size()
+}
+
+// meshNet is what a mesh spanning processes needs: which of its devices
+// are local, and one communicator per set of processes that some group of
+// devices over some axes spans. It is nil for a mesh whose devices all
+// live in this process's job of one process.
+type meshNet struct {
+	local  []bool // per mesh index
+	nlocal int
+	first  int              // first local mesh index, -1 if none
+	spans  bool             // devices of more than one process
+	groups map[string]Group // by process set
+}
+
+// connect sets up the communicators of a new mesh (collectively) and
+// returns it.
+func (m *Mesh) connect() *Mesh {
+	if dist.t == nil {
+		return m
+	}
+	n := &meshNet{local: make([]bool, len(m.devices)), first: -1, groups: map[string]Group{}}
+	for i, d := range m.devices {
+		n.local[i] = d.IsLocal()
+		if n.local[i] {
+			n.nlocal++
+			if n.first < 0 {
+				n.first = i
+			}
+		}
+		if d.proc != m.devices[0].proc {
+			n.spans = true
+		}
+	}
+	m.net = n
+	if !n.spans {
+		return m
+	}
+	// Every subset of axes, every group of it: in the same order on every
+	// process, so the collective NewGroup calls match.
+	k := len(m.sizes)
+	for mask := 1; mask < 1<<k; mask++ {
+		for _, procs := range m.groupProcs(uint64(mask)) {
+			key := procsKey(procs)
+			if _, ok := n.groups[key]; ok || len(procs) < 2 {
+				continue
+			}
+			n.groups[key] = dist.t.NewGroup(procs) // nil if this process is not in it
+		}
+	}
+	return m
+}
+
+// groupProcs returns, for each group of devices over the axes in mask (in
+// order of their first member), the sorted set of processes it spans.
+func (m *Mesh) groupProcs(mask uint64) [][]int {
+	seen := map[int]bool{}
+	var out [][]int
+	for i := range m.devices {
+		key, members := m.groupOf(i, mask)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, m.procsOf(members))
+	}
+	return out
+}
+
+// groupOf returns the members (mesh indices, ascending) of the group over
+// the axes in mask that contains device i, and its key (the first member).
+func (m *Mesh) groupOf(i int, mask uint64) (int, []int) {
+	c := m.Coords(i)
+	var members []int
+	for j := range m.devices {
+		cj := m.Coords(j)
+		same := true
+		for a := range c {
+			if mask&(1<<uint(a)) == 0 && c[a] != cj[a] {
+				same = false
+				break
+			}
+		}
+		if same {
+			members = append(members, j)
+		}
+	}
+	return members[0], members
+}
+
+func (m *Mesh) procsOf(members []int) []int {
+	var procs []int
+	for _, j := range members {
+		if p := m.devices[j].proc; !slices.Contains(procs, p) {
+			procs = append(procs, p)
+		}
+	}
+	slices.Sort(procs)
+	return procs
+}
+
+func procsKey(procs []int) string {
+	s := make([]string, len(procs))
+	for i, p := range procs {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, ",")
+}
+
+// isLocal reports whether device i of the mesh belongs to this process.
+func (m *Mesh) isLocal(i int) bool { return m.net == nil || m.net.local[i] }
+
+// spans reports whether the mesh has devices of more than one process.
+func (m *Mesh) spans() bool { return m.net != nil && m.net.spans }
+
+// firstLocal returns the first mesh index of this process (0 in one
+// process), or -1.
+func (m *Mesh) firstLocal() int {
+	if m.net == nil {
+		return 0
+	}
+	return m.net.first
+}
+
+// nlocal returns the number of the mesh's devices in this process.
+func (m *Mesh) nlocal() int {
+	if m.net == nil {
+		return len(m.devices)
+	}
+	return m.net.nlocal
+}
+
+// ---- cross-process exchange inside a collective ----
+
+// exchange runs the cross-process part of slot s, once every local device
+// has arrived: for each group of devices that spans processes, a psum's
+// local partial sums are all-reduced (the result is stored for the
+// group), and for every other collective the blocks of the group's remote
+// members are brought here, so the in-memory algorithms see every member.
+// Groups are visited in the same order on every process.
+func (r *run) exchange(s *slot) (err error) {
+	m := r.mesh
+	var first *call
+	for _, c := range s.calls {
+		if c != nil {
+			first = c
+			break
+		}
+	}
+	e := &devEnv{mesh: m, dev: m.firstLocal(), coords: m.Coords(m.firstLocal())}
+	axesMask := e.maskOf("shard", first.axes)
+	desc := fmt.Sprintf("collective #%d %s(%v %v over %s, %s)", s.k, first.kind, first.x.DType(), first.x.Shape(), strings.Join(first.axes, ","), first.extra)
+	if first.kind == "ragged_all_to_all" {
+		desc = fmt.Sprintf("collective #%d %s(%v over %s, %s)", s.k, first.kind, first.x.DType(), strings.Join(first.axes, ","), first.extra)
+	}
+	stop := watchdog(r.name + ": " + desc)
+	defer stop()
+	defer func() {
+		if p := recover(); p != nil {
+			err = &DeviceError{Device: m.devices[e.dev], Coords: e.coords, Op: r.name, Value: p}
+		}
+	}()
+	done := map[int]bool{}
+	for i := range m.devices {
+		key, members := m.groupOf(i, axesMask)
+		if done[key] {
+			continue
+		}
+		done[key] = true
+		procs := m.procsOf(members)
+		if len(procs) < 2 || !slices.Contains(procs, dist.rank) {
+			continue
+		}
+		g := m.net.groups[procsKey(procs)]
+		if dist.debug {
+			checkSame(g, procs, desc, fmt.Sprintf("%s: process %d and process %%d issued different collectives: %%s vs %%s", r.name, dist.rank))
+		}
+		// Members in the collective's rank order (listed axes, first major).
+		ge := &devEnv{mesh: m, dev: key, coords: m.Coords(key)}
+		members = ge.group("shard", first.axes).members
+		switch first.kind {
+		case "psum":
+			r.exchangePsum(s, g, key, members)
+		case "psum_scatter", "all_to_all", "ppermute":
+			r.exchangeParts(s, g, ge, members, procs)
+		default:
+			r.exchangeBlocks(s, g, members, procs)
+		}
+	}
+	return nil
+}
+
+// watchdog aborts the job if the exchange described by what is not done
+// within the timeout.
+func watchdog(what string) func() {
+	if dist.timeout <= 0 {
+		return func() {}
+	}
+	t := time.AfterFunc(dist.timeout, func() {
+		dist.t.Abort(fmt.Sprintf("gonox: process %d waited more than %v in %s; another process never issued it (see %s)", dist.rank, dist.timeout, what, TimeoutEnv))
+	})
+	return func() { t.Stop() }
+}
+
+// checkSame panics unless every process of g (the processes procs, or
+// all if nil) passes the same string; format gets the other process's
+// rank and both strings.
+func checkSame(g Group, procs []int, s, format string) {
+	all := allgatherBytes(g, []byte(s))
+	for r, b := range all {
+		if string(b) != s {
+			p := r
+			if procs != nil {
+				p = procs[r]
+			}
+			panic(fmt.Sprintf(format, p, s, string(b)))
+		}
+	}
+}
+
+// allgatherBytes gathers a variable-length byte string from every rank.
+func allgatherBytes(g Group, send []byte) [][]byte {
+	n := g.Size()
+	lens := make([]byte, 8*n)
+	var mine [8]byte
+	binary.LittleEndian.PutUint64(mine[:], uint64(len(send)))
+	counts := make([]int, n)
+	for i := range counts {
+		counts[i] = 8
+	}
+	g.Allgatherv(mine[:], lens, counts)
+	total := 0
+	for i := range counts {
+		counts[i] = int(binary.LittleEndian.Uint64(lens[8*i:]))
+		total += counts[i]
+	}
+	recv := make([]byte, total)
+	g.Allgatherv(send, recv, counts)
+	out := make([][]byte, n)
+	off := 0
+	for i, c := range counts {
+		out[i] = recv[off : off+c]
+		off += c
+	}
+	return out
+}
+
+// exchangePsum all-reduces the sum of the group's local blocks and stores
+// the result as the group's shared result.
+func (r *run) exchangePsum(s *slot, g Group, key int, members []int) {
+	m := r.mesh
+	var local []*tensor.Tensor
+	for _, j := range members {
+		if m.isLocal(j) {
+			local = append(local, s.calls[j].x)
+		}
+	}
+	x0 := local[0]
+	out := tensor.Zeros(x0.DType(), x0.Shape()...)
+	switch x0.DType() {
+	case tensor.Float32:
+		send := x0.RawFloat32()
+		if len(local) > 1 {
+			ins := make([][]float32, len(local))
+			for i, x := range local {
+				ins[i] = x.RawFloat32()
+			}
+			sumFloat32(out.RawFloat32(), ins, 0, x0.Size())
+			send = out.RawFloat32()
+		}
+		g.AllreduceFloat32(send, out.RawFloat32(), ReduceSum)
+	case tensor.Int32:
+		dst := out.RawInt32()
+		for _, x := range local {
+			for i, v := range x.RawInt32() {
+				dst[i] += v
+			}
+		}
+		g.AllreduceInt32(dst, dst, ReduceSum)
+	}
+	l := &lazyResult{t: out}
+	l.once.Do(func() {})
+	s.shared.Store(key, l)
+	s.remote.Store(key, true)
+}
+
+// exchangeBlocks brings the blocks (and ragged sizes) of the group's
+// remote members into s.calls.
+func (r *run) exchangeBlocks(s *slot, g Group, members, procs []int) {
+	m := r.mesh
+	var local []int
+	for _, j := range members {
+		if m.isLocal(j) {
+			local = append(local, j)
+		}
+	}
+	c0 := s.calls[local[0]]
+	ragged := c0.kind == "ragged_all_to_all"
+	// Header per local member: its operand's leading dimension and, for a
+	// ragged all-to-all, its offsets and sizes.
+	var head []byte
+	for _, j := range local {
+		c := s.calls[j]
+		head = binary.LittleEndian.AppendUint64(head, uint64(dimOr1(c.x)))
+		if ragged {
+			rc := c.data.(*raggedCall)
+			for _, v := range [][]int{rc.io, rc.ss, rc.oo, rc.rs} {
+				for _, x := range v {
+					head = binary.LittleEndian.AppendUint64(head, uint64(int64(x)))
+				}
+			}
+		}
+	}
+	heads := allgatherBytes(g, head)
+	var body []byte
+	for _, j := range local {
+		body = append(body, rawBytes(s.calls[j].x)...)
+	}
+	bodies := allgatherBytes(g, body)
+	// Walk the members of each process in order, reading their parts.
+	tail := c0.x.Shape()
+	rowBytes := c0.x.DType().Size()
+	if len(tail) > 0 {
+		tail = tail[1:]
+	}
+	for _, d := range tail {
+		rowBytes *= d
+	}
+	for gi, p := range procs {
+		if p == dist.rank {
+			continue
+		}
+		h, b := heads[gi], bodies[gi]
+		for _, j := range members {
+			if m.devices[j].proc != p {
+				continue
+			}
+			rows := int(binary.LittleEndian.Uint64(h))
+			h = h[8:]
+			shape := c0.x.Shape()
+			if len(shape) > 0 {
+				shape[0] = rows
+			}
+			n := rowBytes * rows
+			x := fromBytes(c0.x.DType(), b[:n], shape)
+			b = b[n:]
+			c := &call{kind: c0.kind, axes: c0.axes, x: x, extra: c0.extra}
+			if ragged {
+				k := len(c0.data.(*raggedCall).io)
+				vs := make([][]int, 4)
+				for v := range vs {
+					vs[v] = make([]int, k)
+					for i := range vs[v] {
+						vs[v][i] = int(int64(binary.LittleEndian.Uint64(h)))
+						h = h[8:]
+					}
+				}
+				c.data = &raggedCall{operand: x, io: vs[0], ss: vs[1], oo: vs[2], rs: vs[3]}
+			}
+			s.calls[j] = c
+		}
+	}
+}
+
+func dimOr1(x *tensor.Tensor) int {
+	if x.Rank() == 0 {
+		return 1
+	}
+	return x.Dim(0)
+}
+
+// rawBytes views a host tensor's data as bytes (read only).
+func rawBytes(x *tensor.Tensor) []byte {
+	if x.Size() == 0 {
+		return nil
+	}
+	switch x.DType() {
+	case tensor.Float32:
+		d := x.RawFloat32()
+		return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 4*len(d))
+	case tensor.Int32:
+		d := x.RawInt32()
+		return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 4*len(d))
+	case tensor.Bool:
+		d := x.RawBool()
+		return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), len(d))
+	}
+	panic(fmt.Sprintf("shard: cannot send %v between processes", x))
+}
+
+// fromBytes builds a host tensor of the given dtype and shape from bytes.
+func fromBytes(dt tensor.DType, b []byte, shape []int) *tensor.Tensor {
+	x := tensor.Zeros(dt, shape...)
+	if len(b) > 0 {
+		copy(rawBytes(x), b)
+	}
+	return x
+}
+
+// ---- cross-process placement ----
+
+// crossProcess reports whether reading x's blocks needs other processes:
+// every process of the job must then take part (Gather, Put).
+func crossProcess(l *layout) bool {
+	m := l.sharding.mesh
+	if dist.t == nil {
+		return false
+	}
+	if l.sharding.IsReplicated() {
+		// Every process holding a device of the mesh has the whole array;
+		// it is cross-process only if some process holds none.
+		procs := map[int]bool{}
+		for _, d := range m.devices {
+			procs[d.proc] = true
+		}
+		return len(procs) < dist.t.Size()
+	}
+	return true
+}
+
+// gatherAll assembles a sharded tensor whose blocks live on several
+// processes: every process sends the distinct blocks it holds first (in
+// the order of the owners' mesh indices) and receives the rest.
+func gatherAll(l *layout, x *tensor.Tensor) *tensor.Tensor {
+	stop := watchdog("shard.Gather of " + x.String())
+	defer stop()
+	m := l.sharding.mesh
+	owners := l.uniqueBlocks() // first holder of each distinct block
+	var send []byte
+	for _, d := range owners {
+		if m.isLocal(d) {
+			send = append(send, rawBytes(l.blocks[d])...)
+		}
+	}
+	got := allgatherBytes(dist.t.World(), send)
+	out := tensor.Zeros(x.DType(), l.geo.shape...)
+	zero := make([]int, len(l.geo.shape))
+	n := 1
+	for _, v := range l.geo.block {
+		n *= v
+	}
+	bb := n * x.DType().Size()
+	for _, d := range owners {
+		p := m.devices[d].proc
+		b := fromBytes(x.DType(), got[p][:bb], l.geo.block)
+		got[p] = got[p][bb:]
+		off := l.offset(d)
+		copyTensorRegion(out, zero, b, off, off, l.geo.block)
+	}
+	return out
+}
+
+// checkPutEqual panics (in debug mode) unless the host tensor x is the
+// same on every process. It has a communicator of its own, so a loader
+// putting batches on its goroutine does not cross Map or Gather; Puts
+// from several goroutines at once must still come in the same order on
+// every process.
+func checkPutEqual(x *tensor.Tensor) {
+	if dist.t == nil || !dist.debug {
+		return
+	}
+	h := fnv.New64a()
+	h.Write([]byte(x.String()))
+	h.Write(rawBytes(x))
+	s := fmt.Sprintf("%x", h.Sum64())
+	stop := watchdog("the GONOX_DEBUG check of shard.Put " + x.String())
+	defer stop()
+	checkSame(dist.putc, nil, s, "shard.Put: "+x.String()+": the host tensor differs between processes (this is process "+strconv.Itoa(dist.rank)+", process %d differs; hashes %s vs %s); every process must Put the same value")
+}
+
+// firstLocalMember returns the first member of g in this process.
+func firstLocalMember(m *Mesh, g group) int {
+	for _, j := range g.members {
+		if m.isLocal(j) {
+			return j
+		}
+	}
+	return -1
+}
+
+func (l *layout) meshOrNil() *Mesh {
+	if l == nil {
+		return nil
+	}
+	return l.sharding.mesh
+}
+
+// AllGatherProcesses gathers data from every process of the job, in rank
+// order (with one process: just data). Every process must call it, in the
+// same order; it uses a communicator of its own, so it may run on another
+// goroutine than Map and Gather (package checkpoint commits saves with it,
+// possibly in the background).
+func AllGatherProcesses(data []byte) [][]byte {
+	if dist.t == nil {
+		return [][]byte{data}
+	}
+	stop := watchdog("shard.AllGatherProcesses")
+	defer stop()
+	return allgatherBytes(dist.aux, data)
+}
+
+// region is the part [lo, hi) along dim of a member's block that another
+// member needs; whole means all of it, none nothing.
+type region struct {
+	dim, lo, hi int
+	whole, none bool
+}
+
+// needs returns the part of sender member m's block x that member j reads
+// in a reduce-scatter, an all-to-all or a ppermute over g.
+func needs(c *call, g group, m, j int, x *tensor.Tensor) region {
+	rank := func(dev int) int { return slices.Index(g.members, dev) }
+	switch c.kind {
+	case "psum_scatter", "all_to_all":
+		d := c.p.dim
+		size := x.Dim(d) / g.size
+		return region{dim: d, lo: rank(j) * size, hi: (rank(j) + 1) * size}
+	case "ppermute":
+		from, to := g.meshRank[rank(m)], g.meshRank[rank(j)]
+		for _, pr := range c.p.perm {
+			if pr[0] == from && pr[1] == to {
+				return region{whole: true}
+			}
+		}
+		return region{none: true}
+	}
+	return region{whole: true}
+}
+
+func (rg region) bytes(x *tensor.Tensor) []byte {
+	switch {
+	case rg.none:
+		return nil
+	case rg.whole:
+		return rawBytes(x)
+	}
+	return rawBytes(tensor.SliceAxis(tensor.WithLocal(x, nil), rg.dim, rg.lo, rg.hi))
+}
+
+func (rg region) size(x *tensor.Tensor) int {
+	switch {
+	case rg.none:
+		return 0
+	case rg.whole || x.Dim(rg.dim) == 0:
+		return x.Bytes()
+	}
+	return x.Bytes() / x.Dim(rg.dim) * (rg.hi - rg.lo)
+}
+
+// exchangeParts brings, for a reduce-scatter, an all-to-all or a ppermute,
+// only the parts of the remote members' blocks that this process's members
+// read (MPI_Alltoallv): remote blocks are rebuilt full-size with zeros
+// where nothing local reads them.
+func (r *run) exchangeParts(s *slot, g Group, ge *devEnv, members, procs []int) {
+	m := r.mesh
+	gr := ge.group("shard", s.calls[r.first].axes)
+	var c0 *call
+	byProc := make([][]int, len(procs)) // members of each process, in rank order
+	for _, j := range members {
+		pi := slices.Index(procs, m.devices[j].proc)
+		byProc[pi] = append(byProc[pi], j)
+		if c0 == nil && m.isLocal(j) {
+			c0 = s.calls[j]
+		}
+	}
+	me := slices.Index(procs, dist.rank)
+	x0 := c0.x
+	sendCounts := make([]int, len(procs))
+	recvCounts := make([]int, len(procs))
+	var send []byte
+	for q := range procs {
+		for _, src := range byProc[me] {
+			for _, dst := range byProc[q] {
+				if q == me {
+					continue
+				}
+				b := needs(c0, gr, src, dst, x0).bytes(s.calls[src].x)
+				send = append(send, b...)
+				sendCounts[q] += len(b)
+			}
+		}
+		if q != me {
+			for _, src := range byProc[q] {
+				for _, dst := range byProc[me] {
+					recvCounts[q] += needs(c0, gr, src, dst, x0).size(x0)
+				}
+			}
+		}
+	}
+	total := 0
+	for _, n := range recvCounts {
+		total += n
+	}
+	recv := make([]byte, total)
+	g.Alltoallv(send, sendCounts, recv, recvCounts)
+	for q := range procs {
+		if q == me {
+			continue
+		}
+		for _, src := range byProc[q] {
+			x := tensor.Zeros(x0.DType(), x0.Shape()...)
+			for _, dst := range byProc[me] {
+				rg := needs(c0, gr, src, dst, x0)
+				n := rg.size(x0)
+				part := recv[:n]
+				recv = recv[n:]
+				switch {
+				case rg.none:
+				case rg.whole:
+					copy(rawBytes(x), part)
+				default:
+					shape := x0.Shape()
+					shape[rg.dim] = rg.hi - rg.lo
+					placeAt(x, fromBytes(x0.DType(), part, shape), rg.dim, rg.lo)
+				}
+			}
+			s.calls[src] = &call{kind: c0.kind, axes: c0.axes, x: x, extra: c0.extra, p: c0.p}
+		}
+	}
+}

@@ -1,0 +1,424 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/gonox/gonox/internal/half"
+	"github.com/gonox/gonox/tensor/internal/vec"
+)
+
+// BFloat16 and Float16: storage types with float32 compute.
+//
+// A bf16 or f16 tensor stores 16-bit values (Tensor.u16). Ops compute on
+// them in float32 and round on store, in one place: Apply (callImpl) widens
+// the half operands of an op to float32, runs the op's float32
+// implementation and rounds its float32 results to the operands' dtype
+// (round to nearest even; NaN and ±Inf kept; float16 overflow gives ±Inf).
+// So every reduction (Sum, Mean, softmax's normaliser, the contraction of
+// a matmul, the unbroadcast of a gradient) accumulates in float32 or
+// float64 and rounds once. The backward pass does the same for the VJPs
+// (halfVJP): cotangents are widened, the float32 VJP runs, and each
+// input's cotangent is rounded to that input's dtype, so a bf16 value gets
+// a bf16 cotangent, as in JAX.
+//
+// The result dtype of such an op: the operands' dtype when every float
+// operand has the same half dtype; float32 when float operands of
+// different dtypes meet (JAX's promotion of bf16 with f16 or f32; most
+// public ops reject mixed dtypes before that, as they reject float32 with
+// int32). Non-float results (comparisons, argmax) keep their dtype.
+//
+// Ops with half kernels of their own skip the widening: Convert, and
+// matmul (bfloat16 operands run the AVX-512 BF16 gemm where the CPU has
+// it; see matmul_bf16.go).
+//
+// Cost of the generic path: two conversions per operand and one per
+// result, memory-bound, at 40–80 GB/s per core with the vector kernels
+// (BenchmarkConvert in tensor/internal/vec); BenchmarkHalfElementwise
+// measures it against float32.
+
+// isHalf reports whether d is BFloat16 or Float16.
+func (d DType) isHalf() bool { return d == BFloat16 || d == Float16 }
+
+// halfAt returns element i of a half tensor, widened.
+func halfAt(t *Tensor, i int) float32 {
+	if t.dtype == BFloat16 {
+		return half.BFloat16(t.u16[i]).Float32()
+	}
+	return half.Float16(t.u16[i]).Float32()
+}
+
+// roundHalf rounds v to dt (BFloat16 or Float16), returning its bits.
+func roundHalf(dt DType, v float32) uint16 {
+	if dt == BFloat16 {
+		return uint16(half.FromFloat32BF(v))
+	}
+	return uint16(half.FromFloat32(v))
+}
+
+// fillHalf sets every element of the half tensor t to v, rounded.
+func fillHalf(t *Tensor, v float64) {
+	h := roundHalf(t.dtype, float32(v))
+	for i := range t.u16 {
+		t.u16[i] = h
+	}
+}
+
+// formatHalf prints element i of a half tensor. With no precision and %g
+// it prints the shortest decimal that reads back as the same half value
+// (bf16 0.1 prints as 0.1, not as the float32 0.10009766).
+func formatHalf(t *Tensor, i int, verb byte, prec int) string {
+	v := halfAt(t, i)
+	f := float64(v)
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	if prec >= 0 || verb != 'g' {
+		return strconv.FormatFloat(f, verb, prec, 32)
+	}
+	want := t.u16[i]
+	for p := 1; p < 9; p++ {
+		r, err := strconv.ParseFloat(strconv.FormatFloat(f, 'e', p-1, 32), 64)
+		if err == nil && roundHalf(t.dtype, float32(r)) == want {
+			// r is the shortest decimal: print it as %g prints a float
+			// (300, not 3e+02).
+			return strconv.FormatFloat(r, 'g', -1, 64)
+		}
+	}
+	return strconv.FormatFloat(f, 'g', -1, 32)
+}
+
+// FromBits16 returns a tensor of dtype dt (BFloat16 or Float16) holding a
+// copy of bits, the raw 16-bit patterns (as stored in safetensors and
+// PyTorch files). With no shape the tensor is 1-D.
+func FromBits16(dt DType, bits []uint16, shape ...int) *Tensor {
+	if !dt.isHalf() {
+		panic(fmt.Sprintf("tensor.FromBits16: dtype %v is not bfloat16 or float16", dt))
+	}
+	shape = shapeFor("tensor.FromBits16", len(bits), shape)
+	return &Tensor{dtype: dt, shape: shape, u16: append([]uint16{}, bits...)}
+}
+
+// Bits16 returns a copy of the raw 16-bit patterns of a bfloat16 or
+// float16 tensor. A sharded tensor is gathered first.
+func (t *Tensor) Bits16() []uint16 {
+	if !t.dtype.isHalf() {
+		panic(fmt.Sprintf("Tensor.Bits16: %v is %v, want bfloat16 or float16", t, t.dtype))
+	}
+	return append([]uint16(nil), t.host("Tensor.Bits16").u16...)
+}
+
+// RawUint16 returns the storage of a bfloat16 or float16 host tensor
+// without copying. The slice is read-only (see RawFloat32).
+func (t *Tensor) RawUint16() []uint16 {
+	if !t.dtype.isHalf() {
+		panic(fmt.Sprintf("Tensor.RawUint16: %v is %v, want bfloat16 or float16", t, t.dtype))
+	}
+	t.mustHost("Tensor.RawUint16")
+	t.mustHaveData("Tensor.RawUint16")
+	return t.u16
+}
+
+// widenInto writes the half tensor x, widened, into dst.
+func widenInto(dst []float32, x *Tensor) {
+	conv := vec.F32FromBF16
+	if x.dtype == Float16 {
+		conv = vec.F32FromF16
+	}
+	src := x.u16
+	if serial(len(dst)*costCheap, x.local != nil) {
+		conv(dst, src)
+		return
+	}
+	parallelFor(len(dst), costCheap, 16, false, func(lo, hi int) { conv(dst[lo:hi], src[lo:hi]) })
+}
+
+// narrowInto rounds src into dst, the storage of a tensor of dtype dt.
+func narrowInto(dst []uint16, dt DType, src []float32, local bool) {
+	conv := vec.BF16FromF32
+	if dt == Float16 {
+		conv = vec.F16FromF32
+	}
+	if serial(len(dst)*costCheap, local) {
+		conv(dst, src)
+		return
+	}
+	parallelFor(len(dst), costCheap, 16, false, func(lo, hi int) { conv(dst[lo:hi], src[lo:hi]) })
+}
+
+// widen returns the half host tensor x as a new float32 tensor with the
+// same block mark.
+func widen(x *Tensor) *Tensor {
+	out := newOut(Float32, x.shape)
+	widenInto(out.f32, x)
+	out.local = x.local
+	return out
+}
+
+// narrow returns the float32 host tensor x rounded to dt.
+func narrow(x *Tensor, dt DType) *Tensor {
+	out := newOut(dt, x.shape)
+	narrowInto(out.u16, dt, x.f32, x.local != nil)
+	out.local = x.local
+	return out
+}
+
+var convertOp *Op
+
+func init() {
+	convertOp = &Op{
+		Name: "convert",
+		Impl: func(in []*Tensor, p any) *Tensor {
+			x, dt := in[0], p.(DType)
+			switch {
+			case x.dtype == Float32:
+				return narrow(x, dt)
+			case dt == Float32:
+				return widen(x)
+			}
+			return narrow(widen(x), dt) // bf16 <-> f16: float32 holds both exactly
+		},
+		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+			return []*Tensor{Convert(g, in[0].dtype)}
+		},
+	}
+}
+
+// Convert returns x converted to the floating-point dtype dt (Float32,
+// BFloat16 or Float16), like JAX's lax.convert_element_type. Narrowing
+// rounds to nearest, ties to even; NaN stays NaN (top payload bits kept),
+// ±Inf stays ±Inf, values beyond float16's range become ±Inf and tiny
+// ones subnormals or ±0. Widening is exact. It returns x itself when x
+// already has dtype dt. Convert is differentiable: the cotangent is
+// converted back to x's dtype. Use AsType for conversions to and from
+// integers and booleans.
+func Convert(x *Tensor, dt DType) *Tensor {
+	if !x.dtype.IsFloat() || !dt.IsFloat() {
+		panic(fmt.Sprintf("tensor.Convert: %v to %v: both dtypes must be float32, bfloat16 or float16 (use tensor.AsType)", x, dt))
+	}
+	if x.dtype == dt {
+		return x
+	}
+	if x.layout != nil {
+		return x.layout.MapBlocks(x, func(b *Tensor) *Tensor { return Convert(b, dt) })
+	}
+	return Apply(convertOp, dt, x)
+}
+
+// halfOperands reports whether any operand has a half dtype, and the
+// dtype the float32 results of a widened op are rounded to: the common
+// dtype of the float operands, or Float32 when they differ.
+func halfOperands(in []*Tensor) (has bool, common DType) {
+	for _, x := range in {
+		d := x.dtype
+		if !d.IsFloat() {
+			continue
+		}
+		if d.isHalf() && x.layout == nil {
+			has = true
+		}
+		if common == 0 {
+			common = d
+		} else if common != d {
+			common = Float32
+		}
+	}
+	return has, common
+}
+
+// nativeHalf returns the implementation an op uses for half operands
+// itself (nil: widen them): Convert, MatMulTo and matmul, and the
+// Distributed ops of package shard (Put, Gather, ...), which move data of
+// any dtype. Ops are compared at call time, so the order of the package's
+// init functions does not matter.
+func nativeHalf(op *Op) func(in []*Tensor, params any) *Tensor {
+	if op.Distributed {
+		return op.Impl
+	}
+	switch op {
+	case convertOp, matmulToOp:
+		return op.Impl
+	case matmulOp:
+		return matmulHalfImpl
+	}
+	return nil
+}
+
+// widensN reports whether a multi-output op of this package computes on
+// half operands by widening (the others, such as shard.Map or a
+// checkpointed function, pass their operands through to code that
+// handles the dtype itself).
+func widensN(op *Op) bool {
+	switch op {
+	case splitOp, mseGradOp, xentOp, xentProbsOp, sortOp, topKOp, adamOp:
+		return true
+	}
+	return false
+}
+
+// callImpl runs op.Impl, widening half operands (see the file comment).
+func callImpl(op *Op, in []*Tensor, params any) *Tensor {
+	has, common := halfOperands(in)
+	if !has {
+		return op.Impl(in, params)
+	}
+	if impl := nativeHalf(op); impl != nil {
+		return impl(in, params)
+	}
+	out := op.Impl(widenAll(in), params)
+	return roundResult(out, common)
+}
+
+// callImplN is callImpl for multi-output implementations.
+func callImplN(op *Op, impl func([]*Tensor, any) ([]*Tensor, any), in []*Tensor, params any) ([]*Tensor, any) {
+	has, common := halfOperands(in)
+	if !has || !widensN(op) {
+		return impl(in, params)
+	}
+	outs, state := impl(widenAll(in), params)
+	for i, o := range outs {
+		outs[i] = roundResult(o, common)
+	}
+	return outs, state
+}
+
+// widenAll returns in with its half host operands widened to float32.
+func widenAll(in []*Tensor) []*Tensor {
+	w := make([]*Tensor, len(in))
+	for i, x := range in {
+		if x.dtype.isHalf() && x.layout == nil {
+			w[i] = widen(x)
+		} else {
+			w[i] = x
+		}
+	}
+	return w
+}
+
+// roundResult rounds a float32 result of a widened op to dt (a half
+// dtype; anything else leaves it as it is).
+func roundResult(out *Tensor, dt DType) *Tensor {
+	if out == nil || out.dtype != Float32 || !dt.isHalf() || out.layout != nil {
+		return out
+	}
+	return narrow(out, dt)
+}
+
+// halfVJP runs the VJP of node n with float32 cotangents and residuals if
+// n's op widens half operands and any of them (or its cotangents) is
+// half; it then rounds each input's cotangent to that input's dtype. It
+// reports false (and does nothing) otherwise. The conversions are ops, so
+// under an outer trace gradients of gradients see them.
+func halfVJP(n *node, gs []*Tensor) ([]*Tensor, bool) {
+	var need uint64
+	for i, e := range n.inputs {
+		if e.n != nil {
+			need |= needBit(i)
+		}
+	}
+	return halfVJPCall(n.op, n.params, n.state, gs, n.ins, n.outs, need)
+}
+
+// halfVJPCall is halfVJP for an op's VJP called with cotangents gs,
+// residuals ins and outs, state and need mask (for VJPNeed); Backward and
+// remat's backward pass both go through it.
+func halfVJPCall(op *Op, params, state any, gs, ins, outs []*Tensor, need uint64) ([]*Tensor, bool) {
+	if nativeHalf(op) != nil || (op.Impl == nil && !widensN(op)) {
+		return nil, false
+	}
+	any16 := false
+	for _, set := range [][]*Tensor{gs, ins, outs} {
+		for _, x := range set {
+			if x != nil && x.dtype.isHalf() && x.layout == nil {
+				any16 = true
+			}
+		}
+	}
+	if !any16 {
+		return nil, false
+	}
+	wide := func(xs []*Tensor) []*Tensor {
+		w := make([]*Tensor, len(xs))
+		for i, x := range xs {
+			switch {
+			case x == nil || !x.dtype.isHalf() || x.layout != nil:
+				w[i] = x
+			case x.placeholder():
+				w[i] = &Tensor{dtype: Float32, shape: x.shape, local: x.local}
+			default:
+				w[i] = Convert(x, Float32)
+			}
+		}
+		return w
+	}
+	wg, wins, wouts := wide(gs), wide(ins), wide(outs)
+	var res []*Tensor
+	switch {
+	case op.VJPN != nil:
+		res = op.VJPN(wg, wins, wouts, params, state)
+	case op.VJPNeed != nil:
+		res = op.VJPNeed(wg[0], wins, wouts[0], params, need)
+	default:
+		res = op.VJP(wg[0], wins, wouts[0], params)
+	}
+	for i, r := range res {
+		if r != nil && i < len(ins) && r.dtype != ins[i].dtype && r.dtype.IsFloat() && ins[i].dtype.IsFloat() {
+			res[i] = Convert(r, ins[i].dtype)
+		}
+	}
+	return res, true
+}
+
+// sameFloat reports whether a and b are floats of one dtype.
+func sameFloat(a, b *Tensor) bool { return a.dtype.IsFloat() && a.dtype == b.dtype }
+
+// floatMismatch returns the panic message for operands that are not
+// floats of one dtype: head followed by want if one is not a float at
+// all, or by the advice to convert if both are floats of different types.
+func floatMismatch(head, want string, a, b *Tensor) string {
+	if a.dtype.IsFloat() && b.dtype.IsFloat() {
+		return head + ": dtypes differ; convert one with tensor.Convert"
+	}
+	return head + ": " + want
+}
+
+// mustFloat panics, naming op, if t is not a float tensor.
+func (t *Tensor) mustFloat(op string) {
+	if !t.dtype.IsFloat() {
+		panic(fmt.Sprintf("%s: %v is %v, want float32", op, t, t.dtype)) // or bfloat16, float16
+	}
+}
+
+// weakScalars gives a float32 scalar (rank 0) operand of a binary op the
+// dtype of a bfloat16 or float16 other operand, as JAX does with a Python
+// scalar: x·Scalar(0.5) on a bf16 x is bf16. (A differentiated scalar gets
+// its cotangent in float32 through Convert.) Any other pair is returned
+// as it is.
+func weakScalars(a, b *Tensor) (*Tensor, *Tensor) {
+	switch {
+	case b.dtype == Float32 && len(b.shape) == 0 && a.dtype.isHalf():
+		return a, Convert(b, a.dtype)
+	case a.dtype == Float32 && len(a.shape) == 0 && b.dtype.isHalf():
+		return Convert(a, b.dtype), b
+	}
+	return a, b
+}
+
+// WrapUint16 returns a tensor of dtype dt (BFloat16 or Float16) that uses
+// bits as its storage, without copying (see WrapFloat32).
+func WrapUint16(dt DType, bits []uint16, shape ...int) *Tensor {
+	if !dt.isHalf() {
+		panic(fmt.Sprintf("tensor.WrapUint16: dtype %v is not bfloat16 or float16", dt))
+	}
+	shape = shapeFor("tensor.WrapUint16", len(bits), shape)
+	if bits == nil {
+		bits = []uint16{}
+	}
+	return &Tensor{dtype: dt, shape: shape, u16: bits}
+}

@@ -1,0 +1,355 @@
+package gemm
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
+)
+
+// Bfloat16 matrix products.
+//
+// Bgemm multiplies bfloat16 matrices (raw bits) into a float32 C, with the
+// best of three kernels the machine runs:
+//
+//   - AMX (Intel Sapphire Rapids and later, Linux): TDPBF16PS on 16×16
+//     float32 tiles, see bf16amx.go;
+//   - AVX-512 BF16 (AMD Zen 4/5, Intel Cooper Lake): a blocked loop around
+//     a 12×32 VDPBF16PS micro-kernel: each instruction multiplies 32 pairs
+//     of bfloat16 values exactly and adds them into 16 float32 lanes, twice
+//     the multiply-adds of a float32 FMA. Operands are packed into k-pair
+//     interleaved panels (two bfloat16 of consecutive k in one 32-bit lane).
+//     On the Sapphire Rapids VM we measured, VDPBF16PS issues at a fraction
+//     of the FMA rate and this kernel is slower than Sgemm (AMX is used
+//     there instead);
+//   - elsewhere, A and B are widened to float32 (exactly) for Sgemm.
+//
+// Rounding: products of bfloat16 values are exact in float32; the sums
+// are float32. VDPBF16PS adds the two products of a pair to the
+// accumulator in an order and with intermediate rounding that Intel
+// documents loosely (and it flushes float32 subnormal results to zero),
+// so the bits may differ from Sgemm's on the widened operands by a few
+// float32 ulps of the partial sums; tests bound the difference.
+
+// bf16Blocking of the BF16 kernel path: k block (even), n block, tile.
+const (
+	bfMR = 12
+	bfNR = 32
+	bfKC = 512 // k values per block (256 pairs)
+	bfNC = 512
+)
+
+// Bgemm computes C = op(A)·op(B) for bfloat16 A and B given as raw bits,
+// row-major, overwriting the float32 C (m×n, row stride ldc). The
+// arguments are those of Sgemm with alpha = 1 and beta = 0.
+func Bgemm(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ldb int, c []float32, ldc int, threads int) {
+	checkArgs16(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		scaleC(m, n, 0, c, ldc)
+		return
+	}
+	if bf16Level == bfWiden {
+		bgemmWiden(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, threads)
+		return
+	}
+	level := bf16Level
+	if level == bfAMX && !amxReady() {
+		level = bf16NoAMX
+	}
+	if level == bfWiden {
+		bgemmWiden(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, threads)
+		return
+	}
+	p := &bproblem{transA, transB, m, n, k, a, b, c, lda, ldb, ldc, level}
+	t := 1
+	if threads != 1 && 2*int64(m)*int64(n)*int64(k) >= parMinFlops {
+		t = runtime.GOMAXPROCS(0)
+		if threads > 0 {
+			t = min(t, threads)
+		}
+	}
+	if t <= 1 {
+		p.run(0, m, 0, n)
+		return
+	}
+	// Column blocks when C is wide enough (each goroutine packs only its
+	// own B), row blocks otherwise.
+	var wg sync.WaitGroup
+	var fault any
+	var once sync.Once
+	mr := bfMR
+	if level == bfAMX {
+		mr = amxMR
+	}
+	splitN := n >= 2*t*bfNR
+	dim, unit := m, mr
+	if splitN {
+		dim, unit = n, bfNR
+	}
+	units := (dim + unit - 1) / unit
+	t = min(t, units)
+	for w := 0; w < t; w++ {
+		lo, hi := units*w/t*unit, min(dim, units*(w+1)/t*unit)
+		if lo >= hi {
+			continue
+		}
+		run := func() {
+			defer func() {
+				if r := recover(); r != nil {
+					once.Do(func() { fault = r })
+				}
+			}()
+			if splitN {
+				p.run(0, m, lo, hi)
+			} else {
+				p.run(lo, hi, 0, n)
+			}
+		}
+		if w == t-1 {
+			run()
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); run() }()
+	}
+	wg.Wait()
+	if fault != nil {
+		panic(fault)
+	}
+}
+
+// checkArgs16 is checkArgs for 16-bit operands.
+func checkArgs16(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ldb int, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	check := func(name string, trans bool, rows, cols, have, ld int) {
+		if trans {
+			rows, cols = cols, rows
+		}
+		if ld < max(1, cols) {
+			panic(fmt.Sprintf("gemm: ld%s=%d < %d columns of %s", name, ld, cols, name))
+		}
+		if rows > 0 && cols > 0 && have < (rows-1)*ld+cols {
+			panic(fmt.Sprintf("gemm: len(%s)=%d < %d for %d×%d with stride %d", name, have, (rows-1)*ld+cols, rows, cols, ld))
+		}
+	}
+	if k > 0 {
+		check("a", transA, m, k, len(a), lda)
+		check("b", transB, k, n, len(b), ldb)
+	}
+	check("c", false, m, n, len(c), ldc)
+}
+
+// bproblem is one Bgemm call.
+type bproblem struct {
+	transA, transB bool
+	m, n, k        int
+	a, b           []uint16
+	c              []float32
+	lda, ldb, ldc  int
+	level          int // bfAVX512 or bfAMX
+}
+
+// bworkspace holds one goroutine's packed panels.
+type bworkspace struct {
+	a, b []uint32
+	tile [bfMR * bfNR]float32
+}
+
+var bwsPool = sync.Pool{New: func() any { return new(bworkspace) }}
+
+// run computes rows [i0,i1) and columns [j0,j1) of C.
+//
+//	for jc over [j0,j1) by bfNC:
+//	  for pc over k by bfKC:      first block overwrites C, later ones add
+//	    pack B block (kc×nc) into strips of 32 columns of k pairs
+//	    for ir over [i0,i1) by 12: pack A strip (12×kc) into k pairs
+//	      for jr by 32:            kernel on a 12×32 tile
+func (p *bproblem) run(i0, i1, j0, j1 int) {
+	if p.level == bfAMX {
+		p.runAMX(i0, i1, j0, j1)
+		return
+	}
+	ws := bwsPool.Get().(*bworkspace)
+	defer bwsPool.Put(ws)
+	for jc := j0; jc < j1; jc += bfNC {
+		nc := min(bfNC, j1-jc)
+		strips := (nc + bfNR - 1) / bfNR
+		for pc := 0; pc < p.k; pc += bfKC {
+			kc := min(bfKC, p.k-pc)
+			kp := (kc + 1) / 2
+			if cap(ws.b) < strips*kp*bfNR {
+				ws.b = make([]uint32, strips*kp*bfNR)
+			}
+			pb := ws.b[:strips*kp*bfNR]
+			for s := 0; s < strips; s++ {
+				p.packB(pb[s*kp*bfNR:(s+1)*kp*bfNR], pc, kc, jc+s*bfNR, min(bfNR, nc-s*bfNR))
+			}
+			if cap(ws.a) < kp*bfMR {
+				ws.a = make([]uint32, kp*bfMR)
+			}
+			pa := ws.a[:kp*bfMR]
+			acc := 0
+			if pc > 0 {
+				acc = 1
+			}
+			for ir := i0; ir < i1; ir += bfMR {
+				mr := min(bfMR, i1-ir)
+				p.packA(pa, pc, kc, ir, mr)
+				for s := 0; s < strips; s++ {
+					col := jc + s*bfNR
+					nr := min(bfNR, nc-s*bfNR)
+					bs := &pb[s*kp*bfNR]
+					if mr == bfMR && nr == bfNR {
+						bf16Kernel12x32(kp, &pa[0], bs, &p.c[ir*p.ldc+col], p.ldc, acc)
+						continue
+					}
+					bf16Kernel12x32(kp, &pa[0], bs, &ws.tile[0], bfNR, 0)
+					p.storeTile(ws.tile[:], bfNR, ir, col, mr, nr, acc)
+				}
+			}
+		}
+	}
+}
+
+// storeTile writes the top-left mr×nr corner of an edge tile (row stride
+// ld) into C at (ir, col): copied when acc is 0, added otherwise.
+func (p *bproblem) storeTile(tile []float32, ld, ir, col, mr, nr, acc int) {
+	for i := 0; i < mr; i++ {
+		row := p.c[(ir+i)*p.ldc+col : (ir+i)*p.ldc+col+nr]
+		t := tile[i*ld : i*ld+nr]
+		if acc == 0 {
+			copy(row, t)
+		} else {
+			for j := range row {
+				row[j] += t[j]
+			}
+		}
+	}
+}
+
+// packA packs rows [ir, ir+mr) of op(A), k values [pc, pc+kc), as pairs:
+// dst[q*12+i] = A(ir+i, pc+2q) | A(ir+i, pc+2q+1)<<16, zero past the
+// edges.
+func (p *bproblem) packA(dst []uint32, pc, kc, ir, mr int) {
+	kp := (kc + 1) / 2
+	if mr < bfMR {
+		clear(dst[:kp*bfMR])
+	}
+	a, lda := p.a, p.lda
+	if !p.transA { // A(i,kk) = a[i*lda+kk]: a pair is two adjacent values
+		for i := 0; i < mr; i++ {
+			packPairs(dst, bfMR, i, a[(ir+i)*lda+pc:(ir+i)*lda+pc+kc])
+		}
+		return
+	}
+	// A(i,kk) = a[kk*lda+i]: interleave two rows of the stored matrix.
+	for q := 0; q < kp; q++ {
+		r0 := a[(pc+2*q)*lda+ir : (pc+2*q)*lda+ir+mr]
+		d := dst[q*bfMR : q*bfMR+mr]
+		if 2*q+1 < kc {
+			r1 := a[(pc+2*q+1)*lda+ir : (pc+2*q+1)*lda+ir+mr]
+			for i := range d {
+				d[i] = uint32(r0[i]) | uint32(r1[i])<<16
+			}
+		} else {
+			for i := range d {
+				d[i] = uint32(r0[i])
+			}
+		}
+	}
+}
+
+// packB packs columns [col, col+nr) of op(B), k values [pc, pc+kc), as
+// pairs: dst[q*32+j] = B(pc+2q, col+j) | B(pc+2q+1, col+j)<<16, zero past
+// the edges.
+func (p *bproblem) packB(dst []uint32, pc, kc, col, nr int) {
+	kp := (kc + 1) / 2
+	if nr < bfNR {
+		clear(dst[:kp*bfNR])
+	}
+	b, ldb := p.b, p.ldb
+	if !p.transB { // B(kk,j) = b[kk*ldb+j]: interleave two rows
+		for q := 0; q < kp; q++ {
+			r0 := b[(pc+2*q)*ldb+col : (pc+2*q)*ldb+col+nr]
+			d := dst[q*bfNR : q*bfNR+nr]
+			if 2*q+1 < kc {
+				interleave16(d, r0, b[(pc+2*q+1)*ldb+col:(pc+2*q+1)*ldb+col+nr])
+			} else {
+				for j := range d {
+					d[j] = uint32(r0[j])
+				}
+			}
+		}
+		return
+	}
+	// B(kk,j) = b[j*ldb+kk]: a pair is two adjacent values of row j.
+	for j := 0; j < nr; j++ {
+		packPairs(dst, bfNR, j, b[(col+j)*ldb+pc:(col+j)*ldb+pc+kc])
+	}
+}
+
+// packPairs stores the values of row, two by two, in column i of dst
+// (row stride stride): dst[q*stride+i] = row[2q] | row[2q+1]<<16, the last
+// pair zero-padded if row has odd length.
+func packPairs(dst []uint32, stride, i int, row []uint16) {
+	q := 0
+	for ; 2*q+1 < len(row); q++ {
+		dst[q*stride+i] = uint32(row[2*q]) | uint32(row[2*q+1])<<16
+	}
+	if len(row)&1 == 1 {
+		dst[q*stride+i] = uint32(row[2*q])
+	}
+}
+
+// interleave16 sets d[j] = lo[j] | hi[j]<<16.
+func interleave16(d []uint32, lo, hi []uint16) {
+	hi = hi[:len(lo)]
+	d = d[:len(lo)]
+	for j := range lo {
+		d[j] = uint32(lo[j]) | uint32(hi[j])<<16
+	}
+}
+
+// bgemmWiden is Bgemm without BF16 instructions: widen both operands to
+// float32 (exact) and run Sgemm.
+func bgemmWiden(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ldb int, c []float32, ldc int, threads int) {
+	na, nb := stored(transA, m, k, lda), stored(transB, k, n, ldb)
+	fa := make([]float32, na)
+	fb := make([]float32, nb)
+	vec.F32FromBF16(fa, a[:na])
+	vec.F32FromBF16(fb, b[:nb])
+	Sgemm(transA, transB, m, n, k, 1, fa, lda, fb, ldb, 0, c, ldc, threads)
+}
+
+// stored returns how many elements of an operand op(X) (rows×cols, row
+// stride ld as stored) the kernels read.
+func stored(trans bool, rows, cols, ld int) int {
+	if trans {
+		rows, cols = cols, rows
+	}
+	if rows == 0 || cols == 0 {
+		return 0
+	}
+	return (rows-1)*ld + cols
+}
+
+// Bgemm kernel levels.
+const (
+	bfWiden  = 0 // widen to float32, Sgemm
+	bfAVX512 = 1 // AVX-512 BF16 VDPBF16PS micro-kernel
+	bfAMX    = 2 // AMX TDPBF16PS tiles
+)
+
+// BF16Kernel names the kernel Bgemm uses: "amx", "avx512bf16" or "widen".
+func BF16Kernel() string {
+	return [...]string{"widen", "avx512bf16", "amx"}[bf16Level]
+}

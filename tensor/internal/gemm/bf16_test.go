@@ -1,0 +1,127 @@
+package gemm
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/internal/half"
+)
+
+// bf16Matrix returns rows×cols random bfloat16 values (bits) in [-2, 2)
+// and their float32 values.
+func bf16Matrix(seed uint64, n int) ([]uint16, []float32) {
+	h := make([]uint16, n)
+	f := make([]float32, n)
+	s := seed*0x9e3779b97f4a7c15 + 1
+	for i := range h {
+		s ^= s << 13
+		s ^= s >> 7
+		s ^= s << 17
+		v := float32(int64(s%4096)-2048) / 1024
+		h[i] = uint16(half.FromFloat32BF(v))
+		f[i] = half.BFloat16(h[i]).Float32()
+	}
+	return h, f
+}
+
+// TestBgemm compares Bgemm with a float64 product of the (exactly
+// widened) operands, for every transposition, sizes around the tile and
+// block edges, odd k, strides wider than the rows, and both kernels.
+func TestBgemm(t *testing.T) {
+	var modes []int
+	for lv := bfWiden; lv <= bf16Level; lv++ {
+		modes = append(modes, lv)
+	}
+	defer func(v int) { bf16Level = v }(bf16Level)
+	sizes := [][3]int{{1, 1, 1}, {12, 32, 2}, {13, 33, 3}, {25, 70, 515}, {7, 100, 1025}, {40, 33, 64}, {130, 520, 17}, {5, 1056, 1050}, {33, 40, 31}}
+	for _, kern := range modes {
+		bf16Level = kern
+		for _, sz := range sizes {
+			m, n, k := sz[0], sz[1], sz[2]
+			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+				ta, tb := tr[0], tr[1]
+				name := fmt.Sprintf("%s/%dx%dx%d/ta=%v,tb=%v", BF16Kernel(), m, n, k, ta, tb)
+				t.Run(name, func(t *testing.T) {
+					ar, ac := m, k
+					if ta {
+						ar, ac = k, m
+					}
+					br, bc := k, n
+					if tb {
+						br, bc = n, k
+					}
+					lda, ldb, ldc := ac+3, bc+1, n+2
+					ah, af := bf16Matrix(uint64(m*7+k), ar*lda)
+					bh, bf := bf16Matrix(uint64(n*5+k), br*ldb)
+					c := make([]float32, m*ldc)
+					for i := range c {
+						c[i] = float32(math.NaN()) // beta = 0: never read
+					}
+					Bgemm(ta, tb, m, n, k, ah, lda, bh, ldb, c, ldc, 0)
+					A := func(i, p int) float64 {
+						if ta {
+							return float64(af[p*lda+i])
+						}
+						return float64(af[i*lda+p])
+					}
+					B := func(p, j int) float64 {
+						if tb {
+							return float64(bf[j*ldb+p])
+						}
+						return float64(bf[p*ldb+j])
+					}
+					for i := 0; i < m; i++ {
+						for j := 0; j < n; j++ {
+							want, abs := 0.0, 0.0
+							for p := 0; p < k; p++ {
+								want += A(i, p) * B(p, j)
+								abs += math.Abs(A(i, p) * B(p, j))
+							}
+							// float32 accumulation: |error| ≤ k·2^-24·Σ|a·b| (plus slack).
+							tol := float64(k+2)*0x1p-24*abs + 1e-30
+							require.InDelta(t, want, float64(c[i*ldc+j]), tol, "C[%d,%d]", i, j)
+						}
+						for j := n; j < ldc && i < m-1; j++ {
+							require.True(t, math.IsNaN(float64(c[i*ldc+j])), "C[%d,%d] past n written", i, j)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestBgemmPanics(t *testing.T) {
+	require.PanicsWithValue(t, "gemm: len(a)=3 < 4 for 2×2 with stride 2", func() {
+		Bgemm(false, false, 2, 2, 2, make([]uint16, 3), 2, make([]uint16, 4), 2, make([]float32, 4), 2, 1)
+	})
+}
+
+// BenchmarkBgemm measures the bfloat16 product against Sgemm on the same
+// sizes in the same run (GFLOP/s; the ratio is the figure to quote).
+func BenchmarkBgemm(b *testing.B) {
+	for _, sz := range []int{256, 1024} {
+		m, n, k := sz, sz, sz
+		ah, af := bf16Matrix(1, m*k)
+		bh, bf := bf16Matrix(2, k*n)
+		c := make([]float32, m*n)
+		flops := 2 * float64(m) * float64(n) * float64(k)
+		for _, threads := range []int{1, 0} {
+			b.Run(fmt.Sprintf("f32/%d/threads=%d", sz, threads), func(b *testing.B) {
+				for b.Loop() {
+					Sgemm(false, false, m, n, k, 1, af, k, bf, n, 0, c, n, threads)
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+			b.Run(fmt.Sprintf("bf16-%s/%d/threads=%d", BF16Kernel(), sz, threads), func(b *testing.B) {
+				for b.Loop() {
+					Bgemm(false, false, m, n, k, ah, k, bh, n, c, n, threads)
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

@@ -1,0 +1,31 @@
+package gemm
+
+// blocking returns the k block (kc) and n block (nc) of a kernel set with
+// mr×nr tiles for a core with l1d bytes of L1 data cache and l2 bytes of L2
+// (0 if unknown: then the defaults kc, nc are kept).
+//
+// In our loop nest (see run) an A strip of mr×kc floats is reused from L1
+// by every micro-kernel call along a B block, while the B block (kc×nc,
+// packed in nr-wide strips) is read from L2 once per A strip:
+//
+//   - kc: an A strip and the B strip streaming past it fit in L1,
+//     (mr+nr)·kc·4 ≤ l1d, in multiples of 64 between 128 and 512. A larger
+//     kc means fewer passes over C (C is read and written ⌈k/kc⌉ times).
+//   - nc: a B block fills at most half of L2, kc·nc·4 ≤ l2/2 (the rest
+//     holds the A strips and C tiles on their way), in multiples of nr
+//     between 4·nr and 4096.
+//
+// On a 48 KiB L1 / 2 MiB L2 core (Sapphire Rapids) the AVX-512 set (12×32)
+// gets kc=256, nc=1024; with 48 KiB / 1 MiB (Zen 5) kc=256, nc=512; with
+// 32 KiB / 1 MiB (Zen 4) kc=128, nc=1024; the AVX2 set (6×16) on Zen 3
+// (32 KiB / 512 KiB) kc=320, nc=192.
+func blocking(mr, nr, l1d, l2, kc, nc int) (int, int) {
+	if l1d <= 0 || l2 <= 0 {
+		return kc, nc
+	}
+	kc = l1d / ((mr + nr) * 4) / 64 * 64
+	kc = min(max(kc, 128), 512)
+	nc = l2 / 2 / (kc * 4) / nr * nr
+	nc = min(max(nc, 4*nr), 4096)
+	return kc, nc
+}
