@@ -43,6 +43,10 @@
 //	FSDPTP  TP, then each parameter split over the data axes along another
 //	        dimension
 //	Rules   your shard.Rules; the rule for "batch" gives the data axes
+//	EP      experts (nn.AxisExpert) over "ep", the rest replicated; batches
+//	        over every mesh axis; the loss is a DeviceLoss calling
+//	        expert.Forward (ep.go)
+//	FSDPEP  EP, then each parameter split over the other (data) axes
 //
 // # One step, two paths
 //

@@ -42,7 +42,11 @@ func TestParseFlags(t *testing.T) {
 var evalLine = regexp.MustCompile(`(?m)^step +(\d+)  loss ([0-9.]+)  val loss ([0-9.]+) \(([0-9.]+) bits/char\) +\d+ tokens/s  dropped +[0-9.]+%  load max/mean [0-9.]+$`)
 
 func TestRunEachStrategyLearns(t *testing.T) {
-	for _, s := range []string{"single", "ep", "dp_ep", "fsdp_ep"} {
+	strategies := []string{"single", "ep", "dp_ep", "fsdp_ep"}
+	if testing.Short() {
+		strategies = []string{"dp_ep"} // the others run in TestCompare
+	}
+	for _, s := range strategies {
 		t.Run(s, func(t *testing.T) {
 			cfg, err := parseFlags(args("-strategy", s, "-steps", "40", "-eval-every", "20", "-lr", "1e-2",
 				"-plot", filepath.Join(t.TempDir(), "m.png")), io.Discard)
