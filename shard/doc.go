@@ -95,7 +95,7 @@
 //	  tanh sigmoid relu silu gelu gelu_exact gelu_grad gelu_exact_grad
 //	  softplus log_sigmoid clamp convert not is_nan is_finite name
 //	  square_bwd tanh_bwd sigmoid_bwd relu_bwd silu_bwd gelu_bwd
-//	  gelu_exact_bwd bias_act bias_act_bwd adam_update adam_step
+//	  gelu_exact_bwd bias_act bias_act_bwd adam_update adam_step sgd_step
 //	                      operand shardings merged (largest operand first),
 //	                      the others moved to it (slicing a replicated
 //	                      operand is free); add and sub of equal partial

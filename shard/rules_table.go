@@ -23,7 +23,7 @@ var elementwiseOps = []string{
 	"equal", "notEqual", "less", "lessEqual", "greater", "greaterEqual",
 	"logicalAnd", "logicalOr", "logicalXor", "where",
 	// fused
-	"bias_act", "bias_act_bwd", "adam_update", "adam_step",
+	"bias_act", "bias_act_bwd", "adam_update", "adam_step", "sgd_step",
 }
 
 func init() {

@@ -181,14 +181,10 @@ func init() {
 // trace), the bits of the same steps done as separate elementwise ops
 // (each product rounded on its own). It is not differentiable.
 func SGDStep(p, g, t *Tensor, mu, s float32, nesterov bool) (p2, t2 *Tensor) {
+	checkNil("tensor.SGDStep", "p g", p, g)
 	in := []*Tensor{p, g}
 	if t != nil {
 		in = append(in, t)
-	}
-	for _, x := range in {
-		if x == nil {
-			panic("tensor.SGDStep: nil operand")
-		}
 	}
 	for _, x := range in {
 		if x.dtype != Float32 || !sameShape(x.shape, g.shape) {

@@ -116,7 +116,7 @@ func TestSGDStep(t *testing.T) {
 	p2, t2 := SGDStep(p, g, nil, 0, s, false)
 	assert.Nil(t, t2)
 	assert.Equal(t, Add(p, MulScalar(g, s)).Float32s(), p2.Float32s())
-	assert.PanicsWithValue(t, "tensor.SGDStep: nil operand", func() { SGDStep(p, nil, nil, 0, s, false) })
+	assert.PanicsWithValue(t, "tensor.SGDStep: operand g is nil", func() { SGDStep(p, nil, nil, 0, s, false) })
 	assert.PanicsWithValue(t, "tensor.SGDStep: f32[5000], f32[5000], f32[3]: want float32 tensors of one shape",
 		func() { SGDStep(p, g, Zeros(Float32, 3), mu, s, false) })
 }
