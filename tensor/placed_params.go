@@ -92,21 +92,19 @@ func DescribeParams(op *Op, params any) (p OpParams, ok bool) {
 // BlockParams returns the parameters with which op computes on blocks
 // (each device's part of placed operands) instead of on the whole arrays:
 // ops whose parameters hold a result shape (broadcasting elementwise ops,
-// where, reductions, concatenate, the scatter of take's VJP) get the shape of the blocks; the others' parameters are returned
-// unchanged. The blocks must be laid out consistently (a sharding rule
+// where, reductions, concatenate, the scatter of take's VJP) get the
+// shape of the blocks; the others' parameters are returned unchanged. The blocks must be laid out consistently (a sharding rule
 // sees to it).
 func BlockParams(op *Op, params any, blocks []*Tensor) any {
-	switch params.(type) {
+	switch v := params.(type) {
 	case *binaryParams:
 		shape := broadcastShapes(op.Name, ",", blocks...)
 		return binaryParamsFor(shape, blocks[0])
 	case *whereParams:
 		return &whereParams{shape: broadcastShapes(op.Name, ",", blocks...)}
 	case *reduceParams:
-		v := params.(*reduceParams)
 		return newReduceParams(op.Name, blocks[0], v.axes, v.keep)
 	case *concatParams:
-		v := params.(*concatParams)
 		shape := slices.Clone(blocks[0].shape)
 		shape[v.axis] = 0
 		for _, b := range blocks {
@@ -115,7 +113,6 @@ func BlockParams(op *Op, params any, blocks []*Tensor) any {
 		return &concatParams{axis: v.axis, shape: shape}
 	case *takeGradParams:
 		// blocks: indices, g; the scattered axis stays whole
-		v := params.(*takeGradParams)
 		g, r := blocks[1].shape, len(blocks[0].shape)
 		shape := append(append(slices.Clone(g[:v.axis]), v.xShape[v.axis]), g[v.axis+r:]...)
 		return &takeGradParams{axis: v.axis, xShape: shape}
