@@ -118,7 +118,9 @@
 //	m2 := pytree.At(m, func(m *MLP) **tensor.Tensor { return &m.Layers[1].W }, w)
 //
 // AtPath does the same with a path string and checks the replacement's
-// type at run time: pytree.AtPath(m, "Layers[1].W", w).
+// type at run time: pytree.AtPath(m, "Layers[1].W", w). MapType replaces
+// every value of a Go type the walk reaches, tensors or not, such as every
+// Dropout layer of a model (nn.InferenceMode).
 //
 // # Comparing and printing
 //
