@@ -82,3 +82,22 @@ func TestCheckGradNoise(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckGradLargeInputs checks inputs where float32 cannot represent
+// x ± Eps/2 exactly (|x| near 3000, ulp 2.4e-4, and 2048 where the ulp
+// changes): a correct derivative passes and one 10% off is still reported.
+func TestCheckGradLargeInputs(t *testing.T) {
+	x := tensor.FromFloat32([]float32{3000.7, -2500.3, 1800.1, 2048, -2048})
+	linear := func(k float32) func(xs []*tensor.Tensor) *tensor.Tensor {
+		f := autodiff.CustomVJP("scaled_linear",
+			func(in []*tensor.Tensor) (*tensor.Tensor, []*tensor.Tensor) {
+				return tensor.MulScalar(in[0], 0.5), nil
+			},
+			func(_ []*tensor.Tensor, g *tensor.Tensor) []*tensor.Tensor {
+				return []*tensor.Tensor{tensor.MulScalar(g, 0.5*k)}
+			})
+		return func(xs []*tensor.Tensor) *tensor.Tensor { return f(xs[0]) }
+	}
+	require.NoError(t, autodiff.CheckGrad(linear(1), []*tensor.Tensor{x}, autodiff.CheckOptions{}))
+	require.Error(t, autodiff.CheckGrad(linear(1.1), []*tensor.Tensor{x}, autodiff.CheckOptions{}))
+}

@@ -1,6 +1,8 @@
 package optim
 
 import (
+	"fmt"
+
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -129,4 +131,42 @@ func (t *traceT) Update(grads any, state State, _ any) (any, State) {
 	st := stateAs[TraceState]("optim.Trace", state)
 	u, tr := traceStep("optim.Trace", grads, st.Trace, t.decay, t.nesterov, 1)
 	return u, TraceState{Trace: tr}
+}
+
+// fusedStep is Update followed by Apply in one pass over each parameter,
+// its gradient and its trace (tensor.SGDStep): the bits of the two.
+func (s *sgd) fusedStep(params, grads any, state State) (any, State) {
+	const op = "optim.SGD"
+	st := stateAs[SGDState](op, state)
+	n := countValue(op, st.Count)
+	lr := float32(-s.lr(n))
+	out := SGDState{Count: incCount(st.Count, n)}
+	if s.o.Momentum == 0 {
+		r := mapMulti(1, func(xs []*tensor.Tensor) []*tensor.Tensor {
+			p, g := xs[0], xs[1]
+			switch {
+			case g == nil || !isFloat(g):
+				return []*tensor.Tensor{p}
+			case p == nil:
+				panic(fmt.Sprintf("optim.Apply: update %v for a nil parameter", g))
+			}
+			p2, _ := tensor.SGDStep(p, g, nil, 0, lr, false)
+			return []*tensor.Tensor{withAxesOf(p2, p)}
+		}, params, grads)
+		return r[0], out
+	}
+	r := mapMulti(2, func(xs []*tensor.Tensor) []*tensor.Tensor {
+		p, g, t := xs[0], xs[1], xs[2]
+		switch {
+		case g == nil:
+			return []*tensor.Tensor{p, t}
+		case p == nil:
+			panic(fmt.Sprintf("optim.Apply: update %v for a nil parameter", g))
+		}
+		noState(op, g, t)
+		p2, t2 := tensor.SGDStep(p, g, t, float32(s.o.Momentum), lr, s.o.Nesterov)
+		return []*tensor.Tensor{withAxesOf(p2, p), withAxesOf(t2, t)}
+	}, params, grads, st.Trace)
+	out.Trace = r[1]
+	return r[0], out
 }

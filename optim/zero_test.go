@@ -135,7 +135,8 @@ func TestZeROPanics(t *testing.T) {
 	assert.PanicsWithValue(t, "optim.ZeRO.Unflatten: flat vector f32[3], want f32[28]", func() { z.Unflatten(tensor.Zeros(tensor.Float32, 3), m) })
 }
 
-// Step's fused pass for Adam and AdamW gives the bits of Update then Apply.
+// Step's fused pass for Adam, AdamW and SGD gives the bits of Update then
+// Apply.
 func TestFusedStepMatchesUpdateApply(t *testing.T) {
 	lr := optim.Constant(0.01)
 	for name, tx := range map[string]optim.Transform{
@@ -144,6 +145,9 @@ func TestFusedStepMatchesUpdateApply(t *testing.T) {
 		"ScaleByAdam": optim.ScaleByAdam(),
 		"AdamW":       optim.AdamW(lr, optim.AdamWOptions{WeightDecay: 0.1}),
 		"AdamWMask":   optim.AdamW(lr, optim.AdamWOptions{WeightDecay: 0.1, Mask: pytree.PathGlob("W")}),
+		"SGD":         optim.SGD(lr),
+		"Momentum":    optim.SGD(lr, optim.SGDOptions{Momentum: 0.9}),
+		"SGDNesterov": optim.SGD(lr, optim.SGDOptions{Momentum: 0.8, Nesterov: true}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			start := newZeroModel(0.5)

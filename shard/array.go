@@ -187,12 +187,18 @@ func ShardingOf(x *tensor.Tensor) (Sharding, bool) {
 }
 
 // Blocks returns the blocks of a sharded tensor, one per device of its mesh
-// in mesh order (replicas are distinct copies), nil for devices of other
-// processes. It panics for a host tensor.
+// in mesh order (replicas are distinct copies, or share storage where
+// propagation computed them once), nil for devices of other processes. A
+// partial sum left by propagation is reduced first, so the blocks always
+// hold the value. It panics for a host tensor.
 func Blocks(x *tensor.Tensor) []*tensor.Tensor {
 	l, ok := x.Layout().(*layout)
 	if !ok {
 		panic(fmt.Sprintf("shard.Blocks: %v is not sharded", x))
+	}
+	if len(l.partial) > 0 {
+		l.sumOnce.Do(func() { l.sum = l.reduced() })
+		l = l.sum
 	}
 	return slices.Clone(l.blocks)
 }

@@ -176,8 +176,13 @@ func pmaxImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	if p.max {
 		kind = "pmax"
 	}
-	s := e.run.meet(e, &call{kind: kind, axes: p.axes, x: x, extra: kind})
+	s := e.run.meet(e, &call{kind: kind, axes: p.axes, x: x, extra: kind, p: p})
 	defer e.run.leave(s)
+	e.account(kind, int64(2*(g.size-1))*int64(x.Bytes())/int64(g.size))
+	if _, done := s.remote.Load(g.key); done {
+		// Reduced with the other processes already (see exchange).
+		return e.marked(sharedResult(s, g.key, nil), maskOf(x)&^p.mask)
+	}
 	blocks := make([]*tensor.Tensor, g.size)
 	for r, m := range g.members {
 		blocks[r] = s.calls[m].x
@@ -190,7 +195,6 @@ func pmaxImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 			out = tensor.Minimum(tensor.WithLocal(out, nil), tensor.WithLocal(b, nil))
 		}
 	}
-	e.account(kind, int64(2*(g.size-1))*int64(x.Bytes())/int64(g.size))
 	return e.marked(tensor.WithLocal(out, nil), maskOf(x)&^p.mask)
 }
 

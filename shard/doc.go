@@ -95,7 +95,7 @@
 //	  tanh sigmoid relu silu gelu gelu_exact gelu_grad gelu_exact_grad
 //	  softplus log_sigmoid clamp convert not is_nan is_finite name
 //	  square_bwd tanh_bwd sigmoid_bwd relu_bwd silu_bwd gelu_bwd
-//	  gelu_exact_bwd bias_act bias_act_bwd adam_update adam_step
+//	  gelu_exact_bwd bias_act bias_act_bwd adam_update adam_step sgd_step
 //	                      operand shardings merged (largest operand first),
 //	                      the others moved to it (slicing a replicated
 //	                      operand is free); add and sub of equal partial
@@ -124,6 +124,10 @@
 //	one_hot               like the ids, the new class axis whole
 //	concatenate slice pad flip  the dims they change gathered
 //	scatter_add           the scattered axis gathered
+//	bincount segment_sum  local counts and sums: a partial sum over the
+//	                      axes the rows are split over
+//	segment_take bincount_gather  the table read is gathered; the result
+//	                      follows the ids
 //	mse                   composed: mean of squared differences
 //	anything else         gathered on every device and computed whole
 //	                      (replicated result); counted, a panic under Strict

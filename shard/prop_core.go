@@ -81,6 +81,10 @@ func propagate(op *tensor.Op, params any, in []*tensor.Tensor) []*tensor.Tensor 
 	m := meshOf(op.Name, in)
 	logs := explainLogs(m)
 	r := ruleFor(op.Name)
+	if op.ImplVJP != nil {
+		// Its VJP needs a state that per-device runs cannot hand it.
+		r = nil
+	}
 	var st *step
 	if r != nil {
 		c := &opCall{op: op, params: params, in: in, mesh: m}
@@ -175,39 +179,44 @@ func (l *layout) reduced() *layout {
 		return l
 	}
 	m := l.sharding.mesh
-	pm := uint64(0)
-	for _, a := range l.partial {
-		pm |= 1 << uint(m.axis("shard", a))
-	}
-	groups := map[int][]int{} // key -> members
-	keys := make([]int, m.Size())
-	for d := range m.Size() {
-		c := m.Coords(d)
-		for k := range c {
-			if pm&(1<<uint(k)) != 0 {
-				c[k] = 0
-			}
-		}
-		keys[d] = m.Index(c)
-		groups[keys[d]] = append(groups[keys[d]], d)
-	}
-	sums := map[int]*tensor.Tensor{}
-	order := make([]int, 0, len(groups))
-	for k := range groups {
-		order = append(order, k)
-		sums[k] = nil
-	}
-	slices.Sort(order)
-	res := make([]*tensor.Tensor, len(order))
-	parallelFor(len(order), func(i int) {
-		res[i] = sumBlocks(l.blocks, groups[order[i]])
-	})
+	groups := groupsAlong(m, l.partial)
+	res := make([]*tensor.Tensor, len(groups))
+	parallelFor(len(groups), func(i int) { res[i] = sumBlocks(l.blocks, groups[i]) })
 	out := &layout{sharding: l.sharding, geo: l.geo, blocks: make([]*tensor.Tensor, len(l.blocks))}
-	for i, k := range order {
-		for _, d := range groups[k] {
+	for i, g := range groups {
+		for _, d := range g {
 			out.blocks[d] = res[i]
 			chargeBlock(m.devices[d], res[i])
 		}
+	}
+	return out
+}
+
+// groupsAlong returns the devices of m grouped by their coordinates off
+// the given axes: the groups a collective over those axes runs among, in
+// mesh order of their first members.
+func groupsAlong(m *Mesh, axes DimSpec) [][]int {
+	along := make([]bool, len(m.sizes))
+	for _, a := range axes {
+		along[m.axis("shard", a)] = true
+	}
+	index := map[int]int{}
+	var out [][]int
+	for d := range m.Size() {
+		c := m.Coords(d)
+		for k := range c {
+			if along[k] {
+				c[k] = 0
+			}
+		}
+		key := m.Index(c)
+		g, ok := index[key]
+		if !ok {
+			g = len(out)
+			index[key] = g
+			out = append(out, nil)
+		}
+		out[g] = append(out[g], d)
 	}
 	return out
 }

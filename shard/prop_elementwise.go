@@ -110,10 +110,13 @@ func elementwise(c *opCall) *step {
 	os := NewSharding(c.mesh, spec)
 	op, params := c.op, c.params
 	if op.ImplN != nil {
-		// Every output of these ops has the result's shape (adam_update,
-		// adam_step).
-		n = 3
-		if op.Name != "adam_update" && op.Name != "adam_step" {
+		// Every output of these ops has the result's shape.
+		switch op.Name {
+		case "adam_update", "adam_step":
+			n = 3
+		case "sgd_step":
+			n = len(c.in) - 1 // p' and, with a trace, t'
+		default:
 			return nil
 		}
 	}

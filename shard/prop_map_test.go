@@ -97,3 +97,42 @@ func TestDropoutOnPlacedActivations(t *testing.T) {
 	require.Equal(t, "float32[8@dp,6@tp]", d.Forward(x, key).Type())
 	require.Zero(t, comm.Bytes(m.Devices()[0], "all_gather"))
 }
+
+// TestSecondDerivativeThroughPropagation: VJPs applied to placed
+// cotangents are ops like any other, so gradients of gradients work.
+func TestSecondDerivativeThroughPropagation(t *testing.T) {
+	m := guideMesh()
+	r := rand.New(rand.NewPCG(9, 1))
+	xh, wh := randT(r, 8, 6), randT(r, 6, 4)
+	f := func(p [2]*tensor.Tensor) *tensor.Tensor {
+		return tensor.Sum(tensor.Tanh(tensor.MatMul(p[0], p[1])))
+	}
+	g := func(p [2]*tensor.Tensor) *tensor.Tensor {
+		gr := autodiff.Grad(f)(p)
+		return tensor.Add(tensor.Sum(tensor.Square(gr[0])), tensor.Sum(tensor.Square(gr[1])))
+	}
+	want, wantG := autodiff.ValueAndGrad(g)([2]*tensor.Tensor{xh, wh})
+	placed := [2]*tensor.Tensor{
+		shard.Put(xh, shard.NewSharding(m, shard.P("dp", nil))),
+		shard.Put(wh, shard.NewSharding(m, shard.P(nil, "tp"))),
+	}
+	got, gotG := autodiff.ValueAndGrad(g)(placed)
+	requireClose(t, want, got, 1e-5, "value")
+	requireGradsLike(t, wantG, gotG, placed, 1e-5, 1e-6)
+}
+
+// TestBlocksOfPartialSum: Blocks of a partial-sum result hold the value
+// (each device's block of the sum), not the summands, so checkpoints and
+// other readers of blocks never see pending sums.
+func TestBlocksOfPartialSum(t *testing.T) {
+	m := guideMesh()
+	r := rand.New(rand.NewPCG(4, 4))
+	ah, bh := randT(r, 4, 8), randT(r, 8, 2)
+	a := shard.Put(ah, shard.NewSharding(m, shard.P(nil, "dp")))
+	b := shard.Put(bh, shard.NewSharding(m, shard.P("dp", nil)))
+	y := tensor.MatMul(a, b) // contracting dim sharded on both sides: partial over dp
+	want := tensor.MatMul(ah, bh)
+	for _, blk := range shard.Blocks(y) {
+		requireClose(t, want, blk, 1e-5, "block")
+	}
+}

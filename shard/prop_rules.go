@@ -262,10 +262,11 @@ func passThrough(c *opCall, out Spec, f func(*tensor.Tensor) *tensor.Tensor) *st
 }
 
 // reshapeRule keeps a sharded dimension sharded when its blocks stay
-// contiguous runs of the result: the dimension starts the same flat
-// stride in the result as in the operand (it is split, or merged with the
-// unsharded dimensions after it) and its part of the result divides by
-// the axes. Other sharded dimensions are gathered first.
+// contiguous runs of the result: the dimension starts a result dimension
+// (the same product of dimensions before it), which divides by the axes
+// (the dimension is split with its axes on the leading part, or merged as
+// the major part with the dimensions after it). Other sharded dimensions,
+// such as the minor dimensions of a merge, are gathered first.
 func reshapeRule(c *opCall) *step {
 	x := c.in[0]
 	p, _ := tensor.DescribeParams(c.op, c.params)
@@ -290,22 +291,12 @@ func reshapeRule(c *opCall) *step {
 			if prefix(outShape, j) != prefix(in, i) || outShape[j]%g != 0 || len(out[j]) > 0 {
 				continue
 			}
-			// merged: the operand dims after i inside out[j] must be unsharded
-			ok := true
-			if outShape[j] > in[i] {
-				size := in[i]
-				for k := i + 1; k < len(in) && size < outShape[j]; k++ {
-					if len(s[k]) > 0 {
-						ok = false
-					}
-					size *= in[k]
-				}
-			}
-			if ok {
-				out[j] = s[i]
-				found = true
-				break
-			}
+			// Merged with the dims after it, dim i stays the major part of
+			// out[j]; those dims start inside out[j], match no result dim
+			// and are gathered below.
+			out[j] = s[i]
+			found = true
+			break
 		}
 		if !found {
 			s[i] = nil

@@ -188,3 +188,73 @@ func scatterAddRule(c *opCall) *step {
 func mseCompose(c *opCall) []*tensor.Tensor {
 	return []*tensor.Tensor{tensor.Mean(tensor.Square(tensor.Sub(c.in[0], c.in[1])))}
 }
+
+// countRule is the rule of bincount (ids [and weights] -> [length]) and
+// segment_sum (data [N, ...], ids [N] -> [segments, ...]): every device
+// counts or sums its rows into a whole result, which is a partial sum over
+// the axes the rows are split over; the other dimensions of data keep
+// their axes.
+func countRule(c *opCall) *step {
+	var rows DimSpec // axes of the counted dimension(s)
+	st := &step{in: make([]Sharding, len(c.in))}
+	switch c.op.Name {
+	case "bincount":
+		spec := mergeSpecs(c, c.in[0].Shape())
+		for i := range c.in {
+			st.in[i] = NewSharding(c.mesh, spec)
+		}
+		rows = spec.Axes()
+		st.out = []Sharding{Replicated(c.mesh)}
+	default: // segment_sum
+		data, ids := c.in[0], c.in[1]
+		spec := cloneSpec(c.spec(0), data.Rank())
+		if len(spec[0]) == 0 {
+			spec[0] = slices.Clone(c.spec(1).dim(0))
+			if len(without(spec[0], axisSet(spec[1:]...))) != len(spec[0]) || ids.Dim(0)%c.mesh.AxisSize(spec[0]...) != 0 {
+				spec[0] = nil
+			}
+		}
+		rows = spec[0]
+		st.in[0] = NewSharding(c.mesh, spec)
+		st.in[1] = NewSharding(c.mesh, Spec{spec[0]})
+		out := slices.Clone(spec)
+		out[0] = nil
+		st.out = []Sharding{NewSharding(c.mesh, out)}
+	}
+	if len(rows) > 0 {
+		st.partial = []DimSpec{rows}
+	}
+	st.local = implLocal(c)
+	return st
+}
+
+// segmentTakeRule is segment_sum's transpose (g [segments, ...] at ids
+// [N] -> [N, ...]): g is gathered along its segments, the result's rows
+// follow the ids and its other dimensions g's.
+func segmentTakeRule(c *opCall) *step {
+	g := c.in[0]
+	spec := cloneSpec(c.spec(0), g.Rank())
+	spec[0] = nil
+	ids := cloneSpec(c.spec(1), 1)
+	if len(without(ids[0], axisSet(spec...))) != len(ids[0]) {
+		ids[0] = nil
+	}
+	out := slices.Clone(spec)
+	out[0] = ids[0]
+	return &step{
+		in:    []Sharding{NewSharding(c.mesh, spec), NewSharding(c.mesh, ids)},
+		out:   []Sharding{NewSharding(c.mesh, out)},
+		local: implLocal(c),
+	}
+}
+
+// binGatherRule is bincount's transpose (g [length] read at ids x -> x's
+// shape): g is gathered, the result is laid out like the ids.
+func binGatherRule(c *opCall) *step {
+	spec := cloneSpec(c.spec(1), c.in[1].Rank())
+	return &step{
+		in:    []Sharding{Replicated(c.mesh), NewSharding(c.mesh, spec)},
+		out:   []Sharding{NewSharding(c.mesh, spec)},
+		local: implLocal(c),
+	}
+}

@@ -222,28 +222,10 @@ func (st *step) replicaGroups(in []*tensor.Tensor, m *Mesh) [][]int {
 // maximum (minimum) over the devices that differ only on axes: pmax, one
 // shared result per group, charged as the collective.
 func combineExtreme(op string, m *Mesh, outs [][]*tensor.Tensor, j int, axes DimSpec, isMin bool) {
-	groups := map[int][]int{}
-	var keys []int
-	pm := map[int]bool{}
-	for _, a := range axes {
-		pm[m.axis("shard", a)] = true
-	}
-	for d := range m.Size() {
-		c := m.Coords(d)
-		for k := range c {
-			if pm[k] {
-				c[k] = 0
-			}
-		}
-		k := m.Index(c)
-		if _, ok := groups[k]; !ok {
-			keys = append(keys, k)
-		}
-		groups[k] = append(groups[k], d)
-	}
-	res := make([]*tensor.Tensor, len(keys))
-	parallelFor(len(keys), func(i int) {
-		devs := groups[keys[i]]
+	groups := groupsAlong(m, axes)
+	res := make([]*tensor.Tensor, len(groups))
+	parallelFor(len(groups), func(i int) {
+		devs := groups[i]
 		r := outs[devs[0]][j]
 		for _, d := range devs[1:] {
 			if isMin {
@@ -254,8 +236,8 @@ func combineExtreme(op string, m *Mesh, outs [][]*tensor.Tensor, j int, axes Dim
 		}
 		res[i] = r
 	})
-	for i, k := range keys {
-		for _, d := range groups[k] {
+	for i, g := range groups {
+		for _, d := range g {
 			outs[d][j] = res[i]
 		}
 	}

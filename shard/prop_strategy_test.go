@@ -51,11 +51,10 @@ func TestMLPStrategiesByPropagation(t *testing.T) {
 				stop()
 				require.InDelta(t, want.Item(), got.Item(), 1e-5*max(1, abs(want.Item())))
 				requireGradsLike(t, wantG, gotG, placed, 1e-5, 1e-6)
-				if want := expectedMLPBytes(st, m, placed, 16); want != nil {
-					dev := m.Devices()[0]
-					for _, kind := range []string{"psum", "psum_scatter", "all_gather", "all_to_all"} {
-						require.Equal(t, want[kind], comm.Bytes(dev, kind), "%s bytes\n%s", kind, comm.String())
-					}
+				want := expectedMLPBytes(st, m, placed, 16)
+				dev := m.Devices()[0]
+				for _, kind := range []string{"psum", "psum_scatter", "all_gather", "all_to_all"} {
+					require.Equal(t, want[kind], comm.Bytes(dev, kind), "%s bytes\n%s", kind, comm.String())
 				}
 			})
 		}
@@ -74,9 +73,10 @@ func TestMLPStrategiesByPropagation(t *testing.T) {
 //     leaves' gradients and of the loss;
 //   - TP (Megatron): one all-reduce over tp of the activations per pair of
 //     layers in forward, and the data-parallel all-reduce over the data
-//     axes of every device's gradient block.
-//
-// FSDP+TP returns nil: its figures are checked for correctness only.
+//     axes of every device's gradient block;
+//   - FSDP+TP: FSDP over the data axes of each device's tp block of the
+//     data-sharded leaves, the TP all-reduce of the activations, and the
+//     all-reduce over the data axes of the other leaves' gradient blocks.
 func expectedMLPBytes(st mlpStrategy, m *shard.Mesh, placed nn.MLP, b int64) map[string]int64 {
 	d := int64(m.AxisSize(st.DataAxes(m)...))
 	t := int64(m.Size()) / d
@@ -103,12 +103,31 @@ func expectedMLPBytes(st mlpStrategy, m *shard.Mesh, placed nn.MLP, b int64) map
 			case stTP:
 				blk := bytes / int64(m.AxisSize(s.Spec().Axes()...))
 				out["psum"] += 2 * (d - 1) * blk / d
-			default:
-				return nil
+			case stFSDPTP:
+				// FSDP over the data axes of each device's tp block
+				var tpAxes []string
+				data := false
+				for _, a := range s.Spec().Axes() {
+					if a == "tp" {
+						tpAxes = append(tpAxes, a)
+					} else {
+						data = true
+					}
+				}
+				blk := bytes / int64(m.AxisSize(tpAxes...))
+				if !data {
+					out["psum"] += 2 * (d - 1) * (bytes / int64(m.AxisSize(s.Spec().Axes()...))) / d
+					continue
+				}
+				out["psum_scatter"] += (d - 1) * blk / d
+				out["all_gather"] += (d - 1) * blk / d
+				if p == l.W && i > 0 {
+					out["all_gather"] += (d - 1) * blk / d
+				}
 			}
 		}
 	}
-	if st == stTP {
+	if st == stTP || st == stFSDPTP {
 		act := b / d * int64(placed.Layers[0].W.Dim(1)) * 4
 		out["psum"] += 2 * (t - 1) * act / t
 	}

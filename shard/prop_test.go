@@ -95,6 +95,12 @@ func propCases(r *rand.Rand) []propCase {
 			func(xs []*tensor.Tensor) *tensor.Tensor {
 				return tensor.Sum(tensor.Square(tensor.Reshape(xs[0], 8, 6)))
 			}},
+		{"reshape of a minor sharded dim gathers it", []*tensor.Tensor{f32(8, 6)}, []shard.Spec{shard.P("dp", "tp")},
+			func(xs []*tensor.Tensor) *tensor.Tensor {
+				flat := tensor.Reshape(xs[0], 48)
+				split := tensor.Reshape(flat, 2, 4, 3, 2)
+				return tensor.Sum(tensor.Mul(split, tensor.Reshape(tensor.Exp(flat), 2, 4, 3, 2)))
+			}},
 		{"slice concat pad", []*tensor.Tensor{f32(8, 6)}, []shard.Spec{shard.P("dp", "tp")},
 			func(xs []*tensor.Tensor) *tensor.Tensor {
 				a := tensor.SliceAxis(xs[0], 1, 1, 5)
@@ -121,6 +127,13 @@ func propCases(r *rand.Rand) []propCase {
 				parts := tensor.Split(xs[0], 1, 3)
 				return tensor.Add(tensor.Add(tensor.Sum(tensor.Square(v)), tensor.Sum(tensor.Mul(s, c))),
 					tensor.Add(tensor.Sum(tensor.Mul(oh, xs[0])), tensor.Sum(tensor.Square(parts[1]))))
+			}},
+		{"counts and segments", []*tensor.Tensor{f32(8, 6)}, []shard.Spec{shard.P("dp", "tp")},
+			func(xs []*tensor.Tensor) *tensor.Tensor {
+				ids := shard.Put(tensor.FromInt32([]int32{2, 0, 1, 2, 2, 0, 1, 1}, 8), shard.NewSharding(guideMesh(), shard.P("dp")))
+				counts := tensor.Add(tensor.AsType(tensor.Bincount(ids, nil, 4), tensor.Float32), tensor.Bincount(ids, tensor.Sum(xs[0], 1), 4))
+				seg := tensor.SegmentSum(tensor.Square(xs[0]), ids, 3)
+				return tensor.Add(tensor.Sum(tensor.Mul(seg, seg)), tensor.Sum(tensor.Square(counts)))
 			}},
 		{"where and compare", []*tensor.Tensor{f32(8, 6)}, []shard.Spec{shard.P("dp", nil)},
 			func(xs []*tensor.Tensor) *tensor.Tensor {
@@ -177,5 +190,25 @@ func requireGradsLike(t *testing.T, want, got, params any, rel, floor float64) {
 		gs, ok := shard.ShardingOf(gl[i])
 		require.True(t, ok, "grad %d %v is not placed", i, gl[i])
 		require.True(t, ps.Equal(gs), "grad %d is %v, param %v", i, gs, ps)
+	}
+}
+
+// TestReshapeLayouts checks where reshape keeps axes: a sharded dimension
+// keeps them while its blocks stay contiguous runs of the result.
+func TestReshapeLayouts(t *testing.T) {
+	m := guideMesh()
+	x := shard.Put(tensor.Ones(tensor.Float32, 8, 6), shard.NewSharding(m, shard.P("dp", "tp")))
+	for _, tc := range []struct {
+		shape []int
+		want  string
+	}{
+		{[]int{48}, "float32[48@dp]"},            // merged: dp major stays, tp (minor) gathered
+		{[]int{4, 2, 6}, "float32[4@dp,2,6@tp]"}, // split: dp on the leading part
+		{[]int{2, 4, 6}, "float32[2,4,6@tp]"},    // the leading part (2) does not divide by dp=4
+		{[]int{8, 3, 2}, "float32[8@dp,3,2]"},    // 6 split into 3x2: tp=2 does not divide 3
+		{[]int{8, 2, 3}, "float32[8@dp,2@tp,3]"}, // 6 split into 2x3: tp on the 2
+		{[]int{1, 8, 6}, "float32[1,8@dp,6@tp]"}, // a new leading 1
+	} {
+		require.Equal(t, tc.want, tensor.Reshape(x, tc.shape...).Type(), "reshape to %v", tc.shape)
 	}
 }

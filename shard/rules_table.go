@@ -23,7 +23,7 @@ var elementwiseOps = []string{
 	"equal", "notEqual", "less", "lessEqual", "greater", "greaterEqual",
 	"logicalAnd", "logicalOr", "logicalXor", "where",
 	// fused
-	"bias_act", "bias_act_bwd", "adam_update", "adam_step",
+	"bias_act", "bias_act_bwd", "adam_update", "adam_step", "sgd_step",
 }
 
 func init() {
@@ -71,6 +71,10 @@ func init() {
 	rules["pad"] = &rule{what: "padded dims gathered, the others keep their axes", plan: padRule}
 	rules["flip"] = &rule{what: "flipped dims gathered, the others keep their axes", plan: flipRule}
 	rules["scatter_add"] = &rule{what: "scattered axis (and the updates' indexed dims) gathered, the others keep x's axes", plan: scatterAddRule}
+	rules["bincount"] = &rule{what: "local counts: a partial sum over the ids' axes", plan: countRule}
+	rules["segment_sum"] = &rule{what: "local segment sums: a partial sum over the rows' axes", plan: countRule}
+	rules["bincount_gather"] = &rule{what: "counts gathered; laid out like the ids", plan: binGatherRule}
+	rules["segment_take"] = &rule{what: "segments gathered; rows follow the ids", plan: segmentTakeRule}
 	rules["mse"] = &rule{what: "composed: mean of squared differences (partial sum, one psum)", compose: mseCompose}
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -181,6 +182,34 @@ type meshNet struct {
 	first  int              // first local mesh index, -1 if none
 	spans  bool             // devices of more than one process
 	groups map[string]Group // by process set
+
+	mu        sync.Mutex
+	partition map[uint64][][]int // groups over an axes mask, members ascending
+}
+
+// partitionOf returns the groups of devices over the axes in mask, each
+// as its members in ascending mesh order, in order of their first member.
+func (m *Mesh) partitionOf(mask uint64) [][]int {
+	n := m.net
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p, ok := n.partition[mask]; ok {
+		return p
+	}
+	if n.partition == nil {
+		n.partition = map[uint64][][]int{}
+	}
+	seen := map[int]bool{}
+	var out [][]int
+	for i := range m.devices {
+		key, members := m.groupOf(i, mask)
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, members)
+		}
+	}
+	n.partition[mask] = out
+	return out
 }
 
 // connect sets up the communicators of a new mesh (collectively) and
@@ -224,14 +253,8 @@ func (m *Mesh) connect() *Mesh {
 // groupProcs returns, for each group of devices over the axes in mask (in
 // order of their first member), the sorted set of processes it spans.
 func (m *Mesh) groupProcs(mask uint64) [][]int {
-	seen := map[int]bool{}
 	var out [][]int
-	for i := range m.devices {
-		key, members := m.groupOf(i, mask)
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
+	for _, members := range m.partitionOf(mask) {
 		out = append(out, m.procsOf(members))
 	}
 	return out
@@ -306,8 +329,9 @@ func (m *Mesh) nlocal() int {
 // has arrived: for each group of devices that spans processes, a psum's
 // local partial sums are all-reduced (the result is stored for the
 // group), and for every other collective the blocks of the group's remote
-// members are brought here, so the in-memory algorithms see every member.
-// Groups are visited in the same order on every process.
+// members are brought here, so the in-memory algorithms see every member
+// (pmax and pmin are all-reduced like psum). Groups are visited in the
+// same order on every process.
 func (r *run) exchange(s *slot) (err error) {
 	m := r.mesh
 	var first *call
@@ -330,13 +354,8 @@ func (r *run) exchange(s *slot) (err error) {
 			err = &DeviceError{Device: m.devices[e.dev], Coords: e.coords, Op: r.name, Value: p}
 		}
 	}()
-	done := map[int]bool{}
-	for i := range m.devices {
-		key, members := m.groupOf(i, axesMask)
-		if done[key] {
-			continue
-		}
-		done[key] = true
+	for _, members := range m.partitionOf(axesMask) {
+		key := members[0]
 		procs := m.procsOf(members)
 		if len(procs) < 2 || !slices.Contains(procs, dist.rank) {
 			continue
@@ -351,6 +370,8 @@ func (r *run) exchange(s *slot) (err error) {
 		switch first.kind {
 		case "psum":
 			r.exchangePsum(s, g, key, members)
+		case "pmax", "pmin":
+			r.exchangeExtreme(s, g, key, members, first.kind == "pmax")
 		case "psum_scatter", "all_to_all", "ppermute":
 			r.exchangeParts(s, g, ge, members, procs)
 		default:
@@ -787,4 +808,39 @@ func (r *run) exchangeParts(s *slot, g Group, ge *devEnv, members, procs []int) 
 			s.calls[src] = &call{kind: c0.kind, axes: c0.axes, x: x, extra: c0.extra, p: c0.p}
 		}
 	}
+}
+
+// exchangeExtreme all-reduces (MPI_MAX or MPI_MIN) the elementwise extreme
+// of the group's local blocks and stores it as the group's shared result.
+func (r *run) exchangeExtreme(s *slot, g Group, key int, members []int, isMax bool) {
+	m := r.mesh
+	var out *tensor.Tensor
+	for _, j := range members {
+		if !m.isLocal(j) {
+			continue
+		}
+		x := tensor.WithLocal(s.calls[j].x, nil)
+		switch {
+		case out == nil:
+			out = tensor.Zeros(x.DType(), x.Shape()...)
+			copy(rawBytes(out), rawBytes(x))
+		case isMax:
+			out = tensor.Maximum(out, x)
+		default:
+			out = tensor.Minimum(out, x)
+		}
+	}
+	op := ReduceMin
+	if isMax {
+		op = ReduceMax
+	}
+	if out.DType() == tensor.Int32 {
+		g.AllreduceInt32(out.RawInt32(), out.RawInt32(), op)
+	} else {
+		g.AllreduceFloat32(out.RawFloat32(), out.RawFloat32(), op)
+	}
+	l := &lazyResult{t: out}
+	l.once.Do(func() {})
+	s.shared.Store(key, l)
+	s.remote.Store(key, true)
 }

@@ -99,16 +99,18 @@
 //
 // # The three parts of the package
 //
-// The package mixes three concerns, whose files look alike:
+// The package mixes three concerns; file names say which one a file
+// belongs to:
 //
-//   - Arrays and ops: Tensor, its storage and every op (elementwise.go,
-//     matmul.go, reduce.go, ...). Each op is an *Op applied with Apply or
-//     ApplyN.
-//   - The autodiff engine: Trace, Apply's recording of nodes, Backward,
-//     remat and the residual report (graph.go, backward.go, remat.go,
-//     residuals.go). It knows ops only through their Impl and VJP.
-//   - The sharding seam: the marks of placed tensors and of shard.Map
-//     blocks (layout.go, local.go) and the hand-off of ops with placed
+//   - Arrays and ops (no prefix): Tensor, its storage and every op
+//     (elementwise.go, matmul.go, reduce.go, ...). Each op is an *Op
+//     applied with Apply or ApplyN.
+//   - The autodiff engine (prefix ad_): Trace, Apply's recording of nodes,
+//     Backward, remat and the residual report (ad_graph.go,
+//     ad_backward.go, ad_remat.go, ad_residuals.go). It knows ops only
+//     through their Impl and VJP.
+//   - The sharding seam (prefix placed_): the marks of placed tensors and
+//     of shard.Map blocks (placed_layout.go, placed_local.go) and the hand-off of ops with placed
 //     operands to package shard (placed_seam.go, placed_params.go). When
 //     an operand of Apply has a Layout and the op is not Distributed, Apply
 //     calls the Placer that shard installs (SetPlacer): shard looks up the

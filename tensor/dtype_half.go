@@ -199,6 +199,7 @@ func init() {
 // converted back to x's dtype. Use AsType for conversions to and from
 // integers and booleans.
 func Convert(x *Tensor, dt DType) *Tensor {
+	checkNil("tensor.Convert", "x", x)
 	if !x.dtype.IsFloat() || !dt.IsFloat() {
 		panic(fmt.Sprintf("tensor.Convert: %v to %v: both dtypes must be float32, bfloat16 or float16 (use tensor.AsType)", x, dt))
 	}

@@ -118,7 +118,7 @@ func init() {
 			return SaveOutput
 		},
 		// The VJP passes g through or consumes it once in a bwd op,
-		// which may write over it (backward.go).
+		// which may write over it (ad_backward.go).
 		freshVJP: true,
 		donates:  true,
 	}

@@ -89,7 +89,7 @@ func init() {
 			return res
 		},
 		Save:     SaveAllInputs,
-		freshVJP: true, // products computed by gemm (backward.go)
+		freshVJP: true, // products computed by gemm (ad_backward.go)
 	}
 }
 

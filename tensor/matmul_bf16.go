@@ -100,6 +100,7 @@ func init() {
 // to bfloat16. The operands must be floats of one dtype; dt any float
 // dtype. The cotangents of a and b have their dtypes.
 func MatMulTo(a, b *Tensor, transA, transB bool, dt DType) *Tensor {
+	checkNil("tensor.MatMulTo", "a b", a, b)
 	p := checkMatMul("tensor.MatMulTo", a, b, transA, transB)
 	if !dt.IsFloat() {
 		panic(fmt.Sprintf("tensor.MatMulTo: %s: result dtype %v is not a float dtype", operands("@", a, b), dt))

@@ -18,6 +18,9 @@ import (
 // order of its parameters (a list parameter takes one operand). The other
 // arguments are valid but irrelevant: the nil check comes first.
 var nilOps = map[string]func(t []*tensor.Tensor){
+	"MatMulTo":     func(t []*tensor.Tensor) { tensor.MatMulTo(t[0], t[1], false, false, tensor.Float32) },
+	"Convert":      func(t []*tensor.Tensor) { tensor.Convert(t[0], tensor.BFloat16) },
+	"SGDStep":      func(t []*tensor.Tensor) { tensor.SGDStep(t[0], t[1], nil, 0.9, -0.1, false) },
 	"AdamStep":     func(t []*tensor.Tensor) { tensor.AdamStep(t[0], t[1], t[2], t[3], tensor.AdamCoeffs{}) },
 	"RaggedDot":    func(t []*tensor.Tensor) { tensor.RaggedDot(t[0], t[1], t[2]) },
 	"Equal":        func(t []*tensor.Tensor) { tensor.Equal(t[0], t[1]) },
@@ -151,7 +154,7 @@ var nilExempt = map[string]bool{"Apply": true, "ApplyN": true, "Backward": true,
 	"BlockParams": true}
 
 // Operands documented as optional.
-var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true}
+var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true, "SGDStep.t": true}
 
 // publicOps parses the package source and returns every exported function
 // that takes *Tensor operands, with the names of those parameters (a

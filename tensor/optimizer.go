@@ -130,3 +130,70 @@ func AdamStep(p, g, mu, nu *Tensor, c AdamCoeffs) (p2, mu2, nu2 *Tensor) {
 	out := ApplyN(adamStepOp, adamParams{c}, in...)
 	return out[0], out[1], out[2]
 }
+
+type sgdParams struct {
+	mu, s    float32
+	nesterov bool
+}
+
+var sgdStepOp *Op
+
+func init() {
+	sgdStepOp = &Op{
+		Name: "sgd_step",
+		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
+			c := pp.(sgdParams)
+			p, g := in[0], in[1]
+			p2 := newOut(Float32, g.shape)
+			var t, t2 *Tensor
+			if len(in) > 2 {
+				t, t2 = in[2], newOut(Float32, g.shape)
+			}
+			kernel := func(lo, hi int) {
+				if t == nil {
+					vec.SGDStep(p2.f32[lo:hi], nil, p.f32[lo:hi], g.f32[lo:hi], nil, c.mu, c.s, c.nesterov)
+					return
+				}
+				vec.SGDStep(p2.f32[lo:hi], t2.f32[lo:hi], p.f32[lo:hi], g.f32[lo:hi], t.f32[lo:hi], c.mu, c.s, c.nesterov)
+			}
+			n := len(g.f32)
+			if serial(n*costCheap, isLocal(in...)) {
+				kernel(0, n)
+			} else {
+				parallelFor(n, costCheap, 8, false, kernel)
+			}
+			if t == nil {
+				return []*Tensor{p2}, nil
+			}
+			return []*Tensor{p2, t2}, nil
+		},
+	}
+}
+
+// SGDStep is one step of SGD applied to the parameter in one pass over p,
+// g and the momentum trace t (nil without momentum): with s the negated
+// learning rate,
+//
+//	t' = g + mu·t
+//	p' = p + s·t'             (p + s·(g + mu·t') with nesterov)
+//
+// or p' = p + s·g without a trace. It returns p' and t' (nil without a
+// trace), the bits of the same steps done as separate elementwise ops
+// (each product rounded on its own). It is not differentiable.
+func SGDStep(p, g, t *Tensor, mu, s float32, nesterov bool) (p2, t2 *Tensor) {
+	checkNil("tensor.SGDStep", "p g", p, g)
+	in := []*Tensor{p, g}
+	if t != nil {
+		in = append(in, t)
+	}
+	for _, x := range in {
+		if x.dtype != Float32 || !sameShape(x.shape, g.shape) {
+			panic(fmt.Sprintf("tensor.SGDStep: %s: want float32 tensors of one shape", operands(",", in...)))
+		}
+	}
+	out := ApplyN(sgdStepOp, sgdParams{mu: mu, s: s, nesterov: nesterov}, in...)
+	if t == nil {
+		return out[0], nil
+	}
+	return out[0], out[1]
+}

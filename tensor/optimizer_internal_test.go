@@ -82,3 +82,41 @@ func TestAdamStep(t *testing.T) {
 		func() { AdamStep(p, g, mu, Zeros(Float32, 3), AdamCoeffs{}) })
 	assert.PanicsWithValue(t, "tensor.AdamStep: operand p is nil", func() { AdamStep(nil, g, mu, nu, AdamCoeffs{}) })
 }
+
+// SGDStep gives the bits of the ops it fuses, split across goroutines or
+// not.
+func TestSGDStep(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const n = 5000
+	rnd := func() *Tensor {
+		d := make([]float32, n)
+		for i := range d {
+			d[i] = float32(r.NormFloat64())
+		}
+		return FromFloat32(d)
+	}
+	p, g, tr := rnd(), rnd(), rnd()
+	const mu, s = float32(0.9), float32(-0.01)
+	for _, nesterov := range []bool{false, true} {
+		nt := Add(g, MulScalar(tr, mu))
+		u := nt
+		if nesterov {
+			u = Add(g, MulScalar(nt, mu))
+		}
+		wp := Add(p, MulScalar(u, s))
+		for _, minWork := range []int{parallelMinWork, 64} {
+			old := parallelMinWork
+			parallelMinWork = minWork
+			p2, t2 := SGDStep(p, g, tr, mu, s, nesterov)
+			parallelMinWork = old
+			require.Equal(t, wp.Float32s(), p2.Float32s(), "nesterov=%v p", nesterov)
+			require.Equal(t, nt.Float32s(), t2.Float32s(), "nesterov=%v trace", nesterov)
+		}
+	}
+	p2, t2 := SGDStep(p, g, nil, 0, s, false)
+	assert.Nil(t, t2)
+	assert.Equal(t, Add(p, MulScalar(g, s)).Float32s(), p2.Float32s())
+	assert.PanicsWithValue(t, "tensor.SGDStep: operand g is nil", func() { SGDStep(p, nil, nil, 0, s, false) })
+	assert.PanicsWithValue(t, "tensor.SGDStep: f32[5000], f32[5000], f32[3]: want float32 tensors of one shape",
+		func() { SGDStep(p, g, Zeros(Float32, 3), mu, s, false) })
+}

@@ -165,8 +165,8 @@ func raggedOuter(a, b, gs *Tensor, groups int) *Tensor {
 func RaggedDot(x, w, groupSizes *Tensor) *Tensor {
 	checkNil("tensor.RaggedDot", "x w groupSizes", x, w, groupSizes)
 	desc := func() string { return fmt.Sprintf("%v @ %v, group sizes %v", x, w, groupSizes) }
-	if x.dtype != Float32 || w.dtype != Float32 || len(x.shape) != 2 || len(w.shape) != 3 {
-		panic(fmt.Sprintf("tensor.RaggedDot: %s: want f32[m,k] and f32[g,k,n]", desc()))
+	if !x.dtype.IsFloat() || w.dtype != x.dtype || len(x.shape) != 2 || len(w.shape) != 3 {
+		panic(fmt.Sprintf("tensor.RaggedDot: %s: want f32[m,k] and f32[g,k,n] (or both bf16 or f16)", desc()))
 	}
 	if x.shape[1] != w.shape[1] {
 		panic(fmt.Sprintf("tensor.RaggedDot: %s: inner dims %d != %d", desc(), x.shape[1], w.shape[1]))

@@ -56,6 +56,22 @@ func TestRaggedDotMatchesPerGroupMatMul(t *testing.T) {
 	}
 }
 
+// TestRaggedDotHalf checks that bf16 and f16 operands compute in float32
+// and round once: the result is the rounded float32 result of the widened
+// operands.
+func TestRaggedDotHalf(t *testing.T) {
+	rng := newRNG(5)
+	sizes := []int{3, 0, 5}
+	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Float16} {
+		x := tensor.Convert(randF32(rng, 9, 6), dt)
+		w := tensor.Convert(randF32(rng, 3, 6, 4), dt)
+		got := tensor.RaggedDot(x, w, tensor.FromInts(sizes))
+		require.Equal(t, dt, got.DType())
+		want := tensor.Convert(tensor.RaggedDot(tensor.Convert(x, tensor.Float32), tensor.Convert(w, tensor.Float32), tensor.FromInts(sizes)), dt)
+		require.Equal(t, tensor.Convert(want, tensor.Float32).Float32s(), tensor.Convert(got, tensor.Float32).Float32s(), "%v", dt)
+	}
+}
+
 // TestRaggedDotGradFloat64 compares the VJP with the gradient of
 // L = Σ c ⊙ ragged_dot(x, w) worked out in float64: dx_g = c_g w_gᵀ,
 // dw_g = x_gᵀ c_g, 0 for rows past the groups.
@@ -122,7 +138,7 @@ func TestRaggedDotPanics(t *testing.T) {
 	}{
 		{"tensor.RaggedDot: f32[4,3] @ f32[2,4,5], group sizes i32[2]: inner dims 3 != 4",
 			func() { tensor.RaggedDot(x, tensor.Zeros(tensor.Float32, 2, 4, 5), tensor.FromInts([]int{1, 1})) }},
-		{"tensor.RaggedDot: f32[4,3] @ f32[3,5], group sizes i32[2]: want f32[m,k] and f32[g,k,n]",
+		{"tensor.RaggedDot: f32[4,3] @ f32[3,5], group sizes i32[2]: want f32[m,k] and f32[g,k,n] (or both bf16 or f16)",
 			func() { tensor.RaggedDot(x, tensor.Zeros(tensor.Float32, 3, 5), tensor.FromInts([]int{1, 1})) }},
 		{"tensor.RaggedDot: f32[4,3] @ f32[2,3,5], group sizes i32[3]: group sizes must be i32[2]",
 			func() { tensor.RaggedDot(x, w, tensor.FromInts([]int{1, 1, 1})) }},

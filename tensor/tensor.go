@@ -36,7 +36,7 @@ type Tensor struct {
 	axes   []string // logical axis names, nil if unset
 
 	// cot marks a cotangent whose storage the backward pass cot owns
-	// outright (see ownCotangents in backward.go).
+	// outright (see ownCotangents in ad_backward.go).
 	cot *backwardPass
 }
 

@@ -246,7 +246,7 @@ func init() {
 		return []*Tensor{Apply(geluExactBwdOp, nil, c, x), Mul(Mul(c, g), geluExactGrad2(x))}
 	})
 	// Their VJPs return a fresh bwd-op result, computed over a donated
-	// cotangent when Backward owns it (backward.go).
+	// cotangent when Backward owns it (ad_backward.go).
 	for _, op := range []*Op{squareOp, tanhOp, sigmoidOp, reluOp, siluOp, geluOp, geluExactOp} {
 		op.freshVJP, op.donates = true, true
 	}

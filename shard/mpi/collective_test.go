@@ -49,6 +49,12 @@ func TestCollectivesAcrossProcesses(t *testing.T) {
 		assert.Equal(t, []float32{float32(n - 1), float32(9 + n)}, got)
 		got = run(shard.P(), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor { return c.Pmin(b, "d") })
 		assert.Equal(t, []float32{0, 10}, got)
+		// int32, with the device's index negated: the max is 0, the min -(n-1).
+		ix := tensor.Neg(tensor.Reshape(tensor.Arange(n), n, 1))
+		mx := shard.Gather(shard.Map(m, shard.P("d"), shard.P(), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor { return c.Pmax(b, "d") })(ix)).Ints()
+		mn := shard.Gather(shard.Map(m, shard.P("d"), shard.P(), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor { return c.Pmin(b, "d") })(ix)).Ints()
+		assert.Equal(t, []int{0}, mx)
+		assert.Equal(t, []int{1 - n}, mn)
 	})
 	t.Run("AllGather", func(t *testing.T) {
 		got := run(shard.P(), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor {

@@ -33,11 +33,11 @@
 // processes they go through MPI communicators, one per set of processes
 // that a group of devices over some mesh axes spans, created when the
 // mesh is made and kept for its lifetime. A psum all-reduces each
-// process's partial sum (MPI_Allreduce); a reduce-scatter, an all-to-all
-// and a ppermute send each process only the parts of other processes'
-// blocks its devices read (MPI_Alltoallv); an all-gather, pmax/pmin and a
-// ragged all-to-all bring the whole blocks of the other processes' group
-// members (MPI_Allgatherv). The in-memory algorithm then runs as in one
+// process's partial sum (MPI_Allreduce), pmax and pmin likewise with
+// MPI_MAX and MPI_MIN; a reduce-scatter, an all-to-all and a ppermute send
+// each process only the parts of other processes' blocks its devices read
+// (MPI_Alltoallv); an all-gather and a ragged all-to-all bring the whole
+// blocks of the other processes' group members (MPI_Allgatherv). The in-memory algorithm then runs as in one
 // process, so results (and their VJPs) are those of one process.
 //
 // A program built with the mpi tag and started without mpirun is a world

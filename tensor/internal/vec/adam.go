@@ -68,3 +68,36 @@ func AdamStep(p2, m2, v2, p, g, m, v []float32, c *AdamCoeffs) {
 		AddVV(p2[lo:hi], p[lo:hi], u)
 	}
 }
+
+// SGDStep is one step of SGD in one pass: without a trace (t == nil)
+//
+//	p2 = p + s·g
+//
+// and with momentum mu
+//
+//	t2 = g + mu·t
+//	p2 = p + s·t2              (p + s·(g + mu·t2) with nesterov)
+//
+// where s is the negated learning rate. Every product is rounded on its
+// own (no fused multiply-add), so the results are the bits of the same
+// steps done as separate elementwise passes. p2 may be p and t2 may be t.
+func SGDStep(p2, t2, p, g, t []float32, mu, s float32, nesterov bool) {
+	n := len(g)
+	p2, p = p2[:n], p[:n]
+	if t == nil {
+		for i, gi := range g {
+			p2[i] = p[i] + float32(gi*s)
+		}
+		return
+	}
+	t2, t = t2[:n], t[:n]
+	for i, gi := range g {
+		nt := gi + float32(t[i]*mu)
+		u := nt
+		if nesterov {
+			u = gi + float32(nt*mu)
+		}
+		t2[i] = nt
+		p2[i] = p[i] + float32(u*s)
+	}
+}

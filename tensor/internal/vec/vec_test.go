@@ -483,3 +483,44 @@ func TestAdamStepMatchesAdamThenAdd(t *testing.T) {
 		}
 	}
 }
+
+// SGDStep gives the bits of the separate passes (MulVS, AddVV), in place or
+// not, with and without a trace.
+func TestSGDStepMatchesPasses(t *testing.T) {
+	const n = 37
+	g, tr, p := make([]float32, n), make([]float32, n), make([]float32, n)
+	for i := range g {
+		g[i] = float32(math.Sin(float64(i*5))) * 2
+		tr[i] = float32(math.Cos(float64(i))) / 3
+		p[i] = float32(i%7) - 3
+	}
+	const mu, s = float32(0.9), float32(-0.013)
+	tmp := make([]float32, n)
+	for _, nesterov := range []bool{false, true} {
+		// Reference: nt = g + mu·t; u = nt or g + mu·nt; p + s·u.
+		nt, u, wp := make([]float32, n), make([]float32, n), make([]float32, n)
+		MulVS(tmp, tr, mu)
+		AddVV(nt, g, tmp)
+		copy(u, nt)
+		if nesterov {
+			MulVS(tmp, nt, mu)
+			AddVV(u, g, tmp)
+		}
+		MulVS(tmp, u, s)
+		AddVV(wp, p, tmp)
+		p2, t2 := make([]float32, n), make([]float32, n)
+		SGDStep(p2, t2, p, g, tr, mu, s, nesterov)
+		require.Equal(t, wp, p2, "nesterov=%v: p", nesterov)
+		require.Equal(t, nt, t2, "nesterov=%v: trace", nesterov)
+		pc, tc := append([]float32(nil), p...), append([]float32(nil), tr...)
+		SGDStep(pc, tc, pc, g, tc, mu, s, nesterov)
+		require.Equal(t, wp, pc, "in place")
+		require.Equal(t, nt, tc, "in place")
+	}
+	wp := make([]float32, n)
+	MulVS(tmp, g, s)
+	AddVV(wp, p, tmp)
+	p2 := make([]float32, n)
+	SGDStep(p2, nil, p, g, nil, 0, s, false)
+	require.Equal(t, wp, p2, "no trace")
+}

@@ -552,7 +552,7 @@ func TestConcurrentTraces(t *testing.T) {
 	}
 }
 
-// BUG (graph.go): Backward(tr, ys, ...) only looks at the outermost node of
+// BUG (ad_graph.go): Backward(tr, ys, ...) only looks at the outermost node of
 // each y (y.node.trace == tr) and of each wrt. A value traced by an inner
 // trace AND by tr (anything computed from an inner Leaf of a tr-traced
 // value) is treated as not traced by tr, so its gradient silently comes out

@@ -93,7 +93,7 @@ type Op struct {
 
 	// freshVJP: every tensor the VJP returns that is not one of its
 	// cotangent arguments has storage nothing else references (see
-	// backward.go). donates: the VJP consumes its cotangent once, through
+	// ad_backward.go). donates: the VJP consumes its cotangent once, through
 	// an op whose Impl may write its result over it (takeDonated).
 	freshVJP, donates bool
 }
