@@ -51,7 +51,9 @@
 // (nn.DefaultMoEAxes), so Rules(axes) — AxisExpert to the expert axes — is
 // the placement, combined with any data or FSDP rules. Apply runs the layer
 // on global tensors; Forward is the per-device body for a model's own
-// shard.Map.
+// shard.Map, or for the Config.DeviceLoss of package parallel's trainer
+// with the strategies parallel.EP and parallel.FSDPEP (examples/moe trains
+// a transformer language model that way).
 //
 // # Why a package of its own
 //

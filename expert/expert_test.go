@@ -222,3 +222,27 @@ func TestGradientsInsideMap(t *testing.T) {
 		assert.InDeltaSlice(t, toF64(pair[0].Float32s()), toF64(shard.Gather(pair[1]).Float32s()), 1e-5)
 	}
 }
+
+// A device whose experts nobody chose receives no rows, computes nothing
+// and returns nothing; gradients still flow.
+func TestForwardIdleExpertDevice(t *testing.T) {
+	mesh := shard.NewMeshOn(shard.Devices()[:2], []int{2}, []string{"ep"})
+	cfg := expert.Config{Experts: shard.Axes{"ep"}, Tokens: shard.Axes{"ep"}}
+	m := nn.MoE{
+		Router: tensor.FromFloat32([]float32{1, 0, 0, 1}, 2, 2),
+		Up:     tensor.FromFloat32([]float32{1, 0, 0, 1, 1, 0, 0, 1}, 2, 2, 2),
+		Down:   tensor.FromFloat32([]float32{1, 0, 0, 1, 2, 0, 0, 2}, 2, 2, 2),
+		TopK:   1, CapacityFactor: 2, Gating: nn.GateSoftmaxTopK, Activation: nn.Identity,
+	}
+	x := tensor.FromFloat64([]float64{1, 0, 2, 0, 3, 0, 4, 0}, 4, 2) // all pick expert 0
+	single := m
+	single.Senders = 2
+	want := single.Forward(x)
+	got := expert.Apply(mesh, m, x, cfg)
+	assert.Equal(t, []int{4, 0}, shard.Gather(got.Load).Ints())
+	assert.InDeltaSlice(t, toF64(want.Output.Float32s()), toF64(shard.Gather(got.Output).Float32s()), 1e-6)
+	_, g := autodiff.ValueAndGrad(func(p params) *tensor.Tensor {
+		return objective(expert.Apply(mesh, p.M, p.X, cfg), tensor.OnesLike(x))
+	})(params{M: m, X: x})
+	assert.Equal(t, []float32{0, 0, 0, 0}, shard.Gather(g.M.Up).Float32s()[4:]) // expert 1 unused
+}

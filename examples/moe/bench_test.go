@@ -35,7 +35,9 @@ func BenchmarkTrainStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			for b.Loop() {
-				tr.trainStep(x, y)
+				if _, err := tr.trainStep(x, y); err != nil {
+					b.Fatal(err)
+				}
 			}
 			secs := b.Elapsed().Seconds() / float64(b.N)
 			b.ReportMetric(secs*1e6, "µs/step")

@@ -19,7 +19,7 @@ type trainState struct {
 }
 
 func stateOf(tr *trainer, step int) trainState {
-	return trainState{Params: tr.params, Opt: tr.state, Step: tensor.ScalarInt(int32(step))}
+	return trainState{Params: tr.tr.PlacedParams(), Opt: tr.tr.State(), Step: tensor.ScalarInt(int32(step))}
 }
 
 // saveCheckpoint saves the state after the given number of steps.
@@ -38,7 +38,9 @@ func restoreLatest(dir string, tr *trainer, out io.Writer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	tr.setState(st.Params, st.Opt)
+	if err := tr.tr.SetState(st.Params, st.Opt); err != nil {
+		return 0, err
+	}
 	done := int(st.Step.Item())
 	fmt.Fprintf(out, "resumed from %s after step %d\n", dir, done)
 	return done, nil

@@ -36,7 +36,10 @@ func compare(cfg config, model Model, c *corpus, out io.Writer) error {
 		return err
 	}
 	base.senders = devs
-	_, baseGrad := base.lossAndGradients(x, y)
+	_, baseGrad, err := base.lossAndGradients(x, y)
+	if err != nil {
+		return err
+	}
 
 	tw := tabwriter.NewWriter(out, 2, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tmesh\tloss\tmax |Δgrad|\tstep time\tcomm/device\tragged a2a/device\tparams+opt/device\t")
@@ -49,43 +52,31 @@ func compare(cfg config, model Model, c *corpus, out io.Writer) error {
 			continue
 		}
 		tr.senders = devs
-		st, grad := tr.lossAndGradients(x, y)
+		st, grad, err := tr.lossAndGradients(x, y)
+		if err != nil {
+			fmt.Fprintf(tw, "%v\t\t%v\t\t\t\t\t\t\n", s, err)
+			continue
+		}
 		diff := maxAbsDiff(baseGrad, grad)
 		var comm, ragged int64
 		meshName := "-"
 		if tr.mesh != nil {
 			meshName = tr.mesh.String()
 			d0 := tr.mesh.Devices()[0]
-			comm, ragged = tr.comm.Bytes(d0, ""), tr.comm.Bytes(d0, "ragged_all_to_all")
+			comm, ragged = tr.tr.Comm().Bytes(d0, ""), tr.tr.Comm().Bytes(d0, "ragged_all_to_all")
 		}
 		best := time.Duration(math.MaxInt64)
 		for range 2 {
 			t0 := time.Now()
-			tr.trainStep(x, y)
+			if _, err := tr.trainStep(x, y); err != nil {
+				return err
+			}
 			best = min(best, time.Since(t0))
 		}
-		fmt.Fprintf(tw, "%v\t%s\t%.6f\t%.1e\t%v\t%s\t%s\t%s\t\n", s, meshName, st.Loss.Item(), diff,
+		fmt.Fprintf(tw, "%v\t%s\t%.6f\t%.1e\t%v\t%s\t%s\t%s\t\n", s, meshName, st.Loss, diff,
 			best.Round(time.Millisecond), byteSize(comm), byteSize(ragged), byteSize(tr.bytesPerDevice()))
 	}
 	return tw.Flush()
-}
-
-// bytesPerDevice is the parameter and optimizer-state bytes device 0 holds.
-func (t *trainer) bytesPerDevice() int64 {
-	var n int64
-	for _, x := range append(pytree.Leaves(t.params), pytree.Leaves(t.state)...) {
-		if t.mesh == nil || x.Layout() == nil {
-			n += int64(x.Bytes())
-			continue
-		}
-		b := int64(x.Bytes())
-		sh, _ := shard.ShardingOf(x)
-		for _, a := range sh.Spec().Axes() {
-			b /= int64(t.mesh.AxisSize(a))
-		}
-		n += b
-	}
-	return n
 }
 
 func maxAbsDiff(a, b Model) float64 {

@@ -4,7 +4,9 @@
 // a mesh of simulated devices: experts split over the ep axis, tokens over
 // dp×ep, token choices beyond an expert's capacity dropped on the sender
 // (the residual stream carries those tokens), ragged all-to-all there and
-// back (package expert).
+// back (package expert). It trains on parallel.Trainer with the strategies
+// parallel.EP and parallel.FSDPEP and a DeviceLoss that runs every MoE
+// layer with expert.Forward.
 //
 //	go run ./examples/moe                              # dp=2,ep=4 on 8 devices
 //	go run ./examples/moe -strategy single             # one device
@@ -210,13 +212,17 @@ func run(cfg config, out io.Writer) error {
 	for i := range valStarts {
 		valStarts[i] = i * (len(c.val) - need) / max(1, nVal-1)
 	}
-	validate := func() float64 {
+	validate := func() (float64, error) {
 		sum := 0.0
 		for b := range cfg.evalBatches {
 			x, y := windows(c.val, valStarts[b*cfg.batch:(b+1)*cfg.batch], cfg.context)
-			sum += tr.evalCE(x, y)
+			ce, err := tr.evalCE(x, y)
+			if err != nil {
+				return 0, err
+			}
+			sum += ce
 		}
-		return sum / float64(cfg.evalBatches)
+		return sum / float64(cfg.evalBatches), nil
 	}
 
 	rng := rand.New(rand.NewPCG(cfg.seed, 0x6d6f65))
@@ -236,20 +242,25 @@ func run(cfg config, out io.Writer) error {
 			starts[i] = rng.IntN(len(c.train) - need + 1)
 		}
 		x, y := windows(c.train, starts, cfg.context)
-		st := tr.trainStep(x, y)
-		trainSum += float64(st.CE.Item())
-		dropSum += float64(st.Dropped.Item()) / float64(cfg.layers*cfg.batch*cfg.context*cfg.topK)
-		l := st.Load.Float32s() // [layers, E]
-		if load == nil {
-			load = make([]float64, len(l))
+		st, err := tr.trainStep(x, y)
+		if err != nil {
+			return err
 		}
-		for i, v := range l {
-			load[i] += float64(v)
+		trainSum += st.CE
+		dropSum += st.Dropped / float64(cfg.layers*cfg.batch*cfg.context*cfg.topK)
+		if load == nil {
+			load = make([]float64, len(st.Load)) // [layers·E]
+		}
+		for i, v := range st.Load {
+			load[i] += v
 		}
 		n++
 		if (step+1)%cfg.evalEvery == 0 || step+1 == cfg.steps {
 			secs := time.Since(tick).Seconds()
-			val := validate()
+			val, err := validate()
+			if err != nil {
+				return err
+			}
 			frac := shares(load, cfg.experts)
 			h.add(step+1, trainSum/float64(n), val, frac)
 			fmt.Fprintf(out, "step %5d  loss %.3f  val loss %.3f (%.3f bits/char)  %6.0f tokens/s  dropped %4.1f%%  load max/mean %.2f\n",

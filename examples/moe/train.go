@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
-	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/expert"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
+	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
@@ -21,7 +22,7 @@ const (
 	single strategy = iota // one device
 	epOnly                 // experts over ep, tokens over ep, the rest replicated
 	dpEP                   // tokens over dp×ep, experts over ep, the rest replicated
-	fsdpEP                 // dpEP with every "embed" dimension split over dp (FSDP)
+	fsdpEP                 // dpEP with every parameter also split over dp (FSDP)
 )
 
 var strategyNames = []string{"single", "ep", "dp_ep", "fsdp_ep"}
@@ -47,85 +48,81 @@ func (s strategy) defaultMesh(n int) string {
 	return ""
 }
 
-// trainer trains a Model with one strategy. Sharded strategies run one
-// shard.Map per step in which every device computes the loss on its rows,
-// differentiates it and updates its parameter blocks (the experts it holds,
-// its FSDP shards, and its copy of the replicated rest).
+// batch is what a step trains on: character ids and their successors.
+type batch struct{ X, Y *tensor.Tensor }
+
+// stats are the monitoring figures of a step or an evaluation.
+type stats struct {
+	Loss    float64   // total training loss (cross-entropy + auxiliary)
+	CE      float64   // cross-entropy, nats per character
+	Dropped float64   // dropped token choices, all layers and devices
+	Load    []float64 // [layers·E]: token choices routed to each expert
+}
+
+// monitor collects the routing statistics the loss sees, on every device
+// (the devices of a step run the loss concurrently). A device that runs its
+// loss twice in a step (the backward pass of a checkpoint recomputes it)
+// is counted once.
+type monitor struct {
+	mu      sync.Mutex
+	seen    map[int]bool
+	ce      float64
+	dropped float64
+	load    []float64
+}
+
+func (m *monitor) reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen, m.ce, m.dropped, m.load = map[int]bool{}, 0, 0, nil
+}
+
+// record adds device dev's figures; load is global, taken from device 0.
+func (m *monitor) record(dev int, ce float64, dropped int, load []float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen[dev] {
+		return
+	}
+	m.seen[dev] = true
+	m.ce += ce
+	m.dropped += float64(dropped)
+	if dev == 0 {
+		m.load = load
+	}
+}
+
+// result returns the figures with the cross-entropy averaged over devices.
+func (m *monitor) result(loss float64) stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return stats{Loss: loss, CE: m.ce / float64(max(1, len(m.seen))), Dropped: m.dropped, Load: m.load}
+}
+
+// trainer trains a Model with one strategy on parallel.Trainer: Single on
+// the host, EP (ep, dp_ep) or FSDPEP (fsdp_ep) on a mesh with a DeviceLoss
+// that runs every MoE layer with expert.Forward.
 type trainer struct {
 	strat   strategy
 	mesh    *shard.Mesh
-	ecfg    expert.Config
-	rules   shard.Rules
-	specs   []shard.Spec // per parameter leaf, for FSDP gathers
-	opt     optim.Transform
+	tr      *parallel.Trainer[Model, batch]
 	senders int // single: the capacity rule (0: global)
-
-	params Model
-	state  optim.State
-	comm   shard.Comm
-
-	step  func(stepIn) stepOut
-	grads func(gradIn) gradOut
-	eval  func(gradIn) evalOut
-}
-
-type stepIn struct {
-	Params Model
-	State  optim.State
-	X, Y   *tensor.Tensor
-}
-
-// stats are the per-step monitoring figures, the same on every device.
-type stats struct {
-	Loss, CE *tensor.Tensor // f32[]: total training loss and its cross-entropy
-	Dropped  *tensor.Tensor // f32[]: dropped token choices, all layers
-	Load     *tensor.Tensor // f32[layers, E]: choices routed to each expert
-}
-
-type stepOut struct {
-	Params Model
-	State  optim.State
-	Stats  stats
-}
-
-type gradIn struct {
-	Params Model
-	X, Y   *tensor.Tensor
-}
-
-type gradOut struct {
-	Stats stats
-	Grads Model
-}
-
-type evalOut struct{ CE *tensor.Tensor }
-
-// specs places the leaves of the step's trees: the batch over the token
-// axes, everything else by the rules.
-type specs struct{ t *trainer }
-
-func (s specs) SpecFor(path pytree.Path, x *tensor.Tensor) (shard.Spec, error) {
-	if len(path) > 0 && path[0].Kind == pytree.FieldElem && (path[0].Name == "X" || path[0].Name == "Y") {
-		return shard.P([]string(s.t.ecfg.Tokens)), nil
-	}
-	if len(path) > 0 && path[0].Kind == pytree.FieldElem && path[0].Name == "Stats" {
-		return shard.P(), nil
-	}
-	return s.t.rules.SpecFor(path, x)
+	ecfg    expert.Config
+	mon     monitor
 }
 
 // newTrainer places model for strategy s on mesh (nil for single). It
 // returns an error for a mesh that does not fit the strategy or the model.
-func newTrainer(model Model, s strategy, mesh *shard.Mesh, opt optim.Transform, senders int) (t *trainer, err error) {
-	t = &trainer{strat: s, mesh: mesh, opt: opt, senders: senders, params: model}
+func newTrainer(model Model, s strategy, mesh *shard.Mesh, opt optim.Transform, senders int) (*trainer, error) {
+	t := &trainer{strat: s, mesh: mesh, senders: senders}
+	cfg := parallel.Config[Model, batch]{Optimizer: opt}
 	if s == single {
-		t.state = opt.Init(model)
-		return t, nil
+		cfg.Loss = func(m Model, b batch) *tensor.Tensor { return t.loss(nil, m, b) }
+		tr, err := parallel.New(model, cfg)
+		t.tr = tr
+		return t, err
 	}
 	names := mesh.AxisNames()
-	if !slices.Contains(names, "ep") {
-		return nil, fmt.Errorf("strategy %v needs a mesh axis named ep, got %v", s, mesh)
-	}
 	for _, n := range names {
 		if n != "dp" && n != "ep" {
 			return nil, fmt.Errorf("mesh %v: axis %q: strategy %v uses axes dp and ep only", mesh, n, s)
@@ -134,173 +131,83 @@ func newTrainer(model Model, s strategy, mesh *shard.Mesh, opt optim.Transform, 
 	if s == epOnly && len(names) != 1 {
 		return nil, fmt.Errorf("strategy ep wants a mesh with the one axis ep, got %v (use dp_ep)", mesh)
 	}
-	if s == fsdpEP && !slices.Contains(names, "dp") {
-		return nil, fmt.Errorf("strategy fsdp_ep needs a mesh axis dp, got %v", mesh)
-	}
-	E := model.Blocks[0].MoE.NumExperts()
-	if ep := mesh.AxisSize("ep"); E%ep != 0 {
-		return nil, fmt.Errorf("%d experts do not split over ep=%d", E, ep)
-	}
-	t.ecfg = expert.Config{Experts: shard.Axes{"ep"}, Tokens: shard.Axes(names)}
-	// Experts over ep; the other named dimensions replicated, or "embed"
-	// split over dp for FSDP.
-	t.rules = append(expert.Rules("ep"), shard.Rules{{nn.AxisVocab, nil}, {nn.AxisHeads, nil}, {nn.AxisMLP, nil}}...)
+	t.ecfg = expert.Config{Experts: shard.Axes{parallel.EPAxis}, Tokens: shard.Axes(names)}
+	cfg.Mesh, cfg.Strategy = mesh, parallel.EP
 	if s == fsdpEP {
-		t.rules = append(t.rules, shard.Rules{{nn.AxisEmbed, shard.Axes{"dp"}}}...)
-		if d := model.Embed.W.Dim(1); d%mesh.AxisSize("dp") != 0 {
-			return nil, fmt.Errorf("width %d does not split over dp=%d", d, mesh.AxisSize("dp"))
-		}
-	} else {
-		t.rules = append(t.rules, shard.Rules{{nn.AxisEmbed, nil}}...)
+		cfg.Strategy = parallel.FSDPEP
 	}
-	if err := t.rules.Validate(model); err != nil {
-		return nil, err
-	}
-	paths, leaves := pytree.LeavesWithPath(model)
-	for i, p := range paths {
-		sp, err := t.rules.SpecFor(p, leaves[i])
-		if err != nil {
-			return nil, err
-		}
-		t.specs = append(t.specs, sp)
-	}
-	t.params = shard.FilterShard(model, mesh, t.rules)
-	t.state = shard.FilterShard(opt.Init(t.params), mesh, t.rules)
-	sp := specs{t}
-	t.step = shard.Map(mesh, sp, sp, func(c *shard.Ctx, in stepIn) stepOut {
-		st, g := t.lossAndGrad(c, in.Params, in.X, in.Y)
-		p, s := optim.Step(t.opt, in.Params, g, in.State)
-		return stepOut{Params: p, State: s, Stats: st}
-	}, shard.WithComm(&t.comm))
-	t.grads = shard.Map(mesh, sp, sp, func(c *shard.Ctx, in gradIn) gradOut {
-		st, g := t.lossAndGrad(c, in.Params, in.X, in.Y)
-		return gradOut{Stats: st, Grads: g}
-	}, shard.WithComm(&t.comm))
-	t.eval = shard.Map(mesh, sp, sp, func(c *shard.Ctx, in gradIn) evalOut {
-		_, st := t.loss(c, in.Params, in.X, in.Y)
-		return evalOut{CE: st.CE}
-	})
-	return t, nil
+	cfg.DeviceLoss = func(c *shard.Ctx, m Model, b batch, _ tensor.Key) *tensor.Tensor { return t.loss(c, m, b) }
+	tr, err := parallel.New(model, cfg)
+	t.tr = tr
+	return t, err
 }
 
-// gather all-gathers the FSDP shards of p (dimensions split over dp) inside
-// Map; its VJP reduce-scatters the gradients back to the shards.
-func (t *trainer) gather(c *shard.Ctx, p Model) Model {
-	if t.strat != fsdpEP {
-		return p
-	}
-	leaves, st := pytree.Flatten(p)
-	for i, x := range leaves {
-		for d, ds := range t.specs[i] {
-			if slices.Contains(ds, "dp") {
-				x = c.AllGather(x, shard.Axes{"dp"}, d, true)
-			}
-		}
-		leaves[i] = x
-	}
-	return pytree.Unflatten[Model](st, leaves)
-}
-
-// loss is the training loss of the whole batch computed on this device's
-// rows (c nil: on one device), and the monitoring figures.
-func (t *trainer) loss(c *shard.Ctx, p Model, x, y *tensor.Tensor) (*tensor.Tensor, stats) {
-	var moe moeFunc
-	if c == nil {
-		moe = singleMoE(t.senders)
-	} else {
-		p = t.gather(c, p)
+// loss is the mean loss of the rows of b (this device's inside shard.Map,
+// c nil on the host): cross-entropy plus the MoE layers' auxiliary losses.
+// It records the routing statistics.
+func (t *trainer) loss(c *shard.Ctx, p Model, b batch) *tensor.Tensor {
+	moe := singleMoE(t.senders)
+	dev := 0
+	if c != nil {
 		moe = func(m nn.MoE, h *tensor.Tensor) nn.MoEOutput { return expert.Forward(c, m, h, t.ecfg) }
+		dev = c.AxisIndex(t.ecfg.Tokens...)
 	}
-	out := p.forward(x, moe)
-	ce := tensor.Mean(tensor.SoftmaxCrossEntropy(out.Logits, y))
+	out := p.forward(b.X, moe)
+	ce := tensor.Mean(tensor.SoftmaxCrossEntropy(out.Logits, b.Y))
 	dropped := 0
 	for _, d := range out.Dropped {
-		for _, b := range d.Bools() {
-			if b {
+		for _, x := range d.Bools() {
+			if x {
 				dropped++
 			}
 		}
 	}
-	drop := tensor.Scalar(float32(dropped))
-	load := tensor.AsType(tensor.Stack(0, out.Load...), tensor.Float32)
-	if c != nil {
-		ce = c.Pmean(ce, t.ecfg.Tokens...)
-		drop = c.Psum(drop, t.ecfg.Tokens...)
+	var load []float64
+	for _, l := range out.Load {
+		for _, v := range l.Ints() {
+			load = append(load, float64(v))
+		}
 	}
-	loss := tensor.Add(ce, out.Aux)
-	return loss, stats{Loss: tensor.StopGradient(loss), CE: tensor.StopGradient(ce), Dropped: drop, Load: load}
+	t.mon.record(dev, float64(tensor.StopGradient(ce).Item()), dropped, load)
+	return tensor.Add(ce, out.Aux)
 }
 
-func (t *trainer) lossAndGrad(c *shard.Ctx, p Model, x, y *tensor.Tensor) (stats, Model) {
-	var st stats
-	_, g := autodiff.ValueAndGrad(func(p Model) *tensor.Tensor {
-		l, s := t.loss(c, p, x, y)
-		st = s
-		return l
-	})(p)
-	return st, g
-}
-
-// batchSharding is where batches go: rows over the token axes.
-func (t *trainer) batchSharding() shard.Sharding {
-	return shard.NewSharding(t.mesh, shard.P([]string(t.ecfg.Tokens)))
-}
-
-func (t *trainer) place(x *tensor.Tensor) *tensor.Tensor {
-	if t.mesh == nil {
-		return x
-	}
-	return shard.Put(x, t.batchSharding())
-}
-
-// trainStep runs one step on a batch and returns its statistics as host
-// values.
-func (t *trainer) trainStep(x, y *tensor.Tensor) stats {
-	t.comm.Reset()
-	if t.mesh == nil {
-		st, g := t.lossAndGrad(nil, t.params, x, y)
-		t.params, t.state = optim.Step(t.opt, t.params, g, t.state)
-		return st
-	}
-	out := t.step(stepIn{Params: t.params, State: t.state, X: t.place(x), Y: t.place(y)})
-	t.params, t.state = out.Params, out.State
-	return gatherStats(out.Stats)
+// trainStep runs one step on a batch and returns its statistics.
+func (t *trainer) trainStep(x, y *tensor.Tensor) (stats, error) {
+	t.mon.reset()
+	l, err := t.tr.Step(batch{X: x, Y: y})
+	return t.mon.result(l), err
 }
 
 // lossAndGradients returns the statistics and the gradient of the current
-// parameters on a batch, gathered to host tensors, without an update.
-func (t *trainer) lossAndGradients(x, y *tensor.Tensor) (stats, Model) {
-	t.comm.Reset()
-	if t.mesh == nil {
-		return t.lossAndGrad(nil, t.params, x, y)
-	}
-	out := t.grads(gradIn{Params: t.params, X: t.place(x), Y: t.place(y)})
-	return gatherStats(out.Stats), pytree.Map(out.Grads, shard.Gather)
+// parameters on a batch, as host tensors, without an update.
+func (t *trainer) lossAndGradients(x, y *tensor.Tensor) (stats, Model, error) {
+	t.mon.reset()
+	l, g, err := t.tr.LossAndGrad(batch{X: x, Y: y})
+	return t.mon.result(l), g, err
 }
 
 // evalCE is the mean cross-entropy (nats per character) on a batch.
-func (t *trainer) evalCE(x, y *tensor.Tensor) float64 {
-	if t.mesh == nil {
-		_, st := t.loss(nil, t.params, x, y)
-		return float64(st.CE.Item())
-	}
-	return float64(shard.Gather(t.eval(gradIn{Params: t.params, X: t.place(x), Y: t.place(y)}).CE).Item())
+func (t *trainer) evalCE(x, y *tensor.Tensor) (float64, error) {
+	t.mon.reset()
+	l, err := t.tr.Eval(batch{X: x, Y: y})
+	return t.mon.result(l).CE, err
 }
 
 // hostParams returns the parameters as host tensors.
-func (t *trainer) hostParams() Model { return pytree.Map(t.params, shard.Gather) }
+func (t *trainer) hostParams() Model { return t.tr.Params() }
 
-// setState replaces parameters and optimizer state (from a checkpoint),
-// placing them as the strategy does.
-func (t *trainer) setState(p Model, s optim.State) {
-	if t.mesh == nil {
-		t.params, t.state = pytree.Map(p, shard.Gather), pytree.Map(s, shard.Gather)
-		return
+// bytesPerDevice is the parameter and optimizer-state bytes device 0 holds.
+func (t *trainer) bytesPerDevice() int64 {
+	var n int64
+	for _, x := range append(pytree.Leaves(t.tr.PlacedParams()), pytree.Leaves(t.tr.State())...) {
+		b := int64(x.Bytes())
+		if sh, ok := shard.ShardingOf(x); ok && t.mesh != nil {
+			for _, a := range sh.Spec().Axes() {
+				b /= int64(t.mesh.AxisSize(a))
+			}
+		}
+		n += b
 	}
-	t.params = shard.FilterShard(p, t.mesh, t.rules)
-	t.state = shard.FilterShard(s, t.mesh, t.rules)
-}
-
-func gatherStats(s stats) stats {
-	return stats{Loss: shard.Gather(s.Loss), CE: shard.Gather(s.CE), Dropped: shard.Gather(s.Dropped), Load: shard.Gather(s.Load)}
+	return n
 }
