@@ -343,6 +343,9 @@ func microBatch[B any](b B, i, k int) B {
 		blocks := shard.Blocks(x)
 		out := make([]*tensor.Tensor, len(blocks))
 		for d, blk := range blocks {
+			if blk == nil {
+				continue // another process's device
+			}
 			n := blk.Dim(0) / k
 			out[d] = tensor.SliceAxis(blk, 0, i*n, (i+1)*n)
 		}
@@ -570,8 +573,8 @@ func (t *Trainer[M, B]) Stats(batch B) (Stats, error) {
 	return st, nil
 }
 
-// deviceBytes sums the bytes of the blocks device 0 holds of a tree's
-// leaves (a host leaf counts whole).
+// deviceBytes sums the bytes of the blocks this process's first device
+// holds of a tree's leaves (a host leaf counts whole).
 func deviceBytes(tree any) int64 {
 	var n int64
 	for _, x := range pytree.Leaves(tree) {
@@ -579,7 +582,19 @@ func deviceBytes(tree any) int64 {
 			n += int64(x.Bytes())
 			continue
 		}
-		n += int64(shard.Blocks(x)[0].Bytes())
+		n += int64(firstLocalBlock(x).Bytes())
 	}
 	return n
+}
+
+// firstLocalBlock returns the block of a placed tensor on this process's
+// first device of its mesh (under mpirun the blocks of other processes'
+// devices are nil). It panics if this process has no device of the mesh.
+func firstLocalBlock(x *tensor.Tensor) *tensor.Tensor {
+	for _, b := range shard.Blocks(x) {
+		if b != nil {
+			return b
+		}
+	}
+	panic(fmt.Sprintf("parallel: %v has no block on a device of process %d", x, shard.ProcessIndex()))
 }
