@@ -2,7 +2,8 @@
 # CI for multi-process meshes (package shard/mpi, build tag mpi): installs
 # Open MPI with apt if mpirun is missing, runs the mpi-tagged tests as a
 # world of one process, then under mpirun with 2 and 4 processes, and checks
-# that examples/mlp prints the same per-epoch lines under mpirun as alone.
+# that examples/mlp prints the same per-epoch lines under mpirun as alone
+# for every strategy (dp and fsdp over 2 processes, tp and fsdp_tp over 4).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -30,10 +31,15 @@ go test -race -tags mpi -c -o "$out/mpi.race.test" ./shard/mpi
 go test -tags mpi -c -o "$out/mpi.test" ./shard/mpi
 go test -tags mpi -c -o "$out/shard.test" ./shard
 
+# Package shard's propagation tests, run on a mesh spread over the
+# processes (each test that expects a panic inside Map is left out: under
+# mpirun a failing device ends the job).
+prop='^Test(PropagationMatchesHost|PropagationAndMap|MLPStrategiesByPropagation|TransformerStrategiesByPropagation|VocabParallelCrossEntropy|PlaceholdersHoldNoBlocks|DropoutOnPlacedActivations|SecondDerivativeThroughPropagation|BlocksOfPartialSum|OptimizerStepsShards|CheckpointOnPlacedModel|ResidualsOfPlacedModel|ReshapeLayouts|Explain)$'
 for np in 2 4; do
-  echo "--- mpirun -np $np: shard/mpi tests, the guide's collectives on 8 devices"
+  echo "--- mpirun -np $np: shard/mpi tests, the guide's collectives and sharding propagation on 8 devices"
   mpirun -np "$np" --oversubscribe "$out/mpi.test"
   mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients'
+  mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run "$prop"
 done
 echo "--- mpirun -np 2 under the race detector"
 mpirun -np 2 --oversubscribe "$out/mpi.race.test" -test.run 'Collective|Placement|Ragged|DataParallel'
