@@ -3,6 +3,7 @@ package shard
 import (
 	"fmt"
 
+	"github.com/gonox/gonox/internal/box"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -89,4 +90,185 @@ func allreduceAcross(what string, m *Mesh, groups [][]int, res []*tensor.Tensor,
 		}
 		res[i] = out
 	}
+}
+
+// reshardAcross returns this process's blocks (nil for other processes'
+// devices) of the array laid out by src, re-laid out by s, when some of
+// the blocks involved live on other processes: every process sends each
+// other process exactly the parts of the distinct source blocks it owns
+// that the other's target blocks need and that it holds no replica of
+// (one MPI_Alltoallv over all processes, which must all call it, in the
+// same order). It replaces assembling the whole array on every process.
+// Devices of this process that need the same block share one copy unless
+// charge is set (each device then owns and is charged its copy).
+func reshardAcross(src *layout, dt tensor.DType, s Sharding, charge bool) []*tensor.Tensor {
+	stop := watchdog(fmt.Sprintf("the reshard of %v[%v] from %v to %v", dt, src.geo.shape, src.sharding, s))
+	defer stop()
+	sm, tm := src.sharding.mesh, s.mesh
+	geo := s.geometry("shard.Put", src.geo.shape)
+	to := &layout{sharding: s, geo: geo}
+	nproc := dist.t.Size()
+	// Distinct source blocks: the processes holding a replica, and the
+	// one that sends it (the process of its first holder).
+	type srcBlock struct {
+		dev     int         // first holder
+		holders map[int]int // process -> a device of it holding the block
+	}
+	var blocks []srcBlock
+	index := map[string]int{}
+	for d := range sm.Size() {
+		k := fmt.Sprint(src.sharding.blockIndex(d, len(src.geo.shape)))
+		i, ok := index[k]
+		if !ok {
+			i = len(blocks)
+			index[k] = i
+			blocks = append(blocks, srcBlock{dev: d, holders: map[int]int{}})
+		}
+		if _, ok := blocks[i].holders[sm.devices[d].proc]; !ok {
+			blocks[i].holders[sm.devices[d].proc] = d
+		}
+	}
+	// Distinct target blocks of each process, in mesh order.
+	targets := make([][]int, nproc)
+	seen := make([]map[int]bool, nproc)
+	for d := range tm.Size() {
+		p := tm.devices[d].proc
+		if seen[p] == nil {
+			seen[p] = map[int]bool{}
+		}
+		k := tm.Index(to.canonical(d))
+		if !seen[p][k] {
+			seen[p][k] = true
+			targets[p] = append(targets[p], d)
+		}
+	}
+	// parts lists, for receiver q, every (source block, target device,
+	// box) that crosses from sender p (or is copied locally when p == q).
+	type part struct {
+		blk, dev  int
+		lo, size  []int
+		fromLocal int // device of q holding the block, -1 if received
+	}
+	plan := func(p, q int) []part {
+		var out []part
+		for _, dev := range targets[q] {
+			off := to.offset(dev)
+			for bi, b := range blocks {
+				sender := sm.devices[b.dev].proc
+				local, held := b.holders[q]
+				if !held && sender != p || held && p != q {
+					continue
+				}
+				soff := src.offset(b.dev)
+				lo, size, ok := box.Intersect(off, geo.block, soff, src.geo.block)
+				if !ok {
+					continue
+				}
+				pt := part{blk: bi, dev: dev, lo: lo, size: size, fromLocal: -1}
+				if held {
+					pt.fromLocal = local
+				}
+				out = append(out, pt)
+			}
+		}
+		return out
+	}
+	me := dist.rank
+	sendCounts := make([]int, nproc)
+	recvCounts := make([]int, nproc)
+	var send []byte
+	for q := range nproc {
+		if q == me {
+			continue
+		}
+		for _, pt := range plan(me, q) {
+			b := blocks[pt.blk]
+			tmp := tensor.Zeros(dt, pt.size...)
+			copyTensorRegion(tmp, pt.lo, src.blocks[b.holders[me]], src.offset(b.dev), pt.lo, pt.size)
+			raw := rawBytes(tmp)
+			send = append(send, raw...)
+			sendCounts[q] += len(raw)
+		}
+		for _, pt := range plan(q, me) {
+			recvCounts[q] += numelOf(pt.size) * dt.Size()
+		}
+	}
+	total := 0
+	for _, n := range recvCounts {
+		total += n
+	}
+	recv := make([]byte, total)
+	if !everyProcessHolds(src, targets) {
+		dist.t.World().Alltoallv(send, sendCounts, recv, recvCounts)
+	}
+	out := make([]*tensor.Tensor, tm.Size())
+	mine := map[int]*tensor.Tensor{} // by target device
+	for _, dev := range targets[me] {
+		mine[dev] = tensor.Zeros(dt, geo.block...)
+	}
+	for q := range nproc {
+		for _, pt := range plan(q, me) {
+			dst := mine[pt.dev]
+			off := to.offset(pt.dev)
+			if pt.fromLocal >= 0 {
+				copyTensorRegion(dst, off, src.blocks[pt.fromLocal], src.offset(blocks[pt.blk].dev), pt.lo, pt.size)
+				continue
+			}
+			n := numelOf(pt.size) * dt.Size()
+			tmp := fromBytes(dt, recv[:n], pt.size)
+			recv = recv[n:]
+			copyTensorRegion(dst, off, tmp, pt.lo, pt.lo, pt.size)
+		}
+	}
+	for d := range tm.Size() {
+		if !tm.isLocal(d) {
+			continue
+		}
+		b := mine[d]
+		if b == nil {
+			// A replica of a block computed for another local device.
+			for _, first := range targets[me] {
+				if tm.Index(to.canonical(first)) == tm.Index(to.canonical(d)) {
+					b = mine[first]
+					if charge {
+						c := tensor.Zeros(dt, geo.block...)
+						copy(rawBytes(c), rawBytes(b))
+						b = c
+					}
+					break
+				}
+			}
+		}
+		out[d] = b
+		if charge {
+			chargeBlock(tm.devices[d], b)
+		}
+	}
+	return out
+}
+
+// everyProcessHolds reports whether src is replicated and every process
+// with target blocks holds a replica: the reshard then moves nothing
+// between processes (every process finds the same answer).
+func everyProcessHolds(src *layout, targets [][]int) bool {
+	if !src.sharding.IsReplicated() {
+		return false
+	}
+	sm := src.sharding.mesh
+	for q, ts := range targets {
+		if len(ts) == 0 {
+			continue
+		}
+		held := false
+		for _, d := range sm.devices {
+			if d.proc == q {
+				held = true
+				break
+			}
+		}
+		if !held {
+			return false
+		}
+	}
+	return true
 }
