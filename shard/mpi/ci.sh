@@ -47,16 +47,17 @@ mpirun -np 2 --oversubscribe "$out/mpi.race.test" -test.run 'Collective|Placemen
 echo "--- examples/mlp: mpirun prints the one-process lines"
 go build -tags mpi -o "$out/mlp" ./examples/mlp
 lines() { grep '^epoch' | sed 's/  *[0-9]* samples.*//'; }
-for c in "2 dp dp=2" "2 fsdp dp=2" "4 tp dp=2,tp=2" "4 fsdp_tp dp=2,tp=2"; do
+# processes, devices per process, strategy, mesh
+for c in "2 1 dp dp=2" "2 1 fsdp dp=2" "4 1 tp dp=2,tp=2" "4 1 fsdp_tp dp=2,tp=2" "2 2 fsdp_tp dp=2,tp=2"; do
   set -- $c
-  alone=$("$out/mlp" -epochs 3 -quiet -plot "" -strategy "$2" -mesh "$3" | lines)
-  multi=$(mpirun -np "$1" --oversubscribe "$out/mlp" -epochs 3 -quiet -plot "" -strategy "$2" -mesh "$3" | lines)
+  alone=$("$out/mlp" -epochs 3 -quiet -plot "" -strategy "$3" -mesh "$4" | lines)
+  multi=$(GONOX_DEVICES=$2 mpirun -np "$1" --oversubscribe -x GONOX_DEVICES "$out/mlp" -epochs 3 -quiet -plot "" -strategy "$3" -mesh "$4" | lines)
   if [ "$alone" != "$multi" ]; then
-    echo "examples/mlp -strategy $2 -mesh $3: mpirun -np $1 differs from one process:"
+    echo "examples/mlp -strategy $3 -mesh $4: mpirun -np $1 ($2 devices each) differs from one process:"
     diff <(echo "$alone") <(echo "$multi") || true
     exit 1
   fi
-  echo "mlp $2 on $3 over $1 processes: same lines"
+  echo "mlp $3 on $4 over $1 processes of $2 devices: same lines"
 done
 
 echo "--- examples/mlp: checkpoints written by 2 processes resume"
