@@ -3,7 +3,8 @@
 # Open MPI with apt if mpirun is missing, runs the mpi-tagged tests as a
 # world of one process, then under mpirun with 2 and 4 processes, and checks
 # that examples/mlp prints the same per-epoch lines under mpirun as alone
-# for every strategy (dp and fsdp over 2 processes, tp and fsdp_tp over 4).
+# for every strategy (dp and fsdp over 2 processes, tp and fsdp_tp over 4),
+# and examples/distill the same losses.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -25,7 +26,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 echo "--- go vet -tags mpi; go test -tags mpi (one process, and the failure jobs)"
-go vet -tags mpi ./shard/... ./examples/mlp
+go vet -tags mpi ./shard/... ./examples/mlp ./examples/distill
 go test -tags mpi ./shard/...
 go test -race -tags mpi -c -o "$out/mpi.race.test" ./shard/mpi
 go test -tags mpi -c -o "$out/mpi.test" ./shard/mpi
@@ -58,6 +59,20 @@ for c in "2 1 dp dp=2" "2 1 fsdp dp=2" "4 1 tp dp=2,tp=2" "4 1 fsdp_tp dp=2,tp=2
     exit 1
   fi
   echo "mlp $3 on $4 over $1 processes of $2 devices: same lines"
+done
+
+echo "--- examples/distill: teacher and student meshes over every process"
+go build -tags mpi -o "$out/distill" ./examples/distill
+alone=$("$out/distill" -steps 6)
+for c in "2 4" "4 2"; do
+  set -- $c
+  multi=$(GONOX_DEVICES=$2 mpirun -np "$1" --oversubscribe -x GONOX_DEVICES "$out/distill" -steps 6)
+  if [ "$alone" != "$multi" ]; then
+    echo "examples/distill: mpirun -np $1 ($2 devices each) differs from one process:"
+    diff <(echo "$alone") <(echo "$multi") || true
+    exit 1
+  fi
+  echo "distill over $1 processes of $2 devices: same losses"
 done
 
 echo "--- examples/mlp: checkpoints written by 2 processes resume"
