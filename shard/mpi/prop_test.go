@@ -247,3 +247,33 @@ func TestReshardAcrossProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestGatherFallbackAcrossProcesses: an op without a sharding rule
+// gathers its operands from every process, computes on the host and
+// places the result replicated; its gradient goes back to the operand's
+// layout. Both equal the host computation.
+func TestGatherFallbackAcrossProcesses(t *testing.T) {
+	m := guideMesh(t)
+	r := rand.New(rand.NewPCG(8, 1))
+	host := randT(r, 8, 4)
+	a := shard.Put(host, shard.NewSharding(m, shard.P("dp", "tp")))
+	patch := tensor.Zeros(tensor.Float32, 1, 4)
+	f := func(x *tensor.Tensor) *tensor.Tensor {
+		return tensor.Sum(tensor.Square(tensor.DynamicUpdateSlice(x, patch, []int{2, 0})))
+	}
+	wantU := tensor.DynamicUpdateSlice(host, patch, []int{2, 0})
+	u := tensor.DynamicUpdateSlice(a, patch, []int{2, 0})
+	s, ok := shard.ShardingOf(u)
+	require.True(t, ok)
+	assert.True(t, s.IsReplicated(), "%v", s)
+	assert.Equal(t, wantU.Float32s(), shard.Gather(u).Float32s())
+	wantL, wantG := autodiff.ValueAndGrad(f)(host)
+	gotL, gotG := autodiff.ValueAndGrad(f)(a)
+	assert.InDelta(t, wantL.Item(), gotL.Item(), 1e-4)
+	gs, _ := shard.ShardingOf(gotG)
+	as, _ := shard.ShardingOf(a)
+	assert.True(t, gs.Equal(as), "gradient laid out as %v, want %v", gs, as)
+	assert.InDeltaSlice(t, wantG.Float64s(), shard.Gather(gotG).Float64s(), 1e-5)
+	// Row 2 was overwritten: no gradient reaches it.
+	assert.Equal(t, []float32{0, 0, 0, 0}, shard.Gather(gotG).Float32s()[8:12])
+}
