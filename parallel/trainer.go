@@ -534,7 +534,8 @@ type Stats struct {
 }
 
 // Stats measures the trainer on batch: it runs one forward pass to
-// measure residuals (on device 0) and reads the communication of the last
+// measure residuals (on the mesh's first device of this process, device
+// 0 in one process) and reads the communication of the last
 // Step, LossAndGrad or Eval.
 func (t *Trainer[M, B]) Stats(batch B) (Stats, error) {
 	if err := t.checkBatch(batch); err != nil {
@@ -545,7 +546,7 @@ func (t *Trainer[M, B]) Stats(batch B) (Stats, error) {
 	if t.mesh == nil {
 		st.Residuals = autodiff.Residuals(func(p M) *tensor.Tensor { return t.userLoss(nil, p, batch, key) }, t.params)
 	} else {
-		dev0 := t.mesh.Devices()[0]
+		dev0 := firstLocalDevice(t.mesh)
 		for _, k := range t.comm.Kinds() {
 			st.CommBytes[k] = t.comm.Bytes(dev0, k)
 		}
@@ -555,7 +556,7 @@ func (t *Trainer[M, B]) Stats(batch B) (Stats, error) {
 	case t.prop:
 		st.Residuals = t.propResiduals(batch, key)
 	default:
-		dev0 := t.mesh.Devices()[0]
+		dev0 := firstLocalDevice(t.mesh)
 		var mu sync.Mutex
 		io := ioSpecs{params: t.specs, state: t.state, data: shard.P(t.dataAxes)}
 		shard.Map(t.mesh, io, shard.P(), func(c *shard.Ctx, in stepIn[M, B]) *tensor.Tensor {
@@ -597,4 +598,15 @@ func firstLocalBlock(x *tensor.Tensor) *tensor.Tensor {
 		}
 	}
 	panic(fmt.Sprintf("parallel: %v has no block on a device of process %d", x, shard.ProcessIndex()))
+}
+
+// firstLocalDevice returns the mesh's first device in this process (the
+// first device of the mesh in a job of one process).
+func firstLocalDevice(m *shard.Mesh) *shard.Device {
+	for _, d := range m.Devices() {
+		if d.IsLocal() {
+			return d
+		}
+	}
+	panic(fmt.Sprintf("parallel: process %d has no device of %v", shard.ProcessIndex(), m))
 }
