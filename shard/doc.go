@@ -180,7 +180,8 @@
 // Propagation works the same way on such meshes: each process computes
 // its own devices' blocks of every op; a pending sum, pmax or pmin that a
 // rule leaves is all-reduced across processes through the communicator of
-// each group of devices (as Map's Psum is), and a reshard whose blocks
+// each group of devices (as Map's Psum is; a pending sum wanted sharded
+// over its axes is reduce-scattered instead), and a reshard whose blocks
 // live on other processes sends each process only the parts of its new
 // blocks it holds no replica of (one all-to-all over all processes). The
 // program is SPMD: every process runs the same ops in the same order,

@@ -353,6 +353,12 @@ func move(op string, x *tensor.Tensor, dst Sharding) []*tensor.Tensor {
 	if len(src.partial) > 0 {
 		if psumScatters(src, dst) {
 			chargeReduce(op, src, dst)
+			if src.sharding.mesh.spans() {
+				if bs := reduceScatterAcross(src, dst); bs != nil {
+					chargeReshard(op, src, dst)
+					return bs
+				}
+			}
 			src = src.reduced()
 		} else {
 			// All-reduce once, however many consumers read the sum.

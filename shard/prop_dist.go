@@ -272,3 +272,141 @@ func everyProcessHolds(src *layout, targets [][]int) bool {
 	}
 	return true
 }
+
+// reduceScatterAcross resolves the pending sums of src straight into the
+// blocks of dst (which shards over every partial axis) on a mesh that
+// spans processes: within each group of devices along the partial axes,
+// every process sends each other process only the parts of its local
+// partial sum that the other's devices keep, and adds up what it
+// receives (MPI_Alltoallv on the group's communicator): a reduce-scatter,
+// half the traffic of all-reducing the whole sum. It returns this
+// process's blocks (nil for other processes' devices), or nil when some
+// device's new block is not inside its old one (the caller then
+// all-reduces and reshards).
+func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
+	m := src.sharding.mesh
+	geo := dst.geometry("shard", src.geo.shape)
+	to := &layout{sharding: dst, geo: geo}
+	for d := range m.Size() {
+		lo, size, ok := box.Intersect(to.offset(d), geo.block, src.offset(d), src.geo.block)
+		if !ok || !equalInts(lo, to.offset(d)) || !equalInts(size, geo.block) {
+			return nil
+		}
+	}
+	dt := src.blockDType()
+	groups := groupsAlong(m, src.partial)
+	stop := watchdog(fmt.Sprintf("the psum_scatter of the pending sums of %s", src.origin))
+	defer stop()
+	out := make([]*tensor.Tensor, m.Size())
+	for _, g := range groups {
+		local := localOf(m, g)
+		procs := m.procsOf(g)
+		if len(local) == 0 {
+			continue
+		}
+		// This process's partial sum (its members' summands added), in the
+		// old block's coordinates.
+		sum := sumBlocks(src.blocks, local)
+		soff := src.offset(local[0])
+		// The distinct new blocks each process of the group keeps.
+		boxes := make([][]int, len(procs)) // per process: devices, one per distinct block
+		for pi, p := range procs {
+			seen := map[string]bool{}
+			for _, d := range g {
+				if m.devices[d].proc != p {
+					continue
+				}
+				k := fmt.Sprint(to.offset(d))
+				if !seen[k] {
+					seen[k] = true
+					boxes[pi] = append(boxes[pi], d)
+				}
+			}
+		}
+		slice := func(d int) *tensor.Tensor {
+			b := tensor.Zeros(dt, geo.block...)
+			off := to.offset(d)
+			copyTensorRegion(b, off, sum, soff, off, geo.block)
+			return b
+		}
+		me := -1
+		for pi, p := range procs {
+			if p == dist.rank {
+				me = pi
+			}
+		}
+		mine := make([]*tensor.Tensor, len(boxes[me]))
+		for i, d := range boxes[me] {
+			mine[i] = slice(d)
+		}
+		if len(procs) > 1 {
+			blockBytes := numelOf(geo.block) * dt.Size()
+			sendCounts := make([]int, len(procs))
+			recvCounts := make([]int, len(procs))
+			var send []byte
+			for pi := range procs {
+				if pi == me {
+					continue
+				}
+				for _, d := range boxes[pi] {
+					send = append(send, rawBytes(slice(d))...)
+				}
+				sendCounts[pi] = len(boxes[pi]) * blockBytes
+				recvCounts[pi] = len(boxes[me]) * blockBytes
+			}
+			recv := make([]byte, len(boxes[me])*blockBytes*(len(procs)-1))
+			m.net.groups[procsKey(procs)].Alltoallv(send, sendCounts, recv, recvCounts)
+			for pi := range procs {
+				if pi == me {
+					continue
+				}
+				for i := range boxes[me] {
+					part := fromBytes(dt, recv[:blockBytes], geo.block)
+					recv = recv[blockBytes:]
+					mine[i] = addInto(mine[i], part)
+				}
+			}
+		}
+		for _, d := range local {
+			for i, b := range boxes[me] {
+				if equalInts(to.offset(b), to.offset(d)) {
+					out[d] = mine[i]
+					chargeBlock(m.devices[d], mine[i])
+				}
+			}
+		}
+	}
+	return out
+}
+
+// addInto returns a + b for fresh float32 or int32 blocks (a is updated
+// in place).
+func addInto(a, b *tensor.Tensor) *tensor.Tensor {
+	switch a.DType() {
+	case tensor.Float32:
+		x, y := a.RawFloat32(), b.RawFloat32()
+		for i := range x {
+			x[i] += y[i]
+		}
+	case tensor.Int32:
+		x, y := a.RawInt32(), b.RawInt32()
+		for i := range x {
+			x[i] += y[i]
+		}
+	default:
+		panic(fmt.Sprintf("shard: cannot reduce %v across processes (float32 and int32 only)", a))
+	}
+	return a
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
