@@ -85,8 +85,14 @@ func allreduceAcross(what string, m *Mesh, groups [][]int, res []*tensor.Tensor,
 			comm.AllreduceFloat32(x.RawFloat32(), out.RawFloat32(), op)
 		case tensor.Int32:
 			comm.AllreduceInt32(x.RawInt32(), out.RawInt32(), op)
+		case tensor.BFloat16, tensor.Float16:
+			// Reduced in float32, rounded once.
+			x32 := tensor.AsType(x, tensor.Float32)
+			o32 := tensor.Zeros(tensor.Float32, x.Shape()...)
+			comm.AllreduceFloat32(x32.RawFloat32(), o32.RawFloat32(), op)
+			out = tensor.AsType(o32, x.DType())
 		default:
-			panic(fmt.Sprintf("shard: %s: cannot reduce %v across processes (float32 and int32 only)", what, x))
+			panic(fmt.Sprintf("shard: %s: cannot reduce %v across processes", what, x))
 		}
 		res[i] = out
 	}
@@ -294,6 +300,9 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 		}
 	}
 	dt := src.blockDType()
+	if dt != tensor.Float32 && dt != tensor.Int32 {
+		return nil // all-reduced whole (in float32 for half precision)
+	}
 	groups := groupsAlong(m, src.partial)
 	stop := watchdog(fmt.Sprintf("the psum_scatter of the pending sums of %s", src.origin))
 	defer stop()
@@ -380,7 +389,7 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 }
 
 // addInto returns a + b for fresh float32 or int32 blocks (a is updated
-// in place).
+// in place; reduceScatterAcross sends no other dtype).
 func addInto(a, b *tensor.Tensor) *tensor.Tensor {
 	switch a.DType() {
 	case tensor.Float32:
@@ -393,8 +402,6 @@ func addInto(a, b *tensor.Tensor) *tensor.Tensor {
 		for i := range x {
 			x[i] += y[i]
 		}
-	default:
-		panic(fmt.Sprintf("shard: cannot reduce %v across processes (float32 and int32 only)", a))
 	}
 	return a
 }

@@ -277,3 +277,29 @@ func TestGatherFallbackAcrossProcesses(t *testing.T) {
 	// Row 2 was overwritten: no gradient reaches it.
 	assert.Equal(t, []float32{0, 0, 0, 0}, shard.Gather(gotG).Float32s()[8:12])
 }
+
+// TestHalfPrecisionPendingSumAcrossProcesses: a bf16 and an f16 matmul
+// whose contracting dimension is sharded over processes reduce their
+// pending sums across processes (in float32, rounded once) to the
+// one-process product within half-precision rounding.
+func TestHalfPrecisionPendingSumAcrossProcesses(t *testing.T) {
+	m := guideMesh(t)
+	r := rand.New(rand.NewPCG(6, 6))
+	ah, bh := randT(r, 4, 16), randT(r, 16, 4)
+	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Float16} {
+		a16, b16 := tensor.AsType(ah, dt), tensor.AsType(bh, dt)
+		want := matmul64(tensor.AsType(a16, tensor.Float32), tensor.AsType(b16, tensor.Float32))
+		all := []string{"dp", "tp"}
+		a := shard.Put(a16, shard.NewSharding(m, shard.P(nil, all)))
+		b := shard.Put(b16, shard.NewSharding(m, shard.P(all, nil)))
+		for _, got := range []*tensor.Tensor{
+			shard.Gather(tensor.MatMul(a, b)),
+			shard.Gather(shard.Reshard(tensor.MatMul(a, b), shard.NewSharding(m, shard.P("dp", nil)))),
+		} {
+			require.Equal(t, dt, got.DType())
+			for i, v := range tensor.AsType(got, tensor.Float32).Float64s() {
+				assert.InDelta(t, want[i], v, 0.05*max(1, math.Abs(want[i])), "%v element %d", dt, i)
+			}
+		}
+	}
+}
