@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gonox/gonox/internal/box"
 	"github.com/gonox/gonox/tensor"
@@ -295,7 +296,7 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 	to := &layout{sharding: dst, geo: geo}
 	for d := range m.Size() {
 		lo, size, ok := box.Intersect(to.offset(d), geo.block, src.offset(d), src.geo.block)
-		if !ok || !equalInts(lo, to.offset(d)) || !equalInts(size, geo.block) {
+		if !ok || !slices.Equal(lo, to.offset(d)) || !slices.Equal(size, geo.block) {
 			return nil
 		}
 	}
@@ -378,7 +379,7 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 		}
 		for _, d := range local {
 			for i, b := range boxes[me] {
-				if equalInts(to.offset(b), to.offset(d)) {
+				if slices.Equal(to.offset(b), to.offset(d)) {
 					out[d] = mine[i]
 					chargeBlock(m.devices[d], mine[i])
 				}
@@ -404,16 +405,4 @@ func addInto(a, b *tensor.Tensor) *tensor.Tensor {
 		}
 	}
 	return a
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,22 +32,13 @@ func spansProcesses(m *shard.Mesh, axes ...string) bool {
 			ce := m.Coords(e)
 			same := true
 			for k, name := range m.AxisNames() {
-				if c[k] != ce[k] && !contains(axes, name) {
+				if c[k] != ce[k] && !slices.Contains(axes, name) {
 					same = false
 				}
 			}
 			if same && m.Devices()[d].Process() != m.Devices()[e].Process() {
 				return true
 			}
-		}
-	}
-	return false
-}
-
-func contains(s []string, x string) bool {
-	for _, v := range s {
-		if v == x {
-			return true
 		}
 	}
 	return false
