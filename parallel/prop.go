@@ -83,7 +83,7 @@ func (t *Trainer[M, B]) propResiduals(b B, key tensor.Key) tensor.ResidualReport
 		seen[x] = true
 		n := x.Bytes()
 		if x.Layout() != nil {
-			n = shard.Blocks(x)[0].Bytes()
+			n = firstLocalBlock(x).Bytes()
 		}
 		add := func(s tensor.ResidualStat) tensor.ResidualStat {
 			return tensor.ResidualStat{Count: s.Count + 1, Bytes: s.Bytes + n}

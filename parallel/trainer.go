@@ -343,6 +343,9 @@ func microBatch[B any](b B, i, k int) B {
 		blocks := shard.Blocks(x)
 		out := make([]*tensor.Tensor, len(blocks))
 		for d, blk := range blocks {
+			if blk == nil {
+				continue // another process's device
+			}
 			n := blk.Dim(0) / k
 			out[d] = tensor.SliceAxis(blk, 0, i*n, (i+1)*n)
 		}
@@ -531,7 +534,8 @@ type Stats struct {
 }
 
 // Stats measures the trainer on batch: it runs one forward pass to
-// measure residuals (on device 0) and reads the communication of the last
+// measure residuals (on the mesh's first device of this process, device
+// 0 in one process) and reads the communication of the last
 // Step, LossAndGrad or Eval.
 func (t *Trainer[M, B]) Stats(batch B) (Stats, error) {
 	if err := t.checkBatch(batch); err != nil {
@@ -542,7 +546,7 @@ func (t *Trainer[M, B]) Stats(batch B) (Stats, error) {
 	if t.mesh == nil {
 		st.Residuals = autodiff.Residuals(func(p M) *tensor.Tensor { return t.userLoss(nil, p, batch, key) }, t.params)
 	} else {
-		dev0 := t.mesh.Devices()[0]
+		dev0 := firstLocalDevice(t.mesh)
 		for _, k := range t.comm.Kinds() {
 			st.CommBytes[k] = t.comm.Bytes(dev0, k)
 		}
@@ -552,7 +556,7 @@ func (t *Trainer[M, B]) Stats(batch B) (Stats, error) {
 	case t.prop:
 		st.Residuals = t.propResiduals(batch, key)
 	default:
-		dev0 := t.mesh.Devices()[0]
+		dev0 := firstLocalDevice(t.mesh)
 		var mu sync.Mutex
 		io := ioSpecs{params: t.specs, state: t.state, data: shard.P(t.dataAxes)}
 		shard.Map(t.mesh, io, shard.P(), func(c *shard.Ctx, in stepIn[M, B]) *tensor.Tensor {
@@ -570,8 +574,8 @@ func (t *Trainer[M, B]) Stats(batch B) (Stats, error) {
 	return st, nil
 }
 
-// deviceBytes sums the bytes of the blocks device 0 holds of a tree's
-// leaves (a host leaf counts whole).
+// deviceBytes sums the bytes of the blocks this process's first device
+// holds of a tree's leaves (a host leaf counts whole).
 func deviceBytes(tree any) int64 {
 	var n int64
 	for _, x := range pytree.Leaves(tree) {
@@ -579,7 +583,30 @@ func deviceBytes(tree any) int64 {
 			n += int64(x.Bytes())
 			continue
 		}
-		n += int64(shard.Blocks(x)[0].Bytes())
+		n += int64(firstLocalBlock(x).Bytes())
 	}
 	return n
+}
+
+// firstLocalBlock returns the block of a placed tensor on this process's
+// first device of its mesh (under mpirun the blocks of other processes'
+// devices are nil). It panics if this process has no device of the mesh.
+func firstLocalBlock(x *tensor.Tensor) *tensor.Tensor {
+	for _, b := range shard.Blocks(x) {
+		if b != nil {
+			return b
+		}
+	}
+	panic(fmt.Sprintf("parallel: %v has no block on a device of process %d", x, shard.ProcessIndex()))
+}
+
+// firstLocalDevice returns the mesh's first device in this process (the
+// first device of the mesh in a job of one process).
+func firstLocalDevice(m *shard.Mesh) *shard.Device {
+	for _, d := range m.Devices() {
+		if d.IsLocal() {
+			return d
+		}
+	}
+	panic(fmt.Sprintf("parallel: process %d has no device of %v", shard.ProcessIndex(), m))
 }

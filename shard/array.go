@@ -309,9 +309,9 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 		return out
 	}
 	if sm := src.meshOrNil(); sm != nil && (crossProcess(src) || sm.nlocal() < sm.Size()) {
-		// Some blocks live on other processes: assemble the whole array
-		// first (with every process), or take this process's replica.
-		x, src = src.Gather(x), nil
+		// Some blocks live on other processes: every process sends the
+		// others the parts they need (with every process).
+		return reshardAcross(src, x.DType(), s, charge)
 	}
 	proto := &layout{sharding: s, geo: geo}
 	if src == nil && !charge {

@@ -177,6 +177,18 @@
 // others), collectives between processes go over MPI, and Gather and Put
 // across processes are collective. See package shard/mpi.
 //
+// Propagation works the same way on such meshes: each process computes
+// its own devices' blocks of every op; a pending sum, pmax or pmin that a
+// rule leaves is all-reduced across processes through the communicator of
+// each group of devices (as Map's Psum is; a pending sum wanted sharded
+// over its axes is reduce-scattered instead), and a reshard whose blocks
+// live on other processes sends each process only the parts of its new
+// blocks it holds no replica of (one all-to-all over all processes). The
+// program is SPMD: every process runs the same ops in the same order,
+// since reductions, reshards, the gather fallback and host reads (Gather,
+// Item, Float32s) may all communicate. A process with no device of a mesh
+// cannot compute on it (propagation panics, naming the process).
+//
 // # Cost accounting
 //
 // WithComm collects the bytes each device sends, per collective kind, so

@@ -181,10 +181,15 @@ func (l *layout) reduced() *layout {
 	m := l.sharding.mesh
 	groups := groupsAlong(m, l.partial)
 	res := make([]*tensor.Tensor, len(groups))
-	parallelFor(len(groups), func(i int) { res[i] = sumBlocks(l.blocks, groups[i]) })
+	parallelFor(len(groups), func(i int) {
+		if devs := localOf(m, groups[i]); len(devs) > 0 {
+			res[i] = sumBlocks(l.blocks, devs)
+		}
+	})
+	allreduceAcross("psum of the pending sums of "+l.origin, m, groups, res, ReduceSum)
 	out := &layout{sharding: l.sharding, geo: l.geo, blocks: make([]*tensor.Tensor, len(l.blocks))}
 	for i, g := range groups {
-		for _, d := range g {
+		for _, d := range localOf(m, g) {
 			out.blocks[d] = res[i]
 			chargeBlock(m.devices[d], res[i])
 		}
@@ -277,7 +282,7 @@ func psumScatters(src *layout, dst Sharding) bool {
 // chargeReduce charges the reduction of src's pending sums.
 func chargeReduce(op string, src *layout, dst Sharding) {
 	m := src.sharding.mesh
-	dt := src.blocks[0].DType()
+	dt := src.blockDType()
 	if len(src.partial) > 0 {
 		g := m.AxisSize(src.partial...)
 		bb := src.blockBytes(dt)
@@ -300,7 +305,7 @@ func chargeReduce(op string, src *layout, dst Sharding) {
 // dst.
 func chargeReshard(op string, src *layout, dst Sharding) {
 	m := src.sharding.mesh
-	dt := src.blocks[0].DType()
+	dt := src.blockDType()
 	if src.sharding.spec.Equal(dst.spec) {
 		return
 	}
@@ -348,6 +353,12 @@ func move(op string, x *tensor.Tensor, dst Sharding) []*tensor.Tensor {
 	if len(src.partial) > 0 {
 		if psumScatters(src, dst) {
 			chargeReduce(op, src, dst)
+			if src.sharding.mesh.spans() {
+				if bs := reduceScatterAcross(src, dst); bs != nil {
+					chargeReshard(op, src, dst)
+					return bs
+				}
+			}
 			src = src.reduced()
 		} else {
 			// All-reduce once, however many consumers read the sum.

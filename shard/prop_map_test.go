@@ -133,6 +133,9 @@ func TestBlocksOfPartialSum(t *testing.T) {
 	y := tensor.MatMul(a, b) // contracting dim sharded on both sides: partial over dp
 	want := tensor.MatMul(ah, bh)
 	for _, blk := range shard.Blocks(y) {
+		if blk == nil {
+			continue // another process's device (under mpirun)
+		}
 		requireClose(t, want, blk, 1e-5, "block")
 	}
 }

@@ -113,6 +113,7 @@ func (st *step) apply(op *tensor.Op, params any, in []*tensor.Tensor, m *Mesh) [
 // run moves the (untraced) operands, computes every device's blocks in
 // parallel and assembles the outputs.
 func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tensor {
+	needLocalDevice(opName, m)
 	n := m.Size()
 	blocks := make([][]*tensor.Tensor, n)
 	for d := range blocks {
@@ -137,9 +138,13 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 	groups := st.replicaGroups(in, m)
 	outs := make([][]*tensor.Tensor, n)
 	parallelFor(len(groups), func(g int) {
-		d0 := groups[g][0]
-		o := st.local(d0, blocks[d0])
-		for _, d := range groups[g] {
+		// Only this process's devices compute (all of them in one process).
+		devs := localOf(m, groups[g])
+		if len(devs) == 0 {
+			return
+		}
+		o := st.local(devs[0], blocks[devs[0]])
+		for _, d := range devs {
 			outs[d] = o
 		}
 	})
@@ -149,8 +154,9 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 		}
 	}
 	res := make([]*tensor.Tensor, len(st.out))
+	first := m.firstLocal()
 	for j, s := range st.out {
-		b0 := outs[0][j]
+		b0 := outs[first][j]
 		shape := b0.Shape()
 		for i := range shape {
 			for _, a := range s.spec.dim(i) {
@@ -163,6 +169,9 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 			l.origin = opName
 		}
 		for d := range n {
+			if outs[d] == nil {
+				continue // another process's device
+			}
 			l.blocks[d] = outs[d][j]
 			chargeBlock(m.devices[d], l.blocks[d])
 		}
@@ -225,7 +234,10 @@ func combineExtreme(op string, m *Mesh, outs [][]*tensor.Tensor, j int, axes Dim
 	groups := groupsAlong(m, axes)
 	res := make([]*tensor.Tensor, len(groups))
 	parallelFor(len(groups), func(i int) {
-		devs := groups[i]
+		devs := localOf(m, groups[i])
+		if len(devs) == 0 {
+			return
+		}
 		r := outs[devs[0]][j]
 		for _, d := range devs[1:] {
 			if isMin {
@@ -236,16 +248,17 @@ func combineExtreme(op string, m *Mesh, outs [][]*tensor.Tensor, j int, axes Dim
 		}
 		res[i] = r
 	})
+	kind, red := "pmax", ReduceMax
+	if isMin {
+		kind, red = "pmin", ReduceMin
+	}
+	allreduceAcross(kind+" of "+op, m, groups, res, red)
 	for i, g := range groups {
-		for _, d := range g {
+		for _, d := range localOf(m, g) {
 			outs[d][j] = res[i]
 		}
 	}
 	g := int64(m.AxisSize(axes...))
-	bb := int64(outs[0][j].Bytes())
-	kind := "pmax"
-	if isMin {
-		kind = "pmin"
-	}
+	bb := int64(outs[m.firstLocal()][j].Bytes())
 	charge(m, op, kind, func(int) int64 { return 2 * (g - 1) * bb / g })
 }

@@ -575,6 +575,9 @@ func rawBytes(x *tensor.Tensor) []byte {
 	case tensor.Bool:
 		d := x.RawBool()
 		return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), len(d))
+	case tensor.BFloat16, tensor.Float16:
+		d := x.RawUint16()
+		return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 2*len(d))
 	}
 	panic(fmt.Sprintf("shard: cannot send %v between processes", x))
 }

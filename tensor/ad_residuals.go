@@ -87,6 +87,9 @@ func Residuals(outs ...*Tensor) ResidualReport {
 		if bl, ok := r.Tensor.layout.(BlockLayout); ok && !shapeOnly(r.Tensor.layout) {
 			blocks, devs := bl.DeviceBlocks()
 			for i, b := range blocks {
+				if b == nil {
+					continue // a device of another process (a mesh over several)
+				}
 				all = append(all, Residual{Tensor: b, Label: r.Label, Device: devs[i]})
 			}
 			continue

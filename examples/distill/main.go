@@ -11,6 +11,13 @@
 // key(1) for the student) it prints the guide's losses: 1.09, 1.01, 0.94,
 // 0.88, 0.83. The student is a parallel.Trainer with the DP strategy.
 //
+// Built with -tags mpi it runs under mpirun too; each process then gives
+// the first half of its devices to the teacher and the second half to the
+// student, so both meshes span every process, and prints the same losses:
+//
+//	go build -tags mpi -o distill ./examples/distill
+//	GONOX_DEVICES=4 mpirun -np 2 -x GONOX_DEVICES ./distill
+//
 // A bad -steps or -lr, or a GONOX_DEVICES that is not an integer of at least
 // 2, is reported before anything is printed, with exit status 2.
 package main
@@ -28,6 +35,7 @@ import (
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/shard/mpi"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -38,7 +46,20 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
-func main() { os.Exit(mainExit(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	if err := mpi.Init(); err != nil {
+		fmt.Fprintln(os.Stderr, "distill:", err)
+		os.Exit(1)
+	}
+	code := mainExit(os.Args[1:], mpi.Output(os.Stdout), os.Stderr)
+	if code == 0 || mpi.Size() == 1 {
+		// On failure in a job of several processes, no Finalize: the
+		// others may wait for this process; exiting non-zero makes mpirun
+		// end the job.
+		mpi.Finalize()
+	}
+	os.Exit(code)
+}
 
 // mainExit runs the command and returns its exit status: 2 for a usage
 // mistake (reported before anything else is printed), 1 for a failure.
@@ -78,6 +99,12 @@ func parseAndRun(args []string, out, errOut io.Writer) error {
 	if err != nil {
 		return usageError{err}
 	}
+	if shard.ProcessCount() > 1 {
+		// Under mpirun each process gives half its devices to each mesh.
+		if n = len(shard.LocalDevices()); n < 2 {
+			return usageError{fmt.Errorf("%s=%d: the teacher and the student need at least 2 devices in every process", shard.DevicesEnv, n)}
+		}
+	}
 	if n < 2 {
 		return usageError{fmt.Errorf("%s=%d: the teacher and the student need at least 2 devices", shard.DevicesEnv, n)}
 	}
@@ -115,14 +142,31 @@ func studentLoss(m nn.MLP, b studentBatch) *tensor.Tensor {
 	return tensor.Mean(tensor.Sum(tensor.Square(d), -1))
 }
 
-func run(steps int, lr float64, out io.Writer) error {
-	devs := shard.Devices()
-	if len(devs) < 2 {
-		return fmt.Errorf("need at least 2 devices (set %s)", shard.DevicesEnv)
+// splitDevices returns the devices of the teacher's and the student's
+// meshes: the first and the second half of every process's devices (in
+// one process, devices 0-3 and 4-7 of 8), so under mpirun both meshes
+// span every process and each process computes on both.
+func splitDevices() (teacher, student []*shard.Device) {
+	byProc := make([][]*shard.Device, shard.ProcessCount())
+	for _, d := range shard.Devices() {
+		byProc[d.Process()] = append(byProc[d.Process()], d)
 	}
-	half := len(devs) / 2
-	inference := shard.NewMeshOn(devs[:half], []int{half}, []string{"tp"})
-	train := shard.NewMeshOn(devs[half:2*half], []int{half}, []string{"dp"})
+	for _, devs := range byProc {
+		half := len(devs) / 2
+		teacher = append(teacher, devs[:half]...)
+		student = append(student, devs[half:2*half]...)
+	}
+	return teacher, student
+}
+
+func run(steps int, lr float64, out io.Writer) error {
+	teacherDevs, studentDevs := splitDevices()
+	if len(teacherDevs) < 1 {
+		return fmt.Errorf("need at least 2 devices per process (set %s)", shard.DevicesEnv)
+	}
+	half := len(teacherDevs)
+	inference := shard.NewMeshOn(teacherDevs, []int{half}, []string{"tp"})
+	train := shard.NewMeshOn(studentDevs, []int{half}, []string{"dp"})
 
 	keys := tensor.NewKey(0).Split(2)
 	teacher := initModel(keys[0], []int{32, 128, 256, 128, 4})

@@ -258,6 +258,11 @@ func run(cfg config, out, progress io.Writer) error {
 	if err != nil {
 		return usageError{err}
 	}
+	if shard.ProcessCount() > 1 {
+		// Under mpirun $GONOX_DEVICES counts one process's devices; the
+		// meshes take theirs from the whole pool.
+		devices = len(shard.Devices())
+	}
 	keys := tensor.NewKey(cfg.seed).Split(3)
 	train, test, err := loadData(cfg.data, keys[0])
 	if err != nil {

@@ -2,7 +2,9 @@
 # CI for multi-process meshes (package shard/mpi, build tag mpi): installs
 # Open MPI with apt if mpirun is missing, runs the mpi-tagged tests as a
 # world of one process, then under mpirun with 2 and 4 processes, and checks
-# that examples/mlp prints the same per-epoch lines under mpirun as alone.
+# that examples/mlp prints the same per-epoch lines under mpirun as alone
+# for every strategy (dp and fsdp over 2 processes, tp and fsdp_tp over 4),
+# and examples/distill the same losses.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -24,33 +26,53 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 echo "--- go vet -tags mpi; go test -tags mpi (one process, and the failure jobs)"
-go vet -tags mpi ./shard/... ./examples/mlp
+go vet -tags mpi ./shard/... ./examples/mlp ./examples/distill
 go test -tags mpi ./shard/...
 go test -race -tags mpi -c -o "$out/mpi.race.test" ./shard/mpi
 go test -tags mpi -c -o "$out/mpi.test" ./shard/mpi
 go test -tags mpi -c -o "$out/shard.test" ./shard
 
+# Package shard's propagation tests, run on a mesh spread over the
+# processes (each test that expects a panic inside Map is left out: under
+# mpirun a failing device ends the job).
+prop='^Test(PropagationMatchesHost|PropagationAndMap|MLPStrategiesByPropagation|TransformerStrategiesByPropagation|VocabParallelCrossEntropy|PlaceholdersHoldNoBlocks|DropoutOnPlacedActivations|SecondDerivativeThroughPropagation|BlocksOfPartialSum|OptimizerStepsShards|CheckpointOnPlacedModel|ResidualsOfPlacedModel|ReshapeLayouts|Explain)$'
 for np in 2 4; do
-  echo "--- mpirun -np $np: shard/mpi tests, the guide's collectives on 8 devices"
+  echo "--- mpirun -np $np: shard/mpi tests, the guide's collectives and sharding propagation on 8 devices"
   mpirun -np "$np" --oversubscribe "$out/mpi.test"
   mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients'
+  mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run "$prop"
 done
 echo "--- mpirun -np 2 under the race detector"
-mpirun -np 2 --oversubscribe "$out/mpi.race.test" -test.run 'Collective|Placement|Ragged|DataParallel'
+mpirun -np 2 --oversubscribe "$out/mpi.race.test" -test.run 'Collective|Placement|Ragged|DataParallel|Propagated|Reshard|Fallback'
 
 echo "--- examples/mlp: mpirun prints the one-process lines"
 go build -tags mpi -o "$out/mlp" ./examples/mlp
 lines() { grep '^epoch' | sed 's/  *[0-9]* samples.*//'; }
-for c in "2 dp dp=2" "2 fsdp dp=2" "4 tp dp=2,tp=2" "4 fsdp_tp dp=2,tp=2"; do
+# processes, devices per process, strategy, mesh
+for c in "2 1 dp dp=2" "2 1 fsdp dp=2" "4 1 tp dp=2,tp=2" "4 1 fsdp_tp dp=2,tp=2" "2 2 fsdp_tp dp=2,tp=2"; do
   set -- $c
-  alone=$("$out/mlp" -epochs 3 -quiet -plot "" -strategy "$2" -mesh "$3" | lines)
-  multi=$(mpirun -np "$1" --oversubscribe "$out/mlp" -epochs 3 -quiet -plot "" -strategy "$2" -mesh "$3" | lines)
+  alone=$("$out/mlp" -epochs 3 -quiet -plot "" -strategy "$3" -mesh "$4" | lines)
+  multi=$(GONOX_DEVICES=$2 mpirun -np "$1" --oversubscribe -x GONOX_DEVICES "$out/mlp" -epochs 3 -quiet -plot "" -strategy "$3" -mesh "$4" | lines)
   if [ "$alone" != "$multi" ]; then
-    echo "examples/mlp -strategy $2 -mesh $3: mpirun -np $1 differs from one process:"
+    echo "examples/mlp -strategy $3 -mesh $4: mpirun -np $1 ($2 devices each) differs from one process:"
     diff <(echo "$alone") <(echo "$multi") || true
     exit 1
   fi
-  echo "mlp $2 on $3 over $1 processes: same lines"
+  echo "mlp $3 on $4 over $1 processes of $2 devices: same lines"
+done
+
+echo "--- examples/distill: teacher and student meshes over every process"
+go build -tags mpi -o "$out/distill" ./examples/distill
+alone=$("$out/distill" -steps 6)
+for c in "2 4" "4 2"; do
+  set -- $c
+  multi=$(GONOX_DEVICES=$2 mpirun -np "$1" --oversubscribe -x GONOX_DEVICES "$out/distill" -steps 6)
+  if [ "$alone" != "$multi" ]; then
+    echo "examples/distill: mpirun -np $1 ($2 devices each) differs from one process:"
+    diff <(echo "$alone") <(echo "$multi") || true
+    exit 1
+  fi
+  echo "distill over $1 processes of $2 devices: same losses"
 done
 
 echo "--- examples/mlp: checkpoints written by 2 processes resume"
