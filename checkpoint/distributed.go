@@ -2,11 +2,9 @@ package checkpoint
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/gonox/gonox/shard"
 )
@@ -98,17 +96,7 @@ func (p *savePlan) commitDistributed(dir string) (err error) {
 		}()
 	}
 	// Everyone writes its blocks, then reports what it wrote.
-	errs := make([]error, len(p.writers))
-	var wg sync.WaitGroup
-	for i, w := range p.writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = w.run(tmp, p.m.ChunkBytes, p.step)
-		}()
-	}
-	wg.Wait()
-	mine = report{Err: errString(errors.Join(errs...))}
+	mine = report{Err: errString(p.writeAll(tmp))}
 	if rank != 0 {
 		for ti, e := range p.m.Tensors {
 			for si, s := range e.Shards {

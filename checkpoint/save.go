@@ -389,19 +389,7 @@ func (p *savePlan) commit(dir string) (err error) {
 		inProgress.Unlock()
 	}()
 
-	// Every writer runs on its own goroutine: one per device holding
-	// blocks (the device's own "thread"), plus those sharing host tensors.
-	errs := make([]error, len(p.writers))
-	var wg sync.WaitGroup
-	for i, w := range p.writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = w.run(tmp, p.m.ChunkBytes, p.step)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := p.writeAll(tmp); err != nil {
 		return err
 	}
 	data, err := p.m.encode()
@@ -595,5 +583,22 @@ func cleanup(dir string) error {
 			errs = append(errs, os.RemoveAll(full))
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// writeAll runs every writer of the plan into dir, each on its own
+// goroutine: one per device holding blocks (the device's own "thread"),
+// plus those sharing host tensors. It returns when all have finished.
+func (p *savePlan) writeAll(dir string) error {
+	errs := make([]error, len(p.writers))
+	var wg sync.WaitGroup
+	for i, w := range p.writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = w.run(dir, p.m.ChunkBytes, p.step)
+		}()
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
