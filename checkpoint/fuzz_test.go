@@ -164,7 +164,8 @@ func writeSeeds(t *testing.T, fuzz string, seeds map[string][]byte) {
 }
 
 // FuzzChunkRoundTrip encodes arbitrary bytes as a chunk of float32 words,
-// int32 words or bools and decodes them again: the result must be the
+// int32 words, bools, float32 stored as 16 bits, or bfloat16/float16
+// elements and decodes them again: the result must be the
 // input, whatever its compressibility (nearly incompressible planes once
 // produced Huffman blocks larger than the frame, which no decoder reads).
 func FuzzChunkRoundTrip(f *testing.F) {
@@ -185,12 +186,27 @@ func FuzzChunkRoundTrip(f *testing.F) {
 	f.Add(barely, uint8(0))
 	f.Add(barely, uint8(3))
 	f.Add(barely, uint8(4))
+	f.Add(barely, uint8(5))
 	f.Fuzz(func(t *testing.T, data []byte, kind uint8) {
 		var hs huff0.Scratch
-		switch kind % 5 {
+		switch kind % 6 {
+		case 5: // bfloat16 or float16 leaves, stored as they are
+			h := make([]uint16, len(data)/2)
+			for i := range h {
+				h[i] = binary.LittleEndian.Uint16(data[2*i:])
+			}
+			frame := encodeChunk16(nil, make([]byte, 2*len(h)), &hs, h)
+			got := make([]uint16, len(h))
+			_, err := decodeChunk16(frame, nil, got)
+			require.NoError(t, err)
+			require.Equal(t, h, got)
+			if len(h) > 0 {
+				_, err = decodeChunk16(frame, nil, got[1:])
+				require.ErrorContains(t, err, "want")
+			}
 		case 3, 4: // float32 words stored as bfloat16 or float16
 			st := AsBFloat16
-			if kind%5 == 4 {
+			if kind%6 == 4 {
 				st = AsFloat16
 			}
 			w := make([]uint32, len(data)/4)
@@ -209,7 +225,7 @@ func FuzzChunkRoundTrip(f *testing.F) {
 			for i := range w {
 				w[i] = binary.LittleEndian.Uint32(data[4*i:])
 			}
-			frame := encodeChunk(nil, make([]byte, 4*len(w)), &hs, kind%5 == 0, w, nil)
+			frame := encodeChunk(nil, make([]byte, 4*len(w)), &hs, kind%6 == 0, w, nil)
 			got := make([]uint32, len(w))
 			_, err := decodeChunk(frame, nil, AsFloat32, got, nil)
 			require.NoError(t, err)
