@@ -234,16 +234,17 @@ func halfOperands(in []*Tensor) (has bool, common DType) {
 }
 
 // nativeHalf returns the implementation an op uses for half operands
-// itself (nil: widen them): Convert, MatMulTo and matmul, and the
-// Distributed ops of package shard (Put, Gather, ...), which move data of
-// any dtype. Ops are compared at call time, so the order of the package's
-// init functions does not matter.
+// itself (nil: widen them): Convert, MatMulTo and matmul, reshape and
+// slice (which move 16-bit data bit for bit), the Distributed ops of
+// package shard (Put, Gather, ...), which move data of any dtype, and
+// NativeHalf ops (shard's collectives). Ops are compared at call time, so
+// the order of the package's init functions does not matter.
 func nativeHalf(op *Op) func(in []*Tensor, params any) *Tensor {
-	if op.Distributed {
+	if op.Distributed || op.NativeHalf {
 		return op.Impl
 	}
 	switch op {
-	case convertOp, matmulToOp:
+	case convertOp, matmulToOp, reshapeOp, sliceOp:
 		return op.Impl
 	case matmulOp:
 		return matmulHalfImpl
