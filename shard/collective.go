@@ -62,7 +62,7 @@ var psumOp, pmaxOp *tensor.Op
 
 func init() {
 	psumOp = &tensor.Op{
-		Name: "psum",
+		Name:       "psum",
 		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return psumImpl(in[0], pp.(*collParams))
@@ -73,7 +73,7 @@ func init() {
 		},
 	}
 	pmaxOp = &tensor.Op{
-		Name: "pmax",
+		Name:       "pmax",
 		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return pmaxImpl(in[0], pp.(*collParams))
@@ -277,7 +277,7 @@ var allGatherOp, allGatherInvOp *tensor.Op
 
 func init() {
 	allGatherOp = &tensor.Op{
-		Name: "all_gather",
+		Name:       "all_gather",
 		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return allGatherImpl(in[0], pp.(*collParams), false)
@@ -288,7 +288,7 @@ func init() {
 		},
 	}
 	allGatherInvOp = &tensor.Op{
-		Name: "all_gather",
+		Name:       "all_gather",
 		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return allGatherImpl(in[0], pp.(*collParams), true)
@@ -409,7 +409,7 @@ var psumScatterOp *tensor.Op
 
 func init() {
 	psumScatterOp = &tensor.Op{
-		Name: "psum_scatter",
+		Name:       "psum_scatter",
 		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return psumScatterImpl(in[0], pp.(*collParams))
@@ -487,7 +487,7 @@ var ppermuteOp *tensor.Op
 
 func init() {
 	ppermuteOp = &tensor.Op{
-		Name: "ppermute",
+		Name:       "ppermute",
 		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return ppermuteImpl(in[0], pp.(*collParams))
@@ -588,7 +588,7 @@ var allToAllOp *tensor.Op
 
 func init() {
 	allToAllOp = &tensor.Op{
-		Name: "all_to_all",
+		Name:       "all_to_all",
 		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return allToAllImpl(in[0], pp.(*collParams))
