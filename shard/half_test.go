@@ -13,9 +13,9 @@ import (
 // TestHalfPlacement: bfloat16 and float16 arrays are placed, resharded
 // and gathered bit for bit, and shard.Map computes on their blocks.
 func TestHalfPlacement(t *testing.T) {
-	mesh := shard.NewMesh([]int{2, 2}, []string{"dp", "tp"})
-	x32 := tensor.Normal(tensor.NewKey(3), 8, 6)
-	w32 := tensor.Normal(tensor.NewKey(4), 6, 4)
+	mesh := guideMesh() // all 8 devices, so that it also runs under mpirun
+	x32 := tensor.Normal(tensor.NewKey(3), 8, 8)
+	w32 := tensor.Normal(tensor.NewKey(4), 8, 4)
 	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Float16} {
 		x, w := tensor.Convert(x32, dt), tensor.Convert(w32, dt)
 		for _, spec := range []shard.Spec{shard.P("dp"), shard.P("dp", "tp"), shard.P(nil, "tp"), shard.P()} {
@@ -101,6 +101,9 @@ func TestHalfCollectives(t *testing.T) {
 				y32 := shard.Map(m, shard.P("dp"), tc.out, tc.f, shard.WithComm(&c32))(wide)
 				require.Equal(t, dt, y16.DType())
 				require.Equal(t, tensor.Convert(shard.Gather(y32), dt).Bits16(), shard.Gather(y16).Bits16())
+				if shard.ProcessCount() > 1 {
+					return // Comm counts this process's devices only
+				}
 				require.Equal(t, 1, c16.Calls(tc.kind))
 				for _, d := range m.Devices() {
 					require.Equal(t, tc.bytes(32), c32.Bytes(d, tc.kind), "float32, device %d", d.ID())
@@ -138,9 +141,9 @@ func TestHalfCollectivesBits(t *testing.T) {
 // TestHalfRaggedAllToAll: ragged rows of bf16 move bit for bit, charged 2
 // bytes an element.
 func TestHalfRaggedAllToAll(t *testing.T) {
-	m := shard.NewMesh([]int{4}, []string{"ep"})
-	io, ss, oo, rs, rowsIn, rowsOut := raggedPlan(4)
-	x32 := tensor.Normal(tensor.NewKey(5), 4*rowsIn, 3)
+	m := shard.NewMesh([]int{8}, []string{"ep"})
+	io, ss, oo, rs, rowsIn, rowsOut := raggedPlan(8)
+	x32 := tensor.Normal(tensor.NewKey(5), 8*rowsIn, 3)
 	run := func(x *tensor.Tensor, comm *shard.Comm) *tensor.Tensor {
 		return shard.Gather(shard.Map(m, shard.P("ep"), shard.P("ep"), func(c *shard.Ctx, in raggedIn) *tensor.Tensor {
 			out := c.Local(tensor.Zeros(in.X.DType(), rowsOut, 3))
@@ -153,9 +156,13 @@ func TestHalfRaggedAllToAll(t *testing.T) {
 	y32 := run(tensor.Convert(x16, tensor.Float32), &c32)
 	require.Equal(t, tensor.BFloat16, y16.DType())
 	require.Equal(t, tensor.Convert(y32, tensor.BFloat16).Bits16(), y16.Bits16())
-	// Device 0 sends (0+j)%2+1 rows of 3 elements to each j != 0: 2+1+2.
-	require.Equal(t, int64(5*3*2), c16.Bytes(m.Devices()[0], "ragged_all_to_all"))
-	require.Equal(t, int64(5*3*4), c32.Bytes(m.Devices()[0], "ragged_all_to_all"))
+	// Device 0 sends (0+j)%2+1 rows of 3 elements to each j != 0:
+	// 2+1+2+1+2+1+2 = 11.
+	if shard.ProcessCount() > 1 {
+		return // Comm counts this process's devices only
+	}
+	require.Equal(t, int64(11*3*2), c16.Bytes(m.Devices()[0], "ragged_all_to_all"))
+	require.Equal(t, int64(11*3*4), c32.Bytes(m.Devices()[0], "ragged_all_to_all"))
 }
 
 // TestHalfCollectiveGrad differentiates through bf16 collectives: the
@@ -180,6 +187,9 @@ func TestHalfCollectiveGrad(t *testing.T) {
 		require.Equal(t, in.DType(), grad.DType())
 		block := int64(8 * 4 * in.DType().Size())
 		for _, d := range m.Devices() {
+			if !d.IsLocal() {
+				continue
+			}
 			require.Equal(t, 3*block/4, comm.Bytes(d, "psum_scatter"), "wide=%v", wide)
 		}
 		grads[wide] = tensor.Convert(grad, tensor.Float32)
@@ -197,6 +207,12 @@ func TestHalfCollectiveGrad(t *testing.T) {
 // charged the 16-bit bytes: half those of the same program on the float32
 // widening; resharding moves the bf16 values bit for bit.
 func TestHalfPropagation(t *testing.T) {
+	if shard.ProcessCount() > 1 {
+		// A propagated matmul whose contraction is sharded panics between
+		// processes in float32 as well (step.run computes on the first
+		// device of each replica group, which may be another process's).
+		t.Skip("propagation of a partial-sum matmul is single-process")
+	}
 	m := guideMesh()
 	xh := tensor.Convert(tensor.Normal(tensor.NewKey(7), 16, 8), tensor.BFloat16)
 	wh := tensor.Convert(tensor.Normal(tensor.NewKey(8), 8, 4), tensor.BFloat16)
@@ -222,6 +238,9 @@ func TestHalfPropagation(t *testing.T) {
 	}
 	for i := range h[1:] {
 		require.Equal(t, shard.Gather(h[0]).Bits16(), shard.Gather(h[i+1]).Bits16(), "resharded %d", i+1)
+	}
+	if shard.ProcessCount() > 1 {
+		return // Comm counts this process's devices only
 	}
 	for _, kind := range []string{"psum", "all_gather", "all_to_all"} {
 		require.Positive(t, cf.Bytes(m.Devices()[0], kind), kind)

@@ -243,6 +243,17 @@ func sumBlocks(blocks []*tensor.Tensor, devs []int) *tensor.Tensor {
 }
 
 // blockBytes returns the bytes of one block of l.
+// dtype returns the dtype of l's blocks, read from one this process holds
+// (in a job of several processes the others' blocks are nil).
+func (l *layout) dtype() tensor.DType {
+	for _, b := range l.blocks {
+		if b != nil {
+			return b.DType()
+		}
+	}
+	return tensor.Float32 // no block here: nothing of this process is charged
+}
+
 func (l *layout) blockBytes(dt tensor.DType) int64 {
 	n := int64(dt.Size())
 	for _, d := range l.geo.block {
@@ -277,7 +288,7 @@ func psumScatters(src *layout, dst Sharding) bool {
 // chargeReduce charges the reduction of src's pending sums.
 func chargeReduce(op string, src *layout, dst Sharding) {
 	m := src.sharding.mesh
-	dt := src.blocks[0].DType()
+	dt := src.dtype()
 	if len(src.partial) > 0 {
 		g := m.AxisSize(src.partial...)
 		bb := src.blockBytes(dt)
@@ -300,7 +311,7 @@ func chargeReduce(op string, src *layout, dst Sharding) {
 // dst.
 func chargeReshard(op string, src *layout, dst Sharding) {
 	m := src.sharding.mesh
-	dt := src.blocks[0].DType()
+	dt := src.dtype()
 	if src.sharding.spec.Equal(dst.spec) {
 		return
 	}
