@@ -142,14 +142,11 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 		}
 	case tensor.BFloat16, tensor.Float16:
 		// Widened, summed in float32 as float32 blocks are, rounded once.
-		ins := make([][]float32, g.size)
+		ins := make([][]uint16, g.size)
 		for r, m := range g.members {
-			ins[r] = make([]float32, hi-lo)
-			widenHalf(dt, ins[r], s.calls[m].x.RawUint16()[lo:hi])
+			ins[r] = s.calls[m].x.RawUint16()[lo:hi]
 		}
-		acc := make([]float32, hi-lo)
-		sumFloat32(acc, ins, 0, hi-lo)
-		narrowHalf(dt, out.RawUint16()[lo:hi], acc)
+		sumHalf(dt, out.RawUint16()[lo:hi], ins)
 	}
 	e.run.barrier(s)
 	e.account("psum", int64(2*(g.size-1))*int64(x.Bytes())/int64(g.size))

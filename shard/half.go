@@ -1,7 +1,7 @@
 package shard
 
 import (
-	"unsafe"
+	"math"
 
 	"github.com/gonox/gonox/internal/half"
 	"github.com/gonox/gonox/tensor"
@@ -14,26 +14,54 @@ import (
 // isHalf reports whether dt is bfloat16 or float16.
 func isHalf(dt tensor.DType) bool { return dt == tensor.BFloat16 || dt == tensor.Float16 }
 
-// widenHalf writes the 16-bit elements src of dtype dt to dst as float32.
-func widenHalf(dt tensor.DType, dst []float32, src []uint16) {
-	if len(src) == 0 {
-		return
-	}
-	if dt == tensor.BFloat16 {
-		half.ToFloat32sBF(dst, unsafe.Slice((*half.BFloat16)(unsafe.Pointer(&src[0])), len(src)))
-	} else {
-		half.ToFloat32s(dst, unsafe.Slice((*half.Float16)(unsafe.Pointer(&src[0])), len(src)))
+// sumHalf sums the 16-bit blocks ins (of dtype dt, each of len(dst)
+// elements) in float32 and rounds the sum once into dst. It works in
+// tiles that stay in cache: each tile of every block is widened into a
+// small buffer, summed with the float32 kernel (the order of the float32
+// psum, so the result is the float32 psum of the widened blocks, rounded)
+// and rounded.
+func sumHalf(dt tensor.DType, dst []uint16, ins [][]uint16) {
+	const tile = 2048
+	n := len(dst)
+	buf := make([]float32, (len(ins)+1)*tile)
+	wide := make([][]float32, len(ins))
+	acc := buf[len(ins)*tile:]
+	for lo := 0; lo < n; lo += tile {
+		hi := min(lo+tile, n)
+		for r, x := range ins {
+			wide[r] = buf[r*tile : r*tile+hi-lo]
+			widenHalf(dt, wide[r], x[lo:hi])
+		}
+		sumFloat32(acc, wide, 0, hi-lo)
+		narrowHalf(dt, dst[lo:hi], acc[:hi-lo])
 	}
 }
 
-// narrowHalf rounds src to dtype dt into dst (to nearest, ties to even).
-func narrowHalf(dt tensor.DType, dst []uint16, src []float32) {
-	if len(src) == 0 {
+// widenHalf writes the 16-bit elements src of dtype dt to dst as float32.
+func widenHalf(dt tensor.DType, dst []float32, src []uint16) {
+	dst = dst[:len(src)]
+	if dt == tensor.BFloat16 {
+		for i, v := range src {
+			dst[i] = math.Float32frombits(uint32(v) << 16)
+		}
 		return
 	}
+	for i, v := range src {
+		dst[i] = half.Float16(v).Float32()
+	}
+}
+
+// narrowHalf rounds src to dtype dt into dst (to nearest, ties to even;
+// NaN stays NaN).
+func narrowHalf(dt tensor.DType, dst []uint16, src []float32) {
+	dst = dst[:len(src)]
 	if dt == tensor.BFloat16 {
-		half.FromFloat32sBF(unsafe.Slice((*half.BFloat16)(unsafe.Pointer(&dst[0])), len(dst)), src)
-	} else {
-		half.FromFloat32s(unsafe.Slice((*half.Float16)(unsafe.Pointer(&dst[0])), len(dst)), src)
+		for i, v := range src {
+			dst[i] = uint16(half.FromFloat32BF(v))
+		}
+		return
+	}
+	for i, v := range src {
+		dst[i] = uint16(half.FromFloat32(v))
 	}
 }
