@@ -1,11 +1,6 @@
 package shard
 
-import (
-	"math"
-
-	"github.com/gonox/gonox/internal/half"
-	"github.com/gonox/gonox/tensor"
-)
+import "github.com/gonox/gonox/tensor"
 
 // Collectives on bfloat16 and float16 blocks: see "bfloat16 and
 // float16" in doc.go. tensor.Op.NativeHalf keeps Apply from widening
@@ -39,29 +34,11 @@ func sumHalf(dt tensor.DType, dst []uint16, ins [][]uint16) {
 
 // widenHalf writes the 16-bit elements src of dtype dt to dst as float32.
 func widenHalf(dt tensor.DType, dst []float32, src []uint16) {
-	dst = dst[:len(src)]
-	if dt == tensor.BFloat16 {
-		for i, v := range src {
-			dst[i] = math.Float32frombits(uint32(v) << 16)
-		}
-		return
-	}
-	for i, v := range src {
-		dst[i] = half.Float16(v).Float32()
-	}
+	tensor.WidenBits16(dst[:len(src)], dt, src)
 }
 
 // narrowHalf rounds src to dtype dt into dst (to nearest, ties to even;
 // NaN stays NaN).
 func narrowHalf(dt tensor.DType, dst []uint16, src []float32) {
-	dst = dst[:len(src)]
-	if dt == tensor.BFloat16 {
-		for i, v := range src {
-			dst[i] = uint16(half.FromFloat32BF(v))
-		}
-		return
-	}
-	for i, v := range src {
-		dst[i] = uint16(half.FromFloat32(v))
-	}
+	tensor.RoundBits16(dst[:len(src)], dt, src)
 }
