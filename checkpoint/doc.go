@@ -88,8 +88,10 @@
 //
 // Leaves of dtype bfloat16 and float16 (a model kept in bf16, say) are
 // saved as they are, 2 bytes an element in the same two planes, sharded
-// or not, and restore bit for bit (NaN payloads included) on any mesh;
-// they restore into leaves of their own dtype only.
+// or not, and restore bit for bit (NaN payloads included) on any mesh.
+// A float leaf restores into a leaf of another float dtype, converted as
+// tensor.Convert does (see Restore): a bf16 inference model loads from the
+// float32 master weights of a training checkpoint.
 //
 // # Manager
 //

@@ -123,27 +123,75 @@ func TestHalfChunkLayout(t *testing.T) {
 	require.Equal(t, []byte{0x80, 0x00, 0xc1, 0x01, 0x3f, 0xc0, 0x7f, 0x00}, raw)
 }
 
-// TestRestoreHalfErrors: a bf16 leaf does not restore into a float32 or
-// float16 leaf (dtypes must match, as shapes), and a bfloat16 dtype in a
-// version 1 manifest is corrupt.
-func TestRestoreHalfErrors(t *testing.T) {
+// TestRestoreConvertsFloats saves bf16, f16 and f32 leaves and restores
+// each into another float dtype, sharded and on the host: the values are
+// tensor.Convert's (widening exact, narrowing to nearest even, bf16 to f16
+// through float32), NaNs staying NaN. An int32 leaf does not restore into
+// a float one, and a bfloat16 dtype in a version 1 manifest is corrupt.
+func TestRestoreConvertsFloats(t *testing.T) {
 	dir := t.TempDir()
-	require.NoError(t, Save(dir, 1, newHalfState(1)))
-	like := zerosLike(newHalfState(1))
+	mesh := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
+	saved := newHalfState(1)
+	placed := saved
+	placed.W = shard.Put(saved.W, shard.NewSharding(mesh, shard.P("dp", "tp")))
+	placed.M = shard.Put(saved.M, shard.NewSharding(mesh, shard.P("tp")))
+	require.NoError(t, Save(dir, 1, placed, withChunkBytes(16)))
+	conv := func(x *tensor.Tensor, dt tensor.DType) *tensor.Tensor { return tensor.Convert(x, dt) }
+	like := zerosLike(saved)
 	like.W = tensor.Zeros(tensor.Float32, 16, 8)
-	_, err := Restore(dir, 1, like, nil)
+	like.H = tensor.Zeros(tensor.BFloat16, 8, 4)
+	like.M = tensor.Zeros(tensor.BFloat16, 16, 8)
+	like.S = tensor.Zeros(tensor.Float16, 1)
+	want := saved
+	want.W, want.H, want.M, want.S = conv(saved.W, tensor.Float32), conv(saved.H, tensor.BFloat16), conv(saved.M, tensor.BFloat16), conv(saved.S, tensor.Float16)
+	for _, to := range []Placement{nil, OnMesh(mesh, shard.SpecFunc(func(p pytree.Path, x *tensor.Tensor) shard.Spec {
+		if x.Rank() == 2 && x.Size() > 0 {
+			return shard.P("tp", "dp")
+		}
+		return shard.P()
+	}))} {
+		got, err := Restore(dir, 1, like, to)
+		require.NoError(t, err)
+		wp, wl := pytree.LeavesWithPath(want)
+		_, gl := pytree.LeavesWithPath(got)
+		for i := range wl {
+			require.Equal(t, wl[i].DType(), gl[i].DType(), "%v", wp[i])
+			wb, gb := leafBits(wl[i]), leafBits(gl[i])
+			for k := range wb {
+				if isNaNBits(wl[i].DType(), wb[k]) {
+					require.True(t, isNaNBits(gl[i].DType(), gb[k]), "%v[%d] NaN", wp[i], k)
+					continue
+				}
+				require.Equal(t, wb[k], gb[k], "%v[%d]", wp[i], k)
+			}
+		}
+	}
+
+	bad := zerosLike(saved)
+	bad.Count = tensor.Zeros(tensor.Float32)
+	_, err := Restore(dir, 1, bad, nil)
 	require.ErrorIs(t, err, ErrMismatch)
-	require.ErrorContains(t, err, "saved as bf16[16,8], the tree to restore into has f32[16,8]")
-	like.W = tensor.Zeros(tensor.Float16, 16, 8)
-	_, err = Restore(dir, 1, like, nil)
-	require.ErrorContains(t, err, "saved as bf16[16,8], the tree to restore into has f16[16,8]")
+	require.ErrorContains(t, err, "saved as i32[], the tree to restore into has f32[]")
 
 	m := loadManifest(t, dir, 1)
 	m.Version = 1
 	writeManifest(t, dir, 1, m)
-	_, err = Restore(dir, 1, zerosLike(newHalfState(1)), nil)
+	_, err = Restore(dir, 1, zerosLike(saved), nil)
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.ErrorContains(t, err, `dtype "bfloat16" needs format version 2`)
+}
+
+// isNaNBits reports whether the bits of leafBits are a NaN of dtype dt.
+func isNaNBits(dt tensor.DType, b uint32) bool {
+	switch dt {
+	case tensor.Float32:
+		return math.IsNaN(float64(math.Float32frombits(b)))
+	case tensor.BFloat16:
+		return math.IsNaN(float64(half.BFloat16(b).Float32()))
+	case tensor.Float16:
+		return math.IsNaN(float64(half.Float16(b).Float32()))
+	}
+	return false
 }
 
 // TestSafetensorsIntoHalf reads a file written by hand (PyTorch's layout)

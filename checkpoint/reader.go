@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/gonox/gonox/internal/box"
+	"github.com/gonox/gonox/tensor"
 )
 
 // reader decodes the chunks a restore needs, each at most once however
@@ -275,6 +276,7 @@ func (r *reader) run(j *pieceJob) (err error) {
 			r.release(j.s, k)
 		}
 	}()
+	from, to := t.entry.dtype, t.blocks[p.blk].DType() // float dtypes may differ
 	// copyRun copies n elements starting at flat index si of the shard
 	// to flat index di of the block, across chunk boundaries.
 	copyRun := func(di, si, n int) error {
@@ -294,12 +296,14 @@ func (r *reader) run(j *pieceJob) (err error) {
 			o := si - k*epc
 			m := min(n, epc-o)
 			switch {
-			case dst.w != nil:
+			case dst.w != nil && c.w != nil:
 				copy(dst.w[di:di+m], c.w[o:o+m])
-			case dst.h != nil:
+			case dst.h != nil && c.h != nil && from == to:
 				copy(dst.h[di:di+m], c.h[o:o+m])
-			default:
+			case dst.b != nil:
 				copy(dst.b[di:di+m], c.b[o:o+m])
+			default:
+				convertRun(dst, di, to, c, o, from, m)
 			}
 			di, si, n = di+m, si+m, n-m
 		}
@@ -336,5 +340,28 @@ func (r *reader) run(j *pieceJob) (err error) {
 		if k < 0 {
 			return nil
 		}
+	}
+}
+
+// convertRun writes m elements of the decoded chunk c (of the saved dtype
+// from) from o on into dst (of dtype to) at di, for float dtypes that
+// differ: widening to float32 is exact, narrowing rounds to nearest even
+// (storage.go's rules), and bfloat16 and float16 go through float32.
+func convertRun(dst decoded, di int, to tensor.DType, c decoded, o int, from tensor.DType, m int) {
+	wide := func(i int) uint32 { // element o+i of c as float32 bits
+		if c.w != nil {
+			return c.w[o+i]
+		}
+		return widen16(storageOf(from), c.h[o+i])
+	}
+	if dst.w != nil {
+		for i := range m {
+			dst.w[di+i] = wide(i)
+		}
+		return
+	}
+	s := storageOf(to)
+	for i := range m {
+		dst.h[di+i] = widen16Inverse(s, wide(i))
 	}
 }

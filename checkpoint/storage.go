@@ -249,3 +249,11 @@ const supportedConversions = "F32, BF16, F16 and F64 are read into float32, F32,
 
 // isHalf reports whether dt is one of the 16-bit float dtypes.
 func isHalf(dt tensor.DType) bool { return dt == tensor.BFloat16 || dt == tensor.Float16 }
+
+// storageOf returns the 16-bit storage of a half dtype.
+func storageOf(dt tensor.DType) FloatStorage {
+	if dt == tensor.Float16 {
+		return AsFloat16
+	}
+	return AsBFloat16
+}
