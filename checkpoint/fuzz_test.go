@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 	"github.com/klauspost/compress/huff0"
@@ -100,6 +101,15 @@ func FuzzSafetensors(f *testing.F) {
 	f.Add(torchMLPFile("BF16"))
 	like := zerosLike(tree)
 	mlp := zerosLike(nn.NewMLP(tensor.NewKey(0), []int{3, 4, 2}, nn.MLPOptions{}))
+	// The same tree with bfloat16 and float16 float leaves: every file
+	// dtype's conversion into half leaves is fuzzed too.
+	likeBF := pytree.Map(like, func(x *tensor.Tensor) *tensor.Tensor {
+		if x.DType() == tensor.Float32 {
+			return tensor.Zeros(tensor.BFloat16, x.Shape()...)
+		}
+		return x
+	})
+	mlpF16 := nn.CastTo(mlp, tensor.Float16)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		entries, _, start, err := parseSafetensorsHeader(bytes.NewReader(data), int64(len(data)))
 		if err == nil {
@@ -113,6 +123,8 @@ func FuzzSafetensors(f *testing.F) {
 		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), like)
 		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), like, Partial())
 		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), mlp, MapNames(TorchMLP(0, 2)...))
+		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), likeBF, Partial())
+		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), mlpF16, MapNames(TorchMLP(0, 2)...))
 	})
 }
 
