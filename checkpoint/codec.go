@@ -247,6 +247,47 @@ func encodeChunkHalf(out, scratch []byte, hs *huff0.Scratch, s FloatStorage, w [
 	return entropyFrame(out, hi, hs)
 }
 
+// halves returns the storage of a bfloat16 or float16 host tensor, the
+// 16-bit patterns, without copying.
+func halves(x *tensor.Tensor) []uint16 {
+	if x.Size() == 0 {
+		return []uint16{}
+	}
+	return x.RawUint16()
+}
+
+// encodeChunk16 appends a chunk of 16-bit elements (a bfloat16 or float16
+// leaf, stored as it is) in the layout encodeChunkHalf writes: a plane of
+// low bytes and a plane of high bytes, each an entropy-coded frame.
+// scratch holds at least 2*len(h) bytes.
+func encodeChunk16(out, scratch []byte, hs *huff0.Scratch, h []uint16) []byte {
+	n := len(h)
+	lo, hi := scratch[:n:n], scratch[n:2*n:2*n]
+	for i, v := range h {
+		lo[i], hi[i] = byte(v), byte(v>>8)
+	}
+	out = entropyFrame(out, lo, hs)
+	return entropyFrame(out, hi, hs)
+}
+
+// decodeChunk16 decompresses a chunk encodeChunk16 wrote into h, which has
+// the chunk's element count, and returns scratch for reuse.
+func decodeChunk16(frame, scratch []byte, h []uint16) ([]byte, error) {
+	raw, err := zstdDecoder().DecodeAll(frame, scratch[:0])
+	if err != nil {
+		return scratch, fmt.Errorf("zstd: %w", err)
+	}
+	if len(raw) != 2*len(h) {
+		return raw, fmt.Errorf("chunk decodes to %d bytes, want %d", len(raw), 2*len(h))
+	}
+	n := len(h)
+	lo, hi := raw[:n:n], raw[n:2*n:2*n]
+	for i := range h {
+		h[i] = uint16(lo[i]) | uint16(hi[i])<<8
+	}
+	return raw, nil
+}
+
 // decodeChunk decompresses one chunk into scratch (which it may grow) and
 // unshuffles it into w or b, which have the chunk's element count. It
 // returns scratch for reuse. Bool chunks must hold only 0 and 1 bytes.

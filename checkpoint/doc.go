@@ -86,6 +86,13 @@
 // 2.5 times less space than with float32 storage (BenchmarkStorageRatio).
 // Keep training states that must resume bit for bit in float32.
 //
+// Leaves of dtype bfloat16 and float16 (a model kept in bf16, say) are
+// saved as they are, 2 bytes an element in the same two planes, sharded
+// or not, and restore bit for bit (NaN payloads included) on any mesh.
+// A float leaf restores into a leaf of another float dtype, converted as
+// tensor.Convert does (see Restore): a bf16 inference model loads from the
+// float32 master weights of a training checkpoint.
+//
 // # Manager
 //
 // A Manager saves a series of steps like orbax's CheckpointManager: every
@@ -123,7 +130,7 @@
 //
 //	{
 //	 "format": "gonox-checkpoint",
-//	 "version": 1,                             2 if a tensor has "storage"
+//	 "version": 1,                             2 if a tensor has "storage" or a 16-bit dtype
 //	 "step": 100,
 //	 "time": "2026-11-22T13:00:00Z",
 //	 "metrics": {"loss": 0.25},               (optional)
@@ -132,7 +139,8 @@
 //	 "tensors": [
 //	  {
 //	   "path": "Model.Layers[0].W",            the pytree path of the leaf
-//	   "dtype": "float32",                     float32, int32 or bool
+//	   "dtype": "float32",                     float32, int32, bool, bfloat16 or float16
+//	                                           (2-byte elements, shuffled into 2 planes)
 //	   "storage": "bfloat16",                  (optional, float32 only) stored as
 //	                                           bfloat16 or float16: 2-byte elements,
 //	                                           shuffled into 2 planes
@@ -177,7 +185,10 @@
 //
 // Float32 leaves read F32, BF16 and F16 tensors (widened exactly) and F64
 // ones (rounded to nearest even, overflowing to ±Inf); ExportFloatsAs
-// writes them as BF16, F16 or F64. MapNames reads files whose names are
+// writes them as BF16, F16 or F64. Bfloat16 and float16 leaves are written
+// as BF16 and F16 and read BF16 and F16 tensors bit for bit, F32 ones
+// rounded to nearest even, and the other 16-bit format through float32
+// (see ImportSafetensors). MapNames reads files whose names are
 // not tree paths, such as a PyTorch state_dict: Rename rewrites names by
 // regular expression, Transpose turns PyTorch's [out, in] nn.Linear
 // weights into gonox's [in, out], and TorchMLP has the rules for an

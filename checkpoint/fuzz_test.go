@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 	"github.com/klauspost/compress/huff0"
@@ -100,6 +101,15 @@ func FuzzSafetensors(f *testing.F) {
 	f.Add(torchMLPFile("BF16"))
 	like := zerosLike(tree)
 	mlp := zerosLike(nn.NewMLP(tensor.NewKey(0), []int{3, 4, 2}, nn.MLPOptions{}))
+	// The same tree with bfloat16 and float16 float leaves: every file
+	// dtype's conversion into half leaves is fuzzed too.
+	likeBF := pytree.Map(like, func(x *tensor.Tensor) *tensor.Tensor {
+		if x.DType() == tensor.Float32 {
+			return tensor.Zeros(tensor.BFloat16, x.Shape()...)
+		}
+		return x
+	})
+	mlpF16 := nn.CastTo(mlp, tensor.Float16)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		entries, _, start, err := parseSafetensorsHeader(bytes.NewReader(data), int64(len(data)))
 		if err == nil {
@@ -113,6 +123,8 @@ func FuzzSafetensors(f *testing.F) {
 		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), like)
 		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), like, Partial())
 		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), mlp, MapNames(TorchMLP(0, 2)...))
+		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), likeBF, Partial())
+		_, _, _ = ReadSafetensors(bytes.NewReader(data), int64(len(data)), mlpF16, MapNames(TorchMLP(0, 2)...))
 	})
 }
 
@@ -164,7 +176,8 @@ func writeSeeds(t *testing.T, fuzz string, seeds map[string][]byte) {
 }
 
 // FuzzChunkRoundTrip encodes arbitrary bytes as a chunk of float32 words,
-// int32 words or bools and decodes them again: the result must be the
+// int32 words, bools, float32 stored as 16 bits, or bfloat16/float16
+// elements and decodes them again: the result must be the
 // input, whatever its compressibility (nearly incompressible planes once
 // produced Huffman blocks larger than the frame, which no decoder reads).
 func FuzzChunkRoundTrip(f *testing.F) {
@@ -185,12 +198,27 @@ func FuzzChunkRoundTrip(f *testing.F) {
 	f.Add(barely, uint8(0))
 	f.Add(barely, uint8(3))
 	f.Add(barely, uint8(4))
+	f.Add(barely, uint8(5))
 	f.Fuzz(func(t *testing.T, data []byte, kind uint8) {
 		var hs huff0.Scratch
-		switch kind % 5 {
+		switch kind % 6 {
+		case 5: // bfloat16 or float16 leaves, stored as they are
+			h := make([]uint16, len(data)/2)
+			for i := range h {
+				h[i] = binary.LittleEndian.Uint16(data[2*i:])
+			}
+			frame := encodeChunk16(nil, make([]byte, 2*len(h)), &hs, h)
+			got := make([]uint16, len(h))
+			_, err := decodeChunk16(frame, nil, got)
+			require.NoError(t, err)
+			require.Equal(t, h, got)
+			if len(h) > 0 {
+				_, err = decodeChunk16(frame, nil, got[1:])
+				require.ErrorContains(t, err, "want")
+			}
 		case 3, 4: // float32 words stored as bfloat16 or float16
 			st := AsBFloat16
-			if kind%5 == 4 {
+			if kind%6 == 4 {
 				st = AsFloat16
 			}
 			w := make([]uint32, len(data)/4)
@@ -209,7 +237,7 @@ func FuzzChunkRoundTrip(f *testing.F) {
 			for i := range w {
 				w[i] = binary.LittleEndian.Uint32(data[4*i:])
 			}
-			frame := encodeChunk(nil, make([]byte, 4*len(w)), &hs, kind%5 == 0, w, nil)
+			frame := encodeChunk(nil, make([]byte, 4*len(w)), &hs, kind%6 == 0, w, nil)
 			got := make([]uint32, len(w))
 			_, err := decodeChunk(frame, nil, AsFloat32, got, nil)
 			require.NoError(t, err)

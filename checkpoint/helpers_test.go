@@ -92,6 +92,12 @@ func leafBits(x *tensor.Tensor) []uint32 {
 			out[i] = math.Float32bits(v)
 		}
 		return out
+	case tensor.BFloat16, tensor.Float16:
+		out := make([]uint32, x.Size())
+		for i, v := range x.Bits16() {
+			out[i] = uint32(v)
+		}
+		return out
 	case tensor.Int32:
 		out := make([]uint32, x.Size())
 		for i, v := range x.RawInt32() {

@@ -16,8 +16,9 @@ import (
 const (
 	formatName = "gonox-checkpoint"
 	// formatVersion is the version Save writes: 1, or 2 when a tensor
-	// has a storage field (StoreFloatsAs), which readers of version 1
-	// would not understand. Restore reads both.
+	// has 16-bit elements, a storage field (StoreFloatsAs) or a bfloat16
+	// or float16 dtype, which readers of version 1 would not understand.
+	// Restore reads both.
 	formatVersion        = 1
 	formatVersionStorage = 2
 	codecName            = "shuffle+zstd"
@@ -96,7 +97,10 @@ type chunkRecord struct {
 	CRC32C uint32 `json:"crc32c"`
 }
 
-var dtypeNames = map[string]tensor.DType{"float32": tensor.Float32, "int32": tensor.Int32, "bool": tensor.Bool}
+var dtypeNames = map[string]tensor.DType{
+	"float32": tensor.Float32, "int32": tensor.Int32, "bool": tensor.Bool,
+	"bfloat16": tensor.BFloat16, "float16": tensor.Float16, // version 2
+}
 
 func dtypeName(dt tensor.DType) string {
 	switch dt {
@@ -106,6 +110,10 @@ func dtypeName(dt tensor.DType) string {
 		return "int32"
 	case tensor.Bool:
 		return "bool"
+	case tensor.BFloat16:
+		return "bfloat16"
+	case tensor.Float16:
+		return "float16"
 	}
 	return dt.String()
 }
@@ -198,6 +206,9 @@ func (m *manifest) validateTensor(t *tensorEntry) error {
 		return bad("unknown dtype %q", t.DType)
 	}
 	t.dtype = dt
+	if (dt == tensor.BFloat16 || dt == tensor.Float16) && m.Version < formatVersionStorage {
+		return bad("dtype %q needs format version %d, the manifest has %d", t.DType, formatVersionStorage, m.Version)
+	}
 	if t.Storage != "" {
 		st, ok := storageNames[t.Storage]
 		if !ok || dt != tensor.Float32 || m.Version < formatVersionStorage {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/gonox/gonox/internal/box"
+	"github.com/gonox/gonox/tensor"
 )
 
 // reader decodes the chunks a restore needs, each at most once however
@@ -31,9 +32,17 @@ type chunkEntry struct {
 	mu   sync.Mutex
 	done bool
 	refs int
-	w    []uint32
-	b    []byte
+	d    decoded
 	err  error
+}
+
+// decoded holds one decoded chunk: 32-bit words (float32, int32, and
+// float32 from 16-bit storage), 16-bit elements (bfloat16 and float16
+// leaves) or bytes (bool); one of them is set.
+type decoded struct {
+	w []uint32
+	h []uint16
+	b []byte
 }
 
 // pieceJob copies the box [lo, lo+size) of one saved shard into a piece.
@@ -180,16 +189,16 @@ func flatIndex(g, off, shape []int) int {
 var scratchPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // chunk returns chunk k of shard s decoded, decoding it on first use.
-func (r *reader) chunk(e *tensorEntry, s *shardEntry, k int) ([]uint32, []byte, error) {
+func (r *reader) chunk(e *tensorEntry, s *shardEntry, k int) (decoded, error) {
 	c := r.chunks[chunkKey{s, k}]
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done {
-		return c.w, c.b, c.err
+		return c.d, c.err
 	}
 	c.done = true
-	c.w, c.b, c.err = r.decode(e, s, k)
-	return c.w, c.b, c.err
+	c.d, c.err = r.decode(e, s, k)
+	return c.d, c.err
 }
 
 // release drops one use of chunk k of s, freeing it after the last.
@@ -198,12 +207,12 @@ func (r *reader) release(s *shardEntry, k int) {
 	c.mu.Lock()
 	c.refs--
 	if c.refs == 0 {
-		c.w, c.b = nil, nil
+		c.d = decoded{}
 	}
 	c.mu.Unlock()
 }
 
-func (r *reader) decode(e *tensorEntry, s *shardEntry, k int) ([]uint32, []byte, error) {
+func (r *reader) decode(e *tensorEntry, s *shardEntry, k int) (decoded, error) {
 	path := e.Path
 	f := r.files[s.File]
 	fr := s.Chunks[k]
@@ -214,27 +223,31 @@ func (r *reader) decode(e *tensorEntry, s *shardEntry, k int) ([]uint32, []byte,
 	got, err := f.ReadAt(buf, r.starts[s][k])
 	if int64(got) < fr.Size {
 		if err == nil || errors.Is(err, io.EOF) {
-			return nil, nil, r.fail(path, s.File, ErrCorrupt, "truncated: chunk %d needs bytes [%d, %d), the file has %d", k, r.starts[s][k], r.starts[s][k]+fr.Size, r.starts[s][k]+int64(got))
+			return decoded{}, r.fail(path, s.File, ErrCorrupt, "truncated: chunk %d needs bytes [%d, %d), the file has %d", k, r.starts[s][k], r.starts[s][k]+fr.Size, r.starts[s][k]+int64(got))
 		}
-		return nil, nil, r.fail(path, s.File, ErrCorrupt, "reading chunk %d: %v", k, err)
+		return decoded{}, r.fail(path, s.File, ErrCorrupt, "reading chunk %d: %v", k, err)
 	}
 	if sum := checksum(buf); sum != fr.CRC32C {
-		return nil, nil, r.fail(path, s.File, ErrCorrupt, "checksum mismatch in chunk %d (crc32c %08x, manifest says %08x)", k, sum, fr.CRC32C)
+		return decoded{}, r.fail(path, s.File, ErrCorrupt, "checksum mismatch in chunk %d (crc32c %08x, manifest says %08x)", k, sum, fr.CRC32C)
 	}
 	sp := scratchPool.Get().(*[]byte)
 	defer scratchPool.Put(sp)
-	var w []uint32
-	var b []byte
-	if e.dtype.Size() == 4 {
-		w = make([]uint32, n)
-	} else {
-		b = make([]byte, n)
+	var d decoded
+	switch {
+	case isHalf(e.dtype):
+		d.h = make([]uint16, n)
+		*sp, err = decodeChunk16(buf, *sp, d.h)
+	case e.dtype.Size() == 4:
+		d.w = make([]uint32, n)
+		*sp, err = decodeChunk(buf, *sp, e.storage, d.w, nil)
+	default:
+		d.b = make([]byte, n)
+		*sp, err = decodeChunk(buf, *sp, e.storage, nil, d.b)
 	}
-	*sp, err = decodeChunk(buf, *sp, e.storage, w, b)
 	if err != nil {
-		return nil, nil, r.fail(path, s.File, ErrCorrupt, "chunk %d: %v", k, err)
+		return decoded{}, r.fail(path, s.File, ErrCorrupt, "chunk %d: %v", k, err)
 	}
-	return w, b, nil
+	return d, nil
 }
 
 func blockElems(shape []int) int {
@@ -246,19 +259,24 @@ func blockElems(shape []int) int {
 func (r *reader) run(j *pieceJob) (err error) {
 	p := j.p
 	t := p.t
-	dw, db := words(t.blocks[p.blk])
+	var dst decoded
+	if isHalf(t.blocks[p.blk].DType()) {
+		dst.h = halves(t.blocks[p.blk])
+	} else {
+		dst.w, dst.b = words(t.blocks[p.blk])
+	}
 	doff := t.offsets[p.blk]
 	dshape := t.shape
 	epc := r.m.ChunkBytes / t.entry.storedSize()
 	cur := -1
-	var cw []uint32
-	var cb []byte
+	var c decoded
 	released := j.k0 // chunks below this have been released
 	defer func() {
 		for k := released; k <= j.k1; k++ {
 			r.release(j.s, k)
 		}
 	}()
+	from, to := t.entry.dtype, t.blocks[p.blk].DType() // float dtypes may differ
 	// copyRun copies n elements starting at flat index si of the shard
 	// to flat index di of the block, across chunk boundaries.
 	copyRun := func(di, si, n int) error {
@@ -269,7 +287,7 @@ func (r *reader) run(j *pieceJob) (err error) {
 					r.release(j.s, released)
 				}
 				var err error
-				cw, cb, err = r.chunk(t.entry, j.s, k)
+				c, err = r.chunk(t.entry, j.s, k)
 				if err != nil {
 					return err
 				}
@@ -277,10 +295,15 @@ func (r *reader) run(j *pieceJob) (err error) {
 			}
 			o := si - k*epc
 			m := min(n, epc-o)
-			if dw != nil {
-				copy(dw[di:di+m], cw[o:o+m])
-			} else {
-				copy(db[di:di+m], cb[o:o+m])
+			switch {
+			case dst.w != nil && c.w != nil:
+				copy(dst.w[di:di+m], c.w[o:o+m])
+			case dst.h != nil && c.h != nil && from == to:
+				copy(dst.h[di:di+m], c.h[o:o+m])
+			case dst.b != nil:
+				copy(dst.b[di:di+m], c.b[o:o+m])
+			default:
+				convertRun(dst, di, to, c, o, from, m)
 			}
 			di, si, n = di+m, si+m, n-m
 		}
@@ -317,5 +340,28 @@ func (r *reader) run(j *pieceJob) (err error) {
 		if k < 0 {
 			return nil
 		}
+	}
+}
+
+// convertRun writes m elements of the decoded chunk c (of the saved dtype
+// from) from o on into dst (of dtype to) at di, for float dtypes that
+// differ: widening to float32 is exact, narrowing rounds to nearest even
+// (storage.go's rules), and bfloat16 and float16 go through float32.
+func convertRun(dst decoded, di int, to tensor.DType, c decoded, o int, from tensor.DType, m int) {
+	wide := func(i int) uint32 { // element o+i of c as float32 bits
+		if c.w != nil {
+			return c.w[o+i]
+		}
+		return widen16(storageOf(from), c.h[o+i])
+	}
+	if dst.w != nil {
+		for i := range m {
+			dst.w[di+i] = wide(i)
+		}
+		return
+	}
+	s := storageOf(to)
+	for i := range m {
+		dst.h[di+i] = widen16Inverse(s, wide(i))
 	}
 }

@@ -128,7 +128,12 @@ func Partial() RestoreOption { return func(c *restoreConfig) { c.partial = true 
 // like supplies everything but the tensor values: the structure, the
 // static data, and for each leaf the shape and dtype the saved one must
 // have (its values are not read, so zeros, a freshly initialised model or
-// the model being trained all do). Restore checks the manifest, that the
+// the model being trained all do). A float leaf may have another float
+// dtype than the saved one: float32, bfloat16 and float16 convert as
+// tensor.Convert does (widening is exact; narrowing rounds to nearest,
+// ties to even, NaN stays NaN; bfloat16 to float16 goes through float32),
+// so a bf16 model restores from its float32 master weights and the other
+// way round. Restore checks the manifest, that the
 // saved paths are like's (see Subtree and Partial for subsets), shapes and
 // dtypes, and each chunk's checksum, and returns an error wrapping
 // ErrNotFound, ErrCorrupt, ErrMismatch or ErrUnsafePath naming the tensor
@@ -329,7 +334,8 @@ func restoreFrom(root *os.Root, m *manifest, step int, likePaths []pytree.Path, 
 	targets := make([]*target, len(likes))
 	for i, e := range entries {
 		x := likes[i]
-		if e.dtype != x.DType() || !slices.Equal(e.Shape, x.Shape()) {
+		floats := e.dtype.IsFloat() && x.DType().IsFloat() // converted: see Restore
+		if (e.dtype != x.DType() && !floats) || !slices.Equal(e.Shape, x.Shape()) {
 			return nil, mismatch(e.Path, "saved as %s, the tree to restore into has %s", typeString(e.dtype.Abbrev(), e.Shape), typeString(x.DType().Abbrev(), x.Shape()))
 		}
 		t := &target{entry: e, like: x}

@@ -60,6 +60,10 @@ func safetensorsName(dt tensor.DType, floats FloatStorage) string {
 	switch dt {
 	case tensor.Float32:
 		return floats.String()
+	case tensor.BFloat16:
+		return "BF16"
+	case tensor.Float16:
+		return "F16"
 	case tensor.Int32:
 		return "I32"
 	}
@@ -75,7 +79,8 @@ type exportConfig struct {
 
 // ExportFloatsAs stores the float32 leaves as s (BF16, F16 or F64;
 // AsFloat32 is the default), rounding as FloatStorage says. Hugging Face
-// models are mostly published in BF16.
+// models are mostly published in BF16. Leaves of dtype bfloat16 and
+// float16 are stored as they are (BF16, F16) whatever s.
 func ExportFloatsAs(s FloatStorage) ExportOption { return func(c *exportConfig) { c.floats = s } }
 
 // stEntry is one tensor of a safetensors header.
@@ -97,7 +102,8 @@ type stEntry struct {
 // name and renamed, so it appears complete or not at all.
 //
 // By default float32 leaves are stored as F32; ExportFloatsAs stores them
-// as BF16, F16 or F64.
+// as BF16, F16 or F64. Bfloat16 and float16 leaves are stored as BF16 and
+// F16, bit for bit; int32 as I32, bool as BOOL.
 func ExportSafetensors(path string, tree any, metadata map[string]string, opts ...ExportOption) (err error) {
 	fail := func(e error) error { return &Error{Op: "export", Step: -1, File: path, Err: e} }
 	tmp, err := createTemp(path)
@@ -197,6 +203,19 @@ func WriteSafetensors(w io.Writer, tree any, metadata map[string]string, opts ..
 	const run = 1 << 17 // elements converted per write: at most 1 MiB as F64
 	for _, it := range items {
 		x := shard.Gather(it.x)
+		if isHalf(x.DType()) {
+			h := halves(x)
+			for k := 0; k < len(h); k += run {
+				buf = buf[:0]
+				for _, v := range h[k:min(len(h), k+run)] {
+					buf = binary.LittleEndian.AppendUint16(buf, v)
+				}
+				if _, err := w.Write(buf); err != nil {
+					return &Error{Op: "export", Step: -1, Path: it.name, Err: err}
+				}
+			}
+			continue
+		}
 		ws, bs := words(x)
 		if ws == nil {
 			if _, err := w.Write(bs); err != nil {
@@ -485,6 +504,13 @@ func decodeSafetensorsJSON(hdr []byte) ([]stEntry, map[string]string, error) {
 //     0x1.ffffffp127 (halfway between the largest float32 and 2^128) up
 //     become ±Inf, tiny ones float32 subnormals or ±0, NaN stays NaN (sign
 //     and top payload bits kept, quieted);
+//   - BF16 into bfloat16 and F16 into float16, bit for bit;
+//   - F32 into bfloat16 or float16, rounded to nearest, ties to even (NaN
+//     stays NaN, ±Inf stays ±Inf; float16 overflows to ±Inf beyond 65504
+//     and keeps small values as subnormals);
+//   - F16 into bfloat16 and BF16 into float16 through float32: widened
+//     exactly, then rounded once as from F32 (BF16 values beyond the
+//     float16 range become ±Inf, tiny ones float16 subnormals or ±0);
 //   - I32 into int32 and BOOL into bool.
 //
 // Any other pairing is an error wrapping ErrMismatch that says so. Subtree and Partial select
@@ -585,6 +611,15 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 // dst, of the transposed shape and the same dtype.
 func transposeInto(dst, src *tensor.Tensor) {
 	r, c := src.Dim(0), src.Dim(1)
+	if isHalf(src.DType()) {
+		sh, dh := halves(src), halves(dst)
+		for i := range r {
+			for j := range c {
+				dh[j*r+i] = sh[i*c+j]
+			}
+		}
+		return
+	}
 	sw, sb := words(src)
 	dw, db := words(dst)
 	for i := range r {

@@ -175,13 +175,16 @@ func prepare(step int, tree any, opts []SaveOption) (*savePlan, error) {
 			return nil, fail(path, "%v is a block inside shard.Map; save global tensors", x)
 		}
 		switch x.DType() {
-		case tensor.Float32, tensor.Int32, tensor.Bool:
+		case tensor.Float32, tensor.Int32, tensor.Bool, tensor.BFloat16, tensor.Float16:
 		default:
 			return nil, fail(path, "unsupported dtype %v", x.DType())
 		}
 		e := &tensorEntry{Path: path, DType: dtypeName(x.DType()), Shape: x.Shape(), Shards: []*shardEntry{}, dtype: x.DType()}
 		if x.DType() == tensor.Float32 && cfg.floats != AsFloat32 {
 			e.storage, e.Storage = cfg.floats, cfg.floats.manifestName()
+			m.Version = formatVersionStorage
+		}
+		if isHalf(x.DType()) {
 			m.Version = formatVersionStorage
 		}
 		m.Tensors = append(m.Tensors, e)
@@ -453,11 +456,19 @@ func (w *writer) run(tmp string, chunk, step int) (err error) {
 		cur = j.path
 		e := j.entry
 		e.Pos = pos
-		ws, bs := words(j.block)
-		n := len(bs)
-		esize := 1
-		if ws != nil {
-			n, esize = len(ws), 4
+		var ws []uint32
+		var bs []byte
+		var hs16 []uint16
+		var n, esize int
+		if isHalf(j.block.DType()) {
+			hs16 = halves(j.block)
+			n, esize = len(hs16), 2
+		} else {
+			ws, bs = words(j.block)
+			n, esize = len(bs), 1
+			if ws != nil {
+				n, esize = len(ws), 4
+			}
 		}
 		if j.storage != AsFloat32 {
 			esize = j.storage.size()
@@ -465,7 +476,9 @@ func (w *writer) run(tmp string, chunk, step int) (err error) {
 		epc := chunk / esize
 		for k := 0; k < n; k += epc {
 			hi := min(k+epc, n)
-			if j.storage != AsFloat32 {
+			if hs16 != nil {
+				out = encodeChunk16(out[:0], scratch, &hs, hs16[k:hi])
+			} else if j.storage != AsFloat32 {
 				out = encodeChunkHalf(out[:0], scratch, &hs, j.storage, ws[k:hi])
 			} else if ws != nil {
 				out = encodeChunk(out[:0], scratch, &hs, j.block.DType() == tensor.Float32, ws[k:hi], nil)

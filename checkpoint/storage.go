@@ -146,8 +146,7 @@ func float64To32(v float64) float32 {
 // function writing the elements of src (little-endian, a whole number of
 // them) into the target's storage from element at on. ok is false for a
 // conversion this package does not do. This is the one place that knows
-// which file dtypes go into which tensor dtypes; when tensor gains
-// bfloat16 and float16 dtypes, their cases go here.
+// which file dtypes go into which tensor dtypes.
 func converter(file string, target tensor.DType) (size int, conv func(y *tensor.Tensor, at int, src []byte) error, ok bool) {
 	switch target {
 	case tensor.Float32:
@@ -181,6 +180,43 @@ func converter(file string, target tensor.DType) (size int, conv func(y *tensor.
 				return nil
 			}, true
 		}
+	case tensor.BFloat16, tensor.Float16:
+		to := AsBFloat16
+		if target == tensor.Float16 {
+			to = AsFloat16
+		}
+		switch file {
+		case to.String():
+			// The leaf's own format: a copy.
+			return 2, func(y *tensor.Tensor, at int, src []byte) error {
+				dst := y.RawUint16()[at:]
+				for i := range len(src) / 2 {
+					dst[i] = binary.LittleEndian.Uint16(src[2*i:])
+				}
+				return nil
+			}, true
+		case "F32":
+			return 4, func(y *tensor.Tensor, at int, src []byte) error {
+				dst := y.RawUint16()[at:]
+				for i := range len(src) / 4 {
+					dst[i] = widen16Inverse(to, binary.LittleEndian.Uint32(src[4*i:]))
+				}
+				return nil
+			}, true
+		case "BF16", "F16":
+			// The other 16-bit format: widened exactly, rounded once.
+			from := AsBFloat16
+			if file == "F16" {
+				from = AsFloat16
+			}
+			return 2, func(y *tensor.Tensor, at int, src []byte) error {
+				dst := y.RawUint16()[at:]
+				for i := range len(src) / 2 {
+					dst[i] = widen16Inverse(to, widen16(from, binary.LittleEndian.Uint16(src[2*i:])))
+				}
+				return nil
+			}, true
+		}
 	case tensor.Int32:
 		if file == "I32" {
 			return 4, func(y *tensor.Tensor, at int, src []byte) error {
@@ -209,4 +245,15 @@ func converter(file string, target tensor.DType) (size int, conv func(y *tensor.
 }
 
 // supportedConversions is said when a conversion is not supported.
-const supportedConversions = "F32, BF16, F16 and F64 are read into float32, I32 into int32, BOOL into bool"
+const supportedConversions = "F32, BF16, F16 and F64 are read into float32, F32, BF16 and F16 into bfloat16 and float16, I32 into int32, BOOL into bool"
+
+// isHalf reports whether dt is one of the 16-bit float dtypes.
+func isHalf(dt tensor.DType) bool { return dt == tensor.BFloat16 || dt == tensor.Float16 }
+
+// storageOf returns the 16-bit storage of a half dtype.
+func storageOf(dt tensor.DType) FloatStorage {
+	if dt == tensor.Float16 {
+		return AsFloat16
+	}
+	return AsBFloat16
+}

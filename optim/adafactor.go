@@ -169,6 +169,7 @@ func zerosDropping(p *tensor.Tensor, d int) *tensor.Tensor {
 }
 
 func (a *adafactor) Init(params any) State {
+	rejectHalf("optim.Adafactor", "parameter", params)
 	st := AdafactorState{Count: newCount()}
 	r := mapMulti(3, func(xs []*tensor.Tensor) []*tensor.Tensor {
 		p := xs[0]
@@ -194,6 +195,7 @@ func rms(x *tensor.Tensor) *tensor.Tensor {
 
 func (a *adafactor) Update(grads any, state State, params any) (any, State) {
 	const op = "optim.Adafactor"
+	rejectHalf(op, "gradient", grads)
 	needParams(op, params)
 	st := stateAs[AdafactorState](op, state)
 	n := countValue(op, st.Count)

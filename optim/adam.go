@@ -112,10 +112,12 @@ func newAdam(op string, lr Schedule, o AdamOptions, wd float64, mask pytree.Pred
 }
 
 func (a *adam) Init(params any) State {
+	rejectHalf(a.op, "parameter", params)
 	return AdamState{Count: newCount(), Mu: stateLike(params, 0), Nu: stateLike(params, 0)}
 }
 
 func (a *adam) Update(grads any, state State, params any) (any, State) {
+	rejectHalf(a.op, "gradient", grads)
 	st := stateAs[AdamState](a.op, state)
 	n := countValue(a.op, st.Count)
 	trees := []any{grads, st.Mu, st.Nu}
@@ -169,6 +171,8 @@ func (a *adam) coeffs(n int) tensor.AdamCoeffs {
 // its gradient and its moments (tensor.AdamStep): the same bits as the
 // two, with four fewer full passes over memory per parameter.
 func (a *adam) fusedStep(params, grads any, state State) (any, State) {
+	rejectHalf(a.op, "parameter", params)
+	rejectHalf(a.op, "gradient", grads)
 	st := stateAs[AdamState](a.op, state)
 	n := countValue(a.op, st.Count)
 	trees := []any{params, grads, st.Mu, st.Nu}

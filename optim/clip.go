@@ -108,6 +108,7 @@ type clipGlobal struct {
 func (c *clipGlobal) Init(any) State { return EmptyState{} }
 
 func (c *clipGlobal) Update(grads any, state State, _ any) (any, State) {
+	rejectHalf("optim.ClipByGlobalNorm", "gradient", grads)
 	norm := GlobalNorm(grads, c.o.Psum)
 	if norm.Item() < c.max {
 		return grads, state
@@ -123,6 +124,7 @@ func Clip(maxDelta float64) Transform {
 	checkNonNeg("optim.Clip", "maxDelta", maxDelta)
 	m := float32(maxDelta)
 	return Stateless(func(u, _ any) any {
+		rejectHalf("optim.Clip", "update", u)
 		return mapLeaves(u, func(x *tensor.Tensor) *tensor.Tensor { return tensor.Clamp(x, -m, m) })
 	})
 }
@@ -136,6 +138,7 @@ func ClipByBlockRMS(threshold float64) Transform {
 		panic(fmt.Sprintf("optim.ClipByBlockRMS: threshold %v, want > 0", threshold))
 	}
 	return Stateless(func(u, _ any) any {
+		rejectHalf("optim.ClipByBlockRMS", "update", u)
 		return mapLeaves(u, func(x *tensor.Tensor) *tensor.Tensor {
 			den := tensor.Maximum(tensor.MulScalar(rms(x), float32(1/threshold)), tensor.Scalar(1))
 			return tensor.Div(x, den)

@@ -165,6 +165,7 @@ type multiSteps struct {
 }
 
 func (m *multiSteps) Init(params any) State {
+	rejectHalf("optim.MultiSteps", "parameter", params)
 	return MultiStepsState{
 		MiniStep:     newCount(),
 		GradientStep: newCount(),
@@ -175,6 +176,7 @@ func (m *multiSteps) Init(params any) State {
 
 func (m *multiSteps) Update(grads any, state State, params any) (any, State) {
 	const op = "optim.MultiSteps"
+	rejectHalf(op, "gradient", grads)
 	st := stateAs[MultiStepsState](op, state)
 	n := countValue(op, st.MiniStep)
 	gs := countValue(op, st.GradientStep)

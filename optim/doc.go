@@ -98,7 +98,8 @@
 // exactly like them, which is ZeRO/FSDP for the state.
 //
 // Leaves that are not float32 (integer buffers, step counters inside the
-// model) get no state and nil updates, and Apply leaves them as they are. A
+// model) get no state and nil updates, and Apply leaves them as they are;
+// bfloat16 and float16 leaves are refused (see Mixed precision). A
 // float parameter whose gradient is nil (frozen for a step) gets a nil update
 // and its state is kept unchanged.
 //
@@ -154,7 +155,9 @@
 //   - MultiSteps takes a fixed k and has no should-skip hook; its zero
 //     updates are zeros, as in optax.
 //   - Optax's mu_dtype and accumulator dtypes are absent: optimizer state
-//     is float32, and only float32 parameters get state and updates.
+//     is float32, only float32 parameters get state and updates, and
+//     bfloat16 or float16 parameters are refused (optax updates them in
+//     their own dtype).
 //
 // # Mixed precision
 //
@@ -164,7 +167,14 @@
 // differentiable), and so is every moment. For float16 compute, scale the
 // loss: ScaleLoss, Unscale and AllFinite, or StepScaled, which does the
 // three and skips a step whose gradients overflowed, with a
-// StaticLossScale or a DynamicLossScale (jmp's rules). A bfloat16 or
-// float16 parameter gets no optimizer state and no update (keep master
-// weights in float32).
+// StaticLossScale or a DynamicLossScale (jmp's rules).
+//
+// A bfloat16 or float16 parameter or gradient is refused: Init, Update and
+// Step panic with the leaf's path and type (optim.Adam: parameter E is
+// bfloat16[2,3]: ...). Optax would update it in its own dtype, but an
+// update smaller than half a unit in the last place (2^-9 relative in
+// bfloat16) is lost in the rounding, so a bf16 weight stops learning; our
+// policy keeps float32 master weights instead. To train a bf16 model, keep
+// its parameters float32 and compute in bf16 with an nn.Policy; to keep a
+// half leaf fixed, leave it out with Masked and give it a nil gradient.
 package optim

@@ -44,6 +44,7 @@ type EMA[M any] struct {
 // [0, 1].
 func NewEMA[M any](params M, decay float64, debias bool) EMA[M] {
 	checkUnit("optim.NewEMA", "decay", decay, true)
+	rejectHalf("optim.NewEMA", "parameter", params)
 	mu := params
 	if debias {
 		mu = pytree.Map(params, func(p *tensor.Tensor) *tensor.Tensor {
@@ -59,6 +60,7 @@ func NewEMA[M any](params M, decay float64, debias bool) EMA[M] {
 // Update returns the EMA after seeing params: avg ← Decay·avg + (1-Decay)·p
 // for the float32 leaves, the latest value for the others.
 func (e EMA[M]) Update(params M) EMA[M] {
+	rejectHalf("optim.EMA.Update", "parameter", params)
 	n := countValue("optim.EMA.Update", e.Count)
 	mu := pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
 		m, p := xs[0], xs[1]

@@ -61,10 +61,12 @@ type lion struct {
 }
 
 func (l *lion) Init(params any) State {
+	rejectHalf("optim.Lion", "parameter", params)
 	return LionState{Count: newCount(), Mu: stateLike(params, 0)}
 }
 
 func (l *lion) Update(grads any, state State, params any) (any, State) {
+	rejectHalf("optim.Lion", "gradient", grads)
 	const op = "optim.Lion"
 	st := stateAs[LionState](op, state)
 	n := countValue(op, st.Count)

@@ -77,6 +77,7 @@ type rmsprop struct {
 }
 
 func (r *rmsprop) Init(params any) State {
+	rejectHalf("optim.RMSProp", "parameter", params)
 	st := RMSPropState{Count: newCount(), Nu: stateLike(params, r.o.InitialScale)}
 	if r.o.Centered {
 		st.Mu = stateLike(params, 0)
@@ -88,6 +89,7 @@ func (r *rmsprop) Init(params any) State {
 }
 
 func (r *rmsprop) Update(grads any, state State, _ any) (any, State) {
+	rejectHalf("optim.RMSProp", "gradient", grads)
 	const op = "optim.RMSProp"
 	st := stateAs[RMSPropState](op, state)
 	n := countValue(op, st.Count)

@@ -8,7 +8,10 @@ import (
 // Scale returns a transform that multiplies the updates by factor
 // (optax.scale). Its state is EmptyState.
 func Scale(factor float64) Transform {
-	return Stateless(func(u, _ any) any { return scaleTree(u, factor) })
+	return Stateless(func(u, _ any) any {
+		rejectHalf("optim.Scale", "update", u)
+		return scaleTree(u, factor)
+	})
 }
 
 // ScheduleState is the state of ScaleBySchedule and ScaleByLearningRate.
@@ -44,6 +47,7 @@ type bySchedule struct {
 func (b *bySchedule) Init(any) State { return ScheduleState{Count: newCount()} }
 
 func (b *bySchedule) Update(grads any, state State, _ any) (any, State) {
+	rejectHalf(b.op, "update", grads)
 	st := stateAs[ScheduleState](b.op, state)
 	n := countValue(b.op, st.Count)
 	return scaleTree(grads, b.sign*b.s(n)), ScheduleState{Count: incCount(st.Count, n)}
@@ -58,10 +62,12 @@ func AddDecayedWeights(weightDecay float64, mask pytree.Predicate) Transform {
 	const op = "optim.AddDecayedWeights"
 	checkNonNeg(op, "weightDecay", weightDecay)
 	return Stateless(func(u, params any) any {
+		rejectHalf(op, "update", u)
 		if weightDecay == 0 {
 			return u
 		}
 		needParams(op, params)
+		rejectHalf(op, "parameter", selected(params, mask))
 		return addDecayed(u, selected(params, mask), weightDecay)
 	})
 }

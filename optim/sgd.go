@@ -50,6 +50,7 @@ type sgd struct {
 }
 
 func (s *sgd) Init(params any) State {
+	rejectHalf("optim.SGD", "parameter", params)
 	st := SGDState{Count: newCount()}
 	if s.o.Momentum != 0 {
 		st.Trace = stateLike(params, 0)
@@ -59,6 +60,7 @@ func (s *sgd) Init(params any) State {
 
 func (s *sgd) Update(grads any, state State, _ any) (any, State) {
 	const op = "optim.SGD"
+	rejectHalf(op, "gradient", grads)
 	st := stateAs[SGDState](op, state)
 	n := countValue(op, st.Count)
 	lr := -s.lr(n)
@@ -125,9 +127,13 @@ type traceT struct {
 	nesterov bool
 }
 
-func (t *traceT) Init(params any) State { return TraceState{Trace: stateLike(params, 0)} }
+func (t *traceT) Init(params any) State {
+	rejectHalf("optim.Trace", "parameter", params)
+	return TraceState{Trace: stateLike(params, 0)}
+}
 
 func (t *traceT) Update(grads any, state State, _ any) (any, State) {
+	rejectHalf("optim.Trace", "gradient", grads)
 	st := stateAs[TraceState]("optim.Trace", state)
 	u, tr := traceStep("optim.Trace", grads, st.Trace, t.decay, t.nesterov, 1)
 	return u, TraceState{Trace: tr}
@@ -137,6 +143,8 @@ func (t *traceT) Update(grads any, state State, _ any) (any, State) {
 // its gradient and its trace (tensor.SGDStep): the bits of the two.
 func (s *sgd) fusedStep(params, grads any, state State) (any, State) {
 	const op = "optim.SGD"
+	rejectHalf(op, "parameter", params)
+	rejectHalf(op, "gradient", grads)
 	st := stateAs[SGDState](op, state)
 	n := countValue(op, st.Count)
 	lr := float32(-s.lr(n))

@@ -138,6 +138,33 @@ func orDefault(v, def float64) float64 {
 
 // ---- helpers shared by the transforms ----
 
+// rejectHalf panics if tree has a bfloat16 or float16 leaf, naming op, the
+// leaf's path and type: optimizer state and updates are float32, and a
+// half parameter left out silently would never train. role says what the
+// tree holds ("parameter", "gradient").
+func rejectHalf(op, role string, tree any) {
+	if tree == nil {
+		return
+	}
+	found := false
+	for _, x := range pytree.Leaves(tree) {
+		if x != nil && (x.DType() == tensor.BFloat16 || x.DType() == tensor.Float16) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return
+	}
+	paths, leaves := pytree.LeavesWithPath(tree)
+	for i, x := range leaves {
+		if x != nil && (x.DType() == tensor.BFloat16 || x.DType() == tensor.Float16) {
+			panic(fmt.Sprintf("%s: %s %s is %s: optimizers update float32 parameters only; keep float32 master weights and compute in %v with nn.Policy, convert the leaf with tensor.Convert, or freeze it (optim.Masked and a nil gradient)",
+				op, role, paths[i], x.Type(), x.DType()))
+		}
+	}
+}
+
 // isFloat reports whether x is a leaf that gets optimizer state.
 func isFloat(x *tensor.Tensor) bool { return x != nil && x.DType() == tensor.Float32 }
 

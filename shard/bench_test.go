@@ -2,8 +2,10 @@ package shard_test
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
@@ -88,4 +90,47 @@ func BenchmarkCopy64MiB(b *testing.B) {
 		run()
 	}
 	b.ReportMetric(float64(2*elems*4)/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GB/s")
+}
+
+// BenchmarkHalfCollectives runs psum and all_gather over 8 devices on
+// 4M-element blocks in float32 and in bfloat16, alternately within each
+// iteration so that both see the same machine load, and reports the
+// median ms of each and "speedup", the float32 median over the bf16 one.
+// The bf16 all_gather copies half the bytes; the bf16 psum widens each
+// chunk to float32, sums it with the float32 kernel and rounds once.
+func BenchmarkHalfCollectives(b *testing.B) {
+	const n = 8
+	const elems = 4 << 20
+	m := shard.NewMesh([]int{n}, []string{"d"})
+	x32 := shard.Put(tensor.Normal(tensor.NewKey(1), n*elems), shard.NewSharding(m, shard.P("d")))
+	x16 := shard.Put(tensor.Convert(shard.Gather(x32), tensor.BFloat16), shard.NewSharding(m, shard.P("d")))
+	for _, c := range []struct {
+		name string
+		f    func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor
+	}{
+		{"psum", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor { return c.Psum(x, "d") }},
+		{"all_gather", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			return c.AllGatherInvariant(tensor.SliceAxis(x, 0, 0, elems/n), shard.Axes{"d"}, 0, true)
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			f := shard.Map(m, shard.P("d"), shard.P(), c.f)
+			f(x32)
+			f(x16)
+			var t32, t16 []float64
+			for b.Loop() {
+				t0 := time.Now()
+				f(x32)
+				t1 := time.Now()
+				f(x16)
+				t32 = append(t32, t1.Sub(t0).Seconds())
+				t16 = append(t16, time.Since(t1).Seconds())
+			}
+			med := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+			m32, m16 := med(t32), med(t16)
+			b.ReportMetric(m32*1e3, "f32-ms")
+			b.ReportMetric(m16*1e3, "bf16-ms")
+			b.ReportMetric(m32/m16, "speedup")
+		})
+	}
 }

@@ -62,7 +62,8 @@ var psumOp, pmaxOp *tensor.Op
 
 func init() {
 	psumOp = &tensor.Op{
-		Name: "psum",
+		Name:       "psum",
+		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return psumImpl(in[0], pp.(*collParams))
 		},
@@ -72,7 +73,8 @@ func init() {
 		},
 	}
 	pmaxOp = &tensor.Op{
-		Name: "pmax",
+		Name:       "pmax",
+		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return pmaxImpl(in[0], pp.(*collParams))
 		},
@@ -83,7 +85,11 @@ func init() {
 			x := in[0]
 			hit := tensor.AsType(tensor.Equal(x, out), tensor.Float32)
 			count := psum(p.env, hit, p.axes)
-			return []*tensor.Tensor{tensor.Mul(remark(g, x), tensor.Div(hit, count))}
+			share := tensor.Div(hit, count)
+			if share.DType() != g.DType() {
+				share = tensor.Convert(share, g.DType()) // a half cotangent
+			}
+			return []*tensor.Tensor{tensor.Mul(remark(g, x), share)}
 		},
 		Save: tensor.SaveInputs(0) | tensor.SaveOutput,
 	}
@@ -134,6 +140,13 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 				dst[i] += v
 			}
 		}
+	case tensor.BFloat16, tensor.Float16:
+		// Widened, summed in float32 as float32 blocks are, rounded once.
+		ins := make([][]uint16, g.size)
+		for r, m := range g.members {
+			ins[r] = s.calls[m].x.RawUint16()[lo:hi]
+		}
+		sumHalf(dt, out.RawUint16()[lo:hi], ins)
 	}
 	e.run.barrier(s)
 	e.account("psum", int64(2*(g.size-1))*int64(x.Bytes())/int64(g.size))
@@ -261,7 +274,8 @@ var allGatherOp, allGatherInvOp *tensor.Op
 
 func init() {
 	allGatherOp = &tensor.Op{
-		Name: "all_gather",
+		Name:       "all_gather",
+		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return allGatherImpl(in[0], pp.(*collParams), false)
 		},
@@ -271,7 +285,8 @@ func init() {
 		},
 	}
 	allGatherInvOp = &tensor.Op{
-		Name: "all_gather",
+		Name:       "all_gather",
+		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return allGatherImpl(in[0], pp.(*collParams), true)
 		},
@@ -391,7 +406,8 @@ var psumScatterOp *tensor.Op
 
 func init() {
 	psumScatterOp = &tensor.Op{
-		Name: "psum_scatter",
+		Name:       "psum_scatter",
+		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return psumScatterImpl(in[0], pp.(*collParams))
 		},
@@ -431,13 +447,20 @@ func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	defer e.run.leave(s)
 	size := x.Dim(p.dim) / g.size
 	var out *tensor.Tensor
+	dt := x.DType()
 	for _, m := range g.members {
 		part := sliceAxis(tensor.WithLocal(s.calls[m].x, nil), p.dim, g.rank*size, size)
+		if isHalf(dt) {
+			part = tensor.Convert(part, tensor.Float32) // summed in float32
+		}
 		if out == nil {
 			out = part
 		} else {
 			out = tensor.Add(out, part)
 		}
+	}
+	if isHalf(dt) {
+		out = tensor.Convert(out, dt) // rounded once
 	}
 	if !p.tiled {
 		out = tensor.Squeeze(out, p.dim)
@@ -461,7 +484,8 @@ var ppermuteOp *tensor.Op
 
 func init() {
 	ppermuteOp = &tensor.Op{
-		Name: "ppermute",
+		Name:       "ppermute",
+		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return ppermuteImpl(in[0], pp.(*collParams))
 		},
@@ -561,7 +585,8 @@ var allToAllOp *tensor.Op
 
 func init() {
 	allToAllOp = &tensor.Op{
-		Name: "all_to_all",
+		Name:       "all_to_all",
+		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return allToAllImpl(in[0], pp.(*collParams))
 		},

@@ -189,6 +189,23 @@
 // Item, Float32s) may all communicate. A process with no device of a mesh
 // cannot compute on it (propagation panics, naming the process).
 //
+// # bfloat16 and float16
+//
+// Arrays of dtype bfloat16 and float16 are placed, resharded and gathered
+// bit for bit, and collectives take their blocks as they are: all_gather,
+// ppermute, all_to_all and ragged_all_to_all move the 16-bit elements
+// (NaN payloads included), so they send half the bytes of float32 and
+// Comm counts 2 bytes an element. Psum and PsumScatter of half blocks
+// accumulate in float32 and round once to the blocks' dtype (round to
+// nearest even): the result is the float32 collective of the widened
+// blocks, rounded; Comm charges them the ring bytes of the 16-bit blocks.
+// Pmax and Pmin compare widened values (exact). Between processes, the
+// 16-bit elements go over MPI as bytes, except a half psum, which
+// all-reduces float32 partial sums (4 bytes an element) and rounds once.
+// Propagation inserts the same collectives, so the pending sum of a bf16
+// matmul is a bf16 psum: each device's partial product is rounded to bf16
+// first, as JAX's dot of bf16 operands returns bf16.
+//
 // # Cost accounting
 //
 // WithComm collects the bytes each device sends, per collective kind, so

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -12,9 +13,9 @@ import (
 // TestHalfPlacement: bfloat16 and float16 arrays are placed, resharded
 // and gathered bit for bit, and shard.Map computes on their blocks.
 func TestHalfPlacement(t *testing.T) {
-	mesh := shard.NewMesh([]int{2, 2}, []string{"dp", "tp"})
-	x32 := tensor.Normal(tensor.NewKey(3), 8, 6)
-	w32 := tensor.Normal(tensor.NewKey(4), 6, 4)
+	mesh := guideMesh() // all 8 devices, so that it also runs under mpirun
+	x32 := tensor.Normal(tensor.NewKey(3), 8, 8)
+	w32 := tensor.Normal(tensor.NewKey(4), 8, 4)
 	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Float16} {
 		x, w := tensor.Convert(x32, dt), tensor.Convert(w32, dt)
 		for _, spec := range []shard.Spec{shard.P("dp"), shard.P("dp", "tp"), shard.P(nil, "tp"), shard.P()} {
@@ -40,6 +41,211 @@ func TestHalfPlacement(t *testing.T) {
 		got := shard.Gather(sum).Float64s()
 		for i := range want {
 			require.InDelta(t, want[i], got[i], 4*0x1p-8*(1+abs(want[i])), "%v psum[%d]", dt, i)
+		}
+	}
+}
+
+// halfCase is a collective run on bf16/f16 blocks and on their float32
+// widening; block is the float32 bytes of one f32[2,4] input block.
+type halfCase struct {
+	name  string
+	kind  string
+	out   shard.Spec
+	f     func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor
+	bytes func(block int64) int64 // per device, by the ring formulas
+}
+
+var halfCases = []halfCase{
+	{"psum over dp (4)", "psum", shard.P("dp"), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		return c.Psum(x, "dp")
+	}, func(b int64) int64 { return 2 * 3 * b / 4 }},
+	{"psum over dp,tp (8)", "psum", shard.P("dp"), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		return c.Psum(x, "dp", "tp")
+	}, func(b int64) int64 { return 2 * 7 * b / 8 }},
+	{"pmax over tp (2)", "pmax", shard.P("dp"), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		return c.Pmax(c.Vary(tensor.Mul(x, tensor.Scalar(float32(1+c.AxisIndex("tp")))), "tp"), "tp")
+	}, func(b int64) int64 { return 2 * 1 * b / 2 }},
+	{"all_gather over dp", "all_gather", shard.P("dp"), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		return c.AllGatherInvariant(x, shard.Axes{"dp"}, 0, true)
+	}, func(b int64) int64 { return 3 * b }},
+	{"all_gather stacked over dp,tp", "all_gather", shard.P(nil, "dp", "tp"), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		return c.AllGather(x, shard.Axes{"dp", "tp"}, 0, false)
+	}, func(b int64) int64 { return 7 * b }},
+	{"psum_scatter over dp,tp", "psum_scatter", shard.P([]string{"dp", "tp"}), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		return c.PsumScatter(tensor.Concat(0, x, x, x, x), shard.Axes{"dp", "tp"}, 0, true)
+	}, func(b int64) int64 { return 7 * 4 * b / 8 }},
+	{"ring shift over dp", "ppermute", shard.P("dp"), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		return c.RingShift(x, shard.Axes{"dp"}, 1)
+	}, func(b int64) int64 { return b }},
+	{"all_to_all over tp", "all_to_all", shard.P("dp", "tp"), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		return c.AllToAll(c.Vary(x, "tp"), shard.Axes{"tp"}, 1, 0, true)
+	}, func(b int64) int64 { return 1 * b / 2 }},
+}
+
+// TestHalfCollectives runs each collective on bf16 and f16 blocks and on
+// their exact float32 widening. Data movement (all_gather, ppermute,
+// all_to_all, pmax) gives the same values bit for bit; psum and
+// psum_scatter accumulate in float32 and round once, so their result is
+// the float32 result rounded, bit for bit. Comm charges the 16-bit bytes:
+// half the float32 run's bytes, the ring formulas with 16-byte blocks.
+func TestHalfCollectives(t *testing.T) {
+	m := guideMesh()
+	x32 := tensor.Normal(tensor.NewKey(11), 8, 4)
+	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Float16} {
+		x16 := tensor.Convert(x32, dt)
+		wide := tensor.Convert(x16, tensor.Float32)
+		for _, tc := range halfCases {
+			t.Run(dt.String()+"/"+tc.name, func(t *testing.T) {
+				var c16, c32 shard.Comm
+				y16 := shard.Map(m, shard.P("dp"), tc.out, tc.f, shard.WithComm(&c16))(x16)
+				y32 := shard.Map(m, shard.P("dp"), tc.out, tc.f, shard.WithComm(&c32))(wide)
+				require.Equal(t, dt, y16.DType())
+				require.Equal(t, tensor.Convert(shard.Gather(y32), dt).Bits16(), shard.Gather(y16).Bits16())
+				if shard.ProcessCount() > 1 {
+					return // Comm counts this process's devices only
+				}
+				require.Equal(t, 1, c16.Calls(tc.kind))
+				for _, d := range m.Devices() {
+					require.Equal(t, tc.bytes(32), c32.Bytes(d, tc.kind), "float32, device %d", d.ID())
+					require.Equal(t, tc.bytes(16), c16.Bytes(d, tc.kind), "%v, device %d", dt, d.ID())
+				}
+			})
+		}
+	}
+}
+
+// TestHalfCollectivesBits: data movement keeps every bit, signalling NaN
+// payloads included (a float32 round trip would quiet them).
+func TestHalfCollectivesBits(t *testing.T) {
+	m := guideMesh()
+	bits := make([]uint16, 32)
+	for i := range bits {
+		bits[i] = uint16(0x3f80 + i)
+	}
+	bits[3], bits[9], bits[20] = 0x7f81, 0xff81, 0x0001 // sNaN, -sNaN, subnormal
+	x := tensor.FromBits16(tensor.BFloat16, bits, 8, 4)
+	for _, tc := range halfCases {
+		if tc.kind != "all_gather" && tc.kind != "ppermute" && tc.kind != "all_to_all" {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			y := shard.Gather(shard.Map(m, shard.P("dp"), tc.out, tc.f)(x)).Bits16()
+			for _, v := range []uint16{0x7f81, 0xff81, 0x0001} {
+				require.Contains(t, y, v)
+			}
+			require.NotContains(t, y, uint16(0x7fc1), "a quieted NaN")
+		})
+	}
+}
+
+// TestHalfRaggedAllToAll: ragged rows of bf16 move bit for bit, charged 2
+// bytes an element.
+func TestHalfRaggedAllToAll(t *testing.T) {
+	m := shard.NewMesh([]int{8}, []string{"ep"})
+	io, ss, oo, rs, rowsIn, rowsOut := raggedPlan(8)
+	x32 := tensor.Normal(tensor.NewKey(5), 8*rowsIn, 3)
+	run := func(x *tensor.Tensor, comm *shard.Comm) *tensor.Tensor {
+		return shard.Gather(shard.Map(m, shard.P("ep"), shard.P("ep"), func(c *shard.Ctx, in raggedIn) *tensor.Tensor {
+			out := c.Local(tensor.Zeros(in.X.DType(), rowsOut, 3))
+			return c.RaggedAllToAll(in.X, out, in.IO, in.SS, in.OO, in.RS, shard.Axes{"ep"})
+		}, shard.WithComm(comm))(raggedIn{x, io, ss, oo, rs}))
+	}
+	x16 := tensor.Convert(x32, tensor.BFloat16)
+	var c16, c32 shard.Comm
+	y16 := run(x16, &c16)
+	y32 := run(tensor.Convert(x16, tensor.Float32), &c32)
+	require.Equal(t, tensor.BFloat16, y16.DType())
+	require.Equal(t, tensor.Convert(y32, tensor.BFloat16).Bits16(), y16.Bits16())
+	// Device 0 sends (0+j)%2+1 rows of 3 elements to each j != 0:
+	// 2+1+2+1+2+1+2 = 11.
+	if shard.ProcessCount() > 1 {
+		return // Comm counts this process's devices only
+	}
+	require.Equal(t, int64(11*3*2), c16.Bytes(m.Devices()[0], "ragged_all_to_all"))
+	require.Equal(t, int64(11*3*4), c32.Bytes(m.Devices()[0], "ragged_all_to_all"))
+}
+
+// TestHalfCollectiveGrad differentiates through bf16 collectives: the
+// transpose of an all-gather is a psum_scatter of bf16 cotangents (half
+// the bytes of the float32 run), pmax's cotangent is bf16, and the
+// gradient is the float32 run's within a few bf16 roundings.
+func TestHalfCollectiveGrad(t *testing.T) {
+	m := guideMesh()
+	x := tensor.Convert(tensor.Normal(tensor.NewKey(2), 8, 4), tensor.BFloat16)
+	grads := map[bool]*tensor.Tensor{}
+	for _, wide := range []bool{false, true} {
+		in := x
+		if wide {
+			in = tensor.Convert(x, tensor.Float32)
+		}
+		var comm shard.Comm
+		f := shard.Map(m, shard.P("dp"), shard.P(), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			g := c.AllGather(x, shard.Axes{"dp"}, 0, true)
+			return tensor.Convert(c.Psum(tensor.Sum(tensor.Mul(g, c.Pmax(g, "tp"))), "dp"), tensor.Float32)
+		}, shard.WithComm(&comm))
+		grad := autodiff.Grad(f)(in)
+		require.Equal(t, in.DType(), grad.DType())
+		block := int64(8 * 4 * in.DType().Size())
+		for _, d := range m.Devices() {
+			if !d.IsLocal() {
+				continue
+			}
+			require.Equal(t, 3*block/4, comm.Bytes(d, "psum_scatter"), "wide=%v", wide)
+		}
+		grads[wide] = tensor.Convert(grad, tensor.Float32)
+	}
+	want, got := grads[true].Float64s(), grads[false].Float64s()
+	for i := range want {
+		require.InDelta(t, want[i], got[i], 4*0x1p-8*(1+abs(want[i])), "grad[%d]", i)
+	}
+}
+
+// TestHalfPropagation: sharding propagation on bf16 arrays. A matmul
+// contracting a tp-sharded dimension leaves a pending sum, reduced by a
+// psum of bf16 blocks in float32 and rounded once; resharding to P() is an
+// all-gather and to P("tp","dp") an all-to-all. Every collective is
+// charged the 16-bit bytes: half those of the same program on the float32
+// widening; resharding moves the bf16 values bit for bit.
+func TestHalfPropagation(t *testing.T) {
+	if shard.ProcessCount() > 1 {
+		// A propagated matmul whose contraction is sharded panics between
+		// processes in float32 as well (step.run computes on the first
+		// device of each replica group, which may be another process's).
+		t.Skip("propagation of a partial-sum matmul is single-process")
+	}
+	m := guideMesh()
+	xh := tensor.Convert(tensor.Normal(tensor.NewKey(7), 16, 8), tensor.BFloat16)
+	wh := tensor.Convert(tensor.Normal(tensor.NewKey(8), 8, 4), tensor.BFloat16)
+	run := func(dt tensor.DType) ([]*tensor.Tensor, *shard.Comm) {
+		x := shard.Put(tensor.Convert(xh, dt), shard.NewSharding(m, shard.P("dp", "tp")))
+		w := shard.Put(tensor.Convert(wh, dt), shard.NewSharding(m, shard.P("tp", nil)))
+		var comm shard.Comm
+		stop := shard.Record(m, &comm)
+		y := shard.Constraint(tensor.MatMul(x, w), shard.NewSharding(m, shard.P("dp", nil)))
+		y1 := shard.Reshard(y, shard.NewSharding(m, shard.P()))
+		y2 := shard.Reshard(shard.Reshard(y, shard.NewSharding(m, shard.P("dp", "tp"))), shard.NewSharding(m, shard.P("tp", "dp")))
+		stop()
+		return []*tensor.Tensor{y, y1, y2}, &comm
+	}
+	h, ch := run(tensor.BFloat16)
+	f, cf := run(tensor.Float32)
+	require.Equal(t, "bfloat16[16@dp,4]", h[0].Type())
+	// Each device's partial product is a bf16 block (rounded once), the
+	// psum of those rounds once more: within two bf16 roundings.
+	want, got := shard.Gather(f[0]).Float64s(), tensor.Convert(shard.Gather(h[0]), tensor.Float32).Float64s()
+	for i := range want {
+		require.InDelta(t, want[i], got[i], 3*0x1p-8*(1+abs(want[i])), "y[%d]", i)
+	}
+	for i := range h[1:] {
+		require.Equal(t, shard.Gather(h[0]).Bits16(), shard.Gather(h[i+1]).Bits16(), "resharded %d", i+1)
+	}
+	if shard.ProcessCount() > 1 {
+		return // Comm counts this process's devices only
+	}
+	for _, kind := range []string{"psum", "all_gather", "all_to_all"} {
+		require.Positive(t, cf.Bytes(m.Devices()[0], kind), kind)
+		for _, d := range m.Devices() {
+			require.Equal(t, cf.Bytes(d, kind)/2, ch.Bytes(d, kind), "%s on device %d", kind, d.ID())
 		}
 	}
 }

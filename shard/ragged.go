@@ -11,7 +11,8 @@ var raggedOp *tensor.Op
 
 func init() {
 	raggedOp = &tensor.Op{
-		Name: "ragged_all_to_all",
+		Name:       "ragged_all_to_all",
+		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return raggedImpl(in, pp.(*collParams))
 		},

@@ -468,6 +468,18 @@ func (r *run) exchangePsum(s *slot, g Group, key int, members []int) {
 			}
 		}
 		g.AllreduceInt32(dst, dst, ReduceSum)
+	case tensor.BFloat16, tensor.Float16:
+		// Local blocks widened and summed in float32, all-reduced as
+		// float32, rounded once (see half.go).
+		ins := make([][]float32, len(local))
+		for i, x := range local {
+			ins[i] = make([]float32, x.Size())
+			widenHalf(x.DType(), ins[i], x.RawUint16())
+		}
+		acc := make([]float32, x0.Size())
+		sumFloat32(acc, ins, 0, x0.Size())
+		g.AllreduceFloat32(acc, acc, ReduceSum)
+		narrowHalf(x0.DType(), out.RawUint16(), acc)
 	}
 	l := &lazyResult{t: out}
 	l.once.Do(func() {})
@@ -837,9 +849,17 @@ func (r *run) exchangeExtreme(s *slot, g Group, key int, members []int, isMax bo
 	if isMax {
 		op = ReduceMax
 	}
-	if out.DType() == tensor.Int32 {
+	switch out.DType() {
+	case tensor.Int32:
 		g.AllreduceInt32(out.RawInt32(), out.RawInt32(), op)
-	} else {
+	case tensor.BFloat16, tensor.Float16:
+		// Widened exactly, reduced as float32; the extreme is one of the
+		// values, so rounding back is exact.
+		w := make([]float32, out.Size())
+		widenHalf(out.DType(), w, out.RawUint16())
+		g.AllreduceFloat32(w, w, op)
+		narrowHalf(out.DType(), out.RawUint16(), w)
+	default:
 		g.AllreduceFloat32(out.RawFloat32(), out.RawFloat32(), op)
 	}
 	l := &lazyResult{t: out}

@@ -91,6 +91,12 @@ type Op struct {
 	// Apply inserts no implicit pvary for their operands.
 	HandlesVary bool
 
+	// NativeHalf ops take bfloat16 and float16 operands as they are:
+	// Apply neither widens them to float32 nor rounds the result, and the
+	// VJP receives half cotangents (package shard's collectives, which
+	// move 16-bit data and accumulate sums in float32 themselves).
+	NativeHalf bool
+
 	// freshVJP: every tensor the VJP returns that is not one of its
 	// cotangent arguments has storage nothing else references (see
 	// ad_backward.go). donates: the VJP consumes its cotangent once, through

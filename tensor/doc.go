@@ -52,7 +52,8 @@
 //
 //   - Creation: FromFloat32, FromInt32, FromBool, FromBits16, Zeros, Ones,
 //     Full, Arange, Scalar, and the *Like forms; AsType converts, Convert
-//     converts between float dtypes (differentiably).
+//     converts between float dtypes (differentiably); WidenBits16 and
+//     RoundBits16 convert slices of 16-bit patterns with the same kernels.
 //   - Elementwise, with broadcasting: Add, Sub, Mul, Div, Pow, Maximum,
 //     Minimum, Neg, Abs, Exp, Log, Sqrt, Rsqrt, Clamp; comparisons (Equal,
 //     Less, ...) return bool masks for Where and the Logical ops.

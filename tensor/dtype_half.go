@@ -152,6 +152,36 @@ func narrowInto(dst []uint16, dt DType, src []float32, local bool) {
 	parallelFor(len(dst), costCheap, 16, false, func(lo, hi int) { conv(dst[lo:hi], src[lo:hi]) })
 }
 
+// WidenBits16 writes the bfloat16 or float16 (dt) bit patterns src to dst
+// as float32, exactly, with Convert's vector kernels, on the calling
+// goroutine: for packages that move half data and compute on it in
+// float32 (package shard's sums). It panics unless dt is a half dtype and
+// the lengths are equal.
+func WidenBits16(dst []float32, dt DType, src []uint16) {
+	if !dt.isHalf() || len(dst) != len(src) {
+		panic(fmt.Sprintf("tensor.WidenBits16: %d float32 from %d %v", len(dst), len(src), dt))
+	}
+	if dt == BFloat16 {
+		vec.F32FromBF16(dst, src)
+	} else {
+		vec.F32FromF16(dst, src)
+	}
+}
+
+// RoundBits16 rounds src to dt (bfloat16 or float16) into dst as Convert
+// does (to nearest, ties to even, NaN kept), on the calling goroutine. It
+// panics unless dt is a half dtype and the lengths are equal.
+func RoundBits16(dst []uint16, dt DType, src []float32) {
+	if !dt.isHalf() || len(dst) != len(src) {
+		panic(fmt.Sprintf("tensor.RoundBits16: %d %v from %d float32", len(dst), dt, len(src)))
+	}
+	if dt == BFloat16 {
+		vec.BF16FromF32(dst, src)
+	} else {
+		vec.F16FromF32(dst, src)
+	}
+}
+
 // widen returns the half host tensor x as a new float32 tensor with the
 // same block mark.
 func widen(x *Tensor) *Tensor {
@@ -234,16 +264,17 @@ func halfOperands(in []*Tensor) (has bool, common DType) {
 }
 
 // nativeHalf returns the implementation an op uses for half operands
-// itself (nil: widen them): Convert, MatMulTo and matmul, and the
-// Distributed ops of package shard (Put, Gather, ...), which move data of
-// any dtype. Ops are compared at call time, so the order of the package's
-// init functions does not matter.
+// itself (nil: widen them): Convert, MatMulTo and matmul, reshape and
+// slice (which move 16-bit data bit for bit), the Distributed ops of
+// package shard (Put, Gather, ...), which move data of any dtype, and
+// NativeHalf ops (shard's collectives). Ops are compared at call time, so
+// the order of the package's init functions does not matter.
 func nativeHalf(op *Op) func(in []*Tensor, params any) *Tensor {
-	if op.Distributed {
+	if op.Distributed || op.NativeHalf {
 		return op.Impl
 	}
 	switch op {
-	case convertOp, matmulToOp:
+	case convertOp, matmulToOp, reshapeOp, sliceOp:
 		return op.Impl
 	case matmulOp:
 		return matmulHalfImpl

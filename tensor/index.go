@@ -94,6 +94,8 @@ func boxCopyT(dst *Tensor, dstart []int, src *Tensor, sstart, box []int) {
 		boxCopy(dst.i32, dst.shape, dstart, src.i32, src.shape, sstart, box)
 	case Bool:
 		boxCopy(dst.b, dst.shape, dstart, src.b, src.shape, sstart, box)
+	case BFloat16, Float16:
+		boxCopy(dst.u16, dst.shape, dstart, src.u16, src.shape, sstart, box)
 	}
 }
 
@@ -107,6 +109,8 @@ func cloneTensor(x *Tensor) *Tensor {
 		copy(out.i32, x.i32)
 	case Bool:
 		copy(out.b, x.b)
+	case BFloat16, Float16:
+		copy(out.u16, x.u16)
 	}
 	return out
 }

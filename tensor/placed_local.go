@@ -109,7 +109,8 @@ var pvaryOp *Op
 
 func init() {
 	pvaryOp = &Op{
-		Name: "pvary",
+		Name:       "pvary",
+		NativeHalf: true, // a mark, not a computation
 		Impl: func(in []*Tensor, p any) *Tensor {
 			y := in[0].shallow()
 			y.local = p.(*Local)

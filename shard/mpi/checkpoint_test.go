@@ -185,3 +185,33 @@ type panicT struct{}
 
 func (panicT) Errorf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
 func (panicT) FailNow()                          { panic("failed") }
+
+// TestCheckpointHalfAcrossProcesses: bfloat16 and float16 leaves sharded
+// over every process are written by their owners as 16-bit planes and
+// restore bit for bit, on the mesh transposed and on the host.
+func TestCheckpointHalfAcrossProcesses(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 12))
+	w, b := tensor.Convert(randT(r, 24, 8), tensor.BFloat16), tensor.Convert(randT(r, 8), tensor.Float16)
+	n := len(shard.Devices())
+	tp := 1
+	if n%2 == 0 {
+		tp = 2
+	}
+	m := shard.NewMesh([]int{n / tp, tp}, []string{"dp", "tp"})
+	type half struct{ W, B *tensor.Tensor }
+	placed := half{W: shard.Put(w, shard.NewSharding(m, shard.P("dp", "tp"))), B: shard.Put(b, shard.NewSharding(m, shard.P("tp")))}
+	dir := sharedTempDir(t)
+	// A barrier before process 0's t.TempDir is removed: the others may
+	// still be reading it.
+	defer shard.AllGatherProcesses(nil)
+	require.NoError(t, checkpoint.Save(dir, 1, placed))
+	like := half{W: tensor.Zeros(tensor.BFloat16, 24, 8), B: tensor.Zeros(tensor.Float16, 8)}
+	mt := shard.NewMeshOn(m.Devices(), []int{tp, n / tp}, []string{"tp", "dp"})
+	for _, to := range []checkpoint.Placement{checkpoint.OnMesh(mt, shard.Specs{"W": shard.P("dp", "tp"), "B": shard.P("tp")}), checkpoint.OnHost()} {
+		got, err := checkpoint.Restore(dir, 1, like, to)
+		require.NoError(t, err)
+		require.Equal(t, w.Bits16(), shard.Gather(got.W).Bits16())
+		require.Equal(t, b.Bits16(), shard.Gather(got.B).Bits16())
+		require.Equal(t, tensor.BFloat16, got.W.DType())
+	}
+}
