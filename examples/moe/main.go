@@ -77,7 +77,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.StringVar(&c.text, "text", "", "UTF-8 text file to train on (default: Newton's Opticks, embedded)")
 	fs.StringVar(&c.strategy, "strategy", "dp_ep", "single, ep, dp_ep, fsdp_ep, or compare (one step of each, side by side)")
 	fs.StringVar(&c.mesh, "mesh", "", `device mesh with axes dp and ep, e.g. "dp=2,ep=4" (default: ep=8 for ep, dp=2,ep=4 otherwise)`)
-	fs.IntVar(&c.steps, "steps", 600, "training steps")
+	fs.IntVar(&c.steps, "steps", 400, "training steps")
 	fs.IntVar(&c.batch, "batch", 32, "sequences per batch (a multiple of the number of devices)")
 	fs.IntVar(&c.context, "context", 64, "characters per sequence")
 	fs.IntVar(&c.dim, "dim", 128, "model width")
