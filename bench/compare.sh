@@ -68,6 +68,11 @@ for r in $(seq "$rounds"); do
 	gobench optim -test.bench '^BenchmarkShardedUpdate$' -test.benchtime 20x
 	anchor ddp
 	gobench shard -test.bench '^Benchmark(Copy64MiB|Psum64MiB)$' -test.benchtime 10x
+	# The same psum without the collector: each psum's fresh 64 MiB result
+	# is garbage at once, and the collector returning that memory to the
+	# OS (page faults, system time) is most of a psum's cost.
+	GOGC=off "$bin/shard" -test.run '^$' -test.bench '^BenchmarkPsum64MiB$' -test.benchtime 10x |
+		{ grep '^Benchmark' || true; } | sed 's/^BenchmarkPsum64MiB/BenchmarkPsum64MiBGOGCoff/' | tee -a "$log"
 done
 
 echo

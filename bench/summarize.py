@@ -165,6 +165,12 @@ def main():
         r, rr = paired(ps, bound)
         row("psum 64 MiB over 8 devices", ps, "busGB/s", bound, "busGB/s (memory bound from copy)",
             r, "≥ 0.5x bound", r >= 0.5)
+    pso = g("BenchmarkPsum64MiBGOGCoff", "busGB/s")
+    if pso and cp:
+        bound = [c * (2 * (8 - 1) / 8) / (8 + 1) for c in cp]
+        r, rr = paired(pso, bound)
+        row("psum 64 MiB over 8 devices, GOGC=off", pso, "busGB/s", bound, "busGB/s (memory bound from copy)",
+            r, "≥ 0.5x bound", r >= 0.5)
     if ps and gloo:
         r, rr = paired(ps, gloo)
         row("psum 64 MiB vs gloo all-reduce 2 procs", ps, "busGB/s", gloo, "busGB/s (gloo)",
