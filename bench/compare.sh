@@ -29,7 +29,13 @@ cd "$root"
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE may be set on this machine for the
 # benefit of old OpenBLAS builds; they slow a current one, so the anchors
 # run without them (the INFO line shows the kernel OpenBLAS then chose).
-anchor() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$py" bench/anchors.py "$@" | tee -a "$log"; }
+# An anchor that fails (a DDP worker that dies, say) is reported and
+# skipped: its rows then show no ratio.
+anchor() {
+	if ! env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$py" bench/anchors.py "$@" | tee -a "$log"; then
+		echo "WARN anchor '$*' failed" | tee -a "$log" >&2
+	fi
+}
 gobench() { # binary, then go test flags
 	local b=$1
 	shift
