@@ -142,16 +142,32 @@ def ddp():
     import torch
     import torch.multiprocessing as mp
 
+    import queue
+    import socket
+
     world = 2
-    port = 29500 + os.getpid() % 1000
+    with socket.socket() as sock:  # a free port on the loopback interface
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     procs = [ctx.Process(target=_ddp_worker, args=(r, world, port, q)) for r in range(world)]
     for p in procs:
         p.start()
-    t_step, t_ar = q.get(timeout=600)
+    deadline = time.monotonic() + 300
+    result = None
+    while result is None:
+        try:
+            result = q.get(timeout=2)
+        except queue.Empty:
+            failed = [p for p in procs if p.exitcode not in (None, 0)]
+            if failed or time.monotonic() > deadline:
+                for p in procs:
+                    p.terminate()
+                sys.exit(f"ddp anchor failed: exit codes {[p.exitcode for p in procs]}")
+    t_step, t_ar = result
     for p in procs:
-        p.join()
+        p.join(timeout=60)
     nbytes = 64 << 20
     print(f"INFO torch {torch.__version__} DDP gloo world={world}")
     print(f"ANCHOR ddp_step_2proc {t_step * 1e3:.2f} ms/step")

@@ -29,7 +29,13 @@ cd "$root"
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE may be set on this machine for the
 # benefit of old OpenBLAS builds; they slow a current one, so the anchors
 # run without them (the INFO line shows the kernel OpenBLAS then chose).
-anchor() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$py" bench/anchors.py "$@" | tee -a "$log"; }
+# An anchor that fails (a DDP worker that dies, say) is reported and
+# skipped: its rows then show no ratio.
+anchor() {
+	if ! env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$py" bench/anchors.py "$@" | tee -a "$log"; then
+		echo "WARN anchor '$*' failed" | tee -a "$log" >&2
+	fi
+}
 gobench() { # binary, then go test flags
 	local b=$1
 	shift
@@ -68,6 +74,11 @@ for r in $(seq "$rounds"); do
 	gobench optim -test.bench '^BenchmarkShardedUpdate$' -test.benchtime 20x
 	anchor ddp
 	gobench shard -test.bench '^Benchmark(Copy64MiB|Psum64MiB)$' -test.benchtime 10x
+	# The same psum without the collector: each psum's fresh 64 MiB result
+	# is garbage at once, and the collector returning that memory to the
+	# OS (page faults, system time) is most of a psum's cost.
+	GOGC=off "$bin/shard" -test.run '^$' -test.bench '^BenchmarkPsum64MiB$' -test.benchtime 10x |
+		{ grep '^Benchmark' || true; } | sed 's/^BenchmarkPsum64MiB/BenchmarkPsum64MiBGOGCoff/' | tee -a "$log"
 done
 
 echo

@@ -98,6 +98,15 @@ def main():
                 row("sgemm 1024³, 1 thread, per CPU-second", gv, "GFLOP/cpu-s", av, "GFLOP/cpu-s (numpy/OpenBLAS)",
                     r, "≥ 1.0x OpenBLAS", r >= 1.0)
 
+    # Work per core of the 2-goroutine sgemm against the 1-goroutine one
+    # (GFLOP per CPU-second): what splitting costs in extra work.
+    w1 = g("BenchmarkSgemm/1024x1024x1024/threads=1", "GFLOP/cpu-s")
+    w2 = g("BenchmarkSgemm/1024x1024x1024/threads=2", "GFLOP/cpu-s")
+    if w1 and w2:
+        r, rr = paired(w2, w1)
+        row("sgemm 1024³, work per core, 2 threads vs 1", w2, "GFLOP/cpu-s", w1, "GFLOP/cpu-s (1 thread)",
+            r, "(for scale)", None)
+
     # MLP steps: µs, ratio gonox/PyTorch (lower is better)
     mlps = [
         ("MLP 32-128-256-128-4, batch 16", "sizes=[32_128_256_128_4]/batch=16", "mlp_32-128-256-128-4_b16", 0.3, (1,)),
@@ -155,6 +164,12 @@ def main():
         bound = [c * (2 * (n - 1) / n) / (n + 1) for c in cp]
         r, rr = paired(ps, bound)
         row("psum 64 MiB over 8 devices", ps, "busGB/s", bound, "busGB/s (memory bound from copy)",
+            r, "≥ 0.5x bound", r >= 0.5)
+    pso = g("BenchmarkPsum64MiBGOGCoff", "busGB/s")
+    if pso and cp:
+        bound = [c * (2 * (8 - 1) / 8) / (8 + 1) for c in cp]
+        r, rr = paired(pso, bound)
+        row("psum 64 MiB over 8 devices, GOGC=off", pso, "busGB/s", bound, "busGB/s (memory bound from copy)",
             r, "≥ 0.5x bound", r >= 0.5)
     if ps and gloo:
         r, rr = paired(ps, gloo)

@@ -543,7 +543,11 @@ func TestSgemmSmallMTransB(t *testing.T) {
 		}
 		for _, ta := range []bool{false, true} {
 			for _, m := range []int{s.nrHalf + 1, s.nr - 1, s.nr} {
-				for _, sh := range [][2]int{{2 * s.nrHalf, 7}, {3*s.nr + 5, 2*s.kc + 3}, {1030, 300}} {
+				shapes := [][2]int{{2 * s.nrHalf, 7}, {3*s.nr + 5, 2*s.kc + 3}, {1030, 300}}
+				if testing.Short() {
+					shapes = shapes[:2]
+				}
+				for _, sh := range shapes {
 					n, k := sh[0], sh[1]
 					g := newCase(rng, ta, true, m, n, k, rng.IntN(5), 1.5, -0.5)
 					require.True(t, s.useTransposed(&problem{transA: ta, transB: true, m: m, n: n, k: k}),
