@@ -19,6 +19,18 @@
 // choices and the expert-load balance; at the end a sample is generated
 // from a prompt and the curves and an expert-load heat map are written to
 // a PNG (-plot).
+//
+// Built with -tags mpi it runs under mpirun too: every process trains its
+// devices of the mesh (the pool is GONOX_DEVICES per process), tokens and
+// experts move between processes by ragged all-to-all, and only process 0
+// prints, generates the sample and plots, with the same lines as one
+// process on as many devices:
+//
+//	go build -tags mpi -o moe ./examples/moe
+//	GONOX_DEVICES=4 mpirun -np 2 -x GONOX_DEVICES ./moe -mesh dp=2,ep=4
+//
+// Mistakes in the flags exit with status 2, failures while running with
+// status 1; under mpirun the message names the process.
 package main
 
 import (
