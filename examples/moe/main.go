@@ -19,6 +19,18 @@
 // choices and the expert-load balance; at the end a sample is generated
 // from a prompt and the curves and an expert-load heat map are written to
 // a PNG (-plot).
+//
+// Built with -tags mpi it runs under mpirun too: every process trains its
+// devices of the mesh (the pool is GONOX_DEVICES per process), tokens and
+// experts move between processes by ragged all-to-all, and only process 0
+// prints, generates the sample and plots, with the same lines as one
+// process on as many devices:
+//
+//	go build -tags mpi -o moe ./examples/moe
+//	GONOX_DEVICES=4 mpirun -np 2 -x GONOX_DEVICES ./moe -mesh dp=2,ep=4
+//
+// Mistakes in the flags exit with status 2, failures while running with
+// status 1; under mpirun the message names the process.
 package main
 
 import (
@@ -37,6 +49,7 @@ import (
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/shard/mpi"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -53,21 +66,48 @@ type config struct {
 	plot, ckpt, prompt                  string
 	sampleLen                           int
 	temperature                         float64
+	follower                            bool // a process other than 0 under mpirun: no sample, no plot
 }
 
 func main() {
-	cfg, err := parseFlags(os.Args[1:], os.Stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "moe:", err)
-		os.Exit(2)
-	}
-	if err := run(cfg, os.Stdout); err != nil {
+	if err := mpi.Init(); err != nil {
 		fmt.Fprintln(os.Stderr, "moe:", err)
 		os.Exit(1)
 	}
+	code := mainExit(os.Args[1:], mpi.Output(os.Stdout), os.Stderr)
+	if code == 0 || mpi.Size() == 1 {
+		// On failure in a job of several processes, no Finalize: the
+		// others may wait for this process; exiting non-zero makes mpirun
+		// end the job.
+		mpi.Finalize()
+	}
+	os.Exit(code)
+}
+
+// mainExit runs the command and returns its exit status: 2 for a mistake
+// in the flags, 1 for a failure while running. Under mpirun (binary built
+// with -tags mpi) every process trains its devices of the mesh; only
+// process 0 prints (out is mpi.Output), generates the sample and plots,
+// and an error names the process it happened on.
+func mainExit(args []string, out, errOut io.Writer) int {
+	cfg, err := parseFlags(args, errOut)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	code := 2
+	if err == nil {
+		cfg.follower = mpi.Rank() != 0
+		err, code = run(cfg, out), 1
+	}
+	if err == nil {
+		return 0
+	}
+	if mpi.Size() > 1 {
+		fmt.Fprintf(errOut, "moe: process %d: %v\n", mpi.Rank(), err)
+	} else {
+		fmt.Fprintln(errOut, "moe:", err)
+	}
+	return code
 }
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
@@ -286,10 +326,13 @@ func run(cfg config, out io.Writer) error {
 		if len(prompt) == 0 {
 			prompt = c.train[:1]
 		}
-		gen := tr.hostParams().sample(keys[1], prompt, cfg.sampleLen, cfg.temperature)
-		fmt.Fprintf(out, "sample:\n%s%s\n", cfg.prompt, c.vocab.Decode(gen))
+		params := tr.hostParams() // gathers from every process
+		if !cfg.follower {
+			gen := params.sample(keys[1], prompt, cfg.sampleLen, cfg.temperature)
+			fmt.Fprintf(out, "sample:\n%s%s\n", cfg.prompt, c.vocab.Decode(gen))
+		}
 	}
-	if cfg.plot != "" && len(h.step) > 0 {
+	if cfg.plot != "" && len(h.step) > 0 && !cfg.follower {
 		if err := h.plot(cfg.plot, fmt.Sprintf("gonox moe on %s (%v)", c.name, s)); err != nil {
 			return err
 		}

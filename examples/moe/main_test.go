@@ -122,3 +122,31 @@ func TestRunRejectsBadInput(t *testing.T) {
 		assert.Error(t, run(cfg, io.Discard), "%q", a)
 	}
 }
+
+func TestMainExitStatus(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.txt")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"help", []string{"-h"}, 0, ""},
+		{"bad flag", []string{"-experts", "0"}, 2, "moe: -experts must be positive"},
+		{"missing text", args("-text", missing, "-steps", "1"), 1, "moe: open " + missing},
+		{"mesh too big", args("-mesh", "dp=4,ep=8", "-steps", "1", "-plot", ""), 1, "needs 32 devices"},
+		{"runs", args("-strategy", "single", "-steps", "1", "-plot", ""), 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			assert.Equal(t, tc.code, mainExit(tc.args, &out, &errOut), errOut.String())
+			if tc.msg != "" {
+				assert.Contains(t, errOut.String(), tc.msg)
+			}
+			if tc.code == 0 && tc.name == "runs" {
+				assert.Regexp(t, evalLine, out.String())
+				assert.Contains(t, out.String(), "sample:\n")
+			}
+		})
+	}
+}

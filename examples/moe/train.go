@@ -59,13 +59,15 @@ type stats struct {
 	Load    []float64 // [layers·E]: token choices routed to each expert
 }
 
-// monitor collects the routing statistics the loss sees, on every device
-// (the devices of a step run the loss concurrently). A device that runs its
-// loss twice in a step (the backward pass of a checkpoint recomputes it)
-// is counted once.
+// monitor collects the routing statistics the loss sees. The devices of a
+// step run the loss concurrently, in this process and (under mpirun) in
+// others; each records figures already combined over every device of the
+// mesh, so any one device's record is the step's, in every process. A
+// step's first record is kept (the backward pass of a checkpoint
+// recomputes the loss and records again).
 type monitor struct {
 	mu      sync.Mutex
-	seen    map[int]bool
+	seen    bool
 	ce      float64
 	dropped float64
 	load    []float64
@@ -74,29 +76,26 @@ type monitor struct {
 func (m *monitor) reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.seen, m.ce, m.dropped, m.load = map[int]bool{}, 0, 0, nil
+	m.seen, m.ce, m.dropped, m.load = false, 0, 0, nil
 }
 
-// record adds device dev's figures; load is global, taken from device 0.
-func (m *monitor) record(dev int, ce float64, dropped int, load []float64) {
+// record keeps the first figures of a step: the mean cross-entropy over
+// all devices, the dropped token choices of all devices and the global
+// per-expert load.
+func (m *monitor) record(ce, dropped float64, load []float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.seen[dev] {
+	if m.seen {
 		return
 	}
-	m.seen[dev] = true
-	m.ce += ce
-	m.dropped += float64(dropped)
-	if dev == 0 {
-		m.load = load
-	}
+	m.seen, m.ce, m.dropped, m.load = true, ce, dropped, load
 }
 
-// result returns the figures with the cross-entropy averaged over devices.
+// result returns the recorded figures with the step's loss.
 func (m *monitor) result(loss float64) stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return stats{Loss: loss, CE: m.ce / float64(max(1, len(m.seen))), Dropped: m.dropped, Load: m.load}
+	return stats{Loss: loss, CE: m.ce, Dropped: m.dropped, Load: m.load}
 }
 
 // trainer trains a Model with one strategy on parallel.Trainer: Single on
@@ -147,20 +146,27 @@ func newTrainer(model Model, s strategy, mesh *shard.Mesh, opt optim.Transform, 
 // It records the routing statistics.
 func (t *trainer) loss(c *shard.Ctx, p Model, b batch) *tensor.Tensor {
 	moe := singleMoE(t.senders)
-	dev := 0
 	if c != nil {
 		moe = func(m nn.MoE, h *tensor.Tensor) nn.MoEOutput { return expert.Forward(c, m, h, t.ecfg) }
-		dev = c.AxisIndex(t.ecfg.Tokens...)
 	}
 	out := p.forward(b.X, moe)
 	ce := tensor.Mean(tensor.SoftmaxCrossEntropy(out.Logits, b.Y))
-	dropped := 0
+	// [cross-entropy, dropped choices] of this device; on a mesh, the
+	// mean cross-entropy and the total dropped over the token axes (one
+	// Psum of two numbers, which crosses processes under mpirun), so the
+	// statistics do not depend on which devices this process holds.
+	parts := []*tensor.Tensor{tensor.Reshape(tensor.StopGradient(ce), 1)}
 	for _, d := range out.Dropped {
-		for _, x := range d.Bools() {
-			if x {
-				dropped++
-			}
-		}
+		parts = append(parts, tensor.Reshape(tensor.Sum(tensor.AsType(d, tensor.Float32)), 1))
+	}
+	fig := tensor.Concat(0, parts...)
+	if c != nil {
+		fig = c.Psum(fig, t.ecfg.Tokens...)
+	}
+	f := fig.Float32s()
+	dropped := 0.0
+	for _, v := range f[1:] {
+		dropped += float64(v)
 	}
 	var load []float64
 	for _, l := range out.Load {
@@ -168,8 +174,16 @@ func (t *trainer) loss(c *shard.Ctx, p Model, b batch) *tensor.Tensor {
 			load = append(load, float64(v))
 		}
 	}
-	t.mon.record(dev, float64(tensor.StopGradient(ce).Item()), dropped, load)
+	t.mon.record(float64(f[0])/float64(t.devices()), dropped, load)
 	return tensor.Add(ce, out.Aux)
+}
+
+// devices is the number of devices a step's batch is split over.
+func (t *trainer) devices() int {
+	if t.mesh == nil {
+		return 1
+	}
+	return t.mesh.Size()
 }
 
 // trainStep runs one step on a batch and returns its statistics.

@@ -4,7 +4,8 @@
 # world of one process, then under mpirun with 2 and 4 processes, and checks
 # that examples/mlp prints the same per-epoch lines under mpirun as alone
 # for every strategy (dp and fsdp over 2 processes, tp and fsdp_tp over 4),
-# and examples/distill the same losses.
+# examples/distill the same losses, and examples/moe the same evaluation
+# lines and sample (ep, dp_ep and fsdp_ep over 2 processes and over 4).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -26,7 +27,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 echo "--- go vet -tags mpi; go test -tags mpi (one process, and the failure jobs)"
-go vet -tags mpi ./shard/... ./examples/mlp ./examples/distill
+go vet -tags mpi ./shard/... ./examples/mlp ./examples/distill ./examples/moe
 go test -tags mpi ./shard/...
 go test -race -tags mpi -c -o "$out/mpi.race.test" ./shard/mpi
 go test -tags mpi -c -o "$out/mpi.test" ./shard/mpi
@@ -73,6 +74,23 @@ for c in "2 4" "4 2"; do
     exit 1
   fi
   echo "distill over $1 processes of $2 devices: same losses"
+done
+
+echo "--- examples/moe: expert parallelism over processes prints the one-process lines"
+go build -tags mpi -o "$out/moe" ./examples/moe
+small=(-dim 32 -layers 2 -heads 2 -experts 8 -hidden 32 -context 32 -batch 16 -eval-batches 1 -sample 40 -steps 4 -eval-every 2 -plot "")
+moelines() { sed 's/  *[0-9]* tokens\/s//; /^trained /d'; }
+# processes, devices per process, strategy, mesh
+for c in "2 4 ep ep=8" "2 4 dp_ep dp=2,ep=4" "2 4 fsdp_ep dp=2,ep=4" "4 2 dp_ep dp=2,ep=4"; do
+  set -- $c
+  alone=$("$out/moe" "${small[@]}" -strategy "$3" -mesh "$4" | moelines)
+  multi=$(GONOX_DEVICES=$2 mpirun -np "$1" --oversubscribe -x GONOX_DEVICES "$out/moe" "${small[@]}" -strategy "$3" -mesh "$4" | moelines)
+  if [ "$alone" != "$multi" ]; then
+    echo "examples/moe -strategy $3 -mesh $4: mpirun -np $1 ($2 devices each) differs from one process:"
+    diff <(echo "$alone") <(echo "$multi") || true
+    exit 1
+  fi
+  echo "moe $3 on $4 over $1 processes of $2 devices: same lines"
 done
 
 echo "--- examples/mlp: checkpoints written by 2 processes resume"
