@@ -308,3 +308,24 @@ func TestHalfConvertPlacedGrad(t *testing.T) {
 		require.NotZero(t, v)
 	}
 }
+
+// TestHalfConvertPendingSum: converting a tensor with pending sums (a
+// row-parallel matmul's partial products, or a gradient of a weight
+// replicated over the data axes) all-reduces it first: the conversion
+// sees the sum, not one device's summand.
+func TestHalfConvertPendingSum(t *testing.T) {
+	if shard.ProcessCount() > 1 {
+		t.Skip("propagation of a partial-sum matmul is single-process")
+	}
+	m := guideMesh()
+	x32 := tensor.Normal(tensor.NewKey(31), 16, 8)
+	w32 := tensor.Normal(tensor.NewKey(32), 8, 4)
+	x := shard.Put(x32, shard.NewSharding(m, shard.P(nil, "tp")))
+	w := shard.Put(w32, shard.NewSharding(m, shard.P("tp", nil)))
+	y := tensor.Convert(tensor.MatMul(x, w), tensor.BFloat16) // partial over tp
+	want := tensor.Convert(tensor.MatMul(x32, w32), tensor.BFloat16).Float64s()
+	got := shard.Gather(y).Float64s()
+	for i := range want {
+		require.InDelta(t, want[i], got[i], 2*0x1p-8*(1+abs(want[i])), "y[%d]", i)
+	}
+}
