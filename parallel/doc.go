@@ -95,7 +95,9 @@
 //     norm of ClipGlobalNorm.
 //   - The hand-written Map step (Placement.MapStep, which the shipped FSDP
 //     does not use) gathers parameters before the loss runs, so it gathers
-//     the float32 master weights and reduce-scatters float32 gradients.
+//     the float32 master weights and reduce-scatters float32 gradients; its
+//     default remat policy keeps the bf16 casts of the gathered weights for
+//     backward (whole weights, not shards).
 //
 // go test ./parallel -run TestMixedPrecisionStrategies checks each of
 // these byte counts against the float32 run, and losses and gradients
