@@ -29,7 +29,11 @@ import (
 //
 // The casts are tensor.Convert, which is differentiable: the gradient with
 // respect to the float32 model is float32 (each bf16 cotangent is widened
-// exactly), so optimizers and gradient all-reductions see float32. Inside
+// exactly), so optimizers see float32. On a mesh the cast of a sharded
+// parameter runs shard by shard, so all-gathers move bf16, and the
+// cross-device sums of gradients sum the bf16 cotangents in float32 and
+// round once, before the widening (package parallel lists every
+// collective). Inside
 // the bf16 computation every op accumulates in float32 and rounds once
 // (see package tensor), and the cotangent of each parameter is summed over
 // the batch in float32 by the matmul (or reduction) that produces it, then

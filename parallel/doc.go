@@ -76,6 +76,33 @@
 // escape hatch, a loss run inside shard.Map with the device's Ctx for models
 // that call collectives themselves.
 //
+// # Mixed precision
+//
+// A model under nn.MixedBFloat16 (an nn.MLP WithPolicy, or a loss that
+// calls nn.CastToCompute) trains with every strategy; the Trainer needs
+// nothing else. Parameters, their gradients and the optimizer state are
+// float32, and the casts decide what the collectives move:
+//
+//   - bf16, half the bytes of float32: FSDP's and FSDPTP's weight
+//     all-gathers (the cast runs on each float32 shard, before the
+//     gather); the gradient reductions — DP's all-reduce, FSDP's
+//     reduce-scatter, the all-reduce over the data axes of weights TP
+//     replicates — which sum the bf16 cotangents of the cast parameters in
+//     float32 and round the sum once to bf16, widened exactly to float32
+//     for the optimizer; TP's all-reduces of partial activations, summed in
+//     float32 and rounded once.
+//   - float32: the loss's all-reduce over the data axes, and the global
+//     norm of ClipGlobalNorm.
+//   - The hand-written Map step (Placement.MapStep, which the shipped FSDP
+//     does not use) gathers parameters before the loss runs, so it gathers
+//     the float32 master weights and reduce-scatters float32 gradients; its
+//     default remat policy keeps the bf16 casts of the gathered weights for
+//     backward (whole weights, not shards).
+//
+// go test ./parallel -run TestMixedPrecisionStrategies checks each of
+// these byte counts against the float32 run, and losses and gradients
+// against the single-device mixed-precision run.
+//
 // Trainer.Stats reports what a strategy costs per device — bytes sent per
 // collective kind, residual bytes kept for backward, parameter and
 // optimizer-state bytes — and examples/mlp -strategy compare prints them

@@ -63,7 +63,16 @@ func (l *layout) Gather(x *tensor.Tensor) *tensor.Tensor {
 }
 
 // MapBlocks implements tensor.Layout.
+//
+// A tensor with pending sums (a gradient whose partial sums over some mesh
+// axes are not yet all-reduced) is reduced first: fn sees the blocks of
+// the value, not the summands (fn need not be linear, and a conversion of
+// the summands would otherwise drop the pending sums).
 func (l *layout) MapBlocks(x *tensor.Tensor, fn func(block *tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
+	if len(l.partial) > 0 {
+		x = moveTo(l.origin, x, l.sharding)
+		l = layoutOf("shard", x)
+	}
 	out := &layout{sharding: l.sharding, geo: l.geo, blocks: make([]*tensor.Tensor, len(l.blocks))}
 	var dt tensor.DType
 	parallelFor(len(l.blocks), func(d int) {

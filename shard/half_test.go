@@ -249,3 +249,83 @@ func TestHalfPropagation(t *testing.T) {
 		}
 	}
 }
+
+// TestHalfPropagationElementwise: ops that propagation computes block by
+// block (elementwise, fused bias+activation, row-wise softmax, reductions
+// over an unsharded axis) give on bf16/f16 placed operands the values and
+// dtype of the same op on the host, bit for bit: each block is widened to
+// float32, computed and rounded once, as on the host. (The blocks used to
+// be handed to the float32 kernels as they were, which read no data and
+// returned zeros of the wrong dtype.)
+func TestHalfPropagationElementwise(t *testing.T) {
+	m := guideMesh()
+	x32 := tensor.Normal(tensor.NewKey(11), 16, 8)
+	b32 := tensor.Normal(tensor.NewKey(12), 8)
+	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Float16} {
+		xh, bh := tensor.Convert(x32, dt), tensor.Convert(b32, dt)
+		x := shard.Put(xh, shard.NewSharding(m, shard.P("dp", "tp")))
+		b := shard.Put(bh, shard.NewSharding(m, shard.P("tp")))
+		xr := shard.Put(xh, shard.NewSharding(m, shard.P("dp", nil)))
+		for _, tc := range []struct {
+			name       string
+			host, prop *tensor.Tensor
+		}{
+			{"add", tensor.Add(xh, bh), tensor.Add(x, b)},
+			{"bias_act gelu", tensor.BiasAct(xh, bh, tensor.ActGelu), tensor.BiasAct(x, b, tensor.ActGelu)},
+			{"bias_act relu", tensor.BiasAct(xh, bh, tensor.ActRelu), tensor.BiasAct(x, b, tensor.ActRelu)},
+			{"mul", tensor.Mul(xh, xh), tensor.Mul(x, x)},
+			{"tanh", tensor.Tanh(xh), tensor.Tanh(x)},
+			{"softmax rows", tensor.Softmax(xh, -1), tensor.Softmax(xr, -1)},
+			{"sum rows", tensor.Sum(xh, -1), tensor.Sum(xr, -1)},
+		} {
+			require.Equal(t, tc.host.DType(), tc.prop.DType(), "%v %s", dt, tc.name)
+			require.Equal(t, tc.host.Bits16(), shard.Gather(tc.prop).Bits16(), "%v %s", dt, tc.name)
+		}
+	}
+}
+
+// TestHalfConvertPlacedGrad: converting a traced placed float32 tensor to
+// bf16 (what nn.CastToCompute does to sharded parameters) is
+// differentiable, shard by shard: its gradient is the host's, bit for
+// bit, placed like the parameter. (Convert used to map the blocks of any
+// placed tensor outside the trace, so sharded parameters cast to bf16
+// got zero gradients.)
+func TestHalfConvertPlacedGrad(t *testing.T) {
+	m := guideMesh()
+	w32 := tensor.Normal(tensor.NewKey(21), 8, 4)
+	c := tensor.Normal(tensor.NewKey(22), 8, 4)
+	f := func(w *tensor.Tensor) *tensor.Tensor {
+		h := tensor.Convert(w, tensor.BFloat16)
+		return tensor.Sum(tensor.Mul(tensor.Convert(tensor.Mul(h, h), tensor.Float32), c))
+	}
+	lh, gh := autodiff.ValueAndGrad(f)(w32)
+	s := shard.NewSharding(m, shard.P([]string{"dp", "tp"}))
+	lp, gp := autodiff.ValueAndGrad(f)(shard.Put(w32, s))
+	require.Equal(t, "float32[8@(dp,tp),4]", gp.Type())
+	require.InDelta(t, lh.Item(), shard.Gather(lp).Item(), 1e-5*(1+abs(lh.Item())))
+	require.Equal(t, gh.Float32s(), shard.Gather(gp).Float32s())
+	for _, v := range gh.Float32s() {
+		require.NotZero(t, v)
+	}
+}
+
+// TestHalfConvertPendingSum: converting a tensor with pending sums (a
+// row-parallel matmul's partial products, or a gradient of a weight
+// replicated over the data axes) all-reduces it first: the conversion
+// sees the sum, not one device's summand.
+func TestHalfConvertPendingSum(t *testing.T) {
+	if shard.ProcessCount() > 1 {
+		t.Skip("propagation of a partial-sum matmul is single-process")
+	}
+	m := guideMesh()
+	x32 := tensor.Normal(tensor.NewKey(31), 16, 8)
+	w32 := tensor.Normal(tensor.NewKey(32), 8, 4)
+	x := shard.Put(x32, shard.NewSharding(m, shard.P(nil, "tp")))
+	w := shard.Put(w32, shard.NewSharding(m, shard.P("tp", nil)))
+	y := tensor.Convert(tensor.MatMul(x, w), tensor.BFloat16) // partial over tp
+	want := tensor.Convert(tensor.MatMul(x32, w32), tensor.BFloat16).Float64s()
+	got := shard.Gather(y).Float64s()
+	for i := range want {
+		require.InDelta(t, want[i], got[i], 2*0x1p-8*(1+abs(want[i])), "y[%d]", i)
+	}
+}

@@ -127,10 +127,9 @@ func elementwise(c *opCall) *step {
 	st.local = func(_ int, blocks []*tensor.Tensor) []*tensor.Tensor {
 		p := tensor.BlockParams(op, params, blocks)
 		if op.ImplN != nil {
-			outs, _ := op.ImplN(blocks, p)
-			return outs
+			return tensor.CallBlockN(op, blocks, p)
 		}
-		return []*tensor.Tensor{op.Impl(blocks, p)}
+		return []*tensor.Tensor{tensor.CallBlock(op, blocks, p)}
 	}
 	return st
 }
@@ -165,7 +164,7 @@ func linearPartial(c *opCall) *step {
 		out:     []Sharding{l0.sharding},
 		partial: []DimSpec{slices.Clone(l0.partial)},
 		local: func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
-			return []*tensor.Tensor{op.Impl(bl, tensor.BlockParams(op, params, bl))}
+			return []*tensor.Tensor{tensor.CallBlock(op, bl, tensor.BlockParams(op, params, bl))}
 		},
 	}
 }

@@ -401,10 +401,9 @@ func rowwise(c *opCall) *step {
 	}
 	st.local = func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
 		if op.ImplN != nil {
-			outs, _ := op.ImplN(bl, params)
-			return outs
+			return tensor.CallBlockN(op, bl, params)
 		}
-		return []*tensor.Tensor{op.Impl(bl, params)}
+		return []*tensor.Tensor{tensor.CallBlock(op, bl, params)}
 	}
 	return st
 }
@@ -469,7 +468,7 @@ func takeGradRule(c *opCall) *step {
 		in:  []Sharding{NewSharding(c.mesh, si), NewSharding(c.mesh, sg)},
 		out: []Sharding{NewSharding(c.mesh, out)},
 		local: func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
-			return []*tensor.Tensor{op.Impl(bl, tensor.BlockParams(op, params, bl))}
+			return []*tensor.Tensor{tensor.CallBlock(op, bl, tensor.BlockParams(op, params, bl))}
 		},
 	}
 	if len(partial) > 0 {

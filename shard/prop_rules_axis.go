@@ -62,10 +62,9 @@ func implLocal(c *opCall) func(int, []*tensor.Tensor) []*tensor.Tensor {
 	return func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
 		p := tensor.BlockParams(op, params, bl)
 		if op.ImplN != nil {
-			outs, _ := op.ImplN(bl, p)
-			return outs
+			return tensor.CallBlockN(op, bl, p)
 		}
-		return []*tensor.Tensor{op.Impl(bl, p)}
+		return []*tensor.Tensor{tensor.CallBlock(op, bl, p)}
 	}
 }
 

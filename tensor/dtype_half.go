@@ -236,9 +236,13 @@ func Convert(x *Tensor, dt DType) *Tensor {
 	if x.dtype == dt {
 		return x
 	}
-	if x.layout != nil {
+	if x.layout != nil && x.node == nil {
 		return x.layout.MapBlocks(x, func(b *Tensor) *Tensor { return Convert(b, dt) })
 	}
+	// A traced placed tensor goes through Apply, which records the node
+	// (MapBlocks would cut the gradient) and hands the blockwise
+	// conversion to the placer: a sharded float32 parameter is converted
+	// shard by shard, before any gather.
 	return Apply(convertOp, dt, x)
 }
 
@@ -453,4 +457,17 @@ func WrapUint16(dt DType, bits []uint16, shape ...int) *Tensor {
 		bits = []uint16{}
 	}
 	return &Tensor{dtype: dt, shape: shape, u16: bits}
+}
+
+// CallBlock runs op's implementation on the host tensors in, as Apply
+// would without tracing: bfloat16 and float16 operands are widened to
+// float32 and the result rounded once to their dtype, unless op handles
+// 16-bit data itself. Package shard computes each device's block of a
+// propagated op with it.
+func CallBlock(op *Op, in []*Tensor, params any) *Tensor { return callImpl(op, in, params) }
+
+// CallBlockN is CallBlock for ops with several outputs (op.ImplN).
+func CallBlockN(op *Op, in []*Tensor, params any) []*Tensor {
+	outs, _ := callImplN(op, op.ImplN, in, params)
+	return outs
 }

@@ -151,7 +151,10 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 var nilExempt = map[string]bool{"Apply": true, "ApplyN": true, "Backward": true, "Remat": true, "Residuals": true, "ResidualTensors": true,
 	// BlockParams is part of the sharding seam (it rewrites op params for
 	// blocks), not an op.
-	"BlockParams": true}
+	"BlockParams": true,
+	// CallBlock and CallBlockN are the sharding seam's way to run an op's
+	// implementation on a device's blocks (like Apply), not ops.
+	"CallBlock": true, "CallBlockN": true}
 
 // Operands documented as optional.
 var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true, "SGDStep.t": true}

@@ -112,10 +112,14 @@ func TestStrategiesTrain(t *testing.T) {
 		t.Skip("trains four strategies")
 	}
 	for _, s := range []string{"dp", "fsdp", "tp", "fsdp_tp"} {
-		var out bytes.Buffer
-		require.Equal(t, 0, mainExit([]string{"-epochs", "1", "-quiet", "-plot", "", "-strategy", s}, &out, io.Discard), s)
-		assert.Regexp(t, `strategy `+s+` on`, out.String())
-		assert.Regexp(t, `(?m)^epoch   1/1  loss`, out.String())
+		// bf16: mixed precision under every strategy (sharded parameters
+		// cast to bf16 used to panic in the first matmul).
+		for _, dt := range []string{"f32", "bf16"} {
+			var out bytes.Buffer
+			require.Equal(t, 0, mainExit([]string{"-epochs", "1", "-quiet", "-plot", "", "-strategy", s, "-dtype", dt}, &out, io.Discard), s+" "+dt)
+			assert.Regexp(t, `strategy `+s+` on`, out.String())
+			assert.Regexp(t, `(?m)^epoch   1/1  loss`, out.String())
+		}
 	}
 }
 
