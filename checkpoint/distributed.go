@@ -117,7 +117,7 @@ func (p *savePlan) commitDistributed(dir string) (err error) {
 	if rank == 0 {
 		for _, r := range rs[1:] {
 			for _, f := range r.Filled {
-				if f.T >= len(p.m.Tensors) || f.S >= len(p.m.Tensors[f.T].Shards) {
+				if f.T < 0 || f.T >= len(p.m.Tensors) || f.S < 0 || f.S >= len(p.m.Tensors[f.T].Shards) {
 					err = fmt.Errorf("a process reported shard %d of tensor %d, which the plan does not have", f.S, f.T)
 					break
 				}
@@ -176,38 +176,4 @@ func (p *savePlan) makeTmp(dir string) (string, error) {
 	inProgress.dirs[tmp] = true
 	inProgress.Unlock()
 	return tmp, nil
-}
-
-// publish writes the manifest into tmp and renames tmp into place.
-func (p *savePlan) publish(dir, tmp string) error {
-	final := filepath.Join(dir, stepName(p.step))
-	data, err := p.m.encode()
-	if err != nil {
-		return err
-	}
-	if err := writeFileSync(filepath.Join(tmp, manifestName), data); err != nil {
-		return err
-	}
-	if err := syncDir(tmp); err != nil {
-		return err
-	}
-	if _, err := os.Lstat(final); err == nil {
-		if !p.cfg.overwrite {
-			return fmt.Errorf("%w: %s appeared during the save", ErrExists, final)
-		}
-		if err := replaceDir(tmp, final); err != nil {
-			return err
-		}
-	} else if err := os.Rename(tmp, final); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func numelOf(shape []int) int {
-	n := 1
-	for _, d := range shape {
-		n *= d
-	}
-	return n
 }

@@ -222,7 +222,7 @@ func prepare(step int, tree any, opts []SaveOption) (*savePlan, error) {
 			}
 			seen[key] = true
 			file := fmt.Sprintf("d%04d.bin", dev.ID())
-			se := &shardEntry{Offset: off, Shape: slices.Clone(g.block), Device: dev.ID(), File: file, Raw: int64(numelOf(g.block) * e.storedSize()), Chunks: []*chunkRecord{}}
+			se := &shardEntry{Offset: off, Shape: slices.Clone(g.block), Device: dev.ID(), File: file, Raw: int64(blockElems(g.block) * e.storedSize()), Chunks: []*chunkRecord{}}
 			e.Shards = append(e.Shards, se)
 			if blocks[d] == nil {
 				continue // the block of another process's device: that process writes it
@@ -395,6 +395,18 @@ func (p *savePlan) commit(dir string) (err error) {
 	if err := p.writeAll(tmp); err != nil {
 		return err
 	}
+	return p.publish(dir, tmp)
+}
+
+// publish writes the manifest into tmp and renames tmp into place as the
+// plan's step of dir: the commit of a save, in one process or (on process
+// 0) in a job of several. A failure to sync dir after the rename is
+// reported through OnUnsynced, not returned: the step is in place.
+func (p *savePlan) publish(dir, tmp string) error {
+	fail := func(file string, e error) error {
+		return &Error{Op: "save", Step: p.step, File: file, Err: e}
+	}
+	final := filepath.Join(dir, stepName(p.step))
 	data, err := p.m.encode()
 	if err != nil {
 		return fail(manifestName, err)

@@ -489,3 +489,37 @@ func TestPropagationNeedsNoFallback(t *testing.T) {
 		})
 	}
 }
+
+// Eval and LossAndGrad see the key the next Step will use and do not count
+// as steps: evaluating between steps leaves the training run (its dropout
+// keys) unchanged, and a nil optimizer state is refused on every path.
+func TestEvalDoesNotAdvanceKeys(t *testing.T) {
+	m, b := guideModel([]int{8, 16, 4}, 16, 2)
+	var keys []tensor.Key
+	loss := func(m nn.MLP, b batch, k tensor.Key) *tensor.Tensor {
+		keys = append(keys, k)
+		return mlpLoss(m, b)
+	}
+	run := func(evalBetween bool) []tensor.Key {
+		keys = nil
+		tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{LossWithKey: loss, Optimizer: optim.SGD(optim.Constant(0.1)), Key: tensor.NewKey(9)})
+		require.NoError(t, err)
+		var stepKeys []tensor.Key
+		for range 3 {
+			if evalBetween {
+				_, err := tr.Eval(b)
+				require.NoError(t, err)
+				_, _, err = tr.LossAndGrad(b)
+				require.NoError(t, err)
+			}
+			_, err := tr.Step(b)
+			require.NoError(t, err)
+			stepKeys = append(stepKeys, keys[len(keys)-1])
+		}
+		require.Error(t, tr.SetState(tr.Params(), nil))
+		return stepKeys
+	}
+	plain, withEval := run(false), run(true)
+	assert.Equal(t, plain, withEval)
+	assert.NotEqual(t, plain[0], plain[1])
+}

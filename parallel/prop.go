@@ -62,8 +62,8 @@ func (t *Trainer[M, B]) propLoss(b B, key tensor.Key) *tensor.Tensor {
 	return t.userLoss(nil, t.params, t.placeBatch(b), tensor.FoldIn(key, 0))
 }
 
-// propResiduals reports what the backward pass of the loss keeps on
-// device 0: the blocks it holds of placed residuals, host ones whole.
+// propResiduals reports what the backward pass of the loss keeps on the
+// mesh's first device of this process (device 0 in one process): the blocks it holds of placed residuals, host ones whole.
 func (t *Trainer[M, B]) propResiduals(b B, key tensor.Key) tensor.ResidualReport {
 	tr := tensor.NewTrace()
 	p := pytree.Map(t.params, func(x *tensor.Tensor) *tensor.Tensor {
@@ -74,6 +74,7 @@ func (t *Trainer[M, B]) propResiduals(b B, key tensor.Key) tensor.ResidualReport
 	})
 	out := t.userLoss(nil, p, t.placeBatch(b), tensor.FoldIn(key, 0))
 	rep := tensor.ResidualReport{ByLabel: map[string]tensor.ResidualStat{}, ByDevice: map[int]tensor.ResidualStat{}}
+	dev := firstLocalDevice(t.mesh).ID() // device 0 in one process
 	seen := map[*tensor.Tensor]bool{}
 	for _, r := range tensor.ResidualTensors(out) {
 		x := r.Tensor
@@ -89,7 +90,7 @@ func (t *Trainer[M, B]) propResiduals(b B, key tensor.Key) tensor.ResidualReport
 			return tensor.ResidualStat{Count: s.Count + 1, Bytes: s.Bytes + n}
 		}
 		rep.ByLabel[r.Label] = add(rep.ByLabel[r.Label])
-		rep.ByDevice[0] = add(rep.ByDevice[0])
+		rep.ByDevice[dev] = add(rep.ByDevice[dev])
 		rep.ResidualStat = add(rep.ResidualStat)
 	}
 	return rep

@@ -392,11 +392,16 @@ func (t *Trainer[M, B]) checkBatch(b B) error {
 	return nil
 }
 
-// nextKey returns this step's key.
+// nextKey returns this step's key and counts the step.
 func (t *Trainer[M, B]) nextKey() tensor.Key {
 	t.steps++
 	return tensor.FoldIn(t.cfg.Key, t.steps)
 }
+
+// peekKey returns the key the next Step will use, without counting a
+// step: LossAndGrad and Eval see it, so how often a run evaluates does not
+// change the keys (dropout masks) of its training steps.
+func (t *Trainer[M, B]) peekKey() tensor.Key { return tensor.FoldIn(t.cfg.Key, t.steps+1) }
 
 // Step runs one training step on batch and returns the mean loss before
 // the update. A batch that does not split evenly over the data axes and
@@ -438,7 +443,7 @@ func (t *Trainer[M, B]) LossAndGrad(batch B) (float64, M, error) {
 		return 0, zero, err
 	}
 	t.comm.Reset()
-	key := t.nextKey()
+	key := t.peekKey()
 	if t.mesh == nil {
 		l, g := t.hostGrads(batch, key)
 		return l.Item(), g, nil
@@ -454,13 +459,14 @@ func (t *Trainer[M, B]) LossAndGrad(batch B) (float64, M, error) {
 }
 
 // Eval returns the mean loss of the current parameters on batch, without
-// gradients. The loss sees the same kind of key as in training.
+// gradients. The loss sees the key the next Step will use; Eval does not
+// count as a step.
 func (t *Trainer[M, B]) Eval(batch B) (float64, error) {
 	if err := t.checkBatch(batch); err != nil {
 		return 0, err
 	}
 	t.comm.Reset()
-	key := t.nextKey()
+	key := t.peekKey()
 	if t.mesh == nil {
 		return t.userLoss(nil, t.params, batch, key).Item(), nil
 	}
@@ -505,13 +511,13 @@ func (t *Trainer[M, B]) State() optim.State { return t.opt }
 // PlacedParams and State; they are placed as the strategy places them,
 // whatever their placement was.
 func (t *Trainer[M, B]) SetState(params M, state optim.State) error {
+	if state == nil {
+		return errors.New("parallel: SetState: nil optimizer state")
+	}
 	if t.host {
 		t.params = pytree.Map(params, shard.Gather)
 		t.opt = pytree.Map(state, shard.Gather)
 		return nil
-	}
-	if state == nil {
-		return errors.New("parallel: SetState: nil optimizer state")
 	}
 	return t.placeAll(params, state)
 }
