@@ -308,7 +308,7 @@ func (m MoE) Forward(x *tensor.Tensor) MoEOutput {
 	D, E := m.Router.Dim(0), m.Router.Dim(1)
 	m.check("nn.MoE", E)
 	if x.Rank() == 0 || x.Dim(-1) != D || !x.DType().IsFloat() {
-		panic(fmt.Sprintf("nn.MoE: x %v: want float32 [..., %d]", x, D))
+		panic(fmt.Sprintf("nn.MoE: x %v: want a float tensor [..., %d]", x, D))
 	}
 	k := m.TopK
 	tokens := tensor.Reshape(x, -1, D)

@@ -425,7 +425,7 @@ func TestMoEPanics(t *testing.T) {
 	requirePanicContains(t, func() { nn.NewMoE(k, 4, 0, 3, nn.MoEOptions{}) }, "nn.NewMoE: dim 4, hidden 0, experts 3: sizes must be positive")
 	requirePanicContains(t, func() { nn.NewMoE(k, 4, 8, 3, nn.MoEOptions{Gating: 3}) }, "nn.NewMoE: invalid Gating(3)")
 	m := nn.NewMoE(k, 4, 8, 3, nn.MoEOptions{})
-	requirePanicContains(t, func() { m.Forward(randn(0, 2, 5)) }, "nn.MoE: x f32[2,5]: want float32 [..., 4]")
+	requirePanicContains(t, func() { m.Forward(randn(0, 2, 5)) }, "nn.MoE: x f32[2,5]: want a float tensor [..., 4]")
 	m.TopK = 0
 	requirePanicContains(t, func() { m.Forward(randn(0, 2, 4)) }, "nn.MoE: TopK 0 must be in [1, 3 experts]")
 	requirePanicContains(t, func() { nn.DropTokenMask(tensor.FromInt32([]int32{0, 3}), tensor.FromFloat32([]float32{1, 1}), 3, 1) },

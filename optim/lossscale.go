@@ -105,8 +105,8 @@ func (s StaticLossScale) Factor() float32 { return s.Scale }
 func (s StaticLossScale) Adjust(bool) LossScale { return s }
 
 // DynamicLossScale is jmp.DynamicLossScale: after Period consecutive steps
-// with finite gradients the scale is multiplied by Factor; a step with a
-// non-finite gradient divides it by Factor (not below MinScale) and
+// with finite gradients the scale is multiplied by Growth; a step with a
+// non-finite gradient divides it by Growth (not below MinScale) and
 // restarts the count. Zero fields take jmp's defaults: Period 2000,
 // Growth 2, MinScale 1.
 type DynamicLossScale struct {

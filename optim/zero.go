@@ -2,6 +2,7 @@ package optim
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
@@ -128,12 +129,15 @@ func (z *ZeRO) Unflatten(flat *tensor.Tensor, params any) any {
 	}
 	data := flat.Float32s()
 	off, k := 0, 0
-	return pytree.Map(params, func(p *tensor.Tensor) *tensor.Tensor {
+	out := pytree.Map(params, func(p *tensor.Tensor) *tensor.Tensor {
 		if !isFloat(p) {
 			return p
 		}
 		if k >= len(z.shapes) {
 			panic(fmt.Sprintf("%s: params have more float32 leaves than NewZeRO saw (%d)", op, len(z.shapes)))
+		}
+		if !slices.Equal(p.Shape(), z.shapes[k]) {
+			panic(fmt.Sprintf("%s: float32 leaf %d of params is %v, NewZeRO saw f32%v", op, k, p, z.shapes[k]))
 		}
 		size := shapeSize(z.shapes[k])
 		x := tensor.FromFloat32(data[off:off+size:off+size], z.shapes[k]...)
@@ -144,6 +148,10 @@ func (z *ZeRO) Unflatten(flat *tensor.Tensor, params any) any {
 		}
 		return x
 	})
+	if k != len(z.shapes) {
+		panic(fmt.Sprintf("%s: params have %d float32 leaves, NewZeRO saw %d", op, k, len(z.shapes)))
+	}
+	return out
 }
 
 // Init returns the wrapped transform's state for the whole flat vector
