@@ -92,7 +92,7 @@
 //	elementwise, broadcasting: add sub mul div rem floorDiv maximum minimum
 //	  pow equal notEqual less lessEqual greater greaterEqual logicalAnd
 //	  logicalOr logicalXor where neg abs sign exp log sqrt rsqrt square
-//	  tanh sigmoid relu silu gelu gelu_exact gelu_grad gelu_exact_grad
+//	  tanh sigmoid relu silu gelu gelu_exact
 //	  softplus log_sigmoid clamp convert not is_nan is_finite name
 //	  square_bwd tanh_bwd sigmoid_bwd relu_bwd silu_bwd gelu_bwd
 //	  gelu_exact_bwd bias_act bias_act_bwd adam_update adam_step sgd_step

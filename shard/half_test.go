@@ -329,3 +329,28 @@ func TestHalfConvertPendingSum(t *testing.T) {
 		require.InDelta(t, want[i], got[i], 2*0x1p-8*(1+abs(want[i])), "y[%d]", i)
 	}
 }
+
+// TestHalfPendingSumRoundsOnce: a bf16 sum over a sharded axis is
+// accumulated in float32 and rounded once when the pending sum is read, as
+// on the host and as Psum does. Blocks 256, 1, 1, 1: rounding after each
+// add stalls at 256 (bf16 keeps 8 significant bits); 259 rounds to 260.
+func TestHalfPendingSumRoundsOnce(t *testing.T) {
+	mesh := shard.NewMesh([]int{4}, []string{"dp"})
+	x := tensor.Convert(tensor.FromFloat32([]float32{256, 1, 1, 1}, 4), tensor.BFloat16)
+	host := tensor.Convert(tensor.Sum(x), tensor.Float32).Item()
+	placed := shard.Gather(tensor.Sum(shard.Put(x, shard.NewSharding(mesh, shard.P("dp")))))
+	require.Equal(t, 260.0, host)
+	require.Equal(t, host, tensor.Convert(placed, tensor.Float32).Item())
+}
+
+// TestHalfCrossEntropyShardedClasses: cross-entropy of bf16 logits whose
+// class axis is sharded (the two-pass rule) equals the host's.
+func TestHalfCrossEntropyShardedClasses(t *testing.T) {
+	mesh := shard.NewMesh([]int{2, 2}, []string{"dp", "tp"})
+	z := tensor.Convert(tensor.Normal(tensor.NewKey(5), 4, 8), tensor.BFloat16)
+	labels := tensor.FromInts([]int{0, 3, 7, 5})
+	want := tensor.Convert(tensor.SoftmaxCrossEntropy(z, labels), tensor.Float32).Float32s()
+	zs := shard.Put(z, shard.NewSharding(mesh, shard.P("dp", "tp")))
+	got := tensor.Convert(shard.Gather(tensor.SoftmaxCrossEntropy(zs, labels)), tensor.Float32).Float32s()
+	require.InDeltaSlice(t, want, got, 4*0x1p-8*4)
+}

@@ -238,6 +238,15 @@ func sumBlocks(blocks []*tensor.Tensor, devs []int) *tensor.Tensor {
 		}
 		sumFloat32(out.RawFloat32(), ins, 0, b0.Size())
 		return out
+	case tensor.BFloat16, tensor.Float16:
+		// Accumulate in float32 and round once, as Psum does.
+		out := tensor.Zeros(b0.DType(), b0.Shape()...)
+		ins := make([][]uint16, len(devs))
+		for i, d := range devs {
+			ins[i] = blocks[d].RawUint16()
+		}
+		sumHalf(b0.DType(), out.RawUint16(), ins)
+		return out
 	default:
 		out := blocks[devs[0]]
 		for _, d := range devs[1:] {

@@ -117,7 +117,7 @@ func matmulRule(c *opCall) *step {
 		kB = nil
 	}
 	var k DimSpec
-	outBytes := int64(4)
+	outBytes := int64(a.DType().Size())
 	for _, d := range batch {
 		outBytes *= int64(d)
 	}
@@ -477,8 +477,7 @@ func takeGradRule(c *opCall) *step {
 	return st
 }
 
-// classAxisSharded reports whether the last axis of operand i is sharded,
-// returning its rank.
+// classAxisSharded reports whether the last axis of operand i is sharded.
 func classAxisSharded(c *opCall, i int) bool {
 	x := c.in[i]
 	return x.Rank() > 0 && len(c.spec(i).dim(x.Rank()-1)) > 0
@@ -515,7 +514,7 @@ func crossEntropyTwoPass(c *opCall) []*tensor.Tensor {
 	z, labels := c.in[0], c.in[1]
 	z = tensor.Sub(z, tensor.StopGradient(tensor.MaxKeep(z, -1)))
 	lse := tensor.Log(tensor.Sum(tensor.Exp(z), -1))
-	onehot := tensor.AsType(tensor.OneHot(labels, z.Dim(-1)), tensor.Float32)
+	onehot := tensor.AsType(tensor.OneHot(labels, z.Dim(-1)), z.DType())
 	loss := tensor.Sub(lse, tensor.Sum(tensor.Mul(z, onehot), -1))
 	if c.op.ImplN == nil {
 		return []*tensor.Tensor{loss}

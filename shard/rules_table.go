@@ -12,8 +12,8 @@ var rules = map[string]*rule{}
 var elementwiseOps = []string{
 	// unary
 	"neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "square", "tanh",
-	"sigmoid", "relu", "silu", "gelu", "gelu_exact", "gelu_grad",
-	"gelu_exact_grad", "softplus", "log_sigmoid", "clamp", "convert", "not",
+	"sigmoid", "relu", "silu", "gelu", "gelu_exact",
+	"softplus", "log_sigmoid", "clamp", "convert", "not",
 	"is_nan", "is_finite", "name",
 	// backward kernels of the activations: (g, x or y)
 	"square_bwd", "tanh_bwd", "sigmoid_bwd", "relu_bwd", "silu_bwd",

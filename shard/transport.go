@@ -50,6 +50,8 @@ const (
 // Group is a communicator among some processes, ranked in the order of
 // the process ranks it was made from.
 type Group interface {
+	// Rank is this process's index in the group, Size the number of
+	// processes in it.
 	Rank() int
 	Size() int
 	// AllreduceFloat32 and AllreduceInt32 combine send over the group

@@ -625,8 +625,9 @@ var nameOp *Op
 
 func init() {
 	nameOp = &Op{
-		Name: "name",
-		Impl: func(in []*Tensor, _ any) *Tensor { return in[0].shallow() },
+		Name:       "name",
+		NativeHalf: true, // an identity: half data passes as it is
+		Impl:       func(in []*Tensor, _ any) *Tensor { return in[0].shallow() },
 		VJP: func(g *Tensor, _ []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{g}
 		},

@@ -454,9 +454,6 @@ func (t *Tensor) LogicalAxes() []string { return append([]string(nil), t.axes...
 // result.
 func WithLogicalAxes(x *Tensor, names ...string) *Tensor {
 	checkNil("tensor.WithLogicalAxes", "x", x)
-	if x == nil {
-		panic("tensor.WithLogicalAxes: nil *Tensor")
-	}
 	if len(names) != 0 && len(names) != len(x.shape) {
 		panic(fmt.Sprintf("tensor.WithLogicalAxes: %d names %q for %v", len(names), names, x))
 	}

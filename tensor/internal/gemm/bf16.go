@@ -52,10 +52,6 @@ func Bgemm(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ld
 		scaleC(m, n, 0, c, ldc)
 		return
 	}
-	if bf16Level == bfWiden {
-		bgemmWiden(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, threads)
-		return
-	}
 	level := bf16Level
 	if level == bfAMX && !amxReady() {
 		level = bf16NoAMX
