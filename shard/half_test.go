@@ -354,3 +354,38 @@ func TestHalfCrossEntropyShardedClasses(t *testing.T) {
 	got := tensor.Convert(shard.Gather(tensor.SoftmaxCrossEntropy(zs, labels)), tensor.Float32).Float32s()
 	require.InDeltaSlice(t, want, got, 4*0x1p-8*4)
 }
+
+// TestMatMulToPlaced: MatMulTo on placed bf16 operands returns the dtype
+// asked for and the host's values, transposed operands included, with the
+// contracting dim sharded (a float32 partial sum) or not.
+func TestMatMulToPlaced(t *testing.T) {
+	mesh := shard.NewMesh([]int{2, 2}, []string{"x", "y"})
+	a := tensor.Convert(tensor.Normal(tensor.NewKey(1), 4, 6), tensor.BFloat16)
+	b := tensor.Convert(tensor.Normal(tensor.NewKey(2), 6, 4), tensor.BFloat16)
+	for _, tc := range []struct {
+		ta     bool
+		sa, sb shard.Spec
+	}{
+		{false, shard.P("x", nil), shard.P()},
+		{false, shard.P(nil, "y"), shard.P("y", nil)},
+		{true, shard.P("y", "x"), shard.P("y", nil)},
+	} {
+		aa := a
+		if tc.ta {
+			aa = tensor.Transpose(a)
+		}
+		for _, dt := range []tensor.DType{tensor.Float32, tensor.BFloat16} {
+			want := tensor.MatMulTo(aa, b, tc.ta, false, dt)
+			got := tensor.MatMulTo(shard.Put(aa, shard.NewSharding(mesh, tc.sa)), shard.Put(b, shard.NewSharding(mesh, tc.sb)), tc.ta, false, dt)
+			require.Equal(t, dt, got.DType(), "%+v", tc)
+			// float32: summation order only; bf16 with a sharded contracting
+			// dim rounds each device's partial product, then the sum (two
+			// roundings of values below 8: 2 ulps of 2^-5).
+			tol := 1e-5
+			if dt == tensor.BFloat16 {
+				tol = 2 * 0x1p-5
+			}
+			require.InDeltaSlice(t, tensor.Convert(want, tensor.Float32).Float32s(), tensor.Convert(shard.Gather(got), tensor.Float32).Float32s(), tol, "%+v %v", tc, dt)
+		}
+	}
+}

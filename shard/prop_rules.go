@@ -142,11 +142,14 @@ func matmulRule(c *opCall) *step {
 	tb = append(tb, make(Spec, 2)...)
 	tb[bk], tb[bn] = k, nAx
 	out := append(bspec, mAx, nAx)
-	transA, transB := p.TransA, p.TransB
+	transA, transB, dt := p.TransA, p.TransB, p.DType
 	st := &step{
 		in:  []Sharding{NewSharding(c.mesh, ta), NewSharding(c.mesh, tb)},
 		out: []Sharding{NewSharding(c.mesh, out)},
 		local: func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
+			if dt != 0 { // MatMulTo: the result dtype asked for
+				return []*tensor.Tensor{tensor.MatMulTo(bl[0], bl[1], transA, transB, dt)}
+			}
 			return []*tensor.Tensor{tensor.MatMulT(bl[0], bl[1], transA, transB)}
 		},
 	}

@@ -427,7 +427,7 @@ func floatMismatch(head, want string, a, b *Tensor) string {
 // mustFloat panics, naming op, if t is not a float tensor.
 func (t *Tensor) mustFloat(op string) {
 	if !t.dtype.IsFloat() {
-		panic(fmt.Sprintf("%s: %v is %v, want float32", op, t, t.dtype)) // or bfloat16, float16
+		panic(fmt.Sprintf("%s: %v is %v, want a float dtype (float32, bfloat16, float16)", op, t, t.dtype))
 	}
 }
 

@@ -31,6 +31,8 @@ type OpParams struct {
 	// N is k of top_k, the depth of one_hot and the number of outputs of
 	// split.
 	N int
+	// DType is the result dtype MatMulTo asked for (zero for MatMul).
+	DType DType
 }
 
 // DescribeParams returns the parameters of a call of op, one of this
@@ -39,6 +41,8 @@ func DescribeParams(op *Op, params any) (p OpParams, ok bool) {
 	switch v := params.(type) {
 	case *matmulParams:
 		return OpParams{TransA: v.ta, TransB: v.tb}, true
+	case *matmulToParams:
+		return OpParams{TransA: v.p.ta, TransB: v.p.tb, DType: v.dt}, true
 	case *reduceParams:
 		return OpParams{Axes: slices.Clone(v.axes), KeepDims: v.keep}, true
 	case *concatParams:

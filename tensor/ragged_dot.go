@@ -159,7 +159,7 @@ func raggedOuter(a, b, gs *Tensor, groups int) *Tensor {
 // work. It is differentiable in x and w; groupSizes is read when the op
 // runs, so it may depend on data (token routing).
 //
-// It panics unless x and w are float32 of ranks 2 and 3 with matching
+// It panics unless x and w are floats of one dtype, of ranks 2 and 3 with matching
 // inner dimensions, groupSizes is i32[g], and the sizes are nonnegative
 // and sum to at most m.
 func RaggedDot(x, w, groupSizes *Tensor) *Tensor {
