@@ -3,15 +3,12 @@ package main
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
+
+	"github.com/gonox/gonox/internal/plotfile"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // history records the per-epoch figures that the plot shows, with each
@@ -141,26 +138,5 @@ func (h *history) plot(path, title string) error {
 	if err != nil {
 		return err
 	}
-	const w, ht = 6 * vg.Inch, 7 * vg.Inch
-	img := vgimg.New(w, ht)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(8)}
-	canvases := plot.Align([][]*plot.Plot{{lp}, {ap}}, tiles, dc)
-	lp.Draw(canvases[0][0])
-	ap.Draw(canvases[1][0])
-
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("plot: %w", err)
-		}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("plot: writing %s: %w", path, err)
-	}
-	return f.Close()
+	return plotfile.WriteStacked(path, lp, ap)
 }

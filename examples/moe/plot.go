@@ -2,16 +2,13 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
+
+	"github.com/gonox/gonox/internal/plotfile"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/palette"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // history records the per-evaluation figures that the plot shows.
@@ -75,26 +72,5 @@ func (h *history) plot(path, title string) error {
 	hp.Add(hm)
 	hp.Legend.Add(fmt.Sprintf("dark red 0, white %.1f (1 = fair share)", hi))
 
-	const w, ht = 6 * vg.Inch, 7 * vg.Inch
-	img := vgimg.New(w, ht)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(8)}
-	canvases := plot.Align([][]*plot.Plot{{lp}, {hp}}, tiles, dc)
-	lp.Draw(canvases[0][0])
-	hp.Draw(canvases[1][0])
-
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("plot: %w", err)
-		}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("plot: writing %s: %w", path, err)
-	}
-	return f.Close()
+	return plotfile.WriteStacked(path, lp, hp)
 }
