@@ -8,10 +8,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gonox/gonox/internal/report"
+
 	"github.com/gonox/gonox/data"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/parallel"
-	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
 )
 
@@ -77,7 +78,7 @@ func compareRow(tr *parallel.Trainer[nn.MLP, data.Batch], b data.Batch, baseGrad
 	if err != nil {
 		return "", err
 	}
-	diff := maxAbsDiff(baseGrad, grad)
+	diff := report.MaxAbsDiff(baseGrad, grad)
 	// Time a full step (forward, backward, update), best of three.
 	best := time.Duration(math.MaxInt64)
 	for range 3 {
@@ -96,7 +97,7 @@ func compareRow(tr *parallel.Trainer[nn.MLP, data.Batch], b data.Batch, baseGrad
 		comm += v
 	}
 	return fmt.Sprintf("%.6f\t%.1e\t%v\t%s\t%s\t%s", loss, diff,
-		best.Round(10*time.Microsecond), byteSize(comm), byteSize(int64(st.Residuals.Bytes)), byteSize(st.ParamBytes+st.StateBytes)), nil
+		best.Round(10*time.Microsecond), report.Bytes(comm), report.Bytes(int64(st.Residuals.Bytes)), report.Bytes(st.ParamBytes+st.StateBytes)), nil
 }
 
 func meshName(m *shard.Mesh) string {
@@ -111,28 +112,6 @@ func meshName(m *shard.Mesh) string {
 		s += fmt.Sprintf("%s=%d", n, m.Shape()[i])
 	}
 	return s
-}
-
-func maxAbsDiff(a, b nn.MLP) float64 {
-	la, lb := pytree.Leaves(a), pytree.Leaves(b)
-	worst := 0.0
-	for i := range la {
-		x, y := la[i].Float64s(), lb[i].Float64s()
-		for j := range x {
-			worst = math.Max(worst, math.Abs(x[j]-y[j]))
-		}
-	}
-	return worst
-}
-
-func byteSize(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 func seq(n int) []int {

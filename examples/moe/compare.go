@@ -8,7 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/internal/report"
+
 	"github.com/gonox/gonox/shard"
 )
 
@@ -57,7 +58,7 @@ func compare(cfg config, model Model, c *corpus, out io.Writer) error {
 			fmt.Fprintf(tw, "%v\t\t%v\t\t\t\t\t\t\n", s, err)
 			continue
 		}
-		diff := maxAbsDiff(baseGrad, grad)
+		diff := report.MaxAbsDiff(baseGrad, grad)
 		var comm, ragged int64
 		meshName := "-"
 		if tr.mesh != nil {
@@ -74,29 +75,7 @@ func compare(cfg config, model Model, c *corpus, out io.Writer) error {
 			best = min(best, time.Since(t0))
 		}
 		fmt.Fprintf(tw, "%v\t%s\t%.6f\t%.1e\t%v\t%s\t%s\t%s\t\n", s, meshName, st.Loss, diff,
-			best.Round(time.Millisecond), byteSize(comm), byteSize(ragged), byteSize(tr.bytesPerDevice()))
+			best.Round(time.Millisecond), report.Bytes(comm), report.Bytes(ragged), report.Bytes(tr.bytesPerDevice()))
 	}
 	return tw.Flush()
-}
-
-func maxAbsDiff(a, b Model) float64 {
-	la, lb := pytree.Leaves(a), pytree.Leaves(b)
-	worst := 0.0
-	for i := range la {
-		x, y := la[i].Float64s(), lb[i].Float64s()
-		for j := range x {
-			worst = math.Max(worst, math.Abs(x[j]-y[j]))
-		}
-	}
-	return worst
-}
-
-func byteSize(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

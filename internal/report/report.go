@@ -1,0 +1,43 @@
+// Package report holds the small helpers the examples' side-by-side
+// strategy tables share.
+package report
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gonox/gonox/pytree"
+)
+
+// MaxAbsDiff returns the largest absolute difference between matching
+// elements of the tensor leaves of two trees of the same structure (host
+// tensors). It panics if the trees have different numbers of leaves or a
+// pair of leaves different sizes.
+func MaxAbsDiff(a, b any) float64 {
+	la, lb := pytree.Leaves(a), pytree.Leaves(b)
+	if len(la) != len(lb) {
+		panic(fmt.Sprintf("report.MaxAbsDiff: %d leaves against %d", len(la), len(lb)))
+	}
+	worst := 0.0
+	for i := range la {
+		x, y := la[i].Float64s(), lb[i].Float64s()
+		if len(x) != len(y) {
+			panic(fmt.Sprintf("report.MaxAbsDiff: leaf %d is %v against %v", i, la[i], lb[i]))
+		}
+		for j := range x {
+			worst = math.Max(worst, math.Abs(x[j]-y[j]))
+		}
+	}
+	return worst
+}
+
+// Bytes formats a byte count as B, KiB (one decimal) or MiB (two).
+func Bytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
