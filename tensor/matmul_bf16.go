@@ -32,9 +32,11 @@ func matmulAccumulate(a, b *Tensor, p *matmulParams) *Tensor {
 	switch {
 	case a.dtype == Float32 && b.dtype == Float32:
 		return matmulOp.Impl([]*Tensor{a, b}, p)
-	case a.dtype != BFloat16 || b.dtype != BFloat16:
+	case a.dtype != BFloat16 || b.dtype != BFloat16 || gemm.BF16Kernel() == "widen":
 		// float16 has no dot-product instruction that accumulates in
-		// float32 on the CPUs we target: widen (exactly) and use Sgemm.
+		// float32 on the CPUs we target, nor has bfloat16 without AVX-512
+		// BF16 or AMX: widen (exactly) once, then Sgemm, instead of
+		// widening a shared operand again for every batch element.
 		return matmulOp.Impl(widenAll([]*Tensor{a, b}), p)
 	}
 	out := newTensor(Float32, p.outShape)
