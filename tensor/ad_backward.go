@@ -115,7 +115,8 @@ func takeDonated(x *Tensor) *Tensor {
 		return nil
 	}
 	p.donated = nil
-	return &Tensor{dtype: x.dtype, shape: x.shape, f32: x.f32}
+	x.hold()
+	return &Tensor{dtype: x.dtype, shape: x.shape, f32: x.f32, rec: x.rec}
 }
 
 // settle decides, after the VJP of n returned res for the cotangents gs,
