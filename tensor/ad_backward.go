@@ -45,6 +45,15 @@ type backwardPass struct {
 // owns reports whether the pass owns t's storage outright.
 func (p *backwardPass) owns(t *Tensor) bool { return cotangentReuse && t.cot == p }
 
+// drop donates t (see Donate) if the pass owns it: a cotangent that died
+// inside the backward pass, which the caller never saw.
+func (p *backwardPass) drop(t *Tensor) {
+	if t != nil && p.owns(t) {
+		t.cot = nil
+		Donate(t)
+	}
+}
+
 // plainF32 reports whether t is untraced, unsharded float32 data with
 // storage of its own to speak of.
 func plainF32(t *Tensor) bool {

@@ -219,6 +219,7 @@ type node struct {
 	nout     int
 	freed    bool
 	interIns uint64    // bit i: ins[i] is an intermediate of the trace
+	results  []*Tensor // the primal outputs, kept when the trace recycles
 	raw      []*Tensor // recordAll traces: every primal input
 	rawOuts  []*Tensor // recordAll traces: every primal output
 
@@ -463,6 +464,9 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 			n.ins[i] = newAval(prim[i])
 		}
 	}
+	if top.recycle {
+		n.results = outs
+	}
 	if top.recordAll {
 		// Held and never released: a recorded graph may be replayed.
 		n.raw = slices.Clone(prim)
@@ -566,9 +570,12 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 			gs[i] = g
 		case pass.owns(gs[i]) && accumulable(gs[i], g):
 			addInto(gs[i], g)
+			pass.drop(g)
 		default:
 			sum := Add(gs[i], g)
 			pass.claimNew(sum, gs[i], g)
+			pass.drop(gs[i])
+			pass.drop(g)
 			gs[i] = sum
 		}
 	}
@@ -638,6 +645,11 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		}
 		if !keep[n] {
 			delete(grads, n)
+			for _, g := range gs {
+				if !slices.Contains(res, g) {
+					pass.drop(g)
+				}
+			}
 		}
 		if !retain {
 			dead = n.releaseResiduals(tr.recycle, spare, dead)
@@ -715,7 +727,7 @@ func (n *node) info() NodeInfo {
 
 // releaseResiduals drops the node's hold on the values it saved. With
 // recycle it appends to dead those that are untraced intermediates of its
-// trace (outputs it saved, inputs computed by other nodes), except spare:
+// trace (its outputs, inputs computed by other nodes), except spare:
 // Backward donates them once every node has run (a value may be saved by
 // several nodes).
 func (n *node) releaseResiduals(recycle bool, spare map[*Tensor]bool, dead []*Tensor) []*Tensor {
@@ -729,13 +741,17 @@ func (n *node) releaseResiduals(recycle bool, spare map[*Tensor]bool, dead []*Te
 		}
 	}
 	for _, o := range n.outs {
-		if o == nil {
-			continue
-		}
-		o.release()
-		if recycle && o.node == nil && !spare[o] {
-			dead = append(dead, o)
+		if o != nil {
+			o.release()
 		}
 	}
+	if recycle {
+		for _, o := range n.results {
+			if o.node == nil && !spare[o] {
+				dead = append(dead, o)
+			}
+		}
+	}
+	n.results = nil
 	return dead
 }
