@@ -249,3 +249,37 @@ func newOutUninit(dt DType, shape []int) *Tensor {
 // since the process started (float32 and int32 storage): a figure for
 // benchmarks and tests.
 func CacheHits() int64 { return f32Cache.hits.Load() + i32Cache.hits.Load() }
+
+// Empty returns a tensor of the given dtype and shape whose elements are
+// undefined, as numpy.empty: storage recycled from the allocator cache is
+// returned as it is (fresh storage is zero). The caller must write every
+// element before anyone reads it; kernels that fill a result (a
+// collective's output, say) use it to skip zeroing.
+func Empty(dt DType, shape ...int) *Tensor {
+	checkShape("tensor.Empty", shape)
+	if !dt.valid() {
+		panic(fmt.Sprintf("tensor.Empty: invalid dtype %v", dt))
+	}
+	return newOutUninit(dt, shape)
+}
+
+// BorrowFloat32 returns the storage of a float32 host tensor without
+// copying, like RawFloat32, but without pinning it: the storage may still
+// be recycled once the tensor and every view of it are donated, and the
+// slice must not be used after that. It is meant for kernels that use the
+// slice only during a call (package shard's collectives), so that their
+// results and operands can still be donated.
+func (t *Tensor) BorrowFloat32() []float32 {
+	t.mustDType("Tensor.BorrowFloat32", Float32)
+	t.mustHost("Tensor.BorrowFloat32")
+	t.mustHaveData("Tensor.BorrowFloat32")
+	return t.f32
+}
+
+// BorrowInt32 is BorrowFloat32 for int32 tensors.
+func (t *Tensor) BorrowInt32() []int32 {
+	t.mustDType("Tensor.BorrowInt32", Int32)
+	t.mustHost("Tensor.BorrowInt32")
+	t.mustHaveData("Tensor.BorrowInt32")
+	return t.i32
+}

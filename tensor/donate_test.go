@@ -313,3 +313,54 @@ func TestRecycleIntermediates(t *testing.T) {
 	assert.NotPanics(t, func() { y.Item() })
 	assert.NotPanics(t, func() { x.Float32s(); w.Float32s(); b.Float32s() })
 }
+
+// Empty reuses recycled storage without zeroing it; BorrowFloat32, unlike
+// RawFloat32, leaves storage recyclable.
+func TestEmptyAndBorrow(t *testing.T) {
+	const n = 512
+	defer tensor.SetAllocCache(true, true)()
+	x := tensor.AddScalar(tensor.Zeros(tensor.Float32, n), 1)
+	assert.Len(t, x.BorrowFloat32(), n)
+	id := tensor.StorageID(x)
+	tensor.Donate(x)
+	found := false
+	for range 20 {
+		e := tensor.Empty(tensor.Float32, 8, 64)
+		if tensor.StorageID(e) == id {
+			found = true
+			assert.True(t, math.IsNaN(float64(e.RawFloat32()[0])), "recycled storage is returned as it is (poisoned here)")
+			break
+		}
+	}
+	assert.True(t, found, "borrowed storage was not recycled")
+	func() {
+		defer tensor.SetAllocCache(false, false)()
+		assert.Equal(t, make([]float32, 6), tensor.Empty(tensor.Float32, 2, 3).Float32s())
+	}()
+	assert.Equal(t, []int32{0, 0}, tensor.Empty(tensor.Int32, 2).Int32s())
+	assert.Contains(t, panicMessage(func() { tensor.Empty(tensor.Float32, -1) }), "tensor.Empty: negative dimension")
+}
+
+// blockLayout is a Layout with blocks that Donate donates.
+type blockLayout struct{ blocks []*tensor.Tensor }
+
+func (l *blockLayout) DimAxes(int) string { return "d" }
+func (l *blockLayout) Gather(x *tensor.Tensor) *tensor.Tensor {
+	return tensor.Concat(0, l.blocks...)
+}
+func (l *blockLayout) MapBlocks(x *tensor.Tensor, fn func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
+	panic("unused")
+}
+func (l *blockLayout) DonateBlocks() { tensor.Donate(l.blocks...) }
+
+// Donating a placed tensor donates its blocks through its layout.
+func TestDonatePlaced(t *testing.T) {
+	l := &blockLayout{blocks: []*tensor.Tensor{tensor.AddScalar(tensor.Zeros(tensor.Float32, 32), 1), tensor.AddScalar(tensor.Zeros(tensor.Float32, 32), 2)}}
+	x := tensor.NewSharded(tensor.Float32, []int{64}, l)
+	assert.Equal(t, float64(96), tensor.Sum(l.Gather(x)).Item())
+	tensor.Donate(x)
+	for _, b := range l.blocks {
+		assert.True(t, b.IsDonated())
+	}
+	assert.Contains(t, panicMessage(func() { x.Float32s() }), "f32[64@d] was donated")
+}
