@@ -62,6 +62,10 @@ type problem struct {
 	alpha, beta    float32
 	a, b, c        []float32
 	lda, ldb, ldc  int
+	// sharedA, if not nil, holds the A panels of the whole problem, packed
+	// once by whichever goroutine needs them first (parallel calls that
+	// split C by columns; see sharedPanels).
+	sharedA *sharedPanels
 }
 
 // workspace holds one goroutine's packing buffers. Buffers are aligned to 64
@@ -147,7 +151,11 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 			beta = 1
 		}
 		var pa []float32
-		if packA {
+		sh := p.sharedA
+		switch {
+		case packA && sh != nil:
+			pa = sh.block(pc)
+		case packA:
 			pa = ws.bufA((i1 - i0 + MR) * kc)
 			ks.packABlock(pa, p, i0, i1, pc, kc)
 		}
@@ -187,8 +195,12 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 					ks.packB(packed[jr*kc:], ks.width(nr), p, pc, kc, jc+jr, nr)
 				}
 			}
+			ready := 0 // rows of the shared panels known to be packed
 			for ir, mr := i0, 0; ir < i1; ir += mr {
 				mr = tileRows(MR, i1-ir)
+				if packA && sh != nil && ir >= ready {
+					ready = sh.ensure(ks, p, pc, kc, ir)
+				}
 				var ap *float32
 				as := p.lda
 				switch {

@@ -126,3 +126,40 @@ func TestPackAPays(t *testing.T) {
 		})
 	}
 }
+
+// TestSgemmSharedPanels runs parallel calls whose goroutines share one
+// packing of A (sharedPanels: rows of A 4 KiB apart, C split by columns)
+// and checks them against the reference and bit for bit against one
+// goroutine. Run it with -race.
+func TestSgemmSharedPanels(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(35, 36))
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			// m=148: the last group takes in rows 144-147 (tiles 6+5+5 from 132).
+			for _, sh := range [][3]int{{200, 300, 700}, {1000, 130, 300}, {148, 300, 600}} {
+				m, n, k := sh[0], sh[1], sh[2]
+				ac := k
+				if tr[0] {
+					ac = m
+				}
+				g := newCase(rng, tr[0], tr[1], m, n, k, 1024-ac, 1, 0.5)
+				p := problem{transA: g.ta, transB: g.tb, m: m, n: n, k: k, lda: g.lda}
+				if active.packA && active.l1Sets == 64 && active.l1Ways == 8 {
+					require.True(t, active.sharesA(&p), "%v shares A", g)
+				}
+				var one []float32
+				if raceEnabled {
+					one = append([]float32(nil), g.c...)
+					Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, one, g.ldc, 1)
+				} else {
+					one = g.check(t, 1)
+				}
+				for _, threads := range []int{2, 3} {
+					c := append([]float32(nil), g.c...)
+					Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc, threads)
+					require.Equal(t, one, c, "%v threads=%d differs from threads=1", g, threads)
+				}
+			}
+		}
+	})
+}
