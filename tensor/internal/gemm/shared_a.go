@@ -33,6 +33,9 @@ const panelGroup = 8
 // call (all of A, plus padding); larger problems pack per block of columns.
 const sharedPanelsMax = 8 << 20
 
+// sharedPool recycles sharedPanels (buffers of up to sharedPanelsMax
+// floats) across parallel calls, as wsPool does the workspaces, so that
+// steady-state calls do not allocate.
 var sharedPool = sync.Pool{New: func() any { return new(sharedPanels) }}
 
 // sharesA reports whether a parallel call that splits C by columns should
