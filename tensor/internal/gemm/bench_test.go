@@ -116,6 +116,15 @@ func benchKernels(b *testing.B) {
 		active = &s
 		b.Cleanup(func() { active = prev })
 	}
+	// GONOX_GEMM_PACKA=0 or 1 turns packing of A (kernelSet.packA) off or
+	// on for the active set.
+	if v := os.Getenv("GONOX_GEMM_PACKA"); v != "" {
+		prev := active
+		s := *active
+		s.packA = v == "1"
+		active = &s
+		b.Cleanup(func() { active = prev })
+	}
 	b.Logf("kernel set %s", active.name)
 }
 

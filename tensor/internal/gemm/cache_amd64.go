@@ -13,6 +13,7 @@ type cpuInfo struct {
 	family   int    // display family (0x19 = Zen 3/4, 0x1A = Zen 5)
 	model    int    // display model
 	l1d, l2  int
+	l1Ways   int  // associativity of the L1d (0 if unknown)
 	fromCPUs bool // the sizes came from CPUID (not the defaults)
 }
 
@@ -63,6 +64,7 @@ func detectCPU() cpuInfo {
 		switch {
 		case level == 1 && typ == 1:
 			ci.l1d = size
+			ci.l1Ways = int((b>>22)&0x3ff + 1)
 		case level == 2 && (typ == 3 || typ == 1):
 			ci.l2 = size
 		}

@@ -55,6 +55,15 @@ func TestDetectCPU(t *testing.T) {
 	}
 	assert.Equal(t, l1, ci.l1d, "L1d")
 	assert.Equal(t, l2, ci.l2, "L2")
+	if w, err := os.ReadFile("/sys/devices/system/cpu/cpu0/cache/index0/ways_of_associativity"); err == nil {
+		ty, _ := os.ReadFile("/sys/devices/system/cpu/cpu0/cache/index0/type")
+		if strings.TrimSpace(string(ty)) == "Data" {
+			assert.Equal(t, strings.TrimSpace(string(w)), strconv.Itoa(ci.l1Ways), "L1d ways")
+		}
+	}
 	kc, nc := blocking(avx512Set.mr, avx512Set.nr, ci.l1d, ci.l2, 256, 512)
 	assert.Equal(t, [2]int{kc, nc}, [2]int{avx512Set.kc, avx512Set.nc}, "the AVX-512 set uses this CPU's blocking")
+	kc, nc = blocking(avx2Set.mr, avx2Set.nr, ci.l1d, ci.l2, 256, 512)
+	assert.Equal(t, [2]int{kc, nc}, [2]int{avx2Set.kc, avx2Set.nc}, "the AVX2 set uses this CPU's blocking")
+	assert.Equal(t, ci.l1Ways, avx2Set.l1Ways, "the AVX2 set knows the L1d ways")
 }

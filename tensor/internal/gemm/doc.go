@@ -29,6 +29,9 @@
 //     embedded broadcast) serves strips of at most 16 columns. This runs at
 //     97-99% of the measured FMA peak when its operands are in cache.
 //   - AVX2+FMA: 6×16 tiles in 12 ymm accumulators (6×8 for narrow strips).
+//     A second family reads a packed A panel and a packed B strip, both at
+//     constant strides, and prefetches the A panel 384 bytes ahead (into
+//     the next panel at the end of a strip).
 //   - Portable Go: 4×4 tiles with 16 scalar accumulators, used with the
 //     noasm build tag, off amd64 and on CPUs without AVX2/FMA.
 //
@@ -58,10 +61,17 @@
 //
 //   - op(A) is read in place, rows contiguous (A as stored) or columns
 //     contiguous (Aᵀ as stored); an A strip is small enough to stay in L1.
-//     Packing it was measured slower on Zen 5, even at 4 KiB strides.
+//     Packing it was measured slower on Zen 5 (AVX-512 set), even at 4 KiB
+//     strides. The AVX2 set packs the A strips of each k block into panels
+//     (with assembly packers) when B is packed, C has at least 4·NR
+//     columns, and the strip would otherwise not stay in L1: its rows or
+//     k steps crowd a few L1 sets (1024×1024 operands: rows 4 KiB apart),
+//     judged from the L1 geometry CPUID reports (see packAPays). On Zen 3
+//     this took 1024³ from 63 to 71 GFLOP per CPU-second.
 //   - op(B) = B is read in place when at most 128 rows of C use it (packing
 //     would not pay for itself; this is what makes small layers fast) and is
-//     otherwise copied into strips. The last strip may be narrower than its
+//     otherwise copied into strips, row by row of the block (each row is
+//     contiguous in B; the AVX2 packer prefetches 4 rows ahead). The last strip may be narrower than its
 //     kernel, which then reads past column n into lanes that are never
 //     stored; only rows where that would leave the slice are packed.
 //   - op(B) = Bᵀ is packed into strips with 8×8 AVX transposes, one strip at

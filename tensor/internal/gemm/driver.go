@@ -34,7 +34,21 @@ type kernelSet struct {
 	kern       [2][2][]kernFn // kern[flavour][wide][mr], mr in 1..mr
 	kc, nc     int            // k block (A strip and B block depth), n block (B block width)
 	directMaxM int            // use B in place (no packing) when op(B) = B and C has at most this many rows
-	transpose  transposeFunc  // packs transposed B strips
+	packA      bool           // copy A strips into contiguous panels (kernP) when B is packed
+	kernP      [2][]kernFn    // kernP[wide][mr]: kernels for a packed A panel (stride mr) and a packed B strip
+	// packA4 packs 4·kc4 k steps of an mr-row strip of A as stored (op(A) =
+	// A) into a panel (dst[q*mr+i] = src[i*lda+q]); nil: Go code.
+	packA4 func(dst *float32, src *float32, lda int, kc4 int)
+	// packAT packs ns full mr-row strips of op(A) = Aᵀ as stored, walking
+	// its rows; nil: Go code.
+	packAT func(dst *float32, src *float32, lda int, kc int, ns int)
+	// l1Sets and l1Ways describe the L1 data cache (64-byte lines), for
+	// packAPays; 0 if unknown (then 64 sets of 8 ways).
+	l1Sets, l1Ways int
+	// packBn packs ns full nr-wide strips of B as stored (op(B) = B),
+	// walking its rows, prefetching pf rows ahead; nil: Go code.
+	packBn    func(dst *float32, src *float32, ldb int, kc int, ns int, pf int)
+	transpose transposeFunc // packs transposed B strips
 }
 
 // transposeFunc stores dst[j*ldd+i] = src[i*lds+j] for i < rows, j < cols.
@@ -48,12 +62,17 @@ type problem struct {
 	alpha, beta    float32
 	a, b, c        []float32
 	lda, ldb, ldc  int
+	// sharedA, if not nil, holds the A panels of the whole problem, packed
+	// once by whichever goroutine needs them first (parallel calls that
+	// split C by columns; see sharedPanels).
+	sharedA *sharedPanels
 }
 
 // workspace holds one goroutine's packing buffers. Buffers are aligned to 64
 // bytes and reused through wsPool, so steady-state calls do not allocate.
 type workspace struct {
 	b    []float32 // packed B block, or the packed edge strip when B is used in place
+	a    []float32 // packed A block (kernelSet.packA)
 	tile []float32 // one tile of Cᵀ (runTransposed)
 }
 
@@ -68,6 +87,14 @@ func (w *workspace) bufB(n int) []float32 {
 		w.b = alignedFloats(n)
 	}
 	return w.b[:n]
+}
+
+// bufA returns a buffer of at least n floats, aligned to 64 bytes.
+func (w *workspace) bufA(n int) []float32 {
+	if cap(w.a) < n {
+		w.a = alignedFloats(n)
+	}
+	return w.a[:n]
 }
 
 // bufTile returns the buffer for one transposed tile of C.
@@ -111,6 +138,7 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 	}
 	kern := &ks.kern[fl]
 	direct := !p.transB && p.m <= ks.directMaxM
+	packA := !direct && ks.packAPays(p)
 	if p.transB && p.m <= ks.directMaxM {
 		// Few rows of C use each packed strip of Bᵀ: pack one strip at a
 		// time, so it is still in L1 when the kernels read it.
@@ -121,6 +149,15 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 		beta := p.beta
 		if pc > 0 {
 			beta = 1
+		}
+		var pa []float32
+		sh := p.sharedA
+		switch {
+		case packA && sh != nil:
+			pa = sh.block(pc)
+		case packA:
+			pa = ws.bufA((i1 - i0 + MR) * kc)
+			ks.packABlock(pa, p, i0, i1, pc, kc)
 		}
 		for jc := j0; jc < j1; jc += NC {
 			nc := min(NC, j1-jc)
@@ -146,18 +183,32 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 				}
 			} else {
 				packed = ws.bufB(kc * ((nc + NR - 1) / NR * NR))
-				for jr := 0; jr < nc; jr += NR {
+				jr := 0
+				if !p.transB {
+					// Whole strips row by row: each row of the block is
+					// contiguous in B.
+					jr = nc / NR * NR
+					ks.packBRows(packed, p.b[pc*p.ldb+jc:], p.ldb, kc, jr/NR)
+				}
+				for ; jr < nc; jr += NR {
 					nr := min(NR, nc-jr)
 					ks.packB(packed[jr*kc:], ks.width(nr), p, pc, kc, jc+jr, nr)
 				}
 			}
+			ready := 0 // rows of the shared panels known to be packed
 			for ir, mr := i0, 0; ir < i1; ir += mr {
 				mr = tileRows(MR, i1-ir)
+				if packA && sh != nil && ir >= ready {
+					ready = sh.ensure(ks, p, pc, kc, ir)
+				}
 				var ap *float32
 				as := p.lda
-				if p.transA {
+				switch {
+				case packA:
+					ap, as = &pa[(ir-i0)*kc], mr
+				case p.transA:
 					ap = &p.a[pc*p.lda+ir]
-				} else {
+				default:
 					ap = &p.a[ir*p.lda+pc]
 				}
 				for jr := 0; jr < nc; jr += NR {
@@ -168,6 +219,8 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 					}
 					cp := &p.c[ir*p.ldc+jc+jr]
 					switch {
+					case packA:
+						ks.kernP[wide][mr](kc, ap, as, &packed[jr*kc], ks.width(nr), cp, p.ldc, p.alpha, beta, nr)
 					case !direct:
 						kern[wide][mr](kc, ap, as, &packed[jr*kc], ks.width(nr), cp, p.ldc, p.alpha, beta, nr)
 					case jr+NR < nc || kin == kc:
@@ -323,6 +376,136 @@ func (ks *kernelSet) width(nr int) int {
 	}
 	return ks.nr
 }
+
+// packAPays reports whether the kernels should read A from packed panels
+// (packABlock) rather than in place, when B is packed. A strip of A is
+// read once per NR-wide strip of B; in place, its rows (op(A) = A) or its
+// k steps (op(A) = Aᵀ, 4·mr useful bytes per 64-byte line) may map to so
+// few L1 sets that they do not survive the B strip streaming past: with
+// 1024×1024 operands on Zen 3 (32 KiB, 8-way L1d), the six rows of a strip
+// are 4 KiB apart, all in the same 20 of 64 sets, where the B strip adds
+// 5 lines to each set. Packing costs about one pass over A per k block, so
+// it needs a few strips of B to pay (n ≥ 4·NR).
+//
+// Measured on AMD EPYC Zen 3 (AVX2 set, GFLOP per CPU-second, medians of
+// interleaved runs in one process): 1024³ 63 → 71; Aᵀ·B with m=1024, n=128,
+// k=256: 34 → 45; in-place A was as fast or faster where its rows do not
+// collide (512³, k ≤ 128; 256×1024×784 where 9 lines share a set
+// measured a wash) and where n ≤ 16 (A·B with m=256,
+// n=10, k=1024: 39 in place, 24 packed).
+func (ks *kernelSet) packAPays(p *problem) bool {
+	if !ks.packA || p.n < 4*ks.nr {
+		return false
+	}
+	sets, ways := ks.l1Sets, ks.l1Ways
+	if sets <= 0 || ways <= 0 {
+		sets, ways = 64, 8
+	}
+	kc := min(ks.kc, p.k)
+	// Lines per set that the B strip streaming past occupies.
+	bLines := (kc*ks.nr*4 + 64*sets - 1) / (64 * sets)
+	// The most lines of one A strip that map to one set.
+	var occ [256]int
+	if sets > len(occ) {
+		return true
+	}
+	most := 0
+	add := func(byteOff, bytes int) {
+		for l := byteOff / 64; l <= (byteOff+bytes-1)/64; l++ {
+			s := l % sets
+			occ[s]++
+			most = max(most, occ[s])
+		}
+	}
+	if p.transA {
+		for q := 0; q < kc; q++ {
+			add(q*p.lda*4, ks.mr*4)
+		}
+	} else {
+		for i := 0; i < ks.mr; i++ {
+			add(i*p.lda*4, kc*4)
+		}
+	}
+	// One line over the ways measured as a wash (lda=784: 4+5 lines in
+	// the busiest sets of 8 ways).
+	return most+bLines > ways+1
+}
+
+// packABlock copies rows [i0,i1) of op(A)[:, pc:pc+kc] into dst as the
+// panels the kernP kernels read: one per row tile (tileRows), the tile at
+// row ir at dst[(ir-i0)*kc:], holding dst[q*mr+i] = op(A)(ir+i, pc+q).
+func (ks *kernelSet) packABlock(dst []float32, p *problem, i0, i1, pc, kc int) {
+	if p.transA {
+		// op(A)(i, q) = a[q*lda + i]: walk the rows of a, each contiguous
+		// over [i0, i1), and deal them out to the panels.
+		ir := i0
+		if ks.packAT != nil {
+			ns := 0 // leading full-height tiles
+			for ir < i1 && tileRows(ks.mr, i1-ir) == ks.mr {
+				ir += ks.mr
+				ns++
+			}
+			if ns > 0 {
+				// Bounds: the last element read and the last written.
+				_ = p.a[(pc+kc-1)*p.lda+ir-1]
+				_ = dst[(ir-i0)*kc-1]
+				ks.packAT(&dst[0], &p.a[pc*p.lda+i0], p.lda, kc, ns)
+			}
+		}
+		for q := 0; q < kc && ir < i1; q++ {
+			src := p.a[(pc+q)*p.lda+ir : (pc+q)*p.lda+i1]
+			for jr, mr := ir, 0; jr < i1; jr += mr {
+				mr = tileRows(ks.mr, i1-jr)
+				off := (jr-i0)*kc + q*mr
+				copy(dst[off:off+mr], src[jr-ir:])
+			}
+		}
+		return
+	}
+	for ir, mr := i0, 0; ir < i1; ir += mr {
+		mr = tileRows(ks.mr, i1-ir)
+		d := dst[(ir-i0)*kc : (ir-i0+mr)*kc]
+		q0 := 0
+		if mr == ks.mr && ks.packA4 != nil && kc >= 4 {
+			// Bounds: the last element read.
+			_ = p.a[(ir+mr-1)*p.lda+pc+kc/4*4-1]
+			ks.packA4(&d[0], &p.a[ir*p.lda+pc], p.lda, kc/4)
+			q0 = kc / 4 * 4
+		}
+		for i := 0; i < mr; i++ {
+			src := p.a[(ir+i)*p.lda+pc : (ir+i)*p.lda+pc+kc]
+			for q := q0; q < kc; q++ {
+				d[q*mr+i] = src[q]
+			}
+		}
+	}
+}
+
+// packBRows copies ns whole NR-wide strips of B as stored, starting at
+// src[0], into dst (strip s at dst[s*kc*NR:], kc rows of NR floats),
+// walking B row by row.
+func (ks *kernelSet) packBRows(dst []float32, src []float32, ldb, kc, ns int) {
+	NR := ks.nr
+	if ns == 0 {
+		return
+	}
+	if ks.packBn != nil {
+		// Bounds: the last element read and the last written.
+		_ = src[(kc-1)*ldb+ns*NR-1]
+		_ = dst[ns*kc*NR-1]
+		ks.packBn(&dst[0], &src[0], ldb, kc, ns, packBPrefetch)
+		return
+	}
+	for q := 0; q < kc; q++ {
+		row := src[q*ldb : q*ldb+ns*NR]
+		for s := 0; s < ns; s++ {
+			copy(dst[s*kc*NR+q*NR:s*kc*NR+q*NR+NR], row[s*NR:])
+		}
+	}
+}
+
+// packBPrefetch is how many rows ahead packBn prefetches B.
+var packBPrefetch = 4
 
 // packB copies op(B)[pc:pc+kc, j:j+nr] into dst as kc rows of w floats,
 // zero-filling columns nr..w-1.

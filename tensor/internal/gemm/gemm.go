@@ -85,11 +85,11 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 			t = procs
 		}
 		if t > 1 {
-			sgemmParallel(ks, problem{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc}, t)
+			sgemmParallel(ks, problem{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, nil}, t)
 			return
 		}
 	}
-	p := problem{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc}
+	p := problem{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, nil}
 	ws := getWorkspace()
 	ks.run(&p, 0, m, 0, n, ws)
 	putWorkspace(ws)
@@ -223,6 +223,10 @@ func sgemmParallel(ks *kernelSet, p problem, t int) {
 	}
 	j.chunk = per * unit
 	j.ntask = (dim + j.chunk - 1) / j.chunk
+	if j.splitN && j.ntask > 1 && ks.sharesA(&p) {
+		// Every block of columns reads all of A: pack it once, shared.
+		j.p.sharedA = newSharedPanels(ks, &p)
+	}
 	if j.ntask < 2 {
 		ws := getWorkspace()
 		ks.run(&j.p, 0, p.m, 0, p.n, ws)
@@ -244,6 +248,7 @@ func sgemmParallel(ks *kernelSet, p problem, t int) {
 		j.work()
 		j.wg.Wait()
 	}
+	putSharedPanels(j.p.sharedA)
 	j.p = problem{}
 	j.ks = nil
 	jobPool.Put(j)

@@ -253,6 +253,134 @@ func (g *gen) avx2(fl string, mr, w int) {
 			g.p("ADDQ R9, AX")
 		}
 	})
+	g.storeAVX2(mr, w, acc)
+	g.raw("")
+}
+
+// pOpts are the prefetch choices of a packed-operand AVX2 kernel.
+type pOpts struct {
+	suffix string // appended to the name (experiments)
+	pfA    int    // prefetch A this many bytes ahead (0: none)
+	pfB    int    // prefetch B this many bytes ahead (0: none)
+	lateC  int    // prefetch C again this many unrolled iterations before the end (0: no)
+	cT1    bool   // the early C prefetch is PREFETCHT1
+}
+
+// avx2p emits an mr × 8w kernel for packed operands: A is a panel of mr
+// floats per k step (A(i,p) = a[i + p*mr]; the as argument is ignored)
+// and B a strip of 8w floats per k step (B(p,j) = b[p*bs+j] with bs =
+// 8w), so both advance by constants and can be prefetched ahead.
+func (g *gen) avx2p(mr, w int, o pOpts) {
+	nm := name("s256p"+o.suffix, "", mr, 8*w)
+	g.raw("// func %s(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)", nm)
+	g.raw("TEXT ·%s(SB), NOSPLIT, %s", nm, frame)
+	g.p("MOVQ k+0(FP), CX")
+	g.p("MOVQ a+8(FP), AX")
+	g.p("MOVQ b+24(FP), BX")
+	g.p("MOVQ c+40(FP), DI")
+	g.p("MOVQ ldc+48(FP), SI")
+	g.p("SHLQ $2, SI")
+	pfC := func(ins string) {
+		g.p("MOVQ DI, R13")
+		for r := 0; r < mr; r++ {
+			g.p("%s (R13)", ins)
+			g.p("%s %d(R13)", ins, 32*w-4)
+			if r < mr-1 {
+				g.p("ADDQ SI, R13")
+			}
+		}
+	}
+	if o.cT1 {
+		pfC("PREFETCHT1")
+	} else {
+		pfC("PREFETCHT0")
+	}
+	acc := func(r, h int) string { return fmt.Sprintf("Y%d", r*w+h) }
+	for r := 0; r < mr; r++ {
+		for h := 0; h < w; h++ {
+			g.p("VXORPS %s, %s, %s", acc(r, h), acc(r, h), acc(r, h))
+		}
+	}
+	bstep := 32 * w // bytes of B per k step
+	astep := 4 * mr // bytes of A per k step
+	step := func(u int, pf bool) {
+		if w == 2 {
+			g.p("VMOVUPS %d(BX), Y12", bstep*u)
+			g.p("VMOVUPS %d(BX), Y13", bstep*u+32)
+			for r := 0; r < mr; r++ {
+				t := fmt.Sprintf("Y%d", 14+r%2)
+				g.p("VBROADCASTSS %d(AX), %s", astep*u+4*r, t)
+				g.p("VFMADD231PS Y12, %s, %s", t, acc(r, 0))
+				g.p("VFMADD231PS Y13, %s, %s", t, acc(r, 1))
+			}
+		} else {
+			g.p("VMOVUPS %d(BX), Y12", bstep*u)
+			for r := 0; r < mr; r++ {
+				t := fmt.Sprintf("Y%d", 13+r%3)
+				g.p("VBROADCASTSS %d(AX), %s", astep*u+4*r, t)
+				g.p("VFMADD231PS Y12, %s, %s", t, acc(r, 0))
+			}
+		}
+		if !pf {
+			return
+		}
+		// Prefetches, spread over the unrolled steps: B's lines of this
+		// step, and A's lines of the iteration (one per 64 bytes).
+		if o.pfB > 0 && (bstep*u)%64 == 0 {
+			g.p("PREFETCHT0 %d(BX)", o.pfB+bstep*u)
+		}
+		if o.pfA > 0 && 64*u < 4*astep {
+			g.p("PREFETCHT0 %d(AX)", o.pfA+64*u)
+		}
+	}
+	adv := func(u int) {
+		g.p("ADDQ $%d, BX", bstep*u)
+		g.p("ADDQ $%d, AX", astep*u)
+	}
+	g.p("MOVQ CX, DX")
+	g.p("SHRQ $2, CX")
+	g.p("ANDQ $3, DX")
+	if o.lateC > 0 {
+		g.p("MOVQ CX, R14")
+		g.p("SUBQ $%d, R14", o.lateC)
+		g.p("JLE late")
+		g.p("MOVQ $%d, CX", o.lateC)
+		g.label("loopa")
+		for u := 0; u < 4; u++ {
+			step(u, true)
+		}
+		adv(4)
+		g.p("DECQ R14")
+		g.p("JNZ loopa")
+		g.label("late")
+		pfC("PREFETCHT0")
+	}
+	g.p("TESTQ CX, CX")
+	g.p("JZ tail")
+	g.label("loop4")
+	for u := 0; u < 4; u++ {
+		step(u, true)
+	}
+	adv(4)
+	g.p("DECQ CX")
+	g.p("JNZ loop4")
+	g.label("tail")
+	g.p("TESTQ DX, DX")
+	g.p("JZ epilogue")
+	g.label("loop1")
+	step(0, false)
+	adv(1)
+	g.p("DECQ DX")
+	g.p("JNZ loop1")
+	g.label("epilogue")
+	g.storeAVX2(mr, w, acc)
+	g.raw("")
+}
+
+// storeAVX2 scales the accumulators by alpha, adds beta·C (C is not read
+// when beta == 0) and stores the mr × 8w tile, the last vector masked to
+// nr columns, then returns.
+func (g *gen) storeAVX2(mr, w int, acc func(r, h int) string) {
 	g.p("VBROADCASTSS alpha+56(FP), Y12")
 	g.p("VBROADCASTSS beta+60(FP), Y13")
 	g.p("MOVL beta+60(FP), R13")
@@ -307,7 +435,163 @@ func (g *gen) avx2(fl string, mr, w int) {
 	store(true, true)
 	g.label("partnobeta")
 	store(true, false)
-	g.raw("")
+}
+
+// packers emits the AVX packing routines of the AVX2 set.
+func (g *gen) packers() {
+	g.raw(`// func packB16(dst *float32, src *float32, ldb int, kc int, ns int, pf int)
+//
+// Packs ns strips of 16 columns: dst[s*kc*16 + q*16 + j] = src[q*ldb + 16s + j]
+// for q < kc, j < 16, walking src row by row (each row of the block is
+// contiguous). While copying row q it prefetches row q+pf. Strides in
+// elements.
+TEXT ·packB16(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ldb+16(FP), R8
+	SHLQ $2, R8
+	MOVQ kc+24(FP), CX
+	MOVQ ns+32(FP), DX
+	MOVQ CX, R9
+	SHLQ $6, R9
+	MOVQ pf+40(FP), R10
+	IMULQ R8, R10
+	TESTQ CX, CX
+	JZ pbdone
+	TESTQ DX, DX
+	JZ pbdone
+pbrow:
+	MOVQ SI, R11
+	MOVQ DI, R12
+	MOVQ DX, R13
+pbstrip:
+	VMOVUPS (R11), Y0
+	VMOVUPS 32(R11), Y1
+	PREFETCHT0 (R11)(R10*1)
+	VMOVUPS Y0, (R12)
+	VMOVUPS Y1, 32(R12)
+	ADDQ $64, R11
+	ADDQ R9, R12
+	DECQ R13
+	JNZ pbstrip
+	ADDQ R8, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ pbrow
+	VZEROUPPER
+pbdone:
+	RET
+
+// func packAT6(dst *float32, src *float32, lda int, kc int, ns int)
+//
+// Packs ns strips of 6 rows of op(A) = Aᵀ as stored: dst[s*kc*6 + q*6 + i]
+// = src[q*lda + 6s + i] for q < kc, i < 6, walking src row by row. Strides
+// in elements.
+TEXT ·packAT6(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lda+16(FP), R8
+	SHLQ $2, R8
+	MOVQ kc+24(FP), CX
+	MOVQ ns+32(FP), DX
+	MOVQ CX, R9
+	IMULQ $24, R9
+	TESTQ CX, CX
+	JZ patdone
+	TESTQ DX, DX
+	JZ patdone
+patrow:
+	MOVQ SI, R11
+	MOVQ DI, R12
+	MOVQ DX, R13
+patstrip:
+	VMOVUPS (R11), X0
+	VMOVSD 16(R11), X1
+	VMOVUPS X0, (R12)
+	VMOVSD X1, 16(R12)
+	ADDQ $24, R11
+	ADDQ R9, R12
+	DECQ R13
+	JNZ patstrip
+	ADDQ R8, SI
+	ADDQ $24, DI
+	DECQ CX
+	JNZ patrow
+patdone:
+	RET
+
+// func packA6(dst *float32, src *float32, lda int, kc4 int)
+//
+// Packs a strip of 6 rows: dst[q*6 + i] = src[i*lda + q] for i < 6 and
+// q < 4*kc4, four k steps at a time (a 4×4 transpose of rows 0-3 and an
+// interleave of rows 4-5). While reading rows 0-5 it prefetches rows 6-11
+// at the same columns (the next strip). Strides in elements.
+TEXT ·packA6(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lda+16(FP), R8
+	SHLQ $2, R8
+	MOVQ kc4+24(FP), CX
+	TESTQ CX, CX
+	JZ padone
+	LEAQ (SI)(R8*2), R10
+	ADDQ R8, R10
+	LEAQ (R10)(R8*2), R11
+	ADDQ R8, R11
+	LEAQ (R11)(R8*2), R12
+	ADDQ R8, R12
+	XORQ AX, AX
+paloop:
+	VMOVUPS (SI)(AX*1), X0
+	MOVQ SI, R13
+	ADDQ R8, R13
+	VMOVUPS (R13)(AX*1), X1
+	ADDQ R8, R13
+	VMOVUPS (R13)(AX*1), X2
+	VMOVUPS (R10)(AX*1), X3
+	MOVQ R10, R13
+	ADDQ R8, R13
+	VMOVUPS (R13)(AX*1), X4
+	ADDQ R8, R13
+	VMOVUPS (R13)(AX*1), X5
+	TESTQ $48, AX
+	JNZ panopf
+	PREFETCHT0 (R11)(AX*1)
+	LEAQ (R11)(R8*1), R13
+	PREFETCHT0 (R13)(AX*1)
+	ADDQ R8, R13
+	PREFETCHT0 (R13)(AX*1)
+	PREFETCHT0 (R12)(AX*1)
+	LEAQ (R12)(R8*1), R13
+	PREFETCHT0 (R13)(AX*1)
+	ADDQ R8, R13
+	PREFETCHT0 (R13)(AX*1)
+panopf:
+	VUNPCKLPS X1, X0, X6
+	VUNPCKHPS X1, X0, X7
+	VUNPCKLPS X3, X2, X8
+	VUNPCKHPS X3, X2, X9
+	VUNPCKLPS X5, X4, X10
+	VUNPCKHPS X5, X4, X11
+	VMOVLHPS X8, X6, X0
+	VMOVHLPS X6, X8, X1
+	VMOVLHPS X9, X7, X2
+	VMOVHLPS X7, X9, X3
+	VMOVUPS X0, (DI)
+	VMOVLPS X10, 16(DI)
+	VMOVUPS X1, 24(DI)
+	VMOVHPS X10, 40(DI)
+	VMOVUPS X2, 48(DI)
+	VMOVLPS X11, 64(DI)
+	VMOVUPS X3, 72(DI)
+	VMOVHPS X11, 88(DI)
+	ADDQ $16, AX
+	ADDQ $96, DI
+	DECQ CX
+	JNZ paloop
+padone:
+	RET
+`)
 }
 
 func (g *gen) transpose() {
@@ -384,6 +668,12 @@ done:
 `)
 }
 
+var avx2POpts = pOpts{pfA: 384}
+
+// experiments are extra 6×16 packed kernels (avx2PExperiments, by
+// suffix) for measuring prefetch choices; empty in committed code.
+var experiments = []pOpts{}
+
 const sig = "(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)"
 
 func main() {
@@ -440,11 +730,43 @@ func main() {
 			}
 		}
 	}
+	for mr := 1; mr <= 6; mr++ {
+		for w := 1; w <= 2; w++ {
+			g.avx2p(mr, w, avx2POpts)
+			fmt.Fprintf(&decl, "//go:noescape\nfunc %s%s\n\n", name("s256p", "", mr, 8*w), sig)
+		}
+	}
+	var exp strings.Builder
+	if len(experiments) > 0 {
+		exp.WriteString("var avx2PExperiments = map[string]kernFn{\n")
+	}
+	for _, o := range experiments {
+		g.avx2p(6, 2, o)
+		fmt.Fprintf(&decl, "//go:noescape\nfunc %s%s\n\n", name("s256p"+o.suffix, "", 6, 16), sig)
+		fmt.Fprintf(&exp, "%q: %s,\n", o.suffix, name("s256p"+o.suffix, "", 6, 16))
+	}
+	if len(experiments) > 0 {
+		exp.WriteString("}\n")
+	}
 	g.transpose()
+	g.packers()
+	decl.WriteString("//go:noescape\nfunc packB16(dst *float32, src *float32, ldb int, kc int, ns int, pf int)\n\n")
+	decl.WriteString("//go:noescape\nfunc packAT6(dst *float32, src *float32, lda int, kc int, ns int)\n\n")
+	decl.WriteString("//go:noescape\nfunc packA6(dst *float32, src *float32, lda int, kc4 int)\n\n")
 	decl.WriteString("//go:noescape\nfunc transpose8(dst *float32, ldd int, src *float32, lds int, nb int)\n\n")
 	fmt.Fprintf(&decl, "// avx512Kernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel.\nvar avx512Kernels = %s\n\n", table("s512", 12, 16))
 	fmt.Fprintf(&decl, "// avx2Kernels[flavour][w-1][mr] is the mr×8w AVX2 kernel.\nvar avx2Kernels = %s\n", table("s256", 6, 8))
 
+	decl.WriteString("\n// avx2PKernels[w-1][mr] is the mr×8w AVX2 kernel for packed A and B.\nvar avx2PKernels = [2][]kernFn{\n")
+	for w := 1; w <= 2; w++ {
+		decl.WriteString("{nil")
+		for mr := 1; mr <= 6; mr++ {
+			fmt.Fprintf(&decl, ", %s", name("s256p", "", mr, 8*w))
+		}
+		decl.WriteString("},\n")
+	}
+	decl.WriteString("}\n\n")
+	decl.WriteString(exp.String())
 	src, err := format.Source([]byte(decl.String()))
 	if err != nil {
 		panic(err)

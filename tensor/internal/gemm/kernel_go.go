@@ -15,6 +15,7 @@ var goSet = &kernelSet{
 		{goKernels(flavC), goKernels(flavC)},
 		{goKernels(flavR), goKernels(flavR)},
 	},
+	kernP:     [2][]kernFn{goKernels(flavC), goKernels(flavC)},
 	transpose: transposeGo,
 }
 

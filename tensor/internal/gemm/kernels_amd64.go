@@ -10,13 +10,18 @@ var avx512Set = tuned(&kernelSet{
 	name: "avx512", mr: 12, nr: 32, nrHalf: 16,
 	kc: 256, nc: 512, directMaxM: 128,
 	kern:      avx512Kernels,
+	kernP:     avx512Kernels[flavC],
 	transpose: transposeAVX,
 })
 
 var avx2Set = tuned(&kernelSet{
 	name: "avx2", mr: 6, nr: 16, nrHalf: 8,
-	kc: 256, nc: 512, directMaxM: 128,
+	kc: 256, nc: 512, directMaxM: 128, packA: true,
 	kern:      avx2Kernels,
+	kernP:     avx2PKernels,
+	packA4:    packA6,
+	packAT:    packAT6,
+	packBn:    packB16,
 	transpose: transposeAVX,
 })
 
@@ -28,6 +33,9 @@ var thisCPU = detectCPU()
 // sizes.
 func tuned(s *kernelSet) *kernelSet {
 	s.kc, s.nc = blocking(s.mr, s.nr, thisCPU.l1d, thisCPU.l2, s.kc, s.nc)
+	if thisCPU.l1Ways > 0 {
+		s.l1Ways, s.l1Sets = thisCPU.l1Ways, thisCPU.l1d/64/thisCPU.l1Ways
+	}
 	return s
 }
 

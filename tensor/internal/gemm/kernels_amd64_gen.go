@@ -221,6 +221,51 @@ func s256r_6x8(k int, a *float32, as int, b *float32, bs int, c *float32, ldc in
 func s256r_6x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
 
 //go:noescape
+func s256p_1x8(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s256p_1x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s256p_2x8(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s256p_2x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s256p_3x8(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s256p_3x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s256p_4x8(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s256p_4x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s256p_5x8(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s256p_5x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s256p_6x8(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s256p_6x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func packB16(dst *float32, src *float32, ldb int, kc int, ns int, pf int)
+
+//go:noescape
+func packAT6(dst *float32, src *float32, lda int, kc int, ns int)
+
+//go:noescape
+func packA6(dst *float32, src *float32, lda int, kc4 int)
+
+//go:noescape
 func transpose8(dst *float32, ldd int, src *float32, lds int, nb int)
 
 // avx512Kernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel.
@@ -245,4 +290,10 @@ var avx2Kernels = [2][2][]kernFn{
 		{nil, s256r_1x8, s256r_2x8, s256r_3x8, s256r_4x8, s256r_5x8, s256r_6x8},
 		{nil, s256r_1x16, s256r_2x16, s256r_3x16, s256r_4x16, s256r_5x16, s256r_6x16},
 	},
+}
+
+// avx2PKernels[w-1][mr] is the mr×8w AVX2 kernel for packed A and B.
+var avx2PKernels = [2][]kernFn{
+	{nil, s256p_1x8, s256p_2x8, s256p_3x8, s256p_4x8, s256p_5x8, s256p_6x8},
+	{nil, s256p_1x16, s256p_2x16, s256p_3x16, s256p_4x16, s256p_5x16, s256p_6x16},
 }

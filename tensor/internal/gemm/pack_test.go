@@ -1,0 +1,165 @@
+package gemm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestPackABlock checks the A panels every kernel set packs (its
+// assembly packer where it has one) against their definition, for both
+// op(A), row ranges that start inside A, edge tiles (tileRows splits) and k
+// blocks that are not a multiple of the packers' 4 steps.
+func TestPackABlock(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, s := range kernelSets() {
+		for _, ta := range []bool{false, true} {
+			for _, rows := range [][2]int{{0, 1}, {0, s.mr}, {3, 3 + 2*s.mr + 1}, {s.mr, 5*s.mr + 4}, {1, 40}} {
+				for _, kc := range []int{1, 3, 4, 7, 64, 321} {
+					t.Run(fmt.Sprintf("%s/ta=%v/rows=%v/kc=%d", s.name, ta, rows, kc), func(t *testing.T) {
+						i0, i1 := rows[0], rows[1]
+						m, pc := i1+2, 5
+						k := pc + kc + 3
+						p := problem{transA: ta, m: m, k: k}
+						if ta {
+							p.lda = m + rng.IntN(5)
+							p.a = make([]float32, k*p.lda)
+						} else {
+							p.lda = k + rng.IntN(5)
+							p.a = make([]float32, m*p.lda)
+						}
+						for i := range p.a {
+							p.a[i] = rng.Float32()
+						}
+						opA := func(i, q int) float32 {
+							if ta {
+								return p.a[q*p.lda+i]
+							}
+							return p.a[i*p.lda+q]
+						}
+						dst := make([]float32, (i1-i0+s.mr)*kc)
+						for i := range dst {
+							dst[i] = -1
+						}
+						s.packABlock(dst, &p, i0, i1, pc, kc)
+						for ir, mr := i0, 0; ir < i1; ir += mr {
+							mr = tileRows(s.mr, i1-ir)
+							panel := dst[(ir-i0)*kc:]
+							for q := 0; q < kc; q++ {
+								for i := 0; i < mr; i++ {
+									require.Equal(t, opA(ir+i, pc+q), panel[q*mr+i], "tile at row %d (%d rows): A(%d,%d)", ir, mr, ir+i, pc+q)
+								}
+							}
+						}
+						require.Equal(t, float32(-1), dst[(i1-i0)*kc], "nothing written past the panels")
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestPackBRows checks the packing of whole strips of B as stored
+// against the definition for every kernel set.
+func TestPackBRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(33, 34))
+	for _, s := range kernelSets() {
+		for _, ns := range []int{0, 1, 3} {
+			for _, kc := range []int{1, 5, 64} {
+				NR := s.nr
+				ldb := ns*NR + rng.IntN(7)
+				src := make([]float32, kc*ldb+3)
+				for i := range src {
+					src[i] = rng.Float32()
+				}
+				off := rng.IntN(3)
+				dst := make([]float32, ns*kc*NR+1)
+				for i := range dst {
+					dst[i] = -1
+				}
+				s.packBRows(dst, src[off:], ldb, kc, ns)
+				for st := 0; st < ns; st++ {
+					for q := 0; q < kc; q++ {
+						for j := 0; j < NR; j++ {
+							require.Equal(t, src[off+q*ldb+st*NR+j], dst[st*kc*NR+q*NR+j], "%s ns=%d kc=%d strip %d row %d col %d", s.name, ns, kc, st, q, j)
+						}
+					}
+				}
+				require.Equal(t, float32(-1), dst[ns*kc*NR], "%s: nothing written past the strips", s.name)
+			}
+		}
+	}
+}
+
+// TestPackAPays checks the choice between packed and in-place A on the
+// geometry of a Zen 3 core (32 KiB 8-way L1d: 64 sets) with the AVX2
+// tiles (6×16, kc=320), worked out by hand in packAPays's doc.
+func TestPackAPays(t *testing.T) {
+	ks := &kernelSet{mr: 6, nr: 16, kc: 320, packA: true, l1Sets: 64, l1Ways: 8}
+	for _, c := range []struct {
+		name    string
+		ta      bool
+		m, n, k int
+		lda     int
+		want    bool
+	}{
+		// Rows 4 KiB apart: 6 lines in each of 20 sets, +5 of the B strip.
+		{"1024³: rows collide", false, 1024, 1024, 1024, 1024, true},
+		// Rows 2 KiB apart: 3 lines per set + 5 = 8 ways, no eviction.
+		{"512³: rows share sets two ways", false, 512, 512, 512, 512, false},
+		// Rows 49 lines apart: at most 4 in a set, +5 = 9, one over.
+		{"lda 784: rows spread", false, 256, 1024, 784, 784, false},
+		{"k=128: short rows", false, 1024, 256, 128, 128, false},
+		// Aᵀ: k steps 4 KiB apart, every one in the same set.
+		{"Aᵀ with m=1024", true, 1024, 128, 256, 1024, true},
+		{"too few strips of B", false, 1024, 48, 1024, 1024, false},
+		{"Aᵀ, too few strips of B", true, 1024, 10, 256, 1024, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &problem{transA: c.ta, m: c.m, n: c.n, k: c.k, lda: c.lda}
+			require.Equal(t, c.want, ks.packAPays(p))
+			off := *ks
+			off.packA = false
+			require.False(t, off.packAPays(p), "a set without packA never packs")
+		})
+	}
+}
+
+// TestSgemmSharedPanels runs parallel calls whose goroutines share one
+// packing of A (sharedPanels: rows of A 4 KiB apart, C split by columns)
+// and checks them against the reference and bit for bit against one
+// goroutine. Run it with -race.
+func TestSgemmSharedPanels(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(35, 36))
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			// m=148: the last group takes in rows 144-147 (tiles 6+5+5 from 132).
+			for _, sh := range [][3]int{{200, 300, 700}, {1000, 130, 300}, {148, 300, 600}} {
+				m, n, k := sh[0], sh[1], sh[2]
+				ac := k
+				if tr[0] {
+					ac = m
+				}
+				g := newCase(rng, tr[0], tr[1], m, n, k, 1024-ac, 1, 0.5)
+				p := problem{transA: g.ta, transB: g.tb, m: m, n: n, k: k, lda: g.lda}
+				if active.packA && active.l1Sets == 64 && active.l1Ways == 8 {
+					require.True(t, active.sharesA(&p), "%v shares A", g)
+				}
+				var one []float32
+				if raceEnabled {
+					one = append([]float32(nil), g.c...)
+					Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, one, g.ldc, 1)
+				} else {
+					one = g.check(t, 1)
+				}
+				for _, threads := range []int{2, 3} {
+					c := append([]float32(nil), g.c...)
+					Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc, threads)
+					require.Equal(t, one, c, "%v threads=%d differs from threads=1", g, threads)
+				}
+			}
+		}
+	})
+}
