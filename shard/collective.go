@@ -446,8 +446,17 @@ func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	s := e.run.meet(e, &call{kind: "psum_scatter", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("dim %d %s", p.dim, tiledWord(p.tiled))})
 	defer e.run.leave(s)
 	size := x.Dim(p.dim) / g.size
-	var out *tensor.Tensor
 	dt := x.DType()
+	if dt == tensor.Float32 || isHalf(dt) {
+		out := scatterSum(x, p.dim, size, g.rank, func(r int) *tensor.Tensor { return s.calls[g.members[r]].x }, g.size)
+		e.run.barrier(s) // the blocks are read until every member is done
+		if !p.tiled {
+			out = tensor.Squeeze(out, p.dim)
+		}
+		e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
+		return e.marked(out, maskOf(x)|p.mask)
+	}
+	var out *tensor.Tensor
 	for _, m := range g.members {
 		part := sliceAxis(tensor.WithLocal(s.calls[m].x, nil), p.dim, g.rank*size, size)
 		if isHalf(dt) {
@@ -467,6 +476,57 @@ func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	}
 	e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
 	return e.marked(out, maskOf(x)|p.mask)
+}
+
+// scatterSum returns part rank (of size along dim) of the sum of the n
+// blocks block(0..n-1), shaped like x: each run of contiguous elements of
+// the part is summed straight from every block by the psum kernel (in the
+// psum's order, so the part is bit for bit that part of a psum), with no
+// intermediate slices or partial sums. Half blocks are summed in float32
+// and rounded once.
+func scatterSum(x *tensor.Tensor, dim, size, rank int, block func(int) *tensor.Tensor, n int) *tensor.Tensor {
+	shape := x.Shape()
+	outer, inner := 1, 1
+	for _, d := range shape[:dim] {
+		outer *= d
+	}
+	for _, d := range shape[dim+1:] {
+		inner *= d
+	}
+	run, stride := size*inner, shape[dim]*inner
+	outShape := slices.Clone(shape)
+	outShape[dim] = size
+	out := tensor.Zeros(x.DType(), outShape...)
+	if x.DType() == tensor.Float32 {
+		dst := out.RawFloat32()
+		src := make([][]float32, n)
+		ins := make([][]float32, n)
+		for r := range n {
+			src[r] = block(r).RawFloat32()
+		}
+		for o := range outer {
+			at := o*stride + rank*run
+			for r := range n {
+				ins[r] = src[r][at : at+run]
+			}
+			sumFloat32(dst[o*run:(o+1)*run], ins, 0, run)
+		}
+		return out
+	}
+	dst := out.RawUint16()
+	src := make([][]uint16, n)
+	ins := make([][]uint16, n)
+	for r := range n {
+		src[r] = block(r).RawUint16()
+	}
+	for o := range outer {
+		at := o*stride + rank*run
+		for r := range n {
+			ins[r] = src[r][at : at+run]
+		}
+		sumHalf(x.DType(), dst[o*run:(o+1)*run], ins)
+	}
+	return out
 }
 
 // PsumScatter sums x over the axes and leaves each device one part of the
