@@ -114,6 +114,15 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 			return x
 		}
 		s := x.Dim(dim) / n
+		if dim == 0 && x.DType() == tensor.Float32 {
+			// The rows of a replicated block are contiguous: a view of
+			// them, read (not written) by the update, saves copying 1/n
+			// of the parameters per device.
+			per := x.Size() / x.Dim(0)
+			shape := x.Shape()
+			shape[0] = s
+			return c.Local(tensor.WrapFloat32(x.RawFloat32()[r*s*per:(r+1)*s*per:(r+1)*s*per], shape...))
+		}
 		return tensor.SliceAxis(x, dim, r*s, (r+1)*s)
 	})
 	own, st := optim.Step(t.optimizer(c.Psum), own, g, in.State)
