@@ -194,6 +194,7 @@ func pmaxImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e.account(kind, int64(2*(g.size-1))*int64(x.Bytes())/int64(g.size))
 	if _, done := s.remote.Load(g.key); done {
 		// Reduced with the other processes already (see exchange).
+		e.run.barrier(s) // every local device meets once per collective
 		return e.marked(sharedResult(s, g.key, nil), maskOf(x)&^p.mask)
 	}
 	blocks := make([]*tensor.Tensor, g.size)
@@ -208,6 +209,9 @@ func pmaxImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 			out = tensor.Minimum(tensor.WithLocal(out, nil), tensor.WithLocal(b, nil))
 		}
 	}
+	// Other devices' blocks are read until every device is done: a device
+	// may donate its block (tensor.Donate) once its collective returns.
+	e.run.barrier(s)
 	return e.marked(tensor.WithLocal(out, nil), maskOf(x)&^p.mask)
 }
 
@@ -471,6 +475,7 @@ func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	if isHalf(dt) {
 		out = tensor.Convert(out, dt) // rounded once
 	}
+	e.run.barrier(s) // the blocks are read until every member is done
 	if !p.tiled {
 		out = tensor.Squeeze(out, p.dim)
 	}
@@ -608,6 +613,9 @@ func ppermuteImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	if out == nil {
 		out = tensor.Zeros(x.DType(), x.Shape()...)
 	}
+	// The received view holds the sender's storage once made; until every
+	// device has made its own, a sender must not donate its block.
+	e.run.barrier(s)
 	e.account("ppermute", sent)
 	return e.marked(out, maskOf(x)|p.mask)
 }
@@ -693,6 +701,7 @@ func allToAllImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 		}
 		parts[j] = part
 	}
+	e.run.barrier(s) // the blocks are read until every member is done
 	shape := parts[0].Shape()
 	shape[p.dim2] *= g.size
 	out := tensor.Zeros(x.DType(), shape...)
