@@ -107,7 +107,14 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		case dim < 0:
 			return c.Psum(x, axes...)
 		}
-		return c.PsumScatter(x, axes, dim, true)
+		sum := c.PsumScatter(x, axes, dim, true)
+		if donateSteps && !x.IsTraced() {
+			// The device's full-size gradient is dead once reduced (every
+			// device is past the reduce-scatter's barrier): its storage
+			// serves the next step's gradient instead of fresh memory.
+			tensor.Donate(x)
+		}
+		return sum
 	})
 	own := t.zeroMap(in.Params, func(x *tensor.Tensor, dim int) *tensor.Tensor {
 		if dim < 0 {
@@ -121,11 +128,30 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 			per := x.Size() / x.Dim(0)
 			shape := x.Shape()
 			shape[0] = s
-			return c.Local(tensor.WrapFloat32(x.RawFloat32()[r*s*per:(r+1)*s*per:(r+1)*s*per], shape...))
+			// Borrowed: the replicated block outlives this step's
+			// update, so the storage may be recycled only later.
+			return c.Local(tensor.WrapFloat32(x.BorrowFloat32()[r*s*per:(r+1)*s*per:(r+1)*s*per], shape...))
 		}
 		return tensor.SliceAxis(x, dim, r*s, (r+1)*s)
 	})
 	own, st := optim.Step(t.optimizer(c.Psum), own, g, in.State)
+	if donateSteps {
+		// The reduce-scattered blocks are dead after the update, unless
+		// the new state or parameters hold one of them as it is.
+		keep := map[*tensor.Tensor]bool{}
+		for _, x := range pytree.Leaves(st) {
+			keep[x] = true
+		}
+		for _, x := range pytree.Leaves(own) {
+			keep[x] = true
+		}
+		t.zeroMap(g, func(x *tensor.Tensor, dim int) *tensor.Tensor {
+			if dim >= 0 && x.DType().IsFloat() && !keep[x] && !x.IsTraced() {
+				tensor.Donate(x)
+			}
+			return x
+		})
+	}
 	p := t.zeroMap(own, func(x *tensor.Tensor, dim int) *tensor.Tensor {
 		if dim < 0 {
 			return x

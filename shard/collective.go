@@ -119,7 +119,12 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	}
 	s := e.run.meet(e, &call{kind: "psum", axes: p.axes, x: x})
 	defer e.run.leave(s)
-	out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Zeros(x.DType(), x.Shape()...) })
+	out := sharedResult(s, g.key, func() *tensor.Tensor {
+		if x.DType() == tensor.Int32 {
+			return tensor.Zeros(x.DType(), x.Shape()...) // summed into
+		}
+		return tensor.Empty(x.DType(), x.Shape()...) // every chunk is written
+	})
 	lo, hi := chunk(x.Size(), g.size, g.rank)
 	dt := x.DType()
 	if _, done := s.remote.Load(g.key); done {
@@ -127,11 +132,13 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	}
 	switch dt {
 	case tensor.Float32:
+		// Borrowed, not pinned: the blocks and the result may still be
+		// donated (tensor.Donate) once every device is past the barrier.
 		ins := make([][]float32, g.size)
 		for r, m := range g.members {
-			ins[r] = s.calls[m].x.RawFloat32()
+			ins[r] = s.calls[m].x.BorrowFloat32()
 		}
-		sumFloat32(out.RawFloat32()[lo:hi], ins, lo, hi)
+		sumFloat32(out.BorrowFloat32()[lo:hi], ins, lo, hi)
 	case tensor.Int32:
 		dst := out.RawInt32()[lo:hi]
 		for _, m := range g.members {
@@ -354,6 +361,20 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 	}
 	outShape := slices.Clone(xs)
 	outShape[p.dim] *= g.size
+	if x.DType() == tensor.Float32 && !e.mesh.spans() {
+		// Every member copies its block into the shared result (allocated
+		// without zeroing: the blocks cover it), reading and writing
+		// borrowed storage so that both may be donated later.
+		out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Empty(x.DType(), outShape...) })
+		placeRuns(out.BorrowFloat32(), x.BorrowFloat32(), xs, p.dim, g.rank, g.size)
+		e.run.barrier(s)
+		e.account("all_gather", int64(g.size-1)*int64(x.Bytes()))
+		mask := maskOf(x)
+		if invariant {
+			mask &^= p.mask
+		}
+		return e.marked(out, mask)
+	}
 	out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Zeros(x.DType(), outShape...) })
 	placeAt(out, tensor.Reshape(tensor.WithLocal(x, nil), xs...), p.dim, g.rank*xs[p.dim])
 	if e.mesh.spans() && e.dev == firstLocalMember(e.mesh, g) {
@@ -371,6 +392,24 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 		mask &^= p.mask
 	}
 	return e.marked(out, mask)
+}
+
+// placeRuns copies block (of shape xs) into part rank of dst, which is xs
+// with dimension dim n times as long: one contiguous run per index of the
+// dimensions before dim.
+func placeRuns(dst, block []float32, xs []int, dim, rank, n int) {
+	outer, inner := 1, 1
+	for _, d := range xs[:dim] {
+		outer *= d
+	}
+	for _, d := range xs[dim+1:] {
+		inner *= d
+	}
+	run := xs[dim] * inner
+	for o := range outer {
+		at := o*n*run + rank*run
+		copy(dst[at:at+run], block[o*run:(o+1)*run])
+	}
 }
 
 // placeAt copies the whole of src into dst (freshly allocated) at offset
@@ -501,13 +540,15 @@ func scatterSum(x *tensor.Tensor, dim, size, rank int, block func(int) *tensor.T
 	run, stride := size*inner, shape[dim]*inner
 	outShape := slices.Clone(shape)
 	outShape[dim] = size
-	out := tensor.Zeros(x.DType(), outShape...)
+	out := tensor.Empty(x.DType(), outShape...) // every run is written
 	if x.DType() == tensor.Float32 {
-		dst := out.RawFloat32()
+		// Borrowed, not pinned: the blocks and the result may still be
+		// donated once every member is past the collective's barrier.
+		dst := out.BorrowFloat32()
 		src := make([][]float32, n)
 		ins := make([][]float32, n)
 		for r := range n {
-			src[r] = block(r).RawFloat32()
+			src[r] = block(r).BorrowFloat32()
 		}
 		for o := range outer {
 			at := o*stride + rank*run
