@@ -46,9 +46,11 @@ type backwardPass struct {
 func (p *backwardPass) owns(t *Tensor) bool { return cotangentReuse && t.cot == p }
 
 // drop donates t (see Donate) if the pass owns it: a cotangent that died
-// inside the backward pass, which the caller never saw.
+// inside the backward pass, which the caller never saw. Blocks inside
+// shard.Map are kept: a collective's operand may still be read by the
+// other devices after this one has returned from it.
 func (p *backwardPass) drop(t *Tensor) {
-	if t != nil && p.owns(t) {
+	if t != nil && t.local == nil && p.owns(t) {
 		t.cot = nil
 		Donate(t)
 	}

@@ -132,9 +132,12 @@
 // to the same shape, Convert to the same dtype): donating that result
 // donates the operand. Donating an untraced value that a live graph saved
 // does not free it: the backward pass that needs it panics naming the op.
+// Inside shard.Map, other devices may still read a block given to a
+// collective after the collective has returned on its own device: donate
+// such blocks only after the Map returns.
 //
 // Backward donates, by itself, the cotangents it owns (see above) once
-// they are dead. Trace.RecycleIntermediates (autodiff.RecycleIntermediates)
+// they are dead (outside shard.Map). Trace.RecycleIntermediates (autodiff.RecycleIntermediates)
 // makes it also donate the forward values of the graph once every node has
 // run. For placed tensors Donate donates the blocks, through the layout's
 // BlockDonator method.
