@@ -51,6 +51,20 @@ type elementwiser interface {
 	elementwise() bool
 }
 
+// Elementwise reports whether tx updates each element of a parameter from
+// that element, its gradient and state alone (and from scalars such as the
+// step count): SGD (with or without momentum), Adam, AdamW and Lion
+// without a Mask, the transforms NewZeRO accepts. Such a transform may
+// update any part of a parameter on its own — one device's block of a
+// parameter split over the data axes (parallel's DP) or a shard of the
+// flat vector (ZeRO) — and get what Step gives for those elements. Chains,
+// masks (which see each leaf whole), clipping (a global norm) and
+// Adafactor (row and column statistics) are not elementwise.
+func Elementwise(tx Transform) bool {
+	e, ok := tx.(elementwiser)
+	return ok && e.elementwise()
+}
+
 func (s *sgd) elementwise() bool  { return true }
 func (a *adam) elementwise() bool { return a.mask == nil }
 func (l *lion) elementwise() bool { return l.mask == nil }
@@ -63,7 +77,7 @@ func NewZeRO(tx Transform, params any, n int) *ZeRO {
 	if n < 1 {
 		panic(fmt.Sprintf("%s: %d devices", op, n))
 	}
-	if e, ok := tx.(elementwiser); !ok || !e.elementwise() {
+	if !Elementwise(tx) {
 		panic(fmt.Sprintf("%s: %T is not an elementwise transform (SGD, Adam, AdamW or Lion without a Mask): its update cannot be split over a flat vector", op, tx))
 	}
 	z := &ZeRO{tx: tx, n: n, index: map[string]int{}}

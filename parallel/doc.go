@@ -66,9 +66,19 @@
 // BenchmarkStep compares both paths for every strategy): one shard.Map in
 // which each device all-gathers the parameters it holds shards of inside
 // autodiff.Checkpoint (so backward gathers again and reduce-scatters the
-// gradients) and runs the loss on its rows; the gradients of replicated
-// parameters come out all-reduced, and replicated parameters are updated
-// once, on the host.
+// gradients) and runs the loss on its rows. DP's replicated parameters are
+// updated there too, sharded (ZeRO-1/2): with an elementwise optimizer
+// (optim.Elementwise: SGD, Adam, AdamW, Lion without a Mask; with or
+// without Config.ClipGlobalNorm) each device reduce-scatters its
+// gradients, updates its block of every parameter with its block of the
+// optimizer state, which is stored split over the data axes (Stats shows
+// 1/n of it), and all-gathers the parameters: the bytes of one all-reduce,
+// 1/n of the update's work and state per device. Trainer.State keeps the
+// tree of Optimizer.Init(params), so checkpoints and SetState see what
+// they saw before. Other optimizers (a Mask sees whole leaves, Adafactor
+// keeps row and column statistics, a Chain may clip without a psum) keep
+// the replicated path: the gradients come out all-reduced and the
+// parameters are updated once, on the host.
 //
 // Config.MicroBatches accumulates gradients over equal slices of each
 // batch; Config.LossWithKey hands the loss a fresh key per step, micro-batch
@@ -97,7 +107,11 @@
 //     does not use) gathers parameters before the loss runs, so it gathers
 //     the float32 master weights and reduce-scatters float32 gradients; its
 //     default remat policy keeps the bf16 casts of the gathered weights for
-//     backward (whole weights, not shards).
+//     backward (whole weights, not shards). DP's sharded update likewise
+//     reduce-scatters float32 gradients and all-gathers the float32
+//     parameters (it differentiates with respect to the float32 replicas);
+//     DP with an optimizer that is not elementwise all-reduces bf16
+//     cotangents as above.
 //
 // go test ./parallel -run TestMixedPrecisionStrategies checks each of
 // these byte counts against the float32 run, and losses and gradients

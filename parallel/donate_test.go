@@ -31,6 +31,10 @@ func TestStepDonation(t *testing.T) {
 	}{
 		{"host", nil, nil},
 		{"dp=2", shard.NewMesh([]int{2}, []string{"dp"}), DP},
+		// DP's sharded update donates each device's gradients after the
+		// reduce-scatter and the reduced blocks after the update.
+		{"dp=8", shard.NewMesh([]int{8}, []string{"dp"}), DP},
+		{"dp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), DP},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -317,10 +317,17 @@ func TestMicroBatchesCommunicateOnce(t *testing.T) {
 		require.NoError(t, err)
 		_, err = tr.Step(b)
 		require.NoError(t, err)
-		return tr.Comm().Bytes(mesh.Devices()[0], "psum")
+		var n int64
+		for _, k := range tr.Comm().Kinds() {
+			n += tr.Comm().Bytes(mesh.Devices()[0], k)
+		}
+		return n
 	}
 	w, bias := leafBytes(m)
 	one := sent(1)
+	// guideSizes' leaves all have a dimension 4 divides: a reduce-scatter
+	// of the gradients and an all-gather of the parameters, the bytes of
+	// one all-reduce, plus the loss's all-reduce.
 	assert.Equal(t, 2*3*(w+bias)/4+2*3*4/4, one, "one all-reduce of the gradients and the loss")
 	// The loss is reduced per micro-batch (4 bytes each); the gradients once.
 	assert.Equal(t, one+3*(2*3*4/4), sent(4))
@@ -437,7 +444,7 @@ func TestFSDPMemoryAndCommunication(t *testing.T) {
 		assert.Less(t, int64(st.Residuals.Bytes), wBytes/n+16<<10)
 	}
 	assert.Equal(t, wBytes+bBytes, dps.ParamBytes, "DP holds a full replica")
-	assert.Equal(t, 2*dps.ParamBytes+4, dps.StateBytes)
+	assert.Equal(t, 2*(sharded/n+replB)+4, dps.StateBytes, "DP's Adam moments are split like FSDP's parameters (ZeRO-1/2)")
 	// DP keeps the full weights for backward (as the outputs of the
 	// implicit broadcasts of the replicated weights, "pvary").
 	assert.Equal(t, wBytes, int64(dps.Residuals.ByLabel["pvary"].Bytes))
@@ -445,10 +452,13 @@ func TestFSDPMemoryAndCommunication(t *testing.T) {
 	assert.Equal(t, len(m.Layers), keep.Residuals.ByLabel["all_gather"].Count,
 		"without the remat policy the Map step would keep the gathered weights")
 
-	// Communication per step, per device, as the textbook has it. DP: one
-	// all-reduce of the gradients (2(n-1)/n of their bytes) plus the loss.
+	// Communication per step, per device, as the textbook has it. DP: a
+	// reduce-scatter of the gradients and an all-gather of the updated
+	// parameters ((n-1)/n of their bytes each: one all-reduce), an
+	// all-reduce of the replicated bias's gradient, plus the loss.
 	lossBytes := int64(2 * (n - 1) * 4 / n)
-	assert.Equal(t, map[string]int64{"psum": 2*(n-1)*(wBytes+bBytes)/n + lossBytes}, dps.CommBytes)
+	assert.Equal(t, map[string]int64{"psum_scatter": (n - 1) * sharded / n, "all_gather": (n - 1) * sharded / n,
+		"psum": 2*(n-1)*replB/n + lossBytes}, dps.CommBytes)
 	// FSDP, Map step: all-gather of every sharded leaf in forward and of
 	// the weights again in backward (the bias add's VJP needs no bias),
 	// a reduce-scatter of their gradients, and an all-reduce of the

@@ -64,9 +64,14 @@ const TPAxis = "tp"
 // Single trains on the host, without a mesh (pass a nil Mesh).
 var Single Strategy = single{}
 
-// DP is data parallelism: every device holds a replica of the parameters
-// and the optimizer state, each batch is split over every mesh axis, and
-// the gradients are summed over the devices (an all-reduce per parameter).
+// DP is data parallelism: every device holds a replica of the parameters,
+// each batch is split over every mesh axis, and the gradients are summed
+// over the devices. With an elementwise optimizer (optim.Elementwise) the
+// update is sharded (ZeRO-1/2): the gradients are reduce-scattered, each
+// device updates its block of each parameter with the optimizer state of
+// that block alone (stored split over the mesh axes) and the parameters
+// are all-gathered, the bytes of one all-reduce. With another optimizer the
+// gradients are all-reduced and the replicated state is updated once.
 var DP Strategy = dp{}
 
 // FSDP is fully-sharded data parallelism (ZeRO-3): each parameter with a

@@ -77,8 +77,18 @@ type Trainer[M, B any] struct {
 	gather   pathGathers    // what each device gathers of a parameter
 	state    shard.SpecTree // where the optimizer state is stored
 	// host: parameters and state stay on the host and are updated there;
-	// on a mesh the devices only compute loss and gradients (DP).
+	// on a mesh the devices only compute loss and gradients (DP with an
+	// optimizer that is not elementwise).
 	host bool
+	// zero: the Map step of replicated parameters with an elementwise
+	// optimizer (DP): the gradients are reduce-scattered, each device
+	// updates its block of every parameter and of the optimizer state
+	// (stored split over the data axes, ZeRO-1/2), and the parameters are
+	// all-gathered. zeroDims holds, by parameter path, the dimension split
+	// over the data axes (-1: a leaf left whole, all-reduced and updated
+	// on every device).
+	zero     bool
+	zeroDims map[string]int
 	// prop: the loss runs on placed tensors (sharding propagation), not
 	// inside shard.Map.
 	prop   bool
@@ -192,6 +202,10 @@ func New[M, B any](model M, cfg Config[M, B]) (*Trainer[M, B], error) {
 	if t.state == nil {
 		t.state = shard.LikeParams(model, t.specs)
 	}
+	if t.host && len(t.dataAxes) > 0 && optim.Elementwise(cfg.Optimizer) {
+		t.host, t.zero = false, true
+		t.state = t.planZeRO(model)
+	}
 	if !t.host {
 		if err := t.placeAll(model, nil); err != nil {
 			return nil, err
@@ -233,7 +247,10 @@ func (t *Trainer[M, B]) build() {
 	t.eval = shard.Map(t.mesh, io, shard.P(), func(c *shard.Ctx, in stepIn[M, B]) *tensor.Tensor {
 		return t.deviceLoss(c, in.Params, in.Batch, in.Key, 0)
 	}, opt...)
-	if !t.host {
+	switch {
+	case t.zero:
+		t.step = shard.Map(t.mesh, io, io, t.zeroStep, opt...)
+	case !t.host:
 		t.step = shard.Map(t.mesh, io, io, func(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 			l, g := t.deviceGrads(c, in.Params, in.Batch, in.Key)
 			p, s := optim.Step(t.optimizer(c.Psum), in.Params, g, in.State)

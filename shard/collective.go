@@ -119,7 +119,12 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	}
 	s := e.run.meet(e, &call{kind: "psum", axes: p.axes, x: x})
 	defer e.run.leave(s)
-	out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Zeros(x.DType(), x.Shape()...) })
+	out := sharedResult(s, g.key, func() *tensor.Tensor {
+		if x.DType() == tensor.Int32 {
+			return tensor.Zeros(x.DType(), x.Shape()...) // summed into
+		}
+		return tensor.Empty(x.DType(), x.Shape()...) // every chunk is written
+	})
 	lo, hi := chunk(x.Size(), g.size, g.rank)
 	dt := x.DType()
 	if _, done := s.remote.Load(g.key); done {
@@ -127,11 +132,13 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	}
 	switch dt {
 	case tensor.Float32:
+		// Borrowed, not pinned: the blocks and the result may still be
+		// donated (tensor.Donate) once every device is past the barrier.
 		ins := make([][]float32, g.size)
 		for r, m := range g.members {
-			ins[r] = s.calls[m].x.RawFloat32()
+			ins[r] = s.calls[m].x.BorrowFloat32()
 		}
-		sumFloat32(out.RawFloat32()[lo:hi], ins, lo, hi)
+		sumFloat32(out.BorrowFloat32()[lo:hi], ins, lo, hi)
 	case tensor.Int32:
 		dst := out.RawInt32()[lo:hi]
 		for _, m := range g.members {
@@ -194,6 +201,7 @@ func pmaxImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e.account(kind, int64(2*(g.size-1))*int64(x.Bytes())/int64(g.size))
 	if _, done := s.remote.Load(g.key); done {
 		// Reduced with the other processes already (see exchange).
+		e.run.barrier(s) // every local device meets once per collective
 		return e.marked(sharedResult(s, g.key, nil), maskOf(x)&^p.mask)
 	}
 	blocks := make([]*tensor.Tensor, g.size)
@@ -208,6 +216,9 @@ func pmaxImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 			out = tensor.Minimum(tensor.WithLocal(out, nil), tensor.WithLocal(b, nil))
 		}
 	}
+	// Other devices' blocks are read until every device is done: a device
+	// may donate its block (tensor.Donate) once its collective returns.
+	e.run.barrier(s)
 	return e.marked(tensor.WithLocal(out, nil), maskOf(x)&^p.mask)
 }
 
@@ -350,6 +361,20 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 	}
 	outShape := slices.Clone(xs)
 	outShape[p.dim] *= g.size
+	if x.DType() == tensor.Float32 && !e.mesh.spans() {
+		// Every member copies its block into the shared result (allocated
+		// without zeroing: the blocks cover it), reading and writing
+		// borrowed storage so that both may be donated later.
+		out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Empty(x.DType(), outShape...) })
+		placeRuns(out.BorrowFloat32(), x.BorrowFloat32(), xs, p.dim, g.rank, g.size)
+		e.run.barrier(s)
+		e.account("all_gather", int64(g.size-1)*int64(x.Bytes()))
+		mask := maskOf(x)
+		if invariant {
+			mask &^= p.mask
+		}
+		return e.marked(out, mask)
+	}
 	out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Zeros(x.DType(), outShape...) })
 	placeAt(out, tensor.Reshape(tensor.WithLocal(x, nil), xs...), p.dim, g.rank*xs[p.dim])
 	if e.mesh.spans() && e.dev == firstLocalMember(e.mesh, g) {
@@ -367,6 +392,24 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 		mask &^= p.mask
 	}
 	return e.marked(out, mask)
+}
+
+// placeRuns copies block (of shape xs) into part rank of dst, which is xs
+// with dimension dim n times as long: one contiguous run per index of the
+// dimensions before dim.
+func placeRuns(dst, block []float32, xs []int, dim, rank, n int) {
+	outer, inner := 1, 1
+	for _, d := range xs[:dim] {
+		outer *= d
+	}
+	for _, d := range xs[dim+1:] {
+		inner *= d
+	}
+	run := xs[dim] * inner
+	for o := range outer {
+		at := o*n*run + rank*run
+		copy(dst[at:at+run], block[o*run:(o+1)*run])
+	}
 }
 
 // placeAt copies the whole of src into dst (freshly allocated) at offset
@@ -446,8 +489,17 @@ func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	s := e.run.meet(e, &call{kind: "psum_scatter", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("dim %d %s", p.dim, tiledWord(p.tiled))})
 	defer e.run.leave(s)
 	size := x.Dim(p.dim) / g.size
-	var out *tensor.Tensor
 	dt := x.DType()
+	if dt == tensor.Float32 || isHalf(dt) {
+		out := scatterSum(x, p.dim, size, g.rank, func(r int) *tensor.Tensor { return s.calls[g.members[r]].x }, g.size)
+		e.run.barrier(s) // the blocks are read until every member is done
+		if !p.tiled {
+			out = tensor.Squeeze(out, p.dim)
+		}
+		e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
+		return e.marked(out, maskOf(x)|p.mask)
+	}
+	var out *tensor.Tensor
 	for _, m := range g.members {
 		part := sliceAxis(tensor.WithLocal(s.calls[m].x, nil), p.dim, g.rank*size, size)
 		if isHalf(dt) {
@@ -462,11 +514,65 @@ func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	if isHalf(dt) {
 		out = tensor.Convert(out, dt) // rounded once
 	}
+	e.run.barrier(s) // the blocks are read until every member is done
 	if !p.tiled {
 		out = tensor.Squeeze(out, p.dim)
 	}
 	e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
 	return e.marked(out, maskOf(x)|p.mask)
+}
+
+// scatterSum returns part rank (of size along dim) of the sum of the n
+// blocks block(0..n-1), shaped like x: each run of contiguous elements of
+// the part is summed straight from every block by the psum kernel (in the
+// psum's order, so the part is bit for bit that part of a psum), with no
+// intermediate slices or partial sums. Half blocks are summed in float32
+// and rounded once.
+func scatterSum(x *tensor.Tensor, dim, size, rank int, block func(int) *tensor.Tensor, n int) *tensor.Tensor {
+	shape := x.Shape()
+	outer, inner := 1, 1
+	for _, d := range shape[:dim] {
+		outer *= d
+	}
+	for _, d := range shape[dim+1:] {
+		inner *= d
+	}
+	run, stride := size*inner, shape[dim]*inner
+	outShape := slices.Clone(shape)
+	outShape[dim] = size
+	out := tensor.Empty(x.DType(), outShape...) // every run is written
+	if x.DType() == tensor.Float32 {
+		// Borrowed, not pinned: the blocks and the result may still be
+		// donated once every member is past the collective's barrier.
+		dst := out.BorrowFloat32()
+		src := make([][]float32, n)
+		ins := make([][]float32, n)
+		for r := range n {
+			src[r] = block(r).BorrowFloat32()
+		}
+		for o := range outer {
+			at := o*stride + rank*run
+			for r := range n {
+				ins[r] = src[r][at : at+run]
+			}
+			sumFloat32(dst[o*run:(o+1)*run], ins, 0, run)
+		}
+		return out
+	}
+	dst := out.RawUint16()
+	src := make([][]uint16, n)
+	ins := make([][]uint16, n)
+	for r := range n {
+		src[r] = block(r).RawUint16()
+	}
+	for o := range outer {
+		at := o*stride + rank*run
+		for r := range n {
+			ins[r] = src[r][at : at+run]
+		}
+		sumHalf(x.DType(), dst[o*run:(o+1)*run], ins)
+	}
+	return out
 }
 
 // PsumScatter sums x over the axes and leaves each device one part of the
@@ -548,6 +654,9 @@ func ppermuteImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	if out == nil {
 		out = tensor.Zeros(x.DType(), x.Shape()...)
 	}
+	// The received view holds the sender's storage once made; until every
+	// device has made its own, a sender must not donate its block.
+	e.run.barrier(s)
 	e.account("ppermute", sent)
 	return e.marked(out, maskOf(x)|p.mask)
 }
@@ -633,6 +742,7 @@ func allToAllImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 		}
 		parts[j] = part
 	}
+	e.run.barrier(s) // the blocks are read until every member is done
 	shape := parts[0].Shape()
 	shape[p.dim2] *= g.size
 	out := tensor.Zeros(x.DType(), shape...)

@@ -1,0 +1,169 @@
+package parallel
+
+import (
+	"github.com/gonox/gonox/autodiff"
+	"github.com/gonox/gonox/optim"
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/tensor"
+)
+
+// The DP step with a sharded update (ZeRO-1/2, Rajbhandari et al. 2020).
+//
+// With replicated parameters and an elementwise optimizer
+// (optim.Elementwise: SGD, Adam, AdamW, Lion without a Mask) the Map step
+// of each device
+//
+//	computes its gradient of every parameter from its rows (no reduction),
+//	reduce-scatters it over the data axes (psum_scatter) along the
+//	  dimension zeroSpec picks (the first one the number of data devices
+//	  divides; a leaf without one, such as a bias of 10 classes, is
+//	  all-reduced and updated whole on every device),
+//	updates its block of the parameter with its block of the optimizer
+//	  state, which is stored split over the data axes like that block,
+//	all-gathers the updated blocks into the replicated parameter.
+//
+// The reduce-scatter and the all-gather move the bytes of the one
+// all-reduce of plain DP; the update's work and the optimizer state are
+// divided by the number of data devices. The state keeps the tree of
+// optim.Transform.Init(params) (State and SetState, and checkpoints, see
+// the same leaves as before, only placed split). Each leaf is split where
+// it lies rather than laid end to end into one flat vector as
+// optim.ZeRO does: flattening would copy the gradients and the parameters
+// into the flat vector every step, and the blocks of a leaf split along
+// its first dimension are contiguous already.
+//
+// Other optimizers (masks see whole leaves, global-norm clipping inside a
+// Chain would need a psum, Adafactor keeps row and column statistics) keep
+// the host update: the gradients are all-reduced, gathered and the
+// replicated state is updated once on the host. Config.ClipGlobalNorm is
+// handled on the sharded step: its norm sums the squares of the blocks
+// over the data axes (optim.GlobalNorm with the device's psum).
+
+// planZeRO records, by parameter path, the dimension of each parameter
+// that the sharded update splits over the data axes, and returns where the
+// optimizer state is stored: split like those blocks.
+func (t *Trainer[M, B]) planZeRO(model M) shard.SpecTree {
+	n := t.mesh.AxisSize(t.dataAxes...)
+	paths, leaves := pytree.LeavesWithPath(model)
+	specs := make(pathSpecs, len(leaves))
+	t.zeroDims = make(map[string]int, len(leaves))
+	for i, x := range leaves {
+		key := paths[i].String()
+		dim, spec := -1, shard.P()
+		if x.DType().IsFloat() {
+			spec = zeroSpec(x.Shape(), nil, t.dataAxes, n)
+			for d, ds := range spec {
+				if len(ds) > 0 {
+					dim = d
+				}
+			}
+		}
+		t.zeroDims[key] = dim
+		specs[key] = spec
+	}
+	return shard.LikeParams(model, specs)
+}
+
+// zeroMap applies f to every leaf of tree with the split dimension of the
+// parameter at the same path (-1 for a leaf left whole).
+func (t *Trainer[M, B]) zeroMap(tree M, f func(x *tensor.Tensor, dim int) *tensor.Tensor) M {
+	paths, _ := pytree.LeavesWithPath(tree)
+	i := 0
+	return pytree.Map(tree, func(x *tensor.Tensor) *tensor.Tensor {
+		dim, ok := t.zeroDims[paths[i].String()]
+		i++
+		if !ok {
+			dim = -1
+		}
+		return f(x, dim)
+	})
+}
+
+// zeroStep is one device's training step with the sharded update.
+func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
+	axes := t.dataAxes
+	// Differentiate with respect to per-device copies of the parameters:
+	// the gradients come out unreduced, for the reduce-scatter below (and
+	// micro-batches accumulate on the device, one reduction per step).
+	pv := pytree.Map(in.Params, func(x *tensor.Tensor) *tensor.Tensor {
+		if !x.DType().IsFloat() {
+			return x
+		}
+		return c.Vary(x, axes...)
+	})
+	var l *tensor.Tensor
+	var g M
+	if k := t.cfg.MicroBatches; k == 1 {
+		l, g = autodiff.ValueAndGrad(func(p M) *tensor.Tensor { return t.deviceLoss(c, p, in.Batch, in.Key, 0) })(pv)
+	} else {
+		l, g = accumulate(k, pv, in.Batch, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, in.Key, i) })
+	}
+	n, r := c.AxisSize(axes...), c.AxisIndex(axes...)
+	g = t.zeroMap(g, func(x *tensor.Tensor, dim int) *tensor.Tensor {
+		switch {
+		case !x.DType().IsFloat():
+			return x
+		case dim < 0:
+			return c.Psum(x, axes...)
+		}
+		sum := c.PsumScatter(x, axes, dim, true)
+		if donateSteps && !x.IsTraced() {
+			// The device's full-size gradient is dead once reduced (every
+			// device is past the reduce-scatter's barrier): its storage
+			// serves the next step's gradient instead of fresh memory.
+			tensor.Donate(x)
+		}
+		return sum
+	})
+	own := t.zeroMap(in.Params, func(x *tensor.Tensor, dim int) *tensor.Tensor {
+		if dim < 0 {
+			return x
+		}
+		s := x.Dim(dim) / n
+		if dim == 0 && x.DType() == tensor.Float32 {
+			// The rows of a replicated block are contiguous: a view of
+			// them, read (not written) by the update, saves copying 1/n
+			// of the parameters per device.
+			per := x.Size() / x.Dim(0)
+			shape := x.Shape()
+			shape[0] = s
+			// Borrowed: the replicated block outlives this step's
+			// update, so the storage may be recycled only later.
+			return c.Local(tensor.WrapFloat32(x.BorrowFloat32()[r*s*per:(r+1)*s*per:(r+1)*s*per], shape...))
+		}
+		return tensor.SliceAxis(x, dim, r*s, (r+1)*s)
+	})
+	own, st := optim.Step(t.optimizer(c.Psum), own, g, in.State)
+	if donateSteps {
+		// The reduce-scattered blocks are dead after the update, unless
+		// the new state or parameters hold one of them as it is.
+		keep := map[*tensor.Tensor]bool{}
+		for _, x := range pytree.Leaves(st) {
+			keep[x] = true
+		}
+		for _, x := range pytree.Leaves(own) {
+			keep[x] = true
+		}
+		t.zeroMap(g, func(x *tensor.Tensor, dim int) *tensor.Tensor {
+			if dim >= 0 && x.DType().IsFloat() && !keep[x] && !x.IsTraced() {
+				tensor.Donate(x)
+			}
+			return x
+		})
+	}
+	p := t.zeroMap(own, func(x *tensor.Tensor, dim int) *tensor.Tensor {
+		if dim < 0 {
+			return x
+		}
+		return c.AllGatherInvariant(x, axes, dim, true)
+	})
+	// Keep each parameter's logical axes, as the host update does.
+	p = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
+		if ax := xs[1].LogicalAxes(); ax != nil && xs[0].LogicalAxes() == nil {
+			return tensor.WithLogicalAxes(xs[0], ax...)
+		}
+		return xs[0]
+	}, p, in.Params)
+	return stepOut[M]{Params: p, State: st, Loss: l}
+}
