@@ -46,13 +46,22 @@ type backwardPass struct {
 func (p *backwardPass) owns(t *Tensor) bool { return cotangentReuse && t.cot == p }
 
 // drop donates t (see Donate) if the pass owns it: a cotangent that died
-// inside the backward pass, which the caller never saw. Blocks inside
-// shard.Map are kept: a collective's operand may still be read by the
-// other devices after this one has returned from it.
+// inside the backward pass, which the caller never saw.
 func (p *backwardPass) drop(t *Tensor) {
-	if t != nil && t.local == nil && p.owns(t) {
+	if t != nil && p.owns(t) {
 		t.cot = nil
 		Donate(t)
+	}
+}
+
+// dropConsumed drops t after the VJP of n has consumed it. A shard.Map
+// block is dropped only if that VJP is one of the freshVJP ops' (matmul,
+// the activations, BiasAct), which compute on the device alone: another
+// op's VJP may be a collective, whose operand the other devices may still
+// be reading after this one has returned from it.
+func (p *backwardPass) dropConsumed(n *node, t *Tensor) {
+	if t != nil && (t.local == nil || n.op.freshVJP) {
+		p.drop(t)
 	}
 }
 

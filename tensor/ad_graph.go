@@ -647,7 +647,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 			delete(grads, n)
 			for _, g := range gs {
 				if !slices.Contains(res, g) {
-					pass.drop(g)
+					pass.dropConsumed(n, g)
 				}
 			}
 		}

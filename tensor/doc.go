@@ -137,7 +137,8 @@
 // such blocks only after the Map returns.
 //
 // Backward donates, by itself, the cotangents it owns (see above) once
-// they are dead (outside shard.Map). Trace.RecycleIntermediates (autodiff.RecycleIntermediates)
+// they are dead (inside shard.Map only those consumed by an op that
+// computes on the device alone, never a collective's operand). Trace.RecycleIntermediates (autodiff.RecycleIntermediates)
 // makes it also donate the forward values of the graph once every node has
 // run. For placed tensors Donate donates the blocks, through the layout's
 // BlockDonator method.

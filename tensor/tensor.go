@@ -20,12 +20,13 @@ import (
 //     host data; ops refuse it and readers such as Float32s gather it);
 //   - logical axis names (see WithLogicalAxes), metadata for sharding rules.
 type Tensor struct {
-	dtype DType
-	shape []int
-	f32   []float32
-	i32   []int32
-	b     []bool
-	u16   []uint16 // BFloat16 and Float16 bits
+	dtype   DType
+	donated bool // given to Donate (see donate.go)
+	shape   []int
+	f32     []float32
+	i32     []int32
+	b       []bool
+	u16     []uint16 // BFloat16 and Float16 bits
 
 	node   *node   // non-nil when traced
 	outIdx int     // which output of node this is
@@ -40,10 +41,8 @@ type Tensor struct {
 	cot *backwardPass
 
 	// rec counts the holders of allocator-made storage (nil for storage
-	// from elsewhere, which is never recycled); donated marks a header
-	// given to Donate (see donate.go).
-	rec     *storageRec
-	donated bool
+	// from elsewhere, which is never recycled; see donate.go).
+	rec *storageRec
 }
 
 // numel returns the number of elements of shape.
