@@ -2,9 +2,11 @@ package shard
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gonox/gonox/tensor"
 )
@@ -287,21 +289,83 @@ func (r *run) checkPending(dev int) {
 type asyncKey struct{}
 
 // asyncExchange is the transfers between processes of one started
-// collective, completed once by the first local device to wait.
+// collective. A goroutine tests them every ProgressEnv interval until they
+// are done (MPI libraries move a large message only while some MPI call
+// runs); the first local device to wait completes them.
 type asyncExchange struct {
 	once sync.Once
 	desc string
 	reqs []Request
+	done chan struct{} // closed when the progress goroutine ends
+	err  any           // a panic of the progress goroutine
+}
+
+// ProgressEnv is the environment variable with the interval at which
+// started collectives between processes are driven while the devices
+// compute (a Go duration; default 100µs). "0" leaves them to Wait: the
+// transfers then overlap only as far as the MPI library progresses them
+// on its own.
+const ProgressEnv = "GONOX_ASYNC_PROGRESS"
+
+var progressInterval = sync.OnceValue(func() time.Duration {
+	if s := os.Getenv(ProgressEnv); s != "" {
+		if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+			return d
+		}
+		panic(fmt.Sprintf("shard: %s=%q: want a duration such as 100us, or 0", ProgressEnv, s))
+	}
+	return 100 * time.Microsecond
+})
+
+// progress tests the requests every interval until all are done or the
+// run fails.
+func (x *asyncExchange) progress(abort <-chan struct{}, every time.Duration) {
+	defer close(x.done)
+	defer func() { x.err = recover() }()
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		all := true
+		for _, q := range x.reqs {
+			if !q.Test() {
+				all = false
+			}
+		}
+		if all {
+			return
+		}
+		select {
+		case <-abort:
+			return
+		case <-t.C:
+			t.Reset(every)
+		}
+	}
 }
 
 func (x *asyncExchange) wait(r *run) {
 	x.once.Do(func() {
 		stop := watchdog(r.name + ": " + x.desc)
 		defer stop()
+		if x.done != nil {
+			select {
+			case <-x.done:
+			case <-r.abort:
+				panic(abortSignal{})
+			}
+			if x.err != nil {
+				panic(x.err)
+			}
+		}
 		for _, q := range x.reqs {
 			q.Wait()
 		}
 	})
+	select {
+	case <-r.abort: // the device that completed them failed
+		panic(abortSignal{})
+	default:
+	}
 }
 
 // exchangeAsync posts, for an asynchronous ppermute on a mesh spanning
@@ -358,6 +422,10 @@ func (r *run) exchangeAsync(s *slot) (err error) {
 				s.calls[src] = &call{kind: first.kind, axes: first.axes, x: buf, extra: first.extra, p: first.p}
 			}
 		}
+	}
+	if every := progressInterval(); every > 0 && len(x.reqs) > 0 {
+		x.done = make(chan struct{})
+		go x.progress(r.abort, every) // joined by wait, or ended by the run's failure
 	}
 	s.shared.Store(asyncKey{}, x)
 	return nil
