@@ -50,8 +50,12 @@ func BenchmarkCollectiveMatMul(b *testing.B) {
 				func(c *shard.Ctx, in pair) *tensor.Tensor { return syncAllGatherMatMulRing(c, in.A, in.B, ax, bidi) },
 				func(c *shard.Ctx, in pair) *tensor.Tensor { return shard.AllGatherMatMulRing(c, in.A, in.B, ax, bidi) }},
 			recipe{"reducescatter" + suffix, shard.Specs{"A": shard.P(nil, "d"), "B": shard.P("d", nil)}, shard.P("d", nil),
-				func(c *shard.Ctx, in pair) *tensor.Tensor { return syncMatMulReduceScatterRing(c, in.A, in.B, ax, bidi) },
-				func(c *shard.Ctx, in pair) *tensor.Tensor { return shard.MatMulReduceScatterRing(c, in.A, in.B, ax, bidi) }})
+				func(c *shard.Ctx, in pair) *tensor.Tensor {
+					return syncMatMulReduceScatterRing(c, in.A, in.B, ax, bidi)
+				},
+				func(c *shard.Ctx, in pair) *tensor.Tensor {
+					return shard.MatMulReduceScatterRing(c, in.A, in.B, ax, bidi)
+				}})
 	}
 	for _, rc := range recipes {
 		for _, batch := range []int{64, 1024} {
