@@ -309,3 +309,49 @@ func TestAsyncFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestAsyncUnderCheckpoint: inside autodiff.Checkpoint, whatever the
+// policy recomputes, the overlapped recipe's gradients equal the
+// synchronous one's.
+func TestAsyncUnderCheckpoint(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	m := guideMesh()
+	r := rand.New(rand.NewPCG(10, 10))
+	x, w := randT(r, 64, 128), randT(r, 128, 16)
+	fsdp := shard.Specs{"A": shard.P("dp", nil), "B": shard.P("dp", nil)}
+	for _, pc := range []struct {
+		name string
+		pol  autodiff.Policy
+	}{{"nothing saved", nil}, {"dots saved", autodiff.DotsSaveable}, {"everything saved", autodiff.EverythingSaveable}} {
+		t.Run(pc.name, func(t *testing.T) {
+			mk := func(product func(c *shard.Ctx, x, w *tensor.Tensor, axes shard.Axes, bidi bool) *tensor.Tensor) func(pair) *tensor.Tensor {
+				f := shard.Map(m, fsdp, shard.P("dp", nil), func(c *shard.Ctx, in pair) *tensor.Tensor {
+					return autodiff.Checkpoint(func(p pair) *tensor.Tensor {
+						return product(c, p.A, p.B, shard.Axes{"dp"}, true)
+					}, pc.pol)(in)
+				})
+				return func(p pair) *tensor.Tensor { return tensor.Sum(tensor.Square(f(p))) }
+			}
+			gs := autodiff.Grad(mk(syncAllGatherMatMulRing))(pair{x, w})
+			ga := autodiff.Grad(mk(shard.AllGatherMatMulRing))(pair{x, w})
+			assert.Equal(t, shard.Gather(gs.A).Float32s(), shard.Gather(ga.A).Float32s())
+			assert.Equal(t, shard.Gather(gs.B).Float32s(), shard.Gather(ga.B).Float32s())
+		})
+	}
+}
+
+// TestAsyncSecondDerivative: the VJP of a started shift is itself made of
+// started shifts, so it differentiates again: for f(x) = Σ shift(x)³,
+// ∇f = 3x² and ∇Σ∇f = 6x on every device.
+func TestAsyncSecondDerivative(t *testing.T) {
+	m := guideMesh()
+	x := randT(rand.New(rand.NewPCG(11, 11)), 8, 3)
+	f := shard.Map(m, shard.P("dp"), shard.P("dp"), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		grad := autodiff.Grad(func(x *tensor.Tensor) *tensor.Tensor {
+			y := c.RingShiftStart(x, shard.Axes{"dp"}, 1).Wait()
+			return tensor.Sum(tensor.Mul(y, tensor.Square(y)))
+		})
+		return autodiff.Grad(func(x *tensor.Tensor) *tensor.Tensor { return tensor.Sum(grad(x)) })(x)
+	})
+	assert.InDeltaSlice(t, tensor.MulScalar(x, 6).Float64s(), shard.Gather(f(x)).Float64s(), 1e-5)
+}
