@@ -263,8 +263,10 @@ func (r *run) post(e *devEnv, c *call) *slot {
 			close(s.ready)
 		}
 	}
-	if r.err != nil {
+	select {
+	case <-r.abort:
 		panic(abortSignal{})
+	default:
 	}
 	return s
 }
