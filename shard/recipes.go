@@ -27,7 +27,7 @@ import (
 // goroutine (see ProgressEnv). Measured on 2 processes of one 2-core
 // machine (BenchmarkCollectiveMatMul, README "Overlapped collective
 // matmuls"): the all-gather ring at batch 64, whose 8 MiB blocks outweigh
-// each step's product, ran 1.2–2x faster and used a third less CPU; with
+// each step's product, ran 1.1–2x faster and used a third less CPU; with
 // large products (batch 1024) the transfer's copies compete with the
 // multiplication for the same cores and the gain is within the noise.
 
