@@ -54,7 +54,8 @@
 // blocks of its inputs, and assembles the outputs by their specs. Inside,
 // the Ctx provides the collectives — Psum, Pmean, Pmax, Pmin, AllGather,
 // AllGatherInvariant, PsumScatter, Ppermute, RingShift, AllToAll and
-// RaggedAllToAll — and the device's position (AxisIndex, AxisSize):
+// RaggedAllToAll, and the asynchronous PpermuteStart and RingShiftStart —
+// and the device's position (AxisIndex, AxisSize):
 //
 //	matmul := shard.Map(mesh,
 //		shard.Specs{"X": shard.P("dp", nil), "W": shard.P(nil, "tp")},
@@ -74,6 +75,37 @@
 // (psum and pvary, all-gather and reduce-scatter, a permutation and its
 // inverse, an all-to-all and its reverse), gradients can be taken inside
 // fn, and a function that calls Map can be differentiated from outside.
+//
+// # Overlapping communication with computation
+//
+// Collectives are synchronous: every device of the group waits in one
+// until all have issued it. Ctx.PpermuteStart and Ctx.RingShiftStart start
+// a ppermute and return a *Handle at once; the device computes meanwhile,
+// and Handle.Wait returns the shifted block (XLA's ppermute_start and
+// ppermute_done):
+//
+//	h := c.RingShiftStart(w, shard.Axes{"dp"}, 1) // w travels ...
+//	out = tensor.Add(out, tensor.MatMul(xs, w))    // ... while w is used
+//	w = h.Wait()
+//
+// Started collectives count in the order of collectives like the others,
+// are checked the same way, and are differentiable: the transpose of a
+// started ppermute is the reverse one, started where the forward one is
+// waited for and waited for where it started, so backward overlaps too.
+// A handle must be waited for, once, before fn returns; one that is not
+// fails the Map call (a *DeviceError), and a device failing while others
+// wait releases them as usual. The collective matmuls AllGatherMatMulRing
+// and MatMulReduceScatterRing start each ring step's shift before the
+// step's product.
+//
+// Between devices of one process a shift is a pointer handoff: nothing is
+// transferred, and starting it only spares the step its barrier. Between
+// processes (build tag mpi) the block travels with MPI_Isend and
+// MPI_Irecv, posted when the last device of the process starts it, while
+// a goroutine drives the transfer (MPI_Test every ProgressEnv interval)
+// and Wait completes it; a Group implementing AsyncGroup provides this.
+// All-gather and reduce-scatter starts are not provided: build them from
+// ring shifts, as the recipes do.
 //
 // # Computing on placed tensors: sharding propagation
 //

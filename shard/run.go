@@ -33,6 +33,9 @@ type run struct {
 	// nlocal devices of the mesh run in this process (all, in one
 	// process); first is the first of them.
 	nlocal, first int
+	// pending is, per device, the asynchronous collectives started and
+	// not yet waited for (async.go).
+	pending [][]*inflight
 }
 
 // abortSignal unwinds a device goroutine after another device failed.
@@ -143,6 +146,7 @@ func (r *run) exec(envs []*devEnv, body func(dev int)) error {
 			envs[dev].seq = 0
 			envs[dev].run = r
 			body(dev)
+			r.checkPending(dev)
 			r.finish(dev, envs[dev].seq)
 		}()
 	}

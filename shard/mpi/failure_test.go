@@ -68,6 +68,8 @@ func runHelper(kind string) int {
 		fmt.Printf("process %d: %s ok\n", rank, kind)
 	case "put":
 		shard.Put(tensor.Full(tensor.Float32, float64(rank), 4), shard.NewSharding(m, shard.P()))
+	default:
+		asyncHelper(kind, m, x) // async_test.go
 	}
 	mpi.Finalize()
 	return 0

@@ -1,0 +1,479 @@
+package shard
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// This file holds the asynchronous collectives: a start that posts the
+// transfer and returns at once, and a Wait that returns the result, so
+// that a device computes while its block travels (the ppermute_start /
+// ppermute_done pairs of XLA's collective matmuls).
+//
+// Inside one process, a started ppermute is a registration in the same
+// slot a synchronous one meets in: the device goes on without waiting for
+// the others, and Wait blocks until every device of the group has started
+// it, then takes the sender's block (a pointer handoff, as the synchronous
+// ppermute does). Between processes the last local device to start it
+// posts MPI_Isend/MPI_Irecv (through a Group that implements AsyncGroup,
+// as package shard/mpi's does), and Wait completes them.
+
+// AsyncGroup is implemented by a Group that can move bytes between two of
+// its processes without blocking (package shard/mpi: MPI_Isend and
+// MPI_Irecv). Without it, an asynchronous collective between processes
+// exchanges synchronously when it starts (correct, but nothing overlaps).
+type AsyncGroup interface {
+	// IsendBytes starts sending buf to rank dst of the group with the
+	// given tag; IrecvBytes starts receiving into buf from rank src.
+	// Messages between the same two ranks with the same tag are matched
+	// in the order they are posted. buf must not be touched until the
+	// request completes.
+	IsendBytes(buf []byte, dst, tag int) Request
+	IrecvBytes(buf []byte, src, tag int) Request
+}
+
+// Request is a transfer in flight (an MPI_Request).
+type Request interface {
+	// Wait blocks until the transfer is done (MPI_Wait).
+	Wait()
+	// Test reports whether it is done, without blocking (MPI_Test).
+	Test() bool
+}
+
+// Handle is an asynchronous collective in flight, returned by a Ctx's
+// ...Start methods. Call Wait exactly once, on the device that started it
+// and before fn returns: a handle never waited on fails the Map call.
+type Handle struct {
+	c    *Ctx
+	p    *asyncParams
+	tok  *tensor.Tensor
+	done bool
+}
+
+// asyncParams are the parameters of one start/wait pair; the start's
+// Impl leaves the transfer in cur, the wait's Impl takes it. rev links
+// the pair's VJPs: the wait's VJP starts the reverse transfer of the
+// cotangent, the start's VJP waits for it.
+type asyncParams struct {
+	coll  *collParams
+	kind  string // "ppermute"
+	dtype tensor.DType
+	shape []int
+	mask  uint64 // the result's mark
+	cur   *inflight
+	rev   *asyncParams
+}
+
+// inflight is one device's started collective.
+type inflight struct {
+	run *run
+	s   *slot
+	c   *call
+}
+
+var asyncStartOp, asyncWaitOp *tensor.Op
+
+func init() {
+	asyncStartOp = &tensor.Op{
+		Name:       "ppermute_start",
+		NativeHalf: true,
+		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
+			p := pp.(*asyncParams)
+			p.start(in[0])
+			// The token links the wait to the start in the graph.
+			return tensor.Zeros(tensor.Float32)
+		},
+		VJP: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, pp any) []*tensor.Tensor {
+			p := pp.(*asyncParams)
+			rp := p.rev
+			if rp == nil {
+				panic(fmt.Sprintf("shard: internal error: backward of a %s start without its wait's", p.kind))
+			}
+			p.rev = nil
+			return []*tensor.Tensor{remark(tensor.Apply(asyncWaitOp, rp, g), in[0])}
+		},
+	}
+	asyncWaitOp = &tensor.Op{
+		Name:       "ppermute_done",
+		NativeHalf: true,
+		Impl: func(_ []*tensor.Tensor, pp any) *tensor.Tensor {
+			return pp.(*asyncParams).wait()
+		},
+		VJP: func(g *tensor.Tensor, _ []*tensor.Tensor, _ *tensor.Tensor, pp any) []*tensor.Tensor {
+			// The transpose of a ppermute is the reverse ppermute, itself
+			// started here and waited for where the forward one started.
+			p := pp.(*asyncParams)
+			inv := make([][2]int, len(p.coll.perm))
+			for i, pr := range p.coll.perm {
+				inv[i] = [2]int{pr[1], pr[0]}
+			}
+			rp, tok := ppermuteStart(p.coll.env, g, p.coll.axes, inv)
+			p.rev = rp
+			return []*tensor.Tensor{tok}
+		},
+	}
+}
+
+// ppermuteStart validates and starts an asynchronous ppermute of x.
+func ppermuteStart(e *devEnv, x *tensor.Tensor, axes []string, perm [][2]int) (*asyncParams, *tensor.Tensor) {
+	const op = "shard.Ctx.PpermuteStart"
+	m := e.maskOf(op, axes)
+	g := e.group(op, axes)
+	checkPerm(op, g, axes, perm)
+	x = tensor.Vary(x, e.Local(maskOf(x)|m))
+	p := &asyncParams{
+		coll: &collParams{env: e, axes: slices.Clone(axes), mask: m, perm: slices.Clone(perm)},
+		kind: "ppermute", dtype: x.DType(), shape: x.Shape(), mask: maskOf(x) | m,
+	}
+	return p, tensor.Apply(asyncStartOp, p, x)
+}
+
+func checkPerm(op string, g group, axes []string, perm [][2]int) {
+	src, dst := map[int]bool{}, map[int]bool{}
+	for _, pr := range perm {
+		for _, v := range pr {
+			if v < 0 || v >= g.size {
+				panic(fmt.Sprintf("%s: pair %v out of range for %s=%d", op, pr, axesLabel(axes), g.size))
+			}
+		}
+		if src[pr[0]] || dst[pr[1]] {
+			panic(fmt.Sprintf("%s: %v is not a permutation: a source or destination repeats", op, perm))
+		}
+		src[pr[0]], dst[pr[1]] = true, true
+	}
+}
+
+// start registers the device's block in the collective's slot without
+// waiting for the other devices.
+func (p *asyncParams) start(x *tensor.Tensor) {
+	e := p.coll.env
+	if p.cur != nil {
+		panic(fmt.Sprintf("shard: internal error: %s started twice", p.kind))
+	}
+	c := &call{kind: "ppermute", axes: p.coll.axes, x: x, p: p.coll, extra: fmt.Sprintf("perm %v, async", p.coll.perm)}
+	s := e.run.post(e, c)
+	f := &inflight{run: e.run, s: s, c: c}
+	e.run.mu.Lock()
+	if e.run.pending == nil {
+		e.run.pending = make([][]*inflight, e.mesh.Size())
+	}
+	e.run.pending[e.dev] = append(e.run.pending[e.dev], f)
+	e.run.mu.Unlock()
+	p.cur = f
+}
+
+// wait blocks until every device of the group has started the collective
+// and returns this device's result.
+func (p *asyncParams) wait() *tensor.Tensor {
+	e := p.coll.env
+	f := p.cur
+	if f == nil {
+		panic(fmt.Sprintf("shard: internal error: %s waited for without a start", p.kind))
+	}
+	p.cur = nil
+	r := f.run
+	if r != e.run {
+		panic(fmt.Sprintf("shard.Handle.Wait: %v was started in another shard.Map call (or its backward pass)", f.c))
+	}
+	r.mu.Lock()
+	r.pending[e.dev] = slices.DeleteFunc(r.pending[e.dev], func(g *inflight) bool { return g == f })
+	r.mu.Unlock()
+	s := f.s
+	select {
+	case <-s.ready:
+	case <-r.abort:
+		panic(abortSignal{})
+	}
+	defer r.leave(s)
+	if e.mesh.spans() {
+		if v, ok := s.shared.Load(asyncKey{}); ok {
+			v.(*asyncExchange).wait(r)
+		}
+	}
+	g := e.group("shard.Ppermute", p.coll.axes)
+	me := g.meshRank[g.rank]
+	var out *tensor.Tensor
+	sent := int64(0)
+	for _, pr := range p.coll.perm {
+		if pr[1] == me {
+			src := g.members[slices.Index(g.meshRank, pr[0])]
+			out = tensor.WithLocal(s.calls[src].x, nil) // shares the sender's block
+		}
+		if pr[0] == me && pr[1] != me {
+			sent = int64(f.c.x.Bytes())
+		}
+	}
+	if out == nil {
+		out = tensor.Zeros(p.dtype, p.shape...)
+	}
+	e.account("ppermute", sent)
+	return e.marked(out, p.mask)
+}
+
+// post brings the k-th collective of device dev to its slot without
+// waiting (the start of an asynchronous collective). The last local
+// device to arrive checks that every device issued the same collective
+// and, on a mesh spanning processes, posts the transfers to and from the
+// other processes; then s.ready is closed.
+func (r *run) post(e *devEnv, c *call) *slot {
+	k := e.seq
+	e.seq++
+	r.mu.Lock()
+	if r.done[e.dev] >= 0 {
+		r.mu.Unlock()
+		panic(fmt.Sprintf("shard.Ctx: %v on %v after its %s call returned; a Ctx is valid only inside fn", c, r.mesh.devices[e.dev], r.name))
+	}
+	if r.err != nil {
+		r.mu.Unlock()
+		panic(abortSignal{})
+	}
+	s := r.slots[k]
+	if s == nil {
+		s = &slot{k: k, calls: make([]*call, r.mesh.Size()), ready: make(chan struct{}), phaseEnd: make(chan struct{})}
+		r.slots[k] = s
+	}
+	s.calls[e.dev] = c
+	s.arrived++
+	for d, n := range r.done {
+		if n >= 0 && n <= k {
+			r.failLocked(r.missing(d, n, s))
+		}
+	}
+	cross := false
+	if s.arrived == r.nlocal && r.err == nil {
+		if err := r.consistent(s); err != nil {
+			r.failLocked(err)
+		} else if r.mesh.spans() {
+			cross = true
+		} else {
+			close(s.ready)
+		}
+	}
+	r.mu.Unlock()
+	if cross {
+		if err := r.exchangeAsync(s); err != nil {
+			r.fail(err)
+		} else {
+			close(s.ready)
+		}
+	}
+	select {
+	case <-r.abort:
+		panic(abortSignal{})
+	default:
+	}
+	return s
+}
+
+// checkPending fails the device if it returns with a started collective
+// it never waited for (called by exec after fn returns).
+func (r *run) checkPending(dev int) {
+	r.mu.Lock()
+	var left []*inflight
+	if r.pending != nil {
+		left = r.pending[dev]
+	}
+	r.mu.Unlock()
+	if len(left) == 0 {
+		return
+	}
+	f := left[0]
+	panic(fmt.Sprintf("%s returned with %d asynchronous collective(s) never waited for, the first #%d %v; call Wait on every Handle before fn returns", r.name, len(left), f.s.k, f.c))
+}
+
+// asyncKey keys a slot's asyncExchange in slot.shared.
+type asyncKey struct{}
+
+// asyncExchange is the transfers between processes of one started
+// collective. A goroutine tests them every ProgressEnv interval until they
+// are done (MPI libraries move a large message only while some MPI call
+// runs); the first local device to wait completes them.
+type asyncExchange struct {
+	once sync.Once
+	desc string
+	reqs []Request
+	done chan struct{} // closed when the progress goroutine ends
+	err  any           // a panic of the progress goroutine
+}
+
+// ProgressEnv is the environment variable with the interval at which
+// started collectives between processes are driven while the devices
+// compute (a Go duration; default 100µs). "0" leaves them to Wait: the
+// transfers then overlap only as far as the MPI library progresses them
+// on its own.
+const ProgressEnv = "GONOX_ASYNC_PROGRESS"
+
+var progressInterval = sync.OnceValue(func() time.Duration {
+	if s := os.Getenv(ProgressEnv); s != "" {
+		if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+			return d
+		}
+		panic(fmt.Sprintf("shard: %s=%q: want a duration such as 100us, or 0", ProgressEnv, s))
+	}
+	return 100 * time.Microsecond
+})
+
+// progress tests the requests every interval until all are done or the
+// run fails.
+func (x *asyncExchange) progress(abort <-chan struct{}, every time.Duration) {
+	defer close(x.done)
+	defer func() { x.err = recover() }()
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		all := true
+		for _, q := range x.reqs {
+			if !q.Test() {
+				all = false
+			}
+		}
+		if all {
+			return
+		}
+		select {
+		case <-abort:
+			return
+		case <-t.C:
+			t.Reset(every)
+		}
+	}
+}
+
+func (x *asyncExchange) wait(r *run) {
+	x.once.Do(func() {
+		stop := watchdog(r.name + ": " + x.desc)
+		defer stop()
+		if x.done != nil {
+			select {
+			case <-x.done:
+			case <-r.abort:
+				panic(abortSignal{})
+			}
+			if x.err != nil {
+				panic(x.err)
+			}
+		}
+		for _, q := range x.reqs {
+			q.Wait()
+		}
+	})
+	select {
+	case <-r.abort: // the device that completed them failed
+		panic(abortSignal{})
+	default:
+	}
+}
+
+// exchangeAsync posts, for an asynchronous ppermute on a mesh spanning
+// processes, a non-blocking send of every local block that a remote
+// device receives and a non-blocking receive of every remote block that a
+// local device receives (into a fresh block in s.calls). Groups whose
+// Group is not an AsyncGroup exchange synchronously now.
+func (r *run) exchangeAsync(s *slot) (err error) {
+	m := r.mesh
+	first := s.calls[r.first]
+	e := &devEnv{mesh: m, dev: r.first, coords: m.Coords(r.first)}
+	axesMask := e.maskOf("shard", first.axes)
+	desc := fmt.Sprintf("collective #%d %s(%v %v over %s, %s)", s.k, first.kind, first.x.DType(), first.x.Shape(), strings.Join(first.axes, ","), first.extra)
+	defer func() {
+		if p := recover(); p != nil {
+			err = &DeviceError{Device: m.devices[e.dev], Coords: e.coords, Op: r.name, Value: p}
+		}
+	}()
+	for _, members := range m.partitionOf(axesMask) {
+		if _, ok := m.net.groups[procsKey(m.procsOf(members))].(AsyncGroup); !ok {
+			procs := m.procsOf(members)
+			if len(procs) >= 2 && slices.Contains(procs, dist.rank) {
+				return r.exchange(s) // every group at once, synchronously
+			}
+		}
+	}
+	x := &asyncExchange{desc: desc}
+	tag := s.k % 32768 // MPI guarantees tags up to 32767
+	for _, members := range m.partitionOf(axesMask) {
+		procs := m.procsOf(members)
+		if len(procs) < 2 || !slices.Contains(procs, dist.rank) {
+			continue
+		}
+		g := m.net.groups[procsKey(procs)]
+		if dist.debug {
+			stop := watchdog(r.name + ": " + desc)
+			checkSame(g, procs, desc, fmt.Sprintf("%s: process %d and process %%d issued different collectives: %%s vs %%s", r.name, dist.rank))
+			stop()
+		}
+		ag := g.(AsyncGroup)
+		ge := &devEnv{mesh: m, dev: members[0], coords: m.Coords(members[0])}
+		gr := ge.group("shard", first.axes)
+		for _, pr := range first.p.perm {
+			src := gr.members[slices.Index(gr.meshRank, pr[0])]
+			dst := gr.members[slices.Index(gr.meshRank, pr[1])]
+			ps, pd := m.devices[src].proc, m.devices[dst].proc
+			switch {
+			case ps == pd:
+			case ps == dist.rank:
+				x.reqs = append(x.reqs, ag.IsendBytes(rawBytes(s.calls[src].x), slices.Index(procs, pd), tag))
+			case pd == dist.rank:
+				buf := tensor.Zeros(first.x.DType(), first.x.Shape()...)
+				x.reqs = append(x.reqs, ag.IrecvBytes(rawBytes(buf), slices.Index(procs, ps), tag))
+				s.calls[src] = &call{kind: first.kind, axes: first.axes, x: buf, extra: first.extra, p: first.p}
+			}
+		}
+	}
+	if every := progressInterval(); every > 0 && len(x.reqs) > 0 {
+		x.done = make(chan struct{})
+		go x.progress(r.abort, every) // joined by wait, or ended by the run's failure
+	}
+	s.shared.Store(asyncKey{}, x)
+	return nil
+}
+
+// PpermuteStart starts Ppermute(x, axes, perm) and returns at once: the
+// device computes meanwhile, and h.Wait() returns what Ppermute would
+// have. Every device of the mesh must start (and wait for) the same
+// asynchronous collectives in the same order as its other collectives;
+// in debug mode a mismatch fails the Map call as for the synchronous
+// ones. Between processes the blocks travel with MPI_Isend and MPI_Irecv
+// while the device computes.
+//
+// It is differentiable: the transpose of a started ppermute is the
+// reverse ppermute, started where the forward one is waited for and
+// waited for where it started, so the backward pass overlaps too.
+func (c *Ctx) PpermuteStart(x *tensor.Tensor, axes Axes, perm [][2]int) *Handle {
+	checkLocal("shard.Ctx.PpermuteStart", c, x)
+	p, tok := ppermuteStart(c.env, x, axes, perm)
+	return &Handle{c: c, p: p, tok: tok}
+}
+
+// RingShiftStart starts RingShift(x, axes, offset) (see PpermuteStart).
+func (c *Ctx) RingShiftStart(x *tensor.Tensor, axes Axes, offset int) *Handle {
+	checkLocal("shard.Ctx.RingShiftStart", c, x)
+	return c.PpermuteStart(x, axes, ringPerm(c.env.group("shard.Ctx.RingShiftStart", axes), offset))
+}
+
+// ringPerm returns the pairs, in mesh order, of a shift by offset along a
+// group's ranks.
+func ringPerm(g group, offset int) [][2]int {
+	perm := make([][2]int, g.size)
+	for r := 0; r < g.size; r++ {
+		d := ((r+offset)%g.size + g.size) % g.size
+		perm[r] = [2]int{g.meshRank[r], g.meshRank[d]}
+	}
+	return perm
+}
+
+// Wait blocks until the collective is done on this device and returns its
+// result. It must be called once, inside the fn that started it, on the
+// same device.
+func (h *Handle) Wait() *tensor.Tensor {
+	if h.done {
+		panic(fmt.Sprintf("shard.Handle.Wait: the %s of %v%v was already waited for", h.p.kind, h.p.dtype, h.p.shape))
+	}
+	h.done = true
+	return tensor.Apply(asyncWaitOp, h.p, h.tok)
+}
