@@ -94,11 +94,35 @@ var dist struct {
 // pool is first used (Devices, NewMesh); package shard/mpi's Init calls
 // it. A transport of one process leaves the pool as it is.
 //
-// From then on, NewMesh, NewMeshOn and ParseMesh are collective over all
-// processes (they set up communicators) whenever the mesh has devices of
-// more than one process, and so are Map on such a mesh, Gather of a tensor
-// not replicated on every process, and Put from a tensor whose blocks live
-// on other processes.
+// From then on the program is SPMD (as under jax.distributed):
+//
+//   - NewMesh, NewMeshOn and ParseMesh are collective over all processes
+//     whenever the mesh has devices of more than one process: they set up
+//     the mesh's communicators (every process creates such meshes in the
+//     same order, including processes that own none of their devices).
+//   - Map and propagated ops on a mesh that spans processes, and Gather of
+//     an array on it that is not replicated, are collective over the
+//     processes that own the mesh's devices.
+//   - A mesh whose devices all live in one process (JAX: its arrays are
+//     fully addressable there) is computed on by that process alone,
+//     without talking to any other; Gather of its arrays is local.
+//   - A process that owns no device of a mesh holds no blocks of its
+//     arrays (Put gives it a tensor without local blocks) and cannot read
+//     or compute on them: Map, propagated ops and Gather panic naming the
+//     process. Reshard such an array onto a mesh with a device of this
+//     process to read it there.
+//   - Put or Reshard of a placed array is collective over the processes
+//     owning devices of its source or target mesh whenever those are more
+//     than one (on the target mesh's communicator if its processes are
+//     all of them, else on the source mesh's, else on one of all the
+//     processes of the job, which must then all call it).
+//
+// Each mesh has communicators of its own, so operations on different
+// meshes (a teacher and a student, say) may run concurrently from
+// different goroutines; the operations on one mesh form one stream, issued
+// in the same order on every process. Reshards that fall back to the
+// job-wide communicator, and the GONOX_DEBUG check of Put, must not run
+// concurrently with each other.
 func Install(t Transport, localDevices int) error {
 	if localDevices <= 0 {
 		return fmt.Errorf("shard.Install: %d local devices, want at least 1", localDevices)
@@ -183,7 +207,13 @@ type meshNet struct {
 	nlocal int
 	first  int              // first local mesh index, -1 if none
 	spans  bool             // devices of more than one process
-	groups map[string]Group // by process set
+	procs  []int            // the processes owning its devices, ascending
+	groups map[string]Group // by process set, for the collectives of Map
+	// whole is a communicator of the mesh's own over procs (nil if this
+	// process is not in procs or the mesh does not span processes), for
+	// Gather and reshards: operations on different meshes use different
+	// communicators, so two meshes may be driven from two goroutines.
+	whole Group
 
 	mu        sync.Mutex
 	partition map[uint64][][]int // groups over an axes mask, members ascending
@@ -232,11 +262,16 @@ func (m *Mesh) connect() *Mesh {
 		if d.proc != m.devices[0].proc {
 			n.spans = true
 		}
+		if !slices.Contains(n.procs, d.proc) {
+			n.procs = append(n.procs, d.proc)
+		}
 	}
+	slices.Sort(n.procs)
 	m.net = n
 	if !n.spans {
 		return m
 	}
+	n.whole = dist.t.NewGroup(n.procs)
 	// Every subset of axes, every group of it: in the same order on every
 	// process, so the collective NewGroup calls match.
 	k := len(m.sizes)
@@ -607,28 +642,37 @@ func fromBytes(dt tensor.DType, b []byte, shape []int) *tensor.Tensor {
 
 // ---- cross-process placement ----
 
-// crossProcess reports whether reading x's blocks needs other processes:
-// every process of the job must then take part (Gather, Put).
-func crossProcess(l *layout) bool {
+// ownerProcs returns the processes that own devices of m, ascending
+// ([0] in a job of one process).
+func (m *Mesh) ownerProcs() []int {
+	if m.net == nil {
+		return []int{0}
+	}
+	return m.net.procs
+}
+
+// needOwner panics unless this process owns a device of l's mesh: it
+// cannot read the array's values (JAX: the array is not addressable here).
+func needOwner(op string, l *layout, x *tensor.Tensor) {
 	m := l.sharding.mesh
-	if dist.t == nil {
-		return false
+	if m.firstLocal() < 0 {
+		panic(fmt.Sprintf("%s: %v lives on the devices of processes %v; process %d owns none of them and cannot read it (reshard it onto a mesh with a device of this process, or read it on an owner)", op, x, m.ownerProcs(), dist.rank))
 	}
-	if l.sharding.IsReplicated() {
-		// Every process holding a device of the mesh has the whole array;
-		// it is cross-process only if some process holds none.
-		procs := map[int]bool{}
-		for _, d := range m.devices {
-			procs[d.proc] = true
-		}
-		return len(procs) < dist.t.Size()
-	}
-	return true
+}
+
+// crossProcess reports whether reading x's blocks on the host needs other
+// processes: its mesh spans processes and the array is not replicated
+// (Gather is then collective over the mesh's processes). A mesh whose
+// devices all live in this process never needs another process, and a
+// replicated array is whole on every owner.
+func crossProcess(l *layout) bool {
+	return l.sharding.mesh.spans() && !l.sharding.IsReplicated()
 }
 
 // gatherAll assembles a sharded tensor whose blocks live on several
-// processes: every process sends the distinct blocks it holds first (in
-// the order of the owners' mesh indices) and receives the rest.
+// processes: every process of the mesh sends the distinct blocks it holds
+// (in the order of the owners' mesh indices) and receives the rest, on
+// the mesh's own communicator.
 func gatherAll(l *layout, x *tensor.Tensor) *tensor.Tensor {
 	stop := watchdog("shard.Gather of " + x.String())
 	defer stop()
@@ -640,7 +684,7 @@ func gatherAll(l *layout, x *tensor.Tensor) *tensor.Tensor {
 			send = append(send, rawBytes(l.blocks[d])...)
 		}
 	}
-	got := allgatherBytes(dist.t.World(), send)
+	got := allgatherBytes(m.net.whole, send) // by index in m.net.procs
 	out := tensor.Zeros(x.DType(), l.geo.shape...)
 	zero := make([]int, len(l.geo.shape))
 	n := 1
@@ -649,7 +693,7 @@ func gatherAll(l *layout, x *tensor.Tensor) *tensor.Tensor {
 	}
 	bb := n * x.DType().Size()
 	for _, d := range owners {
-		p := m.devices[d].proc
+		p := slices.Index(m.net.procs, m.devices[d].proc)
 		b := fromBytes(x.DType(), got[p][:bb], l.geo.block)
 		got[p] = got[p][bb:]
 		off := l.offset(d)
