@@ -294,7 +294,7 @@ func Gather(x *tensor.Tensor) *tensor.Tensor {
 // put builds the sharded tensor of x (host or sharded) for sharding s.
 func put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
 	if x.Layout() == nil {
-		checkPutEqual(x)
+		checkPutEqual(x, s.mesh)
 	}
 	geo := s.geometry("shard.Put", x.Shape())
 	l := &layout{sharding: s, geo: geo, blocks: makeBlocks(x, s, true)}

@@ -81,7 +81,6 @@ const TimeoutEnv = "GONOX_TIMEOUT"
 var dist struct {
 	t       Transport
 	aux     Group // all processes, for AllGatherProcesses
-	putc    Group // all processes, for the debug check of Put
 	rank    int
 	debug   bool
 	timeout time.Duration
@@ -121,8 +120,7 @@ var dist struct {
 // meshes (a teacher and a student, say) may run concurrently from
 // different goroutines; the operations on one mesh form one stream, issued
 // in the same order on every process. Reshards that fall back to the
-// job-wide communicator, and the GONOX_DEBUG check of Put, must not run
-// concurrently with each other.
+// job-wide communicator must not run concurrently with each other.
 func Install(t Transport, localDevices int) error {
 	if localDevices <= 0 {
 		return fmt.Errorf("shard.Install: %d local devices, want at least 1", localDevices)
@@ -153,7 +151,6 @@ func Install(t Transport, localDevices int) error {
 			all[i] = i
 		}
 		dist.aux = t.NewGroup(all)
-		dist.putc = t.NewGroup(all)
 	}
 	dist.debug = os.Getenv(DebugEnv) == "1"
 	dist.timeout = 10 * time.Minute
@@ -214,6 +211,9 @@ type meshNet struct {
 	// Gather and reshards: operations on different meshes use different
 	// communicators, so two meshes may be driven from two goroutines.
 	whole Group
+	// put is another, for the GONOX_DEBUG check of Put, so a loader
+	// putting batches on its goroutine does not cross Map or Gather.
+	put Group
 
 	mu        sync.Mutex
 	partition map[uint64][][]int // groups over an axes mask, members ascending
@@ -272,6 +272,7 @@ func (m *Mesh) connect() *Mesh {
 		return m
 	}
 	n.whole = dist.t.NewGroup(n.procs)
+	n.put = dist.t.NewGroup(n.procs)
 	// Every subset of axes, every group of it: in the same order on every
 	// process, so the collective NewGroup calls match.
 	k := len(m.sizes)
@@ -703,12 +704,13 @@ func gatherAll(l *layout, x *tensor.Tensor) *tensor.Tensor {
 }
 
 // checkPutEqual panics (in debug mode) unless the host tensor x is the
-// same on every process. It has a communicator of its own, so a loader
-// putting batches on its goroutine does not cross Map or Gather; Puts
-// from several goroutines at once must still come in the same order on
-// every process.
-func checkPutEqual(x *tensor.Tensor) {
-	if dist.t == nil || !dist.debug {
+// same on every process of mesh m (only they hold blocks of it; a mesh of
+// one process is not checked). It uses a communicator of the mesh's own,
+// so a loader putting batches on its goroutine does not cross Map or
+// Gather; Puts onto one mesh from several goroutines at once must still
+// come in the same order on every process.
+func checkPutEqual(x *tensor.Tensor, m *Mesh) {
+	if dist.t == nil || !dist.debug || !m.spans() || m.net.put == nil {
 		return
 	}
 	h := fnv.New64a()
@@ -717,7 +719,7 @@ func checkPutEqual(x *tensor.Tensor) {
 	s := fmt.Sprintf("%x", h.Sum64())
 	stop := watchdog("the GONOX_DEBUG check of shard.Put " + x.String())
 	defer stop()
-	checkSame(dist.putc, nil, s, "shard.Put: "+x.String()+": the host tensor differs between processes (this is process "+strconv.Itoa(dist.rank)+", process %d differs; hashes %s vs %s); every process must Put the same value")
+	checkSame(m.net.put, m.net.procs, s, "shard.Put: "+x.String()+": the host tensor differs between processes (this is process "+strconv.Itoa(dist.rank)+", process %d differs; hashes %s vs %s); every process of the mesh must Put the same value")
 }
 
 // firstLocalMember returns the first member of g in this process.
