@@ -68,7 +68,8 @@ type Group interface {
 
 // DebugEnv is the environment variable that turns on cross-process checks
 // (GONOX_DEBUG=1): a host tensor given to Put must be equal on every
-// process, and the processes must issue the same collectives.
+// process of the target mesh, and the processes must issue the same
+// collectives.
 const DebugEnv = "GONOX_DEBUG"
 
 // TimeoutEnv is the environment variable with the longest time a process

@@ -25,8 +25,8 @@
 // meshes in the same order and calls the same cross-process operations
 // (shard.Map on a mesh of several processes, shard.Gather, shard.Put from
 // another process's blocks, checkpoints) in the same order. A host tensor
-// given to shard.Put must be equal on every process of its mesh (GONOX_DEBUG=1 checks
-// it with a hash).
+// given to shard.Put must be equal on every process of the target mesh
+// (GONOX_DEBUG=1 checks it with a hash).
 //
 // Which processes take part follows from the mesh (shard.Install lists
 // the rules): an operation on a mesh that spans processes involves the
