@@ -15,17 +15,23 @@
 # one device per process; the 1-process run is pinned with taskset -c 0;
 # the DDP anchor runs one torch thread per process under the same mpirun.
 # Each round runs every figure once, in an order that alternates between
-# rounds, and every timed loop starts with a warm-up call. The summary
-# gives, per figure, the median over rounds and the median (and range) of
-# the ratios paired within a round, against the targets.
+# rounds; every timed loop starts with a warm-up call and times each call
+# (C loop and gonox: 200 calls of 4 MiB, 20 of 64 MiB; DP steps: 20). The
+# summary gives, per figure, the median over rounds of each round's median
+# call and the best call of all rounds; per ratio, the median (and range)
+# of the ratios paired within a round and the ratio of the best calls,
+# against the targets. On a busy machine the best calls are the better
+# estimate of what the code can do; the medians show what the load left.
 #
-# Usage: shard/mpi/bench.sh [ROUNDS]   (default 7; about 40-60 s a round on
-# 2 idle cores, so about 5-7 minutes). Needs openmpi-bin, libopenmpi-dev and,
+# Usage: shard/mpi/bench.sh [ROUNDS]   (default 7). A round took about
+# 85 s at load average 10-20; on 2 idle cores it should take 20-30 s (an
+# estimate: the machine was never idle when the script was written), so 7
+# rounds stay well under 8 minutes. Needs openmpi-bin, libopenmpi-dev and,
 # for the DDP anchor, python3-torch and python3-threadpoolctl (Debian's
-# /usr/bin/python3). The machine should be otherwise idle: with 2 processes
-# on 2 cores, any other load shows in every figure (the load average is
-# logged per round). GONOX_BENCH_LOG names the raw log (default: a
-# temporary file, printed at the end).
+# /usr/bin/python3). The machine should be otherwise idle: with 2
+# processes on 2 cores, any other load shows in every figure (the load
+# average is logged per round). GONOX_BENCH_LOG names the raw log
+# (default: a temporary file, printed at the end).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-7}
