@@ -28,6 +28,29 @@
 // order. VJP rules are written with ops, and traces nest, so gradients of
 // gradients (Hessian-vector products) work.
 //
+// # Donating buffers
+//
+// A training loop can give each step's dead buffers back for the next one
+// to reuse, as JAX's donate_argnums does (see "Donation" in package
+// tensor): DonateTree donates the gradients once the optimizer has used
+// them (and the previous parameters and state, if nothing else holds
+// them), and the option RecycleIntermediates makes the backward pass
+// donate the activations it kept. The backward pass always donates the
+// cotangents it owns once they are dead. A donated tensor panics when used,
+// naming the op, so a buffer donated too early is a loud error, never a
+// wrong number:
+//
+//	step := autodiff.ValueAndGradWith(loss, autodiff.RecycleIntermediates())
+//	for ... {
+//		l, g := step(model, batch)
+//		newModel, newState := optim.Step(opt, model, g, state)
+//		tensor.Donate(l)
+//		autodiff.DonateTree(g)
+//		model, state = newModel, newState
+//	}
+//
+// parallel.Trainer's Step does this by itself.
+//
 // # Rematerialisation
 //
 // Checkpoint wraps a function so that its intermediate values are not kept

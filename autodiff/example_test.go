@@ -81,3 +81,26 @@ func ExampleCustomVJP() {
 	// Output:
 	// [1 1 1]
 }
+
+// A training step that donates its gradients and lets the backward pass
+// recycle the activations allocates almost no tensor storage in the
+// steady state: each step reuses the previous one's.
+func ExampleRecycleIntermediates() {
+	w := tensor.FromFloat32([]float32{1, 2, 3, 4}, 2, 2)
+	x := tensor.FromFloat32([]float32{1, 0, 0, 1, 1, 1}, 3, 2)
+	loss := func(w, x *tensor.Tensor) *tensor.Tensor { return tensor.Sum(tensor.Relu(tensor.MatMul(x, w))) }
+	step := autodiff.ValueAndGradWith(loss, autodiff.RecycleIntermediates())
+	for range 3 {
+		l, g := step(w, x)
+		fmt.Printf("%g %g\n", l, g)
+		tensor.Donate(l)
+		autodiff.DonateTree(g)
+	}
+	// Output:
+	// 20 [[2 2]
+	//  [2 2]]
+	// 20 [[2 2]
+	//  [2 2]]
+	// 20 [[2 2]
+	//  [2 2]]
+}

@@ -18,39 +18,46 @@ import (
 // f must return a float32 scalar (a shape [] tensor, or one element).
 // ValueAndGrad calls may nest (the gradient of a gradient) and may run in
 // several goroutines at once.
-func ValueAndGrad[M any](f func(M) *tensor.Tensor) func(M) (*tensor.Tensor, M) {
+//
+// Options change how the backward pass treats memory: see
+// RecycleIntermediates.
+func ValueAndGrad[M any](f func(M) *tensor.Tensor, opts ...Option) func(M) (*tensor.Tensor, M) {
+	o := options(opts)
 	return func(m M) (*tensor.Tensor, M) {
-		v, _, g := valueAndGrad(m, func(mt M) (*tensor.Tensor, struct{}) { return f(mt), struct{}{} })
+		v, _, g := valueAndGrad(o, m, func(mt M) (*tensor.Tensor, struct{}) { return f(mt), struct{}{} })
 		return v, g
 	}
 }
 
 // ValueAndGradAux is ValueAndGrad for an f that also returns auxiliary data
 // (metrics, new state), which is passed through and not differentiated.
-func ValueAndGradAux[M, A any](f func(M) (*tensor.Tensor, A)) func(M) (*tensor.Tensor, A, M) {
-	return func(m M) (*tensor.Tensor, A, M) { return valueAndGrad(m, f) }
+func ValueAndGradAux[M, A any](f func(M) (*tensor.Tensor, A), opts ...Option) func(M) (*tensor.Tensor, A, M) {
+	o := options(opts)
+	return func(m M) (*tensor.Tensor, A, M) { return valueAndGrad(o, m, f) }
 }
 
 // ValueAndGradWith is ValueAndGrad for an f with a second argument (a
 // batch, say) that is not differentiated.
-func ValueAndGradWith[M, X any](f func(M, X) *tensor.Tensor) func(M, X) (*tensor.Tensor, M) {
+func ValueAndGradWith[M, X any](f func(M, X) *tensor.Tensor, opts ...Option) func(M, X) (*tensor.Tensor, M) {
+	o := options(opts)
 	return func(m M, x X) (*tensor.Tensor, M) {
-		v, _, g := valueAndGrad(m, func(mt M) (*tensor.Tensor, struct{}) { return f(mt, x), struct{}{} })
+		v, _, g := valueAndGrad(o, m, func(mt M) (*tensor.Tensor, struct{}) { return f(mt, x), struct{}{} })
 		return v, g
 	}
 }
 
 // ValueAndGradWithAux combines ValueAndGradWith and ValueAndGradAux.
-func ValueAndGradWithAux[M, X, A any](f func(M, X) (*tensor.Tensor, A)) func(M, X) (*tensor.Tensor, A, M) {
+func ValueAndGradWithAux[M, X, A any](f func(M, X) (*tensor.Tensor, A), opts ...Option) func(M, X) (*tensor.Tensor, A, M) {
+	o := options(opts)
 	return func(m M, x X) (*tensor.Tensor, A, M) {
-		return valueAndGrad(m, func(mt M) (*tensor.Tensor, A) { return f(mt, x) })
+		return valueAndGrad(o, m, func(mt M) (*tensor.Tensor, A) { return f(mt, x) })
 	}
 }
 
 // Grad returns a function computing only the gradient of f (see
 // ValueAndGrad).
-func Grad[M any](f func(M) *tensor.Tensor) func(M) M {
-	vg := ValueAndGrad(f)
+func Grad[M any](f func(M) *tensor.Tensor, opts ...Option) func(M) M {
+	vg := ValueAndGrad(f, opts...)
 	return func(m M) M {
 		_, g := vg(m)
 		return g
@@ -58,13 +65,48 @@ func Grad[M any](f func(M) *tensor.Tensor) func(M) M {
 }
 
 // GradWith is Grad for an f with a second, non-differentiated argument.
-func GradWith[M, X any](f func(M, X) *tensor.Tensor) func(M, X) M {
-	vg := ValueAndGradWith(f)
+func GradWith[M, X any](f func(M, X) *tensor.Tensor, opts ...Option) func(M, X) M {
+	vg := ValueAndGradWith(f, opts...)
 	return func(m M, x X) M {
 		_, g := vg(m, x)
 		return g
 	}
 }
+
+// Option changes how ValueAndGrad and its variants run.
+type Option func(*settings)
+
+type settings struct {
+	recycle bool
+}
+
+func options(opts []Option) settings {
+	var s settings
+	for _, o := range opts {
+		o(&s)
+	}
+	return s
+}
+
+// RecycleIntermediates makes the backward pass donate the intermediate
+// values it kept from the forward pass (activations, the inputs of each
+// matmul) once it no longer needs them, so that the next step's
+// allocations reuse their storage (see tensor.Donate and
+// tensor.Trace.RecycleIntermediates). The value f returns, its auxiliary
+// outputs and the model are spared.
+//
+// It is an opt-in: an intermediate f let escape (into a variable of the
+// caller, say) is donated too, and any use of it after the call panics
+// naming the op ("tensor.Relu: operand x f32[16,128] was donated"),
+// never reading recycled memory. Return such a value as auxiliary output
+// instead.
+func RecycleIntermediates() Option { return func(s *settings) { s.recycle = true } }
+
+// DonateTree donates every tensor leaf of tree (see tensor.Donate): a
+// training loop donates the previous step's gradients once the optimizer
+// has used them, so that the next backward pass writes into their storage.
+// Using a leaf afterwards panics.
+func DonateTree(tree any) { tensor.Donate(pytree.Leaves(tree)...) }
 
 // trace makes a traced copy of m: its float leaves become leaves of tr.
 func trace[M any](tr *tensor.Trace, m M) (M, []*tensor.Tensor, []*tensor.Tensor, pytree.Structure) {
@@ -96,14 +138,26 @@ func gradTree[M any](st pytree.Structure, leaves, cots []*tensor.Tensor) M {
 	return pytree.Unflatten[M](st, out)
 }
 
-func valueAndGrad[M, A any](m M, f func(M) (*tensor.Tensor, A)) (*tensor.Tensor, A, M) {
+func valueAndGrad[M, A any](o settings, m M, f func(M) (*tensor.Tensor, A)) (*tensor.Tensor, A, M) {
 	tr := tensor.NewTrace()
+	if o.recycle {
+		tr.RecycleIntermediates()
+	}
 	mt, leaves, traced, st := trace(tr, m)
 	y, aux := f(mt)
 	if y == nil || y.DType() != tensor.Float32 || y.Size() != 1 {
 		panic(fmt.Sprintf("autodiff.ValueAndGrad: f returned %v; want a float32 scalar", y))
 	}
-	cots := tensor.Backward(tr, []*tensor.Tensor{y}, []*tensor.Tensor{tensor.OnesLike(y)}, traced, false)
+	ys, seeds := []*tensor.Tensor{y}, []*tensor.Tensor{tensor.OnesLike(y)}
+	if o.recycle {
+		// The auxiliary outputs are outputs too: spared, not recycled.
+		for _, a := range pytree.Leaves(aux) {
+			if a != nil {
+				ys, seeds = append(ys, a), append(seeds, nil)
+			}
+		}
+	}
+	cots := tensor.Backward(tr, ys, seeds, traced, false)
 	return tr.Primal(y), aux, gradTree[M](st, leaves, cots)
 }
 

@@ -87,6 +87,7 @@ type Trainer[M, B any] struct {
 	opt    optim.State
 	steps  uint32
 	comm   shard.Comm
+	don    donation // what Step may donate (donate.go)
 
 	grads func(stepIn[M, B]) gradOut[M]
 	step  func(stepIn[M, B]) stepOut[M]
@@ -428,11 +429,17 @@ func (t *Trainer[M, B]) Step(batch B) (float64, error) {
 		l, g = out.Loss, pytree.Map(out.Grads, shard.Gather)
 	default:
 		out := t.step(stepIn[M, B]{Params: t.params, State: t.opt, Batch: batch, Key: key})
+		oldP, oldS := t.params, t.opt
 		t.params, t.opt = out.Params, out.State
-		return out.Loss.Item(), nil
+		loss := out.Loss.Item()
+		t.donateStep(oldP, oldS, out.Loss)
+		return loss, nil
 	}
+	oldP, oldS := t.params, t.opt
 	t.params, t.opt = optim.Step(t.optimizer(nil), t.params, g, t.opt)
-	return l.Item(), nil
+	loss := l.Item()
+	t.donateStep(oldP, oldS, g, l)
+	return loss, nil
 }
 
 // LossAndGrad returns the loss and the gradient of the current parameters
@@ -498,13 +505,22 @@ func (t *Trainer[M, B]) Strategy() Strategy { return t.strategy }
 func (t *Trainer[M, B]) Mesh() *shard.Mesh { return t.mesh }
 
 // Params returns the current parameters as host tensors.
-func (t *Trainer[M, B]) Params() M { return pytree.Map(t.params, shard.Gather) }
+func (t *Trainer[M, B]) Params() M {
+	t.don.expose()
+	return pytree.Map(t.params, shard.Gather)
+}
 
 // PlacedParams returns the current parameters as they are placed.
-func (t *Trainer[M, B]) PlacedParams() M { return t.params }
+func (t *Trainer[M, B]) PlacedParams() M {
+	t.don.expose()
+	return t.params
+}
 
 // State returns the optimizer state as it is placed.
-func (t *Trainer[M, B]) State() optim.State { return t.opt }
+func (t *Trainer[M, B]) State() optim.State {
+	t.don.expose()
+	return t.opt
+}
 
 // SetState replaces the parameters and the optimizer state, for example
 // with ones restored from a checkpoint. They must have the structure of
@@ -514,6 +530,7 @@ func (t *Trainer[M, B]) SetState(params M, state optim.State) error {
 	if state == nil {
 		return errors.New("parallel: SetState: nil optimizer state")
 	}
+	t.don.expose()
 	if t.host {
 		t.params = pytree.Map(params, shard.Gather)
 		t.opt = pytree.Map(state, shard.Gather)

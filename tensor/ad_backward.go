@@ -45,6 +45,17 @@ type backwardPass struct {
 // owns reports whether the pass owns t's storage outright.
 func (p *backwardPass) owns(t *Tensor) bool { return cotangentReuse && t.cot == p }
 
+// drop donates t (see Donate) if the pass owns it: a cotangent that died
+// inside the backward pass, which the caller never saw. Blocks inside
+// shard.Map are kept: a collective's operand may still be read by the
+// other devices after this one has returned from it.
+func (p *backwardPass) drop(t *Tensor) {
+	if t != nil && t.local == nil && p.owns(t) {
+		t.cot = nil
+		Donate(t)
+	}
+}
+
 // plainF32 reports whether t is untraced, unsharded float32 data with
 // storage of its own to speak of.
 func plainF32(t *Tensor) bool {
@@ -115,7 +126,8 @@ func takeDonated(x *Tensor) *Tensor {
 		return nil
 	}
 	p.donated = nil
-	return &Tensor{dtype: x.dtype, shape: x.shape, f32: x.f32}
+	x.hold()
+	return &Tensor{dtype: x.dtype, shape: x.shape, f32: x.f32, rec: x.rec}
 }
 
 // settle decides, after the VJP of n returned res for the cotangents gs,

@@ -133,7 +133,23 @@ type Trace struct {
 	// recordAll makes the trace record every op, differentiable or not,
 	// with all its inputs and outputs (remat compiles such a graph).
 	recordAll bool
+	// recycle makes Backward donate the intermediates its nodes saved
+	// (see RecycleIntermediates).
+	recycle bool
 }
+
+// RecycleIntermediates makes Backward, when it frees the residuals of the
+// graph (retain false), donate the intermediate values the graph saved for
+// the backward pass (activations, the inputs a matmul keeps, ...), so that
+// their storage goes to the allocator cache (see Donate) instead of to the
+// collector. The traced outputs of the function (the values Backward
+// starts from) and the values gradients are asked for are spared.
+//
+// It is an opt-in because intermediates may have escaped into the
+// caller's variables: after Backward such an escaped intermediate is
+// donated, and any use of it panics naming the op rather than reading
+// recycled memory. Only outermost (untraced) values are donated.
+func (tr *Trace) RecycleIntermediates() { tr.recycle = true }
 
 var traceIDs atomic.Uint64 // orders traces; the only package-level state
 
@@ -160,7 +176,7 @@ func (tr *Trace) Leaf(x *Tensor) *Tensor {
 	}
 	n := &node{op: leafOp, trace: tr, seq: tr.seq.Add(1), nout: 1}
 	n.outAval = []*Tensor{aval(x)}
-	t := x.shallow()
+	t := x.twin()
 	t.node, t.outIdx, t.primal = n, 0, x
 	return t
 }
@@ -191,19 +207,21 @@ type edge struct {
 }
 
 type node struct {
-	op      *Op
-	params  any
-	trace   *Trace
-	seq     uint64
-	inputs  []edge    // producers traced by the same trace
-	ins     []*Tensor // saved primal inputs, or placeholders
-	outs    []*Tensor // saved primal outputs, or placeholders
-	outAval []*Tensor // shape-only outputs
-	state   any
-	nout    int
-	freed   bool
-	raw     []*Tensor // recordAll traces: every primal input
-	rawOuts []*Tensor // recordAll traces: every primal output
+	op       *Op
+	params   any
+	trace    *Trace
+	seq      uint64
+	inputs   []edge    // producers traced by the same trace
+	ins      []*Tensor // saved primal inputs, or placeholders
+	outs     []*Tensor // saved primal outputs, or placeholders
+	outAval  []*Tensor // shape-only outputs
+	state    any
+	nout     int
+	freed    bool
+	interIns uint64    // bit i: ins[i] is an intermediate of the trace
+	results  []*Tensor // the primal outputs, kept when the trace recycles
+	raw      []*Tensor // recordAll traces: every primal input
+	rawOuts  []*Tensor // recordAll traces: every primal output
 
 	// Inline storage for the common ops (up to nodeInline inputs, one
 	// output), so recording one costs a single allocation.
@@ -438,13 +456,27 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 		}
 		if save.input(i) {
 			n.ins[i] = prim[i]
+			prim[i].hold()
+			if i < 64 && x.node != nil && x.node.trace == top && x.node.op != leafOp {
+				n.interIns |= 1 << i
+			}
 		} else {
 			n.ins[i] = newAval(prim[i])
 		}
 	}
+	if top.recycle {
+		n.results = outs
+	}
 	if top.recordAll {
+		// Held and never released: a recorded graph may be replayed.
 		n.raw = slices.Clone(prim)
 		n.rawOuts = outs
+		for _, x := range prim {
+			x.hold()
+		}
+		for _, o := range outs {
+			o.hold()
+		}
 	}
 	// Only the inputs the VJP saves may stay reachable from the node.
 	n.bufPrim = [nodeInline]*Tensor{}
@@ -458,10 +490,11 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 		n.outAval[i] = newAval(o)
 		if save&SaveOutput != 0 {
 			n.outs[i] = o
+			o.hold()
 		} else {
 			n.outs[i] = n.outAval[i]
 		}
-		t := o.shallow()
+		t := o.twin()
 		t.node, t.outIdx, t.primal = n, i, o
 		res[i] = t
 	}
@@ -537,9 +570,12 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 			gs[i] = g
 		case pass.owns(gs[i]) && accumulable(gs[i], g):
 			addInto(gs[i], g)
+			pass.drop(g)
 		default:
 			sum := Add(gs[i], g)
 			pass.claimNew(sum, gs[i], g)
+			pass.drop(gs[i])
+			pass.drop(g)
 			gs[i] = sum
 		}
 	}
@@ -554,6 +590,23 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		if l := w.levelOf(tr); l != nil {
 			wrt[i] = l
 			keep[l.node] = true
+		}
+	}
+	// The values RecycleIntermediates must not donate: the outputs and
+	// the values gradients are asked for.
+	var spare map[*Tensor]bool
+	var dead []*Tensor
+	if tr.recycle && !retain {
+		spare = make(map[*Tensor]bool, len(ys)+len(wrt))
+		for _, y := range ys {
+			if y.node != nil && y.node.trace == tr {
+				spare[y.primal] = true
+			}
+		}
+		for _, w := range wrt {
+			if w.node != nil && w.node.trace == tr {
+				spare[w.primal] = true
+			}
 		}
 	}
 	for _, n := range nodes {
@@ -592,8 +645,14 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		}
 		if !keep[n] {
 			delete(grads, n)
+			for _, g := range gs {
+				if !slices.Contains(res, g) {
+					pass.drop(g)
+				}
+			}
 		}
 		if !retain {
+			dead = n.releaseResiduals(tr.recycle, spare, dead)
 			n.ins, n.outs, n.state, n.freed = nil, nil, nil, true
 			n.bufIns, n.bufOut[0] = [nodeInline]*Tensor{}, [1]*Tensor{}
 		}
@@ -609,6 +668,11 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		z := ZerosLike(w)
 		z.local = w.local
 		out[i] = z
+	}
+	for _, x := range dead {
+		if !slices.Contains(out, x) {
+			Donate(x)
+		}
 	}
 	return out
 }
@@ -659,4 +723,35 @@ func (n *node) info() NodeInfo {
 		label = n.params.(string)
 	}
 	return NodeInfo{Op: n.op, Label: label, Params: n.params}
+}
+
+// releaseResiduals drops the node's hold on the values it saved. With
+// recycle it appends to dead those that are untraced intermediates of its
+// trace (its outputs, inputs computed by other nodes), except spare:
+// Backward donates them once every node has run (a value may be saved by
+// several nodes).
+func (n *node) releaseResiduals(recycle bool, spare map[*Tensor]bool, dead []*Tensor) []*Tensor {
+	for i, x := range n.ins {
+		if x == nil {
+			continue
+		}
+		x.release()
+		if recycle && i < 64 && n.interIns&(1<<i) != 0 && x.node == nil && !spare[x] {
+			dead = append(dead, x)
+		}
+	}
+	for _, o := range n.outs {
+		if o != nil {
+			o.release()
+		}
+	}
+	if recycle {
+		for _, o := range n.results {
+			if o.node == nil && !spare[o] {
+				dead = append(dead, o)
+			}
+		}
+	}
+	n.results = nil
+	return dead
 }

@@ -8,8 +8,13 @@ import "unsafe"
 // on virtual machines costs as much as the computation that fills it.
 const hugeThreshold = 8 << 20
 
-// makeFloat32 allocates zeroed float32 storage.
+// makeFloat32 allocates zeroed float32 storage, from the allocator cache
+// if it has some of that size.
 func makeFloat32(n int) []float32 {
+	if s := cachedF32(n); s != nil {
+		clear(s)
+		return s
+	}
 	s := make([]float32, n)
 	if n*4 >= hugeThreshold {
 		adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), n*4)
@@ -17,8 +22,13 @@ func makeFloat32(n int) []float32 {
 	return s
 }
 
-// makeInt32 allocates zeroed int32 storage.
+// makeInt32 allocates zeroed int32 storage, from the allocator cache if
+// it has some of that size.
 func makeInt32(n int) []int32 {
+	if s := cachedI32(n); s != nil {
+		clear(s)
+		return s
+	}
 	s := make([]int32, n)
 	if n*4 >= hugeThreshold {
 		adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), n*4)
@@ -26,23 +36,50 @@ func makeInt32(n int) []int32 {
 	return s
 }
 
-// tensorBox holds a tensor header and its shape in one allocation.
+// tensorBox holds a tensor header, its shape and the holder count of its
+// storage in one allocation.
 type tensorBox struct {
 	t    Tensor
 	dims [4]int
+	rec  storageRec
 }
 
 // newOut allocates a zeroed result tensor like newTensor, with the header
 // and a shape of rank up to 4 in one allocation (and the data in a
 // second): op results are the most frequent allocation of a training step.
 func newOut(dt DType, shape []int) *Tensor {
+	t := newHeader(dt, shape)
+	t.allocData("tensor", numel(shape))
+	return t
+}
+
+// newHeader returns a header of the given dtype and shape with no data
+// yet, and a holder count of one for the storage the caller gives it.
+func newHeader(dt DType, shape []int) *Tensor {
 	if len(shape) > len(tensorBox{}.dims) {
-		return newTensor(dt, shape)
+		return newHeaderOwnShape(dt, shape)
 	}
 	box := &tensorBox{}
 	n := copy(box.dims[:], shape)
 	t := &box.t
-	t.dtype, t.shape = dt, box.dims[:n:n]
-	t.allocData("tensor", numel(shape))
+	t.dtype, t.shape, t.rec = dt, box.dims[:n:n], &box.rec
+	box.rec.refs.Store(1)
 	return t
+}
+
+// newHeaderOwnShape is newHeader with the shape in an allocation of its
+// own: a shape-only placeholder of the tensor (an autodiff node's record
+// of an input it does not save) then does not keep the header, and so the
+// data, alive.
+func newHeaderOwnShape(dt DType, shape []int) *Tensor {
+	{
+		box := &struct {
+			t   Tensor
+			rec storageRec
+		}{}
+		t := &box.t
+		t.dtype, t.shape, t.rec = dt, append([]int(nil), shape...), &box.rec
+		box.rec.refs.Store(1)
+		return t
+	}
 }

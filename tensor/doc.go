@@ -98,6 +98,50 @@
 // those of a pass that allocates every cotangent; an MLP step allocates
 // about a quarter less.
 //
+// # Donation
+//
+// Donate declares tensors dead, as JAX's donate_argnums does for the
+// arguments of a step: a training loop donates the previous step's
+// gradients once the optimizer has used them. Any later use of a donated
+// header panics naming the op and the operand ("tensor.Add: operand x
+// f32[1024,1024] was donated (tensor.Donate)"): every public op checks
+// its operands for that where it checks for nil, and so do the readers
+// (Float32s, Item, RawFloat32, ...). Donating nil or a donated tensor does
+// nothing; donating a traced tensor panics.
+//
+// The storage of a donated tensor goes to the allocator cache — with the
+// device pool the only process-wide state of the package — and the next
+// result of the same dtype and element count reuses it. The cache is a
+// sync.Pool per dtype (float32 and int32) and element count (16 elements
+// and up): its fast path is per P and lock-free, and the collector drains
+// it over two cycles when a size stops being used, so it holds no memory
+// for long that nobody asks for and needs no bound. Results of ops that
+// write every element (matmul, the elementwise and activation ops,
+// BiasAct, Softmax, Convert to float32, the fused optimizer steps, the MSE
+// gradient) take recycled storage as it is; every other allocation zeroes
+// it. A test poisons recycled storage with NaN and checks these ops.
+//
+// Only storage the package allocated is recycled, and only when no other
+// header can reach it. Each such buffer counts its holders: its tensor,
+// every view of it (Reshape, WithLocal, WithLogicalAxes and the copies ops
+// make of an operand they return) and every autodiff node that saved it
+// for the backward pass. Donate drops one; the storage is recycled when
+// none is left. Storage handed out without a copy (RawFloat32, RawInt32,
+// RawBool, RawUint16) is never recycled, nor storage from FromFloat32,
+// WrapFloat32 and the like. An op may return its operand itself (Reshape
+// to the same shape, Convert to the same dtype): donating that result
+// donates the operand. Donating an untraced value that a live graph saved
+// does not free it: the backward pass that needs it panics naming the op.
+// Inside shard.Map, other devices may still read a block given to a
+// collective after the collective has returned on its own device: donate
+// such blocks only after the Map returns.
+//
+// Backward donates, by itself, the cotangents it owns (see above) once
+// they are dead (outside shard.Map). Trace.RecycleIntermediates (autodiff.RecycleIntermediates)
+// makes it also donate the forward values of the graph once every node has
+// run. For placed tensors Donate donates the blocks, through the layout's
+// BlockDonator method.
+//
 // # The three parts of the package
 //
 // The package mixes three concerns; file names say which one a file

@@ -122,6 +122,7 @@ func (t *Tensor) RawUint16() []uint16 {
 	}
 	t.mustHost("Tensor.RawUint16")
 	t.mustHaveData("Tensor.RawUint16")
+	t.pin()
 	return t.u16
 }
 
@@ -185,7 +186,7 @@ func RoundBits16(dst []uint16, dt DType, src []float32) {
 // widen returns the half host tensor x as a new float32 tensor with the
 // same block mark.
 func widen(x *Tensor) *Tensor {
-	out := newOut(Float32, x.shape)
+	out := newOutUninit(Float32, x.shape)
 	widenInto(out.f32, x)
 	out.local = x.local
 	return out

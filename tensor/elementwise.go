@@ -241,7 +241,7 @@ func binaryImpl(d *binaryDef) func(in []*Tensor, p any) *Tensor {
 	return func(in []*Tensor, p any) *Tensor {
 		a, b := in[0], in[1]
 		shape := binaryShape(in, p)
-		out := newOut(a.dtype, shape)
+		out := newOutUninit(a.dtype, shape)
 		local := isLocal(a, b)
 		switch a.dtype {
 		case Float32:

@@ -111,3 +111,21 @@ func ExampleNewTrace() {
 	// Output:
 	// [ 3 12] [ 6 12]
 }
+
+// A training loop donates what it no longer needs: the next result of the
+// same size reuses the storage, and any use of the donated tensor panics.
+func ExampleDonate() {
+	x := tensor.FromFloat32([]float32{1, 2, 3, 4}, 4)
+	g := tensor.MulScalar(x, 2) // a result: storage the package allocated
+	v := tensor.Reshape(g, 2, 2)
+	tensor.Donate(g)
+	fmt.Println(g.IsDonated(), v.IsDonated())
+	fmt.Printf("%g\n", v) // a view keeps the storage alive
+	defer func() { fmt.Println(recover()) }()
+	tensor.Add(g, x)
+	// Output:
+	// true false
+	// [[2 4]
+	//  [6 8]]
+	// tensor.Add: operand a f32[4] was donated (tensor.Donate)
+}

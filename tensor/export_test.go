@@ -1,5 +1,7 @@
 package tensor
 
+import "unsafe"
+
 // SetCotangentReuse switches Backward's reuse of cotangent buffers on or
 // off for a test and returns a function restoring the previous setting.
 func SetCotangentReuse(on bool) (restore func()) {
@@ -14,3 +16,24 @@ func CotangentReuses() int64 { return cotangentReuses.Load() }
 
 // ParallelSpawned returns how many goroutines kernels have started.
 func ParallelSpawned() int64 { return parallelSpawned.Load() }
+
+// SetAllocCache switches the allocator cache on or off and the poisoning
+// of recycled uninitialised storage (NaN for float32) for a test, and
+// returns a function restoring the previous settings.
+func SetAllocCache(on, poison bool) (restore func()) {
+	oldOn, oldPoison := cacheEnabled, poisonRecycled
+	cacheEnabled, poisonRecycled = on, poison
+	return func() { cacheEnabled, poisonRecycled = oldOn, oldPoison }
+}
+
+// StorageID identifies t's float32 storage (0 if none): tests compare it
+// to see whether storage was recycled.
+func StorageID(t *Tensor) uintptr { return uintptr(unsafe.Pointer(storage(t))) }
+
+// HolderCount returns the holder count of t's storage (-1 if it has none).
+func HolderCount(t *Tensor) int {
+	if t.rec == nil {
+		return -1
+	}
+	return int(t.rec.refs.Load())
+}

@@ -83,7 +83,7 @@ func init() {
 		Name: "bias_act",
 		Impl: func(in []*Tensor, p any) *Tensor {
 			x, b := in[0], in[1]
-			out := newOut(Float32, x.shape)
+			out := newOutUninit(Float32, x.shape)
 			addBiasAct(out.f32, x.f32, b.f32, p.(Activation), isLocal(x, b))
 			return out
 		},
@@ -130,7 +130,7 @@ func init() {
 			g, x, b := in[0], in[1], in[2]
 			out := takeDonated(g) // the rows below allow out == g
 			if out == nil {
-				out = newOut(Float32, x.shape)
+				out = newOutUninit(Float32, x.shape)
 			}
 			act := p.(Activation)
 			var grad func(d, s []float32)

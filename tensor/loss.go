@@ -63,7 +63,7 @@ func init() {
 		Name: "mse_grad",
 		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
 			g, a, b := in[0], in[1], in[2]
-			ga, gb := newOut(Float32, a.shape), newOut(Float32, a.shape)
+			ga, gb := newOutUninit(Float32, a.shape), newOutUninit(Float32, a.shape)
 			gs := float32(g.f32[0] * (1 / float32(len(a.f32))))
 			kernel := func(lo, hi int) {
 				d, e := ga.f32[lo:hi], gb.f32[lo:hi]

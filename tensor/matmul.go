@@ -21,7 +21,7 @@ func init() {
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*matmulParams)
 			a, b := in[0], in[1]
-			out := newTensor(Float32, p.outShape)
+			out := newOutUninit(Float32, p.outShape) // beta = 0: Sgemm writes all of C
 			threads := 0
 			if a.local != nil || b.local != nil {
 				threads = 1 // a device inside shard.Map computes on one goroutine

@@ -14,6 +14,9 @@ func checkNil(op, names string, xs ...*Tensor) {
 		if x == nil {
 			panic(fmt.Sprintf("%s: operand %s is nil", op, strings.Fields(names)[i]))
 		}
+		if x.donated || x.primal != nil && x.IsDonated() {
+			donatedPanic(op, strings.Fields(names)[i], x)
+		}
 	}
 }
 
@@ -23,6 +26,9 @@ func checkNotNil(op, name string, xs []*Tensor) {
 	for i, x := range xs {
 		if x == nil {
 			panic(fmt.Sprintf("%s: operand %s[%d] is nil", op, name, i))
+		}
+		if x.IsDonated() {
+			donatedPanic(op, fmt.Sprintf("%s[%d]", name, i), x)
 		}
 	}
 }

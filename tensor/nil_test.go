@@ -154,7 +154,9 @@ var nilExempt = map[string]bool{"Apply": true, "ApplyN": true, "Backward": true,
 	"BlockParams": true,
 	// CallBlock and CallBlockN are the sharding seam's way to run an op's
 	// implementation on a device's blocks (like Apply), not ops.
-	"CallBlock": true, "CallBlockN": true}
+	"CallBlock": true, "CallBlockN": true,
+	// Donate accepts nil and donated tensors (it is idempotent).
+	"Donate": true}
 
 // Operands documented as optional.
 var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true, "SGDStep.t": true}

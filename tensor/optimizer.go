@@ -38,7 +38,7 @@ func init() {
 			if len(in) > 3 {
 				p = in[3].f32
 			}
-			u, mu2, nu2 := newOut(Float32, g.shape), newOut(Float32, g.shape), newOut(Float32, g.shape)
+			u, mu2, nu2 := newOutUninit(Float32, g.shape), newOutUninit(Float32, g.shape), newOutUninit(Float32, g.shape)
 			vc := vec.AdamCoeffs{B1: c.B1, B2: c.B2, G1: c.G1, G2: c.G2, A: c.A, B: c.B, C2: c.C2, Eps: c.Eps, EpsRoot: c.EpsRoot, WD: c.WD, Post: c.Post}
 			kernel := func(lo, hi int) {
 				var ps []float32
@@ -96,7 +96,7 @@ func init() {
 		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
 			c := pp.(adamParams).c
 			p, g, mu, nu := in[0], in[1], in[2], in[3]
-			p2, mu2, nu2 := newOut(Float32, g.shape), newOut(Float32, g.shape), newOut(Float32, g.shape)
+			p2, mu2, nu2 := newOutUninit(Float32, g.shape), newOutUninit(Float32, g.shape), newOutUninit(Float32, g.shape)
 			vc := vec.AdamCoeffs{B1: c.B1, B2: c.B2, G1: c.G1, G2: c.G2, A: c.A, B: c.B, C2: c.C2, Eps: c.Eps, EpsRoot: c.EpsRoot, WD: c.WD, Post: c.Post}
 			kernel := func(lo, hi int) {
 				vec.AdamStep(p2.f32[lo:hi], mu2.f32[lo:hi], nu2.f32[lo:hi], p.f32[lo:hi], g.f32[lo:hi], mu.f32[lo:hi], nu.f32[lo:hi], &vc)
@@ -144,10 +144,10 @@ func init() {
 		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
 			c := pp.(sgdParams)
 			p, g := in[0], in[1]
-			p2 := newOut(Float32, g.shape)
+			p2 := newOutUninit(Float32, g.shape)
 			var t, t2 *Tensor
 			if len(in) > 2 {
-				t, t2 = in[2], newOut(Float32, g.shape)
+				t, t2 = in[2], newOutUninit(Float32, g.shape)
 			}
 			kernel := func(lo, hi int) {
 				if t == nil {

@@ -173,7 +173,7 @@ func softmaxExp(x float64) float64 {
 }
 
 func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
-	out := newOut(Float32, x.shape)
+	out := newOutUninit(Float32, x.shape)
 	outer, n, inner := srtLanes(x.shape, axis)
 	if n == 0 || outer*inner == 0 {
 		return out

@@ -38,6 +38,12 @@ type Tensor struct {
 	// cot marks a cotangent whose storage the backward pass cot owns
 	// outright (see ownCotangents in ad_backward.go).
 	cot *backwardPass
+
+	// rec counts the holders of allocator-made storage (nil for storage
+	// from elsewhere, which is never recycled); donated marks a header
+	// given to Donate (see donate.go).
+	rec     *storageRec
+	donated bool
 }
 
 // numel returns the number of elements of shape.
@@ -64,7 +70,7 @@ func newTensor(dt DType, shape []int) *Tensor {
 
 // newTensorOp is newTensor for public constructors, whose panics name op.
 func newTensorOp(op string, dt DType, shape []int) *Tensor {
-	t := &Tensor{dtype: dt, shape: append([]int(nil), shape...)}
+	t := newHeaderOwnShape(dt, shape)
 	t.allocData(op, numel(shape))
 	return t
 }
@@ -323,6 +329,9 @@ func (t *Tensor) placeholder() bool {
 // mustHaveData panics if t is a shape-only placeholder: a value that a VJP
 // receives but that its op's Save mask did not keep (or an abstract value).
 func (t *Tensor) mustHaveData(op string) {
+	if t.IsDonated() {
+		donatedPanic(op, "", t)
+	}
 	if t.placeholder() {
 		panic(fmt.Sprintf("%s: %v is a shape-only placeholder with no data (an op's VJP may only read the inputs and outputs its Save mask keeps)", op, t))
 	}
@@ -376,6 +385,7 @@ func (t *Tensor) RawFloat32() []float32 {
 	t.mustDType("Tensor.RawFloat32", Float32)
 	t.mustHost("Tensor.RawFloat32")
 	t.mustHaveData("Tensor.RawFloat32")
+	t.pin()
 	return t.f32
 }
 
@@ -384,6 +394,7 @@ func (t *Tensor) RawInt32() []int32 {
 	t.mustDType("Tensor.RawInt32", Int32)
 	t.mustHost("Tensor.RawInt32")
 	t.mustHaveData("Tensor.RawInt32")
+	t.pin()
 	return t.i32
 }
 
@@ -392,6 +403,7 @@ func (t *Tensor) RawBool() []bool {
 	t.mustDType("Tensor.RawBool", Bool)
 	t.mustHost("Tensor.RawBool")
 	t.mustHaveData("Tensor.RawBool")
+	t.pin()
 	return t.b
 }
 
@@ -470,6 +482,16 @@ func WithLogicalAxes(x *Tensor, names ...string) *Tensor {
 func (t *Tensor) shallow() *Tensor {
 	c := *t
 	c.cot = nil // a second header over the storage: neither owns it alone
+	c.hold()
+	return &c
+}
+
+// twin returns a copy of the header for a traced value over t: it shares
+// t's storage without holding it, and is valid as long as t is (its
+// primal).
+func (t *Tensor) twin() *Tensor {
+	c := *t
+	c.cot = nil
 	return &c
 }
 

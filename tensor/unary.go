@@ -21,7 +21,7 @@ func unaryOpCost(name string, cost int, vec func(d, s []float32), f func(float32
 		Name: name,
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			x := in[0]
-			out := newOut(x.dtype, x.shape)
+			out := newOutUninit(x.dtype, x.shape)
 			switch x.dtype {
 			case Float32:
 				d, s := out.f32, x.f32
@@ -74,7 +74,7 @@ func bwdOp(name string, cost int, kernel func(d, g, x []float32), vjp func(c *Te
 			g, x := in[0], in[1]
 			out := takeDonated(g) // kernels allow dst == g
 			if out == nil {
-				out = newOut(Float32, g.shape)
+				out = newOutUninit(Float32, g.shape)
 			}
 			map2F32(kernel, out.f32, g.f32, x.f32, cost, isLocal(g, x))
 			return out
@@ -378,7 +378,7 @@ func init() {
 		Impl: func(in []*Tensor, p any) *Tensor {
 			c := p.(clampParams)
 			x := in[0]
-			out := newOut(Float32, x.shape)
+			out := newOutUninit(Float32, x.shape)
 			d := out.f32[:len(x.f32)]
 			for i, v := range x.f32 {
 				d[i] = min(max(v, c.lo), c.hi)

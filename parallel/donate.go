@@ -1,0 +1,59 @@
+package parallel
+
+import (
+	"github.com/gonox/gonox/optim"
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/tensor"
+)
+
+// Donation of a step's dead buffers (see tensor.Donate).
+//
+// After the update, Step donates what nobody can see any more, so that the
+// next step's results reuse its storage instead of fresh zeroed memory:
+// the gradients and the loss tensor (internal, never returned), and the
+// previous parameters and optimizer state unless the user may hold them —
+// they are exposed until a Step replaces them when the trainer was given
+// them (New, SetState) or handed them out (Params, PlacedParams, State).
+// Leaves that the new parameters or state still use are never donated.
+// Placed tensors donate their blocks where their layout supports it
+// (tensor.BlockDonator); otherwise only the header is invalidated.
+
+// donateSteps switches the donation off (tests compare both ways).
+var donateSteps = true
+
+// donation records whether the current parameters and optimizer state are
+// internal to the trainer. The zero value says they are exposed.
+type donation struct {
+	internal bool
+}
+
+// expose marks the current parameters and state as seen by the user.
+func (d *donation) expose() { d.internal = false }
+
+// donateStep donates the dead buffers of a step that replaced oldParams
+// and oldState by t.params and t.opt; dead lists the step's internal trees
+// (gradients, loss).
+func (t *Trainer[M, B]) donateStep(oldParams M, oldState optim.State, dead ...any) {
+	internal := t.don.internal
+	t.don.internal = true
+	if !donateSteps {
+		return
+	}
+	keep := map[*tensor.Tensor]bool{}
+	for _, x := range pytree.Leaves(t.params) {
+		keep[x] = true
+	}
+	for _, x := range pytree.Leaves(t.opt) {
+		keep[x] = true
+	}
+	if internal {
+		dead = append(dead, oldParams, oldState)
+	}
+	for _, tree := range dead {
+		for _, x := range pytree.Leaves(tree) {
+			if x != nil && !keep[x] && !x.IsTraced() {
+				tensor.Donate(x)
+			}
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package parallel
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/optim"
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/tensor"
+)
+
+type donateBatch struct{ X, Y *tensor.Tensor }
+
+// Step's donation changes no number: parameters after several steps are
+// bit for bit those without it, on the host and with DP on a mesh; the
+// parameters and state handed out by Params and State stay valid.
+func TestStepDonation(t *testing.T) {
+	k := tensor.NewKey(3).Split(3)
+	model := nn.NewMLP(k[0], []int{8, 32, 4}, nn.MLPOptions{})
+	b := donateBatch{tensor.Normal(k[1], 16, 8), tensor.Normal(k[2], 16, 4)}
+	loss := func(m nn.MLP, b donateBatch) *tensor.Tensor { return tensor.MSE(m.Forward(b.X), b.Y) }
+	cases := []struct {
+		name     string
+		mesh     *shard.Mesh
+		strategy Strategy
+	}{
+		{"host", nil, nil},
+		{"dp=2", shard.NewMesh([]int{2}, []string{"dp"}), DP},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			run := func(donate bool) ([][]float32, []float64, int64) {
+				hits := tensor.CacheHits()
+				defer func(old bool) { donateSteps = old }(donateSteps)
+				donateSteps = donate
+				cfg := Config[nn.MLP, donateBatch]{Loss: loss, Optimizer: optim.Adam(optim.Constant(1e-2)), Mesh: c.mesh}
+				if c.strategy != nil {
+					cfg.Strategy = c.strategy
+				}
+				tr, err := New(model, cfg)
+				require.NoError(t, err)
+				var losses []float64
+				var seen nn.MLP
+				var seenWant [][]float32
+				for i := range 5 {
+					l, err := tr.Step(b)
+					require.NoError(t, err)
+					losses = append(losses, l)
+					if i == 1 {
+						seen = tr.Params()
+						_ = tr.State()
+						for _, x := range pytree.Leaves(seen) {
+							seenWant = append(seenWant, x.Float32s())
+						}
+					}
+				}
+				for i, x := range pytree.Leaves(seen) {
+					require.False(t, x.IsDonated(), "a parameter handed out by Params was donated")
+					assert.Equal(t, seenWant[i], x.Float32s())
+				}
+				for _, x := range pytree.Leaves(model) {
+					require.False(t, x.IsDonated(), "the model given to New was donated")
+				}
+				var out [][]float32
+				for _, x := range pytree.Leaves(tr.Params()) {
+					out = append(out, x.Float32s())
+				}
+				return out, losses, tensor.CacheHits() - hits
+			}
+			want, wantLoss, _ := run(false)
+			got, gotLoss, hits := run(true)
+			assert.Positive(t, hits, "nothing donated was reused")
+			require.Len(t, got, len(want))
+			for i := range want {
+				for j := range want[i] {
+					require.Equal(t, math.Float32bits(want[i][j]), math.Float32bits(got[i][j]), "leaf %d element %d", i, j)
+				}
+			}
+			assert.Equal(t, wantLoss, gotLoss)
+		})
+	}
+}

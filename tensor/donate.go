@@ -1,0 +1,285 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Donation and the allocator cache (see "Donation" in doc.go).
+//
+// Storage that the allocator made (newOut, newTensor, Zeros, ...) carries a
+// storageRec counting its holders: the header it was made for, every other
+// header over the same storage (shallow copies, views), and every autodiff
+// node that saves it as a residual. Donate drops a header's count; the
+// storage goes to the cache when the count reaches zero. Handing the
+// storage itself out (RawFloat32 and the other Raw accessors) pins it: it
+// is then never recycled. A traced header is not a holder of its own: it
+// is valid exactly as long as its primal (checkLive follows the chain).
+
+// storageRec is the holder count of one allocator-made buffer.
+type storageRec struct {
+	refs atomic.Int32
+}
+
+// pinnedRefs marks storage that was handed out: decrements never reach 0.
+const pinnedRefs = 1 << 30
+
+// hold counts one more holder of t's storage (a new header or a node).
+func (t *Tensor) hold() {
+	if t.rec != nil {
+		t.rec.refs.Add(1)
+	}
+}
+
+// pin marks t's storage as handed out: it is never recycled.
+func (t *Tensor) pin() {
+	if r := t.rec; r != nil && r.refs.Load() < pinnedRefs/2 {
+		r.refs.Store(pinnedRefs)
+	}
+}
+
+// release drops one holder of t's storage, recycling it at zero.
+func (t *Tensor) release() {
+	r := t.rec
+	if r == nil || r.refs.Add(-1) != 0 {
+		return
+	}
+	switch {
+	case t.f32 != nil:
+		f32Cache.put(t.f32)
+	case t.i32 != nil:
+		i32Cache.put(t.i32)
+	}
+}
+
+// Donate declares the tensors dead, as JAX's donate_argnums does for the
+// arguments of a step: each header becomes invalid, and any later use of it
+// by an op or a reader panics naming the op ("tensor.Add: operand x
+// f32[1024,1024] was donated"). Storage that no other live header, view or
+// autodiff residual shares goes to the allocator cache, and the next
+// allocation of the same dtype and size reuses it instead of asking the
+// collector for fresh zeroed memory.
+//
+// Donating nil or an already donated tensor does nothing. For a placed
+// tensor (shard.Put) whose layout implements BlockDonator the blocks are
+// donated. Donating a traced tensor (an intermediate of a function being
+// differentiated) panics: its value belongs to the trace; see
+// Trace.RecycleIntermediates for recycling those after Backward.
+//
+// Storage that was handed out without a copy (RawFloat32, RawInt32,
+// RawBool, RawUint16) is never recycled; a view (Reshape, WithLocal,
+// WithLogicalAxes, ...) keeps it alive until it is donated too. An op may
+// return its operand itself (Reshape to the same shape, Convert to the same
+// dtype): donating such a result donates the operand.
+func Donate(ts ...*Tensor) {
+	for _, t := range ts {
+		if t == nil || t.donated {
+			continue
+		}
+		if t.node != nil {
+			panic(fmt.Sprintf("tensor.Donate: %v is traced (an intermediate of a function being differentiated); its value belongs to the trace", t))
+		}
+		t.donated = true
+		if bd, ok := t.layout.(BlockDonator); ok {
+			bd.DonateBlocks()
+		}
+		t.release()
+		t.f32, t.i32, t.b, t.u16 = nil, nil, nil, nil
+	}
+}
+
+// BlockDonator is implemented by layouts whose blocks Donate can donate
+// (package shard's placed tensors).
+type BlockDonator interface {
+	// DonateBlocks donates every block of this process's devices.
+	DonateBlocks()
+}
+
+// IsDonated reports whether t was donated (or is traced over a donated
+// value): any use of it then panics.
+func (t *Tensor) IsDonated() bool {
+	for ; t != nil; t = t.primal {
+		if t.donated {
+			return true
+		}
+	}
+	return false
+}
+
+// donatedPanic panics naming op and the operand.
+func donatedPanic(op, name string, x *Tensor) {
+	if name != "" {
+		name += " "
+	}
+	panic(fmt.Sprintf("%s: operand %s%v was donated (tensor.Donate)", op, name, x))
+}
+
+// cacheMinElems is the smallest storage the cache keeps: below it an
+// allocation costs no more than a pool round trip.
+const cacheMinElems = 16
+
+// sizeCache is the allocator cache of one element type: a sync.Pool per
+// element count. sync.Pool rather than bounded free lists: its fast path is
+// per P and lock-free, and the collector drains it (over two cycles) when
+// a size stops being used, so the cache needs no bound to tune and cannot
+// keep dead memory forever. Lookups read an immutable map through an atomic
+// pointer; a new size copies the map under mu.
+type sizeCache[E any] struct {
+	mu    sync.Mutex
+	pools atomic.Pointer[map[int]*sync.Pool]
+	hits  atomic.Int64
+}
+
+var (
+	f32Cache sizeCache[float32]
+	i32Cache sizeCache[int32]
+)
+
+// cacheEnabled switches the allocator cache off (tests compare both ways);
+// poisonRecycled makes every uninitialised allocation served from the
+// cache return NaN garbage (tests check that ops overwrite it all).
+var (
+	cacheEnabled   = true
+	poisonRecycled = false
+)
+
+// get returns cached storage of n elements (contents undefined), or nil.
+func (c *sizeCache[E]) get(n int) []E {
+	if n < cacheMinElems || !cacheEnabled {
+		return nil
+	}
+	m := c.pools.Load()
+	if m == nil {
+		return nil
+	}
+	p := (*m)[n]
+	if p == nil {
+		return nil
+	}
+	v, _ := p.Get().(unsafe.Pointer)
+	if v == nil {
+		return nil
+	}
+	c.hits.Add(1)
+	return unsafe.Slice((*E)(v), n)
+}
+
+// put gives s to the cache.
+func (c *sizeCache[E]) put(s []E) {
+	n := len(s)
+	if n < cacheMinElems || !cacheEnabled {
+		return
+	}
+	m := c.pools.Load()
+	var p *sync.Pool
+	if m != nil {
+		p = (*m)[n]
+	}
+	if p == nil {
+		c.mu.Lock()
+		m = c.pools.Load()
+		if m != nil {
+			p = (*m)[n]
+		}
+		if p == nil {
+			nm := make(map[int]*sync.Pool, 1)
+			if m != nil {
+				for k, v := range *m {
+					nm[k] = v
+				}
+			}
+			p = &sync.Pool{}
+			nm[n] = p
+			c.pools.Store(&nm)
+		}
+		c.mu.Unlock()
+	}
+	p.Put(unsafe.Pointer(unsafe.SliceData(s)))
+}
+
+// cachedF32 returns recycled float32 storage of n elements, poisoned with
+// NaN under the test hook, or nil.
+func cachedF32(n int) []float32 {
+	s := f32Cache.get(n)
+	if s != nil && poisonRecycled {
+		nan := float32(math.NaN())
+		for i := range s {
+			s[i] = nan
+		}
+	}
+	return s
+}
+
+// cachedI32 is cachedF32 for int32 (poisoned with MinInt32).
+func cachedI32(n int) []int32 {
+	s := i32Cache.get(n)
+	if s != nil && poisonRecycled {
+		for i := range s {
+			s[i] = math.MinInt32
+		}
+	}
+	return s
+}
+
+// newOutUninit is newOut for results whose op writes every element: storage
+// recycled from the cache is not zeroed.
+func newOutUninit(dt DType, shape []int) *Tensor {
+	n := numel(shape)
+	switch dt {
+	case Float32:
+		if s := cachedF32(n); s != nil {
+			t := newHeader(dt, shape)
+			t.f32 = s
+			return t
+		}
+	case Int32:
+		if s := cachedI32(n); s != nil {
+			t := newHeader(dt, shape)
+			t.i32 = s
+			return t
+		}
+	}
+	return newOut(dt, shape)
+}
+
+// CacheHits returns how many allocations the allocator cache has served
+// since the process started (float32 and int32 storage): a figure for
+// benchmarks and tests.
+func CacheHits() int64 { return f32Cache.hits.Load() + i32Cache.hits.Load() }
+
+// Empty returns a tensor of the given dtype and shape whose elements are
+// undefined, as numpy.empty: storage recycled from the allocator cache is
+// returned as it is (fresh storage is zero). The caller must write every
+// element before anyone reads it; kernels that fill a result (a
+// collective's output, say) use it to skip zeroing.
+func Empty(dt DType, shape ...int) *Tensor {
+	checkShape("tensor.Empty", shape)
+	if !dt.valid() {
+		panic(fmt.Sprintf("tensor.Empty: invalid dtype %v", dt))
+	}
+	return newOutUninit(dt, shape)
+}
+
+// BorrowFloat32 returns the storage of a float32 host tensor without
+// copying, like RawFloat32, but without pinning it: the storage may still
+// be recycled once the tensor and every view of it are donated, and the
+// slice must not be used after that. It is meant for kernels that use the
+// slice only during a call (package shard's collectives), so that their
+// results and operands can still be donated.
+func (t *Tensor) BorrowFloat32() []float32 {
+	t.mustDType("Tensor.BorrowFloat32", Float32)
+	t.mustHost("Tensor.BorrowFloat32")
+	t.mustHaveData("Tensor.BorrowFloat32")
+	return t.f32
+}
+
+// BorrowInt32 is BorrowFloat32 for int32 tensors.
+func (t *Tensor) BorrowInt32() []int32 {
+	t.mustDType("Tensor.BorrowInt32", Int32)
+	t.mustHost("Tensor.BorrowInt32")
+	t.mustHaveData("Tensor.BorrowInt32")
+	return t.i32
+}
