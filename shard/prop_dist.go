@@ -80,12 +80,14 @@ func allreduceAcross(what string, m *Mesh, groups [][]int, res []*tensor.Tensor,
 		}
 		comm := m.net.groups[procsKey(procs)]
 		x := res[i]
-		out := tensor.Zeros(x.DType(), x.Shape()...)
+		var out *tensor.Tensor
 		switch x.DType() {
 		case tensor.Float32:
-			comm.AllreduceFloat32(x.RawFloat32(), out.RawFloat32(), op)
+			out = tensor.Empty(x.DType(), x.Shape()...) // written whole
+			comm.AllreduceFloat32(x.BorrowFloat32(), out.BorrowFloat32(), op)
 		case tensor.Int32:
-			comm.AllreduceInt32(x.RawInt32(), out.RawInt32(), op)
+			out = tensor.Empty(x.DType(), x.Shape()...)
+			comm.AllreduceInt32(x.BorrowInt32(), out.BorrowInt32(), op)
 		case tensor.BFloat16, tensor.Float16:
 			// Reduced in float32, rounded once.
 			x32 := tensor.AsType(x, tensor.Float32)

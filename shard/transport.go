@@ -486,28 +486,35 @@ func (r *run) exchangePsum(s *slot, g Group, key int, members []int) {
 		}
 	}
 	x0 := local[0]
-	out := tensor.Zeros(x0.DType(), x0.Shape()...)
+	var out *tensor.Tensor
+	// Float32 and int32 results are written whole, so they may reuse
+	// donated storage (tensor.Empty); operands and results are borrowed,
+	// not pinned, so both can be donated afterwards.
 	switch x0.DType() {
 	case tensor.Float32:
-		send := x0.RawFloat32()
+		out = tensor.Empty(x0.DType(), x0.Shape()...)
+		send := x0.BorrowFloat32()
 		if len(local) > 1 {
 			ins := make([][]float32, len(local))
 			for i, x := range local {
-				ins[i] = x.RawFloat32()
+				ins[i] = x.BorrowFloat32()
 			}
-			sumFloat32(out.RawFloat32(), ins, 0, x0.Size())
-			send = out.RawFloat32()
+			sumFloat32(out.BorrowFloat32(), ins, 0, x0.Size())
+			send = out.BorrowFloat32()
 		}
-		g.AllreduceFloat32(send, out.RawFloat32(), ReduceSum)
+		g.AllreduceFloat32(send, out.BorrowFloat32(), ReduceSum)
 	case tensor.Int32:
-		dst := out.RawInt32()
-		for _, x := range local {
-			for i, v := range x.RawInt32() {
+		out = tensor.Empty(x0.DType(), x0.Shape()...)
+		dst := out.BorrowInt32()
+		copy(dst, x0.BorrowInt32())
+		for _, x := range local[1:] {
+			for i, v := range x.BorrowInt32() {
 				dst[i] += v
 			}
 		}
 		g.AllreduceInt32(dst, dst, ReduceSum)
 	case tensor.BFloat16, tensor.Float16:
+		out = tensor.Zeros(x0.DType(), x0.Shape()...)
 		// Local blocks widened and summed in float32, all-reduced as
 		// float32, rounded once (see half.go).
 		ins := make([][]float32, len(local))

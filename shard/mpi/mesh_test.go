@@ -169,3 +169,20 @@ func TestMeshOfOneProcess(t *testing.T) {
 		assert.Equal(t, host.Float32s(), shard.Gather(back).Float32s())
 	}
 }
+
+// TestDonatedPsumResults: psum results donated as soon as they are read
+// (tensor.Donate) give their storage to the next psum across processes;
+// every round's value must still be its own.
+func TestDonatedPsumResults(t *testing.T) {
+	m, n := lineMesh()
+	psum := shard.Map(m, shard.P("d"), shard.P(), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor {
+		return c.Psum(b, "d")
+	})
+	for it := range 6 {
+		x, sums := grid(n, 1<<12, float32(it))
+		y := psum(x)
+		got := shard.Gather(y).Float32s()
+		require.Equal(t, sums, got, "round %d", it)
+		tensor.Donate(y)
+	}
+}
