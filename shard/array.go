@@ -43,6 +43,7 @@ func (l *layout) DimAxes(i int) string {
 
 // Gather implements tensor.Layout: the whole array as a host tensor.
 func (l *layout) Gather(x *tensor.Tensor) *tensor.Tensor {
+	needOwner("shard.Gather", l, x)
 	if len(l.partial) > 0 {
 		l = l.reduced()
 	}
@@ -293,7 +294,7 @@ func Gather(x *tensor.Tensor) *tensor.Tensor {
 // put builds the sharded tensor of x (host or sharded) for sharding s.
 func put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
 	if x.Layout() == nil {
-		checkPutEqual(x)
+		checkPutEqual(x, s.mesh)
 	}
 	geo := s.geometry("shard.Put", x.Shape())
 	l := &layout{sharding: s, geo: geo, blocks: makeBlocks(x, s, true)}
@@ -317,9 +318,9 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 		copy(out, src.blocks)
 		return out
 	}
-	if sm := src.meshOrNil(); sm != nil && (crossProcess(src) || sm.nlocal() < sm.Size()) {
-		// Some blocks live on other processes: every process sends the
-		// others the parts they need (with every process).
+	if sm := src.meshOrNil(); sm != nil && len(unionProcs(sm, s.mesh)) > 1 {
+		// The source or target blocks live on several processes: they
+		// send each other the parts they need.
 		return reshardAcross(src, x.DType(), s, charge)
 	}
 	proto := &layout{sharding: s, geo: geo}

@@ -80,12 +80,14 @@ func allreduceAcross(what string, m *Mesh, groups [][]int, res []*tensor.Tensor,
 		}
 		comm := m.net.groups[procsKey(procs)]
 		x := res[i]
-		out := tensor.Zeros(x.DType(), x.Shape()...)
+		var out *tensor.Tensor
 		switch x.DType() {
 		case tensor.Float32:
-			comm.AllreduceFloat32(x.RawFloat32(), out.RawFloat32(), op)
+			out = tensor.Empty(x.DType(), x.Shape()...) // written whole
+			comm.AllreduceFloat32(x.BorrowFloat32(), out.BorrowFloat32(), op)
 		case tensor.Int32:
-			comm.AllreduceInt32(x.RawInt32(), out.RawInt32(), op)
+			out = tensor.Empty(x.DType(), x.Shape()...)
+			comm.AllreduceInt32(x.BorrowInt32(), out.BorrowInt32(), op)
 		case tensor.BFloat16, tensor.Float16:
 			// Reduced in float32, rounded once.
 			x32 := tensor.AsType(x, tensor.Float32)
@@ -99,27 +101,65 @@ func allreduceAcross(what string, m *Mesh, groups [][]int, res []*tensor.Tensor,
 	}
 }
 
+// unionProcs returns the processes owning a device of a or b, ascending.
+func unionProcs(a, b *Mesh) []int {
+	out := slices.Clone(a.ownerProcs())
+	for _, p := range b.ownerProcs() {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// reshardComm returns the communicator of a reshard from mesh sm to mesh
+// tm and the processes it ranks (world ranks, ascending): the target
+// mesh's own if it has every process involved, else the source mesh's if
+// it has, else the communicator of all processes (every process must then
+// take part, in the same order; documented under Install).
+func reshardComm(sm, tm *Mesh) (Group, []int) {
+	u := unionProcs(sm, tm)
+	for _, m := range []*Mesh{tm, sm} {
+		if m.spans() && slices.Equal(m.net.procs, u) {
+			return m.net.whole, u
+		}
+	}
+	all := make([]int, dist.t.Size())
+	for i := range all {
+		all[i] = i
+	}
+	return dist.t.World(), all
+}
+
 // reshardAcross returns this process's blocks (nil for other processes'
-// devices) of the array laid out by src, re-laid out by s, when some of
-// the blocks involved live on other processes: every process sends each
+// devices) of the array laid out by src, re-laid out by s, when the source
+// or target blocks live on several processes: every process sends each
 // other process exactly the parts of the distinct source blocks it owns
 // that the other's target blocks need and that it holds no replica of
-// (one MPI_Alltoallv over all processes, which must all call it, in the
-// same order). It replaces assembling the whole array on every process.
-// Devices of this process that need the same block share one copy unless
-// charge is set (each device then owns and is charged its copy).
+// (one MPI_Alltoallv on the communicator reshardComm picks, whose
+// processes must all call it, in the same order). It replaces assembling
+// the whole array on every process. Devices of this process that need the
+// same block share one copy unless charge is set (each device then owns
+// and is charged its copy).
 func reshardAcross(src *layout, dt tensor.DType, s Sharding, charge bool) []*tensor.Tensor {
 	stop := watchdog(fmt.Sprintf("the reshard of %v[%v] from %v to %v", dt, src.geo.shape, src.sharding, s))
 	defer stop()
 	sm, tm := src.sharding.mesh, s.mesh
 	geo := s.geometry("shard.Put", src.geo.shape)
 	to := &layout{sharding: s, geo: geo}
-	nproc := dist.t.Size()
+	comm, procs := reshardComm(sm, tm)
+	me := slices.Index(procs, dist.rank)
+	if me < 0 {
+		return make([]*tensor.Tensor, tm.Size()) // not involved
+	}
+	nproc := len(procs)
+	rankOf := func(d *Device) int { return slices.Index(procs, d.proc) }
 	// Distinct source blocks: the processes holding a replica, and the
 	// one that sends it (the process of its first holder).
 	type srcBlock struct {
 		dev     int         // first holder
-		holders map[int]int // process -> a device of it holding the block
+		holders map[int]int // process (index in procs) -> a device of it holding the block
 	}
 	var blocks []srcBlock
 	index := map[string]int{}
@@ -131,15 +171,15 @@ func reshardAcross(src *layout, dt tensor.DType, s Sharding, charge bool) []*ten
 			index[k] = i
 			blocks = append(blocks, srcBlock{dev: d, holders: map[int]int{}})
 		}
-		if _, ok := blocks[i].holders[sm.devices[d].proc]; !ok {
-			blocks[i].holders[sm.devices[d].proc] = d
+		if _, ok := blocks[i].holders[rankOf(sm.devices[d])]; !ok {
+			blocks[i].holders[rankOf(sm.devices[d])] = d
 		}
 	}
 	// Distinct target blocks of each process, in mesh order.
 	targets := make([][]int, nproc)
 	seen := make([]map[int]bool, nproc)
 	for d := range tm.Size() {
-		p := tm.devices[d].proc
+		p := rankOf(tm.devices[d])
 		if seen[p] == nil {
 			seen[p] = map[int]bool{}
 		}
@@ -161,7 +201,7 @@ func reshardAcross(src *layout, dt tensor.DType, s Sharding, charge bool) []*ten
 		for _, dev := range targets[q] {
 			off := to.offset(dev)
 			for bi, b := range blocks {
-				sender := sm.devices[b.dev].proc
+				sender := rankOf(sm.devices[b.dev])
 				local, held := b.holders[q]
 				if !held && sender != p || held && p != q {
 					continue
@@ -180,7 +220,6 @@ func reshardAcross(src *layout, dt tensor.DType, s Sharding, charge bool) []*ten
 		}
 		return out
 	}
-	me := dist.rank
 	sendCounts := make([]int, nproc)
 	recvCounts := make([]int, nproc)
 	var send []byte
@@ -205,8 +244,8 @@ func reshardAcross(src *layout, dt tensor.DType, s Sharding, charge bool) []*ten
 		total += n
 	}
 	recv := make([]byte, total)
-	if !everyProcessHolds(src, targets) {
-		dist.t.World().Alltoallv(send, sendCounts, recv, recvCounts)
+	if !everyProcessHolds(src, targets, procs) {
+		comm.Alltoallv(send, sendCounts, recv, recvCounts)
 	}
 	out := make([]*tensor.Tensor, tm.Size())
 	mine := map[int]*tensor.Tensor{} // by target device
@@ -257,7 +296,7 @@ func reshardAcross(src *layout, dt tensor.DType, s Sharding, charge bool) []*ten
 // everyProcessHolds reports whether src is replicated and every process
 // with target blocks holds a replica: the reshard then moves nothing
 // between processes (every process finds the same answer).
-func everyProcessHolds(src *layout, targets [][]int) bool {
+func everyProcessHolds(src *layout, targets [][]int, procs []int) bool {
 	if !src.sharding.IsReplicated() {
 		return false
 	}
@@ -268,7 +307,7 @@ func everyProcessHolds(src *layout, targets [][]int) bool {
 		}
 		held := false
 		for _, d := range sm.devices {
-			if d.proc == q {
+			if d.proc == procs[q] {
 				held = true
 				break
 			}

@@ -68,7 +68,8 @@ type Group interface {
 
 // DebugEnv is the environment variable that turns on cross-process checks
 // (GONOX_DEBUG=1): a host tensor given to Put must be equal on every
-// process, and the processes must issue the same collectives.
+// process of the target mesh, and the processes must issue the same
+// collectives.
 const DebugEnv = "GONOX_DEBUG"
 
 // TimeoutEnv is the environment variable with the longest time a process
@@ -81,7 +82,6 @@ const TimeoutEnv = "GONOX_TIMEOUT"
 var dist struct {
 	t       Transport
 	aux     Group // all processes, for AllGatherProcesses
-	putc    Group // all processes, for the debug check of Put
 	rank    int
 	debug   bool
 	timeout time.Duration
@@ -94,11 +94,34 @@ var dist struct {
 // pool is first used (Devices, NewMesh); package shard/mpi's Init calls
 // it. A transport of one process leaves the pool as it is.
 //
-// From then on, NewMesh, NewMeshOn and ParseMesh are collective over all
-// processes (they set up communicators) whenever the mesh has devices of
-// more than one process, and so are Map on such a mesh, Gather of a tensor
-// not replicated on every process, and Put from a tensor whose blocks live
-// on other processes.
+// From then on the program is SPMD (as under jax.distributed):
+//
+//   - NewMesh, NewMeshOn and ParseMesh are collective over all processes
+//     whenever the mesh has devices of more than one process: they set up
+//     the mesh's communicators (every process creates such meshes in the
+//     same order, including processes that own none of their devices).
+//   - Map and propagated ops on a mesh that spans processes, and Gather of
+//     an array on it that is not replicated, are collective over the
+//     processes that own the mesh's devices.
+//   - A mesh whose devices all live in one process (JAX: its arrays are
+//     fully addressable there) is computed on by that process alone,
+//     without talking to any other; Gather of its arrays is local.
+//   - A process that owns no device of a mesh holds no blocks of its
+//     arrays (Put gives it a tensor without local blocks) and cannot read
+//     or compute on them: Map, propagated ops and Gather panic naming the
+//     process. Reshard such an array onto a mesh with a device of this
+//     process to read it there.
+//   - Put or Reshard of a placed array is collective over the processes
+//     owning devices of its source or target mesh whenever those are more
+//     than one (on the target mesh's communicator if its processes are
+//     all of them, else on the source mesh's, else on one of all the
+//     processes of the job, which must then all call it).
+//
+// Each mesh has communicators of its own, so operations on different
+// meshes (a teacher and a student, say) may run concurrently from
+// different goroutines; the operations on one mesh form one stream, issued
+// in the same order on every process. Reshards that fall back to the
+// job-wide communicator must not run concurrently with each other.
 func Install(t Transport, localDevices int) error {
 	if localDevices <= 0 {
 		return fmt.Errorf("shard.Install: %d local devices, want at least 1", localDevices)
@@ -129,7 +152,6 @@ func Install(t Transport, localDevices int) error {
 			all[i] = i
 		}
 		dist.aux = t.NewGroup(all)
-		dist.putc = t.NewGroup(all)
 	}
 	dist.debug = os.Getenv(DebugEnv) == "1"
 	dist.timeout = 10 * time.Minute
@@ -183,7 +205,16 @@ type meshNet struct {
 	nlocal int
 	first  int              // first local mesh index, -1 if none
 	spans  bool             // devices of more than one process
-	groups map[string]Group // by process set
+	procs  []int            // the processes owning its devices, ascending
+	groups map[string]Group // by process set, for the collectives of Map
+	// whole is a communicator of the mesh's own over procs (nil if this
+	// process is not in procs or the mesh does not span processes), for
+	// Gather and reshards: operations on different meshes use different
+	// communicators, so two meshes may be driven from two goroutines.
+	whole Group
+	// put is another, for the GONOX_DEBUG check of Put, so a loader
+	// putting batches on its goroutine does not cross Map or Gather.
+	put Group
 
 	mu        sync.Mutex
 	partition map[uint64][][]int // groups over an axes mask, members ascending
@@ -232,11 +263,17 @@ func (m *Mesh) connect() *Mesh {
 		if d.proc != m.devices[0].proc {
 			n.spans = true
 		}
+		if !slices.Contains(n.procs, d.proc) {
+			n.procs = append(n.procs, d.proc)
+		}
 	}
+	slices.Sort(n.procs)
 	m.net = n
 	if !n.spans {
 		return m
 	}
+	n.whole = dist.t.NewGroup(n.procs)
+	n.put = dist.t.NewGroup(n.procs)
 	// Every subset of axes, every group of it: in the same order on every
 	// process, so the collective NewGroup calls match.
 	k := len(m.sizes)
@@ -449,28 +486,35 @@ func (r *run) exchangePsum(s *slot, g Group, key int, members []int) {
 		}
 	}
 	x0 := local[0]
-	out := tensor.Zeros(x0.DType(), x0.Shape()...)
+	var out *tensor.Tensor
+	// Float32 and int32 results are written whole, so they may reuse
+	// donated storage (tensor.Empty); operands and results are borrowed,
+	// not pinned, so both can be donated afterwards.
 	switch x0.DType() {
 	case tensor.Float32:
-		send := x0.RawFloat32()
+		out = tensor.Empty(x0.DType(), x0.Shape()...)
+		send := x0.BorrowFloat32()
 		if len(local) > 1 {
 			ins := make([][]float32, len(local))
 			for i, x := range local {
-				ins[i] = x.RawFloat32()
+				ins[i] = x.BorrowFloat32()
 			}
-			sumFloat32(out.RawFloat32(), ins, 0, x0.Size())
-			send = out.RawFloat32()
+			sumFloat32(out.BorrowFloat32(), ins, 0, x0.Size())
+			send = out.BorrowFloat32()
 		}
-		g.AllreduceFloat32(send, out.RawFloat32(), ReduceSum)
+		g.AllreduceFloat32(send, out.BorrowFloat32(), ReduceSum)
 	case tensor.Int32:
-		dst := out.RawInt32()
-		for _, x := range local {
-			for i, v := range x.RawInt32() {
+		out = tensor.Empty(x0.DType(), x0.Shape()...)
+		dst := out.BorrowInt32()
+		copy(dst, x0.BorrowInt32())
+		for _, x := range local[1:] {
+			for i, v := range x.BorrowInt32() {
 				dst[i] += v
 			}
 		}
 		g.AllreduceInt32(dst, dst, ReduceSum)
 	case tensor.BFloat16, tensor.Float16:
+		out = tensor.Zeros(x0.DType(), x0.Shape()...)
 		// Local blocks widened and summed in float32, all-reduced as
 		// float32, rounded once (see half.go).
 		ins := make([][]float32, len(local))
@@ -607,28 +651,37 @@ func fromBytes(dt tensor.DType, b []byte, shape []int) *tensor.Tensor {
 
 // ---- cross-process placement ----
 
-// crossProcess reports whether reading x's blocks needs other processes:
-// every process of the job must then take part (Gather, Put).
-func crossProcess(l *layout) bool {
+// ownerProcs returns the processes that own devices of m, ascending
+// ([0] in a job of one process).
+func (m *Mesh) ownerProcs() []int {
+	if m.net == nil {
+		return []int{0}
+	}
+	return m.net.procs
+}
+
+// needOwner panics unless this process owns a device of l's mesh: it
+// cannot read the array's values (JAX: the array is not addressable here).
+func needOwner(op string, l *layout, x *tensor.Tensor) {
 	m := l.sharding.mesh
-	if dist.t == nil {
-		return false
+	if m.firstLocal() < 0 {
+		panic(fmt.Sprintf("%s: %v lives on the devices of processes %v; process %d owns none of them and cannot read it (reshard it onto a mesh with a device of this process, or read it on an owner)", op, x, m.ownerProcs(), dist.rank))
 	}
-	if l.sharding.IsReplicated() {
-		// Every process holding a device of the mesh has the whole array;
-		// it is cross-process only if some process holds none.
-		procs := map[int]bool{}
-		for _, d := range m.devices {
-			procs[d.proc] = true
-		}
-		return len(procs) < dist.t.Size()
-	}
-	return true
+}
+
+// crossProcess reports whether reading x's blocks on the host needs other
+// processes: its mesh spans processes and the array is not replicated
+// (Gather is then collective over the mesh's processes). A mesh whose
+// devices all live in this process never needs another process, and a
+// replicated array is whole on every owner.
+func crossProcess(l *layout) bool {
+	return l.sharding.mesh.spans() && !l.sharding.IsReplicated()
 }
 
 // gatherAll assembles a sharded tensor whose blocks live on several
-// processes: every process sends the distinct blocks it holds first (in
-// the order of the owners' mesh indices) and receives the rest.
+// processes: every process of the mesh sends the distinct blocks it holds
+// (in the order of the owners' mesh indices) and receives the rest, on
+// the mesh's own communicator.
 func gatherAll(l *layout, x *tensor.Tensor) *tensor.Tensor {
 	stop := watchdog("shard.Gather of " + x.String())
 	defer stop()
@@ -640,7 +693,7 @@ func gatherAll(l *layout, x *tensor.Tensor) *tensor.Tensor {
 			send = append(send, rawBytes(l.blocks[d])...)
 		}
 	}
-	got := allgatherBytes(dist.t.World(), send)
+	got := allgatherBytes(m.net.whole, send) // by index in m.net.procs
 	out := tensor.Zeros(x.DType(), l.geo.shape...)
 	zero := make([]int, len(l.geo.shape))
 	n := 1
@@ -649,7 +702,7 @@ func gatherAll(l *layout, x *tensor.Tensor) *tensor.Tensor {
 	}
 	bb := n * x.DType().Size()
 	for _, d := range owners {
-		p := m.devices[d].proc
+		p := slices.Index(m.net.procs, m.devices[d].proc)
 		b := fromBytes(x.DType(), got[p][:bb], l.geo.block)
 		got[p] = got[p][bb:]
 		off := l.offset(d)
@@ -659,12 +712,13 @@ func gatherAll(l *layout, x *tensor.Tensor) *tensor.Tensor {
 }
 
 // checkPutEqual panics (in debug mode) unless the host tensor x is the
-// same on every process. It has a communicator of its own, so a loader
-// putting batches on its goroutine does not cross Map or Gather; Puts
-// from several goroutines at once must still come in the same order on
-// every process.
-func checkPutEqual(x *tensor.Tensor) {
-	if dist.t == nil || !dist.debug {
+// same on every process of mesh m (only they hold blocks of it; a mesh of
+// one process is not checked). It uses a communicator of the mesh's own,
+// so a loader putting batches on its goroutine does not cross Map or
+// Gather; Puts onto one mesh from several goroutines at once must still
+// come in the same order on every process.
+func checkPutEqual(x *tensor.Tensor, m *Mesh) {
+	if dist.t == nil || !dist.debug || !m.spans() || m.net.put == nil {
 		return
 	}
 	h := fnv.New64a()
@@ -673,7 +727,7 @@ func checkPutEqual(x *tensor.Tensor) {
 	s := fmt.Sprintf("%x", h.Sum64())
 	stop := watchdog("the GONOX_DEBUG check of shard.Put " + x.String())
 	defer stop()
-	checkSame(dist.putc, nil, s, "shard.Put: "+x.String()+": the host tensor differs between processes (this is process "+strconv.Itoa(dist.rank)+", process %d differs; hashes %s vs %s); every process must Put the same value")
+	checkSame(m.net.put, m.net.procs, s, "shard.Put: "+x.String()+": the host tensor differs between processes (this is process "+strconv.Itoa(dist.rank)+", process %d differs; hashes %s vs %s); every process of the mesh must Put the same value")
 }
 
 // firstLocalMember returns the first member of g in this process.

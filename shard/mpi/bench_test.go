@@ -4,57 +4,95 @@ package mpi_test
 
 import (
 	"fmt"
+	"slices"
+	"syscall"
 	"testing"
+	"time"
 
-	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
+	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/shard/mpi"
 	"github.com/gonox/gonox/tensor"
 )
 
 // Under mpirun, benchmarks must run the same number of iterations on every
-// process: use -test.benchtime=Nx (bench.sh does).
+// process: use -test.benchtime=Nx (bench.sh does). Select one size with
+// -test.bench 'Allreduce/MiB=4/' so that only its arrays are allocated.
+
+// loopTimes runs f b.N times (after one warm-up call) and reports, beside
+// go test's mean, the median and the shortest time of one call, which a
+// shared machine disturbs less, each as unit-median and unit-best through
+// metric (seconds per call to the reported value).
+func loopTimes(b *testing.B, f func(), unit string, metric func(s float64) float64) {
+	f()
+	ts := make([]float64, 0, b.N)
+	for b.Loop() {
+		t0 := time.Now()
+		f()
+		ts = append(ts, time.Since(t0).Seconds())
+	}
+	slices.Sort(ts)
+	mean := b.Elapsed().Seconds() / float64(b.N)
+	med := ts[len(ts)/2]
+	if len(ts)%2 == 0 {
+		med = (ts[len(ts)/2-1] + ts[len(ts)/2]) / 2
+	}
+	b.ReportMetric(metric(mean), unit)
+	b.ReportMetric(metric(med), unit+"-median")
+	b.ReportMetric(metric(ts[0]), unit+"-best")
+}
+
+// cpuTime returns the CPU time (user + system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // BenchmarkAllreduce: a float32 sum over every process, through shard.Map
-// (Psum over a mesh of one device per process) and through the binding
-// directly, in GB/s of array size over time per call (the figure the C
-// reference in testdata/allreduce.c prints).
+// (Psum over a mesh of one device per process; each result is donated,
+// tensor.Donate, so the next one reuses its storage) and through the binding directly (send and receive buffers
+// reused, as the C reference testdata/allreduce.c does), in GB/s of array
+// size over time per call: mean, median and shortest call (the figures
+// the C reference prints).
 func BenchmarkAllreduce(b *testing.B) {
 	for _, mib := range []int{4, 64} {
-		n := mib << 18
-		x := tensor.Full(tensor.Float32, 1, len(shard.Devices())*n)
-		m := shard.NewMesh([]int{len(shard.Devices())}, []string{"d"})
-		xs := shard.Put(x, shard.NewSharding(m, shard.P("d")))
-		psum := shard.Map(m, shard.P("d"), shard.P(), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor { return c.Psum(b, "d") })
-		b.Run(fmt.Sprintf("gonox/MiB=%d", mib), func(b *testing.B) {
-			psum(xs)
-			for b.Loop() {
-				psum(xs)
+		b.Run(fmt.Sprintf("MiB=%d", mib), func(b *testing.B) {
+			n := mib << 18
+			x := tensor.Full(tensor.Float32, 1, len(shard.Devices())*n)
+			m := shard.NewMesh([]int{len(shard.Devices())}, []string{"d"})
+			xs := shard.Put(x, shard.NewSharding(m, shard.P("d")))
+			psum := shard.Map(m, shard.P("d"), shard.P(), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor { return c.Psum(b, "d") })
+			gbs := func(s float64) float64 { return float64(4*n) / s / 1e9 }
+			b.Run("gonox", func(b *testing.B) {
+				// Each result is donated once read, as a training step
+				// donates its summed gradients: the next psum writes into
+				// its storage, as the C loop reuses its receive buffer.
+				loopTimes(b, func() { tensor.Donate(psum(xs)) }, "GB/s", gbs)
+			})
+			send, recv := make([]float32, n), make([]float32, n)
+			for i := range send { // touch every page, as the C reference does
+				send[i], recv[i] = float32(i%7), 1
 			}
-			b.ReportMetric(float64(4*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
-		})
-		send, recv := make([]float32, n), make([]float32, n)
-		for i := range send { // touch every page, as the C reference does
-			send[i], recv[i] = float32(i%7), 1
-		}
-		b.Run(fmt.Sprintf("binding/MiB=%d", mib), func(b *testing.B) {
-			mpi.Allreduce(mpi.World(), send, recv, mpi.Sum)
-			for b.Loop() {
-				mpi.Allreduce(mpi.World(), send, recv, mpi.Sum)
-			}
-			b.ReportMetric(float64(4*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			b.Run("binding", func(b *testing.B) {
+				loopTimes(b, func() { mpi.Allreduce(mpi.World(), send, recv, mpi.Sum) }, "GB/s", gbs)
+			})
 		})
 	}
 }
 
 type dpBatch struct{ X, Y *tensor.Tensor }
 
-// BenchmarkDPStep: one data-parallel training step (forward, backward,
-// gradient all-reduce, Adam) of the MLP 784-1024-1024-10 on a global batch
-// of 256, over a mesh of every device of the job (run with one device per
-// process and GOMAXPROCS=1 to compare processes with cores).
+// BenchmarkDPStep: one data-parallel training step of parallel.Trainer
+// with strategy DP (forward, backward, gradient all-reduce, Adam) of the
+// MLP 784-1024-1024-10 on a global batch of 256, over a mesh of every
+// device of the job (run with one device per process and GOMAXPROCS=1 to
+// compare processes with cores). It reports wall time (mean, median and
+// shortest step) and this process's CPU time per step (warm-up included).
 func BenchmarkDPStep(b *testing.B) {
 	key := tensor.NewKey(1)
 	ks := key.Split(3)
@@ -62,33 +100,24 @@ func BenchmarkDPStep(b *testing.B) {
 	x := tensor.Normal(ks[1], 256, 784)
 	y := tensor.AsType(tensor.MulScalar(tensor.Uniform(ks[2], 256), 9.99), tensor.Int32)
 	m := shard.NewMesh([]int{len(shard.Devices())}, []string{"dp"})
-	bs := shard.NewSharding(m, shard.P("dp"))
-	batch := dpBatch{shard.Put(x, bs), shard.Put(y, bs)}
-	loss := shard.Map(m, shard.Specs{"M": shard.P(), "B": shard.P("dp")}, shard.P(), func(c *shard.Ctx, in struct {
-		M nn.MLP
-		B dpBatch
-	}) *tensor.Tensor {
-		return c.Pmean(tensor.Mean(tensor.SoftmaxCrossEntropy(in.M.Forward(in.B.X), in.B.Y)), "dp")
+	tr, err := parallel.New(model, parallel.Config[nn.MLP, dpBatch]{
+		Loss: func(mod nn.MLP, bt dpBatch) *tensor.Tensor {
+			return tensor.Mean(tensor.SoftmaxCrossEntropy(mod.Forward(bt.X), bt.Y))
+		},
+		Strategy: parallel.DP, Mesh: m, Optimizer: optim.Adam(optim.Constant(1e-3)),
 	})
-	vg := autodiff.ValueAndGradWith(func(mod nn.MLP, b dpBatch) *tensor.Tensor {
-		return loss(struct {
-			M nn.MLP
-			B dpBatch
-		}{mod, b})
-	})
-	opt := optim.Adam(optim.Constant(1e-3))
-	st := opt.Init(model)
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := dpBatch{shard.Put(x, tr.BatchSharding()), shard.Put(y, tr.BatchSharding())}
 	step := func() {
-		_, g := vg(model, batch)
-		var u any
-		u, st = opt.Update(g, st, model)
-		model = optim.Apply(model, u)
+		if _, err := tr.Step(batch); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.Run(fmt.Sprintf("processes=%d", mpi.Size()), func(b *testing.B) {
-		step()
-		for b.Loop() {
-			step()
-		}
-		b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e3, "ms/step")
+		c0 := cpuTime()
+		loopTimes(b, step, "ms/step", func(s float64) float64 { return s * 1e3 })
+		b.ReportMetric((cpuTime()-c0).Seconds()/float64(b.N+1)*1e3, "cpu-ms/step")
 	})
 }

@@ -44,7 +44,7 @@ for np in 2 4; do
   mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run "$prop"
 done
 echo "--- mpirun -np 2 under the race detector"
-mpirun -np 2 --oversubscribe "$out/mpi.race.test" -test.run 'Collective|Placement|Ragged|DataParallel|Propagated|Reshard|Fallback|Async|Nonblocking'
+mpirun -np 2 --oversubscribe "$out/mpi.race.test" -test.run 'Collective|Placement|Ragged|DataParallel|Propagated|Reshard|Fallback|Async|Nonblocking|Meshes|LocalMeshes|MeshOfOneProcess'
 
 echo "--- examples/mlp: mpirun prints the one-process lines"
 go build -tags mpi -o "$out/mlp" ./examples/mlp

@@ -25,8 +25,20 @@
 // meshes in the same order and calls the same cross-process operations
 // (shard.Map on a mesh of several processes, shard.Gather, shard.Put from
 // another process's blocks, checkpoints) in the same order. A host tensor
-// given to shard.Put must be equal on every process (GONOX_DEBUG=1 checks
-// it with a hash).
+// given to shard.Put must be equal on every process of the target mesh
+// (GONOX_DEBUG=1 checks it with a hash).
+//
+// Which processes take part follows from the mesh (shard.Install lists
+// the rules): an operation on a mesh that spans processes involves the
+// processes owning its devices; a mesh whose devices all live in one
+// process (its arrays are fully addressable there, in JAX's words) is
+// computed on by that process alone, with no MPI call; a process owning
+// no device of a mesh holds no blocks of its arrays and cannot compute on
+// them or read them (shard.Map, propagated ops and shard.Gather panic
+// naming the process) until they are resharded onto a mesh with one of
+// its devices. Every mesh has MPI communicators of its own (made when the
+// mesh is created), so operations on two meshes, such as a teacher's and
+// a student's, may run concurrently on two goroutines.
 //
 // Each process materialises only its own devices' blocks. Collectives in
 // shard.Map among devices of one process stay in memory; between

@@ -68,6 +68,12 @@ func runHelper(kind string) int {
 		fmt.Printf("process %d: %s ok\n", rank, kind)
 	case "put":
 		shard.Put(tensor.Full(tensor.Float32, float64(rank), 4), shard.NewSharding(m, shard.P()))
+	case "localput":
+		// A mesh of this process's devices: its host tensors need not
+		// equal other processes' (the debug check leaves it alone).
+		mine := shard.NewMeshOn(shard.LocalDevices(), []int{len(shard.LocalDevices())}, []string{"mine"})
+		y := shard.Put(tensor.Full(tensor.Float32, float64(rank), 4), shard.NewSharding(mine, shard.P()))
+		fmt.Printf("process %d: local put %v\n", rank, shard.Gather(y).Float32s())
 	default:
 		asyncHelper(kind, m, x) // async_test.go
 	}
@@ -98,6 +104,7 @@ func TestFailuresEndTheJob(t *testing.T) {
 		{"hang", []string{"GONOX_TIMEOUT=2s"}, false, []string{"gonox: process 0 waited more than 2s in shard.Map: collective #0 psum"}},
 		{"mismatch", []string{"GONOX_DEBUG=1"}, false, []string{"issued different collectives", "psum", "pmax"}},
 		{"put", []string{"GONOX_DEBUG=1"}, false, []string{"shard.Put: f32[4]: the host tensor differs between processes"}},
+		{"localput", []string{"GONOX_DEBUG=1"}, true, []string{"process 1: local put [1 1 1 1]"}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
