@@ -353,8 +353,19 @@ func allGather(e *devEnv, x *tensor.Tensor, axes []string, axis int, tiled, inva
 func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.AllGather", p.axes)
-	s := e.run.meet(e, &call{kind: "all_gather", axes: p.axes, x: x, extra: fmt.Sprintf("axis %d %s", p.dim, tiledWord(p.tiled))})
+	s := e.run.meet(e, &call{kind: "all_gather", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("axis %d %s", p.dim, tiledWord(p.tiled))})
 	defer e.run.leave(s)
+	if _, done := s.remote.Load(g.key); done {
+		// Gathered with the other processes already (exchangeGather).
+		out := sharedResult(s, g.key, nil)
+		e.run.barrier(s)
+		e.account("all_gather", int64(g.size-1)*int64(x.Bytes()))
+		mask := maskOf(x)
+		if invariant {
+			mask &^= p.mask
+		}
+		return e.marked(out, mask)
+	}
 	xs := x.Shape()
 	if !p.tiled {
 		xs = slices.Insert(xs, p.dim, 1)
@@ -490,6 +501,18 @@ func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	defer e.run.leave(s)
 	size := x.Dim(p.dim) / g.size
 	dt := x.DType()
+	if _, done := s.remote.Load(g.key); done {
+		// All-reduced whole with the other processes (see exchange): this
+		// member's part of the sum.
+		full := sharedResult(s, g.key, nil)
+		out := scatterSum(x, p.dim, size, g.rank, func(int) *tensor.Tensor { return full }, 1)
+		e.run.barrier(s)
+		if !p.tiled {
+			out = tensor.Squeeze(out, p.dim)
+		}
+		e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
+		return e.marked(out, maskOf(x)|p.mask)
+	}
 	if dt == tensor.Float32 || isHalf(dt) {
 		out := scatterSum(x, p.dim, size, g.rank, func(r int) *tensor.Tensor { return s.calls[g.members[r]].x }, g.size)
 		e.run.barrier(s) // the blocks are read until every member is done

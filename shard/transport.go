@@ -411,8 +411,24 @@ func (r *run) exchange(s *slot) (err error) {
 			r.exchangePsum(s, g, key, members)
 		case "pmax", "pmin":
 			r.exchangeExtreme(s, g, key, members, first.kind == "pmax")
-		case "psum_scatter", "all_to_all", "ppermute":
+		case "psum_scatter":
+			if first.x.DType() == tensor.Float32 {
+				// All-reduced whole, straight from and into the blocks'
+				// storage (MPI_Allreduce), and each member takes its
+				// part: twice the bytes of a reduce-scatter on the wire,
+				// but none of exchangeParts' packing, unpacking and
+				// fresh buffers, which cost more than the wire between
+				// processes of one machine.
+				r.exchangePsum(s, g, key, members)
+			} else {
+				r.exchangeParts(s, g, ge, members, procs)
+			}
+		case "all_to_all", "ppermute":
 			r.exchangeParts(s, g, ge, members, procs)
+		case "all_gather":
+			if !r.exchangeGather(s, g, key, members, procs) {
+				r.exchangeBlocks(s, g, members, procs)
+			}
 		default:
 			r.exchangeBlocks(s, g, members, procs)
 		}
@@ -531,6 +547,63 @@ func (r *run) exchangePsum(s *slot, g Group, key int, members []int) {
 	l.once.Do(func() {})
 	s.shared.Store(key, l)
 	s.remote.Store(key, true)
+}
+
+// exchangeGather all-gathers a float32 block per process straight into
+// the shared result (MPI_Allgatherv from the block's storage into the
+// result's), when that is a plain concatenation: each process has one
+// member in the group, the members are ranked in process order, and the
+// gathered dimension has no larger dimension before it. It reports
+// whether it did; otherwise exchangeBlocks brings the blocks.
+func (r *run) exchangeGather(s *slot, g Group, key int, members, procs []int) bool {
+	m := r.mesh
+	if len(members) != len(procs) {
+		return false
+	}
+	for i, j := range members {
+		if m.devices[j].proc != procs[i] {
+			return false
+		}
+	}
+	var c *call
+	for _, j := range members {
+		if m.isLocal(j) {
+			c = s.calls[j]
+		}
+	}
+	if c == nil || c.p == nil || c.x.DType() != tensor.Float32 {
+		return false
+	}
+	xs := c.x.Shape()
+	if !c.p.tiled {
+		xs = slices.Insert(xs, c.p.dim, 1)
+	}
+	for _, d := range xs[:c.p.dim] {
+		if d != 1 {
+			return false
+		}
+	}
+	outShape := slices.Clone(xs)
+	outShape[c.p.dim] *= len(members)
+	out := tensor.Empty(tensor.Float32, outShape...) // every block is written
+	counts := make([]int, len(procs))
+	for i := range counts {
+		counts[i] = c.x.Bytes()
+	}
+	g.Allgatherv(floatBytes(c.x.BorrowFloat32()), floatBytes(out.BorrowFloat32()), counts)
+	l := &lazyResult{t: out}
+	l.once.Do(func() {})
+	s.shared.Store(key, l)
+	s.remote.Store(key, true)
+	return true
+}
+
+// floatBytes views float32 storage as bytes (borrowed: nothing is pinned).
+func floatBytes(d []float32) []byte {
+	if len(d) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 4*len(d))
 }
 
 // exchangeBlocks brings the blocks (and ragged sizes) of the group's
