@@ -222,47 +222,7 @@ func (p *asyncParams) wait() *tensor.Tensor {
 // and, on a mesh spanning processes, posts the transfers to and from the
 // other processes; then s.ready is closed.
 func (r *run) post(e *devEnv, c *call) *slot {
-	k := e.seq
-	e.seq++
-	r.mu.Lock()
-	if r.done[e.dev] >= 0 {
-		r.mu.Unlock()
-		panic(fmt.Sprintf("shard.Ctx: %v on %v after its %s call returned; a Ctx is valid only inside fn", c, r.mesh.devices[e.dev], r.name))
-	}
-	if r.err != nil {
-		r.mu.Unlock()
-		panic(abortSignal{})
-	}
-	s := r.slots[k]
-	if s == nil {
-		s = &slot{k: k, calls: make([]*call, r.mesh.Size()), ready: make(chan struct{}), phaseEnd: make(chan struct{})}
-		r.slots[k] = s
-	}
-	s.calls[e.dev] = c
-	s.arrived++
-	for d, n := range r.done {
-		if n >= 0 && n <= k {
-			r.failLocked(r.missing(d, n, s))
-		}
-	}
-	cross := false
-	if s.arrived == r.nlocal && r.err == nil {
-		if err := r.consistent(s); err != nil {
-			r.failLocked(err)
-		} else if r.mesh.spans() {
-			cross = true
-		} else {
-			close(s.ready)
-		}
-	}
-	r.mu.Unlock()
-	if cross {
-		if err := r.exchangeAsync(s); err != nil {
-			r.fail(err)
-		} else {
-			close(s.ready)
-		}
-	}
+	s := r.arrive(e, c, r.exchangeAsync)
 	select {
 	case <-r.abort:
 		panic(abortSignal{})

@@ -186,6 +186,23 @@ func (r *run) missing(dev, n int, s *slot) error {
 // meet brings the k-th collective of device dev to its slot and waits until
 // every device has arrived. It panics with abortSignal if the run fails.
 func (r *run) meet(e *devEnv, c *call) *slot {
+	// The last device to arrive exchanges with the other processes.
+	s := r.arrive(e, c, r.exchange)
+	select {
+	case <-s.ready:
+		return s
+	case <-r.abort:
+		panic(abortSignal{})
+	}
+}
+
+// arrive records the k-th collective c of device dev in its slot without
+// waiting for the other devices (meet and post then wait as they need).
+// The last local device to arrive checks that every device issued the
+// same collective and, on a mesh spanning processes, calls exchange
+// (meet's blocking exchange, post's started one); then s.ready is closed.
+// It panics with abortSignal if the run has failed.
+func (r *run) arrive(e *devEnv, c *call, exchange func(*slot) error) *slot {
 	k := e.seq
 	e.seq++
 	r.mu.Lock()
@@ -221,19 +238,13 @@ func (r *run) meet(e *devEnv, c *call) *slot {
 	}
 	r.mu.Unlock()
 	if cross {
-		// The last device to arrive exchanges with the other processes.
-		if err := r.exchange(s); err != nil {
+		if err := exchange(s); err != nil {
 			r.fail(err)
 		} else {
 			close(s.ready)
 		}
 	}
-	select {
-	case <-s.ready:
-		return s
-	case <-r.abort:
-		panic(abortSignal{})
-	}
+	return s
 }
 
 // consistent checks that every device issued the same collective.
