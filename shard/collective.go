@@ -632,19 +632,7 @@ func init() {
 func ppermute(e *devEnv, x *tensor.Tensor, axes []string, perm [][2]int) *tensor.Tensor {
 	const op = "shard.Ctx.Ppermute"
 	m := e.maskOf(op, axes)
-	g := e.group(op, axes)
-	src, dst := map[int]bool{}, map[int]bool{}
-	for _, pr := range perm {
-		for _, v := range pr {
-			if v < 0 || v >= g.size {
-				panic(fmt.Sprintf("%s: pair %v out of range for %s=%d", op, pr, axesLabel(axes), g.size))
-			}
-		}
-		if src[pr[0]] || dst[pr[1]] {
-			panic(fmt.Sprintf("%s: %v is not a permutation: a source or destination repeats", op, perm))
-		}
-		src[pr[0]], dst[pr[1]] = true, true
-	}
+	checkPerm(op, e.group(op, axes), axes, perm)
 	x = tensor.Vary(x, e.Local(maskOf(x)|m))
 	return tensor.Apply(ppermuteOp, &collParams{env: e, axes: slices.Clone(axes), mask: m, perm: slices.Clone(perm)}, x)
 }
