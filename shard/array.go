@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/gonox/gonox/internal/box"
@@ -30,7 +31,26 @@ type layout struct {
 	// consumers read a partial sum.
 	sumOnce sync.Once
 	sum     *layout
+	// owned marks blocks made for this layout alone (a Map output, a
+	// MapBlocks result); shared records that they have been seen through
+	// another tensor header, layout or caller since (ShareBlocks). Only
+	// owned blocks that are not shared are donated with the tensor
+	// (tensor.Donate).
+	owned  bool
+	shared atomic.Bool
 }
+
+// DonateBlocks implements tensor.BlockDonator: the blocks of this
+// process's devices are donated with the tensor when nothing else can
+// reach them.
+func (l *layout) DonateBlocks() {
+	if l.owned && !l.shared.Load() {
+		tensor.Donate(l.blocks...)
+	}
+}
+
+// ShareBlocks implements tensor.BlockDonator.
+func (l *layout) ShareBlocks() { l.shared.Store(true) }
 
 // DimAxes implements tensor.Layout.
 func (l *layout) DimAxes(i int) string {
@@ -52,6 +72,7 @@ func (l *layout) Gather(x *tensor.Tensor) *tensor.Tensor {
 	}
 	if l.sharding.IsReplicated() {
 		// Every block is the whole array, and blocks are immutable.
+		l.ShareBlocks()
 		return l.blocks[l.sharding.mesh.firstLocal()]
 	}
 	out := tensor.Zeros(x.DType(), l.geo.shape...)
@@ -74,7 +95,7 @@ func (l *layout) MapBlocks(x *tensor.Tensor, fn func(block *tensor.Tensor) *tens
 		x = moveTo(l.origin, x, l.sharding)
 		l = layoutOf("shard", x)
 	}
-	out := &layout{sharding: l.sharding, geo: l.geo, blocks: make([]*tensor.Tensor, len(l.blocks))}
+	out := &layout{sharding: l.sharding, geo: l.geo, blocks: make([]*tensor.Tensor, len(l.blocks)), owned: true}
 	var dt tensor.DType
 	parallelFor(len(l.blocks), func(d int) {
 		if l.blocks[d] == nil {
@@ -109,6 +130,7 @@ func (l *layout) DeviceBlocks() ([]*tensor.Tensor, []int) {
 	for d := range ids {
 		ids[d] = l.sharding.mesh.devices[d].ID()
 	}
+	l.ShareBlocks()
 	return slices.Clone(l.blocks), ids
 }
 
@@ -210,6 +232,7 @@ func Blocks(x *tensor.Tensor) []*tensor.Tensor {
 		l.sumOnce.Do(func() { l.sum = l.reduced() })
 		l = l.sum
 	}
+	l.ShareBlocks()
 	return slices.Clone(l.blocks)
 }
 
@@ -273,7 +296,14 @@ func Put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
 // does not change what the dimensions mean.
 func keepAxes(y, x *tensor.Tensor) *tensor.Tensor {
 	if axes := x.LogicalAxes(); axes != nil && y.LogicalAxes() == nil && y.Rank() == x.Rank() {
-		return tensor.WithLogicalAxes(y, axes...)
+		l, _ := y.Layout().(*layout)
+		shared := l != nil && l.shared.Load()
+		z := tensor.WithLogicalAxes(y, axes...)
+		if l != nil && !shared {
+			// Every caller drops y: z stays the only header of its blocks.
+			l.shared.Store(false)
+		}
+		return z
 	}
 	return y
 }
@@ -315,6 +345,7 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 		src = src.reduced()
 	}
 	if src != nil && src.sharding.Equal(s) && !charge {
+		src.ShareBlocks()
 		copy(out, src.blocks)
 		return out
 	}
@@ -448,16 +479,7 @@ func contiguousViews(x *tensor.Tensor, l *layout, n int) []*tensor.Tensor {
 
 // chargeBlock accounts a block's bytes to a device.
 func chargeBlock(d *Device, b *tensor.Tensor) {
-	switch b.DType() {
-	case tensor.Float32:
-		account(d, b.RawFloat32(), b.Bytes())
-	case tensor.Int32:
-		account(d, b.RawInt32(), b.Bytes())
-	case tensor.Bool:
-		account(d, b.RawBool(), b.Bytes())
-	case tensor.BFloat16, tensor.Float16:
-		account(d, b.RawUint16(), b.Bytes())
-	}
+	account(d, b, b.Bytes())
 }
 
 // storageOf identifies a block's storage (nil for an empty block).
@@ -467,9 +489,9 @@ func storageOf(b *tensor.Tensor) unsafe.Pointer {
 	}
 	switch b.DType() {
 	case tensor.Float32:
-		return unsafe.Pointer(&b.RawFloat32()[0])
+		return unsafe.Pointer(&b.BorrowFloat32()[0]) // borrowed: identity only
 	case tensor.Int32:
-		return unsafe.Pointer(&b.RawInt32()[0])
+		return unsafe.Pointer(&b.BorrowInt32()[0])
 	case tensor.BFloat16, tensor.Float16:
 		return unsafe.Pointer(&b.RawUint16()[0])
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gonox/gonox/tensor"
 )
@@ -157,7 +158,7 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	}
 	e.run.barrier(s)
 	e.account("psum", int64(2*(g.size-1))*int64(x.Bytes())/int64(g.size))
-	return e.marked(out, maskOf(x)&^p.mask)
+	return e.markShared(s, g, out, maskOf(x)&^p.mask)
 }
 
 // account charges bytes sent to this device and counts the collective once.
@@ -169,8 +170,35 @@ func (e *devEnv) account(kind string, bytes int64) {
 }
 
 type lazyResult struct {
-	once sync.Once
-	t    *tensor.Tensor
+	once  sync.Once
+	t     *tensor.Tensor
+	marks atomic.Int32 // local members that took their view (markShared)
+}
+
+// markShared returns this device's marked view of out, the shared result
+// of group g in slot s. Once every member of g in this process has its
+// view, out's own header is donated (tensor.Donate): the storage then
+// lives exactly as long as the members' views, and goes to the allocator
+// cache when they are donated in turn.
+func (e *devEnv) markShared(s *slot, g group, out *tensor.Tensor, mask uint64) *tensor.Tensor {
+	y := e.marked(out, mask)
+	e.doneWithShared(s, g, out)
+	return y
+}
+
+// doneWithShared records that this device no longer reads out, the shared
+// result of group g in slot s, by its own header; the last local member
+// donates that header.
+func (e *devEnv) doneWithShared(s *slot, g group, out *tensor.Tensor) {
+	local := int32(0)
+	for _, m := range g.members {
+		if e.mesh.isLocal(m) {
+			local++
+		}
+	}
+	if v, ok := s.shared.Load(g.key); ok && v.(*lazyResult).marks.Add(1) == local {
+		tensor.Donate(out)
+	}
 }
 
 // sharedResult returns the result tensor shared by the devices of group
@@ -364,7 +392,7 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 		if invariant {
 			mask &^= p.mask
 		}
-		return e.marked(out, mask)
+		return e.markShared(s, g, out, mask)
 	}
 	xs := x.Shape()
 	if !p.tiled {
@@ -384,7 +412,7 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 		if invariant {
 			mask &^= p.mask
 		}
-		return e.marked(out, mask)
+		return e.markShared(s, g, out, mask)
 	}
 	out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Zeros(x.DType(), outShape...) })
 	placeAt(out, tensor.Reshape(tensor.WithLocal(x, nil), xs...), p.dim, g.rank*xs[p.dim])
@@ -507,6 +535,7 @@ func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 		full := sharedResult(s, g.key, nil)
 		out := scatterSum(x, p.dim, size, g.rank, func(int) *tensor.Tensor { return full }, 1)
 		e.run.barrier(s)
+		e.doneWithShared(s, g, full)
 		if !p.tiled {
 			out = tensor.Squeeze(out, p.dim)
 		}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gonox/gonox/tensor"
 )
 
 // DevicesEnv is the environment variable that sets the number of simulated
@@ -78,12 +80,15 @@ func DevicesFromEnv() (int, error) {
 	return v, nil
 }
 
-// account charges a block's storage to a device until the storage is
-// garbage collected.
-func account[T any](d *Device, data []T, bytes int) {
-	if len(data) == 0 || bytes == 0 {
+// account charges a block to a device until the block's header is
+// garbage collected. The header, not the storage, carries the charge:
+// storage that a donated block gave back (tensor.Donate) serves another
+// block, which is charged in turn, and reading the storage to find it
+// would pin it (RawFloat32) and keep it from the allocator cache.
+func account(d *Device, b *tensor.Tensor, bytes int) {
+	if bytes == 0 {
 		return
 	}
 	d.mem.Add(int64(bytes))
-	runtime.AddCleanup(&data[0], func(n int64) { d.mem.Add(-n) }, int64(bytes))
+	runtime.AddCleanup(b, func(n int64) { d.mem.Add(-n) }, int64(bytes))
 }

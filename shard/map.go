@@ -273,9 +273,30 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 		result[j] = keepAxes(p.assembleOutput(j, blocks, p.outSh[j]), blocks[m.firstLocal()])
 	}
 	if st == nil {
+		donateDeviceOutputs(envs, outs)
 		return result, nil
 	}
 	return result, st
+}
+
+// donateDeviceOutputs donates the headers fn returned on each device once
+// the outputs hold blocks of their own (assembleOutput's unmarked copies):
+// a device's result, such as a psum's, is marked for its device, and the
+// marked header would otherwise keep the storage from the allocator cache
+// (tensor.Donate) after the global output is donated. Only headers marked
+// for this call's devices are donated (never a tensor fn closes over), and
+// only when no backward pass keeps the call's values.
+func donateDeviceOutputs(envs []*devEnv, outs [][]*tensor.Tensor) {
+	for d, os := range outs {
+		for _, o := range os {
+			if o == nil || o.IsTraced() {
+				continue
+			}
+			if l := o.Local(); l != nil && l.Env == envs[d] {
+				tensor.Donate(o)
+			}
+		}
+	}
 }
 
 // assembleOutput checks the blocks of output j against its sharding and
@@ -314,7 +335,7 @@ func (p *mapParams) assembleOutput(j int, blocks []*tensor.Tensor, s Sharding) *
 			shape[i] *= m.sizes[m.axis("shard.Map", a)]
 		}
 	}
-	l := &layout{sharding: s, geo: s.geometry("shard.Map", shape), blocks: make([]*tensor.Tensor, len(blocks))}
+	l := &layout{sharding: s, geo: s.geometry("shard.Map", shape), blocks: make([]*tensor.Tensor, len(blocks)), owned: true}
 	for d, b := range blocks {
 		if b == nil {
 			continue

@@ -381,6 +381,7 @@ func move(op string, x *tensor.Tensor, dst Sharding) []*tensor.Tensor {
 	}
 	chargeReshard(op, src, dst)
 	if src.sharding.Equal(dst) {
+		src.ShareBlocks()
 		return slices.Clone(src.blocks)
 	}
 	return makeBlocks(x, dst, false)

@@ -94,8 +94,15 @@ func Donate(ts ...*Tensor) {
 // BlockDonator is implemented by layouts whose blocks Donate can donate
 // (package shard's placed tensors).
 type BlockDonator interface {
-	// DonateBlocks donates every block of this process's devices.
+	// DonateBlocks donates every block of this process's devices, unless
+	// the blocks are shared (see ShareBlocks).
 	DonateBlocks()
+	// ShareBlocks records that the layout's blocks are seen through more
+	// than one tensor: a second header over the layout (WithLocal,
+	// WithLogicalAxes and other shallow copies call it), or blocks handed
+	// out to another layout or to the caller. DonateBlocks then leaves
+	// them alone.
+	ShareBlocks()
 }
 
 // IsDonated reports whether t was donated (or is traced over a donated

@@ -357,8 +357,12 @@ func TestEmptyAndBorrow(t *testing.T) {
 	assert.Contains(t, panicMessage(func() { tensor.Empty(tensor.Float32, -1) }), "tensor.Empty: negative dimension")
 }
 
-// blockLayout is a Layout with blocks that Donate donates.
-type blockLayout struct{ blocks []*tensor.Tensor }
+// blockLayout is a Layout with blocks that Donate donates unless they
+// are shared.
+type blockLayout struct {
+	blocks []*tensor.Tensor
+	shared bool
+}
 
 func (l *blockLayout) DimAxes(int) string { return "d" }
 func (l *blockLayout) Gather(x *tensor.Tensor) *tensor.Tensor {
@@ -367,7 +371,12 @@ func (l *blockLayout) Gather(x *tensor.Tensor) *tensor.Tensor {
 func (l *blockLayout) MapBlocks(x *tensor.Tensor, fn func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
 	panic("unused")
 }
-func (l *blockLayout) DonateBlocks() { tensor.Donate(l.blocks...) }
+func (l *blockLayout) DonateBlocks() {
+	if !l.shared {
+		tensor.Donate(l.blocks...)
+	}
+}
+func (l *blockLayout) ShareBlocks() { l.shared = true }
 
 // Donating a placed tensor donates its blocks through its layout.
 func TestDonatePlaced(t *testing.T) {
@@ -379,4 +388,13 @@ func TestDonatePlaced(t *testing.T) {
 		assert.True(t, b.IsDonated())
 	}
 	assert.Contains(t, panicMessage(func() { x.Float32s() }), "f32[64@d] was donated")
+
+	// A second header over the layout (here WithLogicalAxes) shares the
+	// blocks: donating one header must leave the other's values intact.
+	l2 := &blockLayout{blocks: []*tensor.Tensor{tensor.AddScalar(tensor.Zeros(tensor.Float32, 32), 3)}}
+	y := tensor.NewSharded(tensor.Float32, []int{32}, l2)
+	z := tensor.WithLogicalAxes(y, "batch")
+	tensor.Donate(y)
+	assert.False(t, l2.blocks[0].IsDonated())
+	assert.Equal(t, float64(96), tensor.Sum(l2.Gather(z)).Item())
 }

@@ -40,7 +40,7 @@ prop='^Test(PropagationMatchesHost|PropagationAndMap|MLPStrategiesByPropagation|
 for np in 2 4; do
   echo "--- mpirun -np $np: shard/mpi tests, the guide's collectives and sharding propagation on 8 devices"
   mpirun -np "$np" --oversubscribe "$out/mpi.test"
-  mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients|PsumScatterIsPartOfPsum|Async(Ppermute|Recipes|Gradients|UnderCheckpoint|SecondDerivative)'
+  mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients|PsumScatterIsPartOfPsum|DonatedMapOutputsAreReused|Async(Ppermute|Recipes|Gradients|UnderCheckpoint|SecondDerivative)'
   mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run "$prop"
 done
 echo "--- mpirun -np 2 under the race detector"
