@@ -201,6 +201,22 @@
 // naming the device and the cause (MapErr returns it instead), and no
 // goroutine is left behind.
 //
+// # Donating placed tensors
+//
+// tensor.Donate of a Map output (or of a MapBlocks result) donates its
+// blocks, and the next results of the same size (a psum's, an
+// all_gather's) reuse their storage instead of fresh zeroed memory, as a
+// training loop wants of its previous gradients and parameters. (A block
+// passed into a later Map is still held by that call's view of it, so a
+// trainer's parameters do not come back yet.) Blocks that
+// were handed out are left alone: Blocks, Gather of a replicated array
+// (which returns the block itself), a second tensor header over the array
+// (WithLogicalAxes, say) or another layout reusing them keep them valid,
+// so donating one array never invalidates another's values. Inside Map, a
+// device may donate its own blocks once the collective that read them has
+// returned. Device.MemoryBytes charges each block to its header until the
+// collector frees the header.
+//
 // # Several processes
 //
 // With package shard/mpi (build tag mpi), meshes span processes and hosts:
