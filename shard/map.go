@@ -38,6 +38,11 @@ func WithComm(c *Comm) Option { return func(m *mapConfig) { m.comm = c } }
 // over, and the Ctx offers the collectives. An output that varies over a
 // mesh axis its out spec does not shard it over is an error, as with JAX's
 // check_vma: reduce it first (Psum, Pmean, AllGatherInvariant) or shard it.
+// The blocks fn returns are handed over to the outputs: once the call
+// returns (outside autodiff), the tensors fn returned are donated
+// (tensor.Donate) so that their storage can come back to the allocator
+// cache with the outputs', and reading one that fn kept aside panics.
+// Read the outputs instead (shard.Blocks gives each device's block).
 //
 // The returned function is differentiable: autodiff can take gradients of
 // a function that calls it, and fn can take gradients itself. If fn panics
