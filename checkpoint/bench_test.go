@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gonox/gonox/internal/cputime"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 	"github.com/klauspost/compress/huff0"
@@ -30,22 +30,13 @@ var benchOnce = sync.OnceValue(func() benchModel {
 	return m
 })
 
-// cpuTime returns the CPU time (user and system) this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // reportThroughput reports GB/s of wall time and GB per CPU-second: the
 // machine is shared, so wall time depends on the other sessions' load;
 // CPU time much less.
 func reportThroughput(b *testing.B, cpu0 time.Duration) {
 	total := float64(benchBytes) * float64(b.N)
 	b.ReportMetric(total/b.Elapsed().Seconds()/1e9, "GB/s")
-	if cpu := cpuTime() - cpu0; cpu > 0 {
+	if cpu := cputime.Used() - cpu0; cpu > 0 {
 		b.ReportMetric(total/cpu.Seconds()/1e9, "GB/cpu-s")
 	}
 }
@@ -72,7 +63,7 @@ func BenchmarkSave(b *testing.B) {
 	dir := b.TempDir()
 	b.SetBytes(benchBytes)
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Used()
 	for i := 0; i < b.N; i++ {
 		if err := Save(dir, i, model); err != nil {
 			b.Fatal(err)
@@ -98,7 +89,7 @@ func BenchmarkStoreBF16(b *testing.B) {
 	dir := b.TempDir()
 	b.SetBytes(benchBytes)
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Used()
 	for i := 0; i < b.N; i++ {
 		if err := Save(dir, i, model, StoreFloatsAs(AsBFloat16)); err != nil {
 			b.Fatal(err)
@@ -134,7 +125,7 @@ func BenchmarkRestore(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(benchBytes)
-			cpu0 := cpuTime()
+			cpu0 := cputime.Used()
 			for i := 0; i < b.N; i++ {
 				if _, err := Restore(dir, 1, model, c.to); err != nil {
 					b.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gonox/gonox/autodiff"
+	"github.com/gonox/gonox/internal/cputime"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/tensor"
 )
@@ -44,7 +45,7 @@ func BenchmarkMLPStep(b *testing.B) {
 				autodiff.DonateTree(g)
 			}
 			b.ResetTimer()
-			cpu0 := cpuSeconds()
+			cpu0 := cputime.Used().Seconds()
 			for b.Loop() {
 				loss, g := step(m, x)
 				tensor.Donate(loss)
@@ -56,7 +57,7 @@ func BenchmarkMLPStep(b *testing.B) {
 			// CPU time of the whole process per step (the collector
 			// included): on a shared machine, time not running does not
 			// count. With -cpu 1 it is what the step costs one core.
-			if cpu := cpuSeconds() - cpu0; cpu > 0 {
+			if cpu := cputime.Used().Seconds() - cpu0; cpu > 0 {
 				b.ReportMetric(cpu/float64(b.N)*1e6, "cpu-µs/step")
 			}
 		})

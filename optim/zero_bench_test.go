@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gonox/gonox/internal/cputime"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
@@ -50,7 +51,7 @@ func BenchmarkZeROLayout(b *testing.B) {
 				return zeroIn{P: p, G: in.G, S: s.(optim.AdamState)}
 			})
 			s := shard.FilterShard(z.Init(), mesh, spec).(optim.AdamState)
-			cpu0 := cpuTime()
+			cpu0 := cputime.Used()
 			for b.Loop() {
 				// What the flat layout adds per step: the flat gradient
 				// and parameters (the latter the all-gather would give).
@@ -59,7 +60,7 @@ func BenchmarkZeROLayout(b *testing.B) {
 				s = update(in).S
 			}
 			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e3, "ms/update")
-			b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N)*1e3, "cpu-ms/update")
+			b.ReportMetric((cputime.Used()-cpu0).Seconds()/float64(b.N)*1e3, "cpu-ms/update")
 		})
 		b.Run(fmt.Sprintf("leaves/devices=%d", n), func(b *testing.B) {
 			// Leaf i of P, G, Mu and Nu is parameter i (the spec is asked
@@ -75,12 +76,12 @@ func BenchmarkZeROLayout(b *testing.B) {
 				return leavesIn{P: p, G: in.G, S: s.(optim.AdamState)}
 			})
 			in := shard.FilterShard(leavesIn{P: params, G: grads, S: tx.Init(params).(optim.AdamState)}, mesh, spec)
-			cpu0 := cpuTime()
+			cpu0 := cputime.Used()
 			for b.Loop() {
 				in = update(in)
 			}
 			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e3, "ms/update")
-			b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N)*1e3, "cpu-ms/update")
+			b.ReportMetric((cputime.Used()-cpu0).Seconds()/float64(b.N)*1e3, "cpu-ms/update")
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gonox/gonox/internal/cputime"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/parallel"
@@ -37,14 +38,14 @@ func BenchmarkDPStep(b *testing.B) {
 				if err := phase.run(); err != nil {
 					b.Fatal(err)
 				}
-				cpu0 := cpuTime()
+				cpu0 := cputime.Used()
 				for b.Loop() {
 					_ = phase.run()
 				}
 				b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e3, "ms/step")
 				// CPU time of the process (all devices) per step: steadier
 				// than wall time on a shared machine.
-				b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N)*1e3, "cpu-ms/step")
+				b.ReportMetric((cputime.Used()-cpu0).Seconds()/float64(b.N)*1e3, "cpu-ms/step")
 			})
 		}
 	}
@@ -103,12 +104,12 @@ func BenchmarkStep(b *testing.B) {
 					if _, err := tr.Step(placed); err != nil {
 						b.Fatal(err)
 					}
-					cpu0 := cpuTime()
+					cpu0 := cputime.Used()
 					for b.Loop() {
 						_, _ = tr.Step(placed)
 					}
 					b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e3, "ms/step")
-					b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N)*1e3, "cpu-ms/step")
+					b.ReportMetric((cputime.Used()-cpu0).Seconds()/float64(b.N)*1e3, "cpu-ms/step")
 					var sent int64
 					for _, k := range tr.Comm().Kinds() {
 						sent += tr.Comm().Bytes(mesh.Devices()[0], k)

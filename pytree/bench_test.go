@@ -1,10 +1,10 @@
 package pytree_test
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gonox/gonox/internal/cputime"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
 )
@@ -39,19 +39,8 @@ func reportUS(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
 }
 
-// cpuTime returns the CPU time used by the process so far (all threads,
-// the garbage collector's included). On a loaded machine it is a steadier
-// measure than wall time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64((cputime.Used()-start).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
 }
 
 // BenchmarkFlattenUnflatten300 measures Flatten + Unflatten of a model
@@ -61,7 +50,7 @@ func BenchmarkFlattenUnflatten300(b *testing.B) {
 	m, mp := newBenchMLP(150)
 	b.Run("values", func(b *testing.B) {
 		b.ReportAllocs()
-		start := cpuTime()
+		start := cputime.Used()
 		for b.Loop() {
 			leaves, s := pytree.Flatten(m)
 			_ = pytree.Unflatten[*benchMLP](s, leaves)
@@ -71,7 +60,7 @@ func BenchmarkFlattenUnflatten300(b *testing.B) {
 	})
 	b.Run("pointers", func(b *testing.B) {
 		b.ReportAllocs()
-		start := cpuTime()
+		start := cputime.Used()
 		for b.Loop() {
 			leaves, s := pytree.Flatten(mp)
 			_ = pytree.Unflatten[*benchMLPPtr](s, leaves)
@@ -84,7 +73,7 @@ func BenchmarkFlattenUnflatten300(b *testing.B) {
 func BenchmarkLeaves300(b *testing.B) {
 	m, _ := newBenchMLP(150)
 	b.ReportAllocs()
-	start := cpuTime()
+	start := cputime.Used()
 	for b.Loop() {
 		_ = pytree.Leaves(m)
 	}
@@ -95,7 +84,7 @@ func BenchmarkLeaves300(b *testing.B) {
 func BenchmarkMap300(b *testing.B) {
 	m, _ := newBenchMLP(150)
 	b.ReportAllocs()
-	start := cpuTime()
+	start := cputime.Used()
 	for b.Loop() {
 		_ = pytree.Map(m, func(x *tensor.Tensor) *tensor.Tensor { return x })
 	}
@@ -107,7 +96,7 @@ func BenchmarkUnflatten300(b *testing.B) {
 	m, _ := newBenchMLP(150)
 	leaves, s := pytree.Flatten(m)
 	b.ReportAllocs()
-	start := cpuTime()
+	start := cputime.Used()
 	for b.Loop() {
 		_ = pytree.Unflatten[*benchMLP](s, leaves)
 	}

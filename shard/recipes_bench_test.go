@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gonox/gonox/autodiff"
+	"github.com/gonox/gonox/internal/cputime"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -87,11 +88,11 @@ func BenchmarkCollectiveMatMul(b *testing.B) {
 					fa()
 					var ws, wa, w0, cs, ca, c0s []float64
 					for b.Loop() {
-						t0, c0 := time.Now(), cpuTime()
+						t0, c0 := time.Now(), cputime.Used()
 						fs()
-						t1, c1 := time.Now(), cpuTime()
+						t1, c1 := time.Now(), cputime.Used()
 						fa()
-						t2, c2 := time.Now(), cpuTime()
+						t2, c2 := time.Now(), cputime.Used()
 						ws = append(ws, t1.Sub(t0).Seconds())
 						wa = append(wa, t2.Sub(t1).Seconds())
 						cs = append(cs, (c1 - c0).Seconds())
@@ -99,7 +100,7 @@ func BenchmarkCollectiveMatMul(b *testing.B) {
 						if multi {
 							fa0()
 							w0 = append(w0, time.Since(t2).Seconds())
-							c0s = append(c0s, (cpuTime() - c2).Seconds())
+							c0s = append(c0s, (cputime.Used() - c2).Seconds())
 						}
 					}
 					med := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }

@@ -46,6 +46,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gonox/gonox/data"
+	"github.com/gonox/gonox/internal/cputime"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
@@ -271,7 +272,7 @@ func run(cfg config, out io.Writer) error {
 	}
 	h := history{experts: cfg.experts}
 	starts := make([]int, cfg.batch)
-	cpu0 := cpuTime()
+	cpu0 := cputime.Used()
 	t0 := time.Now()
 	var trainSum, dropSum float64
 	var load []float64
@@ -314,7 +315,7 @@ func run(cfg config, out io.Writer) error {
 			tick = time.Now()
 		}
 	}
-	wall, cpu := time.Since(t0), cpuTime()-cpu0
+	wall, cpu := time.Since(t0), cputime.Used()-cpu0
 	if len(h.step) > 0 {
 		fmt.Fprintf(out, "trained %d steps in %.1fs wall, %.1fs CPU (%.2f cores busy)\n", cfg.steps-first, wall.Seconds(), cpu.Seconds(), cpu.Seconds()/wall.Seconds())
 	}

@@ -5,10 +5,10 @@ package mpi_test
 import (
 	"fmt"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gonox/gonox/internal/cputime"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/parallel"
@@ -42,15 +42,6 @@ func loopTimes(b *testing.B, f func(), unit string, metric func(s float64) float
 	b.ReportMetric(metric(mean), unit)
 	b.ReportMetric(metric(med), unit+"-median")
 	b.ReportMetric(metric(ts[0]), unit+"-best")
-}
-
-// cpuTime returns the CPU time (user + system) this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkAllreduce: a float32 sum over every process, through shard.Map
@@ -116,8 +107,8 @@ func BenchmarkDPStep(b *testing.B) {
 		}
 	}
 	b.Run(fmt.Sprintf("processes=%d", mpi.Size()), func(b *testing.B) {
-		c0 := cpuTime()
+		c0 := cputime.Used()
 		loopTimes(b, step, "ms/step", func(s float64) float64 { return s * 1e3 })
-		b.ReportMetric((cpuTime()-c0).Seconds()/float64(b.N+1)*1e3, "cpu-ms/step")
+		b.ReportMetric((cputime.Used()-c0).Seconds()/float64(b.N+1)*1e3, "cpu-ms/step")
 	})
 }

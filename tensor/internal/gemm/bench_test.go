@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gonox/gonox/internal/cputime"
 	"github.com/gonox/gonox/tensor/internal/kernels"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -135,7 +136,7 @@ func BenchmarkSgemm(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/threads=%d", s.name, threads), func(b *testing.B) {
 				a, bb, c, lda, ldb := benchOperands(s)
 				b.ReportAllocs()
-				cpu0 := cpuSeconds()
+				cpu0 := cputime.Used().Seconds()
 				for b.Loop() {
 					Sgemm(s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n, threads)
 				}
@@ -144,7 +145,7 @@ func BenchmarkSgemm(b *testing.B) {
 				// Per second of CPU time: on a shared machine, time this
 				// process was not running does not count (single-threaded
 				// calls only: with threads > 1 it is the work per core).
-				if cpu := cpuSeconds() - cpu0; cpu > 0 {
+				if cpu := cputime.Used().Seconds() - cpu0; cpu > 0 {
 					b.ReportMetric(flops/cpu/1e9, "GFLOP/cpu-s")
 				}
 			})

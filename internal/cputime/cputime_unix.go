@@ -1,16 +1,16 @@
 //go:build unix
 
-package shard_test
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is the CPU time (user and system) the process has used: a
-// measure of work that other programs on a shared machine disturb less
-// than wall time.
-func cpuTime() time.Duration {
+// Used returns the user and system CPU time the process has used so far,
+// over all its threads (the garbage collector's included), or 0 if the
+// system does not say.
+func Used() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

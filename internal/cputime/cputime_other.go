@@ -1,0 +1,8 @@
+//go:build !unix
+
+package cputime
+
+import "time"
+
+// Used returns 0: this system does not report the process's CPU time.
+func Used() time.Duration { return 0 }

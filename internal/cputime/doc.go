@@ -1,0 +1,4 @@
+// Package cputime reads the CPU time the process has used, the measure of
+// work that the benchmarks report beside wall time: other programs on a
+// shared machine disturb it much less.
+package cputime
