@@ -46,6 +46,18 @@ func BenchmarkStep(b *testing.B) {
 	}
 }
 
+// mlpParamsAndGrads returns normal weights and biases of the MLP
+// 784-1024-1024-10 (1.86M floats) and gradients of the same shapes.
+func mlpParamsAndGrads() (params, grads []*tensor.Tensor) {
+	keys := tensor.NewKey(7).Split(2)
+	sizes := []int{784, 1024, 1024, 10}
+	for i := 0; i+1 < len(sizes); i++ {
+		params = append(params, tensor.Normal(keys[0], sizes[i], sizes[i+1]), tensor.Normal(keys[0], sizes[i+1]))
+		grads = append(grads, tensor.Normal(keys[1], sizes[i], sizes[i+1]), tensor.Normal(keys[1], sizes[i+1]))
+	}
+	return params, grads
+}
+
 // zeroIn is one device's part of a ZeRO update: its blocks of the flat
 // parameters and gradient, and its shard of the Adam state.
 type zeroIn struct {
@@ -60,13 +72,7 @@ type zeroIn struct {
 // all-gather after are not included). "host" is optim.Step on the
 // parameter tree outside any mesh, for scale.
 func BenchmarkShardedUpdate(b *testing.B) {
-	keys := tensor.NewKey(7).Split(2)
-	var params, grads []*tensor.Tensor
-	sizes := []int{784, 1024, 1024, 10}
-	for i := 0; i+1 < len(sizes); i++ {
-		params = append(params, tensor.Normal(keys[0], sizes[i], sizes[i+1]), tensor.Normal(keys[0], sizes[i+1]))
-		grads = append(grads, tensor.Normal(keys[1], sizes[i], sizes[i+1]), tensor.Normal(keys[1], sizes[i+1]))
-	}
+	params, grads := mlpParamsAndGrads()
 	tx := optim.Adam(optim.Constant(1e-3))
 	report := func(b *testing.B, elems int) {
 		sec := b.Elapsed().Seconds() / float64(b.N)

@@ -28,13 +28,7 @@ type leavesIn struct {
 // whose rows n does not divide is updated whole on every device). Both
 // without the collectives around them, which move the same bytes.
 func BenchmarkZeROLayout(b *testing.B) {
-	keys := tensor.NewKey(7).Split(2)
-	var params, grads []*tensor.Tensor
-	sizes := []int{784, 1024, 1024, 10}
-	for i := 0; i+1 < len(sizes); i++ {
-		params = append(params, tensor.Normal(keys[0], sizes[i], sizes[i+1]), tensor.Normal(keys[0], sizes[i+1]))
-		grads = append(grads, tensor.Normal(keys[1], sizes[i], sizes[i+1]), tensor.Normal(keys[1], sizes[i+1]))
-	}
+	params, grads := mlpParamsAndGrads()
 	tx := optim.Adam(optim.Constant(1e-3))
 	for _, n := range []int{1, 2, 8} {
 		mesh := shard.NewMesh([]int{n}, []string{"dp"})
