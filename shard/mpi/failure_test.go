@@ -105,6 +105,11 @@ func TestFailuresEndTheJob(t *testing.T) {
 		{"mismatch", []string{"GONOX_DEBUG=1"}, false, []string{"issued different collectives", "psum", "pmax"}},
 		{"put", []string{"GONOX_DEBUG=1"}, false, []string{"shard.Put: f32[4]: the host tensor differs between processes"}},
 		{"localput", []string{"GONOX_DEBUG=1"}, true, []string{"process 1: local put [1 1 1 1]"}},
+		// Around a started collective (async_test.go's helpers).
+		{"async_panic", nil, false, []string{"gonox: process 1: shard.Map: device 1 [1]: boom after the start"}},
+		{"async_hang", []string{"GONOX_TIMEOUT=2s"}, false, []string{"gonox: process 0 waited more than 2s in shard.Map: collective #0 ppermute(float32 [1 4] over d, perm [[0 1] [1 0]], async)"}},
+		{"async_mismatch", []string{"GONOX_DEBUG=1"}, false, []string{"issued different collectives", "perm [[0 1] [1 0]], async"}},
+		{"async_unwaited", nil, false, []string{"asynchronous collective(s) never waited for"}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
