@@ -64,6 +64,49 @@ func BenchmarkMLPStep(b *testing.B) {
 	}
 }
 
+// BenchmarkMLPStepSplit measures the forward and backward pass of the MLP
+// 784-1024-1024-10 on 256 rows done as parts=k passes of 256/k rows on one
+// goroutine, as k data-parallel devices sharing a core do (each pass
+// packs the same weights again and writes a full weight gradient): its
+// cpu-ms/step against parts=1 is the overhead of devices that outnumber
+// cores, before any collective.
+func BenchmarkMLPStepSplit(b *testing.B) {
+	sizes, rows := []int{784, 1024, 1024, 10}, 256
+	k1, k2 := tensor.NewKey(0).Split2()
+	m := nn.NewMLP(k1, sizes, nn.MLPOptions{})
+	x := tensor.Normal(k2, rows, sizes[0])
+	for _, parts := range []int{1, 2, 8} {
+		b.Run(fmt.Sprintf("parts=%d", parts), func(b *testing.B) {
+			n := rows / parts
+			xs := make([]*tensor.Tensor, parts)
+			for i := range xs {
+				xs[i] = tensor.SliceAxis(x, 0, i*n, (i+1)*n)
+			}
+			y := tensor.Zeros(tensor.Float32, n, sizes[len(sizes)-1])
+			step := autodiff.ValueAndGradWith(func(m nn.MLP, x *tensor.Tensor) *tensor.Tensor {
+				return tensor.MSE(m.Forward(x), y)
+			}, autodiff.RecycleIntermediates())
+			run := func() {
+				for _, xi := range xs {
+					loss, g := step(m, xi)
+					tensor.Donate(loss)
+					autodiff.DonateTree(g)
+				}
+			}
+			run() // warm up, and fill the allocator cache
+			b.ResetTimer()
+			cpu0 := cputime.Used()
+			for b.Loop() {
+				run()
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e3, "ms/step")
+			if cpu := cputime.Used() - cpu0; cpu > 0 {
+				b.ReportMetric(cpu.Seconds()/float64(b.N)*1e3, "cpu-ms/step")
+			}
+		})
+	}
+}
+
 // BenchmarkAttentionStep measures forward and backward of causal
 // self-attention on [8, 128, 256] with 8 heads.
 func BenchmarkAttentionStep(b *testing.B) {
