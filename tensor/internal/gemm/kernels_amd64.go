@@ -14,9 +14,16 @@ var avx512Set = tuned(&kernelSet{
 	transpose: transposeAVX,
 })
 
+// The AVX2 set packs B from 17 rows of C up (directMaxM 16): on AMD EPYC
+// Zen 3, reading a 1024-wide B in place puts its rows, 4 KiB apart, in the
+// same L1 sets, and m=32 products (k=n=1024, the DP step's 8 devices of
+// 32 rows) took 2.1-2.7 ms in place against 1.22 packed; m=128 forward
+// and backward passes of the MLP 784-1024-1024-10 cost 56 against 40
+// CPU-ms (BenchmarkSgemm/mlp_m32_k1024_n1024, BenchmarkMLPStepSplit in
+// package nn, 2026-11-26). m=16 (the batch-16 MLP) stays in place.
 var avx2Set = tuned(&kernelSet{
 	name: "avx2", mr: 6, nr: 16, nrHalf: 8,
-	kc: 256, nc: 512, directMaxM: 128, packA: true,
+	kc: 256, nc: 512, directMaxM: 16, packA: true,
 	kern:      avx2Kernels,
 	kernP:     avx2PKernels,
 	packA4:    packA6,
