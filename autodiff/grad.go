@@ -130,7 +130,7 @@ func gradTree[M any](st pytree.Structure, leaves, cots []*tensor.Tensor) M {
 			continue
 		}
 		g := cots[i]
-		if axes := x.LogicalAxes(); axes != nil {
+		if axes := x.LogicalAxes(); axes != nil && !slices.Equal(g.LogicalAxes(), axes) {
 			g = tensor.WithLogicalAxes(g, axes...)
 		}
 		out[i] = g

@@ -140,7 +140,7 @@ func (a *adam) Update(grads any, state State, params any) (any, State) {
 			c.WD, p = float32(a.wd), xs[3]
 		}
 		u, mu2, nu2 := tensor.AdamUpdate(g, mu, nu, p, c)
-		return []*tensor.Tensor{u, withAxesOf(mu2, mu), withAxesOf(nu2, nu)}
+		return []*tensor.Tensor{u, ownAxesOf(mu2, mu), ownAxesOf(nu2, nu)}
 	}, trees...)
 	return r[0], AdamState{Count: incCount(st.Count, n), Mu: r[1], Nu: r[2]}
 }
@@ -194,7 +194,7 @@ func (a *adam) fusedStep(params, grads any, state State) (any, State) {
 			c.WD = float32(a.wd)
 		}
 		p2, mu2, nu2 := tensor.AdamStep(p, g, mu, nu, c)
-		return []*tensor.Tensor{withAxesOf(p2, p), withAxesOf(mu2, mu), withAxesOf(nu2, nu)}
+		return []*tensor.Tensor{ownAxesOf(p2, p), ownAxesOf(mu2, mu), ownAxesOf(nu2, nu)}
 	}, trees...)
 	return r[0], AdamState{Count: incCount(st.Count, n), Mu: r[1], Nu: r[2]}
 }

@@ -57,3 +57,18 @@ func (t *Trainer[M, B]) donateStep(oldParams M, oldState optim.State, dead ...an
 		}
 	}
 }
+
+// donateCopies donates the leaves of copies (headers made from the leaves
+// of orig, such as Ctx.Vary's marks) that are neither traced nor leaves of
+// orig themselves.
+func donateCopies(copies, orig any) {
+	keep := map[*tensor.Tensor]bool{}
+	for _, x := range pytree.Leaves(orig) {
+		keep[x] = true
+	}
+	for _, x := range pytree.Leaves(copies) {
+		if x != nil && !keep[x] && !x.IsTraced() {
+			tensor.Donate(x)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package parallel
 
 import (
-	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
@@ -34,7 +33,7 @@ func (t *Trainer[M, B]) propGrads(b B, key tensor.Key) (*tensor.Tensor, M) {
 	var l *tensor.Tensor
 	var g M
 	if t.cfg.MicroBatches == 1 {
-		l, g = autodiff.ValueAndGrad(func(p M) *tensor.Tensor { return loss(p, b, 0) })(t.params)
+		l, g = valueAndGrad(t.params, func(p M) *tensor.Tensor { return loss(p, b, 0) })
 	} else {
 		l, g = accumulate(t.cfg.MicroBatches, t.params, b, loss)
 	}

@@ -21,6 +21,13 @@ type Config[M, B any] struct {
 	// B of rank one or more is split along its first dimension over the
 	// strategy's data axes), and the trainer averages the devices' losses,
 	// so it must be a mean over the rows it is given.
+	//
+	// The intermediates of the loss (activations, the values its backward
+	// pass keeps) are recycled once the gradients are computed
+	// (autodiff.RecycleIntermediates), as the buffers of a jitted step are
+	// in JAX: a loss must not keep one past its call (for logging, say);
+	// using it later panics naming the op. The same holds for LossWithKey
+	// and DeviceLoss.
 	Loss func(model M, batch B) *tensor.Tensor
 	// LossWithKey is Loss with a random key, for dropout and other noise.
 	// Each step and micro-batch gets its own key, derived from Key with
@@ -306,7 +313,7 @@ func (t *Trainer[M, B]) deviceLoss(c *shard.Ctx, p M, b B, key tensor.Key, micro
 func (t *Trainer[M, B]) deviceGrads(c *shard.Ctx, p M, b B, key tensor.Key) (*tensor.Tensor, M) {
 	k := t.cfg.MicroBatches
 	if k == 1 {
-		return autodiff.ValueAndGrad(func(p M) *tensor.Tensor { return t.deviceLoss(c, p, b, key, 0) })(p)
+		return valueAndGrad(p, func(p M) *tensor.Tensor { return t.deviceLoss(c, p, b, key, 0) })
 	}
 	if t.remat || len(t.dataAxes) == 0 {
 		return accumulate(k, p, b, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, key, i) })
@@ -325,6 +332,19 @@ func (t *Trainer[M, B]) deviceGrads(c *shard.Ctx, p M, b B, key tensor.Key) (*te
 	return l, pytree.Map(g, func(x *tensor.Tensor) *tensor.Tensor { return c.Psum(x, t.dataAxes...) })
 }
 
+// valueAndGrad returns the loss and its gradient at p. The backward pass
+// recycles the loss's intermediates (autodiff.RecycleIntermediates), so
+// that the next step's activations reuse their storage: a loss function
+// given to a Trainer must not keep an intermediate past its call (a
+// later use panics naming the op; return what you need from the loss
+// instead).
+func valueAndGrad[M any](p M, loss func(M) *tensor.Tensor) (*tensor.Tensor, M) {
+	if !donateSteps {
+		return autodiff.ValueAndGrad(loss)(p)
+	}
+	return autodiff.ValueAndGradWith(func(p M, _ struct{}) *tensor.Tensor { return loss(p) }, autodiff.RecycleIntermediates())(p, struct{}{})
+}
+
 // accumulate averages the losses and gradients of loss over k equal
 // micro-batches of b.
 func accumulate[M, B any](k int, p M, b B, loss func(M, B, int) *tensor.Tensor) (*tensor.Tensor, M) {
@@ -332,7 +352,7 @@ func accumulate[M, B any](k int, p M, b B, loss func(M, B, int) *tensor.Tensor) 
 	var sum M
 	for i := range k {
 		mb := microBatch(b, i, k)
-		l, g := autodiff.ValueAndGrad(func(p M) *tensor.Tensor { return loss(p, mb, i) })(p)
+		l, g := valueAndGrad(p, func(p M) *tensor.Tensor { return loss(p, mb, i) })
 		if i == 0 {
 			total, sum = l, g
 			continue
@@ -381,7 +401,7 @@ func microBatch[B any](b B, i, k int) B {
 func (t *Trainer[M, B]) hostGrads(b B, key tensor.Key) (*tensor.Tensor, M) {
 	loss := func(p M, mb B, i int) *tensor.Tensor { return t.userLoss(nil, p, mb, tensor.FoldIn(key, uint32(i))) }
 	if t.cfg.MicroBatches == 1 {
-		return autodiff.ValueAndGrad(func(p M) *tensor.Tensor { return loss(p, b, 0) })(t.params)
+		return valueAndGrad(t.params, func(p M) *tensor.Tensor { return loss(p, b, 0) })
 	}
 	return accumulate(t.cfg.MicroBatches, t.params, b, loss)
 }

@@ -1,7 +1,6 @@
 package parallel
 
 import (
-	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
@@ -66,18 +65,24 @@ func (t *Trainer[M, B]) planZeRO(model M) shard.SpecTree {
 }
 
 // zeroMap applies f to every leaf of tree with the split dimension of the
-// parameter at the same path (-1 for a leaf left whole).
+// parameter at the same path (-1 for a leaf left whole). Unlike pytree.Map
+// it leaves the logical axes of f's results as they are: a named copy
+// would be a second header over a block of this step, which then could
+// not be recycled (zeroStep names the final parameters once).
 func (t *Trainer[M, B]) zeroMap(tree M, f func(x *tensor.Tensor, dim int) *tensor.Tensor) M {
 	paths, _ := pytree.LeavesWithPath(tree)
-	i := 0
-	return pytree.Map(tree, func(x *tensor.Tensor) *tensor.Tensor {
+	leaves, st := pytree.Flatten(tree)
+	for i, x := range leaves {
+		if x == nil {
+			continue
+		}
 		dim, ok := t.zeroDims[paths[i].String()]
-		i++
 		if !ok {
 			dim = -1
 		}
-		return f(x, dim)
-	})
+		leaves[i] = f(x, dim)
+	}
+	return pytree.Unflatten[M](st, leaves)
 }
 
 // zeroStep is one device's training step with the sharded update.
@@ -95,22 +100,30 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	var l *tensor.Tensor
 	var g M
 	if k := t.cfg.MicroBatches; k == 1 {
-		l, g = autodiff.ValueAndGrad(func(p M) *tensor.Tensor { return t.deviceLoss(c, p, in.Batch, in.Key, 0) })(pv)
+		l, g = valueAndGrad(pv, func(p M) *tensor.Tensor { return t.deviceLoss(c, p, in.Batch, in.Key, 0) })
 	} else {
 		l, g = accumulate(k, pv, in.Batch, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, in.Key, i) })
 	}
+	if donateSteps {
+		// The varying copies of the parameters are headers of their own
+		// over the parameters' storage: drop them, so that the storage can
+		// be recycled once the trainer donates the old parameters.
+		donateCopies(pv, in.Params)
+	}
 	n, r := c.AxisSize(axes...), c.AxisIndex(axes...)
 	g = t.zeroMap(g, func(x *tensor.Tensor, dim int) *tensor.Tensor {
-		switch {
-		case !x.DType().IsFloat():
+		if !x.DType().IsFloat() {
 			return x
-		case dim < 0:
-			return c.Psum(x, axes...)
 		}
-		sum := c.PsumScatter(x, axes, dim, true)
+		var sum *tensor.Tensor
+		if dim < 0 {
+			sum = c.Psum(x, axes...)
+		} else {
+			sum = c.PsumScatter(x, axes, dim, true)
+		}
 		if donateSteps && !x.IsTraced() {
 			// The device's full-size gradient is dead once reduced (every
-			// device is past the reduce-scatter's barrier): its storage
+			// device is past the reduction's barrier): its storage
 			// serves the next step's gradient instead of fresh memory.
 			tensor.Donate(x)
 		}
@@ -146,7 +159,7 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 			keep[x] = true
 		}
 		t.zeroMap(g, func(x *tensor.Tensor, dim int) *tensor.Tensor {
-			if dim >= 0 && x.DType().IsFloat() && !keep[x] && !x.IsTraced() {
+			if x.DType().IsFloat() && !keep[x] && !x.IsTraced() {
 				tensor.Donate(x)
 			}
 			return x
@@ -158,10 +171,30 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		}
 		return c.AllGatherInvariant(x, axes, dim, true)
 	})
+	if donateSteps {
+		// The updated blocks are dead once gathered (an all-gather has
+		// read every operand when it returns).
+		keep := map[*tensor.Tensor]bool{}
+		for _, x := range pytree.Leaves(st) {
+			keep[x] = true
+		}
+		t.zeroMap(own, func(x *tensor.Tensor, dim int) *tensor.Tensor {
+			if dim >= 0 && !keep[x] && !x.IsTraced() {
+				tensor.Donate(x)
+			}
+			return x
+		})
+	}
 	// Keep each parameter's logical axes, as the host update does.
 	p = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
 		if ax := xs[1].LogicalAxes(); ax != nil && xs[0].LogicalAxes() == nil {
-			return tensor.WithLogicalAxes(xs[0], ax...)
+			y := tensor.WithLogicalAxes(xs[0], ax...)
+			if donateSteps && !xs[0].IsTraced() {
+				// The all-gathered block is this step's own: the named
+				// header alone holds it.
+				tensor.Donate(xs[0])
+			}
+			return y
 		}
 		return xs[0]
 	}, p, in.Params)

@@ -213,7 +213,7 @@ func (p *asyncParams) wait() *tensor.Tensor {
 		out = tensor.Zeros(p.dtype, p.shape...)
 	}
 	e.account("ppermute", sent)
-	return e.marked(out, p.mask)
+	return e.markedFresh(out, p.mask)
 }
 
 // post brings the k-th collective of device dev to its slot without

@@ -33,6 +33,26 @@ func (e *devEnv) marked(x *tensor.Tensor, mask uint64) *tensor.Tensor {
 	return tensor.WithLocal(x, e.Local(mask))
 }
 
+// markedFresh is marked for a header the collective made itself (a fresh
+// result, or a view of its own over another block): out's header is
+// donated once the marked one holds the storage, so that the storage goes
+// back to the allocator cache when the result is donated in turn.
+func (e *devEnv) markedFresh(out *tensor.Tensor, mask uint64) *tensor.Tensor {
+	y := e.marked(out, mask)
+	tensor.Donate(out)
+	return y
+}
+
+// squeezeFresh removes dimension dim of a result the collective made
+// itself, donating the header it replaces.
+func squeezeFresh(out *tensor.Tensor, dim int) *tensor.Tensor {
+	y := tensor.Squeeze(out, dim)
+	if y != out {
+		tensor.Donate(out)
+	}
+	return y
+}
+
 // remark gives a cotangent the mark of the input it belongs to.
 func remark(g, like *tensor.Tensor) *tensor.Tensor {
 	l := like.Local()
@@ -430,7 +450,7 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 	if invariant {
 		mask &^= p.mask
 	}
-	return e.marked(out, mask)
+	return e.markShared(s, g, out, mask)
 }
 
 // placeRuns copies block (of shape xs) into part rank of dst, which is xs
@@ -537,19 +557,19 @@ func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 		e.run.barrier(s)
 		e.doneWithShared(s, g, full)
 		if !p.tiled {
-			out = tensor.Squeeze(out, p.dim)
+			out = squeezeFresh(out, p.dim)
 		}
 		e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
-		return e.marked(out, maskOf(x)|p.mask)
+		return e.markedFresh(out, maskOf(x)|p.mask)
 	}
 	if dt == tensor.Float32 || isHalf(dt) {
 		out := scatterSum(x, p.dim, size, g.rank, func(r int) *tensor.Tensor { return s.calls[g.members[r]].x }, g.size)
 		e.run.barrier(s) // the blocks are read until every member is done
 		if !p.tiled {
-			out = tensor.Squeeze(out, p.dim)
+			out = squeezeFresh(out, p.dim)
 		}
 		e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
-		return e.marked(out, maskOf(x)|p.mask)
+		return e.markedFresh(out, maskOf(x)|p.mask)
 	}
 	var out *tensor.Tensor
 	for _, m := range g.members {
@@ -698,7 +718,7 @@ func ppermuteImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	// device has made its own, a sender must not donate its block.
 	e.run.barrier(s)
 	e.account("ppermute", sent)
-	return e.marked(out, maskOf(x)|p.mask)
+	return e.markedFresh(out, maskOf(x)|p.mask)
 }
 
 // Ppermute sends x along the axes: each pair (src, dst) moves the block of
@@ -775,10 +795,18 @@ func allToAllImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	c := x.Dim(p.dim) / g.size
 	parts := make([]*tensor.Tensor, g.size)
 	for j, m := range g.members {
-		part := sliceAxis(tensor.WithLocal(s.calls[m].x, nil), p.dim, g.rank*c, c)
+		src := tensor.WithLocal(s.calls[m].x, nil)
+		part := sliceAxis(src, p.dim, g.rank*c, c)
 		if !p.tiled {
-			part = tensor.Squeeze(part, p.dim)
-			part = tensor.ExpandDims(part, p.dim2)
+			part = squeezeFresh(part, p.dim)
+			y := tensor.ExpandDims(part, p.dim2)
+			if y != part {
+				tensor.Donate(part)
+			}
+			part = y
+		}
+		if part != src {
+			tensor.Donate(src) // the part holds what it needs
 		}
 		parts[j] = part
 	}
@@ -789,8 +817,9 @@ func allToAllImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	for j, part := range parts {
 		placeAt(out, part, p.dim2, j*part.Dim(p.dim2))
 	}
+	tensor.Donate(parts...)
 	e.account("all_to_all", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
-	return e.marked(out, maskOf(x)|p.mask)
+	return e.markedFresh(out, maskOf(x)|p.mask)
 }
 
 // AllToAll is a block transpose between a local dimension and the mesh

@@ -73,3 +73,36 @@ func TestDonateKeepsSharedBlocks(t *testing.T) {
 		})
 	}
 }
+
+// The blocks fn receives are valid only during the Map call, like JAX's
+// tracers: one kept aside panics when used after the call, while the
+// outputs and the inputs themselves stay valid. Map's own headers over an
+// input's blocks do not keep them from the cache: donating the input after
+// the call recycles its storage.
+func TestMapInputBlocksEndWithTheCall(t *testing.T) {
+	m := shard.NewMesh([]int{2}, []string{"d"})
+	host := tensor.AsType(tensor.Arange(2*512), tensor.Float32)
+	s := shard.NewSharding(m, shard.P("d"))
+	var kept *tensor.Tensor
+	double := shard.Map(m, shard.P("d"), shard.P("d"), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor {
+		if c.AxisIndex("d") == 0 {
+			kept = b
+		}
+		return tensor.MulScalar(b, 2)
+	})
+	x := shard.Put(host, s)
+	y := double(x)
+	assert.PanicsWithValue(t, "Tensor.Float32s: operand "+kept.String()+" was donated (tensor.Donate)", func() { kept.Float32s() })
+	assert.Equal(t, host.Float32s(), x.Float32s())
+	want := tensor.MulScalar(host, 2).Float32s()
+	assert.Equal(t, want, y.Float32s())
+
+	// Donated inputs come back as the next inputs' storage.
+	hits := tensor.CacheHits()
+	for range 20 {
+		x := shard.Put(host, s)
+		tensor.Donate(double(x))
+		tensor.Donate(x)
+	}
+	assert.Greater(t, tensor.CacheHits()-hits, int64(20), "donated inputs were not reused")
+}

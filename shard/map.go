@@ -42,7 +42,10 @@ func WithComm(c *Comm) Option { return func(m *mapConfig) { m.comm = c } }
 // returns (outside autodiff), the tensors fn returned are donated
 // (tensor.Donate) so that their storage can come back to the allocator
 // cache with the outputs', and reading one that fn kept aside panics.
-// Read the outputs instead (shard.Blocks gives each device's block).
+// Read the outputs instead (shard.Blocks gives each device's block). The
+// blocks fn receives are likewise valid only during the call, as JAX's
+// tracers are: Map donates them when it returns, and a tensor computed
+// from them stays valid.
 //
 // The returned function is differentiable: autodiff can take gradients of
 // a function that calls it, and fn can take gradients itself. If fn panics
@@ -205,12 +208,15 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 	for d := range p.held {
 		p.held[d] = map[unsafe.Pointer]bool{}
 	}
+	// views are the headers over input blocks made for this call (see
+	// donateInputViews).
+	var views []*tensor.Tensor
 	for i, x := range in {
 		if x.Local() != nil {
 			panic(fmt.Sprintf("shard.Map: input %s %v is a block of another Map call; Map calls do not nest", p.inNames[i], x))
 		}
 		s := NewSharding(m, p.inSpecs[i])
-		bs := makeBlocks(x, s, false)
+		bs := mapBlocks(x, s)
 		if cur, ok := ShardingOf(x); ok && cur.Equal(s) {
 			for d, b := range bs {
 				if b != nil {
@@ -221,7 +227,12 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 		mask := specMask(m, p.inSpecs[i])
 		for d := range n {
 			if m.isLocal(d) {
-				args[d][i] = keepAxes(envs[d].marked(bs[d], mask), x)
+				b := envs[d].marked(bs[d], mask)
+				args[d][i] = keepAxes(b, x)
+				if b != args[d][i] {
+					views = append(views, b)
+				}
+				views = append(views, args[d][i])
 			}
 		}
 	}
@@ -279,9 +290,23 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 	}
 	if st == nil {
 		donateDeviceOutputs(envs, outs)
+		tensor.Donate(views...)
 		return result, nil
 	}
 	return result, st
+}
+
+// mapBlocks is makeBlocks for Map's inputs and output cotangents, which
+// Map wraps in headers of its own (marked for a device) and never hands
+// out: the blocks of a tensor already laid out by s are taken as they are,
+// without marking its layout shared, so that donating that tensor later
+// (a trainer's previous parameters) still recycles its blocks once Map
+// has donated its own headers.
+func mapBlocks(x *tensor.Tensor, s Sharding) []*tensor.Tensor {
+	if src, _ := x.Layout().(*layout); src != nil && len(src.partial) == 0 && src.sharding.Equal(s) {
+		return slices.Clone(src.blocks)
+	}
+	return makeBlocks(x, s, false)
 }
 
 // donateDeviceOutputs donates the headers fn returned on each device once
@@ -360,7 +385,7 @@ func (p *mapParams) backward(gs, in []*tensor.Tensor, st *mapState) []*tensor.Te
 	cotBlocks := make([][]*tensor.Tensor, len(gs))
 	for j, g := range gs {
 		if g != nil && g.DType().IsFloat() {
-			cotBlocks[j] = makeBlocks(g, p.outSh[j], false)
+			cotBlocks[j] = mapBlocks(g, p.outSh[j])
 		}
 	}
 	cotIn := make([][]*tensor.Tensor, n)

@@ -661,7 +661,15 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	for i, w := range wrt {
 		if w.node != nil && w.node.trace == tr {
 			if gs := grads[w.node]; gs != nil && gs[w.outIdx] != nil {
-				out[i] = settle(gs[w.outIdx])
+				g := settle(gs[w.outIdx])
+				if ax := w.axes; ax != nil && g.axes == nil && len(ax) == len(g.shape) && pass.owns(g) && !slices.Contains(out[:i], g) {
+					// A cotangent the pass made is seen by no one yet: it
+					// takes the logical axes of its value in place, so
+					// that callers naming gradients (autodiff's trees) need
+					// no second header over its storage.
+					g.axes = slices.Clone(ax)
+				}
+				out[i] = g
 				continue
 			}
 		}
