@@ -549,7 +549,18 @@ func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	defer e.run.leave(s)
 	size := x.Dim(p.dim) / g.size
 	dt := x.DType()
-	if _, done := s.remote.Load(g.key); done {
+	if v, done := s.remote.Load(g.key); done {
+		if _, ok := v.(scattered); ok {
+			// Reduce-scattered with the other processes: the shared
+			// result is this process's member's part (exchangeScatter).
+			part := sharedResult(s, g.key, nil)
+			e.run.barrier(s)
+			if !p.tiled {
+				part = squeezeFresh(part, p.dim)
+			}
+			e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
+			return e.markedFresh(part, maskOf(x)|p.mask)
+		}
 		// All-reduced whole with the other processes (see exchange): this
 		// member's part of the sum.
 		full := sharedResult(s, g.key, nil)

@@ -58,6 +58,10 @@ type Group interface {
 	// into recv (send and recv may be the same slice).
 	AllreduceFloat32(send, recv []float32, op ReduceOp)
 	AllreduceInt32(send, recv []int32, op ReduceOp)
+	// ReduceScatterFloat32 combines send over the group and leaves
+	// block r of the result (len(recv) elements) in rank r's recv:
+	// len(send) = Size()·len(recv).
+	ReduceScatterFloat32(send, recv []float32, op ReduceOp)
 	// Allgatherv concatenates every rank's send into recv in rank
 	// order; counts[r] is the length of rank r's send.
 	Allgatherv(send, recv []byte, counts []int)
@@ -412,7 +416,9 @@ func (r *run) exchange(s *slot) (err error) {
 		case "pmax", "pmin":
 			r.exchangeExtreme(s, g, key, members, first.kind == "pmax")
 		case "psum_scatter":
-			if first.x.DType() == tensor.Float32 {
+			switch {
+			case r.exchangeScatter(s, g, key, members, procs):
+			case first.x.DType() == tensor.Float32:
 				// All-reduced whole, straight from and into the blocks'
 				// storage (MPI_Allreduce), and each member takes its
 				// part: twice the bytes of a reduce-scatter on the wire,
@@ -420,7 +426,7 @@ func (r *run) exchange(s *slot) (err error) {
 				// fresh buffers, which cost more than the wire between
 				// processes of one machine.
 				r.exchangePsum(s, g, key, members)
-			} else {
+			default:
 				r.exchangeParts(s, g, ge, members, procs)
 			}
 		case "all_to_all", "ppermute":
@@ -595,6 +601,53 @@ func (r *run) exchangeGather(s *slot, g Group, key int, members, procs []int) bo
 	l.once.Do(func() {})
 	s.shared.Store(key, l)
 	s.remote.Store(key, true)
+	return true
+}
+
+// scattered marks, in slot.remote, a psum_scatter that exchangeScatter
+// reduce-scattered: the shared result under the key is this process's
+// member's part itself.
+type scattered struct{}
+
+// exchangeScatter reduce-scatters a float32 block per process straight
+// into this process's part (MPI_Reduce_scatter_block from the block's
+// storage into the part's), when the parts are contiguous: each process
+// has one member in the group, the members are ranked in process order,
+// and the scattered dimension has no larger dimension before it. Half the
+// bytes of all-reducing the whole block. It reports whether it did.
+func (r *run) exchangeScatter(s *slot, g Group, key int, members, procs []int) bool {
+	m := r.mesh
+	if len(members) != len(procs) {
+		return false
+	}
+	for i, j := range members {
+		if m.devices[j].proc != procs[i] {
+			return false
+		}
+	}
+	var c *call
+	for _, j := range members {
+		if m.isLocal(j) {
+			c = s.calls[j]
+		}
+	}
+	if c == nil || c.p == nil || c.x.DType() != tensor.Float32 {
+		return false
+	}
+	xs := c.x.Shape()
+	for _, d := range xs[:c.p.dim] {
+		if d != 1 {
+			return false
+		}
+	}
+	part := slices.Clone(xs)
+	part[c.p.dim] /= len(members)
+	out := tensor.Empty(tensor.Float32, part...) // written whole
+	g.ReduceScatterFloat32(c.x.BorrowFloat32(), out.BorrowFloat32(), ReduceSum)
+	l := &lazyResult{t: out}
+	l.once.Do(func() {})
+	s.shared.Store(key, l)
+	s.remote.Store(key, scattered{})
 	return true
 }
 

@@ -108,3 +108,35 @@ func TestCotangentReuseHigherOrder(t *testing.T) {
 	}
 	checkGrad(t, gradOf(f, 0), xs)
 }
+
+// A cotangent the backward pass made takes the logical axes of its value;
+// one it did not make (the seed, handed back as the gradient of the
+// output itself) is returned as it is, unnamed, and the inputs keep their
+// own names.
+func TestBackwardNamesItsCotangents(t *testing.T) {
+	rng := newRNG(5)
+	x := randF32(rng, 4, 3)
+	w := tensor.WithLogicalAxes(randF32(rng, 3, 2), "embed", "mlp")
+	tr := tensor.NewTrace()
+	wt := tr.Leaf(w)
+	y := tensor.Sum(tensor.MatMul(x, wt))
+	seed := tensor.OnesLike(y)
+	gs := tensor.Backward(tr, []*tensor.Tensor{y}, []*tensor.Tensor{seed}, []*tensor.Tensor{wt}, false)
+	require.Equal(t, []string{"embed", "mlp"}, gs[0].LogicalAxes())
+	// The gradient of Sum(x·w) with respect to w is xᵀ·1: column sums of x
+	// repeated over the two columns.
+	xs := x.Float32s()
+	for i := range 3 {
+		want := xs[i] + xs[3+i] + xs[6+i] + xs[9+i]
+		require.InDelta(t, want, gs[0].Float32s()[2*i], 1e-5)
+		require.InDelta(t, want, gs[0].Float32s()[2*i+1], 1e-5)
+	}
+
+	tr2 := tensor.NewTrace()
+	v := tensor.WithLogicalAxes(randF32(rng, 1), "b")
+	vt := tr2.Leaf(v)
+	seed2 := tensor.OnesLike(v)
+	g2 := tensor.Backward(tr2, []*tensor.Tensor{vt}, []*tensor.Tensor{seed2}, []*tensor.Tensor{vt}, false)
+	require.Nil(t, seed2.LogicalAxes(), "the caller's seed was renamed")
+	require.Equal(t, []float32{1}, g2[0].Float32s())
+}

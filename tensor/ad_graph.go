@@ -509,6 +509,10 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 //
 // Unless retain is set, Backward frees the residuals of the nodes it visits
 // as it goes, and a second backward pass over the same graph panics.
+//
+// A cotangent that the backward pass computed itself carries the logical
+// axes (WithLogicalAxes) of its wrt value, so that naming the gradient
+// like its parameter needs no second header over its storage.
 func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	if len(ys) != len(cots) {
 		panic(fmt.Sprintf("tensor.Backward: %d outputs but %d cotangents", len(ys), len(cots)))

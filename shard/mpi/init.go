@@ -129,6 +129,10 @@ func (g group) AllreduceInt32(send, recv []int32, op shard.ReduceOp) {
 	Allreduce(g.c, send, recv, Op(op))
 }
 
+func (g group) ReduceScatterFloat32(send, recv []float32, op shard.ReduceOp) {
+	ReduceScatter(g.c, send, recv, Op(op))
+}
+
 func (g group) Allgatherv(send, recv []byte, counts []int) {
 	Allgatherv(g.c, send, recv, counts)
 }
