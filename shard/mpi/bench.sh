@@ -9,7 +9,10 @@
 #     784-1024-1024-10 on a global batch of 256: 2 processes x 1 core vs
 #     1 process x 1 core (target >= 1.7x), and vs PyTorch DDP over gloo,
 #     2 processes x 1 thread (testdata/ddp.py, the same step, launched by
-#     mpirun like the gonox runs; target: faster).
+#     mpirun like the gonox runs; target: faster). For scale, two
+#     1-process runs side by side (one per core: the speed of a core while
+#     the other computes too) and the speed-up that bounds: half that step
+#     plus one all-reduce of the parameters at the C loop's speed.
 #
 # Every process gets one core: mpirun --bind-to core with GOMAXPROCS=1 and
 # one device per process; the 1-process run is pinned with taskset -c 0;
@@ -69,6 +72,16 @@ c_allreduce() { run2 "$out/allreduce" "$1" "$2"; }
 go_allreduce() { gobench "^BenchmarkAllreduce\$/^MiB=$1\$/" "$2" run2; }
 dp1() { GONOX_DEVICES=1 GOMAXPROCS=1 gobench '^BenchmarkDPStep$' 20 taskset -c 0; }
 dp2() { gobench '^BenchmarkDPStep$' 20 run2; }
+# Two 1-process runs at once, one per core: what a core computes while the
+# other core is busy too (they share the L3 and the memory bus), the step a
+# process of the 2-process run would take on the whole batch with no
+# communication. Prints core 0's result as processes=1x2.
+dpside() {
+	GONOX_DEVICES=1 GOMAXPROCS=1 taskset -c 1 "$out/mpi.test" -test.run '^$' -test.bench '^BenchmarkDPStep$' -test.benchtime 20x >/dev/null 2>&1 &
+	local other=$!
+	gobench '^BenchmarkDPStep$' 20 env GONOX_DEVICES=1 GOMAXPROCS=1 taskset -c 0 | sed 's/processes=1/processes=1x2/'
+	wait "$other" || true
+}
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE may be set on this machine for old
 # OpenBLAS builds; they slow a current one (see bench/compare.sh).
 ddp() {
@@ -81,9 +94,9 @@ for r in $(seq "$rounds"); do
 	echo "== round $r/$rounds" >&2
 	echo "ROUND $r load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
 	if ((r % 2)); then
-		order="c4 g4 c64 g64 dp1 dp2 ddp"
+		order="c4 g4 c64 g64 dp1 dpside dp2 ddp"
 	else
-		order="ddp dp2 dp1 g64 c64 g4 c4"
+		order="ddp dp2 dpside dp1 g64 c64 g4 c4"
 	fi
 	for job in $order; do
 		case $job in
@@ -93,6 +106,7 @@ for r in $(seq "$rounds"); do
 		g64) go_allreduce 64 20 || echo "WARN $job failed" ;;
 		dp1) dp1 || echo "WARN $job failed" ;;
 		dp2) dp2 || echo "WARN $job failed" ;;
+		dpside) dpside || echo "WARN $job failed" ;;
 		ddp) ddp ;;
 		esac
 	done | tee -a "$log"
@@ -118,6 +132,8 @@ for line in open(sys.argv[1]):
         key = f"c{m[1]}"
     elif m := re.match(r"BenchmarkAllreduce/MiB=(\d+)/(\w+)", line):
         key = f"{m[2]}{m[1]}"
+    elif line.startswith("BenchmarkDPStep/processes=1x2"):
+        key = "dpside"
     elif m := re.match(r"BenchmarkDPStep/processes=(\d)", line):
         key = f"dp{m[1]}"
     elif line.startswith("ANCHOR ddp_step_2proc"):
@@ -134,7 +150,8 @@ print()
 print("figures: median over rounds of each round's median call (range over rounds); best: the shortest call of all rounds")
 for k, name, u in [("c4", "C MPI_Allreduce 4 MiB", "GB/s"), ("gonox4", "gonox Psum 4 MiB", "GB/s"), ("binding4", "binding 4 MiB", "GB/s"),
                    ("c64", "C MPI_Allreduce 64 MiB", "GB/s"), ("gonox64", "gonox Psum 64 MiB", "GB/s"), ("binding64", "binding 64 MiB", "GB/s"),
-                   ("dp1", "DP step, 1 process x 1 core", "ms/step"), ("dp2", "DP step, 2 processes x 1 core", "ms/step"),
+                   ("dp1", "DP step, 1 process x 1 core", "ms/step"), ("dpside", "same, 2 such runs at once (core 0)", "ms/step"),
+                   ("dp2", "DP step, 2 processes x 1 core", "ms/step"),
                    ("ddp", "PyTorch DDP (gloo) 2 x 1 thread", "ms/step")]:
     v = col(k, u + "-median")
     if not v:
@@ -163,6 +180,18 @@ for num, den, u, name, target in [("gonox4", "c4", "GB/s", "gonox / C all-reduce
     else:
         verdict = f"target >= {target}: " + ("met" if med >= target else "NOT met")
     print(f"  {name:34s} {med:.3f}x ({min(rs):.3f}-{max(rs):.3f}) | best {best:.3f}x  {verdict}")
+
+# What 2 processes could reach on this machine: each computes half the
+# batch at the speed a core has while the other core computes too (the
+# side-by-side run), then exchanges the gradients and parameters (DP's
+# reduce-scatter and all-gather move the bytes of one all-reduce of the
+# 7.45 MB of parameters) at the C loop's 4 MiB all-reduce speed (larger
+# all-reduces are slower here), with no overlap: dp1 / (dpside/2 + 7.45 MB / C).
+PARAM_BYTES = 4 * (784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10)
+bounds = [r[("dp1", "ms/step-median")] / (r[("dpside", "ms/step-median")] / 2 + PARAM_BYTES / (r[("c4", "GB/s-median")] * 1e9) * 1e3)
+          for r in rounds if all(k in r for k in [("dp1", "ms/step-median"), ("dpside", "ms/step-median"), ("c4", "GB/s-median")])]
+if bounds:
+    print(f"  {'DP speed-up within reach':34s} {statistics.median(bounds):.3f}x ({min(bounds):.3f}-{max(bounds):.3f})  for scale: half the side-by-side step plus one all-reduce at the C loop's 4 MiB speed")
 PY
 echo
 echo "raw log: $log" >&2
