@@ -18,11 +18,14 @@ import (
 type donateBatch struct{ X, Y *tensor.Tensor }
 
 // Step's donation changes no number: parameters after several steps are
-// bit for bit those without it, on the host and with DP on a mesh; the
-// parameters and state handed out by Params and State stay valid.
+// bit for bit those without it, on the host, with DP on a mesh and with
+// the strategies that run by sharding propagation; the parameters and
+// state handed out by Params and State stay valid.
 func TestStepDonation(t *testing.T) {
 	k := tensor.NewKey(3).Split(3)
-	model := nn.NewMLP(k[0], []int{8, 32, 4}, nn.MLPOptions{})
+	// Logical axes for the tensor-parallel strategies; the others ignore
+	// them.
+	model := nn.NewMLP(k[0], []int{8, 32, 4}, nn.MLPOptions{Axes: nn.MegatronAxes(2)})
 	b := donateBatch{tensor.Normal(k[1], 16, 8), tensor.Normal(k[2], 16, 4)}
 	loss := func(m nn.MLP, b donateBatch) *tensor.Tensor { return tensor.MSE(m.Forward(b.X), b.Y) }
 	cases := []struct {
@@ -36,6 +39,11 @@ func TestStepDonation(t *testing.T) {
 		// reduce-scatter and the reduced blocks after the update.
 		{"dp=8", shard.NewMesh([]int{8}, []string{"dp"}), DP},
 		{"dp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), DP},
+		// Sharding propagation: placed intermediates, cotangents and
+		// moved blocks are recycled as well.
+		{"fsdp=2", shard.NewMesh([]int{2}, []string{"dp"}), FSDP},
+		{"tp=2,dp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), TP},
+		{"fsdp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), FSDPTP},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,6 +128,9 @@ func TestStepReusesStorage(t *testing.T) {
 		{"dp=2", shard.NewMesh([]int{2}, []string{"dp"}), DP},
 		{"dp=8", shard.NewMesh([]int{8}, []string{"dp"}), DP},
 		{"host", nil, nil},
+		{"fsdp=2", shard.NewMesh([]int{2}, []string{"dp"}), FSDP},
+		{"dp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), TP},
+		{"fsdp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), FSDPTP},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

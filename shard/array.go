@@ -28,29 +28,72 @@ type layout struct {
 	// charged to it when nothing else consumes it first).
 	origin string
 	// sum is the reduced layout, computed (and charged) once however many
-	// consumers read a partial sum.
+	// consumers read a partial sum (see summed).
 	sumOnce sync.Once
-	sum     *layout
-	// owned marks blocks made for this layout alone (a Map output, a
-	// MapBlocks result); shared records that they have been seen through
-	// another tensor header, layout or caller since (ShareBlocks). Only
-	// owned blocks that are not shared are donated with the tensor
-	// (tensor.Donate).
+	sum     atomic.Pointer[layout]
+	// owned marks block headers made for this layout alone (a Map or
+	// propagated op's output, a MapBlocks result, a Put): no other layout
+	// or caller holds them (a block's storage may still be shared with
+	// other headers, which count as its holders). shared records that
+	// they have been handed out since (ShareBlocks). extra counts the
+	// tensor headers over the layout beyond the first (HoldBlocks). Owned
+	// blocks that are not shared are donated with the last of those
+	// headers (tensor.Donate), and so is the reduced sum of a partial
+	// layout.
 	owned  bool
 	shared atomic.Bool
+	extra  atomic.Int32
 }
 
 // DonateBlocks implements tensor.BlockDonator: the blocks of this
-// process's devices are donated with the tensor when nothing else can
-// reach them.
+// process's devices are donated with the last tensor header over them
+// when nothing else can reach them.
 func (l *layout) DonateBlocks() {
-	if l.owned && !l.shared.Load() {
+	if l.extra.Add(-1) >= 0 {
+		return // another header over the layout is live
+	}
+	if l.shared.Load() {
+		return
+	}
+	if l.owned {
 		tensor.Donate(l.blocks...)
+	}
+	if s := l.sum.Load(); s != nil && s.owned && !s.shared.Load() {
+		tensor.Donate(s.blocks...)
 	}
 }
 
 // ShareBlocks implements tensor.BlockDonator.
 func (l *layout) ShareBlocks() { l.shared.Store(true) }
+
+// HoldBlocks implements tensor.BlockHolder.
+func (l *layout) HoldBlocks() { l.extra.Add(1) }
+
+// summed returns the layout of a partial sum with the sum done, reducing
+// it once however many consumers read it.
+func (l *layout) summed() *layout {
+	l.sumOnce.Do(func() { l.sum.Store(l.reduced()) })
+	return l.sum.Load()
+}
+
+// ownCopies returns headers of their own over blocks that another layout
+// holds (one per distinct block), for a layout that owns its blocks.
+func ownCopies(blocks []*tensor.Tensor) []*tensor.Tensor {
+	out := make([]*tensor.Tensor, len(blocks))
+	seen := map[*tensor.Tensor]*tensor.Tensor{}
+	for d, b := range blocks {
+		if b == nil {
+			continue
+		}
+		c, ok := seen[b]
+		if !ok {
+			c = tensor.WithLocal(b, nil)
+			seen[b] = c
+		}
+		out[d] = c
+	}
+	return out
+}
 
 // DimAxes implements tensor.Layout.
 func (l *layout) DimAxes(i int) string {
@@ -229,8 +272,7 @@ func Blocks(x *tensor.Tensor) []*tensor.Tensor {
 		panic(fmt.Sprintf("shard.Blocks: %v is not sharded", x))
 	}
 	if len(l.partial) > 0 {
-		l.sumOnce.Do(func() { l.sum = l.reduced() })
-		l = l.sum
+		l = l.summed()
 	}
 	l.ShareBlocks()
 	return slices.Clone(l.blocks)
@@ -296,12 +338,10 @@ func Put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
 // does not change what the dimensions mean.
 func keepAxes(y, x *tensor.Tensor) *tensor.Tensor {
 	if axes := x.LogicalAxes(); axes != nil && y.LogicalAxes() == nil && y.Rank() == x.Rank() {
-		l, _ := y.Layout().(*layout)
-		shared := l != nil && l.shared.Load()
 		z := tensor.WithLogicalAxes(y, axes...)
-		if l != nil && !shared {
+		if l, _ := y.Layout().(*layout); l != nil {
 			// Every caller drops y: z stays the only header of its blocks.
-			l.shared.Store(false)
+			l.extra.Add(-1)
 		}
 		return z
 	}
@@ -327,7 +367,11 @@ func put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
 		checkPutEqual(x, s.mesh)
 	}
 	geo := s.geometry("shard.Put", x.Shape())
-	l := &layout{sharding: s, geo: geo, blocks: makeBlocks(x, s, true)}
+	// Charged blocks are copies of their own, unless other processes sent
+	// them.
+	src, _ := x.Layout().(*layout)
+	own := !acrossProcesses(src, s)
+	l := &layout{sharding: s, geo: geo, blocks: makeBlocks(x, s, true), owned: own}
 	return tensor.NewSharded(x.DType(), x.Shape(), l)
 }
 
@@ -349,7 +393,7 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 		copy(out, src.blocks)
 		return out
 	}
-	if sm := src.meshOrNil(); sm != nil && len(unionProcs(sm, s.mesh)) > 1 {
+	if acrossProcesses(src, s) {
 		// The source or target blocks live on several processes: they
 		// send each other the parts they need.
 		return reshardAcross(src, x.DType(), s, charge)
@@ -415,6 +459,13 @@ func makeBlocks(x *tensor.Tensor, s Sharding, charge bool) []*tensor.Tensor {
 		}
 	}
 	return out
+}
+
+// acrossProcesses reports whether moving blocks laid out as src (nil for
+// a host tensor) to s involves several processes.
+func acrossProcesses(src *layout, s Sharding) bool {
+	sm := src.meshOrNil()
+	return sm != nil && len(unionProcs(sm, s.mesh)) > 1
 }
 
 // canonical returns the mesh coordinates of the first device holding the
@@ -504,9 +555,10 @@ func storageOf(b *tensor.Tensor) unsafe.Pointer {
 func copyTensorRegion(dst *tensor.Tensor, dstOff []int, src *tensor.Tensor, srcOff, lo, size []int) {
 	switch dst.DType() {
 	case tensor.Float32:
-		box.Copy(dst.RawFloat32(), dst.Shape(), dstOff, src.RawFloat32(), src.Shape(), srcOff, lo, size)
+		// Borrowed, not pinned: both may still be recycled (tensor.Donate).
+		box.Copy(dst.BorrowFloat32(), dst.Shape(), dstOff, src.BorrowFloat32(), src.Shape(), srcOff, lo, size)
 	case tensor.Int32:
-		box.Copy(dst.RawInt32(), dst.Shape(), dstOff, src.RawInt32(), src.Shape(), srcOff, lo, size)
+		box.Copy(dst.BorrowInt32(), dst.Shape(), dstOff, src.BorrowInt32(), src.Shape(), srcOff, lo, size)
 	case tensor.Bool:
 		box.Copy(dst.RawBool(), dst.Shape(), dstOff, src.RawBool(), src.Shape(), srcOff, lo, size)
 	case tensor.BFloat16, tensor.Float16:

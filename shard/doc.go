@@ -203,16 +203,19 @@
 //
 // # Donating placed tensors
 //
-// tensor.Donate of a Map output (or of a MapBlocks result) donates its
-// blocks, and the next results of the same size (a psum's, an
-// all_gather's) reuse their storage instead of fresh zeroed memory, as a
-// training loop wants of its previous gradients and parameters. (A block
-// passed into a later Map is still held by that call's view of it, so a
-// trainer's parameters do not come back yet.) Blocks that
-// were handed out are left alone: Blocks, Gather of a replicated array
-// (which returns the block itself), a second tensor header over the array
-// (WithLogicalAxes, say) or another layout reusing them keep them valid,
-// so donating one array never invalidates another's values. Inside Map, a
+// tensor.Donate of a placed array made by Put, Map, MapBlocks or a
+// propagated op donates its blocks, and the next results of the same size
+// (a psum's, an all_gather's, an op's) reuse their storage instead of
+// fresh zeroed memory, as a training loop wants of its previous gradients
+// and parameters. Sharding propagation recycles by itself the copies and
+// sums it moves an op's operands into, and the cotangents its backward
+// passes consume; autodiff.RecycleIntermediates recycles the placed
+// intermediates of a loss. Every tensor header over an array counts as a
+// holder of its blocks (a second one made by WithLogicalAxes, say): the
+// blocks are donated with the last of them. Blocks that were handed out
+// are left alone: Blocks, Gather of a replicated array (which returns the
+// block itself) or another layout reusing them keep them valid, so
+// donating one array never invalidates another's values. Inside Map, a
 // device may donate its own blocks once the collective that read them has
 // returned. Device.MemoryBytes charges each block to its header until the
 // collector frees the header.

@@ -1,11 +1,13 @@
 package shard_test
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -105,4 +107,79 @@ func TestMapInputBlocksEndWithTheCall(t *testing.T) {
 		tensor.Donate(x)
 	}
 	assert.Greater(t, tensor.CacheHits()-hits, int64(20), "donated inputs were not reused")
+}
+
+// Sharding propagation recycles what a step no longer needs: the blocks
+// of placed intermediates (autodiff.RecycleIntermediates), the
+// cotangents of the backward pass, the copies and sums an op's rule moves
+// its operands into, and donated gradients. Steps computed into recycled
+// storage give bit for bit the numbers of the first, which match the host,
+// and the parameters keep their values.
+func TestPropagationRecycles(t *testing.T) {
+	m := shard.NewMesh([]int{2, 2}, []string{"dp", "tp"})
+	r := rand.New(rand.NewPCG(7, 7))
+	xh, w1h, w2h := randT(r, 8, 64), randT(r, 64, 128), randT(r, 128, 32)
+	f := func(p [2]*tensor.Tensor, x *tensor.Tensor) *tensor.Tensor {
+		h := tensor.Tanh(tensor.MatMul(x, p[0]))
+		return tensor.Sum(tensor.Square(tensor.MatMul(h, p[1])))
+	}
+	wantL, wantG := autodiff.ValueAndGradWith(f)([2]*tensor.Tensor{w1h, w2h}, xh)
+	cases := []struct {
+		name   string
+		w1, w2 shard.Spec
+	}{
+		// Weights gathered where used, gradients reduce-scattered.
+		{"fsdp", shard.P([]string{"dp", "tp"}, nil), shard.P([]string{"dp", "tp"}, nil)},
+		// Column- then row-parallel: a pending sum over tp.
+		{"tp", shard.P(nil, "tp"), shard.P("tp", nil)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			x := shard.Put(xh, shard.NewSharding(m, shard.P("dp", nil)))
+			p := [2]*tensor.Tensor{shard.Put(w1h, shard.NewSharding(m, c.w1)), shard.Put(w2h, shard.NewSharding(m, c.w2))}
+			step := autodiff.ValueAndGradWith(f, autodiff.RecycleIntermediates())
+			var first [][]float32
+			hits := tensor.CacheHits()
+			for i := range 10 {
+				l, g := step(p, x)
+				got := [][]float32{l.Float32s(), g[0].Float32s(), g[1].Float32s()}
+				if i == 0 {
+					first = got
+					requireClose(t, wantL, l, 1e-5, "loss")
+					requireClose(t, wantG[0], g[0], 1e-5, "gradient of w1")
+					requireClose(t, wantG[1], g[1], 1e-5, "gradient of w2")
+				} else {
+					require.Equal(t, first, got, "step %d", i)
+				}
+				tensor.Donate(l, g[0], g[1])
+			}
+			assert.Greater(t, tensor.CacheHits()-hits, int64(10), "propagation recycled nothing")
+			assert.Equal(t, w1h.Float32s(), p[0].Float32s())
+			assert.Equal(t, w2h.Float32s(), p[1].Float32s())
+			assert.Equal(t, xh.Float32s(), x.Float32s())
+		})
+	}
+}
+
+// A placed array with a second header (WithLogicalAxes) keeps its blocks
+// until both headers are donated; then they are recycled.
+func TestPlacedHeadersCountAsHolders(t *testing.T) {
+	m := shard.NewMesh([]int{2}, []string{"d"})
+	host := tensor.AsType(tensor.Arange(2*512), tensor.Float32)
+	s := shard.NewSharding(m, shard.P("d"))
+	x := shard.Put(host, s)
+	y := tensor.WithLogicalAxes(x, "n")
+	tensor.Donate(x)
+	for range 3 { // fresh arrays that could take the storage
+		tensor.Donate(shard.Put(tensor.ZerosLike(host), s))
+	}
+	assert.Equal(t, host.Float32s(), y.Float32s())
+
+	hits := tensor.CacheHits()
+	for range 20 {
+		x := shard.Put(host, s)
+		y := tensor.WithLogicalAxes(x, "n")
+		tensor.Donate(x, y)
+	}
+	assert.Greater(t, tensor.CacheHits()-hits, int64(20), "blocks of donated headers were not reused")
 }

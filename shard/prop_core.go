@@ -187,7 +187,10 @@ func (l *layout) reduced() *layout {
 		}
 	})
 	allreduceAcross("psum of the pending sums of "+l.origin, m, groups, res, ReduceSum)
-	out := &layout{sharding: l.sharding, geo: l.geo, blocks: make([]*tensor.Tensor, len(l.blocks))}
+	// Float sums are new tensors of their own (see sumBlocks).
+	dt := l.blockDType()
+	own := dt == tensor.Float32 || isHalf(dt)
+	out := &layout{sharding: l.sharding, geo: l.geo, blocks: make([]*tensor.Tensor, len(l.blocks)), owned: own}
 	for i, g := range groups {
 		for _, d := range localOf(m, g) {
 			out.blocks[d] = res[i]
@@ -234,9 +237,9 @@ func sumBlocks(blocks []*tensor.Tensor, devs []int) *tensor.Tensor {
 		out := tensor.Zeros(tensor.Float32, b0.Shape()...)
 		ins := make([][]float32, len(devs))
 		for i, d := range devs {
-			ins[i] = blocks[d].RawFloat32()
+			ins[i] = blocks[d].BorrowFloat32() // not pinned: both may be recycled
 		}
-		sumFloat32(out.RawFloat32(), ins, 0, b0.Size())
+		sumFloat32(out.BorrowFloat32(), ins, 0, b0.Size())
 		return out
 	case tensor.BFloat16, tensor.Float16:
 		// Accumulate in float32 and round once, as Psum does.
@@ -350,41 +353,56 @@ func chargeReshard(op string, src *layout, dst Sharding) {
 	charge(m, op, kind, func(d int) int64 { return recv[d] })
 }
 
-// move returns the blocks of x (placed or host, untraced) laid out by dst,
-// charging the communication to op. A host x is taken to be replicated on
-// every device (uncommitted, as JAX treats host arrays), so placing it
-// costs nothing.
-func move(op string, x *tensor.Tensor, dst Sharding) []*tensor.Tensor {
+// moveBlocks returns the blocks of x (placed or host, untraced) laid out
+// by dst, charging the communication to op. A host x is taken to be
+// replicated on every device (uncommitted, as JAX treats host arrays), so
+// placing it costs nothing. own reports that the distinct block headers
+// are the caller's alone (copies or sums made for it), which it must
+// donate once read or keep in a layout it owns; otherwise from is the
+// layout whose blocks they are (nil for a host x's), which is not marked
+// shared: a caller that keeps them must mark it, or take headers of its
+// own (ownCopies).
+func moveBlocks(op string, x *tensor.Tensor, dst Sharding) (bs []*tensor.Tensor, own bool, from *layout) {
 	src := layoutOf(op, x)
 	if src == nil {
-		return makeBlocks(x, dst, false)
+		return makeBlocks(x, dst, false), false, nil
 	}
+	temp := false // src is a reduction made for this call alone
 	if len(src.partial) > 0 {
 		if psumScatters(src, dst) {
 			chargeReduce(op, src, dst)
 			if src.sharding.mesh.spans() {
 				if bs := reduceScatterAcross(src, dst); bs != nil {
 					chargeReshard(op, src, dst)
-					return bs
+					return bs, false, nil
 				}
 			}
 			src = src.reduced()
+			temp = src.owned
 		} else {
 			// All-reduce once, however many consumers read the sum.
 			src.sumOnce.Do(func() {
 				chargeReduce(op, src, dst)
-				src.sum = src.reduced()
+				src.sum.Store(src.reduced())
 			})
-			src = src.sum
+			src = src.sum.Load()
 		}
 		x = tensor.NewSharded(x.DType(), x.Shape(), src)
 	}
 	chargeReshard(op, src, dst)
 	if src.sharding.Equal(dst) {
-		src.ShareBlocks()
-		return slices.Clone(src.blocks)
+		if temp {
+			return slices.Clone(src.blocks), true, nil
+		}
+		return slices.Clone(src.blocks), false, src
 	}
-	return makeBlocks(x, dst, false)
+	// The blocks are copies made here, unless other processes sent them.
+	own = !acrossProcesses(src, dst)
+	bs = makeBlocks(x, dst, false)
+	if temp {
+		tensor.Donate(src.blocks...) // copied from: dead
+	}
+	return bs, own, nil
 }
 
 // moveOp moves a placed tensor to a sharding (resolving pending sums),
@@ -405,7 +423,13 @@ func init() {
 			p := pp.(moveParams)
 			x := in[0]
 			geo := p.dst.geometry("shard", x.Shape())
-			return tensor.NewSharded(x.DType(), x.Shape(), &layout{sharding: p.dst, geo: geo, blocks: move(p.op, x, p.dst)})
+			bs, own, _ := moveBlocks(p.op, x, p.dst)
+			if !own {
+				// Headers of its own over blocks another layout holds,
+				// so that the result owns what it holds.
+				bs = ownCopies(bs)
+			}
+			return tensor.NewSharded(x.DType(), x.Shape(), &layout{sharding: p.dst, geo: geo, blocks: bs, owned: true})
 		},
 		VJP: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, pp any) []*tensor.Tensor {
 			p := pp.(moveParams)

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/gonox/gonox/tensor"
 )
@@ -72,10 +73,22 @@ func (st *step) apply(op *tensor.Op, params any, in []*tensor.Tensor, m *Mesh) [
 	w := &tensor.Op{Name: op.Name, Distributed: true, Save: op.Save, SaveFor: op.SaveFor}
 	fwd := func(prim []*tensor.Tensor) []*tensor.Tensor { return st.run(op.Name, prim, m) }
 	diff := op.VJP != nil || op.VJPN != nil || op.VJPNeed != nil
-	fix := func(res, ins []*tensor.Tensor) []*tensor.Tensor {
+	// fix lays each input cotangent out like its input. A cotangent that
+	// moving replaced is dead when the VJP made it (it is not one of the
+	// op's cotangents gs, operands or results, nor another input's
+	// cotangent): it is donated, with its pending summands.
+	// Only when the VJP ran untraced: otherwise an outer trace
+	// (gradients of gradients) may have saved it.
+	fix := func(res, ins, gs, outs []*tensor.Tensor) []*tensor.Tensor {
+		orig := slices.Clone(res)
+		untraced := !slices.ContainsFunc(ins, isTraced) && !slices.ContainsFunc(gs, isTraced) && !slices.ContainsFunc(outs, isTraced)
 		for i, c := range res {
 			if c != nil && i < len(ins) && ins[i].DType().IsFloat() {
 				res[i] = cotangentLike(op.Name, c, ins[i])
+				if res[i] != c && untraced && !c.IsTraced() && !slices.Contains(gs, c) && !slices.Contains(ins, c) &&
+					!slices.Contains(outs, c) && !slices.Contains(orig[:i], c) && !slices.Contains(orig[i+1:], c) {
+					tensor.Donate(c)
+				}
 			}
 		}
 		return res
@@ -96,7 +109,7 @@ func (st *step) apply(op *tensor.Op, params any, in []*tensor.Tensor, m *Mesh) [
 						res[i] = nil // an untraced operand (a host constant): no move for it
 					}
 				}
-				return fix(res, ins)
+				return fix(res, ins, []*tensor.Tensor{g}, []*tensor.Tensor{out})
 			}
 		}
 		return []*tensor.Tensor{tensor.Apply(w, params, in...)}
@@ -104,11 +117,14 @@ func (st *step) apply(op *tensor.Op, params any, in []*tensor.Tensor, m *Mesh) [
 	w.ImplN = func(prim []*tensor.Tensor, _ any) ([]*tensor.Tensor, any) { return fwd(prim), nil }
 	if op.VJPN != nil {
 		w.VJPN = func(gs, ins, outs []*tensor.Tensor, p, _ any) []*tensor.Tensor {
-			return fix(op.VJPN(gs, ins, outs, p, nil), ins)
+			return fix(op.VJPN(gs, ins, outs, p, nil), ins, gs, outs)
 		}
 	}
 	return tensor.ApplyN(w, params, in...)
 }
+
+// isTraced reports whether x is traced (false for nil).
+func isTraced(x *tensor.Tensor) bool { return x != nil && x.IsTraced() }
 
 // run moves the (untraced) operands, computes every device's blocks in
 // parallel and assembles the outputs.
@@ -119,12 +135,20 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 	for d := range blocks {
 		blocks[d] = make([]*tensor.Tensor, len(in))
 	}
+	// The operands' blocks are read during the call only: they are not
+	// marked shared, and the copies and sums moving them made (temps)
+	// are donated once every device has computed.
+	var temps []*tensor.Tensor
 	for i, x := range in {
 		var bs []*tensor.Tensor
 		if st.keep != nil && st.keep[i] {
 			bs = layoutOf(opName, x).blocks
 		} else {
-			bs = move(opName, x, st.in[i])
+			var own bool
+			bs, own, _ = moveBlocks(opName, x, st.in[i])
+			if own {
+				temps = append(temps, bs...)
+			}
 		}
 		for d := range n {
 			blocks[d][i] = bs[d]
@@ -153,6 +177,17 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 			combineExtreme(opName, m, outs, j, st.combine[j], st.min)
 		}
 	}
+	// The outputs own their blocks (they are donated with them), so a
+	// block that an operand or an earlier output holds (an op that
+	// returns its operand, say) gets a header of its own.
+	held := map[*tensor.Tensor]bool{}
+	for d := range blocks {
+		for _, b := range blocks[d] {
+			if b != nil {
+				held[b] = true
+			}
+		}
+	}
 	res := make([]*tensor.Tensor, len(st.out))
 	first := m.firstLocal()
 	for j, s := range st.out {
@@ -163,20 +198,35 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 				shape[i] *= m.sizes[m.axis("shard", a)]
 			}
 		}
-		l := &layout{sharding: s, geo: s.geometry("shard: op "+opName, shape), blocks: make([]*tensor.Tensor, n)}
+		l := &layout{sharding: s, geo: s.geometry("shard: op "+opName, shape), blocks: make([]*tensor.Tensor, n), owned: true}
 		if st.partial != nil {
 			l.partial = st.partial[j]
 			l.origin = opName
 		}
+		copies := map[*tensor.Tensor]*tensor.Tensor{}
 		for d := range n {
 			if outs[d] == nil {
 				continue // another process's device
 			}
-			l.blocks[d] = outs[d][j]
-			chargeBlock(m.devices[d], l.blocks[d])
+			b := outs[d][j]
+			if c, ok := copies[b]; ok {
+				b = c
+			} else if held[b] {
+				c := tensor.WithLocal(b, nil)
+				copies[b] = c
+				b = c
+			}
+			l.blocks[d] = b
+			chargeBlock(m.devices[d], b)
+		}
+		for d := range n {
+			if outs[d] != nil {
+				held[outs[d][j]] = true
+			}
 		}
 		res[j] = tensor.NewSharded(b0.DType(), shape, l)
 	}
+	tensor.Donate(temps...)
 	return res
 }
 

@@ -27,6 +27,11 @@ import (
 // operand or result of that VJP. Seeds, results of other ops and anything
 // the caller can see are never owned, so the values are bit for bit those
 // of a pass that allocates everything; tests check this.
+//
+// A placed cotangent (package shard) is owned if the VJP of a Distributed
+// op returned it as a new header, computed untraced; the pass only donates
+// it once dead (its layout counts the headers over its blocks, see
+// BlockHolder), never writes into it.
 
 // cotangentReuse switches the reuse off (tests compare both ways), and
 // cotangentReuses counts in-place accumulations and taken donations.
@@ -59,10 +64,34 @@ func (p *backwardPass) drop(t *Tensor) {
 // the activations, BiasAct), which compute on the device alone: another
 // op's VJP may be a collective, whose operand the other devices may still
 // be reading after this one has returned from it.
+//
+// A placed cotangent is dropped only if the VJP of n ran untraced (no
+// operand or result of n is traced): otherwise an op of that VJP may have
+// been recorded by an outer trace (gradients of gradients) that saved t.
 func (p *backwardPass) dropConsumed(n *node, t *Tensor) {
-	if t != nil && (t.local == nil || n.op.freshVJP) {
-		p.drop(t)
+	if t == nil || !(t.local == nil || n.op.freshVJP) {
+		return
 	}
+	if t.layout != nil && !untracedVJP(n) {
+		return
+	}
+	p.drop(t)
+}
+
+// untracedVJP reports whether no operand or result of n is traced: its
+// VJP's ops then run untraced, and no trace saves what they read.
+func untracedVJP(n *node) bool {
+	for _, x := range n.ins {
+		if x != nil && x.node != nil {
+			return false
+		}
+	}
+	for _, x := range n.outs {
+		if x != nil && x.node != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // plainF32 reports whether t is untraced, unsharded float32 data with
@@ -80,11 +109,55 @@ func storage(t *Tensor) *float32 {
 }
 
 // claimNew takes ownership of sum, a new result computed from a and b, if
-// its storage is its own.
+// its storage is its own (for a placed sum: if it is a new header).
 func (p *backwardPass) claimNew(sum, a, b *Tensor) {
 	if cotangentReuse && plainF32(sum) && storage(sum) != storage(a) && storage(sum) != storage(b) {
 		sum.cot = p
 	}
+	if cotangentReuse && countsHeaders(sum) && sum != a && sum != b {
+		sum.cot = p
+	}
+}
+
+// countsHeaders reports whether t is an untraced placed tensor whose
+// layout counts the headers over it (BlockHolder): donating t then never
+// frees blocks that another header, layout or caller still reaches, so the
+// pass may donate a placed cotangent that is a header of its own.
+func countsHeaders(t *Tensor) bool {
+	if t == nil || t.node != nil || t.layout == nil {
+		return false
+	}
+	_, ok := t.layout.(BlockHolder)
+	return ok
+}
+
+// placedOwnable reports whether r, a cotangent the VJP of n returned for
+// the cotangents gs that is none of them, is a placed header the pass may
+// own: n is a Distributed op (package shard's, whose VJPs return new
+// results computed by propagated ops, or their own cotangent), its VJP ran
+// untraced (so no outer trace saved r), and r is neither an operand nor a
+// result of n. Placed cotangents are never accumulated in place nor
+// donated to a kernel; owning one only lets the pass donate it once dead.
+func placedOwnable(n *node, gs []*Tensor, r *Tensor) bool {
+	if !cotangentReuse || !n.op.Distributed || !countsHeaders(r) || !untracedVJP(n) {
+		return false
+	}
+	for _, g := range gs {
+		if g != nil && g.node != nil {
+			return false
+		}
+	}
+	for _, x := range n.ins {
+		if x == r {
+			return false
+		}
+	}
+	for _, x := range n.outs {
+		if x == r {
+			return false
+		}
+	}
+	return true
 }
 
 // accumulable reports whether g can be added into a in place: same dtype,
@@ -177,6 +250,10 @@ func (p *backwardPass) settle(n *node, gs, res []*Tensor, donated *Tensor, kept 
 			if p.owns(r) && (count > 1 || inGs > 1 || kept) {
 				r.cot = nil
 			}
+			continue
+		}
+		if count == 1 && r.cot == nil && placedOwnable(n, gs, r) {
+			r.cot = p
 			continue
 		}
 		if !n.op.freshVJP || count > 1 || !plainF32(r) || r.cot != nil {

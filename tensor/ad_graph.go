@@ -665,7 +665,16 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	for i, w := range wrt {
 		if w.node != nil && w.node.trace == tr {
 			if gs := grads[w.node]; gs != nil && gs[w.outIdx] != nil {
-				g := settle(gs[w.outIdx])
+				g0 := gs[w.outIdx]
+				g := settle(g0)
+				if g != g0 && pass.owns(g0) && countsHeaders(g) && !slices.Contains(gs, g) {
+					// A placed gradient with its pending sums done is
+					// a new header: it takes the place of the one it
+					// reduced, which is dead.
+					pass.drop(g0)
+					g.cot = pass
+					gs[w.outIdx] = g // for a value asked for twice
+				}
 				if ax := w.axes; ax != nil && g.axes == nil && len(ax) == len(g.shape) && pass.owns(g) && !slices.Contains(out[:i], g) {
 					// A cotangent the pass made is seen by no one yet: it
 					// takes the logical axes of its value in place, so

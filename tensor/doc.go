@@ -141,7 +141,10 @@
 // computes on the device alone, never a collective's operand). Trace.RecycleIntermediates (autodiff.RecycleIntermediates)
 // makes it also donate the forward values of the graph once every node has
 // run. For placed tensors Donate donates the blocks, through the layout's
-// BlockDonator method.
+// BlockDonator method; a layout that is a BlockHolder counts the headers
+// over it (WithLogicalAxes and the other shallow copies) and donates its
+// blocks with the last one, and the backward pass then also donates the
+// placed cotangents it owns.
 //
 // # The three parts of the package
 //

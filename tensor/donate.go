@@ -105,6 +105,16 @@ type BlockDonator interface {
 	ShareBlocks()
 }
 
+// BlockHolder is implemented by BlockDonator layouts that count the
+// headers over them, as storage counts its holders: a shallow copy of a
+// placed tensor (WithLocal, WithLogicalAxes, ...) calls HoldBlocks instead
+// of ShareBlocks, and DonateBlocks donates the blocks when the last of
+// those headers is donated.
+type BlockHolder interface {
+	// HoldBlocks records one more header over the layout.
+	HoldBlocks()
+}
+
 // IsDonated reports whether t was donated (or is traced over a donated
 // value): any use of it then panics.
 func (t *Tensor) IsDonated() bool {

@@ -482,7 +482,9 @@ func (t *Tensor) shallow() *Tensor {
 	c := *t
 	c.cot = nil // a second header over the storage: neither owns it alone
 	c.hold()
-	if bd, ok := t.layout.(BlockDonator); ok {
+	if bh, ok := t.layout.(BlockHolder); ok {
+		bh.HoldBlocks() // one more header over a placed tensor's blocks
+	} else if bd, ok := t.layout.(BlockDonator); ok {
 		bd.ShareBlocks() // the same for a placed tensor's blocks
 	}
 	return &c
