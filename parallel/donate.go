@@ -72,3 +72,40 @@ func donateCopies(copies, orig any) {
 		}
 	}
 }
+
+// donateDead donates the leaves of the trees in dead (a step's own
+// values: micro-batch losses, gradients and their running sums) that are
+// not leaves of keep, once the values in keep were computed from them.
+// Traced leaves and blocks inside shard.Map are left alone: other devices
+// may read a Map block given to a collective until the call returns.
+func donateDead(keep any, dead ...any) {
+	if !donateSteps {
+		return
+	}
+	live := map[*tensor.Tensor]bool{}
+	for _, x := range pytree.Leaves(keep) {
+		live[x] = true
+	}
+	for _, tree := range dead {
+		for _, x := range pytree.Leaves(tree) {
+			if x != nil && !live[x] && !x.IsTraced() && x.Local() == nil {
+				tensor.Donate(x)
+			}
+		}
+	}
+}
+
+// namedLike gives y, a new result that nothing else holds, the logical
+// axes of x as pytree.Map would, donating the unnamed header so that the
+// named one alone holds the storage (and donating it recycles that).
+func namedLike(y, x *tensor.Tensor) *tensor.Tensor {
+	ax := x.LogicalAxes()
+	if ax == nil || y == x || y.Rank() != x.Rank() || y.LogicalAxes() != nil {
+		return y
+	}
+	z := tensor.WithLogicalAxes(y, ax...)
+	if donateSteps && !y.IsTraced() {
+		tensor.Donate(y)
+	}
+	return z
+}

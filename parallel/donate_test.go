@@ -32,18 +32,22 @@ func TestStepDonation(t *testing.T) {
 		name     string
 		mesh     *shard.Mesh
 		strategy Strategy
+		micro    int
 	}{
-		{"host", nil, nil},
-		{"dp=2", shard.NewMesh([]int{2}, []string{"dp"}), DP},
+		{"host", nil, nil, 1},
+		{"dp=2", shard.NewMesh([]int{2}, []string{"dp"}), DP, 1},
 		// DP's sharded update donates each device's gradients after the
 		// reduce-scatter and the reduced blocks after the update.
-		{"dp=8", shard.NewMesh([]int{8}, []string{"dp"}), DP},
-		{"dp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), DP},
+		{"dp=8", shard.NewMesh([]int{8}, []string{"dp"}), DP, 1},
+		{"dp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), DP, 1},
 		// Sharding propagation: placed intermediates, cotangents and
 		// moved blocks are recycled as well.
-		{"fsdp=2", shard.NewMesh([]int{2}, []string{"dp"}), FSDP},
-		{"tp=2,dp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), TP},
-		{"fsdp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), FSDPTP},
+		{"fsdp=2", shard.NewMesh([]int{2}, []string{"dp"}), FSDP, 1},
+		{"tp=2,dp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), TP, 1},
+		{"fsdp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), FSDPTP, 1},
+		// The micro-batches' losses, gradients and running sums.
+		{"host,micro=2", nil, nil, 2},
+		{"fsdp=2,tp=2,micro=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), FSDPTP, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -51,7 +55,7 @@ func TestStepDonation(t *testing.T) {
 				hits := tensor.CacheHits()
 				defer func(old bool) { donateSteps = old }(donateSteps)
 				donateSteps = donate
-				cfg := Config[nn.MLP, donateBatch]{Loss: loss, Optimizer: optim.Adam(optim.Constant(1e-2)), Mesh: c.mesh}
+				cfg := Config[nn.MLP, donateBatch]{Loss: loss, Optimizer: optim.Adam(optim.Constant(1e-2)), Mesh: c.mesh, MicroBatches: c.micro}
 				if c.strategy != nil {
 					cfg.Strategy = c.strategy
 				}
@@ -123,18 +127,24 @@ func TestStepReusesStorage(t *testing.T) {
 		name     string
 		mesh     *shard.Mesh
 		strategy Strategy
+		micro    int
 	}{
-		{"dp=1", shard.NewMesh([]int{1}, []string{"dp"}), DP},
-		{"dp=2", shard.NewMesh([]int{2}, []string{"dp"}), DP},
-		{"dp=8", shard.NewMesh([]int{8}, []string{"dp"}), DP},
-		{"host", nil, nil},
-		{"fsdp=2", shard.NewMesh([]int{2}, []string{"dp"}), FSDP},
-		{"dp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), TP},
-		{"fsdp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), FSDPTP},
+		{"dp=1", shard.NewMesh([]int{1}, []string{"dp"}), DP, 1},
+		{"dp=2", shard.NewMesh([]int{2}, []string{"dp"}), DP, 1},
+		{"dp=8", shard.NewMesh([]int{8}, []string{"dp"}), DP, 1},
+		{"host", nil, nil, 1},
+		// Sharding propagation.
+		{"fsdp=2", shard.NewMesh([]int{2}, []string{"dp"}), FSDP, 1},
+		{"dp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), TP, 1},
+		{"fsdp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), FSDPTP, 1},
+		// Micro-batches: their losses, gradients and running sums.
+		{"host,micro=2", nil, nil, 2},
+		{"fsdp=2,micro=2", shard.NewMesh([]int{2}, []string{"dp"}), FSDP, 2},
+		{"fsdp=2,tp=2,micro=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), FSDPTP, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tr, err := New(model, Config[nn.MLP, donateBatch]{Loss: loss, Optimizer: optim.Adam(optim.Constant(1e-3)), Mesh: c.mesh, Strategy: c.strategy})
+			tr, err := New(model, Config[nn.MLP, donateBatch]{Loss: loss, Optimizer: optim.Adam(optim.Constant(1e-3)), Mesh: c.mesh, Strategy: c.strategy, MicroBatches: c.micro})
 			require.NoError(t, err)
 			placed := b
 			if c.mesh != nil {

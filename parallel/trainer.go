@@ -357,11 +357,16 @@ func accumulate[M, B any](k int, p M, b B, loss func(M, B, int) *tensor.Tensor) 
 			total, sum = l, g
 			continue
 		}
-		total = tensor.Add(total, l)
-		sum = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Add(xs[0], xs[1]) }, sum, g)
+		nt := tensor.Add(total, l)
+		ns := pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return namedLike(tensor.Add(xs[0], xs[1]), xs[0]) }, sum, g)
+		donateDead([]any{nt, ns}, total, l, sum, g)
+		total, sum = nt, ns
 	}
 	scale := float32(1) / float32(k)
-	return tensor.MulScalar(total, scale), pytree.Map(sum, func(x *tensor.Tensor) *tensor.Tensor { return tensor.MulScalar(x, scale) })
+	mean := tensor.MulScalar(total, scale)
+	grads := pytree.Map(sum, func(x *tensor.Tensor) *tensor.Tensor { return namedLike(tensor.MulScalar(x, scale), x) })
+	donateDead([]any{mean, grads}, total, sum)
+	return mean, grads
 }
 
 // microBatch returns rows [i·n/k, (i+1)·n/k) of every leaf of rank one or
