@@ -76,9 +76,9 @@ func (st *step) apply(op *tensor.Op, params any, in []*tensor.Tensor, m *Mesh) [
 	// fix lays each input cotangent out like its input. A cotangent that
 	// moving replaced is dead when the VJP made it (it is not one of the
 	// op's cotangents gs, operands or results, nor another input's
-	// cotangent): it is donated, with its pending summands.
-	// Only when the VJP ran untraced: otherwise an outer trace
-	// (gradients of gradients) may have saved it.
+	// cotangent) and ran untraced (otherwise an outer trace, taking
+	// gradients of gradients, may have saved it): it is donated, with its
+	// pending summands.
 	fix := func(res, ins, gs, outs []*tensor.Tensor) []*tensor.Tensor {
 		orig := slices.Clone(res)
 		untraced := !slices.ContainsFunc(ins, isTraced) && !slices.ContainsFunc(gs, isTraced) && !slices.ContainsFunc(outs, isTraced)
