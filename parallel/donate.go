@@ -76,8 +76,12 @@ func donateCopies(copies, orig any) {
 // donateDead donates the leaves of the trees in dead (a step's own
 // values: micro-batch losses, gradients and their running sums) that are
 // not leaves of keep, once the values in keep were computed from them.
-// Traced leaves and blocks inside shard.Map are left alone: other devices
-// may read a Map block given to a collective until the call returns.
+// Traced leaves are left alone. Blocks inside shard.Map are donated too:
+// every synchronous collective meets the other devices at a barrier after
+// reading their operands and before it returns, and a value another
+// device still reads (a ppermute's received block, a shared psum result)
+// is held by that device's own header, so donating this device's header
+// only drops its hold.
 func donateDead(keep any, dead ...any) {
 	if !donateSteps {
 		return
@@ -88,7 +92,7 @@ func donateDead(keep any, dead ...any) {
 	}
 	for _, tree := range dead {
 		for _, x := range pytree.Leaves(tree) {
-			if x != nil && !live[x] && !x.IsTraced() && x.Local() == nil {
+			if x != nil && !live[x] && !x.IsTraced() {
 				tensor.Donate(x)
 			}
 		}

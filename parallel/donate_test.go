@@ -47,6 +47,7 @@ func TestStepDonation(t *testing.T) {
 		{"fsdp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), FSDPTP, 1},
 		// The micro-batches' losses, gradients and running sums.
 		{"host,micro=2", nil, nil, 2},
+		{"dp=2,micro=2", shard.NewMesh([]int{2}, []string{"dp"}), DP, 2},
 		{"fsdp=2,tp=2,micro=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), FSDPTP, 2},
 	}
 	for _, c := range cases {
@@ -139,6 +140,8 @@ func TestStepReusesStorage(t *testing.T) {
 		{"fsdp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), FSDPTP, 1},
 		// Micro-batches: their losses, gradients and running sums.
 		{"host,micro=2", nil, nil, 2},
+		{"dp=2,micro=2", shard.NewMesh([]int{2}, []string{"dp"}), DP, 2},
+		{"dp=8,micro=2", shard.NewMesh([]int{8}, []string{"dp"}), DP, 2},
 		{"fsdp=2,micro=2", shard.NewMesh([]int{2}, []string{"dp"}), FSDP, 2},
 		{"fsdp=2,tp=2,micro=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), FSDPTP, 2},
 	}
