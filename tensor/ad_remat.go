@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Remat evaluates f(in...) so that its intermediate values are not kept for
@@ -347,6 +348,10 @@ func (p *rematProgram) forward(in []*Tensor) ([]*Tensor, any) {
 	return outs, st
 }
 
+// rematDrops counts the cotangents checkpoints' backward passes donated
+// (a figure for tests).
+var rematDrops atomic.Int64
+
 func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
 	vals := map[rslot]*Tensor{}
 	for s, v := range st.saved {
@@ -377,6 +382,37 @@ func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
 		}
 	}
 	// Backward through the program.
+	//
+	// Cotangents made inside it (fresh results of its VJPs and sums) die
+	// once consumed: they are donated (tensor.Donate) when the pass runs
+	// untraced, so that the next step's products reuse their storage. A
+	// value is fresh only if it is none of the values the VJPs were given
+	// (the caller's cotangents, the program's inputs, saved and recomputed
+	// values).
+	fresh := map[*Tensor]bool{}
+	seen := map[*Tensor]bool{}
+	for _, g := range gs {
+		seen[g] = true
+	}
+	for _, x := range in {
+		seen[x] = true
+	}
+	for _, v := range vals {
+		seen[v] = true
+	}
+	recycle := cotangentReuse
+	for _, g := range gs {
+		if g != nil && g.IsTraced() {
+			recycle = false // gradients of gradients: an outer trace may keep them
+		}
+	}
+	drop := func(g *Tensor) {
+		if recycle && fresh[g] && !g.IsTraced() {
+			delete(fresh, g)
+			Donate(g)
+			rematDrops.Add(1)
+		}
+	}
 	cots := map[rslot]*Tensor{}
 	acc := func(s rslot, g *Tensor, want *Tensor, who string) {
 		if g == nil || s.kind == slotConst {
@@ -386,7 +422,15 @@ func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
 			panic(fmt.Sprintf("tensor.Backward: %s produced cotangent %v for %v", who, g, want))
 		}
 		if prev := cots[s]; prev != nil {
-			g = Add(prev, g)
+			sum := Add(prev, g)
+			if sum != prev && sum != g {
+				drop(prev)
+				drop(g)
+				if !seen[sum] {
+					fresh[sum] = true
+				}
+			}
+			g = sum
 		}
 		cots[s] = g
 	}
@@ -443,6 +487,26 @@ func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
 			res = n.op.VJPNeed(ng[0], args, outs[0], n.params, need)
 		default:
 			res = n.op.VJP(ng[0], args, outs[0], n.params)
+		}
+		for j, r := range res {
+			if r == nil {
+				continue
+			}
+			if slices.Contains(res[:j], r) {
+				delete(fresh, r) // one value for two inputs: two holders
+				continue
+			}
+			if !seen[r] && !slices.Contains(ng, r) && !slices.Contains(args, r) && !slices.Contains(outs, r) {
+				fresh[r] = true
+			}
+		}
+		for _, g := range ng {
+			// Consumed by this VJP. A shard.Map block only after a VJP
+			// that computes on the device alone (dropConsumed's rule: a
+			// collective started asynchronously reads it later).
+			if g != nil && !slices.Contains(res, g) && (g.local == nil || n.op.freshVJP) {
+				drop(g)
+			}
 		}
 		for k, s := range n.ins {
 			want := n.inAvals[k]

@@ -233,3 +233,60 @@ func TestNodesDoNotKeepUnsavedInputs(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// The backward pass of a checkpoint donates the cotangents it makes once
+// they are consumed (the cotangents between the layers of a checkpointed
+// MLP), unless cotangent reuse is off, and the gradients are bit for bit
+// the same either way, step after step.
+func TestRematBackwardRecyclesCotangents(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	ls := mlpLayers(r, 8, 64, 64, 64, 4)
+	x, y := randT(r, 16, 8), randT(r, 16, 4)
+	step := func() []*tensor.Tensor {
+		tr := tensor.NewTrace()
+		var leaves []*tensor.Tensor
+		traced := make([]layer, len(ls))
+		for i, l := range ls {
+			traced[i] = layer{tr.Leaf(l.w), tr.Leaf(l.b)}
+			leaves = append(leaves, traced[i].w, traced[i].b)
+		}
+		// One checkpoint around the whole MLP: the cotangents between its
+		// layers are made and consumed inside its backward pass.
+		h := tensor.Remat(func(in []*tensor.Tensor) []*tensor.Tensor {
+			h := in[0]
+			for _, l := range traced {
+				h = forwardLayer(h, l)
+			}
+			return []*tensor.Tensor{h}
+		}, nil, x)[0]
+		loss := tensor.Mean(tensor.Square(tensor.Sub(h, y)))
+		return tensor.Backward(tr, []*tensor.Tensor{loss}, []*tensor.Tensor{tensor.Scalar(1)}, leaves, false)
+	}
+	_, want, _ := lossAndGrads(t, ls, x, y, false, nil)
+	var first []*tensor.Tensor
+	for _, reuse := range []bool{false, true} {
+		restore := tensor.SetCotangentReuse(reuse)
+		drops := tensor.RematDrops()
+		for range 5 {
+			g := step()
+			if first == nil {
+				first = g
+				for i := range g {
+					assert.InDeltaSlice(t, want[i].Float64s(), g[i].Float64s(), 1e-6, "grad %d", i)
+				}
+				continue
+			}
+			for i := range g {
+				require.Equal(t, first[i].Float32s(), g[i].Float32s(), "grad %d changed (reuse %v)", i, reuse)
+			}
+		}
+		restore()
+		if reuse {
+			// Per step at least the cotangents of the three hidden
+			// activations and of their matmul outputs.
+			assert.GreaterOrEqual(t, tensor.RematDrops()-drops, int64(5*6))
+		} else {
+			assert.Equal(t, drops, tensor.RematDrops())
+		}
+	}
+}

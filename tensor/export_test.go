@@ -14,6 +14,10 @@ func SetCotangentReuse(on bool) (restore func()) {
 // backward passes have made.
 func CotangentReuses() int64 { return cotangentReuses.Load() }
 
+// RematDrops returns how many cotangents checkpoints' backward passes
+// have donated.
+func RematDrops() int64 { return rematDrops.Load() }
+
 // ParallelSpawned returns how many goroutines kernels have started.
 func ParallelSpawned() int64 { return parallelSpawned.Load() }
 
