@@ -168,6 +168,15 @@ def ddp():
     t_step, t_ar = result
     for p in procs:
         p.join(timeout=60)
+    # A worker stuck in gloo's barrier or teardown would keep this process
+    # from exiting (multiprocessing joins its children at exit): end it.
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+            p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+            p.join()
     nbytes = 64 << 20
     print(f"INFO torch {torch.__version__} DDP gloo world={world}")
     print(f"ANCHOR ddp_step_2proc {t_step * 1e3:.2f} ms/step")

@@ -340,12 +340,21 @@ func Allgatherv[T elem](c *Comm, send, recv []T, counts []int) {
 }
 
 // ReduceScatter combines send over all processes with op and leaves block
-// r of the result in rank r's recv (MPI_Reduce_scatter_block):
-// len(send) = size·len(recv).
+// r of the result in rank r's recv: len(send) = size·len(recv). It calls
+// MPI_Reduce_scatter with equal counts rather than
+// MPI_Reduce_scatter_block: with Open MPI 4.1's default algorithms on one
+// 2-core host, 7.45 MB took 3.6–5.1 ms through the first and 4.6–5.3 ms
+// through the second (a C loop of 20 calls, 6 runs; an MPI_Allreduce of the
+// same array 3.6–4.7 ms).
 func ReduceScatter[T elem](c *Comm, send, recv []T, op Op) {
 	c.needLen("ReduceScatter", len(send), c.size*len(recv))
+	counts := make([]int, c.size)
+	for i := range counts {
+		counts[i] = len(recv)
+	}
+	cn := cints(counts)
 	call(func() {
-		check("Reduce_scatter_block", C.MPI_Reduce_scatter_block(ptr(send), ptr(recv), C.int(len(recv)), C.gonox_type(kindOf[T]()), C.gonox_op(C.int(op)), c.c))
+		check("Reduce_scatter", C.MPI_Reduce_scatter(ptr(send), ptr(recv), &cn[0], C.gonox_type(kindOf[T]()), C.gonox_op(C.int(op)), c.c))
 	})
 }
 
