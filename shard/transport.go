@@ -549,10 +549,7 @@ func (r *run) exchangePsum(s *slot, g Group, key int, members []int) {
 		g.AllreduceFloat32(acc, acc, ReduceSum)
 		narrowHalf(x0.DType(), out.RawUint16(), acc)
 	}
-	l := &lazyResult{t: out}
-	l.once.Do(func() {})
-	s.shared.Store(key, l)
-	s.remote.Store(key, true)
+	storeRemote(s, key, out, true)
 }
 
 // exchangeGather all-gathers a float32 block per process straight into
@@ -562,22 +559,8 @@ func (r *run) exchangePsum(s *slot, g Group, key int, members []int) {
 // gathered dimension has no larger dimension before it. It reports
 // whether it did; otherwise exchangeBlocks brings the blocks.
 func (r *run) exchangeGather(s *slot, g Group, key int, members, procs []int) bool {
-	m := r.mesh
-	if len(members) != len(procs) {
-		return false
-	}
-	for i, j := range members {
-		if m.devices[j].proc != procs[i] {
-			return false
-		}
-	}
-	var c *call
-	for _, j := range members {
-		if m.isLocal(j) {
-			c = s.calls[j]
-		}
-	}
-	if c == nil || c.p == nil || c.x.DType() != tensor.Float32 {
+	c := r.soleFloat32Call(s, members, procs)
+	if c == nil {
 		return false
 	}
 	xs := c.x.Shape()
@@ -597,32 +580,22 @@ func (r *run) exchangeGather(s *slot, g Group, key int, members, procs []int) bo
 		counts[i] = c.x.Bytes()
 	}
 	g.Allgatherv(floatBytes(c.x.BorrowFloat32()), floatBytes(out.BorrowFloat32()), counts)
-	l := &lazyResult{t: out}
-	l.once.Do(func() {})
-	s.shared.Store(key, l)
-	s.remote.Store(key, true)
+	storeRemote(s, key, out, true)
 	return true
 }
 
-// scattered marks, in slot.remote, a psum_scatter that exchangeScatter
-// reduce-scattered: the shared result under the key is this process's
-// member's part itself.
-type scattered struct{}
-
-// exchangeScatter reduce-scatters a float32 block per process straight
-// into this process's part (MPI_Reduce_scatter_block from the block's
-// storage into the part's), when the parts are contiguous: each process
-// has one member in the group, the members are ranked in process order,
-// and the scattered dimension has no larger dimension before it. Half the
-// bytes of all-reducing the whole block. It reports whether it did.
-func (r *run) exchangeScatter(s *slot, g Group, key int, members, procs []int) bool {
+// soleFloat32Call returns this process's call in a collective over
+// members when each process has one member, the members are ranked in
+// process order (the group communicator's rank order) and the operand is
+// float32; nil otherwise.
+func (r *run) soleFloat32Call(s *slot, members, procs []int) *call {
 	m := r.mesh
 	if len(members) != len(procs) {
-		return false
+		return nil
 	}
 	for i, j := range members {
 		if m.devices[j].proc != procs[i] {
-			return false
+			return nil
 		}
 	}
 	var c *call
@@ -632,6 +605,34 @@ func (r *run) exchangeScatter(s *slot, g Group, key int, members, procs []int) b
 		}
 	}
 	if c == nil || c.p == nil || c.x.DType() != tensor.Float32 {
+		return nil
+	}
+	return c
+}
+
+// storeRemote records out as the result the exchange brought for the
+// group keyed key, with marker in slot.remote (true, or scattered{}).
+func storeRemote(s *slot, key int, out *tensor.Tensor, marker any) {
+	l := &lazyResult{t: out}
+	l.once.Do(func() {})
+	s.shared.Store(key, l)
+	s.remote.Store(key, marker)
+}
+
+// scattered marks, in slot.remote, a psum_scatter that exchangeScatter
+// reduce-scattered: the shared result under the key is this process's
+// member's part itself.
+type scattered struct{}
+
+// exchangeScatter reduce-scatters a float32 block per process straight
+// into this process's part (MPI_Reduce_scatter from the block's storage
+// into the part's), when the parts are contiguous: each process
+// has one member in the group, the members are ranked in process order,
+// and the scattered dimension has no larger dimension before it. Half the
+// bytes of all-reducing the whole block. It reports whether it did.
+func (r *run) exchangeScatter(s *slot, g Group, key int, members, procs []int) bool {
+	c := r.soleFloat32Call(s, members, procs)
+	if c == nil {
 		return false
 	}
 	xs := c.x.Shape()
@@ -644,10 +645,7 @@ func (r *run) exchangeScatter(s *slot, g Group, key int, members, procs []int) b
 	part[c.p.dim] /= len(members)
 	out := tensor.Empty(tensor.Float32, part...) // written whole
 	g.ReduceScatterFloat32(c.x.BorrowFloat32(), out.BorrowFloat32(), ReduceSum)
-	l := &lazyResult{t: out}
-	l.once.Do(func() {})
-	s.shared.Store(key, l)
-	s.remote.Store(key, scattered{})
+	storeRemote(s, key, out, scattered{})
 	return true
 }
 
@@ -1044,8 +1042,5 @@ func (r *run) exchangeExtreme(s *slot, g Group, key int, members []int, isMax bo
 	default:
 		g.AllreduceFloat32(out.RawFloat32(), out.RawFloat32(), op)
 	}
-	l := &lazyResult{t: out}
-	l.once.Do(func() {})
-	s.shared.Store(key, l)
-	s.remote.Store(key, true)
+	storeRemote(s, key, out, true)
 }

@@ -44,15 +44,22 @@ func forwardLayer(x *tensor.Tensor, l layer) *tensor.Tensor {
 // lossAndGrads differentiates an MLP loss, optionally running each layer
 // under Remat with the given policy. It returns the loss, the gradients of
 // all weights and biases, and the residual report taken before backward.
-func lossAndGrads(t *testing.T, ls []layer, x, y *tensor.Tensor, remat bool, saveable func(tensor.NodeInfo) bool) (float64, []*tensor.Tensor, tensor.ResidualReport) {
-	t.Helper()
-	tr := tensor.NewTrace()
+// traceLayers makes the layers' parameters leaves of tr: the traced
+// layers, and the leaves in order (w, b of each layer).
+func traceLayers(tr *tensor.Trace, ls []layer) ([]layer, []*tensor.Tensor) {
 	var leaves []*tensor.Tensor
 	traced := make([]layer, len(ls))
 	for i, l := range ls {
 		traced[i] = layer{tr.Leaf(l.w), tr.Leaf(l.b)}
 		leaves = append(leaves, traced[i].w, traced[i].b)
 	}
+	return traced, leaves
+}
+
+func lossAndGrads(t *testing.T, ls []layer, x, y *tensor.Tensor, remat bool, saveable func(tensor.NodeInfo) bool) (float64, []*tensor.Tensor, tensor.ResidualReport) {
+	t.Helper()
+	tr := tensor.NewTrace()
+	traced, leaves := traceLayers(tr, ls)
 	h := x
 	for _, l := range traced {
 		if remat {
