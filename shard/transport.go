@@ -630,7 +630,16 @@ type scattered struct{}
 // has one member in the group, the members are ranked in process order,
 // and the scattered dimension has no larger dimension before it. Half the
 // bytes of all-reducing the whole block. It reports whether it did.
+//
+// Only between two processes: a psum_scatter is bit for bit the part of
+// the psum (TestPsumScatterIsPartOfPsum), and MPI sums in an order of its
+// choosing, which for three or more processes may differ between
+// MPI_Reduce_scatter and MPI_Allreduce (Open MPI's do under mpirun -np 4);
+// the sum of two values is the same in either order.
 func (r *run) exchangeScatter(s *slot, g Group, key int, members, procs []int) bool {
+	if len(procs) != 2 {
+		return false
+	}
 	c := r.soleFloat32Call(s, members, procs)
 	if c == nil {
 		return false
