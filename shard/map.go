@@ -208,8 +208,9 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 	for d := range p.held {
 		p.held[d] = map[unsafe.Pointer]bool{}
 	}
-	// views are the headers over input blocks made for this call (see
-	// donateInputViews).
+	// views are the headers over input blocks made for this call: fn's
+	// arguments, valid during the call only (donated when it returns
+	// outside autodiff).
 	var views []*tensor.Tensor
 	for i, x := range in {
 		if x.Local() != nil {
