@@ -202,18 +202,6 @@ func withAxesOf(x, old *tensor.Tensor) *tensor.Tensor {
 	return x
 }
 
-// ownAxesOf is withAxesOf for a fresh result x that nothing else holds (a
-// fused update's output): when it makes a named copy it donates x, so that
-// the copy alone holds the storage and donating it later recycles that
-// storage (tensor.Donate).
-func ownAxesOf(x, old *tensor.Tensor) *tensor.Tensor {
-	y := withAxesOf(x, old)
-	if y != x && !x.IsTraced() {
-		tensor.Donate(x)
-	}
-	return y
-}
-
 // mapMulti maps f over the leaves of trees of one structure, like
 // pytree.MapN, but f returns nOut tensors and mapMulti returns nOut trees,
 // each with the structure of trees[0]. Positions nil in every tree are

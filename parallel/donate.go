@@ -39,38 +39,10 @@ func (t *Trainer[M, B]) donateStep(oldParams M, oldState optim.State, dead ...an
 	if !donateSteps {
 		return
 	}
-	keep := map[*tensor.Tensor]bool{}
-	for _, x := range pytree.Leaves(t.params) {
-		keep[x] = true
-	}
-	for _, x := range pytree.Leaves(t.opt) {
-		keep[x] = true
-	}
 	if internal {
 		dead = append(dead, oldParams, oldState)
 	}
-	for _, tree := range dead {
-		for _, x := range pytree.Leaves(tree) {
-			if x != nil && !keep[x] && !x.IsTraced() {
-				tensor.Donate(x)
-			}
-		}
-	}
-}
-
-// donateCopies donates the leaves of copies (headers made from the leaves
-// of orig, such as Ctx.Vary's marks) that are neither traced nor leaves of
-// orig themselves.
-func donateCopies(copies, orig any) {
-	keep := map[*tensor.Tensor]bool{}
-	for _, x := range pytree.Leaves(orig) {
-		keep[x] = true
-	}
-	for _, x := range pytree.Leaves(copies) {
-		if x != nil && !keep[x] && !x.IsTraced() {
-			tensor.Donate(x)
-		}
-	}
+	donateDead([]any{t.params, t.opt}, dead...)
 }
 
 // donateDead donates the leaves of the trees in dead (a step's own
@@ -97,19 +69,4 @@ func donateDead(keep any, dead ...any) {
 			}
 		}
 	}
-}
-
-// namedLike gives y, a new result that nothing else holds, the logical
-// axes of x as pytree.Map would, donating the unnamed header so that the
-// named one alone holds the storage (and donating it recycles that).
-func namedLike(y, x *tensor.Tensor) *tensor.Tensor {
-	ax := x.LogicalAxes()
-	if ax == nil || y == x || y.Rank() != x.Rank() || y.LogicalAxes() != nil {
-		return y
-	}
-	z := tensor.WithLogicalAxes(y, ax...)
-	if donateSteps && !y.IsTraced() {
-		tensor.Donate(y)
-	}
-	return z
 }

@@ -1,6 +1,7 @@
 package parallel
 
 import (
+	"github.com/gonox/gonox/internal/named"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
@@ -104,12 +105,10 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	} else {
 		l, g = accumulate(k, pv, in.Batch, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, in.Key, i) })
 	}
-	if donateSteps {
-		// The varying copies of the parameters are headers of their own
-		// over the parameters' storage: drop them, so that the storage can
-		// be recycled once the trainer donates the old parameters.
-		donateCopies(pv, in.Params)
-	}
+	// The varying copies of the parameters are headers of their own over
+	// the parameters' storage: drop them, so that the storage can be
+	// recycled once the trainer donates the old parameters.
+	donateDead(in.Params, pv)
 	n, r := c.AxisSize(axes...), c.AxisIndex(axes...)
 	g = t.zeroMap(g, func(x *tensor.Tensor, dim int) *tensor.Tensor {
 		if !x.DType().IsFloat() {
@@ -148,55 +147,27 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		return tensor.SliceAxis(x, dim, r*s, (r+1)*s)
 	})
 	own, st := optim.Step(t.optimizer(c.Psum), own, g, in.State)
-	if donateSteps {
-		// The reduce-scattered blocks are dead after the update, unless
-		// the new state or parameters hold one of them as it is.
-		keep := map[*tensor.Tensor]bool{}
-		for _, x := range pytree.Leaves(st) {
-			keep[x] = true
-		}
-		for _, x := range pytree.Leaves(own) {
-			keep[x] = true
-		}
-		t.zeroMap(g, func(x *tensor.Tensor, dim int) *tensor.Tensor {
-			if x.DType().IsFloat() && !keep[x] && !x.IsTraced() {
-				tensor.Donate(x)
-			}
-			return x
-		})
-	}
+	// The reduce-scattered blocks are dead after the update, unless the new
+	// state or parameters hold one of them as it is.
+	donateDead([]any{st, own}, g)
 	p := t.zeroMap(own, func(x *tensor.Tensor, dim int) *tensor.Tensor {
 		if dim < 0 {
 			return x
 		}
 		return c.AllGatherInvariant(x, axes, dim, true)
 	})
-	if donateSteps {
-		// The updated blocks are dead once gathered (an all-gather has
-		// read every operand when it returns).
-		keep := map[*tensor.Tensor]bool{}
-		for _, x := range pytree.Leaves(st) {
-			keep[x] = true
+	// The updated blocks are dead once gathered (an all-gather has read
+	// every operand when it returns); the leaves left whole are the
+	// parameters themselves.
+	donateDead(st, t.zeroMap(own, func(x *tensor.Tensor, dim int) *tensor.Tensor {
+		if dim < 0 {
+			return nil
 		}
-		t.zeroMap(own, func(x *tensor.Tensor, dim int) *tensor.Tensor {
-			if dim >= 0 && !keep[x] && !x.IsTraced() {
-				tensor.Donate(x)
-			}
-			return x
-		})
-	}
-	// Keep each parameter's logical axes, as the host update does.
-	p = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
-		if ax := xs[1].LogicalAxes(); ax != nil && xs[0].LogicalAxes() == nil {
-			y := tensor.WithLogicalAxes(xs[0], ax...)
-			if donateSteps && !xs[0].IsTraced() {
-				// The all-gathered block is this step's own: the named
-				// header alone holds it.
-				tensor.Donate(xs[0])
-			}
-			return y
-		}
-		return xs[0]
-	}, p, in.Params)
+		return x
+	}))
+	// Keep each parameter's logical axes, as the host update does. The
+	// all-gathered blocks are this step's own: the named headers alone hold
+	// them.
+	p = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return named.Like(xs[0], xs[1]) }, p, in.Params)
 	return stepOut[M]{Params: p, State: st, Loss: l}
 }

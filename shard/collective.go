@@ -403,9 +403,9 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 	g := e.group("shard.AllGather", p.axes)
 	s := e.run.meet(e, &call{kind: "all_gather", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("axis %d %s", p.dim, tiledWord(p.tiled))})
 	defer e.run.leave(s)
-	if _, done := s.remote.Load(g.key); done {
-		// Gathered with the other processes already (exchangeGather).
-		out := sharedResult(s, g.key, nil)
+	// done meets the other members once out, the shared result, is whole,
+	// and hands out this device's view of it.
+	done := func(out *tensor.Tensor) *tensor.Tensor {
 		e.run.barrier(s)
 		e.account("all_gather", int64(g.size-1)*int64(x.Bytes()))
 		mask := maskOf(x)
@@ -413,6 +413,10 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 			mask &^= p.mask
 		}
 		return e.markShared(s, g, out, mask)
+	}
+	if _, ok := s.remote.Load(g.key); ok {
+		// Gathered with the other processes already (exchangeGather).
+		return done(sharedResult(s, g.key, nil))
 	}
 	xs := x.Shape()
 	if !p.tiled {
@@ -426,13 +430,7 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 		// borrowed storage so that both may be donated later.
 		out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Empty(x.DType(), outShape...) })
 		placeRuns(out.BorrowFloat32(), x.BorrowFloat32(), xs, p.dim, g.rank, g.size)
-		e.run.barrier(s)
-		e.account("all_gather", int64(g.size-1)*int64(x.Bytes()))
-		mask := maskOf(x)
-		if invariant {
-			mask &^= p.mask
-		}
-		return e.markShared(s, g, out, mask)
+		return done(out)
 	}
 	out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Zeros(x.DType(), outShape...) })
 	placeAt(out, tensor.Reshape(tensor.WithLocal(x, nil), xs...), p.dim, g.rank*xs[p.dim])
@@ -444,13 +442,7 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 			}
 		}
 	}
-	e.run.barrier(s)
-	e.account("all_gather", int64(g.size-1)*int64(x.Bytes()))
-	mask := maskOf(x)
-	if invariant {
-		mask &^= p.mask
-	}
-	return e.markShared(s, g, out, mask)
+	return done(out)
 }
 
 // placeRuns copies block (of shape xs) into part rank of dst, which is xs
@@ -549,60 +541,43 @@ func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	defer e.run.leave(s)
 	size := x.Dim(p.dim) / g.size
 	dt := x.DType()
-	if v, done := s.remote.Load(g.key); done {
+	// done meets the other members (the blocks are read until every
+	// member is done) and hands out out, this member's part, a tensor of
+	// the collective's own.
+	done := func(out *tensor.Tensor) *tensor.Tensor {
+		e.run.barrier(s)
+		if !p.tiled {
+			out = squeezeFresh(out, p.dim)
+		}
+		e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
+		return e.markedFresh(out, maskOf(x)|p.mask)
+	}
+	if v, ok := s.remote.Load(g.key); ok {
 		if _, ok := v.(scattered); ok {
 			// Reduce-scattered with the other processes: the shared
 			// result is this process's member's part (exchangeScatter).
-			part := sharedResult(s, g.key, nil)
-			e.run.barrier(s)
-			if !p.tiled {
-				part = squeezeFresh(part, p.dim)
-			}
-			e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
-			return e.markedFresh(part, maskOf(x)|p.mask)
+			return done(sharedResult(s, g.key, nil))
 		}
 		// All-reduced whole with the other processes (see exchange): this
 		// member's part of the sum.
 		full := sharedResult(s, g.key, nil)
-		out := scatterSum(x, p.dim, size, g.rank, func(int) *tensor.Tensor { return full }, 1)
-		e.run.barrier(s)
+		out := done(scatterSum(x, p.dim, size, g.rank, func(int) *tensor.Tensor { return full }, 1))
 		e.doneWithShared(s, g, full)
-		if !p.tiled {
-			out = squeezeFresh(out, p.dim)
-		}
-		e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
-		return e.markedFresh(out, maskOf(x)|p.mask)
+		return out
 	}
 	if dt == tensor.Float32 || isHalf(dt) {
-		out := scatterSum(x, p.dim, size, g.rank, func(r int) *tensor.Tensor { return s.calls[g.members[r]].x }, g.size)
-		e.run.barrier(s) // the blocks are read until every member is done
-		if !p.tiled {
-			out = squeezeFresh(out, p.dim)
-		}
-		e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
-		return e.markedFresh(out, maskOf(x)|p.mask)
+		return done(scatterSum(x, p.dim, size, g.rank, func(r int) *tensor.Tensor { return s.calls[g.members[r]].x }, g.size))
 	}
 	var out *tensor.Tensor
 	for _, m := range g.members {
 		part := sliceAxis(tensor.WithLocal(s.calls[m].x, nil), p.dim, g.rank*size, size)
-		if isHalf(dt) {
-			part = tensor.Convert(part, tensor.Float32) // summed in float32
-		}
 		if out == nil {
 			out = part
 		} else {
 			out = tensor.Add(out, part)
 		}
 	}
-	if isHalf(dt) {
-		out = tensor.Convert(out, dt) // rounded once
-	}
-	e.run.barrier(s) // the blocks are read until every member is done
-	if !p.tiled {
-		out = tensor.Squeeze(out, p.dim)
-	}
-	e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
-	return e.marked(out, maskOf(x)|p.mask)
+	return done(out)
 }
 
 // scatterSum returns part rank (of size along dim) of the sum of the n

@@ -99,14 +99,21 @@ func TestMapInputBlocksEndWithTheCall(t *testing.T) {
 	want := tensor.MulScalar(host, 2).Float32s()
 	assert.Equal(t, want, y.Float32s())
 
-	// Donated inputs come back as the next inputs' storage.
+	// Donated inputs come back as the next inputs' (and outputs') storage.
+	// The outputs are kept, so only the inputs can feed the cache.
+	var outs []*tensor.Tensor
 	hits := tensor.CacheHits()
 	for range 20 {
 		x := shard.Put(host, s)
-		tensor.Donate(double(x))
+		outs = append(outs, double(x))
 		tensor.Donate(x)
 	}
-	assert.Greater(t, tensor.CacheHits()-hits, int64(20), "donated inputs were not reused")
+	// sync.Pool may drop what it is given (always under -race, at random):
+	// two blocks per round could come back, half of them is asked.
+	assert.GreaterOrEqual(t, tensor.CacheHits()-hits, int64(20), "donated inputs were not reused")
+	for _, y := range outs {
+		assert.Equal(t, want, y.Float32s())
+	}
 }
 
 // Sharding propagation recycles what a step no longer needs: the blocks

@@ -32,6 +32,10 @@ go test -tags mpi ./shard/...
 go test -race -tags mpi -c -o "$out/mpi.race.test" ./shard/mpi
 go test -tags mpi -c -o "$out/mpi.test" ./shard/mpi
 go test -tags mpi -c -o "$out/shard.test" ./shard
+# The C references of the benchmarks (bench.sh, the README) still build.
+for c in allreduce dpcollectives; do
+  mpicc -O2 -Wall -Werror -o "$out/$c" "shard/mpi/testdata/$c.c"
+done
 
 # Package shard's propagation tests, run on a mesh spread over the
 # processes (each test that expects a panic inside Map is left out: under

@@ -343,9 +343,9 @@ func Allgatherv[T elem](c *Comm, send, recv []T, counts []int) {
 // r of the result in rank r's recv: len(send) = size·len(recv). It calls
 // MPI_Reduce_scatter with equal counts rather than
 // MPI_Reduce_scatter_block: with Open MPI 4.1's default algorithms on one
-// 2-core host, 7.45 MB took 3.6–5.1 ms through the first and 4.6–5.3 ms
-// through the second (a C loop of 20 calls, 6 runs; an MPI_Allreduce of the
-// same array 3.6–4.7 ms).
+// 2-core host, 7.45 MB took 4.1–5.2 ms through the first and 5.3–7.0 ms
+// through the second (testdata/dpcollectives.c, 6 rounds of 20 calls; an
+// MPI_Allreduce of the same array 5.0–5.5 ms).
 func ReduceScatter[T elem](c *Comm, send, recv []T, op Op) {
 	c.needLen("ReduceScatter", len(send), c.size*len(recv))
 	counts := make([]int, c.size)
