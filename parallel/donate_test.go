@@ -49,6 +49,10 @@ func TestStepDonation(t *testing.T) {
 		{"host,micro=2", nil, nil, 2},
 		{"dp=2,micro=2", shard.NewMesh([]int{2}, []string{"dp"}), DP, 2},
 		{"fsdp=2,tp=2,micro=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), FSDPTP, 2},
+		// The Map step with sharded parameters (Placement.MapStep, as EP
+		// runs): gathers inside a checkpoint, whose recorded and
+		// recomputed values and reduce-scattered cotangents are recycled.
+		{"map,fsdp=2", shard.NewMesh([]int{2}, []string{"dp"}), mapStep{FSDP}, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -144,6 +148,10 @@ func TestStepReusesStorage(t *testing.T) {
 		{"dp=8,micro=2", shard.NewMesh([]int{8}, []string{"dp"}), DP, 2},
 		{"fsdp=2,micro=2", shard.NewMesh([]int{2}, []string{"dp"}), FSDP, 2},
 		{"fsdp=2,tp=2,micro=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), FSDPTP, 2},
+		// The Map step with sharded parameters (Placement.MapStep, as EP
+		// runs): gathers inside a checkpoint, whose recorded and
+		// recomputed values and reduce-scattered cotangents are recycled.
+		{"map,fsdp=2", shard.NewMesh([]int{2}, []string{"dp"}), mapStep{FSDP}, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -178,4 +186,13 @@ func TestStepReusesStorage(t *testing.T) {
 			assert.Less(t, perStep, paramBytes/2, "a step allocates fresh storage for parameter-sized values")
 		})
 	}
+}
+
+// mapStep is a strategy's placement run as one shard.Map per step.
+type mapStep struct{ Strategy }
+
+func (m mapStep) Place(mesh *shard.Mesh, params any) (Placement, error) {
+	p, err := m.Strategy.Place(mesh, params)
+	p.MapStep = true
+	return p, err
 }

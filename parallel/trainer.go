@@ -262,6 +262,9 @@ func (t *Trainer[M, B]) build() {
 		t.step = shard.Map(t.mesh, io, io, func(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 			l, g := t.deviceGrads(c, in.Params, in.Batch, in.Key)
 			p, s := optim.Step(t.optimizer(c.Psum), in.Params, g, in.State)
+			// The gradients are dead once applied, unless the update
+			// returned one of them as it is.
+			donateDead([]any{p, s}, g)
 			return stepOut[M]{Params: p, State: s, Loss: l}
 		}, opt...)
 	}

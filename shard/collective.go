@@ -84,6 +84,7 @@ var psumOp, pmaxOp *tensor.Op
 func init() {
 	psumOp = &tensor.Op{
 		Name:       "psum",
+		SyncVJP:    true, // its VJP reads the cotangent before it returns
 		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return psumImpl(in[0], pp.(*collParams))
@@ -334,6 +335,7 @@ var allGatherOp, allGatherInvOp *tensor.Op
 func init() {
 	allGatherOp = &tensor.Op{
 		Name:       "all_gather",
+		SyncVJP:    true, // its VJP reads the cotangent before it returns
 		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return allGatherImpl(in[0], pp.(*collParams), false)
@@ -345,6 +347,7 @@ func init() {
 	}
 	allGatherInvOp = &tensor.Op{
 		Name:       "all_gather",
+		SyncVJP:    true, // its VJP reads the cotangent before it returns
 		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return allGatherImpl(in[0], pp.(*collParams), true)
@@ -501,6 +504,7 @@ var psumScatterOp *tensor.Op
 func init() {
 	psumScatterOp = &tensor.Op{
 		Name:       "psum_scatter",
+		SyncVJP:    true, // its VJP reads the cotangent before it returns
 		NativeHalf: true,
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return psumScatterImpl(in[0], pp.(*collParams))

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -47,29 +48,34 @@ type backwardPass struct {
 	donated *Tensor
 }
 
-// owns reports whether the pass owns t's storage outright.
+// owns reports whether the pass owns t: it may donate t once dead.
 func (p *backwardPass) owns(t *Tensor) bool { return cotangentReuse && t.cot == p }
+
+// writable reports whether the pass owns t's storage outright: it may
+// also write into it (accumulate in place, hand it to a kernel).
+func (p *backwardPass) writable(t *Tensor) bool { return p.owns(t) && !t.cotShared }
 
 // drop donates t (see Donate) if the pass owns it: a cotangent that died
 // inside the backward pass, which the caller never saw.
 func (p *backwardPass) drop(t *Tensor) {
 	if t != nil && p.owns(t) {
-		t.cot = nil
+		t.cot, t.cotShared = nil, false
 		Donate(t)
 	}
 }
 
 // dropConsumed drops t after the VJP of n has consumed it. A shard.Map
 // block is dropped only if that VJP is one of the freshVJP ops' (matmul,
-// the activations, BiasAct), which compute on the device alone: another
-// op's VJP may be a collective, whose operand the other devices may still
-// be reading after this one has returned from it.
+// the activations, BiasAct), which compute on the device alone, or is
+// marked Op.SyncVJP (package shard's synchronous collectives): another
+// op's VJP may start an asynchronous collective, whose operand the other
+// devices may still be reading after this one has returned from it.
 //
 // A placed cotangent is dropped only if the VJP of n ran untraced (no
 // operand or result of n is traced): otherwise an op of that VJP may have
 // been recorded by an outer trace (gradients of gradients) that saved t.
 func (p *backwardPass) dropConsumed(n *node, t *Tensor) {
-	if t == nil || !(t.local == nil || n.op.freshVJP) {
+	if t == nil || !(t.local == nil || n.op.freshVJP || n.op.SyncVJP) {
 		return
 	}
 	if t.layout != nil && !untracedVJP(n) {
@@ -160,6 +166,24 @@ func placedOwnable(n *node, gs []*Tensor, r *Tensor) bool {
 	return true
 }
 
+// syncOwnable reports whether r, a cotangent the VJP of n returned for the
+// cotangents gs that is none of them, is a shard.Map block the pass may
+// own to donate once dead (never to write into: a collective's result is
+// read by the other devices too): n is marked SyncVJP, its VJP ran
+// untraced, and r is a new untraced header, none of n's operands or
+// results. Donating it drops this device's hold on the storage alone.
+func syncOwnable(n *node, gs []*Tensor, r *Tensor) bool {
+	if !cotangentReuse || !n.op.SyncVJP || r.node != nil || r.layout != nil || r.local == nil || !untracedVJP(n) {
+		return false
+	}
+	for _, g := range gs {
+		if g != nil && (g.node != nil || g == r) {
+			return false
+		}
+	}
+	return !slices.Contains(n.ins, r) && !slices.Contains(n.outs, r)
+}
+
 // accumulable reports whether g can be added into a in place: same dtype,
 // length and shard.Map mark, both untraced host data.
 func accumulable(a, g *Tensor) bool {
@@ -182,7 +206,7 @@ func addInto(dst, g *Tensor) {
 // if not offered). Only at the outermost level: the VJP's ops must not be
 // traced, or the donated buffer could end up in a graph.
 func (p *backwardPass) donate(n *node, gs []*Tensor, kept bool) *Tensor {
-	if !n.op.donates || kept || len(gs) != 1 || gs[0] == nil || !p.owns(gs[0]) {
+	if !n.op.donates || kept || len(gs) != 1 || gs[0] == nil || !p.writable(gs[0]) {
 		return nil
 	}
 	for _, x := range n.ins {
@@ -248,12 +272,16 @@ func (p *backwardPass) settle(n *node, gs, res []*Tensor, donated *Tensor, kept 
 				panic("tensor: internal error: VJP of " + n.op.Name + " returned the cotangent it was donated")
 			}
 			if p.owns(r) && (count > 1 || inGs > 1 || kept) {
-				r.cot = nil
+				r.cot, r.cotShared = nil, false
 			}
 			continue
 		}
 		if count == 1 && r.cot == nil && placedOwnable(n, gs, r) {
 			r.cot = p
+			continue
+		}
+		if count == 1 && r.cot == nil && syncOwnable(n, gs, r) {
+			r.cot, r.cotShared = p, true
 			continue
 		}
 		if !n.op.freshVJP || count > 1 || !plainF32(r) || r.cot != nil {

@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 )
 
@@ -86,6 +87,15 @@ type Op struct {
 	// All others panic when given one.
 	Distributed bool
 
+	// SyncVJP ops' VJPs have read their cotangent when they return, also
+	// on a shard.Map device: they compute on the device alone or through
+	// synchronous collectives, which meet the other devices at a barrier
+	// after reading every operand. A backward pass may then donate a
+	// cotangent it made itself once such a VJP has consumed it (see
+	// Donate); an op whose VJP starts an asynchronous transfer of its
+	// cotangent must leave it unset.
+	SyncVJP bool
+
 	// HandlesVary ops track shard.Map's varying axes themselves (a
 	// checkpoint's recorded ops broadcast their invariant operands inside):
 	// Apply inserts no implicit pvary for their operands.
@@ -131,8 +141,12 @@ type Trace struct {
 	seq     atomic.Uint64
 	capture func(x *Tensor) *Tensor
 	// recordAll makes the trace record every op, differentiable or not,
-	// with all its inputs and outputs (remat compiles such a graph).
+	// with all its inputs and outputs (remat compiles such a graph), and
+	// list its nodes in recorded, so that Remat can release what they hold
+	// once it has compiled them.
 	recordAll bool
+	recMu     sync.Mutex
+	recorded  []*node
 	// recycle makes Backward donate the intermediates its nodes saved
 	// (see RecycleIntermediates).
 	recycle bool
@@ -144,6 +158,11 @@ type Trace struct {
 // their storage goes to the allocator cache (see Donate) instead of to the
 // collector. The traced outputs of the function (the values Backward
 // starts from) and the values gradients are asked for are spared.
+//
+// Checkpoints (Remat) that tr differentiates recycle their own
+// intermediates too: the values their function computed that backward
+// does not keep, once they are compiled, and the values backward
+// recomputed, once it is done.
 //
 // It is an opt-in because intermediates may have escaped into the
 // caller's variables: after Backward such an escaped intermediate is
@@ -468,7 +487,7 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 		n.results = outs
 	}
 	if top.recordAll {
-		// Held and never released: a recorded graph may be replayed.
+		// Held until Remat has compiled the graph (releaseRecording).
 		n.raw = slices.Clone(prim)
 		n.rawOuts = outs
 		for _, x := range prim {
@@ -477,6 +496,9 @@ func applyTracedState(op *Op, params any, in []*Tensor, top *Trace, loc *Local, 
 		for _, o := range outs {
 			o.hold()
 		}
+		top.recMu.Lock()
+		top.recorded = append(top.recorded, n)
+		top.recMu.Unlock()
 	}
 	// Only the inputs the VJP saves may stay reachable from the node.
 	n.bufPrim = [nodeInline]*Tensor{}
@@ -572,7 +594,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		switch {
 		case gs[i] == nil:
 			gs[i] = g
-		case pass.owns(gs[i]) && accumulable(gs[i], g):
+		case pass.writable(gs[i]) && accumulable(gs[i], g):
 			addInto(gs[i], g)
 			pass.drop(g)
 		default:

@@ -18,6 +18,11 @@ import (
 // that f closes over (model parameters, say) are found while it runs and
 // become inputs of the checkpoint too, so their gradients flow as usual.
 //
+// When the trace differentiating the checkpoint recycles its
+// intermediates (Trace.RecycleIntermediates), so does the checkpoint: the
+// values f computed that backward does not keep are donated once
+// compiled, and those backward recomputes once it is done.
+//
 // saveable is asked once per recorded op; nil saves nothing. Remat supports
 // first-order differentiation through the checkpoint; a second derivative
 // treats saved values as constants.
@@ -48,26 +53,84 @@ func Remat(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool, in ...*
 	}
 	outsC := f(leaves)
 
-	traced := len(captured) > 0
-	for _, x := range in {
-		if x.node != nil {
-			traced = true
+	// The trace that will record the checkpoint: the innermost among
+	// its inputs and the values f closed over.
+	var outer *Trace
+	for _, x := range append(slices.Clone(in), captured...) {
+		if x.node != nil && (outer == nil || x.node.trace.id > outer.id) {
+			outer = x.node.trace
 		}
 	}
-	if !traced {
+	if outer == nil {
 		out := make([]*Tensor, len(outsC))
 		for i, o := range outsC {
 			out[i] = stripTrace(o, c)
 		}
+		c.releaseRecording(nil, false)
 		return out
 	}
 	prog, state := compileRemat(c, in, leaves, capLeaves, outsC, saveable)
 	prog.pending = &rematResult{outs: make([]*Tensor, len(outsC)), state: state}
+	keep := map[*Tensor]bool{}
 	for i, o := range outsC {
 		prog.pending.outs[i] = stripTrace(o, c)
+		keep[prog.pending.outs[i]] = true
 	}
+	for _, v := range state.saved {
+		keep[v] = true
+	}
+	// A trace that recycles its intermediates (Trace.RecycleIntermediates)
+	// donates those of its checkpoints too: the values f computed that
+	// backward does not keep, now, and those backward recomputes, after it.
+	prog.recycle = outer.recycle
+	c.releaseRecording(keep, prog.recycle)
 	all := append(slices.Clone(in), captured...)
 	return ApplyN(rematOp, prog, all...)
+}
+
+// releaseRecording drops what the nodes recorded by c hold (compileRemat
+// has copied what the program needs: saved values and constants, which
+// stay held), and if donate is set donates every value the recorded ops
+// computed that is not in keep: after the recording run those are dead.
+func (c *Trace) releaseRecording(keep map[*Tensor]bool, donate bool) {
+	c.recMu.Lock()
+	nodes := c.recorded
+	c.recorded = nil
+	c.recMu.Unlock()
+	for _, n := range nodes {
+		for k, x := range n.raw {
+			if n.inputs[k].n != nil {
+				x.release() // a leaf or an intermediate; constants stay held
+			}
+		}
+		for _, o := range n.rawOuts {
+			o.release()
+		}
+		for _, x := range n.ins {
+			if x != nil {
+				x.release() // residual holds (placeholders hold nothing)
+			}
+		}
+		for _, o := range n.outs {
+			if o != nil {
+				o.release()
+			}
+		}
+		n.ins, n.outs, n.state, n.freed = nil, nil, nil, true
+		n.bufIns, n.bufOut[0] = [nodeInline]*Tensor{}, [1]*Tensor{}
+	}
+	if !donate {
+		return
+	}
+	for _, n := range nodes {
+		for _, o := range n.rawOuts {
+			if !keep[o] && o.node == nil {
+				keep[o] = true // once
+				Donate(o)
+			}
+		}
+		n.raw, n.rawOuts = nil, nil
+	}
 }
 
 // stripTrace returns the value of x without the node of trace c.
@@ -117,6 +180,9 @@ type rematProgram struct {
 	// ImplN call; later calls (replays inside an outer remat) recompute.
 	pending *rematResult
 	mu      sync.Mutex
+	// recycle: backward donates the values it recomputed once it is done
+	// (the trace differentiating the checkpoint recycles intermediates).
+	recycle bool
 }
 
 type rematResult struct {
@@ -306,6 +372,10 @@ func init() {
 		},
 		SaveFor:     func(params any) SaveMask { return params.(*rematProgram).save },
 		HandlesVary: true,
+		// The cotangents backward returns are its caller's (which the
+		// pass's ownership rules check for), or made inside from them:
+		// sums and VJP results, or views of those, all dead inside.
+		freshVJP: true,
 	}
 }
 
@@ -362,6 +432,7 @@ func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
 		states[i] = s
 	}
 	// Recompute what backward needs and was not saved.
+	var recomputed []*Tensor
 	for i, n := range p.nodes {
 		if !n.recompute {
 			continue
@@ -376,6 +447,7 @@ func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
 		outs, state := applyCore(n.op, n.params, args)
 		for k, o := range outs {
 			vals[rslot{kind: slotNode, i: i, out: k}] = o
+			recomputed = append(recomputed, o)
 		}
 		if state != nil {
 			states[i] = state
@@ -502,9 +574,10 @@ func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
 		}
 		for _, g := range ng {
 			// Consumed by this VJP. A shard.Map block only after a VJP
-			// that computes on the device alone (dropConsumed's rule: a
-			// collective started asynchronously reads it later).
-			if g != nil && !slices.Contains(res, g) && (g.local == nil || n.op.freshVJP) {
+			// that computes on the device alone or is synchronous
+			// (dropConsumed's rule: a collective started asynchronously
+			// reads it later).
+			if g != nil && !slices.Contains(res, g) && (g.local == nil || n.op.freshVJP || n.op.SyncVJP) {
 				drop(g)
 			}
 		}
@@ -516,6 +589,29 @@ func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
 	res := make([]*Tensor, p.nin)
 	for i := range res {
 		res[i] = cots[rslot{kind: slotInput, i: i}]
+	}
+	if p.recycle && recycle {
+		// The recomputed values are dead, unless one of them is also an
+		// input, a saved value or a constant (an op may return its
+		// operand) or went on as a cotangent.
+		spare := map[*Tensor]bool{}
+		for _, list := range [][]*Tensor{in, p.consts, gs, res} {
+			for _, x := range list {
+				spare[x] = true
+			}
+		}
+		for _, v := range st.saved {
+			spare[v] = true
+		}
+		for _, g := range cots {
+			spare[g] = true
+		}
+		for _, v := range recomputed {
+			if !spare[v] && v.node == nil {
+				spare[v] = true
+				Donate(v)
+			}
+		}
 	}
 	return res
 }

@@ -9,29 +9,30 @@ import "unsafe"
 const hugeThreshold = 8 << 20
 
 // makeFloat32 allocates zeroed float32 storage, from the allocator cache
-// if it has some of that size.
+// if it has some of that size class (fresh storage gets the capacity of
+// its class, see capFor).
 func makeFloat32(n int) []float32 {
 	if s := cachedF32(n); s != nil {
 		clear(s)
 		return s
 	}
-	s := make([]float32, n)
+	s := make([]float32, n, capFor(n))
 	if n*4 >= hugeThreshold {
-		adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), n*4)
+		adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), cap(s)*4)
 	}
 	return s
 }
 
 // makeInt32 allocates zeroed int32 storage, from the allocator cache if
-// it has some of that size.
+// it has some of that size class.
 func makeInt32(n int) []int32 {
 	if s := cachedI32(n); s != nil {
 		clear(s)
 		return s
 	}
-	s := make([]int32, n)
+	s := make([]int32, n, capFor(n))
 	if n*4 >= hugeThreshold {
-		adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), n*4)
+		adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), cap(s)*4)
 	}
 	return s
 }

@@ -111,11 +111,16 @@
 //
 // The storage of a donated tensor goes to the allocator cache — with the
 // device pool the only process-wide state of the package — and the next
-// result of the same dtype and element count reuses it. The cache is a
-// sync.Pool per dtype (float32 and int32) and element count (16 elements
-// and up): its fast path is per P and lock-free, and the collector drains
-// it over two cycles when a size stops being used, so it holds no memory
-// for long that nobody asks for and needs no bound. Results of ops that
+// result of the same dtype and size class reuses it. Up to 1024 elements
+// every element count is a class of its own; above, each octave
+// (2^k, 2^(k+1)] has 16 classes, and storage is made with the capacity of
+// its class (at most 1/16 more than asked for), so that values whose sizes
+// change from step to step (the tokens a mixture of experts routes to each
+// expert, a shorter last batch) still reuse storage. The cache is a
+// sync.Pool per dtype (float32 and int32) and class (16 elements and up):
+// its fast path is per P and lock-free, and the collector drains it over
+// two cycles when a class stops being used, so it holds no memory for long
+// that nobody asks for and needs no bound. Results of ops that
 // write every element (matmul, the elementwise and activation ops,
 // BiasAct, Softmax, Convert to float32, the fused optimizer steps, the MSE
 // gradient) take recycled storage as it is; every other allocation zeroes

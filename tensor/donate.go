@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -60,7 +61,7 @@ func (t *Tensor) release() {
 // by an op or a reader panics naming the op ("tensor.Add: operand x
 // f32[1024,1024] was donated"). Storage that no other live header, view or
 // autodiff residual shares goes to the allocator cache, and the next
-// allocation of the same dtype and size reuses it instead of asking the
+// allocation of the same dtype and size class reuses it instead of asking the
 // collector for fresh zeroed memory.
 //
 // Donating nil or an already donated tensor does nothing. For a placed
@@ -163,6 +164,36 @@ var (
 	poisonRecycled = false
 )
 
+// Storage comes in size classes, so that values whose sizes change from
+// step to step (a mixture of experts' tokens per expert, a last batch
+// that is shorter) still find storage to reuse: up to 1024 elements each
+// size is its own class, above that the classes of (2^k, 2^(k+1)] are 16
+// evenly spaced sizes, so storage is at most 1/16 larger than asked for.
+// The allocator gives fresh storage the capacity of its class (capFor),
+// and the cache files storage under the largest class its capacity holds
+// (classOf), from which it serves any size of that class.
+
+// capFor returns the size of the smallest class that holds n elements.
+func capFor(n int) int {
+	if n <= 1024 {
+		return n
+	}
+	step := 1 << (bits.Len(uint(n-1)) - 5)
+	return (n + step - 1) / step * step
+}
+
+// classOf returns the size of the largest class that c elements hold.
+func classOf(c int) int {
+	if c <= 1024 {
+		return c
+	}
+	step := 1 << (bits.Len(uint(c)) - 5)
+	if c&(c-1) == 0 {
+		return c // 2^k is the last class of (2^(k-1), 2^k]
+	}
+	return c / step * step
+}
+
 // get returns cached storage of n elements (contents undefined), or nil.
 func (c *sizeCache[E]) get(n int) []E {
 	if n < cacheMinElems || !cacheEnabled {
@@ -172,7 +203,8 @@ func (c *sizeCache[E]) get(n int) []E {
 	if m == nil {
 		return nil
 	}
-	p := (*m)[n]
+	size := capFor(n)
+	p := (*m)[size]
 	if p == nil {
 		return nil
 	}
@@ -181,12 +213,12 @@ func (c *sizeCache[E]) get(n int) []E {
 		return nil
 	}
 	c.hits.Add(1)
-	return unsafe.Slice((*E)(v), n)
+	return unsafe.Slice((*E)(v), size)[:n]
 }
 
-// put gives s to the cache.
+// put gives s to the cache, under the class its capacity holds.
 func (c *sizeCache[E]) put(s []E) {
-	n := len(s)
+	n := classOf(cap(s))
 	if n < cacheMinElems || !cacheEnabled {
 		return
 	}

@@ -398,3 +398,39 @@ func TestDonatePlaced(t *testing.T) {
 	assert.False(t, l2.blocks[0].IsDonated())
 	assert.Equal(t, float64(96), tensor.Sum(l2.Gather(z)).Item())
 }
+
+// Storage is recycled within its size class: a donated buffer serves a
+// later allocation of a nearby size (a mixture of experts' tokens per
+// expert change from step to step), never a larger one than it holds.
+func TestDonateRecyclesSizeClass(t *testing.T) {
+	assert.True(t, eventually(func() bool {
+		x := tensor.AddScalar(tensor.Zeros(tensor.Float32, 3000), 1)
+		id := tensor.StorageID(x)
+		tensor.Donate(x)
+		y := tensor.Zeros(tensor.Float32, 2950)
+		if tensor.StorageID(y) != id {
+			return false
+		}
+		require.Equal(t, make([]float32, 2950), y.Float32s(), "recycled storage is zeroed")
+		return true
+	}))
+	x := tensor.AddScalar(tensor.Zeros(tensor.Float32, 3000), 1)
+	id := tensor.StorageID(x)
+	tensor.Donate(x)
+	for range 20 {
+		require.NotEqual(t, id, tensor.StorageID(tensor.Zeros(tensor.Float32, 3100)), "storage served a size it does not hold")
+	}
+}
+
+// A traced header over a value (a logical-axes copy of a leaf) holds
+// nothing: it is valid as long as its primal, and donating the primal
+// alone recycles the storage.
+func TestTracedViewHoldsNothing(t *testing.T) {
+	x := tensor.AddScalar(tensor.Zeros(tensor.Float32, 64), 1)
+	tr := tensor.NewTrace()
+	l := tr.Leaf(x)
+	named := tensor.WithLogicalAxes(l, "a")
+	assert.Equal(t, 1, tensor.HolderCount(x))
+	assert.Equal(t, []string{"a"}, named.LogicalAxes())
+	assert.Equal(t, 64.0, tensor.Sum(named).Item())
+}

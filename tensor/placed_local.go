@@ -111,6 +111,7 @@ func init() {
 	pvaryOp = &Op{
 		Name:       "pvary",
 		NativeHalf: true, // a mark, not a computation
+		SyncVJP:    true, // its VJP is a synchronous psum
 		Impl: func(in []*Tensor, p any) *Tensor {
 			y := in[0].shallow()
 			y.local = p.(*Local)

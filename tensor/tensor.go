@@ -37,8 +37,11 @@ type Tensor struct {
 	axes   []string // logical axis names, nil if unset
 
 	// cot marks a cotangent whose storage the backward pass cot owns
-	// outright (see ownCotangents in ad_backward.go).
-	cot *backwardPass
+	// outright (see ownCotangents in ad_backward.go); with cotShared it
+	// owns the header only, to donate it once dead (the storage is a
+	// collective's result, which other devices' headers share).
+	cot       *backwardPass
+	cotShared bool
 
 	// rec counts the holders of allocator-made storage (nil for storage
 	// from elsewhere, which is never recycled; see donate.go).
@@ -480,7 +483,12 @@ func WithLogicalAxes(x *Tensor, names ...string) *Tensor {
 // shallow returns a copy of the Tensor header, sharing data and marks.
 func (t *Tensor) shallow() *Tensor {
 	c := *t
-	c.cot = nil // a second header over the storage: neither owns it alone
+	c.cot, c.cotShared = nil, false // a second header over the storage: neither owns it alone
+	if t.node != nil {
+		// A traced header is valid exactly as long as its primal (see
+		// twin): it holds nothing, or nothing would drop that hold.
+		return &c
+	}
 	c.hold()
 	if bh, ok := t.layout.(BlockHolder); ok {
 		bh.HoldBlocks() // one more header over a placed tensor's blocks
@@ -495,7 +503,7 @@ func (t *Tensor) shallow() *Tensor {
 // primal).
 func (t *Tensor) twin() *Tensor {
 	c := *t
-	c.cot = nil
+	c.cot, c.cotShared = nil, false
 	return &c
 }
 

@@ -1,0 +1,39 @@
+package tensor
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The allocator cache's size classes: every size up to 1024 is a class of
+// its own; above, a class holds at most 1/16 more than asked for, the
+// class storage is filed under is the one its capacity was made for, and
+// storage of any capacity is filed under a class it holds.
+func TestCacheSizeClasses(t *testing.T) {
+	for _, c := range []struct{ n, want int }{
+		{1, 1}, {17, 17}, {1024, 1024},
+		{1025, 1088}, {2048, 2048}, {2049, 2176}, {3000, 3072},
+		{29696, 29696}, {30208, 30720}, {30976, 31744}, {1 << 20, 1 << 20}, {784 * 1024, 819200},
+	} {
+		assert.Equal(t, c.want, capFor(c.n), "capFor(%d)", c.n)
+		assert.Equal(t, c.want, classOf(c.want), "classOf(%d)", c.want)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100000 {
+		n := 1 + r.IntN(1<<24)
+		c := capFor(n)
+		require.GreaterOrEqual(t, c, n)
+		if n > 1024 {
+			require.LessOrEqual(t, 16*c, 17*n, "capFor(%d) = %d wastes more than 1/16", n, c)
+		}
+		require.Equal(t, c, classOf(c), "storage made for %d elements is filed elsewhere", n)
+		// Storage of any capacity (the tail of a view, say) is filed
+		// under a class whose every size it holds.
+		k := classOf(n)
+		require.LessOrEqual(t, k, n)
+		require.Equal(t, k, capFor(k), "classOf(%d) = %d is not a class", n, k)
+	}
+}
