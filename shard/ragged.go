@@ -24,8 +24,11 @@ func init() {
 			// Where my rows went on each peer, and where they came from.
 			ooX := allToAll(e, oo, p.axes, 0, 0, true)
 			ioX := allToAll(e, io, p.axes, 0, 0, true)
-			zeros := e.marked(tensor.Zeros(operand.DType(), operand.Shape()...), maskOf(g))
+			zeros := e.markedFresh(tensor.Zeros(operand.DType(), operand.Shape()...), maskOf(g))
 			gOperand := raggedAllToAll(e, g, zeros, ooX, rs, ioX, ss, p.axes)
+			if !gOperand.IsTraced() {
+				tensor.Donate(zeros) // the output buffer, read by the call alone
+			}
 			// The output buffer's cotangent: g where nothing was written.
 			written := make([]bool, g.Dim(0))
 			offs, sizes := tensor.StopGradient(ooX).Ints(), rs.Ints()
@@ -40,7 +43,7 @@ func init() {
 			}
 			shape[0] = len(written)
 			mask := tensor.Reshape(tensor.FromBool(written), shape...)
-			gOutput := tensor.Where(mask, tensor.ZerosLike(g), g)
+			gOutput := tensor.Where(mask, tensor.Zeros(g.DType()), g)
 			return []*tensor.Tensor{remark(gOperand, operand), remark(gOutput, in[1]), nil, nil, nil, nil}
 		},
 		Save: tensor.SaveInputs(2, 3, 4, 5),
@@ -66,9 +69,20 @@ func raggedAllToAll(e *devEnv, operand, output, io, ss, oo, rs *tensor.Tensor, a
 			panic(fmt.Sprintf("%s: offsets and sizes must be i32[%d] (one per device along %s), got %v", op, g.size, axesLabel(axes), v))
 		}
 	}
-	operand = tensor.Vary(operand, e.Local(maskOf(operand)|m))
-	output = tensor.Vary(output, e.Local(maskOf(output)|m))
-	return tensor.Apply(raggedOp, &collParams{env: e, axes: slices.Clone(axes), mask: m}, operand, output, io, ss, oo, rs)
+	vo := tensor.Vary(operand, e.Local(maskOf(operand)|m))
+	vb := tensor.Vary(output, e.Local(maskOf(output)|m))
+	y := tensor.Apply(raggedOp, &collParams{env: e, axes: slices.Clone(axes), mask: m}, vo, vb, io, ss, oo, rs)
+	// Marked copies made here are dead once every device has read them
+	// (when the op returns), unless a trace recorded the op: a checkpoint
+	// may replay it with them.
+	if !y.IsTraced() {
+		for _, v := range [][2]*tensor.Tensor{{vo, operand}, {vb, output}} {
+			if v[0] != v[1] {
+				tensor.Donate(v[0])
+			}
+		}
+	}
+	return y
 }
 
 func raggedImpl(in []*tensor.Tensor, p *collParams) *tensor.Tensor {
@@ -79,7 +93,7 @@ func raggedImpl(in []*tensor.Tensor, p *collParams) *tensor.Tensor {
 	shapeTail := fmt.Sprint(operand.Shape()[1:])
 	s := e.run.meet(e, &call{kind: "ragged_all_to_all", axes: p.axes, x: in[0], extra: shapeTail, data: rc})
 	defer e.run.leave(s)
-	out := tensor.Zeros(output.DType(), output.Shape()...)
+	out := tensor.Empty(output.DType(), output.Shape()...) // the copy below fills it
 	rows := output.Dim(0)
 	rowSize := 1
 	for _, d := range output.Shape()[1:] {
@@ -104,8 +118,12 @@ func raggedImpl(in []*tensor.Tensor, p *collParams) *tensor.Tensor {
 			sent += int64(rc.ss[j] * rowSize * operand.DType().Size())
 		}
 	}
+	// The operands are borrowed, not pinned: every device must be done
+	// reading them before any returns and may donate its own.
+	e.run.barrier(s)
+	tensor.Donate(operand, output) // this call's own unmarked headers
 	e.account("ragged_all_to_all", sent)
-	return e.marked(out, maskOf(in[0])|maskOf(in[1])|p.mask)
+	return e.markedFresh(out, maskOf(in[0])|maskOf(in[1])|p.mask)
 }
 
 // copyRows copies n rows from src starting at row from into dst at row at.
@@ -113,9 +131,10 @@ func copyRows(dst *tensor.Tensor, at int, src *tensor.Tensor, from, n, rowSize i
 	a, b, c := at*rowSize, from*rowSize, n*rowSize
 	switch dst.DType() {
 	case tensor.Float32:
-		copy(dst.RawFloat32()[a:a+c], src.RawFloat32()[b:b+c])
+		// Borrowed, not pinned: both may be donated (recycled) later.
+		copy(dst.BorrowFloat32()[a:a+c], src.BorrowFloat32()[b:b+c])
 	case tensor.Int32:
-		copy(dst.RawInt32()[a:a+c], src.RawInt32()[b:b+c])
+		copy(dst.BorrowInt32()[a:a+c], src.BorrowInt32()[b:b+c])
 	case tensor.Bool:
 		copy(dst.RawBool()[a:a+c], src.RawBool()[b:b+c])
 	case tensor.BFloat16, tensor.Float16:

@@ -220,48 +220,37 @@ func init() {
 		Impl: func(in []*Tensor, p any) *Tensor {
 			c, a, b := in[0], in[1], in[2]
 			shape := p.(*whereParams).shape
-			out := newTensor(a.dtype, shape)
-			sc := broadcastStrides(c.shape, shape)
-			sa := broadcastStrides(a.shape, shape)
-			sb := broadcastStrides(b.shape, shape)
-			idx := make([]int, len(shape))
+			var out *Tensor
+			if a.dtype == Bool {
+				out = newTensor(Bool, shape)
+			} else {
+				out = newOutUninit(a.dtype, shape) // every element is written
+			}
+			if len(out.f32)+len(out.i32)+len(out.b) == 0 {
+				return out
+			}
+			dims := whereDims(shape, broadcastStrides(c.shape, shape), broadcastStrides(a.shape, shape), broadcastStrides(b.shape, shape))
+			runs := 1
+			for _, d := range dims[1:] {
+				runs *= d.n
+			}
+			loop := func(r0, r1 int) {
+				whereRuns(dims, r0, r1, func(o, oc, oa, ob int, d wdim) {
+					switch a.dtype {
+					case Float32:
+						whereRun(out.f32[o:o+d.n], c.b, a.f32, b.f32, oc, oa, ob, d)
+					case Int32:
+						whereRun(out.i32[o:o+d.n], c.b, a.i32, b.i32, oc, oa, ob, d)
+					case Bool:
+						whereRun(out.b[o:o+d.n], c.b, a.b, b.b, oc, oa, ob, d)
+					}
+				})
+			}
 			total := numel(shape)
-			oc, oa, ob := 0, 0, 0
-			for o := 0; o < total; o++ {
-				sel := c.b[oc]
-				switch a.dtype {
-				case Float32:
-					if sel {
-						out.f32[o] = a.f32[oa]
-					} else {
-						out.f32[o] = b.f32[ob]
-					}
-				case Int32:
-					if sel {
-						out.i32[o] = a.i32[oa]
-					} else {
-						out.i32[o] = b.i32[ob]
-					}
-				case Bool:
-					if sel {
-						out.b[o] = a.b[oa]
-					} else {
-						out.b[o] = b.b[ob]
-					}
-				}
-				for k := len(shape) - 1; k >= 0; k-- {
-					idx[k]++
-					oc += sc[k]
-					oa += sa[k]
-					ob += sb[k]
-					if idx[k] < shape[k] {
-						break
-					}
-					oc -= sc[k] * shape[k]
-					oa -= sa[k] * shape[k]
-					ob -= sb[k] * shape[k]
-					idx[k] = 0
-				}
+			if serial(total*costCheap, isLocal(in...)) {
+				loop(0, runs)
+			} else {
+				parallelFor(runs, total/runs*costCheap, 1, false, loop)
 			}
 			return out
 		},
@@ -273,6 +262,91 @@ func init() {
 				unbroadcast(Where(c, zero, g), in[2].shape)}
 		},
 		Save: SaveInputs(0),
+	}
+}
+
+// wdim is one (merged) dimension of Where's loop: its size and the element
+// strides of the output, the condition and the two operands.
+type wdim struct{ n, so, sc, sa, sb int }
+
+// whereDims returns the dimensions of shape, innermost first, with size-1
+// dimensions dropped and adjacent ones merged where every operand is
+// contiguous across them (or broadcast along both), as mergeDims does for
+// two operands. It returns at least one dimension.
+func whereDims(shape, sc, sa, sb []int) []wdim {
+	var dims []wdim
+	so := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		n := shape[i]
+		if n == 1 {
+			continue
+		}
+		d := wdim{n, so, sc[i], sa[i], sb[i]}
+		so *= n
+		if k := len(dims) - 1; k >= 0 {
+			p := dims[k]
+			if d.so == p.so*p.n && d.sc == p.sc*p.n && d.sa == p.sa*p.n && d.sb == p.sb*p.n {
+				dims[k].n *= n
+				continue
+			}
+		}
+		dims = append(dims, d)
+	}
+	if len(dims) == 0 {
+		dims = append(dims, wdim{n: 1, so: 1})
+	}
+	return dims
+}
+
+// whereRuns calls fn with the offsets of runs r0 to r1-1 of the innermost
+// dimension of dims in the output, the condition and the operands.
+func whereRuns(dims []wdim, r0, r1 int, fn func(o, oc, oa, ob int, d wdim)) {
+	in, outer := dims[0], dims[1:]
+	idx := make([]int, len(outer))
+	o, oc, oa, ob := 0, 0, 0, 0
+	rem := r0
+	for k, d := range outer {
+		i := rem % d.n
+		rem /= d.n
+		idx[k] = i
+		o, oc, oa, ob = o+i*d.so, oc+i*d.sc, oa+i*d.sa, ob+i*d.sb
+	}
+	for r := r0; r < r1; r++ {
+		fn(o, oc, oa, ob, in)
+		for k := range outer {
+			d := &outer[k]
+			idx[k]++
+			o, oc, oa, ob = o+d.so, oc+d.sc, oa+d.sa, ob+d.sb
+			if idx[k] < d.n {
+				break
+			}
+			o, oc, oa, ob = o-d.so*d.n, oc-d.sc*d.n, oa-d.sa*d.n, ob-d.sb*d.n
+			idx[k] = 0
+		}
+	}
+}
+
+// whereRun fills dst, one run of Where's output, from the condition and
+// the operands read from offsets oc, oa and ob with d's strides (0 for a
+// broadcast operand, else 1 inside a run).
+func whereRun[T any](dst []T, c []bool, a, b []T, oc, oa, ob int, d wdim) {
+	if d.sc == 1 && d.sa == 1 && d.sb == 1 {
+		c, a, b = c[oc:oc+len(dst)], a[oa:oa+len(dst)], b[ob:ob+len(dst)]
+		for j := range dst {
+			if c[j] {
+				dst[j] = a[j]
+			} else {
+				dst[j] = b[j]
+			}
+		}
+		return
+	}
+	for j := range dst {
+		if c[oc+j*d.sc] {
+			dst[j] = a[oa+j*d.sa]
+		} else {
+			dst[j] = b[ob+j*d.sb]
+		}
 	}
 }
 

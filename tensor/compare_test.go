@@ -135,6 +135,10 @@ var whereShapes = [][3][]int{
 	{{1, 3, 1}, {2, 1, 1}, {1, 1, 5}},
 	{{}, {}, {}},
 	{{5}, {}, {}},
+	// An attention mask: runs merge across the last two dimensions.
+	{{1, 1, 8, 8}, {2, 4, 8, 8}, {}},
+	{{2, 4, 8, 8}, {2, 4, 8, 8}, {2, 4, 1, 8}},
+	{{3, 1, 5}, {3, 4, 5}, {3, 4, 1}},
 }
 
 func TestWhere(t *testing.T) {
@@ -157,6 +161,11 @@ func TestWhere(t *testing.T) {
 			requireUnchanged(t, before)
 		}
 	}
+	// Large enough to be split over goroutines.
+	c := randBool(rng, 1, 100, 300)
+	a, b := randF32(rng, 3, 100, 300), randF32(rng, 3, 1, 300)
+	want, shape := refWhere(c, a, b)
+	requireExact(t, tensor.Float32, shape, want, tensor.Where(c, a, b))
 	// NaN passes through whichever branch is selected.
 	nan := float32(math.NaN())
 	got := tensor.Where(tensor.FromBool([]bool{true, false}), tensor.FromFloat32([]float32{nan, nan}), tensor.Scalar(1))

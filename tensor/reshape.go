@@ -182,7 +182,12 @@ func init() {
 			for i, a := range perm {
 				shape[i] = x.shape[a]
 			}
-			out := newTensor(x.dtype, shape)
+			var out *Tensor
+			if x.dtype == Bool {
+				out = newTensor(x.dtype, shape)
+			} else {
+				out = newOutUninit(x.dtype, shape) // every element is written
+			}
 			xs := contiguousStrides(x.shape)
 			src := make([]int, len(perm)) // stride in x of each output dim
 			for i, a := range perm {
@@ -208,6 +213,17 @@ func init() {
 }
 
 func copyRun(out, x *Tensor, o, a, n, step int) {
+	if step == 1 {
+		switch x.dtype {
+		case Float32:
+			copy(out.f32[o:o+n], x.f32[a:a+n])
+		case Int32:
+			copy(out.i32[o:o+n], x.i32[a:a+n])
+		case Bool:
+			copy(out.b[o:o+n], x.b[a:a+n])
+		}
+		return
+	}
 	switch x.dtype {
 	case Float32:
 		for j := 0; j < n; j++ {
