@@ -250,26 +250,7 @@ func TestRematBackwardRecyclesCotangents(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	ls := mlpLayers(r, 8, 64, 64, 64, 4)
 	x, y := randT(r, 16, 8), randT(r, 16, 4)
-	step := func() []*tensor.Tensor {
-		tr := tensor.NewTrace()
-		var leaves []*tensor.Tensor
-		traced := make([]layer, len(ls))
-		for i, l := range ls {
-			traced[i] = layer{tr.Leaf(l.w), tr.Leaf(l.b)}
-			leaves = append(leaves, traced[i].w, traced[i].b)
-		}
-		// One checkpoint around the whole MLP: the cotangents between its
-		// layers are made and consumed inside its backward pass.
-		h := tensor.Remat(func(in []*tensor.Tensor) []*tensor.Tensor {
-			h := in[0]
-			for _, l := range traced {
-				h = forwardLayer(h, l)
-			}
-			return []*tensor.Tensor{h}
-		}, nil, x)[0]
-		loss := tensor.Mean(tensor.Square(tensor.Sub(h, y)))
-		return tensor.Backward(tr, []*tensor.Tensor{loss}, []*tensor.Tensor{tensor.Scalar(1)}, leaves, false)
-	}
+	step := func() []*tensor.Tensor { return rematMLPStep(ls, x, y, false) }
 	_, want, _ := lossAndGrads(t, ls, x, y, false, nil)
 	var first []*tensor.Tensor
 	for _, reuse := range []bool{false, true} {
@@ -311,27 +292,6 @@ func TestRematRecyclesIntermediates(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	ls := mlpLayers(r, 64, 256, 256, 256, 4)
 	x, y := randT(r, 128, 64), randT(r, 128, 4)
-	step := func(recycle bool) []*tensor.Tensor {
-		tr := tensor.NewTrace()
-		if recycle {
-			tr.RecycleIntermediates()
-		}
-		var leaves []*tensor.Tensor
-		traced := make([]layer, len(ls))
-		for i, l := range ls {
-			traced[i] = layer{tr.Leaf(l.w), tr.Leaf(l.b)}
-			leaves = append(leaves, traced[i].w, traced[i].b)
-		}
-		h := tensor.Remat(func(in []*tensor.Tensor) []*tensor.Tensor {
-			h := in[0]
-			for _, l := range traced {
-				h = forwardLayer(h, l)
-			}
-			return []*tensor.Tensor{h}
-		}, nil, x)[0]
-		loss := tensor.Mean(tensor.Square(tensor.Sub(h, y)))
-		return tensor.Backward(tr, []*tensor.Tensor{loss}, []*tensor.Tensor{tensor.Scalar(1)}, leaves, false)
-	}
 	perStep := func(recycle bool) (int64, [][]float32) {
 		var last [][]float32
 		least := int64(math.MaxInt64)
@@ -339,7 +299,7 @@ func TestRematRecyclesIntermediates(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			for range 3 {
-				g := step(recycle)
+				g := rematMLPStep(ls, x, y, recycle)
 				last = last[:0]
 				for _, x := range g {
 					last = append(last, x.Float32s())
@@ -358,4 +318,30 @@ func TestRematRecyclesIntermediates(t *testing.T) {
 	// each) before and after the activation, twice (forward, recompute).
 	t.Logf("bytes per step: %d recycled, %d dropped", recycled, dropped)
 	assert.Less(t, recycled, dropped/4)
+}
+
+// rematMLPStep returns the gradients of the MSE of the MLP ls on x and y
+// with one checkpoint around the whole MLP (the cotangents between its
+// layers are made and consumed inside its backward pass), under a trace
+// that recycles its intermediates if recycle is set.
+func rematMLPStep(ls []layer, x, y *tensor.Tensor, recycle bool) []*tensor.Tensor {
+	tr := tensor.NewTrace()
+	if recycle {
+		tr.RecycleIntermediates()
+	}
+	var leaves []*tensor.Tensor
+	traced := make([]layer, len(ls))
+	for i, l := range ls {
+		traced[i] = layer{tr.Leaf(l.w), tr.Leaf(l.b)}
+		leaves = append(leaves, traced[i].w, traced[i].b)
+	}
+	h := tensor.Remat(func(in []*tensor.Tensor) []*tensor.Tensor {
+		h := in[0]
+		for _, l := range traced {
+			h = forwardLayer(h, l)
+		}
+		return []*tensor.Tensor{h}
+	}, nil, x)[0]
+	loss := tensor.Mean(tensor.Square(tensor.Sub(h, y)))
+	return tensor.Backward(tr, []*tensor.Tensor{loss}, []*tensor.Tensor{tensor.Scalar(1)}, leaves, false)
 }
