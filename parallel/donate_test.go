@@ -53,6 +53,7 @@ func TestStepDonation(t *testing.T) {
 		// runs): gathers inside a checkpoint, whose recorded and
 		// recomputed values and reduce-scattered cotangents are recycled.
 		{"map,fsdp=2", shard.NewMesh([]int{2}, []string{"dp"}), mapStep{FSDP}, 1},
+		{"map,fsdp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), mapStep{FSDPTP}, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -152,6 +153,7 @@ func TestStepReusesStorage(t *testing.T) {
 		// runs): gathers inside a checkpoint, whose recorded and
 		// recomputed values and reduce-scattered cotangents are recycled.
 		{"map,fsdp=2", shard.NewMesh([]int{2}, []string{"dp"}), mapStep{FSDP}, 1},
+		{"map,fsdp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), mapStep{FSDPTP}, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -357,14 +357,24 @@ func init() {
 			p := pp.(*collParams)
 			gr := p.env.group("shard.AllGatherInvariant", p.axes)
 			x := in[0]
-			var part *tensor.Tensor
+			var s *tensor.Tensor
 			if p.tiled {
 				d := x.Dim(p.dim)
-				part = tensor.Reshape(sliceAxis(g, p.dim, gr.rank*d, d), x.Shape()...)
+				s = sliceAxis(g, p.dim, gr.rank*d, d)
 			} else {
-				part = tensor.Reshape(sliceAxis(g, p.dim, gr.rank, 1), x.Shape()...)
+				s = sliceAxis(g, p.dim, gr.rank, 1)
 			}
-			return []*tensor.Tensor{remark(part, x)}
+			part := tensor.Reshape(s, x.Shape()...)
+			y := remark(part, x)
+			// The headers made here are dead once y holds what they
+			// hold (a view of g, say): donated, they let g's storage go
+			// to the allocator cache once g is donated too.
+			for _, h := range []*tensor.Tensor{s, part} {
+				if h != g && h != y && !h.IsTraced() {
+					tensor.Donate(h)
+				}
+			}
+			return []*tensor.Tensor{y}
 		},
 	}
 }
