@@ -79,6 +79,9 @@ func Remat(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool, in ...*
 	for _, v := range state.saved {
 		keep[v] = true
 	}
+	for _, v := range prog.consts {
+		keep[v] = true // f may have used one of its values untraced (StopGradient)
+	}
 	// A trace that recycles its intermediates (Trace.RecycleIntermediates)
 	// donates those of its checkpoints too: the values f computed that
 	// backward does not keep, now, and those backward recomputes, after it.

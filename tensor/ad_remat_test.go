@@ -345,3 +345,28 @@ func rematMLPStep(ls []layer, x, y *tensor.Tensor, recycle bool) []*tensor.Tenso
 	loss := tensor.Mean(tensor.Square(tensor.Sub(h, y)))
 	return tensor.Backward(tr, []*tensor.Tensor{loss}, []*tensor.Tensor{tensor.Scalar(1)}, leaves, false)
 }
+
+// A value f computed and used again untraced (through StopGradient)
+// becomes a constant of the checkpoint's program: a recycling trace does
+// not donate it, and backward replays with it.
+func TestRematRecyclingKeepsConstants(t *testing.T) {
+	x := tensor.FromFloat32([]float32{1, 2, 3, 4}, 4)
+	for _, recycle := range []bool{false, true} {
+		tr := tensor.NewTrace()
+		if recycle {
+			tr.RecycleIntermediates()
+		}
+		l := tr.Leaf(x)
+		y := tensor.Remat(func(in []*tensor.Tensor) []*tensor.Tensor {
+			h := tensor.Exp(in[0])
+			c := tensor.StopGradient(tensor.AddScalar(h, 1)) // e^x + 1, a constant
+			return []*tensor.Tensor{tensor.Mul(h, c)}
+		}, nil, l)[0]
+		g := tensor.Backward(tr, []*tensor.Tensor{tensor.Sum(y)}, []*tensor.Tensor{tensor.Scalar(1)}, []*tensor.Tensor{l}, false)[0]
+		// d/dx e^x·c = e^x·c with c = e^x + 1 held constant.
+		for i, v := range []float64{1, 2, 3, 4} {
+			e := math.Exp(v)
+			assert.InDelta(t, e*(e+1), g.Float64s()[i], 1e-3*e*e, "recycle %v element %d", recycle, i)
+		}
+	}
+}
