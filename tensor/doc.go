@@ -122,8 +122,8 @@
 // two cycles when a class stops being used, so it holds no memory for long
 // that nobody asks for and needs no bound. Results of ops that
 // write every element (matmul, the elementwise and activation ops,
-// BiasAct, Softmax, Convert to float32, the fused optimizer steps, the MSE
-// gradient) take recycled storage as it is; every other allocation zeroes
+// BiasAct, Softmax, Where, Transpose, Convert to float32, the fused
+// optimizer steps, the MSE gradient) take recycled storage as it is; every other allocation zeroes
 // it. A test poisons recycled storage with NaN and checks these ops.
 //
 // Only storage the package allocated is recycled, and only when no other

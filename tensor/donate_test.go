@@ -207,6 +207,13 @@ var poisonedOps = []struct {
 	{"Convert", func(a, _, _, _ *tensor.Tensor) []*tensor.Tensor {
 		return []*tensor.Tensor{tensor.Convert(tensor.Convert(a, tensor.BFloat16), tensor.Float32)}
 	}},
+	{"Where broadcast", func(a, b, v, _ *tensor.Tensor) []*tensor.Tensor {
+		return []*tensor.Tensor{tensor.Where(tensor.Greater(v, tensor.Scalar(0)), a, tensor.Scalar(-1)), tensor.Where(tensor.Greater(a, b), a, b)}
+	}},
+	{"Transpose", func(a, _, _, _ *tensor.Tensor) []*tensor.Tensor {
+		r := tensor.Reshape(a, 4, 6, 24)
+		return []*tensor.Tensor{tensor.Transpose(a), tensor.Reshape(tensor.Transpose(r, 1, 0, 2), 24, 24)}
+	}},
 	{"AdamStep", func(a, b, _, _ *tensor.Tensor) []*tensor.Tensor {
 		p, mu, nu := tensor.AdamStep(a, b, tensor.MulScalar(b, 0.1), tensor.Square(b), tensor.AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: -0.01, B: 1, Eps: 1e-8})
 		return []*tensor.Tensor{p, mu, nu}
