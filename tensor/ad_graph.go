@@ -574,6 +574,12 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		return 0
 	})
 	grads := make(map[*node][]*Tensor, len(nodes))
+	// The cotangent slots of every node, cut from one allocation.
+	total := 0
+	for _, n := range nodes {
+		total += n.nout
+	}
+	slots := make([]*Tensor, total)
 	pass := &backwardPass{}
 	// add accumulates cotangent g of output i of n, produced by the VJP
 	// of node from (nil: the seed).
@@ -588,7 +594,11 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		}
 		gs := grads[n]
 		if gs == nil {
-			gs = make([]*Tensor, n.nout)
+			if len(slots) >= n.nout {
+				gs, slots = slots[:n.nout:n.nout], slots[n.nout:]
+			} else {
+				gs = make([]*Tensor, n.nout)
+			}
 			grads[n] = gs
 		}
 		switch {

@@ -11,6 +11,7 @@ type matmulParams struct {
 	m, n, k  int
 	batch    []int // broadcast batch shape
 	outShape []int
+	shapeBuf [4]int // outShape's storage up to rank 4: one allocation per product
 }
 
 var matmulOp *Op
@@ -177,6 +178,7 @@ func checkMatMulAs(op string, a, b *Tensor, ta, tb bool, ma, mb *Tensor) *matmul
 		}()
 		batch = broadcastShapes(op, "@", ba, bb)
 	}()
-	out := append(append([]int{}, batch...), m, n)
-	return &matmulParams{ta: ta, tb: tb, m: m, n: n, k: ka, batch: batch, outShape: out}
+	p := &matmulParams{ta: ta, tb: tb, m: m, n: n, k: ka, batch: batch}
+	p.outShape = append(append(p.shapeBuf[:0], batch...), m, n)
+	return p
 }

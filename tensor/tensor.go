@@ -20,13 +20,14 @@ import (
 //     host data; ops refuse it and readers such as Float32s gather it);
 //   - logical axis names (see WithLogicalAxes), metadata for sharding rules.
 type Tensor struct {
-	dtype   DType
-	donated bool // given to Donate (see donate.go)
-	shape   []int
-	f32     []float32
-	i32     []int32
-	b       []bool
-	u16     []uint16 // BFloat16 and Float16 bits
+	dtype     DType
+	donated   bool // given to Donate (see donate.go)
+	cotShared bool // see cot
+	shape     []int
+	f32       []float32
+	i32       []int32
+	b         []bool
+	u16       []uint16 // BFloat16 and Float16 bits
 
 	node   *node   // non-nil when traced
 	outIdx int     // which output of node this is
@@ -40,8 +41,7 @@ type Tensor struct {
 	// outright (see ownCotangents in ad_backward.go); with cotShared it
 	// owns the header only, to donate it once dead (the storage is a
 	// collective's result, which other devices' headers share).
-	cot       *backwardPass
-	cotShared bool
+	cot *backwardPass
 
 	// rec counts the holders of allocator-made storage (nil for storage
 	// from elsewhere, which is never recycled; see donate.go).
