@@ -174,6 +174,24 @@ func TestRaggedAllToAll(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// A device whose receive sizes disagree with what the others send makes
+// the ragged all-to-all panic naming the ranks, on every device, without
+// any of them waiting forever at the barrier the collective ends with.
+func TestRaggedAllToAllMismatch(t *testing.T) {
+	m := shard.NewMesh([]int{4}, []string{"ep"})
+	io, ss, oo, rs, rowsIn, rowsOut := raggedPlan(4)
+	x := tensor.Zeros(tensor.Float32, 4*rowsIn, 1)
+	f := shard.Map(m, shard.P("ep"), shard.P("ep"), func(c *shard.Ctx, in raggedIn) *tensor.Tensor {
+		rs := in.RS
+		if c.AxisIndex("ep") == 2 {
+			rs = tensor.Add(rs, tensor.ScalarInt(1)) // expects one row too many from everyone
+		}
+		out := c.Local(tensor.Zeros(tensor.Float32, rowsOut+4, 1))
+		return c.RaggedAllToAll(in.X, out, in.IO, in.SS, in.OO, rs, shard.Axes{"ep"})
+	})
+	requirePanicContains(t, func() { f(raggedIn{x, io, ss, oo, rs}) }, "shard.Ctx.RaggedAllToAll: device rank 2 expects")
+}
+
 func scaleEP(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
 	return tensor.Mul(x, c.Vary(tensor.Scalar(float32(1+c.AxisIndex("ep"))/4), "ep"))
 }
