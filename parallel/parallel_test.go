@@ -473,6 +473,29 @@ func TestFSDPMemoryAndCommunication(t *testing.T) {
 	assert.Equal(t, (n-1)*sharded/n, fs.CommBytes["psum_scatter"])
 }
 
+// The Map step of TP gathers each weight over "tp" into a value
+// invariant over "dp" too, which the matmul broadcasts over "dp" with an
+// implicit pvary: the checkpoint around the loss recomputes that pvary
+// with the gather instead of saving it (a saved pvary would keep the
+// gathered weight alive through the backward pass).
+func TestTPMapStepKeepsNoGatheredWeights(t *testing.T) {
+	m, b := guideModel(guideSizes, 16, 2)
+	mesh := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
+	tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Strategy: path{parallel.TP, true}, Mesh: mesh,
+		Optimizer: optim.Adam(optim.Constant(1e-3))})
+	require.NoError(t, err)
+	_, err = tr.Step(b)
+	require.NoError(t, err)
+	st, err := tr.Stats(b)
+	require.NoError(t, err)
+	assert.Zero(t, st.Residuals.ByLabel["all_gather"].Count)
+	assert.Zero(t, st.Residuals.ByLabel["pvary"].Count)
+	// Beyond its inputs (the weight shards, the batch) the backward pass
+	// keeps activations, far less than the gathered weights.
+	wBytes, _ := leafBytes(m)
+	assert.Less(t, int64(st.Residuals.Activations().Bytes), wBytes/8, "%v", st.Residuals)
+}
+
 // Every op of both models has a sharding rule under every strategy that
 // runs by propagation: no operand is gathered as a fallback (shard.Strict
 // would panic), so TP really computes blockwise.

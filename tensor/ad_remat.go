@@ -331,7 +331,11 @@ func (p *rematProgram) plan(saveable func(NodeInfo) bool) {
 		if !needed {
 			continue
 		}
-		if saveable != nil && saveable(n.info) {
+		// A pvary is a mark on a shared view of its operand: saving it
+		// would keep the operand (an all-gathered weight, say) alive
+		// through the backward pass whatever the policy says of the
+		// operand, and recomputing it costs nothing.
+		if saveable != nil && saveable(n.info) && n.op != pvaryOp {
 			n.save = true
 			continue
 		}

@@ -37,3 +37,25 @@ func TestCacheSizeClasses(t *testing.T) {
 		require.Equal(t, k, capFor(k), "classOf(%d) = %d is not a class", n, k)
 	}
 }
+
+// Storage is recycled by whichever holder lets go last, even when that is
+// a node's hold on a header that was donated before (and so no longer
+// has its slice): the buffer is recorded with its holder count.
+func TestLastHolderRecyclesDonatedHeader(t *testing.T) {
+	defer func(on bool) { cacheEnabled = on }(cacheEnabled)
+	cacheEnabled = true
+	recycled := false
+	for range 20 { // sync.Pool may drop what it is given
+		x := newOut(Float32, []int{3000})
+		id := storage(x)
+		x.hold() // a node saving x for its VJP
+		Donate(x)
+		require.Nil(t, x.f32)
+		x.release() // the node, once its backward pass has run
+		if storage(newOut(Float32, []int{2950})) == id {
+			recycled = true
+			break
+		}
+	}
+	assert.True(t, recycled)
+}

@@ -20,9 +20,31 @@ import (
 // is then never recycled. A traced header is not a holder of its own: it
 // is valid exactly as long as its primal (checkLive follows the chain).
 
-// storageRec is the holder count of one allocator-made buffer.
+// storageRec is the holder count of one allocator-made buffer, and the
+// buffer itself (as allocated: start and capacity), which goes to the
+// cache when the count reaches zero, whichever header drops the last hold
+// (a donated header has let go of its slice by then, and a view's slice
+// may start inside the buffer).
 type storageRec struct {
 	refs atomic.Int32
+	kind DType          // Float32 or Int32 once recorded (setBuffer)
+	capn int            // elements allocated
+	base unsafe.Pointer // first element
+}
+
+// setBuffer records t's float32 or int32 storage, as allocated, in its
+// holder count.
+func (t *Tensor) setBuffer() {
+	r := t.rec
+	if r == nil {
+		return
+	}
+	switch {
+	case t.f32 != nil:
+		r.kind, r.capn, r.base = Float32, cap(t.f32), unsafe.Pointer(unsafe.SliceData(t.f32))
+	case t.i32 != nil:
+		r.kind, r.capn, r.base = Int32, cap(t.i32), unsafe.Pointer(unsafe.SliceData(t.i32))
+	}
 }
 
 // pinnedRefs marks storage that was handed out: decrements never reach 0.
@@ -45,14 +67,14 @@ func (t *Tensor) pin() {
 // release drops one holder of t's storage, recycling it at zero.
 func (t *Tensor) release() {
 	r := t.rec
-	if r == nil || r.refs.Add(-1) != 0 {
+	if r == nil || r.refs.Add(-1) != 0 || r.base == nil {
 		return
 	}
-	switch {
-	case t.f32 != nil:
-		f32Cache.put(t.f32)
-	case t.i32 != nil:
-		i32Cache.put(t.i32)
+	switch r.kind {
+	case Float32:
+		f32Cache.put(unsafe.Slice((*float32)(r.base), r.capn))
+	case Int32:
+		i32Cache.put(unsafe.Slice((*int32)(r.base), r.capn))
 	}
 }
 
@@ -282,12 +304,14 @@ func newOutUninit(dt DType, shape []int) *Tensor {
 		if s := cachedF32(n); s != nil {
 			t := newHeader(dt, shape)
 			t.f32 = s
+			t.setBuffer()
 			return t
 		}
 	case Int32:
 		if s := cachedI32(n); s != nil {
 			t := newHeader(dt, shape)
 			t.i32 = s
+			t.setBuffer()
 			return t
 		}
 	}

@@ -83,8 +83,10 @@ func (t *Tensor) allocData(op string, n int) {
 	switch t.dtype {
 	case Float32:
 		t.f32 = makeFloat32(n)
+		t.setBuffer()
 	case Int32:
 		t.i32 = makeInt32(n)
+		t.setBuffer()
 	case Bool:
 		t.b = make([]bool, n)
 	case BFloat16, Float16:
