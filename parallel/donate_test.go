@@ -154,6 +154,7 @@ func TestStepReusesStorage(t *testing.T) {
 		// recomputed values and reduce-scattered cotangents are recycled.
 		{"map,fsdp=2", shard.NewMesh([]int{2}, []string{"dp"}), mapStep{FSDP}, 1},
 		{"map,fsdp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), mapStep{FSDPTP}, 1},
+		{"map,dp=2,tp=2", shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), mapStep{TP}, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
