@@ -358,14 +358,13 @@ func chargeReshard(op string, src *layout, dst Sharding) {
 // replicated on every device (uncommitted, as JAX treats host arrays), so
 // placing it costs nothing. own reports that the distinct block headers
 // are the caller's alone (copies or sums made for it), which it must
-// donate once read or keep in a layout it owns; otherwise from is the
-// layout whose blocks they are (nil for a host x's), which is not marked
-// shared: a caller that keeps them must mark it, or take headers of its
-// own (ownCopies).
-func moveBlocks(op string, x *tensor.Tensor, dst Sharding) (bs []*tensor.Tensor, own bool, from *layout) {
+// donate once read or keep in a layout it owns; otherwise they are
+// another layout's (or a host x's), whose layout is not marked shared: a
+// caller that keeps them must take headers of its own (ownCopies).
+func moveBlocks(op string, x *tensor.Tensor, dst Sharding) (bs []*tensor.Tensor, own bool) {
 	src := layoutOf(op, x)
 	if src == nil {
-		return makeBlocks(x, dst, false), false, nil
+		return makeBlocks(x, dst, false), false
 	}
 	temp := false // src is a reduction made for this call alone
 	if len(src.partial) > 0 {
@@ -374,7 +373,7 @@ func moveBlocks(op string, x *tensor.Tensor, dst Sharding) (bs []*tensor.Tensor,
 			if src.sharding.mesh.spans() {
 				if bs := reduceScatterAcross(src, dst); bs != nil {
 					chargeReshard(op, src, dst)
-					return bs, false, nil
+					return bs, false
 				}
 			}
 			src = src.reduced()
@@ -391,10 +390,7 @@ func moveBlocks(op string, x *tensor.Tensor, dst Sharding) (bs []*tensor.Tensor,
 	}
 	chargeReshard(op, src, dst)
 	if src.sharding.Equal(dst) {
-		if temp {
-			return slices.Clone(src.blocks), true, nil
-		}
-		return slices.Clone(src.blocks), false, src
+		return slices.Clone(src.blocks), temp
 	}
 	// The blocks are copies made here, unless other processes sent them.
 	own = !acrossProcesses(src, dst)
@@ -402,7 +398,7 @@ func moveBlocks(op string, x *tensor.Tensor, dst Sharding) (bs []*tensor.Tensor,
 	if temp {
 		tensor.Donate(src.blocks...) // copied from: dead
 	}
-	return bs, own, nil
+	return bs, own
 }
 
 // moveOp moves a placed tensor to a sharding (resolving pending sums),
@@ -423,7 +419,7 @@ func init() {
 			p := pp.(moveParams)
 			x := in[0]
 			geo := p.dst.geometry("shard", x.Shape())
-			bs, own, _ := moveBlocks(p.op, x, p.dst)
+			bs, own := moveBlocks(p.op, x, p.dst)
 			if !own {
 				// Headers of its own over blocks another layout holds,
 				// so that the result owns what it holds.

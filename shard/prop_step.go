@@ -145,7 +145,7 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 			bs = layoutOf(opName, x).blocks
 		} else {
 			var own bool
-			bs, own, _ = moveBlocks(opName, x, st.in[i])
+			bs, own = moveBlocks(opName, x, st.in[i])
 			if own {
 				temps = append(temps, bs...)
 			}

@@ -75,13 +75,20 @@ func (p *backwardPass) drop(t *Tensor) {
 // operand or result of n is traced): otherwise an op of that VJP may have
 // been recorded by an outer trace (gradients of gradients) that saved t.
 func (p *backwardPass) dropConsumed(n *node, t *Tensor) {
-	if t == nil || !(t.local == nil || n.op.freshVJP || n.op.SyncVJP) {
+	if t == nil || !doneWith(n.op, t) {
 		return
 	}
 	if t.layout != nil && !untracedVJP(n) {
 		return
 	}
 	p.drop(t)
+}
+
+// doneWith reports whether the VJP of op has finished reading its
+// cotangent t when it returns: t is not a shard.Map block, or op's VJP
+// computes on the device alone (freshVJP) or is synchronous (SyncVJP).
+func doneWith(op *Op, t *Tensor) bool {
+	return t.local == nil || op.freshVJP || op.SyncVJP
 }
 
 // untracedVJP reports whether no operand or result of n is traced: its
@@ -138,42 +145,31 @@ func countsHeaders(t *Tensor) bool {
 }
 
 // placedOwnable reports whether r, a cotangent the VJP of n returned for
-// the cotangents gs that is none of them, is a placed header the pass may
-// own: n is a Distributed op (package shard's, whose VJPs return new
-// results computed by propagated ops, or their own cotangent), its VJP ran
-// untraced (so no outer trace saved r), and r is neither an operand nor a
-// result of n. Placed cotangents are never accumulated in place nor
+// the cotangents gs, is a placed header the pass may own: n is a
+// Distributed op (package shard's, whose VJPs return new results computed
+// by propagated ops, or their own cotangent) and r is a header that VJP
+// made (madeBy). Placed cotangents are never accumulated in place nor
 // donated to a kernel; owning one only lets the pass donate it once dead.
 func placedOwnable(n *node, gs []*Tensor, r *Tensor) bool {
-	if !cotangentReuse || !n.op.Distributed || !countsHeaders(r) || !untracedVJP(n) {
-		return false
-	}
-	for _, g := range gs {
-		if g != nil && g.node != nil {
-			return false
-		}
-	}
-	for _, x := range n.ins {
-		if x == r {
-			return false
-		}
-	}
-	for _, x := range n.outs {
-		if x == r {
-			return false
-		}
-	}
-	return true
+	return cotangentReuse && n.op.Distributed && countsHeaders(r) && madeBy(n, gs, r)
 }
 
 // syncOwnable reports whether r, a cotangent the VJP of n returned for the
-// cotangents gs that is none of them, is a shard.Map block the pass may
-// own to donate once dead (never to write into: a collective's result is
-// read by the other devices too): n is marked SyncVJP, its VJP ran
-// untraced, and r is a new untraced header, none of n's operands or
-// results. Donating it drops this device's hold on the storage alone.
+// cotangents gs, is a shard.Map block the pass may own to donate once dead
+// (never to write into: a collective's result is read by the other
+// devices too): n is marked SyncVJP and r is an untraced header that VJP
+// made (madeBy). Donating it drops this device's hold on the storage
+// alone.
 func syncOwnable(n *node, gs []*Tensor, r *Tensor) bool {
-	if !cotangentReuse || !n.op.SyncVJP || r.node != nil || r.layout != nil || r.local == nil || !untracedVJP(n) {
+	return cotangentReuse && n.op.SyncVJP && r.node == nil && r.layout == nil && r.local != nil && madeBy(n, gs, r)
+}
+
+// madeBy reports whether r is a header the VJP of n made for the
+// cotangents gs: the VJP ran untraced, with untraced cotangents (so no
+// outer trace saved r), and r is none of gs nor of n's operands and
+// results.
+func madeBy(n *node, gs []*Tensor, r *Tensor) bool {
+	if !untracedVJP(n) || slices.Contains(n.ins, r) || slices.Contains(n.outs, r) {
 		return false
 	}
 	for _, g := range gs {
@@ -181,7 +177,7 @@ func syncOwnable(n *node, gs []*Tensor, r *Tensor) bool {
 			return false
 		}
 	}
-	return !slices.Contains(n.ins, r) && !slices.Contains(n.outs, r)
+	return true
 }
 
 // accumulable reports whether g can be added into a in place: same dtype,
@@ -206,18 +202,8 @@ func addInto(dst, g *Tensor) {
 // if not offered). Only at the outermost level: the VJP's ops must not be
 // traced, or the donated buffer could end up in a graph.
 func (p *backwardPass) donate(n *node, gs []*Tensor, kept bool) *Tensor {
-	if !n.op.donates || kept || len(gs) != 1 || gs[0] == nil || !p.writable(gs[0]) {
+	if !n.op.donates || kept || len(gs) != 1 || gs[0] == nil || !p.writable(gs[0]) || !untracedVJP(n) {
 		return nil
-	}
-	for _, x := range n.ins {
-		if x != nil && x.node != nil {
-			return nil
-		}
-	}
-	for _, x := range n.outs {
-		if x != nil && x.node != nil {
-			return nil
-		}
 	}
 	p.donated = gs[0]
 	return gs[0]

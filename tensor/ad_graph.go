@@ -594,11 +594,9 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		}
 		gs := grads[n]
 		if gs == nil {
-			if len(slots) >= n.nout {
-				gs, slots = slots[:n.nout:n.nout], slots[n.nout:]
-			} else {
-				gs = make([]*Tensor, n.nout)
-			}
+			// Once per node: a node's slots are deleted only after its
+			// VJP ran, when every node that feeds it a cotangent has run.
+			gs, slots = slots[:n.nout:n.nout], slots[n.nout:]
 			grads[n] = gs
 		}
 		switch {
@@ -689,8 +687,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		}
 		if !retain {
 			dead = n.releaseResiduals(tr.recycle, spare, dead)
-			n.ins, n.outs, n.state, n.freed = nil, nil, nil, true
-			n.bufIns, n.bufOut[0] = [nodeInline]*Tensor{}, [1]*Tensor{}
+			n.free()
 		}
 	}
 	out := make([]*Tensor, len(wrt))
@@ -776,6 +773,13 @@ func (n *node) info() NodeInfo {
 		label = n.params.(string)
 	}
 	return NodeInfo{Op: n.op, Label: label, Params: n.params}
+}
+
+// free drops n's references to its residuals and state, once they are
+// released: the node can take part in no backward pass any more.
+func (n *node) free() {
+	n.ins, n.outs, n.state, n.freed = nil, nil, nil, true
+	n.bufIns, n.bufOut[0] = [nodeInline]*Tensor{}, [1]*Tensor{}
 }
 
 // releaseResiduals drops the node's hold on the values it saved. With

@@ -109,18 +109,8 @@ func (c *Trace) releaseRecording(keep map[*Tensor]bool, donate bool) {
 		for _, o := range n.rawOuts {
 			o.release()
 		}
-		for _, x := range n.ins {
-			if x != nil {
-				x.release() // residual holds (placeholders hold nothing)
-			}
-		}
-		for _, o := range n.outs {
-			if o != nil {
-				o.release()
-			}
-		}
-		n.ins, n.outs, n.state, n.freed = nil, nil, nil, true
-		n.bufIns, n.bufOut[0] = [nodeInline]*Tensor{}, [1]*Tensor{}
+		n.releaseResiduals(false, nil, nil)
+		n.free()
 	}
 	if !donate {
 		return
@@ -584,7 +574,7 @@ func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
 			// that computes on the device alone or is synchronous
 			// (dropConsumed's rule: a collective started asynchronously
 			// reads it later).
-			if g != nil && !slices.Contains(res, g) && (g.local == nil || n.op.freshVJP || n.op.SyncVJP) {
+			if g != nil && !slices.Contains(res, g) && doneWith(n.op, g) {
 				drop(g)
 			}
 		}
