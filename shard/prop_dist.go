@@ -129,7 +129,7 @@ func reshardComm(sm, tm *Mesh) (Group, []int) {
 	for i := range all {
 		all[i] = i
 	}
-	return dist.t.World(), all
+	return dist.world, all
 }
 
 // reshardAcross returns this process's blocks (nil for other processes'

@@ -86,6 +86,7 @@ const TimeoutEnv = "GONOX_TIMEOUT"
 var dist struct {
 	t       Transport
 	aux     Group // all processes, for AllGatherProcesses
+	world   Group // the transport's World, for reshards between meshes
 	rank    int
 	debug   bool
 	timeout time.Duration
@@ -155,7 +156,8 @@ func Install(t Transport, localDevices int) error {
 		for i := range all {
 			all[i] = i
 		}
-		dist.aux = t.NewGroup(all)
+		dist.aux = newGroup(all)
+		dist.world = wrapGroup(t.World())
 	}
 	dist.debug = os.Getenv(DebugEnv) == "1"
 	dist.timeout = 10 * time.Minute
@@ -276,8 +278,8 @@ func (m *Mesh) connect() *Mesh {
 	if !n.spans {
 		return m
 	}
-	n.whole = dist.t.NewGroup(n.procs)
-	n.put = dist.t.NewGroup(n.procs)
+	n.whole = newGroup(n.procs)
+	n.put = newGroup(n.procs)
 	// Every subset of axes, every group of it: in the same order on every
 	// process, so the collective NewGroup calls match.
 	k := len(m.sizes)
@@ -287,7 +289,7 @@ func (m *Mesh) connect() *Mesh {
 			if _, ok := n.groups[key]; ok || len(procs) < 2 {
 				continue
 			}
-			n.groups[key] = dist.t.NewGroup(procs) // nil if this process is not in it
+			n.groups[key] = newGroup(procs) // nil if this process is not in it
 		}
 	}
 	return m
@@ -631,13 +633,14 @@ type scattered struct{}
 // and the scattered dimension has no larger dimension before it. Half the
 // bytes of all-reducing the whole block. It reports whether it did.
 //
-// Only between two processes: a psum_scatter is bit for bit the part of
-// the psum (TestPsumScatterIsPartOfPsum), and MPI sums in an order of its
-// choosing, which for three or more processes may differ between
-// MPI_Reduce_scatter and MPI_Allreduce (Open MPI's do under mpirun -np 4);
-// the sum of two values is the same in either order.
+// Between two processes, or through shared memory: a psum_scatter is bit
+// for bit the part of the psum (TestPsumScatterIsPartOfPsum), and MPI sums
+// in an order of its choosing, which for three or more processes may
+// differ between MPI_Reduce_scatter and MPI_Allreduce (Open MPI's do under
+// mpirun -np 4); the sum of two values is the same in either order, and a
+// SharedMemoryGroup sums in rank order in both.
 func (r *run) exchangeScatter(s *slot, g Group, key int, members, procs []int) bool {
-	if len(procs) != 2 {
+	if len(procs) != 2 && !sumsInRankOrder(g) {
 		return false
 	}
 	c := r.soleFloat32Call(s, members, procs)

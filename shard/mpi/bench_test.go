@@ -46,25 +46,31 @@ func loopTimes(b *testing.B, f func(), unit string, metric func(s float64) float
 
 // BenchmarkAllreduce: a float32 sum over every process, through shard.Map
 // (Psum over a mesh of one device per process; each result is donated,
-// tensor.Donate, so the next one reuses its storage) and through the binding directly (send and receive buffers
-// reused, as the C reference testdata/allreduce.c does), in GB/s of array
-// size over time per call: mean, median and shortest call (the figures
-// the C reference prints).
+// tensor.Donate, so the next one reuses its storage), through shard.Map on
+// a mesh made with shared memory turned off (mpicoll: MPI_Allreduce from
+// the block into the result), and through the binding directly (send and
+// receive buffers reused, as the C reference testdata/allreduce.c does),
+// in GB/s of array size over time per call: mean, median and shortest
+// call (the figures the C reference prints).
 func BenchmarkAllreduce(b *testing.B) {
 	for _, mib := range []int{4, 64} {
 		b.Run(fmt.Sprintf("MiB=%d", mib), func(b *testing.B) {
 			n := mib << 18
 			x := tensor.Full(tensor.Float32, 1, len(shard.Devices())*n)
-			m := shard.NewMesh([]int{len(shard.Devices())}, []string{"d"})
-			xs := shard.Put(x, shard.NewSharding(m, shard.P("d")))
-			psum := shard.Map(m, shard.P("d"), shard.P(), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor { return c.Psum(b, "d") })
 			gbs := func(s float64) float64 { return float64(4*n) / s / 1e9 }
-			b.Run("gonox", func(b *testing.B) {
-				// Each result is donated once read, as a training step
-				// donates its summed gradients: the next psum writes into
-				// its storage, as the C loop reuses its receive buffer.
-				loopTimes(b, func() { tensor.Donate(psum(xs)) }, "GB/s", gbs)
-			})
+			for _, c := range []struct{ name, shm string }{{"gonox", "1"}, {"mpicoll", "0"}} {
+				b.Setenv(mpi.SharedMemoryEnv, c.shm) // read when the mesh is made
+				m := shard.NewMesh([]int{len(shard.Devices())}, []string{"d"})
+				xs := shard.Put(x, shard.NewSharding(m, shard.P("d")))
+				psum := shard.Map(m, shard.P("d"), shard.P(), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor { return c.Psum(b, "d") })
+				b.Run(c.name, func(b *testing.B) {
+					// Each result is donated once read, as a training step
+					// donates its summed gradients: the next psum writes
+					// into its storage, as the C loop reuses its receive
+					// buffer.
+					loopTimes(b, func() { tensor.Donate(psum(xs)) }, "GB/s", gbs)
+				})
+			}
 			send, recv := make([]float32, n), make([]float32, n)
 			for i := range send { // touch every page, as the C reference does
 				send[i], recv[i] = float32(i%7), 1
@@ -84,31 +90,41 @@ type dpBatch struct{ X, Y *tensor.Tensor }
 // device of the job (run with one device per process and GOMAXPROCS=1 to
 // compare processes with cores). It reports wall time (mean, median and
 // shortest step) and this process's CPU time per step (warm-up included).
+// Over several processes it runs twice: with the collectives through
+// shared memory (processes=N) and through MPI's (processes=N-mpicoll, a
+// mesh made with GONOX_MPI_SHM=0).
 func BenchmarkDPStep(b *testing.B) {
 	key := tensor.NewKey(1)
 	ks := key.Split(3)
 	model := nn.NewMLP(ks[0], []int{784, 1024, 1024, 10}, nn.MLPOptions{})
 	x := tensor.Normal(ks[1], 256, 784)
 	y := tensor.AsType(tensor.MulScalar(tensor.Uniform(ks[2], 256), 9.99), tensor.Int32)
-	m := shard.NewMesh([]int{len(shard.Devices())}, []string{"dp"})
-	tr, err := parallel.New(model, parallel.Config[nn.MLP, dpBatch]{
-		Loss: func(mod nn.MLP, bt dpBatch) *tensor.Tensor {
-			return tensor.Mean(tensor.SoftmaxCrossEntropy(mod.Forward(bt.X), bt.Y))
-		},
-		Strategy: parallel.DP, Mesh: m, Optimizer: optim.Adam(optim.Constant(1e-3)),
-	})
-	if err != nil {
-		b.Fatal(err)
+	variants := []struct{ suffix, shm string }{{"", "1"}}
+	if mpi.Size() > 1 {
+		variants = append(variants, struct{ suffix, shm string }{"-mpicoll", "0"})
 	}
-	batch := dpBatch{shard.Put(x, tr.BatchSharding()), shard.Put(y, tr.BatchSharding())}
-	step := func() {
-		if _, err := tr.Step(batch); err != nil {
+	for _, v := range variants {
+		b.Setenv(mpi.SharedMemoryEnv, v.shm) // read when the mesh is made
+		m := shard.NewMesh([]int{len(shard.Devices())}, []string{"dp"})
+		tr, err := parallel.New(model, parallel.Config[nn.MLP, dpBatch]{
+			Loss: func(mod nn.MLP, bt dpBatch) *tensor.Tensor {
+				return tensor.Mean(tensor.SoftmaxCrossEntropy(mod.Forward(bt.X), bt.Y))
+			},
+			Strategy: parallel.DP, Mesh: m, Optimizer: optim.Adam(optim.Constant(1e-3)),
+		})
+		if err != nil {
 			b.Fatal(err)
 		}
+		batch := dpBatch{shard.Put(x, tr.BatchSharding()), shard.Put(y, tr.BatchSharding())}
+		step := func() {
+			if _, err := tr.Step(batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(fmt.Sprintf("processes=%d%s", mpi.Size(), v.suffix), func(b *testing.B) {
+			c0 := cputime.Used()
+			loopTimes(b, step, "ms/step", func(s float64) float64 { return s * 1e3 })
+			b.ReportMetric((cputime.Used()-c0).Seconds()/float64(b.N+1)*1e3, "cpu-ms/step")
+		})
 	}
-	b.Run(fmt.Sprintf("processes=%d", mpi.Size()), func(b *testing.B) {
-		c0 := cputime.Used()
-		loopTimes(b, step, "ms/step", func(s float64) float64 { return s * 1e3 })
-		b.ReportMetric((cputime.Used()-c0).Seconds()/float64(b.N+1)*1e3, "cpu-ms/step")
-	})
 }

@@ -62,7 +62,9 @@ func Init() error {
 			return fmt.Errorf("mpi.Init: process %d has %s=%d but process %d has %d; every process must own as many devices", w.Rank(), shard.DevicesEnv, n, r, v)
 		}
 	}
-	return shard.Install(&transport{world: w, gathers: w.Dup()}, n)
+	t := &transport{world: w}
+	t.gathers = t.group(w.Dup())
+	return shard.Install(t, n)
 }
 
 // Finalize shuts MPI down (MPI_Finalize); call it before main returns, or
@@ -89,12 +91,12 @@ func Size() int {
 // transport implements shard.Transport over MPI.
 type transport struct {
 	world   *Comm
-	gathers *Comm // a duplicate of the world for shard's own calls
+	gathers shard.Group // on a duplicate of the world, for shard's own calls
 }
 
 func (t *transport) Rank() int          { return t.world.Rank() }
 func (t *transport) Size() int          { return t.world.Size() }
-func (t *transport) World() shard.Group { return group{t.gathers} }
+func (t *transport) World() shard.Group { return t.gathers }
 
 func (t *transport) NewGroup(procs []int) shard.Group {
 	color := -1
@@ -106,6 +108,15 @@ func (t *transport) NewGroup(procs []int) shard.Group {
 	c := t.world.Split(color, t.world.Rank())
 	if c == nil {
 		return nil
+	}
+	return t.group(c)
+}
+
+// group returns the shard.Group on c: a shard.SharedMemoryGroup when its
+// processes share a node (see SharedMemoryEnv). Collective over c.
+func (t *transport) group(c *Comm) shard.Group {
+	if g := sharedOf(c); g != nil {
+		return g
 	}
 	return group{c}
 }

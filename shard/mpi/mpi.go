@@ -411,6 +411,7 @@ func finalize() error {
 		return nil
 	}
 	state.final = true
+	freeWindows()
 	var rc C.int
 	call(func() { rc = C.MPI_Finalize() })
 	if state.funnel != nil {

@@ -1,0 +1,173 @@
+//go:build mpi
+
+package mpi
+
+/*
+#cgo pkg-config: mpi
+#include <mpi.h>
+
+static int gonox_split_shared(MPI_Comm c, int key, MPI_Comm *out) {
+	return MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, key, MPI_INFO_NULL, out);
+}
+static int gonox_errors_return(MPI_Comm c) {
+	return MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+}
+// gonox_share allocates a shared window of n bytes per process and locks
+// it for passive access by every process; returns MPI's code.
+static int gonox_share(MPI_Aint n, MPI_Comm c, void **base, MPI_Win *w) {
+	MPI_Info info;
+	MPI_Info_create(&info);
+	MPI_Info_set(info, "alloc_shared_noncontig", "true");
+	int rc = MPI_Win_allocate_shared(n, 1, info, c, base, w);
+	MPI_Info_free(&info);
+	if (rc != MPI_SUCCESS) return rc;
+	MPI_Win_set_errhandler(*w, MPI_ERRORS_RETURN);
+	return MPI_Win_lock_all(MPI_MODE_NOCHECK, *w);
+}
+static int gonox_segment(MPI_Win w, int rank, MPI_Aint *size, void **base) {
+	int unit;
+	return MPI_Win_shared_query(w, rank, size, &unit, base);
+}
+static int gonox_unshare(MPI_Win *w) {
+	int rc = MPI_Win_unlock_all(*w);
+	if (rc != MPI_SUCCESS) return rc;
+	return MPI_Win_free(w);
+}
+// gonox_fence: the memory barrier, process barrier, memory barrier of
+// MPI's unified memory model (MPI 3.1, 11.7 "Example 11.21").
+static int gonox_fence(MPI_Win w, MPI_Comm c) {
+	int rc = MPI_Win_sync(w);
+	if (rc != MPI_SUCCESS) return rc;
+	rc = MPI_Barrier(c);
+	if (rc != MPI_SUCCESS) return rc;
+	return MPI_Win_sync(w);
+}
+static int gonox_min_int(int *v, MPI_Comm c) {
+	return MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_INT, MPI_MIN, c);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	"github.com/gonox/gonox/shard"
+)
+
+// SharedMemoryEnv is the environment variable that turns off the
+// collectives through shared memory between processes of one host
+// (GONOX_MPI_SHM=0): every collective then goes through MPI's own. By
+// default a group whose processes all share one node
+// (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED) is a
+// shard.SharedMemoryGroup over an MPI-3 shared-memory window.
+const SharedMemoryEnv = "GONOX_MPI_SHM"
+
+// windows lists the shared groups of the process in the order they were
+// made (the same order on every process), for Finalize to free their
+// windows in an order that cannot deadlock.
+var windows struct {
+	mu     sync.Mutex
+	groups []*sharedGroup
+}
+
+// sharedGroup is a group whose processes share one node: a
+// shard.SharedMemoryGroup over a window on node, a communicator of the
+// same processes ranked alike.
+type sharedGroup struct {
+	group
+	node *Comm
+	win  C.MPI_Win
+	live bool // win is allocated
+}
+
+// sharedOf returns c as a shared group if shared memory is on and every
+// process of c is on this one's node, else nil. Collective over c.
+func sharedOf(c *Comm) *sharedGroup {
+	if os.Getenv(SharedMemoryEnv) == "0" {
+		return nil
+	}
+	node := &Comm{}
+	call(func() {
+		check("Comm_split_type", C.gonox_split_shared(c.c, C.int(c.rank), &node.c))
+		node.fill()
+		check("Comm_set_errhandler", C.gonox_errors_return(node.c))
+	})
+	if node.size != c.size || node.rank != c.rank {
+		node.Free()
+		return nil
+	}
+	g := &sharedGroup{group: group{c}, node: node}
+	windows.mu.Lock()
+	windows.groups = append(windows.groups, g)
+	windows.mu.Unlock()
+	return g
+}
+
+// Share implements shard.SharedMemoryGroup: it frees the group's window
+// and allocates one of n bytes per process (MPI_Win_allocate_shared), and
+// returns every process's segment. If the allocation fails on any
+// process, all return nil.
+func (g *sharedGroup) Share(n int) [][]byte {
+	var seg [][]byte
+	call(func() {
+		if g.live {
+			check("Win_free", C.gonox_unshare(&g.win))
+			g.live = false
+		}
+		// 64 bytes more than asked, to start each segment 64-byte aligned:
+		// Open MPI's segments are only 8-byte aligned. Every process maps
+		// the window at page granularity, so all find the same start.
+		var base unsafe.Pointer
+		rc := C.gonox_share(C.MPI_Aint(n+64), g.node.c, &base, &g.win)
+		ok := C.int(1)
+		if rc != C.MPI_SUCCESS {
+			ok = 0
+		}
+		check("Allreduce", C.gonox_min_int(&ok, g.node.c))
+		if ok == 0 {
+			if rc == C.MPI_SUCCESS {
+				check("Win_free", C.gonox_unshare(&g.win))
+			}
+			return
+		}
+		g.live = true
+		seg = make([][]byte, g.node.size)
+		for q := range seg {
+			var size C.MPI_Aint
+			var p unsafe.Pointer
+			check("Win_shared_query", C.gonox_segment(g.win, C.int(q), &size, &p))
+			if int(size) < n+64 {
+				panic(fmt.Sprintf("mpi: shared window segment %d of %d bytes, want %d", q, int(size), n+64))
+			}
+			a := int(-uintptr(p) & 63)
+			seg[q] = unsafe.Slice((*byte)(unsafe.Add(p, a)), n)
+		}
+	})
+	return seg
+}
+
+// Fence implements shard.SharedMemoryGroup: MPI_Win_sync, MPI_Barrier,
+// MPI_Win_sync.
+func (g *sharedGroup) Fence() {
+	call(func() { check("Win_sync/Barrier", C.gonox_fence(g.win, g.node.c)) })
+}
+
+// freeWindows frees every shared window, in the order the groups were
+// made (Finalize calls it before MPI_Finalize).
+func freeWindows() {
+	windows.mu.Lock()
+	defer windows.mu.Unlock()
+	for _, g := range windows.groups {
+		if g.live {
+			call(func() { check("Win_free", C.gonox_unshare(&g.win)) })
+			g.live = false
+		}
+	}
+	windows.groups = nil
+}
+
+var _ shard.SharedMemoryGroup = (*sharedGroup)(nil)
+var _ shard.AsyncGroup = (*sharedGroup)(nil)
