@@ -226,7 +226,10 @@
 // Install makes the device pool global and process-major, each process
 // materialises only its own devices' blocks (Blocks has nil for the
 // others), collectives between processes go over MPI, and Gather and Put
-// across processes are collective. See package shard/mpi.
+// across processes are collective. See package shard/mpi. Between
+// processes of one host (a Group implementing SharedMemoryGroup, as
+// shard/mpi's are there) shard moves the data itself, through memory every
+// process of the group maps, and sums in rank order.
 //
 // Propagation works the same way on such meshes: each process computes
 // its own devices' blocks of every op; a pending sum, pmax or pmin that a

@@ -48,7 +48,11 @@ const (
 )
 
 // Group is a communicator among some processes, ranked in the order of
-// the process ranks it was made from.
+// the process ranks it was made from. A Group may also implement
+// AsyncGroup (non-blocking sends, for RingShiftStart and PpermuteStart)
+// and SharedMemoryGroup (its processes share a host: shard then moves its
+// collectives through shared memory and uses the methods below only if
+// that memory cannot be had).
 type Group interface {
 	// Rank is this process's index in the group, Size the number of
 	// processes in it.

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # CI for multi-process meshes (package shard/mpi, build tag mpi): installs
 # Open MPI with apt if mpirun is missing, runs the mpi-tagged tests as a
-# world of one process, then under mpirun with 2 and 4 processes, and checks
+# world of one process, then under mpirun with 2 and 4 processes (and again
+# with GONOX_MPI_SHM=0, through MPI's own collectives), and checks
 # that examples/mlp prints the same per-epoch lines under mpirun as alone
-# for every strategy (dp and fsdp over 2 processes, tp and fsdp_tp over 4),
+# for every strategy (dp and fsdp over 2 processes, tp and fsdp_tp over 4;
+# collectives through shared memory, and for dp and fsdp_tp also through
+# MPI's with GONOX_MPI_SHM=0),
 # examples/distill the same losses, and examples/moe the same evaluation
 # lines and sample (ep, dp_ep and fsdp_ep over 2 processes and over 4).
 set -euo pipefail
@@ -47,23 +50,29 @@ for np in 2 4; do
   mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients|PsumScatterIsPartOfPsum|DonatedMapOutputsAreReused|Async(Ppermute|Recipes|Gradients|UnderCheckpoint|SecondDerivative)'
   mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run "$prop"
 done
+for np in 2 4; do
+  echo "--- mpirun -np $np with GONOX_MPI_SHM=0: the same through MPI's collectives"
+  mpirun -np "$np" --oversubscribe -x GONOX_MPI_SHM=0 "$out/mpi.test"
+  mpirun -np "$np" --oversubscribe -x GONOX_MPI_SHM=0 "$out/shard.test" -test.run 'Guide|PsumScatterIsPartOfPsum'
+done
 echo "--- mpirun -np 2 under the race detector"
 mpirun -np 2 --oversubscribe "$out/mpi.race.test" -test.run 'Collective|Placement|Ragged|DataParallel|Propagated|Reshard|Fallback|Async|Nonblocking|Meshes|LocalMeshes|MeshOfOneProcess'
 
 echo "--- examples/mlp: mpirun prints the one-process lines"
 go build -tags mpi -o "$out/mlp" ./examples/mlp
 lines() { grep '^epoch' | sed 's/  *[0-9]* samples.*//'; }
-# processes, devices per process, strategy, mesh
-for c in "2 1 dp dp=2" "2 1 fsdp dp=2" "4 1 tp dp=2,tp=2" "4 1 fsdp_tp dp=2,tp=2" "2 2 fsdp_tp dp=2,tp=2"; do
+# processes, devices per process, strategy, mesh[, GONOX_MPI_SHM]
+for c in "2 1 dp dp=2" "2 1 dp dp=2 0" "2 1 fsdp dp=2" "4 1 tp dp=2,tp=2" "4 1 fsdp_tp dp=2,tp=2" "4 1 fsdp_tp dp=2,tp=2 0" "2 2 fsdp_tp dp=2,tp=2"; do
   set -- $c
+  shm=${5:-1}
   alone=$("$out/mlp" -epochs 3 -quiet -plot "" -strategy "$3" -mesh "$4" | lines)
-  multi=$(GONOX_DEVICES=$2 mpirun -np "$1" --oversubscribe -x GONOX_DEVICES "$out/mlp" -epochs 3 -quiet -plot "" -strategy "$3" -mesh "$4" | lines)
+  multi=$(GONOX_DEVICES=$2 GONOX_MPI_SHM=$shm mpirun -np "$1" --oversubscribe -x GONOX_DEVICES -x GONOX_MPI_SHM "$out/mlp" -epochs 3 -quiet -plot "" -strategy "$3" -mesh "$4" | lines)
   if [ "$alone" != "$multi" ]; then
-    echo "examples/mlp -strategy $3 -mesh $4: mpirun -np $1 ($2 devices each) differs from one process:"
+    echo "examples/mlp -strategy $3 -mesh $4: mpirun -np $1 ($2 devices each, GONOX_MPI_SHM=$shm) differs from one process:"
     diff <(echo "$alone") <(echo "$multi") || true
     exit 1
   fi
-  echo "mlp $3 on $4 over $1 processes of $2 devices: same lines"
+  echo "mlp $3 on $4 over $1 processes of $2 devices (GONOX_MPI_SHM=$shm): same lines"
 done
 
 echo "--- examples/distill: teacher and student meshes over every process"

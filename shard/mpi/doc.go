@@ -49,8 +49,26 @@
 // MPI_MAX and MPI_MIN; a reduce-scatter, an all-to-all and a ppermute send
 // each process only the parts of other processes' blocks its devices read
 // (MPI_Alltoallv); an all-gather and a ragged all-to-all bring the whole
-// blocks of the other processes' group members (MPI_Allgatherv). The in-memory algorithm then runs as in one
-// process, so results (and their VJPs) are those of one process.
+// blocks of the other processes' group members (MPI_Allgatherv). The
+// in-memory algorithm then runs as in one process, so results (and their
+// VJPs) are those of one process.
+//
+// # One host
+//
+// When every process of a communicator runs on one node
+// (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED), its group is a
+// shard.SharedMemoryGroup: package shard moves that group's all-reduce,
+// reduce-scatter, all-gather and all-to-all through an MPI-3
+// shared-memory window (MPI_Win_allocate_shared; MPI_Win_sync and
+// MPI_Barrier order the stores and loads), at memory speed and summing in
+// rank order, instead of through MPI's collectives, which on one 2-core
+// host moved large blocks at a third of that speed (the README's
+// "Multi-process figures"). A window is made on a group's first
+// collective, grows with the largest one up to 16 MiB per process (larger
+// ones go through it in rounds), and is freed by Finalize. Groups that
+// span hosts use MPI's collectives. GONOX_MPI_SHM=0 (SharedMemoryEnv)
+// turns shared memory off (on any process: the processes of a group agree
+// when it is made).
 //
 // A program built with the mpi tag and started without mpirun is a world
 // of one process and behaves exactly as without the tag. Without the tag,

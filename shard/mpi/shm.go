@@ -83,19 +83,23 @@ type sharedGroup struct {
 	live bool // win is allocated
 }
 
-// sharedOf returns c as a shared group if shared memory is on and every
-// process of c is on this one's node, else nil. Collective over c.
+// sharedOf returns c as a shared group if every process of c is on one
+// node and has shared memory on, else nil. Collective over c: the
+// processes agree, so a setting that differs between them turns shared
+// memory off for all.
 func sharedOf(c *Comm) *sharedGroup {
-	if os.Getenv(SharedMemoryEnv) == "0" {
-		return nil
-	}
 	node := &Comm{}
 	call(func() {
 		check("Comm_split_type", C.gonox_split_shared(c.c, C.int(c.rank), &node.c))
 		node.fill()
 		check("Comm_set_errhandler", C.gonox_errors_return(node.c))
 	})
-	if node.size != c.size || node.rank != c.rank {
+	ok := []int32{0}
+	if os.Getenv(SharedMemoryEnv) != "0" && node.size == c.size && node.rank == c.rank {
+		ok[0] = 1
+	}
+	Allreduce(c, ok, ok, Min)
+	if ok[0] == 0 {
 		node.Free()
 		return nil
 	}
