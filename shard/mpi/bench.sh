@@ -30,9 +30,8 @@
 # estimate of what the code can do; the medians show what the load left.
 #
 # Usage: shard/mpi/bench.sh [ROUNDS]   (default 7). A round took about
-# 85 s at load average 10-20; on 2 idle cores it should take 20-30 s (an
-# estimate: the machine was never idle when the script was written), so 7
-# rounds stay well under 8 minutes. Needs openmpi-bin, libopenmpi-dev and,
+# 20 s on 2 idle cores (7 rounds: 2 m 22 s) and 85 s at load average
+# 10-20. Needs openmpi-bin, libopenmpi-dev and,
 # for the DDP anchor, python3-torch and python3-threadpoolctl (Debian's
 # /usr/bin/python3). The machine should be otherwise idle: with 2
 # processes on 2 cores, any other load shows in every figure (the load
