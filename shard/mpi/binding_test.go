@@ -37,6 +37,31 @@ func TestBinding(t *testing.T) {
 		mpi.Allreduce(w, v, v, mpi.Sum)
 		assert.Equal(t, []int32{int32(n * (n + 1) / 2), int32(2 * n)}, v)
 	})
+	t.Run("Allreduce in place, any stack", func(t *testing.T) {
+		// In place, the send buffer is MPI_IN_PLACE, which is not a Go
+		// pointer: a stack copied while it sat in a Go variable was a
+		// fatal "invalid pointer found on stack". Each call runs at
+		// another depth of a fresh goroutine's stack, so some grow it.
+		for depth := range 300 {
+			done := make(chan []int32)
+			go func() {
+				var deep func(d int) []int32
+				deep = func(d int) []int32 {
+					var pad [16]int64 // some stack per frame
+					if d > 0 {
+						out := deep(d - 1)
+						out[0] += int32(pad[d%16])
+						return out
+					}
+					v := []int32{int32(r + 1)}
+					mpi.Allreduce(w, v, v, mpi.Sum)
+					return v
+				}
+				done <- deep(depth)
+			}()
+			require.Equal(t, []int32{int32(n * (n + 1) / 2)}, <-done, "depth %d", depth)
+		}
+	})
 	t.Run("Allgather", func(t *testing.T) {
 		got := make([]int32, 2*n)
 		mpi.Allgather(w, []int32{int32(r), int32(10 * r)}, got)

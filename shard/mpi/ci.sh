@@ -27,7 +27,7 @@ export OMPI_MCA_btl=self,vader,tcp
 export GONOX_TIMEOUT=120s # a hang fails CI instead of stalling it
 
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+trap 'umount "$out/smalltmp" 2>/dev/null || true; rm -rf "$out"' EXIT
 
 echo "--- go vet -tags mpi; go test -tags mpi (one process, and the failure jobs)"
 go vet -tags mpi ./shard/... ./examples/mlp ./examples/distill ./examples/moe
@@ -55,6 +55,19 @@ for np in 2 4; do
   mpirun -np "$np" --oversubscribe -x GONOX_MPI_SHM=0 "$out/mpi.test"
   mpirun -np "$np" --oversubscribe -x GONOX_MPI_SHM=0 "$out/shard.test" -test.run 'Guide|PsumScatterIsPartOfPsum'
 done
+# Open MPI backs shared windows with a file in /dev/shm; one too small for
+# a window (a container's default 64 MB, say) must give a warning and
+# MPI's collectives, not a hang. Needs a tmpfs of our own (root).
+mkdir -p "$out/smalltmp"
+if mount -t tmpfs -o size=6m tmpfs "$out/smalltmp" 2>/dev/null; then
+  echo "--- mpirun -np 2 with a 6 MB backing file system: a warning, and MPI's collectives"
+  mpirun -np 2 --oversubscribe -x OMPI_MCA_osc_sm_backing_directory="$out/smalltmp" "$out/mpi.test" \
+    -test.run 'CollectivesAcrossProcesses|SharedMemoryMatchesMPI|RaggedAllToAll' >"$out/small.log" 2>&1 || { cat "$out/small.log"; exit 1; }
+  grep -q 'MB free, a shared-memory window of 2 processes needs' "$out/small.log" || { cat "$out/small.log"; echo "no warning"; exit 1; }
+  umount "$out/smalltmp"
+else
+  echo "--- (cannot mount a tmpfs here: the small-/dev/shm job is left out)"
+fi
 echo "--- mpirun -np 2 under the race detector"
 mpirun -np 2 --oversubscribe "$out/mpi.race.test" -test.run 'Collective|Placement|Ragged|DataParallel|Propagated|Reshard|Fallback|Async|Nonblocking|Meshes|LocalMeshes|MeshOfOneProcess'
 

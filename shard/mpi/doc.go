@@ -65,8 +65,11 @@
 // host moved large blocks at a third of that speed (the README's
 // "Multi-process figures"). A window is made on a group's first
 // collective, grows with the largest one up to 16 MiB per process (larger
-// ones go through it in rounds), and is freed by Finalize. Groups that
-// span hosts use MPI's collectives. GONOX_MPI_SHM=0 (SharedMemoryEnv)
+// ones go through it in rounds), and is freed by Finalize. Open MPI backs
+// a window with a file in /dev/shm (its MCA parameter
+// osc_sm_backing_directory): where that has too little room, as a
+// container's 64 MB default may, process 0 warns once and the group uses
+// MPI's collectives. Groups that span hosts use MPI's collectives. GONOX_MPI_SHM=0 (SharedMemoryEnv)
 // turns shared memory off (on any process: the processes of a group agree
 // when it is made).
 //

@@ -27,7 +27,11 @@ static MPI_Op gonox_op(int k) {
 	}
 	return MPI_OP_NULL;
 }
-static void *gonox_in_place(void) { return MPI_IN_PLACE; }
+// MPI_IN_PLACE is not a valid Go pointer (Open MPI's is (void *)1): it
+// never passes through a Go variable, which the collector would check.
+static int gonox_allreduce(void *send, void *recv, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int in_place) {
+	return MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, n, t, op, c);
+}
 static int gonox_thread_level(int k) {
 	switch (k) {
 	case 0: return MPI_THREAD_SINGLE;
@@ -303,12 +307,12 @@ func (c *Comm) needLen(op string, n, want int) {
 // (MPI_Allreduce). recv may be send itself (then MPI_IN_PLACE is used).
 func Allreduce[T elem](c *Comm, send, recv []T, op Op) {
 	c.needLen("Allreduce", len(recv), len(send))
-	sp := ptr(send)
+	inPlace := C.int(0)
 	if len(send) > 0 && &send[0] == &recv[0] {
-		sp = C.gonox_in_place()
+		inPlace = 1
 	}
 	call(func() {
-		check("Allreduce", C.MPI_Allreduce(sp, ptr(recv), C.int(len(recv)), C.gonox_type(kindOf[T]()), C.gonox_op(C.int(op)), c.c))
+		check("Allreduce", C.gonox_allreduce(ptr(send), ptr(recv), C.int(len(recv)), C.gonox_type(kindOf[T]()), C.gonox_op(C.int(op)), c.c, inPlace))
 	})
 }
 

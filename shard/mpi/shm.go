@@ -54,6 +54,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gonox/gonox/shard"
 )
 
@@ -116,6 +118,29 @@ func sharedOf(c *Comm) *sharedGroup {
 // process, all return nil.
 func (g *sharedGroup) Share(n int) [][]byte {
 	var seg [][]byte
+	// Open MPI backs a window with one file in a memory file system that
+	// holds every process's segment; when that file system is too small
+	// it warns, and MPI_Win_allocate_shared does not return. So the
+	// processes check the room first, and agree.
+	need := int64(g.node.size) * int64(n+64+4096)
+	room := []int32{1}
+	if dir, free, ok := backingRoom(); ok && free < need {
+		room[0] = 0
+		if g.node.rank == 0 {
+			warnNoRoom.Do(func() {
+				fmt.Fprintf(os.Stderr, "gonox: process %d: %s has %d MB free, a shared-memory window of %d processes needs %d MB: collectives between processes of this host go through MPI's own (slower; %s=0 silences this)\n",
+					Rank(), dir, free>>20, g.node.size, (need+1<<20-1)>>20, SharedMemoryEnv)
+			})
+		}
+	}
+	Allreduce(g.node, room, room, Min)
+	if room[0] == 0 {
+		if g.live {
+			call(func() { check("Win_free", C.gonox_unshare(&g.win)) })
+			g.live = false
+		}
+		return nil
+	}
 	call(func() {
 		if g.live {
 			check("Win_free", C.gonox_unshare(&g.win))
@@ -151,6 +176,25 @@ func (g *sharedGroup) Share(n int) [][]byte {
 		}
 	})
 	return seg
+}
+
+// warnNoRoom prints the warning about a full shared-memory file system
+// once per process.
+var warnNoRoom sync.Once
+
+// backingRoom returns the directory Open MPI backs shared windows with
+// (its MCA parameter osc_sm_backing_directory, default /dev/shm) and the
+// bytes free there; ok is false if that cannot be told.
+func backingRoom() (dir string, free int64, ok bool) {
+	dir = os.Getenv("OMPI_MCA_osc_sm_backing_directory")
+	if dir == "" {
+		dir = "/dev/shm"
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return dir, 0, false
+	}
+	return dir, int64(st.Bavail) * int64(st.Bsize), true
 }
 
 // Fence implements shard.SharedMemoryGroup: MPI_Win_sync, MPI_Barrier,
