@@ -323,7 +323,7 @@ func (g *shmGroup) Alltoallv(send []byte, sendCounts []int, recv []byte, recvCou
 		panic(fmt.Sprintf("shard: all-to-all of %d bytes (counts sum to %d) into %d (counts sum to %d)", len(send), sd[p], len(recv), rd[p]))
 	}
 	head := (8*p + 63) &^ 63
-	if !g.ensure(head + 64*p) {
+	if head+64*p > g.limit || !g.ensure(head+64*p) {
 		g.SharedMemoryGroup.Alltoallv(send, sendCounts, recv, recvCounts)
 		return
 	}
@@ -355,7 +355,11 @@ func (g *shmGroup) Alltoallv(send []byte, sendCounts []int, recv []byte, recvCou
 		g.SharedMemoryGroup.Alltoallv(send, sendCounts, recv, recvCounts)
 		return
 	}
-	s = (g.capa - head) / p &^ 63
+	// The whole segment, in slots 64-byte aligned when they are that
+	// large (never empty: the region holds p slots of the size asked).
+	if s = (g.capa - head) / p; s >= 64 {
+		s &^= 63
+	}
 	for lo := 0; lo < most; lo += s {
 		for q := 0; q < p; q++ {
 			if q != r && lo < sendCounts[q] {

@@ -224,10 +224,10 @@ func randFloats(rng *rand.Rand, n int) []float32 {
 
 // TestSharedMemoryCollectives checks every collective a shared group
 // moves through its region against a direct computation of what it must
-// give, for groups of 1 to 5 processes, with segments small enough that
+// give, for groups of 1 to 8 processes, with segments small enough that
 // most calls take several rounds and with the real limit.
 func TestSharedMemoryCollectives(t *testing.T) {
-	for _, p := range []int{1, 2, 3, 5} {
+	for _, p := range []int{1, 2, 3, 5, 8} {
 		for _, limit := range []int{4096, shmLimit} {
 			for _, n := range []int{0, 1, 17, 1000, 5003} {
 				t.Run(fmt.Sprintf("p=%d/limit=%d/n=%d", p, limit, n), func(t *testing.T) {

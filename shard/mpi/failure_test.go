@@ -60,6 +60,15 @@ func runHelper(kind string) int {
 			}
 			return c.Psum(b, "d")
 		})(x)
+	case "sizes":
+		// Without GONOX_DEBUG: process 1 sums 5000 times as much as
+		// process 0, so it asks for a larger shared window.
+		rows := 1
+		if rank == 1 {
+			rows = 5000
+		}
+		y := tensor.Ones(tensor.Float32, len(shard.Devices()), 4*rows)
+		shard.Map(m, shard.P("d"), shard.P(), psum)(y)
 	case "save", "restore":
 		if err := checkpointHelper(kind); err != nil {
 			fmt.Fprintf(os.Stderr, "process %d: %v\n", rank, err)
@@ -103,6 +112,7 @@ func TestFailuresEndTheJob(t *testing.T) {
 		{"exit", nil, false, []string{"exited with non-zero status", "],1]", "exit code:    3"}},
 		{"hang", []string{"GONOX_TIMEOUT=2s"}, false, []string{"gonox: process 0 waited more than 2s in shard.Map: collective #0 psum"}},
 		{"mismatch", []string{"GONOX_DEBUG=1"}, false, []string{"issued different collectives", "psum", "pmax"}},
+		{"sizes", nil, false, []string{"the processes issued different collectives"}},
 		{"put", []string{"GONOX_DEBUG=1"}, false, []string{"shard.Put: f32[4]: the host tensor differs between processes"}},
 		{"localput", []string{"GONOX_DEBUG=1"}, true, []string{"process 1: local put [1 1 1 1]"}},
 		// Around a started collective (async_test.go's helpers).
