@@ -631,8 +631,9 @@ func storeRemote(s *slot, key int, out *tensor.Tensor, marker any) {
 type scattered struct{}
 
 // exchangeScatter reduce-scatters a float32 block per process straight
-// into this process's part (MPI_Reduce_scatter from the block's storage
-// into the part's), when the parts are contiguous: each process
+// into this process's part (Group.ReduceScatterFloat32 from the block's
+// storage into the part's: MPI_Reduce_scatter, or through shared memory),
+// when the parts are contiguous: each process
 // has one member in the group, the members are ranked in process order,
 // and the scattered dimension has no larger dimension before it. Half the
 // bytes of all-reducing the whole block. It reports whether it did.

@@ -50,6 +50,8 @@ for np in 2 4; do
   mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients|PsumScatterIsPartOfPsum|DonatedMapOutputsAreReused|Async(Ppermute|Recipes|Gradients|UnderCheckpoint|SecondDerivative)'
   mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run "$prop"
 done
+echo "--- mpirun -np 8, one device each: the guide's collectives, and reduce-scatters over 4 processes through shared memory"
+mpirun -np 8 --oversubscribe -x GONOX_DEVICES=1 "$out/shard.test" -test.run 'Guide|PsumScatterIsPartOfPsum'
 for np in 2 4; do
   echo "--- mpirun -np $np with GONOX_MPI_SHM=0: the same through MPI's collectives"
   mpirun -np "$np" --oversubscribe -x GONOX_MPI_SHM=0 "$out/mpi.test"
