@@ -21,13 +21,14 @@ import (
 //
 // Why: Open MPI 4.1's collectives between the processes of one host move
 // large blocks at a fraction of memory speed. On a 2-core Zen 3 VM a Psum
-// of 64 MiB over 2 processes ran at 2.1 GB/s this way against 0.77 GB/s
-// through MPI_Allreduce (0.81 GB/s for a plain C MPI_Allreduce loop), and
-// the DP training step of the README's MLP took 30.0 ms against 33.6 ms
+// of 64 MiB over 2 processes ran at 2.2 GB/s this way against 0.77 GB/s
+// through MPI_Allreduce (0.80 GB/s for a plain C MPI_Allreduce loop), and
+// the DP training step of the README's MLP took 28.6 ms against 33.7 ms
 // (shard/mpi/bench.sh; the README's "Multi-process figures").
 //
 // Every method is collective over the group, called in the same order by
-// all its processes.
+// all its processes. shard keeps one region per Group it got from the
+// Transport: a Group's Share must not be called by anything else.
 type SharedMemoryGroup interface {
 	Group
 	// Share replaces the group's shared region (the previous one must

@@ -62,16 +62,17 @@
 // shared-memory window (MPI_Win_allocate_shared; MPI_Win_sync and
 // MPI_Barrier order the stores and loads), at memory speed and summing in
 // rank order, instead of through MPI's collectives, which on one 2-core
-// host moved large blocks at a third of that speed (the README's
-// "Multi-process figures"). A window is made on a group's first
+// host moved large blocks at a third to a half of that speed (the
+// README's "Multi-process figures"). A window is made on a group's first
 // collective, grows with the largest one up to 16 MiB per process (larger
 // ones go through it in rounds), and is freed by Finalize. Open MPI backs
 // a window with a file in /dev/shm (its MCA parameter
 // osc_sm_backing_directory): where that has too little room, as a
 // container's 64 MB default may, process 0 warns once and the group uses
-// MPI's collectives. Groups that span hosts use MPI's collectives. GONOX_MPI_SHM=0 (SharedMemoryEnv)
-// turns shared memory off (on any process: the processes of a group agree
-// when it is made).
+// MPI's collectives. Groups that span hosts use MPI's collectives.
+// GONOX_MPI_SHM=0 (SharedMemoryEnv) turns shared memory off; set on any
+// process, it turns it off for every group that process is in (the
+// processes of a group agree when it is made).
 //
 // A program built with the mpi tag and started without mpirun is a world
 // of one process and behaves exactly as without the tag. Without the tag,
