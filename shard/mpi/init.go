@@ -37,6 +37,9 @@ func Init() error {
 	default:
 		return fmt.Errorf("mpi.Init: %s=%q: want multiple or funneled", ThreadEnv, s)
 	}
+	if _, err := sharedMemoryOn(); err != nil {
+		return err
+	}
 	if state.inited {
 		return nil
 	}

@@ -61,11 +61,25 @@ import (
 
 // SharedMemoryEnv is the environment variable that turns off the
 // collectives through shared memory between processes of one host
-// (GONOX_MPI_SHM=0): every collective then goes through MPI's own. By
-// default a group whose processes all share one node
+// (GONOX_MPI_SHM=0; 1 or unset is on, anything else makes Init fail):
+// every collective then goes through MPI's own. By default a group whose
+// processes all share one node
 // (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED) is a
 // shard.SharedMemoryGroup over an MPI-3 shared-memory window.
 const SharedMemoryEnv = "GONOX_MPI_SHM"
+
+// sharedMemoryOn reads SharedMemoryEnv: unset, "" or "1" is on, "0" off;
+// anything else is an error (Init reports it).
+func sharedMemoryOn() (bool, error) {
+	switch v := os.Getenv(SharedMemoryEnv); v {
+	case "", "1":
+		return true, nil
+	case "0":
+		return false, nil
+	default:
+		return false, fmt.Errorf("mpi.Init: %s=%q: want 0 (off) or 1 (on, the default)", SharedMemoryEnv, v)
+	}
+}
 
 // windows lists the shared groups of the process in the order they were
 // made (the same order on every process), for Finalize to free their
@@ -97,7 +111,7 @@ func sharedOf(c *Comm) *sharedGroup {
 		check("Comm_set_errhandler", C.gonox_errors_return(node.c))
 	})
 	ok := []int32{0}
-	if os.Getenv(SharedMemoryEnv) != "0" && node.size == c.size && node.rank == c.rank {
+	if on, _ := sharedMemoryOn(); on && node.size == c.size && node.rank == c.rank {
 		ok[0] = 1
 	}
 	Allreduce(c, ok, ok, Min)
