@@ -22,7 +22,9 @@ static int gonox_share(MPI_Aint n, MPI_Comm c, void **base, MPI_Win *w) {
 	MPI_Info_free(&info);
 	if (rc != MPI_SUCCESS) return rc;
 	MPI_Win_set_errhandler(*w, MPI_ERRORS_RETURN);
-	return MPI_Win_lock_all(MPI_MODE_NOCHECK, *w);
+	rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, *w);
+	if (rc != MPI_SUCCESS) MPI_Win_free(w); // nothing left allocated on failure
+	return rc;
 }
 static int gonox_segment(MPI_Win w, int rank, MPI_Aint *size, void **base) {
 	int unit;
@@ -33,8 +35,9 @@ static int gonox_unshare(MPI_Win *w) {
 	if (rc != MPI_SUCCESS) return rc;
 	return MPI_Win_free(w);
 }
-// gonox_fence: the memory barrier, process barrier, memory barrier of
-// MPI's unified memory model (MPI 3.1, 11.7 "Example 11.21").
+// gonox_fence: memory barrier, process barrier, memory barrier, the
+// synchronisation of a shared window under passive-target access in MPI's
+// unified memory model (the pattern of MPI 3.1's examples in section 11.7).
 static int gonox_fence(MPI_Win w, MPI_Comm c) {
 	int rc = MPI_Win_sync(w);
 	if (rc != MPI_SUCCESS) return rc;
@@ -63,9 +66,9 @@ import (
 // collectives through shared memory between processes of one host
 // (GONOX_MPI_SHM=0; 1 or unset is on, anything else makes Init fail):
 // every collective then goes through MPI's own. By default a group whose
-// processes all share one node
-// (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED) is a
-// shard.SharedMemoryGroup over an MPI-3 shared-memory window.
+// processes all share one node (MPI_Comm_split_type with
+// MPI_COMM_TYPE_SHARED) is a shard.SharedMemoryGroup over an MPI-3
+// shared-memory window.
 const SharedMemoryEnv = "GONOX_MPI_SHM"
 
 // sharedMemoryOn reads SharedMemoryEnv: unset, "" or "1" is on, "0" off;
@@ -96,7 +99,8 @@ type sharedGroup struct {
 	group
 	node *Comm
 	win  C.MPI_Win
-	live bool // win is allocated
+	live bool  // win is allocated
+	held int64 // bytes win takes in the backing file system (as counted by Share)
 }
 
 // sharedOf returns c as a shared group if every process of c is on one
@@ -138,7 +142,7 @@ func (g *sharedGroup) Share(n int) [][]byte {
 	// processes check the room first, and agree.
 	need := int64(g.node.size) * int64(n+64+4096)
 	room := []int32{1}
-	if dir, free, ok := backingRoom(); ok && free < need {
+	if dir, free, ok := backingRoom(); ok && free+g.held < need { // the window replaced frees its own
 		room[0] = 0
 		if g.node.rank == 0 {
 			warnNoRoom.Do(func() {
@@ -151,14 +155,14 @@ func (g *sharedGroup) Share(n int) [][]byte {
 	if room[0] == 0 {
 		if g.live {
 			call(func() { check("Win_free", C.gonox_unshare(&g.win)) })
-			g.live = false
+			g.live, g.held = false, 0
 		}
 		return nil
 	}
 	call(func() {
 		if g.live {
 			check("Win_free", C.gonox_unshare(&g.win))
-			g.live = false
+			g.live, g.held = false, 0
 		}
 		// 64 bytes more than asked, to start each segment 64-byte aligned:
 		// Open MPI's segments are only 8-byte aligned. Every process maps
@@ -176,7 +180,7 @@ func (g *sharedGroup) Share(n int) [][]byte {
 			}
 			return
 		}
-		g.live = true
+		g.live, g.held = true, need
 		seg = make([][]byte, g.node.size)
 		for q := range seg {
 			var size C.MPI_Aint
@@ -225,7 +229,7 @@ func freeWindows() {
 	for _, g := range windows.groups {
 		if g.live {
 			call(func() { check("Win_free", C.gonox_unshare(&g.win)) })
-			g.live = false
+			g.live, g.held = false, 0
 		}
 	}
 	windows.groups = nil
