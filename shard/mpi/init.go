@@ -11,12 +11,6 @@ import (
 	"github.com/gonox/gonox/shard"
 )
 
-// ThreadEnv is the environment variable that chooses the MPI thread
-// level: "multiple" (the default, MPI_THREAD_MULTIPLE) or "funneled"
-// (every MPI call on one goroutine locked to the thread that initialised
-// MPI).
-const ThreadEnv = "GONOX_MPI_THREAD"
-
 // Init initialises MPI and, in a job of several processes, installs them
 // into package shard: every process owns $GONOX_DEVICES devices (default
 // 1) of a global, process-major device pool. Started without mpirun (a

@@ -62,15 +62,6 @@ import (
 	"github.com/gonox/gonox/shard"
 )
 
-// SharedMemoryEnv is the environment variable that turns off the
-// collectives through shared memory between processes of one host
-// (GONOX_MPI_SHM=0; 1 or unset is on, anything else makes Init fail):
-// every collective then goes through MPI's own. By default a group whose
-// processes all share one node (MPI_Comm_split_type with
-// MPI_COMM_TYPE_SHARED) is a shard.SharedMemoryGroup over an MPI-3
-// shared-memory window.
-const SharedMemoryEnv = "GONOX_MPI_SHM"
-
 // sharedMemoryOn reads SharedMemoryEnv: unset, "" or "1" is on, "0" off;
 // anything else is an error (Init reports it).
 func sharedMemoryOn() (bool, error) {
