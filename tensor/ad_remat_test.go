@@ -295,7 +295,7 @@ func TestRematRecyclesIntermediates(t *testing.T) {
 	perStep := func(recycle bool) (int64, [][]float32) {
 		var last [][]float32
 		least := int64(math.MaxInt64)
-		for range 4 { // the least of a few windows: the collector empties the cache now and then
+		for range 8 { // the least of several windows: the collector empties the cache now and then
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			for range 3 {
@@ -316,8 +316,11 @@ func TestRematRecyclesIntermediates(t *testing.T) {
 	assert.Equal(t, want, got)
 	// Each step computes 3 hidden activations of 128x256 floats (128 KiB
 	// each) before and after the activation, twice (forward, recompute).
+	// About 0.75 against 3.2 MB on an idle machine; a third leaves room
+	// for a loaded one (a CI run measured 0.79 against 3.1 MB), and a
+	// checkpoint that drops its values to the collector still fails it.
 	t.Logf("bytes per step: %d recycled, %d dropped", recycled, dropped)
-	assert.Less(t, recycled, dropped/4)
+	assert.Less(t, recycled, dropped/3)
 }
 
 // rematMLPStep returns the gradients of the MSE of the MLP ls on x and y
