@@ -71,14 +71,12 @@ func (p *backwardPass) drop(t *Tensor) {
 // op's VJP may start an asynchronous collective, whose operand the other
 // devices may still be reading after this one has returned from it.
 //
-// A placed cotangent is dropped only if the VJP of n ran untraced (no
-// operand or result of n is traced): otherwise an op of that VJP may have
-// been recorded by an outer trace (gradients of gradients) that saved t.
+// Any cotangent is dropped only if the VJP of n ran untraced (no operand
+// or result of n is traced): otherwise an op of that VJP may have been
+// recorded by an outer trace (gradients of gradients) that saved t, an
+// untraced cotangent, as a residual of its own.
 func (p *backwardPass) dropConsumed(n *node, t *Tensor) {
-	if t == nil || !doneWith(n.op, t) {
-		return
-	}
-	if t.layout != nil && !untracedVJP(n) {
+	if t == nil || !doneWith(n.op, t) || !untracedVJP(n) {
 		return
 	}
 	p.drop(t)

@@ -140,3 +140,24 @@ func TestBackwardNamesItsCotangents(t *testing.T) {
 	require.Nil(t, seed2.LogicalAxes(), "the caller's seed was renamed")
 	require.Equal(t, []float32{1}, g2[0].Float32s())
 }
+
+// TestOuterTraceKeepsConsumedCotangents differentiates a gradient whose
+// inner backward pass makes an untraced cotangent (the VJP of X @ B with a
+// constant B and seed) and hands it to a VJP that the outer trace records
+// with the cotangent as a residual (exp's: g · exp(q), with q traced). The
+// inner pass must not donate that cotangent once consumed: the outer
+// backward pass reads it. CheckGrad compares the outer gradient with
+// finite differences.
+func TestOuterTraceKeepsConsumedCotangents(t *testing.T) {
+	x := srtRandn(1, 2, 3)
+	b := srtRandn(2, 3, 4)
+	inner := func(xs []*tensor.Tensor) *tensor.Tensor {
+		// ∂/∂x of sum(c · (exp(x·a) @ B)), with a = xs[0] traced outside.
+		tr := tensor.NewTrace()
+		xl := tr.Leaf(x)
+		z := tensor.MatMul(tensor.Exp(tensor.Mul(xl, xs[0])), b)
+		c := srtRandn(3, z.Shape()...)
+		return tensor.Backward(tr, []*tensor.Tensor{z}, []*tensor.Tensor{c}, []*tensor.Tensor{xl}, false)[0]
+	}
+	srtCheckGrad(t, inner, tensor.MulScalar(srtRandn(4, 2, 3), 0.5))
+}
