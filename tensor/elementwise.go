@@ -447,6 +447,12 @@ func init() {
 		gb := Mul(g, Mul(out, la))
 		return []*Tensor{unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)}
 	}, SaveAllInputs|SaveOutput)
+	// Their VJPs return the cotangent itself, or results of ops that
+	// allocate (products, sums, negations, selects) and reshapes of
+	// those: the backward pass may own and recycle them (ad_backward.go).
+	for _, op := range []*Op{addOp, subOp, mulOp, divOp, maxOp, minOp, powOp} {
+		op.freshVJP = true
+	}
 }
 
 // minMaxVJP sends the cotangent to the operand that was selected; ties split

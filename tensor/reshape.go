@@ -209,6 +209,7 @@ func init() {
 			}
 			return []*Tensor{Transpose(g, inv...)}
 		},
+		freshVJP: true, // a transposed copy of g, or a view of g (settle checks)
 	}
 }
 
