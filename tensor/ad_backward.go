@@ -23,11 +23,14 @@ import (
 // outermost level (untraced cotangents, untraced residuals): a cotangent is
 // owned if it is a new tensor returned by the VJP of an op marked freshVJP
 // (one whose VJP results have storage of their own: matmul, the
-// activations, BiasAct) or a sum the pass made, appears in exactly one
-// accumulation slot, and shares its storage with no other cotangent,
-// operand or result of that VJP. Seeds, results of other ops and anything
-// the caller can see are never owned, so the values are bit for bit those
-// of a pass that allocates everything; tests check this.
+// activations, BiasAct, the binary elementwise ops, transpose, softmax)
+// or a sum the pass made, appears in exactly one accumulation slot, and
+// shares its storage with no other cotangent, operand or result of that
+// VJP. Seeds, results of other ops and anything the caller can see are
+// never owned, so the values are bit for bit those of a pass that
+// allocates everything; tests check this. An owned cotangent is donated
+// once consumed only if the consuming VJP ran untraced: under an outer
+// trace (gradients of gradients) that VJP's ops may have saved it.
 //
 // A placed cotangent (package shard) is owned if the VJP of a Distributed
 // op returned it as a new header, computed untraced; the pass only donates
