@@ -148,8 +148,9 @@ func segInt32(b []byte) []int32 {
 // rank order) into the last slot of its segment; past another, every
 // process copies every reduced part into recv. Each process reads about
 // 2.5 chunks and writes 2 a round; storing whole chunks and reducing
-// them whole, as two processes might, reads 3 (and measured 20–30%
-// slower between 2 processes: BenchmarkAllreduce in shard/mpi).
+// them whole, as two processes might, reads 3 (a version that did
+// measured 20–30% slower between 2 processes in BenchmarkAllreduce of
+// shard/mpi during development; it is not kept).
 func (g *shmGroup) AllreduceFloat32(send, recv []float32, op ReduceOp) {
 	shmAllreduce(g, send, recv, op, segFloat32, g.SharedMemoryGroup.AllreduceFloat32)
 }

@@ -24,7 +24,6 @@ type fakeHost struct {
 	gen     int
 	broken  bool   // a rank panicked: fences panic instead of waiting
 	region  []byte // the current region, p segments
-	pending []byte // the region being made by Share
 	shares  int    // Share calls that made a region (counted once per call)
 	refuse  bool   // Share returns nil
 	mail    [][]byte
@@ -83,17 +82,16 @@ func (f *fakeShared) Size() int { return f.h.p }
 func (f *fakeShared) Share(n int) [][]byte {
 	f.h.barrier(func() {
 		f.h.shares++
-		f.h.pending = nil
+		f.h.region = nil
 		if !f.h.refuse {
 			// 64-byte aligned segments of n bytes each, back to back.
 			buf := make([]byte, f.h.p*n+64)
 			a := int(-uintptr(unsafePointer(buf)) & 63)
-			f.h.pending = buf[a : a+f.h.p*n]
-			for i := range f.h.pending {
-				f.h.pending[i] = 0xA5 // not zero: nothing may rely on fresh memory
+			f.h.region = buf[a : a+f.h.p*n]
+			for i := range f.h.region {
+				f.h.region[i] = 0xA5 // not zero: nothing may rely on fresh memory
 			}
 		}
-		f.h.region = f.h.pending
 	})
 	if f.h.region == nil {
 		return nil

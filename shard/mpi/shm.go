@@ -143,18 +143,11 @@ func (g *sharedGroup) Share(n int) [][]byte {
 		}
 	}
 	Allreduce(g.node, room, room, Min)
+	g.unshare()
 	if room[0] == 0 {
-		if g.live {
-			call(func() { check("Win_free", C.gonox_unshare(&g.win)) })
-			g.live, g.held = false, 0
-		}
 		return nil
 	}
 	call(func() {
-		if g.live {
-			check("Win_free", C.gonox_unshare(&g.win))
-			g.live, g.held = false, 0
-		}
 		// 64 bytes more than asked, to start each segment 64-byte aligned:
 		// Open MPI's segments are only 8-byte aligned. Every process maps
 		// the window at page granularity, so all find the same start.
@@ -185,6 +178,14 @@ func (g *sharedGroup) Share(n int) [][]byte {
 		}
 	})
 	return seg
+}
+
+// unshare frees the group's window, if it has one (collective).
+func (g *sharedGroup) unshare() {
+	if g.live {
+		call(func() { check("Win_free", C.gonox_unshare(&g.win)) })
+		g.live, g.held = false, 0
+	}
 }
 
 // warnNoRoom prints the warning about a full shared-memory file system
@@ -218,10 +219,7 @@ func freeWindows() {
 	windows.mu.Lock()
 	defer windows.mu.Unlock()
 	for _, g := range windows.groups {
-		if g.live {
-			call(func() { check("Win_free", C.gonox_unshare(&g.win)) })
-			g.live, g.held = false, 0
-		}
+		g.unshare()
 	}
 	windows.groups = nil
 }
