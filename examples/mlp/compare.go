@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gonox/gonox/internal/report"
+	"github.com/gonox/gonox/examples/internal/report"
 
 	"github.com/gonox/gonox/data"
 	"github.com/gonox/gonox/nn"

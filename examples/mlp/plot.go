@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gonox/gonox/internal/plotfile"
+	"github.com/gonox/gonox/examples/internal/plotfile"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"

@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/gonox/gonox/internal/plotfile"
+	"github.com/gonox/gonox/examples/internal/plotfile"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/palette"
