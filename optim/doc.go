@@ -1,6 +1,7 @@
 // Package optim provides optimizers as gradient transformations over
-// pytrees, in the manner of optax: Adam, AdamW, Lion, RMSProp, Adafactor
-// and SGD, learning-rate schedules, gradient clipping, masking, gradient
+// pytrees, in the manner of optax: SGD, the Adam family, Lion, RMSProp,
+// Adafactor, Adagrad, Adadelta, LAMB, LARS, NovoGrad and more,
+// learning-rate schedules, gradient clipping, masking, gradient
 // accumulation and parameter averaging, for models that are plain Go
 // values (see package pytree).
 //
@@ -43,11 +44,27 @@
 // # Optimizers
 //
 //	SGD        optax.sgd: plain, momentum, Nesterov
-//	Adam       optax.adam (and NAdam with Nesterov)
-//	AdamW      optax.adamw: decoupled weight decay, masked by a pytree.Predicate
+//	Adam       optax.adam (Nesterov: NAdam, optax.nadam)
+//	AdamW      optax.adamw: decoupled weight decay, masked by a pytree.Predicate (NAdamW)
+//	AMSGrad    optax.amsgrad: the running maximum of the second moment
+//	Adamax     optax.adamax, AdamaxW optax.adamaxw: the infinity norm
+//	RAdam      optax.radam: rectified Adam
+//	AdaBelief  optax.adabelief: the second moment of the gradient's deviation
+//	Yogi       optax.yogi: additive second-moment updates
 //	Lion       optax.lion
 //	RMSProp    optax.rmsprop: centered, bias correction, momentum, eps in or out of the root
+//	Adagrad    optax.adagrad: the running sum of squared gradients
+//	Adadelta   optax.adadelta
 //	Adafactor  optax.adafactor: factored second moments for matrices and larger
+//	Lamb       optax.lamb: Adam with a per-parameter trust ratio
+//	Lars       optax.lars: SGD with a per-parameter trust ratio and momentum
+//	Novograd   optax.novograd: one second moment per parameter
+//
+// Their doc comments give the update rule each follows, optax's, and where
+// torch.optim's optimizer of the same name agrees with it: the tests
+// replay PyTorch's trajectories (testdata/torch_optim.py writes them) for
+// SGD, Adam, AdamW, RMSProp, Adagrad, Adadelta, Adamax and RAdam, and
+// optax's rules transcribed into float64 loops for the others.
 //
 // Each takes the learning rate as a Schedule and its other hyperparameters
 // as an optional typed options struct whose zero fields mean optax's
@@ -62,9 +79,10 @@
 // the options treat it as exactly 0.
 //
 // The building blocks are exported too, to compose optimizers optax-style:
-// ScaleByAdam, Trace, AddDecayedWeights, Scale, ScaleBySchedule,
-// ScaleByLearningRate, Clip, ClipByBlockRMS, ClipByGlobalNorm, Identity and
-// Stateless. AdamW is, to rounding,
+// ScaleByAdam, ScaleByRSS, ScaleByAdadelta, ScaleByTrustRatio, Trace,
+// AddDecayedWeights, Scale, ScaleBySchedule, ScaleByLearningRate, Clip,
+// ClipByBlockRMS, ClipByGlobalNorm, Identity and Stateless. AdamW is, to
+// rounding,
 //
 //	optim.Chain(optim.ScaleByAdam(), optim.AddDecayedWeights(wd, mask), optim.ScaleByLearningRate(lr))
 //
@@ -108,8 +126,9 @@
 // The optimizer's ops run on host tensors and on the blocks of shard.Map,
 // not on global sharded tensors: run Update (or Step) inside shard.Map on each
 // device's blocks of params, gradients and state, sharded alike. Per-element
-// optimizers (SGD, Adam, AdamW, Lion, RMSProp) then compute exactly what they
-// would on one device. Two things need the whole tensor:
+// optimizers (SGD, the Adam family, Lion, RMSProp, Adagrad, Adadelta) then
+// compute exactly what they would on one device. Some things need the whole
+// tensor:
 //
 //   - ClipByGlobalNorm needs the norm of all the gradients, not of one
 //     device's blocks. Pass the device's psum: ClipOptions{Psum: c.Psum}.
@@ -117,6 +136,10 @@
 //     mesh axes, psums each group over exactly those axes, and adds the
 //     groups, so sharded leaves count across devices and replicated ones
 //     once.
+//   - Lamb's and Lars's trust ratios and Novograd's second moment use the
+//     norm of each whole parameter: pass Psum: c.Psum in their options (as
+//     for ClipByGlobalNorm) and each block's sum of squares is psummed over
+//     the axes that block varies over.
 //   - Adafactor's row and column statistics and block RMS are computed per
 //     block inside shard.Map, which differs from the unsharded optimizer for
 //     parameters sharded along a factored dimension.

@@ -33,8 +33,9 @@ import (
 //
 // Only transforms whose update of each element depends on that element
 // alone (and on scalars such as the step count) can be split this way:
-// SGD (with or without momentum), Adam, AdamW and Lion without a Mask.
-// NewZeRO panics for any other.
+// SGD (with or without momentum), the Adam family (Adam, AdamW, NAdam,
+// AMSGrad, Adamax, RAdam, AdaBelief, Yogi), Adagrad, Adadelta and Lion,
+// each without a Mask. NewZeRO panics for any other.
 type ZeRO struct {
 	tx       Transform
 	n        int
@@ -53,9 +54,10 @@ type elementwiser interface {
 
 // Elementwise reports whether tx updates each element of a parameter from
 // that element, its gradient and state alone (and from scalars such as the
-// step count): SGD (with or without momentum), Adam, AdamW and Lion
-// without a Mask, the transforms NewZeRO accepts. Such a transform may
-// update any part of a parameter on its own — one device's block of a
+// step count): SGD (with or without momentum), the Adam family (Adam,
+// AdamW, NAdam, AMSGrad, Adamax, RAdam, AdaBelief, Yogi), Adagrad, Adadelta
+// and Lion, each without a Mask: the transforms NewZeRO accepts. Such a
+// transform may update any part of a parameter on its own — one device's block of a
 // parameter split over the data axes (parallel's DP) or a shard of the
 // flat vector (ZeRO) — and get what Step gives for those elements. Chains,
 // masks (which see each leaf whole), clipping (a global norm) and
@@ -78,7 +80,7 @@ func NewZeRO(tx Transform, params any, n int) *ZeRO {
 		panic(fmt.Sprintf("%s: %d devices", op, n))
 	}
 	if !Elementwise(tx) {
-		panic(fmt.Sprintf("%s: %T is not an elementwise transform (SGD, Adam, AdamW or Lion without a Mask): its update cannot be split over a flat vector", op, tx))
+		panic(fmt.Sprintf("%s: %T is not an elementwise transform (see optim.Elementwise): its update cannot be split over a flat vector", op, tx))
 	}
 	z := &ZeRO{tx: tx, n: n, index: map[string]int{}}
 	paths, leaves := pytree.LeavesWithPath(params)

@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""Writes torch_optim.json: reference trajectories of torch.optim optimizers.
+
+Run from this directory with Debian's PyTorch (python3-torch, 1.13):
+
+    /usr/bin/python3 torch_optim.py
+
+Every case starts from the same float32 parameters and feeds the same float32
+gradients for STEPS steps; torch computes in float64 from those values, and
+the parameters after every step are written. optim's TestTorchReference
+replays the gradients through the gonox optimizer of the same name and
+compares. CI reads the JSON and needs no torch.
+"""
+
+import json
+import math
+
+import numpy as np
+import torch
+
+STEPS = 8
+SHAPES = {"W": (3, 4), "B": (4,)}
+
+
+def wave(n, seed):
+    """n deterministic values (the optim tests' wave), rounded to float32."""
+    v = [math.sin(0.9 * i + 1.7 * seed) * (0.5 + 0.25 * (i % 3)) for i in range(n)]
+    return np.asarray(v, dtype=np.float32).astype(np.float64)
+
+
+def params0():
+    return {"W": wave(12, 0.3).reshape(3, 4), "B": wave(4, 0.8)}
+
+
+def grads(step):
+    return {"W": wave(12, 2 + step).reshape(3, 4), "B": wave(4, 5 + 2 * step)}
+
+
+CASES = [
+    ("SGD momentum", lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
+    ("SGD Nesterov", lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.8, nesterov=True)),
+    ("Adam", lambda p: torch.optim.Adam(p, lr=0.01)),
+    ("AdamW", lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1)),
+    ("RMSProp centered momentum", lambda p: torch.optim.RMSprop(p, lr=0.01, alpha=0.9, eps=1e-3, centered=True, momentum=0.5)),
+    ("Adagrad", lambda p: torch.optim.Adagrad(p, lr=0.1, eps=0, initial_accumulator_value=0.1)),
+    ("Adagrad lr decay", lambda p: torch.optim.Adagrad(p, lr=0.1, lr_decay=0.5, eps=0, initial_accumulator_value=0.3)),
+    ("Adadelta", lambda p: torch.optim.Adadelta(p, lr=1.0, rho=0.9, eps=1e-6)),
+    ("Adadelta weight decay", lambda p: torch.optim.Adadelta(p, lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1)),
+    ("Adamax", lambda p: torch.optim.Adamax(p, lr=0.02)),
+    ("Adamax options", lambda p: torch.optim.Adamax(p, lr=0.02, betas=(0.8, 0.9), eps=1e-3)),
+    ("RAdam", lambda p: torch.optim.RAdam(p, lr=0.01, betas=(0.9, 0.9), eps=0)),
+]
+
+
+def run(make):
+    p0 = params0()
+    ps = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in p0.items()}
+    opt = make([ps["W"], ps["B"]])
+    traj = []
+    for step in range(STEPS):
+        g = grads(step)
+        for k in ps:
+            ps[k].grad = torch.tensor(g[k], dtype=torch.float64)
+        opt.step()
+        traj.append({k: ps[k].detach().numpy().ravel().tolist() for k in ps})
+    return traj
+
+
+def main():
+    out = {
+        "torch": torch.__version__,
+        "steps": STEPS,
+        "params": {k: v.ravel().tolist() for k, v in params0().items()},
+        "grads": [{k: v.ravel().tolist() for k, v in grads(s).items()} for s in range(STEPS)],
+        "cases": {name: run(make) for name, make in CASES},
+    }
+    with open("torch_optim.json", "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
