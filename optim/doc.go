@@ -90,10 +90,11 @@
 //
 // A Schedule is a func(step int) float64, called with the number of updates
 // made so far (0 for the first). Constant, Linear, Polynomial, CosineDecay,
-// WarmupCosineDecay, Exponential, PiecewiseConstant and Join follow optax's
-// schedules of the same names, formulas and edge cases included;
-// WarmupCosineDecay's decaySteps counts the warmup, as in optax. Any Go
-// function of the step is a schedule too.
+// WarmupCosineDecay, WarmupConstant, Exponential, WarmupExponentialDecay,
+// PiecewiseConstant, PiecewiseInterpolate, LinearOneCycle, CosineOneCycle,
+// SGDR and Join follow optax's schedules of the same names, formulas and
+// edge cases included; WarmupCosineDecay's decaySteps counts the warmup, as
+// in optax. Any Go function of the step is a schedule too.
 //
 // # Composition
 //

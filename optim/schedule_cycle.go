@@ -1,0 +1,186 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// WarmupConstant returns a linear warmup from init to peak over
+// warmupSteps steps, then peak (optax.warmup_constant_schedule). It is
+// Linear(init, peak, warmupSteps, 0).
+func WarmupConstant(init, peak float64, warmupSteps int) Schedule {
+	return Linear(init, peak, warmupSteps, 0)
+}
+
+// WarmupExponentialDecay returns a linear warmup from init to peak over
+// warmupSteps steps followed by Exponential(peak, transitionSteps,
+// decayRate, opts...) counted from the end of the warmup
+// (optax.warmup_exponential_decay_schedule). Its TransitionBegin delays the
+// decay further, and its End bounds it.
+func WarmupExponentialDecay(init, peak float64, warmupSteps, transitionSteps int, decayRate float64, opts ...ExponentialOptions) Schedule {
+	return Join([]Schedule{
+		Linear(init, peak, warmupSteps, 0),
+		Exponential(peak, transitionSteps, decayRate, opts...),
+	}, []int{warmupSteps})
+}
+
+// Interpolation is how PiecewiseInterpolate goes from one value to the
+// next.
+type Interpolation int
+
+const (
+	// InterpolateLinear goes along a straight line.
+	InterpolateLinear Interpolation = iota
+	// InterpolateCosine goes along half a cosine: end + (start-end)·½(1 + cos(π·pct)).
+	InterpolateCosine
+)
+
+func (k Interpolation) String() string {
+	switch k {
+	case InterpolateLinear:
+		return "linear"
+	case InterpolateCosine:
+		return "cosine"
+	}
+	return fmt.Sprintf("Interpolation(%d)", int(k))
+}
+
+// PiecewiseInterpolate returns a schedule that starts at init and, at each
+// boundary, has reached the previous value times that boundary's scale,
+// interpolating between boundaries (optax.piecewise_interpolate_schedule):
+// with {100: 10, 200: 0.1}, the value goes from init at step 0 to 10·init at
+// step 100 and back to init at step 200, and stays there. Before the first
+// boundary the schedule interpolates from step 0. It panics on a negative
+// scale or an unknown Interpolation.
+func PiecewiseInterpolate(kind Interpolation, init float64, boundariesAndScales map[int]float64) Schedule {
+	const op = "optim.PiecewiseInterpolate"
+	interp := interpolator(op, kind)
+	bounds := []int{0}
+	for b, s := range boundariesAndScales {
+		if !(s >= 0) {
+			panic(fmt.Sprintf("%s: scale %v at step %d is negative", op, s, b))
+		}
+		bounds = append(bounds, b)
+	}
+	slices.Sort(bounds[1:])
+	values := []float64{init}
+	for _, b := range bounds[1:] {
+		values = append(values, values[len(values)-1]*boundariesAndScales[b])
+	}
+	return func(step int) float64 {
+		last := len(bounds) - 1
+		if step >= bounds[last] {
+			return values[last]
+		}
+		// Every interval holding the step contributes, as optax sums them
+		// (at most one does, the intervals being disjoint).
+		v := 0.0
+		for i := range last {
+			if bounds[i] <= step && step < bounds[i+1] {
+				size := max(bounds[i+1]-bounds[i], 1)
+				v += interp(values[i], values[i+1], float64(step-bounds[i])/float64(size))
+			}
+		}
+		return v
+	}
+}
+
+func interpolator(op string, kind Interpolation) func(start, end, pct float64) float64 {
+	switch kind {
+	case InterpolateLinear:
+		return func(start, end, pct float64) float64 { return (end-start)*pct + start }
+	case InterpolateCosine:
+		return func(start, end, pct float64) float64 { return end + (start-end)/2*(math.Cos(math.Pi*pct)+1) }
+	}
+	panic(fmt.Sprintf("%s: unknown %v", op, kind))
+}
+
+// OneCycleOptions are the optional parameters of LinearOneCycle and
+// CosineOneCycle. Zero fields take optax's defaults.
+type OneCycleOptions struct {
+	// PctStart is the fraction of the steps spent rising to the peak
+	// (default 0.3).
+	PctStart float64
+	// PctFinal is the fraction of the steps after which LinearOneCycle's
+	// final decay starts (default 0.85); CosineOneCycle has no such phase.
+	PctFinal float64
+	// DivFactor sets the starting value, peak/DivFactor (default 25).
+	DivFactor float64
+	// FinalDivFactor sets the final value: LinearOneCycle ends at
+	// start/FinalDivFactor, CosineOneCycle at start/FinalDivFactor as well
+	// (default 1e4).
+	FinalDivFactor float64
+}
+
+func (o OneCycleOptions) withDefaults(op string, transitionSteps int) OneCycleOptions {
+	if transitionSteps <= 0 {
+		panic(fmt.Sprintf("%s: transitionSteps %d, want > 0", op, transitionSteps))
+	}
+	o.PctStart = orDefault(o.PctStart, 0.3)
+	o.PctFinal = orDefault(o.PctFinal, 0.85)
+	o.DivFactor = orDefault(o.DivFactor, 25)
+	o.FinalDivFactor = orDefault(o.FinalDivFactor, 1e4)
+	if !(o.DivFactor > 0) || !(o.FinalDivFactor > 0) {
+		panic(fmt.Sprintf("%s: DivFactor %v and FinalDivFactor %v must be positive", op, o.DivFactor, o.FinalDivFactor))
+	}
+	return o
+}
+
+// LinearOneCycle returns the one-cycle schedule of Smith & Topin (2018) with
+// linear pieces (optax.linear_onecycle_schedule): from peak/DivFactor up to
+// peak at PctStart·transitionSteps, back down to peak/DivFactor at
+// PctFinal·transitionSteps, then down to peak/DivFactor/FinalDivFactor at
+// transitionSteps, and constant after. The fractions of steps are rounded
+// down. It panics unless transitionSteps > 0.
+func LinearOneCycle(transitionSteps int, peak float64, opts ...OneCycleOptions) Schedule {
+	const op = "optim.LinearOneCycle"
+	o := oneOpt(op, opts).withDefaults(op, transitionSteps)
+	bs := map[int]float64{}
+	bs[int(o.PctStart*float64(transitionSteps))] = o.DivFactor
+	bs[int(o.PctFinal*float64(transitionSteps))] = 1 / o.DivFactor
+	bs[transitionSteps] = 1 / o.FinalDivFactor
+	return PiecewiseInterpolate(InterpolateLinear, peak/o.DivFactor, bs)
+}
+
+// CosineOneCycle returns the one-cycle schedule of Smith & Topin (2018) with
+// cosine pieces (optax.cosine_onecycle_schedule): from peak/DivFactor up to
+// peak at PctStart·transitionSteps (rounded down), then down to
+// peak/DivFactor/FinalDivFactor at transitionSteps, and constant after.
+// PctFinal is not used. It panics unless transitionSteps > 0.
+func CosineOneCycle(transitionSteps int, peak float64, opts ...OneCycleOptions) Schedule {
+	const op = "optim.CosineOneCycle"
+	o := oneOpt(op, opts).withDefaults(op, transitionSteps)
+	bs := map[int]float64{}
+	bs[int(o.PctStart*float64(transitionSteps))] = o.DivFactor
+	bs[transitionSteps] = 1 / (o.DivFactor * o.FinalDivFactor)
+	return PiecewiseInterpolate(InterpolateCosine, peak/o.DivFactor, bs)
+}
+
+// SGDRCycle is one cycle of SGDR: a WarmupCosineDecay(Init, Peak,
+// WarmupSteps, DecaySteps, End).
+type SGDRCycle struct {
+	Init, Peak              float64
+	WarmupSteps, DecaySteps int
+	End                     float64
+}
+
+// SGDR returns stochastic gradient descent with warm restarts (Loshchilov &
+// Hutter 2017, optax.sgdr_schedule): the cycles run one after another, each
+// a WarmupCosineDecay starting at its own step 0 and lasting its
+// DecaySteps. After the last cycle the value stays at its End. It panics
+// if there is no cycle or a cycle is not a valid WarmupCosineDecay.
+func SGDR(cycles ...SGDRCycle) Schedule {
+	if len(cycles) == 0 {
+		panic("optim.SGDR: no cycles")
+	}
+	var schedules []Schedule
+	var boundaries []int
+	step := 0
+	for _, c := range cycles {
+		schedules = append(schedules, WarmupCosineDecay(c.Init, c.Peak, c.WarmupSteps, c.DecaySteps, c.End))
+		step += c.DecaySteps
+		boundaries = append(boundaries, step)
+	}
+	return Join(schedules, boundaries[:len(boundaries)-1])
+}
