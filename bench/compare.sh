@@ -84,4 +84,14 @@ done
 echo
 "$py" bench/summarize.py "$log"
 echo
+
+# GPT-2 BPE encoding (issue 33): gonox's encoder beside the reference
+# JavaScript encoder under node, interleaved round by round (bench/bpe.sh;
+# needs node and npm, skipped without them).
+if command -v node >/dev/null && command -v npm >/dev/null; then
+	bench/bpe.sh "$rounds" | tee -a "$log"
+else
+	echo "WARN no node/npm: BPE section skipped" | tee -a "$log" >&2
+fi
+echo
 echo "raw log: $log" >&2
