@@ -25,6 +25,20 @@ type PsumFunc func(x *tensor.Tensor, axes ...string) *tensor.Tensor
 // invariant (replicated) are counted once, sharded ones across all their
 // blocks. Every device issues the same psums in the same order.
 func GlobalNorm(tree any, psum PsumFunc) *tensor.Tensor {
+	total := treeSum(tree, psum, func(x *tensor.Tensor) *tensor.Tensor { return tensor.Sum(tensor.Square(x)) })
+	if total == nil {
+		return tensor.Scalar(0)
+	}
+	return tensor.Sqrt(total)
+}
+
+// treeSum returns the sum of f over the float32 leaves of tree (f returns
+// a scalar per leaf), or nil if there are none. With psum, inside
+// shard.Map, the leaves that vary over the same mesh axes are summed
+// together and psummed over exactly those axes, so sharded leaves count
+// across devices and replicated ones once; every device issues the same
+// psums in the same order.
+func treeSum(tree any, psum PsumFunc, f func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
 	leaves := pytree.Leaves(tree)
 	type group struct {
 		axes []string
@@ -50,7 +64,7 @@ func GlobalNorm(tree any, psum PsumFunc) *tensor.Tensor {
 			axes = x.Local().AxisNames()
 		}
 		g := find(axes)
-		s := tensor.Sum(tensor.Square(x))
+		s := f(x)
 		if g.sum == nil {
 			g.sum = s
 		} else {
@@ -73,10 +87,7 @@ func GlobalNorm(tree any, psum PsumFunc) *tensor.Tensor {
 			total = tensor.Add(total, s)
 		}
 	}
-	if total == nil {
-		return tensor.Scalar(0)
-	}
-	return tensor.Sqrt(total)
+	return total
 }
 
 // ClipOptions are the options of ClipByGlobalNorm.

@@ -37,6 +37,11 @@ func (c chain) Init(params any) State {
 }
 
 func (c chain) Update(grads any, state State, params any) (any, State) {
+	return c.UpdateExtra(grads, state, params, Extra{})
+}
+
+// UpdateExtra passes extra on to every transform of the chain.
+func (c chain) UpdateExtra(grads any, state State, params any, extra Extra) (any, State) {
 	st := stateAs[ChainState]("optim.Chain", state)
 	if len(st) != len(c) {
 		panic(fmt.Sprintf("optim.Chain: state has %d entries for %d transforms", len(st), len(c)))
@@ -44,7 +49,7 @@ func (c chain) Update(grads any, state State, params any) (any, State) {
 	out := make(ChainState, len(c))
 	u := grads
 	for i, tx := range c {
-		u, out[i] = tx.Update(u, st[i], params)
+		u, out[i] = UpdateExtra(tx, u, st[i], params, extra)
 	}
 	return u, out
 }
@@ -83,6 +88,11 @@ func (m *masked) Init(params any) State {
 }
 
 func (m *masked) Update(grads any, state State, params any) (any, State) {
+	return m.UpdateExtra(grads, state, params, Extra{})
+}
+
+// UpdateExtra passes extra on to the inner transform unchanged.
+func (m *masked) UpdateExtra(grads any, state State, params any, extra Extra) (any, State) {
 	st := stateAs[MaskedState]("optim.Masked", state)
 	var sel any // the selected leaves of params (or of grads)
 	if params != nil {
@@ -101,7 +111,7 @@ func (m *masked) Update(grads any, state State, params any) (any, State) {
 	if params != nil {
 		inParams = sel
 	}
-	u, inner := m.inner.Update(in, st.Inner, inParams)
+	u, inner := UpdateExtra(m.inner, in, st.Inner, inParams, extra)
 	out := pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
 		if xs[2] != nil {
 			return xs[0]

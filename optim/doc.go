@@ -101,9 +101,31 @@
 // Chain applies transforms in sequence: Chain(ClipByGlobalNorm(1), AdamW(...))
 // clips before Adam. Masked applies a transform to the leaves a
 // pytree.Predicate selects (by path glob, rank, logical axes) and passes the
-// rest through. MultiSteps accumulates the mean gradient over k calls and
-// steps every k-th (gradient accumulation); MultiStepsState.HasUpdated says
-// when it did. EMA keeps a moving average of the parameters for evaluation.
+// rest through. Partition (optax.partition, also named MultiTransform)
+// gives each group of parameters its own optimizer, by a label function of
+// the leaf's path and value; SetToZero, Freeze and SelectiveTransform hold
+// parameters constant. MultiSteps accumulates the mean gradient over k
+// calls and steps every k-th (gradient accumulation);
+// MultiStepsState.HasUpdated says when it did. ApplyIfFinite skips updates
+// with a NaN or an infinity, up to a number of consecutive ones. Lookahead
+// keeps slow weights that follow a fast optimizer (LookaheadParams). EMA
+// keeps a moving average of the parameters for evaluation.
+//
+// InjectHyperparams keeps an optimizer's hyperparameters in its state, as
+// float32 scalars that checkpoints save: they can be read and changed
+// between steps, and scheduled ones record the value each step used.
+//
+// # Transforms that read the loss
+//
+// Some transforms need the loss as well as its gradient: ReduceOnPlateau
+// (the learning rate drops when the loss stops improving) and LBFGS's line
+// search, which also evaluates the loss at trial points. They are
+// ExtraTransforms: call UpdateExtra or StepExtra with an Extra holding the
+// loss (Value) and, for the line search, a function that evaluates the
+// loss and its gradient elsewhere (ValueAndGrad; ValueAndGradOf adapts
+// autodiff.ValueAndGrad's). Chain, Masked, Partition, InjectHyperparams,
+// ApplyIfFinite and Lookahead pass Extra on; Update on a transform that
+// needs it panics, naming what is missing.
 //
 // # State
 //
