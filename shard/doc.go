@@ -118,7 +118,7 @@
 //	w := shard.Put(w, shard.NewSharding(mesh, shard.P(nil, "tp")))  // float32[4096,256@tp]
 //	y := tensor.MatMul(x, w)                                         // float32[1024@dp,256@tp], no communication
 //
-// The rules (rules_table.go, one table; a test checks that every op of
+// The propagation rules (prop_table.go, one table; a test checks that every op of
 // the table is named here):
 //
 //	elementwise, broadcasting: add sub mul div rem floorDiv maximum minimum

@@ -10,7 +10,7 @@ import (
 
 // This file is the engine of sharding propagation: package tensor hands
 // every op with a placed operand to propagate, which looks up the op's
-// rule (rules_table.go), moves the operands where the rule wants them,
+// rule (prop_table.go), moves the operands where the rule wants them,
 // computes every device's block in parallel and assembles the placed
 // result. Differentiation goes through the op's own VJP applied to placed
 // cotangents, which propagates again.
@@ -80,7 +80,7 @@ func meshOf(op string, in []*tensor.Tensor) *Mesh {
 func propagate(op *tensor.Op, params any, in []*tensor.Tensor) []*tensor.Tensor {
 	m := meshOf(op.Name, in)
 	logs := explainLogs(m)
-	r := ruleFor(op.Name)
+	r := propRuleFor(op.Name)
 	if op.ImplVJP != nil {
 		// Its VJP needs a state that per-device runs cannot hand it.
 		r = nil

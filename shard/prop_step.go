@@ -33,10 +33,10 @@ func (c *opCall) partial(i int) DimSpec {
 	return c.ls[i].partial
 }
 
-// rule is the sharding rule of one op: plan returns how to compute a call
+// propRule is the sharding rule of one op: plan returns how to compute a call
 // block by block, or nil when the rule does not cover these operands (the
 // call then gathers them).
-type rule struct {
+type propRule struct {
 	// what summarises the rule for the table in the package doc.
 	what string
 	plan func(c *opCall) *step

@@ -3,7 +3,6 @@ package shard
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -115,54 +114,6 @@ func charge(m *Mesh, op, kind string, bytes func(d int) int64) {
 			w.log.collective(op, kind, most)
 		}
 	}
-}
-
-func (c *Comm) addOp(dev *Device, op string, bytes int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byOp == nil {
-		c.byOp = map[int]map[string]int64{}
-	}
-	m := c.byOp[dev.ID()]
-	if m == nil {
-		m = map[string]int64{}
-		c.byOp[dev.ID()] = m
-	}
-	m[op] += bytes
-}
-
-// OpBytes returns the bytes device dev sent in the collectives that
-// sharding propagation inserted for the tensor op named op ("matmul",
-// "reduce_sum", ...; see Record); an empty op sums all ops.
-func (c *Comm) OpBytes(dev *Device, op string) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var n int64
-	for k, b := range c.byOp[dev.ID()] {
-		if op == "" || k == op {
-			n += b
-		}
-	}
-	return n
-}
-
-// Ops returns the names of the ops that propagation charged communication
-// to, sorted.
-func (c *Comm) Ops() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	seen := map[string]bool{}
-	for _, m := range c.byOp {
-		for k := range m {
-			seen[k] = true
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for k := range seen {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // explainLog collects the lines Explain prints.

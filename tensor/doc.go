@@ -185,7 +185,7 @@
 // operands in type notation, and calls Apply. If the params hold global
 // shapes, teach BlockParams how to make the params of one block; if the op
 // needs a sharding rule better than gathering its operands, add one to the
-// table in package shard (rules_table.go).
+// table in package shard (prop_table.go).
 //
 // # Devices
 //

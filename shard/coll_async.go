@@ -2,11 +2,7 @@ package shard
 
 import (
 	"fmt"
-	"os"
 	"slices"
-	"strings"
-	"sync"
-	"time"
 
 	"github.com/gonox/gonox/tensor"
 )
@@ -23,28 +19,6 @@ import (
 // ppermute does). Between processes the last local device to start it
 // posts MPI_Isend/MPI_Irecv (through a Group that implements AsyncGroup,
 // as package shard/mpi's does), and Wait completes them.
-
-// AsyncGroup is implemented by a Group that can move bytes between two of
-// its processes without blocking (package shard/mpi: MPI_Isend and
-// MPI_Irecv). Without it, an asynchronous collective between processes
-// exchanges synchronously when it starts (correct, but nothing overlaps).
-type AsyncGroup interface {
-	// IsendBytes starts sending buf to rank dst of the group with the
-	// given tag; IrecvBytes starts receiving into buf from rank src.
-	// Messages between the same two ranks with the same tag are matched
-	// in the order they are posted. buf must not be touched until the
-	// request completes.
-	IsendBytes(buf []byte, dst, tag int) Request
-	IrecvBytes(buf []byte, src, tag int) Request
-}
-
-// Request is a transfer in flight (an MPI_Request).
-type Request interface {
-	// Wait blocks until the transfer is done (MPI_Wait).
-	Wait()
-	// Test reports whether it is done, without blocking (MPI_Test).
-	Test() bool
-}
 
 // Handle is an asynchronous collective in flight, returned by a Ctx's
 // ...Start methods. Call Wait exactly once, on the device that started it
@@ -132,21 +106,6 @@ func ppermuteStart(e *devEnv, x *tensor.Tensor, axes []string, perm [][2]int) (*
 		kind: "ppermute", dtype: x.DType(), shape: x.Shape(), mask: maskOf(x) | m,
 	}
 	return p, tensor.Apply(asyncStartOp, p, x)
-}
-
-func checkPerm(op string, g group, axes []string, perm [][2]int) {
-	src, dst := map[int]bool{}, map[int]bool{}
-	for _, pr := range perm {
-		for _, v := range pr {
-			if v < 0 || v >= g.size {
-				panic(fmt.Sprintf("%s: pair %v out of range for %s=%d", op, pr, axesLabel(axes), g.size))
-			}
-		}
-		if src[pr[0]] || dst[pr[1]] {
-			panic(fmt.Sprintf("%s: %v is not a permutation: a source or destination repeats", op, perm))
-		}
-		src[pr[0]], dst[pr[1]] = true, true
-	}
 }
 
 // start registers the device's block in the collective's slot without
@@ -247,152 +206,6 @@ func (r *run) checkPending(dev int) {
 	panic(fmt.Sprintf("%s returned with %d asynchronous collective(s) never waited for, the first #%d %v; call Wait on every Handle before fn returns", r.name, len(left), f.s.k, f.c))
 }
 
-// asyncKey keys a slot's asyncExchange in slot.shared.
-type asyncKey struct{}
-
-// asyncExchange is the transfers between processes of one started
-// collective. A goroutine tests them every ProgressEnv interval until they
-// are done (MPI libraries move a large message only while some MPI call
-// runs); the first local device to wait completes them.
-type asyncExchange struct {
-	once sync.Once
-	desc string
-	reqs []Request
-	done chan struct{} // closed when the progress goroutine ends
-	err  any           // a panic of the progress goroutine
-}
-
-// ProgressEnv is the environment variable with the interval at which
-// started collectives between processes are driven while the devices
-// compute (a Go duration; default 100µs). "0" leaves them to Wait: the
-// transfers then overlap only as far as the MPI library progresses them
-// on its own.
-const ProgressEnv = "GONOX_ASYNC_PROGRESS"
-
-var progressInterval = sync.OnceValue(func() time.Duration {
-	if s := os.Getenv(ProgressEnv); s != "" {
-		if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-			return d
-		}
-		panic(fmt.Sprintf("shard: %s=%q: want a duration such as 100us, or 0", ProgressEnv, s))
-	}
-	return 100 * time.Microsecond
-})
-
-// progress tests the requests every interval until all are done or the
-// run fails.
-func (x *asyncExchange) progress(abort <-chan struct{}, every time.Duration) {
-	defer close(x.done)
-	defer func() { x.err = recover() }()
-	t := time.NewTimer(every)
-	defer t.Stop()
-	for {
-		all := true
-		for _, q := range x.reqs {
-			if !q.Test() {
-				all = false
-			}
-		}
-		if all {
-			return
-		}
-		select {
-		case <-abort:
-			return
-		case <-t.C:
-			t.Reset(every)
-		}
-	}
-}
-
-func (x *asyncExchange) wait(r *run) {
-	x.once.Do(func() {
-		stop := watchdog(r.name + ": " + x.desc)
-		defer stop()
-		if x.done != nil {
-			select {
-			case <-x.done:
-			case <-r.abort:
-				panic(abortSignal{})
-			}
-			if x.err != nil {
-				panic(x.err)
-			}
-		}
-		for _, q := range x.reqs {
-			q.Wait()
-		}
-	})
-	select {
-	case <-r.abort: // the device that completed them failed
-		panic(abortSignal{})
-	default:
-	}
-}
-
-// exchangeAsync posts, for an asynchronous ppermute on a mesh spanning
-// processes, a non-blocking send of every local block that a remote
-// device receives and a non-blocking receive of every remote block that a
-// local device receives (into a fresh block in s.calls). Groups whose
-// Group is not an AsyncGroup exchange synchronously now.
-func (r *run) exchangeAsync(s *slot) (err error) {
-	m := r.mesh
-	first := s.calls[r.first]
-	e := &devEnv{mesh: m, dev: r.first, coords: m.Coords(r.first)}
-	axesMask := e.maskOf("shard", first.axes)
-	desc := fmt.Sprintf("collective #%d %s(%v %v over %s, %s)", s.k, first.kind, first.x.DType(), first.x.Shape(), strings.Join(first.axes, ","), first.extra)
-	defer func() {
-		if p := recover(); p != nil {
-			err = &DeviceError{Device: m.devices[e.dev], Coords: e.coords, Op: r.name, Value: p}
-		}
-	}()
-	for _, members := range m.partitionOf(axesMask) {
-		if _, ok := m.net.groups[procsKey(m.procsOf(members))].(AsyncGroup); !ok {
-			procs := m.procsOf(members)
-			if len(procs) >= 2 && slices.Contains(procs, dist.rank) {
-				return r.exchange(s) // every group at once, synchronously
-			}
-		}
-	}
-	x := &asyncExchange{desc: desc}
-	tag := s.k % 32768 // MPI guarantees tags up to 32767
-	for _, members := range m.partitionOf(axesMask) {
-		procs := m.procsOf(members)
-		if len(procs) < 2 || !slices.Contains(procs, dist.rank) {
-			continue
-		}
-		g := m.net.groups[procsKey(procs)]
-		if dist.debug {
-			stop := watchdog(r.name + ": " + desc)
-			checkSame(g, procs, desc, fmt.Sprintf("%s: process %d and process %%d issued different collectives: %%s vs %%s", r.name, dist.rank))
-			stop()
-		}
-		ag := g.(AsyncGroup)
-		ge := &devEnv{mesh: m, dev: members[0], coords: m.Coords(members[0])}
-		gr := ge.group("shard", first.axes)
-		for _, pr := range first.p.perm {
-			src := gr.members[slices.Index(gr.meshRank, pr[0])]
-			dst := gr.members[slices.Index(gr.meshRank, pr[1])]
-			ps, pd := m.devices[src].proc, m.devices[dst].proc
-			switch {
-			case ps == pd:
-			case ps == dist.rank:
-				x.reqs = append(x.reqs, ag.IsendBytes(rawBytes(s.calls[src].x), slices.Index(procs, pd), tag))
-			case pd == dist.rank:
-				buf := tensor.Zeros(first.x.DType(), first.x.Shape()...)
-				x.reqs = append(x.reqs, ag.IrecvBytes(rawBytes(buf), slices.Index(procs, ps), tag))
-				s.calls[src] = &call{kind: first.kind, axes: first.axes, x: buf, extra: first.extra, p: first.p}
-			}
-		}
-	}
-	if every := progressInterval(); every > 0 && len(x.reqs) > 0 {
-		x.done = make(chan struct{})
-		go x.progress(r.abort, every) // joined by wait, or ended by the run's failure
-	}
-	s.shared.Store(asyncKey{}, x)
-	return nil
-}
-
 // PpermuteStart starts Ppermute(x, axes, perm) and returns at once: the
 // device computes meanwhile, and h.Wait() returns what Ppermute would
 // have. Every device of the mesh must start (and wait for) the same
@@ -414,17 +227,6 @@ func (c *Ctx) PpermuteStart(x *tensor.Tensor, axes Axes, perm [][2]int) *Handle 
 func (c *Ctx) RingShiftStart(x *tensor.Tensor, axes Axes, offset int) *Handle {
 	checkLocal("shard.Ctx.RingShiftStart", c, x)
 	return c.PpermuteStart(x, axes, ringPerm(c.env.group("shard.Ctx.RingShiftStart", axes), offset))
-}
-
-// ringPerm returns the pairs, in mesh order, of a shift by offset along a
-// group's ranks.
-func ringPerm(g group, offset int) [][2]int {
-	perm := make([][2]int, g.size)
-	for r := 0; r < g.size; r++ {
-		d := ((r+offset)%g.size + g.size) % g.size
-		perm[r] = [2]int{g.meshRank[r], g.meshRank[d]}
-	}
-	return perm
 }
 
 // Wait blocks until the collective is done on this device and returns its

@@ -1,11 +1,11 @@
 package shard
 
-// rules maps tensor op names to their sharding rules: the one table that
+// propRules maps tensor op names to their sharding rules: the one table that
 // says how every op computes on placed operands. An op that is not listed
 // (or whose rule declines the operands it got) gathers its operands on
 // every device and computes the whole result there, replicated: correct,
 // counted under the op's name, and a panic under Strict.
-var rules = map[string]*rule{}
+var propRules = map[string]*propRule{}
 
 // elementwiseOps compute each element from the elements at the same
 // broadcast position of their operands.
@@ -28,12 +28,12 @@ var elementwiseOps = []string{
 
 func init() {
 	for _, name := range elementwiseOps {
-		rules[name] = &rule{what: "elementwise: operand shardings merged, conflicts moved", plan: elementwise}
+		propRules[name] = &propRule{what: "elementwise: operand shardings merged, conflicts moved", plan: elementwise}
 	}
 }
 
 func init() {
-	for name, r := range map[string]*rule{
+	for name, r := range map[string]*propRule{
 		"matmul":                      {"free dims keep their axes; contracting dim sharded on both sides: partial sum", matmulRule, nil},
 		"reduce_sum":                  {"local sum; reduced sharded dims leave a partial sum (psum or psum_scatter by the consumer)", reduceSumRule, nil},
 		"reduce_max":                  {"local max, then pmax over the reduced dims' axes", reduceExtremeRule, nil},
@@ -51,7 +51,7 @@ func init() {
 		"softmax_cross_entropy_grad":  {"rowwise", rowwise, nil},
 		"softmax_cross_entropy_probs": {"rowwise", rowwise, nil},
 	} {
-		rules[name] = r
+		propRules[name] = r
 	}
 }
 
@@ -63,19 +63,19 @@ var alongAxisOps = []string{
 
 func init() {
 	for _, name := range alongAxisOps {
-		rules[name] = &rule{what: "along one axis: that axis gathered, the others keep their axes", plan: alongAxis}
+		propRules[name] = &propRule{what: "along one axis: that axis gathered, the others keep their axes", plan: alongAxis}
 	}
-	rules["one_hot"] = &rule{what: "laid out like the ids, the class axis whole", plan: oneHotRule}
-	rules["concatenate"] = &rule{what: "concatenated axis gathered, the others merged", plan: concatRule}
-	rules["slice"] = &rule{what: "sliced dims gathered, the others keep their axes", plan: sliceRule}
-	rules["pad"] = &rule{what: "padded dims gathered, the others keep their axes", plan: padRule}
-	rules["flip"] = &rule{what: "flipped dims gathered, the others keep their axes", plan: flipRule}
-	rules["scatter_add"] = &rule{what: "scattered axis (and the updates' indexed dims) gathered, the others keep x's axes", plan: scatterAddRule}
-	rules["bincount"] = &rule{what: "local counts: a partial sum over the ids' axes", plan: countRule}
-	rules["segment_sum"] = &rule{what: "local segment sums: a partial sum over the rows' axes", plan: countRule}
-	rules["bincount_gather"] = &rule{what: "counts gathered; laid out like the ids", plan: binGatherRule}
-	rules["segment_take"] = &rule{what: "segments gathered; rows follow the ids", plan: segmentTakeRule}
-	rules["mse"] = &rule{what: "composed: mean of squared differences (partial sum, one psum)", compose: mseCompose}
+	propRules["one_hot"] = &propRule{what: "laid out like the ids, the class axis whole", plan: oneHotRule}
+	propRules["concatenate"] = &propRule{what: "concatenated axis gathered, the others merged", plan: concatRule}
+	propRules["slice"] = &propRule{what: "sliced dims gathered, the others keep their axes", plan: sliceRule}
+	propRules["pad"] = &propRule{what: "padded dims gathered, the others keep their axes", plan: padRule}
+	propRules["flip"] = &propRule{what: "flipped dims gathered, the others keep their axes", plan: flipRule}
+	propRules["scatter_add"] = &propRule{what: "scattered axis (and the updates' indexed dims) gathered, the others keep x's axes", plan: scatterAddRule}
+	propRules["bincount"] = &propRule{what: "local counts: a partial sum over the ids' axes", plan: countRule}
+	propRules["segment_sum"] = &propRule{what: "local segment sums: a partial sum over the rows' axes", plan: countRule}
+	propRules["bincount_gather"] = &propRule{what: "counts gathered; laid out like the ids", plan: binGatherRule}
+	propRules["segment_take"] = &propRule{what: "segments gathered; rows follow the ids", plan: segmentTakeRule}
+	propRules["mse"] = &propRule{what: "composed: mean of squared differences (partial sum, one psum)", compose: mseCompose}
 }
 
-func ruleFor(name string) *rule { return rules[name] }
+func propRuleFor(name string) *propRule { return propRules[name] }

@@ -6,44 +6,6 @@ import (
 	"unsafe"
 )
 
-// SharedMemoryGroup is implemented by a Group whose processes can all map
-// one region of memory: processes of one host. Package shard/mpi provides
-// it with an MPI-3 shared-memory window (MPI_Win_allocate_shared) when
-// MPI_Comm_split_type puts every process of the group on one node. shard
-// then moves that group's collectives (AllreduceFloat32, AllreduceInt32,
-// ReduceScatterFloat32, Allgatherv, Alltoallv) through the region itself:
-// each process stores what the others need into its own segment and, past
-// a fence, loads what it needs from theirs, one copy in and one out at
-// memory speed. Reductions are summed by shard's own kernels in rank
-// order, so a psum_scatter is bit for bit the part of the psum for any
-// number of processes, and a psum over one device per process equals the
-// one-process psum over the same devices bit for bit.
-//
-// Why: Open MPI 4.1's collectives between the processes of one host move
-// large blocks at a fraction of memory speed. On a 2-core Zen 3 VM a Psum
-// of 64 MiB over 2 processes ran at 2.2 GB/s this way against 0.77 GB/s
-// through MPI_Allreduce (0.80 GB/s for a plain C MPI_Allreduce loop), and
-// the DP training step of the README's MLP took 28.6 ms against 33.7 ms
-// (shard/mpi/bench.sh; the README's "Multi-process figures").
-//
-// Every method is collective over the group, called in the same order by
-// all its processes. shard keeps one region per Group it got from the
-// Transport: a Group's Share must not be called by anything else.
-type SharedMemoryGroup interface {
-	Group
-	// Share replaces the group's shared region (the previous one must
-	// no longer be used) with one of n bytes per process, and returns
-	// every process's segment in group rank order, mapped into this
-	// process, each starting 64-byte aligned. Every process calls it
-	// with the same n. It returns nil on every process if the memory
-	// cannot be had; the group's own collectives are used from then on.
-	Share(n int) [][]byte
-	// Fence returns once every process of the group has called it;
-	// whatever any process stored into a segment before its call is
-	// seen by every process's loads after its own call.
-	Fence()
-}
-
 // shmLimit is the largest segment, in bytes per process, a shared group
 // allocates: larger collectives go through it in rounds (two fences a
 // round, under a microsecond each), so a model of any size costs at most

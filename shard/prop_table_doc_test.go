@@ -13,7 +13,7 @@ func TestRuleTableDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name := range rules {
+	for name := range propRules {
 		if !regexp.MustCompile(`[\s/]` + regexp.QuoteMeta(name) + `\s`).Match(doc) {
 			t.Errorf("op %q has a rule but doc.go's table does not name it", name)
 		}

@@ -1,0 +1,172 @@
+package shard
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+var allGatherOp, allGatherInvOp *tensor.Op
+
+func init() {
+	allGatherOp = &tensor.Op{
+		Name:       "all_gather",
+		SyncVJP:    true, // its VJP reads the cotangent before it returns
+		NativeHalf: true,
+		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
+			return allGatherImpl(in[0], pp.(*collParams), false)
+		},
+		VJP: func(g *tensor.Tensor, _ []*tensor.Tensor, _ *tensor.Tensor, pp any) []*tensor.Tensor {
+			p := pp.(*collParams)
+			return []*tensor.Tensor{psumScatter(p.env, g, p.axes, p.dim, p.tiled)}
+		},
+	}
+	allGatherInvOp = &tensor.Op{
+		Name:       "all_gather",
+		SyncVJP:    true, // its VJP reads the cotangent before it returns
+		NativeHalf: true,
+		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
+			return allGatherImpl(in[0], pp.(*collParams), true)
+		},
+		VJP: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, pp any) []*tensor.Tensor {
+			// Each device's block is one slice of the invariant result.
+			p := pp.(*collParams)
+			gr := p.env.group("shard.AllGatherInvariant", p.axes)
+			x := in[0]
+			var s *tensor.Tensor
+			if p.tiled {
+				d := x.Dim(p.dim)
+				s = sliceAxis(g, p.dim, gr.rank*d, d)
+			} else {
+				s = sliceAxis(g, p.dim, gr.rank, 1)
+			}
+			part := tensor.Reshape(s, x.Shape()...)
+			y := remark(part, x)
+			// The headers made here are dead once y holds what they
+			// hold (a view of g, say): donated, they let g's storage go
+			// to the allocator cache once g is donated too.
+			for _, h := range []*tensor.Tensor{s, part} {
+				if h != g && h != y && !h.IsTraced() {
+					tensor.Donate(h)
+				}
+			}
+			return []*tensor.Tensor{y}
+		},
+	}
+}
+
+func normDim(op string, x *tensor.Tensor, axis, extra int) int {
+	r := x.Rank() + extra
+	a := axis
+	if a < 0 {
+		a += r
+	}
+	if a < 0 || a >= r {
+		panic(fmt.Sprintf("%s: axis %d out of range for %v", op, axis, x))
+	}
+	return a
+}
+
+func allGather(e *devEnv, x *tensor.Tensor, axes []string, axis int, tiled, invariant bool) *tensor.Tensor {
+	op := "shard.Ctx.AllGather"
+	o := allGatherOp
+	if invariant {
+		op, o = "shard.Ctx.AllGatherInvariant", allGatherInvOp
+	}
+	extra := 1
+	if tiled {
+		extra = 0
+	}
+	a := normDim(op, x, axis, extra)
+	if tiled && x.Rank() == 0 {
+		panic(fmt.Sprintf("%s: %v: a tiled all-gather needs at least one dimension", op, x))
+	}
+	m := e.maskOf(op, axes)
+	e.group(op, axes)
+	x = tensor.Vary(x, e.Local(maskOf(x)|m))
+	return tensor.Apply(o, &collParams{env: e, axes: slices.Clone(axes), mask: m, dim: a, tiled: tiled}, x)
+}
+
+func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tensor {
+	e := p.env
+	g := e.group("shard.AllGather", p.axes)
+	s := e.run.meet(e, &call{kind: "all_gather", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("axis %d %s", p.dim, tiledWord(p.tiled))})
+	defer e.run.leave(s)
+	// done meets the other members once out, the shared result, is whole,
+	// and hands out this device's view of it.
+	done := func(out *tensor.Tensor) *tensor.Tensor {
+		e.run.barrier(s)
+		e.account("all_gather", int64(g.size-1)*int64(x.Bytes()))
+		mask := maskOf(x)
+		if invariant {
+			mask &^= p.mask
+		}
+		return e.markShared(s, g, out, mask)
+	}
+	if _, ok := s.remote.Load(g.key); ok {
+		// Gathered with the other processes already (exchangeGather).
+		return done(sharedResult(s, g.key, nil))
+	}
+	xs := x.Shape()
+	if !p.tiled {
+		xs = slices.Insert(xs, p.dim, 1)
+	}
+	outShape := slices.Clone(xs)
+	outShape[p.dim] *= g.size
+	if x.DType() == tensor.Float32 && !e.mesh.spans() {
+		// Every member copies its block into the shared result (allocated
+		// without zeroing: the blocks cover it), reading and writing
+		// borrowed storage so that both may be donated later.
+		out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Empty(x.DType(), outShape...) })
+		placeRuns(out.BorrowFloat32(), x.BorrowFloat32(), xs, p.dim, g.rank, g.size)
+		return done(out)
+	}
+	out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Zeros(x.DType(), outShape...) })
+	placeAt(out, tensor.Reshape(tensor.WithLocal(x, nil), xs...), p.dim, g.rank*xs[p.dim])
+	if e.mesh.spans() && e.dev == firstLocalMember(e.mesh, g) {
+		// The blocks of other processes' members, brought by the exchange.
+		for r, m := range g.members {
+			if !e.mesh.isLocal(m) {
+				placeAt(out, tensor.Reshape(s.calls[m].x, xs...), p.dim, r*xs[p.dim])
+			}
+		}
+	}
+	return done(out)
+}
+
+// placeRuns copies block (of shape xs) into part rank of dst, which is xs
+// with dimension dim n times as long: one contiguous run per index of the
+// dimensions before dim.
+func placeRuns(dst, block []float32, xs []int, dim, rank, n int) {
+	outer, inner := 1, 1
+	for _, d := range xs[:dim] {
+		outer *= d
+	}
+	for _, d := range xs[dim+1:] {
+		inner *= d
+	}
+	run := xs[dim] * inner
+	for o := range outer {
+		at := o*n*run + rank*run
+		copy(dst[at:at+run], block[o*run:(o+1)*run])
+	}
+}
+
+// AllGather concatenates (tiled) or stacks (not tiled, a new dimension at
+// axis) the blocks of x from the devices along the axes, in device order.
+// The result is the same on those devices but, as in JAX, still counts as
+// varying over the axes (its transpose is a reduce-scatter); use
+// AllGatherInvariant for an invariant result.
+func (c *Ctx) AllGather(x *tensor.Tensor, axes Axes, axis int, tiled bool) *tensor.Tensor {
+	checkLocal("shard.Ctx.AllGather", c, x)
+	return allGather(c.env, x, axes, axis, tiled, false)
+}
+
+// AllGatherInvariant is AllGather whose result is invariant over the axes
+// (jax.lax.all_gather_invariant); its transpose is a slice, with no
+// communication.
+func (c *Ctx) AllGatherInvariant(x *tensor.Tensor, axes Axes, axis int, tiled bool) *tensor.Tensor {
+	checkLocal("shard.Ctx.AllGatherInvariant", c, x)
+	return allGather(c.env, x, axes, axis, tiled, true)
+}

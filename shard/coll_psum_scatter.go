@@ -1,0 +1,155 @@
+package shard
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+var psumScatterOp *tensor.Op
+
+func init() {
+	psumScatterOp = &tensor.Op{
+		Name:       "psum_scatter",
+		SyncVJP:    true, // its VJP reads the cotangent before it returns
+		NativeHalf: true,
+		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
+			return psumScatterImpl(in[0], pp.(*collParams))
+		},
+		VJP: func(g *tensor.Tensor, _ []*tensor.Tensor, _ *tensor.Tensor, pp any) []*tensor.Tensor {
+			p := pp.(*collParams)
+			return []*tensor.Tensor{allGather(p.env, g, p.axes, p.dim, p.tiled, false)}
+		},
+	}
+}
+
+func psumScatter(e *devEnv, x *tensor.Tensor, axes []string, dim int, tiled bool) *tensor.Tensor {
+	const op = "shard.Ctx.PsumScatter"
+	if x.Rank() == 0 {
+		panic(fmt.Sprintf("%s: %v: needs at least one dimension", op, x))
+	}
+	d := normDim(op, x, dim, 0)
+	m := e.maskOf(op, axes)
+	g := e.group(op, axes)
+	n := x.Dim(d)
+	if tiled && n%g.size != 0 {
+		panic(fmt.Sprintf("%s: %v: dim %d (%d) is not divisible by %s=%d", op, x, d, n, axesLabel(axes), g.size))
+	}
+	if !tiled && n != g.size {
+		panic(fmt.Sprintf("%s: %v: untiled scatter needs dim %d (%d) equal to %s=%d", op, x, d, n, axesLabel(axes), g.size))
+	}
+	if x.DType() == tensor.Bool {
+		panic(fmt.Sprintf("%s: %v: bool blocks cannot be summed", op, x))
+	}
+	x = tensor.Vary(x, e.Local(maskOf(x)|m))
+	return tensor.Apply(psumScatterOp, &collParams{env: e, axes: slices.Clone(axes), mask: m, dim: d, tiled: tiled}, x)
+}
+
+func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
+	e := p.env
+	g := e.group("shard.PsumScatter", p.axes)
+	s := e.run.meet(e, &call{kind: "psum_scatter", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("dim %d %s", p.dim, tiledWord(p.tiled))})
+	defer e.run.leave(s)
+	size := x.Dim(p.dim) / g.size
+	dt := x.DType()
+	// done meets the other members (the blocks are read until every
+	// member is done) and hands out out, this member's part, a tensor of
+	// the collective's own.
+	done := func(out *tensor.Tensor) *tensor.Tensor {
+		e.run.barrier(s)
+		if !p.tiled {
+			out = squeezeFresh(out, p.dim)
+		}
+		e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
+		return e.markedFresh(out, maskOf(x)|p.mask)
+	}
+	if v, ok := s.remote.Load(g.key); ok {
+		if _, ok := v.(scattered); ok {
+			// Reduce-scattered with the other processes: the shared
+			// result is this process's member's part (exchangeScatter).
+			return done(sharedResult(s, g.key, nil))
+		}
+		// All-reduced whole with the other processes (see exchange): this
+		// member's part of the sum.
+		full := sharedResult(s, g.key, nil)
+		out := done(scatterSum(x, p.dim, size, g.rank, func(int) *tensor.Tensor { return full }, 1))
+		e.doneWithShared(s, g, full)
+		return out
+	}
+	if dt == tensor.Float32 || isHalf(dt) {
+		return done(scatterSum(x, p.dim, size, g.rank, func(r int) *tensor.Tensor { return s.calls[g.members[r]].x }, g.size))
+	}
+	var out *tensor.Tensor
+	for _, m := range g.members {
+		part := sliceAxis(tensor.WithLocal(s.calls[m].x, nil), p.dim, g.rank*size, size)
+		if out == nil {
+			out = part
+		} else {
+			out = tensor.Add(out, part)
+		}
+	}
+	return done(out)
+}
+
+// scatterSum returns part rank (of size along dim) of the sum of the n
+// blocks block(0..n-1), shaped like x: each run of contiguous elements of
+// the part is summed straight from every block by the psum kernel (in the
+// psum's order, so the part is bit for bit that part of a psum), with no
+// intermediate slices or partial sums. Half blocks are summed in float32
+// and rounded once.
+func scatterSum(x *tensor.Tensor, dim, size, rank int, block func(int) *tensor.Tensor, n int) *tensor.Tensor {
+	shape := x.Shape()
+	outer, inner := 1, 1
+	for _, d := range shape[:dim] {
+		outer *= d
+	}
+	for _, d := range shape[dim+1:] {
+		inner *= d
+	}
+	run, stride := size*inner, shape[dim]*inner
+	outShape := slices.Clone(shape)
+	outShape[dim] = size
+	out := tensor.Empty(x.DType(), outShape...) // every run is written
+	if x.DType() == tensor.Float32 {
+		// Borrowed, not pinned: the blocks and the result may still be
+		// donated once every member is past the collective's barrier.
+		dst := out.BorrowFloat32()
+		src := make([][]float32, n)
+		ins := make([][]float32, n)
+		for r := range n {
+			src[r] = block(r).BorrowFloat32()
+		}
+		for o := range outer {
+			at := o*stride + rank*run
+			for r := range n {
+				ins[r] = src[r][at : at+run]
+			}
+			sumFloat32(dst[o*run:(o+1)*run], ins, 0, run)
+		}
+		return out
+	}
+	dst := out.RawUint16()
+	src := make([][]uint16, n)
+	ins := make([][]uint16, n)
+	for r := range n {
+		src[r] = block(r).RawUint16()
+	}
+	for o := range outer {
+		at := o*stride + rank*run
+		for r := range n {
+			ins[r] = src[r][at : at+run]
+		}
+		sumHalf(x.DType(), dst[o*run:(o+1)*run], ins)
+	}
+	return out
+}
+
+// PsumScatter sums x over the axes and leaves each device one part of the
+// sum along scatterDim (a reduce-scatter): with tiled, dimension scatterDim
+// is split into equal parts; without, it must equal the number of devices
+// and is removed. The result varies over the axes.
+func (c *Ctx) PsumScatter(x *tensor.Tensor, axes Axes, scatterDim int, tiled bool) *tensor.Tensor {
+	checkLocal("shard.Ctx.PsumScatter", c, x)
+	return psumScatter(c.env, x, axes, scatterDim, tiled)
+}

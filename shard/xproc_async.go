@@ -1,0 +1,158 @@
+package shard
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// asyncKey keys a slot's asyncExchange in slot.shared.
+type asyncKey struct{}
+
+// asyncExchange is the transfers between processes of one started
+// collective. A goroutine tests them every ProgressEnv interval until they
+// are done (MPI libraries move a large message only while some MPI call
+// runs); the first local device to wait completes them.
+type asyncExchange struct {
+	once sync.Once
+	desc string
+	reqs []Request
+	done chan struct{} // closed when the progress goroutine ends
+	err  any           // a panic of the progress goroutine
+}
+
+// ProgressEnv is the environment variable with the interval at which
+// started collectives between processes are driven while the devices
+// compute (a Go duration; default 100µs). "0" leaves them to Wait: the
+// transfers then overlap only as far as the MPI library progresses them
+// on its own.
+const ProgressEnv = "GONOX_ASYNC_PROGRESS"
+
+var progressInterval = sync.OnceValue(func() time.Duration {
+	if s := os.Getenv(ProgressEnv); s != "" {
+		if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+			return d
+		}
+		panic(fmt.Sprintf("shard: %s=%q: want a duration such as 100us, or 0", ProgressEnv, s))
+	}
+	return 100 * time.Microsecond
+})
+
+// progress tests the requests every interval until all are done or the
+// run fails.
+func (x *asyncExchange) progress(abort <-chan struct{}, every time.Duration) {
+	defer close(x.done)
+	defer func() { x.err = recover() }()
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		all := true
+		for _, q := range x.reqs {
+			if !q.Test() {
+				all = false
+			}
+		}
+		if all {
+			return
+		}
+		select {
+		case <-abort:
+			return
+		case <-t.C:
+			t.Reset(every)
+		}
+	}
+}
+
+func (x *asyncExchange) wait(r *run) {
+	x.once.Do(func() {
+		stop := watchdog(r.name + ": " + x.desc)
+		defer stop()
+		if x.done != nil {
+			select {
+			case <-x.done:
+			case <-r.abort:
+				panic(abortSignal{})
+			}
+			if x.err != nil {
+				panic(x.err)
+			}
+		}
+		for _, q := range x.reqs {
+			q.Wait()
+		}
+	})
+	select {
+	case <-r.abort: // the device that completed them failed
+		panic(abortSignal{})
+	default:
+	}
+}
+
+// exchangeAsync posts, for an asynchronous ppermute on a mesh spanning
+// processes, a non-blocking send of every local block that a remote
+// device receives and a non-blocking receive of every remote block that a
+// local device receives (into a fresh block in s.calls). Groups whose
+// Group is not an AsyncGroup exchange synchronously now.
+func (r *run) exchangeAsync(s *slot) (err error) {
+	m := r.mesh
+	first := s.calls[r.first]
+	e := &devEnv{mesh: m, dev: r.first, coords: m.Coords(r.first)}
+	axesMask := e.maskOf("shard", first.axes)
+	desc := fmt.Sprintf("collective #%d %s(%v %v over %s, %s)", s.k, first.kind, first.x.DType(), first.x.Shape(), strings.Join(first.axes, ","), first.extra)
+	defer func() {
+		if p := recover(); p != nil {
+			err = &DeviceError{Device: m.devices[e.dev], Coords: e.coords, Op: r.name, Value: p}
+		}
+	}()
+	for _, members := range m.partitionOf(axesMask) {
+		if _, ok := m.net.groups[procsKey(m.procsOf(members))].(AsyncGroup); !ok {
+			procs := m.procsOf(members)
+			if len(procs) >= 2 && slices.Contains(procs, dist.rank) {
+				return r.exchange(s) // every group at once, synchronously
+			}
+		}
+	}
+	x := &asyncExchange{desc: desc}
+	tag := s.k % 32768 // MPI guarantees tags up to 32767
+	for _, members := range m.partitionOf(axesMask) {
+		procs := m.procsOf(members)
+		if len(procs) < 2 || !slices.Contains(procs, dist.rank) {
+			continue
+		}
+		g := m.net.groups[procsKey(procs)]
+		if dist.debug {
+			stop := watchdog(r.name + ": " + desc)
+			checkSame(g, procs, desc, fmt.Sprintf("%s: process %d and process %%d issued different collectives: %%s vs %%s", r.name, dist.rank))
+			stop()
+		}
+		ag := g.(AsyncGroup)
+		ge := &devEnv{mesh: m, dev: members[0], coords: m.Coords(members[0])}
+		gr := ge.group("shard", first.axes)
+		for _, pr := range first.p.perm {
+			src := gr.members[slices.Index(gr.meshRank, pr[0])]
+			dst := gr.members[slices.Index(gr.meshRank, pr[1])]
+			ps, pd := m.devices[src].proc, m.devices[dst].proc
+			switch {
+			case ps == pd:
+			case ps == dist.rank:
+				x.reqs = append(x.reqs, ag.IsendBytes(rawBytes(s.calls[src].x), slices.Index(procs, pd), tag))
+			case pd == dist.rank:
+				buf := tensor.Zeros(first.x.DType(), first.x.Shape()...)
+				x.reqs = append(x.reqs, ag.IrecvBytes(rawBytes(buf), slices.Index(procs, ps), tag))
+				s.calls[src] = &call{kind: first.kind, axes: first.axes, x: buf, extra: first.extra, p: first.p}
+			}
+		}
+	}
+	if every := progressInterval(); every > 0 && len(x.reqs) > 0 {
+		x.done = make(chan struct{})
+		go x.progress(r.abort, every) // joined by wait, or ended by the run's failure
+	}
+	s.shared.Store(asyncKey{}, x)
+	return nil
+}
