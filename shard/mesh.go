@@ -26,18 +26,34 @@ type Mesh struct {
 // It panics if the names are empty, repeated or mismatched with sizes, if
 // a size is not positive, or if the pool has too few devices.
 func NewMesh(sizes []int, names []string) *Mesh {
-	n := checkMeshShape("shard.NewMesh", sizes, names)
+	m, err := newMesh(sizes, names)
+	if err != nil {
+		panic("shard.NewMesh: " + err.Error())
+	}
+	return m
+}
+
+// newMesh is NewMesh returning its error (which names no function: the
+// caller, NewMesh or ParseMesh, does).
+func newMesh(sizes []int, names []string) (*Mesh, error) {
+	n, err := meshShape(sizes, names)
+	if err != nil {
+		return nil, err
+	}
 	devs := Devices()
 	if n > len(devs) {
-		panic(fmt.Sprintf("shard.NewMesh: mesh %s needs %d devices, the pool has %d (set %s)", meshString(sizes, names), n, len(devs), DevicesEnv))
+		return nil, fmt.Errorf("mesh %s needs %d devices, the pool has %d (set %s)", meshString(sizes, names), n, len(devs), DevicesEnv)
 	}
-	return (&Mesh{names: slices.Clone(names), sizes: slices.Clone(sizes), devices: devs[:n]}).connect()
+	return (&Mesh{names: slices.Clone(names), sizes: slices.Clone(sizes), devices: devs[:n]}).connect(), nil
 }
 
 // NewMeshOn returns a mesh over the given devices (in row-major order). It
 // panics if the count does not match the shape or a device repeats.
 func NewMeshOn(devices []*Device, sizes []int, names []string) *Mesh {
-	n := checkMeshShape("shard.NewMeshOn", sizes, names)
+	n, err := meshShape(sizes, names)
+	if err != nil {
+		panic("shard.NewMeshOn: " + err.Error())
+	}
 	if len(devices) != n {
 		panic(fmt.Sprintf("shard.NewMeshOn: mesh %s needs %d devices, got %d", meshString(sizes, names), n, len(devices)))
 	}
@@ -52,7 +68,10 @@ func NewMeshOn(devices []*Device, sizes []int, names []string) *Mesh {
 }
 
 // ParseMesh parses a mesh description such as "dp=4,tp=2" (from a flag,
-// say) and builds it over the first devices of the pool.
+// say) and builds it over the first devices of the pool. Its errors name
+// ParseMesh and the description once, then what is wrong:
+//
+//	shard.ParseMesh: "dp=1024": mesh Mesh('dp': 1024) needs 1024 devices, the pool has 8 (set GONOX_DEVICES)
 func ParseMesh(desc string) (*Mesh, error) {
 	var sizes []int
 	var names []string
@@ -68,37 +87,33 @@ func ParseMesh(desc string) (*Mesh, error) {
 		names = append(names, strings.TrimSpace(name))
 		sizes = append(sizes, v)
 	}
-	var m *Mesh
-	var err error
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				err = fmt.Errorf("shard.ParseMesh: %q: %v", desc, r)
-			}
-		}()
-		m = NewMesh(sizes, names)
-	}()
-	return m, err
+	m, err := newMesh(sizes, names)
+	if err != nil {
+		return nil, fmt.Errorf("shard.ParseMesh: %q: %w", desc, err)
+	}
+	return m, nil
 }
 
-func checkMeshShape(op string, sizes []int, names []string) int {
+// meshShape checks a mesh's sizes and names and returns its number of
+// devices.
+func meshShape(sizes []int, names []string) (int, error) {
 	if len(sizes) == 0 || len(sizes) != len(names) {
-		panic(fmt.Sprintf("%s: %d sizes for %d axis names", op, len(sizes), len(names)))
+		return 0, fmt.Errorf("%d sizes for %d axis names", len(sizes), len(names))
 	}
 	n := 1
 	for i, s := range sizes {
 		if s <= 0 {
-			panic(fmt.Sprintf("%s: axis %q has size %d", op, names[i], s))
+			return 0, fmt.Errorf("axis %q has size %d", names[i], s)
 		}
 		if names[i] == "" || slices.Index(names, names[i]) != i {
-			panic(fmt.Sprintf("%s: axis names %q must be non-empty and distinct", op, names))
+			return 0, fmt.Errorf("axis names %q must be non-empty and distinct", names)
 		}
 		if n > math.MaxInt/s {
-			panic(fmt.Sprintf("%s: mesh %s has more devices than an int counts", op, meshString(sizes, names)))
+			return 0, fmt.Errorf("mesh %s has more devices than an int counts", meshString(sizes, names))
 		}
 		n *= s
 	}
-	return n
+	return n, nil
 }
 
 func meshString(sizes []int, names []string) string {

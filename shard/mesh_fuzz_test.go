@@ -8,7 +8,8 @@ import (
 )
 
 // FuzzParseMesh checks that ParseMesh never panics, that every error
-// names the description it was given, and that a mesh it returns has the
+// names ParseMesh and the description it was given (and no other
+// function), and that a mesh it returns has the
 // axes and sizes the description lists, at least one device, as many as
 // the sizes multiply to, and parses back from its own name=size form. The
 // seed corpus is in testdata/fuzz/FuzzParseMesh.
@@ -18,6 +19,9 @@ func FuzzParseMesh(f *testing.F) {
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), fmt.Sprintf("shard.ParseMesh: %q: ", desc)) {
 				t.Fatalf("error does not name the input %q: %v", desc, err)
+			}
+			if rest := strings.TrimPrefix(err.Error(), fmt.Sprintf("shard.ParseMesh: %q: ", desc)); strings.HasPrefix(rest, "shard.") {
+				t.Fatalf("error names another function than ParseMesh: %v", err)
 			}
 			return
 		}

@@ -1,6 +1,7 @@
 package shard_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -50,20 +51,23 @@ func TestParseMesh(t *testing.T) {
 		{desc: " dp = 4 , tp = 2 ", sizes: []int{4, 2}, names: []string{"dp", "tp"}},
 		{desc: "dp=0", err: `shard.ParseMesh: "dp=0": size of "dp" is not a positive integer`},
 		{desc: "dp", err: `shard.ParseMesh: "dp": want name=size, got "dp"`},
-		{desc: "dp=4,dp=2", err: `shard.ParseMesh: "dp=4,dp=2": shard.NewMesh: axis names ["dp" "dp"] must be non-empty and distinct`},
-		{desc: "dp=1024", err: `shard.ParseMesh: "dp=1024": shard.NewMesh: mesh Mesh('dp': 1024) needs 1024 devices`},
+		{desc: "dp=4,dp=2", err: `shard.ParseMesh: "dp=4,dp=2": axis names ["dp" "dp"] must be non-empty and distinct`},
+		{desc: "dp=1024", err: `shard.ParseMesh: "dp=1024": mesh Mesh('dp': 1024) needs 1024 devices`},
 		// Products that overflow an int: 2^64 wrapped to 0 devices (a mesh
 		// of nothing), 3037000500^2 to a negative count.
-		{desc: "dp=4294967296,tp=4294967296", err: `shard.ParseMesh: "dp=4294967296,tp=4294967296": shard.NewMesh: mesh Mesh('dp': 4294967296, 'tp': 4294967296) has more devices than an int counts`},
-		{desc: "a=65536,b=65536,c=65536,d=65536", err: `shard.ParseMesh: "a=65536,b=65536,c=65536,d=65536": shard.NewMesh: mesh Mesh('a': 65536, 'b': 65536, 'c': 65536, 'd': 65536) has more devices than an int counts`},
+		{desc: "dp=4294967296,tp=4294967296", err: `shard.ParseMesh: "dp=4294967296,tp=4294967296": mesh Mesh('dp': 4294967296, 'tp': 4294967296) has more devices than an int counts`},
+		{desc: "a=65536,b=65536,c=65536,d=65536", err: `shard.ParseMesh: "a=65536,b=65536,c=65536,d=65536": mesh Mesh('a': 65536, 'b': 65536, 'c': 65536, 'd': 65536) has more devices than an int counts`},
 		{desc: "dp=3037000500,tp=3037000500", err: "has more devices than an int counts"},
-		{desc: "dp=9223372036854775807,tp=1", err: `shard.ParseMesh: "dp=9223372036854775807,tp=1": shard.NewMesh: mesh Mesh('dp': 9223372036854775807, 'tp': 1) needs 9223372036854775807 devices`},
+		{desc: "dp=9223372036854775807,tp=1", err: `shard.ParseMesh: "dp=9223372036854775807,tp=1": mesh Mesh('dp': 9223372036854775807, 'tp': 1) needs 9223372036854775807 devices`},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			m, err := shard.ParseMesh(tc.desc)
 			if tc.err != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.err)
+				// The error names its origin once: ParseMesh, not the
+				// NewMesh it builds the mesh with.
+				assert.Equal(t, 1, strings.Count(err.Error(), "shard."), err.Error())
 				return
 			}
 			require.NoError(t, err)
