@@ -30,6 +30,7 @@ type filled struct {
 type report struct {
 	Err    string
 	Tmp    string
+	Plan   uint32 // planFingerprint, in the first exchange
 	Filled []filled
 }
 
@@ -71,29 +72,31 @@ func (p *savePlan) commitDistributed(dir string) (err error) {
 		return &Error{Op: "save", Step: p.step, File: file, Err: e}
 	}
 	rank := shard.ProcessIndex()
-	// Process 0 makes the temporary directory; everyone learns its name.
-	var mine report
+	// Process 0 makes the temporary directory; everyone learns its name
+	// and checks that all are saving the same plan.
+	mine := report{Plan: p.fingerprint()}
 	if rank == 0 {
 		mine.Tmp, err = p.makeTmp(dir)
 		mine.Err = errString(err)
 	}
 	rs, err := exchangeReports(mine)
 	if err != nil {
+		if rank == 0 && mine.Tmp != "" {
+			p.dropTmp(mine.Tmp, err)
+		}
 		return fail("", err)
 	}
 	tmp := rs[0].Tmp
+	if rank == 0 && tmp != "" {
+		defer func() { p.dropTmp(tmp, err) }()
+	}
 	if err := firstReportError(rs); err != nil {
 		return fail("", err)
 	}
-	if rank == 0 {
-		defer func() {
-			if err != nil {
-				os.RemoveAll(tmp)
-			}
-			inProgress.Lock()
-			delete(inProgress.dirs, tmp)
-			inProgress.Unlock()
-		}()
+	for i, r := range rs {
+		if r.Plan != rs[0].Plan {
+			return fail("", fmt.Errorf("process %d saves another tree, sharding or metadata record than process 0: every process must call Save with the same arguments", i))
+		}
 	}
 	// Everyone writes its blocks, then reports what it wrote.
 	mine = report{Err: errString(p.writeAll(tmp))}
@@ -143,6 +146,54 @@ func (p *savePlan) commitDistributed(dir string) (err error) {
 		return fail("", e)
 	}
 	return nil
+}
+
+// dropTmp forgets the temporary directory of a save of process 0, and
+// removes it if the save failed.
+func (p *savePlan) dropTmp(tmp string, err error) {
+	if err != nil {
+		os.RemoveAll(tmp)
+	}
+	inProgress.Lock()
+	delete(inProgress.dirs, tmp)
+	inProgress.Unlock()
+}
+
+// fingerprint is a checksum of what the plan saves, the same on every
+// process of a job that saves the same thing: the step, the format, the
+// metadata record, each tensor's path, dtype, shape, storage, mesh, spec
+// and blocks. It leaves out what legitimately differs between processes:
+// the time, the metrics (process 0's are saved) and which host file a
+// host tensor goes to (GOMAXPROCS may differ).
+func (p *savePlan) fingerprint() uint32 {
+	type block struct {
+		Offset, Shape []int
+		Device        int
+	}
+	type tensor struct {
+		Path, DType, Storage string
+		Shape                []int
+		Mesh                 *meshEntry
+		Spec                 [][]string
+		Blocks               []block
+	}
+	plan := struct {
+		Step, Version, ChunkBytes int
+		Metadata                  *metadataRecord
+		Tensors                   []tensor
+	}{Step: p.m.Step, Version: p.m.Version, ChunkBytes: p.m.ChunkBytes, Metadata: p.m.Metadata}
+	for _, e := range p.m.Tensors {
+		t := tensor{Path: e.Path, DType: e.DType, Storage: e.Storage, Shape: e.Shape, Mesh: e.Mesh, Spec: e.Spec}
+		for _, s := range e.Shards {
+			t.Blocks = append(t.Blocks, block{s.Offset, s.Shape, s.Device})
+		}
+		plan.Tensors = append(plan.Tensors, t)
+	}
+	b, err := json.Marshal(plan)
+	if err != nil {
+		return 0 // cannot happen: plain data
+	}
+	return checksum(b)
 }
 
 // wrote reports whether one of this process's writers wrote s.

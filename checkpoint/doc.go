@@ -103,6 +103,68 @@
 // training continues. A background save's error is returned by the next
 // Save, Wait or Close, and no goroutine outlives Close.
 //
+// # Metadata
+//
+// The tensors do not say which model they belong to: a checkpoint of a
+// 4-head attention layer restores into an 8-head one of the same shapes,
+// and an embedding table into a vocabulary of the same size but other
+// characters. A step may therefore carry a metadata record: the program's
+// own struct (the model's configuration, the vocabulary or dataset
+// identity, the optimizer and schedule settings), encoded with
+// encoding/json into the step's manifest under a Schema — a kind and a
+// version the program sets — together with the gonox version that saved
+// it (GonoxVersion). It is as atomic as the step, in a Manager's
+// background saves (ManagerOptions.Metadata) and in a job of several
+// processes alike.
+//
+//	var runSchema = checkpoint.Schema{Kind: "moe-run", Version: 1}
+//
+//	err := checkpoint.Save(dir, step, state, checkpoint.WithMetadata(runSchema, cfg))
+//
+//	var saved Config
+//	info, err := checkpoint.ReadMetadata(dir, step, runSchema, &saved)
+//	for _, d := range checkpoint.DiffMetadata(saved, cfg) {
+//		fmt.Println(d) // "Heads: saved 4, now 8"
+//	}
+//
+// ReadMetadata reads the record without restoring a tensor and decodes it
+// strictly: a step without a record, a record of another kind or of a
+// newer version, a field the program's type lacks or a value that does not
+// fit is an error wrapping ErrMismatch that names the step's manifest.json
+// and what differs; a record of an older version decodes, and says which
+// version it is. DiffMetadata lists every setting whose saved value
+// differs from the current one, with both values, and the program decides
+// what each means: refuse the step for a model setting, go on with a
+// warning for one that may change on resume (the number of steps, the
+// mesh). CheckMetadata does the same inside Restore and RestoreLatest,
+// before any tensor is read, so that a setting that changes shapes is
+// reported as the setting rather than as a tensor whose shape differs.
+//
+// # Recovering past a corrupt step
+//
+// A step that a crash interrupted is never a step (see Atomicity and
+// errors), but a step on disk can still be damaged afterwards: a bit
+// flipped by the storage, a file cut short by a full disk, a file deleted
+// by hand. By default RestoreLatest then fails, naming the step and the
+// file: falling back on its own would hide the damage and silently redo
+// the training since an older step. Given SkipCorrupt, it falls back: it
+// tries the newest step, and if that fails because the step is damaged
+// (ErrCorrupt, ErrUnsafePath, ErrNotFound) reports the step with its
+// error and tries the one before, and so on, returning the step it
+// restored. A step that does not fit the tree or the program's
+// CheckMetadata is not skipped: an older step of the same directory would
+// not fit better.
+//
+//	state, step, err := checkpoint.RestoreLatest(dir, like, checkpoint.AsLike(),
+//		checkpoint.SkipCorrupt(func(step int, err error) {
+//			log.Printf("step %d is damaged, trying the one before: %v", step, err)
+//		}))
+//
+// Steps are verified as they restore (every chunk a restore reads is
+// checked against its CRC-32C), so a step restored is a step that is
+// whole as far as the tree restored reads it. A damaged step is left on
+// disk for inspection; a Manager prunes it like any other.
+//
 // # On-disk layout
 //
 //	ckpt/                          the checkpoint directory
@@ -130,12 +192,19 @@
 //
 //	{
 //	 "format": "gonox-checkpoint",
-//	 "version": 1,                             2 if a tensor has "storage" or a 16-bit dtype
+//	 "version": 1,                             2 if a tensor has "storage" or a 16-bit dtype,
+//	                                           3 if there is a metadata record
 //	 "step": 100,
 //	 "time": "2026-11-22T13:00:00Z",
 //	 "metrics": {"loss": 0.25},               (optional)
 //	 "codec": "shuffle+zstd",
 //	 "chunk_bytes": 1048576,
+//	 "metadata": {                             (optional) WithMetadata's record
+//	  "kind": "moe-run",                       the Schema
+//	  "version": 1,
+//	  "gonox": "v0.4.0",                       GonoxVersion of the program that saved
+//	  "value": {"Heads": 4, ...}               the program's record, a JSON object
+//	 },
 //	 "tensors": [
 //	  {
 //	   "path": "Model.Layers[0].W",            the pytree path of the leaf

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -61,6 +62,23 @@ func FuzzManifest(f *testing.F) {
 	if b, err := bf.encode(); err == nil {
 		f.Add(b)
 	}
+	// With a metadata record (format version 3), and one whose value has
+	// a key twice.
+	withMeta := func(value string) []byte {
+		m, err := parseManifest(good)
+		if err != nil {
+			f.Fatal(err)
+		}
+		m.Version = formatVersionMetadata
+		m.Metadata = &metadataRecord{Kind: "test-run", Version: 2, Gonox: "v1.2.3", Value: []byte(value)}
+		b, err := json.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return b
+	}
+	f.Add(withMeta(`{"Model":{"Dim":64,"Heads":4},"Vocab":"ab","Mesh":[2,4]}`))
+	f.Add(withMeta(`{"Model":{"Dim":64,"Dim":4}}`))
 	manifestPath := filepath.Join(stepDir(dir, 1), manifestName)
 	like := tinyAt(0)
 	mesh := shard.NewMesh([]int{3}, []string{"dp"})
@@ -151,6 +169,13 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		"big-pos":       variant(func(m *manifest) { m.Tensors[0].Shards[1].Pos = 1 << 40 }),
 		"swapped-files": variant(func(m *manifest) { s := m.Tensors[0].Shards; s[0].File, s[1].File = s[1].File, s[0].File }),
 		"host-only":     variant(func(m *manifest) { m.Tensors = m.Tensors[1:] }),
+		"metadata": variant(func(m *manifest) {
+			m.Version = formatVersionMetadata
+			m.Metadata = &metadataRecord{Kind: "test-run", Version: 2, Gonox: "v1.2.3", Value: []byte(`{"Model":{"Dim":64,"Heads":4,"TopK":2},"Vocab":"abcz","LR":0.003,"Steps":500,"Mesh":[2,4]}`)}
+		}),
+		"metadata-version-2": variant(func(m *manifest) {
+			m.Metadata = &metadataRecord{Kind: "test-run", Version: 1, Value: []byte(`{}`)}
+		}),
 	}
 	writeSeeds(t, "FuzzManifest", seeds)
 
@@ -173,6 +198,42 @@ func writeSeeds(t *testing.T, fuzz string, seeds map[string][]byte) {
 		content := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(b)))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
 	}
+}
+
+// FuzzMetadata feeds arbitrary record values to the checks a manifest's
+// record goes through and to the strict decoding into a program's type:
+// nothing may panic, a value the checks accept is one JSON object, and a
+// record that decodes re-encodes to one that decodes to the same value,
+// which DiffMetadata finds equal to itself.
+func FuzzMetadata(f *testing.F) {
+	for _, v := range []string{
+		`{"Model":{"Dim":64,"Heads":4,"TopK":2},"Vocab":"abcz","LR":0.003,"Steps":500,"Mesh":[2,4]}`,
+		`{"Model":{"Dim":64,"Dim":4}}`, `{"Vocab":"a\u00e9\u20ac","Mesh":null}`, `{"Extra":1}`,
+		`{"LR":"fast"}`, `[]`, `{}`, `{"Model":{"Heads":1e400}}`, `{"Mesh":[1,[2]]}`,
+	} {
+		f.Add([]byte(v), uint8(2))
+	}
+	f.Fuzz(func(t *testing.T, value []byte, version uint8) {
+		r := &metadataRecord{Kind: "test-run", Version: int(version), Value: value}
+		if r.validate() != nil {
+			return
+		}
+		require.Equal(t, byte('{'), bytes.TrimSpace(value)[0])
+		m := &manifest{Step: 1, Metadata: r}
+		var got runConfig
+		if _, err := decodeMetadata(m, runSchema, &got); err != nil {
+			require.ErrorIs(t, err, ErrMismatch)
+			return
+		}
+		require.Empty(t, DiffMetadata(got, got))
+		again, err := newRecord(runSchema, got)
+		require.NoError(t, err)
+		m.Metadata = again
+		var back runConfig
+		_, err = decodeMetadata(m, runSchema, &back)
+		require.NoError(t, err)
+		require.Empty(t, DiffMetadata(got, back))
+	})
 }
 
 // FuzzChunkRoundTrip encodes arbitrary bytes as a chunk of float32 words,

@@ -40,6 +40,12 @@ type ManagerOptions struct {
 	// the directory after its rename failed, on the goroutine that saves
 	// (with Async, the background one).
 	OnUnsynced func(err error)
+	// Metadata, if not nil, is saved with every step as a record of
+	// MetadataSchema (see WithMetadata): the run's configuration, say. It
+	// is encoded when Save is called, so a pointer saves the values it
+	// points to at that moment; NewManager checks that it encodes.
+	Metadata       any
+	MetadataSchema Schema
 }
 
 // Manager saves a series of steps into one directory and prunes old ones,
@@ -51,7 +57,9 @@ type ManagerOptions struct {
 //
 // A Manager's methods are safe for concurrent use. One Manager (or one
 // process) should write a directory at a time. Restore a step with
-// Restore(m.Dir(), step, ...) or RestoreLatest.
+// Restore(m.Dir(), step, ...) or RestoreLatest(m.Dir(), ...), given
+// SkipCorrupt to fall back past a damaged step and CheckMetadata to
+// compare the record of ManagerOptions.Metadata first.
 type Manager struct {
 	dir  string
 	opts ManagerOptions
@@ -71,6 +79,11 @@ func NewManager(dir string, opts ManagerOptions) (*Manager, error) {
 	}
 	if opts.KeepBest > 0 && opts.Metric == "" {
 		return nil, &Error{Op: "manager", Step: -1, Err: errors.New("KeepBest needs a Metric")}
+	}
+	if opts.Metadata != nil {
+		if _, err := newRecord(opts.MetadataSchema, opts.Metadata); err != nil {
+			return nil, &Error{Op: "manager", Step: -1, Err: err}
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, &Error{Op: "manager", Step: -1, Err: err}
@@ -124,6 +137,9 @@ func (m *Manager) Save(step int, tree any, metrics map[string]float64) (bool, er
 	opts := []SaveOption{WithMetrics(metrics), Overwrite()}
 	if m.opts.OnUnsynced != nil {
 		opts = append(opts, OnUnsynced(m.opts.OnUnsynced))
+	}
+	if m.opts.Metadata != nil {
+		opts = append(opts, WithMetadata(m.opts.MetadataSchema, m.opts.Metadata))
 	}
 	p, err := prepare(step, tree, opts)
 	if err != nil {
@@ -402,15 +418,71 @@ func Metrics(dir string, step int) (map[string]float64, error) {
 // RestoreLatest restores the most recent complete step of dir (see
 // Restore) and returns it with its step number; it returns an error
 // wrapping ErrNotFound if dir has no step.
+//
+// By default a newest step that fails to restore is an error. With
+// SkipCorrupt, RestoreLatest falls back to the newest step that restores.
 func RestoreLatest[T any](dir string, like T, to Placement, opts ...RestoreOption) (T, int, error) {
 	var zero T
-	step, ok, err := LatestStep(dir)
+	var cfg restoreConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	steps, err := Steps(dir)
 	if err != nil {
 		return zero, 0, err
 	}
-	if !ok {
+	if len(steps) == 0 {
 		return zero, 0, &Error{Op: "restore", Step: -1, Err: fmt.Errorf("%w: no step in %s", ErrNotFound, dir)}
 	}
-	out, err := Restore(dir, step, like, to, opts...)
-	return out, step, err
+	if !cfg.skip {
+		step := steps[len(steps)-1]
+		out, err := Restore(dir, step, like, to, opts...)
+		return out, step, err
+	}
+	once := append(slices.Clone(opts), func(c *restoreConfig) { c.skip = false })
+	var errs []error
+	for i := len(steps) - 1; i >= 0; i-- {
+		out, err := Restore(dir, steps[i], like, to, once...)
+		if err == nil {
+			return out, steps[i], nil
+		}
+		if !damaged(err) {
+			return zero, steps[i], err
+		}
+		if cfg.skipped != nil {
+			cfg.skipped(steps[i], err)
+		}
+		errs = append(errs, err)
+	}
+	return zero, 0, &Error{Op: "restore", Step: -1, Err: fmt.Errorf("none of the %d steps of %s restores:\n%w", len(steps), dir, errors.Join(errs...))}
+}
+
+// SkipCorrupt makes RestoreLatest restore the newest step that restores,
+// instead of failing when the newest is damaged: a step that fails with
+// an error wrapping ErrCorrupt (a manifest that does not parse, a data
+// file missing, truncated or failing its checksums), ErrUnsafePath or
+// ErrNotFound (removed meanwhile) is skipped, and the step before it
+// tried. skipped, if not nil, is called with each step skipped and its
+// error, newest first, before the next one is tried. A step is checked as
+// it is restored, so a step skipped is one whose restore failed, and
+// RestoreLatest returns the step it restored.
+//
+// A mismatch between the step and the tree (ErrMismatch, CheckMetadata's
+// refusal) is not skipped: it is returned, since an older step of the
+// same run would not fit better. If every step is damaged, the error
+// wraps the error of each (errors.Is(err, ErrCorrupt) holds).
+//
+// Restore (given one step) refuses this option.
+func SkipCorrupt(skipped func(step int, err error)) RestoreOption {
+	return func(c *restoreConfig) { c.skip, c.skipped = true, skipped }
+}
+
+// damaged reports whether a restore failed because the step is damaged
+// (and an older one may restore), not because it does not fit.
+func damaged(err error) bool {
+	var r *refusal
+	if errors.As(err, &r) || errors.Is(err, ErrMismatch) {
+		return false
+	}
+	return errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnsafePath) || errors.Is(err, ErrNotFound)
 }

@@ -15,14 +15,17 @@ import (
 
 const (
 	formatName = "gonox-checkpoint"
-	// formatVersion is the version Save writes: 1, or 2 when a tensor
-	// has 16-bit elements, a storage field (StoreFloatsAs) or a bfloat16
-	// or float16 dtype, which readers of version 1 would not understand.
-	// Restore reads both.
-	formatVersion        = 1
-	formatVersionStorage = 2
-	codecName            = "shuffle+zstd"
-	manifestName         = "manifest.json"
+	// formatVersion is the version Save writes: the lowest that
+	// describes the step, so that older readers read what they can. 1;
+	// 2 when a tensor has 16-bit elements, a storage field
+	// (StoreFloatsAs) or a bfloat16 or float16 dtype, which readers of
+	// version 1 would not understand; 3 when the manifest has a metadata
+	// record (WithMetadata). Restore reads all three.
+	formatVersion         = 1
+	formatVersionStorage  = 2
+	formatVersionMetadata = 3
+	codecName             = "shuffle+zstd"
+	manifestName          = "manifest.json"
 
 	// maxManifestBytes bounds the manifest a restore reads: an indented
 	// chunk record takes about 70 bytes, so 256 MiB describes some 3.8
@@ -44,6 +47,7 @@ type manifest struct {
 	Metrics    map[string]float64 `json:"metrics,omitempty"`
 	Codec      string             `json:"codec"`
 	ChunkBytes int                `json:"chunk_bytes"`
+	Metadata   *metadataRecord    `json:"metadata,omitempty"` // version 3
 	Tensors    []*tensorEntry     `json:"tensors"`
 }
 
@@ -152,8 +156,8 @@ func (m *manifest) validate() error {
 	if m.Format != formatName {
 		return bad("", manifestName, "format %q, want %q", m.Format, formatName)
 	}
-	if m.Version != formatVersion && m.Version != formatVersionStorage {
-		return bad("", manifestName, "format version %d, this package reads versions %d and %d", m.Version, formatVersion, formatVersionStorage)
+	if m.Version < formatVersion || m.Version > formatVersionMetadata {
+		return bad("", manifestName, "format version %d, this package reads versions %d to %d (a newer gonox wrote it?)", m.Version, formatVersion, formatVersionMetadata)
 	}
 	if m.Step < 0 {
 		return bad("", manifestName, "negative step %d", m.Step)
@@ -163,6 +167,14 @@ func (m *manifest) validate() error {
 	}
 	if m.ChunkBytes <= 0 || m.ChunkBytes > maxChunkBytes || m.ChunkBytes%8 != 0 {
 		return bad("", manifestName, "chunk_bytes %d is not a positive multiple of 8 up to %d", m.ChunkBytes, maxChunkBytes)
+	}
+	if m.Metadata != nil {
+		if m.Version < formatVersionMetadata {
+			return bad("", manifestName, "a metadata record needs format version %d, the manifest has %d", formatVersionMetadata, m.Version)
+		}
+		if err := m.Metadata.validate(); err != nil {
+			return bad("", manifestName, "%v", err)
+		}
 	}
 	seen := map[string]bool{}
 	for i, t := range m.Tensors {

@@ -108,7 +108,10 @@ type RestoreOption func(*restoreConfig)
 type restoreConfig struct {
 	prefix  string
 	partial bool
-	rules   []Rule // MapNames
+	rules   []Rule     // MapNames
+	meta    *metaCheck // CheckMetadata
+	skip    bool       // SkipCorrupt
+	skipped func(step int, err error)
 }
 
 // Subtree restores the subtree of the saved tree at prefix (a path such as
@@ -310,11 +313,19 @@ func restoreLeaves(dir string, step int, likePaths []pytree.Path, likes []*tenso
 	if len(cfg.rules) > 0 {
 		return nil, &Error{Op: "restore", Step: step, Err: errors.New("MapNames applies to safetensors files; checkpoints are read by tree path")}
 	}
+	if cfg.skip {
+		return nil, &Error{Op: "restore", Step: step, Err: errors.New("SkipCorrupt applies to RestoreLatest, which chooses the step")}
+	}
 	root, m, err := readManifest(dir, step)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
+	if cfg.meta != nil {
+		if err := cfg.meta.run(dir, m); err != nil {
+			return nil, err
+		}
+	}
 	out, err := restoreFrom(root, m, step, likePaths, likes, to, cfg)
 	return out, inDir(err, filepath.Join(dir, stepName(step)))
 }

@@ -543,6 +543,9 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cfg.meta != nil || cfg.skip {
+		return zero, nil, &Error{Op: "import", Step: -1, Err: errors.New("CheckMetadata and SkipCorrupt apply to checkpoints, not to safetensors files")}
+	}
 	entries, meta, dataStart, err := parseSafetensorsHeader(r, size)
 	if err != nil {
 		return zero, nil, err

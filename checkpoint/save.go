@@ -32,6 +32,9 @@ type saveConfig struct {
 	chunkBytes int
 	onUnsynced func(error)
 	floats     FloatStorage
+	meta       Schema // WithMetadata
+	metaValue  any
+	metaSet    bool
 }
 
 // StoreFloatsAs stores the float32 leaves rounded to bfloat16
@@ -165,6 +168,15 @@ func prepare(step int, tree any, opts []SaveOption) (*savePlan, error) {
 		Time: time.Now().UTC().Format(time.RFC3339Nano), Codec: codecName,
 		ChunkBytes: cfg.chunkBytes, Metrics: cfg.metrics, Tensors: []*tensorEntry{},
 	}
+	if cfg.metaSet {
+		// Encoded now: the record is part of the snapshot a background
+		// save writes, whatever the program changes afterwards.
+		rec, err := newRecord(cfg.meta, cfg.metaValue)
+		if err != nil {
+			return nil, fail("", "%v", err)
+		}
+		m.Metadata, m.Version = rec, formatVersionMetadata
+	}
 	p := &savePlan{step: step, cfg: cfg, m: m}
 	byFile := map[string]*writer{}
 	var hostJobs []saveJob
@@ -182,10 +194,10 @@ func prepare(step int, tree any, opts []SaveOption) (*savePlan, error) {
 		e := &tensorEntry{Path: path, DType: dtypeName(x.DType()), Shape: x.Shape(), Shards: []*shardEntry{}, dtype: x.DType()}
 		if x.DType() == tensor.Float32 && cfg.floats != AsFloat32 {
 			e.storage, e.Storage = cfg.floats, cfg.floats.manifestName()
-			m.Version = formatVersionStorage
+			m.Version = max(m.Version, formatVersionStorage)
 		}
 		if isHalf(x.DType()) {
-			m.Version = formatVersionStorage
+			m.Version = max(m.Version, formatVersionStorage)
 		}
 		m.Tensors = append(m.Tensors, e)
 		raw := func(b *tensor.Tensor) int64 { return int64(b.Size() * e.storedSize()) }
