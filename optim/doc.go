@@ -59,6 +59,9 @@
 //	Lamb       optax.lamb: Adam with a per-parameter trust ratio
 //	Lars       optax.lars: SGD with a per-parameter trust ratio and momentum
 //	Novograd   optax.novograd: one second moment per parameter
+//	Muon       optax.contrib.muon: orthogonalized momentum for matrices, AdamW for the rest
+//	ScheduleFreeAdamW, ScheduleFreeSGD, ScheduleFree
+//	           optax.contrib.schedule_free_*: no decay schedule; evaluate at ScheduleFreeEvalParams
 //
 // Their doc comments give the update rule each follows, optax's, and where
 // torch.optim's optimizer of the same name agrees with it: the tests
@@ -79,10 +82,10 @@
 // the options treat it as exactly 0.
 //
 // The building blocks are exported too, to compose optimizers optax-style:
-// ScaleByAdam, ScaleByRSS, ScaleByAdadelta, ScaleByTrustRatio, Trace,
-// AddDecayedWeights, Scale, ScaleBySchedule, ScaleByLearningRate, Clip,
-// ClipByBlockRMS, ClipByGlobalNorm, Identity and Stateless. AdamW is, to
-// rounding,
+// ScaleByAdam, ScaleByRMS, ScaleByRSS, ScaleByAdadelta, ScaleByTrustRatio,
+// ScaleByMuon (and OrthogonalizeNewtonSchulz), Trace, AddDecayedWeights,
+// Scale, ScaleBySchedule, ScaleByLearningRate, Clip, ClipByBlockRMS,
+// ClipByGlobalNorm, Identity and Stateless. AdamW is, to rounding,
 //
 //	optim.Chain(optim.ScaleByAdam(), optim.AddDecayedWeights(wd, mask), optim.ScaleByLearningRate(lr))
 //

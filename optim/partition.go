@@ -83,13 +83,18 @@ type PartitionState struct {
 // labels are computed from the params (from the updates when Update gets
 // none), at Init and at every Update; a label that names no transform
 // panics, listing the labels there are. Non-float leaves get no label and
-// no update. The groups are updated in the order of their labels.
+// no update (bfloat16 and float16 ones are refused, as by the optimizers).
+// The groups are updated in the order of their labels.
 func Partition(transforms map[string]Transform, label LabelFunc) Transform {
 	const op = "optim.Partition"
 	if label == nil || len(transforms) == 0 {
 		panic(op + ": no transforms or nil label function")
 	}
-	p := &partition{label: label, txs: maps.Clone(transforms), names: slices.Sorted(maps.Keys(transforms))}
+	return newPartition(op, transforms, label)
+}
+
+func newPartition(op string, transforms map[string]Transform, label LabelFunc) *partition {
+	p := &partition{op: op, label: label, txs: maps.Clone(transforms), names: slices.Sorted(maps.Keys(transforms))}
 	for _, name := range p.names {
 		if p.txs[name] == nil {
 			panic(fmt.Sprintf("%s: transform %q is nil", op, name))
@@ -105,6 +110,7 @@ func MultiTransform(transforms map[string]Transform, label LabelFunc) Transform 
 }
 
 type partition struct {
+	op    string
 	label LabelFunc
 	txs   map[string]Transform
 	names []string
@@ -121,8 +127,8 @@ func (p *partition) labels(tree any) map[string]string {
 		}
 		l := p.label(paths[i], x)
 		if _, ok := p.txs[l]; !ok {
-			panic(fmt.Sprintf("optim.Partition: parameter %s has label %q, which names no transform (labels: %s)",
-				paths[i], l, strings.Join(p.names, ", ")))
+			panic(fmt.Sprintf("%s: parameter %s has label %q, which names no transform (labels: %s)",
+				p.op, paths[i], l, strings.Join(p.names, ", ")))
 		}
 		out[paths[i].String()] = l
 	}
@@ -137,6 +143,7 @@ func (p *partition) group(labels map[string]string, name string) *masked {
 }
 
 func (p *partition) Init(params any) State {
+	rejectHalf(p.op, "parameter", params)
 	labels := p.labels(params)
 	st := PartitionState{Inner: map[string]State{}}
 	for _, name := range p.names {
@@ -151,7 +158,8 @@ func (p *partition) Update(grads any, state State, params any) (any, State) {
 
 // UpdateExtra passes extra on to every group's transform.
 func (p *partition) UpdateExtra(grads any, state State, params any, extra Extra) (any, State) {
-	const op = "optim.Partition"
+	op := p.op
+	rejectHalf(op, "gradient", grads)
 	st := stateAs[PartitionState](op, state)
 	src := params
 	if src == nil {
