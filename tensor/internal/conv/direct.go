@@ -1,0 +1,216 @@
+package conv
+
+// The direct (implicit im2col) form of a stride-1 convolution: the
+// shifted products of shift.go computed by the micro-kernels of
+// gen_kernels.go, whose rows of B are addressed through a table of
+// offsets into the padded input, so the depth of one product is the whole
+// C·kSize and no column matrix is ever written.
+
+// shiftDirect is one pass (forward or input gradient) in direct form.
+type shiftDirect struct {
+	g          *geom
+	sp         *shiftPlan
+	k          *igemmKernel
+	rows, cols int       // output and input channels per group
+	depth      int       // cols·kSize
+	mtiles     int       // ⌈rows/mr⌉
+	panels     []float32 // [group][mtile][depth][mr], zero rows past rows
+	offs       []int     // byte offset of B row (c, k): (c·psize + off(k))·4
+	offMax     int       // largest tap offset, in floats
+	qpad       int       // the grid rounded up to whole tiles
+	qblock     int       // columns of one work item, whole tiles
+	blocks     int       // ⌈qpad/qblock⌉
+}
+
+// newShiftDirect prepares a pass computing rows output channels from cols
+// input channels per group with the row-major weights wr (per group
+// rows×cols·kSize, columns c·kSize+k), over items work items split on t
+// goroutines.
+func newShiftDirect(g *geom, sp *shiftPlan, wr []float32, rows, cols, t int) *shiftDirect {
+	d := &shiftDirect{g: g, sp: sp, rows: rows, cols: cols}
+	ks := len(sp.offs)
+	d.depth = cols * ks
+	d.k = active.pickIgemm(rows, sp.q)
+	mr := d.k.mr
+	d.mtiles = ceilDiv(rows, mr)
+	d.panels = make([]float32, g.groups*d.mtiles*d.depth*mr)
+	for gi := 0; gi < g.groups; gi++ {
+		wg := wr[gi*rows*d.depth:]
+		for m := 0; m < d.mtiles; m++ {
+			pan := d.panels[(gi*d.mtiles+m)*d.depth*mr:]
+			for i := 0; i < mr && m*mr+i < rows; i++ {
+				row := wg[(m*mr+i)*d.depth : (m*mr+i+1)*d.depth]
+				for p, v := range row {
+					pan[p*mr+i] = v
+				}
+			}
+		}
+	}
+	d.offs = make([]int, d.depth)
+	for c := 0; c < cols; c++ {
+		for k, off := range sp.offs {
+			d.offs[c*ks+k] = 4 * (c*sp.psize + off)
+			d.offMax = max(d.offMax, off)
+		}
+	}
+	tc := d.k.cols()
+	d.qpad = ceilDiv(sp.q, tc) * tc
+	d.qblock = max(tc, colBudget/(d.mtiles*mr)/tc*tc)
+	if per := g.n * g.groups; per < t {
+		// Too few samples for the threads: cut each into t/per blocks.
+		d.qblock = min(d.qblock, ceilDiv(ceilDiv(d.qpad, ceilDiv(t, per)), tc)*tc)
+	}
+	d.qblock = min(d.qblock, d.qpad)
+	d.blocks = ceilDiv(d.qpad, d.qblock)
+	return d
+}
+
+// run computes block b of the grid for one sample and group: dst and src
+// hold that sample's group of output and input planes.
+func (d *shiftDirect) run(dst, src []float32, gi, b int, ws *workspace) {
+	sp := d.sp
+	q0 := b * d.qblock
+	q1 := min(q0+d.qblock, d.qpad)
+	slack := d.qpad - sp.q + 16
+	p := buf(&ws.aux, d.cols*sp.psize+slack)
+	pd2 := sp.pd[2]
+	// The padded rows this block reads: positions [q0, q1+offMax).
+	r0, r1 := q0/pd2, min(sp.pd[0]*sp.pd[1], ceilDiv(q1+d.offMax, pd2))
+	sp.padRows(p, src, d.cols, r0, r1)
+	clear(p[d.cols*sp.psize:])
+	mr, tc := d.k.mr, d.k.cols()
+	ld := q1 - q0
+	yt := buf(&ws.col, d.mtiles*mr*ld)
+	pan := d.panels[gi*d.mtiles*d.depth*mr:]
+	for q := q0; q < q1; q += tc {
+		for m := 0; m < d.mtiles; m++ {
+			d.k.fn(d.depth, &pan[m*d.depth*mr], &p[q], &d.offs[0], &yt[m*mr*ld+q-q0], ld, 0)
+		}
+	}
+	sp.compact(dst, yt, ld, d.rows, q0, min(q1, sp.q))
+}
+
+// padRows is pad restricted to the padded rows [r0, r1) of each plane
+// (rows of pd[2] elements, numbered over the first two dimensions).
+func (sp *shiftPlan) padRows(p, src []float32, nch, r0, r1 int) {
+	pd1, pd2 := sp.pd[1], sp.pd[2]
+	s1, s2 := sp.sd[1], sp.sd[2]
+	for c := 0; c < nch; c++ {
+		pc := p[c*sp.psize : (c+1)*sp.psize]
+		sc := src[c*sp.ssize : (c+1)*sp.ssize]
+		for r := r0; r < r1; r++ {
+			row := pc[r*pd2 : (r+1)*pd2]
+			i0, i1 := r/pd1-sp.lo[0], r%pd1-sp.lo[1]
+			if i0 < 0 || i0 >= sp.sd[0] || i1 < 0 || i1 >= s1 {
+				clear(row)
+				continue
+			}
+			a := sp.lo[2]
+			clear(row[:a])
+			copy(row[a:a+s2], sc[(i0*s1+i1)*s2:])
+			clear(row[a+s2:])
+		}
+	}
+}
+
+// forwardDirect computes Forward in direct form; t is the thread budget.
+func (g *geom) forwardDirect(y, x, w []float32, t int) {
+	d := newShiftDirect(g, g.forwardShift(), w, g.og, g.cg, t)
+	items := g.n * g.groups * d.blocks
+	parallel(items, t, func(i int, ws *workspace) {
+		b := i % d.blocks
+		n, gi := i/d.blocks/g.groups, i/d.blocks%g.groups
+		d.run(y[(n*g.o+gi*g.og)*g.outSize:], x[(n*g.c+gi*g.cg)*g.inSize:], gi, b, ws)
+	})
+}
+
+// backwardInputDirect computes BackwardInput in direct form.
+func (g *geom) backwardInputDirect(dx, dy, w []float32, t int) {
+	wr := make([]float32, len(w))
+	g.flipped(wr, w)
+	d := newShiftDirect(g, g.backwardShift(), wr, g.cg, g.og, t)
+	items := g.n * g.groups * d.blocks
+	parallel(items, t, func(i int, ws *workspace) {
+		b := i % d.blocks
+		n, gi := i/d.blocks/g.groups, i/d.blocks%g.groups
+		d.run(dx[(n*g.c+gi*g.cg)*g.inSize:], dy[(n*g.o+gi*g.og)*g.outSize:], gi, b, ws)
+	})
+}
+
+// dotBudget bounds, in floats, the padded inputs of the samples one dot
+// kernel call walks through.
+const dotBudget = 64 << 10
+
+// backwardKernelDirect computes BackwardKernel with the dot kernels: for
+// each output channel o and (input channel, tap) pair j, the dot product
+// of dy's plane o with the padded input shifted by the tap, along every
+// output row, summed over the samples.
+func (g *geom) backwardKernelDirect(dw, x, dy []float32, t int) {
+	sp := g.forwardShift()
+	ks := g.kSize
+	depth := g.cg * ks
+	k := active.pickDot(g.og, depth)
+	nchunk := min(g.n, maxChunks, max(1, chunkFloats/len(dw)))
+	per := max(1, min(ceilDiv(g.n, nchunk), dotBudget/max(1, g.cg*sp.psize)))
+	offs := make([]int, ceilDiv(depth, k.nr)*k.nr)
+	for j := range offs {
+		jj := min(j, depth-1) // the last tile's extra columns repeat the last one
+		offs[j] = 4 * ((jj/ks)*sp.psize + sp.offs[jj%ks])
+	}
+	part := alignedFloats(nchunk * len(dw))
+	o0, o1, o2 := g.d[0].out, g.d[1].out, g.d[2].out
+	nvec, tail := o2/k.w, o2%k.w
+	pd1, pd2 := sp.pd[1], sp.pd[2]
+	items := nchunk * g.groups
+	parallel(items, t, func(i int, ws *workspace) {
+		ch, gi := i/g.groups, i%g.groups
+		s0, s1 := ch*g.n/nchunk, (ch+1)*g.n/nchunk
+		pt := part[ch*len(dw)+gi*g.og*depth : ch*len(dw)+(gi+1)*g.og*depth]
+		ctile := buf(&ws.col, k.mr*k.nr)
+		for sb := s0; sb < s1; sb += per {
+			ns := min(per, s1-sb)
+			p := buf(&ws.aux, ns*g.cg*sp.psize+16)
+			for s := 0; s < ns; s++ {
+				sp.pad(p[s*g.cg*sp.psize:], x[((sb+s)*g.c+gi*g.cg)*g.inSize:], g.cg)
+			}
+			clear(p[ns*g.cg*sp.psize:])
+			for t0 := 0; t0 < o0; t0++ {
+				a := dy[(sb*g.o+gi*g.og)*g.outSize+t0*o1*o2:]
+				b := p[t0*pd1*pd2:]
+				for oa := 0; oa < g.og; oa += k.mr {
+					ot := min(oa, g.og-k.mr) // the last tile overlaps the one before
+					for j0 := 0; j0 < depth; j0 += k.nr {
+						k.fn(ns, o1, nvec, tail,
+							&a[ot*g.outSize], g.outSize, 4*(o2-nvec*k.w), 4*(g.o*g.outSize-o1*o2),
+							&b[0], &offs[j0], 4*(pd2-nvec*k.w), 4*(g.cg*sp.psize-o1*pd2),
+							&ctile[0], k.nr)
+						for o := oa; o < min(oa+k.mr, g.og); o++ {
+							row := pt[o*depth+j0 : o*depth+min(j0+k.nr, depth)]
+							cr := ctile[(o-ot)*k.nr:]
+							if sb == s0 && t0 == 0 {
+								copy(row, cr[:len(row)])
+								continue
+							}
+							for j := range row {
+								row[j] += cr[j]
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+	sumChunks(dw, part, nchunk)
+}
+
+// sumChunks sets dst to the sum, in order, of the nchunk partial results
+// held back to back in part.
+func sumChunks(dst, part []float32, nchunk int) {
+	copy(dst, part[:len(dst)])
+	for ch := 1; ch < nchunk; ch++ {
+		src := part[ch*len(dst) : (ch+1)*len(dst)]
+		for i, v := range src {
+			dst[i] += v
+		}
+	}
+}

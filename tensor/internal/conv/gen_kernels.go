@@ -1,0 +1,369 @@
+//go:build ignore
+
+// gen_kernels writes the amd64 convolution micro-kernels: kernels_amd64.s
+// and the Go declarations and shape tables in kernels_amd64_gen.go. Run it
+// with `go generate` in this directory after editing it; the output is
+// committed.
+//
+// Two families, each for AVX-512 (zmm, 16 floats) and AVX2+FMA (ymm, 8):
+//
+// The shift kernel (igemm) computes an MR×(NV·W) tile of an output whose
+// rows of B are given by byte offsets from a base: the implicit im2col of
+// a stride-1 convolution, whose row (c, k) is the padded input shifted by
+// the tap's offset.
+//
+//	func name(k int, a *float32, b *float32, offs *int, c *float32, ldc int, acc int)
+//	C[i][j] = Σ_{p<k} a[p*MR+i] · b[offs[p]/4 + j]  (+ C[i][j] if acc != 0)
+//
+// for i < MR, j < NV·W: A is a packed panel of MR floats per step, C has
+// row stride ldc (elements). Tiles are always full: callers pad A with
+// zero rows and compute extra columns they drop.
+//
+// The dot kernel computes an MR×NR tile of dot products along rows of A
+// and rows of B (the kernel gradient: A rows are output channels of dy, B
+// rows the taps of the padded input):
+//
+//	func name(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)
+//	C[i][j] = Σ_{s<nsamp} Σ_{r<rows} Σ_{l<nvec·W+tail} A_s,r[i*lda + l] · B_s,r[offs[j]/4 + l]
+//
+// overwriting C, where row r of sample s of A starts at a, moved on by
+// arow bytes from the end of each row's full vectors (nvec·W floats on) to
+// the next row's start and by asamp bytes from there after a sample's
+// last row to the next sample's first row; B likewise with brow and bsamp.
+// Only the first tail lanes of the last vector of each row are read
+// (masked loads), so nothing past a row is touched.
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"go/format"
+	"os"
+)
+
+type gen struct{ b bytes.Buffer }
+
+func (g *gen) p(format string, args ...any)   { fmt.Fprintf(&g.b, "\t"+format+"\n", args...) }
+func (g *gen) label(l string)                 { fmt.Fprintf(&g.b, "%s:\n", l) }
+func (g *gen) raw(format string, args ...any) { fmt.Fprintf(&g.b, format+"\n", args...) }
+
+// isa describes a vector instruction set.
+type isa struct {
+	name  string // name prefix
+	reg   string // "Z" or "Y"
+	lanes int    // floats per vector
+	nregs int
+}
+
+var (
+	avx512 = isa{"k512", "Z", 16, 32}
+	avx2   = isa{"k256", "Y", 8, 16}
+)
+
+func (s isa) bytes() int { return 4 * s.lanes }
+
+// Shapes: igemm MR×NV and dot MR×NR, per set.
+var (
+	igemm512 = [][2]int{{8, 3}, {6, 4}, {4, 6}, {12, 2}, {2, 8}, {1, 12}}
+	igemm256 = [][2]int{{6, 2}, {4, 3}, {12, 1}, {2, 5}, {1, 6}}
+	dot512   = [][2]int{{4, 6}, {3, 8}, {2, 12}, {1, 16}}
+	dot256   = [][2]int{{3, 3}, {2, 6}, {1, 8}}
+)
+
+func igemmName(s isa, mr, nv int) string { return fmt.Sprintf("%sIg%dx%d", s.name, mr, nv) }
+func dotName(s isa, mr, nr int) string   { return fmt.Sprintf("%sDot%dx%d", s.name, mr, nr) }
+
+// igemm emits one shift kernel. Registers: AX the A panel, BX the base of
+// B, R8 the offsets, R9 the current offset, CX the steps left, DI and SI
+// C and its stride. Vector registers: accumulators from 0, then NV for
+// the B vectors, then temporaries for the broadcasts.
+func (g *gen) igemm(s isa, mr, nv int) {
+	nm := igemmName(s, mr, nv)
+	R := s.reg
+	nacc := mr * nv
+	acc := func(i, v int) string { return fmt.Sprintf("%s%d", R, i*nv+v) }
+	bv := func(v int) string { return fmt.Sprintf("%s%d", R, nacc+v) }
+	ntmp := s.nregs - nacc - nv
+	if ntmp < 1 {
+		panic(nm + ": no register left for broadcasts")
+	}
+	tmp := func(i int) string { return fmt.Sprintf("%s%d", R, nacc+nv+i%ntmp) }
+	g.raw("// func %s(k int, a *float32, b *float32, offs *int, c *float32, ldc int, acc int)", nm)
+	g.raw("TEXT ·%s(SB), NOSPLIT, $0-56", nm)
+	g.p("MOVQ k+0(FP), CX")
+	g.p("MOVQ a+8(FP), AX")
+	g.p("MOVQ b+16(FP), BX")
+	g.p("MOVQ offs+24(FP), R8")
+	for i := 0; i < mr; i++ {
+		for v := 0; v < nv; v++ {
+			g.zero(s, acc(i, v))
+		}
+	}
+	g.p("TESTQ CX, CX")
+	g.p("JZ store")
+	g.label("loop")
+	g.p("MOVQ (R8), R9")
+	for v := 0; v < nv; v++ {
+		g.p("VMOVUPS %d(BX)(R9*1), %s", v*s.bytes(), bv(v))
+	}
+	for i := 0; i < mr; i++ {
+		if nv == 1 && s.lanes == 16 {
+			g.p("VFMADD231PS.BCST %d(AX), %s, %s", 4*i, bv(0), acc(i, 0))
+			continue
+		}
+		t := tmp(i)
+		g.p("VBROADCASTSS %d(AX), %s", 4*i, t)
+		for v := 0; v < nv; v++ {
+			g.p("VFMADD231PS %s, %s, %s", bv(v), t, acc(i, v))
+		}
+	}
+	g.p("ADDQ $8, R8")
+	g.p("ADDQ $%d, AX", 4*mr)
+	g.p("DECQ CX")
+	g.p("JNZ loop")
+	g.label("store")
+	g.p("MOVQ c+32(FP), DI")
+	g.p("MOVQ ldc+40(FP), SI")
+	g.p("SHLQ $2, SI")
+	g.p("MOVQ acc+48(FP), R9")
+	g.p("TESTQ R9, R9")
+	g.p("JZ overwrite")
+	for i := 0; i < mr; i++ {
+		for v := 0; v < nv; v++ {
+			g.p("VADDPS %d(DI), %s, %s", v*s.bytes(), acc(i, v), acc(i, v))
+			g.p("VMOVUPS %s, %d(DI)", acc(i, v), v*s.bytes())
+		}
+		if i < mr-1 {
+			g.p("ADDQ SI, DI")
+		}
+	}
+	g.p("VZEROUPPER")
+	g.p("RET")
+	g.label("overwrite")
+	for i := 0; i < mr; i++ {
+		for v := 0; v < nv; v++ {
+			g.p("VMOVUPS %s, %d(DI)", acc(i, v), v*s.bytes())
+		}
+		if i < mr-1 {
+			g.p("ADDQ SI, DI")
+		}
+	}
+	g.p("VZEROUPPER")
+	g.p("RET")
+	g.raw("")
+}
+
+func (g *gen) zero(s isa, r string) {
+	if s.lanes == 16 {
+		g.p("VPXORD %s, %s, %s", r, r, r)
+	} else {
+		g.p("VXORPS %s, %s, %s", r, r, r)
+	}
+}
+
+// aRow returns the address of row i (< 4) of A: AX + i·lda, with DX =
+// lda and SI = 3·lda in bytes.
+func aRow(i int) string {
+	return [...]string{"(AX)", "(AX)(DX*1)", "(AX)(DX*2)", "(AX)(SI*1)"}[i]
+}
+
+// dot emits one dot kernel. Registers: AX row 0 of A, DX and SI lda and
+// 3·lda (bytes), BX the base of B, R8 the offsets, R9 an offset, CX the
+// vectors left in a row, DI the rows left, R10 and R11 arow and brow, R12
+// the samples left, R13 tail.
+// Vector registers: accumulators from 0, then MR for the A vectors, then
+// B temporaries (and on AVX2 the last register holds the tail mask).
+func (g *gen) dot(s isa, mr, nr int) {
+	nm := dotName(s, mr, nr)
+	R := s.reg
+	nacc := mr * nr
+	acc := func(i, j int) string { return fmt.Sprintf("%s%d", R, i*nr+j) }
+	av := func(i int) string { return fmt.Sprintf("%s%d", R, nacc+i) }
+	last := s.nregs - 1 // AVX2: the mask
+	ntmp := s.nregs - nacc - mr
+	if s.lanes == 8 {
+		ntmp--
+	}
+	if ntmp < 1 {
+		panic(nm + ": no register left for B")
+	}
+	tmp := func(j int) string { return fmt.Sprintf("%s%d", R, nacc+mr+j%ntmp) }
+	g.raw("// func %s(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)", nm)
+	g.raw("TEXT ·%s(SB), NOSPLIT, $0-112", nm)
+	g.p("MOVQ nsamp+0(FP), R12")
+	g.p("MOVQ a+32(FP), AX")
+	g.p("MOVQ lda+40(FP), DX")
+	g.p("SHLQ $2, DX")
+	g.p("LEAQ (DX)(DX*2), SI")
+	g.p("MOVQ arow+48(FP), R10")
+	g.p("MOVQ b+64(FP), BX")
+	g.p("MOVQ offs+72(FP), R8")
+	g.p("MOVQ brow+80(FP), R11")
+	g.p("MOVQ tail+24(FP), R13")
+	// Tail mask.
+	if s.lanes == 16 {
+		g.p("MOVQ $1, R9")
+		g.p("SHLXQ R13, R9, R9")
+		g.p("DECQ R9")
+		g.p("KMOVW R9, K1")
+	} else {
+		g.p("LEAQ ·maskTab(SB), R9")
+		g.p("MOVQ $8, CX")
+		g.p("SUBQ R13, CX")
+		g.p("VMOVUPS (R9)(CX*4), %s%d", R, last)
+	}
+	for i := 0; i < mr; i++ {
+		for j := 0; j < nr; j++ {
+			g.zero(s, acc(i, j))
+		}
+	}
+	step := func(masked bool) {
+		for i := 0; i < mr; i++ {
+			switch {
+			case !masked:
+				g.p("VMOVUPS %s, %s", aRow(i), av(i))
+			case s.lanes == 16:
+				g.p("VMOVUPS.Z %s, K1, %s", aRow(i), av(i))
+			default:
+				g.p("VMASKMOVPS %s, %s%d, %s", aRow(i), R, last, av(i))
+			}
+		}
+		for j := 0; j < nr; j++ {
+			t := tmp(j)
+			g.p("MOVQ %d(R8), R9", 8*j)
+			switch {
+			case !masked:
+				g.p("VMOVUPS (BX)(R9*1), %s", t)
+			case s.lanes == 16:
+				g.p("VMOVUPS.Z (BX)(R9*1), K1, %s", t)
+			default:
+				g.p("VMASKMOVPS (BX)(R9*1), %s%d, %s", R, last, t)
+			}
+			for i := 0; i < mr; i++ {
+				g.p("VFMADD231PS %s, %s, %s", t, av(i), acc(i, j))
+			}
+		}
+	}
+	g.p("TESTQ R12, R12")
+	g.p("JZ reduce")
+	g.label("sample")
+	g.p("MOVQ rows+8(FP), DI")
+	g.p("TESTQ DI, DI")
+	g.p("JZ sampleend")
+	g.label("row")
+	g.p("MOVQ nvec+16(FP), CX")
+	g.p("TESTQ CX, CX")
+	g.p("JZ tail")
+	g.label("vec")
+	step(false)
+	g.p("ADDQ $%d, AX", s.bytes())
+	g.p("ADDQ $%d, BX", s.bytes())
+	g.p("DECQ CX")
+	g.p("JNZ vec")
+	g.label("tail")
+	g.p("TESTQ R13, R13")
+	g.p("JZ rowend")
+	step(true)
+	g.label("rowend")
+	g.p("ADDQ R10, AX")
+	g.p("ADDQ R11, BX")
+	g.p("DECQ DI")
+	g.p("JNZ row")
+	g.label("sampleend")
+	g.p("ADDQ asamp+56(FP), AX")
+	g.p("ADDQ bsamp+88(FP), BX")
+	g.p("DECQ R12")
+	g.p("JNZ sample")
+	g.label("reduce")
+	g.p("MOVQ c+96(FP), DI")
+	g.p("MOVQ ldc+104(FP), SI")
+	g.p("SHLQ $2, SI")
+	t, u := nacc+mr, nacc+mr+1 // free registers for the reduction
+	for i := 0; i < mr; i++ {
+		for j := 0; j < nr; j++ {
+			a := i*nr + j
+			if s.lanes == 16 {
+				// EVEX forms only: accumulators may be Z16-Z31.
+				g.p("VEXTRACTF64X4 $1, Z%d, Y%d", a, t)
+				g.p("VADDPS Y%d, Y%d, Y%d", a, t, t)
+				g.p("VEXTRACTF32X4 $1, Y%d, X%d", t, u)
+			} else {
+				g.p("VEXTRACTF128 $1, Y%d, X%d", a, u)
+				g.p("VMOVAPS X%d, X%d", a, t)
+			}
+			g.p("VADDPS X%d, X%d, X%d", u, t, t)
+			g.p("VPERMILPS $0x4e, X%d, X%d", t, u)
+			g.p("VADDPS X%d, X%d, X%d", u, t, t)
+			g.p("VPERMILPS $0xb1, X%d, X%d", t, u)
+			g.p("VADDPS X%d, X%d, X%d", u, t, t)
+			g.p("VMOVSS X%d, %d(DI)", t, 4*j)
+		}
+		if i < mr-1 {
+			g.p("ADDQ SI, DI")
+		}
+	}
+	g.p("VZEROUPPER")
+	g.p("RET")
+	g.raw("")
+}
+
+func main() {
+	var g gen
+	g.raw("// Code generated by gen_kernels.go; DO NOT EDIT.")
+	g.raw("")
+	g.raw("//go:build amd64 && !noasm")
+	g.raw("")
+	g.raw("#include \"textflag.h\"")
+	g.raw("")
+	g.raw("// maskTab[8-n : 16-n] is the VMASKMOVPS mask for the first n of 8 lanes.")
+	g.raw("DATA ·maskTab+0(SB)/4, $-1")
+	for i := 1; i < 16; i++ {
+		v := "$0"
+		if i < 8 {
+			v = "$-1"
+		}
+		g.raw("DATA ·maskTab+%d(SB)/4, %s", 4*i, v)
+	}
+	g.raw("GLOBL ·maskTab(SB), RODATA|NOPTR, $64")
+	g.raw("")
+	type sets struct {
+		s          isa
+		ig, dt     [][2]int
+		igVar, dtV string
+	}
+	all := []sets{
+		{avx512, igemm512, dot512, "igemmAVX512", "dotAVX512"},
+		{avx2, igemm256, dot256, "igemmAVX2", "dotAVX2"},
+	}
+	var decl bytes.Buffer
+	fmt.Fprintf(&decl, "// Code generated by gen_kernels.go; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\npackage conv\n\n")
+	for _, st := range all {
+		for _, sh := range st.ig {
+			g.igemm(st.s, sh[0], sh[1])
+			fmt.Fprintf(&decl, "//go:noescape\nfunc %s(k int, a *float32, b *float32, offs *int, c *float32, ldc int, acc int)\n\n", igemmName(st.s, sh[0], sh[1]))
+		}
+		for _, sh := range st.dt {
+			g.dot(st.s, sh[0], sh[1])
+			fmt.Fprintf(&decl, "//go:noescape\nfunc %s(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)\n\n", dotName(st.s, sh[0], sh[1]))
+		}
+		fmt.Fprintf(&decl, "var %s = []igemmKernel{\n", st.igVar)
+		for _, sh := range st.ig {
+			fmt.Fprintf(&decl, "\t{mr: %d, nv: %d, w: %d, fn: %s},\n", sh[0], sh[1], st.s.lanes, igemmName(st.s, sh[0], sh[1]))
+		}
+		fmt.Fprintf(&decl, "}\n\nvar %s = []dotKernel{\n", st.dtV)
+		for _, sh := range st.dt {
+			fmt.Fprintf(&decl, "\t{mr: %d, nr: %d, w: %d, fn: %s},\n", sh[0], sh[1], st.s.lanes, dotName(st.s, sh[0], sh[1]))
+		}
+		fmt.Fprintf(&decl, "}\n\n")
+	}
+	if err := os.WriteFile("kernels_amd64.s", g.b.Bytes(), 0o644); err != nil {
+		panic(err)
+	}
+	src, err := format.Source(decl.Bytes())
+	if err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile("kernels_amd64_gen.go", src, 0o644); err != nil {
+		panic(err)
+	}
+}

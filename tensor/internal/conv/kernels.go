@@ -1,0 +1,98 @@
+package conv
+
+//go:generate go run gen_kernels.go
+
+// igemmKernel is a shift micro-kernel (see gen_kernels.go): an mr×(nv·w)
+// tile of Σ_p A_panel[p][i] · B[offs[p] + j].
+type igemmKernel struct {
+	mr, nv, w int
+	fn        func(k int, a *float32, b *float32, offs *int, c *float32, ldc int, acc int)
+}
+
+// cols is the tile's width in floats.
+func (k *igemmKernel) cols() int { return k.nv * k.w }
+
+// dotKernel is a dot-product micro-kernel (see gen_kernels.go): an mr×nr
+// tile of dot products of rows of A with rows of B at offsets.
+type dotKernel struct {
+	mr, nr, w int
+	fn        func(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)
+}
+
+// kernelSet is one instruction set's micro-kernels; nil slices mean the
+// set has none (the portable Go set: convolutions go through gemm).
+type kernelSet struct {
+	name  string
+	igemm []igemmKernel
+	dot   []dotKernel
+}
+
+// active is the set in use: the best package kernels allows
+// ($GONOX_KERNELS). Tests switch it with useKernels.
+var active = kernelSets()[0]
+
+// useKernels makes the package use the named set and returns a function
+// restoring the previous one; false if this machine cannot run it. Not
+// safe to call while kernels run (tests and benchmarks).
+func useKernels(name string) (restore func(), ok bool) {
+	prev := active
+	for _, s := range kernelSets() {
+		if s.name == name {
+			active = s
+			return func() { active = prev }, true
+		}
+	}
+	return func() {}, false
+}
+
+var goSet = &kernelSet{name: "go"}
+
+// pickIgemm returns the shift kernel that computes a rows×q output with
+// depth steps fastest by a simple model: per step, a tile costs the larger
+// of its FMAs and its loads, both at two per cycle, where a B vector
+// counts twice (the taps' offsets make nearly every B load cross a cache
+// line) and a broadcast once; every tile is full (padding rows and
+// columns cost too). On Zen 5 (AVX-512) the model picks the measured best
+// shape, or one within 10% of it, for the classes of BenchmarkIgemmShape.
+func (s *kernelSet) pickIgemm(rows, q int) *igemmKernel {
+	if forceIgemm >= 0 {
+		return &s.igemm[forceIgemm]
+	}
+	var best *igemmKernel
+	bestCost := 0
+	for i := range s.igemm {
+		k := &s.igemm[i]
+		tiles := ceilDiv(rows, k.mr) * ceilDiv(q, k.cols())
+		cost := tiles * max(k.mr*k.nv, k.mr+2*k.nv)
+		if best == nil || cost < bestCost {
+			best, bestCost = k, cost
+		}
+	}
+	return best
+}
+
+// pickDot returns the dot kernel for rows×cols dot products, with the
+// same model as pickIgemm (loads: mr A vectors and nr B vectors per step).
+// Tiles never exceed the problem (tails overlap the previous tile), so
+// kernels with mr > rows are not candidates.
+func (s *kernelSet) pickDot(rows, cols int) *dotKernel {
+	var best *dotKernel
+	bestCost := 0
+	for i := range s.dot {
+		k := &s.dot[i]
+		if k.mr > rows {
+			continue
+		}
+		tiles := ceilDiv(rows, k.mr) * ceilDiv(cols, k.nr)
+		cost := tiles * max(k.mr*k.nr, k.mr+2*k.nr)
+		if best == nil || cost < bestCost {
+			best, bestCost = k, cost
+		}
+	}
+	return best
+}
+
+// forceIgemm, if not negative, selects the shift kernel (benchmarks).
+var forceIgemm = -1
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -1,0 +1,498 @@
+package conv
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Window describes a windowed reduction (lax.reduce_window) over a
+// contiguous row-major array of any rank: along each dimension d the
+// input, padded by PadLo[d] and PadHi[d] elements that take no part (the
+// reduction's identity), is covered by windows of Size[d] elements spaced
+// Dilation[d] apart, Stride[d] apart from one window to the next:
+//
+//	window t of dimension d reads input indices t·Stride + k·Dilation - PadLo, k < Size
+//
+// Nil Stride and Dilation mean 1, nil pads 0. With AdaptiveOut set
+// instead (and Size, Stride, pads and Dilation nil), dimension d has
+// AdaptiveOut[d] windows, window t covering [⌊t·In/Out⌋, ⌈(t+1)·In/Out⌉),
+// PyTorch's adaptive pooling.
+type Window struct {
+	Shape        []int
+	Size, Stride []int
+	PadLo, PadHi []int
+	Dilation     []int
+	AdaptiveOut  []int
+}
+
+// Check reports what is inconsistent in w, or nil.
+func (w *Window) Check() error {
+	r := len(w.Shape)
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	for d, n := range w.Shape {
+		if n < 0 {
+			bad("negative size %d in dimension %d", n, d)
+		}
+	}
+	if w.AdaptiveOut != nil {
+		if w.Size != nil || w.Stride != nil || w.PadLo != nil || w.PadHi != nil || w.Dilation != nil {
+			bad("adaptive windows take no size, stride, padding or dilation")
+		}
+		if len(w.AdaptiveOut) != r {
+			bad("%d adaptive output sizes for %d dimensions", len(w.AdaptiveOut), r)
+		}
+		for d := 0; d < min(r, len(w.AdaptiveOut)); d++ {
+			if o := w.AdaptiveOut[d]; o < 0 || (o > 0 && w.Shape[d] == 0) {
+				bad("adaptive output size %d for input size %d in dimension %d", o, w.Shape[d], d)
+			}
+		}
+	} else {
+		if len(w.Size) != r {
+			bad("%d window sizes for %d dimensions", len(w.Size), r)
+		}
+		for _, s := range []struct {
+			name string
+			v    []int
+		}{{"strides", w.Stride}, {"low paddings", w.PadLo}, {"high paddings", w.PadHi}, {"dilations", w.Dilation}} {
+			if s.v != nil && len(s.v) != r {
+				bad("%d %s for %d dimensions", len(s.v), s.name, r)
+			}
+		}
+		for d := 0; d < r && len(errs) == 0; d++ {
+			if w.Size[d] < 1 {
+				bad("window size %d in dimension %d", w.Size[d], d)
+			}
+			if at(w.Stride, d, 1) < 1 {
+				bad("stride %d in dimension %d", w.Stride[d], d)
+			}
+			if at(w.Dilation, d, 1) < 1 {
+				bad("dilation %d in dimension %d", w.Dilation[d], d)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Out returns the output's shape: per dimension ⌊(In + lo + hi - (Size-1)·Dilation - 1)/Stride⌋ + 1
+// windows (0 when the padded input is shorter than a window), or
+// AdaptiveOut. w must be valid.
+func (w *Window) Out() []int {
+	if w.AdaptiveOut != nil {
+		return append([]int(nil), w.AdaptiveOut...)
+	}
+	out := make([]int, len(w.Shape))
+	for d, n := range w.Shape {
+		span := n + at(w.PadLo, d, 0) + at(w.PadHi, d, 0) - (w.Size[d]-1)*at(w.Dilation, d, 1) - 1
+		if span >= 0 {
+			out[d] = span/at(w.Stride, d, 1) + 1
+		}
+	}
+	return out
+}
+
+// winPlan is a Window normalised: leading dimensions whose windows are
+// single elements at stride 1 without padding are one batch dimension;
+// the other r ≥ 1 dimensions keep, per output index t and window index k,
+// the input index read (tab[d][t·k[d]+k], -1 for padding or past an
+// adaptive window's end). The last dimension is also described by rules
+// the inner loops use: for uniform windows, per window index j the output
+// range [ta, tb) that reads x[t·s + off]; for adaptive ones, per output t
+// the input range [st, en).
+type winPlan struct {
+	lead            int // leading dimensions in batch
+	batch           int
+	in, out, k      []int
+	tab             [][]int32
+	inStride        []int // of the r dimensions in x
+	inSize, outSize int   // per batch element
+	kSize           int
+	rowsOut         int // output rows (dimensions but the last) per batch element
+	lastOut, kl     int // the last dimension's output size and window size
+	kOuter          int // window positions in the other dimensions
+	uniform         bool
+	ls              int      // the last dimension's stride (uniform)
+	lastU           []rowMap // per j (uniform): ta, tb, off
+	lastA           [][2]int // per t (adaptive): st, en
+}
+
+// plan checks w and returns its normalised form; nx and ny, if not
+// negative, are the input's and output's lengths to check.
+func (w *Window) plan(op string, nx, ny int) *winPlan {
+	if err := w.Check(); err != nil {
+		panic("conv." + op + ": " + err.Error())
+	}
+	out := w.Out()
+	r := len(w.Shape)
+	lead := 0
+	if w.AdaptiveOut == nil {
+		for lead < r-1 && w.Size[lead] == 1 && at(w.Stride, lead, 1) == 1 && at(w.PadLo, lead, 0) == 0 && at(w.PadHi, lead, 0) == 0 {
+			lead++
+		}
+	} else {
+		for lead < r-1 && w.AdaptiveOut[lead] == w.Shape[lead] {
+			lead++
+		}
+	}
+	pl := &winPlan{lead: lead, batch: 1, inSize: 1, outSize: 1, kSize: 1, uniform: w.AdaptiveOut == nil}
+	for d := 0; d < lead; d++ {
+		pl.batch *= w.Shape[d]
+	}
+	for d := lead; d < r; d++ {
+		n, o := w.Shape[d], out[d]
+		var k int
+		var src func(t, j int) int
+		if !pl.uniform {
+			for t := 0; t < o; t++ {
+				k = max(k, ceilDiv((t+1)*n, o)-t*n/o)
+			}
+			src = func(t, j int) int {
+				if i := t*n/o + j; i < ceilDiv((t+1)*n, o) {
+					return i
+				}
+				return -1
+			}
+		} else {
+			k = w.Size[d]
+			s, lo, dl := at(w.Stride, d, 1), at(w.PadLo, d, 0), at(w.Dilation, d, 1)
+			src = func(t, j int) int {
+				if i := t*s + j*dl - lo; i >= 0 && i < n {
+					return i
+				}
+				return -1
+			}
+		}
+		tab := make([]int32, o*k)
+		for t := 0; t < o; t++ {
+			for j := 0; j < k; j++ {
+				tab[t*k+j] = int32(src(t, j))
+			}
+		}
+		pl.in, pl.out, pl.k = append(pl.in, n), append(pl.out, o), append(pl.k, k)
+		pl.tab = append(pl.tab, tab)
+		pl.inSize *= n
+		pl.outSize *= o
+		pl.kSize *= k
+	}
+	pl.inStride = make([]int, len(pl.in))
+	st := 1
+	for d := len(pl.in) - 1; d >= 0; d-- {
+		pl.inStride[d] = st
+		st *= pl.in[d]
+	}
+	last := len(pl.in) - 1
+	pl.lastOut, pl.kl = pl.out[last], pl.k[last]
+	pl.kOuter = pl.kSize / max(pl.kl, 1)
+	if pl.lastOut > 0 {
+		pl.rowsOut = pl.outSize / pl.lastOut
+	}
+	n := pl.in[last]
+	if pl.uniform {
+		d := r - 1
+		s, lo, dl := at(w.Stride, d, 1), at(w.PadLo, d, 0), at(w.Dilation, d, 1)
+		pl.ls = s
+		pl.lastU = make([]rowMap, pl.kl)
+		for j := range pl.lastU {
+			m := &pl.lastU[j]
+			m.off = j*dl - lo
+			m.ta = min(max(0, floorDiv(-m.off+s-1, s)), pl.lastOut)
+			m.tb = min(max(m.ta, floorDiv(n-1-m.off, s)+1), pl.lastOut)
+		}
+	} else {
+		o := pl.lastOut
+		pl.lastA = make([][2]int, o)
+		for t := range pl.lastA {
+			pl.lastA[t] = [2]int{t * n / o, ceilDiv((t+1)*n, o)}
+		}
+	}
+	if nx >= 0 && (nx != pl.batch*pl.inSize || ny != pl.batch*pl.outSize) {
+		panic(fmt.Sprintf("conv.%s: %d input and %d output elements, want %d and %d", op, nx, ny, pl.batch*pl.inSize, pl.batch*pl.outSize))
+	}
+	return pl
+}
+
+// lastSrc is the index in its input row that output t of a row reads
+// through window index j of the last dimension (assumed inside the input).
+func (pl *winPlan) lastSrc(t, j int) int {
+	if pl.uniform {
+		return t*pl.ls + pl.lastU[j].off
+	}
+	return pl.lastA[t][0] + j
+}
+
+// srcRow is an input row an output row reads: the window index of the
+// dimensions but the last (row-major), times the last one's window size,
+// and the row's offset in the batch element.
+type srcRow struct{ kbase, xoff int }
+
+// rowCtx holds one goroutine's scratch for the rows it computes.
+type rowCtx struct {
+	pos, kk []int
+	rows    []srcRow
+	xoffs   []int // per window index of the first r-1 dimensions: the input row's offset, -1 outside
+}
+
+func (pl *winPlan) newCtx() *rowCtx {
+	r := len(pl.out)
+	return &rowCtx{pos: make([]int, r), kk: make([]int, r), xoffs: make([]int, pl.kOuter)}
+}
+
+// setRow sets c.pos to the output row rr of a batch element (row-major
+// over the first r-1 dimensions) and fills c.rows and c.xoffs.
+func (pl *winPlan) setRow(c *rowCtx, rr int) {
+	r := len(pl.out)
+	for d := r - 2; d >= 0; d-- {
+		c.pos[d] = rr % pl.out[d]
+		rr /= pl.out[d]
+	}
+	c.rows = c.rows[:0]
+	for ko := 0; ko < pl.kOuter; ko++ {
+		xoff, q := 0, ko
+		for d := r - 2; d >= 0; d-- {
+			j := q % pl.k[d]
+			q /= pl.k[d]
+			i := pl.tab[d][c.pos[d]*pl.k[d]+j]
+			if i < 0 {
+				xoff = -1
+				break
+			}
+			xoff += int(i) * pl.inStride[d]
+		}
+		c.xoffs[ko] = xoff
+		if xoff >= 0 {
+			c.rows = append(c.rows, srcRow{ko * pl.kl, xoff})
+		}
+	}
+}
+
+// eachRow calls f for every output row (all dimensions but the last) of
+// every batch element, with c set for it, split over up to threads
+// goroutines when the work (elements visited) is large; yoff is the row's
+// offset in y. With byBatch, rows of one batch element stay on one
+// goroutine (for kernels that add into the input, where rows overlap).
+func (pl *winPlan) eachRow(threads int, byBatch bool, f func(b int, c *rowCtx, yoff int)) {
+	rows := pl.batch * pl.rowsOut
+	work := float64(pl.batch) * float64(pl.outSize) * float64(pl.kSize)
+	t := threadCount(threads, 16*work) // a visit costs about what 16 flops do
+	units, per := rows, 1
+	if byBatch {
+		units, per = pl.batch, pl.rowsOut
+	}
+	chunks := min(units, 4*t)
+	parallel(chunks, t, func(ch int, _ *workspace) {
+		c := pl.newCtx()
+		for u := ch * units / chunks; u < (ch+1)*units/chunks; u++ {
+			for row := u * per; row < (u+1)*per; row++ {
+				b, rr := row/pl.rowsOut, row%pl.rowsOut
+				pl.setRow(c, rr)
+				f(b, c, row*pl.lastOut)
+			}
+		}
+	})
+}
+
+// MaxForward sets y to the maximum of each window of x (-Inf for a window
+// of padding only) and, if arg is not nil, arg to the index within the
+// window (row-major over its dimensions) of the first element holding it,
+// -1 for a window of padding only. A NaN in a window makes its maximum
+// NaN, and arg the first NaN's index.
+func MaxForward(w *Window, y []float32, arg []int32, x []float32, threads int) {
+	pl := w.plan("MaxForward", len(x), len(y))
+	if arg == nil {
+		arg = make([]int32, len(y))
+	} else if len(arg) != len(y) {
+		panic(fmt.Sprintf("conv.MaxForward: %d indices for %d outputs", len(arg), len(y)))
+	}
+	pl.eachRow(threads, false, func(b int, c *rowCtx, yoff int) {
+		yr := y[yoff : yoff+pl.lastOut]
+		ar := arg[yoff : yoff+pl.lastOut]
+		for t := range yr {
+			yr[t], ar[t] = float32(math.Inf(-1)), -1
+		}
+		xb := x[b*pl.inSize : (b+1)*pl.inSize]
+		for _, sr := range c.rows {
+			xr := xb[sr.xoff:]
+			if pl.uniform {
+				for j := range pl.lastU {
+					m := &pl.lastU[j]
+					k := int32(sr.kbase + j)
+					for t := m.ta; t < m.tb; t++ {
+						// A larger element, or the first NaN.
+						if v := xr[t*pl.ls+m.off]; v > yr[t] || (v != v && yr[t] == yr[t]) {
+							yr[t], ar[t] = v, k
+						}
+					}
+				}
+				continue
+			}
+			for t, se := range pl.lastA {
+				for i := se[0]; i < se[1]; i++ {
+					if v := xr[i]; v > yr[t] || (v != v && yr[t] == yr[t]) {
+						yr[t], ar[t] = v, int32(sr.kbase+i-se[0])
+					}
+				}
+			}
+		}
+		// Windows whose elements are all -Inf: the first one.
+		for t := range ar {
+			if ar[t] < 0 {
+				ar[t] = int32(pl.firstValid(c, t))
+			}
+		}
+	})
+}
+
+// firstValid returns the window index of the first input element the
+// window at t of the current row reads, or -1.
+func (pl *winPlan) firstValid(c *rowCtx, t int) int {
+	if len(c.rows) == 0 {
+		return -1
+	}
+	kb := c.rows[0].kbase
+	if !pl.uniform {
+		if pl.lastA[t][0] < pl.lastA[t][1] {
+			return kb
+		}
+		return -1
+	}
+	for j := range pl.lastU {
+		if m := &pl.lastU[j]; t >= m.ta && t < m.tb {
+			return kb + j
+		}
+	}
+	return -1
+}
+
+// MaxBackward sets dx to the gradient of MaxForward: each dy[o] added at
+// the element of x its window's arg names (select-and-scatter), zero
+// elsewhere.
+func MaxBackward(w *Window, dx []float32, arg []int32, dy []float32, threads int) {
+	pl := w.plan("MaxBackward", len(dx), len(dy))
+	if len(arg) != len(dy) {
+		panic(fmt.Sprintf("conv.MaxBackward: %d indices for %d outputs", len(arg), len(dy)))
+	}
+	clear(dx)
+	pl.eachRow(threads, true, func(b int, c *rowCtx, yoff int) {
+		xb := dx[b*pl.inSize : (b+1)*pl.inSize]
+		for t, a := range arg[yoff : yoff+pl.lastOut] {
+			if a >= 0 {
+				xb[c.xoffs[int(a)/pl.kl]+pl.lastSrc(t, int(a)%pl.kl)] += dy[yoff+t]
+			}
+		}
+	})
+}
+
+// MaxGather sets ddy[o] to ddx at the element window o's arg names (0 for
+// a window of padding only): the transpose of MaxBackward.
+func MaxGather(w *Window, ddy []float32, arg []int32, ddx []float32, threads int) {
+	pl := w.plan("MaxGather", len(ddx), len(ddy))
+	if len(arg) != len(ddy) {
+		panic(fmt.Sprintf("conv.MaxGather: %d indices for %d outputs", len(arg), len(ddy)))
+	}
+	pl.eachRow(threads, false, func(b int, c *rowCtx, yoff int) {
+		xb := ddx[b*pl.inSize : (b+1)*pl.inSize]
+		for t, a := range arg[yoff : yoff+pl.lastOut] {
+			v := float32(0)
+			if a >= 0 {
+				v = xb[c.xoffs[int(a)/pl.kl]+pl.lastSrc(t, int(a)%pl.kl)]
+			}
+			ddy[yoff+t] = v
+		}
+	})
+}
+
+// SumForward sets y to the sum of each window of x (0 for padding).
+func SumForward(w *Window, y, x []float32, threads int) {
+	pl := w.plan("SumForward", len(x), len(y))
+	pl.eachRow(threads, false, func(b int, c *rowCtx, yoff int) {
+		yr := y[yoff : yoff+pl.lastOut]
+		clear(yr)
+		xb := x[b*pl.inSize : (b+1)*pl.inSize]
+		for _, sr := range c.rows {
+			xr := xb[sr.xoff:]
+			if pl.uniform {
+				for j := range pl.lastU {
+					m := &pl.lastU[j]
+					for t := m.ta; t < m.tb; t++ {
+						yr[t] += xr[t*pl.ls+m.off]
+					}
+				}
+				continue
+			}
+			for t, se := range pl.lastA {
+				s := yr[t]
+				for _, v := range xr[se[0]:se[1]] {
+					s += v
+				}
+				yr[t] = s
+			}
+		}
+	})
+}
+
+// SumBackward sets dx to the transpose of SumForward applied to dy: each
+// input element gets the sum of dy over the windows that read it.
+func SumBackward(w *Window, dx, dy []float32, threads int) {
+	pl := w.plan("SumBackward", len(dx), len(dy))
+	clear(dx)
+	pl.eachRow(threads, true, func(b int, c *rowCtx, yoff int) {
+		yr := dy[yoff : yoff+pl.lastOut]
+		xb := dx[b*pl.inSize : (b+1)*pl.inSize]
+		for _, sr := range c.rows {
+			xr := xb[sr.xoff:]
+			if pl.uniform {
+				for j := range pl.lastU {
+					m := &pl.lastU[j]
+					for t := m.ta; t < m.tb; t++ {
+						xr[t*pl.ls+m.off] += yr[t]
+					}
+				}
+				continue
+			}
+			for t, se := range pl.lastA {
+				v := yr[t]
+				seg := xr[se[0]:se[1]]
+				for i := range seg {
+					seg[i] += v
+				}
+			}
+		}
+	})
+}
+
+// Counts returns, for each window of one batch element, how many input
+// elements it reads (the divisor of a mean that leaves padding out), and
+// lead, the number of leading dimensions that form the batch (those whose
+// windows are single elements at stride 1 without padding): counts has
+// the shape of the output's dimensions after the first lead.
+func Counts(w *Window) (counts []float32, lead int) {
+	pl := w.plan("Counts", -1, -1)
+	r := len(pl.out)
+	per := make([][]float32, r)
+	for d := range per {
+		per[d] = make([]float32, pl.out[d])
+		for t := range per[d] {
+			for _, i := range pl.tab[d][t*pl.k[d] : (t+1)*pl.k[d]] {
+				if i >= 0 {
+					per[d][t]++
+				}
+			}
+		}
+	}
+	counts = make([]float32, pl.outSize)
+	pos := make([]int, r)
+	for o := range counts {
+		c, rr := float32(1), o
+		for d := r - 1; d >= 0; d-- {
+			pos[d] = rr % pl.out[d]
+			rr /= pl.out[d]
+			c *= per[d][pos[d]]
+		}
+		counts[o] = c
+	}
+	return counts, pl.lead
+}
