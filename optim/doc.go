@@ -60,6 +60,7 @@
 //	Lars       optax.lars: SGD with a per-parameter trust ratio and momentum
 //	Novograd   optax.novograd: one second moment per parameter
 //	Muon       optax.contrib.muon: orthogonalized momentum for matrices, AdamW for the rest
+//	LBFGS      optax.lbfgs: limited-memory BFGS with a zoom line search (reads the loss)
 //	ScheduleFreeAdamW, ScheduleFreeSGD, ScheduleFree
 //	           optax.contrib.schedule_free_*: no decay schedule; evaluate at ScheduleFreeEvalParams
 //
@@ -83,7 +84,8 @@
 //
 // The building blocks are exported too, to compose optimizers optax-style:
 // ScaleByAdam, ScaleByRMS, ScaleByRSS, ScaleByAdadelta, ScaleByTrustRatio,
-// ScaleByMuon (and OrthogonalizeNewtonSchulz), Trace, AddDecayedWeights,
+// ScaleByMuon (and OrthogonalizeNewtonSchulz), ScaleByLBFGS,
+// ScaleByZoomLinesearch, Trace, AddDecayedWeights,
 // Scale, ScaleBySchedule, ScaleByLearningRate, Clip, ClipByBlockRMS,
 // ClipByGlobalNorm, Identity and Stateless. AdamW is, to rounding,
 //
@@ -124,11 +126,23 @@
 // (the learning rate drops when the loss stops improving) and LBFGS's line
 // search, which also evaluates the loss at trial points. They are
 // ExtraTransforms: call UpdateExtra or StepExtra with an Extra holding the
-// loss (Value) and, for the line search, a function that evaluates the
-// loss and its gradient elsewhere (ValueAndGrad; ValueAndGradOf adapts
-// autodiff.ValueAndGrad's). Chain, Masked, Partition, InjectHyperparams,
-// ApplyIfFinite and Lookahead pass Extra on; Update on a transform that
-// needs it panics, naming what is missing.
+// loss (Value), the gradient (Grad; StepExtra fills it) and, for the line
+// search, a function that evaluates the loss and its gradient elsewhere
+// (ValueAndGrad; ValueAndGradOf adapts autodiff.ValueAndGrad's). Chain,
+// Masked, Partition, InjectHyperparams, ApplyIfFinite, Lookahead and
+// ScheduleFree pass Extra on; Update on a transform that needs it panics,
+// naming what is missing. A line search calls ValueAndGrad once per step
+// size it tries and keeps the loss and gradient at the accepted point in
+// its state, which ValueAndGradFromState returns for the next step:
+//
+//	vg := autodiff.ValueAndGrad(loss)
+//	opt := optim.LBFGS()
+//	state := opt.Init(params)
+//	for range 50 {
+//		value, grads := optim.ValueAndGradFromState(vg, params, state)
+//		params, state = optim.StepExtra(opt, params, grads, state,
+//			optim.Extra{Value: value, ValueAndGrad: optim.ValueAndGradOf(vg)})
+//	}
 //
 // # State
 //

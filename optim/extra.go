@@ -11,12 +11,17 @@ import (
 // extra_args (value, value_fn) for GradientTransformationExtraArgs.
 //
 // ReduceOnPlateau reads Value; LBFGS (ScaleByZoomLinesearch) reads Value
-// and calls ValueAndGrad at the trial points of its line search. Chain,
-// Masked, Partition, InjectHyperparams, ApplyIfFinite and Lookahead pass
-// Extra on to the transforms they wrap.
+// and Grad and calls ValueAndGrad at the trial points of its line search.
+// Chain, Masked, Partition, InjectHyperparams, ApplyIfFinite, Lookahead
+// and ScheduleFree pass Extra on to the transforms they wrap.
 type Extra struct {
 	// Value is the loss at the current parameters (a scalar).
 	Value *tensor.Tensor
+	// Grad is the gradient at the current parameters, a tree of the
+	// params' type: in a chain, the updates reaching a transform may be a
+	// direction rather than the gradient (LBFGS's line search needs
+	// both). StepExtra sets it to its grads when it is nil.
+	Grad any
 	// ValueAndGrad returns the loss and its gradient at other parameters,
 	// a tree of the params' type. ValueAndGradOf adapts the function
 	// autodiff.ValueAndGrad returns.
@@ -47,6 +52,9 @@ func UpdateExtra(tx Transform, grads any, state State, params any, extra Extra) 
 //	loss, grads := lossAndGrad(model, batch)
 //	model, state = optim.StepExtra(opt, model, grads, state, optim.Extra{Value: loss})
 func StepExtra[M any](tx Transform, params, grads M, state State, extra Extra) (M, State) {
+	if extra.Grad == nil {
+		extra.Grad = grads
+	}
 	updates, state := UpdateExtra(tx, any(grads), state, any(params), extra)
 	return Apply(params, updates), state
 }

@@ -14,16 +14,16 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
-// mat is a dense float64 matrix for the reference Newton–Schulz.
-type mat struct {
+// dmat is a dense float64 matrix for the reference Newton–Schulz.
+type dmat struct {
 	r, c int
 	v    []float64
 }
 
-func (a mat) at(i, j int) float64 { return a.v[i*a.c+j] }
+func (a dmat) at(i, j int) float64 { return a.v[i*a.c+j] }
 
-func (a mat) t() mat {
-	out := mat{a.c, a.r, make([]float64, len(a.v))}
+func (a dmat) t() dmat {
+	out := dmat{a.c, a.r, make([]float64, len(a.v))}
 	for i := range a.r {
 		for j := range a.c {
 			out.v[j*a.r+i] = a.at(i, j)
@@ -32,8 +32,8 @@ func (a mat) t() mat {
 	return out
 }
 
-func (a mat) mul(b mat) mat {
-	out := mat{a.r, b.c, make([]float64, a.r*b.c)}
+func (a dmat) mul(b dmat) dmat {
+	out := dmat{a.r, b.c, make([]float64, a.r*b.c)}
 	for i := range a.r {
 		for j := range b.c {
 			s := 0.0
@@ -47,8 +47,8 @@ func (a mat) mul(b mat) mat {
 }
 
 // lin returns x·a + y·b elementwise.
-func lin(x float64, a mat, y float64, b mat) mat {
-	out := mat{a.r, a.c, make([]float64, len(a.v))}
+func lin(x float64, a dmat, y float64, b dmat) dmat {
+	out := dmat{a.r, a.c, make([]float64, len(a.v))}
 	for i := range a.v {
 		out.v[i] = x*a.v[i] + y*b.v[i]
 	}
@@ -57,7 +57,7 @@ func lin(x float64, a mat, y float64, b mat) mat {
 
 // nsRef is optax's orthogonalize_via_newton_schulz for one matrix, in
 // float64 loops.
-func nsRef(x mat, coeffs []optim.NewtonSchulzCoeffs, steps int, precond optim.Preconditioning, eps float64) mat {
+func nsRef(x dmat, coeffs []optim.NewtonSchulzCoeffs, steps int, precond optim.Preconditioning, eps float64) dmat {
 	x = lin(1, x, 0, x) // a copy: AOL scales its rows in place
 	tr := x.r > x.c
 	if tr {
@@ -123,7 +123,7 @@ func muonRef(lr optim.Schedule, beta float64, nesterov, adaptive bool, coeffs []
 			m[i] = beta*m[i] + (1-beta)*g[i]
 			mh[i] = mhat(m[i], g[i], beta, n, nesterov)
 		}
-		o := nsRef(mat{shape[0], shape[1], mh}, coeffs, steps, precond, 1e-8).v
+		o := nsRef(dmat{shape[0], shape[1], mh}, coeffs, steps, precond, 1e-8).v
 		if adaptive {
 			d := dot(mh, o)
 			for i := range o {
@@ -223,13 +223,13 @@ func TestOrthogonalizeNewtonSchulz(t *testing.T) {
 	require.Equal(t, []int{2, 3, 4}, got.Shape())
 	xs := x.Float64s()
 	for b := range 2 {
-		want := nsRef(mat{3, 4, xs[12*b : 12*b+12]}, optim.MuonCoeffs, 5, optim.Frobenius, 1e-8)
+		want := nsRef(dmat{3, 4, xs[12*b : 12*b+12]}, optim.MuonCoeffs, 5, optim.Frobenius, 1e-8)
 		closeTo(t, want.v, got.Float64s()[12*b:12*b+12], 1e-5, 1e-6, "matrix %d", b)
 	}
 	// The classic cubic iteration X ← 1.5X - 0.5XXᵀX converges to the
 	// polar factor U·Vᵀ: O·Oᵀ = I.
 	o := optim.OrthogonalizeNewtonSchulz(f32(wave(12, 0.4), 3, 4), nil, []optim.NewtonSchulzCoeffs{{1.5, -0.5, 0}}, 40, optim.Frobenius, 1e-8)
-	oot := mat{3, 4, o.Float64s()}
+	oot := dmat{3, 4, o.Float64s()}
 	oot = oot.mul(oot.t())
 	for i := range 3 {
 		for j := range 3 {
