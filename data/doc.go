@@ -1,6 +1,9 @@
-// Package data provides datasets and a Loader that feeds them to a training
-// loop in shuffled batches: in-memory tensors, the handwritten digits
-// embedded in the module, MNIST-family IDX files, and character-level text.
+// Package data provides datasets and the loaders that feed them to a
+// training loop in shuffled batches: in-memory tensors, the handwritten
+// digits embedded in the module, MNIST-family IDX files, character-level
+// text, and token and image files far larger than memory, read through a
+// memory map, with resumable streams, augmentation and (in package
+// data/bpe) GPT-2's byte-level BPE tokenizer.
 //
 // # A first training loop
 //
@@ -81,6 +84,77 @@
 // An error from the dataset or from Place is yielded once, naming the epoch
 // and batch, and ends the epoch. A panic in either (a programmer error) is
 // re-raised on the consumer's goroutine, whatever Prefetch is.
+//
+// # Token files
+//
+// A token file holds token ids as little-endian uint8, uint16 or uint32
+// after a 32-byte header naming the integer type, the vocabulary size and
+// the token count (the layout is in tokenfile.go); OpenRawTokens reads a
+// headerless file of ids too, such as nanoGPT's train.bin. OpenTokens maps
+// the file into memory (on systems without mmap it reads with ReadAt
+// instead): opening costs no memory for the tokens, and a read touches
+// only its pages, so a file of many gigabytes serves as a dataset in a few
+// megabytes of resident memory.
+//
+// TokenWindows (OpenTokenWindows) takes one or more token files (shards)
+// as one dataset of fixed-length windows, input X i32[B,window] and
+// next-token target Y, like Text does for ids in memory; stride = window
+// gives disjoint windows, stride 1 every offset. WriteTokens tokenises a
+// text stream into a token file in bounded memory with any Tokenizer (a
+// character Vocab, or bpe.Tokenizer), cutting the text only where the
+// tokens do not change; CreateTokens writes ids directly. Files are written
+// under a temporary name and renamed when complete.
+//
+// ImageFile (OpenImages, written by CreateImages) does the same for
+// labelled uint8 or uint16 images N×H×W×C, read as X f32[B,H,W,C] in [0,1]
+// and Y i32[B].
+//
+// Files from the outside world are not trusted: a file that is not a
+// regular file (a directory, a FIFO, which is refused without blocking),
+// a wrong magic number or version, a size other than the header declares
+// (truncated, trailing bytes, or a huge declared count), a token id at or
+// above the vocabulary or a label beyond the classes (found as they are
+// read: a file is never scanned whole), even a file truncated by another
+// program while mapped, each give an error (a *FileError) naming the file
+// and, where it applies, the byte offset, wrapping ErrNotRegular,
+// ErrBadMagic, ErrUnsupportedType, ErrTruncated, ErrTrailingData,
+// ErrTooLarge, ErrTokenRange or ErrLabelRange. Nothing is allocated from
+// a header's claims.
+//
+// # Streams
+//
+// A Loader's epoch order is an array of its dataset's indices; for a
+// dataset of billions of windows that array alone would not fit. A Stream
+// reads any dataset as an endless sequence of batches numbered by
+// position: batch p is step p mod NumBatches of epoch p div NumBatches,
+// shuffled by a Permutation of Key and the epoch, computed one index at a
+// time (a keyed Feistel network with cycle walking, like Grain's
+// index_shuffle). A batch depends on nothing but the Stream's fields and
+// its position, so a run saves Reader.Position with its checkpoint (as the
+// step counter checkpoint's example saves) and Open(ctx, position) resumes
+// mid-epoch bit-exact, with another Prefetch, on another mesh (Sharding:
+// each process reads the rows of its own devices) or with another number
+// of processes (Share: each reads its contiguous part of every batch).
+//
+// A Reader prefetches with a bounded queue of Prefetch batches, on a
+// goroutine that stops when Close is called or its context is done; Close
+// waits for it. Errors name the batch's position, epoch and step, and end
+// the Reader; panics are re-raised by Next.
+//
+// # Augmentation
+//
+// Loader.Augment and Stream.Augment transform the examples of each batch
+// as they are gathered: RandomCrop (zero padding, then a random window),
+// HorizontalFlip and NormalizeChannels for images f32[B,H,W,C], chained by
+// Augmentations. Example i of epoch e is augmented with ExampleKey(Key, e,
+// i), so augmented batches are reproducible and do not depend on batch
+// size, Prefetch, the mesh or the number of processes.
+//
+// # Tokenizers
+//
+// Tokenizer is what WriteTokens needs of a tokenizer: Vocab numbers the
+// characters of a text; package data/bpe is GPT-2's byte-level BPE, which
+// loads GPT-2's own vocabulary or trains one of any size from a corpus.
 //
 // # Progress
 //

@@ -68,6 +68,11 @@ type Loader struct {
 	// hold. The values equal shard.Put of the whole batch. Place, if also
 	// set, runs afterwards.
 	Sharding shard.Sharding
+	// Augment, when set, transforms the examples of each batch as they are
+	// gathered (before Sharding and Place), example i of epoch e with the
+	// key ExampleKey(Key, e, i): the same augmentation whatever BatchSize,
+	// Prefetch or the mesh.
+	Augment Augmentation
 	// Progress, when set and a terminal (see IsTerminal), shows a progress
 	// bar of the epoch's batches on it, advanced as the consumer finishes
 	// each batch.
@@ -138,12 +143,13 @@ func (l *Loader) Epoch(epoch int) iter.Seq2[Batch, error] {
 			}()
 			lo, hi := step*l.BatchSize, min((step+1)*l.BatchSize, len(order))
 			idx := order[lo:hi:hi] // capped: appending to Indices cannot reach the next batch
+			gather := func(ix []int) (Batch, error) { return augmented(l.Dataset, ix, l.Augment, l.Key, epoch) }
 			var b Batch
 			var err error
 			if l.Sharding.Mesh() != nil {
-				b, err = shardedBatch(l.Dataset, idx, l.Sharding)
+				b, err = shardedBatch(gather, idx, l.Sharding)
 			} else {
-				b, err = l.Dataset.Batch(idx)
+				b, err = gather(idx)
 			}
 			if err != nil {
 				return loaded{err: fmt.Errorf("data: epoch %d batch %d: %w", epoch, step, err)}

@@ -8,12 +8,12 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
-// shardedBatch reads the examples idx as a batch split along its first
-// dimension by s, reading for each distinct block of this process's
+// shardedBatch gathers the examples idx (with gather) as a batch split
+// along its first dimension by s, reading for each distinct block of this process's
 // devices only its rows (replicas share the block), and assembles the
 // global tensors with shard.FromBlocks. In a job of several processes each
 // process thus reads only the examples its devices hold.
-func shardedBatch(d Dataset, idx []int, s shard.Sharding) (Batch, error) {
+func shardedBatch(gather func([]int) (Batch, error), idx []int, s shard.Sharding) (Batch, error) {
 	mesh := s.Mesh()
 	spec := s.Spec()
 	for i, ds := range spec {
@@ -50,7 +50,7 @@ func shardedBatch(d Dataset, idx []int, s shard.Sharding) (Batch, error) {
 		b, ok := byPart[part]
 		if !ok {
 			var err error
-			if b, err = d.Batch(idx[part*rows : (part+1)*rows : (part+1)*rows]); err != nil {
+			if b, err = gather(idx[part*rows : (part+1)*rows : (part+1)*rows]); err != nil {
 				return Batch{}, err
 			}
 			byPart[part] = b
