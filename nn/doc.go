@@ -201,4 +201,24 @@
 //   - Sequential: a chain of Modules.
 //   - Activation: Relu, Gelu, GeluExact, Silu, Tanh, Sigmoid, Softplus,
 //     Identity.
+//
+// # Losses
+//
+// The losses of optax.losses, with optax's semantics, are functions of
+// tensors: SquaredError and L2Loss, HuberLoss, LogCosh, KLDivergence and
+// KLDivergenceWithLogTargets, CosineSimilarity and CosineDistance,
+// HingeLoss, SigmoidFocalLoss, SmoothLabels and CTCLoss. As in optax they
+// are not reduced: a value per element (regression, hinge, focal), per row
+// (KL and cosine, over the last axis) or per sequence (CTC); the mean loss
+// is tensor.Mean of it:
+//
+//	loss := tensor.Mean(nn.HuberLoss(model.Forward(x), y, 1))
+//
+// Operands broadcast as NumPy's do, except SquaredError and L2Loss, which
+// (like optax's) want one shape, since a [N] prediction against [N,1]
+// targets would silently broadcast to [N,N]. The fused mean squared error
+// and the softmax and sigmoid cross-entropies are in package tensor (MSE,
+// SoftmaxCrossEntropy, SoftmaxCrossEntropyProbs, SigmoidBinaryCrossEntropy).
+// testdata/torch_losses.py writes the PyTorch reference values the tests
+// compare with.
 package nn
