@@ -2,11 +2,13 @@
 
 package shard
 
-import "golang.org/x/sys/cpu"
+import "github.com/gonox/gonox/internal/kernels"
 
-// useAVX2 selects the AVX2 reduction kernel. Tests switch it off to check
-// that both give the same bits.
-var useAVX2 = cpu.X86.HasAVX2
+// useAVX2 selects the AVX2 reduction kernel: under the kernel set the
+// module uses (GONOX_KERNELS; AVX2 and AVX-512 sets both include AVX2), so
+// GONOX_KERNELS=go runs the Go loop as every other kernel does. Tests
+// switch it off to check that both give the same bits.
+var useAVX2 = kernels.Has(kernels.AVX2)
 
 //go:noescape
 func sum8AVX2(d *float32, s *[8]*float32, n int, first bool)

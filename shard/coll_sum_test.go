@@ -1,12 +1,18 @@
 package shard
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"runtime"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/internal/kernels"
 )
 
 func TestSumFloat32(t *testing.T) {
@@ -100,5 +106,28 @@ func TestSumFloat32AsmMatchesGo(t *testing.T) {
 			useAVX2 = true
 			assert.Equal(t, outs[0], outs[1], "g=%d n=%d", g, n)
 		}
+	}
+}
+
+// The reduction kernel follows GONOX_KERNELS as tensor's kernels do: this
+// test binary, started again with each kernel set the machine runs,
+// reports whether it sums with the AVX2 kernel; only the avx2 and avx512
+// sets may (GONOX_KERNELS=go is the Go loop, as is a noasm build).
+func TestSumKernelFollowsKernelSet(t *testing.T) {
+	const child = "GONOX_TEST_SUM_KERNEL"
+	if os.Getenv(child) == "1" {
+		fmt.Printf("useAVX2=%v\n", useAVX2)
+		return
+	}
+	if os.Getenv("OMPI_COMM_WORLD_SIZE") != "" {
+		t.Skip("under mpirun: a child process would join the job")
+	}
+	for _, set := range kernels.Supported() {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSumKernelFollowsKernelSet$", "-test.v")
+		cmd.Env = append(os.Environ(), child+"=1", kernels.Env+"="+set.String())
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		want := set >= kernels.AVX2
+		assert.Contains(t, string(out), fmt.Sprintf("useAVX2=%v\n", want), "GONOX_KERNELS=%v", set)
 	}
 }

@@ -76,6 +76,11 @@
 // inverse, an all-to-all and its reverse), gradients can be taken inside
 // fn, and a function that calls Map can be differentiated from outside.
 //
+// Psum and PsumScatter sum float32 blocks in one fixed order, so a
+// psum_scatter is bit for bit its part of the psum; the sum runs an AVX2
+// kernel when the kernel set allows it and a Go loop otherwise, with the
+// same bits (the set is the module's: GONOX_KERNELS, see tensor.Kernels).
+//
 // # Overlapping communication with computation
 //
 // Collectives are synchronous: every device of the group waits in one

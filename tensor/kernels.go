@@ -3,7 +3,7 @@ package tensor
 import (
 	"fmt"
 
-	"github.com/gonox/gonox/tensor/internal/kernels"
+	"github.com/gonox/gonox/internal/kernels"
 )
 
 // KernelsEnv is the environment variable that chooses the compute kernels:

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/gonox/gonox/internal/cputime"
+	"github.com/gonox/gonox/internal/kernels"
 	"github.com/gonox/gonox/tensor/internal/gemm"
-	"github.com/gonox/gonox/tensor/internal/kernels"
 )
 
 // The shape classes whose algorithm is chosen by measurement (see doc.go),

@@ -2,7 +2,7 @@
 
 package conv
 
-import "github.com/gonox/gonox/tensor/internal/kernels"
+import "github.com/gonox/gonox/internal/kernels"
 
 var (
 	avx512Set = &kernelSet{name: "avx512", igemm: igemmAVX512, dot: dotAVX512}

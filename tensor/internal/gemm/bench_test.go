@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/gonox/gonox/internal/cputime"
-	"github.com/gonox/gonox/tensor/internal/kernels"
+	"github.com/gonox/gonox/internal/kernels"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 )

@@ -5,7 +5,7 @@ package gemm
 import (
 	"golang.org/x/sys/cpu"
 
-	"github.com/gonox/gonox/tensor/internal/kernels"
+	"github.com/gonox/gonox/internal/kernels"
 )
 
 // bf16Level is the kernel Bgemm uses: AMX where the CPU has it (and, at

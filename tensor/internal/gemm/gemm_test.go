@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gonox/gonox/internal/kernels"
 	"github.com/gonox/gonox/internal/testlong"
-	"github.com/gonox/gonox/tensor/internal/kernels"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 )

@@ -4,7 +4,7 @@ package gemm
 
 //go:generate go run gen_kernels.go
 
-import "github.com/gonox/gonox/tensor/internal/kernels"
+import "github.com/gonox/gonox/internal/kernels"
 
 var avx512Set = tuned(&kernelSet{
 	name: "avx512", mr: 12, nr: 32, nrHalf: 16,

@@ -5,7 +5,7 @@ package vec
 import (
 	"golang.org/x/sys/cpu"
 
-	"github.com/gonox/gonox/tensor/internal/kernels"
+	"github.com/gonox/gonox/internal/kernels"
 )
 
 // The conversion kernels are chosen here, in one place, from the kernel set

@@ -2,7 +2,7 @@
 
 package vec
 
-import "github.com/gonox/gonox/tensor/internal/kernels"
+import "github.com/gonox/gonox/internal/kernels"
 
 // useAVX2 selects the AVX2 kernels (also used by the avx512 set: there are
 // no wider ones): package kernels decides, from the CPU and $GONOX_KERNELS.

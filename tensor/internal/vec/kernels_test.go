@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gonox/gonox/tensor/internal/kernels"
+	"github.com/gonox/gonox/internal/kernels"
 )
 
 // TestKernelSet checks that the dispatch follows package kernels (the CPU

@@ -1,9 +1,13 @@
-// Package kernels chooses the compute kernel set every assembly dispatch in
-// package tensor uses (the matrix multiplication in internal/gemm, the
-// elementwise and reduction kernels in internal/vec). It is the one place
-// that reads the CPU's feature flags and the GONOX_KERNELS environment
-// variable; a new kernel family (bf16 conversion, a retuned gemm) asks it
-// which set is active instead of reading feature flags itself.
+// Package kernels chooses the compute kernel set every assembly dispatch of
+// the module uses: in package tensor the matrix multiplication
+// (tensor/internal/gemm) and the elementwise and reduction kernels
+// (tensor/internal/vec), in package shard the collectives' reduction (the
+// sums of psum and psum_scatter). It is the one place that reads the CPU's
+// feature flags and the GONOX_KERNELS environment variable; a new kernel
+// family (bf16 conversion, a retuned gemm), in whatever package, asks it
+// which set is active instead of reading feature flags itself. It lives
+// at the module's internal/ rather than under tensor so that every package
+// with assembly shares the one choice.
 //
 // The set is chosen once, when the program starts:
 //
