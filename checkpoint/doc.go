@@ -66,10 +66,12 @@
 // step (and its directory), the tensor and the file, wrapping ErrCorrupt,
 // ErrMismatch, ErrUnsafePath or ErrNotFound; an error found in the
 // manifest names manifest.json, whichever data file the faulty entry
-// points to. It never panics on bad input and never writes. It opens
-// nothing that is not a regular file (a FIFO named like a data file would
-// block), refuses a manifest larger than 256 MiB from its size, and
-// refuses a step directory that is a symlink, which Steps and
+// points to, and a dtype or shape that differs from like's is blamed on
+// manifest.json, which records it. It never panics on bad input and never
+// writes. It opens nothing that is not a regular file (a FIFO named like a
+// data file, or like the checkpoint directory, would block), refuses a
+// manifest larger than 256 MiB from its size, and refuses a step directory
+// that is a symlink (naming it as the file at fault), which Steps and
 // RestoreLatest do not list either.
 //
 // Save publishes a step by renaming it into place and then syncs the
@@ -248,9 +250,13 @@
 // named by their tree paths ("Layers[0].W"; leaves of a root
 // map[string]*tensor.Tensor by their bare keys, as in a PyTorch state dict).
 // ImportSafetensors reads one into a tree given like, checking the header
-// as strictly as the reference implementation: its length against the
-// file, duplicate names, offsets that overlap, leave holes or run past the
-// end, and dtypes and shapes against the sizes and against like.
+// at least as strictly as the reference implementation: its length
+// against the file, a field twice in an entry, offsets that overlap, leave
+// holes or run past the end, and dtypes and shapes against the sizes and
+// against like; a tensor name or a __metadata__ key given twice, of which
+// the reference keeps the last, is refused too. Like Restore, it opens
+// nothing that is not a regular file (following symlinks, which download
+// caches use), so a FIFO at the path fails instead of blocking.
 //
 // Float32 leaves read F32, BF16 and F16 tensors (widened exactly) and F64
 // ones (rounded to nearest even, overflowing to ±Inf); ExportFloatsAs

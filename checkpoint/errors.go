@@ -32,13 +32,17 @@ type Error struct {
 	Op   string // "save", "restore", "export", "import", "manager"
 	Step int    // the step, or -1
 	Path string // the tensor's tree path, or "" when not about one tensor
-	File string // the file, relative to the step directory, or ""
+	// File is the file at fault: a name in the step directory
+	// ("manifest.json", "d0001.bin"), the step directory itself (then
+	// equal to Dir), or the path given (a safetensors file); "" if none.
+	File string
 	Dir  string // the step directory (dir/00000100), or "" when not about one
 	Err  error  // the cause, often wrapping one of the sentinel errors
 }
 
 // Error returns "checkpoint: restore step 100 (ckpt/00000100): tensor
-// Layers[0].W: file d0001.bin: cause", leaving out what is not set.
+// Layers[0].W: file d0001.bin: cause", leaving out what is not set (and
+// File when it is the step directory).
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("checkpoint: ")
@@ -53,7 +57,7 @@ func (e *Error) Error() string {
 	if e.Path != "" {
 		fmt.Fprintf(&b, ": tensor %s", e.Path)
 	}
-	if e.File != "" {
+	if e.File != "" && e.File != e.Dir {
 		fmt.Fprintf(&b, ": file %s", e.File)
 	}
 	b.WriteString(": ")

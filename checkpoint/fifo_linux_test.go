@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gonox/gonox/tensor"
 	"github.com/stretchr/testify/require"
 )
 
@@ -71,7 +72,7 @@ func TestFIFORefused(t *testing.T) {
 		})
 		require.ErrorIs(t, err, ErrCorrupt)
 		require.ErrorContains(t, err, "tensor Params.W: file "+file+": ")
-		require.ErrorContains(t, err, "not a regular file")
+		require.ErrorContains(t, err, "not a regular file: it is a named pipe (FIFO)")
 	})
 	t.Run("symlink to a FIFO", func(t *testing.T) {
 		dir := t.TempDir()
@@ -89,6 +90,52 @@ func TestFIFORefused(t *testing.T) {
 		require.ErrorIs(t, err, ErrCorrupt)
 		require.ErrorContains(t, err, "not a regular file")
 	})
+}
+
+// TestImportFIFO: ImportSafetensors refuses a FIFO, or a symlink to one,
+// without blocking; a symlink to a regular file (a download cache's) is
+// read.
+func TestImportFIFO(t *testing.T) {
+	dir := t.TempDir()
+	like := map[string]*tensor.Tensor{"w": tensor.Zeros(tensor.Float32, 2)}
+	fifo := filepath.Join(dir, "model.safetensors")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	link := filepath.Join(dir, "link.safetensors")
+	require.NoError(t, os.Symlink("model.safetensors", link))
+	for _, path := range []string{fifo, link} {
+		err := withTimeout(t, "ImportSafetensors", func() error {
+			_, _, err := ImportSafetensors(path, like)
+			return err
+		})
+		require.ErrorIs(t, err, errNotRegular)
+		require.EqualError(t, err, "checkpoint: import: file "+path+": not a regular file: it is a named pipe (FIFO)")
+	}
+	real := filepath.Join(dir, "real.safetensors")
+	require.NoError(t, ExportSafetensors(real, map[string]*tensor.Tensor{"w": tensor.FromFloat32([]float32{1, 2}, 2)}, nil))
+	require.NoError(t, os.Remove(link))
+	require.NoError(t, os.Symlink("real.safetensors", link))
+	got, _, err := ImportSafetensors(link, like)
+	require.NoError(t, err)
+	require.Equal(t, []float32{1, 2}, got["w"].Float32s())
+}
+
+// TestCheckpointDirFIFO: a FIFO where the checkpoint directory belongs
+// is an error for everything that lists steps, not a hang.
+func TestCheckpointDirFIFO(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	require.NoError(t, syscall.Mkfifo(dir, 0o644))
+	for name, f := range map[string]func() error{
+		"Steps":         func() error { _, err := Steps(dir); return err },
+		"LatestStep":    func() error { _, _, err := LatestStep(dir); return err },
+		"RestoreLatest": func() error { _, _, err := RestoreLatest(dir, tinyAt(0), nil); return err },
+		"NewManager":    func() error { _, err := NewManager(dir, ManagerOptions{}); return err },
+		"Save":          func() error { return Save(dir, 1, tinyAt(1)) },
+	} {
+		err := withTimeout(t, name, f)
+		require.ErrorContains(t, err, "not a directory", name)
+	}
+	_, err := Steps(dir)
+	require.EqualError(t, err, "checkpoint: steps: "+dir+" is not a directory: it is a named pipe (FIFO)")
 }
 
 // TestOpenRegularFIFO: the open itself refuses a FIFO without blocking,

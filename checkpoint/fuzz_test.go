@@ -117,6 +117,8 @@ func FuzzSafetensors(f *testing.F) {
 		f.Add(b.Bytes())
 	}
 	f.Add(torchMLPFile("BF16"))
+	f.Add(stFile(`{"W":{"dtype":"F32","dtype":"I32","shape":[3],"data_offsets":[0,12]}}`, 12))
+	f.Add(stFile(`{"__metadata__":{"format":"pt","format":"np"},"W":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}}`, 12))
 	like := zerosLike(tree)
 	mlp := zerosLike(nn.NewMLP(tensor.NewKey(0), []int{3, 4, 2}, nn.MLPOptions{}))
 	// The same tree with bfloat16 and float16 float leaves: every file
@@ -182,12 +184,14 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	var st bytes.Buffer
 	require.NoError(t, WriteSafetensors(&st, small{W: tensor.FromFloat32([]float32{1, -2, 0.5}, 3), Ids: tensor.FromInt32([]int32{7, -1}, 1, 2), Mask: tensor.FromBool([]bool{true, false}, 2)}, map[string]string{"format": "pt"}))
 	writeSeeds(t, "FuzzSafetensors", map[string][]byte{
-		"good":      st.Bytes(),
-		"empty":     stFile(`{}`, 0),
-		"hole":      stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"I32","shape":[1],"data_offsets":[12,16]}}`, 16),
-		"overlap":   stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"I32","shape":[1],"data_offsets":[4,8]}}`, 8),
-		"long":      append([]byte{0xe8, 3, 0, 0, 0, 0, 0, 0}, `{}`...),
-		"duplicate": stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, 8),
+		"good":                   st.Bytes(),
+		"empty":                  stFile(`{}`, 0),
+		"hole":                   stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"I32","shape":[1],"data_offsets":[12,16]}}`, 16),
+		"overlap":                stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"I32","shape":[1],"data_offsets":[4,8]}}`, 8),
+		"long":                   append([]byte{0xe8, 3, 0, 0, 0, 0, 0, 0}, `{}`...),
+		"duplicate":              stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, 8),
+		"duplicate-field":        stFile(`{"a":{"dtype":"F32","shape":[2],"dtype":"I32","data_offsets":[0,8]}}`, 8),
+		"duplicate-metadata-key": stFile(`{"__metadata__":{"format":"pt","format":"np"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, 8),
 	})
 }
 

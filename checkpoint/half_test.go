@@ -171,7 +171,7 @@ func TestRestoreConvertsFloats(t *testing.T) {
 	bad.Count = tensor.Zeros(tensor.Float32)
 	_, err := Restore(dir, 1, bad, nil)
 	require.ErrorIs(t, err, ErrMismatch)
-	require.ErrorContains(t, err, "saved as i32[], the tree to restore into has f32[]")
+	require.ErrorContains(t, err, "the manifest records i32[], the tree to restore into has f32[]")
 
 	m := loadManifest(t, dir, 1)
 	m.Version = 1

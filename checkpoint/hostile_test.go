@@ -2,11 +2,13 @@ package checkpoint
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
 
+	"github.com/gonox/gonox/shard"
 	"github.com/stretchr/testify/require"
 )
 
@@ -75,7 +77,10 @@ func TestSymlinkStepDir(t *testing.T) {
 	require.Equal(t, []int{1}, steps)
 	_, err = Restore(dir, 2, zerosLike(newState(1)), nil)
 	require.ErrorIs(t, err, ErrUnsafePath)
-	require.ErrorContains(t, err, "symlink")
+	require.EqualError(t, err, "checkpoint: restore step 2 ("+stepDir(dir, 2)+"): unsafe file name: the step directory is a symlink to "+stepDir(elsewhere, 2)+" (this package never writes one; restoring it would read outside "+dir+")")
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, stepDir(dir, 2), e.File, "the file at fault is the step directory")
 	_, err = Metrics(dir, 2)
 	require.ErrorIs(t, err, ErrUnsafePath)
 	got, step, err := RestoreLatest(dir, zerosLike(newState(1)), nil)
@@ -90,7 +95,34 @@ func TestSymlinkStepDir(t *testing.T) {
 	require.Equal(t, []int{1}, steps)
 	_, err = Restore(dir, 5, zerosLike(newState(1)), nil)
 	require.ErrorIs(t, err, ErrCorrupt)
-	require.ErrorContains(t, err, "not a directory")
+	require.EqualError(t, err, "checkpoint: restore step 5 ("+stepDir(dir, 5)+"): corrupt checkpoint: the step directory is not a directory: it is a regular file")
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, stepDir(dir, 5), e.File)
+}
+
+// TestEditedDTypeBlamesManifest: a manifest whose dtype was edited (or a
+// program whose tree changed since the save) is reported as a mismatch
+// with what manifest.json records, naming that file, not the data file.
+func TestEditedDTypeBlamesManifest(t *testing.T) {
+	dir := t.TempDir()
+	savedState(t, dir, 3, 1)
+	m := loadManifest(t, dir, 3)
+	entryOf(m, "Params.W").DType = "int32"
+	writeManifest(t, dir, 3, m)
+	_, err := Restore(dir, 3, zerosLike(newState(1)), nil)
+	require.ErrorIs(t, err, ErrMismatch)
+	require.EqualError(t, err, "checkpoint: restore step 3 ("+stepDir(dir, 3)+"): tensor Params.W: file manifest.json: does not match: the manifest records i32[16,8], the tree to restore into has f32[16,8]")
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, manifestName, e.File)
+}
+
+// TestOnMeshNil: a nil mesh or nil specs is a programmer error, reported
+// at once by a panic that says what to pass instead.
+func TestOnMeshNil(t *testing.T) {
+	require.PanicsWithValue(t, "checkpoint.OnMesh: nil mesh (checkpoint.OnHost() restores onto the host)", func() { OnMesh(nil, shard.P()) })
+	mesh := shard.NewMesh([]int{2}, []string{"dp"})
+	require.PanicsWithValue(t, "checkpoint.OnMesh: nil specs (shard.P() replicates every leaf on "+mesh.String()+")", func() { OnMesh(mesh, nil) })
 }
 
 // TestExportMode: an exported file gets the mode Save's files get (0644
@@ -162,4 +194,28 @@ func TestSyncDirFailsAfterRename(t *testing.T) {
 	steps, err := Steps(dir)
 	require.NoError(t, err)
 	require.Equal(t, []int{1, 2}, steps)
+}
+
+// TestUnreadableDataFile: a data file this process may not read is an
+// error of the environment, not an unsafe name or a damaged step.
+func TestUnreadableDataFile(t *testing.T) {
+	r := &reader{step: 3}
+	err := r.openFailure("W", "d0000.bin", &fs.PathError{Op: "openat", Path: "d0000.bin", Err: fs.ErrPermission})
+	require.ErrorIs(t, err, fs.ErrPermission)
+	require.False(t, errors.Is(err, ErrUnsafePath) || errors.Is(err, ErrCorrupt), "%v", err)
+	require.EqualError(t, err, "checkpoint: restore step 3: tensor W: file d0000.bin: openat d0000.bin: permission denied")
+	require.ErrorIs(t, r.openFailure("W", "d0000.bin", fs.ErrNotExist), ErrCorrupt)
+	require.ErrorIs(t, r.openFailure("W", "d0000.bin", errors.New("path escapes from parent")), ErrUnsafePath)
+
+	if os.Geteuid() == 0 {
+		t.Skip("root reads files whatever their mode; the classification is checked above")
+	}
+	dir := t.TempDir()
+	savedState(t, dir, 1, 1)
+	m := loadManifest(t, dir, 1)
+	name := filepath.Join(stepDir(dir, 1), entryOf(m, "Params.W").Shards[0].File)
+	require.NoError(t, os.Chmod(name, 0))
+	_, err = Restore(dir, 1, zerosLike(newState(1)), nil)
+	require.ErrorIs(t, err, fs.ErrPermission)
+	require.False(t, errors.Is(err, ErrUnsafePath))
 }

@@ -373,7 +373,7 @@ func maps(m map[string]float64) map[string]float64 {
 // Restore refuses those, so what Steps lists is what Restore and
 // RestoreLatest read.
 func Steps(dir string) ([]int, error) {
-	ents, err := os.ReadDir(dir)
+	ents, err := readDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil

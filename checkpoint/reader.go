@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -81,52 +80,21 @@ func (r *reader) open(path, name string) (*os.File, error) {
 		// Symlinks inside the directory are followed by os.Root; this
 		// package never writes one, so a symlink is refused outright when
 		// it leads outside, and what it leads to is checked below.
-		if fi, err = r.root.Stat(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if fi, err = r.root.Stat(name); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
 			return nil, r.fail(path, name, ErrUnsafePath, "symlink leads outside the step directory: %v", err)
 		}
 	}
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, r.fail(path, name, ErrCorrupt, "data file is missing")
-	}
 	if err != nil {
-		return nil, r.fail(path, name, ErrUnsafePath, "%v", err)
+		return nil, r.openFailure(path, name, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, r.fail(path, name, ErrCorrupt, "not a regular file (%v)", fi.Mode().Type())
+		return nil, r.fail(path, name, ErrCorrupt, "%v", notRegular(fi.Mode()))
 	}
 	f, err := openRegular(r.root, name)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, r.fail(path, name, ErrCorrupt, "data file is missing")
-		}
-		if errors.Is(err, errNotRegular) {
-			return nil, r.fail(path, name, ErrCorrupt, "%v", err)
-		}
-		return nil, r.fail(path, name, ErrUnsafePath, "%v", err)
+		return nil, r.openFailure(path, name, err)
 	}
 	r.files[name] = f
-	return f, nil
-}
-
-var errNotRegular = errors.New("not a regular file")
-
-// openRegular opens name in root for reading, refusing anything but a
-// regular file. Callers check with Lstat first; the open itself is
-// non-blocking, so a FIFO put in place after that check cannot block it
-// either, and the opened file is checked again.
-func openRegular(root *os.Root, name string) (*os.File, error) {
-	f, err := root.OpenFile(name, os.O_RDONLY|oNonblock, 0)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("%w (%v)", errNotRegular, fi.Mode().Type())
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
 	return f, nil
 }
 
@@ -184,6 +152,22 @@ func flatIndex(g, off, shape []int) int {
 		i = i*shape[k] + g[k] - off[k]
 	}
 	return i
+}
+
+// openFailure is the error for a data file that could not be checked or
+// opened: missing or not a regular file (the step is damaged), not
+// readable (the environment: no sentinel, so SkipCorrupt does not skip
+// it), or refused by os.Root (the name leads outside the step directory).
+func (r *reader) openFailure(path, name string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return r.fail(path, name, ErrCorrupt, "data file is missing")
+	case errors.Is(err, errNotRegular):
+		return r.fail(path, name, ErrCorrupt, "%v", err)
+	case errors.Is(err, fs.ErrPermission):
+		return &Error{Op: "restore", Step: r.step, Path: path, File: name, Err: err}
+	}
+	return r.fail(path, name, ErrUnsafePath, "%v", err)
 }
 
 var scratchPool = sync.Pool{New: func() any { return new([]byte) }}

@@ -67,10 +67,17 @@ func (p meshPlacement) ShardingFor(path pytree.Path, like *tensor.Tensor) (shard
 
 // OnMesh places every leaf on mesh with the spec specs gives it (a Spec
 // for all, Specs by path prefix, a SpecFunc or Rules, as shard.FilterShard
-// takes). The mesh may differ from the one the checkpoint was saved on, in
-// shape and in number of devices: each block is assembled from the saved
-// blocks it overlaps.
+// takes; shard.P() replicates every leaf). The mesh may differ from the
+// one the checkpoint was saved on, in shape and in number of devices: each
+// block is assembled from the saved blocks it overlaps. A nil mesh or nil
+// specs is a programmer error: OnMesh panics.
 func OnMesh(mesh *shard.Mesh, specs shard.SpecTree) Placement {
+	if mesh == nil {
+		panic("checkpoint.OnMesh: nil mesh (checkpoint.OnHost() restores onto the host)")
+	}
+	if specs == nil {
+		panic("checkpoint.OnMesh: nil specs (shard.P() replicates every leaf on " + mesh.String() + ")")
+	}
 	return meshPlacement{mesh: mesh, specs: specs}
 }
 
@@ -179,9 +186,12 @@ func readManifest(dir string, step int) (root *os.Root, m *manifest, err error) 
 	case err != nil:
 		return nil, nil, fail("", err)
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, nil, fail("", fmt.Errorf("%w: the step directory is a symlink (this package never writes one; restoring it would read outside %s)", ErrUnsafePath, dir))
+		// The step directory itself is the file at fault: File names it
+		// (and Error does not print it twice).
+		target, _ := os.Readlink(stepDir)
+		return nil, nil, fail(stepDir, fmt.Errorf("%w: the step directory is a symlink to %s (this package never writes one; restoring it would read outside %s)", ErrUnsafePath, target, dir))
 	case !fi.IsDir():
-		return nil, nil, fail("", fmt.Errorf("%w: not a directory (%v)", ErrCorrupt, fi.Mode().Type()))
+		return nil, nil, fail(stepDir, fmt.Errorf("%w: the step directory is not a directory: it is %s", ErrCorrupt, kindOf(fi.Mode())))
 	}
 	r, err := os.OpenRoot(stepDir)
 	if err != nil {
@@ -228,7 +238,7 @@ func checkManifestFile(root *os.Root) error {
 	case err != nil:
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	case !fi.Mode().IsRegular():
-		return fmt.Errorf("%w: not a regular file (%v)", ErrCorrupt, fi.Mode().Type())
+		return fmt.Errorf("%w: %v", ErrCorrupt, notRegular(fi.Mode()))
 	case fi.Size() > maxManifestBytes:
 		return fmt.Errorf("%w: %d bytes is too large for a manifest (limit %d)", ErrCorrupt, fi.Size(), maxManifestBytes)
 	}
@@ -347,7 +357,12 @@ func restoreFrom(root *os.Root, m *manifest, step int, likePaths []pytree.Path, 
 		x := likes[i]
 		floats := e.dtype.IsFloat() && x.DType().IsFloat() // converted: see Restore
 		if (e.dtype != x.DType() && !floats) || !slices.Equal(e.Shape, x.Shape()) {
-			return nil, mismatch(e.Path, "saved as %s, the tree to restore into has %s", typeString(e.dtype.Abbrev(), e.Shape), typeString(x.DType().Abbrev(), x.Shape()))
+			// The saved dtype and shape are what the manifest records:
+			// name it, since that is what a program changed since the
+			// save, or what was edited, disagrees with.
+			err := mismatch(e.Path, "the manifest records %s, the tree to restore into has %s", typeString(e.dtype.Abbrev(), e.Shape), typeString(x.DType().Abbrev(), x.Shape()))
+			err.(*Error).File = manifestName
+			return nil, err
 		}
 		t := &target{entry: e, like: x}
 		s, sharded, err := placeLeaf(to, likePaths[i], x)

@@ -189,7 +189,7 @@ func TestRestoreMismatch(t *testing.T) {
 		msg  string
 	}{
 		{"missing step", func() error { _, err := Restore(dir, 4, zerosLike(st), nil); return err }, ErrNotFound, "no step 4"},
-		{"wrong shape", func() error { _, err := Restore(dir, 3, wrongShape, nil); return err }, ErrMismatch, "tensor Params.B: does not match: saved as f32[8], the tree to restore into has f32[9]"},
+		{"wrong shape", func() error { _, err := Restore(dir, 3, wrongShape, nil); return err }, ErrMismatch, "tensor Params.B: file manifest.json: does not match: the manifest records f32[8], the tree to restore into has f32[9]"},
 		{"wrong dtype", func() error { _, err := Restore(dir, 3, wrongDType, nil); return err }, ErrMismatch, "tensor Loader"},
 		{"like has more", func() error { _, err := Restore(dir, 3, extra, nil); return err }, ErrMismatch, "tensor Params.Emb[2]"},
 		{"like has fewer", func() error { _, err := Restore(dir, 3, fewer, nil); return err }, ErrMismatch, "tensor Params.Emb[1]"},

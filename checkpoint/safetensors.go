@@ -408,6 +408,11 @@ func parseSafetensorsHeader(r io.ReaderAt, size int64) ([]stEntry, map[string]st
 
 // decodeSafetensorsJSON parses the header object token by token, so that
 // duplicate names are caught (encoding/json into a map keeps the last).
+// The reference implementation (the safetensors crate, serde_json) refuses
+// a tensor entry with a field twice, as this does. It keeps the last of
+// two tensors of one name, and of two __metadata__ keys, where this
+// refuses the header: no writer produces one, and which one was meant
+// cannot be known.
 func decodeSafetensorsJSON(hdr []byte) ([]stEntry, map[string]string, error) {
 	dec := json.NewDecoder(bytes.NewReader(hdr))
 	dec.UseNumber()
@@ -432,9 +437,16 @@ func decodeSafetensorsJSON(hdr []byte) ([]stEntry, map[string]string, error) {
 		}
 		seen[name] = true
 		if name == "__metadata__" {
+			var obj json.RawMessage
+			if err := dec.Decode(&obj); err != nil {
+				return nil, nil, fmt.Errorf("__metadata__: %v", err)
+			}
+			if err := checkJSONObject(obj); err != nil {
+				return nil, nil, fmt.Errorf("__metadata__: %v", err)
+			}
 			var raw map[string]json.RawMessage
-			if err := dec.Decode(&raw); err != nil || raw == nil {
-				return nil, nil, fmt.Errorf("__metadata__ is not an object")
+			if err := json.Unmarshal(obj, &raw); err != nil {
+				return nil, nil, fmt.Errorf("__metadata__: %v", err)
 			}
 			meta = make(map[string]string, len(raw))
 			for k, v := range raw {
@@ -453,6 +465,11 @@ func decodeSafetensorsJSON(hdr []byte) ([]stEntry, map[string]string, error) {
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
+			return nil, nil, fmt.Errorf("tensor %q: %v", name, err)
+		}
+		// A field twice ("dtype" twice) is refused, as the reference's
+		// serde-derived TensorInfo does; encoding/json keeps the last.
+		if err := checkJSONObject(raw); err != nil {
 			return nil, nil, fmt.Errorf("tensor %q: %v", name, err)
 		}
 		d := json.NewDecoder(bytes.NewReader(raw))
@@ -519,7 +536,7 @@ func decodeSafetensorsJSON(hdr []byte) ([]stEntry, map[string]string, error) {
 // shard.FilterShard.
 func ImportSafetensors[T any](path string, like T, opts ...RestoreOption) (T, map[string]string, error) {
 	var zero T
-	f, err := os.Open(path)
+	f, err := openRegularPath(path)
 	if err != nil {
 		return zero, nil, &Error{Op: "import", Step: -1, File: path, Err: err}
 	}

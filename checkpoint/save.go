@@ -545,7 +545,7 @@ func writeFileSync(name string, data []byte) error {
 var syncDir = syncDirectory
 
 func syncDirectory(dir string) error {
-	d, err := os.Open(dir)
+	d, err := os.OpenFile(dir, os.O_RDONLY|oNonblock, 0)
 	if err != nil {
 		return err
 	}
@@ -592,7 +592,7 @@ func replaceDir(tmp, final string) error {
 // directories not in use by a save of this process, and old steps moved
 // aside by an interrupted overwrite (put back if the new one never arrived).
 func cleanup(dir string) error {
-	ents, err := os.ReadDir(dir)
+	ents, err := readDir(dir)
 	if err != nil {
 		return err
 	}
