@@ -165,3 +165,34 @@ func ints(t *tensor.Tensor) []int {
 	}
 	return out
 }
+
+// Slice returns the dataset of the examples [lo, hi) of d, numbered from
+// 0, without copying them: example i is example lo+i of d. Use it to hold
+// out the end of a dataset too large to copy (a TokenWindows) for
+// validation. It panics unless 0 <= lo <= hi <= d.Len().
+func Slice(d Dataset, lo, hi int) Dataset {
+	if lo < 0 || lo > hi || hi > d.Len() {
+		panic(fmt.Sprintf("data.Slice: [%d,%d) out of range [0,%d]", lo, hi, d.Len()))
+	}
+	return &slice{d: d, lo: lo, n: hi - lo}
+}
+
+type slice struct {
+	d     Dataset
+	lo, n int
+}
+
+func (s *slice) Len() int { return s.n }
+
+func (s *slice) Batch(indices []int) (Batch, error) {
+	shifted := make([]int, len(indices))
+	for i, ix := range indices {
+		if ix < 0 || ix >= s.n {
+			panic(fmt.Sprintf("data.Slice: index %d (position %d) out of range [0,%d)", ix, i, s.n))
+		}
+		shifted[i] = s.lo + ix
+	}
+	b, err := s.d.Batch(shifted)
+	b.Indices = indices
+	return b, err
+}

@@ -157,3 +157,18 @@ func seq(n int) []int {
 	}
 	return s
 }
+
+func TestSlice(t *testing.T) {
+	d := rowsDataset(10)
+	s := Slice(d, 3, 8)
+	require.Equal(t, 5, s.Len())
+	got, err := s.Batch([]int{4, 0})
+	require.NoError(t, err)
+	want, _ := d.Batch([]int{7, 3})
+	assert.Equal(t, want.X.Float32s(), got.X.Float32s())
+	assert.Equal(t, want.Y.Ints(), got.Y.Ints())
+	assert.Equal(t, []int{4, 0}, got.Indices)
+	assert.Panics(t, func() { _, _ = s.Batch([]int{5}) })
+	assert.Panics(t, func() { Slice(d, 4, 11) })
+	assert.Equal(t, 0, Slice(d, 10, 10).Len())
+}

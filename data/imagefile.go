@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"runtime/debug"
 
 	"github.com/gonox/gonox/tensor"
@@ -38,9 +37,7 @@ const (
 // classes as they are read. Batch may be called from several goroutines at
 // once. CreateImages writes such a file.
 type ImageFile struct {
-	path          string
-	f             *os.File
-	m             *mapping
+	mappedFile
 	typ           UintType
 	n             int
 	h, w, c       int
@@ -61,15 +58,9 @@ func OpenImages(path string) (*ImageFile, error) {
 		f.Close()
 		return nil, &FileError{File: path, Offset: -1, Err: err}
 	}
-	if int64(int(size)) != size {
-		f.Close()
-		return nil, fileErr(path, -1, "%w: %d bytes cannot be mapped by this program", ErrTooLarge, size)
+	if d.mappedFile, err = mapOpen(path, f, size); err != nil {
+		return nil, err
 	}
-	if d.m, err = mapFile(f, size); err != nil {
-		f.Close()
-		return nil, fileErr(path, -1, "mapping: %w", err)
-	}
-	d.path, d.f = path, f
 	return d, nil
 }
 
@@ -111,9 +102,6 @@ func parseImageHeader(f io.ReaderAt, size int64) (*ImageFile, error) {
 		record: int64(record), start: imageHeaderSize}, nil
 }
 
-// Path returns the file's path.
-func (d *ImageFile) Path() string { return d.path }
-
 // Len returns the number of images.
 func (d *ImageFile) Len() int { return d.n }
 
@@ -131,9 +119,6 @@ func (d *ImageFile) Type() UintType { return d.typ }
 // while mapped, is an error naming the file and the offset. It panics,
 // naming the index, if one is outside [0, Len()).
 func (d *ImageFile) Batch(indices []int) (b Batch, err error) {
-	if d.m == nil {
-		return Batch{}, fileErr(d.path, -1, "file is closed")
-	}
 	px := d.h * d.w * d.c
 	x := make([]float32, len(indices)*px)
 	y := make([]int32, len(indices))
@@ -147,13 +132,9 @@ func (d *ImageFile) Batch(indices []int) (b Batch, err error) {
 			panic(fmt.Sprintf("data.ImageFile.Batch: index %d (position %d) out of range [0,%d) of %s", ix, i, d.n, d.path))
 		}
 		at = d.start + int64(ix)*d.record
-		rec, mapped := d.m.bytes(at, d.record)
-		if !mapped {
-			scratch = append(scratch[:0], make([]byte, d.record)...)
-			if err := d.m.readAt(scratch, at); err != nil {
-				return Batch{}, fileErr(d.path, at, "%w", err)
-			}
-			rec = scratch
+		rec, err := d.bytes(&scratch, at, d.record)
+		if err != nil {
+			return Batch{}, err
 		}
 		label := binary.LittleEndian.Uint32(rec)
 		if label >= uint32(d.classes) {
@@ -172,19 +153,6 @@ func (d *ImageFile) Batch(indices []int) (b Batch, err error) {
 		}
 	}
 	return Batch{X: tensor.WrapFloat32(x, len(indices), d.h, d.w, d.c), Y: tensor.WrapInt32(y, len(indices)), Indices: indices}, nil
-}
-
-// Close unmaps and closes the file. Reading afterwards is an error.
-func (d *ImageFile) Close() error {
-	if d.m == nil {
-		return nil
-	}
-	err := d.m.close()
-	d.m = nil
-	if cerr := d.f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // ImageWriter writes an image file (see ImageFile) one record at a time,

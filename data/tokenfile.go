@@ -115,9 +115,7 @@ const (
 // never scanned whole), so a corrupt token is an error from Read naming the
 // file and the offset. A TokenFile is safe for concurrent reads.
 type TokenFile struct {
-	path  string
-	f     *os.File
-	m     *mapping
+	mappedFile
 	typ   UintType
 	vocab int
 	n     int64 // tokens
@@ -196,20 +194,12 @@ func OpenRawTokens(path string, typ UintType, vocab int) (*TokenFile, error) {
 }
 
 func mapTokens(path string, f *os.File, size int64, typ UintType, vocab int, n, start int64) (*TokenFile, error) {
-	if int64(int(size)) != size {
-		f.Close()
-		return nil, fileErr(path, -1, "%w: %d bytes cannot be mapped by this program", ErrTooLarge, size)
-	}
-	m, err := mapFile(f, size)
+	mf, err := mapOpen(path, f, size)
 	if err != nil {
-		f.Close()
-		return nil, fileErr(path, -1, "mapping: %w", err)
+		return nil, err
 	}
-	return &TokenFile{path: path, f: f, m: m, typ: typ, vocab: vocab, n: n, start: start}, nil
+	return &TokenFile{mappedFile: mf, typ: typ, vocab: vocab, n: n, start: start}, nil
 }
-
-// Path returns the file's path.
-func (t *TokenFile) Path() string { return t.path }
 
 // Len returns the number of tokens.
 func (t *TokenFile) Len() int64 { return t.n }
@@ -228,21 +218,16 @@ func (t *TokenFile) Read(dst []int32, off int64) (err error) {
 	if off < 0 || off+int64(len(dst)) > t.n {
 		panic(fmt.Sprintf("data.TokenFile.Read: tokens [%d,%d) out of range [0,%d) of %s", off, off+int64(len(dst)), t.n, t.path))
 	}
-	if t.m == nil {
-		return fileErr(t.path, -1, "file is closed")
-	}
 	w := int64(t.typ)
 	at, n := t.start+off*w, int64(len(dst))*w
 	// A mapped file truncated by another program faults on access: the
 	// fault becomes an error rather than a crash.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer recoverFault(&err, t.path, &at)
-	src, mapped := t.m.bytes(at, n)
-	if !mapped {
-		src = make([]byte, n)
-		if err := t.m.readAt(src, at); err != nil {
-			return fileErr(t.path, at, "%w", err)
-		}
+	var scratch []byte
+	src, err := t.bytes(&scratch, at, n)
+	if err != nil {
+		return err
 	}
 	decodeUints(dst, src, t.typ)
 	for i, id := range dst {
@@ -251,20 +236,6 @@ func (t *TokenFile) Read(dst []int32, off int64) (err error) {
 		}
 	}
 	return nil
-}
-
-// recoverFault turns a memory fault in reading a mapped file (a file that
-// another program truncated) into an error naming the file and the
-// offset; any other panic goes on.
-func recoverFault(err *error, path string, at *int64) {
-	r := recover()
-	if r == nil {
-		return
-	}
-	if _, fault := r.(interface{ Addr() uintptr }); !fault {
-		panic(r)
-	}
-	*err = fileErr(path, *at, "reading the mapped file failed (changed while in use?): %v", r)
 }
 
 // decodeUints converts little-endian integers of type typ to int32 (a
@@ -284,17 +255,4 @@ func decodeUints(dst []int32, src []byte, typ UintType) {
 			dst[i] = int32(binary.LittleEndian.Uint32(src[4*i:]))
 		}
 	}
-}
-
-// Close unmaps and closes the file. Reading afterwards is an error.
-func (t *TokenFile) Close() error {
-	if t.m == nil {
-		return nil
-	}
-	err := t.m.close()
-	t.m = nil
-	if cerr := t.f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
