@@ -5,7 +5,11 @@ the median gonox figure, the median anchor, their ratio and whether the
 target is met. Medians are over rounds; the spread (min-max) is printed too,
 since the machine may be shared.
 
-Usage: summarize.py LOG
+Usage: summarize.py [--markdown] LOG
+
+With --markdown the run's DATE, CPU and INFO lines are printed in a fenced
+block, so that the output is a Markdown page body (bench/compare.sh writes
+it to bench/results.md).
 """
 
 import re
@@ -64,12 +68,21 @@ def spread(xs):
 
 
 def main():
-    go, anchors, info = parse(sys.argv[1])
+    args = sys.argv[1:]
+    markdown = "--markdown" in args
+    args = [a for a in args if a != "--markdown"]
+    if len(args) != 1:
+        sys.exit("usage: summarize.py [--markdown] LOG")
+    go, anchors, info = parse(args[0])
     seen = set()
+    if markdown:
+        print("```text")
     for line in info:
         if line not in seen:
             print(line)
             seen.add(line)
+    if markdown:
+        print("```")
 
     def g(name, unit):
         return go.get((name, unit), [])
