@@ -19,96 +19,63 @@
 //	GONOX_DEVICES=4 mpirun -np 2 -x GONOX_DEVICES ./distill
 //
 // A bad -steps or -lr, or a GONOX_DEVICES that is not an integer of at least
-// 2, is reported before anything is printed, with exit status 2.
+// 2 (or any other bad gonox environment variable), is reported before
+// anything is printed, with exit status 2; Ctrl-C exits with status 130.
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sync"
+
+	"github.com/gonox/gonox/examples/internal/cli"
 
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/shard"
-	"github.com/gonox/gonox/shard/mpi"
 	"github.com/gonox/gonox/tensor"
 )
 
-// usageError is a mistake in the command line or the environment: exit
-// status 2.
-type usageError struct{ err error }
+// Bounds of the flags.
+const (
+	maxSteps = 1_000_000
+	maxLR    = 10
+)
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+func main() { cli.Main("distill", parseAndRun) }
 
-func main() {
-	if err := mpi.Init(); err != nil {
-		fmt.Fprintln(os.Stderr, "distill:", err)
-		os.Exit(1)
-	}
-	code := mainExit(os.Args[1:], mpi.Output(os.Stdout), os.Stderr)
-	if code == 0 || mpi.Size() == 1 {
-		// On failure in a job of several processes, no Finalize: the
-		// others may wait for this process; exiting non-zero makes mpirun
-		// end the job.
-		mpi.Finalize()
-	}
-	os.Exit(code)
-}
-
-// mainExit runs the command and returns its exit status: 2 for a usage
-// mistake (reported before anything else is printed), 1 for a failure.
+// mainExit runs the command as main does, without the process, and
+// returns its exit status: 2 for a usage mistake (reported before
+// anything else is printed), 1 for a failure.
 func mainExit(args []string, out, errOut io.Writer) int {
-	err := parseAndRun(args, out, errOut)
-	switch {
-	case err == nil || errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, new(usageError)):
-		fmt.Fprintln(errOut, "distill:", err)
-		return 2
-	}
-	fmt.Fprintln(errOut, "distill:", err)
-	return 1
+	return cli.Run("distill", args, out, errOut, parseAndRun)
 }
 
 func parseAndRun(args []string, out, errOut io.Writer) error {
-	fs := flag.NewFlagSet("distill", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	steps := fs.Int("steps", 5, "training steps")
-	lr := fs.Float64("lr", 0.01, "student learning rate (plain gradient descent, as the guide)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	switch {
-	case fs.NArg() > 0:
-		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
-	case *steps < 0:
-		return usageError{fmt.Errorf("-steps %d: want 0 or more steps", *steps)}
-	case !(*lr > 0) || math.IsInf(*lr, 0):
-		return usageError{fmt.Errorf("-lr %v: want a positive learning rate", *lr)}
+	var steps int
+	var lr float64
+	f := cli.NewFlags("distill", errOut)
+	f.Int(&steps, "steps", 5, 0, maxSteps, "training steps")
+	f.Float(&lr, "lr", 0.01, cli.Positive(maxLR), "student learning rate (plain gradient descent, as the guide)")
+	if err := f.Parse(args); err != nil {
+		return err
 	}
 	n, err := shard.DevicesFromEnv()
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if shard.ProcessCount() > 1 {
 		// Under mpirun each process gives half its devices to each mesh.
 		if n = len(shard.LocalDevices()); n < 2 {
-			return usageError{fmt.Errorf("%s=%d: the teacher and the student need at least 2 devices in every process", shard.DevicesEnv, n)}
+			return cli.Usagef("%s=%d: the teacher and the student need at least 2 devices in every process", shard.DevicesEnv, n)
 		}
 	}
 	if n < 2 {
-		return usageError{fmt.Errorf("%s=%d: the teacher and the student need at least 2 devices", shard.DevicesEnv, n)}
+		return cli.Usagef("%s=%d: the teacher and the student need at least 2 devices", shard.DevicesEnv, n)
 	}
-	return run(*steps, *lr, out)
+	return run(steps, lr, out)
 }
 
 // initModel builds the guide's Model: for each layer, keys split from key,

@@ -37,9 +37,10 @@ func TestUsageErrors(t *testing.T) {
 		env  string
 		want string
 	}{
-		{args: []string{"-steps", "-1"}, want: "-steps -1: want 0 or more steps"},
-		{args: []string{"-lr", "0"}, want: "-lr 0: want a positive learning rate"},
-		{args: []string{"-lr", "-Inf"}, want: "-lr -Inf: want a positive learning rate"},
+		{args: []string{"-steps", "-1"}, want: "-steps -1: want an integer from 0 to 1000000"},
+		{args: []string{"-lr", "0"}, want: "-lr 0: want a finite number in (0, 10]"},
+		{args: []string{"-lr", "-Inf"}, want: "-lr -Inf: want a finite number in (0, 10]"},
+		{args: []string{"-lr", "Inf"}, want: "-lr +Inf: want a finite number in (0, 10]"},
 		{args: []string{"-steps", "x"}, want: `invalid value "x" for flag -steps`},
 		{args: []string{"more"}, want: `unexpected arguments ["more"]`},
 		{env: "0", want: `GONOX_DEVICES="0": want a positive integer`},

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/gonox/gonox/examples/internal/cli"
 	"github.com/gonox/gonox/examples/internal/report"
 
 	"github.com/gonox/gonox/data"
@@ -28,7 +29,7 @@ func compare(cfg config, devices int, model nn.MLP, train *data.InMemory, out io
 		tr   *parallel.Trainer[nn.MLP, data.Batch]
 	}
 	var entries []entry
-	var errs []error
+	var errs []string
 	for _, s := range parallel.Strategies() {
 		mesh, err := meshFor(cfg, s, devices)
 		var tr *parallel.Trainer[nn.MLP, data.Batch]
@@ -39,13 +40,14 @@ func compare(cfg config, devices int, model nn.MLP, train *data.InMemory, out io
 			err = checkBatch(min(cfg.batch, train.Len()), tr)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%v: %w", s, err))
+			errs = append(errs, fmt.Sprintf("%v: %v", s, err))
 			continue
 		}
 		entries = append(entries, entry{s, mesh, tr})
 	}
 	if len(errs) > 0 {
-		return usageError{fmt.Errorf("-strategy compare: %w", errors.Join(errs...))}
+		// One line, as every usage error.
+		return cli.Usagef("-strategy compare: %s", strings.Join(errs, "; "))
 	}
 	b, err := train.Batch(seq(min(cfg.batch, train.Len())))
 	if err != nil {

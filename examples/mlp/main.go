@@ -12,22 +12,23 @@
 // throughput; the curves are written to a PNG (-plot). With -ckpt, every
 // epoch is saved (with the curves so far) and a rerun resumes.
 //
-// Mistakes in the flags or in $GONOX_DEVICES are reported before anything
-// else is printed, with exit status 2; failures while running (a dataset or
-// checkpoint that cannot be read or written) exit with status 1.
+// Every flag and gonox environment variable is checked before any work: a
+// mistake exits with status 2 and one line naming the flag or variable;
+// failures while running (a dataset or checkpoint that cannot be read or
+// written) exit with status 1. Ctrl-C says where the last checkpoint is
+// and exits with status 130.
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gonox/gonox/examples/internal/cli"
 
 	"github.com/gonox/gonox/data"
 	"github.com/gonox/gonox/nn"
@@ -35,7 +36,6 @@ import (
 	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
-	"github.com/gonox/gonox/shard/mpi"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -51,136 +51,119 @@ type config struct {
 	plot     string
 	ckpt     string
 	quiet    bool
+	dtype    string
 	policy   nn.Policy
 }
 
-// usageError is a mistake in the command line or the environment: exit
-// status 2.
-type usageError struct{ err error }
+// Bounds of the flags: sizes a 2-core machine can hold, far beyond what
+// the example needs.
+const (
+	maxBatch  = 1 << 16
+	maxEpochs = 100000
+	maxWidth  = 1 << 16 // of a hidden layer
+	maxLayers = 32
+	maxLR     = 1 // Adam moves a parameter by about lr a step
+	// maxParams bounds the model: with Adam's two moments and a gradient
+	// it takes 16 bytes a parameter, 4 GiB at this bound.
+	maxParams = 1 << 28
+)
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+func main() { cli.Main("mlp", run) }
 
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
-
-func main() {
-	if err := mpi.Init(); err != nil {
-		fmt.Fprintln(os.Stderr, "mlp:", err)
-		os.Exit(1)
-	}
-	code := mainExit(os.Args[1:], mpi.Output(os.Stdout), os.Stderr)
-	if code == 0 || mpi.Size() == 1 {
-		// On failure in a job of several processes, no Finalize: the
-		// others may wait for this process; exiting non-zero makes mpirun
-		// end the job.
-		mpi.Finalize()
-	}
-	os.Exit(code)
-}
-
-// mainExit runs the command and returns its exit status.
+// mainExit runs the command as main does, without the process, and
+// returns its exit status.
 func mainExit(args []string, out, errOut io.Writer) int {
-	cfg, err := parseFlags(args, errOut)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err == nil && mpi.Rank() != 0 {
-		// Under mpirun (binary built with -tags mpi) every process trains
-		// its part of the mesh; only process 0 prints and plots.
-		cfg.plot, cfg.quiet = "", true
-	}
-	if err == nil {
-		err = run(cfg, out, errOut)
-	}
-	if err == nil {
-		return 0
-	}
-	if mpi.Size() > 1 {
-		fmt.Fprintf(errOut, "mlp: process %d: %v\n", mpi.Rank(), err)
-	} else {
-		fmt.Fprintln(errOut, "mlp:", err)
-	}
-	if errors.As(err, new(usageError)) {
-		return 2
-	}
-	return 1
+	return cli.Run("mlp", args, out, errOut, run)
 }
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	var cfg config
-	fs := flag.NewFlagSet("mlp", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	fs.StringVar(&cfg.data, "data", "digits", `dataset: "digits" (embedded), "fashion-mnist" (from `+data.FashionMNISTDir+`), or a directory of MNIST-style IDX files`)
-	hidden := fs.String("hidden", "128", "comma-separated hidden layer sizes")
-	fs.IntVar(&cfg.batch, "batch", 64, "batch size")
-	fs.IntVar(&cfg.epochs, "epochs", 20, "epochs")
-	fs.Float64Var(&cfg.lr, "lr", 3e-3, "Adam learning rate")
-	fs.Uint64Var(&cfg.seed, "seed", 0, "random seed (initialisation, split, shuffling)")
-	fs.StringVar(&cfg.strategy, "strategy", "single", "single, dp, fsdp, tp, fsdp_tp, or compare (one step of each, side by side)")
-	fs.StringVar(&cfg.mesh, "mesh", "", `device mesh, e.g. "dp=8" or "dp=4,tp=2" (default: dp=8, or dp=4,tp=2 for tp and fsdp_tp)`)
-	fs.StringVar(&cfg.plot, "plot", filepath.Join("out", "mlp.png"), "where to write the loss and accuracy curves (empty: no plot)")
-	fs.StringVar(&cfg.ckpt, "ckpt", "", "checkpoint directory: save every epoch, resume from the latest step")
-	fs.BoolVar(&cfg.quiet, "quiet", false, "no progress bar")
-	dtype := fs.String("dtype", "f32", "compute dtype: f32, or bf16 / f16 mixed precision (float32 parameters and loss)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, err
+	f := cli.NewFlags("mlp", errOut)
+	f.String(&cfg.data, "data", "digits", `dataset: "digits" (embedded), "fashion-mnist" (from `+data.FashionMNISTDir+`), or a directory of MNIST-style IDX files`)
+	hidden := ""
+	f.String(&hidden, "hidden", "128", "comma-separated hidden layer sizes")
+	f.Int(&cfg.batch, "batch", 64, 1, maxBatch, "batch size")
+	f.Int(&cfg.epochs, "epochs", 20, 0, maxEpochs, "epochs")
+	f.Float(&cfg.lr, "lr", 3e-3, cli.Positive(maxLR), "Adam learning rate")
+	f.Uint64(&cfg.seed, "seed", 0, "random seed (initialisation, split, shuffling)")
+	f.String(&cfg.strategy, "strategy", "single", "single, dp, fsdp, tp, fsdp_tp, or compare (one step of each, side by side)")
+	f.String(&cfg.mesh, "mesh", "", `device mesh, e.g. "dp=8" or "dp=4,tp=2" (default: dp=8, or dp=4,tp=2 for tp and fsdp_tp)`)
+	f.String(&cfg.plot, "plot", filepath.Join("out", "mlp.png"), "where to write the loss and accuracy curves (empty: no plot)")
+	f.String(&cfg.ckpt, "ckpt", "", "checkpoint directory: save every epoch, resume from the latest step")
+	f.Bool(&cfg.quiet, "quiet", false, "no progress bar")
+	f.String(&cfg.dtype, "dtype", "f32", "compute dtype: f32, or bf16 / f16 mixed precision (float32 parameters and loss)")
+	f.Check(func() (err error) {
+		if cfg.policy, err = nn.ParsePolicy(cfg.dtype); err != nil {
+			return fmt.Errorf("-dtype: %w", err)
 		}
-		return cfg, usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return cfg, usagef("unexpected arguments %q", fs.Args())
-	}
-	var err error
-	if cfg.policy, err = nn.ParsePolicy(*dtype); err != nil {
-		return cfg, usagef("-dtype: %w", err)
-	}
-	for _, s := range strings.Split(*hidden, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
+		return nil
+	})
+	f.Check(func() (err error) {
+		cfg.hidden, err = parseHidden(hidden)
+		return err
+	})
+	f.Check(func() error {
+		if strings.EqualFold(cfg.strategy, "compare") {
+			return nil
 		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			return cfg, usagef("-hidden %q: %q is not a positive integer", *hidden, s)
-		}
-		cfg.hidden = append(cfg.hidden, n)
-	}
-	switch {
-	case cfg.batch <= 0:
-		return cfg, usagef("-batch %d: want a positive batch size", cfg.batch)
-	case cfg.epochs < 0:
-		return cfg, usagef("-epochs %d: want 0 or more epochs", cfg.epochs)
-	case !(cfg.lr > 0) || math.IsInf(cfg.lr, 0):
-		return cfg, usagef("-lr %v: want a positive learning rate", cfg.lr)
-	case cfg.mesh != "" && strings.EqualFold(cfg.strategy, "single"):
-		return cfg, usagef("-mesh %q: -strategy single trains on one device; choose dp, fsdp, tp or fsdp_tp to use a mesh", cfg.mesh)
-	}
-	if !strings.EqualFold(cfg.strategy, "compare") {
 		if _, err := parallel.ParseStrategy(cfg.strategy); err != nil {
-			return cfg, usagef("-strategy: %v", err)
+			return fmt.Errorf("-strategy: %v", err)
 		}
+		if cfg.mesh != "" && strings.EqualFold(cfg.strategy, "single") {
+			return fmt.Errorf("-mesh %q: -strategy single trains on one device; choose dp, fsdp, tp or fsdp_tp to use a mesh", cfg.mesh)
+		}
+		return nil
+	})
+	f.Check(func() error {
+		if cfg.mesh != "" {
+			if _, err := shard.ParseMesh(cfg.mesh); err != nil {
+				return fmt.Errorf("-mesh %q: %v", cfg.mesh, err)
+			}
+		}
+		return nil
+	})
+	if err := f.Parse(args); err != nil {
+		return cfg, err
+	}
+	if !cli.Leader() {
+		// Under mpirun (binary built with -tags mpi) every process trains
+		// its part of the mesh; only process 0 prints and plots.
+		cfg.plot, cfg.quiet = "", true
 	}
 	return cfg, nil
 }
 
-// loadData returns the train and test sets.
-func loadData(name string, key tensor.Key) (train, test *data.InMemory, err error) {
-	switch name {
-	case "digits":
-		train, test = data.DigitsSplit(key, 0.2)
-		return train, test, nil
-	case "fashion-mnist":
-		train, test, err = data.LoadFashionMNIST(data.FashionMNISTDir)
-		if err != nil {
-			err = fmt.Errorf("%w (on Debian: apt-get install dataset-fashion-mnist)", err)
+// parseHidden parses -hidden: comma-separated positive sizes.
+func parseHidden(s string) ([]int, error) {
+	var sizes []int
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
 		}
-	default:
-		train, test, err = data.LoadMNIST(name)
+		n, err := strconv.Atoi(part)
+		if err != nil || n <= 0 || n > maxWidth {
+			return nil, fmt.Errorf("-hidden %q: %q is not an integer from 1 to %d", s, part, maxWidth)
+		}
+		sizes = append(sizes, n)
 	}
-	if err != nil {
-		return nil, nil, err
+	if len(sizes) > maxLayers {
+		return nil, fmt.Errorf("-hidden %q: %d hidden layers, at most %d", s, len(sizes), maxLayers)
 	}
-	return train.Flatten(), test.Flatten(), nil
+	return sizes, nil
+}
+
+// checkPaths makes sure, before any work, that the plot and checkpoints
+// can be written.
+func checkPaths(cfg config) error {
+	if cfg.plot != "" {
+		if err := cli.WritableFile("plot", cfg.plot); err != nil {
+			return err
+		}
+	}
+	if cfg.ckpt != "" {
+		return cli.WritableDir("ckpt", cfg.ckpt)
+	}
+	return nil
 }
 
 // meshFor returns the -mesh mesh, or the default one for strategy s on n
@@ -203,10 +186,10 @@ func meshFor(cfg config, s parallel.Strategy, n int) (*shard.Mesh, error) {
 	}
 	m, err := shard.ParseMesh(desc)
 	if err != nil {
-		return nil, usagef("%s: %v", what, err)
+		return nil, cli.Usagef("%s: %v", what, err)
 	}
 	if m.Size() < 1 || m.Size() > n {
-		return nil, usagef("%s: %d devices; the pool has %d (set %s)", what, m.Size(), n, shard.DevicesEnv)
+		return nil, cli.Usagef("%s: %d devices; the pool has %d (set %s)", what, m.Size(), n, shard.DevicesEnv)
 	}
 	return m, nil
 }
@@ -233,7 +216,7 @@ func newTrainer(model nn.MLP, s parallel.Strategy, mesh *shard.Mesh, lr float64)
 	})
 	if err != nil {
 		// The strategy does not fit the mesh or the model: a flag to change.
-		return nil, usageError{err}
+		return nil, cli.Usage(err)
 	}
 	return tr, nil
 }
@@ -244,7 +227,7 @@ func checkBatch(batch int, tr *parallel.Trainer[nn.MLP, data.Batch]) error {
 		return nil
 	}
 	if n := tr.Mesh().AxisSize(tr.DataAxes()...); batch%n != 0 {
-		return usagef("-batch %d is not divisible by the %d devices of the data axes %v of %v", batch, n, tr.DataAxes(), tr.Mesh())
+		return cli.Usagef("-batch %d is not divisible by the %d devices of the data axes %v of %v", batch, n, tr.DataAxes(), tr.Mesh())
 	}
 	return nil
 }
@@ -253,10 +236,19 @@ func checkBatch(batch int, tr *parallel.Trainer[nn.MLP, data.Batch]) error {
 // summary line show it: "epoch 1/20".
 func epochName(i, n int) string { return fmt.Sprintf("epoch %d/%d", i+1, n) }
 
-func run(cfg config, out, progress io.Writer) error {
+// run is the command: it checks the flags, the paths and the data, sets
+// up the strategy, resumes from -ckpt if a step is there, and trains.
+func run(args []string, out, errOut io.Writer) error {
+	cfg, err := parseFlags(args, errOut)
+	if err != nil {
+		return err
+	}
+	if err := checkPaths(cfg); err != nil {
+		return err
+	}
 	devices, err := shard.DevicesFromEnv()
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if shard.ProcessCount() > 1 {
 		// Under mpirun $GONOX_DEVICES counts one process's devices; the
@@ -269,6 +261,9 @@ func run(cfg config, out, progress io.Writer) error {
 		return err
 	}
 	sizes := append(append([]int{train.X.Dim(1)}, cfg.hidden...), 10)
+	if n := mlpParams(sizes); n > maxParams {
+		return cli.Usagef("-hidden %v: a model %v has %d parameters, more than this example trains (%d)", cfg.hidden, sizes, n, maxParams)
+	}
 	model := newModel(keys[1], sizes).WithPolicy(cfg.policy)
 	if strings.EqualFold(cfg.strategy, "compare") {
 		return compare(cfg, devices, model, train, out)
@@ -285,30 +280,68 @@ func run(cfg config, out, progress io.Writer) error {
 	if err := checkBatch(cfg.batch, tr); err != nil {
 		return err
 	}
+	r := &runner{cfg: cfg, tr: tr, train: train, test: test, shuffle: keys[2], out: out, progress: errOut,
+		cps: &cli.Checkpoints{Dir: cfg.ckpt, Flag: "ckpt", Unit: "epoch"}}
 	if cfg.ckpt != "" {
-		if err := checkWritable(cfg.ckpt); err != nil {
+		if r.first, r.hist, err = restoreLatest(cfg.ckpt, tr); err != nil {
 			return err
 		}
-	}
-	var hist history
-	first := 0
-	if cfg.ckpt != "" {
-		if first, hist, err = restoreLatest(cfg.ckpt, tr); err != nil {
-			return err
+		if r.first > 0 {
+			r.cps.Resumed(r.first)
 		}
 	}
-
 	where := "one device"
 	if mesh != nil {
 		where = mesh.String()
 	}
 	fmt.Fprintf(out, "gonox mlp: %s, %d train / %d test examples, model %v, strategy %v on %s\n",
 		cfg.data, train.Len(), test.Len(), sizes, strategy, where)
-	if first > 0 {
-		fmt.Fprintf(out, "resumed from %s after epoch %d\n", cfg.ckpt, first)
+	if r.first > 0 {
+		fmt.Fprintf(out, "resumed from %s after epoch %d\n", cfg.ckpt, r.first)
 	}
+	stop := cli.OnInterrupt("mlp", errOut, r.cps)
+	defer stop()
+	if err := r.epochs(); err != nil {
+		return err
+	}
+	if cfg.plot != "" && len(r.hist.points(r.hist.loss)) > 0 {
+		if err := r.hist.plot(cfg.plot, fmt.Sprintf("gonox mlp on %s (%v)", cfg.data, strategy)); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "curves written to %s\n", cfg.plot)
+	}
+	return nil
+}
 
-	loader := &data.Loader{Dataset: train, BatchSize: cfg.batch, Shuffle: true, Key: keys[2], DropLast: mesh != nil, Prefetch: 2}
+// mlpParams is the number of parameters of an MLP of the given layer
+// sizes (weights and biases), computed without building it.
+func mlpParams(sizes []int) int {
+	n := 0
+	for i := 1; i < len(sizes); i++ {
+		n += (sizes[i-1] + 1) * sizes[i]
+	}
+	return n
+}
+
+// runner trains epochs and saves checkpoints.
+type runner struct {
+	cfg         config
+	tr          *parallel.Trainer[nn.MLP, data.Batch]
+	train, test *data.InMemory
+	shuffle     tensor.Key
+	out         io.Writer
+	progress    io.Writer
+	cps         *cli.Checkpoints
+	first       int // epochs done before this run
+	hist        history
+}
+
+// epochs trains from r.first to the last epoch, printing a line and
+// saving a checkpoint after each.
+func (r *runner) epochs() error {
+	cfg, tr := r.cfg, r.tr
+	mesh := tr.Mesh()
+	loader := &data.Loader{Dataset: r.train, BatchSize: cfg.batch, Shuffle: true, Key: r.shuffle, DropLast: mesh != nil, Prefetch: 2}
 	if mesh != nil {
 		s := tr.BatchSharding()
 		loader.Place = func(b data.Batch) (data.Batch, error) {
@@ -316,10 +349,10 @@ func run(cfg config, out, progress io.Writer) error {
 			return b, nil
 		}
 	}
-	for epoch := first; epoch < cfg.epochs; epoch++ {
+	for epoch := r.first; epoch < cfg.epochs; epoch++ {
 		var bar *data.Progress
 		if !cfg.quiet {
-			bar = data.NewProgress(progress, loader.NumBatches(), epochName(epoch, cfg.epochs), "batch")
+			bar = data.NewProgress(r.progress, loader.NumBatches(), epochName(epoch, cfg.epochs), "batch")
 		}
 		start := time.Now()
 		sum, n := 0.0, 0
@@ -333,6 +366,11 @@ func run(cfg config, out, progress io.Writer) error {
 				bar.Stop()
 				return err
 			}
+			if math.IsNaN(l) || math.IsInf(l, 0) {
+				bar.Stop()
+				return fmt.Errorf("epoch %d, batch %d: the training loss is %v (diverged; a smaller -lr than %g may train); %s",
+					epoch+1, n+1, l, cfg.lr, r.cps.Last())
+			}
 			sum += l
 			n++
 			bar.Add(1)
@@ -340,38 +378,18 @@ func run(cfg config, out, progress io.Writer) error {
 		bar.Finish()
 		secs := time.Since(start).Seconds()
 		params := tr.Params()
-		trainAcc, testAcc := accuracy(params, train), accuracy(params, test)
-		hist.add(epoch+1, sum/float64(max(n, 1)), trainAcc, testAcc)
-		fmt.Fprintf(out, "epoch %3d/%d  loss %.4f  train %5.1f%%  test %5.1f%%  %8.0f samples/s  (%.1fs)\n",
+		trainAcc, testAcc := accuracy(params, r.train), accuracy(params, r.test)
+		r.hist.add(epoch+1, sum/float64(max(n, 1)), trainAcc, testAcc)
+		fmt.Fprintf(r.out, "epoch %3d/%d  loss %.4f  train %5.1f%%  test %5.1f%%  %8.0f samples/s  (%.1fs)\n",
 			epoch+1, cfg.epochs, sum/float64(max(n, 1)), 100*trainAcc, 100*testAcc, float64(n*cfg.batch)/secs, secs)
 		if cfg.ckpt != "" {
-			if err := saveCheckpoint(cfg.ckpt, epoch+1, tr, hist); err != nil {
+			err := r.cps.Save(epoch+1, func() error { return saveCheckpoint(cfg.ckpt, epoch+1, tr, r.hist) })
+			if err != nil {
 				return err
 			}
 		}
 	}
-	if cfg.plot != "" && len(hist.points(hist.loss)) > 0 {
-		if err := hist.plot(cfg.plot, fmt.Sprintf("gonox mlp on %s (%v)", cfg.data, strategy)); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "curves written to %s\n", cfg.plot)
-	}
 	return nil
-}
-
-// checkWritable makes sure checkpoints can be written to dir before any
-// training is spent: it creates dir if needed and a file in it.
-func checkWritable(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("-ckpt %s: %w", dir, err)
-	}
-	f, err := os.CreateTemp(dir, ".write-test-*")
-	if err != nil {
-		return fmt.Errorf("-ckpt %s: cannot write checkpoints there: %w", dir, err)
-	}
-	name := f.Name()
-	f.Close()
-	return os.Remove(name)
 }
 
 // accuracy evaluates a host model on a dataset.

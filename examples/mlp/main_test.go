@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/gonox/gonox/checkpoint"
+	"github.com/gonox/gonox/examples/internal/plots"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/parallel"
@@ -39,12 +40,12 @@ func TestUsageErrors(t *testing.T) {
 		env  string
 		want string
 	}{
-		{args: []string{"-hidden", "32,x"}, want: `-hidden "32,x": "x" is not a positive integer`},
-		{args: []string{"-hidden", "0"}, want: `-hidden "0": "0" is not a positive integer`},
-		{args: []string{"-batch", "0"}, want: "-batch 0: want a positive batch size"},
-		{args: []string{"-epochs", "-1"}, want: "-epochs -1: want 0 or more epochs"},
-		{args: []string{"-lr", "-1"}, want: "-lr -1: want a positive learning rate"},
-		{args: []string{"-lr", "NaN"}, want: "-lr NaN: want a positive learning rate"},
+		{args: []string{"-hidden", "32,x"}, want: `-hidden "32,x": "x" is not an integer from 1 to 65536`},
+		{args: []string{"-hidden", "0"}, want: `-hidden "0": "0" is not an integer from 1 to 65536`},
+		{args: []string{"-batch", "0"}, want: "-batch 0: want an integer from 1 to 65536"},
+		{args: []string{"-epochs", "-1"}, want: "-epochs -1: want an integer from 0 to 100000"},
+		{args: []string{"-lr", "-1"}, want: "-lr -1: want a finite number in (0, 1]"},
+		{args: []string{"-lr", "NaN"}, want: "-lr NaN: want a finite number in (0, 1]"},
 		{args: []string{"extra"}, want: `unexpected arguments ["extra"]`},
 		{args: []string{"-strategy", "bogus"}, want: `-strategy: parallel: unknown strategy "bogus"`},
 		{args: []string{"-mesh", "dp=8"}, want: `-mesh "dp=8": -strategy single trains on one device`},
@@ -217,36 +218,13 @@ func xs(p plotter.XYs) []float64 {
 	return out
 }
 
-func TestNiceTicks(t *testing.T) {
-	for _, tc := range []struct {
-		lo, hi  float64
-		integer bool
-		want    []string
-	}{
-		{0, 2.2, false, []string{"0.0", "0.5", "1.0", "1.5", "2.0"}},
-		{0, 1, false, []string{"0.0", "0.2", "0.4", "0.6", "0.8", "1.0"}},
-		{0.05, 0.31, false, []string{"0.1", "0.2", "0.3"}},
-		{0.05, 0.26, false, []string{"0.05", "0.10", "0.15", "0.20", "0.25"}},
-		{1, 20, true, []string{"5", "10", "15", "20"}},
-		{1, 3, true, []string{"1", "2", "3"}},
-		{13, 20, true, []string{"14", "16", "18", "20"}},
-		{1, 2, true, []string{"1", "2"}},
-	} {
-		var got []string
-		for _, tk := range (niceTicks{integer: tc.integer}).Ticks(tc.lo, tc.hi) {
-			got = append(got, tk.Label)
-		}
-		assert.Equal(t, tc.want, got, "%v..%v", tc.lo, tc.hi)
-	}
-}
-
 func TestLegendAvoidsCurves(t *testing.T) {
 	rising := plotter.XYs{{X: 1, Y: 0.2}, {X: 2, Y: 0.7}, {X: 3, Y: 0.85}, {X: 4, Y: 0.9}, {X: 5, Y: 0.95}}
-	top, left := emptiestCorner([]plotter.XYs{rising}, 1, 5, 0, 1)
+	top, left := plots.EmptiestCorner([]plotter.XYs{rising}, 1, 5, 0, 1)
 	assert.False(t, top, "rising accuracy leaves the bottom right empty")
 	assert.False(t, left)
 	falling := plotter.XYs{{X: 1, Y: 0.9}, {X: 2, Y: 0.8}, {X: 3, Y: 0.3}, {X: 4, Y: 0.2}, {X: 5, Y: 0.1}}
-	top, left = emptiestCorner([]plotter.XYs{falling}, 1, 5, 0, 1)
+	top, left = plots.EmptiestCorner([]plotter.XYs{falling}, 1, 5, 0, 1)
 	assert.True(t, top, "a falling curve leaves the top right empty")
 	assert.False(t, left)
 

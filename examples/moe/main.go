@@ -29,28 +29,26 @@
 //	go build -tags mpi -o moe ./examples/moe
 //	GONOX_DEVICES=4 mpirun -np 2 -x GONOX_DEVICES ./moe -mesh dp=2,ep=4
 //
-// Mistakes in the flags exit with status 2, failures while running with
-// status 1; under mpirun the message names the process.
+// Every flag and environment variable is checked before any work: a
+// mistake (a value out of range, a mesh the strategy cannot use, a prompt
+// with a character the text lacks) exits with status 2 and one line
+// naming the flag; failures while running (a file or checkpoint that
+// cannot be read or written) exit with status 1, and under mpirun the
+// message names the process. Ctrl-C says where the last checkpoint is and
+// exits with status 130.
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"time"
 	"unicode/utf8"
 
 	"github.com/gonox/gonox/data"
-	"github.com/gonox/gonox/internal/cputime"
-	"github.com/gonox/gonox/optim"
+	"github.com/gonox/gonox/examples/internal/cli"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
-	"github.com/gonox/gonox/shard/mpi"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -70,99 +68,153 @@ type config struct {
 	follower                            bool // a process other than 0 under mpirun: no sample, no plot
 }
 
-func main() {
-	if err := mpi.Init(); err != nil {
-		fmt.Fprintln(os.Stderr, "moe:", err)
-		os.Exit(1)
-	}
-	code := mainExit(os.Args[1:], mpi.Output(os.Stdout), os.Stderr)
-	if code == 0 || mpi.Size() == 1 {
-		// On failure in a job of several processes, no Finalize: the
-		// others may wait for this process; exiting non-zero makes mpirun
-		// end the job.
-		mpi.Finalize()
-	}
-	os.Exit(code)
-}
+// Bounds of the flags and of the input: far beyond what the example needs
+// on a 2-core machine, and small enough that a mistake is an error rather
+// than an out-of-memory kill.
+const (
+	maxSteps    = 10_000_000
+	maxBatch    = 4096
+	maxContext  = 4096
+	maxTokens   = 1 << 20 // characters per batch, -batch × -context
+	maxDim      = 8192
+	maxLayers   = 64
+	maxExperts  = 1024
+	maxHidden   = 1 << 16
+	maxEvals    = 1000 // -eval-batches
+	maxSample   = 100_000
+	maxCapacity = 64
+	maxLR       = 1 // Adam moves a parameter by about lr a step
+	maxTemp     = 100
+	// maxTextBytes bounds -text: the ids of its characters take 4 bytes
+	// each.
+	maxTextBytes = 64 << 20
+	// maxVocab bounds the vocabulary: distinct characters of the text.
+	maxVocab = 4096
+	// maxParams bounds the model: with Adam's two moments and a gradient
+	// it takes 16 bytes a parameter, 4 GiB at this bound.
+	maxParams = 1 << 28
+)
 
-// mainExit runs the command and returns its exit status: 2 for a mistake
-// in the flags, 1 for a failure while running. Under mpirun (binary built
-// with -tags mpi) every process trains its devices of the mesh; only
-// process 0 prints (out is mpi.Output), generates the sample and plots,
-// and an error names the process it happened on.
+func main() { cli.Main("moe", run) }
+
+// mainExit runs the command as main does, without the process, and
+// returns its exit status: 2 for a usage mistake, 1 for a failure while
+// running. Under mpirun (binary built with -tags mpi) every process trains
+// its devices of the mesh; only process 0 prints (out is mpi.Output),
+// generates the sample and plots, and an error names the process it
+// happened on.
 func mainExit(args []string, out, errOut io.Writer) int {
-	cfg, err := parseFlags(args, errOut)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	code := 2
-	if err == nil {
-		cfg.follower = mpi.Rank() != 0
-		err, code = run(cfg, out), 1
-	}
-	if err == nil {
-		return 0
-	}
-	if mpi.Size() > 1 {
-		fmt.Fprintf(errOut, "moe: process %d: %v\n", mpi.Rank(), err)
-	} else {
-		fmt.Fprintln(errOut, "moe:", err)
-	}
-	return code
+	return cli.Run("moe", args, out, errOut, run)
 }
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("moe", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	fs.StringVar(&c.text, "text", "", "UTF-8 text file to train on (default: Newton's Opticks, embedded)")
-	fs.StringVar(&c.strategy, "strategy", "dp_ep", "single, ep, dp_ep, fsdp_ep, or compare (one step of each, side by side)")
-	fs.StringVar(&c.mesh, "mesh", "", `device mesh with axes dp and ep, e.g. "dp=2,ep=4" (default: ep=8 for ep, dp=2,ep=4 otherwise)`)
-	fs.IntVar(&c.steps, "steps", 400, "training steps")
-	fs.IntVar(&c.batch, "batch", 32, "sequences per batch (a multiple of the number of devices)")
-	fs.IntVar(&c.context, "context", 64, "characters per sequence")
-	fs.IntVar(&c.dim, "dim", 128, "model width")
-	fs.IntVar(&c.layers, "layers", 4, "transformer blocks")
-	fs.IntVar(&c.heads, "heads", 4, "attention heads")
-	fs.IntVar(&c.experts, "experts", 8, "experts per MoE layer")
-	fs.IntVar(&c.hidden, "hidden", 256, "hidden width of each expert")
-	fs.IntVar(&c.topK, "topk", 2, "experts per token")
-	fs.Float64Var(&c.capacity, "capacity", 1.25, "capacity factor (per-sender capacity = ceil(tokens·k/E·factor))")
-	fs.Float64Var(&c.lr, "lr", 3e-3, "peak Adam learning rate (warmup, then cosine decay to a tenth)")
-	fs.IntVar(&c.evalEvery, "eval-every", 100, "steps between evaluations")
-	fs.IntVar(&c.evalBatches, "eval-batches", 4, "validation batches per evaluation")
-	fs.Uint64Var(&c.seed, "seed", 0, "random seed")
-	fs.StringVar(&c.plot, "plot", filepath.Join("out", "moe.png"), "where to write the curves and the expert-load heat map (empty: none)")
-	fs.StringVar(&c.ckpt, "ckpt", "", "checkpoint directory: save at every evaluation, resume from the latest step (on any mesh)")
-	fs.StringVar(&c.prompt, "prompt", "Light is ", "prompt of the generated sample")
-	fs.IntVar(&c.sampleLen, "sample", 300, "characters to generate (0: none)")
-	fs.Float64Var(&c.temperature, "temperature", 0.8, "sampling temperature")
-	if err := fs.Parse(args); err != nil {
+	f := cli.NewFlags("moe", errOut)
+	f.String(&c.text, "text", "", "UTF-8 text file to train on (default: Newton's Opticks, embedded; at most "+cli.Size(maxTextBytes)+")")
+	f.String(&c.strategy, "strategy", "dp_ep", "single, ep, dp_ep, fsdp_ep, or compare (one step of each, side by side)")
+	f.String(&c.mesh, "mesh", "", `device mesh with axes dp and ep, e.g. "dp=2,ep=4" (default: ep=8 for ep, dp=2,ep=4 otherwise)`)
+	f.Int(&c.steps, "steps", 400, 0, maxSteps, "training steps")
+	f.Int(&c.batch, "batch", 32, 1, maxBatch, "sequences per batch (a multiple of the number of devices)")
+	f.Int(&c.context, "context", 64, 1, maxContext, "characters per sequence")
+	f.Int(&c.dim, "dim", 128, 1, maxDim, "model width")
+	f.Int(&c.layers, "layers", 4, 1, maxLayers, "transformer blocks")
+	f.Int(&c.heads, "heads", 4, 1, maxDim, "attention heads")
+	f.Int(&c.experts, "experts", 8, 1, maxExperts, "experts per MoE layer")
+	f.Int(&c.hidden, "hidden", 256, 1, maxHidden, "hidden width of each expert")
+	f.Int(&c.topK, "topk", 2, 1, maxExperts, "experts per token")
+	f.Float(&c.capacity, "capacity", 1.25, cli.Positive(maxCapacity), "capacity factor (per-sender capacity = ceil(tokens·k/E·factor))")
+	f.Float(&c.lr, "lr", 3e-3, cli.Positive(maxLR), "peak Adam learning rate (warmup, then cosine decay to a tenth)")
+	f.Int(&c.evalEvery, "eval-every", 100, 1, maxSteps, "steps between evaluations")
+	f.Int(&c.evalBatches, "eval-batches", 4, 1, maxEvals, "validation batches per evaluation")
+	f.Uint64(&c.seed, "seed", 0, "random seed")
+	f.String(&c.plot, "plot", filepath.Join("out", "moe.png"), "where to write the curves and the expert-load heat map (empty: none)")
+	f.String(&c.ckpt, "ckpt", "", "checkpoint directory: save at every evaluation, resume from the latest step (on any mesh)")
+	f.String(&c.prompt, "prompt", "Light is ", "prompt of the generated sample (characters of the text)")
+	f.Int(&c.sampleLen, "sample", 300, 0, maxSample, "characters to generate (0: none)")
+	f.Float(&c.temperature, "temperature", 0.8, cli.Positive(maxTemp), "sampling temperature")
+	f.Check(func() error {
+		switch {
+		case c.topK > c.experts:
+			return fmt.Errorf("-topk %d exceeds -experts %d", c.topK, c.experts)
+		case c.dim%c.heads != 0:
+			return fmt.Errorf("-heads %d does not divide -dim %d", c.heads, c.dim)
+		case c.batch*c.context > maxTokens:
+			return fmt.Errorf("-batch %d × -context %d: %d characters a batch, more than %d", c.batch, c.context, c.batch*c.context, maxTokens)
+		case !utf8.ValidString(c.prompt):
+			return fmt.Errorf("-prompt %q: not valid UTF-8", c.prompt)
+		}
+		return nil
+	})
+	f.Check(func() error { return checkStrategyMesh(c.strategy, c.mesh) })
+	if err := f.Parse(args); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	c.follower = !cli.Leader()
+	return c, nil
+}
+
+// checkStrategyMesh checks -strategy and -mesh together: a known
+// strategy, a mesh that parses, has only the axes dp and ep, and fits the
+// strategy.
+func checkStrategyMesh(name, desc string) error {
+	if name == "compare" {
+		if desc != "" {
+			return fmt.Errorf("-mesh %q: -strategy compare runs every strategy on its default mesh; leave -mesh out", desc)
+		}
+		return nil
 	}
-	for _, v := range []struct {
-		name string
-		n    int
-	}{{"steps", c.steps + 1}, {"batch", c.batch}, {"context", c.context}, {"dim", c.dim}, {"layers", c.layers},
-		{"heads", c.heads}, {"experts", c.experts}, {"hidden", c.hidden}, {"topk", c.topK}, {"eval-every", c.evalEvery},
-		{"eval-batches", c.evalBatches}, {"sample", c.sampleLen + 1}} {
-		if v.n <= 0 {
-			return c, fmt.Errorf("-%s must be positive", v.name)
+	s, err := parseStrategy(name)
+	if err != nil {
+		return err
+	}
+	if desc == "" {
+		return nil
+	}
+	if s == single {
+		return fmt.Errorf("-mesh %q: -strategy single trains on one device; choose ep, dp_ep or fsdp_ep to use a mesh", desc)
+	}
+	m, err := shard.ParseMesh(desc)
+	if err != nil {
+		return fmt.Errorf("-mesh %q: %v", desc, err)
+	}
+	names := m.AxisNames()
+	for _, n := range names {
+		if n != "dp" && n != "ep" {
+			return fmt.Errorf("-mesh %q: axis %q: strategy %v uses the axes dp and ep only", desc, n, s)
 		}
 	}
-	if c.topK > c.experts {
-		return c, fmt.Errorf("-topk %d exceeds -experts %d", c.topK, c.experts)
+	switch {
+	case s == epOnly && (len(names) != 1 || names[0] != "ep"):
+		return fmt.Errorf("-mesh %q: strategy ep wants a mesh with the one axis ep (use dp_ep for dp and ep)", desc)
+	case s != epOnly && !hasAxis(names, "ep"):
+		return fmt.Errorf("-mesh %q: strategy %v needs an axis ep for the experts", desc, s)
+	case s == fsdpEP && !hasAxis(names, "dp"):
+		return fmt.Errorf("-mesh %q: strategy fsdp_ep needs an axis dp to split the parameters over", desc)
 	}
-	if c.dim%c.heads != 0 {
-		return c, fmt.Errorf("-heads %d does not divide -dim %d", c.heads, c.dim)
+	return nil
+}
+
+func hasAxis(names []string, a string) bool {
+	for _, n := range names {
+		if n == a {
+			return true
+		}
 	}
-	if !(c.capacity > 0) || !(c.lr > 0) || !(c.temperature > 0) {
-		return c, fmt.Errorf("-capacity, -lr and -temperature must be positive")
+	return false
+}
+
+// checkPaths makes sure, before any work, that the plot and checkpoints
+// can be written.
+func checkPaths(cfg config) error {
+	if cfg.plot != "" && !cfg.follower {
+		if err := cli.WritableFile("plot", cfg.plot); err != nil {
+			return err
+		}
 	}
-	return c, nil
+	if cfg.ckpt != "" {
+		return cli.WritableDir("ckpt", cfg.ckpt)
+	}
+	return nil
 }
 
 // corpus is the text split by position: the first 90% trains, the rest
@@ -173,27 +225,50 @@ type corpus struct {
 	name       string
 }
 
+// loadCorpus reads -text (or the embedded Opticks) through the size bound
+// and numbers its characters, refusing a vocabulary beyond maxVocab.
 func loadCorpus(path string) (*corpus, error) {
 	text, name := "", "Opticks"
 	if path == "" {
 		text = data.Opticks()
 	} else {
-		b, err := os.ReadFile(path)
+		b, err := cli.ReadFile("text", path, maxTextBytes)
 		if err != nil {
 			return nil, err
 		}
 		if !utf8.Valid(b) {
-			return nil, fmt.Errorf("%s: not valid UTF-8", path)
+			return nil, fmt.Errorf("-text %s: not valid UTF-8", path)
 		}
 		text, name = string(b), filepath.Base(path)
 	}
 	v := data.NewVocab(text)
+	if v.Size() > maxVocab {
+		return nil, fmt.Errorf("-text %s: %d distinct characters, more than the %d this example's vocabulary takes", path, v.Size(), maxVocab)
+	}
 	ids, err := v.Encode(text)
 	if err != nil {
 		return nil, err
 	}
 	cut := len(ids) * 9 / 10
 	return &corpus{vocab: v, train: ids[:cut], val: ids[cut:], name: name}, nil
+}
+
+// checkCorpus checks the flags that depend on the text: windows of
+// -context fit in both parts, and the prompt is made of its characters.
+func checkCorpus(cfg config, c *corpus) error {
+	need := cfg.context + 1
+	if len(c.train) < need || len(c.val) < need {
+		return cli.Usagef("-context %d: %s has %d characters, too few for windows of %d in both the training part and the last 10%% that validates",
+			cfg.context, c.name, len(c.train)+len(c.val), need)
+	}
+	if cfg.sampleLen > 0 {
+		for _, r := range cfg.prompt {
+			if _, ok := c.vocab.ID(r); !ok {
+				return cli.Usagef("-prompt %q: the character %q is not in %s (the sample is generated from characters of the text; set -prompt, or -sample 0)", cfg.prompt, r, c.name)
+			}
+		}
+	}
+	return nil
 }
 
 // batch returns rows windows of n+1 characters of ids starting at starts,
@@ -208,29 +283,51 @@ func windows(ids []int32, starts []int, n int) (x, y *tensor.Tensor) {
 	return tensor.FromInt32(xs, len(starts), n), tensor.FromInt32(ys, len(starts), n)
 }
 
-func run(cfg config, out io.Writer) error {
+// run is the command: it checks the flags, the paths and the text, sets
+// up the strategy, resumes from -ckpt if a step is there, trains,
+// generates a sample and plots.
+func run(args []string, out, errOut io.Writer) error {
+	cfg, err := parseFlags(args, errOut)
+	if err != nil {
+		return err
+	}
+	return runConfig(cfg, out, errOut)
+}
+
+// runConfig runs the command with parsed flags.
+func runConfig(cfg config, out, errOut io.Writer) error {
+	if err := checkPaths(cfg); err != nil {
+		return err
+	}
 	c, err := loadCorpus(cfg.text)
 	if err != nil {
 		return err
 	}
-	need := cfg.context + 1
-	if len(c.train) < need || len(c.val) < need {
-		return fmt.Errorf("%s: %d characters is too short for -context %d (the last 10%% validates)", c.name, len(c.train)+len(c.val), cfg.context)
+	if err := checkCorpus(cfg, c); err != nil {
+		return err
 	}
 	mc := modelConfig{vocab: c.vocab.Size(), context: cfg.context, dim: cfg.dim, layers: cfg.layers, heads: cfg.heads,
 		experts: cfg.experts, hidden: cfg.hidden, topK: cfg.topK, capacity: cfg.capacity}
+	if n := mc.params(); n > maxParams {
+		return cli.Usagef("-dim %d, -layers %d, -experts %d, -hidden %d: a model of %d parameters, more than this example trains (%d)",
+			cfg.dim, cfg.layers, cfg.experts, cfg.hidden, n, maxParams)
+	}
 	keys := tensor.NewKey(cfg.seed).Split(2)
 	model := newModel(keys[0], mc)
 	if cfg.strategy == "compare" {
 		return compare(cfg, model, c, out)
 	}
-	s, err := parseStrategy(cfg.strategy)
-	if err != nil {
-		return err
-	}
+	s, _ := parseStrategy(cfg.strategy) // checked by parseFlags
 	tr, err := build(cfg, model, s)
 	if err != nil {
 		return err
+	}
+	r := &runner{cfg: cfg, c: c, tr: tr, sampleKey: keys[1], out: out, errOut: errOut,
+		hist: history{experts: cfg.experts}, cps: &cli.Checkpoints{Dir: cfg.ckpt, Flag: "ckpt", Unit: "step"}}
+	if cfg.ckpt != "" {
+		if err := r.resume(); err != nil {
+			return err
+		}
 	}
 	where := "one device"
 	if tr.mesh != nil {
@@ -240,132 +337,12 @@ func run(cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "model: %d layers, width %d, %d heads, %d experts of %d (top-%d, capacity factor %g), context %d, %d parameters\n",
 		cfg.layers, cfg.dim, cfg.heads, cfg.experts, cfg.hidden, cfg.topK, cfg.capacity, cfg.context, paramCount(model))
 	fmt.Fprintf(out, "strategy %v on %s, batch %d×%d characters, %d steps\n", s, where, cfg.batch, cfg.context, cfg.steps)
-
-	first := 0
-	if cfg.ckpt != "" {
-		if first, err = restoreLatest(cfg.ckpt, tr, out); err != nil {
-			return err
-		}
+	for _, note := range r.notes {
+		fmt.Fprintln(out, note)
 	}
-	// Validation windows: evenly spaced over the held-out end of the text.
-	nVal := cfg.evalBatches * cfg.batch
-	valStarts := make([]int, nVal)
-	for i := range valStarts {
-		valStarts[i] = i * (len(c.val) - need) / max(1, nVal-1)
-	}
-	validate := func() (float64, error) {
-		sum := 0.0
-		for b := range cfg.evalBatches {
-			x, y := windows(c.val, valStarts[b*cfg.batch:(b+1)*cfg.batch], cfg.context)
-			ce, err := tr.evalCE(x, y)
-			if err != nil {
-				return 0, err
-			}
-			sum += ce
-		}
-		return sum / float64(cfg.evalBatches), nil
-	}
-
-	rng := rand.New(rand.NewPCG(cfg.seed, 0x6d6f65))
-	for range first * cfg.batch { // the windows the restored steps used
-		rng.IntN(len(c.train) - need + 1)
-	}
-	h := history{experts: cfg.experts}
-	starts := make([]int, cfg.batch)
-	cpu0 := cputime.Used()
-	t0 := time.Now()
-	var trainSum, dropSum float64
-	var load []float64
-	n := 0
-	tick := time.Now()
-	for step := first; step < cfg.steps; step++ {
-		for i := range starts {
-			starts[i] = rng.IntN(len(c.train) - need + 1)
-		}
-		x, y := windows(c.train, starts, cfg.context)
-		st, err := tr.trainStep(x, y)
-		if err != nil {
-			return err
-		}
-		trainSum += st.CE
-		dropSum += st.Dropped / float64(cfg.layers*cfg.batch*cfg.context*cfg.topK)
-		if load == nil {
-			load = make([]float64, len(st.Load)) // [layers·E]
-		}
-		for i, v := range st.Load {
-			load[i] += v
-		}
-		n++
-		if (step+1)%cfg.evalEvery == 0 || step+1 == cfg.steps {
-			secs := time.Since(tick).Seconds()
-			val, err := validate()
-			if err != nil {
-				return err
-			}
-			frac := shares(load, cfg.experts)
-			h.add(step+1, trainSum/float64(n), val, frac)
-			fmt.Fprintf(out, "step %5d  loss %.3f  val loss %.3f (%.3f bits/char)  %6.0f tokens/s  dropped %4.1f%%  load max/mean %.2f\n",
-				step+1, trainSum/float64(n), val, val/math.Ln2, float64(n*cfg.batch*cfg.context)/secs, 100*dropSum/float64(n), balance(frac, cfg.experts))
-			if cfg.ckpt != "" {
-				if err := saveCheckpoint(cfg.ckpt, step+1, tr); err != nil {
-					return err
-				}
-			}
-			trainSum, dropSum, load, n = 0, 0, nil, 0
-			tick = time.Now()
-		}
-	}
-	wall, cpu := time.Since(t0), cputime.Used()-cpu0
-	if len(h.step) > 0 {
-		fmt.Fprintf(out, "trained %d steps in %.1fs wall, %.1fs CPU (%.2f cores busy)\n", cfg.steps-first, wall.Seconds(), cpu.Seconds(), cpu.Seconds()/wall.Seconds())
-	}
-	if cfg.sampleLen > 0 {
-		prompt, err := c.vocab.Encode(cfg.prompt)
-		if err != nil {
-			return fmt.Errorf("-prompt: %w", err)
-		}
-		if len(prompt) == 0 {
-			prompt = c.train[:1]
-		}
-		params := tr.hostParams() // gathers from every process
-		if !cfg.follower {
-			gen := params.sample(keys[1], prompt, cfg.sampleLen, cfg.temperature)
-			fmt.Fprintf(out, "sample:\n%s%s\n", cfg.prompt, c.vocab.Decode(gen))
-		}
-	}
-	if cfg.plot != "" && len(h.step) > 0 && !cfg.follower {
-		if err := h.plot(cfg.plot, fmt.Sprintf("gonox moe on %s (%v)", c.name, s)); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "curves written to %s\n", cfg.plot)
-	}
-	return nil
-}
-
-// build makes the trainer of a strategy with its mesh; configuration
-// mistakes (a mesh that does not fit) are errors.
-func build(cfg config, model Model, s strategy) (tr *trainer, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
-	opt := optim.Adam(optim.WarmupCosineDecay(0, cfg.lr, min(50, cfg.steps/10), max(cfg.steps, min(50, cfg.steps/10)+1), cfg.lr/10))
-	if s == single {
-		return newTrainer(model, s, nil, opt, 0)
-	}
-	desc := cfg.mesh
-	if desc == "" {
-		desc = s.defaultMesh(len(shard.Devices()))
-	}
-	mesh, err := shard.ParseMesh(desc)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.batch%mesh.Size() != 0 {
-		return nil, fmt.Errorf("-batch %d is not a multiple of the %d devices of %v", cfg.batch, mesh.Size(), mesh)
-	}
-	return newTrainer(model, s, mesh, opt, 0)
+	stop := cli.OnInterrupt("moe", errOut, r.cps)
+	defer stop()
+	return r.train()
 }
 
 // shares turns per-(layer, expert) counts into each expert's share of its

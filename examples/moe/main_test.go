@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/checkpoint"
 )
 
 // tiny are flags for a model small enough for tests.
@@ -52,7 +55,7 @@ func TestRunEachStrategyLearns(t *testing.T) {
 				"-plot", filepath.Join(t.TempDir(), "m.png")), io.Discard)
 			require.NoError(t, err)
 			var out bytes.Buffer
-			require.NoError(t, run(cfg, &out))
+			require.NoError(t, runConfig(cfg, &out, io.Discard))
 			m := evalLine.FindAllStringSubmatch(out.String(), -1)
 			require.Len(t, m, 2, out.String())
 			first, _ := strconv.ParseFloat(m[0][3], 64)
@@ -74,7 +77,7 @@ func TestCompare(t *testing.T) {
 	cfg, err := parseFlags(args("-strategy", "compare"), io.Discard)
 	require.NoError(t, err)
 	var out bytes.Buffer
-	require.NoError(t, run(cfg, &out))
+	require.NoError(t, runConfig(cfg, &out, io.Discard))
 	row := regexp.MustCompile(`(?m)^ +(single|ep|dp_ep|fsdp_ep) .* ([0-9.]+)  +([0-9.]+e[-+][0-9]+) `)
 	rows := row.FindAllStringSubmatch(out.String(), -1)
 	require.Len(t, rows, 4, out.String())
@@ -90,11 +93,11 @@ func TestCheckpointResumeOnAnotherMesh(t *testing.T) {
 	dir := t.TempDir()
 	cfg, err := parseFlags(args("-strategy", "dp_ep", "-steps", "4", "-eval-every", "2", "-ckpt", dir, "-plot", ""), io.Discard)
 	require.NoError(t, err)
-	require.NoError(t, run(cfg, io.Discard))
+	require.NoError(t, runConfig(cfg, io.Discard, io.Discard))
 	cfg, err = parseFlags(args("-strategy", "ep", "-mesh", "ep=4", "-steps", "6", "-eval-every", "2", "-ckpt", dir, "-plot", ""), io.Discard)
 	require.NoError(t, err)
 	var out bytes.Buffer
-	require.NoError(t, run(cfg, &out))
+	require.NoError(t, runConfig(cfg, &out, io.Discard))
 	assert.Contains(t, out.String(), "resumed from "+dir+" after step 4")
 	m := evalLine.FindAllStringSubmatch(out.String(), -1)
 	require.Len(t, m, 1, out.String())
@@ -106,20 +109,26 @@ func TestRunRejectsBadInput(t *testing.T) {
 	require.NoError(t, os.WriteFile(empty, []byte("too short"), 0o644))
 	bad := filepath.Join(t.TempDir(), "bad.txt")
 	require.NoError(t, os.WriteFile(bad, []byte{0xff, 0xfe, 'a'}, 0o644))
-	for _, a := range [][]string{
-		{"-text", "/no/such/file"},
-		{"-text", empty},
-		{"-text", bad},
-		{"-strategy", "bogus"},
-		{"-strategy", "dp_ep", "-mesh", "dp=2,tp=4"},
-		{"-strategy", "dp_ep", "-mesh", "dp=nope"},
-		{"-strategy", "ep", "-mesh", "ep=3"},                         // 8 experts over 3
-		{"-strategy", "fsdp_ep", "-mesh", "ep=4"},                    // no dp axis
-		{"-strategy", "dp_ep", "-mesh", "dp=2,ep=4", "-batch", "12"}, // 12 rows over 8 devices
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"-text", "/no/such/file"}, 1, "-text /no/such/file: no such file or directory"},
+		{[]string{"-text", empty}, 2, "-context 16: short.txt has 9 characters, too few"},
+		{[]string{"-text", bad}, 1, "not valid UTF-8"},
+		{[]string{"-strategy", "bogus"}, 2, `-strategy "bogus": want one of single, ep, dp_ep, fsdp_ep, or compare`},
+		{[]string{"-strategy", "dp_ep", "-mesh", "dp=2,tp=4"}, 2, `-mesh "dp=2,tp=4": axis "tp": strategy dp_ep uses the axes dp and ep only`},
+		{[]string{"-strategy", "dp_ep", "-mesh", "dp=nope"}, 2, `-mesh "dp=nope": `},
+		{[]string{"-strategy", "ep", "-mesh", "ep=3"}, 2, "-batch 16 is not a multiple of the 3 devices"},
+		{[]string{"-strategy", "ep", "-mesh", "ep=3", "-batch", "24"}, 2, "-experts 8 does not split over the 3 devices of the axis ep"},
+		{[]string{"-strategy", "fsdp_ep", "-mesh", "ep=4"}, 2, "strategy fsdp_ep needs an axis dp"},
+		{[]string{"-strategy", "dp_ep", "-mesh", "dp=2,ep=4", "-batch", "12"}, 2, "-batch 12 is not a multiple of the 8 devices"},
 	} {
-		cfg, err := parseFlags(args(a...), io.Discard)
-		require.NoError(t, err)
-		assert.Error(t, run(cfg, io.Discard), "%q", a)
+		var out, errOut bytes.Buffer
+		assert.Equal(t, tc.code, mainExit(args(append(tc.args, "-steps", "1", "-plot", "")...), &out, &errOut), "%q: %s", tc.args, errOut.String())
+		assert.Contains(t, errOut.String(), tc.msg, "%q", tc.args)
+		assert.Empty(t, out.String(), "%q: nothing printed before the error", tc.args)
 	}
 }
 
@@ -132,9 +141,9 @@ func TestMainExitStatus(t *testing.T) {
 		msg  string
 	}{
 		{"help", []string{"-h"}, 0, ""},
-		{"bad flag", []string{"-experts", "0"}, 2, "moe: -experts must be positive"},
-		{"missing text", args("-text", missing, "-steps", "1"), 1, "moe: open " + missing},
-		{"mesh too big", args("-mesh", "dp=4,ep=8", "-steps", "1", "-plot", ""), 1, "needs 32 devices"},
+		{"bad flag", []string{"-experts", "0"}, 2, "moe: -experts 0: want an integer from 1 to 1024"},
+		{"missing text", args("-text", missing, "-steps", "1"), 1, "moe: -text " + missing + ": no such file or directory"},
+		{"mesh too big", args("-mesh", "dp=4,ep=8", "-steps", "1", "-plot", ""), 2, "needs 32 devices"},
 		{"runs", args("-strategy", "single", "-steps", "1", "-plot", ""), 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,4 +158,62 @@ func TestMainExitStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A resumed run keeps the curves in its checkpoint: the plot shows the
+// evaluations before the resume too, at their true steps.
+func TestResumeKeepsHistory(t *testing.T) {
+	dir := t.TempDir()
+	require.Equal(t, 0, mainExit(args("-strategy", "single", "-steps", "4", "-eval-every", "2", "-ckpt", dir, "-plot", ""), io.Discard, io.Discard))
+	var out bytes.Buffer
+	plot := filepath.Join(t.TempDir(), "m.png")
+	require.Equal(t, 0, mainExit(args("-strategy", "dp_ep", "-steps", "6", "-eval-every", "2", "-ckpt", dir, "-plot", plot), &out, io.Discard))
+	assert.Contains(t, out.String(), "resumed from "+dir+" after step 4")
+	assert.FileExists(t, plot)
+	h, err := checkpoint.Restore(dir, 6, historyLike(3, 8), checkpoint.OnHost(), checkpoint.Subtree("History"))
+	require.NoError(t, err)
+	assert.Equal(t, []int{2, 4, 6}, h.Steps.Ints())
+	m := evalLine.FindAllStringSubmatch(out.String(), -1)
+	require.Len(t, m, 1)
+	val, _ := strconv.ParseFloat(m[0][3], 64)
+	assert.InDelta(t, val, h.Val.Float64s()[2], 1e-3, "the last evaluation is this run's")
+	for _, s := range h.Load.Float64s() {
+		assert.True(t, s >= 0 && s <= 1, "load shares in [0, 1]: %v", s)
+	}
+}
+
+// The heat map's ticks sit on the steps that ran (the centres of the
+// columns), the last one labelled, with a colour bar and the loss legend
+// beside the plots rather than over the data.
+func TestHeatMapReadsAtAGlance(t *testing.T) {
+	h := history{experts: 4}
+	for _, s := range []int{100, 200, 300, 400, 450} {
+		h.add(s, 2, 2, []float64{0.25, 0.25, 0.5, 0, 0.1, 0.2, 0.3, 0.4})
+	}
+	rows, err := h.plots("t")
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.NotNil(t, rows[0].Legend, "the loss legend goes on the side")
+	require.NotNil(t, rows[1].Side, "a colour bar beside the heat map")
+	hp := rows[1].Plot
+	var labelled []string
+	for _, tk := range hp.X.Tick.Marker.Ticks(hp.X.Min, hp.X.Max) {
+		assert.Contains(t, h.step, int(tk.Value), "a tick on a step that ran")
+		if tk.Label != "" {
+			labelled = append(labelled, tk.Label)
+		}
+	}
+	assert.Equal(t, []string{"100", "200", "300", "400", "450"}, labelled)
+	var layers []string
+	for _, tk := range hp.Y.Tick.Marker.Ticks(hp.Y.Min, hp.Y.Max) {
+		if tk.Label != "" {
+			layers = append(layers, tk.Label)
+			assert.Equal(t, 1.5, math.Mod(tk.Value, 4), "a layer's label at the centre of its rows")
+		}
+	}
+	assert.Equal(t, []string{"1", "2"}, layers)
+	assert.Equal(t, hp.X.Min, rows[0].Plot.X.Min, "the loss curves' steps line up with the columns")
+	assert.Equal(t, hp.X.Max, rows[0].Plot.X.Max)
+	assert.Equal(t, 2.0, h.loadMax(), "the colour scale runs to twice the fair share at least")
+	require.NoError(t, h.plot(filepath.Join(t.TempDir(), "m.png"), "t"))
 }

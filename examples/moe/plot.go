@@ -2,16 +2,19 @@ package main
 
 import (
 	"fmt"
+	"image/color"
+	"math"
 
-	"github.com/gonox/gonox/examples/internal/plotfile"
+	"github.com/gonox/gonox/examples/internal/plots"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/palette"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 )
 
-// history records the per-evaluation figures that the plot shows.
+// history records the per-evaluation figures that the plot shows, with
+// each evaluation's true step (a resumed run continues the series saved
+// in its checkpoint).
 type history struct {
 	step       []int
 	train, val []float64
@@ -34,43 +37,91 @@ func (h *history) points(ys []float64) plotter.XYs {
 	return xy
 }
 
-// loadGrid is the expert-load heat map: x the evaluation, y the expert.
+// loadGrid is the expert-load heat map: a column per evaluation, centred
+// on its step, and a row per (layer, expert), layer-major. Z is the
+// expert's load over its fair share (1: balanced).
 type loadGrid struct{ h *history }
 
 func (g loadGrid) Dims() (c, r int) { return len(g.h.step), len(g.h.load[0]) }
 func (g loadGrid) Z(c, r int) float64 {
-	return g.h.load[c][r] * float64(g.h.experts) // 1 = fair share
+	return g.h.load[c][r] * float64(g.h.experts)
 }
 func (g loadGrid) X(c int) float64 { return float64(g.h.step[c]) }
 func (g loadGrid) Y(r int) float64 { return float64(r) }
 
-// plot writes the loss curves above the expert-load heat map as a PNG.
-func (h *history) plot(path, title string) error {
+// loadMax is the top of the colour scale: at least twice the fair share,
+// so that balanced runs keep the same colours, and the largest load seen.
+func (h *history) loadMax() float64 {
+	hi := 2.0
+	g := loadGrid{h}
+	cols, rows := g.Dims()
+	for c := range cols {
+		for r := range rows {
+			if z := g.Z(c, r); !math.IsNaN(z) {
+				hi = max(hi, z)
+			}
+		}
+	}
+	return math.Ceil(hi*2) / 2
+}
+
+// plots returns the figure's rows: the loss curves with their legend on
+// the side, and the expert-load heat map with its colour bar.
+func (h *history) plots(title string) ([]plots.Row, error) {
 	lp := plot.New()
 	lp.Title.Text = title
 	lp.X.Label.Text = "step"
 	lp.Y.Label.Text = "loss (nats/char)"
+	lp.X.Tick.Marker = plots.NiceTicks{Integer: true}
+	lp.Y.Tick.Marker = plots.NiceTicks{}
 	if err := plotutil.AddLinePoints(lp, "train", h.points(h.train), "validation", h.points(h.val)); err != nil {
-		return err
+		return nil, err
 	}
-	lp.Legend.Top = true
+	legend := lp.Legend
+	lp.Legend = plot.NewLegend() // drawn on the side instead
 
 	hp := plot.New()
 	hp.Title.Text = "expert load: share of the layer's token choices ÷ fair share"
-	hp.X.Label.Text = "step"
-	hp.Y.Label.Text = fmt.Sprintf("layer × %d + expert", h.experts)
-	g := loadGrid{h}
-	hi := 2.0
-	cols, rows := g.Dims()
-	for c := range cols {
-		for r := range rows {
-			hi = max(hi, g.Z(c, r))
-		}
-	}
-	hm := plotter.NewHeatMap(g, palette.Heat(16, 1)) // dark red → yellow → white
-	hm.Min, hm.Max = 0, hi
+	hp.X.Label.Text = "step (one column per evaluation)"
+	hp.Y.Label.Text = fmt.Sprintf("layer (rows: its %d experts)", h.experts)
+	hp.X.Tick.Marker = plots.ValueTicks{Values: floats(h.step), MaxLabels: 8}
+	layers := len(h.load[0]) / h.experts
+	hp.Y.Tick.Marker = plots.GroupTicks{Groups: layers, Size: h.experts, Label: func(g int) string { return fmt.Sprint(g + 1) }}
+	cm := plots.NewViridis(0, h.loadMax())
+	hm := plotter.NewHeatMap(loadGrid{h}, cm.Palette(256))
+	hm.Min, hm.Max = cm.Min(), cm.Max()
+	hm.NaN = color.Gray{Y: 128}
 	hp.Add(hm)
-	hp.Legend.Add(fmt.Sprintf("dark red 0, white %.1f (1 = fair share)", hi))
+	// The loss curves' steps line up with the heat map's columns.
+	lp.X.Min, lp.X.Max, _, _ = hm.DataRange()
+	// Thin white lines between the layers' blocks of rows.
+	for l := 1; l < layers; l++ {
+		y := float64(l*h.experts) - 0.5
+		xmin, xmax, _, _ := hm.DataRange()
+		line, err := plotter.NewLine(plotter.XYs{{X: xmin, Y: y}, {X: xmax, Y: y}})
+		if err != nil {
+			return nil, err
+		}
+		line.Color, line.Width = color.White, 1.5
+		hp.Add(line)
+	}
+	bar := plots.ColorBar(cm, "load ÷ fair share (1 = balanced)")
+	return []plots.Row{{Plot: lp, Legend: &legend}, {Plot: hp, Side: bar}}, nil
+}
 
-	return plotfile.WriteStacked(path, lp, hp)
+// plot writes the loss curves above the expert-load heat map as a PNG.
+func (h *history) plot(path, title string) error {
+	rows, err := h.plots(title)
+	if err != nil {
+		return err
+	}
+	return plots.WriteRows(path, rows...)
+}
+
+func floats(xs []int) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	return out
 }

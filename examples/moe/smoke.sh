@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Smoke runs of examples/moe for CI: a few steps of a small model with each
-# strategy, the comparison table, and a checkpoint resumed on another mesh.
+# strategy, the comparison table, a checkpoint resumed on another mesh, an
+# interruption, and mistakes found before any work (exit status 2, one
+# line naming the flag, nothing on stdout; 1 for files).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+source examples/internal/smoke.sh
 go build -o "$out/moe" ./examples/moe
 small=(-dim 32 -layers 2 -heads 2 -experts 8 -hidden 32 -context 32 -batch 16 -eval-batches 1 -sample 40)
 "$out/moe" "${small[@]}" -steps 10 -eval-every 5 -plot "$out/moe.png"
@@ -16,3 +19,21 @@ done
 "$out/moe" "${small[@]}" -steps 4 -eval-every 2 -plot "" -ckpt "$out/ckpt"
 resumed=$("$out/moe" "${small[@]}" -steps 6 -eval-every 2 -plot "" -ckpt "$out/ckpt" -strategy ep -mesh ep=8)
 grep -q "resumed from" <<<"$resumed"
+
+# Ctrl-C names the last checkpoint and exits 130.
+interrupt "$out/ick" "$out/moe" "${small[@]}" -steps 1000000 -eval-every 1 -plot "" -ckpt "$out/ick"
+
+tiny=("${small[@]}" -steps 1 -plot "")
+usage '^moe: -strategy "foo": want one of' "$out/moe" "${tiny[@]}" -strategy foo
+usage '^moe: -batch 3 is not a multiple of the 8 devices' "$out/moe" "${tiny[@]}" -batch 3
+usage '^moe: -batch 16 is not a multiple of the 3 devices' "$out/moe" "${tiny[@]}" -mesh ep=3
+usage '^moe: -mesh "ep=8": -strategy single trains on one device' "$out/moe" "${tiny[@]}" -strategy single -mesh ep=8
+usage '^moe: -lr \+Inf: want a finite number' "$out/moe" "${tiny[@]}" -lr Inf
+usage '^moe: -topk 9 exceeds -experts 8' "$out/moe" "${tiny[@]}" -topk 9
+usage '^moe: GONOX_KERNELS="bogus": unknown kernel set' env GONOX_KERNELS=bogus "$out/moe" "${tiny[@]}"
+# The default prompt "Light is " needs an 'L': found before training.
+tr -d 'L' <<<"$(head -c 20000 examples/moe/main.go)" >"$out/noL.txt"
+usage "^moe: -prompt \"Light is \": the character 'L' is not in noL.txt" "$out/moe" "${tiny[@]}" -text "$out/noL.txt"
+expect 1 '^moe: -text /dev/zero: larger than 64 MiB' "$out/moe" "${tiny[@]}" -text /dev/zero
+expect 1 "^moe: -plot $out: is a directory" "$out/moe" "${small[@]}" -steps 1 -plot "$out"
+expect 1 "^moe: -ckpt $out/moe.png: not a directory" "$out/moe" "${tiny[@]}" -ckpt "$out/moe.png"

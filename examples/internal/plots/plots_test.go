@@ -1,4 +1,4 @@
-package plotfile
+package plots
 
 import (
 	"image/png"
@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/plot"
 )
@@ -28,4 +29,27 @@ func TestWriteStacked(t *testing.T) {
 	blocker := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(blocker, nil, 0o644))
 	require.Error(t, WriteStacked(filepath.Join(blocker, "x.png"), a), "a file where the directory should be")
+}
+
+func TestNiceTicks(t *testing.T) {
+	for _, tc := range []struct {
+		lo, hi  float64
+		integer bool
+		want    []string
+	}{
+		{0, 2.2, false, []string{"0.0", "0.5", "1.0", "1.5", "2.0"}},
+		{0, 1, false, []string{"0.0", "0.2", "0.4", "0.6", "0.8", "1.0"}},
+		{0.05, 0.31, false, []string{"0.1", "0.2", "0.3"}},
+		{0.05, 0.26, false, []string{"0.05", "0.10", "0.15", "0.20", "0.25"}},
+		{1, 20, true, []string{"5", "10", "15", "20"}},
+		{1, 3, true, []string{"1", "2", "3"}},
+		{13, 20, true, []string{"14", "16", "18", "20"}},
+		{1, 2, true, []string{"1", "2"}},
+	} {
+		var got []string
+		for _, tk := range (NiceTicks{Integer: tc.integer}).Ticks(tc.lo, tc.hi) {
+			got = append(got, tk.Label)
+		}
+		assert.Equal(t, tc.want, got, "%v..%v", tc.lo, tc.hi)
+	}
 }
