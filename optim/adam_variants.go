@@ -51,7 +51,10 @@ type AMSGradState struct {
 func AMSGrad(lr Schedule, opts ...AMSGradOptions) Transform {
 	const op = "optim.AMSGrad"
 	needSchedule(op, lr)
-	o := oneOpt(op, opts)
+	return newAMSGrad(op, lr, oneOpt(op, opts))
+}
+
+func newAMSGrad(op string, lr Schedule, o AMSGradOptions) *variant {
 	v := newVariant(op, vAMSGrad, lr, o.B1, o.B2, o.Eps, 1e-8, o.EpsRoot)
 	v.noBiasMu, v.noBiasNu = o.NoBiasCorrectionMu, o.NoBiasCorrectionNu
 	return v
@@ -130,6 +133,10 @@ func RAdam(lr Schedule, opts ...RAdamOptions) Transform {
 	const op = "optim.RAdam"
 	needSchedule(op, lr)
 	o := oneOpt(op, opts)
+	return newRAdam(op, lr, o)
+}
+
+func newRAdam(op string, lr Schedule, o RAdamOptions) *variant {
 	v := newVariant(op, vRAdam, lr, o.B1, o.B2, o.Eps, 1e-8, o.EpsRoot)
 	v.nesterov = o.Nesterov
 	v.threshold = orDefault(o.Threshold, 5)
@@ -170,11 +177,16 @@ func AdaBelief(lr Schedule, opts ...AdaBeliefOptions) Transform {
 	const op = "optim.AdaBelief"
 	needSchedule(op, lr)
 	o := oneOpt(op, opts)
+	v := newBelief(op, lr, o)
+	v.setDecay(o.WeightDecay, 0, o.WeightDecayMask)
+	return v
+}
+
+func newBelief(op string, lr Schedule, o AdaBeliefOptions) *variant {
 	v := newVariant(op, vBelief, lr, o.B1, o.B2, o.Eps, 1e-16, 0)
 	v.epsRoot = orDefault(o.EpsRoot, 1e-16)
 	checkNonNeg(op, "EpsRoot", v.epsRoot)
 	v.nesterov = o.Nesterov
-	v.setDecay(o.WeightDecay, 0, o.WeightDecayMask)
 	return v
 }
 
@@ -203,7 +215,10 @@ type YogiOptions struct {
 func Yogi(lr Schedule, opts ...YogiOptions) Transform {
 	const op = "optim.Yogi"
 	needSchedule(op, lr)
-	o := oneOpt(op, opts)
+	return newYogi(op, lr, oneOpt(op, opts))
+}
+
+func newYogi(op string, lr Schedule, o YogiOptions) *variant {
 	v := newVariant(op, vYogi, lr, o.B1, o.B2, o.Eps, 1e-3, o.EpsRoot)
 	v.init = orDefault(o.InitialAccumulatorValue, 1e-6)
 	checkNonNeg(op, "InitialAccumulatorValue", v.init)
@@ -361,4 +376,45 @@ func (v *variant) direction(g *tensor.Tensor, s []*tensor.Tensor, t int) (*tenso
 		vhat := scale(nu, 1/biasCorrection(v.b2, t))
 		return tensor.Div(mhat, adamDenominator(vhat, v.eps, v.epsRoot)), []*tensor.Tensor{mu, nu}
 	}
+}
+
+// ScaleByAMSGrad returns AMSGrad's rescaling alone, without the learning
+// rate and sign (optax.scale_by_amsgrad).
+func ScaleByAMSGrad(opts ...AMSGradOptions) Transform {
+	const op = "optim.ScaleByAMSGrad"
+	return newAMSGrad(op, nil, oneOpt(op, opts))
+}
+
+// ScaleByAdamax returns Adamax's rescaling alone (optax.scale_by_adamax).
+// WeightDecay and Mask must be unset.
+func ScaleByAdamax(opts ...AdamaxOptions) Transform {
+	const op = "optim.ScaleByAdamax"
+	o := oneOpt(op, opts)
+	if o.WeightDecay != 0 || o.Mask != nil {
+		panic(op + ": WeightDecay and Mask are options of AdamaxW")
+	}
+	return newVariant(op, vAdamax, nil, o.B1, o.B2, o.Eps, 1e-8, 0)
+}
+
+// ScaleByRAdam returns RAdam's rescaling alone (optax.scale_by_radam).
+func ScaleByRAdam(opts ...RAdamOptions) Transform {
+	const op = "optim.ScaleByRAdam"
+	return newRAdam(op, nil, oneOpt(op, opts))
+}
+
+// ScaleByBelief returns AdaBelief's rescaling alone
+// (optax.scale_by_belief). WeightDecay and WeightDecayMask must be unset.
+func ScaleByBelief(opts ...AdaBeliefOptions) Transform {
+	const op = "optim.ScaleByBelief"
+	o := oneOpt(op, opts)
+	if o.WeightDecay != 0 || o.WeightDecayMask != nil {
+		panic(op + ": WeightDecay and WeightDecayMask are options of AdaBelief")
+	}
+	return newBelief(op, nil, o)
+}
+
+// ScaleByYogi returns Yogi's rescaling alone (optax.scale_by_yogi).
+func ScaleByYogi(opts ...YogiOptions) Transform {
+	const op = "optim.ScaleByYogi"
+	return newYogi(op, nil, oneOpt(op, opts))
 }

@@ -83,11 +83,12 @@
 // the options treat it as exactly 0.
 //
 // The building blocks are exported too, to compose optimizers optax-style:
-// ScaleByAdam, ScaleByRMS, ScaleByRSS, ScaleByAdadelta, ScaleByTrustRatio,
+// ScaleByAdam, ScaleByAMSGrad, ScaleByAdamax, ScaleByRAdam, ScaleByBelief,
+// ScaleByYogi, ScaleByRMS, ScaleByRSS, ScaleByAdadelta, ScaleByTrustRatio,
 // ScaleByMuon (and OrthogonalizeNewtonSchulz), ScaleByLBFGS,
-// ScaleByZoomLinesearch, Trace, AddDecayedWeights,
-// Scale, ScaleBySchedule, ScaleByLearningRate, Clip, ClipByBlockRMS,
-// ClipByGlobalNorm, Identity and Stateless. AdamW is, to rounding,
+// ScaleByZoomLinesearch, Trace, AddDecayedWeights, Scale, ScaleBySchedule,
+// ScaleByLearningRate, Clip, ClipByBlockRMS, ClipByGlobalNorm, Identity and
+// Stateless. AdamW is, to rounding,
 //
 //	optim.Chain(optim.ScaleByAdam(), optim.AddDecayedWeights(wd, mask), optim.ScaleByLearningRate(lr))
 //
