@@ -29,7 +29,7 @@ var (
 // Error is the error this package returns: what was being done, to which
 // step, tensor and file, and why.
 type Error struct {
-	Op   string // "save", "restore", "export", "import", "manager"
+	Op   string // "save", "restore", "metadata", "steps", "manager", "export", "import"
 	Step int    // the step, or -1
 	Path string // the tensor's tree path, or "" when not about one tensor
 	// File is the file at fault: a name in the step directory

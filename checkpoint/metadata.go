@@ -35,7 +35,7 @@ type Schema struct {
 	Version int
 }
 
-// String returns "moe-run v2".
+// String returns the kind, quoted, and the version: "moe-run" v2.
 func (s Schema) String() string { return fmt.Sprintf("%q v%d", s.Kind, s.Version) }
 
 func (s Schema) check() error {

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/gonox/gonox/pytree"
@@ -109,7 +111,8 @@ func checkSpec(mesh *shard.Mesh, spec shard.Spec, shape []int) string {
 	return ""
 }
 
-// RestoreOption configures Restore and ImportSafetensors.
+// RestoreOption configures Restore, RestoreLatest and (Subtree, Partial
+// and MapNames) ImportSafetensors.
 type RestoreOption func(*restoreConfig)
 
 type restoreConfig struct {
@@ -182,7 +185,7 @@ func readManifest(dir string, step int) (root *os.Root, m *manifest, err error) 
 	fi, err := os.Lstat(stepDir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil, fail("", fmt.Errorf("%w: no step %d in %s", ErrNotFound, step, dir))
+		return nil, nil, fail("", fmt.Errorf("%w: no step %d in %s (%s)", ErrNotFound, step, dir, stepsHint(dir)))
 	case err != nil:
 		return nil, nil, fail("", err)
 	case fi.Mode()&fs.ModeSymlink != 0:
@@ -230,6 +233,36 @@ func readManifest(dir string, step int) (root *os.Root, m *manifest, err error) 
 	return root, m, nil
 }
 
+// stepsHint says which steps dir has, for an error about one it lacks:
+// "its steps are 100, 200", the last few of many, or why there are none.
+func stepsHint(dir string) string {
+	steps, err := Steps(dir)
+	switch {
+	case err != nil:
+		return err.Error()
+	case len(steps) == 0:
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return "the directory does not exist"
+		}
+		return "it has no step"
+	case len(steps) == 1:
+		return fmt.Sprintf("its one step is %d", steps[0])
+	}
+	var b strings.Builder
+	b.WriteString("its steps are ")
+	if len(steps) > 5 {
+		fmt.Fprintf(&b, "%d, ..., ", steps[0])
+		steps = steps[len(steps)-4:]
+	}
+	for i, s := range steps {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(s))
+	}
+	return b.String()
+}
+
 // checkManifestFile checks, without opening it, that the manifest of the
 // step directory root is a regular file of a size this package reads.
 func checkManifestFile(root *os.Root) error {
@@ -262,7 +295,7 @@ func matchLeaves[E any](op string, step int, saved []pytree.Path, entries []E, l
 		}
 	}
 	if len(prefix) > 0 && len(byPath) == 0 {
-		return nil, fail("", "nothing saved under %q", cfg.prefix)
+		return nil, fail("", "nothing saved under %q (%s)", cfg.prefix, topLevel(saved))
 	}
 	out := make([]E, len(likePaths))
 	used := make(map[int]bool, len(likePaths))
@@ -286,6 +319,31 @@ func matchLeaves[E any](op string, step int, saved []pytree.Path, entries []E, l
 		return nil, fail(extra[0], "the checkpoint has a tensor here, the tree to restore into does not (%d such; use Partial to skip them)", len(extra))
 	}
 	return out, nil
+}
+
+// topLevel lists the first elements of the saved paths, for an error
+// about a Subtree prefix that matches none: "saved under Params, Opt,
+// Step".
+func topLevel(saved []pytree.Path) string {
+	var names []string
+	seen := map[string]bool{}
+	for _, p := range saved {
+		if len(p) == 0 {
+			continue
+		}
+		n := p[:1].String()
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return "the saved tree has no path under a root"
+	}
+	if len(names) > 8 {
+		names = append(names[:8], "...")
+	}
+	return "saved under " + strings.Join(names, ", ")
 }
 
 // target is where one restored leaf goes.

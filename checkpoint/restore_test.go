@@ -188,7 +188,7 @@ func TestRestoreMismatch(t *testing.T) {
 		kind error
 		msg  string
 	}{
-		{"missing step", func() error { _, err := Restore(dir, 4, zerosLike(st), nil); return err }, ErrNotFound, "no step 4"},
+		{"missing step", func() error { _, err := Restore(dir, 4, zerosLike(st), nil); return err }, ErrNotFound, "no step 4 in " + dir + " (its one step is 3)"},
 		{"wrong shape", func() error { _, err := Restore(dir, 3, wrongShape, nil); return err }, ErrMismatch, "tensor Params.B: file manifest.json: does not match: the manifest records f32[8], the tree to restore into has f32[9]"},
 		{"wrong dtype", func() error { _, err := Restore(dir, 3, wrongDType, nil); return err }, ErrMismatch, "tensor Loader"},
 		{"like has more", func() error { _, err := Restore(dir, 3, extra, nil); return err }, ErrMismatch, "tensor Params.Emb[2]"},
@@ -209,7 +209,7 @@ func TestRestoreMismatch(t *testing.T) {
 		{"nothing under prefix", func() error {
 			_, err := Restore(dir, 3, zerosLike(st.Params), nil, Subtree("Model"))
 			return err
-		}, ErrMismatch, "nothing saved under"},
+		}, ErrMismatch, `does not match: nothing saved under "Model" (saved under Params, Opt, Step, Key, Loader)`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -299,7 +299,11 @@ func TestSaveCleansLeftovers(t *testing.T) {
 
 func TestSaveErrors(t *testing.T) {
 	dir := t.TempDir()
-	require.ErrorContains(t, Save(dir, -1, newState(1)), "negative step")
+	require.EqualError(t, Save(dir, -1, newState(1)), "checkpoint: save: step -1 is negative")
+	// A tree without tensors is a mistake (a value instead of the state,
+	// a model not yet built), not an empty checkpoint.
+	require.EqualError(t, Save(dir, 1, 42), `checkpoint: save step 1: int holds no tensor, so there is nothing to save (nil tensors, unexported fields and fields tagged pytree:"static" are not leaves)`)
+	require.ErrorContains(t, Save(dir, 1, tiny{}), "checkpoint.tiny holds no tensor")
 	require.ErrorContains(t, Save(dir, 1, newState(1), WithMetrics(map[string]float64{"loss": 0 / zero()})), "finite")
 	require.Empty(t, listDir(t, dir))
 	// A file where the directory should be.
@@ -324,4 +328,26 @@ func TestReplaceFallback(t *testing.T) {
 	got, err := Restore(dir, 1, zerosLike(newState(1)), nil)
 	require.NoError(t, err)
 	requireBitExact(t, newState(2), got)
+}
+
+// TestMissingStepSaysWhichExist: asking for a step that is not there
+// says which steps are, or why there are none.
+func TestMissingStepSaysWhichExist(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Restore(dir, 7, tinyAt(0), nil)
+	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorContains(t, err, "no step 7 in "+dir+" (it has no step)")
+	gone := filepath.Join(dir, "nothing")
+	_, err = Restore(gone, 7, tinyAt(0), nil)
+	require.ErrorContains(t, err, "no step 7 in "+gone+" (the directory does not exist)")
+	for _, s := range []int{10, 20} {
+		require.NoError(t, Save(dir, s, tinyAt(s)))
+	}
+	_, err = ReadMetadata(dir, 7, runSchema, nil)
+	require.EqualError(t, err, "checkpoint: metadata step 7 ("+stepDir(dir, 7)+"): not found: no step 7 in "+dir+" (its steps are 10, 20)")
+	for _, s := range []int{30, 40, 50, 60} {
+		require.NoError(t, Save(dir, s, tinyAt(s)))
+	}
+	_, err = Metrics(dir, 7)
+	require.ErrorContains(t, err, "(its steps are 10, ..., 30, 40, 50, 60)")
 }

@@ -106,6 +106,11 @@ func withChunkBytes(n int) SaveOption { return func(c *saveConfig) { c.chunkByte
 // error wrapping ErrExists unless Overwrite is given. One process at a
 // time may save into dir; within it, Saves of different steps may run
 // concurrently.
+//
+// WithMetrics stores metrics with the step, WithMetadata the program's
+// record of what the step holds (its configuration), StoreFloatsAs a
+// narrower storage for float32 leaves. A tree that holds no tensor is an
+// error: there would be nothing to restore.
 func Save(dir string, step int, tree any, opts ...SaveOption) error {
 	p, err := prepare(step, tree, opts)
 	if err != nil {
@@ -150,7 +155,7 @@ func prepare(step int, tree any, opts []SaveOption) (*savePlan, error) {
 		return &Error{Op: "save", Step: step, Path: path, Err: fmt.Errorf(format, args...)}
 	}
 	if step < 0 {
-		return nil, fail("", "negative step")
+		return nil, fail("", "step %d is negative", step)
 	}
 	if cfg.chunkBytes <= 0 || cfg.chunkBytes%8 != 0 || cfg.chunkBytes > maxChunkBytes {
 		return nil, fail("", "chunk size %d is not a positive multiple of 8 up to %d", cfg.chunkBytes, maxChunkBytes)
@@ -181,6 +186,9 @@ func prepare(step int, tree any, opts []SaveOption) (*savePlan, error) {
 	byFile := map[string]*writer{}
 	var hostJobs []saveJob
 	paths, leaves := pytree.LeavesWithPath(tree)
+	if len(leaves) == 0 {
+		return nil, fail("", "%T holds no tensor, so there is nothing to save (nil tensors, unexported fields and fields tagged pytree:\"static\" are not leaves)", tree)
+	}
 	for i, x := range leaves {
 		path := paths[i].String()
 		if x.Local() != nil {
