@@ -185,6 +185,11 @@ func (m *multiSteps) Init(params any) State {
 }
 
 func (m *multiSteps) Update(grads any, state State, params any) (any, State) {
+	return m.UpdateExtra(grads, state, params, Extra{})
+}
+
+// UpdateExtra passes extra on to the inner transform when it is applied.
+func (m *multiSteps) UpdateExtra(grads any, state State, params any, extra Extra) (any, State) {
 	const op = "optim.MultiSteps"
 	rejectHalf(op, "gradient", grads)
 	st := stateAs[MultiStepsState](op, state)
@@ -224,7 +229,7 @@ func (m *multiSteps) Update(grads any, state State, params any) (any, State) {
 		}
 		return xs[0]
 	}, acc, grads)
-	u, inner := m.inner.Update(in, st.Inner, params)
+	u, inner := UpdateExtra(m.inner, in, st.Inner, params, extra)
 	zero := tensor.ScalarInt(0)
 	if l := st.MiniStep.Local(); l != nil {
 		zero = tensor.WithLocal(zero, l)

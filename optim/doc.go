@@ -130,11 +130,12 @@
 // loss (Value), the gradient (Grad; StepExtra fills it) and, for the line
 // search, a function that evaluates the loss and its gradient elsewhere
 // (ValueAndGrad; ValueAndGradOf adapts autodiff.ValueAndGrad's). Chain,
-// Masked, Partition, InjectHyperparams, ApplyIfFinite, Lookahead and
-// ScheduleFree pass Extra on; Update on a transform that needs it panics,
-// naming what is missing. A line search calls ValueAndGrad once per step
-// size it tries and keeps the loss and gradient at the accepted point in
-// its state, which ValueAndGradFromState returns for the next step:
+// Masked, Partition, MultiSteps, InjectHyperparams, ApplyIfFinite,
+// Lookahead and ScheduleFree pass Extra on; Update on a transform that
+// needs it panics, naming what is missing. A line search calls
+// ValueAndGrad once per step size it tries and keeps the loss and gradient
+// at the accepted point in its state, which ValueAndGradFromState returns
+// for the next step:
 //
 //	vg := autodiff.ValueAndGrad(loss)
 //	opt := optim.LBFGS()

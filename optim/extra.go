@@ -12,8 +12,8 @@ import (
 //
 // ReduceOnPlateau reads Value; LBFGS (ScaleByZoomLinesearch) reads Value
 // and Grad and calls ValueAndGrad at the trial points of its line search.
-// Chain, Masked, Partition, InjectHyperparams, ApplyIfFinite, Lookahead
-// and ScheduleFree pass Extra on to the transforms they wrap.
+// Chain, Masked, Partition, MultiSteps, InjectHyperparams, ApplyIfFinite,
+// Lookahead and ScheduleFree pass Extra on to the transforms they wrap.
 type Extra struct {
 	// Value is the loss at the current parameters (a scalar).
 	Value *tensor.Tensor

@@ -323,3 +323,19 @@ func TestReduceOnPlateau(t *testing.T) {
 	require.PanicsWithValue(t, "optim.ReduceOnPlateau: RTol and ATol are both 0: at least one must be positive",
 		func() { optim.ReduceOnPlateau(optim.ReduceOnPlateauOptions{RTol: optim.Zero}) })
 }
+
+// Extra reaches a transform that reads the loss through MultiSteps, on the
+// call that applies the inner transform.
+func TestMultiStepsPassesExtra(t *testing.T) {
+	params := newModel()
+	opt := optim.MultiSteps(optim.Chain(optim.SGD(optim.Constant(1)), optim.ReduceOnPlateau(optim.ReduceOnPlateauOptions{Patience: 1, Factor: 0.5})), 2)
+	st := opt.Init(params)
+	var u any
+	for i, loss := range []float32{1, 1, 1, 1} {
+		u, st = optim.UpdateExtra(opt, gradsAt(0), st, params, optim.Extra{Value: tensor.Scalar(loss)})
+		if i == 3 {
+			// the second applied step saw no improvement: scale ½
+			closeTo(t, tensor.MulScalar(gradsAt(0).W, -0.5).Float64s(), u.(model).W.Float64s(), 1e-6, 0, "scaled")
+		}
+	}
+}
