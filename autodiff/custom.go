@@ -31,6 +31,8 @@ func CustomVJP(name string,
 			}
 			return g
 		},
+		// fwd and bwd see the operands' dtypes as they are.
+		Traits: tensor.Traits{Half: tensor.NativeHalf},
 	}
 	return func(in ...*tensor.Tensor) *tensor.Tensor {
 		return tensor.ApplyN(op, nil, in...)[0]

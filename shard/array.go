@@ -282,8 +282,8 @@ var putOp, gatherOp *tensor.Op
 
 func init() {
 	putOp = &tensor.Op{
-		Name:        "device_put",
-		Distributed: true,
+		Name:   "device_put",
+		Traits: tensor.Traits{Placement: tensor.Distributed},
 		Impl: func(in []*tensor.Tensor, p any) *tensor.Tensor {
 			s := p.(Sharding)
 			if src := layoutOf("device_put", in[0]); src != nil && src.sharding.mesh.Equal(s.mesh) {
@@ -300,8 +300,8 @@ func init() {
 		},
 	}
 	gatherOp = &tensor.Op{
-		Name:        "gather",
-		Distributed: true,
+		Name:   "gather",
+		Traits: tensor.Traits{Placement: tensor.Distributed},
 		Impl: func(in []*tensor.Tensor, _ any) *tensor.Tensor {
 			x := in[0]
 			out := x.Layout().Gather(x)

@@ -11,9 +11,9 @@ var allGatherOp, allGatherInvOp *tensor.Op
 
 func init() {
 	allGatherOp = &tensor.Op{
-		Name:       "all_gather",
-		SyncVJP:    true, // its VJP reads the cotangent before it returns
-		NativeHalf: true,
+		Name: "all_gather",
+		// Moves 16-bit data itself; its VJP reads the cotangent before it returns.
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Placement: tensor.SyncVJP},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return allGatherImpl(in[0], pp.(*collParams), false)
 		},
@@ -23,9 +23,9 @@ func init() {
 		},
 	}
 	allGatherInvOp = &tensor.Op{
-		Name:       "all_gather",
-		SyncVJP:    true, // its VJP reads the cotangent before it returns
-		NativeHalf: true,
+		Name: "all_gather",
+		// Moves 16-bit data itself; its VJP reads the cotangent before it returns.
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Placement: tensor.SyncVJP},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return allGatherImpl(in[0], pp.(*collParams), true)
 		},

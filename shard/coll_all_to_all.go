@@ -11,8 +11,8 @@ var allToAllOp *tensor.Op
 
 func init() {
 	allToAllOp = &tensor.Op{
-		Name:       "all_to_all",
-		NativeHalf: true,
+		Name:   "all_to_all",
+		Traits: tensor.Traits{Half: tensor.NativeHalf},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return allToAllImpl(in[0], pp.(*collParams))
 		},

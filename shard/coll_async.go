@@ -55,8 +55,8 @@ var asyncStartOp, asyncWaitOp *tensor.Op
 
 func init() {
 	asyncStartOp = &tensor.Op{
-		Name:       "ppermute_start",
-		NativeHalf: true,
+		Name:   "ppermute_start",
+		Traits: tensor.Traits{Half: tensor.NativeHalf},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			p := pp.(*asyncParams)
 			p.start(in[0])
@@ -74,8 +74,8 @@ func init() {
 		},
 	}
 	asyncWaitOp = &tensor.Op{
-		Name:       "ppermute_done",
-		NativeHalf: true,
+		Name:   "ppermute_done",
+		Traits: tensor.Traits{Half: tensor.NativeHalf},
 		Impl: func(_ []*tensor.Tensor, pp any) *tensor.Tensor {
 			return pp.(*asyncParams).wait()
 		},

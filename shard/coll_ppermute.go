@@ -11,8 +11,8 @@ var ppermuteOp *tensor.Op
 
 func init() {
 	ppermuteOp = &tensor.Op{
-		Name:       "ppermute",
-		NativeHalf: true,
+		Name:   "ppermute",
+		Traits: tensor.Traits{Half: tensor.NativeHalf},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return ppermuteImpl(in[0], pp.(*collParams))
 		},

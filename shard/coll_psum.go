@@ -11,9 +11,9 @@ var psumOp, pmaxOp *tensor.Op
 
 func init() {
 	psumOp = &tensor.Op{
-		Name:       "psum",
-		SyncVJP:    true, // its VJP reads the cotangent before it returns
-		NativeHalf: true,
+		Name: "psum",
+		// Moves 16-bit data itself; its VJP reads the cotangent before it returns.
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Placement: tensor.SyncVJP},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return psumImpl(in[0], pp.(*collParams))
 		},
@@ -23,8 +23,8 @@ func init() {
 		},
 	}
 	pmaxOp = &tensor.Op{
-		Name:       "pmax",
-		NativeHalf: true,
+		Name:   "pmax",
+		Traits: tensor.Traits{Half: tensor.NativeHalf},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return pmaxImpl(in[0], pp.(*collParams))
 		},

@@ -11,9 +11,9 @@ var psumScatterOp *tensor.Op
 
 func init() {
 	psumScatterOp = &tensor.Op{
-		Name:       "psum_scatter",
-		SyncVJP:    true, // its VJP reads the cotangent before it returns
-		NativeHalf: true,
+		Name: "psum_scatter",
+		// Moves 16-bit data itself; its VJP reads the cotangent before it returns.
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Placement: tensor.SyncVJP},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return psumScatterImpl(in[0], pp.(*collParams))
 		},

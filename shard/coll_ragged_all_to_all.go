@@ -11,8 +11,8 @@ var raggedOp *tensor.Op
 
 func init() {
 	raggedOp = &tensor.Op{
-		Name:       "ragged_all_to_all",
-		NativeHalf: true,
+		Name:   "ragged_all_to_all",
+		Traits: tensor.Traits{Half: tensor.NativeHalf},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return raggedImpl(in, pp.(*collParams))
 		},

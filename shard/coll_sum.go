@@ -6,9 +6,9 @@ import (
 
 // The reductions of the collectives: sumFloat32 for float32 blocks (the
 // psum, the psum_scatter, the shared-memory all-reduce), sumHalf for
-// bfloat16 and float16 blocks (see "bfloat16 and float16" in doc.go:
-// tensor.Op.NativeHalf keeps Apply from widening their blocks; the sums
-// widen here).
+// bfloat16 and float16 blocks (see "bfloat16 and float16" in doc.go: the
+// collectives declare tensor.NativeHalf in their Traits, which keeps Apply
+// from widening their blocks; the sums widen here).
 
 // sumFloat32 writes dst = Σ ins[k][lo:hi] reading every input once. The
 // inputs are taken in groups of up to eight, each group in a single pass

@@ -169,8 +169,8 @@ var mapOp *tensor.Op
 
 func init() {
 	mapOp = &tensor.Op{
-		Name:        "shard_map",
-		Distributed: true,
+		Name:   "shard_map",
+		Traits: tensor.Traits{Placement: tensor.Distributed},
 		ImplN: func(in []*tensor.Tensor, p any) ([]*tensor.Tensor, any) {
 			return p.(*mapParams).forward(in, false)
 		},

@@ -413,8 +413,8 @@ type moveParams struct {
 
 func init() {
 	moveOp = &tensor.Op{
-		Name:        "reshard",
-		Distributed: true,
+		Name:   "reshard",
+		Traits: tensor.Traits{Placement: tensor.Distributed},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			p := pp.(moveParams)
 			x := in[0]

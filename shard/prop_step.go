@@ -70,7 +70,7 @@ type step struct {
 // step and whose VJP is op's own VJP applied to the placed cotangents,
 // with each input cotangent then laid out like its input.
 func (st *step) apply(op *tensor.Op, params any, in []*tensor.Tensor, m *Mesh) []*tensor.Tensor {
-	w := &tensor.Op{Name: op.Name, Distributed: true, Save: op.Save, SaveFor: op.SaveFor}
+	w := &tensor.Op{Name: op.Name, Save: op.Save, SaveFor: op.SaveFor, Traits: tensor.Traits{Placement: tensor.Distributed}}
 	fwd := func(prim []*tensor.Tensor) []*tensor.Tensor { return st.run(op.Name, prim, m) }
 	diff := op.VJP != nil || op.VJPN != nil || op.VJPNeed != nil
 	// fix lays each input cotangent out like its input. A cotangent that

@@ -1,12 +1,264 @@
 package tensor
 
 import (
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/gonox/gonox/tensor/internal/vec"
 )
+
+// Backward runs the backward pass of trace tr: given the outputs ys (traced
+// by tr) and their cotangents, it returns the cotangent of each tensor in
+// wrt (zeros for one the outputs do not depend on). Nodes run in the reverse
+// of the order they were recorded in, so SPMD devices issue the collectives
+// of their backward passes in the same order.
+//
+// Unless retain is set, Backward frees the residuals of the nodes it visits
+// as it goes, and a second backward pass over the same graph panics.
+//
+// A cotangent that the backward pass computed itself carries the logical
+// axes (WithLogicalAxes) of its wrt value, so that naming the gradient
+// like its parameter needs no second header over its storage.
+func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
+	if len(ys) != len(cots) {
+		panic(fmt.Sprintf("tensor.Backward: %d outputs but %d cotangents", len(ys), len(cots)))
+	}
+	b := newBackward(tr, ys, retain)
+	b.seed(cots)
+	wrt = b.targets(wrt)
+	for _, n := range b.nodes {
+		b.visit(n)
+	}
+	out := b.gradients(wrt)
+	for _, x := range b.dead {
+		if !slices.Contains(out, x) {
+			Donate(x)
+		}
+	}
+	return out
+}
+
+// backward is one run of Backward, in its phases: newBackward orders the
+// graph, seed and targets set the cotangents it starts from and the values
+// it is asked about, visit runs one node's VJP, gradients collects the
+// answers; what RecycleIntermediates frees goes to dead.
+type backward struct {
+	tr     *Trace
+	retain bool
+	ys     []*Tensor // the outputs, at tr's level
+	nodes  []*node   // the nodes ys depend on, latest first
+	// grads holds each node's cotangent slots, cut from slots.
+	grads map[*node][]*Tensor
+	slots []*Tensor
+	pass  *backwardPass
+	// keep: nodes whose cotangents are asked for (they stay in grads).
+	keep map[*node]bool
+	// spare: the values RecycleIntermediates must not donate (the outputs
+	// and the values gradients are asked for); dead: those it donates.
+	spare map[*Tensor]bool
+	dead  []*Tensor
+}
+
+// newBackward collects the nodes of tr that ys depend on, latest first,
+// and the cotangent slots for them.
+func newBackward(tr *Trace, ys []*Tensor, retain bool) *backward {
+	b := &backward{tr: tr, retain: retain, pass: &backwardPass{}}
+	seen := map[*node]bool{}
+	var stack []*node
+	push := func(n *node) {
+		if n != nil && !seen[n] {
+			seen[n] = true
+			stack = append(stack, n)
+		}
+	}
+	// A value may also be traced by inner traces: use tr's own level.
+	b.ys = slices.Clone(ys)
+	for i, y := range b.ys {
+		if l := y.levelOf(tr); l != nil {
+			b.ys[i] = l
+			push(l.node)
+		}
+	}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		b.nodes = append(b.nodes, n)
+		for _, e := range n.inputs {
+			push(e.n)
+		}
+	}
+	slices.SortFunc(b.nodes, func(a, b *node) int {
+		switch {
+		case a.seq > b.seq:
+			return -1
+		case a.seq < b.seq:
+			return 1
+		}
+		return 0
+	})
+	b.grads = make(map[*node][]*Tensor, len(b.nodes))
+	// The cotangent slots of every node, cut from one allocation.
+	total := 0
+	for _, n := range b.nodes {
+		total += n.nout
+	}
+	b.slots = make([]*Tensor, total)
+	return b
+}
+
+// seed adds the cotangents of the outputs.
+func (b *backward) seed(cots []*Tensor) {
+	for i, y := range b.ys {
+		if y.node != nil && y.node.trace == b.tr && cots[i] != nil {
+			b.add(y.node, y.outIdx, cots[i], nil)
+		}
+	}
+}
+
+// targets returns wrt at tr's level, marking their nodes kept, and
+// notes the values RecycleIntermediates spares.
+func (b *backward) targets(wrt []*Tensor) []*Tensor {
+	wrt = slices.Clone(wrt)
+	b.keep = map[*node]bool{}
+	for i, w := range wrt {
+		if l := w.levelOf(b.tr); l != nil {
+			wrt[i] = l
+			b.keep[l.node] = true
+		}
+	}
+	if !b.tr.recycle || b.retain {
+		return wrt
+	}
+	b.spare = make(map[*Tensor]bool, len(b.ys)+len(wrt))
+	for _, list := range [][]*Tensor{b.ys, wrt} {
+		for _, x := range list {
+			if x.node != nil && x.node.trace == b.tr {
+				b.spare[x.primal] = true
+			}
+		}
+	}
+	return wrt
+}
+
+// add accumulates cotangent g of output i of n, produced by the VJP of
+// node from (nil: the seed).
+func (b *backward) add(n *node, i int, g *Tensor, from *node) {
+	want := n.outAval[i]
+	if !sameShape(g.shape, want.shape) || g.dtype != want.dtype {
+		who := "the seed"
+		if from != nil {
+			who = "VJP of " + from.op.Name
+		}
+		panic(fmt.Sprintf("tensor.Backward: %s produced cotangent %v for %v", who, g, want))
+	}
+	gs := b.grads[n]
+	if gs == nil {
+		// Once per node: a node's slots are deleted only after its VJP
+		// ran, when every node that feeds it a cotangent has run.
+		gs, b.slots = b.slots[:n.nout:n.nout], b.slots[n.nout:]
+		b.grads[n] = gs
+	}
+	p := b.pass
+	switch {
+	case gs[i] == nil:
+		gs[i] = g
+	case p.writable(gs[i]) && accumulable(gs[i], g):
+		addInto(gs[i], g)
+		p.drop(g)
+	default:
+		sum := Add(gs[i], g)
+		p.claimNew(sum, gs[i], g)
+		p.drop(gs[i])
+		p.drop(g)
+		gs[i] = sum
+	}
+}
+
+// visit runs the VJP of n on the cotangents its outputs received, adds
+// the results to its inputs' slots and drops what is dead.
+func (b *backward) visit(n *node) {
+	gs := b.grads[n]
+	if gs == nil || n.op == leafOp || !n.op.differentiable() {
+		return
+	}
+	if n.freed {
+		panic(fmt.Sprintf("tensor.Backward: the graph through op %q was already used by a backward pass that did not retain it", n.op.Name))
+	}
+	kept := b.keep[n]
+	donated := b.pass.donate(n, gs, kept)
+	res := callVJP(n.op, n.params, n.state, gs, n.ins, n.outs, n.need())
+	if len(res) != len(n.inputs) {
+		panic(fmt.Sprintf("tensor.Backward: VJP of %q returned %d cotangents for %d inputs", n.op.Name, len(res), len(n.inputs)))
+	}
+	b.pass.settle(n, gs, res, donated, kept)
+	for i, e := range n.inputs {
+		if e.n != nil && res[i] != nil {
+			b.add(e.n, e.out, res[i], n)
+		}
+	}
+	if !kept {
+		delete(b.grads, n)
+		for _, g := range gs {
+			if !slices.Contains(res, g) {
+				b.pass.dropConsumed(n, g)
+			}
+		}
+	}
+	if !b.retain {
+		b.dead = n.releaseResiduals(b.tr.recycle, b.spare, b.dead)
+		n.free()
+	}
+}
+
+// need returns the need mask of n's VJP: the inputs traced by its trace.
+func (n *node) need() uint64 {
+	var need uint64
+	for i, e := range n.inputs {
+		if e.n != nil {
+			need |= needBit(i)
+		}
+	}
+	return need
+}
+
+// gradients returns the cotangent of each wrt value (at tr's level),
+// placed ones settled, zeros for values the outputs do not depend on.
+func (b *backward) gradients(wrt []*Tensor) []*Tensor {
+	out := make([]*Tensor, len(wrt))
+	for i, w := range wrt {
+		var gs []*Tensor
+		if w.node != nil && w.node.trace == b.tr {
+			gs = b.grads[w.node]
+		}
+		if gs == nil || gs[w.outIdx] == nil {
+			z := ZerosLike(w)
+			z.local = w.local
+			out[i] = z
+			continue
+		}
+		g0 := gs[w.outIdx]
+		g := settle(g0)
+		if g != g0 && b.pass.owns(g0) && countsHeaders(g) && !slices.Contains(gs, g) {
+			// A placed gradient with its pending sums done is a new
+			// header: it takes the place of the one it reduced, which is
+			// dead.
+			b.pass.drop(g0)
+			g.cot = b.pass
+			gs[w.outIdx] = g // for a value asked for twice
+		}
+		if ax := w.axes; ax != nil && g.axes == nil && len(ax) == len(g.shape) && b.pass.owns(g) && !slices.Contains(out[:i], g) {
+			// A cotangent the pass made is seen by no one yet: it takes
+			// the logical axes of its value in place, so that callers
+			// naming gradients (autodiff's trees) need no second header
+			// over its storage.
+			g.axes = slices.Clone(ax)
+		}
+		out[i] = g
+	}
+	return out
+}
 
 // Reusing cotangent buffers.
 //
@@ -17,12 +269,13 @@ import (
 //   - accumulating into an owned cotangent adds in place, and
 //   - an owned cotangent is donated to the VJP of an op that consumes it
 //     once through an elementwise backward kernel (ReLU, GELU, BiasAct,
-//     ...), which then writes its result over it (takeDonated).
+//     ...: Traits declaring TakesCotangent), which then writes its result
+//     over it (takeDonated).
 //
 // Ownership is decided conservatively, per pass, and only at the
 // outermost level (untraced cotangents, untraced residuals): a cotangent is
-// owned if it is a new tensor returned by the VJP of an op marked freshVJP
-// (one whose VJP results have storage of their own: matmul, the
+// owned if it is a new tensor returned by the VJP of an op whose Traits
+// declare FreshVJP (its VJP results have storage of their own: matmul, the
 // activations, BiasAct, the binary elementwise ops, transpose, softmax)
 // or a sum the pass made, appears in exactly one accumulation slot, and
 // shares its storage with no other cotangent, operand or result of that
@@ -68,9 +321,9 @@ func (p *backwardPass) drop(t *Tensor) {
 }
 
 // dropConsumed drops t after the VJP of n has consumed it. A shard.Map
-// block is dropped only if that VJP is one of the freshVJP ops' (matmul,
+// block is dropped only if that VJP is one of the FreshVJP ops' (matmul,
 // the activations, BiasAct), which compute on the device alone, or is
-// marked Op.SyncVJP (package shard's synchronous collectives): another
+// declared SyncVJP (package shard's synchronous collectives): another
 // op's VJP may start an asynchronous collective, whose operand the other
 // devices may still be reading after this one has returned from it.
 //
@@ -87,9 +340,9 @@ func (p *backwardPass) dropConsumed(n *node, t *Tensor) {
 
 // doneWith reports whether the VJP of op has finished reading its
 // cotangent t when it returns: t is not a shard.Map block, or op's VJP
-// computes on the device alone (freshVJP) or is synchronous (SyncVJP).
+// computes on the device alone (FreshVJP) or is synchronous (SyncVJP).
 func doneWith(op *Op, t *Tensor) bool {
-	return t.local == nil || op.freshVJP || op.SyncVJP
+	return t.local == nil || op.Traits.Reuse.Has(FreshVJP) || op.Traits.Placement.Has(SyncVJP)
 }
 
 // untracedVJP reports whether no operand or result of n is traced: its
@@ -152,17 +405,17 @@ func countsHeaders(t *Tensor) bool {
 // made (madeBy). Placed cotangents are never accumulated in place nor
 // donated to a kernel; owning one only lets the pass donate it once dead.
 func placedOwnable(n *node, gs []*Tensor, r *Tensor) bool {
-	return cotangentReuse && n.op.Distributed && countsHeaders(r) && madeBy(n, gs, r)
+	return cotangentReuse && n.op.distributed() && countsHeaders(r) && madeBy(n, gs, r)
 }
 
 // syncOwnable reports whether r, a cotangent the VJP of n returned for the
 // cotangents gs, is a shard.Map block the pass may own to donate once dead
 // (never to write into: a collective's result is read by the other
-// devices too): n is marked SyncVJP and r is an untraced header that VJP
+// devices too): n is declared SyncVJP and r is an untraced header that VJP
 // made (madeBy). Donating it drops this device's hold on the storage
 // alone.
 func syncOwnable(n *node, gs []*Tensor, r *Tensor) bool {
-	return cotangentReuse && n.op.SyncVJP && r.node == nil && r.layout == nil && r.local != nil && madeBy(n, gs, r)
+	return cotangentReuse && n.op.Traits.Placement.Has(SyncVJP) && r.node == nil && r.layout == nil && r.local != nil && madeBy(n, gs, r)
 }
 
 // madeBy reports whether r is a header the VJP of n made for the
@@ -203,7 +456,7 @@ func addInto(dst, g *Tensor) {
 // if not offered). Only at the outermost level: the VJP's ops must not be
 // traced, or the donated buffer could end up in a graph.
 func (p *backwardPass) donate(n *node, gs []*Tensor, kept bool) *Tensor {
-	if !n.op.donates || kept || len(gs) != 1 || gs[0] == nil || !p.writable(gs[0]) || !untracedVJP(n) {
+	if !n.op.Traits.Reuse.Has(TakesCotangent) || kept || len(gs) != 1 || gs[0] == nil || !p.writable(gs[0]) || !untracedVJP(n) {
 		return nil
 	}
 	p.donated = gs[0]
@@ -271,7 +524,7 @@ func (p *backwardPass) settle(n *node, gs, res []*Tensor, donated *Tensor, kept 
 			r.cot, r.cotShared = p, true
 			continue
 		}
-		if !n.op.freshVJP || count > 1 || !plainF32(r) || r.cot != nil {
+		if !n.op.Traits.Reuse.Has(FreshVJP) || count > 1 || !plainF32(r) || r.cot != nil {
 			continue
 		}
 		s := storage(r)

@@ -841,7 +841,7 @@ func TestApplyIdentityAndDistributed(t *testing.T) {
 	host := tensor.FromFloat32([]float32{1, 2, 3, 4})
 	sh := tensor.NewSharded(tensor.Float32, []int{4}, fakeLayout{axes: []string{"dp"}, data: host})
 	var got *tensor.Tensor
-	dist := &tensor.Op{Name: "gather", Distributed: true, Impl: func(in []*tensor.Tensor, _ any) *tensor.Tensor {
+	dist := &tensor.Op{Name: "gather", Traits: tensor.Traits{Placement: tensor.Distributed}, Impl: func(in []*tensor.Tensor, _ any) *tensor.Tensor {
 		got = in[0]
 		return tensor.FromFloat32(in[0].Float32s())
 	}}

@@ -350,9 +350,6 @@ var rematOp *Op
 func init() {
 	rematOp = &Op{
 		Name: "checkpoint",
-		// The program replays ops, which compute on placed operands
-		// themselves (through the placer).
-		Distributed: true,
 		ImplN: func(in []*Tensor, params any) ([]*Tensor, any) {
 			p := params.(*rematProgram)
 			p.mu.Lock()
@@ -367,12 +364,18 @@ func init() {
 		VJPN: func(gs, in, _ []*Tensor, params, state any) []*Tensor {
 			return params.(*rematProgram).backward(gs, in, state.(*rematState))
 		},
-		SaveFor:     func(params any) SaveMask { return params.(*rematProgram).save },
-		HandlesVary: true,
-		// The cotangents backward returns are its caller's (which the
-		// pass's ownership rules check for), or made inside from them:
-		// sums and VJP results, or views of those, all dead inside.
-		freshVJP: true,
+		SaveFor: func(params any) SaveMask { return params.(*rematProgram).save },
+		Traits: Traits{
+			// The program replays ops, which compute on placed operands
+			// themselves (through the placer), and vary over shard.Map
+			// axes as their operands do.
+			Placement: Distributed | HandlesVary,
+			// The cotangents backward returns are its caller's (which the
+			// pass's ownership rules check for), or made inside from
+			// them: sums and VJP results, or views of those, all dead
+			// inside.
+			Reuse: FreshVJP,
+		},
 	}
 }
 
@@ -419,17 +422,41 @@ func (p *rematProgram) forward(in []*Tensor) ([]*Tensor, any) {
 // (a figure for tests).
 var rematDrops atomic.Int64
 
+// backward is the checkpoint's VJP: it recomputes what the program's VJPs
+// need and was not saved, runs those VJPs in reverse order, and, when the
+// differentiating trace recycles its intermediates, donates the values it
+// recomputed.
 func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
-	vals := map[rslot]*Tensor{}
+	vals, states, recomputed := p.recompute(in, st)
+	b := newRematBackward(p, gs, in, vals, states)
+	for i, s := range p.outs {
+		b.acc(s, gs[i], p.outAvals[i], "the checkpoint's caller")
+	}
+	for i := len(p.nodes) - 1; i >= 0; i-- {
+		b.visit(i)
+	}
+	res := make([]*Tensor, p.nin)
+	for i := range res {
+		res[i] = b.cots[rslot{kind: slotInput, i: i}]
+	}
+	if p.recycle && b.recycle {
+		p.donateRecomputed(recomputed, in, gs, res, st, b.cots)
+	}
+	return res
+}
+
+// recompute returns the values backward reads (the saved ones and those
+// it recomputes now), the op states of the nodes, and the recomputed
+// values.
+func (p *rematProgram) recompute(in []*Tensor, st *rematState) (vals map[rslot]*Tensor, states map[int]any, recomputed []*Tensor) {
+	vals = map[rslot]*Tensor{}
 	for s, v := range st.saved {
 		vals[s] = v
 	}
-	states := map[int]any{}
+	states = map[int]any{}
 	for i, s := range st.states {
 		states[i] = s
 	}
-	// Recompute what backward needs and was not saved.
-	var recomputed []*Tensor
 	for i, n := range p.nodes {
 		if !n.recompute {
 			continue
@@ -450,167 +477,172 @@ func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
 			states[i] = state
 		}
 	}
-	// Backward through the program.
-	//
-	// Cotangents made inside it (fresh results of its VJPs and sums) die
-	// once consumed: they are donated (tensor.Donate) when the pass runs
-	// untraced, so that the next step's products reuse their storage. A
-	// value is fresh only if it is none of the values the VJPs were given
-	// (the caller's cotangents, the program's inputs, saved and recomputed
-	// values).
-	fresh := map[*Tensor]bool{}
-	seen := map[*Tensor]bool{}
+	return vals, states, recomputed
+}
+
+// rematBackward is the backward pass through a checkpoint's program.
+//
+// Cotangents made inside it (fresh results of its VJPs and sums) die once
+// consumed: they are donated (tensor.Donate) when the pass runs untraced,
+// so that the next step's products reuse their storage. A value is fresh
+// only if it is none of the values the VJPs were given (the caller's
+// cotangents, the program's inputs, saved and recomputed values).
+type rematBackward struct {
+	p      *rematProgram
+	in     []*Tensor
+	vals   map[rslot]*Tensor
+	states map[int]any
+	cots   map[rslot]*Tensor
+	fresh  map[*Tensor]bool
+	seen   map[*Tensor]bool
+	// recycle: the pass runs untraced and may donate what dies in it.
+	recycle bool
+}
+
+func newRematBackward(p *rematProgram, gs, in []*Tensor, vals map[rslot]*Tensor, states map[int]any) *rematBackward {
+	b := &rematBackward{p: p, in: in, vals: vals, states: states,
+		cots: map[rslot]*Tensor{}, fresh: map[*Tensor]bool{}, seen: map[*Tensor]bool{}}
 	for _, g := range gs {
-		seen[g] = true
+		b.seen[g] = true
 	}
 	for _, x := range in {
-		seen[x] = true
+		b.seen[x] = true
 	}
 	for _, v := range vals {
-		seen[v] = true
+		b.seen[v] = true
 	}
-	recycle := cotangentReuse
+	b.recycle = cotangentReuse
 	for _, g := range gs {
 		if g != nil && g.IsTraced() {
-			recycle = false // gradients of gradients: an outer trace may keep them
+			b.recycle = false // gradients of gradients: an outer trace may keep them
 		}
 	}
-	drop := func(g *Tensor) {
-		if recycle && fresh[g] && !g.IsTraced() {
-			delete(fresh, g)
-			Donate(g)
-			rematDrops.Add(1)
-		}
+	return b
+}
+
+// drop donates g if the pass made it and it is dead.
+func (b *rematBackward) drop(g *Tensor) {
+	if b.recycle && b.fresh[g] && !g.IsTraced() {
+		delete(b.fresh, g)
+		Donate(g)
+		rematDrops.Add(1)
 	}
-	cots := map[rslot]*Tensor{}
-	acc := func(s rslot, g *Tensor, want *Tensor, who string) {
-		if g == nil || s.kind == slotConst {
-			return
-		}
-		if !sameShape(g.shape, want.shape) || g.dtype != want.dtype {
-			panic(fmt.Sprintf("tensor.Backward: %s produced cotangent %v for %v", who, g, want))
-		}
-		if prev := cots[s]; prev != nil {
-			sum := Add(prev, g)
-			if sum != prev && sum != g {
-				drop(prev)
-				drop(g)
-				if !seen[sum] {
-					fresh[sum] = true
-				}
+}
+
+// acc accumulates cotangent g, produced by who, into slot s (whose value
+// looks like want).
+func (b *rematBackward) acc(s rslot, g *Tensor, want *Tensor, who string) {
+	if g == nil || s.kind == slotConst {
+		return
+	}
+	if !sameShape(g.shape, want.shape) || g.dtype != want.dtype {
+		panic(fmt.Sprintf("tensor.Backward: %s produced cotangent %v for %v", who, g, want))
+	}
+	if prev := b.cots[s]; prev != nil {
+		sum := Add(prev, g)
+		if sum != prev && sum != g {
+			b.drop(prev)
+			b.drop(g)
+			if !b.seen[sum] {
+				b.fresh[sum] = true
 			}
-			g = sum
 		}
-		cots[s] = g
+		g = sum
 	}
-	for i, s := range p.outs {
-		acc(s, gs[i], p.outAvals[i], "the checkpoint's caller")
+	b.cots[s] = g
+}
+
+// visit runs the VJP of the program's node i on the cotangents its outputs
+// received and accumulates the results into its inputs' slots.
+func (b *rematBackward) visit(i int) {
+	p, n := b.p, b.p.nodes[i]
+	if !n.op.differentiable() {
+		return
 	}
-	for i := len(p.nodes) - 1; i >= 0; i-- {
-		n := p.nodes[i]
-		if !n.op.differentiable() {
+	ng := make([]*Tensor, len(n.outAvals))
+	hasCot := false
+	for k := range n.outAvals {
+		s := rslot{kind: slotNode, i: i, out: k}
+		ng[k] = b.cots[s]
+		delete(b.cots, s)
+		if ng[k] != nil {
+			hasCot = true
+		}
+	}
+	if !hasCot {
+		return
+	}
+	mask := n.op.saveMask(n.params)
+	args := make([]*Tensor, len(n.ins))
+	for k, s := range n.ins {
+		if mask.input(k) {
+			args[k] = p.value(s, b.in, b.vals)
+		} else {
+			args[k] = n.inAvals[k]
+		}
+	}
+	outs := make([]*Tensor, len(n.outAvals))
+	for k := range outs {
+		if mask&SaveOutput != 0 {
+			outs[k] = b.vals[rslot{kind: slotNode, i: i, out: k}]
+		} else {
+			outs[k] = n.outAvals[k]
+		}
+	}
+	var need uint64
+	for k, s := range n.ins {
+		if s.kind != slotConst {
+			need |= needBit(k)
+		}
+	}
+	res := callVJP(n.op, n.params, b.states[i], ng, args, outs, need)
+	for j, r := range res {
+		if r == nil {
 			continue
 		}
-		ng := make([]*Tensor, len(n.outAvals))
-		hasCot := false
-		for k := range n.outAvals {
-			s := rslot{kind: slotNode, i: i, out: k}
-			ng[k] = cots[s]
-			delete(cots, s)
-			if ng[k] != nil {
-				hasCot = true
-			}
-		}
-		if !hasCot {
+		if slices.Contains(res[:j], r) {
+			delete(b.fresh, r) // one value for two inputs: two holders
 			continue
 		}
-		mask := n.op.saveMask(n.params)
-		args := make([]*Tensor, len(n.ins))
-		for k, s := range n.ins {
-			if mask.input(k) {
-				args[k] = p.value(s, in, vals)
-			} else {
-				args[k] = n.inAvals[k]
-			}
-		}
-		outs := make([]*Tensor, len(n.outAvals))
-		for k := range outs {
-			if mask&SaveOutput != 0 {
-				outs[k] = vals[rslot{kind: slotNode, i: i, out: k}]
-			} else {
-				outs[k] = n.outAvals[k]
-			}
-		}
-		var need uint64
-		for k, s := range n.ins {
-			if s.kind != slotConst {
-				need |= needBit(k)
-			}
-		}
-		res, widened := halfVJPCall(n.op, n.params, states[i], ng, args, outs, need)
-		switch {
-		case widened: // bfloat16/float16 operands (dtype_half.go)
-		case n.op.VJPN != nil:
-			res = n.op.VJPN(ng, args, outs, n.params, states[i])
-		case n.op.VJPNeed != nil:
-			res = n.op.VJPNeed(ng[0], args, outs[0], n.params, need)
-		default:
-			res = n.op.VJP(ng[0], args, outs[0], n.params)
-		}
-		for j, r := range res {
-			if r == nil {
-				continue
-			}
-			if slices.Contains(res[:j], r) {
-				delete(fresh, r) // one value for two inputs: two holders
-				continue
-			}
-			if !seen[r] && !slices.Contains(ng, r) && !slices.Contains(args, r) && !slices.Contains(outs, r) {
-				fresh[r] = true
-			}
-		}
-		for _, g := range ng {
-			// Consumed by this VJP. A shard.Map block only after a VJP
-			// that computes on the device alone or is synchronous
-			// (dropConsumed's rule: a collective started asynchronously
-			// reads it later).
-			if g != nil && !slices.Contains(res, g) && doneWith(n.op, g) {
-				drop(g)
-			}
-		}
-		for k, s := range n.ins {
-			want := n.inAvals[k]
-			acc(s, res[k], want, "VJP of "+n.op.Name)
+		if !b.seen[r] && !slices.Contains(ng, r) && !slices.Contains(args, r) && !slices.Contains(outs, r) {
+			b.fresh[r] = true
 		}
 	}
-	res := make([]*Tensor, p.nin)
-	for i := range res {
-		res[i] = cots[rslot{kind: slotInput, i: i}]
-	}
-	if p.recycle && recycle {
-		// The recomputed values are dead, unless one of them is also an
-		// input, a saved value or a constant (an op may return its
-		// operand) or went on as a cotangent.
-		spare := map[*Tensor]bool{}
-		for _, list := range [][]*Tensor{in, p.consts, gs, res} {
-			for _, x := range list {
-				spare[x] = true
-			}
+	for _, g := range ng {
+		// Consumed by this VJP. A shard.Map block only after a VJP that
+		// computes on the device alone or is synchronous (dropConsumed's
+		// rule: a collective started asynchronously reads it later).
+		if g != nil && !slices.Contains(res, g) && doneWith(n.op, g) {
+			b.drop(g)
 		}
-		for _, v := range st.saved {
+	}
+	for k, s := range n.ins {
+		b.acc(s, res[k], n.inAvals[k], "VJP of "+n.op.Name)
+	}
+}
+
+// donateRecomputed donates the values backward recomputed, which are dead
+// now, unless one of them is also an input, a saved value or a constant
+// (an op may return its operand) or went on as a cotangent.
+func (p *rematProgram) donateRecomputed(recomputed, in, gs, res []*Tensor, st *rematState, cots map[rslot]*Tensor) {
+	spare := map[*Tensor]bool{}
+	for _, list := range [][]*Tensor{in, p.consts, gs, res} {
+		for _, x := range list {
+			spare[x] = true
+		}
+	}
+	for _, v := range st.saved {
+		spare[v] = true
+	}
+	for _, g := range cots {
+		spare[g] = true
+	}
+	for _, v := range recomputed {
+		if !spare[v] && v.node == nil {
 			spare[v] = true
-		}
-		for _, g := range cots {
-			spare[g] = true
-		}
-		for _, v := range recomputed {
-			if !spare[v] && v.node == nil {
-				spare[v] = true
-				Donate(v)
-			}
+			Donate(v)
 		}
 	}
-	return res
 }
 
 // Residuals reports the values a checkpoint keeps beyond its inputs.

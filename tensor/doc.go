@@ -158,34 +158,120 @@
 //
 //   - Arrays and ops (no prefix): Tensor, its storage and every op
 //     (elementwise.go, matmul.go, reduce.go, ...). Each op is an *Op
-//     applied with Apply or ApplyN.
-//   - The autodiff engine (prefix ad_): Trace, Apply's recording of nodes,
+//     (op.go) applied with Apply or ApplyN (apply.go, the dispatch every
+//     op call goes through).
+//   - The autodiff engine (prefix ad_): Trace, the nodes Apply records,
 //     Backward, remat and the residual report (ad_graph.go,
 //     ad_backward.go, ad_remat.go, ad_residuals.go). It knows ops only
-//     through their Impl and VJP.
+//     through their declaration: Impl, the VJP rule, Save, Traits.
 //   - The sharding seam (prefix placed_): the marks of placed tensors and
-//     of shard.Map blocks (placed_layout.go, placed_local.go) and the hand-off of ops with placed
-//     operands to package shard (placed_seam.go, placed_params.go). When
-//     an operand of Apply has a Layout and the op is not Distributed, Apply
-//     calls the Placer that shard installs (SetPlacer): shard looks up the
-//     op's sharding rule, computes every device's block with the op's own
-//     Impl (parameters adapted by BlockParams, described by
-//     DescribeParams) and records a node whose VJP is the op's VJP applied
-//     to placed cotangents, which propagates again. Package tensor never
-//     imports shard.
+//     of shard.Map blocks (placed_layout.go, placed_local.go) and the
+//     hand-off of ops with placed operands to package shard
+//     (placed_seam.go, placed_params.go). When an operand of Apply has a
+//     Layout and the op is not Distributed, Apply calls the Placer that
+//     shard installs (SetPlacer): shard looks up the op's sharding rule,
+//     computes every device's block with the op's own Impl (parameters
+//     adapted by BlockParams, described by DescribeParams) and records a
+//     node whose VJP is the op's VJP applied to placed cotangents, which
+//     propagates again. Package tensor never imports shard.
 //
 // # How to write an op
 //
-// Declare an *Op once (in an init function) with a Name, an Impl (or
-// ImplN for several outputs) that computes from host inputs and returns a
-// new tensor, and a VJP built from ops (never from raw storage): the VJP
-// then works on traced values (higher derivatives) and on placed
-// cotangents (sharded models) for free. Set Save to what the VJP reads.
-// The public function validates operands, panicking with the op and its
-// operands in type notation, and calls Apply. If the params hold global
-// shapes, teach BlockParams how to make the params of one block; if the op
-// needs a sharding rule better than gathering its operands, add one to the
-// table in package shard (prop_table.go).
+// An op is declared once, in its own file, and tested in that file's
+// test: adding one touches those two files and nothing else. The engine
+// reads the declaration; no list of ops elsewhere needs the new one.
+// op_recipe_internal_test.go and op_recipe_test.go add a toy op this way,
+// and are the model to copy.
+//
+// 1. Declare the *Op in an init function (the VJP calls public functions
+// that apply ops, and an init function breaks that initialisation
+// cycle):
+//
+//	var softsignOp *Op
+//
+//	func init() {
+//		softsignOp = &Op{
+//			Name: "softsign",
+//			Impl: func(in []*Tensor, _ any) *Tensor {
+//				x := in[0]
+//				out := newOutUninit(Float32, x.shape)
+//				for i, v := range x.f32 {
+//					out.f32[i] = v / (1 + abs32(v))
+//				}
+//				return out
+//			},
+//			VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+//				d := Add(Scalar(1), Abs(in[0]))
+//				return []*Tensor{Div(g, Mul(d, d))}
+//			},
+//			Save:   SaveInputs(0),
+//			Traits: Traits{Reuse: FreshVJP},
+//		}
+//	}
+//
+// The fields, in the order the engine meets them:
+//
+//   - Name names the op in residual reports, remat policies
+//     (autodiff.SaveOnlyTheseNames), error messages and the communication
+//     accounting of sharded calls.
+//   - Impl computes the result from host tensors that carry no autodiff
+//     node, float32 for float operands (half operands arrive widened, see
+//     Traits), and returns a new tensor: storage from newOutUninit when
+//     the op writes every element, newOut (zeroed) otherwise, or a view
+//     (Reshape). It never writes into an input and does not set the
+//     shard.Map mark (Apply does). An op with several results sets ImplN
+//     instead, and ImplVJP if differentiating needs state the plain
+//     forward skips.
+//   - params, the second argument of Impl and of the VJP, carries static
+//     parameters (axes, shapes, flags): never tensor data.
+//   - VJP maps the output cotangent to one cotangent per input, each of
+//     its input's shape and dtype (Backward checks), nil for an input
+//     that gets none (integer operands). It is built from public ops,
+//     never from raw storage, and so works on traced values (higher
+//     derivatives), placed cotangents (sharded models) and shard.Map
+//     blocks unchanged. VJPNeed is told which inputs want a cotangent and
+//     may skip the others; VJPN is the form for ImplN. Without a VJP the
+//     op is not differentiable (comparisons, argmax, integer ops).
+//   - Save (or SaveFor, when params decide) keeps exactly what the VJP
+//     reads: SaveInputs(i, ...), SaveAllInputs, SaveOutput. The others
+//     reach the VJP as shape-only placeholders, whose data panics if read.
+//   - Traits: leave them zero unless one of these holds. The zero value
+//     is always correct; a wrong claim is a bug the engine may not catch.
+//     Half: NativeHalf if the op handles bfloat16 and float16 data itself
+//     (moves 16-bit data, has half kernels); otherwise Apply widens half
+//     operands to float32 and rounds the results once, for single- and
+//     multi-output ops alike, and the backward pass does the same around
+//     the VJP. Reuse: FreshVJP if every tensor the VJP returns, other than
+//     its cotangent, comes from ops that allocate it (the backward pass
+//     may then accumulate into it and recycle it); TakesCotangent if the
+//     VJP reads its cotangent once, through a kernel that may write over
+//     it (takeDonated). Placement: Distributed, SyncVJP, HandlesVary are
+//     for ops of package shard and for transformations (checkpoint).
+//
+// Rules for other transformations (a sharding rule, forward mode,
+// batching) are fields of Op beside VJP, declared the same way; the
+// engine's dispatch (apply.go) and the transformation read them.
+//
+// 2. Write the public function: check the operands first (checkNil, then
+// dtypes, shapes, axes), panicking with the op and its operands in type
+// notation (tensor.Softsign: i32[3]: not defined for int32; the operands
+// helper prints several), then return Apply(op, params, operands...)
+// (ApplyN for several results). Apply does the rest: nil and donated
+// operands, half widening, tracing and recording the node, shard.Map
+// marks, and handing placed operands to package shard.
+//
+// 3. On placed operands an op without a sharding rule gathers them and
+// computes the whole result on every device (counted, and an error under
+// shard's Strict mode). If the params hold global shapes, teach
+// BlockParams how to make the params of one block; if the op needs a
+// better rule, add one to the table in package shard (prop_table.go).
+//
+// 4. Test it in the op's _test.go: the forward result against a reference
+// computed another way (a float64 loop, hand-worked numbers, gonum); the
+// VJP against finite differences (autodiff.CheckGrad), also of the VJP
+// itself (gradients of gradients); bfloat16 operands against the float32
+// result rounded once; traced and untraced calls alike; every panic
+// message for bad input.
 //
 // # Devices
 //

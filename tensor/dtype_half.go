@@ -12,16 +12,17 @@ import (
 // BFloat16 and Float16: storage types with float32 compute.
 //
 // A bf16 or f16 tensor stores 16-bit values (Tensor.u16). Ops compute on
-// them in float32 and round on store, in one place: Apply (callImpl) widens
-// the half operands of an op to float32, runs the op's float32
-// implementation and rounds its float32 results to the operands' dtype
-// (round to nearest even; NaN and ±Inf kept; float16 overflow gives ±Inf).
-// So every reduction (Sum, Mean, softmax's normaliser, the contraction of
-// a matmul, the unbroadcast of a gradient) accumulates in float32 or
-// float64 and rounds once. The backward pass does the same for the VJPs
-// (halfVJP): cotangents are widened, the float32 VJP runs, and each
-// input's cotangent is rounded to that input's dtype, so a bf16 value gets
-// a bf16 cotangent, as in JAX.
+// them in float32 and round on store, in one place: Apply (callImpl in
+// apply.go) widens the half operands of an op to float32, runs the op's
+// float32 implementation and rounds its float32 results to the operands'
+// dtype (round to nearest even; NaN and ±Inf kept; float16 overflow gives
+// ±Inf). So every reduction (Sum, Mean, softmax's normaliser, the
+// contraction of a matmul, the unbroadcast of a gradient) accumulates in
+// float32 or float64 and rounds once. The backward pass does the same for
+// the VJPs (callVJP): cotangents are widened, the float32 VJP runs, and
+// each input's cotangent is rounded to that input's dtype, so a bf16 value
+// gets a bf16 cotangent, as in JAX. An op chooses this with its
+// Traits.Half (WidenHalf, the default, or NativeHalf).
 //
 // The result dtype of such an op: the operands' dtype when every float
 // operand has the same half dtype; float32 when float operands of
@@ -29,9 +30,9 @@ import (
 // public ops reject mixed dtypes before that, as they reject float32 with
 // int32). Non-float results (comparisons, argmax) keep their dtype.
 //
-// Ops with half kernels of their own skip the widening: Convert, and
-// matmul (bfloat16 operands run the AVX-512 BF16 gemm where the CPU has
-// it; see matmul_bf16.go).
+// Ops with half kernels of their own declare NativeHalf and skip the
+// widening: Convert, and matmul (bfloat16 operands run the AVX-512 BF16
+// gemm where the CPU has it; see matmul_bf16.go).
 //
 // Cost of the generic path: two conversions per operand and one per
 // result, memory-bound, at 40–80 GB/s per core with the vector kernels
@@ -218,6 +219,7 @@ func init() {
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Convert(g, in[0].dtype)}
 		},
+		Traits: Traits{Half: NativeHalf}, // its own conversion kernels
 	}
 }
 
@@ -245,171 +247,6 @@ func Convert(x *Tensor, dt DType) *Tensor {
 	// conversion to the placer: a sharded float32 parameter is converted
 	// shard by shard, before any gather.
 	return Apply(convertOp, dt, x)
-}
-
-// halfOperands reports whether any operand has a half dtype, and the
-// dtype the float32 results of a widened op are rounded to: the common
-// dtype of the float operands, or Float32 when they differ.
-func halfOperands(in []*Tensor) (has bool, common DType) {
-	for _, x := range in {
-		d := x.dtype
-		if !d.IsFloat() {
-			continue
-		}
-		if d.isHalf() && x.layout == nil {
-			has = true
-		}
-		if common == 0 {
-			common = d
-		} else if common != d {
-			common = Float32
-		}
-	}
-	return has, common
-}
-
-// nativeHalf returns the implementation an op uses for half operands
-// itself (nil: widen them): Convert, MatMulTo and matmul, reshape and
-// slice (which move 16-bit data bit for bit), the Distributed ops of
-// package shard (Put, Gather, ...), which move data of any dtype, and
-// NativeHalf ops (shard's collectives). Ops are compared at call time, so
-// the order of the package's init functions does not matter.
-func nativeHalf(op *Op) func(in []*Tensor, params any) *Tensor {
-	if op.Distributed || op.NativeHalf {
-		return op.Impl
-	}
-	switch op {
-	case convertOp, matmulToOp, reshapeOp, sliceOp:
-		return op.Impl
-	case matmulOp:
-		return matmulHalfImpl
-	}
-	return nil
-}
-
-// widensN reports whether a multi-output op of this package computes on
-// half operands by widening (the others, such as shard.Map or a
-// checkpointed function, pass their operands through to code that
-// handles the dtype itself).
-func widensN(op *Op) bool {
-	switch op {
-	case splitOp, mseGradOp, xentOp, xentProbsOp, sortOp, topKOp, adamOp:
-		return true
-	}
-	return false
-}
-
-// callImpl runs op.Impl, widening half operands (see the file comment).
-func callImpl(op *Op, in []*Tensor, params any) *Tensor {
-	has, common := halfOperands(in)
-	if !has {
-		return op.Impl(in, params)
-	}
-	if impl := nativeHalf(op); impl != nil {
-		return impl(in, params)
-	}
-	out := op.Impl(widenAll(in), params)
-	return roundResult(out, common)
-}
-
-// callImplN is callImpl for multi-output implementations.
-func callImplN(op *Op, impl func([]*Tensor, any) ([]*Tensor, any), in []*Tensor, params any) ([]*Tensor, any) {
-	has, common := halfOperands(in)
-	if !has || !widensN(op) {
-		return impl(in, params)
-	}
-	outs, state := impl(widenAll(in), params)
-	for i, o := range outs {
-		outs[i] = roundResult(o, common)
-	}
-	return outs, state
-}
-
-// widenAll returns in with its half host operands widened to float32.
-func widenAll(in []*Tensor) []*Tensor {
-	w := make([]*Tensor, len(in))
-	for i, x := range in {
-		if x.dtype.isHalf() && x.layout == nil {
-			w[i] = widen(x)
-		} else {
-			w[i] = x
-		}
-	}
-	return w
-}
-
-// roundResult rounds a float32 result of a widened op to dt (a half
-// dtype; anything else leaves it as it is).
-func roundResult(out *Tensor, dt DType) *Tensor {
-	if out == nil || out.dtype != Float32 || !dt.isHalf() || out.layout != nil {
-		return out
-	}
-	return narrow(out, dt)
-}
-
-// halfVJP runs the VJP of node n with float32 cotangents and residuals if
-// n's op widens half operands and any of them (or its cotangents) is
-// half; it then rounds each input's cotangent to that input's dtype. It
-// reports false (and does nothing) otherwise. The conversions are ops, so
-// under an outer trace gradients of gradients see them.
-func halfVJP(n *node, gs []*Tensor) ([]*Tensor, bool) {
-	var need uint64
-	for i, e := range n.inputs {
-		if e.n != nil {
-			need |= needBit(i)
-		}
-	}
-	return halfVJPCall(n.op, n.params, n.state, gs, n.ins, n.outs, need)
-}
-
-// halfVJPCall is halfVJP for an op's VJP called with cotangents gs,
-// residuals ins and outs, state and need mask (for VJPNeed); Backward and
-// remat's backward pass both go through it.
-func halfVJPCall(op *Op, params, state any, gs, ins, outs []*Tensor, need uint64) ([]*Tensor, bool) {
-	if nativeHalf(op) != nil || (op.Impl == nil && !widensN(op)) {
-		return nil, false
-	}
-	any16 := false
-	for _, set := range [][]*Tensor{gs, ins, outs} {
-		for _, x := range set {
-			if x != nil && x.dtype.isHalf() && x.layout == nil {
-				any16 = true
-			}
-		}
-	}
-	if !any16 {
-		return nil, false
-	}
-	wide := func(xs []*Tensor) []*Tensor {
-		w := make([]*Tensor, len(xs))
-		for i, x := range xs {
-			switch {
-			case x == nil || !x.dtype.isHalf() || x.layout != nil:
-				w[i] = x
-			case x.placeholder():
-				w[i] = &Tensor{dtype: Float32, shape: x.shape, local: x.local}
-			default:
-				w[i] = Convert(x, Float32)
-			}
-		}
-		return w
-	}
-	wg, wins, wouts := wide(gs), wide(ins), wide(outs)
-	var res []*Tensor
-	switch {
-	case op.VJPN != nil:
-		res = op.VJPN(wg, wins, wouts, params, state)
-	case op.VJPNeed != nil:
-		res = op.VJPNeed(wg[0], wins, wouts[0], params, need)
-	default:
-		res = op.VJP(wg[0], wins, wouts[0], params)
-	}
-	for i, r := range res {
-		if r != nil && i < len(ins) && r.dtype != ins[i].dtype && r.dtype.IsFloat() && ins[i].dtype.IsFloat() {
-			res[i] = Convert(r, ins[i].dtype)
-		}
-	}
-	return res, true
 }
 
 // sameFloat reports whether a and b are floats of one dtype.
@@ -458,17 +295,4 @@ func WrapUint16(dt DType, bits []uint16, shape ...int) *Tensor {
 		bits = []uint16{}
 	}
 	return &Tensor{dtype: dt, shape: shape, u16: bits}
-}
-
-// CallBlock runs op's implementation on the host tensors in, as Apply
-// would without tracing: bfloat16 and float16 operands are widened to
-// float32 and the result rounded once to their dtype, unless op handles
-// 16-bit data itself. Package shard computes each device's block of a
-// propagated op with it.
-func CallBlock(op *Op, in []*Tensor, params any) *Tensor { return callImpl(op, in, params) }
-
-// CallBlockN is CallBlock for ops with several outputs (op.ImplN).
-func CallBlockN(op *Op, in []*Tensor, params any) []*Tensor {
-	outs, _ := callImplN(op, op.ImplN, in, params)
-	return outs
 }

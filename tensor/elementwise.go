@@ -358,16 +358,17 @@ func minF32(x, y float32) float32 {
 	return y
 }
 
-func binaryOp(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
+// binaryOp builds the op of a binary elementwise function with its VJP,
+// residuals and traits.
+func binaryOp(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask, tr Traits) *Op {
 	name := d.name[len("tensor."):]
-	op := &Op{Name: lowerFirst(name), Impl: binaryImpl(d), VJP: vjp, Save: save}
-	return op
+	return &Op{Name: lowerFirst(name), Impl: binaryImpl(d), VJP: vjp, Save: save, Traits: tr}
 }
 
 // binaryOpNeed is binaryOp with a VJP that skips unwanted cotangents.
-func binaryOpNeed(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor, save SaveMask) *Op {
+func binaryOpNeed(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor, save SaveMask, tr Traits) *Op {
 	name := d.name[len("tensor."):]
-	return &Op{Name: lowerFirst(name), Impl: binaryImpl(d), VJPNeed: vjp, Save: save}
+	return &Op{Name: lowerFirst(name), Impl: binaryImpl(d), VJPNeed: vjp, Save: save, Traits: tr}
 }
 
 func lowerFirst(s string) string {
@@ -383,6 +384,12 @@ func lowerFirst(s string) string {
 
 var addOp, subOp, mulOp, divOp, remOp, floorDivOp, maxOp, minOp, powOp *Op
 
+// binaryTraits are the traits of the differentiable binary ops. Their VJPs
+// return the cotangent itself, or results of ops that allocate (products,
+// sums, negations, selects) and reshapes of those: the backward pass may
+// own and recycle them (ad_backward.go).
+var binaryTraits = Traits{Reuse: FreshVJP}
+
 func init() {
 	addOp = binaryOpNeed(addDef, func(g *Tensor, in []*Tensor, _ *Tensor, _ any, need uint64) []*Tensor {
 		res := make([]*Tensor, 2)
@@ -393,7 +400,7 @@ func init() {
 			res[1] = unbroadcast(g, in[1].shape)
 		}
 		return res
-	}, 0)
+	}, 0, binaryTraits)
 	subOp = binaryOpNeed(subDef, func(g *Tensor, in []*Tensor, _ *Tensor, _ any, need uint64) []*Tensor {
 		res := make([]*Tensor, 2)
 		if Wants(need, 0) {
@@ -403,7 +410,7 @@ func init() {
 			res[1] = unbroadcast(Neg(g), in[1].shape)
 		}
 		return res
-	}, 0)
+	}, 0, binaryTraits)
 	mulOp = binaryOpNeed(mulDef, func(g *Tensor, in []*Tensor, _ *Tensor, _ any, need uint64) []*Tensor {
 		res := make([]*Tensor, 2)
 		if Wants(need, 0) {
@@ -413,7 +420,7 @@ func init() {
 			res[1] = unbroadcast(Mul(g, in[0]), in[1].shape)
 		}
 		return res
-	}, SaveAllInputs)
+	}, SaveAllInputs, binaryTraits)
 	divOp = binaryOpNeed(divDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any, need uint64) []*Tensor {
 		// d(a/b)/da = 1/b; d(a/b)/db = -a/b² = -out/b.
 		res := make([]*Tensor, 2)
@@ -425,15 +432,15 @@ func init() {
 			res[1] = unbroadcast(Neg(Mul(ga, out)), in[1].shape)
 		}
 		return res
-	}, SaveInputs(1)|SaveOutput)
-	remOp = binaryOp(remDef, nil, 0)
-	floorDivOp = binaryOp(floorDivDef, nil, 0)
+	}, SaveInputs(1)|SaveOutput, binaryTraits)
+	remOp = binaryOp(remDef, nil, 0, Traits{})
+	floorDivOp = binaryOp(floorDivDef, nil, 0, Traits{})
 	maxOp = binaryOp(maxDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
 		return minMaxVJP(g, in, out)
-	}, SaveAllInputs|SaveOutput)
+	}, SaveAllInputs|SaveOutput, binaryTraits)
 	minOp = binaryOp(minDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
 		return minMaxVJP(g, in, out)
-	}, SaveAllInputs|SaveOutput)
+	}, SaveAllInputs|SaveOutput, binaryTraits)
 	powOp = binaryOp(powDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
 		// As in JAX: d(a^b)/da = b·a^(b-1), but 0 where b == 0 (not
 		// 0·0^-1 = NaN at a == 0); d(a^b)/db = a^b·log a with a == 0
@@ -446,13 +453,7 @@ func init() {
 		la := Log(Where(Equal(a, zero), Scalar(1), a))
 		gb := Mul(g, Mul(out, la))
 		return []*Tensor{unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)}
-	}, SaveAllInputs|SaveOutput)
-	// Their VJPs return the cotangent itself, or results of ops that
-	// allocate (products, sums, negations, selects) and reshapes of
-	// those: the backward pass may own and recycle them (ad_backward.go).
-	for _, op := range []*Op{addOp, subOp, mulOp, divOp, maxOp, minOp, powOp} {
-		op.freshVJP = true
-	}
+	}, SaveAllInputs|SaveOutput, binaryTraits)
 }
 
 // minMaxVJP sends the cotangent to the operand that was selected; ties split

@@ -119,8 +119,7 @@ func init() {
 		},
 		// The VJP passes g through or consumes it once in a bwd op,
 		// which may write over it (ad_backward.go).
-		freshVJP: true,
-		donates:  true,
+		Traits: Traits{Reuse: FreshVJP | TakesCotangent},
 	}
 	// bias_act_bwd computes g·f'(x + b) in one sweep, for the activations
 	// whose derivative needs their input. Its VJP is built from ops.

@@ -349,11 +349,11 @@ func init() {
 	softplusOp = unaryOpCost("softplus", costSlow, vec.Softplus, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Mul(g, Sigmoid(in[0]))}
-		}, SaveInputs(0))
+		}, SaveInputs(0), Traits{})
 	logSigmoidOp = unaryOpCost("log_sigmoid", costSlow, vec.LogSigmoid, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Mul(g, Sigmoid(Neg(in[0])))}
-		}, SaveInputs(0))
+		}, SaveInputs(0), Traits{})
 }
 
 func lossUnary(name string, op *Op, x *Tensor) *Tensor {

@@ -19,38 +19,7 @@ var matmulOp *Op
 func init() {
 	matmulOp = &Op{
 		Name: "matmul",
-		Impl: func(in []*Tensor, pp any) *Tensor {
-			p := pp.(*matmulParams)
-			a, b := in[0], in[1]
-			out := newOutUninit(Float32, p.outShape) // beta = 0: Sgemm writes all of C
-			threads := 0
-			if a.local != nil || b.local != nil {
-				threads = 1 // a device inside shard.Map computes on one goroutine
-			}
-			lda, ldb := p.k, p.n
-			if p.ta {
-				lda = p.m
-			}
-			if p.tb {
-				ldb = p.k
-			}
-			sizeA, sizeB, sizeC := p.m*p.k, p.k*p.n, p.m*p.n
-			nb := numel(p.batch)
-			if nb == 1 {
-				gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32, lda, b.f32, ldb, 0, out.f32, p.n, threads)
-				return out
-			}
-			sa := broadcastStrides(a.shape[:len(a.shape)-2], p.batch)
-			sb := broadcastStrides(b.shape[:len(b.shape)-2], p.batch)
-			broadcastLoop(p.batch, sa, sb, func(o, ia, ib, n, da, db int) {
-				for j := 0; j < n; j++ {
-					oa, ob, oc := (ia+j*da)*sizeA, (ib+j*db)*sizeB, (o+j)*sizeC
-					gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32[oa:oa+sizeA], lda, b.f32[ob:ob+sizeB], ldb,
-						0, out.f32[oc:oc+sizeC], p.n, threads)
-				}
-			})
-			return out
-		},
+		Impl: matmulImpl,
 		VJPNeed: func(g *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {
 			p := pp.(*matmulParams)
 			a, b := in[0], in[1]
@@ -89,9 +58,53 @@ func init() {
 			}
 			return res
 		},
-		Save:     SaveAllInputs,
-		freshVJP: true, // products computed by gemm (ad_backward.go)
+		Save: SaveAllInputs,
+		Traits: Traits{
+			Half:  NativeHalf, // bfloat16 gemm, or float16 widened once (matmul_bf16.go)
+			Reuse: FreshVJP,   // products computed by gemm (ad_backward.go)
+		},
 	}
+}
+
+// matmulImpl computes op(a) @ op(b): float32 operands with Sgemm, half
+// ones with matmulHalfImpl.
+func matmulImpl(in []*Tensor, pp any) *Tensor {
+	if in[0].dtype.isHalf() || in[1].dtype.isHalf() {
+		return matmulHalfImpl(in, pp)
+	}
+	return matmulF32(in[0], in[1], pp.(*matmulParams))
+}
+
+// matmulF32 computes op(a) @ op(b) for float32 operands.
+func matmulF32(a, b *Tensor, p *matmulParams) *Tensor {
+	out := newOutUninit(Float32, p.outShape) // beta = 0: Sgemm writes all of C
+	threads := 0
+	if a.local != nil || b.local != nil {
+		threads = 1 // a device inside shard.Map computes on one goroutine
+	}
+	lda, ldb := p.k, p.n
+	if p.ta {
+		lda = p.m
+	}
+	if p.tb {
+		ldb = p.k
+	}
+	sizeA, sizeB, sizeC := p.m*p.k, p.k*p.n, p.m*p.n
+	nb := numel(p.batch)
+	if nb == 1 {
+		gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32, lda, b.f32, ldb, 0, out.f32, p.n, threads)
+		return out
+	}
+	sa := broadcastStrides(a.shape[:len(a.shape)-2], p.batch)
+	sb := broadcastStrides(b.shape[:len(b.shape)-2], p.batch)
+	broadcastLoop(p.batch, sa, sb, func(o, ia, ib, n, da, db int) {
+		for j := 0; j < n; j++ {
+			oa, ob, oc := (ia+j*da)*sizeA, (ib+j*db)*sizeB, (o+j)*sizeC
+			gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32[oa:oa+sizeA], lda, b.f32[ob:ob+sizeB], ldb,
+				0, out.f32[oc:oc+sizeC], p.n, threads)
+		}
+	})
+	return out
 }
 
 // MatMul returns the matrix product a @ b with NumPy semantics: the last

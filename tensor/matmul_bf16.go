@@ -31,13 +31,14 @@ func matmulHalfImpl(in []*Tensor, pp any) *Tensor {
 func matmulAccumulate(a, b *Tensor, p *matmulParams) *Tensor {
 	switch {
 	case a.dtype == Float32 && b.dtype == Float32:
-		return matmulOp.Impl([]*Tensor{a, b}, p)
+		return matmulF32(a, b, p)
 	case a.dtype != BFloat16 || b.dtype != BFloat16 || gemm.BF16Kernel() == "widen":
 		// float16 has no dot-product instruction that accumulates in
 		// float32 on the CPUs we target, nor has bfloat16 without AVX-512
 		// BF16 or AMX: widen (exactly) once, then Sgemm, instead of
 		// widening a shared operand again for every batch element.
-		return matmulOp.Impl(widenAll([]*Tensor{a, b}), p)
+		w := widenAll([]*Tensor{a, b})
+		return matmulF32(w[0], w[1], p)
 	}
 	out := newTensor(Float32, p.outShape)
 	threads := 0
@@ -91,8 +92,11 @@ func init() {
 			// inputs' dtype (so they come back in that dtype).
 			return matmulOp.VJPNeed(Convert(g, in[0].dtype), in, nil, pp.(*matmulToParams).p, need)
 		},
-		Save:     SaveAllInputs,
-		freshVJP: true,
+		Save: SaveAllInputs,
+		Traits: Traits{
+			Half:  NativeHalf, // accumulates in float32, rounds to dt itself
+			Reuse: FreshVJP,
+		},
 	}
 }
 

@@ -109,9 +109,11 @@ var pvaryOp *Op
 
 func init() {
 	pvaryOp = &Op{
-		Name:       "pvary",
-		NativeHalf: true, // a mark, not a computation
-		SyncVJP:    true, // its VJP is a synchronous psum
+		Name: "pvary",
+		Traits: Traits{
+			Half:      NativeHalf, // a mark, not a computation
+			Placement: SyncVJP,    // its VJP is a synchronous psum
+		},
 		Impl: func(in []*Tensor, p any) *Tensor {
 			y := in[0].shallow()
 			y.local = p.(*Local)

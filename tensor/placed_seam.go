@@ -16,7 +16,7 @@ type Placer interface {
 	// Apply computes op on operands at least one of which is a global
 	// placed tensor (it has a Layout), returning one placed result per
 	// output of op. The operands may be traced: the placer records what
-	// autodiff needs by applying Distributed ops (see Op.Distributed), so
+	// autodiff needs by applying Distributed ops (see Distributed), so
 	// differentiation works through it like through any other op.
 	Apply(op *Op, params any, in []*Tensor) []*Tensor
 	// Settle returns a placed value that leaves a computation — a
@@ -104,4 +104,17 @@ type BlockLayout interface {
 	// DeviceBlocks returns every block with the ID of the device holding
 	// it (replicas are listed once per device).
 	DeviceBlocks() (blocks []*Tensor, devices []int)
+}
+
+// CallBlock runs op's implementation on the host tensors in, as Apply
+// would without tracing: bfloat16 and float16 operands are widened to
+// float32 and the result rounded once to their dtype, unless op handles
+// 16-bit data itself (Traits.Half). Package shard computes each device's
+// block of a propagated op with it.
+func CallBlock(op *Op, in []*Tensor, params any) *Tensor { return callImpl(op, in, params) }
+
+// CallBlockN is CallBlock for ops with several outputs (op.ImplN).
+func CallBlockN(op *Op, in []*Tensor, params any) []*Tensor {
+	outs, _ := callImplN(op, op.ImplN, in, params)
+	return outs
 }

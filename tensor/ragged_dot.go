@@ -74,8 +74,8 @@ func init() {
 			}
 			return res
 		},
-		Save:     SaveAllInputs,
-		freshVJP: true,
+		Save:   SaveAllInputs,
+		Traits: Traits{Reuse: FreshVJP}, // products computed by gemm
 	}
 	// ragged_outer: out[g] = a[rows of g]ᵀ @ b[rows of g], f32[G, ka, kb];
 	// the weight gradient of ragged_dot (rows past the last group ignored).
@@ -112,8 +112,8 @@ func init() {
 			}
 			return res
 		},
-		Save:     SaveAllInputs,
-		freshVJP: true,
+		Save:   SaveAllInputs,
+		Traits: Traits{Reuse: FreshVJP}, // products computed by gemm
 	}
 }
 

@@ -20,6 +20,7 @@ func init() {
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Reshape(g, in[0].shape...)}
 		},
+		Traits: Traits{Half: NativeHalf}, // a view: 16-bit data as it is
 	}
 }
 
@@ -209,7 +210,7 @@ func init() {
 			}
 			return []*Tensor{Transpose(g, inv...)}
 		},
-		freshVJP: true, // a transposed copy of g, or a view of g (settle checks)
+		Traits: Traits{Reuse: FreshVJP}, // a transposed copy of g, or a view of g (settle checks)
 	}
 }
 

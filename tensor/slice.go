@@ -34,6 +34,7 @@ func init() {
 			}
 			return []*Tensor{Pad(g, pads, 0)}
 		},
+		Traits: Traits{Half: NativeHalf}, // copies 16-bit data as it is
 	}
 }
 

@@ -23,8 +23,8 @@ func init() {
 			// dx = y·(g - Σ g·y), fused
 			return []*Tensor{Apply(softmaxGradOp, pp, g, out)}
 		},
-		Save:     SaveOutput,
-		freshVJP: true, // the fused gradient allocates its result
+		Save:   SaveOutput,
+		Traits: Traits{Reuse: FreshVJP}, // the fused gradient allocates its result
 	}
 	logSoftmaxOp = &Op{
 		Name: "log_softmax",

@@ -10,13 +10,13 @@ import (
 // unaryOpVec builds a float32 (and optionally int32) elementwise op with a
 // whole-slice float32 kernel (a vec kernel: no call per element; nil for a
 // loop over f).
-func unaryOpVec(name string, vec func(d, s []float32), f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
-	return unaryOpCost(name, costCheap, vec, f, fi, vjp, save)
+func unaryOpVec(name string, vec func(d, s []float32), f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask, tr Traits) *Op {
+	return unaryOpCost(name, costCheap, vec, f, fi, vjp, save, tr)
 }
 
 // unaryOpCost is unaryOpVec with a cost that weighs the kernel for the
 // parallel split.
-func unaryOpCost(name string, cost int, vec func(d, s []float32), f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask) *Op {
+func unaryOpCost(name string, cost int, vec func(d, s []float32), f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask, tr Traits) *Op {
 	return &Op{
 		Name: name,
 		Impl: func(in []*Tensor, _ any) *Tensor {
@@ -40,8 +40,9 @@ func unaryOpCost(name string, cost int, vec func(d, s []float32), f func(float32
 			}
 			return out
 		},
-		VJP:  vjp,
-		Save: save,
+		VJP:    vjp,
+		Save:   save,
+		Traits: tr,
 	}
 }
 
@@ -112,6 +113,11 @@ func unary(name string, op *Op, intOK bool, x *Tensor) *Tensor {
 
 var negOp, absOp, signOp, expOp, logOp, sqrtOp, rsqrtOp, squareOp, tanhOp, sigmoidOp, reluOp, siluOp, geluOp, geluExactOp *Op
 
+// activationTraits are the traits of the activations (and Square): their
+// VJPs return a fresh bwd-op result, computed over a donated cotangent
+// when Backward owns it (ad_backward.go).
+var activationTraits = Traits{Reuse: FreshVJP | TakesCotangent}
+
 // Fused backward primitives: g·f'(x) or g·f'(y) in one sweep.
 var geluBwdOp, geluExactBwdOp, siluBwdOp, tanhBwdOp, sigmoidBwdOp, reluBwdOp, squareBwdOp *Op
 
@@ -122,7 +128,7 @@ func init() {
 			d[i] = -v
 		}
 	}, nil, func(x int32) int32 { return -x },
-		func(g *Tensor, _ []*Tensor, _ *Tensor, _ any) []*Tensor { return []*Tensor{Neg(g)} }, 0)
+		func(g *Tensor, _ []*Tensor, _ *Tensor, _ any) []*Tensor { return []*Tensor{Neg(g)} }, 0, Traits{})
 	absOp = unaryOpVec("abs", func(d, s []float32) {
 		d = d[:len(s)]
 		for i, v := range s {
@@ -136,7 +142,7 @@ func init() {
 			return x
 		},
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor { return []*Tensor{Mul(g, Sign(in[0]))} },
-		SaveInputs(0))
+		SaveInputs(0), Traits{})
 	signOp = unaryOpVec("sign", func(d, s []float32) {
 		d = d[:len(s)]
 		for i, x := range s {
@@ -157,29 +163,29 @@ func init() {
 			return -1
 		}
 		return 0
-	}, nil, 0)
+	}, nil, 0, Traits{})
 	expOp = unaryOpCost("exp", costMath, vec.Exp, nil, nil,
 		func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor { return []*Tensor{Mul(g, out)} },
-		SaveOutput)
+		SaveOutput, Traits{})
 	logOp = unaryOpCost("log", costMath, vec.Log, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor { return []*Tensor{Div(g, in[0])} },
-		SaveInputs(0))
+		SaveInputs(0), Traits{})
 	sqrtOp = unaryOpCost("sqrt", costMath, vec.Sqrt, nil, nil,
 		func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
 			return []*Tensor{Div(g, MulScalar(out, 2))}
-		}, SaveOutput)
+		}, SaveOutput, Traits{})
 	rsqrtOp = unaryOpCost("rsqrt", costMath, vec.Rsqrt, nil, nil,
 		func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
 			// d/dx x^-1/2 = -1/2 x^-3/2 = -out/(2x)
 			return []*Tensor{Mul(g, Div(MulScalar(out, -0.5), in[0]))}
-		}, SaveInputs(0)|SaveOutput)
+		}, SaveInputs(0)|SaveOutput, Traits{})
 	squareOp = unaryOpVec("square", vec.Square, nil, func(x int32) int32 { return x * x },
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			if in[0].dtype != Float32 {
 				return []*Tensor{Mul(g, MulScalar(in[0], 2))}
 			}
 			return []*Tensor{Apply(squareBwdOp, nil, g, in[0])}
-		}, SaveInputs(0))
+		}, SaveInputs(0), activationTraits)
 	// square_bwd: g·(2x), as Mul(g, MulScalar(x, 2)) computes it (2x is exact).
 	squareBwdOp = bwdOp("square_bwd", costCheap, func(d, g, x []float32) {
 		var buf [stageLen]float32
@@ -196,7 +202,7 @@ func init() {
 	tanhOp = unaryOpCost("tanh", costMath, vec.Tanh, nil, nil,
 		func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
 			return []*Tensor{Apply(tanhBwdOp, nil, g, out)}
-		}, SaveOutput)
+		}, SaveOutput, activationTraits)
 	// tanh_bwd: g·(1 - y²).
 	tanhBwdOp = bwdOp("tanh_bwd", costCheap, vec.TanhGradMul, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, y := in[0], in[1]
@@ -205,7 +211,7 @@ func init() {
 	sigmoidOp = unaryOpCost("sigmoid", costMath, vec.Sigmoid, nil, nil,
 		func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
 			return []*Tensor{Apply(sigmoidBwdOp, nil, g, out)}
-		}, SaveOutput)
+		}, SaveOutput, activationTraits)
 	// sigmoid_bwd: g·y·(1 - y).
 	sigmoidBwdOp = bwdOp("sigmoid_bwd", costCheap, vec.SigmoidGradMul, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, y := in[0], in[1]
@@ -214,7 +220,7 @@ func init() {
 	reluOp = unaryOpVec("relu", vec.Relu, nil, nil, func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
 		// The gradient at 0 is 0, as in JAX.
 		return []*Tensor{Apply(reluBwdOp, nil, g, out)}
-	}, SaveOutput)
+	}, SaveOutput, activationTraits)
 	// relu_bwd: g where y > 0, else 0. Piecewise constant in y.
 	reluBwdOp = bwdOp("relu_bwd", costCheap, vec.ReluGradMul, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		return []*Tensor{Apply(reluBwdOp, nil, c, in[1]), nil}
@@ -222,7 +228,7 @@ func init() {
 	siluOp = unaryOpCost("silu", costMath, vec.Silu, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Apply(siluBwdOp, nil, g, in[0])}
-		}, SaveInputs(0))
+		}, SaveInputs(0), activationTraits)
 	// silu_bwd: g·σ(x)·(1 + x·(1-σ(x))).
 	siluBwdOp = bwdOp("silu_bwd", costMath, gradTimes(vec.SiluGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, x := in[0], in[1]
@@ -231,7 +237,7 @@ func init() {
 	geluOp = unaryOpCost("gelu", costMath, vec.Gelu, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Apply(geluBwdOp, nil, g, in[0])}
-		}, SaveInputs(0))
+		}, SaveInputs(0), activationTraits)
 	// gelu_bwd: g·gelu'(x) in one sweep.
 	geluBwdOp = bwdOp("gelu_bwd", costMath, gradTimes(vec.GeluGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, x := in[0], in[1]
@@ -240,16 +246,11 @@ func init() {
 	geluExactOp = unaryOpCost("gelu_exact", costSlow, vec.GeluExact, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Apply(geluExactBwdOp, nil, g, in[0])}
-		}, SaveInputs(0))
+		}, SaveInputs(0), activationTraits)
 	geluExactBwdOp = bwdOp("gelu_exact_bwd", costSlow, gradTimes(vec.GeluExactGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, x := in[0], in[1]
 		return []*Tensor{Apply(geluExactBwdOp, nil, c, x), Mul(Mul(c, g), geluExactGrad2(x))}
 	})
-	// Their VJPs return a fresh bwd-op result, computed over a donated
-	// cotangent when Backward owns it (ad_backward.go).
-	for _, op := range []*Op{squareOp, tanhOp, sigmoidOp, reluOp, siluOp, geluOp, geluExactOp} {
-		op.freshVJP, op.donates = true, true
-	}
 }
 
 // geluExactGrad2 returns d²/dx² x·Φ(x) = φ(x)·(2 - x²), built from ops.
