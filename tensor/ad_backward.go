@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -25,13 +26,53 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	if len(ys) != len(cots) {
 		panic(fmt.Sprintf("tensor.Backward: %d outputs but %d cotangents", len(ys), len(cots)))
 	}
-	b := newBackward(tr, ys, retain)
-	b.seed(cots)
-	wrt = b.targets(wrt)
-	for _, n := range b.nodes {
-		b.visit(n)
+	// A value may also be traced by inner traces: use tr's own level.
+	ys, wrt = atLevel(tr, ys), atLevel(tr, wrt)
+
+	// The nodes ys depend on, latest first.
+	var nodes []*node
+	seen := map[*node]bool{}
+	for _, y := range ys {
+		if y.node != nil && y.node.trace == tr && !seen[y.node] {
+			seen[y.node] = true
+			nodes = append(nodes, y.node)
+		}
 	}
-	out := b.gradients(wrt)
+	for i := 0; i < len(nodes); i++ {
+		for _, e := range nodes[i].inputs {
+			if e.n != nil && !seen[e.n] {
+				seen[e.n] = true
+				nodes = append(nodes, e.n)
+			}
+		}
+	}
+	slices.SortFunc(nodes, func(a, b *node) int { return cmp.Compare(b.seq, a.seq) })
+
+	b := backward{tr: tr, retain: retain, pass: &backwardPass{}}
+	grads := make(map[*node][]*Tensor, len(nodes))
+	b.slots = make([]*Tensor, outputs(nodes))
+	for i, y := range ys {
+		if y.node != nil && y.node.trace == tr && cots[i] != nil {
+			b.add(grads, y.node, y.outIdx, cots[i], nil)
+		}
+	}
+	// keep: the nodes whose cotangents are asked for (they stay in
+	// grads); spare: the values RecycleIntermediates must not donate.
+	keep := map[*node]bool{}
+	for _, w := range wrt {
+		if w.node != nil && w.node.trace == tr {
+			keep[w.node] = true
+		}
+	}
+	var spare map[*Tensor]bool
+	if tr.recycle && !retain {
+		spare = make(map[*Tensor]bool, len(ys)+len(wrt))
+		addSpare(spare, tr, ys, wrt)
+	}
+	for _, n := range nodes {
+		b.visit(grads, spare, n, keep[n])
+	}
+	out := b.gradients(grads, wrt)
 	for _, x := range b.dead {
 		if !slices.Contains(out, x) {
 			Donate(x)
@@ -40,111 +81,56 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	return out
 }
 
-// backward is one run of Backward, in its phases: newBackward orders the
-// graph, seed and targets set the cotangents it starts from and the values
-// it is asked about, visit runs one node's VJP, gradients collects the
-// answers; what RecycleIntermediates frees goes to dead.
+// backward is the state of one run of Backward beyond its maps (which
+// Backward passes to its phases, so that they stay on its stack): the
+// cotangent slots, the pass that owns cotangents, and the values
+// RecycleIntermediates frees once every node has run.
 type backward struct {
 	tr     *Trace
 	retain bool
-	ys     []*Tensor // the outputs, at tr's level
-	nodes  []*node   // the nodes ys depend on, latest first
-	// grads holds each node's cotangent slots, cut from slots.
-	grads map[*node][]*Tensor
+	// slots holds the cotangent slots of the nodes not reached yet, cut
+	// from one allocation.
 	slots []*Tensor
 	pass  *backwardPass
-	// keep: nodes whose cotangents are asked for (they stay in grads).
-	keep map[*node]bool
-	// spare: the values RecycleIntermediates must not donate (the outputs
-	// and the values gradients are asked for); dead: those it donates.
-	spare map[*Tensor]bool
 	dead  []*Tensor
 }
 
-// newBackward collects the nodes of tr that ys depend on, latest first,
-// and the cotangent slots for them.
-func newBackward(tr *Trace, ys []*Tensor, retain bool) *backward {
-	b := &backward{tr: tr, retain: retain, pass: &backwardPass{}}
-	seen := map[*node]bool{}
-	var stack []*node
-	push := func(n *node) {
-		if n != nil && !seen[n] {
-			seen[n] = true
-			stack = append(stack, n)
+// atLevel returns a copy of xs with each value traced by tr (at any
+// level) replaced by its level of tr.
+func atLevel(tr *Trace, xs []*Tensor) []*Tensor {
+	xs = slices.Clone(xs)
+	for i, x := range xs {
+		if l := x.levelOf(tr); l != nil {
+			xs[i] = l
 		}
 	}
-	// A value may also be traced by inner traces: use tr's own level.
-	b.ys = slices.Clone(ys)
-	for i, y := range b.ys {
-		if l := y.levelOf(tr); l != nil {
-			b.ys[i] = l
-			push(l.node)
-		}
-	}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		b.nodes = append(b.nodes, n)
-		for _, e := range n.inputs {
-			push(e.n)
-		}
-	}
-	slices.SortFunc(b.nodes, func(a, b *node) int {
-		switch {
-		case a.seq > b.seq:
-			return -1
-		case a.seq < b.seq:
-			return 1
-		}
-		return 0
-	})
-	b.grads = make(map[*node][]*Tensor, len(b.nodes))
-	// The cotangent slots of every node, cut from one allocation.
+	return xs
+}
+
+// outputs returns the number of outputs of the nodes.
+func outputs(nodes []*node) int {
 	total := 0
-	for _, n := range b.nodes {
+	for _, n := range nodes {
 		total += n.nout
 	}
-	b.slots = make([]*Tensor, total)
-	return b
+	return total
 }
 
-// seed adds the cotangents of the outputs.
-func (b *backward) seed(cots []*Tensor) {
-	for i, y := range b.ys {
-		if y.node != nil && y.node.trace == b.tr && cots[i] != nil {
-			b.add(y.node, y.outIdx, cots[i], nil)
-		}
-	}
-}
-
-// targets returns wrt at tr's level, marking their nodes kept, and
-// notes the values RecycleIntermediates spares.
-func (b *backward) targets(wrt []*Tensor) []*Tensor {
-	wrt = slices.Clone(wrt)
-	b.keep = map[*node]bool{}
-	for i, w := range wrt {
-		if l := w.levelOf(b.tr); l != nil {
-			wrt[i] = l
-			b.keep[l.node] = true
-		}
-	}
-	if !b.tr.recycle || b.retain {
-		return wrt
-	}
-	b.spare = make(map[*Tensor]bool, len(b.ys)+len(wrt))
-	for _, list := range [][]*Tensor{b.ys, wrt} {
+// addSpare adds to spare the values RecycleIntermediates must not donate:
+// the outputs ys and the values wrt gradients are asked for.
+func addSpare(spare map[*Tensor]bool, tr *Trace, ys, wrt []*Tensor) {
+	for _, list := range [][]*Tensor{ys, wrt} {
 		for _, x := range list {
-			if x.node != nil && x.node.trace == b.tr {
-				b.spare[x.primal] = true
+			if x.node != nil && x.node.trace == tr {
+				spare[x.primal] = true
 			}
 		}
 	}
-	return wrt
 }
 
 // add accumulates cotangent g of output i of n, produced by the VJP of
-// node from (nil: the seed).
-func (b *backward) add(n *node, i int, g *Tensor, from *node) {
+// node from (nil: the seed), into grads.
+func (b *backward) add(grads map[*node][]*Tensor, n *node, i int, g *Tensor, from *node) {
 	want := n.outAval[i]
 	if !sameShape(g.shape, want.shape) || g.dtype != want.dtype {
 		who := "the seed"
@@ -153,12 +139,12 @@ func (b *backward) add(n *node, i int, g *Tensor, from *node) {
 		}
 		panic(fmt.Sprintf("tensor.Backward: %s produced cotangent %v for %v", who, g, want))
 	}
-	gs := b.grads[n]
+	gs := grads[n]
 	if gs == nil {
 		// Once per node: a node's slots are deleted only after its VJP
 		// ran, when every node that feeds it a cotangent has run.
 		gs, b.slots = b.slots[:n.nout:n.nout], b.slots[n.nout:]
-		b.grads[n] = gs
+		grads[n] = gs
 	}
 	p := b.pass
 	switch {
@@ -177,16 +163,16 @@ func (b *backward) add(n *node, i int, g *Tensor, from *node) {
 }
 
 // visit runs the VJP of n on the cotangents its outputs received, adds
-// the results to its inputs' slots and drops what is dead.
-func (b *backward) visit(n *node) {
-	gs := b.grads[n]
+// the results to its inputs' slots and drops what is dead. kept: n's
+// cotangents are asked for and stay in grads.
+func (b *backward) visit(grads map[*node][]*Tensor, spare map[*Tensor]bool, n *node, kept bool) {
+	gs := grads[n]
 	if gs == nil || n.op == leafOp || !n.op.differentiable() {
 		return
 	}
 	if n.freed {
 		panic(fmt.Sprintf("tensor.Backward: the graph through op %q was already used by a backward pass that did not retain it", n.op.Name))
 	}
-	kept := b.keep[n]
 	donated := b.pass.donate(n, gs, kept)
 	res := callVJP(n.op, n.params, n.state, gs, n.ins, n.outs, n.need())
 	if len(res) != len(n.inputs) {
@@ -195,11 +181,11 @@ func (b *backward) visit(n *node) {
 	b.pass.settle(n, gs, res, donated, kept)
 	for i, e := range n.inputs {
 		if e.n != nil && res[i] != nil {
-			b.add(e.n, e.out, res[i], n)
+			b.add(grads, e.n, e.out, res[i], n)
 		}
 	}
 	if !kept {
-		delete(b.grads, n)
+		delete(grads, n)
 		for _, g := range gs {
 			if !slices.Contains(res, g) {
 				b.pass.dropConsumed(n, g)
@@ -207,7 +193,7 @@ func (b *backward) visit(n *node) {
 		}
 	}
 	if !b.retain {
-		b.dead = n.releaseResiduals(b.tr.recycle, b.spare, b.dead)
+		b.dead = n.releaseResiduals(b.tr.recycle, spare, b.dead)
 		n.free()
 	}
 }
@@ -225,12 +211,12 @@ func (n *node) need() uint64 {
 
 // gradients returns the cotangent of each wrt value (at tr's level),
 // placed ones settled, zeros for values the outputs do not depend on.
-func (b *backward) gradients(wrt []*Tensor) []*Tensor {
+func (b *backward) gradients(grads map[*node][]*Tensor, wrt []*Tensor) []*Tensor {
 	out := make([]*Tensor, len(wrt))
 	for i, w := range wrt {
 		var gs []*Tensor
 		if w.node != nil && w.node.trace == b.tr {
-			gs = b.grads[w.node]
+			gs = grads[w.node]
 		}
 		if gs == nil || gs[w.outIdx] == nil {
 			z := ZerosLike(w)

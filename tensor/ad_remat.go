@@ -427,8 +427,12 @@ var rematDrops atomic.Int64
 // differentiating trace recycles its intermediates, donates the values it
 // recomputed.
 func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
-	vals, states, recomputed := p.recompute(in, st)
-	b := newRematBackward(p, gs, in, vals, states)
+	// The maps live on this function's stack: the phases get them, never
+	// keep them.
+	b := rematBackward{p: p, in: in, vals: map[rslot]*Tensor{}, states: map[int]any{},
+		cots: map[rslot]*Tensor{}, fresh: map[*Tensor]bool{}, seen: map[*Tensor]bool{}}
+	recomputed := p.recompute(in, st, b.vals, b.states)
+	b.start(gs)
 	for i, s := range p.outs {
 		b.acc(s, gs[i], p.outAvals[i], "the checkpoint's caller")
 	}
@@ -445,15 +449,13 @@ func (p *rematProgram) backward(gs, in []*Tensor, st *rematState) []*Tensor {
 	return res
 }
 
-// recompute returns the values backward reads (the saved ones and those
-// it recomputes now), the op states of the nodes, and the recomputed
-// values.
-func (p *rematProgram) recompute(in []*Tensor, st *rematState) (vals map[rslot]*Tensor, states map[int]any, recomputed []*Tensor) {
-	vals = map[rslot]*Tensor{}
+// recompute fills vals with the values backward reads (the saved ones and
+// those it recomputes now) and states with the op states of the nodes,
+// and returns the recomputed values.
+func (p *rematProgram) recompute(in []*Tensor, st *rematState, vals map[rslot]*Tensor, states map[int]any) (recomputed []*Tensor) {
 	for s, v := range st.saved {
 		vals[s] = v
 	}
-	states = map[int]any{}
 	for i, s := range st.states {
 		states[i] = s
 	}
@@ -477,7 +479,7 @@ func (p *rematProgram) recompute(in []*Tensor, st *rematState) (vals map[rslot]*
 			states[i] = state
 		}
 	}
-	return vals, states, recomputed
+	return recomputed
 }
 
 // rematBackward is the backward pass through a checkpoint's program.
@@ -486,7 +488,7 @@ func (p *rematProgram) recompute(in []*Tensor, st *rematState) (vals map[rslot]*
 // consumed: they are donated (tensor.Donate) when the pass runs untraced,
 // so that the next step's products reuse their storage. A value is fresh
 // only if it is none of the values the VJPs were given (the caller's
-// cotangents, the program's inputs, saved and recomputed values).
+// cotangents, the program's inputs, saved and recomputed values: seen).
 type rematBackward struct {
 	p      *rematProgram
 	in     []*Tensor
@@ -499,16 +501,16 @@ type rematBackward struct {
 	recycle bool
 }
 
-func newRematBackward(p *rematProgram, gs, in []*Tensor, vals map[rslot]*Tensor, states map[int]any) *rematBackward {
-	b := &rematBackward{p: p, in: in, vals: vals, states: states,
-		cots: map[rslot]*Tensor{}, fresh: map[*Tensor]bool{}, seen: map[*Tensor]bool{}}
+// start notes the values the VJPs are given, and whether the pass may
+// recycle, for the caller's cotangents gs.
+func (b *rematBackward) start(gs []*Tensor) {
 	for _, g := range gs {
 		b.seen[g] = true
 	}
-	for _, x := range in {
+	for _, x := range b.in {
 		b.seen[x] = true
 	}
-	for _, v := range vals {
+	for _, v := range b.vals {
 		b.seen[v] = true
 	}
 	b.recycle = cotangentReuse
@@ -517,7 +519,6 @@ func newRematBackward(p *rematProgram, gs, in []*Tensor, vals map[rslot]*Tensor,
 			b.recycle = false // gradients of gradients: an outer trace may keep them
 		}
 	}
-	return b
 }
 
 // drop donates g if the pass made it and it is dead.
