@@ -1,11 +1,16 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/gonox/gonox/checkpoint"
 	"github.com/gonox/gonox/data"
+	"github.com/gonox/gonox/examples/internal/cli"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/parallel"
@@ -27,6 +32,98 @@ type savedHistory struct {
 	Loss, Train, Test *tensor.Tensor // f32[epochs]
 }
 
+// core is the part of a trainState that resumes training, restored first
+// (the curves' length is the epoch it holds).
+type core struct {
+	Params nn.MLP
+	Opt    optim.State
+	Epoch  *tensor.Tensor
+}
+
+// runSchema is the kind and version of the record saved with every step.
+var runSchema = checkpoint.Schema{Kind: "gonox examples/mlp run", Version: 1}
+
+// runRecord is what a checkpoint's tensors do not say about the run that
+// saved it, compared on resume: the model, the data and the optimizer
+// must match; the number of epochs and the placement may change.
+type runRecord struct {
+	Model struct {
+		Sizes []int  // layer widths, input and classes included (-hidden)
+		Dtype string // -dtype
+	}
+	// DataName is -data (may change: the same files elsewhere); Data
+	// identifies the training and test sets by their sizes and a SHA-256
+	// of their contents (the split of the digits follows -seed).
+	DataName  string
+	Data      string
+	Optimizer struct {
+		Name  string
+		LR    float64
+		Batch int
+		Seed  uint64
+	}
+	Epochs    int    // may change: training goes on to the new last epoch
+	Placement string // may change: the state is resharded
+}
+
+// record returns the run's record.
+func record(cfg config, sizes []int, train, test *data.InMemory, placement string) runRecord {
+	var r runRecord
+	r.Model.Sizes, r.Model.Dtype = sizes, cfg.dtype
+	r.DataName = cfg.data
+	r.Data = fmt.Sprintf("%d train / %d test examples, sha256 %s", train.Len(), test.Len(), digest(train, test))
+	r.Optimizer.Name, r.Optimizer.LR, r.Optimizer.Batch, r.Optimizer.Seed = "adam", cfg.lr, cfg.batch, cfg.seed
+	r.Epochs, r.Placement = cfg.epochs, placement
+	return r
+}
+
+// digest is the first 16 hex digits of a SHA-256 of the datasets'
+// features (float32) and labels (int32), little-endian, with their shapes.
+func digest(sets ...*data.InMemory) string {
+	h := sha256.New()
+	for _, d := range sets {
+		fmt.Fprintf(h, "%v %v;", d.X.Shape(), d.Y.Shape())
+		hashChunks(h, d.X.Float32s())
+		hashChunks(h, d.Y.Int32s())
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// hashChunks writes xs to w little-endian, 64 Ki elements at a time.
+func hashChunks[T float32 | int32](w io.Writer, xs []T) {
+	for lo := 0; lo < len(xs); lo += 1 << 16 {
+		binary.Write(w, binary.LittleEndian, xs[lo:min(lo+1<<16, len(xs))])
+	}
+}
+
+// settings says which differences from the saved record refuse a
+// resume from step (epochs done), and what follows from those allowed.
+func settings(step int) map[string]cli.Setting {
+	return map[string]cli.Setting{
+		"Model.Sizes": {Flag: "-hidden", Refused: func(d checkpoint.Difference) string {
+			return fmt.Sprintf("-hidden: the checkpoint's model has the layers %v, this run's %v", d.Saved, d.Current)
+		}},
+		"Model.Dtype": {Flag: "-dtype"},
+		"DataName":    {Flag: "-data", Changed: func(checkpoint.Difference) string { return "" }},
+		"Data": {Flag: "-data", Refused: func(d checkpoint.Difference) string {
+			return fmt.Sprintf("-data: the checkpoint was trained on other data (%v; this run's has %v)", d.Saved, d.Current)
+		}},
+		"Optimizer.Name":  {Flag: "(the optimizer)"},
+		"Optimizer.LR":    {Flag: "-lr"},
+		"Optimizer.Batch": {Flag: "-batch"},
+		"Optimizer.Seed":  {Flag: "-seed"},
+		"Epochs": {Flag: "-epochs", Changed: func(d checkpoint.Difference) string {
+			if now := d.Current.(int); now <= step {
+				return fmt.Sprintf("(-epochs %d: the checkpoint has %d epochs done already, so none is left to train)", now, step)
+			}
+			return fmt.Sprintf("(-epochs %v: the checkpoint's run was of %v epochs; training goes on to epoch %v)", d.Current, d.Saved, d.Current)
+		}},
+		"Placement": {Flag: "-strategy", Changed: func(d checkpoint.Difference) string {
+			return fmt.Sprintf("(saved under %v; the state is resharded for %v)", d.Saved, d.Current)
+		}},
+	}
+}
+
 func stateOf(tr *parallel.Trainer[nn.MLP, data.Batch], epoch int, h history) trainState {
 	return trainState{
 		Params: tr.PlacedParams(), Opt: tr.State(), Epoch: tensor.ScalarInt(int32(epoch)),
@@ -38,52 +135,49 @@ func stateOf(tr *parallel.Trainer[nn.MLP, data.Batch], epoch int, h history) tra
 	}
 }
 
-// saveCheckpoint saves the state after the given number of epochs.
-func saveCheckpoint(dir string, epoch int, tr *parallel.Trainer[nn.MLP, data.Batch], h history) error {
-	return checkpoint.Save(dir, epoch, stateOf(tr, epoch, h), checkpoint.Overwrite())
+// saveCheckpoint saves the state after the given number of epochs, with
+// the run's record.
+func saveCheckpoint(dir string, epoch int, tr *parallel.Trainer[nn.MLP, data.Batch], h history, rec runRecord) error {
+	return checkpoint.Save(dir, epoch, stateOf(tr, epoch, h), checkpoint.Overwrite(), checkpoint.WithMetadata(runSchema, rec))
 }
 
-// restoreLatest resumes from the latest step in dir, if any, and returns
-// the number of epochs already done and their history.
-func restoreLatest(dir string, tr *parallel.Trainer[nn.MLP, data.Batch]) (int, history, error) {
-	step, ok, err := checkpoint.LatestStep(dir)
+// restoreLatest resumes from the newest step in dir that restores, if
+// any, after comparing its record with rec, and returns the number of
+// epochs already done, their history and notes to print (settings that
+// changed, steps skipped).
+func restoreLatest(dir string, tr *parallel.Trainer[nn.MLP, data.Batch], rec runRecord) (int, history, []string, error) {
+	like := core{Params: tr.PlacedParams(), Opt: tr.State(), Epoch: tensor.ScalarInt(0)}
+	var saved runRecord
+	compare := func(info checkpoint.MetadataInfo, saved *runRecord) ([]string, error) {
+		return cli.CompareRun(dir, info.Step, checkpoint.DiffMetadata(*saved, rec), settings(info.Step))
+	}
+	r, ok, err := cli.Restore(dir, like, runSchema, &saved, compare, checkpoint.Partial())
 	if err != nil || !ok {
-		return 0, history{}, err
+		return 0, history{}, nil, err
 	}
-	// The history has one entry per epoch done, and the step is that number.
-	like := history{}
-	for i := range step {
-		like.add(i+1, 0, 0, 0)
-	}
-	st, err := checkpoint.Restore(dir, step, stateOf(tr, 0, like), checkpoint.AsLike())
-	if err != nil {
-		// A checkpoint written before the curves were saved: resume
-		// without them (the plot then starts at the first new epoch, with
-		// its true number; the missing epochs are NaN).
-		bare := stateOf(tr, 0, like)
-		bare.History = savedHistory{}
-		var err2 error
-		if st, err2 = checkpoint.Restore(dir, step, bare, checkpoint.AsLike()); err2 != nil {
-			return 0, history{}, err
-		}
-	}
+	st, step := r.State, r.Step
 	if err := tr.SetState(st.Params, st.Opt); err != nil {
-		return 0, history{}, err
+		return 0, history{}, nil, err
 	}
 	epoch := int(st.Epoch.Item())
 	if epoch != step {
-		return 0, history{}, fmt.Errorf("checkpoint %s step %d says %d epochs were done", dir, step, epoch)
+		return 0, history{}, nil, fmt.Errorf("checkpoint %s step %d says %d epochs were done", dir, step, epoch)
 	}
+	// The curves: one entry per epoch done. A checkpoint written before
+	// they were saved resumes without them (the plot then starts at the
+	// first new epoch, with its true number; the missing epochs are NaN).
 	var h history
-	if st.History.Loss == nil {
+	hl := savedHistory{Loss: tensor.Zeros(tensor.Float32, epoch), Train: tensor.Zeros(tensor.Float32, epoch), Test: tensor.Zeros(tensor.Float32, epoch)}
+	sh, err := checkpoint.Restore(dir, step, hl, checkpoint.OnHost(), checkpoint.Subtree("History"))
+	if err != nil {
 		for i := range epoch {
 			h.add(i+1, math.NaN(), math.NaN(), math.NaN())
 		}
-		return epoch, h, nil
+		return epoch, h, r.Notes, nil
 	}
-	loss, train, test := st.History.Loss.Float64s(), st.History.Train.Float64s(), st.History.Test.Float64s()
+	loss, train, test := sh.Loss.Float64s(), sh.Train.Float64s(), sh.Test.Float64s()
 	for i := range loss {
 		h.add(i+1, loss[i], train[i], test[i])
 	}
-	return epoch, h, nil
+	return epoch, h, r.Notes, nil
 }

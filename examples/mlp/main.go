@@ -280,24 +280,29 @@ func run(args []string, out, errOut io.Writer) error {
 	if err := checkBatch(cfg.batch, tr); err != nil {
 		return err
 	}
+	where := "one device"
+	if mesh != nil {
+		where = mesh.String()
+	}
 	r := &runner{cfg: cfg, tr: tr, train: train, test: test, shuffle: keys[2], out: out, progress: errOut,
+		rec: record(cfg, sizes, train, test, fmt.Sprintf("%v on %s", strategy, where)),
 		cps: &cli.Checkpoints{Dir: cfg.ckpt, Flag: "ckpt", Unit: "epoch"}}
+	var notes []string
 	if cfg.ckpt != "" {
-		if r.first, r.hist, err = restoreLatest(cfg.ckpt, tr); err != nil {
+		if r.first, r.hist, notes, err = restoreLatest(cfg.ckpt, tr, r.rec); err != nil {
 			return err
 		}
 		if r.first > 0 {
 			r.cps.Resumed(r.first)
 		}
 	}
-	where := "one device"
-	if mesh != nil {
-		where = mesh.String()
-	}
 	fmt.Fprintf(out, "gonox mlp: %s, %d train / %d test examples, model %v, strategy %v on %s\n",
 		cfg.data, train.Len(), test.Len(), sizes, strategy, where)
 	if r.first > 0 {
 		fmt.Fprintf(out, "resumed from %s after epoch %d\n", cfg.ckpt, r.first)
+	}
+	for _, n := range notes {
+		fmt.Fprintln(out, n)
 	}
 	stop := cli.OnInterrupt("mlp", errOut, r.cps)
 	defer stop()
@@ -332,7 +337,8 @@ type runner struct {
 	out         io.Writer
 	progress    io.Writer
 	cps         *cli.Checkpoints
-	first       int // epochs done before this run
+	rec         runRecord // saved with every checkpoint
+	first       int       // epochs done before this run
 	hist        history
 }
 
@@ -383,7 +389,7 @@ func (r *runner) epochs() error {
 		fmt.Fprintf(r.out, "epoch %3d/%d  loss %.4f  train %5.1f%%  test %5.1f%%  %8.0f samples/s  (%.1fs)\n",
 			epoch+1, cfg.epochs, sum/float64(max(n, 1)), 100*trainAcc, 100*testAcc, float64(n*cfg.batch)/secs, secs)
 		if cfg.ckpt != "" {
-			err := r.cps.Save(epoch+1, func() error { return saveCheckpoint(cfg.ckpt, epoch+1, tr, r.hist) })
+			err := r.cps.Save(epoch+1, func() error { return saveCheckpoint(cfg.ckpt, epoch+1, tr, r.hist, r.rec) })
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -155,7 +156,7 @@ func TestResumeKeepsHistory(t *testing.T) {
 	// The restored history is the first run's, and the new epoch follows.
 	tr, err := newTrainer(newModel(tensor.NewKey(0), []int{64, 16, 10}), parallel.Single, nil, 1e-3)
 	require.NoError(t, err)
-	n, h, err := restoreLatest(ckpt, tr)
+	n, h, _, err := restoreLatest(ckpt, tr, recordOf(t, "-epochs", "3", "-hidden", "16"))
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
 	assert.Equal(t, []int{1, 2, 3}, h.epoch)
@@ -202,12 +203,23 @@ func TestResumeOldCheckpoint(t *testing.T) {
 	assert.Contains(t, out.String(), "resumed from "+ckpt+" after epoch 2")
 	assert.Contains(t, out.String(), "epoch   3/3")
 	assert.FileExists(t, plot)
-	n, h, err := restoreLatest(ckpt, tr)
+	n, h, _, err := restoreLatest(ckpt, tr, recordOf(t, "-epochs", "3", "-hidden", "16"))
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
 	assert.Equal(t, []int{1, 2, 3}, h.epoch)
 	assert.Equal(t, []float64{3}, xs(h.points(h.loss)), "the curves start at the first new epoch")
 	assert.True(t, math.IsNaN(h.loss[0]))
+}
+
+// recordOf is the record of a run on one device with the given flags.
+func recordOf(t *testing.T, args ...string) runRecord {
+	t.Helper()
+	cfg, err := parseFlags(args, io.Discard)
+	require.NoError(t, err)
+	train, test, err := loadData(cfg.data, tensor.NewKey(cfg.seed).Split(3)[0])
+	require.NoError(t, err)
+	sizes := append(append([]int{train.X.Dim(1)}, cfg.hidden...), 10)
+	return record(cfg, sizes, train, test, "single on one device")
 }
 
 func xs(p plotter.XYs) []float64 {
@@ -236,4 +248,52 @@ func TestLegendAvoidsCurves(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ap.Legend.Top)
 	assert.False(t, ap.Legend.Left)
+}
+
+// A checkpoint resumes only the run that saved it: another model, data
+// or optimizer is a usage error naming the flag and both values; the
+// number of epochs and the placement may change, with a note.
+func TestResumeChecksTheRecord(t *testing.T) {
+	ckpt := filepath.Join(t.TempDir(), "ckpt")
+	base := []string{"-quiet", "-plot", "", "-ckpt", ckpt, "-hidden", "16", "-epochs", "1"}
+	require.Equal(t, 0, mainExit(base, io.Discard, io.Discard))
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"-hidden", "32"}, "-hidden: the checkpoint's model has the layers [64 16 10], this run's [64 32 10]"},
+		{[]string{"-lr", "0.01"}, "-lr: the checkpoint was saved with 0.003, this run has 0.01"},
+		{[]string{"-batch", "32"}, "-batch: the checkpoint was saved with 64, this run has 32"},
+		{[]string{"-dtype", "bf16"}, "-dtype: the checkpoint was saved with f32, this run has bf16"},
+		{[]string{"-seed", "7"}, "-seed: the checkpoint was saved with 0, this run has 7"},
+		{[]string{"-seed", "7"}, "-data: the checkpoint was trained on other data (1438 train / 359 test examples, sha256 "},
+	} {
+		var out, errOut bytes.Buffer
+		assert.Equal(t, 2, mainExit(append(slices.Clone(base), tc.args...), &out, &errOut), "%q", tc.args)
+		assert.Contains(t, errOut.String(), "mlp: -ckpt "+ckpt+" holds step 1 of another run: ")
+		assert.Contains(t, errOut.String(), tc.msg)
+		assert.Equal(t, 1, strings.Count(errOut.String(), "\n"), "one line")
+		assert.Empty(t, out.String())
+	}
+	var out bytes.Buffer
+	require.Equal(t, 0, mainExit(append(slices.Clone(base), "-epochs", "2", "-strategy", "dp"), &out, io.Discard))
+	assert.Contains(t, out.String(), "resumed from "+ckpt+" after epoch 1\n")
+	assert.Contains(t, out.String(), "(-epochs 2: the checkpoint's run was of 1 epochs; training goes on to epoch 2)")
+	assert.Contains(t, out.String(), "(saved under single on one device; the state is resharded for dp on Mesh('dp': 8))")
+	assert.Contains(t, out.String(), "epoch   2/2")
+}
+
+// A damaged newest step is skipped, naming it; training resumes from the
+// step before.
+func TestResumeSkipsDamagedStep(t *testing.T) {
+	ckpt := filepath.Join(t.TempDir(), "ckpt")
+	args := []string{"-quiet", "-plot", "", "-ckpt", ckpt, "-hidden", "16", "-epochs", "2"}
+	require.Equal(t, 0, mainExit(args, io.Discard, io.Discard))
+	require.NoError(t, os.Truncate(filepath.Join(ckpt, "00000002", "manifest.json"), 10))
+	var out bytes.Buffer
+	require.Equal(t, 0, mainExit(append(args, "-epochs", "3"), &out, io.Discard))
+	assert.Contains(t, out.String(), "resumed from "+ckpt+" after epoch 1\n")
+	assert.Contains(t, out.String(), "(step 2 in "+ckpt+" does not restore, so an earlier step is used: checkpoint: restore step 2")
+	assert.Contains(t, out.String(), "epoch   2/3")
+	assert.Contains(t, out.String(), "epoch   3/3")
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gonox/gonox/checkpoint"
+	"github.com/gonox/gonox/examples/internal/cli"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/tensor"
 )
@@ -70,25 +72,134 @@ func (h history) saved() savedHistory {
 	}
 }
 
-// saveCheckpoint saves the state after the given number of steps, with the
-// curves so far.
-func saveCheckpoint(dir string, step int, tr *trainer, h history) error {
-	c := coreOf(tr, step, len(h.step))
-	st := trainState{Params: c.Params, Opt: c.Opt, Step: c.Step, Evals: c.Evals, History: h.saved()}
-	return checkpoint.Save(dir, step, st, checkpoint.Overwrite())
+// runSchema is the kind and version of the record saved with every step.
+var runSchema = checkpoint.Schema{Kind: "gonox examples/moe run", Version: 1}
+
+// runRecord is what a checkpoint's tensors do not say about the run that
+// saved it, compared on resume: the model, the text and its vocabulary
+// and the optimizer must match; the number of steps (the length of the
+// learning-rate schedule) and the placement may change.
+type runRecord struct {
+	Model struct {
+		Context, Dim, Layers, Heads, Experts, Hidden, TopK int
+		Capacity                                           float64
+	}
+	TextName  string // -text's base name, or Opticks: may change (the same text elsewhere)
+	Text      string // the text's size and SHA-256
+	Vocab     string // its characters, in id order
+	Optimizer struct {
+		Name   string
+		PeakLR float64
+		Batch  int
+		Seed   uint64
+	}
+	Steps     int    // may change: the schedule decays over the new length
+	Placement string // may change: the state is resharded
 }
 
-// resume restores the latest step of -ckpt, if any, placing the state as
-// this run's strategy does, and the curves saved with it.
+// record returns the run's record.
+func record(cfg config, c *corpus, placement string) runRecord {
+	var r runRecord
+	r.Model.Context, r.Model.Dim, r.Model.Layers, r.Model.Heads = cfg.context, cfg.dim, cfg.layers, cfg.heads
+	r.Model.Experts, r.Model.Hidden, r.Model.TopK, r.Model.Capacity = cfg.experts, cfg.hidden, cfg.topK, cfg.capacity
+	r.TextName = c.name
+	r.Text = fmt.Sprintf("%d characters, sha256 %s", len(c.train)+len(c.val), c.digest)
+	r.Vocab = string(c.vocab.Chars())
+	r.Optimizer.Name, r.Optimizer.PeakLR, r.Optimizer.Batch, r.Optimizer.Seed = "adam", cfg.lr, cfg.batch, cfg.seed
+	r.Steps, r.Placement = cfg.steps, placement
+	return r
+}
+
+// settings says which differences from the saved record refuse a resume
+// from step, and what follows from those allowed (lr: the peak learning
+// rate).
+func settings(step int, lr float64) map[string]cli.Setting {
+	return map[string]cli.Setting{
+		"Model.Context":  {Flag: "-context"},
+		"Model.Dim":      {Flag: "-dim"},
+		"Model.Layers":   {Flag: "-layers"},
+		"Model.Heads":    {Flag: "-heads"},
+		"Model.Experts":  {Flag: "-experts"},
+		"Model.Hidden":   {Flag: "-hidden"},
+		"Model.TopK":     {Flag: "-topk"},
+		"Model.Capacity": {Flag: "-capacity"},
+		"TextName":       {Flag: "-text", Changed: func(checkpoint.Difference) string { return "" }},
+		"Text": {Flag: "-text", Refused: func(d checkpoint.Difference) string {
+			return fmt.Sprintf("-text: the checkpoint was trained on another text (%v; this one has %v)", d.Saved, d.Current)
+		}},
+		"Vocab": {Flag: "-text", Refused: func(d checkpoint.Difference) string {
+			return "-text: the vocabulary differs from the checkpoint's: " + vocabDiff(d.Saved.(string), d.Current.(string))
+		}},
+		"Optimizer.Name":   {Flag: "(the optimizer)"},
+		"Optimizer.PeakLR": {Flag: "-lr"},
+		"Optimizer.Batch":  {Flag: "-batch"},
+		"Optimizer.Seed":   {Flag: "-seed"},
+		"Steps": {Flag: "-steps", Changed: func(d checkpoint.Difference) string {
+			was, now := d.Saved.(int), d.Current.(int)
+			if now <= step {
+				return fmt.Sprintf("(-steps %d: the checkpoint has %d steps done already, so none is left to train)", now, step)
+			}
+			return fmt.Sprintf("(-steps %d: the checkpoint's run was of %d steps, so the learning-rate schedule now decays over %d: at step %d the rate is %.3g where it would have been %.3g)",
+				now, was, now, step, schedule(lr, now)(step), schedule(lr, was)(step))
+		}},
+		"Placement": {Flag: "-strategy", Changed: func(d checkpoint.Difference) string {
+			return fmt.Sprintf("(saved under %v; the state is resharded for %v)", d.Saved, d.Current)
+		}},
+	}
+}
+
+// vocabDiff names the characters one vocabulary has and the other lacks.
+func vocabDiff(saved, now string) string {
+	missing, extra := only(saved, now), only(now, saved)
+	var parts []string
+	if missing != "" {
+		parts = append(parts, fmt.Sprintf("this text lacks %s", missing))
+	}
+	if extra != "" {
+		parts = append(parts, fmt.Sprintf("it has %s, which the checkpoint's does not", extra))
+	}
+	if len(parts) == 0 {
+		return "the same characters in another order"
+	}
+	return strings.Join(parts, ", and ")
+}
+
+// only quotes the characters of a that b lacks (at most 10 of them).
+func only(a, b string) string {
+	var q []string
+	for _, r := range a {
+		if !strings.ContainsRune(b, r) {
+			q = append(q, fmt.Sprintf("%q", r))
+		}
+	}
+	if len(q) > 10 {
+		q = append(q[:10], fmt.Sprintf("and %d more", len(q)-10))
+	}
+	return strings.Join(q, " ")
+}
+
+// saveCheckpoint saves the state after the given number of steps, with
+// the curves so far and the run's record.
+func saveCheckpoint(dir string, step int, tr *trainer, h history, rec runRecord) error {
+	c := coreOf(tr, step, len(h.step))
+	st := trainState{Params: c.Params, Opt: c.Opt, Step: c.Step, Evals: c.Evals, History: h.saved()}
+	return checkpoint.Save(dir, step, st, checkpoint.Overwrite(), checkpoint.WithMetadata(runSchema, rec))
+}
+
+// resume restores the newest step of -ckpt that restores, if any, after
+// comparing its record with this run's, placing the state as this run's
+// strategy does, and the curves saved with it.
 func (r *runner) resume() error {
 	dir := r.cfg.ckpt
-	if _, ok, err := checkpoint.LatestStep(dir); err != nil || !ok {
+	var saved runRecord
+	compare := func(info checkpoint.MetadataInfo, saved *runRecord) ([]string, error) {
+		return cli.CompareRun(dir, info.Step, checkpoint.DiffMetadata(*saved, r.rec), settings(info.Step, r.cfg.lr))
+	}
+	res, ok, err := cli.Restore(dir, coreOf(r.tr, 0, 0), runSchema, &saved, compare, checkpoint.Partial())
+	if err != nil || !ok {
 		return err
 	}
-	st, step, err := checkpoint.RestoreLatest(dir, coreOf(r.tr, 0, 0), checkpoint.AsLike(), checkpoint.Partial())
-	if err != nil {
-		return err
-	}
+	st, step := res.State, res.Step
 	if err := r.tr.tr.SetState(st.Params, st.Opt); err != nil {
 		return err
 	}
@@ -98,7 +209,7 @@ func (r *runner) resume() error {
 	}
 	r.first = done
 	r.cps.Resumed(done)
-	r.notes = append(r.notes, fmt.Sprintf("resumed from %s after step %d", dir, done))
+	r.notes = append(append(r.notes, fmt.Sprintf("resumed from %s after step %d", dir, done)), res.Notes...)
 	rows := r.cfg.layers * r.cfg.experts
 	h, err := checkpoint.Restore(dir, step, historyLike(evals, rows), checkpoint.OnHost(), checkpoint.Subtree("History"))
 	if err != nil {

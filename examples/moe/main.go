@@ -39,6 +39,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math"
@@ -223,6 +225,7 @@ type corpus struct {
 	vocab      *data.Vocab
 	train, val []int32
 	name       string
+	digest     string // the first 16 hex digits of the text's SHA-256
 }
 
 // loadCorpus reads -text (or the embedded Opticks) through the size bound
@@ -250,7 +253,8 @@ func loadCorpus(path string) (*corpus, error) {
 		return nil, err
 	}
 	cut := len(ids) * 9 / 10
-	return &corpus{vocab: v, train: ids[:cut], val: ids[cut:], name: name}, nil
+	sum := sha256.Sum256([]byte(text))
+	return &corpus{vocab: v, train: ids[:cut], val: ids[cut:], name: name, digest: hex.EncodeToString(sum[:8])}, nil
 }
 
 // checkCorpus checks the flags that depend on the text: windows of
@@ -322,16 +326,17 @@ func runConfig(cfg config, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	where := "one device"
+	if tr.mesh != nil {
+		where = tr.mesh.String()
+	}
 	r := &runner{cfg: cfg, c: c, tr: tr, sampleKey: keys[1], out: out, errOut: errOut,
-		hist: history{experts: cfg.experts}, cps: &cli.Checkpoints{Dir: cfg.ckpt, Flag: "ckpt", Unit: "step"}}
+		rec: record(cfg, c, fmt.Sprintf("%v on %s", s, where)), hist: history{experts: cfg.experts},
+		cps: &cli.Checkpoints{Dir: cfg.ckpt, Flag: "ckpt", Unit: "step"}}
 	if cfg.ckpt != "" {
 		if err := r.resume(); err != nil {
 			return err
 		}
-	}
-	where := "one device"
-	if tr.mesh != nil {
-		where = tr.mesh.String()
 	}
 	fmt.Fprintf(out, "gonox moe: %s, %d train / %d validation characters, vocabulary %d\n", c.name, len(c.train), len(c.val), c.vocab.Size())
 	fmt.Fprintf(out, "model: %d layers, width %d, %d heads, %d experts of %d (top-%d, capacity factor %g), context %d, %d parameters\n",

@@ -7,13 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gonox/gonox/checkpoint"
+	"github.com/gonox/gonox/data"
 )
 
 // tiny are flags for a model small enough for tests.
@@ -216,4 +219,59 @@ func TestHeatMapReadsAtAGlance(t *testing.T) {
 	assert.Equal(t, hp.X.Max, rows[0].Plot.X.Max)
 	assert.Equal(t, 2.0, h.loadMax(), "the colour scale runs to twice the fair share at least")
 	require.NoError(t, h.plot(filepath.Join(t.TempDir(), "m.png"), "t"))
+}
+
+// A checkpoint knows its model, text and optimizer: resuming another is a
+// usage error naming the setting and both values. -steps may change: the
+// note says how the learning-rate schedule follows.
+func TestResumeChecksTheRecord(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(t.TempDir(), "opticks.txt")
+	require.NoError(t, os.WriteFile(text, []byte(data.Opticks()), 0o644))
+	euro := filepath.Join(t.TempDir(), "euro.txt")
+	require.NoError(t, os.WriteFile(euro, []byte(strings.ReplaceAll(data.Opticks(), "z", "€")), 0o644))
+	base := args("-strategy", "single", "-steps", "4", "-eval-every", "2", "-ckpt", dir, "-plot", "")
+	require.Equal(t, 0, mainExit(base, io.Discard, io.Discard))
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"-heads", "4"}, "-heads: the checkpoint was saved with 2, this run has 4"},
+		{[]string{"-topk", "1"}, "-topk: the checkpoint was saved with 2, this run has 1"},
+		{[]string{"-capacity", "2"}, "-capacity: the checkpoint was saved with 1.25, this run has 2"},
+		{[]string{"-lr", "0.01"}, "-lr: the checkpoint was saved with 0.003, this run has 0.01"},
+		{[]string{"-text", euro}, "-text: the vocabulary differs from the checkpoint's: this text lacks 'z', and it has '€', which the checkpoint's does not"},
+		{[]string{"-text", euro}, "-text: the checkpoint was trained on another text (567038 characters, sha256 d4a9ac22462b35e7; this one has 567038 characters, sha256 "},
+	} {
+		var out, errOut bytes.Buffer
+		assert.Equal(t, 2, mainExit(append(slices.Clone(base), tc.args...), &out, &errOut), "%q: %s", tc.args, errOut.String())
+		assert.Contains(t, errOut.String(), "moe: -ckpt "+dir+" holds step 4 of another run: ")
+		assert.Contains(t, errOut.String(), tc.msg)
+		assert.Equal(t, 1, strings.Count(errOut.String(), "\n"), "one line")
+		assert.Empty(t, out.String())
+	}
+	// The same text from a file, a longer schedule, another mesh.
+	var out bytes.Buffer
+	require.Equal(t, 0, mainExit(append(slices.Clone(base), "-text", text, "-steps", "6", "-strategy", "ep", "-mesh", "ep=4"), &out, io.Discard))
+	assert.Contains(t, out.String(), "resumed from "+dir+" after step 4\n")
+	assert.Contains(t, out.String(), "(-steps 6: the checkpoint's run was of 4 steps, so the learning-rate schedule now decays over 6: at step 4 the rate is ")
+	assert.Contains(t, out.String(), "(saved under single on one device; the state is resharded for ep on Mesh('ep': 4))")
+	m := evalLine.FindAllStringSubmatch(out.String(), -1)
+	require.Len(t, m, 1)
+	assert.Equal(t, "6", m[0][1])
+}
+
+// A damaged newest step is skipped, naming it.
+func TestResumeSkipsDamagedStep(t *testing.T) {
+	dir := t.TempDir()
+	base := args("-strategy", "single", "-steps", "4", "-eval-every", "2", "-ckpt", dir, "-plot", "")
+	require.Equal(t, 0, mainExit(base, io.Discard, io.Discard))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "00000004", "manifest.json"), []byte("{"), 0o644))
+	var out bytes.Buffer
+	require.Equal(t, 0, mainExit(base, &out, io.Discard))
+	assert.Contains(t, out.String(), "resumed from "+dir+" after step 2\n")
+	assert.Contains(t, out.String(), "(step 4 in "+dir+" does not restore, so an earlier step is used: checkpoint: restore step 4")
+	m := evalLine.FindAllStringSubmatch(out.String(), -1)
+	require.Len(t, m, 1)
+	assert.Equal(t, "4", m[0][1])
 }

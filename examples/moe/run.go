@@ -82,8 +82,9 @@ type runner struct {
 	out       io.Writer
 	errOut    io.Writer
 	cps       *cli.Checkpoints
-	first     int      // steps done before this run
-	notes     []string // lines printed after the header (resuming)
+	rec       runRecord // saved with every checkpoint
+	first     int       // steps done before this run
+	notes     []string  // lines printed after the header (resuming)
 	hist      history
 }
 
@@ -166,7 +167,7 @@ func (r *runner) train() error {
 		fmt.Fprintf(r.out, "step %5d  loss %.3f  val loss %.3f (%.3f bits/char)  %6.0f tokens/s  dropped %4.1f%%  load max/mean %.2f\n",
 			step+1, trainSum/float64(n), val, val/math.Ln2, float64(n*cfg.batch*cfg.context)/secs, 100*dropSum/float64(n), balance(frac, cfg.experts))
 		if cfg.ckpt != "" {
-			if err := r.cps.Save(step+1, func() error { return saveCheckpoint(cfg.ckpt, step+1, r.tr, r.hist) }); err != nil {
+			if err := r.cps.Save(step+1, func() error { return saveCheckpoint(cfg.ckpt, step+1, r.tr, r.hist, r.rec) }); err != nil {
 				return err
 			}
 		}

@@ -19,6 +19,10 @@ done
 "$out/moe" "${small[@]}" -steps 4 -eval-every 2 -plot "" -ckpt "$out/ckpt"
 resumed=$("$out/moe" "${small[@]}" -steps 6 -eval-every 2 -plot "" -ckpt "$out/ckpt" -strategy ep -mesh ep=8)
 grep -q "resumed from" <<<"$resumed"
+grep -q "the learning-rate schedule now decays over 6" <<<"$resumed"
+# The checkpoint knows its model: another one is refused, naming the flag.
+usage '^moe: -ckpt .* holds step 6 of another run: -heads: the checkpoint was saved with 2, this run has 4' \
+  "$out/moe" "${small[@]}" -heads 4 -steps 8 -plot "" -ckpt "$out/ckpt"
 
 # Ctrl-C names the last checkpoint and exits 130.
 interrupt "$out/ick" "$out/moe" "${small[@]}" -steps 1000000 -eval-every 1 -plot "" -ckpt "$out/ick"
