@@ -10,7 +10,7 @@ and, for the BLAS it runs, an INFO line naming the library and the kernel it
 chose (threadpoolctl), so that a figure is never credited to the wrong
 library. Timings are medians of several repetitions after a warm-up.
 
-Usage: anchors.py sgemm THREADS | mlp THREADS SIZES BATCH | ddp | allreduce
+Usage: anchors.py sgemm THREADS | dgemm THREADS | mlp THREADS SIZES BATCH | ddp | allreduce
 """
 
 import os
@@ -40,6 +40,15 @@ def median_time(fn, reps, warm=2, min_time=0.0, cpu=None):
 
 
 def sgemm(threads):
+    gemm(threads, "float32", "sgemm")
+
+
+def dgemm(threads):
+    """float64 matmul (OpenBLAS dgemm), as gemm.BenchmarkDgemm."""
+    gemm(threads, "float64", "dgemm")
+
+
+def gemm(threads, dtype, name):
     import numpy as np
     from threadpoolctl import threadpool_info, threadpool_limits
 
@@ -51,14 +60,14 @@ def sgemm(threads):
           f"arch={i.get('architecture')} threading={i.get('threading_layer')} {i.get('filepath')}")
     n = 1024
     rng = np.random.default_rng(1)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-    c = np.empty((n, n), dtype=np.float32)
+    a = rng.standard_normal((n, n)).astype(dtype)
+    b = rng.standard_normal((n, n)).astype(dtype)
+    c = np.empty((n, n), dtype=dtype)
     cpu = []
     with threadpool_limits(limits=threads, user_api="blas"):
         t = median_time(lambda: np.matmul(a, b, out=c), reps=30, min_time=1.0, cpu=cpu)
-    print(f"ANCHOR sgemm_1024_t{threads} {2 * n**3 / t / 1e9:.2f} GFLOP/s")
-    print(f"ANCHOR sgemm_1024_t{threads} {2 * n**3 / cpu[0] / 1e9:.2f} GFLOP/cpu-s")
+    print(f"ANCHOR {name}_1024_t{threads} {2 * n**3 / t / 1e9:.2f} GFLOP/s")
+    print(f"ANCHOR {name}_1024_t{threads} {2 * n**3 / cpu[0] / 1e9:.2f} GFLOP/cpu-s")
 
 
 def mlp_model(torch, sizes, final_act):
@@ -189,6 +198,8 @@ def main(argv):
     cmd = argv[1]
     if cmd == "sgemm":
         sgemm(int(argv[2]))
+    elif cmd == "dgemm":
+        dgemm(int(argv[2]))
     elif cmd == "mlp":
         mlp(int(argv[2]), argv[3], int(argv[4]))
     elif cmd == "ddp":

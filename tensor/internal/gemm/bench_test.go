@@ -59,11 +59,15 @@ func benchShapes() []benchShape {
 }
 
 func benchOperands(s benchShape) (a, b, c []float32, lda, ldb int) {
+	return benchOperandsT[float32](s)
+}
+
+func benchOperandsT[T elem](s benchShape) (a, b, c []T, lda, ldb int) {
 	rng := rand.New(rand.NewPCG(1, 1))
-	fill := func(n int) []float32 {
-		x := make([]float32, n)
+	fill := func(n int) []T {
+		x := make([]T, n)
 		for i := range x {
-			x[i] = rng.Float32() - 0.5
+			x[i] = T(rng.Float64() - 0.5)
 		}
 		return x
 	}
@@ -105,40 +109,61 @@ func benchKernels(b *testing.B) {
 		b.Cleanup(func() { tasksPerThread = prev })
 	}
 	// GONOX_GEMM_BLOCKING=kc,nc overrides the blocking of the active set,
-	// for measuring the choice of blocking parameters.
-	if bl := os.Getenv("GONOX_GEMM_BLOCKING"); bl != "" {
-		var kc, nc int
-		if _, err := fmt.Sscanf(bl, "%d,%d", &kc, &nc); err != nil || kc <= 0 || nc <= 0 {
-			b.Fatalf("GONOX_GEMM_BLOCKING=%q: want kc,nc", bl)
-		}
-		prev := active
-		s := *active
-		s.kc, s.nc = kc, nc/s.nr*s.nr
-		active = &s
-		b.Cleanup(func() { active = prev })
-	}
-	// GONOX_GEMM_PACKA=0 or 1 turns packing of A (kernelSet.packA) off or
-	// on for the active set.
-	if v := os.Getenv("GONOX_GEMM_PACKA"); v != "" {
-		prev := active
-		s := *active
-		s.packA = v == "1"
-		active = &s
-		b.Cleanup(func() { active = prev })
-	}
-	b.Logf("kernel set %s", active.name)
+	// for measuring the choice of blocking parameters (GONOX_GEMM_BLOCKING64
+	// that of the float64 set).
+	override(b, &active, "GONOX_GEMM_BLOCKING", "GONOX_GEMM_PACKA", "GONOX_GEMM_DIRECT")
+	override(b, &active64, "GONOX_GEMM_BLOCKING64", "GONOX_GEMM_PACKA64", "GONOX_GEMM_DIRECT64")
+	b.Logf("kernel sets %s (float32), %s (float64)", active.name, active64.name)
 }
 
-func BenchmarkSgemm(b *testing.B) {
+// override replaces *set by a copy with the blocking the environment
+// variable blocking names (kc,nc), packing of A on or off as packA says
+// (0 or 1: kernelSet.packA), and directMaxM from direct, if set, until
+// the end of the benchmark.
+func override[T elem](b *testing.B, set **kernelSet[T], blocking, packA, direct string) {
+	prev := *set
+	s := *prev
+	changed := false
+	if bl := os.Getenv(blocking); bl != "" {
+		var kc, nc int
+		if _, err := fmt.Sscanf(bl, "%d,%d", &kc, &nc); err != nil || kc <= 0 || nc <= 0 {
+			b.Fatalf("%s=%q: want kc,nc", blocking, bl)
+		}
+		s.kc, s.nc, changed = kc, nc/s.nr*s.nr, true
+	}
+	if v := os.Getenv(packA); v != "" {
+		s.packA, changed = v == "1", true
+	}
+	if v := os.Getenv(direct); v != "" {
+		if _, err := fmt.Sscanf(v, "%d", &s.directMaxM); err != nil {
+			b.Fatalf("%s=%q: want a row count", direct, v)
+		}
+		changed = true
+	}
+	if changed {
+		*set = &s
+		b.Cleanup(func() { *set = prev })
+	}
+}
+
+func BenchmarkSgemm(b *testing.B) { benchGemm[float32](b) }
+
+// BenchmarkDgemm is BenchmarkSgemm for float64 (Dgemm), on the same
+// shapes:
+//
+//	go test -run '^$' -bench 'Dgemm/1024x1024x1024/threads=1' ./tensor/internal/gemm/
+func BenchmarkDgemm(b *testing.B) { benchGemm[float64](b) }
+
+func benchGemm[T elem](b *testing.B) {
 	benchKernels(b)
 	for _, s := range benchShapes() {
 		for _, threads := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/threads=%d", s.name, threads), func(b *testing.B) {
-				a, bb, c, lda, ldb := benchOperands(s)
+				a, bb, c, lda, ldb := benchOperandsT[T](s)
 				b.ReportAllocs()
 				cpu0 := cputime.Used().Seconds()
 				for b.Loop() {
-					Sgemm(s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n, threads)
+					gemmT(s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n, threads)
 				}
 				flops := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(b.N)
 				b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")

@@ -1,17 +1,18 @@
 package gemm
 
 // blocking returns the k block (kc) and n block (nc) of a kernel set with
-// mr×nr tiles for a core with l1d bytes of L1 data cache and l2 bytes of L2
-// (0 if unknown: then the defaults kc, nc are kept).
+// mr×nr tiles of size-byte elements for a core with l1d bytes of L1 data
+// cache and l2 bytes of L2 (0 if unknown: then the defaults kc, nc are
+// kept).
 //
-// In our loop nest (see run) an A strip of mr×kc floats is reused from L1
+// In our loop nest (see run) an A strip of mr×kc elements is reused from L1
 // by every micro-kernel call along a B block, while the B block (kc×nc,
 // packed in nr-wide strips) is read from L2 once per A strip:
 //
 //   - kc: an A strip and the B strip streaming past it fit in L1,
-//     (mr+nr)·kc·4 ≤ l1d, in multiples of 64 between 128 and 512. A larger
+//     (mr+nr)·kc·size ≤ l1d, in multiples of 64 between 128 and 512. A larger
 //     kc means fewer passes over C (C is read and written ⌈k/kc⌉ times).
-//   - nc: a B block fills at most half of L2, kc·nc·4 ≤ l2/2 (the rest
+//   - nc: a B block fills at most half of L2, kc·nc·size ≤ l2/2 (the rest
 //     holds the A strips and C tiles on their way), in multiples of nr
 //     between 4·nr and 4096.
 //
@@ -26,13 +27,13 @@ package gemm
 // CPU-second, interleaved in one process), as does OpenBLAS's choice for
 // Zen (its P=Q=320 with the same 16×6 register tile); the time that was
 // lost went to packing (see packAPays and packBRows), not to blocking.
-func blocking(mr, nr, l1d, l2, kc, nc int) (int, int) {
+func blocking(mr, nr, size, l1d, l2, kc, nc int) (int, int) {
 	if l1d <= 0 || l2 <= 0 {
 		return kc, nc
 	}
-	kc = l1d / ((mr + nr) * 4) / 64 * 64
+	kc = l1d / ((mr + nr) * size) / 64 * 64
 	kc = min(max(kc, 128), 512)
-	nc = l2 / 2 / (kc * 4) / nr * nr
+	nc = l2 / 2 / (kc * size) / nr * nr
 	nc = min(max(nc, 4*nr), 4096)
 	return kc, nc
 }

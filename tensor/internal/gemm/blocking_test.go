@@ -22,7 +22,7 @@ func TestBlocking(t *testing.T) {
 		{"huge caches clamp", 6, 16, 1 * M, 64 * M, 512, 4096},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			kc, nc := blocking(c.mr, c.nr, c.l1, c.l2, 256, 512)
+			kc, nc := blocking(c.mr, c.nr, 4, c.l1, c.l2, 256, 512)
 			assert.Equal(t, c.kc, kc, "kc")
 			assert.Equal(t, c.nc, nc, "nc")
 			assert.Zero(t, nc%c.nr, "nc is a multiple of nr")

@@ -61,9 +61,9 @@ func TestDetectCPU(t *testing.T) {
 			assert.Equal(t, strings.TrimSpace(string(w)), strconv.Itoa(ci.l1Ways), "L1d ways")
 		}
 	}
-	kc, nc := blocking(avx512Set.mr, avx512Set.nr, ci.l1d, ci.l2, 256, 512)
+	kc, nc := blocking(avx512Set.mr, avx512Set.nr, 4, ci.l1d, ci.l2, 256, 512)
 	assert.Equal(t, [2]int{kc, nc}, [2]int{avx512Set.kc, avx512Set.nc}, "the AVX-512 set uses this CPU's blocking")
-	kc, nc = blocking(avx2Set.mr, avx2Set.nr, ci.l1d, ci.l2, 256, 512)
+	kc, nc = blocking(avx2Set.mr, avx2Set.nr, 4, ci.l1d, ci.l2, 256, 512)
 	assert.Equal(t, [2]int{kc, nc}, [2]int{avx2Set.kc, avx2Set.nc}, "the AVX2 set uses this CPU's blocking")
 	assert.Equal(t, ci.l1Ways, avx2Set.l1Ways, "the AVX2 set knows the L1d ways")
 }

@@ -1,7 +1,6 @@
 package gemm
 
 import (
-	"sync"
 	"unsafe"
 )
 
@@ -16,7 +15,7 @@ import (
 // strip, or real columns of B past nr). A(i,p) is a[i+p*as] for the
 // column-contiguous flavour (flavC) and a[i*as+p] for the row-contiguous one
 // (flavR). All strides are in elements. k ≥ 1.
-type kernFn func(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+type kernFn[T elem] func(k int, a *T, as int, b *T, bs int, c *T, ldc int, alpha, beta T, nr int)
 
 // A operand flavours: how the kernel walks A.
 const (
@@ -25,93 +24,90 @@ const (
 )
 
 // kernelSet is one implementation of the micro-kernel layer with its
-// blocking parameters.
-type kernelSet struct {
+// blocking parameters, for elements of type T.
+type kernelSet[T elem] struct {
 	name       string
-	mr         int            // rows of the largest kernel
-	nr         int            // columns of a wide kernel
-	nrHalf     int            // columns of a narrow kernel (== nr if there is one width)
-	kern       [2][2][]kernFn // kern[flavour][wide][mr], mr in 1..mr
-	kc, nc     int            // k block (A strip and B block depth), n block (B block width)
-	directMaxM int            // use B in place (no packing) when op(B) = B and C has at most this many rows
-	packA      bool           // copy A strips into contiguous panels (kernP) when B is packed
-	kernP      [2][]kernFn    // kernP[wide][mr]: kernels for a packed A panel (stride mr) and a packed B strip
+	mr         int               // rows of the largest kernel
+	nr         int               // columns of a wide kernel
+	nrHalf     int               // columns of a narrow kernel (== nr if there is one width)
+	kern       [2][2][]kernFn[T] // kern[flavour][wide][mr], mr in 1..mr
+	kc, nc     int               // k block (A strip and B block depth), n block (B block width)
+	directMaxM int               // use B in place (no packing) when op(B) = B and C has at most this many rows
+	packA      bool              // copy A strips into contiguous panels (kernP) when B is packed
+	kernP      [2][]kernFn[T]    // kernP[wide][mr]: kernels for a packed A panel (stride mr) and a packed B strip
 	// packA4 packs 4·kc4 k steps of an mr-row strip of A as stored (op(A) =
 	// A) into a panel (dst[q*mr+i] = src[i*lda+q]); nil: Go code.
-	packA4 func(dst *float32, src *float32, lda int, kc4 int)
+	packA4 func(dst *T, src *T, lda int, kc4 int)
 	// packAT packs ns full mr-row strips of op(A) = Aᵀ as stored, walking
 	// its rows; nil: Go code.
-	packAT func(dst *float32, src *float32, lda int, kc int, ns int)
+	packAT func(dst *T, src *T, lda int, kc int, ns int)
 	// l1Sets and l1Ways describe the L1 data cache (64-byte lines), for
 	// packAPays; 0 if unknown (then 64 sets of 8 ways).
 	l1Sets, l1Ways int
 	// packBn packs ns full nr-wide strips of B as stored (op(B) = B),
 	// walking its rows, prefetching pf rows ahead; nil: Go code.
-	packBn    func(dst *float32, src *float32, ldb int, kc int, ns int, pf int)
-	transpose transposeFunc // packs transposed B strips
+	packBn    func(dst *T, src *T, ldb int, kc int, ns int, pf int)
+	transpose transposeFunc[T] // packs transposed B strips
+	pools     *pools[T]        // the workspaces and jobs of this element type
 }
 
 // transposeFunc stores dst[j*ldd+i] = src[i*lds+j] for i < rows, j < cols.
-type transposeFunc func(dst []float32, ldd int, src []float32, lds int, rows, cols int)
+type transposeFunc[T elem] func(dst []T, ldd int, src []T, lds int, rows, cols int)
 
 // problem is one Sgemm call, shared read-only by the goroutines that
 // compute it.
-type problem struct {
+type problem[T elem] struct {
 	transA, transB bool
 	m, n, k        int
-	alpha, beta    float32
-	a, b, c        []float32
+	alpha, beta    T
+	a, b, c        []T
 	lda, ldb, ldc  int
 	// sharedA, if not nil, holds the A panels of the whole problem, packed
 	// once by whichever goroutine needs them first (parallel calls that
 	// split C by columns; see sharedPanels).
-	sharedA *sharedPanels
+	sharedA *sharedPanels[T]
 }
 
 // workspace holds one goroutine's packing buffers. Buffers are aligned to 64
 // bytes and reused through wsPool, so steady-state calls do not allocate.
-type workspace struct {
-	b    []float32 // packed B block, or the packed edge strip when B is used in place
-	a    []float32 // packed A block (kernelSet.packA)
-	tile []float32 // one tile of Cᵀ (runTransposed)
+type workspace[T elem] struct {
+	b    []T // packed B block, or the packed edge strip when B is used in place
+	a    []T // packed A block (kernelSet.packA)
+	tile []T // one tile of Cᵀ (runTransposed)
 }
 
-var wsPool = sync.Pool{New: func() any { return new(workspace) }}
-
-func getWorkspace() *workspace  { return wsPool.Get().(*workspace) }
-func putWorkspace(w *workspace) { wsPool.Put(w) }
-
 // bufB returns a buffer of at least n floats, aligned to 64 bytes.
-func (w *workspace) bufB(n int) []float32 {
+func (w *workspace[T]) bufB(n int) []T {
 	if cap(w.b) < n {
-		w.b = alignedFloats(n)
+		w.b = alignedFloats[T](n)
 	}
 	return w.b[:n]
 }
 
 // bufA returns a buffer of at least n floats, aligned to 64 bytes.
-func (w *workspace) bufA(n int) []float32 {
+func (w *workspace[T]) bufA(n int) []T {
 	if cap(w.a) < n {
-		w.a = alignedFloats(n)
+		w.a = alignedFloats[T](n)
 	}
 	return w.a[:n]
 }
 
 // bufTile returns the buffer for one transposed tile of C.
-func (w *workspace) bufTile(n int) []float32 {
+func (w *workspace[T]) bufTile(n int) []T {
 	if cap(w.tile) < n {
-		w.tile = alignedFloats(n)
+		w.tile = alignedFloats[T](n)
 	}
 	return w.tile[:n]
 }
 
-// alignedFloats returns a zeroed slice of n floats starting on a 64-byte
+// alignedFloats returns a zeroed slice of n elements starting on a 64-byte
 // boundary.
-func alignedFloats(n int) []float32 {
-	buf := make([]float32, n+16)
+func alignedFloats[T elem](n int) []T {
+	size := int(unsafe.Sizeof(T(0)))
+	buf := make([]T, n+64/size)
 	off := 0
 	if r := uintptr(unsafe.Pointer(&buf[0])) % 64; r != 0 {
-		off = int(64-r) / 4
+		off = int(64-r) / size
 	}
 	return buf[off : off+n : off+n]
 }
@@ -123,7 +119,7 @@ func alignedFloats(n int) []float32 {
 //	  for jc over [j0,j1) by nc:    B block kc×nc: packed strips of nr columns (L2), or in place
 //	    for ir over [i0,i1) by mr:  A strip mr×kc read in place (stays in L1)
 //	      for jr over nc by nr:     micro-kernel on one mr×nr tile of C
-func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
+func (ks *kernelSet[T]) run(p *problem[T], i0, i1, j0, j1 int, ws *workspace[T]) {
 	// Choices of method depend on the whole problem, not on the block, so
 	// that every element of C is computed the same way (bit for bit) however
 	// C is split across goroutines.
@@ -150,7 +146,7 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 		if pc > 0 {
 			beta = 1
 		}
-		var pa []float32
+		var pa []T
 		sh := p.sharedA
 		switch {
 		case packA && sh != nil:
@@ -161,7 +157,7 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 		}
 		for jc := j0; jc < j1; jc += NC {
 			nc := min(NC, j1-jc)
-			var packed []float32
+			var packed []T
 			kin := kc // rows of the last strip read in place (direct mode)
 			if direct {
 				// The last strip may be narrower than its kernel, which then
@@ -201,7 +197,7 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 				if packA && sh != nil && ir >= ready {
 					ready = sh.ensure(ks, p, pc, kc, ir)
 				}
-				var ap *float32
+				var ap *T
 				as := p.lda
 				switch {
 				case packA:
@@ -232,7 +228,7 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 							kern[wide][mr](kin, ap, as, &p.b[pc*p.ldb+jc+jr], p.ldb, cp, p.ldc, p.alpha, beta, nr)
 							b2 = 1
 						}
-						var ap2 *float32
+						var ap2 *T
 						if p.transA {
 							ap2 = &p.a[(pc+kin)*p.lda+ir]
 						} else {
@@ -262,7 +258,7 @@ func (ks *kernelSet) run(p *problem, i0, i1, j0, j1 int, ws *workspace) {
 // (AVX-512, GFLOP per CPU-second, medians of 5), m=32 n=k=1024 went from
 // 100 to 116-120; at m=16 (the narrow kernel) one shape gained 23% and
 // another lost 14%, and at m=128 it lost 17%.
-func (ks *kernelSet) useTransposed(p *problem) bool {
+func (ks *kernelSet[T]) useTransposed(p *problem[T]) bool {
 	if p.transB && p.m > ks.nrHalf && p.m <= smallMNT*ks.nr && p.n >= 2*ks.nrHalf {
 		return true
 	}
@@ -283,7 +279,7 @@ var smallMNT = 1
 // The vector operand op(A)ᵀ is A as stored when op(A) = Aᵀ (read in place)
 // and is otherwise transposed into strips. Each tile of Cᵀ goes through a
 // small buffer and is added to C transposed.
-func (ks *kernelSet) runTransposed(p *problem, i0, i1, j0, j1 int, ws *workspace) {
+func (ks *kernelSet[T]) runTransposed(p *problem[T], i0, i1, j0, j1 int, ws *workspace[T]) {
 	MR, NR, KC := ks.mr, ks.nr, ks.kc
 	// A' = op(B)ᵀ, n×k: A'(r,q) = op(B)(q,r).
 	fl := flavC // b[q*ldb + r]
@@ -302,7 +298,7 @@ func (ks *kernelSet) runTransposed(p *problem, i0, i1, j0, j1 int, ws *workspace
 		for ir := i0; ir < i1; ir += NR {
 			nr := min(NR, i1-ir)
 			w := ks.width(nr)
-			var bp *float32
+			var bp *T
 			bs := p.lda
 			switch {
 			case !p.transA:
@@ -330,7 +326,7 @@ func (ks *kernelSet) runTransposed(p *problem, i0, i1, j0, j1 int, ws *workspace
 			}
 			for jr, mr := j0, 0; jr < j1; jr += mr {
 				mr = tileRows(MR, j1-jr)
-				var ap *float32
+				var ap *T
 				if p.transB {
 					ap = &p.b[jr*p.ldb+pc]
 				} else {
@@ -370,7 +366,7 @@ func tileRows(MR, rem int) int {
 }
 
 // width is the number of B columns the kernel for an nr-column tile reads.
-func (ks *kernelSet) width(nr int) int {
+func (ks *kernelSet[T]) width(nr int) int {
 	if nr <= ks.nrHalf {
 		return ks.nrHalf
 	}
@@ -380,7 +376,7 @@ func (ks *kernelSet) width(nr int) int {
 // packAPays reports whether the kernels should read A from packed panels
 // (packABlock) rather than in place, when B is packed. A strip of A is
 // read once per NR-wide strip of B; in place, its rows (op(A) = A) or its
-// k steps (op(A) = Aᵀ, 4·mr useful bytes per 64-byte line) may map to so
+// k steps (op(A) = Aᵀ, mr useful elements per 64-byte line) may map to so
 // few L1 sets that they do not survive the B strip streaming past: with
 // 1024×1024 operands on Zen 3 (32 KiB, 8-way L1d), the six rows of a strip
 // are 4 KiB apart, all in the same 20 of 64 sets, where the B strip adds
@@ -393,7 +389,7 @@ func (ks *kernelSet) width(nr int) int {
 // collide (512³, k ≤ 128; 256×1024×784 where 9 lines share a set
 // measured a wash) and where n ≤ 16 (A·B with m=256,
 // n=10, k=1024: 39 in place, 24 packed).
-func (ks *kernelSet) packAPays(p *problem) bool {
+func (ks *kernelSet[T]) packAPays(p *problem[T]) bool {
 	if !ks.packA || p.n < 4*ks.nr {
 		return false
 	}
@@ -402,8 +398,9 @@ func (ks *kernelSet) packAPays(p *problem) bool {
 		sets, ways = 64, 8
 	}
 	kc := min(ks.kc, p.k)
+	size := int(unsafe.Sizeof(T(0)))
 	// Lines per set that the B strip streaming past occupies.
-	bLines := (kc*ks.nr*4 + 64*sets - 1) / (64 * sets)
+	bLines := (kc*ks.nr*size + 64*sets - 1) / (64 * sets)
 	// The most lines of one A strip that map to one set.
 	var occ [256]int
 	if sets > len(occ) {
@@ -419,11 +416,11 @@ func (ks *kernelSet) packAPays(p *problem) bool {
 	}
 	if p.transA {
 		for q := 0; q < kc; q++ {
-			add(q*p.lda*4, ks.mr*4)
+			add(q*p.lda*size, ks.mr*size)
 		}
 	} else {
 		for i := 0; i < ks.mr; i++ {
-			add(i*p.lda*4, kc*4)
+			add(i*p.lda*size, kc*size)
 		}
 	}
 	// One line over the ways measured as a wash (lda=784: 4+5 lines in
@@ -434,7 +431,7 @@ func (ks *kernelSet) packAPays(p *problem) bool {
 // packABlock copies rows [i0,i1) of op(A)[:, pc:pc+kc] into dst as the
 // panels the kernP kernels read: one per row tile (tileRows), the tile at
 // row ir at dst[(ir-i0)*kc:], holding dst[q*mr+i] = op(A)(ir+i, pc+q).
-func (ks *kernelSet) packABlock(dst []float32, p *problem, i0, i1, pc, kc int) {
+func (ks *kernelSet[T]) packABlock(dst []T, p *problem[T], i0, i1, pc, kc int) {
 	if p.transA {
 		// op(A)(i, q) = a[q*lda + i]: walk the rows of a, each contiguous
 		// over [i0, i1), and deal them out to the panels.
@@ -484,7 +481,7 @@ func (ks *kernelSet) packABlock(dst []float32, p *problem, i0, i1, pc, kc int) {
 // packBRows copies ns whole NR-wide strips of B as stored, starting at
 // src[0], into dst (strip s at dst[s*kc*NR:], kc rows of NR floats),
 // walking B row by row.
-func (ks *kernelSet) packBRows(dst []float32, src []float32, ldb, kc, ns int) {
+func (ks *kernelSet[T]) packBRows(dst []T, src []T, ldb, kc, ns int) {
 	NR := ks.nr
 	if ns == 0 {
 		return
@@ -509,7 +506,7 @@ var packBPrefetch = 4
 
 // packB copies op(B)[pc:pc+kc, j:j+nr] into dst as kc rows of w floats,
 // zero-filling columns nr..w-1.
-func (ks *kernelSet) packB(dst []float32, w int, p *problem, pc, kc, j, nr int) {
+func (ks *kernelSet[T]) packB(dst []T, w int, p *problem[T], pc, kc, j, nr int) {
 	dst = dst[:kc*w]
 	if p.transB {
 		// op(B)(q, j) = b[j*ldb + q]: a transpose of nr rows of b.
@@ -526,7 +523,7 @@ func (ks *kernelSet) packB(dst []float32, w int, p *problem, pc, kc, j, nr int) 
 
 // packRows copies src[q*ld : q*ld+nr] to dst[q*w : q*w+nr] for q < kc and
 // zero-fills columns nr..w-1.
-func packRows(dst []float32, w int, src []float32, ld, kc, nr int) {
+func packRows[T elem](dst []T, w int, src []T, ld, kc, nr int) {
 	dst = dst[:kc*w]
 	if nr == w {
 		for q := 0; q < kc; q++ {
@@ -547,7 +544,7 @@ func packRows(dst []float32, w int, src []float32, ld, kc, nr int) {
 }
 
 // transposeGo is the portable transposeFunc.
-func transposeGo(dst []float32, ldd int, src []float32, lds int, rows, cols int) {
+func transposeGo[T elem](dst []T, ldd int, src []T, lds int, rows, cols int) {
 	// 4×4 blocks keep four source rows streaming and write whole groups.
 	i := 0
 	for ; i+4 <= rows; i += 4 {

@@ -7,35 +7,53 @@ import (
 	"sync/atomic"
 )
 
-// active is the kernel set Sgemm uses: the best this machine runs, as
-// package kernels allows ($GONOX_KERNELS), chosen at start-up. Tests switch
-// it with useKernels.
-var active = bestSet()
+// elem is the element type of a product: the driver is written once, for
+// both precisions; only the micro-kernels and packers differ.
+type elem interface{ float32 | float64 }
 
-func bestSet() *kernelSet {
-	if s := archSets(); len(s) > 0 {
-		return s[0]
+// active and active64 are the kernel sets Sgemm and Dgemm use: the best
+// this machine runs, as package kernels allows ($GONOX_KERNELS), chosen at
+// start-up. Tests switch them with useKernels.
+var (
+	active   = bestSet(archSets(), goSet)
+	active64 = bestSet(archSets64(), goSet64)
+)
+
+func bestSet[T elem](arch []*kernelSet[T], fallback *kernelSet[T]) *kernelSet[T] {
+	if len(arch) > 0 {
+		return arch[0]
 	}
-	return goSet
+	return fallback
 }
 
-// kernelSets lists every kernel set this machine can run, best first; the
-// portable Go set is always last.
-func kernelSets() []*kernelSet { return append(archSets(), goSet) }
+// kernelSets and kernelSets64 list every float32 and float64 kernel set
+// this machine can run, best first; the portable Go set is always last.
+func kernelSets() []*kernelSet[float32]   { return append(archSets(), goSet) }
+func kernelSets64() []*kernelSet[float64] { return append(archSets64(), goSet64) }
 
-// useKernels makes Sgemm use the named kernel set ("avx512", "avx2" or
-// "go") and returns a function restoring the previous one. It reports false
-// if this machine cannot run that set. Not safe to call concurrently with
-// Sgemm; it exists for tests and benchmarks.
+// useKernels makes Sgemm and Dgemm use the named kernel sets ("avx512",
+// "avx2" or "go") and returns a function restoring the previous ones. It
+// reports false if this machine cannot run that set. Not safe to call
+// concurrently with Sgemm or Dgemm; it exists for tests and benchmarks.
 func useKernels(name string) (restore func(), ok bool) {
-	prev := active
+	var s32 *kernelSet[float32]
+	var s64 *kernelSet[float64]
 	for _, s := range kernelSets() {
 		if s.name == name {
-			active = s
-			return func() { active = prev }, true
+			s32 = s
 		}
 	}
-	return func() {}, false
+	for _, s := range kernelSets64() {
+		if s.name == name {
+			s64 = s
+		}
+	}
+	if s32 == nil || s64 == nil {
+		return func() {}, false
+	}
+	prev, prev64 := active, active64
+	active, active64 = s32, s64
+	return func() { active, active64 = prev, prev64 }, true
 }
 
 // parMinFlops is the smallest problem (2·m·n·k) split across goroutines.
@@ -69,6 +87,21 @@ var (
 // calling goroutine. Every goroutine Sgemm starts has finished when it
 // returns.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, threads int) {
+	gemm(active, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads)
+}
+
+// Dgemm is Sgemm in double precision: C = alpha*op(A)*op(B) + beta*C for
+// row-major float64 matrices, with the same arguments, the same handling of
+// beta == 0, alpha == 0 and k == 0, and the same thread budget. It has its
+// own micro-kernels (8 doubles per AVX-512 vector, 4 per AVX2 vector) and
+// blocking; products are accumulated in float64 with FMAs on the assembly
+// sets, in the same order for every thread budget.
+func Dgemm(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int, threads int) {
+	gemm(active64, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads)
+}
+
+// gemm is Sgemm and Dgemm on the kernel set ks.
+func gemm[T elem](ks *kernelSet[T], transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int, threads int) {
 	checkArgs(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	if m == 0 || n == 0 {
 		return
@@ -77,7 +110,6 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		scaleC(m, n, beta, c, ldc)
 		return
 	}
-	ks := active
 	if threads != 1 && 2*int64(m)*int64(n)*int64(k) >= parMinFlops {
 		// (runtime.GOMAXPROCS takes a global lock: not for small calls.)
 		t := threads
@@ -85,23 +117,23 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 			t = procs
 		}
 		if t > 1 {
-			sgemmParallel(ks, problem{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, nil}, t)
+			gemmParallel(ks, problem[T]{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, nil}, t)
 			return
 		}
 	}
-	p := problem{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, nil}
-	ws := getWorkspace()
+	p := problem[T]{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, nil}
+	ws := ks.pools.getWorkspace()
 	ks.run(&p, 0, m, 0, n, ws)
-	putWorkspace(ws)
+	ks.pools.putWorkspace(ws)
 }
 
 // checkArgs panics if the dimensions, strides or slice lengths are
 // inconsistent.
-func checkArgs(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+func checkArgs[T elem](transA, transB bool, m, n, k int, a []T, lda int, b []T, ldb int, c []T, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
 	}
-	check := func(name string, rows, cols int, x []float32, ld int) {
+	check := func(name string, rows, cols int, x []T, ld int) {
 		if ld < max(1, cols) {
 			panic(fmt.Sprintf("gemm: ld%s=%d < %d columns of %s", name, ld, cols, name))
 		}
@@ -128,7 +160,7 @@ func checkArgs(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 }
 
 // scaleC sets C = beta*C, writing zeros when beta == 0.
-func scaleC(m, n int, beta float32, c []float32, ldc int) {
+func scaleC[T elem](m, n int, beta T, c []T, ldc int) {
 	for i := 0; i < m; i++ {
 		row := c[i*ldc : i*ldc+n]
 		if beta == 0 {
@@ -141,12 +173,51 @@ func scaleC(m, n int, beta float32, c []float32, ldc int) {
 	}
 }
 
-// parJob is one parallel Sgemm: C is cut into ntask blocks of whole rows
-// (or whole columns), handed out through next. Jobs are pooled so a call
-// does not allocate.
-type parJob struct {
-	p      problem
-	ks     *kernelSet
+// pools recycle the per-call state of one element type: workspaces,
+// parallel jobs and shared A panels. Every kernel set of that type points
+// at the same pools, so steady-state calls do not allocate.
+type pools[T elem] struct {
+	ws     sync.Pool // *workspace[T]
+	job    sync.Pool // *parJob[T]
+	shared sync.Pool // *sharedPanels[T]
+}
+
+var (
+	pools32 = newPools[float32]()
+	pools64 = newPools[float64]()
+)
+
+func newPools[T elem]() *pools[T] {
+	ps := new(pools[T])
+	ps.ws.New = func() any { return new(workspace[T]) }
+	// Each job holds its helper method value, made once, so that
+	// "go helper()" starts a goroutine without allocating a closure.
+	ps.job.New = func() any {
+		j := new(parJob[T])
+		j.helper = j.helperMain
+		return j
+	}
+	ps.shared.New = func() any { return new(sharedPanels[T]) }
+	return ps
+}
+
+// poolsOf returns the pools of element type T.
+func poolsOf[T elem]() *pools[T] {
+	if ps, ok := any(pools32).(*pools[T]); ok {
+		return ps
+	}
+	return any(pools64).(*pools[T])
+}
+
+func (ps *pools[T]) getWorkspace() *workspace[T]  { return ps.ws.Get().(*workspace[T]) }
+func (ps *pools[T]) putWorkspace(w *workspace[T]) { ps.ws.Put(w) }
+
+// parJob is one parallel Sgemm or Dgemm: C is cut into ntask blocks of
+// whole rows (or whole columns), handed out through next. Jobs are pooled
+// so a call does not allocate.
+type parJob[T elem] struct {
+	p      problem[T]
+	ks     *kernelSet[T]
 	splitN bool // blocks are column ranges of C; otherwise row ranges
 	chunk  int  // rows or columns per block
 	ntask  int
@@ -156,26 +227,18 @@ type parJob struct {
 	helper func() // j.helperMain, bound once
 }
 
-// jobPool recycles parJobs. Each holds its helper method value, made once,
-// so that "go helper()" starts a goroutine without allocating a closure.
-var jobPool = sync.Pool{New: func() any {
-	j := new(parJob)
-	j.helper = j.helperMain
-	return j
-}}
-
-// helperMain is the body of a goroutine started by sgemmParallel.
-func (j *parJob) helperMain() {
+// helperMain is the body of a goroutine started by gemmParallel.
+func (j *parJob[T]) helperMain() {
 	j.work()
 	j.wg.Done()
 }
 
 // work computes blocks until none is left, if a compute slot is free.
-func (j *parJob) work() {
+func (j *parJob[T]) work() {
 	if j.slots.Add(-1) < 0 {
 		return
 	}
-	ws := getWorkspace()
+	ws := j.ks.pools.getWorkspace()
 	dim := j.p.m
 	if j.splitN {
 		dim = j.p.n
@@ -193,18 +256,19 @@ func (j *parJob) work() {
 			j.ks.run(&j.p, lo, hi, 0, j.p.n, ws)
 		}
 	}
-	putWorkspace(ws)
+	j.ks.pools.putWorkspace(ws)
 }
 
-// sgemmParallel computes p on at most t goroutines at a time: the calling
+// gemmParallel computes p on at most t goroutines at a time: the calling
 // one and helpers (it starts t, one spare; a slot counter lets at most t
 // compute).
 // Blocks are column ranges of C when n is wide enough (each goroutine then
 // packs only its own columns of B and reads A in place, so nothing is done
 // twice), row ranges otherwise. There are a few blocks per goroutine, handed
 // out dynamically, so a goroutine that starts late does less.
-func sgemmParallel(ks *kernelSet, p problem, t int) {
-	j := jobPool.Get().(*parJob)
+func gemmParallel[T elem](ks *kernelSet[T], p problem[T], t int) {
+	ps := ks.pools
+	j := ps.job.Get().(*parJob[T])
 	j.p, j.ks = p, ks
 	j.splitN = p.n >= 2*t*ks.nr
 	dim, unit := p.m, ks.mr
@@ -228,9 +292,9 @@ func sgemmParallel(ks *kernelSet, p problem, t int) {
 		j.p.sharedA = newSharedPanels(ks, &p)
 	}
 	if j.ntask < 2 {
-		ws := getWorkspace()
+		ws := ps.getWorkspace()
 		ks.run(&j.p, 0, p.m, 0, p.n, ws)
-		putWorkspace(ws)
+		ps.putWorkspace(ws)
 	} else {
 		t = min(t, j.ntask)
 		j.next.Store(0)
@@ -248,8 +312,8 @@ func sgemmParallel(ks *kernelSet, p problem, t int) {
 		j.work()
 		j.wg.Wait()
 	}
-	putSharedPanels(j.p.sharedA)
-	j.p = problem{}
+	putSharedPanels(ks, j.p.sharedA)
+	j.p = problem[T]{}
 	j.ks = nil
-	jobPool.Put(j)
+	ps.job.Put(j)
 }

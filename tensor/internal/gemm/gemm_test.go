@@ -5,8 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -14,10 +16,11 @@ import (
 	"github.com/gonox/gonox/internal/testlong"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/blas/blas64"
 )
 
-// forEachSet runs f with Sgemm forced onto every kernel set this machine can
-// run (on an AVX-512 machine: avx512, avx2 and go).
+// forEachSet runs f with Sgemm and Dgemm forced onto every kernel set this
+// machine can run (on an AVX-512 machine: avx512, avx2 and go).
 func forEachSet(t *testing.T, f func(t *testing.T)) {
 	for _, s := range kernelSets() {
 		t.Run(s.name, func(t *testing.T) {
@@ -39,28 +42,88 @@ func TestKernelSetsAvailable(t *testing.T) {
 	require.Equal(t, kernels.Active().String(), active.name, "the set package kernels chose ($GONOX_KERNELS)")
 	require.Equal(t, "go", names[len(names)-1])
 	require.Equal(t, names[0], active.name)
+	names64 := []string{}
+	for _, s := range kernelSets64() {
+		names64 = append(names64, s.name)
+	}
+	require.Equal(t, names, names64, "float64 sets")
+	require.Equal(t, active.name, active64.name)
 	_, ok := useKernels("nope")
 	require.False(t, ok)
+	for _, name := range names {
+		restore, ok := useKernels(name)
+		require.True(t, ok)
+		require.Equal(t, name, active.name)
+		require.Equal(t, name, active64.name)
+		restore()
+	}
 }
 
-// gemmCase is one call of Sgemm with its operands.
-type gemmCase struct {
+// activeSet returns the kernel set Sgemm (T = float32) or Dgemm (float64)
+// uses.
+func activeSet[T elem]() *kernelSet[T] {
+	if s, ok := any(active).(*kernelSet[T]); ok {
+		return s
+	}
+	return any(active64).(*kernelSet[T])
+}
+
+// gemmT calls Sgemm or Dgemm.
+func gemmT[T elem](ta, tb bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int, threads int) {
+	switch a := any(a).(type) {
+	case []float32:
+		Sgemm(ta, tb, m, n, k, float32(alpha), a, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), ldc, threads)
+	case []float64:
+		Dgemm(ta, tb, m, n, k, float64(alpha), a, lda, any(b).([]float64), ldb, float64(beta), any(c).([]float64), ldc, threads)
+	}
+}
+
+// epsilon is the unit roundoff of T: 2⁻²⁴ or 2⁻⁵³.
+func epsilon[T elem]() float64 {
+	if is64[T]() {
+		return math.Ldexp(1, -53)
+	}
+	return math.Ldexp(1, -24)
+}
+
+// is64 reports whether T is float64.
+func is64[T elem]() bool {
+	_, ok := any(T(0)).(float64)
+	return ok
+}
+
+// sameBits reports whether x and y have the same bits.
+func sameBits[T elem](x, y T) bool {
+	if x, ok := any(x).(float32); ok {
+		return math.Float32bits(x) == math.Float32bits(any(y).(float32))
+	}
+	return math.Float64bits(float64(x)) == math.Float64bits(float64(y))
+}
+
+// gemmCase is one call of Sgemm or Dgemm with its operands.
+type gemmCase[T elem] struct {
 	ta, tb        bool
 	m, n, k       int
 	lda, ldb, ldc int
-	alpha, beta   float32
-	a, b, c       []float32
+	alpha, beta   T
+	a, b, c       []T
 }
 
-func (g gemmCase) String() string {
-	return fmt.Sprintf("ta=%v tb=%v m=%d n=%d k=%d lda=%d ldb=%d ldc=%d alpha=%g beta=%g",
-		g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.alpha, g.beta)
+func (g gemmCase[T]) String() string {
+	return fmt.Sprintf("%T: ta=%v tb=%v m=%d n=%d k=%d lda=%d ldb=%d ldc=%d alpha=%g beta=%g",
+		g.alpha, g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.alpha, g.beta)
 }
 
-// newCase builds random operands; pad adds that many extra columns to each
-// stride.
-func newCase(rng *rand.Rand, ta, tb bool, m, n, k, pad int, alpha, beta float32) gemmCase {
-	g := gemmCase{ta: ta, tb: tb, m: m, n: n, k: k, alpha: alpha, beta: beta}
+// newCase builds random float32 operands; pad adds that many extra columns
+// to each stride.
+func newCase(rng *rand.Rand, ta, tb bool, m, n, k, pad int, alpha, beta float32) gemmCase[float32] {
+	return newCaseT(rng, ta, tb, m, n, k, pad, alpha, beta)
+}
+
+// newCaseT is newCase for either element type. The float64 operands have
+// full 53-bit significands, so that no product is exact.
+func newCaseT[T elem](rng *rand.Rand, ta, tb bool, m, n, k, pad int, alpha, beta T) gemmCase[T] {
+	g := gemmCase[T]{ta: ta, tb: tb, m: m, n: n, k: k, alpha: alpha, beta: beta}
 	ar, ac := m, k
 	if ta {
 		ar, ac = k, m
@@ -70,15 +133,19 @@ func newCase(rng *rand.Rand, ta, tb bool, m, n, k, pad int, alpha, beta float32)
 		br, bc = n, k
 	}
 	g.lda, g.ldb, g.ldc = max(1, ac)+pad, max(1, bc)+pad, max(1, n)+pad
+	_, is32 := any(alpha).(float32)
 	// Padding past the columns of A and B holds NaN: kernels may read it
 	// (into vector lanes that are never stored) but it must never reach C.
-	fill := func(rows, cols, ld int) []float32 {
-		x := make([]float32, rows*ld)
+	fill := func(rows, cols, ld int) []T {
+		x := make([]T, rows*ld)
 		for i := range x {
-			if i%ld < cols {
-				x[i] = rng.Float32()*2 - 1
-			} else {
-				x[i] = float32(math.NaN())
+			switch {
+			case i%ld >= cols:
+				x[i] = T(math.NaN())
+			case is32:
+				x[i] = T(rng.Float32()*2 - 1)
+			default:
+				x[i] = T(rng.Float64()*2 - 1)
 			}
 		}
 		return x
@@ -88,10 +155,12 @@ func newCase(rng *rand.Rand, ta, tb bool, m, n, k, pad int, alpha, beta float32)
 	return g
 }
 
-// naive returns the exact (float64) result of the call and, per element of
-// C, the bound on float32 rounding error: (k+2)·2⁻²⁴·(|alpha|·Σ|a||b| + |beta·c|),
-// the classic bound for a k-term dot product in float32.
-func (g *gemmCase) naive() (want, tol []float64) {
+// naive returns the result of the call computed to nearly twice the
+// working precision of float64 (products split exactly with FMA, sums
+// compensated), and, per element of C, the bound on the rounding error of
+// a k-term dot product in T: (k+2)·u·(|alpha|·Σ|a||b| + |beta·c|), u the
+// unit roundoff of T.
+func (g *gemmCase[T]) naive() (want, tol []float64) {
 	// op(A) row-major (m×k) and op(B) column-major (n×k), in float64.
 	opA := make([]float64, g.m*g.k)
 	opB := make([]float64, g.n*g.k)
@@ -113,18 +182,24 @@ func (g *gemmCase) naive() (want, tol []float64) {
 	}
 	want = make([]float64, g.m*g.n)
 	tol = make([]float64, g.m*g.n)
-	u := math.Ldexp(1, -24) * float64(g.k+2)
+	u := epsilon[T]() * float64(g.k+2)
 	alpha, beta := float64(g.alpha), float64(g.beta)
 	for i := 0; i < g.m; i++ {
 		ai := opA[i*g.k : i*g.k+g.k]
 		for j := 0; j < g.n; j++ {
 			bj := opB[j*g.k : j*g.k+g.k]
-			var s, sa float64
+			var s, comp, sa float64
 			for p, x := range ai {
-				x *= bj[p]
-				s += x
-				sa += math.Abs(x)
+				prod := x * bj[p]
+				perr := math.FMA(x, bj[p], -prod) // x·b = prod + perr exactly
+				t := s + prod                     // TwoSum: s + prod = t + e
+				bb := t - s
+				e := (s - (t - bb)) + (prod - bb)
+				s = t
+				comp += e + perr
+				sa += math.Abs(prod)
 			}
+			s += comp
 			w := alpha * s
 			e := math.Abs(alpha) * sa
 			if g.beta != 0 {
@@ -133,15 +208,15 @@ func (g *gemmCase) naive() (want, tol []float64) {
 				e += math.Abs(beta * c)
 			}
 			want[i*g.n+j] = w
-			tol[i*g.n+j] = u*e + 1e-30
+			tol[i*g.n+j] = u*e + 1e-300
 		}
 	}
 	return want, tol
 }
 
-// gonum computes the call with gonum's blas32 into a copy of C.
-func (g gemmCase) gonum() []float32 {
-	c := append([]float32(nil), g.c...)
+// gonum computes the call with gonum's blas32 or blas64 into a copy of C.
+func (g gemmCase[T]) gonum() []T {
+	c := append([]T(nil), g.c...)
 	if g.m == 0 || g.n == 0 {
 		return c
 	}
@@ -166,28 +241,43 @@ func (g gemmCase) gonum() []float32 {
 	if g.tb {
 		tb, br, bc = blas.Trans, g.n, g.k
 	}
-	blas32.Gemm(ta, tb, g.alpha,
-		blas32.General{Rows: ar, Cols: ac, Stride: g.lda, Data: g.a},
-		blas32.General{Rows: br, Cols: bc, Stride: g.ldb, Data: g.b},
-		g.beta,
-		blas32.General{Rows: g.m, Cols: g.n, Stride: g.ldc, Data: c})
+	switch a := any(g.a).(type) {
+	case []float32:
+		blas32.Gemm(ta, tb, float32(g.alpha),
+			blas32.General{Rows: ar, Cols: ac, Stride: g.lda, Data: a},
+			blas32.General{Rows: br, Cols: bc, Stride: g.ldb, Data: any(g.b).([]float32)},
+			float32(g.beta),
+			blas32.General{Rows: g.m, Cols: g.n, Stride: g.ldc, Data: any(c).([]float32)})
+	case []float64:
+		blas64.Gemm(ta, tb, float64(g.alpha),
+			blas64.General{Rows: ar, Cols: ac, Stride: g.lda, Data: a},
+			blas64.General{Rows: br, Cols: bc, Stride: g.ldb, Data: any(g.b).([]float64)},
+			float64(g.beta),
+			blas64.General{Rows: g.m, Cols: g.n, Stride: g.ldc, Data: any(c).([]float64)})
+	}
 	return c
 }
 
-// check runs Sgemm with the given thread budget and compares the result to
-// the float64 reference (within the float32 bound), to gonum (within twice
-// it), and checks that the padding of C is untouched.
-func (g gemmCase) check(t *testing.T, threads int) []float32 {
+// run calls Sgemm or Dgemm on a copy of C and returns it.
+func (g gemmCase[T]) run(threads int) []T {
+	c := append([]T(nil), g.c...)
+	gemmT(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc, threads)
+	return c
+}
+
+// check runs the call with the given thread budget and compares the
+// result to the accurate reference (within the rounding bound of T), to
+// gonum (within twice it), and checks that the padding of C is untouched.
+func (g gemmCase[T]) check(t *testing.T, threads int) []T {
 	t.Helper()
 	want, tol := g.naive()
 	ref := g.gonum()
-	c := append([]float32(nil), g.c...)
-	Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc, threads)
+	c := g.run(threads)
 	for i := 0; i < g.m; i++ {
 		for j := 0; j < g.ldc; j++ {
 			got := c[i*g.ldc+j]
 			if j >= g.n {
-				if math.Float32bits(got) != math.Float32bits(g.c[i*g.ldc+j]) {
+				if !sameBits(got, g.c[i*g.ldc+j]) {
 					t.Fatalf("%v threads=%d: padding C[%d,%d] changed: %g -> %g", g, threads, i, j, g.c[i*g.ldc+j], got)
 				}
 				continue
@@ -206,7 +296,13 @@ func (g gemmCase) check(t *testing.T, threads int) []float32 {
 
 var edgeSizes = []int{1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257}
 
-func TestSgemmEdgeSizes(t *testing.T) {
+// The tests below are written once for both element types (testX[T]);
+// TestSgemmX and TestDgemmX run them for float32 and float64.
+
+func TestSgemmEdgeSizes(t *testing.T) { testEdgeSizes[float32](t) }
+func TestDgemmEdgeSizes(t *testing.T) { testEdgeSizes[float64](t) }
+
+func testEdgeSizes[T elem](t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		sizes := edgeSizes
@@ -218,23 +314,26 @@ func TestSgemmEdgeSizes(t *testing.T) {
 				// every m against a few n and k, and every n and k against a few m
 				n := sizes[rng.IntN(len(sizes))]
 				k := sizes[rng.IntN(len(sizes))]
-				newCase(rng, tr[0], tr[1], m, n, k, 0, 1, 0).check(t, 1)
-				newCase(rng, tr[0], tr[1], n, m, k, 0, 1, 0).check(t, 1)
-				newCase(rng, tr[0], tr[1], k, n, m, 0, 1, 0).check(t, 1)
+				newCaseT[T](rng, tr[0], tr[1], m, n, k, 0, 1, 0).check(t, 1)
+				newCaseT[T](rng, tr[0], tr[1], n, m, k, 0, 1, 0).check(t, 1)
+				newCaseT[T](rng, tr[0], tr[1], k, n, m, 0, 1, 0).check(t, 1)
 			}
 		}
 	})
 }
 
-func TestSgemmRandomShapes(t *testing.T) {
+func TestSgemmRandomShapes(t *testing.T) { testRandomShapes[float32](t) }
+func TestDgemmRandomShapes(t *testing.T) { testRandomShapes[float64](t) }
+
+func testRandomShapes[T elem](t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 4))
 		iters := 300
 		if !testlong.Enabled() {
 			iters = 60
 		}
-		alphas := []float32{1, -1, 0.5, 2.25}
-		betas := []float32{0, 1, -0.75, 3}
+		alphas := []T{1, -1, 0.5, 2.25}
+		betas := []T{0, 1, -0.75, 3}
 		for it := 0; it < iters; it++ {
 			dim := func() int {
 				if rng.IntN(3) == 0 {
@@ -242,22 +341,42 @@ func TestSgemmRandomShapes(t *testing.T) {
 				}
 				return 1 + rng.IntN(80)
 			}
-			g := newCase(rng, rng.IntN(2) == 0, rng.IntN(2) == 0, dim(), dim(), dim(), rng.IntN(3)*rng.IntN(9),
+			g := newCaseT(rng, rng.IntN(2) == 0, rng.IntN(2) == 0, dim(), dim(), dim(), rng.IntN(3)*rng.IntN(9),
 				alphas[rng.IntN(len(alphas))], betas[rng.IntN(len(betas))])
 			g.check(t, 1)
 		}
 	})
 }
 
+// TestDgemmLargeK: k far beyond the k block, where the float64 rounding
+// bound is tight enough to catch a lost or repeated block.
+func TestDgemmLargeK(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(41, 42))
+		ks := []int{4099}
+		if testlong.Enabled() {
+			ks = append(ks, 20000)
+		}
+		for _, k := range ks {
+			for _, tr := range [][2]bool{{false, false}, {true, true}} {
+				newCaseT[float64](rng, tr[0], tr[1], 13, 19, k, 1, -1.5, 0.5).check(t, 1)
+			}
+		}
+	})
+}
+
 // TestSgemmBlocking crosses the k and n block sizes (several k blocks, so beta
 // must apply only to the first) and the direct/packed B threshold.
-func TestSgemmBlocking(t *testing.T) {
+func TestSgemmBlocking(t *testing.T) { testBlocking[float32](t) }
+func TestDgemmBlocking(t *testing.T) { testBlocking[float64](t) }
+
+func testBlocking[T elem](t *testing.T) {
 	if raceEnabled && testing.Short() {
 		t.Skip("single-goroutine and slow under -race; runs without it")
 	}
 	forEachSet(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(5, 6))
-		s := active
+		s := activeSet[T]()
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 			for _, sh := range [][3]int{
 				{s.directMaxM, s.nc + 3*s.nr + 5, s.kc + 1},
@@ -265,11 +384,11 @@ func TestSgemmBlocking(t *testing.T) {
 				{2*s.mr + 1, 2*s.nc - 1, 3 * s.kc},
 				{3, 2*s.nc + s.nr/2 + 1, s.kc - 1},
 			} {
-				for _, beta := range []float32{0, 0.5} {
+				for _, beta := range []T{0, 0.5} {
 					if !testlong.Enabled() && rng.IntN(2) == 0 {
 						continue
 					}
-					newCase(rng, tr[0], tr[1], sh[0], sh[1], sh[2], 3, 1.5, beta).check(t, 1)
+					newCaseT(rng, tr[0], tr[1], sh[0], sh[1], sh[2], 3, 1.5, beta).check(t, 1)
 				}
 			}
 		}
@@ -278,17 +397,20 @@ func TestSgemmBlocking(t *testing.T) {
 
 // TestSgemmNarrowTransposed covers runTransposed: a C narrower than the
 // kernel's vectors, computed as Cᵀ.
-func TestSgemmNarrowTransposed(t *testing.T) {
+func TestSgemmNarrowTransposed(t *testing.T) { testNarrowTransposed[float32](t) }
+func TestDgemmNarrowTransposed(t *testing.T) { testNarrowTransposed[float64](t) }
+
+func testNarrowTransposed[T elem](t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(23, 24))
-		s := active
+		s := activeSet[T]()
 		used := 0
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 			for n := 1; n <= s.mr; n++ {
 				for _, m := range []int{2 * s.nrHalf, 2*s.nrHalf + 1, 63, 100} {
 					for _, k := range []int{1, 17, s.kc + 5} {
-						g := newCase(rng, tr[0], tr[1], m, n, k, rng.IntN(2)*3, 1.25, []float32{0, 0.5}[rng.IntN(2)])
-						if s.useTransposed(&problem{transA: tr[0], transB: tr[1], m: m, n: n, k: k}) {
+						g := newCaseT(rng, tr[0], tr[1], m, n, k, rng.IntN(2)*3, 1.25, []T{0, 0.5}[rng.IntN(2)])
+						if s.useTransposed(&problem[T]{transA: tr[0], transB: tr[1], m: m, n: n, k: k}) {
 							used++
 						}
 						g.check(t, 1)
@@ -297,19 +419,22 @@ func TestSgemmNarrowTransposed(t *testing.T) {
 			}
 		}
 		require.Positive(t, used, "no shape took the transposed path")
-		require.True(t, s.useTransposed(&problem{transA: false, m: 100, n: 1}))
-		require.True(t, s.useTransposed(&problem{transA: true, m: 100, n: 1}))
-		require.False(t, s.useTransposed(&problem{transA: true, m: 100, n: s.nrHalf}))
+		require.True(t, s.useTransposed(&problem[T]{transA: false, m: 100, n: 1}))
+		require.True(t, s.useTransposed(&problem[T]{transA: true, m: 100, n: 1}))
+		require.False(t, s.useTransposed(&problem[T]{transA: true, m: 100, n: s.nrHalf}))
 	})
 }
 
-func TestSgemmStridesAndScalars(t *testing.T) {
+func TestSgemmStridesAndScalars(t *testing.T) { testStridesAndScalars[float32](t) }
+func TestDgemmStridesAndScalars(t *testing.T) { testStridesAndScalars[float64](t) }
+
+func testStridesAndScalars[T elem](t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(7, 8))
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 			for _, pad := range []int{1, 5, 37} {
-				for _, ab := range [][2]float32{{1, 0}, {1, 1}, {-2, 0.5}, {0.25, -1}, {0, 2}, {0, 0}} {
-					newCase(rng, tr[0], tr[1], 29, 47, 35, pad, ab[0], ab[1]).check(t, 1)
+				for _, ab := range [][2]T{{1, 0}, {1, 1}, {-2, 0.5}, {0.25, -1}, {0, 2}, {0, 0}, {1, 2}} {
+					newCaseT(rng, tr[0], tr[1], 29, 47, 35, pad, ab[0], ab[1]).check(t, 1)
 				}
 			}
 		}
@@ -318,25 +443,30 @@ func TestSgemmStridesAndScalars(t *testing.T) {
 
 // TestSgemmBetaZeroOverwritesNaN: beta == 0 must overwrite C without reading
 // it, for every tile shape, also when k == 0 or alpha == 0.
-func TestSgemmBetaZeroOverwritesNaN(t *testing.T) {
+func TestSgemmBetaZeroOverwritesNaN(t *testing.T) { testBetaZeroOverwritesNaN[float32](t) }
+func TestDgemmBetaZeroOverwritesNaN(t *testing.T) { testBetaZeroOverwritesNaN[float64](t) }
+
+func testBetaZeroOverwritesNaN[T elem](t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(9, 10))
-		nan := float32(math.NaN())
+		nan := T(math.NaN())
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 			for _, sh := range [][3]int{{1, 1, 1}, {13, 33, 5}, {12, 32, 300}, {16, 17, 3}, {5, 7, 0}, {70, 90, 40}} {
-				for _, alpha := range []float32{1, 0} {
-					g := newCase(rng, tr[0], tr[1], sh[0], sh[1], sh[2], 2, alpha, 0)
-					c := append([]float32(nil), g.c...)
-					for i := 0; i < g.m; i++ {
-						for j := 0; j < g.n; j++ {
-							c[i*g.ldc+j] = nan
+				for _, alpha := range []T{1, 0} {
+					for _, beta := range []T{0, T(math.Copysign(0, -1))} {
+						g := newCaseT(rng, tr[0], tr[1], sh[0], sh[1], sh[2], 2, alpha, beta)
+						c := append([]T(nil), g.c...)
+						for i := 0; i < g.m; i++ {
+							for j := 0; j < g.n; j++ {
+								c[i*g.ldc+j] = nan
+							}
 						}
-					}
-					g.c = c
-					out := g.check(t, 1)
-					for i := 0; i < g.m; i++ {
-						for j := 0; j < g.n; j++ {
-							require.False(t, math.IsNaN(float64(out[i*g.ldc+j])), "%v: C[%d,%d] is NaN", g, i, j)
+						g.c = c
+						out := g.check(t, 1)
+						for i := 0; i < g.m; i++ {
+							for j := 0; j < g.n; j++ {
+								require.False(t, math.IsNaN(float64(out[i*g.ldc+j])), "%v: C[%d,%d] is NaN", g, i, j)
+							}
 						}
 					}
 				}
@@ -345,21 +475,24 @@ func TestSgemmBetaZeroOverwritesNaN(t *testing.T) {
 	})
 }
 
-func TestSgemmZeroDims(t *testing.T) {
+func TestSgemmZeroDims(t *testing.T) { testZeroDims[float32](t) }
+func TestDgemmZeroDims(t *testing.T) { testZeroDims[float64](t) }
+
+func testZeroDims[T elem](t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(11, 12))
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 			for _, sh := range [][3]int{{4, 5, 0}, {1, 1, 0}, {0, 5, 3}, {4, 0, 3}, {0, 0, 0}} {
-				for _, beta := range []float32{0, 1, 2} {
-					newCase(rng, tr[0], tr[1], sh[0], sh[1], sh[2], 1, 1, beta).check(t, 1)
+				for _, beta := range []T{0, 1, 2} {
+					newCaseT(rng, tr[0], tr[1], sh[0], sh[1], sh[2], 1, 1, beta).check(t, 1)
 				}
 			}
 		}
 		// Empty operands are accepted when a dimension is zero.
-		Sgemm(false, false, 0, 0, 0, 1, nil, 1, nil, 1, 0, nil, 1, 0)
-		c := []float32{1, 2, 3}
-		Sgemm(false, false, 1, 3, 0, 1, nil, 1, nil, 3, 0, c, 3, 0)
-		require.Equal(t, []float32{0, 0, 0}, c)
+		gemmT[T](false, false, 0, 0, 0, 1, nil, 1, nil, 1, 0, nil, 1, 0)
+		c := []T{1, 2, 3}
+		gemmT(false, false, 1, 3, 0, 1, nil, 1, nil, 3, 0, c, 3, 0)
+		require.Equal(t, []T{0, 0, 0}, c)
 	})
 }
 
@@ -367,30 +500,35 @@ func TestSgemmZeroDims(t *testing.T) {
 // with several thread budgets, and checks the result is bit-for-bit the one
 // computed on one goroutine (each element is computed by the same kernel
 // with the same summation order however C is split). Run it with -race.
-func TestSgemmThreads(t *testing.T) {
+func TestSgemmThreads(t *testing.T) { testThreads[float32](t) }
+func TestDgemmThreads(t *testing.T) { testThreads[float64](t) }
+
+func testThreads[T elem](t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(13, 14))
 		shapes := [][3]int{{200, 300, 250}, {16, 1030, 900}, {1030, 24, 700}, {300, 5, 9000}}
 		if active == goSet || raceEnabled || !testlong.Enabled() {
 			shapes = [][3]int{{100, 300, 300}, {16, 1030, 520}, {1030, 24, 350}, {1030, 5, 1700}}
 		}
+		if is64[T]() && !testlong.Enabled() {
+			// The split across goroutines is the float32 code's; what
+			// float64 adds is covered by one shape per method.
+			shapes = [][3]int{{100, 300, 300}, {1030, 5, 1700}}
+		}
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 			for _, sh := range shapes {
 				require.GreaterOrEqual(t, 2*sh[0]*sh[1]*sh[2], parMinFlops, "shape %v too small to go parallel", sh)
-				g := newCase(rng, tr[0], tr[1], sh[0], sh[1], sh[2], 1, 1, 0.5)
-				var one []float32
+				g := newCaseT[T](rng, tr[0], tr[1], sh[0], sh[1], sh[2], 1, 1, 0.5)
+				var one []T
 				if raceEnabled {
 					// Under -race this test is about the goroutines; the
 					// reference check of the result runs without -race.
-					one = append([]float32(nil), g.c...)
-					Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, one, g.ldc, 1)
+					one = g.run(1)
 				} else {
 					one = g.check(t, 1)
 				}
 				for _, threads := range []int{0, 2, 3, -1} {
-					c := append([]float32(nil), g.c...)
-					Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc, threads)
-					require.Equal(t, one, c, "%v threads=%d differs from threads=1", g, threads)
+					require.Equal(t, one, g.run(threads), "%v threads=%d differs from threads=1", g, threads)
 				}
 			}
 		}
@@ -399,13 +537,16 @@ func TestSgemmThreads(t *testing.T) {
 
 // TestSgemmConcurrentCalls runs parallel and serial calls from several
 // goroutines at once (the pools and helper goroutines are shared).
-func TestSgemmConcurrentCalls(t *testing.T) {
+func TestSgemmConcurrentCalls(t *testing.T) { testConcurrentCalls[float32](t) }
+func TestDgemmConcurrentCalls(t *testing.T) { testConcurrentCalls[float64](t) }
+
+func testConcurrentCalls[T elem](t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
-	var cases []gemmCase
+	var cases []gemmCase[T]
 	for i := 0; i < 6; i++ {
-		cases = append(cases, newCase(rng, i%2 == 0, i%3 == 0, 100+7*i, 300, 400, 0, 1, 0))
+		cases = append(cases, newCaseT[T](rng, i%2 == 0, i%3 == 0, 100+7*i, 300, 400, 0, 1, 0))
 	}
-	want := make([][]float32, len(cases))
+	want := make([][]T, len(cases))
 	for i, g := range cases {
 		want[i] = g.check(t, 1)
 	}
@@ -413,8 +554,7 @@ func TestSgemmConcurrentCalls(t *testing.T) {
 	for i, g := range cases {
 		go func() {
 			for rep := 0; rep < 3; rep++ {
-				c := append([]float32(nil), g.c...)
-				Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc, i%3)
+				c := g.run(i % 3)
 				for j := range c {
 					if c[j] != want[i][j] {
 						errs <- fmt.Errorf("%v: concurrent result differs at %d", g, j)
@@ -430,6 +570,34 @@ func TestSgemmConcurrentCalls(t *testing.T) {
 	}
 }
 
+// TestSgemmMixedConcurrentCalls runs Sgemm and Dgemm at once from several
+// goroutines: each element type has its own pools.
+func TestSgemmMixedConcurrentCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(43, 44))
+	g32 := newCase(rng, false, false, 200, 300, 300, 0, 1, 0)
+	g64 := newCaseT[float64](rng, false, true, 200, 300, 300, 0, 1, 0)
+	w32, w64 := g32.check(t, 1), g64.check(t, 1)
+	errs := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		go func() {
+			for rep := 0; rep < 3; rep++ {
+				if i%2 == 0 && !slices.Equal(g32.run(0), w32) {
+					errs <- fmt.Errorf("goroutine %d: Sgemm differs", i)
+					return
+				}
+				if i%2 == 1 && !slices.Equal(g64.run(0), w64) {
+					errs <- fmt.Errorf("goroutine %d: Dgemm differs", i)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		require.NoError(t, <-errs)
+	}
+}
+
 // TestSgemmNoGoroutineLeft: the goroutines a parallel call starts have all
 // finished their work when it returns, and exit right after.
 func TestSgemmNoGoroutineLeft(t *testing.T) {
@@ -437,9 +605,11 @@ func TestSgemmNoGoroutineLeft(t *testing.T) {
 		t.Skip("needs GOMAXPROCS >= 2")
 	}
 	g := newCase(rand.New(rand.NewPCG(17, 18)), false, false, 256, 512, 256, 0, 1, 0)
+	g64 := newCaseT[float64](rand.New(rand.NewPCG(17, 18)), false, false, 256, 512, 256, 0, 1, 0)
 	before := runtime.NumGoroutine()
 	for i := 0; i < 20; i++ {
 		Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, 0)
+		Dgemm(g64.ta, g64.tb, g64.m, g64.n, g64.k, g64.alpha, g64.a, g64.lda, g64.b, g64.ldb, g64.beta, g64.c, g64.ldc, 0)
 	}
 	// A helper calls wg.Done as its last action; give it a moment to return.
 	deadline := time.Now().Add(2 * time.Second)
@@ -449,7 +619,10 @@ func TestSgemmNoGoroutineLeft(t *testing.T) {
 	require.LessOrEqual(t, runtime.NumGoroutine(), before)
 }
 
-func TestSgemmNoAllocs(t *testing.T) {
+func TestSgemmNoAllocs(t *testing.T) { testNoAllocs[float32](t) }
+func TestDgemmNoAllocs(t *testing.T) { testNoAllocs[float64](t) }
+
+func testNoAllocs[T elem](t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
@@ -458,10 +631,10 @@ func TestSgemmNoAllocs(t *testing.T) {
 	require.GreaterOrEqual(t, 2*160*256*256, parMinFlops)
 	for _, sh := range [][3]int{{16, 256, 128}, {100, 300, 70}, {160, 256, 256}} {
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}} {
-			g := newCase(rng, tr[0], tr[1], sh[0], sh[1], sh[2], 0, 1, 0)
+			g := newCaseT[T](rng, tr[0], tr[1], sh[0], sh[1], sh[2], 0, 1, 0)
 			for _, threads := range []int{1, 0} {
 				f := func() {
-					Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, threads)
+					gemmT(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, threads)
 				}
 				f()
 				allocs := testing.AllocsPerRun(10, f)
@@ -489,29 +662,54 @@ func TestSgemmPanics(t *testing.T) {
 	})
 }
 
+func TestDgemmPanics(t *testing.T) {
+	a := make([]float64, 6)
+	require.PanicsWithValue(t, "gemm: negative dimension m=2 n=2 k=-3", func() {
+		Dgemm(false, false, 2, 2, -3, 1, a, 3, a, 2, 0, a, 2, 1)
+	})
+	require.PanicsWithValue(t, "gemm: ldb=1 < 2 columns of b", func() {
+		Dgemm(false, false, 2, 2, 3, 1, a, 3, a, 1, 0, a, 2, 1)
+	})
+	require.PanicsWithValue(t, "gemm: len(a)=6 < 8 for 4×2 with stride 2", func() {
+		Dgemm(true, false, 2, 2, 4, 1, a, 2, make([]float64, 8), 2, 0, a, 2, 1)
+	})
+	require.PanicsWithValue(t, "gemm: ldc=1 < 2 columns of c", func() {
+		Dgemm(false, false, 2, 2, 1, 1, a, 1, a, 2, 0, a, 1, 1)
+	})
+}
+
 // TestTranspose checks every transposeFunc against the definition.
 func TestTranspose(t *testing.T) {
-	rng := rand.New(rand.NewPCG(21, 22))
-	funcs := map[string]transposeFunc{"go": transposeGo}
+	funcs := map[string]transposeFunc[float32]{"go": transposeGo[float32]}
 	for _, s := range kernelSets() {
 		funcs[s.name] = s.transpose
 	}
+	funcs64 := map[string]transposeFunc[float64]{"go": transposeGo[float64]}
+	for _, s := range kernelSets64() {
+		funcs64[s.name] = s.transpose
+	}
+	t.Run("float32", func(t *testing.T) { testTranspose(t, funcs) })
+	t.Run("float64", func(t *testing.T) { testTranspose(t, funcs64) })
+}
+
+func testTranspose[T elem](t *testing.T, funcs map[string]transposeFunc[T]) {
+	rng := rand.New(rand.NewPCG(21, 22))
 	for name, f := range funcs {
-		for _, rows := range []int{1, 3, 8, 9, 16, 31, 32} {
-			for _, cols := range []int{1, 7, 8, 9, 17, 64, 70} {
+		for _, rows := range []int{1, 3, 4, 5, 8, 9, 16, 31, 32} {
+			for _, cols := range []int{1, 3, 4, 7, 8, 9, 17, 64, 70} {
 				lds, ldd := cols+rng.IntN(3), rows+rng.IntN(3)
-				src := make([]float32, (rows-1)*lds+cols)
+				src := make([]T, (rows-1)*lds+cols)
 				for i := range src {
-					src[i] = rng.Float32()
+					src[i] = T(rng.Float64())
 				}
-				dst := make([]float32, (cols-1)*ldd+rows)
+				dst := make([]T, (cols-1)*ldd+rows)
 				for i := range dst {
 					dst[i] = -1
 				}
 				f(dst, ldd, src, lds, rows, cols)
 				for j := 0; j < cols; j++ {
 					for i := 0; i < ldd && j*ldd+i < len(dst); i++ {
-						want := float32(-1)
+						want := T(-1)
 						if i < rows {
 							want = src[i*lds+j]
 						}
@@ -525,19 +723,25 @@ func TestTranspose(t *testing.T) {
 
 func TestAlignedFloats(t *testing.T) {
 	for n := 1; n < 40; n++ {
-		x := alignedFloats(n)
+		x := alignedFloats[float32](n)
 		require.Len(t, x, n)
-		require.Zero(t, uintptrOf(x)%64)
+		require.Zero(t, uintptr(unsafe.Pointer(&x[0]))%64)
+		y := alignedFloats[float64](n)
+		require.Len(t, y, n)
+		require.Zero(t, uintptr(unsafe.Pointer(&y[0]))%64)
 	}
 }
 
 // TestSgemmSmallMTransB covers op(A)·Bᵀ with a few rows of C, which is
 // computed as its transpose (useTransposed): both op(A), several k blocks,
 // padded strides, beta, one and several goroutines (bit-identical).
-func TestSgemmSmallMTransB(t *testing.T) {
+func TestSgemmSmallMTransB(t *testing.T) { testSmallMTransB[float32](t) }
+func TestDgemmSmallMTransB(t *testing.T) { testSmallMTransB[float64](t) }
+
+func testSmallMTransB[T elem](t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(9, 10))
-		s := active
+		s := activeSet[T]()
 		if s.nr == s.nrHalf {
 			t.Skip("one kernel width: no rows between the narrow and the wide width")
 		}
@@ -549,8 +753,8 @@ func TestSgemmSmallMTransB(t *testing.T) {
 				}
 				for _, sh := range shapes {
 					n, k := sh[0], sh[1]
-					g := newCase(rng, ta, true, m, n, k, rng.IntN(5), 1.5, -0.5)
-					require.True(t, s.useTransposed(&problem{transA: ta, transB: true, m: m, n: n, k: k}),
+					g := newCaseT[T](rng, ta, true, m, n, k, rng.IntN(5), 1.5, -0.5)
+					require.True(t, s.useTransposed(&problem[T]{transA: ta, transB: true, m: m, n: n, k: k}),
 						"m=%d n=%d k=%d takes the transposed path", m, n, k)
 					c1 := g.check(t, 1)
 					c2 := g.check(t, 2)

@@ -1,12 +1,14 @@
 //go:build ignore
 
 // gen_kernels writes the amd64 micro-kernels: kernels_amd64.s and the Go
-// declarations and dispatch tables in kernels_amd64_gen.go. Run it with
-// `go generate` in this directory after editing it; the output is committed.
+// declarations and dispatch tables in kernels_amd64_gen.go (float32, for
+// Sgemm), dkernels_amd64.s and dkernels_amd64_gen.go (float64, for Dgemm).
+// Run it with `go generate` in this directory after editing it; the output
+// is committed.
 //
-// Every kernel has the Go signature of kernFn:
+// Every kernel has the Go signature of kernFn[T], T float32 or float64:
 //
-//	func(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+//	func(k int, a *T, as int, b *T, bs int, c *T, ldc int, alpha, beta T, nr int)
 //
 // and computes, for an mr×nr tile (mr fixed per function, nr ≤ its width),
 //
@@ -26,30 +28,86 @@ import (
 	"strings"
 )
 
-type gen struct{ b bytes.Buffer }
+type gen struct {
+	b bytes.Buffer
+	t prec // the element type of the kernels being written
+}
+
+// prec describes an element type: the float32 kernels (Sgemm) or the
+// float64 ones (Dgemm).
+type prec struct {
+	goType   string // "float32" or "float64"
+	prefix   string // of kernel names: "s" or "d"
+	size     int    // bytes per element
+	shift    int    // log2(size)
+	sfx      string // of vector instructions: "PS" or "PD"
+	bcast    string // broadcast of one element from memory
+	frame    string
+	alphaOff int // argument offsets
+	betaOff  int
+	nrOff    int
+	maskTab  string // the VMASKMOV mask table of this type
+}
+
+var (
+	f32 = prec{"float32", "s", 4, 2, "PS", "VBROADCASTSS", "$0-72", 56, 60, 64, "maskTab"}
+	f64 = prec{"float64", "d", 8, 3, "PD", "VBROADCASTSD", "$0-80", 56, 64, 72, "maskTab64"}
+)
+
+// test is the TEST instruction for the bits of beta in a register.
+func (t prec) test() string {
+	if t.size == 4 {
+		return "TESTL"
+	}
+	return "TESTQ"
+}
+
+// sig is the Go signature of a kernel (kernFn).
+func (t prec) sig() string {
+	return strings.ReplaceAll("(k int, a *T, as int, b *T, bs int, c *T, ldc int, alpha, beta T, nr int)", "T", t.goType)
+}
+
+// zl and yl are the elements in a zmm and a ymm register.
+func (t prec) zl() int { return 64 / t.size }
+func (t prec) yl() int { return 32 / t.size }
+
+// op returns a vector instruction for this type: op("VFMADD231") is
+// VFMADD231PS or VFMADD231PD.
+func (t prec) op(base string) string { return base + t.sfx }
+
+// betaZero emits a jump to label when beta is ±0, using reg.
+func (g *gen) betaZero(reg, label string) {
+	if g.t.size == 4 {
+		g.p("MOVL beta+%d(FP), %s", g.t.betaOff, reg)
+		g.p("ANDL $0x7fffffff, %s", reg)
+	} else {
+		g.p("MOVQ beta+%d(FP), %s", g.t.betaOff, reg)
+		g.p("SHLQ $1, %s", reg)
+	}
+	g.p("JZ %s", label)
+}
 
 func (g *gen) p(format string, args ...any)   { fmt.Fprintf(&g.b, "\t"+format+"\n", args...) }
 func (g *gen) label(l string)                 { fmt.Fprintf(&g.b, "%s:\n", l) }
 func (g *gen) raw(format string, args ...any) { fmt.Fprintf(&g.b, format+"\n", args...) }
 
-const frame = "$0-72"
-
 // aAddr returns the address of A(r, p) where p is the current k index plus u.
 // Flavour "c": AX points at A(0,p) and advances by as each k step.
 // Flavour "r": AX, R10, R11, R12 point at rows 0, 3, 6, 9 (column p of the
 // current unrolled group) and R9 holds the row stride in bytes.
-func aAddr(fl string, r, u int) string {
+func (g *gen) aAddr(fl string, r, u int) string {
+	s := g.t.size
 	if fl == "c" {
-		return fmt.Sprintf("%d(AX)", 4*r)
+		return fmt.Sprintf("%d(AX)", s*r)
 	}
 	base := []string{"AX", "R10", "R11", "R12"}[r/3]
 	switch r % 3 {
 	case 0:
-		return fmt.Sprintf("%d(%s)", 4*u, base)
+		return fmt.Sprintf("%d(%s)", s*u, base)
 	case 1:
-		return fmt.Sprintf("%d(%s)(R9*1)", 4*u, base)
+		return fmt.Sprintf("%d(%s)(R9*1)", s*u, base)
 	default:
-		return fmt.Sprintf("%d(%s)(R9*2)", 4*u, base)
+		return fmt.Sprintf("%d(%s)(R9*2)", s*u, base)
 	}
 }
 
@@ -62,13 +120,13 @@ func (g *gen) prologue(fl string, mr int) {
 	g.p("MOVQ k+0(FP), CX")
 	g.p("MOVQ a+8(FP), AX")
 	g.p("MOVQ as+16(FP), R9")
-	g.p("SHLQ $2, R9")
+	g.p("SHLQ $%d, R9", g.t.shift)
 	g.p("MOVQ b+24(FP), BX")
 	g.p("MOVQ bs+32(FP), R8")
-	g.p("SHLQ $2, R8")
+	g.p("SHLQ $%d, R8", g.t.shift)
 	g.p("MOVQ c+40(FP), DI")
 	g.p("MOVQ ldc+48(FP), SI")
-	g.p("SHLQ $2, SI")
+	g.p("SHLQ $%d, SI", g.t.shift)
 	if fl == "r" {
 		prev := "AX"
 		for i, reg := range []string{"R10", "R11", "R12"} {
@@ -92,7 +150,7 @@ func (g *gen) advanceA(fl string, mr, u int) {
 		if mr <= 3*i {
 			break
 		}
-		g.p("ADDQ $%d, %s", 4*u, reg)
+		g.p("ADDQ $%d, %s", g.t.size*u, reg)
 	}
 }
 
@@ -133,25 +191,28 @@ func (g *gen) prefetchC(mr, lines int) {
 	}
 }
 
-// avx512 emits an mr × 16w kernel: accumulators Z0..Z23, B rows in
-// Z24..Z27, broadcasts of A in Z28..Z31.
+// avx512 emits an mr × Lw kernel (L elements per zmm): accumulators
+// Z0..Z23, B rows in Z24..Z27, broadcasts of A in Z28..Z31.
 func (g *gen) avx512(fl string, mr, w int) {
-	nm := name("s512", fl, mr, 16*w)
-	g.raw("// func %s(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)", nm)
-	g.raw("TEXT ·%s(SB), NOSPLIT, %s", nm, frame)
+	t := g.t
+	L := t.zl()
+	nm := name(t.prefix+"512", fl, mr, L*w)
+	g.raw("// func %s%s", nm, t.sig())
+	g.raw("TEXT ·%s(SB), NOSPLIT, %s", nm, t.frame)
 	g.prologue(fl, mr)
-	// Column mask from nr: bits [0, nr) set; K1 covers columns 0-15, K2
-	// 16-31. It masks the loads and stores of C. (Masking the loads of B
-	// too, to read B in place up to its last column, measured slower on
-	// Zen 5 than packing the edge strip: masked loads that cross a cache
-	// line are slow.)
-	g.p("MOVQ nr+64(FP), R13")
+	// Column mask from nr: bits [0, nr) set; K1 covers columns 0 to L-1,
+	// K2 L to 2L-1 (the float64 kernels use the low 8 bits of each). It
+	// masks the loads and stores of C. (Masking the loads of B too, to
+	// read B in place up to its last column, measured slower on Zen 5 than
+	// packing the edge strip: masked loads that cross a cache line are
+	// slow.)
+	g.p("MOVQ nr+%d(FP), R13", t.nrOff)
 	g.p("MOVQ $1, DX")
 	g.p("SHLXQ R13, DX, DX")
 	g.p("DECQ DX")
 	g.p("KMOVW DX, K1")
 	if w == 2 {
-		g.p("SHRQ $16, DX")
+		g.p("SHRQ $%d, DX", L)
 		g.p("KMOVW DX, K2")
 	}
 	g.prefetchC(mr, w)
@@ -164,18 +225,18 @@ func (g *gen) avx512(fl string, mr, w int) {
 	g.loops(fl, mr, func(u int) {
 		b0 := 24 + 2*(u%2)
 		if w == 2 {
-			g.p("VMOVUPS (BX), Z%d", b0)
-			g.p("VMOVUPS 64(BX), Z%d", b0+1)
+			g.p("%s (BX), Z%d", t.op("VMOVU"), b0)
+			g.p("%s 64(BX), Z%d", t.op("VMOVU"), b0+1)
 			for r := 0; r < mr; r++ {
-				t := fmt.Sprintf("Z%d", 28+r%4)
-				g.p("VBROADCASTSS %s, %s", aAddr(fl, r, u), t)
-				g.p("VFMADD231PS Z%d, %s, %s", b0, t, acc(r, 0))
-				g.p("VFMADD231PS Z%d, %s, %s", b0+1, t, acc(r, 1))
+				a := fmt.Sprintf("Z%d", 28+r%4)
+				g.p("%s %s, %s", t.bcast, g.aAddr(fl, r, u), a)
+				g.p("%s Z%d, %s, %s", t.op("VFMADD231"), b0, a, acc(r, 0))
+				g.p("%s Z%d, %s, %s", t.op("VFMADD231"), b0+1, a, acc(r, 1))
 			}
 		} else {
-			g.p("VMOVUPS (BX), Z%d", b0)
+			g.p("%s (BX), Z%d", t.op("VMOVU"), b0)
 			for r := 0; r < mr; r++ {
-				g.p("VFMADD231PS.BCST %s, Z%d, %s", aAddr(fl, r, u), b0, acc(r, 0))
+				g.p("%s.BCST %s, Z%d, %s", t.op("VFMADD231"), g.aAddr(fl, r, u), b0, acc(r, 0))
 			}
 		}
 		g.p("ADDQ R8, BX")
@@ -183,17 +244,15 @@ func (g *gen) avx512(fl string, mr, w int) {
 			g.p("ADDQ R9, AX")
 		}
 	})
-	g.p("VBROADCASTSS alpha+56(FP), Z24")
-	g.p("MOVL beta+60(FP), AX")
-	g.p("ANDL $0x7fffffff, AX")
-	g.p("JZ nobeta")
-	g.p("VBROADCASTSS beta+60(FP), Z25")
+	g.p("%s alpha+%d(FP), Z24", t.bcast, t.alphaOff)
+	g.betaZero("AX", "nobeta")
+	g.p("%s beta+%d(FP), Z25", t.bcast, t.betaOff)
 	for r := 0; r < mr; r++ {
 		for h := 0; h < w; h++ {
-			g.p("VMOVUPS.Z %d(DI), K%d, Z26", 64*h, h+1)
-			g.p("VMULPS Z24, %s, %s", acc(r, h), acc(r, h))
-			g.p("VFMADD231PS Z25, Z26, %s", acc(r, h))
-			g.p("VMOVUPS %s, K%d, %d(DI)", acc(r, h), h+1, 64*h)
+			g.p("%s.Z %d(DI), K%d, Z26", t.op("VMOVU"), 64*h, h+1)
+			g.p("%s Z24, %s, %s", t.op("VMUL"), acc(r, h), acc(r, h))
+			g.p("%s Z25, Z26, %s", t.op("VFMADD231"), acc(r, h))
+			g.p("%s %s, K%d, %d(DI)", t.op("VMOVU"), acc(r, h), h+1, 64*h)
 		}
 		if r < mr-1 {
 			g.p("ADDQ SI, DI")
@@ -204,8 +263,8 @@ func (g *gen) avx512(fl string, mr, w int) {
 	g.label("nobeta")
 	for r := 0; r < mr; r++ {
 		for h := 0; h < w; h++ {
-			g.p("VMULPS Z24, %s, %s", acc(r, h), acc(r, h))
-			g.p("VMOVUPS %s, K%d, %d(DI)", acc(r, h), h+1, 64*h)
+			g.p("%s Z24, %s, %s", t.op("VMUL"), acc(r, h), acc(r, h))
+			g.p("%s %s, K%d, %d(DI)", t.op("VMOVU"), acc(r, h), h+1, 64*h)
 		}
 		if r < mr-1 {
 			g.p("ADDQ SI, DI")
@@ -216,12 +275,13 @@ func (g *gen) avx512(fl string, mr, w int) {
 	g.raw("")
 }
 
-// avx2 emits an mr × 8w kernel: accumulators Y0..Y11, B rows in Y12, Y13,
-// broadcasts of A in Y13..Y15.
+// avx2 emits an mr × Lw kernel (L elements per ymm): accumulators
+// Y0..Y11, B rows in Y12, Y13, broadcasts of A in Y13..Y15.
 func (g *gen) avx2(fl string, mr, w int) {
-	nm := name("s256", fl, mr, 8*w)
-	g.raw("// func %s(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)", nm)
-	g.raw("TEXT ·%s(SB), NOSPLIT, %s", nm, frame)
+	t := g.t
+	nm := name(t.prefix+"256", fl, mr, t.yl()*w)
+	g.raw("// func %s%s", nm, t.sig())
+	g.raw("TEXT ·%s(SB), NOSPLIT, %s", nm, t.frame)
 	g.prologue(fl, mr)
 	g.prefetchC(mr, 1)
 	acc := func(r, h int) string { return fmt.Sprintf("Y%d", r*w+h) }
@@ -232,20 +292,20 @@ func (g *gen) avx2(fl string, mr, w int) {
 	}
 	g.loops(fl, mr, func(u int) {
 		if w == 2 {
-			g.p("VMOVUPS (BX), Y12")
-			g.p("VMOVUPS 32(BX), Y13")
+			g.p("%s (BX), Y12", t.op("VMOVU"))
+			g.p("%s 32(BX), Y13", t.op("VMOVU"))
 			for r := 0; r < mr; r++ {
-				t := fmt.Sprintf("Y%d", 14+r%2)
-				g.p("VBROADCASTSS %s, %s", aAddr(fl, r, u), t)
-				g.p("VFMADD231PS Y12, %s, %s", t, acc(r, 0))
-				g.p("VFMADD231PS Y13, %s, %s", t, acc(r, 1))
+				a := fmt.Sprintf("Y%d", 14+r%2)
+				g.p("%s %s, %s", t.bcast, g.aAddr(fl, r, u), a)
+				g.p("%s Y12, %s, %s", t.op("VFMADD231"), a, acc(r, 0))
+				g.p("%s Y13, %s, %s", t.op("VFMADD231"), a, acc(r, 1))
 			}
 		} else {
-			g.p("VMOVUPS (BX), Y12")
+			g.p("%s (BX), Y12", t.op("VMOVU"))
 			for r := 0; r < mr; r++ {
-				t := fmt.Sprintf("Y%d", 13+r%3)
-				g.p("VBROADCASTSS %s, %s", aAddr(fl, r, u), t)
-				g.p("VFMADD231PS Y12, %s, %s", t, acc(r, 0))
+				a := fmt.Sprintf("Y%d", 13+r%3)
+				g.p("%s %s, %s", t.bcast, g.aAddr(fl, r, u), a)
+				g.p("%s Y12, %s, %s", t.op("VFMADD231"), a, acc(r, 0))
 			}
 		}
 		g.p("ADDQ R8, BX")
@@ -271,20 +331,21 @@ type pOpts struct {
 // and B a strip of 8w floats per k step (B(p,j) = b[p*bs+j] with bs =
 // 8w), so both advance by constants and can be prefetched ahead.
 func (g *gen) avx2p(mr, w int, o pOpts) {
-	nm := name("s256p"+o.suffix, "", mr, 8*w)
-	g.raw("// func %s(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)", nm)
-	g.raw("TEXT ·%s(SB), NOSPLIT, %s", nm, frame)
+	t := g.t
+	nm := name(t.prefix+"256p"+o.suffix, "", mr, t.yl()*w)
+	g.raw("// func %s%s", nm, t.sig())
+	g.raw("TEXT ·%s(SB), NOSPLIT, %s", nm, t.frame)
 	g.p("MOVQ k+0(FP), CX")
 	g.p("MOVQ a+8(FP), AX")
 	g.p("MOVQ b+24(FP), BX")
 	g.p("MOVQ c+40(FP), DI")
 	g.p("MOVQ ldc+48(FP), SI")
-	g.p("SHLQ $2, SI")
+	g.p("SHLQ $%d, SI", t.shift)
 	pfC := func(ins string) {
 		g.p("MOVQ DI, R13")
 		for r := 0; r < mr; r++ {
 			g.p("%s (R13)", ins)
-			g.p("%s %d(R13)", ins, 32*w-4)
+			g.p("%s %d(R13)", ins, 32*w-t.size)
 			if r < mr-1 {
 				g.p("ADDQ SI, R13")
 			}
@@ -301,24 +362,24 @@ func (g *gen) avx2p(mr, w int, o pOpts) {
 			g.p("VXORPS %s, %s, %s", acc(r, h), acc(r, h), acc(r, h))
 		}
 	}
-	bstep := 32 * w // bytes of B per k step
-	astep := 4 * mr // bytes of A per k step
+	bstep := 32 * w      // bytes of B per k step
+	astep := t.size * mr // bytes of A per k step
 	step := func(u int, pf bool) {
 		if w == 2 {
-			g.p("VMOVUPS %d(BX), Y12", bstep*u)
-			g.p("VMOVUPS %d(BX), Y13", bstep*u+32)
+			g.p("%s %d(BX), Y12", t.op("VMOVU"), bstep*u)
+			g.p("%s %d(BX), Y13", t.op("VMOVU"), bstep*u+32)
 			for r := 0; r < mr; r++ {
-				t := fmt.Sprintf("Y%d", 14+r%2)
-				g.p("VBROADCASTSS %d(AX), %s", astep*u+4*r, t)
-				g.p("VFMADD231PS Y12, %s, %s", t, acc(r, 0))
-				g.p("VFMADD231PS Y13, %s, %s", t, acc(r, 1))
+				a := fmt.Sprintf("Y%d", 14+r%2)
+				g.p("%s %d(AX), %s", t.bcast, astep*u+t.size*r, a)
+				g.p("%s Y12, %s, %s", t.op("VFMADD231"), a, acc(r, 0))
+				g.p("%s Y13, %s, %s", t.op("VFMADD231"), a, acc(r, 1))
 			}
 		} else {
-			g.p("VMOVUPS %d(BX), Y12", bstep*u)
+			g.p("%s %d(BX), Y12", t.op("VMOVU"), bstep*u)
 			for r := 0; r < mr; r++ {
-				t := fmt.Sprintf("Y%d", 13+r%3)
-				g.p("VBROADCASTSS %d(AX), %s", astep*u+4*r, t)
-				g.p("VFMADD231PS Y12, %s, %s", t, acc(r, 0))
+				a := fmt.Sprintf("Y%d", 13+r%3)
+				g.p("%s %d(AX), %s", t.bcast, astep*u+t.size*r, a)
+				g.p("%s Y12, %s, %s", t.op("VFMADD231"), a, acc(r, 0))
 			}
 		}
 		if !pf {
@@ -378,34 +439,40 @@ func (g *gen) avx2p(mr, w int, o pOpts) {
 }
 
 // storeAVX2 scales the accumulators by alpha, adds beta·C (C is not read
-// when beta == 0) and stores the mr × 8w tile, the last vector masked to
+// when beta == 0) and stores the mr × Lw tile, the last vector masked to
 // nr columns, then returns.
 func (g *gen) storeAVX2(mr, w int, acc func(r, h int) string) {
-	g.p("VBROADCASTSS alpha+56(FP), Y12")
-	g.p("VBROADCASTSS beta+60(FP), Y13")
-	g.p("MOVL beta+60(FP), R13")
-	g.p("ANDL $0x7fffffff, R13")
-	g.p("MOVQ nr+64(FP), CX")
-	g.p("CMPQ CX, $%d", 8*w)
+	t := g.t
+	g.p("%s alpha+%d(FP), Y12", t.bcast, t.alphaOff)
+	g.p("%s beta+%d(FP), Y13", t.bcast, t.betaOff)
+	if t.size == 4 {
+		g.p("MOVL beta+%d(FP), R13", t.betaOff)
+		g.p("ANDL $0x7fffffff, R13")
+	} else {
+		g.p("MOVQ beta+%d(FP), R13", t.betaOff)
+		g.p("SHLQ $1, R13")
+	}
+	g.p("MOVQ nr+%d(FP), CX", t.nrOff)
+	g.p("CMPQ CX, $%d", t.yl()*w)
 	g.p("JNE partial")
 	// Full tile: plain loads and stores.
 	store := func(masked bool, withBeta bool) {
 		for r := 0; r < mr; r++ {
 			for h := 0; h < w; h++ {
 				a := acc(r, h)
-				g.p("VMULPS Y12, %s, %s", a, a)
+				g.p("%s Y12, %s, %s", t.op("VMUL"), a, a)
 				if masked && h == w-1 {
 					if withBeta {
-						g.p("VMASKMOVPS %d(DI), Y15, Y14", 32*h)
-						g.p("VFMADD231PS Y13, Y14, %s", a)
+						g.p("%s %d(DI), Y15, Y14", t.op("VMASKMOV"), 32*h)
+						g.p("%s Y13, Y14, %s", t.op("VFMADD231"), a)
 					}
-					g.p("VMASKMOVPS %s, Y15, %d(DI)", a, 32*h)
+					g.p("%s %s, Y15, %d(DI)", t.op("VMASKMOV"), a, 32*h)
 				} else {
 					if withBeta {
-						g.p("VMOVUPS %d(DI), Y14", 32*h)
-						g.p("VFMADD231PS Y13, Y14, %s", a)
+						g.p("%s %d(DI), Y14", t.op("VMOVU"), 32*h)
+						g.p("%s Y13, Y14, %s", t.op("VFMADD231"), a)
 					}
-					g.p("VMOVUPS %s, %d(DI)", a, 32*h)
+					g.p("%s %s, %d(DI)", t.op("VMOVU"), a, 32*h)
 				}
 			}
 			if r < mr-1 {
@@ -415,22 +482,22 @@ func (g *gen) storeAVX2(mr, w int, acc func(r, h int) string) {
 		g.p("VZEROUPPER")
 		g.p("RET")
 	}
-	g.p("TESTL R13, R13")
+	g.p("%s R13, R13", t.test())
 	g.p("JZ fullnobeta")
 	store(false, true)
 	g.label("fullnobeta")
 	store(false, false)
 	g.label("partial")
-	// Lanes [0, nr - 8(w-1)) of the last vector are stored: the mask is
-	// maskTab[8-rem : 16-rem].
+	// Lanes [0, rem) of the last vector are stored, rem = nr - L(w-1): the
+	// mask is the L entries of the mask table from L-rem on.
 	if w == 2 {
-		g.p("SUBQ $8, CX")
+		g.p("SUBQ $%d, CX", t.yl())
 	}
-	g.p("SHLQ $2, CX")
-	g.p("LEAQ maskTab<>+32(SB), AX")
+	g.p("SHLQ $%d, CX", t.shift)
+	g.p("LEAQ %s<>+32(SB), AX", t.maskTab)
 	g.p("SUBQ CX, AX")
 	g.p("VMOVDQU (AX), Y15")
-	g.p("TESTL R13, R13")
+	g.p("%s R13, R13", t.test())
 	g.p("JZ partnobeta")
 	store(true, true)
 	g.label("partnobeta")
@@ -674,16 +741,93 @@ var avx2POpts = pOpts{pfA: 384}
 // suffix) for measuring prefetch choices; empty in committed code.
 var experiments = []pOpts{}
 
-const sig = "(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)"
+// header starts an assembly file or its Go declarations.
+const (
+	asmHeader = "// Code generated by gen_kernels.go; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\n#include \"textflag.h\"\n\n"
+	goHeader  = "// Code generated by gen_kernels.go; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\npackage gemm\n\n"
+)
+
+// table returns the Go expression of a [flavour][w-1][mr] kernel table.
+func (t prec) table(isa string, maxMR, width int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[2][2][]kernFn[%s]{\n", t.goType)
+	for _, fl := range []string{"c", "r"} {
+		b.WriteString("{\n")
+		for w := 1; w <= 2; w++ {
+			b.WriteString("{nil")
+			for mr := 1; mr <= maxMR; mr++ {
+				fmt.Fprintf(&b, ", %s", name(t.prefix+isa, fl, mr, width*w))
+			}
+			b.WriteString("},\n")
+		}
+		b.WriteString("},\n")
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// family writes the AVX-512 (mr ≤ 12), AVX2 (mr ≤ 6) and packed AVX2
+// kernels of g.t to g.b and their declarations to decl.
+func (g *gen) family(decl *strings.Builder) {
+	t := g.t
+	for _, fl := range []string{"c", "r"} {
+		for mr := 1; mr <= 12; mr++ {
+			for w := 1; w <= 2; w++ {
+				g.avx512(fl, mr, w)
+				fmt.Fprintf(decl, "//go:noescape\nfunc %s%s\n\n", name(t.prefix+"512", fl, mr, t.zl()*w), t.sig())
+			}
+		}
+	}
+	for _, fl := range []string{"c", "r"} {
+		for mr := 1; mr <= 6; mr++ {
+			for w := 1; w <= 2; w++ {
+				g.avx2(fl, mr, w)
+				fmt.Fprintf(decl, "//go:noescape\nfunc %s%s\n\n", name(t.prefix+"256", fl, mr, t.yl()*w), t.sig())
+			}
+		}
+	}
+	for mr := 1; mr <= 6; mr++ {
+		for w := 1; w <= 2; w++ {
+			g.avx2p(mr, w, avx2POpts)
+			fmt.Fprintf(decl, "//go:noescape\nfunc %s%s\n\n", name(t.prefix+"256p", "", mr, t.yl()*w), t.sig())
+		}
+	}
+}
+
+// pTable returns the Go expression of a [w-1][mr] table of packed AVX2
+// kernels.
+func (t prec) pTable() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[2][]kernFn[%s]{\n", t.goType)
+	for w := 1; w <= 2; w++ {
+		b.WriteString("{nil")
+		for mr := 1; mr <= 6; mr++ {
+			fmt.Fprintf(&b, ", %s", name(t.prefix+"256p", "", mr, t.yl()*w))
+		}
+		b.WriteString("},\n")
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// write formats the Go declarations and writes both files.
+func write(goFile, asmFile string, decl string, asm []byte) {
+	src, err := format.Source([]byte(decl))
+	if err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile(goFile, src, 0o644); err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile(asmFile, asm, 0o644); err != nil {
+		panic(err)
+	}
+}
 
 func main() {
-	var g gen
-	g.raw("// Code generated by gen_kernels.go; DO NOT EDIT.")
-	g.raw("")
-	g.raw("//go:build amd64 && !noasm")
-	g.raw("")
-	g.raw(`#include "textflag.h"`)
-	g.raw("")
+	// float32: kernels_amd64.s and kernels_amd64_gen.go.
+	g := gen{t: f32}
+	g.b.WriteString(asmHeader)
 	g.raw("// maskTab[8-n : 16-n] is the VMASKMOVPS mask for the first n of 8 lanes.")
 	for i := 0; i < 16; i++ {
 		v := "$0xffffffff"
@@ -694,55 +838,16 @@ func main() {
 	}
 	g.raw("GLOBL maskTab<>(SB), RODATA|NOPTR, $64")
 	g.raw("")
-
 	var decl strings.Builder
-	decl.WriteString("// Code generated by gen_kernels.go; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\npackage gemm\n\n")
-	table := func(isa string, maxMR, width int) string {
-		var t strings.Builder
-		fmt.Fprintf(&t, "[2][2][]kernFn{\n")
-		for _, fl := range []string{"c", "r"} {
-			t.WriteString("{\n")
-			for w := 1; w <= 2; w++ {
-				t.WriteString("{nil")
-				for mr := 1; mr <= maxMR; mr++ {
-					fmt.Fprintf(&t, ", %s", name(isa, fl, mr, width*w))
-				}
-				t.WriteString("},\n")
-			}
-			t.WriteString("},\n")
-		}
-		t.WriteString("}")
-		return t.String()
-	}
-	for _, fl := range []string{"c", "r"} {
-		for mr := 1; mr <= 12; mr++ {
-			for w := 1; w <= 2; w++ {
-				g.avx512(fl, mr, w)
-				fmt.Fprintf(&decl, "//go:noescape\nfunc %s%s\n\n", name("s512", fl, mr, 16*w), sig)
-			}
-		}
-	}
-	for _, fl := range []string{"c", "r"} {
-		for mr := 1; mr <= 6; mr++ {
-			for w := 1; w <= 2; w++ {
-				g.avx2(fl, mr, w)
-				fmt.Fprintf(&decl, "//go:noescape\nfunc %s%s\n\n", name("s256", fl, mr, 8*w), sig)
-			}
-		}
-	}
-	for mr := 1; mr <= 6; mr++ {
-		for w := 1; w <= 2; w++ {
-			g.avx2p(mr, w, avx2POpts)
-			fmt.Fprintf(&decl, "//go:noescape\nfunc %s%s\n\n", name("s256p", "", mr, 8*w), sig)
-		}
-	}
+	decl.WriteString(goHeader)
+	g.family(&decl)
 	var exp strings.Builder
 	if len(experiments) > 0 {
-		exp.WriteString("var avx2PExperiments = map[string]kernFn{\n")
+		exp.WriteString("var avx2PExperiments = map[string]kernFn[float32]{\n")
 	}
 	for _, o := range experiments {
 		g.avx2p(6, 2, o)
-		fmt.Fprintf(&decl, "//go:noescape\nfunc %s%s\n\n", name("s256p"+o.suffix, "", 6, 16), sig)
+		fmt.Fprintf(&decl, "//go:noescape\nfunc %s%s\n\n", name("s256p"+o.suffix, "", 6, 16), f32.sig())
 		fmt.Fprintf(&exp, "%q: %s,\n", o.suffix, name("s256p"+o.suffix, "", 6, 16))
 	}
 	if len(experiments) > 0 {
@@ -754,27 +859,30 @@ func main() {
 	decl.WriteString("//go:noescape\nfunc packAT6(dst *float32, src *float32, lda int, kc int, ns int)\n\n")
 	decl.WriteString("//go:noescape\nfunc packA6(dst *float32, src *float32, lda int, kc4 int)\n\n")
 	decl.WriteString("//go:noescape\nfunc transpose8(dst *float32, ldd int, src *float32, lds int, nb int)\n\n")
-	fmt.Fprintf(&decl, "// avx512Kernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel.\nvar avx512Kernels = %s\n\n", table("s512", 12, 16))
-	fmt.Fprintf(&decl, "// avx2Kernels[flavour][w-1][mr] is the mr×8w AVX2 kernel.\nvar avx2Kernels = %s\n", table("s256", 6, 8))
-
-	decl.WriteString("\n// avx2PKernels[w-1][mr] is the mr×8w AVX2 kernel for packed A and B.\nvar avx2PKernels = [2][]kernFn{\n")
-	for w := 1; w <= 2; w++ {
-		decl.WriteString("{nil")
-		for mr := 1; mr <= 6; mr++ {
-			fmt.Fprintf(&decl, ", %s", name("s256p", "", mr, 8*w))
-		}
-		decl.WriteString("},\n")
-	}
-	decl.WriteString("}\n\n")
+	fmt.Fprintf(&decl, "// avx512Kernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel.\nvar avx512Kernels = %s\n\n", f32.table("512", 12, 16))
+	fmt.Fprintf(&decl, "// avx2Kernels[flavour][w-1][mr] is the mr×8w AVX2 kernel.\nvar avx2Kernels = %s\n", f32.table("256", 6, 8))
+	fmt.Fprintf(&decl, "\n// avx2PKernels[w-1][mr] is the mr×8w AVX2 kernel for packed A and B.\nvar avx2PKernels = %s\n\n", f32.pTable())
 	decl.WriteString(exp.String())
-	src, err := format.Source([]byte(decl.String()))
-	if err != nil {
-		panic(err)
+	write("kernels_amd64_gen.go", "kernels_amd64.s", decl.String(), g.b.Bytes())
+
+	// float64: dkernels_amd64.s and dkernels_amd64_gen.go.
+	g = gen{t: f64}
+	g.b.WriteString(asmHeader)
+	g.raw("// maskTab64[4-n : 8-n] is the VMASKMOVPD mask for the first n of 4 lanes.")
+	for i := 0; i < 8; i++ {
+		v := "$0xffffffffffffffff"
+		if i >= 4 {
+			v = "$0"
+		}
+		g.raw("DATA maskTab64<>+%d(SB)/8, %s", 8*i, v)
 	}
-	if err := os.WriteFile("kernels_amd64_gen.go", src, 0o644); err != nil {
-		panic(err)
-	}
-	if err := os.WriteFile("kernels_amd64.s", g.b.Bytes(), 0o644); err != nil {
-		panic(err)
-	}
+	g.raw("GLOBL maskTab64<>(SB), RODATA|NOPTR, $64")
+	g.raw("")
+	decl.Reset()
+	decl.WriteString(goHeader)
+	g.family(&decl)
+	fmt.Fprintf(&decl, "// avx512Kernels64[flavour][w-1][mr] is the mr×8w float64 AVX-512 kernel.\nvar avx512Kernels64 = %s\n\n", f64.table("512", 12, 8))
+	fmt.Fprintf(&decl, "// avx2Kernels64[flavour][w-1][mr] is the mr×4w float64 AVX2 kernel.\nvar avx2Kernels64 = %s\n", f64.table("256", 6, 4))
+	fmt.Fprintf(&decl, "\n// avx2PKernels64[w-1][mr] is the mr×4w float64 AVX2 kernel for packed A and B.\nvar avx2PKernels64 = %s\n", f64.pTable())
+	write("dkernels_amd64_gen.go", "dkernels_amd64.s", decl.String(), g.b.Bytes())
 }

@@ -8,21 +8,29 @@ import "unsafe"
 
 const goMR, goNR = 4, 4
 
-var goSet = &kernelSet{
-	name: "go", mr: goMR, nr: goNR, nrHalf: goNR,
-	kc: 256, nc: 512, directMaxM: 64,
-	kern: [2][2][]kernFn{
-		{goKernels(flavC), goKernels(flavC)},
-		{goKernels(flavR), goKernels(flavR)},
-	},
-	kernP:     [2][]kernFn{goKernels(flavC), goKernels(flavC)},
-	transpose: transposeGo,
+var (
+	goSet   = newGoSet[float32]()
+	goSet64 = newGoSet[float64]()
+)
+
+func newGoSet[T elem]() *kernelSet[T] {
+	return &kernelSet[T]{
+		name: "go", mr: goMR, nr: goNR, nrHalf: goNR,
+		kc: 256, nc: 512, directMaxM: 64,
+		kern: [2][2][]kernFn[T]{
+			{goKernels[T](flavC), goKernels[T](flavC)},
+			{goKernels[T](flavR), goKernels[T](flavR)},
+		},
+		kernP:     [2][]kernFn[T]{goKernels[T](flavC), goKernels[T](flavC)},
+		transpose: transposeGo[T],
+		pools:     poolsOf[T](),
+	}
 }
 
-func goKernels(fl int) []kernFn {
-	ks := make([]kernFn, goMR+1)
+func goKernels[T elem](fl int) []kernFn[T] {
+	ks := make([]kernFn[T], goMR+1)
 	for mr := 1; mr <= goMR; mr++ {
-		ks[mr] = func(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int) {
+		ks[mr] = func(k int, a *T, as int, b *T, bs int, c *T, ldc int, alpha, beta T, nr int) {
 			goKernel(fl, mr, k, a, as, b, bs, c, ldc, alpha, beta, nr)
 		}
 	}
@@ -30,7 +38,7 @@ func goKernels(fl int) []kernFn {
 }
 
 // goKernel implements kernFn for an mr×nr tile with mr, nr ≤ 4.
-func goKernel(fl, mr, k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int) {
+func goKernel[T elem](fl, mr, k int, a *T, as int, b *T, bs int, c *T, ldc int, alpha, beta T, nr int) {
 	// Row/column strides of A: A(i,p) = av[i*ri + p*rp].
 	ri, rp := 1, as
 	if fl == flavR {
@@ -39,11 +47,11 @@ func goKernel(fl, mr, k int, a *float32, as int, b *float32, bs int, c *float32,
 	av := unsafe.Slice(a, (mr-1)*ri+(k-1)*rp+1)
 	bv := unsafe.Slice(b, (k-1)*bs+goNR)
 	cv := unsafe.Slice(c, (mr-1)*ldc+nr)
-	var acc [goMR][goNR]float32
+	var acc [goMR][goNR]T
 	if mr == goMR {
 		// Full-height tile: 16 accumulators in locals.
-		var c00, c01, c02, c03, c10, c11, c12, c13 float32
-		var c20, c21, c22, c23, c30, c31, c32, c33 float32
+		var c00, c01, c02, c03, c10, c11, c12, c13 T
+		var c20, c21, c22, c23, c30, c31, c32, c33 T
 		for p := 0; p < k; p++ {
 			bb := bv[p*bs : p*bs+4 : p*bs+4]
 			b0, b1, b2, b3 := bb[0], bb[1], bb[2], bb[3]
@@ -69,13 +77,13 @@ func goKernel(fl, mr, k int, a *float32, as int, b *float32, bs int, c *float32,
 			c32 += a3 * b2
 			c33 += a3 * b3
 		}
-		acc = [goMR][goNR]float32{
+		acc = [goMR][goNR]T{
 			{c00, c01, c02, c03}, {c10, c11, c12, c13},
 			{c20, c21, c22, c23}, {c30, c31, c32, c33},
 		}
 	} else {
 		for i := 0; i < mr; i++ {
-			var s0, s1, s2, s3 float32
+			var s0, s1, s2, s3 T
 			for p := 0; p < k; p++ {
 				bb := bv[p*bs : p*bs+4 : p*bs+4]
 				ai := av[i*ri+p*rp]
@@ -84,7 +92,7 @@ func goKernel(fl, mr, k int, a *float32, as int, b *float32, bs int, c *float32,
 				s2 += ai * bb[2]
 				s3 += ai * bb[3]
 			}
-			acc[i] = [goNR]float32{s0, s1, s2, s3}
+			acc[i] = [goNR]T{s0, s1, s2, s3}
 		}
 	}
 	for i := 0; i < mr; i++ {

@@ -4,14 +4,19 @@ package gemm
 
 //go:generate go run gen_kernels.go
 
-import "github.com/gonox/gonox/internal/kernels"
+import (
+	"unsafe"
 
-var avx512Set = tuned(&kernelSet{
+	"github.com/gonox/gonox/internal/kernels"
+)
+
+var avx512Set = tuned(&kernelSet[float32]{
 	name: "avx512", mr: 12, nr: 32, nrHalf: 16,
 	kc: 256, nc: 512, directMaxM: 128,
 	kern:      avx512Kernels,
 	kernP:     avx512Kernels[flavC],
 	transpose: transposeAVX,
+	pools:     pools32,
 })
 
 // The AVX2 set packs B from 17 rows of C up (directMaxM 16): on AMD EPYC
@@ -21,7 +26,7 @@ var avx512Set = tuned(&kernelSet{
 // and backward passes of the MLP 784-1024-1024-10 cost 56 against 40
 // CPU-ms (BenchmarkSgemm/mlp_m32_k1024_n1024, BenchmarkMLPStepSplit in
 // package nn, 2026-11-26). m=16 (the batch-16 MLP) stays in place.
-var avx2Set = tuned(&kernelSet{
+var avx2Set = tuned(&kernelSet[float32]{
 	name: "avx2", mr: 6, nr: 16, nrHalf: 8,
 	kc: 256, nc: 512, directMaxM: 16, packA: true,
 	kern:      avx2Kernels,
@@ -30,16 +35,37 @@ var avx2Set = tuned(&kernelSet{
 	packAT:    packAT6,
 	packBn:    packB16,
 	transpose: transposeAVX,
+	pools:     pools32,
 })
 
 // thisCPU is what CPUID reports about this machine's caches.
 var thisCPU = detectCPU()
 
+// The float64 sets (Dgemm) have the float32 sets' register tiles with
+// half as many columns: a vector holds half as many elements.
+var avx512Set64 = tuned(&kernelSet[float64]{
+	name: "avx512", mr: 12, nr: 16, nrHalf: 8,
+	kc: 256, nc: 512, directMaxM: 128,
+	kern:      avx512Kernels64,
+	kernP:     avx512Kernels64[flavC],
+	transpose: transposeGo[float64],
+	pools:     pools64,
+})
+
+var avx2Set64 = tuned(&kernelSet[float64]{
+	name: "avx2", mr: 6, nr: 8, nrHalf: 4,
+	kc: 256, nc: 512, directMaxM: 16, packA: true,
+	kern:      avx2Kernels64,
+	kernP:     avx2PKernels64,
+	transpose: transposeGo[float64],
+	pools:     pools64,
+})
+
 // tuned sets the blocking of s from the cache sizes this CPU reports (see
 // blocking); the kc and nc s was written with are kept when CPUID gives no
 // sizes.
-func tuned(s *kernelSet) *kernelSet {
-	s.kc, s.nc = blocking(s.mr, s.nr, thisCPU.l1d, thisCPU.l2, s.kc, s.nc)
+func tuned[T elem](s *kernelSet[T]) *kernelSet[T] {
+	s.kc, s.nc = blocking(s.mr, s.nr, int(unsafe.Sizeof(T(0))), thisCPU.l1d, thisCPU.l2, s.kc, s.nc)
 	if thisCPU.l1Ways > 0 {
 		s.l1Ways, s.l1Sets = thisCPU.l1Ways, thisCPU.l1d/64/thisCPU.l1Ways
 	}
@@ -52,13 +78,24 @@ var hasAVX2 = kernels.Has(kernels.AVX2)
 
 // archSets lists the assembly kernel sets this machine can run, best first:
 // those package kernels allows.
-func archSets() []*kernelSet {
-	var s []*kernelSet
+func archSets() []*kernelSet[float32] {
+	return allowed(avx512Set, avx2Set)
+}
+
+// archSets64 is archSets for the float64 kernels.
+func archSets64() []*kernelSet[float64] {
+	return allowed(avx512Set64, avx2Set64)
+}
+
+// allowed returns those of the AVX-512 and AVX2 sets package kernels
+// allows, best first.
+func allowed[T elem](avx512, avx2 *kernelSet[T]) []*kernelSet[T] {
+	var s []*kernelSet[T]
 	if kernels.Has(kernels.AVX512) {
-		s = append(s, avx512Set)
+		s = append(s, avx512)
 	}
 	if kernels.Has(kernels.AVX2) {
-		s = append(s, avx2Set)
+		s = append(s, avx2)
 	}
 	return s
 }

@@ -269,7 +269,7 @@ func packA6(dst *float32, src *float32, lda int, kc4 int)
 func transpose8(dst *float32, ldd int, src *float32, lds int, nb int)
 
 // avx512Kernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel.
-var avx512Kernels = [2][2][]kernFn{
+var avx512Kernels = [2][2][]kernFn[float32]{
 	{
 		{nil, s512c_1x16, s512c_2x16, s512c_3x16, s512c_4x16, s512c_5x16, s512c_6x16, s512c_7x16, s512c_8x16, s512c_9x16, s512c_10x16, s512c_11x16, s512c_12x16},
 		{nil, s512c_1x32, s512c_2x32, s512c_3x32, s512c_4x32, s512c_5x32, s512c_6x32, s512c_7x32, s512c_8x32, s512c_9x32, s512c_10x32, s512c_11x32, s512c_12x32},
@@ -281,7 +281,7 @@ var avx512Kernels = [2][2][]kernFn{
 }
 
 // avx2Kernels[flavour][w-1][mr] is the mr×8w AVX2 kernel.
-var avx2Kernels = [2][2][]kernFn{
+var avx2Kernels = [2][2][]kernFn[float32]{
 	{
 		{nil, s256c_1x8, s256c_2x8, s256c_3x8, s256c_4x8, s256c_5x8, s256c_6x8},
 		{nil, s256c_1x16, s256c_2x16, s256c_3x16, s256c_4x16, s256c_5x16, s256c_6x16},
@@ -293,7 +293,7 @@ var avx2Kernels = [2][2][]kernFn{
 }
 
 // avx2PKernels[w-1][mr] is the mr×8w AVX2 kernel for packed A and B.
-var avx2PKernels = [2][]kernFn{
+var avx2PKernels = [2][]kernFn[float32]{
 	{nil, s256p_1x8, s256p_2x8, s256p_3x8, s256p_4x8, s256p_5x8, s256p_6x8},
 	{nil, s256p_1x16, s256p_2x16, s256p_3x16, s256p_4x16, s256p_5x16, s256p_6x16},
 }

@@ -2,7 +2,6 @@ package gemm
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
 )
 
@@ -18,8 +17,8 @@ import (
 // layout packABlock gives rows [0,m)), the tile at row ir at
 // buf[pc*rows+ir*kc:]. state[b*groups+g] is 0 (not packed), 1 (being
 // packed) or 2 (packed) for group g of k block b.
-type sharedPanels struct {
-	buf    []float32
+type sharedPanels[T elem] struct {
+	buf    []T
 	state  []atomic.Int32
 	rows   int // m + MR
 	groups int // groups per k block
@@ -29,32 +28,27 @@ type sharedPanels struct {
 // panelGroup is the number of row tiles packed as one unit of sharedPanels.
 const panelGroup = 8
 
-// sharedPanelsMax bounds, in floats, the A panels shared by a parallel
+// sharedPanelsMax bounds, in elements, the A panels shared by a parallel
 // call (all of A, plus padding); larger problems pack per block of columns.
 const sharedPanelsMax = 8 << 20
 
-// sharedPool recycles sharedPanels (buffers of up to sharedPanelsMax
-// floats) across parallel calls, as wsPool does the workspaces, so that
-// steady-state calls do not allocate.
-var sharedPool = sync.Pool{New: func() any { return new(sharedPanels) }}
-
 // sharesA reports whether a parallel call that splits C by columns should
 // pack A once for all its goroutines: whether run packs A for p.
-func (ks *kernelSet) sharesA(p *problem) bool {
+func (ks *kernelSet[T]) sharesA(p *problem[T]) bool {
 	direct := !p.transB && p.m <= ks.directMaxM
 	return !direct && !ks.useTransposed(p) && ks.packAPays(p)
 }
 
 // newSharedPanels returns empty shared panels for p, or nil when A is too
 // large to be packed whole.
-func newSharedPanels(ks *kernelSet, p *problem) *sharedPanels {
+func newSharedPanels[T elem](ks *kernelSet[T], p *problem[T]) *sharedPanels[T] {
 	rows := p.m + ks.mr
 	if rows*p.k > sharedPanelsMax {
 		return nil
 	}
-	sh := sharedPool.Get().(*sharedPanels)
+	sh := ks.pools.shared.Get().(*sharedPanels[T])
 	if cap(sh.buf) < rows*p.k {
-		sh.buf = alignedFloats(rows * p.k)
+		sh.buf = alignedFloats[T](rows * p.k)
 	}
 	sh.buf = sh.buf[:rows*p.k]
 	sh.rows, sh.kcMax = rows, ks.kc
@@ -77,21 +71,24 @@ func newSharedPanels(ks *kernelSet, p *problem) *sharedPanels {
 	return sh
 }
 
-func putSharedPanels(sh *sharedPanels) {
+// putSharedPanels returns sh (if not nil) to the pools of ks's element
+// type (buffers of up to sharedPanelsMax elements), as the workspaces are,
+// so that steady-state calls do not allocate.
+func putSharedPanels[T elem](ks *kernelSet[T], sh *sharedPanels[T]) {
 	if sh != nil {
-		sharedPool.Put(sh)
+		ks.pools.shared.Put(sh)
 	}
 }
 
 // block returns the panels of the k block starting at pc.
-func (sh *sharedPanels) block(pc int) []float32 {
+func (sh *sharedPanels[T]) block(pc int) []T {
 	return sh.buf[pc*sh.rows:]
 }
 
 // ensure makes sure the group holding row ir of k block pc (depth kc) is
 // packed, packing it or others as described at sharedPanels, and returns
 // the first row past that group.
-func (sh *sharedPanels) ensure(ks *kernelSet, p *problem, pc, kc, ir int) int {
+func (sh *sharedPanels[T]) ensure(ks *kernelSet[T], p *problem[T], pc, kc, ir int) int {
 	rowsPer := panelGroup * ks.mr
 	g := min(ir/rowsPer, sh.groups-1)
 	base := (pc / sh.kcMax) * sh.groups
@@ -120,7 +117,7 @@ func (sh *sharedPanels) ensure(ks *kernelSet, p *problem, pc, kc, ir int) int {
 
 // packNext packs the first group from g on (at most two groups ahead) that
 // nobody has claimed, reporting whether it packed one.
-func (sh *sharedPanels) packNext(ks *kernelSet, p *problem, pc, kc, base, g int) bool {
+func (sh *sharedPanels[T]) packNext(ks *kernelSet[T], p *problem[T], pc, kc, base, g int) bool {
 	for h := g; h < min(g+2, sh.groups); h++ {
 		st := &sh.state[base+h]
 		if st.Load() == 0 && st.CompareAndSwap(0, 1) {
@@ -133,7 +130,7 @@ func (sh *sharedPanels) packNext(ks *kernelSet, p *problem, pc, kc, base, g int)
 }
 
 // pack packs group g of the k block at pc.
-func (sh *sharedPanels) pack(ks *kernelSet, p *problem, pc, kc, g int) {
+func (sh *sharedPanels[T]) pack(ks *kernelSet[T], p *problem[T], pc, kc, g int) {
 	rowsPer := panelGroup * ks.mr
 	r0, r1 := g*rowsPer, (g+1)*rowsPer
 	if g == sh.groups-1 {
