@@ -10,7 +10,7 @@ and, for the BLAS it runs, an INFO line naming the library and the kernel it
 chose (threadpoolctl), so that a figure is never credited to the wrong
 library. Timings are medians of several repetitions after a warm-up.
 
-Usage: anchors.py sgemm THREADS | dgemm THREADS | mlp THREADS SIZES BATCH | ddp | allreduce
+Usage: anchors.py sgemm THREADS | dgemm THREADS [CORETYPE] | mlp THREADS SIZES BATCH | ddp | allreduce
 """
 
 import os
@@ -43,9 +43,17 @@ def sgemm(threads):
     gemm(threads, "float32", "sgemm")
 
 
-def dgemm(threads):
-    """float64 matmul (OpenBLAS dgemm), as gemm.BenchmarkDgemm."""
-    gemm(threads, "float64", "dgemm")
+def dgemm(threads, core=None):
+    """float64 matmul (OpenBLAS dgemm), as gemm.BenchmarkDgemm. With core
+    (an OpenBLAS core type, such as Zen), OpenBLAS runs that core's kernels
+    instead of the best for this CPU: "Zen" is what a Zen 1-3 machine (AVX2,
+    no AVX-512) runs, the anchor of gonox's AVX2 kernels."""
+    name = "dgemm"
+    if core:
+        # Read by OpenBLAS when it loads, which is when numpy is imported.
+        os.environ["OPENBLAS_CORETYPE"] = core
+        name = f"dgemm_{core.lower()}"
+    gemm(threads, "float64", name)
 
 
 def gemm(threads, dtype, name):
@@ -199,7 +207,7 @@ def main(argv):
     if cmd == "sgemm":
         sgemm(int(argv[2]))
     elif cmd == "dgemm":
-        dgemm(int(argv[2]))
+        dgemm(int(argv[2]), argv[3] if len(argv) > 3 else None)
     elif cmd == "mlp":
         mlp(int(argv[2]), argv[3], int(argv[4]))
     elif cmd == "ddp":

@@ -69,6 +69,15 @@ for r in $(seq "$rounds"); do
 		gobench gemm -test.bench "^BenchmarkSgemm$/^1024x1024x1024$/^threads=$t$" -test.benchtime 1s
 		anchor sgemm "$t"
 	done
+	# float64 (issue 30): Dgemm on the best kernel set against numpy
+	# float64 with OpenBLAS's choice for this CPU, then Dgemm's AVX2 set
+	# against OpenBLAS's Zen kernels (what a Zen 1-3 machine, without
+	# AVX-512, runs on both sides).
+	gobench gemm -test.bench '^BenchmarkDgemm$/^1024x1024x1024$/^threads=1$' -test.benchtime 1s
+	anchor dgemm 1
+	GONOX_KERNELS=avx2 "$bin/gemm" -test.run '^$' -test.bench '^BenchmarkDgemm$/^1024x1024x1024$/^threads=1$' -test.benchtime 1s |
+		{ grep '^Benchmark' || true; } | sed 's/^BenchmarkDgemm/BenchmarkDgemmAVX2/' | tee -a "$log"
+	anchor dgemm 1 Zen
 	gobench nn -test.bench '^BenchmarkMLPStep$/^sizes=\[32_128_256_128_4\]/batch=16$' -test.cpu 1 -test.benchtime 1s
 	anchor mlp 1 32,128,256,128,4 16
 	for c in 1 2; do

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Reads the raw log of bench/compare.sh (go test -bench output and ANCHOR
-lines, several interleaved rounds) and prints, for each target of issue 19,
-the median gonox figure, the median anchor, their ratio and whether the
-target is met. Medians are over rounds; the spread (min-max) is printed too,
-since the machine may be shared.
+lines, several interleaved rounds) and prints, for each target of issues
+19 and 30, the median gonox figure, the median anchor, their ratio and
+whether the target is met. Medians are over rounds; the spread (min-max) is
+printed too, since the machine may be shared.
 
 Usage: summarize.py [--markdown] LOG
 
@@ -110,6 +110,20 @@ def main():
                 r, rr = paired(gv, av)
                 row("sgemm 1024³, 1 thread, per CPU-second", gv, "GFLOP/cpu-s", av, "GFLOP/cpu-s (numpy/OpenBLAS)",
                     r, "≥ 1.0x OpenBLAS", r >= 1.0)
+
+    # dgemm (issue 30): GFLOP/s, ratio gonox/OpenBLAS, target >= 0.9; the
+    # best kernel set against OpenBLAS's choice, then the AVX2 set against
+    # OpenBLAS's Zen kernels.
+    for what, gname, aname in [
+        ("dgemm 1024³, 1 thread", "BenchmarkDgemm", "dgemm_1024_t1"),
+        ("dgemm 1024³, 1 thread, AVX2 kernels (OpenBLAS Zen)", "BenchmarkDgemmAVX2", "dgemm_zen_1024_t1"),
+    ]:
+        for unit, per in (("GFLOP/s", ""), ("GFLOP/cpu-s", ", per CPU-second")):
+            gv = g(f"{gname}/1024x1024x1024/threads=1", unit)
+            av = a(aname, unit)
+            if gv or av:
+                r, rr = paired(gv, av)
+                row(what + per, gv, unit, av, f"{unit} (numpy/OpenBLAS)", r, "≥ 0.9x OpenBLAS", r is not None and r >= 0.9)
 
     # Work per core of the 2-goroutine sgemm against the 1-goroutine one
     # (GFLOP per CPU-second): what splitting costs in extra work.

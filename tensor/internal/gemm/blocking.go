@@ -21,6 +21,10 @@ package gemm
 // 32 KiB / 1 MiB (Zen 4) kc=128, nc=1024; the AVX2 set (6×16) on Zen 3
 // (32 KiB / 512 KiB) kc=320, nc=192.
 //
+// The float64 sets (size 8) get, with the same caches: AVX-512 (12×16)
+// kc=192, nc=672 on Sapphire Rapids, kc=192, nc=336 on Zen 5, kc=128,
+// nc=512 on Zen 4; AVX2 (6×8) on Zen 3 kc=256, nc=128.
+//
 // On Zen 3 (AMD EPYC, family 25 model 1, CPUID as above) the alternatives
 // kc,nc = 320,320, 256,256, 344,176, 256,384 and 320,512 measured within
 // noise of 320,192 for 1024³ on one thread (medians 73-75 GFLOP per

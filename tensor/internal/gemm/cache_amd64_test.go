@@ -66,4 +66,8 @@ func TestDetectCPU(t *testing.T) {
 	kc, nc = blocking(avx2Set.mr, avx2Set.nr, 4, ci.l1d, ci.l2, 256, 512)
 	assert.Equal(t, [2]int{kc, nc}, [2]int{avx2Set.kc, avx2Set.nc}, "the AVX2 set uses this CPU's blocking")
 	assert.Equal(t, ci.l1Ways, avx2Set.l1Ways, "the AVX2 set knows the L1d ways")
+	for _, s := range []*kernelSet[float64]{avx512Set64, avx2Set64} {
+		kc, nc = blocking(s.mr, s.nr, 8, ci.l1d, ci.l2, 256, 256)
+		assert.Equal(t, [2]int{kc, nc}, [2]int{s.kc, s.nc}, "the float64 %s set uses this CPU's blocking", s.name)
+	}
 }

@@ -256,6 +256,18 @@ func d256p_6x4(k int, a *float64, as int, b *float64, bs int, c *float64, ldc in
 //go:noescape
 func d256p_6x8(k int, a *float64, as int, b *float64, bs int, c *float64, ldc int, alpha, beta float64, nr int)
 
+//go:noescape
+func packB8d(dst *float64, src *float64, ldb int, kc int, ns int, pf int)
+
+//go:noescape
+func packAT6d(dst *float64, src *float64, lda int, kc int, ns int)
+
+//go:noescape
+func packA6d(dst *float64, src *float64, lda int, kc4 int)
+
+//go:noescape
+func transpose4d(dst *float64, ldd int, src *float64, lds int, nb int)
+
 // avx512Kernels64[flavour][w-1][mr] is the mr×8w float64 AVX-512 kernel.
 var avx512Kernels64 = [2][2][]kernFn[float64]{
 	{

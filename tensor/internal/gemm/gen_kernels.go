@@ -735,6 +735,225 @@ done:
 `)
 }
 
+// packers64 emits the float64 packers and transposer of the AVX2 set
+// (every AVX-512 machine runs them too).
+func (g *gen) packers64() {
+	g.raw(`// func packB8d(dst *float64, src *float64, ldb int, kc int, ns int, pf int)
+//
+// packB16 for float64: packs ns strips of 8 columns, dst[s*kc*8 + q*8 + j]
+// = src[q*ldb + 8s + j] for q < kc, j < 8, walking src row by row,
+// prefetching row q+pf. Strides in elements.
+TEXT ·packB8d(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ldb+16(FP), R8
+	SHLQ $3, R8
+	MOVQ kc+24(FP), CX
+	MOVQ ns+32(FP), DX
+	MOVQ CX, R9
+	SHLQ $6, R9
+	MOVQ pf+40(FP), R10
+	IMULQ R8, R10
+	TESTQ CX, CX
+	JZ pbdone
+	TESTQ DX, DX
+	JZ pbdone
+pbrow:
+	MOVQ SI, R11
+	MOVQ DI, R12
+	MOVQ DX, R13
+pbstrip:
+	VMOVUPD (R11), Y0
+	VMOVUPD 32(R11), Y1
+	PREFETCHT0 (R11)(R10*1)
+	VMOVUPD Y0, (R12)
+	VMOVUPD Y1, 32(R12)
+	ADDQ $64, R11
+	ADDQ R9, R12
+	DECQ R13
+	JNZ pbstrip
+	ADDQ R8, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ pbrow
+	VZEROUPPER
+pbdone:
+	RET
+
+// func packAT6d(dst *float64, src *float64, lda int, kc int, ns int)
+//
+// packAT6 for float64: packs ns strips of 6 rows of op(A) = Aᵀ as stored,
+// dst[s*kc*6 + q*6 + i] = src[q*lda + 6s + i] for q < kc, i < 6, walking
+// src row by row. Strides in elements.
+TEXT ·packAT6d(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lda+16(FP), R8
+	SHLQ $3, R8
+	MOVQ kc+24(FP), CX
+	MOVQ ns+32(FP), DX
+	MOVQ CX, R9
+	IMULQ $48, R9
+	TESTQ CX, CX
+	JZ patdone
+	TESTQ DX, DX
+	JZ patdone
+patrow:
+	MOVQ SI, R11
+	MOVQ DI, R12
+	MOVQ DX, R13
+patstrip:
+	VMOVUPD (R11), Y0
+	VMOVUPD 32(R11), X1
+	VMOVUPD Y0, (R12)
+	VMOVUPD X1, 32(R12)
+	ADDQ $48, R11
+	ADDQ R9, R12
+	DECQ R13
+	JNZ patstrip
+	ADDQ R8, SI
+	ADDQ $48, DI
+	DECQ CX
+	JNZ patrow
+	VZEROUPPER
+patdone:
+	RET
+
+// func packA6d(dst *float64, src *float64, lda int, kc4 int)
+//
+// packA6 for float64: packs a strip of 6 rows, dst[q*6 + i] = src[i*lda +
+// q] for i < 6 and q < 4*kc4, four k steps at a time (a 4×4 transpose of
+// rows 0-3, pairs of rows 4-5). While reading rows 0-5 it prefetches rows
+// 6-11 at the same columns (the next strip). Strides in elements.
+TEXT ·packA6d(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lda+16(FP), R8
+	SHLQ $3, R8
+	MOVQ kc4+24(FP), CX
+	TESTQ CX, CX
+	JZ padone
+	LEAQ (SI)(R8*2), R10
+	ADDQ R8, R10
+	LEAQ (R10)(R8*2), R11
+	ADDQ R8, R11
+	LEAQ (R11)(R8*2), R12
+	ADDQ R8, R12
+	XORQ AX, AX
+paloop:
+	VMOVUPD (SI)(AX*1), Y0
+	MOVQ SI, R13
+	ADDQ R8, R13
+	VMOVUPD (R13)(AX*1), Y1
+	ADDQ R8, R13
+	VMOVUPD (R13)(AX*1), Y2
+	VMOVUPD (R10)(AX*1), Y3
+	MOVQ R10, R13
+	ADDQ R8, R13
+	VMOVUPD (R13)(AX*1), Y4
+	ADDQ R8, R13
+	VMOVUPD (R13)(AX*1), Y5
+	TESTQ $32, AX
+	JNZ panopf
+	PREFETCHT0 (R11)(AX*1)
+	LEAQ (R11)(R8*1), R13
+	PREFETCHT0 (R13)(AX*1)
+	ADDQ R8, R13
+	PREFETCHT0 (R13)(AX*1)
+	PREFETCHT0 (R12)(AX*1)
+	LEAQ (R12)(R8*1), R13
+	PREFETCHT0 (R13)(AX*1)
+	ADDQ R8, R13
+	PREFETCHT0 (R13)(AX*1)
+panopf:
+	VUNPCKLPD Y1, Y0, Y6
+	VUNPCKHPD Y1, Y0, Y7
+	VUNPCKLPD Y3, Y2, Y8
+	VUNPCKHPD Y3, Y2, Y9
+	VUNPCKLPD Y5, Y4, Y10
+	VUNPCKHPD Y5, Y4, Y11
+	VPERM2F128 $0x20, Y8, Y6, Y0
+	VPERM2F128 $0x20, Y9, Y7, Y1
+	VPERM2F128 $0x31, Y8, Y6, Y2
+	VPERM2F128 $0x31, Y9, Y7, Y3
+	VEXTRACTF128 $1, Y10, X12
+	VEXTRACTF128 $1, Y11, X13
+	VMOVUPD Y0, (DI)
+	VMOVUPD X10, 32(DI)
+	VMOVUPD Y1, 48(DI)
+	VMOVUPD X11, 80(DI)
+	VMOVUPD Y2, 96(DI)
+	VMOVUPD X12, 128(DI)
+	VMOVUPD Y3, 144(DI)
+	VMOVUPD X13, 176(DI)
+	ADDQ $32, AX
+	ADDQ $192, DI
+	DECQ CX
+	JNZ paloop
+	VZEROUPPER
+padone:
+	RET
+
+// func transpose4d(dst *float64, ldd int, src *float64, lds int, nb int)
+//
+// For each of nb blocks, transposes the 4×4 block src[r*lds + 4b + j]
+// (r, j < 4) into dst[(4b+j)*ldd + r]. Strides are in elements.
+TEXT ·transpose4d(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R9
+	SHLQ $3, R9
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R8
+	SHLQ $3, R8
+	MOVQ nb+32(FP), CX
+	TESTQ CX, CX
+	JZ tdone
+	LEAQ (SI)(R8*2), R10
+	LEAQ (DI)(R9*2), R11
+tloop:
+	VMOVUPD (SI), Y0
+	VMOVUPD (SI)(R8*1), Y1
+	VMOVUPD (R10), Y2
+	VMOVUPD (R10)(R8*1), Y3
+	VUNPCKLPD Y1, Y0, Y4
+	VUNPCKHPD Y1, Y0, Y5
+	VUNPCKLPD Y3, Y2, Y6
+	VUNPCKHPD Y3, Y2, Y7
+	VPERM2F128 $0x20, Y6, Y4, Y0
+	VPERM2F128 $0x20, Y7, Y5, Y1
+	VPERM2F128 $0x31, Y6, Y4, Y2
+	VPERM2F128 $0x31, Y7, Y5, Y3
+	VMOVUPD Y0, (DI)
+	VMOVUPD Y1, (DI)(R9*1)
+	VMOVUPD Y2, (R11)
+	VMOVUPD Y3, (R11)(R9*1)
+	LEAQ (R11)(R9*2), DI
+	LEAQ (DI)(R9*2), R11
+	ADDQ $32, SI
+	ADDQ $32, R10
+	DECQ CX
+	JNZ tloop
+	VZEROUPPER
+tdone:
+	RET
+`)
+}
+
+// packers64Decl declares the routines of packers64.
+const packers64Decl = `//go:noescape
+func packB8d(dst *float64, src *float64, ldb int, kc int, ns int, pf int)
+
+//go:noescape
+func packAT6d(dst *float64, src *float64, lda int, kc int, ns int)
+
+//go:noescape
+func packA6d(dst *float64, src *float64, lda int, kc4 int)
+
+//go:noescape
+func transpose4d(dst *float64, ldd int, src *float64, lds int, nb int)
+
+`
+
 var avx2POpts = pOpts{pfA: 384}
 
 // experiments are extra 6×16 packed kernels (avx2PExperiments, by
@@ -881,6 +1100,8 @@ func main() {
 	decl.Reset()
 	decl.WriteString(goHeader)
 	g.family(&decl)
+	g.packers64()
+	decl.WriteString(packers64Decl)
 	fmt.Fprintf(&decl, "// avx512Kernels64[flavour][w-1][mr] is the mr×8w float64 AVX-512 kernel.\nvar avx512Kernels64 = %s\n\n", f64.table("512", 12, 8))
 	fmt.Fprintf(&decl, "// avx2Kernels64[flavour][w-1][mr] is the mr×4w float64 AVX2 kernel.\nvar avx2Kernels64 = %s\n", f64.table("256", 6, 4))
 	fmt.Fprintf(&decl, "\n// avx2PKernels64[w-1][mr] is the mr×4w float64 AVX2 kernel for packed A and B.\nvar avx2PKernels64 = %s\n", f64.pTable())

@@ -42,22 +42,37 @@ var avx2Set = tuned(&kernelSet[float32]{
 var thisCPU = detectCPU()
 
 // The float64 sets (Dgemm) have the float32 sets' register tiles with
-// half as many columns: a vector holds half as many elements.
+// half as many columns: a vector holds half as many elements. Without
+// cache sizes from CPUID their B block is 256×256 (512 KiB, as the float32
+// sets' 256×512): on AMD EPYC Zen 5 (AVX-512 set, 1024³, GFLOP per
+// CPU-second, medians of 4-5 interleaved runs on a busy machine) 256×256,
+// 192×336 (what blocking gives for Zen 5's 48 KiB L1d and 1 MiB L2),
+// 128×512 and 256×384 were within noise of each other (70-77) and of
+// OpenBLAS (73), 256×1024 lost (64). B is read in place up to 128 rows of
+// C as in float32: m=32, n=k=1024 ran at 59 in place against 36 packed,
+// m=128 at 52 against 57.
 var avx512Set64 = tuned(&kernelSet[float64]{
 	name: "avx512", mr: 12, nr: 16, nrHalf: 8,
-	kc: 256, nc: 512, directMaxM: 128,
+	kc: 256, nc: 256, directMaxM: 128,
 	kern:      avx512Kernels64,
 	kernP:     avx512Kernels64[flavC],
-	transpose: transposeGo[float64],
+	transpose: transposeAVX64,
 	pools:     pools64,
 })
 
+// The float64 AVX2 set packs A (with assembly packers, as the float32
+// one): on Zen 5 with GONOX_KERNELS=avx2, 1024³ ran at 41 GFLOP per
+// CPU-second packed against 38 in place; 256×256 and 128×256 blocks at
+// 42-43, 256×512 at 41, 256×128 at 39 (OpenBLAS's Zen kernels: 44).
 var avx2Set64 = tuned(&kernelSet[float64]{
 	name: "avx2", mr: 6, nr: 8, nrHalf: 4,
-	kc: 256, nc: 512, directMaxM: 16, packA: true,
+	kc: 256, nc: 256, directMaxM: 16, packA: true,
 	kern:      avx2Kernels64,
 	kernP:     avx2PKernels64,
-	transpose: transposeGo[float64],
+	packA4:    packA6d,
+	packAT:    packAT6d,
+	packBn:    packB8d,
+	transpose: transposeAVX64,
 	pools:     pools64,
 })
 
@@ -103,16 +118,27 @@ func allowed[T elem](avx512, avx2 *kernelSet[T]) []*kernelSet[T] {
 // transposeAVX is transposeFunc with 8×8 AVX blocks (every AVX2 and
 // AVX-512 machine has AVX).
 func transposeAVX(dst []float32, ldd int, src []float32, lds int, rows, cols int) {
-	nb := cols / 8
+	transposeBlocked(dst, ldd, src, lds, rows, cols, 8, transpose8)
+}
+
+// transposeAVX64 is transposeFunc for float64 with 4×4 AVX blocks.
+func transposeAVX64(dst []float64, ldd int, src []float64, lds int, rows, cols int) {
+	transposeBlocked(dst, ldd, src, lds, rows, cols, 4, transpose4d)
+}
+
+// transposeBlocked transposes with blk, which transposes nb bs×bs blocks
+// side by side, and transposeGo for the edges.
+func transposeBlocked[T elem](dst []T, ldd int, src []T, lds int, rows, cols, bs int, blk func(dst *T, ldd int, src *T, lds int, nb int)) {
+	nb := cols / bs
 	i := 0
 	if nb > 0 && hasAVX2 {
-		for ; i+8 <= rows; i += 8 {
+		for ; i+bs <= rows; i += bs {
 			// Bounds: the last element read and the last written.
-			_ = src[(i+7)*lds+nb*8-1]
-			_ = dst[(nb*8-1)*ldd+i+7]
-			transpose8(&dst[i], ldd, &src[i*lds], lds, nb)
-			if nb*8 < cols {
-				transposeGo(dst[nb*8*ldd+i:], ldd, src[i*lds+nb*8:], lds, 8, cols-nb*8)
+			_ = src[(i+bs-1)*lds+nb*bs-1]
+			_ = dst[(nb*bs-1)*ldd+i+bs-1]
+			blk(&dst[i], ldd, &src[i*lds], lds, nb)
+			if nb*bs < cols {
+				transposeGo(dst[nb*bs*ldd+i:], ldd, src[i*lds+nb*bs:], lds, bs, cols-nb*bs)
 			}
 		}
 	}
