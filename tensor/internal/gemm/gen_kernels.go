@@ -504,19 +504,15 @@ func (g *gen) storeAVX2(mr, w int, acc func(r, h int) string) {
 	store(true, false)
 }
 
-// packers emits the AVX packing routines of the AVX2 set.
-func (g *gen) packers() {
-	g.raw(`// func packB16(dst *float32, src *float32, ldb int, kc int, ns int, pf int)
-//
-// Packs ns strips of 16 columns: dst[s*kc*16 + q*16 + j] = src[q*ldb + 16s + j]
-// for q < kc, j < 16, walking src row by row (each row of the block is
-// contiguous). While copying row q it prefetches row q+pf. Strides in
-// elements.
-TEXT ·packB16(SB), NOSPLIT, $0-48
+// packB emits a packer of ns strips of 64 bytes (16 float32 or 8
+// float64 columns) of B as stored (kernelSet.packBn), walking B row by row
+// and prefetching pf rows ahead.
+func (g *gen) packB(name string, t prec) {
+	fmt.Fprintf(&g.b, `TEXT ·%[1]s(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ ldb+16(FP), R8
-	SHLQ $2, R8
+	SHLQ $%[2]d, R8
 	MOVQ kc+24(FP), CX
 	MOVQ ns+32(FP), DX
 	MOVQ CX, R9
@@ -532,11 +528,11 @@ pbrow:
 	MOVQ DI, R12
 	MOVQ DX, R13
 pbstrip:
-	VMOVUPS (R11), Y0
-	VMOVUPS 32(R11), Y1
+	%[3]s (R11), Y0
+	%[3]s 32(R11), Y1
 	PREFETCHT0 (R11)(R10*1)
-	VMOVUPS Y0, (R12)
-	VMOVUPS Y1, 32(R12)
+	%[3]s Y0, (R12)
+	%[3]s Y1, 32(R12)
 	ADDQ $64, R11
 	ADDQ R9, R12
 	DECQ R13
@@ -549,7 +545,19 @@ pbstrip:
 pbdone:
 	RET
 
-// func packAT6(dst *float32, src *float32, lda int, kc int, ns int)
+`, name, t.shift, t.op("VMOVU"))
+}
+
+// packers emits the AVX packing routines of the AVX2 set.
+func (g *gen) packers() {
+	g.raw(`// func packB16(dst *float32, src *float32, ldb int, kc int, ns int, pf int)
+//
+// Packs ns strips of 16 columns: dst[s*kc*16 + q*16 + j] = src[q*ldb + 16s + j]
+// for q < kc, j < 16, walking src row by row (each row of the block is
+// contiguous). While copying row q it prefetches row q+pf. Strides in
+// elements.`)
+	g.packB("packB16", f32)
+	g.raw(`// func packAT6(dst *float32, src *float32, lda int, kc int, ns int)
 //
 // Packs ns strips of 6 rows of op(A) = Aᵀ as stored: dst[s*kc*6 + q*6 + i]
 // = src[q*lda + 6s + i] for q < kc, i < 6, walking src row by row. Strides
@@ -742,45 +750,9 @@ func (g *gen) packers64() {
 //
 // packB16 for float64: packs ns strips of 8 columns, dst[s*kc*8 + q*8 + j]
 // = src[q*ldb + 8s + j] for q < kc, j < 8, walking src row by row,
-// prefetching row q+pf. Strides in elements.
-TEXT ·packB8d(SB), NOSPLIT, $0-48
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ ldb+16(FP), R8
-	SHLQ $3, R8
-	MOVQ kc+24(FP), CX
-	MOVQ ns+32(FP), DX
-	MOVQ CX, R9
-	SHLQ $6, R9
-	MOVQ pf+40(FP), R10
-	IMULQ R8, R10
-	TESTQ CX, CX
-	JZ pbdone
-	TESTQ DX, DX
-	JZ pbdone
-pbrow:
-	MOVQ SI, R11
-	MOVQ DI, R12
-	MOVQ DX, R13
-pbstrip:
-	VMOVUPD (R11), Y0
-	VMOVUPD 32(R11), Y1
-	PREFETCHT0 (R11)(R10*1)
-	VMOVUPD Y0, (R12)
-	VMOVUPD Y1, 32(R12)
-	ADDQ $64, R11
-	ADDQ R9, R12
-	DECQ R13
-	JNZ pbstrip
-	ADDQ R8, SI
-	ADDQ $64, DI
-	DECQ CX
-	JNZ pbrow
-	VZEROUPPER
-pbdone:
-	RET
-
-// func packAT6d(dst *float64, src *float64, lda int, kc int, ns int)
+// prefetching row q+pf. Strides in elements.`)
+	g.packB("packB8d", f64)
+	g.raw(`// func packAT6d(dst *float64, src *float64, lda int, kc int, ns int)
 //
 // packAT6 for float64: packs ns strips of 6 rows of op(A) = Aᵀ as stored,
 // dst[s*kc*6 + q*6 + i] = src[q*lda + 6s + i] for q < kc, i < 6, walking
