@@ -20,7 +20,7 @@ func BenchmarkTrainStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mc := modelConfig{vocab: c.vocab.Size(), context: cfg.context, dim: cfg.dim, layers: cfg.layers, heads: cfg.heads,
+	mc := modelConfig{vocab: c.size, context: cfg.context, dim: cfg.dim, layers: cfg.layers, heads: cfg.heads,
 		experts: cfg.experts, hidden: cfg.hidden, topK: cfg.topK, capacity: cfg.capacity}
 	model := newModel(tensor.NewKey(0), mc)
 	starts := make([]int, cfg.batch)

@@ -103,8 +103,7 @@ func record(cfg config, c *corpus, placement string) runRecord {
 	r.Model.Context, r.Model.Dim, r.Model.Layers, r.Model.Heads = cfg.context, cfg.dim, cfg.layers, cfg.heads
 	r.Model.Experts, r.Model.Hidden, r.Model.TopK, r.Model.Capacity = cfg.experts, cfg.hidden, cfg.topK, cfg.capacity
 	r.TextName = c.name
-	r.Text = fmt.Sprintf("%d characters, sha256 %s", len(c.train)+len(c.val), c.digest)
-	r.Vocab = string(c.vocab.Chars())
+	r.Text, r.Vocab = c.identity()
 	r.Optimizer.Name, r.Optimizer.PeakLR, r.Optimizer.Batch, r.Optimizer.Seed = "adam", cfg.lr, cfg.batch, cfg.seed
 	r.Steps, r.Placement = cfg.steps, placement
 	return r
@@ -150,6 +149,9 @@ func settings(step int, lr float64) map[string]cli.Setting {
 
 // vocabDiff names the characters one vocabulary has and the other lacks.
 func vocabDiff(saved, now string) string {
+	if described(saved) || described(now) {
+		return fmt.Sprintf("%s in the checkpoint, %s now", saved, now)
+	}
 	missing, extra := only(saved, now), only(now, saved)
 	var parts []string
 	if missing != "" {
@@ -162,6 +164,12 @@ func vocabDiff(saved, now string) string {
 		return "the same characters in another order"
 	}
 	return strings.Join(parts, ", and ")
+}
+
+// described reports whether a recorded vocabulary is a description (of a
+// BPE or a token file's ids) rather than the characters of a text.
+func described(vocab string) bool {
+	return strings.HasPrefix(vocab, "byte-level BPE") || strings.HasPrefix(vocab, "token ids")
 }
 
 // only quotes the characters of a that b lacks (at most 10 of them).

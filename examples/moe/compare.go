@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"text/tabwriter"
 	"time"
 
@@ -18,17 +17,15 @@ import (
 // with the same per-sender capacity rule (one sender per device), which
 // every strategy must reproduce.
 func compare(cfg config, model Model, c *corpus, out io.Writer) error {
-	rng := rand.New(rand.NewPCG(cfg.seed, 1))
-	starts := make([]int, cfg.batch)
-	for i := range starts {
-		starts[i] = rng.IntN(len(c.train) - cfg.context)
+	x, y, err := c.compareBatch(cfg)
+	if err != nil {
+		return err
 	}
-	x, y := windows(c.train, starts, cfg.context)
 	devs := len(shard.Devices())
 	if cfg.batch%devs != 0 {
 		return fmt.Errorf("-batch %d is not a multiple of the %d devices", cfg.batch, devs)
 	}
-	fmt.Fprintf(out, "gonox moe: one step of each strategy on %d×%d characters of %s, %d parameters;\n", cfg.batch, cfg.context, c.name, paramCount(model))
+	fmt.Fprintf(out, "gonox moe: one step of each strategy on %d×%d %s of %s, %d parameters;\n", cfg.batch, cfg.context, c.unit, c.name, paramCount(model))
 	fmt.Fprintf(out, "max |Δgrad| against one device with per-sender capacity over %d senders\n\n", devs)
 
 	cfg.steps = max(cfg.steps, 2)

@@ -13,6 +13,18 @@
 //	go run ./examples/moe -strategy fsdp_ep -mesh dp=2,ep=4
 //	go run ./examples/moe -strategy compare            # one step of each strategy
 //	go run ./examples/moe -text book.txt -steps 3000   # any UTF-8 text
+//	go run ./examples/moe -tokenizer bpe               # word pieces: a BPE of 1,024 tokens learnt from the text
+//	go run ./examples/moe -data train.tok              # a token file of any size (package data)
+//
+// With -tokenizer bpe the text is cut into GPT-2-style word pieces: a
+// byte-level BPE vocabulary of -bpe-size tokens learnt from the training
+// text, or GPT-2's own (-bpe-vocab DIR holding encoder.json and
+// vocab.bpe). With -data the model trains on a token file (data.OpenTokens:
+// written by data.WriteTokens, of any size, memory-mapped) through a
+// shuffled data.Stream of windows at every offset, the first 90% training
+// and the last 10% validating; a checkpoint resumes the stream mid-epoch
+// exactly. The sample is decoded with the tokenizer when its vocabulary
+// is the file's.
 //
 // Every evaluation prints the training loss, the validation loss in nats
 // and bits per character, throughput, the fraction of dropped token
@@ -55,7 +67,8 @@ import (
 )
 
 type config struct {
-	text                                string
+	text, data, tokenizer, bpeVocab     string
+	bpeSize                             int
 	strategy, mesh                      string
 	steps, batch, context               int
 	dim, layers, heads, experts, hidden int
@@ -113,6 +126,10 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	var c config
 	f := cli.NewFlags("moe", errOut)
 	f.String(&c.text, "text", "", "UTF-8 text file to train on (default: Newton's Opticks, embedded; at most "+cli.Size(maxTextBytes)+")")
+	f.String(&c.data, "data", "", "token file to train on instead of text (data.OpenTokens; any size: it is memory-mapped)")
+	f.String(&c.tokenizer, "tokenizer", "char", "char (characters of the text) or bpe (GPT-2's byte-level BPE)")
+	f.String(&c.bpeVocab, "bpe-vocab", "", "with -tokenizer bpe: directory of encoder.json and vocab.bpe to load (default: learn a vocabulary of -bpe-size from the text)")
+	f.Int(&c.bpeSize, "bpe-size", 1024, minBPE, maxTokenVocab, "with -tokenizer bpe: tokens of the vocabulary learnt from the text")
 	f.String(&c.strategy, "strategy", "dp_ep", "single, ep, dp_ep, fsdp_ep, or compare (one step of each, side by side)")
 	f.String(&c.mesh, "mesh", "", `device mesh with axes dp and ep, e.g. "dp=2,ep=4" (default: ep=8 for ep, dp=2,ep=4 otherwise)`)
 	f.Int(&c.steps, "steps", 400, 0, maxSteps, "training steps")
@@ -144,6 +161,12 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 			return fmt.Errorf("-batch %d × -context %d: %d characters a batch, more than %d", c.batch, c.context, c.batch*c.context, maxTokens)
 		case !utf8.ValidString(c.prompt):
 			return fmt.Errorf("-prompt %q: not valid UTF-8", c.prompt)
+		case c.tokenizer != "char" && c.tokenizer != "bpe":
+			return fmt.Errorf("-tokenizer %q: want char or bpe", c.tokenizer)
+		case c.tokenizer != "bpe" && (f.Changed("bpe-vocab") || f.Changed("bpe-size")):
+			return fmt.Errorf("-bpe-vocab and -bpe-size go with -tokenizer bpe")
+		case c.bpeVocab != "" && f.Changed("bpe-size"):
+			return fmt.Errorf("-bpe-size %d: a vocabulary loaded from -bpe-vocab has its own size", c.bpeSize)
 		}
 		return nil
 	})
@@ -219,55 +242,80 @@ func checkPaths(cfg config) error {
 	return nil
 }
 
-// corpus is the text split by position: the first 90% trains, the rest
-// validates.
+// corpus is what the model trains on: the ids of the text split by
+// position (the first 90% trains, the rest validates), or with -data the
+// windows of a token file split likewise; and the tokenizer of the text.
 type corpus struct {
-	vocab      *data.Vocab
-	train, val []int32
+	tok        tokenizer
+	train, val []int32 // the text's ids (not with -data)
 	name       string
 	digest     string // the first 16 hex digits of the text's SHA-256
+	size       int    // the model's vocabulary
+	unit       string // "characters" or "tokens"
+
+	windows          *data.TokenWindows // -data
+	trainSet, valSet data.Dataset       // -data: its windows before and after the cut
 }
 
 // loadCorpus reads -text (or the embedded Opticks) through the size bound
 // and numbers its characters, refusing a vocabulary beyond maxVocab.
 func loadCorpus(path string) (*corpus, error) {
+	return openCorpus(config{text: path, tokenizer: "char"})
+}
+
+// openCorpus reads -text (or the embedded Opticks) through the size bound,
+// makes the tokenizer of -tokenizer and encodes the text, or with -data
+// opens the token file.
+func openCorpus(cfg config) (*corpus, error) {
 	text, name := "", "Opticks"
-	if path == "" {
+	if cfg.text == "" {
 		text = data.Opticks()
 	} else {
-		b, err := cli.ReadFile("text", path, maxTextBytes)
+		b, err := cli.ReadFile("text", cfg.text, maxTextBytes)
 		if err != nil {
 			return nil, err
 		}
 		if !utf8.Valid(b) {
-			return nil, fmt.Errorf("-text %s: not valid UTF-8", path)
+			return nil, fmt.Errorf("-text %s: not valid UTF-8", cfg.text)
 		}
-		text, name = string(b), filepath.Base(path)
+		text, name = string(b), filepath.Base(cfg.text)
 	}
-	v := data.NewVocab(text)
-	if v.Size() > maxVocab {
-		return nil, fmt.Errorf("-text %s: %d distinct characters, more than the %d this example's vocabulary takes", path, v.Size(), maxVocab)
+	tok, err := newTokenizer(cfg, text)
+	if err != nil {
+		return nil, err
 	}
-	ids, err := v.Encode(text)
+	c := &corpus{tok: tok, name: name, size: tok.Size(), unit: "characters"}
+	if cfg.tokenizer == "bpe" {
+		c.unit = "tokens"
+	}
+	if cfg.data != "" {
+		return c, openTokenFile(cfg, c)
+	}
+	ids, err := tok.Encode(text)
 	if err != nil {
 		return nil, err
 	}
 	cut := len(ids) * 9 / 10
 	sum := sha256.Sum256([]byte(text))
-	return &corpus{vocab: v, train: ids[:cut], val: ids[cut:], name: name, digest: hex.EncodeToString(sum[:8])}, nil
+	c.train, c.val, c.digest = ids[:cut], ids[cut:], hex.EncodeToString(sum[:8])
+	return c, nil
 }
 
 // checkCorpus checks the flags that depend on the text: windows of
 // -context fit in both parts, and the prompt is made of its characters.
 func checkCorpus(cfg config, c *corpus) error {
 	need := cfg.context + 1
-	if len(c.train) < need || len(c.val) < need {
+	if c.windows != nil {
+		if err := checkTokenFile(cfg, c); err != nil {
+			return err
+		}
+	} else if len(c.train) < need || len(c.val) < need {
 		return cli.Usagef("-context %d: %s has %d characters, too few for windows of %d in both the training part and the last 10%% that validates",
 			cfg.context, c.name, len(c.train)+len(c.val), need)
 	}
-	if cfg.sampleLen > 0 {
+	if v, ok := c.tok.(*data.Vocab); ok && cfg.sampleLen > 0 && c.tok.Size() == c.size {
 		for _, r := range cfg.prompt {
-			if _, ok := c.vocab.ID(r); !ok {
+			if _, ok := v.ID(r); !ok {
 				return cli.Usagef("-prompt %q: the character %q is not in %s (the sample is generated from characters of the text; set -prompt, or -sample 0)", cfg.prompt, r, c.name)
 			}
 		}
@@ -303,14 +351,17 @@ func runConfig(cfg config, out, errOut io.Writer) error {
 	if err := checkPaths(cfg); err != nil {
 		return err
 	}
-	c, err := loadCorpus(cfg.text)
+	c, err := openCorpus(cfg)
 	if err != nil {
 		return err
+	}
+	if c.windows != nil {
+		defer c.windows.Close()
 	}
 	if err := checkCorpus(cfg, c); err != nil {
 		return err
 	}
-	mc := modelConfig{vocab: c.vocab.Size(), context: cfg.context, dim: cfg.dim, layers: cfg.layers, heads: cfg.heads,
+	mc := modelConfig{vocab: c.size, context: cfg.context, dim: cfg.dim, layers: cfg.layers, heads: cfg.heads,
 		experts: cfg.experts, hidden: cfg.hidden, topK: cfg.topK, capacity: cfg.capacity}
 	if n := mc.params(); n > maxParams {
 		return cli.Usagef("-dim %d, -layers %d, -experts %d, -hidden %d: a model of %d parameters, more than this example trains (%d)",
@@ -338,10 +389,14 @@ func runConfig(cfg config, out, errOut io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(out, "gonox moe: %s, %d train / %d validation characters, vocabulary %d\n", c.name, len(c.train), len(c.val), c.vocab.Size())
+	if c.windows != nil {
+		fmt.Fprintf(out, "gonox moe: %s, %d train / %d validation windows of %d tokens, vocabulary %d\n", c.name, c.trainSet.Len(), c.valSet.Len(), cfg.context+1, c.size)
+	} else {
+		fmt.Fprintf(out, "gonox moe: %s, %d train / %d validation %s, vocabulary %d\n", c.name, len(c.train), len(c.val), c.unit, c.size)
+	}
 	fmt.Fprintf(out, "model: %d layers, width %d, %d heads, %d experts of %d (top-%d, capacity factor %g), context %d, %d parameters\n",
 		cfg.layers, cfg.dim, cfg.heads, cfg.experts, cfg.hidden, cfg.topK, cfg.capacity, cfg.context, paramCount(model))
-	fmt.Fprintf(out, "strategy %v on %s, batch %d×%d characters, %d steps\n", s, where, cfg.batch, cfg.context, cfg.steps)
+	fmt.Fprintf(out, "strategy %v on %s, batch %d×%d %s, %d steps\n", s, where, cfg.batch, cfg.context, c.unit, cfg.steps)
 	for _, note := range r.notes {
 		fmt.Fprintln(out, note)
 	}

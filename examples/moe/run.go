@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"time"
 
 	"github.com/gonox/gonox/examples/internal/cli"
@@ -89,19 +88,26 @@ type runner struct {
 }
 
 // validation returns the mean cross-entropy on evenly spaced windows of
-// the held-out end of the text.
+// the held-out end of the text (or of the token file).
 func (r *runner) validation() (func() (float64, error), error) {
 	cfg, c := r.cfg, r.c
 	need := cfg.context + 1
 	nVal := cfg.evalBatches * cfg.batch
+	last := len(c.val) - need
+	if c.windows != nil {
+		last = c.valSet.Len() - 1
+	}
 	starts := make([]int, nVal)
 	for i := range starts {
-		starts[i] = i * (len(c.val) - need) / max(1, nVal-1)
+		starts[i] = i * last / max(1, nVal-1)
 	}
 	return func() (float64, error) {
 		sum := 0.0
 		for b := range cfg.evalBatches {
-			x, y := windows(c.val, starts[b*cfg.batch:(b+1)*cfg.batch], cfg.context)
+			x, y, err := c.windowsAt(starts[b*cfg.batch:(b+1)*cfg.batch], cfg.context)
+			if err != nil {
+				return 0, err
+			}
 			ce, err := r.tr.evalCE(x, y)
 			if err != nil {
 				return 0, err
@@ -121,12 +127,8 @@ func (r *runner) train() error {
 	if err != nil {
 		return err
 	}
-	need := cfg.context + 1
-	rng := rand.New(rand.NewPCG(cfg.seed, 0x6d6f65))
-	for range r.first * cfg.batch { // the windows the restored steps used
-		rng.IntN(len(c.train) - need + 1)
-	}
-	starts := make([]int, cfg.batch)
+	src := newBatches(cfg, c, r.first)
+	defer src.close()
 	cpu0 := cputime.Used()
 	t0 := time.Now()
 	var trainSum, dropSum float64
@@ -134,10 +136,10 @@ func (r *runner) train() error {
 	n := 0
 	tick := time.Now()
 	for step := r.first; step < cfg.steps; step++ {
-		for i := range starts {
-			starts[i] = rng.IntN(len(c.train) - need + 1)
+		x, y, err := src.next()
+		if err != nil {
+			return err
 		}
-		x, y := windows(c.train, starts, cfg.context)
 		st, err := r.tr.trainStep(x, y)
 		if err != nil {
 			return err
@@ -164,8 +166,8 @@ func (r *runner) train() error {
 		}
 		frac := shares(load, cfg.experts)
 		r.hist.add(step+1, trainSum/float64(n), val, frac)
-		fmt.Fprintf(r.out, "step %5d  loss %.3f  val loss %.3f (%.3f bits/char)  %6.0f tokens/s  dropped %4.1f%%  load max/mean %.2f\n",
-			step+1, trainSum/float64(n), val, val/math.Ln2, float64(n*cfg.batch*cfg.context)/secs, 100*dropSum/float64(n), balance(frac, cfg.experts))
+		fmt.Fprintf(r.out, "step %5d  loss %.3f  val loss %.3f (%.3f bits/%s)  %6.0f tokens/s  dropped %4.1f%%  load max/mean %.2f\n",
+			step+1, trainSum/float64(n), val, val/math.Ln2, c.bitsPer(), float64(n*cfg.batch*cfg.context)/secs, 100*dropSum/float64(n), balance(frac, cfg.experts))
 		if cfg.ckpt != "" {
 			if err := r.cps.Save(step+1, func() error { return saveCheckpoint(cfg.ckpt, step+1, r.tr, r.hist, r.rec) }); err != nil {
 				return err
@@ -185,17 +187,18 @@ func (r *runner) train() error {
 func (r *runner) finish() error {
 	cfg, c := r.cfg, r.c
 	if cfg.sampleLen > 0 {
-		prompt, err := c.vocab.Encode(cfg.prompt)
+		prompt, decode, err := c.prompt(cfg)
 		if err != nil {
-			return fmt.Errorf("-prompt: %w", err) // checked by checkCorpus
-		}
-		if len(prompt) == 0 {
-			prompt = c.train[:1]
+			return err
 		}
 		params := r.tr.hostParams() // gathers from every process
 		if !cfg.follower {
 			gen := params.sample(r.sampleKey, prompt, cfg.sampleLen, cfg.temperature)
-			fmt.Fprintf(r.out, "sample:\n%s%s\n", cfg.prompt, c.vocab.Decode(gen))
+			if decode {
+				fmt.Fprintf(r.out, "sample:\n%s%s\n", cfg.prompt, c.tok.Decode(gen))
+			} else {
+				fmt.Fprintf(r.out, "sample (token ids: the tokenizer's vocabulary of %d is not the file's %d):\n%v\n", c.tok.Size(), c.size, gen)
+			}
 		}
 	}
 	if cfg.plot != "" && len(r.hist.step) > 0 && !cfg.follower {

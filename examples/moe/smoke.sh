@@ -41,3 +41,13 @@ usage "^moe: -prompt \"Light is \": the character 'L' is not in noL.txt" "$out/m
 expect 1 '^moe: -text /dev/zero: larger than 64 MiB' "$out/moe" "${tiny[@]}" -text /dev/zero
 expect 1 "^moe: -plot $out: is a directory" "$out/moe" "${small[@]}" -steps 1 -plot "$out"
 expect 1 "^moe: -ckpt $out/moe.png: not a directory" "$out/moe" "${tiny[@]}" -ckpt "$out/moe.png"
+
+# Word pieces (a BPE learnt from the text); a token file of 20 GB (sparse)
+# trained on within 100 MB of the peak memory of the run on the text; a
+# FIFO or a missing file given as -data fails at once, naming it.
+"$out/moe" "${small[@]}" -steps 2 -eval-every 2 -plot "" -tokenizer bpe -bpe-size 300
+bench/bigdata.sh
+mkfifo "$out/fifo"
+expect 1 "^moe: -data: data: $out/fifo: not a regular file" "$out/moe" "${tiny[@]}" -data "$out/fifo"
+expect 1 "^moe: -data: .*$out/missing.tok" "$out/moe" "${tiny[@]}" -data "$out/missing.tok"
+usage '^moe: -tokenizer "word": want char or bpe' "$out/moe" "${tiny[@]}" -tokenizer word
