@@ -18,7 +18,7 @@ func shardedBatch(gather func([]int) (Batch, error), idx []int, s shard.Sharding
 	spec := s.Spec()
 	for i, ds := range spec {
 		if i > 0 && len(ds) > 0 {
-			return Batch{}, fmt.Errorf("data.Loader: Sharding %v splits dimension %d; a loader splits batches along the first dimension only", spec, i)
+			return Batch{}, fmt.Errorf("data: Sharding %v splits dimension %d; a loader or stream splits batches along the first dimension only", spec, i)
 		}
 	}
 	var axes []string
@@ -27,7 +27,7 @@ func shardedBatch(gather func([]int) (Batch, error), idx []int, s shard.Sharding
 	}
 	parts := mesh.AxisSize(axes...)
 	if len(idx)%parts != 0 {
-		return Batch{}, fmt.Errorf("data.Loader: a batch of %d examples does not split into %d parts over %v", len(idx), parts, axes)
+		return Batch{}, fmt.Errorf("data: a batch of %d examples does not split into %d parts over %v", len(idx), parts, axes)
 	}
 	rows := len(idx) / parts
 	names := mesh.AxisNames()
@@ -63,7 +63,7 @@ func shardedBatch(gather func([]int) (Batch, error), idx []int, s shard.Sharding
 		}
 	}
 	if xShape == nil {
-		return Batch{}, fmt.Errorf("data.Loader: this process has no device of %v", mesh)
+		return Batch{}, fmt.Errorf("data: this process has no device of %v", mesh)
 	}
 	global := func(shape []int) []int {
 		g := slices.Clone(shape)

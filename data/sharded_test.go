@@ -63,7 +63,7 @@ func TestLoaderShardingErrors(t *testing.T) {
 		want  string
 	}{
 		{6, shard.P("dp"), "a batch of 6 examples does not split into 4 parts over [dp]"},
-		{4, shard.P(nil, "tp"), "splits dimension 1; a loader splits batches along the first dimension only"},
+		{4, shard.P(nil, "tp"), "splits dimension 1; a loader or stream splits batches along the first dimension only"},
 	} {
 		l := &Loader{Dataset: ds, BatchSize: tc.batch, Sharding: shard.NewSharding(mesh, tc.spec)}
 		for _, err := range l.Epoch(0) {

@@ -221,3 +221,15 @@ func TestStreamTokenFiles(t *testing.T) {
 		assert.Equal(t, whole[4+i].Y.Ints(), append(p0[i].Y.Ints(), p1[i].Y.Ints()...))
 	}
 }
+
+func TestStreamShardingError(t *testing.T) {
+	mesh := shard.NewMesh([]int{4}, []string{"dp"})
+	s := &Stream{Dataset: labelled(20), BatchSize: 6, Sharding: shard.NewSharding(mesh, shard.P("dp"))}
+	r := s.Open(context.Background(), 0)
+	defer r.Close()
+	_, err := r.Next()
+	assert.EqualError(t, err, "data: batch 0 (epoch 0, step 0): data: a batch of 6 examples does not split into 4 parts over [dp]")
+	assert.Panics(t, func() {
+		(&Stream{Dataset: labelled(8), BatchSize: 4, Share: Share{0, 2}, Sharding: shard.NewSharding(mesh, shard.P("dp"))}).Open(context.Background(), 0)
+	})
+}
