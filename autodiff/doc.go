@@ -62,6 +62,22 @@
 // backward pass would keep — count and bytes per producing op or name, and
 // per shard.Map device — the measurable effect of a policy.
 //
+// # Loops
+//
+// Scan is jax.lax.scan: it threads a carry through f over the leading axis
+// of xs and stacks what f returns per step, for any pytrees, forwards or
+// (ScanReverse) backwards. Its gradient reaches the initial carry, xs and
+// the parameters f closes over. Without remat the backward pass keeps
+// every step's intermediate values; ScanRemat(k) keeps only every k-th
+// carry and recomputes the steps between during the backward pass, so a
+// 10 000-step recurrence needs O(√T) steps of memory instead of O(T):
+//
+//	step := func(h, x *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
+//		h = cell.Forward(x, h)
+//		return h, h
+//	}
+//	hT, hs := autodiff.Scan(step, h0, xs, autodiff.ScanRemat(0)) // k = ⌈√T⌉
+//
 // # Custom rules and testing
 //
 // CustomVJP defines a function with a hand-written derivative. CheckGrad

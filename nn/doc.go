@@ -194,6 +194,9 @@
 //   - Dropout: inverted dropout with an explicit key and an inference mode.
 //   - MultiHeadAttention and DotProductAttention: scaled dot-product
 //     self- and cross-attention with causal and boolean masks.
+//   - GRUCell, LSTMCell: one step of a recurrent cell, with Equinox's
+//     parameters (and PyTorch's, mapped as their docs say); drive them
+//     over a sequence with autodiff.Scan.
 //   - MoE: a mixture-of-experts feed-forward layer with top-k routing,
 //     expert capacity and token dropping (DropTokenMask, ExpertCapacity),
 //     returning the Switch load-balancing loss, the router z-loss and the
