@@ -152,20 +152,6 @@ func parseHidden(s string) ([]int, error) {
 	return sizes, nil
 }
 
-// checkPaths makes sure, before any work, that the plot and checkpoints
-// can be written.
-func checkPaths(cfg config) error {
-	if cfg.plot != "" {
-		if err := cli.WritableFile("plot", cfg.plot); err != nil {
-			return err
-		}
-	}
-	if cfg.ckpt != "" {
-		return cli.WritableDir("ckpt", cfg.ckpt)
-	}
-	return nil
-}
-
 // meshFor returns the -mesh mesh, or the default one for strategy s on n
 // devices: every device on "dp", or half of them with "tp" of 2 for the
 // tensor-parallel strategies. Single has no mesh.
@@ -243,7 +229,7 @@ func run(args []string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkPaths(cfg); err != nil {
+	if err := cli.CheckOutputs(cfg.plot, cfg.ckpt); err != nil {
 		return err
 	}
 	devices, err := shard.DevicesFromEnv()

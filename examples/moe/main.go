@@ -174,7 +174,10 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	if err := f.Parse(args); err != nil {
 		return c, err
 	}
-	c.follower = !cli.Leader()
+	if !cli.Leader() {
+		// Under mpirun only process 0 generates the sample and plots.
+		c.follower, c.plot = true, ""
+	}
 	return c, nil
 }
 
@@ -226,20 +229,6 @@ func hasAxis(names []string, a string) bool {
 		}
 	}
 	return false
-}
-
-// checkPaths makes sure, before any work, that the plot and checkpoints
-// can be written.
-func checkPaths(cfg config) error {
-	if cfg.plot != "" && !cfg.follower {
-		if err := cli.WritableFile("plot", cfg.plot); err != nil {
-			return err
-		}
-	}
-	if cfg.ckpt != "" {
-		return cli.WritableDir("ckpt", cfg.ckpt)
-	}
-	return nil
 }
 
 // corpus is what the model trains on: the ids of the text split by
@@ -348,7 +337,7 @@ func run(args []string, out, errOut io.Writer) error {
 
 // runConfig runs the command with parsed flags.
 func runConfig(cfg config, out, errOut io.Writer) error {
-	if err := checkPaths(cfg); err != nil {
+	if err := cli.CheckOutputs(cfg.plot, cfg.ckpt); err != nil {
 		return err
 	}
 	c, err := openCorpus(cfg)

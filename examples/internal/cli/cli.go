@@ -54,19 +54,28 @@ const (
 	StatusTerminated  = 143 // 128 + SIGTERM
 )
 
-// Status prints err on errOut, prefixed with the command's name (and the
-// process under mpirun), and returns the exit status it calls for: 0 for
+// Status prints err on errOut, prefixed with the command's name (under
+// mpirun: a usage mistake by process 0 alone, a failure by each process,
+// naming it), and returns the exit status it calls for: 0 for
 // nil and flag.ErrHelp, 2 for a UsageError, 1 otherwise.
 func Status(name string, err error, errOut io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return StatusOK
 	}
-	if mpi.Size() > 1 {
+	usage := IsUsage(err)
+	switch {
+	case mpi.Size() > 1 && usage:
+		// Every process sees the same flags and environment, so every
+		// one finds the mistake: process 0 says it.
+		if Leader() {
+			fmt.Fprintf(errOut, "%s: %v\n", name, err)
+		}
+	case mpi.Size() > 1:
 		fmt.Fprintf(errOut, "%s: process %d: %v\n", name, mpi.Rank(), err)
-	} else {
+	default:
 		fmt.Fprintf(errOut, "%s: %v\n", name, err)
 	}
-	if IsUsage(err) {
+	if usage {
 		return StatusUsage
 	}
 	return StatusFailure

@@ -81,6 +81,20 @@ func WritableDir(flagName, dir string) error {
 	return nil
 }
 
+// CheckOutputs checks, before any work, that the plot (-plot; "" for
+// none) and the checkpoints (-ckpt; "" for none) can be written.
+func CheckOutputs(plot, ckpt string) error {
+	if plot != "" {
+		if err := WritableFile("plot", plot); err != nil {
+			return err
+		}
+	}
+	if ckpt != "" {
+		return WritableDir("ckpt", ckpt)
+	}
+	return nil
+}
+
 // probe creates and removes a temporary file in dir.
 func probe(dir string) error {
 	f, err := os.CreateTemp(dir, ".gonox-write-test-*")
