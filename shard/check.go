@@ -373,41 +373,8 @@ func isSpecIdent(c byte) bool {
 
 // parseCheckSpec parses a Check spec.
 func parseCheckSpec(spec string) (*checkSpec, error) {
+	p := &specParser{spec: spec, axisAt: map[string]int{}}
 	cs := &checkSpec{variadic: -1}
-	bad := func(off int, format string, args ...any) error {
-		return fmt.Errorf("shard.Check: bad spec %q: offset %d: %s", spec, off, fmt.Sprintf(format, args...))
-	}
-	axisAt := map[string]int{} // mesh axis -> offset of first use
-	// ident returns the end of the identifier starting at i.
-	ident := func(i int) int {
-		for i < len(spec) && isSpecIdent(spec[i]) {
-			i++
-		}
-		return i
-	}
-	// number parses digits with single underscores between them.
-	number := func(i int) (int, int, error) {
-		start := i
-		v := 0
-		for i < len(spec) {
-			c := spec[i]
-			switch {
-			case isSpecDigit(c):
-				if v > (1<<31-1)/10 {
-					return 0, 0, bad(start, "size %s is too large", spec[start:ident(i)])
-				}
-				v = v*10 + int(c-'0')
-			case c == '_' && i+1 < len(spec) && isSpecDigit(spec[i+1]) && i > start:
-			default:
-				if isSpecIdent(c) {
-					return 0, 0, bad(i, "unexpected %q in size %s", specRune(spec, i), spec[start:ident(i)])
-				}
-				return v, i, nil
-			}
-			i++
-		}
-		return v, i, nil
-	}
 	i := 0
 	for {
 		for i < len(spec) && isSpecSpace(spec[i]) {
@@ -417,63 +384,15 @@ func parseCheckSpec(spec string) (*checkSpec, error) {
 			break
 		}
 		start := i
-		var d checkDim
-		c := spec[i]
-		switch {
-		case strings.HasPrefix(spec[i:], "..."):
-			d = checkDim{kind: dimVariadic}
-			i += 3
-		case c == '*':
-			j := ident(i + 1)
-			name := spec[i+1 : j]
-			if name != "" && isSpecDigit(name[0]) {
-				return nil, bad(i+1, "variadic name %q starts with a digit", name)
-			}
-			d = checkDim{kind: dimVariadic}
-			if name != "" && name[0] != '_' {
-				d.name = name
-			}
-			i = j
-		case c == '_':
-			j := ident(i)
-			d = checkDim{kind: dimAny}
-			if j > i+1 {
-				d.label = spec[i:j]
-			}
-			i = j
-		case isSpecDigit(c):
-			v, j, err := number(i)
-			if err != nil {
-				return nil, err
-			}
-			d = checkDim{kind: dimFixed, size: v}
-			i = j
-		case isSpecIdent(c):
-			j := ident(i)
-			name := spec[i:j]
-			i = j
-			if i < len(spec) && spec[i] == '=' {
-				if i+1 >= len(spec) || !isSpecDigit(spec[i+1]) {
-					return nil, bad(i+1, "want a size after %s=", name)
-				}
-				v, k, err := number(i + 1)
-				if err != nil {
-					return nil, err
-				}
-				d = checkDim{kind: dimFixed, size: v, label: name}
-				i = k
-			} else {
-				d = checkDim{kind: dimNamed, name: name, label: name}
-			}
-		case c == '#' || c == '?':
-			return nil, bad(i, "jaxtyping's %q modifier is not supported", specRune(spec, i))
-		default:
-			return nil, bad(i, "unexpected %q; want a dimension (name, size, _, *name or ...)", specRune(spec, i))
+		d, j, err := p.dim(i)
+		if err != nil {
+			return nil, err
 		}
+		i = j
 		d.text = spec[start:i]
 		if d.kind == dimVariadic {
 			if cs.variadic >= 0 {
-				return nil, bad(start, "second variadic dimension %s (at most one * or ... per spec)", d.text)
+				return nil, p.bad(start, "second variadic dimension %s (at most one * or ... per spec)", d.text)
 			}
 			cs.variadic = len(cs.dims)
 			if d.label == "" {
@@ -482,65 +401,166 @@ func parseCheckSpec(spec string) (*checkSpec, error) {
 		}
 		if i < len(spec) && spec[i] == '@' {
 			if d.kind == dimVariadic {
-				return nil, bad(i, "variadic dimension %s cannot be sharded; write its dimensions out", d.text)
+				return nil, p.bad(i, "variadic dimension %s cannot be sharded; write its dimensions out", d.text)
 			}
-			i++
-			var axes DimSpec
-			if i < len(spec) && spec[i] == '(' {
-				i++
-				for {
-					for i < len(spec) && isSpecSpace(spec[i]) {
-						i++
-					}
-					j := ident(i)
-					if j == i {
-						if i >= len(spec) {
-							return nil, bad(i, "unclosed ( in mesh axes")
-						}
-						return nil, bad(i, "want a mesh axis name, got %q", specRune(spec, i))
-					}
-					if first, dup := axisAt[spec[i:j]]; dup {
-						return nil, bad(i, "mesh axis %s used twice (first at offset %d)", spec[i:j], first)
-					}
-					axisAt[spec[i:j]] = i
-					axes = append(axes, spec[i:j])
-					i = j
-					for i < len(spec) && isSpecSpace(spec[i]) {
-						i++
-					}
-					if i >= len(spec) {
-						return nil, bad(i, "unclosed ( in mesh axes")
-					}
-					if spec[i] == ')' {
-						i++
-						break
-					}
-					if spec[i] != ',' {
-						return nil, bad(i, "want , or ) in mesh axes, got %q", specRune(spec, i))
-					}
-					i++
-				}
-			} else {
-				j := ident(i)
-				if j == i {
-					if i >= len(spec) {
-						return nil, bad(i, "want a mesh axis name after @")
-					}
-					return nil, bad(i, "want a mesh axis name after @, got %q", specRune(spec, i))
-				}
-				if first, dup := axisAt[spec[i:j]]; dup {
-					return nil, bad(i, "mesh axis %s used twice (first at offset %d)", spec[i:j], first)
-				}
-				axisAt[spec[i:j]] = i
-				axes = DimSpec{spec[i:j]}
-				i = j
+			if d.axes, i, err = p.meshAxes(i + 1); err != nil {
+				return nil, err
 			}
-			d.axes = axes
 		}
 		if i < len(spec) && !isSpecSpace(spec[i]) {
-			return nil, bad(i, "unexpected %q after dimension %s; separate dimensions with spaces", specRune(spec, i), spec[start:i])
+			return nil, p.bad(i, "unexpected %q after dimension %s; separate dimensions with spaces", specRune(spec, i), spec[start:i])
 		}
 		cs.dims = append(cs.dims, d)
 	}
 	return cs, nil
+}
+
+// specParser holds the state of parseCheckSpec.
+type specParser struct {
+	spec   string
+	axisAt map[string]int // mesh axis -> offset of first use
+}
+
+func (p *specParser) bad(off int, format string, args ...any) error {
+	return fmt.Errorf("shard.Check: bad spec %q: offset %d: %s", p.spec, off, fmt.Sprintf(format, args...))
+}
+
+// ident returns the end of the identifier starting at i.
+func (p *specParser) ident(i int) int {
+	for i < len(p.spec) && isSpecIdent(p.spec[i]) {
+		i++
+	}
+	return i
+}
+
+// number parses digits with single underscores between them, starting
+// at i; it returns the value and the end.
+func (p *specParser) number(i int) (int, int, error) {
+	spec := p.spec
+	start := i
+	v := 0
+	for i < len(spec) {
+		c := spec[i]
+		switch {
+		case isSpecDigit(c):
+			if v > (1<<31-1)/10 {
+				return 0, 0, p.bad(start, "size %s is too large", spec[start:p.ident(i)])
+			}
+			v = v*10 + int(c-'0')
+		case c == '_' && i+1 < len(spec) && isSpecDigit(spec[i+1]) && i > start:
+		default:
+			if isSpecIdent(c) {
+				return 0, 0, p.bad(i, "unexpected %q in size %s", specRune(spec, i), spec[start:p.ident(i)])
+			}
+			return v, i, nil
+		}
+		i++
+	}
+	return v, i, nil
+}
+
+// dim parses the dimension starting at i (without its mesh axes) and
+// returns it and its end.
+func (p *specParser) dim(i int) (checkDim, int, error) {
+	spec := p.spec
+	c := spec[i]
+	switch {
+	case strings.HasPrefix(spec[i:], "..."):
+		return checkDim{kind: dimVariadic}, i + 3, nil
+	case c == '*':
+		j := p.ident(i + 1)
+		name := spec[i+1 : j]
+		if name != "" && isSpecDigit(name[0]) {
+			return checkDim{}, 0, p.bad(i+1, "variadic name %q starts with a digit", name)
+		}
+		d := checkDim{kind: dimVariadic}
+		if name != "" && name[0] != '_' {
+			d.name = name
+		}
+		return d, j, nil
+	case c == '_':
+		j := p.ident(i)
+		d := checkDim{kind: dimAny}
+		if j > i+1 {
+			d.label = spec[i:j]
+		}
+		return d, j, nil
+	case isSpecDigit(c):
+		v, j, err := p.number(i)
+		return checkDim{kind: dimFixed, size: v}, j, err
+	case isSpecIdent(c):
+		j := p.ident(i)
+		name := spec[i:j]
+		if j < len(spec) && spec[j] == '=' {
+			if j+1 >= len(spec) || !isSpecDigit(spec[j+1]) {
+				return checkDim{}, 0, p.bad(j+1, "want a size after %s=", name)
+			}
+			v, k, err := p.number(j + 1)
+			return checkDim{kind: dimFixed, size: v, label: name}, k, err
+		}
+		return checkDim{kind: dimNamed, name: name, label: name}, j, nil
+	case c == '#' || c == '?':
+		return checkDim{}, 0, p.bad(i, "jaxtyping's %q modifier is not supported", specRune(spec, i))
+	}
+	return checkDim{}, 0, p.bad(i, "unexpected %q; want a dimension (name, size, _, *name or ...)", specRune(spec, i))
+}
+
+// meshAxes parses the mesh axes after an @ at i-1 (one name, or names in
+// parentheses) and returns them and their end.
+func (p *specParser) meshAxes(i int) (DimSpec, int, error) {
+	spec := p.spec
+	if i >= len(spec) || spec[i] != '(' {
+		j := p.ident(i)
+		if j == i {
+			if i >= len(spec) {
+				return nil, 0, p.bad(i, "want a mesh axis name after @")
+			}
+			return nil, 0, p.bad(i, "want a mesh axis name after @, got %q", specRune(spec, i))
+		}
+		if err := p.use(i, j); err != nil {
+			return nil, 0, err
+		}
+		return DimSpec{spec[i:j]}, j, nil
+	}
+	i++
+	var axes DimSpec
+	for {
+		for i < len(spec) && isSpecSpace(spec[i]) {
+			i++
+		}
+		j := p.ident(i)
+		if j == i {
+			if i >= len(spec) {
+				return nil, 0, p.bad(i, "unclosed ( in mesh axes")
+			}
+			return nil, 0, p.bad(i, "want a mesh axis name, got %q", specRune(spec, i))
+		}
+		if err := p.use(i, j); err != nil {
+			return nil, 0, err
+		}
+		axes = append(axes, spec[i:j])
+		i = j
+		for i < len(spec) && isSpecSpace(spec[i]) {
+			i++
+		}
+		if i >= len(spec) {
+			return nil, 0, p.bad(i, "unclosed ( in mesh axes")
+		}
+		if spec[i] == ')' {
+			return axes, i + 1, nil
+		}
+		if spec[i] != ',' {
+			return nil, 0, p.bad(i, "want , or ) in mesh axes, got %q", specRune(spec, i))
+		}
+		i++
+	}
+}
+
+// use records the mesh axis spec[i:j], which a spec may name once.
+func (p *specParser) use(i, j int) error {
+	if first, dup := p.axisAt[p.spec[i:j]]; dup {
+		return p.bad(i, "mesh axis %s used twice (first at offset %d)", p.spec[i:j], first)
+	}
+	p.axisAt[p.spec[i:j]] = i
+	return nil
 }
