@@ -1,8 +1,9 @@
 package shard
 
-// This file holds what the collectives of Ctx share: their parameters,
-// the marking of blocks with the axes they vary over, the accounting of
-// bytes, and the results the devices of a group share.
+// This file holds what the collectives of Ctx share: the collective
+// descriptor and its registry, their parameters, the marking of blocks
+// with the axes they vary over, the accounting of bytes, and the results
+// the devices of a group share.
 
 import (
 	"fmt"
@@ -11,6 +12,72 @@ import (
 
 	"github.com/gonox/gonox/tensor"
 )
+
+// collective describes one kind of collective of Ctx to the machinery all
+// collectives share: the rendezvous (map_run.go) checks that every device
+// issued the same one, the cross-process exchange (xproc_exchange.go)
+// calls its cross function, Comm counts it under its kind. Each is
+// declared once, in its file coll_<kind>.go, beside what the generic code
+// does not need to know (see "Adding a collective" in doc.go):
+//
+//   - its tensor op (or ops), whose Impl is the in-process exchange: the
+//     device meets the other devices of its group (run.meet, with a call
+//     naming the collective) and computes its result from their calls;
+//     whose VJP is the collective's transpose;
+//   - its Ctx method, which checks the operands and applies the op.
+//
+// A collective added later carries more here, not elsewhere: a rule the
+// generic code applies to every collective (a fingerprint checked where
+// data crosses processes, a batching rule for vmap) reads these fields or
+// the ops'.
+type collective struct {
+	// kind names the collective: Comm counts its bytes and calls under
+	// it, and errors and the cross-process checks print it.
+	kind string
+	// ops are the tensor ops its Ctx methods apply; every one has a VJP
+	// (collectives are differentiable). Set by register.
+	ops []*tensor.Op
+	// cross runs the cross-process part of a slot of this collective on
+	// a mesh that spans processes, once every device of this process has
+	// arrived and before any of them reads the slot: it brings into the
+	// slot what the devices of other processes contribute (their calls,
+	// or a shared result per group). Most collectives build it with
+	// eachGroup from one of the exchanges of xproc_exchange.go.
+	cross func(r *run, s *slot) error
+	// needs, for a collective exchanged with crossGroup.parts, returns
+	// the part of member src's block x that member dst reads.
+	needs func(c *call, g group, src, dst int, x *tensor.Tensor) region
+	// rowsDiffer is set when the devices' blocks may differ in their
+	// leading dimension (ragged_all_to_all): the rendezvous then compares
+	// dtypes and params, not shapes (the params carry the trailing ones).
+	rowsDiffer bool
+	// wire and unwire carry a call's per-device data (call.data, which
+	// differs between devices: ragged_all_to_all's offsets and sizes)
+	// across processes beside its block, as integers: wire encodes this
+	// device's, unwire rebuilds a remote device's from its block and the
+	// integers. Both nil for a collective whose calls carry no data.
+	wire   func(c *call) []int
+	unwire func(x *tensor.Tensor, v []int) any
+}
+
+// collectives lists every registered collective, in registration order.
+var collectives []*collective
+
+// register records c with the ops that apply it and checks that it is
+// complete; each collective's file calls it once, from the init that
+// makes its ops.
+func register(c *collective, ops ...*tensor.Op) {
+	if c.kind == "" || c.cross == nil || len(ops) == 0 || (c.wire == nil) != (c.unwire == nil) {
+		panic(fmt.Sprintf("shard: internal error: collective %q registered without a kind, a cross-process exchange or an op, or with only one of wire and unwire", c.kind))
+	}
+	for _, op := range ops {
+		if op == nil || op.VJP == nil {
+			panic(fmt.Sprintf("shard: internal error: collective %q: an op without a VJP", c.kind))
+		}
+	}
+	c.ops = ops
+	collectives = append(collectives, c)
+}
 
 // collParams are the static parameters of a collective primitive.
 type collParams struct {
@@ -80,11 +147,12 @@ func checkLocal(op string, c *Ctx, x *tensor.Tensor) {
 	}
 }
 
-// account charges bytes sent to this device and counts the collective once.
-func (e *devEnv) account(kind string, bytes int64) {
-	e.run.comm.add(e.mesh.devices[e.dev], kind, bytes)
+// account charges bytes sent to this device in collective c and counts
+// the collective once.
+func (e *devEnv) account(c *collective, bytes int64) {
+	e.run.comm.add(e.mesh.devices[e.dev], c.kind, bytes)
 	if e.dev == e.run.first {
-		e.run.comm.count(kind)
+		e.run.comm.count(c.kind)
 	}
 }
 

@@ -7,6 +7,16 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
+// allGatherColl is the all-gather (see collective): Ctx.AllGather and
+// Ctx.AllGatherInvariant, and the transpose of psum_scatter. Between
+// processes one float32 block per process is gathered straight into the
+// result (gatherFloat32), anything else brings the remote blocks.
+var allGatherColl = &collective{kind: "all_gather", cross: eachGroup(func(x *crossGroup) {
+	if !x.gatherFloat32() {
+		x.blocks()
+	}
+})}
+
 var allGatherOp, allGatherInvOp *tensor.Op
 
 func init() {
@@ -54,6 +64,7 @@ func init() {
 			return []*tensor.Tensor{y}
 		},
 	}
+	register(allGatherColl, allGatherOp, allGatherInvOp)
 }
 
 func normDim(op string, x *tensor.Tensor, axis, extra int) int {
@@ -91,13 +102,13 @@ func allGather(e *devEnv, x *tensor.Tensor, axes []string, axis int, tiled, inva
 func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.AllGather", p.axes)
-	s := e.run.meet(e, &call{kind: "all_gather", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("axis %d %s", p.dim, tiledWord(p.tiled))})
+	s := e.run.meet(e, &call{coll: allGatherColl, axes: p.axes, x: x, p: p, extra: fmt.Sprintf("axis %d %s", p.dim, tiledWord(p.tiled))})
 	defer e.run.leave(s)
 	// done meets the other members once out, the shared result, is whole,
 	// and hands out this device's view of it.
 	done := func(out *tensor.Tensor) *tensor.Tensor {
 		e.run.barrier(s)
-		e.account("all_gather", int64(g.size-1)*int64(x.Bytes()))
+		e.account(allGatherColl, int64(g.size-1)*int64(x.Bytes()))
 		mask := maskOf(x)
 		if invariant {
 			mask &^= p.mask
@@ -105,7 +116,7 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 		return e.markShared(s, g, out, mask)
 	}
 	if _, ok := s.remote.Load(g.key); ok {
-		// Gathered with the other processes already (exchangeGather).
+		// Gathered with the other processes already (gatherFloat32).
 		return done(sharedResult(s, g.key, nil))
 	}
 	xs := x.Shape()
@@ -169,4 +180,36 @@ func (c *Ctx) AllGather(x *tensor.Tensor, axes Axes, axis int, tiled bool) *tens
 func (c *Ctx) AllGatherInvariant(x *tensor.Tensor, axes Axes, axis int, tiled bool) *tensor.Tensor {
 	checkLocal("shard.Ctx.AllGatherInvariant", c, x)
 	return allGather(c.env, x, axes, axis, tiled, true)
+}
+
+// gatherFloat32 all-gathers a float32 block per process straight into
+// the shared result (MPI_Allgatherv from the block's storage into the
+// result's), when that is a plain concatenation: each process has one
+// member in the group, the members are ranked in process order, and the
+// gathered dimension has no larger dimension before it. It reports
+// whether it did; otherwise blocks brings the blocks.
+func (x *crossGroup) gatherFloat32() bool {
+	c := x.soleFloat32Call()
+	if c == nil {
+		return false
+	}
+	xs := c.x.Shape()
+	if !c.p.tiled {
+		xs = slices.Insert(xs, c.p.dim, 1)
+	}
+	for _, d := range xs[:c.p.dim] {
+		if d != 1 {
+			return false
+		}
+	}
+	outShape := slices.Clone(xs)
+	outShape[c.p.dim] *= len(x.members)
+	out := tensor.Empty(tensor.Float32, outShape...) // every block is written
+	counts := make([]int, len(x.procs))
+	for i := range counts {
+		counts[i] = c.x.Bytes()
+	}
+	x.g.Allgatherv(floatBytes(c.x.BorrowFloat32()), floatBytes(out.BorrowFloat32()), counts)
+	storeRemote(x.s, x.key, out, true)
+	return true
 }

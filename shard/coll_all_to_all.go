@@ -7,6 +7,11 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
+// allToAllColl is the all-to-all (see collective): Ctx.AllToAll, its own
+// transpose, and propagation's reshards between dims. Between processes
+// it brings the parts of the remote blocks the local members read.
+var allToAllColl = &collective{kind: "all_to_all", cross: eachGroup((*crossGroup).parts), needs: partAlong}
+
 var allToAllOp *tensor.Op
 
 func init() {
@@ -21,6 +26,7 @@ func init() {
 			return []*tensor.Tensor{allToAll(p.env, g, p.axes, p.dim2, p.dim, p.tiled)}
 		},
 	}
+	register(allToAllColl, allToAllOp)
 }
 
 func allToAll(e *devEnv, x *tensor.Tensor, axes []string, split, concat int, tiled bool) *tensor.Tensor {
@@ -47,7 +53,7 @@ func allToAll(e *devEnv, x *tensor.Tensor, axes []string, split, concat int, til
 func allToAllImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.AllToAll", p.axes)
-	s := e.run.meet(e, &call{kind: "all_to_all", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("split %d concat %d %s", p.dim, p.dim2, tiledWord(p.tiled))})
+	s := e.run.meet(e, &call{coll: allToAllColl, axes: p.axes, x: x, p: p, extra: fmt.Sprintf("split %d concat %d %s", p.dim, p.dim2, tiledWord(p.tiled))})
 	defer e.run.leave(s)
 	c := x.Dim(p.dim) / g.size
 	parts := make([]*tensor.Tensor, g.size)
@@ -75,7 +81,7 @@ func allToAllImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 		placeAt(out, part, p.dim2, j*part.Dim(p.dim2))
 	}
 	tensor.Donate(parts...)
-	e.account("all_to_all", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
+	e.account(allToAllColl, int64(g.size-1)*int64(x.Bytes())/int64(g.size))
 	return e.markedFresh(out, maskOf(x)|p.mask)
 }
 

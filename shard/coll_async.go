@@ -35,13 +35,13 @@ type Handle struct {
 // the pair's VJPs: the wait's VJP starts the reverse transfer of the
 // cotangent, the start's VJP waits for it.
 type asyncParams struct {
-	coll  *collParams
-	kind  string // "ppermute"
-	dtype tensor.DType
-	shape []int
-	mask  uint64 // the result's mark
-	cur   *inflight
-	rev   *asyncParams
+	coll       *collParams
+	collective *collective // ppermuteStartColl
+	dtype      tensor.DType
+	shape      []int
+	mask       uint64 // the result's mark
+	cur        *inflight
+	rev        *asyncParams
 }
 
 // inflight is one device's started collective.
@@ -50,6 +50,13 @@ type inflight struct {
 	s   *slot
 	c   *call
 }
+
+// ppermuteStartColl is the started ppermute (see collective):
+// Ctx.PpermuteStart and Ctx.RingShiftStart, counted as a ppermute. Its
+// ops are the start, which registers the block in the slot without
+// waiting, and the wait (Handle.Wait), which takes the result; its
+// cross-process exchange (exchangeAsync) posts non-blocking transfers.
+var ppermuteStartColl = &collective{kind: "ppermute", cross: exchangeAsync, needs: ppermuteNeeds}
 
 var asyncStartOp, asyncWaitOp *tensor.Op
 
@@ -67,7 +74,7 @@ func init() {
 			p := pp.(*asyncParams)
 			rp := p.rev
 			if rp == nil {
-				panic(fmt.Sprintf("shard: internal error: backward of a %s start without its wait's", p.kind))
+				panic(fmt.Sprintf("shard: internal error: backward of a %s start without its wait's", p.collective.kind))
 			}
 			p.rev = nil
 			return []*tensor.Tensor{remark(tensor.Apply(asyncWaitOp, rp, g), in[0])}
@@ -92,6 +99,7 @@ func init() {
 			return []*tensor.Tensor{tok}
 		},
 	}
+	register(ppermuteStartColl, asyncStartOp, asyncWaitOp)
 }
 
 // ppermuteStart validates and starts an asynchronous ppermute of x.
@@ -102,8 +110,8 @@ func ppermuteStart(e *devEnv, x *tensor.Tensor, axes []string, perm [][2]int) (*
 	checkPerm(op, g, axes, perm)
 	x = tensor.Vary(x, e.Local(maskOf(x)|m))
 	p := &asyncParams{
-		coll: &collParams{env: e, axes: slices.Clone(axes), mask: m, perm: slices.Clone(perm)},
-		kind: "ppermute", dtype: x.DType(), shape: x.Shape(), mask: maskOf(x) | m,
+		coll:       &collParams{env: e, axes: slices.Clone(axes), mask: m, perm: slices.Clone(perm)},
+		collective: ppermuteStartColl, dtype: x.DType(), shape: x.Shape(), mask: maskOf(x) | m,
 	}
 	return p, tensor.Apply(asyncStartOp, p, x)
 }
@@ -113,9 +121,9 @@ func ppermuteStart(e *devEnv, x *tensor.Tensor, axes []string, perm [][2]int) (*
 func (p *asyncParams) start(x *tensor.Tensor) {
 	e := p.coll.env
 	if p.cur != nil {
-		panic(fmt.Sprintf("shard: internal error: %s started twice", p.kind))
+		panic(fmt.Sprintf("shard: internal error: %s started twice", p.collective.kind))
 	}
-	c := &call{kind: "ppermute", axes: p.coll.axes, x: x, p: p.coll, extra: fmt.Sprintf("perm %v, async", p.coll.perm)}
+	c := &call{coll: ppermuteStartColl, axes: p.coll.axes, x: x, p: p.coll, extra: fmt.Sprintf("perm %v, async", p.coll.perm)}
 	s := e.run.post(e, c)
 	f := &inflight{run: e.run, s: s, c: c}
 	e.run.mu.Lock()
@@ -133,7 +141,7 @@ func (p *asyncParams) wait() *tensor.Tensor {
 	e := p.coll.env
 	f := p.cur
 	if f == nil {
-		panic(fmt.Sprintf("shard: internal error: %s waited for without a start", p.kind))
+		panic(fmt.Sprintf("shard: internal error: %s waited for without a start", p.collective.kind))
 	}
 	p.cur = nil
 	r := f.run
@@ -171,7 +179,7 @@ func (p *asyncParams) wait() *tensor.Tensor {
 	if out == nil {
 		out = tensor.Zeros(p.dtype, p.shape...)
 	}
-	e.account("ppermute", sent)
+	e.account(ppermuteStartColl, sent)
 	return e.markedFresh(out, p.mask)
 }
 
@@ -181,7 +189,7 @@ func (p *asyncParams) wait() *tensor.Tensor {
 // and, on a mesh spanning processes, posts the transfers to and from the
 // other processes; then s.ready is closed.
 func (r *run) post(e *devEnv, c *call) *slot {
-	s := r.arrive(e, c, r.exchangeAsync)
+	s := r.arrive(e, c)
 	select {
 	case <-r.abort:
 		panic(abortSignal{})
@@ -234,7 +242,7 @@ func (c *Ctx) RingShiftStart(x *tensor.Tensor, axes Axes, offset int) *Handle {
 // same device.
 func (h *Handle) Wait() *tensor.Tensor {
 	if h.done {
-		panic(fmt.Sprintf("shard.Handle.Wait: the %s of %v%v was already waited for", h.p.kind, h.p.dtype, h.p.shape))
+		panic(fmt.Sprintf("shard.Handle.Wait: the %s of %v%v was already waited for", h.p.collective.kind, h.p.dtype, h.p.shape))
 	}
 	h.done = true
 	return tensor.Apply(asyncWaitOp, h.p, h.tok)

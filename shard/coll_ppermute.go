@@ -7,6 +7,11 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
+// ppermuteColl is the collective permutation (see collective):
+// Ctx.Ppermute and Ctx.RingShift, and their own transposes. Between
+// processes it brings the remote blocks a local member receives.
+var ppermuteColl = &collective{kind: "ppermute", cross: eachGroup((*crossGroup).parts), needs: ppermuteNeeds}
+
 var ppermuteOp *tensor.Op
 
 func init() {
@@ -25,6 +30,7 @@ func init() {
 			return []*tensor.Tensor{ppermute(p.env, g, p.axes, inv)}
 		},
 	}
+	register(ppermuteColl, ppermuteOp)
 }
 
 func ppermute(e *devEnv, x *tensor.Tensor, axes []string, perm [][2]int) *tensor.Tensor {
@@ -38,7 +44,7 @@ func ppermute(e *devEnv, x *tensor.Tensor, axes []string, perm [][2]int) *tensor
 func ppermuteImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.Ppermute", p.axes)
-	s := e.run.meet(e, &call{kind: "ppermute", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("perm %v", p.perm)})
+	s := e.run.meet(e, &call{coll: ppermuteColl, axes: p.axes, x: x, p: p, extra: fmt.Sprintf("perm %v", p.perm)})
 	defer e.run.leave(s)
 	me := g.meshRank[g.rank]
 	// rankOf maps a mesh-order index to a member.
@@ -66,7 +72,7 @@ func ppermuteImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	// The received view holds the sender's storage once made; until every
 	// device has made its own, a sender must not donate its block.
 	e.run.barrier(s)
-	e.account("ppermute", sent)
+	e.account(ppermuteColl, sent)
 	return e.markedFresh(out, maskOf(x)|p.mask)
 }
 
@@ -121,4 +127,18 @@ func ringPerm(g group, offset int) [][2]int {
 		perm[r] = [2]int{g.meshRank[r], g.meshRank[d]}
 	}
 	return perm
+}
+
+// ppermuteNeeds is the needs of a ppermute (and of a started one): member
+// dst reads the whole block of member src if the permutation sends it
+// there, else nothing.
+func ppermuteNeeds(c *call, g group, src, dst int, _ *tensor.Tensor) region {
+	from := g.meshRank[slices.Index(g.members, src)]
+	to := g.meshRank[slices.Index(g.members, dst)]
+	for _, pr := range c.p.perm {
+		if pr[0] == from && pr[1] == to {
+			return region{whole: true}
+		}
+	}
+	return region{none: true}
 }

@@ -7,6 +7,14 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
+// psumScatterColl is the reduce-scatter (see collective): Ctx.PsumScatter,
+// the transpose of all_gather, and propagation's sum of a pending sum
+// wanted sharded. Between processes (crossPsumScatter) one float32 block
+// per process is reduce-scattered straight into the parts when they are
+// contiguous, other float32 blocks are all-reduced whole, anything else
+// brings the parts the local members read.
+var psumScatterColl = &collective{kind: "psum_scatter", cross: eachGroup(crossPsumScatter), needs: partAlong}
+
 var psumScatterOp *tensor.Op
 
 func init() {
@@ -22,6 +30,7 @@ func init() {
 			return []*tensor.Tensor{allGather(p.env, g, p.axes, p.dim, p.tiled, false)}
 		},
 	}
+	register(psumScatterColl, psumScatterOp)
 }
 
 func psumScatter(e *devEnv, x *tensor.Tensor, axes []string, dim int, tiled bool) *tensor.Tensor {
@@ -49,7 +58,7 @@ func psumScatter(e *devEnv, x *tensor.Tensor, axes []string, dim int, tiled bool
 func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.PsumScatter", p.axes)
-	s := e.run.meet(e, &call{kind: "psum_scatter", axes: p.axes, x: x, p: p, extra: fmt.Sprintf("dim %d %s", p.dim, tiledWord(p.tiled))})
+	s := e.run.meet(e, &call{coll: psumScatterColl, axes: p.axes, x: x, p: p, extra: fmt.Sprintf("dim %d %s", p.dim, tiledWord(p.tiled))})
 	defer e.run.leave(s)
 	size := x.Dim(p.dim) / g.size
 	dt := x.DType()
@@ -61,16 +70,16 @@ func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 		if !p.tiled {
 			out = squeezeFresh(out, p.dim)
 		}
-		e.account("psum_scatter", int64(g.size-1)*int64(x.Bytes())/int64(g.size))
+		e.account(psumScatterColl, int64(g.size-1)*int64(x.Bytes())/int64(g.size))
 		return e.markedFresh(out, maskOf(x)|p.mask)
 	}
 	if v, ok := s.remote.Load(g.key); ok {
 		if _, ok := v.(scattered); ok {
 			// Reduce-scattered with the other processes: the shared
-			// result is this process's member's part (exchangeScatter).
+			// result is this process's member's part (reduceScatter).
 			return done(sharedResult(s, g.key, nil))
 		}
-		// All-reduced whole with the other processes (see exchange): this
+		// All-reduced whole with the other processes (crossPsumScatter): this
 		// member's part of the sum.
 		full := sharedResult(s, g.key, nil)
 		out := done(scatterSum(x, p.dim, size, g.rank, func(int) *tensor.Tensor { return full }, 1))
@@ -152,4 +161,61 @@ func scatterSum(x *tensor.Tensor, dim, size, rank int, block func(int) *tensor.T
 func (c *Ctx) PsumScatter(x *tensor.Tensor, axes Axes, scatterDim int, tiled bool) *tensor.Tensor {
 	checkLocal("shard.Ctx.PsumScatter", c, x)
 	return psumScatter(c.env, x, axes, scatterDim, tiled)
+}
+
+// crossPsumScatter is the cross-process exchange of a psum_scatter.
+func crossPsumScatter(x *crossGroup) {
+	switch {
+	case x.reduceScatter():
+	case x.c0.x.DType() == tensor.Float32:
+		// All-reduced whole, straight from and into the blocks' storage
+		// (MPI_Allreduce), and each member takes its part: twice the
+		// bytes of a reduce-scatter on the wire, but none of parts'
+		// packing, unpacking and fresh buffers, which cost more than the
+		// wire between processes of one machine.
+		x.allreduceSum()
+	default:
+		x.parts()
+	}
+}
+
+// scattered marks, in slot.remote, a psum_scatter that reduceScatter
+// reduce-scattered: the shared result under the key is this process's
+// member's part itself.
+type scattered struct{}
+
+// reduceScatter reduce-scatters a float32 block per process straight
+// into this process's part (Group.ReduceScatterFloat32 from the block's
+// storage into the part's: MPI_Reduce_scatter, or through shared memory),
+// when the parts are contiguous: each process
+// has one member in the group, the members are ranked in process order,
+// and the scattered dimension has no larger dimension before it. Half the
+// bytes of all-reducing the whole block. It reports whether it did.
+//
+// Between two processes, or through shared memory: a psum_scatter is bit
+// for bit the part of the psum (TestPsumScatterIsPartOfPsum), and MPI sums
+// in an order of its choosing, which for three or more processes may
+// differ between MPI_Reduce_scatter and MPI_Allreduce (Open MPI's do under
+// mpirun -np 4); the sum of two values is the same in either order, and a
+// SharedMemoryGroup sums in rank order in both.
+func (x *crossGroup) reduceScatter() bool {
+	if len(x.procs) != 2 && !sumsInRankOrder(x.g) {
+		return false
+	}
+	c := x.soleFloat32Call()
+	if c == nil {
+		return false
+	}
+	xs := c.x.Shape()
+	for _, d := range xs[:c.p.dim] {
+		if d != 1 {
+			return false
+		}
+	}
+	part := slices.Clone(xs)
+	part[c.p.dim] /= len(x.members)
+	out := tensor.Empty(tensor.Float32, part...) // written whole
+	x.g.ReduceScatterFloat32(c.x.BorrowFloat32(), out.BorrowFloat32(), ReduceSum)
+	storeRemote(x.s, x.key, out, scattered{})
+	return true
 }

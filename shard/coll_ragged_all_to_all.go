@@ -7,6 +7,25 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
+// raggedColl is the ragged all-to-all (see collective):
+// Ctx.RaggedAllToAll, whose transpose is itself with the offsets swapped.
+// The devices' operands differ in rows; each call carries its offsets
+// and sizes (a raggedCall), which travel with the block between
+// processes, where the remote blocks are brought whole.
+var raggedColl = &collective{
+	kind:       "ragged_all_to_all",
+	cross:      eachGroup((*crossGroup).blocks),
+	rowsDiffer: true,
+	wire: func(c *call) []int {
+		rc := c.data.(*raggedCall)
+		return slices.Concat(rc.io, rc.ss, rc.oo, rc.rs)
+	},
+	unwire: func(x *tensor.Tensor, v []int) any {
+		k := len(v) / 4
+		return &raggedCall{operand: x, io: v[:k], ss: v[k : 2*k], oo: v[2*k : 3*k], rs: v[3*k:]}
+	},
+}
+
 var raggedOp *tensor.Op
 
 func init() {
@@ -48,6 +67,7 @@ func init() {
 		},
 		Save: tensor.SaveInputs(2, 3, 4, 5),
 	}
+	register(raggedColl, raggedOp)
 }
 
 // raggedCall is what a device brings to a ragged all-to-all.
@@ -91,7 +111,7 @@ func raggedImpl(in []*tensor.Tensor, p *collParams) *tensor.Tensor {
 	operand, output := tensor.WithLocal(in[0], nil), tensor.WithLocal(in[1], nil)
 	rc := &raggedCall{operand: operand, io: in[2].Ints(), ss: in[3].Ints(), oo: in[4].Ints(), rs: in[5].Ints()}
 	shapeTail := fmt.Sprint(operand.Shape()[1:])
-	s := e.run.meet(e, &call{kind: "ragged_all_to_all", axes: p.axes, x: in[0], extra: shapeTail, data: rc})
+	s := e.run.meet(e, &call{coll: raggedColl, axes: p.axes, x: in[0], extra: shapeTail, data: rc})
 	defer e.run.leave(s)
 	out := tensor.Empty(output.DType(), output.Shape()...) // the copy below fills it
 	rows := output.Dim(0)
@@ -122,7 +142,7 @@ func raggedImpl(in []*tensor.Tensor, p *collParams) *tensor.Tensor {
 	// reading them before any returns and may donate its own.
 	e.run.barrier(s)
 	tensor.Donate(operand, output) // this call's own unmarked headers
-	e.account("ragged_all_to_all", sent)
+	e.account(raggedColl, sent)
 	return e.markedFresh(out, maskOf(in[0])|maskOf(in[1])|p.mask)
 }
 

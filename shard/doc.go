@@ -271,4 +271,68 @@
 // strategies can be compared; tensor.Residuals (and autodiff.Residuals)
 // report what backward passes keep on each device; Device.MemoryBytes
 // reports the bytes of sharded-tensor blocks a device holds.
+//
+// # The files
+//
+// The files are grouped by concern: mesh.go, device.go, spec.go,
+// sharding.go, array.go (placement), spectree.go, statespec.go and
+// logical_rules.go (where a model's leaves go), check.go and visualize.go;
+// map*.go for Map and its execution; coll*.go for the collectives, one
+// file each; prop_*.go for sharding propagation, whose rules are one table
+// in prop_table.go; comm.go for Comm; transport.go for the interfaces a
+// transport implements and xproc_*.go for everything that crosses
+// processes.
+//
+// # Adding a collective
+//
+// A collective lives in one file, coll_<kind>.go, and its test,
+// coll_<kind>_test.go; nothing else changes. (coll_pcumsum_toy_test.go
+// adds a prefix sum over devices this way, and coll_pcumsum_test.go tests
+// it, across processes too.) The file holds three things.
+//
+// Its descriptor, a *collective: the kind, under which Comm counts it and
+// errors name it, and its cross-process exchange, usually eachGroup of one
+// of crossGroup's: allreduceSum, allreduceExtreme, blocks (bring the
+// remote members' blocks) or parts (bring only the parts the local members
+// read, as the descriptor's needs says):
+//
+//	var pcumsumColl = &collective{kind: "pcumsum", cross: eachGroup((*crossGroup).blocks)}
+//
+// Its tensor op, made in an init that registers both, register(pcumsumColl,
+// pcumsumOp). The op's Impl is the in-process exchange: e.run.meet(e,
+// &call{coll: pcumsumColl, axes: ..., x: ..., extra: ...}) waits until
+// every device of the mesh has issued it (extra holds the parameters every
+// device must agree on); the result is computed from the calls of the
+// group's members (s.calls, where the cross-process exchange has put the
+// other processes' too); e.run.barrier(s) waits until every member is done
+// reading them; e.account(pcumsumColl, bytes) counts the bytes this device
+// sends; the result is marked with the axes it varies over. Its VJP is the
+// transpose, written with collectives, so gradients flow between devices
+// and processes.
+//
+// Its Ctx method, which checks the operands (checkLocal), makes them vary
+// over the axes (tensor.Vary) and applies the op.
+//
+// The rendezvous checks that the devices agree on the collective, its
+// parameters, dtype and shape (a descriptor with rowsDiffer compares no
+// shapes; one whose calls carry data that differs between devices says how
+// it travels between processes with wire and unwire), Comm counts it, and
+// on a mesh that spans processes the descriptor's exchange carries it.
+//
+// # Adding a transport
+//
+// A transport connects the processes of a job (package shard/mpi's runs
+// over MPI). It implements, in a package of its own, the interfaces of
+// transport.go: Transport (this process's rank, the job's size, a Group
+// of all processes, a Group of some, Abort) and Group (all-reduce of
+// float32 and int32, reduce-scatter of float32, all-gather and all-to-all
+// of bytes), and optionally AsyncGroup (non-blocking sends and receives,
+// so that started ppermutes overlap) and SharedMemoryGroup (memory the
+// group's processes share: shard then moves the group's collectives
+// through it). Every process calls Install with it before the device pool
+// is first used (shard/mpi's Init does). Every method that communicates
+// is collective: all processes of the group call it, in the same order.
+// A transport is tested as shard/mpi's is: its own tests of each method,
+// then package shard's tests on meshes spanning its processes, which must
+// give the one-process results (shard/mpi/ci.sh runs them under mpirun).
 package shard

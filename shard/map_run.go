@@ -68,7 +68,7 @@ type slot struct {
 
 // call is what one device brings to a collective.
 type call struct {
-	kind  string
+	coll  *collective
 	axes  []string
 	x     *tensor.Tensor // the local block (untraced)
 	extra string         // parameters that must agree across devices
@@ -77,7 +77,7 @@ type call struct {
 }
 
 func (c *call) String() string {
-	s := fmt.Sprintf("%s(%v over %s", c.kind, c.x, strings.Join(c.axes, ","))
+	s := fmt.Sprintf("%s(%v over %s", c.coll.kind, c.x, strings.Join(c.axes, ","))
 	if c.extra != "" {
 		s += ", " + c.extra
 	}
@@ -190,7 +190,7 @@ func (r *run) missing(dev, n int, s *slot) error {
 // every device has arrived. It panics with abortSignal if the run fails.
 func (r *run) meet(e *devEnv, c *call) *slot {
 	// The last device to arrive exchanges with the other processes.
-	s := r.arrive(e, c, r.exchange)
+	s := r.arrive(e, c)
 	select {
 	case <-s.ready:
 		return s
@@ -202,10 +202,11 @@ func (r *run) meet(e *devEnv, c *call) *slot {
 // arrive records the k-th collective c of device dev in its slot without
 // waiting for the other devices (meet and post then wait as they need).
 // The last local device to arrive checks that every device issued the
-// same collective and, on a mesh spanning processes, calls exchange
-// (meet's blocking exchange, post's started one); then s.ready is closed.
-// It panics with abortSignal if the run has failed.
-func (r *run) arrive(e *devEnv, c *call, exchange func(*slot) error) *slot {
+// same collective and, on a mesh spanning processes, runs the
+// collective's cross-process exchange (c.coll.cross: a blocking one, or
+// for a started collective one that posts the transfers); then s.ready
+// is closed. It panics with abortSignal if the run has failed.
+func (r *run) arrive(e *devEnv, c *call) *slot {
 	k := e.seq
 	e.seq++
 	r.mu.Lock()
@@ -241,7 +242,7 @@ func (r *run) arrive(e *devEnv, c *call, exchange func(*slot) error) *slot {
 	}
 	r.mu.Unlock()
 	if cross {
-		if err := exchange(s); err != nil {
+		if err := c.coll.cross(r, s); err != nil {
 			r.fail(err)
 		} else {
 			close(s.ready)
@@ -257,8 +258,8 @@ func (r *run) consistent(s *slot) error {
 		if c == nil || dev == r.first {
 			continue // another process's device, or the reference
 		}
-		if c.kind != first.kind || !slices.Equal(c.axes, first.axes) || c.extra != first.extra ||
-			c.x.DType() != first.x.DType() || (c.kind != "ragged_all_to_all" && !slices.Equal(c.x.Shape(), first.x.Shape())) {
+		if c.coll != first.coll || !slices.Equal(c.axes, first.axes) || c.extra != first.extra ||
+			c.x.DType() != first.x.DType() || (!c.coll.rowsDiffer && !slices.Equal(c.x.Shape(), first.x.Shape())) {
 			return &DeviceError{Device: r.mesh.devices[dev], Coords: r.mesh.Coords(dev), Op: r.name,
 				Value: fmt.Sprintf("collective #%d mismatch: device %d called %v but device %d called %v",
 					s.k, r.mesh.devices[r.first].ID(), first, r.mesh.devices[dev].ID(), c)}

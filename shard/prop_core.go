@@ -306,9 +306,9 @@ func chargeReduce(op string, src *layout, dst Sharding) {
 			}
 		}
 		if scatter {
-			charge(m, op, "psum_scatter", func(int) int64 { return int64(g-1) * bb / int64(g) })
+			charge(m, op, psumScatterColl, func(int) int64 { return int64(g-1) * bb / int64(g) })
 		} else {
-			charge(m, op, "psum", func(int) int64 { return 2 * int64(g-1) * bb / int64(g) })
+			charge(m, op, psumColl, func(int) int64 { return 2 * int64(g-1) * bb / int64(g) })
 		}
 	}
 }
@@ -346,11 +346,11 @@ func chargeReshard(op string, src *layout, dst Sharding) {
 	if !moved {
 		return
 	}
-	kind := "all_to_all"
+	coll := allToAllColl
 	if gathering {
-		kind = "all_gather"
+		coll = allGatherColl
 	}
-	charge(m, op, kind, func(d int) int64 { return recv[d] })
+	charge(m, op, coll, func(d int) int64 { return recv[d] })
 }
 
 // moveBlocks returns the blocks of x (placed or host, untraced) laid out

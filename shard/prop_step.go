@@ -298,11 +298,11 @@ func combineExtreme(op string, m *Mesh, outs [][]*tensor.Tensor, j int, axes Dim
 		}
 		res[i] = r
 	})
-	kind, red := "pmax", ReduceMax
+	coll, red := pmaxColl, ReduceMax
 	if isMin {
-		kind, red = "pmin", ReduceMin
+		coll, red = pminColl, ReduceMin
 	}
-	allreduceAcross(kind+" of "+op, m, groups, res, red)
+	allreduceAcross(coll.kind+" of "+op, m, groups, res, red)
 	for i, g := range groups {
 		for _, d := range localOf(m, g) {
 			outs[d][j] = res[i]
@@ -310,5 +310,5 @@ func combineExtreme(op string, m *Mesh, outs [][]*tensor.Tensor, j int, axes Dim
 	}
 	g := int64(m.AxisSize(axes...))
 	bb := int64(outs[m.firstLocal()][j].Bytes())
-	charge(m, op, kind, func(int) int64 { return 2 * (g - 1) * bb / g })
+	charge(m, op, coll, func(int) int64 { return 2 * (g - 1) * bb / g })
 }

@@ -87,9 +87,10 @@ func strict(m *Mesh) bool {
 	return false
 }
 
-// charge records a collective that propagation inserted for op: bytes(d)
-// is what device index d sends.
-func charge(m *Mesh, op, kind string, bytes func(d int) int64) {
+// charge records a collective c that propagation inserted for op (it
+// counts under c's kind, as Map's collectives do): bytes(d) is what device
+// index d sends.
+func charge(m *Mesh, op string, c *collective, bytes func(d int) int64) {
 	var total, most int64
 	for d, dev := range m.devices {
 		ws := watchers(dev)
@@ -101,17 +102,17 @@ func charge(m *Mesh, op, kind string, bytes func(d int) int64) {
 		most = max(most, b)
 		for _, w := range ws {
 			if w.comm != nil {
-				w.comm.add(dev, kind, b)
+				w.comm.add(dev, c.kind, b)
 				w.comm.addOp(dev, op, b)
 			}
 		}
 	}
 	for _, w := range watchers(m.devices[0]) {
 		if w.comm != nil {
-			w.comm.count(kind)
+			w.comm.count(c.kind)
 		}
 		if w.log != nil {
-			w.log.collective(op, kind, most)
+			w.log.collective(op, c.kind, most)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -99,12 +98,12 @@ func (x *asyncExchange) wait(r *run) {
 // device receives and a non-blocking receive of every remote block that a
 // local device receives (into a fresh block in s.calls). Groups whose
 // Group is not an AsyncGroup exchange synchronously now.
-func (r *run) exchangeAsync(s *slot) (err error) {
+func exchangeAsync(r *run, s *slot) (err error) {
 	m := r.mesh
 	first := s.calls[r.first]
 	e := &devEnv{mesh: m, dev: r.first, coords: m.Coords(r.first)}
 	axesMask := e.maskOf("shard", first.axes)
-	desc := fmt.Sprintf("collective #%d %s(%v %v over %s, %s)", s.k, first.kind, first.x.DType(), first.x.Shape(), strings.Join(first.axes, ","), first.extra)
+	desc := first.describe(s.k)
 	defer func() {
 		if p := recover(); p != nil {
 			err = &DeviceError{Device: m.devices[e.dev], Coords: e.coords, Op: r.name, Value: p}
@@ -114,7 +113,7 @@ func (r *run) exchangeAsync(s *slot) (err error) {
 		if _, ok := m.net.groups[procsKey(m.procsOf(members))].(AsyncGroup); !ok {
 			procs := m.procsOf(members)
 			if len(procs) >= 2 && slices.Contains(procs, dist.rank) {
-				return r.exchange(s) // every group at once, synchronously
+				return r.eachGroup(s, (*crossGroup).parts) // every group at once, synchronously
 			}
 		}
 	}
@@ -145,7 +144,7 @@ func (r *run) exchangeAsync(s *slot) (err error) {
 			case pd == dist.rank:
 				buf := tensor.Zeros(first.x.DType(), first.x.Shape()...)
 				x.reqs = append(x.reqs, ag.IrecvBytes(rawBytes(buf), slices.Index(procs, ps), tag))
-				s.calls[src] = &call{kind: first.kind, axes: first.axes, x: buf, extra: first.extra, p: first.p}
+				s.calls[src] = &call{coll: first.coll, axes: first.axes, x: buf, extra: first.extra, p: first.p}
 			}
 		}
 	}

@@ -1,8 +1,9 @@
 package shard
 
 // This file holds the cross-process part of Map's collectives: once every
-// local device has arrived in a collective, the exchange brings what the
-// other processes' devices contribute.
+// local device has arrived in a collective, its descriptor's cross
+// function (most are eachGroup of an exchange below) brings what the other
+// processes' devices contribute.
 
 import (
 	"encoding/binary"
@@ -14,14 +15,46 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
-// exchange runs the cross-process part of slot s, once every local device
-// has arrived: for each group of devices that spans processes, a psum's
-// local partial sums are all-reduced (the result is stored for the
-// group), and for every other collective the blocks of the group's remote
-// members are brought here, so the in-memory algorithms see every member
-// (pmax and pmin are all-reduced like psum). Groups are visited in the
-// same order on every process.
-func (r *run) exchange(s *slot) (err error) {
+// crossGroup is one group of devices of a collective in progress that
+// spans this process and others, as a collective's cross-process exchange
+// sees it (see collective.cross and eachGroup).
+type crossGroup struct {
+	r       *run
+	s       *slot
+	g       Group // the communicator of procs
+	key     int   // the group's key, its first member in mesh order: where a shared result is stored
+	members []int // mesh indices, in the collective's rank order (the listed axes, the first major)
+	procs   []int // the processes the members live on, ascending
+	gr      group // the group as its first member sees it (ranks, meshRank)
+	c0      *call // a call of this process: the collective and its parameters
+}
+
+// eachGroup returns the cross function (see collective) that runs
+// exchange for every group of devices of a slot that spans this process
+// and others. The exchanges below are the usual ones: a sum or an extreme
+// all-reduced (the group's shared result), or the remote members' blocks
+// (or the parts of them the local members read) brought into the slot, so
+// that the in-process exchange sees every member.
+func eachGroup(exchange func(x *crossGroup)) func(r *run, s *slot) error {
+	return func(r *run, s *slot) error { return r.eachGroup(s, exchange) }
+}
+
+// describe returns how the processes name the k-th collective c in their
+// messages and (with GONOX_DEBUG) compare it: its kind, dtype, shape
+// (unless the collective's rows differ between devices), axes and params.
+func (c *call) describe(k int) string {
+	if c.coll.rowsDiffer {
+		return fmt.Sprintf("collective #%d %s(%v over %s, %s)", k, c.coll.kind, c.x.DType(), strings.Join(c.axes, ","), c.extra)
+	}
+	return fmt.Sprintf("collective #%d %s(%v %v over %s, %s)", k, c.coll.kind, c.x.DType(), c.x.Shape(), strings.Join(c.axes, ","), c.extra)
+}
+
+// eachGroup runs exchange for every group of devices of slot s that
+// spans this process and others, in the same order on every process,
+// under the watchdog and, with GONOX_DEBUG, once every process of the
+// group is found to have issued the same collective. A panic becomes the
+// run's error.
+func (r *run) eachGroup(s *slot, exchange func(x *crossGroup)) (err error) {
 	m := r.mesh
 	var first *call
 	for _, c := range s.calls {
@@ -32,10 +65,7 @@ func (r *run) exchange(s *slot) (err error) {
 	}
 	e := &devEnv{mesh: m, dev: m.firstLocal(), coords: m.Coords(m.firstLocal())}
 	axesMask := e.maskOf("shard", first.axes)
-	desc := fmt.Sprintf("collective #%d %s(%v %v over %s, %s)", s.k, first.kind, first.x.DType(), first.x.Shape(), strings.Join(first.axes, ","), first.extra)
-	if first.kind == "ragged_all_to_all" {
-		desc = fmt.Sprintf("collective #%d %s(%v over %s, %s)", s.k, first.kind, first.x.DType(), strings.Join(first.axes, ","), first.extra)
-	}
+	desc := first.describe(s.k)
 	stop := watchdog(r.name + ": " + desc)
 	defer stop()
 	defer func() {
@@ -55,46 +85,20 @@ func (r *run) exchange(s *slot) (err error) {
 		}
 		// Members in the collective's rank order (listed axes, first major).
 		ge := &devEnv{mesh: m, dev: key, coords: m.Coords(key)}
-		members = ge.group("shard", first.axes).members
-		switch first.kind {
-		case "psum":
-			r.exchangePsum(s, g, key, members)
-		case "pmax", "pmin":
-			r.exchangeExtreme(s, g, key, members, first.kind == "pmax")
-		case "psum_scatter":
-			switch {
-			case r.exchangeScatter(s, g, key, members, procs):
-			case first.x.DType() == tensor.Float32:
-				// All-reduced whole, straight from and into the blocks'
-				// storage (MPI_Allreduce), and each member takes its
-				// part: twice the bytes of a reduce-scatter on the wire,
-				// but none of exchangeParts' packing, unpacking and
-				// fresh buffers, which cost more than the wire between
-				// processes of one machine.
-				r.exchangePsum(s, g, key, members)
-			default:
-				r.exchangeParts(s, g, ge, members, procs)
-			}
-		case "all_to_all", "ppermute":
-			r.exchangeParts(s, g, ge, members, procs)
-		case "all_gather":
-			if !r.exchangeGather(s, g, key, members, procs) {
-				r.exchangeBlocks(s, g, members, procs)
-			}
-		default:
-			r.exchangeBlocks(s, g, members, procs)
-		}
+		gr := ge.group("shard", first.axes)
+		exchange(&crossGroup{r: r, s: s, g: g, key: key, members: gr.members, procs: procs, gr: gr, c0: first})
 	}
 	return nil
 }
 
-// exchangePsum all-reduces the sum of the group's local blocks and stores
-// the result as the group's shared result.
-func (r *run) exchangePsum(s *slot, g Group, key int, members []int) {
-	m := r.mesh
+// allreduceSum all-reduces the sum of the group's local blocks and stores
+// the result as the group's shared result (psum; psum_scatter of float32
+// blocks when reduceScatter cannot).
+func (x *crossGroup) allreduceSum() {
+	s, g := x.s, x.g
 	var local []*tensor.Tensor
-	for _, j := range members {
-		if m.isLocal(j) {
+	for _, j := range x.members {
+		if x.r.mesh.isLocal(j) {
 			local = append(local, s.calls[j].x)
 		}
 	}
@@ -140,47 +144,15 @@ func (r *run) exchangePsum(s *slot, g Group, key int, members []int) {
 		g.AllreduceFloat32(acc, acc, ReduceSum)
 		narrowHalf(x0.DType(), out.RawUint16(), acc)
 	}
-	storeRemote(s, key, out, true)
+	storeRemote(s, x.key, out, true)
 }
 
-// exchangeGather all-gathers a float32 block per process straight into
-// the shared result (MPI_Allgatherv from the block's storage into the
-// result's), when that is a plain concatenation: each process has one
-// member in the group, the members are ranked in process order, and the
-// gathered dimension has no larger dimension before it. It reports
-// whether it did; otherwise exchangeBlocks brings the blocks.
-func (r *run) exchangeGather(s *slot, g Group, key int, members, procs []int) bool {
-	c := r.soleFloat32Call(s, members, procs)
-	if c == nil {
-		return false
-	}
-	xs := c.x.Shape()
-	if !c.p.tiled {
-		xs = slices.Insert(xs, c.p.dim, 1)
-	}
-	for _, d := range xs[:c.p.dim] {
-		if d != 1 {
-			return false
-		}
-	}
-	outShape := slices.Clone(xs)
-	outShape[c.p.dim] *= len(members)
-	out := tensor.Empty(tensor.Float32, outShape...) // every block is written
-	counts := make([]int, len(procs))
-	for i := range counts {
-		counts[i] = c.x.Bytes()
-	}
-	g.Allgatherv(floatBytes(c.x.BorrowFloat32()), floatBytes(out.BorrowFloat32()), counts)
-	storeRemote(s, key, out, true)
-	return true
-}
-
-// soleFloat32Call returns this process's call in a collective over
-// members when each process has one member, the members are ranked in
-// process order (the group communicator's rank order) and the operand is
-// float32; nil otherwise.
-func (r *run) soleFloat32Call(s *slot, members, procs []int) *call {
-	m := r.mesh
+// soleFloat32Call returns this process's call in the group when each
+// process has one member, the members are ranked in process order (the
+// group communicator's rank order) and the operand is float32; nil
+// otherwise.
+func (x *crossGroup) soleFloat32Call() *call {
+	m, s, members, procs := x.r.mesh, x.s, x.members, x.procs
 	if len(members) != len(procs) {
 		return nil
 	}
@@ -210,47 +182,6 @@ func storeRemote(s *slot, key int, out *tensor.Tensor, marker any) {
 	s.remote.Store(key, marker)
 }
 
-// scattered marks, in slot.remote, a psum_scatter that exchangeScatter
-// reduce-scattered: the shared result under the key is this process's
-// member's part itself.
-type scattered struct{}
-
-// exchangeScatter reduce-scatters a float32 block per process straight
-// into this process's part (Group.ReduceScatterFloat32 from the block's
-// storage into the part's: MPI_Reduce_scatter, or through shared memory),
-// when the parts are contiguous: each process
-// has one member in the group, the members are ranked in process order,
-// and the scattered dimension has no larger dimension before it. Half the
-// bytes of all-reducing the whole block. It reports whether it did.
-//
-// Between two processes, or through shared memory: a psum_scatter is bit
-// for bit the part of the psum (TestPsumScatterIsPartOfPsum), and MPI sums
-// in an order of its choosing, which for three or more processes may
-// differ between MPI_Reduce_scatter and MPI_Allreduce (Open MPI's do under
-// mpirun -np 4); the sum of two values is the same in either order, and a
-// SharedMemoryGroup sums in rank order in both.
-func (r *run) exchangeScatter(s *slot, g Group, key int, members, procs []int) bool {
-	if len(procs) != 2 && !sumsInRankOrder(g) {
-		return false
-	}
-	c := r.soleFloat32Call(s, members, procs)
-	if c == nil {
-		return false
-	}
-	xs := c.x.Shape()
-	for _, d := range xs[:c.p.dim] {
-		if d != 1 {
-			return false
-		}
-	}
-	part := slices.Clone(xs)
-	part[c.p.dim] /= len(members)
-	out := tensor.Empty(tensor.Float32, part...) // written whole
-	g.ReduceScatterFloat32(c.x.BorrowFloat32(), out.BorrowFloat32(), ReduceSum)
-	storeRemote(s, key, out, scattered{})
-	return true
-}
-
 // floatBytes views float32 storage as bytes (borrowed: nothing is pinned).
 func floatBytes(d []float32) []byte {
 	if len(d) == 0 {
@@ -259,39 +190,39 @@ func floatBytes(d []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 4*len(d))
 }
 
-// exchangeBlocks brings the blocks (and ragged sizes) of the group's
-// remote members into s.calls.
-func (r *run) exchangeBlocks(s *slot, g Group, members, procs []int) {
-	m := r.mesh
+// blocks brings the blocks of the group's remote members into the slot
+// (all_gather when gatherFloat32 cannot, ragged_all_to_all), with the
+// per-device data of the collective's calls (collective.wire).
+func (x *crossGroup) blocks() {
+	m, s := x.r.mesh, x.s
 	var local []int
-	for _, j := range members {
+	for _, j := range x.members {
 		if m.isLocal(j) {
 			local = append(local, j)
 		}
 	}
 	c0 := s.calls[local[0]]
-	ragged := c0.kind == "ragged_all_to_all"
+	coll := c0.coll
 	// Header per local member: its operand's leading dimension and, for a
-	// ragged all-to-all, its offsets and sizes.
+	// collective whose calls carry data, that data's integers.
 	var head []byte
 	for _, j := range local {
 		c := s.calls[j]
 		head = binary.LittleEndian.AppendUint64(head, uint64(dimOr1(c.x)))
-		if ragged {
-			rc := c.data.(*raggedCall)
-			for _, v := range [][]int{rc.io, rc.ss, rc.oo, rc.rs} {
-				for _, x := range v {
-					head = binary.LittleEndian.AppendUint64(head, uint64(int64(x)))
-				}
+		if coll.wire != nil {
+			v := coll.wire(c)
+			head = binary.LittleEndian.AppendUint64(head, uint64(len(v)))
+			for _, i := range v {
+				head = binary.LittleEndian.AppendUint64(head, uint64(int64(i)))
 			}
 		}
 	}
-	heads := allgatherBytes(g, head)
+	heads := allgatherBytes(x.g, head)
 	var body []byte
 	for _, j := range local {
 		body = append(body, rawBytes(s.calls[j].x)...)
 	}
-	bodies := allgatherBytes(g, body)
+	bodies := allgatherBytes(x.g, body)
 	// Walk the members of each process in order, reading their parts.
 	tail := c0.x.Shape()
 	rowBytes := c0.x.DType().Size()
@@ -301,36 +232,35 @@ func (r *run) exchangeBlocks(s *slot, g Group, members, procs []int) {
 	for _, d := range tail {
 		rowBytes *= d
 	}
-	for gi, p := range procs {
+	next := func(h *[]byte) int {
+		v := int(int64(binary.LittleEndian.Uint64(*h)))
+		*h = (*h)[8:]
+		return v
+	}
+	for gi, p := range x.procs {
 		if p == dist.rank {
 			continue
 		}
 		h, b := heads[gi], bodies[gi]
-		for _, j := range members {
+		for _, j := range x.members {
 			if m.devices[j].proc != p {
 				continue
 			}
-			rows := int(binary.LittleEndian.Uint64(h))
-			h = h[8:]
+			rows := next(&h)
 			shape := c0.x.Shape()
 			if len(shape) > 0 {
 				shape[0] = rows
 			}
 			n := rowBytes * rows
-			x := fromBytes(c0.x.DType(), b[:n], shape)
+			xj := fromBytes(c0.x.DType(), b[:n], shape)
 			b = b[n:]
-			c := &call{kind: c0.kind, axes: c0.axes, x: x, extra: c0.extra}
-			if ragged {
-				k := len(c0.data.(*raggedCall).io)
-				vs := make([][]int, 4)
-				for v := range vs {
-					vs[v] = make([]int, k)
-					for i := range vs[v] {
-						vs[v][i] = int(int64(binary.LittleEndian.Uint64(h)))
-						h = h[8:]
-					}
+			c := &call{coll: coll, axes: c0.axes, x: xj, extra: c0.extra, p: c0.p}
+			if coll.wire != nil {
+				v := make([]int, next(&h))
+				for i := range v {
+					v[i] = next(&h)
 				}
-				c.data = &raggedCall{operand: x, io: vs[0], ss: vs[1], oo: vs[2], rs: vs[3]}
+				c.data = coll.unwire(xj, v)
 			}
 			s.calls[j] = c
 		}
@@ -382,25 +312,14 @@ type region struct {
 	whole, none bool
 }
 
-// needs returns the part of sender member m's block x that member j reads
-// in a reduce-scatter, an all-to-all or a ppermute over g.
-func needs(c *call, g group, m, j int, x *tensor.Tensor) region {
-	rank := func(dev int) int { return slices.Index(g.members, dev) }
-	switch c.kind {
-	case "psum_scatter", "all_to_all":
-		d := c.p.dim
-		size := x.Dim(d) / g.size
-		return region{dim: d, lo: rank(j) * size, hi: (rank(j) + 1) * size}
-	case "ppermute":
-		from, to := g.meshRank[rank(m)], g.meshRank[rank(j)]
-		for _, pr := range c.p.perm {
-			if pr[0] == from && pr[1] == to {
-				return region{whole: true}
-			}
-		}
-		return region{none: true}
-	}
-	return region{whole: true}
+// partAlong is the needs of a collective whose members read the part of
+// every block along the params' dim that matches their rank (psum_scatter,
+// all_to_all).
+func partAlong(c *call, g group, _, dst int, x *tensor.Tensor) region {
+	d := c.p.dim
+	size := x.Dim(d) / g.size
+	r := slices.Index(g.members, dst)
+	return region{dim: d, lo: r * size, hi: (r + 1) * size}
 }
 
 func (rg region) bytes(x *tensor.Tensor) []byte {
@@ -423,13 +342,13 @@ func (rg region) size(x *tensor.Tensor) int {
 	return x.Bytes() / x.Dim(rg.dim) * (rg.hi - rg.lo)
 }
 
-// exchangeParts brings, for a reduce-scatter, an all-to-all or a ppermute,
-// only the parts of the remote members' blocks that this process's members
-// read (MPI_Alltoallv): remote blocks are rebuilt full-size with zeros
-// where nothing local reads them.
-func (r *run) exchangeParts(s *slot, g Group, ge *devEnv, members, procs []int) {
-	m := r.mesh
-	gr := ge.group("shard", s.calls[r.first].axes)
+// parts brings only the parts of the remote members' blocks that this
+// process's members read, as the collective's needs says
+// (MPI_Alltoallv): remote blocks are rebuilt full-size with zeros where
+// nothing local reads them (psum_scatter of other than float32 blocks,
+// all_to_all, ppermute).
+func (x *crossGroup) parts() {
+	m, s, g, gr, members, procs := x.r.mesh, x.s, x.g, x.gr, x.members, x.procs
 	var c0 *call
 	byProc := make([][]int, len(procs)) // members of each process, in rank order
 	for _, j := range members {
@@ -441,6 +360,7 @@ func (r *run) exchangeParts(s *slot, g Group, ge *devEnv, members, procs []int) 
 	}
 	me := slices.Index(procs, dist.rank)
 	x0 := c0.x
+	needs := c0.coll.needs
 	sendCounts := make([]int, len(procs))
 	recvCounts := make([]int, len(procs))
 	var send []byte
@@ -474,7 +394,7 @@ func (r *run) exchangeParts(s *slot, g Group, ge *devEnv, members, procs []int) 
 			continue
 		}
 		for _, src := range byProc[q] {
-			x := tensor.Zeros(x0.DType(), x0.Shape()...)
+			xs := tensor.Zeros(x0.DType(), x0.Shape()...)
 			for _, dst := range byProc[me] {
 				rg := needs(c0, gr, src, dst, x0)
 				n := rg.size(x0)
@@ -483,41 +403,38 @@ func (r *run) exchangeParts(s *slot, g Group, ge *devEnv, members, procs []int) 
 				switch {
 				case rg.none:
 				case rg.whole:
-					copy(rawBytes(x), part)
+					copy(rawBytes(xs), part)
 				default:
 					shape := x0.Shape()
 					shape[rg.dim] = rg.hi - rg.lo
-					placeAt(x, fromBytes(x0.DType(), part, shape), rg.dim, rg.lo)
+					placeAt(xs, fromBytes(x0.DType(), part, shape), rg.dim, rg.lo)
 				}
 			}
-			s.calls[src] = &call{kind: c0.kind, axes: c0.axes, x: x, extra: c0.extra, p: c0.p}
+			s.calls[src] = &call{coll: c0.coll, axes: c0.axes, x: xs, extra: c0.extra, p: c0.p}
 		}
 	}
 }
 
-// exchangeExtreme all-reduces (MPI_MAX or MPI_MIN) the elementwise extreme
-// of the group's local blocks and stores it as the group's shared result.
-func (r *run) exchangeExtreme(s *slot, g Group, key int, members []int, isMax bool) {
-	m := r.mesh
+// allreduceExtreme all-reduces (MPI_MAX or MPI_MIN, as op says) the
+// elementwise extreme of the group's local blocks and stores it as the
+// group's shared result (pmax, pmin).
+func (x *crossGroup) allreduceExtreme(op ReduceOp) {
+	m, s, g := x.r.mesh, x.s, x.g
 	var out *tensor.Tensor
-	for _, j := range members {
+	for _, j := range x.members {
 		if !m.isLocal(j) {
 			continue
 		}
-		x := tensor.WithLocal(s.calls[j].x, nil)
+		b := tensor.WithLocal(s.calls[j].x, nil)
 		switch {
 		case out == nil:
-			out = tensor.Zeros(x.DType(), x.Shape()...)
-			copy(rawBytes(out), rawBytes(x))
-		case isMax:
-			out = tensor.Maximum(out, x)
+			out = tensor.Zeros(b.DType(), b.Shape()...)
+			copy(rawBytes(out), rawBytes(b))
+		case op == ReduceMax:
+			out = tensor.Maximum(out, b)
 		default:
-			out = tensor.Minimum(out, x)
+			out = tensor.Minimum(out, b)
 		}
-	}
-	op := ReduceMin
-	if isMax {
-		op = ReduceMax
 	}
 	switch out.DType() {
 	case tensor.Int32:
@@ -532,5 +449,5 @@ func (r *run) exchangeExtreme(s *slot, g Group, key int, members []int, isMax bo
 	default:
 		g.AllreduceFloat32(out.RawFloat32(), out.RawFloat32(), op)
 	}
-	storeRemote(s, key, out, true)
+	storeRemote(s, x.key, out, true)
 }

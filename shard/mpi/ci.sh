@@ -47,15 +47,15 @@ prop='^Test(PropagationMatchesHost|PropagationAndMap|MLPStrategiesByPropagation|
 for np in 2 4; do
   echo "--- mpirun -np $np: shard/mpi tests, the guide's collectives and sharding propagation on 8 devices"
   mpirun -np "$np" --oversubscribe "$out/mpi.test"
-  mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients|PsumScatterIsPartOfPsum|DonatedMapOutputsAreReused|Async(Ppermute|Recipes|Gradients|UnderCheckpoint|SecondDerivative)'
+  mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients|PsumScatterIsPartOfPsum|DonatedMapOutputsAreReused|Async(Ppermute|Recipes|Gradients|UnderCheckpoint|SecondDerivative)|ToyCollective|CollectivesRegistered'
   mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run "$prop"
 done
-echo "--- mpirun -np 8, one device each: the guide's collectives, and reduce-scatters over 4 processes through shared memory"
-mpirun -np 8 --oversubscribe -x GONOX_DEVICES=1 "$out/shard.test" -test.run 'Guide|PsumScatterIsPartOfPsum'
+echo "--- mpirun -np 8, one device each: the guide's collectives, every registered one, and reduce-scatters over 4 processes through shared memory"
+mpirun -np 8 --oversubscribe -x GONOX_DEVICES=1 "$out/shard.test" -test.run 'Guide|PsumScatterIsPartOfPsum|ToyCollective|CollectivesRegistered'
 for np in 2 4; do
   echo "--- mpirun -np $np with GONOX_MPI_SHM=0: the same through MPI's collectives"
   mpirun -np "$np" --oversubscribe -x GONOX_MPI_SHM=0 "$out/mpi.test"
-  mpirun -np "$np" --oversubscribe -x GONOX_MPI_SHM=0 "$out/shard.test" -test.run 'Guide|PsumScatterIsPartOfPsum'
+  mpirun -np "$np" --oversubscribe -x GONOX_MPI_SHM=0 "$out/shard.test" -test.run 'Guide|PsumScatterIsPartOfPsum|ToyCollective|CollectivesRegistered'
 done
 # Open MPI backs shared windows with a file in /dev/shm; one too small for
 # a window (a container's default 64 MB, say) must give a warning and
