@@ -275,3 +275,18 @@ func TestResumeSkipsDamagedStep(t *testing.T) {
 	require.Len(t, m, 1)
 	assert.Equal(t, "4", m[0][1])
 }
+
+// A text of more distinct characters than the vocabulary takes is refused
+// before a model is built.
+func TestVocabularyBound(t *testing.T) {
+	var b strings.Builder
+	for r := rune(0x4e00); r < 0x4e00+maxVocab+1; r++ {
+		b.WriteRune(r)
+	}
+	path := filepath.Join(t.TempDir(), "han.txt")
+	require.NoError(t, os.WriteFile(path, []byte(strings.Repeat(b.String(), 2)), 0o644))
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 1, mainExit(args("-text", path, "-steps", "1", "-plot", ""), &out, &errOut))
+	assert.Equal(t, "moe: -text "+path+": 4097 distinct characters, more than the 4096 this example's vocabulary takes\n", errOut.String())
+	assert.Empty(t, out.String())
+}
