@@ -123,20 +123,23 @@
 //	w := shard.Put(w, shard.NewSharding(mesh, shard.P(nil, "tp")))  // float32[4096,256@tp]
 //	y := tensor.MatMul(x, w)                                         // float32[1024@dp,256@tp], no communication
 //
-// The propagation rules (prop_table.go, one table; a test checks that every op of
-// the table is named here):
+// The propagation rules (prop_table.go): one rule per family of rules,
+// and each op of package tensor declares its family where it is
+// registered (tensor.Op.Sharding, "How to write an op" in package
+// tensor). A test checks that every family is named here:
 //
-//	elementwise, broadcasting: add sub mul div rem floorDiv maximum minimum
-//	  pow equal notEqual less lessEqual greater greaterEqual logicalAnd
-//	  logicalOr logicalXor where neg abs sign exp log sqrt rsqrt square
-//	  tanh sigmoid relu silu gelu gelu_exact
-//	  softplus log_sigmoid clamp convert not is_nan is_finite name
-//	  square_bwd tanh_bwd sigmoid_bwd relu_bwd silu_bwd gelu_bwd
-//	  gelu_exact_bwd bias_act bias_act_bwd adam_update adam_step sgd_step
-//	                      operand shardings merged (largest operand first),
+//	elementwise           operand shardings merged (largest operand first),
 //	                      the others moved to it (slicing a replicated
-//	                      operand is free); add and sub of equal partial
-//	                      sums stay partial
+//	                      operand is free); every result laid out alike:
+//	                      mul div rem floorDiv maximum minimum pow, the
+//	                      comparisons and logical ops, where, neg abs sign
+//	                      exp log sqrt rsqrt square tanh sigmoid relu silu
+//	                      gelu gelu_exact softplus log_sigmoid clamp
+//	                      convert not is_nan is_finite, the activations'
+//	                      backward kernels (relu_bwd, ...), bias_act
+//	                      bias_act_bwd adam_update adam_step sgd_step
+//	linear                add sub name: elementwise, and add and sub of
+//	                      equal partial sums stay partial
 //	matmul                free dims keep their axes (one mesh axis, one
 //	                      dim); a contracting dim sharded the same way on
 //	                      both sides: partial sum; on one side only: the
@@ -147,26 +150,30 @@
 //	reduce_max reduce_min local, then pmax / pmin over the reduced dims' axes
 //	transpose reshape broadcast  axes follow the dims; reshape keeps a
 //	                      sharded dim whose blocks stay contiguous
-//	softmax log_softmax softmax_cross_entropy  rowwise (leading dims
-//	                      merged); over a sharded last axis, two passes
-//	                      (pmax, psum) from propagated ops: vocab-parallel
-//	softmax_grad log_softmax_grad softmax_cross_entropy_grad
-//	softmax_cross_entropy_probs  rowwise, the last axis gathered
+//	softmax log_softmax cross_entropy  rowwise (leading dims merged); over
+//	                      a sharded last axis, two passes (pmax, psum) from
+//	                      propagated ops: vocab-parallel
+//	                      (softmax_cross_entropy)
+//	rowwise row_reduce    the last axis gathered: softmax_grad
+//	                      log_softmax_grad softmax_cross_entropy_grad;
+//	                      softmax_cross_entropy_probs (one value per row)
 //	take                  the ids keep their axes, the table is gathered
 //	                      along the indexed axis (and the ids' axes)
 //	take_grad             scatter-add per device: the indexed dims leave a
 //	                      partial sum (psum_scatter into an FSDP table)
-//	cumsum argminmax argsort sort top_k split roll srt_take_along_axis
-//	srt_scatter_add_along_axis  along one axis: that axis gathered
+//	along_axis along_axis_reduce  along one axis: that axis gathered
+//	                      (cumsum argsort sort top_k split roll, the
+//	                      take and scatter-add along an axis of their VJPs;
+//	                      argmax and argmin drop it)
 //	one_hot               like the ids, the new class axis whole
-//	concatenate slice pad flip  the dims they change gathered
+//	concat slice pad flip the dims they change gathered
 //	scatter_add           the scattered axis gathered
 //	bincount segment_sum  local counts and sums: a partial sum over the
 //	                      axes the rows are split over
 //	segment_take bincount_gather  the table read is gathered; the result
 //	                      follows the ids
 //	mse                   composed: mean of squared differences
-//	anything else         gathered on every device and computed whole
+//	gather, anything else gathered on every device and computed whole
 //	                      (replicated result); counted, a panic under Strict
 //
 // Replicas compute once: devices holding the same blocks of every operand
@@ -196,6 +203,27 @@
 // op (Comm.OpBytes); Explain prints per op the types and the collectives
 // with their bytes; Strict makes the gather fallback a panic; Constraint
 // (with_sharding_constraint) moves a value where you want it.
+//
+// # Adding a rule family
+//
+// An op picks its family in package tensor, where it is registered; a new
+// op that fits an existing family touches nothing here. A family that
+// does not exist yet takes three steps:
+//
+//  1. its constant and name in package tensor (tensor.ShardFamily, in
+//     tensor/placed_params.go), with what an op of the family promises;
+//  2. its rule in prop_table.go: plan, a function of the call (the op,
+//     its params as tensor.DescribeParams describes them, the operands and
+//     their layouts) returning a step — where each operand must be first
+//     (or kept as it is, pending sums included), how each result is laid
+//     out, which results are partial sums, and the computation of one
+//     device's blocks, usually the op's own Impl (implLocal) — or nil to
+//     decline the operands (they are then gathered); or compose, which
+//     computes the call from other propagated ops;
+//  3. a line in the table above (TestRuleTableDocumented checks that
+//     every family has a rule and a line), and a test of the rule against
+//     the host result under Strict, with the collectives it inserts
+//     counted (Record).
 //
 // # Faults
 //

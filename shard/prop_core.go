@@ -80,7 +80,7 @@ func meshOf(op string, in []*tensor.Tensor) *Mesh {
 func propagate(op *tensor.Op, params any, in []*tensor.Tensor) []*tensor.Tensor {
 	m := meshOf(op.Name, in)
 	logs := explainLogs(m)
-	r := propRuleFor(op.Name)
+	r := propRuleFor(op)
 	if op.ImplVJP != nil {
 		// Its VJP needs a state that per-device runs cannot hand it.
 		r = nil

@@ -90,60 +90,38 @@ func specFor(shape []int, out []int, outSpec Spec) Spec {
 	return s
 }
 
-// elementwise is the rule of ops that compute each element of the result
-// from the elements at the same (broadcast) position of the operands:
-// the operands' shardings are merged, the others moved to it.
+// elementwise is the rule of ops that compute each element of their
+// results from the elements at the same (broadcast) position of the
+// operands (tensor.ShardElementwise): the operands' shardings are merged,
+// the others moved to it. Every result (however many the op returns) has
+// the broadcast shape and is laid out alike.
 func elementwise(c *opCall) *step {
-	if st := linearPartial(c); st != nil {
-		return st
-	}
 	out := broadcastShape(c.in)
 	spec := mergeSpecs(c, out)
 	st := &step{in: make([]Sharding, len(c.in))}
 	for i, x := range c.in {
 		st.in[i] = NewSharding(c.mesh, specFor(x.Shape(), out, spec))
 	}
-	n := 1
-	if c.op.ImplN != nil {
-		n = 0 // decided by the per-device results
-	}
-	os := NewSharding(c.mesh, spec)
-	op, params := c.op, c.params
-	if op.ImplN != nil {
-		// Every output of these ops has the result's shape.
-		switch op.Name {
-		case "adam_update", "adam_step":
-			n = 3
-		case "sgd_step":
-			n = len(c.in) - 1 // p' and, with a trace, t'
-		default:
-			return nil
-		}
-	}
-	st.out = make([]Sharding, n)
-	for j := range st.out {
-		st.out[j] = os
-	}
-	st.local = func(_ int, blocks []*tensor.Tensor) []*tensor.Tensor {
-		p := tensor.BlockParams(op, params, blocks)
-		if op.ImplN != nil {
-			return tensor.CallBlockN(op, blocks, p)
-		}
-		return []*tensor.Tensor{tensor.CallBlock(op, blocks, p)}
-	}
+	st.outEach = NewSharding(c.mesh, spec)
+	st.local = implLocal(c)
 	return st
 }
 
-// linearPartial keeps pending sums through add, sub and name when every
-// operand has the same ones and the same layout and shape: a sum of
-// partial sums is a partial sum (cotangents meeting at a value add up
-// before their one reduction).
-func linearPartial(c *opCall) *step {
-	switch c.op.Name {
-	case "add", "sub", "name":
-	default:
-		return nil
+// linear is the rule of elementwise ops linear in each operand (add, sub,
+// a name: tensor.ShardLinear): it keeps pending sums through the op when
+// every operand has the same ones and the same layout and shape (a sum of
+// partial sums is a partial sum: cotangents meeting at a value add up
+// before their one reduction), and is elementwise otherwise.
+func linear(c *opCall) *step {
+	if st := linearPartial(c); st != nil {
+		return st
 	}
+	return elementwise(c)
+}
+
+// linearPartial is linear's step for operands with the same pending sums,
+// or nil.
+func linearPartial(c *opCall) *step {
 	l0 := c.ls[0]
 	if l0 == nil || len(l0.partial) == 0 {
 		return nil

@@ -59,8 +59,9 @@ func TestPlaceholdersHoldNoBlocks(t *testing.T) {
 	x := shard.Put(tensor.Ones(tensor.Float32, 8, 4), shard.NewSharding(m, shard.P("dp", nil)))
 	var seen *tensor.Tensor
 	op := &tensor.Op{
-		Name: "neg", // takes the elementwise rule
-		Impl: func(in []*tensor.Tensor, _ any) *tensor.Tensor { return tensor.Neg(in[0]) },
+		Name:     "neg",
+		Sharding: tensor.ShardingRule{Family: tensor.ShardElementwise},
+		Impl:     func(in []*tensor.Tensor, _ any) *tensor.Tensor { return tensor.Neg(in[0]) },
 		VJP: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, _ any) []*tensor.Tensor {
 			seen = in[0]
 			return []*tensor.Tensor{tensor.Neg(g)}

@@ -229,7 +229,7 @@ func reduceExtremeRule(c *opCall) *step {
 		out:     []Sharding{NewSharding(c.mesh, out)},
 		local:   implLocal(c),
 		combine: []DimSpec{axes},
-		min:     c.op.Name == "reduce_min",
+		min:     c.op.Sharding.Family == tensor.ShardReduceMin,
 	}
 }
 
@@ -346,7 +346,8 @@ func broadcastRule(c *opCall) *step {
 // log_softmax and their backward kernels along the last axis, and the
 // cross-entropy family (logits [..., C], labels [...]). The leading
 // dimensions are merged like elementwise operands; the last axis is
-// gathered.
+// gathered. The first result of a row reduction (tensor.ShardRowReduce,
+// tensor.ShardCrossEntropy) has one value per row, the others full rows.
 func rowwise(c *opCall) *step {
 	full := 0
 	for i, x := range c.in {
@@ -392,22 +393,14 @@ func rowwise(c *opCall) *step {
 		}
 		st.in[i] = at(x.Rank())
 	}
-	op, params := c.op, c.params
-	switch op.Name {
-	case "softmax_cross_entropy", "softmax_cross_entropy_probs":
+	switch c.op.Sharding.Family {
+	case tensor.ShardRowReduce, tensor.ShardCrossEntropy:
 		st.out = []Sharding{at(r - 1)}
-		if op.ImplN != nil {
-			st.out = append(st.out, at(r))
-		}
+		st.outEach = at(r) // the further results, if any
 	default:
-		st.out = []Sharding{at(r)}
+		st.outEach = at(r)
 	}
-	st.local = func(_ int, bl []*tensor.Tensor) []*tensor.Tensor {
-		if op.ImplN != nil {
-			return tensor.CallBlockN(op, bl, params)
-		}
-		return []*tensor.Tensor{tensor.CallBlock(op, bl, params)}
-	}
+	st.local = implLocal(c)
 	return st
 }
 
@@ -498,7 +491,7 @@ func softmaxTwoPass(c *opCall) []*tensor.Tensor {
 		return nil
 	}
 	z := tensor.Sub(x, tensor.StopGradient(tensor.MaxKeep(x, -1)))
-	if c.op.Name == "log_softmax" {
+	if c.op.Sharding.Family == tensor.ShardLogSoftmax {
 		return []*tensor.Tensor{tensor.Sub(z, tensor.Log(tensor.SumKeep(tensor.Exp(z), -1)))}
 	}
 	e := tensor.Exp(z)

@@ -11,7 +11,7 @@ import (
 // take/scatter along an axis of their VJPs, split): that axis is gathered,
 // the others keep the first operand's axes, and operands of the same rank
 // follow it. Every output has the first operand's rank (less the axis for
-// a reduction without keepdims).
+// tensor.ShardAlongAxisReduce without keepdims).
 func alongAxis(c *opCall) *step {
 	p, ok := tensor.DescribeParams(c.op, c.params)
 	if !ok || len(p.Axes) != 1 {
@@ -38,19 +38,10 @@ func alongAxis(c *opCall) *step {
 		st.in[i] = NewSharding(c.mesh, spec)
 	}
 	out := spec
-	if c.op.Name == "argminmax" && !p.KeepDims {
+	if c.op.Sharding.Family == tensor.ShardAlongAxisReduce && !p.KeepDims {
 		out = slices.Delete(slices.Clone(spec), axis, axis+1)
 	}
-	nOut := 1
-	switch {
-	case c.op.Name == "split":
-		nOut = p.N
-	case c.op.ImplN != nil:
-		nOut = 2 // sort, top_k: values and indices
-	}
-	for range nOut {
-		st.out = append(st.out, NewSharding(c.mesh, out))
-	}
+	st.outEach = NewSharding(c.mesh, out) // split's pieces, sort's values and indices, ...
 	st.local = implLocal(c)
 	return st
 }
@@ -188,42 +179,46 @@ func mseCompose(c *opCall) []*tensor.Tensor {
 	return []*tensor.Tensor{tensor.Mean(tensor.Square(tensor.Sub(c.in[0], c.in[1])))}
 }
 
-// countRule is the rule of bincount (ids [and weights] -> [length]) and
-// segment_sum (data [N, ...], ids [N] -> [segments, ...]): every device
-// counts or sums its rows into a whole result, which is a partial sum over
-// the axes the rows are split over; the other dimensions of data keep
-// their axes.
-func countRule(c *opCall) *step {
-	var rows DimSpec // axes of the counted dimension(s)
+// bincountRule is the rule of bincount (ids [and weights] -> [length]):
+// every device counts its ids into a whole result, which is a partial sum
+// over the axes the ids are split over.
+func bincountRule(c *opCall) *step {
+	spec := mergeSpecs(c, c.in[0].Shape())
 	st := &step{in: make([]Sharding, len(c.in))}
-	switch c.op.Name {
-	case "bincount":
-		spec := mergeSpecs(c, c.in[0].Shape())
-		for i := range c.in {
-			st.in[i] = NewSharding(c.mesh, spec)
-		}
-		rows = spec.Axes()
-		st.out = []Sharding{Replicated(c.mesh)}
-	default: // segment_sum
-		data, ids := c.in[0], c.in[1]
-		spec := cloneSpec(c.spec(0), data.Rank())
-		if len(spec[0]) == 0 {
-			spec[0] = slices.Clone(c.spec(1).dim(0))
-			if len(without(spec[0], axisSet(spec[1:]...))) != len(spec[0]) || ids.Dim(0)%c.mesh.AxisSize(spec[0]...) != 0 {
-				spec[0] = nil
-			}
-		}
-		rows = spec[0]
-		st.in[0] = NewSharding(c.mesh, spec)
-		st.in[1] = NewSharding(c.mesh, Spec{spec[0]})
-		out := slices.Clone(spec)
-		out[0] = nil
-		st.out = []Sharding{NewSharding(c.mesh, out)}
+	for i := range c.in {
+		st.in[i] = NewSharding(c.mesh, spec)
 	}
-	if len(rows) > 0 {
+	st.out = []Sharding{Replicated(c.mesh)}
+	if rows := spec.Axes(); len(rows) > 0 {
 		st.partial = []DimSpec{rows}
 	}
 	st.local = implLocal(c)
+	return st
+}
+
+// segmentSumRule is the rule of segment_sum (data [N, ...], ids [N] ->
+// [segments, ...]): every device sums its rows into a whole result, which
+// is a partial sum over the axes the rows are split over; the other
+// dimensions of data keep their axes.
+func segmentSumRule(c *opCall) *step {
+	data, ids := c.in[0], c.in[1]
+	spec := cloneSpec(c.spec(0), data.Rank())
+	if len(spec[0]) == 0 {
+		spec[0] = slices.Clone(c.spec(1).dim(0))
+		if len(without(spec[0], axisSet(spec[1:]...))) != len(spec[0]) || ids.Dim(0)%c.mesh.AxisSize(spec[0]...) != 0 {
+			spec[0] = nil
+		}
+	}
+	out := slices.Clone(spec)
+	out[0] = nil
+	st := &step{
+		in:    []Sharding{NewSharding(c.mesh, spec), NewSharding(c.mesh, Spec{spec[0]})},
+		out:   []Sharding{NewSharding(c.mesh, out)},
+		local: implLocal(c),
+	}
+	if len(spec[0]) > 0 {
+		st.partial = []DimSpec{spec[0]}
+	}
 	return st
 }
 

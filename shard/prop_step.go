@@ -50,9 +50,12 @@ type propRule struct {
 // before computing (keep set: it stays as it is, pending sums included),
 // how each output is laid out, and the per-device computation on blocks.
 type step struct {
-	in      []Sharding
-	keep    []bool
-	out     []Sharding
+	in   []Sharding
+	keep []bool
+	out  []Sharding
+	// outEach, if set, lays out the outputs after those out lists (all of
+	// them if out is empty), however many the op returns.
+	outEach Sharding
 	partial []DimSpec // per output
 	// local computes one device's output blocks from its operand blocks.
 	local func(dev int, blocks []*tensor.Tensor) []*tensor.Tensor
@@ -172,6 +175,11 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 			outs[d] = o
 		}
 	})
+	if st.outEach.mesh != nil {
+		for len(st.out) < len(outs[m.firstLocal()]) {
+			st.out = append(st.out, st.outEach)
+		}
+	}
 	for j := range st.combine {
 		if len(st.combine[j]) > 0 {
 			combineExtreme(opName, m, outs, j, st.combine[j], st.min)

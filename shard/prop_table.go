@@ -1,81 +1,53 @@
 package shard
 
-// propRules maps tensor op names to their sharding rules: the one table that
-// says how every op computes on placed operands. An op that is not listed
-// (or whose rule declines the operands it got) gathers its operands on
-// every device and computes the whole result there, replicated: correct,
+import "github.com/gonox/gonox/tensor"
+
+// propRules maps each family of sharding rules an op can declare
+// (tensor.ShardFamily, in the op's Sharding) to its rule: the one table
+// that says how ops compute on placed operands. No op is named here: an op
+// picks its family where it is registered. An op that declares none (or
+// whose rule declines the operands it got) gathers its operands on every
+// device and computes the whole result there, replicated: correct,
 // counted under the op's name, and a panic under Strict.
-var propRules = map[string]*propRule{}
-
-// elementwiseOps compute each element from the elements at the same
-// broadcast position of their operands.
-var elementwiseOps = []string{
-	// unary
-	"neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "square", "tanh",
-	"sigmoid", "relu", "silu", "gelu", "gelu_exact",
-	"softplus", "log_sigmoid", "clamp", "convert", "not",
-	"is_nan", "is_finite", "name",
-	// backward kernels of the activations: (g, x or y)
-	"square_bwd", "tanh_bwd", "sigmoid_bwd", "relu_bwd", "silu_bwd",
-	"gelu_bwd", "gelu_exact_bwd",
-	// binary, broadcasting
-	"add", "sub", "mul", "div", "rem", "floorDiv", "maximum", "minimum", "pow",
-	"equal", "notEqual", "less", "lessEqual", "greater", "greaterEqual",
-	"logicalAnd", "logicalOr", "logicalXor", "where",
-	// fused
-	"bias_act", "bias_act_bwd", "adam_update", "adam_step", "sgd_step",
+//
+// A new family is a constant in package tensor (placed_params.go), a rule
+// here, and a line in the doc's table (a test checks both).
+var propRules = [...]*propRule{
+	tensor.ShardElementwise:     {what: "operand shardings merged, conflicts moved", plan: elementwise},
+	tensor.ShardLinear:          {what: "elementwise; equal partial sums stay partial", plan: linear},
+	tensor.ShardMatMul:          {what: "free dims keep their axes; contracting dim sharded on both sides: partial sum", plan: matmulRule},
+	tensor.ShardReduceSum:       {what: "local sum; reduced sharded dims leave a partial sum (psum or psum_scatter by the consumer)", plan: reduceSumRule},
+	tensor.ShardReduceMax:       {what: "local max, then pmax over the reduced dims' axes", plan: reduceExtremeRule},
+	tensor.ShardReduceMin:       {what: "local min, then pmin over the reduced dims' axes", plan: reduceExtremeRule},
+	tensor.ShardTranspose:       {what: "spec permuted; partial sums carry over", plan: transposeRule},
+	tensor.ShardReshape:         {what: "sharded dims that stay contiguous keep their axes, others gathered", plan: reshapeRule},
+	tensor.ShardBroadcast:       {what: "new and size-1 dims replicated", plan: broadcastRule},
+	tensor.ShardRowwise:         {what: "rowwise: leading dims merged, the last axis gathered", plan: rowwise},
+	tensor.ShardRowReduce:       {what: "rowwise; the first result one value per row", plan: rowwise},
+	tensor.ShardSoftmax:         {what: "rowwise; a sharded softmax axis: two passes (pmax, psum)", plan: rowwise, compose: softmaxTwoPass},
+	tensor.ShardLogSoftmax:      {what: "rowwise; a sharded axis: two passes", plan: rowwise, compose: softmaxTwoPass},
+	tensor.ShardCrossEntropy:    {what: "rowwise, batch dims merged with the labels'; a sharded class axis: two passes (vocab-parallel)", plan: rowwise, compose: crossEntropyTwoPass},
+	tensor.ShardAlongAxis:       {what: "along one axis: that axis gathered, the others keep their axes", plan: alongAxis},
+	tensor.ShardAlongAxisReduce: {what: "along one axis, which the result drops unless kept", plan: alongAxis},
+	tensor.ShardTake:            {what: "indexed axis gathered; result laid out like the table around it and like the ids in it", plan: takeRule},
+	tensor.ShardTakeGrad:        {what: "scatter-add of take's VJP: indexed dims of g leave a partial sum", plan: takeGradRule},
+	tensor.ShardOneHot:          {what: "laid out like the ids, the class axis whole", plan: oneHotRule},
+	tensor.ShardConcat:          {what: "concatenated axis gathered, the others merged", plan: concatRule},
+	tensor.ShardSlice:           {what: "sliced dims gathered, the others keep their axes", plan: sliceRule},
+	tensor.ShardPad:             {what: "padded dims gathered, the others keep their axes", plan: padRule},
+	tensor.ShardFlip:            {what: "flipped dims gathered, the others keep their axes", plan: flipRule},
+	tensor.ShardScatterAdd:      {what: "scattered axis (and the updates' indexed dims) gathered, the others keep x's axes", plan: scatterAddRule},
+	tensor.ShardBincount:        {what: "local counts: a partial sum over the ids' axes", plan: bincountRule},
+	tensor.ShardSegmentSum:      {what: "local segment sums: a partial sum over the rows' axes", plan: segmentSumRule},
+	tensor.ShardBincountGather:  {what: "counts gathered; laid out like the ids", plan: binGatherRule},
+	tensor.ShardSegmentTake:     {what: "segments gathered; rows follow the ids", plan: segmentTakeRule},
+	tensor.ShardMSE:             {what: "composed: mean of squared differences (partial sum, one psum)", compose: mseCompose},
 }
 
-func init() {
-	for _, name := range elementwiseOps {
-		propRules[name] = &propRule{what: "elementwise: operand shardings merged, conflicts moved", plan: elementwise}
+// propRuleFor returns the rule of the family op declares (nil: gather).
+func propRuleFor(op *tensor.Op) *propRule {
+	if f := int(op.Sharding.Family); f < len(propRules) {
+		return propRules[f]
 	}
+	return nil
 }
-
-func init() {
-	for name, r := range map[string]*propRule{
-		"matmul":                      {"free dims keep their axes; contracting dim sharded on both sides: partial sum", matmulRule, nil},
-		"reduce_sum":                  {"local sum; reduced sharded dims leave a partial sum (psum or psum_scatter by the consumer)", reduceSumRule, nil},
-		"reduce_max":                  {"local max, then pmax over the reduced dims' axes", reduceExtremeRule, nil},
-		"reduce_min":                  {"local min, then pmin over the reduced dims' axes", reduceExtremeRule, nil},
-		"transpose":                   {"spec permuted; partial sums carry over", transposeRule, nil},
-		"reshape":                     {"sharded dims that stay contiguous keep their axes, others gathered", reshapeRule, nil},
-		"broadcast":                   {"new and size-1 dims replicated", broadcastRule, nil},
-		"take_grad":                   {"scatter-add of take's VJP: indexed dims of g leave a partial sum", takeGradRule, nil},
-		"take":                        {"indexed axis gathered; result laid out like the table around it and like the ids in it", takeRule, nil},
-		"softmax":                     {"rowwise: leading dims merged; a sharded softmax axis: two passes (pmax, psum)", rowwise, softmaxTwoPass},
-		"log_softmax":                 {"rowwise; a sharded axis: two passes", rowwise, softmaxTwoPass},
-		"softmax_grad":                {"rowwise", rowwise, nil},
-		"log_softmax_grad":            {"rowwise", rowwise, nil},
-		"softmax_cross_entropy":       {"rowwise, batch dims merged with the labels'; a sharded class axis: two passes (vocab-parallel)", rowwise, crossEntropyTwoPass},
-		"softmax_cross_entropy_grad":  {"rowwise", rowwise, nil},
-		"softmax_cross_entropy_probs": {"rowwise", rowwise, nil},
-	} {
-		propRules[name] = r
-	}
-}
-
-// alongAxisOps work along one axis independently for every other position.
-var alongAxisOps = []string{
-	"cumsum", "argminmax", "argsort", "sort", "top_k",
-	"srt_take_along_axis", "srt_scatter_add_along_axis", "split", "roll",
-}
-
-func init() {
-	for _, name := range alongAxisOps {
-		propRules[name] = &propRule{what: "along one axis: that axis gathered, the others keep their axes", plan: alongAxis}
-	}
-	propRules["one_hot"] = &propRule{what: "laid out like the ids, the class axis whole", plan: oneHotRule}
-	propRules["concatenate"] = &propRule{what: "concatenated axis gathered, the others merged", plan: concatRule}
-	propRules["slice"] = &propRule{what: "sliced dims gathered, the others keep their axes", plan: sliceRule}
-	propRules["pad"] = &propRule{what: "padded dims gathered, the others keep their axes", plan: padRule}
-	propRules["flip"] = &propRule{what: "flipped dims gathered, the others keep their axes", plan: flipRule}
-	propRules["scatter_add"] = &propRule{what: "scattered axis (and the updates' indexed dims) gathered, the others keep x's axes", plan: scatterAddRule}
-	propRules["bincount"] = &propRule{what: "local counts: a partial sum over the ids' axes", plan: countRule}
-	propRules["segment_sum"] = &propRule{what: "local segment sums: a partial sum over the rows' axes", plan: countRule}
-	propRules["bincount_gather"] = &propRule{what: "counts gathered; laid out like the ids", plan: binGatherRule}
-	propRules["segment_take"] = &propRule{what: "segments gathered; rows follow the ids", plan: segmentTakeRule}
-	propRules["mse"] = &propRule{what: "composed: mean of squared differences (partial sum, one psum)", compose: mseCompose}
-}
-
-func propRuleFor(name string) *propRule { return propRules[name] }

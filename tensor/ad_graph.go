@@ -262,8 +262,9 @@ var nameOp *Op
 
 func init() {
 	nameOp = &Op{
-		Name: "name",
-		Impl: func(in []*Tensor, _ any) *Tensor { return in[0].shallow() },
+		Name:     "name",
+		Sharding: ShardingRule{Family: ShardLinear},
+		Impl:     func(in []*Tensor, _ any) *Tensor { return in[0].shallow() },
 		VJP: func(g *Tensor, _ []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{g}
 		},

@@ -30,8 +30,10 @@ func runCmp[T any](f func(a, b T) bool, dst []bool, a, b []T, shape, sa, sb []in
 }
 
 func cmpOp(d *cmpDef) *Op {
+	name := lowerFirst(d.name[len("tensor."):])
 	return &Op{
-		Name: lowerFirst(d.name[len("tensor."):]),
+		Name:     name,
+		Sharding: broadcastSharding(name, ShardElementwise),
 		Impl: func(in []*Tensor, p any) *Tensor {
 			a, b := in[0], in[1]
 			shape := binaryShape(in, p)
@@ -146,7 +148,8 @@ var notOp *Op
 
 func init() {
 	notOp = &Op{
-		Name: "not",
+		Name:     "not",
+		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			out := newTensor(Bool, in[0].shape)
 			for i, v := range in[0].b {
@@ -170,7 +173,8 @@ var isNaNOp *Op
 
 func init() {
 	isNaNOp = &Op{
-		Name: "is_nan",
+		Name:     "is_nan",
+		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			out := newTensor(Bool, in[0].shape)
 			for i, v := range in[0].f32 {
@@ -185,7 +189,8 @@ var isFiniteOp *Op
 
 func init() {
 	isFiniteOp = &Op{
-		Name: "is_finite",
+		Name:     "is_finite",
+		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			out := newTensor(Bool, in[0].shape)
 			for i, v := range in[0].f32 {
@@ -217,6 +222,9 @@ var whereOp *Op
 func init() {
 	whereOp = &Op{
 		Name: "where",
+		Sharding: ShardingRule{Family: ShardElementwise, Block: func(_ any, blocks []*Tensor) any {
+			return &whereParams{shape: broadcastShapes("where", ",", blocks...)}
+		}},
 		Impl: func(in []*Tensor, p any) *Tensor {
 			c, a, b := in[0], in[1], in[2]
 			shape := p.(*whereParams).shape
@@ -369,7 +377,8 @@ var asTypeOp *Op
 
 func init() {
 	asTypeOp = &Op{
-		Name: "convert",
+		Name:     "convert",
+		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, p any) *Tensor {
 			x, dt := in[0], p.(DType)
 			out := newTensor(dt, x.shape)

@@ -17,7 +17,8 @@ var concatOp *Op
 
 func init() {
 	concatOp = &Op{
-		Name: "concatenate",
+		Name:     "concatenate",
+		Sharding: ShardingRule{Family: ShardConcat, Params: func(p any) OpParams { return OpParams{Axes: []int{p.(*concatParams).axis}} }, Block: concatBlockParams},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*concatParams)
 			out := newTensor(in[0].dtype, p.shape)
@@ -121,6 +122,10 @@ var splitOp *Op
 func init() {
 	splitOp = &Op{
 		Name: "split",
+		Sharding: ShardingRule{Family: ShardAlongAxis, Params: func(pp any) OpParams {
+			p := pp.(*splitParams)
+			return OpParams{Axes: []int{p.axis}, N: len(p.sizes)}
+		}},
 		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
 			p := pp.(*splitParams)
 			x := in[0]
@@ -332,4 +337,16 @@ func Tile(x *Tensor, reps ...int) *Tensor {
 		out[i] = rp[i] * xs[i]
 	}
 	return Reshape(BroadcastTo(Reshape(x, inter...), target...), out...)
+}
+
+// concatBlockParams makes concatenate's params for blocks: the result
+// shape is the blocks' joined along the axis.
+func concatBlockParams(pp any, blocks []*Tensor) any {
+	p := pp.(*concatParams)
+	shape := slices.Clone(blocks[0].shape)
+	shape[p.axis] = 0
+	for _, b := range blocks {
+		shape[p.axis] += b.shape[p.axis]
+	}
+	return &concatParams{axis: p.axis, shape: shape}
 }

@@ -6,7 +6,8 @@ var bincountOp, srtBinGatherOp *Op
 
 func init() {
 	bincountOp = &Op{
-		Name: "bincount",
+		Name:     "bincount",
+		Sharding: ShardingRule{Family: ShardBincount},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			length := pp.(int)
 			x := in[0]
@@ -51,7 +52,8 @@ func init() {
 	// srtBinGatherOp reads g[x[i]] for each i, 0 where x[i] >= len(g): the
 	// transpose of a weighted bincount, and Bincount is its transpose.
 	srtBinGatherOp = &Op{
-		Name: "bincount_gather",
+		Name:     "bincount_gather",
+		Sharding: ShardingRule{Family: ShardBincountGather},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			g, x := in[0], in[1]
 			out := newTensor(Float32, x.shape)

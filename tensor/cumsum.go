@@ -12,7 +12,8 @@ var cumsumOp *Op
 
 func init() {
 	cumsumOp = &Op{
-		Name: "cumsum",
+		Name:     "cumsum",
+		Sharding: ShardingRule{Family: ShardAlongAxis, Params: func(p any) OpParams { return OpParams{Axes: []int{p.(cumsumParams).axis}} }},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			x := in[0]
 			p := pp.(cumsumParams)

@@ -169,11 +169,12 @@
 //     hand-off of ops with placed operands to package shard
 //     (placed_seam.go, placed_params.go). When an operand of Apply has a
 //     Layout and the op is not Distributed, Apply calls the Placer that
-//     shard installs (SetPlacer): shard looks up the op's sharding rule,
-//     computes every device's block with the op's own Impl (parameters
-//     adapted by BlockParams, described by DescribeParams) and records a
-//     node whose VJP is the op's VJP applied to placed cotangents, which
-//     propagates again. Package tensor never imports shard.
+//     shard installs (SetPlacer): shard applies the rule of the family
+//     the op declares (Op.Sharding), computes every device's block with
+//     the op's own Impl (parameters adapted by BlockParams, described by
+//     DescribeParams, both as the op declares) and records a node whose
+//     VJP is the op's VJP applied to placed cotangents, which propagates
+//     again. Package tensor never imports shard.
 //
 // # How to write an op
 //
@@ -196,7 +197,7 @@
 //				x := in[0]
 //				out := newOutUninit(Float32, x.shape)
 //				for i, v := range x.f32 {
-//					out.f32[i] = v / (1 + abs32(v))
+//					out.f32[i] = v / (1 + float32(math.Abs(float64(v))))
 //				}
 //				return out
 //			},
@@ -204,8 +205,9 @@
 //				d := Add(Scalar(1), Abs(in[0]))
 //				return []*Tensor{Div(g, Mul(d, d))}
 //			},
-//			Save:   SaveInputs(0),
-//			Traits: Traits{Reuse: FreshVJP},
+//			Save:     SaveInputs(0),
+//			Sharding: ShardingRule{Family: ShardElementwise},
+//			Traits:   Traits{Reuse: FreshVJP},
 //		}
 //	}
 //
@@ -235,6 +237,8 @@
 //   - Save (or SaveFor, when params decide) keeps exactly what the VJP
 //     reads: SaveInputs(i, ...), SaveAllInputs, SaveOutput. The others
 //     reach the VJP as shape-only placeholders, whose data panics if read.
+//   - Sharding says how package shard computes the op on placed operands
+//     (step 3).
 //   - Traits: leave them zero unless one of these holds. The zero value
 //     is always correct; a wrong claim is a bug the engine may not catch.
 //     Half: NativeHalf if the op handles bfloat16 and float16 data itself
@@ -248,9 +252,9 @@
 //     it (takeDonated). Placement: Distributed, SyncVJP, HandlesVary are
 //     for ops of package shard and for transformations (checkpoint).
 //
-// Rules for other transformations (a sharding rule, forward mode,
-// batching) are fields of Op beside VJP, declared the same way; the
-// engine's dispatch (apply.go) and the transformation read them.
+// Rules for other transformations (forward mode, batching) are fields of
+// Op beside VJP and Sharding, declared the same way; the engine's
+// dispatch (apply.go) and the transformation read them.
 //
 // 2. Write the public function: check the operands first (checkNil, then
 // dtypes, shapes, axes), panicking with the op and its operands in type
@@ -260,18 +264,29 @@
 // operands, half widening, tracing and recording the node, shard.Map
 // marks, and handing placed operands to package shard.
 //
-// 3. On placed operands an op without a sharding rule gathers them and
-// computes the whole result on every device (counted, and an error under
-// shard's Strict mode). If the params hold global shapes, teach
-// BlockParams how to make the params of one block; if the op needs a
-// better rule, add one to the table in package shard (prop_table.go).
+// 3. Pick the op's sharding rule: the ShardFamily that says how its
+// results depend on its operands (ShardElementwise for an op computing
+// each element from the elements at the same broadcast position,
+// ShardRowwise along the last axis, ShardAlongAxis along one axis, a
+// reduction, ShardMatMul, ...; the constants list them and package
+// shard's documentation shows each rule). Give ShardingRule.Params when
+// the rule reads the op's parameters (the axis it works along, the shape
+// it makes: OpParams), and ShardingRule.Block when the parameters hold a
+// global shape that differs for one device's block. Package shard then
+// computes the op blockwise with its own Impl, and its VJP on placed
+// cotangents. Without a family (ShardGather) placed operands are
+// gathered and the whole result computed on every device: correct, but
+// counted, and an error under shard's Strict mode. An op that fits no
+// family needs a new one: a constant here and its rule in package shard
+// (see "Adding a rule family" there).
 //
 // 4. Test it in the op's _test.go: the forward result against a reference
 // computed another way (a float64 loop, hand-worked numbers, gonum); the
 // VJP against finite differences (autodiff.CheckGrad), also of the VJP
 // itself (gradients of gradients); bfloat16 operands against the float32
-// result rounded once; traced and untraced calls alike; every panic
-// message for bad input.
+// result rounded once; traced and untraced calls alike; placed operands
+// under shard.Strict against the host result; every panic message for
+// bad input.
 //
 // # Devices
 //

@@ -205,7 +205,8 @@ var convertOp *Op
 
 func init() {
 	convertOp = &Op{
-		Name: "convert",
+		Name:     "convert",
+		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, p any) *Tensor {
 			x, dt := in[0], p.(DType)
 			switch {

@@ -359,16 +359,25 @@ func minF32(x, y float32) float32 {
 }
 
 // binaryOp builds the op of a binary elementwise function with its VJP,
-// residuals and traits.
-func binaryOp(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask, tr Traits) *Op {
-	name := d.name[len("tensor."):]
-	return &Op{Name: lowerFirst(name), Impl: binaryImpl(d), VJP: vjp, Save: save, Traits: tr}
+// residuals, sharding family (elementwise, or linear) and traits.
+func binaryOp(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask, fam ShardFamily, tr Traits) *Op {
+	name := lowerFirst(d.name[len("tensor."):])
+	return &Op{Name: name, Impl: binaryImpl(d), VJP: vjp, Save: save, Sharding: broadcastSharding(name, fam), Traits: tr}
 }
 
 // binaryOpNeed is binaryOp with a VJP that skips unwanted cotangents.
-func binaryOpNeed(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor, save SaveMask, tr Traits) *Op {
-	name := d.name[len("tensor."):]
-	return &Op{Name: lowerFirst(name), Impl: binaryImpl(d), VJPNeed: vjp, Save: save, Traits: tr}
+func binaryOpNeed(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor, save SaveMask, fam ShardFamily, tr Traits) *Op {
+	name := lowerFirst(d.name[len("tensor."):])
+	return &Op{Name: name, Impl: binaryImpl(d), VJPNeed: vjp, Save: save, Sharding: broadcastSharding(name, fam), Traits: tr}
+}
+
+// broadcastSharding is the sharding rule of a broadcasting op whose params are
+// a *binaryParams (the result shape when it is not the first operand's):
+// the family fam, and on blocks the params of the blocks' broadcast.
+func broadcastSharding(name string, fam ShardFamily) ShardingRule {
+	return ShardingRule{Family: fam, Block: func(_ any, blocks []*Tensor) any {
+		return binaryParamsFor(broadcastShapes(name, ",", blocks...), blocks[0])
+	}}
 }
 
 func lowerFirst(s string) string {
@@ -400,7 +409,7 @@ func init() {
 			res[1] = unbroadcast(g, in[1].shape)
 		}
 		return res
-	}, 0, binaryTraits)
+	}, 0, ShardLinear, binaryTraits)
 	subOp = binaryOpNeed(subDef, func(g *Tensor, in []*Tensor, _ *Tensor, _ any, need uint64) []*Tensor {
 		res := make([]*Tensor, 2)
 		if Wants(need, 0) {
@@ -410,7 +419,7 @@ func init() {
 			res[1] = unbroadcast(Neg(g), in[1].shape)
 		}
 		return res
-	}, 0, binaryTraits)
+	}, 0, ShardLinear, binaryTraits)
 	mulOp = binaryOpNeed(mulDef, func(g *Tensor, in []*Tensor, _ *Tensor, _ any, need uint64) []*Tensor {
 		res := make([]*Tensor, 2)
 		if Wants(need, 0) {
@@ -420,7 +429,7 @@ func init() {
 			res[1] = unbroadcast(Mul(g, in[0]), in[1].shape)
 		}
 		return res
-	}, SaveAllInputs, binaryTraits)
+	}, SaveAllInputs, ShardElementwise, binaryTraits)
 	divOp = binaryOpNeed(divDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any, need uint64) []*Tensor {
 		// d(a/b)/da = 1/b; d(a/b)/db = -a/b² = -out/b.
 		res := make([]*Tensor, 2)
@@ -432,15 +441,15 @@ func init() {
 			res[1] = unbroadcast(Neg(Mul(ga, out)), in[1].shape)
 		}
 		return res
-	}, SaveInputs(1)|SaveOutput, binaryTraits)
-	remOp = binaryOp(remDef, nil, 0, Traits{})
-	floorDivOp = binaryOp(floorDivDef, nil, 0, Traits{})
+	}, SaveInputs(1)|SaveOutput, ShardElementwise, binaryTraits)
+	remOp = binaryOp(remDef, nil, 0, ShardElementwise, Traits{})
+	floorDivOp = binaryOp(floorDivDef, nil, 0, ShardElementwise, Traits{})
 	maxOp = binaryOp(maxDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
 		return minMaxVJP(g, in, out)
-	}, SaveAllInputs|SaveOutput, binaryTraits)
+	}, SaveAllInputs|SaveOutput, ShardElementwise, binaryTraits)
 	minOp = binaryOp(minDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
 		return minMaxVJP(g, in, out)
-	}, SaveAllInputs|SaveOutput, binaryTraits)
+	}, SaveAllInputs|SaveOutput, ShardElementwise, binaryTraits)
 	powOp = binaryOp(powDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
 		// As in JAX: d(a^b)/da = b·a^(b-1), but 0 where b == 0 (not
 		// 0·0^-1 = NaN at a == 0); d(a^b)/db = a^b·log a with a == 0
@@ -453,7 +462,7 @@ func init() {
 		la := Log(Where(Equal(a, zero), Scalar(1), a))
 		gb := Mul(g, Mul(out, la))
 		return []*Tensor{unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)}
-	}, SaveAllInputs|SaveOutput, binaryTraits)
+	}, SaveAllInputs|SaveOutput, ShardElementwise, binaryTraits)
 }
 
 // minMaxVJP sends the cotangent to the operand that was selected; ties split

@@ -80,7 +80,8 @@ var biasActOp, biasActBwdOp *Op
 
 func init() {
 	biasActOp = &Op{
-		Name: "bias_act",
+		Name:     "bias_act",
+		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, p any) *Tensor {
 			x, b := in[0], in[1]
 			out := newOutUninit(Float32, x.shape)
@@ -124,7 +125,8 @@ func init() {
 	// bias_act_bwd computes g·f'(x + b) in one sweep, for the activations
 	// whose derivative needs their input. Its VJP is built from ops.
 	biasActBwdOp = &Op{
-		Name: "bias_act_bwd",
+		Name:     "bias_act_bwd",
+		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, p any) *Tensor {
 			g, x, b := in[0], in[1], in[2]
 			out := takeDonated(g) // the rows below allow out == g

@@ -165,7 +165,8 @@ var takeOp *Op
 
 func init() {
 	takeOp = &Op{
-		Name: "take",
+		Name:     "take",
+		Sharding: ShardingRule{Family: ShardTake, Params: func(p any) OpParams { return OpParams{Axes: []int{p.(*takeParams).axis}} }},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*takeParams)
 			x, idx := in[0], in[1]
@@ -433,7 +434,8 @@ var oneHotOp *Op
 
 func init() {
 	oneHotOp = &Op{
-		Name: "one_hot",
+		Name:     "one_hot",
+		Sharding: ShardingRule{Family: ShardOneHot, Params: func(p any) OpParams { return OpParams{N: p.(int)} }},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			n := pp.(int)
 			idx := in[0]

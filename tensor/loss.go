@@ -41,7 +41,8 @@ var mseOp, mseGradOp *Op
 
 func init() {
 	mseOp = &Op{
-		Name: "mse",
+		Name:     "mse",
+		Sharding: ShardingRule{Family: ShardMSE},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			a, b := in[0], in[1]
 			out := newOut(Float32, nil)
@@ -117,7 +118,8 @@ var xentOp, xentFwdOp, xentProbsOp, xentProbsFwdOp, xentGradOp *Op
 
 func init() {
 	xentOp = &Op{
-		Name: "softmax_cross_entropy",
+		Name:     "softmax_cross_entropy",
+		Sharding: ShardingRule{Family: ShardCrossEntropy},
 		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
 			sm := newTensor(Float32, in[0].shape)
 			return []*Tensor{xentImpl(in[0], in[1], sm), sm}, nil
@@ -141,7 +143,8 @@ func init() {
 	}
 	// xentGradOp computes g·(softmax - onehot(label)) in one sweep.
 	xentGradOp = &Op{
-		Name: "softmax_cross_entropy_grad",
+		Name:     "softmax_cross_entropy_grad",
+		Sharding: ShardingRule{Family: ShardRowwise},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			g, sm, labels := in[0], in[1], in[2]
 			out := newTensor(Float32, sm.shape)
@@ -168,11 +171,13 @@ func init() {
 		Save: SaveAllInputs,
 	}
 	xentFwdOp = &Op{
-		Name: "softmax_cross_entropy",
-		Impl: func(in []*Tensor, _ any) *Tensor { return xentImpl(in[0], in[1], nil) },
+		Name:     "softmax_cross_entropy",
+		Sharding: ShardingRule{Family: ShardCrossEntropy},
+		Impl:     func(in []*Tensor, _ any) *Tensor { return xentImpl(in[0], in[1], nil) },
 	}
 	xentProbsOp = &Op{
-		Name: "softmax_cross_entropy_probs",
+		Name:     "softmax_cross_entropy_probs",
+		Sharding: ShardingRule{Family: ShardRowReduce},
 		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
 			lsm := newTensor(Float32, in[0].shape)
 			return []*Tensor{xentProbsImpl(in[0], in[1], lsm), lsm}, nil
@@ -199,8 +204,9 @@ func init() {
 		Save: SaveInputs(1) | SaveOutput,
 	}
 	xentProbsFwdOp = &Op{
-		Name: "softmax_cross_entropy_probs",
-		Impl: func(in []*Tensor, _ any) *Tensor { return xentProbsImpl(in[0], in[1], nil) },
+		Name:     "softmax_cross_entropy_probs",
+		Sharding: ShardingRule{Family: ShardRowReduce},
+		Impl:     func(in []*Tensor, _ any) *Tensor { return xentProbsImpl(in[0], in[1], nil) },
 	}
 }
 

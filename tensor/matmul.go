@@ -19,6 +19,10 @@ var matmulOp *Op
 func init() {
 	matmulOp = &Op{
 		Name: "matmul",
+		Sharding: ShardingRule{Family: ShardMatMul, Params: func(pp any) OpParams {
+			p := pp.(*matmulParams)
+			return OpParams{TransA: p.ta, TransB: p.tb}
+		}},
 		Impl: matmulImpl,
 		VJPNeed: func(g *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {
 			p := pp.(*matmulParams)

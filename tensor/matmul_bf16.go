@@ -79,6 +79,10 @@ var matmulToOp *Op
 func init() {
 	matmulToOp = &Op{
 		Name: "matmul",
+		Sharding: ShardingRule{Family: ShardMatMul, Params: func(pp any) OpParams {
+			q := pp.(*matmulToParams)
+			return OpParams{TransA: q.p.ta, TransB: q.p.tb, DType: q.dt}
+		}},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			q := pp.(*matmulToParams)
 			out := matmulAccumulate(in[0], in[1], q.p)

@@ -11,11 +11,14 @@ import "fmt"
 //
 //   - what it computes: Impl (one output) or ImplN (several outputs), and
 //     ImplVJP when differentiating needs more than the plain forward;
-//   - how each transformation treats it: the reverse-mode rule (VJP, or
-//     VJPNeed or VJPN, with Save or SaveFor selecting what the rule
-//     reads). A transformation is one rule field here, read by the
-//     engine's dispatch (apply.go, ad_backward.go); an op without the
-//     rule is not transformed (a nil VJP: not differentiable);
+//   - how each transformation treats it, one rule per transformation:
+//     reverse mode (VJP, or VJPNeed or VJPN, with Save or SaveFor
+//     selecting what the rule reads) and sharding propagation (Sharding,
+//     which package shard interprets). A transformation reads its rule
+//     where the engine dispatches the op (apply.go, ad_backward.go, the
+//     placer); an op without the rule gets the transformation's safe
+//     default (no VJP: not differentiable; no sharding rule: operands
+//     gathered);
 //   - its Traits: the per-op decisions the engine would otherwise have to
 //     guess — how it meets bfloat16 and float16 operands, which buffers
 //     the backward pass may reuse around its VJP, how it meets placed
@@ -65,6 +68,12 @@ type Op struct {
 	// SaveFor, if set, overrides Save for ops whose needs depend on their
 	// parameters.
 	SaveFor func(params any) SaveMask
+
+	// Sharding is the op's sharding-propagation rule: the family of rules
+	// package shard applies when an operand is a placed tensor, and the
+	// description of the op's parameters that rule reads (see
+	// ShardingRule). The zero value gathers the operands.
+	Sharding ShardingRule
 
 	// Traits are the op's per-op decisions (see Traits).
 	Traits Traits

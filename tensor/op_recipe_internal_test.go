@@ -5,7 +5,8 @@ package tensor
 // op_recipe_test.go for its test. Nothing else in the package knows them:
 // the tests there prove that the declaration alone makes them work traced
 // and untraced, differentiated twice, on bfloat16 and float16 operands,
-// with the backward pass reusing buffers as the traits allow.
+// with the backward pass reusing buffers as the traits allow, and on
+// placed tensors by the sharding rule they declare.
 
 import (
 	"fmt"
@@ -31,13 +32,16 @@ func init() {
 			return []*Tensor{Div(g, Mul(d, d))}
 		},
 		Save: SaveInputs(0),
+		// Each element from the element at the same position.
+		Sharding: ShardingRule{Family: ShardElementwise},
 		// Div allocates the cotangent it returns.
 		Traits: Traits{Reuse: FreshVJP},
 	}
 
 	// softsign_parts: y = x/(1+|x|) and r = 1/(1+|x|), two results. It
 	// declares no traits: half operands are widened like a single-output
-	// op's, and the backward pass reuses nothing around its VJP.
+	// op's, and the backward pass reuses nothing around its VJP. Both
+	// results are elementwise in x.
 	softsignPartsOp = &Op{
 		Name: "softsign_parts",
 		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
@@ -66,7 +70,8 @@ func init() {
 			}
 			return []*Tensor{gx}
 		},
-		Save: SaveInputs(0) | SaveOutput,
+		Save:     SaveInputs(0) | SaveOutput,
+		Sharding: ShardingRule{Family: ShardElementwise},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gonox/gonox/autodiff"
+	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -189,4 +190,39 @@ func TestRecipePanics(t *testing.T) {
 	x := tensor.FromFloat32([]float32{1, 2})
 	tensor.Donate(x)
 	require.Panics(t, func() { tensor.Softsign(x) })
+}
+
+// TestRecipePlaced: declaring the elementwise sharding family makes both
+// toy ops compute blockwise on placed operands, their results and
+// gradients sharded like the operand, with no collective and none of the
+// gathering that Strict forbids.
+func TestRecipePlaced(t *testing.T) {
+	mesh := shard.NewMesh([]int{4, 2}, []string{"dp", "tp"})
+	rng := newRNG(30)
+	xh := randRange(rng, -3, 3, 8, 6)
+	x := shard.Put(xh, shard.NewSharding(mesh, shard.P("dp", "tp")))
+	defer shard.Strict(mesh)()
+	var comm shard.Comm
+	stop := shard.Record(mesh, &comm)
+	y := tensor.Softsign(x)
+	py, pr := tensor.SoftsignParts(x)
+	loss := func(x *tensor.Tensor) *tensor.Tensor {
+		y, r := tensor.SoftsignParts(x)
+		return tensor.Sum(tensor.Mul(tensor.Softsign(x), tensor.Add(y, r)))
+	}
+	v, g := autodiff.ValueAndGrad(loss)(x)
+	stop()
+	for _, r := range []*tensor.Tensor{y, py, pr, g} {
+		require.Equal(t, "float32[8@dp,6@tp]", r.Type())
+	}
+	require.Equal(t, tensor.Softsign(xh).Float32s(), y.Float32s())
+	hy, hr := tensor.SoftsignParts(xh)
+	require.Equal(t, hy.Float32s(), py.Float32s())
+	require.Equal(t, hr.Float32s(), pr.Float32s())
+	hv, hg := autodiff.ValueAndGrad(loss)(xh)
+	requireClose(t, hv.Float64s(), v, 1e-6, 1e-5)
+	requireClose(t, hg.Float64s(), g, 0, 1e-6)
+	for _, k := range comm.Kinds() {
+		require.NotEqual(t, "all_gather", k, "nothing gathered")
+	}
 }

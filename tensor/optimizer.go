@@ -30,7 +30,8 @@ var adamOp *Op
 
 func init() {
 	adamOp = &Op{
-		Name: "adam_update",
+		Name:     "adam_update",
+		Sharding: ShardingRule{Family: ShardElementwise},
 		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
 			c := pp.(adamParams).c
 			g, mu, nu := in[0], in[1], in[2]
@@ -92,7 +93,8 @@ var adamStepOp *Op
 
 func init() {
 	adamStepOp = &Op{
-		Name: "adam_step",
+		Name:     "adam_step",
+		Sharding: ShardingRule{Family: ShardElementwise},
 		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
 			c := pp.(adamParams).c
 			p, g, mu, nu := in[0], in[1], in[2], in[3]
@@ -140,7 +142,8 @@ var sgdStepOp *Op
 
 func init() {
 	sgdStepOp = &Op{
-		Name: "sgd_step",
+		Name:     "sgd_step",
+		Sharding: ShardingRule{Family: ShardElementwise},
 		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
 			c := pp.(sgdParams)
 			p, g := in[0], in[1]

@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 type padParams struct {
@@ -15,6 +16,10 @@ var padOp *Op
 func init() {
 	padOp = &Op{
 		Name: "pad",
+		Sharding: ShardingRule{Family: ShardPad, Params: func(pp any) OpParams {
+			p := pp.(*padParams)
+			return OpParams{Lo: slices.Clone(p.lo), Hi: slices.Clone(p.hi)}
+		}},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*padParams)
 			x := in[0]

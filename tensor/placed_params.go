@@ -1,11 +1,149 @@
 package tensor
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
-// This file describes the parameters of this package's ops to sharding
-// rules (package shard), which must know, say, which axes a reduction
-// runs over or which dimensions a matmul contracts, without reaching into
-// the unexported parameter types.
+// This file holds what an op declares for sharding propagation (package
+// shard): the rule family it belongs to, and the description of its
+// parameters a rule reads — which axes a reduction runs over, which
+// dimensions a matmul contracts — without reaching into the unexported
+// parameter types.
+
+// ShardingRule is an op's sharding-propagation rule, declared with the op
+// (Op.Sharding): how package shard computes the op when an operand is a
+// placed tensor. Package tensor does not import shard: the op names the
+// family of rules it follows and describes its parameters, and shard owns
+// the rules (its prop_table.go maps each family to one) and applies the
+// family's rule to the op's own Impl, block by block.
+//
+// The zero ShardingRule is always correct: the operands are gathered and
+// the whole result is computed on every device (counted, and an error
+// under shard's Strict mode).
+type ShardingRule struct {
+	// Family is the rule shard applies (see ShardFamily).
+	Family ShardFamily
+	// Params describes the op's parameters to the rule: the axes it works
+	// along, the shape it makes, ... (see OpParams). Nil when the family's
+	// rule reads none.
+	Params func(params any) OpParams
+	// Block returns the parameters with which the op computes on blocks
+	// (each device's part of placed operands) instead of on the whole
+	// arrays, for ops whose parameters hold a global shape. Nil: the
+	// parameters as they are.
+	Block func(params any, blocks []*Tensor) any
+}
+
+// ShardFamily names a family of sharding-propagation rules. Package shard
+// implements one rule per family and documents each in its package doc;
+// an op picks the family that describes how its results depend on its
+// operands. A new family is added here (a constant and its name) and in
+// shard (its rule in prop_table.go, a line in the doc's table).
+type ShardFamily uint8
+
+const (
+	// ShardGather, the zero value: no rule. Operands are gathered and the
+	// whole result is computed on every device.
+	ShardGather ShardFamily = iota
+	// ShardElementwise: each element of every result (all of the
+	// broadcast shape of the operands) comes from the elements at the
+	// same broadcast position of the operands.
+	ShardElementwise
+	// ShardLinear: ShardElementwise for ops linear in each operand (add,
+	// sub, a name): pending sums pass through when every operand carries
+	// the same.
+	ShardLinear
+	// ShardMatMul: a batched matrix product (OpParams: TransA, TransB and
+	// the result DType of MatMulTo).
+	ShardMatMul
+	// ShardReduceSum, ShardReduceMax, ShardReduceMin: reductions over
+	// OpParams.Axes (KeepDims keeps them with size 1), combined by sum,
+	// max or min.
+	ShardReduceSum
+	ShardReduceMax
+	ShardReduceMin
+	// ShardTranspose: the dimensions permuted by OpParams.Perm.
+	ShardTranspose
+	// ShardReshape: the same elements in OpParams.Shape.
+	ShardReshape
+	// ShardBroadcast: the operand broadcast to OpParams.Shape.
+	ShardBroadcast
+	// ShardRowwise: independent along the last axis for every leading
+	// position (an OpParams.Axes of one other axis gathers it); operands
+	// of the full rank or one less (labels), every result full rows.
+	ShardRowwise
+	// ShardRowReduce: ShardRowwise whose first result has one value per
+	// row (the last axis reduced) and whose further results are full rows
+	// (cross-entropy against probabilities).
+	ShardRowReduce
+	// ShardSoftmax, ShardLogSoftmax: ShardRowwise, and along a sharded
+	// last axis the numerically stable two-pass form (pmax, psum) instead
+	// of gathering the rows.
+	ShardSoftmax
+	ShardLogSoftmax
+	// ShardCrossEntropy: ShardRowReduce for softmax cross-entropy with
+	// integer labels, and along a sharded class axis the two-pass,
+	// vocabulary-parallel form.
+	ShardCrossEntropy
+	// ShardAlongAxis: independent along OpParams.Axes[0] for every other
+	// position; every result has the first operand's rank.
+	ShardAlongAxis
+	// ShardAlongAxisReduce: ShardAlongAxis whose results drop the axis
+	// unless OpParams.KeepDims (argmax, argmin).
+	ShardAlongAxisReduce
+	// ShardTake: x indexed along OpParams.Axes[0] by integer ids.
+	ShardTake
+	// ShardTakeGrad: the scatter-add of take's VJP (OpParams.Axes, the
+	// table's OpParams.Shape).
+	ShardTakeGrad
+	// ShardOneHot: ids to a new last class axis.
+	ShardOneHot
+	// ShardConcat: operands joined along OpParams.Axes[0].
+	ShardConcat
+	// ShardSlice: the box OpParams.Starts to Limits.
+	ShardSlice
+	// ShardPad: OpParams.Lo and Hi added around each dimension.
+	ShardPad
+	// ShardFlip: the OpParams.Axes reversed.
+	ShardFlip
+	// ShardScatterAdd: updates added into x at indices along
+	// OpParams.Axes[0].
+	ShardScatterAdd
+	// ShardBincount and ShardSegmentSum: counts of ids, sums of rows per
+	// segment; ShardBincountGather and ShardSegmentTake: their
+	// transposes, reading a table at the ids.
+	ShardBincount
+	ShardSegmentSum
+	ShardBincountGather
+	ShardSegmentTake
+	// ShardMSE: the mean of squared differences, composed from
+	// propagated ops.
+	ShardMSE
+)
+
+var shardFamilyNames = [...]string{
+	ShardGather: "gather", ShardElementwise: "elementwise", ShardLinear: "linear",
+	ShardMatMul: "matmul", ShardReduceSum: "reduce_sum", ShardReduceMax: "reduce_max",
+	ShardReduceMin: "reduce_min", ShardTranspose: "transpose", ShardReshape: "reshape",
+	ShardBroadcast: "broadcast", ShardRowwise: "rowwise", ShardRowReduce: "row_reduce",
+	ShardSoftmax: "softmax", ShardLogSoftmax: "log_softmax", ShardCrossEntropy: "cross_entropy",
+	ShardAlongAxis: "along_axis", ShardAlongAxisReduce: "along_axis_reduce", ShardTake: "take",
+	ShardTakeGrad: "take_grad", ShardOneHot: "one_hot", ShardConcat: "concat",
+	ShardSlice: "slice", ShardPad: "pad", ShardFlip: "flip", ShardScatterAdd: "scatter_add",
+	ShardBincount: "bincount", ShardSegmentSum: "segment_sum",
+	ShardBincountGather: "bincount_gather", ShardSegmentTake: "segment_take", ShardMSE: "mse",
+}
+
+// String returns the family's name as shard's documentation lists it
+// ("elementwise", "matmul", ...), or ShardFamily(n) for a value that
+// names no family.
+func (f ShardFamily) String() string {
+	if int(f) < len(shardFamilyNames) {
+		return shardFamilyNames[f]
+	}
+	return fmt.Sprintf("ShardFamily(%d)", f)
+}
 
 // OpParams is what a sharding rule needs to know of an op's parameters.
 // Fields that do not apply to the op are zero.
@@ -35,91 +173,34 @@ type OpParams struct {
 	DType DType
 }
 
-// DescribeParams returns the parameters of a call of op, one of this
-// package's ops, as an OpParams; ok is false for ops it does not describe.
+// DescribeParams returns the parameters of a call of op as an OpParams,
+// as the op's ShardingRule.Params describes them; ok is false for an op
+// that declares no description.
 func DescribeParams(op *Op, params any) (p OpParams, ok bool) {
-	switch v := params.(type) {
-	case *matmulParams:
-		return OpParams{TransA: v.ta, TransB: v.tb}, true
-	case *matmulToParams:
-		return OpParams{TransA: v.p.ta, TransB: v.p.tb, DType: v.dt}, true
-	case *reduceParams:
-		return OpParams{Axes: slices.Clone(v.axes), KeepDims: v.keep}, true
-	case *concatParams:
-		return OpParams{Axes: []int{v.axis}}, true
-	case *sliceParams:
-		return OpParams{Starts: slices.Clone(v.starts), Limits: slices.Clone(v.limits)}, true
-	case *padParams:
-		return OpParams{Lo: slices.Clone(v.lo), Hi: slices.Clone(v.hi)}, true
-	case cumsumParams:
-		return OpParams{Axes: []int{v.axis}}, true
-	case argParams:
-		return OpParams{Axes: []int{v.axis}, KeepDims: v.keep}, true
-	case srtSortParams:
-		return OpParams{Axes: []int{v.axis}}, true
-	case srtAlongParams:
-		return OpParams{Axes: []int{v.axis}}, true
-	case rollParams:
-		return OpParams{Axes: []int{v.axis}}, true
-	case scatterParams:
-		return OpParams{Axes: []int{v.axis}}, true
-	case []bool: // flip: the flipped axes
-		var axes []int
-		for i, f := range v {
-			if f {
-				axes = append(axes, i)
-			}
-		}
-		return OpParams{Axes: axes}, true
-	case *splitParams:
-		return OpParams{Axes: []int{v.axis}, N: len(v.sizes)}, true
-	case *takeParams:
-		return OpParams{Axes: []int{v.axis}}, true
-	case *takeGradParams:
-		return OpParams{Axes: []int{v.axis}, Shape: slices.Clone(v.xShape)}, true
+	if op.Sharding.Params == nil {
+		return OpParams{}, false
 	}
-	switch op.Name {
-	case "reshape", "broadcast":
-		return OpParams{Shape: slices.Clone(params.([]int))}, true
-	case "transpose":
-		return OpParams{Perm: slices.Clone(params.([]int))}, true
-	case "softmax", "log_softmax", "softmax_grad", "log_softmax_grad":
-		return OpParams{Axes: []int{params.(int)}}, true
-	case "top_k":
-		return OpParams{Axes: []int{-1}, N: params.(int)}, true
-	case "one_hot":
-		return OpParams{N: params.(int)}, true
-	}
-	return OpParams{}, false
+	return op.Sharding.Params(params), true
 }
 
 // BlockParams returns the parameters with which op computes on blocks
-// (each device's part of placed operands) instead of on the whole arrays:
-// ops whose parameters hold a result shape (broadcasting elementwise ops,
-// where, reductions, concatenate, the scatter of take's VJP) get the
-// shape of the blocks; the others' parameters are returned unchanged. The blocks must be laid out consistently (a sharding rule
-// sees to it).
+// (each device's part of placed operands) instead of on the whole arrays,
+// as the op's ShardingRule.Block makes them: ops whose parameters hold a
+// result shape (broadcasting elementwise ops, where, reductions,
+// concatenate, the scatter of take's VJP) get the shape of the blocks;
+// the others' parameters are returned unchanged. The blocks must be laid
+// out consistently (a sharding rule sees to it).
 func BlockParams(op *Op, params any, blocks []*Tensor) any {
-	switch v := params.(type) {
-	case *binaryParams:
-		shape := broadcastShapes(op.Name, ",", blocks...)
-		return binaryParamsFor(shape, blocks[0])
-	case *whereParams:
-		return &whereParams{shape: broadcastShapes(op.Name, ",", blocks...)}
-	case *reduceParams:
-		return newReduceParams(op.Name, blocks[0], v.axes, v.keep)
-	case *concatParams:
-		shape := slices.Clone(blocks[0].shape)
-		shape[v.axis] = 0
-		for _, b := range blocks {
-			shape[v.axis] += b.shape[v.axis]
-		}
-		return &concatParams{axis: v.axis, shape: shape}
-	case *takeGradParams:
-		// blocks: indices, g; the scattered axis stays whole
-		g, r := blocks[1].shape, len(blocks[0].shape)
-		shape := append(append(slices.Clone(g[:v.axis]), v.xShape[v.axis]), g[v.axis+r:]...)
-		return &takeGradParams{axis: v.axis, xShape: shape}
+	if op.Sharding.Block == nil {
+		return params
 	}
-	return params
+	return op.Sharding.Block(params, blocks)
 }
+
+// axisParams describes the params of an op along one axis given as an
+// int (softmax and its relatives).
+func axisParams(p any) OpParams { return OpParams{Axes: []int{p.(int)}} }
+
+// shapeParams describes the params of an op that makes a shape given as
+// an []int (reshape, broadcast).
+func shapeParams(p any) OpParams { return OpParams{Shape: slices.Clone(p.([]int))} }

@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/gonox/gonox/tensor/internal/vec"
@@ -145,7 +146,8 @@ func sumF32(x *Tensor, p *reduceParams, out []float32) {
 
 func init() {
 	sumOp = &Op{
-		Name: "reduce_sum",
+		Name:     "reduce_sum",
+		Sharding: reduceSharding("reduce_sum", ShardReduceSum),
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*reduceParams)
 			x := in[0]
@@ -234,9 +236,10 @@ func MeanKeep(x *Tensor, axes ...int) *Tensor {
 	return MulScalar(SumKeep(x, axes...), 1/float32(n))
 }
 
-func chooserOp(name string, better func(a, b float32) bool, init float32, ibetter func(a, b int32) bool, iinit int32) *Op {
+func chooserOp(name string, fam ShardFamily, better func(a, b float32) bool, init float32, ibetter func(a, b int32) bool, iinit int32) *Op {
 	return &Op{
-		Name: name,
+		Name:     name,
+		Sharding: reduceSharding(name, fam),
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*reduceParams)
 			x := in[0]
@@ -287,9 +290,9 @@ func chooserOp(name string, better func(a, b float32) bool, init float32, ibette
 }
 
 var (
-	maxReduceOp = chooserOp("reduce_max", func(a, b float32) bool { return a > b }, float32(math.Inf(-1)),
+	maxReduceOp = chooserOp("reduce_max", ShardReduceMax, func(a, b float32) bool { return a > b }, float32(math.Inf(-1)),
 		func(a, b int32) bool { return a > b }, math.MinInt32)
-	minReduceOp = chooserOp("reduce_min", func(a, b float32) bool { return a < b }, float32(math.Inf(1)),
+	minReduceOp = chooserOp("reduce_min", ShardReduceMin, func(a, b float32) bool { return a < b }, float32(math.Inf(1)),
 		func(a, b int32) bool { return a < b }, math.MaxInt32)
 )
 
@@ -402,6 +405,10 @@ var argOp *Op
 func init() {
 	argOp = &Op{
 		Name: "argminmax",
+		Sharding: ShardingRule{Family: ShardAlongAxisReduce, Params: func(pp any) OpParams {
+			p := pp.(argParams)
+			return OpParams{Axes: []int{p.axis}, KeepDims: p.keep}
+		}},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(argParams)
 			x := in[0]
@@ -510,4 +517,21 @@ func All(x *Tensor, axes ...int) *Tensor {
 	checkNil("tensor.All", "x", x)
 	x.mustDType("tensor.All", Bool)
 	return Apply(anyAllOp, &anyAllParams{newReduceParams("tensor.All", x, axes, false), true}, x)
+}
+
+// reduceSharding is the sharding rule of a reduction (params
+// *reduceParams) named name: the family fam, its axes described, and on
+// blocks the params of the block's reduction.
+func reduceSharding(name string, fam ShardFamily) ShardingRule {
+	return ShardingRule{
+		Family: fam,
+		Params: func(pp any) OpParams {
+			p := pp.(*reduceParams)
+			return OpParams{Axes: slices.Clone(p.axes), KeepDims: p.keep}
+		},
+		Block: func(pp any, blocks []*Tensor) any {
+			p := pp.(*reduceParams)
+			return newReduceParams(name, blocks[0], p.axes, p.keep)
+		},
+	}
 }

@@ -15,8 +15,9 @@ var reshapeOp *Op
 
 func init() {
 	reshapeOp = &Op{
-		Name: "reshape",
-		Impl: func(in []*Tensor, p any) *Tensor { return view(in[0], p.([]int)) },
+		Name:     "reshape",
+		Sharding: ShardingRule{Family: ShardReshape, Params: shapeParams},
+		Impl:     func(in []*Tensor, p any) *Tensor { return view(in[0], p.([]int)) },
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Reshape(g, in[0].shape...)}
 		},
@@ -115,7 +116,8 @@ var broadcastOp *Op
 
 func init() {
 	broadcastOp = &Op{
-		Name: "broadcast",
+		Name:     "broadcast",
+		Sharding: ShardingRule{Family: ShardBroadcast, Params: shapeParams},
 		Impl: func(in []*Tensor, p any) *Tensor {
 			x, shape := in[0], p.([]int)
 			out := newTensor(x.dtype, shape)
@@ -176,7 +178,8 @@ var transposeOp *Op
 
 func init() {
 	transposeOp = &Op{
-		Name: "transpose",
+		Name:     "transpose",
+		Sharding: ShardingRule{Family: ShardTranspose, Params: func(p any) OpParams { return OpParams{Perm: slices.Clone(p.([]int))} }},
 		Impl: func(in []*Tensor, p any) *Tensor {
 			x, perm := in[0], p.([]int)
 			shape := make([]int, len(perm))

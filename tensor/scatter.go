@@ -46,7 +46,8 @@ var scatterAddOp *Op
 
 func init() {
 	scatterAddOp = &Op{
-		Name: "scatter_add",
+		Name:     "scatter_add",
+		Sharding: ShardingRule{Family: ShardScatterAdd, Params: func(p any) OpParams { return OpParams{Axes: []int{p.(scatterParams).axis}} }},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			x, idx, upd := in[0], in[1], in[2]
 			out := cloneTensor(x)
@@ -103,6 +104,10 @@ var takeGradOp *Op
 func init() {
 	takeGradOp = &Op{
 		Name: "take_grad",
+		Sharding: ShardingRule{Family: ShardTakeGrad, Params: func(pp any) OpParams {
+			p := pp.(*takeGradParams)
+			return OpParams{Axes: []int{p.axis}, Shape: slices.Clone(p.xShape)}
+		}, Block: takeGradBlockParams},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*takeGradParams)
 			idx, g := in[0], in[1]
@@ -130,7 +135,8 @@ var segmentSumOp, segmentTakeOp *Op
 
 func init() {
 	segmentSumOp = &Op{
-		Name: "segment_sum",
+		Name:     "segment_sum",
+		Sharding: ShardingRule{Family: ShardSegmentSum},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			data, ids := in[0], in[1]
 			ns := pp.(segmentParams).numSegments
@@ -154,7 +160,8 @@ func init() {
 	// giving zero rows for ids outside [0, rows): the transpose of
 	// SegmentSum. Inputs: g, ids.
 	segmentTakeOp = &Op{
-		Name: "segment_take",
+		Name:     "segment_take",
+		Sharding: ShardingRule{Family: ShardSegmentTake},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			g, ids := in[0], in[1]
 			shape := append([]int{len(ids.i32)}, g.shape[1:]...)
@@ -222,4 +229,13 @@ func SegmentSum(data, segmentIDs *Tensor, numSegments int) *Tensor {
 		panic(fmt.Sprintf("%s: negative segment count", what()))
 	}
 	return Apply(segmentSumOp, segmentParams{numSegments}, data, segmentIDs)
+}
+
+// takeGradBlockParams makes take_grad's params for blocks (indices, g):
+// the scattered axis stays whole, the other dimensions are g's block's.
+func takeGradBlockParams(pp any, blocks []*Tensor) any {
+	p := pp.(*takeGradParams)
+	g, r := blocks[1].shape, len(blocks[0].shape)
+	shape := append(append(slices.Clone(g[:p.axis]), p.xShape[p.axis]), g[p.axis+r:]...)
+	return &takeGradParams{axis: p.axis, xShape: shape}
 }

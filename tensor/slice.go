@@ -15,6 +15,10 @@ var sliceOp *Op
 func init() {
 	sliceOp = &Op{
 		Name: "slice",
+		Sharding: ShardingRule{Family: ShardSlice, Params: func(pp any) OpParams {
+			p := pp.(*sliceParams)
+			return OpParams{Starts: slices.Clone(p.starts), Limits: slices.Clone(p.limits)}
+		}},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*sliceParams)
 			x := in[0]
@@ -224,7 +228,8 @@ var flipOp *Op
 
 func init() {
 	flipOp = &Op{
-		Name: "flip",
+		Name:     "flip",
+		Sharding: ShardingRule{Family: ShardFlip, Params: flipParams},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			x, flip := in[0], pp.([]bool)
 			out := newTensor(x.dtype, x.shape)
@@ -331,7 +336,8 @@ var rollOp *Op
 
 func init() {
 	rollOp = &Op{
-		Name: "roll",
+		Name:     "roll",
+		Sharding: ShardingRule{Family: ShardAlongAxis, Params: func(p any) OpParams { return OpParams{Axes: []int{p.(rollParams).axis}} }},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(rollParams)
 			x := in[0]
@@ -381,4 +387,16 @@ func Roll(x *Tensor, shift, axis int) *Tensor {
 		return x
 	}
 	return Apply(rollOp, rollParams{s, a}, x)
+}
+
+// flipParams describes flip's params (which axes are flipped) as their
+// list.
+func flipParams(p any) OpParams {
+	var axes []int
+	for i, f := range p.([]bool) {
+		if f {
+			axes = append(axes, i)
+		}
+	}
+	return OpParams{Axes: axes}
 }

@@ -15,7 +15,8 @@ var softmaxOp, logSoftmaxOp *Op
 
 func init() {
 	softmaxOp = &Op{
-		Name: "softmax",
+		Name:     "softmax",
+		Sharding: ShardingRule{Family: ShardSoftmax, Params: axisParams},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			return softmaxImpl(in[0], pp.(int), false)
 		},
@@ -27,7 +28,8 @@ func init() {
 		Traits: Traits{Reuse: FreshVJP}, // the fused gradient allocates its result
 	}
 	logSoftmaxOp = &Op{
-		Name: "log_softmax",
+		Name:     "log_softmax",
+		Sharding: ShardingRule{Family: ShardLogSoftmax, Params: axisParams},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			return softmaxImpl(in[0], pp.(int), true)
 		},
@@ -46,7 +48,8 @@ var softmaxGradOp, logSoftmaxGradOp *Op
 
 func init() {
 	softmaxGradOp = &Op{
-		Name: "softmax_grad",
+		Name:     "softmax_grad",
+		Sharding: ShardingRule{Family: ShardRowwise, Params: axisParams},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			// z = y·(g - s) with s = Σ g·y
 			return softmaxGradImpl(in[0], in[1], pp.(int), func(g, y []float32, stride int, out []float32) {
@@ -71,7 +74,8 @@ func init() {
 		Save: SaveAllInputs,
 	}
 	logSoftmaxGradOp = &Op{
-		Name: "log_softmax_grad",
+		Name:     "log_softmax_grad",
+		Sharding: ShardingRule{Family: ShardRowwise, Params: axisParams},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			// z = g - e^y·Σ g
 			return softmaxGradImpl(in[0], in[1], pp.(int), func(g, y []float32, stride int, out []float32) {

@@ -245,7 +245,8 @@ var argSortOp, sortOp, topKOp *Op
 
 func init() {
 	argSortOp = &Op{
-		Name: "argsort",
+		Name:     "argsort",
+		Sharding: ShardingRule{Family: ShardAlongAxis, Params: sortAxisParams},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			x := in[0]
 			idx := newTensor(Int32, x.shape)
@@ -254,7 +255,8 @@ func init() {
 		},
 	}
 	sortOp = &Op{
-		Name: "sort",
+		Name:     "sort",
+		Sharding: ShardingRule{Family: ShardAlongAxis, Params: sortAxisParams},
 		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
 			x := in[0]
 			idx := newTensor(Int32, x.shape)
@@ -273,7 +275,8 @@ func init() {
 		Save: SaveOutput,
 	}
 	topKOp = &Op{
-		Name: "top_k",
+		Name:     "top_k",
+		Sharding: ShardingRule{Family: ShardAlongAxis, Params: func(p any) OpParams { return OpParams{Axes: []int{-1}, N: p.(int)} }},
 		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
 			x, k := in[0], pp.(int)
 			shape := slices.Clone(x.shape)
@@ -496,7 +499,8 @@ var srtGatherOp, srtScatterAddOp *Op
 
 func init() {
 	srtGatherOp = &Op{
-		Name: "srt_take_along_axis",
+		Name:     "srt_take_along_axis",
+		Sharding: ShardingRule{Family: ShardAlongAxis, Params: srtAlongAxisParams},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			x, idx := in[0], in[1]
 			p := pp.(srtAlongParams)
@@ -521,7 +525,8 @@ func init() {
 		Save: SaveInputs(1),
 	}
 	srtScatterAddOp = &Op{
-		Name: "srt_scatter_add_along_axis",
+		Name:     "srt_scatter_add_along_axis",
+		Sharding: ShardingRule{Family: ShardAlongAxis, Params: srtAlongAxisParams},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			g, idx := in[0], in[1]
 			p := pp.(srtAlongParams)
@@ -565,3 +570,10 @@ func srtGather(x, idx *Tensor, axis int) *Tensor {
 func srtScatterAdd(g, idx *Tensor, axis, n int) *Tensor {
 	return Apply(srtScatterAddOp, srtAlongParams{axis: axis, n: n}, g, idx)
 }
+
+// sortAxisParams describes the axis of sort and argsort.
+func sortAxisParams(p any) OpParams { return OpParams{Axes: []int{p.(srtSortParams).axis}} }
+
+// srtAlongAxisParams describes the axis of the take and scatter-add along
+// an axis of sort's VJPs.
+func srtAlongAxisParams(p any) OpParams { return OpParams{Axes: []int{p.(srtAlongParams).axis}} }

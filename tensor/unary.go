@@ -40,9 +40,10 @@ func unaryOpCost(name string, cost int, vec func(d, s []float32), f func(float32
 			}
 			return out
 		},
-		VJP:    vjp,
-		Save:   save,
-		Traits: tr,
+		VJP:      vjp,
+		Save:     save,
+		Sharding: ShardingRule{Family: ShardElementwise},
+		Traits:   tr,
 	}
 }
 
@@ -80,8 +81,9 @@ func bwdOp(name string, cost int, kernel func(d, g, x []float32), vjp func(c *Te
 			map2F32(kernel, out.f32, g.f32, x.f32, cost, isLocal(g, x))
 			return out
 		},
-		VJP:  vjp,
-		Save: SaveAllInputs,
+		VJP:      vjp,
+		Save:     SaveAllInputs,
+		Sharding: ShardingRule{Family: ShardElementwise},
 	}
 }
 
@@ -375,7 +377,8 @@ var clampOp *Op
 
 func init() {
 	clampOp = &Op{
-		Name: "clamp",
+		Name:     "clamp",
+		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, p any) *Tensor {
 			c := p.(clampParams)
 			x := in[0]
