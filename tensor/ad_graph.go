@@ -71,8 +71,11 @@ func (tr *Trace) Leaf(x *Tensor) *Tensor {
 	if x.node != nil && x.node.trace == tr {
 		panic(fmt.Sprintf("Trace.Leaf: %v is already traced by this trace", x))
 	}
-	if x.node != nil && x.node.trace.id > tr.id {
-		panic(fmt.Sprintf("Trace.Leaf: %v is traced by an inner trace", x))
+	if levelIDOf(x) > tr.id {
+		if x.node != nil {
+			panic(fmt.Sprintf("Trace.Leaf: %v is traced by an inner trace", x))
+		}
+		panic(fmt.Sprintf("Trace.Leaf: %v is a value of a Vmap or JVP started after this trace", x))
 	}
 	n := &node{op: leafOp, trace: tr, seq: tr.seq.Add(1), nout: 1}
 	n.outAval = []*Tensor{aval(x)}
@@ -268,6 +271,8 @@ func init() {
 		VJP: func(g *Tensor, _ []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{g}
 		},
+		JVP:    linearJVP(&nameOp),
+		Batch:  sameOpBatch(&nameOp),
 		Traits: Traits{Half: NativeHalf}, // an identity: half data passes as it is
 	}
 }

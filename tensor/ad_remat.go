@@ -70,7 +70,9 @@ func Remat(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool, in ...*
 		return out
 	}
 	prog, state := compileRemat(c, in, leaves, capLeaves, outsC, saveable)
-	prog.pending = &rematResult{outs: make([]*Tensor, len(outsC)), state: state}
+	all := append(slices.Clone(in), captured...)
+	prog.saveable = saveable
+	prog.pending = &rematResult{outs: make([]*Tensor, len(outsC)), state: state, in: all}
 	keep := map[*Tensor]bool{}
 	for i, o := range outsC {
 		prog.pending.outs[i] = stripTrace(o, c)
@@ -87,7 +89,6 @@ func Remat(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool, in ...*
 	// backward does not keep, now, and those backward recomputes, after it.
 	prog.recycle = outer.recycle
 	c.releaseRecording(keep, prog.recycle)
-	all := append(slices.Clone(in), captured...)
 	return ApplyN(rematOp, prog, all...)
 }
 
@@ -169,6 +170,9 @@ type rematProgram struct {
 	outAvals []*Tensor
 	// save selects the program inputs backward reads.
 	save SaveMask
+	// saveable is the policy the program was compiled with (a batching
+	// rule compiles the batched program with it).
+	saveable func(NodeInfo) bool
 	// pending carries the results of the recording run to the first
 	// ImplN call; later calls (replays inside an outer remat) recompute.
 	pending *rematResult
@@ -181,6 +185,28 @@ type rematProgram struct {
 type rematResult struct {
 	outs  []*Tensor
 	state *rematState
+	// in are the operands the recording ran on: the results are those of
+	// a call on them, or on their primal values under the traces that
+	// record the checkpoint, not on values a Vmap or JVP level unwrapped.
+	in []*Tensor
+}
+
+// matches reports whether the recording run computed the results of a
+// call on in: each operand is the recorded one or one of its primals.
+func (r *rematResult) matches(in []*Tensor) bool {
+	if len(in) != len(r.in) {
+		return false
+	}
+	for i, x := range in {
+		t := r.in[i]
+		for t != nil && t != x {
+			t = t.primal
+		}
+		if t == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // rematState is what a checkpoint keeps for backward beyond its inputs.
@@ -356,7 +382,7 @@ func init() {
 			r := p.pending
 			p.pending = nil
 			p.mu.Unlock()
-			if r != nil {
+			if r != nil && r.matches(in) {
 				return r.outs, r.state
 			}
 			return p.forward(in)
@@ -365,7 +391,50 @@ func init() {
 			return params.(*rematProgram).backward(gs, in, state.(*rematState))
 		},
 		SaveFor: func(params any) SaveMask { return params.(*rematProgram).save },
+		// The tangents of the program's results: the program replayed on
+		// primal-and-tangent values.
+		JVP: func(prim, tan, outs []*Tensor, params any) []*Tensor {
+			p := params.(*rematProgram)
+			jt := NewJVPTrace()
+			args := make([]*Tensor, len(prim))
+			for i, x := range prim {
+				args[i] = jt.Dual(x, tan[i])
+			}
+			res, _ := p.forward(args)
+			ts := make([]*Tensor, len(res))
+			for i, r := range res {
+				if outs[i].dtype.IsFloat() {
+					ts[i] = jt.Tangent(r)
+				}
+			}
+			return ts
+		},
+		// A checkpoint of the program replayed on the batch (the batching
+		// of the checkpoint's program, under the same policy).
+		Batch: func(in []*Tensor, batched []bool, params any) []*Tensor {
+			p := params.(*rematProgram)
+			n := batchSize(in, batched)
+			return Remat(func(leaves []*Tensor) []*Tensor {
+				bt := NewBatchTrace(n)
+				args := make([]*Tensor, len(leaves))
+				for i, l := range leaves {
+					args[i] = l
+					if batched[i] {
+						args[i] = bt.wrap(l)
+					}
+				}
+				outs, _ := p.forward(args)
+				for i, o := range outs {
+					outs[i] = bt.Unbatched(o, 0)
+				}
+				return outs
+			}, p.saveable, in...)
+		},
 		Traits: Traits{
+			// The program's ops meet batched and primal-and-tangent values
+			// themselves when a trace records the checkpoint inside a Vmap
+			// or a JVP.
+			Through: ThroughVmap | ThroughJVP,
 			// The program replays ops, which compute on placed operands
 			// themselves (through the placer), and vary over shard.Map
 			// axes as their operands do.

@@ -9,8 +9,12 @@ import (
 // the op's declaration (op.go).
 //
 //	Apply, ApplyN
-//	  scan         nil, donated and shape-only operands; the innermost
-//	               trace; the union of shard.Map marks; placed operands
+//	  scan         nil, donated and shape-only operands; the latest level
+//	               (trace, Vmap, forward mode); the union of shard.Map
+//	               marks; placed operands
+//	  xlevel       the latest level is a BatchTrace or a JVPTrace: its
+//	               rule computes the op on the values one level down
+//	               (ad_vmap.go, ad_jvp.go), which dispatch again
 //	  placed       an operand is a global placed tensor and the op is not
 //	               Distributed: the placer computes it (placed_seam.go)
 //	  untraced     callImpl, callImplN: half operands widened as the op's
@@ -22,9 +26,9 @@ import (
 // and callVJP, the one path of every VJP call (Backward, a checkpoint's
 // backward pass), which widens half cotangents as the forward did and
 // calls the VJP form the op declared. A transformation that dispatches on
-// the values it sees (as the placer does on placed tensors) hooks in at
-// scan; one that runs a rule of the op calls it where callVJP calls the
-// VJP.
+// the values it sees (the placer on placed tensors, Vmap on batched
+// values, forward mode on primal-and-tangent values) hooks in at scan;
+// one that runs a rule of the op calls it where callVJP calls the VJP.
 
 // Apply evaluates the single-output primitive op on the inputs and, if any
 // input is traced, records a node so the result can be differentiated.
@@ -39,7 +43,11 @@ func Apply(op *Op, params any, in ...*Tensor) *Tensor {
 		panic(fmt.Sprintf("tensor.Apply: op %q has no Impl (use ApplyN)", op.Name))
 	}
 	checkKernels(op)
-	top, loc, placed := scan(op, in)
+	top, up, loc, placed := scan(op, in)
+	if up != nil {
+		outs, _ := up.apply(op, params, in, false)
+		return outs[0]
+	}
 	if placed {
 		return applyPlaced(op, params, in, loc)[0]
 	}
@@ -56,7 +64,11 @@ func ApplyN(op *Op, params any, in ...*Tensor) []*Tensor {
 		panic(fmt.Sprintf("tensor.ApplyN: op %q has no ImplN", op.Name))
 	}
 	checkKernels(op)
-	top, loc, placed := scan(op, in)
+	top, up, loc, placed := scan(op, in)
+	if up != nil {
+		outs, _ := up.apply(op, params, in, false)
+		return outs
+	}
 	if placed {
 		return applyPlaced(op, params, in, loc)
 	}
@@ -70,12 +82,18 @@ func ApplyN(op *Op, params any, in ...*Tensor) []*Tensor {
 	return applyTraced(op, params, in, top, loc, nil)
 }
 
-// scan finds the innermost trace among the inputs, computes the union of
+// scan finds the innermost trace among the inputs and the latest xlevel
+// (up, nil unless it is later than that trace), computes the union of
 // block marks and reports whether an operand is a global placed tensor that
 // op does not handle itself (then the placer computes it). It panics on a
 // nil operand and on one without data (donated, or a placeholder).
-func scan(op *Op, in []*Tensor) (top *Trace, loc *Local, placed bool) {
+//
+// An operand that is, or is traced over, a value of an xlevel is never
+// handed to the placer at this level: the trace or the level peels it
+// first, and the placer meets the placed values inside.
+func scan(op *Op, in []*Tensor) (top *Trace, up xlevel, loc *Local, placed bool) {
 	dist := op.distributed()
+	wrapped := false
 	for _, x := range in {
 		if x == nil {
 			panic(fmt.Sprintf("tensor: op %q: nil *Tensor operand", op.Name))
@@ -89,11 +107,23 @@ func scan(op *Op, in []*Tensor) (top *Trace, loc *Local, placed bool) {
 		if x.node != nil && (top == nil || x.node.trace.id > top.id) {
 			top = x.node.trace
 		}
+		if x.xv != nil {
+			wrapped = true
+			if x.node == nil && (up == nil || x.xv.lvl.levelID() > up.levelID()) {
+				up = x.xv.lvl
+			}
+		}
 		if x.local != nil {
 			loc = unionLocal(op.Name, loc, x.local)
 		}
 	}
-	return top, loc, placed
+	if wrapped {
+		placed = false
+		if top != nil && up != nil && top.id > up.levelID() {
+			up = nil
+		}
+	}
+	return top, up, loc, placed
 }
 
 // finish sets the block mark of an op result, copying the header if the
@@ -116,10 +146,16 @@ func finish(op *Op, out *Tensor, in []*Tensor, loc *Local) *Tensor {
 // the one being recorded, returning outputs and the state for the VJP
 // (ImplVJP's when the op has one).
 func applyCore(op *Op, params any, in []*Tensor) ([]*Tensor, any) {
+	if op.ImplN == nil && !slices.ContainsFunc(in, func(x *Tensor) bool { return x != nil && x.xv != nil }) {
+		return []*Tensor{Apply(op, params, in...)}, nil
+	}
+	top, up, loc, placed := scan(op, in)
+	if up != nil {
+		return up.apply(op, params, in, true)
+	}
 	if op.ImplN == nil {
 		return []*Tensor{Apply(op, params, in...)}, nil
 	}
-	top, loc, placed := scan(op, in)
 	if placed {
 		return applyPlaced(op, params, in, loc), nil
 	}

@@ -31,7 +31,8 @@ func runCmp[T any](f func(a, b T) bool, dst []bool, a, b []T, shape, sa, sb []in
 
 func cmpOp(d *cmpDef) *Op {
 	name := lowerFirst(d.name[len("tensor."):])
-	return &Op{
+	var op *Op
+	op = &Op{
 		Name:     name,
 		Sharding: broadcastSharding(name, ShardElementwise),
 		Impl: func(in []*Tensor, p any) *Tensor {
@@ -50,7 +51,9 @@ func cmpOp(d *cmpDef) *Op {
 			}
 			return out
 		},
+		Batch: elementwiseBatch(func(x []*Tensor) *Tensor { return compare(d, op, x[0], x[1]) }),
 	}
+	return op
 }
 
 func compare(d *cmpDef, op *Op, a, b *Tensor) *Tensor {
@@ -157,6 +160,7 @@ func init() {
 			}
 			return out
 		},
+		Batch: sameOpBatch(&notOp),
 	}
 }
 
@@ -182,6 +186,7 @@ func init() {
 			}
 			return out
 		},
+		Batch: sameOpBatch(&isNaNOp),
 	}
 }
 
@@ -198,6 +203,7 @@ func init() {
 			}
 			return out
 		},
+		Batch: sameOpBatch(&isFiniteOp),
 	}
 }
 
@@ -270,6 +276,17 @@ func init() {
 				unbroadcast(Where(c, zero, g), in[2].shape)}
 		},
 		Save: SaveInputs(0),
+		JVP: func(x, t, outs []*Tensor, _ any) []*Tensor {
+			ta, tb := t[1], t[2]
+			if ta == nil {
+				ta = Scalar(0)
+			}
+			if tb == nil {
+				tb = Scalar(0)
+			}
+			return one1(toShapeOf(Where(x[0], ta, tb), outs[0]))
+		},
+		Batch: elementwiseBatch(func(x []*Tensor) *Tensor { return Where(x[0], x[1], x[2]) }),
 	}
 }
 
@@ -404,6 +421,7 @@ func init() {
 			}
 			return out
 		},
+		Batch: sameOpBatch(&asTypeOp),
 	}
 }
 

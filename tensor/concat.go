@@ -48,6 +48,13 @@ func init() {
 			}
 			return ApplyN(splitOp, &splitParams{axis: p.axis, sizes: sizes}, g)
 		},
+		JVP: linearJVP(&concatOp),
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			p := pp.(*concatParams)
+			xs := materializeAll(in, batched)
+			q := &concatParams{axis: p.axis + 1, shape: append([]int{xs[0].shape[0]}, p.shape...)}
+			return one1(Apply(concatOp, q, xs...))
+		},
 	}
 }
 
@@ -165,6 +172,12 @@ func init() {
 				parts[i] = g
 			}
 			return []*Tensor{Concat(p.axis, parts...)}
+		},
+		JVP: linearJVP(&splitOp),
+		Batch: func(in []*Tensor, _ []bool, pp any) []*Tensor {
+			p := *pp.(*splitParams)
+			p.axis++
+			return ApplyN(splitOp, &p, in[0])
 		},
 	}
 }

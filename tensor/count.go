@@ -48,6 +48,23 @@ func init() {
 			return []*Tensor{nil, Apply(srtBinGatherOp, nil, g, in[0])}
 		},
 		Save: SaveInputs(0),
+		JVP:  linearJVP(&bincountOp),
+		// The examples' values offset to bins of their own: one count of
+		// the whole batch into b·length bins.
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			length := pp.(int)
+			xs := materializeAll(in, batched)
+			b := xs[0].shape[0]
+			checkBincountValues("tensor.Bincount", xs[0])
+			x := Reshape(binOffsets(xs[0], length), -1)
+			var out *Tensor
+			if len(xs) == 1 {
+				out = Apply(bincountOp, b*length, x)
+			} else {
+				out = Apply(bincountOp, b*length, x, Reshape(xs[1], -1))
+			}
+			return one1(Reshape(out, b, length))
+		},
 	}
 	// srtBinGatherOp reads g[x[i]] for each i, 0 where x[i] >= len(g): the
 	// transpose of a weighted bincount, and Bincount is its transpose.
@@ -69,6 +86,36 @@ func init() {
 			return []*Tensor{Apply(bincountOp, in[0].shape[0], in[1], g), nil}
 		},
 		Save: SaveInputs(1),
+		JVP:  linearJVP(&srtBinGatherOp),
+		Batch: func(in []*Tensor, batched []bool, _ any) []*Tensor {
+			xs := materializeAll(in, batched)
+			g, x := xs[0], xs[1]
+			length := g.shape[1]
+			out := Apply(srtBinGatherOp, nil, Reshape(g, -1), Reshape(binOffsets(x, length), -1))
+			return one1(Reshape(out, x.shape...))
+		},
+	}
+}
+
+// binOffsets returns a batch of bin values (batch first) offset by
+// b·length for example b; values >= length, dropped, become b·length
+// (past every example's bins: still dropped).
+func binOffsets(x *Tensor, length int) *Tensor {
+	b := x.shape[0]
+	off := Reshape(Mul(Arange(b), ScalarInt(int32(length))), b, 1)
+	return Where(Less(x, ScalarInt(int32(length))), Add(x, off), ScalarInt(int32(b*length)))
+}
+
+// checkBincountValues panics, naming op, on a negative value of x (host
+// data only: a placed or batched x is checked where its data is).
+func checkBincountValues(op string, x *Tensor) {
+	if x.layout != nil || x.xv != nil {
+		return
+	}
+	for i, v := range x.i32 {
+		if v < 0 {
+			panic(fmt.Sprintf("%s: %v: negative value %d at index %v", op, x, v, unravel(i, x.shape)))
+		}
 	}
 }
 
@@ -109,7 +156,7 @@ func Bincount(x, weights *Tensor, length int) *Tensor {
 			panic(fmt.Sprintf("%s: %s: weights must have the shape of x", name, desc))
 		}
 	}
-	if x.layout == nil { // a sharded x is refused by Apply
+	if x.layout == nil && x.xv == nil { // a sharded x is refused by Apply; a batched one checked by the batching rule
 		for i, v := range x.i32 {
 			if v < 0 {
 				panic(fmt.Sprintf("%s: %s: negative value %d at index %d", name, desc, v, i))

@@ -70,6 +70,12 @@ func init() {
 			p.reverse = !p.reverse
 			return []*Tensor{Apply(cumsumOp, p, g)}
 		},
+		JVP: linearJVP(&cumsumOp),
+		Batch: func(in []*Tensor, _ []bool, pp any) []*Tensor {
+			p := pp.(cumsumParams)
+			p.axis++
+			return one1(Apply(cumsumOp, p, in[0]))
+		},
 	}
 }
 

@@ -91,6 +91,19 @@
 // Traces nest, JAX style: a trace created inside another is inner to it,
 // VJP rules are built from ops, and so derivatives of derivatives work.
 //
+// # Vmap and forward mode
+//
+// Two more transformations act on values the same way. A BatchTrace
+// (Vmap) makes values that stand for a batch of examples while showing
+// one example's shape; every op on them runs once on the whole batch
+// through its batching rule. A JVPTrace (forward mode) makes values that
+// carry a tangent beside their primal; every op on them computes the
+// tangent of its result with its JVP rule. Traces, BatchTraces and
+// JVPTraces nest in any order, the latest acting first: a gradient inside
+// a vmapped function gives per-example gradients, forward mode over a
+// gradient gives Hessian-vector products. Package autodiff's Vmap, JVP,
+// Linearize, Jacfwd, Jacrev and Hessian are built on them.
+//
 // A backward pass reuses the buffers of cotangents it owns outright (ones
 // no caller, seed or forward value can see): sums of several cotangents
 // accumulate in place, and the backward kernels of the activations and of
@@ -160,10 +173,12 @@
 //     (elementwise.go, matmul.go, reduce.go, ...). Each op is an *Op
 //     (op.go) applied with Apply or ApplyN (apply.go, the dispatch every
 //     op call goes through).
-//   - The autodiff engine (prefix ad_): Trace, the nodes Apply records,
-//     Backward, remat and the residual report (ad_graph.go,
-//     ad_backward.go, ad_remat.go, ad_residuals.go). It knows ops only
-//     through their declaration: Impl, the VJP rule, Save, Traits.
+//   - The transformation engine (prefix ad_): Trace, the nodes Apply
+//     records, Backward, remat and the residual report (ad_graph.go,
+//     ad_backward.go, ad_remat.go, ad_residuals.go); Vmap's BatchTrace
+//     and forward mode's JVPTrace (ad_vmap.go, ad_jvp.go, the levels they
+//     share in ad_xlevel.go). It knows ops only through their
+//     declaration: Impl, the VJP, JVP and batching rules, Save, Traits.
 //   - The sharding seam (prefix placed_): the marks of placed tensors and
 //     of shard.Map blocks (placed_layout.go, placed_local.go) and the
 //     hand-off of ops with placed operands to package shard
@@ -205,7 +220,14 @@
 //				d := Add(Scalar(1), Abs(in[0]))
 //				return []*Tensor{Div(g, Mul(d, d))}
 //			},
-//			Save:     SaveInputs(0),
+//			Save: SaveInputs(0),
+//			JVP: func(x, t, _ []*Tensor, _ any) []*Tensor {
+//				d := Add(Scalar(1), Abs(x[0]))
+//				return []*Tensor{Div(t[0], Mul(d, d))}
+//			},
+//			Batch: func(in []*Tensor, _ []bool, p any) []*Tensor {
+//				return []*Tensor{Apply(softsignOp, p, in[0])}
+//			},
 //			Sharding: ShardingRule{Family: ShardElementwise},
 //			Traits:   Traits{Reuse: FreshVJP},
 //		}
@@ -237,6 +259,29 @@
 //   - Save (or SaveFor, when params decide) keeps exactly what the VJP
 //     reads: SaveInputs(i, ...), SaveAllInputs, SaveOutput. The others
 //     reach the VJP as shape-only placeholders, whose data panics if read.
+//   - JVP is the forward-mode rule: from the primal inputs, their tangents
+//     (nil for a zero tangent and for integer inputs) and the primal
+//     outputs it returns one tangent per output (nil for zero), built from
+//     ops like the VJP. Half operands arrive widened as for the VJP. Ready
+//     rules: linearJVP(&op) for ops linear in their float operands
+//     (reshapes, slices, gathers, sums: the op applied to the tangents),
+//     symmetricJVP(&op) for elementwise ops without broadcasting (the VJP
+//     applied to the tangent). A differentiable op without a JVP gets the
+//     transpose of its VJP, at about twice the cost.
+//   - Batch is the batching rule (Vmap): in holds the operands, those with
+//     batched[i] set with a leading batch dimension, the others as they
+//     are; params are those of one example. It returns every output with
+//     the batch first, computing the whole batch with one call: usually
+//     the op's public function on operands whose batch dimension it moved
+//     or broadcast, with params for the batched shapes (axes shifted past
+//     the batch dimension). Ready rules: sameOpBatch(&op) for elementwise
+//     ops whose params ignore shapes, elementwiseBatch(f) for broadcasting
+//     ops, materializeBatch(&op) for ops whose operands must share one
+//     shape, axisBatch(&op) for ops whose params are one axis; helpers
+//     for the rest: materialize, alignBatch, shiftAxes, moveAxis,
+//     mergeBatchInto (a gather or scatter with batched indices). Under
+//     Vmap an op without a rule is computed example by example (counted,
+//     and a panic under a strict Vmap): never leave it out.
 //   - Sharding says how package shard computes the op on placed operands
 //     (step 3).
 //   - Traits: leave them zero unless one of these holds. The zero value
@@ -251,10 +296,13 @@
 //     VJP reads its cotangent once, through a kernel that may write over
 //     it (takeDonated). Placement: Distributed, SyncVJP, HandlesVary are
 //     for ops of package shard and for transformations (checkpoint).
+//     Through: for ops whose implementation only applies other ops (a
+//     checkpoint, a custom rule), which Vmap and forward mode then pass
+//     through.
 //
-// Rules for other transformations (forward mode, batching) are fields of
-// Op beside VJP and Sharding, declared the same way; the engine's
-// dispatch (apply.go) and the transformation read them.
+// Rules for further transformations are fields of Op beside VJP, JVP,
+// Batch and Sharding, declared the same way; the engine's dispatch
+// (apply.go) and the transformation read them.
 //
 // 2. Write the public function: check the operands first (checkNil, then
 // dtypes, shapes, axes), panicking with the op and its operands in type
@@ -286,7 +334,14 @@
 // itself (gradients of gradients); bfloat16 operands against the float32
 // result rounded once; traced and untraced calls alike; placed operands
 // under shard.Strict against the host result; every panic message for
-// bad input.
+// bad input. Register a rule case for the op from an internal test file
+// (package tensor) with addRuleCases, as op_recipe_internal_test.go does:
+// one example's operands and a function applying the op. The shared
+// tests then check the batching rule (Vmap over each operand and axis
+// equals a loop over examples, bit for bit unless the case gives a
+// tolerance) and the JVP rule (finite differences, and the transpose of
+// the VJP); TestRulesCoverEveryOp fails for an op without a case or a
+// rule.
 //
 // # Devices
 //

@@ -220,6 +220,8 @@ func init() {
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Convert(g, in[0].dtype)}
 		},
+		JVP:    linearJVP(&convertOp),
+		Batch:  sameOpBatch(&convertOp),
 		Traits: Traits{Half: NativeHalf}, // its own conversion kernels
 	}
 }

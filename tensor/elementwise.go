@@ -359,16 +359,22 @@ func minF32(x, y float32) float32 {
 }
 
 // binaryOp builds the op of a binary elementwise function with its VJP,
-// residuals, sharding family (elementwise, or linear) and traits.
-func binaryOp(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask, fam ShardFamily, tr Traits) *Op {
+// residuals, sharding family (elementwise, or linear) and traits, its
+// JVP rule (nil for an op that is not differentiable), and its batching
+// rule: the public function on the aligned batches (elementwiseBatch).
+func binaryOp(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, jvp func(prim, tan, outs []*Tensor, p any) []*Tensor, save SaveMask, fam ShardFamily, tr Traits) *Op {
 	name := lowerFirst(d.name[len("tensor."):])
-	return &Op{Name: name, Impl: binaryImpl(d), VJP: vjp, Save: save, Sharding: broadcastSharding(name, fam), Traits: tr}
+	op := &Op{Name: name, Impl: binaryImpl(d), VJP: vjp, JVP: jvp, Save: save, Sharding: broadcastSharding(name, fam), Traits: tr}
+	op.Batch = elementwiseBatch(func(x []*Tensor) *Tensor { return binary(d, op, x[0], x[1]) })
+	return op
 }
 
 // binaryOpNeed is binaryOp with a VJP that skips unwanted cotangents.
-func binaryOpNeed(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor, save SaveMask, fam ShardFamily, tr Traits) *Op {
+func binaryOpNeed(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor, jvp func(prim, tan, outs []*Tensor, p any) []*Tensor, save SaveMask, fam ShardFamily, tr Traits) *Op {
 	name := lowerFirst(d.name[len("tensor."):])
-	return &Op{Name: name, Impl: binaryImpl(d), VJPNeed: vjp, Save: save, Sharding: broadcastSharding(name, fam), Traits: tr}
+	op := &Op{Name: name, Impl: binaryImpl(d), VJPNeed: vjp, JVP: jvp, Save: save, Sharding: broadcastSharding(name, fam), Traits: tr}
+	op.Batch = elementwiseBatch(func(x []*Tensor) *Tensor { return binary(d, op, x[0], x[1]) })
+	return op
 }
 
 // broadcastSharding is the sharding rule of a broadcasting op whose params are
@@ -379,6 +385,18 @@ func broadcastSharding(name string, fam ShardFamily) ShardingRule {
 		return binaryParamsFor(broadcastShapes(name, ",", blocks...), blocks[0])
 	}}
 }
+
+// toShapeOf returns the tangent t broadcast to the shape of out (t itself
+// if it has it already).
+func toShapeOf(t, out *Tensor) *Tensor {
+	if t == nil || sameShape(t.shape, out.shape) {
+		return t
+	}
+	return BroadcastTo(t, out.shape...)
+}
+
+// one1 returns a one-element slice holding t.
+func one1(t *Tensor) []*Tensor { return []*Tensor{t} }
 
 func lowerFirst(s string) string {
 	if s == "" {
@@ -409,6 +427,8 @@ func init() {
 			res[1] = unbroadcast(g, in[1].shape)
 		}
 		return res
+	}, func(_, t, outs []*Tensor, _ any) []*Tensor {
+		return one1(toShapeOf(addTangents(t[0], t[1]), outs[0]))
 	}, 0, ShardLinear, binaryTraits)
 	subOp = binaryOpNeed(subDef, func(g *Tensor, in []*Tensor, _ *Tensor, _ any, need uint64) []*Tensor {
 		res := make([]*Tensor, 2)
@@ -419,6 +439,14 @@ func init() {
 			res[1] = unbroadcast(Neg(g), in[1].shape)
 		}
 		return res
+	}, func(_, t, outs []*Tensor, _ any) []*Tensor {
+		switch {
+		case t[1] == nil:
+			return one1(toShapeOf(t[0], outs[0]))
+		case t[0] == nil:
+			return one1(toShapeOf(Neg(t[1]), outs[0]))
+		}
+		return one1(toShapeOf(Sub(t[0], t[1]), outs[0]))
 	}, 0, ShardLinear, binaryTraits)
 	mulOp = binaryOpNeed(mulDef, func(g *Tensor, in []*Tensor, _ *Tensor, _ any, need uint64) []*Tensor {
 		res := make([]*Tensor, 2)
@@ -429,6 +457,15 @@ func init() {
 			res[1] = unbroadcast(Mul(g, in[0]), in[1].shape)
 		}
 		return res
+	}, func(x, t, outs []*Tensor, _ any) []*Tensor {
+		var ta, tb *Tensor
+		if t[0] != nil {
+			ta = Mul(t[0], x[1])
+		}
+		if t[1] != nil {
+			tb = Mul(x[0], t[1])
+		}
+		return one1(toShapeOf(addTangents(ta, tb), outs[0]))
 	}, SaveAllInputs, ShardElementwise, binaryTraits)
 	divOp = binaryOpNeed(divDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any, need uint64) []*Tensor {
 		// d(a/b)/da = 1/b; d(a/b)/db = -a/b² = -out/b.
@@ -441,15 +478,26 @@ func init() {
 			res[1] = unbroadcast(Neg(Mul(ga, out)), in[1].shape)
 		}
 		return res
+	}, func(x, t, outs []*Tensor, _ any) []*Tensor {
+		// d(a/b) = (da - out·db)/b.
+		num := t[0]
+		if t[1] != nil {
+			if num == nil {
+				num = Neg(Mul(outs[0], t[1]))
+			} else {
+				num = Sub(num, Mul(outs[0], t[1]))
+			}
+		}
+		return one1(toShapeOf(Div(num, x[1]), outs[0]))
 	}, SaveInputs(1)|SaveOutput, ShardElementwise, binaryTraits)
-	remOp = binaryOp(remDef, nil, 0, ShardElementwise, Traits{})
-	floorDivOp = binaryOp(floorDivDef, nil, 0, ShardElementwise, Traits{})
+	remOp = binaryOp(remDef, nil, nil, 0, ShardElementwise, Traits{})
+	floorDivOp = binaryOp(floorDivDef, nil, nil, 0, ShardElementwise, Traits{})
 	maxOp = binaryOp(maxDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
 		return minMaxVJP(g, in, out)
-	}, SaveAllInputs|SaveOutput, ShardElementwise, binaryTraits)
+	}, minMaxJVP, SaveAllInputs|SaveOutput, ShardElementwise, binaryTraits)
 	minOp = binaryOp(minDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
 		return minMaxVJP(g, in, out)
-	}, SaveAllInputs|SaveOutput, ShardElementwise, binaryTraits)
+	}, minMaxJVP, SaveAllInputs|SaveOutput, ShardElementwise, binaryTraits)
 	powOp = binaryOp(powDef, func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
 		// As in JAX: d(a^b)/da = b·a^(b-1), but 0 where b == 0 (not
 		// 0·0^-1 = NaN at a == 0); d(a^b)/db = a^b·log a with a == 0
@@ -462,7 +510,37 @@ func init() {
 		la := Log(Where(Equal(a, zero), Scalar(1), a))
 		gb := Mul(g, Mul(out, la))
 		return []*Tensor{unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)}
+	}, func(x, t, outs []*Tensor, _ any) []*Tensor {
+		// The VJP's factors, times the tangents.
+		a, b, out := x[0], x[1], outs[0]
+		zero := Scalar(0)
+		var ta, tb *Tensor
+		if t[0] != nil {
+			ta = Mul(t[0], Where(Equal(b, zero), zero, Mul(b, Pow(a, Sub(b, Scalar(1))))))
+		}
+		if t[1] != nil {
+			tb = Mul(t[1], Mul(out, Log(Where(Equal(a, zero), Scalar(1), a))))
+		}
+		return one1(toShapeOf(addTangents(ta, tb), out))
 	}, SaveAllInputs|SaveOutput, ShardElementwise, binaryTraits)
+}
+
+// minMaxJVP is the JVP of Maximum and Minimum: the tangent of the operand
+// selected, the mean of both on ties (as minMaxVJP splits the cotangent),
+// 0 where the result is NaN.
+func minMaxJVP(x, t, outs []*Tensor, _ any) []*Tensor {
+	out := outs[0]
+	ma := AsType(Equal(x[0], out), Float32)
+	mb := AsType(Equal(x[1], out), Float32)
+	tot := Maximum(Add(ma, mb), Scalar(1))
+	var ta, tb *Tensor
+	if t[0] != nil {
+		ta = Mul(t[0], Div(ma, tot))
+	}
+	if t[1] != nil {
+		tb = Mul(t[1], Div(mb, tot))
+	}
+	return one1(toShapeOf(addTangents(ta, tb), out))
 }
 
 // minMaxVJP sends the cotangent to the operand that was selected; ties split

@@ -118,6 +118,29 @@ func init() {
 			}
 			return SaveOutput
 		},
+		// dy = f'(z)·(dx + db), computed as the VJP computes g·f'(z).
+		JVP: func(x, t, outs []*Tensor, p any) []*Tensor {
+			act := p.(Activation)
+			dz := toShapeOf(addTangents(t[0], t[1]), x[0])
+			switch {
+			case act == ActIdentity:
+				return one1(dz)
+			case act.fromInput():
+				return one1(Apply(biasActBwdOp, act, dz, x[0], x[1]))
+			}
+			return one1(Apply(act.bwd(), nil, dz, outs[0]))
+		},
+		// A batch of x with one bias is one fused call; a batch of biases
+		// (an ensemble's) is the composition act(x + b), whose bits
+		// BiasAct's are.
+		Batch: func(in []*Tensor, batched []bool, p any) []*Tensor {
+			act := p.(Activation)
+			if !batched[1] {
+				return one1(BiasAct(in[0], in[1], act))
+			}
+			x := alignBatch(in, batched, maxExampleRank(in, batched))
+			return one1(act.apply(Add(x[0], x[1])))
+		},
 		// The VJP passes g through or consumes it once in a bwd op,
 		// which may write over it (ad_backward.go).
 		Traits: Traits{Reuse: FreshVJP | TakesCotangent},
@@ -181,7 +204,63 @@ func init() {
 			return []*Tensor{Apply(act.bwd(), nil, c, z), gz, unbroadcast(gz, b.shape)}
 		},
 		Save: SaveAllInputs,
+		// out = g·f'(z), z = x + b: d out = dg·f'(z) + g·f''(z)·dz.
+		JVP: func(x, t, _ []*Tensor, p any) []*Tensor {
+			act := p.(Activation)
+			g, z := x[0], Add(x[1], x[2])
+			var d *Tensor
+			if t[0] != nil {
+				d = Apply(act.bwd(), nil, t[0], z)
+			}
+			if dz := addTangents(t[1], t[2]); dz != nil {
+				d = addTangents(d, Mul(Mul(g, act.grad2(z)), dz))
+			}
+			return one1(toShapeOf(d, g))
+		},
+		// One fused call for one bias; for a batch of biases, the bwd op
+		// of the activation on z = x + b (the same bits).
+		Batch: func(in []*Tensor, batched []bool, p any) []*Tensor {
+			act := p.(Activation)
+			n := batchSize(in, batched)
+			g, x := materialize(in[0], batched[0], n), materialize(in[1], batched[1], n)
+			if !batched[2] {
+				return one1(Apply(biasActBwdOp, act, g, x, in[2]))
+			}
+			b := alignBatch(in[2:], batched[2:], len(x.shape)-1)[0]
+			return one1(Apply(act.bwd(), nil, g, Add(x, b)))
+		},
 	}
+}
+
+// apply returns the activation of z, as the unfused ops compute it.
+func (a Activation) apply(z *Tensor) *Tensor {
+	switch a {
+	case ActRelu:
+		return Relu(z)
+	case ActGelu:
+		return Gelu(z)
+	case ActGeluExact:
+		return GeluExact(z)
+	case ActSilu:
+		return Silu(z)
+	case ActTanh:
+		return Tanh(z)
+	case ActSigmoid:
+		return Sigmoid(z)
+	}
+	return z
+}
+
+// grad2 returns the second derivative of an activation whose derivative
+// needs its input (GELU, exact GELU, SiLU) at z, built from ops.
+func (a Activation) grad2(z *Tensor) *Tensor {
+	switch a {
+	case ActGelu:
+		return geluTanhGrad2(z)
+	case ActGeluExact:
+		return geluExactGrad2(z)
+	}
+	return siluGrad2(z)
 }
 
 // addBiasAct writes act(x + b) into dst, b broadcast along the rows of x.

@@ -187,6 +187,23 @@ func init() {
 			return []*Tensor{takeGrad(g, in[1], in[0].shape, p.axis), nil}
 		},
 		Save: SaveInputs(1),
+		JVP:  linearJVP(&takeOp),
+		// With batched indices and a batch of x, the examples' x are laid
+		// end to end along axis and each example's indices offset to its
+		// own (a gather of the batch, no loop).
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			a := pp.(*takeParams).axis
+			x, idx := in[0], in[1]
+			switch {
+			case !batched[1]:
+				return one1(Take(x, idx, a+1))
+			case !batched[0]:
+				return one1(moveAxis(Take(x, idx, a), a, 0))
+			}
+			n := x.shape[a+1]
+			flat := mergeBatchInto(x, a)
+			return one1(moveAxis(Take(flat, batchOffsets(idx, n), a), a, 0))
+		},
 	}
 }
 
@@ -281,6 +298,12 @@ func init() {
 			return []*Tensor{Apply(takeAlongGradOp, p, in[1], g), nil}
 		},
 		Save: SaveInputs(1),
+		JVP:  linearJVP(&takeAlongOp),
+		// The batch dimension is one more broadcasting dimension.
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			x, idx := leadingBatch(in[0], batched[0]), leadingBatch(in[1], batched[1])
+			return one1(TakeAlongAxis(x, idx, pp.(*takeAlongParams).axis+1))
+		},
 	}
 }
 
@@ -390,6 +413,13 @@ func init() {
 			return []*Tensor{nil, TakeAlongAxis(g, in[0], p.axis)}
 		},
 		Save: SaveInputs(0),
+		JVP:  linearJVP(&takeAlongGradOp),
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			p := pp.(*takeAlongParams)
+			n := batchSize(in, batched)
+			q := &takeAlongParams{axis: p.axis + 1, xShape: append([]int{n}, p.xShape...), outShape: append([]int{n}, p.outShape...)}
+			return one1(Apply(takeAlongGradOp, q, leadingBatch(in[0], batched[0]), materialize(in[1], batched[1], n)))
+		},
 	}
 }
 
@@ -448,6 +478,7 @@ func init() {
 			}
 			return out
 		},
+		Batch: sameOpBatch(&oneHotOp),
 	}
 }
 

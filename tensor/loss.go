@@ -57,6 +57,17 @@ func init() {
 			return outs
 		},
 		Save: SaveAllInputs,
+		// d mean((a-b)²) = 2/n·Σ (a-b)·(da-db).
+		JVP: func(x, t, _ []*Tensor, _ any) []*Tensor {
+			d := subTangents(t[0], t[1])
+			return one1(MulScalar(Sum(Mul(Sub(x[0], x[1]), d)), 2/float32(x[0].Size())))
+		},
+		// Per example: Mean(Square(Sub)), whose bits MSE's are.
+		Batch: func(in []*Tensor, batched []bool, _ any) []*Tensor {
+			x := alignBatch(in, batched, maxExampleRank(in, batched))
+			d := Square(Sub(x[0], x[1]))
+			return one1(Mean(d, exampleAxes(d)...))
+		},
 	}
 	// mse_grad returns g/n·2(pred - target) and its negation in one sweep,
 	// rounded as the unfused backward pass rounds them.
@@ -101,6 +112,28 @@ func init() {
 			return []*Tensor{gg, ga, Neg(ga)}
 		},
 		Save: SaveAllInputs,
+		// ga = 2/n·g·(a-b): d ga = 2/n·(dg·(a-b) + g·(da-db)), d gb = -d ga.
+		JVP: func(x, t, _ []*Tensor, _ any) []*Tensor {
+			g, a, b := x[0], x[1], x[2]
+			var d *Tensor
+			if t[0] != nil {
+				d = Mul(t[0], Sub(a, b))
+			}
+			if dab := subTangents(t[1], t[2]); dab != nil {
+				d = addTangents(d, Mul(g, dab))
+			}
+			d = MulScalar(toShapeOf(d, a), 2/float32(a.Size()))
+			return []*Tensor{d, Neg(d)}
+		},
+		// Per example: (a-b)·2·(g·(1/n)), rounded as the kernel rounds.
+		Batch: func(in []*Tensor, batched []bool, _ any) []*Tensor {
+			x := alignBatch(in, batched, maxExampleRank(in[1:], batched[1:]))
+			g, a, b := x[0], x[1], x[2]
+			n := numel(exampleShape(in[1], batched[1]))
+			gs := MulScalar(g, 1/float32(n))
+			ga := Mul(MulScalar(Sub(a, b), 2), gs) // the batch first: g's, a's or b's
+			return []*Tensor{ga, Neg(ga)}
+		},
 	}
 }
 
@@ -140,6 +173,14 @@ func init() {
 			return []*Tensor{gz, nil}
 		},
 		Save: SaveInputs(1) | SaveOutput,
+		// d loss = Σ (softmax - onehot)·dz; d softmax = softmax_grad(dz).
+		JVP: func(x, t, outs []*Tensor, _ any) []*Tensor {
+			sm := outs[1]
+			r := len(sm.shape)
+			dl := Sum(Mul(Sub(sm, xentOnehot(x[1], sm.shape[r-1])), t[0]), -1)
+			return []*Tensor{dl, Apply(softmaxGradOp, r-1, t[0], sm)}
+		},
+		Batch: materializeBatch(&xentOp),
 	}
 	// xentGradOp computes g·(softmax - onehot(label)) in one sweep.
 	xentGradOp = &Op{
@@ -169,11 +210,25 @@ func init() {
 			return []*Tensor{Sum(Mul(ct, Sub(sm, onehot)), -1), Mul(ExpandDims(g, -1), ct), nil}
 		},
 		Save: SaveAllInputs,
+		// z = g·(sm - onehot): dz = dg·(sm - onehot) + g·dsm.
+		JVP: func(x, t, _ []*Tensor, _ any) []*Tensor {
+			g, sm := x[0], x[1]
+			var d *Tensor
+			if t[0] != nil {
+				d = Mul(ExpandDims(t[0], -1), Sub(sm, xentOnehot(x[2], sm.shape[len(sm.shape)-1])))
+			}
+			if t[1] != nil {
+				d = addTangents(d, Mul(ExpandDims(g, -1), t[1]))
+			}
+			return one1(d)
+		},
+		Batch: materializeBatch(&xentGradOp),
 	}
 	xentFwdOp = &Op{
 		Name:     "softmax_cross_entropy",
 		Sharding: ShardingRule{Family: ShardCrossEntropy},
 		Impl:     func(in []*Tensor, _ any) *Tensor { return xentImpl(in[0], in[1], nil) },
+		Batch:    materializeBatch(&xentFwdOp),
 	}
 	xentProbsOp = &Op{
 		Name:     "softmax_cross_entropy_probs",
@@ -202,11 +257,27 @@ func init() {
 			return []*Tensor{gz, gp}
 		},
 		Save: SaveInputs(1) | SaveOutput,
+		// loss = -Σ p·lsm: d loss = -Σ (dp·lsm + p·dlsm), with
+		// dlsm = dz - Σ softmax·dz.
+		JVP: func(x, t, outs []*Tensor, _ any) []*Tensor {
+			p, lsm := x[1], outs[1]
+			var dlsm, dl *Tensor
+			if t[0] != nil {
+				dlsm = Sub(t[0], SumKeep(Mul(Exp(lsm), t[0]), -1))
+				dl = Neg(Sum(Mul(p, dlsm), -1))
+			}
+			if t[1] != nil {
+				dl = subTangents(dl, Sum(Mul(t[1], lsm), -1))
+			}
+			return []*Tensor{dl, dlsm}
+		},
+		Batch: materializeBatch(&xentProbsOp),
 	}
 	xentProbsFwdOp = &Op{
 		Name:     "softmax_cross_entropy_probs",
 		Sharding: ShardingRule{Family: ShardRowReduce},
 		Impl:     func(in []*Tensor, _ any) *Tensor { return xentProbsImpl(in[0], in[1], nil) },
+		Batch:    materializeBatch(&xentProbsFwdOp),
 	}
 }
 
@@ -314,7 +385,7 @@ func SoftmaxCrossEntropy(logits, labels *Tensor) *Tensor {
 			}
 		}
 	}
-	if !logits.IsTraced() {
+	if !mayDiff(logits) {
 		return Apply(xentFwdOp, nil, logits, labels)
 	}
 	return ApplyN(xentOp, nil, logits, labels)[0]
@@ -343,7 +414,7 @@ func SoftmaxCrossEntropyProbs(logits, probs *Tensor) *Tensor {
 	if !sameShape(logits.shape, probs.shape) {
 		panic(fmt.Sprintf("%s: %s: shapes must match exactly", name, desc()))
 	}
-	if !logits.IsTraced() && !probs.IsTraced() {
+	if !mayDiff(logits) && !mayDiff(probs) {
 		return Apply(xentProbsFwdOp, nil, logits, probs)
 	}
 	return ApplyN(xentProbsOp, nil, logits, probs)[0]
@@ -403,4 +474,30 @@ func SigmoidBinaryCrossEntropy(logits, labels *Tensor) *Tensor {
 		panic(fmt.Sprintf("%s: %s: shapes must match exactly", name, operands("", logits, labels)))
 	}
 	return Sub(Softplus(logits), Mul(labels, logits))
+}
+
+// subTangents returns a - b where either may be nil (zero).
+func subTangents(a, b *Tensor) *Tensor {
+	switch {
+	case b == nil:
+		return a
+	case a == nil:
+		return Neg(b)
+	}
+	return Sub(a, b)
+}
+
+// exampleAxes returns the axes of one example of a batch x (all but the
+// first).
+func exampleAxes(x *Tensor) []int {
+	axes := make([]int, len(x.shape)-1)
+	for i := range axes {
+		axes[i] = i + 1
+	}
+	return axes
+}
+
+// xentOnehot returns the one-hot float32 rows of labels over c classes.
+func xentOnehot(labels *Tensor, c int) *Tensor {
+	return AsType(Equal(ExpandDims(labels, -1), Arange(c)), Float32)
 }

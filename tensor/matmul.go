@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gonox/gonox/tensor/internal/gemm"
 )
@@ -63,11 +64,43 @@ func init() {
 			return res
 		},
 		Save: SaveAllInputs,
+		// d(op(A)·op(B)) = op(dA)·op(B) + op(A)·op(dB).
+		JVP: func(x, t, _ []*Tensor, pp any) []*Tensor {
+			p := pp.(*matmulParams)
+			var ta, tb *Tensor
+			if t[0] != nil {
+				ta = MatMulT(t[0], x[1], p.ta, p.tb)
+			}
+			if t[1] != nil {
+				tb = MatMulT(x[0], t[1], p.ta, p.tb)
+			}
+			return one1(addTangents(ta, tb))
+		},
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			return one1(matmulBatch(in, batched, pp.(*matmulParams), MatMulT))
+		},
 		Traits: Traits{
 			Half:  NativeHalf, // bfloat16 gemm, or float16 widened once (matmul_bf16.go)
 			Reuse: FreshVJP,   // products computed by gemm (ad_backward.go)
 		},
 	}
+}
+
+// matmulBatch computes a batch of products op(a)·op(b) with mm (MatMulT or
+// a MatMulTo): a batch of a times one b as a single product with the
+// examples' rows stacked (one gemm with B·m rows, the same sums per
+// element), anything else as a batched product whose batch dimensions
+// lead (alignBatch), the examples' batch dimensions broadcasting as they
+// did.
+func matmulBatch(in []*Tensor, batched []bool, p *matmulParams, mm func(a, b *Tensor, ta, tb bool) *Tensor) *Tensor {
+	a, b := in[0], in[1]
+	if batched[0] && !batched[1] && len(b.shape) == 2 && !p.ta {
+		k := a.shape[len(a.shape)-1]
+		c := mm(Reshape(a, -1, k), b, false, p.tb)
+		return Reshape(c, append(slices.Clone(a.shape[:len(a.shape)-1]), p.n)...)
+	}
+	x := alignBatch(in, batched, len(p.batch)+2)
+	return mm(x[0], x[1], p.ta, p.tb)
 }
 
 // matmulImpl computes op(a) @ op(b): float32 operands with Sgemm, half

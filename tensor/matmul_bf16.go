@@ -96,6 +96,23 @@ func init() {
 			// inputs' dtype (so they come back in that dtype).
 			return matmulOp.VJPNeed(Convert(g, in[0].dtype), in, nil, pp.(*matmulToParams).p, need)
 		},
+		JVP: func(x, t, _ []*Tensor, pp any) []*Tensor {
+			q := pp.(*matmulToParams)
+			var ta, tb *Tensor
+			if t[0] != nil {
+				ta = MatMulTo(t[0], x[1], q.p.ta, q.p.tb, q.dt)
+			}
+			if t[1] != nil {
+				tb = MatMulTo(x[0], t[1], q.p.ta, q.p.tb, q.dt)
+			}
+			return one1(addTangents(ta, tb))
+		},
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			q := pp.(*matmulToParams)
+			return one1(matmulBatch(in, batched, q.p, func(a, b *Tensor, ta, tb bool) *Tensor {
+				return MatMulTo(a, b, ta, tb, q.dt)
+			}))
+		},
 		Save: SaveAllInputs,
 		Traits: Traits{
 			Half:  NativeHalf, // accumulates in float32, rounds to dt itself

@@ -13,12 +13,15 @@ import "fmt"
 //     ImplVJP when differentiating needs more than the plain forward;
 //   - how each transformation treats it, one rule per transformation:
 //     reverse mode (VJP, or VJPNeed or VJPN, with Save or SaveFor
-//     selecting what the rule reads) and sharding propagation (Sharding,
-//     which package shard interprets). A transformation reads its rule
-//     where the engine dispatches the op (apply.go, ad_backward.go, the
-//     placer); an op without the rule gets the transformation's safe
-//     default (no VJP: not differentiable; no sharding rule: operands
-//     gathered);
+//     selecting what the rule reads), forward mode (JVP), batching for
+//     Vmap (Batch) and sharding propagation (Sharding, which package
+//     shard interprets). A transformation reads its rule where the engine
+//     dispatches the op (apply.go, ad_backward.go, ad_jvp.go, ad_vmap.go,
+//     the placer); an op without the rule gets the transformation's safe
+//     default (no VJP: not differentiable; no JVP: the transpose of the
+//     VJP; no batching rule: computed example by example under Vmap,
+//     counted, and a panic under a strict Vmap; no sharding rule:
+//     operands gathered);
 //   - its Traits: the per-op decisions the engine would otherwise have to
 //     guess — how it meets bfloat16 and float16 operands, which buffers
 //     the backward pass may reuse around its VJP, how it meets placed
@@ -63,6 +66,27 @@ type Op struct {
 	// skip their work — the input batch of a first layer, a target.
 	VJPNeed func(g *Tensor, in []*Tensor, out *Tensor, params any, need uint64) []*Tensor
 
+	// JVP is the forward-mode rule: given the primal inputs, their
+	// tangents (nil for an input whose tangent is zero, and for integer
+	// inputs) and the primal outputs, it returns one tangent per output
+	// (nil for zero), each of its output's shape and dtype. Like the VJP
+	// it is built from ops, so it works on traced, batched and placed
+	// values. A differentiable op without a JVP gets the transpose of its
+	// VJP (about twice the work): linear ops and the common ones declare
+	// their own.
+	JVP func(primals, tangents, outs []*Tensor, params any) []*Tensor
+	// Batch is the batching rule (Vmap): it computes the op on a batch of
+	// examples at once. in holds the operands, those with batched[i] set
+	// with the batch dimension first (in[i].Shape()[1:] is one example's
+	// shape), the others as they are (the same for every example); params
+	// are the op's params for one example. It returns every output with
+	// the batch dimension first, usually by calling the op's public
+	// function once on operands whose batch dimension it moved or
+	// broadcast (see "How to write an op"). A nil Batch makes Vmap compute
+	// the op example by example (counted; a panic under a strict Vmap):
+	// every op of this package has a rule.
+	Batch func(in []*Tensor, batched []bool, params any) []*Tensor
+
 	// Save selects the residuals the VJP needs.
 	Save SaveMask
 	// SaveFor, if set, overrides Save for ops whose needs depend on their
@@ -100,6 +124,9 @@ type Traits struct {
 	// Placement says how the op meets placed tensors (shard.Put) and
 	// shard.Map blocks.
 	Placement Placement
+	// Through says which transformations (Vmap, forward mode) pass
+	// through the op to the ops its implementation applies.
+	Through Through
 }
 
 // HalfMode says how an op meets bfloat16 and float16 host operands.

@@ -5,12 +5,15 @@ package tensor
 // op_recipe_test.go for its test. Nothing else in the package knows them:
 // the tests there prove that the declaration alone makes them work traced
 // and untraced, differentiated twice, on bfloat16 and float16 operands,
-// with the backward pass reusing buffers as the traits allow, and on
-// placed tensors by the sharding rule they declare.
+// with the backward pass reusing buffers as the traits allow, on placed
+// tensors by the sharding rule they declare, under Vmap and in forward
+// mode. The rule cases at the end of this file put them through the tests
+// every op of the package passes (ad_rules_test.go).
 
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 )
 
 var softsignOp, softsignPartsOp *Op
@@ -34,6 +37,15 @@ func init() {
 		Save: SaveInputs(0),
 		// Each element from the element at the same position.
 		Sharding: ShardingRule{Family: ShardElementwise},
+		// The tangent: dy = dx/(1+|x|)², built from ops.
+		JVP: func(x, t, _ []*Tensor, _ any) []*Tensor {
+			d := Add(Scalar(1), Abs(x[0]))
+			return []*Tensor{Div(t[0], Mul(d, d))}
+		},
+		// Elementwise, no params: the op runs on the whole batch as it is.
+		Batch: func(in []*Tensor, _ []bool, p any) []*Tensor {
+			return []*Tensor{Apply(softsignOp, p, in[0])}
+		},
 		// Div allocates the cotangent it returns.
 		Traits: Traits{Reuse: FreshVJP},
 	}
@@ -72,8 +84,29 @@ func init() {
 		},
 		Save:     SaveInputs(0) | SaveOutput,
 		Sharding: ShardingRule{Family: ShardElementwise},
+		// dy = r²·dx, dr = -sign(x)·r²·dx.
+		JVP: func(x, t, outs []*Tensor, _ any) []*Tensor {
+			r2 := Mul(outs[1], outs[1])
+			dy := Mul(r2, t[0])
+			return []*Tensor{dy, Neg(Mul(Sign(x[0]), dy))}
+		},
+		Batch: func(in []*Tensor, _ []bool, p any) []*Tensor {
+			return ApplyN(softsignPartsOp, p, in[0])
+		},
 	}
 }
+
+// The rule cases of the toy ops (see ruleCase): one example's operands
+// and the function applying the op.
+var _ = addRuleCases(
+	ruleCase{name: "softsignOp", op: &softsignOp, in: func(r *rand.Rand) []*Tensor { return args(rAway(r, 3, 4)) },
+		f: fn1(Softsign)},
+	ruleCase{name: "softsignPartsOp", op: &softsignPartsOp, in: func(r *rand.Rand) []*Tensor { return args(rAway(r, 3, 4)) },
+		f: func(x []*Tensor) []*Tensor {
+			y, r := SoftsignParts(x[0])
+			return []*Tensor{y, r}
+		}},
+)
 
 // Softsign returns x/(1+|x|) elementwise (jax.nn.soft_sign) for a float
 // tensor x.

@@ -56,6 +56,7 @@ func init() {
 			}
 			return []*Tensor{u, mu2, nu2}, nil
 		},
+		Batch: materializeBatch(&adamOp),
 	}
 }
 
@@ -111,6 +112,7 @@ func init() {
 			}
 			return []*Tensor{p2, mu2, nu2}, nil
 		},
+		Batch: materializeBatch(&adamStepOp),
 	}
 }
 
@@ -170,6 +172,7 @@ func init() {
 			}
 			return []*Tensor{p2, t2}, nil
 		},
+		Batch: materializeBatch(&sgdStepOp),
 	}
 }
 

@@ -49,6 +49,15 @@ func init() {
 			}
 			return []*Tensor{slice(g, p.lo, limits)}
 		},
+		// Padding with a constant: the tangent is padded with zeros.
+		JVP: func(_, t, _ []*Tensor, pp any) []*Tensor {
+			p := pp.(*padParams)
+			return one1(Apply(padOp, &padParams{p.lo, p.hi, 0}, t[0]))
+		},
+		Batch: func(in []*Tensor, _ []bool, pp any) []*Tensor {
+			p := pp.(*padParams)
+			return one1(Apply(padOp, &padParams{append([]int{0}, p.lo...), append([]int{0}, p.hi...), p.value}, in[0]))
+		},
 	}
 }
 

@@ -127,5 +127,7 @@ func init() {
 			}
 			return []*Tensor{to.Env.PsumMask(g, extra)}
 		},
+		JVP:   linearJVP(&pvaryOp),
+		Batch: sameOpBatch(&pvaryOp),
 	}
 }

@@ -74,7 +74,32 @@ func init() {
 			}
 			return res
 		},
-		Save:   SaveAllInputs,
+		Save: SaveAllInputs,
+		JVP: func(x, t, _ []*Tensor, pp any) []*Tensor {
+			p := pp.(*raggedParams)
+			var dx, dw *Tensor
+			if t[0] != nil {
+				dx = raggedDot(t[0], x[1], x[2], p.transW)
+			}
+			if t[1] != nil {
+				dw = raggedDot(x[0], t[1], x[2], p.transW)
+			}
+			return one1(addTangents(dx, dw))
+		},
+		// The examples' rows end to end, each example's groups followed by
+		// a group of zero weights over its rows past the groups (which
+		// are then set to 0, as RaggedDot leaves them).
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			xs := materializeAll(in, batched)
+			x, w, gs := xs[0], xs[1], xs[2]
+			b, m, k := x.shape[0], x.shape[1], x.shape[2]
+			gs2, covered := raggedFill(gs, m)
+			w2 := Concat(1, w, Zeros(w.dtype, b, 1, w.shape[2], w.shape[3]))
+			w2 = Reshape(w2, -1, w.shape[2], w.shape[3])
+			out := raggedDot(Reshape(x, b*m, k), w2, gs2, pp.(*raggedParams).transW)
+			out = Reshape(out, b, m, -1)
+			return one1(Where(covered, out, Scalar(0)))
+		},
 		Traits: Traits{Reuse: FreshVJP}, // products computed by gemm
 	}
 	// ragged_outer: out[g] = a[rows of g]ᵀ @ b[rows of g], f32[G, ka, kb];
@@ -112,7 +137,29 @@ func init() {
 			}
 			return res
 		},
-		Save:   SaveAllInputs,
+		Save: SaveAllInputs,
+		JVP: func(x, t, _ []*Tensor, pp any) []*Tensor {
+			var da, db *Tensor
+			if t[0] != nil {
+				da = raggedOuter(t[0], x[1], x[2], pp.(int))
+			}
+			if t[1] != nil {
+				db = raggedOuter(x[0], t[1], x[2], pp.(int))
+			}
+			return one1(addTangents(da, db))
+		},
+		// The examples' rows end to end, each example's groups followed by
+		// one over its rows past them, whose product is dropped.
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			xs := materializeAll(in, batched)
+			a, bb, gs := xs[0], xs[1], xs[2]
+			b, m := a.shape[0], a.shape[1]
+			groups := pp.(int)
+			gs2, _ := raggedFill(gs, m)
+			out := raggedOuter(Reshape(a, b*m, -1), Reshape(bb, b*m, -1), gs2, b*(groups+1))
+			out = Reshape(out, b, groups+1, a.shape[2], bb.shape[2])
+			return one1(SliceAxis(out, 1, 0, groups))
+		},
 		Traits: Traits{Reuse: FreshVJP}, // products computed by gemm
 	}
 }
@@ -174,8 +221,22 @@ func RaggedDot(x, w, groupSizes *Tensor) *Tensor {
 	if groupSizes.dtype != Int32 || len(groupSizes.shape) != 1 || groupSizes.shape[0] != w.shape[0] {
 		panic(fmt.Sprintf("tensor.RaggedDot: %s: group sizes must be i32[%d]", desc(), w.shape[0]))
 	}
-	if groupSizes.layout == nil {
+	if groupSizes.layout == nil && groupSizes.xv == nil {
 		checkGroupSizes("tensor.RaggedDot", groupSizes, x.shape[0]) // fail here, naming the public op
 	}
 	return raggedDot(x, w, groupSizes, false)
+}
+
+// raggedFill returns the group sizes of a batch of ragged products laid
+// end to end (gs: [B, g] for examples of m rows each): each example's
+// groups and a last one over its rows past them, flattened to
+// [B·(g+1)]; and the mask [B, m, 1] of the rows the examples' groups
+// cover.
+func raggedFill(gs *Tensor, m int) (sizes, covered *Tensor) {
+	b := gs.shape[0]
+	used := SumKeep(gs, 1) // [B, 1]
+	rest := Sub(ScalarInt(int32(m)), used)
+	sizes = Reshape(Concat(1, gs, rest), -1)
+	covered = Less(Reshape(Arange(m), 1, m, 1), Reshape(used, b, 1, 1))
+	return sizes, covered
 }

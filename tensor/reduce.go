@@ -182,6 +182,18 @@ func init() {
 			}
 			return []*Tensor{BroadcastTo(Reshape(g, p.keepShape...), in[0].shape...)}
 		},
+		JVP:   linearJVP(&sumOp),
+		Batch: reduceBatch(&sumOp),
+	}
+}
+
+// reduceBatch is the batching rule of the reductions whose params are
+// reduceParams: the same axes, past the batch dimension.
+func reduceBatch(op **Op) func([]*Tensor, []bool, any) []*Tensor {
+	return func(in []*Tensor, _ []bool, pp any) []*Tensor {
+		p := pp.(*reduceParams)
+		x := in[0]
+		return []*Tensor{Apply(*op, newReduceParams((*op).Name, x, shiftAxes(p.axes), p.keep), x)}
 	}
 }
 
@@ -237,7 +249,8 @@ func MeanKeep(x *Tensor, axes ...int) *Tensor {
 }
 
 func chooserOp(name string, fam ShardFamily, better func(a, b float32) bool, init float32, ibetter func(a, b int32) bool, iinit int32) *Op {
-	return &Op{
+	var op *Op
+	op = &Op{
 		Name:     name,
 		Sharding: reduceSharding(name, fam),
 		Impl: func(in []*Tensor, pp any) *Tensor {
@@ -285,8 +298,17 @@ func chooserOp(name string, fam ShardFamily, better func(a, b float32) bool, ini
 			gk := Reshape(g, p.keepShape...)
 			return []*Tensor{Mul(mask, Div(gk, count))}
 		},
-		Save: SaveInputs(0) | SaveOutput,
+		// The mean of the tangents of the elements equal to the result.
+		JVP: func(x, t, outs []*Tensor, pp any) []*Tensor {
+			p := pp.(*reduceParams)
+			mask := AsType(Equal(x[0], Reshape(outs[0], p.keepShape...)), Float32)
+			s := Div(SumKeep(Mul(mask, t[0]), p.axes...), SumKeep(mask, p.axes...))
+			return one1(Reshape(s, p.outShape...))
+		},
+		Save:  SaveInputs(0) | SaveOutput,
+		Batch: reduceBatch(&op),
 	}
+	return op
 }
 
 var (
@@ -440,6 +462,11 @@ func init() {
 			}
 			return out
 		},
+		Batch: func(in []*Tensor, _ []bool, pp any) []*Tensor {
+			p := pp.(argParams)
+			p.axis++
+			return []*Tensor{Apply(argOp, p, in[0])}
+		},
 	}
 }
 
@@ -495,6 +522,12 @@ func init() {
 				}
 			})
 			return out
+		},
+		Batch: func(in []*Tensor, _ []bool, pp any) []*Tensor {
+			p := pp.(*anyAllParams)
+			x := in[0]
+			q := &anyAllParams{newReduceParams("tensor.Any", x, shiftAxes(p.r.axes), p.r.keep), p.all}
+			return []*Tensor{Apply(anyAllOp, q, x)}
 		},
 	}
 }

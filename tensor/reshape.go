@@ -21,6 +21,11 @@ func init() {
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Reshape(g, in[0].shape...)}
 		},
+		JVP: linearJVP(&reshapeOp),
+		Batch: func(in []*Tensor, _ []bool, p any) []*Tensor {
+			x := in[0]
+			return one1(Reshape(x, append([]int{x.shape[0]}, p.([]int)...)...))
+		},
 		Traits: Traits{Half: NativeHalf}, // a view: 16-bit data as it is
 	}
 }
@@ -149,6 +154,12 @@ func init() {
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{unbroadcast(g, in[0].shape)}
 		},
+		JVP: linearJVP(&broadcastOp),
+		Batch: func(in []*Tensor, batched []bool, p any) []*Tensor {
+			shape := p.([]int)
+			x := alignBatch(in, batched, len(shape))[0]
+			return one1(BroadcastTo(x, append([]int{x.shape[0]}, shape...)...))
+		},
 	}
 }
 
@@ -212,6 +223,10 @@ func init() {
 				inv[a] = i
 			}
 			return []*Tensor{Transpose(g, inv...)}
+		},
+		JVP: linearJVP(&transposeOp),
+		Batch: func(in []*Tensor, _ []bool, p any) []*Tensor {
+			return one1(Transpose(in[0], append([]int{0}, shiftAxes(p.([]int))...)...))
 		},
 		Traits: Traits{Reuse: FreshVJP}, // a transposed copy of g, or a view of g (settle checks)
 	}

@@ -58,6 +58,12 @@ func init() {
 			return []*Tensor{g, nil, Take(g, in[1], pp.(scatterParams).axis)}
 		},
 		Save: SaveInputs(1),
+		JVP:  linearJVP(&scatterAddOp),
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			n := batchSize(in, batched)
+			x, upd := materialize(in[0], batched[0], n), materialize(in[2], batched[2], n)
+			return one1(scatterAddBatch(x, in[1], batched[1], upd, pp.(scatterParams).axis))
+		},
 	}
 }
 
@@ -119,6 +125,17 @@ func init() {
 			return []*Tensor{nil, Take(g, in[0], pp.(*takeGradParams).axis)}
 		},
 		Save: SaveInputs(0),
+		JVP:  linearJVP(&takeGradOp),
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			p := pp.(*takeGradParams)
+			n := batchSize(in, batched)
+			g := materialize(in[1], batched[1], n)
+			if !batched[0] {
+				return one1(takeGrad(g, in[0], append([]int{n}, p.xShape...), p.axis+1))
+			}
+			x := Zeros(g.dtype, append([]int{n}, p.xShape...)...)
+			return one1(scatterAddBatch(x, in[0], true, g, p.axis))
+		},
 	}
 }
 
@@ -155,6 +172,21 @@ func init() {
 			return []*Tensor{Apply(segmentTakeOp, nil, g, in[1]), nil}
 		},
 		Save: SaveInputs(1),
+		JVP:  linearJVP(&segmentSumOp),
+		// Batched ids: the examples' rows end to end, each example's ids
+		// offset to segments of its own.
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			ns := pp.(segmentParams).numSegments
+			data, ids := in[0], in[1]
+			n := batchSize(in, batched)
+			if !batched[1] {
+				return one1(moveAxis(SegmentSum(moveAxis(data, 0, 1), ids, ns), 1, 0))
+			}
+			data = materialize(data, batched[0], n)
+			flat := Reshape(data, append([]int{-1}, data.shape[2:]...)...)
+			s := SegmentSum(flat, Reshape(segmentOffsets(ids, ns), -1), n*ns)
+			return one1(Reshape(s, append([]int{n, ns}, data.shape[2:]...)...))
+		},
 	}
 	// segmentTakeOp gathers rows of its first input at the segment ids,
 	// giving zero rows for ids outside [0, rows): the transpose of
@@ -179,6 +211,19 @@ func init() {
 			return []*Tensor{SegmentSum(g, in[1], in[0].shape[0]), nil}
 		},
 		Save: SaveInputs(1),
+		JVP:  linearJVP(&segmentTakeOp),
+		Batch: func(in []*Tensor, batched []bool, _ any) []*Tensor {
+			g, ids := in[0], in[1]
+			n := batchSize(in, batched)
+			if !batched[1] {
+				return one1(moveAxis(Apply(segmentTakeOp, nil, moveAxis(g, 0, 1), ids), 1, 0))
+			}
+			g = materialize(g, batched[0], n)
+			rows := g.shape[1]
+			flat := Reshape(g, append([]int{-1}, g.shape[2:]...)...)
+			out := Apply(segmentTakeOp, nil, flat, Reshape(segmentOffsets(ids, rows), -1))
+			return one1(Reshape(out, append([]int{n, ids.shape[1]}, g.shape[2:]...)...))
+		},
 	}
 }
 
@@ -238,4 +283,24 @@ func takeGradBlockParams(pp any, blocks []*Tensor) any {
 	g, r := blocks[1].shape, len(blocks[0].shape)
 	shape := append(append(slices.Clone(g[:p.axis]), p.xShape[p.axis]), g[p.axis+r:]...)
 	return &takeGradParams{axis: p.axis, xShape: shape}
+}
+
+// scatterAddBatch is ScatterAdd on a batch: x and upd carry the batch
+// first, idx does if batched. Batched indices are offset to each
+// example's own part of x laid out end to end along axis, so repeated
+// indices still accumulate in each example's order.
+func scatterAddBatch(x, idx *Tensor, batched bool, upd *Tensor, axis int) *Tensor {
+	if !batched {
+		return ScatterAdd(x, idx, upd, axis+1)
+	}
+	n, size := x.shape[0], x.shape[axis+1]
+	flat := mergeBatchInto(x, axis)
+	// upd: [B] + x[:axis] + I + x[axis+1:]: the batch goes in front of I,
+	// merged with it.
+	ni := len(idx.shape) - 1
+	u := moveAxis(upd, 0, axis)
+	ushape := append(append(append([]int{}, u.shape[:axis]...), -1), u.shape[axis+1+ni:]...)
+	u = Reshape(u, ushape...)
+	out := ScatterAdd(flat, Reshape(batchOffsets(idx, size), -1), u, axis)
+	return splitBatchFrom(out, axis, n)
 }

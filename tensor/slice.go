@@ -38,6 +38,13 @@ func init() {
 			}
 			return []*Tensor{Pad(g, pads, 0)}
 		},
+		JVP: linearJVP(&sliceOp),
+		Batch: func(in []*Tensor, _ []bool, pp any) []*Tensor {
+			p := pp.(*sliceParams)
+			x := in[0]
+			q := &sliceParams{append([]int{0}, p.starts...), append([]int{x.shape[0]}, p.limits...)}
+			return one1(Apply(sliceOp, q, x))
+		},
 		Traits: Traits{Half: NativeHalf}, // copies 16-bit data as it is
 	}
 }
@@ -188,6 +195,10 @@ func init() {
 				slice(g, starts, limits),
 			}
 		},
+		JVP: linearJVP(&dusOp),
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			return applyAll(dusOp, append([]int{0}, pp.([]int)...), materializeAll(in, batched))
+		},
 	}
 }
 
@@ -245,6 +256,10 @@ func init() {
 		},
 		VJP: func(g *Tensor, _ []*Tensor, _ *Tensor, pp any) []*Tensor {
 			return []*Tensor{Apply(flipOp, pp, g)}
+		},
+		JVP: linearJVP(&flipOp),
+		Batch: func(in []*Tensor, _ []bool, pp any) []*Tensor {
+			return one1(Apply(flipOp, append([]bool{false}, pp.([]bool)...), in[0]))
 		},
 	}
 }
@@ -357,6 +372,11 @@ func init() {
 			p := pp.(rollParams)
 			n := in[0].shape[p.axis]
 			return []*Tensor{Apply(rollOp, rollParams{n - p.shift, p.axis}, g)}
+		},
+		JVP: linearJVP(&rollOp),
+		Batch: func(in []*Tensor, _ []bool, pp any) []*Tensor {
+			p := pp.(rollParams)
+			return one1(Apply(rollOp, rollParams{p.shift, p.axis + 1}, in[0]))
 		},
 	}
 }

@@ -24,7 +24,10 @@ func init() {
 			// dx = y·(g - Σ g·y), fused
 			return []*Tensor{Apply(softmaxGradOp, pp, g, out)}
 		},
-		Save:   SaveOutput,
+		Save: SaveOutput,
+		// The Jacobian diag(y) - y·yᵀ is symmetric: the VJP of the tangent.
+		JVP:    symmetricJVP(&softmaxOp),
+		Batch:  axisBatch(&softmaxOp),
 		Traits: Traits{Reuse: FreshVJP}, // the fused gradient allocates its result
 	}
 	logSoftmaxOp = &Op{
@@ -38,6 +41,11 @@ func init() {
 			return []*Tensor{Apply(logSoftmaxGradOp, pp, g, out)}
 		},
 		Save: SaveOutput,
+		// dy = dx - Σ e^y·dx.
+		JVP: func(_, t, outs []*Tensor, pp any) []*Tensor {
+			return one1(Sub(t[0], SumKeep(Mul(Exp(outs[0]), t[0]), pp.(int))))
+		},
+		Batch: axisBatch(&logSoftmaxOp),
 	}
 }
 
@@ -72,6 +80,20 @@ func init() {
 			return []*Tensor{gg, gy}
 		},
 		Save: SaveAllInputs,
+		// dz = y·(dg - Σ dg·y) + dy·(g - s) - y·Σ g·dy, s = Σ g·y.
+		JVP: func(x, t, _ []*Tensor, pp any) []*Tensor {
+			axis := pp.(int)
+			g, y := x[0], x[1]
+			var dg, dy *Tensor
+			if t[0] != nil {
+				dg = Apply(softmaxGradOp, pp, t[0], y)
+			}
+			if t[1] != nil {
+				dy = Sub(Mul(t[1], Sub(g, SumKeep(Mul(g, y), axis))), Mul(y, SumKeep(Mul(g, t[1]), axis)))
+			}
+			return one1(addTangents(dg, dy))
+		},
+		Batch: axisBatchAll(&softmaxGradOp),
 	}
 	logSoftmaxGradOp = &Op{
 		Name:     "log_softmax_grad",
@@ -96,6 +118,21 @@ func init() {
 			return []*Tensor{Sub(c, SumKeep(ce, axis)), Neg(Mul(ce, SumKeep(g, axis)))}
 		},
 		Save: SaveAllInputs,
+		// dz = dg - e^y·Σ dg - e^y·dy·Σ g.
+		JVP: func(x, t, _ []*Tensor, pp any) []*Tensor {
+			axis := pp.(int)
+			g, y := x[0], x[1]
+			e := Exp(y)
+			var dg, dy *Tensor
+			if t[0] != nil {
+				dg = Sub(t[0], Mul(e, SumKeep(t[0], axis)))
+			}
+			if t[1] != nil {
+				dy = Neg(Mul(Mul(e, t[1]), SumKeep(g, axis)))
+			}
+			return one1(addTangents(dg, dy))
+		},
+		Batch: axisBatchAll(&logSoftmaxGradOp),
 	}
 }
 

@@ -253,6 +253,7 @@ func init() {
 			srtSortImpl(x, pp.(srtSortParams), idx, nil)
 			return idx
 		},
+		Batch: srtSortBatch(&argSortOp),
 	}
 	sortOp = &Op{
 		Name:     "sort",
@@ -273,6 +274,11 @@ func init() {
 			return []*Tensor{srtScatterAdd(gs[0], outs[1], p.axis, in[0].shape[p.axis])}
 		},
 		Save: SaveOutput,
+		// The values move with the elements: their tangents too.
+		JVP: func(_, t, outs []*Tensor, pp any) []*Tensor {
+			return []*Tensor{srtGather(t[0], outs[1], pp.(srtSortParams).axis), nil}
+		},
+		Batch: srtSortBatch(&sortOp),
 	}
 	topKOp = &Op{
 		Name:     "top_k",
@@ -295,6 +301,20 @@ func init() {
 			return []*Tensor{srtScatterAdd(gs[0], outs[1], axis, x.shape[axis])}
 		},
 		Save: SaveOutput,
+		JVP: func(x, t, outs []*Tensor, _ any) []*Tensor {
+			return []*Tensor{srtGather(t[0], outs[1], len(x[0].shape)-1), nil}
+		},
+		// The last axis stays the last.
+		Batch: sameOpBatch(&topKOp),
+	}
+}
+
+// srtSortBatch is the batching rule of the sorts along an axis.
+func srtSortBatch(op **Op) func([]*Tensor, []bool, any) []*Tensor {
+	return func(in []*Tensor, _ []bool, pp any) []*Tensor {
+		p := pp.(srtSortParams)
+		p.axis++
+		return applyAll(*op, p, in)
 	}
 }
 
@@ -453,6 +473,19 @@ func init() {
 			})
 			return out
 		},
+		// The examples' keys end to end, the example number as the most
+		// significant key: one stable sort orders every example apart,
+		// as a loop would.
+		Batch: func(in []*Tensor, batched []bool, _ any) []*Tensor {
+			keys := materializeAll(in, batched)
+			b, n := keys[0].shape[0], keys[0].shape[1]
+			for i, k := range keys {
+				keys[i] = Reshape(k, -1)
+			}
+			ex := Reshape(BroadcastTo(Reshape(Arange(b), b, 1), b, n), -1)
+			perm := Reshape(LexSort(append(keys, ex)...), b, n)
+			return one1(Sub(perm, Reshape(Mul(Arange(b), ScalarInt(int32(n))), b, 1)))
+		},
 	}
 }
 
@@ -522,7 +555,9 @@ func init() {
 			p := pp.(srtAlongParams)
 			return []*Tensor{srtScatterAdd(g, in[1], p.axis, in[0].shape[p.axis]), nil}
 		},
-		Save: SaveInputs(1),
+		Save:  SaveInputs(1),
+		JVP:   linearJVP(&srtGatherOp),
+		Batch: srtAlongBatch(&srtGatherOp),
 	}
 	srtScatterAddOp = &Op{
 		Name:     "srt_scatter_add_along_axis",
@@ -554,7 +589,19 @@ func init() {
 			p := pp.(srtAlongParams)
 			return []*Tensor{srtGather(g, in[1], p.axis), nil}
 		},
-		Save: SaveInputs(1),
+		Save:  SaveInputs(1),
+		JVP:   linearJVP(&srtScatterAddOp),
+		Batch: srtAlongBatch(&srtScatterAddOp),
+	}
+}
+
+// srtAlongBatch is the batching rule of srtGather and srtScatterAdd: both
+// operands given the batch, the axis past it.
+func srtAlongBatch(op **Op) func([]*Tensor, []bool, any) []*Tensor {
+	return func(in []*Tensor, batched []bool, pp any) []*Tensor {
+		p := pp.(srtAlongParams)
+		p.axis++
+		return applyAll(*op, p, materializeAll(in, batched))
 	}
 }
 

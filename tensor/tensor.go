@@ -18,6 +18,8 @@ import (
 //   - a Local mark, when it is one device's block inside shard.Map;
 //   - a Layout, when it is a global array sharded over a mesh (then it has no
 //     host data; ops refuse it and readers such as Float32s gather it);
+//   - a batch or a tangent, when it is a value inside Vmap or forward mode
+//     (see BatchTrace and JVPTrace; then it has no host data of its own);
 //   - logical axis names (see WithLogicalAxes), metadata for sharding rules.
 type Tensor struct {
 	dtype     DType
@@ -36,6 +38,11 @@ type Tensor struct {
 	local  *Local
 	layout Layout
 	axes   []string // logical axis names, nil if unset
+
+	// xv, when set, makes the tensor a value of a Vmap or forward-mode
+	// level (BatchTrace, JVPTrace): its data lives in xv (see ad_xlevel.go).
+	// Traced twins over such a value copy it.
+	xv *xval
 
 	// cot marks a cotangent whose storage the backward pass cot owns
 	// outright (see ownCotangents in ad_backward.go); with cotShared it
@@ -315,6 +322,7 @@ func (t *Tensor) Bytes() int { return t.Size() * t.dtype.Size() }
 // host returns t itself, or, for a sharded tensor, the gathered host copy.
 // It panics, naming op, if t is a shape-only placeholder.
 func (t *Tensor) host(op string) *Tensor {
+	t = t.hostLevel(op)
 	t.mustHaveData(op)
 	if t.layout != nil {
 		return t.layout.Gather(t)
@@ -324,6 +332,9 @@ func (t *Tensor) host(op string) *Tensor {
 
 // placeholder reports whether t is a shape-only placeholder.
 func (t *Tensor) placeholder() bool {
+	if t.xv != nil {
+		return false
+	}
 	if t.layout != nil {
 		return shapeOnly(t.layout)
 	}
@@ -335,6 +346,9 @@ func (t *Tensor) placeholder() bool {
 func (t *Tensor) mustHaveData(op string) {
 	if t.IsDonated() {
 		donatedPanic(op, "", t)
+	}
+	if t.xv != nil {
+		t.xv.lvl.noData(op, t) // panics
 	}
 	if t.placeholder() {
 		panic(fmt.Sprintf("%s: %v is a shape-only placeholder with no data (an op's VJP may only read the inputs and outputs its Save mask keeps)", op, t))

@@ -16,8 +16,12 @@ func unaryOpVec(name string, vec func(d, s []float32), f func(float32) float32, 
 
 // unaryOpCost is unaryOpVec with a cost that weighs the kernel for the
 // parallel split.
+//
+// Its rules: under Vmap the op runs on the whole batch as it is; its JVP is
+// its VJP applied to the tangent (an elementwise function's Jacobian is
+// diagonal, its own transpose).
 func unaryOpCost(name string, cost int, vec func(d, s []float32), f func(float32) float32, fi func(int32) int32, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, save SaveMask, tr Traits) *Op {
-	return &Op{
+	op := &Op{
 		Name: name,
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			x := in[0]
@@ -45,6 +49,11 @@ func unaryOpCost(name string, cost int, vec func(d, s []float32), f func(float32
 		Sharding: ShardingRule{Family: ShardElementwise},
 		Traits:   tr,
 	}
+	op.Batch = sameOpBatch(&op)
+	if vjp != nil {
+		op.JVP = symmetricJVP(&op)
+	}
+	return op
 }
 
 // mapF32 runs an elementwise kernel over s into d, split over goroutines
@@ -68,9 +77,11 @@ func map2F32(kernel func(d, a, b []float32), d, a, b []float32, cost int, local 
 
 // bwdOp builds a fused backward primitive z = g·f'(x) (or a function of
 // the output y) computed by kernel(dst, g, x) in one sweep. Its own VJP,
-// built from ops, makes higher derivatives work.
+// built from ops, makes higher derivatives work. Under Vmap both operands
+// are given the batch (the kernel wants equal shapes); its JVP is its VJP
+// applied to the tangents (symmetricJVP).
 func bwdOp(name string, cost int, kernel func(d, g, x []float32), vjp func(c *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor) *Op {
-	return &Op{
+	op := &Op{
 		Name: name,
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			g, x := in[0], in[1]
@@ -85,6 +96,9 @@ func bwdOp(name string, cost int, kernel func(d, g, x []float32), vjp func(c *Te
 		Save:     SaveAllInputs,
 		Sharding: ShardingRule{Family: ShardElementwise},
 	}
+	op.Batch = materializeBatch(&op)
+	op.JVP = symmetricJVP(&op)
+	return op
 }
 
 // stageLen is the length of the stack buffer through which kernels that
@@ -395,7 +409,9 @@ func init() {
 			inside := LogicalAnd(GreaterEqual(x, Scalar(c.lo)), LessEqual(x, Scalar(c.hi)))
 			return []*Tensor{Where(inside, g, Scalar(0))}
 		},
-		Save: SaveInputs(0),
+		Save:  SaveInputs(0),
+		JVP:   symmetricJVP(&clampOp),
+		Batch: sameOpBatch(&clampOp),
 	}
 }
 

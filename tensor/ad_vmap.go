@@ -1,0 +1,401 @@
+package tensor
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// BatchTrace is one Vmap in progress, as JAX's BatchTrace: a value inside
+// it stands for a batch of Size examples, one per element along a batch
+// dimension, while its shape is that of one example. An op on such values
+// runs once on the whole batch: Apply hands it to the op's batching rule
+// (Op.Batch), which moves or broadcasts the batch dimensions and calls
+// ops on the batches. An op without a rule is computed example by example
+// and the results stacked — correct, slow, counted (Fallbacks), and a
+// panic naming the op once Strict is set.
+//
+// Package autodiff's Vmap is the interface for users: it batches the
+// tensor leaves of whole trees with JAX's in_axes and out_axes. A
+// BatchTrace is its engine:
+//
+//	bt := tensor.NewBatchTrace(8)
+//	x := bt.Batched(xs, 0)      // xs: f32[8,3]; x: f32[3], one example
+//	y := tensor.Sum(tensor.Mul(x, x))
+//	ys := bt.Unbatched(y, 0)    // f32[8]: one sum per example
+//
+// The data of a batched value cannot be read (Float32s, Item, ... panic):
+// inside the function it stands for many values. BatchTraces nest (a Vmap
+// inside a Vmap) and compose with traces both ways (gradients inside a
+// vmapped function are per-example gradients; a gradient of a vmapped
+// function flows through the batches), with forward mode, with Remat,
+// with placed tensors (the batches are placed, the rules' ops propagate)
+// and with shard.Map blocks.
+type BatchTrace struct {
+	id     uint64
+	size   int
+	mu     sync.Mutex
+	strict bool
+	counts map[string]int
+}
+
+// NewBatchTrace returns a BatchTrace over a batch of size examples,
+// inner to every trace and level that exists already.
+func NewBatchTrace(size int) *BatchTrace {
+	if size < 0 {
+		panic(fmt.Sprintf("tensor.NewBatchTrace: negative batch size %d", size))
+	}
+	return &BatchTrace{id: newLevelID(), size: size}
+}
+
+// Size returns the number of examples.
+func (bt *BatchTrace) Size() int { return bt.size }
+
+// Strict makes an op without a batching rule panic, naming the op,
+// instead of computing example by example.
+func (bt *BatchTrace) Strict() {
+	bt.mu.Lock()
+	bt.strict = true
+	bt.mu.Unlock()
+}
+
+// Fallbacks returns how many times each op without a batching rule was
+// computed example by example, by op name.
+func (bt *BatchTrace) Fallbacks() map[string]int {
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	return maps.Clone(bt.counts)
+}
+
+func (bt *BatchTrace) levelID() uint64 { return bt.id }
+
+func (bt *BatchTrace) noData(op string, x *Tensor) {
+	panic(fmt.Sprintf("%s: %v is a value inside Vmap: it stands for a batch of %d examples and has no data of its own; return it from the vmapped function to read it", op, x, bt.size))
+}
+
+// Batched returns the value inside bt that stands for the slices of x
+// along axis (negative counts from the end), which must have bt.Size()
+// elements: the batch of examples x[..., i, ...]. x may be traced, placed,
+// a shard.Map block or a value of an outer level.
+func (bt *BatchTrace) Batched(x *Tensor, axis int) *Tensor {
+	checkNil("tensor.BatchTrace.Batched", "x", x)
+	checkNesting("tensor.BatchTrace.Batched", x, bt.id)
+	if len(x.shape) == 0 {
+		panic(fmt.Sprintf("tensor.BatchTrace.Batched: %v is a scalar: it has no axis to batch over", x))
+	}
+	ax := normAxis("tensor.BatchTrace.Batched", x, axis)
+	if x.shape[ax] != bt.size {
+		panic(fmt.Sprintf("tensor.BatchTrace.Batched: %v has %d elements along axis %d, not the batch size %d", x, x.shape[ax], axis, bt.size))
+	}
+	return bt.wrap(moveAxis(x, ax, 0))
+}
+
+// Unbatched returns the batch a value y computed inside bt stands for,
+// with the batch dimension at axis (of the result; negative counts from
+// the end). A y that does not depend on the batch is broadcast: every
+// example has its value.
+func (bt *BatchTrace) Unbatched(y *Tensor, axis int) *Tensor {
+	checkNil("tensor.BatchTrace.Unbatched", "y", y)
+	var v *Tensor
+	switch {
+	case bt.valueOf(y) != nil:
+		v = bt.valueOf(y)
+	case levelIDOf(y) > bt.id:
+		panic(fmt.Sprintf("tensor.BatchTrace.Unbatched: %v belongs to a transformation started inside the vmapped function (a trace: return its primal value)", y))
+	default:
+		v = BroadcastTo(ExpandDims(y, 0), append([]int{bt.size}, y.shape...)...)
+	}
+	ax := axis
+	if ax < 0 {
+		ax += len(v.shape)
+	}
+	if ax < 0 || ax >= len(v.shape) {
+		panic(fmt.Sprintf("tensor.BatchTrace.Unbatched: axis %d out of range for a batch of %v", axis, y))
+	}
+	return moveAxis(v, 0, ax)
+}
+
+// Batches reports whether y, a value computed inside bt, depends on the
+// batch (is a value of bt), as opposed to being the same for every
+// example.
+func (bt *BatchTrace) Batches(y *Tensor) bool { return y != nil && bt.valueOf(y) != nil }
+
+// valueOf returns the batched value behind x if x is a value of bt.
+func (bt *BatchTrace) valueOf(x *Tensor) *Tensor {
+	if x.node == nil && x.xv != nil && x.xv.lvl == bt {
+		return x.xv.val
+	}
+	return nil
+}
+
+// wrap returns the value of bt for the batch v (batch dimension first).
+func (bt *BatchTrace) wrap(v *Tensor) *Tensor {
+	return &Tensor{dtype: v.dtype, shape: v.shape[1:len(v.shape):len(v.shape)], local: v.local, xv: &xval{lvl: bt, val: v}}
+}
+
+// apply computes op on operands some of which are values of bt.
+func (bt *BatchTrace) apply(op *Op, params any, in []*Tensor, wantState bool) ([]*Tensor, any) {
+	if op.Traits.Through.Has(ThroughVmap) && (wantState || op.Batch == nil) {
+		return passThrough(op, params, in, wantState)
+	}
+	vals := make([]*Tensor, len(in))
+	bat := make([]bool, len(in))
+	for i, x := range in {
+		if v := bt.valueOf(x); v != nil {
+			vals[i], bat[i] = v, true
+		} else {
+			vals[i] = x
+		}
+	}
+	var outs []*Tensor
+	if op.Batch != nil {
+		outs = op.Batch(vals, bat, params)
+	} else {
+		outs = bt.fallback(op, params, vals, bat)
+	}
+	res := make([]*Tensor, len(outs))
+	for i, o := range outs {
+		if o == nil || len(o.shape) == 0 || o.shape[0] != bt.size {
+			panic(fmt.Sprintf("tensor: the batching rule of op %q returned %v for output %d; want the batch of %d examples first", op.Name, o, i, bt.size))
+		}
+		res[i] = bt.wrap(o)
+	}
+	return res, nil
+}
+
+// fallback computes op example by example and stacks the results: the
+// rule of an op that has none.
+func (bt *BatchTrace) fallback(op *Op, params any, vals []*Tensor, bat []bool) []*Tensor {
+	bt.mu.Lock()
+	strict := bt.strict
+	if bt.counts == nil {
+		bt.counts = map[string]int{}
+	}
+	bt.counts[op.Name]++
+	bt.mu.Unlock()
+	if strict {
+		panic(fmt.Sprintf("tensor: op %q has no batching rule (Op.Batch) and Vmap is strict: it would be computed example by example, %d times", op.Name, bt.size))
+	}
+	if bt.size == 0 {
+		panic(fmt.Sprintf("tensor: op %q has no batching rule (Op.Batch): it cannot be computed on a batch of 0 examples", op.Name))
+	}
+	var per [][]*Tensor
+	for j := range bt.size {
+		args := slices.Clone(vals)
+		for i, b := range bat {
+			if b {
+				args[i] = batchElem(vals[i], j)
+			}
+		}
+		per = append(per, applyAll(op, params, args))
+	}
+	outs := make([]*Tensor, len(per[0]))
+	col := make([]*Tensor, bt.size)
+	for k := range outs {
+		for j := range col {
+			col[j] = per[j][k]
+		}
+		outs[k] = Stack(0, col...)
+	}
+	return outs
+}
+
+// batchElem returns example j of the batch v (batch dimension first).
+func batchElem(v *Tensor, j int) *Tensor {
+	return Squeeze(SliceAxis(v, 0, j, j+1), 0)
+}
+
+// moveAxis returns x with axis from moved to position to (the others in
+// order): x itself if from == to.
+func moveAxis(x *Tensor, from, to int) *Tensor {
+	if from == to {
+		return x
+	}
+	perm := make([]int, 0, len(x.shape))
+	for i := range x.shape {
+		if i != from {
+			perm = append(perm, i)
+		}
+	}
+	perm = slices.Insert(perm, to, from)
+	return Transpose(x, perm...)
+}
+
+// Helpers for batching rules (Op.Batch). A rule receives the operands with
+// the batch dimension first where batched[i] is set, unbatched ones as
+// they are, and returns every output with the batch first.
+
+// batchSize returns the batch size of a rule's batched operands.
+func batchSize(in []*Tensor, batched []bool) int {
+	for i, b := range batched {
+		if b {
+			return in[i].shape[0]
+		}
+	}
+	panic("tensor: internal error: a batching rule without a batched operand")
+}
+
+// exampleShape returns the shape of one example of x.
+func exampleShape(x *Tensor, batched bool) []int {
+	if batched {
+		return x.shape[1:]
+	}
+	return x.shape
+}
+
+// materialize returns x with a batch of n examples first: x itself if it
+// is batched, else n copies of x.
+func materialize(x *Tensor, batched bool, n int) *Tensor {
+	if batched {
+		return x
+	}
+	return BroadcastTo(ExpandDims(x, 0), append([]int{n}, x.shape...)...)
+}
+
+// materializeAll is materialize for every operand of a rule.
+func materializeAll(in []*Tensor, batched []bool) []*Tensor {
+	n := batchSize(in, batched)
+	out := make([]*Tensor, len(in))
+	for i, x := range in {
+		out[i] = materialize(x, batched[i], n)
+	}
+	return out
+}
+
+// alignBatch returns the operands of an op with NumPy broadcasting, the
+// batched ones reshaped so that one example has rank r (dimensions of size
+// 1 inserted after the batch dimension): broadcasting then lines the batch
+// dimensions up, and the unbatched operands broadcast along them.
+func alignBatch(in []*Tensor, batched []bool, r int) []*Tensor {
+	out := slices.Clone(in)
+	for i, x := range in {
+		if batched[i] && len(x.shape)-1 < r {
+			shape := make([]int, 0, r+1)
+			shape = append(shape, x.shape[0])
+			for range r - (len(x.shape) - 1) {
+				shape = append(shape, 1)
+			}
+			out[i] = Reshape(x, append(shape, x.shape[1:]...)...)
+		}
+	}
+	return out
+}
+
+// maxExampleRank returns the largest rank of one example among in.
+func maxExampleRank(in []*Tensor, batched []bool) int {
+	r := 0
+	for i, x := range in {
+		r = max(r, len(exampleShape(x, batched[i])))
+	}
+	return r
+}
+
+// elementwiseBatch returns the batching rule of an elementwise op with
+// NumPy broadcasting whose public function (checks and params included)
+// is f: the operands are aligned (alignBatch) and f is called once.
+func elementwiseBatch(f func(in []*Tensor) *Tensor) func([]*Tensor, []bool, any) []*Tensor {
+	return func(in []*Tensor, batched []bool, _ any) []*Tensor {
+		return []*Tensor{f(alignBatch(in, batched, maxExampleRank(in, batched)))}
+	}
+}
+
+// sameOpBatch returns the batching rule of a one-operand op whose params
+// do not depend on the shape (elementwise functions): the op itself,
+// applied to the batch.
+func sameOpBatch(op **Op) func([]*Tensor, []bool, any) []*Tensor {
+	return func(in []*Tensor, _ []bool, p any) []*Tensor {
+		return applyAll(*op, p, in)
+	}
+}
+
+// shiftAxes returns axes (normalised, non-negative) moved past the batch
+// dimension.
+func shiftAxes(axes []int) []int {
+	out := make([]int, len(axes))
+	for i, a := range axes {
+		out[i] = a + 1
+	}
+	return out
+}
+
+// axisBatch is the batching rule of a one-operand op whose params are one
+// normalised axis: the op on the batch, the axis past the batch
+// dimension.
+func axisBatch(op **Op) func([]*Tensor, []bool, any) []*Tensor {
+	return func(in []*Tensor, _ []bool, p any) []*Tensor {
+		return applyAll(*op, p.(int)+1, in)
+	}
+}
+
+// axisBatchAll is axisBatch for ops whose operands all have one shape:
+// every operand is given the batch.
+func axisBatchAll(op **Op) func([]*Tensor, []bool, any) []*Tensor {
+	return func(in []*Tensor, batched []bool, p any) []*Tensor {
+		return applyAll(*op, p.(int)+1, materializeAll(in, batched))
+	}
+}
+
+// materializeBatch is the batching rule of an op whose operands must all
+// have one shape (fused elementwise kernels) or whose leading dimensions
+// are all batch dimensions (the fused losses): every operand is given the
+// batch and the op runs once with the same params.
+func materializeBatch(op **Op) func([]*Tensor, []bool, any) []*Tensor {
+	return func(in []*Tensor, batched []bool, p any) []*Tensor {
+		return applyAll(*op, p, materializeAll(in, batched))
+	}
+}
+
+// mergeBatchInto returns the batch x (batch first) with the examples laid
+// end to end along their axis: the batch dimension moved in front of axis
+// and merged with it.
+func mergeBatchInto(x *Tensor, axis int) *Tensor {
+	m := moveAxis(x, 0, axis)
+	shape := append(append(append([]int{}, m.shape[:axis]...), -1), m.shape[axis+2:]...)
+	return Reshape(m, shape...)
+}
+
+// splitBatchFrom undoes mergeBatchInto for a batch of n: axis of x holds n
+// examples end to end; the result has the batch first.
+func splitBatchFrom(x *Tensor, axis, n int) *Tensor {
+	shape := append(append(append([]int{}, x.shape[:axis]...), n, -1), x.shape[axis+1:]...)
+	return moveAxis(Reshape(x, shape...), axis, 0)
+}
+
+// batchOffsets returns a batch of NumPy indices into an axis of size n
+// (batch first), wrapped to [0, n) and offset by b·n for example b: the
+// indices into the examples' axes laid end to end.
+func batchOffsets(idx *Tensor, n int) *Tensor {
+	b := idx.shape[0]
+	off := Reshape(Mul(Arange(b), ScalarInt(int32(n))), append([]int{b}, ones(len(idx.shape)-1)...)...)
+	wrapped := Where(Less(idx, ScalarInt(0)), Add(idx, ScalarInt(int32(n))), idx)
+	return Add(wrapped, off)
+}
+
+// segmentOffsets returns a batch of segment ids (batch first) offset by
+// b·n for example b, ids outside [0, n) replaced by -1 (still dropped).
+func segmentOffsets(ids *Tensor, n int) *Tensor {
+	b := ids.shape[0]
+	off := Reshape(Mul(Arange(b), ScalarInt(int32(n))), append([]int{b}, ones(len(ids.shape)-1)...)...)
+	valid := LogicalAnd(GreaterEqual(ids, ScalarInt(0)), Less(ids, ScalarInt(int32(n))))
+	return Where(valid, Add(ids, off), ScalarInt(-1))
+}
+
+// leadingBatch returns x with a leading batch dimension: x itself if
+// batched, else x with a dimension of size 1 in front (for ops that
+// broadcast it).
+func leadingBatch(x *Tensor, batched bool) *Tensor {
+	if batched {
+		return x
+	}
+	return ExpandDims(x, 0)
+}
+
+// ones returns n ones.
+func ones(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = 1
+	}
+	return s
+}
