@@ -215,6 +215,7 @@ func TestHeatMapReadsAtAGlance(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"1", "2"}, layers)
+	assert.Equal(t, hp.X.Tick.Marker, rows[0].Plot.X.Tick.Marker, "the loss curves have the same ticks")
 	assert.Equal(t, hp.X.Min, rows[0].Plot.X.Min, "the loss curves' steps line up with the columns")
 	assert.Equal(t, hp.X.Max, rows[0].Plot.X.Max)
 	assert.Equal(t, 2.0, h.loadMax(), "the colour scale runs to twice the fair share at least")

@@ -72,7 +72,8 @@ func (h *history) plots(title string) ([]plots.Row, error) {
 	lp.Title.Text = title
 	lp.X.Label.Text = "step"
 	lp.Y.Label.Text = "loss (nats/char)"
-	lp.X.Tick.Marker = plots.NiceTicks{Integer: true}
+	steps := plots.ValueTicks{Values: floats(h.step), MaxLabels: 8} // the heat map's columns
+	lp.X.Tick.Marker = steps
 	lp.Y.Tick.Marker = plots.NiceTicks{}
 	if err := plotutil.AddLinePoints(lp, "train", h.points(h.train), "validation", h.points(h.val)); err != nil {
 		return nil, err
@@ -84,7 +85,7 @@ func (h *history) plots(title string) ([]plots.Row, error) {
 	hp.Title.Text = "expert load: share of the layer's token choices ÷ fair share"
 	hp.X.Label.Text = "step (one column per evaluation)"
 	hp.Y.Label.Text = fmt.Sprintf("layer (rows: its %d experts)", h.experts)
-	hp.X.Tick.Marker = plots.ValueTicks{Values: floats(h.step), MaxLabels: 8}
+	hp.X.Tick.Marker = steps
 	layers := len(h.load[0]) / h.experts
 	hp.Y.Tick.Marker = plots.GroupTicks{Groups: layers, Size: h.experts, Label: func(g int) string { return fmt.Sprint(g + 1) }}
 	cm := plots.NewViridis(0, h.loadMax())
