@@ -86,8 +86,17 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"AdamUpdate": func(t []*tensor.Tensor) {
 		tensor.AdamUpdate(t[0], t[1], t[2], nil, tensor.AdamCoeffs{})
 	},
-	"Pad":                func(t []*tensor.Tensor) { tensor.Pad(t[0], [][2]int{{1, 1}}, 0) },
-	"Categorical":        func(t []*tensor.Tensor) { tensor.Categorical(tensor.NewKey(0), t[0], 0) },
+	"Pad":         func(t []*tensor.Tensor) { tensor.Pad(t[0], [][2]int{{1, 1}}, 0) },
+	"Categorical": func(t []*tensor.Tensor) { tensor.Categorical(tensor.NewKey(0), t[0], 0) },
+	"CategoricalSample": func(t []*tensor.Tensor) {
+		tensor.CategoricalSample(tensor.NewKey(0), t[0], 0, tensor.CategoricalOptions{})
+	},
+	"Choice":             func(t []*tensor.Tensor) { tensor.Choice(tensor.NewKey(0), t[0], []int{2}, tensor.ChoiceOptions{}) },
+	"Gamma":              func(t []*tensor.Tensor) { tensor.Gamma(tensor.NewKey(0), t[0]) },
+	"LogGamma":           func(t []*tensor.Tensor) { tensor.LogGamma(tensor.NewKey(0), t[0]) },
+	"Beta":               func(t []*tensor.Tensor) { tensor.Beta(tensor.NewKey(0), t[0], t[1]) },
+	"Dirichlet":          func(t []*tensor.Tensor) { tensor.Dirichlet(tensor.NewKey(0), t[0]) },
+	"Poisson":            func(t []*tensor.Tensor) { tensor.Poisson(tensor.NewKey(0), t[0]) },
 	"Sum":                func(t []*tensor.Tensor) { tensor.Sum(t[0]) },
 	"SumKeep":            func(t []*tensor.Tensor) { tensor.SumKeep(t[0]) },
 	"Mean":               func(t []*tensor.Tensor) { tensor.Mean(t[0]) },

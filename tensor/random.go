@@ -440,17 +440,22 @@ func rngNormal(s rngScheme, k Key, n int) []float32 {
 	// u is uniform in [nextafter(-1, 0), 1), i.e. (-1, 1): rngUniform with
 	// lo = -1+2^-24 and hi = 1, where hi-lo rounds to 2 and f*2+lo is
 	// exact, so no fused multiply-add is needed.
-	lo := math.Nextafter32(-1, 0)
 	u := s.bits(k, n)
 	out := make([]float32, n)
-	sqrt2 := float32(math.Sqrt2)
 	rngParallel(n, func(a, b int) {
 		for i := a; i < b; i++ {
-			x := max(rngUnit(u[i])*2+lo, lo)
-			out[i] = sqrt2 * rngErfInv32(x)
+			out[i] = rngNormalWord(u[i])
 		}
 	})
 	return out
+}
+
+// rngNormalWord is the standard normal value jax.random.normal makes of
+// one random word.
+func rngNormalWord(w uint32) float32 {
+	lo := math.Nextafter32(-1, 0)
+	x := max(rngUnit(w)*2+lo, lo)
+	return float32(math.Sqrt2) * rngErfInv32(x)
 }
 
 // rngTruncatedNormal is jax.random.truncated_normal for float32.

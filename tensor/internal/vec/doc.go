@@ -1,7 +1,11 @@
 // Package vec holds the float32 slice kernels behind package tensor's
 // elementwise ops, reductions, softmax and losses: transcendental functions
 // (exp, log, tanh, sigmoid, GELU, SiLU, softplus), arithmetic with a vector
-// or scalar operand, and float64-accumulated sums.
+// or scalar operand, and float64-accumulated sums; and the conversions
+// between element types: float32 with bfloat16 and float16 (convert.go),
+// float32 with float64, and floats with the integer storage types int32,
+// int64 and uint8 (convert_int.go). The float64 kernels, with the same
+// names, are in package f64 below this one.
 //
 // # Determinism
 //
