@@ -10,7 +10,7 @@
 // # Determinism
 //
 // Every kernel gives bit-identical results on every platform and
-// GOAMD64 level, as vec's do: the code is pure Go, every product is
+// GOAMD64 level (NaN payloads aside), as vec's do: the code is pure Go, every product is
 // rounded explicitly (float64(x*y) + z, which the Go specification says
 // the compiler must not fuse into an FMA), and the transcendental
 // functions are this package's own rather than package math's (whose
