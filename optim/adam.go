@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gonox/gonox/internal/named"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
 )
@@ -141,7 +140,7 @@ func (a *adam) Update(grads any, state State, params any) (any, State) {
 			c.WD, p = float32(a.wd), xs[3]
 		}
 		u, mu2, nu2 := tensor.AdamUpdate(g, mu, nu, p, c)
-		return []*tensor.Tensor{u, named.Like(mu2, mu), named.Like(nu2, nu)}
+		return []*tensor.Tensor{u, mu2, nu2}
 	}, trees...)
 	return r[0], AdamState{Count: incCount(st.Count, n), Mu: r[1], Nu: r[2]}
 }
@@ -195,7 +194,7 @@ func (a *adam) fusedStep(params, grads any, state State) (any, State) {
 			c.WD = float32(a.wd)
 		}
 		p2, mu2, nu2 := tensor.AdamStep(p, g, mu, nu, c)
-		return []*tensor.Tensor{named.Like(p2, p), named.Like(mu2, mu), named.Like(nu2, nu)}
+		return []*tensor.Tensor{p2, mu2, nu2}
 	}, trees...)
 	return r[0], AdamState{Count: incCount(st.Count, n), Mu: r[1], Nu: r[2]}
 }

@@ -3,7 +3,6 @@ package optim
 import (
 	"fmt"
 
-	"github.com/gonox/gonox/internal/named"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -160,7 +159,7 @@ func (s *sgd) fusedStep(params, grads any, state State) (any, State) {
 				panic(fmt.Sprintf("optim.Apply: update %v for a nil parameter", g))
 			}
 			p2, _ := tensor.SGDStep(p, g, nil, 0, lr, false)
-			return []*tensor.Tensor{named.Like(p2, p)}
+			return []*tensor.Tensor{p2}
 		}, params, grads)
 		return r[0], out
 	}
@@ -174,7 +173,7 @@ func (s *sgd) fusedStep(params, grads any, state State) (any, State) {
 		}
 		noState(op, g, t)
 		p2, t2 := tensor.SGDStep(p, g, t, float32(s.o.Momentum), lr, s.o.Nesterov)
-		return []*tensor.Tensor{named.Like(p2, p), named.Like(t2, t)}
+		return []*tensor.Tensor{p2, t2}
 	}, params, grads, st.Trace)
 	out.Trace = r[1]
 	return r[0], out

@@ -45,6 +45,32 @@ func (t *Trainer[M, B]) donateStep(oldParams M, oldState optim.State, dead ...an
 	donateDead([]any{t.params, t.opt}, dead...)
 }
 
+// namedFresh returns y with the logical axes of x when x has names, y has
+// none and both have the same rank (as pytree.Map keeps names), otherwise
+// y itself. y must be a value of the step that nothing else holds (a sum
+// of micro-batch gradients, a gathered parameter): the named header takes
+// the place of y's, which is donated, so that naming it leaves no second
+// holder of its storage behind (see tensor.Donate). A traced y belongs to
+// its trace and is only named.
+func namedFresh(y, x *tensor.Tensor) *tensor.Tensor {
+	if y == nil || x == nil || y == x || y.Rank() != x.Rank() || y.LogicalAxes() != nil || x.LogicalAxes() == nil {
+		return y
+	}
+	z := tensor.WithLogicalAxes(y, x.LogicalAxes()...)
+	if !y.IsTraced() {
+		tensor.Donate(y)
+	}
+	return z
+}
+
+// donateValue donates x, a value of the step that is dead (see
+// donateDead), unless it is traced.
+func donateValue(x *tensor.Tensor) {
+	if donateSteps && x != nil && !x.IsTraced() {
+		tensor.Donate(x)
+	}
+}
+
 // donateDead donates the leaves of the trees in dead (a step's own
 // values: micro-batch losses, gradients and their running sums) that are
 // not leaves of keep, once the values in keep were computed from them.
@@ -64,8 +90,8 @@ func donateDead(keep any, dead ...any) {
 	}
 	for _, tree := range dead {
 		for _, x := range pytree.Leaves(tree) {
-			if x != nil && !live[x] && !x.IsTraced() {
-				tensor.Donate(x)
+			if !live[x] {
+				donateValue(x)
 			}
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/gonox/gonox/autodiff"
-	"github.com/gonox/gonox/internal/named"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
@@ -362,13 +361,13 @@ func accumulate[M, B any](k int, p M, b B, loss func(M, B, int) *tensor.Tensor) 
 			continue
 		}
 		nt := tensor.Add(total, l)
-		ns := pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return named.Like(tensor.Add(xs[0], xs[1]), xs[0]) }, sum, g)
+		ns := pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return namedFresh(tensor.Add(xs[0], xs[1]), xs[0]) }, sum, g)
 		donateDead([]any{nt, ns}, total, l, sum, g)
 		total, sum = nt, ns
 	}
 	scale := float32(1) / float32(k)
 	mean := tensor.MulScalar(total, scale)
-	grads := pytree.Map(sum, func(x *tensor.Tensor) *tensor.Tensor { return named.Like(tensor.MulScalar(x, scale), x) })
+	grads := pytree.Map(sum, func(x *tensor.Tensor) *tensor.Tensor { return namedFresh(tensor.MulScalar(x, scale), x) })
 	donateDead([]any{mean, grads}, total, sum)
 	return mean, grads
 }

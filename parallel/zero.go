@@ -1,7 +1,6 @@
 package parallel
 
 import (
-	"github.com/gonox/gonox/internal/named"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
@@ -120,12 +119,10 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		} else {
 			sum = c.PsumScatter(x, axes, dim, true)
 		}
-		if donateSteps && !x.IsTraced() {
-			// The device's full-size gradient is dead once reduced (every
-			// device is past the reduction's barrier): its storage
-			// serves the next step's gradient instead of fresh memory.
-			tensor.Donate(x)
-		}
+		// The device's full-size gradient is dead once reduced (every
+		// device is past the reduction's barrier): its storage serves the
+		// next step's gradient instead of fresh memory.
+		donateValue(x)
 		return sum
 	})
 	own := t.zeroMap(in.Params, func(x *tensor.Tensor, dim int) *tensor.Tensor {
@@ -168,6 +165,6 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// Keep each parameter's logical axes, as the host update does. The
 	// all-gathered blocks are this step's own: the named headers alone hold
 	// them.
-	p = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return named.Like(xs[0], xs[1]) }, p, in.Params)
+	p = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return namedFresh(xs[0], xs[1]) }, p, in.Params)
 	return stepOut[M]{Params: p, State: st, Loss: l}
 }

@@ -122,6 +122,19 @@
 // (Float32s, Item, RawFloat32, ...). Donating nil or a donated tensor does
 // nothing; donating a traced tensor panics.
 //
+// Ownership is decided at two boundaries only. Inside the engine: the
+// backward pass donates the cotangents it owns (and, asked to, the
+// intermediates of the graph), package shard its collectives' and
+// propagation's temporaries. At the boundary of a training step: package
+// parallel's Trainer.Step donates the step's gradients, loss and replaced
+// parameters and state (parallel/donate.go), and a hand-written loop does
+// the same with autodiff.RecycleIntermediates and autodiff.DonateTree.
+// Code between the two — layers, losses, optimizers — never donates: a
+// value it makes is one more result. Ops that stand for a value they
+// replace name their result themselves (the fused optimizer steps carry
+// the logical axes of the parameter and moments), so naming costs no
+// second header over the storage.
+//
 // The storage of a donated tensor goes to the allocator cache — with the
 // device pool the only process-wide state of the package — and the next
 // result of the same dtype and size class reuses it. Up to 1024 elements

@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gonox/gonox/tensor/internal/vec"
 )
@@ -71,7 +72,10 @@ func init() {
 // only with weight decay (nil otherwise). It is what package optim's Adam
 // runs: one pass instead of a dozen elementwise ops, each allocating its
 // result. Large tensors are split over the cores outside shard.Map. It is
-// not differentiable.
+// not differentiable. The results carry the logical axes
+// (WithLogicalAxes) of the values they stand for: u those of g, mu' of
+// mu, nu' of nu, as pytree.Map would give them, without a second header
+// over their storage.
 func AdamUpdate(g, mu, nu, p *Tensor, c AdamCoeffs) (u, mu2, nu2 *Tensor) {
 	checkNil("tensor.AdamUpdate", "g mu nu", g, mu, nu)
 	in := []*Tensor{g, mu, nu}
@@ -87,7 +91,7 @@ func AdamUpdate(g, mu, nu, p *Tensor, c AdamCoeffs) (u, mu2, nu2 *Tensor) {
 		}
 	}
 	out := ApplyN(adamOp, adamParams{c}, in...)
-	return out[0], out[1], out[2]
+	return namedLike(out[0], g), namedLike(out[1], mu), namedLike(out[2], nu)
 }
 
 var adamStepOp *Op
@@ -122,7 +126,8 @@ func init() {
 //	p' = p + Post · ((A·mu' + B·g) / (sqrt(C2·nu' + EpsRoot) + Eps) + WD·p)
 //
 // with mu' and nu' as in AdamUpdate. It returns the new parameter and
-// moments, the same bits as AdamUpdate then Add. It is not differentiable.
+// moments, the same bits as AdamUpdate then Add, with the logical axes of
+// p, mu and nu. It is not differentiable.
 func AdamStep(p, g, mu, nu *Tensor, c AdamCoeffs) (p2, mu2, nu2 *Tensor) {
 	checkNil("tensor.AdamStep", "p g mu nu", p, g, mu, nu)
 	in := []*Tensor{p, g, mu, nu}
@@ -132,7 +137,7 @@ func AdamStep(p, g, mu, nu *Tensor, c AdamCoeffs) (p2, mu2, nu2 *Tensor) {
 		}
 	}
 	out := ApplyN(adamStepOp, adamParams{c}, in...)
-	return out[0], out[1], out[2]
+	return namedLike(out[0], p), namedLike(out[1], mu), namedLike(out[2], nu)
 }
 
 type sgdParams struct {
@@ -185,7 +190,8 @@ func init() {
 //
 // or p' = p + s·g without a trace. It returns p' and t' (nil without a
 // trace), the bits of the same steps done as separate elementwise ops
-// (each product rounded on its own). It is not differentiable.
+// (each product rounded on its own), with the logical axes of p and t. It
+// is not differentiable.
 func SGDStep(p, g, t *Tensor, mu, s float32, nesterov bool) (p2, t2 *Tensor) {
 	checkNil("tensor.SGDStep", "p g", p, g)
 	in := []*Tensor{p, g}
@@ -199,7 +205,17 @@ func SGDStep(p, g, t *Tensor, mu, s float32, nesterov bool) (p2, t2 *Tensor) {
 	}
 	out := ApplyN(sgdStepOp, sgdParams{mu: mu, s: s, nesterov: nesterov}, in...)
 	if t == nil {
-		return out[0], nil
+		return namedLike(out[0], p), nil
 	}
-	return out[0], out[1]
+	return namedLike(out[0], p), namedLike(out[1], t)
+}
+
+// namedLike gives y, a result an op of this package has just made (no one
+// else holds its header), the logical axes of x when y has none and the
+// same rank, in place: naming it costs no second header over its storage.
+func namedLike(y, x *Tensor) *Tensor {
+	if x.axes != nil && y.axes == nil && len(x.axes) == len(y.shape) && y != x {
+		y.axes = slices.Clone(x.axes)
+	}
+	return y
 }

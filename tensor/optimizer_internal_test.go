@@ -120,3 +120,44 @@ func TestSGDStep(t *testing.T) {
 	assert.PanicsWithValue(t, "tensor.SGDStep: f32[5000], f32[5000], f32[3]: want float32 tensors of one shape",
 		func() { SGDStep(p, g, Zeros(Float32, 3), mu, s, false) })
 }
+
+// TestFusedStepsKeepLogicalAxes: the fused optimizer steps give each
+// result the logical axes of the value it stands for, on the result's own
+// header (its storage has one holder, so donating it recycles the
+// storage); unnamed operands give unnamed results.
+func TestFusedStepsKeepLogicalAxes(t *testing.T) {
+	named := func(x *Tensor, ax ...string) *Tensor {
+		y := WithLogicalAxes(x, ax...)
+		Donate(x)
+		return y
+	}
+	p := named(Ones(Float32, 4, 3), "embed", "mlp")
+	g := named(Full(Float32, 0.5, 4, 3), "embed", "mlp")
+	mu := named(Zeros(Float32, 4, 3), "mu_embed", "mu_mlp")
+	nu := named(Zeros(Float32, 4, 3), "nu_embed", "nu_mlp")
+	tr := named(Zeros(Float32, 4, 3), "t_embed", "t_mlp")
+	c := AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: 10, C2: 1000, Eps: 1e-8, Post: -1e-3}
+	check := func(what string, y, like *Tensor) {
+		t.Helper()
+		assert.Equal(t, like.LogicalAxes(), y.LogicalAxes(), what)
+		assert.Equal(t, 1, HolderCount(y), what+": one holder")
+	}
+	u, mu2, nu2 := AdamUpdate(g, mu, nu, nil, c)
+	check("AdamUpdate u", u, g)
+	check("AdamUpdate mu", mu2, mu)
+	check("AdamUpdate nu", nu2, nu)
+	p2, mu2, nu2 := AdamStep(p, g, mu, nu, c)
+	check("AdamStep p", p2, p)
+	check("AdamStep mu", mu2, mu)
+	check("AdamStep nu", nu2, nu)
+	p2, t2 := SGDStep(p, g, tr, 0.9, -0.1, false)
+	check("SGDStep p", p2, p)
+	check("SGDStep t", t2, tr)
+	p2, _ = SGDStep(p, g, nil, 0, -0.1, false)
+	check("SGDStep p without trace", p2, p)
+	// Names a result stands for never leak onto an unnamed operand's.
+	plain := Ones(Float32, 4, 3)
+	p2, _ = SGDStep(plain, g, nil, 0, -0.1, false)
+	assert.Nil(t, p2.LogicalAxes())
+	require.Nil(t, plain.LogicalAxes())
+}
