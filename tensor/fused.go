@@ -145,6 +145,9 @@ func init() {
 		// which may write over it (ad_backward.go).
 		Traits: Traits{Reuse: FreshVJP | TakesCotangent},
 	}
+}
+
+func init() {
 	// bias_act_bwd computes g·f'(x + b) in one sweep, for the activations
 	// whose derivative needs their input. Its VJP is built from ops.
 	biasActBwdOp = &Op{
