@@ -134,12 +134,15 @@
 //
 // # Speed
 //
-// On AMD EPYC Zen 5 (AVX-512), one thread, 1024³ in GFLOP per CPU-second,
-// interleaved with numpy float64 (OpenBLAS 0.3.21, its Cooperlake
-// kernels) on a busy shared machine, Dgemm measured 0.98x OpenBLAS
-// (0.89-1.07 over the rounds); its AVX2 set (GONOX_KERNELS=avx2) 0.95x
-// OpenBLAS's Zen kernels (OPENBLAS_CORETYPE=Zen, what a Zen 3 runs):
+// On AMD EPYC Zen 5 (AVX-512; 2 cores of a shared VM, load average near
+// 20), one thread, 1024³, interleaved with numpy float64 (OpenBLAS 0.3.21,
+// its Cooperlake kernels) over 5 rounds: Dgemm 0.97x OpenBLAS in GFLOP/s
+// (0.66-1.08 over the rounds) and 1.03x per CPU-second (0.83-1.09, about
+// 71 against 69 GFLOP per CPU-second). Its AVX2 set (GONOX_KERNELS=avx2)
+// against OpenBLAS's Zen kernels (OPENBLAS_CORETYPE=Zen, what a Zen 1-3
+// machine runs): 0.97x in GFLOP/s (0.81-1.16), 0.97x per CPU-second
+// (0.92-1.00, 40 against 41). bench/compare.sh gives these rows beside
+// sgemm's and the MLPs'; alone:
 //
-//	bench/compare.sh        # the dgemm rows, beside sgemm and the MLPs
 //	go test -run '^$' -bench 'Dgemm/1024x1024x1024/threads=1' ./tensor/internal/gemm/
 package gemm

@@ -54,7 +54,7 @@ type kernelSet[T elem] struct {
 // transposeFunc stores dst[j*ldd+i] = src[i*lds+j] for i < rows, j < cols.
 type transposeFunc[T elem] func(dst []T, ldd int, src []T, lds int, rows, cols int)
 
-// problem is one Sgemm call, shared read-only by the goroutines that
+// problem is one Sgemm or Dgemm call, shared read-only by the goroutines that
 // compute it.
 type problem[T elem] struct {
 	transA, transB bool
@@ -69,7 +69,8 @@ type problem[T elem] struct {
 }
 
 // workspace holds one goroutine's packing buffers. Buffers are aligned to 64
-// bytes and reused through wsPool, so steady-state calls do not allocate.
+// bytes and reused through the pools of their element type (pools.ws), so
+// steady-state calls do not allocate.
 type workspace[T elem] struct {
 	b    []T // packed B block, or the packed edge strip when B is used in place
 	a    []T // packed A block (kernelSet.packA)

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 )
 
-// sharedPanels are the packed A panels of one parallel Sgemm whose
+// sharedPanels are the packed A panels of one parallel Sgemm or Dgemm whose
 // goroutines split C by columns, so that each needs every row of A: A is
 // packed once (in groups of panelGroup row tiles, each by the goroutine
 // that reaches it first) instead of once per block of columns. A goroutine
