@@ -223,10 +223,8 @@ func TestConcurrentDifferentiation(t *testing.T) {
 func TestCustomVJP(t *testing.T) {
 	// Identity forward, gradient clipped to [-1, 1] backward.
 	clipGrad := autodiff.CustomVJP("clip_grad",
-		func(in []*tensor.Tensor) (*tensor.Tensor, []*tensor.Tensor) { return in[0], nil },
-		func(_ []*tensor.Tensor, g *tensor.Tensor) []*tensor.Tensor {
-			return []*tensor.Tensor{tensor.Clamp(g, -1, 1)}
-		})
+		func(x *tensor.Tensor) (*tensor.Tensor, struct{}) { return x, struct{}{} },
+		func(_ struct{}, g *tensor.Tensor) *tensor.Tensor { return tensor.Clamp(g, -1, 1) })
 	x := tensor.FromFloat32([]float32{1, 2, 3})
 	g := autodiff.Grad(func(x *tensor.Tensor) *tensor.Tensor {
 		return tensor.Sum(tensor.MulScalar(clipGrad(x), 5))
@@ -236,13 +234,11 @@ func TestCustomVJP(t *testing.T) {
 
 	// A custom rule with residuals: d/dx exp(x) = exp(x), saved.
 	myExp := autodiff.CustomVJP("my_exp",
-		func(in []*tensor.Tensor) (*tensor.Tensor, []*tensor.Tensor) {
-			y := tensor.Exp(in[0])
-			return y, []*tensor.Tensor{y}
+		func(x *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
+			y := tensor.Exp(x)
+			return y, y
 		},
-		func(res []*tensor.Tensor, g *tensor.Tensor) []*tensor.Tensor {
-			return []*tensor.Tensor{tensor.Mul(g, res[0])}
-		})
+		func(y, g *tensor.Tensor) *tensor.Tensor { return tensor.Mul(g, y) })
 	err := autodiff.CheckGrad(func(xs []*tensor.Tensor) *tensor.Tensor { return myExp(xs[0]) }, []*tensor.Tensor{x}, autodiff.CheckOptions{})
 	assert.NoError(t, err)
 	rep := autodiff.Residuals(func(x *tensor.Tensor) *tensor.Tensor { return tensor.Sum(myExp(x)) }, x)

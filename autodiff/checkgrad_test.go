@@ -30,14 +30,9 @@ func noise(x *tensor.Tensor, amp float64) *tensor.Tensor {
 // scaledSquare returns x² with its derivative multiplied by k (k = 1: the
 // true derivative).
 func scaledSquare(k float32) func(*tensor.Tensor) *tensor.Tensor {
-	f := autodiff.CustomVJP("scaled_square",
-		func(in []*tensor.Tensor) (*tensor.Tensor, []*tensor.Tensor) {
-			return tensor.Square(in[0]), []*tensor.Tensor{in[0]}
-		},
-		func(res []*tensor.Tensor, g *tensor.Tensor) []*tensor.Tensor {
-			return []*tensor.Tensor{tensor.Mul(g, tensor.MulScalar(res[0], 2*k))}
-		})
-	return func(x *tensor.Tensor) *tensor.Tensor { return f(x) }
+	return autodiff.CustomVJP("scaled_square",
+		func(x *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) { return tensor.Square(x), x },
+		func(x, g *tensor.Tensor) *tensor.Tensor { return tensor.Mul(g, tensor.MulScalar(x, 2*k)) })
 }
 
 // TestCheckGradNoise checks that CheckGrad judges a finite difference
@@ -90,12 +85,8 @@ func TestCheckGradLargeInputs(t *testing.T) {
 	x := tensor.FromFloat32([]float32{3000.7, -2500.3, 1800.1, 2048, -2048})
 	linear := func(k float32) func(xs []*tensor.Tensor) *tensor.Tensor {
 		f := autodiff.CustomVJP("scaled_linear",
-			func(in []*tensor.Tensor) (*tensor.Tensor, []*tensor.Tensor) {
-				return tensor.MulScalar(in[0], 0.5), nil
-			},
-			func(_ []*tensor.Tensor, g *tensor.Tensor) []*tensor.Tensor {
-				return []*tensor.Tensor{tensor.MulScalar(g, 0.5*k)}
-			})
+			func(x *tensor.Tensor) (*tensor.Tensor, struct{}) { return tensor.MulScalar(x, 0.5), struct{}{} },
+			func(_ struct{}, g *tensor.Tensor) *tensor.Tensor { return tensor.MulScalar(g, 0.5*k) })
 		return func(xs []*tensor.Tensor) *tensor.Tensor { return f(xs[0]) }
 	}
 	require.NoError(t, autodiff.CheckGrad(linear(1), []*tensor.Tensor{x}, autodiff.CheckOptions{}))

@@ -78,9 +78,43 @@
 //	}
 //	hT, hs := autodiff.Scan(step, h0, xs, autodiff.ScanRemat(0)) // k = ⌈√T⌉
 //
+// # Vmap
+//
+// Vmap vectorises a function written for one example (jax.vmap,
+// eqx.filter_vmap): the function runs once on whole batches, each op
+// through its batching rule, never in a loop over examples. InAxes and
+// OutAxes say which tensor leaves of the arguments and result carry the
+// batch and where (an Axis, None for a broadcast leaf, an AxesFunc for a
+// choice per leaf); Vmap2 and Vmap3 take two and three arguments.
+//
+//	// Per-example gradients, as DP-SGD needs them.
+//	per := autodiff.Vmap2(autodiff.GradWith(loss), autodiff.InAxes(autodiff.None, autodiff.Axis(0)))(model, batch)
+//	// An ensemble of 8 models, one key each.
+//	models := autodiff.Vmap(newModel)(tensor.StackKeys(key.Split(8)))
+//
+// Vmap composes with Grad both ways (per-example gradients; gradients of a
+// vmapped loss), with itself (nested maps), with Checkpoint, with the
+// forward-mode transforms and with sharding: mapped leaves may be placed
+// tensors, or blocks inside shard.Map. Strict makes an op without a
+// batching rule (one from another package) a panic instead of a counted
+// loop over examples (Fallbacks reports the counts).
+//
+// # Forward mode
+//
+// JVP computes a Jacobian-vector product in one forward pass (jax.jvp);
+// Linearize returns the linear map for several tangents. Jacfwd and
+// Jacrev compute whole Jacobians of functions of trees, one block per pair
+// of result and argument leaves, by forward mode (a JVP per input element,
+// vmapped) and reverse mode (a VJP per output element, vmapped). Hessian
+// is forward mode over reverse mode, and JVP of Grad is a Hessian-vector
+// product. Every op has a JVP rule; forward mode composes with Vmap,
+// Checkpoint and the custom rules.
+//
 // # Custom rules and testing
 //
-// CustomVJP defines a function with a hand-written derivative. CheckGrad
+// CustomVJP defines a function of trees with a hand-written derivative
+// (jax.custom_vjp), CustomJVP one with a hand-written forward-mode rule
+// (jax.custom_jvp, transposed for reverse mode). CheckGrad
 // compares reverse-mode derivatives with finite differences; the tests of
 // every op and collective use it. It judges each finite difference against
 // an estimate of its own error (truncation, and the float32 rounding noise

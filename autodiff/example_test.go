@@ -69,10 +69,8 @@ func ExampleCheckpoint() {
 // passes through unchanged but clipped to [-1, 1].
 func ExampleCustomVJP() {
 	clipGrad := autodiff.CustomVJP("clip_grad",
-		func(in []*tensor.Tensor) (*tensor.Tensor, []*tensor.Tensor) { return in[0], nil },
-		func(_ []*tensor.Tensor, g *tensor.Tensor) []*tensor.Tensor {
-			return []*tensor.Tensor{tensor.Clamp(g, -1, 1)}
-		})
+		func(x *tensor.Tensor) (*tensor.Tensor, struct{}) { return x, struct{}{} },
+		func(_ struct{}, g *tensor.Tensor) *tensor.Tensor { return tensor.Clamp(g, -1, 1) })
 	x := tensor.FromFloat32([]float32{1, 2, 3})
 	g := autodiff.Grad(func(x *tensor.Tensor) *tensor.Tensor {
 		return tensor.Sum(tensor.MulScalar(clipGrad(x), 5))

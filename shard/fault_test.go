@@ -97,8 +97,8 @@ func TestPanicInBackward(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	m := guideMesh()
 	explode := autodiff.CustomVJP("explode",
-		func(in []*tensor.Tensor) (*tensor.Tensor, []*tensor.Tensor) { return in[0], nil },
-		func(_ []*tensor.Tensor, g *tensor.Tensor) []*tensor.Tensor {
+		func(x *tensor.Tensor) (*tensor.Tensor, struct{}) { return x, struct{}{} },
+		func(_ struct{}, g *tensor.Tensor) *tensor.Tensor {
 			panic(fmt.Sprintf("backward failed on a block %v", g))
 		})
 	f := shard.Map(m, shard.P("dp"), shard.P(), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {

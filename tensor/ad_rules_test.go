@@ -371,6 +371,29 @@ var _ = addRuleCases(
 		}},
 )
 
+// Keys held in tensors: a sampler, Split and FoldIn on each example's
+// key (and the sampler's operand, Gamma's shape).
+var _ = addRuleCases(
+	ruleCase{name: "rngOp", op: &rngOp, in: func(r *rand.Rand) []*Tensor { return args(rKey(r), rPos(r, 3)) },
+		f: func(x []*Tensor) []*Tensor {
+			k := Key{t: x[0]}
+			return []*Tensor{Normal(k, 3, 2), Gamma(k, x[1]), Uniform(k), RandInt(k, 0, 9, 4)}
+		}},
+	ruleCase{name: "keySplitOp", op: &keySplitOp, in: func(r *rand.Rand) []*Tensor { return args(rKey(r)) },
+		f: func(x []*Tensor) []*Tensor {
+			ks := Key{t: x[0]}.Split(3)
+			a, b := ks[1].Split2()
+			return []*Tensor{ks[0].t, ks[2].t, a.t, b.t}
+		}},
+	ruleCase{name: "keyFoldOp", op: &keyFoldOp, in: func(r *rand.Rand) []*Tensor { return args(rKey(r)) },
+		f: func(x []*Tensor) []*Tensor { return []*Tensor{FoldIn(Key{t: x[0]}, 7).t} }},
+)
+
+// rKey returns a random key's words, i32[2].
+func rKey(r *rand.Rand) *Tensor {
+	return FromInt32([]int32{int32(r.Uint32()), int32(r.Uint32())}, 2)
+}
+
 // rGroups returns two group sizes of 6 rows or fewer.
 func rGroups(r *rand.Rand) *Tensor {
 	a := r.IntN(4)

@@ -71,8 +71,18 @@ import (
 // Permutation and Categorical have no such property. (JAX before 0.5.0 laid
 // counters out differently: equal sizes agreed, but a shorter draw was not
 // a prefix of a longer one, and its numbers differ from today's.)
+//
+// Keys under Vmap. A key may also hold its words in a tensor (StackKeys
+// makes such a stack of keys, JAX's key array): it is then a pytree node
+// whose leaf Vmap maps, so that inside the vmapped function every example
+// has its own key, and Split, FoldIn and every sampler act on each
+// example's key (random_keys.go). That is how an ensemble is initialised:
+// autodiff.Vmap(newModel)(tensor.StackKeys(key.Split(8))).
 type Key struct {
 	data [2]uint32
+	// t, when set, holds the words: i32[2] for one key, [..., 2] for a
+	// stack of keys.
+	t *Tensor
 }
 
 // NewKey returns the key for an integer seed, like jax.random.key(seed):
@@ -80,20 +90,26 @@ type Key struct {
 // for every seed JAX holds exactly: 0 <= seed < 2^31 always, and any 64-bit
 // seed with jax_enable_x64 (a negative int64 seed s as NewKey(uint64(s))).
 func NewKey(seed uint64) Key {
-	return Key{[2]uint32{uint32(seed >> 32), uint32(seed)}}
+	return Key{data: [2]uint32{uint32(seed >> 32), uint32(seed)}}
 }
 
 // WrapKeyData returns the key with the given raw words, like
 // jax.random.wrap_key_data. It is the inverse of Key.Data.
-func WrapKeyData(data [2]uint32) Key { return Key{data} }
+func WrapKeyData(data [2]uint32) Key { return Key{data: data} }
 
 // Data returns the key's raw words, like jax.random.key_data. Use it to save
-// a key or to hand it to JAX.
-func (k Key) Data() [2]uint32 { return k.data }
+// a key or to hand it to JAX. It panics for a stack of keys and for a key
+// inside Vmap (whose words are many examples').
+func (k Key) Data() [2]uint32 { return k.words("tensor.Key.Data") }
 
 // String prints the key like JAX prints a key array's data:
-// key<fry>[0 42].
-func (k Key) String() string { return fmt.Sprintf("key<fry>[%d %d]", k.data[0], k.data[1]) }
+// key<fry>[0 42]; a key held in a tensor prints its type: key<fry>i32[8,2].
+func (k Key) String() string {
+	if k.t != nil {
+		return "key<fry>" + k.t.String()
+	}
+	return fmt.Sprintf("key<fry>[%d %d]", k.data[0], k.data[1])
+}
 
 // Split returns n new keys derived from k, like jax.random.split(k, n).
 // The keys are independent of each other and of k; k must not be used
@@ -105,6 +121,9 @@ func (k Key) Split(n int) []Key {
 	if n < 0 {
 		panic(fmt.Sprintf("tensor.Key.Split: number of keys %d is negative", n))
 	}
+	if k.t != nil {
+		return k.splitTensor("tensor.Key.Split", n)
+	}
 	return rngPartitionable.split(k, n)
 }
 
@@ -113,6 +132,10 @@ func (k Key) Split(n int) []Key {
 //
 //	key, sub := key.Split2()
 func (k Key) Split2() (Key, Key) {
+	if k.t != nil {
+		ks := k.splitTensor("tensor.Key.Split2", 2)
+		return ks[0], ks[1]
+	}
 	ks := rngPartitionable.split(k, 2)
 	return ks[0], ks[1]
 }
@@ -121,16 +144,21 @@ func (k Key) Split2() (Key, Key) {
 // jax.random.fold_in(k, data). Different data give independent keys; use it
 // to derive per-step, per-device or per-example keys from one key.
 func FoldIn(k Key, data uint32) Key {
+	if k.t != nil {
+		return k.foldInTensor(data)
+	}
 	a, b := rngThreefry2x32(k.data[0], k.data[1], 0, data)
-	return Key{[2]uint32{a, b}}
+	return Key{data: [2]uint32{a, b}}
 }
 
 // Bits returns uniformly random 32-bit words for the given shape in
 // row-major order (one word for an empty shape), like
 // jax.random.bits(k, shape, 'uint32'). It panics on a negative dimension.
+// A key held in a tensor is read as Data reads it (inside Vmap, use
+// RandomBits).
 func Bits(k Key, shape ...int) []uint32 {
 	checkShape("tensor.Bits", shape)
-	return rngPartitionable.bits(k, numel(shape))
+	return rngPartitionable.bits(WrapKeyData(k.words("tensor.Bits")), numel(shape))
 }
 
 // RandomBits returns an int32 tensor of the given shape holding uniformly
@@ -138,12 +166,14 @@ func Bits(k Key, shape ...int) []uint32 {
 // has no uint32 dtype). It panics on a negative dimension.
 func RandomBits(k Key, shape ...int) *Tensor {
 	checkShape("tensor.RandomBits", shape)
-	b := rngPartitionable.bits(k, numel(shape))
-	out := newTensor(Int32, shape)
-	for i, v := range b {
-		out.i32[i] = int32(v)
-	}
-	return out
+	return k.sample("tensor.RandomBits", func(k Key, _ []*Tensor) *Tensor {
+		b := rngPartitionable.bits(k, numel(shape))
+		out := newTensor(Int32, shape)
+		for i, v := range b {
+			out.i32[i] = int32(v)
+		}
+		return out
+	})
 }
 
 // Uniform returns float32 values uniform in [0, 1), like
@@ -152,7 +182,9 @@ func RandomBits(k Key, shape ...int) *Tensor {
 // word as its mantissa. It panics on a negative dimension.
 func Uniform(k Key, shape ...int) *Tensor {
 	checkShape("tensor.Uniform", shape)
-	return rngFloat32s(rngUniform(rngPartitionable, k, numel(shape), 0, 1), shape)
+	return k.sample("tensor.Uniform", func(k Key, _ []*Tensor) *Tensor {
+		return rngFloat32s(rngUniform(rngPartitionable, k, numel(shape), 0, 1), shape)
+	})
 }
 
 // UniformRange returns float32 values uniform in [lo, hi), like
@@ -166,7 +198,9 @@ func UniformRange(k Key, lo, hi float32, shape ...int) *Tensor {
 	if !(lo < hi) || math.IsInf(float64(lo), 0) || math.IsInf(float64(hi), 0) {
 		panic(fmt.Sprintf("tensor.UniformRange: need finite lo < hi, got lo=%v hi=%v", lo, hi))
 	}
-	return rngFloat32s(rngUniform(rngPartitionable, k, numel(shape), lo, hi), shape)
+	return k.sample("tensor.UniformRange", func(k Key, _ []*Tensor) *Tensor {
+		return rngFloat32s(rngUniform(rngPartitionable, k, numel(shape), lo, hi), shape)
+	})
 }
 
 // Normal returns standard normal float32 values, like
@@ -174,7 +208,9 @@ func UniformRange(k Key, lo, hi float32, shape ...int) *Tensor {
 // with XLA's float32 erf_inv polynomial. It panics on a negative dimension.
 func Normal(k Key, shape ...int) *Tensor {
 	checkShape("tensor.Normal", shape)
-	return rngFloat32s(rngNormal(rngPartitionable, k, numel(shape)), shape)
+	return k.sample("tensor.Normal", func(k Key, _ []*Tensor) *Tensor {
+		return rngFloat32s(rngNormal(rngPartitionable, k, numel(shape)), shape)
+	})
 }
 
 // TruncatedNormal returns standard normal float32 values conditioned on
@@ -188,7 +224,9 @@ func TruncatedNormal(k Key, lo, hi float32, shape ...int) *Tensor {
 	if !(lo < hi) {
 		panic(fmt.Sprintf("tensor.TruncatedNormal: need lo < hi, got lo=%v hi=%v", lo, hi))
 	}
-	return rngFloat32s(rngTruncatedNormal(rngPartitionable, k, numel(shape), lo, hi), shape)
+	return k.sample("tensor.TruncatedNormal", func(k Key, _ []*Tensor) *Tensor {
+		return rngFloat32s(rngTruncatedNormal(rngPartitionable, k, numel(shape), lo, hi), shape)
+	})
 }
 
 // Bernoulli returns a bool tensor whose elements are true with probability
@@ -201,12 +239,14 @@ func Bernoulli(k Key, p float32, shape ...int) *Tensor {
 	if !(p >= 0 && p <= 1) {
 		panic(fmt.Sprintf("tensor.Bernoulli: probability p=%v is outside [0, 1]", p))
 	}
-	u := rngUniform(rngPartitionable, k, numel(shape), 0, 1)
-	out := newTensor(Bool, shape)
-	for i, v := range u {
-		out.b[i] = v < p
-	}
-	return out
+	return k.sample("tensor.Bernoulli", func(k Key, _ []*Tensor) *Tensor {
+		u := rngUniform(rngPartitionable, k, numel(shape), 0, 1)
+		out := newTensor(Bool, shape)
+		for i, v := range u {
+			out.b[i] = v < p
+		}
+		return out
+	})
 }
 
 // RandInt returns int32 values uniform in [lo, hi), like
@@ -224,7 +264,9 @@ func RandInt(k Key, lo, hi int, shape ...int) *Tensor {
 		panic(fmt.Sprintf("tensor.RandInt: need %d <= lo < hi <= %d, got lo=%d hi=%d",
 			math.MinInt32, int64(math.MaxInt32)+1, lo, hi))
 	}
-	return rngInt32s(rngRandInt(rngPartitionable, k, numel(shape), lo, hi), shape)
+	return k.sample("tensor.RandInt", func(k Key, _ []*Tensor) *Tensor {
+		return rngInt32s(rngRandInt(rngPartitionable, k, numel(shape), lo, hi), shape)
+	})
 }
 
 // Permutation returns a uniformly random permutation of 0, 1, ..., n-1 as
@@ -236,7 +278,9 @@ func Permutation(k Key, n int) *Tensor {
 	if n < 0 || n > math.MaxInt32 {
 		panic(fmt.Sprintf("tensor.Permutation: n=%d must be in [0, %d]", n, math.MaxInt32))
 	}
-	return rngInt32s(rngPermutation(rngPartitionable, k, n), []int{n})
+	return k.sample("tensor.Permutation", func(k Key, _ []*Tensor) *Tensor {
+		return rngInt32s(rngPermutation(rngPartitionable, k, n), []int{n})
+	})
 }
 
 // Gumbel returns standard Gumbel float32 values, -log(-log(u)) for u
@@ -244,7 +288,9 @@ func Permutation(k Key, n int) *Tensor {
 // negative dimension.
 func Gumbel(k Key, shape ...int) *Tensor {
 	checkShape("tensor.Gumbel", shape)
-	return rngFloat32s(rngGumbel(rngPartitionable, k, numel(shape)), shape)
+	return k.sample("tensor.Gumbel", func(k Key, _ []*Tensor) *Tensor {
+		return rngFloat32s(rngGumbel(rngPartitionable, k, numel(shape)), shape)
+	})
 }
 
 // Categorical draws one category index per distribution from unnormalized
@@ -264,8 +310,7 @@ func Categorical(k Key, logits *Tensor, axis int) *Tensor {
 	if logits.shape[a] == 0 {
 		panic(fmt.Sprintf("tensor.Categorical: logits %v: axis %d has no categories", logits, axis))
 	}
-	g := rngFloat32s(rngGumbel(rngPartitionable, k, numel(logits.shape)), logits.shape)
-	return ArgMax(Add(g, StopGradient(logits)), a)
+	return ArgMax(Add(Gumbel(k, logits.shape...), StopGradient(logits)), a)
 }
 
 // rngFloat32s wraps data (which it takes over) as a float32 tensor of the
@@ -363,7 +408,7 @@ func (s rngScheme) split(k Key, n int) []Key {
 		// Key i hashes the 64-bit counter i, as (hi, lo) words.
 		for i := range out {
 			a, b := rngThreefry2x32(k0, k1, uint32(uint64(i)>>32), uint32(i))
-			out[i] = Key{[2]uint32{a, b}}
+			out[i] = Key{data: [2]uint32{a, b}}
 		}
 		return out
 	}
@@ -374,7 +419,7 @@ func (s rngScheme) split(k Key, n int) []Key {
 		words[i], words[n+i] = a, b
 	}
 	for i := range out {
-		out[i] = Key{[2]uint32{words[2*i], words[2*i+1]}}
+		out[i] = Key{data: [2]uint32{words[2*i], words[2*i+1]}}
 	}
 	return out
 }

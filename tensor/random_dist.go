@@ -27,7 +27,9 @@ import (
 // only on k and i, as for Uniform. It panics on a negative dimension.
 func Exponential(k Key, shape ...int) *Tensor {
 	checkShape("tensor.Exponential", shape)
-	return rngFloat32s(rngExponential(rngPartitionable, k, numel(shape)), shape)
+	return k.sample("tensor.Exponential", func(k Key, _ []*Tensor) *Tensor {
+		return rngFloat32s(rngExponential(rngPartitionable, k, numel(shape)), shape)
+	})
 }
 
 func rngExponential(s rngScheme, k Key, n int) []float32 {
@@ -44,7 +46,9 @@ func rngExponential(s rngScheme, k Key, n int) []float32 {
 // only on k and i. It panics on a negative dimension.
 func Laplace(k Key, shape ...int) *Tensor {
 	checkShape("tensor.Laplace", shape)
-	return rngFloat32s(rngLaplace(rngPartitionable, k, numel(shape)), shape)
+	return k.sample("tensor.Laplace", func(k Key, _ []*Tensor) *Tensor {
+		return rngFloat32s(rngLaplace(rngPartitionable, k, numel(shape)), shape)
+	})
 }
 
 func rngLaplace(s rngScheme, k Key, n int) []float32 {
@@ -75,9 +79,12 @@ func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) 
 // float32, does not broadcast to shape, or has an element that is not
 // positive (JAX does not check).
 func Gamma(k Key, a *Tensor, shape ...int) *Tensor {
-	shape, av := rngParam("tensor.Gamma", "a", a, shape)
-	checkPositive("tensor.Gamma", "a", a, av)
-	return rngFloat32s(rngGamma(rngPartitionable, k, av, false), shape)
+	checkNil("tensor.Gamma", "a", a)
+	return k.sample("tensor.Gamma", func(k Key, p []*Tensor) *Tensor {
+		shape, av := rngParam("tensor.Gamma", "a", p[0], shape)
+		checkPositive("tensor.Gamma", "a", p[0], av)
+		return rngFloat32s(rngGamma(rngPartitionable, k, av, false), shape)
+	}, a)
 }
 
 // LogGamma returns the logarithms of gamma samples, like
@@ -85,9 +92,12 @@ func Gamma(k Key, a *Tensor, shape ...int) *Tensor {
 // log space so that a small a (where the samples underflow float32) keeps
 // its precision. Beta and Dirichlet are built on it.
 func LogGamma(k Key, a *Tensor, shape ...int) *Tensor {
-	shape, av := rngParam("tensor.LogGamma", "a", a, shape)
-	checkPositive("tensor.LogGamma", "a", a, av)
-	return rngFloat32s(rngGamma(rngPartitionable, k, av, true), shape)
+	checkNil("tensor.LogGamma", "a", a)
+	return k.sample("tensor.LogGamma", func(k Key, p []*Tensor) *Tensor {
+		shape, av := rngParam("tensor.LogGamma", "a", p[0], shape)
+		checkPositive("tensor.LogGamma", "a", p[0], av)
+		return rngFloat32s(rngGamma(rngPartitionable, k, av, true), shape)
+	}, a)
 }
 
 // rngParam checks a float32 parameter of a sampler and returns the sample
@@ -227,7 +237,7 @@ func (s rngScheme) splitInto(k Key, out []Key) {
 	if s == rngPartitionable {
 		for i := range out {
 			a, b := rngThreefry2x32(k0, k1, uint32(uint64(i)>>32), uint32(i))
-			out[i] = Key{[2]uint32{a, b}}
+			out[i] = Key{data: [2]uint32{a, b}}
 		}
 		return
 	}
@@ -243,7 +253,7 @@ func (s rngScheme) splitInto(k Key, out []Key) {
 		words[i], words[n+i] = a, b
 	}
 	for i := range out {
-		out[i] = Key{[2]uint32{words[2*i], words[2*i+1]}}
+		out[i] = Key{data: [2]uint32{words[2*i], words[2*i+1]}}
 	}
 }
 
@@ -259,11 +269,13 @@ func Beta(k Key, a, b *Tensor, shape ...int) *Tensor {
 	if shape == nil {
 		shape = broadcastShapes("tensor.Beta", ",", a, b)
 	}
-	shape, av := rngParam("tensor.Beta", "a", a, shape)
-	_, bv := rngParam("tensor.Beta", "b", b, shape)
-	checkPositive("tensor.Beta", "a", a, av)
-	checkPositive("tensor.Beta", "b", b, bv)
-	return rngFloat32s(rngBeta(rngPartitionable, k, av, bv), shape)
+	return k.sample("tensor.Beta", func(k Key, p []*Tensor) *Tensor {
+		shape, av := rngParam("tensor.Beta", "a", p[0], shape)
+		_, bv := rngParam("tensor.Beta", "b", p[1], shape)
+		checkPositive("tensor.Beta", "a", p[0], av)
+		checkPositive("tensor.Beta", "b", p[1], bv)
+		return rngFloat32s(rngBeta(rngPartitionable, k, av, bv), shape)
+	}, a, b)
 }
 
 func rngBeta(s rngScheme, k Key, a, b []float32) []float32 {
@@ -295,9 +307,11 @@ func Dirichlet(k Key, alpha *Tensor, shape ...int) *Tensor {
 		shape = alpha.shape[:len(alpha.shape)-1]
 	}
 	n := alpha.shape[len(alpha.shape)-1]
-	full, av := rngParam("tensor.Dirichlet", "alpha", alpha, append(slices.Clone(shape), n))
-	checkPositive("tensor.Dirichlet", "alpha", alpha, av)
-	return rngFloat32s(rngDirichlet(rngPartitionable, k, av, n), full)
+	return k.sample("tensor.Dirichlet", func(k Key, p []*Tensor) *Tensor {
+		full, av := rngParam("tensor.Dirichlet", "alpha", p[0], append(slices.Clone(shape), n))
+		checkPositive("tensor.Dirichlet", "alpha", p[0], av)
+		return rngFloat32s(rngDirichlet(rngPartitionable, k, av, n), full)
+	}, alpha)
 }
 
 func rngDirichlet(s rngScheme, k Key, alpha []float32, n int) []float32 {
@@ -330,8 +344,11 @@ func rngDirichlet(s rngScheme, k Key, alpha []float32, n int) []float32 {
 // NaN lam gives -1. It panics if lam is not float32 or does not broadcast
 // to shape.
 func Poisson(k Key, lam *Tensor, shape ...int) *Tensor {
-	shape, lv := rngParam("tensor.Poisson", "lam", lam, shape)
-	return rngInt32s(rngPoisson(rngPartitionable, k, lv), shape)
+	checkNil("tensor.Poisson", "lam", lam)
+	return k.sample("tensor.Poisson", func(k Key, p []*Tensor) *Tensor {
+		shape, lv := rngParam("tensor.Poisson", "lam", p[0], shape)
+		return rngInt32s(rngPoisson(rngPartitionable, k, lv), shape)
+	}, lam)
 }
 
 func rngPoisson(s rngScheme, k Key, lam []float32) []int32 {
@@ -477,6 +494,21 @@ type ChoiceOptions struct {
 func Choice(k Key, a *Tensor, shape []int, opts ChoiceOptions) *Tensor {
 	checkNil("tensor.Choice", "a", a)
 	checkShape("tensor.Choice", shape)
+	operands := []*Tensor{a}
+	if opts.P != nil {
+		operands = append(operands, opts.P)
+	}
+	return k.sample("tensor.Choice", func(k Key, p []*Tensor) *Tensor {
+		a := p[0]
+		if opts.P != nil {
+			opts.P = p[1]
+		}
+		return choice(k, a, shape, opts)
+	}, operands...)
+}
+
+// choice is Choice on host operands.
+func choice(k Key, a *Tensor, shape []int, opts ChoiceOptions) *Tensor {
 	var n, axis int
 	if a.Rank() == 0 {
 		if a.dtype != Int32 {
@@ -615,7 +647,7 @@ func CategoricalSample(k Key, logits *Tensor, axis int, opts CategoricalOptions)
 		// sample shape's batch part.
 		fromEnd := len(logits.shape) - a
 		gshape := slices.Insert(slices.Clone(shape), len(shape)-fromEnd+1, logits.shape[a])
-		g := rngFloat32s(rngGumbel(rngPartitionable, k, numel(gshape)), gshape)
+		g := Gumbel(k, gshape...)
 		for range prefix {
 			x = ExpandDims(x, 0)
 		}
@@ -628,7 +660,7 @@ func CategoricalSample(k Key, logits *Tensor, axis int, opts CategoricalOptions)
 	if m > logits.shape[a] {
 		panic(fmt.Sprintf("tensor.CategoricalSample: %d samples without replacement from %d categories", m, logits.shape[a]))
 	}
-	x = Add(x, rngFloat32s(rngGumbel(rngPartitionable, k, logits.Size()), logits.shape))
+	x = Add(x, Gumbel(k, logits.shape...))
 	perm := make([]int, 0, len(logits.shape))
 	for i := range logits.shape {
 		if i != a {
