@@ -55,8 +55,13 @@
 //     converts between float dtypes (differentiably); WidenBits16 and
 //     RoundBits16 convert slices of 16-bit patterns with the same kernels.
 //   - Elementwise, with broadcasting: Add, Sub, Mul, Div, Pow, Maximum,
-//     Minimum, Neg, Abs, Exp, Log, Sqrt, Rsqrt, Clamp; comparisons (Equal,
-//     Less, ...) return bool masks for Where and the Logical ops.
+//     Minimum, Atan2, Neg, Abs, Sign, Square, Reciprocal, Exp, Exp2, Expm1,
+//     Log, Log2, Log10, Log1p, Sqrt, Rsqrt, Cbrt, Clamp; comparisons
+//     (Equal, Less, ...) return bool masks for Where and the Logical ops.
+//   - Elementwise math (math.go): Sin, Cos, Tan, Asin, Acos, Atan, Sinh,
+//     Cosh, Asinh, Acosh, Atanh, Erf, Erfc, ErfInv, Lgamma, Digamma,
+//     Polygamma, and the rounding ops Round (halves to even), Floor, Ceil
+//     and Trunc.
 //   - Activations and losses: Relu, Gelu, Silu, Tanh, Sigmoid, Softplus,
 //     Softmax, LogSoftmax, MSE, SoftmaxCrossEntropy (integer labels),
 //     SoftmaxCrossEntropyProbs, SigmoidBinaryCrossEntropy.
@@ -77,7 +82,10 @@
 // Keys are counter-based and splittable, and they are JAX's: NewKey(0)
 // is jax.random.key(0), Key.Split is jax.random.split, and Normal,
 // Uniform, Bernoulli, Permutation, ... draw the numbers jax.random draws
-// for the same key and shape. Never reuse a key: split it.
+// for the same key and shape. Never reuse a key: split it. The common
+// distributions are there with JAX's algorithms (random_dist.go):
+// Exponential, Laplace, Gamma and LogGamma, Beta, Dirichlet, Poisson,
+// Gumbel, Categorical and CategoricalSample, Choice.
 //
 // # Differentiation
 //
