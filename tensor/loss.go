@@ -459,8 +459,11 @@ func LogSigmoid(x *Tensor) *Tensor {
 // SigmoidBinaryCrossEntropy returns, per element, the cross-entropy of
 // sigmoid(logits) against labels in [0, 1], like
 // optax.sigmoid_binary_cross_entropy:
-// -labels·log σ(logits) - (1-labels)·log σ(-logits), computed stably as
-// softplus(logits) - labels·logits. Labels may be soft (probabilities).
+// -labels·log σ(logits) - (1-labels)·log σ(-logits), each log-sigmoid
+// computed stably, as optax computes it. (The shorter softplus(logits) -
+// labels·logits rounds a confident correct prediction's loss away: for
+// logits 30 and label 1 it gives 0, not 9.36e-14.) Labels may be soft
+// (probabilities).
 // Both operands are float32 of exactly the same shape (no broadcasting);
 // the result has that shape. It is differentiable in both: σ(logits) -
 // labels and -logits.
@@ -473,7 +476,9 @@ func SigmoidBinaryCrossEntropy(logits, labels *Tensor) *Tensor {
 	if !sameShape(logits.shape, labels.shape) {
 		panic(fmt.Sprintf("%s: %s: shapes must match exactly", name, operands("", logits, labels)))
 	}
-	return Sub(Softplus(logits), Mul(labels, logits))
+	pos := Mul(labels, LogSigmoid(logits))
+	neg := Mul(Sub(Scalar(1), labels), LogSigmoid(Neg(logits)))
+	return Neg(Add(pos, neg))
 }
 
 // subTangents returns a - b where either may be nil (zero).

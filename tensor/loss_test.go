@@ -333,6 +333,27 @@ func TestSigmoidBinaryCrossEntropy(t *testing.T) {
 	assert.InDeltaSlice(t, []float64{0, 1, -1, 0, 0}, g.Float64s(), 1e-7)
 }
 
+// Hand-worked values where the loss is tiny: the confident correct
+// predictions whose loss softplus(z) - y·z rounds to 0. With s(x) =
+// log(1+e^x): z=30, y=1 gives s(-30) = 9.357622968840175e-14; z=-20, y=0
+// gives s(-20) = 2.0611536224385579e-09; z=2, y=1/4 gives 1.5 + s(-2) =
+// 1.6269280110429727; z=-3, y=1 gives 3 + s(-3) = 3.048587351573742.
+func TestSigmoidBinaryCrossEntropySmallLosses(t *testing.T) {
+	z := tensor.FromFloat32([]float32{30, -30, -20, 2, -3, 88})
+	y := tensor.FromFloat32([]float32{1, 0, 0, 0.25, 1, 1})
+	want := []float64{9.357622968840175e-14, 9.357622968840175e-14, 2.0611536224385579e-09,
+		1.6269280110429727, 3.048587351573742, 6.0546018954011858e-39}
+	got := tensor.SigmoidBinaryCrossEntropy(z, y).Float64s()
+	for i := range want {
+		assert.InEpsilon(t, want[i], got[i], 1e-6, "element %d", i)
+	}
+	// The gradient σ(z) - y keeps those small values too: σ(30) - 1 is
+	// -e^-30/(1+e^-30) ≈ -9.357622968840175e-14 in exact arithmetic, but
+	// σ(30) rounds to 1 in float32, so it is 0 there, as in optax.
+	g := srtGrad(func(z *tensor.Tensor) *tensor.Tensor { return tensor.SigmoidBinaryCrossEntropy(z, y) }, z, tensor.Ones(tensor.Float32, 6))
+	assert.InDeltaSlice(t, []float64{0, 0, 2.0611536e-09, 0.8807970779778823 - 0.25, 0.04742587317756678 - 1, 0}, g.Float64s(), 1e-7)
+}
+
 func TestNNFunctionPanics(t *testing.T) {
 	require.PanicsWithValue(t, "tensor.Softplus: i32[2]: not defined for int32", func() { tensor.Softplus(tensor.Zeros(tensor.Int32, 2)) })
 	require.PanicsWithValue(t, "tensor.LogSigmoid: bool[2]: not defined for bool", func() { tensor.LogSigmoid(tensor.Zeros(tensor.Bool, 2)) })
