@@ -41,6 +41,14 @@ func DotProductAttention(q, k, v, mask *tensor.Tensor, causal bool) *tensor.Tens
 	if mask != nil {
 		checkMask(mask, B, N, T, S)
 	}
+	return attention(q, k, v, mask, causal, nil)
+}
+
+// attention is DotProductAttention for q [B,T,N,H], k [B,S,N,H] and v
+// [B,S,N,V] (checked by the caller, mask too), with weights, if not nil,
+// applied to the softmax's weights [B,N,T,S] (dropout).
+func attention(q, k, v, mask *tensor.Tensor, causal bool, weights func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
+	T, S, H := q.Dim(1), k.Dim(1), q.Dim(3)
 	if causal {
 		rows := tensor.Reshape(tensor.Arange(T), T, 1)
 		cols := tensor.Reshape(tensor.Arange(S), 1, S)
@@ -53,13 +61,16 @@ func DotProductAttention(q, k, v, mask *tensor.Tensor, causal bool) *tensor.Tens
 	}
 	qt := tensor.Transpose(tensor.MulScalar(q, float32(1/math.Sqrt(float64(H)))), 0, 2, 1, 3) // [B,N,T,H]
 	kt := tensor.Transpose(k, 0, 2, 1, 3)                                                     // [B,N,S,H]
-	vt := tensor.Transpose(v, 0, 2, 1, 3)                                                     // [B,N,S,H]
+	vt := tensor.Transpose(v, 0, 2, 1, 3)                                                     // [B,N,S,V]
 	logits := tensor.MatMulT(qt, kt, false, true)                                             // [B,N,T,S]
 	if mask != nil {
 		logits = tensor.Where(mask, logits, tensor.Scalar(float32(math.Inf(-1))))
 	}
 	w := tensor.Softmax(logits, -1)
-	return tensor.Transpose(tensor.MatMul(w, vt), 0, 2, 1, 3) // [B,T,N,H]
+	if weights != nil {
+		w = weights(w)
+	}
+	return tensor.Transpose(tensor.MatMul(w, vt), 0, 2, 1, 3) // [B,T,N,V]
 }
 
 func checkMask(mask *tensor.Tensor, B, N, T, S int) {
@@ -100,14 +111,30 @@ func DefaultAttentionAxes() AttentionAxes {
 }
 
 // AttentionOptions configures NewMultiHeadAttention. The zero value gives
-// Equinox's eqx.nn.MultiheadAttention defaults: no biases, Linear's
-// initialization, no causal mask.
+// Equinox's eqx.nn.MultiheadAttention defaults: keys, values and outputs
+// of the query's size, heads of dim/heads features, no biases, Linear's
+// initialization, no dropout, no causal mask.
 type AttentionOptions struct {
 	// Causal hides future positions: query t attends to keys 0..t.
 	Causal bool
-	// Bias adds a bias to each of the four projections (Equinox's
-	// use_query_bias and friends, all false by default).
-	Bias bool
+	// KeySize and ValueSize are the features of the key and value inputs
+	// (Equinox's key_size and value_size); 0 means dim, the query's.
+	KeySize, ValueSize int
+	// OutputSize is the features of the output (output_size); 0 means
+	// dim.
+	OutputSize int
+	// QKSize is the features per head that queries and keys are compared
+	// over (qk_size), VOSize those per head of the values and of the
+	// output projection's input (vo_size); 0 means dim/heads.
+	QKSize, VOSize int
+	// QueryBias, KeyBias, ValueBias and OutputBias give a projection a
+	// bias (Equinox's use_query_bias and friends); Bias gives all four
+	// one.
+	QueryBias, KeyBias, ValueBias, OutputBias bool
+	Bias                                      bool
+	// DropoutRate drops attention weights with this probability during
+	// training (Equinox's dropout_p), see MultiHeadAttention.Dropout.
+	DropoutRate float64
 	// WeightInit and BiasInit are passed to the projections (see
 	// LinearOptions).
 	WeightInit, BiasInit Initializer
@@ -117,69 +144,165 @@ type AttentionOptions struct {
 }
 
 // MultiHeadAttention is multi-head attention (eqx.nn.MultiheadAttention):
-// the inputs are projected to queries, keys and values of NumHeads heads of
-// D/NumHeads features each, each head attends with DotProductAttention, and
-// the heads are concatenated and projected back to D. Forward is
-// self-attention; ForwardQKV takes separate query, key and value inputs.
+// the query, key and value inputs are projected to NumHeads heads (of
+// QKSize features for queries and keys, VOSize for values), each head
+// attends with scaled dot-product attention (DotProductAttention), and the
+// heads are concatenated and projected to the output size. Forward is
+// self-attention; ForwardQKV takes separate query, key and value inputs,
+// and ForwardWith Equinox's other call arguments (a mask, the dropout key,
+// a function of the heads such as rotary embeddings).
 type MultiHeadAttention struct {
-	QueryProj, KeyProj, ValueProj, OutputProj Linear // each [D, D]
-	NumHeads                                  int
-	Causal                                    bool
+	QueryProj  Linear // [querySize, NumHeads·QKSize]
+	KeyProj    Linear // [keySize, NumHeads·QKSize]
+	ValueProj  Linear // [valueSize, NumHeads·VOSize]
+	OutputProj Linear // [NumHeads·VOSize, outputSize]
+	NumHeads   int
+	Causal     bool
+	// Dropout drops attention weights after the softmax (Equinox's
+	// dropout on the weights), drawing from the key given to ForwardWith
+	// or Call; InferenceMode switches it off.
+	Dropout Dropout
 }
 
-// NewMultiHeadAttention returns self-attention over dim features in heads
-// heads; heads must divide dim. key is split into one key per projection.
+// NewMultiHeadAttention returns attention for queries of dim features in
+// heads heads (by default self-attention with every size dim, and heads
+// of dim/heads features, so heads must divide dim unless QKSize and
+// VOSize are given). key is split into one key per projection, in the
+// order query, key, value, output, as Equinox splits it.
 func NewMultiHeadAttention(key tensor.Key, dim, heads int, opts AttentionOptions) MultiHeadAttention {
-	if heads <= 0 || dim <= 0 || dim%heads != 0 {
+	qk, vo := opts.QKSize, opts.VOSize
+	if heads <= 0 || dim <= 0 || (qk == 0 || vo == 0) && dim%heads != 0 {
 		panic(fmt.Sprintf("nn.NewMultiHeadAttention: dim %d, heads %d: heads must be positive and divide dim", dim, heads))
 	}
+	def := func(v, d int) int {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	qk, vo = def(qk, dim/heads), def(vo, dim/heads)
+	ks, vs, os := def(opts.KeySize, dim), def(opts.ValueSize, dim), def(opts.OutputSize, dim)
+	if qk < 0 || vo < 0 || ks < 0 || vs < 0 || os < 0 {
+		panic(fmt.Sprintf("nn.NewMultiHeadAttention: negative size in %+v", opts))
+	}
 	keys := key.Split(4)
-	lin := func(k tensor.Key, axes [2]string) Linear {
-		return NewLinear(k, dim, dim, LinearOptions{NoBias: !opts.Bias, WeightInit: opts.WeightInit, BiasInit: opts.BiasInit, Axes: axes})
+	lin := func(k tensor.Key, in, out int, bias bool, axes [2]string) Linear {
+		return NewLinear(k, in, out, LinearOptions{NoBias: !(bias || opts.Bias), WeightInit: opts.WeightInit, BiasInit: opts.BiasInit, Axes: axes})
 	}
 	return MultiHeadAttention{
-		QueryProj:  lin(keys[0], opts.Axes.QKV),
-		KeyProj:    lin(keys[1], opts.Axes.QKV),
-		ValueProj:  lin(keys[2], opts.Axes.QKV),
-		OutputProj: lin(keys[3], opts.Axes.Output),
+		QueryProj:  lin(keys[0], dim, heads*qk, opts.QueryBias, opts.Axes.QKV),
+		KeyProj:    lin(keys[1], ks, heads*qk, opts.KeyBias, opts.Axes.QKV),
+		ValueProj:  lin(keys[2], vs, heads*vo, opts.ValueBias, opts.Axes.QKV),
+		OutputProj: lin(keys[3], heads*vo, os, opts.OutputBias, opts.Axes.Output),
 		NumHeads:   heads,
 		Causal:     opts.Causal,
+		Dropout:    NewDropout(opts.DropoutRate),
 	}
 }
 
-// Forward applies self-attention to x f32[B,T,D] and returns f32[B,T,D].
+// Forward applies self-attention to x f32[B,T,D] and returns
+// f32[B,T,outputSize].
 func (a MultiHeadAttention) Forward(x *tensor.Tensor) *tensor.Tensor {
-	return a.ForwardQKV(x, x, x, nil)
+	return a.ForwardWith(x, x, x, AttentionCall{})
 }
 
 // ForwardMask is Forward with a bool mask broadcastable to [B, heads, T, T]
 // (true where query t may attend to key s), combined with the causal mask
 // if the layer is causal. See DotProductAttention.
 func (a MultiHeadAttention) ForwardMask(x, mask *tensor.Tensor) *tensor.Tensor {
-	return a.ForwardQKV(x, x, x, mask)
+	return a.ForwardWith(x, x, x, AttentionCall{Mask: mask})
 }
 
 // ForwardQKV is general attention, as eqx.nn.MultiheadAttention's
-// __call__(query, key_, value, mask): queries come from q f32[B,T,D], keys
-// and values from k and v f32[B,S,D] (cross-attention when they differ from
-// q). mask, if not nil, broadcasts to [B, heads, T, S]; the causal mask, if
-// the layer is causal, hides keys s > t. The result is f32[B,T,D].
+// __call__(query, key_, value, mask): queries come from q f32[B,T,Q], keys
+// and values from k f32[B,S,K] and v f32[B,S,V] (cross-attention when they
+// differ from q). mask, if not nil, broadcasts to [B, heads, T, S]; the
+// causal mask, if the layer is causal, hides keys s > t. The result is
+// f32[B,T,outputSize].
 func (a MultiHeadAttention) ForwardQKV(q, k, v, mask *tensor.Tensor) *tensor.Tensor {
-	d := a.QueryProj.In()
-	if q.Rank() != 3 || q.Dim(2) != d || k.Rank() != 3 || v.Rank() != 3 ||
-		k.Dim(0) != q.Dim(0) || k.Dim(2) != d || !slices.Equal(k.Shape(), v.Shape()) {
+	return a.ForwardWith(q, k, v, AttentionCall{Mask: mask})
+}
+
+// Call is Forward with key for the dropout of the attention weights; it
+// makes a MultiHeadAttention a Module.
+func (a MultiHeadAttention) Call(x *tensor.Tensor, key tensor.Key) *tensor.Tensor {
+	return a.ForwardWith(x, x, x, AttentionCall{Key: &key})
+}
+
+// AttentionCall holds the optional arguments of MultiHeadAttention's
+// ForwardWith: Equinox's mask, key and process_heads.
+type AttentionCall struct {
+	// Mask, if not nil, is a bool tensor broadcastable to [B, heads, T, S]:
+	// key s is visible to query t where it is true.
+	Mask *tensor.Tensor
+	// Key draws the dropout of the attention weights. It is required
+	// when the layer's Dropout is active (a rate above 0, not in
+	// inference mode): example b and head h draw with
+	// Key.Split(B)[b].Split(heads)[h], the keys Equinox's layer uses
+	// when vmapped over jax.random.split(key, B).
+	Key *tensor.Key
+	// ProcessHeads, if set, maps the projected query, key and value heads
+	// (f32[B,T,heads,QKSize], f32[B,S,heads,QKSize], f32[B,S,heads,VOSize])
+	// before attention, and must return them in the same shapes: rotary
+	// positional embeddings are applied here (see
+	// RotaryPositionalEmbedding).
+	ProcessHeads func(q, k, v *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor)
+}
+
+// ForwardWith is ForwardQKV with Equinox's other call arguments: a mask,
+// the key of the weights' dropout and a function of the heads.
+func (a MultiHeadAttention) ForwardWith(q, k, v *tensor.Tensor, c AttentionCall) *tensor.Tensor {
+	qs, ks, vs := a.QueryProj.In(), a.KeyProj.In(), a.ValueProj.In()
+	if q.Rank() != 3 || q.Dim(2) != qs || k.Rank() != 3 || v.Rank() != 3 ||
+		k.Dim(0) != q.Dim(0) || v.Dim(0) != q.Dim(0) || k.Dim(2) != ks || v.Dim(2) != vs || k.Dim(1) != v.Dim(1) {
 		if q == k && k == v {
-			panic(fmt.Sprintf("nn.MultiHeadAttention: x %v: want [batch, length, %d]", q, d))
+			panic(fmt.Sprintf("nn.MultiHeadAttention: x %v: want [batch, length, %d]", q, qs))
 		}
-		panic(fmt.Sprintf("nn.MultiHeadAttention: q %v, k %v, v %v: want q [batch, T, %d] and k, v [batch, S, %d]", q, k, v, d, d))
+		panic(fmt.Sprintf("nn.MultiHeadAttention: q %v, k %v, v %v: want q [batch, T, %d], k [batch, S, %d] and v [batch, S, %d]",
+			q, k, v, qs, ks, vs))
 	}
 	n := a.NumHeads
+	if c.Mask != nil {
+		checkMask(c.Mask, q.Dim(0), n, q.Dim(1), k.Dim(1))
+	}
+	drop := !a.Dropout.Inference && a.Dropout.Rate > 0
+	if drop && c.Key == nil {
+		panic("nn.MultiHeadAttention: dropout on the attention weights needs a key: pass AttentionCall.Key (or use Call), or switch it off with InferenceMode")
+	}
 	heads := func(l Linear, x *tensor.Tensor) *tensor.Tensor {
 		return tensor.Reshape(l.Forward(x), x.Dim(0), x.Dim(1), n, l.Out()/n)
 	}
-	o := DotProductAttention(heads(a.QueryProj, q), heads(a.KeyProj, k), heads(a.ValueProj, v), mask, a.Causal)
+	qh, kh, vh := heads(a.QueryProj, q), heads(a.KeyProj, k), heads(a.ValueProj, v)
+	if c.ProcessHeads != nil {
+		q2, k2, v2 := c.ProcessHeads(qh, kh, vh)
+		if !sameShapes(q2, qh) || !sameShapes(k2, kh) || !sameShapes(v2, vh) {
+			panic(fmt.Sprintf("nn.MultiHeadAttention: ProcessHeads changed the heads' shapes: %v, %v, %v to %v, %v, %v",
+				qh, kh, vh, q2, k2, v2))
+		}
+		qh, kh, vh = q2, k2, v2
+	}
+	var weightsFn func(*tensor.Tensor) *tensor.Tensor
+	if drop {
+		weightsFn = func(w *tensor.Tensor) *tensor.Tensor { return a.dropWeights(w, *c.Key) }
+	}
+	o := attention(qh, kh, vh, c.Mask, a.Causal, weightsFn)
 	return a.OutputProj.Forward(tensor.Reshape(o, q.Dim(0), q.Dim(1), -1))
 }
 
-// Call is Forward, ignoring key; it makes a MultiHeadAttention a Module.
-func (a MultiHeadAttention) Call(x *tensor.Tensor, _ tensor.Key) *tensor.Tensor { return a.Forward(x) }
+// dropWeights applies the layer's dropout to attention weights w
+// [B,N,T,S], with key.Split(B)[b].Split(N)[h] for example b and head h.
+func (a MultiHeadAttention) dropWeights(w *tensor.Tensor, key tensor.Key) *tensor.Tensor {
+	B, N := w.Dim(0), w.Dim(1)
+	masks := make([]*tensor.Tensor, 0, B*N)
+	for _, kb := range key.Split(B) {
+		for _, kh := range kb.Split(N) {
+			masks = append(masks, tensor.Bernoulli(kh, float32(1-a.Dropout.Rate), w.Dim(2), w.Dim(3)))
+		}
+	}
+	keep := tensor.Reshape(tensor.Stack(0, masks...), w.Shape()...)
+	if a.Dropout.Rate == 1 {
+		return tensor.MulScalar(w, 0)
+	}
+	scaled := tensor.Div(w, tensor.Scalar(float32(1-a.Dropout.Rate)))
+	return tensor.Where(keep, scaled, tensor.Scalar(0))
+}

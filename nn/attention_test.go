@@ -259,5 +259,132 @@ func TestMultiHeadAttentionCross(t *testing.T) {
 	assert.InDeltaSlice(t, flat(linearRef(om, toMat(a.OutputProj.W), a.OutputProj.B.Float64s())), got.Float64s(), 1e-5)
 	checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor { return a.ForwardQKV(xs[0], xs[1], xs[2], nil) }, q, kv, kv)
 	requirePanicContains(t, func() { a.ForwardQKV(q, randn(0, B, S, 4), randn(0, B, S, 4), nil) },
-		"nn.MultiHeadAttention: q f32[2,3,6], k f32[2,5,4], v f32[2,5,4]: want q [batch, T, 6] and k, v [batch, S, 6]")
+		"nn.MultiHeadAttention: q f32[2,3,6], k f32[2,5,4], v f32[2,5,4]: want q [batch, T, 6], k [batch, S, 6] and v [batch, S, 6]")
+}
+
+// mhaRefQKV is MultiHeadAttention with naive loops for any sizes: queries
+// and keys of qk features per head, values of vo, dropping (and scaling by
+// 1/keep) the weights where keep(b, n, t, s) is false, if keep is set.
+func mhaRefQKV(a nn.MultiHeadAttention, q, k, v *tensor.Tensor, keep func(b, n, t, s int) bool, rate float64) []float64 {
+	B, T, S, N := q.Dim(0), q.Dim(1), k.Dim(1), a.NumHeads
+	proj := func(l nn.Linear, x *tensor.Tensor) []float64 {
+		var b []float64
+		if l.B != nil {
+			b = l.B.Float64s()
+		}
+		return flat(linearRef(toMat(tensor.Reshape(x, -1, x.Dim(2))), toMat(l.W), b))
+	}
+	qp, kp, vp := proj(a.QueryProj, q), proj(a.KeyProj, k), proj(a.ValueProj, v)
+	QK, VO := a.QueryProj.Out()/N, a.ValueProj.Out()/N
+	o := make([]float64, B*T*N*VO)
+	for b := range B {
+		for n := range N {
+			for t := range T {
+				logits := make([]float64, S)
+				for s := range S {
+					for h := range QK {
+						logits[s] += qp[((b*T+t)*N+n)*QK+h] * kp[((b*S+s)*N+n)*QK+h]
+					}
+					logits[s] /= math.Sqrt(float64(QK))
+				}
+				w := softmax64(logits)
+				for s := range S {
+					if keep != nil {
+						if keep(b, n, t, s) {
+							w[s] /= 1 - rate
+						} else {
+							w[s] = 0
+						}
+					}
+					for h := range VO {
+						o[((b*T+t)*N+n)*VO+h] += w[s] * vp[((b*S+s)*N+n)*VO+h]
+					}
+				}
+			}
+		}
+	}
+	om := make(mat, B*T)
+	for i := range om {
+		om[i] = o[i*N*VO : (i+1)*N*VO]
+	}
+	var ob []float64
+	if a.OutputProj.B != nil {
+		ob = a.OutputProj.B.Float64s()
+	}
+	return flat(linearRef(om, toMat(a.OutputProj.W), ob))
+}
+
+// Equinox's size options: key, value and output sizes apart from the
+// query's, qk and vo sizes per head, and a bias per projection.
+func TestMultiHeadAttentionSizes(t *testing.T) {
+	const B, T, S, N = 2, 3, 4, 2
+	opts := nn.AttentionOptions{KeySize: 5, ValueSize: 4, OutputSize: 7, QKSize: 3, VOSize: 2, KeyBias: true, OutputBias: true}
+	a := nn.NewMultiHeadAttention(tensor.NewKey(8), 6, N, opts)
+	assert.Equal(t, []int{6, 6}, a.QueryProj.W.Shape())
+	assert.Equal(t, []int{5, 6}, a.KeyProj.W.Shape())
+	assert.Equal(t, []int{4, 4}, a.ValueProj.W.Shape())
+	assert.Equal(t, []int{4, 7}, a.OutputProj.W.Shape())
+	assert.Nil(t, a.QueryProj.B)
+	assert.NotNil(t, a.KeyProj.B)
+	assert.Nil(t, a.ValueProj.B)
+	assert.NotNil(t, a.OutputProj.B)
+	q, k, v := randn(1, B, T, 6), randn(2, B, S, 5), randn(3, B, S, 4)
+	got := a.ForwardQKV(q, k, v, nil)
+	require.Equal(t, []int{B, T, 7}, got.Shape())
+	assert.InDeltaSlice(t, mhaRefQKV(a, q, k, v, nil, 0), got.Float64s(), 1e-5)
+	checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor { return a.ForwardQKV(xs[0], xs[1], xs[2], nil) }, q, k, v)
+	// Heads need not divide the query size when both head sizes are given.
+	b := nn.NewMultiHeadAttention(tensor.NewKey(8), 5, 3, nn.AttentionOptions{QKSize: 2, VOSize: 2})
+	assert.Equal(t, []int{5, 6}, b.QueryProj.W.Shape())
+	requirePanicContains(t, func() { a.ForwardQKV(q, k, randn(3, B, S+1, 4), nil) },
+		"nn.MultiHeadAttention: q f32[2,3,6], k f32[2,4,5], v f32[2,5,4]: want q [batch, T, 6], k [batch, S, 5] and v [batch, S, 4]")
+}
+
+// Dropout on the attention weights draws per example and head with
+// key.Split(B)[b].Split(N)[h], scales the kept weights by 1/(1-rate), needs
+// a key, and is off in inference mode.
+func TestMultiHeadAttentionDropout(t *testing.T) {
+	const B, T, D, N, rate = 2, 4, 6, 3, 0.4
+	a := nn.NewMultiHeadAttention(tensor.NewKey(1), D, N, nn.AttentionOptions{DropoutRate: rate, Bias: true})
+	x := randn(2, B, T, D)
+	key := tensor.NewKey(77)
+	masks := make([][]bool, B*N)
+	for b, kb := range key.Split(B) {
+		for h, kh := range kb.Split(N) {
+			masks[b*N+h] = tensor.Bernoulli(kh, 1-rate, T, T).Bools()
+		}
+	}
+	keep := func(b, n, t, s int) bool { return masks[b*N+n][t*T+s] }
+	got := a.Call(x, key)
+	assert.InDeltaSlice(t, mhaRefQKV(a, x, x, x, keep, rate), got.Float64s(), 1e-5)
+	assert.Equal(t, got.Float32s(), a.ForwardWith(x, x, x, nn.AttentionCall{Key: &key}).Float32s())
+	assert.NotEqual(t, got.Float32s(), a.Call(x, tensor.NewKey(78)).Float32s())
+
+	inf := nn.InferenceMode(a, true)
+	assert.InDeltaSlice(t, mhaRefQKV(a, x, x, x, nil, 0), inf.Forward(x).Float64s(), 1e-5)
+	requirePanicContains(t, func() { a.Forward(x) }, "nn.MultiHeadAttention: dropout on the attention weights needs a key")
+	checkGrad(t, func(xs []*tensor.Tensor) *tensor.Tensor { return a.Call(xs[0], key) }, x)
+}
+
+// ProcessHeads sees the projected heads and its results are attended
+// with: here the query heads are doubled, which is attention with a query
+// projection twice as large.
+func TestMultiHeadAttentionProcessHeads(t *testing.T) {
+	const B, T, D, N = 2, 3, 4, 2
+	a := nn.NewMultiHeadAttention(tensor.NewKey(3), D, N, nn.AttentionOptions{Causal: true})
+	x := randn(4, B, T, D)
+	var seen []int
+	got := a.ForwardWith(x, x, x, nn.AttentionCall{ProcessHeads: func(q, k, v *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		seen = q.Shape()
+		return tensor.MulScalar(q, 2), k, v
+	}})
+	assert.Equal(t, []int{B, T, N, D / N}, seen)
+	b := a
+	b.QueryProj.W = tensor.MulScalar(a.QueryProj.W, 2)
+	assert.InDeltaSlice(t, b.Forward(x).Float64s(), got.Float64s(), 1e-5)
+	requirePanicContains(t, func() {
+		a.ForwardWith(x, x, x, nn.AttentionCall{ProcessHeads: func(q, k, v *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+			return tensor.Reshape(q, B, T, -1), k, v
+		}})
+	}, "nn.MultiHeadAttention: ProcessHeads changed the heads' shapes")
 }

@@ -107,7 +107,8 @@
 // Constant, Normal, TruncatedNormal, Uniform (on [0, scale), as JAX),
 // UniformRange, VarianceScaling with FanIn/FanOut/FanAvg and truncated
 // normal, normal or uniform distributions, and its named forms GlorotUniform,
-// GlorotNormal, HeUniform, HeNormal, LeCunUniform and LeCunNormal. Fans are
+// GlorotNormal, HeUniform, HeNormal, LeCunUniform and LeCunNormal, and
+// Orthogonal (DeltaOrthogonal for convolution kernels). Fans are
 // computed as JAX does (ComputeFans): input axis -2, output axis -1, the
 // product of the other dimensions as receptive field; VarianceScalingAxes
 // takes other axes, such as a batch axis for stacked expert weights.
@@ -193,7 +194,12 @@
 //   - LayerNorm, RMSNorm: normalization over the last dimension.
 //   - Dropout: inverted dropout with an explicit key and an inference mode.
 //   - MultiHeadAttention and DotProductAttention: scaled dot-product
-//     self- and cross-attention with causal and boolean masks.
+//     self- and cross-attention with causal and boolean masks, and
+//     Equinox's options: separate query, key, value and output sizes,
+//     head sizes, a bias per projection, dropout on the attention weights
+//     and a function of the heads (AttentionCall.ProcessHeads).
+//   - RotaryPositionalEmbedding: rotary positional embeddings (RoPE) for
+//     the query and key heads.
 //   - GRUCell, LSTMCell: one step of a recurrent cell, with Equinox's
 //     parameters (and PyTorch's, mapped as their docs say); drive them
 //     over a sequence with autodiff.Scan.
@@ -203,7 +209,10 @@
 //     routing statistics with its output.
 //   - Sequential: a chain of Modules.
 //   - Activation: Relu, Gelu, GeluExact, Silu, Tanh, Sigmoid, Softplus,
-//     Identity.
+//     Identity, and jax.nn's LeakyRelu, Elu, Selu, Celu, Mish, Relu6,
+//     HardTanh, HardSigmoid, HardSwish, Softsign and Glu (with their
+//     parameters: LeakyReluWith, EluWith, CeluWith, GluAxis); PReLU, a
+//     leaky ReLU with a learnt slope.
 //
 // # Losses
 //

@@ -36,6 +36,7 @@ func TestFormat(t *testing.T) {
   OutputProj: Linear{W: f32[64,64], B: nil},
   NumHeads: 8,
   Causal: true,
+  Dropout: Dropout{Rate: 0, Inference: false},
 }`},
 		{"MoE", nn.NewMoE(k, 64, 256, 8, nn.MoEOptions{Activation: nn.Silu}), `MoE{
   Router: f32[64,8],

@@ -1,0 +1,176 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// More activations of jax.nn, built from tensor's ops (so they
+// differentiate, run on half dtypes and on sharded tensors like those
+// ops). The ones with a parameter have a variable with JAX's default and a
+// function that takes the parameter.
+var (
+	// LeakyRelu is x where x >= 0, 0.01·x elsewhere (jax.nn.leaky_relu
+	// with its default negative_slope); see LeakyReluWith.
+	LeakyRelu Activation = leakyRelu
+	// Elu is x where x > 0, e^x - 1 elsewhere (jax.nn.elu, alpha 1); see
+	// EluWith.
+	Elu Activation = elu
+	// Selu is λ·Elu with α = 1.6732632… and λ = 1.0507009…, the scaled
+	// exponential linear unit (jax.nn.selu).
+	Selu Activation = selu
+	// Celu is x where x > 0, e^x - 1 elsewhere for α = 1 (jax.nn.celu);
+	// see CeluWith.
+	Celu Activation = celu
+	// Mish is x·tanh(softplus(x)) (jax.nn.mish).
+	Mish Activation = mish
+	// Relu6 is min(max(x, 0), 6) (jax.nn.relu6); as in JAX its gradient is
+	// 1 strictly between 0 and 6 and 0 elsewhere, at 0 and 6 too.
+	Relu6 Activation = relu6
+	// HardTanh is x clipped to [-1, 1] (jax.nn.hard_tanh); its gradient is
+	// 1 on [-1, 1], as JAX's.
+	HardTanh Activation = hardTanh
+	// HardSigmoid is Relu6(x + 3)/6 (jax.nn.hard_sigmoid).
+	HardSigmoid Activation = hardSigmoid
+	// HardSwish is x·HardSigmoid(x) (jax.nn.hard_swish, also hard_silu).
+	HardSwish Activation = hardSwish
+	// Softsign is x/(|x| + 1) (jax.nn.soft_sign).
+	Softsign Activation = softsign
+	// Glu is the gated linear unit over the last axis (jax.nn.glu): the
+	// last axis, of even size, is split into halves a and b, and the
+	// result is a·sigmoid(b), of half the size. See GluAxis.
+	Glu Activation = glu
+)
+
+func leakyRelu(x *tensor.Tensor) *tensor.Tensor { return leakyReluSlope(x, 0.01) }
+
+// LeakyReluWith returns jax.nn.leaky_relu with the given negative slope:
+// x where x >= 0, slope·x elsewhere.
+func LeakyReluWith(slope float32) Activation {
+	return func(x *tensor.Tensor) *tensor.Tensor { return leakyReluSlope(x, slope) }
+}
+
+func leakyReluSlope(x *tensor.Tensor, slope float32) *tensor.Tensor {
+	return tensor.Where(tensor.GreaterEqual(x, scalarLike(x, 0)), x, tensor.MulScalar(x, slope))
+}
+
+func elu(x *tensor.Tensor) *tensor.Tensor { return eluAlpha(x, 1) }
+
+// EluWith returns jax.nn.elu with the given alpha: x where x > 0,
+// alpha·(e^x - 1) elsewhere.
+func EluWith(alpha float32) Activation {
+	return func(x *tensor.Tensor) *tensor.Tensor { return eluAlpha(x, alpha) }
+}
+
+// eluAlpha is JAX's where(x > 0, x, alpha·expm1(where(x > 0, 0, x))): the
+// inner where keeps e^x of large x from overflowing into the gradient.
+func eluAlpha(x *tensor.Tensor, alpha float32) *tensor.Tensor {
+	pos := tensor.Greater(x, scalarLike(x, 0))
+	neg := tensor.Expm1(tensor.Where(pos, tensor.Scalar(0), x))
+	return tensor.Where(pos, x, tensor.MulScalar(neg, alpha))
+}
+
+// The constants of jax.nn.selu.
+const (
+	seluAlpha = 1.6732632423543772848170429916717
+	seluScale = 1.0507009873554804934193349852946
+)
+
+func selu(x *tensor.Tensor) *tensor.Tensor {
+	return tensor.MulScalar(eluAlpha(x, seluAlpha), seluScale)
+}
+
+func celu(x *tensor.Tensor) *tensor.Tensor { return celuAlpha(x, 1) }
+
+// CeluWith returns jax.nn.celu with the given alpha: x where x > 0,
+// alpha·(e^(x/alpha) - 1) elsewhere. It panics if alpha is 0.
+func CeluWith(alpha float32) Activation {
+	if alpha == 0 {
+		panic("nn.CeluWith: alpha must not be 0")
+	}
+	return func(x *tensor.Tensor) *tensor.Tensor { return celuAlpha(x, alpha) }
+}
+
+func celuAlpha(x *tensor.Tensor, alpha float32) *tensor.Tensor {
+	pos := tensor.Greater(x, scalarLike(x, 0))
+	neg := tensor.Expm1(tensor.Div(tensor.Where(pos, tensor.Scalar(0), x), tensor.Scalar(alpha)))
+	return tensor.Where(pos, x, tensor.MulScalar(neg, alpha))
+}
+
+// scalarLike returns v as a scalar of x's dtype (comparisons, unlike
+// arithmetic, take no weakly typed float32 scalar).
+func scalarLike(x *tensor.Tensor, v float32) *tensor.Tensor {
+	s := tensor.Scalar(v)
+	if x.DType() != tensor.Float32 && x.DType().IsFloat() {
+		s = tensor.Convert(s, x.DType())
+	}
+	return s
+}
+
+func mish(x *tensor.Tensor) *tensor.Tensor { return tensor.Mul(x, tensor.Tanh(tensor.Softplus(x))) }
+
+// relu6 is min(max(x, 0), 6) with JAX's gradient: x passes where 0 < x < 6,
+// the clipped constant elsewhere.
+func relu6(x *tensor.Tensor) *tensor.Tensor {
+	inside := tensor.LogicalAnd(tensor.Greater(x, scalarLike(x, 0)), tensor.Less(x, scalarLike(x, 6)))
+	return tensor.Where(inside, x, tensor.Clamp(tensor.StopGradient(x), 0, 6))
+}
+
+func hardTanh(x *tensor.Tensor) *tensor.Tensor { return tensor.Clamp(x, -1, 1) }
+
+func hardSigmoid(x *tensor.Tensor) *tensor.Tensor {
+	return tensor.Div(relu6(tensor.AddScalar(x, 3)), tensor.Scalar(6))
+}
+
+func hardSwish(x *tensor.Tensor) *tensor.Tensor { return tensor.Mul(x, hardSigmoid(x)) }
+
+func softsign(x *tensor.Tensor) *tensor.Tensor {
+	return tensor.Div(x, tensor.AddScalar(tensor.Abs(x), 1))
+}
+
+func glu(x *tensor.Tensor) *tensor.Tensor { return gluAxis(x, -1) }
+
+// GluAxis returns jax.nn.glu over the given axis (negative counts from
+// the end), which must have an even size.
+func GluAxis(axis int) Activation {
+	return func(x *tensor.Tensor) *tensor.Tensor { return gluAxis(x, axis) }
+}
+
+func gluAxis(x *tensor.Tensor, axis int) *tensor.Tensor {
+	a := axis
+	if a < 0 {
+		a += x.Rank()
+	}
+	if a < 0 || a >= x.Rank() || x.Dim(a)%2 != 0 {
+		panic(fmt.Sprintf("nn.Glu: x %v, axis %d: the axis must exist and have an even size", x, axis))
+	}
+	h := tensor.Split(x, a, 2)
+	return tensor.Mul(h[0], tensor.Sigmoid(h[1]))
+}
+
+// PReLU is a leaky ReLU with a learnt negative slope (eqx.nn.PReLU):
+// x where x >= 0, NegativeSlope·x elsewhere. NegativeSlope broadcasts
+// against the input: a scalar (Equinox's default) or one slope per channel
+// (shape [C] for inputs [..., C], say).
+type PReLU struct {
+	NegativeSlope *tensor.Tensor
+}
+
+// NewPReLU returns a PReLU with a scalar slope initAlpha (Equinox's
+// default is 0.25). With shape it holds one slope per element of that
+// shape, every one initAlpha.
+func NewPReLU(initAlpha float32, shape ...int) PReLU {
+	return PReLU{NegativeSlope: tensor.Full(tensor.Float32, float64(initAlpha), shape...)}
+}
+
+// Forward applies the PReLU to x.
+func (p PReLU) Forward(x *tensor.Tensor) *tensor.Tensor {
+	if p.NegativeSlope == nil {
+		panic("nn.PReLU: NegativeSlope is nil (use NewPReLU)")
+	}
+	return tensor.Where(tensor.GreaterEqual(x, scalarLike(x, 0)), x, tensor.Mul(p.NegativeSlope, x))
+}
+
+// Call is Forward, ignoring key; it makes a PReLU a Module.
+func (p PReLU) Call(x *tensor.Tensor, _ tensor.Key) *tensor.Tensor { return p.Forward(x) }
