@@ -298,6 +298,14 @@ func init() {
 			}
 			return []*tensor.Tensor{Gather(g)}
 		},
+		JVP: func(_, tan, _ []*tensor.Tensor, p any) []*tensor.Tensor {
+			return []*tensor.Tensor{Put(tan[0], p.(Sharding))}
+		},
+		// The batch placed at once, its batch dimension replicated.
+		Batch: func(in []*tensor.Tensor, _ []bool, p any) []*tensor.Tensor {
+			s := p.(Sharding)
+			return []*tensor.Tensor{Put(in[0], Sharding{mesh: s.mesh, spec: append(Spec{nil}, s.spec...)})}
+		},
 	}
 	gatherOp = &tensor.Op{
 		Name:   "gather",
@@ -310,6 +318,16 @@ func init() {
 		VJP: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, _ any) []*tensor.Tensor {
 			s, _ := ShardingOf(in[0])
 			return []*tensor.Tensor{Put(g, s)}
+		},
+		JVP: func(_, tan, _ []*tensor.Tensor, _ any) []*tensor.Tensor {
+			if tan[0].Layout() == nil {
+				return []*tensor.Tensor{tan[0]}
+			}
+			return []*tensor.Tensor{Gather(tan[0])}
+		},
+		// The placed batch gathered at once.
+		Batch: func(in []*tensor.Tensor, _ []bool, _ any) []*tensor.Tensor {
+			return []*tensor.Tensor{Gather(in[0])}
 		},
 	}
 }

@@ -216,3 +216,40 @@ func placeAt(dst, src *tensor.Tensor, axis, offset int) {
 func sliceAxis(x *tensor.Tensor, axis, start, n int) *tensor.Tensor {
 	return tensor.SliceAxis(x, axis, start, start+n)
 }
+
+// Rules of the collectives for Vmap (inside shard.Map) and forward mode.
+// Every device maps the same batch (the function is SPMD), so a
+// collective of a batch is the collective of the whole batch at once, its
+// dimension arguments past the batch dimension; the linear collectives'
+// tangents travel the way their primals do.
+
+// collBatch is the batching rule of a collective whose params are a
+// *collParams: the collective on the batch, its dims (dim, dim2) shifted
+// past the batch dimension if shift is set.
+func collBatch(op **tensor.Op, shift bool) func([]*tensor.Tensor, []bool, any) []*tensor.Tensor {
+	return func(in []*tensor.Tensor, _ []bool, pp any) []*tensor.Tensor {
+		p := *pp.(*collParams)
+		if shift {
+			p.dim++
+			p.dim2++
+		}
+		return []*tensor.Tensor{tensor.Apply(*op, &p, in[0])}
+	}
+}
+
+// collLinearJVP is the JVP rule of a linear collective: the collective of
+// the tangent, marked as varying over the primal's axes first.
+func collLinearJVP(op **tensor.Op) func(prim, tan, outs []*tensor.Tensor, pp any) []*tensor.Tensor {
+	return func(prim, tan, _ []*tensor.Tensor, pp any) []*tensor.Tensor {
+		return []*tensor.Tensor{tensor.Apply(*op, pp, likeMarked(tan[0], prim[0]))}
+	}
+}
+
+// likeMarked returns the tangent t marked as varying over the axes its
+// primal x varies over (t as it is if it varies over others).
+func likeMarked(t, x *tensor.Tensor) *tensor.Tensor {
+	if l := x.Local(); l != nil && maskOf(t)&^l.Mask == 0 {
+		return tensor.Vary(t, l)
+	}
+	return t
+}

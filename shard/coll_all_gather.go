@@ -31,6 +31,8 @@ func init() {
 			p := pp.(*collParams)
 			return []*tensor.Tensor{psumScatter(p.env, g, p.axes, p.dim, p.tiled)}
 		},
+		JVP:   collLinearJVP(&allGatherOp),
+		Batch: collBatch(&allGatherOp, true),
 	}
 	allGatherInvOp = &tensor.Op{
 		Name: "all_gather",
@@ -63,6 +65,8 @@ func init() {
 			}
 			return []*tensor.Tensor{y}
 		},
+		JVP:   collLinearJVP(&allGatherInvOp),
+		Batch: collBatch(&allGatherInvOp, true),
 	}
 	register(allGatherColl, allGatherOp, allGatherInvOp)
 }

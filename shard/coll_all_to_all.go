@@ -25,6 +25,8 @@ func init() {
 			p := pp.(*collParams)
 			return []*tensor.Tensor{allToAll(p.env, g, p.axes, p.dim2, p.dim, p.tiled)}
 		},
+		JVP:   collLinearJVP(&allToAllOp),
+		Batch: collBatch(&allToAllOp, true),
 	}
 	register(allToAllColl, allToAllOp)
 }

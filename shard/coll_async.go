@@ -42,6 +42,9 @@ type asyncParams struct {
 	mask       uint64 // the result's mark
 	cur        *inflight
 	rev        *asyncParams
+	// tan is the transfer of the block's tangent (forward mode), started
+	// by the start's JVP and taken by the wait's.
+	tan *asyncParams
 }
 
 // inflight is one device's started collective.
@@ -79,6 +82,23 @@ func init() {
 			p.rev = nil
 			return []*tensor.Tensor{remark(tensor.Apply(asyncWaitOp, rp, g), in[0])}
 		},
+		// The tangent travels beside the block: a second transfer
+		// started here, whose token is the tangent of the start's, and
+		// waited for by the wait's JVP.
+		JVP: func(prim, tan, _ []*tensor.Tensor, pp any) []*tensor.Tensor {
+			p := pp.(*asyncParams)
+			tp, tok := ppermuteStart(p.coll.env, likeMarked(tan[0], prim[0]), p.coll.axes, p.coll.perm)
+			p.tan = tp
+			return []*tensor.Tensor{tok}
+		},
+		// The batch travels as one block (every device maps the same
+		// batch); the token is per example.
+		Batch: func(in []*tensor.Tensor, _ []bool, pp any) []*tensor.Tensor {
+			p := pp.(*asyncParams)
+			p.shape = in[0].Shape()
+			tok := tensor.Apply(asyncStartOp, p, in[0])
+			return []*tensor.Tensor{tensor.BroadcastTo(tensor.Reshape(tok, 1), in[0].Dim(0))}
+		},
 	}
 	asyncWaitOp = &tensor.Op{
 		Name:   "ppermute_done",
@@ -97,6 +117,19 @@ func init() {
 			rp, tok := ppermuteStart(p.coll.env, g, p.coll.axes, inv)
 			p.rev = rp
 			return []*tensor.Tensor{tok}
+		},
+		JVP: func(_, tan, _ []*tensor.Tensor, pp any) []*tensor.Tensor {
+			p := pp.(*asyncParams)
+			tp := p.tan
+			if tp == nil {
+				return []*tensor.Tensor{nil} // the block had no tangent
+			}
+			p.tan = nil
+			return []*tensor.Tensor{tensor.Apply(asyncWaitOp, tp, tan[0])}
+		},
+		// The wait of a batch's start returns the batch.
+		Batch: func(in []*tensor.Tensor, _ []bool, pp any) []*tensor.Tensor {
+			return []*tensor.Tensor{tensor.Apply(asyncWaitOp, pp, in[0])}
 		},
 	}
 	register(ppermuteStartColl, asyncStartOp, asyncWaitOp)

@@ -38,6 +38,19 @@ func init() {
 			return []*tensor.Tensor{tensor.Mul(remark(g, x), share)}
 		},
 		Save: tensor.SaveInputs(0) | tensor.SaveOutput,
+		// The mean of the tangents of the devices holding the extreme
+		// value (the VJP's split of the cotangent, transposed).
+		JVP: func(prim, tan, outs []*tensor.Tensor, pp any) []*tensor.Tensor {
+			p := pp.(*collParams)
+			x := prim[0]
+			hit := tensor.AsType(tensor.Equal(x, outs[0]), tensor.Float32)
+			t := likeMarked(tan[0], x)
+			if hit.DType() != t.DType() {
+				hit = tensor.Convert(hit, t.DType())
+			}
+			return []*tensor.Tensor{tensor.Div(psum(p.env, tensor.Mul(hit, t), p.axes), psum(p.env, hit, p.axes))}
+		},
+		Batch: collBatch(&pmaxOp, false),
 	}
 	register(pmaxColl, pmaxOp)
 	register(pminColl, pmaxOp)

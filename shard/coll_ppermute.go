@@ -29,6 +29,8 @@ func init() {
 			}
 			return []*tensor.Tensor{ppermute(p.env, g, p.axes, inv)}
 		},
+		JVP:   collLinearJVP(&ppermuteOp),
+		Batch: collBatch(&ppermuteOp, false),
 	}
 	register(ppermuteColl, ppermuteOp)
 }

@@ -26,6 +26,8 @@ func init() {
 			// The cotangent of a sum reaches every summand unchanged.
 			return []*tensor.Tensor{remark(g, in[0])}
 		},
+		JVP:   collLinearJVP(&psumOp),
+		Batch: collBatch(&psumOp, false),
 	}
 	register(psumColl, psumOp)
 }

@@ -29,6 +29,8 @@ func init() {
 			p := pp.(*collParams)
 			return []*tensor.Tensor{allGather(p.env, g, p.axes, p.dim, p.tiled, false)}
 		},
+		JVP:   collLinearJVP(&psumScatterOp),
+		Batch: collBatch(&psumScatterOp, true),
 	}
 	register(psumScatterColl, psumScatterOp)
 }

@@ -76,6 +76,16 @@
 // inverse, an all-to-all and its reverse), gradients can be taken inside
 // fn, and a function that calls Map can be differentiated from outside.
 //
+// The other transformations go through too. Inside fn, autodiff.Vmap maps
+// a per-example function over a device's blocks: every device maps the
+// same batch, so each collective moves the whole batch at once (its
+// dimension arguments past the batch dimension); forward mode carries
+// tangents through every collective (autodiff.JVP, Jacfwd). From outside,
+// Vmap of a function that calls Map is one Map whose devices map the
+// batch, and forward mode through Map is one Map whose devices compute
+// tangents beside values. RaggedAllToAll has no batching rule: under Vmap
+// it runs once per example (counted, a panic under autodiff.Strict).
+//
 // Psum and PsumScatter sum float32 blocks in one fixed order, so a
 // psum_scatter is bit for bit its part of the psum; the sum runs an AVX2
 // kernel when the kernel set allows it and a Go loop otherwise, with the

@@ -180,7 +180,114 @@ func init() {
 		VJPN: func(gs, in, _ []*tensor.Tensor, p, st any) []*tensor.Tensor {
 			return p.(*mapParams).backward(gs, in, st.(*mapState))
 		},
+		// Forward mode through a Map is a Map of forward mode: every
+		// device computes its blocks' tangents beside their values.
+		JVP: func(prim, tan, outs []*tensor.Tensor, p any) []*tensor.Tensor {
+			return p.(*mapParams).jvp(prim, tan, len(outs))
+		},
+		// A Map of a batch is a Map of Vmap: every device maps its blocks,
+		// which hold the whole batch (a replicated dimension in front).
+		Batch: func(in []*tensor.Tensor, batched []bool, p any) []*tensor.Tensor {
+			return p.(*mapParams).batch(in, batched)
+		},
 	}
+}
+
+// derived returns a Map call like p over twice the operands or the
+// results (forward mode) or with a batch dimension in front of every spec
+// (Vmap), running fn on each device's blocks; outs maps fn's results to
+// the call's.
+func (p *mapParams) derived(inSpecs []Spec, fn func(c *Ctx, blocks []*tensor.Tensor) []*tensor.Tensor, outSpecs func(s []Spec) []Spec, nout func(int) int) *mapParams {
+	q := &mapParams{mesh: p.mesh, comm: p.comm, inSpecs: inSpecs, fn: fn}
+	q.inNames = make([]string, len(inSpecs))
+	for i := range q.inNames {
+		q.inNames[i] = p.inNames[i%len(p.inNames)]
+	}
+	q.outSpecs = func(blocks []*tensor.Tensor) []Spec {
+		ss := outSpecs(p.outSpecs(blocks[:nout(len(blocks))]))
+		q.outNames = make([]string, len(ss))
+		for i := range q.outNames {
+			q.outNames[i] = p.outNames[i%len(p.outNames)]
+		}
+		return ss
+	}
+	return q
+}
+
+// jvp returns the tangents of the nout results of the Map call p at prim
+// along tan (nil: zero): one Map of prim and tan whose devices compute
+// their results' tangents in forward mode.
+func (p *mapParams) jvp(prim, tan []*tensor.Tensor, nout int) []*tensor.Tensor {
+	k := len(prim)
+	in := append(slices.Clone(prim), make([]*tensor.Tensor, k)...)
+	for i, x := range prim {
+		in[k+i] = x // an integer operand's tangent: unused
+		if tan[i] != nil {
+			in[k+i] = tan[i]
+		} else if x.DType().IsFloat() {
+			in[k+i] = tensor.ZerosLike(x)
+		}
+	}
+	q := p.derived(append(slices.Clone(p.inSpecs), p.inSpecs...), func(c *Ctx, blocks []*tensor.Tensor) []*tensor.Tensor {
+		jt := tensor.NewJVPTrace()
+		duals := make([]*tensor.Tensor, k)
+		for i := range k {
+			duals[i] = jt.Dual(blocks[i], blocks[k+i])
+		}
+		ys := p.fn(c, duals)
+		out := make([]*tensor.Tensor, 2*len(ys))
+		for j, y := range ys {
+			out[j] = jt.Primal(y)
+			if t := jt.Tangent(y); t != nil {
+				out[len(ys)+j] = t
+			} else {
+				out[len(ys)+j] = out[j] // an integer result: no tangent
+			}
+		}
+		return out
+	}, func(s []Spec) []Spec { return append(slices.Clone(s), s...) }, func(n int) int { return n / 2 })
+	return tensor.ApplyN(mapOp, q, in...)[nout:]
+}
+
+// batch is the batching rule of a Map call: the operands, given the batch
+// first, are split as before with the batch dimension replicated, and
+// each device maps fn over its blocks' batch.
+func (p *mapParams) batch(in []*tensor.Tensor, batched []bool) []*tensor.Tensor {
+	n := -1
+	for i, b := range batched {
+		if b {
+			n = in[i].Dim(0)
+			break
+		}
+	}
+	xs := make([]*tensor.Tensor, len(in))
+	specs := make([]Spec, len(in))
+	for i, x := range in {
+		xs[i] = x
+		if !batched[i] {
+			xs[i] = tensor.BroadcastTo(tensor.ExpandDims(x, 0), append([]int{n}, x.Shape()...)...)
+		}
+		specs[i] = append(Spec{nil}, p.inSpecs[i]...)
+	}
+	q := p.derived(specs, func(c *Ctx, blocks []*tensor.Tensor) []*tensor.Tensor {
+		bt := tensor.NewBatchTrace(n)
+		vals := make([]*tensor.Tensor, len(blocks))
+		for i, b := range blocks {
+			vals[i] = bt.Batched(b, 0)
+		}
+		ys := p.fn(c, vals)
+		for j, y := range ys {
+			ys[j] = bt.Unbatched(y, 0)
+		}
+		return ys
+	}, func(s []Spec) []Spec {
+		out := make([]Spec, len(s))
+		for i, sp := range s {
+			out[i] = append(Spec{nil}, sp...)
+		}
+		return out
+	}, func(n int) int { return n })
+	return tensor.ApplyN(mapOp, q, xs...)
 }
 
 func specMask(m *Mesh, s Spec) uint64 {
