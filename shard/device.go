@@ -2,9 +2,7 @@ package shard
 
 import (
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -48,36 +46,20 @@ var pool struct {
 
 // Devices returns the device pool, created on first use with the number
 // of devices in $GONOX_DEVICES (default 8). In a job of several processes
-// (see Install) it is the global pool, process-major. It panics if the
-// variable is set to something other than a positive integer.
+// (see Install) it is the global pool, process-major. It panics if any
+// variable of EnvSettings has a value it refuses.
 func Devices() []*Device {
 	pool.once.Do(func() {
-		n, err := DevicesFromEnv()
-		if err != nil {
+		if _, err := EnvSettings(); err != nil {
 			panic(err.Error())
 		}
+		n, _ := DevicesFromEnv()
 		pool.devs = make([]*Device, n)
 		for i := range pool.devs {
 			pool.devs[i] = &Device{id: i}
 		}
 	})
 	return append([]*Device(nil), pool.devs...)
-}
-
-// DevicesFromEnv returns the number of devices $GONOX_DEVICES asks for
-// (8 when it is unset or empty), or an error if it is set to anything but a
-// positive integer. Programs call it before anything else to report a bad
-// value as a usage error, where Devices would panic.
-func DevicesFromEnv() (int, error) {
-	s := os.Getenv(DevicesEnv)
-	if s == "" {
-		return defaultDevices, nil
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("shard: %s=%q: want a positive integer", DevicesEnv, s)
-	}
-	return v, nil
 }
 
 // account charges a block to a device until the block's header is

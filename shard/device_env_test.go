@@ -17,10 +17,13 @@ func TestDevicesFromEnv(t *testing.T) {
 	}{
 		{env: "", want: 8},
 		{env: "3", want: 3},
-		{env: "0", err: `shard: GONOX_DEVICES="0": want a positive integer`},
-		{env: "-1", err: `shard: GONOX_DEVICES="-1": want a positive integer`},
-		{env: "abc", err: `shard: GONOX_DEVICES="abc": want a positive integer`},
-		{env: "2.5", err: `shard: GONOX_DEVICES="2.5": want a positive integer`},
+		{env: "0", err: `shard: GONOX_DEVICES="0": want a positive integer (at most 4096)`},
+		{env: "-1", err: `shard: GONOX_DEVICES="-1": want a positive integer (at most 4096)`},
+		{env: "abc", err: `shard: GONOX_DEVICES="abc": want a positive integer (at most 4096)`},
+		{env: "2.5", err: `shard: GONOX_DEVICES="2.5": want a positive integer (at most 4096)`},
+		{env: "4096", want: 4096},
+		{env: "4097", err: `shard: GONOX_DEVICES="4097": at most 4096 simulated devices`},
+		{env: "2147483647", err: `shard: GONOX_DEVICES="2147483647": at most 4096 simulated devices`},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
 			t.Setenv(shard.DevicesEnv, tc.env)

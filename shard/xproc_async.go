@@ -27,19 +27,17 @@ type asyncExchange struct {
 
 // ProgressEnv is the environment variable with the interval at which
 // started collectives between processes are driven while the devices
-// compute (a Go duration; default 100µs). "0" leaves them to Wait: the
-// transfers then overlap only as far as the MPI library progresses them
-// on its own.
+// compute (a Go duration from 0 to MaxProgress; default 100µs). "0"
+// leaves them to Wait: the transfers then overlap only as far as the MPI
+// library progresses them on its own.
 const ProgressEnv = "GONOX_ASYNC_PROGRESS"
 
 var progressInterval = sync.OnceValue(func() time.Duration {
-	if s := os.Getenv(ProgressEnv); s != "" {
-		if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-			return d
-		}
-		panic(fmt.Sprintf("shard: %s=%q: want a duration such as 100us, or 0", ProgressEnv, s))
+	d, err := parseProgress(os.Getenv(ProgressEnv))
+	if err != nil {
+		panic(err.Error()) // refused earlier, by the device pool or Install
 	}
-	return 100 * time.Microsecond
+	return d
 })
 
 // progress tests the requests every interval until all are done or the

@@ -13,14 +13,13 @@ import (
 )
 
 // DebugEnv is the environment variable that turns on cross-process checks
-// (GONOX_DEBUG=1): a host tensor given to Put must be equal on every
-// process of the target mesh, and the processes must issue the same
-// collectives.
+// (GONOX_DEBUG=1; 0 or unset is off, anything else an error).
 const DebugEnv = "GONOX_DEBUG"
 
 // TimeoutEnv is the environment variable with the longest time a process
 // waits in one cross-process exchange before it aborts the job (a Go
-// duration such as "90s"; "0" waits forever). The default is 10 minutes.
+// duration such as "90s", at least MinTimeout; "0" waits forever). The
+// default is 10 minutes.
 const TimeoutEnv = "GONOX_TIMEOUT"
 
 // dist is the multi-process part of the device pool (nil transport: one
@@ -101,14 +100,12 @@ func Install(t Transport, localDevices int) error {
 		dist.aux = newGroup(all)
 		dist.world = wrapGroup(t.World())
 	}
-	dist.debug = os.Getenv(DebugEnv) == "1"
-	dist.timeout = 10 * time.Minute
-	if s := os.Getenv(TimeoutEnv); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 {
-			return fmt.Errorf("shard.Install: %s=%q: want a duration such as 90s", TimeoutEnv, s)
-		}
-		dist.timeout = d
+	var err error
+	if dist.debug, err = parseDebug(os.Getenv(DebugEnv)); err != nil {
+		return fmt.Errorf("shard.Install: %w", err)
+	}
+	if dist.timeout, err = parseTimeout(os.Getenv(TimeoutEnv)); err != nil {
+		return fmt.Errorf("shard.Install: %w", err)
 	}
 	return nil
 }

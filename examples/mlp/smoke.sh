@@ -36,7 +36,7 @@ usage '^mlp: invalid value "x" for flag -seed' "$out/mlp" -seed x
 usage 'GONOX_DEVICES="abc": want a positive integer' env GONOX_DEVICES=abc "$out/mlp" -strategy dp
 usage 'GONOX_DEVICES="0"' env GONOX_DEVICES=0 "$out/mlp"
 usage '^mlp: GONOX_KERNELS="bogus": unknown kernel set' env GONOX_KERNELS=bogus "$out/mlp"
-usage '^mlp: GONOX_DEBUG="yes": want 0 or 1' env GONOX_DEBUG=yes "$out/mlp"
+usage '^mlp: shard: GONOX_DEBUG="yes": want 0 or 1' env GONOX_DEBUG=yes "$out/mlp"
 expect 1 "^mlp: -plot $out: is a directory" "$out/mlp" -plot "$out"
 expect 1 "^mlp: -ckpt $out/mlp.png/x: not a directory" "$out/mlp" -ckpt "$out/mlp.png/x"
 expect 1 '^mlp: data: MNIST: /dev/zero is not a directory' "$out/mlp" -data /dev/zero

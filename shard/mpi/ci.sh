@@ -30,11 +30,13 @@ out=$(mktemp -d)
 trap 'umount "$out/smalltmp" 2>/dev/null || true; rm -rf "$out"' EXIT
 
 echo "--- go vet -tags mpi; go test -tags mpi (one process, and the failure jobs)"
-go vet -tags mpi ./shard/... ./examples/mlp ./examples/distill ./examples/moe
+go vet -tags mpi ./shard/... ./checkpoint ./examples/mlp ./examples/distill ./examples/moe
 go test -tags mpi ./shard/...
+go test -tags mpi -run AcrossProcesses ./checkpoint
 go test -race -tags mpi -c -o "$out/mpi.race.test" ./shard/mpi
 go test -tags mpi -c -o "$out/mpi.test" ./shard/mpi
 go test -tags mpi -c -o "$out/shard.test" ./shard
+go test -tags mpi -c -o "$out/ckpt.test" ./checkpoint
 # The C references of the benchmarks (bench.sh, the README) still build.
 for c in allreduce dpcollectives; do
   mpicc -O2 -Wall -Werror -o "$out/$c" "shard/mpi/testdata/$c.c"
@@ -49,6 +51,8 @@ for np in 2 4; do
   mpirun -np "$np" --oversubscribe "$out/mpi.test"
   mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients|PsumScatterIsPartOfPsum|DonatedMapOutputsAreReused|Async(Ppermute|Recipes|Gradients|UnderCheckpoint|SecondDerivative)|ToyCollective|CollectivesRegistered'
   mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run "$prop"
+  echo "--- mpirun -np $np: checkpoints written by every process into one directory"
+  mpirun -np "$np" --oversubscribe "$out/ckpt.test" -test.run AcrossProcesses
 done
 echo "--- mpirun -np 8, one device each: the guide's collectives, every registered one, and reduce-scatters over 4 processes through shared memory"
 mpirun -np 8 --oversubscribe -x GONOX_DEVICES=1 "$out/shard.test" -test.run 'Guide|PsumScatterIsPartOfPsum|ToyCollective|CollectivesRegistered'

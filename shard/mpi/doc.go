@@ -70,13 +70,31 @@
 // osc_sm_backing_directory): where that has too little room, as a
 // container's 64 MB default may, process 0 warns once and the group uses
 // MPI's collectives. Groups that span hosts use MPI's collectives.
-// GONOX_MPI_SHM=0 (SharedMemoryEnv) turns shared memory off; set on any
-// process, it turns it off for every group that process is in (the
-// processes of a group agree when it is made).
+// GONOX_MPI_SHM=0 (SharedMemoryEnv) turns shared memory off.
 //
 // A program built with the mpi tag and started without mpirun is a world
 // of one process and behaves exactly as without the tag. Without the tag,
-// Init and Finalize do nothing, so programs call them unconditionally.
+// Init only checks the environment and Finalize does nothing, so programs
+// call them unconditionally.
+//
+// # Settings
+//
+// Init parses every environment variable gonox reads (EnvSettings:
+// GONOX_DEVICES, GONOX_DEBUG, GONOX_TIMEOUT, GONOX_ASYNC_PROGRESS, the
+// kernel set GONOX_KERNELS chooses, GONOX_MPI_THREAD, GONOX_MPI_SHM),
+// strictly and with bounds, and under mpirun gathers every process's
+// settings: a value refused on one process, or a setting that differs
+// between processes (a variable given to some processes only, a forgotten
+// mpirun -x), is one error that Init returns on every process, naming the
+// variable and the processes, before any device exists:
+//
+//	mpi.Init: GONOX_DEBUG differs between processes: unset on process 0, "1" on process 1; give every process the same (mpirun -x GONOX_DEBUG)
+//	mpi.Init: process 0: shard: GONOX_DEVICES="99999999999": at most 4096 simulated devices
+//
+// Two machines whose default kernel sets differ (one with AVX-512, one
+// without) disagree on GONOX_KERNELS: their sums would differ in the last
+// bits, so set it to a set both run. Programs call EnvSettings first to
+// report a mistake as a usage error (the examples do).
 //
 // # Failures
 //

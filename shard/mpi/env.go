@@ -1,5 +1,14 @@
 package mpi
 
+import (
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/tensor"
+)
+
 // The environment variables of package mpi, defined in every build so that
 // programs naming them compile with and without the mpi tag (without it
 // they are not read).
@@ -19,3 +28,46 @@ const (
 	// shared-memory window.
 	SharedMemoryEnv = "GONOX_MPI_SHM"
 )
+
+// EnvSettings parses every environment variable whose value the processes
+// of a job must agree on, strictly, in this order: package shard's
+// (shard.EnvSettings: GONOX_DEVICES, GONOX_DEBUG, GONOX_TIMEOUT,
+// GONOX_ASYNC_PROGRESS), the kernel set in use (GONOX_KERNELS, see
+// tensor.Kernels: its Canon is the set chosen, so two machines whose
+// default sets differ disagree), GONOX_MPI_THREAD (multiple or funneled)
+// and GONOX_MPI_SHM (0 or 1). It returns an error naming the first
+// variable whose value is refused and what it wants. It is defined in
+// every build, so that programs check their environment the same way with
+// and without the mpi tag; Init calls it, and under mpirun compares the
+// Canons of every process, naming the variable and the processes that
+// differ.
+func EnvSettings() ([]shard.Setting, error) {
+	out, err := shard.EnvSettings()
+	if err != nil {
+		return nil, err
+	}
+	active, _, err := tensor.Kernels()
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, shard.Setting{Name: tensor.KernelsEnv, Value: os.Getenv(tensor.KernelsEnv), Canon: active})
+	for _, v := range []struct {
+		name string
+		ok   []string
+		want string
+	}{
+		{ThreadEnv, []string{"multiple", "funneled"}, "multiple (the default) or funneled"},
+		{SharedMemoryEnv, []string{"1", "0"}, "0 (off) or 1 (on, the default)"},
+	} {
+		s := os.Getenv(v.name)
+		canon := v.ok[0]
+		if s != "" {
+			if !slices.Contains(v.ok, s) {
+				return nil, fmt.Errorf("mpi: %s=%q: want %s", v.name, s, v.want)
+			}
+			canon = s
+		}
+		out = append(out, shard.Setting{Name: v.name, Value: s, Canon: canon})
+	}
+	return out, nil
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,29 +103,51 @@ func TestFailuresEndTheJob(t *testing.T) {
 		t.Skip("mpirun not found")
 	}
 	for _, tc := range []struct {
-		kind string
-		env  []string
-		ok   bool
-		want []string
+		kind  string
+		env   []string
+		ok    bool
+		want  []string
+		rank1 []string // environment of process 1 only
 	}{
-		{"ok", nil, true, []string{"process 0: [2 2 2 2]", "process 1: [2 2 2 2]"}},
-		{"panic", nil, false, []string{"gonox: process 1: shard.Map: device 1 [1]: boom"}},
-		{"exit", nil, false, []string{"exited with non-zero status", "],1]", "exit code:    3"}},
-		{"hang", []string{"GONOX_TIMEOUT=2s"}, false, []string{"gonox: process 0 waited more than 2s in shard.Map: collective #0 psum"}},
-		{"mismatch", []string{"GONOX_DEBUG=1"}, false, []string{"issued different collectives", "psum", "pmax"}},
-		{"sizes", nil, false, []string{"the processes issued different collectives"}},
-		{"put", []string{"GONOX_DEBUG=1"}, false, []string{"shard.Put: f32[4]: the host tensor differs between processes"}},
-		{"localput", []string{"GONOX_DEBUG=1"}, true, []string{"process 1: local put [1 1 1 1]"}},
+		{"ok", nil, true, []string{"process 0: [2 2 2 2]", "process 1: [2 2 2 2]"}, nil},
+		{"panic", nil, false, []string{"gonox: process 1: shard.Map: device 1 [1]: boom"}, nil},
+		{"exit", nil, false, []string{"exited with non-zero status", "],1]", "exit code:    3"}, nil},
+		{"hang", []string{"GONOX_TIMEOUT=2s"}, false, []string{"gonox: process 0 waited more than 2s in shard.Map: collective #0 psum"}, nil},
+		{"mismatch", []string{"GONOX_DEBUG=1"}, false, []string{"issued different collectives", "psum", "pmax"}, nil},
+		{"sizes", nil, false, []string{"the processes issued different collectives"}, nil},
+		{"put", []string{"GONOX_DEBUG=1"}, false, []string{"shard.Put: f32[4]: the host tensor differs between processes"}, nil},
+		{"localput", []string{"GONOX_DEBUG=1"}, true, []string{"process 1: local put [1 1 1 1]"}, nil},
 		// Around a started collective (async_test.go's helpers).
-		{"async_panic", nil, false, []string{"gonox: process 1: shard.Map: device 1 [1]: boom after the start"}},
-		{"async_hang", []string{"GONOX_TIMEOUT=2s"}, false, []string{"gonox: process 0 waited more than 2s in shard.Map: collective #0 ppermute(float32 [1 4] over d, perm [[0 1] [1 0]], async)"}},
-		{"async_mismatch", []string{"GONOX_DEBUG=1"}, false, []string{"issued different collectives", "perm [[0 1] [1 0]], async"}},
-		{"async_unwaited", nil, false, []string{"asynchronous collective(s) never waited for"}},
+		{"async_panic", nil, false, []string{"gonox: process 1: shard.Map: device 1 [1]: boom after the start"}, nil},
+		{"async_hang", []string{"GONOX_TIMEOUT=2s"}, false, []string{"gonox: process 0 waited more than 2s in shard.Map: collective #0 ppermute(float32 [1 4] over d, perm [[0 1] [1 0]], async)"}, nil},
+		{"async_mismatch", []string{"GONOX_DEBUG=1"}, false, []string{"issued different collectives", "perm [[0 1] [1 0]], async"}, nil},
+		{"async_unwaited", nil, false, []string{"asynchronous collective(s) never waited for"}, nil},
+		// Settings that must agree, refused by mpi.Init on every process.
+		{"ok", nil, false, []string{`mpi.Init: GONOX_DEBUG differs between processes: unset on process 0, "1" on process 1; give every process the same (mpirun -x GONOX_DEBUG)`}, []string{"GONOX_DEBUG=1"}},
+		{"ok", nil, false, []string{`mpi.Init: GONOX_TIMEOUT differs between processes: unset on process 0, "1m" on process 1`}, []string{"GONOX_TIMEOUT=1m"}},
+		{"ok", nil, false, []string{`mpi.Init: GONOX_MPI_SHM differs between processes`}, []string{"GONOX_MPI_SHM=0"}},
+		{"ok", nil, false, []string{`mpi.Init: GONOX_KERNELS differs between processes: unset (`, `"go" (go) on process 1`}, []string{"GONOX_KERNELS=go"}},
+		{"ok", nil, false, []string{`mpi.Init: process 1: shard: GONOX_ASYNC_PROGRESS="abc": want a duration`}, []string{"GONOX_ASYNC_PROGRESS=abc"}},
+		{"ok", []string{"GONOX_ASYNC_PROGRESS=-1"}, false, []string{`mpi.Init: process 0: shard: GONOX_ASYNC_PROGRESS="-1": want a duration such as 100us, from 0 to 1s (and processes [1] have refused settings too)`}, nil},
+		{"ok", []string{"GONOX_DEBUG=true"}, false, []string{`mpi.Init: process 0: shard: GONOX_DEBUG="true": want 0 or 1`}, nil},
+		{"ok", []string{"GONOX_DEVICES=99999999999"}, false, []string{`mpi.Init: process 0: shard: GONOX_DEVICES="99999999999": at most 4096 simulated devices`}, nil},
+		{"ok", []string{"GONOX_DEVICES=2147483647"}, false, []string{`GONOX_DEVICES="2147483647": at most 4096 simulated devices`}, nil},
+		{"ok", nil, false, []string{`mpi.Init: GONOX_DEVICES differs between processes: "1" on process 0, "2" on process 1`}, []string{"GONOX_DEVICES=2"}},
 	} {
-		t.Run(tc.kind, func(t *testing.T) {
+		name := tc.kind
+		if len(tc.env)+len(tc.rank1) > 0 {
+			name += "/" + strings.Join(append(slices.Clone(tc.env), tc.rank1...), ",")
+		}
+		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, mpirun, "-np", "2", "--oversubscribe", os.Args[0])
+			args := []string{"-np", "2", "--oversubscribe", os.Args[0]}
+			if tc.rank1 != nil {
+				// MPMD: process 0 with the common environment, process
+				// 1 with tc.rank1 on top.
+				args = append([]string{"--oversubscribe", "-np", "1", os.Args[0], ":", "-np", "1", "env"}, append(tc.rank1, os.Args[0])...)
+			}
+			cmd := exec.CommandContext(ctx, mpirun, args...)
 			cmd.Env = append(os.Environ(), helperEnv+"="+tc.kind, "GONOX_DEVICES=1",
 				"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 			cmd.Env = append(cmd.Env, tc.env...)

@@ -3,12 +3,15 @@
 package mpi
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/tensor"
 )
 
 // Init initialises MPI and, in a job of several processes, installs them
@@ -17,51 +20,141 @@ import (
 // world of one process), the pool is left as it would be without MPI. Call
 // Init at the start of main, before anything uses the device pool, and
 // Finalize before main returns. A second call does nothing.
+//
+// Init parses the environment (EnvSettings) and, under mpirun, makes the
+// processes agree on it: a value refused on any process, or a setting
+// that differs between processes (GONOX_DEBUG given to some with a
+// forgotten -x, say), is an error returned by every process alike, naming
+// the variable and the processes:
+//
+//	mpi.Init: GONOX_DEBUG differs between processes: "1" on process 1, unset on process 0; give every process the same (mpirun -x GONOX_DEBUG)
 func Init() error {
 	if _, set := os.LookupEnv("OMPI_MCA_opal_signal"); !set {
 		// Open MPI's handlers for SIGSEGV and friends would take over Go's,
 		// which turn nil dereferences into panics.
 		os.Setenv("OMPI_MCA_opal_signal", "")
 	}
-	want := ThreadMultiple
-	switch s := os.Getenv(ThreadEnv); s {
-	case "", "multiple":
-	case "funneled":
-		want = ThreadFunneled
-	default:
-		return fmt.Errorf("mpi.Init: %s=%q: want multiple or funneled", ThreadEnv, s)
-	}
-	if _, err := sharedMemoryOn(); err != nil {
-		return err
-	}
+	settings, bad := EnvSettings()
 	if state.inited {
-		return nil
+		return bad
+	}
+	want := ThreadMultiple
+	if bad == nil && setting(settings, ThreadEnv) == "funneled" {
+		want = ThreadFunneled
 	}
 	if _, err := initThread(want); err != nil {
 		return err
 	}
 	w := World()
 	if w.Size() == 1 {
-		return nil
+		return bad
 	}
+	// Every process initialises MPI, even one whose environment is
+	// wrong, so that all of them learn of it and none waits for it.
 	n := 1
-	if s := os.Getenv(shard.DevicesEnv); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v <= 0 {
-			return fmt.Errorf("mpi.Init: process %d: %s=%q: want a positive integer", w.Rank(), shard.DevicesEnv, s)
+	if bad == nil {
+		if v := os.Getenv(shard.DevicesEnv); v != "" {
+			n, _ = shard.DevicesFromEnv()
 		}
-		n = v
+		for i := range settings {
+			if settings[i].Name == shard.DevicesEnv {
+				settings[i].Canon = strconv.Itoa(n)
+			}
+		}
 	}
-	all := make([]int32, w.Size())
-	Allgather(w, []int32{int32(n)}, all)
-	for r, v := range all {
-		if int(v) != n {
-			return fmt.Errorf("mpi.Init: process %d has %s=%d but process %d has %d; every process must own as many devices", w.Rank(), shard.DevicesEnv, n, r, v)
-		}
+	if err := agree(w, settings, bad); err != nil {
+		return err
 	}
 	t := &transport{world: w}
 	t.gathers = t.group(w.Dup())
 	return shard.Install(t, n)
+}
+
+// agree gathers every process's settings (or its error) and returns, on
+// every process alike, the first process's error, or an error naming the
+// first setting that differs between processes. Collective over w.
+func agree(w *Comm, settings []shard.Setting, bad error) error {
+	var rec []byte
+	if bad != nil {
+		rec = append([]byte{1}, bad.Error()...)
+	} else {
+		rec = []byte{0}
+		for _, s := range settings {
+			rec = append(rec, s.Name+"\x00"+s.Value+"\x00"+s.Canon+"\x00"...)
+		}
+	}
+	lens := make([]int32, w.Size())
+	Allgather(w, []int32{int32(len(rec))}, lens)
+	counts := make([]int, len(lens))
+	total := 0
+	for i, v := range lens {
+		counts[i] = int(v)
+		total += int(v)
+	}
+	all := make([]byte, total)
+	Allgatherv(w, rec, all, counts)
+	recs := make([][]byte, len(counts))
+	for i, c := range counts {
+		recs[i], all = all[:c], all[c:]
+	}
+	var errs []int
+	for r, b := range recs {
+		if b[0] == 1 {
+			errs = append(errs, r)
+		}
+	}
+	if len(errs) > 0 {
+		msg := fmt.Sprintf("mpi.Init: process %d: %s", errs[0], recs[errs[0]][1:])
+		if len(errs) > 1 {
+			msg += fmt.Sprintf(" (and processes %v have refused settings too)", errs[1:])
+		}
+		return errors.New(msg)
+	}
+	parsed := make([][]string, len(recs))
+	for r, b := range recs {
+		parsed[r] = strings.Split(string(b[1:]), "\x00")
+	}
+	for i := 0; i+2 < len(parsed[0]); i += 3 {
+		name := parsed[0][i]
+		groups := map[string][]int{} // canon -> processes
+		var order []string
+		for r, p := range parsed {
+			c := p[i+2]
+			if _, ok := groups[c]; !ok {
+				order = append(order, c)
+			}
+			groups[c] = append(groups[c], r)
+		}
+		if len(order) == 1 {
+			continue
+		}
+		var parts []string
+		for _, c := range order {
+			v := parsed[groups[c][0]][i+1]
+			what := fmt.Sprintf("%q", v)
+			if v == "" {
+				what = "unset"
+			}
+			if name == tensor.KernelsEnv {
+				what = fmt.Sprintf("%s (%s)", what, c)
+			}
+			parts = append(parts, fmt.Sprintf("%s on %s", what, procList(groups[c])))
+		}
+		return fmt.Errorf("mpi.Init: %s differs between processes: %s; give every process the same (mpirun -x %s)", name, strings.Join(parts, ", "), name)
+	}
+	return nil
+}
+
+// procList names processes: "process 1", "processes 0, 2".
+func procList(ps []int) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = strconv.Itoa(p)
+	}
+	if len(ps) == 1 {
+		return "process " + s[0]
+	}
+	return "processes " + strings.Join(s, ", ")
 }
 
 // Finalize shuts MPI down (MPI_Finalize); call it before main returns, or
@@ -159,4 +252,14 @@ func Output(w io.Writer) io.Writer {
 
 func (g group) Alltoallv(send []byte, sendCounts []int, recv []byte, recvCounts []int) {
 	Alltoallv(g.c, send, sendCounts, recv, recvCounts)
+}
+
+// setting returns the Canon of the named setting.
+func setting(all []shard.Setting, name string) string {
+	for _, s := range all {
+		if s.Name == name {
+			return s.Canon
+		}
+	}
+	return ""
 }

@@ -7,9 +7,12 @@ import "io"
 // Available reports whether this binary was built with the mpi tag.
 const Available = false
 
-// Init does nothing without the mpi build tag: the program is one
-// process.
-func Init() error { return nil }
+// Init checks the environment (EnvSettings) without the mpi build tag:
+// the program is one process.
+func Init() error {
+	_, err := EnvSettings()
+	return err
+}
 
 // Finalize does nothing without the mpi build tag.
 func Finalize() error { return nil }

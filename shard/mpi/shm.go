@@ -62,18 +62,9 @@ import (
 	"github.com/gonox/gonox/shard"
 )
 
-// sharedMemoryOn reads SharedMemoryEnv: unset, "" or "1" is on, "0" off;
-// anything else is an error (Init reports it).
-func sharedMemoryOn() (bool, error) {
-	switch v := os.Getenv(SharedMemoryEnv); v {
-	case "", "1":
-		return true, nil
-	case "0":
-		return false, nil
-	default:
-		return false, fmt.Errorf("mpi.Init: %s=%q: want 0 (off) or 1 (on, the default)", SharedMemoryEnv, v)
-	}
-}
+// sharedMemoryOn reads SharedMemoryEnv: unset, "" or "1" is on, "0" off
+// (Init refused anything else).
+func sharedMemoryOn() bool { return os.Getenv(SharedMemoryEnv) != "0" }
 
 // windows lists the shared groups of the process in the order they were
 // made (the same order on every process), for Finalize to free their
@@ -106,7 +97,7 @@ func sharedOf(c *Comm) *sharedGroup {
 		check("Comm_set_errhandler", C.gonox_errors_return(node.c))
 	})
 	ok := []int32{0}
-	if on, _ := sharedMemoryOn(); on && node.size == c.size && node.rank == c.rank {
+	if sharedMemoryOn() && node.size == c.size && node.rank == c.rank {
 		ok[0] = 1
 	}
 	Allreduce(c, ok, ok, Min)

@@ -56,30 +56,3 @@ func TestSharedWindow(t *testing.T) {
 		g.Fence() // read before the next window replaces this one
 	}
 }
-
-// TestSharedMemoryEnv checks how GONOX_MPI_SHM is read: on unless 0, and
-// a value that is neither 0 nor 1 is an error naming it.
-func TestSharedMemoryEnv(t *testing.T) {
-	for _, tc := range []struct {
-		v      string
-		on     bool
-		errMsg string
-	}{
-		{"", true, ""},
-		{"1", true, ""},
-		{"0", false, ""},
-		{"off", false, `mpi.Init: GONOX_MPI_SHM="off": want 0 (off) or 1 (on, the default)`},
-		{"true", false, `mpi.Init: GONOX_MPI_SHM="true": want 0 (off) or 1 (on, the default)`},
-	} {
-		t.Run(tc.v, func(t *testing.T) {
-			t.Setenv(SharedMemoryEnv, tc.v)
-			on, err := sharedMemoryOn()
-			assert.Equal(t, tc.on, on)
-			if tc.errMsg == "" {
-				assert.NoError(t, err)
-			} else {
-				assert.EqualError(t, err, tc.errMsg)
-			}
-		})
-	}
-}

@@ -137,13 +137,13 @@ func TestCheckEnv(t *testing.T) {
 		{"GONOX_KERNELS", "bogus", `GONOX_KERNELS="bogus": unknown kernel set`},
 		{"GONOX_DEVICES", "0", `GONOX_DEVICES="0": want a positive integer`},
 		{"GONOX_DEVICES", "x", `GONOX_DEVICES="x": want a positive integer`},
-		{"GONOX_DEVICES", "99999999999", `GONOX_DEVICES=99999999999: at most 4096 simulated devices`},
+		{"GONOX_DEVICES", "99999999999", `GONOX_DEVICES="99999999999": at most 4096 simulated devices`},
 		{"GONOX_DEBUG", "true", `GONOX_DEBUG="true": want 0 or 1`},
 		{"GONOX_TIMEOUT", "10", `GONOX_TIMEOUT="10": want a duration`},
 		{"GONOX_TIMEOUT", "-1s", `GONOX_TIMEOUT="-1s": want a duration`},
 		{"GONOX_ASYNC_PROGRESS", "fast", `GONOX_ASYNC_PROGRESS="fast": want a duration`},
-		{"GONOX_MPI_THREAD", "single", `GONOX_MPI_THREAD="single": want multiple or funneled`},
-		{"GONOX_MPI_SHM", "yes", `GONOX_MPI_SHM="yes": want 0 or 1`},
+		{"GONOX_MPI_THREAD", "single", `GONOX_MPI_THREAD="single": want multiple (the default) or funneled`},
+		{"GONOX_MPI_SHM", "yes", `GONOX_MPI_SHM="yes": want 0 (off) or 1`},
 	} {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
 			if tc.name == "GONOX_KERNELS" {
