@@ -53,18 +53,24 @@ func (s Sequential) Forward(x *tensor.Tensor, key tensor.Key) *tensor.Tensor {
 // Call is Forward; it makes a Sequential a Module, so Sequentials nest.
 func (s Sequential) Call(x *tensor.Tensor, key tensor.Key) *tensor.Tensor { return s.Forward(x, key) }
 
-// InferenceMode returns a copy of model in which every Dropout has its
-// Inference field set to inference (eqx.nn.inference_mode): with true,
-// dropout becomes the identity for evaluation; with false, it is back on for
-// training. The copy shares every tensor with model, which is not changed.
+// InferenceMode returns a copy of model in which every Dropout and every
+// BatchNorm has its Inference field set to inference
+// (eqx.nn.inference_mode): with true, dropout becomes the identity and
+// batch normalisation uses its running statistics, for evaluation; with
+// false, both are back to training. The copy shares every tensor with
+// model, which is not changed.
 //
-// It finds Dropout values wherever package pytree walks (pytree.MapType):
-// exported fields not tagged static, pointers, slices, arrays, maps with
-// string keys, interfaces (the layers of a Sequential) and Node children.
-// Only the containers on the way to a Dropout are copied.
+// It finds Dropout and BatchNorm values wherever package pytree walks
+// (pytree.MapType): exported fields not tagged static, pointers, slices,
+// arrays, maps with string keys, interfaces (the layers of a Sequential)
+// and Node children. Only the containers on the way to them are copied.
 func InferenceMode[M any](model M, inference bool) M {
-	return pytree.MapType(model, func(d Dropout) Dropout {
+	model = pytree.MapType(model, func(d Dropout) Dropout {
 		d.Inference = inference
 		return d
+	})
+	return pytree.MapType(model, func(b BatchNorm) BatchNorm {
+		b.Inference = inference
+		return b
 	})
 }

@@ -71,13 +71,12 @@ func (d *shiftDirect) run(dst, src []float32, gi, b int, ws *workspace) {
 	sp := d.sp
 	q0 := b * d.qblock
 	q1 := min(q0+d.qblock, d.qpad)
-	slack := d.qpad - sp.q + 16
-	p := buf(&ws.aux, d.cols*sp.psize+slack)
 	pd2 := sp.pd[2]
 	// The padded rows this block reads: positions [q0, q1+offMax).
 	r0, r1 := q0/pd2, min(sp.pd[0]*sp.pd[1], ceilDiv(q1+d.offMax, pd2))
-	sp.padRows(p, src, d.cols, r0, r1)
-	clear(p[d.cols*sp.psize:])
+	p := sp.fill(ws, d.cols, d.qpad-sp.q+16, r0, r1, func(p []float32, r0, r1 int, interior bool) {
+		sp.padRows(p, src, d.cols, r0, r1, interior)
+	})
 	mr, tc := d.k.mr, d.k.cols()
 	ld := q1 - q0
 	yt := buf(&ws.col, d.mtiles*mr*ld)
@@ -90,9 +89,33 @@ func (d *shiftDirect) run(dst, src []float32, gi, b int, ws *workspace) {
 	sp.compact(dst, yt, ld, d.rows, q0, min(q1, sp.q))
 }
 
+// fill returns ws.aux holding nplanes padded planes (and slack zeros
+// after them) whose rows [r0, r1) copy's calls have filled: copy fills
+// rows [r0, r1) of every plane, and only their interior (the source's
+// elements) when interior is set, because the padding around them is
+// known to be zero from a previous fill of the same grid.
+func (sp *shiftPlan) fill(ws *workspace, nplanes, slack, r0, r1 int, copy func(p []float32, r0, r1 int, interior bool)) []float32 {
+	n := nplanes*sp.psize + slack
+	ready := ws.padPlan == sp && ws.padPlanes >= nplanes && len(ws.aux) >= n
+	if !ready {
+		ws.padPlan = nil
+	}
+	p := buf(&ws.aux, max(n, len(ws.aux)))
+	copy(p, r0, r1, ready)
+	if !ready {
+		clear(p[nplanes*sp.psize : n])
+		if r0 == 0 && r1 == sp.pd[0]*sp.pd[1] {
+			ws.padPlan, ws.padPlanes = sp, nplanes
+		}
+	}
+	return p
+}
+
 // padRows is pad restricted to the padded rows [r0, r1) of each plane
-// (rows of pd[2] elements, numbered over the first two dimensions).
-func (sp *shiftPlan) padRows(p, src []float32, nch, r0, r1 int) {
+// (rows of pd[2] elements, numbered over the first two dimensions); with
+// interior, the padding is known to be zero already and only the
+// source's elements are copied.
+func (sp *shiftPlan) padRows(p, src []float32, nch, r0, r1 int, interior bool) {
 	pd1, pd2 := sp.pd[1], sp.pd[2]
 	s1, s2 := sp.sd[1], sp.sd[2]
 	for c := 0; c < nch; c++ {
@@ -102,13 +125,17 @@ func (sp *shiftPlan) padRows(p, src []float32, nch, r0, r1 int) {
 			row := pc[r*pd2 : (r+1)*pd2]
 			i0, i1 := r/pd1-sp.lo[0], r%pd1-sp.lo[1]
 			if i0 < 0 || i0 >= sp.sd[0] || i1 < 0 || i1 >= s1 {
-				clear(row)
+				if !interior {
+					clear(row)
+				}
 				continue
 			}
 			a := sp.lo[2]
-			clear(row[:a])
 			copy(row[a:a+s2], sc[(i0*s1+i1)*s2:])
-			clear(row[a+s2:])
+			if !interior {
+				clear(row[:a])
+				clear(row[a+s2:])
+			}
 		}
 	}
 }
@@ -169,11 +196,12 @@ func (g *geom) backwardKernelDirect(dw, x, dy []float32, t int) {
 		ctile := buf(&ws.col, k.mr*k.nr)
 		for sb := s0; sb < s1; sb += per {
 			ns := min(per, s1-sb)
-			p := buf(&ws.aux, ns*g.cg*sp.psize+16)
-			for s := 0; s < ns; s++ {
-				sp.pad(p[s*g.cg*sp.psize:], x[((sb+s)*g.c+gi*g.cg)*g.inSize:], g.cg)
-			}
-			clear(p[ns*g.cg*sp.psize:])
+			rows := sp.pd[0] * sp.pd[1]
+			p := sp.fill(ws, ns*g.cg, 16, 0, rows, func(p []float32, r0, r1 int, interior bool) {
+				for s := 0; s < ns; s++ {
+					sp.padRows(p[s*g.cg*sp.psize:], x[((sb+s)*g.c+gi*g.cg)*g.inSize:], g.cg, r0, r1, interior)
+				}
+			})
 			for t0 := 0; t0 < o0; t0++ {
 				a := dy[(sb*g.o+gi*g.og)*g.outSize+t0*o1*o2:]
 				b := p[t0*pd1*pd2:]

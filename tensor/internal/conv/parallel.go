@@ -31,6 +31,11 @@ func threadCount(threads int, flops float64) int {
 type workspace struct {
 	col []float32
 	aux []float32
+	// padPlan and padPlanes say that aux holds padPlanes planes of
+	// padPlan's padded grid whose padding is zero (and zeros after them):
+	// the next fill of the same grid copies the interior only.
+	padPlan   *shiftPlan
+	padPlanes int
 }
 
 var wsPool = sync.Pool{New: func() any { return new(workspace) }}

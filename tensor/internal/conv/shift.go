@@ -86,29 +86,6 @@ func (g *geom) backwardShift() *shiftPlan {
 	return newShiftPlan(sd, od, lo, k, dr)
 }
 
-// pad copies nch source planes (ssize apart) into the padded buffer p
-// (psize apart), zeros around them.
-func (sp *shiftPlan) pad(p, src []float32, nch int) {
-	pd1, pd2 := sp.pd[1], sp.pd[2]
-	s1, s2 := sp.sd[1], sp.sd[2]
-	for c := 0; c < nch; c++ {
-		pc := p[c*sp.psize : (c+1)*sp.psize]
-		sc := src[c*sp.ssize : (c+1)*sp.ssize]
-		for r := 0; r < sp.pd[0]*pd1; r++ {
-			row := pc[r*pd2 : (r+1)*pd2]
-			i0, i1 := r/pd1-sp.lo[0], r%pd1-sp.lo[1]
-			if i0 < 0 || i0 >= sp.sd[0] || i1 < 0 || i1 >= s1 {
-				clear(row)
-				continue
-			}
-			a := sp.lo[2]
-			clear(row[:a])
-			copy(row[a:a+s2], sc[(i0*s1+i1)*s2:])
-			clear(row[a+s2:])
-		}
-	}
-}
-
 // compact copies the computed positions [q0, q1) of the grid, held in yt
 // (rows of ld), to the destination planes of dst (osize apart) that are
 // real positions.

@@ -1,0 +1,201 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// BatchNormOptions configures NewBatchNorm. The zero value gives eps 1e-5,
+// momentum 0.99, a weight of ones and a bias of zeros, running statistics
+// starting at mean 0 and variance 1, and statistics over the whole global
+// batch under data parallelism.
+type BatchNormOptions struct {
+	// Eps is added to the variance; 0 means 1e-5.
+	Eps float32
+	// Momentum is the weight of the old running statistics in each
+	// update, running = Momentum·running + (1-Momentum)·batch, as in
+	// Equinox and Flax; 0 means 0.99. PyTorch's momentum m is 1-m here
+	// (its default 0.1 is 0.9).
+	Momentum float32
+	// NoAffine leaves out the weight and bias (channelwise_affine=False).
+	NoAffine bool
+	// UnbiasedRunningVar updates the running variance with the unbiased
+	// batch variance (divided by n-1), as PyTorch does; by default the
+	// biased one, as Equinox and Flax. Normalisation always uses the
+	// biased variance.
+	UnbiasedRunningVar bool
+	// PerDevice computes the statistics of each device's slice of the
+	// batch alone when the layer runs inside shard.Map (PyTorch's
+	// BatchNorm under DDP). By default they are those of the global
+	// batch: summed over the mesh axes the input varies over (psum), as
+	// Equinox's axis_name and PyTorch's SyncBatchNorm, so training does
+	// not depend on the mesh; the cost is one all-reduce of 3·channels
+	// floats per layer and step. Outside shard.Map (one device, or
+	// sharding propagation) the statistics are always the global batch's.
+	PerDevice bool
+	// Axis is the logical name of the channel dimension of the weight,
+	// the bias and the running statistics; "" sets none.
+	Axis string
+}
+
+// BatchNorm normalises each channel of channels-first batches by its
+// mean and variance over the batch and spatial dimensions, then scales and
+// shifts it (eqx.nn.BatchNorm, PyTorch's BatchNorm1d/2d/3d):
+//
+//	y = (x - mean) / √(var + Eps) · Weight + Bias
+//
+// In training (the default) mean and var are the batch's, and the running
+// statistics in the State are updated; in inference (InferenceMode, or
+// Inference set) the running statistics are used and the State is
+// returned unchanged. x is [N, C, spatial...] with any number of spatial
+// dimensions, [N, C] included.
+type BatchNorm struct {
+	Weight *tensor.Tensor // f32[C], or nil
+	Bias   *tensor.Tensor // f32[C], or nil
+	// Index is the layer's entry in the State: running mean and variance.
+	Index StateIndex
+
+	Eps, Momentum      float32
+	UnbiasedRunningVar bool
+	PerDevice          bool
+	// Inference uses the running statistics (eqx.nn.BatchNorm's
+	// inference=True); InferenceMode sets it on every BatchNorm of a
+	// model.
+	Inference bool
+}
+
+// NewBatchNorm returns a BatchNorm over channels channels in training mode.
+// Build the model's State with MakeWithState.
+func NewBatchNorm(channels int, opts BatchNormOptions) BatchNorm {
+	if channels < 1 {
+		panic(fmt.Sprintf("nn.NewBatchNorm: %d channels", channels))
+	}
+	if opts.Momentum < 0 || opts.Momentum >= 1 {
+		panic(fmt.Sprintf("nn.NewBatchNorm: momentum %g is not in [0, 1)", opts.Momentum))
+	}
+	b := BatchNorm{Eps: opts.Eps, Momentum: opts.Momentum, UnbiasedRunningVar: opts.UnbiasedRunningVar, PerDevice: opts.PerDevice}
+	if b.Eps == 0 {
+		b.Eps = defaultEps
+	}
+	if b.Momentum == 0 {
+		b.Momentum = 0.99
+	}
+	if !opts.NoAffine {
+		b.Weight = withAxes(tensor.Ones(tensor.Float32, channels), opts.Axis)
+		b.Bias = withAxes(tensor.Zeros(tensor.Float32, channels), opts.Axis)
+	}
+	axis := opts.Axis
+	b.Index = NewStateIndex("batch_norm", func() []*tensor.Tensor {
+		return []*tensor.Tensor{
+			withAxes(tensor.Zeros(tensor.Float32, channels), axis),
+			withAxes(tensor.Ones(tensor.Float32, channels), axis),
+		}
+	})
+	return b
+}
+
+// Forward normalises x [N, C, spatial...] and returns the result and the
+// state with updated running statistics (unchanged in inference).
+func (b BatchNorm) Forward(x *tensor.Tensor, state State) (*tensor.Tensor, State) {
+	run := state.Get(b.Index)
+	if len(run) != 2 || x.Rank() < 2 || x.Dim(1) != run[0].Dim(0) || !x.DType().IsFloat() {
+		panic(fmt.Sprintf("nn.BatchNorm: x %v: want float [N, %d, ...]", x, run[0].Dim(0)))
+	}
+	shape := channelShape(x)
+	if b.Inference {
+		mean, variance := tensor.Reshape(run[0], shape...), tensor.Reshape(run[1], shape...)
+		return b.normalize(x, mean, variance, shape), state
+	}
+	axes := make([]int, 0, x.Rank()-1)
+	for d := 0; d < x.Rank(); d++ {
+		if d != 1 {
+			axes = append(axes, d)
+		}
+	}
+	n := float32(x.Size() / x.Dim(1))
+	sum := tensor.SumKeep(x, axes...)
+	count := tensor.Scalar(n)
+	if !b.PerDevice {
+		sum, count = psumVarying(x, sum), psumVarying(x, count)
+	}
+	mean := tensor.Div(sum, count)
+	xc := tensor.Sub(x, mean)
+	ss := tensor.SumKeep(tensor.Square(xc), axes...)
+	if !b.PerDevice {
+		ss = psumVarying(x, ss)
+	}
+	variance := tensor.Div(ss, count)
+	y := tensor.Mul(xc, tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)))
+	y = b.affine(y, shape)
+
+	// Running statistics, from values whose gradient is stopped.
+	m := b.Momentum
+	bm, bv := tensor.StopGradient(tensor.Reshape(mean, -1)), tensor.StopGradient(tensor.Reshape(variance, -1))
+	if b.UnbiasedRunningVar {
+		c := tensor.StopGradient(count)
+		bv = tensor.Mul(bv, tensor.Div(c, tensor.AddScalar(c, -1)))
+	}
+	rm := tensor.Add(tensor.MulScalar(run[0], m), tensor.MulScalar(tensor.Convert(bm, run[0].DType()), 1-m))
+	rv := tensor.Add(tensor.MulScalar(run[1], m), tensor.MulScalar(tensor.Convert(bv, run[1].DType()), 1-m))
+	return y, state.Set(b.Index, rm, rv)
+}
+
+// normalize computes (x - mean)/√(var + eps), then the affine map.
+func (b BatchNorm) normalize(x, mean, variance *tensor.Tensor, shape []int) *tensor.Tensor {
+	if x.DType() != mean.DType() {
+		mean, variance = tensor.Convert(mean, x.DType()), tensor.Convert(variance, x.DType())
+	}
+	y := tensor.Mul(tensor.Sub(x, mean), tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)))
+	return b.affine(y, shape)
+}
+
+func (b BatchNorm) affine(y *tensor.Tensor, shape []int) *tensor.Tensor {
+	if b.Weight != nil {
+		y = tensor.Mul(y, tensor.Reshape(b.Weight, shape...))
+	}
+	if b.Bias != nil {
+		y = tensor.Add(y, tensor.Reshape(b.Bias, shape...))
+	}
+	return y
+}
+
+// channelShape is [1, C, 1, ...], the shape of per-channel values
+// broadcast against x.
+func channelShape(x *tensor.Tensor) []int {
+	shape := make([]int, x.Rank())
+	for i := range shape {
+		shape[i] = 1
+	}
+	shape[1] = x.Dim(1)
+	return shape
+}
+
+// psumVarying sums v over the mesh axes x varies over when x is a block
+// inside shard.Map (the axes its batch is split over), and returns v
+// unchanged otherwise.
+func psumVarying(x, v *tensor.Tensor) *tensor.Tensor {
+	l := x.Local()
+	if l == nil || l.Mask == 0 {
+		return v
+	}
+	if vl := v.Local(); vl == nil || vl.Mask&l.Mask != l.Mask {
+		// A value that does not vary (the count): mark it varying, so
+		// the sum counts it once per device.
+		v = tensor.Vary(v, l)
+	}
+	return l.Env.PsumMask(v, l.Mask)
+}
+
+// CallState is Forward, ignoring key; it makes a BatchNorm a
+// StatefulModule for Sequential.ForwardState.
+func (b BatchNorm) CallState(x *tensor.Tensor, state State, _ tensor.Key) (*tensor.Tensor, State) {
+	return b.Forward(x, state)
+}
+
+// Call panics: a BatchNorm needs a State (use Forward, or
+// Sequential.ForwardState). It makes a BatchNorm a Module, so that it can
+// sit in a Sequential.
+func (b BatchNorm) Call(*tensor.Tensor, tensor.Key) *tensor.Tensor {
+	panic("nn.BatchNorm: needs a State: call Forward(x, state), or Sequential.ForwardState")
+}
