@@ -101,7 +101,9 @@ func init() {
 			x := in[0]
 			w := p.window(x.shape)
 			y := newOutUninit(Float32, w.Out())
-			conv.MaxForward(w, y.f32, nil, x.f32, threads(x))
+			arg := scratchI32(len(y.f32))
+			conv.MaxForward(w, y.f32, arg, x.f32, threads(x))
+			i32Cache.put(arg)
 			return y
 		},
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, pp any) []*Tensor {
@@ -117,10 +119,12 @@ func init() {
 			p := pp.(*windowParams)
 			x, g := in[0], in[1]
 			w := p.window(x.shape)
-			arg := make([]int32, g.Size())
-			conv.MaxForward(w, make([]float32, g.Size()), arg, x.f32, threads(x, g))
+			arg, y := scratchI32(g.Size()), scratchF32(g.Size())
+			conv.MaxForward(w, y, arg, x.f32, threads(x, g))
 			dx := newOutUninit(Float32, x.shape)
 			conv.MaxBackward(w, dx.f32, arg, g.f32, threads(x, g))
+			i32Cache.put(arg)
+			f32Cache.put(y)
 			return dx
 		},
 		VJPNeed: func(gg *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {
@@ -145,10 +149,12 @@ func init() {
 			x, h := in[0], in[1]
 			w := p.window(x.shape)
 			out := w.Out()
-			arg := make([]int32, numel(out))
-			conv.MaxForward(w, make([]float32, len(arg)), arg, x.f32, threads(x, h))
+			arg, m := scratchI32(numel(out)), scratchF32(numel(out))
+			conv.MaxForward(w, m, arg, x.f32, threads(x, h))
 			y := newOutUninit(Float32, out)
 			conv.MaxGather(w, y.f32, arg, h.f32, threads(x, h))
+			i32Cache.put(arg)
+			f32Cache.put(m)
 			return y
 		},
 		VJPNeed: func(gg *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {
@@ -192,6 +198,23 @@ func init() {
 			return []*Tensor{Apply(windowSumOp, pp, g)}
 		},
 	}
+}
+
+// scratchI32 and scratchF32 return storage of n elements (contents
+// undefined) for a kernel's temporary, from the allocator cache when it
+// has some; give it back with i32Cache.put or f32Cache.put.
+func scratchI32(n int) []int32 {
+	if s := cachedI32(n); s != nil {
+		return s
+	}
+	return make([]int32, n, capFor(n))
+}
+
+func scratchF32(n int) []float32 {
+	if s := cachedF32(n); s != nil {
+		return s
+	}
+	return make([]float32, n, capFor(n))
 }
 
 // ReduceWindow reduces each window of x (any rank, any float dtype) to one

@@ -203,7 +203,9 @@ func BackwardKernel(p *Params, dw, x, dy []float32, threads int) {
 	wsize := len(dw)
 	nchunk := min(units, maxChunks, max(1, chunkFloats/wsize))
 	rows := g.cg * g.kSize // rows of one group's dwᵀ
-	part := alignedFloats(nchunk * wsize)
+	pws := wsPool.Get().(*workspace)
+	defer wsPool.Put(pws)
+	part := buf(&pws.part, nchunk*wsize)
 	items := nchunk * g.groups
 	workers, gt := split(items, threadCount(threads, g.flops()))
 	parallel(items, workers, func(i int, ws *workspace) {

@@ -184,7 +184,9 @@ func (g *geom) backwardKernelDirect(dw, x, dy []float32, t int) {
 		jj := min(j, depth-1) // the last tile's extra columns repeat the last one
 		offs[j] = 4 * ((jj/ks)*sp.psize + sp.offs[jj%ks])
 	}
-	part := alignedFloats(nchunk * len(dw))
+	pws := wsPool.Get().(*workspace)
+	defer wsPool.Put(pws)
+	part := buf(&pws.part, nchunk*len(dw))
 	o0, o1, o2 := g.d[0].out, g.d[1].out, g.d[2].out
 	nvec, tail := o2/k.w, o2%k.w
 	pd1, pd2 := sp.pd[1], sp.pd[2]

@@ -307,6 +307,279 @@ func (g *gen) dot(s isa, mr, nr int) {
 	g.raw("")
 }
 
+// maxStride emits the max-pooling step: for t < n, v = x[t·stride];
+// where v > y[t] or v is NaN, y[t] = v and a[t] = pos0 + t·dpos:
+//
+//	func name(n int, y *float32, a *int32, x *float32, stride int, pos0, dpos int32)
+//
+// The elements of x are gathered (VGATHERDPS) at the stride; only the
+// first n lanes of the last vector are read or written (masks).
+func (g *gen) maxStride(s isa) {
+	nm := s.name + "MaxStride"
+	g.raw("// func %s(n int, y *float32, a *int32, x *float32, stride int, pos0, dpos int32)", nm)
+	g.raw("TEXT ·%s(SB), NOSPLIT, $0-48", nm)
+	g.p("MOVQ n+0(FP), CX")
+	g.p("MOVQ y+8(FP), DI")
+	g.p("MOVQ a+16(FP), SI")
+	g.p("MOVQ x+24(FP), BX")
+	g.p("MOVQ stride+32(FP), DX")
+	R := s.reg
+	w := s.lanes
+	// Index vector (iota·stride), positions (pos0 + iota·dpos), and the
+	// advances per vector (positions: w·dpos; x: w·stride floats).
+	g.p("MOVQ DX, R10")
+	g.p("SHLQ $%d, R10", map[int]int{16: 6, 8: 5}[w])
+	g.p("MOVL pos0+40(FP), R8")
+	g.p("MOVL dpos+44(FP), R9")
+	if w == 16 {
+		g.p("VPBROADCASTD DX, Z2")
+		g.p("VMOVDQU32 ·iota16(SB), Z1")
+		g.p("VPMULLD Z2, Z1, Z1")
+		g.p("VPBROADCASTD R9, Z4")
+		g.p("VMOVDQU32 ·iota16(SB), Z5")
+		g.p("VPMULLD Z4, Z5, Z5")
+		g.p("VPBROADCASTD R8, Z3")
+		g.p("VPADDD Z5, Z3, Z3")
+		g.p("SHLL $4, R9")
+		g.p("VPBROADCASTD R9, Z6")
+	} else {
+		g.p("MOVQ DX, X2")
+		g.p("VPBROADCASTD X2, Y2")
+		g.p("VMOVDQU ·iota16(SB), Y1")
+		g.p("VPMULLD Y2, Y1, Y1")
+		g.p("MOVQ R9, X4")
+		g.p("VPBROADCASTD X4, Y4")
+		g.p("VMOVDQU ·iota16(SB), Y5")
+		g.p("VPMULLD Y4, Y5, Y5")
+		g.p("MOVQ R8, X3")
+		g.p("VPBROADCASTD X3, Y3")
+		g.p("VPADDD Y5, Y3, Y3")
+		g.p("SHLL $3, R9")
+		g.p("MOVQ R9, X6")
+		g.p("VPBROADCASTD X6, Y6")
+	}
+	body := func(tail bool) {
+		if w == 16 {
+			g.p("KMOVW K1, K2")
+			g.p("VPXORD Z7, Z7, Z7")
+			g.p("VGATHERDPS (BX)(Z1*4), K2, Z7")
+			g.p("VMOVUPS.Z (DI), K1, Z8")
+			g.p("VCMPPS $0x1e, Z8, Z7, K1, K3") // v > c
+			g.p("VCMPPS $3, Z7, Z7, K1, K4")    // v is NaN
+			g.p("KORW K4, K3, K3")
+			g.p("VMOVUPS Z7, K3, Z8")
+			g.p("VMOVUPS Z8, K1, (DI)")
+			g.p("VMOVDQU32.Z (SI), K1, Z9")
+			g.p("VMOVDQU32 Z3, K3, Z9")
+			g.p("VMOVDQU32 Z9, K1, (SI)")
+			return
+		}
+		// AVX2: Y10 is the lane mask (all ones but in the tail).
+		g.p("VMOVAPS Y10, Y13")
+		g.p("VXORPS Y7, Y7, Y7")
+		g.p("VGATHERDPS Y13, (BX)(Y1*4), Y7")
+		if tail {
+			g.p("VMASKMOVPS (DI), Y10, Y8")
+			g.p("VPMASKMOVD (SI), Y10, Y9")
+		} else {
+			g.p("VMOVUPS (DI), Y8")
+			g.p("VMOVDQU (SI), Y9")
+		}
+		g.p("VCMPPS $0x1e, Y8, Y7, Y11")
+		g.p("VCMPPS $3, Y7, Y7, Y12")
+		g.p("VORPS Y12, Y11, Y11")
+		g.p("VBLENDVPS Y11, Y7, Y8, Y8")
+		g.p("VBLENDVPS Y11, Y3, Y9, Y9")
+		if tail {
+			g.p("VMASKMOVPS Y8, Y10, (DI)")
+			g.p("VPMASKMOVD Y9, Y10, (SI)")
+		} else {
+			g.p("VMOVUPS Y8, (DI)")
+			g.p("VMOVDQU Y9, (SI)")
+		}
+	}
+	g.label("loop")
+	g.p("CMPQ CX, $%d", w)
+	g.p("JL tail")
+	if w == 16 {
+		g.p("MOVL $0xffff, R11")
+		g.p("KMOVW R11, K1")
+	} else {
+		g.p("VPCMPEQD Y10, Y10, Y10")
+	}
+	body(false)
+	g.p("ADDQ R10, BX")
+	g.p("ADDQ $%d, DI", 4*w)
+	g.p("ADDQ $%d, SI", 4*w)
+	g.p("VPADDD %s6, %s3, %s3", R, R, R)
+	g.p("SUBQ $%d, CX", w)
+	g.p("JMP loop")
+	g.label("tail")
+	g.p("TESTQ CX, CX")
+	g.p("JZ done")
+	if w == 16 {
+		g.p("MOVQ $1, R11")
+		g.p("SHLXQ CX, R11, R11")
+		g.p("DECQ R11")
+		g.p("KMOVW R11, K1")
+	} else {
+		g.p("LEAQ ·maskTab(SB), R11")
+		g.p("MOVQ $8, R12")
+		g.p("SUBQ CX, R12")
+		g.p("VMOVUPS (R11)(R12*4), Y10")
+	}
+	body(true)
+	g.label("done")
+	g.p("VZEROUPPER")
+	g.p("RET")
+	g.raw("")
+}
+
+// dense emits the windowed max or sum over windows without padding: for
+// t < n, the taps x[orig[t] + kofs[k]], k < nk, reduced in order; max
+// keeps the first maximum (or the last NaN) in y[t] and its position in
+// a[t], sum their sum in y[t] (a unused):
+//
+//	func name(n int, y *float32, a *int32, x *float32, orig *int32, kofs *int32, nk int)
+//
+// One gather per tap reads 16 (8) windows' elements at once.
+func (g *gen) dense(s isa, sum bool) {
+	op := "MaxDense"
+	if sum {
+		op = "SumDense"
+	}
+	nm := s.name + op
+	w := s.lanes
+	g.raw("// func %s(n int, y *float32, a *int32, x *float32, orig *int32, kofs *int32, nk int)", nm)
+	g.raw("TEXT ·%s(SB), NOSPLIT, $0-56", nm)
+	g.p("MOVQ n+0(FP), CX")
+	g.p("MOVQ y+8(FP), DI")
+	g.p("MOVQ a+16(FP), SI")
+	g.p("MOVQ x+24(FP), BX")
+	g.p("MOVQ orig+32(FP), R8")
+	g.p("MOVQ kofs+40(FP), R9")
+	g.p("MOVQ nk+48(FP), R10")
+	body := func(tail bool) {
+		if w == 16 {
+			g.p("VMOVDQU32.Z (R8), K1, Z0")
+			g.p("VPBROADCASTD (R9), Z1")
+			g.p("VPADDD Z1, Z0, Z2")
+			g.p("KMOVW K1, K2")
+			g.p("VPXORD Z3, Z3, Z3")
+			g.p("VGATHERDPS (BX)(Z2*4), K2, Z3")
+			if !sum {
+				g.p("VMOVDQA32 Z2, Z4")
+			}
+			g.p("MOVQ $1, R12")
+			g.label(fmt.Sprintf("k%v", tail))
+			g.p("CMPQ R12, R10")
+			g.p("JGE kdone%v", tail)
+			g.p("VPBROADCASTD (R9)(R12*4), Z1")
+			g.p("VPADDD Z1, Z0, Z2")
+			g.p("KMOVW K1, K2")
+			g.p("VPXORD Z5, Z5, Z5")
+			g.p("VGATHERDPS (BX)(Z2*4), K2, Z5")
+			if sum {
+				g.p("VADDPS Z5, Z3, Z3")
+			} else {
+				g.p("VCMPPS $0x1e, Z3, Z5, K1, K3")
+				g.p("VCMPPS $3, Z5, Z5, K1, K4")
+				g.p("KORW K4, K3, K3")
+				g.p("VMOVUPS Z5, K3, Z3")
+				g.p("VMOVDQA32 Z2, K3, Z4")
+			}
+			g.p("INCQ R12")
+			g.p("JMP k%v", tail)
+			g.label(fmt.Sprintf("kdone%v", tail))
+			g.p("VMOVUPS Z3, K1, (DI)")
+			if !sum {
+				g.p("VMOVDQU32 Z4, K1, (SI)")
+			}
+			return
+		}
+		// AVX2: Y10 is the lane mask.
+		if tail {
+			g.p("VPMASKMOVD (R8), Y10, Y0")
+		} else {
+			g.p("VMOVDQU (R8), Y0")
+		}
+		g.p("VPBROADCASTD (R9), Y1")
+		g.p("VPADDD Y1, Y0, Y2")
+		g.p("VMOVAPS Y10, Y13")
+		g.p("VXORPS Y3, Y3, Y3")
+		g.p("VGATHERDPS Y13, (BX)(Y2*4), Y3")
+		if !sum {
+			g.p("VMOVDQA Y2, Y4")
+		}
+		g.p("MOVQ $1, R12")
+		g.label(fmt.Sprintf("k%v", tail))
+		g.p("CMPQ R12, R10")
+		g.p("JGE kdone%v", tail)
+		g.p("VPBROADCASTD (R9)(R12*4), Y1")
+		g.p("VPADDD Y1, Y0, Y2")
+		g.p("VMOVAPS Y10, Y13")
+		g.p("VXORPS Y5, Y5, Y5")
+		g.p("VGATHERDPS Y13, (BX)(Y2*4), Y5")
+		if sum {
+			g.p("VADDPS Y5, Y3, Y3")
+		} else {
+			g.p("VCMPPS $0x1e, Y3, Y5, Y11")
+			g.p("VCMPPS $3, Y5, Y5, Y12")
+			g.p("VORPS Y12, Y11, Y11")
+			g.p("VBLENDVPS Y11, Y5, Y3, Y3")
+			g.p("VBLENDVPS Y11, Y2, Y4, Y4")
+		}
+		g.p("INCQ R12")
+		g.p("JMP k%v", tail)
+		g.label(fmt.Sprintf("kdone%v", tail))
+		if tail {
+			g.p("VMASKMOVPS Y3, Y10, (DI)")
+			if !sum {
+				g.p("VPMASKMOVD Y4, Y10, (SI)")
+			}
+		} else {
+			g.p("VMOVUPS Y3, (DI)")
+			if !sum {
+				g.p("VMOVDQU Y4, (SI)")
+			}
+		}
+	}
+	g.label("loop")
+	g.p("CMPQ CX, $%d", w)
+	g.p("JL tail")
+	if w == 16 {
+		g.p("MOVL $0xffff, R11")
+		g.p("KMOVW R11, K1")
+	} else {
+		g.p("VPCMPEQD Y10, Y10, Y10")
+	}
+	body(false)
+	g.p("ADDQ $%d, DI", 4*w)
+	g.p("ADDQ $%d, SI", 4*w)
+	g.p("ADDQ $%d, R8", 4*w)
+	g.p("SUBQ $%d, CX", w)
+	g.p("JMP loop")
+	g.label("tail")
+	g.p("TESTQ CX, CX")
+	g.p("JZ done")
+	if w == 16 {
+		g.p("MOVQ $1, R11")
+		g.p("SHLXQ CX, R11, R11")
+		g.p("DECQ R11")
+		g.p("KMOVW R11, K1")
+	} else {
+		g.p("LEAQ ·maskTab(SB), R11")
+		g.p("MOVQ $8, R12")
+		g.p("SUBQ CX, R12")
+		g.p("VMOVUPS (R11)(R12*4), Y10")
+	}
+	body(true)
+	g.label("done")
+	g.p("VZEROUPPER")
+	g.p("RET")
+	g.raw("")
+}
+
 func main() {
 	var g gen
 	g.raw("// Code generated by gen_kernels.go; DO NOT EDIT.")
@@ -325,6 +598,12 @@ func main() {
 		g.raw("DATA ·maskTab+%d(SB)/4, %s", 4*i, v)
 	}
 	g.raw("GLOBL ·maskTab(SB), RODATA|NOPTR, $64")
+	g.raw("")
+	g.raw("// iota16 is 0, 1, ..., 15 (int32).")
+	for i := 0; i < 16; i++ {
+		g.raw("DATA ·iota16+%d(SB)/4, $%d", 4*i, i)
+	}
+	g.raw("GLOBL ·iota16(SB), RODATA|NOPTR, $64")
 	g.raw("")
 	type sets struct {
 		s          isa
@@ -355,6 +634,16 @@ func main() {
 			fmt.Fprintf(&decl, "\t{mr: %d, nr: %d, w: %d, fn: %s},\n", sh[0], sh[1], st.s.lanes, dotName(st.s, sh[0], sh[1]))
 		}
 		fmt.Fprintf(&decl, "}\n\n")
+		g.maxStride(st.s)
+		fmt.Fprintf(&decl, "//go:noescape\nfunc %sMaxStride(n int, y *float32, a *int32, x *float32, stride int, pos0, dpos int32)\n\n", st.s.name)
+		for _, sum := range []bool{false, true} {
+			g.dense(st.s, sum)
+			op := "MaxDense"
+			if sum {
+				op = "SumDense"
+			}
+			fmt.Fprintf(&decl, "//go:noescape\nfunc %s%s(n int, y *float32, a *int32, x *float32, orig *int32, kofs *int32, nk int)\n\n", st.s.name, op)
+		}
 	}
 	if err := os.WriteFile("kernels_amd64.s", g.b.Bytes(), 0o644); err != nil {
 		panic(err)

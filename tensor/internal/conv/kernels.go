@@ -25,6 +25,14 @@ type kernelSet struct {
 	name  string
 	igemm []igemmKernel
 	dot   []dotKernel
+	// maxStride is the max-pooling step: for t < len(ys), v = xs[t·stride];
+	// where v > ys[t] or v is NaN, ys[t] = v and as[t] = pos0 + t·dpos.
+	maxStride func(ys []float32, as []int32, xs []float32, stride int, pos0, dpos int32)
+	// maxDense and sumDense reduce windows without padding: for t <
+	// len(ys), the elements x[orig[t] + kofs[k]] in order of k; max keeps
+	// the first maximum (the last NaN) in ys[t] and its position in as[t],
+	// sum their sum in ys[t] (as unused). Every position must be inside x.
+	maxDense, sumDense func(ys []float32, as []int32, x []float32, orig, kofs []int32)
 }
 
 // active is the set in use: the best package kernels allows
@@ -45,7 +53,48 @@ func useKernels(name string) (restore func(), ok bool) {
 	return func() {}, false
 }
 
-var goSet = &kernelSet{name: "go"}
+var goSet = &kernelSet{name: "go", maxStride: maxStrideGo, maxDense: maxDenseGo, sumDense: sumDenseGo}
+
+func maxDenseGo(ys []float32, as []int32, x []float32, orig, kofs []int32) {
+	as, orig = as[:len(ys)], orig[:len(ys)]
+	for t := range ys {
+		p := orig[t] + kofs[0]
+		c, a := x[p], p
+		for _, k := range kofs[1:] {
+			if v := x[orig[t]+k]; v > c || v != v {
+				c, a = v, orig[t]+k
+			}
+		}
+		ys[t], as[t] = c, a
+	}
+}
+
+func sumDenseGo(ys []float32, _ []int32, x []float32, orig, kofs []int32) {
+	orig = orig[:len(ys)]
+	for t := range ys {
+		s := float32(0)
+		for i, k := range kofs {
+			if i == 0 {
+				s = x[orig[t]+k]
+			} else {
+				s += x[orig[t]+k]
+			}
+		}
+		ys[t] = s
+	}
+}
+
+func maxStrideGo(ys []float32, as []int32, xs []float32, stride int, pos0, dpos int32) {
+	as = as[:len(ys)]
+	if len(ys) > 0 {
+		_ = xs[(len(ys)-1)*stride]
+	}
+	for t, c := range ys {
+		if v := xs[t*stride]; v > c || v != v {
+			ys[t], as[t] = v, pos0+int32(t)*dpos
+		}
+	}
+}
 
 // pickIgemm returns the shift kernel that computes a rows×q output with
 // depth steps fastest by a simple model: per step, a tile costs the larger

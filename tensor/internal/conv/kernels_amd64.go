@@ -5,9 +5,45 @@ package conv
 import "github.com/gonox/gonox/internal/kernels"
 
 var (
-	avx512Set = &kernelSet{name: "avx512", igemm: igemmAVX512, dot: dotAVX512}
-	avx2Set   = &kernelSet{name: "avx2", igemm: igemmAVX2, dot: dotAVX2}
+	avx512Set = &kernelSet{name: "avx512", igemm: igemmAVX512, dot: dotAVX512, maxStride: asmMaxStride(k512MaxStride),
+		maxDense: asmDense(k512MaxDense), sumDense: asmDense(k512SumDense)}
+	avx2Set = &kernelSet{name: "avx2", igemm: igemmAVX2, dot: dotAVX2, maxStride: asmMaxStride(k256MaxStride),
+		maxDense: asmDense(k256MaxDense), sumDense: asmDense(k256SumDense)}
 )
+
+// asmDense wraps an assembly dense-window kernel, checking that the
+// positions it reads are inside x (orig and kofs increase).
+func asmDense(f func(n int, y *float32, a *int32, x *float32, orig *int32, kofs *int32, nk int)) func([]float32, []int32, []float32, []int32, []int32) {
+	return func(ys []float32, as []int32, x []float32, orig, kofs []int32) {
+		n, nk := len(ys), len(kofs)
+		if n == 0 || nk == 0 {
+			return
+		}
+		_ = x[orig[n-1]+kofs[nk-1]]
+		if orig[0]+kofs[0] < 0 {
+			panic("conv: negative window position")
+		}
+		var ap *int32 // nil for a sum, which writes no positions
+		if as != nil {
+			ap = &as[n-1]
+			ap = &as[0]
+		}
+		f(n, &ys[0], ap, &x[0], &orig[0], &kofs[0], nk)
+	}
+}
+
+// asmMaxStride wraps an assembly max-pooling step, checking the bounds the
+// assembly does not.
+func asmMaxStride(f func(n int, y *float32, a *int32, x *float32, stride int, pos0, dpos int32)) func([]float32, []int32, []float32, int, int32, int32) {
+	return func(ys []float32, as []int32, xs []float32, stride int, pos0, dpos int32) {
+		n := len(ys)
+		if n == 0 {
+			return
+		}
+		_, _ = as[n-1], xs[(n-1)*stride]
+		f(n, &ys[0], &as[0], &xs[0], stride, pos0, dpos)
+	}
+}
 
 // kernelSets lists the sets this machine runs, best first, as package
 // kernels allows; the Go set is last.

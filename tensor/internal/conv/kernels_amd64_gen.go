@@ -51,6 +51,15 @@ var dotAVX512 = []dotKernel{
 }
 
 //go:noescape
+func k512MaxStride(n int, y *float32, a *int32, x *float32, stride int, pos0, dpos int32)
+
+//go:noescape
+func k512MaxDense(n int, y *float32, a *int32, x *float32, orig *int32, kofs *int32, nk int)
+
+//go:noescape
+func k512SumDense(n int, y *float32, a *int32, x *float32, orig *int32, kofs *int32, nk int)
+
+//go:noescape
 func k256Ig6x2(k int, a *float32, b *float32, offs *int, c *float32, ldc int, acc int)
 
 //go:noescape
@@ -87,3 +96,12 @@ var dotAVX2 = []dotKernel{
 	{mr: 2, nr: 6, w: 8, fn: k256Dot2x6},
 	{mr: 1, nr: 8, w: 8, fn: k256Dot1x8},
 }
+
+//go:noescape
+func k256MaxStride(n int, y *float32, a *int32, x *float32, stride int, pos0, dpos int32)
+
+//go:noescape
+func k256MaxDense(n int, y *float32, a *int32, x *float32, orig *int32, kofs *int32, nk int)
+
+//go:noescape
+func k256SumDense(n int, y *float32, a *int32, x *float32, orig *int32, kofs *int32, nk int)

@@ -29,8 +29,9 @@ func threadCount(threads int, flops float64) int {
 // workspace holds one goroutine's buffers, pooled so steady-state calls do
 // not allocate.
 type workspace struct {
-	col []float32
-	aux []float32
+	col  []float32
+	aux  []float32
+	part []float32 // the kernel gradient's partial sums (taken by the calling goroutine)
 	// padPlan and padPlanes say that aux holds padPlanes planes of
 	// padPlan's padded grid whose padding is zero (and zeros after them):
 	// the next fill of the same grid copies the interior only.

@@ -118,6 +118,12 @@ type winPlan struct {
 	ls              int      // the last dimension's stride (uniform)
 	lastU           []rowMap // per j (uniform): ta, tb, off
 	lastA           [][2]int // per t (adaptive): st, en
+	rowStart        []int32  // see buildRows
+	rows            []srcRow
+	// dense: every tap of every window is inside the input (no padding);
+	// orig[o] is output o's first tap, kofs[k] tap k's offset from it.
+	dense      bool
+	orig, kofs []int32
 }
 
 // plan checks w and returns its normalised form; nx and ny, if not
@@ -212,16 +218,11 @@ func (w *Window) plan(op string, nx, ny int) *winPlan {
 	if nx >= 0 && (nx != pl.batch*pl.inSize || ny != pl.batch*pl.outSize) {
 		panic(fmt.Sprintf("conv.%s: %d input and %d output elements, want %d and %d", op, nx, ny, pl.batch*pl.inSize, pl.batch*pl.outSize))
 	}
-	return pl
-}
-
-// lastSrc is the index in its input row that output t of a row reads
-// through window index j of the last dimension (assumed inside the input).
-func (pl *winPlan) lastSrc(t, j int) int {
-	if pl.uniform {
-		return t*pl.ls + pl.lastU[j].off
+	if nx >= 0 {
+		pl.buildRows()
+		pl.buildDense()
 	}
-	return pl.lastA[t][0] + j
+	return pl
 }
 
 // srcRow is an input row an output row reads: the window index of the
@@ -229,52 +230,106 @@ func (pl *winPlan) lastSrc(t, j int) int {
 // and the row's offset in the batch element.
 type srcRow struct{ kbase, xoff int }
 
-// rowCtx holds one goroutine's scratch for the rows it computes.
-type rowCtx struct {
-	pos, kk []int
-	rows    []srcRow
-	xoffs   []int // per window index of the first r-1 dimensions: the input row's offset, -1 outside
-}
-
-func (pl *winPlan) newCtx() *rowCtx {
+// buildRows tabulates, for every output row of a batch element (the
+// output's dimensions but the last, row-major), the input rows it reads:
+// rows[rowStart[r]:rowStart[r+1]], in window order. The lists are the same
+// for every batch element.
+func (pl *winPlan) buildRows() {
 	r := len(pl.out)
-	return &rowCtx{pos: make([]int, r), kk: make([]int, r), xoffs: make([]int, pl.kOuter)}
-}
-
-// setRow sets c.pos to the output row rr of a batch element (row-major
-// over the first r-1 dimensions) and fills c.rows and c.xoffs.
-func (pl *winPlan) setRow(c *rowCtx, rr int) {
-	r := len(pl.out)
-	for d := r - 2; d >= 0; d-- {
-		c.pos[d] = rr % pl.out[d]
-		rr /= pl.out[d]
-	}
-	c.rows = c.rows[:0]
-	for ko := 0; ko < pl.kOuter; ko++ {
-		xoff, q := 0, ko
+	pl.rowStart = make([]int32, pl.rowsOut+1)
+	pos := make([]int, r)
+	for row := 0; row < pl.rowsOut; row++ {
+		rr := row
 		for d := r - 2; d >= 0; d-- {
-			j := q % pl.k[d]
-			q /= pl.k[d]
-			i := pl.tab[d][c.pos[d]*pl.k[d]+j]
-			if i < 0 {
-				xoff = -1
-				break
+			pos[d] = rr % pl.out[d]
+			rr /= pl.out[d]
+		}
+		for ko := 0; ko < pl.kOuter; ko++ {
+			xoff, q := 0, ko
+			for d := r - 2; d >= 0; d-- {
+				j := q % pl.k[d]
+				q /= pl.k[d]
+				i := pl.tab[d][pos[d]*pl.k[d]+j]
+				if i < 0 {
+					xoff = -1
+					break
+				}
+				xoff += int(i) * pl.inStride[d]
 			}
-			xoff += int(i) * pl.inStride[d]
+			if xoff >= 0 {
+				pl.rows = append(pl.rows, srcRow{ko * pl.kl, xoff})
+			}
 		}
-		c.xoffs[ko] = xoff
-		if xoff >= 0 {
-			c.rows = append(c.rows, srcRow{ko * pl.kl, xoff})
-		}
+		pl.rowStart[row+1] = int32(len(pl.rows))
 	}
 }
 
-// eachRow calls f for every output row (all dimensions but the last) of
-// every batch element, with c set for it, split over up to threads
-// goroutines when the work (elements visited) is large; yoff is the row's
-// offset in y. With byBatch, rows of one batch element stay on one
-// goroutine (for kernels that add into the input, where rows overlap).
-func (pl *winPlan) eachRow(threads int, byBatch bool, f func(b int, c *rowCtx, yoff int)) {
+// buildDense sets dense, orig and kofs when no window reads padding.
+func (pl *winPlan) buildDense() {
+	if !pl.uniform || pl.outSize == 0 || pl.kSize == 0 || pl.batch*pl.inSize > math.MaxInt32 {
+		return
+	}
+	for _, tab := range pl.tab {
+		for _, i := range tab {
+			if i < 0 {
+				return
+			}
+		}
+	}
+	r := len(pl.out)
+	pos := make([]int, r)
+	pl.orig = make([]int32, pl.outSize)
+	for o := range pl.orig {
+		rr, off := o, 0
+		for d := r - 1; d >= 0; d-- {
+			pos[d] = rr % pl.out[d]
+			rr /= pl.out[d]
+			off += int(pl.tab[d][pos[d]*pl.k[d]]) * pl.inStride[d]
+		}
+		pl.orig[o] = int32(off)
+	}
+	pl.kofs = make([]int32, pl.kSize)
+	for k := range pl.kofs {
+		kk, off := k, 0
+		for d := r - 1; d >= 0; d-- {
+			j := kk % pl.k[d]
+			kk /= pl.k[d]
+			off += int(pl.tab[d][j]-pl.tab[d][0]) * pl.inStride[d]
+		}
+		pl.kofs[k] = int32(off)
+	}
+	pl.dense = true
+}
+
+// eachDense calls f on chunks of the outputs of every batch element, split
+// over goroutines when the work is large: b the batch element, [o0, o1)
+// the outputs.
+func (pl *winPlan) eachDense(threads int, f func(b, o0, o1 int)) {
+	const chunk = 4096
+	per := ceilDiv(pl.outSize, chunk)
+	units := pl.batch * per
+	work := float64(pl.batch) * float64(pl.outSize) * float64(pl.kSize)
+	t := threadCount(threads, 16*work)
+	parallel(min(units, 4*t), t, func(c int, _ *workspace) {
+		n := min(units, 4*t)
+		for u := c * units / n; u < (c+1)*units/n; u++ {
+			b, q := u/per, u%per
+			f(b, q*chunk, min((q+1)*chunk, pl.outSize))
+		}
+	})
+}
+
+// srcRows returns the input rows output row rr of a batch element reads.
+func (pl *winPlan) srcRows(rr int) []srcRow {
+	return pl.rows[pl.rowStart[rr]:pl.rowStart[rr+1]]
+}
+
+// eachRow calls f(b, rr, yoff) for every output row rr of every batch
+// element b, yoff being the row's offset in y, split over up to threads
+// goroutines when the work (elements visited) is large. With byBatch,
+// rows of one batch element stay on one goroutine (for kernels that add
+// into the input, where rows overlap).
+func (pl *winPlan) eachRow(threads int, byBatch bool, f func(b, rr, yoff int)) {
 	rows := pl.batch * pl.rowsOut
 	work := float64(pl.batch) * float64(pl.outSize) * float64(pl.kSize)
 	t := threadCount(threads, 16*work) // a visit costs about what 16 flops do
@@ -284,84 +339,87 @@ func (pl *winPlan) eachRow(threads int, byBatch bool, f func(b int, c *rowCtx, y
 	}
 	chunks := min(units, 4*t)
 	parallel(chunks, t, func(ch int, _ *workspace) {
-		c := pl.newCtx()
 		for u := ch * units / chunks; u < (ch+1)*units/chunks; u++ {
 			for row := u * per; row < (u+1)*per; row++ {
-				b, rr := row/pl.rowsOut, row%pl.rowsOut
-				pl.setRow(c, rr)
-				f(b, c, row*pl.lastOut)
+				f(row/pl.rowsOut, row%pl.rowsOut, row*pl.lastOut)
 			}
 		}
 	})
 }
 
 // MaxForward sets y to the maximum of each window of x (-Inf for a window
-// of padding only) and, if arg is not nil, arg to the index within the
-// window (row-major over its dimensions) of the first element holding it,
-// -1 for a window of padding only. A NaN in a window makes its maximum
-// NaN, and arg the first NaN's index.
+// of padding only) and, if arg is not nil, arg to the position of the
+// first element holding it within its batch element (the leading
+// dimensions whose windows are single elements: x's elements
+// [b·inSize, (b+1)·inSize) for batch element b), -1 for a window of
+// padding only. A NaN in a window makes its maximum NaN, and arg the
+// position of its last NaN; +0 and -0 compare equal (the first is kept).
 func MaxForward(w *Window, y []float32, arg []int32, x []float32, threads int) {
 	pl := w.plan("MaxForward", len(x), len(y))
 	if arg == nil {
 		arg = make([]int32, len(y))
 	} else if len(arg) != len(y) {
-		panic(fmt.Sprintf("conv.MaxForward: %d indices for %d outputs", len(arg), len(y)))
+		panic(fmt.Sprintf("conv.MaxForward: %d positions for %d outputs", len(arg), len(y)))
 	}
-	pl.eachRow(threads, false, func(b int, c *rowCtx, yoff int) {
+	if pl.dense {
+		pl.eachDense(threads, func(b, o0, o1 int) {
+			off := b * pl.outSize
+			active.maxDense(y[off+o0:off+o1], arg[off+o0:off+o1], x[b*pl.inSize:(b+1)*pl.inSize], pl.orig[o0:o1], pl.kofs)
+		})
+		return
+	}
+	pl.eachRow(threads, false, func(b, rr, yoff int) {
 		yr := y[yoff : yoff+pl.lastOut]
 		ar := arg[yoff : yoff+pl.lastOut]
 		for t := range yr {
 			yr[t], ar[t] = float32(math.Inf(-1)), -1
 		}
 		xb := x[b*pl.inSize : (b+1)*pl.inSize]
-		for _, sr := range c.rows {
+		srcs := pl.srcRows(rr)
+		for _, sr := range srcs {
 			xr := xb[sr.xoff:]
-			if pl.uniform {
-				for j := range pl.lastU {
-					m := &pl.lastU[j]
-					k := int32(sr.kbase + j)
-					for t := m.ta; t < m.tb; t++ {
-						// A larger element, or the first NaN.
-						if v := xr[t*pl.ls+m.off]; v > yr[t] || (v != v && yr[t] == yr[t]) {
-							yr[t], ar[t] = v, k
+			if !pl.uniform {
+				for t, se := range pl.lastA {
+					c, a := yr[t], ar[t]
+					for i, v := range xr[se[0]:se[1]] {
+						if v > c || v != v {
+							c, a = v, int32(sr.xoff+se[0]+i)
 						}
 					}
+					yr[t], ar[t] = c, a
 				}
 				continue
 			}
-			for t, se := range pl.lastA {
-				for i := se[0]; i < se[1]; i++ {
-					if v := xr[i]; v > yr[t] || (v != v && yr[t] == yr[t]) {
-						yr[t], ar[t] = v, int32(sr.kbase+i-se[0])
-					}
+			for j := range pl.lastU {
+				m := &pl.lastU[j]
+				if m.ta >= m.tb {
+					continue
 				}
+				base := m.ta*pl.ls + m.off
+				active.maxStride(yr[m.ta:m.tb], ar[m.ta:m.tb], xr[base:], pl.ls, int32(sr.xoff+base), int32(pl.ls))
 			}
 		}
 		// Windows whose elements are all -Inf: the first one.
 		for t := range ar {
-			if ar[t] < 0 {
-				ar[t] = int32(pl.firstValid(c, t))
+			if ar[t] < 0 && len(srcs) > 0 {
+				ar[t] = int32(pl.firstValid(srcs[0], t))
 			}
 		}
 	})
 }
 
-// firstValid returns the window index of the first input element the
-// window at t of the current row reads, or -1.
-func (pl *winPlan) firstValid(c *rowCtx, t int) int {
-	if len(c.rows) == 0 {
-		return -1
-	}
-	kb := c.rows[0].kbase
+// firstValid returns the position of the first input element window t
+// of an output row whose first input row is sr reads, or -1.
+func (pl *winPlan) firstValid(sr srcRow, t int) int {
 	if !pl.uniform {
-		if pl.lastA[t][0] < pl.lastA[t][1] {
-			return kb
+		if se := pl.lastA[t]; se[0] < se[1] {
+			return sr.xoff + se[0]
 		}
 		return -1
 	}
 	for j := range pl.lastU {
 		if m := &pl.lastU[j]; t >= m.ta && t < m.tb {
-			return kb + j
+			return sr.xoff + t*pl.ls + m.off
 		}
 	}
 	return -1
@@ -373,14 +431,17 @@ func (pl *winPlan) firstValid(c *rowCtx, t int) int {
 func MaxBackward(w *Window, dx []float32, arg []int32, dy []float32, threads int) {
 	pl := w.plan("MaxBackward", len(dx), len(dy))
 	if len(arg) != len(dy) {
-		panic(fmt.Sprintf("conv.MaxBackward: %d indices for %d outputs", len(arg), len(dy)))
+		panic(fmt.Sprintf("conv.MaxBackward: %d positions for %d outputs", len(arg), len(dy)))
 	}
+	// Clearing dx and scattering measured 4× faster than writing each
+	// window's elements with a select, for windows that tile x (LeNet's
+	// 2×2 pools, BenchmarkWindow).
 	clear(dx)
-	pl.eachRow(threads, true, func(b int, c *rowCtx, yoff int) {
+	pl.eachRow(threads, true, func(b, _, yoff int) {
 		xb := dx[b*pl.inSize : (b+1)*pl.inSize]
 		for t, a := range arg[yoff : yoff+pl.lastOut] {
 			if a >= 0 {
-				xb[c.xoffs[int(a)/pl.kl]+pl.lastSrc(t, int(a)%pl.kl)] += dy[yoff+t]
+				xb[a] += dy[yoff+t]
 			}
 		}
 	})
@@ -391,14 +452,14 @@ func MaxBackward(w *Window, dx []float32, arg []int32, dy []float32, threads int
 func MaxGather(w *Window, ddy []float32, arg []int32, ddx []float32, threads int) {
 	pl := w.plan("MaxGather", len(ddx), len(ddy))
 	if len(arg) != len(ddy) {
-		panic(fmt.Sprintf("conv.MaxGather: %d indices for %d outputs", len(arg), len(ddy)))
+		panic(fmt.Sprintf("conv.MaxGather: %d positions for %d outputs", len(arg), len(ddy)))
 	}
-	pl.eachRow(threads, false, func(b int, c *rowCtx, yoff int) {
+	pl.eachRow(threads, false, func(b, _, yoff int) {
 		xb := ddx[b*pl.inSize : (b+1)*pl.inSize]
 		for t, a := range arg[yoff : yoff+pl.lastOut] {
 			v := float32(0)
 			if a >= 0 {
-				v = xb[c.xoffs[int(a)/pl.kl]+pl.lastSrc(t, int(a)%pl.kl)]
+				v = xb[a]
 			}
 			ddy[yoff+t] = v
 		}
@@ -408,11 +469,18 @@ func MaxGather(w *Window, ddy []float32, arg []int32, ddx []float32, threads int
 // SumForward sets y to the sum of each window of x (0 for padding).
 func SumForward(w *Window, y, x []float32, threads int) {
 	pl := w.plan("SumForward", len(x), len(y))
-	pl.eachRow(threads, false, func(b int, c *rowCtx, yoff int) {
+	if pl.dense {
+		pl.eachDense(threads, func(b, o0, o1 int) {
+			off := b * pl.outSize
+			active.sumDense(y[off+o0:off+o1], nil, x[b*pl.inSize:(b+1)*pl.inSize], pl.orig[o0:o1], pl.kofs)
+		})
+		return
+	}
+	pl.eachRow(threads, false, func(b, rr, yoff int) {
 		yr := y[yoff : yoff+pl.lastOut]
 		clear(yr)
 		xb := x[b*pl.inSize : (b+1)*pl.inSize]
-		for _, sr := range c.rows {
+		for _, sr := range pl.srcRows(rr) {
 			xr := xb[sr.xoff:]
 			if pl.uniform {
 				for j := range pl.lastU {
@@ -439,10 +507,10 @@ func SumForward(w *Window, y, x []float32, threads int) {
 func SumBackward(w *Window, dx, dy []float32, threads int) {
 	pl := w.plan("SumBackward", len(dx), len(dy))
 	clear(dx)
-	pl.eachRow(threads, true, func(b int, c *rowCtx, yoff int) {
+	pl.eachRow(threads, true, func(b, rr, yoff int) {
 		yr := dy[yoff : yoff+pl.lastOut]
 		xb := dx[b*pl.inSize : (b+1)*pl.inSize]
-		for _, sr := range c.rows {
+		for _, sr := range pl.srcRows(rr) {
 			xr := xb[sr.xoff:]
 			if pl.uniform {
 				for j := range pl.lastU {

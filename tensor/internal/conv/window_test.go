@@ -90,7 +90,7 @@ func checkWindow(t *testing.T, rng *rand.Rand, w *Window) {
 	}
 	dy, ddx := randSlice(rng, ny), randSlice(rng, nx)
 
-	// Reference: max (first maximum, NaN wins), arg, sums.
+	// Reference: max (first maximum; NaN wins, its last), arg, sums.
 	wantY := make([]float64, ny)
 	wantArg := make([]int, ny)
 	wantXi := make([]int, ny)
@@ -102,7 +102,8 @@ func checkWindow(t *testing.T, rng *rand.Rand, w *Window) {
 	}
 	refWindows(w, func(o, k, xi int) {
 		v := float64(x[xi])
-		if wantArg[o] < 0 || v > wantY[o] || (math.IsNaN(v) && !math.IsNaN(wantY[o])) {
+		// The first maximum; with NaNs, the last NaN.
+		if wantArg[o] < 0 || v > wantY[o] || math.IsNaN(v) {
 			wantY[o], wantArg[o], wantXi[o] = v, k, xi
 		}
 		wantSum[o] += v
@@ -132,6 +133,28 @@ func checkWindow(t *testing.T, rng *rand.Rand, w *Window) {
 			require.InDelta(t, want[i], float64(got[i]), float64(n)*1e-6*(1+math.Abs(want[i])), "%s[%d] (%+v)", what, i, w)
 		}
 	}
+	for _, set := range kernelSets() {
+		restore, _ := useKernels(set.name)
+		checkWindowThreads(t, w, x, dy, ddx, nx, ny, wantY, wantXi, wantSum, wantSumT, wantDx, wantDdy, count, near)
+		restore()
+	}
+	counts, lead := Counts(w)
+	out := w.Out()
+	per := 1
+	for _, n := range out[lead:] {
+		per *= n
+	}
+	require.Len(t, counts, per)
+	for o := range count {
+		if per > 0 {
+			require.Equal(t, float32(count[o]), counts[o%per], "count[%d] (%+v)", o, w)
+		}
+	}
+}
+
+func checkWindowThreads(t *testing.T, w *Window, x, dy, ddx []float32, nx, ny int, wantY []float64, wantXi []int,
+	wantSum, wantSumT, wantDx, wantDdy []float64, count []int, near func(string, []float64, []float32, []int)) {
+	t.Helper()
 	for _, threads := range []int{1, 2} {
 		func() {
 			defer func(m float64) { parMinFlops = m }(parMinFlops)
@@ -141,8 +164,13 @@ func checkWindow(t *testing.T, rng *rand.Rand, w *Window) {
 			y, arg := nanSlice(ny), make([]int32, ny)
 			MaxForward(w, y, arg, x, threads)
 			near("max", wantY, y, nil)
+			batchIn := batchSize(w, nx)
 			for o := range arg {
-				require.Equal(t, wantArg[o], int(arg[o]), "arg[%d] (%+v)", o, w)
+				want := -1
+				if wantXi[o] >= 0 {
+					want = wantXi[o] % batchIn
+				}
+				require.Equal(t, want, int(arg[o]), "arg[%d] (%+v)", o, w)
 			}
 			y2 := nanSlice(ny)
 			MaxForward(w, y2, nil, x, threads)
@@ -160,18 +188,6 @@ func checkWindow(t *testing.T, rng *rand.Rand, w *Window) {
 			SumBackward(w, st, dy, threads)
 			near("sumᵀ", wantSumT, st, nil)
 		}()
-	}
-	counts, lead := Counts(w)
-	out := w.Out()
-	per := 1
-	for _, n := range out[lead:] {
-		per *= n
-	}
-	require.Len(t, counts, per)
-	for o := range count {
-		if per > 0 {
-			require.Equal(t, float32(count[o]), counts[o%per], "count[%d] (%+v)", o, w)
-		}
 	}
 }
 
@@ -260,4 +276,19 @@ func TestWindowCheck(t *testing.T) {
 	require.PanicsWithValue(t, "conv.SumForward: 4 input and 3 output elements, want 4 and 2", func() {
 		SumForward(&w, make([]float32, 3), make([]float32, 4), 1)
 	})
+}
+
+// batchSize is the number of input elements of one batch element of w
+// (the leading dimensions whose windows are single elements at stride 1
+// without padding form the batch).
+func batchSize(w *Window, nx int) int {
+	_, lead := Counts(w)
+	n := 1
+	for _, d := range w.Shape[lead:] {
+		n *= d
+	}
+	if n == 0 {
+		return 1
+	}
+	return n
 }
