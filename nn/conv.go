@@ -8,21 +8,26 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
-// Logical axis names of convolutional layers: a kernel [out, in/groups,
-// k...] is named (AxisConvOut, AxisConvIn) on its channel dimensions and
-// left unnamed on its spatial ones.
-const (
-	AxisConvIn  = "conv_in"  // a convolution's input channels
-	AxisConvOut = "conv_out" // a convolution's output channels
-)
-
-// ConvAxes returns the logical axes of the convolutions of a CNN whose
-// channel dimensions tensor parallelism should split: every kernel's
-// output channels named AxisConvOut (column-parallel: rules mapping it to
-// "tp" split the output channels, and the bias with them), its input
-// channels AxisConvIn (row-parallel, each device's partial sums reduced
-// by the consumer). parallel.TP maps both to its tensor axis.
-func ConvAxes() [2]string { return [2]string{AxisConvOut, AxisConvIn} }
+// ConvAxes returns logical axes for a stack of convolutions that tensor
+// parallelism should split, in the Megatron pattern of MegatronAxes: the
+// kernels [out, in/groups, k...] of convolutions 0, 2, ... are named
+// (AxisMLP, AxisEmbed), column-parallel (their output channels, and the
+// bias and any BatchNorm or GroupNorm over them, split over "tp" by
+// parallel.TP's rules), those of 1, 3, ... (AxisEmbed, AxisMLP),
+// row-parallel (their input channels split, each device's partial sums
+// reduced by the consumer). Name a normalisation between them after the
+// channels it sees: AxisMLP after an even convolution.
+func ConvAxes(layers int) [][2]string {
+	out := make([][2]string, layers)
+	for i := range out {
+		if i%2 == 0 {
+			out[i] = [2]string{AxisMLP, AxisEmbed}
+		} else {
+			out[i] = [2]string{AxisEmbed, AxisMLP}
+		}
+	}
+	return out
+}
 
 // Padding returns symmetric padding of p[d] elements on both sides of
 // spatial dimension d, or of p[0] on every dimension when it is the only
@@ -61,7 +66,7 @@ type ConvOptions struct {
 	WeightInit, BiasInit Initializer
 	// Axes are the logical names of the kernel's output and input channel
 	// dimensions (ConvAxes for tensor parallelism); the bias gets Axes[0].
-	// The zero value names nothing.
+	// The zero value names nothing; the spatial dimensions stay unnamed.
 	Axes [2]string
 }
 

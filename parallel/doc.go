@@ -86,6 +86,31 @@
 // escape hatch, a loss run inside shard.Map with the device's Ctx for models
 // that call collectives themselves.
 //
+// # Models with state
+//
+// A model with BatchNorm keeps running statistics in an nn.State beside
+// its parameters (Equinox's functional state). Its loss is a
+// Config.StateLoss, which takes the state and returns the new one, and
+// Config.ModelState is where it starts (nn.MakeWithState):
+//
+//	model, state := nn.MakeWithState(newCNN(key))
+//	tr, err := parallel.New(model, parallel.Config[CNN, Batch]{
+//		StateLoss: func(m CNN, s nn.State, b Batch, _ tensor.Key) (*tensor.Tensor, nn.State) {
+//			logits, s := m.Forward(b.X, s)
+//			return tensor.Mean(tensor.SoftmaxCrossEntropy(logits, b.Y)), s
+//		},
+//		ModelState: state, Optimizer: optim.Adam(optim.Constant(1e-3)), Mesh: mesh, Strategy: parallel.DP,
+//	})
+//
+// The trainer carries the state from step to step and through
+// micro-batches, in order; Trainer.ModelState returns it (evaluate with it
+// and nn.InferenceMode) and SetModelState restores it from a checkpoint.
+// BatchNorm normalises by the statistics of the whole batch under every
+// strategy — by propagation the batch is one global tensor, and on the
+// Map step (DP) each device's sums are all-reduced — so training with
+// state, like without, does not depend on the mesh (go test ./parallel
+// -run ModelState checks every strategy against one device).
+//
 // # Mixed precision
 //
 // A model under nn.MixedBFloat16 (an nn.MLP WithPolicy, or a loss that

@@ -27,9 +27,11 @@ func (t *Trainer[M, B]) placeBatch(b B) B {
 
 // propGrads returns the loss and the gradients of the placed parameters,
 // placed like them, accumulated over the micro-batches.
-func (t *Trainer[M, B]) propGrads(b B, key tensor.Key) (*tensor.Tensor, M) {
+func (t *Trainer[M, B]) propGrads(b B, key tensor.Key, flow *stateFlow) (*tensor.Tensor, M) {
 	b = t.placeBatch(b)
-	loss := func(p M, mb B, i int) *tensor.Tensor { return t.userLoss(nil, p, mb, tensor.FoldIn(key, uint32(i))) }
+	loss := func(p M, mb B, i int) *tensor.Tensor {
+		return t.userLoss(nil, p, mb, tensor.FoldIn(key, uint32(i)), i, flow)
+	}
 	var l *tensor.Tensor
 	var g M
 	if t.cfg.MicroBatches == 1 {
@@ -57,8 +59,8 @@ func (t *Trainer[M, B]) propGrads(b B, key tensor.Key) (*tensor.Tensor, M) {
 }
 
 // propLoss is the loss of the placed parameters on b.
-func (t *Trainer[M, B]) propLoss(b B, key tensor.Key) *tensor.Tensor {
-	return t.userLoss(nil, t.params, t.placeBatch(b), tensor.FoldIn(key, 0))
+func (t *Trainer[M, B]) propLoss(b B, key tensor.Key, flow *stateFlow) *tensor.Tensor {
+	return t.userLoss(nil, t.params, t.placeBatch(b), tensor.FoldIn(key, 0), 0, flow)
 }
 
 // propResiduals reports what the backward pass of the loss keeps on the
@@ -71,7 +73,7 @@ func (t *Trainer[M, B]) propResiduals(b B, key tensor.Key) tensor.ResidualReport
 		}
 		return x
 	})
-	out := t.userLoss(nil, p, t.placeBatch(b), tensor.FoldIn(key, 0))
+	out := t.userLoss(nil, p, t.placeBatch(b), tensor.FoldIn(key, 0), 0, newFlow(t.mstate, t.cfg.StateLoss != nil))
 	rep := tensor.ResidualReport{ByLabel: map[string]tensor.ResidualStat{}, ByDevice: map[int]tensor.ResidualStat{}}
 	dev := firstLocalDevice(t.mesh).ID() // device 0 in one process
 	seen := map[*tensor.Tensor]bool{}

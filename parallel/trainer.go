@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/gonox/gonox/autodiff"
+	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
@@ -14,7 +15,7 @@ import (
 )
 
 // Config configures a Trainer for models of type M and batches of type B.
-// Exactly one of Loss, LossWithKey and DeviceLoss is set.
+// Exactly one of Loss, LossWithKey, StateLoss and DeviceLoss is set.
 type Config[M, B any] struct {
 	// Loss is the mean loss of model on a batch. On a mesh it runs once
 	// per device on that device's rows of the batch (every tensor leaf of
@@ -40,7 +41,19 @@ type Config[M, B any] struct {
 	// for models that call collectives themselves. Parameters reach it as
 	// their Placement.Compute specs say (gathered in full if nil).
 	DeviceLoss func(c *shard.Ctx, model M, batch B, key tensor.Key) *tensor.Tensor
-	// Key seeds LossWithKey and DeviceLoss.
+	// StateLoss is LossWithKey for a model with state (nn.State: the
+	// running statistics of BatchNorm): it returns the loss and the state
+	// after the batch. The trainer carries the state from step to step,
+	// starting from ModelState: micro-batches pass it on in order, and on
+	// a mesh it is replicated — every device computes the same new state
+	// when its layers reduce over the whole batch (BatchNorm's default);
+	// a state that differs between devices (BatchNorm with PerDevice) is
+	// averaged over the data axes. LossAndGrad and Eval read the state
+	// and leave it unchanged.
+	StateLoss func(model M, state nn.State, batch B, key tensor.Key) (*tensor.Tensor, nn.State)
+	// ModelState is the state StateLoss starts from (nn.MakeWithState).
+	ModelState nn.State
+	// Key seeds LossWithKey, StateLoss and DeviceLoss.
 	Key tensor.Key
 
 	// Optimizer updates the parameters (required). Its state is placed
@@ -102,6 +115,7 @@ type Trainer[M, B any] struct {
 	remat  bool
 	params M
 	opt    optim.State
+	mstate nn.State // the model's state (StateLoss), placed replicated on a mesh
 	steps  uint32
 	comm   shard.Comm
 	don    donation // what Step may donate (donate.go)
@@ -112,21 +126,59 @@ type Trainer[M, B any] struct {
 }
 
 type stepIn[M, B any] struct {
-	Params M
-	State  optim.State
-	Batch  B
-	Key    tensor.Key
+	Params     M
+	State      optim.State
+	ModelState nn.State
+	Batch      B
+	Key        tensor.Key
 }
 
 type stepOut[M any] struct {
-	Params M
-	State  optim.State
-	Loss   *tensor.Tensor
+	Params     M
+	State      optim.State
+	ModelState nn.State
+	Loss       *tensor.Tensor
 }
 
 type gradOut[M any] struct {
-	Loss  *tensor.Tensor
-	Grads M
+	Loss       *tensor.Tensor
+	Grads      M
+	ModelState nn.State
+}
+
+// stateFlow carries a model's state through one step's micro-batches:
+// s[i] is the state micro-batch i starts from, s[i+1] the one it ends
+// with, so that a forward pass replayed by a checkpoint reads the state
+// its first run read. nil for a loss without state.
+type stateFlow struct {
+	s []nn.State
+}
+
+func newFlow(s nn.State, stateful bool) *stateFlow {
+	if !stateful {
+		return nil
+	}
+	return &stateFlow{s: []nn.State{s}}
+}
+
+// run calls loss on the state micro-batch i starts from and records the
+// state it ends with.
+func (f *stateFlow) run(i int, loss func(nn.State) (*tensor.Tensor, nn.State)) *tensor.Tensor {
+	l, out := loss(f.s[i])
+	for len(f.s) <= i+1 {
+		f.s = append(f.s, nn.State{})
+	}
+	f.s[i+1] = out
+	return l
+}
+
+// final returns the state after the last micro-batch (the zero State
+// without a flow).
+func (f *stateFlow) final() nn.State {
+	if f == nil {
+		return nn.State{}
+	}
+	return f.s[len(f.s)-1]
 }
 
 // New returns a trainer for model (a pytree of tensors on the host): it asks
@@ -138,13 +190,16 @@ type gradOut[M any] struct {
 // mesh.
 func New[M, B any](model M, cfg Config[M, B]) (*Trainer[M, B], error) {
 	n := 0
-	for _, set := range []bool{cfg.Loss != nil, cfg.LossWithKey != nil, cfg.DeviceLoss != nil} {
+	for _, set := range []bool{cfg.Loss != nil, cfg.LossWithKey != nil, cfg.DeviceLoss != nil, cfg.StateLoss != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return nil, errors.New("parallel.New: set exactly one of Config.Loss, Config.LossWithKey and Config.DeviceLoss")
+		return nil, errors.New("parallel.New: set exactly one of Config.Loss, Config.LossWithKey, Config.StateLoss and Config.DeviceLoss")
+	}
+	if cfg.StateLoss == nil && cfg.ModelState.Values != nil {
+		return nil, errors.New("parallel.New: Config.ModelState is set, but the state is only carried for Config.StateLoss")
 	}
 	if cfg.Optimizer == nil {
 		return nil, errors.New("parallel.New: Config.Optimizer is nil")
@@ -172,7 +227,10 @@ func New[M, B any](model M, cfg Config[M, B]) (*Trainer[M, B], error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Trainer[M, B]{cfg: cfg, strategy: s, mesh: cfg.Mesh, params: model}
+	t := &Trainer[M, B]{cfg: cfg, strategy: s, mesh: cfg.Mesh, params: model, mstate: cfg.ModelState}
+	if cfg.Mesh != nil {
+		t.mstate = replicate(cfg.Mesh, t.mstate)
+	}
 	if cfg.Mesh == nil {
 		if cfg.BatchSize > 0 && cfg.BatchSize%cfg.MicroBatches != 0 {
 			return nil, fmt.Errorf("parallel: batch size %d does not split evenly over %d micro-batches", cfg.BatchSize, cfg.MicroBatches)
@@ -248,23 +306,25 @@ func (t *Trainer[M, B]) build() {
 	io := ioSpecs{params: t.specs, state: t.state, data: shard.P(t.dataAxes)}
 	opt := []shard.Option{shard.WithComm(&t.comm)}
 	t.grads = shard.Map(t.mesh, io, io, func(c *shard.Ctx, in stepIn[M, B]) gradOut[M] {
-		l, g := t.deviceGrads(c, in.Params, in.Batch, in.Key)
-		return gradOut[M]{Loss: l, Grads: g}
+		flow := newFlow(in.ModelState, t.cfg.StateLoss != nil)
+		l, g := t.deviceGrads(c, in.Params, in.Batch, in.Key, flow)
+		return gradOut[M]{Loss: l, Grads: g, ModelState: t.replicatedState(c, flow)}
 	}, opt...)
 	t.eval = shard.Map(t.mesh, io, shard.P(), func(c *shard.Ctx, in stepIn[M, B]) *tensor.Tensor {
-		return t.deviceLoss(c, in.Params, in.Batch, in.Key, 0)
+		return t.deviceLoss(c, in.Params, in.Batch, in.Key, 0, newFlow(in.ModelState, t.cfg.StateLoss != nil))
 	}, opt...)
 	switch {
 	case t.zero:
 		t.step = shard.Map(t.mesh, io, io, t.zeroStep, opt...)
 	case !t.host:
 		t.step = shard.Map(t.mesh, io, io, func(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
-			l, g := t.deviceGrads(c, in.Params, in.Batch, in.Key)
+			flow := newFlow(in.ModelState, t.cfg.StateLoss != nil)
+			l, g := t.deviceGrads(c, in.Params, in.Batch, in.Key, flow)
 			p, s := optim.Step(t.optimizer(c.Psum), in.Params, g, in.State)
 			// The gradients are dead once applied, unless the update
 			// returned one of them as it is.
 			donateDead([]any{p, s}, g)
-			return stepOut[M]{Params: p, State: s, Loss: l}
+			return stepOut[M]{Params: p, State: s, Loss: l, ModelState: t.replicatedState(c, flow)}
 		}, opt...)
 	}
 }
@@ -278,28 +338,61 @@ func (t *Trainer[M, B]) optimizer(psum optim.PsumFunc) optim.Transform {
 	return optim.Chain(optim.ClipByGlobalNorm(t.cfg.ClipGlobalNorm, optim.ClipOptions{Psum: psum}), t.cfg.Optimizer)
 }
 
-// userLoss calls the configured loss (c is nil on the host).
-func (t *Trainer[M, B]) userLoss(c *shard.Ctx, m M, b B, key tensor.Key) *tensor.Tensor {
+// userLoss calls the configured loss (c is nil on the host) on
+// micro-batch micro, a StateLoss on the state flow gives it.
+func (t *Trainer[M, B]) userLoss(c *shard.Ctx, m M, b B, key tensor.Key, micro int, flow *stateFlow) *tensor.Tensor {
 	switch {
 	case t.cfg.Loss != nil:
 		return t.cfg.Loss(m, b)
 	case t.cfg.LossWithKey != nil:
 		return t.cfg.LossWithKey(m, b, key)
+	case t.cfg.StateLoss != nil:
+		return flow.run(micro, func(s nn.State) (*tensor.Tensor, nn.State) { return t.cfg.StateLoss(m, s, b, key) })
 	}
 	return t.cfg.DeviceLoss(c, m, b, key)
+}
+
+// replicate places every leaf of a model state replicated on mesh.
+func replicate(mesh *shard.Mesh, s nn.State) nn.State {
+	if s.Values == nil {
+		return s
+	}
+	r := shard.NewSharding(mesh, shard.P())
+	return pytree.Map(s, func(x *tensor.Tensor) *tensor.Tensor {
+		if have, ok := shard.ShardingOf(x); ok && have.Equal(r) {
+			return x
+		}
+		return shard.Put(x, r)
+	})
+}
+
+// replicatedState returns the state a device's flow ended with, averaged
+// over the data axes where it differs between devices (state computed
+// from each device's rows alone).
+func (t *Trainer[M, B]) replicatedState(c *shard.Ctx, flow *stateFlow) nn.State {
+	s := flow.final()
+	if s.Values == nil || len(t.dataAxes) == 0 {
+		return s
+	}
+	return pytree.Map(s, func(x *tensor.Tensor) *tensor.Tensor {
+		if l := x.Local(); l != nil && l.Mask != 0 && x.DType().IsFloat() {
+			return c.Pmean(x, l.AxisNames()...)
+		}
+		return x
+	})
 }
 
 // deviceLoss is the loss of micro-batch micro of this device's rows,
 // averaged over the data axes: each device gathers the parameters it
 // needs (inside a checkpoint, so backward gathers again), then runs the
 // user's loss.
-func (t *Trainer[M, B]) deviceLoss(c *shard.Ctx, p M, b B, key tensor.Key, micro int) *tensor.Tensor {
+func (t *Trainer[M, B]) deviceLoss(c *shard.Ctx, p M, b B, key tensor.Key, micro int, flow *stateFlow) *tensor.Tensor {
 	if len(t.dataAxes) > 0 {
 		key = tensor.FoldIn(key, uint32(c.AxisIndex(t.dataAxes...)))
 	}
 	key = tensor.FoldIn(key, uint32(micro))
 	f := func(p M) *tensor.Tensor {
-		return t.userLoss(c, gatherTree(t.gather, c, p, t.dataAxes), b, key)
+		return t.userLoss(c, gatherTree(t.gather, c, p, t.dataAxes), b, key, micro, flow)
 	}
 	if t.remat {
 		f = autodiff.Checkpoint(f, t.cfg.Remat)
@@ -313,13 +406,13 @@ func (t *Trainer[M, B]) deviceLoss(c *shard.Ctx, p M, b B, key tensor.Key, micro
 
 // deviceGrads returns the loss and gradients of this device's rows,
 // accumulated over the micro-batches.
-func (t *Trainer[M, B]) deviceGrads(c *shard.Ctx, p M, b B, key tensor.Key) (*tensor.Tensor, M) {
+func (t *Trainer[M, B]) deviceGrads(c *shard.Ctx, p M, b B, key tensor.Key, flow *stateFlow) (*tensor.Tensor, M) {
 	k := t.cfg.MicroBatches
 	if k == 1 {
-		return valueAndGrad(p, func(p M) *tensor.Tensor { return t.deviceLoss(c, p, b, key, 0) })
+		return valueAndGrad(p, func(p M) *tensor.Tensor { return t.deviceLoss(c, p, b, key, 0, flow) })
 	}
 	if t.remat || len(t.dataAxes) == 0 {
-		return accumulate(k, p, b, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, key, i) })
+		return accumulate(k, p, b, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, key, i, flow) })
 	}
 	// Differentiate with respect to per-device copies of the parameters,
 	// so that each micro-batch's gradients stay on the device, and sum them
@@ -331,7 +424,7 @@ func (t *Trainer[M, B]) deviceGrads(c *shard.Ctx, p M, b B, key tensor.Key) (*te
 		}
 		return c.Vary(x, t.dataAxes...)
 	})
-	l, g := accumulate(k, pv, b, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, key, i) })
+	l, g := accumulate(k, pv, b, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, key, i, flow) })
 	return l, pytree.Map(g, func(x *tensor.Tensor) *tensor.Tensor { return c.Psum(x, t.dataAxes...) })
 }
 
@@ -405,9 +498,11 @@ func microBatch[B any](b B, i, k int) B {
 	})
 }
 
-// hostLoss is the loss on the host.
-func (t *Trainer[M, B]) hostGrads(b B, key tensor.Key) (*tensor.Tensor, M) {
-	loss := func(p M, mb B, i int) *tensor.Tensor { return t.userLoss(nil, p, mb, tensor.FoldIn(key, uint32(i))) }
+// hostGrads is the loss and gradients on the host.
+func (t *Trainer[M, B]) hostGrads(b B, key tensor.Key, flow *stateFlow) (*tensor.Tensor, M) {
+	loss := func(p M, mb B, i int) *tensor.Tensor {
+		return t.userLoss(nil, p, mb, tensor.FoldIn(key, uint32(i)), i, flow)
+	}
 	if t.cfg.MicroBatches == 1 {
 		return valueAndGrad(t.params, func(p M) *tensor.Tensor { return loss(p, b, 0) })
 	}
@@ -460,22 +555,33 @@ func (t *Trainer[M, B]) Step(batch B) (float64, error) {
 	key := t.nextKey()
 	var l *tensor.Tensor
 	var g M
+	stateful := t.cfg.StateLoss != nil
 	switch {
 	case t.mesh == nil:
-		l, g = t.hostGrads(batch, key)
+		flow := newFlow(t.mstate, stateful)
+		l, g = t.hostGrads(batch, key, flow)
+		t.setModelState(flow)
 	case t.prop:
 		stop := shard.Record(t.mesh, &t.comm)
 		defer stop()
-		l, g = t.propGrads(batch, key)
+		flow := newFlow(t.mstate, stateful)
+		l, g = t.propGrads(batch, key, flow)
+		t.setModelState(flow)
 	case t.host:
 		// Replicated parameters have the same gradient on every device:
 		// update once, on the host.
-		out := t.grads(stepIn[M, B]{Params: t.params, Batch: batch, Key: key})
+		out := t.grads(stepIn[M, B]{Params: t.params, ModelState: t.mstate, Batch: batch, Key: key})
 		l, g = out.Loss, pytree.Map(out.Grads, shard.Gather)
+		if stateful {
+			t.mstate = out.ModelState
+		}
 	default:
-		out := t.step(stepIn[M, B]{Params: t.params, State: t.opt, Batch: batch, Key: key})
+		out := t.step(stepIn[M, B]{Params: t.params, State: t.opt, ModelState: t.mstate, Batch: batch, Key: key})
 		oldP, oldS := t.params, t.opt
 		t.params, t.opt = out.Params, out.State
+		if stateful {
+			t.mstate = out.ModelState
+		}
 		loss := out.Loss.Item()
 		t.donateStep(oldP, oldS, out.Loss)
 		return loss, nil
@@ -496,17 +602,18 @@ func (t *Trainer[M, B]) LossAndGrad(batch B) (float64, M, error) {
 	}
 	t.comm.Reset()
 	key := t.peekKey()
+	stateful := t.cfg.StateLoss != nil
 	if t.mesh == nil {
-		l, g := t.hostGrads(batch, key)
+		l, g := t.hostGrads(batch, key, newFlow(t.mstate, stateful))
 		return l.Item(), g, nil
 	}
 	if t.prop {
 		stop := shard.Record(t.mesh, &t.comm)
 		defer stop()
-		l, g := t.propGrads(batch, key)
+		l, g := t.propGrads(batch, key, newFlow(t.mstate, stateful))
 		return l.Item(), pytree.Map(g, shard.Gather), nil
 	}
-	out := t.grads(stepIn[M, B]{Params: t.params, Batch: batch, Key: key})
+	out := t.grads(stepIn[M, B]{Params: t.params, ModelState: t.mstate, Batch: batch, Key: key})
 	return out.Loss.Item(), pytree.Map(out.Grads, shard.Gather), nil
 }
 
@@ -519,15 +626,16 @@ func (t *Trainer[M, B]) Eval(batch B) (float64, error) {
 	}
 	t.comm.Reset()
 	key := t.peekKey()
+	flow := newFlow(t.mstate, t.cfg.StateLoss != nil)
 	if t.mesh == nil {
-		return t.userLoss(nil, t.params, batch, key).Item(), nil
+		return t.userLoss(nil, t.params, batch, key, 0, flow).Item(), nil
 	}
 	if t.prop {
 		stop := shard.Record(t.mesh, &t.comm)
 		defer stop()
-		return t.propLoss(batch, key).Item(), nil
+		return t.propLoss(batch, key, flow).Item(), nil
 	}
-	return t.eval(stepIn[M, B]{Params: t.params, Batch: batch, Key: key}).Item(), nil
+	return t.eval(stepIn[M, B]{Params: t.params, ModelState: t.mstate, Batch: batch, Key: key}).Item(), nil
 }
 
 // BatchSharding returns where a batch leaf goes: rows split over the data
@@ -584,6 +692,43 @@ func (t *Trainer[M, B]) SetState(params M, state optim.State) error {
 	return t.placeAll(params, state)
 }
 
+// ModelState returns the model's state (Config.StateLoss) as host
+// tensors: the running statistics after the last Step. Evaluate with it
+// and nn.InferenceMode(params, true).
+func (t *Trainer[M, B]) ModelState() nn.State {
+	if t.mstate.Values == nil {
+		return t.mstate
+	}
+	return pytree.Map(t.mstate, shard.Gather)
+}
+
+// SetModelState replaces the model's state, for example with one
+// restored from a checkpoint; on a mesh it is placed replicated.
+func (t *Trainer[M, B]) SetModelState(s nn.State) error {
+	if t.cfg.StateLoss == nil {
+		return errors.New("parallel: SetModelState: the trainer's loss is not a Config.StateLoss")
+	}
+	if t.mesh == nil {
+		t.mstate = pytree.Map(s, shard.Gather)
+		return nil
+	}
+	t.mstate = replicate(t.mesh, s)
+	return nil
+}
+
+// setModelState takes the state a host or propagation step ended with
+// (replicated on a mesh).
+func (t *Trainer[M, B]) setModelState(flow *stateFlow) {
+	if flow == nil {
+		return
+	}
+	s := flow.final()
+	if t.mesh != nil {
+		s = replicate(t.mesh, s)
+	}
+	t.mstate = s
+}
+
 // Comm returns the bytes each device sent in the last Step, LossAndGrad or
 // Eval.
 func (t *Trainer[M, B]) Comm() *shard.Comm { return &t.comm }
@@ -612,7 +757,9 @@ func (t *Trainer[M, B]) Stats(batch B) (Stats, error) {
 	st := Stats{CommBytes: map[string]int64{}}
 	key := tensor.FoldIn(t.cfg.Key, t.steps)
 	if t.mesh == nil {
-		st.Residuals = autodiff.Residuals(func(p M) *tensor.Tensor { return t.userLoss(nil, p, batch, key) }, t.params)
+		st.Residuals = autodiff.Residuals(func(p M) *tensor.Tensor {
+			return t.userLoss(nil, p, batch, key, 0, newFlow(t.mstate, t.cfg.StateLoss != nil))
+		}, t.params)
 	} else {
 		dev0 := firstLocalDevice(t.mesh)
 		for _, k := range t.comm.Kinds() {
@@ -628,14 +775,16 @@ func (t *Trainer[M, B]) Stats(batch B) (Stats, error) {
 		var mu sync.Mutex
 		io := ioSpecs{params: t.specs, state: t.state, data: shard.P(t.dataAxes)}
 		shard.Map(t.mesh, io, shard.P(), func(c *shard.Ctx, in stepIn[M, B]) *tensor.Tensor {
-			r := autodiff.Residuals(func(p M) *tensor.Tensor { return t.deviceLoss(c, p, in.Batch, in.Key, 0) }, in.Params)
+			r := autodiff.Residuals(func(p M) *tensor.Tensor {
+				return t.deviceLoss(c, p, in.Batch, in.Key, 0, newFlow(in.ModelState, t.cfg.StateLoss != nil))
+			}, in.Params)
 			if c.Device() == dev0 {
 				mu.Lock()
 				st.Residuals = r
 				mu.Unlock()
 			}
 			return tensor.Scalar(0)
-		})(stepIn[M, B]{Params: t.params, Batch: batch, Key: key})
+		})(stepIn[M, B]{Params: t.params, ModelState: t.mstate, Batch: batch, Key: key})
 	}
 	st.ParamBytes = deviceBytes(t.params)
 	st.StateBytes = deviceBytes(t.opt)

@@ -99,10 +99,11 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	})
 	var l *tensor.Tensor
 	var g M
+	flow := newFlow(in.ModelState, t.cfg.StateLoss != nil)
 	if k := t.cfg.MicroBatches; k == 1 {
-		l, g = valueAndGrad(pv, func(p M) *tensor.Tensor { return t.deviceLoss(c, p, in.Batch, in.Key, 0) })
+		l, g = valueAndGrad(pv, func(p M) *tensor.Tensor { return t.deviceLoss(c, p, in.Batch, in.Key, 0, flow) })
 	} else {
-		l, g = accumulate(k, pv, in.Batch, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, in.Key, i) })
+		l, g = accumulate(k, pv, in.Batch, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, in.Key, i, flow) })
 	}
 	// The varying copies of the parameters are headers of their own over
 	// the parameters' storage: drop them, so that the storage can be
@@ -166,5 +167,5 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// all-gathered blocks are this step's own: the named headers alone hold
 	// them.
 	p = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return namedFresh(xs[0], xs[1]) }, p, in.Params)
-	return stepOut[M]{Params: p, State: st, Loss: l}
+	return stepOut[M]{Params: p, State: st, Loss: l, ModelState: t.replicatedState(c, flow)}
 }
