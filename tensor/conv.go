@@ -140,6 +140,8 @@ func init() {
 	// conv: (x, w) -> y.
 	convOp = &Op{
 		Name: "conv",
+		// The VJP returns results of ops that allocate them.
+		Traits: Traits{Reuse: FreshVJP},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*convParams)
 			x, w := in[0], in[1]
@@ -166,6 +168,8 @@ func init() {
 	// operand (other: dx's spatial size).
 	convTransposeOp = &Op{
 		Name: "conv_transpose",
+		// The VJP returns results of ops that allocate them.
+		Traits: Traits{Reuse: FreshVJP},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*convParams)
 			dy, w := in[0], in[1]
@@ -193,6 +197,8 @@ func init() {
 	// operand (other: dw's spatial size).
 	convKernelGradOp = &Op{
 		Name: "conv_kernel_grad",
+		// The VJP returns results of ops that allocate them.
+		Traits: Traits{Reuse: FreshVJP},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*convParams)
 			x, dy := in[0], in[1]

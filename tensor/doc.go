@@ -76,6 +76,13 @@
 //   - Sorting and counting: Sort, ArgSort, LexSort, TopK, Bincount.
 //   - Linear algebra: MatMul (batched, NumPy semantics) and MatMulT
 //     (transposed operands folded into the kernel).
+//   - Convolutions and windows: Conv (lax.conv_general_dilated, 1 to 3
+//     spatial dimensions, channels first: strides, padding pairs or
+//     SAME/VALID, input and kernel dilation, feature groups) and
+//     ConvTranspose (its input gradient, PyTorch's conv_transpose);
+//     ReduceWindow (max, sum and mean pooling, lax.reduce_window) and
+//     AdaptivePool (PyTorch's adaptive windows). The gradients of these
+//     ops are ops of the same family, to any order.
 //
 // # Random numbers
 //

@@ -96,6 +96,8 @@ var windowMaxOp, windowSumOp, windowSumTOp, selectScatterOp, selectGatherOp *Op
 func init() {
 	windowMaxOp = &Op{
 		Name: "reduce_window_max",
+		// The VJP returns results of ops that allocate them.
+		Traits: Traits{Reuse: FreshVJP},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*windowParams)
 			x := in[0]
@@ -115,6 +117,8 @@ func init() {
 	// maximum of x.
 	selectScatterOp = &Op{
 		Name: "select_and_scatter",
+		// The VJP returns results of ops that allocate them.
+		Traits: Traits{Reuse: FreshVJP},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*windowParams)
 			x, g := in[0], in[1]
@@ -144,6 +148,8 @@ func init() {
 	// (the transpose of select_and_scatter in its second operand).
 	selectGatherOp = &Op{
 		Name: "select_and_gather",
+		// The VJP returns results of ops that allocate them.
+		Traits: Traits{Reuse: FreshVJP},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*windowParams)
 			x, h := in[0], in[1]
@@ -171,6 +177,8 @@ func init() {
 	}
 	windowSumOp = &Op{
 		Name: "reduce_window_sum",
+		// The VJP returns results of ops that allocate them.
+		Traits: Traits{Reuse: FreshVJP},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*windowParams)
 			x := in[0]
@@ -186,6 +194,8 @@ func init() {
 	// reduce_window_sum_t: the transpose of reduce_window_sum.
 	windowSumTOp = &Op{
 		Name: "reduce_window_sum_t",
+		// The VJP returns results of ops that allocate them.
+		Traits: Traits{Reuse: FreshVJP},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*windowParams)
 			g := in[0]
