@@ -70,6 +70,12 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"WithLocal":     func(t []*tensor.Tensor) { tensor.WithLocal(t[0], nil) },
 	"Vary":          func(t []*tensor.Tensor) { tensor.Vary(t[0], nil) },
 	"MSE":           func(t []*tensor.Tensor) { tensor.MSE(t[0], t[1]) },
+	"Conv":          func(t []*tensor.Tensor) { tensor.Conv(t[0], t[1], tensor.ConvSpec{}) },
+	"ConvTranspose": func(t []*tensor.Tensor) { tensor.ConvTranspose(t[0], t[1], tensor.ConvTransposeSpec{}) },
+	"ReduceWindow": func(t []*tensor.Tensor) {
+		tensor.ReduceWindow(t[0], tensor.WindowMax, tensor.Window{Dims: []int{1}})
+	},
+	"AdaptivePool": func(t []*tensor.Tensor) { tensor.AdaptivePool(t[0], tensor.WindowMean, 1) },
 	"SoftmaxCrossEntropy": func(t []*tensor.Tensor) {
 		tensor.SoftmaxCrossEntropy(t[0], t[1])
 	},

@@ -25,7 +25,7 @@ func asmDense(f func(n int, y *float32, a *int32, x *float32, orig *int32, kofs 
 		}
 		var ap *int32 // nil for a sum, which writes no positions
 		if as != nil {
-			ap = &as[n-1]
+			_ = as[n-1]
 			ap = &as[0]
 		}
 		f(n, &ys[0], ap, &x[0], &orig[0], &kofs[0], nk)
