@@ -89,25 +89,11 @@ type Conv struct {
 // its parameters drawn from key.
 func NewConv(key tensor.Key, in, out int, kernel []int, opts ConvOptions) Conv {
 	const fn = "nn.NewConv"
-	nd := len(kernel)
-	groups := max(opts.Groups, 1)
-	if nd < 1 || nd > 3 {
-		panic(fmt.Sprintf("%s: kernel %v: want 1 to 3 spatial dimensions", fn, kernel))
-	}
-	if in < 1 || out < 1 || in%groups != 0 || out%groups != 0 || opts.Groups < 0 {
-		panic(fmt.Sprintf("%s: %d to %d channels in %d groups: want positive channel counts the groups divide", fn, in, out, groups))
-	}
+	nd, groups, fanIn := checkConvSizes(fn, in, out, kernel, opts.Groups)
 	c := Conv{Groups: groups, Padding: perDim(fn, opts.Padding, nd)}
 	c.Stride = broadcastInts(fn, "stride", opts.Stride, nd)
 	c.Dilation = broadcastInts(fn, "dilation", opts.Dilation, nd)
 	shape := append([]int{out, in / groups}, kernel...)
-	fanIn := in / groups
-	for _, k := range kernel {
-		if k < 1 {
-			panic(fmt.Sprintf("%s: kernel %v: want positive sizes", fn, kernel))
-		}
-		fanIn *= k
-	}
 	bias := out
 	if opts.NoBias {
 		bias = 0
@@ -130,6 +116,27 @@ func NewConv2d(key tensor.Key, in, out, kernel int, opts ConvOptions) Conv {
 // NewConv3d is NewConv with a kernel³ kernel.
 func NewConv3d(key tensor.Key, in, out, kernel int, opts ConvOptions) Conv {
 	return NewConv(key, in, out, []int{kernel, kernel, kernel}, opts)
+}
+
+// checkConvSizes checks a convolution's channel counts, groups and
+// kernel size and returns the number of spatial dimensions, the groups (0
+// means 1) and the fan-in in/groups · Π kernel.
+func checkConvSizes(fn string, in, out int, kernel []int, g int) (nd, groups, fanIn int) {
+	nd, groups = len(kernel), max(g, 1)
+	if nd < 1 || nd > 3 {
+		panic(fmt.Sprintf("%s: kernel %v: want 1 to 3 spatial dimensions", fn, kernel))
+	}
+	if in < 1 || out < 1 || in%groups != 0 || out%groups != 0 || g < 0 {
+		panic(fmt.Sprintf("%s: %d to %d channels in %d groups: want positive channel counts the groups divide", fn, in, out, groups))
+	}
+	fanIn = in / groups
+	for _, k := range kernel {
+		if k < 1 {
+			panic(fmt.Sprintf("%s: kernel %v: want positive sizes", fn, kernel))
+		}
+		fanIn *= k
+	}
+	return nd, groups, fanIn
 }
 
 // convParams draws a kernel of the given shape and a bias of bias
@@ -287,14 +294,7 @@ type ConvTranspose struct {
 // channels with the given kernel size.
 func NewConvTranspose(key tensor.Key, in, out int, kernel []int, opts ConvTransposeOptions) ConvTranspose {
 	const fn = "nn.NewConvTranspose"
-	nd := len(kernel)
-	groups := max(opts.Groups, 1)
-	if nd < 1 || nd > 3 {
-		panic(fmt.Sprintf("%s: kernel %v: want 1 to 3 spatial dimensions", fn, kernel))
-	}
-	if in < 1 || out < 1 || in%groups != 0 || out%groups != 0 || opts.Groups < 0 {
-		panic(fmt.Sprintf("%s: %d to %d channels in %d groups: want positive channel counts the groups divide", fn, in, out, groups))
-	}
+	nd, groups, fanIn := checkConvSizes(fn, in, out, kernel, opts.Groups)
 	c := ConvTranspose{Groups: groups}
 	c.Stride = broadcastInts(fn, "stride", opts.Stride, nd)
 	c.Dilation = broadcastInts(fn, "dilation", opts.Dilation, nd)
@@ -316,13 +316,6 @@ func NewConvTranspose(key tensor.Key, in, out int, kernel []int, opts ConvTransp
 		panic(fmt.Sprintf("%s: padding %v: want explicit pairs or VALID", fn, pad))
 	}
 	shape := append([]int{in, out / groups}, kernel...)
-	fanIn := in / groups
-	for _, k := range kernel {
-		if k < 1 {
-			panic(fmt.Sprintf("%s: kernel %v: want positive sizes", fn, kernel))
-		}
-		fanIn *= k
-	}
 	bias := out
 	if opts.NoBias {
 		bias = 0

@@ -207,12 +207,38 @@
 //     expert capacity and token dropping (DropTokenMask, ExpertCapacity),
 //     returning the Switch load-balancing loss, the router z-loss and the
 //     routing statistics with its output.
-//   - Sequential: a chain of Modules.
+//   - Conv (NewConv1d/2d/3d) and ConvTranspose (NewConvTranspose1d/2d/3d):
+//     convolutions over channels-first batches [N, C, spatial...] (or one
+//     example), with stride, padding (Padding(p...), tensor.Pads,
+//     tensor.SamePadding), dilation and groups; ConvAxes names their
+//     channels for tensor parallelism.
+//   - Pool (NewMaxPool1d/2d/3d, NewAvgPool1d/2d/3d) and AdaptivePool
+//     (NewAdaptiveAvgPool, NewAdaptiveMaxPool): max and average pooling,
+//     with Equinox's options (stride 1 by default, as Equinox).
+//   - BatchNorm and GroupNorm: normalization over channels. BatchNorm keeps
+//     running statistics in a State (below); GroupNorm needs none.
+//   - Sequential: a chain of Modules; ForwardState threads a State through
+//     the stateful ones.
 //   - Activation: Relu, Gelu, GeluExact, Silu, Tanh, Sigmoid, Softplus,
 //     Identity, and jax.nn's LeakyRelu, Elu, Selu, Celu, Mish, Relu6,
 //     HardTanh, HardSigmoid, HardSwish, Softsign and Glu (with their
 //     parameters: LeakyReluWith, EluWith, CeluWith, GluAxis); PReLU, a
 //     leaky ReLU with a learnt slope.
+//
+// # State
+//
+// A layer with mutable state keeps it outside the model, as Equinox does:
+// MakeWithState numbers the model's stateful layers and returns their
+// initial State, and the layers take the state and return the new one:
+//
+//	model, state := nn.MakeWithState(newCNN(key))
+//	y, state := model.BN.Forward(x, state)      // training: batch statistics
+//	eval := nn.InferenceMode(model, true)      // running statistics
+//
+// A State is a pytree, so it is checkpointed, placed and gathered like
+// parameters; package parallel's Trainer carries it (Config.StateLoss).
+// BatchNorm's statistics are those of the whole batch under every
+// strategy, and of each device's slice with PerDevice.
 //
 // # Losses
 //
