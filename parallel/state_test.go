@@ -177,3 +177,24 @@ func TestModelStateErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorContains(t, tr.SetModelState(s), "not a Config.StateLoss")
 }
+
+// A CNN trains by propagation under every sharded strategy without the
+// gather fallback: every op it uses has a sharding rule.
+func TestCNNNeedsNoFallback(t *testing.T) {
+	m, s := nn.MakeWithState(newCNN(tensor.NewKey(9), false))
+	mesh := shard.NewMesh([]int{2, 2}, []string{"dp", "tp"})
+	b := cnnBatches(8)[0]
+	for _, st := range []parallel.Strategy{parallel.FSDP, parallel.TP, parallel.FSDPTP} {
+		t.Run(st.String(), func(t *testing.T) {
+			tr, err := parallel.New(m, parallel.Config[cnn, batch]{StateLoss: cnnLoss, ModelState: s, Strategy: st, Mesh: mesh,
+				Optimizer: optim.Adam(optim.Constant(1e-3))})
+			require.NoError(t, err)
+			stop := shard.Strict(mesh)
+			defer stop()
+			require.NotPanics(t, func() {
+				_, err := tr.Step(b)
+				require.NoError(t, err)
+			})
+		})
+	}
+}

@@ -183,6 +183,14 @@
 //	segment_take bincount_gather  the table read is gathered; the result
 //	                      follows the ids
 //	mse                   composed: mean of squared differences
+//	conv conv_transpose conv_kernel_grad  the batch and the channels keep
+//	                      their axes, spatial dims gathered: batch over data
+//	                      axes without communication, output channels over
+//	                      tp column-parallel, input channels over tp leave
+//	                      a partial sum (the kernel gradient's over the
+//	                      batch axes); with feature groups channels whole
+//	window                pooling (reduce_window, select_and_scatter): the
+//	                      batch dims keep their axes, windows gathered
 //	gather, anything else gathered on every device and computed whole
 //	                      (replicated result); counted, a panic under Strict
 //

@@ -42,6 +42,10 @@ var propRules = [...]*propRule{
 	tensor.ShardBincountGather:  {what: "counts gathered; laid out like the ids", plan: binGatherRule},
 	tensor.ShardSegmentTake:     {what: "segments gathered; rows follow the ids", plan: segmentTakeRule},
 	tensor.ShardMSE:             {what: "composed: mean of squared differences (partial sum, one psum)", compose: mseCompose},
+	tensor.ShardConv:            {what: "batch and output channels keep their axes; input channels split on both sides: partial sum", plan: convRule},
+	tensor.ShardConvTranspose:   {what: "batch and input channels keep their axes; output channels split on both sides: partial sum", plan: convRule},
+	tensor.ShardConvKernelGrad:  {what: "channels keep their axes; the batch split on both sides: partial sum", plan: convRule},
+	tensor.ShardWindow:          {what: "batch dims keep their axes, windowed dims gathered", plan: windowRule},
 }
 
 // propRuleFor returns the rule of the family op declares (nil: gather).

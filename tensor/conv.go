@@ -162,7 +162,10 @@ func init() {
 			}
 			return res
 		},
-		SaveFor: func(any) SaveMask { return SaveInputs(0, 1) },
+		Save:     SaveInputs(0, 1),
+		Sharding: ShardingRule{Family: ShardConv, Params: convDescribe},
+		JVP:      bilinearJVP(&convOp),
+		Batch:    convBatch(&convOp, convRoles{a: 1, b: 0, out: 1}),
 	}
 	// conv_transpose: (dy, w) -> dx, the transpose of conv in its first
 	// operand (other: dx's spatial size).
@@ -191,7 +194,10 @@ func init() {
 			}
 			return res
 		},
-		Save: SaveInputs(0, 1),
+		Save:     SaveInputs(0, 1),
+		Sharding: ShardingRule{Family: ShardConvTranspose, Params: convDescribe},
+		JVP:      bilinearJVP(&convTransposeOp),
+		Batch:    convBatch(&convTransposeOp, convRoles{a: 1, b: 0, out: 1}),
 	}
 	// conv_kernel_grad: (x, dy) -> dw, the transpose of conv in its second
 	// operand (other: dw's spatial size).
@@ -219,7 +225,77 @@ func init() {
 			}
 			return res
 		},
-		Save: SaveInputs(0, 1),
+		Save:     SaveInputs(0, 1),
+		Sharding: ShardingRule{Family: ShardConvKernelGrad, Params: convDescribe},
+		JVP:      bilinearJVP(&convKernelGradOp),
+		Batch:    convBatch(&convKernelGradOp, convRoles{a: 1, b: 1, out: 0}),
+	}
+}
+
+// convDescribe tells the sharding rules the feature groups.
+func convDescribe(p any) OpParams { return OpParams{N: p.(*convParams).groups} }
+
+// bilinearJVP is the JVP of an op bilinear in its two operands:
+// op(ta, b) + op(a, tb).
+func bilinearJVP(op **Op) func(prim, tan, outs []*Tensor, p any) []*Tensor {
+	return func(prim, tan, _ []*Tensor, p any) []*Tensor {
+		var t *Tensor
+		if tan[0] != nil {
+			t = Apply(*op, p, tan[0], prim[1])
+		}
+		if tan[1] != nil {
+			u := Apply(*op, p, prim[0], tan[1])
+			if t == nil {
+				t = u
+			} else {
+				t = Add(t, u)
+			}
+		}
+		return []*Tensor{t}
+	}
+}
+
+// convRoles says where the channels of the three convolution ops are: the
+// dimension holding each group's channels in the first operand (a), the
+// second (b) and the result (out): 1 for the channels of an
+// [N, C, spatial...] operand, 0 for the output channels of a kernel.
+type convRoles struct{ a, b, out int }
+
+// convBatch is the batching rule of the convolution ops. A batch of the
+// first operand alone joins its examples' batch dimension (N). Otherwise
+// each example has a kernel of its own: the batch becomes feature groups
+// (the examples' channels side by side, one group set per example), as
+// lax.conv_general_dilated batches.
+func convBatch(op **Op, r convRoles) func([]*Tensor, []bool, any) []*Tensor {
+	return func(in []*Tensor, batched []bool, pp any) []*Tensor {
+		p := pp.(*convParams)
+		a, b := in[0], in[1]
+		if batched[0] && !batched[1] && *op != convKernelGradOp {
+			// [B, N, ...] → [B·N, ...] and back.
+			n := a.shape[0]
+			y := Apply(*op, p, Reshape(a, append([]int{n * a.shape[1]}, a.shape[2:]...)...), b)
+			return []*Tensor{Reshape(y, append([]int{n, a.shape[1]}, y.shape[1:]...)...)}
+		}
+		ins := materializeAll(in, batched)
+		nb := batchSize(in, batched)
+		// Fold the batch into each operand's channel dimension: an
+		// [N, C, ...] operand (role 1) moves it next to its channels, a
+		// kernel (role 0) merges it into its output channels.
+		fold := func(x *Tensor, role int) *Tensor {
+			if role == 1 {
+				x = moveAxis(x, 0, 1) // [N, B, C, ...]
+				return Reshape(x, append([]int{x.shape[0], nb * x.shape[2]}, x.shape[3:]...)...)
+			}
+			return Reshape(x, append([]int{nb * x.shape[1]}, x.shape[2:]...)...)
+		}
+		q := *p
+		q.groups *= nb
+		y := Apply(*op, &q, fold(ins[0], r.a), fold(ins[1], r.b))
+		if r.out == 1 { // [N, B·C, ...] → [B, N, C, ...]
+			y = Reshape(y, append([]int{y.shape[0], nb, y.shape[1] / nb}, y.shape[2:]...)...)
+			return []*Tensor{moveAxis(y, 1, 0)}
+		}
+		return []*Tensor{Reshape(y, append([]int{nb, y.shape[0] / nb}, y.shape[1:]...)...)}
 	}
 }
 
@@ -297,14 +373,6 @@ func checkConv(op string, x, w *Tensor, spec ConvSpec) *convParams {
 	}
 	p.lo, p.hi = spec.Padding.resolve(desc(), din, dk, p.stride)
 	return p
-}
-
-func ones(n int) []int {
-	v := make([]int, n)
-	for i := range v {
-		v[i] = 1
-	}
-	return v
 }
 
 // ConvTransposeSpec configures ConvTranspose, in PyTorch's terms.

@@ -120,6 +120,17 @@ const (
 	// ShardMSE: the mean of squared differences, composed from
 	// propagated ops.
 	ShardMSE
+	// ShardConv, ShardConvTranspose and ShardConvKernelGrad: a
+	// convolution y[n, o] = Σ_c w[o, c] ⋆ x[n, c], its transpose in x
+	// (dx[n, c] = Σ_o w[o, c] ⋆ dy[n, o]) and in w (dw[o, c] =
+	// Σ_n dy[n, o] ⋆ x[n, c]), operands channels first with the spatial
+	// dimensions last; OpParams.N is the number of feature groups.
+	ShardConv
+	ShardConvTranspose
+	ShardConvKernelGrad
+	// ShardWindow: each result element from a window over the dimensions
+	// from OpParams.N on; the dimensions before are a batch.
+	ShardWindow
 )
 
 var shardFamilyNames = [...]string{
@@ -133,6 +144,8 @@ var shardFamilyNames = [...]string{
 	ShardSlice: "slice", ShardPad: "pad", ShardFlip: "flip", ShardScatterAdd: "scatter_add",
 	ShardBincount: "bincount", ShardSegmentSum: "segment_sum",
 	ShardBincountGather: "bincount_gather", ShardSegmentTake: "segment_take", ShardMSE: "mse",
+	ShardConv: "conv", ShardConvTranspose: "conv_transpose", ShardConvKernelGrad: "conv_kernel_grad",
+	ShardWindow: "window",
 }
 
 // String returns the family's name as shard's documentation lists it

@@ -112,6 +112,12 @@ func init() {
 			return []*Tensor{Apply(selectScatterOp, pp, in[0], g)}
 		},
 		Save: SaveInputs(0),
+		// The tangent at each window's maximum.
+		JVP: func(x, t, _ []*Tensor, pp any) []*Tensor {
+			return []*Tensor{Apply(selectGatherOp, pp, x[0], t[0])}
+		},
+		Batch:    windowBatch(&windowMaxOp),
+		Sharding: windowSharding,
 	}
 	// select_and_scatter: (x, g) -> dx, g added at each window's first
 	// maximum of x.
@@ -143,6 +149,15 @@ func init() {
 			return res
 		},
 		Save: SaveInputs(0),
+		// Linear in g, piecewise constant in x.
+		JVP: func(x, t, _ []*Tensor, pp any) []*Tensor {
+			if t[1] == nil {
+				return []*Tensor{nil}
+			}
+			return []*Tensor{Apply(selectScatterOp, pp, x[0], t[1])}
+		},
+		Batch:    windowBatch(&selectScatterOp),
+		Sharding: windowSharding,
 	}
 	// select_and_gather: (x, h) -> h at each window's first maximum of x
 	// (the transpose of select_and_scatter in its second operand).
@@ -174,6 +189,14 @@ func init() {
 			return res
 		},
 		Save: SaveInputs(0),
+		JVP: func(x, t, _ []*Tensor, pp any) []*Tensor {
+			if t[1] == nil {
+				return []*Tensor{nil}
+			}
+			return []*Tensor{Apply(selectGatherOp, pp, x[0], t[1])}
+		},
+		Batch:    windowBatch(&selectGatherOp),
+		Sharding: windowSharding,
 	}
 	windowSumOp = &Op{
 		Name: "reduce_window_sum",
@@ -190,6 +213,9 @@ func init() {
 		VJP: func(g *Tensor, _ []*Tensor, _ *Tensor, pp any) []*Tensor {
 			return []*Tensor{Apply(windowSumTOp, pp, g)}
 		},
+		JVP:      linearJVP(&windowSumOp),
+		Batch:    windowBatch(&windowSumOp),
+		Sharding: windowSharding,
 	}
 	// reduce_window_sum_t: the transpose of reduce_window_sum.
 	windowSumTOp = &Op{
@@ -207,6 +233,24 @@ func init() {
 		VJP: func(g *Tensor, _ []*Tensor, _ *Tensor, pp any) []*Tensor {
 			return []*Tensor{Apply(windowSumOp, pp, g)}
 		},
+		JVP:      linearJVP(&windowSumTOp),
+		Batch:    windowBatch(&windowSumTOp),
+		Sharding: windowSharding,
+	}
+}
+
+// windowSharding: the dimensions before the windowed ones are a batch.
+var windowSharding = ShardingRule{Family: ShardWindow, Params: func(p any) OpParams {
+	return OpParams{N: p.(*windowParams).first}
+}}
+
+// windowBatch is the batching rule of the window ops: the batch is one
+// more leading dimension whose windows are single elements.
+func windowBatch(op **Op) func([]*Tensor, []bool, any) []*Tensor {
+	return func(in []*Tensor, batched []bool, pp any) []*Tensor {
+		q := *pp.(*windowParams)
+		q.first++
+		return []*Tensor{Apply(*op, &q, materializeAll(in, batched)...)}
 	}
 }
 
