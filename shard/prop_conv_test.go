@@ -79,26 +79,26 @@ func TestConvPropagationCommunication(t *testing.T) {
 	r := rand.New(rand.NewPCG(29, 2))
 	x, w := randT(r, 8, 4, 5, 5), randT(r, 6, 4, 3, 3)
 	spec := tensor.ConvSpec{Padding: tensor.Pads([2]int{1, 1}, [2]int{1, 1})}
-	run := func(xs, ws shard.Spec) (*tensor.Tensor, shard.Comm) {
+	run := func(xs, ws shard.Spec) (*tensor.Tensor, *shard.Comm) {
 		xp, wp := shard.Put(x, shard.NewSharding(m, xs)), shard.Put(w, shard.NewSharding(m, ws))
-		var comm shard.Comm
-		stop := shard.Record(m, &comm)
+		comm := new(shard.Comm)
+		stop := shard.Record(m, comm)
 		defer stop()
 		defer shard.Strict(m)()
 		return tensor.Conv(xp, wp, spec), comm
 	}
 	y, comm := run(shard.P("dp"), shard.P())
-	require.Empty(t, comm.Kinds(), "batch-parallel convolution: %v", &comm)
+	require.Empty(t, comm.Kinds(), "batch-parallel convolution: %v", comm)
 	s, _ := shard.ShardingOf(y)
 	require.True(t, s.Equal(shard.NewSharding(m, shard.P("dp"))), "%v", s)
 
 	y, comm = run(shard.P("dp"), shard.P("tp"))
-	require.Empty(t, comm.Kinds(), "column-parallel convolution: %v", &comm)
+	require.Empty(t, comm.Kinds(), "column-parallel convolution: %v", comm)
 	s, _ = shard.ShardingOf(y)
 	require.True(t, s.Equal(shard.NewSharding(m, shard.P("dp", "tp"))), "%v", s)
 
 	y, comm = run(shard.P("dp", "tp"), shard.P(nil, "tp"))
-	require.Empty(t, comm.Kinds(), "the row-parallel partial sum is pending: %v", &comm)
+	require.Empty(t, comm.Kinds(), "the row-parallel partial sum is pending: %v", comm)
 	// Its consumer reduces it: one psum over tp.
 	var later shard.Comm
 	stop := shard.Record(m, &later)
