@@ -26,8 +26,9 @@ import (
 // masking, so padding masks should leave each query at least one key (its own
 // position, say).
 //
-// The scale 1/√H is applied to q before the product (JAX applies it to the
-// logits; the results agree to rounding).
+// It is one fused op (tensor.DotProductAttention, FlashAttention's
+// algorithm): the [B,N,T,S] weights are never stored, so memory grows
+// linearly with the lengths.
 func DotProductAttention(q, k, v, mask *tensor.Tensor, causal bool) *tensor.Tensor {
 	if q.Rank() != 4 || k.Rank() != 4 || v.Rank() != 4 ||
 		!q.DType().IsFloat() || k.DType() != q.DType() || v.DType() != q.DType() {
@@ -46,8 +47,13 @@ func DotProductAttention(q, k, v, mask *tensor.Tensor, causal bool) *tensor.Tens
 
 // attention is DotProductAttention for q [B,T,N,H], k [B,S,N,H] and v
 // [B,S,N,V] (checked by the caller, mask too), with weights, if not nil,
-// applied to the softmax's weights [B,N,T,S] (dropout).
+// applied to the softmax's weights [B,N,T,S] (dropout). Without weights
+// it is the fused op (tensor.DotProductAttention); dropout on the weights
+// needs them stored, and composes the ops.
 func attention(q, k, v, mask *tensor.Tensor, causal bool, weights func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
+	if weights == nil {
+		return tensor.DotProductAttention(q, k, v, mask, 0, causal)
+	}
 	T, S, H := q.Dim(1), k.Dim(1), q.Dim(3)
 	if causal {
 		rows := tensor.Reshape(tensor.Arange(T), T, 1)

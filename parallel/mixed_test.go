@@ -117,7 +117,11 @@ func TestMixedPrecisionStrategies(t *testing.T) {
 		// bf16 compute is not float32 compute: the mixed run differs
 		// from the float32 one by many roundoffs (so the comparisons
 		// below, far tighter, see the bf16 arithmetic).
-		require.Greater(t, math.Abs(base.losses[0]-f32base.losses[0])/f32base.losses[0], u/16, md.name)
+		// (The loss of the block, a mean over tokens behind attention
+		// computed in float32 and rounded once, moves less than its
+		// gradients: either shows it.)
+		lossRel := math.Abs(base.losses[0]-f32base.losses[0]) / f32base.losses[0]
+		require.Greater(t, max(lossRel, maxRelDiff(t, base.grads, f32base.grads)), u/16, md.name)
 		testMixedStrategies(t, md.name, base, func(t *testing.T, mixed bool, s parallel.Strategy, mesh *shard.Mesh) mixedRun {
 			return md.run(t, mixed, s, mesh)
 		})

@@ -191,6 +191,9 @@
 //	                      batch axes); with feature groups channels whole
 //	window                pooling (reduce_window, select_and_scatter): the
 //	                      batch dims keep their axes, windows gathered
+//	attention             attention and attention_bwd: batch and head dims
+//	                      keep their axes (each head computes alone),
+//	                      lengths and features gathered
 //	gather, anything else gathered on every device and computed whole
 //	                      (replicated result); counted, a panic under Strict
 //

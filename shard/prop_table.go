@@ -46,6 +46,7 @@ var propRules = [...]*propRule{
 	tensor.ShardConvTranspose:   {what: "batch and input channels keep their axes; output channels split on both sides: partial sum", plan: convRule},
 	tensor.ShardConvKernelGrad:  {what: "channels keep their axes; the batch split on both sides: partial sum", plan: convRule},
 	tensor.ShardWindow:          {what: "batch dims keep their axes, windowed dims gathered", plan: windowRule},
+	tensor.ShardAttention:       {what: "batch and head dims keep their axes, lengths and features gathered", plan: attentionRule},
 }
 
 // propRuleFor returns the rule of the family op declares (nil: gather).

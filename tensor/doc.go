@@ -83,6 +83,9 @@
 //     ReduceWindow (max, sum and mean pooling, lax.reduce_window) and
 //     AdaptivePool (PyTorch's adaptive windows). The gradients of these
 //     ops are ops of the same family, to any order.
+//   - Attention: DotProductAttention, one fused op forward and backward
+//     (FlashAttention's blocked online softmax: memory linear in the
+//     sequence length, causal blocks skipped).
 //
 // # Random numbers
 //

@@ -18,34 +18,35 @@ import (
 // order of its parameters (a list parameter takes one operand). The other
 // arguments are valid but irrelevant: the nil check comes first.
 var nilOps = map[string]func(t []*tensor.Tensor){
-	"MatMulTo":     func(t []*tensor.Tensor) { tensor.MatMulTo(t[0], t[1], false, false, tensor.Float32) },
-	"Convert":      func(t []*tensor.Tensor) { tensor.Convert(t[0], tensor.BFloat16) },
-	"SGDStep":      func(t []*tensor.Tensor) { tensor.SGDStep(t[0], t[1], nil, 0.9, -0.1, false) },
-	"AdamStep":     func(t []*tensor.Tensor) { tensor.AdamStep(t[0], t[1], t[2], t[3], tensor.AdamCoeffs{}) },
-	"RaggedDot":    func(t []*tensor.Tensor) { tensor.RaggedDot(t[0], t[1], t[2]) },
-	"Equal":        func(t []*tensor.Tensor) { tensor.Equal(t[0], t[1]) },
-	"NotEqual":     func(t []*tensor.Tensor) { tensor.NotEqual(t[0], t[1]) },
-	"Less":         func(t []*tensor.Tensor) { tensor.Less(t[0], t[1]) },
-	"LessEqual":    func(t []*tensor.Tensor) { tensor.LessEqual(t[0], t[1]) },
-	"Greater":      func(t []*tensor.Tensor) { tensor.Greater(t[0], t[1]) },
-	"GreaterEqual": func(t []*tensor.Tensor) { tensor.GreaterEqual(t[0], t[1]) },
-	"LogicalAnd":   func(t []*tensor.Tensor) { tensor.LogicalAnd(t[0], t[1]) },
-	"LogicalOr":    func(t []*tensor.Tensor) { tensor.LogicalOr(t[0], t[1]) },
-	"LogicalXor":   func(t []*tensor.Tensor) { tensor.LogicalXor(t[0], t[1]) },
-	"LogicalNot":   func(t []*tensor.Tensor) { tensor.LogicalNot(t[0]) },
-	"IsNaN":        func(t []*tensor.Tensor) { tensor.IsNaN(t[0]) },
-	"IsFinite":     func(t []*tensor.Tensor) { tensor.IsFinite(t[0]) },
-	"Where":        func(t []*tensor.Tensor) { tensor.Where(t[0], t[1], t[2]) },
-	"AsType":       func(t []*tensor.Tensor) { tensor.AsType(t[0], tensor.Int32) },
-	"Concat":       func(t []*tensor.Tensor) { tensor.Concat(0, t[0]) },
-	"Split":        func(t []*tensor.Tensor) { tensor.Split(t[0], 0, 1) },
-	"SplitSizes":   func(t []*tensor.Tensor) { tensor.SplitSizes(t[0], 0, []int{1}) },
-	"Stack":        func(t []*tensor.Tensor) { tensor.Stack(0, t[0]) },
-	"Unstack":      func(t []*tensor.Tensor) { tensor.Unstack(t[0], 0) },
-	"Repeat":       func(t []*tensor.Tensor) { tensor.Repeat(t[0], 2, 0) },
-	"Tile":         func(t []*tensor.Tensor) { tensor.Tile(t[0], 2) },
-	"Bincount":     func(t []*tensor.Tensor) { tensor.Bincount(t[0], nil, 3) },
-	"Cumsum":       func(t []*tensor.Tensor) { tensor.Cumsum(t[0], 0) },
+	"MatMulTo":            func(t []*tensor.Tensor) { tensor.MatMulTo(t[0], t[1], false, false, tensor.Float32) },
+	"Convert":             func(t []*tensor.Tensor) { tensor.Convert(t[0], tensor.BFloat16) },
+	"SGDStep":             func(t []*tensor.Tensor) { tensor.SGDStep(t[0], t[1], nil, 0.9, -0.1, false) },
+	"AdamStep":            func(t []*tensor.Tensor) { tensor.AdamStep(t[0], t[1], t[2], t[3], tensor.AdamCoeffs{}) },
+	"RaggedDot":           func(t []*tensor.Tensor) { tensor.RaggedDot(t[0], t[1], t[2]) },
+	"DotProductAttention": func(t []*tensor.Tensor) { tensor.DotProductAttention(t[0], t[1], t[2], nil, 0, false) },
+	"Equal":               func(t []*tensor.Tensor) { tensor.Equal(t[0], t[1]) },
+	"NotEqual":            func(t []*tensor.Tensor) { tensor.NotEqual(t[0], t[1]) },
+	"Less":                func(t []*tensor.Tensor) { tensor.Less(t[0], t[1]) },
+	"LessEqual":           func(t []*tensor.Tensor) { tensor.LessEqual(t[0], t[1]) },
+	"Greater":             func(t []*tensor.Tensor) { tensor.Greater(t[0], t[1]) },
+	"GreaterEqual":        func(t []*tensor.Tensor) { tensor.GreaterEqual(t[0], t[1]) },
+	"LogicalAnd":          func(t []*tensor.Tensor) { tensor.LogicalAnd(t[0], t[1]) },
+	"LogicalOr":           func(t []*tensor.Tensor) { tensor.LogicalOr(t[0], t[1]) },
+	"LogicalXor":          func(t []*tensor.Tensor) { tensor.LogicalXor(t[0], t[1]) },
+	"LogicalNot":          func(t []*tensor.Tensor) { tensor.LogicalNot(t[0]) },
+	"IsNaN":               func(t []*tensor.Tensor) { tensor.IsNaN(t[0]) },
+	"IsFinite":            func(t []*tensor.Tensor) { tensor.IsFinite(t[0]) },
+	"Where":               func(t []*tensor.Tensor) { tensor.Where(t[0], t[1], t[2]) },
+	"AsType":              func(t []*tensor.Tensor) { tensor.AsType(t[0], tensor.Int32) },
+	"Concat":              func(t []*tensor.Tensor) { tensor.Concat(0, t[0]) },
+	"Split":               func(t []*tensor.Tensor) { tensor.Split(t[0], 0, 1) },
+	"SplitSizes":          func(t []*tensor.Tensor) { tensor.SplitSizes(t[0], 0, []int{1}) },
+	"Stack":               func(t []*tensor.Tensor) { tensor.Stack(0, t[0]) },
+	"Unstack":             func(t []*tensor.Tensor) { tensor.Unstack(t[0], 0) },
+	"Repeat":              func(t []*tensor.Tensor) { tensor.Repeat(t[0], 2, 0) },
+	"Tile":                func(t []*tensor.Tensor) { tensor.Tile(t[0], 2) },
+	"Bincount":            func(t []*tensor.Tensor) { tensor.Bincount(t[0], nil, 3) },
+	"Cumsum":              func(t []*tensor.Tensor) { tensor.Cumsum(t[0], 0) },
 	"CumsumExclusive": func(t []*tensor.Tensor) {
 		tensor.CumsumExclusive(t[0], 0)
 	},
@@ -174,7 +175,7 @@ var nilExempt = map[string]bool{"Apply": true, "ApplyN": true, "Backward": true,
 	"Donate": true}
 
 // Operands documented as optional.
-var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true, "SGDStep.t": true}
+var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true, "SGDStep.t": true, "DotProductAttention.mask": true}
 
 // publicOps parses the package source and returns every exported function
 // that takes *Tensor operands, with the names of those parameters (a

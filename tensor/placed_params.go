@@ -131,6 +131,12 @@ const (
 	// ShardWindow: each result element from a window over the dimensions
 	// from OpParams.N on; the dimensions before are a batch.
 	ShardWindow
+	// ShardAttention: attention and its backward op, whose float operands
+	// and results of rank 4 are [batch, length, heads, features], of rank
+	// 3 [batch, heads, length], and whose bool mask is [batch, heads,
+	// queries, keys] (dimensions of size 1 broadcast): each head of each
+	// example is independent, so batch and heads may be split.
+	ShardAttention
 )
 
 var shardFamilyNames = [...]string{
@@ -145,7 +151,8 @@ var shardFamilyNames = [...]string{
 	ShardBincount: "bincount", ShardSegmentSum: "segment_sum",
 	ShardBincountGather: "bincount_gather", ShardSegmentTake: "segment_take", ShardMSE: "mse",
 	ShardConv: "conv", ShardConvTranspose: "conv_transpose", ShardConvKernelGrad: "conv_kernel_grad",
-	ShardWindow: "window",
+	ShardWindow:    "window",
+	ShardAttention: "attention",
 }
 
 // String returns the family's name as shard's documentation lists it

@@ -1,0 +1,557 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gonox/gonox/tensor/internal/gemm"
+	"github.com/gonox/gonox/tensor/internal/vec"
+)
+
+// Scaled dot-product attention as one op forward and one backward, with
+// FlashAttention's algorithm (Dao et al. 2022, FlashAttention-2's loop
+// order) on the CPU: the keys are visited in blocks, each query keeps a
+// running maximum and sum of its exponentials (an online softmax), and
+// the T×S matrix of weights is never stored — only one block of it per
+// goroutine, in cache. The forward keeps the output and the log-sum-exp
+// of each query's logits; the backward recomputes each block's weights
+// from them. Memory is linear in the sequence lengths, and a causal mask
+// skips the blocks above the diagonal in both passes.
+
+// attnParams are the static parameters of attention and its backward op.
+type attnParams struct {
+	scale  float32
+	causal bool
+	mask   bool // the last operand is a bool mask [Bm, Nm, Tm, Sm]
+	glse   bool // backward: a cotangent of the log-sum-exp is an operand
+}
+
+// Block sizes: queries per block and keys per block. A block of logits
+// (attnBr×attnBc floats, 32 KiB) and one of its gradient stay in L2 beside
+// the key and value rows they come from.
+const (
+	attnBr = 64
+	attnBc = 128
+)
+
+var attentionOp, attentionBwdOp *Op
+
+func init() {
+	attentionOp = &Op{
+		Name:  "attention",
+		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) { return attentionImpl(in, pp.(*attnParams)), nil },
+		VJPN: func(gs, in, outs []*Tensor, pp any, _ any) []*Tensor {
+			return attentionVJP(gs, in, outs, pp.(*attnParams))
+		},
+		Save:     SaveAllInputs | SaveOutput,
+		JVP:      attentionJVP,
+		Batch:    attentionBatch(&attentionOp, 2),
+		Sharding: ShardingRule{Family: ShardAttention},
+		Traits:   Traits{Reuse: FreshVJP}, // the backward op allocates its results
+	}
+	// attention_bwd: (q, k, v, out, lse, g[, glse][, mask]) → (dq, dk,
+	// dv). Not differentiable itself: attention's VJP takes the
+	// composition of ops instead when its values are traced (higher
+	// derivatives) or carry tangents.
+	attentionBwdOp = &Op{
+		Name: "attention_bwd",
+		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
+			return attentionBwdImpl(in, pp.(*attnParams)), nil
+		},
+		Batch:    attentionBatch(&attentionBwdOp, 3),
+		Sharding: ShardingRule{Family: ShardAttention},
+	}
+}
+
+// DotProductAttention is scaled dot-product attention, as
+// jax.nn.dot_product_attention with JAX's layout: q is f32[B,T,N,H] (batch,
+// queries, heads, features per head), k is f32[B,S,N,H] and v f32[B,S,N,V],
+// and the result is f32[B,T,N,V]:
+//
+//	out[b,t,n] = Σ_s softmax_s(scale · q[b,t,n]·k[b,s,n]) v[b,s,n]
+//
+// scale 0 means 1/√H. mask, if not nil, is a bool tensor that broadcasts to
+// [B,N,T,S]: key s is visible to query t where it is true. causal also
+// hides every key s > t (aligned at the top left, as JAX's is_causal).
+// Hidden keys get exactly zero weight; a query that sees no key at all
+// gets NaN, as in JAX with -Inf masking.
+//
+// It is one op (FlashAttention's algorithm, see attention.go): the T×S
+// weights are never stored, forward or backward, so memory grows linearly
+// with T and S, and the causal mask skips the blocks it hides. The
+// backward pass keeps q, k, v, the output and one float per query.
+// Placed operands split over the batch and head dimensions compute
+// blockwise on their devices.
+//
+// It panics unless q, k and v are rank 4 of one float dtype with the
+// shapes above, the mask is bool and broadcasts, and scale is finite.
+func DotProductAttention(q, k, v, mask *Tensor, scale float32, causal bool) *Tensor {
+	const op = "tensor.DotProductAttention"
+	checkNil(op, "q k v", q, k, v)
+	desc := func() string { return operands(",", q, k, v) }
+	if len(q.shape) != 4 || len(k.shape) != 4 || len(v.shape) != 4 ||
+		!q.dtype.IsFloat() || k.dtype != q.dtype || v.dtype != q.dtype {
+		panic(fmt.Sprintf("%s: %s: want q [batch, T, heads, H], k [batch, S, heads, H], v [batch, S, heads, V] of one float dtype", op, desc()))
+	}
+	B, T, N, H := q.shape[0], q.shape[1], q.shape[2], q.shape[3]
+	S := k.shape[1]
+	if !slices.Equal(k.shape, []int{B, S, N, H}) || v.shape[0] != B || v.shape[1] != S || v.shape[2] != N {
+		panic(fmt.Sprintf("%s: %s: k must be [%d, S, %d, %d] and v [%d, S, %d, V] with the same S", op, desc(), B, N, H, B, N))
+	}
+	if math.IsNaN(float64(scale)) || math.IsInf(float64(scale), 0) {
+		panic(fmt.Sprintf("%s: %s: scale %g is not finite", op, desc(), scale))
+	}
+	if scale == 0 {
+		scale = float32(1 / math.Sqrt(float64(max(H, 1))))
+	}
+	p := &attnParams{scale: scale, causal: causal}
+	in := []*Tensor{q, k, v}
+	if mask != nil {
+		checkNil(op, "mask", mask)
+		in = append(in, attentionMask(op, mask, B, N, T, S))
+		p.mask = true
+	}
+	return ApplyN(attentionOp, p, in...)[0]
+}
+
+// attentionMask checks that mask is bool and broadcasts to [B,N,T,S], and
+// returns it with rank 4.
+func attentionMask(op string, mask *Tensor, B, N, T, S int) *Tensor {
+	full := []int{B, N, T, S}
+	ok := mask.dtype == Bool && len(mask.shape) <= 4
+	for i, d := range mask.shape {
+		if f := full[4-len(mask.shape)+i]; ok && d != 1 && d != f {
+			ok = false
+		}
+	}
+	if !ok {
+		panic(fmt.Sprintf("%s: mask %v: want bool broadcastable to [%d,%d,%d,%d] (batch, heads, queries, keys)", op, mask, B, N, T, S))
+	}
+	if len(mask.shape) < 4 {
+		shape := append(ones(4-len(mask.shape)), mask.shape...)
+		mask = Reshape(mask, shape...)
+	}
+	return mask
+}
+
+// attnDims are the sizes of an attention call and the row strides of its
+// operands in the [B, T, N, ·] layout.
+type attnDims struct {
+	B, T, S, N, H, V int
+	ldq, ldv         int // N·H and N·V
+	mask             *Tensor
+	mb, mn, mt, ms   int // element strides of the mask (0 where it broadcasts)
+}
+
+func attnDimsOf(q, k, v, mask *Tensor) attnDims {
+	d := attnDims{B: q.shape[0], T: q.shape[1], N: q.shape[2], H: q.shape[3], S: k.shape[1], V: v.shape[3]}
+	d.ldq, d.ldv = d.N*d.H, d.N*d.V
+	if mask != nil {
+		d.mask = mask
+		st := contiguousStrides(mask.shape)
+		for i, p := range []*int{&d.mb, &d.mn, &d.mt, &d.ms} {
+			if mask.shape[i] > 1 {
+				*p = st[i]
+			}
+		}
+	}
+	return d
+}
+
+// attentionImpl computes out [B,T,N,V] and lse [B,N,T].
+func attentionImpl(in []*Tensor, p *attnParams) []*Tensor {
+	q, k, v := in[0], in[1], in[2]
+	var mask *Tensor
+	if p.mask {
+		mask = in[3]
+	}
+	d := attnDimsOf(q, k, v, mask)
+	out := newOutUninit(Float32, []int{d.B, d.T, d.N, d.V})
+	lse := newOutUninit(Float32, []int{d.B, d.N, d.T})
+	nq := (d.T + attnBr - 1) / attnBr
+	units := d.B * d.N * nq
+	// A unit is one block of queries of one head: 2·bc·(H+V) flops per
+	// query and key; parallelFor counts one unit of work per 64 flops.
+	cost := max(1, attnBr*min(d.S, 4096)*(d.H+d.V)/32)
+	if p.causal {
+		cost /= 2
+	}
+	parallelFor(units, cost, 1, isLocal(q, k, v), func(lo, hi int) {
+		s := make([]float32, attnBr*attnBc+2*attnBr)
+		for u := lo; u < hi; u++ {
+			bn, qb := u/nq, zigzag(u%nq, nq)
+			attnForwardBlock(&d, p, q.f32, k.f32, v.f32, out.f32, lse.f32, bn/d.N, bn%d.N, qb*attnBr, s)
+		}
+	})
+	return []*Tensor{out, lse}
+}
+
+// zigzag orders the query blocks of a head 0, n-1, 1, n-2, ...: under a
+// causal mask block i costs about i+1 key blocks, so contiguous runs of
+// this order (what parallelFor hands each goroutine) cost about the same.
+func zigzag(i, n int) int {
+	if i%2 == 0 {
+		return i / 2
+	}
+	return n - 1 - i/2
+}
+
+// keyEnd is the number of keys the queries [t0, t1) may see.
+func (d *attnDims) keyEnd(p *attnParams, t1 int) int {
+	if p.causal {
+		return min(d.S, t1)
+	}
+	return d.S
+}
+
+// visible is the number of leading keys of the block starting at key s0,
+// cols wide, that query t may see under the causal mask (all cols
+// without it). The kernels work on these prefixes only: the keys the
+// causal mask hides cost neither an exponential nor a -Inf.
+func (p *attnParams) visible(t, s0, cols int) int {
+	if p.causal {
+		return max(0, min(cols, t+1-s0))
+	}
+	return cols
+}
+
+// maskBlock sets the logits of the keys a mask operand hides to -Inf: s
+// is the block of queries [t0, t0+rows) and keys [s0, s0+cols) with row
+// stride cols.
+func (d *attnDims) maskBlock(s []float32, b, n, t0, rows, s0, cols int) {
+	if d.mask == nil {
+		return
+	}
+	inf := float32(math.Inf(-1))
+	m := d.mask.b
+	base := b*d.mb + n*d.mn
+	for i := range rows {
+		mi := base + (t0+i)*d.mt
+		row := s[i*cols : (i+1)*cols]
+		for j := range row {
+			if !m[mi+(s0+j)*d.ms] {
+				row[j] = inf
+			}
+		}
+	}
+}
+
+// attnForwardBlock computes the output rows and log-sum-exps of the
+// queries [t0, t0+attnBr) of head n of batch b. s is scratch for a block
+// of logits and the running maxima and sums.
+func attnForwardBlock(d *attnDims, p *attnParams, q, k, v, out, lse []float32, b, n, t0 int, s []float32) {
+	rows := min(attnBr, d.T-t0)
+	m, l := s[attnBr*attnBc:attnBr*attnBc+attnBr], s[attnBr*attnBc+attnBr:]
+	inf := float32(math.Inf(-1))
+	for i := range rows {
+		m[i], l[i] = inf, 0
+	}
+	qo := (b*d.T+t0)*d.ldq + n*d.H
+	oo := (b*d.T+t0)*d.ldv + n*d.V
+	end := d.keyEnd(p, t0+rows)
+	for s0 := 0; s0 < end; s0 += attnBc {
+		cols := min(attnBc, end-s0)
+		blk := s[:rows*cols]
+		ko := (b*d.S+s0)*d.ldq + n*d.H
+		vo := (b*d.S+s0)*d.ldv + n*d.V
+		gemm.Sgemm(false, true, rows, cols, d.H, p.scale, q[qo:], d.ldq, k[ko:], d.ldq, 0, blk, cols, 1)
+		d.maskBlock(blk, b, n, t0, rows, s0, cols)
+		for i := range rows {
+			full := blk[i*cols : (i+1)*cols]
+			row := full[:p.visible(t0+i, s0, cols)]
+			clear(full[len(row):])
+			mx := inf
+			if len(row) > 0 {
+				mx = max(m[i], vec.MaxF32(row))
+			}
+			if mx == inf { // every key so far hidden
+				clear(row)
+				continue
+			}
+			sum := float32(vec.ExpShift(row, row, mx))
+			if s0 > 0 {
+				alpha := float32(math.Exp(float64(m[i] - mx)))
+				l[i] *= alpha
+				if alpha != 1 {
+					o := out[oo+i*d.ldv : oo+i*d.ldv+d.V]
+					vec.MulVS(o, o, alpha)
+				}
+			}
+			m[i], l[i] = mx, l[i]+sum
+		}
+		beta := float32(1)
+		if s0 == 0 {
+			beta = 0
+		}
+		gemm.Sgemm(false, false, rows, d.V, cols, 1, blk, cols, v[vo:], d.ldv, beta, out[oo:], d.ldv, 1)
+	}
+	lo := (b*d.N+n)*d.T + t0
+	for i := range rows {
+		o := out[oo+i*d.ldv : oo+i*d.ldv+d.V]
+		if end == 0 {
+			clear(o) // no keys at all: a sum over nothing
+			lse[lo+i] = inf
+			continue
+		}
+		vec.MulVS(o, o, 1/l[i]) // a query that saw no key: 0·∞ = NaN
+		lse[lo+i] = m[i] + float32(math.Log(float64(l[i])))
+	}
+}
+
+// attentionBwdImpl computes dq, dk and dv from (q, k, v, out, lse, g[,
+// glse][, mask]).
+func attentionBwdImpl(in []*Tensor, p *attnParams) []*Tensor {
+	q, k, v, out, lse, g := in[0], in[1], in[2], in[3], in[4], in[5]
+	next := 6
+	var glse, mask *Tensor
+	if p.glse {
+		glse = in[next]
+		next++
+	}
+	if p.mask {
+		mask = in[next]
+	}
+	d := attnDimsOf(q, k, v, mask)
+	dq := newOut(Float32, q.shape)
+	dk := newOut(Float32, k.shape)
+	dv := newOut(Float32, v.shape)
+	cost := max(1, d.T*min(d.S, 4096)*(d.H+d.V)/16)
+	if p.causal {
+		cost /= 2
+	}
+	var gl []float32
+	if glse != nil {
+		gl = glse.f32
+	}
+	parallelFor(d.B*d.N, cost, 1, isLocal(q, k, v, g), func(lo, hi int) {
+		s := make([]float32, 2*attnBr*attnBc+d.T)
+		for u := lo; u < hi; u++ {
+			attnBackwardHead(&d, p, bwdBufs{q.f32, k.f32, v.f32, out.f32, lse.f32, g.f32, gl, dq.f32, dk.f32, dv.f32}, u/d.N, u%d.N, s)
+		}
+	})
+	return []*Tensor{dq, dk, dv}
+}
+
+// bwdBufs are the operands and results of the backward kernel.
+type bwdBufs struct {
+	q, k, v, out, lse, g, glse []float32
+	dq, dk, dv                 []float32
+}
+
+// attnBackwardHead accumulates the gradients of head n of batch b, key
+// block by key block (FlashAttention-2's order: dk and dv of a block are
+// complete when its queries have passed, dq accumulates in place).
+func attnBackwardHead(d *attnDims, p *attnParams, x bwdBufs, b, n int, s []float32) {
+	blk, dp, dd := s[:attnBr*attnBc], s[attnBr*attnBc:2*attnBr*attnBc], s[2*attnBr*attnBc:]
+	lo := (b*d.N + n) * d.T
+	// D_t = Σ_v g·out (- the log-sum-exp's cotangent): the softmax's
+	// backward subtracts it from every dP of the row.
+	for t := range d.T {
+		o := (b*d.T+t)*d.ldv + n*d.V
+		dot := 0.0
+		for j, gv := range x.g[o : o+d.V] {
+			dot += float64(gv) * float64(x.out[o+j])
+		}
+		if x.glse != nil {
+			dot -= float64(x.glse[lo+t])
+		}
+		dd[t] = float32(dot)
+	}
+	for s0 := 0; s0 < d.S; s0 += attnBc {
+		cols := min(attnBc, d.S-s0)
+		ko := (b*d.S+s0)*d.ldq + n*d.H
+		vo := (b*d.S+s0)*d.ldv + n*d.V
+		tStart := 0
+		if p.causal {
+			tStart = s0 // queries before s0 see none of these keys
+		}
+		for t0 := tStart; t0 < d.T; t0 += attnBr {
+			rows := min(attnBr, d.T-t0)
+			qo := (b*d.T+t0)*d.ldq + n*d.H
+			oo := (b*d.T+t0)*d.ldv + n*d.V
+			P, dP := blk[:rows*cols], dp[:rows*cols]
+			gemm.Sgemm(false, true, rows, cols, d.H, p.scale, x.q[qo:], d.ldq, x.k[ko:], d.ldq, 0, P, cols, 1)
+			d.maskBlock(P, b, n, t0, rows, s0, cols)
+			for i := range rows {
+				full := P[i*cols : (i+1)*cols]
+				row := full[:p.visible(t0+i, s0, cols)]
+				vec.ExpShift(row, row, x.lse[lo+t0+i]) // the weights, from the saved log-sum-exp
+				clear(full[len(row):])
+			}
+			// dv += Pᵀ g; dP = g vᵀ; dS = P∘(dP - D); dq += scale·dS k; dk += scale·dSᵀ q.
+			gemm.Sgemm(true, false, cols, d.V, rows, 1, P, cols, x.g[oo:], d.ldv, 1, x.dv[vo:], d.ldv, 1)
+			gemm.Sgemm(false, true, rows, cols, d.V, 1, x.g[oo:], d.ldv, x.v[vo:], d.ldv, 0, dP, cols, 1)
+			for i := range rows {
+				full := dP[i*cols : (i+1)*cols]
+				r := full[:p.visible(t0+i, s0, cols)]
+				vec.SubVS(r, r, dd[t0+i])
+				vec.MulVV(r, r, P[i*cols:i*cols+len(r)])
+				clear(full[len(r):])
+			}
+			gemm.Sgemm(false, false, rows, d.H, cols, p.scale, dP, cols, x.k[ko:], d.ldq, 1, x.dq[qo:], d.ldq, 1)
+			gemm.Sgemm(true, false, cols, d.H, rows, p.scale, dP, cols, x.q[qo:], d.ldq, 1, x.dk[ko:], d.ldq, 1)
+		}
+	}
+}
+
+// attentionVJP is attention's VJP: the backward op on plain, batched and
+// placed values, the composition of ops (differentiable again) on values
+// that are traced or carry tangents.
+func attentionVJP(gs, in, outs []*Tensor, p *attnParams) []*Tensor {
+	q, k, v := in[0], in[1], in[2]
+	var mask *Tensor
+	if p.mask {
+		mask = in[3]
+	}
+	g, glse := gs[0], gs[1]
+	if g == nil {
+		g = ZerosLike(outs[0])
+	}
+	if higherOrder(g, glse, q, k, v, outs[0], outs[1]) {
+		dq, dk, dv := attentionVJPOps(g, glse, q, k, v, mask, p)
+		return cotangents(len(in), dq, dk, dv)
+	}
+	bp := *p
+	ops := []*Tensor{q, k, v, outs[0], outs[1], g}
+	if glse != nil {
+		bp.glse = true
+		ops = append(ops, glse)
+	}
+	if mask != nil {
+		ops = append(ops, mask)
+	}
+	r := ApplyN(attentionBwdOp, &bp, ops...)
+	return cotangents(len(in), r...)
+}
+
+// cotangents returns the cotangents of q, k and v followed by nil for
+// the mask, if there is one: n cotangents in all.
+func cotangents(n int, qkv ...*Tensor) []*Tensor {
+	return append(qkv[:3:3], make([]*Tensor, n-3)...)
+}
+
+// higherOrder reports whether a value is traced by reverse mode or carries
+// a forward-mode tangent (at any level): attention's VJP then needs rules
+// for its own backward, which the composition of ops has.
+func higherOrder(xs ...*Tensor) bool {
+	for _, x := range xs {
+		for x != nil {
+			if x.node != nil || x.xv != nil && x.xv.tan != nil {
+				return true
+			}
+			if x.xv == nil {
+				break
+			}
+			x = x.xv.val
+		}
+	}
+	return false
+}
+
+// attentionProbs returns the attention weights P [B,N,T,S] and the
+// transposed q, k, v ([B,N,·,·]) with ops: the composition the fused op
+// equals, used by its forward-mode rule and its higher derivatives.
+func attentionProbs(q, k, v, mask *Tensor, p *attnParams) (P, qt, kt, vt *Tensor) {
+	qt, kt, vt = Transpose(q, 0, 2, 1, 3), Transpose(k, 0, 2, 1, 3), Transpose(v, 0, 2, 1, 3)
+	s := MulScalar(MatMulT(qt, kt, false, true), p.scale)
+	T, S := q.shape[1], k.shape[1]
+	var vis *Tensor
+	if p.causal {
+		vis = GreaterEqual(Reshape(Arange(T), T, 1), Reshape(Arange(S), 1, S))
+	}
+	if mask != nil {
+		if vis == nil {
+			vis = mask
+		} else {
+			vis = LogicalAnd(mask, vis)
+		}
+	}
+	if vis != nil {
+		s = Where(vis, s, Scalar(float32(math.Inf(-1))))
+	}
+	return Softmax(s, -1), qt, kt, vt
+}
+
+// attentionVJPOps is attention's VJP written with ops.
+func attentionVJPOps(g, glse, q, k, v, mask *Tensor, p *attnParams) (dq, dk, dv *Tensor) {
+	P, qt, kt, vt := attentionProbs(q, k, v, mask, p)
+	gt := Transpose(g, 0, 2, 1, 3)                          // [B,N,T,V]
+	dv = Transpose(MatMulT(P, gt, true, false), 0, 2, 1, 3) // Pᵀ g
+	dP := MatMulT(gt, vt, false, true)                      // g vᵀ
+	dS := Mul(P, Sub(dP, SumKeep(Mul(P, dP), -1)))          // softmax's VJP
+	if glse != nil {
+		dS = Add(dS, Mul(P, ExpandDims(glse, -1))) // ∂lse/∂s = P
+	}
+	dS = MulScalar(dS, p.scale)
+	dq = Transpose(MatMul(dS, kt), 0, 2, 1, 3)
+	dk = Transpose(MatMulT(dS, qt, true, false), 0, 2, 1, 3)
+	return dq, dk, dv
+}
+
+// attentionJVP is the forward-mode rule: with ds = scale·(dq kᵀ + q dkᵀ)
+// and dlse = Σ_s P·ds, d out = P·dv + (P∘(ds - dlse))·v.
+func attentionJVP(x, t, _ []*Tensor, pp any) []*Tensor {
+	p := pp.(*attnParams)
+	q, k, v := x[0], x[1], x[2]
+	var mask *Tensor
+	if p.mask {
+		mask = x[3]
+	}
+	P, qt, kt, vt := attentionProbs(q, k, v, mask, p)
+	var ds *Tensor
+	if t[0] != nil {
+		ds = MatMulT(Transpose(t[0], 0, 2, 1, 3), kt, false, true)
+	}
+	if t[1] != nil {
+		ds = addTangents(ds, MatMulT(qt, Transpose(t[1], 0, 2, 1, 3), false, true))
+	}
+	var dout, dlse *Tensor
+	if ds != nil {
+		ds = MulScalar(ds, p.scale)
+		pds := Mul(P, ds)
+		dlse = Sum(pds, -1) // [B,N,T]
+		dout = MatMul(Sub(pds, Mul(P, ExpandDims(dlse, -1))), vt)
+	}
+	if t[2] != nil {
+		dout = addTangents(dout, MatMul(P, Transpose(t[2], 0, 2, 1, 3)))
+	}
+	if dout != nil {
+		dout = Transpose(dout, 0, 2, 1, 3)
+	}
+	return []*Tensor{dout, dlse}
+}
+
+// attentionBatch is the batching rule of attention (nOut results in the
+// [B,·,N,·] and [B,N,·] layouts) and of its backward op: the batch of
+// examples is merged into the batch dimension B, and a mask that does not
+// broadcast over the merged dimension is broadcast first.
+func attentionBatch(op **Op, nOut int) func([]*Tensor, []bool, any) []*Tensor {
+	return func(in []*Tensor, batched []bool, pp any) []*Tensor {
+		p := pp.(*attnParams)
+		X := batchSize(in, batched)
+		B := exampleShape(in[0], batched[0])[0]
+		ops := make([]*Tensor, len(in))
+		last := len(in) - 1
+		for i, x := range in {
+			if p.mask && i == last {
+				m := x
+				ms := exampleShape(m, batched[i])
+				if batched[i] || ms[0] != 1 {
+					m = materialize(m, batched[i], X)
+					m = BroadcastTo(m, X, B, ms[1], ms[2], ms[3])
+					m = Reshape(m, X*B, ms[1], ms[2], ms[3])
+				}
+				ops[i] = m
+				continue
+			}
+			x = materialize(x, batched[i], X)
+			ops[i] = Reshape(x, append([]int{X * x.shape[1]}, x.shape[2:]...)...)
+		}
+		outs := ApplyN(*op, p, ops...)
+		for i, o := range outs[:nOut] {
+			outs[i] = Reshape(o, append([]int{X, o.shape[0] / X}, o.shape[1:]...)...)
+		}
+		return outs
+	}
+}
