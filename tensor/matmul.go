@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gonox/gonox/tensor/internal/gemm"
+	"github.com/gonox/gonox/tensor/internal/vec"
 )
 
 type matmulParams struct {
@@ -128,12 +129,35 @@ func matmulF32(a, b *Tensor, p *matmulParams) *Tensor {
 	}
 	sizeA, sizeB, sizeC := p.m*p.k, p.k*p.n, p.m*p.n
 	nb := numel(p.batch)
+	if p.k == 1 {
+		outerF32(a, b, p, out, threads == 1)
+		return out
+	}
 	if nb == 1 {
 		gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32, lda, b.f32, ldb, 0, out.f32, p.n, threads)
 		return out
 	}
 	sa := broadcastStrides(a.shape[:len(a.shape)-2], p.batch)
 	sb := broadcastStrides(b.shape[:len(b.shape)-2], p.batch)
+	if flops := 2 * p.m * p.n * p.k; threads != 1 && flops < batchSplitFlops && nb*flops >= batchSplitFlops/8 {
+		// Products too small for gemm to split (heads, an ensemble's
+		// layers, a Vmap's examples): the batch is split over the cores
+		// instead, each product on one goroutine, with the same bits.
+		offA, offB := make([]int, nb), make([]int, nb)
+		broadcastLoop(p.batch, sa, sb, func(o, ia, ib, n, da, db int) {
+			for j := range n {
+				offA[o+j], offB[o+j] = (ia+j*da)*sizeA, (ib+j*db)*sizeB
+			}
+		})
+		parallelFor(nb, max(1, flops/16), 1, false, func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				oa, ob, oc := offA[t], offB[t], t*sizeC
+				gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32[oa:oa+sizeA], lda, b.f32[ob:ob+sizeB], ldb,
+					0, out.f32[oc:oc+sizeC], p.n, 1)
+			}
+		})
+		return out
+	}
 	broadcastLoop(p.batch, sa, sb, func(o, ia, ib, n, da, db int) {
 		for j := 0; j < n; j++ {
 			oa, ob, oc := (ia+j*da)*sizeA, (ib+j*db)*sizeB, (o+j)*sizeC
@@ -142,6 +166,42 @@ func matmulF32(a, b *Tensor, p *matmulParams) *Tensor {
 		}
 	})
 	return out
+}
+
+// batchSplitFlops is the size of a product from which gemm splits it over
+// the cores itself (gemm's parMinFlops, 16 MFLOP); a batch of smaller
+// products is split over the cores by product from an eighth of that.
+const batchSplitFlops = 16 << 20
+
+// outerF32 computes products of inner dimension 1, outer products: with
+// k = 1 either layout of each operand is one contiguous vector (of m and
+// of n elements), and C[i, j] = a[i]·b[j], the bits gemm computes (one
+// product each, no sum). A batch of outer products (per-example gradients
+// of a layer) is memory-bound: written row by row, rows split over the
+// cores when large.
+func outerF32(a, b *Tensor, p *matmulParams, out *Tensor, local bool) {
+	m, n := p.m, p.n
+	nb := numel(p.batch)
+	sa := broadcastStrides(a.shape[:len(a.shape)-2], p.batch)
+	sb := broadcastStrides(b.shape[:len(b.shape)-2], p.batch)
+	// The batch offsets of a and b for each output matrix.
+	offA, offB := make([]int, nb), make([]int, nb)
+	if nb == 1 {
+		offA[0], offB[0] = 0, 0
+	} else {
+		broadcastLoop(p.batch, sa, sb, func(o, ia, ib, cnt, da, db int) {
+			for j := range cnt {
+				offA[o+j], offB[o+j] = (ia+j*da)*m, (ib+j*db)*n
+			}
+		})
+	}
+	rows := func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			t, i := r/m, r%m
+			vec.MulVS(out.f32[r*n:(r+1)*n], b.f32[offB[t]:offB[t]+n], a.f32[offA[t]+i])
+		}
+	}
+	parallelFor(nb*m, n*costCheap, 1, local, rows)
 }
 
 // MatMul returns the matrix product a @ b with NumPy semantics: the last

@@ -262,3 +262,61 @@ func TestMatMulVJP(t *testing.T) {
 	assert.Equal(t, []int{3, 0}, g[0].Shape())
 	assert.Equal(t, []int{0, 2}, g[1].Shape())
 }
+
+// TestMatMulOuter: products of inner dimension 1 (outer products, a batch
+// of them as per-example gradients make) for every layout of the operands
+// and broadcast batch dimensions: each element is the one product a·b,
+// rounded once.
+func TestMatMulOuter(t *testing.T) {
+	rng := newRNG(31)
+	for _, c := range []struct {
+		as, bs []int
+		ta, tb bool
+	}{
+		{[]int{5, 1}, []int{1, 7}, false, false},
+		{[]int{1, 5}, []int{1, 7}, true, false},
+		{[]int{5, 1}, []int{7, 1}, false, true},
+		{[]int{1, 5}, []int{7, 1}, true, true},
+		{[]int{3, 5, 1}, []int{3, 1, 7}, false, false},
+		{[]int{3, 1, 5}, []int{1, 7}, true, false},
+		{[]int{2, 1, 5, 1}, []int{4, 1, 70}, false, false},
+		{[]int{600, 64, 1}, []int{600, 1, 128}, false, false},
+	} {
+		a, b := randF32(rng, c.as...), randF32(rng, c.bs...)
+		got := tensor.MatMulT(a, b, c.ta, c.tb)
+		// The reference: op(a)·op(b) of the broadcast operands, in float64.
+		oa, ob := a, b
+		if c.ta {
+			oa = tensor.T(a)
+		}
+		if c.tb {
+			ob = tensor.T(b)
+		}
+		m, n := oa.Dim(-2), ob.Dim(-1)
+		want := tensor.Mul(tensor.Reshape(oa, append(oa.Shape()[:oa.Rank()-1], 1)...), tensor.Reshape(ob, append(ob.Shape()[:ob.Rank()-2], 1, n)...))
+		require.Equal(t, want.Shape(), got.Shape(), "%v", c)
+		require.Equal(t, want.Float32s(), got.Float32s(), "%v: %d×1×%d", c, m, n)
+	}
+}
+
+// TestMatMulBatchSplit: a batch of products too small for gemm to split,
+// split over the cores by product, equals the products one by one bit for
+// bit, with and without broadcast batch dimensions.
+func TestMatMulBatchSplit(t *testing.T) {
+	rng := newRNG(32)
+	for _, c := range []struct{ as, bs []int }{
+		{[]int{16, 32, 64}, []int{16, 64, 48}},
+		{[]int{32, 64}, []int{16, 64, 48}},
+		{[]int{4, 1, 32, 64}, []int{4, 64, 48}},
+	} {
+		a, b := randF32(rng, c.as...), randF32(rng, c.bs...)
+		got := tensor.MatMul(a, b)
+		bs := tensor.Unstack(tensor.Reshape(tensor.BroadcastTo(b, append(got.Shape()[:got.Rank()-2], 64, 48)...), -1, 64, 48), 0)
+		as := tensor.Unstack(tensor.Reshape(tensor.BroadcastTo(a, append(got.Shape()[:got.Rank()-2], 32, 64)...), -1, 32, 64), 0)
+		want := make([]*tensor.Tensor, len(as))
+		for i := range as {
+			want[i] = tensor.MatMul(as[i], bs[i])
+		}
+		require.Equal(t, tensor.Reshape(tensor.Stack(0, want...), got.Shape()...).Float32s(), got.Float32s(), "%v", c)
+	}
+}
