@@ -752,7 +752,13 @@ func (g *gen) packers64() {
 // = src[q*ldb + 8s + j] for q < kc, j < 8, walking src row by row,
 // prefetching row q+pf. Strides in elements.`)
 	g.packB("packB8d", f64)
-	g.raw(`// func packAT6d(dst *float64, src *float64, lda int, kc int, ns int)
+	g.raw(packAT6dAsm)
+	g.raw(packA6dAsm)
+	g.raw(transpose4dAsm)
+}
+
+// packAT6dAsm is the assembly of the float64 transposed-A packer (see packers64).
+const packAT6dAsm = `// func packAT6d(dst *float64, src *float64, lda int, kc int, ns int)
 //
 // packAT6 for float64: packs ns strips of 6 rows of op(A) = Aᵀ as stored,
 // dst[s*kc*6 + q*6 + i] = src[q*lda + 6s + i] for q < kc, i < 6, walking
@@ -790,8 +796,10 @@ patstrip:
 	VZEROUPPER
 patdone:
 	RET
+`
 
-// func packA6d(dst *float64, src *float64, lda int, kc4 int)
+// packA6dAsm is the assembly of the float64 A packer (see packers64).
+const packA6dAsm = `// func packA6d(dst *float64, src *float64, lda int, kc4 int)
 //
 // packA6 for float64: packs a strip of 6 rows, dst[q*6 + i] = src[i*lda +
 // q] for i < 6 and q < 4*kc4, four k steps at a time (a 4×4 transpose of
@@ -865,8 +873,10 @@ panopf:
 	VZEROUPPER
 padone:
 	RET
+`
 
-// func transpose4d(dst *float64, ldd int, src *float64, lds int, nb int)
+// transpose4dAsm is the assembly of the float64 4×4 block transpose (see packers64).
+const transpose4dAsm = `// func transpose4d(dst *float64, ldd int, src *float64, lds int, nb int)
 //
 // For each of nb blocks, transposes the 4×4 block src[r*lds + 4b + j]
 // (r, j < 4) into dst[(4b+j)*ldd + r]. Strides are in elements.
@@ -908,8 +918,7 @@ tloop:
 	VZEROUPPER
 tdone:
 	RET
-`)
-}
+`
 
 // packers64Decl declares the routines of packers64.
 const packers64Decl = `//go:noescape
