@@ -217,6 +217,10 @@
 //     with Equinox's options (stride 1 by default, as Equinox).
 //   - BatchNorm and GroupNorm: normalization over channels. BatchNorm keeps
 //     running statistics in a State (below); GroupNorm needs none.
+//   - WeightNorm and SpectralNorm: wrappers that reparameterise the
+//     weight of any layer (a Linear, Conv or ConvTranspose by default, any
+//     other by the path of its weight): G·v/‖v‖ per output unit, and W/σ
+//     with σ estimated by power iterations whose vectors live in a State.
 //   - Sequential: a chain of Modules; ForwardState threads a State through
 //     the stateful ones.
 //   - Activation: Relu, Gelu, GeluExact, Silu, Tanh, Sigmoid, Softplus,
@@ -238,7 +242,8 @@
 // A State is a pytree, so it is checkpointed, placed and gathered like
 // parameters; package parallel's Trainer carries it (Config.StateLoss).
 // BatchNorm's statistics are those of the whole batch under every
-// strategy, and of each device's slice with PerDevice.
+// strategy, and of each device's slice with PerDevice. SpectralNorm keeps
+// its power-iteration vectors u and v there.
 //
 // # Losses
 //

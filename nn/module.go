@@ -53,15 +53,16 @@ func (s Sequential) Forward(x *tensor.Tensor, key tensor.Key) *tensor.Tensor {
 // Call is Forward; it makes a Sequential a Module, so Sequentials nest.
 func (s Sequential) Call(x *tensor.Tensor, key tensor.Key) *tensor.Tensor { return s.Forward(x, key) }
 
-// InferenceMode returns a copy of model in which every Dropout and every
-// BatchNorm has its Inference field set to inference
-// (eqx.nn.inference_mode): with true, dropout becomes the identity and
-// batch normalisation uses its running statistics, for evaluation; with
-// false, both are back to training. The copy shares every tensor with
+// InferenceMode returns a copy of model in which every Dropout, BatchNorm
+// and SpectralNorm has its Inference field set to inference
+// (eqx.nn.inference_mode): with true, dropout becomes the identity, batch
+// normalisation uses its running statistics and spectral normalisation
+// its power-iteration vectors as they are, for evaluation; with false,
+// all are back to training. The copy shares every tensor with
 // model, which is not changed.
 //
-// It finds Dropout and BatchNorm values wherever package pytree walks
-// (pytree.MapType): exported fields not tagged static, pointers, slices,
+// It finds Dropout, BatchNorm and SpectralNorm values wherever package
+// pytree walks (pytree.MapType): exported fields not tagged static, pointers, slices,
 // arrays, maps with string keys, interfaces (the layers of a Sequential)
 // and Node children. Only the containers on the way to them are copied.
 func InferenceMode[M any](model M, inference bool) M {
@@ -69,8 +70,13 @@ func InferenceMode[M any](model M, inference bool) M {
 		d.Inference = inference
 		return d
 	})
-	return pytree.MapType(model, func(b BatchNorm) BatchNorm {
+	model = pytree.MapType(model, func(b BatchNorm) BatchNorm {
 		b.Inference = inference
 		return b
+	})
+	// Every SpectralNorm, whatever layer it wraps, embeds its options.
+	return pytree.MapType(model, func(o SpectralNormOptions) SpectralNormOptions {
+		o.Inference = inference
+		return o
 	})
 }
