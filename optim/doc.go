@@ -165,9 +165,11 @@
 //
 // # Sharded training
 //
-// The optimizer's ops run on host tensors and on the blocks of shard.Map,
-// not on global sharded tensors: run Update (or Step) inside shard.Map on each
-// device's blocks of params, gradients and state, sharded alike. Per-element
+// The optimizer's ops run on host tensors, on global sharded tensors
+// (sharding propagation places each update like its parameter, as
+// parallel's strategies use them) and on the blocks of shard.Map: run
+// Update (or Step) inside shard.Map on each device's blocks of params,
+// gradients and state, sharded alike. Per-element
 // optimizers (SGD, the Adam family, Lion, RMSProp, Adagrad, Adadelta) then
 // compute exactly what they would on one device. Some things need the whole
 // tensor:

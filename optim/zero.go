@@ -55,8 +55,8 @@ type elementwiser interface {
 // Elementwise reports whether tx updates each element of a parameter from
 // that element, its gradient and state alone (and from scalars such as the
 // step count): SGD (with or without momentum), the Adam family (Adam,
-// AdamW, NAdam, AMSGrad, Adamax, RAdam, AdaBelief, Yogi), Adagrad, Adadelta
-// and Lion, each without a Mask: the transforms NewZeRO accepts. Such a
+// AdamW, NAdam, AMSGrad, Adamax, RAdam, AdaBelief, Yogi), Adagrad, Adadelta,
+// ScaleByRMS and Lion, each without a Mask: the transforms NewZeRO accepts. Such a
 // transform may update any part of a parameter on its own — one device's block of a
 // parameter split over the data axes (parallel's DP) or a shard of the
 // flat vector (ZeRO) — and get what Step gives for those elements. Chains,

@@ -68,8 +68,8 @@
 // autodiff.Checkpoint (so backward gathers again and reduce-scatters the
 // gradients) and runs the loss on its rows. DP's replicated parameters are
 // updated there too, sharded (ZeRO-1/2): with an elementwise optimizer
-// (optim.Elementwise: SGD, Adam, AdamW, Lion without a Mask; with or
-// without Config.ClipGlobalNorm) each device reduce-scatters its
+// (optim.Elementwise lists them: SGD, the Adam family, Adagrad,
+// Adadelta, Lion... without a Mask; with or without Config.ClipGlobalNorm) each device reduce-scatters its
 // gradients, updates its block of every parameter with its block of the
 // optimizer state, which is stored split over the data axes (Stats shows
 // 1/n of it), and all-gathers the parameters: the bytes of one all-reduce,

@@ -10,7 +10,8 @@ import (
 // The DP step with a sharded update (ZeRO-1/2, Rajbhandari et al. 2020).
 //
 // With replicated parameters and an elementwise optimizer
-// (optim.Elementwise: SGD, Adam, AdamW, Lion without a Mask) the Map step
+// (optim.Elementwise lists them: SGD, the Adam family, Adagrad, Adadelta,
+// Lion... without a Mask) the Map step
 // of each device
 //
 //	computes its gradient of every parameter from its rows (no reduction),
