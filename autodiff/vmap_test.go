@@ -259,5 +259,8 @@ func TestVmapFallbacks(t *testing.T) {
 	got := autodiff.Vmap(f, autodiff.Fallbacks(counts))(xs)
 	require.Equal(t, []float32{2, 4, 6, 8}, got.Float32s())
 	require.Equal(t, map[string]int{"host_double": 1}, counts)
-	require.Panics(t, func() { autodiff.Vmap(f, autodiff.Strict())(xs) })
+	require.PanicsWithValue(t, `tensor: op "host_double" has no batching rule (Op.Batch) and Vmap is strict: it would be computed example by example, 2 times`,
+		func() { autodiff.Vmap(f, autodiff.Strict())(xs) })
+	// Strict in an inner Vmap, the fallback in the outer one's batch.
+	require.Panics(t, func() { autodiff.Vmap(autodiff.Vmap(f, autodiff.Strict()))(tensor.Reshape(xs, 2, 2, 1)) })
 }

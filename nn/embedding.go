@@ -39,7 +39,8 @@ func NewEmbedding(key tensor.Key, vocab, dim int, opts EmbeddingOptions) Embeddi
 // The gradient with respect to the table accumulates over repeated ids. It
 // panics on an id outside [0, vocab), naming the id and its position;
 // negative ids are refused too, although tensor.Take would count them from
-// the end.
+// the end. Under Vmap, where one example's ids have no data, tensor.Take
+// checks the batch's ids instead (negative ones count from the end).
 func (e Embedding) Forward(ids *tensor.Tensor) *tensor.Tensor {
 	if ids.DType() != tensor.Int32 {
 		panic(fmt.Sprintf("nn.Embedding: ids %v: want int32 ids", ids))
@@ -52,13 +53,17 @@ func (e Embedding) Forward(ids *tensor.Tensor) *tensor.Tensor {
 			}
 		}
 	}
-	if l := ids.Layout(); l != nil {
+	switch l := ids.Layout(); {
+	case ids.InsideVmap():
+		// The ids of one example under Vmap have no data of their own:
+		// tensor.Take checks the whole batch (ids outside [-vocab, vocab)).
+	case l != nil:
 		// Placed ids: every device checks its own block, where it lives.
 		l.MapBlocks(ids, func(b *tensor.Tensor) *tensor.Tensor {
 			check(b, " of the block "+b.String())
 			return b
 		})
-	} else {
+	default:
 		check(ids, "")
 	}
 	return tensor.Take(e.W, ids, 0)

@@ -364,8 +364,13 @@ func splitBatchFrom(x *Tensor, axis, n int) *Tensor {
 
 // batchOffsets returns a batch of NumPy indices into an axis of size n
 // (batch first), wrapped to [0, n) and offset by b·n for example b: the
-// indices into the examples' axes laid end to end.
-func batchOffsets(idx *Tensor, n int) *Tensor {
+// indices into the examples' axes laid end to end. It panics, naming op,
+// on an index outside [-n, n), as op does on one example: offset, such
+// an index would reach into another example's part.
+func batchOffsets(op string, idx *Tensor, n int) *Tensor {
+	checkIndices(func() string {
+		return fmt.Sprintf("%s under Vmap: indices %v (batch first) into an axis of %d", op, idx, n)
+	}, idx, n)
 	b := idx.shape[0]
 	off := Reshape(Mul(Arange(b), ScalarInt(int32(n))), append([]int{b}, ones(len(idx.shape)-1)...)...)
 	wrapped := Where(Less(idx, ScalarInt(0)), Add(idx, ScalarInt(int32(n))), idx)

@@ -75,6 +75,22 @@ func (t *Tensor) hostLevel(op string) *Tensor {
 	return t
 }
 
+// InsideVmap reports whether t is a value inside Vmap: it stands for a
+// batch of values, one per example, and has no data of its own (reading
+// it panics), though every op works on it. Code that inspects data on the
+// host (a bounds check, say) skips such a value and leaves the check to
+// the ops, which see the whole batch. A value inside forward mode only
+// (JVP) has data: its primal's.
+func (t *Tensor) InsideVmap() bool {
+	for t.xv != nil {
+		if t.xv.tan == nil {
+			return true
+		}
+		t = t.xv.val
+	}
+	return false
+}
+
 // passThrough calls the implementation of an op that declares Through
 // with operands as they are: its Impl applies other ops, which dispatch
 // on the values themselves.

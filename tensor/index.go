@@ -202,7 +202,7 @@ func init() {
 			}
 			n := x.shape[a+1]
 			flat := mergeBatchInto(x, a)
-			return one1(moveAxis(Take(flat, batchOffsets(idx, n), a), a, 0))
+			return one1(moveAxis(Take(flat, batchOffsets("tensor.Take", idx, n), a), a, 0))
 		},
 	}
 }

@@ -301,6 +301,6 @@ func scatterAddBatch(x, idx *Tensor, batched bool, upd *Tensor, axis int) *Tenso
 	u := moveAxis(upd, 0, axis)
 	ushape := append(append(append([]int{}, u.shape[:axis]...), -1), u.shape[axis+1+ni:]...)
 	u = Reshape(u, ushape...)
-	out := ScatterAdd(flat, Reshape(batchOffsets(idx, size), -1), u, axis)
+	out := ScatterAdd(flat, Reshape(batchOffsets("tensor.ScatterAdd", idx, size), -1), u, axis)
 	return splitBatchFrom(out, axis, n)
 }
