@@ -117,6 +117,12 @@
 // keeps slow weights that follow a fast optimizer (LookaheadParams). EMA
 // keeps a moving average of the parameters for evaluation.
 //
+// DifferentiallyPrivateAggregate is DP-SGD's aggregation
+// (optax.differentially_private_aggregate): it takes per-example gradients
+// (autodiff.Vmap of a gradient), clips each example's to a global norm
+// (PerExampleGlobalNormClip), adds Gaussian noise and averages; chain an
+// optimizer after it.
+//
 // InjectHyperparams keeps an optimizer's hyperparameters in its state, as
 // float32 scalars that checkpoints save: they can be read and changed
 // between steps, and scheduled ones record the value each step used.
