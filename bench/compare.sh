@@ -41,6 +41,11 @@ anchor() {
 		echo "WARN anchor '$*' failed" | tee -a "$log" >&2
 	fi
 }
+anchor_cnn() { # issue 29's CNN anchors (bench/anchors_cnn.py), reported and skipped on failure as anchor's
+	if ! env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$py" bench/anchors_cnn.py "$@" | tee -a "$log"; then
+		echo "WARN anchor_cnn '$*' failed" | tee -a "$log" >&2
+	fi
+}
 gobench() { # binary, then go test flags
 	local b=$1
 	shift
@@ -93,10 +98,19 @@ for r in $(seq "$rounds"); do
 	# OS (page faults, system time) is most of a psum's cost.
 	GOGC=off "$bin/shard" -test.run '^$' -test.bench '^BenchmarkPsum64MiB$' -test.benchtime 10x |
 		{ grep '^Benchmark' || true; } | sed 's/^BenchmarkPsum64MiB/BenchmarkPsum64MiBGOGCoff/' | tee -a "$log"
+	# CNNs (issue 29): a training step (forward, backward, Adam) of LeNet-5
+	# on batch 128 and of a ResNet basic block on batch 32, each right
+	# before PyTorch's (oneDNN convolutions), at 1 and 2 threads.
+	for c in 1 2; do
+		gobench nn -test.bench '^BenchmarkConvNetStep$' -test.cpu "$c" -test.benchtime 10x
+		anchor_cnn convnet "$c" lenet
+		anchor_cnn convnet "$c" resblock
+	done
 done
 
 echo
 "$py" bench/summarize.py "$log"
+"$py" bench/anchors_cnn.py summarize "$log"
 {
 	echo "# Results of bench/compare.sh"
 	echo
@@ -105,6 +119,10 @@ echo
 	echo "in the way where a target is not met: [docs/performance.md](../docs/performance.md)."
 	echo
 	"$py" bench/summarize.py --markdown "$log"
+	echo
+	echo '```'
+	"$py" bench/anchors_cnn.py summarize "$log"
+	echo '```'
 } >"$results.tmp"
 mv "$results.tmp" "$results"
 echo
