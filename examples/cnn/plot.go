@@ -286,4 +286,3 @@ func writeFigure(path, title string, h history, ds dataset, pred []int32) error 
 	}
 	return f.Close()
 }
-
