@@ -108,6 +108,12 @@ func Residuals(outs ...*Tensor) ResidualReport {
 			p = unsafe.Pointer(unsafe.SliceData(t.b))
 		case BFloat16, Float16:
 			p = unsafe.Pointer(unsafe.SliceData(t.u16))
+		case Float64:
+			p = unsafe.Pointer(unsafe.SliceData(t.f64))
+		case Int64:
+			p = unsafe.Pointer(unsafe.SliceData(t.i64))
+		case Uint8:
+			p = unsafe.Pointer(unsafe.SliceData(t.u8))
 		}
 		if p == nil || t.Size() == 0 {
 			continue

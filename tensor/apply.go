@@ -240,6 +240,7 @@ func prepareOperands(op *Op, in []*Tensor, top *Trace, loc *Local) []*Tensor {
 
 // callImpl runs op.Impl, widening half operands if the op asks for it.
 func callImpl(op *Op, in []*Tensor, params any) *Tensor {
+	checkTypes(op, in)
 	if !op.widensHalf() {
 		return op.Impl(in, params)
 	}
@@ -254,6 +255,7 @@ func callImpl(op *Op, in []*Tensor, params any) *Tensor {
 // callImplN is callImpl for multi-output implementations (ImplN or
 // ImplVJP).
 func callImplN(op *Op, impl func([]*Tensor, any) ([]*Tensor, any), in []*Tensor, params any) ([]*Tensor, any) {
+	checkTypes(op, in)
 	if !op.widensHalf() {
 		return impl(in, params)
 	}

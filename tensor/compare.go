@@ -46,6 +46,12 @@ func cmpOp(d *cmpDef) *Op {
 				runCmp(d.f32, out.b, a.f32, b.f32, shape, sa, sb)
 			case Int32:
 				runCmp(d.i32, out.b, a.i32, b.i32, shape, sa, sb)
+			case Float64:
+				runCmp(cmpFunc[float64](d), out.b, a.f64, b.f64, shape, sa, sb)
+			case Int64:
+				runCmp(cmpFunc[int64](d), out.b, a.i64, b.i64, shape, sa, sb)
+			case Uint8:
+				runCmp(cmpFunc[uint8](d), out.b, a.u8, b.u8, shape, sa, sb)
 			case Bool:
 				runCmp(d.b, out.b, a.b, b.b, shape, sa, sb)
 			}
@@ -53,10 +59,33 @@ func cmpOp(d *cmpDef) *Op {
 		},
 		Batch: elementwiseBatch(func(x []*Tensor) *Tensor { return compare(d, op, x[0], x[1]) }),
 	}
+	if d.f32 != nil {
+		op.Traits.Types = TypesAll
+	}
 	return op
 }
 
+// cmpFunc returns the comparison of d for T (Float64, Int64, Uint8).
+func cmpFunc[T float64 | int64 | uint8](d *cmpDef) func(a, b T) bool {
+	switch d.sym {
+	case "==":
+		return func(a, b T) bool { return a == b }
+	case "!=":
+		return func(a, b T) bool { return a != b }
+	case "<":
+		return func(a, b T) bool { return a < b }
+	case "<=":
+		return func(a, b T) bool { return a <= b }
+	case ">":
+		return func(a, b T) bool { return a > b }
+	case ">=":
+		return func(a, b T) bool { return a >= b }
+	}
+	panic("tensor: no comparison " + d.sym)
+}
+
 func compare(d *cmpDef, op *Op, a, b *Tensor) *Tensor {
+	a, b = weakScalars(a, b)
 	if a.dtype != b.dtype {
 		panic(fmt.Sprintf("%s: %s: dtypes differ; convert one with tensor.AsType", d.name, operands(d.sym, a, b)))
 	}
@@ -184,9 +213,13 @@ func init() {
 			for i, v := range in[0].f32 {
 				out.b[i] = v != v
 			}
+			for i, v := range in[0].f64 {
+				out.b[i] = v != v
+			}
 			return out
 		},
-		Batch: sameOpBatch(&isNaNOp),
+		Batch:  sameOpBatch(&isNaNOp),
+		Traits: Traits{Types: TypesFloat64},
 	}
 }
 
@@ -201,9 +234,13 @@ func init() {
 			for i, v := range in[0].f32 {
 				out.b[i] = !math.IsInf(float64(v), 0) && v == v
 			}
+			for i, v := range in[0].f64 {
+				out.b[i] = !math.IsInf(v, 0) && v == v
+			}
 			return out
 		},
-		Batch: sameOpBatch(&isFiniteOp),
+		Batch:  sameOpBatch(&isFiniteOp),
+		Traits: Traits{Types: TypesFloat64},
 	}
 }
 
@@ -240,7 +277,7 @@ func init() {
 			} else {
 				out = newOutUninit(a.dtype, shape) // every element is written
 			}
-			if len(out.f32)+len(out.i32)+len(out.b) == 0 {
+			if out.Size() == 0 {
 				return out
 			}
 			dims := whereDims(shape, broadcastStrides(c.shape, shape), broadcastStrides(a.shape, shape), broadcastStrides(b.shape, shape))
@@ -255,6 +292,12 @@ func init() {
 						whereRun(out.f32[o:o+d.n], c.b, a.f32, b.f32, oc, oa, ob, d)
 					case Int32:
 						whereRun(out.i32[o:o+d.n], c.b, a.i32, b.i32, oc, oa, ob, d)
+					case Float64:
+						whereRun(out.f64[o:o+d.n], c.b, a.f64, b.f64, oc, oa, ob, d)
+					case Int64:
+						whereRun(out.i64[o:o+d.n], c.b, a.i64, b.i64, oc, oa, ob, d)
+					case Uint8:
+						whereRun(out.u8[o:o+d.n], c.b, a.u8, b.u8, oc, oa, ob, d)
 					case Bool:
 						whereRun(out.b[o:o+d.n], c.b, a.b, b.b, oc, oa, ob, d)
 					}
@@ -286,7 +329,8 @@ func init() {
 			}
 			return one1(toShapeOf(Where(x[0], ta, tb), outs[0]))
 		},
-		Batch: elementwiseBatch(func(x []*Tensor) *Tensor { return Where(x[0], x[1], x[2]) }),
+		Batch:  elementwiseBatch(func(x []*Tensor) *Tensor { return Where(x[0], x[1], x[2]) }),
+		Traits: Traits{Types: TypesAll},
 	}
 }
 
@@ -397,38 +441,18 @@ func init() {
 		Name:     "convert",
 		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, p any) *Tensor {
-			x, dt := in[0], p.(DType)
-			out := newTensor(dt, x.shape)
-			for i := range out.Size() {
-				v := x.at(i)
-				switch dt {
-				case Float32:
-					out.f32[i] = float32(v)
-				case Int32:
-					switch {
-					case v != v:
-						out.i32[i] = 0
-					case v >= math.MaxInt32:
-						out.i32[i] = math.MaxInt32
-					case v <= math.MinInt32:
-						out.i32[i] = math.MinInt32
-					default:
-						out.i32[i] = int32(v) // truncates toward zero
-					}
-				case Bool:
-					out.b[i] = v != 0
-				}
-			}
-			return out
+			return asTypeImpl(in[0], p.(DType))
 		},
-		Batch: sameOpBatch(&asTypeOp),
+		Batch:  sameOpBatch(&asTypeOp),
+		Traits: Traits{Types: TypesAll},
 	}
 }
 
 // AsType converts x to dtype dt: float to int truncates toward zero
-// (saturating, NaN becomes 0), nonzero becomes true, true becomes 1. It
+// (saturating, NaN becomes 0), int to int wraps (two's complement, as
+// NumPy: 300 as uint8 is 44), nonzero becomes true, true becomes 1. It
 // returns x itself when it already has type dt. Conversions between float
-// dtypes (float32, bfloat16, float16) are Convert's and differentiable;
+// dtypes (float32, float64, bfloat16, float16) are Convert's and differentiable;
 // the others are not. An integer or bool converts to bfloat16 or float16
 // through float32 (so an int32 beyond 2^24 is rounded twice).
 func AsType(x *Tensor, dt DType) *Tensor {

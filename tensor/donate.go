@@ -44,6 +44,8 @@ func (t *Tensor) setBuffer() {
 		r.kind, r.capn, r.base = Float32, cap(t.f32), unsafe.Pointer(unsafe.SliceData(t.f32))
 	case t.i32 != nil:
 		r.kind, r.capn, r.base = Int32, cap(t.i32), unsafe.Pointer(unsafe.SliceData(t.i32))
+	case t.f64 != nil:
+		r.kind, r.capn, r.base = Float64, cap(t.f64), unsafe.Pointer(unsafe.SliceData(t.f64))
 	}
 }
 
@@ -75,6 +77,8 @@ func (t *Tensor) release() {
 		f32Cache.put(unsafe.Slice((*float32)(r.base), r.capn))
 	case Int32:
 		i32Cache.put(unsafe.Slice((*int32)(r.base), r.capn))
+	case Float64:
+		f64Cache.put(unsafe.Slice((*float64)(r.base), r.capn))
 	}
 }
 
@@ -110,7 +114,7 @@ func Donate(ts ...*Tensor) {
 			bd.DonateBlocks()
 		}
 		t.release()
-		t.f32, t.i32, t.b, t.u16 = nil, nil, nil, nil
+		t.f32, t.i32, t.b, t.u16, t.f64, t.i64, t.u8 = nil, nil, nil, nil, nil, nil, nil
 	}
 }
 
@@ -176,6 +180,7 @@ type sizeCache[E any] struct {
 var (
 	f32Cache sizeCache[float32]
 	i32Cache sizeCache[int32]
+	f64Cache sizeCache[float64]
 )
 
 // cacheEnabled switches the allocator cache off (tests compare both ways);
@@ -314,14 +319,23 @@ func newOutUninit(dt DType, shape []int) *Tensor {
 			t.setBuffer()
 			return t
 		}
+	case Float64:
+		if s := cachedF64(n); s != nil {
+			t := newHeader(dt, shape)
+			t.f64 = s
+			t.setBuffer()
+			return t
+		}
 	}
 	return newOut(dt, shape)
 }
 
 // CacheHits returns how many allocations the allocator cache has served
-// since the process started (float32 and int32 storage): a figure for
+// since the process started (float32, int32 and float64 storage): a figure for
 // benchmarks and tests.
-func CacheHits() int64 { return f32Cache.hits.Load() + i32Cache.hits.Load() }
+func CacheHits() int64 {
+	return f32Cache.hits.Load() + i32Cache.hits.Load() + f64Cache.hits.Load()
+}
 
 // Empty returns a tensor of the given dtype and shape whose elements are
 // undefined, as numpy.empty: storage recycled from the allocator cache is

@@ -209,25 +209,22 @@ func init() {
 		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, p any) *Tensor {
 			x, dt := in[0], p.(DType)
-			switch {
-			case x.dtype == Float32:
-				return narrow(x, dt)
-			case dt == Float32:
-				return widen(x)
-			}
-			return narrow(widen(x), dt) // bf16 <-> f16: float32 holds both exactly
+			out := convertFloat(x, dt)
+			out.local = x.local
+			return out
 		},
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Convert(g, in[0].dtype)}
 		},
 		JVP:    linearJVP(&convertOp),
 		Batch:  sameOpBatch(&convertOp),
-		Traits: Traits{Half: NativeHalf}, // its own conversion kernels
+		Traits: Traits{Half: NativeHalf, Types: TypesFloat64}, // its own conversion kernels
 	}
 }
 
 // Convert returns x converted to the floating-point dtype dt (Float32,
-// BFloat16 or Float16), like JAX's lax.convert_element_type. Narrowing
+// Float64, BFloat16 or Float16), like JAX's lax.convert_element_type.
+// Float64 to a half dtype rounds through float32 (twice). Narrowing
 // rounds to nearest, ties to even; NaN stays NaN (top payload bits kept),
 // ±Inf stays ±Inf, values beyond float16's range become ±Inf and tiny
 // ones subnormals or ±0. Widening is exact. It returns x itself when x
@@ -237,7 +234,7 @@ func init() {
 func Convert(x *Tensor, dt DType) *Tensor {
 	checkNil("tensor.Convert", "x", x)
 	if !x.dtype.IsFloat() || !dt.IsFloat() {
-		panic(fmt.Sprintf("tensor.Convert: %v to %v: both dtypes must be float32, bfloat16 or float16 (use tensor.AsType)", x, dt))
+		panic(fmt.Sprintf("tensor.Convert: %v to %v: both dtypes must be float32, float64, bfloat16 or float16 (use tensor.AsType)", x, dt))
 	}
 	if x.dtype == dt {
 		return x
@@ -268,17 +265,21 @@ func floatMismatch(head, want string, a, b *Tensor) string {
 // mustFloat panics, naming op, if t is not a float tensor.
 func (t *Tensor) mustFloat(op string) {
 	if !t.dtype.IsFloat() {
-		panic(fmt.Sprintf("%s: %v is %v, want a float dtype (float32, bfloat16, float16)", op, t, t.dtype))
+		panic(fmt.Sprintf("%s: %v is %v, want a float dtype (float32, float64, bfloat16, float16)", op, t, t.dtype))
 	}
 }
 
 // weakScalars gives a float32 scalar (rank 0) operand of a binary op the
-// dtype of a bfloat16 or float16 other operand, as JAX does with a Python
-// scalar: x·Scalar(0.5) on a bf16 x is bf16. (A differentiated scalar gets
+// dtype of a bfloat16, float16 or float64 other operand, as JAX does with
+// a Python scalar: x·Scalar(0.5) on a bf16 x is bf16, on an f64 x f64. (A differentiated scalar gets
 // its cotangent in float32 through Convert.) Any other pair is returned
 // as it is.
 func weakScalars(a, b *Tensor) (*Tensor, *Tensor) {
 	switch {
+	case b.dtype == Float32 && len(b.shape) == 0 && a.dtype == Float64:
+		return a, Convert(b, Float64)
+	case a.dtype == Float32 && len(a.shape) == 0 && b.dtype == Float64:
+		return Convert(a, Float64), b
 	case b.dtype == Float32 && len(b.shape) == 0 && a.dtype.isHalf():
 		return a, Convert(b, a.dtype)
 	case a.dtype == Float32 && len(a.shape) == 0 && b.dtype.isHalf():

@@ -125,7 +125,7 @@ func TestHalfConstructorsAndPrinting(t *testing.T) {
 	require.Equal(t, 2.0, tensor.FromBits16(tensor.Float16, []uint16{0x4000}, 1, 1).Item())
 	requirePanic(t, "tensor.FromBits16: dtype float32 is not bfloat16 or float16", func() { tensor.FromBits16(tensor.Float32, nil) })
 	requirePanic(t, "Tensor.Bits16: f32[1] is float32, want bfloat16 or float16", func() { tensor.FromFloat32([]float32{1}).Bits16() })
-	requirePanic(t, "tensor.Convert: i32[2] to bfloat16: both dtypes must be float32, bfloat16 or float16 (use tensor.AsType)", func() {
+	requirePanic(t, "tensor.Convert: i32[2] to bfloat16: both dtypes must be float32, float64, bfloat16 or float16 (use tensor.AsType)", func() {
 		tensor.Convert(tensor.Arange(2), tensor.BFloat16)
 	})
 	// AsType goes through float32 for integers, and is Convert between floats.

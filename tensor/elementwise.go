@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gonox/gonox/tensor/internal/vec"
+	"github.com/gonox/gonox/tensor/internal/vec/f64"
 )
 
 // maxFastRank is the rank up to which broadcast loops keep their
@@ -217,7 +218,9 @@ type binaryDef struct {
 	name string // "tensor.Add"
 	sym  string // "+" for messages
 	f32  kernels2[float32]
+	f64  kernels2[float64]
 	i32  *kernels2[int32] // nil if not defined for int32
+	i64  *kernels2[int64] // nil if not defined for int64
 	// intDiv: the int32 op divides by its second operand, which must not
 	// hold a zero.
 	intDiv bool
@@ -248,6 +251,10 @@ func binaryImpl(d *binaryDef) func(in []*Tensor, p any) *Tensor {
 			run2(&d.f32, out.f32, a.f32, b.f32, shape, a.shape, b.shape, local)
 		case Int32:
 			run2(d.i32, out.i32, a.i32, b.i32, shape, a.shape, b.shape, local)
+		case Float64:
+			run2(&d.f64, out.f64, a.f64, b.f64, shape, a.shape, b.shape, local)
+		case Int64:
+			run2(d.i64, out.i64, a.i64, b.i64, shape, a.shape, b.shape, local)
 		}
 		return out
 	}
@@ -261,6 +268,7 @@ func checkBinary(d *binaryDef, a, b *Tensor) []int {
 	switch {
 	case a.dtype.IsFloat():
 	case a.dtype == Int32 && d.i32 != nil:
+	case a.dtype == Int64 && d.i64 != nil:
 	default:
 		panic(fmt.Sprintf("%s: %s: not defined for %v", d.name, operands(d.sym, a, b), a.dtype))
 	}
@@ -307,23 +315,35 @@ func unbroadcast(g *Tensor, shape []int) *Tensor {
 
 var (
 	addDef = &binaryDef{name: "tensor.Add", sym: "+",
+		f64: kernels2[float64]{f64.AddVV, f64.AddVS, func(d []float64, a float64, b []float64) { f64.AddVS(d, b, a) }},
+		i64: ptr(mk2(func(x, y int64) int64 { return x + y })),
 		f32: kernels2[float32]{vec.AddVV, vec.AddVS, func(d []float32, a float32, b []float32) { vec.AddVS(d, b, a) }},
 		i32: ptr(mk2(func(x, y int32) int32 { return x + y }))}
 	subDef = &binaryDef{name: "tensor.Sub", sym: "-",
+		f64: kernels2[float64]{f64.SubVV, f64.SubVS, f64.SubSV},
+		i64: ptr(mk2(func(x, y int64) int64 { return x - y })),
 		f32: kernels2[float32]{vec.SubVV, vec.SubVS, vec.SubSV},
 		i32: ptr(mk2(func(x, y int32) int32 { return x - y }))}
 	mulDef = &binaryDef{name: "tensor.Mul", sym: "*",
+		f64: kernels2[float64]{f64.MulVV, f64.MulVS, func(d []float64, a float64, b []float64) { f64.MulVS(d, b, a) }},
+		i64: ptr(mk2(func(x, y int64) int64 { return x * y })),
 		f32: kernels2[float32]{vec.MulVV, vec.MulVS, func(d []float32, a float32, b []float32) { vec.MulVS(d, b, a) }},
 		i32: ptr(mk2(func(x, y int32) int32 { return x * y }))}
 	// The int32 kernels of Div, Rem and FloorDiv never see a zero divisor:
 	// binary checks for one first.
 	divDef = &binaryDef{name: "tensor.Div", sym: "/", intDiv: true,
+		f64: kernels2[float64]{f64.DivVV, f64.DivVS, f64.DivSV},
+		i64: ptr(mk2(func(x, y int64) int64 { return x / y })),
 		f32: kernels2[float32]{vec.DivVV, vec.DivVS, vec.DivSV},
 		i32: ptr(mk2(func(x, y int32) int32 { return x / y }))}
 	remDef = &binaryDef{name: "tensor.Rem", sym: "%", intDiv: true,
+		f64: mk2(math.Mod),
+		i64: ptr(mk2(func(x, y int64) int64 { return x % y })),
 		f32: mk2(func(x, y float32) float32 { return float32(math.Mod(float64(x), float64(y))) }),
 		i32: ptr(mk2(func(x, y int32) int32 { return x % y }))}
 	floorDivDef = &binaryDef{name: "tensor.FloorDiv", sym: "//", intDiv: true,
+		f64: mk2(func(x, y float64) float64 { return math.Floor(x / y) }),
+		i64: ptr(mk2(floorDivInt[int64])),
 		f32: mk2(func(x, y float32) float32 { return float32(math.Floor(float64(x) / float64(y))) }),
 		i32: ptr(mk2(func(x, y int32) int32 {
 			q := x / y
@@ -333,12 +353,17 @@ var (
 			return q
 		}))}
 	maxDef = &binaryDef{name: "tensor.Maximum", sym: ",",
+		f64: kernels2[float64]{f64.MaxVV, mk2(maxFloat[float64]).vs, mk2(maxFloat[float64]).sv},
+		i64: ptr(mk2(func(x, y int64) int64 { return max(x, y) })),
 		f32: kernels2[float32]{vec.MaxVV, mk2(maxF32).vs, mk2(maxF32).sv},
 		i32: ptr(mk2(func(x, y int32) int32 { return max(x, y) }))}
 	minDef = &binaryDef{name: "tensor.Minimum", sym: ",",
+		f64: kernels2[float64]{f64.MinVV, mk2(minFloat[float64]).vs, mk2(minFloat[float64]).sv},
+		i64: ptr(mk2(func(x, y int64) int64 { return min(x, y) })),
 		f32: kernels2[float32]{vec.MinVV, mk2(minF32).vs, mk2(minF32).sv},
 		i32: ptr(mk2(func(x, y int32) int32 { return min(x, y) }))}
 	powDef = &binaryDef{name: "tensor.Pow", sym: "**",
+		f64: mk2(math.Pow),
 		f32: mk2(func(x, y float32) float32 { return float32(math.Pow(float64(x), float64(y))) })}
 )
 
@@ -364,6 +389,7 @@ func minF32(x, y float32) float32 {
 // rule: the public function on the aligned batches (elementwiseBatch).
 func binaryOp(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor, jvp func(prim, tan, outs []*Tensor, p any) []*Tensor, save SaveMask, fam ShardFamily, tr Traits) *Op {
 	name := lowerFirst(d.name[len("tensor."):])
+	tr.Types |= TypesFloat64 | TypesInt64 // checkBinary refuses the dtypes d has no kernel for
 	op := &Op{Name: name, Impl: binaryImpl(d), VJP: vjp, JVP: jvp, Save: save, Sharding: broadcastSharding(name, fam), Traits: tr}
 	op.Batch = elementwiseBatch(func(x []*Tensor) *Tensor { return binary(d, op, x[0], x[1]) })
 	return op
@@ -372,6 +398,7 @@ func binaryOp(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any
 // binaryOpNeed is binaryOp with a VJP that skips unwanted cotangents.
 func binaryOpNeed(d *binaryDef, vjp func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor, jvp func(prim, tan, outs []*Tensor, p any) []*Tensor, save SaveMask, fam ShardFamily, tr Traits) *Op {
 	name := lowerFirst(d.name[len("tensor."):])
+	tr.Types |= TypesFloat64 | TypesInt64
 	op := &Op{Name: name, Impl: binaryImpl(d), VJPNeed: vjp, JVP: jvp, Save: save, Sharding: broadcastSharding(name, fam), Traits: tr}
 	op.Batch = elementwiseBatch(func(x []*Tensor) *Tensor { return binary(d, op, x[0], x[1]) })
 	return op
@@ -530,8 +557,8 @@ func init() {
 // 0 where the result is NaN.
 func minMaxJVP(x, t, outs []*Tensor, _ any) []*Tensor {
 	out := outs[0]
-	ma := AsType(Equal(x[0], out), Float32)
-	mb := AsType(Equal(x[1], out), Float32)
+	ma := AsType(Equal(x[0], out), out.dtype)
+	mb := AsType(Equal(x[1], out), out.dtype)
 	tot := Maximum(Add(ma, mb), Scalar(1))
 	var ta, tb *Tensor
 	if t[0] != nil {
@@ -547,8 +574,8 @@ func minMaxJVP(x, t, outs []*Tensor, _ any) []*Tensor {
 // it evenly, as JAX does. Where the result is NaN neither operand equals it
 // and both get 0 (not 0/0).
 func minMaxVJP(g *Tensor, in []*Tensor, out *Tensor) []*Tensor {
-	ma := AsType(Equal(in[0], out), Float32)
-	mb := AsType(Equal(in[1], out), Float32)
+	ma := AsType(Equal(in[0], out), out.dtype)
+	mb := AsType(Equal(in[1], out), out.dtype)
 	tot := Maximum(Add(ma, mb), Scalar(1)) // 1 or 2 (a tie), 1 where NaN
 	return []*Tensor{
 		unbroadcast(Mul(g, Div(ma, tot)), in[0].shape),
@@ -559,7 +586,7 @@ func minMaxVJP(g *Tensor, in []*Tensor, out *Tensor) []*Tensor {
 func binary(d *binaryDef, op *Op, a, b *Tensor) *Tensor {
 	a, b = weakScalars(a, b)
 	shape := checkBinary(d, a, b)
-	if d.intDiv && a.dtype == Int32 && numel(shape) > 0 && slices.Contains(b.i32, 0) {
+	if d.intDiv && numel(shape) > 0 && (a.dtype == Int32 && slices.Contains(b.i32, 0) || a.dtype == Int64 && slices.Contains(b.i64, 0)) {
 		// Every element of b is read when the result is not empty.
 		panic(fmt.Sprintf("%s: %s: integer division by zero", d.name, operands(d.sym, a, b)))
 	}

@@ -112,6 +112,21 @@ func (t *Tensor) formatValues(verb byte, prec int) string {
 			return "false"
 		case BFloat16, Float16:
 			return formatHalf(h, i, verb, prec)
+		case Float64:
+			v := h.f64[i]
+			switch {
+			case math.IsNaN(v):
+				return "nan"
+			case math.IsInf(v, 1):
+				return "inf"
+			case math.IsInf(v, -1):
+				return "-inf"
+			}
+			return strconv.FormatFloat(v, verb, prec, 64)
+		case Int64:
+			return strconv.FormatInt(h.i64[i], 10)
+		case Uint8:
+			return strconv.Itoa(int(h.u8[i]))
 		}
 		return "?"
 	}

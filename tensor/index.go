@@ -96,6 +96,12 @@ func boxCopyT(dst *Tensor, dstart []int, src *Tensor, sstart, box []int) {
 		boxCopy(dst.b, dst.shape, dstart, src.b, src.shape, sstart, box)
 	case BFloat16, Float16:
 		boxCopy(dst.u16, dst.shape, dstart, src.u16, src.shape, sstart, box)
+	case Float64:
+		boxCopy(dst.f64, dst.shape, dstart, src.f64, src.shape, sstart, box)
+	case Int64:
+		boxCopy(dst.i64, dst.shape, dstart, src.i64, src.shape, sstart, box)
+	case Uint8:
+		boxCopy(dst.u8, dst.shape, dstart, src.u8, src.shape, sstart, box)
 	}
 }
 
@@ -111,6 +117,12 @@ func cloneTensor(x *Tensor) *Tensor {
 		copy(out.b, x.b)
 	case BFloat16, Float16:
 		copy(out.u16, x.u16)
+	case Float64:
+		copy(out.f64, x.f64)
+	case Int64:
+		copy(out.i64, x.i64)
+	case Uint8:
+		copy(out.u8, x.u8)
 	}
 	return out
 }
@@ -177,6 +189,12 @@ func init() {
 				takeKernel(out.f32, x.f32, idx.i32, outer, n, inner)
 			case Int32:
 				takeKernel(out.i32, x.i32, idx.i32, outer, n, inner)
+			case Float64:
+				takeKernel(out.f64, x.f64, idx.i32, outer, n, inner)
+			case Int64:
+				takeKernel(out.i64, x.i64, idx.i32, outer, n, inner)
+			case Uint8:
+				takeKernel(out.u8, x.u8, idx.i32, outer, n, inner)
 			case Bool:
 				takeKernel(out.b, x.b, idx.i32, outer, n, inner)
 			}
@@ -204,6 +222,7 @@ func init() {
 			flat := mergeBatchInto(x, a)
 			return one1(moveAxis(Take(flat, batchOffsets("tensor.Take", idx, n), a), a, 0))
 		},
+		Traits: Traits{Types: TypesAll},
 	}
 }
 
@@ -288,6 +307,12 @@ func init() {
 				takeAlongKernel(out.f32, x.f32, idx.i32, w)
 			case Int32:
 				takeAlongKernel(out.i32, x.i32, idx.i32, w)
+			case Float64:
+				takeAlongKernel(out.f64, x.f64, idx.i32, w)
+			case Int64:
+				takeAlongKernel(out.i64, x.i64, idx.i32, w)
+			case Uint8:
+				takeAlongKernel(out.u8, x.u8, idx.i32, w)
 			case Bool:
 				takeAlongKernel(out.b, x.b, idx.i32, w)
 			}
@@ -304,6 +329,7 @@ func init() {
 			x, idx := leadingBatch(in[0], batched[0]), leadingBatch(in[1], batched[1])
 			return one1(TakeAlongAxis(x, idx, pp.(*takeAlongParams).axis+1))
 		},
+		Traits: Traits{Types: TypesAll},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gonox/gonox/tensor/internal/vec"
+	"github.com/gonox/gonox/tensor/internal/vec/f64"
 )
 
 // Losses and the numerically stable functions they are built on.
@@ -423,14 +424,14 @@ func SoftmaxCrossEntropyProbs(logits, probs *Tensor) *Tensor {
 var softplusOp, logSigmoidOp *Op
 
 func init() {
-	softplusOp = unaryOpCost("softplus", costSlow, vec.Softplus, nil, nil,
+	softplusOp = withFloat64(unaryOpCost("softplus", costSlow, vec.Softplus, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Mul(g, Sigmoid(in[0]))}
-		}, SaveInputs(0), Traits{})
-	logSigmoidOp = unaryOpCost("log_sigmoid", costSlow, vec.LogSigmoid, nil, nil,
+		}, SaveInputs(0), Traits{}), costSlow, f64.Softplus)
+	logSigmoidOp = withFloat64(unaryOpCost("log_sigmoid", costSlow, vec.LogSigmoid, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Mul(g, Sigmoid(Neg(in[0])))}
-		}, SaveInputs(0), Traits{})
+		}, SaveInputs(0), Traits{}), costSlow, f64.LogSigmoid)
 }
 
 func lossUnary(name string, op *Op, x *Tensor) *Tensor {

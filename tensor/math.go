@@ -40,7 +40,11 @@ func mathOp(name string, f func(float64) float64, vjp func(g, x, y *Tensor) *Ten
 		// makes: fresh storage the backward pass may own.
 		tr = Traits{Reuse: FreshVJP}
 	}
-	return unaryOpCost(name, costSlow, kernel, nil, fi, v, save, tr)
+	op := withFloat64(unaryOpCost(name, costSlow, kernel, nil, fi, v, save, tr), costSlow, each64(f))
+	if intID {
+		op = withInt64(op, func(v int64) int64 { return v })
+	}
+	return op
 }
 
 var (
@@ -54,9 +58,9 @@ var (
 
 // Constants of the VJPs, and the masks of what they read.
 var (
-	twoOverSqrtPi = float32(2 / math.Sqrt(math.Pi))
-	sqrtPiOverTwo = float32(math.Sqrt(math.Pi) / 2)
-	ln2, ln10     = float32(math.Ln2), float32(math.Ln10)
+	twoOverSqrtPi = 2 / math.Sqrt(math.Pi)
+	sqrtPiOverTwo = math.Sqrt(math.Pi) / 2
+	ln2, ln10     = math.Ln2, math.Ln10
 	saveX, saveY  = SaveInputs(0), SaveOutput
 )
 
@@ -82,18 +86,18 @@ func init() {
 	}, saveX, false)
 	expm1Op = mathOp("expm1", math.Expm1, func(g, _, y *Tensor) *Tensor { return Mul(g, AddScalar(y, 1)) }, saveY, false)
 	log1pOp = mathOp("log1p", math.Log1p, func(g, x, _ *Tensor) *Tensor { return Div(g, AddScalar(x, 1)) }, saveX, false)
-	log2Op = mathOp("log2", math.Log2, func(g, x, _ *Tensor) *Tensor { return Div(g, MulScalar(x, ln2)) }, saveX, false)
-	log10Op = mathOp("log10", math.Log10, func(g, x, _ *Tensor) *Tensor { return Div(g, MulScalar(x, ln10)) }, saveX, false)
-	exp2Op = mathOp("exp2", math.Exp2, func(g, _, y *Tensor) *Tensor { return Mul(g, MulScalar(y, ln2)) }, saveY, false)
+	log2Op = mathOp("log2", math.Log2, func(g, x, _ *Tensor) *Tensor { return Div(g, mulConst(x, ln2)) }, saveX, false)
+	log10Op = mathOp("log10", math.Log10, func(g, x, _ *Tensor) *Tensor { return Div(g, mulConst(x, ln10)) }, saveX, false)
+	exp2Op = mathOp("exp2", math.Exp2, func(g, _, y *Tensor) *Tensor { return Mul(g, mulConst(y, ln2)) }, saveY, false)
 	// erf' = 2/√π·e^(-x²); erfinv' = √π/2·e^(y²).
 	erfOp = mathOp("erf", math.Erf, func(g, x, _ *Tensor) *Tensor {
-		return Mul(g, MulScalar(Exp(Neg(Square(x))), twoOverSqrtPi))
+		return Mul(g, mulConst(Exp(Neg(Square(x))), twoOverSqrtPi))
 	}, saveX, false)
 	erfcOp = mathOp("erfc", math.Erfc, func(g, x, _ *Tensor) *Tensor {
-		return Mul(g, MulScalar(Exp(Neg(Square(x))), -twoOverSqrtPi))
+		return Mul(g, mulConst(Exp(Neg(Square(x))), -twoOverSqrtPi))
 	}, saveX, false)
 	erfInvOp = mathOp("erf_inv", math.Erfinv, func(g, _, y *Tensor) *Tensor {
-		return Mul(g, MulScalar(Exp(Square(y)), sqrtPiOverTwo))
+		return Mul(g, mulConst(Exp(Square(y)), sqrtPiOverTwo))
 	}, saveY, false)
 	lgammaOp = mathOp("lgamma", func(x float64) float64 { v, _ := math.Lgamma(x); return v },
 		func(g, x, _ *Tensor) *Tensor { return Mul(g, Digamma(x)) }, saveX, false)
@@ -156,7 +160,8 @@ func init() {
 }
 
 var atan2Def = &binaryDef{name: "tensor.Atan2", sym: ",",
-	f32: mk2(func(y, x float32) float32 { return float32(math.Atan2(float64(y), float64(x))) })}
+	f32: mk2(func(y, x float32) float32 { return float32(math.Atan2(float64(y), float64(x))) }),
+	f64: mk2(math.Atan2)}
 
 // mathUnary checks x for the public function name (float, or int32 too
 // when intOK) and applies op.

@@ -81,8 +81,9 @@ func init() {
 			return one1(matmulBatch(in, batched, pp.(*matmulParams), MatMulT))
 		},
 		Traits: Traits{
-			Half:  NativeHalf, // bfloat16 gemm, or float16 widened once (matmul_bf16.go)
-			Reuse: FreshVJP,   // products computed by gemm (ad_backward.go)
+			Half:  NativeHalf,   // bfloat16 gemm, or float16 widened once (matmul_bf16.go)
+			Reuse: FreshVJP,     // products computed by gemm (ad_backward.go)
+			Types: TypesFloat64, // gemm.Dgemm (dtype_wide.go)
 		},
 	}
 }
@@ -109,6 +110,9 @@ func matmulBatch(in []*Tensor, batched []bool, p *matmulParams, mm func(a, b *Te
 func matmulImpl(in []*Tensor, pp any) *Tensor {
 	if in[0].dtype.isHalf() || in[1].dtype.isHalf() {
 		return matmulHalfImpl(in, pp)
+	}
+	if in[0].dtype == Float64 {
+		return matmulF64(in[0], in[1], pp.(*matmulParams))
 	}
 	return matmulF32(in[0], in[1], pp.(*matmulParams))
 }

@@ -127,6 +127,10 @@ type Traits struct {
 	// Through says which transformations (Vmap, forward mode) pass
 	// through the op to the ops its implementation applies.
 	Through Through
+	// Types says which of the dtypes Float64, Int64 and Uint8 the op
+	// computes on (see dtype_wide.go); Apply panics, naming the op, on an
+	// operand of another of them. The zero value takes none.
+	Types TypeSet
 }
 
 // HalfMode says how an op meets bfloat16 and float16 host operands.

@@ -36,6 +36,8 @@ func init() {
 					fill(out.i32, int32(p.value))
 				case Bool:
 					fill(out.b, true)
+				default:
+					fillWide("tensor.Pad", out, p.value)
 				}
 			}
 			boxCopyT(out, p.lo, x, make([]int, len(x.shape)), x.shape)
@@ -58,6 +60,7 @@ func init() {
 			p := pp.(*padParams)
 			return one1(Apply(padOp, &padParams{append([]int{0}, p.lo...), append([]int{0}, p.hi...), p.value}, in[0]))
 		},
+		Traits: Traits{Types: TypesAll},
 	}
 }
 

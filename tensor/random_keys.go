@@ -164,6 +164,12 @@ func rowOf(x *Tensor, i, n int, shape []int) *Tensor {
 		out.b = x.b[i*m : (i+1)*m]
 	case BFloat16, Float16:
 		out.u16 = x.u16[i*m : (i+1)*m]
+	case Float64:
+		out.f64 = x.f64[i*m : (i+1)*m]
+	case Int64:
+		out.i64 = x.i64[i*m : (i+1)*m]
+	case Uint8:
+		out.u8 = x.u8[i*m : (i+1)*m]
 	}
 	return out
 }

@@ -171,9 +171,14 @@ func init() {
 						dst[j] += v
 					}
 				})
+			case Float64:
+				sumWide(out.f64, x.f64, x.shape, p.keepShape)
+			case Int64:
+				sumWide(out.i64, x.i64, x.shape, p.keepShape)
 			}
 			return out
 		},
+		Traits: Traits{Types: TypesFloat64 | TypesInt64},
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, pp any) []*Tensor {
 			p := pp.(*reduceParams)
 			if prefix, _, _, _ := reduceShape(in[0].shape, p.axes); prefix && !p.keep {
@@ -198,7 +203,7 @@ func reduceBatch(op **Op) func([]*Tensor, []bool, any) []*Tensor {
 }
 
 func reduce(op *Op, name string, x *Tensor, axes []int, keep bool, ints bool) *Tensor {
-	if !x.dtype.IsFloat() && !(ints && x.dtype == Int32) {
+	if !x.dtype.IsFloat() && !(ints && (x.dtype == Int32 || x.dtype == Int64)) {
 		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
 	}
 	return Apply(op, newReduceParams(name, x, axes, keep), x)
@@ -234,6 +239,9 @@ func Mean(x *Tensor, axes ...int) *Tensor {
 		// One rounding, of the float32 mean.
 		return Convert(Mean(Convert(x, Float32), axes...), x.dtype)
 	}
+	if x.dtype == Float64 {
+		return mulConst(Sum(x, axes...), 1/float64(n))
+	}
 	return MulScalar(Sum(x, axes...), 1/float32(n))
 }
 
@@ -244,6 +252,9 @@ func MeanKeep(x *Tensor, axes ...int) *Tensor {
 	n := reducedCount(x, axes, "tensor.MeanKeep")
 	if x.dtype.isHalf() {
 		return Convert(MeanKeep(Convert(x, Float32), axes...), x.dtype)
+	}
+	if x.dtype == Float64 {
+		return mulConst(SumKeep(x, axes...), 1/float64(n))
 	}
 	return MulScalar(SumKeep(x, axes...), 1/float32(n))
 }
@@ -284,16 +295,25 @@ func chooserOp(name string, fam ShardFamily, better func(a, b float32) bool, ini
 						}
 					}
 				})
+			case Float64:
+				chooseWide(out.f64, x.f64, x.shape, p.keepShape, init < 0, math.Inf(int(math.Copysign(1, float64(init)))))
+			case Int64:
+				iv := int64(math.MaxInt64)
+				if init < 0 {
+					iv = math.MinInt64
+				}
+				chooseWide(out.i64, x.i64, x.shape, p.keepShape, init < 0, iv)
 			}
 			return out
 		},
+		Traits: Traits{Types: TypesFloat64 | TypesInt64},
 		VJP: func(g *Tensor, in []*Tensor, out *Tensor, pp any) []*Tensor {
 			// The cotangent goes to the elements equal to the result, split
 			// evenly among ties.
 			p := pp.(*reduceParams)
 			x := in[0]
 			ob := Reshape(out, p.keepShape...)
-			mask := AsType(Equal(x, ob), Float32)
+			mask := AsType(Equal(x, ob), g.dtype)
 			count := SumKeep(mask, p.axes...)
 			gk := Reshape(g, p.keepShape...)
 			return []*Tensor{Mul(mask, Div(gk, count))}
@@ -301,7 +321,7 @@ func chooserOp(name string, fam ShardFamily, better func(a, b float32) bool, ini
 		// The mean of the tangents of the elements equal to the result.
 		JVP: func(x, t, outs []*Tensor, pp any) []*Tensor {
 			p := pp.(*reduceParams)
-			mask := AsType(Equal(x[0], Reshape(outs[0], p.keepShape...)), Float32)
+			mask := AsType(Equal(x[0], Reshape(outs[0], p.keepShape...)), t[0].dtype)
 			s := Div(SumKeep(Mul(mask, t[0]), p.axes...), SumKeep(mask, p.axes...))
 			return one1(Reshape(s, p.outShape...))
 		},

@@ -8,7 +8,7 @@ import (
 // view returns a tensor with x's data and a new shape (same element count).
 func view(x *Tensor, shape []int) *Tensor {
 	x.hold()
-	return &Tensor{dtype: x.dtype, shape: shape, f32: x.f32, i32: x.i32, b: x.b, u16: x.u16, local: x.local, rec: x.rec}
+	return &Tensor{dtype: x.dtype, shape: shape, f32: x.f32, i32: x.i32, b: x.b, u16: x.u16, f64: x.f64, i64: x.i64, u8: x.u8, local: x.local, rec: x.rec}
 }
 
 var reshapeOp *Op
@@ -26,7 +26,7 @@ func init() {
 			x := in[0]
 			return one1(Reshape(x, append([]int{x.shape[0]}, p.([]int)...)...))
 		},
-		Traits: Traits{Half: NativeHalf}, // a view: 16-bit data as it is
+		Traits: Traits{Half: NativeHalf, Types: TypesAll}, // a view: 16-bit data as it is
 	}
 }
 
@@ -141,6 +141,24 @@ func init() {
 					} else {
 						fill(out.i32[o:o+n], x.i32[a])
 					}
+				case Float64:
+					if da == 1 {
+						copy(out.f64[o:o+n], x.f64[a:a+n])
+					} else {
+						fill(out.f64[o:o+n], x.f64[a])
+					}
+				case Int64:
+					if da == 1 {
+						copy(out.i64[o:o+n], x.i64[a:a+n])
+					} else {
+						fill(out.i64[o:o+n], x.i64[a])
+					}
+				case Uint8:
+					if da == 1 {
+						copy(out.u8[o:o+n], x.u8[a:a+n])
+					} else {
+						fill(out.u8[o:o+n], x.u8[a])
+					}
 				case Bool:
 					if da == 1 {
 						copy(out.b[o:o+n], x.b[a:a+n])
@@ -160,6 +178,7 @@ func init() {
 			x := alignBatch(in, batched, len(shape))[0]
 			return one1(BroadcastTo(x, append([]int{x.shape[0]}, shape...)...))
 		},
+		Traits: Traits{Types: TypesAll},
 	}
 }
 
@@ -228,7 +247,7 @@ func init() {
 		Batch: func(in []*Tensor, _ []bool, p any) []*Tensor {
 			return one1(Transpose(in[0], append([]int{0}, shiftAxes(p.([]int))...)...))
 		},
-		Traits: Traits{Reuse: FreshVJP}, // a transposed copy of g, or a view of g (settle checks)
+		Traits: Traits{Reuse: FreshVJP, Types: TypesAll}, // a transposed copy of g, or a view of g (settle checks)
 	}
 }
 
@@ -239,6 +258,12 @@ func copyRun(out, x *Tensor, o, a, n, step int) {
 			copy(out.f32[o:o+n], x.f32[a:a+n])
 		case Int32:
 			copy(out.i32[o:o+n], x.i32[a:a+n])
+		case Float64:
+			copy(out.f64[o:o+n], x.f64[a:a+n])
+		case Int64:
+			copy(out.i64[o:o+n], x.i64[a:a+n])
+		case Uint8:
+			copy(out.u8[o:o+n], x.u8[a:a+n])
 		case Bool:
 			copy(out.b[o:o+n], x.b[a:a+n])
 		}
@@ -252,6 +277,18 @@ func copyRun(out, x *Tensor, o, a, n, step int) {
 	case Int32:
 		for j := 0; j < n; j++ {
 			out.i32[o+j] = x.i32[a+j*step]
+		}
+	case Float64:
+		for j := 0; j < n; j++ {
+			out.f64[o+j] = x.f64[a+j*step]
+		}
+	case Int64:
+		for j := 0; j < n; j++ {
+			out.i64[o+j] = x.i64[a+j*step]
+		}
+	case Uint8:
+		for j := 0; j < n; j++ {
+			out.u8[o+j] = x.u8[a+j*step]
 		}
 	case Bool:
 		for j := 0; j < n; j++ {

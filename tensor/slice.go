@@ -45,7 +45,7 @@ func init() {
 			q := &sliceParams{append([]int{0}, p.starts...), append([]int{x.shape[0]}, p.limits...)}
 			return one1(Apply(sliceOp, q, x))
 		},
-		Traits: Traits{Half: NativeHalf}, // copies 16-bit data as it is
+		Traits: Traits{Half: NativeHalf, Types: TypesAll}, // copies 16-bit data as it is
 	}
 }
 
@@ -199,6 +199,7 @@ func init() {
 		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
 			return applyAll(dusOp, append([]int{0}, pp.([]int)...), materializeAll(in, batched))
 		},
+		Traits: Traits{Types: TypesAll},
 	}
 }
 
@@ -249,6 +250,12 @@ func init() {
 				flipKernel(out.f32, x.f32, x.shape, flip)
 			case Int32:
 				flipKernel(out.i32, x.i32, x.shape, flip)
+			case Float64:
+				flipKernel(out.f64, x.f64, x.shape, flip)
+			case Int64:
+				flipKernel(out.i64, x.i64, x.shape, flip)
+			case Uint8:
+				flipKernel(out.u8, x.u8, x.shape, flip)
 			case Bool:
 				flipKernel(out.b, x.b, x.shape, flip)
 			}
@@ -261,6 +268,7 @@ func init() {
 		Batch: func(in []*Tensor, _ []bool, pp any) []*Tensor {
 			return one1(Apply(flipOp, append([]bool{false}, pp.([]bool)...), in[0]))
 		},
+		Traits: Traits{Types: TypesAll},
 	}
 }
 
@@ -363,6 +371,12 @@ func init() {
 				rollKernel(out.f32, x.f32, outer, n, inner, p.shift)
 			case Int32:
 				rollKernel(out.i32, x.i32, outer, n, inner, p.shift)
+			case Float64:
+				rollKernel(out.f64, x.f64, outer, n, inner, p.shift)
+			case Int64:
+				rollKernel(out.i64, x.i64, outer, n, inner, p.shift)
+			case Uint8:
+				rollKernel(out.u8, x.u8, outer, n, inner, p.shift)
 			case Bool:
 				rollKernel(out.b, x.b, outer, n, inner, p.shift)
 			}
@@ -378,6 +392,7 @@ func init() {
 			p := pp.(rollParams)
 			return one1(Apply(rollOp, rollParams{p.shift, p.axis + 1}, in[0]))
 		},
+		Traits: Traits{Types: TypesAll},
 	}
 }
 

@@ -30,6 +30,9 @@ type Tensor struct {
 	i32       []int32
 	b         []bool
 	u16       []uint16 // BFloat16 and Float16 bits
+	f64       []float64
+	i64       []int64
+	u8        []uint8
 
 	node   *node   // non-nil when traced
 	outIdx int     // which output of node this is
@@ -98,6 +101,13 @@ func (t *Tensor) allocData(op string, n int) {
 		t.b = make([]bool, n)
 	case BFloat16, Float16:
 		t.u16 = make([]uint16, n)
+	case Float64:
+		t.f64 = makeFloat64(n)
+		t.setBuffer()
+	case Int64:
+		t.i64 = make([]int64, n)
+	case Uint8:
+		t.u8 = make([]uint8, n)
 	default:
 		panic(fmt.Sprintf("%s: invalid dtype %v", op, t.dtype))
 	}
@@ -117,7 +127,10 @@ func FromFloat32(data []float32, shape ...int) *Tensor {
 	return t
 }
 
-// FromFloat64 returns a float32 tensor holding data converted to float32.
+// FromFloat64 returns a float32 tensor holding data converted to float32,
+// as jnp.asarray does with JAX's default configuration (jax_enable_x64
+// off): float64 data from Go code becomes float32 parameters and inputs.
+// Use FromFloat64s for a Float64 tensor.
 func FromFloat64(data []float64, shape ...int) *Tensor {
 	shape = shapeFor("tensor.FromFloat64", len(data), shape)
 	f := make([]float32, len(data))
@@ -231,6 +244,8 @@ func full(op string, dt DType, v float64, shape []int) *Tensor {
 		}
 	case BFloat16, Float16:
 		fillHalf(t, v)
+	default:
+		fillWide(op, t, v)
 	}
 	return t
 }
@@ -338,7 +353,7 @@ func (t *Tensor) placeholder() bool {
 	if t.layout != nil {
 		return shapeOnly(t.layout)
 	}
-	return t.f32 == nil && t.i32 == nil && t.b == nil && t.u16 == nil && t.Size() > 0
+	return t.f32 == nil && t.i32 == nil && t.b == nil && t.u16 == nil && t.f64 == nil && t.i64 == nil && t.u8 == nil && t.Size() > 0
 }
 
 // mustHaveData panics if t is a shape-only placeholder: a value that a VJP
@@ -362,9 +377,14 @@ func (t *Tensor) Float32s() []float32 {
 	return append([]float32(nil), t.host("Tensor.Float32s").f32...)
 }
 
-// Float64s returns the elements converted to float64, for any dtype.
+// Float64s returns the elements converted to float64, for any dtype (a
+// copy of the elements of a Float64 tensor; an Int64 beyond 2^53 is
+// rounded, use Int64s).
 func (t *Tensor) Float64s() []float64 {
 	h := t.host("Tensor.Float64s")
+	if h.dtype == Float64 {
+		return append([]float64(nil), h.f64...)
+	}
 	out := make([]float64, h.Size())
 	for i := range out {
 		out[i] = h.at(i)
@@ -463,6 +483,12 @@ func (t *Tensor) at(i int) float64 {
 		return 0
 	case BFloat16, Float16:
 		return float64(halfAt(t, i))
+	case Float64:
+		return t.f64[i]
+	case Int64:
+		return float64(t.i64[i])
+	case Uint8:
+		return float64(t.u8[i])
 	}
 	panic("tensor: invalid tensor")
 }

@@ -196,7 +196,7 @@ func TestConstructorPanics(t *testing.T) {
 		{"Zeros negative", func() { tensor.Zeros(tensor.Float32, 2, -3) }, "tensor.Zeros: negative dimension in shape [2 -3]"},
 		{"Zeros bad dtype", func() { tensor.Zeros(tensor.DType(0), 2) }, "tensor.Zeros: invalid dtype DType(0)"},
 		{"Full negative", func() { tensor.Full(tensor.Float32, 1, -1) }, "tensor.Full: negative dimension in shape [-1]"},
-		{"Full bad dtype", func() { tensor.Full(tensor.DType(7), 1, 1) }, "tensor.Full: invalid dtype DType(7)"},
+		{"Full bad dtype", func() { tensor.Full(tensor.DType(99), 1, 1) }, "tensor.Full: invalid dtype DType(99)"},
 		{"Ones negative", func() { tensor.Ones(tensor.Int32, -2) }, "tensor.Ones: negative dimension in shape [-2]"},
 		{"Full int fraction", func() { tensor.Full(tensor.Int32, 1.5, 2) }, "tensor.Full: 1.5 is not an int32"},
 		{"Full int overflow", func() { tensor.Full(tensor.Int32, 1e10) }, "tensor.Full: 1e+10 is not an int32"},

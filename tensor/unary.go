@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/gonox/gonox/tensor/internal/vec"
+	"github.com/gonox/gonox/tensor/internal/vec/f64"
 )
 
 // unaryOpVec builds a float32 (and optionally int32) elementwise op with a
@@ -121,7 +122,7 @@ func gradTimes(grad func(d, s []float32)) func(d, g, x []float32) {
 
 // unary validates x for the public function name and applies op.
 func unary(name string, op *Op, intOK bool, x *Tensor) *Tensor {
-	if !x.dtype.IsFloat() && !(intOK && x.dtype == Int32) {
+	if !x.dtype.IsFloat() && !(intOK && (x.dtype == Int32 || x.dtype == Int64)) {
 		panic(fmt.Sprintf("%s: %v: not defined for %v", name, x, x.dtype))
 	}
 	return Apply(op, nil, x)
@@ -138,14 +139,14 @@ var activationTraits = Traits{Reuse: FreshVJP | TakesCotangent}
 var geluBwdOp, geluExactBwdOp, siluBwdOp, tanhBwdOp, sigmoidBwdOp, reluBwdOp, squareBwdOp *Op
 
 func init() {
-	negOp = unaryOpVec("neg", func(d, s []float32) {
+	negOp = withInt64(withFloat64(unaryOpVec("neg", func(d, s []float32) {
 		d = d[:len(s)]
 		for i, v := range s {
 			d[i] = -v
 		}
 	}, nil, func(x int32) int32 { return -x },
-		func(g *Tensor, _ []*Tensor, _ *Tensor, _ any) []*Tensor { return []*Tensor{Neg(g)} }, 0, Traits{})
-	absOp = unaryOpVec("abs", func(d, s []float32) {
+		func(g *Tensor, _ []*Tensor, _ *Tensor, _ any) []*Tensor { return []*Tensor{Neg(g)} }, 0, Traits{}), costCheap, each64(func(v float64) float64 { return -v })), func(v int64) int64 { return -v })
+	absOp = withInt64(withFloat64(unaryOpVec("abs", func(d, s []float32) {
 		d = d[:len(s)]
 		for i, v := range s {
 			d[i] = math.Float32frombits(math.Float32bits(v) &^ (1 << 31))
@@ -158,8 +159,8 @@ func init() {
 			return x
 		},
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor { return []*Tensor{Mul(g, Sign(in[0]))} },
-		SaveInputs(0), Traits{})
-	signOp = unaryOpVec("sign", func(d, s []float32) {
+		SaveInputs(0), Traits{}), costCheap, each64(math.Abs)), absInt[int64])
+	signOp = withInt64(withFloat64(unaryOpVec("sign", func(d, s []float32) {
 		d = d[:len(s)]
 		for i, x := range s {
 			switch {
@@ -179,31 +180,31 @@ func init() {
 			return -1
 		}
 		return 0
-	}, nil, 0, Traits{})
-	expOp = unaryOpCost("exp", costMath, vec.Exp, nil, nil,
+	}, nil, 0, Traits{}), costCheap, each64(sign64)), signInt[int64])
+	expOp = withFloat64(unaryOpCost("exp", costMath, vec.Exp, nil, nil,
 		func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor { return []*Tensor{Mul(g, out)} },
-		SaveOutput, Traits{})
-	logOp = unaryOpCost("log", costMath, vec.Log, nil, nil,
+		SaveOutput, Traits{}), costMath, f64.Exp)
+	logOp = withFloat64(unaryOpCost("log", costMath, vec.Log, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor { return []*Tensor{Div(g, in[0])} },
-		SaveInputs(0), Traits{})
-	sqrtOp = unaryOpCost("sqrt", costMath, vec.Sqrt, nil, nil,
+		SaveInputs(0), Traits{}), costMath, f64.Log)
+	sqrtOp = withFloat64(unaryOpCost("sqrt", costMath, vec.Sqrt, nil, nil,
 		func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
 			return []*Tensor{Div(g, MulScalar(out, 2))}
-		}, SaveOutput, Traits{})
-	rsqrtOp = unaryOpCost("rsqrt", costMath, vec.Rsqrt, nil, nil,
+		}, SaveOutput, Traits{}), costMath, f64.Sqrt)
+	rsqrtOp = withFloat64(unaryOpCost("rsqrt", costMath, vec.Rsqrt, nil, nil,
 		func(g *Tensor, in []*Tensor, out *Tensor, _ any) []*Tensor {
 			// d/dx x^-1/2 = -1/2 x^-3/2 = -out/(2x)
 			return []*Tensor{Mul(g, Div(MulScalar(out, -0.5), in[0]))}
-		}, SaveInputs(0)|SaveOutput, Traits{})
-	squareOp = unaryOpVec("square", vec.Square, nil, func(x int32) int32 { return x * x },
+		}, SaveInputs(0)|SaveOutput, Traits{}), costMath, f64.Rsqrt)
+	squareOp = withInt64(withFloat64(unaryOpVec("square", vec.Square, nil, func(x int32) int32 { return x * x },
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			if in[0].dtype != Float32 {
 				return []*Tensor{Mul(g, MulScalar(in[0], 2))}
 			}
 			return []*Tensor{Apply(squareBwdOp, nil, g, in[0])}
-		}, SaveInputs(0), activationTraits)
+		}, SaveInputs(0), activationTraits), costCheap, f64.Square), func(v int64) int64 { return v * v })
 	// square_bwd: g·(2x), as Mul(g, MulScalar(x, 2)) computes it (2x is exact).
-	squareBwdOp = bwdOp("square_bwd", costCheap, func(d, g, x []float32) {
+	squareBwdOp = withFloat64Bwd(bwdOp("square_bwd", costCheap, func(d, g, x []float32) {
 		var buf [stageLen]float32
 		for lo := 0; lo < len(d); lo += stageLen {
 			hi := min(lo+stageLen, len(d))
@@ -214,59 +215,63 @@ func init() {
 	}, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, x := in[0], in[1]
 		return []*Tensor{Mul(c, MulScalar(x, 2)), Mul(MulScalar(c, 2), g)}
+	}), costCheap, func(d, g, x []float64) {
+		for i := range d {
+			d[i] = g[i] * (2 * x[i])
+		}
 	})
-	tanhOp = unaryOpCost("tanh", costMath, vec.Tanh, nil, nil,
+	tanhOp = withFloat64(unaryOpCost("tanh", costMath, vec.Tanh, nil, nil,
 		func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
 			return []*Tensor{Apply(tanhBwdOp, nil, g, out)}
-		}, SaveOutput, activationTraits)
+		}, SaveOutput, activationTraits), costMath, f64.Tanh)
 	// tanh_bwd: g·(1 - y²).
-	tanhBwdOp = bwdOp("tanh_bwd", costCheap, vec.TanhGradMul, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+	tanhBwdOp = withFloat64Bwd(bwdOp("tanh_bwd", costCheap, vec.TanhGradMul, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, y := in[0], in[1]
 		return []*Tensor{Apply(tanhBwdOp, nil, c, y), MulScalar(Mul(Mul(c, g), y), -2)}
-	})
-	sigmoidOp = unaryOpCost("sigmoid", costMath, vec.Sigmoid, nil, nil,
+	}), costCheap, f64.TanhGradMul)
+	sigmoidOp = withFloat64(unaryOpCost("sigmoid", costMath, vec.Sigmoid, nil, nil,
 		func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
 			return []*Tensor{Apply(sigmoidBwdOp, nil, g, out)}
-		}, SaveOutput, activationTraits)
+		}, SaveOutput, activationTraits), costMath, f64.Sigmoid)
 	// sigmoid_bwd: g·y·(1 - y).
-	sigmoidBwdOp = bwdOp("sigmoid_bwd", costCheap, vec.SigmoidGradMul, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+	sigmoidBwdOp = withFloat64Bwd(bwdOp("sigmoid_bwd", costCheap, vec.SigmoidGradMul, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, y := in[0], in[1]
 		return []*Tensor{Apply(sigmoidBwdOp, nil, c, y), Mul(Mul(c, g), Sub(Scalar(1), MulScalar(y, 2)))}
-	})
-	reluOp = unaryOpVec("relu", vec.Relu, nil, nil, func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
+	}), costCheap, f64.SigmoidGradMul)
+	reluOp = withFloat64(unaryOpVec("relu", vec.Relu, nil, nil, func(g *Tensor, _ []*Tensor, out *Tensor, _ any) []*Tensor {
 		// The gradient at 0 is 0, as in JAX.
 		return []*Tensor{Apply(reluBwdOp, nil, g, out)}
-	}, SaveOutput, activationTraits)
+	}, SaveOutput, activationTraits), costCheap, f64.Relu)
 	// relu_bwd: g where y > 0, else 0. Piecewise constant in y.
-	reluBwdOp = bwdOp("relu_bwd", costCheap, vec.ReluGradMul, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+	reluBwdOp = withFloat64Bwd(bwdOp("relu_bwd", costCheap, vec.ReluGradMul, func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		return []*Tensor{Apply(reluBwdOp, nil, c, in[1]), nil}
-	})
-	siluOp = unaryOpCost("silu", costMath, vec.Silu, nil, nil,
+	}), costCheap, f64.ReluGradMul)
+	siluOp = withFloat64(unaryOpCost("silu", costMath, vec.Silu, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Apply(siluBwdOp, nil, g, in[0])}
-		}, SaveInputs(0), activationTraits)
+		}, SaveInputs(0), activationTraits), costMath, f64.Silu)
 	// silu_bwd: g·σ(x)·(1 + x·(1-σ(x))).
-	siluBwdOp = bwdOp("silu_bwd", costMath, gradTimes(vec.SiluGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+	siluBwdOp = withFloat64Bwd(bwdOp("silu_bwd", costMath, gradTimes(vec.SiluGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, x := in[0], in[1]
 		return []*Tensor{Apply(siluBwdOp, nil, c, x), Mul(Mul(c, g), siluGrad2(x))}
-	})
-	geluOp = unaryOpCost("gelu", costMath, vec.Gelu, nil, nil,
+	}), costMath, gradTimes64(f64.SiluGrad))
+	geluOp = withFloat64(unaryOpCost("gelu", costMath, vec.Gelu, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Apply(geluBwdOp, nil, g, in[0])}
-		}, SaveInputs(0), activationTraits)
+		}, SaveInputs(0), activationTraits), costMath, f64.Gelu)
 	// gelu_bwd: g·gelu'(x) in one sweep.
-	geluBwdOp = bwdOp("gelu_bwd", costMath, gradTimes(vec.GeluGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+	geluBwdOp = withFloat64Bwd(bwdOp("gelu_bwd", costMath, gradTimes(vec.GeluGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, x := in[0], in[1]
 		return []*Tensor{Apply(geluBwdOp, nil, c, x), Mul(Mul(c, g), geluTanhGrad2(x))}
-	})
-	geluExactOp = unaryOpCost("gelu_exact", costSlow, vec.GeluExact, nil, nil,
+	}), costMath, gradTimes64(f64.GeluGrad))
+	geluExactOp = withFloat64(unaryOpCost("gelu_exact", costSlow, vec.GeluExact, nil, nil,
 		func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 			return []*Tensor{Apply(geluExactBwdOp, nil, g, in[0])}
-		}, SaveInputs(0), activationTraits)
-	geluExactBwdOp = bwdOp("gelu_exact_bwd", costSlow, gradTimes(vec.GeluExactGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+		}, SaveInputs(0), activationTraits), costSlow, f64.GeluExact)
+	geluExactBwdOp = withFloat64Bwd(bwdOp("gelu_exact_bwd", costSlow, gradTimes(vec.GeluExactGrad), func(c *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
 		g, x := in[0], in[1]
 		return []*Tensor{Apply(geluExactBwdOp, nil, c, x), Mul(Mul(c, g), geluExactGrad2(x))}
-	})
+	}), costSlow, gradTimes64(f64.GeluExactGrad))
 }
 
 // geluExactGrad2 returns d²/dx² x·Φ(x) = φ(x)·(2 - x²), built from ops.

@@ -1,0 +1,584 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"unsafe"
+
+	"github.com/gonox/gonox/tensor/internal/gemm"
+	"github.com/gonox/gonox/tensor/internal/vec"
+	"github.com/gonox/gonox/tensor/internal/vec/f64"
+)
+
+// Float64, Int64 and Uint8: the dtypes beyond the 32- and 16-bit ones.
+//
+// A Float64 tensor stores float64 (Tensor.f64) and is a compute type of
+// its own, as in JAX with jax_enable_x64: an op that takes it computes and
+// accumulates in float64 (elementwise kernels of package
+// tensor/internal/vec/f64, matmul through gemm.Dgemm) and returns float64
+// results; its VJP gives float64 cotangents. Int64 (Tensor.i64) is an
+// integer type like Int32 for large index spaces; Uint8 (Tensor.u8) is a
+// storage type for bytes (images), moved, compared and converted, and
+// computed on after AsType.
+//
+// Which ops take which of these dtypes is declared with each op
+// (Traits.Types); Apply panics, naming the op and its operands in type
+// notation, when an op meets a dtype it does not declare, so no op ever
+// reads float64 data as float32. Float32 scalars (Scalar(0.5)) meet a
+// float64 operand as weak types, as Python scalars do in JAX: they are
+// converted to float64 first.
+
+// TypeSet says which of the dtypes Float64, Int64 and Uint8 an op
+// computes on (Traits.Types).
+type TypeSet uint8
+
+const (
+	// TypesFloat64: the op takes Float64 operands (its results are
+	// float64 where they would be float32).
+	TypesFloat64 TypeSet = 1 << iota
+	// TypesInt64: the op takes Int64 operands where it takes Int32 ones.
+	TypesInt64
+	// TypesUint8: the op takes Uint8 operands (ops that move or compare
+	// data whatever its dtype).
+	TypesUint8
+	// TypesAll takes every dtype: ops that move data (reshape, slice,
+	// concatenate, gather) or convert it.
+	TypesAll = TypesFloat64 | TypesInt64 | TypesUint8
+)
+
+// Has reports whether every dtype of q is in s.
+func (s TypeSet) Has(q TypeSet) bool { return s&q == q }
+
+// typeBit returns the TypeSet bit of dt (0 for the dtypes every op takes).
+func typeBit(dt DType) TypeSet {
+	switch dt {
+	case Float64:
+		return TypesFloat64
+	case Int64:
+		return TypesInt64
+	case Uint8:
+		return TypesUint8
+	}
+	return 0
+}
+
+// checkTypes panics unless op declares every Float64, Int64 or Uint8
+// dtype among its host operands.
+func checkTypes(op *Op, in []*Tensor) {
+	for _, x := range in {
+		if b := typeBit(x.dtype); b != 0 && !op.Traits.Types.Has(b) && !op.distributed() {
+			panic(fmt.Sprintf("tensor: op %q is not defined for %v operands (%s); convert them with tensor.Convert or tensor.AsType", op.Name, x.dtype, typeList(in)))
+		}
+	}
+}
+
+// typeList returns the types of ts in type notation, comma-separated.
+func typeList(ts []*Tensor) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = t.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// makeFloat64 allocates zeroed float64 storage, from the allocator cache
+// if it has some of that size class.
+func makeFloat64(n int) []float64 {
+	if s := cachedF64(n); s != nil {
+		clear(s)
+		return s
+	}
+	s := make([]float64, n, capFor(n))
+	if n*8 >= hugeThreshold {
+		adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), cap(s)*8)
+	}
+	return s
+}
+
+// cachedF64 is cachedF32 for float64.
+func cachedF64(n int) []float64 {
+	s := f64Cache.get(n)
+	if s != nil && poisonRecycled {
+		for i := range s {
+			s[i] = math.NaN()
+		}
+	}
+	return s
+}
+
+// fillWide sets every element of the Float64, Int64 or Uint8 tensor t to
+// v, panicking, naming op, if v is not representable in an integer dtype.
+func fillWide(op string, t *Tensor, v float64) {
+	switch t.dtype {
+	case Float64:
+		for i := range t.f64 {
+			t.f64[i] = v
+		}
+	case Int64:
+		if v != math.Trunc(v) || v >= -math.MinInt64 || v < math.MinInt64 {
+			panic(fmt.Sprintf("%s: %v is not an int64", op, v))
+		}
+		iv := int64(v)
+		for i := range t.i64 {
+			t.i64[i] = iv
+		}
+	case Uint8:
+		if v != math.Trunc(v) || v < 0 || v > math.MaxUint8 {
+			panic(fmt.Sprintf("%s: %v is not a uint8", op, v))
+		}
+		for i := range t.u8 {
+			t.u8[i] = uint8(v)
+		}
+	}
+}
+
+// FromFloat64s returns a Float64 tensor of the given shape holding a copy
+// of data (the shape arguments as for FromFloat32), as jnp.asarray does
+// with jax_enable_x64 on. FromFloat64 converts to float32 instead.
+func FromFloat64s(data []float64, shape ...int) *Tensor {
+	shape = shapeFor("tensor.FromFloat64s", len(data), shape)
+	return &Tensor{dtype: Float64, shape: shape, f64: append([]float64{}, data...)}
+}
+
+// FromInt64 returns an Int64 tensor of the given shape holding a copy of
+// data.
+func FromInt64(data []int64, shape ...int) *Tensor {
+	shape = shapeFor("tensor.FromInt64", len(data), shape)
+	return &Tensor{dtype: Int64, shape: shape, i64: append([]int64{}, data...)}
+}
+
+// FromUint8 returns a Uint8 tensor of the given shape holding a copy of
+// data (pixels, say).
+func FromUint8(data []uint8, shape ...int) *Tensor {
+	shape = shapeFor("tensor.FromUint8", len(data), shape)
+	return &Tensor{dtype: Uint8, shape: shape, u8: append([]uint8{}, data...)}
+}
+
+// WrapFloat64 is WrapFloat32 for float64 data: a Float64 tensor over data,
+// without copying. The caller must not change data afterwards.
+func WrapFloat64(data []float64, shape ...int) *Tensor {
+	shape = shapeFor("tensor.WrapFloat64", len(data), shape)
+	if data == nil {
+		data = []float64{}
+	}
+	return &Tensor{dtype: Float64, shape: shape, f64: data}
+}
+
+// WrapInt64 is WrapFloat32 for int64 data.
+func WrapInt64(data []int64, shape ...int) *Tensor {
+	shape = shapeFor("tensor.WrapInt64", len(data), shape)
+	if data == nil {
+		data = []int64{}
+	}
+	return &Tensor{dtype: Int64, shape: shape, i64: data}
+}
+
+// WrapUint8 is WrapFloat32 for uint8 data.
+func WrapUint8(data []uint8, shape ...int) *Tensor {
+	shape = shapeFor("tensor.WrapUint8", len(data), shape)
+	if data == nil {
+		data = []uint8{}
+	}
+	return &Tensor{dtype: Uint8, shape: shape, u8: data}
+}
+
+// ScalarFloat64 returns a Float64 scalar (shape []).
+func ScalarFloat64(v float64) *Tensor {
+	return &Tensor{dtype: Float64, shape: []int{}, f64: []float64{v}}
+}
+
+// ScalarInt64 returns an Int64 scalar.
+func ScalarInt64(v int64) *Tensor { return &Tensor{dtype: Int64, shape: []int{}, i64: []int64{v}} }
+
+// Int64s returns a copy of the elements of an Int64 tensor (Ints for
+// Int32). A sharded tensor is gathered first.
+func (t *Tensor) Int64s() []int64 {
+	t.mustDType("Tensor.Int64s", Int64)
+	return append([]int64(nil), t.host("Tensor.Int64s").i64...)
+}
+
+// Uint8s returns a copy of the elements of a Uint8 tensor.
+func (t *Tensor) Uint8s() []uint8 {
+	t.mustDType("Tensor.Uint8s", Uint8)
+	return append([]uint8(nil), t.host("Tensor.Uint8s").u8...)
+}
+
+// RawFloat64 returns the storage of a Float64 host tensor without copying
+// (read-only, see RawFloat32).
+func (t *Tensor) RawFloat64() []float64 {
+	t.mustDType("Tensor.RawFloat64", Float64)
+	t.mustHost("Tensor.RawFloat64")
+	t.mustHaveData("Tensor.RawFloat64")
+	t.pin()
+	return t.f64
+}
+
+// RawInt64 is RawFloat32 for Int64 tensors.
+func (t *Tensor) RawInt64() []int64 {
+	t.mustDType("Tensor.RawInt64", Int64)
+	t.mustHost("Tensor.RawInt64")
+	t.mustHaveData("Tensor.RawInt64")
+	t.pin()
+	return t.i64
+}
+
+// RawUint8 is RawFloat32 for Uint8 tensors.
+func (t *Tensor) RawUint8() []uint8 {
+	t.mustDType("Tensor.RawUint8", Uint8)
+	t.mustHost("Tensor.RawUint8")
+	t.mustHaveData("Tensor.RawUint8")
+	t.pin()
+	return t.u8
+}
+
+// number is an element type that converts to and from the others with Go
+// conversions.
+type number interface {
+	float32 | float64 | int32 | int64 | uint8
+}
+
+// castSlice sets dst[i] to src[i] converted with Go's conversion.
+func castSlice[D, S number](dst []D, src []S) {
+	src = src[:len(dst)]
+	for i, v := range src {
+		dst[i] = D(v)
+	}
+}
+
+// boolsTo sets dst[i] to 1 where src[i] is true, else 0.
+func boolsTo[D number](dst []D, src []bool) {
+	src = src[:len(dst)]
+	for i, v := range src {
+		if v {
+			dst[i] = 1
+		} else {
+			dst[i] = 0
+		}
+	}
+}
+
+// toFloat writes the host tensor x (any dtype but the half ones)
+// converted to D into dst.
+func toFloat[D vec.Float](dst []D, x *Tensor) {
+	switch x.dtype {
+	case Float32:
+		castSlice(dst, x.f32)
+	case Float64:
+		castSlice(dst, x.f64)
+	case Int32:
+		vec.FloatFromInt(dst, x.i32)
+	case Int64:
+		vec.FloatFromInt(dst, x.i64)
+	case Uint8:
+		vec.FloatFromInt(dst, x.u8)
+	case Bool:
+		boolsTo(dst, x.b)
+	}
+}
+
+// toInt writes the host tensor x (any dtype but the half ones) converted
+// to D into dst: floats truncated and saturated, integers wrapped.
+func toInt[D vec.Integer](dst []D, x *Tensor) {
+	switch x.dtype {
+	case Float32:
+		vec.IntFromFloat(dst, x.f32)
+	case Float64:
+		vec.IntFromFloat(dst, x.f64)
+	case Int32:
+		vec.IntFromInt(dst, x.i32)
+	case Int64:
+		vec.IntFromInt(dst, x.i64)
+	case Uint8:
+		vec.IntFromInt(dst, x.u8)
+	case Bool:
+		boolsTo(dst, x.b)
+	}
+}
+
+// asTypeImpl converts the host tensor x (not a half dtype) to dt (not a
+// half dtype).
+func asTypeImpl(x *Tensor, dt DType) *Tensor {
+	out := newOutUninit(dt, x.shape)
+	switch dt {
+	case Float32:
+		toFloat(out.f32, x)
+	case Float64:
+		toFloat(out.f64, x)
+	case Int32:
+		toInt(out.i32, x)
+	case Int64:
+		toInt(out.i64, x)
+	case Uint8:
+		toInt(out.u8, x)
+	case Bool:
+		switch x.dtype {
+		case Int64:
+			for i, v := range x.i64 {
+				out.b[i] = v != 0
+			}
+		default:
+			for i := range out.b {
+				out.b[i] = x.at(i) != 0
+			}
+		}
+	}
+	return out
+}
+
+// convertFloat converts the host float tensor x to the float dtype dt
+// (different from x's): the Impl of Convert.
+func convertFloat(x *Tensor, dt DType) *Tensor {
+	switch {
+	case x.dtype == Float64 && dt == Float32:
+		out := newOutUninit(Float32, x.shape)
+		vec.F32FromF64(out.f32, x.f64)
+		return out
+	case x.dtype == Float32 && dt == Float64:
+		out := newOutUninit(Float64, x.shape)
+		vec.F64FromF32(out.f64, x.f32)
+		return out
+	case x.dtype == Float64: // to a half dtype, through float32
+		return narrow(convertFloat(x, Float32), dt)
+	case dt == Float64: // from a half dtype: both widenings are exact
+		return convertFloat(widen(x), Float64)
+	case x.dtype == Float32:
+		return narrow(x, dt)
+	case dt == Float32:
+		return widen(x)
+	}
+	return narrow(widen(x), dt) // bf16 <-> f16: float32 holds both exactly
+}
+
+// maxFloat is maxF32 for any float type: NaN if either is NaN.
+func maxFloat[T float32 | float64](x, y T) T {
+	if x != x || x > y {
+		return x
+	}
+	return y
+}
+
+// minFloat is minF32 for any float type.
+func minFloat[T float32 | float64](x, y T) T {
+	if x != x || x < y {
+		return x
+	}
+	return y
+}
+
+// floorDivInt is Python's // on integers (y != 0).
+func floorDivInt[T int32 | int64](x, y T) T {
+	q := x / y
+	if (x%y != 0) && ((x < 0) != (y < 0)) {
+		q--
+	}
+	return q
+}
+
+// mapT runs an elementwise kernel over s into d, split over goroutines
+// when large (mapF32 for any element type).
+func mapT[T any](kernel func(d, s []T), d, s []T, cost int, local bool) {
+	if serial(len(s)*cost, local) {
+		kernel(d, s)
+		return
+	}
+	parallelFor(len(s), cost, 8, local, func(lo, hi int) { kernel(d[lo:hi], s[lo:hi]) })
+}
+
+// map2T is map2F32 for any element type.
+func map2T[T any](kernel func(d, a, b []T), d, a, b []T, cost int, local bool) {
+	if serial(len(d)*cost, local) {
+		kernel(d, a, b)
+		return
+	}
+	parallelFor(len(d), cost, 8, local, func(lo, hi int) { kernel(d[lo:hi], a[lo:hi], b[lo:hi]) })
+}
+
+// withFloat64 gives the unary op its float64 kernel k: its Impl computes a
+// Float64 operand with k (split when large, as the float32 kernel) and
+// any other as before. It returns op.
+func withFloat64(op *Op, cost int, k func(d, s []float64)) *Op {
+	impl := op.Impl
+	op.Impl = func(in []*Tensor, p any) *Tensor {
+		x := in[0]
+		if x.dtype != Float64 {
+			return impl(in, p)
+		}
+		out := newOutUninit(Float64, x.shape)
+		mapT(k, out.f64, x.f64, cost, x.local != nil)
+		return out
+	}
+	op.Traits.Types |= TypesFloat64
+	return op
+}
+
+// withInt64 gives the unary op its int64 function f.
+func withInt64(op *Op, f func(int64) int64) *Op {
+	impl := op.Impl
+	op.Impl = func(in []*Tensor, p any) *Tensor {
+		x := in[0]
+		if x.dtype != Int64 {
+			return impl(in, p)
+		}
+		out := newOutUninit(Int64, x.shape)
+		for i, v := range x.i64 {
+			out.i64[i] = f(v)
+		}
+		return out
+	}
+	op.Traits.Types |= TypesInt64
+	return op
+}
+
+// withFloat64Bwd gives the fused backward op (bwdOp) its float64 kernel
+// k(dst, g, x).
+func withFloat64Bwd(op *Op, cost int, k func(d, g, x []float64)) *Op {
+	impl := op.Impl
+	op.Impl = func(in []*Tensor, p any) *Tensor {
+		g, x := in[0], in[1]
+		if g.dtype != Float64 {
+			return impl(in, p)
+		}
+		out := newOutUninit(Float64, g.shape)
+		map2T(k, out.f64, g.f64, x.f64, cost, isLocal(g, x))
+		return out
+	}
+	op.Traits.Types |= TypesFloat64
+	return op
+}
+
+// each64 returns a float64 kernel applying f to every element.
+func each64(f func(float64) float64) func(d, s []float64) {
+	return func(d, s []float64) {
+		d = d[:len(s)]
+		for i, v := range s {
+			d[i] = f(v)
+		}
+	}
+}
+
+// gradTimes64 is gradTimes for float64: dst = g·grad(x).
+func gradTimes64(grad func(d, s []float64)) func(d, g, x []float64) {
+	return func(d, g, x []float64) {
+		var buf [stageLen]float64
+		for lo := 0; lo < len(d); lo += stageLen {
+			hi := min(lo+stageLen, len(d))
+			t := buf[:hi-lo]
+			grad(t, x[lo:hi])
+			f64.MulVV(d[lo:hi], t, g[lo:hi])
+		}
+	}
+}
+
+// sign64 is jnp.sign for float64: ±1, and 0, -0 or NaN as they are.
+func sign64(x float64) float64 {
+	switch {
+	case x > 0:
+		return 1
+	case x < 0:
+		return -1
+	}
+	return x
+}
+
+// signInt is jnp.sign for integers.
+func signInt[T int32 | int64](x T) T {
+	switch {
+	case x > 0:
+		return 1
+	case x < 0:
+		return -1
+	}
+	return 0
+}
+
+// absInt is |x| for integers (wrapping at the minimum, as Go's -x).
+func absInt[T int32 | int64](x T) T {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// constLike returns the scalar c in x's float dtype: exact for Float64,
+// rounded to float32 (a weak scalar) for the others. VJPs use it for
+// their constants so that float64 gradients keep every digit.
+func constLike(x *Tensor, c float64) *Tensor {
+	if x.dtype == Float64 {
+		return ScalarFloat64(c)
+	}
+	return Scalar(float32(c))
+}
+
+// mulConst returns x·c with c as constLike gives it.
+func mulConst(x *Tensor, c float64) *Tensor { return Mul(x, constLike(x, c)) }
+
+// sumWide adds the elements of src (of shape) into out (of the reduced
+// shape keep, with the reduced axes of size 1), accumulating in T: the
+// float64 and int64 sums.
+func sumWide[T float64 | int64](out, src []T, shape, keep []int) {
+	reduceLoop(shape, keep, func(xi, o, n, do int) {
+		s := src[xi : xi+n]
+		if do == 0 {
+			var acc T
+			for _, v := range s {
+				acc += v
+			}
+			out[o] += acc
+			return
+		}
+		d := out[o : o+n]
+		for j, v := range s {
+			d[j] += v
+		}
+	})
+}
+
+// chooseWide computes the max (isMax) or min of src over the reduced
+// axes into out, starting from init; a NaN wins, as in the float32
+// kernel.
+func chooseWide[T float64 | int64](out, src []T, shape, keep []int, isMax bool, init T) {
+	for i := range out {
+		out[i] = init
+	}
+	reduceLoop(shape, keep, func(xi, o, n, do int) {
+		for j := 0; j < n; j++ {
+			v, w := src[xi+j], &out[o+j*do]
+			if v != v || (isMax && v > *w) || (!isMax && v < *w) {
+				*w = v
+			}
+		}
+	})
+}
+
+// matmulF64 is matmulF32 for float64 operands: one gemm.Dgemm per
+// product of the batch, each on every core for a single product.
+func matmulF64(a, b *Tensor, p *matmulParams) *Tensor {
+	out := newOutUninit(Float64, p.outShape) // beta = 0: Dgemm writes all of C
+	threads := 0
+	if a.local != nil || b.local != nil {
+		threads = 1
+	}
+	lda, ldb := p.k, p.n
+	if p.ta {
+		lda = p.m
+	}
+	if p.tb {
+		ldb = p.k
+	}
+	sizeA, sizeB, sizeC := p.m*p.k, p.k*p.n, p.m*p.n
+	if numel(p.batch) == 1 {
+		gemm.Dgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f64, lda, b.f64, ldb, 0, out.f64, p.n, threads)
+		return out
+	}
+	sa := broadcastStrides(a.shape[:len(a.shape)-2], p.batch)
+	sb := broadcastStrides(b.shape[:len(b.shape)-2], p.batch)
+	broadcastLoop(p.batch, sa, sb, func(o, ia, ib, n, da, db int) {
+		for j := 0; j < n; j++ {
+			oa, ob, oc := (ia+j*da)*sizeA, (ib+j*db)*sizeB, (o+j)*sizeC
+			gemm.Dgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f64[oa:oa+sizeA], lda, b.f64[ob:ob+sizeB], ldb,
+				0, out.f64[oc:oc+sizeC], p.n, threads)
+		}
+	})
+	return out
+}
