@@ -273,7 +273,7 @@ func init() {
 		},
 		JVP:    linearJVP(&nameOp),
 		Batch:  sameOpBatch(&nameOp),
-		Traits: Traits{Half: NativeHalf}, // an identity: half data passes as it is
+		Traits: Traits{Half: NativeHalf, Types: TypesAll}, // an identity: half data passes as it is
 	}
 }
 

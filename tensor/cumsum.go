@@ -26,9 +26,14 @@ func init() {
 			// per inner lane (float sums in float64).
 			facc := make([]float64, inner)
 			iacc := make([]int32, inner)
+			var iacc64 []int64
+			if x.dtype == Int64 {
+				iacc64 = make([]int64, inner)
+			}
 			for o := 0; o < outer; o++ {
 				clear(facc)
 				clear(iacc)
+				clear(iacc64)
 				for t := 0; t < n; t++ {
 					j := t
 					if p.reverse {
@@ -47,6 +52,10 @@ func init() {
 								dst[i] = float32(facc[i])
 							}
 						}
+					case Float64:
+						cumsumLane(out.f64[b:b+inner], x.f64[b:b+inner], facc, p.exclusive)
+					case Int64:
+						cumsumLane(out.i64[b:b+inner], x.i64[b:b+inner], iacc64, p.exclusive)
 					case Int32:
 						src, dst := x.i32[b:b+inner], out.i32[b:b+inner]
 						for i, v := range src {
@@ -76,11 +85,12 @@ func init() {
 			p.axis++
 			return one1(Apply(cumsumOp, p, in[0]))
 		},
+		Traits: Traits{Types: TypesFloat64 | TypesInt64},
 	}
 }
 
 func cumsum(name string, x *Tensor, axis int, reverse, exclusive bool) *Tensor {
-	if !x.dtype.IsFloat() && x.dtype != Int32 {
+	if !x.dtype.IsFloat() && x.dtype != Int32 && x.dtype != Int64 {
 		panic(fmt.Sprintf("%s: %v: not defined for %v; convert with tensor.AsType", name, x, x.dtype))
 	}
 	a := normAxis(name, x, axis)

@@ -582,3 +582,83 @@ func matmulF64(a, b *Tensor, p *matmulParams) *Tensor {
 	})
 	return out
 }
+
+// cumsumLane advances the running sums acc of one step of a cumulative
+// sum over src into dst (inclusive, or exclusive: dst gets the sums
+// before src).
+func cumsumLane[T float64 | int64](dst, src, acc []T, exclusive bool) {
+	for i, v := range src {
+		if exclusive {
+			dst[i] = acc[i]
+			acc[i] += v
+		} else {
+			acc[i] += v
+			dst[i] = acc[i]
+		}
+	}
+}
+
+// lanes64 calls fn on each lane of the axis of shape: the elements
+// base, base+stride, ..., base+(n-1)·stride of the flat storage.
+func lanes64(shape []int, axis int, local *Local, fn func(base, stride, n int)) {
+	outer, n, inner := srtLanes(shape, axis)
+	lanes := outer * inner
+	if n == 0 || lanes == 0 {
+		return
+	}
+	srtParallel(lanes, lanes*n*8, local, func(lo, hi int) {
+		for l := lo; l < hi; l++ {
+			fn((l/inner)*n*inner+l%inner, inner, n)
+		}
+	})
+}
+
+// softmax64 is softmaxImpl for float64: exp(x - max) / Σ exp(x - max)
+// along axis, or its log, each lane in float64.
+func softmax64(x *Tensor, axis int, log bool) *Tensor {
+	out := newOutUninit(Float64, x.shape)
+	src, dst := x.f64, out.f64
+	lanes64(x.shape, axis, x.local, func(b, st, n int) {
+		m := math.Inf(-1)
+		for j := 0; j < n; j++ {
+			if v := src[b+j*st]; v > m || v != v {
+				m = v
+			}
+		}
+		if math.IsInf(m, -1) {
+			m = 0 // a lane of -Inf: exp gives 0s, the sum 0, as JAX
+		}
+		s := 0.0
+		for j := 0; j < n; j++ {
+			s += math.Exp(src[b+j*st] - m)
+		}
+		ls := math.Log(s)
+		for j := 0; j < n; j++ {
+			i := b + j*st
+			if log {
+				dst[i] = src[i] - m - ls
+			} else {
+				dst[i] = math.Exp(src[i]-m) / s
+			}
+		}
+	})
+	return out
+}
+
+// softmaxGrad64 is softmaxGradImpl for float64 with the lane function
+// f(g, y at lane index j, s) where s is sum(g, y) over the lane.
+func softmaxGrad64(g, y *Tensor, axis int, sum func(g, y float64) float64, f func(g, y, s float64) float64) *Tensor {
+	out := newOutUninit(Float64, g.shape)
+	gs, ys, dst := g.f64, y.f64, out.f64
+	lanes64(g.shape, axis, srtLocal(g, y), func(b, st, n int) {
+		s := 0.0
+		for j := 0; j < n; j++ {
+			s += sum(gs[b+j*st], ys[b+j*st])
+		}
+		for j := 0; j < n; j++ {
+			i := b + j*st
+			dst[i] = f(gs[i], ys[i], s)
+		}
+	})
+	return out
+}

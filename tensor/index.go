@@ -399,7 +399,7 @@ func takeAlongKernel[T any](dst, src []T, idx []int32, w *alongWalk) {
 	})
 }
 
-func takeAlongGradKernel[T float32 | int32](dst, g []T, idx []int32, w *alongWalk) {
+func takeAlongGradKernel[T float32 | int32 | float64 | int64](dst, g []T, idx []int32, w *alongWalk) {
 	r := len(w.oshape)
 	last, dx, di := w.oshape[r-1], w.xs[r-1], w.is[r-1]
 	w.each(func(o, xb, ib int) {
@@ -431,6 +431,10 @@ func init() {
 				takeAlongGradKernel(out.f32, g.f32, idx.i32, w)
 			case Int32:
 				takeAlongGradKernel(out.i32, g.i32, idx.i32, w)
+			case Float64:
+				takeAlongGradKernel(out.f64, g.f64, idx.i32, w)
+			case Int64:
+				takeAlongGradKernel(out.i64, g.i64, idx.i32, w)
 			}
 			return out
 		},
@@ -446,6 +450,7 @@ func init() {
 			q := &takeAlongParams{axis: p.axis + 1, xShape: append([]int{n}, p.xShape...), outShape: append([]int{n}, p.outShape...)}
 			return one1(Apply(takeAlongGradOp, q, leadingBatch(in[0], batched[0]), materialize(in[1], batched[1], n)))
 		},
+		Traits: Traits{Types: TypesFloat64 | TypesInt64},
 	}
 }
 

@@ -35,6 +35,9 @@ func MSE(pred, target *Tensor) *Tensor {
 	if !sameShape(pred.shape, target.shape) {
 		panic(fmt.Sprintf("tensor.MSE: %s: shapes must match exactly (MSE does not broadcast)", operands("", pred, target)))
 	}
+	if pred.dtype == Float64 { // composed: the fused op is float32
+		return Mean(Square(Sub(pred, target)))
+	}
 	return Apply(mseOp, nil, pred, target)
 }
 
@@ -386,6 +389,10 @@ func SoftmaxCrossEntropy(logits, labels *Tensor) *Tensor {
 			}
 		}
 	}
+	if logits.dtype == Float64 { // composed: the fused op is float32
+		lsm := LogSoftmax(logits, -1)
+		return Neg(Squeeze(TakeAlongAxis(lsm, ExpandDims(labels, -1), -1), -1))
+	}
 	if !mayDiff(logits) {
 		return Apply(xentFwdOp, nil, logits, labels)
 	}
@@ -414,6 +421,10 @@ func SoftmaxCrossEntropyProbs(logits, probs *Tensor) *Tensor {
 	}
 	if !sameShape(logits.shape, probs.shape) {
 		panic(fmt.Sprintf("%s: %s: shapes must match exactly", name, desc()))
+	}
+	if logits.dtype == Float64 { // composed: the fused op is float32
+		terms := Mul(probs, LogSoftmax(logits, -1))
+		return Neg(Sum(Where(Equal(probs, ScalarFloat64(0)), ScalarFloat64(0), terms), -1))
 	}
 	if !mayDiff(logits) && !mayDiff(probs) {
 		return Apply(xentProbsFwdOp, nil, logits, probs)

@@ -113,6 +113,7 @@ func init() {
 		Traits: Traits{
 			Half:      NativeHalf, // a mark, not a computation
 			Placement: SyncVJP,    // its VJP is a synchronous psum
+			Types:     TypesAll,
 		},
 		Impl: func(in []*Tensor, p any) *Tensor {
 			y := in[0].shallow()

@@ -8,7 +8,7 @@ import (
 // scatterAddKernel adds upd, viewed as [outer, m, inner], into dst, viewed
 // as [outer, n, inner], at the indices along the middle axis:
 // dst[o, idx[j], :] += upd[o, j, :]. Repeated indices accumulate in order.
-func scatterAddKernel[T float32 | int32](dst, upd []T, idx []int32, outer, n, inner int) {
+func scatterAddKernel[T float32 | int32 | float64 | int64](dst, upd []T, idx []int32, outer, n, inner int) {
 	m := len(idx)
 	for o := 0; o < outer; o++ {
 		d := dst[o*n*inner : (o+1)*n*inner]
@@ -37,6 +37,10 @@ func scatterAddInto(dst, upd, idx *Tensor, axis int) {
 		scatterAddKernel(dst.f32, upd.f32, idx.i32, outer, n, inner)
 	case Int32:
 		scatterAddKernel(dst.i32, upd.i32, idx.i32, outer, n, inner)
+	case Float64:
+		scatterAddKernel(dst.f64, upd.f64, idx.i32, outer, n, inner)
+	case Int64:
+		scatterAddKernel(dst.i64, upd.i64, idx.i32, outer, n, inner)
 	}
 }
 
@@ -64,6 +68,7 @@ func init() {
 			x, upd := materialize(in[0], batched[0], n), materialize(in[2], batched[2], n)
 			return one1(scatterAddBatch(x, in[1], batched[1], upd, pp.(scatterParams).axis))
 		},
+		Traits: Traits{Types: TypesFloat64 | TypesInt64},
 	}
 }
 
@@ -136,6 +141,7 @@ func init() {
 			x := Zeros(g.dtype, append([]int{n}, p.xShape...)...)
 			return one1(scatterAddBatch(x, in[0], true, g, p.axis))
 		},
+		Traits: Traits{Types: TypesFloat64 | TypesInt64},
 	}
 }
 
@@ -165,6 +171,10 @@ func init() {
 				segmentSumKernel(out.f32, data.f32, ids.i32, ns, inner)
 			case Int32:
 				segmentSumKernel(out.i32, data.i32, ids.i32, ns, inner)
+			case Float64:
+				segmentSumKernel(out.f64, data.f64, ids.i32, ns, inner)
+			case Int64:
+				segmentSumKernel(out.i64, data.i64, ids.i32, ns, inner)
 			}
 			return out
 		},
@@ -187,6 +197,7 @@ func init() {
 			s := SegmentSum(flat, Reshape(segmentOffsets(ids, ns), -1), n*ns)
 			return one1(Reshape(s, append([]int{n, ns}, data.shape[2:]...)...))
 		},
+		Traits: Traits{Types: TypesFloat64 | TypesInt64},
 	}
 	// segmentTakeOp gathers rows of its first input at the segment ids,
 	// giving zero rows for ids outside [0, rows): the transpose of
@@ -204,6 +215,10 @@ func init() {
 				segmentTakeKernel(out.f32, g.f32, ids.i32, g.shape[0], inner)
 			case Int32:
 				segmentTakeKernel(out.i32, g.i32, ids.i32, g.shape[0], inner)
+			case Float64:
+				segmentTakeKernel(out.f64, g.f64, ids.i32, g.shape[0], inner)
+			case Int64:
+				segmentTakeKernel(out.i64, g.i64, ids.i32, g.shape[0], inner)
 			}
 			return out
 		},
@@ -224,10 +239,11 @@ func init() {
 			out := Apply(segmentTakeOp, nil, flat, Reshape(segmentOffsets(ids, rows), -1))
 			return one1(Reshape(out, append([]int{n, ids.shape[1]}, g.shape[2:]...)...))
 		},
+		Traits: Traits{Types: TypesFloat64 | TypesInt64},
 	}
 }
 
-func segmentSumKernel[T float32 | int32](dst, src []T, ids []int32, ns, inner int) {
+func segmentSumKernel[T float32 | int32 | float64 | int64](dst, src []T, ids []int32, ns, inner int) {
 	for r, id := range ids {
 		if id < 0 || int(id) >= ns {
 			continue
@@ -239,7 +255,7 @@ func segmentSumKernel[T float32 | int32](dst, src []T, ids []int32, ns, inner in
 	}
 }
 
-func segmentTakeKernel[T float32 | int32](dst, src []T, ids []int32, ns, inner int) {
+func segmentTakeKernel[T float32 | int32 | float64 | int64](dst, src []T, ids []int32, ns, inner int) {
 	for r, id := range ids {
 		if id < 0 || int(id) >= ns {
 			continue

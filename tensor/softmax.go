@@ -28,7 +28,7 @@ func init() {
 		// The Jacobian diag(y) - y·yᵀ is symmetric: the VJP of the tangent.
 		JVP:    symmetricJVP(&softmaxOp),
 		Batch:  axisBatch(&softmaxOp),
-		Traits: Traits{Reuse: FreshVJP}, // the fused gradient allocates its result
+		Traits: Traits{Reuse: FreshVJP, Types: TypesFloat64}, // the fused gradient allocates its result
 	}
 	logSoftmaxOp = &Op{
 		Name:     "log_softmax",
@@ -46,6 +46,7 @@ func init() {
 			return one1(Sub(t[0], SumKeep(Mul(Exp(outs[0]), t[0]), pp.(int))))
 		},
 		Batch: axisBatch(&logSoftmaxOp),
+		Traits: Traits{Types: TypesFloat64},
 	}
 }
 
@@ -60,6 +61,10 @@ func init() {
 		Sharding: ShardingRule{Family: ShardRowwise, Params: axisParams},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			// z = y·(g - s) with s = Σ g·y
+			if in[0].dtype == Float64 {
+				return softmaxGrad64(in[0], in[1], pp.(int), func(g, y float64) float64 { return g * y },
+					func(g, y, s float64) float64 { return y * (g - s) })
+			}
 			return softmaxGradImpl(in[0], in[1], pp.(int), func(g, y []float32, stride int, out []float32) {
 				s := 0.0
 				for j := 0; j < len(out); j += stride {
@@ -94,12 +99,17 @@ func init() {
 			return one1(addTangents(dg, dy))
 		},
 		Batch: axisBatchAll(&softmaxGradOp),
+		Traits: Traits{Types: TypesFloat64},
 	}
 	logSoftmaxGradOp = &Op{
 		Name:     "log_softmax_grad",
 		Sharding: ShardingRule{Family: ShardRowwise, Params: axisParams},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			// z = g - e^y·Σ g
+			if in[0].dtype == Float64 {
+				return softmaxGrad64(in[0], in[1], pp.(int), func(g, _ float64) float64 { return g },
+					func(g, y, s float64) float64 { return g - math.Exp(y)*s })
+			}
 			return softmaxGradImpl(in[0], in[1], pp.(int), func(g, y []float32, stride int, out []float32) {
 				s := 0.0
 				for j := 0; j < len(out); j += stride {
@@ -133,6 +143,7 @@ func init() {
 			return one1(addTangents(dg, dy))
 		},
 		Batch: axisBatchAll(&logSoftmaxGradOp),
+		Traits: Traits{Types: TypesFloat64},
 	}
 }
 
@@ -215,6 +226,9 @@ func softmaxExp(x float64) float64 {
 }
 
 func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
+	if x.dtype == Float64 {
+		return softmax64(x, axis, log)
+	}
 	out := newOutUninit(Float32, x.shape)
 	outer, n, inner := srtLanes(x.shape, axis)
 	if n == 0 || outer*inner == 0 {

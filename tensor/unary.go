@@ -401,6 +401,14 @@ func init() {
 		Impl: func(in []*Tensor, p any) *Tensor {
 			c := p.(clampParams)
 			x := in[0]
+			if x.dtype == Float64 {
+				out := newOutUninit(Float64, x.shape)
+				lo, hi := float64(c.lo), float64(c.hi)
+				for i, v := range x.f64 {
+					out.f64[i] = min(max(v, lo), hi)
+				}
+				return out
+			}
 			out := newOutUninit(Float32, x.shape)
 			d := out.f32[:len(x.f32)]
 			for i, v := range x.f32 {
@@ -415,8 +423,9 @@ func init() {
 			return []*Tensor{Where(inside, g, Scalar(0))}
 		},
 		Save:  SaveInputs(0),
-		JVP:   symmetricJVP(&clampOp),
-		Batch: sameOpBatch(&clampOp),
+		JVP:    symmetricJVP(&clampOp),
+		Batch:  sameOpBatch(&clampOp),
+		Traits: Traits{Types: TypesFloat64},
 	}
 }
 

@@ -1,0 +1,236 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Float64 for every op, through the rule cases of ad_rules_test.go (one
+// or more per op variable): each case runs on its operands with every
+// float32 operand converted to float64. The op either takes float64 or
+// panics naming itself and an operand in type notation (f64[...]); the ops
+// that panic are exactly noFloat64Ops. Where it takes float64,
+//
+//   - the results equal the float32 case's within float32 rounding (the
+//     same function), in float64 where the float32 case gives float32;
+//   - the gradient, for a differentiable op, equals central differences
+//     of the float64 function within 1e-8 relative to its scale (a
+//     derivative to 8 digits needs a forward pass correct to ~15: a
+//     float32 computation anywhere on the path fails it).
+
+// noFloat64Ops lists the ops of this package that do not take float64,
+// with the reason. An op leaving or joining the list fails the test.
+var noFloat64Ops = map[string]string{
+	"adamOp":           "fused float32 optimizer kernel",
+	"adamStepOp":       "fused float32 optimizer kernel",
+	"sgdStepOp":        "fused float32 optimizer kernel",
+	"argOp":            "todo",
+	"attentionOp":      "fused float32 kernel (FlashAttention); compose Softmax and MatMul in float64",
+	"attentionBwdOp":   "fused float32 kernel",
+	"biasActOp":        "fused float32 kernel; compose Add and the activation in float64",
+	"biasActBwdOp":     "fused float32 kernel",
+	"bincountOp":       "todo",
+	"convOp":           "todo",
+	"convTransposeOp":  "todo",
+	"convKernelGradOp": "todo",
+	"digammaOp":        "todo",
+	"polygOp":          "todo",
+	"mseGradOp":        "fused float32 kernel; MSE composes float64 from primitives",
+	"xentOp":           "fused float32 kernel; SoftmaxCrossEntropy composes float64 from primitives",
+	"xentGradOp":       "fused float32 kernel",
+	"xentProbsOp":      "fused float32 kernel; SoftmaxCrossEntropyProbs composes float64 from primitives",
+	"raggedDotOp":      "todo",
+	"raggedOuterOp":    "todo",
+	"rematOp":          "todo",
+	"rngOp":            "todo",
+	"selectGatherOp":   "todo",
+	"selectScatterOp":  "todo",
+	"softsignOp":       "the toy op of the recipe test, float32 only",
+	"softsignPartsOp":  "the toy op of the recipe test, float32 only",
+	"sortOp":           "todo",
+	"srtBinGatherOp":   "todo",
+	"srtGatherOp":      "todo",
+	"srtScatterAddOp":  "todo",
+	"topKOp":           "todo",
+	"windowMaxOp":      "todo",
+	"windowSumOp":      "todo",
+	"windowSumTOp":     "todo",
+}
+
+// to64 converts the float32 operands among xs to float64.
+func to64(xs []*Tensor) []*Tensor {
+	out := make([]*Tensor, len(xs))
+	for i, x := range xs {
+		if x.dtype == Float32 {
+			x = Convert(x, Float64)
+		}
+		out[i] = x
+	}
+	return out
+}
+
+// callRecover calls f, returning its panic message if it panics.
+func callRecover(f func()) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg = fmt.Sprint(r)
+		}
+	}()
+	f()
+	return ""
+}
+
+func TestFloat64EveryOp(t *testing.T) {
+	without := map[string]string{}
+	var with []string
+	for _, c := range ruleCases {
+		t.Run(c.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(64, uint64(len(c.name))))
+			x32 := c.in(r)
+			x64 := to64(x32)
+			var outs []*Tensor
+			if msg := callRecover(func() { outs = c.f(x64) }); msg != "" {
+				assert.True(t, strings.Contains(msg, "f64[") || strings.Contains(msg, "float64"),
+					"%s: the panic must name the float64 operand: %s", c.name, msg)
+				without[c.name] = msg
+				return
+			}
+			want := c.f(x32)
+			require.Len(t, outs, len(want))
+			for k, o := range outs {
+				w := want[k]
+				require.Equal(t, w.shape, o.shape, "%s: result %d", c.name, k)
+				requireClose32(t, w, o, fmt.Sprintf("%s: result %d", c.name, k))
+			}
+			if (*c.op).differentiable() && !c.noFD {
+				if msg := callRecover(func() { checkGrad64(t, c, x64, r) }); msg != "" {
+					assert.True(t, strings.Contains(msg, "f64[") || strings.Contains(msg, "float64"),
+						"%s: the panic must name the float64 operand: %s", c.name, msg)
+					without[c.name] = "gradient: " + msg
+					return
+				}
+			}
+			with = append(with, c.name)
+		})
+	}
+	var names []string
+	for n := range without {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	sort.Strings(with)
+	t.Logf("ops with float64 (%d): %s", len(with), strings.Join(with, " "))
+	for _, n := range names {
+		t.Logf("without float64: %s: %s", n, without[n])
+	}
+	got := map[string]bool{}
+	for n := range without {
+		got[n] = true
+	}
+	want := map[string]bool{}
+	for n := range noFloat64Ops {
+		want[n] = true
+	}
+	assert.Equal(t, want, got, "the ops without float64")
+}
+
+// requireClose32 checks that got (float64 compute) equals want (float32
+// compute) within float32 rounding.
+func requireClose32(t *testing.T, want, got *Tensor, msg string) {
+	t.Helper()
+	w, g := want.Float64s(), got.Float64s()
+	scale := 0.0
+	for _, v := range w {
+		if !math.IsInf(v, 0) && !math.IsNaN(v) {
+			scale = max(scale, math.Abs(v))
+		}
+	}
+	for i := range w {
+		if w[i] == g[i] || (math.IsNaN(w[i]) && math.IsNaN(g[i])) {
+			continue
+		}
+		if math.Abs(w[i]-g[i]) <= 1e-5*max(scale, 1) {
+			continue
+		}
+		t.Fatalf("%s: element %d: float32 %v, float64 %v", msg, i, w[i], g[i])
+	}
+}
+
+// checkGrad64 compares the VJP of c.f at the float64 operands x with
+// central differences along a random direction of the float operands,
+// each result weighted by a random cotangent: <∇F, t> against
+// (F(x+εt) - F(x-εt))/2ε, extrapolated (Richardson) from ε and ε/2.
+func checkGrad64(t *testing.T, c ruleCase, x []*Tensor, r *rand.Rand) {
+	t.Helper()
+	tr := NewTrace()
+	leaves := make([]*Tensor, len(x))
+	tans := make([]*Tensor, len(x))
+	var wrt []*Tensor
+	for i, v := range x {
+		leaves[i] = v
+		if v.dtype == Float64 {
+			leaves[i] = tr.Leaf(v)
+			wrt = append(wrt, leaves[i])
+			tans[i] = Convert(rF(r, v.shape...), Float64)
+		}
+	}
+	if len(wrt) == 0 {
+		return
+	}
+	var ys, us []*Tensor
+	cot := map[int]*Tensor{}
+	for k, y := range c.f(leaves) {
+		if y.dtype != Float64 || !y.TracedBy(tr) {
+			continue
+		}
+		u := Convert(rF(r, y.shape...), Float64)
+		ys, us = append(ys, y), append(us, u)
+		cot[k] = u
+	}
+	if len(ys) == 0 {
+		return
+	}
+	grads := Backward(tr, ys, us, wrt, false)
+	analytic, scale := 0.0, 0.0
+	j := 0
+	for i := range x {
+		if tans[i] != nil {
+			if grads[j] != nil {
+				require.Equal(t, Float64, grads[j].dtype, "%s: the cotangent of operand %d", c.name, i)
+				d, s := dot64(tans[i], grads[j])
+				analytic, scale = analytic+d, scale+s
+			}
+			j++
+		}
+	}
+	proj := func(eps float64) float64 {
+		in := make([]*Tensor, len(x))
+		for i, v := range x {
+			in[i] = v
+			if tans[i] != nil {
+				in[i] = Add(v, Mul(tans[i], ScalarFloat64(eps)))
+			}
+		}
+		s := 0.0
+		for k, y := range c.f(in) {
+			if u, ok := cot[k]; ok {
+				d, _ := dot64(y, u)
+				s += d
+			}
+		}
+		return s
+	}
+	const eps = 1e-4
+	d1 := (proj(eps) - proj(-eps)) / (2 * eps)
+	d2 := (proj(eps/2) - proj(-eps/2)) / eps
+	numeric := (4*d2 - d1) / 3
+	tol := 1e-8 * max(scale, 1)
+	assert.InDelta(t, numeric, analytic, tol, "%s: <gradient, t> against finite differences in float64 (scale %g)", c.name, scale)
+}
