@@ -45,7 +45,7 @@ func init() {
 		JVP: func(_, t, outs []*Tensor, pp any) []*Tensor {
 			return one1(Sub(t[0], SumKeep(Mul(Exp(outs[0]), t[0]), pp.(int))))
 		},
-		Batch: axisBatch(&logSoftmaxOp),
+		Batch:  axisBatch(&logSoftmaxOp),
 		Traits: Traits{Types: TypesFloat64},
 	}
 }
@@ -98,7 +98,7 @@ func init() {
 			}
 			return one1(addTangents(dg, dy))
 		},
-		Batch: axisBatchAll(&softmaxGradOp),
+		Batch:  axisBatchAll(&softmaxGradOp),
 		Traits: Traits{Types: TypesFloat64},
 	}
 	logSoftmaxGradOp = &Op{
@@ -142,7 +142,7 @@ func init() {
 			}
 			return one1(addTangents(dg, dy))
 		},
-		Batch: axisBatchAll(&logSoftmaxGradOp),
+		Batch:  axisBatchAll(&logSoftmaxGradOp),
 		Traits: Traits{Types: TypesFloat64},
 	}
 }

@@ -422,7 +422,7 @@ func init() {
 			inside := LogicalAnd(GreaterEqual(x, Scalar(c.lo)), LessEqual(x, Scalar(c.hi)))
 			return []*Tensor{Where(inside, g, Scalar(0))}
 		},
-		Save:  SaveInputs(0),
+		Save:   SaveInputs(0),
 		JVP:    symmetricJVP(&clampOp),
 		Batch:  sameOpBatch(&clampOp),
 		Traits: Traits{Types: TypesFloat64},
