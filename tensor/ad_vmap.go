@@ -160,6 +160,25 @@ func (bt *BatchTrace) apply(op *Op, params any, in []*Tensor, wantState bool) ([
 			panic(fmt.Sprintf("tensor: the batching rule of op %q returned %v for output %d; want the batch of %d examples first", op.Name, o, i, bt.size))
 		}
 		res[i] = bt.wrap(o)
+		// The batch belongs to this value alone unless the rule
+		// returned an operand's batch (an op that returns its operand,
+		// such as Reshape to the same shape) or another output's: then
+		// no value that wraps it may donate it.
+		owned := !slices.Contains(outs[:i], o)
+		for j, v := range vals {
+			if v == o {
+				owned = false
+				if bat[j] {
+					in[j].xv.owned.Store(false)
+				}
+			}
+		}
+		for j := range i {
+			if outs[j] == o {
+				res[j].xv.owned.Store(false)
+			}
+		}
+		res[i].xv.owned.Store(owned)
 	}
 	return res, nil
 }

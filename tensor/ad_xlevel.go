@@ -1,6 +1,9 @@
 package tensor
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // This file holds what Vmap (ad_vmap.go) and forward mode (ad_jvp.go)
 // share: the levels whose values wrap other values, as JAX's BatchTracer
@@ -40,6 +43,11 @@ type xval struct {
 	lvl xlevel
 	val *Tensor
 	tan *Tensor
+	// owned is set on a value of a BatchTrace whose batch an op's rule
+	// computed for it alone (no other value wraps the same header), so
+	// that donating the value donates the batch (RecycleIntermediates
+	// inside Vmap). It is cleared if another value comes to wrap it.
+	owned atomic.Bool
 }
 
 // levelIDOf returns the id of the latest level of x: the trace of its

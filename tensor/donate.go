@@ -94,7 +94,11 @@ func (t *Tensor) release() {
 // tensor (shard.Put) whose layout implements BlockDonator the blocks are
 // donated. Donating a traced tensor (an intermediate of a function being
 // differentiated) panics: its value belongs to the trace; see
-// Trace.RecycleIntermediates for recycling those after Backward.
+// Trace.RecycleIntermediates for recycling those after Backward. A value
+// inside Vmap that an op computed (not an argument of the vmapped
+// function) donates the batch it stands for, unless another value wraps
+// the same batch: RecycleIntermediates recycles a vmapped function's
+// activations too.
 //
 // Storage that was handed out without a copy (RawFloat32, RawInt32,
 // RawBool, RawUint16) is never recycled; a view (Reshape, WithLocal,
@@ -110,6 +114,9 @@ func Donate(ts ...*Tensor) {
 			panic(fmt.Sprintf("tensor.Donate: %v is traced (an intermediate of a function being differentiated); its value belongs to the trace", t))
 		}
 		t.donated = true
+		if x := t.xv; x != nil && x.owned.Load() && x.val.node == nil {
+			Donate(x.val) // a batch inside Vmap that only this value holds
+		}
 		if bd, ok := t.layout.(BlockDonator); ok {
 			bd.DonateBlocks()
 		}
