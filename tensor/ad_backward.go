@@ -68,6 +68,15 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	if tr.recycle && !retain {
 		spare = make(map[*Tensor]bool, len(ys)+len(wrt))
 		addSpare(spare, tr, ys, wrt)
+		// The forward values no VJP saved are dead now: their storage
+		// serves the backward pass's own allocations.
+		for _, n := range nodes {
+			for _, o := range n.results {
+				if o.node == nil && !spare[o] {
+					b.dead = donateOrDefer(o, b.dead)
+				}
+			}
+		}
 	}
 	for _, n := range nodes {
 		b.visit(grads, spare, n, keep[n])
@@ -179,17 +188,20 @@ func (b *backward) visit(grads map[*node][]*Tensor, spare map[*Tensor]bool, n *n
 		panic(fmt.Sprintf("tensor.Backward: VJP of %q returned %d cotangents for %d inputs", n.op.Name, len(res), len(n.inputs)))
 	}
 	b.pass.settle(n, gs, res, donated, kept)
-	for i, e := range n.inputs {
-		if e.n != nil && res[i] != nil {
-			b.add(grads, e.n, e.out, res[i], n)
-		}
-	}
+	// n's cotangents first: one that n's VJP passed through to other
+	// slots as well may then be the sole holder of its storage when its
+	// results are added to those slots (accumulated in place).
 	if !kept {
 		delete(grads, n)
 		for _, g := range gs {
 			if !slices.Contains(res, g) {
 				b.pass.dropConsumed(n, g)
 			}
+		}
+	}
+	for i, e := range n.inputs {
+		if e.n != nil && res[i] != nil {
+			b.add(grads, e.n, e.out, res[i], n)
 		}
 	}
 	if !b.retain {
@@ -288,6 +300,11 @@ var (
 // running now, if any.
 type backwardPass struct {
 	donated *Tensor
+	// extra counts, for an owned cotangent that a VJP passed through to
+	// several accumulation slots (Add's, to both operands), the slots
+	// beyond one that still hold it: each consumer's drop takes one, and
+	// the last donates it. Such a cotangent is not writable meanwhile.
+	extra map[*Tensor]int
 }
 
 // owns reports whether the pass owns t: it may donate t once dead.
@@ -295,12 +312,23 @@ func (p *backwardPass) owns(t *Tensor) bool { return cotangentReuse && t.cot == 
 
 // writable reports whether the pass owns t's storage outright: it may
 // also write into it (accumulate in place, hand it to a kernel).
-func (p *backwardPass) writable(t *Tensor) bool { return p.owns(t) && !t.cotShared }
+func (p *backwardPass) writable(t *Tensor) bool {
+	return p.owns(t) && !t.cotShared && p.extra[t] == 0
+}
 
 // drop donates t (see Donate) if the pass owns it: a cotangent that died
 // inside the backward pass, which the caller never saw.
 func (p *backwardPass) drop(t *Tensor) {
 	if t != nil && p.owns(t) {
+		if k := p.extra[t]; k > 0 {
+			// Another slot still holds it.
+			if k == 1 {
+				delete(p.extra, t)
+			} else {
+				p.extra[t] = k - 1
+			}
+			return
+		}
 		t.cot, t.cotShared = nil, false
 		Donate(t)
 	}
@@ -420,6 +448,57 @@ func madeBy(n *node, gs []*Tensor, r *Tensor) bool {
 	return true
 }
 
+// firstAdded returns the index of the first result in res that is r and
+// goes to a slot (added).
+func firstAdded(res []*Tensor, r *Tensor, added func(int) bool) int {
+	for j, q := range res {
+		if q == r && added(j) {
+			return j
+		}
+	}
+	return -1
+}
+
+// viewOfOwned reports whether r, a result of the VJP of n for the
+// cotangents gs, is a new header over the storage of a cotangent in gs that
+// the pass owns outright and drops once n has consumed it (n is not kept,
+// and its VJP ran untraced), over no operand or result of n and shared
+// with no other result: the pass may then own r as it owned that
+// cotangent.
+func viewOfOwned(p *backwardPass, n *node, gs, res []*Tensor, r *Tensor, kept bool) bool {
+	if kept || !plainF32(r) || r.rec == nil || !untracedVJP(n) {
+		return false
+	}
+	var src *Tensor
+	for _, g := range gs {
+		if g != nil && g.rec == r.rec {
+			if src != nil || g == r || !p.writable(g) || !plainF32(g) {
+				return false
+			}
+			src = g
+		}
+	}
+	if src == nil {
+		return false
+	}
+	for _, q := range res {
+		if q != nil && q != r && q.rec == r.rec {
+			return false
+		}
+	}
+	for _, x := range n.ins {
+		if x != nil && x.rec == r.rec {
+			return false
+		}
+	}
+	for _, x := range n.outs {
+		if x != nil && x.rec == r.rec {
+			return false
+		}
+	}
+	return true
+}
+
 // accumulable reports whether g can be added into a in place: same dtype,
 // length and shard.Map mark, both untraced host data.
 func accumulable(a, g *Tensor) bool {
@@ -497,9 +576,25 @@ func (p *backwardPass) settle(n *node, gs, res []*Tensor, donated *Tensor, kept 
 			if taken && r == donated {
 				panic("tensor: internal error: VJP of " + n.op.Name + " returned the cotangent it was donated")
 			}
-			if p.owns(r) && (count > 1 || inGs > 1 || kept) {
+			switch {
+			case !p.owns(r) || i != firstAdded(res, r, added):
+				// Decided at r's first slot.
+			case inGs > 1 || kept || (count > 1 && (p.extra[r] > 0 || !untracedVJP(n))):
 				r.cot, r.cotShared = nil, false
+				delete(p.extra, r)
+			case count > 1:
+				// n's slot passes to count slots: each drops it once.
+				if p.extra == nil {
+					p.extra = map[*Tensor]int{}
+				}
+				p.extra[r] = count - 1
 			}
+			continue
+		}
+		if count == 1 && r.cot == nil && viewOfOwned(p, n, gs, res, r, kept) {
+			// A view of n's owned cotangent (Reshape's VJP): n's header
+			// dies once consumed, the view takes its ownership.
+			r.cot = p
 			continue
 		}
 		if count == 1 && r.cot == nil && placedOwnable(n, gs, r) {

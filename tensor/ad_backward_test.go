@@ -54,6 +54,25 @@ func TestCotangentReuse(t *testing.T) {
 			u := tensor.Sum(tensor.MatMul(xs[0], xs[1]), 0)
 			return tensor.BiasAct(tensor.Relu(u), tensor.Tanh(tensor.Sum(tensor.MatMul(xs[0], xs[1]), 0)), tensor.ActIdentity)
 		}, false},
+		{"residual add: one owned cotangent in two slots", func(xs []*tensor.Tensor) *tensor.Tensor {
+			// Add's VJP hands the matmul's cotangent to h and to the
+			// branch; once the branch consumed it, h's slot owns it and
+			// the branch's gradient is added into it in place.
+			h := tensor.MatMul(xs[0], xs[1])
+			r := tensor.Add(h, tensor.Tanh(h))
+			return tensor.MatMul(r, xs[3])
+		}, true},
+		{"reshape of an owned cotangent", func(xs []*tensor.Tensor) *tensor.Tensor {
+			// Reshape's VJP returns a view of the matmul's cotangent,
+			// which the pass then owns: Relu's VJP writes over it.
+			h := tensor.Reshape(tensor.MatMul(xs[0], xs[1]), 33, 30, 10)
+			return tensor.MatMul(tensor.Reshape(tensor.Relu(h), 33, 300), xs[3])
+		}, true},
+		{"residual add into a value used twice", func(xs []*tensor.Tensor) *tensor.Tensor {
+			h := tensor.MatMul(xs[0], xs[1])
+			r := tensor.Add(h, h)
+			return tensor.MatMul(tensor.Add(r, tensor.Sigmoid(r)), xs[3])
+		}, true},
 		{"seed into a donating op", func(xs []*tensor.Tensor) *tensor.Tensor {
 			return tensor.Relu(tensor.BiasAct(tensor.MatMul(xs[0], xs[1]), xs[2], tensor.ActIdentity))
 		}, false},

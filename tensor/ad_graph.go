@@ -304,6 +304,21 @@ func (n *node) info() NodeInfo {
 	return NodeInfo{Op: n.op, Label: label, Params: n.params}
 }
 
+// donateOrDefer donates the dead intermediate x at once if its header is
+// the only holder of its storage (no node still to run saved it, no view
+// shares it), so that the rest of the backward pass reuses the storage;
+// otherwise it appends x to dead, which Backward donates at the end.
+func donateOrDefer(x *Tensor, dead []*Tensor) []*Tensor {
+	if x.donated {
+		return dead
+	}
+	if r := x.rec; r != nil && x.layout == nil && r.refs.Load() == 1 {
+		Donate(x)
+		return dead
+	}
+	return append(dead, x)
+}
+
 // free drops n's references to its residuals and state, once they are
 // released: the node can take part in no backward pass any more.
 func (n *node) free() {
@@ -323,7 +338,7 @@ func (n *node) releaseResiduals(recycle bool, spare map[*Tensor]bool, dead []*Te
 		}
 		x.release()
 		if recycle && i < 64 && n.interIns&(1<<i) != 0 && x.node == nil && !spare[x] {
-			dead = append(dead, x)
+			dead = donateOrDefer(x, dead)
 		}
 	}
 	for _, o := range n.outs {
@@ -334,7 +349,7 @@ func (n *node) releaseResiduals(recycle bool, spare map[*Tensor]bool, dead []*Te
 	if recycle {
 		for _, o := range n.results {
 			if o.node == nil && !spare[o] {
-				dead = append(dead, o)
+				dead = donateOrDefer(o, dead)
 			}
 		}
 	}

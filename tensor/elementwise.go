@@ -313,6 +313,19 @@ func unbroadcast(g *Tensor, shape []int) *Tensor {
 	return Reshape(s, shape...)
 }
 
+// unbroadcastTemp is unbroadcast of a temporary g that no one else holds
+// (a VJP's product before the sum over broadcast axes): when the sum is a
+// new tensor, g's storage goes back to the allocator cache at once instead
+// of to the collector (a LayerNorm scale's gradient makes one such
+// activation-sized temporary a step).
+func unbroadcastTemp(g *Tensor, shape []int) *Tensor {
+	r := unbroadcast(g, shape)
+	if r != g && g.node == nil && g.layout == nil {
+		Donate(g)
+	}
+	return r
+}
+
 var (
 	addDef = &binaryDef{name: "tensor.Add", sym: "+",
 		f64: kernels2[float64]{f64.AddVV, f64.AddVS, func(d []float64, a float64, b []float64) { f64.AddVS(d, b, a) }},
@@ -478,10 +491,10 @@ func init() {
 	mulOp = binaryOpNeed(mulDef, func(g *Tensor, in []*Tensor, _ *Tensor, _ any, need uint64) []*Tensor {
 		res := make([]*Tensor, 2)
 		if Wants(need, 0) {
-			res[0] = unbroadcast(Mul(g, in[1]), in[0].shape)
+			res[0] = unbroadcastTemp(Mul(g, in[1]), in[0].shape)
 		}
 		if Wants(need, 1) {
-			res[1] = unbroadcast(Mul(g, in[0]), in[1].shape)
+			res[1] = unbroadcastTemp(Mul(g, in[0]), in[1].shape)
 		}
 		return res
 	}, func(x, t, outs []*Tensor, _ any) []*Tensor {
