@@ -126,8 +126,7 @@ func (b BatchNorm) Forward(x *tensor.Tensor, state State) (*tensor.Tensor, State
 		ss = psumVarying(x, ss)
 	}
 	variance := tensor.Div(ss, count)
-	y := tensor.Mul(xc, tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)))
-	y = b.affine(y, shape)
+	y := b.scaleShift(xc, tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), shape)
 
 	// Running statistics, from values whose gradient is stopped.
 	m := b.Momentum
@@ -146,14 +145,17 @@ func (b BatchNorm) normalize(x, mean, variance *tensor.Tensor, shape []int) *ten
 	if x.DType() != mean.DType() {
 		mean, variance = tensor.Convert(mean, x.DType()), tensor.Convert(variance, x.DType())
 	}
-	y := tensor.Mul(tensor.Sub(x, mean), tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)))
-	return b.affine(y, shape)
+	return b.scaleShift(tensor.Sub(x, mean), tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), shape)
 }
 
-func (b BatchNorm) affine(y *tensor.Tensor, shape []int) *tensor.Tensor {
+// scaleShift returns xc·inv·Weight + Bias, inv the per-channel 1/√(var +
+// eps): inv and Weight are multiplied first, per channel, so that x is
+// scaled in one pass over it (and its gradient takes one pass less).
+func (b BatchNorm) scaleShift(xc, inv *tensor.Tensor, shape []int) *tensor.Tensor {
 	if b.Weight != nil {
-		y = tensor.Mul(y, tensor.Reshape(b.Weight, shape...))
+		inv = tensor.Mul(inv, tensor.Reshape(b.Weight, shape...))
 	}
+	y := tensor.Mul(xc, inv)
 	if b.Bias != nil {
 		y = tensor.Add(y, tensor.Reshape(b.Bias, shape...))
 	}
