@@ -78,6 +78,11 @@
 //	}
 //	hT, hs := autodiff.Scan(step, h0, xs, autodiff.ScanRemat(0)) // k = ⌈√T⌉
 //
+// f is traced once for all the segments (tensor.RematCompiled): what the
+// forward pass keeps per segment is its first carry, not a program of k
+// steps. BenchmarkScanRemat measures the peak of the live heap and the
+// time of the gradient of a 4096-step GRU scan with and without remat.
+//
 // # Vmap
 //
 // Vmap vectorises a function written for one example (jax.vmap,

@@ -269,7 +269,10 @@ func (sc *scanner[C, X, Y]) empty(init C, xl []*tensor.Tensor) Y {
 // remat runs the loop in segments of k steps, each a checkpoint whose
 // inputs are its first carry and its part of xs: the forward pass keeps
 // ⌈n/k⌉ carries, and the backward pass of a segment recomputes its k
-// steps before differentiating them.
+// steps before differentiating them. f is traced once for the segments
+// of k steps (and once more for a shorter last one): the others replay
+// the program compiled then (tensor.RematCompiled), so that what the
+// forward pass keeps per segment is its inputs, not a program of k steps.
 func (sc *scanner[C, X, Y]) remat(cl, xl []*tensor.Tensor, n, k int, reverse bool, policy Policy) (C, Y) {
 	nseg := (n + k - 1) / k
 	sizes := make([]int, nseg)
@@ -278,20 +281,25 @@ func (sc *scanner[C, X, Y]) remat(cl, xl []*tensor.Tensor, n, k int, reverse boo
 	}
 	// A traced leaf of xs is cut into the segments' parts by one op (its
 	// gradient is one Concat). An untraced one (data, token ids) is given
-	// whole to every segment, which slices its part inside the
-	// checkpoint: the forward pass keeps no copy of it.
+	// whole to every segment, with the indices of the segment's steps,
+	// which takes its part inside the checkpoint: the forward pass keeps
+	// no copy of it, and the segments' programs do not differ.
 	chunks := make([][]*tensor.Tensor, len(xl))
+	untraced := false
 	for i, x := range xl {
 		if x.IsTraced() {
 			chunks[i] = tensor.SplitSizes(x, 0, sizes)
+		} else {
+			untraced = true
 		}
 	}
 	nc := len(cl)
+	run := map[int]func(...*tensor.Tensor) []*tensor.Tensor{} // by segment size
 	ys := make([][]*tensor.Tensor, nseg)
 	carry := cl
 	for j := range nseg {
 		s := order(j, nseg, reverse)
-		lo, hi := s*k, s*k+sizes[s]
+		lo, m := s*k, sizes[s]
 		in := slices.Clone(carry)
 		for i, x := range xl {
 			if chunks[i] != nil {
@@ -301,27 +309,39 @@ func (sc *scanner[C, X, Y]) remat(cl, xl []*tensor.Tensor, n, k int, reverse boo
 				in = append(in, x)
 			}
 		}
-		out := tensor.Remat(func(ls []*tensor.Tensor) []*tensor.Tensor {
-			return sc.segment(ls[:nc], ls[nc:], chunks, lo, hi, reverse)
-		}, policy, in...)
+		if untraced {
+			idx := make([]int32, m)
+			for t := range idx {
+				idx[t] = int32(lo + t)
+			}
+			in = append(in, tensor.FromInt32(idx, m))
+		}
+		f := run[m]
+		if f == nil {
+			f = tensor.RematCompiled(func(ls []*tensor.Tensor) []*tensor.Tensor {
+				return sc.segment(ls[:nc], ls[nc:nc+len(xl)], ls[nc+len(xl):], chunks, lo, m, reverse)
+			}, policy)
+			run[m] = f
+		}
+		out := f(in...)
 		carry, ys[s] = out[:nc], out[nc:]
 	}
 	return pytree.Unflatten[C](sc.cst, carry), sc.stack(ys, true)
 }
 
-// segment runs steps lo to hi-1 (in reverse if asked) from the carry
-// leaves cl, with xin the segment's inputs from xs (its part of a traced
-// leaf, or the whole of an untraced one); it returns the final carry
-// leaves and the ys leaves stacked over the segment.
-func (sc *scanner[C, X, Y]) segment(cl, xin []*tensor.Tensor, chunks [][]*tensor.Tensor, lo, hi int, reverse bool) []*tensor.Tensor {
+// segment runs m steps (in reverse if asked) from the carry leaves cl,
+// with xin the segment's inputs from xs (its part of a traced leaf, or the
+// whole of an untraced one, of which it takes the steps idx[0] lists); it
+// returns the final carry leaves and the ys leaves stacked over the
+// segment. lo, the index of its first step, names steps in messages.
+func (sc *scanner[C, X, Y]) segment(cl, xin, idx []*tensor.Tensor, chunks [][]*tensor.Tensor, lo, m int, reverse bool) []*tensor.Tensor {
 	pieces := make([][]*tensor.Tensor, len(xin))
 	for i, x := range xin {
 		if chunks[i] == nil {
-			x = tensor.SliceAxis(x, 0, lo, hi)
+			x = tensor.Take(x, idx[0], 0)
 		}
 		pieces[i] = tensor.Unstack(x, 0)
 	}
-	m := hi - lo
 	carry := pytree.Unflatten[C](sc.cst, cl)
 	ys := make([][]*tensor.Tensor, m)
 	xt := make([]*tensor.Tensor, len(xin))

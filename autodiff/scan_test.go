@@ -278,3 +278,32 @@ func TestScanRematMemoryGrowsAsSqrtT(t *testing.T) {
 	got := autodiff.Grad(f(autodiff.ScanRemat(0)))(h0)
 	requireClose(t, want, got, 1e-6)
 }
+
+// What the forward pass of a 4096-step scan leaves alive for backward, as
+// the collector sees it (Residuals counts the values the nodes save; this
+// counts everything reachable: node records, compiled programs, values a
+// placeholder might pin): with remat a small fraction of the plain scan's,
+// which holds every step. heapProbe (bench_scan_test.go) does the
+// measuring; BenchmarkScanRemat reports the whole gradient's peak.
+func TestScanRematLiveHeap(t *testing.T) {
+	const n, hidden = 4096, 32
+	r := rand.New(rand.NewPCG(9, 10))
+	w := tensor.MulScalar(randT(r, hidden, hidden), 0.1)
+	xs := tensor.MulScalar(randT(r, n, 4, hidden), 0.1)
+	live := func(opts ...autodiff.ScanOption) uint64 {
+		f := func(p struct{ W, H *tensor.Tensor }) *tensor.Tensor {
+			h, _ := autodiff.Scan(lcell(p.W), p.H, xs, opts...)
+			return tensor.Sum(h)
+		}
+		hp := newHeapProbe(1)
+		y, pull := autodiff.VJP(f, struct{ W, H *tensor.Tensor }{w, tensor.Zeros(tensor.Float32, 4, hidden)})
+		hp.sample()
+		g := pull(tensor.OnesLike(y))
+		require.Equal(t, []int{hidden, hidden}, g.W.Shape())
+		return hp.peak
+	}
+	plain, remat := live(), live(autodiff.ScanRemat(0))
+	step := uint64(4 * hidden * 4) // one carry
+	assert.Greater(t, plain, n*step, "the plain scan keeps every step")
+	assert.Less(t, remat, plain/20, "remat keeps %d bytes, the plain scan %d", remat, plain)
+}

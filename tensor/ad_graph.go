@@ -133,6 +133,21 @@ type node struct {
 	bufPrim   [nodeInline]*Tensor
 	bufAvals  [nodeInline + 1]Tensor
 	bufOut    [2][1]*Tensor // outs, outAval
+	// bufDims holds the shapes of the placeholders in bufAvals: a
+	// placeholder sharing its value's shape would share the allocation
+	// that holds the value's header (newHeader puts the shape there),
+	// and so keep the value's data alive.
+	bufDims [nodeInline + 1][4]int
+}
+
+// ownShape returns a copy of shape for placeholder i of bufAvals, in the
+// node's own storage when it fits.
+func (n *node) ownShape(i int, shape []int) []int {
+	if len(shape) > len(n.bufDims[i]) {
+		return slices.Clone(shape)
+	}
+	k := copy(n.bufDims[i][:], shape)
+	return n.bufDims[i][:k:k]
 }
 
 const nodeInline = 4
@@ -140,7 +155,7 @@ const nodeInline = 4
 // aval returns a shape-only placeholder for x: dtype, shape and local mark,
 // no data.
 func aval(x *Tensor) *Tensor {
-	return &Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: abstractLayout(x.layout)}
+	return &Tensor{dtype: x.dtype, shape: slices.Clone(x.shape), local: x.local, layout: abstractLayout(x.layout)}
 }
 
 // primal strips the node of trace tr from x, if it has one.
@@ -193,7 +208,7 @@ func (n *node) record(in, prim, outs []*Tensor, state any) []*Tensor {
 		if avals < len(n.bufAvals) {
 			a := &n.bufAvals[avals]
 			avals++
-			*a = Tensor{dtype: x.dtype, shape: x.shape, local: x.local, layout: abstractLayout(x.layout)}
+			*a = Tensor{dtype: x.dtype, shape: n.ownShape(avals-1, x.shape), local: x.local, layout: abstractLayout(x.layout)}
 			return a
 		}
 		return aval(x)

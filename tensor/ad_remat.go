@@ -27,6 +27,61 @@ import (
 // first-order differentiation through the checkpoint; a second derivative
 // treats saved values as constants.
 func Remat(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool, in ...*Tensor) []*Tensor {
+	out, _, _ := remat(f, saveable, in)
+	return out
+}
+
+// RematCompiled returns a function that computes Remat(f, saveable,
+// in...), tracing and compiling f on its first traced call only: later
+// calls replay the program compiled then, without calling f, as
+// jax.checkpoint's body inside lax.scan is traced once. One program then
+// serves every call, where Remat keeps one per call until its backward
+// pass (a loop of checkpointed segments would keep one per segment).
+//
+// Every call must pass inputs of the first call's number, dtypes and
+// shapes (the returned function panics otherwise), and f must be a pure
+// function of its inputs and of the values it closes over, which must be
+// the same tensors at every call (model parameters): a replay uses those
+// the first call captured, and the values f created untraced then
+// (constants) again. Calls before one that any trace records (none of
+// the values involved is traced) run f as Remat does.
+func RematCompiled(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool) func(in ...*Tensor) []*Tensor {
+	var (
+		mu       sync.Mutex
+		prog     *rematProgram
+		captured []*Tensor
+	)
+	return func(in ...*Tensor) []*Tensor {
+		mu.Lock()
+		p, capt := prog, captured
+		mu.Unlock()
+		if p == nil {
+			out, np, nc := remat(f, saveable, in)
+			if np != nil {
+				mu.Lock()
+				if prog == nil {
+					prog, captured = np, nc
+				}
+				mu.Unlock()
+			}
+			return out
+		}
+		if len(in) != p.nin-len(capt) {
+			panic(fmt.Sprintf("tensor.RematCompiled: %d inputs; the compiled program takes %d", len(in), p.nin-len(capt)))
+		}
+		for i, x := range in {
+			checkNil("tensor.RematCompiled", "input", x)
+			if a := p.inAvals[i]; x.dtype != a.dtype || !sameShape(x.shape, a.shape) {
+				panic(fmt.Sprintf("tensor.RematCompiled: input %d is %v; the compiled program takes %v", i, x, a))
+			}
+		}
+		return ApplyN(rematOp, p, append(slices.Clone(in), capt...)...)
+	}
+}
+
+// remat is Remat, also returning the program it compiled and the values
+// f captured (nil when no trace records the checkpoint).
+func remat(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool, in []*Tensor) ([]*Tensor, *rematProgram, []*Tensor) {
 	var (
 		mu        sync.Mutex
 		captured  []*Tensor
@@ -67,7 +122,7 @@ func Remat(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool, in ...*
 			out[i] = stripTrace(o, c)
 		}
 		c.releaseRecording(nil, false)
-		return out
+		return out, nil, nil
 	}
 	prog, state := compileRemat(c, in, leaves, capLeaves, outsC, saveable)
 	all := append(slices.Clone(in), captured...)
@@ -89,7 +144,7 @@ func Remat(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool, in ...*
 	// backward does not keep, now, and those backward recomputes, after it.
 	prog.recycle = outer.recycle
 	c.releaseRecording(keep, prog.recycle)
-	return ApplyN(rematOp, prog, all...)
+	return ApplyN(rematOp, prog, all...), prog, captured
 }
 
 // releaseRecording drops what the nodes recorded by c hold (compileRemat
@@ -114,6 +169,9 @@ func (c *Trace) releaseRecording(keep map[*Tensor]bool, donate bool) {
 		n.free()
 	}
 	if !donate {
+		for _, n := range nodes {
+			n.raw, n.rawOuts = nil, nil
+		}
 		return
 	}
 	for _, n := range nodes {
@@ -277,7 +335,15 @@ func compileRemat(c *Trace, in, leaves, capLeaves, outsC []*Tensor, saveable fun
 	}
 	p.nodes = make([]rnode, len(nodes))
 	for i, n := range nodes {
-		rn := rnode{op: n.op, params: n.params, info: n.info(), outAvals: n.outAval}
+		// Fresh placeholders: a node's own (n.outAval) may point into
+		// the node, and a program holding one would keep the node, and
+		// through it every value the recording computed, alive until
+		// the checkpoint's backward: O(T) memory for a scan of
+		// checkpointed segments instead of O(√T).
+		rn := rnode{op: n.op, params: n.params, info: n.info(), outAvals: make([]*Tensor, len(n.outAval))}
+		for k, a := range n.outAval {
+			rn.outAvals[k] = aval(a)
+		}
 		rn.ins = make([]rslot, len(n.inputs))
 		rn.inAvals = make([]*Tensor, len(n.inputs))
 		for k, e := range n.inputs {

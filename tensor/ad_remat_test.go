@@ -373,3 +373,50 @@ func TestRematRecyclingKeepsConstants(t *testing.T) {
 		}
 	}
 }
+
+// RematCompiled replays the program of its first call: the same values
+// and gradients as Remat on every call, f traced once, and inputs of
+// another shape refused.
+func TestRematCompiled(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	w, b := randT(r, 4, 4), randT(r, 4)
+	xs := []*tensor.Tensor{randT(r, 2, 4), randT(r, 2, 4), randT(r, 2, 4)}
+	traced := 0
+	seg := func(in []*tensor.Tensor) []*tensor.Tensor {
+		traced++
+		h := in[0]
+		h = tensor.Tanh(tensor.Add(tensor.MatMul(h, in[1]), b))
+		return []*tensor.Tensor{tensor.Mul(h, h), h}
+	}
+	loss := func(run func(...*tensor.Tensor) []*tensor.Tensor, w, h *tensor.Tensor) *tensor.Tensor {
+		total := tensor.Scalar(0)
+		for _, x := range xs {
+			out := run(tensor.Add(h, x), w)
+			h = out[1]
+			total = tensor.Add(total, tensor.Sum(out[0]))
+		}
+		return total
+	}
+	grads := func(run func(...*tensor.Tensor) []*tensor.Tensor) (float32, []*tensor.Tensor) {
+		tr := tensor.NewTrace()
+		lw, lh := tr.Leaf(w), tr.Leaf(xs[0])
+		y := loss(run, lw, lh)
+		g := tensor.Backward(tr, []*tensor.Tensor{y}, []*tensor.Tensor{tensor.OnesLike(y)}, []*tensor.Tensor{lw, lh}, false)
+		return tr.Primal(y).Float32s()[0], g
+	}
+	wantY, want := grads(func(in ...*tensor.Tensor) []*tensor.Tensor { return tensor.Remat(seg, nil, in...) })
+	require.Equal(t, 3, traced)
+	traced = 0
+	compiled := tensor.RematCompiled(seg, nil)
+	gotY, got := grads(compiled)
+	require.Equal(t, 1, traced, "f is traced once")
+	require.InDelta(t, wantY, gotY, 1e-5)
+	for i := range want {
+		require.InDeltaSlice(t, want[i].Float32s(), got[i].Float32s(), 1e-5)
+	}
+	require.PanicsWithValue(t, "tensor.RematCompiled: input 0 is f32[3,4]; the compiled program takes f32[2,4]", func() {
+		tr := tensor.NewTrace()
+		compiled(tr.Leaf(randT(r, 3, 4)), w)
+	})
+	require.PanicsWithValue(t, "tensor.RematCompiled: 1 inputs; the compiled program takes 2", func() { compiled(xs[0]) })
+}

@@ -1,0 +1,63 @@
+package tensor
+
+import (
+	"runtime"
+	"testing"
+	"weak"
+
+	"github.com/stretchr/testify/require"
+)
+
+// What a graph keeps alive: only the values its nodes save for the
+// backward pass. A node's shape-only placeholder for an input it does not
+// save must not share the allocation that holds the input's header and
+// data (newHeader puts the shape there), and a compiled checkpoint must
+// not hold the nodes its recording made.
+
+func TestPlaceholderDoesNotKeepValue(t *testing.T) {
+	tr := NewTrace()
+	x := tr.Leaf(Ones(Float32, 64, 64))
+	a := Add(x, x) // an intermediate that Neg's backward does not read
+	dead := weak.Make(a.primal)
+	y := Neg(a)
+	a = nil
+	runtime.GC()
+	require.Nil(t, dead.Value(), "Neg's node keeps its unsaved input alive")
+	g := Backward(tr, []*Tensor{y}, []*Tensor{OnesLike(y)}, []*Tensor{x}, false)
+	require.Equal(t, float32(-2), g[0].Float32s()[0])
+}
+
+func TestRematKeepsNoRecording(t *testing.T) {
+	tr := NewTrace()
+	w := tr.Leaf(FromFloat32([]float32{0.5, -0.25, 0.125, 1}, 2, 2))
+	h := tr.Leaf(Ones(Float32, 3, 2))
+	var inner []weak.Pointer[Tensor]
+	run := func(in []*Tensor) []*Tensor {
+		h := in[0]
+		for range 4 {
+			h = Tanh(MatMul(h, w))
+			inner = append(inner, weak.Make(h.primal))
+		}
+		return []*Tensor{h}
+	}
+	for _, f := range []func(...*Tensor) []*Tensor{
+		func(in ...*Tensor) []*Tensor { return Remat(run, nil, in...) },
+		RematCompiled(run, nil),
+	} {
+		inner = nil
+		out := f(h)[0]
+		out = f(out)[0]
+		runtime.GC()
+		alive := 0
+		for _, p := range inner {
+			if p.Value() != nil {
+				alive++
+			}
+		}
+		// The outputs of the two calls (the first one is the second's
+		// input, which its backward reads) and nothing else.
+		require.LessOrEqual(t, alive, 2, "values of the recordings alive after compiling")
+		g := Backward(tr, []*Tensor{out}, []*Tensor{OnesLike(out)}, []*Tensor{w, h}, true)
+		require.Len(t, g, 2)
+	}
+}
