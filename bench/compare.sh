@@ -2,7 +2,7 @@
 # bench/compare.sh: gonox's benchmarks and their anchors (numpy with
 # OpenBLAS, PyTorch with 1 and 2 threads, PyTorch DDP over gloo with 2
 # processes), interleaved in one run, and the ratio of each figure to its
-# anchor against the target of issue 19.
+# anchor against the targets of issues 19, 30 and 31.
 #
 # Single-threaded figures are also given per second of CPU time (Go:
 # getrusage of the process; the anchors: CPU time of the computing
@@ -64,6 +64,9 @@ go test -c -o "$bin/nn" ./nn
 go test -c -o "$bin/parallel" ./parallel
 go test -c -o "$bin/shard" ./shard
 go test -c -o "$bin/optim" ./optim
+go test -c -o "$bin/moe.test" ./examples/moe
+go test -c -o "$bin/tensor" ./tensor
+go build -o "$bin/moe" ./examples/moe
 
 for r in $(seq "$rounds"); do
 	echo "== round $r/$rounds" >&2
@@ -96,6 +99,21 @@ for r in $(seq "$rounds"); do
 	# The same psum without the collector: each psum's fresh 64 MiB result
 	# is garbage at once, and the collector returning that memory to the
 	# OS (page faults, system time) is most of a psum's cost.
+	# examples/moe (issue 31): the MoE step and the dense variant beside
+	# the same models in PyTorch (equal initial loss on equal weights:
+	# examples/moe TestLossMatchesPyTorch), at 1 and 2 threads; the EP
+	# strategy on 8 simulated devices; attention; peak memory.
+	for c in 1 2; do
+		gobench moe.test -test.bench '^BenchmarkTrainStep$/^(single|dense)$' -test.cpu "$c" -test.benchtime 20x -test.benchmem
+		anchor moe "$c" moe
+		anchor moe "$c" dense
+	done
+	gobench moe.test -test.bench '^BenchmarkTrainStep$/^dp_ep$' -test.cpu 2 -test.benchtime 10x
+	gobench tensor -test.bench '^BenchmarkAttention$/fused$' -test.cpu 1 -test.benchtime 3x -test.benchmem
+	anchor attention 1
+	rss=$(/usr/bin/time -f '%M' "$bin/moe" -strategy single -steps 20 -eval-every 20 -eval-batches 1 -sample 0 -plot '' 2>&1 >/dev/null | tail -1)
+	echo "BenchmarkMoEPeakRSS/single 1 $((rss / 1024)) MB" | tee -a "$log"
+	anchor moe-rss moe
 	GOGC=off "$bin/shard" -test.run '^$' -test.bench '^BenchmarkPsum64MiB$' -test.benchtime 10x |
 		{ grep '^Benchmark' || true; } | sed 's/^BenchmarkPsum64MiB/BenchmarkPsum64MiBGOGCoff/' | tee -a "$log"
 	# CNNs (issue 29): a training step (forward, backward, Adam) of LeNet-5

@@ -37,7 +37,7 @@ def parse(path):
         if not m:
             continue
         name, rest = m.group(1), m.group(3).split()
-        if name.startswith("BenchmarkMLPStep"):
+        if name.startswith(("BenchmarkMLPStep", "BenchmarkTrainStep", "BenchmarkAttention")):
             name += "@" + (m.group(2) or "1")  # run with -cpu 1 and -cpu 2
         for i in range(0, len(rest) - 1, 2):
             try:
@@ -205,6 +205,63 @@ def main():
     if cp:
         rr = ""
         row("copy 64 MiB, all cores", cp, "GB/s", [], "", None, "(anchor)", None)
+
+    # examples/moe (issue 31): training steps of the MoE model and its
+    # dense variant against the same models in PyTorch, chars/s (higher
+    # is better), at 1 and 2 threads; scaling; memory.
+    for what, gname, aname in [("examples/moe step (MoE, 2.4M params)", "single", "moe"),
+                               ("examples/moe -ffn dense -hidden 512 step", "dense", "moe_dense")]:
+        for c in (1, 2):
+            gv = go.get((f"BenchmarkTrainStep/{gname}@{c}", "chars/s"), [])
+            av = a(f"{aname}_t{c}", "chars/s")
+            if gv or av:
+                r, rr = paired(gv, av)
+                row(f"{what}, {c} thread{'s' if c > 1 else ''}", gv, "chars/s", av, f"chars/s (PyTorch {c}t)",
+                    r, "≥ 1.5x PyTorch", r is not None and r >= 1.5)
+            if c == 1:
+                gv = go.get((f"BenchmarkTrainStep/{gname}@1", "chars/cpu-s"), [])
+                av = a(f"{aname}_t1", "chars/cpu-s")
+                if gv and av:
+                    r, rr = paired(gv, av)
+                    row(f"{what}, 1 thread, per CPU-second", gv, "chars/cpu-s", av, "chars/cpu-s (PyTorch 1t)",
+                        r, "≥ 1.5x PyTorch", r >= 1.5)
+        b1 = go.get((f"BenchmarkTrainStep/{gname}@1", "B/op"), [])
+        if b1:
+            rr = ""
+            row(f"{what}, bytes allocated a step (-benchmem)", [x / 1e6 for x in b1], "MB/step", [], "", None, "(for scale)", None)
+    s1 = go.get(("BenchmarkTrainStep/single@1", "chars/s"), [])
+    s2 = go.get(("BenchmarkTrainStep/single@2", "chars/s"), [])
+    if s1 and s2:
+        r, rr = paired(s2, s1)
+        row("examples/moe step, 2 threads vs 1", s2, "chars/s", s1, "chars/s (1 thread)", r, "≥ 1.7x", r >= 1.7)
+    ep = go.get(("BenchmarkTrainStep/dp_ep@2", "chars/s"), [])
+    if ep and s1:
+        r, rr = paired(ep, s1)
+        row("examples/moe dp_ep 8 devices on 2 cores vs single on 1", ep, "chars/s", s1, "chars/s (single, 1 core)",
+            r, "≥ 1.8x", r >= 1.8)
+    rss = g("BenchmarkMoEPeakRSS/single", "MB")
+    trss = a("moe_rss_train", "MB")
+    if rss or trss:
+        r, rr = paired(rss, trss)
+        row("examples/moe -strategy single, 20 steps: peak RSS vs PyTorch's training increment", rss, "MB", trss,
+            "MB (PyTorch peak − after import torch)", r, "≤ 1.5x", r is not None and r <= 1.5)
+    # Attention at context 4096 (batch 1, 4 heads of 32), forward and
+    # backward: time against PyTorch's matmul-softmax-matmul, and the bytes
+    # a pass allocates against Q, K, V and the output together (8 MiB).
+    for T in (64, 1024, 4096):
+        gv = go.get((f"BenchmarkAttention/context={T}/fused@1", "ms/pass"), [])
+        av = a(f"attention_T{T}_t1", "ms/pass")
+        if gv or av:
+            r, rr = paired(gv, av)
+            target = "≤ 0.7x PyTorch" if T == 4096 else "(for scale)"
+            row(f"causal attention fwd+bwd, context {T}, 1 thread", gv, "ms/pass", av, "ms/pass (PyTorch 1t)",
+                r, target, (r is not None and r <= 0.7) if T == 4096 else None)
+    bm = go.get(("BenchmarkAttention/context=4096/fused@1", "B/op"), [])
+    if bm:
+        qkvo = 4 * 4096 * 4 * 32 * 4
+        r, rr = paired(bm, [qkvo] * len(bm))
+        row("attention context 4096: bytes allocated fwd+bwd vs Q, K, V, O", [x / 2**20 for x in bm], "MiB", [qkvo / 2**20] * len(bm),
+            "MiB (Q, K, V, O)", r, "< 4x", r < 4)
 
     print()
     print("| what | gonox (median, range) | anchor (median, range) | ratio (median of rounds, range) | target | met |")

@@ -83,6 +83,7 @@ type runRecord struct {
 	Model struct {
 		Context, Dim, Layers, Heads, Experts, Hidden, TopK int
 		Capacity                                           float64
+		FFN                                                string
 	}
 	TextName  string // -text's base name, or Opticks: may change (the same text elsewhere)
 	Text      string // the text's size and SHA-256
@@ -102,6 +103,7 @@ func record(cfg config, c *corpus, placement string) runRecord {
 	var r runRecord
 	r.Model.Context, r.Model.Dim, r.Model.Layers, r.Model.Heads = cfg.context, cfg.dim, cfg.layers, cfg.heads
 	r.Model.Experts, r.Model.Hidden, r.Model.TopK, r.Model.Capacity = cfg.experts, cfg.hidden, cfg.topK, cfg.capacity
+	r.Model.FFN = cfg.ffn
 	r.TextName = c.name
 	r.Text, r.Vocab = c.identity()
 	r.Optimizer.Name, r.Optimizer.PeakLR, r.Optimizer.Batch, r.Optimizer.Seed = "adam", cfg.lr, cfg.batch, cfg.seed
@@ -122,6 +124,7 @@ func settings(step int, lr float64) map[string]cli.Setting {
 		"Model.Hidden":   {Flag: "-hidden"},
 		"Model.TopK":     {Flag: "-topk"},
 		"Model.Capacity": {Flag: "-capacity"},
+		"Model.FFN":      {Flag: "-ffn"},
 		"TextName":       {Flag: "-text", Changed: func(checkpoint.Difference) string { return "" }},
 		"Text": {Flag: "-text", Refused: func(d checkpoint.Difference) string {
 			return fmt.Sprintf("-text: the checkpoint was trained on another text (%v; this one has %v)", d.Saved, d.Current)

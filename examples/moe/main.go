@@ -10,6 +10,7 @@
 //
 //	go run ./examples/moe                              # dp=2,ep=4 on 8 devices
 //	go run ./examples/moe -strategy single             # one device
+//	go run ./examples/moe -strategy single -ffn dense -hidden 512  # the dense transformer: one MLP per block
 //	go run ./examples/moe -strategy fsdp_ep -mesh dp=2,ep=4
 //	go run ./examples/moe -strategy compare            # one step of each strategy
 //	go run ./examples/moe -text book.txt -steps 3000   # any UTF-8 text
@@ -70,6 +71,7 @@ type config struct {
 	text, data, tokenizer, bpeVocab     string
 	bpeSize                             int
 	strategy, mesh                      string
+	ffn                                 string
 	steps, batch, context               int
 	dim, layers, heads, experts, hidden int
 	topK                                int
@@ -138,6 +140,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	f.Int(&c.dim, "dim", 128, 1, maxDim, "model width")
 	f.Int(&c.layers, "layers", 4, 1, maxLayers, "transformer blocks")
 	f.Int(&c.heads, "heads", 4, 1, maxDim, "attention heads")
+	f.String(&c.ffn, "ffn", "moe", "feed-forward layers: moe (-experts experts of -hidden, top -topk) or dense (one MLP dim-hidden-dim, GELU; -strategy single)")
 	f.Int(&c.experts, "experts", 8, 1, maxExperts, "experts per MoE layer")
 	f.Int(&c.hidden, "hidden", 256, 1, maxHidden, "hidden width of each expert")
 	f.Int(&c.topK, "topk", 2, 1, maxExperts, "experts per token")
@@ -161,6 +164,12 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 			return fmt.Errorf("-batch %d × -context %d: %d characters a batch, more than %d", c.batch, c.context, c.batch*c.context, maxTokens)
 		case !utf8.ValidString(c.prompt):
 			return fmt.Errorf("-prompt %q: not valid UTF-8", c.prompt)
+		case c.ffn != "moe" && c.ffn != "dense":
+			return fmt.Errorf("-ffn %q: want moe or dense", c.ffn)
+		case c.ffn == "dense" && (f.Changed("experts") || f.Changed("topk") || f.Changed("capacity")):
+			return fmt.Errorf("-ffn dense has no experts: leave out -experts, -topk and -capacity")
+		case c.ffn == "dense" && c.strategy != "single":
+			return fmt.Errorf("-ffn dense trains on one device: use -strategy single (got %q)", c.strategy)
 		case c.tokenizer != "char" && c.tokenizer != "bpe":
 			return fmt.Errorf("-tokenizer %q: want char or bpe", c.tokenizer)
 		case c.tokenizer != "bpe" && (f.Changed("bpe-vocab") || f.Changed("bpe-size")):
@@ -173,6 +182,11 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	f.Check(func() error { return checkStrategyMesh(c.strategy, c.mesh) })
 	if err := f.Parse(args); err != nil {
 		return c, err
+	}
+	if c.ffn == "dense" {
+		// One expert that takes every token (the history and the
+		// plot's load rows count it so).
+		c.experts, c.topK = 1, 1
 	}
 	if !cli.Leader() {
 		// Under mpirun only process 0 generates the sample and plots.
@@ -350,8 +364,7 @@ func runConfig(cfg config, out, errOut io.Writer) error {
 	if err := checkCorpus(cfg, c); err != nil {
 		return err
 	}
-	mc := modelConfig{vocab: c.size, context: cfg.context, dim: cfg.dim, layers: cfg.layers, heads: cfg.heads,
-		experts: cfg.experts, hidden: cfg.hidden, topK: cfg.topK, capacity: cfg.capacity}
+	mc := cfg.model(c.size)
 	if n := mc.params(); n > maxParams {
 		return cli.Usagef("-dim %d, -layers %d, -experts %d, -hidden %d: a model of %d parameters, more than this example trains (%d)",
 			cfg.dim, cfg.layers, cfg.experts, cfg.hidden, n, maxParams)
@@ -383,8 +396,12 @@ func runConfig(cfg config, out, errOut io.Writer) error {
 	} else {
 		fmt.Fprintf(out, "gonox moe: %s, %d train / %d validation %s, vocabulary %d\n", c.name, len(c.train), len(c.val), c.unit, c.size)
 	}
-	fmt.Fprintf(out, "model: %d layers, width %d, %d heads, %d experts of %d (top-%d, capacity factor %g), context %d, %d parameters\n",
-		cfg.layers, cfg.dim, cfg.heads, cfg.experts, cfg.hidden, cfg.topK, cfg.capacity, cfg.context, paramCount(model))
+	ffn := fmt.Sprintf("%d experts of %d (top-%d, capacity factor %g)", cfg.experts, cfg.hidden, cfg.topK, cfg.capacity)
+	if mc.ffn == ffnDense {
+		ffn = fmt.Sprintf("dense FFN %d-%d-%d", cfg.dim, cfg.hidden, cfg.dim)
+	}
+	fmt.Fprintf(out, "model: %d layers, width %d, %d heads, %s, context %d, %d parameters\n",
+		cfg.layers, cfg.dim, cfg.heads, ffn, cfg.context, paramCount(model))
 	fmt.Fprintf(out, "strategy %v on %s, batch %d×%d %s, %d steps\n", s, where, cfg.batch, cfg.context, c.unit, cfg.steps)
 	for _, note := range r.notes {
 		fmt.Fprintln(out, note)
@@ -392,6 +409,16 @@ func runConfig(cfg config, out, errOut io.Writer) error {
 	stop := cli.OnInterrupt("moe", errOut, r.cps)
 	defer stop()
 	return r.train()
+}
+
+// model returns the model configuration of the flags for a vocabulary.
+func (c config) model(vocab int) modelConfig {
+	mc := modelConfig{vocab: vocab, context: c.context, dim: c.dim, layers: c.layers, heads: c.heads,
+		experts: c.experts, hidden: c.hidden, topK: c.topK, capacity: c.capacity}
+	if c.ffn == "dense" {
+		mc.ffn = ffnDense
+	}
+	return mc
 }
 
 // shares turns per-(layer, expert) counts into each expert's share of its

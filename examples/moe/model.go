@@ -8,13 +8,26 @@ import (
 )
 
 // Block is a pre-norm transformer block whose feed-forward layer is a
-// mixture of experts.
+// mixture of experts (MoE) or, with -ffn dense, one MLP (FFN).
 type Block struct {
 	Norm1 nn.LayerNorm
 	Attn  nn.MultiHeadAttention
 	Norm2 nn.LayerNorm
-	MoE   nn.MoE
+	MoE   nn.MoE // zero with a dense FFN
+	FFN   nn.MLP // dim-hidden-dim, GELU, no biases; zero with a MoE
 }
+
+// ffnKind says what a block's feed-forward layer is.
+type ffnKind int
+
+const (
+	ffnMoE   ffnKind = iota // a mixture of experts
+	ffnDense                // one MLP, as wide as one expert
+)
+
+var ffnNames = []string{"moe", "dense"}
+
+func (f ffnKind) String() string { return ffnNames[f] }
 
 // Model is a character-level transformer language model: token and
 // learned position embeddings, Blocks, a final norm and an output layer.
@@ -31,6 +44,7 @@ type modelConfig struct {
 	vocab, context, dim, layers, heads int
 	experts, hidden, topK              int
 	capacity                           float64
+	ffn                                ffnKind
 }
 
 // newModel draws a model. Every parameter carries logical axis names, so
@@ -48,14 +62,20 @@ func newModel(key tensor.Key, c modelConfig) Model {
 	}
 	for l := range c.layers {
 		ks := keys[3+l].Split(2)
-		m.Blocks = append(m.Blocks, Block{
+		b := Block{
 			Norm1: norm(),
 			Attn: nn.NewMultiHeadAttention(ks[0], c.dim, c.heads, nn.AttentionOptions{
 				Causal: true, Axes: nn.DefaultAttentionAxes()}),
 			Norm2: norm(),
-			MoE: nn.NewMoE(ks[1], c.dim, c.hidden, c.experts, nn.MoEOptions{
-				TopK: c.topK, CapacityFactor: c.capacity, Activation: nn.Gelu, Axes: nn.DefaultMoEAxes()}),
-		})
+		}
+		if c.ffn == ffnDense {
+			b.FFN = nn.NewMLP(ks[1], []int{c.dim, c.hidden, c.dim}, nn.MLPOptions{
+				Activation: nn.Gelu, NoBias: true, NoFinalBias: true})
+		} else {
+			b.MoE = nn.NewMoE(ks[1], c.dim, c.hidden, c.experts, nn.MoEOptions{
+				TopK: c.topK, CapacityFactor: c.capacity, Activation: nn.Gelu, Axes: nn.DefaultMoEAxes()})
+		}
+		m.Blocks = append(m.Blocks, b)
 	}
 	return m
 }
@@ -87,6 +107,15 @@ func (m Model) forward(ids *tensor.Tensor, moe moeFunc) forwardOut {
 	aux := tensor.Scalar(0)
 	for _, b := range m.Blocks {
 		x = tensor.Add(x, b.Attn.Forward(b.Norm1.Forward(x)))
+		if b.FFN.Layers != nil {
+			// A dense FFN is one expert that takes every token: no
+			// auxiliary loss, nothing dropped.
+			x = tensor.Add(x, b.FFN.Forward(b.Norm2.Forward(x)))
+			n := x.Dim(0) * T
+			o.Dropped = append(o.Dropped, tensor.FromBool(make([]bool, n), n, 1))
+			o.Load = append(o.Load, tensor.FromInt32([]int32{int32(n)}, 1))
+			continue
+		}
 		r := moe(b.MoE, b.Norm2.Forward(x))
 		x = tensor.Add(x, r.Output) // dropped choices: the residual carries the token
 		aux = tensor.Add(aux, tensor.Add(tensor.MulScalar(r.AuxLoss, auxCoef), tensor.MulScalar(r.RouterZLoss, zCoef)))

@@ -19,6 +19,9 @@ import (
 func (c modelConfig) params() int {
 	d, e, h := c.dim, c.experts, c.hidden
 	block := 4*d*d + 4*d + 4*d + d*e + e*(2*d*h+h+d)
+	if c.ffn == ffnDense {
+		block = 4*d*d + 4*d + 2*d*h
+	}
 	return 2*c.vocab*d + c.vocab + c.context*d + c.layers*block + 2*d
 }
 

@@ -16,6 +16,12 @@ for s in single ep fsdp_ep; do
   "$out/moe" "${small[@]}" -steps 4 -eval-every 4 -plot "" -strategy "$s"
 done
 "$out/moe" "${small[@]}" -strategy compare
+# The dense variant (one MLP per block), and its flags checked.
+dense=(-dim 32 -layers 2 -heads 2 -hidden 64 -context 32 -batch 16 -eval-batches 1 -sample 20)
+"$out/moe" "${dense[@]}" -ffn dense -strategy single -steps 4 -eval-every 2 -plot "$out/dense.png"
+test -s "$out/dense.png"
+usage '^moe: -ffn dense trains on one device' "$out/moe" "${dense[@]}" -ffn dense -steps 1
+usage '^moe: -ffn dense has no experts' "$out/moe" "${dense[@]}" -ffn dense -strategy single -experts 4 -steps 1
 "$out/moe" "${small[@]}" -steps 4 -eval-every 2 -plot "" -ckpt "$out/ckpt"
 resumed=$("$out/moe" "${small[@]}" -steps 6 -eval-every 2 -plot "" -ckpt "$out/ckpt" -strategy ep -mesh ep=8)
 grep -q "resumed from" <<<"$resumed"
