@@ -369,7 +369,8 @@ var _ = addRuleCases(
 			tr := NewTrace()
 			w := tr.Leaf(x[1])
 			y := Remat(func(in []*Tensor) []*Tensor { return []*Tensor{Tanh(MatMul(in[0], in[1]))} }, nil, x[0], w)[0]
-			g := Backward(tr, []*Tensor{Sum(Square(y))}, []*Tensor{Scalar(1)}, []*Tensor{w}, false)[0]
+			loss := Sum(Square(y))
+			g := Backward(tr, []*Tensor{loss}, []*Tensor{OnesLike(loss)}, []*Tensor{w}, false)[0]
 			return []*Tensor{tr.Primal(y), g}
 		},
 		vmapTol: 1e-6}, // the products inside, as matmulOp's

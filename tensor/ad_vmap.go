@@ -387,7 +387,7 @@ func splitBatchFrom(x *Tensor, axis, n int) *Tensor {
 // on an index outside [-n, n), as op does on one example: offset, such
 // an index would reach into another example's part.
 func batchOffsets(op string, idx *Tensor, n int) *Tensor {
-	checkIndices(func() string {
+	idx = checkIndices(func() string {
 		return fmt.Sprintf("%s under Vmap: indices %v (batch first) into an axis of %d", op, idx, n)
 	}, idx, n)
 	b := idx.shape[0]

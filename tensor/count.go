@@ -40,6 +40,12 @@ func init() {
 						out.i32[v] += w.i32[i]
 					}
 				}
+			case Float64:
+				for i, v := range x.i32 {
+					if int(v) < length {
+						out.f64[v] += w.f64[i]
+					}
+				}
 			}
 			return out
 		},
@@ -65,6 +71,7 @@ func init() {
 			}
 			return one1(Reshape(out, b, length))
 		},
+		Traits: Traits{Types: TypesFloat64},
 	}
 	// srtBinGatherOp reads g[x[i]] for each i, 0 where x[i] >= len(g): the
 	// transpose of a weighted bincount, and Bincount is its transpose.
@@ -73,8 +80,16 @@ func init() {
 		Sharding: ShardingRule{Family: ShardBincountGather},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			g, x := in[0], in[1]
-			out := newTensor(Float32, x.shape)
+			out := newTensor(g.dtype, x.shape)
 			length := g.shape[0]
+			if g.dtype == Float64 {
+				for i, v := range x.i32 {
+					if int(v) < length {
+						out.f64[i] = g.f64[v]
+					}
+				}
+				return out
+			}
 			for i, v := range x.i32 {
 				if int(v) < length {
 					out.f32[i] = g.f32[v]
@@ -94,6 +109,7 @@ func init() {
 			out := Apply(srtBinGatherOp, nil, Reshape(g, -1), Reshape(binOffsets(x, length), -1))
 			return one1(Reshape(out, x.shape...))
 		},
+		Traits: Traits{Types: TypesFloat64},
 	}
 }
 
@@ -149,8 +165,8 @@ func Bincount(x, weights *Tensor, length int) *Tensor {
 		panic(fmt.Sprintf("%s: %s: length %d < 0", name, desc, length))
 	}
 	if weights != nil {
-		if weights.dtype != Float32 && weights.dtype != Int32 {
-			panic(fmt.Sprintf("%s: %s: weights must be float32 or int32", name, desc))
+		if weights.dtype != Float32 && weights.dtype != Int32 && weights.dtype != Float64 {
+			panic(fmt.Sprintf("%s: %s: weights must be float32, float64 or int32", name, desc))
 		}
 		if !sameShape(weights.shape, x.shape) {
 			panic(fmt.Sprintf("%s: %s: weights must have the shape of x", name, desc))

@@ -100,6 +100,6 @@ func TestBincountPanics(t *testing.T) {
 	require.PanicsWithValue(t, "tensor.Bincount: i32[2]: length -1 < 0", func() { tensor.Bincount(tensor.Zeros(tensor.Int32, 2), nil, -1) })
 	require.PanicsWithValue(t, "tensor.Bincount: i32[2], f32[3]: weights must have the shape of x",
 		func() { tensor.Bincount(tensor.Zeros(tensor.Int32, 2), tensor.Zeros(tensor.Float32, 3), 4) })
-	require.PanicsWithValue(t, "tensor.Bincount: i32[2], bool[2]: weights must be float32 or int32",
+	require.PanicsWithValue(t, "tensor.Bincount: i32[2], bool[2]: weights must be float32, float64 or int32",
 		func() { tensor.Bincount(tensor.Zeros(tensor.Int32, 2), tensor.Zeros(tensor.Bool, 2), 4) })
 }

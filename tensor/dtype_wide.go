@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -661,4 +662,45 @@ func softmaxGrad64(g, y *Tensor, axis int, sum func(g, y float64) float64, f fun
 		}
 	})
 	return out
+}
+
+// srtKeyF64 maps v to a uint64 whose unsigned order is the sort order of
+// srtKeyF32: -0 equal to +0, every NaN above +Inf.
+func srtKeyF64(v float64) uint64 {
+	b := math.Float64bits(v)
+	if e := b &^ (1 << 63); e == 0 || e > 0x7ff0000000000000 {
+		if e == 0 {
+			return 1 << 63
+		}
+		return math.MaxUint64
+	}
+	return b ^ (uint64(int64(b)>>63) | 1<<63)
+}
+
+// srtWideKeys writes the sort keys of a lane of a Float64, Int64 or
+// Uint8 tensor: the rank of each element's 64-bit key among the lane's
+// distinct keys (equal elements get equal keys, as the stable sorts
+// need), inverted by inv.
+func srtWideKeys(x *Tensor, base, stride int, keys []uint32, inv uint32) {
+	if x.dtype == Uint8 {
+		for j := range keys {
+			keys[j] = uint32(x.u8[base+j*stride]) ^ inv
+		}
+		return
+	}
+	k64 := make([]uint64, len(keys))
+	for j := range k64 {
+		if x.dtype == Float64 {
+			k64[j] = srtKeyF64(x.f64[base+j*stride])
+		} else {
+			k64[j] = uint64(x.i64[base+j*stride]) ^ 1<<63
+		}
+	}
+	uniq := slices.Clone(k64)
+	slices.Sort(uniq)
+	uniq = slices.Compact(uniq)
+	for j, k := range k64 {
+		r, _ := slices.BinarySearch(uniq, k)
+		keys[j] = uint32(r) ^ inv
+	}
 }

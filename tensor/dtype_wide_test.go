@@ -3,6 +3,7 @@ package tensor_test
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -188,4 +189,170 @@ func TestWideRecycling(t *testing.T) {
 	z := tensor.Add(a, a)
 	assert.Greater(t, tensor.CacheHits(), hits, "the float64 cache served nothing")
 	assert.Equal(t, 2.0, z.At(4095))
+}
+
+// rand64 returns a Float64 tensor of values uniform in [lo, hi).
+func rand64(rng *rand.Rand, lo, hi float64, shape ...int) *tensor.Tensor {
+	d := make([]float64, numel(shape))
+	for i := range d {
+		d[i] = lo + (hi-lo)*rng.Float64()
+	}
+	return tensor.FromFloat64s(d, shape...)
+}
+
+// requireClose64 checks got (Float64) against want within rtol of the
+// largest |want| (and atol 1e-300).
+func requireClose64(t *testing.T, want []float64, got *tensor.Tensor, rtol float64, msg string) {
+	t.Helper()
+	require.Equal(t, tensor.Float64, got.DType(), msg)
+	g := got.Float64s()
+	require.Len(t, g, len(want), msg)
+	scale := 0.0
+	for _, v := range want {
+		scale = max(scale, math.Abs(v))
+	}
+	for i := range want {
+		require.InDelta(t, want[i], g[i], rtol*scale+1e-300, "%s: element %d", msg, i)
+	}
+}
+
+// Float64 ops against float64 loops and the math package: results correct
+// to float64 rounding, far beyond float32's 1e-7.
+func TestFloat64AgainstLoops(t *testing.T) {
+	rng := newRNG(64)
+	a, b := rand64(rng, -1, 1, 2, 5, 7), rand64(rng, -1, 1, 7, 3)
+	ad, bd := a.Float64s(), b.Float64s()
+	want := make([]float64, 2*5*3)
+	for p := range 2 {
+		for i := range 5 {
+			for j := range 3 {
+				s := 0.0
+				for k := range 7 {
+					s += ad[(p*5+i)*7+k] * bd[k*3+j]
+				}
+				want[(p*5+i)*3+j] = s
+			}
+		}
+	}
+	requireClose64(t, want, tensor.MatMul(a, b), 1e-14, "MatMul batched")
+	requireClose64(t, want[:15], tensor.MatMul(tensor.Reshape(tensor.SliceAxis(a, 0, 0, 1), 5, 7), b), 1e-14, "MatMul")
+	requireClose64(t, want[:15], tensor.T(tensor.MatMulT(b, tensor.Reshape(tensor.SliceAxis(a, 0, 0, 1), 5, 7), true, true)), 1e-14, "MatMulT")
+	// A large product takes gemm.Dgemm's blocked path on every core.
+	big1, big2 := rand64(rng, -1, 1, 130, 300), rand64(rng, -1, 1, 300, 70)
+	c := tensor.MatMul(big1, big2).Float64s()
+	x1, x2 := big1.Float64s(), big2.Float64s()
+	for _, ij := range [][2]int{{0, 0}, {129, 69}, {64, 33}} {
+		s := 0.0
+		for k := range 300 {
+			s += x1[ij[0]*300+k] * x2[k*70+ij[1]]
+		}
+		assert.InDelta(t, s, c[ij[0]*70+ij[1]], 1e-12, "MatMul 130x300x70 at %v", ij)
+	}
+
+	x := rand64(rng, -3, 3, 3, 4)
+	xd := x.Float64s()
+	unary := []struct {
+		name string
+		f    func(*tensor.Tensor) *tensor.Tensor
+		ref  func(float64) float64
+	}{
+		{"Exp", tensor.Exp, math.Exp}, {"Tanh", tensor.Tanh, math.Tanh}, {"Sin", tensor.Sin, math.Sin},
+		{"Sqrt∘Abs", func(x *tensor.Tensor) *tensor.Tensor { return tensor.Sqrt(tensor.Abs(x)) }, func(v float64) float64 { return math.Sqrt(math.Abs(v)) }},
+		{"Log∘Abs", func(x *tensor.Tensor) *tensor.Tensor { return tensor.Log(tensor.Abs(x)) }, func(v float64) float64 { return math.Log(math.Abs(v)) }},
+		{"Sigmoid", tensor.Sigmoid, func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }},
+		{"Erf", tensor.Erf, math.Erf},
+	}
+	for _, u := range unary {
+		w := make([]float64, len(xd))
+		for i, v := range xd {
+			w[i] = u.ref(v)
+		}
+		requireClose64(t, w, u.f(x), 1e-14, u.name)
+	}
+
+	sum := make([]float64, 3)
+	for i := range 3 {
+		for j := range 4 {
+			sum[i] += xd[i*4+j]
+		}
+	}
+	requireClose64(t, sum, tensor.Sum(x, 1), 1e-15, "Sum")
+	sm := make([]float64, 12)
+	for i := range 3 {
+		z := 0.0
+		for j := range 4 {
+			z += math.Exp(xd[i*4+j])
+		}
+		for j := range 4 {
+			sm[i*4+j] = math.Exp(xd[i*4+j]) / z
+		}
+	}
+	requireClose64(t, sm, tensor.Softmax(x, 1), 1e-15, "Softmax")
+	// 1 + 1e-12 survives in float64 (it is 1 in float32).
+	one := tensor.Add(tensor.ScalarFloat64(1), tensor.ScalarFloat64(1e-12))
+	assert.Equal(t, 1+1e-12, one.Item())
+}
+
+// Int64 computes like Int32 beyond int32's range; Uint8 moves, compares
+// and converts.
+func TestInt64AndUint8Ops(t *testing.T) {
+	big := int64(1) << 40
+	a := tensor.FromInt64([]int64{big, -3, 7, 1<<53 + 1}, 2, 2)
+	b := tensor.FromInt64([]int64{2, 5, -7, 1}, 2, 2)
+	assert.Equal(t, []int64{big + 2, 2, 0, 1<<53 + 2}, tensor.Add(a, b).Int64s())
+	assert.Equal(t, []int64{2 * big, -15, -49, 1<<53 + 1}, tensor.Mul(a, b).Int64s())
+	assert.Equal(t, []int64{big / 2, -1, -1, 1<<53 + 1}, tensor.FloorDiv(a, b).Int64s())
+	assert.Equal(t, []int64{big + 7, 1<<53 + 1 - 3}, tensor.Sum(a, 0).Int64s())
+	assert.Equal(t, []int64{1<<53 + 1}, tensor.Max(a).Int64s())
+	assert.Equal(t, []int64{big, big - 3, big + 4, big + 4 + 1<<53 + 1}, tensor.Cumsum(tensor.Reshape(a, 4), 0).Int64s())
+	assert.Equal(t, []bool{false, false, true, false}, tensor.Equal(a, tensor.FromInt64([]int64{0, 0, 7, 1 << 53}, 2, 2)).Bools())
+	// Sorting tells 2^53+1 from 2^53 (equal as float64).
+	s := tensor.FromInt64([]int64{1<<53 + 1, 1 << 53, -1})
+	assert.Equal(t, []int64{-1, 1 << 53, 1<<53 + 1}, tensor.Sort(s, 0, false).Int64s())
+	// Int64 indices gather like int32 ones.
+	x := tensor.FromFloat64s([]float64{10, 20, 30})
+	assert.Equal(t, []float64{30, 10, 30}, tensor.Take(x, tensor.FromInt64([]int64{2, 0, -1}), 0).Float64s())
+	requirePanic(t, "tensor.Take: f64[3], i64[1] along axis 0: index 3 at position [0] out of range [-3, 3)",
+		func() { tensor.Take(x, tensor.FromInt64([]int64{3}), 0) })
+	assert.Equal(t, []int64{-7, 2}, tensor.Take(tensor.Reshape(b, 4), tensor.FromInt32([]int32{2, 0}), 0).Int64s())
+
+	img := tensor.FromUint8([]uint8{0, 1, 2, 3, 4, 5}, 2, 3)
+	assert.Equal(t, []uint8{0, 3, 1, 4, 2, 5}, tensor.Transpose(img).Uint8s())
+	assert.Equal(t, []uint8{1, 2, 4, 5}, tensor.SliceAxis(img, 1, 1, 3).Uint8s())
+	assert.Equal(t, []uint8{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}, tensor.Concat(0, img, img).Uint8s())
+	assert.Equal(t, []bool{false, false, false, true, true, true}, tensor.Greater(img, tensor.Full(tensor.Uint8, 2, 2, 3)).Bools())
+	scaled := tensor.Div(tensor.AsType(img, tensor.Float32), tensor.Scalar(255))
+	assert.InDelta(t, 5.0/255, scaled.At(1, 2), 1e-7)
+	requirePanic(t, "tensor.Mul: u8[2,3] * u8[2,3]: not defined for uint8", func() { tensor.Mul(img, img) })
+}
+
+// UniformFloat64 and NormalFloat64 draw float64 values from all 52
+// mantissa bits, reproducibly per key, with the right moments.
+func TestRandomFloat64(t *testing.T) {
+	k := tensor.NewKey(7)
+	const n = 100000
+	u := tensor.UniformFloat64(k, n)
+	require.Equal(t, tensor.Float64, u.DType())
+	assert.Equal(t, u.Float64s(), tensor.UniformFloat64(k, n).Float64s(), "one key, one draw")
+	assert.NotEqual(t, u.Float64s()[:10], tensor.UniformFloat64(tensor.NewKey(8), n).Float64s()[:10])
+	mean, fine := 0.0, 0
+	for _, v := range u.Float64s() {
+		require.True(t, v >= 0 && v < 1, "uniform %v outside [0, 1)", v)
+		mean += v / n
+		if v != float64(float32(v)) {
+			fine++
+		}
+	}
+	assert.InDelta(t, 0.5, mean, 0.005, "mean of the uniform draws")
+	assert.Greater(t, fine, n*99/100, "draws finer than float32")
+	z := tensor.NormalFloat64(k, n).Float64s()
+	m, v := 0.0, 0.0
+	for _, x := range z {
+		m += x / n
+	}
+	for _, x := range z {
+		v += (x - m) * (x - m) / n
+	}
+	assert.InDelta(t, 0, m, 0.02, "mean of the normal draws")
+	assert.InDelta(t, 1, v, 0.02, "variance of the normal draws")
 }

@@ -141,12 +141,23 @@ func unravel(i int, shape []int) []int {
 
 // checkIndices panics unless indices is an int32 tensor whose values all lie
 // in [-n, n). what names the op and its operands for the message.
-func checkIndices(what func() string, indices *Tensor, n int) {
+func checkIndices(what func() string, indices *Tensor, n int) *Tensor {
+	if indices.dtype == Int64 && indices.layout == nil && indices.xv == nil {
+		// An index into an axis fits int32 (a dimension is an int32 count
+		// of the kernels): checked, then converted.
+		for i, v := range indices.i64 {
+			if v < int64(-n) || v >= int64(n) {
+				panic(fmt.Sprintf("%s: index %d at position %v out of range [%d, %d)",
+					what(), v, unravel(i, indices.shape), -n, n))
+			}
+		}
+		return AsType(indices, Int32)
+	}
 	if indices.dtype != Int32 {
-		panic(fmt.Sprintf("%s: indices must be int32, got %v", what(), indices.dtype))
+		panic(fmt.Sprintf("%s: indices must be int32 or int64, got %v", what(), indices.dtype))
 	}
 	if indices.layout != nil {
-		return // Apply refuses sharded operands with its own message
+		return indices // Apply refuses sharded operands with its own message
 	}
 	for i, v := range indices.i32 {
 		if int(v) < -n || int(v) >= n {
@@ -154,6 +165,7 @@ func checkIndices(what func() string, indices *Tensor, n int) {
 				what(), v, unravel(i, indices.shape), -n, n))
 		}
 	}
+	return indices
 }
 
 // wrapIndex maps a NumPy index in [-n, n) to [0, n).
@@ -258,7 +270,7 @@ func Take(x, indices *Tensor, axis int) *Tensor {
 		return fmt.Sprintf("tensor.Take: %s along axis %d", operands("", x, indices), axis)
 	}
 	a := normAxisFor(what, x, axis)
-	checkIndices(what, indices, x.shape[a])
+	indices = checkIndices(what, indices, x.shape[a])
 	out := make([]int, 0, len(x.shape)-1+len(indices.shape))
 	out = append(out, x.shape[:a]...)
 	out = append(out, indices.shape...)
@@ -484,7 +496,7 @@ func TakeAlongAxis(x, indices *Tensor, axis int) *Tensor {
 			panic(fmt.Sprintf("%s: dims %d and %d at axis %d do not broadcast", what(), xd, id, d))
 		}
 	}
-	checkIndices(what, indices, x.shape[a])
+	indices = checkIndices(what, indices, x.shape[a])
 	return Apply(takeAlongOp, &takeAlongParams{axis: a, xShape: x.Shape(), outShape: out}, x, indices)
 }
 

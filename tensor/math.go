@@ -107,6 +107,11 @@ func init() {
 		Name: "polygamma",
 		Impl: func(in []*Tensor, p any) *Tensor {
 			n, x := p.(int), in[0]
+			if x.dtype == Float64 {
+				out := newOutUninit(Float64, x.shape)
+				mapT(each64(func(v float64) float64 { return polygamma(n, v) }), out.f64, x.f64, costSlow, x.local != nil)
+				return out
+			}
 			out := newOutUninit(Float32, x.shape)
 			mapF32(func(d, s []float32) {
 				d = d[:len(s)]
@@ -121,7 +126,7 @@ func init() {
 		},
 		Save:     saveX,
 		Sharding: ShardingRule{Family: ShardElementwise},
-		Traits:   Traits{Reuse: FreshVJP},
+		Traits:   Traits{Reuse: FreshVJP, Types: TypesFloat64},
 	}
 	// Under Vmap the op runs on the batch as it is (n does not depend on
 	// the shape); its JVP is its VJP applied to the tangent.

@@ -487,6 +487,7 @@ func init() {
 			p.axis++
 			return []*Tensor{Apply(argOp, p, in[0])}
 		},
+		Traits: Traits{Types: TypesAll},
 	}
 }
 

@@ -92,7 +92,7 @@ func ScatterAdd(x, indices, updates *Tensor, axis int) *Tensor {
 		panic(fmt.Sprintf("%s: not defined for bool", what()))
 	}
 	a := normAxisFor(what, x, axis)
-	checkIndices(what, indices, x.shape[a])
+	indices = checkIndices(what, indices, x.shape[a])
 	want := make([]int, 0, len(x.shape)-1+len(indices.shape))
 	want = append(want, x.shape[:a]...)
 	want = append(want, indices.shape...)

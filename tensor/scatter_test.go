@@ -132,7 +132,7 @@ func TestScatterAddPanics(t *testing.T) {
 		func() { tensor.ScatterAdd(sample(tensor.Bool, 1, 2), idx, sample(tensor.Bool, 1, 2), 0) })
 	require.PanicsWithValue(t, "tensor.ScatterAdd: f32[5,3], i32[2], f32[2,3] along axis 0: index 5 at position [1] out of range [-5, 5)",
 		func() { tensor.ScatterAdd(x, ints([]int{0, 5}, 2), sample(tensor.Float32, 1, 2, 3), 0) })
-	require.PanicsWithValue(t, "tensor.ScatterAdd: f32[5,3], f32[2], f32[2,3] along axis 0: indices must be int32, got float32",
+	require.PanicsWithValue(t, "tensor.ScatterAdd: f32[5,3], f32[2], f32[2,3] along axis 0: indices must be int32 or int64, got float32",
 		func() { tensor.ScatterAdd(x, tensor.FromFloat32([]float32{0, 1}), sample(tensor.Float32, 1, 2, 3), 0) })
 	require.PanicsWithValue(t, "tensor.ScatterAdd: f32[5,3], i32[2], f32[2,3] along axis -3: axis out of range for rank 2",
 		func() { tensor.ScatterAdd(x, idx, sample(tensor.Float32, 1, 2, 3), -3) })

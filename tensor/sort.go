@@ -63,6 +63,8 @@ func srtFillKeys(x *Tensor, base, stride int, keys []uint32, descending bool) {
 		for j := range keys {
 			keys[j] = srtKeyI32(x.i32[base+j*stride]) ^ inv
 		}
+	case Float64, Int64, Uint8:
+		srtWideKeys(x, base, stride, keys, inv)
 	default:
 		for j := range keys {
 			keys[j] = srtKeyBool(x.b[base+j*stride]) ^ inv
@@ -194,6 +196,12 @@ func srtCopyElem(dst *Tensor, i int, src *Tensor, j int) {
 		dst.f32[i] = src.f32[j]
 	case Int32:
 		dst.i32[i] = src.i32[j]
+	case Float64:
+		dst.f64[i] = src.f64[j]
+	case Int64:
+		dst.i64[i] = src.i64[j]
+	case Uint8:
+		dst.u8[i] = src.u8[j]
 	default:
 		dst.b[i] = src.b[j]
 	}
@@ -253,7 +261,8 @@ func init() {
 			srtSortImpl(x, pp.(srtSortParams), idx, nil)
 			return idx
 		},
-		Batch: srtSortBatch(&argSortOp),
+		Batch:  srtSortBatch(&argSortOp),
+		Traits: Traits{Types: TypesAll},
 	}
 	sortOp = &Op{
 		Name:     "sort",
@@ -278,7 +287,8 @@ func init() {
 		JVP: func(_, t, outs []*Tensor, pp any) []*Tensor {
 			return []*Tensor{srtGather(t[0], outs[1], pp.(srtSortParams).axis), nil}
 		},
-		Batch: srtSortBatch(&sortOp),
+		Batch:  srtSortBatch(&sortOp),
+		Traits: Traits{Types: TypesAll},
 	}
 	topKOp = &Op{
 		Name:     "top_k",
@@ -305,7 +315,8 @@ func init() {
 			return []*Tensor{srtGather(t[0], outs[1], len(x[0].shape)-1), nil}
 		},
 		// The last axis stays the last.
-		Batch: sameOpBatch(&topKOp),
+		Batch:  sameOpBatch(&topKOp),
+		Traits: Traits{Types: TypesAll},
 	}
 }
 
@@ -486,6 +497,7 @@ func init() {
 			perm := Reshape(LexSort(append(keys, ex)...), b, n)
 			return one1(Sub(perm, Reshape(Mul(Arange(b), ScalarInt(int32(n))), b, 1)))
 		},
+		Traits: Traits{Types: TypesAll},
 	}
 }
 
@@ -555,9 +567,10 @@ func init() {
 			p := pp.(srtAlongParams)
 			return []*Tensor{srtScatterAdd(g, in[1], p.axis, in[0].shape[p.axis]), nil}
 		},
-		Save:  SaveInputs(1),
-		JVP:   linearJVP(&srtGatherOp),
-		Batch: srtAlongBatch(&srtGatherOp),
+		Save:   SaveInputs(1),
+		JVP:    linearJVP(&srtGatherOp),
+		Batch:  srtAlongBatch(&srtGatherOp),
+		Traits: Traits{Types: TypesAll},
 	}
 	srtScatterAddOp = &Op{
 		Name:     "srt_scatter_add_along_axis",
@@ -579,6 +592,10 @@ func init() {
 							out.f32[dst] += g.f32[gb+i]
 						case Int32:
 							out.i32[dst] += g.i32[gb+i]
+						case Float64:
+							out.f64[dst] += g.f64[gb+i]
+						case Int64:
+							out.i64[dst] += g.i64[gb+i]
 						}
 					}
 				}
@@ -589,9 +606,10 @@ func init() {
 			p := pp.(srtAlongParams)
 			return []*Tensor{srtGather(g, in[1], p.axis), nil}
 		},
-		Save:  SaveInputs(1),
-		JVP:   linearJVP(&srtScatterAddOp),
-		Batch: srtAlongBatch(&srtScatterAddOp),
+		Save:   SaveInputs(1),
+		JVP:    linearJVP(&srtScatterAddOp),
+		Batch:  srtAlongBatch(&srtScatterAddOp),
+		Traits: Traits{Types: TypesFloat64 | TypesInt64},
 	}
 }
 
