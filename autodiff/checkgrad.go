@@ -11,28 +11,34 @@ import (
 
 // CheckOptions tunes CheckGrad. The zero value is ready to use.
 type CheckOptions struct {
-	// Eps is the largest finite-difference step (default 1e-3). f is
+	// Eps is the largest finite-difference step (default 1e-3, 1e-4 when f
+	// returns float64). f is
 	// evaluated at x±Eps and x±Eps/2 for every element x, so f must be
 	// smooth on [x-Eps, x+Eps] (choose test inputs at least Eps away from
 	// kinks such as 0 for Relu).
 	Eps float64
 	// Atol and Rtol bound |analytic - numeric| <= Atol + Rtol*|numeric| + Err
-	// (defaults 1e-3 and 1e-2, suited to float32), where Err is the error
+	// (defaults 1e-3 and 1e-2, suited to float32; 1e-9 and 1e-7 when f
+	// returns float64), where Err is the error
 	// CheckGrad estimates for the finite difference itself (see CheckGrad).
 	Atol, Rtol float64
 	// Seed picks the random cotangent that projects a non-scalar output.
 	Seed uint64
 }
 
-func (o CheckOptions) withDefaults() CheckOptions {
+func (o CheckOptions) withDefaults(dt tensor.DType) CheckOptions {
+	eps, atol, rtol := 1e-3, 1e-3, 1e-2
+	if dt == tensor.Float64 {
+		eps, atol, rtol = 1e-4, 1e-9, 1e-7
+	}
 	if o.Eps == 0 {
-		o.Eps = 1e-3
+		o.Eps = eps
 	}
 	if o.Atol == 0 {
-		o.Atol = 1e-3
+		o.Atol = atol
 	}
 	if o.Rtol == 0 {
-		o.Rtol = 1e-2
+		o.Rtol = rtol
 	}
 	return o
 }
@@ -44,7 +50,12 @@ func (o CheckOptions) withDefaults() CheckOptions {
 // f may return a tensor of any shape: it is projected onto a fixed random
 // cotangent c, F(x) = Σ c·f(x) (accumulated in float64), so CheckGrad
 // checks the whole vector-Jacobian product x ↦ cᵀ·∂f/∂x. Only float32
-// inputs are perturbed; others are passed through unchanged.
+// and float64 inputs are perturbed; others are passed through unchanged.
+//
+// f returns float32 or float64. In float64 (tensor.Float64 inputs, as JAX
+// users check gradients with jax_enable_x64) the default tolerances are
+// tight, 1e-9 + 1e-7·|numeric|: the evaluation noise is 10⁹ times smaller
+// and Err below shrinks with it.
 //
 // # Method
 //
@@ -77,7 +88,6 @@ func (o CheckOptions) withDefaults() CheckOptions {
 // is wrong by more than f's float32 evaluation can resolve is reported, on
 // every kernel set.
 func CheckGrad(f func(xs []*tensor.Tensor) *tensor.Tensor, xs []*tensor.Tensor, opts CheckOptions) error {
-	o := opts.withDefaults()
 	// Analytic VJP.
 	tr := tensor.NewTrace()
 	traced := make([]*tensor.Tensor, len(xs))
@@ -89,45 +99,59 @@ func CheckGrad(f func(xs []*tensor.Tensor) *tensor.Tensor, xs []*tensor.Tensor, 
 		}
 	}
 	y := f(traced)
-	if y.DType() != tensor.Float32 {
-		return fmt.Errorf("autodiff.CheckGrad: f returned %v, want float32", y)
+	if y.DType() != tensor.Float32 && y.DType() != tensor.Float64 {
+		return fmt.Errorf("autodiff.CheckGrad: f returned %v, want float32 or float64", y)
 	}
+	o := opts.withDefaults(y.DType())
 	rng := rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))
-	cd := make([]float32, y.Size())
+	cd := make([]float64, y.Size())
 	for i := range cd {
-		cd[i] = float32(rng.NormFloat64())
+		cd[i] = rng.NormFloat64()
+		if y.DType() == tensor.Float32 {
+			cd[i] = float64(float32(cd[i]))
+		}
 	}
 	if y.Size() == 1 {
 		cd[0] = 1
 	}
-	c := tensor.Reshape(tensor.FromFloat32(cd), y.Shape()...)
+	c := tensor.FromFloat64s(cd, y.Shape()...)
+	if y.DType() == tensor.Float32 {
+		c = tensor.Convert(c, tensor.Float32)
+	}
 	grads := tensor.Backward(tr, []*tensor.Tensor{y}, []*tensor.Tensor{c}, traced, false)
 
 	project := func(v *tensor.Tensor) float64 {
 		s := 0.0
-		for i, e := range v.Float32s() {
-			s += float64(e) * float64(cd[i])
+		for i, e := range v.Float64s() {
+			s += e * cd[i]
 		}
 		return s
 	}
 	f0 := project(f(xs))
 	var errs []error
 	for k, x := range xs {
-		if !x.DType().IsFloat() {
+		dt := x.DType()
+		if dt != tensor.Float32 && dt != tensor.Float64 {
 			continue
 		}
-		base := x.Float32s()
-		analytic := grads[k].Float32s()
+		base := x.Float64s()
+		analytic := grads[k].Float64s()
 		shape := x.Shape()
 		for i := range base {
-			xi := float64(base[i])
-			// F at the float32 value nearest xi+d, and the step taken.
+			xi := base[i]
+			// F at the value of x's dtype nearest xi+d, and the step taken.
 			eval := func(d float64) (fv, step float64) {
-				p := append([]float32(nil), base...)
-				p[i] = float32(xi + d)
+				p := append([]float64(nil), base...)
+				p[i] = xi + d
+				if dt == tensor.Float32 {
+					p[i] = float64(float32(p[i]))
+				}
 				in := append([]*tensor.Tensor(nil), xs...)
-				in[k] = tensor.Reshape(tensor.FromFloat32(p), shape...)
-				return project(f(in)), float64(p[i]) - xi
+				in[k] = tensor.FromFloat64s(p, shape...)
+				if dt == tensor.Float32 {
+					in[k] = tensor.Convert(in[k], tensor.Float32)
+				}
+				return project(f(in)), p[i] - xi
 			}
 			fp1, hp1 := eval(o.Eps)
 			fm1, hm1 := eval(-o.Eps)
@@ -138,7 +162,7 @@ func CheckGrad(f func(xs []*tensor.Tensor) *tensor.Tensor, xs []*tensor.Tensor, 
 			h := (hp1 - hm1) / 2
 			d4 := fourthDifference([5]float64{hm1, hm2, 0, hp2, hp1}, [5]float64{fm1, fm2, f0, fp2, fp1}, h/2)
 			est := math.Max(math.Abs(num-half), math.Abs(d4)/h)
-			an := float64(analytic[i])
+			an := analytic[i]
 			if math.IsNaN(an) || math.IsNaN(num) || math.Abs(an-num) > o.Atol+o.Rtol*math.Abs(num)+2*est {
 				errs = append(errs, fmt.Errorf("input %d (%v) element %d: analytic %.6g, numeric %.6g (estimated error of the numeric value %.2g)", k, x, i, an, num, est))
 				if len(errs) >= 10 {

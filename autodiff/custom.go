@@ -97,6 +97,8 @@ func (c *customCall) vjpOp() *tensor.Op {
 			// Under a gradient taken inside Vmap or forward mode, fwd and
 			// bwd run on the batched or primal-and-tangent values.
 			Through: tensor.ThroughVmap | tensor.ThroughJVP,
+			// and whatever their dtype: fwd and bwd compute with ops.
+			Types: tensor.TypesAll,
 		},
 	}
 }
@@ -162,7 +164,7 @@ func (c *customCall) jvpOp() *tensor.Op {
 			}
 			return tensor.ApplyN(b.jvpOp(), nil, xs...)
 		},
-		Traits: tensor.Traits{Half: tensor.NativeHalf, Through: tensor.ThroughVmap},
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Through: tensor.ThroughVmap, Types: tensor.TypesAll},
 	}
 }
 

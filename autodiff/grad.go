@@ -11,11 +11,12 @@ import (
 // ValueAndGrad returns a function that evaluates f at m and differentiates
 // it with respect to every floating-point tensor leaf of m, a model or any
 // other pytree (Equinox's filter_value_and_grad). The gradient has the type
-// of m: a leaf for each float32 leaf of m (zeros where f does not depend on
+// of m: a leaf for each float leaf of m (zeros where f does not depend on
 // it, carrying the leaf's logical axes and sharding), nil for the other
 // leaves, and m's non-tensor fields.
 //
-// f must return a float32 scalar (a shape [] tensor, or one element).
+// f must return a float32 or float64 scalar (a shape [] tensor, or one
+// element); a float64 model (tensor.Float64 leaves) gets float64 gradients.
 // ValueAndGrad calls may nest (the gradient of a gradient) and may run in
 // several goroutines at once.
 //
@@ -145,8 +146,8 @@ func valueAndGrad[M, A any](o settings, m M, f func(M) (*tensor.Tensor, A)) (*te
 	}
 	mt, leaves, traced, st := trace(tr, m)
 	y, aux := f(mt)
-	if y == nil || y.DType() != tensor.Float32 || y.Size() != 1 {
-		panic(fmt.Sprintf("autodiff.ValueAndGrad: f returned %v; want a float32 scalar", y))
+	if y == nil || (y.DType() != tensor.Float32 && y.DType() != tensor.Float64) || y.Size() != 1 {
+		panic(fmt.Sprintf("autodiff.ValueAndGrad: f returned %v; want a float32 or float64 scalar", y))
 	}
 	ys, seeds := []*tensor.Tensor{y}, []*tensor.Tensor{tensor.OnesLike(y)}
 	if o.recycle {
