@@ -148,7 +148,11 @@ func TestFailuresEndTheJob(t *testing.T) {
 				args = append([]string{"--oversubscribe", "-np", "1", os.Args[0], ":", "-np", "1", "env"}, append(tc.rank1, os.Args[0])...)
 			}
 			cmd := exec.CommandContext(ctx, mpirun, args...)
-			cmd.Env = append(os.Environ(), helperEnv+"="+tc.kind, "GONOX_DEVICES=1",
+			// The settings the cases compare start unset on every
+			// process, whatever the caller exported (ci.sh sets
+			// GONOX_TIMEOUT); the context above bounds a hang.
+			base := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GONOX_") })
+			cmd.Env = append(base, helperEnv+"="+tc.kind, "GONOX_DEVICES=1",
 				"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 			cmd.Env = append(cmd.Env, tc.env...)
 			start := time.Now()
