@@ -54,7 +54,7 @@ var safetensorsDTypes = map[string]int{
 // safetensorsOrder ranks the dtypes this package writes as the reference
 // implementation orders them (its Dtype enum, largest first) between
 // tensors of one element size.
-var safetensorsOrder = map[string]int{"F64": 5, "F32": 4, "I32": 3, "BF16": 2, "F16": 1, "BOOL": 0}
+var safetensorsOrder = map[string]int{"I64": 7, "F64": 6, "F32": 5, "I32": 4, "BF16": 3, "F16": 2, "U8": 1, "BOOL": 0}
 
 func safetensorsName(dt tensor.DType, floats FloatStorage) string {
 	switch dt {
@@ -66,6 +66,12 @@ func safetensorsName(dt tensor.DType, floats FloatStorage) string {
 		return "F16"
 	case tensor.Int32:
 		return "I32"
+	case tensor.Float64:
+		return "F64"
+	case tensor.Int64:
+		return "I64"
+	case tensor.Uint8:
+		return "U8"
 	}
 	return "BOOL"
 }
@@ -210,6 +216,16 @@ func WriteSafetensors(w io.Writer, tree any, metadata map[string]string, opts ..
 				for _, v := range h[k:min(len(h), k+run)] {
 					buf = binary.LittleEndian.AppendUint16(buf, v)
 				}
+				if _, err := w.Write(buf); err != nil {
+					return &Error{Op: "export", Step: -1, Path: it.name, Err: err}
+				}
+			}
+			continue
+		}
+		if isWide(x.DType()) {
+			n := x.Size()
+			for k := 0; k < n; k += run {
+				buf = appendWide(buf[:0], x, k, min(n, k+run))
 				if _, err := w.Write(buf); err != nil {
 					return &Error{Op: "export", Step: -1, Path: it.name, Err: err}
 				}
@@ -638,6 +654,17 @@ func transposeInto(dst, src *tensor.Tensor) {
 				dh[j*r+i] = sh[i*c+j]
 			}
 		}
+		return
+	}
+	switch src.DType() {
+	case tensor.Float64:
+		transpose2(dst.RawFloat64(), src.RawFloat64(), r, c)
+		return
+	case tensor.Int64:
+		transpose2(dst.RawInt64(), src.RawInt64(), r, c)
+		return
+	case tensor.Uint8:
+		transpose2(dst.RawUint8(), src.RawUint8(), r, c)
 		return
 	}
 	sw, sb := words(src)

@@ -227,6 +227,42 @@ func converter(file string, target tensor.DType) (size int, conv func(y *tensor.
 				return nil
 			}, true
 		}
+	case tensor.Float64:
+		switch file {
+		case "F64":
+			return 8, func(y *tensor.Tensor, at int, src []byte) error {
+				dst := y.RawFloat64()[at:]
+				for i := range len(src) / 8 {
+					dst[i] = math.Float64frombits(binary.LittleEndian.Uint64(src[8*i:]))
+				}
+				return nil
+			}, true
+		case "F32":
+			return 4, func(y *tensor.Tensor, at int, src []byte) error {
+				dst := y.RawFloat64()[at:]
+				for i := range len(src) / 4 {
+					dst[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:])))
+				}
+				return nil
+			}, true
+		}
+	case tensor.Int64:
+		if file == "I64" {
+			return 8, func(y *tensor.Tensor, at int, src []byte) error {
+				dst := y.RawInt64()[at:]
+				for i := range len(src) / 8 {
+					dst[i] = int64(binary.LittleEndian.Uint64(src[8*i:]))
+				}
+				return nil
+			}, true
+		}
+	case tensor.Uint8:
+		if file == "U8" {
+			return 1, func(y *tensor.Tensor, at int, src []byte) error {
+				copy(y.RawUint8()[at:], src)
+				return nil
+			}, true
+		}
 	case tensor.Bool:
 		if file == "BOOL" {
 			return 1, func(y *tensor.Tensor, at int, src []byte) error {
@@ -245,7 +281,7 @@ func converter(file string, target tensor.DType) (size int, conv func(y *tensor.
 }
 
 // supportedConversions is said when a conversion is not supported.
-const supportedConversions = "F32, BF16, F16 and F64 are read into float32, F32, BF16 and F16 into bfloat16 and float16, I32 into int32, BOOL into bool"
+const supportedConversions = "F32, BF16, F16 and F64 are read into float32, F32, BF16 and F16 into bfloat16 and float16, F64 and F32 into float64, I32 into int32, I64 into int64, U8 into uint8, BOOL into bool"
 
 // isHalf reports whether dt is one of the 16-bit float dtypes.
 func isHalf(dt tensor.DType) bool { return dt == tensor.BFloat16 || dt == tensor.Float16 }
