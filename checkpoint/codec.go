@@ -101,6 +101,24 @@ func words(x *tensor.Tensor) (w []uint32, b []byte) {
 			return nil, []byte{}
 		}
 		return nil, unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), len(f))
+	case tensor.Float64:
+		f := x.RawFloat64()
+		if len(f) == 0 {
+			return []uint32{}, nil
+		}
+		return unsafe.Slice((*uint32)(unsafe.Pointer(&f[0])), 2*len(f)), nil
+	case tensor.Int64:
+		f := x.RawInt64()
+		if len(f) == 0 {
+			return []uint32{}, nil
+		}
+		return unsafe.Slice((*uint32)(unsafe.Pointer(&f[0])), 2*len(f)), nil
+	case tensor.Uint8:
+		f := x.RawUint8()
+		if len(f) == 0 {
+			return nil, []byte{}
+		}
+		return nil, f
 	}
 	panic(fmt.Sprintf("checkpoint: unsupported dtype %v", x.DType()))
 }

@@ -20,10 +20,13 @@ const (
 	// 2 when a tensor has 16-bit elements, a storage field
 	// (StoreFloatsAs) or a bfloat16 or float16 dtype, which readers of
 	// version 1 would not understand; 3 when the manifest has a metadata
-	// record (WithMetadata). Restore reads all three.
+	// record (WithMetadata); 4 when a tensor is float64, int64 or uint8
+	// (8-byte elements stored as two little-endian words). Restore reads
+	// all four.
 	formatVersion         = 1
 	formatVersionStorage  = 2
 	formatVersionMetadata = 3
+	formatVersionWide     = 4
 	codecName             = "shuffle+zstd"
 	manifestName          = "manifest.json"
 
@@ -104,6 +107,7 @@ type chunkRecord struct {
 var dtypeNames = map[string]tensor.DType{
 	"float32": tensor.Float32, "int32": tensor.Int32, "bool": tensor.Bool,
 	"bfloat16": tensor.BFloat16, "float16": tensor.Float16, // version 2
+	"float64": tensor.Float64, "int64": tensor.Int64, "uint8": tensor.Uint8, // version 4
 }
 
 func dtypeName(dt tensor.DType) string {
@@ -156,8 +160,8 @@ func (m *manifest) validate() error {
 	if m.Format != formatName {
 		return bad("", manifestName, "format %q, want %q", m.Format, formatName)
 	}
-	if m.Version < formatVersion || m.Version > formatVersionMetadata {
-		return bad("", manifestName, "format version %d, this package reads versions %d to %d (a newer gonox wrote it?)", m.Version, formatVersion, formatVersionMetadata)
+	if m.Version < formatVersion || m.Version > formatVersionWide {
+		return bad("", manifestName, "format version %d, this package reads versions %d to %d (a newer gonox wrote it?)", m.Version, formatVersion, formatVersionWide)
 	}
 	if m.Step < 0 {
 		return bad("", manifestName, "negative step %d", m.Step)
@@ -220,6 +224,9 @@ func (m *manifest) validateTensor(t *tensorEntry) error {
 	t.dtype = dt
 	if (dt == tensor.BFloat16 || dt == tensor.Float16) && m.Version < formatVersionStorage {
 		return bad("dtype %q needs format version %d, the manifest has %d", t.DType, formatVersionStorage, m.Version)
+	}
+	if isWide(dt) && m.Version < formatVersionWide {
+		return bad("dtype %q needs format version %d, the manifest has %d", t.DType, formatVersionWide, m.Version)
 	}
 	if t.Storage != "" {
 		st, ok := storageNames[t.Storage]

@@ -156,7 +156,7 @@ func TestMetadataManifestEdits(t *testing.T) {
 		{"empty kind", func(m map[string]any) { m["metadata"].(map[string]any)["kind"] = "" }, "the schema has no Kind"},
 		{"version 0", func(m map[string]any) { m["metadata"].(map[string]any)["version"] = 0 }, "versions count from 1"},
 		{"record in version 2", func(m map[string]any) { m["version"] = 2 }, "a metadata record needs format version 3, the manifest has 2"},
-		{"format version 4", func(m map[string]any) { m["version"] = 4 }, "format version 4, this package reads versions 1 to 3"},
+		{"format version 5", func(m map[string]any) { m["version"] = 5 }, "format version 5, this package reads versions 1 to 4"},
 		{"unknown record field", func(m map[string]any) { m["metadata"].(map[string]any)["extra"] = 1 }, `unknown field "extra"`},
 	}
 	for _, c := range cases {

@@ -221,9 +221,12 @@ func (r *reader) decode(e *tensorEntry, s *shardEntry, k int) (decoded, error) {
 	case isHalf(e.dtype):
 		d.h = make([]uint16, n)
 		*sp, err = decodeChunk16(buf, *sp, d.h)
-	case e.dtype.Size() == 4:
-		d.w = make([]uint32, n)
+	case e.dtype.Size() >= 4:
+		d.w = make([]uint32, int(n)*wordsPerElem(e.dtype))
 		*sp, err = decodeChunk(buf, *sp, e.storage, d.w, nil)
+	case e.dtype == tensor.Uint8:
+		d.b = make([]byte, n)
+		*sp, err = decodeBytes(buf, *sp, d.b)
 	default:
 		d.b = make([]byte, n)
 		*sp, err = decodeChunk(buf, *sp, e.storage, nil, d.b)
@@ -261,6 +264,7 @@ func (r *reader) run(j *pieceJob) (err error) {
 		}
 	}()
 	from, to := t.entry.dtype, t.blocks[p.blk].DType() // float dtypes may differ
+	wpe := wordsPerElem(to)
 	// copyRun copies n elements starting at flat index si of the shard
 	// to flat index di of the block, across chunk boundaries.
 	copyRun := func(di, si, n int) error {
@@ -281,7 +285,7 @@ func (r *reader) run(j *pieceJob) (err error) {
 			m := min(n, epc-o)
 			switch {
 			case dst.w != nil && c.w != nil:
-				copy(dst.w[di:di+m], c.w[o:o+m])
+				copy(dst.w[di*wpe:(di+m)*wpe], c.w[o*wpe:(o+m)*wpe])
 			case dst.h != nil && c.h != nil && from == to:
 				copy(dst.h[di:di+m], c.h[o:o+m])
 			case dst.b != nil:

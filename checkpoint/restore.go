@@ -413,7 +413,8 @@ func restoreFrom(root *os.Root, m *manifest, step int, likePaths []pytree.Path, 
 	targets := make([]*target, len(likes))
 	for i, e := range entries {
 		x := likes[i]
-		floats := e.dtype.IsFloat() && x.DType().IsFloat() // converted: see Restore
+		// Converted: see Restore (float64 only as it is).
+		floats := e.dtype.IsFloat() && x.DType().IsFloat() && e.dtype != tensor.Float64 && x.DType() != tensor.Float64
 		if (e.dtype != x.DType() && !floats) || !slices.Equal(e.Shape, x.Shape()) {
 			// The saved dtype and shape are what the manifest records:
 			// name it, since that is what a program changed since the

@@ -96,9 +96,9 @@ func TestCorruption(t *testing.T) {
 			require.NoError(t, os.Remove(filepath.Join(stepDir(dir, 3), manifestName)))
 		}, ErrCorrupt, "", -1, "manifest.json"},
 		{"future version", func(t *testing.T, dir string, m *manifest) {
-			m.Version = 4
+			m.Version = 5
 			writeManifest(t, dir, 3, m)
-		}, ErrCorrupt, "", -1, "format version 4, this package reads versions 1 to 3"},
+		}, ErrCorrupt, "", -1, "format version 5, this package reads versions 1 to 4"},
 		{"wrong crc in manifest", func(t *testing.T, dir string, m *manifest) {
 			entryOf(m, "Params.B").Shards[0].Chunks[0].CRC32C++
 			writeManifest(t, dir, 3, m)

@@ -195,7 +195,7 @@ func prepare(step int, tree any, opts []SaveOption) (*savePlan, error) {
 			return nil, fail(path, "%v is a block inside shard.Map; save global tensors", x)
 		}
 		switch x.DType() {
-		case tensor.Float32, tensor.Int32, tensor.Bool, tensor.BFloat16, tensor.Float16:
+		case tensor.Float32, tensor.Int32, tensor.Bool, tensor.BFloat16, tensor.Float16, tensor.Float64, tensor.Int64, tensor.Uint8:
 		default:
 			return nil, fail(path, "unsupported dtype %v", x.DType())
 		}
@@ -206,6 +206,9 @@ func prepare(step int, tree any, opts []SaveOption) (*savePlan, error) {
 		}
 		if isHalf(x.DType()) {
 			m.Version = max(m.Version, formatVersionStorage)
+		}
+		if isWide(x.DType()) {
+			m.Version = max(m.Version, formatVersionWide)
 		}
 		m.Tensors = append(m.Tensors, e)
 		raw := func(b *tensor.Tensor) int64 { return int64(b.Size() * e.storedSize()) }
@@ -492,6 +495,7 @@ func (w *writer) run(tmp string, chunk, step int) (err error) {
 		var bs []byte
 		var hs16 []uint16
 		var n, esize int
+		wpe := wordsPerElem(j.block.DType()) // 2 for the 8-byte dtypes
 		if isHalf(j.block.DType()) {
 			hs16 = halves(j.block)
 			n, esize = len(hs16), 2
@@ -499,7 +503,7 @@ func (w *writer) run(tmp string, chunk, step int) (err error) {
 			ws, bs = words(j.block)
 			n, esize = len(bs), 1
 			if ws != nil {
-				n, esize = len(ws), 4
+				n, esize = len(ws)/wpe, 4*wpe
 			}
 		}
 		if j.storage != AsFloat32 {
@@ -513,7 +517,8 @@ func (w *writer) run(tmp string, chunk, step int) (err error) {
 			} else if j.storage != AsFloat32 {
 				out = encodeChunkHalf(out[:0], scratch, &hs, j.storage, ws[k:hi])
 			} else if ws != nil {
-				out = encodeChunk(out[:0], scratch, &hs, j.block.DType() == tensor.Float32, ws[k:hi], nil)
+				float := j.block.DType() == tensor.Float32 || j.block.DType() == tensor.Float64
+				out = encodeChunk(out[:0], scratch, &hs, float, ws[k*wpe:hi*wpe], nil)
 			} else {
 				out = encodeChunk(out[:0], scratch, &hs, false, nil, bs[k:hi])
 			}

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/gonox/gonox/tensor"
@@ -41,4 +42,28 @@ func transpose2[T any](d, s []T, r, c int) {
 			d[j*r+i] = s[i*c+j]
 		}
 	}
+}
+
+// wordsPerElem returns the 32-bit words of one element of a dtype that
+// words stores as words: 2 for Float64 and Int64 (two little-endian words
+// each, as the host stores them), 1 for the others.
+func wordsPerElem(dt tensor.DType) int {
+	if dt.Size() == 8 {
+		return 2
+	}
+	return 1
+}
+
+// decodeBytes decompresses a chunk of bytes (Uint8 elements, which take
+// any value, unlike Bool's) into b and returns scratch for reuse.
+func decodeBytes(frame, scratch, b []byte) ([]byte, error) {
+	raw, err := zstdDecoder().DecodeAll(frame, scratch[:0])
+	if err != nil {
+		return scratch, fmt.Errorf("zstd: %w", err)
+	}
+	if len(raw) != len(b) {
+		return raw, fmt.Errorf("chunk decodes to %d bytes, want %d", len(raw), len(b))
+	}
+	copy(b, raw)
+	return raw, nil
 }

@@ -76,3 +76,38 @@ func TestSafetensorsWideTranspose(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []float64{1, 4, 2, 5, 3, 6}, got["w"].Float64s())
 }
+
+// Save and Restore keep float64, int64 and uint8 leaves bit for bit,
+// across chunk boundaries and on a mesh, in format version 4.
+func TestCheckpointWide(t *testing.T) {
+	k := tensor.NewKey(9)
+	n := 1000
+	ids := make([]int64, n)
+	pix := make([]uint8, n)
+	for i := range ids {
+		ids[i] = int64(i)*(1<<40) + int64(i%7) - 1<<62
+		pix[i] = uint8(i * 37)
+	}
+	tree := wideTree{
+		Pix:  tensor.FromUint8(pix, 10, 100),
+		W:    tensor.NormalFloat64(k, 10, 100),
+		Ids:  tensor.FromInt64(ids, 100, 10),
+		Bias: tensor.FromFloat32([]float32{0.5, -1}, 2),
+	}
+	like := wideTree{Pix: tensor.Zeros(tensor.Uint8, 10, 100), W: tensor.Zeros(tensor.Float64, 10, 100), Ids: tensor.Zeros(tensor.Int64, 100, 10), Bias: tensor.Zeros(tensor.Float32, 2)}
+	for _, chunk := range []int{64, defaultChunkBytes} {
+		dir := t.TempDir()
+		require.NoError(t, Save(dir, 1, tree, withChunkBytes(chunk)))
+		m := loadManifest(t, dir, 1)
+		assert.Equal(t, formatVersionWide, m.Version)
+		got, err := Restore(dir, 1, like, OnHost())
+		require.NoError(t, err)
+		assert.Equal(t, tree.W.Float64s(), got.W.Float64s(), "chunk %d", chunk)
+		assert.Equal(t, ids, got.Ids.Int64s(), "chunk %d", chunk)
+		assert.Equal(t, pix, got.Pix.Uint8s(), "chunk %d", chunk)
+		assert.Equal(t, []float32{0.5, -1}, got.Bias.Float32s())
+
+		_, err = Restore(dir, 1, wideTree{Pix: like.Pix, W: tensor.Zeros(tensor.Float32, 10, 100), Ids: like.Ids, Bias: like.Bias}, OnHost())
+		require.ErrorIs(t, err, ErrMismatch, "float64 is restored only into float64")
+	}
+}
