@@ -181,7 +181,8 @@ type vmapCall struct {
 // start checks the mapped leaves of the arguments, finds the batch size
 // and makes the BatchTrace of the call.
 func (s vmapSettings) start(argv ...any) *vmapCall {
-	size, from := -1, ""
+	size := -1
+	var from func() string // names the first mapped leaf (formatted only for a panic)
 	for i, a := range argv {
 		paths, leaves := pytree.LeavesWithPath(a)
 		for k, x := range leaves {
@@ -190,12 +191,12 @@ func (s vmapSettings) start(argv ...any) *vmapCall {
 				continue
 			}
 			n := x.Dim(ax)
-			where := fmt.Sprintf("argument %d %s%v", i, pathPrefix(paths[k]), x)
+			where := func() string { return fmt.Sprintf("argument %d %s%v", i, pathPrefix(paths[k]), x) }
 			switch {
 			case size < 0:
 				size, from = n, where
 			case n != size:
-				panic(fmt.Sprintf("%s: %s has %d examples along its mapped axis but %s has %d", s.function, where, n, from, size))
+				panic(fmt.Sprintf("%s: %s has %d examples along its mapped axis but %s has %d", s.function, where(), n, from(), size))
 			}
 		}
 	}
@@ -205,7 +206,7 @@ func (s vmapSettings) start(argv ...any) *vmapCall {
 	case size < 0:
 		size = s.size
 	case s.hasSize && s.size != size:
-		panic(fmt.Sprintf("%s: AxisSize(%d) but %s has %d examples", s.function, s.size, from, size))
+		panic(fmt.Sprintf("%s: AxisSize(%d) but %s has %d examples", s.function, s.size, from(), size))
 	}
 	bt := tensor.NewBatchTrace(size)
 	if s.strict {
@@ -222,16 +223,18 @@ func (s vmapSettings) axis(spec AxisSpec, i int, p pytree.Path, x *tensor.Tensor
 		return 0, false
 	}
 	r := x.Rank()
-	what := fmt.Sprintf("argument %d %s%v", i, pathPrefix(p), x)
 	if !in {
 		r++ // an out axis indexes the result, which has the batch dimension
-		what = fmt.Sprintf("result %s%v", pathPrefix(p), x)
 	}
 	ax := int(a)
 	if ax < 0 {
 		ax += r
 	}
 	if ax < 0 || ax >= r {
+		what := fmt.Sprintf("argument %d %s%v", i, pathPrefix(p), x)
+		if !in {
+			what = fmt.Sprintf("result %s%v", pathPrefix(p), x)
+		}
 		panic(fmt.Sprintf("%s: %s: axis %d out of range for rank %d", s.function, what, int(a), r))
 	}
 	return ax, true

@@ -432,6 +432,17 @@ func syncOwnable(n *node, gs []*Tensor, r *Tensor) bool {
 	return cotangentReuse && n.op.Traits.Placement.Has(SyncVJP) && r.node == nil && r.layout == nil && r.local != nil && madeBy(n, gs, r)
 }
 
+// batchOwnable reports whether r, a cotangent the VJP of n returned for
+// the cotangents gs, is a value inside Vmap the pass may own to donate
+// once dead (never to write into: its data is the batch behind it): n is
+// declared FreshVJP, r is a header that VJP made (madeBy), and the batch
+// behind r is r's alone (xval.owned), so that donating r donates the
+// batch (a vmapped gradient's cotangents recycled as outside Vmap).
+func batchOwnable(n *node, gs []*Tensor, r *Tensor) bool {
+	return cotangentReuse && n.op.Traits.Reuse.Has(FreshVJP) && r.node == nil && r.xv != nil && r.xv.tan == nil &&
+		r.xv.owned.Load() && madeBy(n, gs, r)
+}
+
 // madeBy reports whether r is a header the VJP of n made for the
 // cotangents gs: the VJP ran untraced, with untraced cotangents (so no
 // outer trace saved r), and r is none of gs nor of n's operands and
@@ -601,7 +612,7 @@ func (p *backwardPass) settle(n *node, gs, res []*Tensor, donated *Tensor, kept 
 			r.cot = p
 			continue
 		}
-		if count == 1 && r.cot == nil && syncOwnable(n, gs, r) {
+		if count == 1 && r.cot == nil && (syncOwnable(n, gs, r) || batchOwnable(n, gs, r)) {
 			r.cot, r.cotShared = p, true
 			continue
 		}

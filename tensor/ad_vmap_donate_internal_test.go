@@ -67,4 +67,14 @@ func TestBatchTraceRecycle(t *testing.T) {
 	require.Equal(t, want.Float32s(), got.Float32s())
 	require.False(t, keptPlain[0].IsDonated())
 	require.True(t, keptRecycled[0].IsDonated(), "the activation's batch was recycled")
+
+	// Steps that reuse the recycled batches, served poisoned with NaN:
+	// every op overwrites what it is given, nothing reads a dead batch.
+	oldOn, oldPoison := cacheEnabled, poisonRecycled
+	cacheEnabled, poisonRecycled = true, true
+	defer func() { cacheEnabled, poisonRecycled = oldOn, oldPoison }()
+	for range 3 {
+		got, _ = grads(true)
+		require.Equal(t, want.Float32s(), got.Float32s())
+	}
 }

@@ -139,7 +139,10 @@ func init() {
 				return one1(BiasAct(in[0], in[1], act))
 			}
 			x := alignBatch(in, batched, maxExampleRank(in, batched))
-			return one1(act.apply(Add(x[0], x[1])))
+			z := Add(x[0], x[1])
+			y := act.apply(z)
+			donateTemp(z, y)
+			return one1(y)
 		},
 		// The VJP passes g through or consumes it once in a bwd op,
 		// which may write over it (ad_backward.go).
@@ -230,8 +233,21 @@ func init() {
 				return one1(Apply(biasActBwdOp, act, g, x, in[2]))
 			}
 			b := alignBatch(in[2:], batched[2:], len(x.shape)-1)[0]
-			return one1(Apply(act.bwd(), nil, g, Add(x, b)))
+			z := Add(x, b)
+			y := Apply(act.bwd(), nil, g, z)
+			donateTemp(z, y)
+			return one1(y)
 		},
+	}
+}
+
+// donateTemp donates tmp, a temporary a batching rule computed on its way
+// to its result res, so that the next step reuses its storage as the
+// fused op would need none: unless tmp is res itself, or traced (a
+// gradient of the vmapped function needs it).
+func donateTemp(tmp, res *Tensor) {
+	if tmp != res && !tmp.IsTraced() {
+		Donate(tmp)
 	}
 }
 
