@@ -541,6 +541,12 @@ func contiguousViews(x *tensor.Tensor, l *layout, n int) []*tensor.Tensor {
 			out[dev] = tensor.WrapInt32(x.RawInt32()[start:start+size:start+size], l.geo.block...)
 		case tensor.BFloat16, tensor.Float16:
 			out[dev] = tensor.WrapUint16(x.DType(), x.RawUint16()[start:start+size:start+size], l.geo.block...)
+		case tensor.Float64:
+			out[dev] = tensor.WrapFloat64(x.RawFloat64()[start:start+size:start+size], l.geo.block...)
+		case tensor.Int64:
+			out[dev] = tensor.WrapInt64(x.RawInt64()[start:start+size:start+size], l.geo.block...)
+		case tensor.Uint8:
+			out[dev] = tensor.WrapUint8(x.RawUint8()[start:start+size:start+size], l.geo.block...)
 		}
 	}
 	return out
@@ -563,6 +569,12 @@ func storageOf(b *tensor.Tensor) unsafe.Pointer {
 		return unsafe.Pointer(&b.BorrowInt32()[0])
 	case tensor.BFloat16, tensor.Float16:
 		return unsafe.Pointer(&b.RawUint16()[0])
+	case tensor.Float64:
+		return unsafe.Pointer(&b.BorrowFloat64()[0])
+	case tensor.Int64:
+		return unsafe.Pointer(&b.BorrowInt64()[0])
+	case tensor.Uint8:
+		return unsafe.Pointer(&b.RawUint8()[0])
 	}
 	return unsafe.Pointer(&b.RawBool()[0])
 }
@@ -581,6 +593,12 @@ func copyTensorRegion(dst *tensor.Tensor, dstOff []int, src *tensor.Tensor, srcO
 		box.Copy(dst.RawBool(), dst.Shape(), dstOff, src.RawBool(), src.Shape(), srcOff, lo, size)
 	case tensor.BFloat16, tensor.Float16:
 		box.Copy(dst.RawUint16(), dst.Shape(), dstOff, src.RawUint16(), src.Shape(), srcOff, lo, size)
+	case tensor.Float64:
+		box.Copy(dst.BorrowFloat64(), dst.Shape(), dstOff, src.BorrowFloat64(), src.Shape(), srcOff, lo, size)
+	case tensor.Int64:
+		box.Copy(dst.BorrowInt64(), dst.Shape(), dstOff, src.BorrowInt64(), src.Shape(), srcOff, lo, size)
+	case tensor.Uint8:
+		box.Copy(dst.RawUint8(), dst.Shape(), dstOff, src.RawUint8(), src.Shape(), srcOff, lo, size)
 	}
 }
 

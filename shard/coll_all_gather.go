@@ -23,7 +23,7 @@ func init() {
 	allGatherOp = &tensor.Op{
 		Name: "all_gather",
 		// Moves 16-bit data itself; its VJP reads the cotangent before it returns.
-		Traits: tensor.Traits{Half: tensor.NativeHalf, Placement: tensor.SyncVJP},
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Placement: tensor.SyncVJP, Types: tensor.TypesAll},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return allGatherImpl(in[0], pp.(*collParams), false)
 		},
@@ -37,7 +37,7 @@ func init() {
 	allGatherInvOp = &tensor.Op{
 		Name: "all_gather",
 		// Moves 16-bit data itself; its VJP reads the cotangent before it returns.
-		Traits: tensor.Traits{Half: tensor.NativeHalf, Placement: tensor.SyncVJP},
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Placement: tensor.SyncVJP, Types: tensor.TypesAll},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return allGatherImpl(in[0], pp.(*collParams), true)
 		},

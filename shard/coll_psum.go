@@ -18,7 +18,7 @@ func init() {
 	psumOp = &tensor.Op{
 		Name: "psum",
 		// Moves 16-bit data itself; its VJP reads the cotangent before it returns.
-		Traits: tensor.Traits{Half: tensor.NativeHalf, Placement: tensor.SyncVJP},
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Placement: tensor.SyncVJP, Types: tensor.TypesFloat64 | tensor.TypesInt64},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return psumImpl(in[0], pp.(*collParams))
 		},
@@ -57,7 +57,7 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	s := e.run.meet(e, &call{coll: psumColl, axes: p.axes, x: x})
 	defer e.run.leave(s)
 	out := sharedResult(s, g.key, func() *tensor.Tensor {
-		if x.DType() == tensor.Int32 {
+		if x.DType() == tensor.Int32 || x.DType() == tensor.Float64 || x.DType() == tensor.Int64 {
 			return tensor.Zeros(x.DType(), x.Shape()...) // summed into
 		}
 		return tensor.Empty(x.DType(), x.Shape()...) // every chunk is written
@@ -81,6 +81,21 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 		for _, m := range g.members {
 			src := s.calls[m].x.RawInt32()[lo:hi]
 			for i, v := range src {
+				dst[i] += v
+			}
+		}
+	case tensor.Float64:
+		// In float64, in rank order: every process and kernel set agrees.
+		dst := out.BorrowFloat64()[lo:hi]
+		for _, m := range g.members {
+			for i, v := range s.calls[m].x.BorrowFloat64()[lo:hi] {
+				dst[i] += v
+			}
+		}
+	case tensor.Int64:
+		dst := out.BorrowInt64()[lo:hi]
+		for _, m := range g.members {
+			for i, v := range s.calls[m].x.BorrowInt64()[lo:hi] {
 				dst[i] += v
 			}
 		}
@@ -113,14 +128,17 @@ func (c *Ctx) Psum(x *tensor.Tensor, axes ...string) *tensor.Tensor {
 }
 
 // Pmean averages x over the given axes: Psum divided by the number of
-// devices along them. x must be float32.
+// devices along them. x must be float32 or float64.
 func (c *Ctx) Pmean(x *tensor.Tensor, axes ...string) *tensor.Tensor {
 	checkLocal("shard.Ctx.Pmean", c, x)
-	if x.DType() != tensor.Float32 {
-		panic(fmt.Sprintf("shard.Ctx.Pmean: %v: want float32", x))
+	if x.DType() != tensor.Float32 && x.DType() != tensor.Float64 {
+		panic(fmt.Sprintf("shard.Ctx.Pmean: %v: want float32 or float64", x))
 	}
 	if len(axes) == 0 {
 		return x
+	}
+	if x.DType() == tensor.Float64 {
+		return tensor.Div(psum(c.env, x, axes), tensor.ScalarFloat64(float64(c.AxisSize(axes...))))
 	}
 	return tensor.MulScalar(psum(c.env, x, axes), 1/float32(c.AxisSize(axes...)))
 }

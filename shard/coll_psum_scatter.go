@@ -21,7 +21,7 @@ func init() {
 	psumScatterOp = &tensor.Op{
 		Name: "psum_scatter",
 		// Moves 16-bit data itself; its VJP reads the cotangent before it returns.
-		Traits: tensor.Traits{Half: tensor.NativeHalf, Placement: tensor.SyncVJP},
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Placement: tensor.SyncVJP, Types: tensor.TypesFloat64 | tensor.TypesInt64},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return psumScatterImpl(in[0], pp.(*collParams))
 		},

@@ -143,6 +143,8 @@ func (x *crossGroup) allreduceSum() {
 		sumFloat32(acc, ins, 0, x0.Size())
 		g.AllreduceFloat32(acc, acc, ReduceSum)
 		narrowHalf(x0.DType(), out.RawUint16(), acc)
+	default:
+		panic(fmt.Sprintf("shard: psum: cannot sum %v across processes (float32, int32, bfloat16 and float16 only)", x0))
 	}
 	storeRemote(s, x.key, out, true)
 }

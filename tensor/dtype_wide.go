@@ -704,3 +704,19 @@ func srtWideKeys(x *Tensor, base, stride int, keys []uint32, inv uint32) {
 		keys[j] = uint32(r) ^ inv
 	}
 }
+
+// BorrowFloat64 is BorrowFloat32 for float64 tensors.
+func (t *Tensor) BorrowFloat64() []float64 {
+	t.mustDType("Tensor.BorrowFloat64", Float64)
+	t.mustHost("Tensor.BorrowFloat64")
+	t.mustHaveData("Tensor.BorrowFloat64")
+	return t.f64
+}
+
+// BorrowInt64 is BorrowFloat32 for int64 tensors.
+func (t *Tensor) BorrowInt64() []int64 {
+	t.mustDType("Tensor.BorrowInt64", Int64)
+	t.mustHost("Tensor.BorrowInt64")
+	t.mustHaveData("Tensor.BorrowInt64")
+	return t.i64
+}
