@@ -97,6 +97,10 @@
 //	// An ensemble of 8 models, one key each.
 //	models := autodiff.Vmap(newModel)(tensor.StackKeys(key.Split(8)))
 //
+// optim.DifferentiallyPrivateAggregate turns such per-example gradients
+// into DP-SGD's clipped, noised mean; docs/transforms.md walks through
+// per-example gradients, ensembles and forward mode with their speed.
+//
 // Vmap composes with Grad both ways (per-example gradients; gradients of a
 // vmapped loss), with itself (nested maps), with Checkpoint, with the
 // forward-mode transforms and with sharding: mapped leaves may be placed
