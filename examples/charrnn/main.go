@@ -7,7 +7,7 @@
 // and recomputes the steps between: memory O(√T) in the window length T
 // instead of O(T).
 //
-//	go run ./examples/charrnn                        # Opticks, about a minute on 2 cores
+//	go run ./examples/charrnn                        # Opticks, 1000 steps
 //	go run ./examples/charrnn -context 512 -steps 3000
 //	go run ./examples/charrnn -remat=false           # the plain scan: same losses, O(T) memory
 //	go run ./examples/charrnn -text book.txt         # any UTF-8 text
@@ -85,7 +85,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	var c config
 	f := cli.NewFlags("charrnn", errOut)
 	f.String(&c.text, "text", "", "UTF-8 text file to train on (default: Newton's Opticks, embedded; at most "+cli.Size(maxTextBytes)+")")
-	f.Int(&c.steps, "steps", 1200, 0, maxSteps, "training steps")
+	f.Int(&c.steps, "steps", 1000, 0, maxSteps, "training steps")
 	f.Int(&c.batch, "batch", 32, 1, maxBatch, "windows per batch")
 	f.Int(&c.context, "context", 128, 1, maxContext, "characters per window: the length T of the scan")
 	f.Int(&c.embed, "embed", 32, 1, maxWidth, "width of the character embedding")
