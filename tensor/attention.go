@@ -105,6 +105,9 @@ func DotProductAttention(q, k, v, mask *Tensor, scale float32, causal bool) *Ten
 	if scale == 0 {
 		scale = float32(1 / math.Sqrt(float64(max(H, 1))))
 	}
+	if q.dtype == Float64 { // composed: the fused kernels are float32
+		return attention64(q, k, v, mask, float64(scale), causal)
+	}
 	p := &attnParams{scale: scale, causal: causal}
 	in := []*Tensor{q, k, v}
 	if mask != nil {

@@ -141,12 +141,16 @@ func init() {
 	convOp = &Op{
 		Name: "conv",
 		// The VJP returns results of ops that allocate them.
-		Traits: Traits{Reuse: FreshVJP},
+		Traits: Traits{Reuse: FreshVJP, Types: TypesFloat64},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*convParams)
 			x, w := in[0], in[1]
 			cp := p.kernel(x.shape[0], x.shape[1], w.shape[0], x.shape[2:], w.shape[2:])
-			y := newOutUninit(Float32, append([]int{x.shape[0], w.shape[0]}, cp.Out()...))
+			y := newOutUninit(x.dtype, append([]int{x.shape[0], w.shape[0]}, cp.Out()...))
+			if x.dtype == Float64 {
+				conv64(cp, y.f64, x.f64, w.f64)
+				return y
+			}
 			conv.Forward(cp, y.f32, x.f32, w.f32, threads(x, w))
 			return y
 		},
@@ -172,13 +176,17 @@ func init() {
 	convTransposeOp = &Op{
 		Name: "conv_transpose",
 		// The VJP returns results of ops that allocate them.
-		Traits: Traits{Reuse: FreshVJP},
+		Traits: Traits{Reuse: FreshVJP, Types: TypesFloat64},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*convParams)
 			dy, w := in[0], in[1]
 			c := w.shape[1] * p.groups
 			cp := p.kernel(dy.shape[0], c, w.shape[0], p.other, w.shape[2:])
-			dx := newOutUninit(Float32, append([]int{dy.shape[0], c}, p.other...))
+			dx := newOutUninit(dy.dtype, append([]int{dy.shape[0], c}, p.other...))
+			if dy.dtype == Float64 {
+				convBackwardInput64(cp, dx.f64, dy.f64, w.f64)
+				return dx
+			}
 			conv.BackwardInput(cp, dx.f32, dy.f32, w.f32, threads(dy, w))
 			return dx
 		},
@@ -204,12 +212,16 @@ func init() {
 	convKernelGradOp = &Op{
 		Name: "conv_kernel_grad",
 		// The VJP returns results of ops that allocate them.
-		Traits: Traits{Reuse: FreshVJP},
+		Traits: Traits{Reuse: FreshVJP, Types: TypesFloat64},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*convParams)
 			x, dy := in[0], in[1]
 			cp := p.kernel(x.shape[0], x.shape[1], dy.shape[1], x.shape[2:], p.other)
-			dw := newOutUninit(Float32, append([]int{dy.shape[1], x.shape[1] / p.groups}, p.other...))
+			dw := newOutUninit(x.dtype, append([]int{dy.shape[1], x.shape[1] / p.groups}, p.other...))
+			if x.dtype == Float64 {
+				convBackwardKernel64(cp, dw.f64, x.f64, dy.f64)
+				return dw
+			}
 			conv.BackwardKernel(cp, dw.f32, x.f32, dy.f32, threads(x, dy))
 			return dw
 		},

@@ -720,3 +720,52 @@ func (t *Tensor) BorrowInt64() []int64 {
 	t.mustHaveData("Tensor.BorrowInt64")
 	return t.i64
 }
+
+// attention64 is DotProductAttention in float64, composed from ops as
+// jax.nn.dot_product_attention's reference path is: softmax(q·kᵀ·scale)
+// over the visible keys, times v. Scale is float32 in the public
+// signature (the default 1/√H is computed in float64 here).
+func attention64(q, k, v, mask *Tensor, scale float64, causal bool) *Tensor {
+	B, T, N, H := q.shape[0], q.shape[1], q.shape[2], q.shape[3]
+	S := k.shape[1]
+	if scale == float64(float32(1/math.Sqrt(float64(max(H, 1))))) {
+		scale = 1 / math.Sqrt(float64(max(H, 1)))
+	}
+	qt := Transpose(q, 0, 2, 1, 3)                  // [B,N,T,H]
+	kt := Transpose(k, 0, 2, 3, 1)                  // [B,N,H,S]
+	s := Mul(MatMul(qt, kt), ScalarFloat64(scale))  // [B,N,T,S]
+	visible := OnesLike(AsType(ZerosLike(s), Bool)) // all true
+	if mask != nil {
+		visible = LogicalAnd(visible, attentionMask("tensor.DotProductAttention", mask, B, N, T, S))
+	}
+	if causal {
+		tri := LessEqual(Reshape(Arange(S), 1, S), Reshape(Arange(T), T, 1)) // key s <= query t
+		visible = LogicalAnd(visible, Reshape(tri, 1, 1, T, S))
+	}
+	s = Where(visible, s, ScalarFloat64(math.Inf(-1)))
+	o := MatMul(Softmax(s, -1), Transpose(v, 0, 2, 1, 3)) // [B,N,T,V]
+	return Transpose(o, 0, 2, 1, 3)
+}
+
+// raggedDot64 is RaggedDot in float64, composed: one MatMul per group of
+// rows (groupSizes is host data), zeros past the groups.
+func raggedDot64(x, w, groupSizes *Tensor) *Tensor {
+	m, n := x.shape[0], w.shape[2]
+	var parts []*Tensor
+	at := 0
+	for i, g := range groupSizes.i32 {
+		if g == 0 {
+			continue
+		}
+		rows := SliceAxis(x, 0, at, at+int(g))
+		parts = append(parts, MatMul(rows, Squeeze(SliceAxis(w, 0, i, i+1), 0)))
+		at += int(g)
+	}
+	if at < m {
+		parts = append(parts, Zeros(Float64, m-at, n))
+	}
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return Concat(0, parts...)
+}

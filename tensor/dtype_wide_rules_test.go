@@ -28,30 +28,26 @@ import (
 // noFloat64Ops lists the ops of this package that do not take float64,
 // with the reason. An op leaving or joining the list fails the test.
 var noFloat64Ops = map[string]string{
-	"adamOp":           "fused float32 optimizer kernel",
-	"adamStepOp":       "fused float32 optimizer kernel",
-	"sgdStepOp":        "fused float32 optimizer kernel",
-	"attentionOp":      "fused float32 kernel (FlashAttention); compose Softmax and MatMul in float64",
-	"attentionBwdOp":   "fused float32 kernel",
-	"biasActOp":        "fused float32 kernel; compose Add and the activation in float64",
-	"biasActBwdOp":     "fused float32 kernel",
-	"convOp":           "float32 kernels",
-	"convTransposeOp":  "float32 kernels",
-	"convKernelGradOp": "float32 kernels",
-	"mseGradOp":        "fused float32 kernel; MSE composes float64 from primitives",
-	"xentOp":           "fused float32 kernel; SoftmaxCrossEntropy composes float64 from primitives",
-	"xentGradOp":       "fused float32 kernel",
-	"xentProbsOp":      "fused float32 kernel; SoftmaxCrossEntropyProbs composes float64 from primitives",
-	"raggedDotOp":      "float32 grouped gemm",
-	"raggedOuterOp":    "float32 grouped gemm",
-	"rngOp":            "samplers with float64 operands (Gamma, Beta, Dirichlet, Poisson, Categorical); UniformFloat64 and NormalFloat64 draw float64",
-	"selectGatherOp":   "float32 window kernels",
-	"selectScatterOp":  "float32 window kernels",
-	"windowMaxOp":      "float32 window kernels",
-	"windowSumOp":      "float32 window kernels",
-	"windowSumTOp":     "float32 window kernels",
-	"softsignOp":       "the toy op of the recipe test, float32 only",
-	"softsignPartsOp":  "the toy op of the recipe test, float32 only",
+	"adamOp":          "fused float32 optimizer kernel",
+	"adamStepOp":      "fused float32 optimizer kernel",
+	"sgdStepOp":       "fused float32 optimizer kernel",
+	"attentionOp":     "fused float32 kernel (FlashAttention); DotProductAttention composes float64 from primitives",
+	"attentionBwdOp":  "fused float32 kernel",
+	"biasActBwdOp":    "fused float32 kernel; BiasAct composes float64 from primitives",
+	"mseGradOp":       "fused float32 kernel; MSE composes float64 from primitives",
+	"xentOp":          "fused float32 kernel; SoftmaxCrossEntropy composes float64 from primitives",
+	"xentGradOp":      "fused float32 kernel",
+	"xentProbsOp":     "fused float32 kernel; SoftmaxCrossEntropyProbs composes float64 from primitives",
+	"raggedDotOp":     "float32 grouped gemm; RaggedDot composes float64 from MatMul (not under Vmap or on placed group sizes)",
+	"raggedOuterOp":   "float32 grouped gemm",
+	"rngOp":           "samplers with float64 operands (Gamma, Beta, Dirichlet, Poisson, Categorical); UniformFloat64 and NormalFloat64 draw float64",
+	"selectGatherOp":  "float32 window kernels (ReduceWindow, pooling)",
+	"selectScatterOp": "float32 window kernels",
+	"windowMaxOp":     "float32 window kernels",
+	"windowSumOp":     "float32 window kernels",
+	"windowSumTOp":    "float32 window kernels",
+	"softsignOp":      "the toy op of the recipe test, float32 only",
+	"softsignPartsOp": "the toy op of the recipe test, float32 only",
 }
 
 // to64 converts the float32 operands among xs to float64.
@@ -223,4 +219,73 @@ func checkGrad64(t *testing.T, c ruleCase, x []*Tensor, r *rand.Rand) {
 	numeric := (4*d2 - d1) / 3
 	tol := 1e-8 * max(scale, 1)
 	assert.InDelta(t, numeric, analytic, tol, "%s: <gradient, t> against finite differences in float64 (scale %g)", c.name, scale)
+}
+
+// The public functions whose float64 path is a float64 kernel of its own
+// or a composition of other ops (the fused float32 kernels aside): each
+// equals its float32 result within float32 rounding and its gradient
+// float64 central differences, over the configurations that take
+// different paths.
+func TestFloat64Composed(t *testing.T) {
+	conv := func(x, w []int, spec ConvSpec) func(r *rand.Rand) []*Tensor {
+		return func(r *rand.Rand) []*Tensor { return args(rF(r, x...), rF(r, w...)) }
+	}
+	convF := func(spec ConvSpec) func(x []*Tensor) []*Tensor {
+		return func(x []*Tensor) []*Tensor { return []*Tensor{Conv(x[0], x[1], spec)} }
+	}
+	convSpecs := []struct {
+		name string
+		x, w []int
+		spec ConvSpec
+	}{
+		{"conv SAME stride 2", []int{1, 2, 7, 8}, []int{3, 2, 3, 2}, ConvSpec{Strides: []int{2, 2}, Padding: SamePadding}},
+		{"conv VALID dilated", []int{2, 2, 9, 8}, []int{2, 2, 3, 2}, ConvSpec{Padding: ValidPadding, RhsDilation: []int{2, 3}}},
+		{"conv groups", []int{2, 6, 5, 5}, []int{9, 2, 2, 3}, ConvSpec{Groups: 3}},
+		{"conv input dilation", []int{1, 2, 4, 3}, []int{2, 2, 3, 3}, ConvSpec{LhsDilation: []int{2, 3}, Padding: Pads([2]int{2, 2}, [2]int{1, 1})}},
+		{"conv negative padding", []int{1, 2, 8}, []int{3, 2, 3}, ConvSpec{Padding: Pads([2]int{-1, -2})}},
+		{"conv 3-D", []int{1, 2, 4, 3, 4}, []int{2, 2, 3, 2, 3}, ConvSpec{Padding: SamePadding}},
+	}
+	var cases []ruleCase
+	for _, c := range convSpecs {
+		cases = append(cases, ruleCase{name: c.name, in: conv(c.x, c.w, c.spec), f: convF(c.spec)})
+	}
+	mask := func(r *rand.Rand) *Tensor {
+		m := rB(r, 2, 1, 5, 6)
+		return LogicalOr(m, Reshape(FromBool([]bool{true, false, false, false, false, false}), 1, 1, 1, 6)) // key 0 always visible
+	}
+	cases = append(cases,
+		ruleCase{name: "attention", in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 5, 2, 3), rF(r, 2, 6, 2, 3), rF(r, 2, 6, 2, 4)) },
+			f: func(x []*Tensor) []*Tensor { return []*Tensor{DotProductAttention(x[0], x[1], x[2], nil, 0, false)} }},
+		ruleCase{name: "attention causal", in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 5, 2, 3), rF(r, 2, 5, 2, 3), rF(r, 2, 5, 2, 4)) },
+			f: func(x []*Tensor) []*Tensor { return []*Tensor{DotProductAttention(x[0], x[1], x[2], nil, 0.7, true)} }},
+		ruleCase{name: "attention masked", in: func(r *rand.Rand) []*Tensor {
+			return args(rF(r, 2, 5, 2, 3), rF(r, 2, 6, 2, 3), rF(r, 2, 6, 2, 4), mask(r))
+		}, f: func(x []*Tensor) []*Tensor { return []*Tensor{DotProductAttention(x[0], x[1], x[2], x[3], 0, false)} }},
+		ruleCase{name: "ragged dot", in: func(r *rand.Rand) []*Tensor { return args(rF(r, 7, 3), rF(r, 3, 3, 4), FromInt32([]int32{2, 0, 4})) },
+			f: func(x []*Tensor) []*Tensor { return []*Tensor{RaggedDot(x[0], x[1], x[2])} }},
+		ruleCase{name: "MSE", in: func(r *rand.Rand) []*Tensor { return args(rF(r, 3, 4), rF(r, 3, 4)) }, f: fn2(MSE)},
+		ruleCase{name: "SoftmaxCrossEntropy", in: func(r *rand.Rand) []*Tensor { return args(rF(r, 3, 5), rI(r, 0, 5, 3)) },
+			f: fn2(SoftmaxCrossEntropy)},
+		ruleCase{name: "SoftmaxCrossEntropyProbs", in: func(r *rand.Rand) []*Tensor {
+			p := Softmax(rF(r, 3, 5), 1)
+			return args(rF(r, 3, 5), Mul(p, AsType(Greater(p, Scalar(0.1)), Float32))) // some zeros
+		}, f: fn2(SoftmaxCrossEntropyProbs)},
+	)
+	for a := range numActivations {
+		cases = append(cases, ruleCase{name: "BiasAct " + a.String(), in: func(r *rand.Rand) []*Tensor { return args(rAway(r, 3, 4), rF(r, 4)) },
+			f: func(x []*Tensor) []*Tensor { return []*Tensor{BiasAct(x[0], x[1], a)} }})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(64, uint64(len(c.name))))
+			x32 := c.in(r)
+			x64 := to64(x32)
+			outs, want := c.f(x64), c.f(x32)
+			for k, o := range outs {
+				require.Equal(t, Float64, o.dtype, "%s: result %d", c.name, k)
+				requireClose32(t, want[k], o, fmt.Sprintf("%s: result %d", c.name, k))
+			}
+			checkGrad64(t, c, x64, r)
+		})
+	}
 }

@@ -325,5 +325,8 @@ func BiasAct(x, b *Tensor, act Activation) *Tensor {
 	if len(x.shape) == 0 || len(b.shape) != 1 || b.shape[0] != x.shape[len(x.shape)-1] {
 		panic(fmt.Sprintf("%s: %s: the bias must be a vector as long as the last dimension of x", name, operands("", x, b)))
 	}
+	if x.dtype == Float64 { // composed: the fused kernels are float32
+		return act.apply(Add(x, b))
+	}
 	return Apply(biasActOp, act, x, b)
 }

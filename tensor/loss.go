@@ -423,8 +423,11 @@ func SoftmaxCrossEntropyProbs(logits, probs *Tensor) *Tensor {
 		panic(fmt.Sprintf("%s: %s: shapes must match exactly", name, desc()))
 	}
 	if logits.dtype == Float64 { // composed: the fused op is float32
-		terms := Mul(probs, LogSoftmax(logits, -1))
-		return Neg(Sum(Where(Equal(probs, ScalarFloat64(0)), ScalarFloat64(0), terms), -1))
+		// A zero probability counts 0 also at a -Inf log-softmax; the
+		// derivative in probs is -log_softmax, as the fused op's.
+		lsm := LogSoftmax(logits, -1)
+		lsm = Where(LogicalOr(IsFinite(lsm), NotEqual(probs, ScalarFloat64(0))), lsm, ScalarFloat64(0))
+		return Neg(Sum(Mul(probs, lsm), -1))
 	}
 	if !mayDiff(logits) && !mayDiff(probs) {
 		return Apply(xentProbsFwdOp, nil, logits, probs)

@@ -223,6 +223,9 @@ func RaggedDot(x, w, groupSizes *Tensor) *Tensor {
 	}
 	if groupSizes.layout == nil && groupSizes.xv == nil {
 		checkGroupSizes("tensor.RaggedDot", groupSizes, x.shape[0]) // fail here, naming the public op
+		if x.dtype == Float64 {                                     // composed: the grouped gemm is float32
+			return raggedDot64(x, w, groupSizes)
+		}
 	}
 	return raggedDot(x, w, groupSizes, false)
 }
