@@ -98,7 +98,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	channels := ""
 	f.String(&channels, "channels", "32,64", "channels after the first and the second convolution")
 	f.Int(&cfg.batch, "batch", 128, 1, maxBatch, "batch size")
-	f.Int(&cfg.epochs, "epochs", 4, 0, maxEpochs, "epochs")
+	f.Int(&cfg.epochs, "epochs", 6, 0, maxEpochs, "epochs")
 	f.Float(&cfg.lr, "lr", 2e-3, cli.Positive(maxLR), "Adam learning rate")
 	f.Float(&cfg.decay, "decay", 0.7, cli.Range{Min: 0, Max: 1, MinOpen: true}, "factor the learning rate is multiplied by over each epoch (smoothly, step by step; 1: constant)")
 	f.Bool(&cfg.augment, "augment", false, "augment the training images: random crops (2 pixels of padding) and horizontal flips")

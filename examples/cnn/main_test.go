@@ -150,6 +150,9 @@ func TestRunPrintsEpochsAndPlots(t *testing.T) {
 // A default run trains well on the digits in a few epochs: the model,
 // the loss and the decay of the learning rate work together.
 func TestLearns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains 4 epochs")
+	}
 	var out bytes.Buffer
 	require.Equal(t, 0, mainExit([]string{"-data", "digits", "-epochs", "4", "-quiet", "-plot", ""}, &out, io.Discard))
 	acc := testAccuracies(t, out.String())
