@@ -1,8 +1,8 @@
 // Package tensor provides gonox's n-dimensional arrays, the ops on them and
 // their differentiation rules.
 //
-// A *Tensor has a dtype (Float32, Int32 or Bool), a shape and contiguous
-// row-major data. Tensors are values: every op returns a new tensor and
+// A *Tensor has a dtype (Float32, Int32, Bool, and the others of "Dtypes"
+// below), a shape and contiguous row-major data. Tensors are values: every op returns a new tensor and
 // never changes its inputs, so a tensor may be shared freely, including
 // between goroutines.
 //
@@ -36,13 +36,54 @@
 // parameters, bfloat16 compute) is a policy of package nn built on
 // Convert.
 //
+// # Dtypes
+//
+//	dtype     notation   compute                         constructors
+//	Float32   f32        the default float               FromFloat32, FromFloat64, Scalar
+//	Float64   f64        float64, every op but the       FromFloat64s, ScalarFloat64,
+//	                     fused float32 kernels (below)   UniformFloat64, NormalFloat64
+//	BFloat16  bf16       float32, rounded once           FromBits16, Convert
+//	Float16   f16        float32, rounded once           FromBits16, Convert
+//	Int32     i32        integer ops, indices            FromInt32, FromInts, Arange
+//	Int64     i64        integer ops, indices            FromInt64, ScalarInt64
+//	Uint8     u8         storage: move, compare, convert FromUint8
+//	Bool      bool       masks                           FromBool
+//
+// Float64 is a compute type of its own, as in JAX with jax_enable_x64:
+// elementwise math, reductions, softmax, sorting, gathers and scatters,
+// convolutions, and matmul (gemm.Dgemm's float64 kernels for AVX-512,
+// AVX2 and pure Go) compute and accumulate in float64 and return float64;
+// gradients of a float64 function are float64, so autodiff.CheckGrad
+// checks them to 1e-7 rather than float32's 1e-2. FromFloat64 keeps JAX's
+// default (float64 data becomes float32); FromFloat64s keeps float64.
+// Ops whose kernels are float32 only refuse float64 operands by name
+// ("tensor: op "reduce_window_max" is not defined for float64 operands
+// (f64[2,5,4]); ..."): the window reductions and pooling, the grouped
+// gemms under Vmap, the fused optimizer updates (AdamStep, SGDStep), and
+// samplers with float operands (Gamma, Beta, ...). The public functions
+// of the other fused kernels (DotProductAttention, BiasAct, MSE, the
+// cross-entropies, RaggedDot) compose float64 from primitives. Each op
+// declares the dtypes it takes (Traits.Types), so a new op is float32
+// only until it says otherwise.
+//
+// Int64 indexes spaces beyond 2³¹ and takes the integer ops Int32 takes
+// (arithmetic, comparisons, sums, max and min, cumsum, sorting, moves);
+// Take, TakeAlongAxis and ScatterAdd take Int64 indices. Uint8 holds bytes (images) and is
+// moved, compared and converted with AsType. AsType converts between any
+// two dtypes (float to integer truncates and saturates, integer to integer
+// wraps); Convert converts between float dtypes and is differentiable.
+// Checkpoints (package checkpoint) and safetensors files (F64, I64, U8)
+// store all of them; package shard's Psum, Pmean, AllGather and
+// PsumScatter sum and move float64 blocks inside shard.Map.
+//
 // # Broadcasting and errors
 //
 // Elementwise ops broadcast by NumPy's rules. There is no implicit dtype
 // promotion: mixing float32 and int32, or float32 and bfloat16, is an error
 // (convert with AsType or Convert). The one exception is a float32 scalar
-// (Scalar, MulScalar's factor) next to a bfloat16 or float16 tensor: it
-// takes the tensor's dtype, as a Python scalar does in JAX.
+// (Scalar, MulScalar's factor) next to a bfloat16, float16 or float64
+// tensor: it takes the tensor's dtype, as a Python scalar does in JAX
+// (a float32 constant: use ScalarFloat64 for a float64 one, 0.1 say).
 // Wrong shapes, dtypes or axes are programmer errors and panic with a
 // message naming the op and its operands:
 //
@@ -329,7 +370,9 @@
 //     for ops of package shard and for transformations (checkpoint).
 //     Through: for ops whose implementation only applies other ops (a
 //     checkpoint, a custom rule), which Vmap and forward mode then pass
-//     through.
+//     through. Types: the dtypes among Float64, Int64 and Uint8 the Impl
+//     computes on (TypesFloat64, TypesAll for ops that move data);
+//     Apply refuses the others by name.
 //
 // Rules for further transformations are fields of Op beside VJP, JVP,
 // Batch and Sharding, declared the same way; the engine's dispatch
