@@ -375,6 +375,23 @@ func untracedVJP(n *node) bool {
 	return true
 }
 
+// hostVJP reports whether no operand or result of n is a value of a Vmap
+// or forward-mode level: such an op's rule (its tangent, say) may read
+// the cotangent after the kernel has written over it.
+func hostVJP(n *node) bool {
+	for _, x := range n.ins {
+		if x != nil && x.xv != nil {
+			return false
+		}
+	}
+	for _, x := range n.outs {
+		if x != nil && x.xv != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // plainF32 reports whether t is untraced, unsharded float32 data with
 // storage of its own to speak of.
 func plainF32(t *Tensor) bool {
@@ -532,7 +549,7 @@ func addInto(dst, g *Tensor) {
 // if not offered). Only at the outermost level: the VJP's ops must not be
 // traced, or the donated buffer could end up in a graph.
 func (p *backwardPass) donate(n *node, gs []*Tensor, kept bool) *Tensor {
-	if !n.op.Traits.Reuse.Has(TakesCotangent) || kept || len(gs) != 1 || gs[0] == nil || !p.writable(gs[0]) || !untracedVJP(n) {
+	if !n.op.Traits.Reuse.Has(TakesCotangent) || kept || len(gs) != 1 || gs[0] == nil || !p.writable(gs[0]) || !untracedVJP(n) || !hostVJP(n) {
 		return nil
 	}
 	p.donated = gs[0]

@@ -68,6 +68,11 @@ func TestCotangentReuse(t *testing.T) {
 			h := tensor.Reshape(tensor.MatMul(xs[0], xs[1]), 33, 30, 10)
 			return tensor.MatMul(tensor.Reshape(tensor.Relu(h), 33, 300), xs[3])
 		}, true},
+		{"a sum's broadcast cotangent", func(xs []*tensor.Tensor) *tensor.Tensor {
+			// Sum's VJP broadcasts its cotangent into a new tensor, which
+			// the pass owns: Relu's VJP writes over it.
+			return tensor.Sum(tensor.Relu(tensor.MatMul(xs[0], xs[1])), 1)
+		}, true},
 		{"residual add into a value used twice", func(xs []*tensor.Tensor) *tensor.Tensor {
 			h := tensor.MatMul(xs[0], xs[1])
 			r := tensor.Add(h, h)

@@ -59,3 +59,34 @@ func TestLastHolderRecyclesDonatedHeader(t *testing.T) {
 	}
 	assert.True(t, recycled)
 }
+
+// An allocation whose own class is empty takes storage of one of the next
+// two classes (at most about 1/8 larger), so that sizes that vary from
+// step to step (a MoE's tokens per expert) reuse each other's storage; not
+// three classes up, and never for sizes up to 1024, each a class of its
+// own.
+func TestCacheServesNearbyLargerClasses(t *testing.T) {
+	defer func(on bool) { cacheEnabled = on }(cacheEnabled)
+	cacheEnabled = true
+	reused := func(made, asked int) bool {
+		for range 20 { // sync.Pool may drop what it is given
+			x := newOut(Float32, []int{made})
+			id := storage(x)
+			Donate(x)
+			y := newOut(Float32, []int{asked})
+			if storage(y) == id {
+				require.Len(t, y.f32, asked)
+				require.Equal(t, make([]float32, asked), y.f32, "recycled storage is zeroed by newOut")
+				return true
+			}
+			Donate(y)
+		}
+		return false
+	}
+	// Classes of 3072 elements: ..., 2944, 3072, 3200, 3328, ...
+	assert.True(t, reused(3072, 3000), "same class")
+	assert.True(t, reused(3200, 3000), "one class up")
+	assert.True(t, reused(3328, 3000), "two classes up")
+	assert.False(t, reused(3456, 3000), "three classes up")
+	assert.False(t, reused(1000, 990), "sizes up to 1024 are their own classes")
+}

@@ -237,18 +237,28 @@ func (c *sizeCache[E]) get(n int) []E {
 	if m == nil {
 		return nil
 	}
+	// The size's class, else one of the next classUpTries above it
+	// (storage at most ~1/8 larger than asked for): values whose sizes
+	// vary a little from step to step (the tokens each expert of a MoE
+	// gets) then reuse each other's storage.
 	size := capFor(n)
-	p := (*m)[size]
-	if p == nil {
-		return nil
+	for range classUpTries + 1 {
+		if p := (*m)[size]; p != nil {
+			if v, _ := p.Get().(unsafe.Pointer); v != nil {
+				c.hits.Add(1)
+				return unsafe.Slice((*E)(v), size)[:n]
+			}
+		}
+		if size <= 1024 {
+			return nil // small sizes are classes of their own: no waste
+		}
+		size = capFor(size + 1)
 	}
-	v, _ := p.Get().(unsafe.Pointer)
-	if v == nil {
-		return nil
-	}
-	c.hits.Add(1)
-	return unsafe.Slice((*E)(v), size)[:n]
+	return nil
 }
+
+// classUpTries is how many classes above its own an allocation looks in.
+const classUpTries = 2
 
 // put gives s to the cache, under the class its capacity holds.
 func (c *sizeCache[E]) put(s []E) {

@@ -476,7 +476,7 @@ func init() {
 			res[0] = unbroadcast(g, in[0].shape)
 		}
 		if Wants(need, 1) {
-			res[1] = unbroadcast(Neg(g), in[1].shape)
+			res[1] = unbroadcastTemp(Neg(g), in[1].shape)
 		}
 		return res
 	}, func(_, t, outs []*Tensor, _ any) []*Tensor {

@@ -234,7 +234,8 @@ func init() {
 			flat := mergeBatchInto(x, a)
 			return one1(moveAxis(Take(flat, batchOffsets("tensor.Take", idx, n), a), a, 0))
 		},
-		Traits: Traits{Types: TypesAll},
+		// The VJP scatters g into a new tensor (takeGrad).
+		Traits: Traits{Types: TypesAll, Reuse: FreshVJP},
 	}
 }
 

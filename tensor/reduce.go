@@ -178,7 +178,8 @@ func init() {
 			}
 			return out
 		},
-		Traits: Traits{Types: TypesFloat64 | TypesInt64},
+		// The VJP broadcasts g into a new tensor (or returns g itself).
+		Traits: Traits{Types: TypesFloat64 | TypesInt64, Reuse: FreshVJP},
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, pp any) []*Tensor {
 			p := pp.(*reduceParams)
 			if prefix, _, _, _ := reduceShape(in[0].shape, p.axes); prefix && !p.keep {
