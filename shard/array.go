@@ -27,6 +27,11 @@ type layout struct {
 	// origin names the op that left the pending sum (its reduction is
 	// charged to it when nothing else consumes it first).
 	origin string
+	// id numbers the array among those computed on its mesh, putID among
+	// those placed from the host (with GONOX_DEBUG), when the mesh spans
+	// processes: Gather and reshards across processes compare them (see
+	// xproc_agree.go).
+	id, putID uint64
 	// sum is the reduced layout, computed (and charged) once however many
 	// consumers read a partial sum (see summed).
 	sumOnce sync.Once
@@ -138,7 +143,7 @@ func (l *layout) MapBlocks(x *tensor.Tensor, fn func(block *tensor.Tensor) *tens
 		x = moveTo(l.origin, x, l.sharding)
 		l = layoutOf("shard", x)
 	}
-	out := &layout{sharding: l.sharding, geo: l.geo, blocks: make([]*tensor.Tensor, len(l.blocks)), owned: true}
+	out := (&layout{sharding: l.sharding, geo: l.geo, blocks: make([]*tensor.Tensor, len(l.blocks)), owned: true}).number(false)
 	var dt tensor.DType
 	parallelFor(len(l.blocks), func(d int) {
 		if l.blocks[d] == nil {
@@ -223,7 +228,7 @@ func FromBlocks(s Sharding, shape []int, blocks []*tensor.Tensor) (*tensor.Tenso
 	if len(blocks) != s.mesh.Size() {
 		return nil, fmt.Errorf("shard.FromBlocks: %d blocks for a mesh of %d devices", len(blocks), s.mesh.Size())
 	}
-	l := &layout{sharding: s, geo: geo, blocks: make([]*tensor.Tensor, len(blocks))}
+	l := (&layout{sharding: s, geo: geo, blocks: make([]*tensor.Tensor, len(blocks))}).number(true)
 	f := s.mesh.firstLocal()
 	if f < 0 {
 		return nil, fmt.Errorf("shard.FromBlocks: process %d has no device of %v", dist.rank, s.mesh)
@@ -389,7 +394,7 @@ func put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
 	// them.
 	src, _ := x.Layout().(*layout)
 	own := !acrossProcesses(src, s)
-	l := &layout{sharding: s, geo: geo, blocks: makeBlocks(x, s, true), owned: own}
+	l := (&layout{sharding: s, geo: geo, blocks: makeBlocks(x, s, true), owned: own}).number(src == nil)
 	return tensor.NewSharded(x.DType(), x.Shape(), l)
 }
 

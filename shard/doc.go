@@ -366,7 +366,9 @@
 // parameters, dtype and shape (a descriptor with rowsDiffer compares no
 // shapes; one whose calls carry data that differs between devices says how
 // it travels between processes with wire and unwire), Comm counts it, and
-// on a mesh that spans processes the descriptor's exchange carries it.
+// on a mesh that spans processes the processes compare a fingerprint of
+// it (its description, the mesh, its sequence number: xproc_agree.go)
+// before the descriptor's exchange carries it.
 //
 // # Adding a transport
 //

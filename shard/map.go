@@ -473,7 +473,7 @@ func (p *mapParams) assembleOutput(j int, blocks []*tensor.Tensor, s Sharding) *
 			shape[i] *= m.sizes[m.axis("shard.Map", a)]
 		}
 	}
-	l := &layout{sharding: s, geo: s.geometry("shard.Map", shape), blocks: make([]*tensor.Tensor, len(blocks)), owned: true}
+	l := (&layout{sharding: s, geo: s.geometry("shard.Map", shape), blocks: make([]*tensor.Tensor, len(blocks)), owned: true}).number(false)
 	for d, b := range blocks {
 		if b == nil {
 			continue
@@ -531,7 +531,7 @@ func (p *mapParams) backward(gs, in []*tensor.Tensor, st *mapState) []*tensor.Te
 			}
 		}
 		geo := s.geometry("shard.Map", x.Shape())
-		l := &layout{sharding: s, geo: geo, blocks: blocks}
+		l := (&layout{sharding: s, geo: geo, blocks: blocks}).number(false)
 		for d, b := range blocks {
 			if b != nil {
 				chargeBlock(m.devices[d], b)

@@ -190,7 +190,7 @@ func (l *layout) reduced() *layout {
 	// Float sums are new tensors of their own (see sumBlocks).
 	dt := l.blockDType()
 	own := dt == tensor.Float32 || isHalf(dt)
-	out := &layout{sharding: l.sharding, geo: l.geo, blocks: make([]*tensor.Tensor, len(l.blocks)), owned: own}
+	out := (&layout{sharding: l.sharding, geo: l.geo, blocks: make([]*tensor.Tensor, len(l.blocks)), owned: own}).number(false)
 	for i, g := range groups {
 		for _, d := range localOf(m, g) {
 			out.blocks[d] = res[i]
@@ -425,7 +425,7 @@ func init() {
 				// so that the result owns what it holds.
 				bs = ownCopies(bs)
 			}
-			return tensor.NewSharded(x.DType(), x.Shape(), &layout{sharding: p.dst, geo: geo, blocks: bs, owned: true})
+			return tensor.NewSharded(x.DType(), x.Shape(), (&layout{sharding: p.dst, geo: geo, blocks: bs, owned: true}).number(false))
 		},
 		VJP: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, pp any) []*tensor.Tensor {
 			p := pp.(moveParams)

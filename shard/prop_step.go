@@ -206,7 +206,7 @@ func (st *step) run(opName string, in []*tensor.Tensor, m *Mesh) []*tensor.Tenso
 				shape[i] *= m.sizes[m.axis("shard", a)]
 			}
 		}
-		l := &layout{sharding: s, geo: s.geometry("shard: op "+opName, shape), blocks: make([]*tensor.Tensor, n), owned: true}
+		l := (&layout{sharding: s, geo: s.geometry("shard: op "+opName, shape), blocks: make([]*tensor.Tensor, n), owned: true}).number(false)
 		if st.partial != nil {
 			l.partial = st.partial[j]
 			l.origin = opName

@@ -39,21 +39,26 @@ func eachGroup(exchange func(x *crossGroup)) func(r *run, s *slot) error {
 	return func(r *run, s *slot) error { return r.eachGroup(s, exchange) }
 }
 
-// describe returns how the processes name the k-th collective c in their
-// messages and (with GONOX_DEBUG) compare it: its kind, dtype, shape
-// (unless the collective's rows differ between devices), axes and params.
+// describe returns how the processes name the k-th collective c of a Map
+// in their messages and compare it (see agree): its kind, dtype and shape
+// in type notation (no shape if the collective's rows differ between
+// devices), axes and params.
 func (c *call) describe(k int) string {
-	if c.coll.rowsDiffer {
-		return fmt.Sprintf("collective #%d %s(%v over %s, %s)", k, c.coll.kind, c.x.DType(), strings.Join(c.axes, ","), c.extra)
+	t := c.x.DType().Abbrev()
+	if !c.coll.rowsDiffer {
+		t = typeNotation(c.x.DType(), c.x.Shape())
 	}
-	return fmt.Sprintf("collective #%d %s(%v %v over %s, %s)", k, c.coll.kind, c.x.DType(), c.x.Shape(), strings.Join(c.axes, ","), c.extra)
+	if c.extra == "" {
+		return fmt.Sprintf("collective #%d %s(%s over %s)", k, c.coll.kind, t, strings.Join(c.axes, ","))
+	}
+	return fmt.Sprintf("collective #%d %s(%s over %s, %s)", k, c.coll.kind, t, strings.Join(c.axes, ","), c.extra)
 }
 
 // eachGroup runs exchange for every group of devices of slot s that
 // spans this process and others, in the same order on every process,
-// under the watchdog and, with GONOX_DEBUG, once every process of the
-// group is found to have issued the same collective. A panic becomes the
-// run's error.
+// under the watchdog, once the processes of the group are found to have
+// issued the same collective (agree, once per set of processes). A panic
+// becomes the run's error.
 func (r *run) eachGroup(s *slot, exchange func(x *crossGroup)) (err error) {
 	m := r.mesh
 	var first *call
@@ -73,6 +78,8 @@ func (r *run) eachGroup(s *slot, exchange func(x *crossGroup)) (err error) {
 			err = &DeviceError{Device: m.devices[e.dev], Coords: e.coords, Op: r.name, Value: p}
 		}
 	}()
+	seq := m.net.stream.ops.Add(1)
+	var agreed []string // process sets
 	for _, members := range m.partitionOf(axesMask) {
 		key := members[0]
 		procs := m.procsOf(members)
@@ -80,8 +87,9 @@ func (r *run) eachGroup(s *slot, exchange func(x *crossGroup)) (err error) {
 			continue
 		}
 		g := m.net.groups[procsKey(procs)]
-		if dist.debug {
-			checkSame(g, procs, desc, fmt.Sprintf("%s: process %d and process %%d issued different collectives: %%s vs %%s", r.name, dist.rank))
+		if k := procsKey(procs); !slices.Contains(agreed, k) {
+			agree(g, procs, r.name, m.net.stream, seq, desc)
+			agreed = append(agreed, k)
 		}
 		// Members in the collective's rank order (listed axes, first major).
 		ge := &devEnv{mesh: m, dev: key, coords: m.Coords(key)}

@@ -25,12 +25,14 @@ const TimeoutEnv = "GONOX_TIMEOUT"
 // dist is the multi-process part of the device pool (nil transport: one
 // process). It is set once, by Install, before the pool exists.
 var dist struct {
-	t       Transport
-	aux     Group // all processes, for AllGatherProcesses
-	world   Group // the transport's World, for reshards between meshes
-	rank    int
-	debug   bool
-	timeout time.Duration
+	t     Transport
+	aux   Group // all processes, for AllGatherProcesses
+	world Group // the transport's World, for reshards between meshes
+	// worldStream numbers the reshards through world (see agree).
+	worldStream *stream
+	rank        int
+	debug       bool
+	timeout     time.Duration
 }
 
 // Install makes the device pool global over the processes of t: each
@@ -99,6 +101,7 @@ func Install(t Transport, localDevices int) error {
 		}
 		dist.aux = newGroup(all)
 		dist.world = wrapGroup(t.World())
+		dist.worldStream = newStream("the job's processes")
 	}
 	var err error
 	if dist.debug, err = parseDebug(os.Getenv(DebugEnv)); err != nil {

@@ -30,6 +30,9 @@ type meshNet struct {
 	// put is another, for the GONOX_DEBUG check of Put, so a loader
 	// putting batches on its goroutine does not cross Map or Gather.
 	put Group
+	// stream numbers the mesh's operations between processes and the
+	// arrays computed on it (see xproc_agree.go); nil unless spans.
+	stream *stream
 
 	mu        sync.Mutex
 	partition map[uint64][][]int // groups over an axes mask, members ascending
@@ -63,6 +66,14 @@ func (m *Mesh) connect() *Mesh {
 		return m
 	}
 	n.whole = newGroup(n.procs)
+	n.stream = newStream(m.identity())
+	if n.whole != nil {
+		// Before the groups: processes listing the devices in different
+		// orders would make different groups.
+		stop := watchdog("shard.NewMesh of " + n.stream.ident)
+		m.agreeOnMesh(n.whole, n.procs)
+		stop()
+	}
 	n.put = newGroup(n.procs)
 	// Every subset of axes, every group of it: in the same order on every
 	// process, so the collective NewGroup calls match.

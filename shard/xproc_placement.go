@@ -40,6 +40,8 @@ func gatherAll(l *layout, x *tensor.Tensor) *tensor.Tensor {
 	stop := watchdog("shard.Gather of " + x.String())
 	defer stop()
 	m := l.sharding.mesh
+	agree(m.net.whole, m.net.procs, "shard.Gather", m.net.stream, m.net.stream.ops.Add(1),
+		fmt.Sprintf("shard.Gather of %s (%s), spec %v", typeNotation(x.DType(), l.geo.shape), l.arrayName(), l.sharding.spec))
 	owners := l.uniqueBlocks() // first holder of each distinct block
 	var send []byte
 	for _, d := range owners {
@@ -104,22 +106,23 @@ func unionProcs(a, b *Mesh) []int {
 }
 
 // reshardComm returns the communicator of a reshard from mesh sm to mesh
-// tm and the processes it ranks (world ranks, ascending): the target
-// mesh's own if it has every process involved, else the source mesh's if
-// it has, else the communicator of all processes (every process must then
-// take part, in the same order; documented under Install).
-func reshardComm(sm, tm *Mesh) (Group, []int) {
+// tm, the processes it ranks (world ranks, ascending) and the stream that
+// numbers its operations: the target mesh's own if it has every process
+// involved, else the source mesh's if it has, else the communicator of
+// all processes (every process must then take part, in the same order;
+// documented under Install).
+func reshardComm(sm, tm *Mesh) (Group, []int, *stream) {
 	u := unionProcs(sm, tm)
 	for _, m := range []*Mesh{tm, sm} {
 		if m.spans() && slices.Equal(m.net.procs, u) {
-			return m.net.whole, u
+			return m.net.whole, u, m.net.stream
 		}
 	}
 	all := make([]int, dist.t.Size())
 	for i := range all {
 		all[i] = i
 	}
-	return dist.world, all
+	return dist.world, all, dist.worldStream
 }
 
 // reshardAcross returns this process's blocks (nil for other processes'
@@ -138,11 +141,13 @@ func reshardAcross(src *layout, dt tensor.DType, s Sharding, charge bool) []*ten
 	sm, tm := src.sharding.mesh, s.mesh
 	geo := s.geometry("shard.Put", src.geo.shape)
 	to := &layout{sharding: s, geo: geo}
-	comm, procs := reshardComm(sm, tm)
+	comm, procs, st := reshardComm(sm, tm)
 	me := slices.Index(procs, dist.rank)
 	if me < 0 {
 		return make([]*tensor.Tensor, tm.Size()) // not involved
 	}
+	agree(comm, procs, "shard.Reshard", st, st.ops.Add(1),
+		fmt.Sprintf("reshard of %s (%s) from spec %v on %s to spec %v on %s", typeNotation(dt, src.geo.shape), src.arrayName(), src.sharding.spec, sm.identity(), s.spec, tm.identity()))
 	nproc := len(procs)
 	rankOf := func(d *Device) int { return slices.Index(procs, d.proc) }
 	// Distinct source blocks: the processes holding a replica, and the

@@ -68,7 +68,9 @@ func allreduceAcross(what string, m *Mesh, groups [][]int, res []*tensor.Tensor,
 	if !m.spans() {
 		return
 	}
+	seq := m.net.stream.ops.Add(1)
 	var stop func()
+	var agreed []string // process sets
 	for i, g := range groups {
 		procs := m.procsOf(g)
 		if len(procs) < 2 || res[i] == nil {
@@ -80,6 +82,10 @@ func allreduceAcross(what string, m *Mesh, groups [][]int, res []*tensor.Tensor,
 		}
 		comm := m.net.groups[procsKey(procs)]
 		x := res[i]
+		if k := procsKey(procs); !slices.Contains(agreed, k) {
+			agree(comm, procs, "shard: "+what, m.net.stream, seq, fmt.Sprintf("%s (%s of %s)", what, reduceName(op), typeNotation(x.DType(), x.Shape())))
+			agreed = append(agreed, k)
+		}
 		var out *tensor.Tensor
 		switch x.DType() {
 		case tensor.Float32:
@@ -128,6 +134,9 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 	groups := groupsAlong(m, src.partial)
 	stop := watchdog(fmt.Sprintf("the psum_scatter of the pending sums of %s", src.origin))
 	defer stop()
+	seq := m.net.stream.ops.Add(1)
+	desc := fmt.Sprintf("psum_scatter of the pending sums of %s (%s, spec %v over %v to spec %v)", src.origin, typeNotation(dt, src.geo.shape), src.sharding.spec, src.partial, dst.spec)
+	var agreed []string // process sets
 	out := make([]*tensor.Tensor, m.Size())
 	for _, g := range groups {
 		local := localOf(m, g)
@@ -171,6 +180,10 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 			mine[i] = slice(d)
 		}
 		if len(procs) > 1 {
+			if k := procsKey(procs); !slices.Contains(agreed, k) {
+				agree(m.net.groups[k], procs, "shard", m.net.stream, seq, desc)
+				agreed = append(agreed, k)
+			}
 			blockBytes := numelOf(geo.block) * dt.Size()
 			sendCounts := make([]int, len(procs))
 			recvCounts := make([]int, len(procs))
@@ -226,4 +239,17 @@ func addInto(a, b *tensor.Tensor) *tensor.Tensor {
 		}
 	}
 	return a
+}
+
+// reduceName names a reduction in the messages of agree.
+func reduceName(op ReduceOp) string {
+	switch op {
+	case ReduceSum:
+		return "sum"
+	case ReduceMax:
+		return "max"
+	case ReduceMin:
+		return "min"
+	}
+	return fmt.Sprintf("ReduceOp(%d)", int(op))
 }

@@ -102,9 +102,14 @@
 // (MPI_Abort) with a message naming the process and device; a process
 // that exits or is killed makes mpirun end the others. A process that
 // waits more than $GONOX_TIMEOUT (default 10m) in one cross-process
-// exchange aborts the job, naming the collective. With GONOX_DEBUG=1 the
-// processes also compare every collective before exchanging data, and a
-// mismatch aborts naming both sides.
+// exchange aborts the job, naming the collective. Before every exchange
+// the processes compare a fingerprint of what each is about to do (the
+// mesh's devices and axes, the operation's kind, dtype, shape, axes and
+// parameters, its sequence number on the mesh, and for Gather and
+// reshards which array), always: processes that issued different
+// collectives end the job at once with a message naming each process's
+// operation, instead of exchanging wrong data or hanging. GONOX_DEBUG=1
+// adds the check that the host tensors given to shard.Put are equal.
 //
 // # Threads
 //

@@ -162,7 +162,7 @@ func (g *sharedGroup) Share(n int) [][]byte {
 			var p unsafe.Pointer
 			check("Win_shared_query", C.gonox_segment(g.win, C.int(q), &size, &p))
 			if int(size) < n+64 {
-				panic(fmt.Sprintf("mpi: process %d asked for a shared window segment of %d bytes, process %d of the group for %d: the processes issued different collectives (GONOX_DEBUG=1 names them)", Rank(), n+64, q, int(size)))
+				panic(fmt.Sprintf("mpi: process %d asked for a shared window segment of %d bytes, process %d of the group for %d: the processes issued different collectives", Rank(), n+64, q, int(size)))
 			}
 			a := int(-uintptr(p) & 63)
 			seg[q] = unsafe.Slice((*byte)(unsafe.Add(p, a)), n)
