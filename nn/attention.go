@@ -207,7 +207,8 @@ func NewMultiHeadAttention(key tensor.Key, dim, heads int, opts AttentionOptions
 }
 
 // Forward applies self-attention to x f32[B,T,D] and returns
-// f32[B,T,outputSize].
+// f32[B,T,outputSize]. One example x f32[T,D] (Equinox's call, which
+// autodiff.Vmap maps over a batch) gives f32[T,outputSize].
 func (a MultiHeadAttention) Forward(x *tensor.Tensor) *tensor.Tensor {
 	return a.ForwardWith(x, x, x, AttentionCall{})
 }
@@ -224,7 +225,9 @@ func (a MultiHeadAttention) ForwardMask(x, mask *tensor.Tensor) *tensor.Tensor {
 // and values from k f32[B,S,K] and v f32[B,S,V] (cross-attention when they
 // differ from q). mask, if not nil, broadcasts to [B, heads, T, S]; the
 // causal mask, if the layer is causal, hides keys s > t. The result is
-// f32[B,T,outputSize].
+// f32[B,T,outputSize]. One example, q f32[T,Q], k f32[S,K] and v f32[S,V]
+// (every operand of rank 2), is Equinox's unbatched call: the mask then
+// broadcasts to [heads, T, S] and the result is f32[T,outputSize].
 func (a MultiHeadAttention) ForwardQKV(q, k, v, mask *tensor.Tensor) *tensor.Tensor {
 	return a.ForwardWith(q, k, v, AttentionCall{Mask: mask})
 }
@@ -258,13 +261,57 @@ type AttentionCall struct {
 // ForwardWith is ForwardQKV with Equinox's other call arguments: a mask,
 // the key of the weights' dropout and a function of the heads.
 func (a MultiHeadAttention) ForwardWith(q, k, v *tensor.Tensor, c AttentionCall) *tensor.Tensor {
+	if q.Rank() == 2 && k.Rank() == 2 && v.Rank() == 2 {
+		return a.forwardOne(q, k, v, c)
+	}
+	return a.forwardBatch(q, k, v, c, false)
+}
+
+// forwardOne is Equinox's call on one example, q f32[T,Q], k f32[S,K] and
+// v f32[S,V], as the call on a batch of one: the mask broadcasts to
+// [heads, T, S], ProcessHeads sees heads without a batch axis, and the
+// dropout of head h draws with Key.Split(heads)[h], as Equinox's layer
+// does, so that the layer vmapped over jax.random.split(key, B) draws as
+// the batched call with key.
+func (a MultiHeadAttention) forwardOne(q, k, v *tensor.Tensor, c AttentionCall) *tensor.Tensor {
+	if ph := c.ProcessHeads; ph != nil {
+		c.ProcessHeads = func(q, k, v *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+			q2, k2, v2 := ph(tensor.Squeeze(q, 0), tensor.Squeeze(k, 0), tensor.Squeeze(v, 0))
+			return tensor.ExpandDims(q2, 0), tensor.ExpandDims(k2, 0), tensor.ExpandDims(v2, 0)
+		}
+	}
+	// One header per distinct operand, so that self-attention stays
+	// recognisable (q == k == v) to forwardBatch's messages.
+	one := func(x *tensor.Tensor) *tensor.Tensor { return tensor.ExpandDims(x, 0) }
+	eq := one(q)
+	ek, ev := eq, eq
+	if k != q {
+		ek = one(k)
+	}
+	switch {
+	case v == k:
+		ev = ek
+	case v != q:
+		ev = one(v)
+	}
+	return tensor.Squeeze(a.forwardBatch(eq, ek, ev, c, true), 0)
+}
+
+// forwardBatch is ForwardWith on a batch; one says the batch is one
+// example's (forwardOne): its dropout keys are then Equinox's for one
+// example.
+func (a MultiHeadAttention) forwardBatch(q, k, v *tensor.Tensor, c AttentionCall, one bool) *tensor.Tensor {
 	qs, ks, vs := a.QueryProj.In(), a.KeyProj.In(), a.ValueProj.In()
 	if q.Rank() != 3 || q.Dim(2) != qs || k.Rank() != 3 || v.Rank() != 3 ||
 		k.Dim(0) != q.Dim(0) || v.Dim(0) != q.Dim(0) || k.Dim(2) != ks || v.Dim(2) != vs || k.Dim(1) != v.Dim(1) {
-		if q == k && k == v {
-			panic(fmt.Sprintf("nn.MultiHeadAttention: x %v: want [batch, length, %d]", q, qs))
+		self := q == k && k == v
+		if one { // name the operands as the caller gave them
+			q, k, v = tensor.Squeeze(q, 0), tensor.Squeeze(k, 0), tensor.Squeeze(v, 0)
 		}
-		panic(fmt.Sprintf("nn.MultiHeadAttention: q %v, k %v, v %v: want q [batch, T, %d], k [batch, S, %d] and v [batch, S, %d]",
+		if self {
+			panic(fmt.Sprintf("nn.MultiHeadAttention: x %v: want [batch, length, %d] or one example [length, %d]", q, qs, qs))
+		}
+		panic(fmt.Sprintf("nn.MultiHeadAttention: q %v, k %v, v %v: want q [batch, T, %d], k [batch, S, %d] and v [batch, S, %d] (or one example each, without the batch axis)",
 			q, k, v, qs, ks, vs))
 	}
 	n := a.NumHeads
@@ -289,18 +336,23 @@ func (a MultiHeadAttention) ForwardWith(q, k, v *tensor.Tensor, c AttentionCall)
 	}
 	var weightsFn func(*tensor.Tensor) *tensor.Tensor
 	if drop {
-		weightsFn = func(w *tensor.Tensor) *tensor.Tensor { return a.dropWeights(w, *c.Key) }
+		weightsFn = func(w *tensor.Tensor) *tensor.Tensor { return a.dropWeights(w, *c.Key, one) }
 	}
 	o := attention(qh, kh, vh, c.Mask, a.Causal, weightsFn)
 	return a.OutputProj.Forward(tensor.Reshape(o, q.Dim(0), q.Dim(1), -1))
 }
 
 // dropWeights applies the layer's dropout to attention weights w
-// [B,N,T,S], with key.Split(B)[b].Split(N)[h] for example b and head h.
-func (a MultiHeadAttention) dropWeights(w *tensor.Tensor, key tensor.Key) *tensor.Tensor {
+// [B,N,T,S], with key.Split(B)[b].Split(N)[h] for example b and head h
+// (key.Split(N)[h] for one example's call, one).
+func (a MultiHeadAttention) dropWeights(w *tensor.Tensor, key tensor.Key, one bool) *tensor.Tensor {
 	B, N := w.Dim(0), w.Dim(1)
 	masks := make([]*tensor.Tensor, 0, B*N)
-	for _, kb := range key.Split(B) {
+	perExample := []tensor.Key{key}
+	if !one {
+		perExample = key.Split(B)
+	}
+	for _, kb := range perExample {
 		for _, kh := range kb.Split(N) {
 			masks = append(masks, tensor.Bernoulli(kh, float32(1-a.Dropout.Rate), w.Dim(2), w.Dim(3)))
 		}

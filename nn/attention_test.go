@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/tensor"
 )
@@ -239,7 +240,55 @@ func TestMultiHeadAttentionPanics(t *testing.T) {
 	requirePanicContains(t, func() { nn.NewMultiHeadAttention(tensor.NewKey(0), 6, 4, nn.AttentionOptions{}) },
 		"nn.NewMultiHeadAttention: dim 6, heads 4: heads must be positive and divide dim")
 	a := nn.NewMultiHeadAttention(tensor.NewKey(0), 6, 2, nn.AttentionOptions{})
-	requirePanicContains(t, func() { a.Forward(randn(0, 3, 6)) }, "nn.MultiHeadAttention: x f32[3,6]: want [batch, length, 6]")
+	requirePanicContains(t, func() { a.Forward(randn(0, 6)) }, "nn.MultiHeadAttention: x f32[6]: want [batch, length, 6] or one example [length, 6]")
+	requirePanicContains(t, func() { a.Forward(randn(0, 3, 5)) }, "nn.MultiHeadAttention: x f32[3,5]: want [batch, length, 6] or one example [length, 6]")
+}
+
+// One example, Equinox's unbatched call: each example's call equals its
+// row of the batched call (self-attention with a mask, cross-attention,
+// causal, ProcessHeads without the batch axis); vmapped over a batch it
+// equals the batched call, its dropout included when the keys are
+// key.Split(B), as Equinox's layer vmapped over jax.random.split(key, B).
+func TestMultiHeadAttentionOneExample(t *testing.T) {
+	const B, T, S, D, N = 3, 4, 5, 6, 2
+	a := nn.NewMultiHeadAttention(tensor.NewKey(9), D, N, nn.AttentionOptions{Bias: true})
+	causal := nn.NewMultiHeadAttention(tensor.NewKey(10), D, N, nn.AttentionOptions{Causal: true})
+	x, kv := randn(11, B, T, D), randn(12, B, S, D)
+	mask := tensor.Greater(randn(13, T, S), tensor.Scalar(-0.5)) // [T,S]: every batch and head
+	xs, kvs := tensor.Unstack(x, 0), tensor.Unstack(kv, 0)
+	for name, c := range map[string]struct {
+		batch func() *tensor.Tensor
+		one   func(b int) *tensor.Tensor
+	}{
+		"self": {func() *tensor.Tensor { return a.Forward(x) }, func(b int) *tensor.Tensor { return a.Forward(xs[b]) }},
+		"causal": {func() *tensor.Tensor { return causal.Forward(x) },
+			func(b int) *tensor.Tensor { return causal.Forward(xs[b]) }},
+		"cross with a mask": {func() *tensor.Tensor { return a.ForwardQKV(x, kv, kv, mask) },
+			func(b int) *tensor.Tensor { return a.ForwardQKV(xs[b], kvs[b], kvs[b], mask) }},
+	} {
+		want := tensor.Unstack(c.batch(), 0)
+		for b := range B {
+			got := c.one(b)
+			require.Equal(t, want[b].Shape(), got.Shape(), name)
+			require.InDeltaSlice(t, want[b].Float64s(), got.Float64s(), 1e-6, "%s example %d", name, b)
+		}
+	}
+
+	var seen []int
+	double := func(q, k, v *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor, *tensor.Tensor) {
+		seen = q.Shape()
+		return tensor.MulScalar(q, 2), k, v
+	}
+	got := a.ForwardWith(xs[1], xs[1], xs[1], nn.AttentionCall{ProcessHeads: double})
+	require.Equal(t, []int{T, N, D / N}, seen)
+	want := a.ForwardWith(x, x, x, nn.AttentionCall{ProcessHeads: double})
+	require.InDeltaSlice(t, tensor.Unstack(want, 0)[1].Float64s(), got.Float64s(), 1e-6)
+
+	drop := nn.NewMultiHeadAttention(tensor.NewKey(14), D, N, nn.AttentionOptions{DropoutRate: 0.5})
+	key := tensor.NewKey(15)
+	vm := autodiff.Vmap2(drop.Call, autodiff.Strict())(x, tensor.StackKeys(key.Split(B)))
+	require.InDeltaSlice(t, drop.Call(x, key).Float64s(), vm.Float64s(), 1e-6)
+	require.InDeltaSlice(t, tensor.Unstack(drop.Call(x, key), 0)[2].Float64s(), drop.Call(xs[2], key.Split(B)[2]).Float64s(), 1e-6)
 }
 
 func TestMultiHeadAttentionCross(t *testing.T) {
