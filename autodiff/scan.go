@@ -43,6 +43,13 @@ func ScanReverse() ScanOption { return func(s *scanSettings) { s.reverse = true 
 // carries plus O(k) steps, at the price of running every step's forward
 // computation twice. k <= 0 chooses k = ⌈√T⌉, which makes both terms
 // O(√T). Within a segment nothing is kept unless ScanRematPolicy says so.
+//
+// As lax.scan traces its body once, f is called for the steps of the
+// first segment only (and of a shorter last one): the other segments, in
+// the forward pass and in the recomputation, replay the ops those calls
+// recorded (tensor.RematCompiled). f must therefore compute its results
+// from its arguments and the values it closes over alone; Go code in it
+// that counts or logs steps sees only the first segment's.
 func ScanRemat(k int) ScanOption {
 	return func(s *scanSettings) {
 		s.remat = true
