@@ -56,7 +56,7 @@ func treeSum(tree any, psum PsumFunc, f func(*tensor.Tensor) *tensor.Tensor) *te
 		return g
 	}
 	for _, x := range leaves {
-		if x.DType() != tensor.Float32 {
+		if x.DType() != tensor.Float32 && x.DType() != tensor.Float64 {
 			continue
 		}
 		var axes []string
@@ -68,6 +68,9 @@ func treeSum(tree any, psum PsumFunc, f func(*tensor.Tensor) *tensor.Tensor) *te
 		if g.sum == nil {
 			g.sum = s
 		} else {
+			if s.DType() != g.sum.DType() {
+				s = tensor.Convert(s, g.sum.DType()) // float64 leaves among float32 ones
+			}
 			g.sum = tensor.Add(g.sum, s)
 		}
 	}

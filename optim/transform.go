@@ -165,8 +165,11 @@ func rejectHalf(op, role string, tree any) {
 	}
 }
 
-// isFloat reports whether x is a leaf that gets optimizer state.
-func isFloat(x *tensor.Tensor) bool { return x != nil && x.DType() == tensor.Float32 }
+// isFloat reports whether x is a leaf that gets optimizer state: float32,
+// or float64 (whose state and updates are float64).
+func isFloat(x *tensor.Tensor) bool {
+	return x != nil && (x.DType() == tensor.Float32 || x.DType() == tensor.Float64)
+}
 
 // like returns a tensor of x's shape and dtype filled with v, placed like x:
 // sharded the same way if x is a global sharded tensor, marked as the same

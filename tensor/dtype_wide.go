@@ -769,3 +769,34 @@ func raggedDot64(x, w, groupSizes *Tensor) *Tensor {
 	}
 	return Concat(0, parts...)
 }
+
+// adam64 is AdamUpdate in float64, composed from ops (the coefficients
+// are AdamCoeffs' float32 values).
+func adam64(g, mu, nu, p *Tensor, c AdamCoeffs) (u, mu2, nu2 *Tensor) {
+	k := func(v float32) *Tensor { return ScalarFloat64(float64(v)) }
+	mu2 = Add(Mul(k(c.B1), mu), Mul(k(c.G1), g))
+	nu2 = Add(Mul(k(c.B2), nu), Mul(k(c.G2), Square(g)))
+	num := Mul(k(c.A), mu2)
+	if c.B != 0 {
+		num = Add(num, Mul(k(c.B), g))
+	}
+	d := Add(Sqrt(Add(Mul(k(c.C2), nu2), k(c.EpsRoot))), k(c.Eps))
+	u = Div(num, d)
+	if c.WD != 0 {
+		u = Add(u, Mul(k(c.WD), p))
+	}
+	return Mul(k(c.Post), u), mu2, nu2
+}
+
+// sgd64 is SGDStep in float64, composed from ops.
+func sgd64(p, g, t *Tensor, mu, s float64, nesterov bool) (p2, t2 *Tensor) {
+	if t == nil {
+		return Add(p, Mul(ScalarFloat64(s), g)), nil
+	}
+	t2 = Add(g, Mul(ScalarFloat64(mu), t))
+	step := t2
+	if nesterov {
+		step = Add(g, Mul(ScalarFloat64(mu), t2))
+	}
+	return Add(p, Mul(ScalarFloat64(s), step)), t2
+}

@@ -28,9 +28,6 @@ import (
 // noFloat64Ops lists the ops of this package that do not take float64,
 // with the reason. An op leaving or joining the list fails the test.
 var noFloat64Ops = map[string]string{
-	"adamOp":          "fused float32 optimizer kernel",
-	"adamStepOp":      "fused float32 optimizer kernel",
-	"sgdStepOp":       "fused float32 optimizer kernel",
 	"attentionOp":     "fused float32 kernel (FlashAttention); DotProductAttention composes float64 from primitives",
 	"attentionBwdOp":  "fused float32 kernel",
 	"biasActBwdOp":    "fused float32 kernel; BiasAct composes float64 from primitives",

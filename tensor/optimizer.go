@@ -86,9 +86,13 @@ func AdamUpdate(g, mu, nu, p *Tensor, c AdamCoeffs) (u, mu2, nu2 *Tensor) {
 		in = append(in, p)
 	}
 	for _, x := range in {
-		if x.dtype != Float32 || !sameShape(x.shape, g.shape) {
-			panic(fmt.Sprintf("tensor.AdamUpdate: %s: want float32 tensors of one shape", operands(",", in...)))
+		if (x.dtype != Float32 && x.dtype != Float64) || x.dtype != g.dtype || !sameShape(x.shape, g.shape) {
+			panic(fmt.Sprintf("tensor.AdamUpdate: %s: want float32 (or float64) tensors of one shape", operands(",", in...)))
 		}
+	}
+	if g.dtype == Float64 { // composed: the fused kernel is float32
+		u, mu2, nu2 := adam64(g, mu, nu, p, c)
+		return namedLike(u, g), namedLike(mu2, mu), namedLike(nu2, nu)
 	}
 	out := ApplyN(adamOp, adamParams{c}, in...)
 	return namedLike(out[0], g), namedLike(out[1], mu), namedLike(out[2], nu)
@@ -132,9 +136,13 @@ func AdamStep(p, g, mu, nu *Tensor, c AdamCoeffs) (p2, mu2, nu2 *Tensor) {
 	checkNil("tensor.AdamStep", "p g mu nu", p, g, mu, nu)
 	in := []*Tensor{p, g, mu, nu}
 	for _, x := range in {
-		if x.dtype != Float32 || !sameShape(x.shape, g.shape) {
-			panic(fmt.Sprintf("tensor.AdamStep: %s: want float32 tensors of one shape", operands(",", in...)))
+		if (x.dtype != Float32 && x.dtype != Float64) || x.dtype != g.dtype || !sameShape(x.shape, g.shape) {
+			panic(fmt.Sprintf("tensor.AdamStep: %s: want float32 (or float64) tensors of one shape", operands(",", in...)))
 		}
+	}
+	if g.dtype == Float64 {
+		u, mu2, nu2 := adam64(g, mu, nu, p, c)
+		return namedLike(Add(p, u), p), namedLike(mu2, mu), namedLike(nu2, nu)
 	}
 	out := ApplyN(adamStepOp, adamParams{c}, in...)
 	return namedLike(out[0], p), namedLike(out[1], mu), namedLike(out[2], nu)
@@ -199,9 +207,16 @@ func SGDStep(p, g, t *Tensor, mu, s float32, nesterov bool) (p2, t2 *Tensor) {
 		in = append(in, t)
 	}
 	for _, x := range in {
-		if x.dtype != Float32 || !sameShape(x.shape, g.shape) {
-			panic(fmt.Sprintf("tensor.SGDStep: %s: want float32 tensors of one shape", operands(",", in...)))
+		if (x.dtype != Float32 && x.dtype != Float64) || x.dtype != g.dtype || !sameShape(x.shape, g.shape) {
+			panic(fmt.Sprintf("tensor.SGDStep: %s: want float32 (or float64) tensors of one shape", operands(",", in...)))
 		}
+	}
+	if g.dtype == Float64 {
+		p2, t2 := sgd64(p, g, t, float64(mu), float64(s), nesterov)
+		if t == nil {
+			return namedLike(p2, p), nil
+		}
+		return namedLike(p2, p), namedLike(t2, t)
 	}
 	out := ApplyN(sgdStepOp, sgdParams{mu: mu, s: s, nesterov: nesterov}, in...)
 	if t == nil {

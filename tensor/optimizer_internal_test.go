@@ -78,7 +78,7 @@ func TestAdamStep(t *testing.T) {
 			require.Equal(t, wv.Float32s(), v2.Float32s(), "wd=%v nu", wd)
 		}
 	}
-	assert.PanicsWithValue(t, "tensor.AdamStep: f32[5000], f32[5000], f32[5000], f32[3]: want float32 tensors of one shape",
+	assert.PanicsWithValue(t, "tensor.AdamStep: f32[5000], f32[5000], f32[5000], f32[3]: want float32 (or float64) tensors of one shape",
 		func() { AdamStep(p, g, mu, Zeros(Float32, 3), AdamCoeffs{}) })
 	assert.PanicsWithValue(t, "tensor.AdamStep: operand p is nil", func() { AdamStep(nil, g, mu, nu, AdamCoeffs{}) })
 }
@@ -117,7 +117,7 @@ func TestSGDStep(t *testing.T) {
 	assert.Nil(t, t2)
 	assert.Equal(t, Add(p, MulScalar(g, s)).Float32s(), p2.Float32s())
 	assert.PanicsWithValue(t, "tensor.SGDStep: operand g is nil", func() { SGDStep(p, nil, nil, 0, s, false) })
-	assert.PanicsWithValue(t, "tensor.SGDStep: f32[5000], f32[5000], f32[3]: want float32 tensors of one shape",
+	assert.PanicsWithValue(t, "tensor.SGDStep: f32[5000], f32[5000], f32[3]: want float32 (or float64) tensors of one shape",
 		func() { SGDStep(p, g, Zeros(Float32, 3), mu, s, false) })
 }
 
