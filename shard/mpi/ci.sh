@@ -9,6 +9,11 @@
 # MPI's with GONOX_MPI_SHM=0),
 # examples/distill the same losses, and examples/moe the same evaluation
 # lines and sample (ep, dp_ep and fsdp_ep over 2 processes and over 4).
+# Last, on a cluster of 2 simulated hosts of 2 processes each
+# (cluster.sh: network namespaces, TCP between hosts, shared memory
+# within; skipped where namespaces are forbidden): the shard/mpi tests,
+# the guide's collectives, propagation, and examples/mlp (dp, fsdp, tp,
+# fsdp_tp) and examples/moe (ep, dp_ep) against one process.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -134,3 +139,42 @@ if [ "$(lines <<<"$resumed" | tail -1)" != "$alone" ]; then
   echo "resumed run differs from the uninterrupted one:"; echo "$resumed"; echo "$alone"; exit 1
 fi
 echo "mlp fsdp: saved by 2 processes, resumed, same last epoch"
+
+# A cluster on this machine (cluster.sh): 2 hosts as network namespaces
+# with hostnames of their own, 2 processes each, links of 10 Gbit/s;
+# Open MPI sees 2 nodes: shared memory within a host, TCP between them.
+cluster() { shard/mpi/cluster.sh -n 2 -p 2 --rate 10gbit --mpirun -- "$@"; }
+rc=0
+shard/mpi/cluster.sh -n 1 -p 1 true 2>"$out/cluster.log" || rc=$?
+if [ "$rc" = 77 ]; then
+  echo "--- (cluster.sh: $(cat "$out/cluster.log"); the 2-host jobs are left out)"
+  exit 0
+fi
+[ "$rc" = 0 ] || { cat "$out/cluster.log"; exit 1; }
+echo "--- 2 hosts x 2 processes (cluster.sh): shard/mpi tests, the guide's collectives, propagation"
+cluster -x GONOX_TIMEOUT "$out/mpi.test"
+cluster -x GONOX_TIMEOUT "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients|PsumScatterIsPartOfPsum|ToyCollective|CollectivesRegistered'
+cluster -x GONOX_TIMEOUT "$out/shard.test" -test.run "$prop"
+echo "--- 2 hosts x 2 processes: examples/mlp and examples/moe print the one-process lines"
+for c in "1 dp dp=4" "1 fsdp dp=4" "1 tp dp=2,tp=2" "1 fsdp_tp dp=2,tp=2"; do
+  set -- $c
+  alone=$("$out/mlp" -epochs 2 -quiet -plot "" -strategy "$2" -mesh "$3" | lines)
+  multi=$(GONOX_DEVICES=$1 cluster -x GONOX_DEVICES -x GONOX_TIMEOUT "$out/mlp" -epochs 2 -quiet -plot "" -strategy "$2" -mesh "$3" | lines)
+  if [ "$alone" != "$multi" ]; then
+    echo "examples/mlp -strategy $2 -mesh $3 on 2 hosts x 2 processes differs from one process:"
+    diff <(echo "$alone") <(echo "$multi") || true
+    exit 1
+  fi
+  echo "mlp $2 on $3 over 2 hosts x 2 processes: same lines"
+done
+for c in "2 ep ep=8" "2 dp_ep dp=2,ep=4"; do
+  set -- $c
+  alone=$("$out/moe" "${small[@]}" -strategy "$2" -mesh "$3" | moelines)
+  multi=$(GONOX_DEVICES=$1 cluster -x GONOX_DEVICES -x GONOX_TIMEOUT "$out/moe" "${small[@]}" -strategy "$2" -mesh "$3" | moelines)
+  if [ "$alone" != "$multi" ]; then
+    echo "examples/moe -strategy $2 -mesh $3 on 2 hosts x 2 processes differs from one process:"
+    diff <(echo "$alone") <(echo "$multi") || true
+    exit 1
+  fi
+  echo "moe $2 on $3 over 2 hosts x 2 processes of $1 devices: same lines"
+done
