@@ -184,14 +184,14 @@ func (s vmapSettings) start(argv ...any) *vmapCall {
 	size := -1
 	var from func() string // names the first mapped leaf (formatted only for a panic)
 	for i, a := range argv {
-		paths, leaves := pytree.LeavesWithPath(a)
+		leaves, pathOf := leavesOf(s.in[i], a)
 		for k, x := range leaves {
-			ax, mapped := s.axis(s.in[i], i, paths[k], x, true)
+			ax, mapped := s.axis(s.in[i], i, func() pytree.Path { return pathOf(k) }, x, true)
 			if !mapped {
 				continue
 			}
 			n := x.Dim(ax)
-			where := func() string { return fmt.Sprintf("argument %d %s%v", i, pathPrefix(paths[k]), x) }
+			where := func() string { return fmt.Sprintf("argument %d %s%v", i, pathPrefix(pathOf(k)), x) }
 			switch {
 			case size < 0:
 				size, from = n, where
@@ -215,10 +215,55 @@ func (s vmapSettings) start(argv ...any) *vmapCall {
 	return &vmapCall{s: s, bt: bt}
 }
 
-// axis returns the axis of leaf x (at path p of argument i, or of the
+// leavesOf returns the tensor leaves of tree and a function giving the
+// path of leaf k: paths are only computed for an AxesFunc, which chooses
+// by path, or for a message.
+func leavesOf(spec AxisSpec, tree any) ([]*tensor.Tensor, func(k int) pytree.Path) {
+	if _, ok := spec.(Axis); ok {
+		leaves := pytree.Leaves(tree)
+		var paths []pytree.Path
+		return leaves, func(k int) pytree.Path {
+			if paths == nil {
+				paths, _ = pytree.LeavesWithPath(tree)
+			}
+			return paths[k]
+		}
+	}
+	paths, leaves := pytree.LeavesWithPath(tree)
+	return leaves, func(k int) pytree.Path { return paths[k] }
+}
+
+// mapLeaves is pytree.MapWithPath, without the paths when spec is an
+// Axis (the same for every leaf).
+func mapLeaves[T any](spec AxisSpec, tree T, f func(p func() pytree.Path, x *tensor.Tensor) *tensor.Tensor) T {
+	if _, ok := spec.(Axis); ok {
+		k := -1
+		var paths []pytree.Path
+		return pytree.Map(tree, func(x *tensor.Tensor) *tensor.Tensor {
+			k++
+			kk := k
+			return f(func() pytree.Path {
+				if paths == nil {
+					paths, _ = pytree.LeavesWithPath(tree)
+				}
+				return paths[kk]
+			}, x)
+		})
+	}
+	return pytree.MapWithPath(tree, func(p pytree.Path, x *tensor.Tensor) *tensor.Tensor {
+		return f(func() pytree.Path { return p }, x)
+	})
+}
+
+// axis returns the axis of leaf x (at path p() of argument i, or of the
 // result if in is false), normalised, and whether it is mapped.
-func (s vmapSettings) axis(spec AxisSpec, i int, p pytree.Path, x *tensor.Tensor, in bool) (int, bool) {
-	a := spec.axisOf(p, x)
+func (s vmapSettings) axis(spec AxisSpec, i int, path func() pytree.Path, x *tensor.Tensor, in bool) (int, bool) {
+	var a Axis
+	if ax, ok := spec.(Axis); ok {
+		a = ax
+	} else {
+		a = spec.axisOf(path(), x)
+	}
 	if a == None {
 		return 0, false
 	}
@@ -231,9 +276,9 @@ func (s vmapSettings) axis(spec AxisSpec, i int, p pytree.Path, x *tensor.Tensor
 		ax += r
 	}
 	if ax < 0 || ax >= r {
-		what := fmt.Sprintf("argument %d %s%v", i, pathPrefix(p), x)
+		what := fmt.Sprintf("argument %d %s%v", i, pathPrefix(path()), x)
 		if !in {
-			what = fmt.Sprintf("result %s%v", pathPrefix(p), x)
+			what = fmt.Sprintf("result %s%v", pathPrefix(path()), x)
 		}
 		panic(fmt.Sprintf("%s: %s: axis %d out of range for rank %d", s.function, what, int(a), r))
 	}
@@ -250,7 +295,7 @@ func pathPrefix(p pytree.Path) string {
 // batchTree returns argument i with its mapped leaves replaced by the
 // values that stand for their batches.
 func batchTree[T any](v *vmapCall, i int, x T) T {
-	return pytree.MapWithPath(x, func(p pytree.Path, leaf *tensor.Tensor) *tensor.Tensor {
+	return mapLeaves(v.s.in[i], x, func(p func() pytree.Path, leaf *tensor.Tensor) *tensor.Tensor {
 		ax, mapped := v.s.axis(v.s.in[i], i, p, leaf, true)
 		if !mapped {
 			return leaf
@@ -270,11 +315,11 @@ func finish[Y any](v *vmapCall, y Y) Y {
 			}
 		}
 	}()
-	return pytree.MapWithPath(y, func(p pytree.Path, leaf *tensor.Tensor) *tensor.Tensor {
+	return mapLeaves(v.s.out, y, func(p func() pytree.Path, leaf *tensor.Tensor) *tensor.Tensor {
 		ax, mapped := v.s.axis(v.s.out, 0, p, leaf, false)
 		if !mapped {
 			if v.bt.Batches(leaf) {
-				panic(fmt.Sprintf("%s: result %s%v depends on the batch but its out axis is None", v.s.function, pathPrefix(p), leaf))
+				panic(fmt.Sprintf("%s: result %s%v depends on the batch but its out axis is None", v.s.function, pathPrefix(p()), leaf))
 			}
 			return leaf
 		}

@@ -118,6 +118,16 @@ func TestVmapPanics(t *testing.T) {
 		func() { autodiff.Vmap(tensor.Neg, autodiff.AxisSize(3))(x4) })
 	require.PanicsWithValue(t, "autodiff.Vmap: InAxes gives 2 axis specs for a function of 1 arguments",
 		func() { autodiff.Vmap(tensor.Neg, autodiff.InAxes(autodiff.Axis(0), autodiff.None)) })
+	// Leaves inside trees are named by their paths.
+	type pair struct{ A, B *tensor.Tensor }
+	require.PanicsWithValue(t, "autodiff.Vmap: argument 0 B f32[5]: axis 1 out of range for rank 1",
+		func() { autodiff.Vmap(func(p pair) *tensor.Tensor { return p.A }, autodiff.InAxes(autodiff.Axis(1)))(pair{x4, x5}) })
+	require.PanicsWithValue(t, "autodiff.Vmap: argument 0 B f32[5] has 5 examples along its mapped axis but argument 0 A f32[4,2] has 4",
+		func() { autodiff.Vmap(func(p pair) *tensor.Tensor { return p.A })(pair{x4, x5}) })
+	require.PanicsWithValue(t, "autodiff.Vmap: result B f32[2] depends on the batch but its out axis is None",
+		func() {
+			autodiff.Vmap(func(x *tensor.Tensor) pair { return pair{tensor.Sum(x4), tensor.Neg(x)} }, autodiff.OutAxes(autodiff.None))(x4)
+		})
 	require.PanicsWithValue(t, "Tensor.Item: f32[] is a value inside Vmap: it stands for a batch of 4 examples and has no data of its own; return it from the vmapped function to read it",
 		func() {
 			autodiff.Vmap(func(x *tensor.Tensor) *tensor.Tensor { tensor.Sum(x).Item(); return x })(x4)
