@@ -121,7 +121,9 @@ func TestVmapPanics(t *testing.T) {
 	// Leaves inside trees are named by their paths.
 	type pair struct{ A, B *tensor.Tensor }
 	require.PanicsWithValue(t, "autodiff.Vmap: argument 0 B f32[5]: axis 1 out of range for rank 1",
-		func() { autodiff.Vmap(func(p pair) *tensor.Tensor { return p.A }, autodiff.InAxes(autodiff.Axis(1)))(pair{x4, x5}) })
+		func() {
+			autodiff.Vmap(func(p pair) *tensor.Tensor { return p.A }, autodiff.InAxes(autodiff.Axis(1)))(pair{x4, x5})
+		})
 	require.PanicsWithValue(t, "autodiff.Vmap: argument 0 B f32[5] has 5 examples along its mapped axis but argument 0 A f32[4,2] has 4",
 		func() { autodiff.Vmap(func(p pair) *tensor.Tensor { return p.A })(pair{x4, x5}) })
 	require.PanicsWithValue(t, "autodiff.Vmap: result B f32[2] depends on the batch but its out axis is None",
