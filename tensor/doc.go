@@ -51,20 +51,22 @@
 //
 // Float64 is a compute type of its own, as in JAX with jax_enable_x64:
 // elementwise math, reductions, softmax, sorting, gathers and scatters,
-// convolutions, and matmul (gemm.Dgemm's float64 kernels for AVX-512,
-// AVX2 and pure Go) compute and accumulate in float64 and return float64;
-// gradients of a float64 function are float64, so autodiff.CheckGrad
+// convolutions, window reductions and pooling, and matmul (gemm.Dgemm's
+// float64 kernels for AVX-512, AVX2 and pure Go) compute and accumulate
+// in float64 and return float64 (convolutions and windows by direct
+// float64 loops, slower than their float32 kernels); gradients of a
+// float64 function are float64, so autodiff.CheckGrad
 // checks them to 1e-7 rather than float32's 1e-2. FromFloat64 keeps JAX's
 // default (float64 data becomes float32); FromFloat64s keeps float64.
 // Ops whose kernels are float32 only refuse float64 operands by name
-// ("tensor: op "reduce_window_max" is not defined for float64 operands
-// (f64[2,5,4]); ..."): the window reductions and pooling, the grouped
-// gemms under Vmap, the fused optimizer updates (AdamStep, SGDStep), and
-// samplers with float operands (Gamma, Beta, ...). The public functions
-// of the other fused kernels (DotProductAttention, BiasAct, MSE, the
-// cross-entropies, RaggedDot) compose float64 from primitives. Each op
-// declares the dtypes it takes (Traits.Types), so a new op is float32
-// only until it says otherwise.
+// ("tensor: op "random" is not defined for float64 operands
+// (f64[3]); ..."): the grouped gemms under Vmap (RaggedDot of batched
+// group sizes) and the samplers with float operands (Gamma, Beta,
+// Dirichlet, Poisson, categorical ones). The public functions of the
+// fused float32 kernels (DotProductAttention, BiasAct, MSE, the
+// cross-entropies, RaggedDot, AdamStep, SGDStep) compose float64 from
+// primitives. Each op declares the dtypes it takes (Traits.Types), so a
+// new op is float32 only until it says otherwise.
 //
 // Int64 indexes spaces beyond 2³¹ and takes the integer ops Int32 takes
 // (arithmetic, comparisons, sums, max and min, cumsum, sorting, moves);

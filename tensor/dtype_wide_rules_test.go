@@ -38,11 +38,6 @@ var noFloat64Ops = map[string]string{
 	"raggedDotOp":     "float32 grouped gemm; RaggedDot composes float64 from MatMul (not under Vmap or on placed group sizes)",
 	"raggedOuterOp":   "float32 grouped gemm",
 	"rngOp":           "samplers with float64 operands (Gamma, Beta, Dirichlet, Poisson, Categorical); UniformFloat64 and NormalFloat64 draw float64",
-	"selectGatherOp":  "float32 window kernels (ReduceWindow, pooling)",
-	"selectScatterOp": "float32 window kernels",
-	"windowMaxOp":     "float32 window kernels",
-	"windowSumOp":     "float32 window kernels",
-	"windowSumTOp":    "float32 window kernels",
 	"softsignOp":      "the toy op of the recipe test, float32 only",
 	"softsignPartsOp": "the toy op of the recipe test, float32 only",
 }
@@ -268,6 +263,25 @@ func TestFloat64Composed(t *testing.T) {
 			return args(rF(r, 3, 5), Mul(p, AsType(Greater(p, Scalar(0.1)), Float32))) // some zeros
 		}, f: fn2(SoftmaxCrossEntropyProbs)},
 	)
+	windows := []struct {
+		name string
+		r    WindowReduction
+		w    Window
+	}{
+		{"max pool 2x2", WindowMax, Window{Dims: []int{1, 1, 2, 2}, Strides: []int{1, 1, 2, 2}}},
+		{"max SAME strided dilated", WindowMax, Window{Dims: []int{1, 1, 3, 2}, Strides: []int{1, 1, 2, 1}, Dilation: []int{1, 1, 1, 2}, Padding: SamePadding}},
+		{"sum padded", WindowSum, Window{Dims: []int{1, 2, 3, 3}, Padding: Pads([2]int{0, 0}, [2]int{0, 1}, [2]int{1, 1}, [2]int{2, 0})}},
+		{"mean", WindowMean, Window{Dims: []int{1, 1, 3, 2}, Strides: []int{1, 1, 2, 2}}},
+		{"mean valid padded", WindowMeanValid, Window{Dims: []int{1, 1, 3, 3}, Padding: SamePadding}},
+	}
+	for _, c := range windows {
+		cases = append(cases, ruleCase{name: "ReduceWindow " + c.name, in: func(r *rand.Rand) []*Tensor { return args(rDistinct(r, 2, 3, 7, 6)) },
+			f: func(x []*Tensor) []*Tensor { return []*Tensor{ReduceWindow(x[0], c.r, c.w)} }})
+	}
+	for _, r := range []WindowReduction{WindowMax, WindowMean} {
+		cases = append(cases, ruleCase{name: "AdaptivePool " + r.String(), in: func(rr *rand.Rand) []*Tensor { return args(rDistinct(rr, 2, 3, 7, 5)) },
+			f: func(x []*Tensor) []*Tensor { return []*Tensor{AdaptivePool(x[0], r, 3, 4)} }})
+	}
 	for a := range numActivations {
 		cases = append(cases, ruleCase{name: "BiasAct " + a.String(), in: func(r *rand.Rand) []*Tensor { return args(rAway(r, 3, 4), rF(r, 4)) },
 			f: func(x []*Tensor) []*Tensor { return []*Tensor{BiasAct(x[0], x[1], a)} }})

@@ -97,10 +97,13 @@ func init() {
 	windowMaxOp = &Op{
 		Name: "reduce_window_max",
 		// The VJP returns results of ops that allocate them.
-		Traits: Traits{Reuse: FreshVJP},
+		Traits: Traits{Reuse: FreshVJP, Types: TypesFloat64},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*windowParams)
 			x := in[0]
+			if x.dtype == Float64 {
+				return windowMaxImpl64(p, x)
+			}
 			w := p.window(x.shape)
 			y := newOutUninit(Float32, w.Out())
 			arg := scratchI32(len(y.f32))
@@ -124,10 +127,13 @@ func init() {
 	selectScatterOp = &Op{
 		Name: "select_and_scatter",
 		// The VJP returns results of ops that allocate them.
-		Traits: Traits{Reuse: FreshVJP},
+		Traits: Traits{Reuse: FreshVJP, Types: TypesFloat64},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*windowParams)
 			x, g := in[0], in[1]
+			if x.dtype == Float64 {
+				return selectScatter64(p, x, g)
+			}
 			w := p.window(x.shape)
 			arg, y := scratchI32(g.Size()), scratchF32(g.Size())
 			conv.MaxForward(w, y, arg, x.f32, threads(x, g))
@@ -164,10 +170,13 @@ func init() {
 	selectGatherOp = &Op{
 		Name: "select_and_gather",
 		// The VJP returns results of ops that allocate them.
-		Traits: Traits{Reuse: FreshVJP},
+		Traits: Traits{Reuse: FreshVJP, Types: TypesFloat64},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*windowParams)
 			x, h := in[0], in[1]
+			if x.dtype == Float64 {
+				return selectGather64(p, x, h)
+			}
 			w := p.window(x.shape)
 			out := w.Out()
 			arg, m := scratchI32(numel(out)), scratchF32(numel(out))
@@ -201,10 +210,13 @@ func init() {
 	windowSumOp = &Op{
 		Name: "reduce_window_sum",
 		// The VJP returns results of ops that allocate them.
-		Traits: Traits{Reuse: FreshVJP},
+		Traits: Traits{Reuse: FreshVJP, Types: TypesFloat64},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*windowParams)
 			x := in[0]
+			if x.dtype == Float64 {
+				return windowSum64(p, x)
+			}
 			w := p.window(x.shape)
 			y := newOutUninit(Float32, w.Out())
 			conv.SumForward(w, y.f32, x.f32, threads(x))
@@ -221,10 +233,13 @@ func init() {
 	windowSumTOp = &Op{
 		Name: "reduce_window_sum_t",
 		// The VJP returns results of ops that allocate them.
-		Traits: Traits{Reuse: FreshVJP},
+		Traits: Traits{Reuse: FreshVJP, Types: TypesFloat64},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*windowParams)
 			g := in[0]
+			if g.dtype == Float64 {
+				return windowSumT64(p, g)
+			}
 			shape := p.inShape(g.shape)
 			dx := newOutUninit(Float32, shape)
 			conv.SumBackward(p.window(shape), dx.f32, g.f32, threads(g))
@@ -365,6 +380,9 @@ func reduceWindow(x *Tensor, r WindowReduction, p *windowParams) *Tensor {
 			size := 1
 			for _, v := range p.size {
 				size *= v
+			}
+			if s.dtype == Float64 {
+				return Div(s, ScalarFloat64(float64(size)))
 			}
 			return MulScalar(s, 1/float32(size))
 		}
