@@ -70,3 +70,34 @@ func TestValueAndGradFloat64(t *testing.T) {
 	assert.InDeltaSlice(t, []float64{2 * (r[0] + 3*r[1]), 2 * (2*r[0] + 4*r[1])}, g.W.Float64s(), 1e-14)
 	assert.InDelta(t, 2*(r[0]+r[1]), g.B.Item(), 1e-14)
 }
+
+// Vmap of a float64 function and of its gradient (per-example gradients)
+// equal loops over the examples, and JVP equals the float64 VJP's
+// transpose.
+func TestVmapAndJVPFloat64(t *testing.T) {
+	k := tensor.NewKey(11).Split(2)
+	w := tensor.NormalFloat64(k[0], 3, 2)
+	xs := tensor.NormalFloat64(k[1], 4, 3)
+	loss := func(w, x *tensor.Tensor) *tensor.Tensor {
+		return tensor.Sum(tensor.Tanh(tensor.MatMul(x, w)))
+	}
+	per := autodiff.Vmap2(autodiff.GradWith(loss), autodiff.InAxes(autodiff.None, autodiff.Axis(0)))(w, xs)
+	require.Equal(t, tensor.Float64, per.DType())
+	require.Equal(t, []int{4, 3, 2}, per.Shape())
+	for i := range 4 {
+		x := tensor.Squeeze(tensor.SliceAxis(xs, 0, i, i+1), 0)
+		g := autodiff.GradWith(loss)(w, x)
+		assert.InDeltaSlice(t, g.Float64s(), tensor.Squeeze(tensor.SliceAxis(per, 0, i, i+1), 0).Float64s(), 1e-14, "example %d", i)
+	}
+
+	v := tensor.NormalFloat64(tensor.NewKey(12), 3, 2)
+	f := func(w *tensor.Tensor) *tensor.Tensor { return loss(w, xs) }
+	_, jv := autodiff.JVP(f, w, v)
+	g := autodiff.Grad(f)(w)
+	dot := 0.0
+	for i, e := range g.Float64s() {
+		dot += e * v.Float64s()[i]
+	}
+	require.Equal(t, tensor.Float64, jv.DType())
+	assert.InDelta(t, dot, jv.Item(), 1e-13, "<∇f, v> = JVP")
+}

@@ -197,6 +197,16 @@ func (d *differ) leaves(x, y *tensor.Tensor) *DiffError {
 		}
 		n++
 	}
+	if x.DType() == tensor.Int64 {
+		// Exactly: int64 beyond 2^53 is not a float64.
+		xs, ys := x.Int64s(), y.Int64s()
+		for i := range xs {
+			if xs[i] != ys[i] {
+				return d.fail("values differ at %s: %d vs %d (%s)", unravel(i, x.Shape()), xs[i], ys[i], x)
+			}
+		}
+		return nil
+	}
 	if x.DType() == tensor.Float32 && x.Layout() == nil && y.Layout() == nil {
 		xs, ys := x.RawFloat32(), y.RawFloat32()
 		for i := range xs {

@@ -136,3 +136,16 @@ func TestEqualStructures(t *testing.T) {
 		})
 	}
 }
+
+// Float64 leaves compare in float64 and int64 leaves exactly (2^53 and
+// 2^53+1 are one float64).
+func TestDiffWideDTypes(t *testing.T) {
+	a := map[string]*tensor.Tensor{"i": tensor.FromInt64([]int64{1 << 53}), "f": tensor.FromFloat64s([]float64{1})}
+	b := map[string]*tensor.Tensor{"i": tensor.FromInt64([]int64{1<<53 + 1}), "f": a["f"]}
+	err := pytree.Diff(a, b, 0, 0)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "9007199254740992 vs 9007199254740993")
+	b["i"], b["f"] = a["i"], tensor.FromFloat64s([]float64{1 + 1e-12})
+	assert.Error(t, pytree.Diff(a, b, 0, 0), "1 vs 1+1e-12 in float64")
+	assert.NoError(t, pytree.Diff(a, b, 1e-11, 0))
+}

@@ -67,6 +67,15 @@ func TestCollectivesFloat64(t *testing.T) {
 	}
 	require.NoError(t, autodiff.CheckGrad(lossV, []*tensor.Tensor{x, w4}, autodiff.CheckOptions{}))
 
+	// Ops on placed float64 tensors compute blockwise (sharding
+	// propagation): a product of row blocks, and a sum over the sharded
+	// axis (a psum of the blocks' sums).
+	wr := tensor.NormalFloat64(tensor.NewKey(6), 3, 2)
+	y := tensor.MatMul(placed, wr)
+	require.Equal(t, tensor.Float64, y.DType())
+	assert.InDeltaSlice(t, tensor.MatMul(x, wr).Float64s(), shard.Gather(y).Float64s(), 1e-15)
+	assert.InDeltaSlice(t, tensor.Sum(x, 0).Float64s(), shard.Gather(tensor.Sum(placed, 0)).Float64s(), 1e-14)
+
 	ids := tensor.FromInt64([]int64{1 << 40, 1, 2, 3}, 4)
 	isum := shard.Map(m, shard.P("dp"), shard.P(), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor {
 		return c.Psum(b, "dp")
