@@ -67,7 +67,7 @@ func (x *asyncExchange) progress(abort <-chan struct{}, every time.Duration) {
 
 func (x *asyncExchange) wait(r *run) {
 	x.once.Do(func() {
-		stop := watchdog(r.name + ": " + x.desc)
+		stop := watchdog(r.name+": "+x.desc, r.mesh.ownerProcs())
 		defer stop()
 		if x.done != nil {
 			select {
@@ -125,7 +125,7 @@ func exchangeAsync(r *run, s *slot) (err error) {
 		}
 		g := m.net.groups[procsKey(procs)]
 		if k := procsKey(procs); !slices.Contains(agreed, k) {
-			stop := watchdog(r.name + ": " + desc)
+			stop := watchdog(r.name+": "+desc, procs)
 			agree(g, procs, r.name, m.net.stream, seq, desc)
 			stop()
 			agreed = append(agreed, k)

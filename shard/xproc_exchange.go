@@ -71,7 +71,7 @@ func (r *run) eachGroup(s *slot, exchange func(x *crossGroup)) (err error) {
 	e := &devEnv{mesh: m, dev: m.firstLocal(), coords: m.Coords(m.firstLocal())}
 	axesMask := e.maskOf("shard", first.axes)
 	desc := first.describe(s.k)
-	stop := watchdog(r.name + ": " + desc)
+	stop := watchdog(r.name+": "+desc, m.ownerProcs())
 	defer stop()
 	defer func() {
 		if p := recover(); p != nil {

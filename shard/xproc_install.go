@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -153,19 +154,27 @@ func AllGatherProcesses(data []byte) [][]byte {
 	if dist.t == nil {
 		return [][]byte{data}
 	}
-	stop := watchdog("shard.AllGatherProcesses")
+	stop := watchdog("shard.AllGatherProcesses", nil)
 	defer stop()
 	return allgatherBytes(dist.aux, data)
 }
 
-// watchdog aborts the job if the exchange described by what is not done
-// within the timeout.
-func watchdog(what string) func() {
+// watchdog aborts the job if the exchange described by what, with the
+// processes procs (nil: every process), is not done within the timeout.
+// The message names the other processes: one of them never issued the
+// exchange, failed, or cannot be reached (a link down).
+func watchdog(what string, procs []int) func() {
 	if dist.timeout <= 0 {
 		return func() {}
 	}
 	t := time.AfterFunc(dist.timeout, func() {
-		dist.t.Abort(fmt.Sprintf("gonox: process %d waited more than %v in %s; another process never issued it (see %s)", dist.rank, dist.timeout, what, TimeoutEnv))
+		var others []int
+		for p := range dist.t.Size() {
+			if p != dist.rank && (procs == nil || slices.Contains(procs, p)) {
+				others = append(others, p)
+			}
+		}
+		dist.t.Abort(fmt.Sprintf("gonox: process %d waited more than %v in %s for processes %v; one of them never issued it, failed, or cannot be reached (see %s)", dist.rank, dist.timeout, what, others, TimeoutEnv))
 	})
 	return func() { t.Stop() }
 }

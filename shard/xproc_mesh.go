@@ -70,7 +70,7 @@ func (m *Mesh) connect() *Mesh {
 	if n.whole != nil {
 		// Before the groups: processes listing the devices in different
 		// orders would make different groups.
-		stop := watchdog("shard.NewMesh of " + n.stream.ident)
+		stop := watchdog("shard.NewMesh of "+n.stream.ident, n.procs)
 		m.agreeOnMesh(n.whole, n.procs)
 		stop()
 	}

@@ -37,7 +37,7 @@ func crossProcess(l *layout) bool {
 // (in the order of the owners' mesh indices) and receives the rest, on
 // the mesh's own communicator.
 func gatherAll(l *layout, x *tensor.Tensor) *tensor.Tensor {
-	stop := watchdog("shard.Gather of " + x.String())
+	stop := watchdog("shard.Gather of "+x.String(), l.sharding.mesh.ownerProcs())
 	defer stop()
 	m := l.sharding.mesh
 	agree(m.net.whole, m.net.procs, "shard.Gather", m.net.stream, m.net.stream.ops.Add(1),
@@ -81,7 +81,7 @@ func checkPutEqual(x *tensor.Tensor, m *Mesh) {
 	h.Write([]byte(x.String()))
 	h.Write(rawBytes(x))
 	s := fmt.Sprintf("%x", h.Sum64())
-	stop := watchdog("the GONOX_DEBUG check of shard.Put " + x.String())
+	stop := watchdog("the GONOX_DEBUG check of shard.Put "+x.String(), m.net.procs)
 	defer stop()
 	checkSame(m.net.put, m.net.procs, s, "shard.Put: "+x.String()+": the host tensor differs between processes (this is process "+strconv.Itoa(dist.rank)+", process %d differs; hashes %s vs %s); every process of the mesh must Put the same value")
 }
@@ -136,7 +136,7 @@ func reshardComm(sm, tm *Mesh) (Group, []int, *stream) {
 // same block share one copy unless charge is set (each device then owns
 // and is charged its copy).
 func reshardAcross(src *layout, dt tensor.DType, s Sharding, charge bool) []*tensor.Tensor {
-	stop := watchdog(fmt.Sprintf("the reshard of %v[%v] from %v to %v", dt, src.geo.shape, src.sharding, s))
+	stop := watchdog(fmt.Sprintf("the reshard of %v[%v] from %v to %v", dt, src.geo.shape, src.sharding, s), unionProcs(src.sharding.mesh, s.mesh))
 	defer stop()
 	sm, tm := src.sharding.mesh, s.mesh
 	geo := s.geometry("shard.Put", src.geo.shape)

@@ -77,7 +77,7 @@ func allreduceAcross(what string, m *Mesh, groups [][]int, res []*tensor.Tensor,
 			continue
 		}
 		if stop == nil {
-			stop = watchdog(what)
+			stop = watchdog(what, m.ownerProcs())
 			defer stop()
 		}
 		comm := m.net.groups[procsKey(procs)]
@@ -132,7 +132,7 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 		return nil // all-reduced whole (in float32 for half precision)
 	}
 	groups := groupsAlong(m, src.partial)
-	stop := watchdog(fmt.Sprintf("the psum_scatter of the pending sums of %s", src.origin))
+	stop := watchdog(fmt.Sprintf("the psum_scatter of the pending sums of %s", src.origin), m.ownerProcs())
 	defer stop()
 	seq := m.net.stream.ops.Add(1)
 	desc := fmt.Sprintf("psum_scatter of the pending sums of %s (%s, spec %v over %v to spec %v)", src.origin, typeNotation(dt, src.geo.shape), src.sharding.spec, src.partial, dst.spec)

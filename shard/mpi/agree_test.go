@@ -4,6 +4,7 @@ package mpi_test
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/shard/mpi"
@@ -88,6 +89,16 @@ func agreeHelper(kind string, m *shard.Mesh, x *tensor.Tensor) {
 		r := shard.NewSharding(m, shard.P(nil, "d"))
 		ra, rb := shard.Reshard(a, r), shard.Reshard(b, r)
 		fmt.Printf("process %d: %v %v\n", rank, shard.Gather(ra).Float32s(), shard.Gather(rb).Float32s())
+	case "steps":
+		// Psums for a minute, one every 20 ms: cluster_test.go takes a
+		// link down meanwhile.
+		for i := range 3000 {
+			y := shard.Map(m, shard.P("d"), shard.P(), psum)(x)
+			if i%50 == 0 {
+				fmt.Printf("process %d: step %d: %v\n", rank, i, shard.Gather(y).Float32s())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	default:
 		panic("unknown helper " + kind)
 	}

@@ -178,3 +178,13 @@ for c in "2 ep ep=8" "2 dp_ep dp=2,ep=4"; do
   fi
   echo "moe $2 on $3 over 2 hosts x 2 processes of $1 devices: same lines"
 done
+echo "--- network faults: a link taken down mid-step ends the job; 1% packet loss gives the same numbers"
+GONOX_TEST_CLUSTER=1 go test -tags mpi -run '^TestLinkDownEndsTheJob$' -v ./shard/mpi | grep -E '^(--- |ok|FAIL)|ended'
+alone=$("$out/mlp" -epochs 2 -quiet -plot "" -strategy dp -mesh dp=2 | lines)
+multi=$(GONOX_DEVICES=1 shard/mpi/cluster.sh -n 2 -p 1 --rate 1gbit --loss 1 --mpirun -- -x GONOX_DEVICES -x GONOX_TIMEOUT "$out/mlp" -epochs 2 -quiet -plot "" -strategy dp -mesh dp=2 | lines)
+if [ "$alone" != "$multi" ]; then
+  echo "examples/mlp -strategy dp on 2 hosts losing 1% of their packets differs from one process:"
+  diff <(echo "$alone") <(echo "$multi") || true
+  exit 1
+fi
+echo "mlp dp on 2 hosts x 1 process, 1 Gbit/s, 1% packet loss: same lines"

@@ -141,6 +141,7 @@ addhost() {
 	ip netns exec "$ns" ip addr add "$addr/24" dev eth0
 	ip netns exec "$ns" ip link set eth0 up
 	ip netns exec "$ns" ip link set lo up
+	ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_retries2=4
 	ip link set "${pre}v$i" master "${pre}br" up
 	mkdir -p "/etc/netns/$ns"
 	echo "$name" >"/etc/netns/$ns/hostname"
@@ -190,6 +191,11 @@ export OMPI_MCA_plm_rsh_agent=$work/agent OMPI_MCA_plm_rsh_no_tree_spawn=1
 # MPI yield them (as mpirun --oversubscribe does), or a busy-polling one
 # can starve the process it waits for.
 export OMPI_MCA_mpi_yield_when_idle=1
+# A host cut off (GONOX_CLUSTER_LINK) is noticed in seconds, not the
+# default quarter of an hour: Open MPI's daemons send keepalives after 2 s
+# of silence, and TCP in the namespaces gives up after 4 retransmissions
+# (about 6 s; net.ipv4.tcp_retries2, per namespace).
+export OMPI_MCA_oob_tcp_keepalive_time=2 OMPI_MCA_oob_tcp_keepalive_intvl=1 OMPI_MCA_oob_tcp_keepalive_probes=3
 export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=$subnet.0/24 OMPI_MCA_oob_tcp_if_include=$subnet.0/24
 echo "cluster.sh: ${hosts} hosts (${names[*]}) x ${procs} processes on $subnet.0/24${rate:+, rate $rate}${delay:+, delay $delay}${loss:+, loss $loss%}" >&2
 set +e

@@ -99,13 +99,15 @@
 // # Failures
 //
 // A panic on a device in a Map over several processes aborts the job
-// (MPI_Abort) with a message naming the process and device; a process
-// that exits or is killed makes mpirun end the others. A process that
-// waits more than $GONOX_TIMEOUT (default 10m) in one cross-process
-// exchange aborts the job, naming the collective. Before every exchange
-// the processes compare a fingerprint of what each is about to do (the
-// mesh's devices and axes, the operation's kind, dtype, shape, axes and
-// parameters, its sequence number on the mesh, and for Gather and
+// (MPI_Abort) with a message naming the process and device; a process that
+// exits or is killed makes mpirun end the others. A process that waits
+// more than $GONOX_TIMEOUT (default 10m) in one cross-process exchange
+// aborts the job, naming the collective and the processes it waits for
+// (one never issued it, failed, or cannot be reached: a link down); if
+// MPI_Abort cannot reach mpirun, the process ends itself. Before every
+// exchange the processes compare a fingerprint of what each is about to do
+// (the mesh's devices and axes, the operation's kind, dtype, shape, axes
+// and parameters, its sequence number on the mesh, and for Gather and
 // reshards which array), always: processes that issued different
 // collectives end the job at once with a message naming each process's
 // operation, instead of exchanging wrong data or hanging. GONOX_DEBUG=1

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
@@ -213,8 +214,14 @@ func (t *transport) group(c *Comm) shard.Group {
 
 func (t *transport) Abort(msg string) {
 	fmt.Fprintln(os.Stderr, msg)
+	// MPI_Abort asks mpirun to end every process; if mpirun cannot be
+	// reached (this host's link is down), the process ends itself.
+	time.AfterFunc(abortGrace, func() { os.Exit(1) })
 	t.world.Abort(1)
 }
+
+// abortGrace is how long Abort waits for MPI_Abort to end the process.
+const abortGrace = 3 * time.Second
 
 // group implements shard.Group over a communicator.
 type group struct{ c *Comm }

@@ -1,0 +1,69 @@
+//go:build mpi
+
+package mpi_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestLinkDownEndsTheJob runs a job on 2 simulated hosts of one process
+// (cluster.sh) and takes host 1's link down while the processes psum:
+// process 0 waits GONOX_TIMEOUT in the psum and aborts naming process 1,
+// and the whole job ends (mpirun gives up on the cut-off host within
+// seconds, cluster.sh tunes its TCP). It needs root and network
+// namespaces and takes about 15 s: it runs with GONOX_TEST_CLUSTER=1
+// (ci.sh sets it).
+func TestLinkDownEndsTheJob(t *testing.T) {
+	if os.Getenv("GONOX_TEST_CLUSTER") != "1" || underLauncher() {
+		t.Skip("needs GONOX_TEST_CLUSTER=1 (root and network namespaces), without mpirun")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	script := `$GONOX_CLUSTER_MPIRUN -x GONOX_MPI_TEST_HELPER=steps -x GONOX_TIMEOUT=3s -x GONOX_DEVICES=1 "$0" &
+pid=$!
+sleep 4
+$GONOX_CLUSTER_LINK 1 down
+echo "link down"
+wait $pid`
+	cmd := exec.CommandContext(ctx, "./cluster.sh", "-n", "2", "-p", "1", "--", "sh", "-c", script, os.Args[0])
+	var down time.Time
+	out := &lineWatch{on: "link down", seen: func() { down = time.Now() }}
+	cmd.Stdout, cmd.Stderr = out, out
+	err := cmd.Run()
+	ended := time.Now()
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 77 {
+		t.Skip("cluster.sh: network namespaces are forbidden here")
+	}
+	require.NoError(t, ctx.Err(), "the job hung:\n%s", out)
+	require.Error(t, err, "%s", out)
+	assert.Contains(t, out.String(), "process 0: step 100: [2 2 2 2]", "the job ran before the link went down")
+	assert.Contains(t, out.String(), "gonox: process 0 waited more than 3s in shard.Map: collective #0 psum(f32[1,4] over d) for processes [1]; one of them never issued it, failed, or cannot be reached")
+	require.False(t, down.IsZero(), "%s", out)
+	t.Logf("the job ended %v after the link went down (GONOX_TIMEOUT=3s)", ended.Sub(down).Round(100*time.Millisecond))
+	assert.Less(t, ended.Sub(down), 30*time.Second)
+}
+
+// lineWatch collects output and calls seen when a line containing on
+// first arrives.
+type lineWatch struct {
+	strings.Builder
+	on   string
+	seen func()
+	done bool
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	if !w.done && strings.Contains(string(p), w.on) {
+		w.done = true
+		w.seen()
+	}
+	return w.Builder.Write(p)
+}
