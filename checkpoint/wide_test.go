@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -106,6 +107,20 @@ func TestCheckpointWide(t *testing.T) {
 		assert.Equal(t, ids, got.Ids.Int64s(), "chunk %d", chunk)
 		assert.Equal(t, pix, got.Pix.Uint8s(), "chunk %d", chunk)
 		assert.Equal(t, []float32{0.5, -1}, got.Bias.Float32s())
+
+		// Placed on a mesh: saved by block, restored onto the mesh.
+		mesh := shard.NewMesh([]int{2}, []string{"dp"})
+		placed := tree
+		placed.W = shard.Put(tree.W, shard.NewSharding(mesh, shard.P("dp")))
+		placed.Ids = shard.Put(tree.Ids, shard.NewSharding(mesh, shard.P("dp")))
+		pdir := t.TempDir()
+		require.NoError(t, Save(pdir, 2, placed, withChunkBytes(chunk)))
+		back, err := Restore(pdir, 2, placed, AsLike())
+		require.NoError(t, err)
+		_, ok := shard.ShardingOf(back.W)
+		assert.True(t, ok, "W restored onto the mesh")
+		assert.Equal(t, tree.W.Float64s(), shard.Gather(back.W).Float64s())
+		assert.Equal(t, ids, shard.Gather(back.Ids).Int64s())
 
 		_, err = Restore(dir, 1, wideTree{Pix: like.Pix, W: tensor.Zeros(tensor.Float32, 10, 100), Ids: like.Ids, Bias: like.Bias}, OnHost())
 		require.ErrorIs(t, err, ErrMismatch, "float64 is restored only into float64")
