@@ -109,7 +109,7 @@ for r in $(seq "$rounds"); do
 		anchor moe "$c" dense
 	done
 	gobench moe.test -test.bench '^BenchmarkTrainStep$/^dp_ep$' -test.cpu 2 -test.benchtime 10x
-	gobench tensor -test.bench '^BenchmarkAttention$/fused$' -test.cpu 1 -test.benchtime 3x -test.benchmem
+	gobench tensor -test.bench '^BenchmarkAttention$/^context=/^fused$' -test.cpu 1 -test.benchtime 3x -test.benchmem
 	anchor attention 1
 	rss=$(/usr/bin/time -f '%M' "$bin/moe" -strategy single -steps 20 -eval-every 20 -eval-batches 1 -sample 0 -plot '' 2>&1 >/dev/null | tail -1)
 	echo "BenchmarkMoEPeakRSS/single 1 $((rss / 1024)) MB" | tee -a "$log"

@@ -24,6 +24,7 @@ def parse(path):
     go = defaultdict(list)  # (name, unit) -> values
     anchors = defaultdict(list)
     info = []
+    load = []  # (load average, cores) of each round
     for line in open(path, errors="replace"):
         line = line.rstrip("\n")
         if line.startswith("ANCHOR "):
@@ -32,6 +33,9 @@ def parse(path):
             continue
         if line.startswith("INFO ") or line.startswith("CPU ") or line.startswith("DATE "):
             info.append(line)
+            m = re.match(r"INFO round \d+: load average ([\d.]+) .*the machine has (\d+) cores", line)
+            if m:
+                load.append((float(m.group(1)), int(m.group(2))))
             continue
         m = BENCH.match(line)
         if not m:
@@ -44,7 +48,7 @@ def parse(path):
                 go[(name, rest[i + 1])].append(float(rest[i]))
             except ValueError:
                 pass
-    return go, anchors, info
+    return go, anchors, info, load
 
 
 def med(xs):
@@ -73,7 +77,12 @@ def main():
     args = [a for a in args if a != "--markdown"]
     if len(args) != 1:
         sys.exit("usage: summarize.py [--markdown] LOG")
-    go, anchors, info = parse(args[0])
+    go, anchors, info, load = parse(args[0])
+    # Wall-clock rows of a run on a machine busier than its cores say
+    # nothing about a target: another process had the cores. Their "met"
+    # column says so; rows per CPU-second, of bytes or of memory stand.
+    busy = max((l / c for l, c in load), default=0) > 1.5
+    busy_note = f"void: load {max(l for l, _ in load):.0f} on {load[0][1]} cores" if busy else ""
     seen = set()
     if markdown:
         print("```text")
@@ -271,6 +280,9 @@ def main():
         as_ = f"{med(av):.4g} {au}" + (f" ({spread(av)})" if len(av) > 1 else "") if av else "—"
         rs = (f"{r:.2f}x" + (f" ({rr})" if rr else "")) if r is not None else "—"
         met = "—" if ok is None else ("yes" if ok else "**no**")
+        wall = not any(u in gu + au for u in ("cpu", "MB", "MiB", "B/op"))
+        if busy and ok is not None and wall:
+            met = busy_note
         print(f"| {what} | {gs} | {as_} | {rs} | {target} | {met} |")
 
 
