@@ -10,6 +10,7 @@ import (
 
 	"github.com/gonox/gonox/examples/internal/cli"
 	"github.com/gonox/gonox/examples/internal/report"
+	"github.com/gonox/gonox/examples/internal/strategy"
 
 	"github.com/gonox/gonox/data"
 	"github.com/gonox/gonox/nn"
@@ -34,7 +35,7 @@ func compare(cfg config, devices int, model CNN, state nn.State, ds dataset, out
 	var entries []entry
 	var errs []string
 	for _, s := range parallel.Strategies() {
-		mesh, err := meshFor(cfg, s, devices)
+		mesh, err := strategy.Mesh(cfg.mesh, s, devices)
 		var tr *trainer
 		if err == nil {
 			err = checkTP(cfg, s, mesh)
@@ -43,7 +44,7 @@ func compare(cfg config, devices int, model CNN, state nn.State, ds dataset, out
 			tr, err = newTrainer(model, state, cfg, s, mesh, stepsPerEpoch(cfg, ds))
 		}
 		if err == nil {
-			err = checkBatch(min(cfg.batch, train.Len()), tr)
+			err = strategy.CheckBatch(min(cfg.batch, train.Len()), tr)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%v: %v", s, err))

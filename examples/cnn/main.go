@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/gonox/gonox/examples/internal/cli"
+	"github.com/gonox/gonox/examples/internal/strategy"
 	"github.com/gonox/gonox/internal/cputime"
 
 	"github.com/gonox/gonox/data"
@@ -119,26 +120,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		cfg.channels, err = parseChannels(channels)
 		return err
 	})
-	f.Check(func() error {
-		if strings.EqualFold(cfg.strategy, "compare") {
-			return nil
-		}
-		if _, err := parallel.ParseStrategy(cfg.strategy); err != nil {
-			return fmt.Errorf("-strategy: %v", err)
-		}
-		if cfg.mesh != "" && strings.EqualFold(cfg.strategy, "single") {
-			return fmt.Errorf("-mesh %q: -strategy single trains on one device; choose dp, fsdp, tp or fsdp_tp to use a mesh", cfg.mesh)
-		}
-		return nil
-	})
-	f.Check(func() error {
-		if cfg.mesh != "" {
-			if _, err := shard.ParseMesh(cfg.mesh); err != nil {
-				return fmt.Errorf("-mesh %q: %v", cfg.mesh, err)
-			}
-		}
-		return nil
-	})
+	f.Check(func() error { return strategy.CheckFlags(cfg.strategy, cfg.mesh) })
 	if err := f.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -168,34 +150,6 @@ func parseChannels(s string) ([2]int, error) {
 	return c, nil
 }
 
-// meshFor returns the -mesh mesh, or the default one for strategy s on n
-// devices: every device on "dp", or half of them with "tp" of 2 for the
-// tensor-parallel strategies. Single has no mesh.
-func meshFor(cfg config, s parallel.Strategy, n int) (*shard.Mesh, error) {
-	if s == parallel.Single {
-		return nil, nil
-	}
-	desc := cfg.mesh
-	if desc == "" {
-		desc = fmt.Sprintf("dp=%d", n)
-		if s == parallel.TP || s == parallel.FSDPTP {
-			desc = fmt.Sprintf("dp=%d,tp=2", max(n/2, 1))
-		}
-	}
-	what := fmt.Sprintf("-mesh %q", desc)
-	if cfg.mesh == "" {
-		what = fmt.Sprintf("the default mesh %q of strategy %v", desc, s)
-	}
-	m, err := shard.ParseMesh(desc)
-	if err != nil {
-		return nil, cli.Usagef("%s: %v", what, err)
-	}
-	if m.Size() < 1 || m.Size() > n {
-		return nil, cli.Usagef("%s: %d devices; the pool has %d (set %s)", what, m.Size(), n, shard.DevicesEnv)
-	}
-	return m, nil
-}
-
 // trainer is the trainer of the example's model and batches.
 type trainer = parallel.Trainer[CNN, data.Batch]
 
@@ -220,17 +174,6 @@ func newTrainer(model CNN, state nn.State, cfg config, s parallel.Strategy, mesh
 // epoch on a mesh, which drops the last partial batch; one device takes
 // it too).
 func stepsPerEpoch(cfg config, ds dataset) int { return max(ds.train.Len()/cfg.batch, 1) }
-
-// checkBatch reports a batch size the data axes do not divide.
-func checkBatch(batch int, tr *trainer) error {
-	if tr.Mesh() == nil || len(tr.DataAxes()) == 0 {
-		return nil
-	}
-	if n := tr.Mesh().AxisSize(tr.DataAxes()...); batch%n != 0 {
-		return cli.Usagef("-batch %d is not divisible by the %d devices of the data axes %v of %v", batch, n, tr.DataAxes(), tr.Mesh())
-	}
-	return nil
-}
 
 // checkTP reports channels that tensor parallelism cannot split over the
 // "tp" axis of mesh.
@@ -264,14 +207,9 @@ func run(args []string, out, errOut io.Writer) error {
 	if err := cli.CheckOutputs(cfg.plot, cfg.ckpt); err != nil {
 		return err
 	}
-	devices, err := shard.DevicesFromEnv()
+	devices, err := strategy.Devices()
 	if err != nil {
-		return cli.Usage(err)
-	}
-	if shard.ProcessCount() > 1 {
-		// Under mpirun $GONOX_DEVICES counts one process's devices; the
-		// meshes take theirs from the whole pool.
-		devices = len(shard.Devices())
+		return err
 	}
 	keys := tensor.NewKey(cfg.seed).Split(3)
 	ds, note, err := loadData(cfg.data, cfg.dataExplicit, data.FashionMNISTDir, keys[0])
@@ -280,31 +218,28 @@ func run(args []string, out, errOut io.Writer) error {
 	}
 	h, w := ds.train.X.Dim(1), ds.train.X.Dim(2)
 	model, state := nn.MakeWithState(newCNN(keys[1], h, w, cfg.channels, len(ds.classes)))
-	if strings.EqualFold(cfg.strategy, "compare") {
+	if strategy.IsCompare(cfg.strategy) {
 		return compare(cfg, devices, model, state, ds, out)
 	}
-	strategy, _ := parallel.ParseStrategy(cfg.strategy) // checked by parseFlags
-	mesh, err := meshFor(cfg, strategy, devices)
+	strat, _ := parallel.ParseStrategy(cfg.strategy) // checked by parseFlags
+	mesh, err := strategy.Mesh(cfg.mesh, strat, devices)
 	if err != nil {
 		return err
 	}
-	if err := checkTP(cfg, strategy, mesh); err != nil {
+	if err := checkTP(cfg, strat, mesh); err != nil {
 		return err
 	}
-	tr, err := newTrainer(model, state, cfg, strategy, mesh, stepsPerEpoch(cfg, ds))
+	tr, err := newTrainer(model, state, cfg, strat, mesh, stepsPerEpoch(cfg, ds))
 	if err != nil {
 		return err
 	}
-	if err := checkBatch(cfg.batch, tr); err != nil {
+	if err := strategy.CheckBatch(cfg.batch, tr); err != nil {
 		return err
 	}
-	where := "one device"
-	if mesh != nil {
-		where = mesh.String()
-	}
+	where := strategy.Where(mesh)
 	r := &runner{cfg: cfg, tr: tr, ds: ds, keys: keys[2], out: out, progress: errOut,
 		trainEval: ds.train.Subset(seq(min(trainEvalExamples, ds.train.Len()))),
-		rec:       record(cfg, h, w, len(ds.classes), ds, fmt.Sprintf("%v on %s", strategy, where)),
+		rec:       record(cfg, h, w, len(ds.classes), ds, fmt.Sprintf("%v on %s", strat, where)),
 		cps:       &cli.Checkpoints{Dir: cfg.ckpt, Flag: "ckpt", Unit: "epoch"}}
 	var notes []string
 	if cfg.ckpt != "" {
@@ -319,7 +254,7 @@ func run(args []string, out, errOut io.Writer) error {
 		fmt.Fprintln(out, note)
 	}
 	fmt.Fprintf(out, "gonox cnn: %s, %d train / %d test images %d×%d, model %d parameters (channels %d,%d), strategy %v on %s\n",
-		ds.name, ds.train.Len(), ds.test.Len(), h, w, paramCount(model), cfg.channels[0], cfg.channels[1], strategy, where)
+		ds.name, ds.train.Len(), ds.test.Len(), h, w, paramCount(model), cfg.channels[0], cfg.channels[1], strat, where)
 	if r.first > 0 {
 		fmt.Fprintf(out, "resumed from %s after epoch %d\n", cfg.ckpt, r.first)
 	}
@@ -334,7 +269,7 @@ func run(args []string, out, errOut io.Writer) error {
 	if cfg.plot != "" && len(r.hist.points(r.hist.loss)) > 0 {
 		params, mstate := tr.Params(), tr.ModelState()
 		pred := predict(cfg.policy, params, mstate, ds.test)
-		title := fmt.Sprintf("gonox cnn on %s (%v, %d epochs)", ds.name, strategy, cfg.epochs)
+		title := fmt.Sprintf("gonox cnn on %s (%v, %d epochs)", ds.name, strat, cfg.epochs)
 		if err := writeFigure(cfg.plot, title, r.hist, ds, pred); err != nil {
 			return err
 		}

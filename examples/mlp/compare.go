@@ -10,6 +10,7 @@ import (
 
 	"github.com/gonox/gonox/examples/internal/cli"
 	"github.com/gonox/gonox/examples/internal/report"
+	"github.com/gonox/gonox/examples/internal/strategy"
 
 	"github.com/gonox/gonox/data"
 	"github.com/gonox/gonox/nn"
@@ -31,13 +32,13 @@ func compare(cfg config, devices int, model nn.MLP, train *data.InMemory, out io
 	var entries []entry
 	var errs []string
 	for _, s := range parallel.Strategies() {
-		mesh, err := meshFor(cfg, s, devices)
+		mesh, err := strategy.Mesh(cfg.mesh, s, devices)
 		var tr *parallel.Trainer[nn.MLP, data.Batch]
 		if err == nil {
 			tr, err = newTrainer(model, s, mesh, cfg.lr)
 		}
 		if err == nil {
-			err = checkBatch(min(cfg.batch, train.Len()), tr)
+			err = strategy.CheckBatch(min(cfg.batch, train.Len()), tr)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%v: %v", s, err))

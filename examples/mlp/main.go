@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/gonox/gonox/examples/internal/cli"
+	"github.com/gonox/gonox/examples/internal/strategy"
 
 	"github.com/gonox/gonox/data"
 	"github.com/gonox/gonox/nn"
@@ -102,26 +103,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		cfg.hidden, err = parseHidden(hidden)
 		return err
 	})
-	f.Check(func() error {
-		if strings.EqualFold(cfg.strategy, "compare") {
-			return nil
-		}
-		if _, err := parallel.ParseStrategy(cfg.strategy); err != nil {
-			return fmt.Errorf("-strategy: %v", err)
-		}
-		if cfg.mesh != "" && strings.EqualFold(cfg.strategy, "single") {
-			return fmt.Errorf("-mesh %q: -strategy single trains on one device; choose dp, fsdp, tp or fsdp_tp to use a mesh", cfg.mesh)
-		}
-		return nil
-	})
-	f.Check(func() error {
-		if cfg.mesh != "" {
-			if _, err := shard.ParseMesh(cfg.mesh); err != nil {
-				return fmt.Errorf("-mesh %q: %v", cfg.mesh, err)
-			}
-		}
-		return nil
-	})
+	f.Check(func() error { return strategy.CheckFlags(cfg.strategy, cfg.mesh) })
 	if err := f.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -152,34 +134,6 @@ func parseHidden(s string) ([]int, error) {
 	return sizes, nil
 }
 
-// meshFor returns the -mesh mesh, or the default one for strategy s on n
-// devices: every device on "dp", or half of them with "tp" of 2 for the
-// tensor-parallel strategies. Single has no mesh.
-func meshFor(cfg config, s parallel.Strategy, n int) (*shard.Mesh, error) {
-	if s == parallel.Single {
-		return nil, nil
-	}
-	desc := cfg.mesh
-	if desc == "" {
-		desc = fmt.Sprintf("dp=%d", n)
-		if s == parallel.TP || s == parallel.FSDPTP {
-			desc = fmt.Sprintf("dp=%d,tp=2", max(n/2, 1))
-		}
-	}
-	what := fmt.Sprintf("-mesh %q", desc)
-	if cfg.mesh == "" {
-		what = fmt.Sprintf("the default mesh %q of strategy %v", desc, s)
-	}
-	m, err := shard.ParseMesh(desc)
-	if err != nil {
-		return nil, cli.Usagef("%s: %v", what, err)
-	}
-	if m.Size() < 1 || m.Size() > n {
-		return nil, cli.Usagef("%s: %d devices; the pool has %d (set %s)", what, m.Size(), n, shard.DevicesEnv)
-	}
-	return m, nil
-}
-
 // newModel returns the classifier: Linear layers with the Megatron logical
 // axes, whose last output (the classes) is not split.
 func newModel(key tensor.Key, sizes []int) nn.MLP {
@@ -207,17 +161,6 @@ func newTrainer(model nn.MLP, s parallel.Strategy, mesh *shard.Mesh, lr float64)
 	return tr, nil
 }
 
-// checkBatch reports a batch size the data axes do not divide.
-func checkBatch(batch int, tr *parallel.Trainer[nn.MLP, data.Batch]) error {
-	if tr.Mesh() == nil || len(tr.DataAxes()) == 0 {
-		return nil
-	}
-	if n := tr.Mesh().AxisSize(tr.DataAxes()...); batch%n != 0 {
-		return cli.Usagef("-batch %d is not divisible by the %d devices of the data axes %v of %v", batch, n, tr.DataAxes(), tr.Mesh())
-	}
-	return nil
-}
-
 // epochName names epoch i (from 0) of n as both the progress bar and the
 // summary line show it: "epoch 1/20".
 func epochName(i, n int) string { return fmt.Sprintf("epoch %d/%d", i+1, n) }
@@ -232,14 +175,9 @@ func run(args []string, out, errOut io.Writer) error {
 	if err := cli.CheckOutputs(cfg.plot, cfg.ckpt); err != nil {
 		return err
 	}
-	devices, err := shard.DevicesFromEnv()
+	devices, err := strategy.Devices()
 	if err != nil {
-		return cli.Usage(err)
-	}
-	if shard.ProcessCount() > 1 {
-		// Under mpirun $GONOX_DEVICES counts one process's devices; the
-		// meshes take theirs from the whole pool.
-		devices = len(shard.Devices())
+		return err
 	}
 	keys := tensor.NewKey(cfg.seed).Split(3)
 	train, test, err := loadData(cfg.data, keys[0])
@@ -251,27 +189,24 @@ func run(args []string, out, errOut io.Writer) error {
 		return cli.Usagef("-hidden %v: a model %v has %d parameters, more than this example trains (%d)", cfg.hidden, sizes, n, maxParams)
 	}
 	model := newModel(keys[1], sizes).WithPolicy(cfg.policy)
-	if strings.EqualFold(cfg.strategy, "compare") {
+	if strategy.IsCompare(cfg.strategy) {
 		return compare(cfg, devices, model, train, out)
 	}
-	strategy, _ := parallel.ParseStrategy(cfg.strategy) // checked by parseFlags
-	mesh, err := meshFor(cfg, strategy, devices)
+	strat, _ := parallel.ParseStrategy(cfg.strategy) // checked by parseFlags
+	mesh, err := strategy.Mesh(cfg.mesh, strat, devices)
 	if err != nil {
 		return err
 	}
-	tr, err := newTrainer(model, strategy, mesh, cfg.lr)
+	tr, err := newTrainer(model, strat, mesh, cfg.lr)
 	if err != nil {
 		return err
 	}
-	if err := checkBatch(cfg.batch, tr); err != nil {
+	if err := strategy.CheckBatch(cfg.batch, tr); err != nil {
 		return err
 	}
-	where := "one device"
-	if mesh != nil {
-		where = mesh.String()
-	}
+	where := strategy.Where(mesh)
 	r := &runner{cfg: cfg, tr: tr, train: train, test: test, shuffle: keys[2], out: out, progress: errOut,
-		rec: record(cfg, sizes, train, test, fmt.Sprintf("%v on %s", strategy, where)),
+		rec: record(cfg, sizes, train, test, fmt.Sprintf("%v on %s", strat, where)),
 		cps: &cli.Checkpoints{Dir: cfg.ckpt, Flag: "ckpt", Unit: "epoch"}}
 	var notes []string
 	if cfg.ckpt != "" {
@@ -283,7 +218,7 @@ func run(args []string, out, errOut io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "gonox mlp: %s, %d train / %d test examples, model %v, strategy %v on %s\n",
-		cfg.data, train.Len(), test.Len(), sizes, strategy, where)
+		cfg.data, train.Len(), test.Len(), sizes, strat, where)
 	if r.first > 0 {
 		fmt.Fprintf(out, "resumed from %s after epoch %d\n", cfg.ckpt, r.first)
 	}
@@ -296,7 +231,7 @@ func run(args []string, out, errOut io.Writer) error {
 		return err
 	}
 	if cfg.plot != "" && len(r.hist.points(r.hist.loss)) > 0 {
-		if err := r.hist.plot(cfg.plot, fmt.Sprintf("gonox mlp on %s (%v)", cfg.data, strategy)); err != nil {
+		if err := r.hist.plot(cfg.plot, fmt.Sprintf("gonox mlp on %s (%v)", cfg.data, strat)); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "curves written to %s\n", cfg.plot)
