@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/gonox/gonox/examples/internal/cli"
+	"github.com/gonox/gonox/examples/internal/report"
 	"github.com/gonox/gonox/examples/internal/strategy"
 	"github.com/gonox/gonox/internal/cputime"
 
@@ -46,7 +47,6 @@ import (
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/parallel"
-	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -254,7 +254,7 @@ func run(args []string, out, errOut io.Writer) error {
 		fmt.Fprintln(out, note)
 	}
 	fmt.Fprintf(out, "gonox cnn: %s, %d train / %d test images %d×%d, model %d parameters (channels %d,%d), strategy %v on %s\n",
-		ds.name, ds.train.Len(), ds.test.Len(), h, w, paramCount(model), cfg.channels[0], cfg.channels[1], strat, where)
+		ds.name, ds.train.Len(), ds.test.Len(), h, w, report.ParamCount(model), cfg.channels[0], cfg.channels[1], strat, where)
 	if r.first > 0 {
 		fmt.Fprintf(out, "resumed from %s after epoch %d\n", cfg.ckpt, r.first)
 	}
@@ -347,15 +347,6 @@ func (r *runner) epochs() error {
 		}
 	}
 	return nil
-}
-
-// paramCount is the number of parameters of a model.
-func paramCount(m CNN) int {
-	n := 0
-	for _, x := range pytree.Leaves(m) {
-		n += x.Size()
-	}
-	return n
 }
 
 func seq(n int) []int {

@@ -35,7 +35,6 @@ import (
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/parallel"
-	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -331,13 +330,4 @@ func accuracy(m nn.MLP, d *data.InMemory) float64 {
 		right += int(tensor.Sum(tensor.AsType(tensor.Equal(pred, y), tensor.Int32)).Item())
 	}
 	return float64(right) / float64(d.Len())
-}
-
-// paramCount is the number of parameters of a model.
-func paramCount(m nn.MLP) int {
-	n := 0
-	for _, x := range pytree.Leaves(m) {
-		n += x.Size()
-	}
-	return n
 }

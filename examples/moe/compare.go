@@ -25,7 +25,7 @@ func compare(cfg config, model Model, c *corpus, out io.Writer) error {
 	if cfg.batch%devs != 0 {
 		return fmt.Errorf("-batch %d is not a multiple of the %d devices", cfg.batch, devs)
 	}
-	fmt.Fprintf(out, "gonox moe: one step of each strategy on %d×%d %s of %s, %d parameters;\n", cfg.batch, cfg.context, c.unit, c.name, paramCount(model))
+	fmt.Fprintf(out, "gonox moe: one step of each strategy on %d×%d %s of %s, %d parameters;\n", cfg.batch, cfg.context, c.unit, c.name, report.ParamCount(model))
 	fmt.Fprintf(out, "max |Δgrad| against one device with per-sender capacity over %d senders\n\n", devs)
 
 	cfg.steps = max(cfg.steps, 2)

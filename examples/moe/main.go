@@ -62,7 +62,7 @@ import (
 
 	"github.com/gonox/gonox/data"
 	"github.com/gonox/gonox/examples/internal/cli"
-	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/examples/internal/report"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -401,7 +401,7 @@ func runConfig(cfg config, out, errOut io.Writer) error {
 		ffn = fmt.Sprintf("dense FFN %d-%d-%d", cfg.dim, cfg.hidden, cfg.dim)
 	}
 	fmt.Fprintf(out, "model: %d layers, width %d, %d heads, %s, context %d, %d parameters\n",
-		cfg.layers, cfg.dim, cfg.heads, ffn, cfg.context, paramCount(model))
+		cfg.layers, cfg.dim, cfg.heads, ffn, cfg.context, report.ParamCount(model))
 	fmt.Fprintf(out, "strategy %v on %s, batch %d×%d %s, %d steps\n", s, where, cfg.batch, cfg.context, c.unit, cfg.steps)
 	for _, note := range r.notes {
 		fmt.Fprintln(out, note)
@@ -449,12 +449,4 @@ func balance(shares []float64, experts int) float64 {
 		sum += m * float64(experts)
 	}
 	return sum / float64(len(shares)/experts)
-}
-
-func paramCount(m Model) int {
-	n := 0
-	for _, x := range pytree.Leaves(m) {
-		n += x.Size()
-	}
-	return n
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gonox/gonox/examples/internal/report"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
 )
@@ -93,7 +94,7 @@ func TestExportForTorch(t *testing.T) {
 	for _, tc := range torchCases {
 		tc.Starts = batchStarts()
 		model, cfg, x, y, st := initialLoss(t, tc)
-		tc.Params, tc.CE, tc.Total = paramCount(model), st.CE, st.Loss
+		tc.Params, tc.CE, tc.Total = report.ParamCount(model), st.CE, st.Loss
 		e := export{torchCase: tc, Vocab: cfg.model(0).vocab, Context: cfg.context, Dim: cfg.dim, Layers: cfg.layers,
 			Heads: cfg.heads, Experts: cfg.experts, Hidden: cfg.hidden, TopK: cfg.topK, Capacity: cfg.capacity, FFN: cfg.ffn,
 			X: x.Int32s(), Y: y.Int32s()}
@@ -128,7 +129,7 @@ func TestLossMatchesPyTorch(t *testing.T) {
 	for _, w := range want {
 		t.Run(w.Name, func(t *testing.T) {
 			model, _, _, _, st := initialLoss(t, w)
-			require.Equal(t, w.Params, paramCount(model))
+			require.Equal(t, w.Params, report.ParamCount(model))
 			require.InDelta(t, w.CE, st.CE, 2e-5*math.Abs(w.CE))
 			require.InDelta(t, w.Total, st.Loss, 2e-5*math.Abs(w.Total))
 		})

@@ -1,5 +1,8 @@
-// Package report holds the small helpers the examples' side-by-side
-// strategy tables share.
+// Package report holds what the examples' side-by-side strategy tables
+// (-strategy compare) share: the table of one step of every
+// parallel.Strategies strategy (SetUp, Strategies), and the small
+// helpers its rows and other tables are made of (MaxAbsDiff, Bytes,
+// ParamCount).
 package report
 
 import (
@@ -29,6 +32,16 @@ func MaxAbsDiff(a, b any) float64 {
 		}
 	}
 	return worst
+}
+
+// ParamCount is the number of elements of the tensor leaves of a tree:
+// the parameters of a model.
+func ParamCount(tree any) int {
+	n := 0
+	for _, x := range pytree.Leaves(tree) {
+		n += x.Size()
+	}
+	return n
 }
 
 // Bytes formats a byte count as B, KiB (one decimal) or MiB (two).
