@@ -9,6 +9,7 @@ import (
 
 	"github.com/gonox/gonox/checkpoint"
 	"github.com/gonox/gonox/examples/internal/cli"
+	"github.com/gonox/gonox/examples/internal/curves"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/tensor"
@@ -23,12 +24,7 @@ type trainState struct {
 	Opt     optim.State
 	Model   nn.State
 	Epoch   *tensor.Tensor // int32 scalar: epochs completed
-	History savedHistory
-}
-
-// savedHistory holds one entry per completed epoch (epoch i+1 at index i).
-type savedHistory struct {
-	Loss, Train, Test *tensor.Tensor // f32[epochs]
+	History curves.Saved
 }
 
 // core is the part of a trainState that resumes training, restored first
@@ -133,20 +129,16 @@ func settings(step int) map[string]cli.Setting {
 	}
 }
 
-func stateOf(tr *trainer, epoch int, h history) trainState {
+func stateOf(tr *trainer, epoch int, h *curves.Epochs) trainState {
 	return trainState{
 		Params: tr.PlacedParams(), Opt: tr.State(), Model: tr.ModelState(), Epoch: tensor.ScalarInt(int32(epoch)),
-		History: savedHistory{
-			Loss:  tensor.FromFloat64(h.loss, len(h.loss)),
-			Train: tensor.FromFloat64(h.train, len(h.train)),
-			Test:  tensor.FromFloat64(h.test, len(h.test)),
-		},
+		History: h.Saved(),
 	}
 }
 
 // saveCheckpoint saves the state after the given number of epochs, with
 // the run's record.
-func saveCheckpoint(dir string, epoch int, tr *trainer, h history, rec runRecord) error {
+func saveCheckpoint(dir string, epoch int, tr *trainer, h *curves.Epochs, rec runRecord) error {
 	return checkpoint.Save(dir, epoch, stateOf(tr, epoch, h), checkpoint.Overwrite(), checkpoint.WithMetadata(runSchema, rec))
 }
 
@@ -154,7 +146,7 @@ func saveCheckpoint(dir string, epoch int, tr *trainer, h history, rec runRecord
 // any, after comparing its record with rec, and returns the number of
 // epochs already done, their history and notes to print (settings that
 // changed, steps skipped).
-func restoreLatest(dir string, tr *trainer, rec runRecord) (int, history, []string, error) {
+func restoreLatest(dir string, tr *trainer, rec runRecord) (int, curves.Epochs, []string, error) {
 	like := core{Params: tr.PlacedParams(), Opt: tr.State(), Model: tr.ModelState(), Epoch: tensor.ScalarInt(0)}
 	var saved runRecord
 	compare := func(info checkpoint.MetadataInfo, saved *runRecord) ([]string, error) {
@@ -162,28 +154,22 @@ func restoreLatest(dir string, tr *trainer, rec runRecord) (int, history, []stri
 	}
 	r, ok, err := cli.Restore(dir, like, runSchema, &saved, compare, checkpoint.Partial())
 	if err != nil || !ok {
-		return 0, history{}, nil, err
+		return 0, curves.Epochs{}, nil, err
 	}
 	st, step := r.State, r.Step
 	if err := tr.SetState(st.Params, st.Opt); err != nil {
-		return 0, history{}, nil, err
+		return 0, curves.Epochs{}, nil, err
 	}
 	if err := tr.SetModelState(st.Model); err != nil {
-		return 0, history{}, nil, err
+		return 0, curves.Epochs{}, nil, err
 	}
 	epoch := int(st.Epoch.Item())
 	if epoch != step {
-		return 0, history{}, nil, fmt.Errorf("checkpoint %s step %d says %d epochs were done", dir, step, epoch)
+		return 0, curves.Epochs{}, nil, fmt.Errorf("checkpoint %s step %d says %d epochs were done", dir, step, epoch)
 	}
-	hl := savedHistory{Loss: tensor.Zeros(tensor.Float32, epoch), Train: tensor.Zeros(tensor.Float32, epoch), Test: tensor.Zeros(tensor.Float32, epoch)}
-	sh, err := checkpoint.Restore(dir, step, hl, checkpoint.OnHost(), checkpoint.Subtree("History"))
+	sh, err := checkpoint.Restore(dir, step, curves.SavedLike(epoch), checkpoint.OnHost(), checkpoint.Subtree("History"))
 	if err != nil {
-		return 0, history{}, nil, fmt.Errorf("checkpoint %s step %d: the curves: %w", dir, step, err)
+		return 0, curves.Epochs{}, nil, fmt.Errorf("checkpoint %s step %d: the curves: %w", dir, step, err)
 	}
-	var h history
-	loss, train, test := sh.Loss.Float64s(), sh.Train.Float64s(), sh.Test.Float64s()
-	for i := range loss {
-		h.add(i+1, loss[i], train[i], test[i])
-	}
-	return epoch, h, r.Notes, nil
+	return epoch, curves.FromSaved(sh), r.Notes, nil
 }

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/gonox/gonox/examples/internal/cli"
+	"github.com/gonox/gonox/examples/internal/curves"
 	"github.com/gonox/gonox/examples/internal/report"
 	"github.com/gonox/gonox/examples/internal/strategy"
 	"github.com/gonox/gonox/internal/cputime"
@@ -266,11 +267,11 @@ func run(args []string, out, errOut io.Writer) error {
 	if err := r.epochs(); err != nil {
 		return err
 	}
-	if cfg.plot != "" && len(r.hist.points(r.hist.loss)) > 0 {
+	if cfg.plot != "" && len(r.hist.Points(r.hist.Loss)) > 0 {
 		params, mstate := tr.Params(), tr.ModelState()
 		pred := predict(cfg.policy, params, mstate, ds.test)
 		title := fmt.Sprintf("gonox cnn on %s (%v, %d epochs)", ds.name, strat, cfg.epochs)
-		if err := writeFigure(cfg.plot, title, r.hist, ds, pred); err != nil {
+		if err := writeFigure(cfg.plot, title, &r.hist, ds, pred); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "curves, confusion matrix and misclassified images written to %s\n", cfg.plot)
@@ -290,7 +291,7 @@ type runner struct {
 	cps       *cli.Checkpoints
 	rec       runRecord // saved with every checkpoint
 	first     int       // epochs done before this run
-	hist      history
+	hist      curves.Epochs
 }
 
 // epochs trains from r.first to the last epoch, printing a line and
@@ -336,11 +337,11 @@ func (r *runner) epochs() error {
 		params, state := tr.Params(), tr.ModelState()
 		trainAcc := accuracy(predict(cfg.policy, params, state, r.trainEval), r.trainEval)
 		testAcc := accuracy(predict(cfg.policy, params, state, r.ds.test), r.ds.test)
-		r.hist.add(epoch+1, sum/float64(max(n, 1)), trainAcc, testAcc)
+		r.hist.Add(epoch+1, sum/float64(max(n, 1)), trainAcc, testAcc)
 		fmt.Fprintf(r.out, "epoch %3d/%d  loss %.4f  train %5.1f%%  test %5.1f%%  %6.0f images/s  (%.1fs, %.1f cpu-s)\n",
 			epoch+1, cfg.epochs, sum/float64(max(n, 1)), 100*trainAcc, 100*testAcc, float64(n*cfg.batch)/secs, secs, cpu)
 		if cfg.ckpt != "" {
-			err := r.cps.Save(epoch+1, func() error { return saveCheckpoint(cfg.ckpt, epoch+1, tr, r.hist, r.rec) })
+			err := r.cps.Save(epoch+1, func() error { return saveCheckpoint(cfg.ckpt, epoch+1, tr, &r.hist, r.rec) })
 			if err != nil {
 				return err
 			}

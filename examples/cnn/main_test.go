@@ -225,7 +225,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	n, h, _, err := restoreLatest(ckpt, tr, recordOf(t, append(slices.Clone(args), "-epochs", "3")...))
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
-	assert.Equal(t, []int{1, 2, 3}, h.epoch)
+	assert.Equal(t, []int{1, 2, 3}, h.Epoch)
 	assert.Equal(t, mean, tr.ModelState().Get(m.Norm1.Index)[0].Float32s(), "restored into the trainer")
 }
 

@@ -8,77 +8,35 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gonox/gonox/examples/internal/curves"
 	"github.com/gonox/gonox/examples/internal/plots"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// history records the per-epoch figures that the plot shows, with each
-// epoch's true number (a resumed run continues the numbering).
-type history struct {
-	epoch             []int
-	loss, train, test []float64
-}
-
-func (h *history) add(epoch int, loss, train, test float64) {
-	h.epoch = append(h.epoch, epoch)
-	h.loss = append(h.loss, loss)
-	h.train = append(h.train, train)
-	h.test = append(h.test, test)
-}
-
-// points returns the curve of ys against the true epoch numbers, without
-// the epochs whose figures are unknown (NaN).
-func (h *history) points(ys []float64) plotter.XYs {
-	var xy plotter.XYs
-	for i, y := range ys {
-		if !math.IsNaN(y) {
-			xy = append(xy, plotter.XY{X: float64(h.epoch[i]), Y: y})
-		}
-	}
-	return xy
-}
-
-// curves returns the loss plot and the accuracy plot (train and test, the
+// curvePlots returns the loss plot and the accuracy plot (train and test, the
 // legend in the corner the curves leave empty; the axis spans the
 // accuracies reached, so that the last epochs' differences show).
-func (h *history) curves(title string) (*plot.Plot, *plot.Plot, error) {
-	lp := plot.New()
-	lp.Title.Text = title
-	lp.X.Label.Text = "epoch"
-	lp.Y.Label.Text = "training loss"
-	lp.X.Tick.Marker = plots.NiceTicks{Integer: true}
-	lp.Y.Tick.Marker = plots.NiceTicks{}
-	line, pts, err := plotter.NewLinePoints(h.points(h.loss))
+func curvePlots(h *curves.Epochs, title string) (*plot.Plot, *plot.Plot, error) {
+	lp, err := h.LossPlot(title)
 	if err != nil {
 		return nil, nil, err
 	}
-	lp.Add(line, pts)
-	lp.Y.Min = 0
-
-	ap := plot.New()
-	ap.Title.Text = "accuracy"
-	ap.X.Label.Text = "epoch"
-	ap.Y.Label.Text = "accuracy"
-	ap.X.Tick.Marker = plots.NiceTicks{Integer: true}
-	ap.Y.Tick.Marker = plots.NiceTicks{}
-	train, test := h.points(h.train), h.points(h.test)
-	if err := plotutil.AddLinePoints(ap, "train", train, "test", test); err != nil {
-		return nil, nil, err
-	}
 	lo := 1.0
-	for _, c := range []plotter.XYs{train, test} {
+	for _, c := range []plotter.XYs{h.Points(h.Train), h.Points(h.Test)} {
 		for _, p := range c {
 			lo = min(lo, p.Y)
 		}
 	}
-	ap.Y.Min, ap.Y.Max = math.Max(0, math.Floor(lo*10-0.5)/10), 1
-	ap.Legend.Top, ap.Legend.Left = plots.EmptiestCorner([]plotter.XYs{train, test}, ap.X.Min, ap.X.Max, ap.Y.Min, ap.Y.Max)
+	ap, err := h.AccuracyPlot(math.Max(0, math.Floor(lo*10-0.5)/10))
+	if err != nil {
+		return nil, nil, err
+	}
+	ap.Title.Text = "accuracy"
 	return lp, ap, nil
 }
 
@@ -238,8 +196,8 @@ func mistakesPlot(ds dataset, pred []int32, aspect float64) (*plot.Plot, error) 
 // curves on top, the test set's confusion matrix and a grid of
 // misclassified test images below. pred holds the predicted class of
 // every test example.
-func writeFigure(path, title string, h history, ds dataset, pred []int32) error {
-	lp, ap, err := h.curves(title)
+func writeFigure(path, title string, h *curves.Epochs, ds dataset, pred []int32) error {
+	lp, ap, err := curvePlots(h, title)
 	if err != nil {
 		return err
 	}

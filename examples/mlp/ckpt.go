@@ -11,6 +11,7 @@ import (
 	"github.com/gonox/gonox/checkpoint"
 	"github.com/gonox/gonox/data"
 	"github.com/gonox/gonox/examples/internal/cli"
+	"github.com/gonox/gonox/examples/internal/curves"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/parallel"
@@ -24,12 +25,7 @@ type trainState struct {
 	Params  nn.MLP
 	Opt     optim.State
 	Epoch   *tensor.Tensor // int32 scalar: epochs completed
-	History savedHistory
-}
-
-// savedHistory holds one entry per completed epoch (epoch i+1 at index i).
-type savedHistory struct {
-	Loss, Train, Test *tensor.Tensor // f32[epochs]
+	History curves.Saved
 }
 
 // core is the part of a trainState that resumes training, restored first
@@ -124,20 +120,13 @@ func settings(step int) map[string]cli.Setting {
 	}
 }
 
-func stateOf(tr *parallel.Trainer[nn.MLP, data.Batch], epoch int, h history) trainState {
-	return trainState{
-		Params: tr.PlacedParams(), Opt: tr.State(), Epoch: tensor.ScalarInt(int32(epoch)),
-		History: savedHistory{
-			Loss:  tensor.FromFloat64(h.loss, len(h.loss)),
-			Train: tensor.FromFloat64(h.train, len(h.train)),
-			Test:  tensor.FromFloat64(h.test, len(h.test)),
-		},
-	}
+func stateOf(tr *parallel.Trainer[nn.MLP, data.Batch], epoch int, h *curves.Epochs) trainState {
+	return trainState{Params: tr.PlacedParams(), Opt: tr.State(), Epoch: tensor.ScalarInt(int32(epoch)), History: h.Saved()}
 }
 
 // saveCheckpoint saves the state after the given number of epochs, with
 // the run's record.
-func saveCheckpoint(dir string, epoch int, tr *parallel.Trainer[nn.MLP, data.Batch], h history, rec runRecord) error {
+func saveCheckpoint(dir string, epoch int, tr *parallel.Trainer[nn.MLP, data.Batch], h *curves.Epochs, rec runRecord) error {
 	return checkpoint.Save(dir, epoch, stateOf(tr, epoch, h), checkpoint.Overwrite(), checkpoint.WithMetadata(runSchema, rec))
 }
 
@@ -145,7 +134,7 @@ func saveCheckpoint(dir string, epoch int, tr *parallel.Trainer[nn.MLP, data.Bat
 // any, after comparing its record with rec, and returns the number of
 // epochs already done, their history and notes to print (settings that
 // changed, steps skipped).
-func restoreLatest(dir string, tr *parallel.Trainer[nn.MLP, data.Batch], rec runRecord) (int, history, []string, error) {
+func restoreLatest(dir string, tr *parallel.Trainer[nn.MLP, data.Batch], rec runRecord) (int, curves.Epochs, []string, error) {
 	like := core{Params: tr.PlacedParams(), Opt: tr.State(), Epoch: tensor.ScalarInt(0)}
 	var saved runRecord
 	compare := func(info checkpoint.MetadataInfo, saved *runRecord) ([]string, error) {
@@ -153,31 +142,26 @@ func restoreLatest(dir string, tr *parallel.Trainer[nn.MLP, data.Batch], rec run
 	}
 	r, ok, err := cli.Restore(dir, like, runSchema, &saved, compare, checkpoint.Partial())
 	if err != nil || !ok {
-		return 0, history{}, nil, err
+		return 0, curves.Epochs{}, nil, err
 	}
 	st, step := r.State, r.Step
 	if err := tr.SetState(st.Params, st.Opt); err != nil {
-		return 0, history{}, nil, err
+		return 0, curves.Epochs{}, nil, err
 	}
 	epoch := int(st.Epoch.Item())
 	if epoch != step {
-		return 0, history{}, nil, fmt.Errorf("checkpoint %s step %d says %d epochs were done", dir, step, epoch)
+		return 0, curves.Epochs{}, nil, fmt.Errorf("checkpoint %s step %d says %d epochs were done", dir, step, epoch)
 	}
 	// The curves: one entry per epoch done. A checkpoint written before
 	// they were saved resumes without them (the plot then starts at the
 	// first new epoch, with its true number; the missing epochs are NaN).
-	var h history
-	hl := savedHistory{Loss: tensor.Zeros(tensor.Float32, epoch), Train: tensor.Zeros(tensor.Float32, epoch), Test: tensor.Zeros(tensor.Float32, epoch)}
-	sh, err := checkpoint.Restore(dir, step, hl, checkpoint.OnHost(), checkpoint.Subtree("History"))
+	sh, err := checkpoint.Restore(dir, step, curves.SavedLike(epoch), checkpoint.OnHost(), checkpoint.Subtree("History"))
 	if err != nil {
+		var h curves.Epochs
 		for i := range epoch {
-			h.add(i+1, math.NaN(), math.NaN(), math.NaN())
+			h.Add(i+1, math.NaN(), math.NaN(), math.NaN())
 		}
 		return epoch, h, r.Notes, nil
 	}
-	loss, train, test := sh.Loss.Float64s(), sh.Train.Float64s(), sh.Test.Float64s()
-	for i := range loss {
-		h.add(i+1, loss[i], train[i], test[i])
-	}
-	return epoch, h, r.Notes, nil
+	return epoch, curves.FromSaved(sh), r.Notes, nil
 }

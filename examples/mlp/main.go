@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/gonox/gonox/examples/internal/cli"
+	"github.com/gonox/gonox/examples/internal/curves"
 	"github.com/gonox/gonox/examples/internal/strategy"
 
 	"github.com/gonox/gonox/data"
@@ -229,8 +230,8 @@ func run(args []string, out, errOut io.Writer) error {
 	if err := r.epochs(); err != nil {
 		return err
 	}
-	if cfg.plot != "" && len(r.hist.points(r.hist.loss)) > 0 {
-		if err := r.hist.plot(cfg.plot, fmt.Sprintf("gonox mlp on %s (%v)", cfg.data, strat)); err != nil {
+	if cfg.plot != "" && len(r.hist.Points(r.hist.Loss)) > 0 {
+		if err := writePlot(cfg.plot, fmt.Sprintf("gonox mlp on %s (%v)", cfg.data, strat), &r.hist); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "curves written to %s\n", cfg.plot)
@@ -259,7 +260,7 @@ type runner struct {
 	cps         *cli.Checkpoints
 	rec         runRecord // saved with every checkpoint
 	first       int       // epochs done before this run
-	hist        history
+	hist        curves.Epochs
 }
 
 // epochs trains from r.first to the last epoch, printing a line and
@@ -305,11 +306,11 @@ func (r *runner) epochs() error {
 		secs := time.Since(start).Seconds()
 		params := tr.Params()
 		trainAcc, testAcc := accuracy(params, r.train), accuracy(params, r.test)
-		r.hist.add(epoch+1, sum/float64(max(n, 1)), trainAcc, testAcc)
+		r.hist.Add(epoch+1, sum/float64(max(n, 1)), trainAcc, testAcc)
 		fmt.Fprintf(r.out, "epoch %3d/%d  loss %.4f  train %5.1f%%  test %5.1f%%  %8.0f samples/s  (%.1fs)\n",
 			epoch+1, cfg.epochs, sum/float64(max(n, 1)), 100*trainAcc, 100*testAcc, float64(n*cfg.batch)/secs, secs)
 		if cfg.ckpt != "" {
-			err := r.cps.Save(epoch+1, func() error { return saveCheckpoint(cfg.ckpt, epoch+1, tr, r.hist, r.rec) })
+			err := r.cps.Save(epoch+1, func() error { return saveCheckpoint(cfg.ckpt, epoch+1, tr, &r.hist, r.rec) })
 			if err != nil {
 				return err
 			}

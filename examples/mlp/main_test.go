@@ -18,6 +18,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/gonox/gonox/checkpoint"
+	"github.com/gonox/gonox/examples/internal/curves"
 	"github.com/gonox/gonox/examples/internal/plots"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
@@ -159,15 +160,15 @@ func TestResumeKeepsHistory(t *testing.T) {
 	n, h, _, err := restoreLatest(ckpt, tr, recordOf(t, "-epochs", "3", "-hidden", "16"))
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
-	assert.Equal(t, []int{1, 2, 3}, h.epoch)
+	assert.Equal(t, []int{1, 2, 3}, h.Epoch)
 	losses := regexp.MustCompile(`(?m)^epoch +\d/\d  loss ([0-9.]+)`).FindAllStringSubmatch(first.String()+second.String(), -1)
 	require.Len(t, losses, 3)
 	for i, m := range losses {
 		want, err := strconv.ParseFloat(m[1], 64)
 		require.NoError(t, err)
-		assert.InDelta(t, want, h.loss[i], 1e-4, "epoch %d", i+1)
+		assert.InDelta(t, want, h.Loss[i], 1e-4, "epoch %d", i+1)
 	}
-	assert.Equal(t, []float64{1, 2, 3}, xs(h.points(h.loss)))
+	assert.Equal(t, []float64{1, 2, 3}, xs(h.Points(h.Loss)))
 }
 
 // A checkpoint saved under one strategy resumes under another: the state
@@ -206,9 +207,9 @@ func TestResumeOldCheckpoint(t *testing.T) {
 	n, h, _, err := restoreLatest(ckpt, tr, recordOf(t, "-epochs", "3", "-hidden", "16"))
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
-	assert.Equal(t, []int{1, 2, 3}, h.epoch)
-	assert.Equal(t, []float64{3}, xs(h.points(h.loss)), "the curves start at the first new epoch")
-	assert.True(t, math.IsNaN(h.loss[0]))
+	assert.Equal(t, []int{1, 2, 3}, h.Epoch)
+	assert.Equal(t, []float64{3}, xs(h.Points(h.Loss)), "the curves start at the first new epoch")
+	assert.True(t, math.IsNaN(h.Loss[0]))
 }
 
 // recordOf is the record of a run on one device with the given flags.
@@ -240,11 +241,11 @@ func TestLegendAvoidsCurves(t *testing.T) {
 	assert.True(t, top, "a falling curve leaves the top right empty")
 	assert.False(t, left)
 
-	var h history
+	var h curves.Epochs
 	for i, a := range []float64{0.5, 0.8, 0.9} {
-		h.add(i+1, 1/float64(i+1), a, a-0.05)
+		h.Add(i+1, 1/float64(i+1), a, a-0.05)
 	}
-	_, ap, err := h.plots("t")
+	ap, err := h.AccuracyPlot(0)
 	require.NoError(t, err)
 	assert.False(t, ap.Legend.Top)
 	assert.False(t, ap.Legend.Left)
