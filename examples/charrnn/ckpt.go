@@ -95,7 +95,7 @@ func settings(step int, lr float64) map[string]cli.Setting {
 		"Model.Context": {Flag: "-context"},
 		"Model.Embed":   {Flag: "-embed"},
 		"Model.Hidden":  {Flag: "-hidden"},
-		"TextName":      {Flag: "-text", Changed: func(checkpoint.Difference) string { return "" }},
+		"TextName":      cli.Unchecked("-text"),
 		"Text": {Flag: "-text", Refused: func(d checkpoint.Difference) string {
 			return fmt.Sprintf("-text: the checkpoint was trained on another text (%v; this one has %v)", d.Saved, d.Current)
 		}},
@@ -106,14 +106,7 @@ func settings(step int, lr float64) map[string]cli.Setting {
 		"Optimizer.PeakLR": {Flag: "-lr"},
 		"Optimizer.Batch":  {Flag: "-batch"},
 		"Optimizer.Seed":   {Flag: "-seed"},
-		"Steps": {Flag: "-steps", Changed: func(d checkpoint.Difference) string {
-			was, now := d.Saved.(int), d.Current.(int)
-			if now <= step {
-				return fmt.Sprintf("(-steps %d: the checkpoint has %d steps done already, so none is left to train)", now, step)
-			}
-			return fmt.Sprintf("(-steps %d: the checkpoint's run was of %d steps, so the learning-rate schedule now decays over %d: at step %d the rate is %.3g where it would have been %.3g)",
-				now, was, now, step, schedule(lr, now)(step), schedule(lr, was)(step))
-		}},
+		"Steps":            cli.Steps(step, func(n int) optim.Schedule { return schedule(lr, n) }),
 		"Remat": {Flag: "-remat", Changed: func(d checkpoint.Difference) string {
 			return fmt.Sprintf("(-remat=%v: saved with -remat=%v; the gradients are the same)", d.Current, d.Saved)
 		}},

@@ -1,11 +1,7 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
-	"io"
 
 	"github.com/gonox/gonox/checkpoint"
 	"github.com/gonox/gonox/examples/internal/cli"
@@ -71,30 +67,11 @@ func record(cfg config, h, w, classes int, ds dataset, placement string) runReco
 	var r runRecord
 	r.Model.Input, r.Model.Channels, r.Model.Classes, r.Model.Dtype = [2]int{h, w}, cfg.channels, classes, cfg.dtype
 	r.DataName = ds.name
-	r.Data = fmt.Sprintf("%d train / %d test examples, sha256 %s", ds.train.Len(), ds.test.Len(), digest(ds))
+	r.Data = fmt.Sprintf("%d train / %d test examples, sha256 %s", ds.train.Len(), ds.test.Len(), cli.DataDigest(ds.train, ds.test))
 	r.Optimizer.Name, r.Optimizer.LR, r.Optimizer.Batch, r.Optimizer.Seed = "adam", cfg.lr, cfg.batch, cfg.seed
 	r.Optimizer.Decay, r.Optimizer.Augment = cfg.decay, cfg.augment
 	r.Epochs, r.Placement = cfg.epochs, placement
 	return r
-}
-
-// digest is the first 16 hex digits of a SHA-256 of the datasets'
-// features (float32) and labels (int32), little-endian, with their shapes.
-func digest(ds dataset) string {
-	h := sha256.New()
-	for _, d := range []struct{ x, y *tensor.Tensor }{{ds.train.X, ds.train.Y}, {ds.test.X, ds.test.Y}} {
-		fmt.Fprintf(h, "%v %v;", d.x.Shape(), d.y.Shape())
-		hashChunks(h, d.x.Float32s())
-		hashChunks(h, d.y.Int32s())
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
-}
-
-// hashChunks writes xs to w little-endian, 64 Ki elements at a time.
-func hashChunks[T float32 | int32](w io.Writer, xs []T) {
-	for lo := 0; lo < len(xs); lo += 1 << 16 {
-		binary.Write(w, binary.LittleEndian, xs[lo:min(lo+1<<16, len(xs))])
-	}
 }
 
 // settings says which differences from the saved record refuse a
@@ -107,7 +84,7 @@ func settings(step int) map[string]cli.Setting {
 		"Model.Channels": {Flag: "-channels"},
 		"Model.Classes":  {Flag: "-data"},
 		"Model.Dtype":    {Flag: "-dtype"},
-		"DataName":       {Flag: "-data", Changed: func(checkpoint.Difference) string { return "" }},
+		"DataName":       cli.Unchecked("-data"),
 		"Data": {Flag: "-data", Refused: func(d checkpoint.Difference) string {
 			return fmt.Sprintf("-data: the checkpoint was trained on other data (%v; this run's has %v)", d.Saved, d.Current)
 		}},
@@ -117,15 +94,10 @@ func settings(step int) map[string]cli.Setting {
 		"Optimizer.Batch":   {Flag: "-batch"},
 		"Optimizer.Seed":    {Flag: "-seed"},
 		"Optimizer.Augment": {Flag: "-augment"},
-		"Epochs": {Flag: "-epochs", Changed: func(d checkpoint.Difference) string {
-			if now := d.Current.(int); now <= step {
-				return fmt.Sprintf("(-epochs %d: the checkpoint has %d epochs done already, so none is left to train)", now, step)
-			}
-			return fmt.Sprintf("(-epochs %v: the checkpoint's run was of %v epochs; training goes on to epoch %v)", d.Current, d.Saved, d.Current)
-		}},
-		"Placement": {Flag: "-strategy", Changed: func(d checkpoint.Difference) string {
-			return fmt.Sprintf("(saved under %v; the state is resharded for %v)", d.Saved, d.Current)
-		}},
+		"Epochs": cli.Length("-epochs", "epochs", step, func(was, now int) string {
+			return fmt.Sprintf("(-epochs %d: the checkpoint's run was of %d epochs; training goes on to epoch %d)", now, was, now)
+		}),
+		"Placement": cli.Placement(),
 	}
 }
 

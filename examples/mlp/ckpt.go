@@ -1,11 +1,7 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"math"
 
 	"github.com/gonox/gonox/checkpoint"
@@ -67,29 +63,10 @@ func record(cfg config, sizes []int, train, test *data.InMemory, placement strin
 	var r runRecord
 	r.Model.Sizes, r.Model.Dtype = sizes, cfg.dtype
 	r.DataName = cfg.data
-	r.Data = fmt.Sprintf("%d train / %d test examples, sha256 %s", train.Len(), test.Len(), digest(train, test))
+	r.Data = fmt.Sprintf("%d train / %d test examples, sha256 %s", train.Len(), test.Len(), cli.DataDigest(train, test))
 	r.Optimizer.Name, r.Optimizer.LR, r.Optimizer.Batch, r.Optimizer.Seed = "adam", cfg.lr, cfg.batch, cfg.seed
 	r.Epochs, r.Placement = cfg.epochs, placement
 	return r
-}
-
-// digest is the first 16 hex digits of a SHA-256 of the datasets'
-// features (float32) and labels (int32), little-endian, with their shapes.
-func digest(sets ...*data.InMemory) string {
-	h := sha256.New()
-	for _, d := range sets {
-		fmt.Fprintf(h, "%v %v;", d.X.Shape(), d.Y.Shape())
-		hashChunks(h, d.X.Float32s())
-		hashChunks(h, d.Y.Int32s())
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
-}
-
-// hashChunks writes xs to w little-endian, 64 Ki elements at a time.
-func hashChunks[T float32 | int32](w io.Writer, xs []T) {
-	for lo := 0; lo < len(xs); lo += 1 << 16 {
-		binary.Write(w, binary.LittleEndian, xs[lo:min(lo+1<<16, len(xs))])
-	}
 }
 
 // settings says which differences from the saved record refuse a
@@ -100,7 +77,7 @@ func settings(step int) map[string]cli.Setting {
 			return fmt.Sprintf("-hidden: the checkpoint's model has the layers %v, this run's %v", d.Saved, d.Current)
 		}},
 		"Model.Dtype": {Flag: "-dtype"},
-		"DataName":    {Flag: "-data", Changed: func(checkpoint.Difference) string { return "" }},
+		"DataName":    cli.Unchecked("-data"),
 		"Data": {Flag: "-data", Refused: func(d checkpoint.Difference) string {
 			return fmt.Sprintf("-data: the checkpoint was trained on other data (%v; this run's has %v)", d.Saved, d.Current)
 		}},
@@ -108,15 +85,10 @@ func settings(step int) map[string]cli.Setting {
 		"Optimizer.LR":    {Flag: "-lr"},
 		"Optimizer.Batch": {Flag: "-batch"},
 		"Optimizer.Seed":  {Flag: "-seed"},
-		"Epochs": {Flag: "-epochs", Changed: func(d checkpoint.Difference) string {
-			if now := d.Current.(int); now <= step {
-				return fmt.Sprintf("(-epochs %d: the checkpoint has %d epochs done already, so none is left to train)", now, step)
-			}
-			return fmt.Sprintf("(-epochs %v: the checkpoint's run was of %v epochs; training goes on to epoch %v)", d.Current, d.Saved, d.Current)
-		}},
-		"Placement": {Flag: "-strategy", Changed: func(d checkpoint.Difference) string {
-			return fmt.Sprintf("(saved under %v; the state is resharded for %v)", d.Saved, d.Current)
-		}},
+		"Epochs": cli.Length("-epochs", "epochs", step, func(was, now int) string {
+			return fmt.Sprintf("(-epochs %d: the checkpoint's run was of %d epochs; training goes on to epoch %d)", now, was, now)
+		}),
+		"Placement": cli.Placement(),
 	}
 }
 

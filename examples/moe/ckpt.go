@@ -125,7 +125,7 @@ func settings(step int, lr float64) map[string]cli.Setting {
 		"Model.TopK":     {Flag: "-topk"},
 		"Model.Capacity": {Flag: "-capacity"},
 		"Model.FFN":      {Flag: "-ffn"},
-		"TextName":       {Flag: "-text", Changed: func(checkpoint.Difference) string { return "" }},
+		"TextName":       cli.Unchecked("-text"),
 		"Text": {Flag: "-text", Refused: func(d checkpoint.Difference) string {
 			return fmt.Sprintf("-text: the checkpoint was trained on another text (%v; this one has %v)", d.Saved, d.Current)
 		}},
@@ -136,17 +136,8 @@ func settings(step int, lr float64) map[string]cli.Setting {
 		"Optimizer.PeakLR": {Flag: "-lr"},
 		"Optimizer.Batch":  {Flag: "-batch"},
 		"Optimizer.Seed":   {Flag: "-seed"},
-		"Steps": {Flag: "-steps", Changed: func(d checkpoint.Difference) string {
-			was, now := d.Saved.(int), d.Current.(int)
-			if now <= step {
-				return fmt.Sprintf("(-steps %d: the checkpoint has %d steps done already, so none is left to train)", now, step)
-			}
-			return fmt.Sprintf("(-steps %d: the checkpoint's run was of %d steps, so the learning-rate schedule now decays over %d: at step %d the rate is %.3g where it would have been %.3g)",
-				now, was, now, step, schedule(lr, now)(step), schedule(lr, was)(step))
-		}},
-		"Placement": {Flag: "-strategy", Changed: func(d checkpoint.Difference) string {
-			return fmt.Sprintf("(saved under %v; the state is resharded for %v)", d.Saved, d.Current)
-		}},
+		"Steps":            cli.Steps(step, func(n int) optim.Schedule { return schedule(lr, n) }),
+		"Placement":        cli.Placement(),
 	}
 }
 
