@@ -37,6 +37,7 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
+// config is the command line: the flags, checked by parseFlags.
 type config struct {
 	text                   string
 	steps, batch, context  int
@@ -81,36 +82,38 @@ func mainExit(args []string, out, errOut io.Writer) int {
 	return cli.Run("charrnn", args, out, errOut, run)
 }
 
+// parseFlags parses and checks the command line; a mistake is a
+// cli.UsageError naming the flag.
 func parseFlags(args []string, errOut io.Writer) (config, error) {
-	var c config
+	var cfg config
 	f := cli.NewFlags("charrnn", errOut)
-	f.String(&c.text, "text", "", "UTF-8 text file to train on (default: Newton's Opticks, embedded; at most "+cli.Size(maxTextBytes)+")")
-	f.Int(&c.steps, "steps", 1000, 0, maxSteps, "training steps")
-	f.Int(&c.batch, "batch", 32, 1, maxBatch, "windows per batch")
-	f.Int(&c.context, "context", 128, 1, maxContext, "characters per window: the length T of the scan")
-	f.Int(&c.embed, "embed", 32, 1, maxWidth, "width of the character embedding")
-	f.Int(&c.hidden, "hidden", 256, 1, maxWidth, "width of the LSTM's state")
-	f.Bool(&c.remat, "remat", true, "rematerialise the scan: keep every ⌈√T⌉-th carry for backward and recompute the rest")
-	f.Float(&c.lr, "lr", 5e-3, cli.Positive(maxLR), "peak Adam learning rate (warmup, then cosine decay to a tenth)")
-	f.Int(&c.evalEvery, "eval-every", 100, 1, maxSteps, "steps between evaluations")
-	f.Int(&c.evalBatches, "eval-batches", 4, 1, maxEvals, "validation batches per evaluation")
-	f.Uint64(&c.seed, "seed", 0, "random seed (initialisation, batches, sample)")
-	f.String(&c.plot, "plot", filepath.Join("out", "charrnn.png"), "where to write the loss curves (empty: none)")
-	f.String(&c.ckpt, "ckpt", "", "checkpoint directory: save at every evaluation, resume from the latest step")
-	f.String(&c.prompt, "prompt", "Light is ", "prompt of the generated sample (characters of the text)")
-	f.Int(&c.sampleLen, "sample", 300, 0, maxSample, "characters to generate (0: none)")
-	f.Float(&c.temperature, "temperature", 0.8, cli.Positive(maxTemp), "sampling temperature")
+	f.String(&cfg.text, "text", "", "UTF-8 text file to train on (default: Newton's Opticks, embedded; at most "+cli.Size(maxTextBytes)+")")
+	f.Int(&cfg.steps, "steps", 1000, 0, maxSteps, "training steps")
+	f.Int(&cfg.batch, "batch", 32, 1, maxBatch, "windows per batch")
+	f.Int(&cfg.context, "context", 128, 1, maxContext, "characters per window: the length T of the scan")
+	f.Int(&cfg.embed, "embed", 32, 1, maxWidth, "width of the character embedding")
+	f.Int(&cfg.hidden, "hidden", 256, 1, maxWidth, "width of the LSTM's state")
+	f.Bool(&cfg.remat, "remat", true, "rematerialise the scan: keep every ⌈√T⌉-th carry for backward and recompute the rest")
+	f.Float(&cfg.lr, "lr", 5e-3, cli.Positive(maxLR), "peak Adam learning rate (warmup, then cosine decay to a tenth)")
+	f.Int(&cfg.evalEvery, "eval-every", 100, 1, maxSteps, "steps between evaluations")
+	f.Int(&cfg.evalBatches, "eval-batches", 4, 1, maxEvals, "validation batches per evaluation")
+	f.Uint64(&cfg.seed, "seed", 0, "random seed (initialisation, batches, sample)")
+	f.String(&cfg.plot, "plot", filepath.Join("out", "charrnn.png"), "where to write the loss curves (empty: none)")
+	f.String(&cfg.ckpt, "ckpt", "", "checkpoint directory: save at every evaluation, resume from the latest step")
+	f.String(&cfg.prompt, "prompt", "Light is ", "prompt of the generated sample (characters of the text)")
+	f.Int(&cfg.sampleLen, "sample", 300, 0, maxSample, "characters to generate (0: none)")
+	f.Float(&cfg.temperature, "temperature", 0.8, cli.Positive(maxTemp), "sampling temperature")
 	f.Check(func() error {
 		switch {
-		case c.batch*c.context > maxTokens:
-			return fmt.Errorf("-batch %d × -context %d: %d characters a batch, more than %d", c.batch, c.context, c.batch*c.context, maxTokens)
-		case !utf8.ValidString(c.prompt):
-			return fmt.Errorf("-prompt %q: not valid UTF-8", c.prompt)
+		case cfg.batch*cfg.context > maxTokens:
+			return fmt.Errorf("-batch %d × -context %d: %d characters a batch, more than %d", cfg.batch, cfg.context, cfg.batch*cfg.context, maxTokens)
+		case !utf8.ValidString(cfg.prompt):
+			return fmt.Errorf("-prompt %q: not valid UTF-8", cfg.prompt)
 		}
 		return nil
 	})
 	err := f.Parse(args)
-	return c, err
+	return cfg, err
 }
 
 // corpus is the text the model trains on: the ids of its characters, the

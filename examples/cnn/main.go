@@ -16,9 +16,10 @@
 //
 // Each epoch prints the mean training loss, train and test accuracy,
 // throughput, and the wall and CPU time its training took (on a shared
-// machine the CPU time is the steadier measure of the work). At the end a figure (-plot) shows the loss and accuracy
-// curves, the confusion matrix of the test set and a grid of misclassified
-// test images with their true and predicted classes. With -ckpt, every
+// machine the CPU time is the steadier measure of the work). At the end a
+// figure (-plot) shows the loss and accuracy curves, the confusion matrix
+// of the test set and a grid of misclassified test images with their true
+// and predicted classes. With -ckpt, every
 // epoch is saved (with the curves so far) and a rerun resumes, on any
 // strategy and mesh.
 //
@@ -52,6 +53,8 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
+// config is the command line: the flags, checked by parseFlags, and
+// what it derives from them.
 type config struct {
 	data         string
 	dataExplicit bool // -data was given: no fallback to the digits
@@ -93,6 +96,8 @@ func mainExit(args []string, out, errOut io.Writer) int {
 	return cli.Run("cnn", args, out, errOut, run)
 }
 
+// parseFlags parses and checks the command line; a mistake is a
+// cli.UsageError naming the flag.
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	var cfg config
 	f := cli.NewFlags("cnn", errOut)
@@ -350,6 +355,7 @@ func (r *runner) epochs() error {
 	return nil
 }
 
+// seq returns the indices 0 to n-1.
 func seq(n int) []int {
 	s := make([]int, n)
 	for i := range s {

@@ -40,6 +40,8 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
+// config is the command line: the flags, checked by parseFlags, and
+// what it derives from them.
 type config struct {
 	data     string
 	hidden   []int
@@ -77,6 +79,8 @@ func mainExit(args []string, out, errOut io.Writer) int {
 	return cli.Run("mlp", args, out, errOut, run)
 }
 
+// parseFlags parses and checks the command line; a mistake is a
+// cli.UsageError naming the flag.
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	var cfg config
 	f := cli.NewFlags("mlp", errOut)
@@ -147,6 +151,8 @@ func loss(m nn.MLP, b data.Batch) *tensor.Tensor {
 	return tensor.Mean(tensor.SoftmaxCrossEntropy(m.Forward(b.X), b.Y))
 }
 
+// newTrainer returns the trainer of strategy s on mesh (nil for one
+// device), with Adam at the constant learning rate lr.
 func newTrainer(model nn.MLP, s parallel.Strategy, mesh *shard.Mesh, lr float64) (*parallel.Trainer[nn.MLP, data.Batch], error) {
 	tr, err := parallel.New(model, parallel.Config[nn.MLP, data.Batch]{
 		Loss:      loss,

@@ -126,7 +126,8 @@ func TestStrategiesTrain(t *testing.T) {
 	}
 }
 
-// The progress bar and the summary line count epochs the same way.
+// Every strategy of the comparison table starts from the single device's
+// loss.
 func TestCompare(t *testing.T) {
 	var out bytes.Buffer
 	require.Equal(t, 0, mainExit([]string{"-strategy", "compare"}, &out, io.Discard))
@@ -136,6 +137,7 @@ func TestCompare(t *testing.T) {
 	}
 }
 
+// The progress bar and the summary line count epochs the same way.
 func TestEpochNames(t *testing.T) {
 	assert.Equal(t, "epoch 1/20", epochName(0, 20))
 	assert.Equal(t, "epoch 20/20", epochName(19, 20))

@@ -58,6 +58,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/gonox/gonox/data"
@@ -67,6 +68,7 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
+// config is the command line: the flags, checked by parseFlags.
 type config struct {
 	text, data, tokenizer, bpeVocab     string
 	bpeSize                             int
@@ -124,75 +126,77 @@ func mainExit(args []string, out, errOut io.Writer) int {
 	return cli.Run("moe", args, out, errOut, run)
 }
 
+// parseFlags parses and checks the command line; a mistake is a
+// cli.UsageError naming the flag.
 func parseFlags(args []string, errOut io.Writer) (config, error) {
-	var c config
+	var cfg config
 	f := cli.NewFlags("moe", errOut)
-	f.String(&c.text, "text", "", "UTF-8 text file to train on (default: Newton's Opticks, embedded; at most "+cli.Size(maxTextBytes)+")")
-	f.String(&c.data, "data", "", "token file to train on instead of text (data.OpenTokens; any size: it is memory-mapped)")
-	f.String(&c.tokenizer, "tokenizer", "char", "char (characters of the text) or bpe (GPT-2's byte-level BPE)")
-	f.String(&c.bpeVocab, "bpe-vocab", "", "with -tokenizer bpe: directory of encoder.json and vocab.bpe to load (default: learn a vocabulary of -bpe-size from the text)")
-	f.Int(&c.bpeSize, "bpe-size", 1024, minBPE, maxTokenVocab, "with -tokenizer bpe: tokens of the vocabulary learnt from the text")
-	f.String(&c.strategy, "strategy", "dp_ep", "single, ep, dp_ep, fsdp_ep, or compare (one step of each, side by side)")
-	f.String(&c.mesh, "mesh", "", `device mesh with axes dp and ep, e.g. "dp=2,ep=4" (default: ep=8 for ep, dp=2,ep=4 otherwise)`)
-	f.Int(&c.steps, "steps", 400, 0, maxSteps, "training steps")
-	f.Int(&c.batch, "batch", 32, 1, maxBatch, "sequences per batch (a multiple of the number of devices)")
-	f.Int(&c.context, "context", 64, 1, maxContext, "characters per sequence")
-	f.Int(&c.dim, "dim", 128, 1, maxDim, "model width")
-	f.Int(&c.layers, "layers", 4, 1, maxLayers, "transformer blocks")
-	f.Int(&c.heads, "heads", 4, 1, maxDim, "attention heads")
-	f.String(&c.ffn, "ffn", "moe", "feed-forward layers: moe (-experts experts of -hidden, top -topk) or dense (one MLP dim-hidden-dim, GELU; -strategy single)")
-	f.Int(&c.experts, "experts", 8, 1, maxExperts, "experts per MoE layer")
-	f.Int(&c.hidden, "hidden", 256, 1, maxHidden, "hidden width of each expert")
-	f.Int(&c.topK, "topk", 2, 1, maxExperts, "experts per token")
-	f.Float(&c.capacity, "capacity", 1.25, cli.Positive(maxCapacity), "capacity factor (per-sender capacity = ceil(tokens·k/E·factor))")
-	f.Float(&c.lr, "lr", 3e-3, cli.Positive(maxLR), "peak Adam learning rate (warmup, then cosine decay to a tenth)")
-	f.Int(&c.evalEvery, "eval-every", 100, 1, maxSteps, "steps between evaluations")
-	f.Int(&c.evalBatches, "eval-batches", 4, 1, maxEvals, "validation batches per evaluation")
-	f.Uint64(&c.seed, "seed", 0, "random seed")
-	f.String(&c.plot, "plot", filepath.Join("out", "moe.png"), "where to write the curves and the expert-load heat map (empty: none)")
-	f.String(&c.ckpt, "ckpt", "", "checkpoint directory: save at every evaluation, resume from the latest step (on any mesh)")
-	f.String(&c.prompt, "prompt", "Light is ", "prompt of the generated sample (characters of the text)")
-	f.Int(&c.sampleLen, "sample", 300, 0, maxSample, "characters to generate (0: none)")
-	f.Float(&c.temperature, "temperature", 0.8, cli.Positive(maxTemp), "sampling temperature")
+	f.String(&cfg.text, "text", "", "UTF-8 text file to train on (default: Newton's Opticks, embedded; at most "+cli.Size(maxTextBytes)+")")
+	f.String(&cfg.data, "data", "", "token file to train on instead of text (data.OpenTokens; any size: it is memory-mapped)")
+	f.String(&cfg.tokenizer, "tokenizer", "char", "char (characters of the text) or bpe (GPT-2's byte-level BPE)")
+	f.String(&cfg.bpeVocab, "bpe-vocab", "", "with -tokenizer bpe: directory of encoder.json and vocab.bpe to load (default: learn a vocabulary of -bpe-size from the text)")
+	f.Int(&cfg.bpeSize, "bpe-size", 1024, minBPE, maxTokenVocab, "with -tokenizer bpe: tokens of the vocabulary learnt from the text")
+	f.String(&cfg.strategy, "strategy", "dp_ep", "single, ep, dp_ep, fsdp_ep, or compare (one step of each, side by side)")
+	f.String(&cfg.mesh, "mesh", "", `device mesh with axes dp and ep, e.g. "dp=2,ep=4" (default: ep=8 for ep, dp=2,ep=4 otherwise)`)
+	f.Int(&cfg.steps, "steps", 400, 0, maxSteps, "training steps")
+	f.Int(&cfg.batch, "batch", 32, 1, maxBatch, "sequences per batch (a multiple of the number of devices)")
+	f.Int(&cfg.context, "context", 64, 1, maxContext, "characters per sequence")
+	f.Int(&cfg.dim, "dim", 128, 1, maxDim, "model width")
+	f.Int(&cfg.layers, "layers", 4, 1, maxLayers, "transformer blocks")
+	f.Int(&cfg.heads, "heads", 4, 1, maxDim, "attention heads")
+	f.String(&cfg.ffn, "ffn", "moe", "feed-forward layers: moe (-experts experts of -hidden, top -topk) or dense (one MLP dim-hidden-dim, GELU; -strategy single)")
+	f.Int(&cfg.experts, "experts", 8, 1, maxExperts, "experts per MoE layer")
+	f.Int(&cfg.hidden, "hidden", 256, 1, maxHidden, "hidden width of each expert")
+	f.Int(&cfg.topK, "topk", 2, 1, maxExperts, "experts per token")
+	f.Float(&cfg.capacity, "capacity", 1.25, cli.Positive(maxCapacity), "capacity factor (per-sender capacity = ceil(tokens·k/E·factor))")
+	f.Float(&cfg.lr, "lr", 3e-3, cli.Positive(maxLR), "peak Adam learning rate (warmup, then cosine decay to a tenth)")
+	f.Int(&cfg.evalEvery, "eval-every", 100, 1, maxSteps, "steps between evaluations")
+	f.Int(&cfg.evalBatches, "eval-batches", 4, 1, maxEvals, "validation batches per evaluation")
+	f.Uint64(&cfg.seed, "seed", 0, "random seed")
+	f.String(&cfg.plot, "plot", filepath.Join("out", "moe.png"), "where to write the curves and the expert-load heat map (empty: none)")
+	f.String(&cfg.ckpt, "ckpt", "", "checkpoint directory: save at every evaluation, resume from the latest step (on any mesh)")
+	f.String(&cfg.prompt, "prompt", "Light is ", "prompt of the generated sample (characters of the text)")
+	f.Int(&cfg.sampleLen, "sample", 300, 0, maxSample, "characters to generate (0: none)")
+	f.Float(&cfg.temperature, "temperature", 0.8, cli.Positive(maxTemp), "sampling temperature")
 	f.Check(func() error {
 		switch {
-		case c.topK > c.experts:
-			return fmt.Errorf("-topk %d exceeds -experts %d", c.topK, c.experts)
-		case c.dim%c.heads != 0:
-			return fmt.Errorf("-heads %d does not divide -dim %d", c.heads, c.dim)
-		case c.batch*c.context > maxTokens:
-			return fmt.Errorf("-batch %d × -context %d: %d characters a batch, more than %d", c.batch, c.context, c.batch*c.context, maxTokens)
-		case !utf8.ValidString(c.prompt):
-			return fmt.Errorf("-prompt %q: not valid UTF-8", c.prompt)
-		case c.ffn != "moe" && c.ffn != "dense":
-			return fmt.Errorf("-ffn %q: want moe or dense", c.ffn)
-		case c.ffn == "dense" && (f.Changed("experts") || f.Changed("topk") || f.Changed("capacity")):
+		case cfg.topK > cfg.experts:
+			return fmt.Errorf("-topk %d exceeds -experts %d", cfg.topK, cfg.experts)
+		case cfg.dim%cfg.heads != 0:
+			return fmt.Errorf("-heads %d does not divide -dim %d", cfg.heads, cfg.dim)
+		case cfg.batch*cfg.context > maxTokens:
+			return fmt.Errorf("-batch %d × -context %d: %d characters a batch, more than %d", cfg.batch, cfg.context, cfg.batch*cfg.context, maxTokens)
+		case !utf8.ValidString(cfg.prompt):
+			return fmt.Errorf("-prompt %q: not valid UTF-8", cfg.prompt)
+		case cfg.ffn != "moe" && cfg.ffn != "dense":
+			return fmt.Errorf("-ffn %q: want moe or dense", cfg.ffn)
+		case cfg.ffn == "dense" && (f.Changed("experts") || f.Changed("topk") || f.Changed("capacity")):
 			return fmt.Errorf("-ffn dense has no experts: leave out -experts, -topk and -capacity")
-		case c.ffn == "dense" && c.strategy != "single":
-			return fmt.Errorf("-ffn dense trains on one device: use -strategy single (got %q)", c.strategy)
-		case c.tokenizer != "char" && c.tokenizer != "bpe":
-			return fmt.Errorf("-tokenizer %q: want char or bpe", c.tokenizer)
-		case c.tokenizer != "bpe" && (f.Changed("bpe-vocab") || f.Changed("bpe-size")):
+		case cfg.ffn == "dense" && cfg.strategy != "single":
+			return fmt.Errorf("-ffn dense trains on one device: use -strategy single (got %q)", cfg.strategy)
+		case cfg.tokenizer != "char" && cfg.tokenizer != "bpe":
+			return fmt.Errorf("-tokenizer %q: want char or bpe", cfg.tokenizer)
+		case cfg.tokenizer != "bpe" && (f.Changed("bpe-vocab") || f.Changed("bpe-size")):
 			return fmt.Errorf("-bpe-vocab and -bpe-size go with -tokenizer bpe")
-		case c.bpeVocab != "" && f.Changed("bpe-size"):
-			return fmt.Errorf("-bpe-size %d: a vocabulary loaded from -bpe-vocab has its own size", c.bpeSize)
+		case cfg.bpeVocab != "" && f.Changed("bpe-size"):
+			return fmt.Errorf("-bpe-size %d: a vocabulary loaded from -bpe-vocab has its own size", cfg.bpeSize)
 		}
 		return nil
 	})
-	f.Check(func() error { return checkStrategyMesh(c.strategy, c.mesh) })
+	f.Check(func() error { return checkStrategyMesh(cfg.strategy, cfg.mesh) })
 	if err := f.Parse(args); err != nil {
-		return c, err
+		return cfg, err
 	}
-	if c.ffn == "dense" {
+	if cfg.ffn == "dense" {
 		// One expert that takes every token (the history and the
 		// plot's load rows count it so).
-		c.experts, c.topK = 1, 1
+		cfg.experts, cfg.topK = 1, 1
 	}
 	if !cli.Leader() {
 		// Under mpirun only process 0 generates the sample and plots.
-		c.follower, c.plot = true, ""
+		cfg.follower, cfg.plot = true, ""
 	}
-	return c, nil
+	return cfg, nil
 }
 
 // checkStrategyMesh checks -strategy and -mesh together: a known
@@ -228,21 +232,12 @@ func checkStrategyMesh(name, desc string) error {
 	switch {
 	case s == epOnly && (len(names) != 1 || names[0] != "ep"):
 		return fmt.Errorf("-mesh %q: strategy ep wants a mesh with the one axis ep (use dp_ep for dp and ep)", desc)
-	case s != epOnly && !hasAxis(names, "ep"):
+	case s != epOnly && !slices.Contains(names, "ep"):
 		return fmt.Errorf("-mesh %q: strategy %v needs an axis ep for the experts", desc, s)
-	case s == fsdpEP && !hasAxis(names, "dp"):
+	case s == fsdpEP && !slices.Contains(names, "dp"):
 		return fmt.Errorf("-mesh %q: strategy fsdp_ep needs an axis dp to split the parameters over", desc)
 	}
 	return nil
-}
-
-func hasAxis(names []string, a string) bool {
-	for _, n := range names {
-		if n == a {
-			return true
-		}
-	}
-	return false
 }
 
 // corpus is what the model trains on: the ids of the text split by
@@ -326,8 +321,9 @@ func checkCorpus(cfg config, c *corpus) error {
 	return nil
 }
 
-// batch returns rows windows of n+1 characters of ids starting at starts,
-// as inputs and next-character targets.
+// windows returns the windows of n+1 characters of ids starting at
+// starts, one row each, as inputs (the first n) and next-character
+// targets (the last n).
 func windows(ids []int32, starts []int, n int) (x, y *tensor.Tensor) {
 	xs := make([]int32, 0, len(starts)*n)
 	ys := make([]int32, 0, len(starts)*n)
@@ -412,10 +408,10 @@ func runConfig(cfg config, out, errOut io.Writer) error {
 }
 
 // model returns the model configuration of the flags for a vocabulary.
-func (c config) model(vocab int) modelConfig {
-	mc := modelConfig{vocab: vocab, context: c.context, dim: c.dim, layers: c.layers, heads: c.heads,
-		experts: c.experts, hidden: c.hidden, topK: c.topK, capacity: c.capacity}
-	if c.ffn == "dense" {
+func (cfg config) model(vocab int) modelConfig {
+	mc := modelConfig{vocab: vocab, context: cfg.context, dim: cfg.dim, layers: cfg.layers, heads: cfg.heads,
+		experts: cfg.experts, hidden: cfg.hidden, topK: cfg.topK, capacity: cfg.capacity}
+	if cfg.ffn == "dense" {
 		mc.ffn = ffnDense
 	}
 	return mc
