@@ -271,7 +271,8 @@ func (t *Tensor) mustFloat(op string) {
 
 // weakScalars gives a float32 scalar (rank 0) operand of a binary op the
 // dtype of a bfloat16, float16 or float64 other operand, as JAX does with
-// a Python scalar: x·Scalar(0.5) on a bf16 x is bf16, on an f64 x f64. (A differentiated scalar gets
+// a Python scalar: x·Scalar(0.5) on a bf16 x is bf16, on an f64 x f64;
+// an int32 scalar (ScalarInt) next to an int64 operand is int64. (A differentiated scalar gets
 // its cotangent in float32 through Convert.) Any other pair is returned
 // as it is.
 func weakScalars(a, b *Tensor) (*Tensor, *Tensor) {
@@ -280,6 +281,10 @@ func weakScalars(a, b *Tensor) (*Tensor, *Tensor) {
 		return a, Convert(b, Float64)
 	case a.dtype == Float32 && len(a.shape) == 0 && b.dtype == Float64:
 		return Convert(a, Float64), b
+	case b.dtype == Int32 && len(b.shape) == 0 && a.dtype == Int64:
+		return a, AsType(b, Int64)
+	case a.dtype == Int32 && len(a.shape) == 0 && b.dtype == Int64:
+		return AsType(a, Int64), b
 	case b.dtype == Float32 && len(b.shape) == 0 && a.dtype.isHalf():
 		return a, Convert(b, a.dtype)
 	case a.dtype == Float32 && len(a.shape) == 0 && b.dtype.isHalf():

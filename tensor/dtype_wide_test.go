@@ -309,6 +309,9 @@ func TestInt64AndUint8Ops(t *testing.T) {
 	// Sorting tells 2^53+1 from 2^53 (equal as float64).
 	s := tensor.FromInt64([]int64{1<<53 + 1, 1 << 53, -1})
 	assert.Equal(t, []int64{-1, 1 << 53, 1<<53 + 1}, tensor.Sort(s, 0, false).Int64s())
+	// An int32 scalar meets int64 as a weak type.
+	assert.Equal(t, []int64{big + 1, -2, 8, 1<<53 + 2}, tensor.Add(a, tensor.ScalarInt(1)).Int64s())
+	assert.Equal(t, []bool{true, false, false, true}, tensor.Greater(a, tensor.ScalarInt(7)).Bools())
 	// Int64 indices gather like int32 ones.
 	x := tensor.FromFloat64s([]float64{10, 20, 30})
 	assert.Equal(t, []float64{30, 10, 30}, tensor.Take(x, tensor.FromInt64([]int64{2, 0, -1}), 0).Float64s())
