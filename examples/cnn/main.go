@@ -33,7 +33,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -41,6 +40,7 @@ import (
 
 	"github.com/gonox/gonox/examples/internal/cli"
 	"github.com/gonox/gonox/examples/internal/curves"
+	"github.com/gonox/gonox/examples/internal/fit"
 	"github.com/gonox/gonox/examples/internal/report"
 	"github.com/gonox/gonox/examples/internal/strategy"
 	"github.com/gonox/gonox/internal/cputime"
@@ -199,10 +199,6 @@ func checkTP(cfg config, s parallel.Strategy, mesh *shard.Mesh) error {
 	return nil
 }
 
-// epochName names epoch i (from 0) of n as both the progress bar and the
-// summary line show it: "epoch 1/20".
-func epochName(i, n int) string { return fmt.Sprintf("epoch %d/%d", i+1, n) }
-
 // run is the command: it checks the flags, the paths and the data, sets
 // up the strategy, resumes from -ckpt if a step is there, and trains.
 func run(args []string, out, errOut io.Writer) error {
@@ -311,40 +307,23 @@ func (r *runner) epochs() error {
 	if mesh != nil {
 		loader.Sharding = tr.BatchSharding()
 	}
+	progress := r.progress
+	if cfg.quiet {
+		progress = nil
+	}
 	for epoch := r.first; epoch < cfg.epochs; epoch++ {
-		var bar *data.Progress
-		if !cfg.quiet {
-			bar = data.NewProgress(r.progress, loader.NumBatches(), epochName(epoch, cfg.epochs), "batch")
-		}
 		start, cpu0 := time.Now(), cputime.Used()
-		sum, n := 0.0, 0
-		for b, err := range loader.Epoch(epoch) {
-			if err != nil {
-				bar.Stop()
-				return err
-			}
-			l, err := tr.Step(b)
-			if err != nil {
-				bar.Stop()
-				return err
-			}
-			if math.IsNaN(l) || math.IsInf(l, 0) {
-				bar.Stop()
-				return fmt.Errorf("epoch %d, batch %d: the training loss is %v (diverged; a smaller -lr than %g may train); %s",
-					epoch+1, n+1, l, cfg.lr, r.cps.Last())
-			}
-			sum += l
-			n++
-			bar.Add(1)
+		loss, n, err := fit.Epoch(tr, loader, epoch, cfg.epochs, progress, cfg.lr, r.cps)
+		if err != nil {
+			return err
 		}
-		bar.Finish()
 		secs, cpu := time.Since(start).Seconds(), (cputime.Used() - cpu0).Seconds()
 		params, state := tr.Params(), tr.ModelState()
 		trainAcc := accuracy(predict(cfg.policy, params, state, r.trainEval), r.trainEval)
 		testAcc := accuracy(predict(cfg.policy, params, state, r.ds.test), r.ds.test)
-		r.hist.Add(epoch+1, sum/float64(max(n, 1)), trainAcc, testAcc)
+		r.hist.Add(epoch+1, loss, trainAcc, testAcc)
 		fmt.Fprintf(r.out, "epoch %3d/%d  loss %.4f  train %5.1f%%  test %5.1f%%  %6.0f images/s  (%.1fs, %.1f cpu-s)\n",
-			epoch+1, cfg.epochs, sum/float64(max(n, 1)), 100*trainAcc, 100*testAcc, float64(n*cfg.batch)/secs, secs, cpu)
+			epoch+1, cfg.epochs, loss, 100*trainAcc, 100*testAcc, float64(n*cfg.batch)/secs, secs, cpu)
 		if cfg.ckpt != "" {
 			err := r.cps.Save(epoch+1, func() error { return saveCheckpoint(cfg.ckpt, epoch+1, tr, &r.hist, r.rec) })
 			if err != nil {

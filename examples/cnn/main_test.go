@@ -191,11 +191,6 @@ func TestCompare(t *testing.T) {
 	}
 }
 
-func TestEpochNames(t *testing.T) {
-	assert.Equal(t, "epoch 1/20", epochName(0, 20))
-	assert.Equal(t, "epoch 20/20", epochName(19, 20))
-}
-
 // A resumed run continues exactly where the first stopped: its epochs
 // print what an uninterrupted run prints. The test accuracy uses the
 // running statistics of batch normalisation, so it shows that the

@@ -22,7 +22,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/gonox/gonox/examples/internal/cli"
 	"github.com/gonox/gonox/examples/internal/curves"
+	"github.com/gonox/gonox/examples/internal/fit"
 	"github.com/gonox/gonox/examples/internal/strategy"
 
 	"github.com/gonox/gonox/data"
@@ -167,10 +167,6 @@ func newTrainer(model nn.MLP, s parallel.Strategy, mesh *shard.Mesh, lr float64)
 	return tr, nil
 }
 
-// epochName names epoch i (from 0) of n as both the progress bar and the
-// summary line show it: "epoch 1/20".
-func epochName(i, n int) string { return fmt.Sprintf("epoch %d/%d", i+1, n) }
-
 // run is the command: it checks the flags, the paths and the data, sets
 // up the strategy, resumes from -ckpt if a step is there, and trains.
 func run(args []string, out, errOut io.Writer) error {
@@ -282,39 +278,22 @@ func (r *runner) epochs() error {
 			return b, nil
 		}
 	}
+	progress := r.progress
+	if cfg.quiet {
+		progress = nil
+	}
 	for epoch := r.first; epoch < cfg.epochs; epoch++ {
-		var bar *data.Progress
-		if !cfg.quiet {
-			bar = data.NewProgress(r.progress, loader.NumBatches(), epochName(epoch, cfg.epochs), "batch")
-		}
 		start := time.Now()
-		sum, n := 0.0, 0
-		for b, err := range loader.Epoch(epoch) {
-			if err != nil {
-				bar.Stop()
-				return err
-			}
-			l, err := tr.Step(b)
-			if err != nil {
-				bar.Stop()
-				return err
-			}
-			if math.IsNaN(l) || math.IsInf(l, 0) {
-				bar.Stop()
-				return fmt.Errorf("epoch %d, batch %d: the training loss is %v (diverged; a smaller -lr than %g may train); %s",
-					epoch+1, n+1, l, cfg.lr, r.cps.Last())
-			}
-			sum += l
-			n++
-			bar.Add(1)
+		loss, n, err := fit.Epoch(tr, loader, epoch, cfg.epochs, progress, cfg.lr, r.cps)
+		if err != nil {
+			return err
 		}
-		bar.Finish()
 		secs := time.Since(start).Seconds()
 		params := tr.Params()
 		trainAcc, testAcc := accuracy(params, r.train), accuracy(params, r.test)
-		r.hist.Add(epoch+1, sum/float64(max(n, 1)), trainAcc, testAcc)
+		r.hist.Add(epoch+1, loss, trainAcc, testAcc)
 		fmt.Fprintf(r.out, "epoch %3d/%d  loss %.4f  train %5.1f%%  test %5.1f%%  %8.0f samples/s  (%.1fs)\n",
-			epoch+1, cfg.epochs, sum/float64(max(n, 1)), 100*trainAcc, 100*testAcc, float64(n*cfg.batch)/secs, secs)
+			epoch+1, cfg.epochs, loss, 100*trainAcc, 100*testAcc, float64(n*cfg.batch)/secs, secs)
 		if cfg.ckpt != "" {
 			err := r.cps.Save(epoch+1, func() error { return saveCheckpoint(cfg.ckpt, epoch+1, tr, &r.hist, r.rec) })
 			if err != nil {

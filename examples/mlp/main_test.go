@@ -137,12 +137,6 @@ func TestCompare(t *testing.T) {
 	}
 }
 
-// The progress bar and the summary line count epochs the same way.
-func TestEpochNames(t *testing.T) {
-	assert.Equal(t, "epoch 1/20", epochName(0, 20))
-	assert.Equal(t, "epoch 20/20", epochName(19, 20))
-}
-
 // A resumed run keeps the loss history in the checkpoint: its plot shows
 // every epoch with its true number.
 func TestResumeKeepsHistory(t *testing.T) {
