@@ -272,11 +272,7 @@ func (r *runner) epochs() error {
 	mesh := tr.Mesh()
 	loader := &data.Loader{Dataset: r.train, BatchSize: cfg.batch, Shuffle: true, Key: r.shuffle, DropLast: mesh != nil, Prefetch: 2}
 	if mesh != nil {
-		s := tr.BatchSharding()
-		loader.Place = func(b data.Batch) (data.Batch, error) {
-			b.X, b.Y = shard.Put(b.X, s), shard.Put(b.Y, s)
-			return b, nil
-		}
+		loader.Sharding = tr.BatchSharding()
 	}
 	progress := r.progress
 	if cfg.quiet {
