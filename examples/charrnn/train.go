@@ -9,6 +9,7 @@ import (
 
 	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/examples/internal/cli"
+	"github.com/gonox/gonox/examples/internal/report"
 	"github.com/gonox/gonox/internal/cputime"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/tensor"
@@ -134,7 +135,7 @@ func (r *runner) train() error {
 	}
 	wall, cpu := time.Since(t0), cputime.Used()-cpu0
 	if cfg.steps > r.first {
-		fmt.Fprintf(r.out, "trained %d steps in %.1fs wall, %.1fs CPU (%.2f cores busy)\n", cfg.steps-r.first, wall.Seconds(), cpu.Seconds(), cpu.Seconds()/wall.Seconds())
+		report.Trained(r.out, cfg.steps-r.first, wall, cpu)
 	}
 	return r.finish()
 }

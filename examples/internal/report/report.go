@@ -1,13 +1,15 @@
-// Package report holds what the examples' side-by-side strategy tables
-// (-strategy compare) share: the table of one step of every
-// parallel.Strategies strategy (SetUp, Strategies), and the small
-// helpers its rows and other tables are made of (MaxAbsDiff, Bytes,
-// ParamCount).
+// Package report holds what the examples print alike: the side-by-side
+// table of one step of every parallel.Strategies strategy (-strategy
+// compare: SetUp, Strategies), the small helpers its rows and other
+// tables are made of (MaxAbsDiff, Bytes, ParamCount), and the line that
+// ends a run of training steps (Trained).
 package report
 
 import (
 	"fmt"
+	"io"
 	"math"
+	"time"
 
 	"github.com/gonox/gonox/pytree"
 )
@@ -32,6 +34,13 @@ func MaxAbsDiff(a, b any) float64 {
 		}
 	}
 	return worst
+}
+
+// Trained prints the line that ends a run of steps training steps: the
+// wall time they took, the CPU time the process used meanwhile, and their
+// ratio, the cores kept busy.
+func Trained(out io.Writer, steps int, wall, cpu time.Duration) {
+	fmt.Fprintf(out, "trained %d steps in %.1fs wall, %.1fs CPU (%.2f cores busy)\n", steps, wall.Seconds(), cpu.Seconds(), cpu.Seconds()/wall.Seconds())
 }
 
 // ParamCount is the number of elements of the tensor leaves of a tree:

@@ -1,7 +1,9 @@
 package report
 
 import (
+	"bytes"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -21,4 +23,10 @@ func TestBytes(t *testing.T) {
 	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 67276: "65.7 KiB", 1 << 20: "1.00 MiB", 4739563: "4.52 MiB"} {
 		assert.Equal(t, want, Bytes(n), "%d", n)
 	}
+}
+
+func TestTrained(t *testing.T) {
+	var out bytes.Buffer
+	Trained(&out, 40, 2500*time.Millisecond, 4*time.Second)
+	assert.Equal(t, "trained 40 steps in 2.5s wall, 4.0s CPU (1.60 cores busy)\n", out.String())
 }
