@@ -5,8 +5,6 @@ import (
 	"image"
 	"image/color"
 	"math"
-	"os"
-	"path/filepath"
 
 	"github.com/gonox/gonox/examples/internal/curves"
 	"github.com/gonox/gonox/examples/internal/plots"
@@ -229,18 +227,5 @@ func writeFigure(path, title string, h *curves.Epochs, ds dataset, pred []int32)
 	}
 	cp.Draw(cs[0][0])
 	mp.Draw(cs[0][1])
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("plot: %w", err)
-		}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("plot: writing %s: %w", path, err)
-	}
-	return f.Close()
+	return plots.WritePNG(path, img)
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 func TestWriteStacked(t *testing.T) {
@@ -29,6 +31,23 @@ func TestWriteStacked(t *testing.T) {
 	blocker := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(blocker, nil, 0o644))
 	require.Error(t, WriteStacked(filepath.Join(blocker, "x.png"), a), "a file where the directory should be")
+}
+
+func TestWritePNG(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a", "b", "page.png")
+	require.NoError(t, WritePNG(path, vgimg.New(2*vg.Inch, vg.Inch)))
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{2 * 96, 96}, [2]int{img.Bounds().Dx(), img.Bounds().Dy()})
+
+	blocker := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(blocker, nil, 0o644))
+	err = WritePNG(filepath.Join(blocker, "x.png"), vgimg.New(vg.Inch, vg.Inch))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "plot: ")
 }
 
 func TestNiceTicks(t *testing.T) {

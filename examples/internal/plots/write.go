@@ -89,6 +89,12 @@ func write(path string, width vg.Length, rows []Row) error {
 			r.Legend.Draw(sc)
 		}
 	}
+	return WritePNG(path, img)
+}
+
+// WritePNG writes a drawn page to path as a PNG, creating path's
+// directory if needed.
+func WritePNG(path string, img *vgimg.Canvas) error {
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("plot: %w", err)
