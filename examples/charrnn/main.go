@@ -128,18 +128,9 @@ type corpus struct {
 // loadCorpus reads -text (or the embedded Opticks) through the size bound
 // and numbers its characters.
 func loadCorpus(path string) (*corpus, error) {
-	text, name := "", "Opticks"
-	if path == "" {
-		text = data.Opticks()
-	} else {
-		b, err := cli.ReadFile("text", path, maxTextBytes)
-		if err != nil {
-			return nil, err
-		}
-		if !utf8.Valid(b) {
-			return nil, fmt.Errorf("-text %s: not valid UTF-8", path)
-		}
-		text, name = string(b), filepath.Base(path)
+	text, name, err := cli.ReadText(path, maxTextBytes)
+	if err != nil {
+		return nil, err
 	}
 	v := data.NewVocab(text)
 	if v.Size() > maxVocab {

@@ -265,18 +265,9 @@ func loadCorpus(path string) (*corpus, error) {
 // makes the tokenizer of -tokenizer and encodes the text, or with -data
 // opens the token file.
 func openCorpus(cfg config) (*corpus, error) {
-	text, name := "", "Opticks"
-	if cfg.text == "" {
-		text = data.Opticks()
-	} else {
-		b, err := cli.ReadFile("text", cfg.text, maxTextBytes)
-		if err != nil {
-			return nil, err
-		}
-		if !utf8.Valid(b) {
-			return nil, fmt.Errorf("-text %s: not valid UTF-8", cfg.text)
-		}
-		text, name = string(b), filepath.Base(cfg.text)
+	text, name, err := cli.ReadText(cfg.text, maxTextBytes)
+	if err != nil {
+		return nil, err
 	}
 	tok, err := newTokenizer(cfg, text)
 	if err != nil {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/data"
 )
 
 func TestStatus(t *testing.T) {
@@ -261,6 +263,25 @@ func TestReadFileBound(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		assert.ErrorContains(t, err, "larger than 64 KiB")
 	}
+}
+
+func TestReadText(t *testing.T) {
+	text, name, err := ReadText("", 10)
+	require.NoError(t, err)
+	assert.Equal(t, "Opticks", name)
+	assert.Equal(t, data.Opticks(), text, "the embedded text, whatever the bound")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "book.txt")
+	require.NoError(t, os.WriteFile(path, []byte("Light is\n"), 0o644))
+	text, name, err = ReadText(path, 100)
+	require.NoError(t, err)
+	assert.Equal(t, [2]string{"Light is\n", "book.txt"}, [2]string{text, name})
+	_, _, err = ReadText(path, 4)
+	assert.EqualError(t, err, "-text "+path+": larger than 4 bytes, the most this example reads")
+	bad := filepath.Join(dir, "bad.txt")
+	require.NoError(t, os.WriteFile(bad, []byte{'a', 0xff, 'b'}, 0o644))
+	_, _, err = ReadText(bad, 100)
+	assert.EqualError(t, err, "-text "+bad+": not valid UTF-8")
 }
 
 func TestSize(t *testing.T) {

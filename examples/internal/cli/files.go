@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"unicode/utf8"
+
+	"github.com/gonox/gonox/data"
 )
 
 // WritableFile checks, before any work, that a file can be written at
@@ -127,6 +130,25 @@ func ReadFile(flagName, path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("-%s %s: larger than %s, the most this example reads", flagName, path, Size(limit))
 	}
 	return b, nil
+}
+
+// ReadText reads the text the -text flag of a language-model example
+// names: the file at path through ReadFile's bound of limit bytes, which
+// must be valid UTF-8, named by its base name; or, if path is empty,
+// Newton's Opticks embedded in the module (data.Opticks), named
+// "Opticks".
+func ReadText(path string, limit int64) (text, name string, err error) {
+	if path == "" {
+		return data.Opticks(), "Opticks", nil
+	}
+	b, err := ReadFile("text", path, limit)
+	if err != nil {
+		return "", "", err
+	}
+	if !utf8.Valid(b) {
+		return "", "", fmt.Errorf("-text %s: not valid UTF-8", path)
+	}
+	return string(b), filepath.Base(path), nil
 }
 
 // Size formats a byte count the way the limits are written: "64 MiB".
