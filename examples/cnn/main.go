@@ -110,8 +110,6 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	f.Float(&cfg.decay, "decay", 0.7, cli.Range{Min: 0, Max: 1, MinOpen: true}, "factor the learning rate is multiplied by over each epoch (smoothly, step by step; 1: constant)")
 	f.Bool(&cfg.augment, "augment", false, "augment the training images: random crops (2 pixels of padding) and horizontal flips")
 	f.Uint64(&cfg.seed, "seed", 0, "random seed (initialisation, shuffling, augmentation, the digits' split)")
-	f.String(&cfg.strategy, "strategy", "single", "single, dp, fsdp, tp, fsdp_tp, or compare (one step of each, side by side)")
-	f.String(&cfg.mesh, "mesh", "", `device mesh, e.g. "dp=8" or "dp=4,tp=2" (default: dp=8, or dp=4,tp=2 for tp and fsdp_tp)`)
 	f.String(&cfg.plot, "plot", filepath.Join("out", "cnn.png"), "where to write the curves, confusion matrix and misclassified images (empty: no plot)")
 	f.String(&cfg.ckpt, "ckpt", "", "checkpoint directory: save every epoch, resume from the latest step")
 	f.Bool(&cfg.quiet, "quiet", false, "no progress bar")
@@ -126,7 +124,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		cfg.channels, err = parseChannels(channels)
 		return err
 	})
-	f.Check(func() error { return strategy.CheckFlags(cfg.strategy, cfg.mesh) })
+	strategy.Flags(f, &cfg.strategy, &cfg.mesh)
 	if err := f.Parse(args); err != nil {
 		return cfg, err
 	}

@@ -91,8 +91,6 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	f.Int(&cfg.epochs, "epochs", 20, 0, maxEpochs, "epochs")
 	f.Float(&cfg.lr, "lr", 3e-3, cli.Positive(maxLR), "Adam learning rate")
 	f.Uint64(&cfg.seed, "seed", 0, "random seed (initialisation, split, shuffling)")
-	f.String(&cfg.strategy, "strategy", "single", "single, dp, fsdp, tp, fsdp_tp, or compare (one step of each, side by side)")
-	f.String(&cfg.mesh, "mesh", "", `device mesh, e.g. "dp=8" or "dp=4,tp=2" (default: dp=8, or dp=4,tp=2 for tp and fsdp_tp)`)
 	f.String(&cfg.plot, "plot", filepath.Join("out", "mlp.png"), "where to write the loss and accuracy curves (empty: no plot)")
 	f.String(&cfg.ckpt, "ckpt", "", "checkpoint directory: save every epoch, resume from the latest step")
 	f.Bool(&cfg.quiet, "quiet", false, "no progress bar")
@@ -107,7 +105,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		cfg.hidden, err = parseHidden(hidden)
 		return err
 	})
-	f.Check(func() error { return strategy.CheckFlags(cfg.strategy, cfg.mesh) })
+	strategy.Flags(f, &cfg.strategy, &cfg.mesh)
 	if err := f.Parse(args); err != nil {
 		return cfg, err
 	}

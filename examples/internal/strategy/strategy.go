@@ -25,6 +25,15 @@ const Compare = "compare"
 // comparison (in any case).
 func IsCompare(s string) bool { return strings.EqualFold(s, Compare) }
 
+// Flags registers the flags -strategy (default single) and -mesh on f,
+// parsed into strategy and mesh, and adds CheckFlags of them to f's
+// checks (after those added before).
+func Flags(f *cli.Flags, strategy, mesh *string) {
+	f.String(strategy, "strategy", "single", "single, dp, fsdp, tp, fsdp_tp, or compare (one step of each, side by side)")
+	f.String(mesh, "mesh", "", `device mesh, e.g. "dp=8" or "dp=4,tp=2" (default: dp=8, or dp=4,tp=2 for tp and fsdp_tp)`)
+	f.Check(func() error { return CheckFlags(*strategy, *mesh) })
+}
+
 // CheckFlags checks the -strategy and -mesh flags before any work: the
 // strategy is compare or one parallel.ParseStrategy knows, a -mesh is
 // not given with the single strategy, and a -mesh parses. It is meant for

@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -37,6 +38,32 @@ func TestCheckFlags(t *testing.T) {
 		}
 		require.Error(t, err, "%q %q", tc.strategy, tc.mesh)
 		assert.Contains(t, err.Error(), tc.err)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args           []string
+		strategy, mesh string
+		err            string
+	}{
+		{nil, "single", "", ""},
+		{[]string{"-strategy", "fsdp_tp", "-mesh", "dp=2,tp=2"}, "fsdp_tp", "dp=2,tp=2", ""},
+		{[]string{"-mesh", "dp=8"}, "", "", `-mesh "dp=8": -strategy single trains on one device`},
+		{[]string{"-strategy", "nope"}, "", "", "-strategy: "},
+	} {
+		var strategy, mesh string
+		f := cli.NewFlags("x", io.Discard)
+		Flags(f, &strategy, &mesh)
+		err := f.Parse(tc.args)
+		if tc.err != "" {
+			require.Error(t, err, "%q", tc.args)
+			assert.True(t, cli.IsUsage(err))
+			assert.Contains(t, err.Error(), tc.err)
+			continue
+		}
+		require.NoError(t, err, "%q", tc.args)
+		assert.Equal(t, [2]string{tc.strategy, tc.mesh}, [2]string{strategy, mesh})
 	}
 }
 
