@@ -27,7 +27,10 @@ import (
 // status 2.
 type UsageError struct{ Err error }
 
+// Error returns the message of the mistake.
 func (e UsageError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the error that describes the mistake.
 func (e UsageError) Unwrap() error { return e.Err }
 
 // Usagef returns a UsageError with a formatted message; %w wraps as in

@@ -33,6 +33,8 @@ type MismatchError struct {
 	What []string // one description per refused setting
 }
 
+// Error names the directory, the step and every refused setting, on one
+// line.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("-ckpt %s holds step %d of another run: %s (flags of the model, the data and the optimizer must match the run that saved it; start another -ckpt directory to train this one)",
 		e.Dir, e.Step, strings.Join(e.What, "; "))

@@ -83,6 +83,7 @@ func (m *Viridis) Palette(n int) palette.Palette {
 
 type colors []color.Color
 
+// Colors returns the palette's colours.
 func (c colors) Colors() []color.Color { return c }
 
 // ColorBar returns a plot holding a vertical colour bar of cm, labelled
