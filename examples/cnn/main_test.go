@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot"
 
 	"github.com/gonox/gonox/checkpoint"
+	"github.com/gonox/gonox/examples/internal/clitest"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/shard"
@@ -69,12 +70,7 @@ func TestUsageErrors(t *testing.T) {
 			if tc.env != "" {
 				t.Setenv(shard.DevicesEnv, tc.env)
 			}
-			var out, errOut bytes.Buffer
-			args := append([]string{"-quiet", "-plot", "", "-epochs", "1", "-data", "digits"}, tc.args...)
-			assert.Equal(t, 2, mainExit(args, &out, &errOut))
-			assert.Contains(t, errOut.String(), tc.want)
-			assert.Equal(t, 1, strings.Count(errOut.String(), "\n"), "one line")
-			assert.Empty(t, out.String())
+			clitest.Fails(t, mainExit, 2, append([]string{"-quiet", "-plot", "", "-epochs", "1", "-data", "digits"}, tc.args...), tc.want)
 		})
 	}
 }
@@ -91,10 +87,7 @@ func TestRuntimeErrors(t *testing.T) {
 		{args: []string{"-data", "/no/such/dir"}, want: "/no/such/dir"},
 		{args: []string{"-data", "digits", "-ckpt", filepath.Join(file, "ckpt")}, want: "-ckpt " + filepath.Join(file, "ckpt")},
 	} {
-		var out, errOut bytes.Buffer
-		assert.Equal(t, 1, mainExit(append([]string{"-quiet", "-plot", "", "-epochs", "3"}, tc.args...), &out, &errOut))
-		assert.Contains(t, errOut.String(), tc.want)
-		assert.Empty(t, out.String(), "nothing trained")
+		clitest.Fails(t, mainExit, 1, append([]string{"-quiet", "-plot", "", "-epochs", "3"}, tc.args...), tc.want)
 	}
 }
 
@@ -259,12 +252,7 @@ func TestResumeChecksTheRecord(t *testing.T) {
 		{[]string{"-dtype", "bf16"}, "-dtype: the checkpoint was saved with f32, this run has bf16"},
 		{[]string{"-seed", "7"}, "-data: the checkpoint was trained on other data (1438 train / 359 test examples, sha256 "},
 	} {
-		var out, errOut bytes.Buffer
-		assert.Equal(t, 2, mainExit(append(slices.Clone(base), tc.args...), &out, &errOut), "%q", tc.args)
-		assert.Contains(t, errOut.String(), "cnn: -ckpt "+ckpt+" holds step 1 of another run: ")
-		assert.Contains(t, errOut.String(), tc.msg)
-		assert.Equal(t, 1, strings.Count(errOut.String(), "\n"), "one line")
-		assert.Empty(t, out.String())
+		clitest.Fails(t, mainExit, 2, append(slices.Clone(base), tc.args...), "cnn: -ckpt "+ckpt+" holds step 1 of another run: ", tc.msg)
 	}
 	var out bytes.Buffer
 	require.Equal(t, 0, mainExit(append(slices.Clone(base), "-epochs", "2", "-strategy", "dp"), &out, io.Discard))

@@ -18,6 +18,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/gonox/gonox/checkpoint"
+	"github.com/gonox/gonox/examples/internal/clitest"
 	"github.com/gonox/gonox/examples/internal/curves"
 	"github.com/gonox/gonox/examples/internal/plots"
 	"github.com/gonox/gonox/nn"
@@ -68,11 +69,7 @@ func TestUsageErrors(t *testing.T) {
 			if tc.env != "" {
 				t.Setenv(shard.DevicesEnv, tc.env)
 			}
-			var out, errOut bytes.Buffer
-			args := append([]string{"-quiet", "-plot", "", "-epochs", "1"}, tc.args...)
-			assert.Equal(t, 2, mainExit(args, &out, &errOut))
-			assert.Contains(t, errOut.String(), tc.want)
-			assert.Empty(t, out.String())
+			clitest.Fails(t, mainExit, 2, append([]string{"-quiet", "-plot", "", "-epochs", "1"}, tc.args...), tc.want)
 		})
 	}
 }
@@ -89,10 +86,7 @@ func TestRuntimeErrors(t *testing.T) {
 		{args: []string{"-data", "/no/such/dir"}, want: "/no/such/dir"},
 		{args: []string{"-ckpt", filepath.Join(file, "ckpt")}, want: "-ckpt " + filepath.Join(file, "ckpt")},
 	} {
-		var out, errOut bytes.Buffer
-		assert.Equal(t, 1, mainExit(append([]string{"-quiet", "-plot", "", "-epochs", "3"}, tc.args...), &out, &errOut))
-		assert.Contains(t, errOut.String(), tc.want)
-		assert.Empty(t, out.String(), "nothing trained")
+		clitest.Fails(t, mainExit, 1, append([]string{"-quiet", "-plot", "", "-epochs", "3"}, tc.args...), tc.want)
 	}
 }
 
@@ -265,12 +259,7 @@ func TestResumeChecksTheRecord(t *testing.T) {
 		{[]string{"-seed", "7"}, "-seed: the checkpoint was saved with 0, this run has 7"},
 		{[]string{"-seed", "7"}, "-data: the checkpoint was trained on other data (1438 train / 359 test examples, sha256 "},
 	} {
-		var out, errOut bytes.Buffer
-		assert.Equal(t, 2, mainExit(append(slices.Clone(base), tc.args...), &out, &errOut), "%q", tc.args)
-		assert.Contains(t, errOut.String(), "mlp: -ckpt "+ckpt+" holds step 1 of another run: ")
-		assert.Contains(t, errOut.String(), tc.msg)
-		assert.Equal(t, 1, strings.Count(errOut.String(), "\n"), "one line")
-		assert.Empty(t, out.String())
+		clitest.Fails(t, mainExit, 2, append(slices.Clone(base), tc.args...), "mlp: -ckpt "+ckpt+" holds step 1 of another run: ", tc.msg)
 	}
 	var out bytes.Buffer
 	require.Equal(t, 0, mainExit(append(slices.Clone(base), "-epochs", "2", "-strategy", "dp"), &out, io.Discard))

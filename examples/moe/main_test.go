@@ -17,6 +17,7 @@ import (
 
 	"github.com/gonox/gonox/checkpoint"
 	"github.com/gonox/gonox/data"
+	"github.com/gonox/gonox/examples/internal/clitest"
 )
 
 // tiny are flags for a model small enough for tests.
@@ -128,10 +129,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{[]string{"-strategy", "fsdp_ep", "-mesh", "ep=4"}, 2, "strategy fsdp_ep needs an axis dp"},
 		{[]string{"-strategy", "dp_ep", "-mesh", "dp=2,ep=4", "-batch", "12"}, 2, "-batch 12 is not a multiple of the 8 devices"},
 	} {
-		var out, errOut bytes.Buffer
-		assert.Equal(t, tc.code, mainExit(args(append(tc.args, "-steps", "1", "-plot", "")...), &out, &errOut), "%q: %s", tc.args, errOut.String())
-		assert.Contains(t, errOut.String(), tc.msg, "%q", tc.args)
-		assert.Empty(t, out.String(), "%q: nothing printed before the error", tc.args)
+		clitest.Fails(t, mainExit, tc.code, args(append(tc.args, "-steps", "1", "-plot", "")...), tc.msg)
 	}
 }
 
@@ -244,12 +242,7 @@ func TestResumeChecksTheRecord(t *testing.T) {
 		{[]string{"-text", euro}, "-text: the vocabulary differs from the checkpoint's: this text lacks 'z', and it has '€', which the checkpoint's does not"},
 		{[]string{"-text", euro}, "-text: the checkpoint was trained on another text (567038 characters, sha256 d4a9ac22462b35e7; this one has 567038 characters, sha256 "},
 	} {
-		var out, errOut bytes.Buffer
-		assert.Equal(t, 2, mainExit(append(slices.Clone(base), tc.args...), &out, &errOut), "%q: %s", tc.args, errOut.String())
-		assert.Contains(t, errOut.String(), "moe: -ckpt "+dir+" holds step 4 of another run: ")
-		assert.Contains(t, errOut.String(), tc.msg)
-		assert.Equal(t, 1, strings.Count(errOut.String(), "\n"), "one line")
-		assert.Empty(t, out.String())
+		clitest.Fails(t, mainExit, 2, append(slices.Clone(base), tc.args...), "moe: -ckpt "+dir+" holds step 4 of another run: ", tc.msg)
 	}
 	// The same text from a file, a longer schedule, another mesh.
 	var out bytes.Buffer
