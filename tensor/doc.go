@@ -59,10 +59,14 @@
 // checks them to 1e-7 rather than float32's 1e-2. FromFloat64 keeps JAX's
 // default (float64 data becomes float32); FromFloat64s keeps float64.
 // Ops whose kernels are float32 only refuse float64 operands by name
-// ("tensor: op "random" is not defined for float64 operands
-// (f64[3]); ..."): the grouped gemms under Vmap (RaggedDot of batched
-// group sizes) and the samplers with float operands (Gamma, Beta,
-// Dirichlet, Poisson, categorical ones). The public functions of the
+// ("tensor: op "ragged_dot" is not defined for float64 operands
+// (f64[6,3], ...); ..."): the grouped gemms under Vmap (RaggedDot of
+// batched group sizes). The samplers with float operands (Gamma,
+// LogGamma, Beta, Dirichlet, Categorical, CategoricalSample, Choice's P)
+// draw float64 values for float64 operands, from 64-bit random words as
+// JAX's samplers with dtype=jnp.float64 do (other numbers than the
+// float32 draws of the same key); Poisson rounds a float64 rate to
+// float32 first, as JAX does. The public functions of the
 // fused float32 kernels (DotProductAttention, BiasAct, MSE, the
 // cross-entropies, RaggedDot, AdamStep, SGDStep) compose float64 from
 // primitives. Each op declares the dtypes it takes (Traits.Types), so a

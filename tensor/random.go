@@ -299,18 +299,19 @@ func Gumbel(k Key, shape ...int) *Tensor {
 // an int32 tensor, has logits' shape without that axis. It uses the
 // Gumbel-max trick, argmax(logits + Gumbel(k, logits.shape)), so category
 // j is drawn with probability softmax(logits)[j]; a logit of -Inf is never
-// drawn. Logits are read through StopGradient. It panics if logits is not
-// float32, if axis is out of range or if the axis is empty.
+// drawn. Logits are read through StopGradient; float64 logits take
+// float64 Gumbel noise, as in JAX. It panics if logits is not float32 or
+// float64, if axis is out of range or if the axis is empty.
 func Categorical(k Key, logits *Tensor, axis int) *Tensor {
 	checkNil("tensor.Categorical", "logits", logits)
-	if logits.dtype != Float32 {
-		panic(fmt.Sprintf("tensor.Categorical: logits %v must be float32", logits))
+	if logits.dtype != Float32 && logits.dtype != Float64 {
+		panic(fmt.Sprintf("tensor.Categorical: logits %v must be float32 or float64", logits))
 	}
 	a := normAxis("tensor.Categorical", logits, axis)
 	if logits.shape[a] == 0 {
 		panic(fmt.Sprintf("tensor.Categorical: logits %v: axis %d has no categories", logits, axis))
 	}
-	return ArgMax(Add(Gumbel(k, logits.shape...), StopGradient(logits)), a)
+	return ArgMax(Add(gumbelOf(k, logits.dtype, logits.shape...), StopGradient(logits)), a)
 }
 
 // rngFloat32s wraps data (which it takes over) as a float32 tensor of the

@@ -71,42 +71,56 @@ func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) 
 
 // Gamma returns float32 values from the gamma distribution with shape
 // parameters a and scale 1 (density x^(a-1)·e^-x/Γ(a)), like
-// jax.random.gamma(k, a, shape): a (float32, every element > 0) is
-// broadcast to shape, which defaults to a's shape. Each element is drawn
-// by Marsaglia and Tsang's rejection method, with a < 1 boosted to a+1 and
-// the sample multiplied by u^(1/a), from its own key of k.Split(n) (n the
-// number of elements), exactly as JAX draws it. It panics if a is not
-// float32, does not broadcast to shape, or has an element that is not
-// positive (JAX does not check).
+// jax.random.gamma(k, a, shape): a (float32 or float64, every element > 0)
+// is broadcast to shape, which defaults to a's shape, and the result has
+// a's dtype (a float64 a draws float64 values, as dtype=jnp.float64 does
+// in JAX). Each element is drawn by Marsaglia and Tsang's rejection
+// method, with a < 1 boosted to a+1 and the sample multiplied by u^(1/a),
+// from its own key of k.Split(n) (n the number of elements), exactly as
+// JAX draws it. It panics if a is not float32 or float64, does not
+// broadcast to shape, or has an element that is not positive (JAX does not
+// check).
 func Gamma(k Key, a *Tensor, shape ...int) *Tensor {
 	checkNil("tensor.Gamma", "a", a)
 	return k.sample("tensor.Gamma", func(k Key, p []*Tensor) *Tensor {
-		shape, av := rngParam("tensor.Gamma", "a", p[0], shape)
-		checkPositive("tensor.Gamma", "a", p[0], av)
-		return rngFloat32s(rngGamma(rngPartitionable, k, av, false), shape)
+		return rngGammaDraw("tensor.Gamma", k, p[0], shape, false)
 	}, a)
 }
 
 // LogGamma returns the logarithms of gamma samples, like
 // jax.random.loggamma(k, a, shape): the same draws as Gamma, computed in
 // log space so that a small a (where the samples underflow float32) keeps
-// its precision. Beta and Dirichlet are built on it.
+// its precision. Beta and Dirichlet are built on it. a is float32 or
+// float64, as for Gamma.
 func LogGamma(k Key, a *Tensor, shape ...int) *Tensor {
 	checkNil("tensor.LogGamma", "a", a)
 	return k.sample("tensor.LogGamma", func(k Key, p []*Tensor) *Tensor {
-		shape, av := rngParam("tensor.LogGamma", "a", p[0], shape)
-		checkPositive("tensor.LogGamma", "a", p[0], av)
-		return rngFloat32s(rngGamma(rngPartitionable, k, av, true), shape)
+		return rngGammaDraw("tensor.LogGamma", k, p[0], shape, true)
 	}, a)
 }
 
-// rngParam checks a float32 parameter of a sampler and returns the sample
-// shape (the parameter's if none is given) and the parameter's values
-// broadcast to it.
-func rngParam(op, name string, p *Tensor, shape []int) ([]int, []float32) {
+// rngGammaDraw draws Gamma (LogGamma if logSpace) of the host parameter
+// a, in a's dtype.
+func rngGammaDraw(op string, k Key, a *Tensor, shape []int, logSpace bool) *Tensor {
+	shape, av := rngParam(op, "a", a, shape)
+	if av.dtype == Float64 {
+		v := av.f64
+		checkPositive(op, "a", a, v)
+		return rngFloat64s(rngGamma64(k, v, logSpace), shape)
+	}
+	v := av.f32
+	checkPositive(op, "a", a, v)
+	return rngFloat32s(rngGamma(rngPartitionable, k, v, logSpace), shape)
+}
+
+// rngParam checks a float32 or float64 parameter of a sampler and returns
+// the sample shape (the parameter's if none is given) and the parameter
+// broadcast to it (a host tensor of its own, which the caller may read
+// but not change).
+func rngParam(op, name string, p *Tensor, shape []int) ([]int, *Tensor) {
 	checkNil(op, name, p)
-	if p.dtype != Float32 {
-		panic(fmt.Sprintf("%s: %s %v must be float32", op, name, p))
+	if p.dtype != Float32 && p.dtype != Float64 {
+		panic(fmt.Sprintf("%s: %s %v must be float32 or float64", op, name, p))
 	}
 	if shape == nil {
 		shape = slices.Clone(p.shape)
@@ -115,11 +129,11 @@ func rngParam(op, name string, p *Tensor, shape []int) ([]int, []float32) {
 	if !broadcastsTo(p.shape, shape) {
 		panic(fmt.Sprintf("%s: %s %v does not broadcast to the sample shape %v", op, name, p, shape))
 	}
-	return shape, BroadcastTo(StopGradient(p), shape...).Float32s()
+	return shape, BroadcastTo(StopGradient(p), shape...).host(op)
 }
 
 // checkPositive panics unless every value of a parameter is > 0.
-func checkPositive(op, name string, p *Tensor, v []float32) {
+func checkPositive[F float32 | float64](op, name string, p *Tensor, v []F) {
 	for _, x := range v {
 		if !(x > 0) {
 			panic(fmt.Sprintf("%s: %s %v holds %v; every element must be positive", op, name, p, x))
@@ -261,17 +275,27 @@ func (s rngScheme) splitInto(k Key, out []Key) {
 // and b (density ∝ x^(a-1)·(1-x)^(b-1) on [0, 1]), like
 // jax.random.beta(k, a, b, shape): LogGamma samples ga of a and gb of b
 // (from the two keys of k.Split(2)) combined as e^ga/(e^ga + e^gb)
-// without overflow. a and b (float32, > 0) are broadcast to shape, which
-// defaults to their broadcast shape. It panics if a or b is not float32 or
-// they do not broadcast to shape.
+// without overflow. a and b (float32, or both float64: then the draws are
+// float64; every element > 0) are broadcast to shape, which defaults to
+// their broadcast shape. It panics if a or b is not float32 or float64,
+// their dtypes differ, or they do not broadcast to shape.
 func Beta(k Key, a, b *Tensor, shape ...int) *Tensor {
 	checkNil("tensor.Beta", "a b", a, b)
 	if shape == nil {
 		shape = broadcastShapes("tensor.Beta", ",", a, b)
 	}
 	return k.sample("tensor.Beta", func(k Key, p []*Tensor) *Tensor {
-		shape, av := rngParam("tensor.Beta", "a", p[0], shape)
-		_, bv := rngParam("tensor.Beta", "b", p[1], shape)
+		shape, at := rngParam("tensor.Beta", "a", p[0], shape)
+		_, bt := rngParam("tensor.Beta", "b", p[1], shape)
+		if at.dtype != bt.dtype {
+			panic(fmt.Sprintf("tensor.Beta: a %v and b %v must have one dtype", p[0], p[1]))
+		}
+		if at.dtype == Float64 {
+			checkPositive("tensor.Beta", "a", p[0], at.f64)
+			checkPositive("tensor.Beta", "b", p[1], bt.f64)
+			return rngFloat64s(rngBeta64(k, at.f64, bt.f64), shape)
+		}
+		av, bv := at.f32, bt.f32
 		checkPositive("tensor.Beta", "a", p[0], av)
 		checkPositive("tensor.Beta", "b", p[1], bv)
 		return rngFloat32s(rngBeta(rngPartitionable, k, av, bv), shape)
@@ -296,8 +320,9 @@ func rngBeta(s rngScheme, k Key, a, b []float32) []float32 {
 // shape + [n], and sums to 1 along its last axis; shape (the batch shape)
 // defaults to alpha's shape without its last axis, and alpha's batch
 // dimensions broadcast to it. It draws LogGamma(k, alpha broadcast to
-// shape + [n]) and takes the softmax over the last axis, as JAX does. It
-// panics if alpha is not float32, has no axis or does not broadcast.
+// shape + [n]) and takes the softmax over the last axis, as JAX does; a
+// float64 alpha draws float64 values. It panics if alpha is not float32 or
+// float64, has no axis or does not broadcast.
 func Dirichlet(k Key, alpha *Tensor, shape ...int) *Tensor {
 	checkNil("tensor.Dirichlet", "alpha", alpha)
 	if alpha.Rank() == 0 {
@@ -308,7 +333,12 @@ func Dirichlet(k Key, alpha *Tensor, shape ...int) *Tensor {
 	}
 	n := alpha.shape[len(alpha.shape)-1]
 	return k.sample("tensor.Dirichlet", func(k Key, p []*Tensor) *Tensor {
-		full, av := rngParam("tensor.Dirichlet", "alpha", p[0], append(slices.Clone(shape), n))
+		full, at := rngParam("tensor.Dirichlet", "alpha", p[0], append(slices.Clone(shape), n))
+		if at.dtype == Float64 {
+			checkPositive("tensor.Dirichlet", "alpha", p[0], at.f64)
+			return rngFloat64s(rngDirichlet64(k, at.f64, n), full)
+		}
+		av := at.f32
 		checkPositive("tensor.Dirichlet", "alpha", p[0], av)
 		return rngFloat32s(rngDirichlet(rngPartitionable, k, av, n), full)
 	}, alpha)
@@ -335,18 +365,26 @@ func rngDirichlet(s rngScheme, k Key, alpha []float32, n int) []float32 {
 }
 
 // Poisson returns int32 values from the Poisson distribution with rates
-// lam (float32), like jax.random.poisson(k, lam, shape): lam is broadcast
-// to shape, which defaults to lam's shape. As in JAX, every element is
+// lam (float32, or float64, which JAX and gonox round to float32 first),
+// like jax.random.poisson(k, lam, shape): lam is broadcast to shape, which
+// defaults to lam's shape. As in JAX, every element is
 // drawn by Knuth's multiplication method where lam < 10 (or NaN) and by
 // Hörmann's transformed rejection (PTRS) elsewhere, both from k itself,
 // in lockstep over all elements (one uniform draw of the whole shape per
 // round, until every element is done); lam = 0 gives 0, and a negative or
-// NaN lam gives -1. It panics if lam is not float32 or does not broadcast
-// to shape.
+// NaN lam gives -1. It panics if lam is not float32 or float64 or does not
+// broadcast to shape.
 func Poisson(k Key, lam *Tensor, shape ...int) *Tensor {
 	checkNil("tensor.Poisson", "lam", lam)
 	return k.sample("tensor.Poisson", func(k Key, p []*Tensor) *Tensor {
-		shape, lv := rngParam("tensor.Poisson", "lam", p[0], shape)
+		shape, lt := rngParam("tensor.Poisson", "lam", p[0], shape)
+		lv := lt.f32
+		if lt.dtype == Float64 {
+			lv = make([]float32, len(lt.f64))
+			for i, v := range lt.f64 {
+				lv[i] = float32(v)
+			}
+		}
 		return rngInt32s(rngPoisson(rngPartitionable, k, lv), shape)
 	}, lam)
 }
@@ -475,7 +513,9 @@ type ChoiceOptions struct {
 	// WithoutReplacement draws distinct elements (replace=False).
 	WithoutReplacement bool
 	// P, if set, holds the probability of each element along the axis
-	// (a float32 vector of that length; it need not be normalised).
+	// (a float32 or float64 vector of that length; it need not be
+	// normalised). A float64 P draws float64 uniform or Gumbel numbers,
+	// as JAX does.
 	P *Tensor
 	// Axis is the axis of a to choose along.
 	Axis int
@@ -544,8 +584,17 @@ func choice(k Key, a *Tensor, shape []int, opts ChoiceOptions) *Tensor {
 		}
 	} else {
 		p := opts.P
-		if p.dtype != Float32 || !slices.Equal(p.shape, []int{n}) {
-			panic(fmt.Sprintf("tensor.Choice: p %v must be float32[%d], one probability per element of a along the axis", p, n))
+		if (p.dtype != Float32 && p.dtype != Float64) || !slices.Equal(p.shape, []int{n}) {
+			panic(fmt.Sprintf("tensor.Choice: p %v must be float32[%d] or float64[%d], one probability per element of a along the axis", p, n, n))
+		}
+		if p.dtype == Float64 {
+			pv := StopGradient(p).Float64s()
+			if opts.WithoutReplacement {
+				ind = rngChoiceGumbel64(k, pv, draws)
+			} else {
+				ind = rngChoiceCDF64(k, pv, draws)
+			}
+			return gather(FromInt32(ind, shape...))
 		}
 		pv := StopGradient(p).Float32s()
 		if opts.WithoutReplacement {
@@ -621,10 +670,11 @@ type CategoricalOptions struct {
 // leading sample dimensions in order). It panics as Categorical does, and
 // if opts.Shape does not end in a shape the batch shape broadcasts to, or
 // asks for more samples without replacement than there are categories.
+// Float64 logits take float64 Gumbel noise, as in JAX.
 func CategoricalSample(k Key, logits *Tensor, axis int, opts CategoricalOptions) *Tensor {
 	checkNil("tensor.CategoricalSample", "logits", logits)
-	if logits.dtype != Float32 {
-		panic(fmt.Sprintf("tensor.CategoricalSample: logits %v must be float32", logits))
+	if logits.dtype != Float32 && logits.dtype != Float64 {
+		panic(fmt.Sprintf("tensor.CategoricalSample: logits %v must be float32 or float64", logits))
 	}
 	a := normAxis("tensor.CategoricalSample", logits, axis)
 	if logits.shape[a] == 0 {
@@ -647,7 +697,7 @@ func CategoricalSample(k Key, logits *Tensor, axis int, opts CategoricalOptions)
 		// sample shape's batch part.
 		fromEnd := len(logits.shape) - a
 		gshape := slices.Insert(slices.Clone(shape), len(shape)-fromEnd+1, logits.shape[a])
-		g := Gumbel(k, gshape...)
+		g := gumbelOf(k, logits.dtype, gshape...)
 		for range prefix {
 			x = ExpandDims(x, 0)
 		}
@@ -660,7 +710,7 @@ func CategoricalSample(k Key, logits *Tensor, axis int, opts CategoricalOptions)
 	if m > logits.shape[a] {
 		panic(fmt.Sprintf("tensor.CategoricalSample: %d samples without replacement from %d categories", m, logits.shape[a]))
 	}
-	x = Add(x, Gumbel(k, logits.shape...))
+	x = Add(x, gumbelOf(k, logits.dtype, logits.shape...))
 	perm := make([]int, 0, len(logits.shape))
 	for i := range logits.shape {
 		if i != a {

@@ -188,7 +188,7 @@ func TestChoice(t *testing.T) {
 		assert.PanicsWithValue(t, "tensor.Choice: cannot draw 4 of 3 elements without replacement", func() {
 			Choice(k, a, []int{4}, ChoiceOptions{WithoutReplacement: true})
 		})
-		assert.PanicsWithValue(t, "tensor.Choice: p f32[2] must be float32[3], one probability per element of a along the axis", func() {
+		assert.PanicsWithValue(t, "tensor.Choice: p f32[2] must be float32[3] or float64[3], one probability per element of a along the axis", func() {
 			Choice(k, a, []int{4}, ChoiceOptions{P: FromFloat32([]float32{1, 2})})
 		})
 		assert.PanicsWithValue(t, "tensor.Choice: scalar a f32[] must be an int32 count", func() {
@@ -256,11 +256,13 @@ func TestDistributionPanics(t *testing.T) {
 		want string
 	}{
 		{func() { Gamma(k, FromFloat32([]float32{1, 0})) }, "tensor.Gamma: a f32[2] holds 0; every element must be positive"},
-		{func() { Gamma(k, ScalarInt(1)) }, "tensor.Gamma: a i32[] must be float32"},
+		{func() { Gamma(k, ScalarInt(1)) }, "tensor.Gamma: a i32[] must be float32 or float64"},
 		{func() { Gamma(k, FromFloat32([]float32{1, 2}), 3) }, "tensor.Gamma: a f32[2] does not broadcast to the sample shape [3]"},
 		{func() { Beta(k, Scalar(1), Scalar(-1)) }, "tensor.Beta: b f32[] holds -1; every element must be positive"},
 		{func() { Dirichlet(k, Scalar(1)) }, "tensor.Dirichlet: alpha f32[] needs at least one axis (the categories)"},
-		{func() { Poisson(k, ScalarInt(3)) }, "tensor.Poisson: lam i32[] must be float32"},
+		{func() { Poisson(k, ScalarInt(3)) }, "tensor.Poisson: lam i32[] must be float32 or float64"},
+		{func() { Beta(k, Scalar(1), ScalarFloat64(1)) }, "tensor.Beta: a f32[] and b f64[] must have one dtype"},
+		{func() { Gamma(k, FromFloat64s([]float64{1, -2})) }, "tensor.Gamma: a f64[2] holds -2; every element must be positive"},
 		{func() { Exponential(k, -1) }, "tensor.Exponential: negative dimension in shape [-1]"},
 	}
 	for _, c := range cases {

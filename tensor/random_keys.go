@@ -205,8 +205,10 @@ func init() {
 			return Reshape(Stack(0, outs...), append(slices.Clone(lead), outs[0].shape...)...)
 		},
 		// One more stack dimension: each example's key draws its own.
-		Batch:  materializeBatch(&rngOp),
-		Traits: Traits{Half: NativeHalf},
+		Batch: materializeBatch(&rngOp),
+		// Every dtype: each sampler checks its own operands (Choice
+		// moves any data).
+		Traits: Traits{Half: NativeHalf, Types: TypesAll},
 	}
 	// key_split: [..., 2] → [..., n, 2], jax.random.split of every key.
 	keySplitOp = &Op{

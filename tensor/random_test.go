@@ -655,7 +655,7 @@ func TestRandomPanics(t *testing.T) {
 		{"tensor.Permutation: n=-1 must be in [0, 2147483647]", func() { Permutation(k, -1) }},
 		{"tensor.Permutation: n=2147483648 must be in [0, 2147483647]", func() { Permutation(k, math.MaxInt32+1) }},
 		{"tensor.Gumbel: negative dimension in shape [-1]", func() { Gumbel(k, -1) }},
-		{"tensor.Categorical: logits i32[3] must be float32", func() { Categorical(k, FromInt32([]int32{1, 2, 3}), 0) }},
+		{"tensor.Categorical: logits i32[3] must be float32 or float64", func() { Categorical(k, FromInt32([]int32{1, 2, 3}), 0) }},
 		{"tensor.Categorical: axis 2 out of range for f32[2,3]", func() { Categorical(k, Zeros(Float32, 2, 3), 2) }},
 		{"tensor.Categorical: axis -3 out of range for f32[2,3]", func() { Categorical(k, Zeros(Float32, 2, 3), -3) }},
 		{"tensor.Categorical: logits f32[2,0]: axis -1 has no categories", func() { Categorical(k, Zeros(Float32, 2, 0), -1) }},
