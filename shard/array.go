@@ -394,7 +394,13 @@ func put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
 	// them.
 	src, _ := x.Layout().(*layout)
 	own := !acrossProcesses(src, s)
-	l := (&layout{sharding: s, geo: geo, blocks: makeBlocks(x, s, true), owned: own}).number(src == nil)
+	l := &layout{sharding: s, geo: geo, blocks: makeBlocks(x, s, true), owned: own}
+	if src == nil {
+		// A reshard's result is not numbered: a reshard onto a mesh may
+		// run on another goroutine than the mesh's Map (a teacher's
+		// outputs moved to a student's mesh).
+		l.number(true)
+	}
 	return tensor.NewSharded(x.DType(), x.Shape(), l)
 }
 

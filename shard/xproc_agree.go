@@ -23,20 +23,23 @@ import (
 // hash of the operation's description.
 const fingerprintBytes = 24
 
-// stream numbers the cross-process operations of one mesh (or of the
-// job-wide communicator): every process of the mesh issues the same
-// operations in the same order (see Install), so the k-th on one process
-// is the k-th on every other.
+// stream is a mesh (or the job-wide communicator) as fingerprints name
+// it. ops numbers the operations on its communicator of all its processes
+// (meshNet.whole, or the job's world), meshNet.groupOps those on each of
+// its other communicators: the processes of a communicator issue its
+// operations in the same order (MPI requires it), so the k-th on one
+// process is the k-th on every other.
 type stream struct {
 	ident string // the mesh's identity: device ids in order, axis names and sizes
 	hash  uint64 // hash of ident
 	ops   atomic.Uint64
 	// arrays numbers the arrays computed on the mesh (outputs of Map and
-	// propagated ops, reshards, reductions of pending sums), puts those
-	// placed from the host (Put, FromBlocks), which a loader may do on a
-	// goroutine of its own: Gather and reshards name the array they read
-	// by its number, so that processes reading arrays of one shape in
-	// different orders are caught.
+	// propagated ops, reductions of pending sums), puts those placed from
+	// the host (Put, FromBlocks), which a loader may do on a goroutine of
+	// its own: Gather and reshards name the array they read by its
+	// number, so that processes reading arrays of one shape in different
+	// orders are caught. Reshards' results are not numbered (a reshard
+	// onto a mesh may run on another goroutine than its Map).
 	arrays, puts atomic.Uint64
 }
 
@@ -90,7 +93,7 @@ func (l *layout) arrayName() string {
 	case l.putID > 0:
 		return "array placed from the host #" + strconv.FormatUint(l.putID, 10)
 	}
-	return "an array placed from the host"
+	return "an unnumbered array (placed from the host, or resharded)"
 }
 
 // number gives a new layout on mesh m its number among the arrays of m
@@ -115,8 +118,8 @@ func (l *layout) number(fromHost bool) *layout {
 // agree makes the processes of g (the processes procs, ascending) check,
 // before they exchange data, that each is about to do the same thing: the
 // same operation (desc: its kind, dtype, shape, axes and parameters, in
-// type notation) as the seq-th of the same stream (a mesh with the same
-// devices in the same order and the same axes). On a mismatch every
+// type notation) on the same mesh (st: the same devices in the same order
+// and the same axes) as the seq-th on g. On a mismatch every
 // process of g panics with a message naming each process's operation. It
 // costs one all-gather of fingerprintBytes per process.
 func agree(g Group, procs []int, who string, st *stream, seq uint64, desc string) {
@@ -143,7 +146,7 @@ func agree(g Group, procs []int, who string, st *stream, seq uint64, desc string
 	}
 	// Every process of g sees the mismatch: they exchange the full
 	// descriptions (one more collective they all issue) and name them.
-	full := fmt.Sprintf("operation #%d on %s: %s", seq, st.ident, desc)
+	full := fmt.Sprintf("operation #%d among processes %v on %s: %s", seq, procs, st.ident, desc)
 	got := allgatherBytes(g, []byte(full))
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: the processes issued different collectives (every process must issue the same operations on a mesh, in the same order):", who)

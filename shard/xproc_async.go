@@ -115,8 +115,7 @@ func exchangeAsync(r *run, s *slot) (err error) {
 		}
 	}
 	x := &asyncExchange{desc: desc}
-	tag := s.k % 32768 // MPI guarantees tags up to 32767
-	seq := m.net.stream.ops.Add(1)
+	tag := s.k % 32768  // MPI guarantees tags up to 32767
 	var agreed []string // process sets
 	for _, members := range m.partitionOf(axesMask) {
 		procs := m.procsOf(members)
@@ -126,7 +125,7 @@ func exchangeAsync(r *run, s *slot) (err error) {
 		g := m.net.groups[procsKey(procs)]
 		if k := procsKey(procs); !slices.Contains(agreed, k) {
 			stop := watchdog(r.name+": "+desc, procs)
-			agree(g, procs, r.name, m.net.stream, seq, desc)
+			agree(g, procs, r.name, m.net.stream, m.net.groupOps[k].Add(1), desc)
 			stop()
 			agreed = append(agreed, k)
 		}

@@ -78,7 +78,6 @@ func (r *run) eachGroup(s *slot, exchange func(x *crossGroup)) (err error) {
 			err = &DeviceError{Device: m.devices[e.dev], Coords: e.coords, Op: r.name, Value: p}
 		}
 	}()
-	seq := m.net.stream.ops.Add(1)
 	var agreed []string // process sets
 	for _, members := range m.partitionOf(axesMask) {
 		key := members[0]
@@ -88,7 +87,7 @@ func (r *run) eachGroup(s *slot, exchange func(x *crossGroup)) (err error) {
 		}
 		g := m.net.groups[procsKey(procs)]
 		if k := procsKey(procs); !slices.Contains(agreed, k) {
-			agree(g, procs, r.name, m.net.stream, seq, desc)
+			agree(g, procs, r.name, m.net.stream, m.net.groupOps[k].Add(1), desc)
 			agreed = append(agreed, k)
 		}
 		// Members in the collective's rank order (listed axes, first major).

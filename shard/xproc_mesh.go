@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // meshNet is what a mesh spanning processes needs: which of its devices
@@ -30,9 +31,14 @@ type meshNet struct {
 	// put is another, for the GONOX_DEBUG check of Put, so a loader
 	// putting batches on its goroutine does not cross Map or Gather.
 	put Group
-	// stream numbers the mesh's operations between processes and the
-	// arrays computed on it (see xproc_agree.go); nil unless spans.
-	stream *stream
+	// stream names the mesh in fingerprints, numbers the operations on
+	// whole and the arrays computed on it (see xproc_agree.go); groupOps
+	// numbers the operations on each of groups (by process set). Each
+	// communicator has its own numbers: operations on different
+	// communicators of a mesh (a reshard onto it and its Map) may be
+	// issued from different goroutines, those on one may not.
+	stream   *stream
+	groupOps map[string]*atomic.Uint64
 
 	mu        sync.Mutex
 	partition map[uint64][][]int // groups over an axes mask, members ascending
@@ -44,7 +50,7 @@ func (m *Mesh) connect() *Mesh {
 	if dist.t == nil {
 		return m
 	}
-	n := &meshNet{local: make([]bool, len(m.devices)), first: -1, groups: map[string]Group{}}
+	n := &meshNet{local: make([]bool, len(m.devices)), first: -1, groups: map[string]Group{}, groupOps: map[string]*atomic.Uint64{}}
 	for i, d := range m.devices {
 		n.local[i] = d.IsLocal()
 		if n.local[i] {
@@ -85,6 +91,7 @@ func (m *Mesh) connect() *Mesh {
 				continue
 			}
 			n.groups[key] = newGroup(procs) // nil if this process is not in it
+			n.groupOps[key] = new(atomic.Uint64)
 		}
 	}
 	return m

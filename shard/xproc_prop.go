@@ -68,7 +68,6 @@ func allreduceAcross(what string, m *Mesh, groups [][]int, res []*tensor.Tensor,
 	if !m.spans() {
 		return
 	}
-	seq := m.net.stream.ops.Add(1)
 	var stop func()
 	var agreed []string // process sets
 	for i, g := range groups {
@@ -83,7 +82,7 @@ func allreduceAcross(what string, m *Mesh, groups [][]int, res []*tensor.Tensor,
 		comm := m.net.groups[procsKey(procs)]
 		x := res[i]
 		if k := procsKey(procs); !slices.Contains(agreed, k) {
-			agree(comm, procs, "shard: "+what, m.net.stream, seq, fmt.Sprintf("%s (%s of %s)", what, reduceName(op), typeNotation(x.DType(), x.Shape())))
+			agree(comm, procs, "shard: "+what, m.net.stream, m.net.groupOps[k].Add(1), fmt.Sprintf("%s (%s of %s)", what, reduceName(op), typeNotation(x.DType(), x.Shape())))
 			agreed = append(agreed, k)
 		}
 		var out *tensor.Tensor
@@ -134,7 +133,6 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 	groups := groupsAlong(m, src.partial)
 	stop := watchdog(fmt.Sprintf("the psum_scatter of the pending sums of %s", src.origin), m.ownerProcs())
 	defer stop()
-	seq := m.net.stream.ops.Add(1)
 	desc := fmt.Sprintf("psum_scatter of the pending sums of %s (%s, spec %v over %v to spec %v)", src.origin, typeNotation(dt, src.geo.shape), src.sharding.spec, src.partial, dst.spec)
 	var agreed []string // process sets
 	out := make([]*tensor.Tensor, m.Size())
@@ -181,7 +179,7 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 		}
 		if len(procs) > 1 {
 			if k := procsKey(procs); !slices.Contains(agreed, k) {
-				agree(m.net.groups[k], procs, "shard", m.net.stream, seq, desc)
+				agree(m.net.groups[k], procs, "shard", m.net.stream, m.net.groupOps[k].Add(1), desc)
 				agreed = append(agreed, k)
 			}
 			blockBytes := numelOf(geo.block) * dt.Size()

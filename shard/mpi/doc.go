@@ -107,8 +107,8 @@
 // MPI_Abort cannot reach mpirun, the process ends itself. Before every
 // exchange the processes compare a fingerprint of what each is about to do
 // (the mesh's devices and axes, the operation's kind, dtype, shape, axes
-// and parameters, its sequence number on the mesh, and for Gather and
-// reshards which array), always: processes that issued different
+// and parameters, its sequence number on its communicator, and for Gather
+// and reshards which array), always: processes that issued different
 // collectives end the job at once with a message naming each process's
 // operation, instead of exchanging wrong data or hanging. GONOX_DEBUG=1
 // adds the check that the host tensors given to shard.Put are equal.
