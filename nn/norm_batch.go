@@ -114,19 +114,39 @@ func (b BatchNorm) Forward(x *tensor.Tensor, state State) (*tensor.Tensor, State
 		}
 	}
 	n := float32(x.Size() / x.Dim(1))
-	sum := tensor.SumKeep(x, axes...)
 	count := tensor.Scalar(n)
-	if !b.PerDevice {
-		sum, count = psumVarying(x, sum), psumVarying(x, count)
+	var mean, variance, y *tensor.Tensor
+	if fusedAffine(x) {
+		// Sum and centred sum of squares in one sweep; under shard.Map
+		// the devices' moments are combined exactly (Chan et al.):
+		// q = Σ_d q_d + n_d·(mean_d - mean)².
+		s, q := tensor.ChannelMoments(x)
+		s, q = tensor.Reshape(s, shape...), tensor.Reshape(q, shape...)
+		sum := s
+		if !b.PerDevice {
+			sum, count = psumVarying(x, s), psumVarying(x, count)
+		}
+		mean = tensor.Div(sum, count)
+		if sum != s {
+			d := tensor.Sub(tensor.Div(s, tensor.Scalar(n)), mean)
+			q = psumVarying(x, tensor.Add(q, tensor.MulScalar(tensor.Square(d), n)))
+		}
+		variance = tensor.Div(q, count)
+		y = b.affine(x, mean, variance)
+	} else {
+		sum := tensor.SumKeep(x, axes...)
+		if !b.PerDevice {
+			sum, count = psumVarying(x, sum), psumVarying(x, count)
+		}
+		mean = tensor.Div(sum, count)
+		xc := tensor.Sub(x, mean)
+		ss := tensor.SumKeep(tensor.Square(xc), axes...)
+		if !b.PerDevice {
+			ss = psumVarying(x, ss)
+		}
+		variance = tensor.Div(ss, count)
+		y = b.scaleShift(xc, tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), shape)
 	}
-	mean := tensor.Div(sum, count)
-	xc := tensor.Sub(x, mean)
-	ss := tensor.SumKeep(tensor.Square(xc), axes...)
-	if !b.PerDevice {
-		ss = psumVarying(x, ss)
-	}
-	variance := tensor.Div(ss, count)
-	y := b.scaleShift(xc, tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), shape)
 
 	// Running statistics, from values whose gradient is stopped.
 	m := b.Momentum
@@ -145,6 +165,9 @@ func (b BatchNorm) normalize(x, mean, variance *tensor.Tensor, shape []int) *ten
 	if x.DType() != mean.DType() {
 		mean, variance = tensor.Convert(mean, x.DType()), tensor.Convert(variance, x.DType())
 	}
+	if fusedAffine(x) {
+		return b.affine(x, mean, variance)
+	}
 	return b.scaleShift(tensor.Sub(x, mean), tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), shape)
 }
 
@@ -160,6 +183,30 @@ func (b BatchNorm) scaleShift(xc, inv *tensor.Tensor, shape []int) *tensor.Tenso
 		y = tensor.Add(y, tensor.Reshape(b.Bias, shape...))
 	}
 	return y
+}
+
+// fusedAffine reports whether the layer normalises x with one
+// tensor.ChannelAffine: float32 and float64 (half-precision batches keep
+// the composition, whose roundings stay in their dtype).
+func fusedAffine(x *tensor.Tensor) bool {
+	return x.DType() == tensor.Float32 || x.DType() == tensor.Float64
+}
+
+// affine returns x·scale + shift with scale = Weight/√(var + eps) and
+// shift = Bias - mean·scale per channel, applied in one pass over x
+// (tensor.ChannelAffine). scale and shift are built from mean and
+// variance with ordinary ops, so that in training the gradient flows
+// through the batch statistics as through the composition.
+func (b BatchNorm) affine(x, mean, variance *tensor.Tensor) *tensor.Tensor {
+	scale := tensor.Reshape(tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), -1)
+	if b.Weight != nil {
+		scale = tensor.Mul(scale, tensor.Convert(b.Weight, x.DType()))
+	}
+	shift := tensor.Neg(tensor.Mul(tensor.Reshape(mean, -1), scale))
+	if b.Bias != nil {
+		shift = tensor.Add(shift, tensor.Convert(b.Bias, x.DType()))
+	}
+	return tensor.ChannelAffine(x, scale, shift, tensor.ActIdentity)
 }
 
 // channelShape is [1, C, 1, ...], the shape of per-channel values

@@ -130,6 +130,10 @@
 //     ReduceWindow (max, sum and mean pooling, lax.reduce_window) and
 //     AdaptivePool (PyTorch's adaptive windows). The gradients of these
 //     ops are ops of the same family, to any order.
+//   - Per-channel normalisation of [N, C, spatial...] batches, fused:
+//     ChannelMoments (each channel's sum and centred sum of squares in one
+//     sweep) and ChannelAffine (act(x·scale + shift) per channel), the two
+//     passes of a batch norm (nn.BatchNorm).
 //   - Attention: DotProductAttention, one fused op forward and backward
 //     (FlashAttention's blocked online softmax: memory linear in the
 //     sequence length, causal blocks skipped).

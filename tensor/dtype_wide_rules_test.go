@@ -28,17 +28,18 @@ import (
 // noFloat64Ops lists the ops of this package that do not take float64,
 // with the reason. An op leaving or joining the list fails the test.
 var noFloat64Ops = map[string]string{
-	"attentionOp":     "fused float32 kernel (FlashAttention); DotProductAttention composes float64 from primitives",
-	"attentionBwdOp":  "fused float32 kernel",
-	"biasActBwdOp":    "fused float32 kernel; BiasAct composes float64 from primitives",
-	"mseGradOp":       "fused float32 kernel; MSE composes float64 from primitives",
-	"xentOp":          "fused float32 kernel; SoftmaxCrossEntropy composes float64 from primitives",
-	"xentGradOp":      "fused float32 kernel",
-	"xentProbsOp":     "fused float32 kernel; SoftmaxCrossEntropyProbs composes float64 from primitives",
-	"raggedDotOp":     "float32 grouped gemm; RaggedDot composes float64 from MatMul (not under Vmap or on placed group sizes)",
-	"raggedOuterOp":   "float32 grouped gemm",
-	"softsignOp":      "the toy op of the recipe test, float32 only",
-	"softsignPartsOp": "the toy op of the recipe test, float32 only",
+	"attentionOp":         "fused float32 kernel (FlashAttention); DotProductAttention composes float64 from primitives",
+	"attentionBwdOp":      "fused float32 kernel",
+	"biasActBwdOp":        "fused float32 kernel; BiasAct composes float64 from primitives",
+	"channelAffineGradOp": "fused float32 sums; ChannelAffine composes float64 from primitives",
+	"mseGradOp":           "fused float32 kernel; MSE composes float64 from primitives",
+	"xentOp":              "fused float32 kernel; SoftmaxCrossEntropy composes float64 from primitives",
+	"xentGradOp":          "fused float32 kernel",
+	"xentProbsOp":         "fused float32 kernel; SoftmaxCrossEntropyProbs composes float64 from primitives",
+	"raggedDotOp":         "float32 grouped gemm; RaggedDot composes float64 from MatMul (not under Vmap or on placed group sizes)",
+	"raggedOuterOp":       "float32 grouped gemm",
+	"softsignOp":          "the toy op of the recipe test, float32 only",
+	"softsignPartsOp":     "the toy op of the recipe test, float32 only",
 }
 
 // float64Draws lists the ops whose float64 results are other numbers than

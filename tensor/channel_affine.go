@@ -1,0 +1,422 @@
+package tensor
+
+import (
+	"fmt"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
+)
+
+// channel_affine computes act(x·scale + shift) for x [N, C, spatial...]
+// and scale, shift [1, C, 1, ...] (per-channel values in x's rank, so that
+// the op is elementwise with NumPy broadcasting and shards as one), in one
+// sweep over x: the normalisation step of BatchNorm, whose composition
+// from Mul and Add makes two passes over the activations forward and more
+// backward. Its VJP computes the gradient of x with one broadcast Mul and
+// the per-channel sums Σ g·x and Σ g of the scale's and the shift's
+// gradients in one more sweep (channel_affine_grad).
+var channelAffineOp, channelAffineGradOp *Op
+
+func init() {
+	channelAffineOp = &Op{
+		Name:     "channel_affine",
+		Sharding: ShardingRule{Family: ShardElementwise},
+		Impl: func(in []*Tensor, p any) *Tensor {
+			x, s, b := in[0], in[1], in[2]
+			out := newOutUninit(Float32, x.shape)
+			channelAffine(out.f32, x.f32, s.f32, b.f32, x.shape, p.(Activation), isLocal(x, s, b))
+			return out
+		},
+		VJPNeed: func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor {
+			x, s := in[0], in[1]
+			gz := g
+			if p.(Activation) == ActRelu {
+				gz = Apply(reluBwdOp, nil, g, out)
+			}
+			res := []*Tensor{nil, nil, nil}
+			if Wants(need, 0) {
+				res[0] = Mul(gz, s)
+			}
+			if Wants(need, 1) || Wants(need, 2) {
+				res[1], res[2] = channelSums(gz, x, s.shape)
+			}
+			if gz != g && !gz.IsTraced() && gz.layout == nil {
+				Donate(gz)
+			}
+			return res
+		},
+		SaveFor: func(p any) SaveMask {
+			if p.(Activation) == ActRelu {
+				return SaveInputs(0, 1) | SaveOutput
+			}
+			return SaveInputs(0, 1)
+		},
+		// dy = f'(z)·(dx·s + x·ds + db).
+		JVP: func(x, t, outs []*Tensor, p any) []*Tensor {
+			var dz *Tensor
+			if t[0] != nil {
+				dz = Mul(t[0], x[1])
+			}
+			if t[1] != nil {
+				dz = addTangents(dz, Mul(x[0], t[1]))
+			}
+			dz = toShapeOf(addTangents(dz, t[2]), outs[0])
+			if dz != nil && p.(Activation) == ActRelu {
+				dz = Apply(reluBwdOp, nil, dz, outs[0])
+			}
+			return one1(dz)
+		},
+		// A batch of x with unbatched scale and shift is one call on the
+		// batch merged into N; batched scales or shifts (an ensemble's)
+		// are the composition act(x·s + b), whose bits the op's are.
+		Batch: func(in []*Tensor, batched []bool, p any) []*Tensor {
+			act := p.(Activation)
+			if !batched[1] && !batched[2] {
+				x := in[0]
+				shape := append([]int{x.shape[0] * x.shape[1]}, x.shape[2:]...)
+				y := Apply(channelAffineOp, act, Reshape(x, shape...), in[1], in[2])
+				return one1(Reshape(y, x.shape...))
+			}
+			a := alignBatch(in, batched, len(exampleShape(in[0], batched[0])))
+			z := Add(Mul(a[0], a[1]), a[2])
+			y := act.apply(z)
+			donateTemp(z, y)
+			return one1(y)
+		},
+		Traits: Traits{Reuse: FreshVJP},
+	}
+
+	// channel_affine_grad: (g, x) [N, C, spatial...] -> Σ g·x and Σ g
+	// over every axis but the channels', [1, C, 1, ...] each, in one
+	// sweep with float64 sums. It has no sharding rule: channelSums
+	// composes the sums from propagated ops for placed operands.
+	channelAffineGradOp = &Op{
+		Name: "channel_affine_grad",
+		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
+			g, x := in[0], in[1]
+			shape := channelShapeOf(x.shape)
+			ds, db := newOutUninit(Float32, shape), newOutUninit(Float32, shape)
+			channelAffineSums(ds.f32, db.f32, g.f32, x.f32, x.shape, isLocal(g, x))
+			return []*Tensor{ds, db}, nil
+		},
+		// ds = Σ g·x, db = Σ g: dg = cs·x + cb, dx = cs·g.
+		VJPN: func(gs, in, _ []*Tensor, _, _ any) []*Tensor {
+			g, x := in[0], in[1]
+			cs, cb := gs[0], gs[1]
+			var dg, dx *Tensor
+			switch {
+			case cs != nil && cb != nil:
+				dg = ChannelAffine(x, Reshape(cs, -1), Reshape(cb, -1), ActIdentity)
+			case cs != nil:
+				dg = Mul(x, cs)
+			case cb != nil:
+				dg = BroadcastTo(cb, x.shape...)
+			}
+			if cs != nil {
+				dx = Mul(g, cs)
+			}
+			return []*Tensor{dg, dx}
+		},
+		Save: SaveAllInputs,
+		JVP: func(x, t, _ []*Tensor, _ any) []*Tensor {
+			g := x[0]
+			axes := channelSumAxes(len(g.shape), 0)
+			var dds, ddb *Tensor
+			if t[0] != nil {
+				dds = Mul(t[0], x[1])
+				ddb = SumKeep(t[0], axes...)
+			}
+			if t[1] != nil {
+				dds = addTangents(dds, Mul(g, t[1]))
+			}
+			if dds != nil {
+				dds = SumKeep(dds, axes...)
+			}
+			return []*Tensor{dds, ddb}
+		},
+		// The sums of each example, from propagated ops (another
+		// summation order: the rule case gives a tolerance).
+		Batch: func(in []*Tensor, batched []bool, _ any) []*Tensor {
+			n := batchSize(in, batched)
+			g, x := materialize(in[0], batched[0], n), materialize(in[1], batched[1], n)
+			axes := channelSumAxes(len(g.shape)-1, 1)
+			return []*Tensor{SumKeep(Mul(g, x), axes...), SumKeep(g, axes...)}
+		},
+	}
+}
+
+// channelShapeOf returns [1, C, 1, ...] for shape [N, C, ...].
+func channelShapeOf(shape []int) []int {
+	s := make([]int, len(shape))
+	for i := range s {
+		s[i] = 1
+	}
+	s[1] = shape[1]
+	return s
+}
+
+// channelSumAxes returns the axes of a rank-r operand (after lead batch
+// dimensions) that a per-channel sum reduces: every one but the channel
+// axis lead+1.
+func channelSumAxes(r, lead int) []int {
+	axes := make([]int, 0, r-1)
+	for d := 0; d < r; d++ {
+		if d != 1 {
+			axes = append(axes, lead+d)
+		}
+	}
+	return axes
+}
+
+// channelSums returns Σ g·x and Σ g per channel, of the given shape: one
+// fused sweep on host tensors and shard.Map blocks, propagated ops on
+// placed ones.
+func channelSums(g, x *Tensor, shape []int) (ds, db *Tensor) {
+	if g.layout != nil || x.layout != nil {
+		axes := channelSumAxes(len(x.shape), 0)
+		p := Mul(g, x)
+		ds = SumKeep(p, axes...)
+		if !p.IsTraced() && p.layout == nil {
+			Donate(p)
+		}
+		return Reshape(ds, shape...), Reshape(SumKeep(g, axes...), shape...)
+	}
+	r := ApplyN(channelAffineGradOp, nil, g, x)
+	return r[0], r[1]
+}
+
+// channelAffine writes act(x·s[c] + b[c]) into dst for x of shape [N, C,
+// spatial...] with len(s) = len(b) = C, row by row: each (n, c) is a
+// contiguous row of the spatial elements.
+func channelAffine(dst, x, s, b []float32, shape []int, act Activation, local bool) {
+	c := len(s)
+	if c == 0 || len(x) == 0 {
+		return
+	}
+	kernel, cost := act.kernel()
+	m := len(x) / numel(shape[2:]) // rows: N·C
+	w := len(x) / m
+	rows := func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			d, xr := dst[r*w:(r+1)*w], x[r*w:(r+1)*w]
+			k := r % c
+			if w < 8 {
+				for i, v := range xr {
+					d[i] = float32(v*s[k]) + b[k]
+				}
+			} else {
+				vec.MulVS(d, xr, s[k])
+				vec.AddVS(d, d, b[k])
+			}
+			if kernel != nil {
+				kernel(d, d)
+			}
+		}
+	}
+	if serial(len(x)*(cost+1), local) {
+		rows(0, m)
+		return
+	}
+	parallelFor(m, w*(cost+1), 1, false, rows)
+}
+
+// channelAffineSums writes ds[c] = Σ g·x and db[c] = Σ g over the rows of
+// channel c of g and x [N, C, spatial...], summed in float64 in a fixed
+// order (channels split over goroutines, never a channel's rows).
+func channelAffineSums(ds, db, g, x []float32, shape []int, local bool) {
+	n, c := shape[0], shape[1]
+	if c == 0 {
+		return
+	}
+	w := numel(shape[2:])
+	chans := func(lo, hi int) {
+		var buf [stageLen]float32
+		for k := lo; k < hi; k++ {
+			var sgx, sg float64
+			for i := 0; i < n; i++ {
+				o := (i*c + k) * w
+				gr, xr := g[o:o+w], x[o:o+w]
+				sg += vec.SumF64(gr)
+				for j := 0; j < w; j += stageLen {
+					e := min(j+stageLen, w)
+					t := buf[:e-j]
+					vec.MulVV(t, gr[j:e], xr[j:e])
+					sgx += vec.SumF64(t)
+				}
+			}
+			ds[k], db[k] = float32(sgx), float32(sg)
+		}
+	}
+	if serial(2*len(x)*costCheap, local) {
+		chans(0, c)
+		return
+	}
+	parallelFor(c, 2*n*w*costCheap, 1, false, chans)
+}
+
+// ChannelAffine returns act(x·scale + shift) for x of shape [N, C,
+// spatial...] (any number of spatial dimensions, none included) and
+// per-channel scale and shift of shape [C], broadcast along axis 1, as one
+// fused primitive: one sweep over x forward, and a backward pass that
+// computes the gradient of x with one product and the gradients of scale
+// and shift (Σ g·x and Σ g per channel) in one more sweep. act is
+// ActIdentity or ActRelu; the other activations are applied after the
+// affine map. It is the normalisation step of a batch norm (nn.BatchNorm:
+// scale = weight/√(var + eps), shift = bias - mean·scale). Float64
+// operands are computed by the composition act(x·scale + shift), whose
+// result the fused kernel's equals bit for bit in float32.
+func ChannelAffine(x, scale, shift *Tensor, act Activation) *Tensor {
+	const name = "tensor.ChannelAffine"
+	checkNil(name, "x scale shift", x, scale, shift)
+	if !sameFloat(x, scale) || !sameFloat(x, shift) {
+		panic(fmt.Sprintf("%s: %s: operands must be float of one dtype", name, operands("", x, scale, shift)))
+	}
+	if act >= numActivations {
+		panic(fmt.Sprintf("%s: %s: unknown activation %v", name, operands("", x, scale, shift), act))
+	}
+	if len(x.shape) < 2 || len(scale.shape) != 1 || len(shift.shape) != 1 ||
+		scale.shape[0] != x.shape[1] || shift.shape[0] != x.shape[1] {
+		panic(fmt.Sprintf("%s: %s: want x [N, C, ...] and scale and shift [C]", name, operands("", x, scale, shift)))
+	}
+	shape := channelShapeOf(x.shape)
+	s, b := Reshape(scale, shape...), Reshape(shift, shape...)
+	switch {
+	case x.dtype == Float64:
+		return act.apply(Add(Mul(x, s), b))
+	case act != ActIdentity && act != ActRelu:
+		return act.apply(Apply(channelAffineOp, ActIdentity, x, s, b))
+	}
+	return Apply(channelAffineOp, act, x, s, b)
+}
+
+// channel_moments: x [N, C, spatial...] -> the sum s = Σ x and the centred
+// sum of squares q = Σ (x - s/n)² over every axis but the channels' (n
+// elements each), [1, C, 1, ...] both, with float64 sums: the batch
+// statistics of a batch norm in one sweep over x (each channel's rows are
+// read twice, the second time from cache). As q does not depend on the
+// centre to first order at the mean, its VJP is one ChannelAffine sweep:
+// dx = gs + 2gq·(x - s/n).
+var channelMomentsOp *Op
+
+func init() {
+	channelMomentsOp = &Op{
+		Name: "channel_moments",
+		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
+			x := in[0]
+			shape := channelShapeOf(x.shape)
+			s, q := newOutUninit(Float32, shape), newOutUninit(Float32, shape)
+			channelMoments(s.f32, q.f32, x.f32, x.shape, isLocal(x))
+			return []*Tensor{s, q}, nil
+		},
+		VJPN: func(gs, in, outs []*Tensor, _, _ any) []*Tensor {
+			x := in[0]
+			gsum, gq := gs[0], gs[1]
+			if gq == nil {
+				return one1(BroadcastTo(gsum, x.shape...))
+			}
+			n := float32(numel(x.shape) / max(1, x.shape[1]))
+			g2 := MulScalar(gq, 2)
+			shift := Neg(Mul(g2, Div(outs[0], Scalar(n))))
+			if gsum != nil {
+				shift = Add(shift, gsum)
+			}
+			return one1(ChannelAffine(x, Reshape(g2, -1), Reshape(shift, -1), ActIdentity))
+		},
+		Save: SaveAllInputs | SaveOutput,
+		// ds = Σ dx, dq = Σ 2(x - s/n)·dx (the centre's tangent
+		// contributes -2·dm·Σ (x - s/n) = 0).
+		JVP: func(x, t, outs []*Tensor, _ any) []*Tensor {
+			if t[0] == nil {
+				return []*Tensor{nil, nil}
+			}
+			xs := x[0]
+			axes := channelSumAxes(len(xs.shape), 0)
+			n := float32(numel(xs.shape) / max(1, xs.shape[1]))
+			dev := MulScalar(Sub(xs, Div(outs[0], Scalar(n))), 2)
+			return []*Tensor{SumKeep(t[0], axes...), SumKeep(Mul(dev, t[0]), axes...)}
+		},
+		// The moments of each example, from propagated ops (another
+		// summation order: the rule case gives a tolerance).
+		Batch: func(in []*Tensor, _ []bool, _ any) []*Tensor {
+			s, q := channelMomentsComposed(in[0], 1)
+			return []*Tensor{s, q}
+		},
+	}
+}
+
+// channelMomentsComposed returns the sum and the centred sum of squares of
+// x [lead..., N, C, spatial...] per channel, kept dims, from propagated
+// ops.
+func channelMomentsComposed(x *Tensor, lead int) (s, q *Tensor) {
+	axes := channelSumAxes(len(x.shape)-lead, lead)
+	n := 1
+	for _, a := range axes {
+		n *= x.shape[a]
+	}
+	s = SumKeep(x, axes...)
+	q = SumKeep(Square(Sub(x, Div(s, Scalar(float32(n))))), axes...)
+	return s, q
+}
+
+// channelMoments writes s[c] = Σ x and q[c] = Σ (x - s[c]/n)² over the rows
+// of channel c of x [N, C, spatial...], each difference and square
+// rounded to float32 (as Square(Sub(x, m)) computes them) and summed in
+// float64 in a fixed order; a channel's rows are read twice, the second
+// time from cache.
+func channelMoments(s, q, x []float32, shape []int, local bool) {
+	n, c := shape[0], shape[1]
+	if c == 0 {
+		return
+	}
+	w := numel(shape[2:])
+	cnt := float32(n * w)
+	chans := func(lo, hi int) {
+		var buf [stageLen]float32
+		for k := lo; k < hi; k++ {
+			var sum float64
+			for i := 0; i < n; i++ {
+				sum += vec.SumF64(x[(i*c+k)*w : (i*c+k+1)*w])
+			}
+			s[k] = float32(sum)
+			m := s[k] / cnt
+			var sq float64
+			for i := 0; i < n; i++ {
+				xr := x[(i*c+k)*w : (i*c+k+1)*w]
+				for j := 0; j < w; j += stageLen {
+					t := buf[:min(stageLen, w-j)]
+					vec.SubVS(t, xr[j:j+len(t)], m)
+					vec.MulVV(t, t, t)
+					sq += vec.SumF64(t)
+				}
+			}
+			q[k] = float32(sq)
+		}
+	}
+	if serial(3*len(x)*costCheap, local) {
+		chans(0, c)
+		return
+	}
+	parallelFor(c, 3*n*w*costCheap, 1, false, chans)
+}
+
+// ChannelMoments returns, for x of shape [N, C, spatial...], the sum of
+// each channel, Σ x, and its centred sum of squares, Σ (x - Σ x/n)², over
+// every axis but axis 1 (n elements each), both of shape [C]: the batch
+// statistics of a batch norm (mean sum/n, biased variance sumSq/n),
+// computed in one sweep over x for float32 host operands and composed
+// from SumKeep, Sub and Square otherwise. Its gradient is one sweep over
+// x. Per-device moments combine exactly into those of a larger batch
+// (Chan et al.): with m the global mean, sumSq = Σ_d sumSq_d + n_d·(m_d -
+// m)².
+func ChannelMoments(x *Tensor) (sum, sumSq *Tensor) {
+	const name = "tensor.ChannelMoments"
+	checkNil(name, "x", x)
+	if !x.dtype.IsFloat() || len(x.shape) < 2 {
+		panic(fmt.Sprintf("%s: %s: want float x [N, C, ...]", name, operands("", x)))
+	}
+	if x.dtype != Float32 || x.layout != nil {
+		s, q := channelMomentsComposed(x, 0)
+		return Reshape(s, -1), Reshape(q, -1)
+	}
+	r := ApplyN(channelMomentsOp, nil, x)
+	return Reshape(r[0], -1), Reshape(r[1], -1)
+}

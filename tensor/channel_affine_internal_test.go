@@ -1,0 +1,27 @@
+package tensor
+
+import "math/rand/v2"
+
+// The rule cases of channel_affine and its backward sums (ad_rules_test.go).
+var _ = addRuleCases(
+	ruleCase{name: "channelAffineOp", op: &channelAffineOp,
+		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 3, 4), rF(r, 3), rF(r, 3)) },
+		f: func(x []*Tensor) []*Tensor {
+			return []*Tensor{ChannelAffine(x[0], x[1], x[2], ActIdentity), ChannelAffine(x[0], x[1], x[2], ActTanh)}
+		}},
+	// Relu has a kink where x·s + b = 0: no finite differences.
+	ruleCase{name: "channelAffineOp", op: &channelAffineOp,
+		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 4, 3), rF(r, 3), rF(r, 3)) },
+		f: func(x []*Tensor) []*Tensor {
+			return []*Tensor{ChannelAffine(x[0], x[1], x[2], ActRelu)}
+		}, noFD: true},
+	ruleCase{name: "channelAffineGradOp", op: &channelAffineGradOp,
+		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 3, 5), rF(r, 2, 3, 5)) },
+		f:  ap(&channelAffineGradOp, nil), vmapTol: 1e-5},
+	ruleCase{name: "channelMomentsOp", op: &channelMomentsOp,
+		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 3, 5)) },
+		f: func(x []*Tensor) []*Tensor {
+			s, q := ChannelMoments(x[0])
+			return []*Tensor{s, q}
+		}, vmapTol: 1e-5},
+)
