@@ -63,8 +63,8 @@ func newResBlock(key tensor.Key, c int) ResBlock {
 }
 
 func (m ResBlock) Forward(x *tensor.Tensor, s nn.State) (*tensor.Tensor, nn.State) {
-	h, s := m.B1.Forward(m.C1.Forward(x), s)
-	h, s = m.B2.Forward(m.C2.Forward(tensor.Relu(h)), s)
+	h, s := m.B1.ForwardAct(m.C1.Forward(x), s, nn.Relu) // ReLU fused into the normalisation
+	h, s = m.B2.Forward(m.C2.Forward(h), s)
 	h = tensor.Relu(tensor.Add(h, x))
 	h = tensor.Reshape(m.Pool.Forward(h), x.Dim(0), m.Channels)
 	return m.Head.Forward(h), s

@@ -98,6 +98,35 @@ func NewBatchNorm(channels int, opts BatchNormOptions) BatchNorm {
 // Forward normalises x [N, C, spatial...] and returns the result and the
 // state with updated running statistics (unchanged in inference).
 func (b BatchNorm) Forward(x *tensor.Tensor, state State) (*tensor.Tensor, State) {
+	return b.ForwardAct(x, state, nil)
+}
+
+// ForwardAct returns act(y) and the new state for y, state of Forward(x,
+// state); nil act means none. For float32 and float64 batches, an
+// activation of this package that tensor.BiasAct fuses (Relu above all)
+// is applied by the normalising sweep itself (tensor.ChannelAffine): for
+// Relu one pass over the batch and one activation-sized result fewer. The
+// values and gradients are those of the composition.
+func (b BatchNorm) ForwardAct(x *tensor.Tensor, state State, act Activation) (*tensor.Tensor, State) {
+	y, state := b.forward(x, state, act)
+	if act != nil && !b.fuses(x, act) {
+		y = act(y)
+	}
+	return y, state
+}
+
+// fuses reports whether the normalisation of x applies act itself.
+func (b BatchNorm) fuses(x *tensor.Tensor, act Activation) bool {
+	_, ok := act.Fused()
+	return ok && fusedAffine(x)
+}
+
+// forward is ForwardAct, act applied only where fused.
+func (b BatchNorm) forward(x *tensor.Tensor, state State, act Activation) (*tensor.Tensor, State) {
+	fa := tensor.ActIdentity
+	if b.fuses(x, act) {
+		fa, _ = act.Fused()
+	}
 	run := state.Get(b.Index)
 	if len(run) != 2 || x.Rank() < 2 || x.Dim(1) != run[0].Dim(0) || !x.DType().IsFloat() {
 		panic(fmt.Sprintf("nn.BatchNorm: x %v: want float [N, %d, ...]", x, run[0].Dim(0)))
@@ -105,7 +134,7 @@ func (b BatchNorm) Forward(x *tensor.Tensor, state State) (*tensor.Tensor, State
 	shape := channelShape(x)
 	if b.Inference {
 		mean, variance := tensor.Reshape(run[0], shape...), tensor.Reshape(run[1], shape...)
-		return b.normalize(x, mean, variance, shape), state
+		return b.normalize(x, mean, variance, shape, fa), state
 	}
 	axes := make([]int, 0, x.Rank()-1)
 	for d := 0; d < x.Rank(); d++ {
@@ -132,7 +161,7 @@ func (b BatchNorm) Forward(x *tensor.Tensor, state State) (*tensor.Tensor, State
 			q = psumVarying(x, tensor.Add(q, tensor.MulScalar(tensor.Square(d), n)))
 		}
 		variance = tensor.Div(q, count)
-		y = b.affine(x, mean, variance)
+		y = b.affine(x, mean, variance, fa)
 	} else {
 		sum := tensor.SumKeep(x, axes...)
 		if !b.PerDevice {
@@ -161,12 +190,12 @@ func (b BatchNorm) Forward(x *tensor.Tensor, state State) (*tensor.Tensor, State
 }
 
 // normalize computes (x - mean)/√(var + eps), then the affine map.
-func (b BatchNorm) normalize(x, mean, variance *tensor.Tensor, shape []int) *tensor.Tensor {
+func (b BatchNorm) normalize(x, mean, variance *tensor.Tensor, shape []int, act tensor.Activation) *tensor.Tensor {
 	if x.DType() != mean.DType() {
 		mean, variance = tensor.Convert(mean, x.DType()), tensor.Convert(variance, x.DType())
 	}
 	if fusedAffine(x) {
-		return b.affine(x, mean, variance)
+		return b.affine(x, mean, variance, act)
 	}
 	return b.scaleShift(tensor.Sub(x, mean), tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), shape)
 }
@@ -192,12 +221,12 @@ func fusedAffine(x *tensor.Tensor) bool {
 	return x.DType() == tensor.Float32 || x.DType() == tensor.Float64
 }
 
-// affine returns x·scale + shift with scale = Weight/√(var + eps) and
+// affine returns act(x·scale + shift) with scale = Weight/√(var + eps) and
 // shift = Bias - mean·scale per channel, applied in one pass over x
 // (tensor.ChannelAffine). scale and shift are built from mean and
 // variance with ordinary ops, so that in training the gradient flows
 // through the batch statistics as through the composition.
-func (b BatchNorm) affine(x, mean, variance *tensor.Tensor) *tensor.Tensor {
+func (b BatchNorm) affine(x, mean, variance *tensor.Tensor, act tensor.Activation) *tensor.Tensor {
 	scale := tensor.Reshape(tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), -1)
 	if b.Weight != nil {
 		scale = tensor.Mul(scale, tensor.Convert(b.Weight, x.DType()))
@@ -206,7 +235,7 @@ func (b BatchNorm) affine(x, mean, variance *tensor.Tensor) *tensor.Tensor {
 	if b.Bias != nil {
 		shift = tensor.Add(shift, tensor.Convert(b.Bias, x.DType()))
 	}
-	return tensor.ChannelAffine(x, scale, shift, tensor.ActIdentity)
+	return tensor.ChannelAffine(x, scale, shift, act)
 }
 
 // channelShape is [1, C, 1, ...], the shape of per-channel values
