@@ -17,7 +17,7 @@ var allToAllOp *tensor.Op
 func init() {
 	allToAllOp = &tensor.Op{
 		Name:   "all_to_all",
-		Traits: tensor.Traits{Half: tensor.NativeHalf},
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Types: tensor.TypesAll}, // moves data of any dtype
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return allToAllImpl(in[0], pp.(*collParams))
 		},

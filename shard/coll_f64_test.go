@@ -82,3 +82,28 @@ func TestCollectivesFloat64(t *testing.T) {
 	})
 	assert.Equal(t, []int64{1<<40 + 6}, shard.Gather(isum(ids)).Int64s())
 }
+
+// AllToAll and RingShift (ppermute) move float64, int64 and uint8 blocks
+// bit for bit.
+func TestMovesWideDTypes(t *testing.T) {
+	m := shard.NewMesh([]int{4}, []string{"dp"})
+	for _, a := range []*tensor.Tensor{
+		tensor.NormalFloat64(tensor.NewKey(7), 16),
+		tensor.AsType(tensor.Add(tensor.Arange(16), tensor.Full(tensor.Int32, 1<<30, 16)), tensor.Int64),
+		tensor.AsType(tensor.Arange(16), tensor.Uint8),
+	} {
+		t.Run(a.DType().String(), func(t *testing.T) {
+			a2t := shard.Map(m, shard.P("dp"), shard.P("dp"), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor {
+				return c.AllToAll(b, shard.Axes{"dp"}, 0, 0, true)
+			})
+			want := tensor.Reshape(tensor.Transpose(tensor.Reshape(a, 4, 4)), 16)
+			got := shard.Gather(a2t(a))
+			require.Equal(t, a.DType(), got.DType())
+			assert.Equal(t, want.Float64s(), got.Float64s(), "all_to_all transposes")
+			ring := shard.Map(m, shard.P("dp"), shard.P("dp"), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor {
+				return c.RingShift(b, shard.Axes{"dp"}, 1)
+			})
+			assert.Equal(t, tensor.Roll(a, 4, 0).Float64s(), shard.Gather(ring(a)).Float64s(), "ring shift by one device")
+		})
+	}
+}

@@ -17,7 +17,7 @@ var ppermuteOp *tensor.Op
 func init() {
 	ppermuteOp = &tensor.Op{
 		Name:   "ppermute",
-		Traits: tensor.Traits{Half: tensor.NativeHalf},
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Types: tensor.TypesAll}, // moves data of any dtype
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return ppermuteImpl(in[0], pp.(*collParams))
 		},

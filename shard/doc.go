@@ -314,6 +314,20 @@
 // matmul is a bf16 psum: each device's partial product is rounded to bf16
 // first, as JAX's dot of bf16 operands returns bf16.
 //
+// # float64, int64 and uint8
+//
+// Arrays of dtype float64, int64 and uint8 are placed, resharded and
+// gathered like the others, on one process or across processes, and
+// all_gather, ppermute (RingShift) and all_to_all move their blocks as
+// they are. Psum, Pmean and PsumScatter take float64 and int64 blocks and
+// sum them in the group's rank order, so that their results are the same
+// on every device, kernel set and process count. Between processes a
+// transport has no float64 or int64 reduction: each process gathers every
+// member's block (Group.Allgatherv) and sums them itself in rank order,
+// which gives bit for bit the sum of one process over the same devices,
+// however the devices are spread over the processes, at the cost of an
+// all-gather's bytes (the blocks of every member to every process).
+//
 // # Cost accounting
 //
 // WithComm collects the bytes each device sends, per collective kind, so

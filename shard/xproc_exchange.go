@@ -150,8 +150,10 @@ func (x *crossGroup) allreduceSum() {
 		sumFloat32(acc, ins, 0, x0.Size())
 		g.AllreduceFloat32(acc, acc, ReduceSum)
 		narrowHalf(x0.DType(), out.RawUint16(), acc)
+	case tensor.Float64, tensor.Int64:
+		out = x.gatherSum(x0)
 	default:
-		panic(fmt.Sprintf("shard: psum: cannot sum %v across processes (float32, int32, bfloat16 and float16 only)", x0))
+		panic(fmt.Sprintf("shard: psum: cannot sum %v across processes (float32, float64, int32, int64, bfloat16 and float16 only)", x0))
 	}
 	storeRemote(s, x.key, out, true)
 }
@@ -301,6 +303,14 @@ func rawBytes(x *tensor.Tensor) []byte {
 	case tensor.BFloat16, tensor.Float16:
 		d := x.RawUint16()
 		return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 2*len(d))
+	case tensor.Float64:
+		d := x.RawFloat64()
+		return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 8*len(d))
+	case tensor.Int64:
+		d := x.RawInt64()
+		return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 8*len(d))
+	case tensor.Uint8:
+		return x.RawUint8()
 	}
 	panic(fmt.Sprintf("shard: cannot send %v between processes", x))
 }

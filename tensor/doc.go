@@ -80,7 +80,8 @@
 // wraps); Convert converts between float dtypes and is differentiable.
 // Checkpoints (package checkpoint) and safetensors files (F64, I64, U8)
 // store all of them; package shard's Psum, Pmean, AllGather and
-// PsumScatter sum and move float64 blocks inside shard.Map.
+// PsumScatter sum and move float64 blocks inside shard.Map, between
+// processes too (bit for bit the sums of one process).
 //
 // # Broadcasting and errors
 //
