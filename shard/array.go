@@ -228,7 +228,9 @@ func FromBlocks(s Sharding, shape []int, blocks []*tensor.Tensor) (*tensor.Tenso
 	if len(blocks) != s.mesh.Size() {
 		return nil, fmt.Errorf("shard.FromBlocks: %d blocks for a mesh of %d devices", len(blocks), s.mesh.Size())
 	}
-	l := (&layout{sharding: s, geo: geo, blocks: make([]*tensor.Tensor, len(blocks))}).number(true)
+	// Not numbered: a loader builds batches on a goroutine of its own,
+	// with no order agreed with the Puts of the main one.
+	l := &layout{sharding: s, geo: geo, blocks: make([]*tensor.Tensor, len(blocks))}
 	f := s.mesh.firstLocal()
 	if f < 0 {
 		return nil, fmt.Errorf("shard.FromBlocks: process %d has no device of %v", dist.rank, s.mesh)

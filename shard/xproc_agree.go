@@ -35,8 +35,9 @@ type stream struct {
 	ops   atomic.Uint64
 	// arrays numbers the arrays computed on the mesh (outputs of Map and
 	// propagated ops, reductions of pending sums), puts those placed from
-	// the host (Put, FromBlocks), which a loader may do on a goroutine of
-	// its own: Gather and reshards name the array they read by its
+	// the host by Put (with GONOX_DEBUG, which asks every process to Put
+	// in one order; FromBlocks, which a loader calls on a goroutine of
+	// its own, numbers nothing): Gather and reshards name the array they read by its
 	// number, so that processes reading arrays of one shape in different
 	// orders are caught. Reshards' results are not numbered (a reshard
 	// onto a mesh may run on another goroutine than its Map).
