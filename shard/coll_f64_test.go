@@ -107,3 +107,30 @@ func TestMovesWideDTypes(t *testing.T) {
 		})
 	}
 }
+
+// Pmax and Pmin of float64 and int64 blocks; the gradient of a float64
+// Pmax is split among tied devices in float64 (1/3 to 17 digits).
+func TestPmaxFloat64(t *testing.T) {
+	m := shard.NewMesh([]int{4}, []string{"dp"})
+	x := tensor.FromFloat64s([]float64{1.5, 5.25, -2, 5.25, 0.125, 5.25, 3, 4}, 4, 2)
+	extreme := func(isMax bool) func(*tensor.Tensor) *tensor.Tensor {
+		return shard.Map(m, shard.P("dp"), shard.P(), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor {
+			if isMax {
+				return c.Pmax(b, "dp")
+			}
+			return c.Pmin(b, "dp")
+		})
+	}
+	assert.Equal(t, []float64{3, 5.25}, shard.Gather(extreme(true)(x)).Float64s())
+	assert.Equal(t, []float64{-2, 4}, shard.Gather(extreme(false)(x)).Float64s())
+	ids := tensor.FromInt64([]int64{1 << 40, -(1 << 41), 7, 1<<40 + 1}, 4, 1)
+	assert.Equal(t, []int64{1<<40 + 1}, shard.Gather(extreme(true)(ids)).Int64s())
+	assert.Equal(t, []int64{-(1 << 41)}, shard.Gather(extreme(false)(ids)).Int64s())
+
+	// Column 0's maximum is held by device 3 alone, column 1's by
+	// devices 0, 1 and 2.
+	g := autodiff.Grad(func(x *tensor.Tensor) *tensor.Tensor { return tensor.Sum(shard.Gather(extreme(true)(x))) })(x)
+	require.Equal(t, tensor.Float64, g.DType())
+	third := 1.0 / 3
+	assert.Equal(t, []float64{0, third, 0, third, 0, third, 1, 0}, g.Float64s())
+}

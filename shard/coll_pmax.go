@@ -20,7 +20,7 @@ var pmaxOp *tensor.Op
 func init() {
 	pmaxOp = &tensor.Op{
 		Name:   "pmax",
-		Traits: tensor.Traits{Half: tensor.NativeHalf},
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Types: tensor.TypesFloat64 | tensor.TypesInt64},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return pmaxImpl(in[0], pp.(*collParams))
 		},
@@ -29,7 +29,11 @@ func init() {
 			// split evenly among ties.
 			p := pp.(*collParams)
 			x := in[0]
-			hit := tensor.AsType(tensor.Equal(x, out), tensor.Float32)
+			dt := tensor.Float32 // widened for a half cotangent
+			if g.DType() == tensor.Float64 {
+				dt = tensor.Float64 // a share of 1/3 exact to float64
+			}
+			hit := tensor.AsType(tensor.Equal(x, out), dt)
 			count := psum(p.env, hit, p.axes)
 			share := tensor.Div(hit, count)
 			if share.DType() != g.DType() {

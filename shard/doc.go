@@ -327,6 +327,9 @@
 // which gives bit for bit the sum of one process over the same devices,
 // however the devices are spread over the processes, at the cost of an
 // all-gather's bytes (the blocks of every member to every process).
+// Pmax and Pmin take float64 and int64 blocks too (between processes, the
+// processes' local extremes are gathered the same way); the gradient of a
+// float64 Pmax is split among tied devices in float64.
 //
 // # Cost accounting
 //

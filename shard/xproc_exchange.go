@@ -456,6 +456,8 @@ func (x *crossGroup) allreduceExtreme(op ReduceOp) {
 		}
 	}
 	switch out.DType() {
+	case tensor.Float64, tensor.Int64:
+		out = x.gatherExtreme(out, op)
 	case tensor.Int32:
 		g.AllreduceInt32(out.RawInt32(), out.RawInt32(), op)
 	case tensor.BFloat16, tensor.Float16:

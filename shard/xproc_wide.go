@@ -55,3 +55,29 @@ func (x *crossGroup) gatherSum(x0 *tensor.Tensor) *tensor.Tensor {
 	}
 	return out
 }
+
+// gatherExtreme is allreduceExtreme for float64 and int64 blocks: the
+// processes' local extremes out are gathered (Group.Allgatherv) and each
+// process takes their extreme in rank order.
+func (x *crossGroup) gatherExtreme(out *tensor.Tensor, op ReduceOp) *tensor.Tensor {
+	n := out.Bytes()
+	counts := make([]int, len(x.procs))
+	for i := range counts {
+		counts[i] = n
+	}
+	recv := make([]byte, n*len(x.procs))
+	x.g.Allgatherv(rawBytes(out), recv, counts)
+	var res *tensor.Tensor
+	for p := range x.procs {
+		b := fromBytes(out.DType(), recv[p*n:(p+1)*n], out.Shape())
+		switch {
+		case res == nil:
+			res = b
+		case op == ReduceMax:
+			res = tensor.Maximum(res, b)
+		default:
+			res = tensor.Minimum(res, b)
+		}
+	}
+	return res
+}

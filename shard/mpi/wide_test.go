@@ -38,7 +38,7 @@ func rankOrderSum(v []float64, rows []int, k int) []float64 {
 	return out
 }
 
-// TestFloat64CollectivesAcrossProcesses: Psum, Pmean, PsumScatter,
+// TestFloat64CollectivesAcrossProcesses: Psum, Pmean, Pmax, Pmin, PsumScatter,
 // AllGather, AllToAll and RingShift of float64 (and int64, uint8) blocks between processes
 // give one process's values bit for bit (sums in rank order), and Put
 // and Gather move float64, int64 and uint8 arrays.
@@ -78,6 +78,28 @@ func TestFloat64CollectivesAcrossProcesses(t *testing.T) {
 		}
 		got := run(shard.P("d"), shard.P(), tensor.FromInt64(iv, n, 1), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor { return c.Psum(b, "d") })
 		assert.Equal(t, []int64{want}, got.Int64s())
+	})
+	t.Run("Pmax Pmin", func(t *testing.T) {
+		mx, mn := make([]float64, k), make([]float64, k)
+		for i := range k {
+			mx[i], mn[i] = math.Inf(-1), math.Inf(1)
+			for r := range n {
+				mx[i], mn[i] = max(mx[i], v[r*k+i]), min(mn[i], v[r*k+i])
+			}
+		}
+		got := run(shard.P("d"), shard.P(), x, func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor { return c.Pmax(b, "d") })
+		assert.Equal(t, mx, got.Float64s())
+		got = run(shard.P("d"), shard.P(), x, func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor { return c.Pmin(b, "d") })
+		assert.Equal(t, mn, got.Float64s())
+		// int64 beyond 2^53: device r holds 2^60 + r (the max), -(2^60 + r) (the min).
+		iv := make([]int64, 2*n)
+		for r := range n {
+			iv[2*r], iv[2*r+1] = 1<<60+int64(r), -(1<<60 + int64(r))
+		}
+		gi := run(shard.P("d"), shard.P(), tensor.FromInt64(iv, n, 2), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor { return c.Pmax(b, "d") })
+		assert.Equal(t, []int64{1<<60 + int64(n-1), -(1 << 60)}, gi.Int64s())
+		gi = run(shard.P("d"), shard.P(), tensor.FromInt64(iv, n, 2), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor { return c.Pmin(b, "d") })
+		assert.Equal(t, []int64{1 << 60, -(1<<60 + int64(n-1))}, gi.Int64s())
 	})
 	t.Run("PsumScatter", func(t *testing.T) {
 		// x [n, k] replicated: the sum is x added n times in rank order;
