@@ -66,7 +66,7 @@ var asyncStartOp, asyncWaitOp *tensor.Op
 func init() {
 	asyncStartOp = &tensor.Op{
 		Name:   "ppermute_start",
-		Traits: tensor.Traits{Half: tensor.NativeHalf},
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Types: tensor.TypesAll}, // moves data of any dtype
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			p := pp.(*asyncParams)
 			p.start(in[0])

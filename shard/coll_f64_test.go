@@ -83,8 +83,8 @@ func TestCollectivesFloat64(t *testing.T) {
 	assert.Equal(t, []int64{1<<40 + 6}, shard.Gather(isum(ids)).Int64s())
 }
 
-// AllToAll and RingShift (ppermute) move float64, int64 and uint8 blocks
-// bit for bit.
+// AllToAll, RingShift (ppermute) and RingShiftStart move float64, int64
+// and uint8 blocks bit for bit.
 func TestMovesWideDTypes(t *testing.T) {
 	m := shard.NewMesh([]int{4}, []string{"dp"})
 	for _, a := range []*tensor.Tensor{
@@ -104,6 +104,12 @@ func TestMovesWideDTypes(t *testing.T) {
 				return c.RingShift(b, shard.Axes{"dp"}, 1)
 			})
 			assert.Equal(t, tensor.Roll(a, 4, 0).Float64s(), shard.Gather(ring(a)).Float64s(), "ring shift by one device")
+			async := shard.Map(m, shard.P("dp"), shard.P("dp"), func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor {
+				return c.RingShiftStart(b, shard.Axes{"dp"}, 1).Wait()
+			})
+			got = shard.Gather(async(a))
+			require.Equal(t, a.DType(), got.DType())
+			assert.Equal(t, tensor.Roll(a, 4, 0).Float64s(), got.Float64s(), "asynchronous ring shift")
 		})
 	}
 }

@@ -38,10 +38,11 @@ func rankOrderSum(v []float64, rows []int, k int) []float64 {
 	return out
 }
 
-// TestFloat64CollectivesAcrossProcesses: Psum, Pmean, Pmax, Pmin, PsumScatter,
-// AllGather, AllToAll and RingShift of float64 (and int64, uint8) blocks between processes
-// give one process's values bit for bit (sums in rank order), and Put
-// and Gather move float64, int64 and uint8 arrays.
+// TestFloat64CollectivesAcrossProcesses: Psum, Pmean, Pmax, Pmin,
+// PsumScatter, AllGather, AllToAll, RingShift and RingShiftStart of
+// float64 (and int64, uint8) blocks between processes give one process's
+// values bit for bit (sums in rank order), and Put and Gather move
+// float64, int64 and uint8 arrays.
 func TestFloat64CollectivesAcrossProcesses(t *testing.T) {
 	m, n := lineMesh()
 	const k = 3
@@ -145,6 +146,13 @@ func TestFloat64CollectivesAcrossProcesses(t *testing.T) {
 		for r := range n {
 			p := (r + n - 1) % n
 			assert.Equal(t, v[k*p:k*p+k], got[k*r:k*r+k], "device %d", r)
+		}
+		got = run(shard.P("d"), shard.P("d"), x, func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor {
+			return c.RingShiftStart(b, shard.Axes{"d"}, 1).Wait()
+		}).Float64s()
+		for r := range n {
+			p := (r + n - 1) % n
+			assert.Equal(t, v[k*p:k*p+k], got[k*r:k*r+k], "asynchronous, device %d", r)
 		}
 	})
 	t.Run("Put Gather", func(t *testing.T) {
