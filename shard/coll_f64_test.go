@@ -140,3 +140,40 @@ func TestPmaxFloat64(t *testing.T) {
 	third := 1.0 / 3
 	assert.Equal(t, []float64{0, third, 0, third, 0, third, 1, 0}, g.Float64s())
 }
+
+// raggedTranspose is a RaggedAllToAll over n devices in which each device
+// sends its row j to device j, which writes it at row r (the sender's
+// index): the all-to-all transpose of [n·n, k] rows, for any dtype.
+func raggedTranspose(m *shard.Mesh, n int) func(*tensor.Tensor) *tensor.Tensor {
+	var io, ss, oo, rs []int32
+	for r := range n {
+		for j := range n {
+			io, ss, oo, rs = append(io, int32(j)), append(ss, 1), append(oo, int32(r)), append(rs, 1)
+		}
+	}
+	ins := []*tensor.Tensor{tensor.FromInt32(io, n*n), tensor.FromInt32(ss, n*n), tensor.FromInt32(oo, n*n), tensor.FromInt32(rs, n*n)}
+	axis := m.AxisNames()[0]
+	return func(x *tensor.Tensor) *tensor.Tensor {
+		f := shard.Map(m, shard.P(axis), shard.P(axis), func(c *shard.Ctx, in []*tensor.Tensor) *tensor.Tensor {
+			out := c.Local(tensor.Zeros(in[0].DType(), in[0].Shape()...))
+			return c.RaggedAllToAll(in[0], out, in[1], in[2], in[3], in[4], shard.Axes{axis})
+		})
+		return shard.Gather(f(append([]*tensor.Tensor{x}, ins...)))
+	}
+}
+
+// RaggedAllToAll moves float64, int64 and uint8 rows bit for bit.
+func TestRaggedAllToAllWideDTypes(t *testing.T) {
+	m := shard.NewMesh([]int{4}, []string{"dp"})
+	f := raggedTranspose(m, 4)
+	for _, a := range []*tensor.Tensor{
+		tensor.NormalFloat64(tensor.NewKey(8), 16, 2),
+		tensor.AsType(tensor.Reshape(tensor.Add(tensor.Arange(32), tensor.Full(tensor.Int32, 1<<30, 32)), 16, 2), tensor.Int64),
+		tensor.AsType(tensor.Reshape(tensor.Arange(32), 16, 2), tensor.Uint8),
+	} {
+		got := f(a)
+		require.Equal(t, a.DType(), got.DType())
+		want := tensor.Reshape(tensor.Transpose(tensor.Reshape(a, 4, 4, 2), 1, 0, 2), 16, 2)
+		assert.Equal(t, want.Float64s(), got.Float64s(), "%v", a)
+	}
+}

@@ -31,7 +31,7 @@ var raggedOp *tensor.Op
 func init() {
 	raggedOp = &tensor.Op{
 		Name:   "ragged_all_to_all",
-		Traits: tensor.Traits{Half: tensor.NativeHalf},
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Types: tensor.TypesAll}, // moves rows of any dtype
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return raggedImpl(in, pp.(*collParams))
 		},
@@ -159,6 +159,12 @@ func copyRows(dst *tensor.Tensor, at int, src *tensor.Tensor, from, n, rowSize i
 		copy(dst.RawBool()[a:a+c], src.RawBool()[b:b+c])
 	case tensor.BFloat16, tensor.Float16:
 		copy(dst.RawUint16()[a:a+c], src.RawUint16()[b:b+c])
+	case tensor.Float64:
+		copy(dst.BorrowFloat64()[a:a+c], src.BorrowFloat64()[b:b+c])
+	case tensor.Int64:
+		copy(dst.BorrowInt64()[a:a+c], src.BorrowInt64()[b:b+c])
+	case tensor.Uint8:
+		copy(dst.RawUint8()[a:a+c], src.RawUint8()[b:b+c])
 	}
 }
 

@@ -39,10 +39,10 @@ func rankOrderSum(v []float64, rows []int, k int) []float64 {
 }
 
 // TestFloat64CollectivesAcrossProcesses: Psum, Pmean, Pmax, Pmin,
-// PsumScatter, AllGather, AllToAll, RingShift and RingShiftStart of
-// float64 (and int64, uint8) blocks between processes give one process's
-// values bit for bit (sums in rank order), and Put and Gather move
-// float64, int64 and uint8 arrays.
+// PsumScatter, AllGather, AllToAll, RaggedAllToAll, RingShift and
+// RingShiftStart of float64 (and int64, uint8) blocks between processes
+// give one process's values bit for bit (sums in rank order), and Put and
+// Gather move float64, int64 and uint8 arrays.
 func TestFloat64CollectivesAcrossProcesses(t *testing.T) {
 	m, n := lineMesh()
 	const k = 3
@@ -153,6 +153,31 @@ func TestFloat64CollectivesAcrossProcesses(t *testing.T) {
 		for r := range n {
 			p := (r + n - 1) % n
 			assert.Equal(t, v[k*p:k*p+k], got[k*r:k*r+k], "asynchronous, device %d", r)
+		}
+	})
+	t.Run("RaggedAllToAll", func(t *testing.T) {
+		// Device r sends its row j to device j, which writes it at row r:
+		// the transpose of [n·n, 2] rows.
+		var io, ss, oo, rs []int32
+		for r := range n {
+			for j := range n {
+				io, ss, oo, rs = append(io, int32(j)), append(ss, 1), append(oo, int32(r)), append(rs, 1)
+			}
+		}
+		ins := []*tensor.Tensor{tensor.FromInt32(io, n*n), tensor.FromInt32(ss, n*n), tensor.FromInt32(oo, n*n), tensor.FromInt32(rs, n*n)}
+		f := shard.Map(m, shard.P("d"), shard.P("d"), func(c *shard.Ctx, in []*tensor.Tensor) *tensor.Tensor {
+			out := c.Local(tensor.Zeros(in[0].DType(), in[0].Shape()...))
+			return c.RaggedAllToAll(in[0], out, in[1], in[2], in[3], in[4], shard.Axes{"d"})
+		})
+		for _, a := range []*tensor.Tensor{
+			tensor.FromFloat64s(wideRows(n*n, 2), n*n, 2),
+			tensor.AsType(tensor.Reshape(tensor.Arange(2*n*n), n*n, 2), tensor.Int64),
+			tensor.AsType(tensor.Reshape(tensor.Arange(2*n*n), n*n, 2), tensor.Uint8),
+		} {
+			got := shard.Gather(f(append([]*tensor.Tensor{a}, ins...)))
+			require.Equal(t, a.DType(), got.DType())
+			want := tensor.Reshape(tensor.Transpose(tensor.Reshape(a, n, n, 2), 1, 0, 2), n*n, 2)
+			assert.Equal(t, want.Float64s(), got.Float64s(), "%v", a)
 		}
 	})
 	t.Run("Put Gather", func(t *testing.T) {
