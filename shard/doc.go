@@ -318,10 +318,11 @@
 //
 // Arrays of dtype float64, int64 and uint8 are placed, resharded and
 // gathered like the others, on one process or across processes, and
-// all_gather, ppermute (RingShift) and all_to_all move their blocks as
-// they are. Psum, Pmean and PsumScatter take float64 and int64 blocks and
-// sum them in the group's rank order, so that their results are the same
-// on every device, kernel set and process count. Between processes a
+// all_gather, ppermute (RingShift, and RingShiftStart's asynchronous
+// one), all_to_all and ragged_all_to_all move their blocks as they
+// are. Psum, Pmean and PsumScatter take float64 and int64 blocks and sum
+// them in the group's rank order, so that their results are the same on
+// every device, kernel set and process count. Between processes a
 // transport has no float64 or int64 reduction: each process gathers every
 // member's block (Group.Allgatherv) and sums them itself in rank order,
 // which gives bit for bit the sum of one process over the same devices,
