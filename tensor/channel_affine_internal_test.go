@@ -1,6 +1,11 @@
 package tensor
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
 
 // The rule cases of channel_affine and its backward sums (ad_rules_test.go).
 var _ = addRuleCases(
@@ -25,3 +30,24 @@ var _ = addRuleCases(
 			return []*Tensor{s, q}
 		}, vmapTol: 1e-5},
 )
+
+// The kernels split over goroutines (rows forward, channels for the sums)
+// give the serial results bit for bit.
+func TestChannelKernelsParallel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(80, 1))
+	x, g := randTensor(rng, 3, 8, 5, 7), randTensor(rng, 3, 8, 5, 7)
+	s, b := randTensor(rng, 1, 8, 1, 1), randTensor(rng, 1, 8, 1, 1)
+	run := func() []*Tensor {
+		out := []*Tensor{Apply(channelAffineOp, ActRelu, x, s, b)}
+		out = append(out, ApplyN(channelAffineGradOp, nil, g, x)...)
+		return append(out, ApplyN(channelMomentsOp, nil, x)...)
+	}
+	want := run()
+	withParallel(t, 16)
+	spawned := parallelSpawned.Load()
+	got := run()
+	require.Greater(t, parallelSpawned.Load(), spawned, "no goroutine started")
+	for i := range want {
+		require.Equal(t, want[i].f32, got[i].f32, "result %d", i)
+	}
+}
