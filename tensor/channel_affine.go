@@ -221,7 +221,9 @@ func channelAffine(dst, x, s, b []float32, shape []int, act Activation, local bo
 
 // channelAffineSums writes ds[c] = Σ g·x and db[c] = Σ g over the rows of
 // channel c of g and x [N, C, spatial...], summed in float64 in a fixed
-// order (channels split over goroutines, never a channel's rows).
+// order (a channel's rows in turn; channels split over goroutines, never
+// a channel's rows). The rows are visited in memory order, every channel
+// of a range for each n, so that the reads stream.
 func channelAffineSums(ds, db, g, x []float32, shape []int, local bool) {
 	n, c := shape[0], shape[1]
 	if c == 0 {
@@ -230,20 +232,22 @@ func channelAffineSums(ds, db, g, x []float32, shape []int, local bool) {
 	w := numel(shape[2:])
 	chans := func(lo, hi int) {
 		var buf [stageLen]float32
-		for k := lo; k < hi; k++ {
-			var sgx, sg float64
-			for i := 0; i < n; i++ {
+		sgx, sg := make([]float64, hi-lo), make([]float64, hi-lo)
+		for i := 0; i < n; i++ {
+			for k := lo; k < hi; k++ {
 				o := (i*c + k) * w
 				gr, xr := g[o:o+w], x[o:o+w]
-				sg += vec.SumF64(gr)
+				sg[k-lo] += vec.SumF64(gr)
 				for j := 0; j < w; j += stageLen {
 					e := min(j+stageLen, w)
 					t := buf[:e-j]
 					vec.MulVV(t, gr[j:e], xr[j:e])
-					sgx += vec.SumF64(t)
+					sgx[k-lo] += vec.SumF64(t)
 				}
 			}
-			ds[k], db[k] = float32(sgx), float32(sg)
+		}
+		for k := lo; k < hi; k++ {
+			ds[k], db[k] = float32(sgx[k-lo]), float32(sg[k-lo])
 		}
 	}
 	if serial(2*len(x)*costCheap, local) {
@@ -360,8 +364,8 @@ func channelMomentsComposed(x *Tensor, lead int) (s, q *Tensor) {
 // channelMoments writes s[c] = Σ x and q[c] = Σ (x - s[c]/n)² over the rows
 // of channel c of x [N, C, spatial...], each difference and square
 // rounded to float32 (as Square(Sub(x, m)) computes them) and summed in
-// float64 in a fixed order; a channel's rows are read twice, the second
-// time from cache.
+// float64 in a fixed order (a channel's rows in turn; channels split over
+// goroutines). x is read twice, in memory order.
 func channelMoments(s, q, x []float32, shape []int, local bool) {
 	n, c := shape[0], shape[1]
 	if c == 0 {
@@ -371,24 +375,29 @@ func channelMoments(s, q, x []float32, shape []int, local bool) {
 	cnt := float32(n * w)
 	chans := func(lo, hi int) {
 		var buf [stageLen]float32
-		for k := lo; k < hi; k++ {
-			var sum float64
-			for i := 0; i < n; i++ {
-				sum += vec.SumF64(x[(i*c+k)*w : (i*c+k+1)*w])
+		sum, sq := make([]float64, hi-lo), make([]float64, hi-lo)
+		for i := 0; i < n; i++ {
+			for k := lo; k < hi; k++ {
+				sum[k-lo] += vec.SumF64(x[(i*c+k)*w : (i*c+k+1)*w])
 			}
-			s[k] = float32(sum)
-			m := s[k] / cnt
-			var sq float64
-			for i := 0; i < n; i++ {
+		}
+		for k := lo; k < hi; k++ {
+			s[k] = float32(sum[k-lo])
+		}
+		for i := 0; i < n; i++ {
+			for k := lo; k < hi; k++ {
+				m := s[k] / cnt
 				xr := x[(i*c+k)*w : (i*c+k+1)*w]
 				for j := 0; j < w; j += stageLen {
 					t := buf[:min(stageLen, w-j)]
 					vec.SubVS(t, xr[j:j+len(t)], m)
 					vec.MulVV(t, t, t)
-					sq += vec.SumF64(t)
+					sq[k-lo] += vec.SumF64(t)
 				}
 			}
-			q[k] = float32(sq)
+		}
+		for k := lo; k < hi; k++ {
+			q[k] = float32(sq[k-lo])
 		}
 	}
 	if serial(3*len(x)*costCheap, local) {
