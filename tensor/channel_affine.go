@@ -14,7 +14,7 @@ import (
 // backward. Its VJP computes the gradient of x with one broadcast Mul and
 // the per-channel sums Σ g·x and Σ g of the scale's and the shift's
 // gradients in one more sweep (channel_affine_grad).
-var channelAffineOp, channelAffineGradOp *Op
+var channelAffineOp, channelAffineGradOp, channelAffineBwdOp *Op
 
 func init() {
 	channelAffineOp = &Op{
@@ -28,8 +28,17 @@ func init() {
 		},
 		VJPNeed: func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor {
 			x, s := in[0], in[1]
+			act := p.(Activation)
+			if (Wants(need, 1) || Wants(need, 2)) && g.layout == nil && x.layout == nil && s.layout == nil {
+				// dx, dscale and dshift in one sweep.
+				ops := []*Tensor{g, x, s}
+				if act == ActRelu {
+					ops = append(ops, out)
+				}
+				return ApplyN(channelAffineBwdOp, act, ops...)
+			}
 			gz := g
-			if p.(Activation) == ActRelu {
+			if act == ActRelu {
 				gz = Apply(reluBwdOp, nil, g, out)
 			}
 			res := []*Tensor{nil, nil, nil}
@@ -142,6 +151,151 @@ func init() {
 			return []*Tensor{SumKeep(Mul(g, x), axes...), SumKeep(g, axes...)}
 		},
 	}
+}
+
+func init() {
+	// channel_affine_bwd: (g, x, s[, y]) -> (dx, ds, db) of channel_affine,
+	// gz = g (identity) or g·[y > 0] (relu): dx = gz·s, ds = Σ gz·x, db =
+	// Σ gz per channel, in one sweep. Placed operands never reach it
+	// (channel_affine's VJP composes propagated ops for them).
+	channelAffineBwdOp = &Op{
+		Name: "channel_affine_bwd",
+		ImplN: func(in []*Tensor, p any) ([]*Tensor, any) {
+			g, x, s := in[0], in[1], in[2]
+			var y []float32
+			if p.(Activation) == ActRelu {
+				y = in[3].f32
+			}
+			shape := channelShapeOf(x.shape)
+			dx := newOutUninit(Float32, x.shape)
+			ds, db := newOutUninit(Float32, shape), newOutUninit(Float32, shape)
+			channelAffineBwd(dx.f32, ds.f32, db.f32, g.f32, x.f32, s.f32, y, x.shape, isLocal(in...))
+			return []*Tensor{dx, ds, db}, nil
+		},
+		// The outputs are linear in gz = g·mask (the relu mask held
+		// constant): dgz = cdx·s + cds·x + cdb, dx = cds·gz, ds = Σ cdx·gz.
+		VJPN: func(gs, in, _ []*Tensor, p, _ any) []*Tensor {
+			act := p.(Activation)
+			g, x, s := in[0], in[1], in[2]
+			cdx, cds, cdb := gs[0], gs[1], gs[2]
+			mask := func(t *Tensor) *Tensor {
+				if act == ActRelu && t != nil {
+					return Apply(reluBwdOp, nil, t, in[3])
+				}
+				return t
+			}
+			var dg *Tensor
+			if cds != nil || cdb != nil {
+				cs, cb := cds, cdb
+				if cs == nil {
+					cs = ZerosLike(cb)
+				}
+				if cb == nil {
+					cb = ZerosLike(cs)
+				}
+				dg = ChannelAffine(x, Reshape(cs, -1), Reshape(cb, -1), ActIdentity)
+			}
+			if cdx != nil {
+				dg = addTangents(dg, Mul(cdx, s))
+			}
+			dg = mask(dg)
+			gz := mask(g)
+			res := make([]*Tensor, len(in))
+			res[0] = dg
+			if cds != nil {
+				res[1] = Mul(gz, cds)
+			}
+			if cdx != nil {
+				res[2], _ = channelSums(gz, cdx, s.shape)
+			}
+			return res
+		},
+		Save: SaveAllInputs,
+		JVP: func(x, t, _ []*Tensor, p any) []*Tensor {
+			act := p.(Activation)
+			g, xs, s := x[0], x[1], x[2]
+			mask := func(v *Tensor) *Tensor {
+				if act == ActRelu && v != nil {
+					return Apply(reluBwdOp, nil, v, x[3])
+				}
+				return v
+			}
+			axes := channelSumAxes(len(xs.shape), 0)
+			gz, dgz := mask(g), mask(t[0])
+			var ddx, dds, ddb *Tensor
+			if dgz != nil {
+				ddx = Mul(dgz, s)
+				dds = Mul(dgz, xs)
+				ddb = SumKeep(dgz, axes...)
+			}
+			if t[2] != nil {
+				ddx = addTangents(ddx, Mul(gz, t[2]))
+			}
+			if t[1] != nil {
+				dds = addTangents(dds, Mul(gz, t[1]))
+			}
+			if dds != nil {
+				dds = SumKeep(dds, axes...)
+			}
+			return []*Tensor{toShapeOf(ddx, xs), dds, ddb}
+		},
+		// Each example's from propagated ops (another summation order:
+		// the rule cases give a tolerance).
+		Batch: func(in []*Tensor, batched []bool, p any) []*Tensor {
+			n := batchSize(in, batched)
+			a := alignBatch(in, batched, len(exampleShape(in[1], batched[1])))
+			g, x := materialize(a[0], batched[0], n), materialize(a[1], batched[1], n)
+			gz := g
+			if p.(Activation) == ActRelu {
+				gz = Apply(reluBwdOp, nil, g, materialize(a[3], batched[3], n))
+			}
+			axes := channelSumAxes(len(x.shape)-1, 1)
+			return []*Tensor{Mul(gz, a[2]), SumKeep(Mul(gz, x), axes...), SumKeep(gz, axes...)}
+		},
+	}
+}
+
+// channelAffineBwd writes dx = gz·s[c], ds[c] = Σ gz·x and db[c] = Σ gz
+// for g and x [N, C, spatial...], gz = g, or g where y > 0 if y is not
+// nil, in memory order; the sums in float64 in a fixed order (channels
+// split over goroutines, never a channel's rows).
+func channelAffineBwd(dx, ds, db, g, x, s, y []float32, shape []int, local bool) {
+	n, c := shape[0], shape[1]
+	if c == 0 {
+		return
+	}
+	w := numel(shape[2:])
+	chans := func(lo, hi int) {
+		var zb, pb [stageLen]float32
+		sgx, sg := make([]float64, hi-lo), make([]float64, hi-lo)
+		for i := 0; i < n; i++ {
+			for k := lo; k < hi; k++ {
+				o := (i*c + k) * w
+				for j := 0; j < w; j += stageLen {
+					e := min(j+stageLen, w)
+					gz := g[o+j : o+e]
+					if y != nil {
+						t := zb[:e-j]
+						vec.ReluGradMul(t, gz, y[o+j:o+e])
+						gz = t
+					}
+					sg[k-lo] += vec.SumF64(gz)
+					vec.MulVS(dx[o+j:o+e], gz, s[k])
+					t := pb[:e-j]
+					vec.MulVV(t, gz, x[o+j:o+e])
+					sgx[k-lo] += vec.SumF64(t)
+				}
+			}
+		}
+		for k := lo; k < hi; k++ {
+			ds[k], db[k] = float32(sgx[k-lo]), float32(sg[k-lo])
+		}
+	}
+	if serial(4*len(x)*costCheap, local) {
+		chans(0, c)
+		return
+	}
+	parallelFor(c, 4*n*w*costCheap, 1, false, chans)
 }
 
 // channelShapeOf returns [1, C, 1, ...] for shape [N, C, ...].

@@ -23,6 +23,15 @@ var _ = addRuleCases(
 	ruleCase{name: "channelAffineGradOp", op: &channelAffineGradOp,
 		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 3, 5), rF(r, 2, 3, 5)) },
 		f:  ap(&channelAffineGradOp, nil), vmapTol: 1e-5},
+	ruleCase{name: "channelAffineBwdOp", op: &channelAffineBwdOp,
+		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 3, 5), rF(r, 2, 3, 5), rF(r, 1, 3, 1)) },
+		f:  ap(&channelAffineBwdOp, ActIdentity), vmapTol: 1e-5},
+	// The relu mask is piecewise constant in y: no finite differences.
+	ruleCase{name: "channelAffineBwdOp", op: &channelAffineBwdOp,
+		in: func(r *rand.Rand) []*Tensor {
+			return args(rF(r, 2, 3, 5), rF(r, 2, 3, 5), rF(r, 1, 3, 1), rAway(r, 2, 3, 5))
+		},
+		f: ap(&channelAffineBwdOp, ActRelu), vmapTol: 1e-5, noFD: true},
 	ruleCase{name: "channelMomentsOp", op: &channelMomentsOp,
 		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 3, 5)) },
 		f: func(x []*Tensor) []*Tensor {
@@ -40,6 +49,7 @@ func TestChannelKernelsParallel(t *testing.T) {
 	run := func() []*Tensor {
 		out := []*Tensor{Apply(channelAffineOp, ActRelu, x, s, b)}
 		out = append(out, ApplyN(channelAffineGradOp, nil, g, x)...)
+		out = append(out, ApplyN(channelAffineBwdOp, ActRelu, g, x, s, out[0])...)
 		return append(out, ApplyN(channelMomentsOp, nil, x)...)
 	}
 	want := run()

@@ -31,6 +31,7 @@ var noFloat64Ops = map[string]string{
 	"attentionOp":         "fused float32 kernel (FlashAttention); DotProductAttention composes float64 from primitives",
 	"attentionBwdOp":      "fused float32 kernel",
 	"biasActBwdOp":        "fused float32 kernel; BiasAct composes float64 from primitives",
+	"channelAffineBwdOp":  "fused float32 kernel; ChannelAffine composes float64 from primitives",
 	"channelAffineGradOp": "fused float32 sums; ChannelAffine composes float64 from primitives",
 	"mseGradOp":           "fused float32 kernel; MSE composes float64 from primitives",
 	"xentOp":              "fused float32 kernel; SoftmaxCrossEntropy composes float64 from primitives",
