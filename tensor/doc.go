@@ -41,7 +41,7 @@
 //	dtype     notation   compute                         constructors
 //	Float32   f32        the default float               FromFloat32, FromFloat64, Scalar
 //	Float64   f64        float64, every op but the       FromFloat64s, ScalarFloat64,
-//	                     fused float32 kernels (below)   UniformFloat64, NormalFloat64
+//	                     fused float32 kernels (below)   UniformFloat64, NormalFloat64 (more below)
 //	BFloat16  bf16       float32, rounded once           FromBits16, Convert
 //	Float16   f16        float32, rounded once           FromBits16, Convert
 //	Int32     i32        integer ops, indices            FromInt32, FromInts, Arange
@@ -66,7 +66,11 @@
 // draw float64 values for float64 operands, from 64-bit random words as
 // JAX's samplers with dtype=jnp.float64 do (other numbers than the
 // float32 draws of the same key); Poisson rounds a float64 rate to
-// float32 first, as JAX does. The public functions of the
+// float32 first, as JAX does. The samplers without float operands have
+// float64 versions of their own, JAX's with dtype=jnp.float64:
+// UniformFloat64, UniformRangeFloat64, NormalFloat64,
+// TruncatedNormalFloat64, GumbelFloat64, ExponentialFloat64 and
+// LaplaceFloat64. The public functions of the
 // fused float32 kernels (DotProductAttention, BiasAct, MSE, the
 // cross-entropies, RaggedDot, AdamStep, SGDStep) compose float64 from
 // primitives. Each op declares the dtypes it takes (Traits.Types), so a

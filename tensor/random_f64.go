@@ -1,6 +1,9 @@
 package tensor
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Random float64 values: JAX's samplers with dtype=jnp.float64 (under
 // jax_enable_x64). Each value takes one 64-bit random word, made as JAX's
@@ -14,7 +17,7 @@ import "math"
 // the float32 draws of the same key, as they do in JAX.
 //
 // The float64 logarithm is rngLog (the same bits on every platform);
-// exponentials and powers are package math's, and normal draws use
+// exponentials, powers and erf are package math's, and normal draws use
 // math.Erfinv where XLA has its own float64 erf_inv, so a value may differ
 // from JAX's in its last bits.
 
@@ -116,8 +119,13 @@ func gumbelOf(k Key, dt DType, shape ...int) *Tensor {
 	if dt != Float64 {
 		return Gumbel(k, shape...)
 	}
-	checkShape("tensor.Gumbel", shape)
-	return k.sample("tensor.Gumbel", func(k Key, _ []*Tensor) *Tensor {
+	return gumbel64(k, "tensor.Gumbel", shape)
+}
+
+// gumbel64 draws float64 Gumbel values for the function named op.
+func gumbel64(k Key, op string, shape []int) *Tensor {
+	checkShape(op, shape)
+	return k.sample(op, func(k Key, _ []*Tensor) *Tensor {
 		return rngFloat64s(rngGumbel64(k, numel(shape)), shape)
 	})
 }
@@ -259,4 +267,98 @@ func rngChoiceGumbel64(k Key, p []float64, draws int) []int32 {
 	}
 	_, idx := TopK(FromFloat64s(g), draws)
 	return idx.Int32s()
+}
+
+// UniformRangeFloat64 returns Float64 values uniform in [lo, hi), like
+// jax.random.uniform(k, shape, dtype=jnp.float64, minval=lo, maxval=hi):
+// u*(hi-lo)+lo for u from UniformFloat64, with one rounding (a fused
+// multiply-add, as XLA compiles it) and clamped below at lo. Rounding can
+// produce hi itself when hi-lo is large compared to the spacing of floats
+// near hi. It panics unless lo < hi are finite, or on a negative
+// dimension.
+func UniformRangeFloat64(k Key, lo, hi float64, shape ...int) *Tensor {
+	checkShape("tensor.UniformRangeFloat64", shape)
+	if !(lo < hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) {
+		panic(fmt.Sprintf("tensor.UniformRangeFloat64: need finite lo < hi, got lo=%v hi=%v", lo, hi))
+	}
+	return k.sample("tensor.UniformRangeFloat64", func(k Key, _ []*Tensor) *Tensor {
+		return rngFloat64s(rngUniform64(k, numel(shape), lo, hi), shape)
+	})
+}
+
+// TruncatedNormalFloat64 returns standard normal Float64 values
+// conditioned on lying in the open interval (lo, hi), like
+// jax.random.truncated_normal(k, lo, hi, shape, dtype=jnp.float64):
+// sqrt(2)·erfinv(u) for u uniform between erf(lo/sqrt2) and erf(hi/sqrt2),
+// clamped to the floats just inside (lo, hi). It panics unless lo < hi
+// (infinite bounds are allowed), or on a negative dimension.
+func TruncatedNormalFloat64(k Key, lo, hi float64, shape ...int) *Tensor {
+	checkShape("tensor.TruncatedNormalFloat64", shape)
+	if !(lo < hi) {
+		panic(fmt.Sprintf("tensor.TruncatedNormalFloat64: need lo < hi, got lo=%v hi=%v", lo, hi))
+	}
+	return k.sample("tensor.TruncatedNormalFloat64", func(k Key, _ []*Tensor) *Tensor {
+		return rngFloat64s(rngTruncatedNormal64(k, numel(shape), lo, hi), shape)
+	})
+}
+
+// rngTruncatedNormal64 is jax.random.truncated_normal for float64.
+func rngTruncatedNormal64(k Key, n int, lo, hi float64) []float64 {
+	a := math.Erf(lo / math.Sqrt2)
+	b := math.Erf(hi / math.Sqrt2)
+	u := rngUniform64(k, n, a, b)
+	inLo := math.Nextafter(lo, math.Inf(1))
+	inHi := math.Nextafter(hi, math.Inf(-1))
+	rngParallel(n, func(i0, i1 int) {
+		for i := i0; i < i1; i++ {
+			u[i] = min(max(math.Sqrt2*math.Erfinv(u[i]), inLo), inHi)
+		}
+	})
+	return u
+}
+
+// GumbelFloat64 returns standard Gumbel Float64 values, -log(-log(u)) for
+// u uniform in [tiny, 1) (tiny the smallest normal float64), like
+// jax.random.gumbel(k, shape, dtype=jnp.float64). It panics on a negative
+// dimension.
+func GumbelFloat64(k Key, shape ...int) *Tensor {
+	return gumbel64(k, "tensor.GumbelFloat64", shape)
+}
+
+// ExponentialFloat64 returns Float64 values from the exponential
+// distribution with rate 1, like jax.random.exponential(k, shape,
+// dtype=jnp.float64): -log1p(-u) for u from UniformFloat64(k, shape...).
+// It panics on a negative dimension.
+func ExponentialFloat64(k Key, shape ...int) *Tensor {
+	checkShape("tensor.ExponentialFloat64", shape)
+	return k.sample("tensor.ExponentialFloat64", func(k Key, _ []*Tensor) *Tensor {
+		u := rngUniform64(k, numel(shape), 0, 1)
+		for i, v := range u {
+			u[i] = -rngLog(1 - v) // log1p(-v): 1-v is exact for a multiple of 2^-52
+		}
+		return rngFloat64s(u, shape)
+	})
+}
+
+// LaplaceFloat64 returns Float64 values from the Laplace distribution
+// with location 0 and scale 1, like jax.random.laplace(k, shape,
+// dtype=jnp.float64): sign(u)·log1p(-|u|) for u uniform in (-1, 1). It
+// panics on a negative dimension.
+func LaplaceFloat64(k Key, shape ...int) *Tensor {
+	checkShape("tensor.LaplaceFloat64", shape)
+	return k.sample("tensor.LaplaceFloat64", func(k Key, _ []*Tensor) *Tensor {
+		u := rngUniform64(k, numel(shape), math.Nextafter(-1, 0), 1) // minval -1 + float64 epsneg
+		for i, v := range u {
+			l := rngLog(1 - math.Abs(v)) // log1p(-|v|): 1-|v| is exact for a multiple of 2^-53
+			switch {
+			case v > 0:
+				u[i] = l
+			case v < 0:
+				u[i] = -l
+			default:
+				u[i] = 0 // sign(0)·log1p(0)
+			}
+		}
+		return rngFloat64s(u, shape)
+	})
 }

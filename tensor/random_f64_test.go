@@ -217,3 +217,130 @@ func TestRandomFloat64Vmap(t *testing.T) {
 		}
 	}
 }
+
+// The float64 samplers without float operands, each with the moments of
+// its distribution in closed form (the truncated normal's fourth moment by
+// numerical integration).
+func TestRandomSamplersFloat64(t *testing.T) {
+	const n = 40000
+	phi := func(x float64) float64 {
+		if math.IsInf(x, 0) {
+			return 0
+		}
+		return math.Exp(-x*x/2) / math.Sqrt(2*math.Pi)
+	}
+	// truncMoments returns the mean, variance and fourth central moment of
+	// the standard normal truncated to (lo, hi): the mean and variance in
+	// closed form, mu4 by Simpson's rule on the density.
+	truncMoments := func(lo, hi float64) (mean, variance, mu4 float64) {
+		z := (math.Erf(hi/math.Sqrt2) - math.Erf(lo/math.Sqrt2)) / 2
+		mean = (phi(lo) - phi(hi)) / z
+		xphi := func(x float64) float64 {
+			if math.IsInf(x, 0) {
+				return 0
+			}
+			return x * phi(x)
+		}
+		variance = 1 + (xphi(lo)-xphi(hi))/z - mean*mean
+		a, b := max(lo, -12), min(hi, 12)
+		const m = 20000
+		h := (b - a) / m
+		for i := 0; i <= m; i++ {
+			x := a + float64(i)*h
+			w := 2.0
+			if i == 0 || i == m {
+				w = 1
+			} else if i%2 == 1 {
+				w = 4
+			}
+			d := x - mean
+			mu4 += w * d * d * d * d * phi(x) / z
+		}
+		return mean, variance, mu4 * h / 3
+	}
+	type sampler struct {
+		name                string
+		draw                func(k Key, shape ...int) *Tensor
+		mean, variance, mu4 float64
+		lo, hi              float64 // the support, open or closed
+	}
+	gv := math.Pi * math.Pi / 6
+	tnMean, tnVar, tnMu4 := truncMoments(-1, 2)
+	hnMean, hnVar, hnMu4 := truncMoments(0, math.Inf(1))
+	assert.InDelta(t, math.Sqrt(2/math.Pi), hnMean, 1e-12, "half-normal mean")
+	assert.InDelta(t, 1-2/math.Pi, hnVar, 1e-12, "half-normal variance")
+	cases := []sampler{
+		{"uniform range", func(k Key, s ...int) *Tensor { return UniformRangeFloat64(k, -2, 3, s...) },
+			0.5, 25.0 / 12, 625.0 / 80, -2, 3},
+		{"truncated normal", func(k Key, s ...int) *Tensor { return TruncatedNormalFloat64(k, -1, 2, s...) },
+			tnMean, tnVar, tnMu4, -1, 2},
+		{"half normal", func(k Key, s ...int) *Tensor { return TruncatedNormalFloat64(k, 0, math.Inf(1), s...) },
+			hnMean, hnVar, hnMu4, 0, math.Inf(1)},
+		{"gumbel", GumbelFloat64, 0.5772156649015329, gv, 5.4 * gv * gv, math.Inf(-1), math.Inf(1)},
+		{"exponential", ExponentialFloat64, 1, 1, 9, 0, math.Inf(1)},
+		{"laplace", LaplaceFloat64, 0, 2, 24, math.Inf(-1), math.Inf(1)},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			k := NewKey(uint64(20 + i))
+			x := c.draw(k, n)
+			require.Equal(t, Float64, x.DType())
+			require.Equal(t, []int{n}, x.Shape())
+			assert.Equal(t, []int{2, 3}, c.draw(k, 2, 3).Shape())
+			assert.Equal(t, []int{}, c.draw(k).Shape(), "no shape: a scalar")
+			xs := x.Float64s()
+			for _, v := range xs {
+				require.True(t, v >= c.lo && v <= c.hi && !math.IsInf(v, 0), "%s draw %v outside [%v, %v]", c.name, v, c.lo, c.hi)
+			}
+			requireMoments(t, xs, c.mean, c.variance, c.mu4, c.name)
+			assert.Greater(t, finer(xs), n*99/100, "%s: float64 draws", c.name)
+			assert.Equal(t, xs, c.draw(k, n).Float64s(), "one key, one draw")
+			assert.NotEqual(t, xs[:10], c.draw(NewKey(99), n).Float64s()[:10], "another key, other draws")
+		})
+	}
+	// The truncated normal stays inside an open interval even where erf
+	// rounds its ends, and its mean matches the closed form.
+	x := TruncatedNormalFloat64(NewKey(30), 5, 6, n).Float64s()
+	for _, v := range x {
+		require.True(t, v > 5 && v < 6, "draw %v outside (5, 6)", v)
+	}
+	m, _, _ := truncMoments(5, 6)
+	mx, _ := moments64(x)
+	assert.InDelta(t, m, mx, 0.01, "mean of the normal truncated to (5, 6)")
+	// The transforms of the float64 uniforms, element by element.
+	k := NewKey(31)
+	u := UniformFloat64(k, 100).Float64s()
+	e := ExponentialFloat64(k, 100).Float64s()
+	for i := range u {
+		assert.InDelta(t, -math.Log1p(-u[i]), e[i], 1e-15*max(1, e[i]), "exponential %d", i)
+	}
+	r := UniformRangeFloat64(k, -2, 3, 100).Float64s()
+	for i := range u {
+		assert.InDelta(t, u[i]*5-2, r[i], 1e-15, "uniform range %d", i)
+	}
+	require.PanicsWithValue(t, "tensor.UniformRangeFloat64: need finite lo < hi, got lo=1 hi=1", func() { UniformRangeFloat64(k, 1, 1) })
+	require.Panics(t, func() { UniformRangeFloat64(k, 0, math.Inf(1)) })
+	require.PanicsWithValue(t, "tensor.TruncatedNormalFloat64: need lo < hi, got lo=2 hi=-2", func() { TruncatedNormalFloat64(k, 2, -2) })
+}
+
+// Under Vmap over stacked keys the float64 samplers draw as a loop over
+// the keys does.
+func TestRandomSamplersFloat64Vmap(t *testing.T) {
+	keys := NewKey(32).Split(3)
+	draws := map[string]func(k Key) *Tensor{
+		"uniform range":    func(k Key) *Tensor { return UniformRangeFloat64(k, -2, 3, 4, 2) },
+		"truncated normal": func(k Key) *Tensor { return TruncatedNormalFloat64(k, -1, 2, 4, 2) },
+		"gumbel":           func(k Key) *Tensor { return GumbelFloat64(k, 4, 2) },
+		"exponential":      func(k Key) *Tensor { return ExponentialFloat64(k, 4, 2) },
+		"laplace":          func(k Key) *Tensor { return LaplaceFloat64(k, 4, 2) },
+	}
+	for name, draw := range draws {
+		bt := NewBatchTrace(3)
+		got := bt.Unbatched(draw(Key{t: bt.Batched(StackKeys(keys).t, 0)}), 0)
+		require.Equal(t, []int{3, 4, 2}, got.Shape(), name)
+		require.Equal(t, Float64, got.DType(), name)
+		for i, ki := range keys {
+			assert.Equal(t, draw(ki).Float64s(), Unstack(got, 0)[i].Float64s(), "%s: example %d", name, i)
+		}
+	}
+}
