@@ -619,14 +619,14 @@ func rngChoiceCDF(s rngScheme, k Key, p []float32, draws int) []int32 {
 	ind := make([]int32, draws)
 	for i, v := range u {
 		r := float32(acc * (1 - v))
-		ind[i] = int32(sortSearchF32(cum, r))
+		ind[i] = int32(sortSearch(cum, r))
 	}
 	return ind
 }
 
-// sortSearchF32 returns the first index i with a[i] >= v (len(a) if none),
+// sortSearch returns the first index i with a[i] >= v (len(a) if none),
 // jnp.searchsorted's side="left".
-func sortSearchF32(a []float32, v float32) int {
+func sortSearch[T float32 | float64](a []T, v T) int {
 	lo, hi := 0, len(a)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)

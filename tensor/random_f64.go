@@ -240,23 +240,9 @@ func rngChoiceCDF64(k Key, p []float64, draws int) []int32 {
 	ind := make([]int32, draws)
 	for i, v := range u {
 		r := float64(acc * (1 - v))
-		ind[i] = int32(sortSearchF64(cum, r))
+		ind[i] = int32(sortSearch(cum, r))
 	}
 	return ind
-}
-
-// sortSearchF64 is sortSearchF32 for float64.
-func sortSearchF64(a []float64, v float64) int {
-	lo, hi := 0, len(a)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if a[m] < v {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo
 }
 
 // rngChoiceGumbel64 is rngChoiceGumbel for float64 probabilities.
