@@ -208,28 +208,19 @@ func (t *Tensor) Uint8s() []uint8 {
 // RawFloat64 returns the storage of a Float64 host tensor without copying
 // (read-only, see RawFloat32).
 func (t *Tensor) RawFloat64() []float64 {
-	t.mustDType("Tensor.RawFloat64", Float64)
-	t.mustHost("Tensor.RawFloat64")
-	t.mustHaveData("Tensor.RawFloat64")
-	t.pin()
+	t.mustRaw("Tensor.RawFloat64", Float64)
 	return t.f64
 }
 
 // RawInt64 is RawFloat32 for Int64 tensors.
 func (t *Tensor) RawInt64() []int64 {
-	t.mustDType("Tensor.RawInt64", Int64)
-	t.mustHost("Tensor.RawInt64")
-	t.mustHaveData("Tensor.RawInt64")
-	t.pin()
+	t.mustRaw("Tensor.RawInt64", Int64)
 	return t.i64
 }
 
 // RawUint8 is RawFloat32 for Uint8 tensors.
 func (t *Tensor) RawUint8() []uint8 {
-	t.mustDType("Tensor.RawUint8", Uint8)
-	t.mustHost("Tensor.RawUint8")
-	t.mustHaveData("Tensor.RawUint8")
-	t.pin()
+	t.mustRaw("Tensor.RawUint8", Uint8)
 	return t.u8
 }
 

@@ -130,41 +130,17 @@ func init() {
 			broadcastLoop(shape, sx, sx, func(o, a, _, n, da, _ int) {
 				switch x.dtype {
 				case Float32:
-					if da == 1 {
-						copy(out.f32[o:o+n], x.f32[a:a+n])
-					} else {
-						fill(out.f32[o:o+n], x.f32[a])
-					}
+					broadcastRun(out.f32, x.f32, o, a, n, da)
 				case Int32:
-					if da == 1 {
-						copy(out.i32[o:o+n], x.i32[a:a+n])
-					} else {
-						fill(out.i32[o:o+n], x.i32[a])
-					}
+					broadcastRun(out.i32, x.i32, o, a, n, da)
 				case Float64:
-					if da == 1 {
-						copy(out.f64[o:o+n], x.f64[a:a+n])
-					} else {
-						fill(out.f64[o:o+n], x.f64[a])
-					}
+					broadcastRun(out.f64, x.f64, o, a, n, da)
 				case Int64:
-					if da == 1 {
-						copy(out.i64[o:o+n], x.i64[a:a+n])
-					} else {
-						fill(out.i64[o:o+n], x.i64[a])
-					}
+					broadcastRun(out.i64, x.i64, o, a, n, da)
 				case Uint8:
-					if da == 1 {
-						copy(out.u8[o:o+n], x.u8[a:a+n])
-					} else {
-						fill(out.u8[o:o+n], x.u8[a])
-					}
+					broadcastRun(out.u8, x.u8, o, a, n, da)
 				case Bool:
-					if da == 1 {
-						copy(out.b[o:o+n], x.b[a:a+n])
-					} else {
-						fill(out.b[o:o+n], x.b[a])
-					}
+					broadcastRun(out.b, x.b, o, a, n, da)
 				}
 			})
 			return out
@@ -179,6 +155,17 @@ func init() {
 			return one1(BroadcastTo(x, append([]int{x.shape[0]}, shape...)...))
 		},
 		Traits: Traits{Types: TypesAll},
+	}
+}
+
+// broadcastRun writes one run of n elements of a broadcast: a copy of
+// src[a:a+n] if the source advances with the output (da == 1), else n
+// copies of src[a].
+func broadcastRun[T any](dst, src []T, o, a, n, da int) {
+	if da == 1 {
+		copy(dst[o:o+n], src[a:a+n])
+	} else {
+		fill(dst[o:o+n], src[a])
 	}
 }
 

@@ -415,33 +415,34 @@ func (t *Tensor) Bools() []bool {
 	return append([]bool(nil), t.host("Tensor.Bools").b...)
 }
 
+// mustRaw checks what every Raw accessor needs — the dtype, a host
+// tensor with data — and pins the storage, which the caller is about to
+// share.
+func (t *Tensor) mustRaw(op string, d DType) {
+	t.mustDType(op, d)
+	t.mustHost(op)
+	t.mustHaveData(op)
+	t.pin()
+}
+
 // RawFloat32 returns the storage of a float32 host tensor without copying.
 // The slice is read-only: changing it changes every tensor that shares it.
 // It is meant for kernels and I/O inside this module and for callers who
 // measure allocations; everyone else should use Float32s.
 func (t *Tensor) RawFloat32() []float32 {
-	t.mustDType("Tensor.RawFloat32", Float32)
-	t.mustHost("Tensor.RawFloat32")
-	t.mustHaveData("Tensor.RawFloat32")
-	t.pin()
+	t.mustRaw("Tensor.RawFloat32", Float32)
 	return t.f32
 }
 
 // RawInt32 is RawFloat32 for int32 tensors.
 func (t *Tensor) RawInt32() []int32 {
-	t.mustDType("Tensor.RawInt32", Int32)
-	t.mustHost("Tensor.RawInt32")
-	t.mustHaveData("Tensor.RawInt32")
-	t.pin()
+	t.mustRaw("Tensor.RawInt32", Int32)
 	return t.i32
 }
 
 // RawBool is RawFloat32 for bool tensors.
 func (t *Tensor) RawBool() []bool {
-	t.mustDType("Tensor.RawBool", Bool)
-	t.mustHost("Tensor.RawBool")
-	t.mustHaveData("Tensor.RawBool")
-	t.pin()
+	t.mustRaw("Tensor.RawBool", Bool)
 	return t.b
 }
 
