@@ -551,13 +551,7 @@ func matmulF64(a, b *Tensor, p *matmulParams) *Tensor {
 	if a.local != nil || b.local != nil {
 		threads = 1
 	}
-	lda, ldb := p.k, p.n
-	if p.ta {
-		lda = p.m
-	}
-	if p.tb {
-		ldb = p.k
-	}
+	lda, ldb := p.leading()
 	sizeA, sizeB, sizeC := p.m*p.k, p.k*p.n, p.m*p.n
 	if numel(p.batch) == 1 {
 		gemm.Dgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f64, lda, b.f64, ldb, 0, out.f64, p.n, threads)

@@ -16,6 +16,19 @@ type matmulParams struct {
 	shapeBuf [4]int // outShape's storage up to rank 4: one allocation per product
 }
 
+// leading returns the leading dimensions of A and B as stored (row-major,
+// before any transpose), the lda and ldb of a gemm call.
+func (p *matmulParams) leading() (lda, ldb int) {
+	lda, ldb = p.k, p.n
+	if p.ta {
+		lda = p.m
+	}
+	if p.tb {
+		ldb = p.k
+	}
+	return lda, ldb
+}
+
 var matmulOp *Op
 
 func init() {
@@ -124,13 +137,7 @@ func matmulF32(a, b *Tensor, p *matmulParams) *Tensor {
 	if a.local != nil || b.local != nil {
 		threads = 1 // a device inside shard.Map computes on one goroutine
 	}
-	lda, ldb := p.k, p.n
-	if p.ta {
-		lda = p.m
-	}
-	if p.tb {
-		ldb = p.k
-	}
+	lda, ldb := p.leading()
 	sizeA, sizeB, sizeC := p.m*p.k, p.k*p.n, p.m*p.n
 	nb := numel(p.batch)
 	if p.k == 1 {

@@ -45,13 +45,7 @@ func matmulAccumulate(a, b *Tensor, p *matmulParams) *Tensor {
 	if a.local != nil || b.local != nil {
 		threads = 1 // a device inside shard.Map computes on one goroutine
 	}
-	lda, ldb := p.k, p.n
-	if p.ta {
-		lda = p.m
-	}
-	if p.tb {
-		ldb = p.k
-	}
+	lda, ldb := p.leading()
 	sizeA, sizeB, sizeC := p.m*p.k, p.k*p.n, p.m*p.n
 	if numel(p.batch) == 1 {
 		gemm.Bgemm(p.ta, p.tb, p.m, p.n, p.k, a.u16, lda, b.u16, ldb, out.f32, p.n, threads)
