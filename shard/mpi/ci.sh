@@ -13,7 +13,9 @@
 # (cluster.sh: network namespaces, TCP between hosts, shared memory
 # within; skipped where namespaces are forbidden): the shard/mpi tests,
 # the guide's collectives, propagation, and examples/mlp (dp, fsdp, tp,
-# fsdp_tp) and examples/moe (ep, dp_ep) against one process.
+# fsdp_tp) and examples/moe (ep, dp_ep) against one process, and a
+# checkpoint written by both hosts into a bind-mounted directory restored
+# on one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -178,8 +180,9 @@ for c in "2 ep ep=8" "2 dp_ep dp=2,ep=4"; do
   fi
   echo "moe $2 on $3 over 2 hosts x 2 processes of $1 devices: same lines"
 done
-echo "--- network faults: a link taken down mid-step ends the job; 1% packet loss gives the same numbers"
-GONOX_TEST_CLUSTER=1 go test -tags mpi -run '^TestLinkDownEndsTheJob$' -v ./shard/mpi | grep -E '^(--- |ok|FAIL)|ended'
+echo "--- network faults: a link taken down mid-step ends the job; 1% packet loss gives the same numbers;"
+echo "--- a checkpoint written by 2 hosts into a shared (bind-mounted) directory restores on one"
+GONOX_TEST_CLUSTER=1 go test -tags mpi -run '^(TestLinkDownEndsTheJob|TestCheckpointOnSharedDirectory)$' -v ./shard/mpi | grep -E '^(--- |ok|FAIL)|ended'
 alone=$("$out/mlp" -epochs 2 -quiet -plot "" -strategy dp -mesh dp=2 | lines)
 multi=$(GONOX_DEVICES=1 shard/mpi/cluster.sh -n 2 -p 1 --rate 1gbit --loss 1 --mpirun -- -x GONOX_DEVICES -x GONOX_TIMEOUT "$out/mlp" -epochs 2 -quiet -plot "" -strategy dp -mesh dp=2 | lines)
 if [ "$alone" != "$multi" ]; then

@@ -17,6 +17,11 @@
 #                 200us; needs the kernel's sch_netem)
 #   --loss PCT    drop PCT percent of the packets each host sends (tc
 #                 netem if the kernel has it, else an nftables rule)
+#   --shared DIR  bind-mount the directory DIR into every host (and the
+#                 head) at the path GONOX_CLUSTER_SHARED, in a mount
+#                 namespace of its own: a shared file system (NFS, say)
+#                 the hosts see and the machine outside them does not
+#                 (the path is an empty directory there)
 #   --mpirun      run COMMAND under the cluster's mpirun (one process
 #                 per slot: HOSTS x PROCS) instead of as it is
 #
@@ -31,12 +36,13 @@
 #   shard/mpi/cluster.sh --mpirun ./mlp -strategy dp -mesh dp=4   # the same
 #
 # and GONOX_CLUSTER_HOSTS (the hosts' names), GONOX_CLUSTER_LINK (the
-# command that takes host I's link down: $GONOX_CLUSTER_LINK I down).
+# command that takes host I's link down: $GONOX_CLUSTER_LINK I down),
+# GONOX_CLUSTER_SHARED (with --shared: where the hosts see DIR).
 # The exit status is COMMAND's; 77 means the machine forbids network
 # namespaces (not root, or no ip netns) and nothing ran.
 set -euo pipefail
 
-hosts=2 procs=2 rate="" delay="" loss="" launch=0
+hosts=2 procs=2 rate="" delay="" loss="" launch=0 shared=""
 while (($#)); do
 	case $1 in
 	-n) hosts=$2; shift 2 ;;
@@ -44,6 +50,7 @@ while (($#)); do
 	--rate) rate=$2; shift 2 ;;
 	--delay) delay=$2; shift 2 ;;
 	--loss) loss=$2; shift 2 ;;
+	--shared) shared=$2; shift 2 ;;
 	--mpirun) launch=1; shift ;;
 	--) shift; break ;;
 	-*) echo "cluster.sh: unknown option $1" >&2; exit 2 ;;
@@ -51,8 +58,18 @@ while (($#)); do
 	esac
 done
 if (($# == 0)); then
-	echo "usage: cluster.sh [-n HOSTS] [-p PROCS] [--rate RATE] [--delay TIME] [--loss PCT] [--mpirun] [--] COMMAND..." >&2
+	echo "usage: cluster.sh [-n HOSTS] [-p PROCS] [--rate RATE] [--delay TIME] [--loss PCT] [--shared DIR] [--mpirun] [--] COMMAND..." >&2
 	exit 2
+fi
+if [ -n "$shared" ]; then
+	if [ ! -d "$shared" ]; then
+		echo "cluster.sh: --shared $shared: not a directory" >&2
+		exit 2
+	fi
+	shared=$(cd "$shared" && pwd -P)
+	case $shared in
+	*[[:space:]\'\"\\]*) echo "cluster.sh: --shared $shared: a path without blanks or quotes, please" >&2; exit 2 ;;
+	esac
 fi
 
 # Names unique to this run, short enough for interface names (15 bytes).
@@ -163,13 +180,22 @@ for ((i = 0; i < hosts; i++)); do
 	shape "$pre-${pre}h$i" eth0
 done
 
+# With --shared, every host (and the head) mounts DIR at $work/shared in
+# a mount namespace of its own; outside them that path stays empty.
+mountshared=""
+if [ -n "$shared" ]; then
+	mkdir "$work/shared"
+	mountshared="mount --bind $shared $work/shared; "
+	export GONOX_CLUSTER_SHARED=$work/shared
+fi
+
 # The launcher agent: Open MPI calls it as "agent HOST COMMAND..." as it
 # would ssh; it runs the command in HOST's namespace, under HOST's name.
 cat >"$work/agent" <<EOF
 #!/bin/sh
 host=\$1
 shift
-exec ip netns exec "$pre-\$host" unshare --uts sh -c 'hostname "\$0"; eval "\$@"' "\$host" "\$*"
+exec ip netns exec "$pre-\$host" unshare --uts --mount sh -c '${mountshared}hostname "\$0"; eval "\$@"' "\$host" "\$*"
 EOF
 chmod +x "$work/agent"
 for h in "${names[@]}"; do echo "$h slots=$procs"; done >"$work/hostfile"
@@ -197,11 +223,11 @@ export OMPI_MCA_mpi_yield_when_idle=1
 # (about 6 s; net.ipv4.tcp_retries2, per namespace).
 export OMPI_MCA_oob_tcp_keepalive_time=2 OMPI_MCA_oob_tcp_keepalive_intvl=1 OMPI_MCA_oob_tcp_keepalive_probes=3
 export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=$subnet.0/24 OMPI_MCA_oob_tcp_if_include=$subnet.0/24
-echo "cluster.sh: ${hosts} hosts (${names[*]}) x ${procs} processes on $subnet.0/24${rate:+, rate $rate}${delay:+, delay $delay}${loss:+, loss $loss%}" >&2
+echo "cluster.sh: ${hosts} hosts (${names[*]}) x ${procs} processes on $subnet.0/24${rate:+, rate $rate}${delay:+, delay $delay}${loss:+, loss $loss%}${shared:+, $shared shared at $work/shared}" >&2
 set +e
 if ((launch)); then
 	set -- sh -c 'exec $GONOX_CLUSTER_MPIRUN "$@"' sh "$@"
 fi
-ip netns exec "$pre-${pre}head" unshare --uts sh -c 'hostname "$0"; exec "$@"' "${pre}head" "$@"
+ip netns exec "$pre-${pre}head" unshare --uts --mount sh -c "${mountshared}"'hostname "$0"; exec "$@"' "${pre}head" "$@"
 status=$?
 exit $status
