@@ -38,7 +38,8 @@ type method int
 const (
 	methodAuto method = iota
 	methodIm2col
-	methodDirect
+	methodDirect // the direct form in the grid layout
+	methodRows   // the direct form in the rows layout wherever it applies
 )
 
 var forceMethod method
@@ -49,7 +50,7 @@ func (g *geom) useDirect(plan func() *shiftPlan) bool {
 	if active.igemm == nil || !g.shiftApplies() || plan() == nil {
 		return false
 	}
-	if g.ident() && forceMethod != methodDirect {
+	if g.ident() && forceMethod != methodDirect && forceMethod != methodRows {
 		return false // a plain product on x as stored
 	}
 	return forceMethod != methodIm2col

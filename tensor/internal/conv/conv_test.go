@@ -149,7 +149,7 @@ func checkConv(t *testing.T, rng *rand.Rand, p *Params) {
 		rdx.add(xi, w[wi], dy[yi])
 		rdw.add(wi, x[xi], dy[yi])
 	})
-	for _, m := range []method{methodIm2col} {
+	for _, m := range []method{methodIm2col, methodDirect, methodRows} {
 		forceMethod = m
 		checkThreads(t, p, x, w, dy, ry, rdx, rdw)
 	}
@@ -222,6 +222,11 @@ func TestConvTable(t *testing.T) {
 		{"3-D", Params{N: 2, C: 3, O: 4, Groups: 1, In: []int{5, 6, 7}, Kernel: []int{3, 2, 3}, PadLo: []int{1, 0, 1}, PadHi: []int{1, 1, 1}}},
 		{"3-D strided dilated groups", Params{N: 1, C: 4, O: 6, Groups: 2, In: []int{7, 6, 8}, Kernel: []int{2, 3, 2}, Stride: []int{2, 1, 3}, RhsDil: []int{2, 1, 2}, PadLo: []int{1, 1, 0}, PadHi: []int{0, 1, 2}}},
 		{"3-D 1x1x1", Params{N: 2, C: 5, O: 3, Groups: 1, In: []int{3, 4, 5}, Kernel: []int{1, 1, 1}}},
+		// Rows wide enough for the rows layout of the direct form, with
+		// channel counts and widths that are not whole tiles.
+		{"rows", Params{N: 2, C: 9, O: 10, Groups: 1, In: []int{5, 37}, Kernel: []int{3, 3}, PadLo: one, PadHi: one}},
+		{"rows 1-D dilated", Params{N: 2, C: 8, O: 12, Groups: 1, In: []int{70}, Kernel: []int{3}, RhsDil: []int{2}, PadLo: []int{3}, PadHi: []int{1}}},
+		{"rows 3-D groups", Params{N: 1, C: 18, O: 16, Groups: 2, In: []int{3, 4, 40}, Kernel: []int{2, 2, 3}, PadLo: []int{1, 0, 2}, PadHi: []int{0, 1, 0}}},
 		{"kernel larger than input", Params{N: 1, C: 2, O: 3, Groups: 1, In: []int{3, 2}, Kernel: []int{5, 4}, PadLo: []int{2, 2}, PadHi: []int{2, 2}}},
 		{"empty output", Params{N: 2, C: 2, O: 3, Groups: 1, In: []int{3, 2}, Kernel: []int{5, 4}}},
 		{"empty batch", Params{N: 0, C: 2, O: 3, Groups: 1, In: []int{6, 5}, Kernel: []int{3, 3}}},

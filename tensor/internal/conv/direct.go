@@ -6,7 +6,17 @@ package conv
 // offsets into the padded input, so the depth of one product is the whole
 // C·kSize and no column matrix is ever written.
 
-// shiftDirect is one pass (forward or input gradient) in direct form.
+// shiftDirect is one pass (forward or input gradient) in direct form,
+// in one of two layouts:
+//
+//   - grid: tiles of the kernel's width walk the grid q ∈ [0, Q) (see
+//     shift.go) into a buffer, and compact copies the real positions out
+//     (the grid's padding columns computed and dropped);
+//   - rows: each output row (the innermost dimension, when it is at least
+//     a tile wide) is cut into tiles that the kernel writes in place in
+//     the destination, the last tile of a row overlapping the one before,
+//     as the last tile of output channels does: no buffer, no copy, no
+//     padding columns computed.
 type shiftDirect struct {
 	g          *geom
 	sp         *shiftPlan
@@ -14,12 +24,13 @@ type shiftDirect struct {
 	rows, cols int       // output and input channels per group
 	depth      int       // cols·kSize
 	mtiles     int       // ⌈rows/mr⌉
-	panels     []float32 // [group][mtile][depth][mr], zero rows past rows
+	panels     []float32 // [group][mtile][depth][mr], zero rows past rows (grid)
 	offs       []int     // byte offset of B row (c, k): (c·psize + off(k))·4
 	offMax     int       // largest tap offset, in floats
-	qpad       int       // the grid rounded up to whole tiles
-	qblock     int       // columns of one work item, whole tiles
-	blocks     int       // ⌈qpad/qblock⌉
+	byRows     bool      // the rows layout
+	qpad       int       // grid: the grid rounded up to whole tiles
+	qblock     int       // grid: columns of one work item, whole tiles; rows: output rows
+	blocks     int       // work items per sample and group
 }
 
 // newShiftDirect prepares a pass computing rows output channels from cols
@@ -31,21 +42,11 @@ func newShiftDirect(g *geom, sp *shiftPlan, wr []float32, rows, cols, t int) *sh
 	ks := len(sp.offs)
 	d.depth = cols * ks
 	d.k = active.pickIgemm(rows, sp.q)
-	mr := d.k.mr
-	d.mtiles = ceilDiv(rows, mr)
-	d.panels = make([]float32, g.groups*d.mtiles*d.depth*mr)
-	for gi := 0; gi < g.groups; gi++ {
-		wg := wr[gi*rows*d.depth:]
-		for m := 0; m < d.mtiles; m++ {
-			pan := d.panels[(gi*d.mtiles+m)*d.depth*mr:]
-			for i := 0; i < mr && m*mr+i < rows; i++ {
-				row := wg[(m*mr+i)*d.depth : (m*mr+i+1)*d.depth]
-				for p, v := range row {
-					pan[p*mr+i] = v
-				}
-			}
-		}
+	if kr := active.pickIgemmRows(rows, sp.od); kr != nil &&
+		(forceMethod == methodRows || forceMethod == methodAuto && kr.rowCost(rows, sp.od) <= d.k.gridCost(rows, sp.q)) {
+		d.k, d.byRows = kr, true
 	}
+	d.packPanels(wr)
 	d.offs = make([]int, d.depth)
 	for c := 0; c < cols; c++ {
 		for k, off := range sp.offs {
@@ -53,11 +54,20 @@ func newShiftDirect(g *geom, sp *shiftPlan, wr []float32, rows, cols, t int) *sh
 			d.offMax = max(d.offMax, off)
 		}
 	}
+	per := g.n * g.groups
+	if d.byRows {
+		nrows := sp.od[0] * sp.od[1]
+		d.qblock = nrows
+		if per < t { // too few samples for the threads: cut each into t/per blocks
+			d.qblock = ceilDiv(nrows, ceilDiv(t, per))
+		}
+		d.blocks = ceilDiv(nrows, d.qblock)
+		return d
+	}
 	tc := d.k.cols()
 	d.qpad = ceilDiv(sp.q, tc) * tc
-	d.qblock = max(tc, colBudget/(d.mtiles*mr)/tc*tc)
-	if per := g.n * g.groups; per < t {
-		// Too few samples for the threads: cut each into t/per blocks.
+	d.qblock = max(tc, colBudget/(d.mtiles*d.k.mr)/tc*tc)
+	if per < t {
 		d.qblock = min(d.qblock, ceilDiv(ceilDiv(d.qpad, ceilDiv(t, per)), tc)*tc)
 	}
 	d.qblock = min(d.qblock, d.qpad)
@@ -65,18 +75,48 @@ func newShiftDirect(g *geom, sp *shiftPlan, wr []float32, rows, cols, t int) *sh
 	return d
 }
 
-// run computes block b of the grid for one sample and group: dst and src
-// hold that sample's group of output and input planes.
+// packPanels packs the weights wr into the kernel's A panels: per group
+// and tile of mr output channels, depth steps of mr floats. Grid tiles
+// past rows hold zeros; in the rows layout the last tile starts at
+// rows-mr (overlapping the one before).
+func (d *shiftDirect) packPanels(wr []float32) {
+	mr := d.k.mr
+	d.mtiles = ceilDiv(d.rows, mr)
+	d.panels = make([]float32, d.g.groups*d.mtiles*d.depth*mr)
+	for gi := 0; gi < d.g.groups; gi++ {
+		wg := wr[gi*d.rows*d.depth:]
+		for m := 0; m < d.mtiles; m++ {
+			pan := d.panels[(gi*d.mtiles+m)*d.depth*mr:]
+			r0 := d.tileRow(m)
+			for i := 0; i < mr && r0+i < d.rows; i++ {
+				row := wg[(r0+i)*d.depth : (r0+i+1)*d.depth]
+				for p, v := range row {
+					pan[p*mr+i] = v
+				}
+			}
+		}
+	}
+}
+
+// tileRow returns the first output channel of tile m.
+func (d *shiftDirect) tileRow(m int) int {
+	if d.byRows {
+		return min(m*d.k.mr, d.rows-d.k.mr)
+	}
+	return m * d.k.mr
+}
+
+// run computes block b for one sample and group: dst and src hold that
+// sample's group of output and input planes.
 func (d *shiftDirect) run(dst, src []float32, gi, b int, ws *workspace) {
+	if d.byRows {
+		d.runRows(dst, src, gi, b, ws)
+		return
+	}
 	sp := d.sp
 	q0 := b * d.qblock
 	q1 := min(q0+d.qblock, d.qpad)
-	pd2 := sp.pd[2]
-	// The padded rows this block reads: positions [q0, q1+offMax).
-	r0, r1 := q0/pd2, min(sp.pd[0]*sp.pd[1], ceilDiv(q1+d.offMax, pd2))
-	p := sp.fill(ws, d.cols, d.qpad-sp.q+16, r0, r1, func(p []float32, r0, r1 int, interior bool) {
-		sp.padRows(p, src, d.cols, r0, r1, interior)
-	})
+	p := d.fill(ws, src, d.qpad-sp.q+16, q0, q1)
 	mr, tc := d.k.mr, d.k.cols()
 	ld := q1 - q0
 	yt := buf(&ws.col, d.mtiles*mr*ld)
@@ -87,6 +127,40 @@ func (d *shiftDirect) run(dst, src []float32, gi, b int, ws *workspace) {
 		}
 	}
 	sp.compact(dst, yt, ld, d.rows, q0, min(q1, sp.q))
+}
+
+// fill returns the padded input planes of src whose rows the grid
+// positions [q0, q1) read, with slack zeros after them.
+func (d *shiftDirect) fill(ws *workspace, src []float32, slack, q0, q1 int) []float32 {
+	sp := d.sp
+	pd2 := sp.pd[2]
+	r0, r1 := q0/pd2, min(sp.pd[0]*sp.pd[1], ceilDiv(q1+d.offMax, pd2))
+	return sp.fill(ws, d.cols, slack, r0, r1, func(p []float32, r0, r1 int, interior bool) {
+		sp.padRows(p, src, d.cols, r0, r1, interior)
+	})
+}
+
+// runRows is run in the rows layout: block b holds output rows
+// [b·qblock, (b+1)·qblock) of every output channel.
+func (d *shiftDirect) runRows(dst, src []float32, gi, b int, ws *workspace) {
+	sp := d.sp
+	o1, o2 := sp.od[1], sp.od[2]
+	r0 := b * d.qblock
+	r1 := min(r0+d.qblock, sp.od[0]*o1)
+	grid := func(r int) int { return ((r/o1)*sp.pd[1] + r%o1) * sp.pd[2] } // q of row r's first position
+	p := d.fill(ws, src, 16, grid(r0), grid(r1-1)+o2)
+	mr, tc := d.k.mr, d.k.cols()
+	pan := d.panels[gi*d.mtiles*d.depth*mr:]
+	for r := r0; r < r1; r++ {
+		q := grid(r)
+		for m := 0; m < d.mtiles; m++ {
+			y := dst[d.tileRow(m)*sp.osize+r*o2:]
+			for j := 0; j < o2; j += tc {
+				j = min(j, o2-tc)
+				d.k.fn(d.depth, &pan[m*d.depth*mr], &p[q+j], &d.offs[0], &y[j], sp.osize, 0)
+			}
+		}
+	}
 }
 
 // fill returns ws.aux holding nplanes padded planes (and slack zeros
@@ -190,6 +264,9 @@ func (g *geom) backwardKernelDirect(dw, x, dy []float32, t int) {
 	o0, o1, o2 := g.d[0].out, g.d[1].out, g.d[2].out
 	nvec, tail := o2/k.w, o2%k.w
 	pd1, pd2 := sp.pd[1], sp.pd[2]
+	// Whole tiles (no overlap, no columns past depth): the kernel adds
+	// into the partial sums itself.
+	inPlace := g.og%k.mr == 0 && depth%k.nr == 0
 	items := nchunk * g.groups
 	parallel(items, t, func(i int, ws *workspace) {
 		ch, gi := i/g.groups, i%g.groups
@@ -207,17 +284,25 @@ func (g *geom) backwardKernelDirect(dw, x, dy []float32, t int) {
 			for t0 := 0; t0 < o0; t0++ {
 				a := dy[(sb*g.o+gi*g.og)*g.outSize+t0*o1*o2:]
 				b := p[t0*pd1*pd2:]
+				first := sb == s0 && t0 == 0
 				for oa := 0; oa < g.og; oa += k.mr {
 					ot := min(oa, g.og-k.mr) // the last tile overlaps the one before
 					for j0 := 0; j0 < depth; j0 += k.nr {
+						c, ldc, acc := &ctile[0], k.nr, 0
+						if inPlace { // the kernel adds its tile into pt
+							c, ldc, acc = &pt[ot*depth+j0], depth, b2i(!first)
+						}
 						k.fn(ns, o1, nvec, tail,
 							&a[ot*g.outSize], g.outSize, 4*(o2-nvec*k.w), 4*(g.o*g.outSize-o1*o2),
 							&b[0], &offs[j0], 4*(pd2-nvec*k.w), 4*(g.cg*sp.psize-o1*pd2),
-							&ctile[0], k.nr)
+							c, ldc, acc)
+						if inPlace {
+							continue
+						}
 						for o := oa; o < min(oa+k.mr, g.og); o++ {
 							row := pt[o*depth+j0 : o*depth+min(j0+k.nr, depth)]
 							cr := ctile[(o-ot)*k.nr:]
-							if sb == s0 && t0 == 0 {
+							if first {
 								copy(row, cr[:len(row)])
 								continue
 							}
@@ -243,4 +328,12 @@ func sumChunks(dst, part []float32, nchunk int) {
 			dst[i] += v
 		}
 	}
+}
+
+// b2i returns 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

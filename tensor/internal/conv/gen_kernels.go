@@ -23,10 +23,10 @@
 // and rows of B (the kernel gradient: A rows are output channels of dy, B
 // rows the taps of the padded input):
 //
-//	func name(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)
-//	C[i][j] = Σ_{s<nsamp} Σ_{r<rows} Σ_{l<nvec·W+tail} A_s,r[i*lda + l] · B_s,r[offs[j]/4 + l]
+//	func name(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int, acc int)
+//	C[i][j] = Σ_{s<nsamp} Σ_{r<rows} Σ_{l<nvec·W+tail} A_s,r[i*lda + l] · B_s,r[offs[j]/4 + l]  (+ C[i][j] if acc != 0)
 //
-// overwriting C, where row r of sample s of A starts at a, moved on by
+// where row r of sample s of A starts at a, moved on by
 // arow bytes from the end of each row's full vectors (nvec·W floats on) to
 // the next row's start and by asamp bytes from there after a sample's
 // last row to the next sample's first row; B likewise with brow and bsamp.
@@ -64,7 +64,7 @@ func (s isa) bytes() int { return 4 * s.lanes }
 
 // Shapes: igemm MR×NV and dot MR×NR, per set.
 var (
-	igemm512 = [][2]int{{8, 3}, {6, 4}, {4, 6}, {12, 2}, {2, 8}, {1, 12}}
+	igemm512 = [][2]int{{8, 3}, {6, 4}, {4, 6}, {12, 2}, {2, 8}, {1, 12}, {8, 2}}
 	igemm256 = [][2]int{{6, 2}, {4, 3}, {12, 1}, {2, 5}, {1, 6}}
 	dot512   = [][2]int{{4, 6}, {3, 8}, {2, 12}, {1, 16}}
 	dot256   = [][2]int{{3, 3}, {2, 6}, {1, 8}}
@@ -188,8 +188,8 @@ func (g *gen) dot(s isa, mr, nr int) {
 		panic(nm + ": no register left for B")
 	}
 	tmp := func(j int) string { return fmt.Sprintf("%s%d", R, nacc+mr+j%ntmp) }
-	g.raw("// func %s(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)", nm)
-	g.raw("TEXT ·%s(SB), NOSPLIT, $0-112", nm)
+	g.raw("// func %s(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int, acc int)", nm)
+	g.raw("TEXT ·%s(SB), NOSPLIT, $0-120", nm)
 	g.p("MOVQ nsamp+0(FP), R12")
 	g.p("MOVQ a+32(FP), AX")
 	g.p("MOVQ lda+40(FP), DX")
@@ -278,6 +278,19 @@ func (g *gen) dot(s isa, mr, nr int) {
 	g.p("MOVQ c+96(FP), DI")
 	g.p("MOVQ ldc+104(FP), SI")
 	g.p("SHLQ $2, SI")
+	g.p("MOVQ acc+112(FP), R9")
+	g.p("TESTQ R9, R9")
+	g.p("JZ overwrite")
+	g.dotStore(s, mr, nr, true)
+	g.label("overwrite")
+	g.dotStore(s, mr, nr, false)
+	g.raw("")
+}
+
+// dotStore reduces the dot kernel's accumulators (lanes summed) into the
+// tile at DI (row stride SI bytes), added to it with add, and returns.
+func (g *gen) dotStore(s isa, mr, nr int, add bool) {
+	nacc := mr * nr
 	t, u := nacc+mr, nacc+mr+1 // free registers for the reduction
 	for i := 0; i < mr; i++ {
 		for j := 0; j < nr; j++ {
@@ -296,6 +309,9 @@ func (g *gen) dot(s isa, mr, nr int) {
 			g.p("VADDPS X%d, X%d, X%d", u, t, t)
 			g.p("VPERMILPS $0xb1, X%d, X%d", t, u)
 			g.p("VADDPS X%d, X%d, X%d", u, t, t)
+			if add {
+				g.p("VADDSS %d(DI), X%d, X%d", 4*j, t, t)
+			}
 			g.p("VMOVSS X%d, %d(DI)", t, 4*j)
 		}
 		if i < mr-1 {
@@ -304,7 +320,6 @@ func (g *gen) dot(s isa, mr, nr int) {
 	}
 	g.p("VZEROUPPER")
 	g.p("RET")
-	g.raw("")
 }
 
 // maxStride emits the max-pooling step: for t < n, v = x[t·stride];
@@ -623,7 +638,7 @@ func main() {
 		}
 		for _, sh := range st.dt {
 			g.dot(st.s, sh[0], sh[1])
-			fmt.Fprintf(&decl, "//go:noescape\nfunc %s(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)\n\n", dotName(st.s, sh[0], sh[1]))
+			fmt.Fprintf(&decl, "//go:noescape\nfunc %s(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int, acc int)\n\n", dotName(st.s, sh[0], sh[1]))
 		}
 		fmt.Fprintf(&decl, "var %s = []igemmKernel{\n", st.igVar)
 		for _, sh := range st.ig {

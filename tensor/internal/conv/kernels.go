@@ -16,7 +16,7 @@ func (k *igemmKernel) cols() int { return k.nv * k.w }
 // tile of dot products of rows of A with rows of B at offsets.
 type dotKernel struct {
 	mr, nr, w int
-	fn        func(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)
+	fn        func(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int, acc int)
 }
 
 // kernelSet is one instruction set's micro-kernels; nil slices mean the
@@ -97,24 +97,55 @@ func maxStrideGo(ys []float32, as []int32, xs []float32, stride int, pos0, dpos 
 }
 
 // pickIgemm returns the shift kernel that computes a rows×q output with
-// depth steps fastest by a simple model: per step, a tile costs the larger
-// of its FMAs and its loads, both at two per cycle, where a B vector
-// counts twice (the taps' offsets make nearly every B load cross a cache
-// line) and a broadcast once; every tile is full (padding rows and
-// columns cost too). On Zen 5 (AVX-512) the model picks the measured best
-// shape, or one within 10% of it, for the classes of BenchmarkIgemmShape.
+// depth steps fastest by a simple model (gridCost): per step, a tile
+// costs the larger of its FMAs and its loads, both at two per cycle,
+// where a B vector counts twice (the taps' offsets make nearly every B
+// load cross a cache line) and a broadcast once; every tile is full
+// (padding rows and columns cost too). On Zen 5 (AVX-512) the model picks
+// the measured best shape, or one within 10% of it, for the classes of
+// BenchmarkIgemmShape.
 func (s *kernelSet) pickIgemm(rows, q int) *igemmKernel {
 	if forceIgemm >= 0 {
 		return &s.igemm[forceIgemm]
 	}
 	var best *igemmKernel
-	bestCost := 0
+	for i := range s.igemm {
+		if k := &s.igemm[i]; best == nil || k.gridCost(rows, q) < best.gridCost(rows, q) {
+			best = k
+		}
+	}
+	return best
+}
+
+// step is the modelled cost of one depth step of a tile (see pickIgemm).
+func (k *igemmKernel) step() int { return max(k.mr*k.nv, k.mr+2*k.nv) }
+
+// gridCost is the modelled cost of a rows×q grid of tiles.
+func (k *igemmKernel) gridCost(rows, q int) int {
+	return ceilDiv(rows, k.mr) * ceilDiv(q, k.cols()) * k.step()
+}
+
+// rowCost is the modelled cost of rows output channels of od's rows in
+// the rows layout: whole tiles per row of od[2] positions.
+func (k *igemmKernel) rowCost(rows int, od [MaxDims]int) int {
+	return od[0] * od[1] * ceilDiv(rows, k.mr) * ceilDiv(od[2], k.cols()) * k.step()
+}
+
+// pickIgemmRows returns the shift kernel with the lowest rowCost among
+// those whose tiles fit in rows channels and a row of od[2] positions, or
+// nil if none does (or a grid kernel is forced).
+func (s *kernelSet) pickIgemmRows(rows int, od [MaxDims]int) *igemmKernel {
+	if forceIgemm >= 0 {
+		return nil
+	}
+	var best *igemmKernel
 	for i := range s.igemm {
 		k := &s.igemm[i]
-		tiles := ceilDiv(rows, k.mr) * ceilDiv(q, k.cols())
-		cost := tiles * max(k.mr*k.nv, k.mr+2*k.nv)
-		if best == nil || cost < bestCost {
-			best, bestCost = k, cost
+		if k.mr > rows || k.cols() > od[2] {
+			continue
+		}
+		if best == nil || k.rowCost(rows, od) < best.rowCost(rows, od) {
+			best = k
 		}
 	}
 	return best

@@ -23,16 +23,19 @@ func k512Ig2x8(k int, a *float32, b *float32, offs *int, c *float32, ldc int, ac
 func k512Ig1x12(k int, a *float32, b *float32, offs *int, c *float32, ldc int, acc int)
 
 //go:noescape
-func k512Dot4x6(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)
+func k512Ig8x2(k int, a *float32, b *float32, offs *int, c *float32, ldc int, acc int)
 
 //go:noescape
-func k512Dot3x8(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)
+func k512Dot4x6(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int, acc int)
 
 //go:noescape
-func k512Dot2x12(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)
+func k512Dot3x8(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int, acc int)
 
 //go:noescape
-func k512Dot1x16(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)
+func k512Dot2x12(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int, acc int)
+
+//go:noescape
+func k512Dot1x16(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int, acc int)
 
 var igemmAVX512 = []igemmKernel{
 	{mr: 8, nv: 3, w: 16, fn: k512Ig8x3},
@@ -41,6 +44,7 @@ var igemmAVX512 = []igemmKernel{
 	{mr: 12, nv: 2, w: 16, fn: k512Ig12x2},
 	{mr: 2, nv: 8, w: 16, fn: k512Ig2x8},
 	{mr: 1, nv: 12, w: 16, fn: k512Ig1x12},
+	{mr: 8, nv: 2, w: 16, fn: k512Ig8x2},
 }
 
 var dotAVX512 = []dotKernel{
@@ -75,13 +79,13 @@ func k256Ig2x5(k int, a *float32, b *float32, offs *int, c *float32, ldc int, ac
 func k256Ig1x6(k int, a *float32, b *float32, offs *int, c *float32, ldc int, acc int)
 
 //go:noescape
-func k256Dot3x3(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)
+func k256Dot3x3(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int, acc int)
 
 //go:noescape
-func k256Dot2x6(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)
+func k256Dot2x6(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int, acc int)
 
 //go:noescape
-func k256Dot1x8(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int)
+func k256Dot1x8(nsamp, rows, nvec, tail int, a *float32, lda, arow, asamp int, b *float32, offs *int, brow, bsamp int, c *float32, ldc int, acc int)
 
 var igemmAVX2 = []igemmKernel{
 	{mr: 6, nv: 2, w: 8, fn: k256Ig6x2},

@@ -72,8 +72,8 @@ func TestDotKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	forEachSet(t, func(t *testing.T) {
 		for _, kk := range active.dot {
-			for _, sh := range [][4]int{{1, 1, 1, 0}, {1, 3, 2, 5}, {2, 2, 0, 3}, {3, 4, 1, 0}, {1, 0, 2, 0}, {0, 2, 2, 2}, {2, 5, 3, kk.w - 1}} {
-				nsamp, rows, nvec, tail := sh[0], sh[1], sh[2], sh[3]
+			for _, sh := range [][5]int{{1, 1, 1, 0, 0}, {1, 3, 2, 5, 1}, {2, 2, 0, 3, 0}, {3, 4, 1, 0, 1}, {1, 0, 2, 0, 0}, {0, 2, 2, 2, 1}, {2, 5, 3, kk.w - 1, 0}, {2, 5, 3, kk.w - 1, 1}} {
+				nsamp, rows, nvec, tail, acc := sh[0], sh[1], sh[2], sh[3], sh[4]
 				t.Run(fmt.Sprintf("%dx%d/%v", kk.mr, kk.nr, sh), func(t *testing.T) {
 					rowLen := nvec*kk.w + tail
 					// A: samples of rows of mr channel rows; NaN between rows.
@@ -108,7 +108,7 @@ func TestDotKernels(t *testing.T) {
 					c0 := append([]float32(nil), c...)
 					full := nvec * kk.w
 					kk.fn(nsamp, rows, nvec, tail, &a[0], lda, 4*(astep-full), 4*(asampStep-rows*astep),
-						&b[0], &offs[0], 4*(bstep-full), 4*(bsampStep-rows*bstep), &c[0], ldc)
+						&b[0], &offs[0], 4*(bstep-full), 4*(bsampStep-rows*bstep), &c[0], ldc, acc)
 					for i := 0; i < kk.mr; i++ {
 						for j := 0; j < ldc; j++ {
 							if j >= kk.nr {
@@ -116,6 +116,9 @@ func TestDotKernels(t *testing.T) {
 								continue
 							}
 							want, abs := 0.0, 0.0
+							if acc != 0 { // the kernel adds to C
+								want, abs = float64(c0[i*ldc+j]), math.Abs(float64(c0[i*ldc+j]))
+							}
 							for s := 0; s < nsamp; s++ {
 								for r := 0; r < rows; r++ {
 									for l := 0; l < rowLen; l++ {
