@@ -79,6 +79,7 @@ type Option func(*settings)
 
 type settings struct {
 	recycle bool
+	final   func(leaf int, g *tensor.Tensor)
 }
 
 func options(opts []Option) settings {
@@ -102,6 +103,20 @@ func options(opts []Option) settings {
 // never reading recycled memory. Return such a value as auxiliary output
 // instead.
 func RecycleIntermediates() Option { return func(s *settings) { s.recycle = true } }
+
+// OnGradient makes the backward pass of ValueAndGrad and its variants
+// call f(leaf, g) as soon as the gradient g of the model's leaf number
+// leaf (in pytree.Flatten's order) is final, while the backward pass
+// still computes the gradients of the leaves used before it (see
+// tensor.Trace.OnFinalCotangent). A data-parallel step starts the
+// reduction of each gradient there (parallel.Trainer does), as PyTorch
+// DDP's gradient hooks do. f is called once per float leaf the value
+// depends on, on the caller's goroutine, with the tensor the call then
+// returns for that leaf (or a header over its storage); f must not
+// modify it.
+func OnGradient(f func(leaf int, g *tensor.Tensor)) Option {
+	return func(s *settings) { s.final = f }
+}
 
 // DonateTree donates every tensor leaf of tree (see tensor.Donate): a
 // training loop donates the previous step's gradients once the optimizer
@@ -143,6 +158,9 @@ func valueAndGrad[M, A any](o settings, m M, f func(M) (*tensor.Tensor, A)) (*te
 	tr := tensor.NewTrace()
 	if o.recycle {
 		tr.RecycleIntermediates()
+	}
+	if o.final != nil {
+		tr.OnFinalCotangent(o.final)
 	}
 	mt, leaves, traced, st := trace(tr, m)
 	y, aux := f(mt)

@@ -73,7 +73,13 @@
 // gradients, updates its block of every parameter with its block of the
 // optimizer state, which is stored split over the data axes (Stats shows
 // 1/n of it), and all-gathers the parameters: the bytes of one all-reduce,
-// 1/n of the update's work and state per device. Trainer.State keeps the
+// 1/n of the update's work and state per device. Each gradient's
+// reduce-scatter starts as soon as the backward pass has finished that
+// gradient (autodiff.OnGradient, shard.Ctx.PsumScatterStart) and travels
+// between processes while the gradients of the layers before it are
+// computed, as PyTorch DDP's buckets do (each parameter is one bucket,
+// reduced where it lies); the results are bit for bit those of reducing
+// after the backward pass (Config.ReduceAfterBackward). Trainer.State keeps the
 // tree of Optimizer.Init(params), so checkpoints and SetState see what
 // they saw before. Other optimizers (a Mask sees whole leaves, Adafactor
 // keeps row and column statistics, a Chain may clip without a psum) keep
@@ -144,6 +150,8 @@
 //
 // Trainer.Stats reports what a strategy costs per device — bytes sent per
 // collective kind, residual bytes kept for backward, parameter and
-// optimizer-state bytes — and examples/mlp -strategy compare prints them
-// side by side.
+// optimizer-state bytes, the last step's wall time and the part of it
+// spent waiting for collectives (ExposedComm: the communication the
+// computation did not hide) — and examples/mlp -strategy compare prints
+// the bytes side by side.
 package parallel

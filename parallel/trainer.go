@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/nn"
@@ -79,6 +80,14 @@ type Config[M, B any] struct {
 	// before the optimizer sees them; the norm is the global one under
 	// every strategy.
 	ClipGlobalNorm float64
+	// ReduceAfterBackward makes the DP step reduce the gradients only
+	// once the backward pass is done. By default each gradient's
+	// reduce-scatter (or all-reduce) starts as soon as the backward pass
+	// has finished it and travels while the gradients of earlier layers
+	// are computed (PyTorch DDP's buckets); the results are the same bit
+	// for bit either way, so this is a baseline for measuring the overlap
+	// (Stats.ExposedComm).
+	ReduceAfterBackward bool
 	// Remat is the checkpoint policy around the loss on the Map step
 	// (Placement.MapStep) when parameters are gathered before it; nil keeps
 	// everything but the gathered copies
@@ -118,7 +127,9 @@ type Trainer[M, B any] struct {
 	mstate nn.State // the model's state (StateLoss), placed replicated on a mesh
 	steps  uint32
 	comm   shard.Comm
-	don    donation // what Step may donate (donate.go)
+	// stepTime is the wall time of the last Step, LossAndGrad or Eval.
+	stepTime time.Duration
+	don      donation // what Step may donate (donate.go)
 
 	grads func(stepIn[M, B]) gradOut[M]
 	step  func(stepIn[M, B]) stepOut[M]
@@ -434,11 +445,12 @@ func (t *Trainer[M, B]) deviceGrads(c *shard.Ctx, p M, b B, key tensor.Key, flow
 // given to a Trainer must not keep an intermediate past its call (a
 // later use panics naming the op; return what you need from the loss
 // instead).
-func valueAndGrad[M any](p M, loss func(M) *tensor.Tensor) (*tensor.Tensor, M) {
+func valueAndGrad[M any](p M, loss func(M) *tensor.Tensor, opts ...autodiff.Option) (*tensor.Tensor, M) {
 	if !donateSteps {
-		return autodiff.ValueAndGrad(loss)(p)
+		return autodiff.ValueAndGrad(loss, opts...)(p)
 	}
-	return autodiff.ValueAndGradWith(func(p M, _ struct{}) *tensor.Tensor { return loss(p) }, autodiff.RecycleIntermediates())(p, struct{}{})
+	opts = append(opts, autodiff.RecycleIntermediates())
+	return autodiff.ValueAndGradWith(func(p M, _ struct{}) *tensor.Tensor { return loss(p) }, opts...)(p, struct{}{})
 }
 
 // accumulate averages the losses and gradients of loss over k equal
@@ -551,7 +563,7 @@ func (t *Trainer[M, B]) Step(batch B) (float64, error) {
 	if err := t.checkBatch(batch); err != nil {
 		return 0, err
 	}
-	t.comm.Reset()
+	defer t.begin()()
 	key := t.nextKey()
 	var l *tensor.Tensor
 	var g M
@@ -600,7 +612,7 @@ func (t *Trainer[M, B]) LossAndGrad(batch B) (float64, M, error) {
 	if err := t.checkBatch(batch); err != nil {
 		return 0, zero, err
 	}
-	t.comm.Reset()
+	defer t.begin()()
 	key := t.peekKey()
 	stateful := t.cfg.StateLoss != nil
 	if t.mesh == nil {
@@ -624,7 +636,7 @@ func (t *Trainer[M, B]) Eval(batch B) (float64, error) {
 	if err := t.checkBatch(batch); err != nil {
 		return 0, err
 	}
-	t.comm.Reset()
+	defer t.begin()()
 	key := t.peekKey()
 	flow := newFlow(t.mstate, t.cfg.StateLoss != nil)
 	if t.mesh == nil {
@@ -729,6 +741,14 @@ func (t *Trainer[M, B]) setModelState(flow *stateFlow) {
 	t.mstate = s
 }
 
+// begin starts measuring a step: it forgets the last one's communication
+// and returns the function that records its wall time.
+func (t *Trainer[M, B]) begin() func() {
+	t.comm.Reset()
+	t0 := time.Now()
+	return func() { t.stepTime = time.Since(t0) }
+}
+
 // Comm returns the bytes each device sent in the last Step, LossAndGrad or
 // Eval.
 func (t *Trainer[M, B]) Comm() *shard.Comm { return &t.comm }
@@ -744,6 +764,14 @@ type Stats struct {
 	// ParamBytes and StateBytes are the bytes of parameters and optimizer
 	// state device 0 holds (a full replica when they are replicated).
 	ParamBytes, StateBytes int64
+	// StepTime is the wall time of the last Step, LossAndGrad or Eval.
+	// ExposedComm is the part of it device 0 spent waiting for
+	// collectives (shard.Comm.Waited): the communication its computation
+	// did not hide (on the DP step, the gradients' reductions still in
+	// flight when the backward pass ends, the parameters' all-gather and
+	// the loss's mean), and in one process the time it waited for slower
+	// devices.
+	StepTime, ExposedComm time.Duration
 }
 
 // Stats measures the trainer on batch: it runs one forward pass to
@@ -765,6 +793,7 @@ func (t *Trainer[M, B]) Stats(batch B) (Stats, error) {
 		for _, k := range t.comm.Kinds() {
 			st.CommBytes[k] = t.comm.Bytes(dev0, k)
 		}
+		st.ExposedComm = t.comm.Waited(dev0)
 	}
 	switch {
 	case t.mesh == nil:
@@ -788,6 +817,7 @@ func (t *Trainer[M, B]) Stats(batch B) (Stats, error) {
 	}
 	st.ParamBytes = deviceBytes(t.params)
 	st.StateBytes = deviceBytes(t.opt)
+	st.StepTime = t.stepTime
 	return st, nil
 }
 

@@ -1,6 +1,7 @@
 package parallel
 
 import (
+	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
@@ -65,6 +66,21 @@ func (t *Trainer[M, B]) planZeRO(model M) shard.SpecTree {
 	return shard.LikeParams(model, specs)
 }
 
+// leafDims returns the split dimension of each leaf of tree, in
+// pytree.Flatten's order (-1 for a leaf left whole).
+func (t *Trainer[M, B]) leafDims(tree M) []int {
+	paths, _ := pytree.LeavesWithPath(tree)
+	dims := make([]int, len(paths))
+	for i, p := range paths {
+		dim, ok := t.zeroDims[p.String()]
+		if !ok {
+			dim = -1
+		}
+		dims[i] = dim
+	}
+	return dims
+}
+
 // zeroMap applies f to every leaf of tree with the split dimension of the
 // parameter at the same path (-1 for a leaf left whole). Unlike pytree.Map
 // it leaves the logical axes of f's results as they are: a named copy
@@ -98,12 +114,33 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		}
 		return c.Vary(x, axes...)
 	})
+	// Each gradient's reduction starts as soon as the backward pass has
+	// finished it (autodiff.OnGradient), and travels while the gradients
+	// of the layers before it are computed (PyTorch DDP's buckets; each
+	// leaf is one bucket here, reduced where it lies).
+	dims := t.leafDims(in.Params)
+	hs := make([]*shard.Handle, len(dims))
+	reduce := func(i int, x *tensor.Tensor) *shard.Handle {
+		if dims[i] < 0 {
+			return c.PsumStart(x, axes...)
+		}
+		return c.PsumScatterStart(x, axes, dims[i], true)
+	}
+	var opts []autodiff.Option
+	if !t.cfg.ReduceAfterBackward {
+		opts = append(opts, autodiff.OnGradient(func(i int, x *tensor.Tensor) {
+			if x.DType().IsFloat() {
+				hs[i] = reduce(i, x)
+			}
+		}))
+	}
 	var l *tensor.Tensor
 	var g M
 	flow := newFlow(in.ModelState, t.cfg.StateLoss != nil)
 	if k := t.cfg.MicroBatches; k == 1 {
-		l, g = valueAndGrad(pv, func(p M) *tensor.Tensor { return t.deviceLoss(c, p, in.Batch, in.Key, 0, flow) })
+		l, g = valueAndGrad(pv, func(p M) *tensor.Tensor { return t.deviceLoss(c, p, in.Batch, in.Key, 0, flow) }, opts...)
 	} else {
+		// The gradients are final only after the last micro-batch's sum.
 		l, g = accumulate(k, pv, in.Batch, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, in.Key, i, flow) })
 	}
 	// The varying copies of the parameters are headers of their own over
@@ -111,22 +148,22 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// recycled once the trainer donates the old parameters.
 	donateDead(in.Params, pv)
 	n, r := c.AxisSize(axes...), c.AxisIndex(axes...)
-	g = t.zeroMap(g, func(x *tensor.Tensor, dim int) *tensor.Tensor {
-		if !x.DType().IsFloat() {
-			return x
+	leaves, tree := pytree.Flatten(g)
+	for i, x := range leaves {
+		if x == nil || !x.DType().IsFloat() {
+			continue
 		}
-		var sum *tensor.Tensor
-		if dim < 0 {
-			sum = c.Psum(x, axes...)
-		} else {
-			sum = c.PsumScatter(x, axes, dim, true)
+		h := hs[i]
+		if h == nil { // not started during the backward pass
+			h = reduce(i, x)
 		}
+		leaves[i] = h.Wait()
 		// The device's full-size gradient is dead once reduced (every
 		// device is past the reduction's barrier): its storage serves the
 		// next step's gradient instead of fresh memory.
 		donateValue(x)
-		return sum
-	})
+	}
+	g = pytree.Unflatten[M](tree, leaves)
 	own := t.zeroMap(in.Params, func(x *tensor.Tensor, dim int) *tensor.Tensor {
 		if dim < 0 {
 			return x

@@ -3,6 +3,7 @@ package shard
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/gonox/gonox/tensor"
 )
@@ -28,6 +29,10 @@ type Handle struct {
 	p    *asyncParams
 	tok  *tensor.Tensor
 	done bool
+	// fin, for a started reduction (PsumStart, PsumScatterStart), waits
+	// for it and returns the result; kind names it.
+	fin  func() *tensor.Tensor
+	kind string
 }
 
 // asyncParams are the parameters of one start/wait pair; the start's
@@ -159,13 +164,26 @@ func (p *asyncParams) start(x *tensor.Tensor) {
 	c := &call{coll: ppermuteStartColl, axes: p.coll.axes, x: x, p: p.coll, extra: fmt.Sprintf("perm %v, async", p.coll.perm)}
 	s := e.run.post(e, c)
 	f := &inflight{run: e.run, s: s, c: c}
-	e.run.mu.Lock()
-	if e.run.pending == nil {
-		e.run.pending = make([][]*inflight, e.mesh.Size())
-	}
-	e.run.pending[e.dev] = append(e.run.pending[e.dev], f)
-	e.run.mu.Unlock()
+	e.run.addPending(e.dev, f)
 	p.cur = f
+}
+
+// addPending records that device dev started f (checkPending fails the
+// device if it returns before waiting for it).
+func (r *run) addPending(dev int, f *inflight) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending == nil {
+		r.pending = make([][]*inflight, r.mesh.Size())
+	}
+	r.pending[dev] = append(r.pending[dev], f)
+}
+
+// dropPending records that device dev waits for f.
+func (r *run) dropPending(dev int, f *inflight) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending[dev] = slices.DeleteFunc(r.pending[dev], func(g *inflight) bool { return g == f })
 }
 
 // wait blocks until every device of the group has started the collective
@@ -181,19 +199,16 @@ func (p *asyncParams) wait() *tensor.Tensor {
 	if r != e.run {
 		panic(fmt.Sprintf("shard.Handle.Wait: %v was started in another shard.Map call (or its backward pass)", f.c))
 	}
-	r.mu.Lock()
-	r.pending[e.dev] = slices.DeleteFunc(r.pending[e.dev], func(g *inflight) bool { return g == f })
-	r.mu.Unlock()
+	r.dropPending(e.dev, f)
 	s := f.s
-	select {
-	case <-s.ready:
-	case <-r.abort:
-		panic(abortSignal{})
-	}
+	t0 := time.Now()
+	r.await(e, s, t0)
 	defer r.leave(s)
 	if e.mesh.spans() {
 		if v, ok := s.shared.Load(asyncKey{}); ok {
+			t1 := time.Now()
 			v.(*asyncExchange).wait(r)
+			r.comm.addWait(e.mesh.devices[e.dev], time.Since(t1))
 		}
 	}
 	g := e.group("shard.Ppermute", p.coll.axes)
@@ -274,6 +289,13 @@ func (c *Ctx) RingShiftStart(x *tensor.Tensor, axes Axes, offset int) *Handle {
 // result. It must be called once, inside the fn that started it, on the
 // same device.
 func (h *Handle) Wait() *tensor.Tensor {
+	if h.fin != nil {
+		if h.done {
+			panic(fmt.Sprintf("shard.Handle.Wait: the started %s was already waited for", h.kind))
+		}
+		h.done = true
+		return h.fin()
+	}
 	if h.done {
 		panic(fmt.Sprintf("shard.Handle.Wait: the %s of %v%v was already waited for", h.p.collective.kind, h.p.dtype, h.p.shape))
 	}

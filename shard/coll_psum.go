@@ -35,13 +35,20 @@ func init() {
 // psum sums x over the axes; an x that is invariant over some of them is
 // first made varying (so the result is n·x, as in JAX).
 func psum(e *devEnv, x *tensor.Tensor, axes []string) *tensor.Tensor {
-	m := e.maskOf("shard.Psum", axes)
-	e.group("shard.Psum", axes)
+	x, p := psumArgs("shard.Psum", e, x, axes)
+	return tensor.Apply(psumOp, p, x)
+}
+
+// psumArgs checks the operand of a psum (op names the caller) and returns
+// it marked varying over the axes, with the collective's parameters.
+func psumArgs(op string, e *devEnv, x *tensor.Tensor, axes []string) (*tensor.Tensor, *collParams) {
+	m := e.maskOf(op, axes)
+	e.group(op, axes)
 	if x.DType() == tensor.Bool {
-		panic(fmt.Sprintf("shard.Psum: %v: bool blocks cannot be summed", x))
+		panic(fmt.Sprintf("%s: %v: bool blocks cannot be summed", op, x))
 	}
 	x = tensor.Vary(x, e.Local(maskOf(x)|m))
-	return tensor.Apply(psumOp, &collParams{env: e, axes: slices.Clone(axes), mask: m}, x)
+	return x, &collParams{env: e, axes: slices.Clone(axes), mask: m}
 }
 
 func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
@@ -56,6 +63,13 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	}
 	s := e.run.meet(e, &call{coll: psumColl, axes: p.axes, x: x})
 	defer e.run.leave(s)
+	return psumDone(e, x, p, s)
+}
+
+// psumDone computes this device's result of a psum once every device has
+// arrived in its slot s (and the other processes' part is in it).
+func psumDone(e *devEnv, x *tensor.Tensor, p *collParams, s *slot) *tensor.Tensor {
+	g := e.group("shard.Psum", p.axes)
 	out := sharedResult(s, g.key, func() *tensor.Tensor {
 		if x.DType() == tensor.Int32 || x.DType() == tensor.Float64 || x.DType() == tensor.Int64 {
 			return tensor.Zeros(x.DType(), x.Shape()...) // summed into

@@ -36,7 +36,14 @@ func init() {
 }
 
 func psumScatter(e *devEnv, x *tensor.Tensor, axes []string, dim int, tiled bool) *tensor.Tensor {
-	const op = "shard.Ctx.PsumScatter"
+	x, p := psumScatterArgs("shard.Ctx.PsumScatter", e, x, axes, dim, tiled)
+	return tensor.Apply(psumScatterOp, p, x)
+}
+
+// psumScatterArgs checks the operands of a psum_scatter (op names the
+// caller) and returns the block marked varying over the axes and the
+// collective's parameters.
+func psumScatterArgs(op string, e *devEnv, x *tensor.Tensor, axes []string, dim int, tiled bool) (*tensor.Tensor, *collParams) {
 	if x.Rank() == 0 {
 		panic(fmt.Sprintf("%s: %v: needs at least one dimension", op, x))
 	}
@@ -54,14 +61,26 @@ func psumScatter(e *devEnv, x *tensor.Tensor, axes []string, dim int, tiled bool
 		panic(fmt.Sprintf("%s: %v: bool blocks cannot be summed", op, x))
 	}
 	x = tensor.Vary(x, e.Local(maskOf(x)|m))
-	return tensor.Apply(psumScatterOp, &collParams{env: e, axes: slices.Clone(axes), mask: m, dim: d, tiled: tiled}, x)
+	return x, &collParams{env: e, axes: slices.Clone(axes), mask: m, dim: d, tiled: tiled}
 }
 
 func psumScatterImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e := p.env
-	g := e.group("shard.PsumScatter", p.axes)
-	s := e.run.meet(e, &call{coll: psumScatterColl, axes: p.axes, x: x, p: p, extra: fmt.Sprintf("dim %d %s", p.dim, tiledWord(p.tiled))})
+	s := e.run.meet(e, psumScatterCall(x, p))
 	defer e.run.leave(s)
+	return psumScatterDone(e, x, p, s)
+}
+
+// psumScatterCall is what a device brings to a psum_scatter.
+func psumScatterCall(x *tensor.Tensor, p *collParams) *call {
+	return &call{coll: psumScatterColl, axes: p.axes, x: x, p: p, extra: fmt.Sprintf("dim %d %s", p.dim, tiledWord(p.tiled))}
+}
+
+// psumScatterDone computes this device's part of a psum_scatter once
+// every device has arrived in its slot s (and the other processes' part
+// is in it).
+func psumScatterDone(e *devEnv, x *tensor.Tensor, p *collParams, s *slot) *tensor.Tensor {
+	g := e.group("shard.PsumScatter", p.axes)
 	size := x.Dim(p.dim) / g.size
 	dt := x.DType()
 	// done meets the other members (the blocks are read until every

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Comm accumulates the bytes each device sends, per collective kind, over
@@ -21,6 +22,31 @@ type Comm struct {
 	bytes map[int]map[string]int64 // device id -> kind -> bytes
 	calls map[string]int
 	byOp  map[int]map[string]int64 // device id -> tensor op -> bytes (propagation)
+	wait  map[int]time.Duration    // device id -> time waited for collectives
+}
+
+// addWait adds d to the time device dev waited for collectives.
+func (c *Comm) addWait(dev *Device, d time.Duration) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.wait == nil {
+		c.wait = map[int]time.Duration{}
+	}
+	c.wait[dev.ID()] += d
+}
+
+// Waited returns the time device dev spent waiting for collectives: from
+// issuing a collective until its result was there, and in Handle.Wait
+// until a started one's was. It is the communication the device's
+// computation did not hide (and, in one process, the time it waited for
+// slower devices), the exposed communication of a training step.
+func (c *Comm) Waited(dev *Device) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wait[dev.ID()]
 }
 
 func (c *Comm) add(dev *Device, kind string, bytes int64) {
@@ -92,7 +118,7 @@ func (c *Comm) Kinds() []string {
 func (c *Comm) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.bytes, c.calls, c.byOp = nil, nil, nil
+	c.bytes, c.calls, c.byOp, c.wait = nil, nil, nil, nil
 }
 
 // String prints bytes per device and kind as a table.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gonox/gonox/internal/devices"
 	"github.com/gonox/gonox/tensor"
@@ -39,6 +40,11 @@ type run struct {
 	// pending is, per device, the asynchronous collectives started and
 	// not yet waited for (async.go).
 	pending [][]*inflight
+	// tail is closed when the last cross-process exchange started on the
+	// run's exchange goroutines (a started reduction's, coll_started.go)
+	// is done; nil if none was started. Exchanges run one at a time in
+	// the slots' order.
+	tail chan struct{}
 }
 
 // abortSignal unwinds a device goroutine after another device failed.
@@ -74,6 +80,9 @@ type call struct {
 	extra string         // parameters that must agree across devices
 	data  any            // per-device data that may differ (ragged sizes)
 	p     *collParams    // the parameters, for the cross-process exchange
+	// background: the cross-process exchange runs on a goroutine of its
+	// own (a started reduction, coll_started.go).
+	background bool
 }
 
 func (c *call) String() string {
@@ -154,6 +163,9 @@ func (r *run) exec(envs []*devEnv, body func(dev int)) error {
 		}()
 	}
 	wg.Wait()
+	if r.err == nil && r.tail != nil {
+		<-r.tail // every started exchange was waited for: it has ended, or is ending
+	}
 	if r.err != nil && r.mesh.spans() {
 		// The other processes wait for this one in its next collective:
 		// end the job rather than leave them hanging.
@@ -190,10 +202,19 @@ func (r *run) missing(dev, n int, s *slot) error {
 // every device has arrived. It panics with abortSignal if the run fails.
 func (r *run) meet(e *devEnv, c *call) *slot {
 	// The last device to arrive exchanges with the other processes.
+	t0 := time.Now()
 	s := r.arrive(e, c)
+	r.await(e, s, t0)
+	return s
+}
+
+// await waits until slot s is ready and counts the time since t0 as
+// waited for a collective (Comm.Waited). It panics with abortSignal if
+// the run fails.
+func (r *run) await(e *devEnv, s *slot, t0 time.Time) {
 	select {
 	case <-s.ready:
-		return s
+		r.comm.addWait(r.mesh.devices[e.dev], time.Since(t0))
 	case <-r.abort:
 		panic(abortSignal{})
 	}
@@ -240,15 +261,41 @@ func (r *run) arrive(e *devEnv, c *call) *slot {
 			close(s.ready)
 		}
 	}
+	prev := r.tail
+	if cross && c.background {
+		// A started reduction: exchanged on a goroutine of its own, after
+		// the exchanges started before it, while this device goes on.
+		done := make(chan struct{})
+		r.tail = done
+		go r.exchange(s, c, prev, done) // joined by exec
+		cross = false
+	}
 	r.mu.Unlock()
 	if cross {
-		if err := c.coll.cross(r, s); err != nil {
-			r.fail(err)
-		} else {
-			close(s.ready)
-		}
+		r.exchange(s, c, prev, nil)
 	}
 	return s
+}
+
+// exchange runs the cross-process part of slot s (c's collective) once
+// the exchange of the collectives before it, prev, is done, and closes
+// s.ready, or fails the run; then it closes done (if not nil).
+func (r *run) exchange(s *slot, c *call, prev, done chan struct{}) {
+	if done != nil {
+		defer close(done)
+	}
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-r.abort:
+			return
+		}
+	}
+	if err := c.coll.cross(r, s); err != nil {
+		r.fail(err)
+	} else {
+		close(s.ready)
+	}
 }
 
 // consistent checks that every device issued the same collective.

@@ -78,8 +78,14 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 			}
 		}
 	}
-	for _, n := range nodes {
+	finalAfter := finalCotangents(tr, nodes, wrt)
+	for i, n := range nodes {
 		b.visit(grads, spare, n, keep[n])
+		for _, w := range finalAfter[i] {
+			if gs := grads[wrt[w].node]; gs != nil && gs[wrt[w].outIdx] != nil {
+				tr.final(w, gs[wrt[w].outIdx])
+			}
+		}
 	}
 	out := b.gradients(grads, wrt)
 	for _, x := range b.dead {
@@ -88,6 +94,35 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		}
 	}
 	return out
+}
+
+// finalCotangents returns, when tr has an OnFinalCotangent hook, for each
+// index of nodes the wrt values whose cotangents are final once that node
+// has run: the last of their consumers in the visiting order.
+func finalCotangents(tr *Trace, nodes []*node, wrt []*Tensor) map[int][]int {
+	if tr.final == nil {
+		return nil
+	}
+	last := map[*node]int{}
+	for i, n := range nodes {
+		for _, e := range n.inputs {
+			if e.n != nil {
+				last[e.n] = i
+			}
+		}
+	}
+	after := map[int][]int{}
+	seen := map[*Tensor]bool{}
+	for w, x := range wrt {
+		if x.node == nil || x.node.trace != tr || seen[x] {
+			continue
+		}
+		seen[x] = true
+		if i, ok := last[x.node]; ok {
+			after[i] = append(after[i], w)
+		}
+	}
+	return after
 }
 
 // backward is the state of one run of Backward beyond its maps (which

@@ -31,7 +31,20 @@ type Trace struct {
 	// recycle makes Backward donate the intermediates its nodes saved
 	// (see RecycleIntermediates).
 	recycle bool
+	// final is called by Backward with each cotangent asked for once it
+	// is final (see OnFinalCotangent).
+	final func(i int, g *Tensor)
 }
+
+// OnFinalCotangent makes Backward call f(i, g) as soon as the cotangent g
+// of wrt[i] is final: once the last node that feeds it has run, while the
+// nodes recorded before that one still wait. A data-parallel step starts
+// the reduction of each gradient there, so that it travels while the rest
+// of the backward pass computes (PyTorch DDP's gradient hooks). f runs on
+// the goroutine of Backward, once for each wrt value some node gives a
+// cotangent to; g is the value Backward returns for it (before any naming
+// with its logical axes), which f must not modify.
+func (tr *Trace) OnFinalCotangent(f func(i int, g *Tensor)) { tr.final = f }
 
 // RecycleIntermediates makes Backward, when it frees the residuals of the
 // graph (retain false), donate the intermediate values the graph saved for

@@ -85,23 +85,31 @@ func BenchmarkAllreduce(b *testing.B) {
 type dpBatch struct{ X, Y *tensor.Tensor }
 
 // BenchmarkDPStep: one data-parallel training step of parallel.Trainer
-// with strategy DP (forward, backward, gradient all-reduce, Adam) of the
-// MLP 784-1024-1024-10 on a global batch of 256, over a mesh of every
-// device of the job (run with one device per process and GOMAXPROCS=1 to
-// compare processes with cores). It reports wall time (mean, median and
-// shortest step) and this process's CPU time per step (warm-up included).
-// Over several processes it runs twice: with the collectives through
-// shared memory (processes=N) and through MPI's (processes=N-mpicoll, a
-// mesh made with GONOX_MPI_SHM=0).
+// with strategy DP (forward, backward, gradient reduce-scatter, Adam,
+// all-gather) of the MLP 784-1024-1024-10 on a global batch of 256, over
+// a mesh of every device of the job (run with one device per process and
+// GOMAXPROCS=1 to compare processes with cores). It reports wall time
+// (mean, median and shortest step), this process's CPU time per step
+// (warm-up included) and the median time the process's first device
+// waited for collectives (exposed-ms/step: Trainer.Stats.ExposedComm).
+// Over several processes it runs three times: with each gradient's
+// reduction started during the backward pass (processes=N, the default),
+// with the reductions after it (processes=N-after,
+// Config.ReduceAfterBackward), and through MPI's collectives instead of
+// shared memory (processes=N-mpicoll, a mesh made with GONOX_MPI_SHM=0).
 func BenchmarkDPStep(b *testing.B) {
 	key := tensor.NewKey(1)
 	ks := key.Split(3)
 	model := nn.NewMLP(ks[0], []int{784, 1024, 1024, 10}, nn.MLPOptions{})
 	x := tensor.Normal(ks[1], 256, 784)
 	y := tensor.AsType(tensor.MulScalar(tensor.Uniform(ks[2], 256), 9.99), tensor.Int32)
-	variants := []struct{ suffix, shm string }{{"", "1"}}
+	type variant struct {
+		suffix, shm string
+		after       bool
+	}
+	variants := []variant{{"", "1", false}}
 	if mpi.Size() > 1 {
-		variants = append(variants, struct{ suffix, shm string }{"-mpicoll", "0"})
+		variants = append(variants, variant{"-after", "1", true}, variant{"-mpicoll", "0", false})
 	}
 	for _, v := range variants {
 		b.Setenv(mpi.SharedMemoryEnv, v.shm) // read when the mesh is made
@@ -111,20 +119,33 @@ func BenchmarkDPStep(b *testing.B) {
 				return tensor.Mean(tensor.SoftmaxCrossEntropy(mod.Forward(bt.X), bt.Y))
 			},
 			Strategy: parallel.DP, Mesh: m, Optimizer: optim.Adam(optim.Constant(1e-3)),
+			ReduceAfterBackward: v.after,
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
+		var dev0 *shard.Device
+		for _, d := range m.Devices() {
+			if d.IsLocal() {
+				dev0 = d
+				break
+			}
+		}
 		batch := dpBatch{shard.Put(x, tr.BatchSharding()), shard.Put(y, tr.BatchSharding())}
+		var exposed []float64
 		step := func() {
 			if _, err := tr.Step(batch); err != nil {
 				b.Fatal(err)
 			}
+			exposed = append(exposed, tr.Comm().Waited(dev0).Seconds()*1e3)
 		}
 		b.Run(fmt.Sprintf("processes=%d%s", mpi.Size(), v.suffix), func(b *testing.B) {
+			exposed = exposed[:0]
 			c0 := cputime.Used()
 			loopTimes(b, step, "ms/step", func(s float64) float64 { return s * 1e3 })
 			b.ReportMetric((cputime.Used()-c0).Seconds()/float64(b.N+1)*1e3, "cpu-ms/step")
+			slices.Sort(exposed)
+			b.ReportMetric(exposed[len(exposed)/2], "exposed-ms/step")
 		})
 	}
 }

@@ -1,0 +1,82 @@
+package shard
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// This file holds the started reductions: PsumStart and PsumScatterStart
+// take the device's place in the collective at once (its slot, in issue
+// order, as the synchronous psum and psum_scatter do) and return; on a
+// mesh spanning processes the cross-process exchange runs on a goroutine
+// of the run (run.exchange), after every exchange issued before it, while
+// the device computes, and Wait computes the device's result from the
+// slot exactly as the synchronous collective does, so a started reduction
+// gives the synchronous one's result bit for bit. This is how a
+// data-parallel step reduces each gradient while the backward pass still
+// computes the others (PyTorch DDP's buckets).
+
+// PsumStart starts Psum(x, axes...) and returns at once; h.Wait() returns
+// what Psum would have, bit for bit. Between processes the sum travels
+// while the device computes: the exchanges of started collectives run one
+// after another, in issue order, on a goroutine of the Map call, and a
+// synchronous collective issued meanwhile waits for them (every device
+// must issue its collectives, started or not, in the same order).
+//
+// Unlike PpermuteStart it is not differentiable: x's cotangent does not
+// flow back through it. It is meant for values no longer differentiated,
+// such as the gradients a training step reduces (autodiff.OnGradient).
+// Wait must be called once, inside the fn that started it, on the same
+// device; a handle never waited on fails the Map call.
+func (c *Ctx) PsumStart(x *tensor.Tensor, axes ...string) *Handle {
+	const op = "shard.Ctx.PsumStart"
+	checkLocal(op, c, x)
+	e := c.env
+	if len(axes) == 0 {
+		return &Handle{c: c, kind: "psum", fin: func() *tensor.Tensor { return x }}
+	}
+	x, p := psumArgs(op, e, x, axes)
+	if e.group(op, axes).size == 1 {
+		// As Psum: no rendezvous, a call of 0 bytes.
+		return &Handle{c: c, kind: "psum", fin: func() *tensor.Tensor { return psumImpl(x, p) }}
+	}
+	return e.startReduction(c, &call{coll: psumColl, axes: p.axes, x: x}, func(s *slot) *tensor.Tensor {
+		return psumDone(e, x, p, s)
+	})
+}
+
+// PsumScatterStart starts PsumScatter(x, axes, scatterDim, tiled) and
+// returns at once; h.Wait() returns what PsumScatter would have, bit for
+// bit (see PsumStart).
+func (c *Ctx) PsumScatterStart(x *tensor.Tensor, axes Axes, scatterDim int, tiled bool) *Handle {
+	const op = "shard.Ctx.PsumScatterStart"
+	checkLocal(op, c, x)
+	e := c.env
+	x, p := psumScatterArgs(op, e, x, axes, scatterDim, tiled)
+	return e.startReduction(c, psumScatterCall(x, p), func(s *slot) *tensor.Tensor {
+		return psumScatterDone(e, x, p, s)
+	})
+}
+
+// startReduction brings the device's call to its slot without waiting
+// (the cross-process exchange, if any, runs in the background) and
+// returns the handle whose Wait waits for the slot and computes the
+// device's result with done.
+func (e *devEnv) startReduction(c *Ctx, cl *call, done func(s *slot) *tensor.Tensor) *Handle {
+	cl.background = true
+	r := e.run
+	s := r.post(e, cl)
+	f := &inflight{run: r, s: s, c: cl}
+	r.addPending(e.dev, f)
+	return &Handle{c: c, kind: cl.coll.kind, fin: func() *tensor.Tensor {
+		if e.run != r {
+			panic(fmt.Sprintf("shard.Handle.Wait: %v was started in another shard.Map call (or its backward pass)", cl))
+		}
+		r.dropPending(e.dev, f)
+		r.await(e, s, time.Now())
+		defer r.leave(s)
+		return done(s)
+	}}
+}
