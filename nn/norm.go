@@ -27,7 +27,10 @@ type LayerNormOptions struct {
 //
 //	y = (x - mean(x)) / √(var(x) + Eps) · Weight + Bias
 //
-// with the biased variance, as jnp.var computes it.
+// with the biased variance, as jnp.var computes it. With a weight and a
+// bias on float32 data it is one fused op (tensor.LayerNorm): one sweep
+// forward, one backward, and only a mean and a reciprocal standard
+// deviation per row kept beside the input for the backward pass.
 type LayerNorm struct {
 	Weight *tensor.Tensor // f32[dim], or nil
 	Bias   *tensor.Tensor // f32[dim], or nil
@@ -56,10 +59,7 @@ func NewLayerNorm(dim int, opts LayerNormOptions) LayerNorm {
 // Forward normalizes x of shape [..., dim] over its last dimension.
 func (n LayerNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
 	checkNormInput("nn.LayerNorm", x, n.Weight, n.Bias)
-	xc := tensor.Sub(x, tensor.MeanKeep(x, -1))
-	variance := tensor.MeanKeep(tensor.Square(xc), -1)
-	y := tensor.Mul(xc, tensor.Rsqrt(tensor.AddScalar(variance, n.Eps)))
-	return scaleShift(y, n.Weight, n.Bias)
+	return tensor.LayerNorm(x, n.Weight, n.Bias, n.Eps)
 }
 
 // Call is Forward, ignoring key; it makes a LayerNorm a Module.

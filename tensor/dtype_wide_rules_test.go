@@ -33,6 +33,8 @@ var noFloat64Ops = map[string]string{
 	"biasActBwdOp":        "fused float32 kernel; BiasAct composes float64 from primitives",
 	"channelAffineBwdOp":  "fused float32 kernel; ChannelAffine composes float64 from primitives",
 	"channelAffineGradOp": "fused float32 sums; ChannelAffine composes float64 from primitives",
+	"layerNormOp":         "fused float32 kernel; LayerNorm composes float64 from primitives",
+	"layerNormBwdOp":      "fused float32 kernel",
 	"mseGradOp":           "fused float32 kernel; MSE composes float64 from primitives",
 	"xentOp":              "fused float32 kernel; SoftmaxCrossEntropy composes float64 from primitives",
 	"xentGradOp":          "fused float32 kernel",

@@ -64,6 +64,7 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"MulScalar":      func(t []*tensor.Tensor) { tensor.MulScalar(t[0], 2) },
 	"BiasAct":        func(t []*tensor.Tensor) { tensor.BiasAct(t[0], t[1], tensor.ActRelu) },
 	"ChannelMoments": func(t []*tensor.Tensor) { tensor.ChannelMoments(t[0]) },
+	"LayerNorm":      func(t []*tensor.Tensor) { tensor.LayerNorm(t[0], nil, nil, 1e-5) },
 	"ChannelAffine":  func(t []*tensor.Tensor) { tensor.ChannelAffine(t[0], t[1], t[2], tensor.ActRelu) },
 	"StopGradient":   func(t []*tensor.Tensor) { tensor.StopGradient(t[0]) },
 	"Named":          func(t []*tensor.Tensor) { tensor.Named(t[0], "h") },
@@ -177,7 +178,8 @@ var nilExempt = map[string]bool{"Apply": true, "ApplyN": true, "Backward": true,
 	"Donate": true}
 
 // Operands documented as optional.
-var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true, "SGDStep.t": true, "DotProductAttention.mask": true}
+var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true, "SGDStep.t": true, "DotProductAttention.mask": true,
+	"LayerNorm.weight": true, "LayerNorm.bias": true}
 
 // publicOps parses the package source and returns every exported function
 // that takes *Tensor operands, with the names of those parameters (a
