@@ -187,6 +187,7 @@ func (c *Ctx) PsumScatter(x *tensor.Tensor, axes Axes, scatterDim int, tiled boo
 // crossPsumScatter is the cross-process exchange of a psum_scatter.
 func crossPsumScatter(x *crossGroup) {
 	switch {
+	case x.c0.background && x.pairScatter():
 	case x.reduceScatter():
 	case x.c0.x.DType() == tensor.Float32:
 		// All-reduced whole, straight from and into the blocks' storage
@@ -223,20 +224,80 @@ func (x *crossGroup) reduceScatter() bool {
 	if len(x.procs) != 2 && !sumsInRankOrder(x.g) {
 		return false
 	}
-	c := x.soleFloat32Call()
+	c, part := x.contiguousParts()
 	if c == nil {
 		return false
+	}
+	out := tensor.Empty(tensor.Float32, part...) // written whole
+	x.g.ReduceScatterFloat32(c.x.BorrowFloat32(), out.BorrowFloat32(), ReduceSum)
+	storeRemote(x.s, x.key, out, scattered{})
+	return true
+}
+
+// contiguousParts returns this process's call and the shape of a part
+// when each process has one float32 member in the group, ranked in
+// process order, and the parts are contiguous in the block (the scattered
+// dimension has no larger dimension before it); nil otherwise.
+func (x *crossGroup) contiguousParts() (*call, []int) {
+	c := x.soleFloat32Call()
+	if c == nil {
+		return nil, nil
 	}
 	xs := c.x.Shape()
 	for _, d := range xs[:c.p.dim] {
 		if d != 1 {
-			return false
+			return nil, nil
 		}
 	}
 	part := slices.Clone(xs)
 	part[c.p.dim] /= len(x.members)
+	return c, part
+}
+
+// pairScatter reduce-scatters a started psum_scatter (PsumScatterStart)
+// between two processes that do not share memory, as reduceScatter
+// would, with non-blocking sends (AsyncGroup): each process sends the
+// other its part of its block and adds the part it receives to its own,
+// in rank order. A sum of two values does not depend on their order, so
+// this is bit for bit what MPI_Reduce_scatter computes. It waits for the
+// transfers by testing them every ProgressEnv interval and sleeping in
+// between (PollingRequest), where a blocking MPI collective would spin:
+// the exchange runs while the device computes, and a spinning thread
+// would take the core from that computation (the simulated hosts of
+// cluster.sh share the machine's cores). It reports whether it did.
+func (x *crossGroup) pairScatter() bool {
+	if len(x.procs) != 2 {
+		return false
+	}
+	switch x.g.(type) {
+	case *shmGroup, shmAsyncGroup:
+		return false // one host: through shared memory
+	}
+	ag, ok := x.g.(AsyncGroup)
+	if !ok {
+		return false
+	}
+	c, part := x.contiguousParts()
+	if c == nil {
+		return false
+	}
+	me := x.g.Rank()
+	peer := 1 - me
+	blk := c.x.BorrowFloat32()
+	n := len(blk) / 2
+	recv := tensor.Empty(tensor.Float32, part...)
+	tag := x.s.k % 32768 // MPI guarantees tags up to 32767
+	waitAll([]Request{
+		ag.IrecvBytes(floatBytes(recv.BorrowFloat32()), peer, tag),
+		ag.IsendBytes(floatBytes(blk[peer*n:(peer+1)*n]), peer, tag),
+	})
+	ins := [][]float32{blk[me*n : (me+1)*n], recv.BorrowFloat32()}
+	if me == 1 {
+		ins[0], ins[1] = ins[1], ins[0]
+	}
 	out := tensor.Empty(tensor.Float32, part...) // written whole
-	x.g.ReduceScatterFloat32(c.x.BorrowFloat32(), out.BorrowFloat32(), ReduceSum)
+	sumFloat32(out.BorrowFloat32(), ins, 0, n)
+	tensor.Donate(recv)
 	storeRemote(x.s, x.key, out, scattered{})
 	return true
 }

@@ -1,5 +1,7 @@
 package shard
 
+import "time"
+
 // This file holds what a transport implements (see "Adding a transport"
 // in doc.go): Transport and Group, and the optional AsyncGroup (with its
 // Request) and SharedMemoryGroup. Everything that uses them is in the
@@ -84,6 +86,16 @@ type Request interface {
 	Wait()
 	// Test reports whether it is done, without blocking (MPI_Test).
 	Test() bool
+}
+
+// PollingRequest is implemented by a Request that can wait by testing
+// the transfer every interval and sleeping in between, off the Go
+// scheduler (package shard/mpi: MPI_Test and nanosleep in C), rather
+// than spinning in MPI_Wait: a started collective's exchange waits so
+// while the device computes on the same core.
+type PollingRequest interface {
+	Request
+	WaitPolling(every time.Duration)
 }
 
 // SharedMemoryGroup is implemented by a Group whose processes can all map

@@ -90,6 +90,19 @@ func (x *asyncExchange) wait(r *run) {
 	}
 }
 
+// waitAll completes the requests, polling every ProgressEnv interval
+// those that can (PollingRequest).
+func waitAll(reqs []Request) {
+	every := progressInterval()
+	for _, q := range reqs {
+		if p, ok := q.(PollingRequest); ok && every > 0 {
+			p.WaitPolling(every)
+		} else {
+			q.Wait()
+		}
+	}
+}
+
 // exchangeAsync posts, for an asynchronous ppermute on a mesh spanning
 // processes, a non-blocking send of every local block that a remote
 // device receives and a non-blocking receive of every remote block that a

@@ -5,6 +5,7 @@ package mpi
 /*
 #cgo pkg-config: mpi
 #include <mpi.h>
+#include <time.h>
 
 static MPI_Datatype gonox_nb_type(int k) {
 	switch (k) {
@@ -16,6 +17,20 @@ static MPI_Datatype gonox_nb_type(int k) {
 	return MPI_DATATYPE_NULL;
 }
 static MPI_Request gonox_request_null(void) { return MPI_REQUEST_NULL; }
+
+// gonox_wait_polling tests r every ns nanoseconds, sleeping in between,
+// until it completes: MPI_Wait without spinning.
+static int gonox_wait_polling(MPI_Request *r, long ns) {
+	struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+	for (;;) {
+		int flag = 0;
+		int rc = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
+		if (rc != MPI_SUCCESS || flag) {
+			return rc;
+		}
+		nanosleep(&ts, NULL);
+	}
+}
 */
 import "C"
 
@@ -97,6 +112,27 @@ func (q *Request) Wait() {
 		return
 	}
 	check("Wait", C.MPI_Wait(&q.r, C.MPI_STATUS_IGNORE))
+	q.finish()
+}
+
+// WaitPolling blocks until the transfer is done, testing it every
+// interval and sleeping in between (in C, off the Go scheduler; under
+// MPI_THREAD_FUNNELED from Go), rather than spinning in MPI_Wait: for
+// transfers that overlap computation on the same core. It implements
+// shard.PollingRequest.
+func (q *Request) WaitPolling(every time.Duration) {
+	if state.funnel != nil {
+		for !q.Test() {
+			time.Sleep(every)
+		}
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.done {
+		return
+	}
+	check("Wait", C.gonox_wait_polling(&q.r, C.long(every.Nanoseconds())))
 	q.finish()
 }
 
