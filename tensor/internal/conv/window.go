@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
 )
 
 // Window describes a windowed reduction (lax.reduce_window) over a
@@ -308,8 +310,7 @@ func (pl *winPlan) eachDense(threads int, f func(b, o0, o1 int)) {
 	const chunk = 4096
 	per := ceilDiv(pl.outSize, chunk)
 	units := pl.batch * per
-	work := float64(pl.batch) * float64(pl.outSize) * float64(pl.kSize)
-	t := threadCount(threads, 16*work)
+	t := threadCount(threads, pl.visitFlops())
 	parallel(min(units, 4*t), t, func(c int, _ *workspace) {
 		n := min(units, 4*t)
 		for u := c * units / n; u < (c+1)*units/n; u++ {
@@ -317,6 +318,18 @@ func (pl *winPlan) eachDense(threads int, f func(b, o0, o1 int)) {
 			f(b, q*chunk, min((q+1)*chunk, pl.outSize))
 		}
 	})
+}
+
+// visitCost weighs a window's element visits against the flops of
+// parMinFlops when deciding to split: windows split from 128K visits
+// (LeNet's first max pool visits 600K elements in about 0.2 ms on Zen 5,
+// BenchmarkWindow, far more than starting a goroutine costs).
+const visitCost = 128
+
+// visitFlops returns the visits of one pass over every window, weighed by
+// visitCost.
+func (pl *winPlan) visitFlops() float64 {
+	return visitCost * float64(pl.batch) * float64(pl.outSize) * float64(pl.kSize)
 }
 
 // srcRows returns the input rows output row rr of a batch element reads.
@@ -331,8 +344,7 @@ func (pl *winPlan) srcRows(rr int) []srcRow {
 // into the input, where rows overlap).
 func (pl *winPlan) eachRow(threads int, byBatch bool, f func(b, rr, yoff int)) {
 	rows := pl.batch * pl.rowsOut
-	work := float64(pl.batch) * float64(pl.outSize) * float64(pl.kSize)
-	t := threadCount(threads, 16*work) // a visit costs about what 16 flops do
+	t := threadCount(threads, pl.visitFlops())
 	units, per := rows, 1
 	if byBatch {
 		units, per = pl.batch, pl.rowsOut
@@ -435,10 +447,16 @@ func MaxBackward(w *Window, dx []float32, arg []int32, dy []float32, threads int
 	}
 	// Clearing dx and scattering measured 4× faster than writing each
 	// window's elements with a select, for windows that tile x (LeNet's
-	// 2×2 pools, BenchmarkWindow).
-	clear(dx)
-	pl.eachRow(threads, true, func(b, _, yoff int) {
+	// 2×2 pools, BenchmarkWindow). Each batch element's block is cleared
+	// by the goroutine that scatters into it, before its first row.
+	if pl.rowsOut == 0 {
+		clear(dx)
+	}
+	pl.eachRow(threads, true, func(b, rr, yoff int) {
 		xb := dx[b*pl.inSize : (b+1)*pl.inSize]
+		if rr == 0 {
+			clear(xb)
+		}
 		for t, a := range arg[yoff : yoff+pl.lastOut] {
 			if a >= 0 {
 				xb[a] += dy[yoff+t]
@@ -492,11 +510,7 @@ func SumForward(w *Window, y, x []float32, threads int) {
 				continue
 			}
 			for t, se := range pl.lastA {
-				s := yr[t]
-				for _, v := range xr[se[0]:se[1]] {
-					s += v
-				}
-				yr[t] = s
+				yr[t] += float32(vec.SumF64(xr[se[0]:se[1]]))
 			}
 		}
 	})
@@ -506,10 +520,15 @@ func SumForward(w *Window, y, x []float32, threads int) {
 // input element gets the sum of dy over the windows that read it.
 func SumBackward(w *Window, dx, dy []float32, threads int) {
 	pl := w.plan("SumBackward", len(dx), len(dy))
-	clear(dx)
+	if pl.rowsOut == 0 {
+		clear(dx)
+	}
 	pl.eachRow(threads, true, func(b, rr, yoff int) {
 		yr := dy[yoff : yoff+pl.lastOut]
 		xb := dx[b*pl.inSize : (b+1)*pl.inSize]
+		if rr == 0 { // the goroutine adding into a batch element's block clears it
+			clear(xb)
+		}
 		for _, sr := range pl.srcRows(rr) {
 			xr := xb[sr.xoff:]
 			if pl.uniform {
@@ -522,11 +541,8 @@ func SumBackward(w *Window, dx, dy []float32, threads int) {
 				continue
 			}
 			for t, se := range pl.lastA {
-				v := yr[t]
 				seg := xr[se[0]:se[1]]
-				for i := range seg {
-					seg[i] += v
-				}
+				vec.AddVS(seg, seg, yr[t])
 			}
 		}
 	})
