@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gonox/gonox/tensor"
 )
@@ -108,11 +109,35 @@ func (b BatchNorm) Forward(x *tensor.Tensor, state State) (*tensor.Tensor, State
 // Relu one pass over the batch and one activation-sized result fewer. The
 // values and gradients are those of the composition.
 func (b BatchNorm) ForwardAct(x *tensor.Tensor, state State, act Activation) (*tensor.Tensor, State) {
-	y, state := b.forward(x, state, act)
+	return b.ForwardResidual(x, nil, state, act)
+}
+
+// ForwardResidual returns act(y + residual) and the new state for y,
+// state of Forward(x, state): the end of a ResNet block (normalisation,
+// the block's input added, activation); a nil residual adds nothing, nil
+// act applies none. For float32 and float64 batches with Relu (or no
+// activation) the sum and the activation are applied by the normalising
+// sweep itself (tensor.ChannelAffineAdd): two passes over the batch and
+// two activation-sized results fewer forward, and backward the ReLU's
+// mask applied by the gradient's sweep when the residual needs no
+// gradient. The values and gradients are those of the composition.
+func (b BatchNorm) ForwardResidual(x, residual *tensor.Tensor, state State, act Activation) (*tensor.Tensor, State) {
+	if residual != nil && !slices.Equal(residual.Shape(), x.Shape()) {
+		panic(fmt.Sprintf("nn.BatchNorm: x %v, residual %v: want a residual of x's shape", x, residual))
+	}
+	y, state := b.forward(x, residual, state, act)
 	if act != nil && !b.fuses(x, act) {
 		y = act(y)
 	}
 	return y, state
+}
+
+// addResidual returns y + r, or y if r is nil.
+func addResidual(y, r *tensor.Tensor) *tensor.Tensor {
+	if r == nil {
+		return y
+	}
+	return tensor.Add(y, r)
 }
 
 // fuses reports whether the normalisation of x applies act itself.
@@ -121,8 +146,8 @@ func (b BatchNorm) fuses(x *tensor.Tensor, act Activation) bool {
 	return ok && fusedAffine(x)
 }
 
-// forward is ForwardAct, act applied only where fused.
-func (b BatchNorm) forward(x *tensor.Tensor, state State, act Activation) (*tensor.Tensor, State) {
+// forward is ForwardResidual, act applied only where fused.
+func (b BatchNorm) forward(x, res *tensor.Tensor, state State, act Activation) (*tensor.Tensor, State) {
 	fa := tensor.ActIdentity
 	if b.fuses(x, act) {
 		fa, _ = act.Fused()
@@ -134,7 +159,7 @@ func (b BatchNorm) forward(x *tensor.Tensor, state State, act Activation) (*tens
 	shape := channelShape(x)
 	if b.Inference {
 		mean, variance := tensor.Reshape(run[0], shape...), tensor.Reshape(run[1], shape...)
-		return b.normalize(x, mean, variance, shape, fa), state
+		return b.normalize(x, res, mean, variance, shape, fa), state
 	}
 	axes := make([]int, 0, x.Rank()-1)
 	for d := 0; d < x.Rank(); d++ {
@@ -161,7 +186,7 @@ func (b BatchNorm) forward(x *tensor.Tensor, state State, act Activation) (*tens
 			q = psumVarying(x, tensor.Add(q, tensor.MulScalar(tensor.Square(d), n)))
 		}
 		variance = tensor.Div(q, count)
-		y = b.affine(x, mean, variance, fa)
+		y = b.affine(x, res, mean, variance, fa)
 	} else {
 		sum := tensor.SumKeep(x, axes...)
 		if !b.PerDevice {
@@ -174,7 +199,7 @@ func (b BatchNorm) forward(x *tensor.Tensor, state State, act Activation) (*tens
 			ss = psumVarying(x, ss)
 		}
 		variance = tensor.Div(ss, count)
-		y = b.scaleShift(xc, tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), shape)
+		y = addResidual(b.scaleShift(xc, tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), shape), res)
 	}
 
 	// Running statistics, from values whose gradient is stopped.
@@ -189,15 +214,16 @@ func (b BatchNorm) forward(x *tensor.Tensor, state State, act Activation) (*tens
 	return y, state.Set(b.Index, rm, rv)
 }
 
-// normalize computes (x - mean)/√(var + eps), then the affine map.
-func (b BatchNorm) normalize(x, mean, variance *tensor.Tensor, shape []int, act tensor.Activation) *tensor.Tensor {
+// normalize computes (x - mean)/√(var + eps), then the affine map (and
+// adds res if it is not nil).
+func (b BatchNorm) normalize(x, res, mean, variance *tensor.Tensor, shape []int, act tensor.Activation) *tensor.Tensor {
 	if x.DType() != mean.DType() {
 		mean, variance = tensor.Convert(mean, x.DType()), tensor.Convert(variance, x.DType())
 	}
 	if fusedAffine(x) {
-		return b.affine(x, mean, variance, act)
+		return b.affine(x, res, mean, variance, act)
 	}
-	return b.scaleShift(tensor.Sub(x, mean), tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), shape)
+	return addResidual(b.scaleShift(tensor.Sub(x, mean), tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), shape), res)
 }
 
 // scaleShift returns xc·inv·Weight + Bias, inv the per-channel 1/√(var +
@@ -221,12 +247,12 @@ func fusedAffine(x *tensor.Tensor) bool {
 	return x.DType() == tensor.Float32 || x.DType() == tensor.Float64
 }
 
-// affine returns act(x·scale + shift) with scale = Weight/√(var + eps) and
+// affine returns act(x·scale + shift [+ res]) with scale = Weight/√(var + eps) and
 // shift = Bias - mean·scale per channel, applied in one pass over x
 // (tensor.ChannelAffine). scale and shift are built from mean and
 // variance with ordinary ops, so that in training the gradient flows
 // through the batch statistics as through the composition.
-func (b BatchNorm) affine(x, mean, variance *tensor.Tensor, act tensor.Activation) *tensor.Tensor {
+func (b BatchNorm) affine(x, res, mean, variance *tensor.Tensor, act tensor.Activation) *tensor.Tensor {
 	scale := tensor.Reshape(tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), -1)
 	if b.Weight != nil {
 		scale = tensor.Mul(scale, tensor.Convert(b.Weight, x.DType()))
@@ -234,6 +260,9 @@ func (b BatchNorm) affine(x, mean, variance *tensor.Tensor, act tensor.Activatio
 	shift := tensor.Neg(tensor.Mul(tensor.Reshape(mean, -1), scale))
 	if b.Bias != nil {
 		shift = tensor.Add(shift, tensor.Convert(b.Bias, x.DType()))
+	}
+	if res != nil {
+		return tensor.ChannelAffineAdd(x, scale, shift, res, act)
 	}
 	return tensor.ChannelAffine(x, scale, shift, act)
 }

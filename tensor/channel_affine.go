@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gonox/gonox/tensor/internal/vec"
 )
@@ -22,36 +23,26 @@ func init() {
 		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, p any) *Tensor {
 			x, s, b := in[0], in[1], in[2]
+			var r []float32
+			if len(in) == 4 {
+				r = in[3].f32
+			}
 			out := newOutUninit(Float32, x.shape)
-			channelAffine(out.f32, x.f32, s.f32, b.f32, x.shape, p.(Activation), isLocal(x, s, b))
+			channelAffine(out.f32, x.f32, s.f32, b.f32, r, x.shape, p.(Activation), isLocal(in...))
 			return out
 		},
 		VJPNeed: func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor {
-			x, s := in[0], in[1]
 			act := p.(Activation)
-			if (Wants(need, 1) || Wants(need, 2)) && g.layout == nil && x.layout == nil && s.layout == nil {
-				// dx, dscale and dshift in one sweep.
-				ops := []*Tensor{g, x, s}
-				if act == ActRelu {
-					ops = append(ops, out)
-				}
-				return ApplyN(channelAffineBwdOp, act, ops...)
+			if len(in) < 4 || !Wants(need, 3) {
+				return append(channelAffineVJP(g, in[0], in[1], out, act, need), nil)[:len(in)]
 			}
+			// The residual's gradient is the cotangent of the sum, which
+			// the other gradients then start from.
 			gz := g
 			if act == ActRelu {
 				gz = Apply(reluBwdOp, nil, g, out)
 			}
-			res := []*Tensor{nil, nil, nil}
-			if Wants(need, 0) {
-				res[0] = Mul(gz, s)
-			}
-			if Wants(need, 1) || Wants(need, 2) {
-				res[1], res[2] = channelSums(gz, x, s.shape)
-			}
-			if gz != g && !gz.IsTraced() && gz.layout == nil {
-				Donate(gz)
-			}
-			return res
+			return append(channelAffineVJP(gz, in[0], in[1], nil, ActIdentity, need), gz)
 		},
 		SaveFor: func(p any) SaveMask {
 			if p.(Activation) == ActRelu {
@@ -59,7 +50,7 @@ func init() {
 			}
 			return SaveInputs(0, 1)
 		},
-		// dy = f'(z)·(dx·s + x·ds + db).
+		// dy = f'(z)·(dx·s + x·ds + db + dr).
 		JVP: func(x, t, outs []*Tensor, p any) []*Tensor {
 			var dz *Tensor
 			if t[0] != nil {
@@ -68,25 +59,41 @@ func init() {
 			if t[1] != nil {
 				dz = addTangents(dz, Mul(x[0], t[1]))
 			}
-			dz = toShapeOf(addTangents(dz, t[2]), outs[0])
+			dz = addTangents(dz, t[2])
+			if len(t) == 4 {
+				dz = addTangents(dz, t[3])
+			}
+			dz = toShapeOf(dz, outs[0])
 			if dz != nil && p.(Activation) == ActRelu {
 				dz = Apply(reluBwdOp, nil, dz, outs[0])
 			}
 			return one1(dz)
 		},
-		// A batch of x with unbatched scale and shift is one call on the
-		// batch merged into N; batched scales or shifts (an ensemble's)
-		// are the composition act(x·s + b), whose bits the op's are.
+		// A batch of x (and the residual) with unbatched scale and shift
+		// is one call on the batch merged into N; batched scales or shifts
+		// (an ensemble's) are the composition act(x·s + b [+ r]), whose
+		// bits the op's are.
 		Batch: func(in []*Tensor, batched []bool, p any) []*Tensor {
 			act := p.(Activation)
 			if !batched[1] && !batched[2] {
-				x := in[0]
-				shape := append([]int{x.shape[0] * x.shape[1]}, x.shape[2:]...)
-				y := Apply(channelAffineOp, act, Reshape(x, shape...), in[1], in[2])
-				return one1(Reshape(y, x.shape...))
+				n := batchSize(in, batched)
+				x := materialize(in[0], batched[0], n)
+				merge := func(t *Tensor) *Tensor {
+					return Reshape(t, append([]int{t.shape[0] * t.shape[1]}, t.shape[2:]...)...)
+				}
+				ops := []*Tensor{merge(x), in[1], in[2]}
+				if len(in) == 4 {
+					ops = append(ops, merge(materialize(in[3], batched[3], n)))
+				}
+				return one1(Reshape(Apply(channelAffineOp, act, ops...), x.shape...))
 			}
 			a := alignBatch(in, batched, len(exampleShape(in[0], batched[0])))
 			z := Add(Mul(a[0], a[1]), a[2])
+			if len(in) == 4 {
+				z2 := Add(z, a[3])
+				donateTemp(z, z2)
+				z = z2
+			}
 			y := act.apply(z)
 			donateTemp(z, y)
 			return one1(y)
@@ -255,6 +262,35 @@ func init() {
 	}
 }
 
+// channelAffineVJP returns the gradients of x, scale and shift of
+// channel_affine (x, s) whose output is out, for the cotangent g at
+// act's output.
+func channelAffineVJP(g, x, s, out *Tensor, act Activation, need uint64) []*Tensor {
+	if (Wants(need, 1) || Wants(need, 2)) && g.layout == nil && x.layout == nil && s.layout == nil {
+		// dx, dscale and dshift in one sweep.
+		ops := []*Tensor{g, x, s}
+		if act == ActRelu {
+			ops = append(ops, out)
+		}
+		return ApplyN(channelAffineBwdOp, act, ops...)
+	}
+	gz := g
+	if act == ActRelu {
+		gz = Apply(reluBwdOp, nil, g, out)
+	}
+	res := []*Tensor{nil, nil, nil}
+	if Wants(need, 0) {
+		res[0] = Mul(gz, s)
+	}
+	if Wants(need, 1) || Wants(need, 2) {
+		res[1], res[2] = channelSums(gz, x, s.shape)
+	}
+	if gz != g && !gz.IsTraced() && gz.layout == nil {
+		Donate(gz)
+	}
+	return res
+}
+
 // channelAffineBwd writes dx = gz·s[c], ds[c] = Σ gz·x and db[c] = Σ gz
 // for g and x [N, C, spatial...], gz = g, or g where y > 0 if y is not
 // nil, in memory order; the sums in float64 in a fixed order (channels
@@ -338,10 +374,11 @@ func channelSums(g, x *Tensor, shape []int) (ds, db *Tensor) {
 	return r[0], r[1]
 }
 
-// channelAffine writes act(x·s[c] + b[c]) into dst for x of shape [N, C,
-// spatial...] with len(s) = len(b) = C, row by row: each (n, c) is a
-// contiguous row of the spatial elements.
-func channelAffine(dst, x, s, b []float32, shape []int, act Activation, local bool) {
+// channelAffine writes act(x·s[c] + b[c]) into dst, or act(x·s[c] + b[c] +
+// r) if r is not nil, for x (and r) of shape [N, C, spatial...] with
+// len(s) = len(b) = C, row by row: each (n, c) is a contiguous row of the
+// spatial elements.
+func channelAffine(dst, x, s, b, r []float32, shape []int, act Activation, local bool) {
 	c := len(s)
 	if c == 0 || len(x) == 0 {
 		return
@@ -350,16 +387,19 @@ func channelAffine(dst, x, s, b []float32, shape []int, act Activation, local bo
 	m := len(x) / numel(shape[2:]) // rows: N·C
 	w := len(x) / m
 	rows := func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			d, xr := dst[r*w:(r+1)*w], x[r*w:(r+1)*w]
-			k := r % c
+		for i := lo; i < hi; i++ {
+			d, xr := dst[i*w:(i+1)*w], x[i*w:(i+1)*w]
+			k := i % c
 			if w < 8 {
-				for i, v := range xr {
-					d[i] = float32(v*s[k]) + b[k]
+				for j, v := range xr {
+					d[j] = float32(v*s[k]) + b[k]
 				}
 			} else {
 				vec.MulVS(d, xr, s[k])
 				vec.AddVS(d, d, b[k])
+			}
+			if r != nil {
+				vec.AddVV(d, d, r[i*w:(i+1)*w])
 			}
 			if kernel != nil {
 				kernel(d, d)
@@ -423,7 +463,30 @@ func channelAffineSums(ds, db, g, x []float32, shape []int, local bool) {
 // operands are computed by the composition act(x·scale + shift), whose
 // result the fused kernel's equals bit for bit in float32.
 func ChannelAffine(x, scale, shift *Tensor, act Activation) *Tensor {
-	const name = "tensor.ChannelAffine"
+	return channelAffineApply("tensor.ChannelAffine", x, scale, shift, nil, act)
+}
+
+// ChannelAffineAdd returns act(x·scale + shift + residual), ChannelAffine
+// with a residual of x's shape added before the activation, in the same
+// one sweep: a ResNet block's last batch norm, residual connection and
+// ReLU, whose composition makes three passes over the activations forward
+// and one more backward (the ReLU's mask, which the fused backward sweep
+// applies on the way when the residual needs no gradient). Float64
+// operands are computed by the composition act(x·scale + shift +
+// residual), whose result the fused kernel's equals bit for bit in
+// float32.
+func ChannelAffineAdd(x, scale, shift, residual *Tensor, act Activation) *Tensor {
+	const name = "tensor.ChannelAffineAdd"
+	checkNil(name, "x scale shift residual", x, scale, shift, residual)
+	if !sameFloat(x, residual) || !slices.Equal(x.shape, residual.shape) {
+		panic(fmt.Sprintf("%s: %s: want a residual of x's shape and dtype", name, operands("", x, scale, shift, residual)))
+	}
+	return channelAffineApply(name, x, scale, shift, residual, act)
+}
+
+// channelAffineApply checks and applies channel_affine, with the residual
+// r if it is not nil.
+func channelAffineApply(name string, x, scale, shift, r *Tensor, act Activation) *Tensor {
 	checkNil(name, "x scale shift", x, scale, shift)
 	if !sameFloat(x, scale) || !sameFloat(x, shift) {
 		panic(fmt.Sprintf("%s: %s: operands must be float of one dtype", name, operands("", x, scale, shift)))
@@ -436,14 +499,21 @@ func ChannelAffine(x, scale, shift *Tensor, act Activation) *Tensor {
 		panic(fmt.Sprintf("%s: %s: want x [N, C, ...] and scale and shift [C]", name, operands("", x, scale, shift)))
 	}
 	shape := channelShapeOf(x.shape)
-	s, b := Reshape(scale, shape...), Reshape(shift, shape...)
+	ops := []*Tensor{x, Reshape(scale, shape...), Reshape(shift, shape...)}
+	if r != nil {
+		ops = append(ops, r)
+	}
 	switch {
 	case x.dtype == Float64:
-		return act.apply(Add(Mul(x, s), b))
+		z := Add(Mul(x, ops[1]), ops[2])
+		if r != nil {
+			z = Add(z, r)
+		}
+		return act.apply(z)
 	case act != ActIdentity && act != ActRelu:
-		return act.apply(Apply(channelAffineOp, ActIdentity, x, s, b))
+		return act.apply(Apply(channelAffineOp, ActIdentity, ops...))
 	}
-	return Apply(channelAffineOp, act, x, s, b)
+	return Apply(channelAffineOp, act, ops...)
 }
 
 // channel_moments: x [N, C, spatial...] -> the sum s = Σ x and the centred

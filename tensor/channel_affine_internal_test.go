@@ -20,6 +20,17 @@ var _ = addRuleCases(
 		f: func(x []*Tensor) []*Tensor {
 			return []*Tensor{ChannelAffine(x[0], x[1], x[2], ActRelu)}
 		}, noFD: true},
+	// With a residual (ChannelAffineAdd).
+	ruleCase{name: "channelAffineOp", op: &channelAffineOp,
+		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 3, 4), rF(r, 3), rF(r, 3), rF(r, 2, 3, 4)) },
+		f: func(x []*Tensor) []*Tensor {
+			return []*Tensor{ChannelAffineAdd(x[0], x[1], x[2], x[3], ActIdentity), ChannelAffineAdd(x[0], x[1], x[2], x[3], ActTanh)}
+		}},
+	ruleCase{name: "channelAffineOp", op: &channelAffineOp,
+		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 4, 3), rF(r, 3), rF(r, 3), rF(r, 4, 3)) },
+		f: func(x []*Tensor) []*Tensor {
+			return []*Tensor{ChannelAffineAdd(x[0], x[1], x[2], x[3], ActRelu)}
+		}, noFD: true},
 	ruleCase{name: "channelAffineGradOp", op: &channelAffineGradOp,
 		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 3, 5), rF(r, 2, 3, 5)) },
 		f:  ap(&channelAffineGradOp, nil), vmapTol: 1e-5},

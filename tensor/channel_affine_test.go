@@ -76,6 +76,64 @@ func TestChannelAffineEqualsComposition(t *testing.T) {
 	}
 }
 
+// ChannelAffineAdd is act(x·s + b + r): the composition's bits forward in
+// float32 and float64, and its gradients (of the residual too, or not
+// asked for it) against float64 loops.
+func TestChannelAffineAdd(t *testing.T) {
+	rng := newRNG(73)
+	shape := []int{3, 4, 6, 5}
+	x, s, b, r := randF32(rng, shape...), randF32(rng, 4), randF32(rng, 4), randF32(rng, shape...)
+	g := randF32(rng, shape...)
+	for _, dt := range []tensor.DType{tensor.Float32, tensor.Float64} {
+		x, s, b, r := tensor.Convert(x, dt), tensor.Convert(s, dt), tensor.Convert(b, dt), tensor.Convert(r, dt)
+		for _, a := range activations {
+			z := tensor.Add(tensor.Mul(x, tensor.Reshape(s, 1, 4, 1, 1)), tensor.Reshape(b, 1, 4, 1, 1))
+			want := a.f(tensor.Add(z, r))
+			got := tensor.ChannelAffineAdd(x, s, b, r, a.act)
+			require.Equal(t, tensor.Convert(want, tensor.Float64).Float64s(), tensor.Convert(got, tensor.Float64).Float64s(), "%v %v", dt, a.act)
+		}
+	}
+	relu := func(z float64) (float64, float64) {
+		if z > 0 {
+			return z, 1
+		}
+		return 0, 0
+	}
+	// The reference: ChannelAffine's loops on x with the shift made
+	// per element (x·s + b + r = x·s + (b + r)).
+	xs, ss, bs, rs, gs := x.Float32s(), s.Float32s(), b.Float32s(), r.Float32s(), g.Float32s()
+	w := 30
+	wantY, wantDx, wantDs, wantDb := make([]float64, len(xs)), make([]float64, len(xs)), make([]float64, 4), make([]float64, 4)
+	wantDr := make([]float64, len(xs))
+	for i := range xs {
+		k := i / w % 4
+		v, d := relu(float64(xs[i])*float64(ss[k]) + float64(bs[k]) + float64(rs[i]))
+		wantY[i] = v
+		gz := float64(gs[i]) * d
+		wantDx[i], wantDr[i] = gz*float64(ss[k]), gz
+		wantDs[k] += gz * float64(xs[i])
+		wantDb[k] += gz
+	}
+	requireClose(t, wantY, tensor.ChannelAffineAdd(x, s, b, r, tensor.ActRelu), 1e-6, 1e-6, "y")
+	for _, withR := range []bool{true, false} {
+		tr, l := traceLeaves(x, s, b, r)
+		wrt := l
+		if !withR {
+			wrt = l[:3]
+		}
+		grads := tensor.Backward(tr, ts(tensor.ChannelAffineAdd(l[0], l[1], l[2], l[3], tensor.ActRelu)), ts(g), wrt, false)
+		requireClose(t, wantDx, grads[0], 1e-6, 1e-5, "dx")
+		requireClose(t, wantDs, grads[1], 1e-5, 1e-5, "dscale")
+		requireClose(t, wantDb, grads[2], 1e-5, 1e-5, "dshift")
+		if withR {
+			requireClose(t, wantDr, grads[3], 1e-6, 1e-6, "dresidual")
+		}
+	}
+	require.PanicsWithValue(t, "tensor.ChannelAffineAdd: f32[3,4,6,5], f32[4], f32[4], f32[3,4]: want a residual of x's shape and dtype", func() {
+		tensor.ChannelAffineAdd(x, s, b, randF32(rng, 3, 4), tensor.ActRelu)
+	})
+}
+
 func TestChannelAffineGrad(t *testing.T) {
 	rng := newRNG(72)
 	x, s, b := randF32(rng, 2, 3, 4), randF32(rng, 3), randF32(rng, 3)

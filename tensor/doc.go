@@ -138,7 +138,8 @@
 //   - Per-channel normalisation of [N, C, spatial...] batches, fused:
 //     ChannelMoments (each channel's sum and centred sum of squares in one
 //     sweep) and ChannelAffine (act(x·scale + shift) per channel), the two
-//     passes of a batch norm (nn.BatchNorm).
+//     passes of a batch norm (nn.BatchNorm); ChannelAffineAdd adds a
+//     residual in the same sweep (a ResNet block's end).
 //   - Attention: DotProductAttention, one fused op forward and backward
 //     (FlashAttention's blocked online softmax: memory linear in the
 //     sequence length, causal blocks skipped).
