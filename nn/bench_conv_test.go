@@ -63,7 +63,7 @@ func newResBlock(key tensor.Key, c int) ResBlock {
 }
 
 func (m ResBlock) Forward(x *tensor.Tensor, s nn.State) (*tensor.Tensor, nn.State) {
-	h, s := m.B1.ForwardAct(m.C1.Forward(x), s, nn.Relu) // ReLU fused into the normalisation
+	h, s := m.B1.ForwardAct(m.C1.Forward(x), s, nn.Relu)        // ReLU fused into the normalisation
 	h, s = m.B2.ForwardResidual(m.C2.Forward(h), x, s, nn.Relu) // + x and ReLU fused into the normalisation
 	h = tensor.Reshape(m.Pool.Forward(h), x.Dim(0), m.Channels)
 	return m.Head.Forward(h), s
