@@ -4,9 +4,9 @@ package vec
 
 import "github.com/gonox/gonox/internal/kernels"
 
-// useAVX2 selects the AVX2 kernels (also used by the avx512 set: there are
-// no wider ones): package kernels decides, from the CPU and $GONOX_KERNELS.
-// Tests switch it off to compare the two paths; nothing else writes it.
+// useAVX2 selects the AVX2 kernels (also used by the avx512 set: only GELU
+// has wider ones, gelu_avx512_amd64.s): package kernels decides, from the
+// CPU and $GONOX_KERNELS. Tests switch it off to compare the two paths; nothing else writes it.
 var useAVX2 = kernels.Has(kernels.AVX2)
 
 //go:noescape

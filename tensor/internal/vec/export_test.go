@@ -3,12 +3,20 @@ package vec
 // setAsm switches the assembly kernels on (if the machine has them) or
 // off, returning a function that restores the previous state.
 func setAsm(on bool) func() {
-	old := useAVX2
-	useAVX2 = on && hasAVX2()
-	return func() { useAVX2 = old }
+	old, old512 := useAVX2, useAVX512
+	useAVX2, useAVX512 = on && hasAVX2(), on && avx512Available
+	return func() { useAVX2, useAVX512 = old, old512 }
 }
 
-var avx2Available = useAVX2
+// setAVX512 switches the AVX-512 kernels on (if the machine has them) or
+// off, leaving the AVX2 ones as they are.
+func setAVX512(on bool) func() {
+	old := useAVX512
+	useAVX512 = on && avx512Available
+	return func() { useAVX512 = old }
+}
+
+var avx2Available, avx512Available = useAVX2, useAVX512
 
 func hasAVX2() bool { return avx2Available }
 

@@ -47,9 +47,14 @@ func Sigmoid(dst, src []float32) {
 func Gelu(dst, src []float32) {
 	dst = dst[:len(src)]
 	n := 0
+	if useAVX512 {
+		n = len(src) &^ 31
+		geluAVX512(dst[:n], src[:n])
+	}
 	if useAVX2 {
-		n = len(src) &^ 7
-		geluAVX2(dst[:n], src[:n])
+		m := n + (len(src)-n)&^7
+		geluAVX2(dst[n:m], src[n:m])
+		n = m
 	}
 	for i := n; i < len(src); i++ {
 		dst[i] = geluf(src[i])
@@ -61,9 +66,14 @@ func Gelu(dst, src []float32) {
 func GeluGrad(dst, src []float32) {
 	dst = dst[:len(src)]
 	n := 0
+	if useAVX512 {
+		n = len(src) &^ 31
+		geluGradAVX512(dst[:n], src[:n])
+	}
 	if useAVX2 {
-		n = len(src) &^ 7
-		geluGradAVX2(dst[:n], src[:n])
+		m := n + (len(src)-n)&^7
+		geluGradAVX2(dst[n:m], src[n:m])
+		n = m
 	}
 	for i := n; i < len(src); i++ {
 		dst[i] = geluGradf(src[i])

@@ -1,0 +1,179 @@
+//go:build !noasm
+
+#include "textflag.h"
+
+// AVX-512 forms of the GELU kernels of vec_amd64.s: the same operations
+// in the same order on 16 lanes (VMULPS then VADDPS, never FMA; VDIVPS,
+// never VRCP14PS; the sign test by a compare into a mask register), so
+// they return the bits of the AVX2 kernels and of the pure-Go code.
+// Two vectors per iteration; lengths are multiples of 32 (the Go
+// wrappers handle the rest). Constants are single floats, broadcast.
+
+DATA z_zero<>+0(SB)/4, $0x00000000
+GLOBL z_zero<>(SB), RODATA|NOPTR, $4
+DATA z_expLo<>+0(SB)/4, $0xc2d00000
+GLOBL z_expLo<>(SB), RODATA|NOPTR, $4
+DATA z_expHi<>+0(SB)/4, $0x42b20000
+GLOBL z_expHi<>(SB), RODATA|NOPTR, $4
+DATA z_log2e<>+0(SB)/4, $0x3fb8aa3b
+GLOBL z_log2e<>(SB), RODATA|NOPTR, $4
+DATA z_magic<>+0(SB)/4, $0x4b400000
+GLOBL z_magic<>(SB), RODATA|NOPTR, $4
+DATA z_ln2Hi<>+0(SB)/4, $0x3f318000
+GLOBL z_ln2Hi<>(SB), RODATA|NOPTR, $4
+DATA z_ln2Lo<>+0(SB)/4, $0xb95e8083
+GLOBL z_ln2Lo<>(SB), RODATA|NOPTR, $4
+DATA z_p0<>+0(SB)/4, $0x39506967
+GLOBL z_p0<>(SB), RODATA|NOPTR, $4
+DATA z_p1<>+0(SB)/4, $0x3ab743ce
+GLOBL z_p1<>(SB), RODATA|NOPTR, $4
+DATA z_p2<>+0(SB)/4, $0x3c088908
+GLOBL z_p2<>(SB), RODATA|NOPTR, $4
+DATA z_p3<>+0(SB)/4, $0x3d2aa9c1
+GLOBL z_p3<>(SB), RODATA|NOPTR, $4
+DATA z_p4<>+0(SB)/4, $0x3e2aaaaa
+GLOBL z_p4<>(SB), RODATA|NOPTR, $4
+DATA z_p5<>+0(SB)/4, $0x3f000000
+GLOBL z_p5<>(SB), RODATA|NOPTR, $4
+DATA z_one<>+0(SB)/4, $0x3f800000
+GLOBL z_one<>(SB), RODATA|NOPTR, $4
+DATA z_gK0<>+0(SB)/4, $0x3fcc422a
+GLOBL z_gK0<>(SB), RODATA|NOPTR, $4
+DATA z_gK1<>+0(SB)/4, $0x3d922279
+GLOBL z_gK1<>(SB), RODATA|NOPTR, $4
+DATA z_gK3<>+0(SB)/4, $0x3e5b33b6
+GLOBL z_gK3<>(SB), RODATA|NOPTR, $4
+DATA z_clampLo<>+0(SB)/4, $0xc61c4000
+GLOBL z_clampLo<>(SB), RODATA|NOPTR, $4
+DATA z_clampHi<>+0(SB)/4, $0x461c4000
+GLOBL z_clampHi<>(SB), RODATA|NOPTR, $4
+DATA z_magicBits<>+0(SB)/4, $0x4b400000
+GLOBL z_magicBits<>(SB), RODATA|NOPTR, $4
+DATA z_bias127<>+0(SB)/4, $0x0000007f
+GLOBL z_bias127<>(SB), RODATA|NOPTR, $4
+DATA z_signMask<>+0(SB)/4, $0x80000000
+GLOBL z_signMask<>(SB), RODATA|NOPTR, $4
+
+// ZEXP(a, t1, t2, t3): a = e^a (expf). Clobbers t1-t3.
+#define ZEXP(a, t1, t2, t3) \
+	VBROADCASTSS z_expLo<>(SB), t1 \
+	VMAXPS a, t1, a \
+	VBROADCASTSS z_expHi<>(SB), t1 \
+	VMINPS a, t1, a \
+	VMULPS.BCST z_log2e<>(SB), a, t1 \
+	VADDPS.BCST z_magic<>(SB), t1, t1 \
+	VSUBPS.BCST z_magic<>(SB), t1, t2 \
+	VPSUBD.BCST z_magicBits<>(SB), t1, t1 \
+	VMULPS.BCST z_ln2Hi<>(SB), t2, t3 \
+	VSUBPS t3, a, a \
+	VMULPS.BCST z_ln2Lo<>(SB), t2, t3 \
+	VSUBPS t3, a, a \
+	VMULPS a, a, t2 \
+	VMULPS.BCST z_p0<>(SB), a, t3 \
+	VADDPS.BCST z_p1<>(SB), t3, t3 \
+	VMULPS a, t3, t3 \
+	VADDPS.BCST z_p2<>(SB), t3, t3 \
+	VMULPS a, t3, t3 \
+	VADDPS.BCST z_p3<>(SB), t3, t3 \
+	VMULPS a, t3, t3 \
+	VADDPS.BCST z_p4<>(SB), t3, t3 \
+	VMULPS a, t3, t3 \
+	VADDPS.BCST z_p5<>(SB), t3, t3 \
+	VMULPS t2, t3, t3 \
+	VADDPS a, t3, t3 \
+	VADDPS.BCST z_one<>(SB), t3, t3 \
+	VPSRAD $1, t1, t2 \
+	VPSUBD t2, t1, t1 \
+	VPADDD.BCST z_bias127<>(SB), t2, t2 \
+	VPSLLD $23, t2, t2 \
+	VPADDD.BCST z_bias127<>(SB), t1, t1 \
+	VPSLLD $23, t1, t1 \
+	VMULPS t2, t3, t3 \
+	VMULPS t1, t3, a
+
+// ZSIGM(v, s, e, q, t1, k): s = σ(v), e = e^-|v|, q = 1/(1+e), k = v >= 0;
+// v is kept. Clobbers t1 and the temporaries of ZEXP (s, q).
+#define ZSIGM(v, s, e, q, t1, k) \
+	VCMPPS.BCST $0x1d, z_zero<>(SB), v, k \
+	VPORD.BCST z_signMask<>(SB), v, e \
+	ZEXP(e, t1, q, s) \
+	VADDPS.BCST z_one<>(SB), e, t1 \
+	VBROADCASTSS z_one<>(SB), q \
+	VDIVPS t1, q, q \
+	VMULPS q, e, s \
+	VMOVAPS q, k, s
+
+// ZGELUARG(x, v, t1): v = x·(K1·x² + K0).
+#define ZGELUARG(x, v, t1) \
+	VMULPS x, x, t1 \
+	VMULPS.BCST z_gK1<>(SB), t1, t1 \
+	VADDPS.BCST z_gK0<>(SB), t1, t1 \
+	VMULPS t1, x, v
+
+// ZGELU(x, v, s, e, q, t1, k): x = x·σ(v(x)).
+#define ZGELU(x, v, s, e, q, t1, k) \
+	ZGELUARG(x, v, t1) \
+	ZSIGM(v, s, e, q, t1, k) \
+	VMULPS s, x, x
+
+// ZGELUGRAD(x, v, s, e, q, t1, k): x = σ(v) + (x·v'(x))·(e·q·q), x
+// clamped to [-1e4, 1e4] first.
+#define ZGELUGRAD(x, v, s, e, q, t1, k) \
+	VBROADCASTSS z_clampLo<>(SB), t1 \
+	VMAXPS x, t1, x \
+	VBROADCASTSS z_clampHi<>(SB), t1 \
+	VMINPS x, t1, x \
+	ZGELUARG(x, v, t1) \
+	ZSIGM(v, s, e, q, t1, k) \
+	VMULPS x, x, t1 \
+	VMULPS.BCST z_gK3<>(SB), t1, t1 \
+	VADDPS.BCST z_gK0<>(SB), t1, t1 \
+	VMULPS t1, x, t1 \
+	VMULPS q, e, e \
+	VMULPS q, e, e \
+	VMULPS e, t1, t1 \
+	VADDPS s, t1, x
+
+// func geluAVX512(dst, src []float32)
+TEXT ·geluAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	MOVQ src_len+32(FP), CX
+	SHRQ $5, CX
+	JZ gelu512_done
+gelu512_loop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z8
+	ZGELU(Z0, Z1, Z2, Z3, Z4, Z5, K1)
+	ZGELU(Z8, Z9, Z10, Z11, Z12, Z13, K2)
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z8, 64(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ gelu512_loop
+gelu512_done:
+	VZEROUPPER
+	RET
+
+// func geluGradAVX512(dst, src []float32)
+TEXT ·geluGradAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	MOVQ src_len+32(FP), CX
+	SHRQ $5, CX
+	JZ geluGrad512_done
+geluGrad512_loop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z8
+	ZGELUGRAD(Z0, Z1, Z2, Z3, Z4, Z5, K1)
+	ZGELUGRAD(Z8, Z9, Z10, Z11, Z12, Z13, K2)
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z8, 64(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ geluGrad512_loop
+geluGrad512_done:
+	VZEROUPPER
+	RET
