@@ -105,6 +105,9 @@ type Trainer[M, B any] struct {
 	specs    pathSpecs      // where each parameter is stored
 	gather   pathGathers    // what each device gathers of a parameter
 	state    shard.SpecTree // where the optimizer state is stored
+	// stateLike, unless nil, gives the optimizer state of each parameter
+	// its spec (by parameter path); resolveState turns it into state.
+	stateLike pathSpecs
 	// host: parameters and state stay on the host and are updated there;
 	// on a mesh the devices only compute loss and gradients (DP with an
 	// optimizer that is not elementwise).
@@ -276,24 +279,43 @@ func New[M, B any](model M, cfg Config[M, B]) (*Trainer[M, B], error) {
 	t.host = !t.prop && !t.specs.sharded() && pl.State == nil
 	t.state = pl.State
 	if t.state == nil {
-		t.state = shard.LikeParams(model, t.specs)
+		t.stateLike = t.specs
 	}
 	if t.host && len(t.dataAxes) > 0 && optim.Elementwise(cfg.Optimizer) {
 		t.host, t.zero = false, true
-		t.state = t.planZeRO(model)
+		t.stateLike = t.planZeRO(model)
 	}
 	if !t.host {
 		if err := t.placeAll(model, nil); err != nil {
 			return nil, err
 		}
 	} else {
+		// The state stays on the host (it is never placed).
 		t.opt = t.optimizer(nil).Init(model)
+		t.state = shard.LikeParams(model, t.stateLike)
 	}
 	if t.prop {
 		return t, nil
 	}
 	t.build()
 	return t, nil
+}
+
+// resolveState sets t.state, unless the strategy placed the state itself,
+// to the spec of every leaf of state by its path: each like the parameter
+// of params it belongs to (shard.LikeParams over t.stateLike). Kept as a
+// LikeParams, it would keep params alive: the host model, whole in every
+// process of an FSDP job.
+func (t *Trainer[M, B]) resolveState(params M, state optim.State) error {
+	if t.stateLike == nil {
+		return nil
+	}
+	specs, err := resolveSpecs(t.mesh, state, shard.LikeParams(params, t.stateLike))
+	if err != nil {
+		return err
+	}
+	t.state = specs
+	return nil
 }
 
 // placeAll places params and the optimizer state (initialised from the
@@ -307,6 +329,9 @@ func (t *Trainer[M, B]) placeAll(params M, state optim.State) (err error) {
 	params = shard.FilterShard(params, t.mesh, t.specs)
 	if state == nil {
 		state = t.optimizer(nil).Init(params)
+	}
+	if err := t.resolveState(params, state); err != nil {
+		return err
 	}
 	t.params, t.opt = params, shard.FilterShard(state, t.mesh, t.state)
 	return nil

@@ -43,8 +43,8 @@ import (
 
 // planZeRO records, by parameter path, the dimension of each parameter
 // that the sharded update splits over the data axes, and returns where the
-// optimizer state is stored: split like those blocks.
-func (t *Trainer[M, B]) planZeRO(model M) shard.SpecTree {
+// optimizer state of each parameter is stored: split like those blocks.
+func (t *Trainer[M, B]) planZeRO(model M) pathSpecs {
 	n := t.mesh.AxisSize(t.dataAxes...)
 	paths, leaves := pytree.LeavesWithPath(model)
 	specs := make(pathSpecs, len(leaves))
@@ -63,7 +63,7 @@ func (t *Trainer[M, B]) planZeRO(model M) shard.SpecTree {
 		t.zeroDims[key] = dim
 		specs[key] = spec
 	}
-	return shard.LikeParams(model, specs)
+	return specs
 }
 
 // leafDims returns the split dimension of each leaf of tree, in

@@ -11,6 +11,7 @@
 //	go run ./examples/moe                              # dp=2,ep=4 on 8 devices
 //	go run ./examples/moe -strategy single             # one device
 //	go run ./examples/moe -strategy single -ffn dense -hidden 512  # the dense transformer: one MLP per block
+//	go run ./examples/moe -ffn dense -hidden 512 -mesh dp=4        # the dense transformer under FSDP (-strategy fsdp)
 //	go run ./examples/moe -strategy fsdp_ep -mesh dp=2,ep=4
 //	go run ./examples/moe -strategy compare            # one step of each strategy
 //	go run ./examples/moe -text book.txt -steps 3000   # any UTF-8 text
@@ -26,6 +27,16 @@
 // and the last 10% validating; a checkpoint resumes the stream mid-epoch
 // exactly. The sample is decoded with the tokenizer when its vocabulary
 // is the file's.
+//
+// With -ffn dense every block's feed-forward layer is one MLP, and the
+// model is a GPT-style decoder that trains on one device (-strategy
+// single) or on a mesh with the one axis dp, with parallel.DP (dp) or
+// parallel.FSDP (fsdp, the default for a dense model: on dp=4 every
+// process holds a quarter of the parameters, gradients and Adam state).
+// GPT-2 small's shape with a character vocabulary, about 85 M
+// parameters, trains under mpirun on 4 processes:
+//
+//	mpirun -np 4 ./moe -ffn dense -dim 768 -layers 12 -heads 12 -hidden 3072 -context 128 -batch 4 -mesh dp=4
 //
 // Every evaluation prints the training loss, the validation loss in nats
 // and bits per character, throughput, the fraction of dropped token
@@ -136,7 +147,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	f.String(&cfg.tokenizer, "tokenizer", "char", "char (characters of the text) or bpe (GPT-2's byte-level BPE)")
 	f.String(&cfg.bpeVocab, "bpe-vocab", "", "with -tokenizer bpe: directory of encoder.json and vocab.bpe to load (default: learn a vocabulary of -bpe-size from the text)")
 	f.Int(&cfg.bpeSize, "bpe-size", 1024, minBPE, maxTokenVocab, "with -tokenizer bpe: tokens of the vocabulary learnt from the text")
-	f.String(&cfg.strategy, "strategy", "dp_ep", "single, ep, dp_ep, fsdp_ep, or compare (one step of each, side by side)")
+	f.String(&cfg.strategy, "strategy", "dp_ep", "single, ep, dp_ep, fsdp_ep, or compare (one step of each, side by side); with -ffn dense: single, dp or fsdp (default fsdp)")
 	f.String(&cfg.mesh, "mesh", "", `device mesh with axes dp and ep, e.g. "dp=2,ep=4" (default: ep=8 for ep, dp=2,ep=4 otherwise)`)
 	f.Int(&cfg.steps, "steps", 400, 0, maxSteps, "training steps")
 	f.Int(&cfg.batch, "batch", 32, 1, maxBatch, "sequences per batch (a multiple of the number of devices)")
@@ -144,7 +155,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	f.Int(&cfg.dim, "dim", 128, 1, maxDim, "model width")
 	f.Int(&cfg.layers, "layers", 4, 1, maxLayers, "transformer blocks")
 	f.Int(&cfg.heads, "heads", 4, 1, maxDim, "attention heads")
-	f.String(&cfg.ffn, "ffn", "moe", "feed-forward layers: moe (-experts experts of -hidden, top -topk) or dense (one MLP dim-hidden-dim, GELU; -strategy single)")
+	f.String(&cfg.ffn, "ffn", "moe", "feed-forward layers: moe (-experts experts of -hidden, top -topk) or dense (one MLP dim-hidden-dim, GELU; -strategy single, dp or fsdp)")
 	f.Int(&cfg.experts, "experts", 8, 1, maxExperts, "experts per MoE layer")
 	f.Int(&cfg.hidden, "hidden", 256, 1, maxHidden, "hidden width of each expert")
 	f.Int(&cfg.topK, "topk", 2, 1, maxExperts, "experts per token")
@@ -159,6 +170,13 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	f.Int(&cfg.sampleLen, "sample", 300, 0, maxSample, "characters to generate (0: none)")
 	f.Float(&cfg.temperature, "temperature", 0.8, cli.Positive(maxTemp), "sampling temperature")
 	f.Check(func() error {
+		// A dense model's default strategy is FSDP (dp_ep needs experts).
+		if cfg.ffn == "dense" && !f.Changed("strategy") {
+			cfg.strategy = fsdpDense.String()
+		}
+		return nil
+	})
+	f.Check(func() error {
 		switch {
 		case cfg.topK > cfg.experts:
 			return fmt.Errorf("-topk %d exceeds -experts %d", cfg.topK, cfg.experts)
@@ -172,8 +190,10 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 			return fmt.Errorf("-ffn %q: want moe or dense", cfg.ffn)
 		case cfg.ffn == "dense" && (f.Changed("experts") || f.Changed("topk") || f.Changed("capacity")):
 			return fmt.Errorf("-ffn dense has no experts: leave out -experts, -topk and -capacity")
-		case cfg.ffn == "dense" && cfg.strategy != "single":
-			return fmt.Errorf("-ffn dense trains on one device: use -strategy single (got %q)", cfg.strategy)
+		case cfg.ffn == "dense" && !slices.Contains([]string{"single", "dp", "fsdp"}, cfg.strategy):
+			return fmt.Errorf("-strategy %q: -ffn dense trains with single, dp or fsdp", cfg.strategy)
+		case cfg.ffn != "dense" && (cfg.strategy == "dp" || cfg.strategy == "fsdp"):
+			return fmt.Errorf("-strategy %s trains a dense model: add -ffn dense (experts train with ep, dp_ep or fsdp_ep)", cfg.strategy)
 		case cfg.tokenizer != "char" && cfg.tokenizer != "bpe":
 			return fmt.Errorf("-tokenizer %q: want char or bpe", cfg.tokenizer)
 		case cfg.tokenizer != "bpe" && (f.Changed("bpe-vocab") || f.Changed("bpe-size")):
@@ -217,13 +237,19 @@ func checkStrategyMesh(name, desc string) error {
 		return nil
 	}
 	if s == single {
-		return fmt.Errorf("-mesh %q: -strategy single trains on one device; choose ep, dp_ep or fsdp_ep to use a mesh", desc)
+		return fmt.Errorf("-mesh %q: -strategy single trains on one device; choose ep, dp_ep or fsdp_ep (dp or fsdp with -ffn dense) to use a mesh", desc)
 	}
 	m, err := shard.ParseMesh(desc)
 	if err != nil {
 		return fmt.Errorf("-mesh %q: %v", desc, err)
 	}
 	names := m.AxisNames()
+	if s.dense() {
+		if len(names) != 1 || names[0] != "dp" {
+			return fmt.Errorf("-mesh %q: strategy %v wants a mesh with the one axis dp", desc, s)
+		}
+		return nil
+	}
 	for _, n := range names {
 		if n != "dp" && n != "ep" {
 			return fmt.Errorf("-mesh %q: axis %q: strategy %v uses the axes dp and ep only", desc, n, s)

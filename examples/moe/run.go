@@ -65,7 +65,9 @@ func build(cfg config, model Model, s strategy) (tr *trainer, err error) {
 	if cfg.batch%mesh.Size() != 0 {
 		return nil, cli.Usagef("-batch %d is not a multiple of the %d devices of %v", cfg.batch, mesh.Size(), mesh)
 	}
-	if ep := mesh.AxisSize("ep"); cfg.experts%ep != 0 {
+	if s.dense() {
+		// No experts to split.
+	} else if ep := mesh.AxisSize("ep"); cfg.experts%ep != 0 {
 		return nil, cli.Usagef("-experts %d does not split over the %d devices of the axis ep of %v", cfg.experts, ep, mesh)
 	}
 	tr, err = newTrainer(model, s, mesh, opt, 0)

@@ -19,13 +19,20 @@ import (
 type strategy int
 
 const (
-	single strategy = iota // one device
-	epOnly                 // experts over ep, tokens over ep, the rest replicated
-	dpEP                   // tokens over dp×ep, experts over ep, the rest replicated
-	fsdpEP                 // dpEP with every parameter also split over dp (FSDP)
+	single    strategy = iota // one device
+	epOnly                    // experts over ep, tokens over ep, the rest replicated
+	dpEP                      // tokens over dp×ep, experts over ep, the rest replicated
+	fsdpEP                    // dpEP with every parameter also split over dp (FSDP)
+	dpDense                   // -ffn dense: parallel.DP over dp
+	fsdpDense                 // -ffn dense: parallel.FSDP over dp
 )
 
-var strategyNames = []string{"single", "ep", "dp_ep", "fsdp_ep"}
+var strategyNames = []string{"single", "ep", "dp_ep", "fsdp_ep", "dp", "fsdp"}
+
+// dense reports whether the strategy trains dense models only (-ffn
+// dense): parallel.DP and parallel.FSDP by sharding propagation, on a mesh
+// with the one axis dp.
+func (s strategy) dense() bool { return s == dpDense || s == fsdpDense }
 
 func (s strategy) String() string { return strategyNames[s] }
 
@@ -44,6 +51,8 @@ func (s strategy) defaultMesh(n int) string {
 		return fmt.Sprintf("ep=%d", n)
 	case dpEP, fsdpEP:
 		return fmt.Sprintf("dp=%d,ep=%d", max(1, n/4), min(n, 4))
+	case dpDense, fsdpDense:
+		return fmt.Sprintf("dp=%d", n)
 	}
 	return ""
 }
@@ -100,7 +109,8 @@ func (m *monitor) result(loss float64) stats {
 
 // trainer trains a Model with one strategy on parallel.Trainer: Single on
 // the host, EP (ep, dp_ep) or FSDPEP (fsdp_ep) on a mesh with a DeviceLoss
-// that runs every MoE layer with expert.Forward.
+// that runs every MoE layer with expert.Forward, or a dense model with DP
+// or FSDP (dp, fsdp) by sharding propagation.
 type trainer struct {
 	strat   strategy
 	mesh    *shard.Mesh
@@ -122,6 +132,24 @@ func newTrainer(model Model, s strategy, mesh *shard.Mesh, opt optim.Transform, 
 		return t, err
 	}
 	names := mesh.AxisNames()
+	if s.dense() {
+		if len(names) != 1 || names[0] != "dp" {
+			return nil, fmt.Errorf("strategy %v wants a mesh with the one axis dp, got %v", s, mesh)
+		}
+		cfg.Mesh, cfg.Strategy = mesh, parallel.FSDP
+		// FSDP runs the loss on the whole placed batch (propagation);
+		// DP runs it on each device's rows inside shard.Map, where the
+		// statistics are summed over dp.
+		cfg.Loss = func(m Model, b batch) *tensor.Tensor { return t.loss(nil, m, b) }
+		if s == dpDense {
+			t.ecfg.Tokens = shard.Axes{"dp"}
+			cfg.Strategy, cfg.Loss = parallel.DP, nil
+			cfg.DeviceLoss = func(c *shard.Ctx, m Model, b batch, _ tensor.Key) *tensor.Tensor { return t.loss(c, m, b) }
+		}
+		tr, err := parallel.New(model, cfg)
+		t.tr = tr
+		return t, err
+	}
 	for _, n := range names {
 		if n != "dp" && n != "ep" {
 			return nil, fmt.Errorf("mesh %v: axis %q: strategy %v uses axes dp and ep only", mesh, n, s)
@@ -174,7 +202,11 @@ func (t *trainer) loss(c *shard.Ctx, p Model, b batch) *tensor.Tensor {
 			load = append(load, float64(v))
 		}
 	}
-	t.mon.record(float64(f[0])/float64(t.devices()), dropped, load)
+	devices := 1 // on the host, or by propagation: the loss of the whole batch
+	if c != nil {
+		devices = t.devices()
+	}
+	t.mon.record(float64(f[0])/float64(devices), dropped, load)
 	return tensor.Add(ce, out.Aux)
 }
 
