@@ -108,6 +108,35 @@ func TestCheckpointResumeOnAnotherMesh(t *testing.T) {
 	assert.Equal(t, "6", m[0][1])
 }
 
+// TestDenseStrategiesEqualOneDevice: the dense model (-ffn dense) prints
+// the one-device lines under DP and FSDP on 4 devices (the losses to
+// the printed 3 decimals, and the sample drawn from the trained
+// parameters).
+func TestDenseStrategiesEqualOneDevice(t *testing.T) {
+	dense := []string{"-ffn", "dense", "-dim", "16", "-layers", "2", "-heads", "2", "-hidden", "32", "-context", "16",
+		"-batch", "8", "-eval-batches", "1", "-sample", "20", "-steps", "4", "-eval-every", "2", "-plot", ""}
+	run := func(extra ...string) string {
+		cfg, err := parseFlags(append(slices.Clone(dense), extra...), io.Discard)
+		require.NoError(t, err)
+		var out bytes.Buffer
+		require.NoError(t, runConfig(cfg, &out, io.Discard))
+		m := evalLine.FindAllStringSubmatch(out.String(), -1)
+		require.Len(t, m, 2, out.String())
+		var lines []string
+		for _, l := range m {
+			lines = append(lines, strings.Join(l[1:], " "))
+		}
+		_, sample, ok := strings.Cut(out.String(), "sample:\n")
+		require.True(t, ok, out.String())
+		return strings.Join(lines, "\n") + "\n" + sample
+	}
+	clitest.Fails(t, mainExit, 2, append(slices.Clone(dense), "-strategy", "dp_ep"), `-strategy "dp_ep": -ffn dense trains with single, dp or fsdp`)
+	clitest.Fails(t, mainExit, 2, append(slices.Clone(dense), "-mesh", "dp=2,ep=2"), `-mesh "dp=2,ep=2": strategy fsdp wants a mesh with the one axis dp`)
+	want := run("-strategy", "single")
+	assert.Equal(t, want, run("-mesh", "dp=4"), "fsdp (the default for -ffn dense)")
+	assert.Equal(t, want, run("-strategy", "dp", "-mesh", "dp=4"))
+}
+
 func TestRunRejectsBadInput(t *testing.T) {
 	empty := filepath.Join(t.TempDir(), "short.txt")
 	require.NoError(t, os.WriteFile(empty, []byte("too short"), 0o644))
@@ -121,7 +150,8 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{[]string{"-text", "/no/such/file"}, 1, "-text /no/such/file: no such file or directory"},
 		{[]string{"-text", empty}, 2, "-context 16: short.txt has 9 characters, too few"},
 		{[]string{"-text", bad}, 1, "not valid UTF-8"},
-		{[]string{"-strategy", "bogus"}, 2, `-strategy "bogus": want one of single, ep, dp_ep, fsdp_ep, or compare`},
+		{[]string{"-strategy", "bogus"}, 2, `-strategy "bogus": want one of single, ep, dp_ep, fsdp_ep, dp, fsdp, or compare`},
+		{[]string{"-strategy", "fsdp"}, 2, "-strategy fsdp trains a dense model: add -ffn dense"},
 		{[]string{"-strategy", "dp_ep", "-mesh", "dp=2,tp=4"}, 2, `-mesh "dp=2,tp=4": axis "tp": strategy dp_ep uses the axes dp and ep only`},
 		{[]string{"-strategy", "dp_ep", "-mesh", "dp=nope"}, 2, `-mesh "dp=nope": `},
 		{[]string{"-strategy", "ep", "-mesh", "ep=3"}, 2, "-batch 16 is not a multiple of the 3 devices"},

@@ -20,7 +20,11 @@ done
 dense=(-dim 32 -layers 2 -heads 2 -hidden 64 -context 32 -batch 16 -eval-batches 1 -sample 20)
 "$out/moe" "${dense[@]}" -ffn dense -strategy single -steps 4 -eval-every 2 -plot "$out/dense.png"
 test -s "$out/dense.png"
-usage '^moe: -ffn dense trains on one device' "$out/moe" "${dense[@]}" -ffn dense -steps 1
+# The dense model under FSDP (its default strategy) and DP on 4 devices.
+"$out/moe" "${dense[@]}" -ffn dense -mesh dp=4 -steps 2 -eval-every 2 -plot ""
+"$out/moe" "${dense[@]}" -ffn dense -strategy dp -mesh dp=4 -steps 2 -eval-every 2 -plot ""
+usage '^moe: -strategy "dp_ep": -ffn dense trains with single, dp or fsdp' "$out/moe" "${dense[@]}" -ffn dense -strategy dp_ep -steps 1
+usage '^moe: -strategy fsdp trains a dense model: add -ffn dense' "$out/moe" "${small[@]}" -strategy fsdp -steps 1
 usage '^moe: -ffn dense has no experts' "$out/moe" "${dense[@]}" -ffn dense -strategy single -experts 4 -steps 1
 "$out/moe" "${small[@]}" -steps 4 -eval-every 2 -plot "" -ckpt "$out/ckpt"
 resumed=$("$out/moe" "${small[@]}" -steps 6 -eval-every 2 -plot "" -ckpt "$out/ckpt" -strategy ep -mesh ep=8)

@@ -8,7 +8,8 @@
 # collectives through shared memory, and for dp and fsdp_tp also through
 # MPI's with GONOX_MPI_SHM=0),
 # examples/distill the same losses, and examples/moe the same evaluation
-# lines and sample (ep, dp_ep and fsdp_ep over 2 processes and over 4).
+# lines and sample (ep, dp_ep and fsdp_ep over 2 processes and over 4;
+# the dense model, -ffn dense, under fsdp and dp over 4).
 # Last, on a cluster of 2 simulated hosts of 2 processes each
 # (cluster.sh: network namespaces, TCP between hosts, shared memory
 # within; skipped where namespaces are forbidden): the shard/mpi tests,
@@ -130,6 +131,19 @@ for c in "2 4 ep ep=8" "2 4 dp_ep dp=2,ep=4" "2 4 fsdp_ep dp=2,ep=4" "4 2 dp_ep 
     exit 1
   fi
   echo "moe $3 on $4 over $1 processes of $2 devices: same lines"
+done
+
+# The dense model (-ffn dense) under FSDP and DP, one device per process.
+dense=(-ffn dense -dim 32 -layers 2 -heads 2 -hidden 64 -context 32 -batch 8 -eval-batches 1 -sample 20 -steps 4 -eval-every 2 -plot "")
+for s in fsdp dp; do
+  alone=$("$out/moe" "${dense[@]}" -strategy "$s" -mesh dp=4 | moelines)
+  multi=$(GONOX_DEVICES=1 mpirun -np 4 --oversubscribe -x GONOX_DEVICES "$out/moe" "${dense[@]}" -strategy "$s" -mesh dp=4 | moelines)
+  if [ "$alone" != "$multi" ]; then
+    echo "examples/moe -ffn dense -strategy $s -mesh dp=4: mpirun -np 4 differs from one process:"
+    diff <(echo "$alone") <(echo "$multi") || true
+    exit 1
+  fi
+  echo "moe -ffn dense $s on dp=4 over 4 processes: same lines"
 done
 
 echo "--- examples/mlp: checkpoints written by 2 processes resume"
