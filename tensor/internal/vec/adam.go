@@ -56,8 +56,18 @@ const adamChunk = 1024
 func AdamStep(p2, m2, v2, p, g, m, v []float32, c *AdamCoeffs) {
 	n := len(g)
 	p2, m2, v2, p, m, v = p2[:n], m2[:n], v2[:n], p[:n], m[:n], v[:n]
+	k := 0
+	if useAVX512 {
+		// One pass, the update added as it is computed.
+		k = n &^ 15
+		wd := 0
+		if c.WD != 0 {
+			wd = 1
+		}
+		adamStepAVX512(p2[:k], m2[:k], v2[:k], p[:k], g[:k], m[:k], v[:k], c, wd)
+	}
 	var buf [adamChunk]float32
-	for lo := 0; lo < n; lo += adamChunk {
+	for lo := k; lo < n; lo += adamChunk {
 		hi := min(lo+adamChunk, n)
 		u := buf[:hi-lo]
 		var pw []float32

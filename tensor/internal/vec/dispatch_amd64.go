@@ -5,7 +5,7 @@ package vec
 import "github.com/gonox/gonox/internal/kernels"
 
 // useAVX2 selects the AVX2 kernels (also used by the avx512 set: only GELU
-// has wider ones, gelu_avx512_amd64.s): package kernels decides, from the
+// and AdamStep have wider ones, see useAVX512): package kernels decides, from the
 // CPU and $GONOX_KERNELS. Tests switch it off to compare the two paths; nothing else writes it.
 var useAVX2 = kernels.Has(kernels.AVX2)
 

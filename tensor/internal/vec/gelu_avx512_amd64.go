@@ -5,7 +5,8 @@ package vec
 import "github.com/gonox/gonox/internal/kernels"
 
 // useAVX512 selects the AVX-512 forms of the GELU kernels
-// (gelu_avx512_amd64.s), which return the AVX2 kernels' bits: package
+// (gelu_avx512_amd64.s) and of AdamStep (adam_amd64.s), which return the
+// AVX2 kernels' bits: package
 // kernels decides, from the CPU and $GONOX_KERNELS. Tests switch it off.
 var useAVX512 = kernels.Has(kernels.AVX512)
 

@@ -1,0 +1,6 @@
+//go:build !noasm
+
+package vec
+
+//go:noescape
+func adamStepAVX512(p2, m2, v2, p, g, m, v []float32, c *AdamCoeffs, wd int)
