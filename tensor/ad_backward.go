@@ -30,22 +30,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	ys, wrt = atLevel(tr, ys), atLevel(tr, wrt)
 
 	// The nodes ys depend on, latest first.
-	var nodes []*node
-	seen := map[*node]bool{}
-	for _, y := range ys {
-		if y.node != nil && y.node.trace == tr && !seen[y.node] {
-			seen[y.node] = true
-			nodes = append(nodes, y.node)
-		}
-	}
-	for i := 0; i < len(nodes); i++ {
-		for _, e := range nodes[i].inputs {
-			if e.n != nil && !seen[e.n] {
-				seen[e.n] = true
-				nodes = append(nodes, e.n)
-			}
-		}
-	}
+	nodes := reachable(tr, ys)
 	slices.SortFunc(nodes, func(a, b *node) int { return cmp.Compare(b.seq, a.seq) })
 
 	b := backward{tr: tr, retain: retain, pass: &backwardPass{}}
@@ -137,6 +122,10 @@ type backward struct {
 	slots []*Tensor
 	pass  *backwardPass
 	dead  []*Tensor
+	// ptrBlock and phBlock are the unused rest of the blocks vjpArgs
+	// cuts argument slices and placeholders from.
+	ptrBlock []*Tensor
+	phBlock  []Tensor
 }
 
 // atLevel returns a copy of xs with each value traced by tr (at any
@@ -175,13 +164,13 @@ func addSpare(spare map[*Tensor]bool, tr *Trace, ys, wrt []*Tensor) {
 // add accumulates cotangent g of output i of n, produced by the VJP of
 // node from (nil: the seed), into grads.
 func (b *backward) add(grads map[*node][]*Tensor, n *node, i int, g *Tensor, from *node) {
-	want := n.outAval[i]
+	want := n.outAval(i)
 	if !sameShape(g.shape, want.shape) || g.dtype != want.dtype {
 		who := "the seed"
 		if from != nil {
 			who = "VJP of " + from.op.Name
 		}
-		panic(fmt.Sprintf("tensor.Backward: %s produced cotangent %v for %v", who, g, want))
+		panic(fmt.Sprintf("tensor.Backward: %s produced cotangent %v for %v", who, g, want.placeholder()))
 	}
 	gs := grads[n]
 	if gs == nil {
@@ -218,7 +207,8 @@ func (b *backward) visit(grads map[*node][]*Tensor, spare map[*Tensor]bool, n *n
 		panic(fmt.Sprintf("tensor.Backward: the graph through op %q was already used by a backward pass that did not retain it", n.op.Name))
 	}
 	donated := b.pass.donate(n, gs, kept)
-	res := callVJP(n.op, n.params, n.state, gs, n.ins, n.outs, n.need())
+	ins, outs := b.vjpArgs(n)
+	res := callVJP(n.op, n.params, n.state, gs, ins, outs, n.need())
 	if len(res) != len(n.inputs) {
 		panic(fmt.Sprintf("tensor.Backward: VJP of %q returned %d cotangents for %d inputs", n.op.Name, len(res), len(n.inputs)))
 	}
@@ -243,6 +233,53 @@ func (b *backward) visit(grads map[*node][]*Tensor, spare map[*Tensor]bool, n *n
 		b.dead = n.releaseResiduals(b.tr.recycle, spare, b.dead)
 		n.free()
 	}
+}
+
+// vjpArgs returns the residuals of n for its VJP: the values it saved,
+// shape-only placeholders for the others. The placeholders and the
+// slices are cut from blocks the pass allocates a few at a time, never
+// reused: a VJP may keep what it is given.
+func (b *backward) vjpArgs(n *node) (ins, outs []*Tensor) {
+	nin := len(n.ins)
+	if !slices.Contains(n.ins, nil) && !slices.Contains(n.outs, nil) {
+		return n.ins, n.outs
+	}
+	args := b.ptrs(nin + len(n.outs))
+	for i := range args {
+		var x *Tensor
+		if i < nin {
+			x = n.ins[i]
+		} else {
+			x = n.outs[i-nin]
+		}
+		if x == nil {
+			x = b.placeholder(&n.avals[i])
+		}
+		args[i] = x
+	}
+	return args[:nin:nin], args[nin:]
+}
+
+// ptrs returns k pointer slots cut from the pass's current block.
+func (b *backward) ptrs(k int) []*Tensor {
+	if len(b.ptrBlock) < k {
+		b.ptrBlock = make([]*Tensor, max(k, 64))
+	}
+	p := b.ptrBlock[:k:k]
+	b.ptrBlock = b.ptrBlock[k:]
+	return p
+}
+
+// placeholder returns a placeholder for a, cut from the pass's current
+// block of headers.
+func (b *backward) placeholder(a *avalRec) *Tensor {
+	if len(b.phBlock) == 0 {
+		b.phBlock = make([]Tensor, 8)
+	}
+	t := &b.phBlock[0]
+	b.phBlock = b.phBlock[1:]
+	*t = Tensor{dtype: a.dtype, shape: a.shape, local: a.local, layout: a.layout}
+	return t
 }
 
 // need returns the need mask of n's VJP: the inputs traced by its trace.

@@ -91,7 +91,8 @@ func (tr *Trace) Leaf(x *Tensor) *Tensor {
 		panic(fmt.Sprintf("Trace.Leaf: %v is a value of a Vmap or JVP started after this trace", x))
 	}
 	n := &node{op: leafOp, trace: tr, seq: tr.seq.Add(1), nout: 1}
-	n.outAval = []*Tensor{aval(x)}
+	n.avals = n.bufAvals[:1]
+	n.setAval(0, x)
 	t := x.twin()
 	t.node, t.outIdx, t.primal = n, 0, x
 	return t
@@ -122,46 +123,80 @@ type edge struct {
 	out int
 }
 
+// node is one recorded op: what its VJP needs (the saved residuals, the
+// shapes of the rest), where its inputs came from, and its place in the
+// trace. It is kept small: every traced op makes one, and a graph keeps
+// them all until its backward pass (a small-tensor recurrence keeps
+// mostly nodes). Placeholders for the values it does not save are made
+// only when its VJP runs (backward.vjpArgs).
 type node struct {
 	op       *Op
 	params   any
 	trace    *Trace
 	seq      uint64
 	inputs   []edge    // producers traced by the same trace
-	ins      []*Tensor // saved primal inputs, or placeholders
-	outs     []*Tensor // saved primal outputs, or placeholders
-	outAval  []*Tensor // shape-only outputs
+	ins      []*Tensor // saved primal inputs, nil where not saved
+	outs     []*Tensor // saved primal outputs, nil where not saved
+	avals    []avalRec // the shapes of the inputs, then of the outputs
 	state    any
 	nout     int
-	freed    bool
 	interIns uint64    // bit i: ins[i] is an intermediate of the trace
 	results  []*Tensor // the primal outputs, kept when the trace recycles
-	raw      []*Tensor // recordAll traces: every primal input
-	rawOuts  []*Tensor // recordAll traces: every primal output
+	rec      *recording
 
 	// Inline storage for the common ops (up to nodeInline inputs, one
 	// output), so recording one costs a single allocation.
 	bufInputs [nodeInline]edge
 	bufIns    [nodeInline]*Tensor
 	bufPrim   [nodeInline]*Tensor
-	bufAvals  [nodeInline + 1]Tensor
-	bufOut    [2][1]*Tensor // outs, outAval
-	// bufDims holds the shapes of the placeholders in bufAvals: a
-	// placeholder sharing its value's shape would share the allocation
-	// that holds the value's header (newHeader puts the shape there),
-	// and so keep the value's data alive.
-	bufDims [nodeInline + 1][4]int
+	bufOut    [1]*Tensor
+	bufAvals  [nodeInline + 1]avalRec
+	// bufDims holds the shapes of bufAvals: a record sharing its value's
+	// shape would share the allocation that holds the value's header
+	// (newHeader puts the shape there), and so keep the value's data
+	// alive.
+	bufDims [3 * (nodeInline + 1)]int
+	ndims   int32 // of bufDims used
+	freed   bool
 }
 
-// ownShape returns a copy of shape for placeholder i of bufAvals, in the
-// node's own storage when it fits.
-func (n *node) ownShape(i int, shape []int) []int {
-	if len(shape) > len(n.bufDims[i]) {
-		return slices.Clone(shape)
-	}
-	k := copy(n.bufDims[i][:], shape)
-	return n.bufDims[i][:k:k]
+// recording is what a recordAll trace's node holds until Remat has
+// compiled the graph (releaseRecording): every primal input and output.
+type recording struct {
+	raw, rawOuts []*Tensor
 }
+
+// avalRec is the shape-only record of a value: what a placeholder for it
+// holds (dtype, shape, shard.Map mark, abstract layout), and no data.
+type avalRec struct {
+	shape  []int
+	dtype  DType
+	local  *Local
+	layout Layout
+}
+
+// placeholder returns a new shape-only tensor for the record.
+func (a *avalRec) placeholder() *Tensor {
+	return &Tensor{dtype: a.dtype, shape: a.shape, local: a.local, layout: a.layout}
+}
+
+// setAval records the shape of x as n.avals[i], the shape in the node's
+// own storage when it fits.
+func (n *node) setAval(i int, x *Tensor) {
+	shape := x.shape
+	var own []int
+	if k, d := len(shape), int(n.ndims); d+k <= len(n.bufDims) {
+		own = n.bufDims[d : d+k : d+k]
+		copy(own, shape)
+		n.ndims += int32(k)
+	} else {
+		own = slices.Clone(shape)
+	}
+	n.avals[i] = avalRec{shape: own, dtype: x.dtype, local: x.local, layout: abstractLayout(x.layout)}
+}
+
+// outAval returns the shape record of output i.
+func (n *node) outAval(i int) *avalRec { return &n.avals[len(n.avals)-n.nout+i] }
 
 const nodeInline = 4
 
@@ -206,8 +241,8 @@ func (n *node) primals(in []*Tensor) []*Tensor {
 
 // record fills in node n of op applied to in (prim their primal values),
 // which computed outs and state, and returns the outputs traced by n's
-// trace. The node holds the residuals the op's Save mask selects, shape-
-// only placeholders for the rest.
+// trace. The node holds the residuals the op's Save mask selects and the
+// shapes of every operand and result.
 func (n *node) record(in, prim, outs []*Tensor, state any) []*Tensor {
 	op, top := n.op, n.trace
 	n.seq, n.state, n.nout = top.seq.Add(1), state, len(outs)
@@ -216,29 +251,23 @@ func (n *node) record(in, prim, outs []*Tensor, state any) []*Tensor {
 	} else {
 		n.inputs, n.ins = make([]edge, len(in)), make([]*Tensor, len(in))
 	}
-	avals := 0
-	newAval := func(x *Tensor) *Tensor {
-		if avals < len(n.bufAvals) {
-			a := &n.bufAvals[avals]
-			avals++
-			*a = Tensor{dtype: x.dtype, shape: n.ownShape(avals-1, x.shape), local: x.local, layout: abstractLayout(x.layout)}
-			return a
-		}
-		return aval(x)
+	if k := len(in) + len(outs); k <= len(n.bufAvals) {
+		n.avals = n.bufAvals[:k]
+	} else {
+		n.avals = make([]avalRec, k)
 	}
 	save := op.saveMask(n.params)
 	for i, x := range in {
 		if x.node != nil && x.node.trace == top {
 			n.inputs[i] = edge{x.node, x.outIdx}
 		}
+		n.setAval(i, prim[i])
 		if save.input(i) {
 			n.ins[i] = prim[i]
 			prim[i].hold()
 			if i < 64 && x.node != nil && x.node.trace == top && x.node.op != leafOp {
 				n.interIns |= 1 << i
 			}
-		} else {
-			n.ins[i] = newAval(prim[i])
 		}
 	}
 	if top.recycle {
@@ -246,8 +275,7 @@ func (n *node) record(in, prim, outs []*Tensor, state any) []*Tensor {
 	}
 	if top.recordAll {
 		// Held until Remat has compiled the graph (releaseRecording).
-		n.raw = slices.Clone(prim)
-		n.rawOuts = outs
+		n.rec = &recording{raw: slices.Clone(prim), rawOuts: outs}
 		for _, x := range prim {
 			x.hold()
 		}
@@ -262,17 +290,15 @@ func (n *node) record(in, prim, outs []*Tensor, state any) []*Tensor {
 	n.bufPrim = [nodeInline]*Tensor{}
 	res := make([]*Tensor, len(outs))
 	if len(outs) == 1 {
-		n.outs, n.outAval = n.bufOut[0][:], n.bufOut[1][:]
+		n.outs = n.bufOut[:]
 	} else {
-		n.outs, n.outAval = make([]*Tensor, len(outs)), make([]*Tensor, len(outs))
+		n.outs = make([]*Tensor, len(outs))
 	}
 	for i, o := range outs {
-		n.outAval[i] = newAval(o)
+		n.setAval(len(in)+i, o)
 		if save&SaveOutput != 0 {
 			n.outs[i] = o
 			o.hold()
-		} else {
-			n.outs[i] = n.outAval[i]
 		}
 		t := o.twin()
 		t.node, t.outIdx, t.primal = n, i, o
@@ -351,7 +377,7 @@ func donateOrDefer(x *Tensor, dead []*Tensor) []*Tensor {
 // released: the node can take part in no backward pass any more.
 func (n *node) free() {
 	n.ins, n.outs, n.state, n.freed = nil, nil, nil, true
-	n.bufIns, n.bufOut[0] = [nodeInline]*Tensor{}, [1]*Tensor{}
+	n.bufIns, n.bufOut = [nodeInline]*Tensor{}, [1]*Tensor{}
 }
 
 // releaseResiduals drops the node's hold on the values it saved. With

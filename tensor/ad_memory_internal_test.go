@@ -3,6 +3,7 @@ package tensor
 import (
 	"runtime"
 	"testing"
+	"unsafe"
 	"weak"
 
 	"github.com/stretchr/testify/require"
@@ -60,4 +61,30 @@ func TestRematKeepsNoRecording(t *testing.T) {
 		g := Backward(tr, []*Tensor{out}, []*Tensor{OnesLike(out)}, []*Tensor{w, h}, true)
 		require.Len(t, g, 2)
 	}
+}
+
+// A node is small: every traced op makes one and a graph keeps them all
+// until its backward pass, which on small tensors (a recurrence's steps)
+// is most of what it keeps.
+func TestNodeIsSmall(t *testing.T) {
+	require.LessOrEqual(t, unsafe.Sizeof(node{}), uintptr(768), "a node fits a 768-byte size class")
+}
+
+// Residuals counts the graph: every node (leaves too), the headers of the
+// values they save, and what did not fit in a node.
+func TestResidualsCountGraph(t *testing.T) {
+	node, hdr := int(unsafe.Sizeof(node{})), int(unsafe.Sizeof(Tensor{}))
+	tr := NewTrace()
+	x := tr.Leaf(Ones(Float32, 2, 3))
+	y := Sum(Exp(x)) // exp saves its output, sum nothing
+	rep := Residuals(y)
+	require.Equal(t, ResidualStat{Count: 3, Bytes: 3*node + hdr}, rep.Graph)
+	require.Equal(t, ResidualStat{Count: 1, Bytes: 24}, rep.ResidualStat)
+
+	// Neg records its operand's shape and its result's, 8 ints each for a
+	// rank-8 value: the second does not fit in the node.
+	z := tr.Leaf(Ones(Float32, 1, 1, 1, 1, 1, 1, 1, 2))
+	rep = Residuals(Neg(Neg(z)))
+	require.Equal(t, ResidualStat{Count: 3, Bytes: 3*node + 2*8*8}, rep.Graph)
+	require.Contains(t, rep.String(), "graph: 3 nodes")
 }

@@ -157,12 +157,12 @@ func (c *Trace) releaseRecording(keep map[*Tensor]bool, donate bool) {
 	c.recorded = nil
 	c.recMu.Unlock()
 	for _, n := range nodes {
-		for k, x := range n.raw {
+		for k, x := range n.rec.raw {
 			if n.inputs[k].n != nil {
 				x.release() // a leaf or an intermediate; constants stay held
 			}
 		}
-		for _, o := range n.rawOuts {
+		for _, o := range n.rec.rawOuts {
 			o.release()
 		}
 		n.releaseResiduals(false, nil, nil)
@@ -170,18 +170,18 @@ func (c *Trace) releaseRecording(keep map[*Tensor]bool, donate bool) {
 	}
 	if !donate {
 		for _, n := range nodes {
-			n.raw, n.rawOuts = nil, nil
+			n.rec = nil
 		}
 		return
 	}
 	for _, n := range nodes {
-		for _, o := range n.rawOuts {
+		for _, o := range n.rec.rawOuts {
 			if !keep[o] && o.node == nil {
 				keep[o] = true // once
 				Donate(o)
 			}
 		}
-		n.raw, n.rawOuts = nil, nil
+		n.rec = nil
 	}
 }
 
@@ -340,15 +340,15 @@ func compileRemat(c *Trace, in, leaves, capLeaves, outsC []*Tensor, saveable fun
 		// through it every value the recording computed, alive until
 		// the checkpoint's backward: O(T) memory for a scan of
 		// checkpointed segments instead of O(√T).
-		rn := rnode{op: n.op, params: n.params, info: n.info(), outAvals: make([]*Tensor, len(n.outAval))}
-		for k, a := range n.outAval {
-			rn.outAvals[k] = aval(a)
+		rn := rnode{op: n.op, params: n.params, info: n.info(), outAvals: make([]*Tensor, n.nout)}
+		for k := range n.nout {
+			rn.outAvals[k] = aval(n.rec.rawOuts[k])
 		}
 		rn.ins = make([]rslot, len(n.inputs))
 		rn.inAvals = make([]*Tensor, len(n.inputs))
 		for k, e := range n.inputs {
-			rn.ins[k] = slotOf(e, n.raw[k])
-			rn.inAvals[k] = aval(n.raw[k])
+			rn.ins[k] = slotOf(e, n.rec.raw[k])
+			rn.inAvals[k] = aval(n.rec.raw[k])
 		}
 		p.nodes[i] = rn
 	}
@@ -368,7 +368,7 @@ func compileRemat(c *Trace, in, leaves, capLeaves, outsC []*Tensor, saveable fun
 		if !p.nodes[i].save {
 			continue
 		}
-		for k, o := range n.rawOuts {
+		for k, o := range n.rec.rawOuts {
 			st.saved[rslot{kind: slotNode, i: i, out: k}] = o
 		}
 		if n.state != nil {

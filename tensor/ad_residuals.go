@@ -35,6 +35,11 @@ type ResidualStat struct {
 // Named). Tensors that share storage are counted once.
 type ResidualReport struct {
 	ResidualStat
+	// Graph counts what the graph keeps besides the residuals' data, on
+	// the calling goroutine: its nodes (Count), and their bytes with the
+	// headers of the values they save. On small tensors (a recurrence's
+	// steps, say) it may exceed the residuals.
+	Graph   ResidualStat
 	ByLabel map[string]ResidualStat
 	// ByDevice breaks down what shard.Map devices keep (by device ID);
 	// the graph of the calling goroutine is under -1.
@@ -61,7 +66,7 @@ func (r ResidualReport) String() string {
 		return strings.Compare(a, b)
 	})
 	var b strings.Builder
-	fmt.Fprintf(&b, "residuals: %d tensors, %d bytes\n", r.Count, r.Bytes)
+	fmt.Fprintf(&b, "residuals: %d tensors, %d bytes (graph: %d nodes, %d bytes)\n", r.Count, r.Bytes, r.Graph.Count, r.Graph.Bytes)
 	for _, l := range labels {
 		s := r.ByLabel[l]
 		fmt.Fprintf(&b, "  %-16s %4d tensors %12d bytes\n", l, s.Count, s.Bytes)
@@ -123,6 +128,10 @@ func Residuals(outs ...*Tensor) ResidualReport {
 			kept[k] = r
 		}
 	}
+	for _, n := range graphNodes(outs) {
+		rep.Graph.Count++
+		rep.Graph.Bytes += n.bytes()
+	}
 	for _, r := range kept {
 		b := r.Tensor.Bytes()
 		add := func(s ResidualStat) ResidualStat { return ResidualStat{s.Count + 1, s.Bytes + b} }
@@ -136,36 +145,11 @@ func Residuals(outs ...*Tensor) ResidualReport {
 // ResidualTensors lists the tensors behind Residuals, unaggregated: each
 // with the label of its producer and the device whose graph keeps it.
 func ResidualTensors(outs ...*Tensor) []Residual {
-	var tr *Trace
-	for _, o := range outs {
-		if o.node != nil && (tr == nil || o.node.trace.id > tr.id) {
-			tr = o.node.trace
-		}
-	}
-	if tr == nil {
-		return nil
-	}
 	var res []Residual
 	add := func(t *Tensor, label string) {
 		res = append(res, Residual{Tensor: t, Label: label, Device: -1})
 	}
-	seen := map[*node]bool{}
-	var stack []*node
-	for _, o := range outs {
-		if o.node != nil && o.node.trace == tr && !seen[o.node] {
-			seen[o.node] = true
-			stack = append(stack, o.node)
-		}
-	}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for _, e := range n.inputs {
-			if e.n != nil && !seen[e.n] {
-				seen[e.n] = true
-				stack = append(stack, e.n)
-			}
-		}
+	for _, n := range graphNodes(outs) {
 		if n.freed || n.op == leafOp {
 			continue
 		}
@@ -190,4 +174,81 @@ func ResidualTensors(outs ...*Tensor) []Residual {
 		}
 	}
 	return res
+}
+
+// graphNodes returns the nodes of the innermost trace among outs that
+// outs depend on, leaves included.
+func graphNodes(outs []*Tensor) []*node {
+	var tr *Trace
+	for _, o := range outs {
+		if o.node != nil && (tr == nil || o.node.trace.id > tr.id) {
+			tr = o.node.trace
+		}
+	}
+	if tr == nil {
+		return nil
+	}
+	return reachable(tr, outs)
+}
+
+// reachable returns the nodes of trace tr that ys depend on (their own
+// included), in no particular order.
+func reachable(tr *Trace, ys []*Tensor) []*node {
+	seen := map[*node]bool{}
+	var nodes []*node
+	for _, y := range ys {
+		if y.node != nil && y.node.trace == tr && !seen[y.node] {
+			seen[y.node] = true
+			nodes = append(nodes, y.node)
+		}
+	}
+	for i := 0; i < len(nodes); i++ {
+		for _, e := range nodes[i].inputs {
+			if e.n != nil && !seen[e.n] {
+				seen[e.n] = true
+				nodes = append(nodes, e.n)
+			}
+		}
+	}
+	return nodes
+}
+
+// bytes returns what node n keeps besides its residuals' data: the node,
+// the slices and shapes that did not fit in it, and the headers of the
+// values it saves.
+func (n *node) bytes() int {
+	b := int(unsafe.Sizeof(*n))
+	ptr, hdr := int(unsafe.Sizeof((*Tensor)(nil))), int(unsafe.Sizeof(Tensor{}))
+	if len(n.inputs) > nodeInline {
+		b += len(n.inputs) * (int(unsafe.Sizeof(edge{})) + ptr)
+	}
+	if len(n.avals) > len(n.bufAvals) {
+		b += len(n.avals) * int(unsafe.Sizeof(avalRec{}))
+	}
+	if len(n.outs) > 1 {
+		b += len(n.outs) * ptr
+	}
+	for i := range n.avals {
+		if a := n.avals[i].shape; len(a) > 0 && !n.ownsDims(a) {
+			b += len(a) * int(unsafe.Sizeof(0))
+		}
+	}
+	for _, x := range n.ins {
+		if x != nil {
+			b += hdr
+		}
+	}
+	for _, x := range n.outs {
+		if x != nil {
+			b += hdr
+		}
+	}
+	return b
+}
+
+// ownsDims reports whether shape lies in n's inline storage.
+func (n *node) ownsDims(shape []int) bool {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(shape)))
+	lo := uintptr(unsafe.Pointer(&n.bufDims[0]))
+	return p >= lo && p < lo+unsafe.Sizeof(n.bufDims)
 }
