@@ -15,14 +15,15 @@ import (
 //
 //   - AMX (Intel Sapphire Rapids and later, Linux): TDPBF16PS on 16×16
 //     float32 tiles, see bf16amx.go;
-//   - AVX-512 BF16 (AMD Zen 4/5, Intel Cooper Lake): a blocked loop around
-//     a 12×32 VDPBF16PS micro-kernel: each instruction multiplies 32 pairs
-//     of bfloat16 values exactly and adds them into 16 float32 lanes, twice
-//     the multiply-adds of a float32 FMA. Operands are packed into k-pair
-//     interleaved panels (two bfloat16 of consecutive k in one 32-bit lane).
-//     On the Sapphire Rapids VM we measured, VDPBF16PS issues at a fraction
-//     of the FMA rate and this kernel is slower than Sgemm (AMX is used
-//     there instead);
+//   - AVX-512 BF16 (AMD Zen 4/5, Intel Cooper Lake): VDPBF16PS multiplies
+//     32 pairs of bfloat16 values exactly and adds each pair's two
+//     products into one of 16 float32 lanes, twice the multiply-adds of a
+//     float32 FMA. A pair of consecutive k values is one 32-bit element, so
+//     C = Σ_q A2(i,q)·B2(q,j) over k/2 pairs is Sgemm's problem on 32-bit
+//     elements, and Bgemm runs Sgemm's driver (blocking, in-place and
+//     packed operands, narrow C computed transposed, threads) with 12×32
+//     micro-kernels that issue VDPBF16PS where Sgemm's issue VFMADD231PS
+//     (see bf16pairs.go);
 //   - elsewhere, A and B are widened to float32 (exactly) for Sgemm.
 //
 // Rounding: products of bfloat16 values are exact in float32; the sums
@@ -31,14 +32,6 @@ import (
 // documents loosely (and it flushes float32 subnormal results to zero),
 // so the bits may differ from Sgemm's on the widened operands by a few
 // float32 ulps of the partial sums; tests bound the difference.
-
-// bf16Blocking of the BF16 kernel path: k block (even), n block, tile.
-const (
-	bfMR = 12
-	bfNR = 32
-	bfKC = 512 // k values per block (256 pairs)
-	bfNC = 512
-)
 
 // Bgemm computes C = op(A)·op(B) for bfloat16 A and B given as raw bits,
 // row-major, overwriting the float32 C (m×n, row stride ldc). The
@@ -56,11 +49,15 @@ func Bgemm(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ld
 	if level == bfAMX && !amxReady() {
 		level = bf16NoAMX
 	}
-	if level == bfWiden {
+	switch level {
+	case bfWiden:
 		bgemmWiden(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, threads)
 		return
+	case bfAVX512:
+		bgemmPairs(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, threads)
+		return
 	}
-	p := &bproblem{transA, transB, m, n, k, a, b, c, lda, ldb, ldc, level}
+	p := &bproblem{transA, transB, m, n, k, a, b, c, lda, ldb, ldc}
 	t := 1
 	if threads != 1 && 2*int64(m)*int64(n)*int64(k) >= parMinFlops {
 		t = runtime.GOMAXPROCS(0)
@@ -69,7 +66,7 @@ func Bgemm(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ld
 		}
 	}
 	if t <= 1 {
-		p.run(0, m, 0, n)
+		p.runAMX(0, m, 0, n)
 		return
 	}
 	// Column blocks when C is wide enough (each goroutine packs only its
@@ -77,14 +74,10 @@ func Bgemm(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ld
 	var wg sync.WaitGroup
 	var fault any
 	var once sync.Once
-	mr := bfMR
-	if level == bfAMX {
-		mr = amxMR
-	}
-	splitN := n >= 2*t*bfNR
-	dim, unit := m, mr
+	splitN := n >= 2*t*amxNR
+	dim, unit := m, amxMR
 	if splitN {
-		dim, unit = n, bfNR
+		dim, unit = n, amxNR
 	}
 	units := (dim + unit - 1) / unit
 	t = min(t, units)
@@ -100,9 +93,9 @@ func Bgemm(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ld
 				}
 			}()
 			if splitN {
-				p.run(0, m, lo, hi)
+				p.runAMX(0, m, lo, hi)
 			} else {
-				p.run(lo, hi, 0, n)
+				p.runAMX(lo, hi, 0, n)
 			}
 		}
 		if w == t-1 {
@@ -144,76 +137,13 @@ func checkArgs16(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint
 	check("c", false, m, n, len(c), ldc)
 }
 
-// bproblem is one Bgemm call.
+// bproblem is one Bgemm call on the AMX path.
 type bproblem struct {
 	transA, transB bool
 	m, n, k        int
 	a, b           []uint16
 	c              []float32
 	lda, ldb, ldc  int
-	level          int // bfAVX512 or bfAMX
-}
-
-// bworkspace holds one goroutine's packed panels.
-type bworkspace struct {
-	a, b []uint32
-	tile [bfMR * bfNR]float32
-}
-
-var bwsPool = sync.Pool{New: func() any { return new(bworkspace) }}
-
-// run computes rows [i0,i1) and columns [j0,j1) of C.
-//
-//	for jc over [j0,j1) by bfNC:
-//	  for pc over k by bfKC:      first block overwrites C, later ones add
-//	    pack B block (kc×nc) into strips of 32 columns of k pairs
-//	    for ir over [i0,i1) by 12: pack A strip (12×kc) into k pairs
-//	      for jr by 32:            kernel on a 12×32 tile
-func (p *bproblem) run(i0, i1, j0, j1 int) {
-	if p.level == bfAMX {
-		p.runAMX(i0, i1, j0, j1)
-		return
-	}
-	ws := bwsPool.Get().(*bworkspace)
-	defer bwsPool.Put(ws)
-	for jc := j0; jc < j1; jc += bfNC {
-		nc := min(bfNC, j1-jc)
-		strips := (nc + bfNR - 1) / bfNR
-		for pc := 0; pc < p.k; pc += bfKC {
-			kc := min(bfKC, p.k-pc)
-			kp := (kc + 1) / 2
-			if cap(ws.b) < strips*kp*bfNR {
-				ws.b = make([]uint32, strips*kp*bfNR)
-			}
-			pb := ws.b[:strips*kp*bfNR]
-			for s := 0; s < strips; s++ {
-				p.packB(pb[s*kp*bfNR:(s+1)*kp*bfNR], pc, kc, jc+s*bfNR, min(bfNR, nc-s*bfNR))
-			}
-			if cap(ws.a) < kp*bfMR {
-				ws.a = make([]uint32, kp*bfMR)
-			}
-			pa := ws.a[:kp*bfMR]
-			acc := 0
-			if pc > 0 {
-				acc = 1
-			}
-			for ir := i0; ir < i1; ir += bfMR {
-				mr := min(bfMR, i1-ir)
-				p.packA(pa, pc, kc, ir, mr)
-				for s := 0; s < strips; s++ {
-					col := jc + s*bfNR
-					nr := min(bfNR, nc-s*bfNR)
-					bs := &pb[s*kp*bfNR]
-					if mr == bfMR && nr == bfNR {
-						bf16Kernel12x32(kp, &pa[0], bs, &p.c[ir*p.ldc+col], p.ldc, acc)
-						continue
-					}
-					bf16Kernel12x32(kp, &pa[0], bs, &ws.tile[0], bfNR, 0)
-					p.storeTile(ws.tile[:], bfNR, ir, col, mr, nr, acc)
-				}
-			}
-		}
-	}
 }
 
 // storeTile writes the top-left mr×nr corner of an edge tile (row stride
@@ -232,51 +162,19 @@ func (p *bproblem) storeTile(tile []float32, ld, ir, col, mr, nr, acc int) {
 	}
 }
 
-// packA packs rows [ir, ir+mr) of op(A), k values [pc, pc+kc), as pairs:
-// dst[q*12+i] = A(ir+i, pc+2q) | A(ir+i, pc+2q+1)<<16, zero past the
-// edges.
-func (p *bproblem) packA(dst []uint32, pc, kc, ir, mr int) {
-	kp := (kc + 1) / 2
-	if mr < bfMR {
-		clear(dst[:kp*bfMR])
-	}
-	a, lda := p.a, p.lda
-	if !p.transA { // A(i,kk) = a[i*lda+kk]: a pair is two adjacent values
-		for i := 0; i < mr; i++ {
-			packPairs(dst, bfMR, i, a[(ir+i)*lda+pc:(ir+i)*lda+pc+kc])
-		}
-		return
-	}
-	// A(i,kk) = a[kk*lda+i]: interleave two rows of the stored matrix.
-	for q := 0; q < kp; q++ {
-		r0 := a[(pc+2*q)*lda+ir : (pc+2*q)*lda+ir+mr]
-		d := dst[q*bfMR : q*bfMR+mr]
-		if 2*q+1 < kc {
-			r1 := a[(pc+2*q+1)*lda+ir : (pc+2*q+1)*lda+ir+mr]
-			for i := range d {
-				d[i] = uint32(r0[i]) | uint32(r1[i])<<16
-			}
-		} else {
-			for i := range d {
-				d[i] = uint32(r0[i])
-			}
-		}
-	}
-}
-
 // packB packs columns [col, col+nr) of op(B), k values [pc, pc+kc), as
 // pairs: dst[q*32+j] = B(pc+2q, col+j) | B(pc+2q+1, col+j)<<16, zero past
 // the edges.
 func (p *bproblem) packB(dst []uint32, pc, kc, col, nr int) {
 	kp := (kc + 1) / 2
-	if nr < bfNR {
-		clear(dst[:kp*bfNR])
+	if nr < amxNR {
+		clear(dst[:kp*amxNR])
 	}
 	b, ldb := p.b, p.ldb
 	if !p.transB { // B(kk,j) = b[kk*ldb+j]: interleave two rows
 		for q := 0; q < kp; q++ {
 			r0 := b[(pc+2*q)*ldb+col : (pc+2*q)*ldb+col+nr]
-			d := dst[q*bfNR : q*bfNR+nr]
+			d := dst[q*amxNR : q*amxNR+nr]
 			if 2*q+1 < kc {
 				interleave16(d, r0, b[(pc+2*q+1)*ldb+col:(pc+2*q+1)*ldb+col+nr])
 			} else {
@@ -289,7 +187,7 @@ func (p *bproblem) packB(dst []uint32, pc, kc, col, nr int) {
 	}
 	// B(kk,j) = b[j*ldb+kk]: a pair is two adjacent values of row j.
 	for j := 0; j < nr; j++ {
-		packPairs(dst, bfNR, j, b[(col+j)*ldb+pc:(col+j)*ldb+pc+kc])
+		packPairs(dst, amxNR, j, b[(col+j)*ldb+pc:(col+j)*ldb+pc+kc])
 	}
 }
 
@@ -303,15 +201,6 @@ func packPairs(dst []uint32, stride, i int, row []uint16) {
 	}
 	if len(row)&1 == 1 {
 		dst[q*stride+i] = uint32(row[2*q])
-	}
-}
-
-// interleave16 sets d[j] = lo[j] | hi[j]<<16.
-func interleave16(d []uint32, lo, hi []uint16) {
-	hi = hi[:len(lo)]
-	d = d[:len(lo)]
-	for j := range lo {
-		d[j] = uint32(lo[j]) | uint32(hi[j])<<16
 	}
 }
 

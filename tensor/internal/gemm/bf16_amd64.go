@@ -29,8 +29,23 @@ func bestBF16Level() int {
 	return bf16NoAMX
 }
 
+// bf16Set is the AVX-512 set with kernels on bfloat16 pairs (see
+// bf16pairs.go): its k block counts pairs, so 256 pairs are 512 k values
+// in the same bytes as Sgemm's.
+var bf16Set = tuned(&kernelSet[float32]{
+	name: "avx512bf16", mr: 12, nr: 32, nrHalf: 16,
+	kc: 256, nc: 512, directMaxM: 128,
+	kern:      bf16Kernels,
+	kernP:     bf16Kernels[flavC],
+	transpose: transposeAVX,
+	pools:     pools32,
+})
+
+// interleaveAVX512 sets d[j] = lo[j] | hi[j]<<16 for j < n, n a positive
+// multiple of 16.
+//
 //go:noescape
-func bf16Kernel12x32(kp int, a *uint32, b *uint32, c *float32, ldc int, acc int)
+func interleaveAVX512(d *uint32, lo, hi *uint16, n int)
 
 //go:noescape
 func amxKernel32x32(kb int, a *uint16, lda int, b *uint32, c *float32, ldc int, cfg *byte, acc int)

@@ -2,183 +2,24 @@
 
 #include "textflag.h"
 
-// The bfloat16 micro-kernel: one 12×32 float32 tile of C from kp pairs of
-// k. Packed A holds, for each pair p, 12 uint32 (row i: A(i,2p) in the low
-// half, A(i,2p+1) in the high half); packed B holds, for each pair, 32
-// uint32 (column j: B(2p,j) low, B(2p+1,j) high). VDPBF16PS multiplies
-// the bfloat16 pairs exactly and adds both products to each float32 lane.
-//
-// Go's assembler has no AVX-512 BF16 mnemonics: each VDPBF16PS below is
-// given as the bytes GNU as 2.40 encodes for the instruction in its
-// comment (EVEX.512.F3.0F38.W0 52 /r, broadcast m32 source, disp8*4).
-// Accumulators: Z(2i) columns 0-15 and Z(2i+1) columns 16-31 of row i;
-// Z24, Z25 the two halves of B's row pair.
-
-// func bf16Kernel12x32(kp int, a *uint32, b *uint32, c *float32, ldc int, acc int)
-TEXT ·bf16Kernel12x32(SB), NOSPLIT, $0-48
-	MOVQ kp+0(FP), CX
-	MOVQ a+8(FP), AX
-	MOVQ b+16(FP), BX
-	MOVQ c+24(FP), DI
-	MOVQ ldc+32(FP), R8
-	SHLQ $2, R8
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
+// func interleaveAVX512(d *uint32, lo, hi *uint16, n int)
+TEXT ·interleaveAVX512(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ lo+8(FP), SI
+	MOVQ hi+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $4, CX
 
 loop:
-	VMOVUPS (BX), Z24
-	VMOVUPS 64(BX), Z25
-	BYTE $0x62; BYTE $0xf2; BYTE $0x3e; BYTE $0x50; BYTE $0x52; BYTE $0x00 // vdpbf16ps zmm0,zmm24,DWORD BCST [rax]
-	BYTE $0x62; BYTE $0xf2; BYTE $0x36; BYTE $0x50; BYTE $0x52; BYTE $0x08 // vdpbf16ps zmm1,zmm25,DWORD BCST [rax]
-	BYTE $0x62; BYTE $0xf2; BYTE $0x3e; BYTE $0x50; BYTE $0x52; BYTE $0x50; BYTE $0x01 // vdpbf16ps zmm2,zmm24,DWORD BCST [rax+0x4]
-	BYTE $0x62; BYTE $0xf2; BYTE $0x36; BYTE $0x50; BYTE $0x52; BYTE $0x58; BYTE $0x01 // vdpbf16ps zmm3,zmm25,DWORD BCST [rax+0x4]
-	BYTE $0x62; BYTE $0xf2; BYTE $0x3e; BYTE $0x50; BYTE $0x52; BYTE $0x60; BYTE $0x02 // vdpbf16ps zmm4,zmm24,DWORD BCST [rax+0x8]
-	BYTE $0x62; BYTE $0xf2; BYTE $0x36; BYTE $0x50; BYTE $0x52; BYTE $0x68; BYTE $0x02 // vdpbf16ps zmm5,zmm25,DWORD BCST [rax+0x8]
-	BYTE $0x62; BYTE $0xf2; BYTE $0x3e; BYTE $0x50; BYTE $0x52; BYTE $0x70; BYTE $0x03 // vdpbf16ps zmm6,zmm24,DWORD BCST [rax+0xc]
-	BYTE $0x62; BYTE $0xf2; BYTE $0x36; BYTE $0x50; BYTE $0x52; BYTE $0x78; BYTE $0x03 // vdpbf16ps zmm7,zmm25,DWORD BCST [rax+0xc]
-	BYTE $0x62; BYTE $0x72; BYTE $0x3e; BYTE $0x50; BYTE $0x52; BYTE $0x40; BYTE $0x04 // vdpbf16ps zmm8,zmm24,DWORD BCST [rax+0x10]
-	BYTE $0x62; BYTE $0x72; BYTE $0x36; BYTE $0x50; BYTE $0x52; BYTE $0x48; BYTE $0x04 // vdpbf16ps zmm9,zmm25,DWORD BCST [rax+0x10]
-	BYTE $0x62; BYTE $0x72; BYTE $0x3e; BYTE $0x50; BYTE $0x52; BYTE $0x50; BYTE $0x05 // vdpbf16ps zmm10,zmm24,DWORD BCST [rax+0x14]
-	BYTE $0x62; BYTE $0x72; BYTE $0x36; BYTE $0x50; BYTE $0x52; BYTE $0x58; BYTE $0x05 // vdpbf16ps zmm11,zmm25,DWORD BCST [rax+0x14]
-	BYTE $0x62; BYTE $0x72; BYTE $0x3e; BYTE $0x50; BYTE $0x52; BYTE $0x60; BYTE $0x06 // vdpbf16ps zmm12,zmm24,DWORD BCST [rax+0x18]
-	BYTE $0x62; BYTE $0x72; BYTE $0x36; BYTE $0x50; BYTE $0x52; BYTE $0x68; BYTE $0x06 // vdpbf16ps zmm13,zmm25,DWORD BCST [rax+0x18]
-	BYTE $0x62; BYTE $0x72; BYTE $0x3e; BYTE $0x50; BYTE $0x52; BYTE $0x70; BYTE $0x07 // vdpbf16ps zmm14,zmm24,DWORD BCST [rax+0x1c]
-	BYTE $0x62; BYTE $0x72; BYTE $0x36; BYTE $0x50; BYTE $0x52; BYTE $0x78; BYTE $0x07 // vdpbf16ps zmm15,zmm25,DWORD BCST [rax+0x1c]
-	BYTE $0x62; BYTE $0xe2; BYTE $0x3e; BYTE $0x50; BYTE $0x52; BYTE $0x40; BYTE $0x08 // vdpbf16ps zmm16,zmm24,DWORD BCST [rax+0x20]
-	BYTE $0x62; BYTE $0xe2; BYTE $0x36; BYTE $0x50; BYTE $0x52; BYTE $0x48; BYTE $0x08 // vdpbf16ps zmm17,zmm25,DWORD BCST [rax+0x20]
-	BYTE $0x62; BYTE $0xe2; BYTE $0x3e; BYTE $0x50; BYTE $0x52; BYTE $0x50; BYTE $0x09 // vdpbf16ps zmm18,zmm24,DWORD BCST [rax+0x24]
-	BYTE $0x62; BYTE $0xe2; BYTE $0x36; BYTE $0x50; BYTE $0x52; BYTE $0x58; BYTE $0x09 // vdpbf16ps zmm19,zmm25,DWORD BCST [rax+0x24]
-	BYTE $0x62; BYTE $0xe2; BYTE $0x3e; BYTE $0x50; BYTE $0x52; BYTE $0x60; BYTE $0x0a // vdpbf16ps zmm20,zmm24,DWORD BCST [rax+0x28]
-	BYTE $0x62; BYTE $0xe2; BYTE $0x36; BYTE $0x50; BYTE $0x52; BYTE $0x68; BYTE $0x0a // vdpbf16ps zmm21,zmm25,DWORD BCST [rax+0x28]
-	BYTE $0x62; BYTE $0xe2; BYTE $0x3e; BYTE $0x50; BYTE $0x52; BYTE $0x70; BYTE $0x0b // vdpbf16ps zmm22,zmm24,DWORD BCST [rax+0x2c]
-	BYTE $0x62; BYTE $0xe2; BYTE $0x36; BYTE $0x50; BYTE $0x52; BYTE $0x78; BYTE $0x0b // vdpbf16ps zmm23,zmm25,DWORD BCST [rax+0x2c]
-	ADDQ $48, AX
-	ADDQ $128, BX
-	DECQ CX
-	JNZ  loop
-
-	MOVQ acc+40(FP), DX
-	TESTQ DX, DX
-	JZ   store
-	VADDPS (DI), Z0, Z0
-	VADDPS 64(DI), Z1, Z1
-	VMOVUPS Z0, (DI)
-	VMOVUPS Z1, 64(DI)
-	ADDQ R8, DI
-	VADDPS (DI), Z2, Z2
-	VADDPS 64(DI), Z3, Z3
-	VMOVUPS Z2, (DI)
-	VMOVUPS Z3, 64(DI)
-	ADDQ R8, DI
-	VADDPS (DI), Z4, Z4
-	VADDPS 64(DI), Z5, Z5
-	VMOVUPS Z4, (DI)
-	VMOVUPS Z5, 64(DI)
-	ADDQ R8, DI
-	VADDPS (DI), Z6, Z6
-	VADDPS 64(DI), Z7, Z7
-	VMOVUPS Z6, (DI)
-	VMOVUPS Z7, 64(DI)
-	ADDQ R8, DI
-	VADDPS (DI), Z8, Z8
-	VADDPS 64(DI), Z9, Z9
-	VMOVUPS Z8, (DI)
-	VMOVUPS Z9, 64(DI)
-	ADDQ R8, DI
-	VADDPS (DI), Z10, Z10
-	VADDPS 64(DI), Z11, Z11
-	VMOVUPS Z10, (DI)
-	VMOVUPS Z11, 64(DI)
-	ADDQ R8, DI
-	VADDPS (DI), Z12, Z12
-	VADDPS 64(DI), Z13, Z13
-	VMOVUPS Z12, (DI)
-	VMOVUPS Z13, 64(DI)
-	ADDQ R8, DI
-	VADDPS (DI), Z14, Z14
-	VADDPS 64(DI), Z15, Z15
-	VMOVUPS Z14, (DI)
-	VMOVUPS Z15, 64(DI)
-	ADDQ R8, DI
-	VADDPS (DI), Z16, Z16
-	VADDPS 64(DI), Z17, Z17
-	VMOVUPS Z16, (DI)
-	VMOVUPS Z17, 64(DI)
-	ADDQ R8, DI
-	VADDPS (DI), Z18, Z18
-	VADDPS 64(DI), Z19, Z19
-	VMOVUPS Z18, (DI)
-	VMOVUPS Z19, 64(DI)
-	ADDQ R8, DI
-	VADDPS (DI), Z20, Z20
-	VADDPS 64(DI), Z21, Z21
-	VMOVUPS Z20, (DI)
-	VMOVUPS Z21, 64(DI)
-	ADDQ R8, DI
-	VADDPS (DI), Z22, Z22
-	VADDPS 64(DI), Z23, Z23
-	VMOVUPS Z22, (DI)
-	VMOVUPS Z23, 64(DI)
-	VZEROUPPER
-	RET
-
-store:
-	VMOVUPS Z0, (DI)
-	VMOVUPS Z1, 64(DI)
-	ADDQ R8, DI
-	VMOVUPS Z2, (DI)
-	VMOVUPS Z3, 64(DI)
-	ADDQ R8, DI
-	VMOVUPS Z4, (DI)
-	VMOVUPS Z5, 64(DI)
-	ADDQ R8, DI
-	VMOVUPS Z6, (DI)
-	VMOVUPS Z7, 64(DI)
-	ADDQ R8, DI
-	VMOVUPS Z8, (DI)
-	VMOVUPS Z9, 64(DI)
-	ADDQ R8, DI
-	VMOVUPS Z10, (DI)
-	VMOVUPS Z11, 64(DI)
-	ADDQ R8, DI
-	VMOVUPS Z12, (DI)
-	VMOVUPS Z13, 64(DI)
-	ADDQ R8, DI
-	VMOVUPS Z14, (DI)
-	VMOVUPS Z15, 64(DI)
-	ADDQ R8, DI
-	VMOVUPS Z16, (DI)
-	VMOVUPS Z17, 64(DI)
-	ADDQ R8, DI
-	VMOVUPS Z18, (DI)
-	VMOVUPS Z19, 64(DI)
-	ADDQ R8, DI
-	VMOVUPS Z20, (DI)
-	VMOVUPS Z21, 64(DI)
-	ADDQ R8, DI
-	VMOVUPS Z22, (DI)
-	VMOVUPS Z23, 64(DI)
+	VPMOVZXWD (SI), Z0
+	VPMOVZXWD (DX), Z1
+	VPSLLD    $16, Z1, Z1
+	VPORD     Z1, Z0, Z0
+	VMOVDQU32 Z0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $32, DX
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       loop
 	VZEROUPPER
 	RET

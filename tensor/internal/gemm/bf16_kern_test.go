@@ -1,24 +1,14 @@
 package gemm
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
-)
 
-func BenchmarkBF16KernelOnly(b *testing.B) {
-	if bf16Level < bfAVX512 {
-		b.Skip("no BF16 kernel")
-	}
-	kp := 256
-	a := make([]uint32, kp*bfMR)
-	bb := make([]uint32, kp*bfNR)
-	c := make([]float32, bfMR*bfNR)
-	for b.Loop() {
-		bf16Kernel12x32(kp, &a[0], &bb[0], &c[0], bfNR, 0)
-	}
-	b.ReportMetric(float64(2*bfMR*bfNR*2*kp)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-}
+	"github.com/gonox/gonox/internal/cputime"
+	"github.com/gonox/gonox/tensor/internal/vec"
+)
 
 // BenchmarkBgemmModes runs 1024³ products single-threaded with Sgemm and
 // with each Bgemm kernel this machine has, alternating them within every
@@ -44,17 +34,72 @@ func BenchmarkBgemmModes(b *testing.B) {
 			times[1+lv] = append(times[1+lv], time.Since(t0).Seconds())
 		}
 	}
-	median := func(v []float64) float64 {
-		s := slices.Clone(v)
-		slices.Sort(s)
-		return s[len(s)/2]
-	}
-	m32 := median(times[0])
+	m32 := medianOf(times[0])
 	b.ReportMetric(flops/m32/1e9, "f32-GFLOP/s")
 	for lv := bfWiden; lv <= best; lv++ {
 		bf16Level = lv
-		m := median(times[1+lv])
+		m := medianOf(times[1+lv])
 		b.ReportMetric(flops/m/1e9, BF16Kernel()+"-GFLOP/s")
 		b.ReportMetric(m32/m, BF16Kernel()+"-speedup")
 	}
+}
+
+// bgemmShapes are the products of the MLP 784-1024-1024-10 step at batch
+// 256 (forward NN, input gradient NT, weight gradient TN of each layer)
+// and of examples/moe's default model (2048 tokens of width 128; an
+// expert's 640 tokens through 128→256→128).
+func bgemmShapes() []benchShape {
+	var s []benchShape
+	type layer struct{ m, k, n int }
+	for _, l := range []layer{{256, 784, 1024}, {256, 1024, 1024}, {256, 1024, 10}, {2048, 128, 384}, {2048, 128, 128}, {640, 128, 256}, {640, 256, 128}} {
+		s = append(s,
+			benchShape{fmt.Sprintf("m%d_k%d_n%d/fwd_NN", l.m, l.k, l.n), false, false, l.m, l.n, l.k},
+			benchShape{fmt.Sprintf("m%d_k%d_n%d/dX_NT", l.m, l.k, l.n), false, true, l.m, l.k, l.n},
+			benchShape{fmt.Sprintf("m%d_k%d_n%d/dW_TN", l.m, l.k, l.n), true, false, l.k, l.n, l.m},
+		)
+	}
+	return s
+}
+
+// BenchmarkBgemmShapes runs Sgemm and Bgemm alternately on each shape of
+// bgemmShapes, single-threaded, each in blocks of about 2 ms, and reports
+// both rates per second of process CPU time (time the process waited for
+// a core does not count, so the figures hold on a shared machine) and
+// their ratio, bf16 over f32:
+//
+//	go test ./tensor/internal/gemm -run '^$' -bench BgemmShapes -benchtime 20x
+func BenchmarkBgemmShapes(b *testing.B) {
+	for _, s := range bgemmShapes() {
+		b.Run(s.name, func(b *testing.B) {
+			af, bf, c, lda, ldb := benchOperands(s)
+			ah, bh := make([]uint16, len(af)), make([]uint16, len(bf))
+			vec.BF16FromF32(ah, af)
+			vec.BF16FromF32(bh, bf)
+			flops := 2 * float64(s.m) * float64(s.n) * float64(s.k)
+			reps := max(1, int(2e-3*200e9/flops))
+			var t32, t16 []float64
+			timeIt := func(dst *[]float64, f func()) {
+				t0 := cputime.Used()
+				for range reps {
+					f()
+				}
+				*dst = append(*dst, (cputime.Used()-t0).Seconds()/float64(reps))
+			}
+			for b.Loop() {
+				timeIt(&t32, func() { Sgemm(s.ta, s.tb, s.m, s.n, s.k, 1, af, lda, bf, ldb, 0, c, s.n, 1) })
+				timeIt(&t16, func() { Bgemm(s.ta, s.tb, s.m, s.n, s.k, ah, lda, bh, ldb, c, s.n, 1) })
+			}
+			m32, m16 := medianOf(t32), medianOf(t16)
+			b.ReportMetric(flops/m32/1e9, "f32-GFLOP/cpu-s")
+			b.ReportMetric(flops/m16/1e9, "bf16-GFLOP/cpu-s")
+			b.ReportMetric(m32/m16, "speedup")
+		})
+	}
+}
+
+// medianOf returns the median of v.
+func medianOf(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

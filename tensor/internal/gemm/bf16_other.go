@@ -5,7 +5,10 @@ package gemm
 // Without assembly Bgemm widens to float32.
 var bf16Level, bf16NoAMX = bfWiden, bfWiden
 
-func bf16Kernel12x32(kp int, a *uint32, b *uint32, c *float32, ldc int, acc int) {
+// bf16Set is never used without assembly.
+var bf16Set *kernelSet[float32]
+
+func interleaveAVX512(d *uint32, lo, hi *uint16, n int) {
 	panic("gemm: no assembly")
 }
 

@@ -36,14 +36,14 @@ func TestBgemm(t *testing.T) {
 		modes = append(modes, lv)
 	}
 	defer func(v int) { bf16Level = v }(bf16Level)
-	sizes := [][3]int{{1, 1, 1}, {12, 32, 2}, {13, 33, 3}, {25, 70, 515}, {7, 100, 1025}, {40, 33, 64}, {130, 520, 17}, {5, 1056, 1050}, {33, 40, 31}}
+	sizes := [][3]int{{1, 1, 1}, {12, 32, 2}, {30, 40, 64}, {13, 33, 3}, {25, 70, 515}, {7, 100, 1025}, {40, 33, 64}, {130, 520, 17}, {5, 1056, 1050}, {33, 40, 31}}
 	for _, kern := range modes {
 		bf16Level = kern
 		for _, sz := range sizes {
 			m, n, k := sz[0], sz[1], sz[2]
-			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
-				ta, tb := tr[0], tr[1]
-				name := fmt.Sprintf("%s/%dx%dx%d/ta=%v,tb=%v", BF16Kernel(), m, n, k, ta, tb)
+			for _, tr := range [][3]bool{{false, false, false}, {false, true, false}, {true, false, false}, {true, true, false}, {false, true, true}} {
+				ta, tb, tight := tr[0], tr[1], tr[2]
+				name := fmt.Sprintf("%s/%dx%dx%d/ta=%v,tb=%v,tight=%v", BF16Kernel(), m, n, k, ta, tb, tight)
 				t.Run(name, func(t *testing.T) {
 					ar, ac := m, k
 					if ta {
@@ -54,8 +54,16 @@ func TestBgemm(t *testing.T) {
 						br, bc = n, k
 					}
 					lda, ldb, ldc := ac+3, bc+1, n+2
-					ah, af := bf16Matrix(uint64(m*7+k), ar*lda)
-					bh, bf := bf16Matrix(uint64(n*5+k), br*ldb)
+					off := 0
+					if tight { // strides k: pairs read in place when k is even
+						lda, ldb = ac, bc
+					}
+					if k == 64 { // an odd offset: pairs not 4-byte aligned, copied
+						off = 1
+					}
+					ah, af := bf16Matrix(uint64(m*7+k), ar*lda+off)
+					bh, bf := bf16Matrix(uint64(n*5+k), br*ldb+off)
+					ah, af, bh, bf = ah[off:], af[off:], bh[off:], bf[off:]
 					c := make([]float32, m*ldc)
 					for i := range c {
 						c[i] = float32(math.NaN()) // beta = 0: never read

@@ -1,0 +1,121 @@
+package gemm
+
+import (
+	"sync"
+	"unsafe"
+)
+
+// The AVX-512 BF16 path of Bgemm. A pair of bfloat16 values of
+// consecutive k, the first in the low 16 bits, is one 32-bit element, and
+// VDPBF16PS multiplies such elements as an FMA multiplies float32 ones,
+// so with kp = ⌈k/2⌉
+//
+//	C(i,j) = Σ_{q<kp} A2(i,q)·B2(q,j),  A2(i,q) = A(i,2q) | A(i,2q+1)<<16,
+//	                                    B2(q,j) = B(2q,j) | B(2q+1,j)<<16
+//
+// is an Sgemm problem (m×n×kp) on 32-bit elements that Sgemm's driver
+// solves with bf16Set, whose kernels issue VDPBF16PS. The driver only
+// moves these elements (packing, transposing); only the kernels read them
+// as numbers. A2 and B2 are the operands themselves when their pairs are
+// adjacent in memory (op(A) = A, op(B) = Bᵀ as stored, even k and
+// stride): no copy at all. Otherwise one pass makes them: rows 2q and
+// 2q+1 of B (or of Aᵀ as stored) interleaved, or rows padded to an even
+// length when k or the stride is odd.
+
+// bgemmPairs is Bgemm on the AVX-512 BF16 kernels.
+func bgemmPairs(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ldb int, c []float32, ldc int, threads int) {
+	kp := (k + 1) / 2
+	var bufA, bufB *[]float32
+	a2, lda2, ta2 := pairOperand(a, lda, transA, m, k, &bufA)
+	b2, ldb2, tb2 := pairOperand(b, ldb, !transB, n, k, &bufB)
+	gemm(bf16Set, ta2, !tb2, m, n, kp, 1, a2, lda2, b2, ldb2, 0, c, ldc, threads)
+	putPairs(bufA)
+	putPairs(bufB)
+}
+
+// pairOperand returns an operand X with rows of k bfloat16 values (op(A)
+// as m×k, or op(B)ᵀ as n×k) as rows×kp pairs: the slice, its stride, and
+// whether it is stored transposed (kp×rows). trans says X is stored
+// transposed (k×rows, stride ld). A buffer it takes is left in *buf.
+func pairOperand(x []uint16, ld int, trans bool, rows, k int, buf **[]float32) ([]float32, int, bool) {
+	kp := (k + 1) / 2
+	if trans {
+		*buf = getPairs(kp * rows)
+		interleaveRows(**buf, rows, x, ld, k, rows)
+		return **buf, rows, true
+	}
+	if k%2 == 0 && ld%2 == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(x)))%4 == 0 {
+		return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(x))), len(x)/2), ld / 2, false
+	}
+	*buf = getPairs(rows * kp)
+	dst := u16s(**buf)
+	for i := 0; i < rows; i++ {
+		row := dst[i*2*kp : (i+1)*2*kp]
+		copy(row, x[i*ld:i*ld+k])
+		if k%2 == 1 {
+			row[k] = 0
+		}
+	}
+	return **buf, kp, false
+}
+
+// interleaveRows stores, for each q < ⌈rows/2⌉, dst[q*ldd+j] = src row 2q
+// | src row 2q+1 << 16 (as bits) for j < cols; a missing last odd row
+// gives zeros.
+func interleaveRows(dst []float32, ldd int, src []uint16, lds, rows, cols int) {
+	d := u32s(dst)
+	for q := 0; 2*q < rows; q++ {
+		lo := src[2*q*lds : 2*q*lds+cols]
+		out := d[q*ldd : q*ldd+cols]
+		if 2*q+1 == rows {
+			for j, v := range lo {
+				out[j] = uint32(v)
+			}
+			continue
+		}
+		interleave16(out, lo, src[(2*q+1)*lds:(2*q+1)*lds+cols])
+	}
+}
+
+// interleave16 sets d[j] = lo[j] | hi[j]<<16.
+func interleave16(d []uint32, lo, hi []uint16) {
+	hi = hi[:len(lo)]
+	d = d[:len(lo)]
+	j := 0
+	if n := len(lo) &^ 15; n > 0 && bf16Level != bfWiden {
+		interleaveAVX512(&d[0], &lo[0], &hi[0], n)
+		j = n
+	}
+	for ; j < len(lo); j++ {
+		d[j] = uint32(lo[j]) | uint32(hi[j])<<16
+	}
+}
+
+// u32s and u16s view float32 storage as its bits and as 16-bit halves.
+func u32s(f []float32) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(f))), len(f))
+}
+
+func u16s(f []float32) []uint16 {
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(f))), 2*len(f))
+}
+
+// pairBufs recycles the operands bgemmPairs makes.
+var pairBufs sync.Pool
+
+// getPairs returns a buffer of n elements (contents undefined).
+func getPairs(n int) *[]float32 {
+	if p, ok := pairBufs.Get().(*[]float32); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
+	}
+	b := alignedFloats[float32](n)
+	return &b
+}
+
+// putPairs returns a buffer of getPairs (nil: none).
+func putPairs(p *[]float32) {
+	if p != nil {
+		pairBufs.Put(p)
+	}
+}
