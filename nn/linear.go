@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -79,25 +80,38 @@ func (l Linear) Forward(x *tensor.Tensor) *tensor.Tensor {
 // a bias, the bias and the activation are one fused op (tensor.BiasAct):
 // one pass and one result instead of two, and a backward pass that keeps
 // less; the values and gradients are bit for bit those of the composition.
+//
+// An x of a half dtype (bf16, f16) with float32 parameters computes in
+// x's dtype, as on parameters converted to it, but without the converted
+// copy of W: the product rounds W as it reads it (tensor.MatMulAs), and
+// W's cotangent is the float32 accumulator of the half product, not
+// rounded to the half dtype (MLP's mixed-precision Forward uses this).
 func (l Linear) ForwardAct(x *tensor.Tensor, act Activation) *tensor.Tensor {
 	in := l.W.Dim(0)
 	if x.Rank() == 0 || x.Dim(-1) != in {
 		panic(fmt.Sprintf("nn.Linear: x %v, W %v: last dim of x must be %d", x, l.W, in))
 	}
+	mm, b := tensor.MatMul, l.B
+	if dt := x.DType(); dt != l.W.DType() && l.W.DType() == tensor.Float32 && (dt == tensor.BFloat16 || dt == tensor.Float16) {
+		mm = func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.MatMulAs(x, w, false, false, dt, dt) }
+		if b != nil {
+			b = tensor.Convert(b, dt)
+		}
+	}
 	var y *tensor.Tensor
 	if x.Rank() > 2 {
 		shape := x.Shape()
-		y = tensor.MatMul(tensor.Reshape(x, -1, in), l.W)
+		y = mm(tensor.Reshape(x, -1, in), l.W)
 		shape[len(shape)-1] = l.W.Dim(1)
 		y = tensor.Reshape(y, shape...)
 	} else {
-		y = tensor.MatMul(x, l.W)
+		y = mm(x, l.W)
 	}
-	if l.B != nil {
+	if b != nil {
 		if a, ok := act.Fused(); ok {
-			return tensor.BiasAct(y, l.B, a)
+			return tensor.BiasAct(y, b, a)
 		}
-		y = tensor.Add(y, l.B)
+		y = tensor.Add(y, b)
 	}
 	if act != nil {
 		y = act(y)
@@ -195,7 +209,7 @@ func (m MLP) Forward(x *tensor.Tensor) *tensor.Tensor {
 	if m.policy != (Policy{}) {
 		p := m.policy
 		m.policy = Policy{}
-		return CastToOutput(p, CastToCompute(p, m).Forward(CastToCompute(p, x)))
+		return CastToOutput(p, castLayers(p, m).Forward(CastToCompute(p, x)))
 	}
 	for i, l := range m.Layers {
 		act := m.Activation
@@ -205,6 +219,25 @@ func (m MLP) Forward(x *tensor.Tensor) *tensor.Tensor {
 		x = l.ForwardAct(x, act)
 	}
 	return x
+}
+
+// castLayers returns m's parameters in p's compute dtype for Forward,
+// except float32 host parameters under a half compute dtype: those stay
+// float32 and each Linear rounds its weight as its product reads it
+// (ForwardAct), which makes no converted copy and gives W the float32
+// cotangent. Sharded parameters (and blocks inside shard.Map) are cast,
+// so that a sharded weight is cast shard by shard before it is gathered.
+func castLayers(p Policy, m MLP) MLP {
+	if p.Compute == tensor.Float32 {
+		return CastToCompute(p, m)
+	}
+	return pytree.Map(m, func(x *tensor.Tensor) *tensor.Tensor {
+		if x == nil || !x.DType().IsFloat() || x.DType() == p.Compute ||
+			x.DType() == tensor.Float32 && x.Layout() == nil && x.Local() == nil {
+			return x
+		}
+		return tensor.Convert(x, p.Compute)
+	})
 }
 
 // Call is Forward, ignoring key; it makes an MLP a Module.

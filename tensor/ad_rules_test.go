@@ -240,6 +240,10 @@ var _ = addRuleCases(
 		f: fn2(func(a, b *Tensor) *Tensor {
 			return MatMulTo(Convert(a, BFloat16), Convert(b, BFloat16), false, false, Float32)
 		}), noFD: true, tTol: 1e-2},
+	ruleCase{name: "matmulToOp/MatMulAs", op: &matmulToOp, in: func(r *rand.Rand) []*Tensor { return args(rF(r, 3, 4), rF(r, 4, 5)) },
+		f: fn2(func(a, b *Tensor) *Tensor {
+			return MatMulAs(Convert(a, BFloat16), b, false, false, BFloat16, Float32)
+		}), noFD: true, tTol: 1e-2},
 )
 
 var _ = addRuleCases(

@@ -371,3 +371,48 @@ func TestConvertGradient(t *testing.T) {
 	}, ts(tensor.FromFloat32([]float32{1, 2})))
 	require.Equal(t, []float32{6, 12}, gg[0].Float32s()) // d/dx Σ 3x² = 6x
 }
+
+// TestMatMulAs: a float32 operand of MatMulAs is rounded to the compute
+// dtype as Convert rounds it (the product equals, bit for bit, MatMulTo
+// on the converted operand), and the cotangent of a float32 operand is
+// the float32 accumulator of the product in the compute dtype, not
+// rounded to it.
+func TestMatMulAs(t *testing.T) {
+	rng := newRNG(11)
+	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Float16} {
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			ta, tb := tr[0], tr[1]
+			sa, sb := []int{13, 70}, []int{70, 37}
+			if ta {
+				sa = []int{70, 13}
+			}
+			if tb {
+				sb = []int{37, 70}
+			}
+			x := tensor.Convert(randF32(rng, sa...), dt)
+			w := randF32(rng, sb...) // not representable in dt
+			for _, out := range []tensor.DType{tensor.Float32, dt} {
+				got := tensor.MatMulAs(x, w, ta, tb, dt, out)
+				require.Equal(t, out, got.DType())
+				want := tensor.MatMulTo(x, tensor.Convert(w, dt), ta, tb, out)
+				require.Equal(t, want.Float64s(), got.Float64s(), "%v ta=%v tb=%v out=%v", dt, ta, tb, out)
+			}
+			r := randF32(rng, 13, 37)
+			gw := grad(func(xs []*tensor.Tensor) *tensor.Tensor {
+				return tensor.Sum(tensor.Mul(tensor.MatMulAs(x, xs[0], ta, tb, dt, tensor.Float32), r))
+			}, ts(w))[0]
+			require.Equal(t, tensor.Float32, gw.DType())
+			rh := tensor.Convert(r, dt)
+			var want *tensor.Tensor
+			if tb {
+				want = tensor.MatMulTo(rh, x, true, ta, tensor.Float32)
+			} else {
+				want = tensor.MatMulTo(x, rh, !ta, false, tensor.Float32)
+			}
+			require.Equal(t, want.Float64s(), gw.Float64s(), "%v ta=%v tb=%v: d/dw", dt, ta, tb)
+		}
+	}
+	requirePanic(t, "tensor.MatMulAs: f16[2,2] @ f32[2,2]: operand float16 is neither float32 nor the compute dtype bfloat16", func() {
+		tensor.MatMulAs(tensor.Zeros(tensor.Float16, 2, 2), tensor.Zeros(tensor.Float32, 2, 2), false, false, tensor.BFloat16, tensor.Float32)
+	})
+}

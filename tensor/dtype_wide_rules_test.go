@@ -36,6 +36,7 @@ var noFloat64Ops = map[string]string{
 	"layerNormOp":         "fused float32 kernel; LayerNorm composes float64 from primitives",
 	"layerNormBwdOp":      "fused float32 kernel",
 	"mseGradOp":           "fused float32 kernel; MSE composes float64 from primitives",
+	"matmulToOp/MatMulAs": "mixed float32/half operands computed in a half dtype; float64 products use MatMul",
 	"xentOp":              "fused float32 kernel; SoftmaxCrossEntropy composes float64 from primitives",
 	"xentGradOp":          "fused float32 kernel",
 	"xentProbsOp":         "fused float32 kernel; SoftmaxCrossEntropyProbs composes float64 from primitives",

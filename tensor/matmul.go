@@ -40,42 +40,9 @@ func init() {
 		}},
 		Impl: matmulImpl,
 		VJPNeed: func(g *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {
-			p := pp.(*matmulParams)
-			a, b := in[0], in[1]
-			// C = op(A)·op(B), G = dL/dC: d op(A) = G·op(B)ᵀ and d op(B) = op(A)ᵀ·G;
-			// an operand stored transposed gets the transpose of that, which
-			// the transposed-operand kernel computes without copies. An
-			// operand that wants no cotangent (an input batch) costs nothing.
-			res := make([]*Tensor, 2)
-			if Wants(need, 0) {
-				var ga *Tensor
-				switch {
-				case !p.ta && !p.tb:
-					ga = MatMulT(g, b, false, true)
-				case !p.ta && p.tb:
-					ga = MatMulT(g, b, false, false)
-				case p.ta && !p.tb:
-					ga = MatMulT(b, g, false, true)
-				default:
-					ga = MatMulT(b, g, true, true)
-				}
-				res[0] = unbroadcast(ga, a.shape)
-			}
-			if Wants(need, 1) {
-				var gb *Tensor
-				switch {
-				case !p.ta && !p.tb:
-					gb = MatMulT(a, g, true, false)
-				case !p.ta && p.tb:
-					gb = MatMulT(g, a, true, false)
-				case p.ta && !p.tb:
-					gb = MatMulT(a, g, false, false)
-				default:
-					gb = MatMulT(g, a, true, true)
-				}
-				res[1] = unbroadcast(gb, b.shape)
-			}
-			return res
+			return matmulCotangents(g, in[0], in[1], pp.(*matmulParams), need, func(x, y *Tensor, tx, ty bool, _ DType) *Tensor {
+				return MatMulT(x, y, tx, ty)
+			})
 		},
 		Save: SaveAllInputs,
 		// d(op(A)·op(B)) = op(dA)·op(B) + op(A)·op(dB).
@@ -99,6 +66,46 @@ func init() {
 			Types: TypesFloat64, // gemm.Dgemm (dtype_wide.go)
 		},
 	}
+}
+
+// matmulCotangents returns the cotangents of a and b (those need asks
+// for) of C = op(a)·op(b) given G = dL/dC, with the products computed by
+// mm(x, y, tx, ty, dt), dt the dtype of the operand whose cotangent it is:
+// d op(A) = G·op(B)ᵀ and d op(B) = op(A)ᵀ·G; an operand stored transposed
+// gets the transpose of that, which the transposed-operand kernel
+// computes without copies. An operand that wants no cotangent (an input
+// batch) costs nothing.
+func matmulCotangents(g, a, b *Tensor, p *matmulParams, need uint64, mm func(x, y *Tensor, tx, ty bool, dt DType) *Tensor) []*Tensor {
+	res := make([]*Tensor, 2)
+	if Wants(need, 0) {
+		var ga *Tensor
+		switch {
+		case !p.ta && !p.tb:
+			ga = mm(g, b, false, true, a.dtype)
+		case !p.ta && p.tb:
+			ga = mm(g, b, false, false, a.dtype)
+		case p.ta && !p.tb:
+			ga = mm(b, g, false, true, a.dtype)
+		default:
+			ga = mm(b, g, true, true, a.dtype)
+		}
+		res[0] = unbroadcast(ga, a.shape)
+	}
+	if Wants(need, 1) {
+		var gb *Tensor
+		switch {
+		case !p.ta && !p.tb:
+			gb = mm(a, g, true, false, b.dtype)
+		case !p.ta && p.tb:
+			gb = mm(g, a, true, false, b.dtype)
+		case p.ta && !p.tb:
+			gb = mm(a, g, false, false, b.dtype)
+		default:
+			gb = mm(g, a, true, true, b.dtype)
+		}
+		res[1] = unbroadcast(gb, b.shape)
+	}
+	return res
 }
 
 // matmulBatch computes a batch of products op(a)·op(b) with mm (MatMulT or

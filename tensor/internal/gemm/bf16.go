@@ -37,7 +37,32 @@ import (
 // row-major, overwriting the float32 C (m×n, row stride ldc). The
 // arguments are those of Sgemm with alpha = 1 and beta = 0.
 func Bgemm(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ldb int, c []float32, ldc int, threads int) {
-	checkArgs16(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	BgemmMixed(transA, transB, m, n, k, BF16Operand{Bits: a}, lda, BF16Operand{Bits: b}, ldb, c, ldc, threads)
+}
+
+// BF16Operand is an operand of BgemmMixed: bfloat16 values as raw bits,
+// or float32 values that the product rounds to bfloat16 (to nearest even,
+// as vec.BF16FromF32) as it reads them. Exactly one field is set.
+type BF16Operand struct {
+	Bits []uint16
+	F32  []float32
+}
+
+// size returns the operand's length.
+func (o BF16Operand) size() int {
+	if o.F32 != nil {
+		return len(o.F32)
+	}
+	return len(o.Bits)
+}
+
+// BgemmMixed is Bgemm with operands that may be float32, rounded to
+// bfloat16 on the way into the kernel: the rounding costs no pass of its
+// own where the kernel packs or interleaves that operand anyway (B as
+// stored, or Aᵀ; a row copy otherwise), and no rounded copy of the
+// operand is kept.
+func BgemmMixed(transA, transB bool, m, n, k int, a BF16Operand, lda int, b BF16Operand, ldb int, c []float32, ldc int, threads int) {
+	checkArgs16(transA, transB, m, n, k, a.size(), lda, b.size(), ldb, c, ldc)
 	if m == 0 || n == 0 {
 		return
 	}
@@ -49,14 +74,52 @@ func Bgemm(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ld
 	if level == bfAMX && !amxReady() {
 		level = bf16NoAMX
 	}
-	switch level {
-	case bfWiden:
-		bgemmWiden(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, threads)
-		return
-	case bfAVX512:
+	if level == bfAVX512 {
 		bgemmPairs(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, threads)
 		return
 	}
+	var ra, rb *[]uint16
+	ra, a.Bits = roundOperand(a, stored(transA, m, k, lda))
+	rb, b.Bits = roundOperand(b, stored(transB, k, n, ldb))
+	defer putRounded(ra)
+	defer putRounded(rb)
+	if level == bfWiden {
+		bgemmWiden(transA, transB, m, n, k, a.Bits, lda, b.Bits, ldb, c, ldc, threads)
+		return
+	}
+	bgemmAMX(transA, transB, m, n, k, a.Bits, lda, b.Bits, ldb, c, ldc, threads)
+}
+
+// roundedBufs recycles the rounded copies of float32 operands of the
+// paths that need one (widening, AMX).
+var roundedBufs sync.Pool
+
+// roundOperand returns the first n values of o as bfloat16 bits: o.Bits,
+// or a pooled rounded copy of o.F32 (also returned first, for
+// putRounded).
+func roundOperand(o BF16Operand, n int) (buf *[]uint16, bits []uint16) {
+	if o.F32 == nil {
+		return nil, o.Bits
+	}
+	buf, _ = roundedBufs.Get().(*[]uint16)
+	if buf == nil || cap(*buf) < n {
+		b := make([]uint16, n)
+		buf = &b
+	}
+	*buf = (*buf)[:n]
+	vec.BF16FromF32(*buf, o.F32[:n])
+	return buf, *buf
+}
+
+// putRounded returns a buffer of roundOperand (nil: none).
+func putRounded(b *[]uint16) {
+	if b != nil {
+		roundedBufs.Put(b)
+	}
+}
+
+// bgemmAMX is Bgemm on the AMX kernels.
+func bgemmAMX(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ldb int, c []float32, ldc int, threads int) {
 	p := &bproblem{transA, transB, m, n, k, a, b, c, lda, ldb, ldc}
 	t := 1
 	if threads != 1 && 2*int64(m)*int64(n)*int64(k) >= parMinFlops {
@@ -111,8 +174,9 @@ func Bgemm(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ld
 	}
 }
 
-// checkArgs16 is checkArgs for 16-bit operands.
-func checkArgs16(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ldb int, c []float32, ldc int) {
+// checkArgs16 is checkArgs for operands of BgemmMixed (given by their
+// lengths).
+func checkArgs16(transA, transB bool, m, n, k int, lenA, lda int, lenB, ldb int, c []float32, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
 	}
@@ -131,8 +195,8 @@ func checkArgs16(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint
 		}
 	}
 	if k > 0 {
-		check("a", transA, m, k, len(a), lda)
-		check("b", transB, k, n, len(b), ldb)
+		check("a", transA, m, k, lenA, lda)
+		check("b", transB, k, n, lenB, ldb)
 	}
 	check("c", false, m, n, len(c), ldc)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gonox/gonox/internal/half"
+	"github.com/gonox/gonox/tensor/internal/vec"
 )
 
 // bf16Matrix returns rows×cols random bfloat16 values (bits) in [-2, 2)
@@ -130,6 +131,54 @@ func BenchmarkBgemm(b *testing.B) {
 				}
 				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
+		}
+	}
+}
+
+// TestBgemmMixed checks that float32 operands of BgemmMixed are rounded to
+// bfloat16 as vec.BF16FromF32 rounds them: the product equals, bit for
+// bit, Bgemm's on the rounded operands, for every transposition, odd and
+// even k, tight and padded strides, and every kernel.
+func TestBgemmMixed(t *testing.T) {
+	defer func(v int) { bf16Level = v }(bf16Level)
+	for lv := bfWiden; lv <= bf16Level; lv++ {
+		bf16Level = lv
+		for _, sz := range [][3]int{{13, 40, 7}, {30, 70, 64}, {140, 33, 130}} {
+			m, n, k := sz[0], sz[1], sz[2]
+			for _, tr := range [][3]bool{{false, false, false}, {false, true, true}, {true, false, false}, {true, true, false}, {false, false, true}} {
+				ta, tb, tight := tr[0], tr[1], tr[2]
+				t.Run(fmt.Sprintf("%s/%dx%dx%d/ta=%v,tb=%v,tight=%v", BF16Kernel(), m, n, k, ta, tb, tight), func(t *testing.T) {
+					ar, ac, br, bc := m, k, k, n
+					if ta {
+						ar, ac = k, m
+					}
+					if tb {
+						br, bc = n, k
+					}
+					lda, ldb := ac+1, bc+2
+					if tight {
+						lda, ldb = ac, bc
+					}
+					_, af := bf16Matrix(3, ar*lda)
+					_, bf := bf16Matrix(4, br*ldb)
+					for i := range af { // not bf16 values: rounding matters
+						af[i] *= 1 + 0x1p-11*float32(i%7)
+					}
+					for i := range bf {
+						bf[i] *= 1 - 0x1p-12*float32(i%5)
+					}
+					ah, bh := make([]uint16, len(af)), make([]uint16, len(bf))
+					vec.BF16FromF32(ah, af)
+					vec.BF16FromF32(bh, bf)
+					want := make([]float32, m*n)
+					Bgemm(ta, tb, m, n, k, ah, lda, bh, ldb, want, n, 1)
+					for _, ops := range [][2]BF16Operand{{{F32: af}, {Bits: bh}}, {{Bits: ah}, {F32: bf}}, {{F32: af}, {F32: bf}}} {
+						got := make([]float32, m*n)
+						BgemmMixed(ta, tb, m, n, k, ops[0], lda, ops[1], ldb, got, n, 0)
+						require.Equal(t, want, got)
+					}
+				})
+			}
 		}
 	}
 }

@@ -3,6 +3,8 @@ package gemm
 import (
 	"sync"
 	"unsafe"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
 )
 
 // The AVX-512 BF16 path of Bgemm. A pair of bfloat16 values of
@@ -22,8 +24,8 @@ import (
 // 2q+1 of B (or of Aᵀ as stored) interleaved, or rows padded to an even
 // length when k or the stride is odd.
 
-// bgemmPairs is Bgemm on the AVX-512 BF16 kernels.
-func bgemmPairs(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ldb int, c []float32, ldc int, threads int) {
+// bgemmPairs is BgemmMixed on the AVX-512 BF16 kernels.
+func bgemmPairs(transA, transB bool, m, n, k int, a BF16Operand, lda int, b BF16Operand, ldb int, c []float32, ldc int, threads int) {
 	kp := (k + 1) / 2
 	var bufA, bufB *[]float32
 	a2, lda2, ta2 := pairOperand(a, lda, transA, m, k, &bufA)
@@ -33,39 +35,61 @@ func bgemmPairs(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint1
 	putPairs(bufB)
 }
 
-// pairOperand returns an operand X with rows of k bfloat16 values (op(A)
-// as m×k, or op(B)ᵀ as n×k) as rows×kp pairs: the slice, its stride, and
+// pairOperand returns an operand X with rows of k values (op(A) as m×k,
+// or op(B)ᵀ as n×k) as rows×kp bfloat16 pairs: the slice, its stride, and
 // whether it is stored transposed (kp×rows). trans says X is stored
 // transposed (k×rows, stride ld). A buffer it takes is left in *buf.
-func pairOperand(x []uint16, ld int, trans bool, rows, k int, buf **[]float32) ([]float32, int, bool) {
+func pairOperand(x BF16Operand, ld int, trans bool, rows, k int, buf **[]float32) ([]float32, int, bool) {
 	kp := (k + 1) / 2
 	if trans {
 		*buf = getPairs(kp * rows)
 		interleaveRows(**buf, rows, x, ld, k, rows)
 		return **buf, rows, true
 	}
-	if k%2 == 0 && ld%2 == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(x)))%4 == 0 {
-		return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(x))), len(x)/2), ld / 2, false
+	if p := x.Bits; p != nil && k%2 == 0 && ld%2 == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(p)))%4 == 0 {
+		return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(p))), len(p)/2), ld / 2, false
 	}
 	*buf = getPairs(rows * kp)
 	dst := u16s(**buf)
 	for i := 0; i < rows; i++ {
-		row := dst[i*2*kp : (i+1)*2*kp]
-		copy(row, x[i*ld:i*ld+k])
+		row := dst[i*2*kp : i*2*kp+k]
+		if x.F32 != nil {
+			vec.BF16FromF32(row, x.F32[i*ld:i*ld+k])
+		} else {
+			copy(row, x.Bits[i*ld:i*ld+k])
+		}
 		if k%2 == 1 {
-			row[k] = 0
+			dst[i*2*kp+k] = 0
 		}
 	}
 	return **buf, kp, false
 }
 
-// interleaveRows stores, for each q < ⌈rows/2⌉, dst[q*ldd+j] = src row 2q
-// | src row 2q+1 << 16 (as bits) for j < cols; a missing last odd row
-// gives zeros.
-func interleaveRows(dst []float32, ldd int, src []uint16, lds, rows, cols int) {
+// interleaveRows stores, for each q < ⌈rows/2⌉, dst[q*ldd+j] = X row 2q
+// | X row 2q+1 << 16 (as bfloat16 bits) for j < cols; a missing last odd
+// row gives zeros. Float32 rows are rounded through a buffer of two rows,
+// which stays in L1.
+func interleaveRows(dst []float32, ldd int, x BF16Operand, lds, rows, cols int) {
 	d := u32s(dst)
+	var tmp *[]uint16
+	if x.F32 != nil {
+		tmp, _ = roundedBufs.Get().(*[]uint16)
+		if tmp == nil || cap(*tmp) < 2*cols {
+			t := make([]uint16, 2*cols)
+			tmp = &t
+		}
+		defer roundedBufs.Put(tmp)
+	}
+	row := func(r int) []uint16 {
+		if x.F32 == nil {
+			return x.Bits[r*lds : r*lds+cols]
+		}
+		t := (*tmp)[(r%2)*cols : (r%2+1)*cols]
+		vec.BF16FromF32(t, x.F32[r*lds:r*lds+cols])
+		return t
+	}
 	for q := 0; 2*q < rows; q++ {
-		lo := src[2*q*lds : 2*q*lds+cols]
+		lo := row(2 * q)
 		out := d[q*ldd : q*ldd+cols]
 		if 2*q+1 == rows {
 			for j, v := range lo {
@@ -73,7 +97,7 @@ func interleaveRows(dst []float32, ldd int, src []uint16, lds, rows, cols int) {
 			}
 			continue
 		}
-		interleave16(out, lo, src[(2*q+1)*lds:(2*q+1)*lds+cols])
+		interleave16(out, lo, row(2*q+1))
 	}
 }
 
