@@ -32,8 +32,8 @@ func newLeNet(key tensor.Key) LeNet {
 }
 
 func (m LeNet) Forward(x *tensor.Tensor) *tensor.Tensor {
-	h := m.Pool.Forward(tensor.Relu(m.C1.Forward(x)))
-	h = m.Pool.Forward(tensor.Relu(m.C2.Forward(h)))
+	h := m.Pool.Forward(m.C1.ForwardAct(x, nn.Relu)) // bias and ReLU in one sweep
+	h = m.Pool.Forward(m.C2.ForwardAct(h, nn.Relu))
 	h = tensor.Reshape(h, h.Dim(0), -1)
 	h = m.F1.ForwardAct(h, nn.Relu)
 	h = m.F2.ForwardAct(h, nn.Relu)

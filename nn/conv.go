@@ -237,9 +237,27 @@ func (c Conv) Out() int { return c.Weight.Dim(0) }
 // Forward convolves x [N, in, spatial...] (or one example [in,
 // spatial...]) and adds the bias.
 func (c Conv) Forward(x *tensor.Tensor) *tensor.Tensor {
+	return c.ForwardAct(x, nil)
+}
+
+// ForwardAct returns act(c.Forward(x)); nil act means none. For float32
+// and float64 layers with a bias, the bias and an activation of this
+// package that tensor.BiasAct fuses (Relu above all) are one sweep over
+// the convolution's output (tensor.ChannelAffine with unit scales): one
+// pass and one activation-sized result fewer. The values are bit for bit
+// those of the composition, the gradients within rounding (the bias's is
+// summed in float64).
+func (c Conv) ForwardAct(x *tensor.Tensor, act Activation) *tensor.Tensor {
 	xb, added := batched("nn.Conv", x, c.Weight, c.In())
 	y := tensor.Conv(xb, c.Weight, tensor.ConvSpec{Strides: c.Stride, Padding: c.Padding, RhsDilation: c.Dilation, Groups: c.Groups})
-	y = addChannelBias(y, c.Bias)
+	if a, ok := act.Fused(); ok && c.Bias != nil && fusedAffine(y) && c.Bias.DType() == y.DType() {
+		y = tensor.ChannelAffine(y, tensor.Ones(y.DType(), y.Dim(1)), c.Bias, a)
+	} else {
+		y = addChannelBias(y, c.Bias)
+		if act != nil {
+			y = act(y)
+		}
+	}
 	if added {
 		y = tensor.Squeeze(y, 0)
 	}

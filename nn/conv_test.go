@@ -40,6 +40,54 @@ func TestConvConstruction(t *testing.T) {
 	assert.Equal(t, [][2]string{{nn.AxisMLP, nn.AxisEmbed}, {nn.AxisEmbed, nn.AxisMLP}, {nn.AxisMLP, nn.AxisEmbed}}, nn.ConvAxes(3))
 }
 
+// ForwardAct gives the values of act(Forward) bit for bit and its
+// gradients within rounding, fused (Relu, Gelu) or not (Softplus), with
+// and without a bias, batched and for one example.
+func TestConvForwardActEqualsComposition(t *testing.T) {
+	k := tensor.NewKey(4).Split(3)
+	x, g := tensor.Normal(k[1], 2, 3, 6, 5), tensor.Normal(k[2], 2, 4, 6, 5)
+	for _, act := range []struct {
+		name string
+		f    nn.Activation
+	}{{"relu", nn.Relu}, {"gelu", nn.Gelu}, {"softplus", nn.Softplus}, {"nil", nil}} {
+		for _, noBias := range []bool{false, true} {
+			c := nn.NewConv2d(k[0], 3, 4, 3, nn.ConvOptions{Padding: nn.Padding(1), NoBias: noBias})
+			run := func(fused bool, x, g *tensor.Tensor) []*tensor.Tensor {
+				tr := tensor.NewTrace()
+				lc := c
+				lx, lw := tr.Leaf(x), tr.Leaf(c.Weight)
+				lc.Weight = lw
+				wrt := []*tensor.Tensor{lx, lw}
+				if !noBias {
+					lc.Bias = tr.Leaf(c.Bias)
+					wrt = append(wrt, lc.Bias)
+				}
+				var y *tensor.Tensor
+				if fused {
+					y = lc.ForwardAct(lx, act.f)
+				} else if y = lc.Forward(lx); act.f != nil {
+					y = act.f(y)
+				}
+				gs := tensor.Backward(tr, []*tensor.Tensor{y}, []*tensor.Tensor{g}, wrt, false)
+				return append([]*tensor.Tensor{tensor.StopGradient(y)}, gs...)
+			}
+			for _, one := range []bool{false, true} {
+				x, g := x, g
+				if one {
+					x = tensor.Squeeze(tensor.Slice(x, []int{0, 0, 0, 0}, []int{1, 3, 6, 5}), 0)
+					g = tensor.Squeeze(tensor.Slice(g, []int{0, 0, 0, 0}, []int{1, 4, 6, 5}), 0)
+				}
+				want, got := run(false, x, g), run(true, x, g)
+				require.Equal(t, want[0].Shape(), got[0].Shape())
+				require.Equal(t, want[0].Float64s(), got[0].Float64s(), "%s noBias=%v one=%v: values", act.name, noBias, one)
+				for i := 1; i < len(want); i++ {
+					require.InDeltaSlice(t, want[i].Float64s(), got[i].Float64s(), 1e-5, "%s noBias=%v one=%v: gradient %d", act.name, noBias, one, i)
+				}
+			}
+		}
+	}
+}
+
 func TestConvPanics(t *testing.T) {
 	k := tensor.NewKey(1)
 	requirePanicContains(t, func() { nn.NewConv(k, 3, 4, nil, nn.ConvOptions{}) }, "nn.NewConv: kernel []: want 1 to 3 spatial dimensions")
