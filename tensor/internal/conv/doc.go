@@ -67,8 +67,13 @@
 // returns, with the maxima, each window's arg-max as an index within the
 // window (int32, independent of the array's size); MaxBackward routes dy
 // to those elements (select-and-scatter), MaxGather is its transpose (the
-// second-order term). SumForward and SumBackward are a windowed sum and
-// its transpose; Counts gives the divisor of a mean without padding.
+// second-order term). 2×2 max pools at stride 2 (LeNet's, VGG's) have an
+// AVX-512 kernel of their own that splits rows into even and odd lanes
+// instead of gathering: LeNet's first pool 9.7 → 29-33 GB/cpu-s, its
+// second 7.8 → 14 (go test -run '^$' -bench 'Window/lenet_pool./max$'
+// ./tensor/internal/conv/, Zen 5 at load 20). SumForward and SumBackward
+// are a windowed sum and its transpose; Counts gives the divisor of a
+// mean without padding.
 //
 // # Determinism and threads
 //

@@ -33,6 +33,10 @@ type kernelSet struct {
 	// the first maximum (the last NaN) in ys[t] and its position in as[t],
 	// sum their sum in ys[t] (as unused). Every position must be inside x.
 	maxDense, sumDense func(ys []float32, as []int32, x []float32, orig, kofs []int32)
+	// maxPool2, if not nil, is the max pool of one plane by 2×2 windows
+	// at stride 2 without padding: rows output rows of n, row r reading
+	// x's rows 2r and 2r+1 (inW floats apart), as maxDense would.
+	maxPool2 func(ys []float32, as []int32, x []float32, rows, n, inW int)
 }
 
 // active is the set in use: the best package kernels allows

@@ -6,7 +6,7 @@ import "github.com/gonox/gonox/internal/kernels"
 
 var (
 	avx512Set = &kernelSet{name: "avx512", igemm: igemmAVX512, dot: dotAVX512, maxStride: asmMaxStride(k512MaxStride),
-		maxDense: asmDense(k512MaxDense), sumDense: asmDense(k512SumDense)}
+		maxDense: asmDense(k512MaxDense), sumDense: asmDense(k512SumDense), maxPool2: asmMaxPool2}
 	avx2Set = &kernelSet{name: "avx2", igemm: igemmAVX2, dot: dotAVX2, maxStride: asmMaxStride(k256MaxStride),
 		maxDense: asmDense(k256MaxDense), sumDense: asmDense(k256SumDense)}
 )
@@ -56,4 +56,16 @@ func kernelSets() []*kernelSet {
 		s = append(s, avx2Set)
 	}
 	return append(s, goSet)
+}
+
+// asmMaxPool2 runs k512MaxPool2, checking the bounds the assembly does not.
+func asmMaxPool2(ys []float32, as []int32, x []float32, rows, n, inW int) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	if inW < 2*n {
+		panic("conv: max pool row shorter than its windows")
+	}
+	_, _, _ = ys[rows*n-1], as[rows*n-1], x[(2*rows-1)*inW+2*n-1]
+	k512MaxPool2(rows, n, &ys[0], &as[0], &x[0], inW)
 }

@@ -42,6 +42,42 @@ DATA ·iota16+56(SB)/4, $14
 DATA ·iota16+60(SB)/4, $15
 GLOBL ·iota16(SB), RODATA|NOPTR, $64
 
+// pairIdx is 0, 2, ..., 30 then 1, 3, ..., 31 (int32): the even and odd
+// lanes of 32 floats, VPERMT2PS indices.
+DATA ·pairIdx+0(SB)/4, $0
+DATA ·pairIdx+4(SB)/4, $2
+DATA ·pairIdx+8(SB)/4, $4
+DATA ·pairIdx+12(SB)/4, $6
+DATA ·pairIdx+16(SB)/4, $8
+DATA ·pairIdx+20(SB)/4, $10
+DATA ·pairIdx+24(SB)/4, $12
+DATA ·pairIdx+28(SB)/4, $14
+DATA ·pairIdx+32(SB)/4, $16
+DATA ·pairIdx+36(SB)/4, $18
+DATA ·pairIdx+40(SB)/4, $20
+DATA ·pairIdx+44(SB)/4, $22
+DATA ·pairIdx+48(SB)/4, $24
+DATA ·pairIdx+52(SB)/4, $26
+DATA ·pairIdx+56(SB)/4, $28
+DATA ·pairIdx+60(SB)/4, $30
+DATA ·pairIdx+64(SB)/4, $1
+DATA ·pairIdx+68(SB)/4, $3
+DATA ·pairIdx+72(SB)/4, $5
+DATA ·pairIdx+76(SB)/4, $7
+DATA ·pairIdx+80(SB)/4, $9
+DATA ·pairIdx+84(SB)/4, $11
+DATA ·pairIdx+88(SB)/4, $13
+DATA ·pairIdx+92(SB)/4, $15
+DATA ·pairIdx+96(SB)/4, $17
+DATA ·pairIdx+100(SB)/4, $19
+DATA ·pairIdx+104(SB)/4, $21
+DATA ·pairIdx+108(SB)/4, $23
+DATA ·pairIdx+112(SB)/4, $25
+DATA ·pairIdx+116(SB)/4, $27
+DATA ·pairIdx+120(SB)/4, $29
+DATA ·pairIdx+124(SB)/4, $31
+GLOBL ·pairIdx(SB), RODATA|NOPTR, $128
+
 // func k512Ig8x3(k int, a *float32, b *float32, offs *int, c *float32, ldc int, acc int)
 TEXT ·k512Ig8x3(SB), NOSPLIT, $0-56
 	MOVQ k+0(FP), CX
@@ -5190,6 +5226,109 @@ ktrue:
 	JMP ktrue
 kdonetrue:
 	VMASKMOVPS Y3, Y10, (DI)
+done:
+	VZEROUPPER
+	RET
+
+// func k512MaxPool2(rows, n int, y *float32, a *int32, x *float32, inW int)
+TEXT ·k512MaxPool2(SB), NOSPLIT, $0-48
+	MOVQ rows+0(FP), R8
+	MOVQ y+16(FP), DI
+	MOVQ a+24(FP), SI
+	MOVQ x+32(FP), BX
+	MOVQ inW+40(FP), R10
+	VMOVDQU32 ·pairIdx(SB), Z30
+	VMOVDQU32 ·pairIdx+64(SB), Z31
+	VMOVDQU32 ·iota16(SB), Z29
+	VPADDD Z29, Z29, Z29
+	MOVL $1, R9
+	VPBROADCASTD R9, Z27
+	MOVL $32, R9
+	VPBROADCASTD R9, Z28
+	VPBROADCASTD R10, Z26
+	XORQ R11, R11
+	TESTQ R8, R8
+	JZ done
+row:
+	MOVQ BX, R12
+	LEAQ (BX)(R10*4), R13
+	MOVQ n+8(FP), CX
+	VPBROADCASTD R11, Z25
+	VPADDD Z29, Z25, Z25
+	TESTQ CX, CX
+	JZ rowend
+chunk:
+	MOVQ CX, AX
+	CMPQ AX, $16
+	JLE mset
+	MOVQ $16, AX
+mset:
+	LEAQ (AX)(AX*1), DX
+	MOVQ $1, R9
+	CMPQ DX, $16
+	JLE lo
+	SUBQ $16, DX
+	SHLXQ DX, R9, R9
+	DECQ R9
+	KMOVW R9, K2
+	MOVL $0xffff, R9
+	KMOVW R9, K1
+	JMP masks
+lo:
+	SHLXQ DX, R9, R9
+	DECQ R9
+	KMOVW R9, K1
+	KXORW K2, K2, K2
+masks:
+	MOVQ $1, R9
+	SHLXQ AX, R9, R9
+	DECQ R9
+	KMOVW R9, K3
+	VMOVUPS.Z (R12), K1, Z0
+	VMOVUPS.Z 64(R12), K2, Z1
+	VMOVUPS.Z (R13), K1, Z4
+	VMOVUPS.Z 64(R13), K2, Z5
+	VMOVAPS Z0, Z2
+	VPERMT2PS Z1, Z30, Z2
+	VMOVAPS Z0, Z3
+	VPERMT2PS Z1, Z31, Z3
+	VMOVAPS Z4, Z6
+	VPERMT2PS Z5, Z30, Z6
+	VMOVAPS Z4, Z7
+	VPERMT2PS Z5, Z31, Z7
+	VMOVDQA32 Z25, Z9
+	VPADDD Z27, Z25, Z10
+	VCMPPS $0x1e, Z2, Z3, K4
+	VCMPPS $3, Z3, Z3, K5
+	KORW K5, K4, K4
+	VMOVUPS Z3, K4, Z2
+	VMOVDQA32 Z10, K4, Z9
+	VPADDD Z26, Z25, Z10
+	VCMPPS $0x1e, Z2, Z6, K4
+	VCMPPS $3, Z6, Z6, K5
+	KORW K5, K4, K4
+	VMOVUPS Z6, K4, Z2
+	VMOVDQA32 Z10, K4, Z9
+	VPADDD Z27, Z10, Z10
+	VCMPPS $0x1e, Z2, Z7, K4
+	VCMPPS $3, Z7, Z7, K5
+	KORW K5, K4, K4
+	VMOVUPS Z7, K4, Z2
+	VMOVDQA32 Z10, K4, Z9
+	VMOVUPS Z2, K3, (DI)
+	VMOVDQU32 Z9, K3, (SI)
+	ADDQ $128, R12
+	ADDQ $128, R13
+	LEAQ (DI)(AX*4), DI
+	LEAQ (SI)(AX*4), SI
+	VPADDD Z28, Z25, Z25
+	SUBQ AX, CX
+	JNZ chunk
+rowend:
+	LEAQ (BX)(R10*8), BX
+	LEAQ (R11)(R10*2), R11
+	DECQ R8
+	JNZ row
 done:
 	VZEROUPPER
 	RET

@@ -109,3 +109,6 @@ func k256MaxDense(n int, y *float32, a *int32, x *float32, orig *int32, kofs *in
 
 //go:noescape
 func k256SumDense(n int, y *float32, a *int32, x *float32, orig *int32, kofs *int32, nk int)
+
+//go:noescape
+func k512MaxPool2(rows, n int, y *float32, a *int32, x *float32, inW int)

@@ -126,6 +126,9 @@ type winPlan struct {
 	// orig[o] is output o's first tap, kofs[k] tap k's offset from it.
 	dense      bool
 	orig, kofs []int32
+	// pool2: 2×2 windows at stride 2 without padding or dilation over the
+	// last two dimensions, the others a batch (kernelSet.maxPool2).
+	pool2 bool
 }
 
 // plan checks w and returns its normalised form; nx and ny, if not
@@ -223,6 +226,10 @@ func (w *Window) plan(op string, nx, ny int) *winPlan {
 	if nx >= 0 {
 		pl.buildRows()
 		pl.buildDense()
+	}
+	pl.pool2 = pl.uniform && len(pl.in) == 2 && pl.k[0] == 2 && pl.k[1] == 2
+	for d := r - 2; d < r && pl.pool2; d++ {
+		pl.pool2 = at(w.Stride, d, 1) == 2 && at(w.Dilation, d, 1) == 1 && at(w.PadLo, d, 0) == 0 && at(w.PadHi, d, 0) == 0
 	}
 	return pl
 }
@@ -332,6 +339,18 @@ func (pl *winPlan) visitFlops() float64 {
 	return visitCost * float64(pl.batch) * float64(pl.outSize) * float64(pl.kSize)
 }
 
+// eachBatch calls f(b) for every batch element b, split over goroutines
+// when the work is large.
+func (pl *winPlan) eachBatch(threads int, f func(b int)) {
+	t := threadCount(threads, pl.visitFlops())
+	chunks := min(pl.batch, 4*t)
+	parallel(chunks, t, func(ch int, _ *workspace) {
+		for b := ch * pl.batch / chunks; b < (ch+1)*pl.batch/chunks; b++ {
+			f(b)
+		}
+	})
+}
+
 // srcRows returns the input rows output row rr of a batch element reads.
 func (pl *winPlan) srcRows(rr int) []srcRow {
 	return pl.rows[pl.rowStart[rr]:pl.rowStart[rr+1]]
@@ -372,6 +391,13 @@ func MaxForward(w *Window, y []float32, arg []int32, x []float32, threads int) {
 		arg = make([]int32, len(y))
 	} else if len(arg) != len(y) {
 		panic(fmt.Sprintf("conv.MaxForward: %d positions for %d outputs", len(arg), len(y)))
+	}
+	if pl.pool2 && active.maxPool2 != nil {
+		pl.eachBatch(threads, func(b int) {
+			ys, xs := y[b*pl.outSize:(b+1)*pl.outSize], x[b*pl.inSize:(b+1)*pl.inSize]
+			active.maxPool2(ys, arg[b*pl.outSize:(b+1)*pl.outSize], xs, pl.out[0], pl.out[1], pl.in[1])
+		})
+		return
 	}
 	if pl.dense {
 		pl.eachDense(threads, func(b, o0, o1 int) {

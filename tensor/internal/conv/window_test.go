@@ -194,6 +194,12 @@ func checkWindowThreads(t *testing.T, w *Window, x, dy, ddx []float32, nx, ny in
 func TestWindowTable(t *testing.T) {
 	cases := []Window{
 		{Shape: []int{2, 3, 28, 28}, Size: []int{1, 1, 2, 2}, Stride: []int{1, 1, 2, 2}},
+		// 2×2 pools at stride 2 (kernelSet.maxPool2): rows of more than
+		// 16 outputs, odd sizes (a row and a column unread), no batch.
+		{Shape: []int{2, 3, 9, 37}, Size: []int{1, 1, 2, 2}, Stride: []int{1, 1, 2, 2}},
+		{Shape: []int{1, 2, 4, 70}, Size: []int{1, 1, 2, 2}, Stride: []int{1, 1, 2, 2}},
+		{Shape: []int{6, 8}, Size: []int{2, 2}, Stride: []int{2, 2}},
+		{Shape: []int{3, 10, 11}, Size: []int{1, 2, 2}, Stride: []int{1, 2, 2}},
 		{Shape: []int{2, 3, 9, 9}, Size: []int{1, 1, 3, 3}, Stride: []int{1, 1, 2, 2}, PadLo: []int{0, 0, 1, 1}, PadHi: []int{0, 0, 1, 1}},
 		{Shape: []int{2, 2, 7, 8}, Size: []int{1, 1, 3, 2}, Stride: []int{1, 1, 1, 3}, Dilation: []int{1, 1, 2, 2}, PadLo: []int{0, 0, 2, 0}, PadHi: []int{0, 0, 0, 1}},
 		{Shape: []int{3, 4, 10}, Size: []int{1, 1, 3}, Stride: []int{1, 1, 3}},
