@@ -204,7 +204,7 @@ func TestWindowTable(t *testing.T) {
 		{Shape: []int{2, 2, 7, 8}, Size: []int{1, 1, 3, 2}, Stride: []int{1, 1, 1, 3}, Dilation: []int{1, 1, 2, 2}, PadLo: []int{0, 0, 2, 0}, PadHi: []int{0, 0, 0, 1}},
 		{Shape: []int{3, 4, 10}, Size: []int{1, 1, 3}, Stride: []int{1, 1, 3}},
 		{Shape: []int{2, 2, 5, 6, 7}, Size: []int{1, 1, 2, 3, 2}, Stride: []int{1, 1, 2, 1, 2}, PadLo: []int{0, 0, 1, 0, 1}, PadHi: []int{0, 0, 1, 1, 0}},
-		{Shape: []int{2, 6, 5, 5}, Size: []int{1, 3, 2, 2}, Stride: []int{1, 2, 1, 1}}, // over channels too
+		{Shape: []int{2, 6, 5, 5}, Size: []int{1, 3, 2, 2}, Stride: []int{1, 2, 1, 1}},  // over channels too
 		{Shape: []int{4, 5}, Size: []int{2, 5}},                                         // over everything
 		{Shape: []int{3, 4}, Size: []int{1, 3}, PadLo: []int{0, 4}, PadHi: []int{0, 4}}, // windows of padding only
 		{Shape: []int{2, 3, 0}, Size: []int{1, 1, 2}, PadLo: []int{0, 0, 1}, PadHi: []int{0, 0, 1}},
