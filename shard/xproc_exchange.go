@@ -319,9 +319,41 @@ func rawBytes(x *tensor.Tensor) []byte {
 func fromBytes(dt tensor.DType, b []byte, shape []int) *tensor.Tensor {
 	x := tensor.Zeros(dt, shape...)
 	if len(b) > 0 {
-		copy(rawBytes(x), b)
+		copy(borrowBytes(x), b)
 	}
 	return x
+}
+
+// scratch returns n bytes of storage from the allocator cache (a float32
+// tensor's) for a synchronous exchange's send or receive buffer; donate
+// the tensor once the exchange returned.
+func scratch(n int) (*tensor.Tensor, []byte) {
+	t := tensor.Empty(tensor.Float32, (n+3)/4)
+	return t, borrowBytes(t)[:n:n]
+}
+
+// borrowBytes is rawBytes without pinning x's storage where the dtype
+// allows (tensor.Tensor.BorrowFloat32): for a copy made during the call,
+// so that x may still be donated and its storage recycled.
+func borrowBytes(x *tensor.Tensor) []byte {
+	if x.Size() == 0 {
+		return nil
+	}
+	switch x.DType() {
+	case tensor.Float32:
+		d := x.BorrowFloat32()
+		return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 4*len(d))
+	case tensor.Int32:
+		d := x.BorrowInt32()
+		return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 4*len(d))
+	case tensor.Float64:
+		d := x.BorrowFloat64()
+		return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 8*len(d))
+	case tensor.Int64:
+		d := x.BorrowInt64()
+		return unsafe.Slice((*byte)(unsafe.Pointer(&d[0])), 8*len(d))
+	}
+	return rawBytes(x)
 }
 
 // region is the part [lo, hi) along dim of a member's block that another

@@ -46,7 +46,7 @@ func gatherAll(l *layout, x *tensor.Tensor) *tensor.Tensor {
 	var send []byte
 	for _, d := range owners {
 		if m.isLocal(d) {
-			send = append(send, rawBytes(l.blocks[d])...)
+			send = append(send, borrowBytes(l.blocks[d])...)
 		}
 	}
 	got := allgatherBytes(m.net.whole, send) // by index in m.net.procs
@@ -79,7 +79,7 @@ func checkPutEqual(x *tensor.Tensor, m *Mesh) {
 	}
 	h := fnv.New64a()
 	h.Write([]byte(x.String()))
-	h.Write(rawBytes(x))
+	h.Write(borrowBytes(x))
 	s := fmt.Sprintf("%x", h.Sum64())
 	stop := watchdog("the GONOX_DEBUG check of shard.Put "+x.String(), m.net.procs)
 	defer stop()
@@ -217,18 +217,34 @@ func reshardAcross(src *layout, dt tensor.DType, s Sharding, charge bool) []*ten
 	}
 	sendCounts := make([]int, nproc)
 	recvCounts := make([]int, nproc)
-	var send []byte
+	sends := make([][]part, nproc)
+	sendBytes := 0
+	for q := range nproc {
+		if q != me {
+			sends[q] = plan(me, q)
+			for _, pt := range sends[q] {
+				sendBytes += numelOf(pt.size) * dt.Size()
+			}
+		}
+	}
+	// The staging copies are donated once sent, so that a run of
+	// reshards (FSDP's gathers of every weight, twice a step) reuses
+	// their storage instead of leaving garbage the size of the model.
+	sendT, send := scratch(sendBytes)
+	defer tensor.Donate(sendT)
+	send = send[:0]
 	for q := range nproc {
 		if q == me {
 			continue
 		}
-		for _, pt := range plan(me, q) {
+		for _, pt := range sends[q] {
 			b := blocks[pt.blk]
-			tmp := tensor.Zeros(dt, pt.size...)
+			tmp := tensor.Empty(dt, pt.size...)
 			copyTensorRegion(tmp, pt.lo, src.blocks[b.holders[me]], src.offset(b.dev), pt.lo, pt.size)
-			raw := rawBytes(tmp)
+			raw := borrowBytes(tmp)
 			send = append(send, raw...)
 			sendCounts[q] += len(raw)
+			tensor.Donate(tmp)
 		}
 		for _, pt := range plan(q, me) {
 			recvCounts[q] += numelOf(pt.size) * dt.Size()
@@ -238,7 +254,8 @@ func reshardAcross(src *layout, dt tensor.DType, s Sharding, charge bool) []*ten
 	for _, n := range recvCounts {
 		total += n
 	}
-	recv := make([]byte, total)
+	recvT, recv := scratch(total)
+	defer tensor.Donate(recvT)
 	if !everyProcessHolds(src, targets, procs) {
 		comm.Alltoallv(send, sendCounts, recv, recvCounts)
 	}
@@ -259,6 +276,7 @@ func reshardAcross(src *layout, dt tensor.DType, s Sharding, charge bool) []*ten
 			tmp := fromBytes(dt, recv[:n], pt.size)
 			recv = recv[n:]
 			copyTensorRegion(dst, off, tmp, pt.lo, pt.lo, pt.size)
+			tensor.Donate(tmp)
 		}
 	}
 	for d := range tm.Size() {
@@ -273,7 +291,7 @@ func reshardAcross(src *layout, dt tensor.DType, s Sharding, charge bool) []*ten
 					b = mine[first]
 					if charge {
 						c := tensor.Zeros(dt, geo.block...)
-						copy(rawBytes(c), rawBytes(b))
+						copy(borrowBytes(c), borrowBytes(b))
 						b = c
 					}
 					break

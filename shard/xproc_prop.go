@@ -185,19 +185,31 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 			blockBytes := numelOf(geo.block) * dt.Size()
 			sendCounts := make([]int, len(procs))
 			recvCounts := make([]int, len(procs))
-			var send []byte
+			n := 0
+			for pi := range procs {
+				if pi != me {
+					n += len(boxes[pi]) * blockBytes
+				}
+			}
+			sendT, send := scratch(n)
+			send = send[:0]
 			for pi := range procs {
 				if pi == me {
 					continue
 				}
 				for _, d := range boxes[pi] {
-					send = append(send, rawBytes(slice(d))...)
+					// The staging copy is recycled once copied (FSDP
+					// reduce-scatters every weight's gradient a step).
+					b := slice(d)
+					send = append(send, borrowBytes(b)...)
+					tensor.Donate(b)
 				}
 				sendCounts[pi] = len(boxes[pi]) * blockBytes
 				recvCounts[pi] = len(boxes[me]) * blockBytes
 			}
-			recv := make([]byte, len(boxes[me])*blockBytes*(len(procs)-1))
+			recvT, recv := scratch(len(boxes[me]) * blockBytes * (len(procs) - 1))
 			m.net.groups[procsKey(procs)].Alltoallv(send, sendCounts, recv, recvCounts)
+			tensor.Donate(sendT)
 			for pi := range procs {
 				if pi == me {
 					continue
@@ -206,8 +218,10 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 					part := fromBytes(dt, recv[:blockBytes], geo.block)
 					recv = recv[blockBytes:]
 					mine[i] = addInto(mine[i], part)
+					tensor.Donate(part)
 				}
 			}
+			tensor.Donate(recvT)
 		}
 		for _, d := range local {
 			for i, b := range boxes[me] {
@@ -226,12 +240,12 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 func addInto(a, b *tensor.Tensor) *tensor.Tensor {
 	switch a.DType() {
 	case tensor.Float32:
-		x, y := a.RawFloat32(), b.RawFloat32()
+		x, y := a.BorrowFloat32(), b.BorrowFloat32()
 		for i := range x {
 			x[i] += y[i]
 		}
 	case tensor.Int32:
-		x, y := a.RawInt32(), b.RawInt32()
+		x, y := a.BorrowInt32(), b.BorrowInt32()
 		for i := range x {
 			x[i] += y[i]
 		}
