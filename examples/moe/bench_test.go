@@ -53,4 +53,10 @@ func BenchmarkTrainStep(b *testing.B) {
 		b.Run(s.String(), func(b *testing.B) { run(b, nil, s) })
 	}
 	b.Run("dense", func(b *testing.B) { run(b, []string{"-ffn", "dense", "-hidden", "512", "-strategy", "single"}, single) })
+	// single_bf16 and dense_bf16 are single and dense in bf16 mixed
+	// precision (-dtype bf16).
+	b.Run("single_bf16", func(b *testing.B) { run(b, []string{"-dtype", "bf16", "-strategy", "single"}, single) })
+	b.Run("dense_bf16", func(b *testing.B) {
+		run(b, []string{"-ffn", "dense", "-hidden", "512", "-strategy", "single", "-dtype", "bf16"}, single)
+	})
 }

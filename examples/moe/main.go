@@ -17,6 +17,14 @@
 //	go run ./examples/moe -text book.txt -steps 3000   # any UTF-8 text
 //	go run ./examples/moe -tokenizer bpe               # word pieces: a BPE of 1,024 tokens learnt from the text
 //	go run ./examples/moe -data train.tok              # a token file of any size (package data)
+//	go run ./examples/moe -strategy single -dtype bf16 # bf16 mixed precision (nn.MixedBFloat16)
+//
+// With -dtype bf16 the loss casts the float32 model to bfloat16 for the
+// forward and backward passes (nn.CastToCompute) and the logits and
+// auxiliary losses back to float32; weights, gradients, Adam's state and
+// the loss stay float32. It trains the experts on one device (-strategy
+// single: expert.Forward computes in float32) and the dense model with
+// every strategy. See docs/mixed-precision.md for what it costs on a CPU.
 //
 // With -tokenizer bpe the text is cut into GPT-2-style word pieces: a
 // byte-level BPE vocabulary of -bpe-size tokens learnt from the training
@@ -75,6 +83,7 @@ import (
 	"github.com/gonox/gonox/data"
 	"github.com/gonox/gonox/examples/internal/cli"
 	"github.com/gonox/gonox/examples/internal/report"
+	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -85,6 +94,8 @@ type config struct {
 	bpeSize                             int
 	strategy, mesh                      string
 	ffn                                 string
+	dtype                               string
+	policy                              nn.Policy // of -dtype
 	steps, batch, context               int
 	dim, layers, heads, experts, hidden int
 	topK                                int
@@ -163,6 +174,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	f.Float(&cfg.lr, "lr", 3e-3, cli.Positive(maxLR), "peak Adam learning rate (warmup, then cosine decay to a tenth)")
 	f.Int(&cfg.evalEvery, "eval-every", 100, 1, maxSteps, "steps between evaluations")
 	f.Int(&cfg.evalBatches, "eval-batches", 4, 1, maxEvals, "validation batches per evaluation")
+	f.String(&cfg.dtype, "dtype", "f32", "compute dtype: f32, or bf16 for mixed precision (nn.MixedBFloat16: float32 weights, optimizer and loss, bf16 compute; pays on CPUs with AVX512-BF16 or AMX)")
 	f.Uint64(&cfg.seed, "seed", 0, "random seed")
 	f.String(&cfg.plot, "plot", filepath.Join("out", "moe.png"), "where to write the curves and the expert-load heat map (empty: none)")
 	f.String(&cfg.ckpt, "ckpt", "", "checkpoint directory: save at every evaluation, resume from the latest step (on any mesh)")
@@ -194,6 +206,10 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 			return fmt.Errorf("-strategy %q: -ffn dense trains with single, dp or fsdp", cfg.strategy)
 		case cfg.ffn != "dense" && (cfg.strategy == "dp" || cfg.strategy == "fsdp"):
 			return fmt.Errorf("-strategy %s trains a dense model: add -ffn dense (experts train with ep, dp_ep or fsdp_ep)", cfg.strategy)
+		case cfg.dtype != "f32" && cfg.dtype != "bf16":
+			return fmt.Errorf("-dtype %q: want f32 or bf16", cfg.dtype)
+		case cfg.dtype == "bf16" && cfg.ffn != "dense" && cfg.strategy != "single":
+			return fmt.Errorf("-dtype bf16 trains experts with -strategy single (expert.Forward computes in float32), or a dense model (-ffn dense)")
 		case cfg.tokenizer != "char" && cfg.tokenizer != "bpe":
 			return fmt.Errorf("-tokenizer %q: want char or bpe", cfg.tokenizer)
 		case cfg.tokenizer != "bpe" && (f.Changed("bpe-vocab") || f.Changed("bpe-size")):
@@ -207,6 +223,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	if err := f.Parse(args); err != nil {
 		return cfg, err
 	}
+	cfg.policy, _ = nn.ParsePolicy(cfg.dtype) // checked above
 	if cfg.ffn == "dense" {
 		// One expert that takes every token (the history and the
 		// plot's load rows count it so).
@@ -416,6 +433,9 @@ func runConfig(cfg config, out, errOut io.Writer) error {
 	fmt.Fprintf(out, "model: %d layers, width %d, %d heads, %s, context %d, %d parameters\n",
 		cfg.layers, cfg.dim, cfg.heads, ffn, cfg.context, report.ParamCount(model))
 	fmt.Fprintf(out, "strategy %v on %s, batch %d×%d %s, %d steps\n", s, where, cfg.batch, cfg.context, c.unit, cfg.steps)
+	if cfg.policy != nn.Float32Policy {
+		fmt.Fprintf(out, "mixed precision: %v\n", cfg.policy)
+	}
 	for _, note := range r.notes {
 		fmt.Fprintln(out, note)
 	}

@@ -137,6 +137,38 @@ func TestDenseStrategiesEqualOneDevice(t *testing.T) {
 	assert.Equal(t, want, run("-strategy", "dp", "-mesh", "dp=4"))
 }
 
+// -dtype bf16 trains in mixed precision: the losses follow float32's
+// within a few units of bf16 roundoff (u = 2^-8) over a short run, and
+// strategies that run expert.Forward (float32 only) are refused.
+func TestMixedPrecisionTracksFloat32(t *testing.T) {
+	losses := func(extra ...string) []float64 {
+		cfg, err := parseFlags(args(append([]string{"-strategy", "single", "-steps", "20", "-eval-every", "10", "-plot", "", "-sample", "0"}, extra...)...), io.Discard)
+		require.NoError(t, err)
+		var out bytes.Buffer
+		require.NoError(t, runConfig(cfg, &out, io.Discard))
+		m := evalLine.FindAllStringSubmatch(out.String(), -1)
+		require.Len(t, m, 2, out.String())
+		var l []float64
+		for _, e := range m {
+			for _, f := range e[2:4] {
+				v, err := strconv.ParseFloat(f, 64)
+				require.NoError(t, err)
+				l = append(l, v)
+			}
+		}
+		if len(extra) > 0 {
+			assert.Contains(t, out.String(), "mixed precision: params=float32,compute=bfloat16,output=float32\n")
+		}
+		return l
+	}
+	f32, bf16 := losses(), losses("-dtype", "bf16")
+	for i := range f32 {
+		assert.InEpsilon(t, f32[i], bf16[i], 16*0x1p-8, "loss %d: float32 %v, bf16 %v", i, f32, bf16)
+	}
+	clitest.Fails(t, mainExit, 2, args("-dtype", "bf16", "-strategy", "dp_ep", "-steps", "1", "-plot", ""), "-dtype bf16 trains experts with -strategy single")
+	clitest.Fails(t, mainExit, 2, args("-dtype", "f16", "-steps", "1", "-plot", ""), `-dtype "f16": want f32 or bf16`)
+}
+
 func TestRunRejectsBadInput(t *testing.T) {
 	empty := filepath.Join(t.TempDir(), "short.txt")
 	require.NoError(t, os.WriteFile(empty, []byte("too short"), 0o644))

@@ -45,6 +45,11 @@ func build(cfg config, model Model, s strategy) (tr *trainer, err error) {
 			tr, err = nil, cli.Usagef("strategy %v: %v", s, p)
 		}
 	}()
+	defer func() {
+		if tr != nil {
+			tr.policy = cfg.policy // -dtype: the loss casts the model
+		}
+	}()
 	opt := optim.Adam(schedule(cfg.lr, cfg.steps))
 	if s == single {
 		return newTrainer(model, s, nil, opt, 0)

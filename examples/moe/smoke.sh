@@ -16,6 +16,10 @@ for s in single ep fsdp_ep; do
   "$out/moe" "${small[@]}" -steps 4 -eval-every 4 -plot "" -strategy "$s"
 done
 "$out/moe" "${small[@]}" -strategy compare
+# bf16 mixed precision, experts on one device and the dense model under FSDP.
+bf=$("$out/moe" "${small[@]}" -strategy single -dtype bf16 -steps 4 -eval-every 4 -plot "")
+grep -q "^mixed precision: params=float32,compute=bfloat16,output=float32" <<<"$bf"
+usage '^moe: -dtype bf16 trains experts with -strategy single' "$out/moe" "${small[@]}" -dtype bf16 -steps 1
 # The dense variant (one MLP per block), and its flags checked.
 dense=(-dim 32 -layers 2 -heads 2 -hidden 64 -context 32 -batch 16 -eval-batches 1 -sample 20)
 "$out/moe" "${dense[@]}" -ffn dense -strategy single -steps 4 -eval-every 2 -plot "$out/dense.png"
@@ -23,6 +27,7 @@ test -s "$out/dense.png"
 # The dense model under FSDP (its default strategy) and DP on 4 devices.
 "$out/moe" "${dense[@]}" -ffn dense -mesh dp=4 -steps 2 -eval-every 2 -plot ""
 "$out/moe" "${dense[@]}" -ffn dense -strategy dp -mesh dp=4 -steps 2 -eval-every 2 -plot ""
+"$out/moe" "${dense[@]}" -ffn dense -mesh dp=4 -dtype bf16 -steps 2 -eval-every 2 -plot ""
 usage '^moe: -strategy "dp_ep": -ffn dense trains with single, dp or fsdp' "$out/moe" "${dense[@]}" -ffn dense -strategy dp_ep -steps 1
 usage '^moe: -strategy fsdp trains a dense model: add -ffn dense' "$out/moe" "${small[@]}" -strategy fsdp -steps 1
 usage '^moe: -ffn dense has no experts' "$out/moe" "${dense[@]}" -ffn dense -strategy single -experts 4 -steps 1

@@ -118,6 +118,7 @@ type trainer struct {
 	senders int // single: the capacity rule (0: global)
 	ecfg    expert.Config
 	mon     monitor
+	policy  nn.Policy // mixed precision (-dtype); the zero Policy: none
 }
 
 // newTrainer places model for strategy s on mesh (nil for single). It
@@ -177,7 +178,15 @@ func (t *trainer) loss(c *shard.Ctx, p Model, b batch) *tensor.Tensor {
 	if c != nil {
 		moe = func(m nn.MoE, h *tensor.Tensor) nn.MoEOutput { return expert.Forward(c, m, h, t.ecfg) }
 	}
+	if t.policy != (nn.Policy{}) && t.policy != nn.Float32Policy {
+		// float32 master weights, bf16 copies for the forward pass; the
+		// logits and the auxiliary losses back in float32 for the loss.
+		p = nn.CastToCompute(t.policy, p)
+	}
 	out := p.forward(b.X, moe)
+	if t.policy != (nn.Policy{}) {
+		out.Logits, out.Aux = nn.CastToOutput(t.policy, out.Logits), nn.CastToOutput(t.policy, out.Aux)
+	}
 	ce := tensor.Mean(tensor.SoftmaxCrossEntropy(out.Logits, b.Y))
 	// [cross-entropy, dropped choices] of this device; on a mesh, the
 	// mean cross-entropy and the total dropped over the token axes (one
