@@ -67,11 +67,14 @@
 // returns, with the maxima, each window's arg-max as an index within the
 // window (int32, independent of the array's size); MaxBackward routes dy
 // to those elements (select-and-scatter), MaxGather is its transpose (the
-// second-order term). 2×2 max pools at stride 2 (LeNet's, VGG's) have an
-// AVX-512 kernel of their own that splits rows into even and odd lanes
-// instead of gathering: LeNet's first pool 9.7 → 29-33 GB/cpu-s, its
-// second 7.8 → 14 (go test -run '^$' -bench 'Window/lenet_pool./max$'
-// ./tensor/internal/conv/, Zen 5 at load 20). SumForward and SumBackward
+// second-order term). 2×2 max pools at stride 2 (LeNet's, VGG's) have
+// AVX-512 kernels of their own, forward splitting rows into even and odd
+// lanes instead of gathering, backward writing each window's four
+// elements interleaved back instead of clearing and scattering: LeNet's
+// first pool 9.7 → 29-33 GB/cpu-s forward, 5.0 → 35 backward (12-16 in
+// quieter minutes), its second 7.8 → 14 and 6.9 → 17 (go test -run '^$'
+// -bench 'Window/lenet_pool./max' ./tensor/internal/conv/, Zen 5 at load
+// 16-20). SumForward and SumBackward
 // are a windowed sum and its transpose; Counts gives the divisor of a
 // mean without padding.
 //

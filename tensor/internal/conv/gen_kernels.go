@@ -611,23 +611,10 @@ func (g *gen) maxPool2() {
 	nm := "k512MaxPool2"
 	g.raw("// func %s(rows, n int, y *float32, a *int32, x *float32, inW int)", nm)
 	g.raw("TEXT ·%s(SB), NOSPLIT, $0-48", nm)
-	g.p("MOVQ rows+0(FP), R8")
 	g.p("MOVQ y+16(FP), DI")
 	g.p("MOVQ a+24(FP), SI")
 	g.p("MOVQ x+32(FP), BX")
-	g.p("MOVQ inW+40(FP), R10")
-	g.p("VMOVDQU32 ·pairIdx(SB), Z30")    // even lanes
-	g.p("VMOVDQU32 ·pairIdx+64(SB), Z31") // odd lanes
-	g.p("VMOVDQU32 ·iota16(SB), Z29")
-	g.p("VPADDD Z29, Z29, Z29") // 2j
-	g.p("MOVL $1, R9")
-	g.p("VPBROADCASTD R9, Z27")
-	g.p("MOVL $32, R9")
-	g.p("VPBROADCASTD R9, Z28")
-	g.p("VPBROADCASTD R10, Z26")
-	g.p("XORQ R11, R11") // position of the row's first element
-	g.p("TESTQ R8, R8")
-	g.p("JZ done")
+	g.pool2Setup("pairIdx")
 	g.label("row")
 	g.p("MOVQ BX, R12")
 	g.p("LEAQ (BX)(R10*4), R13")
@@ -636,35 +623,7 @@ func (g *gen) maxPool2() {
 	g.p("VPADDD Z29, Z25, Z25") // positions of the first tap
 	g.p("TESTQ CX, CX")
 	g.p("JZ rowend")
-	g.label("chunk")
-	// m = min(n left, 16); K1, K2: the lanes of the two input vectors
-	// (2m floats), K3 the m outputs.
-	g.p("MOVQ CX, AX")
-	g.p("CMPQ AX, $16")
-	g.p("JLE mset")
-	g.p("MOVQ $16, AX")
-	g.label("mset")
-	g.p("LEAQ (AX)(AX*1), DX")
-	g.p("MOVQ $1, R9")
-	g.p("CMPQ DX, $16")
-	g.p("JLE lo")
-	g.p("SUBQ $16, DX")
-	g.p("SHLXQ DX, R9, R9")
-	g.p("DECQ R9")
-	g.p("KMOVW R9, K2")
-	g.p("MOVL $0xffff, R9")
-	g.p("KMOVW R9, K1")
-	g.p("JMP masks")
-	g.label("lo")
-	g.p("SHLXQ DX, R9, R9")
-	g.p("DECQ R9")
-	g.p("KMOVW R9, K1")
-	g.p("KXORW K2, K2, K2")
-	g.label("masks")
-	g.p("MOVQ $1, R9")
-	g.p("SHLXQ AX, R9, R9")
-	g.p("DECQ R9")
-	g.p("KMOVW R9, K3")
+	g.pool2Masks()
 	g.p("VMOVUPS.Z (R12), K1, Z0")
 	g.p("VMOVUPS.Z 64(R12), K2, Z1")
 	g.p("VMOVUPS.Z (R13), K1, Z4")
@@ -707,6 +666,125 @@ func (g *gen) maxPool2() {
 	g.raw("")
 }
 
+// pool2Masks emits, at label chunk, m = min(CX, 16) into AX and the masks
+// of a chunk of m outputs of a 2×2 pool: K1 and K2 the lanes of the two
+// vectors of a row's 2m inputs, K3 the m outputs (DX and R9 scratch).
+func (g *gen) pool2Masks() {
+	g.label("chunk")
+	g.p("MOVQ CX, AX")
+	g.p("CMPQ AX, $16")
+	g.p("JLE mset")
+	g.p("MOVQ $16, AX")
+	g.label("mset")
+	g.p("LEAQ (AX)(AX*1), DX")
+	g.p("MOVQ $1, R9")
+	g.p("CMPQ DX, $16")
+	g.p("JLE lo")
+	g.p("SUBQ $16, DX")
+	g.p("SHLXQ DX, R9, R9")
+	g.p("DECQ R9")
+	g.p("KMOVW R9, K2")
+	g.p("MOVL $0xffff, R9")
+	g.p("KMOVW R9, K1")
+	g.p("JMP masks")
+	g.label("lo")
+	g.p("SHLXQ DX, R9, R9")
+	g.p("DECQ R9")
+	g.p("KMOVW R9, K1")
+	g.p("KXORW K2, K2, K2")
+	g.label("masks")
+	g.p("MOVQ $1, R9")
+	g.p("SHLXQ AX, R9, R9")
+	g.p("DECQ R9")
+	g.p("KMOVW R9, K3")
+}
+
+// pool2Setup emits the prologue shared by the 2×2 pool kernels: R8 rows,
+// R10 inW, R11 the position of the current row pair (0), Z29 2j, Z27
+// ones, Z28 32s, Z26 inW, and the permutation indices from table at
+// Z30 and Z31.
+func (g *gen) pool2Setup(table string) {
+	g.p("MOVQ rows+0(FP), R8")
+	g.p("MOVQ inW+40(FP), R10")
+	g.p("VMOVDQU32 ·%s(SB), Z30", table)
+	g.p("VMOVDQU32 ·%s+64(SB), Z31", table)
+	g.p("VMOVDQU32 ·iota16(SB), Z29")
+	g.p("VPADDD Z29, Z29, Z29") // 2j
+	g.p("MOVL $1, R9")
+	g.p("VPBROADCASTD R9, Z27")
+	g.p("MOVL $32, R9")
+	g.p("VPBROADCASTD R9, Z28")
+	g.p("VPBROADCASTD R10, Z26")
+	g.p("XORQ R11, R11")
+	g.p("TESTQ R8, R8")
+	g.p("JZ done")
+}
+
+// maxPool2Grad emits the transpose of maxPool2 given its positions:
+//
+//	func k512MaxPool2Grad(rows, n int, dx *float32, a *int32, dy *float32, inW int)
+//
+// writes every element of x's rows 2r and 2r+1 (r < rows) that a window
+// covers: dy[r·n + j] at the position a[r·n + j] names, zero at the
+// window's other three (positions outside the windows are not written):
+// 16 windows at a time, the four taps' values interleaved back into rows
+// with VPERMT2PS.
+func (g *gen) maxPool2Grad() {
+	nm := "k512MaxPool2Grad"
+	g.raw("// func %s(rows, n int, dx *float32, a *int32, dy *float32, inW int)", nm)
+	g.raw("TEXT ·%s(SB), NOSPLIT, $0-48", nm)
+	g.p("MOVQ dx+16(FP), DI")
+	g.p("MOVQ a+24(FP), SI")
+	g.p("MOVQ dy+32(FP), BX")
+	g.pool2Setup("pairInv")
+	g.label("row")
+	g.p("MOVQ DI, R12")
+	g.p("LEAQ (DI)(R10*4), R13")
+	g.p("MOVQ n+8(FP), CX")
+	g.p("VPBROADCASTD R11, Z25")
+	g.p("VPADDD Z29, Z25, Z25") // positions of the first tap
+	g.p("TESTQ CX, CX")
+	g.p("JZ rowend")
+	g.pool2Masks()
+	g.p("VMOVUPS.Z (BX), K3, Z0")
+	g.p("VMOVDQU32.Z (SI), K3, Z1")
+	g.p("VPCMPEQD Z25, Z1, K4")
+	g.p("VPADDD Z27, Z25, Z10")
+	g.p("VPCMPEQD Z10, Z1, K5")
+	g.p("VPADDD Z26, Z25, Z10")
+	g.p("VPCMPEQD Z10, Z1, K6")
+	g.p("VPADDD Z27, Z10, Z10")
+	g.p("VPCMPEQD Z10, Z1, K7")
+	for i, k := range []string{"K4", "K5", "K6", "K7"} {
+		g.p("VMOVUPS.Z Z0, %s, Z%d", k, 2+i)
+	}
+	for row, reg := range []string{"R12", "R13"} {
+		e, o := 2+2*row, 3+2*row
+		g.p("VMOVAPS Z%d, Z6", e)
+		g.p("VPERMT2PS Z%d, Z30, Z6", o)
+		g.p("VMOVAPS Z%d, Z7", e)
+		g.p("VPERMT2PS Z%d, Z31, Z7", o)
+		g.p("VMOVUPS Z6, K1, (%s)", reg)
+		g.p("VMOVUPS Z7, K2, 64(%s)", reg)
+	}
+	g.p("ADDQ $128, R12")
+	g.p("ADDQ $128, R13")
+	g.p("LEAQ (BX)(AX*4), BX")
+	g.p("LEAQ (SI)(AX*4), SI")
+	g.p("VPADDD Z28, Z25, Z25")
+	g.p("SUBQ AX, CX")
+	g.p("JNZ chunk")
+	g.label("rowend")
+	g.p("LEAQ (DI)(R10*8), DI")
+	g.p("LEAQ (R11)(R10*2), R11")
+	g.p("DECQ R8")
+	g.p("JNZ row")
+	g.label("done")
+	g.p("VZEROUPPER")
+	g.p("RET")
+	g.raw("")
+}
+
 func main() {
 	var g gen
 	g.raw("// Code generated by gen_kernels.go; DO NOT EDIT.")
@@ -738,6 +816,13 @@ func main() {
 		g.raw("DATA ·pairIdx+%d(SB)/4, $%d", 4*i, (2*i)%32+i/16)
 	}
 	g.raw("GLOBL ·pairIdx(SB), RODATA|NOPTR, $128")
+	g.raw("")
+	g.raw("// pairInv interleaves two vectors' lanes (a0, b0, a1, b1, ...): the")
+	g.raw("// first 16 VPERMT2PS indices give lanes 0-7 of each, the next 16 lanes 8-15.")
+	for i := 0; i < 32; i++ {
+		g.raw("DATA ·pairInv+%d(SB)/4, $%d", 4*i, (i%16)/2+16*(i%2)+8*(i/16))
+	}
+	g.raw("GLOBL ·pairInv(SB), RODATA|NOPTR, $128")
 	g.raw("")
 	type sets struct {
 		s          isa
@@ -781,6 +866,8 @@ func main() {
 	}
 	g.maxPool2()
 	fmt.Fprintf(&decl, "//go:noescape\nfunc k512MaxPool2(rows, n int, y *float32, a *int32, x *float32, inW int)\n\n")
+	g.maxPool2Grad()
+	fmt.Fprintf(&decl, "//go:noescape\nfunc k512MaxPool2Grad(rows, n int, dx *float32, a *int32, dy *float32, inW int)\n\n")
 	if err := os.WriteFile("kernels_amd64.s", g.b.Bytes(), 0o644); err != nil {
 		panic(err)
 	}

@@ -37,6 +37,10 @@ type kernelSet struct {
 	// at stride 2 without padding: rows output rows of n, row r reading
 	// x's rows 2r and 2r+1 (inW floats apart), as maxDense would.
 	maxPool2 func(ys []float32, as []int32, x []float32, rows, n, inW int)
+	// maxPool2Grad, if not nil, is its transpose: every element of x's
+	// rows 2r and 2r+1 that a window covers gets dy at the position as
+	// names, zero elsewhere (positions outside the windows untouched).
+	maxPool2Grad func(dx []float32, as []int32, dy []float32, rows, n, inW int)
 }
 
 // active is the set in use: the best package kernels allows

@@ -6,7 +6,7 @@ import "github.com/gonox/gonox/internal/kernels"
 
 var (
 	avx512Set = &kernelSet{name: "avx512", igemm: igemmAVX512, dot: dotAVX512, maxStride: asmMaxStride(k512MaxStride),
-		maxDense: asmDense(k512MaxDense), sumDense: asmDense(k512SumDense), maxPool2: asmMaxPool2}
+		maxDense: asmDense(k512MaxDense), sumDense: asmDense(k512SumDense), maxPool2: asmMaxPool2, maxPool2Grad: asmMaxPool2Grad}
 	avx2Set = &kernelSet{name: "avx2", igemm: igemmAVX2, dot: dotAVX2, maxStride: asmMaxStride(k256MaxStride),
 		maxDense: asmDense(k256MaxDense), sumDense: asmDense(k256SumDense)}
 )
@@ -60,12 +60,27 @@ func kernelSets() []*kernelSet {
 
 // asmMaxPool2 runs k512MaxPool2, checking the bounds the assembly does not.
 func asmMaxPool2(ys []float32, as []int32, x []float32, rows, n, inW int) {
+	if checkPool2(len(ys), len(as), len(x), rows, n, inW) {
+		k512MaxPool2(rows, n, &ys[0], &as[0], &x[0], inW)
+	}
+}
+
+// asmMaxPool2Grad runs k512MaxPool2Grad, checking the bounds.
+func asmMaxPool2Grad(dx []float32, as []int32, dy []float32, rows, n, inW int) {
+	if checkPool2(len(dy), len(as), len(dx), rows, n, inW) {
+		k512MaxPool2Grad(rows, n, &dx[0], &as[0], &dy[0], inW)
+	}
+}
+
+// checkPool2 panics unless a 2×2 pool of rows×n windows over rows of inW
+// fits in outputs (and positions) of ny (na) and inputs of nx elements;
+// it reports whether there are windows.
+func checkPool2(ny, na, nx, rows, n, inW int) bool {
 	if rows <= 0 || n <= 0 {
-		return
+		return false
 	}
-	if inW < 2*n {
-		panic("conv: max pool row shorter than its windows")
+	if inW < 2*n || ny < rows*n || na < rows*n || nx < (2*rows-1)*inW+2*n {
+		panic("conv: 2x2 max pool operands too short")
 	}
-	_, _, _ = ys[rows*n-1], as[rows*n-1], x[(2*rows-1)*inW+2*n-1]
-	k512MaxPool2(rows, n, &ys[0], &as[0], &x[0], inW)
+	return true
 }

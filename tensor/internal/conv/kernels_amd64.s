@@ -78,6 +78,42 @@ DATA ·pairIdx+120(SB)/4, $29
 DATA ·pairIdx+124(SB)/4, $31
 GLOBL ·pairIdx(SB), RODATA|NOPTR, $128
 
+// pairInv interleaves two vectors' lanes (a0, b0, a1, b1, ...): the
+// first 16 VPERMT2PS indices give lanes 0-7 of each, the next 16 lanes 8-15.
+DATA ·pairInv+0(SB)/4, $0
+DATA ·pairInv+4(SB)/4, $16
+DATA ·pairInv+8(SB)/4, $1
+DATA ·pairInv+12(SB)/4, $17
+DATA ·pairInv+16(SB)/4, $2
+DATA ·pairInv+20(SB)/4, $18
+DATA ·pairInv+24(SB)/4, $3
+DATA ·pairInv+28(SB)/4, $19
+DATA ·pairInv+32(SB)/4, $4
+DATA ·pairInv+36(SB)/4, $20
+DATA ·pairInv+40(SB)/4, $5
+DATA ·pairInv+44(SB)/4, $21
+DATA ·pairInv+48(SB)/4, $6
+DATA ·pairInv+52(SB)/4, $22
+DATA ·pairInv+56(SB)/4, $7
+DATA ·pairInv+60(SB)/4, $23
+DATA ·pairInv+64(SB)/4, $8
+DATA ·pairInv+68(SB)/4, $24
+DATA ·pairInv+72(SB)/4, $9
+DATA ·pairInv+76(SB)/4, $25
+DATA ·pairInv+80(SB)/4, $10
+DATA ·pairInv+84(SB)/4, $26
+DATA ·pairInv+88(SB)/4, $11
+DATA ·pairInv+92(SB)/4, $27
+DATA ·pairInv+96(SB)/4, $12
+DATA ·pairInv+100(SB)/4, $28
+DATA ·pairInv+104(SB)/4, $13
+DATA ·pairInv+108(SB)/4, $29
+DATA ·pairInv+112(SB)/4, $14
+DATA ·pairInv+116(SB)/4, $30
+DATA ·pairInv+120(SB)/4, $15
+DATA ·pairInv+124(SB)/4, $31
+GLOBL ·pairInv(SB), RODATA|NOPTR, $128
+
 // func k512Ig8x3(k int, a *float32, b *float32, offs *int, c *float32, ldc int, acc int)
 TEXT ·k512Ig8x3(SB), NOSPLIT, $0-56
 	MOVQ k+0(FP), CX
@@ -5232,10 +5268,10 @@ done:
 
 // func k512MaxPool2(rows, n int, y *float32, a *int32, x *float32, inW int)
 TEXT ·k512MaxPool2(SB), NOSPLIT, $0-48
-	MOVQ rows+0(FP), R8
 	MOVQ y+16(FP), DI
 	MOVQ a+24(FP), SI
 	MOVQ x+32(FP), BX
+	MOVQ rows+0(FP), R8
 	MOVQ inW+40(FP), R10
 	VMOVDQU32 ·pairIdx(SB), Z30
 	VMOVDQU32 ·pairIdx+64(SB), Z31
@@ -5326,6 +5362,101 @@ masks:
 	JNZ chunk
 rowend:
 	LEAQ (BX)(R10*8), BX
+	LEAQ (R11)(R10*2), R11
+	DECQ R8
+	JNZ row
+done:
+	VZEROUPPER
+	RET
+
+// func k512MaxPool2Grad(rows, n int, dx *float32, a *int32, dy *float32, inW int)
+TEXT ·k512MaxPool2Grad(SB), NOSPLIT, $0-48
+	MOVQ dx+16(FP), DI
+	MOVQ a+24(FP), SI
+	MOVQ dy+32(FP), BX
+	MOVQ rows+0(FP), R8
+	MOVQ inW+40(FP), R10
+	VMOVDQU32 ·pairInv(SB), Z30
+	VMOVDQU32 ·pairInv+64(SB), Z31
+	VMOVDQU32 ·iota16(SB), Z29
+	VPADDD Z29, Z29, Z29
+	MOVL $1, R9
+	VPBROADCASTD R9, Z27
+	MOVL $32, R9
+	VPBROADCASTD R9, Z28
+	VPBROADCASTD R10, Z26
+	XORQ R11, R11
+	TESTQ R8, R8
+	JZ done
+row:
+	MOVQ DI, R12
+	LEAQ (DI)(R10*4), R13
+	MOVQ n+8(FP), CX
+	VPBROADCASTD R11, Z25
+	VPADDD Z29, Z25, Z25
+	TESTQ CX, CX
+	JZ rowend
+chunk:
+	MOVQ CX, AX
+	CMPQ AX, $16
+	JLE mset
+	MOVQ $16, AX
+mset:
+	LEAQ (AX)(AX*1), DX
+	MOVQ $1, R9
+	CMPQ DX, $16
+	JLE lo
+	SUBQ $16, DX
+	SHLXQ DX, R9, R9
+	DECQ R9
+	KMOVW R9, K2
+	MOVL $0xffff, R9
+	KMOVW R9, K1
+	JMP masks
+lo:
+	SHLXQ DX, R9, R9
+	DECQ R9
+	KMOVW R9, K1
+	KXORW K2, K2, K2
+masks:
+	MOVQ $1, R9
+	SHLXQ AX, R9, R9
+	DECQ R9
+	KMOVW R9, K3
+	VMOVUPS.Z (BX), K3, Z0
+	VMOVDQU32.Z (SI), K3, Z1
+	VPCMPEQD Z25, Z1, K4
+	VPADDD Z27, Z25, Z10
+	VPCMPEQD Z10, Z1, K5
+	VPADDD Z26, Z25, Z10
+	VPCMPEQD Z10, Z1, K6
+	VPADDD Z27, Z10, Z10
+	VPCMPEQD Z10, Z1, K7
+	VMOVUPS.Z Z0, K4, Z2
+	VMOVUPS.Z Z0, K5, Z3
+	VMOVUPS.Z Z0, K6, Z4
+	VMOVUPS.Z Z0, K7, Z5
+	VMOVAPS Z2, Z6
+	VPERMT2PS Z3, Z30, Z6
+	VMOVAPS Z2, Z7
+	VPERMT2PS Z3, Z31, Z7
+	VMOVUPS Z6, K1, (R12)
+	VMOVUPS Z7, K2, 64(R12)
+	VMOVAPS Z4, Z6
+	VPERMT2PS Z5, Z30, Z6
+	VMOVAPS Z4, Z7
+	VPERMT2PS Z5, Z31, Z7
+	VMOVUPS Z6, K1, (R13)
+	VMOVUPS Z7, K2, 64(R13)
+	ADDQ $128, R12
+	ADDQ $128, R13
+	LEAQ (BX)(AX*4), BX
+	LEAQ (SI)(AX*4), SI
+	VPADDD Z28, Z25, Z25
+	SUBQ AX, CX
+	JNZ chunk
+rowend:
+	LEAQ (DI)(R10*8), DI
 	LEAQ (R11)(R10*2), R11
 	DECQ R8
 	JNZ row

@@ -112,3 +112,6 @@ func k256SumDense(n int, y *float32, a *int32, x *float32, orig *int32, kofs *in
 
 //go:noescape
 func k512MaxPool2(rows, n int, y *float32, a *int32, x *float32, inW int)
+
+//go:noescape
+func k512MaxPool2Grad(rows, n int, dx *float32, a *int32, dy *float32, inW int)

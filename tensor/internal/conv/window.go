@@ -478,6 +478,16 @@ func MaxBackward(w *Window, dx []float32, arg []int32, dy []float32, threads int
 	if pl.rowsOut == 0 {
 		clear(dx)
 	}
+	if pl.pool2 && active.maxPool2Grad != nil {
+		pl.eachBatch(threads, func(b int) {
+			xb := dx[b*pl.inSize : (b+1)*pl.inSize]
+			if pl.in[0] != 2*pl.out[0] || pl.in[1] != 2*pl.out[1] {
+				clear(xb) // a row or a column no window covers
+			}
+			active.maxPool2Grad(xb, arg[b*pl.outSize:(b+1)*pl.outSize], dy[b*pl.outSize:(b+1)*pl.outSize], pl.out[0], pl.out[1], pl.in[1])
+		})
+		return
+	}
 	pl.eachRow(threads, true, func(b, rr, yoff int) {
 		xb := dx[b*pl.inSize : (b+1)*pl.inSize]
 		if rr == 0 {
