@@ -44,51 +44,74 @@ func parallelFor(n, cost, align int, local bool, fn func(lo, hi int)) {
 		return
 	}
 	p = min(p, max(2, work/(parallelMinWork/2)))
+	// chunksPerProc chunks a goroutine, handed out dynamically (spread),
+	// but none under parallelMinWork/8 of work.
+	nc := min(chunksPerProc*p, max(p, work/(parallelMinWork/8)), n)
 	bounds := func(c int) int {
-		b := n * c / p
-		if c < p {
+		b := n * c / nc
+		if c < nc {
 			b &^= align - 1
 		}
 		return b
 	}
-	spread(p, bounds, fn)
+	spreadOn(p, nc, bounds, fn)
 }
 
-// spread calls fn on the chunks [bound(c), bound(c+1)) for c in [0, p):
-// chunk 0 on the calling goroutine, every other non-empty one on a
-// goroutine of its own, and returns when all have finished. A panic in a
-// chunk is raised again on the caller once every chunk has finished, so a
-// failing kernel fails its op (which shard.Map then reports as the
-// device's error) instead of the process, and leaves no goroutine behind.
+// chunksPerProc is how many chunks parallelFor cuts per goroutine: a
+// goroutine that starts late (the OS waking an idle core takes tens of
+// microseconds, more on a busy machine) then finds its share done by the
+// others instead of making them wait for it.
+const chunksPerProc = 4
+
+// spread calls fn on the chunks [bound(c), bound(c+1)) for c in [0, p),
+// on p goroutines: spreadOn(p, p, bound, fn).
 func spread(p int, bound func(c int) int, fn func(lo, hi int)) {
+	spreadOn(p, p, bound, fn)
+}
+
+// spreadOn calls fn on the chunks [bound(c), bound(c+1)) for c in [0,
+// nc), on the calling goroutine and up to p-1 others, each taking the next
+// chunk not yet taken until none is left, and returns when all have
+// finished. It starts p goroutines: the runtime keeps the newest one in
+// this P's run-next slot, from which an idle P steals only after a pause,
+// so the one more moves the others to the run queue it steals from at
+// once (the extra one finds nothing left, as does any that starts after
+// the chunks are taken). A panic in a chunk is raised again on the caller
+// once every chunk has finished, so a failing kernel fails its op (which
+// shard.Map then reports as the device's error) instead of the process,
+// and leaves no goroutine behind.
+func spreadOn(p, nc int, bound func(c int) int, fn func(lo, hi int)) {
 	var (
 		wg    sync.WaitGroup
 		once  sync.Once
 		fault any
+		next  atomic.Int64
 	)
-	run := func(lo, hi int) {
+	work := func() {
 		defer func() {
 			if r := recover(); r != nil {
 				once.Do(func() { fault = r })
 			}
 		}()
-		fn(lo, hi)
-	}
-	for c := 1; c < p; c++ {
-		lo, hi := bound(c), bound(c+1)
-		if lo >= hi {
-			continue
+		for {
+			c := int(next.Add(1)) - 1
+			if c >= nc {
+				return
+			}
+			if lo, hi := bound(c), bound(c+1); lo < hi {
+				fn(lo, hi)
+			}
 		}
-		wg.Add(1)
-		parallelSpawned.Add(1)
+	}
+	wg.Add(p)
+	parallelSpawned.Add(int64(p))
+	for range p {
 		go func() {
 			defer wg.Done()
-			run(lo, hi)
+			work()
 		}()
 	}
-	if lo, hi := bound(0), bound(1); lo < hi {
-		run(lo, hi)
-	}
+	work()
 	wg.Wait()
 	if fault != nil {
 		panic(fault)

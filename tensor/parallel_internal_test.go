@@ -134,3 +134,27 @@ func TestSpreadPanics(t *testing.T) {
 		})
 	}
 }
+
+// TestParallelForChunks: parallelFor covers [0, n) exactly once, in chunks
+// aligned as asked (all but the last), several per goroutine, and a
+// goroutine that starts late finds its chunks taken by the others.
+func TestParallelForChunks(t *testing.T) {
+	withParallel(t, 64)
+	for _, c := range []struct{ n, align int }{{1000, 1}, {1000, 8}, {37, 4}, {3, 1}} {
+		seen := make([]atomic.Int32, c.n)
+		var chunks atomic.Int32
+		parallelFor(c.n, 100, c.align, false, func(lo, hi int) {
+			require.True(t, lo%c.align == 0, "chunk [%d, %d) not aligned to %d", lo, hi, c.align)
+			chunks.Add(1)
+			for i := lo; i < hi; i++ {
+				seen[i].Add(1)
+			}
+		})
+		for i := range seen {
+			require.Equal(t, int32(1), seen[i].Load(), "n=%d align=%d element %d", c.n, c.align, i)
+		}
+		if c.n >= 1000 {
+			require.Greater(t, int(chunks.Load()), runtime.GOMAXPROCS(0), "n=%d: one chunk per goroutine", c.n)
+		}
+	}
+}

@@ -259,6 +259,9 @@ func (j *parJob[T]) work() {
 	j.ks.pools.putWorkspace(ws)
 }
 
+// parSplits counts the calls gemmParallel split into blocks (tests).
+var parSplits atomic.Int64
+
 // gemmParallel computes p on at most t goroutines at a time: the calling
 // one and helpers (it starts t, one spare; a slot counter lets at most t
 // compute).
@@ -270,7 +273,10 @@ func gemmParallel[T elem](ks *kernelSet[T], p problem[T], t int) {
 	ps := ks.pools
 	j := ps.job.Get().(*parJob[T])
 	j.p, j.ks = p, ks
-	j.splitN = p.n >= 2*t*ks.nr
+	// Columns only when they make two blocks of minTaskStrips strips at
+	// least (below, the rounding up leaves one block: n = 128 computed
+	// on one goroutine); rows otherwise.
+	j.splitN = p.n >= 2*t*ks.nr && p.n >= 2*minTaskStrips*ks.nr
 	dim, unit := p.m, ks.mr
 	if j.splitN {
 		dim, unit = p.n, ks.nr
@@ -305,6 +311,7 @@ func gemmParallel[T elem](ks *kernelSet[T], p problem[T], t int) {
 		// more moves the real helpers to the stealable run queue.
 		helpers := t
 		j.wg.Add(helpers)
+		parSplits.Add(1)
 		for i := 0; i < helpers; i++ {
 			helper := j.helper
 			go helper()

@@ -764,3 +764,18 @@ func testSmallMTransB[T elem](t *testing.T) {
 		}
 	})
 }
+
+// A product 128 columns wide (a transformer's 2048×128 by 128×128) is too
+// narrow for two column blocks of minTaskStrips strips: it splits by rows
+// (it ran on one goroutine when the column rule rounded it to one block),
+// with the bits of one goroutine.
+func TestSgemmNarrowSplitsRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}} {
+		g := newCaseT[float32](rng, tr[0], tr[1], 2048, 128, 128, 0, 1, 0)
+		one := g.run(1)
+		before := parSplits.Load()
+		require.Equal(t, one, g.run(2), "%v", g)
+		require.Greater(t, parSplits.Load(), before, "%v: not split", g)
+	}
+}
