@@ -34,6 +34,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	slices.SortFunc(nodes, func(a, b *node) int { return cmp.Compare(b.seq, a.seq) })
 
 	b := backward{tr: tr, retain: retain, pass: &backwardPass{}}
+	b.reserve(nodes)
 	grads := make(map[*node][]*Tensor, len(nodes))
 	b.slots = make([]*Tensor, outputs(nodes))
 	for i, y := range ys {
@@ -237,7 +238,7 @@ func (b *backward) visit(grads map[*node][]*Tensor, spare map[*Tensor]bool, n *n
 
 // vjpArgs returns the residuals of n for its VJP: the values it saved,
 // shape-only placeholders for the others. The placeholders and the
-// slices are cut from blocks the pass allocates a few at a time, never
+// slices are cut from blocks the pass allocates once (reserve), never
 // reused: a VJP may keep what it is given.
 func (b *backward) vjpArgs(n *node) (ins, outs []*Tensor) {
 	nin := len(n.ins)
@@ -260,10 +261,36 @@ func (b *backward) vjpArgs(n *node) (ins, outs []*Tensor) {
 	return args[:nin:nin], args[nin:]
 }
 
+// reserve allocates the blocks vjpArgs cuts from, for the placeholders
+// of nodes (in one allocation each, rather than a few at a time).
+func (b *backward) reserve(nodes []*node) {
+	ph, ptr := 0, 0
+	for _, n := range nodes {
+		if n.op == leafOp || !n.op.differentiable() {
+			continue
+		}
+		k := 0
+		for _, set := range [2][]*Tensor{n.ins, n.outs} {
+			for _, x := range set {
+				if x == nil {
+					k++
+				}
+			}
+		}
+		if k > 0 {
+			ph += k
+			ptr += len(n.ins) + len(n.outs)
+		}
+	}
+	if ph > 0 {
+		b.phBlock, b.ptrBlock = make([]Tensor, ph), make([]*Tensor, ptr)
+	}
+}
+
 // ptrs returns k pointer slots cut from the pass's current block.
 func (b *backward) ptrs(k int) []*Tensor {
 	if len(b.ptrBlock) < k {
-		b.ptrBlock = make([]*Tensor, max(k, 64))
+		b.ptrBlock = make([]*Tensor, max(k, 16))
 	}
 	p := b.ptrBlock[:k:k]
 	b.ptrBlock = b.ptrBlock[k:]

@@ -91,7 +91,7 @@ func (jt *JVPTrace) wrap(p, t *Tensor) *Tensor {
 	if t.local != nil {
 		loc = unionLocal("tensor.JVPTrace", loc, t.local)
 	}
-	return &Tensor{dtype: p.dtype, shape: p.shape, local: loc, xv: &xval{lvl: jt, val: p, tan: t}}
+	return newXValue(p.dtype, p.shape, loc, jt, p, t)
 }
 
 // apply computes op on operands some of which are values of jt.

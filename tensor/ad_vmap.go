@@ -131,7 +131,7 @@ func (bt *BatchTrace) valueOf(x *Tensor) *Tensor {
 
 // wrap returns the value of bt for the batch v (batch dimension first).
 func (bt *BatchTrace) wrap(v *Tensor) *Tensor {
-	return &Tensor{dtype: v.dtype, shape: v.shape[1:len(v.shape):len(v.shape)], local: v.local, xv: &xval{lvl: bt, val: v}}
+	return newXValue(v.dtype, v.shape[1:len(v.shape):len(v.shape)], v.local, bt, v, nil)
 }
 
 // apply computes op on operands some of which are values of bt.
@@ -139,8 +139,7 @@ func (bt *BatchTrace) apply(op *Op, params any, in []*Tensor, wantState bool) ([
 	if op.Traits.Through.Has(ThroughVmap) && (wantState || op.Batch == nil) {
 		return passThrough(op, params, in, wantState)
 	}
-	vals := make([]*Tensor, len(in))
-	bat := make([]bool, len(in))
+	vals, bat := ruleArgs(len(in))
 	for i, x := range in {
 		if v := bt.valueOf(x); v != nil {
 			vals[i], bat[i] = v, true
@@ -181,6 +180,19 @@ func (bt *BatchTrace) apply(op *Op, params any, in []*Tensor, wantState bool) ([
 		res[i].xv.owned.Store(owned)
 	}
 	return res, nil
+}
+
+// ruleArgs returns the operand and batched slices of a batching rule's
+// call, in one allocation for the common ops.
+func ruleArgs(n int) ([]*Tensor, []bool) {
+	if n > 4 {
+		return make([]*Tensor, n), make([]bool, n)
+	}
+	buf := &struct {
+		vals [4]*Tensor
+		bat  [4]bool
+	}{}
+	return buf.vals[:n:n], buf.bat[:n:n]
 }
 
 // fallback computes op example by example and stacks the results: the

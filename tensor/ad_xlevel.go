@@ -50,6 +50,19 @@ type xval struct {
 	owned atomic.Bool
 }
 
+// newXValue returns a value of level lvl with the given header fields
+// and content (val, and tan for a JVPTrace), header and content in one
+// allocation.
+func newXValue(dt DType, shape []int, loc *Local, lvl xlevel, val, tan *Tensor) *Tensor {
+	box := &struct {
+		t Tensor
+		x xval
+	}{}
+	box.x.lvl, box.x.val, box.x.tan = lvl, val, tan
+	box.t = Tensor{dtype: dt, shape: shape, local: loc, xv: &box.x}
+	return &box.t
+}
+
 // levelIDOf returns the id of the latest level of x: the trace of its
 // node, or its xlevel (0 for a plain value).
 func levelIDOf(x *Tensor) uint64 {

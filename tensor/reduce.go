@@ -113,12 +113,7 @@ func sumF32(x *Tensor, p *reduceParams, out []float32) {
 		return
 	case prefix:
 		// out[j] = Σ_i x[i, j]: columns split over goroutines.
-		bp := f64Pool.Get().(*[]float64)
-		if cap(*bp) < n {
-			*bp = make([]float64, n)
-		}
-		acc := (*bp)[:n]
-		clear(acc)
+		bp, acc := f64Scratch(n)
 		cols := func(lo, hi int) {
 			for i := 0; i < m; i++ {
 				vec.AccF64(acc[lo:hi], src[i*n+lo:i*n+hi])
@@ -133,7 +128,7 @@ func sumF32(x *Tensor, p *reduceParams, out []float32) {
 		f64Pool.Put(bp)
 		return
 	}
-	acc := make([]float64, len(out))
+	bp, acc := f64Scratch(len(out))
 	reduceLoop(x.shape, p.keepShape, func(xi, o, n, do int) {
 		if do == 0 {
 			acc[o] += vec.SumF64(src[xi : xi+n])
@@ -142,6 +137,19 @@ func sumF32(x *Tensor, p *reduceParams, out []float32) {
 		vec.AccF64(acc[o:o+n], src[xi:xi+n])
 	})
 	vec.RoundF64(out, acc)
+	f64Pool.Put(bp)
+}
+
+// f64Scratch returns n zeroed float64 accumulators from f64Pool, and the
+// pool's slice to put back once done.
+func f64Scratch(n int) (*[]float64, []float64) {
+	bp := f64Pool.Get().(*[]float64)
+	if cap(*bp) < n {
+		*bp = make([]float64, n)
+	}
+	acc := (*bp)[:n]
+	clear(acc)
+	return bp, acc
 }
 
 func init() {
