@@ -207,28 +207,10 @@ func withAxesOf(x, old *tensor.Tensor) *tensor.Tensor {
 
 // mapMulti maps f over the leaves of trees of one structure, like
 // pytree.MapN, but f returns nOut tensors and mapMulti returns nOut trees,
-// each with the structure of trees[0]. Positions nil in every tree are
-// skipped.
+// each with the structure of trees[0], walking each tree once
+// (pytree.MapNOut). Positions nil in every tree are skipped.
 func mapMulti(nOut int, f func(xs []*tensor.Tensor) []*tensor.Tensor, trees ...any) []any {
-	var rec [][]*tensor.Tensor
-	out := make([]any, nOut)
-	out[0] = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
-		r := f(xs)
-		if len(r) != nOut {
-			panic(fmt.Sprintf("optim: internal error: %d results, want %d", len(r), nOut))
-		}
-		rec = append(rec, r)
-		return r[0]
-	}, trees...)
-	for j := 1; j < nOut; j++ {
-		i := 0
-		out[j] = pytree.MapN(func([]*tensor.Tensor) *tensor.Tensor {
-			r := rec[i][j]
-			i++
-			return r
-		}, trees...)
-	}
-	return out
+	return pytree.MapNOut(nOut, f, trees...)
 }
 
 // selected returns, for a mask predicate evaluated on params, a tree like

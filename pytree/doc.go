@@ -88,6 +88,9 @@
 //		return tensor.Sub(p, tensor.MulScalar(g, lr))
 //	}, params, grads)
 //
+// MapNOut is MapN for a function with several results (new parameters and
+// moments, say): it returns one tree per result, walking each input once.
+//
 // Maps keep logical axis names (tensor.WithLogicalAxes): when f returns a
 // tensor without names and of the same rank as its input, the result gets
 // the input's names, so sharding rules still apply to updated parameters.

@@ -256,6 +256,49 @@ func MapN[T any](f func(xs []*tensor.Tensor) *tensor.Tensor, trees ...T) T {
 	return rebuildT("pytree.MapN", p, trees[0], recs[0], out)
 }
 
+// MapNOut is MapN for a function with several results, as an optimizer
+// step computes new parameters and moments from parameters, gradients
+// and moments (optax's tree map to tuples then tree transpose): f returns
+// nOut tensors for each position (nil where a result has none), and
+// MapNOut returns nOut trees of the structure of trees[0], tree k holding
+// the k-th results. Each tree is walked once. Nil positions, logical axes
+// and mismatched structures are as in MapN; f's result slice is only read
+// during the call.
+func MapNOut[T any](nOut int, f func(xs []*tensor.Tensor) []*tensor.Tensor, trees ...T) []T {
+	const op = "pytree.MapNOut"
+	if len(trees) == 0 {
+		panic(op + ": no trees")
+	}
+	p, recs := flattenAll(op, trees)
+	npos := len(recs[0].pos)
+	res := make([]*tensor.Tensor, nOut*npos) // result k of position i at k*npos+i
+	xs := make([]*tensor.Tensor, len(trees))
+	for i := range npos {
+		var first *tensor.Tensor
+		for j, r := range recs {
+			xs[j] = r.pos[i]
+			if first == nil {
+				first = xs[j]
+			}
+		}
+		if first == nil {
+			continue
+		}
+		r := f(xs)
+		if len(r) != nOut {
+			panic(fmt.Sprintf("%s: f returned %d tensors, want %d", op, len(r), nOut))
+		}
+		for k, y := range r {
+			res[k*npos+i] = keepAxes(first, y)
+		}
+	}
+	out := make([]T, nOut)
+	for k := range out {
+		out[k] = rebuildT(op, p, trees[0], recs[0], res[k*npos:(k+1)*npos])
+	}
+	return out
+}
+
 // flattenAll flattens trees and panics if their structures differ.
 func flattenAll[T any](op string, trees []T) (*plan, []*flattener) {
 	recs := make([]*flattener, len(trees))

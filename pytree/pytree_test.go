@@ -602,6 +602,35 @@ func TestMapN(t *testing.T) {
 	assert.Equal(t, []float32{0, -1, -2, -3, -4, -5}, out.Layers[0].W.Float32s())
 }
 
+// MapNOut equals one MapN per result, nil positions included.
+func TestMapNOut(t *testing.T) {
+	params := newMLP(2, 3, 1)
+	grads := pytree.Map(params, func(x *tensor.Tensor) *tensor.Tensor { return tensor.OnesLike(x) })
+	grads.Layers[1].B = nil
+	step := func(xs []*tensor.Tensor) []*tensor.Tensor {
+		if xs[1] == nil {
+			return []*tensor.Tensor{xs[0], nil}
+		}
+		return []*tensor.Tensor{tensor.Sub(xs[0], xs[1]), tensor.Neg(xs[1])}
+	}
+	calls := 0
+	outs := pytree.MapNOut(2, func(xs []*tensor.Tensor) []*tensor.Tensor { calls++; return step(xs) }, params, grads)
+	require.Len(t, outs, 2)
+	assert.Equal(t, 4, calls, "one call per position")
+	for k, out := range outs {
+		want := pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return step(xs)[k] }, params, grads)
+		assert.Nil(t, pytree.Diff(want, out, 0, 0), "result %d", k)
+	}
+	assert.Same(t, params.Layers[1].B, outs[0].Layers[1].B)
+	assert.Nil(t, outs[1].Layers[1].B)
+	assert.Equal(t, []float32{-1, -1, -1}, outs[1].Layers[0].B.Float32s())
+
+	msg := panicMessage(t, func() {
+		pytree.MapNOut(3, func(xs []*tensor.Tensor) []*tensor.Tensor { return xs }, params, grads)
+	})
+	assert.Equal(t, "pytree.MapNOut: f returned 2 tensors, want 3", msg)
+}
+
 func TestMapNMismatch(t *testing.T) {
 	f := func(xs []*tensor.Tensor) *tensor.Tensor { return xs[0] }
 	msg := panicMessage(t, func() { pytree.MapN(f, newMLP(2, 3, 1), newMLP(2, 3)) })
