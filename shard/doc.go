@@ -119,8 +119,21 @@
 // MPI_Irecv, posted when the last device of the process starts it, while
 // a goroutine drives the transfer (MPI_Test every ProgressEnv interval)
 // and Wait completes it; a Group implementing AsyncGroup provides this.
-// All-gather and reduce-scatter starts are not provided: build them from
-// ring shifts, as the recipes do.
+//
+// Ctx.PsumStart and Ctx.PsumScatterStart start a psum or a reduce-scatter
+// the same way (not differentiable: for values no longer differentiated,
+// such as the gradients a data-parallel step reduces during the backward
+// pass, autodiff.OnGradient). Between processes the exchange runs on a
+// goroutine of the Map call, after the exchanges started before it (a
+// synchronous collective issued meanwhile waits for them), and Wait
+// computes the result with the synchronous collective's own code: bit for
+// bit the same. Between two processes of different hosts a started
+// reduce-scatter moves with non-blocking sends, waited for by polling
+// (PollingRequest) rather than spinning, so that it does not take the core
+// from the computation it overlaps. Comm.Waited counts the time each
+// device waited for collectives: the communication its computation did
+// not hide. All-gather starts are not provided: build them from ring
+// shifts, as the recipes do.
 //
 // # Computing on placed tensors: sharding propagation
 //
@@ -283,7 +296,14 @@
 // across processes are collective. See package shard/mpi. Between
 // processes of one host (a Group implementing SharedMemoryGroup, as
 // shard/mpi's are there) shard moves the data itself, through memory every
-// process of the group maps, and sums in rank order.
+// process of the group maps, and sums in rank order. A group spanning
+// several hosts, some with two or more of its processes (the transport
+// implementing HostTransport), sums float32 hierarchically: through
+// shared memory within each host, between hosts by one leader per host,
+// then a broadcast within each host; shard uses it only where its order
+// of additions is the one-host order, so that such a psum equals the
+// one-process psum bit for bit (2 hosts of 2 or 4 processes, 3 hosts of
+// 2, ...).
 //
 // Propagation works the same way on such meshes: each process computes
 // its own devices' blocks of every op; a pending sum, pmax or pmin that a
@@ -396,9 +416,10 @@
 // of all processes, a Group of some, Abort) and Group (all-reduce of
 // float32 and int32, reduce-scatter of float32, all-gather and all-to-all
 // of bytes), and optionally AsyncGroup (non-blocking sends and receives,
-// so that started ppermutes overlap) and SharedMemoryGroup (memory the
-// group's processes share: shard then moves the group's collectives
-// through it). Every process calls Install with it before the device pool
+// so that started ppermutes overlap; their Requests may implement
+// PollingRequest), SharedMemoryGroup (memory the group's processes share:
+// shard then moves the group's collectives through it) and HostTransport
+// (which processes share a host, for hierarchical sums). Every process calls Install with it before the device pool
 // is first used (shard/mpi's Init does). Every method that communicates
 // is collective: all processes of the group call it, in the same order.
 // A transport is tested as shard/mpi's is: its own tests of each method,

@@ -29,6 +29,19 @@ type Transport interface {
 	Abort(msg string)
 }
 
+// HostTransport is implemented by a Transport that knows which of its
+// processes share a host (package shard/mpi's, from
+// MPI_Comm_split_type). shard then makes the float32 sums of a group
+// spanning several hosts hierarchical (see hierGroup in xproc_hier.go):
+// through shared memory within each host, between hosts by one process
+// per host.
+type HostTransport interface {
+	Transport
+	// Hosts returns, for every process, the lowest rank of a process on
+	// the same host.
+	Hosts() []int
+}
+
 // ReduceOp is the reduction of Group.Allreduce.
 type ReduceOp int
 

@@ -45,7 +45,11 @@ func wrapGroup(g Group) Group {
 // this process is not among them), its collectives through shared memory
 // if it can share memory.
 func newGroup(procs []int) Group {
-	return wrapGroup(dist.t.NewGroup(procs))
+	g := wrapGroup(dist.t.NewGroup(procs))
+	if h := newHierGroup(g, procs); h != nil {
+		return h
+	}
+	return g
 }
 
 // sumsInRankOrder reports whether g's all-reduce and reduce-scatter sum in
@@ -58,6 +62,8 @@ func sumsInRankOrder(g Group) bool {
 		s = v
 	case shmAsyncGroup:
 		s = v.shmGroup
+	case *hierGroup, hierAsyncGroup:
+		return true
 	default:
 		return false
 	}

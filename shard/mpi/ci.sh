@@ -46,7 +46,7 @@ go test -tags mpi -c -o "$out/mpi.test" ./shard/mpi
 go test -tags mpi -c -o "$out/shard.test" ./shard
 go test -tags mpi -c -o "$out/ckpt.test" ./checkpoint
 # The C references of the benchmarks (bench.sh, the README) still build.
-for c in allreduce dpcollectives; do
+for c in allreduce dpcollectives tcpcost; do
   mpicc -O2 -Wall -Werror -o "$out/$c" "shard/mpi/testdata/$c.c"
 done
 
@@ -57,7 +57,7 @@ prop='^Test(PropagationMatchesHost|PropagationAndMap|MLPStrategiesByPropagation|
 for np in 2 4; do
   echo "--- mpirun -np $np: shard/mpi tests, the guide's collectives and sharding propagation on 8 devices"
   mpirun -np "$np" --oversubscribe "$out/mpi.test"
-  mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients|PsumScatterIsPartOfPsum|DonatedMapOutputsAreReused|Async(Ppermute|Recipes|Gradients|UnderCheckpoint|SecondDerivative)|ToyCollective|CollectivesRegistered'
+  mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients|PsumScatterIsPartOfPsum|DonatedMapOutputsAreReused|Async(Ppermute|Recipes|Gradients|UnderCheckpoint|SecondDerivative)|ToyCollective|CollectivesRegistered|StartedReductionsMatchSync'
   mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run "$prop"
   echo "--- mpirun -np $np: checkpoints written by every process into one directory"
   mpirun -np "$np" --oversubscribe "$out/ckpt.test" -test.run AcrossProcesses
@@ -83,7 +83,7 @@ else
   echo "--- (cannot mount a tmpfs here: the small-/dev/shm job is left out)"
 fi
 echo "--- mpirun -np 2 under the race detector"
-mpirun -np 2 --oversubscribe "$out/mpi.race.test" -test.run 'Collective|Placement|Ragged|DataParallel|Propagated|Reshard|Fallback|Async|Nonblocking|Meshes|LocalMeshes|MeshOfOneProcess'
+mpirun -np 2 --oversubscribe "$out/mpi.race.test" -test.run 'Collective|Placement|Ragged|DataParallel|Propagated|Reshard|Fallback|Async|Nonblocking|Meshes|LocalMeshes|MeshOfOneProcess|Started|Overlap|SumsInRankOrder'
 
 echo "--- examples/mlp: mpirun prints the one-process lines"
 go build -tags mpi -o "$out/mlp" ./examples/mlp
@@ -169,7 +169,7 @@ fi
 [ "$rc" = 0 ] || { cat "$out/cluster.log"; exit 1; }
 echo "--- 2 hosts x 2 processes (cluster.sh): shard/mpi tests, the guide's collectives, propagation"
 cluster -x GONOX_TIMEOUT "$out/mpi.test"
-cluster -x GONOX_TIMEOUT "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients|PsumScatterIsPartOfPsum|ToyCollective|CollectivesRegistered'
+cluster -x GONOX_TIMEOUT "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients|PsumScatterIsPartOfPsum|ToyCollective|CollectivesRegistered|StartedReductionsMatchSync'
 cluster -x GONOX_TIMEOUT "$out/shard.test" -test.run "$prop"
 echo "--- 2 hosts x 2 processes: examples/mlp and examples/moe print the one-process lines"
 for c in "1 dp dp=4" "1 fsdp dp=4" "1 tp dp=2,tp=2" "1 fsdp_tp dp=2,tp=2"; do

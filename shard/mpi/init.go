@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,7 +67,8 @@ func Init() error {
 	if err := agree(w, settings, bad); err != nil {
 		return err
 	}
-	t := &transport{world: w}
+	state.hosts = hostsOf(w)
+	t := &transport{world: w, hosts: state.hosts}
 	t.gathers = t.group(w.Dup())
 	return shard.Install(t, n)
 }
@@ -179,11 +181,26 @@ func Size() int {
 	return 1
 }
 
+// Hosts returns, for every process of the job, the lowest rank of a
+// process on the same node (host): processes with the same number share
+// memory. It is []int{0} in a job of one process.
+func Hosts() []int {
+	if state.hosts == nil {
+		return []int{0}
+	}
+	return slices.Clone(state.hosts)
+}
+
 // transport implements shard.Transport over MPI.
 type transport struct {
 	world   *Comm
 	gathers shard.Group // on a duplicate of the world, for shard's own calls
+	hosts   []int       // per process, the lowest rank on its node
 }
+
+// Hosts implements shard.HostTransport: per process, the lowest rank of
+// a process on the same node.
+func (t *transport) Hosts() []int { return t.hosts }
 
 func (t *transport) Rank() int          { return t.world.Rank() }
 func (t *transport) Size() int          { return t.world.Size() }

@@ -111,6 +111,7 @@ var state struct {
 	world    *Comm
 	funnel   chan func()
 	funnelOK chan struct{}
+	hosts    []int // per process, the lowest rank on its node (set by Init)
 }
 
 // call runs f where MPI calls may be made: directly under

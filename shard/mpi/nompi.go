@@ -25,3 +25,7 @@ func Size() int { return 1 }
 
 // Output returns w: without the mpi build tag the program is process 0.
 func Output(w io.Writer) io.Writer { return w }
+
+// Hosts returns []int{0}: without the mpi build tag the program is one
+// process on one host.
+func Hosts() []int { return []int{0} }

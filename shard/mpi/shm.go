@@ -112,6 +112,27 @@ func sharedOf(c *Comm) *sharedGroup {
 	return g
 }
 
+// hostsOf returns, for every process of w, the lowest rank of w on its
+// node (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED). Collective over w.
+func hostsOf(w *Comm) []int {
+	node := &Comm{}
+	call(func() {
+		check("Comm_split_type", C.gonox_split_shared(w.c, C.int(w.rank), &node.c))
+		node.fill()
+	})
+	first := []int32{int32(w.Rank())}
+	Allreduce(node, first, first, Min)
+	node.Free()
+	all := make([]int32, w.Size())
+	all[w.Rank()] = first[0]
+	Allreduce(w, all, all, Sum)
+	hosts := make([]int, len(all))
+	for i, h := range all {
+		hosts[i] = int(h)
+	}
+	return hosts
+}
+
 // Share implements shard.SharedMemoryGroup: it frees the group's window
 // and allocates one of n bytes per process (MPI_Win_allocate_shared), and
 // returns every process's segment. If the allocation fails on any
