@@ -21,9 +21,18 @@ func matmulHalfImpl(in []*Tensor, pp any) *Tensor {
 	a := in[0]
 	out := matmulAccumulate(in[0], in[1], pp.(*matmulParams))
 	if a.dtype.isHalf() && a.dtype == in[1].dtype {
-		return narrow(out, a.dtype)
+		return narrowRelease(out, a.dtype)
 	}
 	return out
+}
+
+// narrowRelease returns the float32 accumulator out rounded to the half
+// dtype dt, and hands out's storage back to the allocator's cache: the
+// next product's accumulator reuses it, neither allocated nor zeroed.
+func narrowRelease(out *Tensor, dt DType) *Tensor {
+	res := narrow(out, dt)
+	out.release()
+	return res
 }
 
 // matmulAccumulate returns op(a) @ op(b) in float32 for operands of one
@@ -49,7 +58,7 @@ func matmulIn(a, b *Tensor, p *matmulParams, compute DType) *Tensor {
 		w := widenAll([]*Tensor{narrowTo(a, compute), narrowTo(b, compute)})
 		return matmulF32(w[0], w[1], p)
 	}
-	out := newTensor(Float32, p.outShape)
+	out := newOutUninit(Float32, p.outShape) // beta = 0: Bgemm writes all of C
 	threads := 0
 	if a.local != nil || b.local != nil {
 		threads = 1 // a device inside shard.Map computes on one goroutine
@@ -106,7 +115,7 @@ func init() {
 			q := pp.(*matmulToParams)
 			out := matmulIn(in[0], in[1], q.p, q.computeDType(in[0]))
 			if q.dt.isHalf() {
-				return narrow(out, q.dt)
+				return narrowRelease(out, q.dt)
 			}
 			return out
 		},
