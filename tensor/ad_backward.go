@@ -74,10 +74,14 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		}
 	}
 	out := b.gradients(grads, wrt)
+	b.dropUnread(grads, keep, out)
 	for _, x := range b.dead {
 		if !slices.Contains(out, x) {
 			Donate(x)
 		}
+	}
+	if tr.recycle && !retain {
+		paceCollector()
 	}
 	return out
 }
@@ -307,6 +311,22 @@ func (b *backward) placeholder(a *avalRec) *Tensor {
 	b.phBlock = b.phBlock[1:]
 	*t = Tensor{dtype: a.dtype, shape: a.shape, local: a.local, layout: a.layout}
 	return t
+}
+
+// dropUnread drops the cotangents left in slots that no VJP read and no
+// caller asked for (those of leaves not in wrt, of non-differentiable
+// ops): the pass owns some of them, and they are dead.
+func (b *backward) dropUnread(grads map[*node][]*Tensor, keep map[*node]bool, out []*Tensor) {
+	for n, gs := range grads {
+		if keep[n] {
+			continue
+		}
+		for _, g := range gs {
+			if g != nil && !slices.Contains(out, g) {
+				b.pass.drop(g)
+			}
+		}
+	}
 }
 
 // need returns the need mask of n's VJP: the inputs traced by its trace.

@@ -17,6 +17,7 @@ func makeFloat32(n int) []float32 {
 		return s
 	}
 	s := make([]float32, n, capFor(n))
+	countFresh(cap(s) * 4)
 	if n*4 >= hugeThreshold {
 		adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), cap(s)*4)
 	}
@@ -31,6 +32,7 @@ func makeInt32(n int) []int32 {
 		return s
 	}
 	s := make([]int32, n, capFor(n))
+	countFresh(cap(s) * 4)
 	if n*4 >= hugeThreshold {
 		adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), cap(s)*4)
 	}

@@ -2,7 +2,9 @@ package tensor
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -89,4 +91,161 @@ func TestCacheServesNearbyLargerClasses(t *testing.T) {
 	assert.True(t, reused(3328, 3000), "two classes up")
 	assert.False(t, reused(3456, 3000), "three classes up")
 	assert.False(t, reused(1000, 990), "sizes up to 1024 are their own classes")
+}
+
+// The free lists number the classes above 1024 elements in order, one
+// number per class.
+func TestClassIndex(t *testing.T) {
+	prev := classIndex(capFor(1025)) - 1
+	for c := capFor(1025); c <= 1<<22; c = capFor(c + 1) {
+		i := classIndex(c)
+		require.Equal(t, prev+1, i, "class %d", c)
+		require.Equal(t, c, classSize(i))
+		prev = i
+	}
+	assert.Less(t, classIndex(1<<62), maxClasses)
+}
+
+// Large storage is served best fit: the smallest free buffer of the
+// asked size's class or of one up to twice as large, the last given
+// first; never a larger one; and the lists count the bytes they hold.
+func TestFreeListsBestFit(t *testing.T) {
+	var l freeLists
+	buf := func(n int) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(make([]float32, n))) }
+	a, b, c, d := buf(24576), buf(32768), buf(32768), buf(65536)
+	l.give(a, 24576, 4)
+	l.give(b, 32768, 4)
+	l.give(c, 32768, 4)
+	l.give(d, 65536, 4)
+	assert.Equal(t, int64(4*(24576+2*32768+65536)), l.held.Load())
+	take := func(n int) (unsafe.Pointer, int) { return l.take(capFor(n)) }
+	p, size := take(20000)
+	assert.Equal(t, a, p, "the smallest that fits")
+	assert.Equal(t, 24576, size)
+	p, _ = take(20000)
+	assert.Equal(t, c, p, "the last given of a class first")
+	p, _ = take(20000)
+	assert.Equal(t, b, p)
+	p, _ = take(20000)
+	assert.Nil(t, p, "65536 is more than twice 20480")
+	p, size = take(40000)
+	assert.Equal(t, d, p)
+	assert.Equal(t, 65536, size)
+	assert.Zero(t, l.held.Load())
+	p, _ = take(1 << 20)
+	assert.Nil(t, p)
+}
+
+// Storage nobody took for a whole collection cycle goes back to the
+// collector: a buffer survives the cycle in which it was given and is
+// dropped at the end of the next one, unless taken (and given) meanwhile.
+func TestFreeListsAge(t *testing.T) {
+	var l freeLists
+	a := unsafe.Pointer(unsafe.SliceData(make([]float32, 32768)))
+	b := unsafe.Pointer(unsafe.SliceData(make([]float32, 32768)))
+	dropped := cacheDropped.Load()
+	l.give(a, 32768, 4)
+	l.give(b, 32768, 4)
+	l.age()
+	p, _ := l.take(32768)
+	require.Equal(t, b, p)
+	l.give(b, 32768, 4) // used again in the new cycle
+	l.age()
+	assert.Equal(t, int64(4*32768), cacheDropped.Load()-dropped, "a, unused for a cycle, is dropped")
+	assert.Equal(t, int64(4*32768), l.held.Load())
+	p, _ = l.take(32768)
+	assert.Equal(t, b, p)
+	p, _ = l.take(32768)
+	assert.Nil(t, p)
+}
+
+// Through the allocator: donated large storage serves a smaller size up to
+// half its own, and ReadCacheStats counts fresh allocations and the bytes
+// the cache holds.
+func TestLargeStorageReusedAcrossSizes(t *testing.T) {
+	defer func(on bool) { cacheEnabled = on }(cacheEnabled)
+	cacheEnabled = true
+	x := newOut(Float32, []int{40000}) // class 40960
+	id := storage(x)
+	s0 := ReadCacheStats()
+	Donate(x)
+	s1 := ReadCacheStats()
+	assert.Equal(t, int64(4*40960), s1.HeldBytes-s0.HeldBytes)
+	y := newOut(Float32, []int{21000})
+	assert.Same(t, id, storage(y), "half the size reuses it")
+	require.Equal(t, make([]float32, 21000), y.f32, "recycled storage is zeroed by newOut")
+	s2 := ReadCacheStats()
+	assert.Equal(t, s1.Fresh, s2.Fresh)
+	assert.Equal(t, s1.Hits+1, s2.Hits)
+	Donate(y)
+	z := newOut(Float32, []int{19000})
+	assert.NotSame(t, id, storage(z), "less than half the size does not")
+	assert.Equal(t, s2.Fresh+1, ReadCacheStats().Fresh)
+	Donate(z)
+}
+
+// A training step that recycles its intermediates (a MoE-like dispatch:
+// gather, scale, segment sum, matmul, cross-entropy) takes no fresh large
+// storage once its sizes have been seen: every cotangent the backward pass
+// makes, SegmentSum's and the cross-entropy's included, goes back to the
+// cache.
+func TestRecyclingStepTakesNoFreshStorage(t *testing.T) {
+	defer func(on bool) { cacheEnabled = on }(cacheEnabled)
+	cacheEnabled = true
+	const n, d, k = 256, 128, 2
+	x0 := Normal(NewKey(1), n, d)
+	w0 := Normal(NewKey(2), d, d)
+	src := make([]int, n*k)
+	for i := range src {
+		src[i] = i / k
+	}
+	idx := FromInts(src)
+	labels := FromInts(src[:n])
+	step := func() {
+		tr := NewTrace()
+		tr.RecycleIntermediates()
+		x, w := tr.Leaf(x0), tr.Leaf(w0)
+		h := Mul(Take(x, idx, 0), Scalar(0.5))
+		y := MatMul(SegmentSum(h, idx, n), w)
+		loss := Sum(SoftmaxCrossEntropy(y, labels))
+		g := Backward(tr, []*Tensor{loss}, []*Tensor{OnesLike(loss)}, []*Tensor{x, w}, false)
+		Donate(g...)
+	}
+	step()
+	step()
+	var fresh int64
+	for range 3 {
+		before := freshBytes.Load()
+		step()
+		fresh = max(fresh, freshBytes.Load()-before)
+	}
+	assert.Less(t, fresh, int64(4*listMinElems), "fresh bytes in a step")
+}
+
+// The pacer starts a collection cycle when the heap has grown past its
+// slack since the last one, and none when it has not.
+func TestPaceCollector(t *testing.T) {
+	if !pacing {
+		t.Skip("GONOX_GCPACE=off")
+	}
+	live := make([]byte, 128<<20) // the collector's own goal is then 256 MiB
+	runtime.GC()
+	wait := func() {
+		for pacingNow.Load() {
+			runtime.Gosched()
+		}
+	}
+	n0 := paced.Load()
+	paceCollector()
+	wait()
+	assert.Equal(t, n0, paced.Load(), "a cycle with no garbage")
+	var keep [][]byte
+	for range 48 {
+		keep = append(keep, make([]byte, 1<<20))
+	}
+	keep = nil
+	paceCollector()
+	wait()
+	assert.Equal(t, n0+1, paced.Load(), "no cycle after 48 MiB of garbage")
+	runtime.KeepAlive(live)
 }

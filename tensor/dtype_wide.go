@@ -91,6 +91,7 @@ func makeFloat64(n int) []float64 {
 		return s
 	}
 	s := make([]float64, n, capFor(n))
+	countFresh(cap(s) * 8)
 	if n*8 >= hugeThreshold {
 		adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), cap(s)*8)
 	}

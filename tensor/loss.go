@@ -184,7 +184,8 @@ func init() {
 			dl := Sum(Mul(Sub(sm, xentOnehot(x[1], sm.shape[r-1])), t[0]), -1)
 			return []*Tensor{dl, Apply(softmaxGradOp, r-1, t[0], sm)}
 		},
-		Batch: materializeBatch(&xentOp),
+		Batch:  materializeBatch(&xentOp),
+		Traits: Traits{Reuse: FreshVJP}, // the fused gradient kernel's result
 	}
 	// xentGradOp computes g·(softmax - onehot(label)) in one sweep.
 	xentGradOp = &Op{

@@ -197,7 +197,7 @@ func init() {
 			s := SegmentSum(flat, Reshape(segmentOffsets(ids, ns), -1), n*ns)
 			return one1(Reshape(s, append([]int{n, ns}, data.shape[2:]...)...))
 		},
-		Traits: Traits{Types: TypesFloat64 | TypesInt64},
+		Traits: Traits{Types: TypesFloat64 | TypesInt64, Reuse: FreshVJP},
 	}
 	// segmentTakeOp gathers rows of its first input at the segment ids,
 	// giving zero rows for ids outside [0, rows): the transpose of
@@ -239,7 +239,7 @@ func init() {
 			out := Apply(segmentTakeOp, nil, flat, Reshape(segmentOffsets(ids, rows), -1))
 			return one1(Reshape(out, append([]int{n, ids.shape[1]}, g.shape[2:]...)...))
 		},
-		Traits: Traits{Types: TypesFloat64 | TypesInt64},
+		Traits: Traits{Types: TypesFloat64 | TypesInt64, Reuse: FreshVJP},
 	}
 }
 

@@ -190,6 +190,7 @@ func (r *runner) train() error {
 	wall, cpu := time.Since(t0), cputime.Used()-cpu0
 	if cfg.steps > r.first {
 		report.Trained(r.out, cfg.steps-r.first, wall, cpu)
+		memoryLine(r.out)
 	}
 	return r.finish()
 }
@@ -219,4 +220,14 @@ func (r *runner) finish() error {
 		fmt.Fprintf(r.out, "curves written to %s\n", cfg.plot)
 	}
 	return nil
+}
+
+// memoryLine prints the process's peak resident memory so far and the
+// allocator cache's counters (tensor.ReadCacheStats): how many allocations
+// reused donated storage, how many took fresh storage from the collector,
+// what the cache holds and gave back, and the collection cycles it paced.
+func memoryLine(out io.Writer) {
+	cs := tensor.ReadCacheStats()
+	fmt.Fprintf(out, "memory: peak resident %s; allocator cache %d hits, %d fresh (%s), holds %s, gave back %s, %d paced collections\n",
+		report.Bytes(cputime.PeakResident()), cs.Hits, cs.Fresh, report.Bytes(cs.FreshBytes), report.Bytes(cs.HeldBytes), report.Bytes(cs.DroppedBytes), cs.PacedCycles)
 }

@@ -1,0 +1,404 @@
+package tensor
+
+import (
+	"math/bits"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// The allocator cache (see "Donation" in doc.go).
+//
+// Donated storage waits in the cache of its element type for the next
+// allocation that fits. Small storage (below listMinElems elements) sits in
+// a sync.Pool per size class: its fast path is per P and lock-free, and the
+// collector drains it when a size stops being used. Large storage, which is
+// what a training step's memory is made of, sits in best-fit free lists
+// instead: an allocation takes the smallest free buffer of its class or of
+// one of the classes up to twice its size, so that values whose sizes
+// change from step to step (a mixture of experts' tokens per expert) reuse
+// each other's storage instead of asking the collector for more, and the
+// cache counts the bytes it holds (ReadCacheStats). Storage nobody took in
+// a whole collection cycle goes back to the collector, as a sync.Pool's
+// would: the cache needs no bound to tune and cannot keep dead memory for
+// ever.
+
+// cacheMinElems is the smallest storage the cache keeps: below it an
+// allocation costs no more than a pool round trip.
+const cacheMinElems = 16
+
+// listMinElems is the smallest class kept in the best-fit free lists
+// (64 KiB of float32).
+const listMinElems = 1 << 14
+
+// listUpClasses is how many classes above its own a large allocation looks
+// in: 16 classes make one doubling, so a buffer serves sizes down to half
+// its own.
+const listUpClasses = 16
+
+// sizeCache is the allocator cache of one element type. Lookups of small
+// sizes read an immutable map through an atomic pointer; a new size copies
+// the map under mu.
+type sizeCache[E any] struct {
+	mu    sync.Mutex
+	pools atomic.Pointer[map[int]*sync.Pool]
+	hits  atomic.Int64
+	lists freeLists
+}
+
+var (
+	f32Cache sizeCache[float32]
+	i32Cache sizeCache[int32]
+	f64Cache sizeCache[float64]
+)
+
+// cacheEnabled switches the allocator cache off (tests compare both ways);
+// poisonRecycled makes every uninitialised allocation served from the
+// cache return NaN garbage (tests check that ops overwrite it all).
+var (
+	cacheEnabled   = true
+	poisonRecycled = false
+)
+
+// Storage comes in size classes, so that values whose sizes change from
+// step to step (a mixture of experts' tokens per expert, a last batch
+// that is shorter) still find storage to reuse: up to 1024 elements each
+// size is its own class, above that the classes of (2^k, 2^(k+1)] are 16
+// evenly spaced sizes, so storage is at most 1/16 larger than asked for.
+// The allocator gives fresh storage the capacity of its class (capFor),
+// and the cache files storage under the largest class its capacity holds
+// (classOf), from which it serves any size of that class.
+
+// capFor returns the size of the smallest class that holds n elements.
+func capFor(n int) int {
+	if n <= 1024 {
+		return n
+	}
+	step := 1 << (bits.Len(uint(n-1)) - 5)
+	return (n + step - 1) / step * step
+}
+
+// classOf returns the size of the largest class that c elements hold.
+func classOf(c int) int {
+	if c <= 1024 {
+		return c
+	}
+	step := 1 << (bits.Len(uint(c)) - 5)
+	if c&(c-1) == 0 {
+		return c // 2^k is the last class of (2^(k-1), 2^k]
+	}
+	return c / step * step
+}
+
+// get returns cached storage of n elements (contents undefined), or nil.
+func (c *sizeCache[E]) get(n int) []E {
+	if n < cacheMinElems || !cacheEnabled {
+		return nil
+	}
+	size := capFor(n)
+	if size >= listMinElems {
+		p, class := c.lists.take(size)
+		if p == nil {
+			return nil
+		}
+		c.hits.Add(1)
+		return unsafe.Slice((*E)(p), class)[:n]
+	}
+	m := c.pools.Load()
+	if m == nil {
+		return nil
+	}
+	// The size's class, else one of the next classUpTries above it
+	// (storage at most ~1/8 larger than asked for).
+	for range classUpTries + 1 {
+		if p := (*m)[size]; p != nil {
+			if v, _ := p.Get().(unsafe.Pointer); v != nil {
+				c.hits.Add(1)
+				return unsafe.Slice((*E)(v), size)[:n]
+			}
+		}
+		if size <= 1024 {
+			return nil // small sizes are classes of their own: no waste
+		}
+		size = capFor(size + 1)
+	}
+	return nil
+}
+
+// classUpTries is how many classes above its own a small allocation looks
+// in.
+const classUpTries = 2
+
+// put gives s to the cache, under the class its capacity holds.
+func (c *sizeCache[E]) put(s []E) {
+	n := classOf(cap(s))
+	if n < cacheMinElems || !cacheEnabled {
+		return
+	}
+	var e E
+	if n >= listMinElems {
+		c.lists.give(unsafe.Pointer(unsafe.SliceData(s)), n, int(unsafe.Sizeof(e)))
+		return
+	}
+	c.pool(n).Put(unsafe.Pointer(unsafe.SliceData(s)))
+}
+
+// pool returns the sync.Pool of class n, making it if need be.
+func (c *sizeCache[E]) pool(n int) *sync.Pool {
+	if m := c.pools.Load(); m != nil {
+		if p := (*m)[n]; p != nil {
+			return p
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.pools.Load()
+	if m != nil {
+		if p := (*m)[n]; p != nil {
+			return p
+		}
+	}
+	nm := make(map[int]*sync.Pool, 1)
+	if m != nil {
+		for k, v := range *m {
+			nm[k] = v
+		}
+	}
+	p := &sync.Pool{}
+	nm[n] = p
+	c.pools.Store(&nm)
+	return p
+}
+
+// classIndex numbers the classes above 1024 elements in order of size:
+// class c of (2^(k-1), 2^k] is a multiple (17 … 32) of 2^(k-5).
+func classIndex(c int) int {
+	k := bits.Len(uint(c - 1))
+	return k*16 + c>>(k-5) - 17
+}
+
+// classSize is the size of the class numbered i (the inverse of
+// classIndex).
+func classSize(i int) int {
+	k := i / 16
+	return (i%16 + 17) << (k - 5)
+}
+
+// maxClasses bounds the class numbers of storage the lists keep (sizes up
+// to 2^63 elements).
+const maxClasses = 64 * 16
+
+// freeLists holds free storage of listMinElems elements or more, a LIFO
+// list per class, with a bitmap of the classes that have some.
+type freeLists struct {
+	mu    sync.Mutex
+	lists [maxClasses][]freeBuf
+	full  [maxClasses / 64]uint64
+	held  atomic.Int64 // bytes in the lists
+	cycle uint32       // collection cycles seen (see watchCycles)
+}
+
+// freeBuf is a free buffer and the collection cycle in which it was given.
+type freeBuf struct {
+	p     unsafe.Pointer
+	bytes int
+	cycle uint32
+}
+
+// take returns the most recently given buffer of the smallest class from
+// size (a class) up to listUpClasses above it that has one, and that
+// class's size; nil if none has.
+func (l *freeLists) take(size int) (unsafe.Pointer, int) {
+	lo := classIndex(size)
+	hi := min(lo+listUpClasses, maxClasses-1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := lo; i <= hi; {
+		w := l.full[i/64] >> (i % 64)
+		if w == 0 {
+			i = (i/64 + 1) * 64
+			continue
+		}
+		i += bits.TrailingZeros64(w)
+		if i > hi {
+			break
+		}
+		list := l.lists[i]
+		b := list[len(list)-1]
+		list[len(list)-1] = freeBuf{}
+		l.lists[i] = list[:len(list)-1]
+		if len(list) == 1 {
+			l.full[i/64] &^= 1 << (i % 64)
+		}
+		l.held.Add(-int64(b.bytes))
+		return b.p, classSize(i)
+	}
+	return nil, 0
+}
+
+// give files p, storage of class size (elements of elem bytes).
+func (l *freeLists) give(p unsafe.Pointer, size, elem int) {
+	i := classIndex(size)
+	if i >= maxClasses {
+		return
+	}
+	watchCyclesOnce.Do(watchCycles)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lists[i] = append(l.lists[i], freeBuf{p: p, bytes: size * elem, cycle: l.cycle})
+	l.full[i/64] |= 1 << (i % 64)
+	l.held.Add(int64(size * elem))
+}
+
+// age drops the buffers given before the last collection cycle that
+// nobody took since, and starts a new cycle.
+func (l *freeLists) age() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for w := range l.full {
+		for bitsLeft := l.full[w]; bitsLeft != 0; bitsLeft &= bitsLeft - 1 {
+			i := w*64 + bits.TrailingZeros64(bitsLeft)
+			kept := l.lists[i][:0]
+			for _, b := range l.lists[i] {
+				if b.cycle == l.cycle {
+					kept = append(kept, b)
+				} else {
+					l.held.Add(-int64(b.bytes))
+					cacheDropped.Add(int64(b.bytes))
+				}
+			}
+			clear(l.lists[i][len(kept):])
+			l.lists[i] = kept
+			if len(kept) == 0 {
+				l.full[w] &^= 1 << (i % 64)
+			}
+		}
+	}
+	l.cycle++
+}
+
+// watchCyclesOnce starts watchCycles when the lists are first given
+// storage.
+var watchCyclesOnce sync.Once
+
+// watchCycles ages the free lists once per collection cycle: a cleanup
+// (runtime.AddCleanup) on an object nothing references runs after the
+// cycle that finds it unreachable, and arms the next one.
+func watchCycles() {
+	sentinel := &struct{ _ [32]byte }{} // not a tiny allocation: collected alone
+	runtime.AddCleanup(sentinel, func(struct{}) {
+		f32Cache.lists.age()
+		i32Cache.lists.age()
+		f64Cache.lists.age()
+		watchCycles()
+	}, struct{}{})
+}
+
+// Counters of storage the allocator asked the collector for, and of
+// storage the cache gave back to it (ReadCacheStats).
+var (
+	freshAllocs, freshBytes, cacheDropped atomic.Int64
+)
+
+// countFresh counts a fresh allocation of bytes.
+func countFresh(bytes int) {
+	freshAllocs.Add(1)
+	freshBytes.Add(int64(bytes))
+}
+
+// CacheStats are counters of the allocator cache since the process
+// started: float32, int32 and float64 storage together.
+type CacheStats struct {
+	// Hits counts allocations the cache served with donated storage.
+	Hits int64
+	// Fresh counts allocations it could not serve, which took new
+	// storage from the collector, and FreshBytes their bytes.
+	Fresh, FreshBytes int64
+	// HeldBytes is the storage of at least 64 KiB the cache holds now,
+	// waiting to be reused (smaller storage waits in sync.Pools, which
+	// count nothing).
+	HeldBytes int64
+	// DroppedBytes is the storage the cache gave back to the collector
+	// because nobody took it for a whole collection cycle.
+	DroppedBytes int64
+	// PacedCycles counts the collection cycles the allocator started
+	// (see "Pacing the collector" in alloc_cache.go).
+	PacedCycles int64
+}
+
+// ReadCacheStats returns the allocator cache's counters: a figure for
+// benchmarks, tests and memory reports (examples/moe prints them).
+func ReadCacheStats() CacheStats {
+	return CacheStats{
+		Hits:         CacheHits(),
+		Fresh:        freshAllocs.Load(),
+		FreshBytes:   freshBytes.Load(),
+		HeldBytes:    f32Cache.lists.held.Load() + i32Cache.lists.held.Load() + f64Cache.lists.held.Load(),
+		DroppedBytes: cacheDropped.Load(),
+		PacedCycles:  paced.Load(),
+	}
+}
+
+// Pacing the collector.
+//
+// Storage the cache holds is live to the collector, which by default (GOGC
+// 100) lets the heap grow to twice what it found live before it collects
+// again: with the whole working set of a training step in the cache, the
+// garbage a step leaves (graph nodes, headers, the storage of values
+// nobody donated) could then grow to the size of that working set. At the
+// end of a backward pass that recycles its intermediates
+// (Trace.RecycleIntermediates), a training step's natural end, the
+// allocator starts a collection cycle once the heap has grown since the
+// last one by more than an eighth of what that cycle found live (and by
+// 16 MiB at least): garbage stays a fraction of the working set, for the
+// CPU time of one cycle every few steps (marking cached storage costs
+// nothing: it holds no pointers). The cycle also returns the heap's free
+// pages to the system (debug.FreeOSMemory): the holes that large buffers of
+// changing sizes leave between them would otherwise stay resident, since
+// the runtime keeps free memory up to its own goal (twice the live heap).
+// The cycle runs in a goroutine of its own, which ends with the cycle,
+// concurrently with the next step. GONOX_GCPACE=off in the environment switches the pacing off; the
+// GOGC and GOMEMLIMIT settings are never changed.
+
+// pacing is false under GONOX_GCPACE=off; pacingNow guards against a
+// second cycle while one the pacer started runs.
+var (
+	pacing    = os.Getenv("GONOX_GCPACE") != "off"
+	pacingNow atomic.Bool
+	paced     atomic.Int64
+)
+
+// paceSlack is the heap growth beyond the live heap that the pacer lets
+// pass: live/paceFraction, and paceMinBytes at least.
+const (
+	paceFraction = 8
+	paceMinBytes = 16 << 20
+)
+
+// paceCollector starts a collection cycle if the heap grew past the
+// pacer's slack since the last one (see "Pacing the collector").
+func paceCollector() {
+	if !pacing || !pacingNow.CompareAndSwap(false, true) {
+		return
+	}
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
+		pacingNow.Store(false)
+		return
+	}
+	live, now := s[0].Value.Uint64(), s[1].Value.Uint64()
+	if now <= live+max(live/paceFraction, paceMinBytes) {
+		pacingNow.Store(false)
+		return
+	}
+	paced.Add(1)
+	go func() {
+		defer pacingNow.Store(false)
+		debug.FreeOSMemory()
+	}()
+}
