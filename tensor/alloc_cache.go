@@ -360,12 +360,13 @@ func ReadCacheStats() CacheStats {
 // pages to the system (debug.FreeOSMemory): the holes that large buffers of
 // changing sizes leave between them would otherwise stay resident, since
 // the runtime keeps free memory up to its own goal (twice the live heap).
-// The cycle runs in a goroutine of its own, which ends with the cycle,
-// concurrently with the next step. GONOX_GCPACE=off in the environment switches the pacing off; the
+// The cycle runs on the goroutine that called Backward, which it holds up
+// for a few milliseconds (a goroutine of its own would outlive the call). GONOX_GCPACE=off in the environment switches the pacing off; the
 // GOGC and GOMEMLIMIT settings are never changed.
 
 // pacing is false under GONOX_GCPACE=off; pacingNow guards against a
-// second cycle while one the pacer started runs.
+// second cycle while one the pacer started runs (backward passes of
+// several devices end at once); paced counts the cycles.
 var (
 	pacing    = os.Getenv("GONOX_GCPACE") != "off"
 	pacingNow atomic.Bool
@@ -385,20 +386,15 @@ func paceCollector() {
 	if !pacing || !pacingNow.CompareAndSwap(false, true) {
 		return
 	}
+	defer pacingNow.Store(false)
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
-		pacingNow.Store(false)
 		return
 	}
 	live, now := s[0].Value.Uint64(), s[1].Value.Uint64()
-	if now <= live+max(live/paceFraction, paceMinBytes) {
-		pacingNow.Store(false)
-		return
-	}
-	paced.Add(1)
-	go func() {
-		defer pacingNow.Store(false)
+	if now > live+max(live/paceFraction, paceMinBytes) {
+		paced.Add(1)
 		debug.FreeOSMemory()
-	}()
+	}
 }
