@@ -129,10 +129,13 @@ def summarize(path):
     go = defaultdict(list)  # (model, batch, threads, unit) -> values
     anchors = defaultdict(list)
     cpu = None
+    loads = []  # the load averages the log records (bench/cnn.sh: at the start and after each round)
     for line in open(path, errors="replace"):
         line = line.rstrip("\n")
         if line.startswith("CPU "):
             cpu = line[4:]
+        if line.startswith("INFO ") and " load " in line:
+            loads.append(line.split(" load ", 1)[1].split()[0])
         if line.startswith("ANCHOR convnet_"):
             _, key, val, unit = line.split(None, 3)
             anchors[(key, unit)].append(float(val))
@@ -148,7 +151,7 @@ def summarize(path):
             except ValueError:
                 pass
     print(f"ConvNetStep (issue 29): gonox step time / PyTorch's, target <= {TARGET}x"
-          + (f"; CPU {cpu}" if cpu else ""))
+          + (f"; CPU {cpu}" if cpu else "") + (f"; load {', '.join(loads)}" if loads else ""))
     for model in BATCH:
         batch = str(BATCH[model])
         for threads in ("1", "2"):
