@@ -196,6 +196,10 @@ func init() {
 			x, idx := in[0], in[1]
 			out := newTensor(x.dtype, p.outShape)
 			outer, n, inner := axisSplit(x.shape, p.axis)
+			if x.dtype == Float32 && outer == 1 && inner >= rowsMin {
+				gatherRowsF32(out.f32, x.f32, idx.i32, n, inner, false, isLocal(x, idx))
+				return out
+			}
 			switch x.dtype {
 			case Float32:
 				takeKernel(out.f32, x.f32, idx.i32, outer, n, inner)

@@ -32,6 +32,10 @@ func scatterAddKernel[T float32 | int32 | float64 | int64](dst, upd []T, idx []i
 // scatterAddInto runs scatterAddKernel on tensors of one numeric dtype.
 func scatterAddInto(dst, upd, idx *Tensor, axis int) {
 	outer, n, inner := axisSplit(dst.shape, axis)
+	if dst.dtype == Float32 && outer == 1 && inner >= rowsMin {
+		scatterRowsF32(dst.f32, upd.f32, idx.i32, n, inner, false, isLocal(dst, upd, idx))
+		return
+	}
 	switch dst.dtype {
 	case Float32:
 		scatterAddKernel(dst.f32, upd.f32, idx.i32, outer, n, inner)
@@ -166,14 +170,16 @@ func init() {
 			shape := append([]int{ns}, data.shape[1:]...)
 			out := newTensor(data.dtype, shape)
 			inner := numel(data.shape[1:])
-			switch data.dtype {
-			case Float32:
+			switch {
+			case data.dtype == Float32 && inner >= rowsMin:
+				scatterRowsF32(out.f32, data.f32, ids.i32, ns, inner, true, isLocal(data, ids))
+			case data.dtype == Float32:
 				segmentSumKernel(out.f32, data.f32, ids.i32, ns, inner)
-			case Int32:
+			case data.dtype == Int32:
 				segmentSumKernel(out.i32, data.i32, ids.i32, ns, inner)
-			case Float64:
+			case data.dtype == Float64:
 				segmentSumKernel(out.f64, data.f64, ids.i32, ns, inner)
-			case Int64:
+			case data.dtype == Int64:
 				segmentSumKernel(out.i64, data.i64, ids.i32, ns, inner)
 			}
 			return out
@@ -210,14 +216,16 @@ func init() {
 			shape := append([]int{len(ids.i32)}, g.shape[1:]...)
 			out := newTensor(g.dtype, shape)
 			inner := numel(g.shape[1:])
-			switch g.dtype {
-			case Float32:
+			switch {
+			case g.dtype == Float32 && inner >= rowsMin:
+				gatherRowsF32(out.f32, g.f32, ids.i32, g.shape[0], inner, true, isLocal(g, ids))
+			case g.dtype == Float32:
 				segmentTakeKernel(out.f32, g.f32, ids.i32, g.shape[0], inner)
-			case Int32:
+			case g.dtype == Int32:
 				segmentTakeKernel(out.i32, g.i32, ids.i32, g.shape[0], inner)
-			case Float64:
+			case g.dtype == Float64:
 				segmentTakeKernel(out.f64, g.f64, ids.i32, g.shape[0], inner)
-			case Int64:
+			case g.dtype == Int64:
 				segmentTakeKernel(out.i64, g.i64, ids.i32, g.shape[0], inner)
 			}
 			return out
