@@ -366,6 +366,10 @@ func moveBlocks(op string, x *tensor.Tensor, dst Sharding) (bs []*tensor.Tensor,
 	if src == nil {
 		return makeBlocks(x, dst, false), false
 	}
+	if bs := takePrefetched(src, dst); bs != nil {
+		chargeReshard(op, src, dst)
+		return bs, true
+	}
 	temp := false // src is a reduction made for this call alone
 	if len(src.partial) > 0 {
 		if psumScatters(src, dst) {

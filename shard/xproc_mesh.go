@@ -31,6 +31,11 @@ type meshNet struct {
 	// put is another, for the GONOX_DEBUG check of Put, so a loader
 	// putting batches on its goroutine does not cross Map or Gather.
 	put Group
+	// prefetch is another, for the gathers Prefetch runs in the
+	// background (prefetch.go), numbered by pstream; pf holds them.
+	prefetch Group
+	pstream  *stream
+	pf       prefetcher
 	// stream names the mesh in fingerprints, numbers the operations on
 	// whole and the arrays computed on it (see xproc_agree.go); groupOps
 	// numbers the operations on each of groups (by process set). Each
@@ -81,6 +86,7 @@ func (m *Mesh) connect() *Mesh {
 		stop()
 	}
 	n.put = newGroup(n.procs)
+	n.prefetch, n.pstream = newGroup(n.procs), newStream(n.stream.ident+" (prefetch)")
 	// Every subset of axes, every group of it: in the same order on every
 	// process, so the collective NewGroup calls match.
 	k := len(m.sizes)

@@ -136,12 +136,18 @@ func reshardComm(sm, tm *Mesh) (Group, []int, *stream) {
 // same block share one copy unless charge is set (each device then owns
 // and is charged its copy).
 func reshardAcross(src *layout, dt tensor.DType, s Sharding, charge bool) []*tensor.Tensor {
+	comm, procs, st := reshardComm(src.sharding.mesh, s.mesh)
+	return reshardOn(comm, procs, st, src, dt, s, charge)
+}
+
+// reshardOn is reshardAcross on the communicator comm of the processes
+// procs, its operations numbered by st.
+func reshardOn(comm Group, procs []int, st *stream, src *layout, dt tensor.DType, s Sharding, charge bool) []*tensor.Tensor {
 	stop := watchdog(fmt.Sprintf("the reshard of %v[%v] from %v to %v", dt, src.geo.shape, src.sharding, s), unionProcs(src.sharding.mesh, s.mesh))
 	defer stop()
 	sm, tm := src.sharding.mesh, s.mesh
 	geo := s.geometry("shard.Put", src.geo.shape)
 	to := &layout{sharding: s, geo: geo}
-	comm, procs, st := reshardComm(sm, tm)
 	me := slices.Index(procs, dist.rank)
 	if me < 0 {
 		return make([]*tensor.Tensor, tm.Size()) // not involved

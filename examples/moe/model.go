@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -105,7 +106,12 @@ func (m Model) forward(ids *tensor.Tensor, moe moeFunc) forwardOut {
 	x := tensor.Add(m.Embed.Forward(ids), tensor.SliceAxis(m.Pos, 0, 0, T))
 	var o forwardOut
 	aux := tensor.Scalar(0)
-	for _, b := range m.Blocks {
+	for i, b := range m.Blocks {
+		if i+1 < len(m.Blocks) {
+			// Under FSDP between processes, the next block's weights
+			// travel while this one computes (nothing otherwise).
+			shard.Prefetch(m.Blocks[i+1])
+		}
 		x = tensor.Add(x, b.Attn.Forward(b.Norm1.Forward(x)))
 		if b.FFN.Layers != nil {
 			// A dense FFN is one expert that takes every token: no

@@ -53,7 +53,7 @@ done
 # Package shard's propagation tests, run on a mesh spread over the
 # processes (each test that expects a panic inside Map is left out: under
 # mpirun a failing device ends the job).
-prop='^Test(PropagationMatchesHost|PropagationAndMap|MLPStrategiesByPropagation|TransformerStrategiesByPropagation|VocabParallelCrossEntropy|PlaceholdersHoldNoBlocks|DropoutOnPlacedActivations|SecondDerivativeThroughPropagation|BlocksOfPartialSum|OptimizerStepsShards|CheckpointOnPlacedModel|ResidualsOfPlacedModel|ReshapeLayouts|Explain)$'
+prop='^Test(PropagationMatchesHost|PropagationAndMap|MLPStrategiesByPropagation|TransformerStrategiesByPropagation|VocabParallelCrossEntropy|PlaceholdersHoldNoBlocks|DropoutOnPlacedActivations|SecondDerivativeThroughPropagation|BlocksOfPartialSum|OptimizerStepsShards|CheckpointOnPlacedModel|ResidualsOfPlacedModel|ReshapeLayouts|Explain|PrefetchFeedsTheGathers)$'
 for np in 2 4; do
   echo "--- mpirun -np $np: shard/mpi tests, the guide's collectives and sharding propagation on 8 devices"
   mpirun -np "$np" --oversubscribe "$out/mpi.test"
