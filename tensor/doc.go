@@ -31,10 +31,12 @@
 // preferred_element_type); cotangents have their primal's dtype. Matmuls of
 // bfloat16 run on AMX tiles (Intel Sapphire Rapids and later) or the
 // AVX-512 BF16 kernel where the CPU has them, on widened operands
-// elsewhere; float16 matmuls widen. A float32 scalar next to a half
-// tensor takes its dtype (see below). Mixed precision training (float32
-// parameters, bfloat16 compute) is a policy of package nn built on
-// Convert.
+// elsewhere; float16 matmuls widen. MatMulAs multiplies float32 operands
+// in a half dtype, rounding them as the kernel packs them (no converted
+// copy), JAX's dot with algorithm BF16_BF16_F32. A float32 scalar next to
+// a half tensor takes its dtype (see below). Mixed precision training
+// (float32 parameters, bfloat16 compute) is a policy of package nn built
+// on Convert and MatMulAs.
 //
 // # Dtypes
 //
