@@ -104,7 +104,7 @@ func (bt *BatchTrace) Unbatched(y *Tensor, axis int) *Tensor {
 	case levelIDOf(y) > bt.id:
 		panic(fmt.Sprintf("tensor.BatchTrace.Unbatched: %v belongs to a transformation started inside the vmapped function (a trace: return its primal value)", y))
 	default:
-		v = BroadcastTo(ExpandDims(y, 0), append([]int{bt.size}, y.shape...)...)
+		v = BroadcastTo(y, append([]int{bt.size}, y.shape...)...) // NumPy rules: a leading axis
 	}
 	ax := axis
 	if ax < 0 {
@@ -281,7 +281,7 @@ func materialize(x *Tensor, batched bool, n int) *Tensor {
 	if batched {
 		return x
 	}
-	return BroadcastTo(ExpandDims(x, 0), append([]int{n}, x.shape...)...)
+	return BroadcastTo(x, append([]int{n}, x.shape...)...) // NumPy rules: a leading axis
 }
 
 // materializeAll is materialize for every operand of a rule.
