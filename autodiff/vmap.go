@@ -184,19 +184,22 @@ func (s vmapSettings) start(argv ...any) *vmapCall {
 	size := -1
 	var from func() string // names the first mapped leaf (formatted only for a panic)
 	for i, a := range argv {
+		if unmapped(s.in[i]) {
+			continue
+		}
 		leaves, pathOf := leavesOf(s.in[i], a)
 		for k, x := range leaves {
-			ax, mapped := s.axis(s.in[i], i, func() pytree.Path { return pathOf(k) }, x, true)
+			ax, mapped := s.axis(s.in[i], i, pathOf, k, x, true)
 			if !mapped {
 				continue
 			}
 			n := x.Dim(ax)
-			where := func() string { return fmt.Sprintf("argument %d %s%v", i, pathPrefix(pathOf(k)), x) }
 			switch {
 			case size < 0:
-				size, from = n, where
+				size = n
+				from = func() string { return argLeaf(i, pathOf(k), x) }
 			case n != size:
-				panic(fmt.Sprintf("%s: %s has %d examples along its mapped axis but %s has %d", s.function, where(), n, from(), size))
+				panic(fmt.Sprintf("%s: %s has %d examples along its mapped axis but %s has %d", s.function, argLeaf(i, pathOf(k), x), n, from(), size))
 			}
 		}
 	}
@@ -213,6 +216,13 @@ func (s vmapSettings) start(argv ...any) *vmapCall {
 		bt.Strict()
 	}
 	return &vmapCall{s: s, bt: bt}
+}
+
+// unmapped reports whether spec maps no leaf: the argument is passed
+// through as it is.
+func unmapped(spec AxisSpec) bool {
+	a, ok := spec.(Axis)
+	return ok && a == None
 }
 
 // leavesOf returns the tensor leaves of tree and a function giving the
@@ -234,30 +244,35 @@ func leavesOf(spec AxisSpec, tree any) ([]*tensor.Tensor, func(k int) pytree.Pat
 }
 
 // mapLeaves is pytree.MapWithPath, without the paths when spec is an
-// Axis (the same for every leaf).
-func mapLeaves[T any](spec AxisSpec, tree T, f func(p func() pytree.Path, x *tensor.Tensor) *tensor.Tensor) T {
+// Axis (the same for every leaf): f receives the index k of leaf x and
+// pathOf, which returns the path of leaf k.
+func mapLeaves[T any](spec AxisSpec, tree T, f func(pathOf func(int) pytree.Path, k int, x *tensor.Tensor) *tensor.Tensor) T {
+	var paths []pytree.Path
+	pathOf := func(k int) pytree.Path {
+		if paths == nil {
+			paths, _ = pytree.LeavesWithPath(tree)
+		}
+		return paths[k]
+	}
+	k := -1
 	if _, ok := spec.(Axis); ok {
-		k := -1
-		var paths []pytree.Path
 		return pytree.Map(tree, func(x *tensor.Tensor) *tensor.Tensor {
 			k++
-			kk := k
-			return f(func() pytree.Path {
-				if paths == nil {
-					paths, _ = pytree.LeavesWithPath(tree)
-				}
-				return paths[kk]
-			}, x)
+			return f(pathOf, k, x)
 		})
 	}
 	return pytree.MapWithPath(tree, func(p pytree.Path, x *tensor.Tensor) *tensor.Tensor {
-		return f(func() pytree.Path { return p }, x)
+		k++
+		paths = append(paths, p)
+		return f(pathOf, k, x)
 	})
 }
 
-// axis returns the axis of leaf x (at path p() of argument i, or of the
-// result if in is false), normalised, and whether it is mapped.
-func (s vmapSettings) axis(spec AxisSpec, i int, path func() pytree.Path, x *tensor.Tensor, in bool) (int, bool) {
+// axis returns the axis of leaf x (leaf k of argument i, or of the result
+// if in is false, at path pathOf(k)), normalised, and whether it is
+// mapped.
+func (s vmapSettings) axis(spec AxisSpec, i int, pathOf func(int) pytree.Path, k int, x *tensor.Tensor, in bool) (int, bool) {
+	path := func() pytree.Path { return pathOf(k) }
 	var a Axis
 	if ax, ok := spec.(Axis); ok {
 		a = ax
@@ -276,13 +291,18 @@ func (s vmapSettings) axis(spec AxisSpec, i int, path func() pytree.Path, x *ten
 		ax += r
 	}
 	if ax < 0 || ax >= r {
-		what := fmt.Sprintf("argument %d %s%v", i, pathPrefix(path()), x)
+		what := argLeaf(i, path(), x)
 		if !in {
 			what = fmt.Sprintf("result %s%v", pathPrefix(path()), x)
 		}
 		panic(fmt.Sprintf("%s: %s: axis %d out of range for rank %d", s.function, what, int(a), r))
 	}
 	return ax, true
+}
+
+// argLeaf names leaf x of argument i at path p, for messages.
+func argLeaf(i int, p pytree.Path, x *tensor.Tensor) string {
+	return fmt.Sprintf("argument %d %s%v", i, pathPrefix(p), x)
 }
 
 func pathPrefix(p pytree.Path) string {
@@ -295,8 +315,11 @@ func pathPrefix(p pytree.Path) string {
 // batchTree returns argument i with its mapped leaves replaced by the
 // values that stand for their batches.
 func batchTree[T any](v *vmapCall, i int, x T) T {
-	return mapLeaves(v.s.in[i], x, func(p func() pytree.Path, leaf *tensor.Tensor) *tensor.Tensor {
-		ax, mapped := v.s.axis(v.s.in[i], i, p, leaf, true)
+	if unmapped(v.s.in[i]) {
+		return x // nothing to replace: no walk
+	}
+	return mapLeaves(v.s.in[i], x, func(pathOf func(int) pytree.Path, k int, leaf *tensor.Tensor) *tensor.Tensor {
+		ax, mapped := v.s.axis(v.s.in[i], i, pathOf, k, leaf, true)
 		if !mapped {
 			return leaf
 		}
@@ -315,11 +338,11 @@ func finish[Y any](v *vmapCall, y Y) Y {
 			}
 		}
 	}()
-	return mapLeaves(v.s.out, y, func(p func() pytree.Path, leaf *tensor.Tensor) *tensor.Tensor {
-		ax, mapped := v.s.axis(v.s.out, 0, p, leaf, false)
+	return mapLeaves(v.s.out, y, func(pathOf func(int) pytree.Path, k int, leaf *tensor.Tensor) *tensor.Tensor {
+		ax, mapped := v.s.axis(v.s.out, 0, pathOf, k, leaf, false)
 		if !mapped {
 			if v.bt.Batches(leaf) {
-				panic(fmt.Sprintf("%s: result %s%v depends on the batch but its out axis is None", v.s.function, pathPrefix(p()), leaf))
+				panic(fmt.Sprintf("%s: result %s%v depends on the batch but its out axis is None", v.s.function, pathPrefix(pathOf(k)), leaf))
 			}
 			return leaf
 		}
