@@ -299,9 +299,12 @@ func materializeAll(in []*Tensor, batched []bool) []*Tensor {
 // 1 inserted after the batch dimension): broadcasting then lines the batch
 // dimensions up, and the unbatched operands broadcast along them.
 func alignBatch(in []*Tensor, batched []bool, r int) []*Tensor {
-	out := slices.Clone(in)
+	out := in // copied before the first change: in is the caller's
 	for i, x := range in {
 		if batched[i] && len(x.shape)-1 < r {
+			if &out[0] == &in[0] {
+				out = slices.Clone(in)
+			}
 			shape := make([]int, 0, r+1)
 			shape = append(shape, x.shape[0])
 			for range r - (len(x.shape) - 1) {
