@@ -85,6 +85,17 @@ func (f Activation) Fused() (tensor.Activation, bool) {
 	return 0, false
 }
 
+// activationOf returns this package's activation that is a (fused)
+// tensor.Activation.
+func activationOf(a tensor.Activation) Activation {
+	for i := range builtinActivations {
+		if b := &builtinActivations[i]; b.fused && b.act == a {
+			return b.f
+		}
+	}
+	panic("nn: no activation " + a.String())
+}
+
 type builtinActivation struct {
 	f     Activation
 	pc    uintptr // code pointer of f, set by init

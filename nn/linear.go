@@ -87,12 +87,25 @@ func (l Linear) Forward(x *tensor.Tensor) *tensor.Tensor {
 // W's cotangent is the float32 accumulator of the half product, not
 // rounded to the half dtype (MLP's mixed-precision Forward uses this).
 func (l Linear) ForwardAct(x *tensor.Tensor, act Activation) *tensor.Tensor {
+	return l.forward(tensor.ActIdentity, x, act)
+}
+
+// forward returns act(l.Forward(pre(x))), pre applied by the product
+// (tensor.ActMatMul), which then keeps x instead of pre(x) for the
+// backward pass.
+func (l Linear) forward(pre tensor.Activation, x *tensor.Tensor, act Activation) *tensor.Tensor {
 	in := l.W.Dim(0)
 	if x.Rank() == 0 || x.Dim(-1) != in {
 		panic(fmt.Sprintf("nn.Linear: x %v, W %v: last dim of x must be %d", x, l.W, in))
 	}
 	mm, b := tensor.MatMul, l.B
+	if pre != tensor.ActIdentity {
+		mm = func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.ActMatMul(pre, x, w) }
+	}
 	if dt := x.DType(); dt != l.W.DType() && l.W.DType() == tensor.Float32 && (dt == tensor.BFloat16 || dt == tensor.Float16) {
+		if pre != tensor.ActIdentity {
+			x = activationOf(pre)(x)
+		}
 		mm = func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.MatMulAs(x, w, false, false, dt, dt) }
 		if b != nil {
 			b = tensor.Convert(b, dt)
@@ -211,12 +224,19 @@ func (m MLP) Forward(x *tensor.Tensor) *tensor.Tensor {
 		m.policy = Policy{}
 		return CastToOutput(p, castLayers(p, m).Forward(CastToCompute(p, x)))
 	}
+	pre := tensor.ActIdentity // the previous layer's activation, applied by this layer's product
 	for i, l := range m.Layers {
 		act := m.Activation
 		if i == len(m.Layers)-1 {
 			act = m.FinalActivation
 		}
-		x = l.ForwardAct(x, act)
+		if a, ok := act.Fused(); ok && l.B == nil && i < len(m.Layers)-1 {
+			// No bias to fuse it with: the next layer's product applies
+			// it (tensor.ActMatMul), keeping this layer's output only.
+			x, pre = l.forward(pre, x, nil), a
+			continue
+		}
+		x, pre = l.forward(pre, x, act), tensor.ActIdentity
 	}
 	return x
 }

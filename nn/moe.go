@@ -286,6 +286,11 @@ func (m MoE) Route(tokens *tensor.Tensor) MoERouting {
 // (tensor.RaggedDot); rows past the groups give 0.
 func (m MoE) Experts(x, up, down, groupSizes *tensor.Tensor) *tensor.Tensor {
 	h := tensor.RaggedDot(x, up, groupSizes)
+	if a, ok := m.Activation.Fused(); ok {
+		// The second product applies the activation and keeps h, not
+		// Activation(h), for the backward pass (tensor.ActRaggedDot).
+		return tensor.ActRaggedDot(a, h, down, groupSizes)
+	}
 	if m.Activation != nil {
 		h = m.Activation(h)
 	}

@@ -66,6 +66,8 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"BiasAct":        func(t []*tensor.Tensor) { tensor.BiasAct(t[0], t[1], tensor.ActRelu) },
 	"ChannelMoments": func(t []*tensor.Tensor) { tensor.ChannelMoments(t[0]) },
 	"LayerNorm":      func(t []*tensor.Tensor) { tensor.LayerNorm(t[0], nil, nil, 1e-5) },
+	"ActMatMul":      func(t []*tensor.Tensor) { tensor.ActMatMul(tensor.ActGelu, t[0], t[1]) },
+	"ActRaggedDot":   func(t []*tensor.Tensor) { tensor.ActRaggedDot(tensor.ActGelu, t[0], t[1], t[2]) },
 	"ChannelAffine":  func(t []*tensor.Tensor) { tensor.ChannelAffine(t[0], t[1], t[2], tensor.ActRelu) },
 	"ChannelAffineAdd": func(t []*tensor.Tensor) {
 		tensor.ChannelAffineAdd(t[0], t[1], t[2], t[3], tensor.ActRelu)

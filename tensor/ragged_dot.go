@@ -211,6 +211,15 @@ func raggedOuter(a, b, gs *Tensor, groups int) *Tensor {
 // and sum to at most m.
 func RaggedDot(x, w, groupSizes *Tensor) *Tensor {
 	checkNil("tensor.RaggedDot", "x w groupSizes", x, w, groupSizes)
+	if checkRaggedDot(x, w, groupSizes) && x.dtype == Float64 { // composed: the grouped gemm is float32
+		return raggedDot64(x, w, groupSizes)
+	}
+	return raggedDot(x, w, groupSizes, false)
+}
+
+// checkRaggedDot panics unless RaggedDot takes its operands, and reports
+// whether it read and checked the group sizes (a host tensor).
+func checkRaggedDot(x, w, groupSizes *Tensor) bool {
 	desc := func() string { return fmt.Sprintf("%v @ %v, group sizes %v", x, w, groupSizes) }
 	if !x.dtype.IsFloat() || w.dtype != x.dtype || len(x.shape) != 2 || len(w.shape) != 3 {
 		panic(fmt.Sprintf("tensor.RaggedDot: %s: want f32[m,k] and f32[g,k,n] (or both bf16 or f16)", desc()))
@@ -223,11 +232,9 @@ func RaggedDot(x, w, groupSizes *Tensor) *Tensor {
 	}
 	if groupSizes.layout == nil && groupSizes.xv == nil {
 		checkGroupSizes("tensor.RaggedDot", groupSizes, x.shape[0]) // fail here, naming the public op
-		if x.dtype == Float64 {                                     // composed: the grouped gemm is float32
-			return raggedDot64(x, w, groupSizes)
-		}
+		return true
 	}
-	return raggedDot(x, w, groupSizes, false)
+	return false
 }
 
 // raggedFill returns the group sizes of a batch of ragged products laid

@@ -1,0 +1,152 @@
+package tensor
+
+import "fmt"
+
+// act_product computes act(x) @ w, or the grouped product RaggedDot(act(x),
+// w, groupSizes), without keeping act(x): the second layer of an MLP or of
+// a mixture of experts' experts, whose input is the activation of the
+// first layer's output. Composed, the activation op keeps its input for
+// its derivative and the product keeps the activation's output for its
+// weight gradient: two activations of the hidden width per layer. The op
+// keeps only x (and w); the forward pass computes act(x) into a temporary
+// that it recycles once the product has read it, and the backward pass
+// recomputes it (one elementwise pass) for the weight gradient, recycles
+// it, and applies the activation's derivative to the input's cotangent
+// from x, as the activation's own VJP would.
+
+// actProductParams are act_product's parameters: the activation and the
+// product (matmul or ragged_dot) with its own parameters.
+type actProductParams struct {
+	act  Activation
+	prod *Op
+	pp   any
+}
+
+var actProductOp *Op
+
+func init() {
+	actProductOp = &Op{
+		Name: "act_product",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			p := pp.(*actProductParams)
+			h := actTemp(in[0], p.act)
+			out := p.prod.Impl(append([]*Tensor{h}, in[1:]...), p.pp)
+			Donate(h)
+			return out
+		},
+		VJPNeed: func(g *Tensor, in []*Tensor, out *Tensor, pp any, need uint64) []*Tensor {
+			p := pp.(*actProductParams)
+			x := in[0]
+			h := p.act.apply(x)
+			res := vjpForm(p.prod, p.pp, nil, []*Tensor{g}, append([]*Tensor{h}, in[1:]...), []*Tensor{out}, need)
+			if dh := res[0]; dh != nil {
+				if p.act.fromInput() {
+					res[0] = Apply(p.act.bwd(), nil, dh, x)
+				} else {
+					res[0] = Apply(p.act.bwd(), nil, dh, h)
+				}
+				if dh != g && !dh.IsTraced() && dh.layout == nil {
+					Donate(dh)
+				}
+			}
+			if !h.IsTraced() && h.layout == nil {
+				Donate(h)
+			}
+			return res
+		},
+		Save: SaveAllInputs,
+		// d(act(x)·w) = (act'(x)·dx)·w + act(x)·dw: the product's rule at
+		// h = act(x) with the tangent of h.
+		JVP: func(x, t, outs []*Tensor, pp any) []*Tensor {
+			p := pp.(*actProductParams)
+			h := p.act.apply(x[0])
+			th := append([]*Tensor(nil), t...)
+			if t[0] != nil {
+				if p.act.fromInput() {
+					th[0] = Apply(p.act.bwd(), nil, t[0], x[0])
+				} else {
+					th[0] = Apply(p.act.bwd(), nil, t[0], h)
+				}
+			}
+			return p.prod.JVP(append([]*Tensor{h}, x[1:]...), th, outs, p.pp)
+		},
+		// The product's batching rule at h = act(x).
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			p := pp.(*actProductParams)
+			h := p.act.apply(in[0])
+			return p.prod.Batch(append([]*Tensor{h}, in[1:]...), batched, p.pp)
+		},
+		// Package shard never meets the op: the public functions compose
+		// for placed operands.
+		Traits: Traits{Reuse: FreshVJP}, // products by gemm, derivatives by kernels
+	}
+}
+
+// actTemp returns act(x) for float32 x in fresh storage the caller
+// recycles.
+func actTemp(x *Tensor, act Activation) *Tensor {
+	h := newOutUninit(Float32, x.shape)
+	kernel, cost := act.kernel()
+	if kernel == nil {
+		copy(h.f32, x.f32)
+		return h
+	}
+	n := len(x.f32)
+	if serial(n*cost, isLocal(x)) {
+		kernel(h.f32, x.f32)
+		return h
+	}
+	parallelFor(n, cost, 16, false, func(lo, hi int) { kernel(h.f32[lo:hi], x.f32[lo:hi]) })
+	return h
+}
+
+// fusesAct reports whether act_product computes act(x) with these
+// operands: float32 host tensors or shard.Map blocks and a fused
+// activation; others compose.
+func fusesAct(act Activation, xs ...*Tensor) bool {
+	if act == ActIdentity || act >= numActivations {
+		return false
+	}
+	for _, x := range xs {
+		if x.dtype != Float32 || x.layout != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// ActMatMul returns act(x) @ w for x [..., K] and w [K, N] (MatMul's
+// semantics for those shapes), as one op that does not keep act(x) for
+// the backward pass (act_product): the second layer of an MLP, the
+// activation of the first layer's output as its input. The backward pass
+// recomputes act(x) from x. Values and gradients are those of the
+// composition MatMul(act(x), w) bit for bit; float64, half and placed
+// operands compose.
+func ActMatMul(act Activation, x, w *Tensor) *Tensor {
+	checkNil("tensor.ActMatMul", "x w", x, w)
+	if act >= numActivations {
+		panic(fmt.Sprintf("tensor.ActMatMul: %s: unknown activation %v", operands("@", x, w), act))
+	}
+	if len(x.shape) < 2 || len(w.shape) != 2 || !fusesAct(act, x, w) {
+		return MatMul(act.apply(x), w)
+	}
+	p := checkMatMul("tensor.ActMatMul", x, w, false, false)
+	return Apply(actProductOp, &actProductParams{act: act, prod: matmulOp, pp: p}, x, w)
+}
+
+// ActRaggedDot returns RaggedDot(act(x), w, groupSizes) as one op that
+// does not keep act(x) for the backward pass (act_product): the second
+// layer of a mixture of experts' experts. Values and gradients are those
+// of the composition bit for bit; float64, half and placed operands, and
+// group sizes that are placed or batched, compose.
+func ActRaggedDot(act Activation, x, w, groupSizes *Tensor) *Tensor {
+	checkNil("tensor.ActRaggedDot", "x w groupSizes", x, w, groupSizes)
+	if act >= numActivations {
+		panic(fmt.Sprintf("tensor.ActRaggedDot: %s: unknown activation %v", operands("@", x, w), act))
+	}
+	if !fusesAct(act, x, w) || groupSizes.layout != nil || groupSizes.xv != nil {
+		return RaggedDot(act.apply(x), w, groupSizes)
+	}
+	checkRaggedDot(x, w, groupSizes)
+	return Apply(actProductOp, &actProductParams{act: act, prod: raggedDotOp, pp: &raggedParams{}}, x, w, groupSizes)
+}
