@@ -114,10 +114,14 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		}
 		return c.Vary(x, axes...)
 	})
-	// Each gradient's reduction starts as soon as the backward pass has
-	// finished it (autodiff.OnGradient), and travels while the gradients
-	// of the layers before it are computed (PyTorch DDP's buckets; each
-	// leaf is one bucket here, reduced where it lies).
+	// Each split gradient's reduce-scatter starts as soon as the backward
+	// pass has finished it (autodiff.OnGradient), and travels while the
+	// gradients of the layers before it are computed (PyTorch DDP's
+	// buckets; each leaf is one bucket here, reduced where it lies). The
+	// leaves left whole (biases: small) are all-reduced after the
+	// backward pass, so that a started exchange never waits behind one
+	// that shard defers (an all-reduce between processes would spin while
+	// the device computes; see shard.Ctx.PsumStart).
 	dims := t.leafDims(in.Params)
 	hs := make([]*shard.Handle, len(dims))
 	reduce := func(i int, x *tensor.Tensor) *shard.Handle {
@@ -129,7 +133,7 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	var opts []autodiff.Option
 	if !t.cfg.ReduceAfterBackward {
 		opts = append(opts, autodiff.OnGradient(func(i int, x *tensor.Tensor) {
-			if x.DType().IsFloat() {
+			if x.DType().IsFloat() && dims[i] >= 0 {
 				hs[i] = reduce(i, x)
 			}
 		}))

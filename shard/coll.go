@@ -44,6 +44,10 @@ type collective struct {
 	// or a shared result per group). Most collectives build it with
 	// eachGroup from one of the exchanges of xproc_exchange.go.
 	cross func(r *run, s *slot) error
+	// quiet, if set, reports whether the cross-process exchange of a
+	// started slot of this collective waits without spinning (see
+	// run.exchange); nil: it may spin.
+	quiet func(r *run, s *slot) bool
 	// needs, for a collective exchanged with crossGroup.parts, returns
 	// the part of member src's block x that member dst reads.
 	needs func(c *call, g group, src, dst int, x *tensor.Tensor) region

@@ -13,7 +13,18 @@ import (
 // per process is reduce-scattered straight into the parts when they are
 // contiguous, other float32 blocks are all-reduced whole, anything else
 // brings the parts the local members read.
-var psumScatterColl = &collective{kind: "psum_scatter", cross: eachGroup(crossPsumScatter), needs: partAlong}
+var psumScatterColl = &collective{kind: "psum_scatter", cross: eachGroup(crossPsumScatter), needs: partAlong, quiet: quietPsumScatter}
+
+// quietPsumScatter reports whether every group of a started
+// psum_scatter's slot exchanges with pairScatter, which waits by polling.
+func quietPsumScatter(r *run, s *slot) bool {
+	for _, x := range r.crossGroups(s, s.calls[r.first]) {
+		if !x.pairs() {
+			return false
+		}
+	}
+	return true
+}
 
 var psumScatterOp *tensor.Op
 
@@ -254,6 +265,24 @@ func (x *crossGroup) contiguousParts() (*call, []int) {
 	return c, part
 }
 
+// pairs reports whether pairScatter can exchange the group's blocks: two
+// processes not sharing memory, with non-blocking sends, one float32
+// block each whose parts are contiguous.
+func (x *crossGroup) pairs() bool {
+	if len(x.procs) != 2 {
+		return false
+	}
+	switch x.g.(type) {
+	case *shmGroup, shmAsyncGroup:
+		return false // one host: through shared memory
+	}
+	if _, ok := x.g.(AsyncGroup); !ok {
+		return false
+	}
+	c, _ := x.contiguousParts()
+	return c != nil
+}
+
 // pairScatter reduce-scatters a started psum_scatter (PsumScatterStart)
 // between two processes that do not share memory, as reduceScatter
 // would, with non-blocking sends (AsyncGroup): each process sends the
@@ -266,21 +295,11 @@ func (x *crossGroup) contiguousParts() (*call, []int) {
 // would take the core from that computation (the simulated hosts of
 // cluster.sh share the machine's cores). It reports whether it did.
 func (x *crossGroup) pairScatter() bool {
-	if len(x.procs) != 2 {
+	if !x.pairs() {
 		return false
 	}
-	switch x.g.(type) {
-	case *shmGroup, shmAsyncGroup:
-		return false // one host: through shared memory
-	}
-	ag, ok := x.g.(AsyncGroup)
-	if !ok {
-		return false
-	}
+	ag := x.g.(AsyncGroup)
 	c, part := x.contiguousParts()
-	if c == nil {
-		return false
-	}
 	me := x.g.Rank()
 	peer := 1 - me
 	blk := c.x.BorrowFloat32()

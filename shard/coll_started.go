@@ -25,6 +25,15 @@ import (
 // synchronous collective issued meanwhile waits for them (every device
 // must issue its collectives, started or not, in the same order).
 //
+// An exchange that would spin while it waits for the other processes (a
+// blocking MPI collective, a shared-memory fence) takes the core the
+// device computes on, and costs more than it hides when every core
+// computes: such a started exchange waits until the device waits for a
+// started collective or issues another one, and overlaps nothing. Only a
+// reduce-scatter between two processes that share no memory (one process
+// per host) travels during the computation, with non-blocking sends
+// waited for by polling; a started psum always waits.
+//
 // Unlike PpermuteStart it is not differentiable: x's cotangent does not
 // flow back through it. It is meant for values no longer differentiated,
 // such as the gradients a training step reduces (autodiff.OnGradient).
@@ -75,6 +84,7 @@ func (e *devEnv) startReduction(c *Ctx, cl *call, done func(s *slot) *tensor.Ten
 			panic(fmt.Sprintf("shard.Handle.Wait: %v was started in another shard.Map call (or its backward pass)", cl))
 		}
 		r.dropPending(e.dev, f)
+		r.releaseStarted()
 		r.await(e, s, time.Now())
 		defer r.leave(s)
 		return done(s)

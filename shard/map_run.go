@@ -45,13 +45,26 @@ type run struct {
 	// is done; nil if none was started. Exchanges run one at a time in
 	// the slots' order.
 	tail chan struct{}
+	// release is closed, and replaced, when a device waits for a started
+	// reduction or issues a collective exchanged in the foreground: the
+	// started exchanges that would spin wait for the one current when
+	// they were started (run.exchange).
+	release chan struct{}
+}
+
+// releaseStarted lets the started exchanges waiting for release run.
+func (r *run) releaseStarted() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	close(r.release)
+	r.release = make(chan struct{})
 }
 
 // abortSignal unwinds a device goroutine after another device failed.
 type abortSignal struct{}
 
 func newRun(m *Mesh, comm *Comm, name string) *run {
-	r := &run{mesh: m, comm: comm, name: name, slots: map[int]*slot{}, abort: make(chan struct{}), nlocal: m.nlocal(), first: m.firstLocal()}
+	r := &run{mesh: m, comm: comm, name: name, slots: map[int]*slot{}, abort: make(chan struct{}), release: make(chan struct{}), nlocal: m.nlocal(), first: m.firstLocal()}
 	r.done = make([]int, m.Size())
 	for i := range r.done {
 		r.done[i] = -1
@@ -267,26 +280,41 @@ func (r *run) arrive(e *devEnv, c *call) *slot {
 		// the exchanges started before it, while this device goes on.
 		done := make(chan struct{})
 		r.tail = done
-		go r.exchange(s, c, prev, done) // joined by exec
+		go r.exchange(s, c, prev, done, r.release) // joined by exec
 		cross = false
 	}
 	r.mu.Unlock()
 	if cross {
-		r.exchange(s, c, prev, nil)
+		r.releaseStarted() // the started exchanges before this one must run now
+		r.exchange(s, c, prev, nil, nil)
 	}
 	return s
 }
 
 // exchange runs the cross-process part of slot s (c's collective) once
 // the exchange of the collectives before it, prev, is done, and closes
-// s.ready, or fails the run; then it closes done (if not nil).
-func (r *run) exchange(s *slot, c *call, prev, done chan struct{}) {
+// s.ready, or fails the run; then it closes done (if not nil). A started
+// exchange that would spin first waits for release.
+func (r *run) exchange(s *slot, c *call, prev, done, release chan struct{}) {
 	if done != nil {
 		defer close(done)
 	}
 	if prev != nil {
 		select {
 		case <-prev:
+		case <-r.abort:
+			return
+		}
+	}
+	if release != nil && (c.coll.quiet == nil || !c.coll.quiet(r, s)) {
+		// A started exchange that would spin (a blocking MPI collective,
+		// a shared-memory fence) waits until the device waits for it or
+		// issues another collective: while the device computes, a
+		// spinning thread takes the core it computes on (every core
+		// computes on a host of one process per core), and costs more
+		// than it hides.
+		select {
+		case <-release:
 		case <-r.abort:
 			return
 		}

@@ -69,7 +69,6 @@ func (r *run) eachGroup(s *slot, exchange func(x *crossGroup)) (err error) {
 		}
 	}
 	e := &devEnv{mesh: m, dev: m.firstLocal(), coords: m.Coords(m.firstLocal())}
-	axesMask := e.maskOf("shard", first.axes)
 	desc := first.describe(s.k)
 	stop := watchdog(r.name+": "+desc, m.ownerProcs())
 	defer stop()
@@ -79,23 +78,35 @@ func (r *run) eachGroup(s *slot, exchange func(x *crossGroup)) (err error) {
 		}
 	}()
 	var agreed []string // process sets
-	for _, members := range m.partitionOf(axesMask) {
+	for _, x := range r.crossGroups(s, first) {
+		if k := procsKey(x.procs); !slices.Contains(agreed, k) {
+			agree(x.g, x.procs, r.name, m.net.stream, m.net.groupOps[k].Add(1), desc)
+			agreed = append(agreed, k)
+		}
+		exchange(x)
+	}
+	return nil
+}
+
+// crossGroups returns the groups of devices of slot s (whose call on
+// this process is first) that span this process and others, in the same
+// order on every process.
+func (r *run) crossGroups(s *slot, first *call) []*crossGroup {
+	m := r.mesh
+	e := &devEnv{mesh: m, dev: m.firstLocal(), coords: m.Coords(m.firstLocal())}
+	var out []*crossGroup
+	for _, members := range m.partitionOf(e.maskOf("shard", first.axes)) {
 		key := members[0]
 		procs := m.procsOf(members)
 		if len(procs) < 2 || !slices.Contains(procs, dist.rank) {
 			continue
 		}
-		g := m.net.groups[procsKey(procs)]
-		if k := procsKey(procs); !slices.Contains(agreed, k) {
-			agree(g, procs, r.name, m.net.stream, m.net.groupOps[k].Add(1), desc)
-			agreed = append(agreed, k)
-		}
 		// Members in the collective's rank order (listed axes, first major).
 		ge := &devEnv{mesh: m, dev: key, coords: m.Coords(key)}
 		gr := ge.group("shard", first.axes)
-		exchange(&crossGroup{r: r, s: s, g: g, key: key, members: gr.members, procs: procs, gr: gr, c0: first})
+		out = append(out, &crossGroup{r: r, s: s, g: m.net.groups[procsKey(procs)], key: key, members: gr.members, procs: procs, gr: gr, c0: first})
 	}
-	return nil
+	return out
 }
 
 // allreduceSum all-reduces the sum of the group's local blocks and stores
