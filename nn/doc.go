@@ -138,10 +138,11 @@
 // CastToCompute converts every float leaf of a model or batch (with
 // tensor.Convert, which is differentiable), CastToOutput the result. MLP
 // applies its policy itself (MLPOptions.Policy, WithPolicy), and faster:
-// its float32 weights are not converted but rounded by each layer's
-// product as it reads them (tensor.MatMulAs; Linear does this for any
-// half input), and their gradients come out of the bf16 products in
-// float32, with no rounding to bf16 and widening back. With
+// with float32 host parameters it runs as automatic mixed precision does,
+// its products in bf16 from float32 weights and activations, each rounded
+// as the product reads it (tensor.MatMulAs: no bf16 copies), and its
+// biases, activations and gradients in float32 (a Linear given a half
+// input with float32 parameters rounds its weight the same way). With
 // MixedBFloat16 the optimizer sees float32 master weights and float32
 // gradients, the matmuls run in bfloat16 (AMX or AVX-512 BF16 where the
 // CPU has them) and the loss is float32:

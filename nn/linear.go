@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -111,6 +110,22 @@ func (l Linear) forward(pre tensor.Activation, x *tensor.Tensor, act Activation)
 			b = tensor.Convert(b, dt)
 		}
 	}
+	return l.apply(x, act, mm, b)
+}
+
+// forwardProducts is ForwardAct with the product computed in dtype
+// compute from float32 (or compute) x and float32 parameters, each
+// rounded as the product reads it, and its float32 accumulator returned
+// (tensor.MatMulAs); the bias and the activation run in float32.
+func (l Linear) forwardProducts(x *tensor.Tensor, act Activation, compute tensor.DType) *tensor.Tensor {
+	return l.apply(x, act, func(x, w *tensor.Tensor) *tensor.Tensor {
+		return tensor.MatMulAs(x, w, false, false, compute, tensor.Float32)
+	}, l.B)
+}
+
+// apply returns act(mm(x, W) + b) for x of shape [..., in].
+func (l Linear) apply(x *tensor.Tensor, act Activation, mm func(x, w *tensor.Tensor) *tensor.Tensor, b *tensor.Tensor) *tensor.Tensor {
+	in := l.W.Dim(0)
 	var y *tensor.Tensor
 	if x.Rank() > 2 {
 		shape := x.Shape()
@@ -169,9 +184,13 @@ type MLP struct {
 	policy Policy
 }
 
-// WithPolicy returns m with mixed-precision policy p: Forward casts the
-// parameters and the input to p.Compute and its result to p.Output (see
-// Policy). The zero Policy switches the casts off.
+// WithPolicy returns m with mixed-precision policy p: Forward computes in
+// p.Compute and returns p.Output (see Policy). With float32 host
+// parameters and a half p.Compute it computes the products in p.Compute
+// from the float32 weights and activations, rounded as each product reads
+// them, and the rest in float32 (automatic mixed precision); otherwise it
+// casts the parameters and the input to p.Compute. The zero Policy
+// switches the policy off.
 func (m MLP) WithPolicy(p Policy) MLP {
 	if p != (Policy{}) {
 		if err := p.Validate(); err != nil {
@@ -222,14 +241,14 @@ func (m MLP) Forward(x *tensor.Tensor) *tensor.Tensor {
 	if m.policy != (Policy{}) {
 		p := m.policy
 		m.policy = Policy{}
-		return CastToOutput(p, castLayers(p, m).Forward(CastToCompute(p, x)))
+		if p.Compute != tensor.Float32 && m.hostFloat32() {
+			return CastToOutput(p, m.forwardProducts(x, p.Compute))
+		}
+		return CastToOutput(p, CastToCompute(p, m).Forward(CastToCompute(p, x)))
 	}
 	pre := tensor.ActIdentity // the previous layer's activation, applied by this layer's product
 	for i, l := range m.Layers {
-		act := m.Activation
-		if i == len(m.Layers)-1 {
-			act = m.FinalActivation
-		}
+		act := m.activation(i)
 		if a, ok := act.Fused(); ok && l.B == nil && i < len(m.Layers)-1 {
 			// No bias to fuse it with: the next layer's product applies
 			// it (tensor.ActMatMul), keeping this layer's output only.
@@ -241,23 +260,42 @@ func (m MLP) Forward(x *tensor.Tensor) *tensor.Tensor {
 	return x
 }
 
-// castLayers returns m's parameters in p's compute dtype for Forward,
-// except float32 host parameters under a half compute dtype: those stay
-// float32 and each Linear rounds its weight as its product reads it
-// (ForwardAct), which makes no converted copy and gives W the float32
-// cotangent. Sharded parameters (and blocks inside shard.Map) are cast,
-// so that a sharded weight is cast shard by shard before it is gathered.
-func castLayers(p Policy, m MLP) MLP {
-	if p.Compute == tensor.Float32 {
-		return CastToCompute(p, m)
+// activation returns the activation after layer i.
+func (m MLP) activation(i int) Activation {
+	if i == len(m.Layers)-1 {
+		return m.FinalActivation
 	}
-	return pytree.Map(m, func(x *tensor.Tensor) *tensor.Tensor {
-		if x == nil || !x.DType().IsFloat() || x.DType() == p.Compute ||
-			x.DType() == tensor.Float32 && x.Layout() == nil && x.Local() == nil {
-			return x
+	return m.Activation
+}
+
+// hostFloat32 reports whether every parameter of m is a float32 host
+// tensor (not sharded, not a block inside shard.Map).
+func (m MLP) hostFloat32() bool {
+	for _, l := range m.Layers {
+		for _, t := range []*tensor.Tensor{l.W, l.B} {
+			if t != nil && (t.DType() != tensor.Float32 || t.Layout() != nil || t.Local() != nil) {
+				return false
+			}
 		}
-		return tensor.Convert(x, p.Compute)
-	})
+	}
+	return true
+}
+
+// forwardProducts is Forward under a policy with a half compute dtype and
+// float32 host parameters, as automatic mixed precision runs it: every
+// product in the compute dtype from float32 weights and activations, each
+// rounded as the product reads it, with a float32 accumulator
+// (tensor.MatMulAs); biases, activations and the values between layers in
+// float32. No half copy of a weight or an activation is made, and every
+// gradient comes back in float32 from the half products.
+func (m MLP) forwardProducts(x *tensor.Tensor, compute tensor.DType) *tensor.Tensor {
+	if d := x.DType(); d != tensor.Float32 && d != compute {
+		x = tensor.Convert(x, tensor.Float32)
+	}
+	for i, l := range m.Layers {
+		x = l.forwardProducts(x, m.activation(i), compute)
+	}
+	return x
 }
 
 // Call is Forward, ignoring key; it makes an MLP a Module.

@@ -207,3 +207,28 @@ func TestLayersInBFloat16(t *testing.T) {
 		})
 	}
 }
+
+// TestMixedPolicyProducts: an MLP under MixedBFloat16 with float32 host
+// parameters computes its products in bf16 from the float32 weights and
+// activations (tensor.MatMulAs, the accumulator float32) and everything
+// else in float32, bit for bit that composition; a Linear given a bf16
+// input with float32 parameters computes in bf16 as on converted ones.
+func TestMixedPolicyProducts(t *testing.T) {
+	km, kx := tensor.NewKey(3).Split2()
+	m := nn.NewMLP(km, []int{16, 32, 4}, nn.MLPOptions{Activation: nn.Gelu})
+	x := tensor.Normal(kx, 8, 16)
+	bf := tensor.BFloat16
+	h := tensor.Gelu(tensor.Add(tensor.MatMulAs(x, m.Layers[0].W, false, false, bf, tensor.Float32), m.Layers[0].B))
+	want := tensor.Add(tensor.MatMulAs(h, m.Layers[1].W, false, false, bf, tensor.Float32), m.Layers[1].B)
+	got := m.WithPolicy(nn.MixedBFloat16).Forward(x)
+	require.Equal(t, tensor.Float32, got.DType())
+	require.Equal(t, want.Float32s(), got.Float32s())
+	assert.NotEqual(t, m.Forward(x).Float32s(), got.Float32s(), "the products are computed in bf16")
+
+	l := m.Layers[0]
+	xb := tensor.Convert(x, bf)
+	y := l.Forward(xb)
+	require.Equal(t, bf, y.DType())
+	lb := nn.CastTo(l, bf)
+	require.Equal(t, lb.Forward(xb).Bits16(), y.Bits16())
+}
