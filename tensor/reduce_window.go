@@ -135,9 +135,12 @@ func init() {
 				return selectScatter64(p, x, g)
 			}
 			w := p.window(x.shape)
+			dx := newOutUninit(Float32, x.shape)
+			if conv.SelectScatter(w, dx.f32, x.f32, g.f32, threads(x, g)) {
+				return dx // one pass (2×2 windows at stride 2)
+			}
 			arg, y := scratchI32(g.Size()), scratchF32(g.Size())
 			conv.MaxForward(w, y, arg, x.f32, threads(x, g))
-			dx := newOutUninit(Float32, x.shape)
 			conv.MaxBackward(w, dx.f32, arg, g.f32, threads(x, g))
 			i32Cache.put(arg)
 			f32Cache.put(y)

@@ -74,7 +74,8 @@
 // first pool 9.7 → 29-33 GB/cpu-s forward, 5.0 → 35 backward (12-16 in
 // quieter minutes), its second 7.8 → 14 and 6.9 → 17 (go test -run '^$'
 // -bench 'Window/lenet_pool./max' ./tensor/internal/conv/, Zen 5 at load
-// 16-20). SumForward and SumBackward
+// 16-20). SelectScatter is MaxForward then MaxBackward in one pass where
+// a kernel does that (the 2×2 pools again): the gradient of a max pool. SumForward and SumBackward
 // are a windowed sum and its transpose; Counts gives the divisor of a
 // mean without padding.
 //

@@ -41,6 +41,9 @@ type kernelSet struct {
 	// rows 2r and 2r+1 that a window covers gets dy at the position as
 	// names, zero elsewhere (positions outside the windows untouched).
 	maxPool2Grad func(dx []float32, as []int32, dy []float32, rows, n, inW int)
+	// selectScatter2, if not nil, is maxPool2 then maxPool2Grad in one
+	// pass without positions: g at each window's maximum of x.
+	selectScatter2 func(dx, x, g []float32, rows, n, inW int)
 }
 
 // active is the set in use: the best package kernels allows

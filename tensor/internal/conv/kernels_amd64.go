@@ -6,7 +6,8 @@ import "github.com/gonox/gonox/internal/kernels"
 
 var (
 	avx512Set = &kernelSet{name: "avx512", igemm: igemmAVX512, dot: dotAVX512, maxStride: asmMaxStride(k512MaxStride),
-		maxDense: asmDense(k512MaxDense), sumDense: asmDense(k512SumDense), maxPool2: asmMaxPool2, maxPool2Grad: asmMaxPool2Grad}
+		maxDense: asmDense(k512MaxDense), sumDense: asmDense(k512SumDense), maxPool2: asmMaxPool2, maxPool2Grad: asmMaxPool2Grad,
+		selectScatter2: asmSelectScatter2}
 	avx2Set = &kernelSet{name: "avx2", igemm: igemmAVX2, dot: dotAVX2, maxStride: asmMaxStride(k256MaxStride),
 		maxDense: asmDense(k256MaxDense), sumDense: asmDense(k256SumDense)}
 )
@@ -69,6 +70,13 @@ func asmMaxPool2(ys []float32, as []int32, x []float32, rows, n, inW int) {
 func asmMaxPool2Grad(dx []float32, as []int32, dy []float32, rows, n, inW int) {
 	if checkPool2(len(dy), len(as), len(dx), rows, n, inW) {
 		k512MaxPool2Grad(rows, n, &dx[0], &as[0], &dy[0], inW)
+	}
+}
+
+// asmSelectScatter2 runs k512SelectScatter2, checking the bounds.
+func asmSelectScatter2(dx, x, g []float32, rows, n, inW int) {
+	if checkPool2(len(g), len(g), min(len(x), len(dx)), rows, n, inW) {
+		k512SelectScatter2(rows, n, &dx[0], &x[0], &g[0], inW)
 	}
 }
 

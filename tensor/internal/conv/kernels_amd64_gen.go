@@ -115,3 +115,6 @@ func k512MaxPool2(rows, n int, y *float32, a *int32, x *float32, inW int)
 
 //go:noescape
 func k512MaxPool2Grad(rows, n int, dx *float32, a *int32, dy *float32, inW int)
+
+//go:noescape
+func k512SelectScatter2(rows, n int, dx *float32, x *float32, dy *float32, inW int)

@@ -501,6 +501,34 @@ func MaxBackward(w *Window, dx []float32, arg []int32, dy []float32, threads int
 	})
 }
 
+// SelectScatter sets dx to what MaxBackward gives for the positions
+// MaxForward finds in x (each g[o] at its window's first maximum, the
+// last NaN, zero elsewhere: select-and-scatter) in one pass, without the
+// positions, and reports true; or it reports false, leaving dx as it was,
+// when no kernel of the active set does that for w: the caller then runs
+// MaxForward and MaxBackward. The kernels: 2×2 windows at stride 2
+// (AVX-512).
+func SelectScatter(w *Window, dx, x, g []float32, threads int) bool {
+	pl := w.plan("SelectScatter", len(x), len(g))
+	if len(dx) != len(x) {
+		panic(fmt.Sprintf("conv.SelectScatter: %d gradient elements for %d inputs", len(dx), len(x)))
+	}
+	if !pl.pool2 || active.selectScatter2 == nil {
+		return false
+	}
+	if pl.rowsOut == 0 {
+		clear(dx)
+	}
+	pl.eachBatch(threads, func(b int) {
+		xb, db := x[b*pl.inSize:(b+1)*pl.inSize], dx[b*pl.inSize:(b+1)*pl.inSize]
+		if pl.in[0] != 2*pl.out[0] || pl.in[1] != 2*pl.out[1] {
+			clear(db) // a row or a column no window covers
+		}
+		active.selectScatter2(db, xb, g[b*pl.outSize:(b+1)*pl.outSize], pl.out[0], pl.out[1], pl.in[1])
+	})
+	return true
+}
+
 // MaxGather sets ddy[o] to ddx at the element window o's arg names (0 for
 // a window of padding only): the transpose of MaxBackward.
 func MaxGather(w *Window, ddy []float32, arg []int32, ddx []float32, threads int) {

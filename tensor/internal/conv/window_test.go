@@ -178,6 +178,9 @@ func checkWindowThreads(t *testing.T, w *Window, x, dy, ddx []float32, nx, ny in
 			dx := nanSlice(nx)
 			MaxBackward(w, dx, arg, dy, threads)
 			near("max dx", wantDx, dx, nil)
+			if ss := nanSlice(nx); SelectScatter(w, ss, x, dy, threads) {
+				near("select-and-scatter", wantDx, ss, nil)
+			}
 			ddy := nanSlice(ny)
 			MaxGather(w, ddy, arg, ddx, threads)
 			near("max ddy", wantDdy, ddy, nil)
