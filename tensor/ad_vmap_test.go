@@ -138,3 +138,48 @@ func TestBatchTraceReadPanics(t *testing.T) {
 	require.Equal(t, []float32{1, 3, 2, 4}, bt.Unbatched(x, 0).Float32s())
 	require.Equal(t, []float32{1, 2, 3, 4}, bt.Unbatched(x, 1).Float32s())
 }
+
+// TestBiasActBatchedBiases: BiasAct over a batch of inputs and a batch of
+// biases (an ensemble's layers), at one and two Vmap levels, is the
+// composition act(x + b) bit for bit, and so is its gradient.
+func TestBiasActBatchedBiases(t *testing.T) {
+	rng := newRNG(2)
+	xs, bs := randF32(rng, 2, 3, 5, 4), randF32(rng, 2, 3, 4) // 2 × 3 examples
+	for _, act := range []tensor.Activation{tensor.ActRelu, tensor.ActTanh, tensor.ActIdentity, tensor.ActGelu} {
+		want := compose(act, tensor.Add(xs, tensor.Reshape(bs, 2, 3, 1, 4)))
+		// One level: the 6 examples flattened.
+		one := tensor.NewBatchTrace(6)
+		one.Strict()
+		got := one.Unbatched(tensor.BiasAct(one.Batched(tensor.Reshape(xs, 6, 5, 4), 0), one.Batched(tensor.Reshape(bs, 6, 4), 0), act), 0)
+		require.Equal(t, tensor.Reshape(want, 6, 5, 4).Float32s(), got.Float32s(), "%v, one level", act)
+		// Two levels.
+		outer, inner := tensor.NewBatchTrace(2), tensor.NewBatchTrace(3)
+		xo, bo := outer.Batched(xs, 0), outer.Batched(bs, 0)
+		y := inner.Unbatched(tensor.BiasAct(inner.Batched(xo, 0), inner.Batched(bo, 0), act), 0)
+		require.Equal(t, want.Float32s(), outer.Unbatched(y, 0).Float32s(), "%v, two levels", act)
+		// The bias gradient: each example's rows summed.
+		tr := tensor.NewTrace()
+		bt := tensor.NewBatchTrace(6)
+		bl := tr.Leaf(tensor.Reshape(bs, 6, 4))
+		loss := tensor.Sum(bt.Unbatched(tensor.BiasAct(bt.Batched(tensor.Reshape(xs, 6, 5, 4), 0), bt.Batched(bl, 0), act), 0))
+		g := tensor.Backward(tr, []*tensor.Tensor{loss}, []*tensor.Tensor{tensor.Scalar(1)}, []*tensor.Tensor{bl}, false)[0]
+		tr2 := tensor.NewTrace()
+		bl2 := tr2.Leaf(tensor.Reshape(bs, 6, 1, 4))
+		loss2 := tensor.Sum(compose(act, tensor.Add(tensor.Reshape(xs, 6, 5, 4), bl2)))
+		g2 := tensor.Backward(tr2, []*tensor.Tensor{loss2}, []*tensor.Tensor{tensor.Scalar(1)}, []*tensor.Tensor{bl2}, false)[0]
+		require.Equal(t, g2.Float32s(), g.Float32s(), "%v, bias gradient", act)
+	}
+}
+
+// compose returns act(z) by the unfused ops.
+func compose(act tensor.Activation, z *tensor.Tensor) *tensor.Tensor {
+	switch act {
+	case tensor.ActRelu:
+		return tensor.Relu(z)
+	case tensor.ActTanh:
+		return tensor.Tanh(z)
+	case tensor.ActGelu:
+		return tensor.Gelu(z)
+	}
+	return z
+}

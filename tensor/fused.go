@@ -85,7 +85,9 @@ func init() {
 		Impl: func(in []*Tensor, p any) *Tensor {
 			x, b := in[0], in[1]
 			out := newOutUninit(Float32, x.shape)
-			addBiasAct(out.f32, x.f32, b.f32, p.(Activation), isLocal(x, b))
+			// b is [N], or a batch of biases [B..., 1..., N] with x's
+			// leading dimensions (the batching rule's).
+			addBiasAct(out.f32, x.f32, b.f32, b.shape[len(b.shape)-1], p.(Activation), isLocal(x, b))
 			return out
 		},
 		VJPNeed: func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor {
@@ -130,15 +132,20 @@ func init() {
 			}
 			return one1(Apply(act.bwd(), nil, dz, outs[0]))
 		},
-		// A batch of x with one bias is one fused call; a batch of biases
-		// (an ensemble's) is the composition act(x + b), whose bits
-		// BiasAct's are.
+		// A batch of x with one bias is one fused call, and so is a batch
+		// of x with a batch of biases (an ensemble's layers) when the
+		// activation's derivative does not need its input (bias_act_bwd
+		// takes one bias); otherwise the composition act(x + b), whose
+		// bits BiasAct's are.
 		Batch: func(in []*Tensor, batched []bool, p any) []*Tensor {
 			act := p.(Activation)
 			if !batched[1] {
 				return one1(BiasAct(in[0], in[1], act))
 			}
 			x := alignBatch(in, batched, maxExampleRank(in, batched))
+			if batched[0] && !act.fromInput() && x[0].dtype == Float32 && leadingBias(x[0].shape, x[1].shape) {
+				return one1(Apply(biasActOp, act, x[0], x[1]))
+			}
 			z := Add(x[0], x[1])
 			y := act.apply(z)
 			donateTemp(z, y)
@@ -241,6 +248,26 @@ func init() {
 	}
 }
 
+// leadingBias reports whether a bias of shape b, of x's rank, is one
+// vector per block of rows of x: b is x's leading dimensions, then ones,
+// then x's last dimension.
+func leadingBias(x, b []int) bool {
+	r := len(x)
+	if len(b) != r || r == 0 || b[r-1] != x[r-1] {
+		return false
+	}
+	j := 0
+	for j < r-1 && b[j] == x[j] {
+		j++
+	}
+	for ; j < r-1; j++ {
+		if b[j] != 1 {
+			return false
+		}
+	}
+	return true
+}
+
 // donateTemp donates tmp, a temporary a batching rule computed on its way
 // to its result res, so that the next step reuses its storage as the
 // fused op would need none: unless tmp is res itself, or traced (a
@@ -282,18 +309,21 @@ func (a Activation) grad2(z *Tensor) *Tensor {
 	return siluGrad2(z)
 }
 
-// addBiasAct writes act(x + b) into dst, b broadcast along the rows of x.
-func addBiasAct(dst, x, b []float32, act Activation, local bool) {
-	n := len(b)
-	if n == 0 {
+// addBiasAct writes act(x + b) into dst for rows of n elements: b holds
+// one bias of n elements, or several, each added to its block of
+// consecutive rows (a batch of biases, one per block).
+func addBiasAct(dst, x, b []float32, n int, act Activation, local bool) {
+	if n == 0 || len(b) == 0 {
 		return
 	}
 	kernel, cost := act.kernel()
 	m := len(x) / n
+	per := m / (len(b) / n) // rows per bias
 	rows := func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			d := dst[r*n : (r+1)*n]
-			vec.AddVV(d, x[r*n:(r+1)*n], b)
+			v := r / per
+			vec.AddVV(d, x[r*n:(r+1)*n], b[v*n:(v+1)*n])
 			if kernel != nil {
 				kernel(d, d)
 			}
