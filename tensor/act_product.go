@@ -1,6 +1,10 @@
 package tensor
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
+)
 
 // act_product computes act(x) @ w, or the grouped product RaggedDot(act(x),
 // w, groupSizes), without keeping act(x): the second layer of an MLP or of
@@ -37,6 +41,9 @@ func init() {
 		VJPNeed: func(g *Tensor, in []*Tensor, out *Tensor, pp any, need uint64) []*Tensor {
 			p := pp.(*actProductParams)
 			x := in[0]
+			if p.act.fromInput() && !higherOrder(g, x, in[1]) && g.layout == nil {
+				return actProductVJP(g, in, out, p, need)
+			}
 			h := p.act.apply(x)
 			res := vjpForm(p.prod, p.pp, nil, []*Tensor{g}, append([]*Tensor{h}, in[1:]...), []*Tensor{out}, need)
 			if dh := res[0]; dh != nil {
@@ -80,6 +87,57 @@ func init() {
 		// for placed operands.
 		Traits: Traits{Reuse: FreshVJP}, // products by gemm, derivatives by kernels
 	}
+}
+
+// act_parts: (x) → (act(x), act'(x)) for an activation whose derivative
+// needs its input, in one sweep (GELU's share their sigmoid). Not
+// differentiable: act_product's first-order VJP takes it.
+var actPartsOp *Op
+
+func init() {
+	actPartsOp = &Op{
+		Name: "act_parts",
+		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
+			act, x := pp.(Activation), in[0]
+			h, d := newOutUninit(Float32, x.shape), newOutUninit(Float32, x.shape)
+			kernel, cost := act.kernel()
+			grad := act.gradKernel()
+			parts := func(lo, hi int) {
+				if act == ActGelu {
+					vec.GeluParts(h.f32[lo:hi], d.f32[lo:hi], x.f32[lo:hi])
+					return
+				}
+				kernel(h.f32[lo:hi], x.f32[lo:hi])
+				grad(d.f32[lo:hi], x.f32[lo:hi])
+			}
+			n := len(x.f32)
+			if serial(2*n*cost, isLocal(x)) {
+				parts(0, n)
+			} else {
+				parallelFor(n, 2*cost, 16, false, parts)
+			}
+			return []*Tensor{h, d}, nil
+		},
+		Batch: sameOpBatch(&actPartsOp),
+	}
+}
+
+// actProductVJP is act_product's VJP on untraced values for an activation
+// whose derivative needs its input: act(x) and act'(x) in one sweep
+// (act_parts), the product's VJP at act(x), and dx = dh·act'(x).
+func actProductVJP(g *Tensor, in []*Tensor, out *Tensor, p *actProductParams, need uint64) []*Tensor {
+	x := in[0]
+	parts := ApplyN(actPartsOp, p.act, x)
+	h, d := parts[0], parts[1]
+	res := vjpForm(p.prod, p.pp, nil, []*Tensor{g}, append([]*Tensor{h}, in[1:]...), []*Tensor{out}, need)
+	if dh := res[0]; dh != nil {
+		res[0] = Mul(dh, d)
+		if dh != g {
+			Donate(dh)
+		}
+	}
+	Donate(h, d)
+	return res
 }
 
 // actTemp returns act(x) for float32 x in fresh storage the caller

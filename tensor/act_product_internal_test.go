@@ -21,6 +21,14 @@ var _ = addRuleCases(
 		}},
 )
 
+var _ = addRuleCases(
+	ruleCase{name: "actPartsOp", op: &actPartsOp,
+		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 3, 4)) },
+		f: func(x []*Tensor) []*Tensor {
+			return append(ApplyN(actPartsOp, ActGelu, x[0]), ApplyN(actPartsOp, ActSilu, x[0])...)
+		}},
+)
+
 // act_product equals the composition bit for bit, values and gradients,
 // on both products, and keeps no activation-sized residual but x.
 func TestActProductMatchesComposition(t *testing.T) {

@@ -56,6 +56,18 @@ func (a Activation) kernel() (func(d, s []float32), int) {
 	return nil, costCheap
 }
 
+// gradKernel returns the derivative's vec kernel of an activation whose
+// derivative needs its input (GELU, exact GELU, SiLU).
+func (a Activation) gradKernel() func(d, s []float32) {
+	switch a {
+	case ActGelu:
+		return vec.GeluGrad
+	case ActGeluExact:
+		return vec.GeluExactGrad
+	}
+	return vec.SiluGrad
+}
+
 // bwd returns the fused backward primitive of the activation alone:
 // g·f'(z) from (g, z) or g·f'(y) from (g, y).
 func (a Activation) bwd() *Op {
@@ -169,16 +181,7 @@ func init() {
 			if out == nil {
 				out = newOutUninit(Float32, x.shape)
 			}
-			act := p.(Activation)
-			var grad func(d, s []float32)
-			switch act {
-			case ActGelu:
-				grad = vec.GeluGrad
-			case ActGeluExact:
-				grad = vec.GeluExactGrad
-			default:
-				grad = vec.SiluGrad
-			}
+			grad := p.(Activation).gradKernel()
 			n := len(b.f32)
 			rows := func(lo, hi int) {
 				var buf [stageLen]float32

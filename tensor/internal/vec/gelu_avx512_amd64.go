@@ -15,3 +15,6 @@ func geluAVX512(dst, src []float32)
 
 //go:noescape
 func geluGradAVX512(dst, src []float32)
+
+//go:noescape
+func geluPartsAVX512(h, d, src []float32)

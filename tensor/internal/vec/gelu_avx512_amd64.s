@@ -177,3 +177,50 @@ geluGrad512_loop:
 geluGrad512_done:
 	VZEROUPPER
 	RET
+
+// ZGELUPARTS(x, h, v, s, e, q, t1, k): h = Gelu(x), x = GeluGrad(x),
+// from one sigmoid. The sigmoid of the clamped x (GeluGrad's) is that of
+// x (Gelu's): beyond ±1e4 both arguments saturate EXP's clamp.
+#define ZGELUPARTS(x, h, v, s, e, q, t1, k) \
+	VMOVAPS x, h \
+	VBROADCASTSS z_clampLo<>(SB), t1 \
+	VMAXPS x, t1, x \
+	VBROADCASTSS z_clampHi<>(SB), t1 \
+	VMINPS x, t1, x \
+	ZGELUARG(x, v, t1) \
+	ZSIGM(v, s, e, q, t1, k) \
+	VMULPS s, h, h \
+	VMULPS x, x, t1 \
+	VMULPS.BCST z_gK3<>(SB), t1, t1 \
+	VADDPS.BCST z_gK0<>(SB), t1, t1 \
+	VMULPS t1, x, t1 \
+	VMULPS q, e, e \
+	VMULPS q, e, e \
+	VMULPS e, t1, t1 \
+	VADDPS s, t1, x
+
+// func geluPartsAVX512(h, d, src []float32)
+TEXT ·geluPartsAVX512(SB), NOSPLIT, $0-72
+	MOVQ h_base+0(FP), DI
+	MOVQ d_base+24(FP), DX
+	MOVQ src_base+48(FP), SI
+	MOVQ src_len+56(FP), CX
+	SHRQ $5, CX
+	JZ geluParts512_done
+geluParts512_loop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z8
+	ZGELUPARTS(Z0, Z6, Z1, Z2, Z3, Z4, Z5, K1)
+	ZGELUPARTS(Z8, Z14, Z9, Z10, Z11, Z12, Z13, K2)
+	VMOVUPS Z6, (DI)
+	VMOVUPS Z14, 64(DI)
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z8, 64(DX)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	ADDQ $128, DX
+	DECQ CX
+	JNZ geluParts512_loop
+geluParts512_done:
+	VZEROUPPER
+	RET
