@@ -170,7 +170,7 @@ func (a *adam) coeffs(n int) tensor.AdamCoeffs {
 // fusedStep is Update followed by Apply in one pass over each parameter,
 // its gradient and its moments (tensor.AdamStep): the same bits as the
 // two, with four fewer full passes over memory per parameter.
-func (a *adam) fusedStep(params, grads any, state State) (any, State) {
+func (a *adam) fusedStep(params, grads any, state State, done func([]*tensor.Tensor)) (any, State) {
 	rejectHalf(a.op, "parameter", params)
 	rejectHalf(a.op, "gradient", grads)
 	st := stateAs[AdamState](a.op, state)
@@ -180,7 +180,7 @@ func (a *adam) fusedStep(params, grads any, state State) (any, State) {
 		trees = append(trees, selected(params, a.mask))
 	}
 	base := a.coeffs(n)
-	r := mapMulti(3, func(xs []*tensor.Tensor) []*tensor.Tensor {
+	r := mapMulti(3, reporting(done, func(xs []*tensor.Tensor) []*tensor.Tensor {
 		p, g, mu, nu := xs[0], xs[1], xs[2], xs[3]
 		switch {
 		case g == nil:
@@ -195,6 +195,6 @@ func (a *adam) fusedStep(params, grads any, state State) (any, State) {
 		}
 		p2, mu2, nu2 := tensor.AdamStep(p, g, mu, nu, c)
 		return []*tensor.Tensor{p2, mu2, nu2}
-	}, trees...)
+	}), trees...)
 	return r[0], AdamState{Count: incCount(st.Count, n), Mu: r[1], Nu: r[2]}
 }

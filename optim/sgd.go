@@ -141,7 +141,7 @@ func (t *traceT) Update(grads any, state State, _ any) (any, State) {
 
 // fusedStep is Update followed by Apply in one pass over each parameter,
 // its gradient and its trace (tensor.SGDStep): the bits of the two.
-func (s *sgd) fusedStep(params, grads any, state State) (any, State) {
+func (s *sgd) fusedStep(params, grads any, state State, done func([]*tensor.Tensor)) (any, State) {
 	const op = "optim.SGD"
 	rejectHalf(op, "parameter", params)
 	rejectHalf(op, "gradient", grads)
@@ -150,7 +150,7 @@ func (s *sgd) fusedStep(params, grads any, state State) (any, State) {
 	lr := float32(-s.lr(n))
 	out := SGDState{Count: incCount(st.Count, n)}
 	if s.o.Momentum == 0 {
-		r := mapMulti(1, func(xs []*tensor.Tensor) []*tensor.Tensor {
+		r := mapMulti(1, reporting(done, func(xs []*tensor.Tensor) []*tensor.Tensor {
 			p, g := xs[0], xs[1]
 			switch {
 			case g == nil || !isFloat(g):
@@ -160,10 +160,10 @@ func (s *sgd) fusedStep(params, grads any, state State) (any, State) {
 			}
 			p2, _ := tensor.SGDStep(p, g, nil, 0, lr, false)
 			return []*tensor.Tensor{p2}
-		}, params, grads)
+		}), params, grads)
 		return r[0], out
 	}
-	r := mapMulti(2, func(xs []*tensor.Tensor) []*tensor.Tensor {
+	r := mapMulti(2, reporting(done, func(xs []*tensor.Tensor) []*tensor.Tensor {
 		p, g, t := xs[0], xs[1], xs[2]
 		switch {
 		case g == nil:
@@ -174,7 +174,7 @@ func (s *sgd) fusedStep(params, grads any, state State) (any, State) {
 		noState(op, g, t)
 		p2, t2 := tensor.SGDStep(p, g, t, float32(s.o.Momentum), lr, s.o.Nesterov)
 		return []*tensor.Tensor{p2, t2}
-	}, params, grads, st.Trace)
+	}), params, grads, st.Trace)
 	out.Trace = r[1]
 	return r[0], out
 }

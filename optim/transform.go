@@ -3,6 +3,7 @@ package optim
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
@@ -73,8 +74,21 @@ func Apply[M any](params M, updates any) M {
 // optimizers do: the same bits as Update then Apply, with less memory
 // traffic and no update tree.
 func Step[M any](tx Transform, params, grads M, state State) (M, State) {
+	return StepWith(tx, params, grads, state, nil)
+}
+
+// StepWith is Step that, where the transform updates parameter by
+// parameter in one pass (Adam, AdamW, SGD: the fused steps), calls done
+// with the inputs of each parameter's update that its results do not
+// reuse — the old parameter, its gradient and its old state leaves — as
+// soon as they are read for the last time. optim never donates; a caller
+// that owns those tensors (a training loop's step boundary, as
+// parallel.Trainer's) may donate them there (tensor.Donate), and so holds
+// one copy of the parameters and state through the update rather than
+// two. Other transforms never call done. A nil done is Step.
+func StepWith[M any](tx Transform, params, grads M, state State, done func(dead []*tensor.Tensor)) (M, State) {
 	if f, ok := tx.(fusedStepper); ok {
-		p, s := f.fusedStep(any(params), any(grads), state)
+		p, s := f.fusedStep(any(params), any(grads), state, done)
 		return p.(M), s
 	}
 	updates, state := tx.Update(any(grads), state, any(params))
@@ -82,9 +96,31 @@ func Step[M any](tx Transform, params, grads M, state State) (M, State) {
 }
 
 // fusedStepper is a Transform whose Update and Apply can run as one pass:
-// fusedStep returns the new params (of the type of params) and state.
+// fusedStep returns the new params (of the type of params) and state,
+// calling done (if not nil) after each parameter's update (see StepWith).
 type fusedStepper interface {
-	fusedStep(params, grads any, state State) (any, State)
+	fusedStep(params, grads any, state State, done func([]*tensor.Tensor)) (any, State)
+}
+
+// reporting returns f, calling done after each call with the inputs its
+// results do not hold (nil leaves left out); f itself if done is nil.
+func reporting(done func([]*tensor.Tensor), f func([]*tensor.Tensor) []*tensor.Tensor) func([]*tensor.Tensor) []*tensor.Tensor {
+	if done == nil {
+		return f
+	}
+	return func(xs []*tensor.Tensor) []*tensor.Tensor {
+		r := f(xs)
+		var dead []*tensor.Tensor
+		for _, x := range xs {
+			if x != nil && !slices.Contains(r, x) && !slices.Contains(dead, x) {
+				dead = append(dead, x)
+			}
+		}
+		if len(dead) > 0 {
+			done(dead)
+		}
+		return r
+	}
 }
 
 // EmptyState is the state of transforms that keep none (optax.EmptyState).

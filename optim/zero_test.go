@@ -136,7 +136,8 @@ func TestZeROPanics(t *testing.T) {
 }
 
 // Step's fused pass for Adam, AdamW and SGD gives the bits of Update then
-// Apply.
+// Apply; StepWith reports each parameter's old leaves and gradient, which
+// may be donated at once.
 func TestFusedStepMatchesUpdateApply(t *testing.T) {
 	lr := optim.Constant(0.01)
 	for name, tx := range map[string]optim.Transform{
@@ -153,6 +154,10 @@ func TestFusedStepMatchesUpdateApply(t *testing.T) {
 			start := newZeroModel(0.5)
 			fused, plain := start, start
 			fs, ps := tx.Init(fused), tx.Init(plain)
+			// StepWith, donating what it reports dead at once: the same
+			// bits, so nothing reads a reported tensor again.
+			donated := newZeroModel(0.5)
+			ds := tx.Init(donated)
 			for step := range 3 {
 				grads := newZeroModel(3 + float64(step))
 				grads.Ids, grads.C = nil, nil // C gets no gradient: unchanged
@@ -160,9 +165,23 @@ func TestFusedStepMatchesUpdateApply(t *testing.T) {
 				var u any
 				u, ps = tx.Update(grads, ps, plain)
 				plain = optim.Apply(plain, u)
+				dgrads := newZeroModel(3 + float64(step))
+				dgrads.Ids, dgrads.C = nil, nil
+				old := donated
+				var dead []*tensor.Tensor
+				donated, ds = optim.StepWith(tx, donated, dgrads, ds, func(d []*tensor.Tensor) {
+					dead = append(dead, d...)
+					tensor.Donate(d...)
+				})
+				for _, x := range []*tensor.Tensor{old.W, old.B, dgrads.W, dgrads.B} {
+					assert.Contains(t, dead, x, "step %d: the old parameters and their gradients are reported", step)
+				}
+				assert.NotContains(t, dead, old.C, "a parameter without a gradient is not")
 			}
 			assert.Equal(t, plain.W.Float32s(), fused.W.Float32s(), "W")
 			assert.Equal(t, plain.B.Float32s(), fused.B.Float32s(), "B")
+			assert.Equal(t, plain.W.Float32s(), donated.W.Float32s(), "W, donating")
+			assert.Equal(t, plain.B.Float32s(), donated.B.Float32s(), "B, donating")
 			assert.Same(t, start.C, fused.C, "a parameter without a gradient is kept")
 			assert.NotEqual(t, start.W.Float32s(), fused.W.Float32s())
 		})

@@ -22,25 +22,79 @@ import (
 var donateSteps = true
 
 // donation records whether the current parameters and optimizer state are
-// internal to the trainer. The zero value says they are exposed.
+// internal to the trainer: made by it (a step, placed copies of what it
+// was given, the optimizer's Init) and never handed out. The zero value
+// says both are exposed.
 type donation struct {
-	internal bool
+	params, state bool
 }
 
 // expose marks the current parameters and state as seen by the user.
-func (d *donation) expose() { d.internal = false }
+func (d *donation) expose() { d.params, d.state = false, false }
+
+// fresh reports whether no leaf of tree is a leaf of the trees in given
+// (what the trainer was given): tree is then the trainer's own, copies
+// made by placing it or a state made by the optimizer's Init.
+func fresh(tree any, given ...any) bool {
+	theirs := map[*tensor.Tensor]bool{}
+	for _, g := range given {
+		for _, x := range pytree.Leaves(g) {
+			theirs[x] = true
+		}
+	}
+	for _, x := range pytree.Leaves(tree) {
+		if theirs[x] {
+			return false
+		}
+	}
+	return true
+}
+
+// early returns the callback of optim.StepWith that donates each
+// parameter's old leaves as soon as its update is computed: its gradient
+// (grads is the step's own), and the old parameter and state when they
+// are internal; nil when steps donate nothing. The update then holds one
+// copy of the parameters and state, not two.
+func (t *Trainer[M, B]) early(grads M) func([]*tensor.Tensor) {
+	if !donateSteps {
+		return nil
+	}
+	mine := map[*tensor.Tensor]bool{}
+	trees := []any{grads}
+	if t.don.params {
+		trees = append(trees, t.params)
+	}
+	if t.don.state {
+		trees = append(trees, t.opt)
+	}
+	for _, tree := range trees {
+		for _, x := range pytree.Leaves(tree) {
+			mine[x] = true
+		}
+	}
+	return func(dead []*tensor.Tensor) {
+		for _, x := range dead {
+			if mine[x] {
+				donateValue(x)
+			}
+		}
+	}
+}
 
 // donateStep donates the dead buffers of a step that replaced oldParams
 // and oldState by t.params and t.opt; dead lists the step's internal trees
 // (gradients, loss).
 func (t *Trainer[M, B]) donateStep(oldParams M, oldState optim.State, dead ...any) {
-	internal := t.don.internal
-	t.don.internal = true
+	params, state := t.don.params, t.don.state
+	t.don.params, t.don.state = true, true
 	if !donateSteps {
 		return
 	}
-	if internal {
-		dead = append(dead, oldParams, oldState)
+	if params {
+		dead = append(dead, oldParams)
+	}
+	if state {
+		dead = append(dead, oldState)
 	}
 	donateDead([]any{t.params, t.opt}, dead...)
 }

@@ -251,6 +251,7 @@ func New[M, B any](model M, cfg Config[M, B]) (*Trainer[M, B], error) {
 		}
 		t.host = true
 		t.opt = t.optimizer(nil).Init(model)
+		t.don.state = fresh(t.opt, model) // the model is the caller's
 		return t, nil
 	}
 	for _, a := range pl.DataAxes {
@@ -326,6 +327,7 @@ func (t *Trainer[M, B]) placeAll(params M, state optim.State) (err error) {
 			err = fmt.Errorf("parallel: placing the model with strategy %v on %v: %v", t.strategy, t.mesh, r)
 		}
 	}()
+	given, givenState := params, state
 	params = shard.FilterShard(params, t.mesh, t.specs)
 	if state == nil {
 		state = t.optimizer(nil).Init(params)
@@ -334,6 +336,10 @@ func (t *Trainer[M, B]) placeAll(params M, state optim.State) (err error) {
 		return err
 	}
 	t.params, t.opt = params, shard.FilterShard(state, t.mesh, t.state)
+	// Copies placing made (and a state Init made) are the trainer's own:
+	// the first step may donate them.
+	t.don.params = fresh(t.params, given, givenState)
+	t.don.state = fresh(t.opt, given, givenState)
 	return nil
 }
 
@@ -624,7 +630,7 @@ func (t *Trainer[M, B]) Step(batch B) (float64, error) {
 		return loss, nil
 	}
 	oldP, oldS := t.params, t.opt
-	t.params, t.opt = optim.Step(t.optimizer(nil), t.params, g, t.opt)
+	t.params, t.opt = optim.StepWith(t.optimizer(nil), t.params, g, t.opt, t.early(g))
 	loss := l.Item()
 	t.donateStep(oldP, oldS, g, l)
 	return loss, nil
