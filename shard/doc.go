@@ -315,7 +315,11 @@
 // program is SPMD: every process runs the same ops in the same order,
 // since reductions, reshards, the gather fallback and host reads (Gather,
 // Item, Float32s) may all communicate. A process with no device of a mesh
-// cannot compute on it (propagation panics, naming the process).
+// cannot compute on it (propagation panics, naming the process). Prefetch
+// starts the gathers of a layer's FSDP-split weights in the background,
+// on a communicator of the mesh's own, so that the next layer's weights
+// travel while this one computes; the op that gathers them takes the
+// prefetched copies and drops them after use.
 //
 // # bfloat16 and float16
 //

@@ -143,8 +143,16 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 			continue
 		}
 		// This process's partial sum (its members' summands added), in the
-		// old block's coordinates.
-		sum := sumBlocks(src.blocks, local)
+		// old block's coordinates: a sum made here is dropped once sliced
+		// (FSDP sums a weight's whole gradient a layer), one device's
+		// summand is read as it is.
+		sum := src.blocks[local[0]]
+		if len(local) > 1 {
+			sum = sumBlocks(src.blocks, local)
+			if dt == tensor.Float32 {
+				defer tensor.Donate(sum)
+			}
+		}
 		soff := src.offset(local[0])
 		// The distinct new blocks each process of the group keeps.
 		boxes := make([][]int, len(procs)) // per process: devices, one per distinct block
