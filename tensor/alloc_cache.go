@@ -4,7 +4,6 @@ import (
 	"math/bits"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
@@ -354,23 +353,24 @@ func ReadCacheStats() CacheStats {
 // (Trace.RecycleIntermediates), a training step's natural end, the
 // allocator starts a collection cycle once the heap has grown since the
 // last one by more than an eighth of what that cycle found live (and by
-// 16 MiB at least): garbage stays a fraction of the working set, for the
-// CPU time of one cycle every few steps (marking cached storage costs
-// nothing: it holds no pointers). The cycle also returns the heap's free
-// pages to the system (debug.FreeOSMemory): the holes that large buffers of
-// changing sizes leave between them would otherwise stay resident, since
-// the runtime keeps free memory up to its own goal (twice the live heap).
-// The cycle runs on the goroutine that called Backward, which it holds up
-// for a few milliseconds (a goroutine of its own would outlive the call). GONOX_GCPACE=off in the environment switches the pacing off; the
-// GOGC and GOMEMLIMIT settings are never changed.
+// 16 MiB at least), unless the collector ran since the previous check (a
+// step that leaves that much garbage paces the collector itself, and a
+// cycle every step would cost more than it saves). Garbage then stays a
+// fraction of the working set, for the CPU time of one cycle every few
+// steps (marking cached storage costs nothing: it holds no pointers). The
+// cycle (runtime.GC) runs on the goroutine that called Backward, which it
+// holds up for a few milliseconds (a goroutine of its own would outlive
+// the call). GONOX_GCPACE=off in the environment switches the pacing off;
+// the GOGC and GOMEMLIMIT settings are never changed.
 
 // pacing is false under GONOX_GCPACE=off; pacingNow guards against a
 // second cycle while one the pacer started runs (backward passes of
 // several devices end at once); paced counts the cycles.
 var (
-	pacing    = os.Getenv("GONOX_GCPACE") != "off"
-	pacingNow atomic.Bool
-	paced     atomic.Int64
+	pacing     = os.Getenv("GONOX_GCPACE") != "off"
+	pacingNow  atomic.Bool
+	paced      atomic.Int64
+	paceCycles atomic.Uint64 // collection cycles at the last check
 )
 
 // paceSlack is the heap growth beyond the live heap that the pacer lets
@@ -387,14 +387,22 @@ func paceCollector() {
 		return
 	}
 	defer pacingNow.Store(false)
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
+	for _, x := range s {
+		if x.Value.Kind() != metrics.KindUint64 {
+			return
+		}
+	}
+	live, now, cycles := s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()
+	if cycles != paceCycles.Swap(cycles) {
+		// The collector ran since the last check: the steps leave
+		// garbage enough to pace it themselves.
 		return
 	}
-	live, now := s[0].Value.Uint64(), s[1].Value.Uint64()
 	if now > live+max(live/paceFraction, paceMinBytes) {
 		paced.Add(1)
-		debug.FreeOSMemory()
+		runtime.GC()
+		paceCycles.Store(cycles + 1)
 	}
 }

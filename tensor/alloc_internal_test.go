@@ -223,7 +223,8 @@ func TestRecyclingStepTakesNoFreshStorage(t *testing.T) {
 }
 
 // The pacer starts a collection cycle when the heap has grown past its
-// slack since the last one, and none when it has not.
+// slack since the last one, and none when it has not or when the collector
+// ran on its own since the last check.
 func TestPaceCollector(t *testing.T) {
 	if !pacing {
 		t.Skip("GONOX_GCPACE=off")
@@ -233,12 +234,20 @@ func TestPaceCollector(t *testing.T) {
 	n0 := paced.Load()
 	paceCollector()
 	assert.Equal(t, n0, paced.Load(), "a cycle with no garbage")
-	var keep [][]byte
-	for range 48 {
-		keep = append(keep, make([]byte, 1<<20))
+	garbage := func() {
+		var keep [][]byte
+		for range 48 {
+			keep = append(keep, make([]byte, 1<<20))
+		}
+		runtime.KeepAlive(keep)
 	}
-	keep = nil
+	garbage()
 	paceCollector()
 	assert.Equal(t, n0+1, paced.Load(), "no cycle after 48 MiB of garbage")
+	garbage()
+	runtime.GC() // the collector ran on its own since the last check
+	garbage()
+	paceCollector()
+	assert.Equal(t, n0+1, paced.Load(), "a cycle although the collector ran since the last check")
 	runtime.KeepAlive(live)
 }
