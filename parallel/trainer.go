@@ -801,7 +801,9 @@ type Stats struct {
 	// did not hide (on the DP step, the gradients' reductions still in
 	// flight when the backward pass ends, the parameters' all-gather and
 	// the loss's mean), and in one process the time it waited for slower
-	// devices.
+	// devices. It is measured on the Map step (DP, DeviceLoss); under
+	// sharding propagation (FSDP, TP, FSDPTP) it is not measured yet and
+	// stays zero.
 	StepTime, ExposedComm time.Duration
 }
 
