@@ -288,12 +288,13 @@ func (x *crossGroup) pairs() bool {
 // would, with non-blocking sends (AsyncGroup): each process sends the
 // other its part of its block and adds the part it receives to its own,
 // in rank order. A sum of two values does not depend on their order, so
-// this is bit for bit what MPI_Reduce_scatter computes. It waits for the
-// transfers by testing them every ProgressEnv interval and sleeping in
-// between (PollingRequest), where a blocking MPI collective would spin:
-// the exchange runs while the device computes, and a spinning thread
-// would take the core from that computation (the simulated hosts of
-// cluster.sh share the machine's cores). It reports whether it did.
+// this is bit for bit what MPI_Reduce_scatter computes. While the device
+// computes it waits for the transfers by testing them every ProgressEnv
+// interval and sleeping in between (PollingRequest), where a blocking MPI
+// collective would spin and take the core from that computation (the
+// simulated hosts of cluster.sh share the machine's cores); once the
+// device waits for it (slot.release), with MPI_Wait, which moves the
+// bytes at once. It reports whether it did.
 func (x *crossGroup) pairScatter() bool {
 	if !x.pairs() {
 		return false
@@ -309,7 +310,7 @@ func (x *crossGroup) pairScatter() bool {
 	waitAll([]Request{
 		ag.IrecvBytes(floatBytes(recv.BorrowFloat32()), peer, tag),
 		ag.IsendBytes(floatBytes(blk[peer*n:(peer+1)*n]), peer, tag),
-	})
+	}, x.s.release)
 	ins := [][]float32{blk[me*n : (me+1)*n], recv.BorrowFloat32()}
 	if me == 1 {
 		ins[0], ins[1] = ins[1], ins[0]

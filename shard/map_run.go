@@ -83,6 +83,10 @@ type slot struct {
 	phaseEnd chan struct{}
 	shared   sync.Map // per-group results shared by the devices of a group
 	remote   sync.Map // group keys whose result came from other processes
+	// release, for a started collective's exchange, is closed once a
+	// device waits for it (or issues another collective): the exchange
+	// then stops polling (waitAll). Nil otherwise.
+	release chan struct{}
 }
 
 // call is what one device brings to a collective.
@@ -306,6 +310,7 @@ func (r *run) exchange(s *slot, c *call, prev, done, release chan struct{}) {
 			return
 		}
 	}
+	s.release = release
 	if release != nil && (c.coll.quiet == nil || !c.coll.quiet(r, s)) {
 		// A started exchange that would spin (a blocking MPI collective,
 		// a shared-memory fence) waits until the device waits for it or

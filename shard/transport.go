@@ -108,7 +108,9 @@ type Request interface {
 // while the device computes on the same core.
 type PollingRequest interface {
 	Request
-	WaitPolling(every time.Duration)
+	// Poll tests the transfer every interval for at most budget and
+	// reports whether it is done.
+	Poll(every, budget time.Duration) bool
 }
 
 // SharedMemoryGroup is implemented by a Group whose processes can all map

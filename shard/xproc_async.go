@@ -90,17 +90,32 @@ func (x *asyncExchange) wait(r *run) {
 	}
 }
 
-// waitAll completes the requests, polling every ProgressEnv interval
-// those that can (PollingRequest).
-func waitAll(reqs []Request) {
+// waitAll completes the requests. Until release is closed (never, if
+// nil) it polls those that can (PollingRequest) every ProgressEnv
+// interval, sleeping in between, so that the device computing meanwhile
+// keeps its core; once the device waits for them (release), MPI_Wait
+// completes them at once.
+func waitAll(reqs []Request, release <-chan struct{}) {
 	every := progressInterval()
 	for _, q := range reqs {
-		if p, ok := q.(PollingRequest); ok && every > 0 {
-			p.WaitPolling(every)
-		} else {
-			q.Wait()
+		if p, ok := q.(PollingRequest); ok && every > 0 && release != nil && pollUntil(p, every, release) {
+			continue
+		}
+		q.Wait()
+	}
+}
+
+// pollUntil polls p every interval until it is done (true) or release is
+// closed (false).
+func pollUntil(p PollingRequest, every time.Duration, release <-chan struct{}) bool {
+	for !p.Poll(every, time.Millisecond) {
+		select {
+		case <-release:
+			return false
+		default:
 		}
 	}
+	return true
 }
 
 // exchangeAsync posts, for an asynchronous ppermute on a mesh spanning

@@ -232,7 +232,7 @@ func (h *hierGroup) leadersSum(x []float32) {
 		jl, jh := partOf(n, k, j)
 		reqs = append(reqs, ag.IsendBytes(floatBytes(x[jl:jh]), j, 0))
 	}
-	waitAll(reqs)
+	waitAll(reqs, nil)
 	mine := tensor.Empty(tensor.Float32, hi-lo)
 	defer tensor.Donate(mine)
 	sumFloat32(mine.BorrowFloat32(), ins, 0, hi-lo)
@@ -249,7 +249,7 @@ func (h *hierGroup) leadersSum(x []float32) {
 		jl, jh := partOf(n, k, j)
 		reqs = append(reqs, ag.IrecvBytes(floatBytes(x[jl:jh]), j, 1), ag.IsendBytes(floatBytes(mine.BorrowFloat32()), j, 1))
 	}
-	waitAll(reqs)
+	waitAll(reqs, nil)
 	copy(x[lo:hi], mine.BorrowFloat32())
 }
 

@@ -18,15 +18,20 @@ static MPI_Datatype gonox_nb_type(int k) {
 }
 static MPI_Request gonox_request_null(void) { return MPI_REQUEST_NULL; }
 
-// gonox_wait_polling tests r every ns nanoseconds, sleeping in between,
-// until it completes: MPI_Wait without spinning.
-static int gonox_wait_polling(MPI_Request *r, long ns) {
-	struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+// gonox_poll tests r every ns nanoseconds, sleeping in between, until it
+// completes (*done set) or budget nanoseconds have passed: MPI_Wait
+// without spinning, for a while.
+static int gonox_poll(MPI_Request *r, long ns, long budget, int *done) {
+	struct timespec ts = {ns / 1000000000L, ns % 1000000000L}, t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		int flag = 0;
-		int rc = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
-		if (rc != MPI_SUCCESS || flag) {
+		int rc = MPI_Test(r, done, MPI_STATUS_IGNORE);
+		if (rc != MPI_SUCCESS || *done) {
 			return rc;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >= budget) {
+			return MPI_SUCCESS;
 		}
 		nanosleep(&ts, NULL);
 	}
@@ -115,25 +120,31 @@ func (q *Request) Wait() {
 	q.finish()
 }
 
-// WaitPolling blocks until the transfer is done, testing it every
-// interval and sleeping in between (in C, off the Go scheduler; under
-// MPI_THREAD_FUNNELED from Go), rather than spinning in MPI_Wait: for
+// Poll tests the transfer every interval, sleeping in between (in C,
+// off the Go scheduler; under MPI_THREAD_FUNNELED from Go), for at most
+// budget, and reports whether it is done: MPI_Wait without spinning, for
 // transfers that overlap computation on the same core. It implements
 // shard.PollingRequest.
-func (q *Request) WaitPolling(every time.Duration) {
+func (q *Request) Poll(every, budget time.Duration) bool {
 	if state.funnel != nil {
-		for !q.Test() {
-			time.Sleep(every)
+		for t0 := time.Now(); !q.Test(); time.Sleep(every) {
+			if time.Since(t0) >= budget {
+				return false
+			}
 		}
-		return
+		return true
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.done {
-		return
+		return true
 	}
-	check("Wait", C.gonox_wait_polling(&q.r, C.long(every.Nanoseconds())))
-	q.finish()
+	var done C.int
+	check("Test", C.gonox_poll(&q.r, C.long(every.Nanoseconds()), C.long(budget.Nanoseconds()), &done))
+	if done != 0 {
+		q.finish()
+	}
+	return q.done
 }
 
 func (q *Request) finish() {
