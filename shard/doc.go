@@ -129,8 +129,10 @@
 // computes the result with the synchronous collective's own code: bit for
 // bit the same. Between two processes of different hosts a started
 // reduce-scatter moves with non-blocking sends, waited for by polling
-// (PollingRequest) rather than spinning, so that it does not take the core
-// from the computation it overlaps. Comm.Waited counts the time each
+// (PollingRequest) rather than spinning while the device computes, so
+// that it does not take the core from the computation it overlaps; other
+// started exchanges, which would spin, wait until the device waits for
+// them. Comm.Waited counts the time each
 // device waited for collectives: the communication its computation did
 // not hide. All-gather starts are not provided: build them from ring
 // shifts, as the recipes do.
