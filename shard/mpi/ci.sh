@@ -14,7 +14,8 @@
 # (cluster.sh: network namespaces, TCP between hosts, shared memory
 # within; skipped where namespaces are forbidden): the shard/mpi tests,
 # the guide's collectives, propagation, and examples/mlp (dp, fsdp, tp,
-# fsdp_tp) and examples/moe (ep, dp_ep) against one process, and a
+# fsdp_tp) and examples/moe (ep, dp_ep; -ffn dense under fsdp) against
+# one process, and a
 # checkpoint written by both hosts into a bind-mounted directory restored
 # on one.
 set -euo pipefail
@@ -194,6 +195,15 @@ for c in "2 ep ep=8" "2 dp_ep dp=2,ep=4"; do
   fi
   echo "moe $2 on $3 over 2 hosts x 2 processes of $1 devices: same lines"
 done
+# The dense decoder under FSDP, each block prefetching the next one's weights over TCP.
+alone=$("$out/moe" "${dense[@]}" -strategy fsdp -mesh dp=4 | moelines)
+multi=$(GONOX_DEVICES=1 cluster -x GONOX_DEVICES -x GONOX_TIMEOUT "$out/moe" "${dense[@]}" -strategy fsdp -mesh dp=4 | moelines)
+if [ "$alone" != "$multi" ]; then
+  echo "examples/moe -ffn dense -strategy fsdp on 2 hosts x 2 processes differs from one process:"
+  diff <(echo "$alone") <(echo "$multi") || true
+  exit 1
+fi
+echo "moe -ffn dense fsdp on dp=4 over 2 hosts x 2 processes: same lines"
 echo "--- network faults: a link taken down mid-step ends the job; 1% packet loss gives the same numbers;"
 echo "--- a checkpoint written by 2 hosts into a shared (bind-mounted) directory restores on one"
 GONOX_TEST_CLUSTER=1 go test -tags mpi -run '^(TestLinkDownEndsTheJob|TestCheckpointOnSharedDirectory)$' -v ./shard/mpi | grep -E '^(--- |ok|FAIL)|ended'
