@@ -24,7 +24,12 @@
 //
 // The gradient has the model's type (ValueAndGrad returns it so), and so do
 // the updates and the new model. Nothing is modified in place: each step
-// returns a new model and a new state, and the old ones stay valid.
+// returns a new model and a new state, and the old ones stay valid. A loop
+// that owns the old ones may give them up as the update goes, so as to
+// hold one copy of the model and state rather than two: StepWith reports
+// each parameter's dead inputs as soon as the fused steps (Adam, AdamW,
+// SGD) have read them, for the caller to donate (tensor.Donate), as
+// parallel.Trainer does.
 //
 // # Why an interface over any
 //
