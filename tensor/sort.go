@@ -1,7 +1,6 @@
 package tensor
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"math/bits"
@@ -465,23 +464,21 @@ func init() {
 				srtFillKeys(x, 0, 1, ks, false)
 				keys[i] = ks
 			}
-			if len(keys) == 1 {
-				st := newSrtSorter(n)
-				copy(st.keys, keys[0])
-				st.sort(func(j, src int) { out.i32[j] = int32(src) })
-				return out
-			}
+			// One stable sort per key, the least significant first: each
+			// pass keeps the order of the previous one among its ties,
+			// and the first keeps the positions'.
 			for j := range out.i32 {
 				out.i32[j] = int32(j)
 			}
-			slices.SortFunc(out.i32, func(a, b int32) int {
-				for _, ks := range keys {
-					if c := cmp.Compare(ks[a], ks[b]); c != 0 {
-						return c
-					}
+			st := newSrtSorter(n)
+			prev := make([]int32, n)
+			for i := len(keys) - 1; i >= 0; i-- {
+				copy(prev, out.i32)
+				for j, src := range prev {
+					st.keys[j] = keys[i][src]
 				}
-				return cmp.Compare(a, b)
-			})
+				st.sort(func(j, src int) { out.i32[j] = prev[src] })
+			}
 			return out
 		},
 		// The examples' keys end to end, the example number as the most
