@@ -61,7 +61,13 @@ func TestAsyncAcrossProcesses(t *testing.T) {
 	m, n := lineMesh()
 	x := randFloats(rand.New(rand.NewPCG(1, 1)), 4*n, 3)
 	work := func(x *tensor.Tensor) *tensor.Tensor { return tensor.MatMul(x, tensor.Transpose(x)) }
-	partial := [][2]int{{0, n - 1}, {n - 1, 1}}
+	// A partial permutation: device 0 sends to the last; with three or
+	// more devices the last also sends to device 1 (with two, device 1 is
+	// the last, which may receive only once).
+	partial := [][2]int{{0, n - 1}}
+	if n >= 3 {
+		partial = append(partial, [2]int{n - 1, 1})
+	}
 	type fn = func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor
 	cases := []struct {
 		name        string
