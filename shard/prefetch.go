@@ -182,3 +182,52 @@ func takePrefetched(src *layout, dst Sharding) []*tensor.Tensor {
 	j.blocks = nil
 	return bs
 }
+
+// PrefetchBackward returns x unchanged and, in the backward pass, starts
+// Prefetch(tree) when x's cotangent arrives. Placed on the input of layer
+// i with layer i-1's parameters, it starts their gathers as soon as layer
+// i's backward is done, so that layer i-1's backward finds them under way
+// (its matmuls gather their weights again to compute the input's
+// gradient):
+//
+//	for i, b := range blocks {
+//		if i+1 < len(blocks) {
+//			shard.Prefetch(blocks[i+1]) // forward: the next block
+//		}
+//		if i > 0 {
+//			x = shard.PrefetchBackward(x, blocks[i-1]) // backward: the previous one
+//		}
+//		x = b.Forward(x)
+//	}
+//
+// On a host tensor, a block inside shard.Map or an array of a mesh of one
+// process it returns x itself and does nothing. The same rules as
+// Prefetch's apply: every process runs the same backward pass.
+func PrefetchBackward(x *tensor.Tensor, tree any) *tensor.Tensor {
+	l, _ := x.Layout().(*layout)
+	if x.Local() != nil || l == nil || !l.sharding.mesh.spans() || len(l.partial) > 0 {
+		return x
+	}
+	return keepAxes(tensor.Apply(prefetchMarkOp, prefetchMark{tree: tree}, x), x)
+}
+
+// prefetchMark is the marker's parameter: the tree its VJP prefetches.
+type prefetchMark struct{ tree any }
+
+// prefetchMarkOp is the identity on a placed array whose VJP starts a
+// Prefetch before passing the cotangent on.
+var prefetchMarkOp = &tensor.Op{
+	Name:   "prefetch_backward",
+	Traits: tensor.Traits{Placement: tensor.Distributed, Types: tensor.TypesAll},
+	Impl: func(in []*tensor.Tensor, _ any) *tensor.Tensor {
+		x := in[0]
+		l := layoutOf("prefetch_backward", x)
+		// Headers of its own over x's blocks: the result owns what it
+		// holds, as a reshard's does.
+		return tensor.NewSharded(x.DType(), x.Shape(), (&layout{sharding: l.sharding, geo: l.geo, blocks: ownCopies(l.blocks), owned: true}).number(false))
+	},
+	VJP: func(g *tensor.Tensor, _ []*tensor.Tensor, _ *tensor.Tensor, p any) []*tensor.Tensor {
+		Prefetch(p.(prefetchMark).tree)
+		return []*tensor.Tensor{g}
+	},
+}

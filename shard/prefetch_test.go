@@ -15,12 +15,13 @@ import (
 type prefetchLayers struct{ W []*tensor.Tensor }
 
 // TestPrefetchFeedsTheGathers: a stack of layers whose weights are split
-// over every device (FSDP), each layer prefetching the next one's weight,
+// over every device (FSDP), each layer prefetching the next one's weight
+// (and, in the backward pass, the previous one's: PrefetchBackward),
 // gives the loss and gradients of the same loop without prefetching, bit
 // for bit, and of the host within float32 rounding; the bytes recorded are
 // the same. Between processes (go test -c -tags mpi, mpirun -np 2 or 4
 // shard.test -test.run Prefetch) the matmuls take the prefetched weights
-// (every layer's but the first, each forward pass); in one process
+// in both passes; in one process
 // Prefetch does nothing. Prefetched weights nobody takes are dropped.
 func TestPrefetchFeedsTheGathers(t *testing.T) {
 	n := len(shard.Devices())
@@ -41,6 +42,9 @@ func TestPrefetchFeedsTheGathers(t *testing.T) {
 			for i, w := range p.W {
 				if prefetch && i+1 < len(p.W) {
 					shard.Prefetch(p.W[i+1])
+				}
+				if prefetch && i > 0 {
+					h = shard.PrefetchBackward(h, p.W[i-1])
 				}
 				h = tensor.Tanh(tensor.MatMul(h, w))
 			}
@@ -80,7 +84,11 @@ func TestPrefetchFeedsTheGathers(t *testing.T) {
 		assert.Equal(t, plainC.Bytes(dev, k), gotC.Bytes(dev, k), "bytes of %s", k)
 	}
 	if shard.ProcessCount() > 1 {
-		assert.Equal(t, layers-1, taken, "every layer's weight but the first comes from a prefetch")
+		// Forward: every layer's weight but the first. Backward: every
+		// layer's but the last (gathered before any marker ran) and the
+		// first (x is a constant: no input gradient, no gather; its
+		// prefetch is dropped).
+		assert.Equal(t, (layers-1)+(layers-2), taken, "weights from prefetches, forward and backward")
 	} else {
 		assert.Zero(t, taken, "in one process there is nothing to prefetch")
 	}

@@ -396,8 +396,11 @@ func moveBlocks(op string, x *tensor.Tensor, dst Sharding) (bs []*tensor.Tensor,
 	if src.sharding.Equal(dst) {
 		return slices.Clone(src.blocks), temp
 	}
-	// The blocks are copies made here, unless other processes sent them.
-	own = !acrossProcesses(src, dst)
+	// The blocks are copies made here, also those assembled from what
+	// other processes sent (reshardAcross builds every block afresh):
+	// the caller drops them after use, so that FSDP's gathers of whole
+	// weights, twice a step, reuse each other's storage.
+	own = true
 	bs = makeBlocks(x, dst, false)
 	if temp {
 		tensor.Donate(src.blocks...) // copied from: dead

@@ -107,10 +107,14 @@ func (m Model) forward(ids *tensor.Tensor, moe moeFunc) forwardOut {
 	var o forwardOut
 	aux := tensor.Scalar(0)
 	for i, b := range m.Blocks {
+		// Under FSDP between processes, the next block's weights travel
+		// while this one computes, and in the backward pass the previous
+		// block's (nothing otherwise).
 		if i+1 < len(m.Blocks) {
-			// Under FSDP between processes, the next block's weights
-			// travel while this one computes (nothing otherwise).
 			shard.Prefetch(m.Blocks[i+1])
+		}
+		if i > 0 {
+			x = shard.PrefetchBackward(x, m.Blocks[i-1])
 		}
 		x = tensor.Add(x, b.Attn.Forward(b.Norm1.Forward(x)))
 		if b.FFN.Layers != nil {
