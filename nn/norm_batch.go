@@ -170,7 +170,19 @@ func (b BatchNorm) forward(x, res *tensor.Tensor, state State, act Activation) (
 	n := float32(x.Size() / x.Dim(1))
 	count := tensor.Scalar(n)
 	var mean, variance, y *tensor.Tensor
-	if fusedAffine(x) {
+	switch {
+	case fusedAffine(x) && (b.PerDevice || !varies(x)):
+		// The statistics and the normalisation as one primitive, whose
+		// backward pass computes the input gradient in one formula.
+		var w, bias *tensor.Tensor
+		if b.Weight != nil {
+			w = tensor.Convert(b.Weight, x.DType())
+		}
+		if b.Bias != nil {
+			bias = tensor.Convert(b.Bias, x.DType())
+		}
+		y, mean, variance = tensor.BatchNorm(x, w, bias, res, b.Eps, fa)
+	case fusedAffine(x):
 		// Sum and centred sum of squares in one sweep; under shard.Map
 		// the devices' moments are combined exactly (Chan et al.):
 		// q = Σ_d q_d + n_d·(mean_d - mean)².
@@ -187,7 +199,7 @@ func (b BatchNorm) forward(x, res *tensor.Tensor, state State, act Activation) (
 		}
 		variance = tensor.Div(q, count)
 		y = b.affine(x, res, mean, variance, fa)
-	} else {
+	default:
 		sum := tensor.SumKeep(x, axes...)
 		if !b.PerDevice {
 			sum, count = psumVarying(x, sum), psumVarying(x, count)
@@ -278,14 +290,21 @@ func channelShape(x *tensor.Tensor) []int {
 	return shape
 }
 
+// varies reports whether x is a block inside shard.Map that varies over
+// mesh axes (whose statistics psumVarying sums).
+func varies(x *tensor.Tensor) bool {
+	l := x.Local()
+	return l != nil && l.Mask != 0
+}
+
 // psumVarying sums v over the mesh axes x varies over when x is a block
 // inside shard.Map (the axes its batch is split over), and returns v
 // unchanged otherwise.
 func psumVarying(x, v *tensor.Tensor) *tensor.Tensor {
-	l := x.Local()
-	if l == nil || l.Mask == 0 {
+	if !varies(x) {
 		return v
 	}
+	l := x.Local()
 	if vl := v.Local(); vl == nil || vl.Mask&l.Mask != l.Mask {
 		// A value that does not vary (the count): mark it varying, so
 		// the sum counts it once per device.

@@ -33,6 +33,7 @@ var noFloat64Ops = map[string]string{
 	"biasActBwdOp":        "fused float32 kernel; BiasAct composes float64 from primitives",
 	"channelAffineBwdOp":  "fused float32 kernel; ChannelAffine composes float64 from primitives",
 	"channelAffineGradOp": "fused float32 sums; ChannelAffine composes float64 from primitives",
+	"channelAffine2Op":    "fused float32 kernel (batch_norm's input gradient); BatchNorm composes float64 from primitives",
 	"layerNormOp":         "fused float32 kernel; LayerNorm composes float64 from primitives",
 	"layerNormBwdOp":      "fused float32 kernel",
 	"actPartsOp":          "fused float32 kernel; ActMatMul and ActRaggedDot compose float64 from primitives",

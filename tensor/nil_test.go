@@ -65,6 +65,7 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"MulScalar":      func(t []*tensor.Tensor) { tensor.MulScalar(t[0], 2) },
 	"BiasAct":        func(t []*tensor.Tensor) { tensor.BiasAct(t[0], t[1], tensor.ActRelu) },
 	"ChannelMoments": func(t []*tensor.Tensor) { tensor.ChannelMoments(t[0]) },
+	"BatchNorm":      func(t []*tensor.Tensor) { tensor.BatchNorm(t[0], nil, nil, nil, 1e-5, tensor.ActRelu) },
 	"LayerNorm":      func(t []*tensor.Tensor) { tensor.LayerNorm(t[0], nil, nil, 1e-5) },
 	"ActMatMul":      func(t []*tensor.Tensor) { tensor.ActMatMul(tensor.ActGelu, t[0], t[1]) },
 	"ActRaggedDot":   func(t []*tensor.Tensor) { tensor.ActRaggedDot(tensor.ActGelu, t[0], t[1], t[2]) },
@@ -185,7 +186,8 @@ var nilExempt = map[string]bool{"Apply": true, "ApplyN": true, "Backward": true,
 
 // Operands documented as optional.
 var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true, "SGDStep.t": true, "DotProductAttention.mask": true,
-	"LayerNorm.weight": true, "LayerNorm.bias": true}
+	"LayerNorm.weight": true, "LayerNorm.bias": true,
+	"BatchNorm.weight": true, "BatchNorm.bias": true, "BatchNorm.residual": true}
 
 // publicOps parses the package source and returns every exported function
 // that takes *Tensor operands, with the names of those parameters (a

@@ -1,0 +1,134 @@
+package tensor_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// refBatchNorm is training-mode batch normalisation act(x̂·w + b + r) of x
+// [N, C, S...] in float64 loops, with the gradients of x, w, b and r for
+// the cotangent g of the result: dx = w·rstd·(gz - mean(gz) -
+// x̂·mean(gz·x̂)).
+func refBatchNorm(x, w, b, r, g []float32, n, c int, eps float64, relu bool) (y, mean, variance, dx, dw, db, dr []float64) {
+	s := len(x) / max(1, n*c)
+	cnt := float64(n * s)
+	mean, variance = make([]float64, c), make([]float64, c)
+	y, dx, dr = make([]float64, len(x)), make([]float64, len(x)), make([]float64, len(x))
+	dw, db = make([]float64, c), make([]float64, c)
+	ch := func(i int) int { return i / s % c }
+	for i, v := range x {
+		mean[ch(i)] += float64(v) / cnt
+	}
+	for i, v := range x {
+		d := float64(v) - mean[ch(i)]
+		variance[ch(i)] += d * d / cnt
+	}
+	xh := make([]float64, len(x))
+	for i, v := range x {
+		k := ch(i)
+		xh[i] = (float64(v) - mean[k]) / math.Sqrt(variance[k]+eps)
+		z := xh[i]*float64(w[k]) + float64(b[k]) + float64(r[i])
+		y[i], dr[i] = z, float64(g[i])
+		if relu && z <= 0 {
+			y[i], dr[i] = 0, 0
+		}
+		dw[k] += dr[i] * xh[i]
+		db[k] += dr[i]
+	}
+	for i := range x {
+		k := ch(i)
+		rstd := 1 / math.Sqrt(variance[k]+eps)
+		dx[i] = float64(w[k]) * rstd * (dr[i] - db[k]/cnt - xh[i]*dw[k]/cnt)
+	}
+	return y, mean, variance, dx, dw, db, dr
+}
+
+// BatchNorm's values and gradients equal the float64 loops' within
+// float32 rounding, for float32 (the fused op) and float64 (the
+// composition), with and without residual and Relu.
+func TestBatchNormAgainstLoops(t *testing.T) {
+	rng := newRNG(90)
+	for _, shape := range [][]int{{4, 3, 5, 4}, {8, 3}, {3, 2, 37}, {2, 5, 2, 2, 3}} {
+		c := shape[1]
+		x, w, b := randF32(rng, shape...), randF32(rng, c), randF32(rng, c)
+		r, g := randF32(rng, shape...), randF32(rng, shape...)
+		zero := tensor.Zeros(tensor.Float32, shape...)
+		for _, relu := range []bool{false, true} {
+			for _, withRes := range []bool{false, true} {
+				act, res := tensor.ActIdentity, zero
+				if relu {
+					act = tensor.ActRelu
+				}
+				if withRes {
+					res = r
+				}
+				y, m, v, dx, dw, db, dr := refBatchNorm(x.Float32s(), w.Float32s(), b.Float32s(), res.Float32s(), g.Float32s(), shape[0], c, 1e-5, relu)
+				for _, dt := range []tensor.DType{tensor.Float32, tensor.Float64} {
+					name := shapeName(shape) + dt.String() + act.String()
+					cv := func(t *tensor.Tensor) *tensor.Tensor { return tensor.Convert(t, dt) }
+					leaves := []*tensor.Tensor{cv(x), cv(w), cv(b)}
+					if withRes {
+						leaves = append(leaves, cv(r))
+					}
+					tr, l := traceLeaves(leaves...)
+					var rl *tensor.Tensor
+					if withRes {
+						rl = l[3]
+					}
+					gy, gm, gv := tensor.BatchNorm(l[0], l[1], l[2], rl, 1e-5, act)
+					requireClose(t, y, gy, 1e-5, 1e-5, name+" y")
+					requireClose(t, m, gm, 1e-6, 1e-5, name+" mean")
+					requireClose(t, v, gv, 1e-6, 1e-5, name+" var")
+					gs := tensor.Backward(tr, ts(gy), ts(cv(g)), l, false)
+					requireClose(t, dx, gs[0], 1e-5, 1e-4, name+" dx")
+					requireClose(t, dw, gs[1], 1e-5, 1e-4, name+" dw")
+					requireClose(t, db, gs[2], 1e-5, 1e-5, name+" db")
+					if withRes {
+						requireClose(t, dr, gs[3], 0, 0, name+" dr")
+					}
+				}
+			}
+		}
+	}
+}
+
+// The fused op's values and gradients (of the statistics' outputs too)
+// equal those of the composition of ChannelMoments and ChannelAffineAdd
+// within float32 rounding.
+func TestBatchNormEqualsComposition(t *testing.T) {
+	rng := newRNG(91)
+	shape := []int{4, 6, 5, 3}
+	x, w, b, r := randF32(rng, shape...), randF32(rng, 6), randF32(rng, 6), randF32(rng, shape...)
+	g, cm, cv := randF32(rng, shape...), randF32(rng, 6), randF32(rng, 6)
+	composed := func(x, w, b, r *tensor.Tensor) (y, m, v *tensor.Tensor) {
+		s, q := tensor.ChannelMoments(x)
+		n := tensor.Scalar(float32(4 * 5 * 3))
+		m, v = tensor.Div(s, n), tensor.Div(q, n)
+		scale := tensor.Mul(tensor.Rsqrt(tensor.AddScalar(v, 1e-5)), w)
+		shift := tensor.Add(tensor.Neg(tensor.Mul(m, scale)), b)
+		return tensor.ChannelAffineAdd(x, scale, shift, r, tensor.ActRelu), m, v
+	}
+	var want [][]float32
+	for i, f := range []func(x, w, b, r *tensor.Tensor) (y, m, v *tensor.Tensor){composed,
+		func(x, w, b, r *tensor.Tensor) (y, m, v *tensor.Tensor) {
+			return tensor.BatchNorm(x, w, b, r, 1e-5, tensor.ActRelu)
+		}} {
+		tr, l := traceLeaves(x, w, b, r)
+		y, m, v := f(l[0], l[1], l[2], l[3])
+		got := [][]float32{y.Float32s(), m.Float32s(), v.Float32s()}
+		for _, d := range tensor.Backward(tr, ts(y, m, v), ts(g, cm, cv), l, false) {
+			got = append(got, d.Float32s())
+		}
+		if i == 0 {
+			want = got
+			continue
+		}
+		for j := range want {
+			require.InDeltaSlice(t, want[j], got[j], 2e-5, "result %d", j)
+		}
+	}
+}
