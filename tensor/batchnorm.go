@@ -25,6 +25,9 @@ var batchNormOp, channelAffine2Op *Op
 type batchNormParams struct {
 	eps float32
 	act Activation // ActIdentity or ActRelu
+	// resGrad: the residual may want a cotangent (it is traced), which
+	// then is the masked cotangent gz, materialised.
+	resGrad bool
 }
 
 func init() {
@@ -82,39 +85,51 @@ func init() {
 		Traits: Traits{Reuse: FreshVJP},
 	}
 
-	// channel_affine2: (g, x, a, s, b) -> g·a + x·s + b, g and x [N, C,
-	// spatial...], a, s, b [1, C, 1, ...], in one sweep (the bits of the
-	// composition Add(Add(Mul(g, a), Mul(x, s)), b)): the input gradient
+	// channel_affine2: (g, x, a, s, b[, y]) -> gz·a + x·s + b, g and x
+	// [N, C, spatial...], a, s, b [1, C, 1, ...], gz = g, or g where y > 0
+	// (a relu's mask) if y is given, in one sweep (the bits of the
+	// composition Add(Add(Mul(gz, a), Mul(x, s)), b)): the input gradient
 	// of batch_norm.
 	channelAffine2Op = &Op{
 		Name:     "channel_affine2",
 		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			g, x := in[0], in[1]
+			var y []float32
+			if len(in) == 6 {
+				y = in[5].f32
+			}
 			out := newOutUninit(Float32, x.shape)
-			channelAffine2(out.f32, g.f32, x.f32, in[2].f32, in[3].f32, in[4].f32, x.shape, isLocal(in...))
+			channelAffine2(out.f32, g.f32, x.f32, in[2].f32, in[3].f32, in[4].f32, y, x.shape, isLocal(in...))
 			return out
 		},
 		VJP: func(ct *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-			g, x, a, s := in[0], in[1], in[2], in[3]
+			g, x, a, s := maskBy(in[0], in, 5), in[1], in[2], in[3]
 			da, _ := channelSums(ct, g, a.shape)
 			ds, db := channelSums(ct, x, s.shape)
-			return []*Tensor{Mul(ct, a), Mul(ct, s), da, ds, db}
+			return append([]*Tensor{maskBy(Mul(ct, a), in, 5), Mul(ct, s), da, ds, db}, make([]*Tensor, len(in)-5)...)
 		},
 		Save: SaveAllInputs,
 		JVP: func(x, t, outs []*Tensor, _ any) []*Tensor {
+			xs := append([]*Tensor{maskBy(x[0], x, 5)}, x[1:]...)
+			ts := append([]*Tensor{maskBy(t[0], x, 5)}, t[1:]...)
 			var d *Tensor
 			for _, pair := range [][2]int{{0, 2}, {2, 0}, {1, 3}, {3, 1}} {
-				if t[pair[0]] != nil {
-					d = addTangents(d, Mul(t[pair[0]], x[pair[1]]))
+				if ts[pair[0]] != nil {
+					d = addTangents(d, Mul(ts[pair[0]], xs[pair[1]]))
 				}
 			}
-			d = addTangents(d, t[4])
+			d = addTangents(d, ts[4])
 			return one1(toShapeOf(d, outs[0]))
 		},
 		Batch: func(in []*Tensor, batched []bool, _ any) []*Tensor {
 			a := alignBatch(in, batched, maxExampleRank(in, batched))
-			return one1(Add(Add(Mul(a[0], a[2]), Mul(a[1], a[3])), a[4]))
+			g := a[0]
+			if len(a) == 6 {
+				n := batchSize(in, batched)
+				g = Apply(reluBwdOp, nil, materialize(a[0], batched[0], n), materialize(a[5], batched[5], n))
+			}
+			return one1(Add(Add(Mul(g, a[2]), Mul(a[1], a[3])), a[4]))
 		},
 		Traits: Traits{Reuse: FreshVJP},
 	}
@@ -123,7 +138,8 @@ func init() {
 // batchNormVJP returns the cotangents of batch_norm's x, w, b (and r) for
 // the cotangents gs of y, mean and variance: dx = gz·scale + x·α + β per
 // channel (one channel_affine2 sweep) from Σ gz and Σ gz·x (one
-// channel_affine_grad sweep).
+// channel_affine_grad sweep), Relu's mask applied by both sweeps unless
+// the residual wants the masked cotangent.
 func batchNormVJP(gs, in, outs []*Tensor, p batchNormParams) []*Tensor {
 	x, w := in[0], in[1]
 	gy, gm, gv := gs[0], gs[1], gs[2]
@@ -133,17 +149,28 @@ func batchNormVJP(gs, in, outs []*Tensor, p batchNormParams) []*Tensor {
 	rstd := Rsqrt(AddScalar(variance, p.eps))
 	scale := Mul(rstd, w)
 	res := make([]*Tensor, len(in))
-	var gz, alpha, beta *Tensor
+	var gz, mask, alpha, beta *Tensor
 	if gy != nil {
+		// gz, the cotangent of x̂·w + b [+ r], is gy·[y > 0] for relu:
+		// materialised only for the residual, else applied by each sweep.
 		gz = gy
 		if p.act == ActRelu {
-			gz = Apply(reluBwdOp, nil, gy, y)
+			mask = y
+			if p.resGrad {
+				gz, mask = Apply(reluBwdOp, nil, gy, y), nil
+			}
 		}
-		sgx, sg := channelSums(gz, x, shape)
+		var sgx, sg *Tensor
+		if mask != nil {
+			r := ApplyN(channelAffineGradOp, nil, gz, x, mask)
+			sgx, sg = r[0], r[1]
+		} else {
+			sgx, sg = channelSums(gz, x, shape)
+		}
 		// Σ gz·x̂ = rstd·(Σ gz·x - mean·Σ gz): the weight's gradient.
 		dw := Mul(rstd, Sub(sgx, Mul(mean, sg)))
 		res[1], res[2] = dw, sg
-		if len(in) == 4 {
+		if p.resGrad {
 			res[3] = gz
 		}
 		alpha = Neg(Mul(Mul(scale, rstd), Mul(dw, inv)))
@@ -158,6 +185,8 @@ func batchNormVJP(gs, in, outs []*Tensor, p batchNormParams) []*Tensor {
 		beta = addTangents(beta, Neg(Mul(g2, mean)))
 	}
 	switch {
+	case mask != nil:
+		res[0] = Apply(channelAffine2Op, nil, gz, x, scale, alpha, beta, mask)
 	case gz != nil:
 		res[0] = Apply(channelAffine2Op, nil, gz, x, scale, alpha, beta)
 	case alpha != nil:
@@ -290,7 +319,7 @@ func BatchNorm(x, weight, bias, residual *Tensor, eps float32, act Activation) (
 		host = host && t.layout == nil
 	}
 	if x.dtype == Float32 && host {
-		p := batchNormParams{eps: eps, act: act}
+		p := batchNormParams{eps: eps, act: act, resGrad: residual != nil && residual.IsTraced()}
 		if !fused {
 			p.act = ActIdentity
 		}
@@ -304,9 +333,10 @@ func BatchNorm(x, weight, bias, residual *Tensor, eps float32, act Activation) (
 	return out[0], Reshape(out[1], -1), Reshape(out[2], -1)
 }
 
-// channelAffine2 writes g·a[c] + x·s[c] + b[c] into dst for g and x [N, C,
-// spatial...] row by row, each product rounded (the composition's bits).
-func channelAffine2(dst, g, x, a, s, b []float32, shape []int, local bool) {
+// channelAffine2 writes gz·a[c] + x·s[c] + b[c] into dst for g and x [N,
+// C, spatial...] row by row, gz = g, or g where y > 0 if y is not nil,
+// each product rounded (the composition's bits).
+func channelAffine2(dst, g, x, a, s, b, y []float32, shape []int, local bool) {
 	c := len(s)
 	if c == 0 || len(x) == 0 {
 		return
@@ -320,7 +350,12 @@ func channelAffine2(dst, g, x, a, s, b []float32, shape []int, local bool) {
 			for j := i * w; j < (i+1)*w; j += stageLen {
 				e := min(j+stageLen, (i+1)*w)
 				d, t := dst[j:e], buf[:e-j]
-				vec.MulVS(d, g[j:e], a[k])
+				if y != nil {
+					vec.ReluGradMul(d, g[j:e], y[j:e])
+					vec.MulVS(d, d, a[k])
+				} else {
+					vec.MulVS(d, g[j:e], a[k])
+				}
 				vec.MulVS(t, x[j:e], s[k])
 				vec.AddVV(d, d, t)
 				vec.AddVS(d, d, b[k])

@@ -32,6 +32,18 @@ var _ = addRuleCases(
 	ruleCase{name: "batchNormOp", op: &batchNormOp,
 		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 4, 3), rF(r, 3), rF(r, 3), rF(r, 4, 3)) },
 		f:  bn(ActRelu), vmapTol: 1e-5, noFD: true, tTol: 1e-4},
+	ruleCase{name: "batchNormOp", op: &batchNormOp,
+		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 3, 4), rF(r, 3), rF(r, 3)) },
+		f:  bn(ActRelu), vmapTol: 1e-5, noFD: true, tTol: 1e-4},
+	// The relu mask is piecewise constant in y: no finite differences.
+	ruleCase{name: "channelAffine2Op", op: &channelAffine2Op,
+		in: func(r *rand.Rand) []*Tensor {
+			return args(rF(r, 2, 3, 5), rF(r, 2, 3, 5), rF(r, 1, 3, 1), rF(r, 1, 3, 1), rF(r, 1, 3, 1), rAway(r, 2, 3, 5))
+		},
+		f: ap(&channelAffine2Op, nil), noFD: true},
+	ruleCase{name: "channelAffineGradOp", op: &channelAffineGradOp,
+		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 3, 5), rF(r, 2, 3, 5), rAway(r, 2, 3, 5)) },
+		f:  ap(&channelAffineGradOp, nil), vmapTol: 1e-5, noFD: true},
 	ruleCase{name: "channelAffine2Op", op: &channelAffine2Op,
 		in: func(r *rand.Rand) []*Tensor {
 			return args(rF(r, 2, 3, 5), rF(r, 2, 3, 5), rF(r, 1, 3, 1), rF(r, 1, 3, 1), rF(r, 1, 3, 1))
@@ -46,10 +58,21 @@ func TestBatchNormParallel(t *testing.T) {
 	x, g, r := randTensor(rng, 3, 8, 5, 7), randTensor(rng, 3, 8, 5, 7), randTensor(rng, 3, 8, 5, 7)
 	w, b := randTensor(rng, 8), randTensor(rng, 8)
 	run := func() []*Tensor {
-		tr := NewTrace()
-		l := []*Tensor{tr.Leaf(x), tr.Leaf(w), tr.Leaf(b), tr.Leaf(r)}
-		y, _, _ := BatchNorm(l[0], l[1], l[2], l[3], 1e-5, ActRelu)
-		return append([]*Tensor{y}, Backward(tr, []*Tensor{y}, []*Tensor{g}, l, false)...)
+		var out []*Tensor
+		// The residual's gradient wanted (the mask materialised) or not
+		// (applied by the sweeps).
+		for _, resGrad := range []bool{true, false} {
+			tr := NewTrace()
+			l := []*Tensor{tr.Leaf(x), tr.Leaf(w), tr.Leaf(b)}
+			lr := r
+			if resGrad {
+				lr = tr.Leaf(r)
+				l = append(l, lr)
+			}
+			y, _, _ := BatchNorm(l[0], l[1], l[2], lr, 1e-5, ActRelu)
+			out = append(append(out, y), Backward(tr, []*Tensor{y}, []*Tensor{g}, l, false)...)
+		}
+		return out
 	}
 	want := run()
 	withParallel(t, 16)

@@ -58,17 +58,18 @@ func TestBatchNormAgainstLoops(t *testing.T) {
 		r, g := randF32(rng, shape...), randF32(rng, shape...)
 		zero := tensor.Zeros(tensor.Float32, shape...)
 		for _, relu := range []bool{false, true} {
-			for _, withRes := range []bool{false, true} {
+			for _, mode := range []string{"none", "residual", "residual without gradient"} {
 				act, res := tensor.ActIdentity, zero
 				if relu {
 					act = tensor.ActRelu
 				}
-				if withRes {
+				withRes := mode == "residual"
+				if mode != "none" {
 					res = r
 				}
 				y, m, v, dx, dw, db, dr := refBatchNorm(x.Float32s(), w.Float32s(), b.Float32s(), res.Float32s(), g.Float32s(), shape[0], c, 1e-5, relu)
 				for _, dt := range []tensor.DType{tensor.Float32, tensor.Float64} {
-					name := shapeName(shape) + dt.String() + act.String()
+					name := shapeName(shape) + dt.String() + act.String() + mode
 					cv := func(t *tensor.Tensor) *tensor.Tensor { return tensor.Convert(t, dt) }
 					leaves := []*tensor.Tensor{cv(x), cv(w), cv(b)}
 					if withRes {
@@ -76,8 +77,11 @@ func TestBatchNormAgainstLoops(t *testing.T) {
 					}
 					tr, l := traceLeaves(leaves...)
 					var rl *tensor.Tensor
-					if withRes {
+					switch mode {
+					case "residual":
 						rl = l[3]
+					case "residual without gradient":
+						rl = cv(r)
 					}
 					gy, gm, gv := tensor.BatchNorm(l[0], l[1], l[2], rl, 1e-5, act)
 					requireClose(t, y, gy, 1e-5, 1e-5, name+" y")

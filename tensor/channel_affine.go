@@ -101,22 +101,28 @@ func init() {
 		Traits: Traits{Reuse: FreshVJP},
 	}
 
-	// channel_affine_grad: (g, x) [N, C, spatial...] -> Σ g·x and Σ g
-	// over every axis but the channels', [1, C, 1, ...] each, in one
-	// sweep with float64 sums. It has no sharding rule: channelSums
-	// composes the sums from propagated ops for placed operands.
+	// channel_affine_grad: (g, x[, y]) [N, C, spatial...] -> Σ gz·x and
+	// Σ gz over every axis but the channels', [1, C, 1, ...] each, in one
+	// sweep with float64 sums; gz = g, or g where y > 0 (a relu's mask)
+	// if y is given. It has no sharding rule: channelSums composes the
+	// sums from propagated ops for placed operands.
 	channelAffineGradOp = &Op{
 		Name: "channel_affine_grad",
 		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
 			g, x := in[0], in[1]
 			shape := channelShapeOf(x.shape)
 			ds, db := newOutUninit(Float32, shape), newOutUninit(Float32, shape)
-			channelAffineSums(ds.f32, db.f32, g.f32, x.f32, x.shape, isLocal(g, x))
+			if len(in) == 3 {
+				channelAffineBwd(nil, ds.f32, db.f32, g.f32, x.f32, nil, in[2].f32, x.shape, isLocal(in...))
+			} else {
+				channelAffineSums(ds.f32, db.f32, g.f32, x.f32, x.shape, isLocal(g, x))
+			}
 			return []*Tensor{ds, db}, nil
 		},
-		// ds = Σ g·x, db = Σ g: dg = cs·x + cb, dx = cs·g.
+		// ds = Σ gz·x, db = Σ gz: dg = mask(cs·x + cb), dx = cs·gz (the
+		// mask held constant).
 		VJPN: func(gs, in, _ []*Tensor, _, _ any) []*Tensor {
-			g, x := in[0], in[1]
+			g, x := maskBy(in[0], in, 2), in[1]
 			cs, cb := gs[0], gs[1]
 			var dg, dx *Tensor
 			switch {
@@ -130,16 +136,16 @@ func init() {
 			if cs != nil {
 				dx = Mul(g, cs)
 			}
-			return []*Tensor{dg, dx}
+			return append([]*Tensor{maskBy(dg, in, 2), dx}, make([]*Tensor, len(in)-2)...)
 		},
 		Save: SaveAllInputs,
 		JVP: func(x, t, _ []*Tensor, _ any) []*Tensor {
-			g := x[0]
+			g, dg := maskBy(x[0], x, 2), maskBy(t[0], x, 2)
 			axes := channelSumAxes(len(g.shape), 0)
 			var dds, ddb *Tensor
-			if t[0] != nil {
-				dds = Mul(t[0], x[1])
-				ddb = SumKeep(t[0], axes...)
+			if dg != nil {
+				dds = Mul(dg, x[1])
+				ddb = SumKeep(dg, axes...)
 			}
 			if t[1] != nil {
 				dds = addTangents(dds, Mul(g, t[1]))
@@ -154,6 +160,9 @@ func init() {
 		Batch: func(in []*Tensor, batched []bool, _ any) []*Tensor {
 			n := batchSize(in, batched)
 			g, x := materialize(in[0], batched[0], n), materialize(in[1], batched[1], n)
+			if len(in) == 3 {
+				g = Apply(reluBwdOp, nil, g, materialize(in[2], batched[2], n))
+			}
 			axes := channelSumAxes(len(g.shape)-1, 1)
 			return []*Tensor{SumKeep(Mul(g, x), axes...), SumKeep(g, axes...)}
 		},
@@ -291,9 +300,9 @@ func channelAffineVJP(g, x, s, out *Tensor, act Activation, need uint64) []*Tens
 	return res
 }
 
-// channelAffineBwd writes dx = gz·s[c], ds[c] = Σ gz·x and db[c] = Σ gz
-// for g and x [N, C, spatial...], gz = g, or g where y > 0 if y is not
-// nil, in memory order; the sums in float64 in a fixed order (channels
+// channelAffineBwd writes dx = gz·s[c] (unless dx is nil), ds[c] = Σ
+// gz·x and db[c] = Σ gz for g and x [N, C, spatial...], gz = g, or g
+// where y > 0 if y is not nil, in memory order; the sums in float64 in a fixed order (channels
 // split over goroutines, never a channel's rows).
 func channelAffineBwd(dx, ds, db, g, x, s, y []float32, shape []int, local bool) {
 	n, c := shape[0], shape[1]
@@ -316,7 +325,9 @@ func channelAffineBwd(dx, ds, db, g, x, s, y []float32, shape []int, local bool)
 						gz = t
 					}
 					sg[k-lo] += vec.SumF64(gz)
-					vec.MulVS(dx[o+j:o+e], gz, s[k])
+					if dx != nil {
+						vec.MulVS(dx[o+j:o+e], gz, s[k])
+					}
 					t := pb[:e-j]
 					vec.MulVV(t, gz, x[o+j:o+e])
 					sgx[k-lo] += vec.SumF64(t)
@@ -332,6 +343,15 @@ func channelAffineBwd(dx, ds, db, g, x, s, y []float32, shape []int, local bool)
 		return
 	}
 	parallelFor(c, 4*n*w*costCheap, 1, false, chans)
+}
+
+// maskBy returns t where the relu output in[i], an op's optional last
+// operand, is positive: t if in has no operand i, or t is nil.
+func maskBy(t *Tensor, in []*Tensor, i int) *Tensor {
+	if t == nil || len(in) <= i {
+		return t
+	}
+	return Apply(reluBwdOp, nil, t, in[i])
 }
 
 // channelShapeOf returns [1, C, 1, ...] for shape [N, C, ...].
