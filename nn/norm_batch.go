@@ -50,7 +50,10 @@ type BatchNormOptions struct {
 // statistics in the State are updated; in inference (InferenceMode, or
 // Inference set) the running statistics are used and the State is
 // returned unchanged. x is [N, C, spatial...] with any number of spatial
-// dimensions, [N, C] included.
+// dimensions, [N, C] included. In training, unless the statistics are
+// summed over devices (psum), the statistics and the normalisation are
+// one tensor.BatchNorm, whose backward pass computes the input gradient
+// in one formula.
 type BatchNorm struct {
 	Weight *tensor.Tensor // f32[C], or nil
 	Bias   *tensor.Tensor // f32[C], or nil

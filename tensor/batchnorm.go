@@ -16,9 +16,10 @@ import (
 //	dx = w·rstd·(gz - mean(gz) - x̂·mean(gz·x̂))   (gz the cotangent of z)
 //
 // computed from the per-channel sums Σ gz and Σ gz·x (one sweep reading
-// gz and x) and one sweep writing dx (channel_affine2), where the
-// composition computes its two terms in two sweeps and adds them in a
-// third. Float32 host operands only: BatchNorm composes otherwise.
+// g and x, and y for Relu's mask) and one sweep writing dx
+// (channel_affine2), where the composition computes its two terms in two
+// sweeps and adds them in a third. Float32 host operands only: BatchNorm
+// composes otherwise.
 var batchNormOp, channelAffine2Op *Op
 
 // batchNormParams are batch_norm's static parameters.

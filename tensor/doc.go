@@ -140,8 +140,11 @@
 //   - Per-channel normalisation of [N, C, spatial...] batches, fused:
 //     ChannelMoments (each channel's sum and centred sum of squares in one
 //     sweep) and ChannelAffine (act(x·scale + shift) per channel), the two
-//     passes of a batch norm (nn.BatchNorm); ChannelAffineAdd adds a
-//     residual in the same sweep (a ResNet block's end).
+//     passes of a batch norm; ChannelAffineAdd adds a residual in the same
+//     sweep (a ResNet block's end). BatchNorm is the two as one primitive
+//     in training (nn.BatchNorm's, when the statistics need no psum),
+//     whose backward pass computes the input gradient in one formula
+//     from one sweep of sums and one writing it.
 //   - Attention: DotProductAttention, one fused op forward and backward
 //     (FlashAttention's blocked online softmax: memory linear in the
 //     sequence length, causal blocks skipped).
