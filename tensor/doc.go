@@ -222,11 +222,29 @@
 // (2^k, 2^(k+1)] has 16 classes, and storage is made with the capacity of
 // its class (at most 1/16 more than asked for), so that values whose sizes
 // change from step to step (the tokens a mixture of experts routes to each
-// expert, a shorter last batch) still reuse storage. The cache is a
-// sync.Pool per dtype (float32 and int32) and class (16 elements and up):
-// its fast path is per P and lock-free, and the collector drains it over
-// two cycles when a class stops being used, so it holds no memory for long
-// that nobody asks for and needs no bound. Results of ops that
+// expert, a shorter last batch) still reuse storage. Small storage (16
+// elements up to 64 KiB) sits in a sync.Pool per dtype and class: its fast
+// path is per P and lock-free, and the collector drains it when a class
+// stops being used. Large storage, what a training step's memory is made
+// of, sits in best-fit free lists: an allocation takes the smallest free
+// buffer of its class or of the classes up to twice its size, and storage
+// nobody took for a whole collection cycle goes back to the collector, so
+// the cache holds no memory for long that nobody asks for and needs no
+// bound. ReadCacheStats reports its hits, fresh allocations and the bytes
+// it holds.
+//
+// Storage in the cache is live to the collector, which by default (GOGC
+// 100) lets the heap grow to twice what it found live: with a step's whole
+// working set cached, the garbage a step leaves could grow that large. So
+// at the end of a backward pass that recycles its intermediates (a
+// training step's natural end) the allocator paces the collector: it runs
+// runtime.GC on the calling goroutine once the heap has grown by more than
+// an eighth of the live heap (16 MiB at least) since the last cycle, unless
+// the collector ran on its own in between. This is the package's one
+// effect on the rest of the process; GOGC and GOMEMLIMIT are never
+// changed, and GONOX_GCPACE=off in the environment switches the pacing off
+// (docs/performance.md has what it saves: examples/moe's peak resident
+// memory 303 → 206 MiB). Results of ops that
 // write every element (matmul, the elementwise and activation ops,
 // BiasAct, Softmax, Where, Transpose, Convert to float32, the fused
 // optimizer steps, the MSE gradient) take recycled storage as it is; every other allocation zeroes
