@@ -462,6 +462,18 @@
 // device is one goroutine and its blocks carry a Local mark; kernels given a
 // marked block compute on the calling goroutine only.
 //
+// The goroutines that help a kernel are a pool, shared by the elementwise
+// and reduction kernels, the matrix products and the convolutions: at most
+// GOMAXPROCS-1 workers, started on first use, which after a piece of work
+// stay awake for 50 µs watching for the next (yielding the processor at
+// every turn) and then park; a parked worker exits after 100 ms without
+// work. This is the one exception to "no goroutine outlives the call that
+// started it": a step of a model runs a hundred or more parallel pieces a
+// few hundred microseconds long, most less than 50 µs apart, and on a
+// virtual machine waking a halted core for each took 10-30 µs. A kernel
+// returns only when all of its work is done; results do not depend on
+// which goroutines computed them.
+//
 // # Kernels
 //
 // Matrix products and the elementwise, reduction and optimizer kernels run

@@ -2,16 +2,19 @@ package tensor
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/gonox/gonox/tensor/internal/vec"
+	"github.com/gonox/gonox/tensor/internal/workers"
 )
 
 // Large elementwise, reduction and softmax kernels split their work over
 // runtime.GOMAXPROCS goroutines; small ones, and every kernel computing on
 // a block inside shard.Map (an operand with a Local mark), run on the
-// calling goroutine. No goroutine outlives the kernel that starts it.
+// calling goroutine. The other goroutines are package workers' pooled
+// workers (started on first use, at most GOMAXPROCS-1, each exiting after
+// workers.IdleExit without work): the one exception to "no goroutine
+// outlives the call that started it".
 // Every split gives the same bits as the serial loop: elementwise kernels
 // are independent per element, row kernels per row, and float64 sums are
 // cut into blocks of a fixed size (vec.SumBlock) whatever the split.
@@ -22,7 +25,7 @@ import (
 // Tests lower it to exercise the parallel paths on small tensors.
 var parallelMinWork = 1 << 18
 
-// parallelSpawned counts the goroutines kernels have started, through
+// parallelSpawned counts the helpers kernels have asked for, through
 // parallelFor or srtParallel (tests).
 var parallelSpawned atomic.Int64
 
@@ -70,29 +73,16 @@ func spread(p int, bound func(c int) int, fn func(lo, hi int)) {
 }
 
 // spreadOn calls fn on the chunks [bound(c), bound(c+1)) for c in [0,
-// nc), on the calling goroutine and up to p-1 others, each taking the next
-// chunk not yet taken until none is left, and returns when all have
-// finished. It starts p goroutines: the runtime keeps the newest one in
-// this P's run-next slot, from which an idle P steals only after a pause,
-// so the one more moves the others to the run queue it steals from at
-// once (the extra one finds nothing left, as does any that starts after
-// the chunks are taken). A panic in a chunk is raised again on the caller
-// once every chunk has finished, so a failing kernel fails its op (which
-// shard.Map then reports as the device's error) instead of the process,
-// and leaves no goroutine behind.
+// nc), on the calling goroutine and up to p-1 pooled workers (package
+// workers), each taking the next chunk not yet taken until none is left,
+// and returns when all have finished. A panic in a chunk is raised again on
+// the caller once every chunk has finished, so a failing kernel fails its
+// op (which shard.Map then reports as the device's error) instead of the
+// process.
 func spreadOn(p, nc int, bound func(c int) int, fn func(lo, hi int)) {
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		fault any
-		next  atomic.Int64
-	)
-	work := func() {
-		defer func() {
-			if r := recover(); r != nil {
-				once.Do(func() { fault = r })
-			}
-		}()
+	var next atomic.Int64
+	parallelSpawned.Add(int64(p - 1))
+	workers.Run(p-1, func() {
 		for {
 			c := int(next.Add(1)) - 1
 			if c >= nc {
@@ -102,20 +92,7 @@ func spreadOn(p, nc int, bound func(c int) int, fn func(lo, hi int)) {
 				fn(lo, hi)
 			}
 		}
-	}
-	wg.Add(p)
-	parallelSpawned.Add(int64(p))
-	for range p {
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
-	work()
-	wg.Wait()
-	if fault != nil {
-		panic(fault)
-	}
+	})
 }
 
 // serial reports whether a kernel of the given work runs on the calling

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/gonox/gonox/tensor/internal/workers"
 )
 
 // withParallel lowers the split threshold so that small tensors take the
@@ -101,10 +103,10 @@ func TestLocalStaysSerial(t *testing.T) {
 	row := WithLocal(randTensor(rng, 40, 1), loc)
 	withParallel(t, 64)
 	before := parallelSpawned.Load()
-	g0 := runtime.NumGoroutine()
+	asked := workers.Asked()
 	outs := kernelsUnderTest(x, y, b, row)
 	require.Equal(t, before, parallelSpawned.Load(), "a kernel on a Local block started goroutines")
-	require.Equal(t, g0, runtime.NumGoroutine())
+	require.Equal(t, asked, workers.Asked(), "a kernel on a Local block asked the workers for help")
 	for _, o := range outs {
 		require.NotNil(t, o.Local())
 	}
@@ -115,7 +117,8 @@ func TestLocalStaysSerial(t *testing.T) {
 
 // TestSpreadPanics: a panic in any chunk, on the caller's goroutine or on
 // a helper, reaches the caller only after every chunk has finished, and no
-// goroutine is left running.
+// goroutine is left running (the pooled workers exit after
+// workers.IdleExit, well within goleak's retries).
 func TestSpreadPanics(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	for _, bad := range []int{0, 2} {

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/gonox/gonox/tensor/internal/workers"
 )
 
 // parMinFlops is the smallest convolution (in multiply-adds ×2) whose work
@@ -62,10 +64,10 @@ func alignedFloats(n int) []float32 {
 }
 
 // parallel calls fn(i, ws) for every i in [0, n), on up to t goroutines
-// (the calling one included) that take items in order as they finish the
-// previous one, each with a workspace of its own. It returns when every
-// call has returned; a panic in one is raised again on the caller after
-// all have finished.
+// (the calling one and pooled workers of package workers) that take items
+// in order as they finish the previous one, each with a workspace of its
+// own. It returns when every call has returned; a panic in one is raised
+// again on the caller after all have finished.
 func parallel(n, t int, fn func(i int, ws *workspace)) {
 	t = min(t, n)
 	if t <= 1 {
@@ -76,17 +78,12 @@ func parallel(n, t int, fn func(i int, ws *workspace)) {
 		wsPool.Put(ws)
 		return
 	}
-	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
-		once  sync.Once
-		fault any
-	)
-	work := func() {
+	var next atomic.Int64
+	workers.Run(t-1, func() {
 		defer func() {
 			if r := recover(); r != nil {
-				once.Do(func() { fault = r })
 				next.Store(int64(n)) // the others stop after their item
+				panic(r)
 			}
 		}()
 		ws := wsPool.Get().(*workspace)
@@ -98,17 +95,5 @@ func parallel(n, t int, fn func(i int, ws *workspace)) {
 			}
 			fn(i, ws)
 		}
-	}
-	wg.Add(t - 1)
-	for j := 1; j < t; j++ {
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
-	work()
-	wg.Wait()
-	if fault != nil {
-		panic(fault)
-	}
+	})
 }

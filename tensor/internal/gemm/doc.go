@@ -109,14 +109,14 @@
 // does less. Smaller problems run on the calling goroutine with no
 // synchronisation at all: waking an idle core cost 15-100 µs on the machine
 // we measured (a VM), so splitting a 50 µs product is a loss on average.
-// One more goroutine than needed is started so that the helpers leave the
-// scheduler's run-next slot, which idle processors are slow to steal from;
-// it computes nothing when it finds every slot taken. Sgemm returns after
-// every goroutine it started has finished.
+// The helpers are the pooled workers of package tensor/internal/workers
+// (shared with tensor's other kernels), which stay awake for a moment after
+// a region so the next one does not wait for a core to wake. Sgemm returns
+// after every block has been computed and no helper still runs its work.
 //
 // Packing buffers (64-byte aligned) and per-call state come from
-// sync.Pools, and goroutines are started without closures, so steady-state
-// calls do not allocate.
+// sync.Pools, and helpers are handed a method value made once, so
+// steady-state calls do not allocate.
 //
 // Every choice of method depends on the whole problem, never on the block a
 // goroutine computes, so results are bit-for-bit the same for every thread

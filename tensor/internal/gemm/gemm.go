@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gonox/gonox/tensor/internal/workers"
 )
 
 // elem is the element type of a product: the driver is written once, for
@@ -190,11 +192,11 @@ var (
 func newPools[T elem]() *pools[T] {
 	ps := new(pools[T])
 	ps.ws.New = func() any { return new(workspace[T]) }
-	// Each job holds its helper method value, made once, so that
-	// "go helper()" starts a goroutine without allocating a closure.
+	// Each job holds its work method value, made once, so that a
+	// parallel call does not allocate a closure.
 	ps.job.New = func() any {
 		j := new(parJob[T])
-		j.helper = j.helperMain
+		j.helper = j.work
 		return j
 	}
 	ps.shared.New = func() any { return new(sharedPanels[T]) }
@@ -223,14 +225,7 @@ type parJob[T elem] struct {
 	ntask  int
 	next   atomic.Int64 // next block to compute
 	slots  atomic.Int64 // goroutines still allowed to compute
-	wg     sync.WaitGroup
-	helper func() // j.helperMain, bound once
-}
-
-// helperMain is the body of a goroutine started by gemmParallel.
-func (j *parJob[T]) helperMain() {
-	j.work()
-	j.wg.Done()
+	helper func()       // j.work, bound once
 }
 
 // work computes blocks until none is left, if a compute slot is free.
@@ -263,8 +258,8 @@ func (j *parJob[T]) work() {
 var parSplits atomic.Int64
 
 // gemmParallel computes p on at most t goroutines at a time: the calling
-// one and helpers (it starts t, one spare; a slot counter lets at most t
-// compute).
+// one and up to t-1 pooled workers (package workers; a slot counter lets
+// at most t compute).
 // Blocks are column ranges of C when n is wide enough (each goroutine then
 // packs only its own columns of B and reads A in place, so nothing is done
 // twice), row ranges otherwise. There are a few blocks per goroutine, handed
@@ -305,19 +300,8 @@ func gemmParallel[T elem](ks *kernelSet[T], p problem[T], t int) {
 		t = min(t, j.ntask)
 		j.next.Store(0)
 		j.slots.Store(int64(t))
-		// t-1 helpers, plus one that only matters if another is late: the
-		// runtime keeps the newest goroutine in this P's run-next slot,
-		// which idle Ps do not steal from for a long while; starting one
-		// more moves the real helpers to the stealable run queue.
-		helpers := t
-		j.wg.Add(helpers)
 		parSplits.Add(1)
-		for i := 0; i < helpers; i++ {
-			helper := j.helper
-			go helper()
-		}
-		j.work()
-		j.wg.Wait()
+		workers.Run(t-1, j.helper)
 	}
 	putSharedPanels(ks, j.p.sharedA)
 	j.p = problem[T]{}

@@ -598,8 +598,8 @@ func TestSgemmMixedConcurrentCalls(t *testing.T) {
 	}
 }
 
-// TestSgemmNoGoroutineLeft: the goroutines a parallel call starts have all
-// finished their work when it returns, and exit right after.
+// TestSgemmNoGoroutineLeft: the pooled workers a parallel call uses exit
+// shortly after the last call (workers.IdleExit).
 func TestSgemmNoGoroutineLeft(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("needs GOMAXPROCS >= 2")
@@ -611,7 +611,7 @@ func TestSgemmNoGoroutineLeft(t *testing.T) {
 		Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, 0)
 		Dgemm(g64.ta, g64.tb, g64.m, g64.n, g64.k, g64.alpha, g64.a, g64.lda, g64.b, g64.ldb, g64.beta, g64.c, g64.ldc, 0)
 	}
-	// A helper calls wg.Done as its last action; give it a moment to return.
+	// The workers spin, then park, then exit after workers.IdleExit.
 	deadline := time.Now().Add(2 * time.Second)
 	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)

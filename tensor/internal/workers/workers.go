@@ -1,0 +1,217 @@
+// Package workers runs the parallel regions of gonox's kernels (tensor's
+// elementwise, row and reduction kernels, gemm, the convolutions) on a
+// small pool of goroutines that stay awake for a moment after a region.
+//
+// A region is a function that takes chunks of work from a shared counter
+// until none is left, so it gives the same result whatever number of
+// goroutines run it. Run calls it on the calling goroutine and on up to
+// the requested number of pooled workers, and returns when every call has
+// returned.
+//
+// Why a pool: kernels split work as small as a few hundred microseconds,
+// and a step of a model runs dozens of such regions. A goroutine started
+// per region ran 30-150 µs late on a 2-core VM whose idle vCPU halts (the
+// host's wake-up of the parked core, no guest halt polling), most of the
+// region. A worker that has just finished a chunk instead spins for
+// SpinWindow, yielding the processor at every turn (runtime.Gosched), and
+// takes the next region at once if one comes; only then does it park, as
+// OpenMP's OMP_WAIT_POLICY=active with a bounded spin (GOMP_SPINCOUNT)
+// does.
+//
+// Lifetime (the documented exception to "no goroutine outlives the call
+// that started it"): workers are started on first use, at most
+// runtime.GOMAXPROCS(0)-1 of them, and each exits after IdleExit without a
+// region, so a program that stops computing has none left shortly after
+// (leak checkers such as goleak, which retry for about half a second, see
+// none). Correctness never depends on a worker: a region nobody joins is
+// run by its caller alone.
+package workers
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// SpinWindow is how long a worker watches for the next region after
+// finishing one before it parks (measured on a 2-core Zen 5 VM: see
+// docs/performance.md, "A pool of workers").
+const SpinWindow = 50 * time.Microsecond
+
+// IdleExit is how long a parked worker waits for a region before it
+// exits.
+const IdleExit = 100 * time.Millisecond
+
+// closed marks a region whose caller has finished its own share: no
+// worker joins it any more.
+const closed = 1 << 62
+
+// region is one call of Run. Regions are pooled; a stale queue entry for
+// a region already finished either finds it closed or joins the region
+// reusing it, which is as good (its work is current once state reopens).
+type region struct {
+	work  func()
+	state atomic.Int64  // workers running work, plus closed
+	done  chan struct{} // the last worker out of a closed region signals
+	mu    sync.Mutex
+	fault any // the first panic of a worker
+}
+
+var (
+	queue   = make(chan *region, 64)
+	running atomic.Int64 // workers alive
+	startMu sync.Mutex
+	regions = sync.Pool{New: func() any { return &region{done: make(chan struct{}, 1)} }}
+	asked   atomic.Int64 // regions that asked for helpers (tests)
+)
+
+// Asked returns how many calls of Run have asked for helpers since the
+// program started (tests use it to see whether a kernel split).
+func Asked() int64 { return asked.Load() }
+
+// Run calls work on the calling goroutine and on up to helpers pooled
+// workers at once (fewer if they are busy, at most GOMAXPROCS-1), and
+// returns when every call has returned. work must be safe to call from
+// several goroutines at once and must do all the region's work even when
+// called only once; a call that panics must leave the work it did not do
+// to the next call. A panic in any call is raised again on the caller
+// after every call has returned.
+func Run(helpers int, work func()) {
+	helpers = min(helpers, runtime.GOMAXPROCS(0)-1)
+	if helpers < 1 {
+		work()
+		return
+	}
+	asked.Add(1)
+	ensure(helpers)
+	r := regions.Get().(*region)
+	r.work = work
+	r.state.Store(0) // open: workers may join from here on
+	for range helpers {
+		select {
+		case queue <- r:
+		default: // the queue is full of entries not taken yet: enough
+		}
+	}
+	// A call that panics leaves the chunks after its own to the others,
+	// which may be none: the caller calls work again until one returns.
+	var fault any
+	for {
+		f := call(work)
+		if f == nil {
+			break
+		}
+		if fault == nil {
+			fault = f
+		}
+	}
+	if r.state.Add(closed) != closed {
+		// Workers are still in work: wait, briefly awake, for the last.
+		wait(r.done)
+	}
+	if fault == nil {
+		fault = r.fault
+	}
+	r.work, r.fault = nil, nil
+	regions.Put(r)
+	if fault != nil {
+		panic(fault)
+	}
+}
+
+// call calls work and returns what it panicked with.
+func call(work func()) (fault any) {
+	defer func() { fault = recover() }()
+	work()
+	return nil
+}
+
+// wait receives from done, spinning for SpinWindow before it parks.
+func wait(done chan struct{}) {
+	start := time.Now()
+	for time.Since(start) < SpinWindow {
+		select {
+		case <-done:
+			return
+		default:
+			runtime.Gosched()
+		}
+	}
+	<-done
+}
+
+// ensure starts workers until n are alive.
+func ensure(n int) {
+	if running.Load() >= int64(n) {
+		return
+	}
+	startMu.Lock()
+	for running.Load() < int64(n) {
+		running.Add(1)
+		go worker()
+	}
+	startMu.Unlock()
+}
+
+// worker runs regions from the queue: after each it spins for the next,
+// then parks, and exits after IdleExit without one.
+func worker() {
+	idle := time.NewTimer(IdleExit)
+	defer idle.Stop()
+	for {
+		var r *region
+		select {
+		case r = <-queue:
+		default:
+			idle.Reset(IdleExit)
+			select {
+			case r = <-queue:
+			case <-idle.C:
+				running.Add(-1)
+				return
+			}
+		}
+		for r != nil {
+			r.join()
+			r = spin()
+		}
+	}
+}
+
+// spin watches the queue for SpinWindow, yielding at every turn.
+func spin() *region {
+	start := time.Now()
+	for time.Since(start) < SpinWindow {
+		select {
+		case r := <-queue:
+			return r
+		default:
+			runtime.Gosched()
+		}
+	}
+	return nil
+}
+
+// join runs the region's work if it is still open.
+func (r *region) join() {
+	for {
+		s := r.state.Load()
+		if s&closed != 0 {
+			return
+		}
+		if r.state.CompareAndSwap(s, s+1) {
+			break
+		}
+	}
+	if fault := call(r.work); fault != nil {
+		r.mu.Lock()
+		if r.fault == nil {
+			r.fault = fault
+		}
+		r.mu.Unlock()
+	}
+	if r.state.Add(-1) == closed {
+		r.done <- struct{}{}
+	}
+}
