@@ -136,6 +136,9 @@ func (j *prefetchJob) run(net *meshNet) {
 	}()
 	m := j.src.sharding.mesh
 	bs := reshardOn(net.prefetch, net.procs, net.pstream, j.src, j.dt, Replicated(m), false)
+	// A layer's gathered weights, dropped to the collector once used,
+	// are the garbage of an FSDP step: pace it layer by layer.
+	tensor.PaceCollector()
 	net.pf.mu.Lock()
 	defer net.pf.mu.Unlock()
 	if j.dropped {

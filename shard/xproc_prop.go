@@ -3,6 +3,7 @@ package shard
 import (
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/gonox/gonox/internal/box"
 	"github.com/gonox/gonox/tensor"
@@ -206,11 +207,18 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 					continue
 				}
 				for _, d := range boxes[pi] {
-					// The staging copy is recycled once copied (FSDP
-					// reduce-scatters every weight's gradient a step).
-					b := slice(d)
-					send = append(send, borrowBytes(b)...)
-					tensor.Donate(b)
+					// Float32 blocks (FSDP reduce-scatters every weight's
+					// gradient a step) are cut from sum straight into the
+					// send buffer: a staging tensor per block, donated
+					// once copied, was taken by the activations of the
+					// backward pass running meanwhile, and a fresh one
+					// drawn for the next.
+					send = send[:len(send)+blockBytes]
+					if !sliceInto(send[len(send)-blockBytes:], dt, geo.block, to.offset(d), sum, soff) {
+						b := slice(d)
+						copy(send[len(send)-blockBytes:], borrowBytes(b))
+						tensor.Donate(b)
+					}
 				}
 				sendCounts[pi] = len(boxes[pi]) * blockBytes
 				recvCounts[pi] = len(boxes[me]) * blockBytes
@@ -223,10 +231,11 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 					continue
 				}
 				for i := range boxes[me] {
-					part := fromBytes(dt, recv[:blockBytes], geo.block)
+					// Added straight from the receive buffer: a tensor
+					// per part missed the allocator cache as the staging
+					// copies above did.
+					addInto(mine[i], recv[:blockBytes])
 					recv = recv[blockBytes:]
-					mine[i] = addInto(mine[i], part)
-					tensor.Donate(part)
 				}
 			}
 			tensor.Donate(recvT)
@@ -240,25 +249,30 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 			}
 		}
 	}
+	// The partial sums FSDP drops here each layer are large garbage: the
+	// collector is paced mid-step, not only at the end of Backward.
+	tensor.PaceCollector()
 	return out
 }
 
-// addInto returns a + b for fresh float32 or int32 blocks (a is updated
-// in place; reduceScatterAcross sends no other dtype).
-func addInto(a, b *tensor.Tensor) *tensor.Tensor {
+// addInto adds to a fresh float32 or int32 block a the block of the same
+// dtype and shape that the bytes b hold (reduceScatterAcross's receive
+// buffer; it sends no other dtype).
+func addInto(a *tensor.Tensor, b []byte) {
 	switch a.DType() {
 	case tensor.Float32:
-		x, y := a.BorrowFloat32(), b.BorrowFloat32()
+		x := a.BorrowFloat32()
+		y := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(x))
 		for i := range x {
 			x[i] += y[i]
 		}
 	case tensor.Int32:
-		x, y := a.BorrowInt32(), b.BorrowInt32()
+		x := a.BorrowInt32()
+		y := unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(b))), len(x))
 		for i := range x {
 			x[i] += y[i]
 		}
 	}
-	return a
 }
 
 // reduceName names a reduction in the messages of agree.
@@ -272,4 +286,17 @@ func reduceName(op ReduceOp) string {
 		return "min"
 	}
 	return fmt.Sprintf("ReduceOp(%d)", int(op))
+}
+
+// sliceInto writes the block at off (of shape block) cut from src, whose
+// origin is soff and which holds the whole block (reduceScatterAcross
+// checks it), into dst; false for the dtypes it does not handle (the
+// caller stages them through a tensor).
+func sliceInto(dst []byte, dt tensor.DType, block, off []int, src *tensor.Tensor, soff []int) bool {
+	if dt != tensor.Float32 || len(dst) == 0 {
+		return false
+	}
+	d := unsafe.Slice((*float32)(unsafe.Pointer(&dst[0])), len(dst)/4)
+	box.Copy(d, block, off, src.BorrowFloat32(), src.Shape(), soff, off, block)
+	return true
 }

@@ -380,6 +380,18 @@ const (
 	paceMinBytes = 16 << 20
 )
 
+// PaceCollector runs a collection cycle if the heap grew by more than an
+// eighth of the live heap (and 16 MiB) since the last cycle, as the end
+// of a backward pass that recycles its intermediates does (see
+// ReadCacheStats' PacedCycles). It is for code that drops large storage
+// to the collector in the middle of a step, so that the garbage does not
+// grow to the size of the live heap before the collector runs on its
+// own: package shard calls it after each cross-process reduce-scatter
+// and prefetched gather of an FSDP step. It stands back when the
+// collector ran on its own since the previous check, and does nothing
+// under GONOX_GCPACE=off.
+func PaceCollector() { paceCollector() }
+
 // paceCollector starts a collection cycle if the heap grew past the
 // pacer's slack since the last one (see "Pacing the collector").
 func paceCollector() {
