@@ -101,7 +101,13 @@ func TestTransformerStrategiesByPropagation(t *testing.T) {
 				got, gotG := autodiff.ValueAndGradWith(f)(placed, xy)
 				stop()
 				require.InDelta(t, want.Item(), got.Item(), 1e-5*max(1, abs(want.Item())))
-				requireGradsLike(t, wantG, gotG, placed, 1e-5, floor*1e-3)
+				// The key bias's gradient is zero analytically: what either
+				// side computes is the rounding left when terms as large as
+				// the largest gradient cancel, so its scale is floor*1e-2
+				// (a tolerance of 1e-7 of the largest gradient, float32's
+				// epsilon); with floor*1e-3 another summation order (the
+				// pure-Go kernels) failed by 1.4e-9 against 1.4e-9.
+				requireGradsLike(t, wantG, gotG, placed, 1e-5, floor*1e-2)
 				params := pytree.Leaves(placed)
 				// Data parallelism moves gradients only: DP all-reduces each
 				// one (and the loss); FSDP reduce-scatters the sharded ones
