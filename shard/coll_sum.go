@@ -10,6 +10,20 @@ import (
 // collectives declare tensor.NativeHalf in their Traits, which keeps Apply
 // from widening their blocks; the sums widen here).
 
+// sumGroup returns how many of n operands sumFloat32 adds in its next
+// pass: eight, four, two or one (sumOrder follows the same rule).
+func sumGroup(n int) int {
+	switch {
+	case n >= 8:
+		return 8
+	case n >= 4:
+		return 4
+	case n >= 2:
+		return 2
+	}
+	return 1
+}
+
 // sumFloat32 writes dst = Σ ins[k][lo:hi] reading every input once. The
 // inputs are taken in groups of up to eight, each group in a single pass
 // whose loop the compiler keeps free of bounds checks; the first group
@@ -19,15 +33,7 @@ func sumFloat32(dst []float32, ins [][]float32, lo, hi int) {
 	dst = dst[:n]
 	first := true
 	for len(ins) > 0 {
-		k := 1
-		switch {
-		case len(ins) >= 8:
-			k = 8
-		case len(ins) >= 4:
-			k = 4
-		case len(ins) >= 2:
-			k = 2
-		}
+		k := sumGroup(len(ins))
 		g := make([][]float32, k)
 		for i := range g {
 			g[i] = ins[i][lo:hi:hi]

@@ -143,15 +143,7 @@ func leaves(n int) []*sumTree {
 func sumOrder(xs []*sumTree) *sumTree {
 	var acc *sumTree
 	for len(xs) > 0 {
-		k := 1
-		switch {
-		case len(xs) >= 8:
-			k = 8
-		case len(xs) >= 4:
-			k = 4
-		case len(xs) >= 2:
-			k = 2
-		}
+		k := sumGroup(len(xs))
 		g := slices.Clone(xs[:k])
 		for len(g) > 1 {
 			for i := range len(g) / 2 {
