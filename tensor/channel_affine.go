@@ -112,11 +112,11 @@ func init() {
 			g, x := in[0], in[1]
 			shape := channelShapeOf(x.shape)
 			ds, db := newOutUninit(Float32, shape), newOutUninit(Float32, shape)
+			var y []float32 // the relu's output, whose mask applies to g
 			if len(in) == 3 {
-				channelAffineBwd(nil, ds.f32, db.f32, g.f32, x.f32, nil, in[2].f32, x.shape, isLocal(in...))
-			} else {
-				channelAffineSums(ds.f32, db.f32, g.f32, x.f32, x.shape, isLocal(g, x))
+				y = in[2].f32
 			}
+			channelAffineBwd(nil, ds.f32, db.f32, g.f32, x.f32, nil, y, x.shape, isLocal(in...))
 			return []*Tensor{ds, db}, nil
 		},
 		// ds = Σ gz·x, db = Σ gz: dg = mask(cs·x + cb), dx = cs·gz (the
@@ -431,44 +431,6 @@ func channelAffine(dst, x, s, b, r []float32, shape []int, act Activation, local
 		return
 	}
 	parallelFor(m, w*(cost+1), 1, false, rows)
-}
-
-// channelAffineSums writes ds[c] = Σ g·x and db[c] = Σ g over the rows of
-// channel c of g and x [N, C, spatial...], summed in float64 in a fixed
-// order (a channel's rows in turn; channels split over goroutines, never
-// a channel's rows). The rows are visited in memory order, every channel
-// of a range for each n, so that the reads stream.
-func channelAffineSums(ds, db, g, x []float32, shape []int, local bool) {
-	n, c := shape[0], shape[1]
-	if c == 0 {
-		return
-	}
-	w := numel(shape[2:])
-	chans := func(lo, hi int) {
-		var buf [stageLen]float32
-		sgx, sg := make([]float64, hi-lo), make([]float64, hi-lo)
-		for i := 0; i < n; i++ {
-			for k := lo; k < hi; k++ {
-				o := (i*c + k) * w
-				gr, xr := g[o:o+w], x[o:o+w]
-				sg[k-lo] += vec.SumF64(gr)
-				for j := 0; j < w; j += stageLen {
-					e := min(j+stageLen, w)
-					t := buf[:e-j]
-					vec.MulVV(t, gr[j:e], xr[j:e])
-					sgx[k-lo] += vec.SumF64(t)
-				}
-			}
-		}
-		for k := lo; k < hi; k++ {
-			ds[k], db[k] = float32(sgx[k-lo]), float32(sg[k-lo])
-		}
-	}
-	if serial(2*len(x)*costCheap, local) {
-		chans(0, c)
-		return
-	}
-	parallelFor(c, 2*n*w*costCheap, 1, false, chans)
 }
 
 // ChannelAffine returns act(x·scale + shift) for x of shape [N, C,
