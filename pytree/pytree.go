@@ -237,23 +237,11 @@ func MapN[T any](f func(xs []*tensor.Tensor) *tensor.Tensor, trees ...T) T {
 	if len(trees) == 0 {
 		panic("pytree.MapN: no trees")
 	}
-	p, recs := flattenAll("pytree.MapN", trees)
-	n := len(trees)
-	out := make([]*tensor.Tensor, len(recs[0].pos))
-	xs := make([]*tensor.Tensor, n)
-	for i := range out {
-		var first *tensor.Tensor
-		for j, r := range recs {
-			xs[j] = r.pos[i]
-			if first == nil {
-				first = xs[j]
-			}
-		}
-		if first != nil {
-			out[i] = keepAxes(first, f(xs))
-		}
-	}
-	return rebuildT("pytree.MapN", p, trees[0], recs[0], out)
+	var one [1]*tensor.Tensor
+	return mapNOut("pytree.MapN", 1, func(xs []*tensor.Tensor) []*tensor.Tensor {
+		one[0] = f(xs)
+		return one[:]
+	}, trees)[0]
 }
 
 // MapNOut is MapN for a function with several results, as an optimizer
@@ -265,10 +253,15 @@ func MapN[T any](f func(xs []*tensor.Tensor) *tensor.Tensor, trees ...T) T {
 // and mismatched structures are as in MapN; f's result slice is only read
 // during the call.
 func MapNOut[T any](nOut int, f func(xs []*tensor.Tensor) []*tensor.Tensor, trees ...T) []T {
-	const op = "pytree.MapNOut"
 	if len(trees) == 0 {
-		panic(op + ": no trees")
+		panic("pytree.MapNOut: no trees")
 	}
+	return mapNOut("pytree.MapNOut", nOut, f, trees)
+}
+
+// mapNOut is MapNOut for the op named op (MapN and MapNOut name
+// themselves in panics).
+func mapNOut[T any](op string, nOut int, f func(xs []*tensor.Tensor) []*tensor.Tensor, trees []T) []T {
 	p, recs := flattenAll(op, trees)
 	npos := len(recs[0].pos)
 	res := make([]*tensor.Tensor, nOut*npos) // result k of position i at k*npos+i
