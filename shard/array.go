@@ -592,6 +592,24 @@ func storageOf(b *tensor.Tensor) unsafe.Pointer {
 	return unsafe.Pointer(&b.RawBool()[0])
 }
 
+// copyBytesRegion is copyTensorRegion on raw storage of elements of es
+// bytes (a send or receive buffer of an exchange, a block's storage):
+// the region is copied straight between them, with no staging tensor.
+func copyBytesRegion(dst []byte, dshape, doff []int, src []byte, sshape, soff, lo, size []int, es int) {
+	r := len(size)
+	if r == 0 {
+		copy(dst[:es], src[:es])
+		return
+	}
+	// The last axis in bytes keeps box.Copy's runs whole.
+	bytesLast := func(s []int) []int {
+		t := slices.Clone(s)
+		t[r-1] *= es
+		return t
+	}
+	box.Copy(dst, bytesLast(dshape), bytesLast(doff), src, bytesLast(sshape), bytesLast(soff), bytesLast(lo), bytesLast(size))
+}
+
 // copyTensorRegion copies the global box [lo, lo+size) from src, whose
 // element 0 sits at global srcOff, into dst, whose element 0 sits at
 // dstOff. dst must be freshly allocated (it is written in place).

@@ -233,9 +233,12 @@ func reshardOn(comm Group, procs []int, st *stream, src *layout, dt tensor.DType
 			}
 		}
 	}
-	// The staging copies are donated once sent, so that a run of
-	// reshards (FSDP's gathers of every weight, twice a step) reuses
-	// their storage instead of leaving garbage the size of the model.
+	// Parts are cut from the source blocks straight into the send buffer
+	// and written from the receive buffer straight into the target
+	// blocks; both buffers come from the allocator cache and go back to
+	// it, so that a run of reshards (FSDP's gathers of every weight, twice
+	// a step) leaves no garbage the size of the model.
+	es := dt.Size()
 	sendT, send := scratch(sendBytes)
 	defer tensor.Donate(sendT)
 	send = send[:0]
@@ -245,12 +248,11 @@ func reshardOn(comm Group, procs []int, st *stream, src *layout, dt tensor.DType
 		}
 		for _, pt := range sends[q] {
 			b := blocks[pt.blk]
-			tmp := tensor.Empty(dt, pt.size...)
-			copyTensorRegion(tmp, pt.lo, src.blocks[b.holders[me]], src.offset(b.dev), pt.lo, pt.size)
-			raw := borrowBytes(tmp)
-			send = append(send, raw...)
-			sendCounts[q] += len(raw)
-			tensor.Donate(tmp)
+			blk := src.blocks[b.holders[me]]
+			n := numelOf(pt.size) * es
+			send = send[:len(send)+n]
+			copyBytesRegion(send[len(send)-n:], pt.size, pt.lo, borrowBytes(blk), blk.Shape(), src.offset(b.dev), pt.lo, pt.size, es)
+			sendCounts[q] += n
 		}
 		for _, pt := range plan(q, me) {
 			recvCounts[q] += numelOf(pt.size) * dt.Size()
@@ -278,11 +280,9 @@ func reshardOn(comm Group, procs []int, st *stream, src *layout, dt tensor.DType
 				copyTensorRegion(dst, off, src.blocks[pt.fromLocal], src.offset(blocks[pt.blk].dev), pt.lo, pt.size)
 				continue
 			}
-			n := numelOf(pt.size) * dt.Size()
-			tmp := fromBytes(dt, recv[:n], pt.size)
+			n := numelOf(pt.size) * es
+			copyBytesRegion(borrowBytes(dst), dst.Shape(), off, recv[:n], pt.size, pt.lo, pt.lo, pt.size, es)
 			recv = recv[n:]
-			copyTensorRegion(dst, off, tmp, pt.lo, pt.lo, pt.size)
-			tensor.Donate(tmp)
 		}
 	}
 	for d := range tm.Size() {

@@ -214,11 +214,8 @@ func reduceScatterAcross(src *layout, dst Sharding) []*tensor.Tensor {
 					// backward pass running meanwhile, and a fresh one
 					// drawn for the next.
 					send = send[:len(send)+blockBytes]
-					if !sliceInto(send[len(send)-blockBytes:], dt, geo.block, to.offset(d), sum, soff) {
-						b := slice(d)
-						copy(send[len(send)-blockBytes:], borrowBytes(b))
-						tensor.Donate(b)
-					}
+					off := to.offset(d)
+					copyBytesRegion(send[len(send)-blockBytes:], geo.block, off, borrowBytes(sum), sum.Shape(), soff, off, geo.block, dt.Size())
 				}
 				sendCounts[pi] = len(boxes[pi]) * blockBytes
 				recvCounts[pi] = len(boxes[me]) * blockBytes
@@ -286,17 +283,4 @@ func reduceName(op ReduceOp) string {
 		return "min"
 	}
 	return fmt.Sprintf("ReduceOp(%d)", int(op))
-}
-
-// sliceInto writes the block at off (of shape block) cut from src, whose
-// origin is soff and which holds the whole block (reduceScatterAcross
-// checks it), into dst; false for the dtypes it does not handle (the
-// caller stages them through a tensor).
-func sliceInto(dst []byte, dt tensor.DType, block, off []int, src *tensor.Tensor, soff []int) bool {
-	if dt != tensor.Float32 || len(dst) == 0 {
-		return false
-	}
-	d := unsafe.Slice((*float32)(unsafe.Pointer(&dst[0])), len(dst)/4)
-	box.Copy(d, block, off, src.BorrowFloat32(), src.Shape(), soff, off, block)
-	return true
 }

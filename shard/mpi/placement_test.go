@@ -65,6 +65,18 @@ func TestPlacementAcrossProcesses(t *testing.T) {
 			assert.Equal(t, x.Ints(), shard.Gather(z).Ints(), "%v -> %v", from, to)
 		}
 	}
+	// Reshards move raw bytes: every element size (8, 4, 2 and 1 bytes)
+	// arrives whole and in place.
+	for _, dt := range []tensor.DType{tensor.Float64, tensor.Int64, tensor.Int32, tensor.BFloat16, tensor.Uint8, tensor.Bool} {
+		xd := tensor.AsType(x, dt)
+		for _, from := range specs[1:4] {
+			y := shard.Put(xd, shard.NewSharding(m, from))
+			for _, to := range specs {
+				z := shard.Gather(shard.Reshard(y, shard.NewSharding(m, to)))
+				assert.Equal(t, xd.Float64s(), z.Float64s(), "%v: %v -> %v", dt, from, to)
+			}
+		}
+	}
 	y := shard.Put(tensor.Zeros(tensor.Float32, 8, 8), shard.NewSharding(m, shard.P("dp", "tp")))
 	assert.Equal(t, "float32[8@dp,8@tp]", y.Type())
 	assert.Equal(t, `┌──────────┬──────────┐
