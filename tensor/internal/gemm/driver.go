@@ -335,16 +335,15 @@ func (ks *kernelSet[T]) runTransposed(p *problem[T], i0, i1, j0, j1 int, ws *wor
 				}
 				kern[wide][mr](kc, ap, p.ldb, bp, bs, &tile[0], NR, p.alpha, 0, nr)
 				// C[ir+i][jr+j] = tile[j][i] + beta*C[ir+i][jr+j]
+				if beta == 0 {
+					// A plain transpose: the set's blocked one.
+					ks.transpose(p.c[ir*p.ldc+jr:], p.ldc, tile, NR, mr, nr)
+					continue
+				}
 				for i := 0; i < nr; i++ {
 					row := p.c[(ir+i)*p.ldc+jr : (ir+i)*p.ldc+jr+mr]
-					if beta == 0 {
-						for j := range row {
-							row[j] = tile[j*NR+i]
-						}
-					} else {
-						for j := range row {
-							row[j] = tile[j*NR+i] + beta*row[j]
-						}
+					for j := range row {
+						row[j] = tile[j*NR+i] + beta*row[j]
 					}
 				}
 			}
