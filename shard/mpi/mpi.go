@@ -6,6 +6,7 @@ package mpi
 #cgo pkg-config: mpi
 #include <mpi.h>
 #include <stdlib.h>
+#include "wait.h"
 
 static MPI_Comm gonox_world(void) { return MPI_COMM_WORLD; }
 static MPI_Comm gonox_comm_null(void) { return MPI_COMM_NULL; }
@@ -29,8 +30,61 @@ static MPI_Op gonox_op(int k) {
 }
 // MPI_IN_PLACE is not a valid Go pointer (Open MPI's is (void *)1): it
 // never passes through a Go variable, which the collector would check.
-static int gonox_allreduce(void *send, void *recv, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int in_place) {
-	return MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, n, t, op, c);
+// The collectives below start MPI's non-blocking collective and complete
+// it with gonox_complete (wait.h), which sleeps where MPI_Wait, and the
+// blocking collectives, would spin. Sums and extremes go through
+// MPI_Allreduce and MPI_Reduce_scatter themselves on more than two
+// processes: their non-blocking forms may combine the processes' values
+// in another order (on two, a+b is b+a). Every process of a communicator
+// takes the same path (blocking and non-blocking collectives do not
+// match each other).
+static int gonox_allreduce(void *send, void *recv, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int in_place, int nb) {
+	void *s = in_place ? MPI_IN_PLACE : send;
+	if (!nb) return MPI_Allreduce(s, recv, n, t, op, c);
+	MPI_Request r;
+	int rc = MPI_Iallreduce(s, recv, n, t, op, c, &r);
+	return rc != MPI_SUCCESS ? rc : gonox_complete(&r);
+}
+static int gonox_reduce_scatter(void *send, void *recv, const int *counts, MPI_Datatype t, MPI_Op op, MPI_Comm c, int nb) {
+	if (!nb) return MPI_Reduce_scatter(send, recv, counts, t, op, c);
+	MPI_Request r;
+	int rc = MPI_Ireduce_scatter(send, recv, counts, t, op, c, &r);
+	return rc != MPI_SUCCESS ? rc : gonox_complete(&r);
+}
+static int gonox_allgather(void *send, int n, void *recv, MPI_Datatype t, MPI_Comm c) {
+	MPI_Request r;
+	int rc = MPI_Iallgather(send, n, t, recv, n, t, c, &r);
+	return rc != MPI_SUCCESS ? rc : gonox_complete(&r);
+}
+static int gonox_allgatherv(void *send, int n, void *recv, const int *counts, const int *displs, MPI_Datatype t, MPI_Comm c) {
+	MPI_Request r;
+	int rc = MPI_Iallgatherv(send, n, t, recv, counts, displs, t, c, &r);
+	return rc != MPI_SUCCESS ? rc : gonox_complete(&r);
+}
+static int gonox_alltoall(void *send, int n, void *recv, MPI_Datatype t, MPI_Comm c) {
+	MPI_Request r;
+	int rc = MPI_Ialltoall(send, n, t, recv, n, t, c, &r);
+	return rc != MPI_SUCCESS ? rc : gonox_complete(&r);
+}
+static int gonox_alltoallv(void *send, const int *sc, const int *sd, void *recv, const int *rc_, const int *rd, MPI_Datatype t, MPI_Comm c) {
+	MPI_Request r;
+	int rc = MPI_Ialltoallv(send, sc, sd, t, recv, rc_, rd, t, c, &r);
+	return rc != MPI_SUCCESS ? rc : gonox_complete(&r);
+}
+static int gonox_sendrecv(void *send, int ns, int dst, void *recv, int nr, int src, int tag, MPI_Datatype t, MPI_Comm c) {
+	MPI_Request r[2];
+	int rc = MPI_Irecv(recv, nr, t, src, tag, c, &r[0]);
+	if (rc != MPI_SUCCESS) return rc;
+	rc = MPI_Isend(send, ns, t, dst, tag, c, &r[1]);
+	if (rc != MPI_SUCCESS) return rc;
+	rc = gonox_complete(&r[0]);
+	if (rc != MPI_SUCCESS) return rc;
+	return gonox_complete(&r[1]);
+}
+static int gonox_bcast(void *buf, int n, MPI_Datatype t, int root, MPI_Comm c) {
+	MPI_Request r;
+	int rc = MPI_Ibcast(buf, n, t, root, c, &r);
+	return rc != MPI_SUCCESS ? rc : gonox_complete(&r);
 }
 static int gonox_thread_level(int k) {
 	switch (k) {
@@ -298,6 +352,16 @@ func displs(counts []int) []int {
 	return d
 }
 
+// orderFree reports (as a C boolean) whether a sum or extreme over c
+// gives the same result in any order of the processes (two processes),
+// so that it may use MPI's non-blocking collective (see gonox_allreduce).
+func (c *Comm) orderFree() C.int {
+	if c.size <= 2 {
+		return 1
+	}
+	return 0
+}
+
 func (c *Comm) needLen(op string, n, want int) {
 	if n != want {
 		panic(fmt.Sprintf("mpi.%s: buffer of %d elements, want %d (communicator of %d processes)", op, n, want, c.size))
@@ -313,7 +377,7 @@ func Allreduce[T elem](c *Comm, send, recv []T, op Op) {
 		inPlace = 1
 	}
 	call(func() {
-		check("Allreduce", C.gonox_allreduce(ptr(send), ptr(recv), C.int(len(recv)), C.gonox_type(kindOf[T]()), C.gonox_op(C.int(op)), c.c, inPlace))
+		check("Allreduce", C.gonox_allreduce(ptr(send), ptr(recv), C.int(len(recv)), C.gonox_type(kindOf[T]()), C.gonox_op(C.int(op)), c.c, inPlace, c.orderFree()))
 	})
 }
 
@@ -323,7 +387,7 @@ func Allgather[T elem](c *Comm, send, recv []T) {
 	c.needLen("Allgather", len(recv), c.size*len(send))
 	t := C.gonox_type(kindOf[T]())
 	call(func() {
-		check("Allgather", C.MPI_Allgather(ptr(send), C.int(len(send)), t, ptr(recv), C.int(len(send)), t, c.c))
+		check("Allgather", C.gonox_allgather(ptr(send), C.int(len(send)), ptr(recv), t, c.c))
 	})
 }
 
@@ -340,7 +404,7 @@ func Allgatherv[T elem](c *Comm, send, recv []T, counts []int) {
 	t := C.gonox_type(kindOf[T]())
 	cn, dp := cints(counts), cints(displs(counts))
 	call(func() {
-		check("Allgatherv", C.MPI_Allgatherv(ptr(send), C.int(len(send)), t, ptr(recv), &cn[0], &dp[0], t, c.c))
+		check("Allgatherv", C.gonox_allgatherv(ptr(send), C.int(len(send)), ptr(recv), &cn[0], &dp[0], t, c.c))
 	})
 }
 
@@ -359,7 +423,7 @@ func ReduceScatter[T elem](c *Comm, send, recv []T, op Op) {
 	}
 	cn := cints(counts)
 	call(func() {
-		check("Reduce_scatter", C.MPI_Reduce_scatter(ptr(send), ptr(recv), &cn[0], C.gonox_type(kindOf[T]()), C.gonox_op(C.int(op)), c.c))
+		check("Reduce_scatter", C.gonox_reduce_scatter(ptr(send), ptr(recv), &cn[0], C.gonox_type(kindOf[T]()), C.gonox_op(C.int(op)), c.c, c.orderFree()))
 	})
 }
 
@@ -373,7 +437,7 @@ func Alltoall[T elem](c *Comm, send, recv []T) {
 	n := C.int(len(send) / c.size)
 	t := C.gonox_type(kindOf[T]())
 	call(func() {
-		check("Alltoall", C.MPI_Alltoall(ptr(send), n, t, ptr(recv), n, t, c.c))
+		check("Alltoall", C.gonox_alltoall(ptr(send), n, ptr(recv), t, c.c))
 	})
 }
 
@@ -387,7 +451,7 @@ func Alltoallv[T elem](c *Comm, send []T, sendCounts []int, recv []T, recvCounts
 	sc, sd := cints(sendCounts), cints(displs(sendCounts))
 	rc, rd := cints(recvCounts), cints(displs(recvCounts))
 	call(func() {
-		check("Alltoallv", C.MPI_Alltoallv(ptr(send), &sc[0], &sd[0], t, ptr(recv), &rc[0], &rd[0], t, c.c))
+		check("Alltoallv", C.gonox_alltoallv(ptr(send), &sc[0], &sd[0], ptr(recv), &rc[0], &rd[0], t, c.c))
 	})
 }
 
@@ -396,15 +460,14 @@ func Alltoallv[T elem](c *Comm, send []T, sendCounts []int, recv []T, recvCounts
 func Sendrecv[T elem](c *Comm, send []T, dst int, recv []T, src, tag int) {
 	t := C.gonox_type(kindOf[T]())
 	call(func() {
-		check("Sendrecv", C.MPI_Sendrecv(ptr(send), C.int(len(send)), t, C.int(dst), C.int(tag),
-			ptr(recv), C.int(len(recv)), t, C.int(src), C.int(tag), c.c, C.MPI_STATUS_IGNORE))
+		check("Sendrecv", C.gonox_sendrecv(ptr(send), C.int(len(send)), C.int(dst), ptr(recv), C.int(len(recv)), C.int(src), C.int(tag), t, c.c))
 	})
 }
 
 // Bcast copies root's buf into every other process's buf (MPI_Bcast).
 func Bcast[T elem](c *Comm, buf []T, root int) {
 	call(func() {
-		check("Bcast", C.MPI_Bcast(ptr(buf), C.int(len(buf)), C.gonox_type(kindOf[T]()), C.int(root), c.c))
+		check("Bcast", C.gonox_bcast(ptr(buf), C.int(len(buf)), C.gonox_type(kindOf[T]()), C.int(root), c.c))
 	})
 }
 

@@ -6,6 +6,7 @@ package mpi
 #cgo pkg-config: mpi
 #include <mpi.h>
 #include <time.h>
+#include "wait.h"
 
 static MPI_Datatype gonox_nb_type(int k) {
 	switch (k) {
@@ -101,7 +102,10 @@ func (q *Request) Test() bool {
 	return q.done
 }
 
-// Wait blocks until the transfer is done (MPI_Wait). Under
+// Wait blocks until the transfer is done, as MPI_Wait, testing it and
+// sleeping in between once a few microseconds have passed rather than
+// spinning as Open MPI's MPI_Wait does (so a waiting process leaves its
+// core to those that compute where processes share cores). Under
 // MPI_THREAD_FUNNELED it polls with MPI_Test instead, so that the
 // goroutine running every MPI call stays free for the others.
 func (q *Request) Wait() {
@@ -116,7 +120,7 @@ func (q *Request) Wait() {
 	if q.done {
 		return
 	}
-	check("Wait", C.MPI_Wait(&q.r, C.MPI_STATUS_IGNORE))
+	check("Wait", C.gonox_complete(&q.r))
 	q.finish()
 }
 
