@@ -35,6 +35,7 @@ type hierGroup struct {
 	leaders Group // the first process of each host; nil if this process is not one
 	run     int   // this host's index among the group's hosts
 	nruns   int   // the group's hosts
+	starts  []int // the group rank of each host's first process, then the group's size
 }
 
 // hierAsyncGroup is a hierGroup whose group also sends without blocking.
@@ -69,10 +70,11 @@ func newHierGroup(g Group, procs []int) Group {
 	if !sameSum(sumOrder(parts), sumOrder(leaves(len(procs)))) {
 		return nil
 	}
-	h := &hierGroup{Group: g, nruns: len(runs), run: -1}
+	h := &hierGroup{Group: g, nruns: len(runs), run: -1, starts: []int{0}}
 	lead := make([]int, len(runs))
 	for i, r := range runs {
 		lead[i] = r[0]
+		h.starts = append(h.starts, h.starts[i]+len(r))
 		l := wrapGroup(dist.t.NewGroup(r))
 		if slices.Contains(r, dist.rank) {
 			h.local, h.run = l, i
@@ -192,7 +194,7 @@ func (h *hierGroup) AllreduceFloat32(send, recv []float32, op ReduceOp) {
 	// it; the others' is overwritten by the broadcast).
 	h.local.AllreduceFloat32(send, recv, ReduceSum)
 	if lead {
-		h.leadersSum(recv)
+		h.leadersSum(recv, func(j int) (int, int) { return partOf(len(recv), h.nruns, j) }, true)
 	}
 	counts := make([]int, h.local.Size())
 	counts[0] = 4 * len(recv)
@@ -203,13 +205,15 @@ func (h *hierGroup) AllreduceFloat32(send, recv []float32, op ReduceOp) {
 	h.local.Allgatherv(own, floatBytes(recv), counts)
 }
 
-// leadersSum replaces x, this host's sum, with the sum of every host's, in
-// host order: the leaders reduce-scatter the hosts' sums (each sums its
-// part) and all-gather the parts, with non-blocking sends.
-func (h *hierGroup) leadersSum(x []float32) {
+// leadersSum sums x, this host's sum, with every other host's, in host
+// order: the leaders reduce-scatter the hosts' sums, host j's leader
+// summing x[part(j)], and with gather all-gather the parts, replacing x
+// with the sum of every host's; without, only x[part(this host)] is
+// replaced. Non-blocking sends throughout.
+func (h *hierGroup) leadersSum(x []float32, part func(j int) (int, int), gather bool) {
 	ag := h.leaders.(AsyncGroup)
-	k, me, n := h.nruns, h.run, len(x)
-	lo, hi := partOf(n, k, me)
+	k, me := h.nruns, h.run
+	lo, hi := part(me)
 	bufs := make([]*tensor.Tensor, k)
 	ins := make([][]float32, k)
 	var reqs []Request
@@ -221,7 +225,7 @@ func (h *hierGroup) leadersSum(x []float32) {
 		bufs[j] = tensor.Empty(tensor.Float32, hi-lo)
 		ins[j] = bufs[j].BorrowFloat32()
 		reqs = append(reqs, ag.IrecvBytes(floatBytes(ins[j]), j, 0))
-		jl, jh := partOf(n, k, j)
+		jl, jh := part(j)
 		reqs = append(reqs, ag.IsendBytes(floatBytes(x[jl:jh]), j, 0))
 	}
 	waitAll(reqs, nil)
@@ -233,20 +237,26 @@ func (h *hierGroup) leadersSum(x []float32) {
 			tensor.Donate(b)
 		}
 	}
-	reqs = reqs[:0]
-	for j := range k {
-		if j == me {
-			continue
+	if gather {
+		reqs = reqs[:0]
+		for j := range k {
+			if j == me {
+				continue
+			}
+			jl, jh := part(j)
+			reqs = append(reqs, ag.IrecvBytes(floatBytes(x[jl:jh]), j, 1), ag.IsendBytes(floatBytes(mine.BorrowFloat32()), j, 1))
 		}
-		jl, jh := partOf(n, k, j)
-		reqs = append(reqs, ag.IrecvBytes(floatBytes(x[jl:jh]), j, 1), ag.IsendBytes(floatBytes(mine.BorrowFloat32()), j, 1))
+		waitAll(reqs, nil)
 	}
-	waitAll(reqs, nil)
 	copy(x[lo:hi], mine.BorrowFloat32())
 }
 
-// ReduceScatterFloat32 is AllreduceFloat32's sum, of which this process
-// keeps its block: the part of the all-reduce, bit for bit.
+// ReduceScatterFloat32 sums hierarchically as AllreduceFloat32 does, in
+// the same order, so that this process's block is the part of the
+// all-reduce bit for bit, but between hosts the leaders only
+// reduce-scatter: host j's leader sums the blocks of host j's processes
+// (the group's ranks are in host order), half the bytes between hosts of
+// the all-reduce, and shares them with its host through shared memory.
 func (h *hierGroup) ReduceScatterFloat32(send, recv []float32, op ReduceOp) {
 	if op != ReduceSum {
 		h.Group.ReduceScatterFloat32(send, recv, op)
@@ -255,7 +265,19 @@ func (h *hierGroup) ReduceScatterFloat32(send, recv []float32, op ReduceOp) {
 	full := tensor.Empty(tensor.Float32, len(send))
 	defer tensor.Donate(full)
 	f := full.BorrowFloat32()
-	h.AllreduceFloat32(send, f, op)
-	r, n := h.Rank(), len(recv)
-	copy(recv, f[r*n:(r+1)*n])
+	// This host's sum, in every process of the host (the leader needs it).
+	h.local.AllreduceFloat32(send, f, ReduceSum)
+	n := len(recv)
+	hostPart := func(j int) (int, int) { return h.starts[j] * n, h.starts[j+1] * n }
+	lo, hi := hostPart(h.run)
+	counts := make([]int, h.local.Size())
+	counts[0] = 4 * (hi - lo)
+	var own []byte
+	if h.local.Rank() == 0 {
+		h.leadersSum(f, hostPart, false)
+		own = slices.Clone(floatBytes(f[lo:hi])) // an all-gather's operand may not be its result
+	}
+	h.local.Allgatherv(own, floatBytes(f[lo:hi]), counts)
+	r := h.local.Rank()
+	copy(recv, f[lo+r*n:lo+(r+1)*n])
 }
