@@ -182,14 +182,37 @@ func fusesAct(act Activation, xs ...*Tensor) bool {
 // operands compose.
 func ActMatMul(act Activation, x, w *Tensor) *Tensor {
 	checkNil("tensor.ActMatMul", "x w", x, w)
+	return actMatMul("tensor.ActMatMul", act, x, w, 0)
+}
+
+// ActMatMulAs is ActMatMul with the product computed in dtype compute
+// from float32 act(x) and w, each rounded as the product reads it, and a
+// float32 result (MatMulAs(act(x), w, false, false, compute, Float32)):
+// the second layer of an MLP under automatic mixed precision. The
+// cotangents of x and w are float32.
+func ActMatMulAs(act Activation, x, w *Tensor, compute DType) *Tensor {
+	checkNil("tensor.ActMatMulAs", "x w", x, w)
+	checkProductAs("tensor.ActMatMulAs", x, w, compute)
+	return actMatMul("tensor.ActMatMulAs", act, x, w, compute)
+}
+
+// actMatMul is ActMatMul (compute 0) or ActMatMulAs.
+func actMatMul(op string, act Activation, x, w *Tensor, compute DType) *Tensor {
 	if act >= numActivations {
-		panic(fmt.Sprintf("tensor.ActMatMul: %s: unknown activation %v", operands("@", x, w), act))
+		panic(fmt.Sprintf("%s: %s: unknown activation %v", op, operands("@", x, w), act))
 	}
 	if len(x.shape) < 2 || len(w.shape) != 2 || !fusesAct(act, x, w) {
-		return MatMul(act.apply(x), w)
+		if compute == 0 {
+			return MatMul(act.apply(x), w)
+		}
+		return MatMulAs(act.apply(x), w, false, false, compute, Float32)
 	}
-	p := checkMatMul("tensor.ActMatMul", x, w, false, false)
-	return Apply(actProductOp, &actProductParams{act: act, prod: matmulOp, pp: p}, x, w)
+	p := checkMatMul(op, x, w, false, false)
+	ap := &actProductParams{act: act, prod: matmulOp, pp: p}
+	if compute != 0 {
+		ap.prod, ap.pp = matmulToOp, &matmulToParams{p: p, dt: Float32, compute: compute}
+	}
+	return Apply(actProductOp, ap, x, w)
 }
 
 // ActRaggedDot returns RaggedDot(act(x), w, groupSizes) as one op that
@@ -199,12 +222,30 @@ func ActMatMul(act Activation, x, w *Tensor) *Tensor {
 // group sizes that are placed or batched, compose.
 func ActRaggedDot(act Activation, x, w, groupSizes *Tensor) *Tensor {
 	checkNil("tensor.ActRaggedDot", "x w groupSizes", x, w, groupSizes)
+	return actRaggedDot("tensor.ActRaggedDot", act, x, w, groupSizes, 0)
+}
+
+// ActRaggedDotAs is ActRaggedDot with the grouped product computed in
+// dtype compute from float32 act(x) and w, as RaggedDotAs does: the
+// second product of a mixture of experts' experts under automatic mixed
+// precision. The result and the cotangents of x and w are float32.
+func ActRaggedDotAs(act Activation, x, w, groupSizes *Tensor, compute DType) *Tensor {
+	checkNil("tensor.ActRaggedDotAs", "x w groupSizes", x, w, groupSizes)
+	checkProductAs("tensor.ActRaggedDotAs", x, w, compute)
+	return actRaggedDot("tensor.ActRaggedDotAs", act, x, w, groupSizes, compute)
+}
+
+// actRaggedDot is ActRaggedDot (compute 0) or ActRaggedDotAs.
+func actRaggedDot(op string, act Activation, x, w, groupSizes *Tensor, compute DType) *Tensor {
 	if act >= numActivations {
-		panic(fmt.Sprintf("tensor.ActRaggedDot: %s: unknown activation %v", operands("@", x, w), act))
+		panic(fmt.Sprintf("%s: %s: unknown activation %v", op, operands("@", x, w), act))
 	}
 	if !fusesAct(act, x, w) || groupSizes.layout != nil || groupSizes.xv != nil {
-		return RaggedDot(act.apply(x), w, groupSizes)
+		if compute == 0 {
+			return RaggedDot(act.apply(x), w, groupSizes)
+		}
+		return RaggedDotAs(act.apply(x), w, groupSizes, compute)
 	}
 	checkRaggedDot(x, w, groupSizes)
-	return Apply(actProductOp, &actProductParams{act: act, prod: raggedDotOp, pp: &raggedParams{}}, x, w, groupSizes)
+	return Apply(actProductOp, &actProductParams{act: act, prod: raggedDotOp, pp: &raggedParams{compute: compute}}, x, w, groupSizes)
 }

@@ -19,6 +19,13 @@ var _ = addRuleCases(
 		f: func(x []*Tensor) []*Tensor {
 			return []*Tensor{ActRaggedDot(ActGelu, x[0], x[1], FromInt32([]int32{2, 3}, 2))}
 		}},
+	// The products in bfloat16 (rounding: no finite differences).
+	ruleCase{name: "actProductOp/As", op: &actProductOp,
+		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 3, 4), rF(r, 4, 5), rF(r, 6, 3), rF(r, 2, 3, 4)) },
+		f: func(x []*Tensor) []*Tensor {
+			return []*Tensor{ActMatMulAs(ActGelu, x[0], x[1], BFloat16),
+				ActRaggedDotAs(ActGelu, x[2], x[3], FromInt32([]int32{2, 3}, 2), BFloat16)}
+		}, vmapTol: 1e-6, noFD: true, tTol: 1e-2},
 )
 
 var _ = addRuleCases(

@@ -362,6 +362,15 @@ var _ = addRuleCases(
 		}},
 	ruleCase{name: "raggedOuterOp", op: &raggedOuterOp, in: func(r *rand.Rand) []*Tensor { return args(rF(r, 6, 3), rF(r, 6, 4), rGroups(r)) },
 		f: func(x []*Tensor) []*Tensor { return []*Tensor{raggedOuter(x[0], x[1], x[2], 2)} }},
+	// The grouped products in bfloat16 (rounding: no finite differences).
+	ruleCase{name: "raggedDotOp/RaggedDotAs", op: &raggedDotOp, in: func(r *rand.Rand) []*Tensor { return args(rF(r, 6, 3), rF(r, 2, 3, 4), rGroups(r)) },
+		f: func(x []*Tensor) []*Tensor {
+			return []*Tensor{RaggedDotAs(x[0], x[1], x[2], BFloat16), raggedDotIn(x[0], Transpose(x[1], 0, 2, 1), x[2], true, BFloat16)}
+		}, noFD: true, tTol: 1e-2},
+	ruleCase{name: "raggedOuterOp/bf16", op: &raggedOuterOp, in: func(r *rand.Rand) []*Tensor { return args(rF(r, 6, 3), rF(r, 6, 4), rGroups(r)) },
+		f: func(x []*Tensor) []*Tensor {
+			return []*Tensor{Apply(raggedOuterOp, &raggedOuterParams{groups: 2, compute: BFloat16}, x[0], x[1], x[2])}
+		}, noFD: true, tTol: 1e-2},
 	ruleCase{name: "nameOp", op: &nameOp, in: func(r *rand.Rand) []*Tensor { return args(rF(r, 3, 4)) },
 		f: fn1(func(x *Tensor) *Tensor { return Named(x, "h") })},
 	ruleCase{name: "pvaryOp", op: &pvaryOp, in: func(r *rand.Rand) []*Tensor { return args(rF(r, 3, 4)) },

@@ -24,6 +24,7 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"SGDStep":             func(t []*tensor.Tensor) { tensor.SGDStep(t[0], t[1], nil, 0.9, -0.1, false) },
 	"AdamStep":            func(t []*tensor.Tensor) { tensor.AdamStep(t[0], t[1], t[2], t[3], tensor.AdamCoeffs{}) },
 	"RaggedDot":           func(t []*tensor.Tensor) { tensor.RaggedDot(t[0], t[1], t[2]) },
+	"RaggedDotAs":         func(t []*tensor.Tensor) { tensor.RaggedDotAs(t[0], t[1], t[2], tensor.BFloat16) },
 	"DotProductAttention": func(t []*tensor.Tensor) { tensor.DotProductAttention(t[0], t[1], t[2], nil, 0, false) },
 	"Equal":               func(t []*tensor.Tensor) { tensor.Equal(t[0], t[1]) },
 	"NotEqual":            func(t []*tensor.Tensor) { tensor.NotEqual(t[0], t[1]) },
@@ -69,6 +70,8 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"LayerNorm":      func(t []*tensor.Tensor) { tensor.LayerNorm(t[0], nil, nil, 1e-5) },
 	"ActMatMul":      func(t []*tensor.Tensor) { tensor.ActMatMul(tensor.ActGelu, t[0], t[1]) },
 	"ActRaggedDot":   func(t []*tensor.Tensor) { tensor.ActRaggedDot(tensor.ActGelu, t[0], t[1], t[2]) },
+	"ActMatMulAs":    func(t []*tensor.Tensor) { tensor.ActMatMulAs(tensor.ActGelu, t[0], t[1], tensor.BFloat16) },
+	"ActRaggedDotAs": func(t []*tensor.Tensor) { tensor.ActRaggedDotAs(tensor.ActGelu, t[0], t[1], t[2], tensor.BFloat16) },
 	"ChannelAffine":  func(t []*tensor.Tensor) { tensor.ChannelAffine(t[0], t[1], t[2], tensor.ActRelu) },
 	"ChannelAffineAdd": func(t []*tensor.Tensor) {
 		tensor.ChannelAffineAdd(t[0], t[1], t[2], t[3], tensor.ActRelu)

@@ -9,6 +9,17 @@ import (
 // raggedParams are the static parameters of the grouped products.
 type raggedParams struct {
 	transW bool // ragged_dot: multiply by w[g]ᵀ instead of w[g]
+	// compute is the dtype the products are computed in (RaggedDotAs):
+	// 0 or Float32 for float32, else a half dtype that the float32
+	// operands are rounded to as the gemm reads them.
+	compute DType
+}
+
+// raggedOuterParams are ragged_outer's: the number of groups and the
+// dtype of the products (see raggedParams).
+type raggedOuterParams struct {
+	groups  int
+	compute DType
 }
 
 var raggedDotOp, raggedOuterOp *Op
@@ -29,6 +40,8 @@ func init() {
 			}
 			out := newOut(Float32, []int{m, n})
 			sizes := checkGroupSizes("tensor.RaggedDot", gs, m)
+			local := isLocal(x, w)
+			x, w, compute := productOperands(x, w, p.compute)
 			ldw := n
 			if p.transW {
 				ldw = k
@@ -44,14 +57,14 @@ func init() {
 			// one packed product per chunk, never per row.
 			// 2·k·n flops per row; gemm goes parallel from about 16M flops,
 			// parallelFor from parallelMinWork (256K) units: 1 unit per 64 flops.
-			parallelFor(starts[g], max(1, k*n/32), 8, isLocal(x, w), func(lo, hi int) {
+			parallelFor(starts[g], max(1, k*n/32), 8, local, func(lo, hi int) {
 				for e := range g {
 					a, b := max(lo, starts[e]), min(hi, starts[e+1])
 					if a >= b {
 						continue
 					}
-					gemm.Sgemm(false, p.transW, b-a, n, k, 1, x.f32[a*k:b*k], k, w.f32[e*wsz:(e+1)*wsz], ldw,
-						0, out.f32[a*n:b*n], n, 1)
+					groupGemm(compute, false, p.transW, b-a, n, k, x.f32[a*k:b*k], k, w.f32[e*wsz:(e+1)*wsz], ldw,
+						out.f32[a*n:b*n], n, 1)
 				}
 			})
 			return out
@@ -62,14 +75,15 @@ func init() {
 			res := make([]*Tensor, 3)
 			if Wants(need, 0) {
 				// dx_g = gy_g @ op(w_g)ᵀ
-				res[0] = raggedDot(gy, w, gs, !p.transW)
+				res[0] = raggedDotIn(gy, w, gs, !p.transW, p.compute)
 			}
 			if Wants(need, 1) {
 				// dW_g = x_gᵀ gy_g, or its transpose when w was used transposed.
+				q := &raggedOuterParams{groups: w.shape[0], compute: p.compute}
 				if p.transW {
-					res[1] = raggedOuter(gy, x, gs, w.shape[0])
+					res[1] = Apply(raggedOuterOp, q, gy, x, gs)
 				} else {
-					res[1] = raggedOuter(x, gy, gs, w.shape[0])
+					res[1] = Apply(raggedOuterOp, q, x, gy, gs)
 				}
 			}
 			return res
@@ -79,10 +93,10 @@ func init() {
 			p := pp.(*raggedParams)
 			var dx, dw *Tensor
 			if t[0] != nil {
-				dx = raggedDot(t[0], x[1], x[2], p.transW)
+				dx = raggedDotIn(t[0], x[1], x[2], p.transW, p.compute)
 			}
 			if t[1] != nil {
-				dw = raggedDot(x[0], t[1], x[2], p.transW)
+				dw = raggedDotIn(x[0], t[1], x[2], p.transW, p.compute)
 			}
 			return one1(addTangents(dx, dw))
 		},
@@ -96,7 +110,8 @@ func init() {
 			gs2, covered := raggedFill(gs, m)
 			w2 := Concat(1, w, Zeros(w.dtype, b, 1, w.shape[2], w.shape[3]))
 			w2 = Reshape(w2, -1, w.shape[2], w.shape[3])
-			out := raggedDot(Reshape(x, b*m, k), w2, gs2, pp.(*raggedParams).transW)
+			p := pp.(*raggedParams)
+			out := raggedDotIn(Reshape(x, b*m, k), w2, gs2, p.transW, p.compute)
 			out = Reshape(out, b, m, -1)
 			return one1(Where(covered, out, Scalar(0)))
 		},
@@ -107,44 +122,48 @@ func init() {
 	raggedOuterOp = &Op{
 		Name: "ragged_outer",
 		Impl: func(in []*Tensor, pp any) *Tensor {
-			G := pp.(int)
+			q := pp.(*raggedOuterParams)
+			G := q.groups
 			a, b, gs := in[0], in[1], in[2]
 			m, ka, kb := a.shape[0], a.shape[1], b.shape[1]
 			out := newOut(Float32, []int{G, ka, kb})
 			threads := gemmThreads(a, b)
 			sizes := checkGroupSizes("tensor.RaggedDot", gs, m)
+			a, b, compute := productOperands(a, b, q.compute)
 			off := 0
 			for e := range G {
 				r := sizes[e]
 				if r > 0 {
-					gemm.Sgemm(true, false, ka, kb, r, 1, a.f32[off*ka:(off+r)*ka], ka, b.f32[off*kb:(off+r)*kb], kb,
-						0, out.f32[e*ka*kb:(e+1)*ka*kb], kb, threads)
+					groupGemm(compute, true, false, ka, kb, r, a.f32[off*ka:(off+r)*ka], ka, b.f32[off*kb:(off+r)*kb], kb,
+						out.f32[e*ka*kb:(e+1)*ka*kb], kb, threads)
 				}
 				off += r
 			}
 			return out
 		},
-		VJPNeed: func(gout *Tensor, in []*Tensor, _ *Tensor, _ any, need uint64) []*Tensor {
+		VJPNeed: func(gout *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {
 			a, b, gs := in[0], in[1], in[2]
+			compute := pp.(*raggedOuterParams).compute
 			res := make([]*Tensor, 3)
 			if Wants(need, 0) {
 				// da_g = b_g @ gout_gᵀ
-				res[0] = raggedDot(b, gout, gs, true)
+				res[0] = raggedDotIn(b, gout, gs, true, compute)
 			}
 			if Wants(need, 1) {
 				// db_g = a_g @ gout_g
-				res[1] = raggedDot(a, gout, gs, false)
+				res[1] = raggedDotIn(a, gout, gs, false, compute)
 			}
 			return res
 		},
 		Save: SaveAllInputs,
 		JVP: func(x, t, _ []*Tensor, pp any) []*Tensor {
+			q := pp.(*raggedOuterParams)
 			var da, db *Tensor
 			if t[0] != nil {
-				da = raggedOuter(t[0], x[1], x[2], pp.(int))
+				da = Apply(raggedOuterOp, q, t[0], x[1], x[2])
 			}
 			if t[1] != nil {
-				db = raggedOuter(x[0], t[1], x[2], pp.(int))
+				db = Apply(raggedOuterOp, q, x[0], t[1], x[2])
 			}
 			return one1(addTangents(da, db))
 		},
@@ -154,9 +173,11 @@ func init() {
 			xs := materializeAll(in, batched)
 			a, bb, gs := xs[0], xs[1], xs[2]
 			b, m := a.shape[0], a.shape[1]
-			groups := pp.(int)
+			q := pp.(*raggedOuterParams)
+			groups := q.groups
 			gs2, _ := raggedFill(gs, m)
-			out := raggedOuter(Reshape(a, b*m, -1), Reshape(bb, b*m, -1), gs2, b*(groups+1))
+			out := Apply(raggedOuterOp, &raggedOuterParams{groups: b * (groups + 1), compute: q.compute},
+				Reshape(a, b*m, -1), Reshape(bb, b*m, -1), gs2)
 			out = Reshape(out, b, groups+1, a.shape[2], bb.shape[2])
 			return one1(SliceAxis(out, 1, 0, groups))
 		},
@@ -190,11 +211,44 @@ func checkGroupSizes(op string, gs *Tensor, rows int) []int {
 }
 
 func raggedDot(x, w, gs *Tensor, transW bool) *Tensor {
-	return Apply(raggedDotOp, &raggedParams{transW: transW}, x, w, gs)
+	return raggedDotIn(x, w, gs, transW, 0)
+}
+
+// raggedDotIn is ragged_dot with its products computed in compute (0:
+// float32).
+func raggedDotIn(x, w, gs *Tensor, transW bool, compute DType) *Tensor {
+	return Apply(raggedDotOp, &raggedParams{transW: transW, compute: compute}, x, w, gs)
 }
 
 func raggedOuter(a, b, gs *Tensor, groups int) *Tensor {
-	return Apply(raggedOuterOp, groups, a, b, gs)
+	return Apply(raggedOuterOp, &raggedOuterParams{groups: groups}, a, b, gs)
+}
+
+// productOperands prepares float32 operands a and b for groupGemm in
+// dtype compute (0 or Float32, or a half dtype): it returns the dtype
+// groupGemm computes in, and operands rounded to compute and widened back
+// where no kernel rounds them as it reads them (float16, or bfloat16
+// without AVX-512 BF16 or AMX), so that the result is the same product
+// whichever kernel computes it.
+func productOperands(a, b *Tensor, compute DType) (*Tensor, *Tensor, DType) {
+	if compute == 0 || compute == Float32 {
+		return a, b, Float32
+	}
+	if compute == BFloat16 && gemm.BF16Kernel() != "widen" {
+		return a, b, compute
+	}
+	return widen(narrow(a, compute)), widen(narrow(b, compute)), Float32
+}
+
+// groupGemm computes C = op(A)·op(B) on float32 operands in dtype compute
+// (Float32: Sgemm; BFloat16: Bgemm with each operand rounded as the
+// kernel reads it, accumulated in float32), overwriting C.
+func groupGemm(compute DType, ta, tb bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc, threads int) {
+	if compute == Float32 {
+		gemm.Sgemm(ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, ldc, threads)
+		return
+	}
+	gemm.BgemmMixed(ta, tb, m, n, k, gemm.BF16Operand{F32: a}, lda, gemm.BF16Operand{F32: b}, ldb, c, ldc, threads)
 }
 
 // RaggedDot is a grouped matrix product, JAX's lax.ragged_dot: the rows of
@@ -215,6 +269,33 @@ func RaggedDot(x, w, groupSizes *Tensor) *Tensor {
 		return raggedDot64(x, w, groupSizes)
 	}
 	return raggedDot(x, w, groupSizes, false)
+}
+
+// RaggedDotAs is RaggedDot with its products computed in dtype compute
+// (float32, bfloat16 or float16) from float32 x and w, each rounded to
+// compute (to nearest even) as the product reads it, with a float32
+// accumulator: the result is f32[m,n], as JAX's ragged_dot with
+// preferred_element_type float32 on operands converted to compute, but
+// without the converted copies. The cotangents of x and w are float32,
+// computed by products in compute too (the accumulators, not rounded to
+// compute). It is the experts' product of a mixture of experts under
+// automatic mixed precision (nn.MoE with a bfloat16 Policy). bfloat16
+// uses the AVX-512 BF16 kernels where the CPU has them; elsewhere, and
+// for float16, the operands are rounded, widened and multiplied in
+// float32, which gives the same values.
+func RaggedDotAs(x, w, groupSizes *Tensor, compute DType) *Tensor {
+	checkNil("tensor.RaggedDotAs", "x w groupSizes", x, w, groupSizes)
+	checkProductAs("tensor.RaggedDotAs", x, w, compute)
+	checkRaggedDot(x, w, groupSizes)
+	return raggedDotIn(x, w, groupSizes, false, compute)
+}
+
+// checkProductAs panics unless x and w are float32 and compute is a
+// dtype products can be computed in (float32 or a half dtype).
+func checkProductAs(op string, x, w *Tensor, compute DType) {
+	if x.dtype != Float32 || w.dtype != Float32 || compute != Float32 && !compute.isHalf() {
+		panic(fmt.Sprintf("%s: %s in %v: want float32 operands and a compute dtype float32, bfloat16 or float16", op, operands("@", x, w), compute))
+	}
 }
 
 // checkRaggedDot panics unless RaggedDot takes its operands, and reports

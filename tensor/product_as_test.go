@@ -1,0 +1,146 @@
+package tensor_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// groupRows returns rows [off, off+s) of x and w[g].
+func groupRows(x, w *tensor.Tensor, g, off, s int) (*tensor.Tensor, *tensor.Tensor) {
+	return tensor.SliceAxis(x, 0, off, off+s), tensor.Squeeze(tensor.SliceAxis(w, 0, g, g+1), 0)
+}
+
+// TestRaggedDotAs: each group of RaggedDotAs is the product of MatMulAs
+// on that group's rows (the float32 accumulator of the product of the
+// operands rounded to the compute dtype), rows past the groups are 0, the
+// cotangents are float32 and are the accumulators of the products of the
+// rounded cotangent with the rounded operands; and the result is within
+// the compute dtype's rounding of RaggedDot's. Under GONOX_KERNELS=go
+// and avx2 the bfloat16 products run on widened operands.
+func TestRaggedDotAs(t *testing.T) {
+	rng := newRNG(31)
+	sizes := []int{9, 0, 17, 6} // 32 of 35 rows, one empty group
+	m, k, n := 35, 40, 24
+	x, w := randF32(rng, m, k), randF32(rng, len(sizes), k, n)
+	r := randF32(rng, m, n)
+	gs := tensor.FromInts(sizes)
+	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Float16} {
+		got := tensor.RaggedDotAs(x, w, gs, dt)
+		require.Equal(t, tensor.Float32, got.DType())
+		grads := grad(func(xs []*tensor.Tensor) *tensor.Tensor {
+			return tensor.Sum(tensor.Mul(tensor.RaggedDotAs(xs[0], xs[1], gs, dt), r))
+		}, ts(x, w))
+		gx, gw := grads[0].Float32s(), grads[1].Float32s()
+		require.Equal(t, tensor.Float32, grads[0].DType())
+		require.Equal(t, tensor.Float32, grads[1].DType())
+		y, f32 := got.Float32s(), tensor.RaggedDot(x, w, gs).Float32s()
+		off := 0
+		for g, s := range sizes {
+			if s == 0 {
+				require.Zero(t, tensor.Sum(tensor.Abs(tensor.SliceAxis(grads[1], 0, g, g+1))).Item(), "%v: empty group %d", dt, g)
+				continue
+			}
+			xg, wg := groupRows(x, w, g, off, s)
+			rg := tensor.SliceAxis(r, 0, off, off+s)
+			want := tensor.MatMulAs(xg, wg, false, false, dt, tensor.Float32).Float32s()
+			require.InDeltaSlice(t, want, y[off*n:(off+s)*n], 1e-5, "%v group %d", dt, g)
+			wantX := tensor.MatMulAs(rg, wg, false, true, dt, tensor.Float32).Float32s()
+			require.InDeltaSlice(t, wantX, gx[off*k:(off+s)*k], 1e-5, "%v group %d: d/dx", dt, g)
+			wantW := tensor.MatMulAs(xg, rg, true, false, dt, tensor.Float32).Float32s()
+			require.InDeltaSlice(t, wantW, gw[g*k*n:(g+1)*k*n], 1e-5, "%v group %d: d/dw", dt, g)
+			off += s
+		}
+		for i := off * n; i < m*n; i++ {
+			require.Zero(t, y[i], "row past the groups")
+		}
+		for i := off * k; i < m*k; i++ {
+			require.Zero(t, gx[i], "d/dx of a row past the groups")
+		}
+		// Each product rounds two operands: |Δ| ≤ 2u·Σ|x||w| + float32
+		// accumulation, Σ|x||w| ≤ k for entries in [-1, 1).
+		bound := 2*unitRoundoff(dt)*float64(k) + 1e-4
+		for i := range y {
+			require.InDelta(t, f32[i], y[i], bound, "%v: element %d against float32", dt, i)
+		}
+	}
+	// Computed in float32 it is RaggedDot.
+	require.Equal(t, tensor.RaggedDot(x, w, gs).Float32s(), tensor.RaggedDotAs(x, w, gs, tensor.Float32).Float32s())
+	requirePanic(t, "tensor.RaggedDotAs: bf16[35,40] @ f32[4,40,24] in bfloat16: want float32 operands and a compute dtype float32, bfloat16 or float16", func() {
+		tensor.RaggedDotAs(tensor.Convert(x, tensor.BFloat16), w, gs, tensor.BFloat16)
+	})
+	requirePanic(t, "tensor.RaggedDotAs: f32[35,40] @ f32[4,40,24] in float64: want float32 operands and a compute dtype float32, bfloat16 or float16", func() {
+		tensor.RaggedDotAs(x, w, gs, tensor.Float64)
+	})
+}
+
+// TestProductAsGrad: computed in float32, the As products' gradients and
+// second derivatives against finite differences in float64 (the code
+// paths of the half products but for the gemm kernel).
+func TestProductAsGrad(t *testing.T) {
+	rng := newRNG(87)
+	gs := tensor.FromInt32([]int32{2, 3}, 2)
+	opts := autodiffOpts(1e-3, 1e-3, 1e-2)
+	for _, tc := range []struct {
+		f  func(xs []*tensor.Tensor) *tensor.Tensor
+		in []*tensor.Tensor
+	}{
+		{func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.RaggedDotAs(xs[0], xs[1], gs, tensor.Float32) },
+			ts(randF32(rng, 6, 3), randF32(rng, 2, 3, 4))},
+		{func(xs []*tensor.Tensor) *tensor.Tensor {
+			return tensor.ActRaggedDotAs(tensor.ActGelu, xs[0], xs[1], gs, tensor.Float32)
+		}, ts(randF32(rng, 6, 3), randF32(rng, 2, 3, 4))},
+		{func(xs []*tensor.Tensor) *tensor.Tensor {
+			return tensor.ActMatMulAs(tensor.ActGelu, xs[0], xs[1], tensor.Float32)
+		}, ts(randF32(rng, 2, 4, 3), randF32(rng, 3, 5))},
+	} {
+		checkGrad(t, tc.f, tc.in, opts)
+		checkGrad(t, gradOf(tc.f, 0), tc.in, opts)
+		checkGrad(t, gradOf(tc.f, 1), tc.in, opts)
+	}
+}
+
+// TestActProductAs: ActMatMulAs and ActRaggedDotAs are the half products
+// of the activation (MatMulAs, RaggedDotAs of act(x)) in value and
+// gradient, without keeping act(x).
+func TestActProductAs(t *testing.T) {
+	rng := newRNG(88)
+	gs := tensor.FromInt32([]int32{20, 0, 30}, 3)
+	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Float16} {
+		for _, tc := range []struct {
+			name     string
+			fused    func(x, w *tensor.Tensor) *tensor.Tensor
+			composed func(x, w *tensor.Tensor) *tensor.Tensor
+			xShape   []int
+			wShape   []int
+		}{
+			{"ActMatMulAs", func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.ActMatMulAs(tensor.ActGelu, x, w, dt) },
+				func(x, w *tensor.Tensor) *tensor.Tensor {
+					return tensor.MatMulAs(tensor.Gelu(x), w, false, false, dt, tensor.Float32)
+				}, []int{2, 30, 48}, []int{48, 20}},
+			{"ActRaggedDotAs", func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.ActRaggedDotAs(tensor.ActGelu, x, w, gs, dt) },
+				func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.RaggedDotAs(tensor.Gelu(x), w, gs, dt) },
+				[]int{56, 48}, []int{3, 48, 20}},
+		} {
+			x, w := randF32(rng, tc.xShape...), randF32(rng, tc.wShape...)
+			got, want := tc.fused(x, w), tc.composed(x, w)
+			require.Equal(t, tensor.Float32, got.DType())
+			require.InDeltaSlice(t, want.Float32s(), got.Float32s(), 1e-5, "%v %s", dt, tc.name)
+			r := tensor.Normal(tensor.NewKey(5), got.Shape()...)
+			loss := func(f func(x, w *tensor.Tensor) *tensor.Tensor) func(xs []*tensor.Tensor) *tensor.Tensor {
+				return func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Sum(tensor.Mul(f(xs[0], xs[1]), r)) }
+			}
+			g, gc := grad(loss(tc.fused), ts(x, w)), grad(loss(tc.composed), ts(x, w))
+			for i := range g {
+				require.Equal(t, tensor.Float32, g[i].DType())
+				require.InDeltaSlice(t, gc[i].Float32s(), g[i].Float32s(), 1e-4*math.Sqrt(float64(x.Dim(-1))), "%v %s: d/d%d", dt, tc.name, i)
+			}
+		}
+	}
+	requirePanic(t, "tensor.ActMatMulAs: f32[2,3] @ f32[3,4] in int32: want float32 operands and a compute dtype float32, bfloat16 or float16", func() {
+		tensor.ActMatMulAs(tensor.ActGelu, tensor.Zeros(tensor.Float32, 2, 3), tensor.Zeros(tensor.Float32, 3, 4), tensor.Int32)
+	})
+}
