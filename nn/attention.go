@@ -170,6 +170,26 @@ type MultiHeadAttention struct {
 	Dropout Dropout
 }
 
+// WithPolicy returns a with mixed-precision policy p set on its four
+// projections (see Linear.WithPolicy): with float32 host parameters and a
+// half p.Compute they run as automatic mixed precision, their products in
+// p.Compute with float32 results and gradients, and the attention itself
+// (scores, softmax, weighted sum) runs in float32. The zero Policy
+// switches the policy off.
+func (a MultiHeadAttention) WithPolicy(p Policy) MultiHeadAttention {
+	checkPolicy("nn.MultiHeadAttention.WithPolicy", p)
+	for _, l := range []*Linear{&a.QueryProj, &a.KeyProj, &a.ValueProj, &a.OutputProj} {
+		l.policy = p
+	}
+	return a
+}
+
+// Policy returns the mixed-precision policy of a's projections (the zero
+// Policy if none).
+func (a MultiHeadAttention) Policy() Policy { return a.QueryProj.policy }
+
+func (a MultiHeadAttention) withPolicy(p Policy) any { return a.WithPolicy(p) }
+
 // NewMultiHeadAttention returns attention for queries of dim features in
 // heads heads (by default self-attention with every size dim, and heads
 // of dim/heads features, so heads must divide dim unless QKSize and

@@ -133,21 +133,30 @@
 // # Mixed precision
 //
 // A Policy (jmp's, Flax's dtype/param_dtype) says in which dtype
-// parameters are kept, computation runs and outputs are returned. It is
-// applied to a whole model by pytree, not written into each layer:
-// CastToCompute converts every float leaf of a model or batch (with
-// tensor.Convert, which is differentiable), CastToOutput the result. MLP
-// applies its policy itself (MLPOptions.Policy, WithPolicy), and faster:
-// with float32 host parameters it runs as automatic mixed precision does,
-// its products in bf16 from float32 weights and activations, each rounded
-// as the product reads it (tensor.MatMulAs: no bf16 copies), and its
-// biases, activations and gradients in float32 (a Linear given a half
-// input with float32 parameters rounds its weight the same way). With
-// MixedBFloat16 the optimizer sees float32 master weights and float32
-// gradients, the matmuls run in bfloat16 (AMX or AVX-512 BF16 where the
-// CPU has them) and the loss is float32:
+// parameters are kept, computation runs and outputs are returned. Set it
+// once on a whole model with WithPolicy (or on one layer with its
+// WithPolicy method, MLPOptions.Policy): Linear, MLP, MultiHeadAttention
+// and MoE with float32 host parameters then run as automatic mixed
+// precision does, their matrix products in bf16 from float32 weights and
+// activations, each rounded as the product reads it (tensor.MatMulAs,
+// ActMatMulAs, RaggedDotAs, ActRaggedDotAs: no bf16 copies) with float32
+// results, and everything else in float32: biases, activations,
+// LayerNorm, attention's softmax and weighted sum, MoE routing, the
+// residual stream, the loss and every gradient. With MixedBFloat16 the
+// optimizer sees float32 master weights and float32 gradients, the
+// matmuls run in bfloat16 (AMX or AVX-512 BF16 where the CPU has them)
+// and the loss is float32:
 //
-//	model := nn.NewMLP(key, []int{784, 1024, 1024, 10}, nn.MLPOptions{Policy: nn.MixedBFloat16})
+//	model = nn.WithPolicy(model, nn.MixedBFloat16)
+//	mlp := nn.NewMLP(key, []int{784, 1024, 1024, 10}, nn.MLPOptions{Policy: nn.MixedBFloat16})
+//
+// Alternatively CastToCompute converts every float leaf of a model or
+// batch (with tensor.Convert, which is differentiable) and CastToOutput
+// the result, so that every op computes in bf16 (and widens where it has
+// no bf16 kernel); sharded parameters under a layer's policy are cast
+// this way, layer by layer, so FSDP gathers bf16. (A Linear given a half
+// input with float32 parameters computes in the input's dtype, rounding
+// its weight as the product reads it.)
 //
 // Reductions (matmul contractions, the batch sums of gradients) accumulate
 // in float32 inside each op and round once; cross-device gradient

@@ -30,3 +30,34 @@ func ExampleCastToCompute() {
 	// params=float32,compute=bfloat16,output=float32
 	// f32[] Linear{W: f32[4,3], B: f32[3]}
 }
+
+// A policy set once on a whole model: its attention and linear layers
+// compute their products in bfloat16 from the float32 weights, the rest
+// in float32, and the gradients are float32.
+func ExampleWithPolicy() {
+	type Model struct {
+		Norm nn.LayerNorm
+		Attn nn.MultiHeadAttention
+		Head nn.Linear
+	}
+	k := tensor.NewKey(0).Split(3)
+	model := Model{
+		Norm: nn.NewLayerNorm(8, nn.LayerNormOptions{}),
+		Attn: nn.NewMultiHeadAttention(k[0], 8, 2, nn.AttentionOptions{Causal: true}),
+		Head: nn.NewLinear(k[1], 8, 3, nn.LinearOptions{}),
+	}
+	model = nn.WithPolicy(model, nn.MixedBFloat16)
+	fmt.Println(model.Attn.Policy(), model.Head.Policy() == nn.MixedBFloat16)
+	x := tensor.Normal(k[2], 2, 5, 8) // [batch, length, features]
+	loss := func(m Model) *tensor.Tensor {
+		y := m.Head.Forward(tensor.Add(x, m.Attn.Forward(m.Norm.Forward(x))))
+		fmt.Println("output", y)
+		return tensor.Mean(tensor.Square(y))
+	}
+	l, g := autodiff.ValueAndGrad(loss)(model)
+	fmt.Println(l, g.Attn.QueryProj.W, g.Head.W)
+	// Output:
+	// params=float32,compute=bfloat16,output=float32 true
+	// output f32[2,5,3]
+	// f32[] f32[8,8] f32[8,3]
+}

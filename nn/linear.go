@@ -34,7 +34,30 @@ type LinearOptions struct {
 type Linear struct {
 	W *tensor.Tensor // f32[in, out]
 	B *tensor.Tensor // f32[out], or nil
+	// policy (static, set by WithPolicy): the zero value computes in the
+	// parameters' dtype.
+	policy Policy
 }
+
+// WithPolicy returns l with mixed-precision policy p (see Policy and
+// WithPolicy, the function that sets it on a whole model): Forward
+// computes in p.Compute and returns p.Output. With float32 host
+// parameters and a half p.Compute the product runs in p.Compute from the
+// float32 weight and input, each rounded as the product reads it, with a
+// float32 result (tensor.MatMulAs), and the bias and activation in
+// float32: automatic mixed precision. Otherwise Forward casts the
+// parameters and the input to p.Compute. The zero Policy switches the
+// policy off.
+func (l Linear) WithPolicy(p Policy) Linear {
+	l.policy = checkPolicy("nn.Linear.WithPolicy", p)
+	return l
+}
+
+// Policy returns the mixed-precision policy of l (the zero Policy if
+// none).
+func (l Linear) Policy() Policy { return l.policy }
+
+func (l Linear) withPolicy(p Policy) any { return l.WithPolicy(p) }
 
 // NewLinear returns a Linear layer from in to out features, its parameters
 // drawn from key (split into a weight key and a bias key, as Equinox does).
@@ -93,6 +116,13 @@ func (l Linear) ForwardAct(x *tensor.Tensor, act Activation) *tensor.Tensor {
 // (tensor.ActMatMul), which then keeps x instead of pre(x) for the
 // backward pass.
 func (l Linear) forward(pre tensor.Activation, x *tensor.Tensor, act Activation) *tensor.Tensor {
+	if p := l.policy; p != (Policy{}) {
+		l.policy = Policy{}
+		if compute := ampCompute(p, l.W, l.B); compute != 0 {
+			return CastToOutput(p, l.forwardProducts(pre, ampInput(x, compute), act, compute))
+		}
+		return CastToOutput(p, CastToCompute(p, l).forward(pre, CastToCompute(p, x), act))
+	}
 	in := l.W.Dim(0)
 	if x.Rank() == 0 || x.Dim(-1) != in {
 		panic(fmt.Sprintf("nn.Linear: x %v, W %v: last dim of x must be %d", x, l.W, in))
@@ -113,14 +143,23 @@ func (l Linear) forward(pre tensor.Activation, x *tensor.Tensor, act Activation)
 	return l.apply(x, act, mm, b)
 }
 
-// forwardProducts is ForwardAct with the product computed in dtype
-// compute from float32 (or compute) x and float32 parameters, each
-// rounded as the product reads it, and its float32 accumulator returned
-// (tensor.MatMulAs); the bias and the activation run in float32.
-func (l Linear) forwardProducts(x *tensor.Tensor, act Activation, compute tensor.DType) *tensor.Tensor {
-	return l.apply(x, act, func(x, w *tensor.Tensor) *tensor.Tensor {
+// forwardProducts is forward with the product computed in dtype compute
+// from float32 (or compute) x and float32 parameters, each rounded as the
+// product reads it, and its float32 accumulator returned
+// (tensor.MatMulAs, or tensor.ActMatMulAs applying pre); the bias and the
+// activation run in float32.
+func (l Linear) forwardProducts(pre tensor.Activation, x *tensor.Tensor, act Activation, compute tensor.DType) *tensor.Tensor {
+	mm := func(x, w *tensor.Tensor) *tensor.Tensor {
 		return tensor.MatMulAs(x, w, false, false, compute, tensor.Float32)
-	}, l.B)
+	}
+	if pre != tensor.ActIdentity {
+		if x.DType() == tensor.Float32 {
+			mm = func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.ActMatMulAs(pre, x, w, compute) }
+		} else {
+			x = activationOf(pre)(x)
+		}
+	}
+	return l.apply(x, act, mm, l.B)
 }
 
 // apply returns act(mm(x, W) + b) for x of shape [..., in].
@@ -192,14 +231,11 @@ type MLP struct {
 // casts the parameters and the input to p.Compute. The zero Policy
 // switches the policy off.
 func (m MLP) WithPolicy(p Policy) MLP {
-	if p != (Policy{}) {
-		if err := p.Validate(); err != nil {
-			panic("nn.MLP.WithPolicy: " + err.Error())
-		}
-	}
-	m.policy = p
+	m.policy = checkPolicy("nn.MLP.WithPolicy", p)
 	return m
 }
+
+func (m MLP) withPolicy(p Policy) any { return m.WithPolicy(p) }
 
 // Policy returns the mixed-precision policy of m (the zero Policy if none).
 func (m MLP) Policy() Policy { return m.policy }
@@ -238,24 +274,41 @@ func NewMLP(key tensor.Key, sizes []int, opts MLPOptions) MLP {
 
 // Forward maps x of shape [..., sizes[0]] to [..., sizes[len-1]].
 func (m MLP) Forward(x *tensor.Tensor) *tensor.Tensor {
-	if m.policy != (Policy{}) {
-		p := m.policy
+	if p := m.policy; p != (Policy{}) {
 		m.policy = Policy{}
-		if p.Compute != tensor.Float32 && m.hostFloat32() {
-			return CastToOutput(p, m.forwardProducts(x, p.Compute))
+		var params []*tensor.Tensor
+		for _, l := range m.Layers {
+			params = append(params, l.W, l.B)
+		}
+		if compute := ampCompute(p, params...); compute != 0 {
+			return CastToOutput(p, m.forward(ampInput(x, compute), compute))
 		}
 		return CastToOutput(p, CastToCompute(p, m).Forward(CastToCompute(p, x)))
 	}
+	return m.forward(x, 0)
+}
+
+// forward runs the layers, their products in dtype compute from float32
+// weights and activations as automatic mixed precision runs them
+// (Linear.forwardProducts: no half copy of a weight or an activation,
+// every gradient in float32), or with compute 0 in the parameters' dtype.
+func (m MLP) forward(x *tensor.Tensor, compute tensor.DType) *tensor.Tensor {
 	pre := tensor.ActIdentity // the previous layer's activation, applied by this layer's product
 	for i, l := range m.Layers {
+		layer := l.forward
+		if compute != 0 {
+			layer = func(pre tensor.Activation, x *tensor.Tensor, act Activation) *tensor.Tensor {
+				return l.forwardProducts(pre, x, act, compute)
+			}
+		}
 		act := m.activation(i)
 		if a, ok := act.Fused(); ok && l.B == nil && i < len(m.Layers)-1 {
 			// No bias to fuse it with: the next layer's product applies
 			// it (tensor.ActMatMul), keeping this layer's output only.
-			x, pre = l.forward(pre, x, nil), a
+			x, pre = layer(pre, x, nil), a
 			continue
 		}
-		x, pre = l.forward(pre, x, act), tensor.ActIdentity
+		x, pre = layer(pre, x, act), tensor.ActIdentity
 	}
 	return x
 }
@@ -266,36 +319,6 @@ func (m MLP) activation(i int) Activation {
 		return m.FinalActivation
 	}
 	return m.Activation
-}
-
-// hostFloat32 reports whether every parameter of m is a float32 host
-// tensor (not sharded, not a block inside shard.Map).
-func (m MLP) hostFloat32() bool {
-	for _, l := range m.Layers {
-		for _, t := range []*tensor.Tensor{l.W, l.B} {
-			if t != nil && (t.DType() != tensor.Float32 || t.Layout() != nil || t.Local() != nil) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// forwardProducts is Forward under a policy with a half compute dtype and
-// float32 host parameters, as automatic mixed precision runs it: every
-// product in the compute dtype from float32 weights and activations, each
-// rounded as the product reads it, with a float32 accumulator
-// (tensor.MatMulAs); biases, activations and the values between layers in
-// float32. No half copy of a weight or an activation is made, and every
-// gradient comes back in float32 from the half products.
-func (m MLP) forwardProducts(x *tensor.Tensor, compute tensor.DType) *tensor.Tensor {
-	if d := x.DType(); d != tensor.Float32 && d != compute {
-		x = tensor.Convert(x, tensor.Float32)
-	}
-	for i, l := range m.Layers {
-		x = l.forwardProducts(x, m.activation(i), compute)
-	}
-	return x
 }
 
 // Call is Forward, ignoring key; it makes an MLP a Module.

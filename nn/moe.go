@@ -133,7 +133,31 @@ type MoE struct {
 	Senders        int // capacity rule: see MoEOptions.Senders
 	Gating         Gating
 	Activation     Activation // nil means Identity
+
+	// policy (static, set by WithPolicy): the zero value computes in the
+	// parameters' dtype.
+	policy Policy
 }
+
+// WithPolicy returns m with mixed-precision policy p: Forward computes in
+// p.Compute and returns p.Output. With float32 host parameters and a half
+// p.Compute the experts' grouped products run in p.Compute from the
+// float32 weights and tokens, each rounded as the product reads it, with
+// float32 results and gradients (tensor.RaggedDotAs, ActRaggedDotAs), and
+// everything else in float32, routing included: the router's product
+// decides which experts a token goes to, and the Switch Transformer keeps
+// it in float32 (selective precision). Otherwise Forward casts the
+// parameters and the input to p.Compute. The zero Policy switches the
+// policy off.
+func (m MoE) WithPolicy(p Policy) MoE {
+	m.policy = checkPolicy("nn.MoE.WithPolicy", p)
+	return m
+}
+
+// Policy returns the mixed-precision policy of m (the zero Policy if none).
+func (m MoE) Policy() Policy { return m.policy }
+
+func (m MoE) withPolicy(p Policy) any { return m.WithPolicy(p) }
 
 // NewMoE returns a MoE layer over dim features with numExperts experts of
 // hidden features each. key is split into keys for the router and the two
@@ -284,17 +308,31 @@ func (m MoE) Route(tokens *tensor.Tensor) MoERouting {
 // up f32[G, D, H] and down f32[G, H, D] (all E experts, or a device's
 // block of them). Each group is one grouped matrix product
 // (tensor.RaggedDot); rows past the groups give 0.
+//
+// Under a policy that runs m as automatic mixed precision (see
+// WithPolicy), float32 x, up and down host tensors are multiplied in the
+// policy's compute dtype with float32 results.
 func (m MoE) Experts(x, up, down, groupSizes *tensor.Tensor) *tensor.Tensor {
-	h := tensor.RaggedDot(x, up, groupSizes)
+	compute := ampCompute(m.policy, x, up, down)
+	dot := func(x, w *tensor.Tensor) *tensor.Tensor {
+		if compute != 0 {
+			return tensor.RaggedDotAs(x, w, groupSizes, compute)
+		}
+		return tensor.RaggedDot(x, w, groupSizes)
+	}
+	h := dot(x, up)
 	if a, ok := m.Activation.Fused(); ok {
 		// The second product applies the activation and keeps h, not
 		// Activation(h), for the backward pass (tensor.ActRaggedDot).
+		if compute != 0 {
+			return tensor.ActRaggedDotAs(a, h, down, groupSizes, compute)
+		}
 		return tensor.ActRaggedDot(a, h, down, groupSizes)
 	}
 	if m.Activation != nil {
 		h = m.Activation(h)
 	}
-	return tensor.RaggedDot(h, down, groupSizes)
+	return dot(h, down)
 }
 
 // Forward routes the tokens of x f32[..., D] (every leading dimension is a
@@ -310,6 +348,19 @@ func (m MoE) Experts(x, up, down, groupSizes *tensor.Tensor) *tensor.Tensor {
 // device drops its own tokens before sending them (package expert). It
 // panics if S does not divide N.
 func (m MoE) Forward(x *tensor.Tensor) MoEOutput {
+	p := m.policy
+	if p == (Policy{}) {
+		return m.forward(x)
+	}
+	if ampCompute(p, m.Router, m.Up, m.Down) != 0 {
+		return CastToOutput(p, m.forward(ampInput(x, tensor.Float32)))
+	}
+	m.policy = Policy{}
+	return CastToOutput(p, CastToCompute(p, m).forward(CastToCompute(p, x)))
+}
+
+// forward is Forward, the experts under m's policy (see Experts).
+func (m MoE) forward(x *tensor.Tensor) MoEOutput {
 	D, E := m.Router.Dim(0), m.Router.Dim(1)
 	m.check("nn.MoE", E)
 	if x.Rank() == 0 || x.Dim(-1) != D || !x.DType().IsFloat() {

@@ -232,3 +232,119 @@ func TestMixedPolicyProducts(t *testing.T) {
 	lb := nn.CastTo(l, bf)
 	require.Equal(t, lb.Forward(xb).Bits16(), y.Bits16())
 }
+
+// ampModel holds every layer that takes a policy, in the containers
+// WithPolicy walks.
+type ampModel struct {
+	Attn  nn.MultiHeadAttention
+	MoE   *nn.MoE
+	FFN   nn.MLP
+	Head  nn.Linear
+	Extra map[string]nn.Linear
+	Any   any
+	Norm  nn.LayerNorm
+}
+
+func newAMPModel(key tensor.Key) ampModel {
+	k := key.Split(6)
+	moe := nn.NewMoE(k[1], 16, 24, 4, nn.MoEOptions{Activation: nn.Gelu})
+	return ampModel{
+		Attn:  nn.NewMultiHeadAttention(k[0], 16, 2, nn.AttentionOptions{Causal: true}),
+		MoE:   &moe,
+		FFN:   nn.NewMLP(k[2], []int{16, 32, 16}, nn.MLPOptions{Activation: nn.Gelu, NoBias: true, NoFinalBias: true}),
+		Head:  nn.NewLinear(k[3], 16, 5, nn.LinearOptions{}),
+		Extra: map[string]nn.Linear{"a": nn.NewLinear(k[4], 16, 16, nn.LinearOptions{})},
+		Any:   nn.NewLinear(k[5], 16, 16, nn.LinearOptions{NoBias: true}),
+		Norm:  nn.NewLayerNorm(16, nn.LayerNormOptions{}),
+	}
+}
+
+// forward is a pre-norm block of the layers on x f32[B,T,16].
+func (m ampModel) forward(x *tensor.Tensor) *tensor.Tensor {
+	x = tensor.Add(x, m.Attn.Forward(m.Norm.Forward(x)))
+	x = tensor.Add(x, m.MoE.Forward(x).Output)
+	x = tensor.Add(x, m.FFN.Forward(x))
+	x = m.Extra["a"].Forward(m.Any.(nn.Linear).Forward(x))
+	return m.Head.Forward(x)
+}
+
+// TestWithPolicy: nn.WithPolicy sets a policy on every layer that takes
+// one, wherever the tree holds it, without changing the tree; and each
+// layer under MixedBFloat16 with float32 host parameters computes its
+// products in bf16 from the float32 operands with float32 results (the
+// compositions of tensor.MatMulAs, ActMatMulAs, RaggedDotAs and
+// ActRaggedDotAs) and the rest in float32: float32 outputs and
+// gradients within bf16 rounding of float32's.
+func TestWithPolicy(t *testing.T) {
+	km, kx := tensor.NewKey(21).Split2()
+	m := newAMPModel(km)
+	p := nn.MixedBFloat16
+	a := nn.WithPolicy(m, p)
+	for _, got := range []nn.Policy{a.Attn.Policy(), a.Attn.OutputProj.Policy(), a.MoE.Policy(), a.FFN.Policy(),
+		a.Head.Policy(), a.Extra["a"].Policy(), a.Any.(nn.Linear).Policy()} {
+		require.Equal(t, p, got)
+	}
+	require.Equal(t, nn.Policy{}, m.MoE.Policy(), "the tree given is not changed")
+	require.Equal(t, nn.Policy{}, m.Extra["a"].Policy(), "the tree given is not changed")
+	require.Equal(t, nn.Policy{}, m.Head.Policy(), "the tree given is not changed")
+	require.Equal(t, nn.Policy{}, a.FFN.Layers[0].Policy(), "an MLP applies its policy to its layers itself")
+	require.Equal(t, nn.Policy{}, nn.WithPolicy(a, nn.Policy{}).MoE.Policy(), "the zero Policy switches it off")
+	require.PanicsWithValue(t, "nn.WithPolicy: nn.Policy: Param dtype int32 is not float32, bfloat16 or float16", func() {
+		nn.WithPolicy(m, nn.Policy{Param: tensor.Int32, Compute: tensor.BFloat16, Output: tensor.Float32})
+	})
+
+	bf, f32 := tensor.BFloat16, tensor.Float32
+	x := tensor.Normal(kx, 2, 8, 16)
+	x2 := tensor.Reshape(x, 16, 16)
+	as := func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.MatMulAs(x, w, false, false, bf, f32) }
+	// Linear: the product in bf16, the bias in float32.
+	l := m.Extra["a"]
+	require.Equal(t, tensor.Add(as(x2, l.W), l.B).Float32s(), a.Extra["a"].Forward(x2).Float32s())
+	// MLP without biases: GELU applied by the second product.
+	ffn := as(tensor.Gelu(as(x2, m.FFN.Layers[0].W)), m.FFN.Layers[1].W)
+	require.InDeltaSlice(t, ffn.Float32s(), a.FFN.Forward(x2).Float32s(), 1e-6)
+	// Attention: the projections in bf16, the attention in float32.
+	heads := func(w *tensor.Tensor) *tensor.Tensor { return tensor.Reshape(as(x2, w), 2, 8, 2, 8) }
+	o := tensor.DotProductAttention(heads(m.Attn.QueryProj.W), heads(m.Attn.KeyProj.W), heads(m.Attn.ValueProj.W), nil, 0, true)
+	attn := as(tensor.Reshape(o, 16, 16), m.Attn.OutputProj.W)
+	require.InDeltaSlice(t, attn.Float32s(), tensor.Reshape(a.Attn.Forward(x), 16, 16).Float32s(), 1e-6)
+	// MoE: routing in float32 (the same choices), the experts in bf16.
+	r32, ra := m.MoE.Forward(x), a.MoE.Forward(x)
+	require.Equal(t, r32.ExpertIDs.Ints(), ra.ExpertIDs.Ints())
+	require.Equal(t, r32.Gates.Float32s(), ra.Gates.Float32s())
+	require.Equal(t, f32, ra.Output.DType())
+	gs := tensor.FromInts([]int{5, 0, 7, 4})
+	xe := x2
+	want := tensor.ActRaggedDotAs(tensor.ActGelu, tensor.RaggedDotAs(xe, m.MoE.Up, gs, bf), m.MoE.Down, gs, bf)
+	require.Equal(t, want.Float32s(), a.MoE.Experts(xe, m.MoE.Up, m.MoE.Down, gs).Float32s())
+
+	// The whole block: float32 values and gradients within bf16 rounding
+	// of float32's, not equal to them.
+	loss := func(m ampModel) *tensor.Tensor { return tensor.Mean(tensor.Square(m.forward(x))) }
+	v32, g32 := autodiff.ValueAndGrad(loss)(m)
+	vbf, gbf := autodiff.ValueAndGrad(func(m ampModel) *tensor.Tensor { return loss(nn.WithPolicy(m, p)) })(m)
+	require.Equal(t, f32, vbf.DType())
+	assert.InEpsilon(t, v32.Item(), vbf.Item(), 8*0x1p-8)
+	assert.NotEqual(t, v32.Item(), vbf.Item(), "the products are computed in bf16")
+	l32, lbf := pytree.Leaves(g32), pytree.Leaves(gbf)
+	require.Len(t, lbf, len(l32))
+	for i := range l32 {
+		require.Equal(t, f32, lbf[i].DType(), "gradient %d", i)
+		scale := tensor.Max(tensor.Abs(l32[i])).Item()
+		diff := tensor.Max(tensor.Abs(tensor.Sub(l32[i], lbf[i]))).Item()
+		assert.LessOrEqual(t, diff, 0.05*scale+1e-6, "gradient %d: %v", i, l32[i])
+	}
+}
+
+// TestPolicyCastsWithoutHostFloat32: a layer under a policy whose
+// parameters are not float32 host tensors casts them and its input to the
+// compute dtype and its output to the output dtype.
+func TestPolicyCastsWithoutHostFloat32(t *testing.T) {
+	km, kx := tensor.NewKey(4).Split2()
+	l := nn.CastTo(nn.NewLinear(km, 8, 3, nn.LinearOptions{}), tensor.Float16)
+	x := tensor.Normal(kx, 4, 8)
+	got := l.WithPolicy(nn.MixedBFloat16).Forward(x)
+	require.Equal(t, tensor.Float32, got.DType())
+	want := tensor.Convert(nn.CastTo(l, tensor.BFloat16).Forward(tensor.Convert(x, tensor.BFloat16)), tensor.Float32)
+	require.Equal(t, want.Float32s(), got.Float32s())
+}

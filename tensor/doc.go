@@ -33,10 +33,12 @@
 // AVX-512 BF16 kernel where the CPU has them, on widened operands
 // elsewhere; float16 matmuls widen. MatMulAs multiplies float32 operands
 // in a half dtype, rounding them as the kernel packs them (no converted
-// copy), JAX's dot with algorithm BF16_BF16_F32. A float32 scalar next to
-// a half tensor takes its dtype (see below). Mixed precision training
-// (float32 parameters, bfloat16 compute) is a policy of package nn built
-// on Convert and MatMulAs.
+// copy), JAX's dot with algorithm BF16_BF16_F32; RaggedDotAs,
+// ActMatMulAs and ActRaggedDotAs do the same for the grouped product and
+// the products that apply an activation, with float32 results and
+// cotangents. A float32 scalar next to a half tensor takes its dtype (see
+// below). Mixed precision training (float32 parameters, bfloat16
+// compute) is a policy of package nn built on Convert and these products.
 //
 // # Dtypes
 //

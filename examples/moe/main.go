@@ -19,12 +19,17 @@
 //	go run ./examples/moe -data train.tok              # a token file of any size (package data)
 //	go run ./examples/moe -strategy single -dtype bf16 # bf16 mixed precision (nn.MixedBFloat16)
 //
-// With -dtype bf16 the loss casts the float32 model to bfloat16 for the
-// forward and backward passes (nn.CastToCompute) and the logits and
-// auxiliary losses back to float32; weights, gradients, Adam's state and
-// the loss stay float32. It trains the experts on one device (-strategy
-// single: expert.Forward computes in float32) and the dense model with
-// every strategy. See docs/mixed-precision.md for what it costs on a CPU.
+// With -dtype bf16 the model trains in automatic mixed precision
+// (nn.WithPolicy with nn.MixedBFloat16): the products of attention's
+// projections, the experts (or the dense FFN) and the head run in
+// bfloat16 from the float32 weights and activations, rounded as the gemm
+// reads them, with float32 results; embeddings, LayerNorm, attention's
+// softmax, the router, the residual stream, the loss, every gradient and
+// Adam's state stay float32. It trains the experts on one device
+// (-strategy single: expert.Forward computes in float32) and the dense
+// model with every strategy (sharded weights are cast to bfloat16 layer
+// by layer). See docs/performance.md for what it gains on a CPU with
+// AVX512-BF16.
 //
 // With -tokenizer bpe the text is cut into GPT-2-style word pieces: a
 // byte-level BPE vocabulary of -bpe-size tokens learnt from the training

@@ -137,9 +137,11 @@ func TestDenseStrategiesEqualOneDevice(t *testing.T) {
 	assert.Equal(t, want, run("-strategy", "dp", "-mesh", "dp=4"))
 }
 
-// -dtype bf16 trains in mixed precision: the losses follow float32's
-// within a few units of bf16 roundoff (u = 2^-8) over a short run, and
-// strategies that run expert.Forward (float32 only) are refused.
+// -dtype bf16 trains in automatic mixed precision (products in bf16,
+// everything else float32): the losses follow float32's within 2 units of
+// bf16 roundoff (u = 2^-8) over a short run (0.42-0.49 u under every
+// kernel set when written), and strategies that run expert.Forward
+// (float32 only) are refused.
 func TestMixedPrecisionTracksFloat32(t *testing.T) {
 	losses := func(extra ...string) []float64 {
 		cfg, err := parseFlags(args(append([]string{"-strategy", "single", "-steps", "20", "-eval-every", "10", "-plot", "", "-sample", "0"}, extra...)...), io.Discard)
@@ -162,8 +164,13 @@ func TestMixedPrecisionTracksFloat32(t *testing.T) {
 		return l
 	}
 	f32, bf16 := losses(), losses("-dtype", "bf16")
+	worst := 0.0
 	for i := range f32 {
-		assert.InEpsilon(t, f32[i], bf16[i], 16*0x1p-8, "loss %d: float32 %v, bf16 %v", i, f32, bf16)
+		worst = math.Max(worst, math.Abs(bf16[i]-f32[i])/f32[i])
+	}
+	t.Logf("losses: float32 %v, bf16 %v: largest relative difference %.2g = %.2f u", f32, bf16, worst, worst/0x1p-8)
+	for i := range f32 {
+		assert.InEpsilon(t, f32[i], bf16[i], 2*0x1p-8, "loss %d: float32 %v, bf16 %v", i, f32, bf16)
 	}
 	clitest.Fails(t, mainExit, 2, args("-dtype", "bf16", "-strategy", "dp_ep", "-steps", "1", "-plot", ""), "-dtype bf16 trains experts with -strategy single")
 	clitest.Fails(t, mainExit, 2, args("-dtype", "f16", "-steps", "1", "-plot", ""), `-dtype "f16": want f32 or bf16`)

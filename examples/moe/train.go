@@ -179,14 +179,12 @@ func (t *trainer) loss(c *shard.Ctx, p Model, b batch) *tensor.Tensor {
 		moe = func(m nn.MoE, h *tensor.Tensor) nn.MoEOutput { return expert.Forward(c, m, h, t.ecfg) }
 	}
 	if t.policy != (nn.Policy{}) && t.policy != nn.Float32Policy {
-		// float32 master weights, bf16 copies for the forward pass; the
-		// logits and the auxiliary losses back in float32 for the loss.
-		p = nn.CastToCompute(t.policy, p)
+		// Automatic mixed precision: float32 master weights, the
+		// products of attention, the experts (or dense FFN) and the head
+		// in bf16 from them, everything else and every gradient float32.
+		p = nn.WithPolicy(p, t.policy)
 	}
 	out := p.forward(b.X, moe)
-	if t.policy != (nn.Policy{}) {
-		out.Logits, out.Aux = nn.CastToOutput(t.policy, out.Logits), nn.CastToOutput(t.policy, out.Aux)
-	}
 	ce := tensor.Mean(tensor.SoftmaxCrossEntropy(out.Logits, b.Y))
 	// [cross-entropy, dropped choices] of this device; on a mesh, the
 	// mean cross-entropy and the total dropped over the token axes (one
