@@ -119,7 +119,7 @@ func init() {
 				res[0] = gz
 			}
 			if Wants(need, 1) {
-				res[1] = unbroadcast(gz, b.shape)
+				res[1] = biasGrad(gz, b)
 			}
 			return res
 		},
@@ -249,6 +249,22 @@ func init() {
 			return one1(y)
 		},
 	}
+}
+
+// biasGrad returns the cotangent of BiasAct's bias b from gz, that of
+// x + b: gz summed over its leading axes (unbroadcast). For a first-order
+// float32 [N] bias and a plain host gz, the sum runs here (sumColsF32, the
+// bits of Sum's) instead of through a Sum op: one dispatch fewer per
+// layer in a training step's backward pass.
+func biasGrad(gz, b *Tensor) *Tensor {
+	if len(b.shape) != 1 || len(gz.shape) < 2 || gz.dtype != Float32 || b.dtype != Float32 ||
+		higherOrder(gz, b) || gz.xv != nil || gz.layout != nil || b.layout != nil || gz.local != nil || b.local != nil {
+		return unbroadcast(gz, b.shape)
+	}
+	n := b.shape[0]
+	out := newOutUninit(Float32, b.shape)
+	sumColsF32(out.f32, gz.f32, len(gz.f32)/max(n, 1), n, false)
+	return out
 }
 
 // leadingBias reports whether a bias of shape b, of x's rank, is one

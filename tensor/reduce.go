@@ -112,20 +112,7 @@ func sumF32(x *Tensor, p *reduceParams, out []float32) {
 		}
 		return
 	case prefix:
-		// out[j] = Σ_i x[i, j]: columns split over goroutines.
-		bp, acc := f64Scratch(n)
-		cols := func(lo, hi int) {
-			for i := 0; i < m; i++ {
-				vec.AccF64(acc[lo:hi], src[i*n+lo:i*n+hi])
-			}
-			vec.RoundF64(out[lo:hi], acc[lo:hi])
-		}
-		if serial(m*n*costCheap, local) {
-			cols(0, n)
-		} else {
-			parallelFor(n, m*costCheap, 8, local, cols)
-		}
-		f64Pool.Put(bp)
+		sumColsF32(out, src, m, n, local)
 		return
 	}
 	bp, acc := f64Scratch(len(out))
@@ -137,6 +124,25 @@ func sumF32(x *Tensor, p *reduceParams, out []float32) {
 		vec.AccF64(acc[o:o+n], src[xi:xi+n])
 	})
 	vec.RoundF64(out, acc)
+	f64Pool.Put(bp)
+}
+
+// sumColsF32 sets out[j] = Σ_i src[i*n+j] for the m rows of src, each
+// column summed in float64 in row order and rounded once (a sum over
+// leading axes, a bias's gradient); columns are split over goroutines.
+func sumColsF32(out, src []float32, m, n int, local bool) {
+	bp, acc := f64Scratch(n)
+	cols := func(lo, hi int) {
+		for i := 0; i < m; i++ {
+			vec.AccF64(acc[lo:hi], src[i*n+lo:i*n+hi])
+		}
+		vec.RoundF64(out[lo:hi], acc[lo:hi])
+	}
+	if serial(m*n*costCheap, local) {
+		cols(0, n)
+	} else {
+		parallelFor(n, m*costCheap, 8, local, cols)
+	}
 	f64Pool.Put(bp)
 }
 
