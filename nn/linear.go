@@ -127,7 +127,8 @@ func (l Linear) forward(pre tensor.Activation, x *tensor.Tensor, act Activation)
 	if x.Rank() == 0 || x.Dim(-1) != in {
 		panic(fmt.Sprintf("nn.Linear: x %v, W %v: last dim of x must be %d", x, l.W, in))
 	}
-	mm, b := tensor.MatMul, l.B
+	var mm func(x, w *tensor.Tensor) *tensor.Tensor // nil: MatMul, which fuses with the bias
+	b := l.B
 	if pre != tensor.ActIdentity {
 		mm = func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.ActMatMul(pre, x, w) }
 	}
@@ -162,9 +163,22 @@ func (l Linear) forwardProducts(pre tensor.Activation, x *tensor.Tensor, act Act
 	return l.apply(x, act, mm, l.B)
 }
 
-// apply returns act(mm(x, W) + b) for x of shape [..., in].
+// apply returns act(mm(x, W) + b) for x of shape [..., in]; a nil mm is
+// MatMul, which one op computes with the bias and a fused activation
+// (tensor.MatMulBiasAct).
 func (l Linear) apply(x *tensor.Tensor, act Activation, mm func(x, w *tensor.Tensor) *tensor.Tensor, b *tensor.Tensor) *tensor.Tensor {
 	in := l.W.Dim(0)
+	fused, fuses := act.Fused()
+	fuses = fuses && b != nil
+	if mm == nil {
+		mm = tensor.MatMul
+		if fuses {
+			mm = func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.MatMulBiasAct(x, w, b, fused) }
+		}
+	} else if fuses {
+		prod := mm
+		mm = func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.BiasAct(prod(x, w), b, fused) }
+	}
 	var y *tensor.Tensor
 	if x.Rank() > 2 {
 		shape := x.Shape()
@@ -174,10 +188,10 @@ func (l Linear) apply(x *tensor.Tensor, act Activation, mm func(x, w *tensor.Ten
 	} else {
 		y = mm(x, l.W)
 	}
+	if fuses {
+		return y
+	}
 	if b != nil {
-		if a, ok := act.Fused(); ok {
-			return tensor.BiasAct(y, b, a)
-		}
 		y = tensor.Add(y, b)
 	}
 	if act != nil {

@@ -162,15 +162,7 @@ func actTemp(x *Tensor, act Activation) *Tensor {
 // operands: float32 host tensors or shard.Map blocks and a fused
 // activation; others compose.
 func fusesAct(act Activation, xs ...*Tensor) bool {
-	if act == ActIdentity || act >= numActivations {
-		return false
-	}
-	for _, x := range xs {
-		if x.dtype != Float32 || x.layout != nil {
-			return false
-		}
-	}
-	return true
+	return act != ActIdentity && act < numActivations && hostF32(xs...)
 }
 
 // ActMatMul returns act(x) @ w for x [..., K] and w [K, N] (MatMul's

@@ -275,6 +275,10 @@ var _ = addRuleCases(
 		f: func(x []*Tensor) []*Tensor {
 			return []*Tensor{BiasAct(x[0], x[1], ActGelu), BiasAct(x[0], x[1], ActTanh), BiasAct(x[0], x[1], ActIdentity)}
 		}},
+	ruleCase{name: "denseOp", op: &denseOp, in: func(r *rand.Rand) []*Tensor { return args(rF(r, 3, 4), rF(r, 4, 5), rF(r, 5)) },
+		f: func(x []*Tensor) []*Tensor {
+			return []*Tensor{MatMulBiasAct(x[0], x[1], x[2], ActTanh), MatMulBiasAct(x[0], x[1], x[2], ActIdentity)}
+		}, vmapTol: 1e-6}, // the batch's rows in one product: another gemm path (avx2, go)
 	ruleCase{name: "biasActBwdOp", op: &biasActBwdOp, in: func(r *rand.Rand) []*Tensor { return args(rF(r, 3, 4), rF(r, 3, 4), rF(r, 4)) },
 		f: ap(&biasActBwdOp, ActSilu)},
 	ruleCase{name: "adamOp", op: &adamOp, in: func(r *rand.Rand) []*Tensor { return args(rF(r, 3, 4), rF(r, 3, 4), rPos(r, 3, 4), rF(r, 3, 4)) },

@@ -65,6 +65,7 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"AddScalar":      func(t []*tensor.Tensor) { tensor.AddScalar(t[0], 1) },
 	"MulScalar":      func(t []*tensor.Tensor) { tensor.MulScalar(t[0], 2) },
 	"BiasAct":        func(t []*tensor.Tensor) { tensor.BiasAct(t[0], t[1], tensor.ActRelu) },
+	"MatMulBiasAct":  func(t []*tensor.Tensor) { tensor.MatMulBiasAct(t[0], t[1], t[2], tensor.ActRelu) },
 	"ChannelMoments": func(t []*tensor.Tensor) { tensor.ChannelMoments(t[0]) },
 	"BatchNorm":      func(t []*tensor.Tensor) { tensor.BatchNorm(t[0], nil, nil, nil, 1e-5, tensor.ActRelu) },
 	"LayerNorm":      func(t []*tensor.Tensor) { tensor.LayerNorm(t[0], nil, nil, 1e-5) },

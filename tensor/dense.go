@@ -1,0 +1,114 @@
+package tensor
+
+import "fmt"
+
+// dense computes act(x @ w + b), a Linear layer with its bias and an
+// activation whose derivative reads the output (relu, tanh, sigmoid) or
+// none, as one op: composed, the product and bias_act are two nodes of
+// the trace, two headers and two dispatches forward and, backward, the
+// activation's derivative, the bias's sum and the two products as
+// separate VJP calls. The fused op writes the product into its result and
+// adds the bias and applies the activation there (the bits of MatMul then
+// BiasAct); its VJP is the two VJPs composed (the same ops, the same
+// bits) in one call. It keeps x, w and the output, as the composition
+// does (the product's output is the activation's input, which relu,
+// tanh and sigmoid do not need).
+
+// denseParams are dense's parameters: the product's and the activation.
+type denseParams struct {
+	mm  *matmulParams
+	act Activation
+}
+
+var denseOp *Op
+
+func init() {
+	denseOp = &Op{
+		Name: "dense",
+		Impl: func(in []*Tensor, pp any) *Tensor {
+			p := pp.(*denseParams)
+			x, w, b := in[0], in[1], in[2]
+			out := matmulF32(x, w, p.mm)
+			addBiasAct(out.f32, out.f32, b.f32, len(b.f32), p.act, isLocal(x, w, b))
+			return out
+		},
+		VJPNeed: func(g *Tensor, in []*Tensor, out *Tensor, pp any, need uint64) []*Tensor {
+			p := pp.(*denseParams)
+			x, w, b := in[0], in[1], in[2]
+			gz := g
+			if p.act != ActIdentity {
+				gz = Apply(p.act.bwd(), nil, g, out)
+			}
+			res := make([]*Tensor, 3)
+			if Wants(need, 2) {
+				res[2] = biasGrad(gz, b)
+			}
+			if need&3 != 0 {
+				mm := vjpForm(matmulOp, p.mm, nil, []*Tensor{gz}, []*Tensor{x, w}, []*Tensor{nil}, need&3)
+				res[0], res[1] = mm[0], mm[1]
+			}
+			if gz != g && !gz.IsTraced() && gz.layout == nil {
+				Donate(gz)
+			}
+			return res
+		},
+		SaveFor: func(pp any) SaveMask {
+			if pp.(*denseParams).act == ActIdentity {
+				return SaveInputs(0, 1)
+			}
+			return SaveInputs(0, 1) | SaveOutput
+		},
+		// The product's rule, then bias_act's (which reads only the
+		// output and, for its shape, its input: the output's shape).
+		JVP: func(x, t, outs []*Tensor, pp any) []*Tensor {
+			p := pp.(*denseParams)
+			var ty *Tensor
+			if t[0] != nil || t[1] != nil {
+				ty = matmulOp.JVP(x[:2], t[:2], nil, p.mm)[0]
+			}
+			return biasActOp.JVP([]*Tensor{outs[0], x[2]}, []*Tensor{ty, t[2]}, outs, p.act)
+		},
+		// The composition's batching rules.
+		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
+			p := pp.(*denseParams)
+			y := matmulOp.Batch(in[:2], batched[:2], p.mm)[0]
+			return biasActOp.Batch([]*Tensor{y, in[2]}, []bool{batched[0] || batched[1], batched[2]}, p.act)
+		},
+		// Package shard never meets the op: MatMulBiasAct composes for
+		// placed operands. The VJP consumes a donated cotangent at most
+		// once, in the activation's bwd op.
+		Traits: Traits{Reuse: FreshVJP | TakesCotangent},
+	}
+}
+
+// hostF32 reports whether every operand is a float32 tensor that is not
+// placed.
+func hostF32(xs ...*Tensor) bool {
+	for _, x := range xs {
+		if x.dtype != Float32 || x.layout != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// MatMulBiasAct returns act(x @ w + b) for x [M, K], w [K, N] and a bias b
+// [N]: BiasAct(MatMul(x, w), b, act) as one op (dense) when the operands
+// are float32 host tensors and act is relu, tanh, sigmoid or identity,
+// whose derivatives read the output; other activations, dtypes, shapes
+// and placed operands compose. Values and gradients are those of the
+// composition bit for bit.
+func MatMulBiasAct(x, w, b *Tensor, act Activation) *Tensor {
+	checkNil("tensor.MatMulBiasAct", "x w b", x, w, b)
+	if act >= numActivations {
+		panic(fmt.Sprintf("tensor.MatMulBiasAct: %s: unknown activation %v", operands("@", x, w), act))
+	}
+	if len(x.shape) != 2 || len(w.shape) != 2 || len(b.shape) != 1 || act.fromInput() || !hostF32(x, w, b) {
+		return BiasAct(MatMul(x, w), b, act)
+	}
+	p := checkMatMul("tensor.MatMulBiasAct", x, w, false, false)
+	if b.shape[0] != p.n {
+		panic(fmt.Sprintf("tensor.MatMulBiasAct: %s, b %v: the bias must be a vector of %d", operands("@", x, w), b, p.n))
+	}
+	return Apply(denseOp, &denseParams{mm: p, act: act}, x, w, b)
+}
