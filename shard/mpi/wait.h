@@ -8,7 +8,7 @@
 // (a round trip between hosts, or between processes of one host, is
 // shorter); GONOX_NAP_NS: how long it then sleeps between tests (the
 // kernel's timer slack, 50 µs by default, adds to it).
-#define GONOX_SPIN_NS 30000L
+#define GONOX_SPIN_NS 100000L
 #define GONOX_NAP_NS 20000L
 
 // gonox_complete completes *r as MPI_Wait does, but sleeps between tests
