@@ -30,17 +30,25 @@ static MPI_Op gonox_op(int k) {
 }
 // MPI_IN_PLACE is not a valid Go pointer (Open MPI's is (void *)1): it
 // never passes through a Go variable, which the collector would check.
-static int gonox_allreduce(void *send, void *recv, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int in_place) {
-	return MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, n, t, op, c);
+// With quiet set (small arrays over two processes, see Allreduce) it
+// completes MPI_Iallreduce with gonox_complete (wait.h) instead of
+// spinning in MPI_Allreduce.
+static int gonox_allreduce(void *send, void *recv, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int in_place, int quiet) {
+	void *s = in_place ? MPI_IN_PLACE : send;
+	if (!quiet) return MPI_Allreduce(s, recv, n, t, op, c);
+	MPI_Request r;
+	int rc = MPI_Iallreduce(s, recv, n, t, op, c, &r);
+	return rc != MPI_SUCCESS ? rc : gonox_complete(&r);
 }
 // The collectives below start MPI's non-blocking collective and complete
 // it with gonox_complete (wait.h), which sleeps where MPI_Wait, and the
 // blocking collectives, would spin. Every process of a communicator calls
 // the same one (blocking and non-blocking collectives do not match each
-// other). Sums and extremes keep MPI_Allreduce and MPI_Reduce_scatter:
-// the non-blocking forms may combine the processes' values in another
-// order, and Open MPI's (libnbc) all-reduced 4 MiB between two processes
-// of one host at about half the speed.
+// other). Sums and extremes keep MPI_Allreduce and MPI_Reduce_scatter
+// but for small arrays over two processes (gonox_allreduce): the
+// non-blocking forms may combine the processes' values in another order
+// (not so on two: a+b is b+a), and Open MPI's (libnbc) all-reduced 4 MiB
+// between two processes of one host at about half the speed.
 static int gonox_allgather(void *send, int n, void *recv, MPI_Datatype t, MPI_Comm c) {
 	MPI_Request r;
 	int rc = MPI_Iallgather(send, n, t, recv, n, t, c, &r);
@@ -348,6 +356,11 @@ func (c *Comm) needLen(op string, n, want int) {
 	}
 }
 
+// quietAllreduceBytes is the largest array Allreduce sums over two
+// processes with MPI_Iallreduce and a wait that sleeps (gonox_complete)
+// rather than MPI_Allreduce.
+const quietAllreduceBytes = 64 << 10
+
 // Allreduce combines send over all processes with op into recv
 // (MPI_Allreduce). recv may be send itself (then MPI_IN_PLACE is used).
 func Allreduce[T elem](c *Comm, send, recv []T, op Op) {
@@ -356,8 +369,14 @@ func Allreduce[T elem](c *Comm, send, recv []T, op Op) {
 	if len(send) > 0 && &send[0] == &recv[0] {
 		inPlace = 1
 	}
+	// A small sum over two processes (a loss, a norm, a fingerprint of
+	// settings) waits without spinning; its order cannot differ.
+	quiet := C.int(0)
+	if c.size == 2 && len(send)*int(unsafe.Sizeof(send[0])) <= quietAllreduceBytes {
+		quiet = 1
+	}
 	call(func() {
-		check("Allreduce", C.gonox_allreduce(ptr(send), ptr(recv), C.int(len(recv)), C.gonox_type(kindOf[T]()), C.gonox_op(C.int(op)), c.c, inPlace))
+		check("Allreduce", C.gonox_allreduce(ptr(send), ptr(recv), C.int(len(recv)), C.gonox_type(kindOf[T]()), C.gonox_op(C.int(op)), c.c, inPlace, quiet))
 	})
 }
 
