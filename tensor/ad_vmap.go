@@ -281,7 +281,12 @@ func materialize(x *Tensor, batched bool, n int) *Tensor {
 	if batched {
 		return x
 	}
-	return BroadcastTo(x, append([]int{n}, x.shape...)...) // NumPy rules: a leading axis
+	// NumPy rules: a leading axis (always valid; BroadcastTo's checks
+	// would cost a rule more than the copy).
+	shape := make([]int, 1+len(x.shape))
+	shape[0] = n
+	copy(shape[1:], x.shape)
+	return Apply(broadcastOp, shape, x)
 }
 
 // materializeAll is materialize for every operand of a rule.

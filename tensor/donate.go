@@ -105,22 +105,28 @@ func (t *Tensor) release() {
 // dtype): donating such a result donates the operand.
 func Donate(ts ...*Tensor) {
 	for _, t := range ts {
-		if t == nil || t.donated {
-			continue
-		}
-		if t.node != nil {
-			panic(fmt.Sprintf("tensor.Donate: %v is traced (an intermediate of a function being differentiated); its value belongs to the trace", t))
-		}
-		t.donated = true
-		if x := t.xv; x != nil && x.owned.Load() && x.val.node == nil {
-			Donate(x.val) // a batch inside Vmap that only this value holds
-		}
-		if bd, ok := t.layout.(BlockDonator); ok {
-			bd.DonateBlocks()
-		}
-		t.release()
-		t.f32, t.i32, t.b, t.u16, t.f64, t.i64, t.u8 = nil, nil, nil, nil, nil, nil, nil
+		donate(t)
 	}
+}
+
+// donate is Donate of one tensor. (Donate calling itself would make every
+// caller's variadic slice escape to the heap.)
+func donate(t *Tensor) {
+	if t == nil || t.donated {
+		return
+	}
+	if t.node != nil {
+		panic(fmt.Sprintf("tensor.Donate: %v is traced (an intermediate of a function being differentiated); its value belongs to the trace", t))
+	}
+	t.donated = true
+	if x := t.xv; x != nil && x.owned.Load() && x.val.node == nil {
+		donate(x.val) // a batch inside Vmap that only this value holds
+	}
+	if bd, ok := t.layout.(BlockDonator); ok {
+		bd.DonateBlocks()
+	}
+	t.release()
+	t.f32, t.i32, t.b, t.u16, t.f64, t.i64, t.u8 = nil, nil, nil, nil, nil, nil, nil
 }
 
 // BlockDonator is implemented by layouts whose blocks Donate can donate

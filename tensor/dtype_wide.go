@@ -558,6 +558,10 @@ func matmulF64(a, b *Tensor, p *matmulParams) *Tensor {
 		gemm.Dgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f64, lda, b.f64, ldb, 0, out.f64, p.n, threads)
 		return out
 	}
+	if 2*p.m*p.n*p.k < batchSplitFlops {
+		matmulSmallBatchF64(a, b, out, p)
+		return out
+	}
 	sa := broadcastStrides(a.shape[:len(a.shape)-2], p.batch)
 	sb := broadcastStrides(b.shape[:len(b.shape)-2], p.batch)
 	broadcastLoop(p.batch, sa, sb, func(o, ia, ib, n, da, db int) {

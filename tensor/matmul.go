@@ -155,27 +155,12 @@ func matmulF32(a, b *Tensor, p *matmulParams) *Tensor {
 		gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32, lda, b.f32, ldb, 0, out.f32, p.n, threads)
 		return out
 	}
-	sa := broadcastStrides(a.shape[:len(a.shape)-2], p.batch)
-	sb := broadcastStrides(b.shape[:len(b.shape)-2], p.batch)
-	if flops := 2 * p.m * p.n * p.k; threads != 1 && flops < batchSplitFlops && nb*flops >= batchSplitFlops/8 {
-		// Products too small for gemm to split (heads, an ensemble's
-		// layers, a Vmap's examples): the batch is split over the cores
-		// instead, each product on one goroutine, with the same bits.
-		offA, offB := make([]int, nb), make([]int, nb)
-		broadcastLoop(p.batch, sa, sb, func(o, ia, ib, n, da, db int) {
-			for j := range n {
-				offA[o+j], offB[o+j] = (ia+j*da)*sizeA, (ib+j*db)*sizeB
-			}
-		})
-		parallelFor(nb, max(1, flops/16), 1, false, func(lo, hi int) {
-			for t := lo; t < hi; t++ {
-				oa, ob, oc := offA[t], offB[t], t*sizeC
-				gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32[oa:oa+sizeA], lda, b.f32[ob:ob+sizeB], ldb,
-					0, out.f32[oc:oc+sizeC], p.n, 1)
-			}
-		})
+	if 2*p.m*p.n*p.k < batchSplitFlops {
+		matmulSmallBatchF32(a, b, out, p, threads)
 		return out
 	}
+	sa := broadcastStrides(a.shape[:len(a.shape)-2], p.batch)
+	sb := broadcastStrides(b.shape[:len(b.shape)-2], p.batch)
 	broadcastLoop(p.batch, sa, sb, func(o, ia, ib, n, da, db int) {
 		for j := 0; j < n; j++ {
 			oa, ob, oc := (ia+j*da)*sizeA, (ib+j*db)*sizeB, (o+j)*sizeC

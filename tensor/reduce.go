@@ -213,8 +213,36 @@ func reduceBatch(op **Op) func([]*Tensor, []bool, any) []*Tensor {
 	return func(in []*Tensor, _ []bool, pp any) []*Tensor {
 		p := pp.(*reduceParams)
 		x := in[0]
-		return []*Tensor{Apply(*op, newReduceParams((*op).Name, x, shiftAxes(p.axes), p.keep), x)}
+		return []*Tensor{Apply(*op, p.batched(x.shape[0]), x)}
 	}
+}
+
+// batched returns the params of the reduction p of one example for a
+// batch of n examples in front (what newReduceParams computes for the
+// batch, the axes past the batch dimension), in one allocation: a Vmap's
+// rule makes one per reduction.
+func (p *reduceParams) batched(n int) *reduceParams {
+	r, k, o := len(p.axes), len(p.keepShape)+1, len(p.outShape)+1
+	buf := &struct {
+		p    reduceParams
+		ints [12]int
+	}{}
+	ints := buf.ints[:]
+	if r+k+o > len(ints) {
+		ints = make([]int, r+k+o)
+	}
+	axes, keep, out := ints[:r:r], ints[r:r+k:r+k], ints[r+k:r+k+o:r+k+o]
+	for i, a := range p.axes {
+		axes[i] = a + 1
+	}
+	keep[0], out[0] = n, n
+	copy(keep[1:], p.keepShape)
+	copy(out[1:], p.outShape)
+	if p.keep {
+		out = keep
+	}
+	buf.p = reduceParams{axes: axes, keep: p.keep, outShape: out, keepShape: keep}
+	return &buf.p
 }
 
 func reduce(op *Op, name string, x *Tensor, axes []int, keep bool, ints bool) *Tensor {

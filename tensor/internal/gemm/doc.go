@@ -100,6 +100,14 @@
 //     outputs) is computed as Cᵀ = op(B)ᵀ·op(A)ᵀ, where the vectors span m,
 //     and added to C transposed through a small tile buffer.
 //
+// # Batches
+//
+// SgemmBatch and DgemmBatch compute a batch of products of one shape
+// (an ensemble's layers under Vmap, attention heads) in one call on the
+// calling goroutine, each operand of each product at its own offset (an
+// operand shared by the batch repeats its offset). Each product gets the
+// bits of the lone call; the batch saves the per-call work.
+//
 // # Threads and memory
 //
 // Problems of at least 16 MFLOP are split across up to threads goroutines
