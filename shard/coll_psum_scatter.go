@@ -293,7 +293,7 @@ func (x *crossGroup) pairs() bool {
 // interval and sleeping in between (PollingRequest), where a blocking MPI
 // collective would spin and take the core from that computation (the
 // simulated hosts of cluster.sh share the machine's cores); once the
-// device waits for it (slot.release), with MPI_Wait, which moves the
+// device waits for it (slot.release), with Request.Wait, which moves the
 // bytes at once. It reports whether it did.
 func (x *crossGroup) pairScatter() bool {
 	if !x.pairs() {

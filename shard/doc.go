@@ -302,10 +302,11 @@
 // several hosts, some with two or more of its processes (the transport
 // implementing HostTransport), sums float32 hierarchically: through
 // shared memory within each host, between hosts by one leader per host,
-// then a broadcast within each host; shard uses it only where its order
-// of additions is the one-host order, so that such a psum equals the
-// one-process psum bit for bit (2 hosts of 2 or 4 processes, 3 hosts of
-// 2, ...).
+// then a broadcast within each host (a reduce-scatter's leaders
+// reduce-scatter between hosts and share their host's blocks instead);
+// shard uses it only where its order of additions is the one-host order,
+// so that such a psum equals the one-process psum bit for bit (2 hosts of
+// 2 or 4 processes, 3 hosts of 2, ...).
 //
 // Propagation works the same way on such meshes: each process computes
 // its own devices' blocks of every op; a pending sum, pmax or pmin that a

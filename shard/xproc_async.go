@@ -93,8 +93,9 @@ func (x *asyncExchange) wait(r *run) {
 // waitAll completes the requests. Until release is closed (never, if
 // nil) it polls those that can (PollingRequest) every ProgressEnv
 // interval, sleeping in between, so that the device computing meanwhile
-// keeps its core; once the device waits for them (release), MPI_Wait
-// completes them at once.
+// keeps its core; once the device waits for them (release), Wait
+// completes them at once (shard/mpi's tests without pause for a while,
+// then with short sleeps in between).
 func waitAll(reqs []Request, release <-chan struct{}) {
 	every := progressInterval()
 	for _, q := range reqs {

@@ -157,7 +157,7 @@ func (q *Request) finish() {
 	q.pin.Unpin()
 }
 
-// Waitall completes every request (MPI_Wait on each).
+// Waitall completes every request (Wait on each).
 func Waitall(reqs ...*Request) {
 	for _, q := range reqs {
 		q.Wait()
