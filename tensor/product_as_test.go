@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gonox/gonox/internal/cputime"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -143,4 +144,55 @@ func TestActProductAs(t *testing.T) {
 	requirePanic(t, "tensor.ActMatMulAs: f32[2,3] @ f32[3,4] in int32: want float32 operands and a compute dtype float32, bfloat16 or float16", func() {
 		tensor.ActMatMulAs(tensor.ActGelu, tensor.Zeros(tensor.Float32, 2, 3), tensor.Zeros(tensor.Float32, 3, 4), tensor.Int32)
 	})
+}
+
+// BenchmarkProductAs times the products of examples/moe's step in bf16
+// from float32 operands (MatMulAs, RaggedDotAs) against the same products
+// in float32, in one run: forward, input gradient (transposed weight) and
+// weight gradient (transposed input) of a 2048×128×128 projection, and
+// of the experts' first product (8 groups of 512 rows, 128×256; with the
+// gradients, the forward product and one gradient product). Run with
+//
+//	go test ./tensor -run '^$' -bench ProductAs -benchtime 50x -cpu 1
+func BenchmarkProductAs(b *testing.B) {
+	rng := newRNG(1)
+	x, w, g := randF32(rng, 2048, 128), randF32(rng, 128, 128), randF32(rng, 2048, 128)
+	xe, we, ge := randF32(rng, 4096, 128), randF32(rng, 8, 128, 256), randF32(rng, 4096, 256)
+	gs := tensor.FromInts([]int{512, 512, 512, 512, 512, 512, 512, 512})
+	bf := tensor.BFloat16
+	for _, c := range []struct {
+		name  string
+		flops int
+		f     func(compute tensor.DType) *tensor.Tensor
+	}{
+		{"proj", 2 * 2048 * 128 * 128, func(c tensor.DType) *tensor.Tensor { return tensor.MatMulAs(x, w, false, false, c, tensor.Float32) }},
+		{"proj_dx", 2 * 2048 * 128 * 128, func(c tensor.DType) *tensor.Tensor { return tensor.MatMulAs(g, w, false, true, c, tensor.Float32) }},
+		{"proj_dw", 2 * 2048 * 128 * 128, func(c tensor.DType) *tensor.Tensor { return tensor.MatMulAs(x, g, true, false, c, tensor.Float32) }},
+		{"experts", 2 * 4096 * 128 * 256, func(c tensor.DType) *tensor.Tensor { return tensor.RaggedDotAs(xe, we, gs, c) }},
+		// The forward product and one gradient product each.
+		{"experts_fwd_dx", 4 * 4096 * 128 * 256, func(c tensor.DType) *tensor.Tensor { return raggedVJP(xe, we, gs, ge, c, 0) }},
+		{"experts_fwd_dw", 4 * 4096 * 128 * 256, func(c tensor.DType) *tensor.Tensor { return raggedVJP(xe, we, gs, ge, c, 1) }},
+	} {
+		for _, dt := range []tensor.DType{tensor.Float32, bf} {
+			b.Run(c.name+"/"+dt.String(), func(b *testing.B) {
+				cpu0 := cputime.Used()
+				for b.Loop() {
+					c.f(dt)
+				}
+				cpu := (cputime.Used() - cpu0).Seconds()
+				b.ReportMetric(float64(c.flops)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				b.ReportMetric(float64(c.flops)*float64(b.N)/cpu/1e9, "GFLOP/cpu-s")
+			})
+		}
+	}
+}
+
+// raggedVJP returns the cotangent g pulls back through RaggedDotAs to x
+// (i = 0) or w (i = 1).
+func raggedVJP(x, w, gs, g *tensor.Tensor, compute tensor.DType, i int) *tensor.Tensor {
+	tr := tensor.NewTrace()
+	in := []*tensor.Tensor{x, w}
+	in[i] = tr.Leaf(in[i])
+	y := tensor.RaggedDotAs(in[0], in[1], gs, compute)
+	return tensor.Backward(tr, []*tensor.Tensor{y}, []*tensor.Tensor{g}, in[i:i+1], false)[0]
 }

@@ -38,7 +38,7 @@ func init() {
 			if p.transW {
 				n = w.shape[1]
 			}
-			out := newOut(Float32, []int{m, n})
+			out := newOutUninit(Float32, []int{m, n}) // the gemms write the groups' rows, beta 0
 			sizes := checkGroupSizes("tensor.RaggedDot", gs, m)
 			local := isLocal(x, w)
 			x, w, compute := productOperands(x, w, p.compute)
@@ -51,6 +51,7 @@ func init() {
 			for e, s := range sizes {
 				starts[e+1] = starts[e] + s
 			}
+			clear(out.f32[starts[g]*n:]) // rows past the groups
 			// Split the rows (not the groups) evenly over the cores, each
 			// chunk computing its share of every group it meets on one
 			// goroutine: balanced whatever the routing, and each group is
@@ -126,7 +127,7 @@ func init() {
 			G := q.groups
 			a, b, gs := in[0], in[1], in[2]
 			m, ka, kb := a.shape[0], a.shape[1], b.shape[1]
-			out := newOut(Float32, []int{G, ka, kb})
+			out := newOutUninit(Float32, []int{G, ka, kb}) // the gemms write nonempty groups, beta 0
 			threads := gemmThreads(a, b)
 			sizes := checkGroupSizes("tensor.RaggedDot", gs, m)
 			a, b, compute := productOperands(a, b, q.compute)
@@ -136,6 +137,8 @@ func init() {
 				if r > 0 {
 					groupGemm(compute, true, false, ka, kb, r, a.f32[off*ka:(off+r)*ka], ka, b.f32[off*kb:(off+r)*kb], kb,
 						out.f32[e*ka*kb:(e+1)*ka*kb], kb, threads)
+				} else {
+					clear(out.f32[e*ka*kb : (e+1)*ka*kb])
 				}
 				off += r
 			}
