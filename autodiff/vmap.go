@@ -145,9 +145,10 @@ func vmapOptions(function string, nargs int, opts []VmapOption) vmapSettings {
 func Vmap[X, Y any](f func(X) Y, opts ...VmapOption) func(X) Y {
 	o := vmapOptions("autodiff.Vmap", 1, opts)
 	return func(x X) Y {
-		v := o.start(x)
-		y := f(batchTree(v, 0, x))
-		return finish(v, y)
+		v := &vmapCall{s: o}
+		b := batchTree(v, 0, x)
+		v.trace()
+		return finish(v, f(b))
 	}
 }
 
@@ -156,9 +157,11 @@ func Vmap[X, Y any](f func(X) Y, opts ...VmapOption) func(X) Y {
 func Vmap2[X1, X2, Y any](f func(X1, X2) Y, opts ...VmapOption) func(X1, X2) Y {
 	o := vmapOptions("autodiff.Vmap2", 2, opts)
 	return func(x1 X1, x2 X2) Y {
-		v := o.start(x1, x2)
-		y := f(batchTree(v, 0, x1), batchTree(v, 1, x2))
-		return finish(v, y)
+		v := &vmapCall{s: o}
+		b1 := batchTree(v, 0, x1)
+		b2 := batchTree(v, 1, x2)
+		v.trace()
+		return finish(v, f(b1, b2))
 	}
 }
 
@@ -166,56 +169,67 @@ func Vmap2[X1, X2, Y any](f func(X1, X2) Y, opts ...VmapOption) func(X1, X2) Y {
 func Vmap3[X1, X2, X3, Y any](f func(X1, X2, X3) Y, opts ...VmapOption) func(X1, X2, X3) Y {
 	o := vmapOptions("autodiff.Vmap3", 3, opts)
 	return func(x1 X1, x2 X2, x3 X3) Y {
-		v := o.start(x1, x2, x3)
-		y := f(batchTree(v, 0, x1), batchTree(v, 1, x2), batchTree(v, 2, x3))
-		return finish(v, y)
+		v := &vmapCall{s: o}
+		b1 := batchTree(v, 0, x1)
+		b2 := batchTree(v, 1, x2)
+		b3 := batchTree(v, 2, x3)
+		v.trace()
+		return finish(v, f(b1, b2, b3))
 	}
 }
 
-// vmapCall is one call of a vmapped function.
+// vmapCall is one call of a vmapped function. Its BatchTrace is made at
+// the first mapped leaf, which gives the batch size (or, with no mapped
+// leaf, by trace from AxisSize), so the arguments are walked once.
 type vmapCall struct {
 	s  vmapSettings
 	bt *tensor.BatchTrace
+	// The first mapped leaf: leaf k of argument arg, whose path pathOf
+	// gives (for a panic's message).
+	first struct {
+		arg, k int
+		leaf   *tensor.Tensor
+		pathOf func(int) pytree.Path
+	}
 }
 
-// start checks the mapped leaves of the arguments, finds the batch size
-// and makes the BatchTrace of the call.
-func (s vmapSettings) start(argv ...any) *vmapCall {
-	size := -1
-	var from func() string // names the first mapped leaf (formatted only for a panic)
-	for i, a := range argv {
-		if unmapped(s.in[i]) {
-			continue
-		}
-		leaves, pathOf := leavesOf(s.in[i], a)
-		for k, x := range leaves {
-			ax, mapped := s.axis(s.in[i], i, pathOf, k, x, true)
-			if !mapped {
-				continue
-			}
-			n := x.Dim(ax)
-			switch {
-			case size < 0:
-				size = n
-				from = func() string { return argLeaf(i, pathOf(k), x) }
-			case n != size:
-				panic(fmt.Sprintf("%s: %s has %d examples along its mapped axis but %s has %d", s.function, argLeaf(i, pathOf(k), x), n, from(), size))
-			}
-		}
-	}
+// batchOf returns the BatchTrace of the call for leaf x, leaf k of
+// argument i, mapped along axis ax: it is made at the first mapped leaf,
+// whose size the others must have.
+func (v *vmapCall) batchOf(i int, pathOf func(int) pytree.Path, k int, x *tensor.Tensor, ax int) *tensor.BatchTrace {
+	s, n := &v.s, x.Dim(ax)
+	f := &v.first
 	switch {
-	case size < 0 && !s.hasSize:
-		panic(fmt.Sprintf("%s: no argument leaf is mapped: give the number of examples with AxisSize", s.function))
-	case size < 0:
-		size = s.size
-	case s.hasSize && s.size != size:
-		panic(fmt.Sprintf("%s: AxisSize(%d) but %s has %d examples", s.function, s.size, from(), size))
+	case v.bt == nil && s.hasSize && s.size != n:
+		panic(fmt.Sprintf("%s: AxisSize(%d) but %s has %d examples", s.function, s.size, argLeaf(i, pathOf(k), x), n))
+	case v.bt == nil:
+		v.bt = v.newTrace(n)
+		f.arg, f.k, f.leaf, f.pathOf = i, k, x, pathOf
+	case n != v.bt.Size():
+		panic(fmt.Sprintf("%s: %s has %d examples along its mapped axis but %s has %d", s.function,
+			argLeaf(i, pathOf(k), x), n, argLeaf(f.arg, f.pathOf(f.k), f.leaf), v.bt.Size()))
 	}
-	bt := tensor.NewBatchTrace(size)
-	if s.strict {
+	return v.bt
+}
+
+// trace returns the BatchTrace of the call once the arguments are
+// batched: the one of their mapped leaves, or one of AxisSize examples.
+func (v *vmapCall) trace() *tensor.BatchTrace {
+	if v.bt == nil {
+		if !v.s.hasSize {
+			panic(fmt.Sprintf("%s: no argument leaf is mapped: give the number of examples with AxisSize", v.s.function))
+		}
+		v.bt = v.newTrace(v.s.size)
+	}
+	return v.bt
+}
+
+func (v *vmapCall) newTrace(n int) *tensor.BatchTrace {
+	bt := tensor.NewBatchTrace(n)
+	if v.s.strict {
 		bt.Strict()
 	}
-	return &vmapCall{s: s, bt: bt}
+	return bt
 }
 
 // unmapped reports whether spec maps no leaf: the argument is passed
@@ -223,24 +237,6 @@ func (s vmapSettings) start(argv ...any) *vmapCall {
 func unmapped(spec AxisSpec) bool {
 	a, ok := spec.(Axis)
 	return ok && a == None
-}
-
-// leavesOf returns the tensor leaves of tree and a function giving the
-// path of leaf k: paths are only computed for an AxesFunc, which chooses
-// by path, or for a message.
-func leavesOf(spec AxisSpec, tree any) ([]*tensor.Tensor, func(k int) pytree.Path) {
-	if _, ok := spec.(Axis); ok {
-		leaves := pytree.Leaves(tree)
-		var paths []pytree.Path
-		return leaves, func(k int) pytree.Path {
-			if paths == nil {
-				paths, _ = pytree.LeavesWithPath(tree)
-			}
-			return paths[k]
-		}
-	}
-	paths, leaves := pytree.LeavesWithPath(tree)
-	return leaves, func(k int) pytree.Path { return paths[k] }
 }
 
 // mapLeaves is pytree.MapWithPath, without the paths when spec is an
@@ -323,7 +319,7 @@ func batchTree[T any](v *vmapCall, i int, x T) T {
 		if !mapped {
 			return leaf
 		}
-		return v.bt.Batched(leaf, ax)
+		return v.batchOf(i, pathOf, k, leaf, ax).Batched(leaf, ax)
 	})
 }
 

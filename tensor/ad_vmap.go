@@ -139,7 +139,7 @@ func (bt *BatchTrace) apply(op *Op, params any, in []*Tensor, wantState bool) ([
 	if op.Traits.Through.Has(ThroughVmap) && (wantState || op.Batch == nil) {
 		return passThrough(op, params, in, wantState)
 	}
-	vals, bat := ruleArgs(len(in))
+	vals, bat, res := ruleArgs(len(in))
 	for i, x := range in {
 		if v := bt.valueOf(x); v != nil {
 			vals[i], bat[i] = v, true
@@ -153,7 +153,10 @@ func (bt *BatchTrace) apply(op *Op, params any, in []*Tensor, wantState bool) ([
 	} else {
 		outs = bt.fallback(op, params, vals, bat)
 	}
-	res := make([]*Tensor, len(outs))
+	if len(outs) > len(res) {
+		res = make([]*Tensor, len(outs))
+	}
+	res = res[:len(outs):len(outs)]
 	for i, o := range outs {
 		if o == nil || len(o.shape) == 0 || o.shape[0] != bt.size {
 			panic(fmt.Sprintf("tensor: the batching rule of op %q returned %v for output %d; want the batch of %d examples first", op.Name, o, i, bt.size))
@@ -183,16 +186,18 @@ func (bt *BatchTrace) apply(op *Op, params any, in []*Tensor, wantState bool) ([
 }
 
 // ruleArgs returns the operand and batched slices of a batching rule's
-// call, in one allocation for the common ops.
-func ruleArgs(n int) ([]*Tensor, []bool) {
+// call, and room for one result (results: more get their own slice), in
+// one allocation for the common ops.
+func ruleArgs(n int) (vals []*Tensor, bat []bool, res []*Tensor) {
 	if n > 4 {
-		return make([]*Tensor, n), make([]bool, n)
+		return make([]*Tensor, n), make([]bool, n), make([]*Tensor, 1)
 	}
 	buf := &struct {
 		vals [4]*Tensor
+		res  [1]*Tensor
 		bat  [4]bool
 	}{}
-	return buf.vals[:n:n], buf.bat[:n:n]
+	return buf.vals[:n:n], buf.bat[:n:n], buf.res[:]
 }
 
 // fallback computes op example by example and stacks the results: the

@@ -72,7 +72,15 @@ func init() {
 		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
 			p := pp.(*denseParams)
 			y := matmulOp.Batch(in[:2], batched[:2], p.mm)[0]
-			return biasActOp.Batch([]*Tensor{y, in[2]}, []bool{batched[0] || batched[1], batched[2]}, p.act)
+			out := biasActOp.Batch([]*Tensor{y, in[2]}, []bool{batched[0] || batched[1], batched[2]}, p.act)
+			if out[0] != y && !y.IsTraced() && y.layout == nil {
+				// The product is dead (bias_act's result is fresh): its
+				// storage serves the next step's (the fused op has no
+				// such intermediate; under Vmap, without this, every
+				// step allocated it anew).
+				Donate(y)
+			}
+			return out
 		},
 		// Package shard never meets the op: MatMulBiasAct composes for
 		// placed operands. The VJP consumes a donated cotangent at most

@@ -266,6 +266,15 @@ func TestAsmMatchesGo(t *testing.T) {
 	}
 	for _, m := range []float32{0, 3.5, -7.25, 100, float32(math.Inf(-1)), float32(math.Inf(1))} {
 		same("ExpShift", run(true, func(d []float32) { ExpShift(d, xs, m) }), run(false, func(d []float32) { ExpShift(d, xs, m) }))
+		// Short rows (a softmax over a few classes): the tail after the
+		// last 8 goes through the vector kernel padded.
+		for n := 1; n <= 17; n++ {
+			for off := 0; off+n <= 200; off += 37 {
+				row := xs[off : off+n]
+				a := func(asm bool) []float32 { defer setAsm(asm)(); d := make([]float32, n); ExpShift(d, row, m); return d }
+				same("ExpShift short", a(true), a(false))
+			}
+		}
 	}
 	for _, s := range []float32{1.5, -0.3, 0, float32(math.Inf(1))} {
 		for _, f := range []struct {
