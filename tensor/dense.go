@@ -39,14 +39,11 @@ func init() {
 			if p.act != ActIdentity {
 				gz = Apply(p.act.bwd(), nil, g, out)
 			}
-			res := make([]*Tensor, 3)
+			var db *Tensor
 			if Wants(need, 2) {
-				res[2] = biasGrad(gz, b)
+				db = biasGrad(gz, b)
 			}
-			if need&3 != 0 {
-				mm := vjpForm(matmulOp, p.mm, nil, []*Tensor{gz}, []*Tensor{x, w}, []*Tensor{nil}, need&3)
-				res[0], res[1] = mm[0], mm[1]
-			}
+			res := append(matmulCotangents(gz, x, w, p.mm, need&3, matmulT), db)
 			if gz != g && !gz.IsTraced() && gz.layout == nil {
 				Donate(gz)
 			}

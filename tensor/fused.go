@@ -337,22 +337,25 @@ func addBiasAct(dst, x, b []float32, n int, act Activation, local bool) {
 	}
 	kernel, cost := act.kernel()
 	m := len(x) / n
-	per := m / (len(b) / n) // rows per bias
-	rows := func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			d := dst[r*n : (r+1)*n]
-			v := r / per
-			vec.AddVV(d, x[r*n:(r+1)*n], b[v*n:(v+1)*n])
-			if kernel != nil {
-				kernel(d, d)
-			}
-		}
-	}
 	if serial(len(x)*(cost+1), local) {
-		rows(0, m)
+		addBiasActRows(dst, x, b, n, kernel, 0, m) // no closure to allocate
 		return
 	}
-	parallelFor(m, n*(cost+1), 1, false, rows)
+	parallelFor(m, n*(cost+1), 1, false, func(lo, hi int) { addBiasActRows(dst, x, b, n, kernel, lo, hi) })
+}
+
+// addBiasActRows is addBiasAct on rows [lo, hi), kernel the activation's
+// (nil for none).
+func addBiasActRows(dst, x, b []float32, n int, kernel func(d, s []float32), lo, hi int) {
+	per := len(x) / n / (len(b) / n) // rows per bias
+	for r := lo; r < hi; r++ {
+		d := dst[r*n : (r+1)*n]
+		v := r / per
+		vec.AddVV(d, x[r*n:(r+1)*n], b[v*n:(v+1)*n])
+		if kernel != nil {
+			kernel(d, d)
+		}
+	}
 }
 
 // BiasAct returns act(x + b) for x of shape [..., N] and a bias b of shape

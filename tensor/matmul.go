@@ -40,9 +40,7 @@ func init() {
 		}},
 		Impl: matmulImpl,
 		VJPNeed: func(g *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {
-			return matmulCotangents(g, in[0], in[1], pp.(*matmulParams), need, func(x, y *Tensor, tx, ty bool, _ DType) *Tensor {
-				return MatMulT(x, y, tx, ty)
-			})
+			return matmulCotangents(g, in[0], in[1], pp.(*matmulParams), need, matmulT)
 		},
 		Save: SaveAllInputs,
 		// d(op(A)·op(B)) = op(dA)·op(B) + op(A)·op(dB).
@@ -68,6 +66,9 @@ func init() {
 	}
 }
 
+// matmulT is MatMulT as matmulCotangents calls it.
+func matmulT(x, y *Tensor, tx, ty bool, _ DType) *Tensor { return MatMulT(x, y, tx, ty) }
+
 // matmulCotangents returns the cotangents of a and b (those need asks
 // for) of C = op(a)·op(b) given G = dL/dC, with the products computed by
 // mm(x, y, tx, ty, dt), dt the dtype of the operand whose cotangent it is:
@@ -76,7 +77,7 @@ func init() {
 // computes without copies. An operand that wants no cotangent (an input
 // batch) costs nothing.
 func matmulCotangents(g, a, b *Tensor, p *matmulParams, need uint64, mm func(x, y *Tensor, tx, ty bool, dt DType) *Tensor) []*Tensor {
-	res := make([]*Tensor, 2)
+	res := make([]*Tensor, 2, 3) // room for a bias's cotangent (dense)
 	if Wants(need, 0) {
 		var ga *Tensor
 		switch {

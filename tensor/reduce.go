@@ -132,18 +132,20 @@ func sumF32(x *Tensor, p *reduceParams, out []float32) {
 // leading axes, a bias's gradient); columns are split over goroutines.
 func sumColsF32(out, src []float32, m, n int, local bool) {
 	bp, acc := f64Scratch(n)
-	cols := func(lo, hi int) {
-		for i := 0; i < m; i++ {
-			vec.AccF64(acc[lo:hi], src[i*n+lo:i*n+hi])
-		}
-		vec.RoundF64(out[lo:hi], acc[lo:hi])
-	}
 	if serial(m*n*costCheap, local) {
-		cols(0, n)
+		sumCols(out, src, acc, m, n, 0, n) // no closure to allocate
 	} else {
-		parallelFor(n, m*costCheap, 8, local, cols)
+		parallelFor(n, m*costCheap, 8, local, func(lo, hi int) { sumCols(out, src, acc, m, n, lo, hi) })
 	}
 	f64Pool.Put(bp)
+}
+
+// sumCols is sumColsF32 on columns [lo, hi), accumulating in acc.
+func sumCols(out, src []float32, acc []float64, m, n, lo, hi int) {
+	for i := 0; i < m; i++ {
+		vec.AccF64(acc[lo:hi], src[i*n+lo:i*n+hi])
+	}
+	vec.RoundF64(out[lo:hi], acc[lo:hi])
 }
 
 // f64Scratch returns n zeroed float64 accumulators from f64Pool, and the
