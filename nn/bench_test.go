@@ -12,8 +12,12 @@ import (
 
 // BenchmarkMLPStep measures one forward and backward pass of an MLP with
 // ReLU and an MSE loss (the gradient of every parameter), reporting µs/step
-// and the GFLOP/s of its matrix products (2·batch·in·out per product, three
-// products per layer: forward, input gradient, weight gradient). Like a
+// and the GFLOP/s of the matrix products it computes (2·batch·in·out per
+// product: per layer the forward product and the weight gradient, and the
+// input gradient for every layer but the first, whose input is data), per
+// second and per CPU-second: against the gemm's own GFLOP/cpu-s (package
+// gemm's BenchmarkSgemm) this is how close the step is to its gemm bound.
+// Like a
 // training loop, each step donates its gradients and loss once used, and
 // the backward pass recycles the activations (autodiff.RecycleIntermediates),
 // so that in the steady state a step allocates headers, not storage.
@@ -37,7 +41,11 @@ func BenchmarkMLPStep(b *testing.B) {
 			}, autodiff.RecycleIntermediates())
 			flops := 0.0
 			for i := 0; i+1 < len(c.sizes); i++ {
-				flops += 3 * 2 * float64(c.batch*c.sizes[i]*c.sizes[i+1])
+				products := 3.0
+				if i == 0 {
+					products = 2 // no gradient for the data
+				}
+				flops += products * 2 * float64(c.batch*c.sizes[i]*c.sizes[i+1])
 			}
 			for range 2 { // warm up, and fill the allocator cache
 				loss, g := step(m, x)
@@ -59,6 +67,7 @@ func BenchmarkMLPStep(b *testing.B) {
 			// count. With -cpu 1 it is what the step costs one core.
 			if cpu := cputime.Used().Seconds() - cpu0; cpu > 0 {
 				b.ReportMetric(cpu/float64(b.N)*1e6, "cpu-µs/step")
+				b.ReportMetric(flops*float64(b.N)/cpu/1e9, "GFLOP/cpu-s")
 			}
 		})
 	}

@@ -547,10 +547,30 @@ func (g *gen) storeAVX2(mr, w int, acc func(r, h int) string) {
 	store(true, false)
 }
 
-// packB emits a packer of ns strips of 64 bytes (16 float32 or 8
-// float64 columns) of B as stored (kernelSet.packBn), walking B row by row
-// and prefetching pf rows ahead.
-func (g *gen) packB(name string, t prec) {
+// packB emits a packer of ns strips of 32·ymms bytes (ymms = 2: 16
+// float32 or 8 float64 columns; 4: 32 float32 columns, the AVX-512 set's
+// strips, still moved in AVX registers) of B as stored (kernelSet.packBn),
+// walking B row by row and prefetching pf rows ahead (every 64-byte line
+// of the strip).
+func (g *gen) packB(name string, t prec, ymms int) {
+	shift := 5
+	for 1<<shift < 32*ymms {
+		shift++
+	}
+	disp := func(off int) string {
+		if off == 0 {
+			return ""
+		}
+		return fmt.Sprint(off)
+	}
+	var loads, stores, pf strings.Builder
+	for i := range ymms {
+		fmt.Fprintf(&loads, "\t%s %s(R11), Y%d\n", t.op("VMOVU"), disp(32*i), i)
+		fmt.Fprintf(&stores, "\t%s Y%d, %s(R12)\n", t.op("VMOVU"), i, disp(32*i))
+	}
+	for off := 0; off < 32*ymms; off += 64 {
+		fmt.Fprintf(&pf, "\tPREFETCHT0 %s(R11)(R10*1)\n", disp(off))
+	}
 	fmt.Fprintf(&g.b, `TEXT ·%[1]s(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -559,7 +579,7 @@ func (g *gen) packB(name string, t prec) {
 	MOVQ kc+24(FP), CX
 	MOVQ ns+32(FP), DX
 	MOVQ CX, R9
-	SHLQ $6, R9
+	SHLQ $%[6]d, R9
 	MOVQ pf+40(FP), R10
 	IMULQ R8, R10
 	TESTQ CX, CX
@@ -571,24 +591,19 @@ pbrow:
 	MOVQ DI, R12
 	MOVQ DX, R13
 pbstrip:
-	%[3]s (R11), Y0
-	%[3]s 32(R11), Y1
-	PREFETCHT0 (R11)(R10*1)
-	%[3]s Y0, (R12)
-	%[3]s Y1, 32(R12)
-	ADDQ $64, R11
+%[3]s%[5]s%[4]s	ADDQ $%[7]d, R11
 	ADDQ R9, R12
 	DECQ R13
 	JNZ pbstrip
 	ADDQ R8, SI
-	ADDQ $64, DI
+	ADDQ $%[7]d, DI
 	DECQ CX
 	JNZ pbrow
 	VZEROUPPER
 pbdone:
 	RET
 
-`, name, t.shift, t.op("VMOVU"))
+`, name, t.shift, loads.String(), stores.String(), pf.String(), shift, 32*ymms)
 }
 
 // packers emits the AVX packing routines of the AVX2 set.
@@ -599,7 +614,12 @@ func (g *gen) packers() {
 // for q < kc, j < 16, walking src row by row (each row of the block is
 // contiguous). While copying row q it prefetches row q+pf. Strides in
 // elements.`)
-	g.packB("packB16", f32)
+	g.packB("packB16", f32, 2)
+	g.raw(`// func packB32(dst *float32, src *float32, ldb int, kc int, ns int, pf int)
+//
+// packB16 for strips of 32 columns (the AVX-512 set's): dst[s*kc*32 +
+// q*32 + j] = src[q*ldb + 32s + j] for q < kc, j < 32.`)
+	g.packB("packB32", f32, 4)
 	g.raw(`// func packAT6(dst *float32, src *float32, lda int, kc int, ns int)
 //
 // Packs ns strips of 6 rows of op(A) = Aᵀ as stored: dst[s*kc*6 + q*6 + i]
@@ -794,7 +814,7 @@ func (g *gen) packers64() {
 // packB16 for float64: packs ns strips of 8 columns, dst[s*kc*8 + q*8 + j]
 // = src[q*ldb + 8s + j] for q < kc, j < 8, walking src row by row,
 // prefetching row q+pf. Strides in elements.`)
-	g.packB("packB8d", f64)
+	g.packB("packB8d", f64, 2)
 	g.raw(packAT6dAsm)
 	g.raw(packA6dAsm)
 	g.raw(transpose4dAsm)
@@ -1102,6 +1122,7 @@ func main() {
 	g.transpose()
 	g.packers()
 	decl.WriteString("//go:noescape\nfunc packB16(dst *float32, src *float32, ldb int, kc int, ns int, pf int)\n\n")
+	decl.WriteString("//go:noescape\nfunc packB32(dst *float32, src *float32, ldb int, kc int, ns int, pf int)\n\n")
 	decl.WriteString("//go:noescape\nfunc packAT6(dst *float32, src *float32, lda int, kc int, ns int)\n\n")
 	decl.WriteString("//go:noescape\nfunc packA6(dst *float32, src *float32, lda int, kc4 int)\n\n")
 	decl.WriteString("//go:noescape\nfunc transpose8(dst *float32, ldd int, src *float32, lds int, nb int)\n\n")

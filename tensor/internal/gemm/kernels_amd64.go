@@ -15,6 +15,7 @@ var avx512Set = tuned(&kernelSet[float32]{
 	kc: 256, nc: 512, directMaxM: 128,
 	kern:      avx512Kernels,
 	kernP:     avx512Kernels[flavC],
+	packBn:    packB32,
 	transpose: transposeAVX,
 	pools:     pools32,
 })

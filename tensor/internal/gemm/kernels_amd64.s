@@ -18027,6 +18027,52 @@ pbstrip:
 pbdone:
 	RET
 
+// func packB32(dst *float32, src *float32, ldb int, kc int, ns int, pf int)
+//
+// packB16 for strips of 32 columns (the AVX-512 set's): dst[s*kc*32 +
+// q*32 + j] = src[q*ldb + 32s + j] for q < kc, j < 32.
+TEXT ·packB32(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ldb+16(FP), R8
+	SHLQ $2, R8
+	MOVQ kc+24(FP), CX
+	MOVQ ns+32(FP), DX
+	MOVQ CX, R9
+	SHLQ $7, R9
+	MOVQ pf+40(FP), R10
+	IMULQ R8, R10
+	TESTQ CX, CX
+	JZ pbdone
+	TESTQ DX, DX
+	JZ pbdone
+pbrow:
+	MOVQ SI, R11
+	MOVQ DI, R12
+	MOVQ DX, R13
+pbstrip:
+	VMOVUPS (R11), Y0
+	VMOVUPS 32(R11), Y1
+	VMOVUPS 64(R11), Y2
+	VMOVUPS 96(R11), Y3
+	PREFETCHT0 (R11)(R10*1)
+	PREFETCHT0 64(R11)(R10*1)
+	VMOVUPS Y0, (R12)
+	VMOVUPS Y1, 32(R12)
+	VMOVUPS Y2, 64(R12)
+	VMOVUPS Y3, 96(R12)
+	ADDQ $128, R11
+	ADDQ R9, R12
+	DECQ R13
+	JNZ pbstrip
+	ADDQ R8, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ pbrow
+	VZEROUPPER
+pbdone:
+	RET
+
 // func packAT6(dst *float32, src *float32, lda int, kc int, ns int)
 //
 // Packs ns strips of 6 rows of op(A) = Aᵀ as stored: dst[s*kc*6 + q*6 + i]

@@ -260,6 +260,9 @@ func s256p_6x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc i
 func packB16(dst *float32, src *float32, ldb int, kc int, ns int, pf int)
 
 //go:noescape
+func packB32(dst *float32, src *float32, ldb int, kc int, ns int, pf int)
+
+//go:noescape
 func packAT6(dst *float32, src *float32, lda int, kc int, ns int)
 
 //go:noescape
