@@ -79,7 +79,11 @@
 // between processes while the gradients of the layers before it are
 // computed, as PyTorch DDP's buckets do (each parameter is one bucket,
 // reduced where it lies); the results are bit for bit those of reducing
-// after the backward pass (Config.ReduceAfterBackward). Trainer.State keeps the
+// after the backward pass (Config.ReduceAfterBackward). Config.ReduceDType
+// (bfloat16 or float16) reduce-scatters the gradients in 16 bits, half
+// the bytes, as PyTorch FSDP's reduce_dtype and DDP's bf16_compress_hook
+// do: an opt-in, since the update then sees rounded gradients.
+// Trainer.State keeps the
 // tree of Optimizer.Init(params), so checkpoints and SetState see what
 // they saw before. Other optimizers (a Mask sees whole leaves, Adafactor
 // keeps row and column statistics, a Chain may clip without a psum) keep

@@ -88,6 +88,20 @@ type Config[M, B any] struct {
 	// for bit either way, so this is a baseline for measuring the overlap
 	// (Stats.ExposedComm).
 	ReduceAfterBackward bool
+	// ReduceDType, if tensor.BFloat16 or tensor.Float16, is the dtype in
+	// which the DP step reduce-scatters its float32 gradients (PyTorch
+	// FSDP's MixedPrecision reduce_dtype; DDP's bf16_compress_hook): each
+	// is rounded to it, reduce-scattered in it, half the bytes between
+	// devices and processes, its two or more parts summed in float32 and
+	// rounded once, and widened back for the update, which stays float32
+	// like the parameters and optimizer state. The gradients then carry
+	// the dtype's precision (bfloat16: 8 bits), so the step is not the
+	// float32 step's bit for bit; leaves the update keeps whole (a bias
+	// the data devices do not divide) are reduced in float32. Zero (the
+	// default) reduces in the gradients' own dtype. Only the DP step with
+	// a sharded update (an elementwise optimizer) uses it; New rejects it
+	// for other strategies.
+	ReduceDType tensor.DType
 	// Remat is the checkpoint policy around the loss on the Map step
 	// (Placement.MapStep) when parameters are gathered before it; nil keeps
 	// everything but the gathered copies
@@ -285,6 +299,13 @@ func New[M, B any](model M, cfg Config[M, B]) (*Trainer[M, B], error) {
 	if t.host && len(t.dataAxes) > 0 && optim.Elementwise(cfg.Optimizer) {
 		t.host, t.zero = false, true
 		t.stateLike = t.planZeRO(model)
+	}
+	switch {
+	case cfg.ReduceDType == 0:
+	case cfg.ReduceDType != tensor.BFloat16 && cfg.ReduceDType != tensor.Float16:
+		return nil, fmt.Errorf("parallel.New: Config.ReduceDType is %v; want bfloat16, float16 or zero", cfg.ReduceDType)
+	case !t.zero:
+		return nil, fmt.Errorf("parallel.New: Config.ReduceDType is for the DP step with a sharded update (an elementwise optimizer); strategy %v on %v does not reduce-scatter its gradients", s, cfg.Mesh)
 	}
 	if !t.host {
 		if err := t.placeAll(model, nil); err != nil {

@@ -128,6 +128,9 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		if dims[i] < 0 {
 			return c.PsumStart(x, axes...)
 		}
+		if rd := t.cfg.ReduceDType; rd != 0 && x.DType() == tensor.Float32 {
+			x = tensor.AsType(x, rd) // Config.ReduceDType: half the bytes
+		}
 		return c.PsumScatterStart(x, axes, dims[i], true)
 	}
 	var opts []autodiff.Option
@@ -162,6 +165,9 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 			h = reduce(i, x)
 		}
 		leaves[i] = h.Wait()
+		if leaves[i].DType() != x.DType() { // reduced in Config.ReduceDType
+			leaves[i] = tensor.AsType(leaves[i], x.DType())
+		}
 		// The device's full-size gradient is dead once reduced (every
 		// device is past the reduction's barrier): its storage serves the
 		// next step's gradient instead of fresh memory.

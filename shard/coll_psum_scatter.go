@@ -235,7 +235,7 @@ func (x *crossGroup) reduceScatter() bool {
 	if len(x.procs) != 2 && !sumsInRankOrder(x.g) {
 		return false
 	}
-	c, part := x.contiguousParts()
+	c, part := x.contiguousParts(x.soleFloat32Call())
 	if c == nil {
 		return false
 	}
@@ -245,12 +245,12 @@ func (x *crossGroup) reduceScatter() bool {
 	return true
 }
 
-// contiguousParts returns this process's call and the shape of a part
-// when each process has one float32 member in the group, ranked in
-// process order, and the parts are contiguous in the block (the scattered
-// dimension has no larger dimension before it); nil otherwise.
-func (x *crossGroup) contiguousParts() (*call, []int) {
-	c := x.soleFloat32Call()
+// contiguousParts returns c, this process's call (soleFloat32Call or
+// pairCall: each process has one member in the group, ranked in process
+// order), and the shape of a part when the parts are contiguous in the
+// block (the scattered dimension has no larger dimension before it); nil
+// otherwise.
+func (x *crossGroup) contiguousParts(c *call) (*call, []int) {
 	if c == nil {
 		return nil, nil
 	}
@@ -265,9 +265,16 @@ func (x *crossGroup) contiguousParts() (*call, []int) {
 	return c, part
 }
 
+// pairCall is soleFloat32Call for the dtypes pairScatter sums: float32,
+// bfloat16 and float16 (a gradient reduced in 16 bits, half the bytes on
+// the wire: parallel.Config.ReduceDType).
+func (x *crossGroup) pairCall() *call {
+	return x.soleCall(func(dt tensor.DType) bool { return dt == tensor.Float32 || isHalf(dt) })
+}
+
 // pairs reports whether pairScatter can exchange the group's blocks: two
-// processes not sharing memory, with non-blocking sends, one float32
-// block each whose parts are contiguous.
+// processes not sharing memory, with non-blocking sends, one float32,
+// bfloat16 or float16 block each whose parts are contiguous.
 func (x *crossGroup) pairs() bool {
 	if len(x.procs) != 2 {
 		return false
@@ -279,15 +286,17 @@ func (x *crossGroup) pairs() bool {
 	if _, ok := x.g.(AsyncGroup); !ok {
 		return false
 	}
-	c, _ := x.contiguousParts()
+	c, _ := x.contiguousParts(x.pairCall())
 	return c != nil
 }
 
 // pairScatter reduce-scatters a started psum_scatter (PsumScatterStart)
-// between two processes that do not share memory, as reduceScatter
-// would, with non-blocking sends (AsyncGroup): each process sends the
-// other its part of its block and adds the part it receives to its own,
-// in rank order. A sum of two values does not depend on their order, so
+// of float32, bfloat16 or float16 blocks between two processes that do
+// not share memory, as reduceScatter would float32 ones, with
+// non-blocking sends (AsyncGroup): each process sends the other its part
+// of its block and adds the part it receives to its own, in rank order
+// (16-bit parts widened, summed in float32 and rounded once, as the
+// in-process psum_scatter does). A sum of two values does not depend on their order, so
 // this is bit for bit what MPI_Reduce_scatter computes. While the device
 // computes it waits for the transfers by testing them every ProgressEnv
 // interval and sleeping in between (PollingRequest), where a blocking MPI
@@ -300,23 +309,36 @@ func (x *crossGroup) pairScatter() bool {
 		return false
 	}
 	ag := x.g.(AsyncGroup)
-	c, part := x.contiguousParts()
+	c, part := x.contiguousParts(x.pairCall())
+	dt := c.x.DType()
 	me := x.g.Rank()
 	peer := 1 - me
-	blk := c.x.BorrowFloat32()
-	n := len(blk) / 2
-	recv := tensor.Empty(tensor.Float32, part...)
+	blk := borrowBytes(c.x)
+	nb := len(blk) / 2
+	recv := tensor.Empty(dt, part...)
 	tag := x.s.k % 32768 // MPI guarantees tags up to 32767
 	waitAll([]Request{
-		ag.IrecvBytes(floatBytes(recv.BorrowFloat32()), peer, tag),
-		ag.IsendBytes(floatBytes(blk[peer*n:(peer+1)*n]), peer, tag),
+		ag.IrecvBytes(borrowBytes(recv), peer, tag),
+		ag.IsendBytes(blk[peer*nb:(peer+1)*nb], peer, tag),
 	}, x.s.release)
-	ins := [][]float32{blk[me*n : (me+1)*n], recv.BorrowFloat32()}
-	if me == 1 {
-		ins[0], ins[1] = ins[1], ins[0]
+	out := tensor.Empty(dt, part...) // written whole
+	if dt == tensor.Float32 {
+		own, n := c.x.BorrowFloat32(), nb/4
+		ins := [][]float32{own[me*n : (me+1)*n], recv.BorrowFloat32()}
+		if me == 1 {
+			ins[0], ins[1] = ins[1], ins[0]
+		}
+		sumFloat32(out.BorrowFloat32(), ins, 0, n)
+	} else {
+		// As the in-process psum_scatter of 16-bit blocks (scatterSum):
+		// widened, summed in float32, rounded once.
+		own, n := c.x.RawUint16(), nb/2
+		ins := [][]uint16{own[me*n : (me+1)*n], recv.RawUint16()}
+		if me == 1 {
+			ins[0], ins[1] = ins[1], ins[0]
+		}
+		sumHalf(dt, out.RawUint16(), ins)
 	}
-	out := tensor.Empty(tensor.Float32, part...) // written whole
-	sumFloat32(out.BorrowFloat32(), ins, 0, n)
 	tensor.Donate(recv)
 	storeRemote(x.s, x.key, out, scattered{})
 	return true

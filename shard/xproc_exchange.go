@@ -174,6 +174,11 @@ func (x *crossGroup) allreduceSum() {
 // group communicator's rank order) and the operand is float32; nil
 // otherwise.
 func (x *crossGroup) soleFloat32Call() *call {
+	return x.soleCall(func(dt tensor.DType) bool { return dt == tensor.Float32 })
+}
+
+// soleCall is soleFloat32Call for operands whose dtype ok accepts.
+func (x *crossGroup) soleCall(ok func(tensor.DType) bool) *call {
 	m, s, members, procs := x.r.mesh, x.s, x.members, x.procs
 	if len(members) != len(procs) {
 		return nil
@@ -189,7 +194,7 @@ func (x *crossGroup) soleFloat32Call() *call {
 			c = s.calls[j]
 		}
 	}
-	if c == nil || c.p == nil || c.x.DType() != tensor.Float32 {
+	if c == nil || c.p == nil || !ok(c.x.DType()) {
 		return nil
 	}
 	return c

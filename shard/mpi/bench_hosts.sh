@@ -8,6 +8,8 @@
 #  hosts   the same on 2 hosts x 1 process, links shaped to 10 Gbit/s
 #          (cluster.sh --rate 10gbit; this kernel may have no netem, so no delay)
 #  open    the same with the links unshaped (veth at the kernel's speed)
+#          (hosts and open also run with the gradients reduce-scattered in
+#          bfloat16, Config.ReduceDType: opt-in, not the float32 numbers)
 #  ddp     testdata/ddp.py on 2 hosts x 1 process, 10 Gbit/s, one thread each
 # Each process may use either core (--bind-to none: the simulated hosts
 # share the machine's two cores, and TCP's work in the kernel runs on them
@@ -34,7 +36,7 @@ trap 'rm -rf "$out"' EXIT
 	echo "INFO $(mpirun --version | head -1); $(go version); gonox $(git rev-parse --short HEAD 2>/dev/null || echo '?'); rounds=$rounds"
 } | tee "$log"
 go test -tags mpi -c -o "$out/mpi.test" ./shard/mpi
-bench=(-test.run '^$' -test.bench '^BenchmarkDPStep$/processes=[12]$' -test.benchtime 30x)
+bench=(-test.run '^$' -test.bench '^BenchmarkDPStep$/processes=[12](-bf16)?$' -test.benchtime 30x)
 dp1() { GONOX_DEVICES=1 GOMAXPROCS=1 taskset -c 0 "$out/mpi.test" "${bench[@]}" | grep '^Benchmark' | sed 's/^/dp1 /'; }
 hosts() { # label, then cluster.sh's link options
 	local label=$1
@@ -74,11 +76,12 @@ for line in open(sys.argv[1]):
         cur = {"load": line.split()[3]}
         rounds.append(cur)
     elif cur is not None and line[:4] in ("dp1 ", "host", "open", "ddp "):
-        key = line.split()[0]
+        key = line.split()[0] + ("-bf16" if "-bf16 " in line else "")
         for v, unit in re.findall(r"([\d.]+) ((?:cpu-|exposed-)?ms/step(?:-median|-best)?)", line):
             cur.setdefault((key, unit), []).append(float(v))  # one per process
 print("load average (1 min) at each round's start:", " ".join(r["load"] for r in rounds))
-names = {"dp1": "1 process", "hosts": "2 hosts x 1, 10 Gbit/s", "open": "2 hosts x 1, unshaped", "ddp": "PyTorch DDP, 2 hosts x 1, 10 Gbit/s"}
+names = {"dp1": "1 process", "hosts": "2 hosts x 1, 10 Gbit/s", "hosts-bf16": "same, gradients reduced in bf16",
+         "open": "2 hosts x 1, unshaped", "open-bf16": "same, gradients reduced in bf16", "ddp": "PyTorch DDP, 2 hosts x 1, 10 Gbit/s"}
 def med(k, u):
     return [statistics.median(r[(k, u)]) for r in rounds if (k, u) in r]
 for k, name in names.items():
@@ -93,15 +96,18 @@ for k, name in names.items():
         extra += f"; exposed {min(exp):.1f}-{max(exp):.1f} ms"
     print(f"  {name:36s} {statistics.median(v):.2f} ms ({min(v):.2f}-{max(v):.2f}); best {best:.2f}{extra}")
 print("ratios paired within rounds: median (range)")
-for num, den, name, target in [("dp1", "hosts", "speed-up, 10 Gbit/s, vs 1 process", 1.7), ("dp1", "open", "speed-up, unshaped, vs 1 process", None),
-                               ("ddp", "hosts", "DDP time / gonox time, 10 Gbit/s", 1.5)]:
+for num, den, name, target in [("dp1", "hosts", "speed-up, 10 Gbit/s, vs 1 process", 1.7), ("dp1", "hosts-bf16", "same, bf16 reduction (opt-in)", None),
+                               ("dp1", "open", "speed-up, unshaped, vs 1 process", None), ("dp1", "open-bf16", "same, bf16 reduction (opt-in)", None),
+                               ("ddp", "hosts", "DDP time / gonox time, 10 Gbit/s", 1.5), ("ddp", "hosts-bf16", "same, gonox's bf16 reduction (opt-in)", None)]:
     rs = [statistics.median(r[(num, "ms/step-median")]) / statistics.median(r[(den, "ms/step-median")])
           for r in rounds if (num, "ms/step-median") in r and (den, "ms/step-median") in r]
     if rs:
         verdict = "" if target is None else f"  target >= {target}: " + ("met" if statistics.median(rs) >= target else "NOT met")
         print(f"  {name:36s} {statistics.median(rs):.3f}x ({min(rs):.3f}-{max(rs):.3f}){verdict}")
-fr = [statistics.median(r[("hosts", "exposed-ms/step")]) / statistics.median(r[("hosts", "ms/step-median")]) for r in rounds if ("hosts", "exposed-ms/step") in r]
-if fr:
-    print(f"  {'exposed share of the step, 10 Gbit/s':36s} {100*statistics.median(fr):.0f} % ({100*min(fr):.0f}-{100*max(fr):.0f} %)  target <= 10 %: " + ("met" if statistics.median(fr) <= 0.10 else "NOT met"))
+for k, name in [("hosts", "exposed share of the step, 10 Gbit/s"), ("hosts-bf16", "same, bf16 reduction (opt-in)")]:
+    fr = [statistics.median(r[(k, "exposed-ms/step")]) / statistics.median(r[(k, "ms/step-median")]) for r in rounds if (k, "exposed-ms/step") in r]
+    if fr:
+        verdict = "  target <= 10 %: " + ("met" if statistics.median(fr) <= 0.10 else "NOT met") if k == "hosts" else ""
+        print(f"  {name:36s} {100*statistics.median(fr):.0f} % ({100*min(fr):.0f}-{100*max(fr):.0f} %){verdict}")
 PY
 echo "raw log: $log" >&2

@@ -95,8 +95,11 @@ type dpBatch struct{ X, Y *tensor.Tensor }
 // Over several processes it runs three times: with each gradient's
 // reduction started during the backward pass (processes=N, the default),
 // with the reductions after it (processes=N-after,
-// Config.ReduceAfterBackward), and through MPI's collectives instead of
-// shared memory (processes=N-mpicoll, a mesh made with GONOX_MPI_SHM=0).
+// Config.ReduceAfterBackward), through MPI's collectives instead of
+// shared memory (processes=N-mpicoll, a mesh made with GONOX_MPI_SHM=0),
+// and with the gradients reduce-scattered in bfloat16 (processes=N-bf16,
+// Config.ReduceDType: half the reduce-scatter's bytes, not the float32
+// step's numbers).
 func BenchmarkDPStep(b *testing.B) {
 	key := tensor.NewKey(1)
 	ks := key.Split(3)
@@ -106,10 +109,11 @@ func BenchmarkDPStep(b *testing.B) {
 	type variant struct {
 		suffix, shm string
 		after       bool
+		reduce      tensor.DType
 	}
-	variants := []variant{{"", "1", false}}
+	variants := []variant{{"", "1", false, 0}}
 	if mpi.Size() > 1 {
-		variants = append(variants, variant{"-after", "1", true}, variant{"-mpicoll", "0", false})
+		variants = append(variants, variant{"-after", "1", true, 0}, variant{"-mpicoll", "0", false, 0}, variant{"-bf16", "1", false, tensor.BFloat16})
 	}
 	for _, v := range variants {
 		b.Setenv(mpi.SharedMemoryEnv, v.shm) // read when the mesh is made
@@ -119,7 +123,7 @@ func BenchmarkDPStep(b *testing.B) {
 				return tensor.Mean(tensor.SoftmaxCrossEntropy(mod.Forward(bt.X), bt.Y))
 			},
 			Strategy: parallel.DP, Mesh: m, Optimizer: optim.Adam(optim.Constant(1e-3)),
-			ReduceAfterBackward: v.after,
+			ReduceAfterBackward: v.after, ReduceDType: v.reduce,
 		})
 		if err != nil {
 			b.Fatal(err)

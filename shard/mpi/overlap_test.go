@@ -52,6 +52,46 @@ func TestStartedReductionsAcrossProcesses(t *testing.T) {
 	assert.Equal(t, want, got)
 }
 
+// TestStartedHalfReduceScatterAcrossProcesses: a started reduce-scatter
+// of bfloat16 or float16 blocks (parallel.Config.ReduceDType), exchanged
+// while the device computes, gives the synchronous one's result and the
+// host's: every device's value widened, summed in float32 over the
+// devices in rank order (treeSum) and rounded once.
+func TestStartedHalfReduceScatterAcrossProcesses(t *testing.T) {
+	m, n := lineMesh()
+	r := rand.New(rand.NewPCG(7, 8))
+	const cols = 96
+	d := make([]float32, n*n*cols)
+	for i := range d {
+		d[i] = float32(r.NormFloat64() * float64(1+i%7))
+	}
+	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Float16} {
+		x := tensor.AsType(tensor.FromFloat32(d, n*n, cols), dt) // device k holds rows [k·n, (k+1)·n)
+		wide := tensor.AsType(x, tensor.Float32).Float32s()
+		sums := make([]float32, n*cols)
+		vals := make([]float32, n)
+		for i := range sums {
+			for k := range vals {
+				vals[k] = wide[k*n*cols+i]
+			}
+			sums[i] = treeSum(vals)
+		}
+		want := tensor.AsType(tensor.FromFloat32(sums, n, cols), dt).Bits16()
+		spec := shard.P("d")
+		sync := shard.Map(m, spec, spec, func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor {
+			return c.PsumScatter(b, shard.Axes{"d"}, 0, true)
+		})(x)
+		started := shard.Map(m, spec, spec, func(c *shard.Ctx, b *tensor.Tensor) *tensor.Tensor {
+			h := c.PsumScatterStart(b, shard.Axes{"d"}, 0, true)
+			w := tensor.AsType(b, tensor.Float32)
+			tensor.MatMul(tensor.Transpose(w), w) // computed while the parts travel
+			return h.Wait()
+		})(x)
+		assert.Equal(t, want, shard.Gather(sync).Bits16(), "%v psum_scatter", dt)
+		assert.Equal(t, want, shard.Gather(started).Bits16(), "%v started psum_scatter", dt)
+	}
+}
+
 // TestDPOverlapAcrossProcesses: the DP step of parallel.Trainer whose
 // gradients' reductions start during the backward pass trains, across
 // processes, to the parameters of the step that reduces them after it,
