@@ -316,9 +316,12 @@ func attentionBwdImpl(in []*Tensor, p *attnParams) []*Tensor {
 		mask = in[next]
 	}
 	d := attnDimsOf(q, k, v, mask)
-	dq := newOut(Float32, q.shape)
-	dk := newOut(Float32, k.shape)
-	dv := newOut(Float32, v.shape)
+	// Each head clears its own columns of dq, dk and dv before it
+	// accumulates into them (attnBackwardHead), on the goroutine that
+	// computes it, instead of a serial clear of the whole results here.
+	dq := newOutUninit(Float32, q.shape)
+	dk := newOutUninit(Float32, k.shape)
+	dv := newOutUninit(Float32, v.shape)
 	cost := max(1, d.T*min(d.S, 4096)*(d.H+d.V)/16)
 	if p.causal {
 		cost /= 2
@@ -348,6 +351,15 @@ type bwdBufs struct {
 func attnBackwardHead(d *attnDims, p *attnParams, x bwdBufs, b, n int, s []float32) {
 	blk, dp, dd := s[:attnBr*attnBc], s[attnBr*attnBc:2*attnBr*attnBc], s[2*attnBr*attnBc:]
 	lo := (b*d.N + n) * d.T
+	for t := range d.T {
+		o := (b*d.T + t) * d.ldq
+		clear(x.dq[o+n*d.H : o+(n+1)*d.H])
+	}
+	for j := range d.S {
+		o := b*d.S + j
+		clear(x.dk[o*d.ldq+n*d.H : o*d.ldq+(n+1)*d.H])
+		clear(x.dv[o*d.ldv+n*d.V : o*d.ldv+(n+1)*d.V])
+	}
 	// D_t = Σ_v g·out (- the log-sum-exp's cotangent): the softmax's
 	// backward subtracts it from every dP of the row.
 	for t := range d.T {

@@ -248,9 +248,12 @@
 // (docs/performance.md has what it saves: examples/moe's peak resident
 // memory 303 → 206 MiB). Results of ops that
 // write every element (matmul, the elementwise and activation ops,
-// BiasAct, Softmax, Where, Transpose, Convert to float32, the fused
-// optimizer steps, the MSE gradient) take recycled storage as it is; every other allocation zeroes
-// it. A test poisons recycled storage with NaN and checks these ops.
+// BiasAct, Softmax and its gradient, Where, Transpose, Take, BroadcastTo,
+// Convert to float32, the fused optimizer steps, the MSE gradient) take
+// recycled storage as it is, and RaggedDot, attention's backward and the
+// row scatters (SegmentSum, Take's gradient) clear only what they do not
+// overwrite, on the goroutines that compute it; every other allocation
+// zeroes it. Tests poison recycled storage with NaN and check these ops.
 //
 // Only storage the package allocated is recycled, and only when no other
 // header can reach it. Each such buffer counts its holders: its tensor,

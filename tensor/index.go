@@ -194,7 +194,7 @@ func init() {
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*takeParams)
 			x, idx := in[0], in[1]
-			out := newTensor(x.dtype, p.outShape)
+			out := newOutUninit(x.dtype, p.outShape) // every element gathered
 			outer, n, inner := axisSplit(x.shape, p.axis)
 			if x.dtype == Float32 && outer == 1 && inner >= rowsMin {
 				gatherRowsF32(out.f32, x.f32, idx.i32, n, inner, false, isLocal(x, idx))
@@ -314,7 +314,7 @@ func init() {
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*takeAlongParams)
 			x, idx := in[0], in[1]
-			out := newTensor(x.dtype, p.outShape)
+			out := newOutUninit(x.dtype, p.outShape) // every element gathered
 			if out.Size() == 0 {
 				return out
 			}

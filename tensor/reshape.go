@@ -125,7 +125,7 @@ func init() {
 		Sharding: ShardingRule{Family: ShardBroadcast, Params: shapeParams},
 		Impl: func(in []*Tensor, p any) *Tensor {
 			x, shape := in[0], p.([]int)
-			out := newTensor(x.dtype, shape)
+			out := newOutUninit(x.dtype, shape) // every element written
 			sx := broadcastStrides(x.shape, shape)
 			broadcastLoop(shape, sx, sx, func(o, a, _, n, da, _ int) {
 				switch x.dtype {

@@ -43,8 +43,13 @@ func gatherRowsF32(dst, src []float32, idx []int32, n, inner int, zeroOut, local
 // scatterRowsF32 adds row j of upd into row idx[j] of dst (n rows of
 // inner elements), in the order of j. With dropOut an index outside [0,
 // n) is skipped (SegmentSum); otherwise negative indices wrap (ScatterAdd).
-func scatterRowsF32(dst, upd []float32, idx []int32, n, inner int, dropOut, local bool) {
+// With zero, dst (uninitialised) is cleared first, each chunk of rows by
+// the goroutine that adds into it.
+func scatterRowsF32(dst, upd []float32, idx []int32, n, inner int, dropOut, zero, local bool) {
 	rows := func(lo, hi int) {
+		if zero {
+			clear(dst[lo*inner : hi*inner])
+		}
 		for j, v := range idx {
 			if dropOut {
 				if v < 0 || int(v) >= n {

@@ -32,8 +32,8 @@ func scatterAddKernel[T float32 | int32 | float64 | int64](dst, upd []T, idx []i
 // scatterAddInto runs scatterAddKernel on tensors of one numeric dtype.
 func scatterAddInto(dst, upd, idx *Tensor, axis int) {
 	outer, n, inner := axisSplit(dst.shape, axis)
-	if dst.dtype == Float32 && outer == 1 && inner >= rowsMin {
-		scatterRowsF32(dst.f32, upd.f32, idx.i32, n, inner, false, isLocal(dst, upd, idx))
+	if scatterRows(dst.dtype, outer, inner) {
+		scatterRowsF32(dst.f32, upd.f32, idx.i32, n, inner, false, false, isLocal(dst, upd, idx))
 		return
 	}
 	switch dst.dtype {
@@ -46,6 +46,13 @@ func scatterAddInto(dst, upd, idx *Tensor, axis int) {
 	case Int64:
 		scatterAddKernel(dst.i64, upd.i64, idx.i32, outer, n, inner)
 	}
+}
+
+// scatterRows reports whether a scatter or gather of rows of inner
+// elements (outer blocks of them) runs on the row kernels of
+// rows_parallel.go.
+func scatterRows(dt DType, outer, inner int) bool {
+	return dt == Float32 && outer == 1 && inner >= rowsMin
 }
 
 type scatterParams struct{ axis int }
@@ -126,6 +133,11 @@ func init() {
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*takeGradParams)
 			idx, g := in[0], in[1]
+			if outer, n, inner := axisSplit(p.xShape, p.axis); scatterRows(g.dtype, outer, inner) {
+				out := newOutUninit(Float32, p.xShape) // cleared by the row chunks
+				scatterRowsF32(out.f32, g.f32, idx.i32, n, inner, false, true, isLocal(g, idx))
+				return out
+			}
 			out := newTensor(g.dtype, p.xShape)
 			scatterAddInto(out, g, idx, p.axis)
 			return out
@@ -168,11 +180,14 @@ func init() {
 			data, ids := in[0], in[1]
 			ns := pp.(segmentParams).numSegments
 			shape := append([]int{ns}, data.shape[1:]...)
-			out := newTensor(data.dtype, shape)
 			inner := numel(data.shape[1:])
+			if scatterRows(data.dtype, 1, inner) {
+				out := newOutUninit(Float32, shape) // cleared by the row chunks
+				scatterRowsF32(out.f32, data.f32, ids.i32, ns, inner, true, true, isLocal(data, ids))
+				return out
+			}
+			out := newTensor(data.dtype, shape)
 			switch {
-			case data.dtype == Float32 && inner >= rowsMin:
-				scatterRowsF32(out.f32, data.f32, ids.i32, ns, inner, true, isLocal(data, ids))
 			case data.dtype == Float32:
 				segmentSumKernel(out.f32, data.f32, ids.i32, ns, inner)
 			case data.dtype == Int32:
@@ -214,11 +229,14 @@ func init() {
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			g, ids := in[0], in[1]
 			shape := append([]int{len(ids.i32)}, g.shape[1:]...)
-			out := newTensor(g.dtype, shape)
 			inner := numel(g.shape[1:])
-			switch {
-			case g.dtype == Float32 && inner >= rowsMin:
+			if scatterRows(g.dtype, 1, inner) {
+				out := newOutUninit(Float32, shape) // every row copied or cleared
 				gatherRowsF32(out.f32, g.f32, ids.i32, g.shape[0], inner, true, isLocal(g, ids))
+				return out
+			}
+			out := newTensor(g.dtype, shape)
+			switch {
 			case g.dtype == Float32:
 				segmentTakeKernel(out.f32, g.f32, ids.i32, g.shape[0], inner)
 			case g.dtype == Int32:

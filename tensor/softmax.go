@@ -151,7 +151,7 @@ func init() {
 // The slices start at the lane's first element and end at its last; the
 // lane's elements are every stride-th one.
 func softmaxGradImpl(g, y *Tensor, axis int, lane func(g, y []float32, stride int, out []float32)) *Tensor {
-	out := newTensor(Float32, g.shape)
+	out := newOutUninit(Float32, g.shape) // every lane written
 	outer, n, inner := srtLanes(g.shape, axis)
 	lanes := outer * inner
 	if n == 0 || lanes == 0 {
