@@ -3,6 +3,7 @@ package optim
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
@@ -168,8 +169,13 @@ func (a *adam) coeffs(n int) tensor.AdamCoeffs {
 }
 
 // fusedStep is Update followed by Apply in one pass over each parameter,
-// its gradient and its moments (tensor.AdamStep): the same bits as the
-// two, with four fewer full passes over memory per parameter.
+// its gradient and its moments (tensor.AdamSteps): the same bits as the
+// two, with four fewer full passes over memory per parameter. Parameters
+// are updated in runs of consecutive ones of about adamBucket elements,
+// each run one tensor.AdamSteps (one parallel region, PyTorch's
+// multi-tensor Adam), so small parameters are not updated one after
+// another on one core; done hears of a run's inputs once it is computed,
+// so the update holds at most one run's new tensors beside the old ones.
 func (a *adam) fusedStep(params, grads any, state State, done func([]*tensor.Tensor)) (any, State) {
 	rejectHalf(a.op, "parameter", params)
 	rejectHalf(a.op, "gradient", grads)
@@ -180,21 +186,67 @@ func (a *adam) fusedStep(params, grads any, state State, done func([]*tensor.Ten
 		trees = append(trees, selected(params, a.mask))
 	}
 	base := a.coeffs(n)
-	r := mapMulti(3, reporting(done, func(xs []*tensor.Tensor) []*tensor.Tensor {
-		p, g, mu, nu := xs[0], xs[1], xs[2], xs[3]
-		switch {
-		case g == nil:
-			return []*tensor.Tensor{p, mu, nu}
-		case p == nil:
+	// First walk: every position's operands, in the trees' order.
+	var pos [][]*tensor.Tensor
+	mapMulti(3, func(xs []*tensor.Tensor) []*tensor.Tensor {
+		p, g := xs[0], xs[1]
+		if g != nil && p == nil {
 			panic(fmt.Sprintf("optim.Apply: update %v for a nil parameter", g))
 		}
-		noState(a.op, g, mu, nu)
-		c := base
-		if a.wd != 0 && xs[4] != nil {
-			c.WD = float32(a.wd)
+		if g != nil {
+			noState(a.op, g, xs[2], xs[3])
 		}
-		p2, mu2, nu2 := tensor.AdamStep(p, g, mu, nu, c)
-		return []*tensor.Tensor{p2, mu2, nu2}
-	}), trees...)
+		pos = append(pos, slices.Clone(xs))
+		return make([]*tensor.Tensor, 3)
+	}, trees...)
+	res := make([][]*tensor.Tensor, len(pos))
+	var run []int // positions of the run being gathered
+	size := 0
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		k := len(run)
+		ps, gs, mus, nus := make([]*tensor.Tensor, k), make([]*tensor.Tensor, k), make([]*tensor.Tensor, k), make([]*tensor.Tensor, k)
+		cs := make([]tensor.AdamCoeffs, k)
+		for j, i := range run {
+			xs := pos[i]
+			ps[j], gs[j], mus[j], nus[j], cs[j] = xs[0], xs[1], xs[2], xs[3], base
+			if a.wd != 0 && xs[4] != nil {
+				cs[j].WD = float32(a.wd)
+			}
+		}
+		p2, mu2, nu2 := tensor.AdamSteps(ps, gs, mus, nus, cs)
+		for j, i := range run {
+			res[i] = []*tensor.Tensor{p2[j], mu2[j], nu2[j]}
+			report(done, pos[i], res[i])
+		}
+		run, size = run[:0], 0
+	}
+	for i, xs := range pos {
+		if xs[1] == nil {
+			res[i] = []*tensor.Tensor{xs[0], xs[2], xs[3]}
+			continue
+		}
+		if size > 0 && size+xs[1].Size() > adamBucket {
+			flush()
+		}
+		run = append(run, i)
+		size += xs[1].Size()
+	}
+	flush()
+	// Second walk: the results at their positions.
+	next := 0
+	r := mapMulti(3, func([]*tensor.Tensor) []*tensor.Tensor {
+		next++
+		return res[next-1]
+	}, trees...)
 	return r[0], AdamState{Count: incCount(st.Count, n), Mu: r[1], Nu: r[2]}
 }
+
+// adamBucket is about how many elements of parameters fusedStep updates in
+// one tensor.AdamSteps: as many as the largest parameters of a small
+// transformer, so a run is worth splitting over the cores, and its new
+// values (three tensors of it, 6 MiB at most) are a small part of the
+// parameters and moments the update holds.
+const adamBucket = 1 << 19

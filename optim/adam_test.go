@@ -1,6 +1,7 @@
 package optim_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -113,4 +114,54 @@ func TestAdamStateIsCheckpointable(t *testing.T) {
 		"AdamState{Count: i32[], Mu: model{W: f32[3,4], B: f32[4], Ids: nil}, Nu: model{W: f32[3,4], B: f32[4], Ids: nil}}",
 		pytree.FormatWidth(st, 200))
 	assert.Equal(t, 5, len(pytree.Leaves(st)))
+}
+
+// Step updates the parameters in runs of about half a million elements
+// (one tensor.AdamSteps each): with parameters large and small, some in
+// runs of their own, some sharing one, some without a gradient or (AdamW's
+// mask) without decay, it gives the bits of Update then Apply, and StepWith
+// reports every updated parameter's old leaves once.
+func TestAdamStepInRuns(t *testing.T) {
+	sizes := []int{200_000, 10, 200_000, 5, 1<<19 + 3, 7, 0, 130_000, 1}
+	model := func(scale float64) map[string]*tensor.Tensor {
+		m := map[string]*tensor.Tensor{}
+		for i, n := range sizes {
+			m[fmt.Sprintf("p%d", i)] = tensor.MulScalar(tensor.Cos(tensor.MulScalar(tensor.AsType(tensor.Arange(n), tensor.Float32), float32(i+1))), float32(scale))
+		}
+		return m
+	}
+	for name, tx := range map[string]optim.Transform{
+		"Adam":  optim.Adam(optim.Constant(0.01)),
+		"AdamW": optim.AdamW(optim.Constant(0.01), optim.AdamWOptions{WeightDecay: 0.1, Mask: pytree.PathGlob("p[0-3]")}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			fused, plain := model(1), model(1)
+			fs, ps := tx.Init(fused), tx.Init(plain)
+			for step := range 2 {
+				grads := model(float64(step + 2))
+				grads["p3"] = nil // no gradient: kept
+				old := fused
+				reported := map[*tensor.Tensor]int{}
+				fused, fs = optim.StepWith(tx, fused, grads, fs, func(d []*tensor.Tensor) {
+					for _, x := range d {
+						reported[x]++
+					}
+				})
+				var u any
+				u, ps = tx.Update(grads, ps, plain)
+				plain = optim.Apply(plain, u)
+				for k, x := range old {
+					if k == "p3" {
+						assert.Zero(t, reported[x], "step %d: %s has no gradient", step, k)
+						continue
+					}
+					assert.Equal(t, 1, reported[x], "step %d: %s", step, k)
+					assert.Equal(t, 1, reported[grads[k]], "step %d: gradient of %s", step, k)
+				}
+			}
+			for k := range plain {
+				require.Equal(t, plain[k].Float32s(), fused[k].Float32s(), k)
+			}
+		})
+	}
 }

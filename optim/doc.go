@@ -212,6 +212,10 @@
 // Step runs Adam and AdamW as one pass over each parameter, its gradient
 // and its two moments (tensor.AdamStep), as PyTorch's fused optimizers do,
 // instead of Update then Apply: the same bits, without the update tree.
+// Consecutive parameters are updated together, about half a million
+// elements at a time (tensor.AdamSteps, PyTorch's multi-tensor Adam): one
+// parallel region for many small parameters instead of one update after
+// another on one core.
 //
 // Init on global sharded parameters (placed with shard.FilterShard, say)
 // returns state sharded like them, since tensor.ZerosLike keeps placement;

@@ -110,16 +110,25 @@ func reporting(done func([]*tensor.Tensor), f func([]*tensor.Tensor) []*tensor.T
 	}
 	return func(xs []*tensor.Tensor) []*tensor.Tensor {
 		r := f(xs)
-		var dead []*tensor.Tensor
-		for _, x := range xs {
-			if x != nil && !slices.Contains(r, x) && !slices.Contains(dead, x) {
-				dead = append(dead, x)
-			}
-		}
-		if len(dead) > 0 {
-			done(dead)
-		}
+		report(done, xs, r)
 		return r
+	}
+}
+
+// report calls done (if not nil) with the inputs xs of one parameter's
+// update that its results r do not hold (nil leaves left out), if any.
+func report(done func([]*tensor.Tensor), xs, r []*tensor.Tensor) {
+	if done == nil {
+		return
+	}
+	var dead []*tensor.Tensor
+	for _, x := range xs {
+		if x != nil && !slices.Contains(r, x) && !slices.Contains(dead, x) {
+			dead = append(dead, x)
+		}
+	}
+	if len(dead) > 0 {
+		done(dead)
 	}
 }
 

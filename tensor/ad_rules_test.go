@@ -292,6 +292,15 @@ var _ = addRuleCases(
 		p, m, v := AdamStep(x[0], x[1], x[2], x[3], testAdam)
 		return []*Tensor{p, m, v}
 	}},
+	ruleCase{name: "adamStepsOp", op: &adamStepsOp, in: func(r *rand.Rand) []*Tensor {
+		return args(rF(r, 3, 4), rF(r, 3, 4), rF(r, 3, 4), rPos(r, 3, 4), rF(r, 5), rF(r, 5), rF(r, 5), rPos(r, 5))
+	}, f: func(x []*Tensor) []*Tensor {
+		c2 := testAdam
+		c2.WD = 0
+		two := func(i int) []*Tensor { return []*Tensor{x[i], x[4+i]} }
+		p, m, v := AdamSteps(two(0), two(1), two(2), two(3), []AdamCoeffs{testAdam, c2})
+		return []*Tensor{p[0], m[0], v[0], p[1], m[1], v[1]}
+	}},
 	ruleCase{name: "sgdStepOp", op: &sgdStepOp, in: func(r *rand.Rand) []*Tensor { return args(rF(r, 3, 4), rF(r, 3, 4), rF(r, 3, 4)) },
 		f: func(x []*Tensor) []*Tensor {
 			p, t := SGDStep(x[0], x[1], x[2], 0.9, -0.1, true)

@@ -76,7 +76,7 @@
 // TruncatedNormalFloat64, GumbelFloat64, ExponentialFloat64 and
 // LaplaceFloat64. The public functions of the
 // fused float32 kernels (DotProductAttention, BiasAct, MSE, the
-// cross-entropies, RaggedDot, AdamStep, SGDStep) compose float64 from
+// cross-entropies, RaggedDot, AdamStep, AdamSteps, SGDStep) compose float64 from
 // primitives. Each op declares the dtypes it takes (Traits.Types), so a
 // new op is float32 only until it says otherwise.
 //

@@ -23,6 +23,7 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"Convert":             func(t []*tensor.Tensor) { tensor.Convert(t[0], tensor.BFloat16) },
 	"SGDStep":             func(t []*tensor.Tensor) { tensor.SGDStep(t[0], t[1], nil, 0.9, -0.1, false) },
 	"AdamStep":            func(t []*tensor.Tensor) { tensor.AdamStep(t[0], t[1], t[2], t[3], tensor.AdamCoeffs{}) },
+	"AdamSteps":           func(t []*tensor.Tensor) { tensor.AdamSteps(t[:1], t[1:2], t[2:3], t[3:4], []tensor.AdamCoeffs{{}}) },
 	"RaggedDot":           func(t []*tensor.Tensor) { tensor.RaggedDot(t[0], t[1], t[2]) },
 	"RaggedDotAs":         func(t []*tensor.Tensor) { tensor.RaggedDotAs(t[0], t[1], t[2], tensor.BFloat16) },
 	"DotProductAttention": func(t []*tensor.Tensor) { tensor.DotProductAttention(t[0], t[1], t[2], nil, 0, false) },

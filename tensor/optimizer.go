@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"slices"
+	"sort"
 
 	"github.com/gonox/gonox/tensor/internal/vec"
 )
@@ -41,7 +42,7 @@ func init() {
 				p = in[3].f32
 			}
 			u, mu2, nu2 := newOutUninit(Float32, g.shape), newOutUninit(Float32, g.shape), newOutUninit(Float32, g.shape)
-			vc := vec.AdamCoeffs{B1: c.B1, B2: c.B2, G1: c.G1, G2: c.G2, A: c.A, B: c.B, C2: c.C2, Eps: c.Eps, EpsRoot: c.EpsRoot, WD: c.WD, Post: c.Post}
+			vc := vecAdam(c)
 			kernel := func(lo, hi int) {
 				var ps []float32
 				if p != nil {
@@ -108,7 +109,7 @@ func init() {
 			c := pp.(adamParams).c
 			p, g, mu, nu := in[0], in[1], in[2], in[3]
 			p2, mu2, nu2 := newOutUninit(Float32, g.shape), newOutUninit(Float32, g.shape), newOutUninit(Float32, g.shape)
-			vc := vec.AdamCoeffs{B1: c.B1, B2: c.B2, G1: c.G1, G2: c.G2, A: c.A, B: c.B, C2: c.C2, Eps: c.Eps, EpsRoot: c.EpsRoot, WD: c.WD, Post: c.Post}
+			vc := vecAdam(c)
 			kernel := func(lo, hi int) {
 				vec.AdamStep(p2.f32[lo:hi], mu2.f32[lo:hi], nu2.f32[lo:hi], p.f32[lo:hi], g.f32[lo:hi], mu.f32[lo:hi], nu.f32[lo:hi], &vc)
 			}
@@ -146,6 +147,102 @@ func AdamStep(p, g, mu, nu *Tensor, c AdamCoeffs) (p2, mu2, nu2 *Tensor) {
 	}
 	out := ApplyN(adamStepOp, adamParams{c}, in...)
 	return namedLike(out[0], p), namedLike(out[1], mu), namedLike(out[2], nu)
+}
+
+// adamStepsParams are the coefficients of AdamSteps, one per parameter.
+type adamStepsParams struct{ cs []AdamCoeffs }
+
+var adamStepsOp *Op
+
+func init() {
+	adamStepsOp = &Op{
+		Name: "adam_steps",
+		// No sharding rule: AdamSteps hands placed parameters to AdamStep
+		// one by one, so placed operands never reach this op through it.
+		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
+			cs := pp.(adamStepsParams).cs
+			out := make([]*Tensor, 3*len(cs))
+			vcs := make([]vec.AdamCoeffs, len(cs))
+			off := make([]int, len(cs)+1) // parameter i's elements are [off[i], off[i+1]) of all
+			for i, c := range cs {
+				shape := in[4*i].shape
+				for j := range 3 {
+					out[3*i+j] = newOutUninit(Float32, shape)
+				}
+				vcs[i] = vecAdam(c)
+				off[i+1] = off[i] + len(in[4*i].f32)
+			}
+			kernel := func(lo, hi int) {
+				for i := max(0, sort.SearchInts(off, lo+1)-1); i < len(cs) && off[i] < hi; i++ {
+					a, b := max(lo, off[i])-off[i], min(hi, off[i+1])-off[i]
+					if a >= b {
+						continue
+					}
+					p, g, mu, nu := in[4*i].f32, in[4*i+1].f32, in[4*i+2].f32, in[4*i+3].f32
+					vec.AdamStep(out[3*i].f32[a:b], out[3*i+1].f32[a:b], out[3*i+2].f32[a:b], p[a:b], g[a:b], mu[a:b], nu[a:b], &vcs[i])
+				}
+			}
+			n := off[len(cs)]
+			if serial(n*costMath, isLocal(in...)) {
+				kernel(0, n)
+			} else {
+				parallelFor(n, costMath, 16, false, kernel)
+			}
+			return out, nil
+		},
+		Batch: materializeBatch(&adamStepsOp),
+	}
+}
+
+// AdamSteps is AdamStep over several parameters in one pass (PyTorch's
+// multi-tensor "foreach" Adam): parameter i is ps[i] with its gradient
+// gs[i], its moments mus[i] and nus[i], and its coefficients cs[i] (which
+// may differ, say in weight decay). It returns the new parameters and
+// moments, the same bits as AdamStep on each, with the logical axes of ps,
+// mus and nus. The parameters' elements are split over the cores together,
+// as one range: parameters too small to split on their own share a
+// parallel region with the others instead of running one after another on
+// one core. Placed (package shard) and float64 parameters, and blocks
+// inside shard.Map (whose marks are per parameter), are updated by
+// AdamStep one by one. It is not differentiable.
+func AdamSteps(ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) (p2, mu2, nu2 []*Tensor) {
+	k := len(ps)
+	if len(gs) != k || len(mus) != k || len(nus) != k || len(cs) != k {
+		panic(fmt.Sprintf("tensor.AdamSteps: %d parameters, %d gradients, %d and %d moments, %d coefficients: want as many of each",
+			k, len(gs), len(mus), len(nus), len(cs)))
+	}
+	in := make([]*Tensor, 0, 4*k)
+	one := false // some parameter goes through AdamStep alone
+	for i := range k {
+		x := []*Tensor{ps[i], gs[i], mus[i], nus[i]}
+		if slices.ContainsFunc(x, func(t *Tensor) bool { return t == nil || t.donated || t.primal != nil && t.IsDonated() }) {
+			checkNil("tensor.AdamSteps", fmt.Sprintf("ps[%d] gs[%d] mus[%d] nus[%d]", i, i, i, i), x...)
+		}
+		for _, t := range x {
+			if (t.dtype != Float32 && t.dtype != Float64) || t.dtype != ps[i].dtype || !sameShape(t.shape, ps[i].shape) {
+				panic(fmt.Sprintf("tensor.AdamSteps: parameter %d: %s: want float32 (or float64) tensors of one shape", i, operands(",", x...)))
+			}
+			one = one || t.dtype == Float64 || t.layout != nil || t.local != nil
+		}
+		in = append(in, x...)
+	}
+	p2, mu2, nu2 = make([]*Tensor, k), make([]*Tensor, k), make([]*Tensor, k)
+	if one {
+		for i := range k {
+			p2[i], mu2[i], nu2[i] = AdamStep(ps[i], gs[i], mus[i], nus[i], cs[i])
+		}
+		return p2, mu2, nu2
+	}
+	out := ApplyN(adamStepsOp, adamStepsParams{slices.Clone(cs)}, in...)
+	for i := range k {
+		p2[i], mu2[i], nu2[i] = namedLike(out[3*i], ps[i]), namedLike(out[3*i+1], mus[i]), namedLike(out[3*i+2], nus[i])
+	}
+	return p2, mu2, nu2
+}
+
+// vecAdam converts the coefficients for package vec's kernels.
+func vecAdam(c AdamCoeffs) vec.AdamCoeffs {
+	return vec.AdamCoeffs{B1: c.B1, B2: c.B2, G1: c.G1, G2: c.G2, A: c.A, B: c.B, C2: c.C2, Eps: c.Eps, EpsRoot: c.EpsRoot, WD: c.WD, Post: c.Post}
 }
 
 type sgdParams struct {

@@ -161,3 +161,57 @@ func TestFusedStepsKeepLogicalAxes(t *testing.T) {
 	assert.Nil(t, p2.LogicalAxes())
 	require.Nil(t, plain.LogicalAxes())
 }
+
+// AdamSteps gives the bits of AdamStep on each parameter, whatever their
+// sizes (empty ones included) and coefficients, on one goroutine or with
+// the parameters' elements split together across several; placed and
+// float64 parameters go through AdamStep.
+func TestAdamSteps(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	rnd := func(shape ...int) *Tensor {
+		d := make([]float32, numel(shape))
+		for i := range d {
+			d[i] = float32(r.NormFloat64())
+		}
+		return FromFloat32(d, shape...)
+	}
+	shapes := [][]int{{3, 4}, {0}, {17}, {1}, {64, 130}, {5000}, {2, 3, 5}}
+	var ps, gs, mus, nus []*Tensor
+	var cs []AdamCoeffs
+	for i, sh := range shapes {
+		ps, gs, mus = append(ps, rnd(sh...)), append(gs, rnd(sh...)), append(mus, rnd(sh...))
+		nus = append(nus, Abs(rnd(sh...)))
+		c := AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: 1 / 0.19, B: 0.5, C2: 1 / 0.001999, Eps: 1e-8, EpsRoot: 1e-9, Post: -0.003}
+		if i%2 == 0 {
+			c.WD = 0.01 * float32(i+1)
+		}
+		cs = append(cs, c)
+	}
+	ps[0] = WithLogicalAxes(ps[0], "rows", "cols")
+	for _, minWork := range []int{parallelMinWork, 64, 16} {
+		old := parallelMinWork
+		parallelMinWork = minWork
+		p2, m2, v2 := AdamSteps(ps, gs, mus, nus, cs)
+		parallelMinWork = old
+		for i := range shapes {
+			wp, wm, wv := AdamStep(ps[i], gs[i], mus[i], nus[i], cs[i])
+			require.Equal(t, wp.Shape(), p2[i].Shape(), "parameter %d", i)
+			require.Equal(t, wp.Float32s(), p2[i].Float32s(), "minWork %d: p %d", minWork, i)
+			require.Equal(t, wm.Float32s(), m2[i].Float32s(), "minWork %d: mu %d", minWork, i)
+			require.Equal(t, wv.Float32s(), v2[i].Float32s(), "minWork %d: nu %d", minWork, i)
+		}
+		require.Equal(t, []string{"rows", "cols"}, p2[0].LogicalAxes())
+	}
+
+	// float64: AdamStep one by one.
+	p64 := []*Tensor{AsType(ps[2], Float64)}
+	g64, m64, n64 := []*Tensor{AsType(gs[2], Float64)}, []*Tensor{AsType(mus[2], Float64)}, []*Tensor{AsType(nus[2], Float64)}
+	p2, _, _ := AdamSteps(p64, g64, m64, n64, cs[2:3])
+	wp, _, _ := AdamStep(p64[0], g64[0], m64[0], n64[0], cs[2])
+	require.Equal(t, wp.Float64s(), p2[0].Float64s())
+
+	assert.PanicsWithValue(t, "tensor.AdamSteps: 2 parameters, 1 gradients, 2 and 2 moments, 2 coefficients: want as many of each",
+		func() { AdamSteps(ps[:2], gs[:1], mus[:2], nus[:2], cs[:2]) })
+	assert.PanicsWithValue(t, "tensor.AdamSteps: parameter 1: f32[0], f32[17], f32[0], f32[0]: want float32 (or float64) tensors of one shape",
+		func() { AdamSteps(ps[:2], []*Tensor{gs[0], gs[2]}, mus[:2], nus[:2], cs[:2]) })
+}
