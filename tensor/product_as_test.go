@@ -150,14 +150,16 @@ func TestActProductAs(t *testing.T) {
 // from float32 operands (MatMulAs, RaggedDotAs) against the same products
 // in float32, in one run: forward, input gradient (transposed weight) and
 // weight gradient (transposed input) of a 2048×128×128 projection, and
-// of the experts' first product (8 groups of 512 rows, 128×256; with the
-// gradients, the forward product and one gradient product). Run with
+// of the experts' products (8 groups of 512 rows, 128×256, and the second
+// product 256×128 applying GELU; with the gradients, the forward product
+// and one gradient product). Run with
 //
 //	go test ./tensor -run '^$' -bench ProductAs -benchtime 50x -cpu 1
 func BenchmarkProductAs(b *testing.B) {
 	rng := newRNG(1)
 	x, w, g := randF32(rng, 2048, 128), randF32(rng, 128, 128), randF32(rng, 2048, 128)
 	xe, we, ge := randF32(rng, 4096, 128), randF32(rng, 8, 128, 256), randF32(rng, 4096, 256)
+	wd := randF32(rng, 8, 256, 128)
 	gs := tensor.FromInts([]int{512, 512, 512, 512, 512, 512, 512, 512})
 	bf := tensor.BFloat16
 	for _, c := range []struct {
@@ -169,6 +171,9 @@ func BenchmarkProductAs(b *testing.B) {
 		{"proj_dx", 2 * 2048 * 128 * 128, func(c tensor.DType) *tensor.Tensor { return tensor.MatMulAs(g, w, false, true, c, tensor.Float32) }},
 		{"proj_dw", 2 * 2048 * 128 * 128, func(c tensor.DType) *tensor.Tensor { return tensor.MatMulAs(x, g, true, false, c, tensor.Float32) }},
 		{"experts", 2 * 4096 * 128 * 256, func(c tensor.DType) *tensor.Tensor { return tensor.RaggedDotAs(xe, we, gs, c) }},
+		{"experts_act", 2 * 4096 * 256 * 128, func(c tensor.DType) *tensor.Tensor {
+			return tensor.ActRaggedDotAs(tensor.ActGelu, ge, wd, gs, c)
+		}},
 		// The forward product and one gradient product each.
 		{"experts_fwd_dx", 4 * 4096 * 128 * 256, func(c tensor.DType) *tensor.Tensor { return raggedVJP(xe, we, gs, ge, c, 0) }},
 		{"experts_fwd_dw", 4 * 4096 * 128 * 256, func(c tensor.DType) *tensor.Tensor { return raggedVJP(xe, we, gs, ge, c, 1) }},
