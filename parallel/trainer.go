@@ -73,8 +73,10 @@ type Config[M, B any] struct {
 	// MicroBatches, if more than 1, splits every batch into that many
 	// micro-batches whose gradients are averaged before one update
 	// (gradient accumulation): the same step with less activation memory.
-	// On the Map step (DP) the gradients are all-reduced once per step; by
-	// propagation each micro-batch's backward pass reduces its own.
+	// On the Map step (DP) the gradients are all-reduced once per step,
+	// each starting as soon as the last micro-batch's backward pass has
+	// finished it; by propagation each micro-batch's backward pass
+	// reduces its own.
 	MicroBatches int
 	// ClipGlobalNorm, if positive, clips the gradients to that global norm
 	// before the optimizer sees them; the norm is the global one under
@@ -508,21 +510,66 @@ func valueAndGrad[M any](p M, loss func(M) *tensor.Tensor, opts ...autodiff.Opti
 // accumulate averages the losses and gradients of loss over k equal
 // micro-batches of b.
 func accumulate[M, B any](k int, p M, b B, loss func(M, B, int) *tensor.Tensor) (*tensor.Tensor, M) {
+	return accumulateThen(k, p, b, loss, nil)
+}
+
+// accumulateThen is accumulate that, if final is not nil, hands final each
+// leaf's averaged gradient (by its index among the gradient tree's
+// leaves) as soon as the last micro-batch's backward pass has finished
+// that leaf (autodiff.OnGradient), computed with the same ops as after it
+// (so bit for bit the same), and returns those very tensors in the tree:
+// a reduction of the leaves started there overlaps the rest of that
+// backward pass, as with one micro-batch.
+func accumulateThen[M, B any](k int, p M, b B, loss func(M, B, int) *tensor.Tensor, final func(i int, g *tensor.Tensor)) (*tensor.Tensor, M) {
 	var total *tensor.Tensor
 	var sum M
+	scale := float32(1) / float32(k)
+	// average is the last step for one leaf: the running sum s plus the
+	// last micro-batch's gradient g, scaled; the sum is dead after.
+	average := func(s, g *tensor.Tensor) *tensor.Tensor {
+		a := namedFresh(tensor.Add(s, g), s)
+		out := namedFresh(tensor.MulScalar(a, scale), a)
+		donateValue(a)
+		return out
+	}
+	var early []*tensor.Tensor // the averages final got, by leaf
 	for i := range k {
 		mb := microBatch(b, i, k)
-		l, g := valueAndGrad(p, func(p M) *tensor.Tensor { return loss(p, mb, i) })
+		var opts []autodiff.Option
+		if i == k-1 && i > 0 && final != nil {
+			prev := pytree.Leaves(sum)
+			early = make([]*tensor.Tensor, len(prev))
+			opts = append(opts, autodiff.OnGradient(func(j int, g *tensor.Tensor) {
+				if j < len(prev) && prev[j] != nil && g != nil {
+					early[j] = average(prev[j], g)
+					final(j, early[j])
+				}
+			}))
+		}
+		l, g := valueAndGrad(p, func(p M) *tensor.Tensor { return loss(p, mb, i) }, opts...)
 		if i == 0 {
 			total, sum = l, g
 			continue
 		}
 		nt := tensor.Add(total, l)
+		if early != nil {
+			leaves, tree := pytree.Flatten(g)
+			sums := pytree.Leaves(sum)
+			for j, x := range leaves {
+				if early[j] == nil && x != nil {
+					early[j] = average(sums[j], x)
+				}
+			}
+			copy(leaves, early)
+			grads := pytree.Unflatten[M](tree, leaves)
+			mean := tensor.MulScalar(nt, scale)
+			donateDead([]any{mean, grads}, total, l, nt, sum, g)
+			return mean, grads
+		}
 		ns := pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return namedFresh(tensor.Add(xs[0], xs[1]), xs[0]) }, sum, g)
 		donateDead([]any{nt, ns}, total, l, sum, g)
 		total, sum = nt, ns
 	}
-	scale := float32(1) / float32(k)
 	mean := tensor.MulScalar(total, scale)
 	grads := pytree.Map(sum, func(x *tensor.Tensor) *tensor.Tensor { return namedFresh(tensor.MulScalar(x, scale), x) })
 	donateDead([]any{mean, grads}, total, sum)

@@ -134,12 +134,14 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		return c.PsumScatterStart(x, axes, dims[i], true)
 	}
 	var opts []autodiff.Option
+	var start func(i int, x *tensor.Tensor)
 	if !t.cfg.ReduceAfterBackward {
-		opts = append(opts, autodiff.OnGradient(func(i int, x *tensor.Tensor) {
+		start = func(i int, x *tensor.Tensor) {
 			if x.DType().IsFloat() && dims[i] >= 0 {
 				hs[i] = reduce(i, x)
 			}
-		}))
+		}
+		opts = append(opts, autodiff.OnGradient(start))
 	}
 	var l *tensor.Tensor
 	var g M
@@ -147,8 +149,9 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	if k := t.cfg.MicroBatches; k == 1 {
 		l, g = valueAndGrad(pv, func(p M) *tensor.Tensor { return t.deviceLoss(c, p, in.Batch, in.Key, 0, flow) }, opts...)
 	} else {
-		// The gradients are final only after the last micro-batch's sum.
-		l, g = accumulate(k, pv, in.Batch, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, in.Key, i, flow) })
+		// The gradients are final during the last micro-batch's backward
+		// pass: each starts its reduction there, with its average.
+		l, g = accumulateThen(k, pv, in.Batch, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, in.Key, i, flow) }, start)
 	}
 	// The varying copies of the parameters are headers of their own over
 	// the parameters' storage: drop them, so that the storage can be

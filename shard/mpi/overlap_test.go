@@ -93,21 +93,29 @@ func TestStartedHalfReduceScatterAcrossProcesses(t *testing.T) {
 }
 
 // TestDPOverlapAcrossProcesses: the DP step of parallel.Trainer whose
-// gradients' reductions start during the backward pass trains, across
-// processes, to the parameters of the step that reduces them after it,
-// bit for bit, and reports the time it waited for collectives.
+// gradients' reductions start during the backward pass (the last
+// micro-batch's, with two) trains, across processes, to the parameters of
+// the step that reduces them after it, bit for bit, and reports the time
+// it waited for collectives.
 func TestDPOverlapAcrossProcesses(t *testing.T) {
 	m, n := lineMesh()
 	ks := tensor.NewKey(4).Split(3)
 	model := nn.NewMLP(ks[0], []int{12, 32, 16, 5}, nn.MLPOptions{})
 	x := tensor.Normal(ks[1], 4*n, 12)
 	y := tensor.AsType(tensor.MulScalar(tensor.Uniform(ks[2], 4*n), 4.99), tensor.Int32)
+	for _, micro := range []int{1, 2} {
+		testDPOverlap(t, m, n, model, x, y, micro)
+	}
+}
+
+func testDPOverlap(t *testing.T, m *shard.Mesh, n int, model nn.MLP, x, y *tensor.Tensor, micro int) {
 	train := func(after bool) (nn.MLP, []float64, parallel.Stats) {
 		tr, err := parallel.New(model, parallel.Config[nn.MLP, dpBatch]{
 			Loss: func(mod nn.MLP, bt dpBatch) *tensor.Tensor {
 				return tensor.Mean(tensor.SoftmaxCrossEntropy(mod.Forward(bt.X), bt.Y))
 			},
 			Strategy: parallel.DP, Mesh: m, Optimizer: optim.Adam(optim.Constant(1e-2)), ReduceAfterBackward: after,
+			MicroBatches: micro,
 		})
 		require.NoError(t, err)
 		b := dpBatch{shard.Put(x, tr.BatchSharding()), shard.Put(y, tr.BatchSharding())}
@@ -123,10 +131,10 @@ func TestDPOverlapAcrossProcesses(t *testing.T) {
 	}
 	want, wantLoss, _ := train(true)
 	got, gotLoss, st := train(false)
-	assert.Equal(t, wantLoss, gotLoss)
+	assert.Equal(t, wantLoss, gotLoss, "%d micro-batches", micro)
 	wl, gl := pytree.Leaves(want), pytree.Leaves(got)
 	for i := range wl {
-		assert.Equal(t, wl[i].Float32s(), gl[i].Float32s(), "leaf %d", i)
+		assert.Equal(t, wl[i].Float32s(), gl[i].Float32s(), "leaf %d, %d micro-batches", i, micro)
 	}
 	assert.Positive(t, st.StepTime)
 	assert.LessOrEqual(t, st.ExposedComm, st.StepTime)
