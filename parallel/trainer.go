@@ -452,6 +452,16 @@ func (t *Trainer[M, B]) replicatedState(c *shard.Ctx, flow *stateFlow) nn.State 
 // needs (inside a checkpoint, so backward gathers again), then runs the
 // user's loss.
 func (t *Trainer[M, B]) deviceLoss(c *shard.Ctx, p M, b B, key tensor.Key, micro int, flow *stateFlow) *tensor.Tensor {
+	l := t.rowsLoss(c, p, b, key, micro, flow)
+	if len(t.dataAxes) > 0 {
+		l = c.Pmean(l, t.dataAxes...)
+	}
+	return l
+}
+
+// rowsLoss is deviceLoss before the mean over the data axes: the loss of
+// this device's rows alone.
+func (t *Trainer[M, B]) rowsLoss(c *shard.Ctx, p M, b B, key tensor.Key, micro int, flow *stateFlow) *tensor.Tensor {
 	if len(t.dataAxes) > 0 {
 		key = tensor.FoldIn(key, uint32(c.AxisIndex(t.dataAxes...)))
 	}
@@ -462,11 +472,7 @@ func (t *Trainer[M, B]) deviceLoss(c *shard.Ctx, p M, b B, key tensor.Key, micro
 	if t.remat {
 		f = autodiff.Checkpoint(f, t.cfg.Remat)
 	}
-	l := f(p)
-	if len(t.dataAxes) > 0 {
-		l = c.Pmean(l, t.dataAxes...)
-	}
-	return l
+	return f(p)
 }
 
 // deviceGrads returns the loss and gradients of this device's rows,
@@ -505,6 +511,16 @@ func valueAndGrad[M any](p M, loss func(M) *tensor.Tensor, opts ...autodiff.Opti
 	}
 	opts = append(opts, autodiff.RecycleIntermediates())
 	return autodiff.ValueAndGradWith(func(p M, _ struct{}) *tensor.Tensor { return loss(p) }, opts...)(p, struct{}{})
+}
+
+// valueAndGradAux is valueAndGrad for a loss with auxiliary outputs,
+// which the backward pass spares.
+func valueAndGradAux[M, A any](p M, loss func(M) (*tensor.Tensor, A), opts ...autodiff.Option) (*tensor.Tensor, A, M) {
+	if !donateSteps {
+		return autodiff.ValueAndGradAux(loss, opts...)(p)
+	}
+	opts = append(opts, autodiff.RecycleIntermediates())
+	return autodiff.ValueAndGradWithAux(func(p M, _ struct{}) (*tensor.Tensor, A) { return loss(p) }, opts...)(p, struct{}{})
 }
 
 // accumulate averages the losses and gradients of loss over k equal

@@ -145,10 +145,27 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	}
 	var l *tensor.Tensor
 	var g M
+	var mean *shard.Handle // the loss's sum over the data axes, started after the backward pass
+	n, r := c.AxisSize(axes...), c.AxisIndex(axes...)
 	flow := newFlow(in.ModelState, t.cfg.StateLoss != nil)
-	if k := t.cfg.MicroBatches; k == 1 {
+	switch k := t.cfg.MicroBatches; {
+	case k == 1 && len(axes) > 0:
+		// The loss of the device's rows is differentiated scaled by 1/n,
+		// as Pmean scales its sum (the same cotangents, bit for bit), and
+		// summed over the devices after the backward pass, with the
+		// gradients: a Pmean inside the loss would make every device
+		// wait for the slowest one's forward pass before its backward
+		// pass could start.
+		var rows, scaled *tensor.Tensor
+		scaled, rows, g = valueAndGradAux(pv, func(p M) (*tensor.Tensor, *tensor.Tensor) {
+			x := t.rowsLoss(c, p, in.Batch, in.Key, 0, flow)
+			return meanScale(x, n), x
+		}, opts...)
+		tensor.Donate(scaled)
+		mean = c.PsumStart(tensor.StopGradient(rows), axes...) // the auxiliary output's value
+	case k == 1:
 		l, g = valueAndGrad(pv, func(p M) *tensor.Tensor { return t.deviceLoss(c, p, in.Batch, in.Key, 0, flow) }, opts...)
-	} else {
+	default:
 		// The gradients are final during the last micro-batch's backward
 		// pass: each starts its reduction there, with its average.
 		l, g = accumulateThen(k, pv, in.Batch, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, in.Key, i, flow) }, start)
@@ -157,7 +174,6 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// the parameters' storage: drop them, so that the storage can be
 	// recycled once the trainer donates the old parameters.
 	donateDead(in.Params, pv)
-	n, r := c.AxisSize(axes...), c.AxisIndex(axes...)
 	leaves, tree := pytree.Flatten(g)
 	for i, x := range leaves {
 		if x == nil || !x.DType().IsFloat() {
@@ -177,6 +193,9 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		donateValue(x)
 	}
 	g = pytree.Unflatten[M](tree, leaves)
+	if mean != nil {
+		l = meanScale(mean.Wait(), n)
+	}
 	own := t.zeroMap(in.Params, func(x *tensor.Tensor, dim int) *tensor.Tensor {
 		if dim < 0 {
 			return x
@@ -219,4 +238,13 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// them.
 	p = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return namedFresh(xs[0], xs[1]) }, p, in.Params)
 	return stepOut[M]{Params: p, State: st, Loss: l, ModelState: t.replicatedState(c, flow)}
+}
+
+// meanScale divides a sum over n devices by n as shard.Ctx.Pmean does
+// (the same op, for the same bits): Pmean(x) is meanScale(Psum(x), n).
+func meanScale(x *tensor.Tensor, n int) *tensor.Tensor {
+	if x.DType() == tensor.Float64 {
+		return tensor.Div(x, tensor.ScalarFloat64(float64(n)))
+	}
+	return tensor.MulScalar(x, 1/float32(n))
 }

@@ -106,22 +106,10 @@ func allGather(e *devEnv, x *tensor.Tensor, axes []string, axis int, tiled, inva
 func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.AllGather", p.axes)
-	s := e.run.meet(e, &call{coll: allGatherColl, axes: p.axes, x: x, p: p, extra: fmt.Sprintf("axis %d %s", p.dim, tiledWord(p.tiled))})
-	defer e.run.leave(s)
-	// done meets the other members once out, the shared result, is whole,
-	// and hands out this device's view of it.
-	done := func(out *tensor.Tensor) *tensor.Tensor {
-		e.run.barrier(s)
-		e.account(allGatherColl, int64(g.size-1)*int64(x.Bytes()))
-		mask := maskOf(x)
-		if invariant {
-			mask &^= p.mask
-		}
-		return e.markShared(s, g, out, mask)
-	}
-	if _, ok := s.remote.Load(g.key); ok {
-		// Gathered with the other processes already (gatherFloat32).
-		return done(sharedResult(s, g.key, nil))
+	c := &call{coll: allGatherColl, axes: p.axes, x: x, p: p, extra: fmt.Sprintf("axis %d %s", p.dim, tiledWord(p.tiled))}
+	mask := maskOf(x)
+	if invariant {
+		mask &^= p.mask
 	}
 	xs := x.Shape()
 	if !p.tiled {
@@ -129,13 +117,44 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 	}
 	outShape := slices.Clone(xs)
 	outShape[p.dim] *= g.size
+	if g.size == 1 {
+		// Over one device: x itself, a view of its storage, with no
+		// rendezvous or copy (as psumImpl over one device), still a call
+		// of 0 bytes.
+		e.account(allGatherColl, 0)
+		return e.marked(tensor.Reshape(x, outShape...), mask)
+	}
 	if x.DType() == tensor.Float32 && !e.mesh.spans() {
 		// Every member copies its block into the shared result (allocated
 		// without zeroing: the blocks cover it), reading and writing
-		// borrowed storage so that both may be donated later.
+		// borrowed storage so that both may be donated later. It does so
+		// before it arrives, so that the members meet once, when every
+		// block is in, rather than once to arrive and again when the
+		// blocks are copied. A block that does not fit the result (a
+		// collective issued inconsistently, which the rendezvous then
+		// reports) is not copied.
+		s := e.run.next(e)
 		out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Empty(x.DType(), outShape...) })
-		placeRuns(out.BorrowFloat32(), x.BorrowFloat32(), xs, p.dim, g.rank, g.size)
-		return done(out)
+		if out.DType() == tensor.Float32 && slices.Equal(out.Shape(), outShape) {
+			placeRuns(out.BorrowFloat32(), x.BorrowFloat32(), xs, p.dim, g.rank, g.size)
+		}
+		e.run.meet(e, c)
+		defer e.run.leave(s)
+		e.account(allGatherColl, int64(g.size-1)*int64(x.Bytes()))
+		return e.markShared(s, g, out, mask)
+	}
+	s := e.run.meet(e, c)
+	defer e.run.leave(s)
+	// done meets the other members once out, the shared result, is whole,
+	// and hands out this device's view of it.
+	done := func(out *tensor.Tensor) *tensor.Tensor {
+		e.run.barrier(s)
+		e.account(allGatherColl, int64(g.size-1)*int64(x.Bytes()))
+		return e.markShared(s, g, out, mask)
+	}
+	if _, ok := s.remote.Load(g.key); ok {
+		// Gathered with the other processes already (gatherFloat32).
+		return done(sharedResult(s, g.key, nil))
 	}
 	out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Zeros(x.DType(), outShape...) })
 	placeAt(out, tensor.Reshape(tensor.WithLocal(x, nil), xs...), p.dim, g.rank*xs[p.dim])

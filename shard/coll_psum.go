@@ -61,9 +61,62 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 		e.account(psumColl, 0)
 		return e.marked(x, maskOf(x)&^p.mask)
 	}
+	if staged(e, x) {
+		stage(e, e.run.next(e), g, x)
+		s := e.run.meet(e, &call{coll: psumColl, axes: p.axes, x: x})
+		defer e.run.leave(s)
+		return psumStaged(e, x, p, s)
+	}
 	s := e.run.meet(e, &call{coll: psumColl, axes: p.axes, x: x})
 	defer e.run.leave(s)
 	return psumDone(e, x, p, s)
+}
+
+// stagedMax is the size, in elements, up to which a float32 psum in one
+// process is staged (see staged).
+const stagedMax = 4096
+
+// staged reports whether a psum of x is staged: for a small float32 block
+// (a bias's gradient, a loss) in a mesh within one process, each member
+// copies its block into a row of a buffer the group shares in the slot
+// before it arrives (stage), and once every member has arrived each sums
+// the rows into a result of its own (psumStaged). The members then meet
+// once, instead of meeting, summing parts of one shared result and
+// meeting again before the blocks may be reused (psumDone), which costs
+// each device two waits for the slowest of them.
+func staged(e *devEnv, x *tensor.Tensor) bool {
+	return x.DType() == tensor.Float32 && x.Size() <= stagedMax && !e.mesh.spans()
+}
+
+// stage copies x into member g.rank's row of the group's staging buffer
+// in slot s, before the device arrives there. A block that does not fit
+// the buffer (a collective issued inconsistently, which the rendezvous
+// then reports) is not copied.
+func stage(e *devEnv, s *slot, g group, x *tensor.Tensor) {
+	n := x.Size()
+	rows := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Empty(tensor.Float32, g.size, n) })
+	if rows.DType() == tensor.Float32 && slices.Equal(rows.Shape(), []int{g.size, n}) {
+		copy(rows.BorrowFloat32()[g.rank*n:(g.rank+1)*n], x.BorrowFloat32())
+	}
+}
+
+// psumStaged computes this device's result of a staged psum once every
+// member has arrived in slot s: the sum of the staged rows, in the order
+// psumDone sums the blocks (so the same bits).
+func psumStaged(e *devEnv, x *tensor.Tensor, p *collParams, s *slot) *tensor.Tensor {
+	g := e.group("shard.Psum", p.axes)
+	n := x.Size()
+	rows := sharedResult(s, g.key, nil)
+	all := rows.BorrowFloat32()
+	ins := make([][]float32, g.size)
+	for r := range ins {
+		ins[r] = all[r*n : (r+1)*n]
+	}
+	out := tensor.Empty(tensor.Float32, x.Shape()...) // every element is written
+	sumFloat32(out.BorrowFloat32(), ins, 0, n)
+	e.doneWithShared(s, g, rows)
+	e.account(psumColl, int64(2*(g.size-1))*int64(x.Bytes())/int64(g.size))
+	return e.markedFresh(out, maskOf(x)&^p.mask)
 }
 
 // psumDone computes this device's result of a psum once every device has

@@ -51,6 +51,12 @@ func (c *Ctx) PsumStart(x *tensor.Tensor, axes ...string) *Handle {
 		// As Psum: no rendezvous, a call of 0 bytes.
 		return &Handle{c: c, kind: "psum", fin: func() *tensor.Tensor { return psumImpl(x, p) }}
 	}
+	if staged(e, x) {
+		stage(e, e.run.next(e), e.group(op, axes), x)
+		return e.startReduction(c, &call{coll: psumColl, axes: p.axes, x: x}, func(s *slot) *tensor.Tensor {
+			return psumStaged(e, x, p, s)
+		})
+	}
 	return e.startReduction(c, &call{coll: psumColl, axes: p.axes, x: x}, func(s *slot) *tensor.Tensor {
 		return psumDone(e, x, p, s)
 	})
@@ -64,6 +70,9 @@ func (c *Ctx) PsumScatterStart(x *tensor.Tensor, axes Axes, scatterDim int, tile
 	checkLocal(op, c, x)
 	e := c.env
 	x, p := psumScatterArgs(op, e, x, axes, scatterDim, tiled)
+	if e.group(op, axes).size == 1 {
+		return &Handle{c: c, kind: "psum_scatter", fin: func() *tensor.Tensor { return psumScatterOne(e, x, p) }}
+	}
 	return e.startReduction(c, psumScatterCall(x, p), func(s *slot) *tensor.Tensor {
 		return psumScatterDone(e, x, p, s)
 	})

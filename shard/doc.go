@@ -399,7 +399,10 @@
 // device must agree on); the result is computed from the calls of the
 // group's members (s.calls, where the cross-process exchange has put the
 // other processes' too); e.run.barrier(s) waits until every member is done
-// reading them; e.account(pcumsumColl, bytes) counts the bytes this device
+// reading them (a collective whose members each write a part of a shared
+// result may write it before meeting, in e.run.next(e)'s slot, and then
+// meet once: the in-process all-gather and the staged psum of small
+// blocks do); e.account(pcumsumColl, bytes) counts the bytes this device
 // sends; the result is marked with the axes it varies over. Its VJP is the
 // transpose, written with collectives, so gradients flow between devices
 // and processes.

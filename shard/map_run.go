@@ -256,11 +256,7 @@ func (r *run) arrive(e *devEnv, c *call) *slot {
 		r.mu.Unlock()
 		panic(abortSignal{})
 	}
-	s := r.slots[k]
-	if s == nil {
-		s = &slot{k: k, calls: make([]*call, r.mesh.Size()), ready: make(chan struct{}), phaseEnd: make(chan struct{})}
-		r.slots[k] = s
-	}
+	s := r.slotLocked(k)
 	s.calls[e.dev] = c
 	s.arrived++
 	for d, n := range r.done {
@@ -293,6 +289,30 @@ func (r *run) arrive(e *devEnv, c *call) *slot {
 		r.exchange(s, c, prev, nil, nil)
 	}
 	return s
+}
+
+// slotLocked returns slot k, made on first use. r.mu is held.
+func (r *run) slotLocked(k int) *slot {
+	s := r.slots[k]
+	if s == nil {
+		s = &slot{k: k, calls: make([]*call, r.mesh.Size()), ready: make(chan struct{}), phaseEnd: make(chan struct{})}
+		r.slots[k] = s
+	}
+	return s
+}
+
+// next returns the slot device e's next collective will meet in, before
+// the device arrives there: a collective whose devices each write a part
+// of a shared result (sharedResult) can write it first and meet once,
+// when every part is in, instead of meeting, writing and meeting again
+// (barrier). It panics with abortSignal if the run has failed.
+func (r *run) next(e *devEnv) *slot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		panic(abortSignal{})
+	}
+	return r.slotLocked(e.seq)
 }
 
 // exchange runs the cross-process part of slot s (c's collective) once
