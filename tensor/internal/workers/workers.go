@@ -35,9 +35,11 @@ import (
 )
 
 // SpinWindow is how long a worker watches for the next region after
-// finishing one before it parks (measured on a 2-core Zen 5 VM: see
-// docs/performance.md, "A pool of workers").
-const SpinWindow = 50 * time.Microsecond
+// finishing one before it parks, and how long Run's caller waits awake
+// for the last worker. A training step's serial stretches between
+// regions are mostly shorter (see docs/performance.md, "A pool of
+// workers" and "Two cores on the MoE step").
+const SpinWindow = 200 * time.Microsecond
 
 // IdleExit is how long a parked worker waits for a region before it
 // exits.
@@ -55,12 +57,14 @@ type region struct {
 	state atomic.Int64  // workers running work, plus closed
 	done  chan struct{} // the last worker out of a closed region signals
 	mu    sync.Mutex
-	fault any // the first panic of a worker
+	fault any     // the first panic of a worker
+	stat  statRun // timings (build tag workerstats)
 }
 
 var (
 	queue   = make(chan *region, 64)
 	running atomic.Int64 // workers alive
+	parked  atomic.Int64 // workers blocked on the queue
 	startMu sync.Mutex
 	regions = sync.Pool{New: func() any { return &region{done: make(chan struct{}, 1)} }}
 	asked   atomic.Int64 // regions that asked for helpers (tests)
@@ -84,15 +88,27 @@ func Run(helpers int, work func()) {
 		return
 	}
 	asked.Add(1)
+	sr := statEnter()
 	ensure(helpers)
 	r := regions.Get().(*region)
+	r.stat = sr
 	r.work = work
 	r.state.Store(0) // open: workers may join from here on
+	woke := parked.Load() > 0
 	for range helpers {
 		select {
 		case queue <- r:
 		default: // the queue is full of entries not taken yet: enough
 		}
+	}
+	if woke {
+		// A parked worker woken by the send waits in this processor's
+		// next-to-run slot, which another processor steals only after a
+		// usleep(3) that Linux's 50 µs timer slack stretches to ~55 µs:
+		// most of a region. Yielding runs it here at once; the caller
+		// moves to the global queue, where the processor the runtime
+		// woke for it finds it without that sleep.
+		runtime.Gosched()
 	}
 	// A call that panics leaves the chunks after its own to the others,
 	// which may be none: the caller calls work again until one returns.
@@ -106,6 +122,7 @@ func Run(helpers int, work func()) {
 			fault = f
 		}
 	}
+	sr.callerDone()
 	if r.state.Add(closed) != closed {
 		// Workers are still in work: wait, briefly awake, for the last.
 		wait(r.done)
@@ -113,6 +130,7 @@ func Run(helpers int, work func()) {
 	if fault == nil {
 		fault = r.fault
 	}
+	statExit(sr)
 	r.work, r.fault = nil, nil
 	regions.Put(r)
 	if fault != nil {
@@ -165,9 +183,12 @@ func worker() {
 		case r = <-queue:
 		default:
 			idle.Reset(IdleExit)
+			parked.Add(1)
 			select {
 			case r = <-queue:
+				parked.Add(-1)
 			case <-idle.C:
+				parked.Add(-1)
 				running.Add(-1)
 				return
 			}
@@ -204,7 +225,10 @@ func (r *region) join() {
 			break
 		}
 	}
-	if fault := call(r.work); fault != nil {
+	m := statJoinStart()
+	fault := call(r.work)
+	statJoinEnd(m, &r.stat)
+	if fault != nil {
 		r.mu.Lock()
 		if r.fault == nil {
 			r.fault = fault

@@ -123,40 +123,47 @@ func TestWorkersExitWhenIdle(t *testing.T) {
 	require.Eventually(t, func() bool { return running.Load() == 0 }, 2*time.Second, time.Millisecond)
 }
 
-// BenchmarkRegion times a region of two chunks of about 5 µs each after
-// a serial gap, the pattern of a training step's small parallel ops: the
-// pooled workers against a goroutine started for each region (the
-// mechanism before the pool). At -cpu 2, µs/region near 5 means the second
-// chunk ran on the other core at once; near 10 or above, it waited.
+// BenchmarkRegion times a region after a serial gap (µs/region):
+//
+//   - pool and spawn: two chunks of about 5 µs each, the pattern of a
+//     training step's small parallel ops, on the pooled workers and on a
+//     goroutine started for each region (the mechanism before the pool).
+//     At -cpu 2, near 5 means the second chunk ran on the other core at
+//     once; near 10 or above, it waited.
+//   - long: eight chunks of 25 µs (100 µs on two cores), the pattern of
+//     a step's larger regions: after a gap longer than SpinWindow the
+//     worker has parked, and it must still start at once although the
+//     caller keeps computing (near 100; 130 or more when the woken worker
+//     waits for the runtime to steal it from the caller's processor).
 func BenchmarkRegion(b *testing.B) {
-	busy := func(d time.Duration) {
-		for s := time.Now(); time.Since(s) < d; {
+	run := func(b *testing.B, gap time.Duration, region func()) {
+		var in time.Duration
+		for b.Loop() {
+			busy(gap)
+			s := time.Now()
+			region()
+			in += time.Since(s)
 		}
+		b.ReportMetric(float64(in.Microseconds())/float64(b.N), "µs/region")
 	}
-	chunk := func(c int) { busy(5 * time.Microsecond) }
-	for _, gap := range []time.Duration{0, 20 * time.Microsecond, 200 * time.Microsecond} {
+	short := func(int) { busy(5 * time.Microsecond) }
+	long := func(int) { busy(25 * time.Microsecond) }
+	for _, gap := range []time.Duration{0, 20 * time.Microsecond, time.Millisecond} {
 		b.Run("pool/gap="+gap.String(), func(b *testing.B) {
-			helpers := runtime.GOMAXPROCS(0) - 1
-			var in time.Duration
-			for b.Loop() {
-				busy(gap)
-				s := time.Now()
-				chunks(helpers, 2, chunk)
-				in += time.Since(s)
-			}
-			b.ReportMetric(float64(in.Microseconds())/float64(b.N), "µs/region")
+			run(b, gap, func() { chunks(runtime.GOMAXPROCS(0)-1, 2, short) })
 		})
 		b.Run("spawn/gap="+gap.String(), func(b *testing.B) {
-			p := runtime.GOMAXPROCS(0)
-			var in time.Duration
-			for b.Loop() {
-				busy(gap)
-				s := time.Now()
-				spawnRegion(p, 2, chunk)
-				in += time.Since(s)
-			}
-			b.ReportMetric(float64(in.Microseconds())/float64(b.N), "µs/region")
+			run(b, gap, func() { spawnRegion(runtime.GOMAXPROCS(0), 2, short) })
 		})
+		b.Run("long/gap="+gap.String(), func(b *testing.B) {
+			run(b, gap, func() { chunks(runtime.GOMAXPROCS(0)-1, 8, long) })
+		})
+	}
+}
+
+// busy computes for d.
+func busy(d time.Duration) {
+	for s := time.Now(); time.Since(s) < d; {
 	}
 }
 
