@@ -101,7 +101,10 @@ func (l Linear) Forward(x *tensor.Tensor) *tensor.Tensor {
 // one of this package's activations other than Softplus and the layer has
 // a bias, the bias and the activation are one fused op (tensor.BiasAct):
 // one pass and one result instead of two, and a backward pass that keeps
-// less; the values and gradients are bit for bit those of the composition.
+// less; with float32 x and parameters and an activation whose derivative
+// reads the output (ReLU, Tanh, Sigmoid, Identity) the product joins them
+// (tensor.MatMulBiasAct: one op, one node of the trace). The values and
+// gradients are bit for bit those of the composition.
 //
 // An x of a half dtype (bf16, f16) with float32 parameters computes in
 // x's dtype, as on parameters converted to it, but without the converted

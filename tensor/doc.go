@@ -75,8 +75,9 @@
 // UniformFloat64, UniformRangeFloat64, NormalFloat64,
 // TruncatedNormalFloat64, GumbelFloat64, ExponentialFloat64 and
 // LaplaceFloat64. The public functions of the
-// fused float32 kernels (DotProductAttention, BiasAct, MSE, the
-// cross-entropies, RaggedDot, AdamStep, AdamSteps, SGDStep) compose float64 from
+// fused float32 kernels (DotProductAttention, BiasAct, MatMulBiasAct,
+// MSE, the cross-entropies, RaggedDot, AdamStep, AdamSteps, SGDStep)
+// compose float64 from
 // primitives. Each op declares the dtypes it takes (Traits.Types), so a
 // new op is float32 only until it says otherwise.
 //
@@ -248,7 +249,7 @@
 // (docs/performance.md has what it saves: examples/moe's peak resident
 // memory 303 → 206 MiB). Results of ops that
 // write every element (matmul, the elementwise and activation ops,
-// BiasAct, Softmax and its gradient, Where, Transpose, Take, BroadcastTo,
+// BiasAct, MatMulBiasAct, Softmax and its gradient, Where, Transpose, Take, BroadcastTo,
 // Convert to float32, the fused optimizer steps, the MSE gradient) take
 // recycled storage as it is, and RaggedDot, attention's backward and the
 // row scatters (SegmentSum, Take's gradient) clear only what they do not

@@ -202,6 +202,15 @@ var poisonedOps = []struct {
 	{"BiasAct gelu", func(a, _, _, bias *tensor.Tensor) []*tensor.Tensor {
 		return []*tensor.Tensor{tensor.BiasAct(a, bias, tensor.ActGelu)}
 	}},
+	{"MatMulBiasAct relu", func(a, b, _, bias *tensor.Tensor) []*tensor.Tensor {
+		return []*tensor.Tensor{tensor.MatMulBiasAct(a, b, bias, tensor.ActRelu)}
+	}},
+	{"grad of MatMulBiasAct", func(a, b, _, bias *tensor.Tensor) []*tensor.Tensor {
+		tr := tensor.NewTrace()
+		al, bl, cl := tr.Leaf(a), tr.Leaf(b), tr.Leaf(bias)
+		y := tensor.MSE(tensor.MatMulBiasAct(tensor.MatMulBiasAct(al, bl, cl, tensor.ActTanh), bl, cl, tensor.ActIdentity), a)
+		return append([]*tensor.Tensor{y}, tensor.Backward(tr, []*tensor.Tensor{y}, []*tensor.Tensor{tensor.Scalar(1)}, []*tensor.Tensor{al, bl, cl}, false)...)
+	}},
 	{"Softmax", func(a, _, _, _ *tensor.Tensor) []*tensor.Tensor { return []*tensor.Tensor{tensor.Softmax(a, -1)} }},
 	{"LogSoftmax", func(a, _, _, _ *tensor.Tensor) []*tensor.Tensor { return []*tensor.Tensor{tensor.LogSoftmax(a, 0)} }},
 	{"Convert", func(a, _, _, _ *tensor.Tensor) []*tensor.Tensor {
