@@ -77,8 +77,7 @@
 // LaplaceFloat64. The public functions of the
 // fused float32 kernels (DotProductAttention, BiasAct, MatMulBiasAct,
 // MSE, the cross-entropies, RaggedDot, AdamStep, AdamSteps, SGDStep)
-// compose float64 from
-// primitives. Each op declares the dtypes it takes (Traits.Types), so a
+// compose float64 from primitives. Each op declares the dtypes it takes (Traits.Types), so a
 // new op is float32 only until it says otherwise.
 //
 // Int64 indexes spaces beyond 2³¹ and takes the integer ops Int32 takes
