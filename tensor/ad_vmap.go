@@ -320,7 +320,16 @@ func alignBatch(in []*Tensor, batched []bool, r int) []*Tensor {
 			for range r - (len(x.shape) - 1) {
 				shape = append(shape, 1)
 			}
-			out[i] = Reshape(x, append(shape, x.shape[1:]...)...)
+			shape = append(shape, x.shape[1:]...)
+			if x.node == nil && x.xv == nil && x.layout == nil {
+				// A plain batch (no trace, level or placement to
+				// record the reshape): the view Reshape would make,
+				// without its checks and dispatch.
+				x.mustHaveData("tensor: a batching rule")
+				out[i] = view(x, shape)
+				continue
+			}
+			out[i] = Reshape(x, shape...)
 		}
 	}
 	return out
