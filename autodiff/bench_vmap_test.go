@@ -1,6 +1,7 @@
 package autodiff_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -158,8 +159,11 @@ func loopStep(opt optim.Transform) func(ms []nn.MLP, sts []optim.State, b exampl
 
 // newEnsemble makes 8 MLPs 64-128-10 by Vmap over keys, and the same
 // models one by one.
-func newEnsemble() (nn.MLP, []nn.MLP) {
-	keys := tensor.NewKey(9).Split(8)
+func newEnsemble() (nn.MLP, []nn.MLP) { return newEnsembleOf(8) }
+
+// newEnsembleOf is newEnsemble for n models.
+func newEnsembleOf(n int) (nn.MLP, []nn.MLP) {
+	keys := tensor.NewKey(9).Split(n)
 	newMLP := func(k tensor.Key) nn.MLP { return nn.NewMLP(k, []int{64, 128, 10}, nn.MLPOptions{}) }
 	ens := autodiff.Vmap(newMLP)(tensor.StackKeys(keys))
 	ms := make([]nn.MLP, len(keys))
@@ -209,6 +213,34 @@ func BenchmarkEnsembleStep(b *testing.B) {
 		for i, m := range ms {
 			sts[i] = opt.Init(m)
 		}
+		step := loopStep(opt)
+		defer reportStep(b)()
+		for b.Loop() {
+			ms, sts, _ = step(ms, sts, batch)
+		}
+	})
+}
+
+// BenchmarkEnsembleSize is BenchmarkEnsembleStep's vmapped step over 1,
+// 2, 4 and 8 models and the loop over one: how the step's cost splits
+// into Vmap's fixed cost and a cost per model (docs/transforms.md).
+func BenchmarkEnsembleSize(b *testing.B) {
+	opt := optim.Adam(optim.Constant(1e-3))
+	batch := benchBatch(16, 3)
+	for _, n := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("vmap=%d", n), func(b *testing.B) {
+			ens, _ := newEnsembleOf(n)
+			st := opt.Init(ens)
+			step := ensembleStep(opt)
+			defer reportStep(b)()
+			for b.Loop() {
+				ens, st, _ = step(ens, st, batch)
+			}
+		})
+	}
+	b.Run("loop=1", func(b *testing.B) {
+		_, ms := newEnsembleOf(1)
+		sts := []optim.State{opt.Init(ms[0])}
 		step := loopStep(opt)
 		defer reportStep(b)()
 		for b.Loop() {
