@@ -16,7 +16,8 @@
 // SpinWindow, yielding the processor at every turn (runtime.Gosched), and
 // takes the next region at once if one comes; only then does it park, as
 // OpenMP's OMP_WAIT_POLICY=active with a bounded spin (GOMP_SPINCOUNT)
-// does.
+// does. A region that wakes a parked worker hands it the caller's
+// processor (see Run) rather than wait for the runtime to steal it.
 //
 // Lifetime (the documented exception to "no goroutine outlives the call
 // that started it"): workers are started on first use, at most
