@@ -291,7 +291,35 @@ func materialize(x *Tensor, batched bool, n int) *Tensor {
 	shape := make([]int, 1+len(x.shape))
 	shape[0] = n
 	copy(shape[1:], x.shape)
+	if x.node == nil && x.xv == nil && x.layout == nil && x.local == nil && x.Size() > 0 {
+		// A plain host tensor (a batch's labels, a cotangent shared by
+		// the examples): the copies without an op, which would record
+		// nothing, in recycled storage.
+		x.mustHaveData("tensor: a batching rule")
+		switch x.dtype {
+		case Float32:
+			out := newOutUninit(Float32, shape)
+			tile(out.f32, x.f32)
+			return out
+		case Int32:
+			out := newOutUninit(Int32, shape)
+			tile(out.i32, x.i32)
+			return out
+		case Float64:
+			out := newOutUninit(Float64, shape)
+			tile(out.f64, x.f64)
+			return out
+		}
+	}
 	return Apply(broadcastOp, shape, x)
+}
+
+// tile fills dst with copies of src end to end (len(dst) a multiple of
+// len(src) > 0).
+func tile[T any](dst, src []T) {
+	for i := 0; i < len(dst); i += len(src) {
+		copy(dst[i:i+len(src)], src)
+	}
 }
 
 // materializeAll is materialize for every operand of a rule.
