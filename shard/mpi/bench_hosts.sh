@@ -10,6 +10,8 @@
 #  open    the same with the links unshaped (veth at the kernel's speed)
 #          (hosts and open also run with the gradients reduce-scattered in
 #          bfloat16, Config.ReduceDType: opt-in, not the float32 numbers)
+#  spin    hosts (float32) with GONOX_MPI_SPIN=10s: waiting for MPI without
+#          pause, as Open MPI does, instead of sleeping after 100 µs
 #  ddp     testdata/ddp.py on 2 hosts x 1 process, 10 Gbit/s, one thread each
 # Each process may use either core (--bind-to none: the simulated hosts
 # share the machine's two cores, and TCP's work in the kernel runs on them
@@ -38,11 +40,13 @@ trap 'rm -rf "$out"' EXIT
 go test -tags mpi -c -o "$out/mpi.test" ./shard/mpi
 bench=(-test.run '^$' -test.bench '^BenchmarkDPStep$/processes=[12](-bf16)?$' -test.benchtime 30x)
 dp1() { GONOX_DEVICES=1 GOMAXPROCS=1 taskset -c 0 "$out/mpi.test" "${bench[@]}" | grep '^Benchmark' | sed 's/^/dp1 /'; }
-hosts() { # label, then cluster.sh's link options
-	local label=$1
-	shift
-	shard/mpi/cluster.sh -n 2 -p 1 "$@" --mpirun -- --bind-to none -x GONOX_DEVICES=1 -x GOMAXPROCS=1 \
-		"$out/mpi.test" "${bench[@]}" 2>/dev/null | grep '^Benchmark' | sed "s/^/$label /"
+hosts() { # label, GONOX_MPI_SPIN, then cluster.sh's link options
+	local label=$1 spin=$2
+	shift 2
+	local b=("${bench[@]}")
+	[ "$spin" = 100us ] || b=(-test.run '^$' -test.bench '^BenchmarkDPStep$/processes=2$' -test.benchtime 30x)
+	shard/mpi/cluster.sh -n 2 -p 1 "$@" --mpirun -- --bind-to none -x GONOX_DEVICES=1 -x GOMAXPROCS=1 -x GONOX_MPI_SPIN="$spin" \
+		"$out/mpi.test" "${b[@]}" 2>/dev/null | grep '^Benchmark' | sed "s/^/$label /"
 }
 ddp() {
 	shard/mpi/cluster.sh -n 2 -p 1 --rate 10gbit -- sh -c '$GONOX_CLUSTER_MPIRUN --bind-to none \
@@ -53,13 +57,14 @@ ddp() {
 for r in $(seq "$rounds"); do
 	echo "== round $r/$rounds" >&2
 	echo "ROUND $r load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
-	order="dp1 hosts open ddp"
-	((r % 2)) || order="ddp open hosts dp1"
+	order="dp1 hosts spin open ddp"
+	((r % 2)) || order="ddp open spin hosts dp1"
 	for job in $order; do
 		case $job in
 		dp1) dp1 ;;
-		hosts) hosts hosts --rate 10gbit ;;
-		open) hosts open ;;
+		hosts) hosts hosts 100us --rate 10gbit ;;
+		spin) hosts spin 10s --rate 10gbit ;;
+		open) hosts open 100us ;;
 		ddp) ddp ;;
 		esac
 	done | tee -a "$log"
@@ -75,12 +80,13 @@ for line in open(sys.argv[1]):
     elif line.startswith("ROUND"):
         cur = {"load": line.split()[3]}
         rounds.append(cur)
-    elif cur is not None and line[:4] in ("dp1 ", "host", "open", "ddp "):
+    elif cur is not None and line[:4] in ("dp1 ", "host", "spin", "open", "ddp "):
         key = line.split()[0] + ("-bf16" if "-bf16 " in line else "")
         for v, unit in re.findall(r"([\d.]+) ((?:cpu-|exposed-)?ms/step(?:-median|-best)?)", line):
             cur.setdefault((key, unit), []).append(float(v))  # one per process
 print("load average (1 min) at each round's start:", " ".join(r["load"] for r in rounds))
 names = {"dp1": "1 process", "hosts": "2 hosts x 1, 10 Gbit/s", "hosts-bf16": "same, gradients reduced in bf16",
+         "spin": "same (float32), waiting without pause",
          "open": "2 hosts x 1, unshaped", "open-bf16": "same, gradients reduced in bf16", "ddp": "PyTorch DDP, 2 hosts x 1, 10 Gbit/s"}
 def med(k, u):
     return [statistics.median(r[(k, u)]) for r in rounds if (k, u) in r]
@@ -97,6 +103,7 @@ for k, name in names.items():
     print(f"  {name:36s} {statistics.median(v):.2f} ms ({min(v):.2f}-{max(v):.2f}); best {best:.2f}{extra}")
 print("ratios paired within rounds: median (range)")
 for num, den, name, target in [("dp1", "hosts", "speed-up, 10 Gbit/s, vs 1 process", 1.7), ("dp1", "hosts-bf16", "same, bf16 reduction (opt-in)", None),
+                               ("dp1", "spin", "same, waiting without pause", None), ("spin", "hosts", "sleeping waits' gain over spinning", None),
                                ("dp1", "open", "speed-up, unshaped, vs 1 process", None), ("dp1", "open-bf16", "same, bf16 reduction (opt-in)", None),
                                ("ddp", "hosts", "DDP time / gonox time, 10 Gbit/s", 1.5), ("ddp", "hosts-bf16", "same, gonox's bf16 reduction (opt-in)", None)]:
     rs = [statistics.median(r[(num, "ms/step-median")]) / statistics.median(r[(den, "ms/step-median")])

@@ -81,7 +81,8 @@
 //
 // Init parses every environment variable gonox reads (EnvSettings:
 // GONOX_DEVICES, GONOX_DEBUG, GONOX_TIMEOUT, GONOX_ASYNC_PROGRESS, the
-// kernel set GONOX_KERNELS chooses, GONOX_MPI_THREAD, GONOX_MPI_SHM),
+// kernel set GONOX_KERNELS chooses, GONOX_MPI_THREAD, GONOX_MPI_SHM,
+// GONOX_MPI_SPIN),
 // strictly and with bounds, and under mpirun gathers every process's
 // settings: a value refused on one process, or a setting that differs
 // between processes (a variable given to some processes only, a forgotten
@@ -119,4 +120,17 @@
 // meshes may be in MPI at the same time. GONOX_MPI_THREAD=funneled instead
 // runs every MPI call on one goroutine locked to the thread that
 // initialised MPI (for MPI libraries without thread support).
+//
+// # Waiting
+//
+// A process waiting for other processes (a collective that moves data, a
+// small sum over two processes, Request.Wait) tests the transfer without
+// pause for GONOX_MPI_SPIN (100µs by default), then sleeps 20 µs between
+// tests: MPI's own waits test without pause until done, which takes a
+// core from the processes computing on it where processes share cores
+// (simulated hosts, an oversubscribed node). The collectives start MPI's
+// non-blocking forms for this; sums over more than two processes and
+// large ones keep MPI_Allreduce and MPI_Reduce_scatter, whose order of
+// additions the non-blocking forms need not keep. A long GONOX_MPI_SPIN
+// (10s at most) waits as MPI does.
 package mpi

@@ -33,13 +33,16 @@ func TestEnvSettings(t *testing.T) {
 		{"GONOX_MPI_THREAD", "single", `mpi: GONOX_MPI_THREAD="single": want multiple (the default) or funneled`},
 		{"GONOX_MPI_SHM", "yes", `mpi: GONOX_MPI_SHM="yes": want 0 (off) or 1 (on, the default)`},
 		{"GONOX_MPI_SHM", "true", `mpi: GONOX_MPI_SHM="true": want 0 (off) or 1`},
+		{"GONOX_MPI_SPIN", "-1us", `mpi: GONOX_MPI_SPIN="-1us": want a duration from 0 to 10s (default 100µs)`},
+		{"GONOX_MPI_SPIN", "100", `mpi: GONOX_MPI_SPIN="100": want a duration`},
+		{"GONOX_MPI_SPIN", "11s", `mpi: GONOX_MPI_SPIN="11s": want a duration from 0 to 10s`},
 	} {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.name, tc.value)
 			_, err := mpi.EnvSettings()
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.msg)
-			if tc.name != "GONOX_MPI_THREAD" && tc.name != "GONOX_MPI_SHM" {
+			if tc.name != "GONOX_MPI_THREAD" && tc.name != "GONOX_MPI_SHM" && tc.name != "GONOX_MPI_SPIN" {
 				_, err := shard.EnvSettings()
 				require.Error(t, err, "package shard's own parser")
 				assert.Contains(t, err.Error(), tc.msg)
@@ -55,7 +58,7 @@ func TestEnvSettings(t *testing.T) {
 		}
 		return out
 	}
-	for _, name := range []string{"GONOX_DEVICES", "GONOX_DEBUG", "GONOX_TIMEOUT", "GONOX_ASYNC_PROGRESS", "GONOX_MPI_THREAD", "GONOX_MPI_SHM"} {
+	for _, name := range []string{"GONOX_DEVICES", "GONOX_DEBUG", "GONOX_TIMEOUT", "GONOX_ASYNC_PROGRESS", "GONOX_MPI_THREAD", "GONOX_MPI_SHM", "GONOX_MPI_SPIN"} {
 		t.Setenv(name, "")
 	}
 	t.Run("defaults", func(t *testing.T) {
@@ -66,6 +69,7 @@ func TestEnvSettings(t *testing.T) {
 		assert.Equal(t, "100µs", got["GONOX_ASYNC_PROGRESS"])
 		assert.Equal(t, "multiple", got["GONOX_MPI_THREAD"])
 		assert.Equal(t, "1", got["GONOX_MPI_SHM"])
+		assert.Equal(t, "100µs", got["GONOX_MPI_SPIN"])
 		assert.NotEmpty(t, got["GONOX_KERNELS"], "the kernel set in use")
 	})
 	t.Run("spellings", func(t *testing.T) {
@@ -77,11 +81,13 @@ func TestEnvSettings(t *testing.T) {
 		t.Setenv("GONOX_DEVICES", "4096")
 		t.Setenv("GONOX_TIMEOUT", "0")
 		t.Setenv("GONOX_ASYNC_PROGRESS", "0")
+		t.Setenv("GONOX_MPI_SPIN", "0.5ms")
 		got := canon(t)
 		assert.Equal(t, "false", got["GONOX_DEBUG"], "0 is unset's value")
 		assert.Equal(t, "4096", got["GONOX_DEVICES"])
 		assert.Equal(t, "0s", got["GONOX_TIMEOUT"])
 		assert.Equal(t, "0s", got["GONOX_ASYNC_PROGRESS"])
+		assert.Equal(t, "500µs", got["GONOX_MPI_SPIN"])
 		n, err := shard.DevicesFromEnv()
 		require.NoError(t, err)
 		assert.Equal(t, 4096, n)

@@ -40,6 +40,10 @@ func Init() error {
 	if state.inited {
 		return bad
 	}
+	state.spin = DefaultSpin.Nanoseconds()
+	if d, err := time.ParseDuration(setting(settings, SpinEnv)); bad == nil && err == nil {
+		state.spin = d.Nanoseconds()
+	}
 	want := ThreadMultiple
 	if bad == nil && setting(settings, ThreadEnv) == "funneled" {
 		want = ThreadFunneled

@@ -33,12 +33,12 @@ static MPI_Op gonox_op(int k) {
 // With quiet set (small arrays over two processes, see Allreduce) it
 // completes MPI_Iallreduce with gonox_complete (wait.h) instead of
 // spinning in MPI_Allreduce.
-static int gonox_allreduce(void *send, void *recv, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int in_place, int quiet) {
+static int gonox_allreduce(void *send, void *recv, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, int in_place, int quiet, long spin) {
 	void *s = in_place ? MPI_IN_PLACE : send;
 	if (!quiet) return MPI_Allreduce(s, recv, n, t, op, c);
 	MPI_Request r;
 	int rc = MPI_Iallreduce(s, recv, n, t, op, c, &r);
-	return rc != MPI_SUCCESS ? rc : gonox_complete(&r);
+	return rc != MPI_SUCCESS ? rc : gonox_complete(&r, spin);
 }
 // The collectives below start MPI's non-blocking collective and complete
 // it with gonox_complete (wait.h), which sleeps where MPI_Wait, and the
@@ -49,40 +49,40 @@ static int gonox_allreduce(void *send, void *recv, int n, MPI_Datatype t, MPI_Op
 // non-blocking forms may combine the processes' values in another order
 // (not so on two: a+b is b+a), and Open MPI's (libnbc) all-reduced 4 MiB
 // between two processes of one host at about half the speed.
-static int gonox_allgather(void *send, int n, void *recv, MPI_Datatype t, MPI_Comm c) {
+static int gonox_allgather(void *send, int n, void *recv, MPI_Datatype t, MPI_Comm c, long spin) {
 	MPI_Request r;
 	int rc = MPI_Iallgather(send, n, t, recv, n, t, c, &r);
-	return rc != MPI_SUCCESS ? rc : gonox_complete(&r);
+	return rc != MPI_SUCCESS ? rc : gonox_complete(&r, spin);
 }
-static int gonox_allgatherv(void *send, int n, void *recv, const int *counts, const int *displs, MPI_Datatype t, MPI_Comm c) {
+static int gonox_allgatherv(void *send, int n, void *recv, const int *counts, const int *displs, MPI_Datatype t, MPI_Comm c, long spin) {
 	MPI_Request r;
 	int rc = MPI_Iallgatherv(send, n, t, recv, counts, displs, t, c, &r);
-	return rc != MPI_SUCCESS ? rc : gonox_complete(&r);
+	return rc != MPI_SUCCESS ? rc : gonox_complete(&r, spin);
 }
-static int gonox_alltoall(void *send, int n, void *recv, MPI_Datatype t, MPI_Comm c) {
+static int gonox_alltoall(void *send, int n, void *recv, MPI_Datatype t, MPI_Comm c, long spin) {
 	MPI_Request r;
 	int rc = MPI_Ialltoall(send, n, t, recv, n, t, c, &r);
-	return rc != MPI_SUCCESS ? rc : gonox_complete(&r);
+	return rc != MPI_SUCCESS ? rc : gonox_complete(&r, spin);
 }
-static int gonox_alltoallv(void *send, const int *sc, const int *sd, void *recv, const int *rc_, const int *rd, MPI_Datatype t, MPI_Comm c) {
+static int gonox_alltoallv(void *send, const int *sc, const int *sd, void *recv, const int *rc_, const int *rd, MPI_Datatype t, MPI_Comm c, long spin) {
 	MPI_Request r;
 	int rc = MPI_Ialltoallv(send, sc, sd, t, recv, rc_, rd, t, c, &r);
-	return rc != MPI_SUCCESS ? rc : gonox_complete(&r);
+	return rc != MPI_SUCCESS ? rc : gonox_complete(&r, spin);
 }
-static int gonox_sendrecv(void *send, int ns, int dst, void *recv, int nr, int src, int tag, MPI_Datatype t, MPI_Comm c) {
+static int gonox_sendrecv(void *send, int ns, int dst, void *recv, int nr, int src, int tag, MPI_Datatype t, MPI_Comm c, long spin) {
 	MPI_Request r[2];
 	int rc = MPI_Irecv(recv, nr, t, src, tag, c, &r[0]);
 	if (rc != MPI_SUCCESS) return rc;
 	rc = MPI_Isend(send, ns, t, dst, tag, c, &r[1]);
 	if (rc != MPI_SUCCESS) return rc;
-	rc = gonox_complete(&r[0]);
+	rc = gonox_complete(&r[0], spin);
 	if (rc != MPI_SUCCESS) return rc;
-	return gonox_complete(&r[1]);
+	return gonox_complete(&r[1], spin);
 }
-static int gonox_bcast(void *buf, int n, MPI_Datatype t, int root, MPI_Comm c) {
+static int gonox_bcast(void *buf, int n, MPI_Datatype t, int root, MPI_Comm c, long spin) {
 	MPI_Request r;
 	int rc = MPI_Ibcast(buf, n, t, root, c, &r);
-	return rc != MPI_SUCCESS ? rc : gonox_complete(&r);
+	return rc != MPI_SUCCESS ? rc : gonox_complete(&r, spin);
 }
 static int gonox_thread_level(int k) {
 	switch (k) {
@@ -163,6 +163,7 @@ var state struct {
 	world    *Comm
 	funnel   chan func()
 	funnelOK chan struct{}
+	spin     int64 // GONOX_MPI_SPIN in nanoseconds: see gonox_complete
 	hosts    []int // per process, the lowest rank on its node (set by Init)
 }
 
@@ -376,7 +377,7 @@ func Allreduce[T elem](c *Comm, send, recv []T, op Op) {
 		quiet = 1
 	}
 	call(func() {
-		check("Allreduce", C.gonox_allreduce(ptr(send), ptr(recv), C.int(len(recv)), C.gonox_type(kindOf[T]()), C.gonox_op(C.int(op)), c.c, inPlace, quiet))
+		check("Allreduce", C.gonox_allreduce(ptr(send), ptr(recv), C.int(len(recv)), C.gonox_type(kindOf[T]()), C.gonox_op(C.int(op)), c.c, inPlace, quiet, C.long(state.spin)))
 	})
 }
 
@@ -386,7 +387,7 @@ func Allgather[T elem](c *Comm, send, recv []T) {
 	c.needLen("Allgather", len(recv), c.size*len(send))
 	t := C.gonox_type(kindOf[T]())
 	call(func() {
-		check("Allgather", C.gonox_allgather(ptr(send), C.int(len(send)), ptr(recv), t, c.c))
+		check("Allgather", C.gonox_allgather(ptr(send), C.int(len(send)), ptr(recv), t, c.c, C.long(state.spin)))
 	})
 }
 
@@ -403,7 +404,7 @@ func Allgatherv[T elem](c *Comm, send, recv []T, counts []int) {
 	t := C.gonox_type(kindOf[T]())
 	cn, dp := cints(counts), cints(displs(counts))
 	call(func() {
-		check("Allgatherv", C.gonox_allgatherv(ptr(send), C.int(len(send)), ptr(recv), &cn[0], &dp[0], t, c.c))
+		check("Allgatherv", C.gonox_allgatherv(ptr(send), C.int(len(send)), ptr(recv), &cn[0], &dp[0], t, c.c, C.long(state.spin)))
 	})
 }
 
@@ -436,7 +437,7 @@ func Alltoall[T elem](c *Comm, send, recv []T) {
 	n := C.int(len(send) / c.size)
 	t := C.gonox_type(kindOf[T]())
 	call(func() {
-		check("Alltoall", C.gonox_alltoall(ptr(send), n, ptr(recv), t, c.c))
+		check("Alltoall", C.gonox_alltoall(ptr(send), n, ptr(recv), t, c.c, C.long(state.spin)))
 	})
 }
 
@@ -450,7 +451,7 @@ func Alltoallv[T elem](c *Comm, send []T, sendCounts []int, recv []T, recvCounts
 	sc, sd := cints(sendCounts), cints(displs(sendCounts))
 	rc, rd := cints(recvCounts), cints(displs(recvCounts))
 	call(func() {
-		check("Alltoallv", C.gonox_alltoallv(ptr(send), &sc[0], &sd[0], ptr(recv), &rc[0], &rd[0], t, c.c))
+		check("Alltoallv", C.gonox_alltoallv(ptr(send), &sc[0], &sd[0], ptr(recv), &rc[0], &rd[0], t, c.c, C.long(state.spin)))
 	})
 }
 
@@ -459,14 +460,14 @@ func Alltoallv[T elem](c *Comm, send []T, sendCounts []int, recv []T, recvCounts
 func Sendrecv[T elem](c *Comm, send []T, dst int, recv []T, src, tag int) {
 	t := C.gonox_type(kindOf[T]())
 	call(func() {
-		check("Sendrecv", C.gonox_sendrecv(ptr(send), C.int(len(send)), C.int(dst), ptr(recv), C.int(len(recv)), C.int(src), C.int(tag), t, c.c))
+		check("Sendrecv", C.gonox_sendrecv(ptr(send), C.int(len(send)), C.int(dst), ptr(recv), C.int(len(recv)), C.int(src), C.int(tag), t, c.c, C.long(state.spin)))
 	})
 }
 
 // Bcast copies root's buf into every other process's buf (MPI_Bcast).
 func Bcast[T elem](c *Comm, buf []T, root int) {
 	call(func() {
-		check("Bcast", C.gonox_bcast(ptr(buf), C.int(len(buf)), C.gonox_type(kindOf[T]()), C.int(root), c.c))
+		check("Bcast", C.gonox_bcast(ptr(buf), C.int(len(buf)), C.gonox_type(kindOf[T]()), C.int(root), c.c, C.long(state.spin)))
 	})
 }
 

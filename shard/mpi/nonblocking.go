@@ -120,7 +120,7 @@ func (q *Request) Wait() {
 	if q.done {
 		return
 	}
-	check("Wait", C.gonox_complete(&q.r))
+	check("Wait", C.gonox_complete(&q.r, C.long(state.spin)))
 	q.finish()
 }
 

@@ -4,20 +4,20 @@
 #include <mpi.h>
 #include <time.h>
 
-// GONOX_SPIN_NS: how long gonox_complete tests a request without sleeping
-// (a round trip between hosts, or between processes of one host, is
-// shorter); GONOX_NAP_NS: how long it then sleeps between tests (the
-// kernel's timer slack, 50 µs by default, adds to it).
-#define GONOX_SPIN_NS 100000L
+// GONOX_NAP_NS: how long gonox_complete sleeps between tests once it has
+// tested without sleeping for spin nanoseconds (the kernel's timer slack,
+// 50 µs by default, adds to it).
 #define GONOX_NAP_NS 20000L
 
 // gonox_complete completes *r as MPI_Wait does, but sleeps between tests
-// once GONOX_SPIN_NS have passed: Open MPI's MPI_Wait polls its sockets
-// and shared memory in a loop (with sched_yield at most), which takes a
-// whole core for as long as the other processes take to arrive, from the
-// processes computing on it where processes share cores (the simulated
-// hosts of cluster.sh, an oversubscribed node).
-static inline int gonox_complete(MPI_Request *r) {
+// once spin nanoseconds have passed (GONOX_MPI_SPIN; 100 µs by default,
+// longer than a small exchange's round trip between the simulated hosts
+// of cluster.sh): Open MPI's MPI_Wait polls its sockets and shared memory
+// in a loop (with sched_yield at most), which takes a whole core for as
+// long as the other processes take to arrive, from the processes
+// computing on it where processes share cores (the simulated hosts of
+// cluster.sh, an oversubscribed node).
+static inline int gonox_complete(MPI_Request *r, long spin) {
 	struct timespec t0, t, nap = {0, GONOX_NAP_NS};
 	int done = 0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -27,7 +27,7 @@ static inline int gonox_complete(MPI_Request *r) {
 			return rc;
 		}
 		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >= GONOX_SPIN_NS) {
+		if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >= spin) {
 			nanosleep(&nap, NULL);
 		}
 	}
