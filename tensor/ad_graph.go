@@ -90,12 +90,21 @@ func (tr *Trace) Leaf(x *Tensor) *Tensor {
 		}
 		panic(fmt.Sprintf("Trace.Leaf: %v is a value of a Vmap or JVP started after this trace", x))
 	}
-	n := &node{op: leafOp, trace: tr, seq: tr.seq.Add(1), nout: 1}
+	// The node and the traced header in one allocation: the header keeps
+	// the node anyway, and the node keeps only x's data, which x does.
+	l := &leafRec{n: node{op: leafOp, trace: tr, seq: tr.seq.Add(1), nout: 1}, t: *x}
+	n, t := &l.n, &l.t
 	n.avals = n.bufAvals[:1]
 	n.setAval(0, x)
-	t := x.twin()
+	t.cot, t.cotShared = nil, false // as x.twin()
 	t.node, t.outIdx, t.primal = n, 0, x
 	return t
+}
+
+// leafRec is a leaf's node and traced header (Trace.Leaf).
+type leafRec struct {
+	n node
+	t Tensor
 }
 
 // Primal returns x without the node of trace tr (x itself if tr does not
@@ -158,6 +167,10 @@ type node struct {
 	bufDims [3 * (nodeInline + 1)]int
 	ndims   int32 // of bufDims used
 	freed   bool
+	// bufRes holds a single-output op's primal result while it is being
+	// recorded (applyTraced), and after that only as results, while the
+	// trace recycles.
+	bufRes [1]*Tensor
 }
 
 // recording is what a recordAll trace's node holds until Remat has
@@ -303,6 +316,9 @@ func (n *node) record(in, prim, outs []*Tensor, state any) []*Tensor {
 		t := o.twin()
 		t.node, t.outIdx, t.primal = n, i, o
 		res[i] = t
+	}
+	if !top.recycle && !top.recordAll {
+		n.bufRes = [1]*Tensor{} // only what the VJP saves stays reachable
 	}
 	return res
 }

@@ -146,7 +146,7 @@ func finish(op *Op, out *Tensor, in []*Tensor, loc *Local) *Tensor {
 // the one being recorded, returning outputs and the state for the VJP
 // (ImplVJP's when the op has one).
 func applyCore(op *Op, params any, in []*Tensor) ([]*Tensor, any) {
-	if op.ImplN == nil && !slices.ContainsFunc(in, func(x *Tensor) bool { return x != nil && x.xv != nil }) {
+	if op.ImplN == nil && !slices.ContainsFunc(in, isXValue) {
 		return []*Tensor{Apply(op, params, in...)}, nil
 	}
 	top, up, loc, placed := scan(op, in)
@@ -175,6 +175,9 @@ func applyCore(op *Op, params any, in []*Tensor) ([]*Tensor, any) {
 	return outs, state
 }
 
+// isXValue reports whether x is a value of a Vmap or forward-mode level.
+func isXValue(x *Tensor) bool { return x != nil && x.xv != nil }
+
 // applyTraced applies op to inputs of which some are traced, top being
 // the innermost of their traces: it computes the op on their primal
 // values (through applyCore, so outer traces record it too) and records a
@@ -183,7 +186,16 @@ func applyTraced(op *Op, params any, in []*Tensor, top *Trace, loc *Local, state
 	in = prepareOperands(op, in, top, loc)
 	n := &node{op: op, params: params, trace: top}
 	prim := n.primals(in)
-	outs, state := applyCore(op, params, prim)
+	var outs []*Tensor
+	var state any
+	if op.ImplN == nil && !slices.ContainsFunc(prim, isXValue) {
+		// applyCore's single-output case, with the result's slice in the
+		// node: one allocation fewer per traced op.
+		n.bufRes[0] = Apply(op, params, prim...)
+		outs = n.bufRes[:]
+	} else {
+		outs, state = applyCore(op, params, prim)
+	}
 	if stateOut != nil {
 		*stateOut = state
 	}
