@@ -1,7 +1,5 @@
 package tensor
 
-import "unsafe"
-
 // hugeThreshold is the size from which tensor storage asks the kernel for
 // transparent huge pages: the first touch of a large fresh buffer then
 // takes a few 2 MiB page faults instead of thousands of 4 KiB ones, which
@@ -11,33 +9,10 @@ const hugeThreshold = 8 << 20
 // makeFloat32 allocates zeroed float32 storage, from the allocator cache
 // if it has some of that size class (fresh storage gets the capacity of
 // its class, see capFor).
-func makeFloat32(n int) []float32 {
-	if s := cachedF32(n); s != nil {
-		clear(s)
-		return s
-	}
-	s := make([]float32, n, capFor(n))
-	countFresh(cap(s) * 4)
-	if n*4 >= hugeThreshold {
-		adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), cap(s)*4)
-	}
-	return s
-}
+func makeFloat32(n int) []float32 { return f32Cache.alloc(n, true) }
 
-// makeInt32 allocates zeroed int32 storage, from the allocator cache if
-// it has some of that size class.
-func makeInt32(n int) []int32 {
-	if s := cachedI32(n); s != nil {
-		clear(s)
-		return s
-	}
-	s := make([]int32, n, capFor(n))
-	countFresh(cap(s) * 4)
-	if n*4 >= hugeThreshold {
-		adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), cap(s)*4)
-	}
-	return s
-}
+// makeInt32 is makeFloat32 for int32 storage.
+func makeInt32(n int) []int32 { return i32Cache.alloc(n, true) }
 
 // tensorBox holds a tensor header, its shape and the holder count of its
 // storage in one allocation.
@@ -52,7 +27,15 @@ type tensorBox struct {
 // second): op results are the most frequent allocation of a training step.
 func newOut(dt DType, shape []int) *Tensor {
 	t := newHeader(dt, shape)
-	t.allocData("tensor", numel(shape))
+	t.allocData("tensor", numel(shape), true)
+	return t
+}
+
+// newOutUninit is newOut for results whose op writes every element:
+// storage recycled from the cache is not zeroed.
+func newOutUninit(dt DType, shape []int) *Tensor {
+	t := newHeader(dt, shape)
+	t.allocData("tensor", numel(shape), false)
 	return t
 }
 

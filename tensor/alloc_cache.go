@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"math"
 	"math/bits"
 	"os"
 	"runtime"
@@ -13,7 +14,8 @@ import (
 // The allocator cache (see "Donation" in doc.go).
 //
 // Donated storage waits in the cache of its element type for the next
-// allocation that fits. Small storage (below listMinElems elements) sits in
+// allocation that fits: float32, int32, float64, int64, uint8, bool, and
+// the 16-bit storage of bfloat16 and float16 (one cache for both). Small storage (below listMinElems elements) sits in
 // a sync.Pool per size class: its fast path is per P and lock-free, and the
 // collector drains it when a size stops being used. Large storage, which is
 // what a training step's memory is made of, sits in best-fit free lists
@@ -43,17 +45,34 @@ const listUpClasses = 16
 // sizes read an immutable map through an atomic pointer; a new size copies
 // the map under mu.
 type sizeCache[E any] struct {
-	mu    sync.Mutex
-	pools atomic.Pointer[map[int]*sync.Pool]
-	hits  atomic.Int64
-	lists freeLists
+	mu     sync.Mutex
+	pools  atomic.Pointer[map[int]*sync.Pool]
+	hits   atomic.Int64
+	lists  freeLists
+	poison E // what recycled storage holds under poisonRecycled
 }
 
+// The caches of each element type, poisoned with a NaN where the type
+// has one (0xFFFF is a NaN in bfloat16 and in float16).
 var (
-	f32Cache sizeCache[float32]
-	i32Cache sizeCache[int32]
-	f64Cache sizeCache[float64]
+	f32Cache  = sizeCache[float32]{poison: float32(math.NaN())}
+	i32Cache  = sizeCache[int32]{poison: math.MinInt32}
+	f64Cache  = sizeCache[float64]{poison: math.NaN()}
+	u16Cache  = sizeCache[uint16]{poison: 0xFFFF}
+	i64Cache  = sizeCache[int64]{poison: math.MinInt64}
+	u8Cache   = sizeCache[uint8]{poison: 0xFF}
+	boolCache = sizeCache[bool]{poison: true}
 )
+
+// cacheCounts lists the hit counter and free lists of every cache.
+var cacheCounts = [...]struct {
+	hits  *atomic.Int64
+	lists *freeLists
+}{
+	{&f32Cache.hits, &f32Cache.lists}, {&i32Cache.hits, &i32Cache.lists}, {&f64Cache.hits, &f64Cache.lists},
+	{&u16Cache.hits, &u16Cache.lists}, {&i64Cache.hits, &i64Cache.lists}, {&u8Cache.hits, &u8Cache.lists},
+	{&boolCache.hits, &boolCache.lists},
+}
 
 // cacheEnabled switches the allocator cache off (tests compare both ways);
 // poisonRecycled makes every uninitialised allocation served from the
@@ -126,6 +145,38 @@ func (c *sizeCache[E]) get(n int) []E {
 		size = capFor(size + 1)
 	}
 	return nil
+}
+
+// cached returns recycled storage of n elements, filled with c.poison
+// under the test hook (contents undefined otherwise), or nil.
+func (c *sizeCache[E]) cached(n int) []E {
+	s := c.get(n)
+	if s != nil && poisonRecycled {
+		for i := range s {
+			s[i] = c.poison
+		}
+	}
+	return s
+}
+
+// alloc returns storage of n elements, from the cache if it has some of
+// that size class (zeroed if zero says so) or else fresh (zero, with the
+// capacity of its class, see capFor).
+func (c *sizeCache[E]) alloc(n int, zero bool) []E {
+	if s := c.cached(n); s != nil {
+		if zero {
+			clear(s)
+		}
+		return s
+	}
+	s := make([]E, n, capFor(n))
+	var e E
+	size := int(unsafe.Sizeof(e))
+	countFresh(cap(s) * size)
+	if n*size >= hugeThreshold {
+		adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), cap(s)*size)
+	}
+	return s
 }
 
 // classUpTries is how many classes above its own a small allocation looks
@@ -290,9 +341,9 @@ var watchCyclesOnce sync.Once
 func watchCycles() {
 	sentinel := &struct{ _ [32]byte }{} // not a tiny allocation: collected alone
 	runtime.AddCleanup(sentinel, func(struct{}) {
-		f32Cache.lists.age()
-		i32Cache.lists.age()
-		f64Cache.lists.age()
+		for _, c := range cacheCounts {
+			c.lists.age()
+		}
 		watchCycles()
 	}, struct{}{})
 }
@@ -310,16 +361,16 @@ func countFresh(bytes int) {
 }
 
 // CacheStats are counters of the allocator cache since the process
-// started: float32, int32 and float64 storage together.
+// started: the storage of every dtype together.
 type CacheStats struct {
 	// Hits counts allocations the cache served with donated storage.
 	Hits int64
 	// Fresh counts allocations it could not serve, which took new
 	// storage from the collector, and FreshBytes their bytes.
 	Fresh, FreshBytes int64
-	// HeldBytes is the storage of at least 64 KiB the cache holds now,
-	// waiting to be reused (smaller storage waits in sync.Pools, which
-	// count nothing).
+	// HeldBytes is the storage of at least 16384 elements (64 KiB of
+	// float32, 32 KiB of bfloat16) the cache holds now, waiting to be
+	// reused (smaller storage waits in sync.Pools, which count nothing).
 	HeldBytes int64
 	// DroppedBytes is the storage the cache gave back to the collector
 	// because nobody took it for a whole collection cycle.
@@ -332,14 +383,17 @@ type CacheStats struct {
 // ReadCacheStats returns the allocator cache's counters: a figure for
 // benchmarks, tests and memory reports (examples/moe prints them).
 func ReadCacheStats() CacheStats {
-	return CacheStats{
-		Hits:         CacheHits(),
+	s := CacheStats{
 		Fresh:        freshAllocs.Load(),
 		FreshBytes:   freshBytes.Load(),
-		HeldBytes:    f32Cache.lists.held.Load() + i32Cache.lists.held.Load() + f64Cache.lists.held.Load(),
 		DroppedBytes: cacheDropped.Load(),
 		PacedCycles:  paced.Load(),
 	}
+	for _, c := range cacheCounts {
+		s.Hits += c.hits.Load()
+		s.HeldBytes += c.lists.held.Load()
+	}
+	return s
 }
 
 // Pacing the collector.

@@ -251,3 +251,55 @@ func TestPaceCollector(t *testing.T) {
 	assert.Equal(t, n0+1, paced.Load(), "a cycle although the collector ran since the last check")
 	runtime.KeepAlive(live)
 }
+
+// Storage of every dtype is recycled as float32's is: donated large
+// storage (the free lists, counted in HeldBytes) serves the next
+// allocation of the dtype's element type, by newOut zeroed and by
+// newOutUninit as it was left (poisoned under the test hook), and small
+// storage (a sync.Pool class) serves some; bfloat16 and float16 share
+// their storage.
+func TestEveryDTypeRecycled(t *testing.T) {
+	defer SetAllocCache(true, false)()
+	for _, c := range []struct {
+		dt, other DType
+		elem      int
+	}{
+		{Float32, Float32, 4}, {Int32, Int32, 4}, {Float64, Float64, 8}, {BFloat16, Float16, 2},
+		{Float16, BFloat16, 2}, {Int64, Int64, 8}, {Uint8, Uint8, 1}, {Bool, Bool, 1},
+	} {
+		t.Run(c.dt.String(), func(t *testing.T) {
+			const n = 40000 // class 40960
+			x := newOut(c.dt, []int{n})
+			id := x.rec.base
+			require.NotNil(t, id)
+			s0 := ReadCacheStats()
+			Donate(x)
+			s1 := ReadCacheStats()
+			assert.Equal(t, int64(c.elem*40960), s1.HeldBytes-s0.HeldBytes, "held bytes")
+			y := newOut(c.other, []int{n - 1000})
+			assert.Equal(t, id, y.rec.base, "the donated storage is reused")
+			s2 := ReadCacheStats()
+			assert.Equal(t, s1.Hits+1, s2.Hits)
+			assert.Equal(t, s1.Fresh, s2.Fresh)
+			assert.Equal(t, s0.HeldBytes, s2.HeldBytes)
+			for i := range y.Size() {
+				require.Zero(t, y.at(i), "newOut zeroes recycled storage")
+			}
+			func() {
+				defer SetAllocCache(true, true)()
+				Donate(y)
+				z := newOutUninit(c.dt, []int{n})
+				assert.Equal(t, id, z.rec.base, "newOutUninit reuses it")
+				assert.NotZero(t, z.at(n-1), "poisoned")
+				Donate(z)
+			}()
+			// Small storage: a sync.Pool may drop what it holds (a
+			// collection cycle, the race detector), but not every time.
+			hits := CacheHits()
+			for range 8 {
+				Donate(newOut(c.dt, []int{300}))
+			}
+			assert.Greater(t, CacheHits(), hits, "small storage is reused")
+		})
+	}
+}

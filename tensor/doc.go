@@ -219,13 +219,17 @@
 //
 // The storage of a donated tensor goes to the allocator cache — with the
 // device pool the only process-wide state of the package — and the next
-// result of the same dtype and size class reuses it. Up to 1024 elements
+// result of the same element type and size class reuses it: storage of
+// every dtype is recycled (float32, float64, int32, int64, uint8, bool,
+// and the 16-bit storage that bfloat16 and float16 share), so that the
+// bf16 intermediates of a mixed-precision step cost no fresh memory
+// either. Up to 1024 elements
 // every element count is a class of its own; above, each octave
 // (2^k, 2^(k+1)] has 16 classes, and storage is made with the capacity of
 // its class (at most 1/16 more than asked for), so that values whose sizes
 // change from step to step (the tokens a mixture of experts routes to each
 // expert, a shorter last batch) still reuse storage. Small storage (16
-// elements up to 64 KiB) sits in a sync.Pool per dtype and class: its fast
+// up to 16384 elements) sits in a sync.Pool per element type and class: its fast
 // path is per P and lock-free, and the collector drains it when a class
 // stops being used. Large storage, what a training step's memory is made
 // of, sits in best-fit free lists: an allocation takes the smallest free
@@ -248,12 +252,13 @@
 // (docs/performance.md has what it saves: examples/moe's peak resident
 // memory 303 → 206 MiB). Results of ops that
 // write every element (matmul, the elementwise and activation ops,
-// BiasAct, MatMulBiasAct, Softmax and its gradient, Where, Transpose, Take, BroadcastTo,
-// Convert to float32, the fused optimizer steps, the MSE gradient) take
-// recycled storage as it is, and RaggedDot, attention's backward and the
-// row scatters (SegmentSum, Take's gradient) clear only what they do not
-// overwrite, on the goroutines that compute it; every other allocation
-// zeroes it. Tests poison recycled storage with NaN and check these ops.
+// BiasAct, MatMulBiasAct, Softmax and its gradient, Where, Transpose,
+// Take, BroadcastTo, Convert between float32 and the half dtypes, the
+// fused optimizer steps, the MSE gradient) take recycled storage as it
+// is, and RaggedDot, attention's backward and the row scatters
+// (SegmentSum, Take's gradient) clear only what they do not overwrite, on
+// the goroutines that compute it; every other allocation zeroes it. Tests
+// poison recycled storage with NaN and check these ops.
 //
 // Only storage the package allocated is recycled, and only when no other
 // header can reach it. Each such buffer counts its holders: its tensor,

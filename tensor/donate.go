@@ -2,7 +2,6 @@ package tensor
 
 import (
 	"fmt"
-	"math"
 	"sync/atomic"
 	"unsafe"
 )
@@ -25,26 +24,41 @@ import (
 // may start inside the buffer).
 type storageRec struct {
 	refs atomic.Int32
-	kind DType          // Float32 or Int32 once recorded (setBuffer)
+	kind DType          // the storage's dtype once recorded (setBuffer)
 	capn int            // elements allocated
 	base unsafe.Pointer // first element
 }
 
-// setBuffer records t's float32 or int32 storage, as allocated, in its
-// holder count.
+// setBuffer records t's storage, as allocated, in its holder count.
 func (t *Tensor) setBuffer() {
 	r := t.rec
 	if r == nil {
 		return
 	}
-	switch {
-	case t.f32 != nil:
-		r.kind, r.capn, r.base = Float32, cap(t.f32), unsafe.Pointer(unsafe.SliceData(t.f32))
-	case t.i32 != nil:
-		r.kind, r.capn, r.base = Int32, cap(t.i32), unsafe.Pointer(unsafe.SliceData(t.i32))
-	case t.f64 != nil:
-		r.kind, r.capn, r.base = Float64, cap(t.f64), unsafe.Pointer(unsafe.SliceData(t.f64))
+	switch t.dtype {
+	case Float32:
+		recordBuffer(r, t.f32)
+	case Int32:
+		recordBuffer(r, t.i32)
+	case Bool:
+		recordBuffer(r, t.b)
+	case BFloat16, Float16:
+		recordBuffer(r, t.u16)
+	case Float64:
+		recordBuffer(r, t.f64)
+	case Int64:
+		recordBuffer(r, t.i64)
+	case Uint8:
+		recordBuffer(r, t.u8)
+	default:
+		return
 	}
+	r.kind = t.dtype
+}
+
+// recordBuffer records s, as allocated, in r.
+func recordBuffer[E any](r *storageRec, s []E) {
+	r.capn, r.base = cap(s), unsafe.Pointer(unsafe.SliceData(s))
 }
 
 // pinnedRefs marks storage that was handed out: decrements never reach 0.
@@ -72,12 +86,25 @@ func (t *Tensor) release() {
 	}
 	switch r.kind {
 	case Float32:
-		f32Cache.put(unsafe.Slice((*float32)(r.base), r.capn))
+		putBuffer(&f32Cache, r)
 	case Int32:
-		i32Cache.put(unsafe.Slice((*int32)(r.base), r.capn))
+		putBuffer(&i32Cache, r)
+	case Bool:
+		putBuffer(&boolCache, r)
+	case BFloat16, Float16:
+		putBuffer(&u16Cache, r)
 	case Float64:
-		f64Cache.put(unsafe.Slice((*float64)(r.base), r.capn))
+		putBuffer(&f64Cache, r)
+	case Int64:
+		putBuffer(&i64Cache, r)
+	case Uint8:
+		putBuffer(&u8Cache, r)
 	}
+}
+
+// putBuffer gives the buffer r records to c.
+func putBuffer[E any](c *sizeCache[E], r *storageRec) {
+	c.put(unsafe.Slice((*E)(r.base), r.capn))
 }
 
 // Donate declares the tensors dead, as JAX's donate_argnums does for the
@@ -172,65 +199,11 @@ func donatedPanic(op, name string, x *Tensor) {
 	panic(fmt.Sprintf("%s: operand %s%v was donated (tensor.Donate)", op, name, x))
 }
 
-// cachedF32 returns recycled float32 storage of n elements, poisoned with
-// NaN under the test hook, or nil.
-func cachedF32(n int) []float32 {
-	s := f32Cache.get(n)
-	if s != nil && poisonRecycled {
-		nan := float32(math.NaN())
-		for i := range s {
-			s[i] = nan
-		}
-	}
-	return s
-}
-
-// cachedI32 is cachedF32 for int32 (poisoned with MinInt32).
-func cachedI32(n int) []int32 {
-	s := i32Cache.get(n)
-	if s != nil && poisonRecycled {
-		for i := range s {
-			s[i] = math.MinInt32
-		}
-	}
-	return s
-}
-
-// newOutUninit is newOut for results whose op writes every element: storage
-// recycled from the cache is not zeroed.
-func newOutUninit(dt DType, shape []int) *Tensor {
-	n := numel(shape)
-	switch dt {
-	case Float32:
-		if s := cachedF32(n); s != nil {
-			t := newHeader(dt, shape)
-			t.f32 = s
-			t.setBuffer()
-			return t
-		}
-	case Int32:
-		if s := cachedI32(n); s != nil {
-			t := newHeader(dt, shape)
-			t.i32 = s
-			t.setBuffer()
-			return t
-		}
-	case Float64:
-		if s := cachedF64(n); s != nil {
-			t := newHeader(dt, shape)
-			t.f64 = s
-			t.setBuffer()
-			return t
-		}
-	}
-	return newOut(dt, shape)
-}
-
 // CacheHits returns how many allocations the allocator cache has served
-// since the process started (float32, int32 and float64 storage): a figure for
+// since the process started (the storage of every dtype): a figure for
 // benchmarks and tests.
 func CacheHits() int64 {
-	return f32Cache.hits.Load() + i32Cache.hits.Load() + f64Cache.hits.Load()
+	return ReadCacheStats().Hits
 }
 
 // Empty returns a tensor of the given dtype and shape whose elements are

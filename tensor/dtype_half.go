@@ -195,7 +195,7 @@ func widen(x *Tensor) *Tensor {
 
 // narrow returns the float32 host tensor x rounded to dt.
 func narrow(x *Tensor, dt DType) *Tensor {
-	out := newOut(dt, x.shape)
+	out := newOutUninit(dt, x.shape) // every element is written
 	narrowInto(out.u16, dt, x.f32, x.local != nil)
 	out.local = x.local
 	return out

@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"github.com/gonox/gonox/tensor/internal/gemm"
 	"github.com/gonox/gonox/tensor/internal/vec"
@@ -83,31 +82,8 @@ func typeList(ts []*Tensor) string {
 	return strings.Join(s, ", ")
 }
 
-// makeFloat64 allocates zeroed float64 storage, from the allocator cache
-// if it has some of that size class.
-func makeFloat64(n int) []float64 {
-	if s := cachedF64(n); s != nil {
-		clear(s)
-		return s
-	}
-	s := make([]float64, n, capFor(n))
-	countFresh(cap(s) * 8)
-	if n*8 >= hugeThreshold {
-		adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), cap(s)*8)
-	}
-	return s
-}
-
-// cachedF64 is cachedF32 for float64.
-func cachedF64(n int) []float64 {
-	s := f64Cache.get(n)
-	if s != nil && poisonRecycled {
-		for i := range s {
-			s[i] = math.NaN()
-		}
-	}
-	return s
-}
+// makeFloat64 is makeFloat32 for float64 storage.
+func makeFloat64(n int) []float64 { return f64Cache.alloc(n, true) }
 
 // fillWide sets every element of the Float64, Int64 or Uint8 tensor t to
 // v, panicking, naming op, if v is not representable in an integer dtype.

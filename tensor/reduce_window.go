@@ -276,14 +276,14 @@ func windowBatch(op **Op) func([]*Tensor, []bool, any) []*Tensor {
 // undefined) for a kernel's temporary, from the allocator cache when it
 // has some; give it back with i32Cache.put or f32Cache.put.
 func scratchI32(n int) []int32 {
-	if s := cachedI32(n); s != nil {
+	if s := i32Cache.cached(n); s != nil {
 		return s
 	}
 	return make([]int32, n, capFor(n))
 }
 
 func scratchF32(n int) []float32 {
-	if s := cachedF32(n); s != nil {
+	if s := f32Cache.cached(n); s != nil {
 		return s
 	}
 	return make([]float32, n, capFor(n))

@@ -83,34 +83,33 @@ func newTensor(dt DType, shape []int) *Tensor {
 // newTensorOp is newTensor for public constructors, whose panics name op.
 func newTensorOp(op string, dt DType, shape []int) *Tensor {
 	t := newHeaderOwnShape(dt, shape)
-	t.allocData(op, numel(shape))
+	t.allocData(op, numel(shape), true)
 	return t
 }
 
-// allocData gives t zeroed storage for n elements of its dtype; an invalid
-// dtype panics naming op.
-func (t *Tensor) allocData(op string, n int) {
+// allocData gives t storage for n elements of its dtype from the
+// allocator cache (zeroed if zero says so; fresh storage is zero) and
+// records it in t's holder count; an invalid dtype panics naming op.
+func (t *Tensor) allocData(op string, n int, zero bool) {
 	switch t.dtype {
 	case Float32:
-		t.f32 = makeFloat32(n)
-		t.setBuffer()
+		t.f32 = f32Cache.alloc(n, zero)
 	case Int32:
-		t.i32 = makeInt32(n)
-		t.setBuffer()
+		t.i32 = i32Cache.alloc(n, zero)
 	case Bool:
-		t.b = make([]bool, n)
+		t.b = boolCache.alloc(n, zero)
 	case BFloat16, Float16:
-		t.u16 = make([]uint16, n)
+		t.u16 = u16Cache.alloc(n, zero)
 	case Float64:
-		t.f64 = makeFloat64(n)
-		t.setBuffer()
+		t.f64 = f64Cache.alloc(n, zero)
 	case Int64:
-		t.i64 = make([]int64, n)
+		t.i64 = i64Cache.alloc(n, zero)
 	case Uint8:
-		t.u8 = make([]uint8, n)
+		t.u8 = u8Cache.alloc(n, zero)
 	default:
 		panic(fmt.Sprintf("%s: invalid dtype %v", op, t.dtype))
 	}
+	t.setBuffer()
 }
 
 // FromFloat32 returns a float32 tensor of the given shape holding a copy of

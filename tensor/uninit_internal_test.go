@@ -34,7 +34,7 @@ func TestUninitialisedResultsPoisoned(t *testing.T) {
 		s := Sum(Mul(y, w))
 		return Backward(tr, []*Tensor{s}, []*Tensor{OnesLike(tr.Primal(s))}, ls, false)
 	}
-	x, w := rnd(40, 24), rnd(3, 24, 20)
+	x, w, w2 := rnd(40, 24), rnd(3, 24, 20), rnd(24, 20)
 	gs := FromInt32([]int32{10, 0, 20}, 3) // rows 30..39 past the groups, group 1 empty
 	q, k, v := rnd(2, 9, 3, 8), rnd(2, 7, 3, 8), rnd(2, 7, 3, 8)
 	tab := rnd(12, 32)
@@ -59,6 +59,18 @@ func TestUninitialisedResultsPoisoned(t *testing.T) {
 		"SegmentSum": func() []*Tensor {
 			return append(grad(func(a []*Tensor) *Tensor { return SegmentSum(a[0], seg, 6) }, Reshape(tab, 6, 64)), SegmentSum(Reshape(tab, 6, 64), seg, 6))
 		},
+		// Storage of the other dtypes is recycled too.
+		"half": func() []*Tensor {
+			b, h := Convert(tab, BFloat16), Convert(tab, Float16)
+			return []*Tensor{b, h, Transpose(b, 1, 0), Take(h, idx, 0), Concat(1, b, b),
+				MatMulAs(x, w2, false, false, BFloat16, BFloat16)}
+		},
+		"int64 uint8 bool": func() []*Tensor {
+			i := AsType(Mul(tab, Scalar(float32(7))), Int64)
+			u := AsType(Abs(tab), Uint8)
+			return []*Tensor{i, Add(i, i), Transpose(i, 1, 0), u, Take(u, idx, 0), Greater(tab, Scalar(float32(0))),
+				Where(Greater(tab, Scalar(float32(0))), i, Neg(i))}
+		},
 	}
 	for name, f := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -75,7 +87,8 @@ func TestUninitialisedResultsPoisoned(t *testing.T) {
 					got := f()
 					require.Equal(t, len(want), len(got))
 					for i := range want {
-						require.Equal(t, want[i].Float32s(), got[i].Float32s(), "minWork %d round %d result %d", minWork, round, i)
+						require.Equal(t, want[i].DType(), got[i].DType())
+						require.Equal(t, want[i].Float64s(), got[i].Float64s(), "minWork %d round %d result %d", minWork, round, i)
 					}
 					Donate(got...)
 				}
