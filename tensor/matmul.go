@@ -56,7 +56,18 @@ func init() {
 			return one1(addTangents(ta, tb))
 		},
 		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
-			return one1(matmulBatch(in, batched, pp.(*matmulParams), MatMulT))
+			p := pp.(*matmulParams)
+			if !batched[0] && !batched[1] {
+				// dense's rule with only the bias batched.
+				return one1(MatMulT(in[0], in[1], p.ta, p.tb))
+			}
+			if c := matmulStacked(in, batched, p, MatMulT); c != nil {
+				return one1(c)
+			}
+			// The operands' batch dimensions lead: the product with the
+			// examples' params widened (matmulBatch would check them again).
+			x := alignBatch(in, batched, len(p.batch)+2)
+			return one1(Apply(matmulOp, p.batched(batchSize(in, batched)), x[0], x[1]))
 		},
 		Traits: Traits{
 			Half:  NativeHalf,   // bfloat16 gemm, or float16 widened once (matmul_bf16.go)
@@ -116,14 +127,35 @@ func matmulCotangents(g, a, b *Tensor, p *matmulParams, need uint64, mm func(x, 
 // lead (alignBatch), the examples' batch dimensions broadcasting as they
 // did.
 func matmulBatch(in []*Tensor, batched []bool, p *matmulParams, mm func(a, b *Tensor, ta, tb bool) *Tensor) *Tensor {
-	a, b := in[0], in[1]
-	if batched[0] && !batched[1] && len(b.shape) == 2 && !p.ta {
-		k := a.shape[len(a.shape)-1]
-		c := mm(Reshape(a, -1, k), b, false, p.tb)
-		return Reshape(c, append(slices.Clone(a.shape[:len(a.shape)-1]), p.n)...)
+	if c := matmulStacked(in, batched, p, mm); c != nil {
+		return c
 	}
 	x := alignBatch(in, batched, len(p.batch)+2)
 	return mm(x[0], x[1], p.ta, p.tb)
+}
+
+// matmulStacked is matmulBatch's first case (a batch of a times one b as
+// one product), or nil.
+func matmulStacked(in []*Tensor, batched []bool, p *matmulParams, mm func(a, b *Tensor, ta, tb bool) *Tensor) *Tensor {
+	a, b := in[0], in[1]
+	if !batched[0] || batched[1] || len(b.shape) != 2 || p.ta {
+		return nil
+	}
+	k := a.shape[len(a.shape)-1]
+	c := mm(Reshape(a, -1, k), b, false, p.tb)
+	return Reshape(c, append(slices.Clone(a.shape[:len(a.shape)-1]), p.n)...)
+}
+
+// batched returns the params of the product p of one example for a batch
+// of nb examples in front, as checkMatMul would compute them for the
+// operands alignBatch gives (their batch dimensions broadcast to nb
+// followed by the examples' batch), in one allocation and without its
+// checks, which the examples passed.
+func (p *matmulParams) batched(nb int) *matmulParams {
+	q := &matmulParams{ta: p.ta, tb: p.tb, m: p.m, n: p.n, k: p.k}
+	q.outShape = append(append(append(q.shapeBuf[:0], nb), p.batch...), p.m, p.n)
+	q.batch = q.outShape[: 1+len(p.batch) : 1+len(p.batch)]
+	return q
 }
 
 // matmulImpl computes op(a) @ op(b): float32 operands with Sgemm, half
