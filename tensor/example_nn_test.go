@@ -74,3 +74,20 @@ func ExampleSoftmaxCrossEntropy() {
 	// [[-0.1065  0.0533  0.0533]
 	//  [ 0.1667  0.1667 -0.3333]]
 }
+
+func ExampleMatMulBiasAct() {
+	// A Linear layer with ReLU as one op: relu(x @ w + b).
+	x := tensor.FromFloat32([]float32{
+		1, 2,
+		-1, 0,
+	}, 2, 2)
+	w := tensor.FromFloat32([]float32{
+		1, -1, 0.5,
+		1, 1, -2,
+	}, 2, 3)
+	b := tensor.FromFloat32([]float32{0, 0.5, 1}, 3)
+	fmt.Printf("%g\n", tensor.MatMulBiasAct(x, w, b, tensor.ActRelu))
+	// Output:
+	// [[  3 1.5   0]
+	//  [  0 1.5 0.5]]
+}
