@@ -131,9 +131,15 @@ func init() {
 			if g.dtype != Float32 && g.dtype != q.compute {
 				g = Convert(g, q.compute)
 			}
-			return matmulCotangents(g, in[0], in[1], q.p, need, func(x, y *Tensor, tx, ty bool, dt DType) *Tensor {
+			mm := func(x, y *Tensor, tx, ty bool, dt DType) *Tensor {
 				return MatMulAs(x, y, tx, ty, q.compute, dt)
-			})
+			}
+			if gr := roundOnce(g, q.compute, need, in[0], in[1]); gr != nil {
+				res := matmulCotangents(gr, in[0], in[1], q.p, need, mm)
+				gr.release()
+				return res
+			}
+			return matmulCotangents(g, in[0], in[1], q.p, need, mm)
 		},
 		JVP: func(x, t, _ []*Tensor, pp any) []*Tensor {
 			q := pp.(*matmulToParams)

@@ -177,6 +177,16 @@ func BenchmarkProductAs(b *testing.B) {
 		// The forward product and one gradient product each.
 		{"experts_fwd_dx", 4 * 4096 * 128 * 256, func(c tensor.DType) *tensor.Tensor { return raggedVJP(xe, we, gs, ge, c, 0) }},
 		{"experts_fwd_dw", 4 * 4096 * 128 * 256, func(c tensor.DType) *tensor.Tensor { return raggedVJP(xe, we, gs, ge, c, 1) }},
+		// The forward product and both gradient products (the cotangent
+		// rounded once for both).
+		{"proj_fwd_bwd", 6 * 2048 * 128 * 128, func(c tensor.DType) *tensor.Tensor {
+			return bothVJP(func(x, w *tensor.Tensor) *tensor.Tensor {
+				return tensor.MatMulAs(x, w, false, false, c, tensor.Float32)
+			}, x, w, g)
+		}},
+		{"experts_fwd_bwd", 6 * 4096 * 128 * 256, func(c tensor.DType) *tensor.Tensor {
+			return bothVJP(func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.RaggedDotAs(x, w, gs, c) }, xe, we, ge)
+		}},
 	} {
 		for _, dt := range []tensor.DType{tensor.Float32, bf} {
 			b.Run(c.name+"/"+dt.String(), func(b *testing.B) {
@@ -192,6 +202,15 @@ func BenchmarkProductAs(b *testing.B) {
 	}
 }
 
+// bothVJP returns the cotangents g pulls back through f to x and w,
+// stacked.
+func bothVJP(f func(x, w *tensor.Tensor) *tensor.Tensor, x, w, g *tensor.Tensor) *tensor.Tensor {
+	tr := tensor.NewTrace()
+	lx, lw := tr.Leaf(x), tr.Leaf(w)
+	gr := tensor.Backward(tr, []*tensor.Tensor{f(lx, lw)}, []*tensor.Tensor{g}, []*tensor.Tensor{lx, lw}, false)
+	return tensor.Concat(0, tensor.Reshape(gr[0], -1), tensor.Reshape(gr[1], -1))
+}
+
 // raggedVJP returns the cotangent g pulls back through RaggedDotAs to x
 // (i = 0) or w (i = 1).
 func raggedVJP(x, w, gs, g *tensor.Tensor, compute tensor.DType, i int) *tensor.Tensor {
@@ -200,4 +219,60 @@ func raggedVJP(x, w, gs, g *tensor.Tensor, compute tensor.DType, i int) *tensor.
 	in[i] = tr.Leaf(in[i])
 	y := tensor.RaggedDotAs(in[0], in[1], gs, compute)
 	return tensor.Backward(tr, []*tensor.Tensor{y}, []*tensor.Tensor{g}, in[i:i+1], false)[0]
+}
+
+// TestProductAsRoundOnce: a backward pass that asks for both cotangents
+// of an As product rounds the output's cotangent to bfloat16 once for
+// both gradient products; the cotangents are bit for bit those computed
+// one at a time, where each product rounds it as it reads it (odd widths,
+// groups starting at odd rows, batched rows included).
+func TestProductAsRoundOnce(t *testing.T) {
+	rng := newRNG(89)
+	gs := tensor.FromInt32([]int32{9, 0, 17, 6}, 4)
+	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Float16} {
+		for _, tc := range []struct {
+			name   string
+			f      func(x, w *tensor.Tensor) *tensor.Tensor
+			xShape []int
+			wShape []int
+		}{
+			{"MatMulAs", func(x, w *tensor.Tensor) *tensor.Tensor {
+				return tensor.MatMulAs(x, w, false, false, dt, tensor.Float32)
+			},
+				[]int{35, 40}, []int{40, 24}},
+			{"MatMulAs batched odd", func(x, w *tensor.Tensor) *tensor.Tensor {
+				return tensor.MatMulAs(x, w, false, false, dt, tensor.Float32)
+			}, []int{2, 7, 41}, []int{41, 23}},
+			{"MatMulAs transposed", func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.MatMulAs(x, w, true, true, dt, tensor.Float32) },
+				[]int{40, 35}, []int{24, 40}},
+			{"ActMatMulAs", func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.ActMatMulAs(tensor.ActGelu, x, w, dt) },
+				[]int{2, 30, 48}, []int{48, 20}},
+			{"RaggedDotAs", func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.RaggedDotAs(x, w, gs, dt) },
+				[]int{35, 40}, []int{4, 40, 24}},
+			{"RaggedDotAs odd", func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.RaggedDotAs(x, w, gs, dt) },
+				[]int{35, 41}, []int{4, 41, 23}},
+			{"ActRaggedDotAs", func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.ActRaggedDotAs(tensor.ActGelu, x, w, gs, dt) },
+				[]int{35, 48}, []int{4, 48, 20}},
+		} {
+			x, w := randF32(rng, tc.xShape...), randF32(rng, tc.wShape...)
+			g := randF32(rng, tc.f(x, w).Shape()...)
+			vjp := func(leaves ...int) []*tensor.Tensor {
+				tr := tensor.NewTrace()
+				in := []*tensor.Tensor{x, w}
+				var ls []*tensor.Tensor
+				for _, i := range leaves {
+					in[i] = tr.Leaf(in[i])
+					ls = append(ls, in[i])
+				}
+				y := tc.f(in[0], in[1])
+				return tensor.Backward(tr, []*tensor.Tensor{y}, []*tensor.Tensor{g}, ls, false)
+			}
+			both := vjp(0, 1)
+			for i := range 2 {
+				one := vjp(i)[0]
+				require.Equal(t, tensor.Float32, both[i].DType())
+				require.Equal(t, one.Float32s(), both[i].Float32s(), "%v %s: d/d%d", dt, tc.name, i)
+			}
+		}
+	}
 }

@@ -30,50 +30,25 @@ func init() {
 	raggedDotOp = &Op{
 		Name: "ragged_dot",
 		Impl: func(in []*Tensor, pp any) *Tensor {
-			p := pp.(*raggedParams)
-			x, w, gs := in[0], in[1], in[2]
-			m, k := x.shape[0], x.shape[1]
-			g := w.shape[0]
-			n := w.shape[2]
-			if p.transW {
-				n = w.shape[1]
-			}
-			out := newOutUninit(Float32, []int{m, n}) // the gemms write the groups' rows, beta 0
-			sizes := checkGroupSizes("tensor.RaggedDot", gs, m)
-			local := isLocal(x, w)
-			x, w, compute := productOperands(x, w, p.compute)
-			ldw := n
-			if p.transW {
-				ldw = k
-			}
-			wsz := w.shape[1] * w.shape[2]
-			starts := make([]int, g+1)
-			for e, s := range sizes {
-				starts[e+1] = starts[e] + s
-			}
-			clear(out.f32[starts[g]*n:]) // rows past the groups
-			// Split the rows (not the groups) evenly over the cores, each
-			// chunk computing its share of every group it meets on one
-			// goroutine: balanced whatever the routing, and each group is
-			// one packed product per chunk, never per row.
-			// 2·k·n flops per row; gemm goes parallel from about 16M flops,
-			// parallelFor from parallelMinWork (256K) units: 1 unit per 64 flops.
-			parallelFor(starts[g], max(1, k*n/32), 8, local, func(lo, hi int) {
-				for e := range g {
-					a, b := max(lo, starts[e]), min(hi, starts[e+1])
-					if a >= b {
-						continue
-					}
-					groupGemm(compute, false, p.transW, b-a, n, k, x.f32[a*k:b*k], k, w.f32[e*wsz:(e+1)*wsz], ldw,
-						out.f32[a*n:b*n], n, 1)
-				}
-			})
-			return out
+			return raggedDotImpl(in[0], in[1], in[2], pp.(*raggedParams))
 		},
 		VJPNeed: func(gy *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {
 			p := pp.(*raggedParams)
 			x, w, gs := in[0], in[1], in[2]
 			res := make([]*Tensor, 3)
+			if gr := roundOnce(gy, p.compute, need, x, w, gs); gr != nil {
+				// Both products read gy rounded once, with the bits they
+				// would have rounded it to.
+				res[0] = raggedDotImpl(gr, w, gs, &raggedParams{transW: !p.transW, compute: p.compute})
+				q := &raggedOuterParams{groups: w.shape[0], compute: p.compute}
+				if p.transW {
+					res[1] = raggedOuterImpl(gr, x, gs, q)
+				} else {
+					res[1] = raggedOuterImpl(x, gr, gs, q)
+				}
+				gr.release()
+				return res
+			}
 			if Wants(need, 0) {
 				// dx_g = gy_g @ op(w_g)ᵀ
 				res[0] = raggedDotIn(gy, w, gs, !p.transW, p.compute)
@@ -123,26 +98,7 @@ func init() {
 	raggedOuterOp = &Op{
 		Name: "ragged_outer",
 		Impl: func(in []*Tensor, pp any) *Tensor {
-			q := pp.(*raggedOuterParams)
-			G := q.groups
-			a, b, gs := in[0], in[1], in[2]
-			m, ka, kb := a.shape[0], a.shape[1], b.shape[1]
-			out := newOutUninit(Float32, []int{G, ka, kb}) // the gemms write nonempty groups, beta 0
-			threads := gemmThreads(a, b)
-			sizes := checkGroupSizes("tensor.RaggedDot", gs, m)
-			a, b, compute := productOperands(a, b, q.compute)
-			off := 0
-			for e := range G {
-				r := sizes[e]
-				if r > 0 {
-					groupGemm(compute, true, false, ka, kb, r, a.f32[off*ka:(off+r)*ka], ka, b.f32[off*kb:(off+r)*kb], kb,
-						out.f32[e*ka*kb:(e+1)*ka*kb], kb, threads)
-				} else {
-					clear(out.f32[e*ka*kb : (e+1)*ka*kb])
-				}
-				off += r
-			}
-			return out
+			return raggedOuterImpl(in[0], in[1], in[2], pp.(*raggedOuterParams))
 		},
 		VJPNeed: func(gout *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {
 			a, b, gs := in[0], in[1], in[2]
@@ -197,6 +153,72 @@ func gemmThreads(a, b *Tensor) int {
 	return 0
 }
 
+// raggedDotImpl is ragged_dot's Impl. Under a bfloat16 compute dtype
+// with the AVX-512 BF16 or AMX kernels, x may be bfloat16 too (a
+// cotangent rounded once, see roundOnce).
+func raggedDotImpl(x, w, gs *Tensor, p *raggedParams) *Tensor {
+	m, k := x.shape[0], x.shape[1]
+	g := w.shape[0]
+	n := w.shape[2]
+	if p.transW {
+		n = w.shape[1]
+	}
+	out := newOutUninit(Float32, []int{m, n}) // the gemms write the groups' rows, beta 0
+	sizes := checkGroupSizes("tensor.RaggedDot", gs, m)
+	local := isLocal(x, w)
+	x, w, compute := productOperands(x, w, p.compute)
+	ldw := n
+	if p.transW {
+		ldw = k
+	}
+	wsz := w.shape[1] * w.shape[2]
+	starts := make([]int, g+1)
+	for e, s := range sizes {
+		starts[e+1] = starts[e] + s
+	}
+	clear(out.f32[starts[g]*n:]) // rows past the groups
+	// Split the rows (not the groups) evenly over the cores, each
+	// chunk computing its share of every group it meets on one
+	// goroutine: balanced whatever the routing, and each group is
+	// one packed product per chunk, never per row.
+	// 2·k·n flops per row; gemm goes parallel from about 16M flops,
+	// parallelFor from parallelMinWork (256K) units: 1 unit per 64 flops.
+	parallelFor(starts[g], max(1, k*n/32), 8, local, func(lo, hi int) {
+		for e := range g {
+			a, b := max(lo, starts[e]), min(hi, starts[e+1])
+			if a >= b {
+				continue
+			}
+			groupGemm(compute, false, p.transW, b-a, n, k, operandRows(x, a*k, b*k), k, operandRows(w, e*wsz, (e+1)*wsz), ldw,
+				out.f32[a*n:b*n], n, 1)
+		}
+	})
+	return out
+}
+
+// raggedOuterImpl is ragged_outer's Impl; a or b may be bfloat16 as x
+// may in raggedDotImpl.
+func raggedOuterImpl(a, b, gs *Tensor, q *raggedOuterParams) *Tensor {
+	G := q.groups
+	m, ka, kb := a.shape[0], a.shape[1], b.shape[1]
+	out := newOutUninit(Float32, []int{G, ka, kb}) // the gemms write nonempty groups, beta 0
+	threads := gemmThreads(a, b)
+	sizes := checkGroupSizes("tensor.RaggedDot", gs, m)
+	a, b, compute := productOperands(a, b, q.compute)
+	off := 0
+	for e := range G {
+		r := sizes[e]
+		if r > 0 {
+			groupGemm(compute, true, false, ka, kb, r, operandRows(a, off*ka, (off+r)*ka), ka, operandRows(b, off*kb, (off+r)*kb), kb,
+				out.f32[e*ka*kb:(e+1)*ka*kb], kb, threads)
+		} else {
+			clear(out.f32[e*ka*kb : (e+1)*ka*kb])
+		}
+		off += r
+	}
+	return out
+}
+
 // checkGroupSizes reads the group sizes and checks them against the rows.
 func checkGroupSizes(op string, gs *Tensor, rows int) []int {
 	sizes := gs.Ints()
@@ -245,13 +267,45 @@ func productOperands(a, b *Tensor, compute DType) (*Tensor, *Tensor, DType) {
 
 // groupGemm computes C = op(A)·op(B) on float32 operands in dtype compute
 // (Float32: Sgemm; BFloat16: Bgemm with each operand rounded as the
-// kernel reads it, accumulated in float32), overwriting C.
-func groupGemm(compute DType, ta, tb bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc, threads int) {
+// kernel reads it, or already bfloat16, accumulated in float32),
+// overwriting C.
+func groupGemm(compute DType, ta, tb bool, m, n, k int, a gemm.BF16Operand, lda int, b gemm.BF16Operand, ldb int, c []float32, ldc, threads int) {
 	if compute == Float32 {
-		gemm.Sgemm(ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, ldc, threads)
+		gemm.Sgemm(ta, tb, m, n, k, 1, a.F32, lda, b.F32, ldb, 0, c, ldc, threads)
 		return
 	}
-	gemm.BgemmMixed(ta, tb, m, n, k, gemm.BF16Operand{F32: a}, lda, gemm.BF16Operand{F32: b}, ldb, c, ldc, threads)
+	gemm.BgemmMixed(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, threads)
+}
+
+// operandRows returns elements [lo, hi) of the float32 or bfloat16 host
+// tensor x as a product's operand.
+func operandRows(x *Tensor, lo, hi int) gemm.BF16Operand {
+	if x.dtype == Float32 {
+		return gemm.BF16Operand{F32: x.f32[lo:hi]}
+	}
+	return gemm.BF16Operand{Bits: x.u16[lo:hi]}
+}
+
+// roundOnce returns the float32 cotangent g rounded to bfloat16, for a
+// first-order backward pass whose two products (need asks for both
+// cotangents) would each round g as they read it, on the AVX-512 BF16 or
+// AMX kernels: one rounding pass instead of two, and the product that
+// reads g's rows reads the rounded copy in place. The bits are those the
+// kernels would round g to (vec.BF16FromF32), so the cotangents are the
+// same bit for bit. It returns nil, and the products round g themselves,
+// for any other compute dtype or kernel, traced, batched or placed
+// operands. The caller releases the result once the products are done.
+func roundOnce(g *Tensor, compute DType, need uint64, others ...*Tensor) *Tensor {
+	if compute != BFloat16 || gemm.BF16Kernel() == "widen" || !Wants(need, 0) || !Wants(need, 1) ||
+		g.dtype != Float32 || higherOrder(g) || higherOrder(others...) {
+		return nil
+	}
+	for _, x := range append(others, g) {
+		if x.layout != nil || x.xv != nil {
+			return nil
+		}
+	}
+	return narrow(g, BFloat16)
 }
 
 // RaggedDot is a grouped matrix product, JAX's lax.ragged_dot: the rows of
