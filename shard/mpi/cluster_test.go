@@ -31,12 +31,20 @@ func TestLinkDownEndsTheJob(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	script := `$GONOX_CLUSTER_MPIRUN -x GONOX_MPI_TEST_HELPER=steps -x GONOX_TIMEOUT=3s -x GONOX_DEVICES=1 "$0" &
+	// The link goes down once process 0 has printed step 100 (not after a
+	// fixed sleep: on a loaded machine mpirun may take longer to start).
+	script := `log=$(mktemp)
+$GONOX_CLUSTER_MPIRUN -x GONOX_MPI_TEST_HELPER=steps -x GONOX_TIMEOUT=3s -x GONOX_DEVICES=1 "$0" >"$log" 2>&1 &
 pid=$!
-sleep 4
+i=0
+until grep -q 'process 0: step 100:' "$log" || [ $i -ge 600 ]; do sleep 0.1; i=$((i+1)); done
 $GONOX_CLUSTER_LINK 1 down
 echo "link down"
-wait $pid`
+wait $pid
+rc=$?
+cat "$log"
+rm -f "$log"
+exit $rc`
 	cmd := exec.CommandContext(ctx, "./cluster.sh", "-n", "2", "-p", "1", "--", "sh", "-c", script, os.Args[0])
 	var down time.Time
 	out := &lineWatch{on: "link down", seen: func() { down = time.Now() }}
