@@ -245,12 +245,30 @@ func Rsqrt(dst, src []float32) {
 // far below the maximum, where src[i] - m is not exact in float32.
 // src[i] = -Inf gives 0.
 func ExpShift(dst, src []float32, m float32) float64 {
+	dst = dst[:len(src)]
+	if useAVX512 {
+		// The exponentials summed as they are stored: SumF64's lanes and
+		// blocks, in the same order.
+		s := 0.0
+		for start := 0; start < len(src); start += SumBlock {
+			end := min(start+SumBlock, len(src))
+			var l [8]float64
+			expShiftAVX512(dst[start:end], src[start:end], -m, &l)
+			s += laneSum(&l)
+		}
+		return s
+	}
 	expShift(dst, src, m)
-	return SumF64(dst[:len(src)])
+	return SumF64(dst)
 }
 
 func expShift(dst, src []float32, m float32) {
 	dst = dst[:len(src)]
+	if useAVX512 {
+		var l [8]float64
+		expShiftAVX512(dst, src, -m, &l)
+		return
+	}
 	n := 0
 	if useAVX2 {
 		n = len(src) &^ 7

@@ -49,6 +49,11 @@ func sumBlock(x []float32) float64 {
 	for i := n; i < len(x); i++ {
 		l[i-n] += float64(x[i])
 	}
+	return laneSum(&l)
+}
+
+// laneSum combines the 8 lanes of a block sum.
+func laneSum(l *[8]float64) float64 {
 	return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
 }
 
@@ -106,7 +111,7 @@ func sumMapped(n int, fill func(d []float32, lo, hi int)) float64 {
 				l[(i-start+k)&7] += float64(v)
 			}
 		}
-		s += ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
+		s += laneSum(&l)
 	}
 	return s
 }
@@ -114,6 +119,13 @@ func sumMapped(n int, fill func(d []float32, lo, hi int)) float64 {
 // MaxF32 returns the maximum of x (NaN if any element is NaN, -Inf for an
 // empty slice).
 func MaxF32(x []float32) float32 {
+	if useAVX512 {
+		// The kernel leaves to the loop a NaN (whose payload is the
+		// first one's) and a zero (whose sign is the first maximal one's).
+		if m, nan := maxAVX512(x); !nan && m != 0 {
+			return m
+		}
+	}
 	m := float32(negInf)
 	for _, v := range x {
 		if v > m || v != v {

@@ -2,12 +2,15 @@
 
 #include "textflag.h"
 
-// AVX-512 forms of the GELU kernels of vec_amd64.s: the same operations
-// in the same order on 16 lanes (VMULPS then VADDPS, never FMA; VDIVPS,
-// never VRCP14PS; the sign test by a compare into a mask register), so
-// they return the bits of the AVX2 kernels and of the pure-Go code.
-// Two vectors per iteration; lengths are multiples of 32 (the Go
-// wrappers handle the rest). Constants are single floats, broadcast.
+// AVX-512 forms of kernels of vec_amd64.s (GELU, ExpShift) and row
+// reductions: the same operations in the same order on 16 lanes
+// (VMULPS then VADDPS, never FMA; VDIVPS, never VRCP14PS; the sign test
+// by a compare into a mask register), so they return the bits of the
+// AVX2 kernels and of the pure-Go code. The GELU kernels take two
+// vectors per iteration and lengths that are multiples of 32 (the Go
+// wrappers handle the rest); expShiftAVX512 and maxAVX512 take any
+// length, the last partial vector through a lane mask. Constants are
+// single floats, broadcast.
 
 DATA z_zero<>+0(SB)/4, $0x00000000
 GLOBL z_zero<>(SB), RODATA|NOPTR, $4
@@ -53,6 +56,8 @@ DATA z_bias127<>+0(SB)/4, $0x0000007f
 GLOBL z_bias127<>(SB), RODATA|NOPTR, $4
 DATA z_signMask<>+0(SB)/4, $0x80000000
 GLOBL z_signMask<>(SB), RODATA|NOPTR, $4
+DATA z_negInf<>+0(SB)/4, $0xff800000
+GLOBL z_negInf<>(SB), RODATA|NOPTR, $4
 
 // ZEXP(a, t1, t2, t3): a = e^a (expf). Clobbers t1-t3.
 #define ZEXP(a, t1, t2, t3) \
@@ -222,5 +227,153 @@ geluParts512_loop:
 	DECQ CX
 	JNZ geluParts512_loop
 geluParts512_done:
+	VZEROUPPER
+	RET
+
+// ZEXPSHIFT(x, nm, a, t1, t2, t3, t4, k): a = e^(x + nm) with the TwoSum
+// error of x + nm carried as e·(1+err), expShiftAVX2's operations
+// (expShiftf). Clobbers t1-t4 and k.
+#define ZEXPSHIFT(x, nm, a, t1, t2, t3, t4, k) \
+	VADDPS nm, x, a \
+	VSUBPS x, a, t1 \
+	VSUBPS t1, a, t2 \
+	VSUBPS t2, x, t2 \
+	VSUBPS t1, nm, t3 \
+	VADDPS t3, t2, t4 \
+	VCMPPS $0, t4, t4, k \
+	VMOVAPS.Z t4, k, t4 \
+	ZEXP(a, t1, t2, t3) \
+	VMULPS t4, a, t1 \
+	VADDPS a, t1, a
+
+// ZACC8(a, ay, acc, t, ty): acc (8 float64 lanes) += the low 8 floats
+// of a, then += its high 8: lane i mod 8 sums element i, in order, as
+// sumBlock does (ay and ty name the low halves of a and t).
+#define ZACC8(a, ay, acc, t, ty) \
+	VCVTPS2PD ay, t \
+	VADDPD t, acc, acc \
+	VEXTRACTF32X8 $1, a, ty \
+	VCVTPS2PD ty, t \
+	VADDPD t, acc, acc
+
+// func expShiftAVX512(dst, src []float32, nm float32, lanes *[8]float64)
+// sets dst = e^(src + nm) (expShiftf) and adds dst[i] to lanes[i mod 8]
+// in float64, in order: a fused expShift and sumBlock.
+TEXT ·expShiftAVX512(SB), NOSPLIT, $0-64
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	MOVQ src_len+32(FP), CX
+	VBROADCASTSS nm+48(FP), Z9
+	MOVQ lanes+56(FP), DX
+	VMOVUPD (DX), Z20
+	MOVQ CX, BX
+	ANDQ $15, BX
+	SHRQ $4, CX
+	JZ expShift512_tail
+expShift512_loop:
+	VMOVUPS (SI), Z8
+	ZEXPSHIFT(Z8, Z9, Z0, Z1, Z2, Z3, Z4, K2)
+	VMOVUPS Z0, (DI)
+	ZACC8(Z0, Y0, Z20, Z5, Y5)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ expShift512_loop
+expShift512_tail:
+	TESTQ BX, BX
+	JZ expShift512_done
+	MOVL $1, AX
+	MOVQ BX, CX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VMOVUPS.Z (SI), K1, Z8
+	ZEXPSHIFT(Z8, Z9, Z0, Z1, Z2, Z3, Z4, K2)
+	VMOVUPS Z0, K1, (DI)
+	VMOVAPS.Z Z0, K1, Z0
+	ZACC8(Z0, Y0, Z20, Z5, Y5)
+expShift512_done:
+	VMOVUPD Z20, (DX)
+	VZEROUPPER
+	RET
+
+// func maxAVX512(x []float32) (m float32, nan bool) returns the maximum
+// of x (-Inf if empty) or nan = true if x holds a NaN. VMAXPS's choice
+// between +0 and -0 is not the scalar loop's: the caller redoes a zero.
+TEXT ·maxAVX512(SB), NOSPLIT, $0-29
+	MOVQ x_base+0(FP), SI
+	MOVQ x_len+8(FP), CX
+	VBROADCASTSS z_negInf<>(SB), Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	MOVQ CX, BX
+	ANDQ $15, BX
+	SHRQ $4, CX
+	CMPQ CX, $4
+	JB max512_one
+max512_four:
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	VCMPPS $3, Z4, Z4, K1
+	VCMPPS $3, Z5, Z5, K2
+	VCMPPS $3, Z6, Z6, K3
+	VCMPPS $3, Z7, Z7, K4
+	KORW K1, K2, K1
+	KORW K3, K4, K3
+	KORTESTW K1, K3
+	JNZ max512_nan
+	VMAXPS Z4, Z0, Z0
+	VMAXPS Z5, Z1, Z1
+	VMAXPS Z6, Z2, Z2
+	VMAXPS Z7, Z3, Z3
+	ADDQ $256, SI
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JAE max512_four
+max512_one:
+	TESTQ CX, CX
+	JZ max512_tail
+	VMOVUPS (SI), Z4
+	VCMPPS $3, Z4, Z4, K1
+	KORTESTW K1, K1
+	JNZ max512_nan
+	VMAXPS Z4, Z0, Z0
+	ADDQ $64, SI
+	DECQ CX
+	JMP max512_one
+max512_tail:
+	TESTQ BX, BX
+	JZ max512_reduce
+	MOVL $1, AX
+	MOVQ BX, CX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VMOVUPS.Z (SI), K1, Z4
+	VCMPPS $3, Z4, Z4, K2
+	KORTESTW K2, K2
+	JNZ max512_nan
+	VMAXPS Z4, Z1, K1, Z1
+max512_reduce:
+	VMAXPS Z1, Z0, Z0
+	VMAXPS Z3, Z2, Z2
+	VMAXPS Z2, Z0, Z0
+	VEXTRACTF32X8 $1, Z0, Y1
+	VMAXPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4e, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xb1, X0, X1
+	VMAXPS X1, X0, X0
+	MOVSS X0, m+24(FP)
+	MOVB $0, nan+28(FP)
+	VZEROUPPER
+	RET
+max512_nan:
+	MOVB $1, nan+28(FP)
 	VZEROUPPER
 	RET
