@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 
+	"github.com/gonox/gonox/tensor/internal/gemm"
 	"github.com/gonox/gonox/tensor/internal/vec"
 )
 
@@ -33,7 +34,12 @@ func init() {
 		Name: "act_product",
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*actProductParams)
-			h := actTemp(in[0], p.act)
+			var h *Tensor
+			if p.roundsBF16() {
+				h = actTempBF16(in[0], p.act)
+			} else {
+				h = actTemp(in[0], p.act)
+			}
 			out := p.prod.Impl(append([]*Tensor{h}, in[1:]...), p.pp)
 			Donate(h)
 			return out
@@ -157,6 +163,52 @@ func actTemp(x *Tensor, act Activation) *Tensor {
 	parallelFor(n, cost, 16, false, func(lo, hi int) { kernel(h.f32[lo:hi], x.f32[lo:hi]) })
 	return h
 }
+
+// roundsBF16 reports whether the product computes in bfloat16 on
+// kernels that round a float32 operand as they read it (AVX-512 BF16,
+// AMX), and so takes act(x) in bfloat16 as well, with the same bits.
+func (p *actProductParams) roundsBF16() bool {
+	var compute DType
+	switch q := p.pp.(type) {
+	case *matmulToParams:
+		compute = q.compute
+	case *raggedParams:
+		compute = q.compute
+	}
+	return compute == BFloat16 && gemm.BF16Kernel() != "widen"
+}
+
+// actTempBF16 is actTemp rounding act(x) to bfloat16 (to nearest even,
+// as the product would round it as it reads it): act(x) goes through a
+// float32 buffer of actChunk elements that stays in L1, so the float32
+// act(x) is never stored and the product reads the half-size result in
+// place.
+func actTempBF16(x *Tensor, act Activation) *Tensor {
+	h := newOutUninit(BFloat16, x.shape)
+	kernel, cost := act.kernel()
+	run := func(lo, hi int) {
+		buf := make([]float32, min(actChunk, hi-lo))
+		for ; lo < hi; lo += len(buf) {
+			t := buf[:min(len(buf), hi-lo)]
+			if kernel == nil {
+				copy(t, x.f32[lo:])
+			} else {
+				kernel(t, x.f32[lo:lo+len(t)])
+			}
+			vec.BF16FromF32(h.u16[lo:lo+len(t)], t)
+		}
+	}
+	n := len(x.f32)
+	if serial(n*cost, isLocal(x)) {
+		run(0, n)
+	} else {
+		parallelFor(n, cost, 16, false, run)
+	}
+	return h
+}
+
+// actChunk is the float32 buffer of actTempBF16 (8 KiB).
+const actChunk = 2048
 
 // fusesAct reports whether act_product computes act(x) with these
 // operands: float32 host tensors or shard.Map blocks and a fused

@@ -276,3 +276,31 @@ func TestProductAsRoundOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestActProductAsRoundsActivation: ActMatMulAs and ActRaggedDotAs in
+// bfloat16, which round act(x) to bfloat16 as they compute it on the
+// AVX-512 BF16 and AMX kernels (never storing the float32 act(x)), give
+// the bits of the product of the float32 activation, which the product
+// rounds as it reads it; over several chunks and goroutines' shares.
+func TestActProductAsRoundsActivation(t *testing.T) {
+	rng := newRNG(90)
+	bf := tensor.BFloat16
+	for _, tc := range []struct {
+		name           string
+		fused, compose func(x, w *tensor.Tensor) *tensor.Tensor
+		xShape, wShape []int
+	}{
+		{"ActMatMulAs", func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.ActMatMulAs(tensor.ActGelu, x, w, bf) },
+			func(x, w *tensor.Tensor) *tensor.Tensor {
+				return tensor.MatMulAs(tensor.Gelu(x), w, false, false, bf, tensor.Float32)
+			}, []int{3, 300, 64}, []int{64, 16}},
+		{"ActRaggedDotAs", func(x, w *tensor.Tensor) *tensor.Tensor {
+			return tensor.ActRaggedDotAs(tensor.ActGelu, x, w, tensor.FromInt32([]int32{500, 0, 401}, 3), bf)
+		}, func(x, w *tensor.Tensor) *tensor.Tensor {
+			return tensor.RaggedDotAs(tensor.Gelu(x), w, tensor.FromInt32([]int32{500, 0, 401}, 3), bf)
+		}, []int{1000, 63}, []int{3, 63, 16}},
+	} {
+		x, w := randF32(rng, tc.xShape...), randF32(rng, tc.wShape...)
+		require.Equal(t, tc.compose(x, w).Float32s(), tc.fused(x, w).Float32s(), tc.name)
+	}
+}
