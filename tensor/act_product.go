@@ -133,9 +133,16 @@ func init() {
 // (act_parts), the product's VJP at act(x), and dx = dh·act'(x).
 func actProductVJP(g *Tensor, in []*Tensor, out *Tensor, p *actProductParams, need uint64) []*Tensor {
 	x := in[0]
-	parts := ApplyN(actPartsOp, p.act, x)
-	h, d := parts[0], parts[1]
-	res := vjpForm(p.prod, p.pp, nil, []*Tensor{g}, append([]*Tensor{h}, in[1:]...), []*Tensor{out}, need)
+	var h, d *Tensor
+	var res []*Tensor
+	if p.roundsBF16() && g.dtype == Float32 {
+		h, d = actPartsBF16(x, p.act)
+		res = p.bf16VJP(g, append([]*Tensor{h}, in[1:]...), need)
+	} else {
+		parts := ApplyN(actPartsOp, p.act, x)
+		h, d = parts[0], parts[1]
+		res = vjpForm(p.prod, p.pp, nil, []*Tensor{g}, append([]*Tensor{h}, in[1:]...), []*Tensor{out}, need)
+	}
 	if dh := res[0]; dh != nil {
 		res[0] = Mul(dh, d)
 		if dh != g {
@@ -205,6 +212,56 @@ func actTempBF16(x *Tensor, act Activation) *Tensor {
 		parallelFor(n, cost, 16, false, run)
 	}
 	return h
+}
+
+// actPartsBF16 is act_parts with act(x) rounded to bfloat16 (see
+// actTempBF16) and act'(x) in float32.
+func actPartsBF16(x *Tensor, act Activation) (h, d *Tensor) {
+	h, d = newOutUninit(BFloat16, x.shape), newOutUninit(Float32, x.shape)
+	kernel, cost := act.kernel()
+	grad := act.gradKernel()
+	run := func(lo, hi int) {
+		buf := make([]float32, min(actChunk, hi-lo))
+		for ; lo < hi; lo += len(buf) {
+			t := buf[:min(len(buf), hi-lo)]
+			xs, ds := x.f32[lo:lo+len(t)], d.f32[lo:lo+len(t)]
+			if act == ActGelu {
+				vec.GeluParts(t, ds, xs)
+			} else {
+				kernel(t, xs)
+				grad(ds, xs)
+			}
+			vec.BF16FromF32(h.u16[lo:lo+len(t)], t)
+		}
+	}
+	n := len(x.f32)
+	if serial(2*n*cost, isLocal(x)) {
+		run(0, n)
+	} else {
+		parallelFor(n, 2*cost, 16, false, run)
+	}
+	return h, d
+}
+
+// bf16VJP is the product's first-order VJP at in = (act(x) in bfloat16,
+// w, ...) for a float32 cotangent g: the float32 cotangents of act(x) and
+// w, with the bits of the product's VJP at the float32 act(x) (which the
+// products would round as they read it).
+func (p *actProductParams) bf16VJP(g *Tensor, in []*Tensor, need uint64) []*Tensor {
+	q, ok := p.pp.(*matmulToParams)
+	if !ok {
+		// ragged_dot's cotangents are float32 whatever its operands.
+		return p.prod.VJPNeed(g, in, nil, p.pp, need)
+	}
+	mm := func(x, y *Tensor, tx, ty bool, _ DType) *Tensor {
+		return MatMulAs(x, y, tx, ty, q.compute, Float32)
+	}
+	if gr := roundOnce(g, q.compute, need, in...); gr != nil {
+		res := matmulCotangents(gr, in[0], in[1], q.p, need, mm)
+		gr.release()
+		return res
+	}
+	return matmulCotangents(g, in[0], in[1], q.p, need, mm)
 }
 
 // actChunk is the float32 buffer of actTempBF16 (8 KiB).

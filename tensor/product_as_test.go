@@ -281,7 +281,9 @@ func TestProductAsRoundOnce(t *testing.T) {
 // bfloat16, which round act(x) to bfloat16 as they compute it on the
 // AVX-512 BF16 and AMX kernels (never storing the float32 act(x)), give
 // the bits of the product of the float32 activation, which the product
-// rounds as it reads it; over several chunks and goroutines' shares.
+// rounds as it reads it, values and gradients (their backward pass
+// recomputes act(x) in bfloat16 too); over several chunks and
+// goroutines' shares.
 func TestActProductAsRoundsActivation(t *testing.T) {
 	rng := newRNG(90)
 	bf := tensor.BFloat16
@@ -302,5 +304,13 @@ func TestActProductAsRoundsActivation(t *testing.T) {
 	} {
 		x, w := randF32(rng, tc.xShape...), randF32(rng, tc.wShape...)
 		require.Equal(t, tc.compose(x, w).Float32s(), tc.fused(x, w).Float32s(), tc.name)
+		r := randF32(rng, tc.fused(x, w).Shape()...)
+		loss := func(f func(x, w *tensor.Tensor) *tensor.Tensor) func(xs []*tensor.Tensor) *tensor.Tensor {
+			return func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.Sum(tensor.Mul(f(xs[0], xs[1]), r)) }
+		}
+		g, gc := grad(loss(tc.fused), ts(x, w)), grad(loss(tc.compose), ts(x, w))
+		for i := range g {
+			require.Equal(t, gc[i].Float32s(), g[i].Float32s(), "%s: d/d%d", tc.name, i)
+		}
 	}
 }
