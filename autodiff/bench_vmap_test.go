@@ -109,30 +109,8 @@ func ensembleStep(opt optim.Transform) func(ens nn.MLP, st optim.State, b exampl
 	}, autodiff.InAxes(autodiff.Axis(0), autodiff.None), autodiff.Strict())
 	return func(ens nn.MLP, st optim.State, b example) (nn.MLP, optim.State, *tensor.Tensor) {
 		lg := vg(ens, b)
-		ens2, st2 := optim.Step(opt, ens, lg.G, st)
-		donateDead([]any{ens2, st2, lg.L}, ens, st, lg.G)
+		ens2, st2 := optim.StepDonating(opt, ens, lg.G, st)
 		return ens2, st2, lg.L
-	}
-}
-
-// donateDead donates the leaves of the trees dead that are not leaves of
-// the trees keep: a training step's previous parameters, optimizer state
-// and gradients, as a trainer does (see tensor.Donate), so that the next
-// step reuses their storage.
-func donateDead(keep []any, dead ...any) {
-	live := map[*tensor.Tensor]bool{}
-	for _, k := range keep {
-		for _, x := range pytree.Leaves(k) {
-			live[x] = true
-		}
-	}
-	for _, d := range dead {
-		for _, x := range pytree.Leaves(d) {
-			if !live[x] {
-				live[x] = true
-				tensor.Donate(x)
-			}
-		}
 	}
 }
 
@@ -149,8 +127,7 @@ func loopStep(opt optim.Transform) func(ms []nn.MLP, sts []optim.State, b exampl
 		out, outSt := make([]nn.MLP, len(ms)), make([]optim.State, len(ms))
 		for i, m := range ms {
 			l, g := vg(m, b)
-			out[i], outSt[i] = optim.Step(opt, m, g, sts[i])
-			donateDead([]any{out[i], outSt[i], l}, m, sts[i], g)
+			out[i], outSt[i] = optim.StepDonating(opt, m, g, sts[i])
 			ls[i] = l
 		}
 		return out, outSt, tensor.Stack(0, ls...)

@@ -177,6 +177,17 @@ func (a *adam) coeffs(n int) tensor.AdamCoeffs {
 // another on one core; done hears of a run's inputs once it is computed,
 // so the update holds at most one run's new tensors beside the old ones.
 func (a *adam) fusedStep(params, grads any, state State, done func([]*tensor.Tensor)) (any, State) {
+	return a.step(params, grads, state, done, false)
+}
+
+// donatingStep is fusedStep for StepDonating: each run is one
+// tensor.AdamStepsDonating, and the old count is donated.
+func (a *adam) donatingStep(params, grads any, state State) (any, State) {
+	return a.step(params, grads, state, nil, true)
+}
+
+// step is fusedStep, through tensor.AdamStepsDonating if donating.
+func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor), donating bool) (any, State) {
 	rejectHalf(a.op, "parameter", params)
 	rejectHalf(a.op, "gradient", grads)
 	st := stateAs[AdamState](a.op, state)
@@ -216,7 +227,11 @@ func (a *adam) fusedStep(params, grads any, state State, done func([]*tensor.Ten
 				cs[j].WD = float32(a.wd)
 			}
 		}
-		p2, mu2, nu2 := tensor.AdamSteps(ps, gs, mus, nus, cs)
+		steps := tensor.AdamSteps
+		if donating {
+			steps = tensor.AdamStepsDonating
+		}
+		p2, mu2, nu2 := steps(ps, gs, mus, nus, cs)
 		for j, i := range run {
 			res[i] = []*tensor.Tensor{p2[j], mu2[j], nu2[j]}
 			report(done, pos[i], res[i])
@@ -241,7 +256,11 @@ func (a *adam) fusedStep(params, grads any, state State, done func([]*tensor.Ten
 		next++
 		return res[next-1]
 	}, trees...)
-	return r[0], AdamState{Count: incCount(st.Count, n), Mu: r[1], Nu: r[2]}
+	count := incCount(st.Count, n)
+	if donating {
+		tensor.Donate(st.Count)
+	}
+	return r[0], AdamState{Count: count, Mu: r[1], Nu: r[2]}
 }
 
 // adamBucket is about how many elements of parameters fusedStep updates in

@@ -215,7 +215,13 @@
 // Consecutive parameters are updated together, about half a million
 // elements at a time (tensor.AdamSteps, PyTorch's multi-tensor Adam): one
 // parallel region for many small parameters instead of one update after
-// another on one core.
+// another on one core. StepDonating is Step for a caller that gives its
+// params, grads and state up (JAX's donate_argnums): it donates them, and
+// Adam and AdamW write the new parameters and moments over the old ones
+// (tensor.AdamStepsDonating), streaming four slices a parameter instead of
+// seven. A step of 8 stacked MLPs 64-128-10 (autodiff's
+// BenchmarkEnsembleStep) took 90-93 cpu-µs with it against 109-114 with
+// Step and a donation after it.
 //
 // Init on global sharded parameters (placed with shard.FilterShard, say)
 // returns state sharded like them, since tensor.ZerosLike keeps placement;

@@ -95,6 +95,39 @@ func StepWith[M any](tx Transform, params, grads M, state State, done func(dead 
 	return Apply(params, updates), state
 }
 
+// StepDonating is Step for a caller that gives params, grads and state up,
+// as a training step whose old values are dead once it returns (JAX's
+// donate_argnums on a jitted step): their tensors are donated
+// (tensor.Donate) by the call, except those the results hold. Adam and
+// AdamW then write each new parameter and moment over the old one's
+// storage where nothing else holds it (tensor.AdamStepsDonating): the same
+// bits as Step, and an update that streams four slices a parameter instead
+// of seven, which matters once they leave the cache (an ensemble's
+// stacked leaves). Other transforms run Step, then donate.
+func StepDonating[M any](tx Transform, params, grads M, state State) (M, State) {
+	if d, ok := tx.(donatingStepper); ok {
+		p, s := d.donatingStep(any(params), any(grads), state)
+		return p.(M), s
+	}
+	p, s := Step(tx, params, grads, state)
+	live := map[*tensor.Tensor]bool{}
+	for _, x := range pytree.Leaves([]any{p, s}) {
+		live[x] = true
+	}
+	for _, x := range pytree.Leaves([]any{params, grads, state}) {
+		if !live[x] {
+			live[x] = true
+			tensor.Donate(x)
+		}
+	}
+	return p, s
+}
+
+// donatingStepper is a Transform with a fused step for StepDonating.
+type donatingStepper interface {
+	donatingStep(params, grads any, state State) (any, State)
+}
+
 // fusedStepper is a Transform whose Update and Apply can run as one pass:
 // fusedStep returns the new params (of the type of params) and state,
 // calling done (if not nil) after each parameter's update (see StepWith).

@@ -18,12 +18,15 @@ import (
 // order of its parameters (a list parameter takes one operand). The other
 // arguments are valid but irrelevant: the nil check comes first.
 var nilOps = map[string]func(t []*tensor.Tensor){
-	"MatMulTo":            func(t []*tensor.Tensor) { tensor.MatMulTo(t[0], t[1], false, false, tensor.Float32) },
-	"MatMulAs":            func(t []*tensor.Tensor) { tensor.MatMulAs(t[0], t[1], false, false, tensor.BFloat16, tensor.Float32) },
-	"Convert":             func(t []*tensor.Tensor) { tensor.Convert(t[0], tensor.BFloat16) },
-	"SGDStep":             func(t []*tensor.Tensor) { tensor.SGDStep(t[0], t[1], nil, 0.9, -0.1, false) },
-	"AdamStep":            func(t []*tensor.Tensor) { tensor.AdamStep(t[0], t[1], t[2], t[3], tensor.AdamCoeffs{}) },
-	"AdamSteps":           func(t []*tensor.Tensor) { tensor.AdamSteps(t[:1], t[1:2], t[2:3], t[3:4], []tensor.AdamCoeffs{{}}) },
+	"MatMulTo":  func(t []*tensor.Tensor) { tensor.MatMulTo(t[0], t[1], false, false, tensor.Float32) },
+	"MatMulAs":  func(t []*tensor.Tensor) { tensor.MatMulAs(t[0], t[1], false, false, tensor.BFloat16, tensor.Float32) },
+	"Convert":   func(t []*tensor.Tensor) { tensor.Convert(t[0], tensor.BFloat16) },
+	"SGDStep":   func(t []*tensor.Tensor) { tensor.SGDStep(t[0], t[1], nil, 0.9, -0.1, false) },
+	"AdamStep":  func(t []*tensor.Tensor) { tensor.AdamStep(t[0], t[1], t[2], t[3], tensor.AdamCoeffs{}) },
+	"AdamSteps": func(t []*tensor.Tensor) { tensor.AdamSteps(t[:1], t[1:2], t[2:3], t[3:4], []tensor.AdamCoeffs{{}}) },
+	"AdamStepsDonating": func(t []*tensor.Tensor) {
+		tensor.AdamStepsDonating(t[:1], t[1:2], t[2:3], t[3:4], []tensor.AdamCoeffs{{}})
+	},
 	"RaggedDot":           func(t []*tensor.Tensor) { tensor.RaggedDot(t[0], t[1], t[2]) },
 	"RaggedDotAs":         func(t []*tensor.Tensor) { tensor.RaggedDotAs(t[0], t[1], t[2], tensor.BFloat16) },
 	"DotProductAttention": func(t []*tensor.Tensor) { tensor.DotProductAttention(t[0], t[1], t[2], nil, 0, false) },

@@ -162,35 +162,43 @@ func init() {
 		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
 			cs := pp.(adamStepsParams).cs
 			out := make([]*Tensor, 3*len(cs))
-			vcs := make([]vec.AdamCoeffs, len(cs))
-			off := make([]int, len(cs)+1) // parameter i's elements are [off[i], off[i+1]) of all
-			for i, c := range cs {
-				shape := in[4*i].shape
+			for i := range cs {
 				for j := range 3 {
-					out[3*i+j] = newOutUninit(Float32, shape)
-				}
-				vcs[i] = vecAdam(c)
-				off[i+1] = off[i] + len(in[4*i].f32)
-			}
-			kernel := func(lo, hi int) {
-				for i := max(0, sort.SearchInts(off, lo+1)-1); i < len(cs) && off[i] < hi; i++ {
-					a, b := max(lo, off[i])-off[i], min(hi, off[i+1])-off[i]
-					if a >= b {
-						continue
-					}
-					p, g, mu, nu := in[4*i].f32, in[4*i+1].f32, in[4*i+2].f32, in[4*i+3].f32
-					vec.AdamStep(out[3*i].f32[a:b], out[3*i+1].f32[a:b], out[3*i+2].f32[a:b], p[a:b], g[a:b], mu[a:b], nu[a:b], &vcs[i])
+					out[3*i+j] = newOutUninit(Float32, in[4*i].shape)
 				}
 			}
-			n := off[len(cs)]
-			if serial(n*costMath, isLocal(in...)) {
-				kernel(0, n)
-			} else {
-				parallelFor(n, costMath, 16, false, kernel)
-			}
+			adamStepsKernel(in, out, cs)
 			return out, nil
 		},
 		Batch: materializeBatch(&adamStepsOp),
+	}
+}
+
+// adamStepsKernel computes adam_steps: parameter i's operands are
+// in[4i:4i+4] (p, g, mu, nu) and its results out[3i:3i+3] (p', mu', nu'),
+// which may be p, mu and nu themselves.
+func adamStepsKernel(in, out []*Tensor, cs []AdamCoeffs) {
+	vcs := make([]vec.AdamCoeffs, len(cs))
+	off := make([]int, len(cs)+1) // parameter i's elements are [off[i], off[i+1]) of all
+	for i, c := range cs {
+		vcs[i] = vecAdam(c)
+		off[i+1] = off[i] + len(in[4*i].f32)
+	}
+	kernel := func(lo, hi int) {
+		for i := max(0, sort.SearchInts(off, lo+1)-1); i < len(cs) && off[i] < hi; i++ {
+			a, b := max(lo, off[i])-off[i], min(hi, off[i+1])-off[i]
+			if a >= b {
+				continue
+			}
+			p, g, mu, nu := in[4*i].f32, in[4*i+1].f32, in[4*i+2].f32, in[4*i+3].f32
+			vec.AdamStep(out[3*i].f32[a:b], out[3*i+1].f32[a:b], out[3*i+2].f32[a:b], p[a:b], g[a:b], mu[a:b], nu[a:b], &vcs[i])
+		}
+	}
+	n := off[len(cs)]
+	if serial(n*costMath, isLocal(in...)) {
+		kernel(0, n)
+	} else {
+		parallelFor(n, costMath, 16, false, kernel)
 	}
 }
 
@@ -207,25 +215,7 @@ func init() {
 // AdamStep one by one. It is not differentiable.
 func AdamSteps(ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) (p2, mu2, nu2 []*Tensor) {
 	k := len(ps)
-	if len(gs) != k || len(mus) != k || len(nus) != k || len(cs) != k {
-		panic(fmt.Sprintf("tensor.AdamSteps: %d parameters, %d gradients, %d and %d moments, %d coefficients: want as many of each",
-			k, len(gs), len(mus), len(nus), len(cs)))
-	}
-	in := make([]*Tensor, 0, 4*k)
-	one := false // some parameter goes through AdamStep alone
-	for i := range k {
-		x := []*Tensor{ps[i], gs[i], mus[i], nus[i]}
-		if slices.ContainsFunc(x, func(t *Tensor) bool { return t == nil || t.donated || t.primal != nil && t.IsDonated() }) {
-			checkNil("tensor.AdamSteps", fmt.Sprintf("ps[%d] gs[%d] mus[%d] nus[%d]", i, i, i, i), x...)
-		}
-		for _, t := range x {
-			if (t.dtype != Float32 && t.dtype != Float64) || t.dtype != ps[i].dtype || !sameShape(t.shape, ps[i].shape) {
-				panic(fmt.Sprintf("tensor.AdamSteps: parameter %d: %s: want float32 (or float64) tensors of one shape", i, operands(",", x...)))
-			}
-			one = one || t.dtype == Float64 || t.layout != nil || t.local != nil
-		}
-		in = append(in, x...)
-	}
+	in, one := adamStepsOperands("tensor.AdamSteps", ps, gs, mus, nus, cs)
 	p2, mu2, nu2 = make([]*Tensor, k), make([]*Tensor, k), make([]*Tensor, k)
 	if one {
 		for i := range k {
@@ -238,6 +228,34 @@ func AdamSteps(ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) (p2, mu2, nu2 []*Ten
 		p2[i], mu2[i], nu2[i] = namedLike(out[3*i], ps[i]), namedLike(out[3*i+1], mus[i]), namedLike(out[3*i+2], nus[i])
 	}
 	return p2, mu2, nu2
+}
+
+// adamStepsOperands checks the operands of op, AdamSteps or
+// AdamStepsDonating (as many of each, of one shape and dtype a parameter,
+// none nil or donated) and returns them in the order of adam_steps (p, g,
+// mu, nu a parameter), and whether some parameter must go through
+// AdamStep alone (placed, float64, local).
+func adamStepsOperands(op string, ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) (in []*Tensor, one bool) {
+	k := len(ps)
+	if len(gs) != k || len(mus) != k || len(nus) != k || len(cs) != k {
+		panic(fmt.Sprintf("%s: %d parameters, %d gradients, %d and %d moments, %d coefficients: want as many of each",
+			op, k, len(gs), len(mus), len(nus), len(cs)))
+	}
+	in = make([]*Tensor, 0, 4*k)
+	for i := range k {
+		x := []*Tensor{ps[i], gs[i], mus[i], nus[i]}
+		if slices.ContainsFunc(x, func(t *Tensor) bool { return t == nil || t.donated || t.primal != nil && t.IsDonated() }) {
+			checkNil(op, fmt.Sprintf("ps[%d] gs[%d] mus[%d] nus[%d]", i, i, i, i), x...)
+		}
+		for _, t := range x {
+			if (t.dtype != Float32 && t.dtype != Float64) || t.dtype != ps[i].dtype || !sameShape(t.shape, ps[i].shape) {
+				panic(fmt.Sprintf("%s: parameter %d: %s: want float32 (or float64) tensors of one shape", op, i, operands(",", x...)))
+			}
+			one = one || t.dtype == Float64 || t.layout != nil || t.local != nil
+		}
+		in = append(in, x...)
+	}
+	return in, one
 }
 
 // vecAdam converts the coefficients for package vec's kernels.
