@@ -695,8 +695,8 @@ func TestTranspose(t *testing.T) {
 func testTranspose[T elem](t *testing.T, funcs map[string]transposeFunc[T]) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for name, f := range funcs {
-		for _, rows := range []int{1, 3, 4, 5, 8, 9, 16, 31, 32} {
-			for _, cols := range []int{1, 3, 4, 7, 8, 9, 17, 64, 70} {
+		for _, rows := range []int{1, 3, 4, 5, 8, 9, 10, 16, 31, 32} {
+			for _, cols := range []int{1, 3, 4, 7, 8, 9, 10, 17, 64, 70} {
 				lds, ldd := cols+rng.IntN(3), rows+rng.IntN(3)
 				src := make([]T, (rows-1)*lds+cols)
 				for i := range src {

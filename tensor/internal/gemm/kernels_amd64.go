@@ -128,22 +128,25 @@ func transposeAVX64(dst []float64, ldd int, src []float64, lds int, rows, cols i
 }
 
 // transposeBlocked transposes with blk, which transposes nb bs×bs blocks
-// side by side, and transposeGo for the edges.
+// side by side. An edge narrower than a block (the last columns or rows)
+// is one more block that overlaps the last whole one, writing some
+// elements twice with the same values (dst and src never overlap): a
+// classifier's 10-column rows take two blocks instead of one block and a
+// scalar tail. Fewer rows or columns than a block go through transposeGo.
 func transposeBlocked[T elem](dst []T, ldd int, src []T, lds int, rows, cols, bs int, blk func(dst *T, ldd int, src *T, lds int, nb int)) {
 	nb := cols / bs
-	i := 0
-	if nb > 0 && hasAVX2 {
-		for ; i+bs <= rows; i += bs {
-			// Bounds: the last element read and the last written.
-			_ = src[(i+bs-1)*lds+nb*bs-1]
-			_ = dst[(nb*bs-1)*ldd+i+bs-1]
-			blk(&dst[i], ldd, &src[i*lds], lds, nb)
-			if nb*bs < cols {
-				transposeGo(dst[nb*bs*ldd+i:], ldd, src[i*lds+nb*bs:], lds, bs, cols-nb*bs)
-			}
-		}
+	if nb == 0 || rows < bs || !hasAVX2 {
+		transposeGo(dst, ldd, src, lds, rows, cols)
+		return
 	}
-	if i < rows {
-		transposeGo(dst[i:], ldd, src[i*lds:], lds, rows-i, cols)
+	// Bounds: the last element read and the last written.
+	_ = src[(rows-1)*lds+cols-1]
+	_ = dst[(cols-1)*ldd+rows-1]
+	for i := 0; i < rows; i += bs {
+		i = min(i, rows-bs) // the last block row overlaps the one before
+		blk(&dst[i], ldd, &src[i*lds], lds, nb)
+		if nb*bs < cols {
+			blk(&dst[(cols-bs)*ldd+i], ldd, &src[i*lds+cols-bs], lds, 1)
+		}
 	}
 }
