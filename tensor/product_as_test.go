@@ -225,7 +225,8 @@ func raggedVJP(x, w, gs, g *tensor.Tensor, compute tensor.DType, i int) *tensor.
 // of an As product rounds the output's cotangent to bfloat16 once for
 // both gradient products; the cotangents are bit for bit those computed
 // one at a time, where each product rounds it as it reads it (odd widths,
-// groups starting at odd rows, batched rows included).
+// groups starting at odd rows, batched rows included), and MatMulAs's
+// are those of the products of the converted operands.
 func TestProductAsRoundOnce(t *testing.T) {
 	rng := newRNG(89)
 	gs := tensor.FromInt32([]int32{9, 0, 17, 6}, 4)
@@ -272,6 +273,14 @@ func TestProductAsRoundOnce(t *testing.T) {
 				one := vjp(i)[0]
 				require.Equal(t, tensor.Float32, both[i].DType())
 				require.Equal(t, one.Float32s(), both[i].Float32s(), "%v %s: d/d%d", dt, tc.name, i)
+			}
+			if tc.name == "MatMulAs" {
+				// Against the products of the converted operands.
+				c := func(x *tensor.Tensor) *tensor.Tensor { return tensor.Convert(x, dt) }
+				f32 := tensor.Float32
+				require.Equal(t, tensor.MatMulTo(c(x), c(w), false, false, f32).Float32s(), tc.f(x, w).Float32s(), "%v %s", dt, tc.name)
+				require.Equal(t, tensor.MatMulTo(c(g), c(w), false, true, f32).Float32s(), both[0].Float32s(), "%v %s: d/dx", dt, tc.name)
+				require.Equal(t, tensor.MatMulTo(c(x), c(g), true, false, f32).Float32s(), both[1].Float32s(), "%v %s: d/dw", dt, tc.name)
 			}
 		}
 	}
