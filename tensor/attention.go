@@ -316,9 +316,9 @@ func attentionBwdImpl(in []*Tensor, p *attnParams) []*Tensor {
 		mask = in[next]
 	}
 	d := attnDimsOf(q, k, v, mask)
-	// Each head clears its own columns of dq, dk and dv before it
-	// accumulates into them (attnBackwardHead), on the goroutine that
-	// computes it, instead of a serial clear of the whole results here.
+	// Each head writes its own columns of dq, dk and dv whole
+	// (attnBackwardHead: its first products overwrite them), on the
+	// goroutine that computes it, instead of a serial clear here.
 	dq := newOutUninit(Float32, q.shape)
 	dk := newOutUninit(Float32, k.shape)
 	dv := newOutUninit(Float32, v.shape)
@@ -351,23 +351,18 @@ type bwdBufs struct {
 func attnBackwardHead(d *attnDims, p *attnParams, x bwdBufs, b, n int, s []float32) {
 	blk, dp, dd := s[:attnBr*attnBc], s[attnBr*attnBc:2*attnBr*attnBc], s[2*attnBr*attnBc:]
 	lo := (b*d.N + n) * d.T
-	for t := range d.T {
-		o := (b*d.T + t) * d.ldq
-		clear(x.dq[o+n*d.H : o+(n+1)*d.H])
-	}
-	for j := range d.S {
-		o := b*d.S + j
-		clear(x.dk[o*d.ldq+n*d.H : o*d.ldq+(n+1)*d.H])
-		clear(x.dv[o*d.ldv+n*d.V : o*d.ldv+(n+1)*d.V])
+	// The head's columns of dq, dk and dv are written, not accumulated,
+	// by the first product that reaches them (beta 0): dq's by the first
+	// key block, a key block's dk and dv by its first query block. What
+	// no product reaches is cleared.
+	if d.S == 0 {
+		clearHead(x.dq, d.ldq, d.H, n, b*d.T, (b+1)*d.T)
 	}
 	// D_t = Σ_v g·out (- the log-sum-exp's cotangent): the softmax's
 	// backward subtracts it from every dP of the row.
 	for t := range d.T {
 		o := (b*d.T+t)*d.ldv + n*d.V
-		dot := 0.0
-		for j, gv := range x.g[o : o+d.V] {
-			dot += float64(gv) * float64(x.out[o+j])
-		}
+		dot := vec.DotF64(x.g[o:o+d.V], x.out[o:o+d.V])
 		if x.glse != nil {
 			dot -= float64(x.glse[lo+t])
 		}
@@ -381,7 +376,19 @@ func attnBackwardHead(d *attnDims, p *attnParams, x bwdBufs, b, n int, s []float
 		if p.causal {
 			tStart = s0 // queries before s0 see none of these keys
 		}
+		if tStart >= d.T {
+			clearHead(x.dk, d.ldq, d.H, n, b*d.S+s0, b*d.S+s0+cols)
+			clearHead(x.dv, d.ldv, d.V, n, b*d.S+s0, b*d.S+s0+cols)
+			continue
+		}
 		for t0 := tStart; t0 < d.T; t0 += attnBr {
+			bq, bkv := float32(1), float32(1)
+			if s0 == 0 {
+				bq = 0
+			}
+			if t0 == tStart {
+				bkv = 0
+			}
 			rows := min(attnBr, d.T-t0)
 			qo := (b*d.T+t0)*d.ldq + n*d.H
 			oo := (b*d.T+t0)*d.ldv + n*d.V
@@ -395,7 +402,7 @@ func attnBackwardHead(d *attnDims, p *attnParams, x bwdBufs, b, n int, s []float
 				clear(full[len(row):])
 			}
 			// dv += Pᵀ g; dP = g vᵀ; dS = P∘(dP - D); dq += scale·dS k; dk += scale·dSᵀ q.
-			gemm.Sgemm(true, false, cols, d.V, rows, 1, P, cols, x.g[oo:], d.ldv, 1, x.dv[vo:], d.ldv, 1)
+			gemm.Sgemm(true, false, cols, d.V, rows, 1, P, cols, x.g[oo:], d.ldv, bkv, x.dv[vo:], d.ldv, 1)
 			gemm.Sgemm(false, true, rows, cols, d.V, 1, x.g[oo:], d.ldv, x.v[vo:], d.ldv, 0, dP, cols, 1)
 			for i := range rows {
 				full := dP[i*cols : (i+1)*cols]
@@ -404,9 +411,17 @@ func attnBackwardHead(d *attnDims, p *attnParams, x bwdBufs, b, n int, s []float
 				vec.MulVV(r, r, P[i*cols:i*cols+len(r)])
 				clear(full[len(r):])
 			}
-			gemm.Sgemm(false, false, rows, d.H, cols, p.scale, dP, cols, x.k[ko:], d.ldq, 1, x.dq[qo:], d.ldq, 1)
-			gemm.Sgemm(true, false, cols, d.H, rows, p.scale, dP, cols, x.q[qo:], d.ldq, 1, x.dk[ko:], d.ldq, 1)
+			gemm.Sgemm(false, false, rows, d.H, cols, p.scale, dP, cols, x.k[ko:], d.ldq, bq, x.dq[qo:], d.ldq, 1)
+			gemm.Sgemm(true, false, cols, d.H, rows, p.scale, dP, cols, x.q[qo:], d.ldq, bkv, x.dk[ko:], d.ldq, 1)
 		}
+	}
+}
+
+// clearHead clears columns [n·w, (n+1)·w) of rows [r0, r1) of buf, whose
+// rows are ld apart.
+func clearHead(buf []float32, ld, w, n, r0, r1 int) {
+	for r := r0; r < r1; r++ {
+		clear(buf[r*ld+n*w : r*ld+(n+1)*w])
 	}
 }
 

@@ -24,3 +24,6 @@ func expShiftAVX512(dst, src []float32, nm float32, lanes *[8]float64)
 
 //go:noescape
 func maxAVX512(x []float32) (m float32, nan bool)
+
+//go:noescape
+func dotAVX512(a, b []float32, lanes *[8]float64)

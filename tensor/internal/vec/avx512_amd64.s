@@ -377,3 +377,57 @@ max512_nan:
 	MOVB $1, nan+28(FP)
 	VZEROUPPER
 	RET
+
+// func dotAVX512(a, b []float32, lanes *[8]float64) adds a[i]·b[i] (in
+// float64, exact) to lanes[i mod 8], in order (dotBlock).
+TEXT ·dotAVX512(SB), NOSPLIT, $0-56
+	MOVQ a_base+0(FP), SI
+	MOVQ a_len+8(FP), CX
+	MOVQ b_base+24(FP), DI
+	MOVQ lanes+48(FP), DX
+	VMOVUPD (DX), Z0
+	MOVQ CX, BX
+	ANDQ $15, BX
+	SHRQ $4, CX
+	JZ dot512_tail
+dot512_loop:
+	VCVTPS2PD (SI), Z1
+	VCVTPS2PD (DI), Z2
+	VMULPD Z2, Z1, Z1
+	VADDPD Z1, Z0, Z0
+	VCVTPS2PD 32(SI), Z3
+	VCVTPS2PD 32(DI), Z4
+	VMULPD Z4, Z3, Z3
+	VADDPD Z3, Z0, Z0
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ dot512_loop
+dot512_tail:
+	TESTQ BX, BX
+	JZ dot512_done
+	MOVQ BX, CX
+	CMPQ CX, $8
+	JBE dot512_last
+	VCVTPS2PD (SI), Z1
+	VCVTPS2PD (DI), Z2
+	VMULPD Z2, Z1, Z1
+	VADDPD Z1, Z0, Z0
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+dot512_last:
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VMOVUPS.Z (SI), K1, Y1
+	VMOVUPS.Z (DI), K1, Y2
+	VCVTPS2PD Y1, Z1
+	VCVTPS2PD Y2, Z2
+	VMULPD Z2, Z1, Z1
+	VADDPD Z1, Z0, Z0
+dot512_done:
+	VMOVUPD Z0, (DX)
+	VZEROUPPER
+	RET

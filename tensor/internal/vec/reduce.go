@@ -52,6 +52,39 @@ func sumBlock(x []float32) float64 {
 	return laneSum(&l)
 }
 
+// DotF64 returns Σ a[i]·b[i] accumulated in float64 (each product is
+// exact): product i goes to lane i mod 8 of its block of SumBlock
+// elements, combined as SumF64 combines them. b must be at least as long
+// as a.
+func DotF64(a, b []float32) float64 {
+	b = b[:len(a)]
+	s := 0.0
+	for len(a) > SumBlock {
+		s += dotBlock(a[:SumBlock], b[:SumBlock])
+		a, b = a[SumBlock:], b[SumBlock:]
+	}
+	return s + dotBlock(a, b)
+}
+
+func dotBlock(a, b []float32) float64 {
+	var l [8]float64
+	if useAVX512 {
+		dotAVX512(a, b, &l)
+		return laneSum(&l)
+	}
+	n := len(a) &^ 7
+	for i := 0; i < n; i += 8 {
+		x, y := a[i:i+8:i+8], b[i:i+8:i+8]
+		for j := range l {
+			l[j] += float64(x[j]) * float64(y[j])
+		}
+	}
+	for i := n; i < len(a); i++ {
+		l[i-n] += float64(a[i]) * float64(b[i])
+	}
+	return laneSum(&l)
+}
+
 // laneSum combines the 8 lanes of a block sum.
 func laneSum(l *[8]float64) float64 {
 	return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))

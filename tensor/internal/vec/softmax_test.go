@@ -199,7 +199,8 @@ func requireSameBits(t *testing.T, want, got []float32, where string) {
 func head(r []float32) []float32 { return r[:min(len(r), 8)] }
 
 // BenchmarkSoftmaxRow times MaxF32 and ExpShift (with its sum) on an
-// attention block's row (128) and a longer one, under each kernel set.
+// attention block's row (128) and a longer one, and DotF64 on a head's
+// row (32), under each kernel set.
 func BenchmarkSoftmaxRow(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{128, 4096} {
@@ -217,6 +218,13 @@ func BenchmarkSoftmaxRow(b *testing.B) {
 				}
 				b.ReportMetric(float64(4*n*b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 			})
+			b.Run(fmt.Sprintf("DotF64/n=%d/%s", n/4, ks.name), func(b *testing.B) {
+				defer ks.set()()
+				for b.Loop() {
+					DotF64(src[:n/4], dst[:n/4])
+				}
+				b.ReportMetric(float64(2*n*b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
 			b.Run(fmt.Sprintf("ExpShift/n=%d/%s", n, ks.name), func(b *testing.B) {
 				defer ks.set()()
 				for b.Loop() {
@@ -226,4 +234,38 @@ func BenchmarkSoftmaxRow(b *testing.B) {
 			})
 		}
 	}
+}
+
+// dotLanes is DotF64's definition: product i in lane i mod 8 of its
+// block, the lanes combined as SumF64 combines them, the blocks in order.
+func dotLanes(a, b []float32) float64 {
+	s := 0.0
+	for start := 0; start < len(a) || start == 0; start += SumBlock {
+		var l [8]float64
+		for i := start; i < min(start+SumBlock, len(a)); i++ {
+			l[(i-start)%8] += float64(a[i]) * float64(b[i])
+		}
+		s += ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
+	}
+	return s
+}
+
+// DotF64 (attention's backward dots a cotangent row with an output row)
+// returns its definition's bits under every kernel set, on rows of every
+// length 0..70 and long ones, with infinities and NaNs.
+func TestDotF64Sets(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	rows := softmaxRows(rng)
+	for _, ks := range kernelSets() {
+		restore := ks.set()
+		for _, a := range rows {
+			b := make([]float32, len(a)+1) // longer than a: DotF64 reads len(a)
+			for i := range b {
+				b[i] = float32(rng.NormFloat64())
+			}
+			require.Equal(t, f64Bits(dotLanes(a, b)), f64Bits(DotF64(a, b)), "%s: DotF64 of f32[%d] %v", ks.name, len(a), head(a))
+		}
+		restore()
+	}
+	require.Equal(t, 1*4.0+2*5+3*6, DotF64([]float32{1, 2, 3}, []float32{4, 5, 6}))
 }
