@@ -61,6 +61,7 @@ gobench() { # binary, then go test flags
 echo "building benchmark binaries..." >&2
 go test -c -o "$bin/gemm" ./tensor/internal/gemm
 go test -c -o "$bin/nn" ./nn
+go test -c -o "$bin/autodiff" ./autodiff
 go test -c -o "$bin/parallel" ./parallel
 go test -c -o "$bin/shard" ./shard
 go test -c -o "$bin/optim" ./optim
@@ -92,6 +93,13 @@ for r in $(seq "$rounds"); do
 		gobench nn -test.bench '^BenchmarkMLPStep$/^sizes=\[784_1024_1024_10\]/batch=256$' -test.cpu "$c" -test.benchtime 20x
 		anchor mlp "$c" 784,1024,1024,10 256
 	done
+	# bf16 mixed precision of the MLP (issue 31; the benchmark alternates
+	# the float32 and bf16 steps itself), and issue 30's transforms: the
+	# vmapped ensemble against a loop over its models, per-example
+	# gradients through Vmap against a hand-batched computation and a loop.
+	gobench nn -test.bench '^BenchmarkMLPStepPolicy$' -test.cpu 1 -test.benchtime 40x
+	gobench autodiff -test.bench '^BenchmarkEnsembleStep$' -test.cpu 1 -test.benchtime 2000x
+	gobench autodiff -test.bench '^BenchmarkPerExampleGrads$' -test.cpu 1 -test.benchtime 1s
 	gobench parallel -test.bench '^BenchmarkDPStep$/devices=/^step$' -test.benchtime 20x
 	gobench optim -test.bench '^BenchmarkShardedUpdate$' -test.benchtime 20x
 	anchor ddp
@@ -103,8 +111,10 @@ for r in $(seq "$rounds"); do
 	# the same models in PyTorch (equal initial loss on equal weights:
 	# examples/moe TestLossMatchesPyTorch), at 1 and 2 threads; the EP
 	# strategy on 8 simulated devices; attention; peak memory.
+	# The float32 steps run right before their bf16 mixed-precision
+	# versions (-dtype bf16), whose ratio to them is issue 31's bf16 row.
 	for c in 1 2; do
-		gobench moe.test -test.bench '^BenchmarkTrainStep$/^(single|dense)$' -test.cpu "$c" -test.benchtime 20x -test.benchmem
+		gobench moe.test -test.bench '^BenchmarkTrainStep$/^(single|dense|single_bf16|dense_bf16)$' -test.cpu "$c" -test.benchtime 20x -test.benchmem
 		anchor moe "$c" moe
 		anchor moe "$c" dense
 	done

@@ -41,7 +41,8 @@ def parse(path):
         if not m:
             continue
         name, rest = m.group(1), m.group(3).split()
-        if name.startswith(("BenchmarkMLPStep", "BenchmarkTrainStep", "BenchmarkAttention")):
+        if name.startswith(("BenchmarkMLPStep", "BenchmarkTrainStep", "BenchmarkAttention",
+                            "BenchmarkEnsembleStep", "BenchmarkPerExampleGrads")):
             name += "@" + (m.group(2) or "1")  # run with -cpu 1 and -cpu 2
         for i in range(0, len(rest) - 1, 2):
             try:
@@ -163,6 +164,52 @@ def main():
                     r, rr = paired(gv, av)
                     row(f"{what}, 1 core, CPU time", gv, "cpu-µs/step", av, "cpu-µs/step (PyTorch 1t)",
                         r, f"≤ {target}x PyTorch", r <= target)
+
+    # bf16 mixed precision (issue 31): the MLP 784-1024-1024-10 at batch
+    # 256 under nn.MixedBFloat16 against float32 (BenchmarkMLPStepPolicy
+    # alternates the two steps and reports their medians), and
+    # examples/moe -dtype bf16 against its float32 step of the same round.
+    for unit, per in (("speedup", ""), ("cpu-speedup", ", CPU time")):
+        sp = g("BenchmarkMLPStepPolicy@1", unit)
+        if sp:
+            cpu = "cpu-" if per else ""
+            f32, bf = g("BenchmarkMLPStepPolicy@1", f"f32-{cpu}µs/step"), g("BenchmarkMLPStepPolicy@1", f"bf16mixed-{cpu}µs/step")
+            rr = spread(sp)
+            row(f"MLP 784-1024-1024-10 b256 step, bf16 policy vs float32, 1 thread{per}", bf, f"{cpu}µs/step", f32,
+                f"{cpu}µs/step (float32)", med(sp), "≥ 1.5x", med(sp) >= 1.5)
+    for gname, what in (("single", "examples/moe"), ("dense", "examples/moe -ffn dense -hidden 512")):
+        for c in (1, 2):
+            for unit in ("chars/s", "chars/cpu-s") if c == 1 else ("chars/s",):
+                f32 = go.get((f"BenchmarkTrainStep/{gname}@{c}", unit), [])
+                bf = go.get((f"BenchmarkTrainStep/{gname}_bf16@{c}", unit), [])
+                if f32 and bf:
+                    r, rr = paired(bf, f32)
+                    per = ", per CPU-second" if unit == "chars/cpu-s" else ""
+                    target, ok = ("≥ 1.3x", r >= 1.3) if c == 1 else ("(for scale)", None)
+                    row(f"{what} -dtype bf16 vs float32, {c} thread{'s' if c > 1 else ''}{per}", bf, unit, f32,
+                        f"{unit} (float32)", r, target, ok)
+
+    # Transforms (issue 30): the ensemble of 8 MLPs 64-128-10 at batch 16,
+    # one Adam step, through Vmap against a Go loop over the models; the
+    # per-example gradients of the MLP 64-128-10 on batch 256 through
+    # Vmap(Grad) against the hand-batched computation and a loop.
+    for unit in ("µs/step", "cpu-µs/step"):
+        vm, lp = g("BenchmarkEnsembleStep/vmap@1", unit), g("BenchmarkEnsembleStep/loop@1", unit)
+        if vm and lp:
+            r, rr = paired(lp, vm)
+            per = ", CPU time" if unit.startswith("cpu") else ""
+            row(f"ensemble of 8 MLPs, Vmap step: speed-up over a loop, 1 thread{per}", vm, unit, lp,
+                f"{unit} (loop)", r, "≥ 3x", r >= 3)
+        vm, mn, lp = (g(f"BenchmarkPerExampleGrads/{k}@1", unit) for k in ("vmap", "manual", "loop"))
+        per = ", CPU time" if unit.startswith("cpu") else ""
+        if vm and mn:
+            r, rr = paired(vm, mn)
+            row(f"per-example gradients b256, Vmap(Grad) vs hand-batched{per}", vm, unit, mn, f"{unit} (manual)",
+                r, "≤ 1.25x", r <= 1.25)
+        if vm and lp:
+            r, rr = paired(lp, vm)
+            row(f"per-example gradients b256, Vmap(Grad): speed-up over a loop{per}", vm, unit, lp, f"{unit} (loop)",
+                r, "≥ 4x", r >= 4)
 
     # DP step scaling
     dp = {n: g(f"BenchmarkDPStep/devices={n}/step", "ms/step") for n in (1, 2, 8)}
