@@ -210,6 +210,14 @@ func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor),
 		pos = append(pos, slices.Clone(xs))
 		return make([]*tensor.Tensor, 3)
 	}, trees...)
+	giveUp := donating
+	var deferred []*tensor.Tensor
+	if donating && repeatsLeaf(pos) {
+		// A tensor at two positions (tied weights): updated out of place,
+		// and the dead inputs donated once every run has read them.
+		donating = false
+		done = func(d []*tensor.Tensor) { deferred = append(deferred, d...) }
+	}
 	res := make([][]*tensor.Tensor, len(pos))
 	var run []int // positions of the run being gathered
 	size := 0
@@ -257,10 +265,49 @@ func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor),
 		return res[next-1]
 	}, trees...)
 	count := incCount(st.Count, n)
-	if donating {
+	if giveUp {
+		donateUnheld(deferred, res)
 		tensor.Donate(st.Count)
 	}
 	return r[0], AdamState{Count: count, Mu: r[1], Nu: r[2]}
+}
+
+// repeatsLeaf reports whether a tensor is an operand (parameter,
+// gradient or moment) at more than one position of pos.
+func repeatsLeaf(pos [][]*tensor.Tensor) bool {
+	var all []*tensor.Tensor
+	for _, xs := range pos {
+		for _, x := range xs[:4] {
+			if x != nil {
+				all = append(all, x)
+			}
+		}
+	}
+	if len(all) > 64 {
+		seen := make(map[*tensor.Tensor]bool, len(all))
+		for _, x := range all {
+			if seen[x] {
+				return true
+			}
+			seen[x] = true
+		}
+		return false
+	}
+	for i, x := range all {
+		if slices.Contains(all[:i], x) {
+			return true
+		}
+	}
+	return false
+}
+
+// donateUnheld donates the tensors of dead that no result in res holds.
+func donateUnheld(dead []*tensor.Tensor, res [][]*tensor.Tensor) {
+	for _, x := range dead {
+		if !slices.ContainsFunc(res, func(r []*tensor.Tensor) bool { return slices.Contains(r, x) }) {
+			tensor.Donate(x)
+		}
+	}
 }
 
 // adamBucket is about how many elements of parameters fusedStep updates in

@@ -15,7 +15,8 @@ import (
 // StepDonating gives the bits of Step, for the transforms with a donating
 // step (Adam, AdamW) and the others, and leaves every tensor of the
 // params, grads and state it was given donated unless the results hold it
-// (a parameter without a gradient).
+// (a parameter without a gradient), also with tied weights (one tensor at
+// two positions of params and of grads).
 func TestStepDonating(t *testing.T) {
 	sizes := []int{200_000, 10, 5, 1<<19 + 3, 0, 130}
 	model := func(scale float64) map[string]*tensor.Tensor {
@@ -35,8 +36,16 @@ func TestStepDonating(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			donated, plain := model(1), model(1)
 			ds, ps := tx.Init(donated), tx.Init(plain)
+			if name != "Chain" {
+				// Tied weights: one tensor at two positions.
+				donated["tied"], plain["tied"] = donated["p0"], plain["p0"]
+			}
+			ds, ps = tx.Init(donated), tx.Init(plain)
 			for step := range 3 {
 				grads, grads2 := model(float64(step+2)), model(float64(step+2))
+				if name != "Chain" {
+					grads["tied"], grads2["tied"] = grads["p0"], grads2["p0"]
+				}
 				grads["p1"], grads2["p1"] = nil, nil // no gradient: kept
 				oldP, oldS := donated, ds
 				donated, ds = optim.StepDonating(tx, donated, grads, ds)
