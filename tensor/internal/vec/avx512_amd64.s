@@ -270,6 +270,26 @@ TEXT ·expShiftAVX512(SB), NOSPLIT, $0-64
 	ANDQ $15, BX
 	SHRQ $4, CX
 	JZ expShift512_tail
+	SHRQ $1, CX
+	JZ expShift512_loop1
+expShift512_loop2:
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z15
+	ZEXPSHIFT(Z8, Z9, Z0, Z1, Z2, Z3, Z4, K2)
+	ZEXPSHIFT(Z15, Z9, Z10, Z11, Z12, Z13, Z14, K3)
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z10, 64(DI)
+	ZACC8(Z0, Y0, Z20, Z5, Y5)
+	ZACC8(Z10, Y10, Z20, Z5, Y5)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ expShift512_loop2
+expShift512_loop1:
+	MOVQ src_len+32(FP), CX
+	SHRQ $4, CX
+	ANDQ $1, CX
+	JZ expShift512_tail
 expShift512_loop:
 	VMOVUPS (SI), Z8
 	ZEXPSHIFT(Z8, Z9, Z0, Z1, Z2, Z3, Z4, K2)
