@@ -247,19 +247,33 @@ func Rsqrt(dst, src []float32) {
 func ExpShift(dst, src []float32, m float32) float64 {
 	dst = dst[:len(src)]
 	if useAVX512 {
-		// The exponentials summed as they are stored: SumF64's lanes and
-		// blocks, in the same order.
-		s := 0.0
-		for start := 0; start < len(src); start += SumBlock {
-			end := min(start+SumBlock, len(src))
-			var l [8]float64
-			expShiftAVX512(dst[start:end], src[start:end], -m, &l)
-			s += laneSum(&l)
-		}
-		return s
+		return expShiftSum512(dst, src, m)
 	}
 	expShift(dst, src, m)
 	return SumF64(dst)
+}
+
+// expShiftSum512 is ExpShift on the AVX-512 kernel, which sums the
+// exponentials as it stores them, into SumF64's lanes and blocks in the
+// same order. With a nil dst the exponentials go to a scratch buffer
+// (SumExpShift).
+func expShiftSum512(dst, src []float32, m float32) float64 {
+	var buf [256]float32
+	s := 0.0
+	for start := 0; start < len(src); start += SumBlock {
+		end := min(start+SumBlock, len(src))
+		var l [8]float64
+		for i := start; i < end; i += len(buf) { // chunks of 8k: lanes stay aligned
+			j := min(i+len(buf), end)
+			d := buf[:j-i]
+			if dst != nil {
+				d = dst[i:j]
+			}
+			expShiftAVX512(d, src[i:j], -m, &l)
+		}
+		s += laneSum(&l)
+	}
+	return s
 }
 
 func expShift(dst, src []float32, m float32) {

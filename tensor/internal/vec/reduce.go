@@ -125,6 +125,9 @@ func SumSqDiffF64(a, b []float32) float64 {
 // SumExpShift returns Σ e^(src[i] - m) as ExpShift computes and sums it,
 // without storing the exponentials.
 func SumExpShift(src []float32, m float32) float64 {
+	if useAVX512 {
+		return expShiftSum512(nil, src, m)
+	}
 	return sumMapped(len(src), func(d []float32, lo, hi int) { expShift(d, src[lo:hi], m) })
 }
 
