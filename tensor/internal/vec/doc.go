@@ -28,9 +28,11 @@
 //     ExpShift's AVX-512 form (the softmax's and attention's exponential)
 //     takes the last partial vector through a lane mask and sums the
 //     exponentials into SumF64's float64 lanes as it stores them, with
-//     SumF64's bits; MaxF32's is exact (it leaves NaN and zero maxima,
-//     whose payload or sign is the first element's, to the loop). On
-//     Zen 5 a 128-wide row's ExpShift runs 1.6x the AVX2 kernel, MaxF32
+//     SumF64's bits (SumExpShift uses it too); MaxF32's is exact (it
+//     leaves NaN and zero maxima, whose payload or sign is the first
+//     element's, to the loop); DotF64 (float64 dot in SumF64's lanes, the
+//     attention backward's g·out) has one as well. On Zen 5 a 128-wide
+//     row's ExpShift runs 1.6x the AVX2 kernel, SumExpShift 4.3x, MaxF32
 //     ~15-40x the Go loop (BenchmarkSoftmaxRow).
 //   - Rounding to an integer uses the 1.5·2²³ trick, exact for the ranges
 //     involved, instead of conversions whose behaviour differs by platform.
