@@ -35,12 +35,11 @@ func TestStepDonating(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			donated, plain := model(1), model(1)
-			ds, ps := tx.Init(donated), tx.Init(plain)
 			if name != "Chain" {
 				// Tied weights: one tensor at two positions.
 				donated["tied"], plain["tied"] = donated["p0"], plain["p0"]
 			}
-			ds, ps = tx.Init(donated), tx.Init(plain)
+			ds, ps := tx.Init(donated), tx.Init(plain)
 			for step := range 3 {
 				grads, grads2 := model(float64(step+2)), model(float64(step+2))
 				if name != "Chain" {

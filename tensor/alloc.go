@@ -6,14 +6,6 @@ package tensor
 // on virtual machines costs as much as the computation that fills it.
 const hugeThreshold = 8 << 20
 
-// makeFloat32 allocates zeroed float32 storage, from the allocator cache
-// if it has some of that size class (fresh storage gets the capacity of
-// its class, see capFor).
-func makeFloat32(n int) []float32 { return f32Cache.alloc(n, true) }
-
-// makeInt32 is makeFloat32 for int32 storage.
-func makeInt32(n int) []int32 { return i32Cache.alloc(n, true) }
-
 // tensorBox holds a tensor header, its shape and the holder count of its
 // storage in one allocation.
 type tensorBox struct {

@@ -82,9 +82,6 @@ func typeList(ts []*Tensor) string {
 	return strings.Join(s, ", ")
 }
 
-// makeFloat64 is makeFloat32 for float64 storage.
-func makeFloat64(n int) []float64 { return f64Cache.alloc(n, true) }
-
 // fillWide sets every element of the Float64, Int64 or Uint8 tensor t to
 // v, panicking, naming op, if v is not representable in an integer dtype.
 func fillWide(op string, t *Tensor, v float64) {
