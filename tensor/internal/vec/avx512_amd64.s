@@ -184,25 +184,13 @@ geluGrad512_done:
 	RET
 
 // ZGELUPARTS(x, h, v, s, e, q, t1, k): h = Gelu(x), x = GeluGrad(x),
-// from one sigmoid. The sigmoid of the clamped x (GeluGrad's) is that of
-// x (Gelu's): beyond ±1e4 both arguments saturate EXP's clamp.
+// from one sigmoid: ZGELUGRAD leaves σ in s, and h = x·σ. The sigmoid of
+// the clamped x (GeluGrad's) is that of x (Gelu's): beyond ±1e4 both
+// arguments saturate EXP's clamp.
 #define ZGELUPARTS(x, h, v, s, e, q, t1, k) \
 	VMOVAPS x, h \
-	VBROADCASTSS z_clampLo<>(SB), t1 \
-	VMAXPS x, t1, x \
-	VBROADCASTSS z_clampHi<>(SB), t1 \
-	VMINPS x, t1, x \
-	ZGELUARG(x, v, t1) \
-	ZSIGM(v, s, e, q, t1, k) \
-	VMULPS s, h, h \
-	VMULPS x, x, t1 \
-	VMULPS.BCST z_gK3<>(SB), t1, t1 \
-	VADDPS.BCST z_gK0<>(SB), t1, t1 \
-	VMULPS t1, x, t1 \
-	VMULPS q, e, e \
-	VMULPS q, e, e \
-	VMULPS e, t1, t1 \
-	VADDPS s, t1, x
+	ZGELUGRAD(x, v, s, e, q, t1, k) \
+	VMULPS s, h, h
 
 // func geluPartsAVX512(h, d, src []float32)
 TEXT ·geluPartsAVX512(SB), NOSPLIT, $0-72
