@@ -11,7 +11,7 @@
 #          (hosts and open also run with the gradients reduce-scattered in
 #          bfloat16, Config.ReduceDType: opt-in, not the float32 numbers)
 #  spin    hosts (float32) with GONOX_MPI_SPIN=10s: waiting for MPI without
-#          pause, as Open MPI does, instead of sleeping after 100 µs
+#          pause, as Open MPI does, instead of sleeping after 1 ms
 #  ddp     testdata/ddp.py on 2 hosts x 1 process, 10 Gbit/s, one thread each
 # Each process may use either core (--bind-to none: the simulated hosts
 # share the machine's two cores, and TCP's work in the kernel runs on them
@@ -47,7 +47,7 @@ hosts() { # label, GONOX_MPI_SPIN, then cluster.sh's link options
 	local label=$1 spin=$2
 	shift 2
 	local b=("${bench[@]}")
-	[ "$spin" = 100us ] || b=(-test.run '^$' -test.bench '^BenchmarkDPStep$/processes=2$' -test.benchtime 30x)
+	[ "$spin" = 1ms ] || b=(-test.run '^$' -test.bench '^BenchmarkDPStep$/processes=2$' -test.benchtime 30x)
 	shard/mpi/cluster.sh -n 2 -p 1 "$@" --mpirun -- --bind-to none -x GONOX_DEVICES=1 -x GOMAXPROCS=1 -x GONOX_MPI_SPIN="$spin" \
 		"$out/mpi.test" "${b[@]}" 2>/dev/null | grep '^Benchmark' | sed "s/^/$label /"
 }
@@ -65,9 +65,9 @@ for r in $(seq "$rounds"); do
 	for job in $order; do
 		case $job in
 		dp1) dp1 ;;
-		hosts) hosts hosts 100us --rate 10gbit ;;
+		hosts) hosts hosts 1ms --rate 10gbit ;;
 		spin) hosts spin 10s --rate 10gbit ;;
-		open) hosts open 100us ;;
+		open) hosts open 1ms ;;
 		ddp) ddp ;;
 		esac
 	done | tee -a "$log"

@@ -125,7 +125,7 @@
 //
 // A process waiting for other processes (a collective that moves data, a
 // small sum over two processes, Request.Wait) tests the transfer without
-// pause for GONOX_MPI_SPIN (100µs by default), then sleeps 20 µs between
+// pause for GONOX_MPI_SPIN (1ms by default), then sleeps 20 µs between
 // tests: MPI's own waits test without pause until done, which takes a
 // core from the processes computing on it where processes share cores
 // (simulated hosts, an oversubscribed node). The collectives start MPI's

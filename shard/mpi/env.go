@@ -32,7 +32,7 @@ const (
 	// SpinEnv is the environment variable with how long a process waiting
 	// for MPI (a collective, Request.Wait) tests the transfer without
 	// pause before it sleeps 20 µs between tests: a Go duration from 0 to
-	// MaxSpin, 100µs by default. Open MPI's own waits test without pause
+	// MaxSpin, 1ms by default. Open MPI's own waits test without pause
 	// until done, which takes a core from the processes computing on it
 	// where processes share cores; MaxSpin does much the same.
 	SpinEnv = "GONOX_MPI_SPIN"
@@ -41,7 +41,7 @@ const (
 // MaxSpin is the longest GONOX_MPI_SPIN, and DefaultSpin its default.
 const (
 	MaxSpin     = 10 * time.Second
-	DefaultSpin = 100 * time.Microsecond
+	DefaultSpin = time.Millisecond
 )
 
 // spinFromEnv parses GONOX_MPI_SPIN.

@@ -33,7 +33,7 @@ func TestEnvSettings(t *testing.T) {
 		{"GONOX_MPI_THREAD", "single", `mpi: GONOX_MPI_THREAD="single": want multiple (the default) or funneled`},
 		{"GONOX_MPI_SHM", "yes", `mpi: GONOX_MPI_SHM="yes": want 0 (off) or 1 (on, the default)`},
 		{"GONOX_MPI_SHM", "true", `mpi: GONOX_MPI_SHM="true": want 0 (off) or 1`},
-		{"GONOX_MPI_SPIN", "-1us", `mpi: GONOX_MPI_SPIN="-1us": want a duration from 0 to 10s (default 100µs)`},
+		{"GONOX_MPI_SPIN", "-1us", `mpi: GONOX_MPI_SPIN="-1us": want a duration from 0 to 10s (default 1ms)`},
 		{"GONOX_MPI_SPIN", "100", `mpi: GONOX_MPI_SPIN="100": want a duration`},
 		{"GONOX_MPI_SPIN", "11s", `mpi: GONOX_MPI_SPIN="11s": want a duration from 0 to 10s`},
 	} {
@@ -69,7 +69,7 @@ func TestEnvSettings(t *testing.T) {
 		assert.Equal(t, "100µs", got["GONOX_ASYNC_PROGRESS"])
 		assert.Equal(t, "multiple", got["GONOX_MPI_THREAD"])
 		assert.Equal(t, "1", got["GONOX_MPI_SHM"])
-		assert.Equal(t, "100µs", got["GONOX_MPI_SPIN"])
+		assert.Equal(t, "1ms", got["GONOX_MPI_SPIN"])
 		assert.NotEmpty(t, got["GONOX_KERNELS"], "the kernel set in use")
 	})
 	t.Run("spellings", func(t *testing.T) {
