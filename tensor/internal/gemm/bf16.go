@@ -122,7 +122,7 @@ func putRounded(b *[]uint16) {
 func bgemmAMX(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ldb int, c []float32, ldc int, threads int) {
 	p := &bproblem{transA, transB, m, n, k, a, b, c, lda, ldb, ldc}
 	t := 1
-	if threads != 1 && 2*int64(m)*int64(n)*int64(k) >= parMinFlops {
+	if threads != 1 && worthSplitting(m, n, k) {
 		t = runtime.GOMAXPROCS(0)
 		if threads > 0 {
 			t = min(t, threads)

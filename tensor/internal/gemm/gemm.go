@@ -64,6 +64,29 @@ func useKernels(name string) (restore func(), ok bool) {
 // problems run on the calling goroutine.
 const parMinFlops = 16 << 20
 
+// parMinFlopsNarrow is parMinFlops for products with a side (m, n or k)
+// narrower than narrowSide: their kernel calls compute mostly edges (or,
+// for a short k, mostly load and store C), at a fraction of the wide
+// kernels' rate, so 4 MFLOP of them take about as long as 16 MFLOP of a
+// square product. The MoE router's [2048,128]@[128,8] and its two
+// gradients are 4 MFLOP each, ~0.1 ms on one Zen 5 core; split by rows
+// over two cores they no longer hold the second core idle.
+const (
+	parMinFlopsNarrow = 4 << 20
+	narrowSide        = 32
+)
+
+// worthSplitting reports whether an m×n×k product is big enough to split
+// across goroutines. The answer depends on the shape only, and a split
+// never changes a result's bits.
+func worthSplitting(m, n, k int) bool {
+	flops := 2 * int64(m) * int64(n) * int64(k)
+	if min(m, n, k) < narrowSide {
+		return flops >= parMinFlopsNarrow
+	}
+	return flops >= parMinFlops
+}
+
 // tasksPerThread is how many blocks of C a parallel Sgemm makes per
 // goroutine, and minTaskStrips the fewest NR-wide strips in a block of
 // columns. More blocks balance the load when a goroutine starts late;
@@ -112,7 +135,7 @@ func gemm[T elem](ks *kernelSet[T], transA, transB bool, m, n, k int, alpha T, a
 		scaleC(m, n, beta, c, ldc)
 		return
 	}
-	if threads != 1 && 2*int64(m)*int64(n)*int64(k) >= parMinFlops {
+	if threads != 1 && worthSplitting(m, n, k) {
 		// (runtime.GOMAXPROCS takes a global lock: not for small calls.)
 		t := threads
 		if procs := runtime.GOMAXPROCS(0); t <= 0 || t > procs {
