@@ -110,7 +110,8 @@
 //
 // # Threads and memory
 //
-// Problems of at least 16 MFLOP are split across up to threads goroutines
+// Problems of at least 16 MFLOP (4 MFLOP when m, n or k is below 32: the
+// narrow kernels run slower) are split across up to threads goroutines
 // (the calling one included): C is cut into a few column blocks per
 // goroutine (row blocks when n is narrow), handed out dynamically, so no
 // packing is repeated across goroutines and a goroutine that starts late

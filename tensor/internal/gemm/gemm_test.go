@@ -769,13 +769,18 @@ func testSmallMTransB[T elem](t *testing.T) {
 // narrow for two column blocks of minTaskStrips strips: it splits by rows
 // (it ran on one goroutine when the column rule rounded it to one block),
 // with the bits of one goroutine.
+// So do the MoE router's 4 MFLOP products with a side of 8 (the logits
+// [2048,128]@[128,8], the input's gradient [2048,8]@[8,128] and the
+// weight's [128,2048]@[2048,8]), split from parMinFlopsNarrow.
 func TestSgemmNarrowSplitsRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
-	for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}} {
-		g := newCaseT[float32](rng, tr[0], tr[1], 2048, 128, 128, 0, 1, 0)
-		one := g.run(1)
-		before := parSplits.Load()
-		require.Equal(t, one, g.run(2), "%v", g)
-		require.Greater(t, parSplits.Load(), before, "%v: not split", g)
+	for _, sh := range [][3]int{{2048, 128, 128}, {2048, 8, 128}, {2048, 128, 8}, {128, 8, 2048}} {
+		for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}} {
+			g := newCaseT[float32](rng, tr[0], tr[1], sh[0], sh[1], sh[2], 0, 1, 0)
+			one := g.run(1)
+			before := parSplits.Load()
+			require.Equal(t, one, g.run(2), "%v", g)
+			require.Greater(t, parSplits.Load(), before, "%v: not split", g)
+		}
 	}
 }
