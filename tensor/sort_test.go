@@ -618,6 +618,15 @@ func BenchmarkTopK(b *testing.B) {
 			srtReport(b, bytes)
 		})
 	}
+	// The MoE router's: 2048 tokens, 8 experts, top 2.
+	r := srtRandn(2, 2048, 8)
+	b.Run("2048x8/k=2", func(b *testing.B) {
+		bytes := float64(r.Bytes())
+		for b.Loop() {
+			tensor.TopK(r, 2)
+		}
+		srtReport(b, bytes)
+	})
 }
 
 func BenchmarkArgSort(b *testing.B) {
