@@ -252,7 +252,9 @@ func layerNormBwdRows(dx, dw, db, g, x, w, mean, rstd []float32, local bool) {
 	}
 	m := len(x) / n
 	nb := (m + lnBlock - 1) / lnBlock
-	part := make([]float64, 2*n*nb) // per block: Σ g·x̂, then Σ g
+	// Per block: Σ g·x̂, then Σ g; the sums over the blocks after them.
+	bp, part := f64Scratch(2 * n * (nb + 1))
+	defer f64Pool.Put(bp)
 	inv := 1 / float64(n)
 	blocks := func(lo, hi int) {
 		xh := make([]float32, 2*n)
@@ -277,18 +279,23 @@ func layerNormBwdRows(dx, dw, db, g, x, w, mean, rstd []float32, local bool) {
 			}
 		}
 	}
+	// dw and db: each column sums its blocks in block order.
+	sgx, sg := part[2*n*nb:2*n*nb+n], part[2*n*nb+n:]
+	fold := func(lo, hi int) {
+		for k := range nb {
+			for j := lo; j < hi; j++ {
+				sgx[j] += part[2*n*k+j]
+				sg[j] += part[2*n*k+n+j]
+			}
+		}
+		vec.RoundF64(dw[lo:hi], sgx[lo:hi])
+		vec.RoundF64(db[lo:hi], sg[lo:hi])
+	}
 	if serial(len(x)*12*costCheap, local) {
 		blocks(0, nb)
-	} else {
-		parallelFor(nb, lnBlock*n*12*costCheap, 1, false, blocks)
+		fold(0, n)
+		return
 	}
-	sgx, sg := make([]float64, n), make([]float64, n)
-	for k := range nb {
-		for j := range n {
-			sgx[j] += part[2*n*k+j]
-			sg[j] += part[2*n*k+n+j]
-		}
-	}
-	vec.RoundF64(dw, sgx)
-	vec.RoundF64(db, sg)
+	parallelFor(nb, lnBlock*n*12*costCheap, 1, false, blocks)
+	parallelFor(n, 2*nb*costCheap, 8, false, fold)
 }
