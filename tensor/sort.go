@@ -453,6 +453,52 @@ func srtTopKImpl(x *Tensor, k int, vals, idx *Tensor) {
 
 var lexSortOp *Op
 
+// srtLexRuns writes into perm the stable order by primary, then by
+// secondary (jnp.lexsort of two keys): one stable sort by the primary key,
+// then each run of equal primary keys, whose positions are increasing,
+// sorted stably by the secondary key. That is the order the sort per key
+// gives (a stable lexicographic order is unique), but the runs (the MoE
+// routing's experts) sort on the workers.
+func srtLexRuns(perm []int32, primary, secondary []uint32, local *Local) {
+	n := len(perm)
+	st := newSrtSorter(n)
+	copy(st.keys, primary)
+	st.sort(func(j, src int) { perm[j] = int32(src) })
+	var starts []int // the first index of each run, then n
+	for j := range n {
+		if j == 0 || primary[perm[j]] != primary[perm[j-1]] {
+			starts = append(starts, j)
+		}
+	}
+	runs := len(starts)
+	starts = append(starts, n)
+	// ~16 units of srtParallel's work an element: four radix passes.
+	srtParallel(runs, 16*n, local, func(lo, hi int) {
+		longest := 0
+		for r := lo; r < hi; r++ {
+			longest = max(longest, starts[r+1]-starts[r])
+		}
+		// Buffers for the longest run, each run sorting in a prefix.
+		buf := newSrtSorterMode(longest, true)
+		buf.packed = make([]uint64, longest)
+		prev := make([]int32, longest)
+		for r := lo; r < hi; r++ {
+			a, b := starts[r], starts[r+1]
+			m := b - a
+			if m < 2 {
+				continue
+			}
+			rs := srtSorter{radix: m >= srtRadixMin, keys: buf.keys[:m], keys2: buf.keys2[:m],
+				pos: buf.pos[:m], pos2: buf.pos2[:m], packed: buf.packed[:m]}
+			copy(prev, perm[a:b])
+			for j, src := range prev[:m] {
+				rs.keys[j] = secondary[src]
+			}
+			rs.sort(func(j, src int) { perm[a+j] = prev[src] })
+		}
+	})
+}
+
 func init() {
 	lexSortOp = &Op{
 		Name: "lexsort",
@@ -466,6 +512,10 @@ func init() {
 				ks := make([]uint32, n)
 				srtFillKeys(x, 0, 1, ks, false)
 				keys[i] = ks
+			}
+			if len(keys) == 2 {
+				srtLexRuns(out.i32, keys[0], keys[1], srtLocal(in...))
+				return out
 			}
 			// One stable sort per key, the least significant first: each
 			// pass keeps the order of the previous one among its ties,

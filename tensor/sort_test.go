@@ -548,11 +548,23 @@ func TestLexSortMatchesReference(t *testing.T) {
 	for seed := uint64(0); seed < 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 4))
 		n := rng.IntN(200)
+		if seed >= 16 {
+			// Runs of equal primary keys long enough to be radix sorted,
+			// over the workers.
+			n = 2048 + rng.IntN(4000)
+		}
 		nk := 1 + rng.IntN(4)
+		if seed >= 16 {
+			nk = 2 // a float secondary key with ties, an int32 primary
+		}
 		keys := make([]*tensor.Tensor, nk)
 		vals := make([][]float64, nk)
 		for k := range keys {
-			switch rng.IntN(3) {
+			kind := rng.IntN(3)
+			if seed >= 16 {
+				kind = k
+			}
+			switch kind {
 			case 0:
 				keys[k] = srtTies(seed*10+uint64(k), n)
 			case 1:
@@ -624,6 +636,24 @@ func BenchmarkTopK(b *testing.B) {
 		bytes := float64(r.Bytes())
 		for b.Loop() {
 			tensor.TopK(r, 2)
+		}
+		srtReport(b, bytes)
+	})
+}
+
+// The MoE routing sort: 2048 tokens × top 2, by expert (8) then by
+// descending probability.
+func BenchmarkLexSort(b *testing.B) {
+	probs := tensor.Neg(srtRandn(3, 4096))
+	ids := make([]int32, 4096)
+	for i := range ids {
+		ids[i] = int32(i*7919) % 8
+	}
+	experts := tensor.FromInt32(ids, 4096)
+	b.Run("4096/2keys", func(b *testing.B) {
+		bytes := float64(probs.Bytes() + experts.Bytes())
+		for b.Loop() {
+			tensor.LexSort(probs, experts)
 		}
 		srtReport(b, bytes)
 	})
