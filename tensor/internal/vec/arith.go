@@ -243,7 +243,9 @@ func Rsqrt(dst, src []float32) {
 // in float64 like SumF64. The subtraction is compensated (its rounding
 // error e is carried as e^d·(1+e)), so results stay within a few ulp even
 // far below the maximum, where src[i] - m is not exact in float32.
-// src[i] = -Inf gives 0.
+// src[i] = -Inf gives 0. It is meant for m ≥ src[i] (a softmax's row
+// maximum): where e^(src[i] - m) overflows float32 (src[i] - m above
+// ~88.7) the result is +Inf or NaN, on every kernel set.
 func ExpShift(dst, src []float32, m float32) float64 {
 	dst = dst[:len(src)]
 	if useAVX512 {
