@@ -123,13 +123,7 @@ func TestAdamStateIsCheckpointable(t *testing.T) {
 // reports every updated parameter's old leaves once.
 func TestAdamStepInRuns(t *testing.T) {
 	sizes := []int{200_000, 10, 200_000, 5, 1<<19 + 3, 7, 0, 130_000, 1}
-	model := func(scale float64) map[string]*tensor.Tensor {
-		m := map[string]*tensor.Tensor{}
-		for i, n := range sizes {
-			m[fmt.Sprintf("p%d", i)] = tensor.MulScalar(tensor.Cos(tensor.MulScalar(tensor.AsType(tensor.Arange(n), tensor.Float32), float32(i+1))), float32(scale))
-		}
-		return m
-	}
+	model := func(scale float64) map[string]*tensor.Tensor { return cosParams(sizes, scale) }
 	for name, tx := range map[string]optim.Transform{
 		"Adam":  optim.Adam(optim.Constant(0.01)),
 		"AdamW": optim.AdamW(optim.Constant(0.01), optim.AdamWOptions{WeightDecay: 0.1, Mask: pytree.PathGlob("p[0-3]")}),
@@ -164,4 +158,15 @@ func TestAdamStepInRuns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cosParams returns parameters p0, p1, ... of the given sizes, pi holding
+// scale·cos((i+1)·j) at position j: values that differ per parameter and
+// per position.
+func cosParams(sizes []int, scale float64) map[string]*tensor.Tensor {
+	m := map[string]*tensor.Tensor{}
+	for i, n := range sizes {
+		m[fmt.Sprintf("p%d", i)] = tensor.MulScalar(tensor.Cos(tensor.MulScalar(tensor.AsType(tensor.Arange(n), tensor.Float32), float32(i+1))), float32(scale))
+	}
+	return m
 }

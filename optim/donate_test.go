@@ -1,7 +1,6 @@
 package optim_test
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,13 +18,7 @@ import (
 // two positions of params and of grads).
 func TestStepDonating(t *testing.T) {
 	sizes := []int{200_000, 10, 5, 1<<19 + 3, 0, 130}
-	model := func(scale float64) map[string]*tensor.Tensor {
-		m := map[string]*tensor.Tensor{}
-		for i, n := range sizes {
-			m[fmt.Sprintf("p%d", i)] = tensor.MulScalar(tensor.Cos(tensor.MulScalar(tensor.AsType(tensor.Arange(n), tensor.Float32), float32(i+1))), float32(scale))
-		}
-		return m
-	}
+	model := func(scale float64) map[string]*tensor.Tensor { return cosParams(sizes, scale) }
 	for name, tx := range map[string]optim.Transform{
 		"Adam":    optim.Adam(optim.Constant(0.01)),
 		"AdamW":   optim.AdamW(optim.Constant(0.01), optim.AdamWOptions{WeightDecay: 0.1, Mask: pytree.PathGlob("p[0-2]")}),

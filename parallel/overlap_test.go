@@ -44,12 +44,7 @@ func TestDPOverlapEqualsReduceAfterBackward(t *testing.T) {
 					tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Mesh: mesh, Optimizer: tc.opt,
 						ClipGlobalNorm: tc.clip, MicroBatches: tc.micro, ReduceAfterBackward: after})
 					require.NoError(t, err)
-					var losses []float64
-					for _, b := range batches {
-						l, err := tr.Step(b)
-						require.NoError(t, err)
-						losses = append(losses, l)
-					}
+					losses := stepAll(t, tr, batches)
 					st, err := tr.Stats(batches[0])
 					require.NoError(t, err)
 					return losses, tr, st
@@ -89,12 +84,7 @@ func TestReduceDType(t *testing.T) {
 		tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Mesh: mesh,
 			Optimizer: optim.Adam(optim.Constant(1e-3)), ReduceDType: dt})
 		require.NoError(t, err)
-		var losses []float64
-		for _, b := range batches {
-			l, err := tr.Step(b)
-			require.NoError(t, err)
-			losses = append(losses, l)
-		}
+		losses := stepAll(t, tr, batches)
 		st, err := tr.Stats(batches[0])
 		require.NoError(t, err)
 		return losses, tr.Params(), st

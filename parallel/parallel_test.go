@@ -139,6 +139,19 @@ func maxRelDiff(t *testing.T, a, b any) float64 {
 	return worst
 }
 
+// stepAll runs one training step of tr on each batch and returns the
+// losses.
+func stepAll[M any](t *testing.T, tr *parallel.Trainer[M, batch], batches []batch) []float64 {
+	t.Helper()
+	losses := make([]float64, 0, len(batches))
+	for _, b := range batches {
+		l, err := tr.Step(b)
+		require.NoError(t, err)
+		losses = append(losses, l)
+	}
+	return losses
+}
+
 // trainSteps trains with Adam for len(batches) steps and returns the
 // losses and the final host parameters.
 func trainSteps[M any](t *testing.T, m M, loss func(M, batch) *tensor.Tensor, s parallel.Strategy, mesh *shard.Mesh, batches []batch, micro int) ([]float64, M) {
@@ -148,12 +161,7 @@ func trainSteps[M any](t *testing.T, m M, loss func(M, batch) *tensor.Tensor, s 
 		Optimizer: optim.Adam(optim.Constant(1e-3)),
 	})
 	require.NoError(t, err)
-	var losses []float64
-	for _, b := range batches {
-		l, err := tr.Step(b)
-		require.NoError(t, err)
-		losses = append(losses, l)
-	}
+	losses := stepAll(t, tr, batches)
 	return losses, tr.Params()
 }
 

@@ -60,12 +60,7 @@ func trainState(t *testing.T, m cnn, s nn.State, st parallel.Strategy, mesh *sha
 		Optimizer: optim.Adam(optim.Constant(1e-2)),
 	})
 	require.NoError(t, err)
-	var losses []float64
-	for _, b := range batches {
-		l, err := tr.Step(b)
-		require.NoError(t, err)
-		losses = append(losses, l)
-	}
+	losses := stepAll(t, tr, batches)
 	return losses, tr.Params(), tr.ModelState()
 }
 

@@ -84,12 +84,7 @@ func TestDPShardedUpdateEqualsSingleDevice(t *testing.T) {
 			tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Strategy: s, Mesh: mesh,
 				Optimizer: tc.opt, ClipGlobalNorm: tc.clip, MicroBatches: tc.micro})
 			require.NoError(t, err)
-			var losses []float64
-			for _, b := range batches {
-				l, err := tr.Step(b)
-				require.NoError(t, err)
-				losses = append(losses, l)
-			}
+			losses := stepAll(t, tr, batches)
 			st, err := tr.Stats(batches[0])
 			require.NoError(t, err)
 			return losses, tr.Params(), st, tr
