@@ -197,9 +197,10 @@ func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor),
 		trees = append(trees, selected(params, a.mask))
 	}
 	base := a.coeffs(n)
-	// First walk: every position's operands, in the trees' order.
+	// First walk: every position's operands, in the trees' order (no
+	// results: it builds no trees).
 	var pos [][]*tensor.Tensor
-	mapMulti(3, func(xs []*tensor.Tensor) []*tensor.Tensor {
+	mapMulti(0, func(xs []*tensor.Tensor) []*tensor.Tensor {
 		p, g := xs[0], xs[1]
 		if g != nil && p == nil {
 			panic(fmt.Sprintf("optim.Apply: update %v for a nil parameter", g))
@@ -208,7 +209,7 @@ func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor),
 			noState(a.op, g, xs[2], xs[3])
 		}
 		pos = append(pos, slices.Clone(xs))
-		return make([]*tensor.Tensor, 3)
+		return nil
 	}, trees...)
 	giveUp := donating
 	var deferred []*tensor.Tensor
