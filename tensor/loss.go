@@ -301,18 +301,37 @@ func xentImpl(logits, labels, sm *Tensor) *Tensor {
 	loss := newTensor(Float32, logits.shape[:r-1])
 	rows := len(loss.f32)
 	srtParallel(rows, rows*c*8, srtLocal(logits, labels), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			row := logits.f32[i*c : (i+1)*c]
-			var dst []float32
-			if sm != nil {
-				dst = sm.f32[i*c : (i+1)*c]
+		// Blocks of rows, each row's maximum and exponentials first, then
+		// the logs: a short row's kernels are chains of dependent
+		// instructions, and rows in one loop overlap (10 classes: 2x).
+		var ms, sums [xentBlock]float64
+		for b := lo; b < hi; b += xentBlock {
+			e := min(b+xentBlock, hi)
+			for i := b; i < e; i++ {
+				ms[i-b], sums[i-b] = softmaxRowSum(logits.f32[i*c:(i+1)*c], xentRowOf(sm, i, c), false)
 			}
-			m, lse := softmaxRow(row, dst, false)
-			// lse + m - z_label, with the large terms cancelled first.
-			loss.f32[i] = float32(lse - (float64(row[labels.i32[i]]) - m))
+			for i := b; i < e; i++ {
+				row := logits.f32[i*c : (i+1)*c]
+				m := ms[i-b]
+				lse := softmaxRowEnd(row, xentRowOf(sm, i, c), false, m, sums[i-b])
+				// lse + m - z_label, with the large terms cancelled first.
+				loss.f32[i] = float32(lse - (float64(row[labels.i32[i]]) - m))
+			}
 		}
 	})
 	return loss
+}
+
+// xentBlock is how many rows xentImpl takes through each of its phases at
+// a time.
+const xentBlock = 32
+
+// xentRowOf returns row i of sm (rows of c), or nil for a nil sm.
+func xentRowOf(sm *Tensor, i, c int) []float32 {
+	if sm == nil {
+		return nil
+	}
+	return sm.f32[i*c : (i+1)*c]
 }
 
 // xentProbsImpl returns -Σ p·log_softmax(z) per row and, if lsm is not

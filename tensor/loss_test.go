@@ -368,6 +368,24 @@ func TestNNFunctionPanics(t *testing.T) {
 }
 
 func BenchmarkSoftmaxCrossEntropy(b *testing.B) {
+	// An ensemble's classifier (8 models, batch 16, 10 classes: 128 rows
+	// of 10, issue 30): the per-row costs, not the bandwidth.
+	zs, ls := srtRandn(2, 128, 10), srtLabels(2, 10, 128)
+	b.Run("forward/128x10", func(b *testing.B) {
+		for b.Loop() {
+			tensor.Donate(tensor.SoftmaxCrossEntropy(zs, ls))
+		}
+	})
+	b.Run("forward+backward/128x10", func(b *testing.B) {
+		ones := tensor.Ones(tensor.Float32, 128)
+		for b.Loop() {
+			tr := tensor.NewTrace()
+			zl := tr.Leaf(zs)
+			loss := tensor.SoftmaxCrossEntropy(zl, ls)
+			g := tensor.Backward(tr, []*tensor.Tensor{loss}, []*tensor.Tensor{ones}, []*tensor.Tensor{zl}, false)
+			tensor.Donate(g[0])
+		}
+	})
 	z := srtRandn(1, 1024, 1000)
 	labels := srtLabels(1, 1000, 1024)
 	b.Run("forward/1024x1000", func(b *testing.B) {

@@ -172,20 +172,31 @@ func softmaxGradImpl(g, y *Tensor, axis int, lane func(g, y []float32, stride in
 // NaN; a row of -Inf (or with +Inf) gives NaN, as in JAX. With a nil dst it
 // only returns m and the log-sum (the fused cross-entropy kernels use that).
 func softmaxRow(src, dst []float32, log bool) (m, lse float64) {
+	m, sum := softmaxRowSum(src, dst, log)
+	return m, softmaxRowEnd(src, dst, log, m, sum)
+}
+
+// softmaxRowSum is softmaxRow's first half: the row maximum m and
+// Σ exp(src - m), the exponentials left in dst for a softmax. Short rows
+// (the fused cross-entropy's) run it over a block of rows before
+// softmaxRowEnd, so that the rows' latency-bound kernels overlap.
+func softmaxRowSum(src, dst []float32, log bool) (m, sum float64) {
 	// The float32 maximum (NaN if any element is NaN), then the fast
 	// float32 e^(x-m) with the subtraction's rounding error compensated
 	// (vec.ExpShift), summed in float64.
 	mf := vec.MaxF32(src)
-	m = float64(mf)
-	var sum float64
 	if log || dst == nil {
-		sum = vec.SumExpShift(src, mf)
-	} else {
-		sum = vec.ExpShift(dst, src, mf)
+		return float64(mf), vec.SumExpShift(src, mf)
 	}
+	return float64(mf), vec.ExpShift(dst, src, mf)
+}
+
+// softmaxRowEnd is softmaxRow's second half, given m and sum from
+// softmaxRowSum: it returns lse = log sum and finishes dst.
+func softmaxRowEnd(src, dst []float32, log bool, m, sum float64) (lse float64) {
 	lse = math.Log(sum)
 	if dst == nil {
-		return m, lse
+		return lse
 	}
 	if log {
 		for j, v := range src {
@@ -197,7 +208,7 @@ func softmaxRow(src, dst []float32, log bool) (m, lse float64) {
 			dst[j] = float32(float64(dst[j]) * inv)
 		}
 	}
-	return m, lse
+	return lse
 }
 
 // softmaxExp returns e^x for x <= 0 (including -Inf, and NaN for NaN) with

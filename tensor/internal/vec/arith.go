@@ -258,24 +258,32 @@ func ExpShift(dst, src []float32, m float32) float64 {
 // expShiftSum512 is ExpShift on the AVX-512 kernel, which sums the
 // exponentials as it stores them, into SumF64's lanes and blocks in the
 // same order. With a nil dst the exponentials go to a scratch buffer
-// (SumExpShift).
+// (SumExpShift), which only that case clears: a softmax over 10 classes
+// spent as long clearing 1 KiB a row as computing its exponentials.
 func expShiftSum512(dst, src []float32, m float32) float64 {
-	var buf [256]float32
 	s := 0.0
 	for start := 0; start < len(src); start += SumBlock {
 		end := min(start+SumBlock, len(src))
 		var l [8]float64
-		for i := start; i < end; i += len(buf) { // chunks of 8k: lanes stay aligned
-			j := min(i+len(buf), end)
-			d := buf[:j-i]
-			if dst != nil {
-				d = dst[i:j]
-			}
-			expShiftAVX512(d, src[i:j], -m, &l)
+		if dst != nil {
+			expShiftAVX512(dst[start:end], src[start:end], -m, &l)
+		} else {
+			expShiftScratch512(src[start:end], -m, &l)
 		}
 		s += laneSum(&l)
 	}
 	return s
+}
+
+// expShiftScratch512 adds e^(src + nm) to the lanes as expShiftAVX512
+// does, storing the exponentials in a scratch buffer, 256 at a time (a
+// multiple of 8: each chunk's lanes are the block's).
+func expShiftScratch512(src []float32, nm float32, l *[8]float64) {
+	var buf [256]float32
+	for i := 0; i < len(src); i += len(buf) {
+		j := min(i+len(buf), len(src))
+		expShiftAVX512(buf[:j-i], src[i:j], nm, l)
+	}
 }
 
 func expShift(dst, src []float32, m float32) {
