@@ -65,7 +65,9 @@ func bgemmShapes() []benchShape {
 // bgemmShapes, single-threaded, each in blocks of about 2 ms, and reports
 // both rates per second of process CPU time (time the process waited for
 // a core does not count, so the figures hold on a shared machine) and
-// their ratio, bf16 over f32:
+// their ratio, bf16 over f32 (speedup), and the ratio of BgemmMixed on the
+// float32 operands, rounded as it reads them (mixed-speedup: MatMulAs's
+// product):
 //
 //	go test ./tensor/internal/gemm -run '^$' -bench BgemmShapes -benchtime 20x
 func BenchmarkBgemmShapes(b *testing.B) {
@@ -77,7 +79,7 @@ func BenchmarkBgemmShapes(b *testing.B) {
 			vec.BF16FromF32(bh, bf)
 			flops := 2 * float64(s.m) * float64(s.n) * float64(s.k)
 			reps := max(1, int(2e-3*200e9/flops))
-			var t32, t16 []float64
+			var t32, t16, tMixed []float64
 			timeIt := func(dst *[]float64, f func()) {
 				t0 := cputime.Used()
 				for range reps {
@@ -88,11 +90,15 @@ func BenchmarkBgemmShapes(b *testing.B) {
 			for b.Loop() {
 				timeIt(&t32, func() { Sgemm(s.ta, s.tb, s.m, s.n, s.k, 1, af, lda, bf, ldb, 0, c, s.n, 1) })
 				timeIt(&t16, func() { Bgemm(s.ta, s.tb, s.m, s.n, s.k, ah, lda, bh, ldb, c, s.n, 1) })
+				timeIt(&tMixed, func() {
+					BgemmMixed(s.ta, s.tb, s.m, s.n, s.k, BF16Operand{F32: af}, lda, BF16Operand{F32: bf}, ldb, c, s.n, 1)
+				})
 			}
-			m32, m16 := medianOf(t32), medianOf(t16)
+			m32, m16, mMixed := medianOf(t32), medianOf(t16), medianOf(tMixed)
 			b.ReportMetric(flops/m32/1e9, "f32-GFLOP/cpu-s")
 			b.ReportMetric(flops/m16/1e9, "bf16-GFLOP/cpu-s")
 			b.ReportMetric(m32/m16, "speedup")
+			b.ReportMetric(m32/mMixed, "mixed-speedup")
 		})
 	}
 }

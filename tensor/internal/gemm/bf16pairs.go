@@ -4,6 +4,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/gonox/gonox/internal/half"
+
 	"github.com/gonox/gonox/tensor/internal/vec"
 )
 
@@ -67,37 +69,27 @@ func pairOperand(x BF16Operand, ld int, trans bool, rows, k int, buf **[]float32
 
 // interleaveRows stores, for each q < ⌈rows/2⌉, dst[q*ldd+j] = X row 2q
 // | X row 2q+1 << 16 (as bfloat16 bits) for j < cols; a missing last odd
-// row gives zeros. Float32 rows are rounded through a buffer of two rows,
-// which stays in L1.
+// row gives zeros. Float32 rows are rounded and paired in one pass
+// (vec.BF16PairsFromF32).
 func interleaveRows(dst []float32, ldd int, x BF16Operand, lds, rows, cols int) {
 	d := u32s(dst)
-	var tmp *[]uint16
-	if x.F32 != nil {
-		tmp, _ = roundedBufs.Get().(*[]uint16)
-		if tmp == nil || cap(*tmp) < 2*cols {
-			t := make([]uint16, 2*cols)
-			tmp = &t
-		}
-		defer roundedBufs.Put(tmp)
-	}
-	row := func(r int) []uint16 {
-		if x.F32 == nil {
-			return x.Bits[r*lds : r*lds+cols]
-		}
-		t := (*tmp)[(r%2)*cols : (r%2+1)*cols]
-		vec.BF16FromF32(t, x.F32[r*lds:r*lds+cols])
-		return t
-	}
 	for q := 0; 2*q < rows; q++ {
-		lo := row(2 * q)
 		out := d[q*ldd : q*ldd+cols]
-		if 2*q+1 == rows {
-			for j, v := range lo {
+		r0, r1 := 2*q*lds, (2*q+1)*lds
+		switch {
+		case 2*q+1 == rows && x.F32 != nil:
+			for j, v := range x.F32[r0 : r0+cols] {
+				out[j] = uint32(half.FromFloat32BF(v))
+			}
+		case 2*q+1 == rows:
+			for j, v := range x.Bits[r0 : r0+cols] {
 				out[j] = uint32(v)
 			}
-			continue
+		case x.F32 != nil:
+			vec.BF16PairsFromF32(out, x.F32[r0:r0+cols], x.F32[r1:r1+cols])
+		default:
+			interleave16(out, x.Bits[r0:r0+cols], x.Bits[r1:r1+cols])
 		}
-		interleave16(out, lo, row(2*q+1))
 	}
 }
 

@@ -37,6 +37,26 @@ func BF16FromF32(dst []uint16, src []float32) {
 	}
 }
 
+// BF16PairsFromF32 rounds lo and hi to bfloat16 (as BF16FromF32) and
+// stores each pair in one 32-bit element, lo in the low half:
+// dst[j] = bf16(lo[j]) | bf16(hi[j])<<16 — the operand layout of the
+// AVX-512 BF16 dot-product instruction (two consecutive k values a lane),
+// made from two float32 rows in one pass. It panics if the lengths
+// differ.
+func BF16PairsFromF32(dst []uint32, lo, hi []float32) {
+	if len(dst) != len(lo) || len(dst) != len(hi) {
+		panic("vec.BF16PairsFromF32: length mismatch")
+	}
+	i := 0
+	if convBF16 == convAVX512 && len(dst) >= 16 {
+		i = len(dst) &^ 15
+		bf16PairsFromF32AVX512(&dst[0], &lo[0], &hi[0], i)
+	}
+	for ; i < len(dst); i++ {
+		dst[i] = uint32(half.FromFloat32BF(lo[i])) | uint32(half.FromFloat32BF(hi[i]))<<16
+	}
+}
+
 // F32FromBF16 widens each bfloat16 of src into dst (exact).
 // It panics if the lengths differ.
 func F32FromBF16(dst []float32, src []uint16) {

@@ -36,6 +36,9 @@ func pick(avx512, avx2 bool) int {
 func bf16FromF32AVX512(dst *uint16, src *float32, n int)
 
 //go:noescape
+func bf16PairsFromF32AVX512(dst *uint32, lo, hi *float32, n int)
+
+//go:noescape
 func bf16FromF32AVX2(dst *uint16, src *float32, n int)
 
 //go:noescape

@@ -9,6 +9,17 @@
 // mnemonic for it; bytes as GNU as 2.40 encodes "vcvtneps2bf16 ymm1,zmm0").
 #define VCVTNEPS2BF16_Z0_Y1 BYTE $0x62; BYTE $0xf2; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc8
 
+// BF16_SUBNORMALS rounds the lanes K1 selects of Z0 (float32 subnormals)
+// to bfloat16 with integer arithmetic into Y1 (Z4 = 0x7fff, Z5 = 1
+// broadcast; Z6 is scratch): (x + 0x7fff + (x>>16 & 1)) >> 16.
+#define BF16_SUBNORMALS \
+	VPSRLD  $16, Z0, Z6; \
+	VPANDD  Z5, Z6, Z6;  \
+	VPADDD  Z4, Z6, Z6;  \
+	VPADDD  Z0, Z6, Z6;  \
+	VPSRLD  $16, Z6, Z6; \
+	VPMOVDW Z6, K1, Y1
+
 // func bf16FromF32AVX512(dst *uint16, src *float32, n int)
 TEXT ·bf16FromF32AVX512(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
@@ -45,13 +56,66 @@ bstore:
 	RET
 
 bfix:
-	VPSRLD  $16, Z0, Z6
-	VPANDD  Z5, Z6, Z6
-	VPADDD  Z4, Z6, Z6
-	VPADDD  Z0, Z6, Z6
-	VPSRLD  $16, Z6, Z6
-	VPMOVDW Z6, K1, Y1
+	BF16_SUBNORMALS
 	JMP     bstore
+
+// func bf16PairsFromF32AVX512(dst *uint32, lo, hi *float32, n int)
+// dst[j] = bf16(lo[j]) | bf16(hi[j])<<16, rounded as bf16FromF32AVX512.
+TEXT ·bf16PairsFromF32AVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ lo+8(FP), SI
+	MOVQ hi+16(FP), BX
+	MOVQ n+24(FP), CX
+	SHRQ $4, CX
+	MOVL $0x7f800000, AX
+	VPBROADCASTD AX, Z2
+	MOVL $0x007fffff, AX
+	VPBROADCASTD AX, Z3
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z4
+	MOVL $1, AX
+	VPBROADCASTD AX, Z5
+
+ploop:
+	// The low halves: lo rounded (subnormal lanes fixed as in
+	// bf16FromF32AVX512), zero-extended to 32 bits.
+	VMOVUPS (SI), Z0
+	VCVTNEPS2BF16_Z0_Y1
+	VPTESTMD  Z3, Z0, K2
+	VPTESTNMD Z2, Z0, K2, K1
+	KORTESTW  K1, K1
+	JNZ       pfixlo
+
+plo:
+	VPMOVZXWD Y1, Z8
+	// The high halves: hi rounded, shifted up.
+	VMOVUPS (BX), Z0
+	VCVTNEPS2BF16_Z0_Y1
+	VPTESTMD  Z3, Z0, K2
+	VPTESTNMD Z2, Z0, K2, K1
+	KORTESTW  K1, K1
+	JNZ       pfixhi
+
+phi:
+	VPMOVZXWD Y1, Z7
+	VPSLLD    $16, Z7, Z7
+	VPORD     Z8, Z7, Z7
+	VMOVDQU32 Z7, (DI)
+	ADDQ      $64, SI
+	ADDQ      $64, BX
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       ploop
+	VZEROUPPER
+	RET
+
+pfixlo:
+	BF16_SUBNORMALS
+	JMP     plo
+
+pfixhi:
+	BF16_SUBNORMALS
+	JMP     phi
 
 // func bf16FromF32AVX2(dst *uint16, src *float32, n int)
 TEXT ·bf16FromF32AVX2(SB), NOSPLIT, $0-24

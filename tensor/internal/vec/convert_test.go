@@ -3,6 +3,7 @@ package vec
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -91,6 +92,35 @@ func TestConvertNarrow(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBF16PairsFromF32: each 32-bit element holds the bfloat16 roundings
+// of its lo and hi inputs (internal/half's bits: subnormals, NaN, ±Inf,
+// ties), lo in the low half, on every kernel level and across the
+// vector body and the scalar tail.
+func TestBF16PairsFromF32(t *testing.T) {
+	lo := narrowInputs()
+	hi := slices.Clone(lo)
+	slices.Reverse(hi)
+	for _, lv := range convLevels(convBF16) {
+		t.Run(fmt.Sprint("level", lv), func(t *testing.T) {
+			defer useConv(lv)()
+			for _, n := range []int{len(lo), len(lo) - 1, 33, 17, 16, 15, 1, 0} {
+				got := make([]uint32, n)
+				BF16PairsFromF32(got, lo[:n], hi[:n])
+				for j := range got {
+					want := uint32(half.FromFloat32BF(lo[j])) | uint32(half.FromFloat32BF(hi[j]))<<16
+					if got[j] != want {
+						require.Failf(t, "BF16PairsFromF32", "n=%d j=%d inputs %#08x, %#08x: want %#08x, got %#08x",
+							n, j, math.Float32bits(lo[j]), math.Float32bits(hi[j]), want, got[j])
+					}
+				}
+			}
+		})
+	}
+	require.PanicsWithValue(t, "vec.BF16PairsFromF32: length mismatch", func() {
+		BF16PairsFromF32(make([]uint32, 2), make([]float32, 2), make([]float32, 3))
+	})
 }
 
 func TestConvertWiden(t *testing.T) {
