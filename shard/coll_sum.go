@@ -60,11 +60,21 @@ func sumFloat32(dst []float32, ins [][]float32, lo, hi int) {
 	}
 }
 
-func sum8(d []float32, g [][]float32, first bool) {
-	if k := sum8Asm(d, g, first); k > 0 {
-		d = d[k:]
-		g = [][]float32{g[0][k:], g[1][k:], g[2][k:], g[3][k:], g[4][k:], g[5][k:], g[6][k:], g[7][k:]}
+// tail drops the first k elements sumAsm summed of d and of every
+// stream of g.
+func tail(d []float32, g [][]float32, k int) ([]float32, [][]float32) {
+	if k == 0 {
+		return d, g
 	}
+	rest := make([][]float32, len(g))
+	for i, x := range g {
+		rest[i] = x[k:]
+	}
+	return d[k:], rest
+}
+
+func sum8(d []float32, g [][]float32, first bool) {
+	d, g = tail(d, g, sumAsm(d, g, first))
 	n := len(d)
 	a, b, c, e := g[0][:n], g[1][:n], g[2][:n], g[3][:n]
 	f, h, p, q := g[4][:n], g[5][:n], g[6][:n], g[7][:n]
@@ -80,6 +90,7 @@ func sum8(d []float32, g [][]float32, first bool) {
 }
 
 func sum4(d []float32, g [][]float32, first bool) {
+	d, g = tail(d, g, sumAsm(d, g, first))
 	n := len(d)
 	a, b, c, e := g[0][:n], g[1][:n], g[2][:n], g[3][:n]
 	if first {
@@ -94,6 +105,7 @@ func sum4(d []float32, g [][]float32, first bool) {
 }
 
 func sum2(d []float32, g [][]float32, first bool) {
+	d, g = tail(d, g, sumAsm(d, g, first))
 	n := len(d)
 	a, b := g[0][:n], g[1][:n]
 	if first {

@@ -4,5 +4,6 @@ package shard
 
 var useAVX2 = false
 
-// sum8Asm is sum8's assembly kernel: none off amd64 or with noasm.
-func sum8Asm(d []float32, g [][]float32, first bool) int { return 0 }
+// sumAsm is the assembly kernel of sum8, sum4 and sum2: none off amd64 or
+// with noasm.
+func sumAsm(d []float32, g [][]float32, first bool) int { return 0 }

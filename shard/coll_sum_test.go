@@ -81,15 +81,21 @@ func BenchmarkSumKernel(b *testing.B) {
 	b.ReportMetric(float64(9*n*4)/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GB/s")
 }
 
-// The assembly kernel gives the bits of the Go loop, for every length and
-// for the first group and the later ones (16 inputs: two groups of 8).
+// The assembly kernels give the bits of the Go loops, for every length
+// (the two-stream kernel's four-vector turns from 32 elements) and for the
+// first group and the later ones (16 inputs: two groups of 8; 14: groups
+// of 8, 4 and 2; 6: 4 and 2).
 func TestSumFloat32AsmMatchesGo(t *testing.T) {
 	if !useAVX2 {
 		t.Skip("no AVX2 kernel on this machine")
 	}
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, g := range []int{8, 16} {
-		for n := 0; n <= 40; n++ {
+	lengths := []int{63, 64, 100, 257}
+	for n := range 41 {
+		lengths = append(lengths, n)
+	}
+	for _, g := range []int{2, 4, 6, 8, 14, 16} {
+		for _, n := range lengths {
 			ins := make([][]float32, g)
 			for k := range ins {
 				ins[k] = make([]float32, n)
