@@ -22,7 +22,10 @@ const EPAxis = "ep"
 // {"ep"}, Tokens: Trainer.DataAxes()}, which sends each token choice to the
 // device holding its expert. (With an ordinary Loss the trainer gathers
 // the experts, and each device computes every expert on its own rows.)
-// The mesh must have an "ep" axis dividing the number of experts.
+// The mesh must have an "ep" axis dividing the number of experts. With an
+// elementwise optimizer (optim.Elementwise) the update is sharded as DP's
+// is: each device updates its block of every replicated parameter and
+// holds that block of its optimizer state, split over every mesh axis.
 var EP Strategy = ep{}
 
 // FSDPEP is EP with every parameter also split over the other (data) axes

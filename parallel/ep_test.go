@@ -112,6 +112,53 @@ func TestEPEqualsSingleDevice(t *testing.T) {
 	}
 }
 
+// EP with an elementwise optimizer takes the sharded update (ZeRO-1/2
+// over the data axes, as DP: the replicated parameters' gradients
+// reduce-scattered over every mesh axis, each device updating its block,
+// the experts' gradients summed over dp and updated whole): its steps
+// equal the whole update on every device, which an optimizer that is not
+// elementwise (a Chain) keeps, and each device holds a fraction of the
+// replicated parameters' optimizer state.
+func TestEPShardedUpdate(t *testing.T) {
+	model := newMoENet()
+	const B = 64
+	x := tensor.Normal(tensor.NewKey(12), B, 6)
+	y := tensor.Rem(tensor.Arange(B), tensor.ScalarInt(5))
+	b := batch{X: x, Y: y}
+	for _, c := range []struct{ dp, ep int }{{1, 8}, {2, 4}, {4, 2}} {
+		t.Run(fmt.Sprintf("%dx%d", c.dp, c.ep), func(t *testing.T) {
+			mesh := shard.NewMesh([]int{c.dp, c.ep}, []string{"dp", "ep"})
+			cfg := expert.Config{Experts: shard.Axes{"ep"}, Tokens: shard.Axes{"dp", "ep"}}
+			newTrainer := func(opt optim.Transform) *parallel.Trainer[moeNet, batch] {
+				tr, err := parallel.New(model, parallel.Config[moeNet, batch]{
+					DeviceLoss: func(ctx *shard.Ctx, m moeNet, b batch, _ tensor.Key) *tensor.Tensor {
+						return m.loss(b, func(l nn.MoE, h *tensor.Tensor) nn.MoEOutput { return expert.Forward(ctx, l, h, cfg) })
+					},
+					Optimizer: opt, Mesh: mesh, Strategy: parallel.EP,
+				})
+				require.NoError(t, err)
+				return tr
+			}
+			sharded := newTrainer(optim.Adam(optim.Constant(1e-2)))
+			whole := newTrainer(optim.Chain(optim.Adam(optim.Constant(1e-2))))
+			for range 3 {
+				want, err := whole.Step(b)
+				require.NoError(t, err)
+				got, err := sharded.Step(b)
+				require.NoError(t, err)
+				assert.InEpsilon(t, want, got, 1e-6)
+			}
+			assert.Less(t, maxRelDiff(t, whole.Params(), sharded.Params()), 1e-5)
+			assert.Equal(t, "float32[8@ep,8,12]", sharded.PlacedParams().MoE.Up.Type())
+			sw, err := whole.Stats(b)
+			require.NoError(t, err)
+			ss, err := sharded.Stats(b)
+			require.NoError(t, err)
+			assert.Less(t, ss.StateBytes, sw.StateBytes)
+		})
+	}
+}
+
 func TestEPErrors(t *testing.T) {
 	model := newMoENet()
 	dl := func(*shard.Ctx, moeNet, batch, tensor.Key) *tensor.Tensor { return nil }

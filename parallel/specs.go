@@ -32,6 +32,19 @@ func (p pathSpecs) sharded() bool {
 	return false
 }
 
+// within reports whether every leaf is replicated or split over some of
+// axes only.
+func (p pathSpecs) within(axes []string) bool {
+	for _, s := range p {
+		for _, a := range s.Axes() {
+			if !slices.Contains(axes, a) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // resolveSpecs asks tree (nil: replicate) for the spec of every leaf of
 // params and checks it against the mesh: known axes, each once, dimensions
 // divisible by the devices they are split over.

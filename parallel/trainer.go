@@ -128,15 +128,19 @@ type Trainer[M, B any] struct {
 	// on a mesh the devices only compute loss and gradients (DP with an
 	// optimizer that is not elementwise).
 	host bool
-	// zero: the Map step of replicated parameters with an elementwise
-	// optimizer (DP): the gradients are reduce-scattered, each device
-	// updates its block of every parameter and of the optimizer state
-	// (stored split over the data axes, ZeRO-1/2), and the parameters are
-	// all-gathered. zeroDims holds, by parameter path, the dimension split
-	// over the data axes (-1: a leaf left whole, all-reduced and updated
-	// on every device).
+	// zero: the Map step of parameters replicated over the data axes
+	// (or split over some of them only, as EP splits experts over "ep")
+	// with an elementwise optimizer (DP, EP): the gradients of replicated
+	// parameters are reduce-scattered, each device updates its block of
+	// every such parameter and of the optimizer state (stored split over
+	// the data axes, ZeRO-1/2), and the parameters are all-gathered.
+	// zeroDims holds, by parameter path, the dimension split over the data
+	// axes (-1: a leaf left whole, all-reduced over the data axes it is
+	// not split over and updated on every device); zeroSums, by path, the
+	// axes a leaf left whole is all-reduced over.
 	zero     bool
 	zeroDims map[string]int
+	zeroSums map[string][]string
 	// prop: the loss runs on placed tensors (sharding propagation), not
 	// inside shard.Map.
 	prop   bool
@@ -298,7 +302,7 @@ func New[M, B any](model M, cfg Config[M, B]) (*Trainer[M, B], error) {
 	if t.state == nil {
 		t.stateLike = t.specs
 	}
-	if t.host && len(t.dataAxes) > 0 && optim.Elementwise(cfg.Optimizer) {
+	if !t.prop && !t.remat && pl.State == nil && len(t.dataAxes) > 0 && optim.Elementwise(cfg.Optimizer) && t.specs.within(t.dataAxes) {
 		t.host, t.zero = false, true
 		t.stateLike = t.planZeRO(model)
 	}

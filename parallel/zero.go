@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"runtime"
+	"slices"
 
 	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/optim"
@@ -10,7 +11,8 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
-// The DP step with a sharded update (ZeRO-1/2, Rajbhandari et al. 2020).
+// The DP and EP steps with a sharded update (ZeRO-1/2, Rajbhandari et al.
+// 2020).
 //
 // With replicated parameters and an elementwise optimizer
 // (optim.Elementwise lists them: SGD, the Adam family, Adagrad, Adadelta,
@@ -25,6 +27,13 @@ import (
 //	updates its block of the parameter with its block of the optimizer
 //	  state, which is stored split over the data axes like that block,
 //	all-gathers the updated blocks into the replicated parameter.
+//
+// Parameters the strategy splits over some of the data axes and keeps
+// split while the loss runs (EP's experts over "ep": every mesh axis is a
+// data axis under EP) are updated whole on their devices, their gradients
+// all-reduced over the data axes they are not split over (dp); without
+// this, every device would run the update of every replicated parameter
+// (8 full Adam updates a step on 8 devices).
 //
 // The reduce-scatter and the all-gather move the bytes of the one
 // all-reduce of plain DP; the update's work and the optimizer state are
@@ -45,16 +54,21 @@ import (
 
 // planZeRO records, by parameter path, the dimension of each parameter
 // that the sharded update splits over the data axes, and returns where the
-// optimizer state of each parameter is stored: split like those blocks.
+// optimizer state of each parameter is stored: split like those blocks. A
+// parameter the strategy splits already (EP's experts over "ep") is left
+// whole: its gradient is all-reduced over the data axes it is not split
+// over, and its state is placed like it.
 func (t *Trainer[M, B]) planZeRO(model M) pathSpecs {
 	n := t.mesh.AxisSize(t.dataAxes...)
 	paths, leaves := pytree.LeavesWithPath(model)
 	specs := make(pathSpecs, len(leaves))
 	t.zeroDims = make(map[string]int, len(leaves))
+	t.zeroSums = make(map[string][]string, len(leaves))
 	for i, x := range leaves {
 		key := paths[i].String()
-		dim, spec := -1, shard.P()
-		if x.DType().IsFloat() {
+		dim, spec := -1, t.specs[key]
+		split := spec.Axes()
+		if x.DType().IsFloat() && len(split) == 0 {
 			spec = zeroSpec(x.Shape(), nil, t.dataAxes, n)
 			for d, ds := range spec {
 				if len(ds) > 0 {
@@ -63,24 +77,28 @@ func (t *Trainer[M, B]) planZeRO(model M) pathSpecs {
 			}
 		}
 		t.zeroDims[key] = dim
+		t.zeroSums[key] = slices.DeleteFunc(slices.Clone(t.dataAxes), func(a string) bool { return slices.Contains(split, a) })
 		specs[key] = spec
 	}
 	return specs
 }
 
-// leafDims returns the split dimension of each leaf of tree, in
-// pytree.Flatten's order (-1 for a leaf left whole).
-func (t *Trainer[M, B]) leafDims(tree M) []int {
+// leafPlans returns the split dimension of each leaf of tree, in
+// pytree.Flatten's order (-1 for a leaf left whole), and the axes each
+// leaf left whole is all-reduced over.
+func (t *Trainer[M, B]) leafPlans(tree M) ([]int, [][]string) {
 	paths, _ := pytree.LeavesWithPath(tree)
 	dims := make([]int, len(paths))
+	sums := make([][]string, len(paths))
 	for i, p := range paths {
 		dim, ok := t.zeroDims[p.String()]
+		sum := t.zeroSums[p.String()]
 		if !ok {
-			dim = -1
+			dim, sum = -1, t.dataAxes
 		}
-		dims[i] = dim
+		dims[i], sums[i] = dim, sum
 	}
-	return dims
+	return dims, sums
 }
 
 // zeroMap applies f to every leaf of tree with the split dimension of the
@@ -124,11 +142,11 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// backward pass, so that a started exchange never waits behind one
 	// that shard defers (an all-reduce between processes would spin while
 	// the device computes; see shard.Ctx.PsumStart).
-	dims := t.leafDims(in.Params)
+	dims, sums := t.leafPlans(in.Params)
 	hs := make([]*shard.Handle, len(dims))
 	reduce := func(i int, x *tensor.Tensor) *shard.Handle {
 		if dims[i] < 0 {
-			return c.PsumStart(x, axes...)
+			return c.PsumStart(x, sums[i]...)
 		}
 		if rd := t.cfg.ReduceDType; rd != 0 && x.DType() == tensor.Float32 {
 			x = tensor.AsType(x, rd) // Config.ReduceDType: half the bytes
@@ -196,8 +214,12 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		}
 		// The device's full-size gradient is dead once reduced (every
 		// device is past the reduction's barrier): its storage serves the
-		// next step's gradient instead of fresh memory.
-		donateValue(x)
+		// next step's gradient instead of fresh memory. A leaf split over
+		// every data axis (reduced by the loss's own collectives) is its
+		// gradient already.
+		if leaves[i] != x {
+			donateValue(x)
+		}
 	}
 	g = pytree.Unflatten[M](tree, leaves)
 	if mean != nil {
