@@ -33,48 +33,46 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	nodes := reachable(tr, ys)
 	slices.SortFunc(nodes, func(a, b *node) int { return cmp.Compare(b.seq, a.seq) })
 
-	b := backward{tr: tr, retain: retain, pass: &backwardPass{}}
+	b := backward{tr: tr, retain: retain, pass: &backwardPass{}, nodes: nodes}
 	b.reserve(nodes)
-	grads := make(map[*node][]*Tensor, len(nodes))
+	b.gs = make([]nodeSlots, len(nodes))
 	b.slots = make([]*Tensor, outputs(nodes))
 	for i, y := range ys {
 		if y.node != nil && y.node.trace == tr && cots[i] != nil {
-			b.add(grads, y.node, y.outIdx, cots[i], nil)
+			b.add(y.node, y.outIdx, cots[i], nil)
 		}
 	}
-	// keep: the nodes whose cotangents are asked for (they stay in
-	// grads); spare: the values RecycleIntermediates must not donate.
-	keep := map[*node]bool{}
+	// kept: the nodes whose cotangents are asked for (they stay in their
+	// slots); spare: the values RecycleIntermediates must not donate.
 	for _, w := range wrt {
-		if w.node != nil && w.node.trace == tr {
-			keep[w.node] = true
+		if k := b.index(w); k >= 0 {
+			b.gs[k].kept = true
 		}
 	}
-	var spare map[*Tensor]bool
+	var spare valueSet
 	if tr.recycle && !retain {
-		spare = make(map[*Tensor]bool, len(ys)+len(wrt))
-		addSpare(spare, tr, ys, wrt)
+		spare = spareValues(tr, ys, wrt)
 		// The forward values no VJP saved are dead now: their storage
 		// serves the backward pass's own allocations.
 		for _, n := range nodes {
 			for _, o := range n.results {
-				if o.node == nil && !spare[o] {
+				if o.node == nil && !spare.has(o) {
 					b.dead = donateOrDefer(o, b.dead)
 				}
 			}
 		}
 	}
 	finalAfter := finalCotangents(tr, nodes, wrt)
-	for i, n := range nodes {
-		b.visit(grads, spare, n, keep[n])
+	for i := range nodes {
+		b.visit(spare, i)
 		for _, w := range finalAfter[i] {
-			if gs := grads[wrt[w].node]; gs != nil && gs[wrt[w].outIdx] != nil {
+			if gs := b.gs[b.index(wrt[w])].gs; gs != nil && gs[wrt[w].outIdx] != nil {
 				tr.final(w, gs[wrt[w].outIdx])
 			}
 		}
 	}
-	out := b.gradients(grads, wrt)
-	b.dropUnread(grads, keep, out)
+	out := b.gradients(wrt)
+	b.dropUnread(out)
 	for _, x := range b.dead {
 		if !slices.Contains(out, x) {
 			Donate(x)
@@ -122,6 +120,10 @@ func finalCotangents(tr *Trace, nodes []*node, wrt []*Tensor) map[int][]int {
 type backward struct {
 	tr     *Trace
 	retain bool
+	// nodes are the nodes the pass visits, latest first, and gs their
+	// cotangent slots, index for index.
+	nodes []*node
+	gs    []nodeSlots
 	// slots holds the cotangent slots of the nodes not reached yet, cut
 	// from one allocation.
 	slots []*Tensor
@@ -149,26 +151,70 @@ func atLevel(tr *Trace, xs []*Tensor) []*Tensor {
 func outputs(nodes []*node) int {
 	total := 0
 	for _, n := range nodes {
-		total += n.nout
+		total += int(n.nout)
 	}
 	return total
 }
 
-// addSpare adds to spare the values RecycleIntermediates must not donate:
+// nodeSlots are the cotangent slots of a node (nil until a cotangent
+// reaches it; deleted once its VJP ran, unless kept) and whether they are
+// asked for (kept: they stay).
+type nodeSlots struct {
+	gs   []*Tensor
+	kept bool
+}
+
+// index returns the index in b.nodes of the node of x's level of b's
+// trace (atLevel), -1 if it has none or the pass does not visit it.
+func (b *backward) index(x *Tensor) int {
+	if x.node == nil || x.node.trace != b.tr {
+		return -1
+	}
+	return b.indexOf(x.node)
+}
+
+// indexOf returns the index of n in b.nodes, -1 if it is not there.
+func (b *backward) indexOf(n *node) int {
+	k, ok := slices.BinarySearchFunc(b.nodes, n.seq, func(m *node, seq uint64) int { return cmp.Compare(seq, m.seq) })
+	if !ok || b.nodes[k] != n {
+		return -1
+	}
+	return k
+}
+
+// valueSet is a set of tensors, sorted by address for has.
+type valueSet []*Tensor
+
+// has reports whether x is in s.
+func (s valueSet) has(x *Tensor) bool {
+	_, ok := slices.BinarySearchFunc(s, x, compareAddr)
+	return ok
+}
+
+// compareAddr orders tensors by address (the collector does not move
+// heap objects).
+func compareAddr(a, b *Tensor) int {
+	return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b)))
+}
+
+// spareValues returns the values RecycleIntermediates must not donate:
 // the outputs ys and the values wrt gradients are asked for.
-func addSpare(spare map[*Tensor]bool, tr *Trace, ys, wrt []*Tensor) {
-	for _, list := range [][]*Tensor{ys, wrt} {
+func spareValues(tr *Trace, ys, wrt []*Tensor) valueSet {
+	s := make(valueSet, 0, len(ys)+len(wrt))
+	for _, list := range [2][]*Tensor{ys, wrt} {
 		for _, x := range list {
 			if x.node != nil && x.node.trace == tr {
-				spare[x.primal] = true
+				s = append(s, x.primal)
 			}
 		}
 	}
+	slices.SortFunc(s, compareAddr)
+	return s
 }
 
 // add accumulates cotangent g of output i of n, produced by the VJP of
-// node from (nil: the seed), into grads.
-func (b *backward) add(grads map[*node][]*Tensor, n *node, i int, g *Tensor, from *node) {
+// node from (nil: the seed), into n's slots.
+func (b *backward) add(n *node, i int, g *Tensor, from *node) {
 	want := n.outAval(i)
 	if !sameShape(g.shape, want.shape) || g.dtype != want.dtype {
 		who := "the seed"
@@ -177,12 +223,14 @@ func (b *backward) add(grads map[*node][]*Tensor, n *node, i int, g *Tensor, fro
 		}
 		panic(fmt.Sprintf("tensor.Backward: %s produced cotangent %v for %v", who, g, want.placeholder()))
 	}
-	gs := grads[n]
+	slot := &b.gs[b.indexOf(n)]
+	gs := slot.gs
 	if gs == nil {
 		// Once per node: a node's slots are deleted only after its VJP
 		// ran, when every node that feeds it a cotangent has run.
-		gs, b.slots = b.slots[:n.nout:n.nout], b.slots[n.nout:]
-		grads[n] = gs
+		k := int(n.nout)
+		gs, b.slots = b.slots[:k:k], b.slots[k:]
+		slot.gs = gs
 	}
 	p := b.pass
 	switch {
@@ -200,11 +248,11 @@ func (b *backward) add(grads map[*node][]*Tensor, n *node, i int, g *Tensor, fro
 	}
 }
 
-// visit runs the VJP of n on the cotangents its outputs received, adds
-// the results to its inputs' slots and drops what is dead. kept: n's
-// cotangents are asked for and stay in grads.
-func (b *backward) visit(grads map[*node][]*Tensor, spare map[*Tensor]bool, n *node, kept bool) {
-	gs := grads[n]
+// visit runs the VJP of node k on the cotangents its outputs received,
+// adds the results to its inputs' slots and drops what is dead. Unless the
+// node's slots are kept (asked for), they are deleted.
+func (b *backward) visit(spare valueSet, k int) {
+	n, gs, kept := b.nodes[k], b.gs[k].gs, b.gs[k].kept
 	if gs == nil || n.op == leafOp || !n.op.differentiable() {
 		return
 	}
@@ -222,7 +270,7 @@ func (b *backward) visit(grads map[*node][]*Tensor, spare map[*Tensor]bool, n *n
 	// slots as well may then be the sole holder of its storage when its
 	// results are added to those slots (accumulated in place).
 	if !kept {
-		delete(grads, n)
+		b.gs[k].gs = nil
 		for _, g := range gs {
 			if !slices.Contains(res, g) {
 				b.pass.dropConsumed(n, g)
@@ -231,7 +279,7 @@ func (b *backward) visit(grads map[*node][]*Tensor, spare map[*Tensor]bool, n *n
 	}
 	for i, e := range n.inputs {
 		if e.n != nil && res[i] != nil {
-			b.add(grads, e.n, e.out, res[i], n)
+			b.add(e.n, e.out, res[i], n)
 		}
 	}
 	if !b.retain {
@@ -316,12 +364,12 @@ func (b *backward) placeholder(a *avalRec) *Tensor {
 // dropUnread drops the cotangents left in slots that no VJP read and no
 // caller asked for (those of leaves not in wrt, of non-differentiable
 // ops): the pass owns some of them, and they are dead.
-func (b *backward) dropUnread(grads map[*node][]*Tensor, keep map[*node]bool, out []*Tensor) {
-	for n, gs := range grads {
-		if keep[n] {
+func (b *backward) dropUnread(out []*Tensor) {
+	for _, s := range b.gs {
+		if s.kept {
 			continue
 		}
-		for _, g := range gs {
+		for _, g := range s.gs {
 			if g != nil && !slices.Contains(out, g) {
 				b.pass.drop(g)
 			}
@@ -342,12 +390,12 @@ func (n *node) need() uint64 {
 
 // gradients returns the cotangent of each wrt value (at tr's level),
 // placed ones settled, zeros for values the outputs do not depend on.
-func (b *backward) gradients(grads map[*node][]*Tensor, wrt []*Tensor) []*Tensor {
+func (b *backward) gradients(wrt []*Tensor) []*Tensor {
 	out := make([]*Tensor, len(wrt))
 	for i, w := range wrt {
 		var gs []*Tensor
-		if w.node != nil && w.node.trace == b.tr {
-			gs = grads[w.node]
+		if k := b.index(w); k >= 0 {
+			gs = b.gs[k].gs
 		}
 		if gs == nil || gs[w.outIdx] == nil {
 			z := ZerosLike(w)

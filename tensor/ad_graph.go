@@ -94,18 +94,26 @@ func (tr *Trace) Leaf(x *Tensor) *Tensor {
 	// the node anyway, and the node keeps only x's data, which x does.
 	l := &leafRec{n: node{op: leafOp, trace: tr, seq: tr.seq.Add(1), nout: 1}, t: *x}
 	n, t := &l.n, &l.t
-	n.avals = n.bufAvals[:1]
-	n.setAval(0, x)
+	l.aval[0] = avalIn(x, l.dims[:])
+	n.avals = l.aval[:]
 	t.cot, t.cotShared = nil, false // as x.twin()
 	t.node, t.outIdx, t.primal = n, 0, x
 	return t
 }
 
-// leafRec is a leaf's node and traced header (Trace.Leaf).
+// leafRec is a leaf's node and traced header (Trace.Leaf), and the
+// node's record of the leaf's shape: a leaf needs none of the inline
+// storage of an op's node (nodeBuf).
 type leafRec struct {
-	n node
-	t Tensor
+	n    node
+	t    Tensor
+	aval [1]avalRec
+	dims [leafDims]int
 }
+
+// leafDims is the rank up to which a leaf's shape record lies in its
+// leafRec.
+const leafDims = 4
 
 // Primal returns x without the node of trace tr (x itself if tr does not
 // trace it); nodes of other, outer traces stay.
@@ -148,29 +156,69 @@ type node struct {
 	outs     []*Tensor // saved primal outputs, nil where not saved
 	avals    []avalRec // the shapes of the inputs, then of the outputs
 	state    any
-	nout     int
 	interIns uint64    // bit i: ins[i] is an intermediate of the trace
 	results  []*Tensor // the primal outputs, kept when the trace recycles
 	rec      *recording
+	// buf is the inline storage of a traced op's node (nil for a leaf's,
+	// whose record lies in its leafRec).
+	buf   *nodeBuf
+	ndims int32 // of buf.dims used
+	nout  int32
+	freed bool
+}
 
-	// Inline storage for the common ops (up to nodeInline inputs, one
-	// output), so recording one costs a single allocation.
-	bufInputs [nodeInline]edge
-	bufIns    [nodeInline]*Tensor
-	bufPrim   [nodeInline]*Tensor
-	bufOut    [1]*Tensor
-	bufAvals  [nodeInline + 1]avalRec
-	// bufDims holds the shapes of bufAvals: a record sharing its value's
-	// shape would share the allocation that holds the value's header
-	// (newHeader puts the shape there), and so keep the value's data
-	// alive.
-	bufDims [3 * (nodeInline + 1)]int
-	ndims   int32 // of bufDims used
-	freed   bool
-	// bufRes holds a single-output op's primal result while it is being
+// nodeBuf is the inline storage of a traced op's node, allocated with it
+// (opRec), for the common ops (up to nodeInline inputs, one output), so
+// that recording one costs a single allocation.
+type nodeBuf struct {
+	inputs [nodeInline]edge
+	ins    [nodeInline]*Tensor
+	prim   [nodeInline]*Tensor
+	out    [1]*Tensor
+	avals  [nodeInline + 1]avalRec
+	// dims holds the shapes of avals: a record sharing its value's shape
+	// would share the allocation that holds the value's header (newHeader
+	// puts the shape there), and so keep the value's data alive.
+	dims [3 * (nodeInline + 1)]int
+	// res holds a single-output op's primal result while it is being
 	// recorded (applyTraced), and after that only as results, while the
 	// trace recycles.
-	bufRes [1]*Tensor
+	res [1]*Tensor
+}
+
+// opRec is a traced op's node and its inline storage in one allocation,
+// and, for a recycling trace, the header of a single-output op's traced
+// result and the slice record returns it in: the node keeps its results
+// until the backward pass anyway when the trace recycles, so the header
+// lying in the node's allocation keeps nothing longer.
+type opRec struct {
+	n   node
+	buf nodeBuf
+}
+
+// opRecTwin is an opRec with room for the traced result (recycling
+// traces).
+type opRecTwin struct {
+	opRec
+	twin   Tensor
+	traced [1]*Tensor
+}
+
+// newNode returns a new node of op recorded by tr, with its inline
+// storage, and the room for a single-output op's traced result: nil
+// unless tr recycles (see opRec).
+func newNode(op *Op, params any, tr *Trace) (*node, *opRecTwin) {
+	var r *opRec
+	var rt *opRecTwin
+	if tr.recycle && op.ImplN == nil && op.differentiable() {
+		rt = &opRecTwin{}
+		r = &rt.opRec
+	} else {
+		r = &opRec{}
+	}
+	n := &r.n
+	n.op, n.params, n.trace, n.buf = op, params, tr, &r.buf
+	return n, rt
 }
 
 // recording is what a recordAll trace's node holds until Remat has
@@ -196,20 +244,31 @@ func (a *avalRec) placeholder() *Tensor {
 // setAval records the shape of x as n.avals[i], the shape in the node's
 // own storage when it fits.
 func (n *node) setAval(i int, x *Tensor) {
-	shape := x.shape
-	var own []int
-	if k, d := len(shape), int(n.ndims); d+k <= len(n.bufDims) {
-		own = n.bufDims[d : d+k : d+k]
-		copy(own, shape)
-		n.ndims += int32(k)
-	} else {
-		own = slices.Clone(shape)
+	var dims []int
+	if n.buf != nil {
+		dims = n.buf.dims[n.ndims:]
 	}
-	n.avals[i] = avalRec{shape: own, dtype: x.dtype, local: x.local, layout: abstractLayout(x.layout)}
+	n.avals[i] = avalIn(x, dims)
+	if len(x.shape) <= len(dims) {
+		n.ndims += int32(len(x.shape))
+	}
+}
+
+// avalIn returns the shape record of x, its shape copied into dims if it
+// fits there, into an allocation of its own if not.
+func avalIn(x *Tensor, dims []int) avalRec {
+	var own []int
+	if k := len(x.shape); k <= len(dims) {
+		own = dims[:k:k]
+		copy(own, x.shape)
+	} else {
+		own = slices.Clone(x.shape)
+	}
+	return avalRec{shape: own, dtype: x.dtype, local: x.local, layout: abstractLayout(x.layout)}
 }
 
 // outAval returns the shape record of output i.
-func (n *node) outAval(i int) *avalRec { return &n.avals[len(n.avals)-n.nout+i] }
+func (n *node) outAval(i int) *avalRec { return &n.avals[len(n.avals)-int(n.nout)+i] }
 
 const nodeInline = 4
 
@@ -242,7 +301,7 @@ func StopGradient(x *Tensor) *Tensor {
 func (n *node) primals(in []*Tensor) []*Tensor {
 	var prim []*Tensor
 	if len(in) <= nodeInline {
-		prim = n.bufPrim[:len(in)]
+		prim = n.buf.prim[:len(in)]
 	} else {
 		prim = make([]*Tensor, len(in))
 	}
@@ -254,18 +313,19 @@ func (n *node) primals(in []*Tensor) []*Tensor {
 
 // record fills in node n of op applied to in (prim their primal values),
 // which computed outs and state, and returns the outputs traced by n's
-// trace. The node holds the residuals the op's Save mask selects and the
-// shapes of every operand and result.
-func (n *node) record(in, prim, outs []*Tensor, state any) []*Tensor {
-	op, top := n.op, n.trace
-	n.seq, n.state, n.nout = top.seq.Add(1), state, len(outs)
+// trace, the header of a single output in tw if it is not nil (newNode).
+// The node holds the residuals the op's Save mask selects and the shapes
+// of every operand and result.
+func (n *node) record(in, prim, outs []*Tensor, state any, tw *opRecTwin) []*Tensor {
+	op, top, buf := n.op, n.trace, n.buf
+	n.seq, n.state, n.nout = top.seq.Add(1), state, int32(len(outs))
 	if len(in) <= nodeInline {
-		n.inputs, n.ins = n.bufInputs[:len(in)], n.bufIns[:len(in)]
+		n.inputs, n.ins = buf.inputs[:len(in)], buf.ins[:len(in)]
 	} else {
 		n.inputs, n.ins = make([]edge, len(in)), make([]*Tensor, len(in))
 	}
-	if k := len(in) + len(outs); k <= len(n.bufAvals) {
-		n.avals = n.bufAvals[:k]
+	if k := len(in) + len(outs); k <= len(buf.avals) {
+		n.avals = buf.avals[:k]
 	} else {
 		n.avals = make([]avalRec, k)
 	}
@@ -300,10 +360,15 @@ func (n *node) record(in, prim, outs []*Tensor, state any) []*Tensor {
 		top.recMu.Unlock()
 	}
 	// Only the inputs the VJP saves may stay reachable from the node.
-	n.bufPrim = [nodeInline]*Tensor{}
-	res := make([]*Tensor, len(outs))
+	buf.prim = [nodeInline]*Tensor{}
+	var res []*Tensor
+	if tw != nil && len(outs) == 1 {
+		res = tw.traced[:]
+	} else {
+		res = make([]*Tensor, len(outs))
+	}
 	if len(outs) == 1 {
-		n.outs = n.bufOut[:]
+		n.outs = buf.out[:]
 	} else {
 		n.outs = make([]*Tensor, len(outs))
 	}
@@ -313,12 +378,18 @@ func (n *node) record(in, prim, outs []*Tensor, state any) []*Tensor {
 			n.outs[i] = o
 			o.hold()
 		}
-		t := o.twin()
+		var t *Tensor
+		if tw != nil && len(outs) == 1 {
+			t = &tw.twin
+			o.twinInto(t)
+		} else {
+			t = o.twin()
+		}
 		t.node, t.outIdx, t.primal = n, i, o
 		res[i] = t
 	}
 	if !top.recycle && !top.recordAll {
-		n.bufRes = [1]*Tensor{} // only what the VJP saves stays reachable
+		buf.res = [1]*Tensor{} // only what the VJP saves stays reachable
 	}
 	return res
 }
@@ -393,7 +464,9 @@ func donateOrDefer(x *Tensor, dead []*Tensor) []*Tensor {
 // released: the node can take part in no backward pass any more.
 func (n *node) free() {
 	n.ins, n.outs, n.state, n.freed = nil, nil, nil, true
-	n.bufIns, n.bufOut = [nodeInline]*Tensor{}, [1]*Tensor{}
+	if n.buf != nil {
+		n.buf.ins, n.buf.out = [nodeInline]*Tensor{}, [1]*Tensor{}
+	}
 }
 
 // releaseResiduals drops the node's hold on the values it saved. With
@@ -401,13 +474,13 @@ func (n *node) free() {
 // trace (its outputs, inputs computed by other nodes), except spare:
 // Backward donates them once every node has run (a value may be saved by
 // several nodes).
-func (n *node) releaseResiduals(recycle bool, spare map[*Tensor]bool, dead []*Tensor) []*Tensor {
+func (n *node) releaseResiduals(recycle bool, spare valueSet, dead []*Tensor) []*Tensor {
 	for i, x := range n.ins {
 		if x == nil {
 			continue
 		}
 		x.release()
-		if recycle && i < 64 && n.interIns&(1<<i) != 0 && x.node == nil && !spare[x] {
+		if recycle && i < 64 && n.interIns&(1<<i) != 0 && x.node == nil && !spare.has(x) {
 			dead = donateOrDefer(x, dead)
 		}
 	}
@@ -418,7 +491,7 @@ func (n *node) releaseResiduals(recycle bool, spare map[*Tensor]bool, dead []*Te
 	}
 	if recycle {
 		for _, o := range n.results {
-			if o.node == nil && !spare[o] {
+			if o.node == nil && !spare.has(o) {
 				dead = donateOrDefer(o, dead)
 			}
 		}

@@ -67,24 +67,26 @@ func TestRematKeepsNoRecording(t *testing.T) {
 // until its backward pass, which on small tensors (a recurrence's steps)
 // is most of what it keeps.
 func TestNodeIsSmall(t *testing.T) {
-	require.LessOrEqual(t, unsafe.Sizeof(node{}), uintptr(768), "a node fits a 768-byte size class")
+	require.LessOrEqual(t, unsafe.Sizeof(opRec{}), uintptr(768), "a node fits a 768-byte size class")
+	require.LessOrEqual(t, unsafe.Sizeof(leafRec{}), uintptr(640), "a leaf fits a 640-byte size class")
 }
 
 // Residuals counts the graph: every node (leaves too), the headers of the
 // values they save, and what did not fit in a node.
 func TestResidualsCountGraph(t *testing.T) {
-	node, hdr := int(unsafe.Sizeof(node{})), int(unsafe.Sizeof(Tensor{}))
+	node, hdr := int(unsafe.Sizeof(opRec{})), int(unsafe.Sizeof(Tensor{}))
+	leaf := int(unsafe.Sizeof(leafRec{}) - unsafe.Sizeof(Tensor{})) // a leaf's traced header is not the graph's
 	tr := NewTrace()
 	x := tr.Leaf(Ones(Float32, 2, 3))
 	y := Sum(Exp(x)) // exp saves its output, sum nothing
 	rep := Residuals(y)
-	require.Equal(t, ResidualStat{Count: 3, Bytes: 3*node + hdr}, rep.Graph)
+	require.Equal(t, ResidualStat{Count: 3, Bytes: leaf + 2*node + hdr}, rep.Graph)
 	require.Equal(t, ResidualStat{Count: 1, Bytes: 24}, rep.ResidualStat)
 
 	// Neg records its operand's shape and its result's, 8 ints each for a
 	// rank-8 value: the second does not fit in the node.
 	z := tr.Leaf(Ones(Float32, 1, 1, 1, 1, 1, 1, 1, 2))
 	rep = Residuals(Neg(Neg(z)))
-	require.Equal(t, ResidualStat{Count: 3, Bytes: 3*node + 2*8*8}, rep.Graph)
+	require.Equal(t, ResidualStat{Count: 3, Bytes: leaf + 8*8 + 2*node + 2*8*8}, rep.Graph)
 	require.Contains(t, rep.String(), "graph: 3 nodes")
 }

@@ -340,8 +340,8 @@ func compileRemat(c *Trace, in, leaves, capLeaves, outsC []*Tensor, saveable fun
 		// through it every value the recording computed, alive until
 		// the checkpoint's backward: O(T) memory for a scan of
 		// checkpointed segments instead of O(√T).
-		rn := rnode{op: n.op, params: n.params, info: n.info(), outAvals: make([]*Tensor, n.nout)}
-		for k := range n.nout {
+		rn := rnode{op: n.op, params: n.params, info: n.info(), outAvals: make([]*Tensor, int(n.nout))}
+		for k := range int(n.nout) {
 			rn.outAvals[k] = aval(n.rec.rawOuts[k])
 		}
 		rn.ins = make([]rslot, len(n.inputs))

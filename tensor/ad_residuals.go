@@ -194,18 +194,22 @@ func graphNodes(outs []*Tensor) []*node {
 // reachable returns the nodes of trace tr that ys depend on (their own
 // included), in no particular order.
 func reachable(tr *Trace, ys []*Tensor) []*node {
-	seen := map[*node]bool{}
-	var nodes []*node
+	// The nodes seen, a bit by sequence number: every node of tr has a
+	// number of its own, at most tr's count once ys exist.
+	var small [8]uint64
+	seen := small[:]
+	if k := int(tr.seq.Load()/64) + 1; k > len(small) {
+		seen = make([]uint64, k)
+	}
+	nodes := make([]*node, 0, 16)
 	for _, y := range ys {
-		if y.node != nil && y.node.trace == tr && !seen[y.node] {
-			seen[y.node] = true
+		if y.node != nil && y.node.trace == tr && !markSeen(seen, y.node) {
 			nodes = append(nodes, y.node)
 		}
 	}
 	for i := 0; i < len(nodes); i++ {
 		for _, e := range nodes[i].inputs {
-			if e.n != nil && !seen[e.n] {
-				seen[e.n] = true
+			if e.n != nil && !markSeen(seen, e.n) {
 				nodes = append(nodes, e.n)
 			}
 		}
@@ -213,16 +217,29 @@ func reachable(tr *Trace, ys []*Tensor) []*node {
 	return nodes
 }
 
+// markSeen sets n's bit in seen and reports whether it was set.
+func markSeen(seen []uint64, n *node) bool {
+	w, bit := n.seq/64, uint64(1)<<(n.seq%64)
+	was := seen[w]&bit != 0
+	seen[w] |= bit
+	return was
+}
+
 // bytes returns what node n keeps besides its residuals' data: the node,
 // the slices and shapes that did not fit in it, and the headers of the
 // values it saves.
 func (n *node) bytes() int {
 	b := int(unsafe.Sizeof(*n))
+	if n.buf != nil {
+		b += int(unsafe.Sizeof(*n.buf))
+	} else {
+		b += int(unsafe.Sizeof(leafRec{}.aval) + unsafe.Sizeof(leafRec{}.dims))
+	}
 	ptr, hdr := int(unsafe.Sizeof((*Tensor)(nil))), int(unsafe.Sizeof(Tensor{}))
 	if len(n.inputs) > nodeInline {
 		b += len(n.inputs) * (int(unsafe.Sizeof(edge{})) + ptr)
 	}
-	if len(n.avals) > len(n.bufAvals) {
+	if len(n.avals) > nodeInline+1 {
 		b += len(n.avals) * int(unsafe.Sizeof(avalRec{}))
 	}
 	if len(n.outs) > 1 {
@@ -248,7 +265,10 @@ func (n *node) bytes() int {
 
 // ownsDims reports whether shape lies in n's inline storage.
 func (n *node) ownsDims(shape []int) bool {
+	if n.buf == nil {
+		return len(shape) <= leafDims // a leaf's, in its leafRec if it fits
+	}
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(shape)))
-	lo := uintptr(unsafe.Pointer(&n.bufDims[0]))
-	return p >= lo && p < lo+unsafe.Sizeof(n.bufDims)
+	lo := uintptr(unsafe.Pointer(&n.buf.dims[0]))
+	return p >= lo && p < lo+unsafe.Sizeof(n.buf.dims)
 }

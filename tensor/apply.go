@@ -184,15 +184,15 @@ func isXValue(x *Tensor) bool { return x != nil && x.xv != nil }
 // node of top on the results. The op's state goes to stateOut if set.
 func applyTraced(op *Op, params any, in []*Tensor, top *Trace, loc *Local, stateOut *any) []*Tensor {
 	in = prepareOperands(op, in, top, loc)
-	n := &node{op: op, params: params, trace: top}
+	n, tw := newNode(op, params, top)
 	prim := n.primals(in)
 	var outs []*Tensor
 	var state any
 	if op.ImplN == nil && !slices.ContainsFunc(prim, isXValue) {
 		// applyCore's single-output case, with the result's slice in the
 		// node: one allocation fewer per traced op.
-		n.bufRes[0] = Apply(op, params, prim...)
-		outs = n.bufRes[:]
+		n.buf.res[0] = Apply(op, params, prim...)
+		outs = n.buf.res[:]
 	} else {
 		outs, state = applyCore(op, params, prim)
 	}
@@ -206,7 +206,7 @@ func applyTraced(op *Op, params any, in []*Tensor, top *Trace, loc *Local, state
 		}
 		return outs
 	}
-	return n.record(in, prim, outs, state)
+	return n.record(in, prim, outs, state, tw)
 }
 
 // prepareOperands returns the operands of a traced op as top records

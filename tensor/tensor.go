@@ -544,9 +544,15 @@ func (t *Tensor) shallow() *Tensor {
 // t's storage without holding it, and is valid as long as t is (its
 // primal).
 func (t *Tensor) twin() *Tensor {
-	c := *t
+	c := new(Tensor)
+	t.twinInto(c)
+	return c
+}
+
+// twinInto makes c what twin returns.
+func (t *Tensor) twinInto(c *Tensor) {
+	*c = *t
 	c.cot, c.cotShared = nil, false
-	return &c
 }
 
 func (t *Tensor) mustDType(op string, dt DType) {
