@@ -79,7 +79,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		}
 	}
 	if tr.recycle && !retain {
-		paceCollector()
+		paceAfterBackward()
 	}
 	return out
 }

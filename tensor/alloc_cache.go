@@ -8,6 +8,7 @@ import (
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -409,7 +410,8 @@ func ReadCacheStats() CacheStats {
 // last one by more than an eighth of what that cycle found live (and by
 // 16 MiB at least), unless the collector ran since the previous check (a
 // step that leaves that much garbage paces the collector itself, and a
-// cycle every step would cost more than it saves). Garbage then stays a
+// cycle every step would cost more than it saves; the check itself runs
+// at most once a millisecond). Garbage then stays a
 // fraction of the working set, for the CPU time of one cycle every few
 // steps (marking cached storage costs nothing: it holds no pointers). The
 // cycle (runtime.GC) runs on the goroutine that called Backward, which it
@@ -445,6 +447,31 @@ const (
 // collector ran on its own since the previous check, and does nothing
 // under GONOX_GCPACE=off.
 func PaceCollector() { paceCollector() }
+
+// paceInterval is the least time between two checks of the pacer at the
+// end of backward passes (paceAfterBackward): a check reads the runtime's
+// metrics, about a microsecond, which a small model's step (tens of
+// microseconds) would pay every step; in a millisecond such steps leave
+// far less garbage than the pacer's slack.
+const paceInterval = time.Millisecond
+
+// paceEpoch and paceLast time the pacer's checks at the end of backward
+// passes: paceLast is the last one's time since paceEpoch.
+var (
+	paceEpoch = time.Now()
+	paceLast  atomic.Int64
+)
+
+// paceAfterBackward is paceCollector at the end of a backward pass that
+// recycles its intermediates, at most once per paceInterval.
+func paceAfterBackward() {
+	now := int64(time.Since(paceEpoch))
+	last := paceLast.Load()
+	if now-last < int64(paceInterval) || !paceLast.CompareAndSwap(last, now) {
+		return
+	}
+	paceCollector()
+}
 
 // paceCollector starts a collection cycle if the heap grew past the
 // pacer's slack since the last one (see "Pacing the collector").

@@ -16,8 +16,9 @@ import "fmt"
 
 // denseParams are dense's parameters: the product's and the activation.
 type denseParams struct {
-	mm  *matmulParams
-	act Activation
+	mm   *matmulParams
+	act  Activation
+	prod matmulParams // mm's storage, in the same allocation
 }
 
 var denseOp *Op
@@ -111,9 +112,11 @@ func MatMulBiasAct(x, w, b *Tensor, act Activation) *Tensor {
 	if len(x.shape) != 2 || len(w.shape) != 2 || len(b.shape) != 1 || act.fromInput() || !hostF32(x, w, b) {
 		return BiasAct(MatMul(x, w), b, act)
 	}
-	p := checkMatMul("tensor.MatMulBiasAct", x, w, false, false)
-	if b.shape[0] != p.n {
-		panic(fmt.Sprintf("tensor.MatMulBiasAct: %s, b %v: the bias must be a vector of %d", operands("@", x, w), b, p.n))
+	d := &denseParams{act: act}
+	d.prod.check("tensor.MatMulBiasAct", x, w, false, false, x, w)
+	d.mm = &d.prod
+	if b.shape[0] != d.mm.n {
+		panic(fmt.Sprintf("tensor.MatMulBiasAct: %s, b %v: the bias must be a vector of %d", operands("@", x, w), b, d.mm.n))
 	}
-	return Apply(denseOp, &denseParams{mm: p, act: act}, x, w, b)
+	return Apply(denseOp, d, x, w, b)
 }

@@ -288,6 +288,13 @@ func checkMatMul(op string, a, b *Tensor, ta, tb bool) *matmulParams {
 // checkMatMulAs validates op(a) @ op(b) and names ma and mb (the operands
 // as the caller passed them, before any 1-D promotion) in panics.
 func checkMatMulAs(op string, a, b *Tensor, ta, tb bool, ma, mb *Tensor) *matmulParams {
+	p := new(matmulParams)
+	p.check(op, a, b, ta, tb, ma, mb)
+	return p
+}
+
+// check is checkMatMulAs filling in p.
+func (p *matmulParams) check(op string, a, b *Tensor, ta, tb bool, ma, mb *Tensor) {
 	desc := func() string {
 		s := operands("@", ma, mb)
 		if ta || tb {
@@ -313,8 +320,19 @@ func checkMatMulAs(op string, a, b *Tensor, ta, tb bool, ma, mb *Tensor) *matmul
 	if ka != kb {
 		panic(fmt.Sprintf("%s: %s: inner dims %d != %d", op, desc(), ka, kb))
 	}
-	ba := &Tensor{shape: a.shape[:ra-2]}
-	bb := &Tensor{shape: b.shape[:rb-2]}
+	batch := []int{}
+	if ra > 2 || rb > 2 {
+		p.broadcastBatch(op, desc, a.shape[:ra-2], b.shape[:rb-2])
+		batch = p.batch
+	}
+	*p = matmulParams{ta: ta, tb: tb, m: m, n: n, k: ka, batch: batch}
+	p.outShape = append(append(p.shapeBuf[:0], batch...), m, n)
+}
+
+// broadcastBatch sets p.batch to the broadcast of the batch dimensions
+// sa and sb, or panics naming op and the operands (desc).
+func (p *matmulParams) broadcastBatch(op string, desc func() string, sa, sb []int) {
+	ba, bb := &Tensor{shape: sa}, &Tensor{shape: sb}
 	var batch []int
 	func() {
 		defer func() {
@@ -324,7 +342,5 @@ func checkMatMulAs(op string, a, b *Tensor, ta, tb bool, ma, mb *Tensor) *matmul
 		}()
 		batch = broadcastShapes(op, "@", ba, bb)
 	}()
-	p := &matmulParams{ta: ta, tb: tb, m: m, n: n, k: ka, batch: batch}
-	p.outShape = append(append(p.shapeBuf[:0], batch...), m, n)
-	return p
+	p.batch = batch
 }
