@@ -127,6 +127,10 @@ func DonateTree(tree any) { tensor.Donate(pytree.Leaves(tree)...) }
 // trace makes a traced copy of m: its float leaves become leaves of tr.
 func trace[M any](tr *tensor.Trace, m M) (M, []*tensor.Tensor, []*tensor.Tensor, pytree.Structure) {
 	leaves, st := pytree.Flatten(m)
+	if !slices.ContainsFunc(leaves, func(x *tensor.Tensor) bool { return !x.DType().IsFloat() }) {
+		traced := tr.Leaves(leaves...) // one allocation for every leaf
+		return pytree.Unflatten[M](st, traced), leaves, traced, st
+	}
 	traced := make([]*tensor.Tensor, len(leaves))
 	for i, x := range leaves {
 		if x.DType().IsFloat() {

@@ -81,6 +81,26 @@ func NewCaptureTrace(capture func(x *Tensor) *Tensor) *Trace {
 // Leaf returns x traced by tr as an independent variable: a tensor with the
 // same value whose gradient Backward can compute.
 func (tr *Trace) Leaf(x *Tensor) *Tensor {
+	// The node and the traced header in one allocation: the header keeps
+	// the node anyway, and the node keeps only x's data, which x does.
+	return tr.leafInto(new(leafRec), x)
+}
+
+// Leaves returns Leaf of each of xs, their nodes and headers in one
+// allocation (a model's parameters, traced at the start of every step).
+// Any of the leaves keeps the allocation, and so every x, alive.
+func (tr *Trace) Leaves(xs ...*Tensor) []*Tensor {
+	recs := make([]leafRec, len(xs))
+	out := make([]*Tensor, len(xs))
+	for i, x := range xs {
+		out[i] = tr.leafInto(&recs[i], x)
+	}
+	return out
+}
+
+// leafInto makes l the record of x traced by tr as a leaf and returns its
+// traced header.
+func (tr *Trace) leafInto(l *leafRec, x *Tensor) *Tensor {
 	if x.node != nil && x.node.trace == tr {
 		panic(fmt.Sprintf("Trace.Leaf: %v is already traced by this trace", x))
 	}
@@ -90,9 +110,8 @@ func (tr *Trace) Leaf(x *Tensor) *Tensor {
 		}
 		panic(fmt.Sprintf("Trace.Leaf: %v is a value of a Vmap or JVP started after this trace", x))
 	}
-	// The node and the traced header in one allocation: the header keeps
-	// the node anyway, and the node keeps only x's data, which x does.
-	l := &leafRec{n: node{op: leafOp, trace: tr, seq: tr.seq.Add(1), nout: 1}, t: *x}
+	l.n = node{op: leafOp, trace: tr, seq: tr.seq.Add(1), nout: 1}
+	l.t = *x
 	n, t := &l.n, &l.t
 	l.aval[0] = avalIn(x, l.dims[:])
 	n.avals = l.aval[:]

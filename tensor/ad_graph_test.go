@@ -287,6 +287,29 @@ func TestLeafPanics(t *testing.T) {
 	assert.True(t, inner.Leaf(lo).TracedBy(outer))
 }
 
+// Leaves traces each value as Leaf does: independent leaves (the same
+// value used twice is two variables), each with its own gradient, and the
+// panics of Leaf.
+func TestLeaves(t *testing.T) {
+	x := tensor.FromFloat32([]float32{1, 2}, 2)
+	y := tensor.FromFloat32([]float32{3}, 1)
+	tr := tensor.NewTrace()
+	ls := tr.Leaves(x, y, x)
+	require.Len(t, ls, 3)
+	for i, want := range []*tensor.Tensor{x, y, x} {
+		require.True(t, ls[i].TracedBy(tr))
+		assert.Same(t, want, tr.Primal(ls[i]))
+	}
+	// f = 2·Σx₀ + 3·Σy·Σx₀ + 5·Σx₂: df/dx₀ = 2 + 3·Σy, df/dy = 3·Σx₀, df/dx₂ = 5.
+	sx0, sy := tensor.Sum(ls[0]), tensor.Sum(ls[1])
+	f := tensor.Add(tensor.Add(tensor.MulScalar(sx0, 2), tensor.MulScalar(tensor.Mul(sy, sx0), 3)), tensor.MulScalar(tensor.Sum(ls[2]), 5))
+	g := tensor.Backward(tr, []*tensor.Tensor{f}, []*tensor.Tensor{tensor.OnesLike(f)}, ls, false)
+	assert.Equal(t, []float32{11, 11}, g[0].Float32s())
+	assert.Equal(t, []float32{9}, g[1].Float32s())
+	assert.Equal(t, []float32{5, 5}, g[2].Float32s())
+	requirePanic(t, "Trace.Leaf: f32[2] is already traced by this trace", func() { tr.Leaves(y, ls[0]) })
+}
+
 // logOp is an identity primitive whose VJP records its name, to observe the
 // order of the backward pass.
 func logOp(name string, mu *sync.Mutex, log *[]string) *tensor.Op {
