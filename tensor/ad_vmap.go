@@ -200,6 +200,26 @@ func ruleArgs(n int) (vals []*Tensor, bat []bool, res []*Tensor) {
 	return buf.vals[:n:n], buf.bat[:n:n], buf.res[:]
 }
 
+// ruleCall is the memory of a batching rule's one op call: the operands it
+// passes to Apply and the slice of the result it returns, allocated at
+// once (with the op's batched params where the rule makes them), where
+// Apply's variadic operands and a rule's result slice would be two
+// allocations more per op under Vmap.
+type ruleCall struct {
+	args [4]*Tensor
+	res  [1]*Tensor
+}
+
+// call applies op (single-output) with params to rc.args[:n] and returns
+// the result as a rule does. The operands are cleared once applied: the
+// result slice stays reachable from the graph (a trace's node keeps its
+// op's results), the operands need not.
+func (rc *ruleCall) call(op *Op, params any, n int) []*Tensor {
+	rc.res[0] = Apply(op, params, rc.args[:n]...)
+	rc.args = [4]*Tensor{}
+	return rc.res[:]
+}
+
 // fallback computes op example by example and stacks the results: the
 // rule of an op that has none.
 func (bt *BatchTrace) fallback(op *Op, params any, vals []*Tensor, bat []bool) []*Tensor {
@@ -288,10 +308,9 @@ func materialize(x *Tensor, batched bool, n int) *Tensor {
 	}
 	// NumPy rules: a leading axis (always valid; BroadcastTo's checks
 	// would cost a rule more than the copy).
-	shape := make([]int, 1+len(x.shape))
-	shape[0] = n
-	copy(shape[1:], x.shape)
-	if x.node == nil && x.xv == nil && x.layout == nil && x.local == nil && x.Size() > 0 {
+	var buf [8]int
+	shape := append(append(buf[:0], n), x.shape...)
+	if tileable(x) {
 		// A plain host tensor (a batch's labels, a cotangent shared by
 		// the examples): the copies without an op, which would record
 		// nothing, in recycled storage.
@@ -311,7 +330,13 @@ func materialize(x *Tensor, batched bool, n int) *Tensor {
 			return out
 		}
 	}
-	return Apply(broadcastOp, shape, x)
+	return Apply(broadcastOp, slices.Clone(shape), x)
+}
+
+// tileable reports whether materialize copies x without an op: a plain
+// host tensor with data.
+func tileable(x *Tensor) bool {
+	return x.node == nil && x.xv == nil && x.layout == nil && x.local == nil && x.Size() > 0
 }
 
 // tile fills dst with copies of src end to end (len(dst) a multiple of
@@ -423,7 +448,46 @@ func axisBatchAll(op **Op) func([]*Tensor, []bool, any) []*Tensor {
 // batch and the op runs once with the same params.
 func materializeBatch(op **Op) func([]*Tensor, []bool, any) []*Tensor {
 	return func(in []*Tensor, batched []bool, p any) []*Tensor {
-		return applyAll(*op, p, materializeAll(in, batched))
+		n := batchSize(in, batched)
+		var rc *ruleCall
+		var args []*Tensor
+		if (*op).ImplN == nil && len(in) <= len(rc.args) {
+			rc = new(ruleCall)
+			args = rc.args[:len(in)]
+		} else {
+			args = make([]*Tensor, len(in))
+		}
+		var tiled [4]*Tensor
+		for i, x := range in {
+			args[i] = materialize(x, batched[i], n)
+			if i < len(tiled) && !batched[i] && tileable(x) {
+				tiled[i] = args[i]
+			}
+		}
+		var res []*Tensor
+		if rc != nil {
+			res = rc.call(*op, p, len(in))
+		} else {
+			res = applyAll(*op, p, args)
+		}
+		donateTiles(tiled[:], res)
+		return res
+	}
+}
+
+// donateTiles donates the copies of plain operands (a batch's labels) that
+// materializeBatch made for an op whose results are untraced (no node
+// kept them) and none of them: their storage serves the next step.
+func donateTiles(tiled, res []*Tensor) {
+	for _, r := range res {
+		if r.node != nil || r.xv != nil {
+			return
+		}
+	}
+	for _, t := range tiled {
+		if t != nil && !slices.Contains(res, t) {
+			Donate(t)
+		}
 	}
 }
 

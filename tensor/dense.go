@@ -69,8 +69,9 @@ func init() {
 		// The composition's batching rules.
 		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
 			p := pp.(*denseParams)
-			y := matmulOp.Batch(in[:2], batched[:2], p.mm)[0]
-			out := biasActOp.Batch([]*Tensor{y, in[2]}, []bool{batched[0] || batched[1], batched[2]}, p.act)
+			y := matmulBatchRule(in[:2], batched[:2], p.mm)[0]
+			ys, bs := [2]*Tensor{y, in[2]}, [2]bool{batched[0] || batched[1], batched[2]}
+			out := biasActBatch(ys[:], bs[:], p.act)
 			if out[0] != y && !y.IsTraced() && y.layout == nil {
 				// The product is dead (bias_act's result is fresh): its
 				// storage serves the next step's (the fused op has no

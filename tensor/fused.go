@@ -149,24 +149,29 @@ func init() {
 		// activation's derivative does not need its input (bias_act_bwd
 		// takes one bias); otherwise the composition act(x + b), whose
 		// bits BiasAct's are.
-		Batch: func(in []*Tensor, batched []bool, p any) []*Tensor {
-			act := p.(Activation)
-			if !batched[1] {
-				return one1(BiasAct(in[0], in[1], act))
-			}
-			x := alignBatch(in, batched, maxExampleRank(in, batched))
-			if batched[0] && !act.fromInput() && x[0].dtype == Float32 && leadingBias(x[0].shape, x[1].shape) {
-				return one1(Apply(biasActOp, act, x[0], x[1]))
-			}
-			z := Add(x[0], x[1])
-			y := act.apply(z)
-			donateTemp(z, y)
-			return one1(y)
-		},
+		Batch: biasActBatch,
 		// The VJP passes g through or consumes it once in a bwd op,
 		// which may write over it (ad_backward.go).
 		Traits: Traits{Reuse: FreshVJP | TakesCotangent},
 	}
+}
+
+// biasActBatch is bias_act's batching rule (dense's calls it too).
+func biasActBatch(in []*Tensor, batched []bool, p any) []*Tensor {
+	act := p.(Activation)
+	if !batched[1] {
+		return one1(BiasAct(in[0], in[1], act))
+	}
+	x := alignBatch(in, batched, maxExampleRank(in, batched))
+	if batched[0] && !act.fromInput() && x[0].dtype == Float32 && leadingBias(x[0].shape, x[1].shape) {
+		rc := new(ruleCall)
+		rc.args[0], rc.args[1] = x[0], x[1]
+		return rc.call(biasActOp, act, 2)
+	}
+	z := Add(x[0], x[1])
+	y := act.apply(z)
+	donateTemp(z, y)
+	return one1(y)
 }
 
 func init() {

@@ -55,26 +55,31 @@ func init() {
 			}
 			return one1(addTangents(ta, tb))
 		},
-		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
-			p := pp.(*matmulParams)
-			if !batched[0] && !batched[1] {
-				// dense's rule with only the bias batched.
-				return one1(MatMulT(in[0], in[1], p.ta, p.tb))
-			}
-			if c := matmulStacked(in, batched, p, MatMulT); c != nil {
-				return one1(c)
-			}
-			// The operands' batch dimensions lead: the product with the
-			// examples' params widened (matmulBatch would check them again).
-			x := alignBatch(in, batched, len(p.batch)+2)
-			return one1(Apply(matmulOp, p.batched(batchSize(in, batched)), x[0], x[1]))
-		},
+		Batch: matmulBatchRule,
 		Traits: Traits{
 			Half:  NativeHalf,   // bfloat16 gemm, or float16 widened once (matmul_bf16.go)
 			Reuse: FreshVJP,     // products computed by gemm (ad_backward.go)
 			Types: TypesFloat64, // gemm.Dgemm (dtype_wide.go)
 		},
 	}
+}
+
+// matmulBatchRule is matmul's batching rule (dense's calls it too).
+func matmulBatchRule(in []*Tensor, batched []bool, pp any) []*Tensor {
+	p := pp.(*matmulParams)
+	if !batched[0] && !batched[1] {
+		// dense's rule with only the bias batched.
+		return one1(MatMulT(in[0], in[1], p.ta, p.tb))
+	}
+	if c := matmulStacked(in, batched, p, MatMulT); c != nil {
+		return one1(c)
+	}
+	// The operands' batch dimensions lead: the product with the
+	// examples' params widened (matmulBatch would check them again).
+	x := alignBatch(in, batched, len(p.batch)+2)
+	q, rc := p.batched(batchSize(in, batched))
+	rc.args[0], rc.args[1] = x[0], x[1]
+	return rc.call(matmulOp, q, 2)
 }
 
 // matmulT is MatMulT as matmulCotangents calls it.
@@ -150,12 +155,18 @@ func matmulStacked(in []*Tensor, batched []bool, p *matmulParams, mm func(a, b *
 // of nb examples in front, as checkMatMul would compute them for the
 // operands alignBatch gives (their batch dimensions broadcast to nb
 // followed by the examples' batch), in one allocation and without its
-// checks, which the examples passed.
-func (p *matmulParams) batched(nb int) *matmulParams {
-	q := &matmulParams{ta: p.ta, tb: p.tb, m: p.m, n: p.n, k: p.k}
+// checks, which the examples passed; with them the memory of the rule's
+// call (ruleCall).
+func (p *matmulParams) batched(nb int) (*matmulParams, *ruleCall) {
+	buf := &struct {
+		q  matmulParams
+		rc ruleCall
+	}{}
+	q := &buf.q
+	q.ta, q.tb, q.m, q.n, q.k = p.ta, p.tb, p.m, p.n, p.k
 	q.outShape = append(append(append(q.shapeBuf[:0], nb), p.batch...), p.m, p.n)
 	q.batch = q.outShape[: 1+len(p.batch) : 1+len(p.batch)]
-	return q
+	return q, &buf.rc
 }
 
 // matmulImpl computes op(a) @ op(b): float32 operands with Sgemm, half

@@ -115,6 +115,19 @@ func sumF32(x *Tensor, p *reduceParams, out []float32) {
 		sumColsF32(out, src, m, n, local)
 		return
 	}
+	if outer, m, n, ok := middleAxes(x.shape, p.axes); ok {
+		// Contiguous axes in the middle (a batch of biases' gradients
+		// under Vmap): a prefix reduction per outer block, in the
+		// broadcast loop's order (the same bits), without its calls.
+		bp, acc := f64Scratch(len(out))
+		if serial(len(src)*costCheap, local) {
+			sumBlocks(out, src, acc, m, n, 0, outer) // no closure to allocate
+		} else {
+			parallelFor(outer, m*n*costCheap, 1, local, func(lo, hi int) { sumBlocks(out, src, acc, m, n, lo, hi) })
+		}
+		f64Pool.Put(bp)
+		return
+	}
 	bp, acc := f64Scratch(len(out))
 	reduceLoop(x.shape, p.keepShape, func(xi, o, n, do int) {
 		if do == 0 {
@@ -125,6 +138,30 @@ func sumF32(x *Tensor, p *reduceParams, out []float32) {
 	})
 	vec.RoundF64(out, acc)
 	f64Pool.Put(bp)
+}
+
+// middleAxes reports whether axes (sorted) are contiguous, neither a
+// prefix nor a suffix of shape, and returns the sizes of the axes before
+// them, of them, and after them.
+func middleAxes(shape, axes []int) (outer, m, n int, ok bool) {
+	if len(axes) == 0 || axes[0] == 0 || axes[len(axes)-1] == len(shape)-1 {
+		return 0, 0, 0, false
+	}
+	for i, a := range axes {
+		if a != axes[0]+i {
+			return 0, 0, 0, false
+		}
+	}
+	a0, a1 := axes[0], axes[len(axes)-1]+1
+	return numel(shape[:a0]), numel(shape[a0:a1]), numel(shape[a1:]), true
+}
+
+// sumBlocks sums blocks [lo, hi) of m rows of n (src) into out and acc,
+// each a prefix reduction (sumCols).
+func sumBlocks(out, src []float32, acc []float64, m, n, lo, hi int) {
+	for o := lo; o < hi; o++ {
+		sumCols(out[o*n:(o+1)*n], src[o*m*n:(o+1)*m*n], acc[o*n:(o+1)*n], m, n, 0, n)
+	}
 }
 
 // sumColsF32 sets out[j] = Σ_i src[i*n+j] for the m rows of src, each
@@ -214,19 +251,21 @@ func init() {
 func reduceBatch(op **Op) func([]*Tensor, []bool, any) []*Tensor {
 	return func(in []*Tensor, _ []bool, pp any) []*Tensor {
 		p := pp.(*reduceParams)
-		x := in[0]
-		return []*Tensor{Apply(*op, p.batched(x.shape[0]), x)}
+		q, rc := p.batched(in[0].shape[0])
+		rc.args[0] = in[0]
+		return rc.call(*op, q, 1)
 	}
 }
 
 // batched returns the params of the reduction p of one example for a
 // batch of n examples in front (what newReduceParams computes for the
-// batch, the axes past the batch dimension), in one allocation: a Vmap's
-// rule makes one per reduction.
-func (p *reduceParams) batched(n int) *reduceParams {
+// batch, the axes past the batch dimension), in one allocation with the
+// memory of the rule's call: a Vmap's rule makes one per reduction.
+func (p *reduceParams) batched(n int) (*reduceParams, *ruleCall) {
 	r, k, o := len(p.axes), len(p.keepShape)+1, len(p.outShape)+1
 	buf := &struct {
 		p    reduceParams
+		rc   ruleCall
 		ints [12]int
 	}{}
 	ints := buf.ints[:]
@@ -244,7 +283,7 @@ func (p *reduceParams) batched(n int) *reduceParams {
 		out = keep
 	}
 	buf.p = reduceParams{axes: axes, keep: p.keep, outShape: out, keepShape: keep}
-	return &buf.p
+	return &buf.p, &buf.rc
 }
 
 func reduce(op *Op, name string, x *Tensor, axes []int, keep bool, ints bool) *Tensor {
