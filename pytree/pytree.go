@@ -56,7 +56,9 @@ func compact(pos []*tensor.Tensor, nils []int32) []*tensor.Tensor {
 // entries by sorted key.
 func Leaves(tree any) []*tensor.Tensor {
 	f := flattenAny(&tree, false)
-	return compact(f.pos, f.nils)
+	leaves := compact(f.pos, f.nils)
+	f.release()
+	return leaves
 }
 
 // LeavesWithPath returns the non-nil tensors of tree, as Leaves does, and
@@ -112,6 +114,7 @@ func Flatten(tree any) ([]*tensor.Tensor, Structure) {
 		types: slices.Clip(slices.Clone(f.types)),
 		root:  f.root,
 	}
+	f.release()
 	return leaves, Structure{&structure{rec: rec, skel: &skel, n: len(leaves)}}
 }
 

@@ -81,8 +81,13 @@ func flatten(p *plan, addr unsafe.Pointer, root reflect.Type, paths bool) *flatt
 	return f
 }
 
+// flatteners recycles the walks of Leaves and Flatten (a training step
+// makes a few): a flattener is some 600 bytes.
+var flatteners = sync.Pool{New: func() any { return new(flattener) }}
+
 func newFlattener(root reflect.Type, paths bool, hp *plan) *flattener {
-	f := &flattener{root: root, paths: paths}
+	f := flatteners.Get().(*flattener) // zero (release)
+	f.root, f.paths = root, paths
 	f.stack = f.stackBuf[:0]
 	f.shape = f.shapeBuf[:0]
 	f.types = f.typesBuf[:0]
@@ -90,6 +95,14 @@ func newFlattener(root reflect.Type, paths bool, hp *plan) *flattener {
 		f.pos = make([]*tensor.Tensor, 0, h)
 	}
 	return f
+}
+
+// release returns f to the pool once its caller has taken what it keeps
+// of it (the positions, nils and keys are theirs, not f's, from then on):
+// f must not be used afterwards.
+func (f *flattener) release() {
+	*f = flattener{}
+	flatteners.Put(f)
 }
 
 func (f *flattener) try(p *plan, addr unsafe.Pointer) (ok bool) {

@@ -52,6 +52,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	var spare valueSet
 	if tr.recycle && !retain {
 		spare = spareValues(tr, ys, wrt)
+		b.dead = make([]*Tensor, 0, len(nodes))
 		// The forward values no VJP saved are dead now: their storage
 		// serves the backward pass's own allocations.
 		for _, n := range nodes {
@@ -135,12 +136,15 @@ type backward struct {
 	phBlock  []Tensor
 }
 
-// atLevel returns a copy of xs with each value traced by tr (at any
-// level) replaced by its level of tr.
+// atLevel returns xs with each value traced by tr (at any level)
+// replaced by its level of tr, in a copy if any is replaced.
 func atLevel(tr *Trace, xs []*Tensor) []*Tensor {
-	xs = slices.Clone(xs)
+	cloned := false
 	for i, x := range xs {
-		if l := x.levelOf(tr); l != nil {
+		if l := x.levelOf(tr); l != nil && l != x {
+			if !cloned {
+				xs, cloned = slices.Clone(xs), true
+			}
 			xs[i] = l
 		}
 	}

@@ -198,7 +198,7 @@ type nodeBuf struct {
 	// dims holds the shapes of avals: a record sharing its value's shape
 	// would share the allocation that holds the value's header (newHeader
 	// puts the shape there), and so keep the value's data alive.
-	dims [3 * (nodeInline + 1)]int
+	dims [2 * (nodeInline + 1)]int
 	// res holds a single-output op's primal result while it is being
 	// recorded (applyTraced), and after that only as results, while the
 	// trace recycles.

@@ -68,6 +68,7 @@ func TestRematKeepsNoRecording(t *testing.T) {
 // is most of what it keeps.
 func TestNodeIsSmall(t *testing.T) {
 	require.LessOrEqual(t, unsafe.Sizeof(opRec{}), uintptr(768), "a node fits a 768-byte size class")
+	require.LessOrEqual(t, unsafe.Sizeof(opRecTwin{}), uintptr(1024), "a node with its traced result fits a 1024-byte size class")
 	require.LessOrEqual(t, unsafe.Sizeof(leafRec{}), uintptr(640), "a leaf fits a 640-byte size class")
 }
 
