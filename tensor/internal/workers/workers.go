@@ -13,8 +13,9 @@
 // per region ran 30-150 µs late on a 2-core VM whose idle vCPU halts (the
 // host's wake-up of the parked core, no guest halt polling), most of the
 // region. A worker that has just finished a chunk instead spins for
-// SpinWindow, yielding the processor at every turn (runtime.Gosched), and
-// takes the next region at once if one comes; only then does it park, as
+// SpinWindow, watching the queue and yielding the processor
+// (runtime.Gosched) every 20 µs, and takes the next region at once if one
+// comes; only then does it park, as
 // OpenMP's OMP_WAIT_POLICY=active with a bounded spin (GOMP_SPINCOUNT)
 // does. A region that wakes a parked worker hands it the caller's
 // processor (see Run) rather than wait for the runtime to steal it.
@@ -146,18 +147,43 @@ func call(work func()) (fault any) {
 	return nil
 }
 
-// wait receives from done, spinning for SpinWindow before it parks.
+// wait receives from done, watching it for SpinWindow before it parks.
 func wait(done chan struct{}) {
+	poll(func() bool { return len(done) > 0 })
+	<-done
+}
+
+// yieldEvery is how often a goroutine watching for work (poll) lets the
+// runtime run another goroutine waiting for its processor.
+const yieldEvery = 20 * time.Microsecond
+
+// poll calls ready until it returns true or SpinWindow has passed, and
+// returns its last answer. It yields the processor (runtime.Gosched) only
+// every yieldEvery: a Gosched at every turn took the scheduler's lock
+// three times (the global run queue in and out, and waking an idle
+// processor for it), and runtime.gosched_m was ~6% of the samples of a
+// training step at two threads, most of it in the spinning workers,
+// where it delayed their joining the next region; a goroutine waiting for
+// the processor still runs within yieldEvery.
+func poll(ready func() bool) bool {
 	start := time.Now()
-	for time.Since(start) < SpinWindow {
-		select {
-		case <-done:
-			return
-		default:
+	yielded := start
+	for i := 1; ; i++ {
+		if ready() {
+			return true
+		}
+		if i%64 != 0 {
+			continue
+		}
+		now := time.Now()
+		if now.Sub(start) >= SpinWindow {
+			return false
+		}
+		if now.Sub(yielded) >= yieldEvery {
 			runtime.Gosched()
+			yielded = now
 		}
 	}
-	<-done
 }
 
 // ensure starts workers until n are alive.
@@ -201,18 +227,22 @@ func worker() {
 	}
 }
 
-// spin watches the queue for SpinWindow, yielding at every turn.
+// spin watches the queue for SpinWindow (poll) and returns the region it
+// takes, or nil.
 func spin() *region {
-	start := time.Now()
-	for time.Since(start) < SpinWindow {
-		select {
-		case r := <-queue:
-			return r
-		default:
-			runtime.Gosched()
+	var r *region
+	poll(func() bool {
+		if len(queue) == 0 {
+			return false
 		}
-	}
-	return nil
+		select {
+		case r = <-queue:
+			return true
+		default: // another worker took it
+			return false
+		}
+	})
+	return r
 }
 
 // join runs the region's work if it is still open.
