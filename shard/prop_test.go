@@ -85,6 +85,10 @@ func propCases(r *rand.Rand) []propCase {
 			func(xs []*tensor.Tensor) *tensor.Tensor {
 				return tensor.Sum(tensor.Square(tensor.LogSoftmax(xs[0], -1)))
 			}},
+		{"log_sum_exp over a sharded axis", []*tensor.Tensor{f32(8, 6)}, []shard.Spec{shard.P("dp", "tp")},
+			func(xs []*tensor.Tensor) *tensor.Tensor {
+				return tensor.Add(tensor.Sum(tensor.Square(tensor.LogSumExp(xs[0], -1))), tensor.Sum(tensor.LogSumExpKeep(xs[0], 0)))
+			}},
 		{"reshape and transpose", []*tensor.Tensor{f32(8, 6)}, []shard.Spec{shard.P("dp", "tp")},
 			func(xs []*tensor.Tensor) *tensor.Tensor {
 				y := tensor.Reshape(xs[0], 4, 2, 3, 2)

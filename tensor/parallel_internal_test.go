@@ -49,6 +49,7 @@ func kernelsUnderTest(x, y, b, row *Tensor) []*Tensor {
 		Softmax(x, 0), Apply(softmaxGradOp, 1, y, x), Apply(logSoftmaxGradOp, 0, y, x),
 		Sort(x, 1, false), Sort(x, 0, true), topKValues(x, 20),
 		Apply(xentGradOp, nil, Sum(y, 1), x, FromInts(make([]int, x.shape[0]))),
+		LogSumExp(x, 1), LogSumExpKeep(x, 0),
 	}
 }
 
