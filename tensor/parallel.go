@@ -74,18 +74,21 @@ func spread(p int, bound func(c int) int, fn func(lo, hi int)) {
 
 // spreadOn calls fn on the chunks [bound(c), bound(c+1)) for c in [0,
 // nc), on the calling goroutine and up to p-1 pooled workers (package
-// workers), each taking the next chunk not yet taken until none is left,
+// workers), each taking the next chunk not yet taken until none is left
+// (the first from the front, the others from the back: workers.Chunks),
 // and returns when all have finished. A panic in a chunk is raised again on
 // the caller once every chunk has finished, so a failing kernel fails its
 // op (which shard.Map then reports as the device's error) instead of the
 // process.
 func spreadOn(p, nc int, bound func(c int) int, fn func(lo, hi int)) {
-	var next atomic.Int64
+	var chunks workers.Chunks
+	chunks.Reset(nc)
 	parallelSpawned.Add(int64(p - 1))
 	workers.Run(p-1, func() {
+		front := chunks.Front()
 		for {
-			c := int(next.Add(1)) - 1
-			if c >= nc {
+			c, ok := chunks.Next(front)
+			if !ok {
 				return
 			}
 			if lo, hi := bound(c), bound(c+1); lo < hi {

@@ -238,7 +238,7 @@ func (ps *pools[T]) getWorkspace() *workspace[T]  { return ps.ws.Get().(*workspa
 func (ps *pools[T]) putWorkspace(w *workspace[T]) { ps.ws.Put(w) }
 
 // parJob is one parallel Sgemm or Dgemm: C is cut into ntask blocks of
-// whole rows (or whole columns), handed out through next. Jobs are pooled
+// whole rows (or whole columns), handed out through blocks. Jobs are pooled
 // so a call does not allocate.
 type parJob[T elem] struct {
 	p      problem[T]
@@ -246,9 +246,9 @@ type parJob[T elem] struct {
 	splitN bool // blocks are column ranges of C; otherwise row ranges
 	chunk  int  // rows or columns per block
 	ntask  int
-	next   atomic.Int64 // next block to compute
-	slots  atomic.Int64 // goroutines still allowed to compute
-	helper func()       // j.work, bound once
+	blocks workers.Chunks // the blocks not yet computed
+	slots  atomic.Int64   // goroutines still allowed to compute
+	helper func()         // j.work, bound once
 }
 
 // work computes blocks until none is left, if a compute slot is free.
@@ -261,9 +261,10 @@ func (j *parJob[T]) work() {
 	if j.splitN {
 		dim = j.p.n
 	}
+	front := j.blocks.Front()
 	for {
-		t := int(j.next.Add(1)) - 1
-		if t >= j.ntask {
+		t, ok := j.blocks.Next(front)
+		if !ok {
 			break
 		}
 		lo := t * j.chunk
@@ -286,7 +287,9 @@ var parSplits atomic.Int64
 // Blocks are column ranges of C when n is wide enough (each goroutine then
 // packs only its own columns of B and reads A in place, so nothing is done
 // twice), row ranges otherwise. There are a few blocks per goroutine, handed
-// out dynamically, so a goroutine that starts late does less.
+// out dynamically, so a goroutine that starts late does less: the first
+// from the front, the others from the back (workers.Chunks), so that each
+// core computes about the same rows call after call.
 func gemmParallel[T elem](ks *kernelSet[T], p problem[T], t int) {
 	ps := ks.pools
 	j := ps.job.Get().(*parJob[T])
@@ -321,7 +324,7 @@ func gemmParallel[T elem](ks *kernelSet[T], p problem[T], t int) {
 		ps.putWorkspace(ws)
 	} else {
 		t = min(t, j.ntask)
-		j.next.Store(0)
+		j.blocks.Reset(j.ntask)
 		j.slots.Store(int64(t))
 		parSplits.Add(1)
 		workers.Run(t-1, j.helper)
