@@ -30,8 +30,10 @@ var raggedOp *tensor.Op
 
 func init() {
 	raggedOp = &tensor.Op{
-		Name:   "ragged_all_to_all",
-		Traits: tensor.Traits{Half: tensor.NativeHalf, Types: tensor.TypesAll}, // moves rows of any dtype
+		Name: "ragged_all_to_all",
+		// Moves rows of any dtype; its VJP is a synchronous ragged
+		// all-to-all.
+		Traits: tensor.Traits{Half: tensor.NativeHalf, Types: tensor.TypesAll, Placement: tensor.SyncVJP},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return raggedImpl(in, pp.(*collParams))
 		},

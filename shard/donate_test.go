@@ -190,3 +190,49 @@ func TestPlacedHeadersCountAsHolders(t *testing.T) {
 	}
 	assert.Greater(t, tensor.CacheHits()-hits, int64(20), "blocks of donated headers were not reused")
 }
+
+// A backward pass inside Map recycles the cotangents that pass through a
+// reshape (and the blocks of a ragged all-to-all's cotangent), as on the
+// host: both ops declare SyncVJP, so the pass donates a device's
+// cotangent once their VJPs have consumed it. Before, every cotangent an
+// attention layer's or a linear layer's reshapes consumed on a device
+// took fresh storage each step (an examples/moe step on one device of a
+// mesh allocated 67 MB against 2 MB on the host).
+func TestMapBackwardRecyclesThroughReshape(t *testing.T) {
+	const rows, cols = 256, 128 // 32 768 elements: the cache's free lists
+	m := shard.NewMesh([]int{2}, []string{"d"})
+	r := rand.New(rand.NewPCG(3, 4))
+	xh, wh := randT(r, 2*rows, cols), randT(r, cols, cols)
+	f := func(w, x *tensor.Tensor) *tensor.Tensor {
+		h := tensor.Reshape(tensor.MatMul(x, w), rows, 8, cols/8)
+		h = tensor.Reshape(tensor.Tanh(h), rows, cols)
+		return tensor.Sum(tensor.Square(tensor.MatMul(h, w)))
+	}
+	x := shard.Put(xh, shard.NewSharding(m, shard.P("d")))
+	w := shard.Put(wh, shard.NewSharding(m, shard.P()))
+	step := shard.Map(m, shard.Specs{"X": shard.P("d"), "W": shard.P()}, shard.P(), func(c *shard.Ctx, in xw) *tensor.Tensor {
+		// The gradient of this device's rows alone, summed below.
+		g := autodiff.GradWith(f, autodiff.RecycleIntermediates())(c.Vary(in.W, "d"), in.X)
+		s := c.Psum(g, "d")
+		tensor.Donate(g)
+		return s
+	})
+	want := step(xw{X: x, W: w}).Float32s()
+	for range 3 {
+		tensor.Donate(step(xw{X: x, W: w}))
+	}
+	before := tensor.ReadCacheStats().FreshBytes
+	const steps = 5
+	var got []float32
+	for i := range steps {
+		g := step(xw{X: x, W: w})
+		if i == steps-1 {
+			got = g.Float32s()
+		}
+		tensor.Donate(g)
+	}
+	perStep := (tensor.ReadCacheStats().FreshBytes - before) / steps
+	t.Logf("%d fresh bytes a step", perStep)
+	assert.Less(t, perStep, int64(rows*cols*4), "fresh bytes a step: a cotangent of the activations went to the collector")
+	assert.Equal(t, want, got)
+}

@@ -26,7 +26,10 @@ func init() {
 			x := in[0]
 			return one1(Reshape(x, append([]int{x.shape[0]}, p.([]int)...)...))
 		},
-		Traits: Traits{Half: NativeHalf, Types: TypesAll}, // a view: 16-bit data as it is
+		// A view: 16-bit data as it is; its VJP (a view of the cotangent)
+		// computes on the device alone (SyncVJP: a shard.Map block it
+		// consumed may be donated).
+		Traits: Traits{Half: NativeHalf, Types: TypesAll, Placement: SyncVJP},
 	}
 }
 
