@@ -53,6 +53,12 @@ func pairOperand(x BF16Operand, ld int, trans bool, rows, k int, buf **[]float32
 	}
 	*buf = getPairs(rows * kp)
 	dst := u16s(**buf)
+	if x.F32 != nil && k%2 == 0 && ld == k {
+		// Contiguous rows of even length: the pairs are the rounded
+		// operand itself, made in one call.
+		vec.BF16FromF32(dst[:rows*k], x.F32[:rows*k])
+		return **buf, kp, false
+	}
 	for i := 0; i < rows; i++ {
 		row := dst[i*2*kp : i*2*kp+k]
 		if x.F32 != nil {
