@@ -180,9 +180,18 @@ func Unflatten[T any](s Structure, leaves []*tensor.Tensor) T {
 	} else if !rt.AssignableTo(t) {
 		panic(fmt.Sprintf("pytree.Unflatten: the structure is of a %s, not a %s", typeName(rt), typeName(t)))
 	}
-	out := *s.s.skel
 	b := newBuilder("pytree.Unflatten", modeFill, s.s.rec)
 	b.leaves, b.nils = leaves, s.s.rec.nils
+	if rt := reflect.TypeOf(*s.s.skel); rt == t {
+		// The tree's own type: built in a T rather than in an interface
+		// (whose dynamic value would be allocated twice), after the root's
+		// type in the record, as the interface's walk reads it.
+		out := (*s.s.skel).(T)
+		b.expectType(t)
+		b.run(planFor(t), unsafe.Pointer(&out))
+		return out
+	}
+	out := *s.s.skel
 	b.run(anyPlan, unsafe.Pointer(&out))
 	return out.(T)
 }
