@@ -99,8 +99,7 @@ func narrowTo(x *Tensor, dt DType) *Tensor {
 type matmulToParams struct {
 	p       *matmulParams
 	dt      DType
-	compute DType     // MatMulAs; 0: the operands' dtype (MatMulTo)
-	kept    keptRound // MatMulAs: a rounded by the forward pass, for b's cotangent
+	compute DType // MatMulAs; 0: the operands' dtype (MatMulTo)
 }
 
 var matmulToOp *Op
@@ -114,11 +113,7 @@ func init() {
 		}},
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			q := pp.(*matmulToParams)
-			a := in[0]
-			if !q.p.ta {
-				a = q.kept.round(a, q.compute)
-			}
-			out := matmulIn(a, in[1], q.p, q.computeDType(in[0]))
+			out := matmulIn(in[0], in[1], q.p, q.computeDType(in[0]))
 			if q.dt.isHalf() {
 				return narrowRelease(out, q.dt)
 			}
@@ -136,22 +131,11 @@ func init() {
 			if g.dtype != Float32 && g.dtype != q.compute {
 				g = Convert(g, q.compute)
 			}
-			defer q.kept.drop()
 			mm := func(x, y *Tensor, tx, ty bool, dt DType) *Tensor {
 				return MatMulAs(x, y, tx, ty, q.compute, dt)
 			}
 			if gr := roundOnce(g, q.compute, need, in[0], in[1]); gr != nil {
-				// b's cotangent reads a's kept copy, if any.
-				kept := func(x, y *Tensor, tx, ty bool, dt DType) *Tensor {
-					if x == in[0] {
-						x = q.kept.or(x)
-					}
-					if y == in[0] {
-						y = q.kept.or(y)
-					}
-					return mm(x, y, tx, ty, dt)
-				}
-				res := matmulCotangents(gr, in[0], in[1], q.p, need, kept)
+				res := matmulCotangents(gr, in[0], in[1], q.p, need, mm)
 				gr.release()
 				return res
 			}
@@ -215,11 +199,7 @@ func MatMulTo(a, b *Tensor, transA, transB bool, dt DType) *Tensor {
 // (to nearest even) as the product reads it, so that no rounded copy is
 // made; products accumulate in float32 and the result is rounded once to
 // dt. This is JAX's dot with algorithm BF16_BF16_F32 (and
-// preferred_element_type dt). When the product is being differentiated,
-// its forward pass rounds a float32 a (not transposed) to bfloat16 once
-// and keeps the copy (half a's bytes) until the backward pass, whose
-// cotangent of b reads it: same bits, and the activations, cold by then,
-// are read at half the bytes.
+// preferred_element_type dt).
 //
 // It is the product of a mixed-precision layer with float32 master
 // weights w: MatMulAs(x, w, false, false, BFloat16, BFloat16) computes
@@ -239,7 +219,7 @@ func MatMulAs(a, b *Tensor, transA, transB bool, compute, dt DType) *Tensor {
 		}
 	}
 	p := checkMatMulAs("tensor.MatMulAs", asDType(a, compute), asDType(b, compute), transA, transB, a, b)
-	return Apply(matmulToOp, &matmulToParams{p: p, dt: dt, compute: compute, kept: keptRound{keep: traced(a, b)}}, a, b)
+	return Apply(matmulToOp, &matmulToParams{p: p, dt: dt, compute: compute}, a, b)
 }
 
 // asDType returns a tensor with x's shape and dtype dt, for the shape

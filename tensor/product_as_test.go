@@ -223,10 +223,8 @@ func raggedVJP(x, w, gs, g *tensor.Tensor, compute tensor.DType, i int) *tensor.
 
 // TestProductAsRoundOnce: a backward pass that asks for both cotangents
 // of an As product rounds the output's cotangent to bfloat16 once for
-// both gradient products, and the weight's cotangent reads the input as
-// the forward pass rounded and kept it (keptRound); the cotangents are
-// bit for bit those computed one at a time, where each product rounds
-// its float32 operands as it reads them (odd widths,
+// both gradient products; the cotangents are bit for bit those computed
+// one at a time, where each product rounds it as it reads it (odd widths,
 // groups starting at odd rows, batched rows included), and MatMulAs's
 // are those of the products of the converted operands.
 func TestProductAsRoundOnce(t *testing.T) {

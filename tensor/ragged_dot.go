@@ -13,7 +13,6 @@ type raggedParams struct {
 	// 0 or Float32 for float32, else a half dtype that the float32
 	// operands are rounded to as the gemm reads them.
 	compute DType
-	kept    keptRound // x rounded by the forward pass, for dW
 }
 
 // raggedOuterParams are ragged_outer's: the number of groups and the
@@ -31,18 +30,12 @@ func init() {
 	raggedDotOp = &Op{
 		Name: "ragged_dot",
 		Impl: func(in []*Tensor, pp any) *Tensor {
-			p := pp.(*raggedParams)
-			x := in[0]
-			if !p.transW {
-				x = p.kept.round(x, p.compute)
-			}
-			return raggedDotImpl(x, in[1], in[2], p)
+			return raggedDotImpl(in[0], in[1], in[2], pp.(*raggedParams))
 		},
 		VJPNeed: func(gy *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {
 			p := pp.(*raggedParams)
 			x, w, gs := in[0], in[1], in[2]
 			res := make([]*Tensor, 3)
-			defer p.kept.drop()
 			if gr := roundOnce(gy, p.compute, need, x, w, gs); gr != nil {
 				// Both products read gy rounded once, with the bits they
 				// would have rounded it to.
@@ -51,7 +44,7 @@ func init() {
 				if p.transW {
 					res[1] = raggedOuterImpl(gr, x, gs, q)
 				} else {
-					res[1] = raggedOuterImpl(p.kept.or(x), gr, gs, q)
+					res[1] = raggedOuterImpl(x, gr, gs, q)
 				}
 				gr.release()
 				return res
@@ -249,7 +242,7 @@ func raggedDot(x, w, gs *Tensor, transW bool) *Tensor {
 // raggedDotIn is ragged_dot with its products computed in compute (0:
 // float32).
 func raggedDotIn(x, w, gs *Tensor, transW bool, compute DType) *Tensor {
-	return Apply(raggedDotOp, &raggedParams{transW: transW, compute: compute, kept: keptRound{keep: traced(x, w)}}, x, w, gs)
+	return Apply(raggedDotOp, &raggedParams{transW: transW, compute: compute}, x, w, gs)
 }
 
 func raggedOuter(a, b, gs *Tensor, groups int) *Tensor {
@@ -315,60 +308,6 @@ func roundOnce(g *Tensor, compute DType, need uint64, others ...*Tensor) *Tensor
 	return narrow(g, BFloat16)
 }
 
-// keptRound is the bfloat16 copy of an As product's float32 first
-// operand x (activations), made by the forward pass of a product that is
-// being differentiated and kept for its weight gradient: the forward
-// product reads the copy in place (as it would have read the copy it
-// rounds x into), and the weight gradient, a first-order backward pass's
-// product of xᵀ with the rounded cotangent (roundOnce), pairs x's rows
-// along the token axis from half the bytes — the activations are cold by
-// then. The bits are those of rounding x as the products read it. The
-// copy lives in the op's parameters from the forward pass to the VJP,
-// which releases it.
-type keptRound struct {
-	keep bool    // the forward pass keeps the copy
-	rx   *Tensor // the copy, nil if none
-}
-
-// round returns x rounded to bfloat16 and keeps it, when r keeps a copy
-// and x is a float32 host operand of a product in bfloat16 on kernels
-// that read bfloat16 (AVX-512 BF16, AMX); else x.
-func (r *keptRound) round(x *Tensor, compute DType) *Tensor {
-	if !r.keep || compute != BFloat16 || gemm.BF16Kernel() == "widen" || x.dtype != Float32 ||
-		x.layout != nil || x.xv != nil || x.local != nil {
-		return x
-	}
-	r.rx = narrow(x, BFloat16)
-	return r.rx
-}
-
-// or returns the kept copy, or x if there is none.
-func (r *keptRound) or(x *Tensor) *Tensor {
-	if r.rx != nil {
-		return r.rx
-	}
-	return x
-}
-
-// drop releases the kept copy.
-func (r *keptRound) drop() {
-	if r.rx != nil {
-		r.rx.release()
-		r.rx = nil
-	}
-}
-
-// traced reports whether an operand is traced: its op is being
-// differentiated (reverse mode).
-func traced(xs ...*Tensor) bool {
-	for _, x := range xs {
-		if x.node != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // RaggedDot is a grouped matrix product, JAX's lax.ragged_dot: the rows of
 // x f32[m,k] are split into consecutive groups of groupSizes i32[g] rows,
 // and the rows of group i are multiplied by w[i] (w is f32[g,k,n]). The
@@ -400,9 +339,7 @@ func RaggedDot(x, w, groupSizes *Tensor) *Tensor {
 // automatic mixed precision (nn.MoE with a bfloat16 Policy). bfloat16
 // uses the AVX-512 BF16 kernels where the CPU has them; elsewhere, and
 // for float16, the operands are rounded, widened and multiplied in
-// float32, which gives the same values. When the product is being
-// differentiated, its forward pass keeps x rounded to bfloat16 (half
-// x's bytes) until the backward pass, whose weight gradient reads it.
+// float32, which gives the same values.
 func RaggedDotAs(x, w, groupSizes *Tensor, compute DType) *Tensor {
 	checkNil("tensor.RaggedDotAs", "x w groupSizes", x, w, groupSizes)
 	checkProductAs("tensor.RaggedDotAs", x, w, compute)
