@@ -134,6 +134,14 @@ func (bt *BatchTrace) wrap(v *Tensor) *Tensor {
 	return newXValue(v.dtype, v.shape[1:len(v.shape):len(v.shape)], v.local, bt, v, nil)
 }
 
+// wrapFresh is wrap for a batch a batching fast path computed for the new
+// value alone, which donating the value donates.
+func (bt *BatchTrace) wrapFresh(v *Tensor) *Tensor {
+	t := bt.wrap(v)
+	t.xv.owned.Store(true)
+	return t
+}
+
 // apply computes op on operands some of which are values of bt.
 func (bt *BatchTrace) apply(op *Op, params any, in []*Tensor, wantState bool) ([]*Tensor, any) {
 	if op.Traits.Through.Has(ThroughVmap) && (wantState || op.Batch == nil) {

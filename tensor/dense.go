@@ -30,7 +30,9 @@ func init() {
 			p := pp.(*denseParams)
 			x, w, b := in[0], in[1], in[2]
 			out := matmulF32(x, w, p.mm)
-			addBiasAct(out.f32, out.f32, b.f32, len(b.f32), p.act, isLocal(x, w, b))
+			// b is [N], or under Vmap a batch of biases [B, N] (rows of
+			// out find theirs: addBiasActRows).
+			addBiasAct(out.f32, out.f32, b.f32, b.shape[len(b.shape)-1], p.act, isLocal(x, w, b))
 			return out
 		},
 		VJPNeed: func(g *Tensor, in []*Tensor, out *Tensor, pp any, need uint64) []*Tensor {
@@ -69,9 +71,13 @@ func init() {
 			}
 			return biasActOp.JVP([]*Tensor{outs[0], x[2]}, []*Tensor{ty, t[2]}, outs, p.act)
 		},
-		// The composition's batching rules.
+		// A batch of weights (an ensemble's layers) on plain operands:
+		// denseBatch; otherwise the composition's batching rules.
 		Batch: func(in []*Tensor, batched []bool, pp any) []*Tensor {
 			p := pp.(*denseParams)
+			if batched[1] && plainBatch(in) {
+				return denseBatch(in, batched, p)
+			}
 			y := matmulBatchRule(in[:2], batched[:2], p.mm)[0]
 			ys, bs := [2]*Tensor{y, in[2]}, [2]bool{batched[0] || batched[1], batched[2]}
 			out := biasActBatch(ys[:], bs[:], p.act)
@@ -89,6 +95,36 @@ func init() {
 		// once, in the activation's bwd op.
 		Traits: Traits{Reuse: FreshVJP | TakesCotangent},
 	}
+}
+
+// denseBatch is dense's batching rule for a batch of weights on plain
+// operands (no trace, level or placement records what it computes): one
+// dense call with the product's params widened to the batch, each
+// example's bias added in place over its rows of the product, where the
+// composition's rules made a product, a bias_act result and a view of
+// the biases per layer. The same kernels on the same values: the bits of
+// the composition.
+func denseBatch(in []*Tensor, batched []bool, p *denseParams) []*Tensor {
+	x := alignBatch(in[:2], batched[:2], 2)
+	buf := &struct {
+		d  denseParams
+		rc ruleCall
+	}{}
+	p.mm.batchedInto(&buf.d.prod, batchSize(in, batched))
+	buf.d.mm, buf.d.act = &buf.d.prod, p.act
+	buf.rc.args[0], buf.rc.args[1], buf.rc.args[2] = x[0], x[1], in[2]
+	return buf.rc.call(denseOp, &buf.d, 3)
+}
+
+// plainBatch reports whether every operand is a float32 host tensor with
+// data and no trace, Vmap or forward-mode level, or placement.
+func plainBatch(xs []*Tensor) bool {
+	for _, x := range xs {
+		if !plainF32(x) || x.xv != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // hostF32 reports whether every operand is a float32 tensor that is not

@@ -262,6 +262,9 @@ func init() {
 // bits of Sum's) instead of through a Sum op: one dispatch fewer per
 // layer in a training step's backward pass.
 func biasGrad(gz, b *Tensor) *Tensor {
+	if g := batchBiasGrad(gz, b); g != nil {
+		return g
+	}
 	if len(b.shape) != 1 || len(gz.shape) < 2 || gz.dtype != Float32 || b.dtype != Float32 ||
 		higherOrder(gz, b) || gz.xv != nil || gz.layout != nil || b.layout != nil || gz.local != nil || b.local != nil {
 		return unbroadcast(gz, b.shape)
@@ -270,6 +273,25 @@ func biasGrad(gz, b *Tensor) *Tensor {
 	out := newOutUninit(Float32, b.shape)
 	sumColsF32(out.f32, gz.f32, len(gz.f32)/max(n, 1), n, false)
 	return out
+}
+
+// batchBiasGrad is biasGrad under Vmap: for gz a value inside Vmap whose
+// batch is plain float32 data ([B, M..., N]), the batch of bias cotangents
+// ([B, N]) summed as Sum's batching rule sums it (the middle axes, the same
+// bits), without the reduction's op, params and rule. Otherwise nil.
+func batchBiasGrad(gz, b *Tensor) *Tensor {
+	if gz.node != nil || gz.xv == nil || len(b.shape) != 1 || len(gz.shape) < 2 || b.dtype != Float32 || b.layout != nil || higherOrder(gz, b) {
+		return nil
+	}
+	bt, ok := gz.xv.lvl.(*BatchTrace)
+	v := gz.xv.val
+	if !ok || !plainF32(v) || v.xv != nil || v.local != nil {
+		return nil
+	}
+	n, nb := b.shape[0], v.shape[0]
+	out := newOutUninit(Float32, []int{nb, n})
+	sumMiddleF32(out.f32, v.f32, nb, len(v.f32)/max(nb*n, 1), n, false)
+	return bt.wrapFresh(out)
 }
 
 // leadingBias reports whether a bias of shape b, of x's rank, is one

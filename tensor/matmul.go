@@ -162,11 +162,15 @@ func (p *matmulParams) batched(nb int) (*matmulParams, *ruleCall) {
 		q  matmulParams
 		rc ruleCall
 	}{}
-	q := &buf.q
+	p.batchedInto(&buf.q, nb)
+	return &buf.q, &buf.rc
+}
+
+// batchedInto sets q to p.batched(nb)'s params.
+func (p *matmulParams) batchedInto(q *matmulParams, nb int) {
 	q.ta, q.tb, q.m, q.n, q.k = p.ta, p.tb, p.m, p.n, p.k
 	q.outShape = append(append(append(q.shapeBuf[:0], nb), p.batch...), p.m, p.n)
 	q.batch = q.outShape[: 1+len(p.batch) : 1+len(p.batch)]
-	return q, &buf.rc
 }
 
 // matmulImpl computes op(a) @ op(b): float32 operands with Sgemm, half

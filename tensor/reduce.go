@@ -116,16 +116,7 @@ func sumF32(x *Tensor, p *reduceParams, out []float32) {
 		return
 	}
 	if outer, m, n, ok := middleAxes(x.shape, p.axes); ok {
-		// Contiguous axes in the middle (a batch of biases' gradients
-		// under Vmap): a prefix reduction per outer block, in the
-		// broadcast loop's order (the same bits), without its calls.
-		bp, acc := f64Scratch(len(out))
-		if serial(len(src)*costCheap, local) {
-			sumBlocks(out, src, acc, m, n, 0, outer) // no closure to allocate
-		} else {
-			parallelFor(outer, m*n*costCheap, 1, local, func(lo, hi int) { sumBlocks(out, src, acc, m, n, lo, hi) })
-		}
-		f64Pool.Put(bp)
+		sumMiddleF32(out, src, outer, m, n, local)
 		return
 	}
 	bp, acc := f64Scratch(len(out))
@@ -154,6 +145,20 @@ func middleAxes(shape, axes []int) (outer, m, n int, ok bool) {
 	}
 	a0, a1 := axes[0], axes[len(axes)-1]+1
 	return numel(shape[:a0]), numel(shape[a0:a1]), numel(shape[a1:]), true
+}
+
+// sumMiddleF32 sums contiguous axes in the middle (a batch of biases'
+// gradients under Vmap): src is outer blocks of m rows of n, out gets each
+// block's column sums, a prefix reduction per block in the broadcast
+// loop's order (the same bits), without its calls.
+func sumMiddleF32(out, src []float32, outer, m, n int, local bool) {
+	bp, acc := f64Scratch(len(out))
+	if serial(len(src)*costCheap, local) {
+		sumBlocks(out, src, acc, m, n, 0, outer) // no closure to allocate
+	} else {
+		parallelFor(outer, m*n*costCheap, 1, local, func(lo, hi int) { sumBlocks(out, src, acc, m, n, lo, hi) })
+	}
+	f64Pool.Put(bp)
 }
 
 // sumBlocks sums blocks [lo, hi) of m rows of n (src) into out and acc,
