@@ -52,14 +52,11 @@ func init() {
 			}
 			return res
 		},
-		// The bias too, although the VJP reads only its shape: a bias is
-		// a parameter, alive anyway, and saving it spares the backward
-		// pass a placeholder header for it.
 		SaveFor: func(pp any) SaveMask {
 			if pp.(*denseParams).act == ActIdentity {
-				return SaveInputs(0, 1, 2)
+				return SaveInputs(0, 1)
 			}
-			return SaveInputs(0, 1, 2) | SaveOutput
+			return SaveInputs(0, 1) | SaveOutput
 		},
 		// The product's rule, then bias_act's (which reads only the
 		// output and, for its shape, its input: the output's shape).
