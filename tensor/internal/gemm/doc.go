@@ -11,7 +11,7 @@
 // Sgemm (float32) and Dgemm (float64) take the same arguments (row-major
 // operands, transposition flags, strides, alpha and beta, a thread budget)
 // and share everything above the micro-kernels: the driver (driver.go,
-// shared_a.go, gemm.go) is generic over the element type, and each type has
+// shared_a.go, shared_b.go, gemm.go) is generic over the element type, and each type has
 // its own kernel sets, packers and blocking. A float64 vector holds half as
 // many elements, so each float64 tile is its float32 counterpart with half
 // the columns (12×16 for AVX-512, 6×8 for AVX2); the rest of this
@@ -113,9 +113,12 @@
 // Problems of at least 16 MFLOP (4 MFLOP when m, n or k is below 32: the
 // narrow kernels run slower) are split across up to threads goroutines
 // (the calling one included): C is cut into a few column blocks per
-// goroutine (row blocks when n is narrow), handed out dynamically, so no
-// packing is repeated across goroutines and a goroutine that starts late
-// does less. Smaller problems run on the calling goroutine with no
+// goroutine (row blocks when n is narrow), handed out dynamically (the
+// caller's from the front, the helpers' from the back, so a core computes
+// about the same rows call after call), so a goroutine that starts late
+// does less; no packing is repeated across goroutines (column blocks share
+// A's packed panels, row blocks B's, each packed once by the goroutines
+// that reach it). Smaller problems run on the calling goroutine with no
 // synchronisation at all: waking an idle core cost 15-100 µs on the machine
 // we measured (a VM), so splitting a 50 µs product is a loss on average.
 // The helpers are the pooled workers of package tensor/internal/workers

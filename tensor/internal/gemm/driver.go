@@ -66,6 +66,9 @@ type problem[T elem] struct {
 	// once by whichever goroutine needs them first (parallel calls that
 	// split C by columns; see sharedPanels).
 	sharedA *sharedPanels[T]
+	// sharedB, if not nil, holds op(B) packed once for the goroutines of a
+	// parallel call that splits C by rows (see sharedB).
+	sharedB *sharedB[T]
 }
 
 // workspace holds one goroutine's packing buffers. Buffers are aligned to 64
@@ -178,19 +181,12 @@ func (ks *kernelSet[T]) run(p *problem[T], i0, i1, j0, j1 int, ws *workspace[T])
 					packed = ws.bufB((kc - kin) * w)
 					packRows(packed, w, p.b[(pc+kin)*p.ldb+col:], p.ldb, kc-kin, min(w, p.n-col))
 				}
+			} else if p.sharedB != nil { // jc = 0, nc = n
+				packed = p.sharedB.block(ks, p, pc, kc)
 			} else {
-				packed = ws.bufB(kc * ((nc + NR - 1) / NR * NR))
-				jr := 0
-				if !p.transB {
-					// Whole strips row by row: each row of the block is
-					// contiguous in B.
-					jr = nc / NR * NR
-					ks.packBRows(packed, p.b[pc*p.ldb+jc:], p.ldb, kc, jr/NR)
-				}
-				for ; jr < nc; jr += NR {
-					nr := min(NR, nc-jr)
-					ks.packB(packed[jr*kc:], ks.width(nr), p, pc, kc, jc+jr, nr)
-				}
+				strips := (nc + NR - 1) / NR
+				packed = ws.bufB(kc * strips * NR)
+				ks.packBStrips(packed, p, pc, kc, jc, nc, 0, strips)
 			}
 			ready := 0 // rows of the shared panels known to be packed
 			for ir, mr := i0, 0; ir < i1; ir += mr {
@@ -498,6 +494,23 @@ func (ks *kernelSet[T]) packBRows(dst []T, src []T, ldb, kc, ns int) {
 		for s := 0; s < ns; s++ {
 			copy(dst[s*kc*NR+q*NR:s*kc*NR+q*NR+NR], row[s*NR:])
 		}
+	}
+}
+
+// packBStrips packs strips [s0, s1) of the block of op(B) at rows pc (kc
+// of them) and columns jc (nc of them) into packed, strip s at s*NR*kc:
+// whole strips row by row when B is not transposed (each row of the block
+// is contiguous in B), the others through packB.
+func (ks *kernelSet[T]) packBStrips(packed []T, p *problem[T], pc, kc, jc, nc, s0, s1 int) {
+	NR := ks.nr
+	if whole := min(s1, nc/NR); !p.transB && s0 < whole {
+		ks.packBRows(packed[s0*NR*kc:], p.b[pc*p.ldb+jc+s0*NR:], p.ldb, kc, whole-s0)
+		s0 = whole
+	}
+	for s := s0; s < s1; s++ {
+		jr := s * NR
+		nr := min(NR, nc-jr)
+		ks.packB(packed[jr*kc:], ks.width(nr), p, pc, kc, jc+jr, nr)
 	}
 }
 

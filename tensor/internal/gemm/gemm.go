@@ -142,11 +142,11 @@ func gemm[T elem](ks *kernelSet[T], transA, transB bool, m, n, k int, alpha T, a
 			t = procs
 		}
 		if t > 1 {
-			gemmParallel(ks, problem[T]{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, nil}, t)
+			gemmParallel(ks, problem[T]{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, nil, nil}, t)
 			return
 		}
 	}
-	p := problem[T]{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, nil}
+	p := problem[T]{transA, transB, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, nil, nil}
 	ws := ks.pools.getWorkspace()
 	ks.run(&p, 0, m, 0, n, ws)
 	ks.pools.putWorkspace(ws)
@@ -202,9 +202,10 @@ func scaleC[T elem](m, n int, beta T, c []T, ldc int) {
 // parallel jobs and shared A panels. Every kernel set of that type points
 // at the same pools, so steady-state calls do not allocate.
 type pools[T elem] struct {
-	ws     sync.Pool // *workspace[T]
-	job    sync.Pool // *parJob[T]
-	shared sync.Pool // *sharedPanels[T]
+	ws      sync.Pool // *workspace[T]
+	job     sync.Pool // *parJob[T]
+	shared  sync.Pool // *sharedPanels[T]
+	sharedB sync.Pool // *sharedB[T]
 }
 
 var (
@@ -223,6 +224,7 @@ func newPools[T elem]() *pools[T] {
 		return j
 	}
 	ps.shared.New = func() any { return new(sharedPanels[T]) }
+	ps.sharedB.New = func() any { return new(sharedB[T]) }
 	return ps
 }
 
@@ -318,6 +320,10 @@ func gemmParallel[T elem](ks *kernelSet[T], p problem[T], t int) {
 		// Every block of columns reads all of A: pack it once, shared.
 		j.p.sharedA = newSharedPanels(ks, &p)
 	}
+	if !j.splitN && j.ntask > 1 && ks.sharesB(&p) {
+		// Every block of rows reads all of op(B): pack it once, shared.
+		j.p.sharedB = newSharedB(ks, &p)
+	}
 	if j.ntask < 2 {
 		ws := ps.getWorkspace()
 		ks.run(&j.p, 0, p.m, 0, p.n, ws)
@@ -330,6 +336,7 @@ func gemmParallel[T elem](ks *kernelSet[T], p problem[T], t int) {
 		workers.Run(t-1, j.helper)
 	}
 	putSharedPanels(ks, j.p.sharedA)
+	putSharedB(ks, j.p.sharedB)
 	j.p = problem[T]{}
 	j.ks = nil
 	ps.job.Put(j)

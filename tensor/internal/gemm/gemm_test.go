@@ -784,3 +784,36 @@ func TestSgemmNarrowSplitsRows(t *testing.T) {
 		}
 	}
 }
+
+// A product split by rows packs op(B) once for all its goroutines
+// (sharedB), strip by strip, k block by k block: the bits of one goroutine
+// for whole and partial strips, several k blocks, B transposed or not, and
+// the MoE model's shapes (its projections [2048,128]@[128,128] and the
+// experts' weight gradients [256,640]ᵀ@[640,128]).
+func TestSgemmSharedB(t *testing.T) { testSharedB[float32](t) }
+func TestDgemmSharedB(t *testing.T) { testSharedB[float64](t) }
+
+func testSharedB[T elem](t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(17, 18))
+		// Kernel sets with strips narrower than 16 split these by columns
+		// or not at all; the others share B for some of them.
+		nr := active.nr
+		if is64[T]() {
+			nr = active64.nr
+		}
+		before := sharedBCalls.Load()
+		for _, sh := range [][3]int{{2048, 128, 128}, {256, 128, 640}, {1030, 100, 530}, {300, 40, 257}} {
+			for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+				g := newCaseT[T](rng, tr[0], tr[1], sh[0], sh[1], sh[2], 3, 1, 0.5)
+				one := g.check(t, 1)
+				for _, threads := range []int{2, 3} {
+					require.Equal(t, one, g.run(threads), "%v threads=%d", g, threads)
+				}
+			}
+		}
+		if nr >= 16 {
+			require.Greater(t, sharedBCalls.Load(), before+3, "B not shared")
+		}
+	})
+}
