@@ -61,6 +61,10 @@ bfix:
 
 // func bf16PairsFromF32AVX512(dst *uint32, lo, hi *float32, n int)
 // dst[j] = bf16(lo[j]) | bf16(hi[j])<<16, rounded as bf16FromF32AVX512.
+// It reads lo whole, storing its halves, then hi, adding its halves: two
+// rows of a matrix are then read in order, one stream. Cold rows read in
+// lockstep (64 bytes of each in turn), or in runs of 1 KiB, ran at up to
+// half the speed.
 TEXT ·bf16PairsFromF32AVX512(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
 	MOVQ lo+8(FP), SI
@@ -76,7 +80,10 @@ TEXT ·bf16PairsFromF32AVX512(SB), NOSPLIT, $0-32
 	MOVL $1, AX
 	VPBROADCASTD AX, Z5
 
-ploop:
+	MOVQ DI, R8
+	MOVQ CX, DX
+
+ploloop:
 	// The low halves: lo rounded (subnormal lanes fixed as in
 	// bf16FromF32AVX512), zero-extended to 32 bits.
 	VMOVUPS (SI), Z0
@@ -88,7 +95,15 @@ ploop:
 
 plo:
 	VPMOVZXWD Y1, Z8
-	// The high halves: hi rounded, shifted up.
+	VMOVDQU32 Z8, (DI)
+	ADDQ      $64, SI
+	ADDQ      $64, DI
+	DECQ      DX
+	JNZ       ploloop
+	MOVQ      R8, DI
+
+philoop:
+	// The high halves: hi rounded, shifted up, added to the low ones.
 	VMOVUPS (BX), Z0
 	VCVTNEPS2BF16_Z0_Y1
 	VPTESTMD  Z3, Z0, K2
@@ -99,13 +114,12 @@ plo:
 phi:
 	VPMOVZXWD Y1, Z7
 	VPSLLD    $16, Z7, Z7
-	VPORD     Z8, Z7, Z7
+	VPORD     (DI), Z7, Z7
 	VMOVDQU32 Z7, (DI)
-	ADDQ      $64, SI
 	ADDQ      $64, BX
 	ADDQ      $64, DI
 	DECQ      CX
-	JNZ       ploop
+	JNZ       philoop
 	VZEROUPPER
 	RET
 
