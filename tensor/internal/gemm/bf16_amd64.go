@@ -47,5 +47,10 @@ var bf16Set = tuned(&kernelSet[float32]{
 //go:noescape
 func interleaveAVX512(d *uint32, lo, hi *uint16, n int)
 
+// interleaveSeqAVX512 is interleaveAVX512 reading lo whole, then hi.
+//
+//go:noescape
+func interleaveSeqAVX512(d *uint32, lo, hi *uint16, n int)
+
 //go:noescape
 func amxKernel32x32(kb int, a *uint16, lda int, b *uint32, c *float32, ldc int, cfg *byte, acc int)

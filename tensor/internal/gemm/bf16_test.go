@@ -182,3 +182,25 @@ func TestBgemmMixed(t *testing.T) {
 		}
 	}
 }
+
+// TestInterleave16 checks interleave16 (the pairs of two bfloat16 rows,
+// lo in the low half) against its definition for lengths that take each
+// kernel (lockstep up to 128 values, one row then the other beyond) and
+// the scalar tail, on every kernel level this machine runs.
+func TestInterleave16(t *testing.T) {
+	defer func(v int) { bf16Level = v }(bf16Level)
+	lo, _ := bf16Matrix(7, 400)
+	hi, _ := bf16Matrix(8, 400)
+	for lv := bfWiden; lv <= bf16Level; lv++ {
+		bf16Level = lv
+		for _, n := range []int{0, 1, 15, 16, 17, 127, 128, 129, 144, 255, 256, 384, 400} {
+			d := make([]uint32, n+1)
+			d[n] = 0xdeadbeef
+			interleave16(d[:n], lo[:n], hi[:n])
+			for j := range n {
+				require.Equal(t, uint32(lo[j])|uint32(hi[j])<<16, d[j], "%s n=%d j=%d", BF16Kernel(), n, j)
+			}
+			require.Equal(t, uint32(0xdeadbeef), d[n], "%s n=%d: wrote past the end", BF16Kernel(), n)
+		}
+	}
+}
