@@ -184,6 +184,11 @@ func sumColsF32(out, src []float32, m, n int, local bool) {
 
 // sumCols is sumColsF32 on columns [lo, hi), accumulating in acc.
 func sumCols(out, src []float32, acc []float64, m, n, lo, hi int) {
+	if m > 0 {
+		if lo += vec.SumCols(out[lo:hi], src[lo:], m, n); lo == hi { // the same sums, in registers
+			return
+		}
+	}
 	for i := 0; i < m; i++ {
 		vec.AccF64(acc[lo:hi], src[i*n+lo:i*n+hi])
 	}
