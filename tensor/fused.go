@@ -365,16 +365,28 @@ func addBiasAct(dst, x, b []float32, n int, act Activation, local bool) {
 	kernel, cost := act.kernel()
 	m := len(x) / n
 	if serial(len(x)*(cost+1), local) {
-		addBiasActRows(dst, x, b, n, kernel, 0, m) // no closure to allocate
+		addBiasActRows(dst, x, b, n, act, kernel, 0, m) // no closure to allocate
 		return
 	}
-	parallelFor(m, n*(cost+1), 1, false, func(lo, hi int) { addBiasActRows(dst, x, b, n, kernel, lo, hi) })
+	parallelFor(m, n*(cost+1), 1, false, func(lo, hi int) { addBiasActRows(dst, x, b, n, act, kernel, lo, hi) })
 }
 
 // addBiasActRows is addBiasAct on rows [lo, hi), kernel the activation's
-// (nil for none).
-func addBiasActRows(dst, x, b []float32, n int, kernel func(d, s []float32), lo, hi int) {
+// (nil for none). ReLU and no activation take each bias's block of rows
+// in one call where the kernel set has one (vec.AddBiasRows, the same
+// bits).
+func addBiasActRows(dst, x, b []float32, n int, act Activation, kernel func(d, s []float32), lo, hi int) {
 	per := len(x) / n / (len(b) / n) // rows per bias
+	if act == ActRelu || act == ActIdentity {
+		for lo < hi {
+			v := lo / per
+			e := min(hi, (v+1)*per)
+			if !vec.AddBiasRows(dst[lo*n:e*n], x[lo*n:e*n], b[v*n:(v+1)*n], act == ActRelu) {
+				break // no such kernel: nothing done, the loop below
+			}
+			lo = e
+		}
+	}
 	for r := lo; r < hi; r++ {
 		d := dst[r*n : (r+1)*n]
 		v := r / per
