@@ -21,11 +21,15 @@ import (
 // training loop, each step donates its gradients and loss once used, and
 // the backward pass recycles the activations (autodiff.RecycleIntermediates),
 // so that in the steady state a step allocates headers, not storage.
+// The case of 2-wide layers and one row is the engine's own cost per step
+// (tracing, the graph, the backward walk, the trees, the allocator and
+// collector), with next to no arithmetic.
 func BenchmarkMLPStep(b *testing.B) {
 	cases := []struct {
 		sizes []int
 		batch int
 	}{
+		{[]int{2, 2, 2, 2, 2}, 1},
 		{[]int{32, 128, 256, 128, 4}, 16},
 		{[]int{32, 128, 256, 128, 4}, 1024},
 		{[]int{784, 1024, 1024, 10}, 256},
