@@ -164,10 +164,13 @@ const yieldEvery = 20 * time.Microsecond
 // processor for it), and runtime.gosched_m was ~6% of the samples of a
 // training step at two threads, most of it in the spinning workers,
 // where it delayed their joining the next region; a goroutine waiting for
-// the processor still runs within yieldEvery.
+// the processor still runs within yieldEvery. The first yield comes after
+// the first few polls: a worker that woke from parking on the caller's
+// processor (see Run) and then computed the whole region must let the
+// caller, waiting in the run queue, back at once.
 func poll(ready func() bool) bool {
 	start := time.Now()
-	yielded := start
+	yielded := start.Add(-yieldEvery) // the first check yields
 	for i := 1; ; i++ {
 		if ready() {
 			return true
