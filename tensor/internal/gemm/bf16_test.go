@@ -140,10 +140,11 @@ func BenchmarkBgemm(b *testing.B) {
 // bit, Bgemm's on the rounded operands, for every transposition, odd and
 // even k, tight and padded strides, and every kernel.
 func TestBgemmMixed(t *testing.T) {
-	defer func(v int) { bf16Level = v }(bf16Level)
-	for lv := bfWiden; lv <= bf16Level; lv++ {
+	best := bf16Level
+	defer func() { bf16Level = best }()
+	for lv := bfWiden; lv <= best; lv++ {
 		bf16Level = lv
-		for _, sz := range [][3]int{{13, 40, 7}, {30, 70, 64}, {140, 33, 130}} {
+		for _, sz := range [][3]int{{13, 40, 7}, {30, 70, 64}, {140, 33, 130}, {400, 20, 9}, {20, 416, 10}} {
 			m, n, k := sz[0], sz[1], sz[2]
 			for _, tr := range [][3]bool{{false, false, false}, {false, true, true}, {true, false, false}, {true, true, false}, {false, false, true}} {
 				ta, tb, tight := tr[0], tr[1], tr[2]
@@ -188,10 +189,11 @@ func TestBgemmMixed(t *testing.T) {
 // kernel (lockstep up to 128 values, one row then the other beyond) and
 // the scalar tail, on every kernel level this machine runs.
 func TestInterleave16(t *testing.T) {
-	defer func(v int) { bf16Level = v }(bf16Level)
+	best := bf16Level
+	defer func() { bf16Level = best }()
 	lo, _ := bf16Matrix(7, 400)
 	hi, _ := bf16Matrix(8, 400)
-	for lv := bfWiden; lv <= bf16Level; lv++ {
+	for lv := bfWiden; lv <= best; lv++ {
 		bf16Level = lv
 		for _, n := range []int{0, 1, 15, 16, 17, 127, 128, 129, 144, 255, 256, 384, 400} {
 			d := make([]uint32, n+1)

@@ -73,12 +73,33 @@ func pairOperand(x BF16Operand, ld int, trans bool, rows, k int, buf **[]float32
 	return **buf, kp, false
 }
 
+// pairsOnePassMax is the longest float32 row that interleaveRows rounds
+// and pairs in one pass (vec.BF16PairsFromF32); longer rows are rounded
+// into a buffer of two rows that stays in L1, then interleaved. The one
+// pass reads a row, then its partner, and updates the stored pairs: faster
+// up to 384 values, but from memory 1.3-1.9x slower from 512 on (pairing
+// rows of cold float32, AMD EPYC Zen 5, µs for one operand, two-pass
+// against one pass: 2048×384 152 / 120, 2048×512 230 / 388, 2048×640 254
+// / 487, 256×1024 70 / 91, 1024×1024 305 / 481), which made the MLP
+// 784-1024-1024-10's bf16 step 3 % slower.
+const pairsOnePassMax = 384
+
 // interleaveRows stores, for each q < ⌈rows/2⌉, dst[q*ldd+j] = X row 2q
 // | X row 2q+1 << 16 (as bfloat16 bits) for j < cols; a missing last odd
-// row gives zeros. Float32 rows are rounded and paired in one pass
-// (vec.BF16PairsFromF32).
+// row gives zeros. Float32 rows of up to pairsOnePassMax values are
+// rounded and paired in one pass (vec.BF16PairsFromF32), longer ones
+// through a buffer of two rounded rows.
 func interleaveRows(dst []float32, ldd int, x BF16Operand, lds, rows, cols int) {
 	d := u32s(dst)
+	var tmp *[]uint16
+	if x.F32 != nil && cols > pairsOnePassMax {
+		tmp, _ = roundedBufs.Get().(*[]uint16)
+		if tmp == nil || cap(*tmp) < 2*cols {
+			t := make([]uint16, 2*cols)
+			tmp = &t
+		}
+		defer roundedBufs.Put(tmp)
+	}
 	for q := 0; 2*q < rows; q++ {
 		out := d[q*ldd : q*ldd+cols]
 		r0, r1 := 2*q*lds, (2*q+1)*lds
@@ -91,6 +112,11 @@ func interleaveRows(dst []float32, ldd int, x BF16Operand, lds, rows, cols int) 
 			for j, v := range x.Bits[r0 : r0+cols] {
 				out[j] = uint32(v)
 			}
+		case tmp != nil:
+			lo, hi := (*tmp)[:cols], (*tmp)[cols:2*cols]
+			vec.BF16FromF32(lo, x.F32[r0:r0+cols])
+			vec.BF16FromF32(hi, x.F32[r1:r1+cols])
+			interleave16(out, lo, hi)
 		case x.F32 != nil:
 			vec.BF16PairsFromF32(out, x.F32[r0:r0+cols], x.F32[r1:r1+cols])
 		default:
