@@ -175,27 +175,8 @@ func TestEnsembleStep(t *testing.T) {
 func BenchmarkEnsembleStep(b *testing.B) {
 	opt := optim.Adam(optim.Constant(1e-3))
 	batch := benchBatch(16, 3)
-	b.Run("vmap", func(b *testing.B) {
-		ens, _ := newEnsemble()
-		st := opt.Init(ens)
-		step := ensembleStep(opt)
-		defer reportStep(b)()
-		for b.Loop() {
-			ens, st, _ = step(ens, st, batch)
-		}
-	})
-	b.Run("loop", func(b *testing.B) {
-		_, ms := newEnsemble()
-		sts := make([]optim.State, len(ms))
-		for i, m := range ms {
-			sts[i] = opt.Init(m)
-		}
-		step := loopStep(opt)
-		defer reportStep(b)()
-		for b.Loop() {
-			ms, sts, _ = step(ms, sts, batch)
-		}
-	})
+	b.Run("vmap", func(b *testing.B) { benchEnsembleVmap(b, opt, batch, 8) })
+	b.Run("loop", func(b *testing.B) { benchEnsembleLoop(b, opt, batch, 8) })
 }
 
 // BenchmarkEnsembleSize is BenchmarkEnsembleStep's vmapped step over 1,
@@ -205,25 +186,34 @@ func BenchmarkEnsembleSize(b *testing.B) {
 	opt := optim.Adam(optim.Constant(1e-3))
 	batch := benchBatch(16, 3)
 	for _, n := range []int{1, 2, 4, 8} {
-		b.Run(fmt.Sprintf("vmap=%d", n), func(b *testing.B) {
-			ens, _ := newEnsembleOf(n)
-			st := opt.Init(ens)
-			step := ensembleStep(opt)
-			defer reportStep(b)()
-			for b.Loop() {
-				ens, st, _ = step(ens, st, batch)
-			}
-		})
+		b.Run(fmt.Sprintf("vmap=%d", n), func(b *testing.B) { benchEnsembleVmap(b, opt, batch, n) })
 	}
-	b.Run("loop=1", func(b *testing.B) {
-		_, ms := newEnsembleOf(1)
-		sts := []optim.State{opt.Init(ms[0])}
-		step := loopStep(opt)
-		defer reportStep(b)()
-		for b.Loop() {
-			ms, sts, _ = step(ms, sts, batch)
-		}
-	})
+	b.Run("loop=1", func(b *testing.B) { benchEnsembleLoop(b, opt, batch, 1) })
+}
+
+// benchEnsembleVmap times the vmapped training step of n stacked models.
+func benchEnsembleVmap(b *testing.B, opt optim.Transform, batch example, n int) {
+	ens, _ := newEnsembleOf(n)
+	st := opt.Init(ens)
+	step := ensembleStep(opt)
+	defer reportStep(b)()
+	for b.Loop() {
+		ens, st, _ = step(ens, st, batch)
+	}
+}
+
+// benchEnsembleLoop times a Go loop over the training steps of n models.
+func benchEnsembleLoop(b *testing.B, opt optim.Transform, batch example, n int) {
+	_, ms := newEnsembleOf(n)
+	sts := make([]optim.State, len(ms))
+	for i, m := range ms {
+		sts[i] = opt.Init(m)
+	}
+	step := loopStep(opt)
+	defer reportStep(b)()
+	for b.Loop() {
+		ms, sts, _ = step(ms, sts, batch)
+	}
 }
 
 // reportStep starts measuring the CPU time of a benchmark; the function

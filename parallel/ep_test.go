@@ -33,6 +33,12 @@ func newMoENet() moeNet {
 	}
 }
 
+// moeBatch is the EP tests' batch: 64 examples of 6 features, 5 classes.
+func moeBatch() batch {
+	const n = 64
+	return batch{X: tensor.Normal(tensor.NewKey(12), n, 6), Y: tensor.Rem(tensor.Arange(n), tensor.ScalarInt(5))}
+}
+
 // loss runs the MoE with moe and adds its auxiliary loss.
 func (m moeNet) loss(b batch, moe func(nn.MoE, *tensor.Tensor) nn.MoEOutput) *tensor.Tensor {
 	h := m.In.Forward(b.X)
@@ -45,11 +51,7 @@ func (m moeNet) loss(b batch, moe func(nn.MoE, *tensor.Tensor) nn.MoEOutput) *te
 // per-sender capacity rule (one sender per device), in loss and every
 // gradient, on 1x8, 2x4 and 4x2 (dp×ep) meshes, with and without FSDP.
 func TestEPEqualsSingleDevice(t *testing.T) {
-	model := newMoENet()
-	const B = 64
-	x := tensor.Normal(tensor.NewKey(12), B, 6)
-	y := tensor.Rem(tensor.Arange(B), tensor.ScalarInt(5))
-	b := batch{X: x, Y: y}
+	model, b := newMoENet(), moeBatch()
 	single, err := parallel.New(model, parallel.Config[moeNet, batch]{
 		Loss: func(m moeNet, b batch) *tensor.Tensor {
 			return m.loss(b, func(l nn.MoE, h *tensor.Tensor) nn.MoEOutput { l.Senders = 8; return l.Forward(h) })
@@ -120,11 +122,7 @@ func TestEPEqualsSingleDevice(t *testing.T) {
 // elementwise (a Chain) keeps, and each device holds a fraction of the
 // replicated parameters' optimizer state.
 func TestEPShardedUpdate(t *testing.T) {
-	model := newMoENet()
-	const B = 64
-	x := tensor.Normal(tensor.NewKey(12), B, 6)
-	y := tensor.Rem(tensor.Arange(B), tensor.ScalarInt(5))
-	b := batch{X: x, Y: y}
+	model, b := newMoENet(), moeBatch()
 	for _, c := range []struct{ dp, ep int }{{1, 8}, {2, 4}, {4, 2}} {
 		t.Run(fmt.Sprintf("%dx%d", c.dp, c.ep), func(t *testing.T) {
 			mesh := shard.NewMesh([]int{c.dp, c.ep}, []string{"dp", "ep"})
