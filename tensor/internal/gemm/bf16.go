@@ -91,7 +91,7 @@ func BgemmMixed(transA, transB bool, m, n, k int, a BF16Operand, lda int, b BF16
 }
 
 // roundedBufs recycles the rounded copies of float32 operands of the
-// paths that need one (widening, AMX).
+// paths that need one (widening, AMX) and interleaveRows' two-row buffers.
 var roundedBufs sync.Pool
 
 // roundOperand returns the first n values of o as bfloat16 bits: o.Bits,
