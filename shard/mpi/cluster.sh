@@ -224,14 +224,6 @@ export OMPI_MCA_mpi_yield_when_idle=1
 # (connect() EAGAIN, then a hang until GONOX_TIMEOUT), the wire-up race
 # Open MPI's issue 3035 describes. Export OMPI_MCA_btl_tcp_progress_thread=1
 # before cluster.sh to turn it on.
-# The TCP connections between processes are made during MPI_Init
-# (mpi_preconnect_mpi), not lazily at the first message: gonox's devices
-# call MPI from several threads at once, and a first message to a peer sent
-# by two threads at once races in the TCP BTL's connection set-up (a CI job
-# on 2 hosts x 2 processes, progress thread off, failed with "connect() to
-# ...:1025 failed: Operation now in progress (115)" and waited until
-# GONOX_TIMEOUT; Open MPI's issues 3035 and 10734).
-export OMPI_MCA_mpi_preconnect_mpi=1
 # A host cut off (GONOX_CLUSTER_LINK) is noticed in seconds, not the
 # default quarter of an hour: Open MPI's daemons send keepalives after 2 s
 # of silence, and TCP in the namespaces gives up after 4 retransmissions

@@ -23,6 +23,12 @@ import (
 // Init at the start of main, before anything uses the device pool, and
 // Finalize before main returns. A second call does nothing.
 //
+// Unless they are set, Init sets two of Open MPI's variables for MPI_Init:
+// OMPI_MCA_opal_signal empty (Go keeps its own signal handlers) and
+// OMPI_MCA_mpi_preconnect_mpi=1 (every process connects to every other
+// during MPI_Init, since lazy connections race when several devices send
+// a first message at once).
+//
 // Init parses the environment (EnvSettings) and, under mpirun, makes the
 // processes agree on it: a value refused on any process, or a setting
 // that differs between processes (GONOX_DEBUG given to some with a
@@ -35,6 +41,15 @@ func Init() error {
 		// Open MPI's handlers for SIGSEGV and friends would take over Go's,
 		// which turn nil dereferences into panics.
 		os.Setenv("OMPI_MCA_opal_signal", "")
+	}
+	if _, set := os.LookupEnv("OMPI_MCA_mpi_preconnect_mpi"); !set {
+		// Open MPI's TCP connections made in MPI_Init, not at the first
+		// message to each peer: the devices of a process send from
+		// several threads at once, and two first messages to one peer
+		// race in the TCP BTL's connection set-up ("connect() ...
+		// failed: Operation now in progress", then a hang; Open MPI's
+		// issues 3035 and 10734). Set the variable to 0 to connect lazily.
+		os.Setenv("OMPI_MCA_mpi_preconnect_mpi", "1")
 	}
 	settings, bad := EnvSettings()
 	if state.inited {
