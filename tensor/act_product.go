@@ -47,7 +47,7 @@ func init() {
 		VJPNeed: func(g *Tensor, in []*Tensor, out *Tensor, pp any, need uint64) []*Tensor {
 			p := pp.(*actProductParams)
 			x := in[0]
-			if p.act.fromInput() && !higherOrder(g, x, in[1]) && g.layout == nil {
+			if p.act.fromInput() && !higherOrder(g, x, in[1]) && g.layout() == nil {
 				return actProductVJP(g, in, out, p, need)
 			}
 			h := p.act.apply(x)
@@ -58,11 +58,11 @@ func init() {
 				} else {
 					res[0] = Apply(p.act.bwd(), nil, dh, h)
 				}
-				if dh != g && !dh.IsTraced() && dh.layout == nil {
+				if dh != g && !dh.IsTraced() && dh.layout() == nil {
 					Donate(dh)
 				}
 			}
-			if !h.IsTraced() && h.layout == nil {
+			if !h.IsTraced() && h.layout() == nil {
 				Donate(h)
 			}
 			return res
@@ -341,7 +341,7 @@ func actRaggedDot(op string, act Activation, x, w, groupSizes *Tensor, compute D
 	if act >= numActivations {
 		panic(fmt.Sprintf("%s: %s: unknown activation %v", op, operands("@", x, w), act))
 	}
-	if !fusesAct(act, x, w) || groupSizes.layout != nil || groupSizes.xv != nil {
+	if !fusesAct(act, x, w) || groupSizes.layout() != nil || groupSizes.xv() != nil {
 		if compute == 0 {
 			return RaggedDot(act.apply(x), w, groupSizes)
 		}

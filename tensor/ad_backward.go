@@ -39,7 +39,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	b.slots = make([]*Tensor, outputs(nodes))
 	for i, y := range ys {
 		if y.node != nil && y.node.trace == tr && cots[i] != nil {
-			b.add(y.node, y.outIdx, cots[i], nil)
+			b.add(y.node, int(y.outIdx), cots[i], nil)
 		}
 	}
 	// kept: the nodes whose cotangents are asked for (they stay in their
@@ -361,7 +361,7 @@ func (b *backward) placeholder(a *avalRec) *Tensor {
 	}
 	t := &b.phBlock[0]
 	b.phBlock = b.phBlock[1:]
-	*t = Tensor{dtype: a.dtype, shape: a.shape, local: a.local, layout: a.layout}
+	*t = Tensor{dtype: a.dtype, shape: a.shape, ext: a.ext}
 	return t
 }
 
@@ -403,7 +403,7 @@ func (b *backward) gradients(wrt []*Tensor) []*Tensor {
 		}
 		if gs == nil || gs[w.outIdx] == nil {
 			z := ZerosLike(w)
-			z.local = w.local
+			z.setLocal(w.local())
 			out[i] = z
 			continue
 		}
@@ -417,12 +417,12 @@ func (b *backward) gradients(wrt []*Tensor) []*Tensor {
 			g.cot = b.pass
 			gs[w.outIdx] = g // for a value asked for twice
 		}
-		if ax := w.axes; ax != nil && g.axes == nil && len(ax) == len(g.shape) && b.pass.owns(g) && !slices.Contains(out[:i], g) {
+		if ax := w.axes(); ax != nil && g.axes() == nil && len(ax) == len(g.shape) && b.pass.owns(g) && !slices.Contains(out[:i], g) {
 			// A cotangent the pass made is seen by no one yet: it takes
 			// the logical axes of its value in place, so that callers
 			// naming gradients (autodiff's trees) need no second header
 			// over its storage.
-			g.axes = slices.Clone(ax)
+			g.setAxes(slices.Clone(ax))
 		}
 		out[i] = g
 	}
@@ -527,7 +527,7 @@ func (p *backwardPass) dropConsumed(n *node, t *Tensor) {
 // cotangent t when it returns: t is not a shard.Map block, or op's VJP
 // computes on the device alone (FreshVJP) or is synchronous (SyncVJP).
 func doneWith(op *Op, t *Tensor) bool {
-	return t.local == nil || op.Traits.Reuse.Has(FreshVJP) || op.Traits.Placement.Has(SyncVJP)
+	return t.local() == nil || op.Traits.Reuse.Has(FreshVJP) || op.Traits.Placement.Has(SyncVJP)
 }
 
 // untracedVJP reports whether no operand or result of n is traced: its
@@ -551,12 +551,12 @@ func untracedVJP(n *node) bool {
 // the cotangent after the kernel has written over it.
 func hostVJP(n *node) bool {
 	for _, x := range n.ins {
-		if x != nil && x.xv != nil {
+		if x != nil && x.xv() != nil {
 			return false
 		}
 	}
 	for _, x := range n.outs {
-		if x != nil && x.xv != nil {
+		if x != nil && x.xv() != nil {
 			return false
 		}
 	}
@@ -566,7 +566,7 @@ func hostVJP(n *node) bool {
 // plainF32 reports whether t is untraced, unsharded float32 data with
 // storage of its own to speak of.
 func plainF32(t *Tensor) bool {
-	return t.dtype == Float32 && t.node == nil && t.layout == nil && len(t.f32) > 0
+	return t.dtype == Float32 && t.node == nil && t.layout() == nil && len(t.f32) > 0
 }
 
 // storage identifies t's float32 buffer (nil if it has none).
@@ -593,10 +593,10 @@ func (p *backwardPass) claimNew(sum, a, b *Tensor) {
 // frees blocks that another header, layout or caller still reaches, so the
 // pass may donate a placed cotangent that is a header of its own.
 func countsHeaders(t *Tensor) bool {
-	if t == nil || t.node != nil || t.layout == nil {
+	if t == nil || t.node != nil || t.layout() == nil {
 		return false
 	}
-	_, ok := t.layout.(BlockHolder)
+	_, ok := t.layout().(BlockHolder)
 	return ok
 }
 
@@ -617,7 +617,7 @@ func placedOwnable(n *node, gs []*Tensor, r *Tensor) bool {
 // made (madeBy). Donating it drops this device's hold on the storage
 // alone.
 func syncOwnable(n *node, gs []*Tensor, r *Tensor) bool {
-	return cotangentReuse && n.op.Traits.Placement.Has(SyncVJP) && r.node == nil && r.layout == nil && r.local != nil && madeBy(n, gs, r)
+	return cotangentReuse && n.op.Traits.Placement.Has(SyncVJP) && r.node == nil && r.layout() == nil && r.local() != nil && madeBy(n, gs, r)
 }
 
 // batchOwnable reports whether r, a cotangent the VJP of n returned for
@@ -627,8 +627,8 @@ func syncOwnable(n *node, gs []*Tensor, r *Tensor) bool {
 // behind r is r's alone (xval.owned), so that donating r donates the
 // batch (a vmapped gradient's cotangents recycled as outside Vmap).
 func batchOwnable(n *node, gs []*Tensor, r *Tensor) bool {
-	return cotangentReuse && n.op.Traits.Reuse.Has(FreshVJP) && r.node == nil && r.xv != nil && r.xv.tan == nil &&
-		r.xv.owned.Load() && madeBy(n, gs, r)
+	return cotangentReuse && n.op.Traits.Reuse.Has(FreshVJP) && r.node == nil && r.xv() != nil && r.xv().tan == nil &&
+		r.xv().owned.Load() && madeBy(n, gs, r)
 }
 
 // madeBy reports whether r is a header the VJP of n made for the
@@ -701,7 +701,7 @@ func viewOfOwned(p *backwardPass, n *node, gs, res []*Tensor, r *Tensor, kept bo
 // accumulable reports whether g can be added into a in place: same dtype,
 // length and shard.Map mark, both untraced host data.
 func accumulable(a, g *Tensor) bool {
-	return plainF32(a) && plainF32(g) && a.local == g.local && len(a.f32) == len(g.f32)
+	return plainF32(a) && plainF32(g) && a.local() == g.local() && len(a.f32) == len(g.f32)
 }
 
 // addInto adds g to dst elementwise, in place: the bits of Add(dst, g).

@@ -247,17 +247,31 @@ type recording struct {
 }
 
 // avalRec is the shape-only record of a value: what a placeholder for it
-// holds (dtype, shape, shard.Map mark, abstract layout), and no data.
+// holds (dtype, shape, and in ext the shard.Map mark and abstract layout),
+// and no data.
 type avalRec struct {
-	shape  []int
-	dtype  DType
-	local  *Local
-	layout Layout
+	shape []int
+	dtype DType
+	ext   *tensorExt
 }
 
 // placeholder returns a new shape-only tensor for the record.
 func (a *avalRec) placeholder() *Tensor {
-	return &Tensor{dtype: a.dtype, shape: a.shape, local: a.local, layout: a.layout}
+	return &Tensor{dtype: a.dtype, shape: a.shape, ext: a.ext}
+}
+
+// avalExt returns the rarely set fields of a shape-only record of x: its
+// mark and abstract layout. It is x's own record when that holds nothing
+// else (records are never changed, so they can be shared).
+func avalExt(x *Tensor) *tensorExt {
+	e := x.ext
+	if e == nil || e.layout == nil && e.axes == nil && e.xv == nil {
+		return e
+	}
+	if e.local == nil && e.layout == nil {
+		return nil
+	}
+	return &tensorExt{local: e.local, layout: abstractLayout(e.layout)}
 }
 
 // setAval records the shape of x as n.avals[i], the shape in the node's
@@ -283,7 +297,7 @@ func avalIn(x *Tensor, dims []int) avalRec {
 	} else {
 		own = slices.Clone(x.shape)
 	}
-	return avalRec{shape: own, dtype: x.dtype, local: x.local, layout: abstractLayout(x.layout)}
+	return avalRec{shape: own, dtype: x.dtype, ext: avalExt(x)}
 }
 
 // outAval returns the shape record of output i.
@@ -294,7 +308,7 @@ const nodeInline = 4
 // aval returns a shape-only placeholder for x: dtype, shape and local mark,
 // no data.
 func aval(x *Tensor) *Tensor {
-	return &Tensor{dtype: x.dtype, shape: slices.Clone(x.shape), local: x.local, layout: abstractLayout(x.layout)}
+	return &Tensor{dtype: x.dtype, shape: slices.Clone(x.shape), ext: avalExt(x)}
 }
 
 // primal strips the node of trace tr from x, if it has one.
@@ -351,7 +365,7 @@ func (n *node) record(in, prim, outs []*Tensor, state any, tw *opRecTwin) []*Ten
 	save := op.saveMask(n.params)
 	for i, x := range in {
 		if x.node != nil && x.node.trace == top {
-			n.inputs[i] = edge{x.node, x.outIdx}
+			n.inputs[i] = edge{x.node, int(x.outIdx)}
 		}
 		n.setAval(i, prim[i])
 		if save.input(i) {
@@ -404,7 +418,7 @@ func (n *node) record(in, prim, outs []*Tensor, state any, tw *opRecTwin) []*Ten
 		} else {
 			t = o.twin()
 		}
-		t.node, t.outIdx, t.primal = n, i, o
+		t.node, t.outIdx, t.primal = n, int32(i), o
 		res[i] = t
 	}
 	if !top.recycle && !top.recordAll {
@@ -472,7 +486,7 @@ func donateOrDefer(x *Tensor, dead []*Tensor) []*Tensor {
 	if x.donated {
 		return dead
 	}
-	if r := x.rec; r != nil && x.layout == nil && r.refs.Load() == 1 {
+	if r := x.rec; r != nil && x.layout() == nil && r.refs.Load() == 1 {
 		Donate(x)
 		return dead
 	}

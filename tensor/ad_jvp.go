@@ -80,16 +80,16 @@ func (jt *JVPTrace) Tangent(y *Tensor) *Tensor {
 
 // split returns the primal and tangent of x if x is a value of jt.
 func (jt *JVPTrace) split(x *Tensor) (p, t *Tensor) {
-	if x.node == nil && x.xv != nil && x.xv.lvl == jt {
-		return x.xv.val, x.xv.tan
+	if x.node == nil && x.xv() != nil && x.xv().lvl == jt {
+		return x.xv().val, x.xv().tan
 	}
 	return nil, nil
 }
 
 func (jt *JVPTrace) wrap(p, t *Tensor) *Tensor {
-	loc := p.local
-	if t.local != nil {
-		loc = unionLocal("tensor.JVPTrace", loc, t.local)
+	loc := p.local()
+	if t.local() != nil {
+		loc = unionLocal("tensor.JVPTrace", loc, t.local())
 	}
 	return newXValue(p.dtype, p.shape, loc, jt, p, t)
 }

@@ -67,9 +67,16 @@ func TestRematKeepsNoRecording(t *testing.T) {
 // until its backward pass, which on small tensors (a recurrence's steps)
 // is most of what it keeps.
 func TestNodeIsSmall(t *testing.T) {
-	require.LessOrEqual(t, unsafe.Sizeof(opRec{}), uintptr(768), "a node fits a 768-byte size class")
-	require.LessOrEqual(t, unsafe.Sizeof(opRecTwin{}), uintptr(1024), "a node with its traced result fits a 1024-byte size class")
-	require.LessOrEqual(t, unsafe.Sizeof(leafRec{}), uintptr(640), "a leaf fits a 640-byte size class")
+	require.LessOrEqual(t, unsafe.Sizeof(opRec{}), uintptr(640), "a node fits a 640-byte size class")
+	require.LessOrEqual(t, unsafe.Sizeof(opRecTwin{}), uintptr(896), "a node with its traced result fits an 896-byte size class")
+	require.LessOrEqual(t, unsafe.Sizeof(leafRec{}), uintptr(576), "a leaf fits a 576-byte size class")
+}
+
+// A header is small: every op result, placeholder and cotangent has one.
+// The rarely set fields lie behind one pointer (tensorExt).
+func TestHeaderIsSmall(t *testing.T) {
+	require.LessOrEqual(t, unsafe.Sizeof(Tensor{}), uintptr(240), "a header fits a 240-byte size class")
+	require.LessOrEqual(t, unsafe.Sizeof(avalRec{}), uintptr(40), "a node's shape record")
 }
 
 // Residuals counts the graph: every node (leaves too), the headers of the

@@ -356,7 +356,7 @@ func compileRemat(c *Trace, in, leaves, capLeaves, outsC []*Tensor, saveable fun
 	p.outAvals = make([]*Tensor, len(outsC))
 	for i, o := range outsC {
 		if o.node != nil && o.node.trace == c {
-			p.outs[i] = slotOf(edge{o.node, o.outIdx}, nil)
+			p.outs[i] = slotOf(edge{o.node, int(o.outIdx)}, nil)
 		} else {
 			p.outs[i] = slotOf(edge{}, o)
 		}

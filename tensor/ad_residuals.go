@@ -89,7 +89,7 @@ func Residuals(outs ...*Tensor) ResidualReport {
 	var all []Residual
 	for _, r := range ResidualTensors(outs...) {
 		// A placed residual is kept by the devices holding its blocks.
-		if bl, ok := r.Tensor.layout.(BlockLayout); ok && !shapeOnly(r.Tensor.layout) {
+		if bl, ok := r.Tensor.layout().(BlockLayout); ok && !shapeOnly(r.Tensor.layout()) {
 			blocks, devs := bl.DeviceBlocks()
 			for i, b := range blocks {
 				if b == nil {

@@ -123,22 +123,22 @@ func (bt *BatchTrace) Batches(y *Tensor) bool { return y != nil && bt.valueOf(y)
 
 // valueOf returns the batched value behind x if x is a value of bt.
 func (bt *BatchTrace) valueOf(x *Tensor) *Tensor {
-	if x.node == nil && x.xv != nil && x.xv.lvl == bt {
-		return x.xv.val
+	if x.node == nil && x.xv() != nil && x.xv().lvl == bt {
+		return x.xv().val
 	}
 	return nil
 }
 
 // wrap returns the value of bt for the batch v (batch dimension first).
 func (bt *BatchTrace) wrap(v *Tensor) *Tensor {
-	return newXValue(v.dtype, v.shape[1:len(v.shape):len(v.shape)], v.local, bt, v, nil)
+	return newXValue(v.dtype, v.shape[1:len(v.shape):len(v.shape)], v.local(), bt, v, nil)
 }
 
 // wrapFresh is wrap for a batch a batching fast path computed for the new
 // value alone, which donating the value donates.
 func (bt *BatchTrace) wrapFresh(v *Tensor) *Tensor {
 	t := bt.wrap(v)
-	t.xv.owned.Store(true)
+	t.xv().owned.Store(true)
 	return t
 }
 
@@ -179,16 +179,16 @@ func (bt *BatchTrace) apply(op *Op, params any, in []*Tensor, wantState bool) ([
 			if v == o {
 				owned = false
 				if bat[j] {
-					in[j].xv.owned.Store(false)
+					in[j].xv().owned.Store(false)
 				}
 			}
 		}
 		for j := range i {
 			if outs[j] == o {
-				res[j].xv.owned.Store(false)
+				res[j].xv().owned.Store(false)
 			}
 		}
-		res[i].xv.owned.Store(owned)
+		res[i].xv().owned.Store(owned)
 	}
 	return res, nil
 }
@@ -344,7 +344,7 @@ func materialize(x *Tensor, batched bool, n int) *Tensor {
 // tileable reports whether materialize copies x without an op: a plain
 // host tensor with data.
 func tileable(x *Tensor) bool {
-	return x.node == nil && x.xv == nil && x.layout == nil && x.local == nil && x.Size() > 0
+	return x.node == nil && x.xv() == nil && x.layout() == nil && x.local() == nil && x.Size() > 0
 }
 
 // tile fills dst with copies of src end to end (len(dst) a multiple of
@@ -382,7 +382,7 @@ func alignBatch(in []*Tensor, batched []bool, r int) []*Tensor {
 				shape = append(shape, 1)
 			}
 			shape = append(shape, x.shape[1:]...)
-			if x.node == nil && x.xv == nil && x.layout == nil {
+			if x.node == nil && x.xv() == nil && x.layout() == nil {
 				// A plain batch (no trace, level or placement to
 				// record the reshape): the view Reshape would make,
 				// without its checks and dispatch.
@@ -488,7 +488,7 @@ func materializeBatch(op **Op) func([]*Tensor, []bool, any) []*Tensor {
 // kept them) and none of them: their storage serves the next step.
 func donateTiles(tiled, res []*Tensor) {
 	for _, r := range res {
-		if r.node != nil || r.xv != nil {
+		if r.node != nil || r.xv() != nil {
 			return
 		}
 	}

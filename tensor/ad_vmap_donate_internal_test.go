@@ -22,12 +22,12 @@ func TestBatchTraceDonation(t *testing.T) {
 	x := bt.Batched(xs, 0)
 	h := Exp(x)
 	e := Exp(x)
-	require.True(t, h.xv.owned.Load())
+	require.True(t, h.xv().owned.Load())
 
 	a := Apply(ident, nil, h) // wraps h's batch too
 	require.Same(t, bt.valueOf(h), bt.valueOf(a))
-	require.False(t, h.xv.owned.Load())
-	require.False(t, a.xv.owned.Load())
+	require.False(t, h.xv().owned.Load())
+	require.False(t, a.xv().owned.Load())
 	Donate(h)
 	require.False(t, bt.valueOf(a).IsDonated())
 	require.Equal(t, Exp(xs).Float32s(), bt.Unbatched(a, 0).Float32s())

@@ -56,10 +56,12 @@ type xval struct {
 func newXValue(dt DType, shape []int, loc *Local, lvl xlevel, val, tan *Tensor) *Tensor {
 	box := &struct {
 		t Tensor
+		e tensorExt
 		x xval
 	}{}
 	box.x.lvl, box.x.val, box.x.tan = lvl, val, tan
-	box.t = Tensor{dtype: dt, shape: shape, local: loc, xv: &box.x}
+	box.e = tensorExt{local: loc, xv: &box.x}
+	box.t = Tensor{dtype: dt, shape: shape, ext: &box.e}
 	return &box.t
 }
 
@@ -69,8 +71,8 @@ func levelIDOf(x *Tensor) uint64 {
 	switch {
 	case x.node != nil:
 		return x.node.trace.id
-	case x.xv != nil:
-		return x.xv.lvl.levelID()
+	case x.xv() != nil:
+		return x.xv().lvl.levelID()
 	}
 	return 0
 }
@@ -87,11 +89,11 @@ func checkNesting(op string, x *Tensor, id uint64) {
 // or the primal of a forward-mode value (traced or not). Reading a value
 // inside Vmap panics naming op.
 func (t *Tensor) hostLevel(op string) *Tensor {
-	for t.xv != nil {
-		if t.xv.tan == nil {
-			t.xv.lvl.noData(op, t)
+	for t.xv() != nil {
+		if t.xv().tan == nil {
+			t.xv().lvl.noData(op, t)
 		}
-		t = t.xv.val
+		t = t.xv().val
 	}
 	return t
 }
@@ -103,11 +105,11 @@ func (t *Tensor) hostLevel(op string) *Tensor {
 // the ops, which see the whole batch. A value inside forward mode only
 // (JVP) has data: its primal's.
 func (t *Tensor) InsideVmap() bool {
-	for t.xv != nil {
-		if t.xv.tan == nil {
+	for t.xv() != nil {
+		if t.xv().tan == nil {
 			return true
 		}
-		t = t.xv.val
+		t = t.xv().val
 	}
 	return false
 }
@@ -163,4 +165,4 @@ func newLevelID() uint64 { return traceIDs.Add(1) }
 // mayDiff reports whether x may need derivatives: it is traced or is a
 // value of a Vmap or forward-mode level. Ops with a cheaper forward-only
 // form (the fused losses) use that form only for plain values.
-func mayDiff(x *Tensor) bool { return x.node != nil || x.xv != nil }
+func mayDiff(x *Tensor) bool { return x.node != nil || x.xv() != nil }

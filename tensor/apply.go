@@ -101,20 +101,20 @@ func scan(op *Op, in []*Tensor) (top *Trace, up xlevel, loc *Local, placed bool)
 		if x.placeholder() {
 			x.mustHaveData("tensor: op " + op.Name) // panics
 		}
-		if x.layout != nil && !dist {
+		if x.layout() != nil && !dist {
 			placed = true
 		}
 		if x.node != nil && (top == nil || x.node.trace.id > top.id) {
 			top = x.node.trace
 		}
-		if x.xv != nil {
+		if x.xv() != nil {
 			wrapped = true
-			if x.node == nil && (up == nil || x.xv.lvl.levelID() > up.levelID()) {
-				up = x.xv.lvl
+			if x.node == nil && (up == nil || x.xv().lvl.levelID() > up.levelID()) {
+				up = x.xv().lvl
 			}
 		}
-		if x.local != nil {
-			loc = unionLocal(op.Name, loc, x.local)
+		if x.local() != nil {
+			loc = unionLocal(op.Name, loc, x.local())
 		}
 	}
 	if wrapped {
@@ -134,10 +134,14 @@ func finish(op *Op, out *Tensor, in []*Tensor, loc *Local) *Tensor {
 	}
 	if slices.Contains(in, out) {
 		out = out.shallow()
-		out.axes = nil
+		out.setAxes(nil)
 	}
-	if out.local == nil {
-		out.local = loc
+	if loc != nil && out.local() == nil {
+		if out.ext == nil {
+			out.ext = markExt(loc, in)
+		} else {
+			out.setLocal(loc)
+		}
 	}
 	return out
 }
@@ -176,7 +180,7 @@ func applyCore(op *Op, params any, in []*Tensor) ([]*Tensor, any) {
 }
 
 // isXValue reports whether x is a value of a Vmap or forward-mode level.
-func isXValue(x *Tensor) bool { return x != nil && x.xv != nil }
+func isXValue(x *Tensor) bool { return x != nil && x.xv() != nil }
 
 // applyTraced applies op to inputs of which some are traced, top being
 // the innermost of their traces: it computes the op on their primal
@@ -291,7 +295,7 @@ func halfOperands(in []*Tensor) (has bool, common DType) {
 		if !d.IsFloat() {
 			continue
 		}
-		if d.isHalf() && x.layout == nil {
+		if d.isHalf() && x.layout() == nil {
 			has = true
 		}
 		if common == 0 {
@@ -307,7 +311,7 @@ func halfOperands(in []*Tensor) (has bool, common DType) {
 func widenAll(in []*Tensor) []*Tensor {
 	w := make([]*Tensor, len(in))
 	for i, x := range in {
-		if x.dtype.isHalf() && x.layout == nil {
+		if x.dtype.isHalf() && x.layout() == nil {
 			w[i] = widen(x)
 		} else {
 			w[i] = x
@@ -319,7 +323,7 @@ func widenAll(in []*Tensor) []*Tensor {
 // roundResult rounds a float32 result of a widened op to dt (a half
 // dtype; anything else leaves it as it is).
 func roundResult(out *Tensor, dt DType) *Tensor {
-	if out == nil || out.dtype != Float32 || !dt.isHalf() || out.layout != nil {
+	if out == nil || out.dtype != Float32 || !dt.isHalf() || out.layout() != nil {
 		return out
 	}
 	return narrow(out, dt)
@@ -360,7 +364,7 @@ func vjpForm(op *Op, params, state any, gs, ins, outs []*Tensor, need uint64) []
 func anyHalf(sets ...[]*Tensor) bool {
 	for _, set := range sets {
 		for _, x := range set {
-			if x != nil && x.dtype.isHalf() && x.layout == nil {
+			if x != nil && x.dtype.isHalf() && x.layout() == nil {
 				return true
 			}
 		}
@@ -374,10 +378,10 @@ func widenVJPArgs(xs []*Tensor) []*Tensor {
 	w := make([]*Tensor, len(xs))
 	for i, x := range xs {
 		switch {
-		case x == nil || !x.dtype.isHalf() || x.layout != nil:
+		case x == nil || !x.dtype.isHalf() || x.layout() != nil:
 			w[i] = x
 		case x.placeholder():
-			w[i] = &Tensor{dtype: Float32, shape: x.shape, local: x.local}
+			w[i] = &Tensor{dtype: Float32, shape: x.shape, ext: x.localExt()}
 		default:
 			w[i] = Convert(x, Float32)
 		}

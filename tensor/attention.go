@@ -467,13 +467,13 @@ func cotangents(n int, qkv ...*Tensor) []*Tensor {
 func higherOrder(xs ...*Tensor) bool {
 	for _, x := range xs {
 		for x != nil {
-			if x.node != nil || x.xv != nil && x.xv.tan != nil {
+			if x.node != nil || x.xv() != nil && x.xv().tan != nil {
 				return true
 			}
-			if x.xv == nil {
+			if x.xv() == nil {
 				break
 			}
-			x = x.xv.val
+			x = x.xv().val
 		}
 	}
 	return false

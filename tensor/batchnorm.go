@@ -317,7 +317,7 @@ func BatchNorm(x, weight, bias, residual *Tensor, eps float32, act Activation) (
 	var out []*Tensor
 	host := true
 	for _, t := range ops {
-		host = host && t.layout == nil
+		host = host && t.layout() == nil
 	}
 	if x.dtype == Float32 && host {
 		p := batchNormParams{eps: eps, act: act, resGrad: residual != nil && residual.IsTraced()}

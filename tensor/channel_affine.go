@@ -275,7 +275,7 @@ func init() {
 // channel_affine (x, s) whose output is out, for the cotangent g at
 // act's output.
 func channelAffineVJP(g, x, s, out *Tensor, act Activation, need uint64) []*Tensor {
-	if (Wants(need, 1) || Wants(need, 2)) && g.layout == nil && x.layout == nil && s.layout == nil {
+	if (Wants(need, 1) || Wants(need, 2)) && g.layout() == nil && x.layout() == nil && s.layout() == nil {
 		// dx, dscale and dshift in one sweep.
 		ops := []*Tensor{g, x, s}
 		if act == ActRelu {
@@ -294,7 +294,7 @@ func channelAffineVJP(g, x, s, out *Tensor, act Activation, need uint64) []*Tens
 	if Wants(need, 1) || Wants(need, 2) {
 		res[1], res[2] = channelSums(gz, x, s.shape)
 	}
-	if gz != g && !gz.IsTraced() && gz.layout == nil {
+	if gz != g && !gz.IsTraced() && gz.layout() == nil {
 		Donate(gz)
 	}
 	return res
@@ -381,11 +381,11 @@ func channelSumAxes(r, lead int) []int {
 // fused sweep on host tensors and shard.Map blocks, propagated ops on
 // placed ones.
 func channelSums(g, x *Tensor, shape []int) (ds, db *Tensor) {
-	if g.layout != nil || x.layout != nil {
+	if g.layout() != nil || x.layout() != nil {
 		axes := channelSumAxes(len(x.shape), 0)
 		p := Mul(g, x)
 		ds = SumKeep(p, axes...)
-		if !p.IsTraced() && p.layout == nil {
+		if !p.IsTraced() && p.layout() == nil {
 			Donate(p)
 		}
 		return Reshape(ds, shape...), Reshape(SumKeep(g, axes...), shape...)
@@ -628,7 +628,7 @@ func ChannelMoments(x *Tensor) (sum, sumSq *Tensor) {
 	if !x.dtype.IsFloat() || len(x.shape) < 2 {
 		panic(fmt.Sprintf("%s: %s: want float x [N, C, ...]", name, operands("", x)))
 	}
-	if x.dtype != Float32 || x.layout != nil {
+	if x.dtype != Float32 || x.layout() != nil {
 		s, q := channelMomentsComposed(x, 0)
 		return Reshape(s, -1), Reshape(q, -1)
 	}

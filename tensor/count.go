@@ -125,7 +125,7 @@ func binOffsets(x *Tensor, length int) *Tensor {
 // checkBincountValues panics, naming op, on a negative value of x (host
 // data only: a placed or batched x is checked where its data is).
 func checkBincountValues(op string, x *Tensor) {
-	if x.layout != nil || x.xv != nil {
+	if x.layout() != nil || x.xv() != nil {
 		return
 	}
 	for i, v := range x.i32 {
@@ -172,7 +172,7 @@ func Bincount(x, weights *Tensor, length int) *Tensor {
 			panic(fmt.Sprintf("%s: %s: weights must have the shape of x", name, desc))
 		}
 	}
-	if x.layout == nil && x.xv == nil { // a sharded x is refused by Apply; a batched one checked by the batching rule
+	if x.layout() == nil && x.xv() == nil { // a sharded x is refused by Apply; a batched one checked by the batching rule
 		for i, v := range x.i32 {
 			if v < 0 {
 				panic(fmt.Sprintf("%s: %s: negative value %d at index %d", name, desc, v, i))

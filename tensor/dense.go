@@ -47,7 +47,7 @@ func init() {
 				db = biasGrad(gz, b)
 			}
 			res := append(matmulCotangents(gz, x, w, p.mm, need&3, matmulT), db)
-			if gz != g && !gz.IsTraced() && gz.layout == nil {
+			if gz != g && !gz.IsTraced() && gz.layout() == nil {
 				Donate(gz)
 			}
 			return res
@@ -78,7 +78,7 @@ func init() {
 			y := matmulBatchRule(in[:2], batched[:2], p.mm)[0]
 			ys, bs := [2]*Tensor{y, in[2]}, [2]bool{batched[0] || batched[1], batched[2]}
 			out := biasActBatch(ys[:], bs[:], p.act)
-			if out[0] != y && !y.IsTraced() && y.layout == nil {
+			if out[0] != y && !y.IsTraced() && y.layout() == nil {
 				// The product is dead (bias_act's result is fresh): its
 				// storage serves the next step's (the fused op has no
 				// such intermediate; under Vmap, without this, every
@@ -117,7 +117,7 @@ func denseBatch(in []*Tensor, batched []bool, p *denseParams) []*Tensor {
 // data and no trace, Vmap or forward-mode level, or placement.
 func plainBatch(xs []*Tensor) bool {
 	for _, x := range xs {
-		if !plainF32(x) || x.xv != nil {
+		if !plainF32(x) || x.xv() != nil {
 			return false
 		}
 	}
@@ -128,7 +128,7 @@ func plainBatch(xs []*Tensor) bool {
 // placed.
 func hostF32(xs ...*Tensor) bool {
 	for _, x := range xs {
-		if x.dtype != Float32 || x.layout != nil {
+		if x.dtype != Float32 || x.layout() != nil {
 			return false
 		}
 	}

@@ -146,10 +146,10 @@ func donate(t *Tensor) {
 		panic(fmt.Sprintf("tensor.Donate: %v is traced (an intermediate of a function being differentiated); its value belongs to the trace", t))
 	}
 	t.donated = true
-	if x := t.xv; x != nil && x.owned.Load() && x.val.node == nil {
+	if x := t.xv(); x != nil && x.owned.Load() && x.val.node == nil {
 		donate(x.val) // a batch inside Vmap that only this value holds
 	}
-	if bd, ok := t.layout.(BlockDonator); ok {
+	if bd, ok := t.layout().(BlockDonator); ok {
 		bd.DonateBlocks()
 	}
 	t.release()

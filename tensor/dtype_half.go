@@ -134,7 +134,7 @@ func widenInto(dst []float32, x *Tensor) {
 		conv = vec.F32FromF16
 	}
 	src := x.u16
-	if serial(len(dst)*costCheap, x.local != nil) {
+	if serial(len(dst)*costCheap, x.local() != nil) {
 		conv(dst, src)
 		return
 	}
@@ -189,15 +189,15 @@ func RoundBits16(dst []uint16, dt DType, src []float32) {
 func widen(x *Tensor) *Tensor {
 	out := newOutUninit(Float32, x.shape)
 	widenInto(out.f32, x)
-	out.local = x.local
+	out.ext = x.localExt()
 	return out
 }
 
 // narrow returns the float32 host tensor x rounded to dt.
 func narrow(x *Tensor, dt DType) *Tensor {
 	out := newOutUninit(dt, x.shape) // every element is written
-	narrowInto(out.u16, dt, x.f32, x.local != nil)
-	out.local = x.local
+	narrowInto(out.u16, dt, x.f32, x.local() != nil)
+	out.ext = x.localExt()
 	return out
 }
 
@@ -210,7 +210,7 @@ func init() {
 		Impl: func(in []*Tensor, p any) *Tensor {
 			x, dt := in[0], p.(DType)
 			out := convertFloat(x, dt)
-			out.local = x.local
+			out.ext = x.localExt()
 			return out
 		},
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
@@ -239,8 +239,8 @@ func Convert(x *Tensor, dt DType) *Tensor {
 	if x.dtype == dt {
 		return x
 	}
-	if x.layout != nil && x.node == nil {
-		return x.layout.MapBlocks(x, func(b *Tensor) *Tensor { return Convert(b, dt) })
+	if x.layout() != nil && x.node == nil {
+		return x.layout().MapBlocks(x, func(b *Tensor) *Tensor { return Convert(b, dt) })
 	}
 	// A traced placed tensor goes through Apply, which records the node
 	// (MapBlocks would cut the gradient) and hands the blockwise

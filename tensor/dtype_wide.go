@@ -371,7 +371,7 @@ func withFloat64(op *Op, cost int, k func(d, s []float64)) *Op {
 			return impl(in, p)
 		}
 		out := newOutUninit(Float64, x.shape)
-		mapT(k, out.f64, x.f64, cost, x.local != nil)
+		mapT(k, out.f64, x.f64, cost, x.local() != nil)
 		return out
 	}
 	op.Traits.Types |= TypesFloat64
@@ -522,7 +522,7 @@ func chooseWide[T float64 | int64](out, src []T, shape, keep []int, isMax bool, 
 func matmulF64(a, b *Tensor, p *matmulParams) *Tensor {
 	out := newOutUninit(Float64, p.outShape) // beta = 0: Dgemm writes all of C
 	threads := 0
-	if a.local != nil || b.local != nil {
+	if a.local() != nil || b.local() != nil {
 		threads = 1
 	}
 	lda, ldb := p.leading()
@@ -582,7 +582,7 @@ func lanes64(shape []int, axis int, local *Local, fn func(base, stride, n int)) 
 func softmax64(x *Tensor, axis int, log bool) *Tensor {
 	out := newOutUninit(Float64, x.shape)
 	src, dst := x.f64, out.f64
-	lanes64(x.shape, axis, x.local, func(b, st, n int) {
+	lanes64(x.shape, axis, x.local(), func(b, st, n int) {
 		m := math.Inf(-1)
 		for j := 0; j < n; j++ {
 			if v := src[b+j*st]; v > m || v != v {

@@ -320,7 +320,7 @@ func unbroadcast(g *Tensor, shape []int) *Tensor {
 // activation-sized temporary a step).
 func unbroadcastTemp(g *Tensor, shape []int) *Tensor {
 	r := unbroadcast(g, shape)
-	if r != g && g.node == nil && g.layout == nil {
+	if r != g && g.node == nil && g.layout() == nil {
 		Donate(g)
 	}
 	return r

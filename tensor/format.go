@@ -32,17 +32,17 @@ func (t *Tensor) typeString(dt string) string {
 			b.WriteByte(',')
 		}
 		b.WriteString(strconv.Itoa(d))
-		if t.layout != nil {
-			if s := t.layout.DimAxes(i); s != "" {
+		if t.layout() != nil {
+			if s := t.layout().DimAxes(i); s != "" {
 				b.WriteByte('@')
 				b.WriteString(s)
 			}
 		}
 	}
 	b.WriteByte(']')
-	if t.local != nil && t.local.Mask != 0 {
+	if t.local() != nil && t.local().Mask != 0 {
 		b.WriteByte('{')
-		b.WriteString(strings.Join(t.local.AxisNames(), ","))
+		b.WriteString(strings.Join(t.local().AxisNames(), ","))
 		b.WriteByte('}')
 	}
 	return b.String()

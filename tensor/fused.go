@@ -266,7 +266,7 @@ func biasGrad(gz, b *Tensor) *Tensor {
 		return g
 	}
 	if len(b.shape) != 1 || len(gz.shape) < 2 || gz.dtype != Float32 || b.dtype != Float32 ||
-		higherOrder(gz, b) || gz.xv != nil || gz.layout != nil || b.layout != nil || gz.local != nil || b.local != nil {
+		higherOrder(gz, b) || gz.xv() != nil || gz.layout() != nil || b.layout() != nil || gz.local() != nil || b.local() != nil {
 		return unbroadcast(gz, b.shape)
 	}
 	n := b.shape[0]
@@ -280,12 +280,12 @@ func biasGrad(gz, b *Tensor) *Tensor {
 // ([B, N]) summed as Sum's batching rule sums it (the middle axes, the same
 // bits), without the reduction's op, params and rule. Otherwise nil.
 func batchBiasGrad(gz, b *Tensor) *Tensor {
-	if gz.node != nil || gz.xv == nil || len(b.shape) != 1 || len(gz.shape) < 2 || b.dtype != Float32 || b.layout != nil || higherOrder(gz, b) {
+	if gz.node != nil || gz.xv() == nil || len(b.shape) != 1 || len(gz.shape) < 2 || b.dtype != Float32 || b.layout() != nil || higherOrder(gz, b) {
 		return nil
 	}
-	bt, ok := gz.xv.lvl.(*BatchTrace)
-	v := gz.xv.val
-	if !ok || !plainF32(v) || v.xv != nil || v.local != nil {
+	bt, ok := gz.xv().lvl.(*BatchTrace)
+	v := gz.xv().val
+	if !ok || !plainF32(v) || v.xv() != nil || v.local() != nil {
 		return nil
 	}
 	n, nb := b.shape[0], v.shape[0]

@@ -142,7 +142,7 @@ func unravel(i int, shape []int) []int {
 // checkIndices panics unless indices is an int32 tensor whose values all lie
 // in [-n, n). what names the op and its operands for the message.
 func checkIndices(what func() string, indices *Tensor, n int) *Tensor {
-	if indices.dtype == Int64 && indices.layout == nil && indices.xv == nil {
+	if indices.dtype == Int64 && indices.layout() == nil && indices.xv() == nil {
 		// An index into an axis fits int32 (a dimension is an int32 count
 		// of the kernels): checked, then converted.
 		for i, v := range indices.i64 {
@@ -156,7 +156,7 @@ func checkIndices(what func() string, indices *Tensor, n int) *Tensor {
 	if indices.dtype != Int32 {
 		panic(fmt.Sprintf("%s: indices must be int32 or int64, got %v", what(), indices.dtype))
 	}
-	if indices.layout != nil {
+	if indices.layout() != nil {
 		return indices // Apply refuses sharded operands with its own message
 	}
 	for i, v := range indices.i32 {

@@ -104,7 +104,7 @@ func LayerNorm(x, weight, bias *Tensor, eps float32) *Tensor {
 	if !x.dtype.IsFloat() || len(x.shape) == 0 {
 		panic(fmt.Sprintf("%s: %s: want float x [..., D]", name, operands("", x)))
 	}
-	if weight == nil || bias == nil || x.dtype != Float32 || x.layout != nil || weight.layout != nil || bias.layout != nil {
+	if weight == nil || bias == nil || x.dtype != Float32 || x.layout() != nil || weight.layout() != nil || bias.layout() != nil {
 		y, _, _ := layerNormComposed(x, weight, bias, eps)
 		return y
 	}
@@ -137,7 +137,7 @@ func layerNormVJP(gs, in, outs []*Tensor, _ any, _ any) []*Tensor {
 		g = ZerosLike(x)
 	}
 	mean, rstd := outs[1], outs[2]
-	if gs[1] == nil && gs[2] == nil && !higherOrder(g, x, w, mean, rstd) && g.layout == nil {
+	if gs[1] == nil && gs[2] == nil && !higherOrder(g, x, w, mean, rstd) && g.layout() == nil {
 		return ApplyN(layerNormBwdOp, nil, g, x, w, mean, rstd)
 	}
 	mk, rk := ExpandDims(mean, -1), ExpandDims(rstd, -1)

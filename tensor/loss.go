@@ -402,7 +402,7 @@ func SoftmaxCrossEntropy(logits, labels *Tensor) *Tensor {
 		panic(fmt.Sprintf("%s: %s: labels must have shape %v (logits without the class axis)", name, desc(), logits.shape[:r-1]))
 	}
 	c := logits.shape[r-1]
-	if labels.layout == nil { // a sharded operand is refused by Apply
+	if labels.layout() == nil { // a sharded operand is refused by Apply
 		for i, l := range labels.i32 {
 			if l < 0 || int(l) >= c {
 				panic(fmt.Sprintf("%s: %s: label %d at %s out of range [0,%d)", name, desc(), l, xentIndex(labels.shape, i), c))

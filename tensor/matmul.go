@@ -189,7 +189,7 @@ func matmulImpl(in []*Tensor, pp any) *Tensor {
 func matmulF32(a, b *Tensor, p *matmulParams) *Tensor {
 	out := newOutUninit(Float32, p.outShape) // beta = 0: Sgemm writes all of C
 	threads := 0
-	if a.local != nil || b.local != nil {
+	if a.local() != nil || b.local() != nil {
 		threads = 1 // a device inside shard.Map computes on one goroutine
 	}
 	lda, ldb := p.leading()

@@ -60,7 +60,7 @@ func matmulIn(a, b *Tensor, p *matmulParams, compute DType) *Tensor {
 	}
 	out := newOutUninit(Float32, p.outShape) // beta = 0: Bgemm writes all of C
 	threads := 0
-	if a.local != nil || b.local != nil {
+	if a.local() != nil || b.local() != nil {
 		threads = 1 // a device inside shard.Map computes on one goroutine
 	}
 	lda, ldb := p.leading()

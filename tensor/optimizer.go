@@ -251,7 +251,7 @@ func adamStepsOperands(op string, ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) (
 			if (t.dtype != Float32 && t.dtype != Float64) || t.dtype != ps[i].dtype || !sameShape(t.shape, ps[i].shape) {
 				panic(fmt.Sprintf("%s: parameter %d: %s: want float32 (or float64) tensors of one shape", op, i, operands(",", x...)))
 			}
-			one = one || t.dtype == Float64 || t.layout != nil || t.local != nil
+			one = one || t.dtype == Float64 || t.layout() != nil || t.local() != nil
 		}
 		in = append(in, x...)
 	}
@@ -344,8 +344,8 @@ func SGDStep(p, g, t *Tensor, mu, s float32, nesterov bool) (p2, t2 *Tensor) {
 // else holds its header), the logical axes of x when y has none and the
 // same rank, in place: naming it costs no second header over its storage.
 func namedLike(y, x *Tensor) *Tensor {
-	if x.axes != nil && y.axes == nil && len(x.axes) == len(y.shape) && y != x {
-		y.axes = slices.Clone(x.axes)
+	if x.axes() != nil && y.axes() == nil && len(x.axes()) == len(y.shape) && y != x {
+		y.setAxes(slices.Clone(x.axes()))
 	}
 	return y
 }

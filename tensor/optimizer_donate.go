@@ -16,7 +16,7 @@ import "slices"
 // donated after it (traced ones are left to their trace).
 func AdamStepsDonating(ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) (p2, mu2, nu2 []*Tensor) {
 	in, one := adamStepsOperands("tensor.AdamStepsDonating", ps, gs, mus, nus, cs)
-	if one || slices.ContainsFunc(in, func(t *Tensor) bool { return t.node != nil || t.primal != nil || t.xv != nil }) {
+	if one || slices.ContainsFunc(in, func(t *Tensor) bool { return t.node != nil || t.primal != nil || t.xv() != nil }) {
 		p2, mu2, nu2 = AdamSteps(ps, gs, mus, nus, cs)
 		for _, t := range in {
 			if t.node == nil {
@@ -30,7 +30,7 @@ func AdamStepsDonating(ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) (p2, mu2, nu
 	for i := range k {
 		for j, x := range [3]*Tensor{in[4*i], in[4*i+2], in[4*i+3]} {
 			if writableOperand(x, in) {
-				out[3*i+j] = &Tensor{dtype: Float32, shape: x.shape, f32: x.f32, rec: x.rec, axes: x.axes}
+				out[3*i+j] = &Tensor{dtype: Float32, shape: x.shape, f32: x.f32, rec: x.rec, ext: x.axesExt()}
 			} else {
 				out[3*i+j] = namedLike(newOutUninit(Float32, x.shape), x)
 			}
@@ -41,7 +41,8 @@ func AdamStepsDonating(ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) (p2, mu2, nu
 		if t.rec != nil && slices.ContainsFunc(out, func(y *Tensor) bool { return y.rec == t.rec }) {
 			// Its result took its storage and its hold: invalid, as
 			// donated, without letting the storage go.
-			t.donated, t.f32, t.axes = true, nil, nil
+			t.donated, t.f32 = true, nil
+			t.setAxes(nil)
 			continue
 		}
 		donate(t)

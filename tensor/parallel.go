@@ -108,7 +108,7 @@ func serial(work int, local bool) bool {
 // isLocal reports whether any operand is a block inside shard.Map.
 func isLocal(xs ...*Tensor) bool {
 	for _, x := range xs {
-		if x.local != nil {
+		if x.local() != nil {
 			return true
 		}
 	}

@@ -22,5 +22,5 @@ func NewSharded(dt DType, shape []int, layout Layout) *Tensor {
 		panic("tensor.NewSharded: invalid dtype")
 	}
 	checkShape("tensor.NewSharded", shape)
-	return &Tensor{dtype: dt, shape: append([]int(nil), shape...), layout: layout}
+	return &Tensor{dtype: dt, shape: append([]int(nil), shape...), ext: &tensorExt{layout: layout}}
 }

@@ -49,10 +49,10 @@ func (l *Local) AxisNames() []string {
 }
 
 func localMask(x *Tensor) uint64 {
-	if x.local == nil {
+	if x.local() == nil {
 		return 0
 	}
-	return x.local.Mask
+	return x.local().Mask
 }
 
 func unionLocal(op string, a, b *Local) *Local {
@@ -84,7 +84,7 @@ func WithLocal(x *Tensor, l *Local) *Tensor {
 		panic(fmt.Sprintf("tensor.WithLocal: %v is traced", x))
 	}
 	y := x.shallow()
-	y.local = l
+	y.setLocal(l)
 	return y
 }
 
@@ -96,10 +96,10 @@ func Vary(x *Tensor, l *Local) *Tensor {
 	if m := localMask(x); m&^l.Mask != 0 {
 		panic(fmt.Sprintf("tensor.Vary: %v already varies over axes outside %v", x, l.AxisNames()))
 	}
-	if x.local != nil && x.local.Env != l.Env {
+	if x.local() != nil && x.local().Env != l.Env {
 		panic(fmt.Sprintf("tensor.Vary: %v belongs to another device environment", x))
 	}
-	if localMask(x) == l.Mask && x.local != nil {
+	if localMask(x) == l.Mask && x.local() != nil {
 		return x
 	}
 	return Apply(pvaryOp, l, x)
@@ -117,7 +117,7 @@ func init() {
 		},
 		Impl: func(in []*Tensor, p any) *Tensor {
 			y := in[0].shallow()
-			y.local = p.(*Local)
+			y.setLocal(p.(*Local))
 			return y
 		},
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, p any) []*Tensor {

@@ -37,7 +37,7 @@ func SetPlacer(p Placer) {
 
 // settle hands a placed gradient to the placer's Settle.
 func settle(x *Tensor) *Tensor {
-	if x.layout == nil {
+	if x.layout() == nil {
 		return x
 	}
 	if p := placer.Load(); p != nil {
@@ -51,7 +51,7 @@ func applyPlaced(op *Op, params any, in []*Tensor, loc *Local) []*Tensor {
 	p := placer.Load()
 	if p == nil {
 		for _, x := range in {
-			if x.layout != nil {
+			if x.layout() != nil {
 				panic(fmt.Sprintf("tensor: op %q: operand %v is sharded over a mesh; compute on it inside shard.Map or gather it first (shard.Gather), or import package shard, which computes on it", op.Name, x))
 			}
 		}
@@ -59,10 +59,10 @@ func applyPlaced(op *Op, params any, in []*Tensor, loc *Local) []*Tensor {
 	if loc != nil {
 		var blk, glob *Tensor
 		for _, x := range in {
-			if x.local != nil && blk == nil {
+			if x.local() != nil && blk == nil {
 				blk = x
 			}
-			if x.layout != nil && glob == nil {
+			if x.layout() != nil && glob == nil {
 				glob = x
 			}
 		}

@@ -147,7 +147,7 @@ func init() {
 // gemmThreads is the thread bound of gemm calls on these operands: a
 // device inside shard.Map computes on its own goroutine.
 func gemmThreads(a, b *Tensor) int {
-	if a.local != nil || b.local != nil {
+	if a.local() != nil || b.local() != nil {
 		return 1
 	}
 	return 0
@@ -301,7 +301,7 @@ func roundOnce(g *Tensor, compute DType, need uint64, others ...*Tensor) *Tensor
 		return nil
 	}
 	for _, x := range append(others, g) {
-		if x.layout != nil || x.xv != nil {
+		if x.layout() != nil || x.xv() != nil {
 			return nil
 		}
 	}
@@ -368,7 +368,7 @@ func checkRaggedDot(x, w, groupSizes *Tensor) bool {
 	if groupSizes.dtype != Int32 || len(groupSizes.shape) != 1 || groupSizes.shape[0] != w.shape[0] {
 		panic(fmt.Sprintf("tensor.RaggedDot: %s: group sizes must be i32[%d]", desc(), w.shape[0]))
 	}
-	if groupSizes.layout == nil && groupSizes.xv == nil {
+	if groupSizes.layout() == nil && groupSizes.xv() == nil {
 		checkGroupSizes("tensor.RaggedDot", groupSizes, x.shape[0]) // fail here, naming the public op
 		return true
 	}

@@ -110,7 +110,7 @@ func (k Key) single(op string) {
 // each example's numbers from each example's key and operands.
 func (k Key) sample(op string, draw func(k Key, operands []*Tensor) *Tensor, operands ...*Tensor) *Tensor {
 	k.single(op)
-	if k.t == nil && !slices.ContainsFunc(operands, func(x *Tensor) bool { return x.xv != nil }) {
+	if k.t == nil && !slices.ContainsFunc(operands, func(x *Tensor) bool { return x.xv() != nil }) {
 		return draw(k, operands)
 	}
 	in := make([]*Tensor, 0, 1+len(operands))

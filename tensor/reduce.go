@@ -84,7 +84,7 @@ var f64Pool = sync.Pool{New: func() any { return new([]float64) }}
 
 // sumF32 sums x over the axes of p into out, accumulating in float64.
 func sumF32(x *Tensor, p *reduceParams, out []float32) {
-	local := x.local != nil
+	local := x.local() != nil
 	src := x.f32
 	prefix, suffix, m, n := reduceShape(x.shape, p.axes)
 	switch {
@@ -584,7 +584,7 @@ func logSumExpImpl(x *Tensor, axis int) *Tensor {
 	out := newOutUninit(Float32, shape)
 	outer, n, inner := srtLanes(x.shape, axis)
 	lanes := outer * inner
-	srtParallel(lanes, lanes*n*8, x.local, func(lo, hi int) {
+	srtParallel(lanes, lanes*n*8, x.local(), func(lo, hi int) {
 		for l := lo; l < hi; l++ {
 			b := (l/inner)*n*inner + l%inner
 			if inner == 1 {

@@ -8,7 +8,7 @@ import (
 // view returns a tensor with x's data and a new shape (same element count).
 func view(x *Tensor, shape []int) *Tensor {
 	x.hold()
-	return &Tensor{dtype: x.dtype, shape: shape, f32: x.f32, i32: x.i32, b: x.b, u16: x.u16, f64: x.f64, i64: x.i64, u8: x.u8, local: x.local, rec: x.rec}
+	return &Tensor{dtype: x.dtype, shape: shape, f32: x.f32, i32: x.i32, b: x.b, u16: x.u16, f64: x.f64, i64: x.i64, u8: x.u8, ext: x.localExt(), rec: x.rec}
 }
 
 var reshapeOp *Op

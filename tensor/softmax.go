@@ -247,7 +247,7 @@ func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
 	}
 	work := outer * n * inner * 8
 	if inner == 1 {
-		srtParallel(outer, work, x.local, func(lo, hi int) {
+		srtParallel(outer, work, x.local(), func(lo, hi int) {
 			for r := lo; r < hi; r++ {
 				softmaxRow(x.f32[r*n:(r+1)*n], out.f32[r*n:(r+1)*n], log)
 			}
@@ -256,7 +256,7 @@ func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
 	}
 	// The axis is not the last one: keep one running max and sum per inner
 	// lane and sweep the axis in memory order.
-	srtParallel(outer, work, x.local, func(lo, hi int) {
+	srtParallel(outer, work, x.local(), func(lo, hi int) {
 		m := make([]float64, inner)
 		s := make([]float64, inner)
 		for o := lo; o < hi; o++ {

@@ -181,8 +181,8 @@ func srtParallel(n, work int, local *Local, fn func(lo, hi int)) {
 // kernel computing on a block inside shard.Map stays on its goroutine.
 func srtLocal(xs ...*Tensor) *Local {
 	for _, x := range xs {
-		if x.local != nil {
-			return x.local
+		if x.local() != nil {
+			return x.local()
 		}
 	}
 	return nil
@@ -220,7 +220,7 @@ func srtSortImpl(x *Tensor, p srtSortParams, idx, vals *Tensor) {
 		return
 	}
 	work := lanes * n * max(1, bits.Len(uint(n)))
-	srtParallel(lanes, work, x.local, func(lo, hi int) {
+	srtParallel(lanes, work, x.local(), func(lo, hi int) {
 		st := newSrtSorter(n)
 		for l := lo; l < hi; l++ {
 			o, i := l/inner, l%inner
@@ -389,7 +389,7 @@ func srtTopKImpl(x *Tensor, k int, vals, idx *Tensor) {
 	// on one Zen 5 core), about 3 of srtParallel's units: weighted so, the
 	// MoE router's top 2 of 8 experts for 2048 tokens splits in two.
 	work := 3 * rows * (n + k*max(1, bits.Len(uint(k))))
-	srtParallel(rows, work, x.local, func(lo, hi int) {
+	srtParallel(rows, work, x.local(), func(lo, hi int) {
 		var st *srtSorter
 		var buf []uint64
 		keys := make([]uint32, n)

@@ -23,8 +23,9 @@ import (
 //   - logical axis names (see WithLogicalAxes), metadata for sharding rules.
 type Tensor struct {
 	dtype     DType
-	donated   bool // given to Donate (see donate.go)
-	cotShared bool // see cot
+	donated   bool  // given to Donate (see donate.go)
+	cotShared bool  // see cot
+	outIdx    int32 // which output of node this is
 	shape     []int
 	f32       []float32
 	i32       []int32
@@ -35,17 +36,11 @@ type Tensor struct {
 	u8        []uint8
 
 	node   *node   // non-nil when traced
-	outIdx int     // which output of node this is
 	primal *Tensor // when traced: the same value one trace level down
 
-	local  *Local
-	layout Layout
-	axes   []string // logical axis names, nil if unset
-
-	// xv, when set, makes the tensor a value of a Vmap or forward-mode
-	// level (BatchTrace, JVPTrace): its data lives in xv (see ad_xlevel.go).
-	// Traced twins over such a value copy it.
-	xv *xval
+	// ext holds the rarely set fields (see tensorExt), nil when none is:
+	// every op result gets a header, so the header is kept small.
+	ext *tensorExt
 
 	// cot marks a cotangent whose storage the backward pass cot owns
 	// outright (see ownCotangents in ad_backward.go); with cotShared it
@@ -56,6 +51,136 @@ type Tensor struct {
 	// rec counts the holders of allocator-made storage (nil for storage
 	// from elsewhere, which is never recycled; see donate.go).
 	rec *storageRec
+}
+
+// tensorExt is the part of a Tensor header that most tensors leave unset.
+// It is never changed once a header points to it (headers copied with
+// *t share it): the setters below give the header a new one.
+type tensorExt struct {
+	local  *Local
+	layout Layout
+	axes   []string // logical axis names, nil if unset
+
+	// xv, when set, makes the tensor a value of a Vmap or forward-mode
+	// level (BatchTrace, JVPTrace): its data lives in xv (see ad_xlevel.go).
+	// Traced twins over such a value copy it.
+	xv *xval
+}
+
+// local returns t's shard.Map block mark, nil if it has none.
+func (t *Tensor) local() *Local {
+	if t.ext == nil {
+		return nil
+	}
+	return t.ext.local
+}
+
+// layout returns t's sharding layout, nil for a host tensor.
+func (t *Tensor) layout() Layout {
+	if t.ext == nil {
+		return nil
+	}
+	return t.ext.layout
+}
+
+// axes returns t's logical axis names, nil if unset.
+func (t *Tensor) axes() []string {
+	if t.ext == nil {
+		return nil
+	}
+	return t.ext.axes
+}
+
+// xv returns the Vmap or forward-mode value t is, nil if it is none.
+func (t *Tensor) xv() *xval {
+	if t.ext == nil {
+		return nil
+	}
+	return t.ext.xv
+}
+
+// setExt gives t the rarely set fields e, sharing no record with another
+// header, and none at all when every field of e is unset.
+func (t *Tensor) setExt(e tensorExt) {
+	if e.local == nil && e.layout == nil && e.axes == nil && e.xv == nil {
+		t.ext = nil
+		return
+	}
+	t.ext = &e
+}
+
+// keep returns the record of e's mark (if local) and logical axes (if
+// axes) and of nothing else: e itself when it holds nothing else.
+func (e *tensorExt) keep(local, axes bool) *tensorExt {
+	switch {
+	case e == nil:
+		return nil
+	case e.layout == nil && e.xv == nil && (local || e.local == nil) && (axes || e.axes == nil):
+		return e
+	}
+	var k tensorExt
+	if local {
+		k.local = e.local
+	}
+	if axes {
+		k.axes = e.axes
+	}
+	if k.local == nil && k.axes == nil {
+		return nil
+	}
+	return &k
+}
+
+// localExt returns the record of t's mark alone (see keep).
+func (t *Tensor) localExt() *tensorExt { return t.ext.keep(true, false) }
+
+// axesExt returns the record of t's logical axes alone (see keep).
+func (t *Tensor) axesExt() *tensorExt { return t.ext.keep(false, true) }
+
+// markExt returns a record of the mark loc alone: an operand's when one
+// holds exactly that (inside shard.Map most do), a new one if not.
+func markExt(loc *Local, in []*Tensor) *tensorExt {
+	for _, x := range in {
+		if e := x.ext; e != nil && e.local == loc && e.layout == nil && e.axes == nil && e.xv == nil {
+			return e
+		}
+	}
+	return &tensorExt{local: loc}
+}
+
+// extOrZero returns a copy of t's rarely set fields.
+func (t *Tensor) extOrZero() tensorExt {
+	if t.ext == nil {
+		return tensorExt{}
+	}
+	return *t.ext
+}
+
+// setLocal sets t's shard.Map block mark.
+func (t *Tensor) setLocal(l *Local) {
+	if t.local() == l {
+		return
+	}
+	e := t.extOrZero()
+	e.local = l
+	t.setExt(e)
+}
+
+// setLayout sets t's sharding layout.
+func (t *Tensor) setLayout(l Layout) {
+	e := t.extOrZero()
+	e.layout = l
+	t.setExt(e)
+}
+
+// setAxes sets t's logical axis names.
+func (t *Tensor) setAxes(a []string) {
+	if t.ext == nil && a == nil {
+		return
+	}
+	e := t.extOrZero()
+	e.axes = a
+	t.setExt(e)
 }
 
 // numel returns the number of elements of shape.
@@ -272,11 +397,11 @@ func FullLike(x *Tensor, v float64) *Tensor {
 }
 
 func fullLike(op string, x *Tensor, v float64) *Tensor {
-	if x.layout != nil {
-		return x.layout.MapBlocks(x, func(b *Tensor) *Tensor { return fullLike(op, b, v) })
+	if x.layout() != nil {
+		return x.layout().MapBlocks(x, func(b *Tensor) *Tensor { return fullLike(op, b, v) })
 	}
 	t := full(op, x.dtype, v, x.shape)
-	t.local = x.local
+	t.ext = x.localExt()
 	return t
 }
 
@@ -338,19 +463,19 @@ func (t *Tensor) Bytes() int { return t.Size() * t.dtype.Size() }
 func (t *Tensor) host(op string) *Tensor {
 	t = t.hostLevel(op)
 	t.mustHaveData(op)
-	if t.layout != nil {
-		return t.layout.Gather(t)
+	if t.layout() != nil {
+		return t.layout().Gather(t)
 	}
 	return t
 }
 
 // placeholder reports whether t is a shape-only placeholder.
 func (t *Tensor) placeholder() bool {
-	if t.xv != nil {
+	if t.xv() != nil {
 		return false
 	}
-	if t.layout != nil {
-		return shapeOnly(t.layout)
+	if t.layout() != nil {
+		return shapeOnly(t.layout())
 	}
 	return t.f32 == nil && t.i32 == nil && t.b == nil && t.u16 == nil && t.f64 == nil && t.i64 == nil && t.u8 == nil && t.Size() > 0
 }
@@ -361,8 +486,8 @@ func (t *Tensor) mustHaveData(op string) {
 	if t.IsDonated() {
 		donatedPanic(op, "", t)
 	}
-	if t.xv != nil {
-		t.xv.lvl.noData(op, t) // panics
+	if t.xv() != nil {
+		t.xv().lvl.noData(op, t) // panics
 	}
 	if t.placeholder() {
 		panic(fmt.Sprintf("%s: %v is a shape-only placeholder with no data (an op's VJP may only read the inputs and outputs its Save mask keeps)", op, t))
@@ -495,13 +620,13 @@ func (t *Tensor) at(i int) float64 {
 
 // Layout returns the sharding layout of a global sharded tensor, or nil for
 // a host tensor.
-func (t *Tensor) Layout() Layout { return t.layout }
+func (t *Tensor) Layout() Layout { return t.layout() }
 
 // Local returns the shard.Map block mark, or nil outside shard.Map.
-func (t *Tensor) Local() *Local { return t.local }
+func (t *Tensor) Local() *Local { return t.local() }
 
 // LogicalAxes returns the logical axis names set by WithLogicalAxes, or nil.
-func (t *Tensor) LogicalAxes() []string { return append([]string(nil), t.axes...) }
+func (t *Tensor) LogicalAxes() []string { return append([]string(nil), t.axes()...) }
 
 // WithLogicalAxes returns x annotated with logical axis names, one per
 // dimension ("" for a dimension with no name), as Flax's with_partitioning
@@ -515,9 +640,9 @@ func WithLogicalAxes(x *Tensor, names ...string) *Tensor {
 	}
 	y := x.shallow()
 	if len(names) == 0 {
-		y.axes = nil
+		y.setAxes(nil)
 	} else {
-		y.axes = append([]string(nil), names...)
+		y.setAxes(append([]string(nil), names...))
 	}
 	return y
 }
@@ -532,9 +657,9 @@ func (t *Tensor) shallow() *Tensor {
 		return &c
 	}
 	c.hold()
-	if bh, ok := t.layout.(BlockHolder); ok {
+	if bh, ok := t.layout().(BlockHolder); ok {
 		bh.HoldBlocks() // one more header over a placed tensor's blocks
-	} else if bd, ok := t.layout.(BlockDonator); ok {
+	} else if bd, ok := t.layout().(BlockDonator); ok {
 		bd.ShareBlocks() // the same for a placed tensor's blocks
 	}
 	return &c
@@ -562,7 +687,7 @@ func (t *Tensor) mustDType(op string, dt DType) {
 }
 
 func (t *Tensor) mustHost(op string) {
-	if t.layout != nil {
+	if t.layout() != nil {
 		panic(fmt.Sprintf("%s: %v is sharded over a mesh; gather it first (shard.Gather)", op, t))
 	}
 }

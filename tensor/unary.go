@@ -36,7 +36,7 @@ func unaryOpCost(name string, cost int, vec func(d, s []float32), f func(float32
 					}
 					break
 				}
-				mapF32(vec, d, s, cost, x.local != nil)
+				mapF32(vec, d, s, cost, x.local() != nil)
 			case Int32:
 				d, s := out.i32, x.i32
 				for i, v := range s {
