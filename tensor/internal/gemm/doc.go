@@ -99,6 +99,13 @@
 //   - A C narrower than the kernel's vectors (a classifier's 4 or 10
 //     outputs) is computed as Cᵀ = op(B)ᵀ·op(A)ᵀ, where the vectors span m,
 //     and added to C transposed through a small tile buffer.
+//   - op(A)·Bᵀ with few rows of C (an input gradient dY·Wᵀ) is computed the
+//     same way, Cᵀ = B·op(A)ᵀ, reading B in place as the broadcast operand
+//     and transposing only op(A): from NRHalf+1 to NR rows, and on AVX-512
+//     also at exactly 16 rows (a batch of 16) when n and k are at least
+//     128, where it beat packing Bᵀ strip by strip by 4-17% (the 12×16
+//     kernel then runs near its peak, and the tiles of Cᵀ cost ~10% to
+//     transpose). Below that size packing wins (k = 16: by a quarter).
 //
 // # Batches
 //

@@ -33,6 +33,7 @@ type kernelSet[T elem] struct {
 	kern       [2][2][]kernFn[T] // kern[flavour][wide][mr], mr in 1..mr
 	kc, nc     int               // k block (A strip and B block depth), n block (B block width)
 	directMaxM int               // use B in place (no packing) when op(B) = B and C has at most this many rows
+	oneVectorM bool              // C with nrHalf rows may be computed as its transpose (useTransposed)
 	packA      bool              // copy A strips into contiguous panels (kernP) when B is packed
 	kernP      [2][]kernFn[T]    // kernP[wide][mr]: kernels for a packed A panel (stride mr) and a packed B strip
 	// packA4 packs 4·kc4 k steps of an mr-row strip of A as stored (op(A) =
@@ -255,11 +256,23 @@ func (ks *kernelSet[T]) run(p *problem[T], i0, i1, j0, j1 int, ws *workspace[T])
 // (AVX-512, GFLOP per CPU-second, medians of 5), m=32 n=k=1024 went from
 // 100 to 116-120; at m=16 (the narrow kernel) one shape gained 23% and
 // another lost 14%, and at m=128 it lost 17%.
+//
+// With oneVectorM, m equal to the narrow width (a batch of 16 on
+// AVX-512: one vector of rows of C) takes both transposed paths too: a
+// narrow C, and op(A)·Bᵀ when n and k are both at least 4·NR (the kernels
+// then outweigh the transposes of the tiles of Cᵀ). Measured on AMD EPYC
+// Zen 5 (GFLOP per CPU-second, alternated binaries, 2026-11-28): m=16,
+// n=128, k=256 with Bᵀ 177 → 207; n=256, k=128 189 → 197; n=k=128
+// 184 → 191; n=k=64 lost (179 → 177) and k=16 lost a quarter; a 16×10
+// C from k=128 92 → 131, while m=20 and m=24 lost (45 → 32, 99 → 77), as
+// did m=8 with Bᵀ on the AVX2 set (83 → 78).
 func (ks *kernelSet[T]) useTransposed(p *problem[T]) bool {
-	if p.transB && p.m > ks.nrHalf && p.m <= smallMNT*ks.nr && p.n >= 2*ks.nrHalf {
+	one := ks.oneVectorM && p.m == ks.nrHalf
+	if p.transB && p.n >= 2*ks.nrHalf && p.m <= smallMNT*ks.nr &&
+		(p.m > ks.nrHalf || one && min(p.n, p.k) >= 4*ks.nr) {
 		return true
 	}
-	if p.n > ks.mr || p.n >= ks.nrHalf || p.m < 2*ks.nrHalf {
+	if p.n > ks.mr || p.n >= ks.nrHalf || p.m < 2*ks.nrHalf && !one {
 		return false
 	}
 	return p.transA || 8*p.n <= 5*ks.nrHalf

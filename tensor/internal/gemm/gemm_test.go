@@ -407,7 +407,7 @@ func testNarrowTransposed[T elem](t *testing.T) {
 		used := 0
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 			for n := 1; n <= s.mr; n++ {
-				for _, m := range []int{2 * s.nrHalf, 2*s.nrHalf + 1, 63, 100} {
+				for _, m := range []int{s.nrHalf, 2 * s.nrHalf, 2*s.nrHalf + 1, 63, 100} {
 					for _, k := range []int{1, 17, s.kc + 5} {
 						g := newCaseT(rng, tr[0], tr[1], m, n, k, rng.IntN(2)*3, 1.25, []T{0, 0.5}[rng.IntN(2)])
 						if s.useTransposed(&problem[T]{transA: tr[0], transB: tr[1], m: m, n: n, k: k}) {
@@ -422,6 +422,9 @@ func testNarrowTransposed[T elem](t *testing.T) {
 		require.True(t, s.useTransposed(&problem[T]{transA: false, m: 100, n: 1}))
 		require.True(t, s.useTransposed(&problem[T]{transA: true, m: 100, n: 1}))
 		require.False(t, s.useTransposed(&problem[T]{transA: true, m: 100, n: s.nrHalf}))
+		// One vector of rows (a batch of 16 on AVX-512) only where measured.
+		require.Equal(t, s.oneVectorM, s.useTransposed(&problem[T]{m: s.nrHalf, n: 1, k: 5}))
+		require.False(t, s.useTransposed(&problem[T]{m: s.nrHalf + 1, n: 1, k: 5}))
 	})
 }
 
@@ -746,15 +749,17 @@ func testSmallMTransB[T elem](t *testing.T) {
 			t.Skip("one kernel width: no rows between the narrow and the wide width")
 		}
 		for _, ta := range []bool{false, true} {
-			for _, m := range []int{s.nrHalf + 1, s.nr - 1, s.nr} {
-				shapes := [][2]int{{2 * s.nrHalf, 7}, {3*s.nr + 5, 2*s.kc + 3}, {1030, 300}}
+			for _, m := range []int{s.nrHalf, s.nrHalf + 1, s.nr - 1, s.nr} {
+				shapes := [][2]int{{4 * s.nr, 4*s.nr + 1}, {2 * s.nrHalf, 7}, {3*s.nr + 5, 2*s.kc + 3}, {1030, 300}}
 				if testing.Short() {
-					shapes = shapes[:2]
+					shapes = shapes[:3]
 				}
 				for _, sh := range shapes {
 					n, k := sh[0], sh[1]
 					g := newCaseT[T](rng, ta, true, m, n, k, rng.IntN(5), 1.5, -0.5)
-					require.True(t, s.useTransposed(&problem[T]{transA: ta, transB: true, m: m, n: n, k: k}),
+					// m = nrHalf only with oneVectorM, n and k ≥ 4·NR.
+					want := m > s.nrHalf || s.oneVectorM && min(n, k) >= 4*s.nr
+					require.Equal(t, want, s.useTransposed(&problem[T]{transA: ta, transB: true, m: m, n: n, k: k}),
 						"m=%d n=%d k=%d takes the transposed path", m, n, k)
 					c1 := g.check(t, 1)
 					c2 := g.check(t, 2)
