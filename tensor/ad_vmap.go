@@ -134,6 +134,16 @@ func (bt *BatchTrace) wrap(v *Tensor) *Tensor {
 	return newXValue(v.dtype, v.shape[1:len(v.shape):len(v.shape)], v.local(), bt, v, nil)
 }
 
+// wrapIn is wrap with the value in box (a rule call's allocation), or
+// allocated on its own for a nil box.
+func (bt *BatchTrace) wrapIn(box *xbox, v *Tensor) *Tensor {
+	if box == nil {
+		return bt.wrap(v)
+	}
+	box.set(v.dtype, v.shape[1:len(v.shape):len(v.shape)], v.local(), bt, v, nil)
+	return &box.t
+}
+
 // wrapFresh is wrap for a batch a batching fast path computed for the new
 // value alone, which donating the value donates.
 func (bt *BatchTrace) wrapFresh(v *Tensor) *Tensor {
@@ -147,7 +157,7 @@ func (bt *BatchTrace) apply(op *Op, params any, in []*Tensor, wantState bool) ([
 	if op.Traits.Through.Has(ThroughVmap) && (wantState || op.Batch == nil) {
 		return passThrough(op, params, in, wantState)
 	}
-	vals, bat, res := ruleArgs(len(in))
+	vals, bat, res, box := ruleArgs(len(in))
 	for i, x := range in {
 		if v := bt.valueOf(x); v != nil {
 			vals[i], bat[i] = v, true
@@ -162,14 +172,14 @@ func (bt *BatchTrace) apply(op *Op, params any, in []*Tensor, wantState bool) ([
 		outs = bt.fallback(op, params, vals, bat)
 	}
 	if len(outs) > len(res) {
-		res = make([]*Tensor, len(outs))
+		res, box = make([]*Tensor, len(outs)), nil
 	}
 	res = res[:len(outs):len(outs)]
 	for i, o := range outs {
 		if o == nil || len(o.shape) == 0 || o.shape[0] != bt.size {
 			panic(fmt.Sprintf("tensor: the batching rule of op %q returned %v for output %d; want the batch of %d examples first", op.Name, o, i, bt.size))
 		}
-		res[i] = bt.wrap(o)
+		res[i] = bt.wrapIn(box, o)
 		// The batch belongs to this value alone unless the rule
 		// returned an operand's batch (an op that returns its operand,
 		// such as Reshape to the same shape) or another output's: then
@@ -194,18 +204,20 @@ func (bt *BatchTrace) apply(op *Op, params any, in []*Tensor, wantState bool) ([
 }
 
 // ruleArgs returns the operand and batched slices of a batching rule's
-// call, and room for one result (results: more get their own slice), in
-// one allocation for the common ops.
-func ruleArgs(n int) (vals []*Tensor, bat []bool, res []*Tensor) {
+// call, room for one result (results: more get their own slice) and the
+// box of that result's value, in one allocation for the common ops (box
+// is nil for others).
+func ruleArgs(n int) (vals []*Tensor, bat []bool, res []*Tensor, box *xbox) {
 	if n > 4 {
-		return make([]*Tensor, n), make([]bool, n), make([]*Tensor, 1)
+		return make([]*Tensor, n), make([]bool, n), make([]*Tensor, 1), nil
 	}
 	buf := &struct {
 		vals [4]*Tensor
 		res  [1]*Tensor
 		bat  [4]bool
+		box  xbox
 	}{}
-	return buf.vals[:n:n], buf.bat[:n:n], buf.res[:]
+	return buf.vals[:n:n], buf.bat[:n:n], buf.res[:], &buf.box
 }
 
 // ruleCall is the memory of a batching rule's one op call: the operands it

@@ -54,15 +54,24 @@ type xval struct {
 // and content (val, and tan for a JVPTrace), header and content in one
 // allocation.
 func newXValue(dt DType, shape []int, loc *Local, lvl xlevel, val, tan *Tensor) *Tensor {
-	box := &struct {
-		t Tensor
-		e tensorExt
-		x xval
-	}{}
+	box := new(xbox)
+	box.set(dt, shape, loc, lvl, val, tan)
+	return &box.t
+}
+
+// xbox holds a value of an xlevel: its header, the header's extension
+// and the content.
+type xbox struct {
+	t Tensor
+	e tensorExt
+	x xval
+}
+
+// set makes box.t the value newXValue describes.
+func (box *xbox) set(dt DType, shape []int, loc *Local, lvl xlevel, val, tan *Tensor) {
 	box.x.lvl, box.x.val, box.x.tan = lvl, val, tan
 	box.e = tensorExt{local: loc, xv: &box.x}
 	box.t = Tensor{dtype: dt, shape: shape, ext: &box.e}
-	return &box.t
 }
 
 // levelIDOf returns the id of the latest level of x: the trace of its
