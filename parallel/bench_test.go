@@ -3,6 +3,7 @@ package parallel_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/gonox/gonox/internal/cputime"
 	"github.com/gonox/gonox/nn"
@@ -38,17 +39,48 @@ func BenchmarkDPStep(b *testing.B) {
 				if err := phase.run(); err != nil {
 					b.Fatal(err)
 				}
+				var m meetings
 				cpu0 := cputime.Used()
 				for b.Loop() {
 					_ = phase.run()
+					m.add(tr.Comm(), mesh) // each step resets the trainer's Comm
 				}
 				b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e3, "ms/step")
 				// CPU time of the process (all devices) per step: steadier
 				// than wall time on a shared machine.
 				b.ReportMetric((cputime.Used()-cpu0).Seconds()/float64(b.N)*1e3, "cpu-ms/step")
+				m.report(b, mesh)
 			})
 		}
 	}
+}
+
+// meetings sums, over a benchmark's steps, the collectives issued (each
+// counted once for all devices) and the time the devices waited in them:
+// in one process, the time they waited for slower devices.
+type meetings struct {
+	calls int
+	wait  time.Duration
+}
+
+// add adds the last step's counts of comm, which the trainer resets at
+// every step.
+func (m *meetings) add(comm *shard.Comm, mesh *shard.Mesh) {
+	for _, k := range comm.Kinds() {
+		m.calls += comm.Calls(k)
+	}
+	for _, d := range mesh.Devices() {
+		m.wait += comm.Waited(d)
+	}
+}
+
+// report reports the collectives per step ("colls/step") and the time a
+// device waited in them per step, averaged over the devices
+// ("wait-ms/step").
+func (m *meetings) report(b *testing.B, mesh *shard.Mesh) {
+	steps := float64(b.N)
+	b.ReportMetric(float64(m.calls)/steps, "colls/step")
+	b.ReportMetric(m.wait.Seconds()/float64(mesh.Size())/steps*1e3, "wait-ms/step")
 }
 
 // path forces a strategy onto the shard.Map step or onto sharding

@@ -452,7 +452,9 @@ func TestFSDPMemoryAndCommunication(t *testing.T) {
 		assert.Less(t, int64(st.Residuals.Bytes), wBytes/n+16<<10)
 	}
 	assert.Equal(t, wBytes+bBytes, dps.ParamBytes, "DP holds a full replica")
-	assert.Equal(t, 2*(sharded/n+replB)+4, dps.StateBytes, "DP's Adam moments are split like FSDP's parameters (ZeRO-1/2)")
+	// DP's sharded update leaves the vectors whole (their update is cheaper
+	// than the meetings of a reduce-scatter and an all-gather).
+	assert.Equal(t, 2*(wBytes/n+bBytes)+4, dps.StateBytes, "DP's Adam moments of the weights are split like FSDP's parameters (ZeRO-1/2)")
 	// DP keeps the full weights for backward (as the outputs of the
 	// implicit broadcasts of the replicated weights, "pvary").
 	assert.Equal(t, wBytes, int64(dps.Residuals.ByLabel["pvary"].Bytes))
@@ -461,12 +463,12 @@ func TestFSDPMemoryAndCommunication(t *testing.T) {
 		"without the remat policy the Map step would keep the gathered weights")
 
 	// Communication per step, per device, as the textbook has it. DP: a
-	// reduce-scatter of the gradients and an all-gather of the updated
-	// parameters ((n-1)/n of their bytes each: one all-reduce), an
-	// all-reduce of the replicated bias's gradient, plus the loss.
+	// reduce-scatter of the weights' gradients and an all-gather of the
+	// updated weights ((n-1)/n of their bytes each: one all-reduce), an
+	// all-reduce of the biases' gradients, plus the loss.
 	lossBytes := int64(2 * (n - 1) * 4 / n)
-	assert.Equal(t, map[string]int64{"psum_scatter": (n - 1) * sharded / n, "all_gather": (n - 1) * sharded / n,
-		"psum": 2*(n-1)*replB/n + lossBytes}, dps.CommBytes)
+	assert.Equal(t, map[string]int64{"psum_scatter": (n - 1) * wBytes / n, "all_gather": (n - 1) * wBytes / n,
+		"psum": 2*(n-1)*bBytes/n + lossBytes}, dps.CommBytes)
 	// FSDP, Map step: all-gather of every sharded leaf in forward and of
 	// the weights again in backward (the bias add's VJP needs no bias),
 	// a reduce-scatter of their gradients, and an all-reduce of the

@@ -52,6 +52,24 @@ import (
 // handled on the sharded step: its norm sums the squares of the blocks
 // over the data axes (optim.GlobalNorm with the device's psum).
 
+// zeroWholeMax is the size, in elements, up to which a vector parameter
+// (a bias, a norm's scale) is left whole by the sharded update, as if no
+// dimension could be split (zeroWhole); it also bounds the bucket of
+// gradients summed in one psum (gradBucket), which shard then stages in
+// one process (it sums psums of up to 4096 float32 elements at one
+// meeting).
+const zeroWholeMax = 4096
+
+// zeroWhole reports whether the sharded update leaves parameter x whole: a
+// vector of at most zeroWholeMax elements. Its gradient is all-reduced
+// with the other small ones and the loss in one psum (gradBucket), and
+// every device updates all of it. Split, it would cost a reduce-scatter
+// and an all-gather, each a meeting of the devices, to save each device
+// the update of a few thousand elements.
+func zeroWhole(x *tensor.Tensor) bool {
+	return x.Rank() <= 1 && x.Size() <= zeroWholeMax
+}
+
 // planZeRO records, by parameter path, the dimension of each parameter
 // that the sharded update splits over the data axes, and returns where the
 // optimizer state of each parameter is stored: split like those blocks. A
@@ -68,7 +86,7 @@ func (t *Trainer[M, B]) planZeRO(model M) pathSpecs {
 		key := paths[i].String()
 		dim, spec := -1, t.specs[key]
 		split := spec.Axes()
-		if x.DType().IsFloat() && len(split) == 0 {
+		if x.DType().IsFloat() && len(split) == 0 && !zeroWhole(x) {
 			spec = zeroSpec(x.Shape(), nil, t.dataAxes, n)
 			for d, ds := range spec {
 				if len(ds) > 0 {
@@ -163,9 +181,8 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		}
 		opts = append(opts, autodiff.OnGradient(start))
 	}
-	var l *tensor.Tensor
+	var l, rows *tensor.Tensor // rows: the device's loss, summed over the data axes after the backward pass
 	var g M
-	var mean *shard.Handle // the loss's sum over the data axes, started after the backward pass
 	n, r := c.AxisSize(axes...), c.AxisIndex(axes...)
 	flow := newFlow(in.ModelState, t.cfg.StateLoss != nil)
 	switch k := t.cfg.MicroBatches; {
@@ -181,13 +198,13 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		// weights, before any backward pass writes its gradients (a DP
 		// step of the 784-1024-1024-10 MLP on 8 devices and 2 cores took
 		// 4-7% more CPU time without it, on 2 devices 2-4% less).
-		var rows, scaled *tensor.Tensor
+		var scaled *tensor.Tensor
 		scaled, rows, g = valueAndGradAux(pv, func(p M) (*tensor.Tensor, *tensor.Tensor) {
 			x := t.rowsLoss(c, p, in.Batch, in.Key, 0, flow)
 			return meanScale(x, n), x
 		}, opts...)
 		tensor.Donate(scaled)
-		mean = c.PsumStart(tensor.StopGradient(rows), axes...) // the auxiliary output's value
+		rows = tensor.StopGradient(rows) // the auxiliary output's value
 	case k == 1:
 		l, g = valueAndGrad(pv, func(p M) *tensor.Tensor { return t.deviceLoss(c, p, in.Batch, in.Key, 0, flow) }, opts...)
 	default:
@@ -200,9 +217,16 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// recycled once the trainer donates the old parameters.
 	donateDead(in.Params, pv)
 	leaves, tree := pytree.Flatten(g)
+	// The loss and the small gradients left whole meet in one psum,
+	// started before the reduce-scatters are waited for.
+	bucket, mean := t.startBucket(c, leaves, hs, dims, sums, rows)
 	for i, x := range leaves {
 		if x == nil || !x.DType().IsFloat() {
 			continue
+		}
+		if j := slices.Index(bucket.leaves, i); j >= 0 {
+			leaves[i] = bucket.wait(j)
+			continue // the bucket's copy of x is reduced, x is the caller's
 		}
 		h := hs[i]
 		if h == nil { // not started during the backward pass
@@ -222,8 +246,10 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		}
 	}
 	g = pytree.Unflatten[M](tree, leaves)
-	if mean != nil {
-		l = meanScale(mean.Wait(), n)
+	if mean >= 0 {
+		l = meanScale(bucket.wait(mean), n)
+	} else if rows != nil {
+		l = meanScale(c.Psum(rows, axes...), n)
 	}
 	own := t.zeroMap(in.Params, func(x *tensor.Tensor, dim int) *tensor.Tensor {
 		if dim < 0 {
@@ -287,4 +313,66 @@ func localDevices(mesh *shard.Mesh) int {
 		}
 	}
 	return n
+}
+
+// gradBucket is the one psum, over the data axes, of the small gradients
+// the sharded update leaves whole (zeroWholeMax) and of the device's
+// loss: their blocks flattened and laid end to end, then cut apart.
+// Summed elementwise in the same order of devices, each comes out with
+// the bits of its own psum.
+type gradBucket struct {
+	leaves []int            // the leaves in the bucket, in its order
+	parts  []*tensor.Tensor // the bucket's members (the leaves', then the loss)
+	h      *shard.Handle
+	sum    *tensor.Tensor
+}
+
+// startBucket starts the bucket's psum: the float32 gradients among
+// leaves updated whole and summed over every data axis, and rows (the
+// device's loss, if not nil), as long as they fit zeroWholeMax in all. It
+// returns the bucket and the loss's member index (-1 if it is not in the
+// bucket). With fewer than two members there is nothing to put together:
+// the bucket is empty and each is summed alone.
+func (t *Trainer[M, B]) startBucket(c *shard.Ctx, leaves []*tensor.Tensor, hs []*shard.Handle, dims []int, sums [][]string, rows *tensor.Tensor) (*gradBucket, int) {
+	b := &gradBucket{}
+	total := 0
+	add := func(x *tensor.Tensor) bool {
+		if x.DType() != tensor.Float32 || total+x.Size() > zeroWholeMax {
+			return false
+		}
+		b.parts = append(b.parts, x)
+		total += x.Size()
+		return true
+	}
+	for i, x := range leaves {
+		if x != nil && dims[i] < 0 && hs[i] == nil && slices.Equal(sums[i], t.dataAxes) && add(x) {
+			b.leaves = append(b.leaves, i)
+		}
+	}
+	mean := -1
+	if rows != nil && add(rows) {
+		mean = len(b.parts) - 1
+	}
+	if len(b.parts) < 2 {
+		return &gradBucket{}, -1
+	}
+	flat := make([]*tensor.Tensor, len(b.parts))
+	for i, x := range b.parts {
+		flat[i] = tensor.Reshape(x, x.Size())
+	}
+	b.h = c.PsumStart(tensor.Concat(0, flat...), t.dataAxes...)
+	return b, mean
+}
+
+// wait returns the sum of the bucket's member j, waiting for the psum.
+func (b *gradBucket) wait(j int) *tensor.Tensor {
+	if b.sum == nil {
+		b.sum = b.h.Wait()
+	}
+	off := 0
+	for _, x := range b.parts[:j] {
+		off += x.Size()
+	}
+	x := b.parts[j]
+	return tensor.Reshape(tensor.SliceAxis(b.sum, 0, off, off+x.Size()), x.Shape()...)
 }

@@ -33,7 +33,7 @@ func zeroMeshes() []*shard.Mesh {
 func shardedStateBytes(m nn.MLP, n int) int64 {
 	var b int64
 	for _, x := range pytree.Leaves(m) {
-		if x.Dim(0) >= n && x.Dim(0)%n == 0 {
+		if x.Rank() > 1 && x.Dim(0) >= n && x.Dim(0)%n == 0 { // vectors are updated whole
 			b += int64(x.Bytes() / n)
 		} else {
 			b += int64(x.Bytes())
