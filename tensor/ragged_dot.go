@@ -2,6 +2,8 @@ package tensor
 
 import (
 	"fmt"
+	"runtime"
+	"slices"
 
 	"github.com/gonox/gonox/tensor/internal/gemm"
 )
@@ -205,18 +207,83 @@ func raggedOuterImpl(a, b, gs *Tensor, q *raggedOuterParams) *Tensor {
 	threads := gemmThreads(a, b)
 	sizes := checkGroupSizes("tensor.RaggedDot", gs, m)
 	a, b, compute := productOperands(a, b, q.compute)
-	off := 0
-	for e := range G {
-		r := sizes[e]
-		if r > 0 {
-			groupGemm(compute, true, false, ka, kb, r, operandRows(a, off*ka, (off+r)*ka), ka, operandRows(b, off*kb, (off+r)*kb), kb,
-				out.f32[e*ka*kb:(e+1)*ka*kb], kb, threads)
-		} else {
-			clear(out.f32[e*ka*kb : (e+1)*ka*kb])
+	starts := make([]int, G+1)
+	for e, r := range sizes {
+		starts[e+1] = starts[e] + r
+	}
+	// group computes group e's product with the given thread bound.
+	group := func(e, threads int) {
+		lo, hi := starts[e], starts[e+1]
+		c := out.f32[e*ka*kb : (e+1)*ka*kb]
+		if lo == hi {
+			clear(c)
+			return
 		}
-		off += r
+		groupGemm(compute, true, false, ka, kb, hi-lo, operandRows(a, lo*ka, hi*ka), ka, operandRows(b, lo*kb, hi*kb), kb, c, kb, threads)
+	}
+	if order := outerGroupOrder(sizes, ka*kb, threads == 1); order != nil {
+		spreadOn(runtime.GOMAXPROCS(0), len(order), func(c int) int { return c }, func(c, _ int) { group(order[c], 1) })
+		return out
+	}
+	for e := range G {
+		group(e, threads)
 	}
 	return out
+}
+
+// outerGroupOrder returns the order in which ragged_outer's goroutines
+// compute its groups when they are enough to share whole between the
+// cores (two at least per goroutine, the work worth a split), or nil, when
+// each group's product is split over the goroutines instead (gemm's
+// split, one parallel region per group). Whole groups cost one region for
+// all of them instead of one per group (a MoE layer's two weight
+// gradients: 16 regions a step), no group below gemm's split threshold
+// runs on one core while the other waits, and group g's product is
+// computed as the serial gemm computes it: the same bits, whatever the
+// split. workers.Chunks hands the order out from the front to the first
+// goroutine and from the back to the others; the order puts the largest
+// groups at both ends and the smallest in the middle (the nonempty groups
+// by decreasing rows, alternately at the front and at the back), so both
+// start with large groups and finish with small ones, as a
+// longest-first schedule does; empty groups are cleared at the front.
+func outerGroupOrder(sizes []int, outer int, local bool) []int {
+	p := runtime.GOMAXPROCS(0)
+	var rows, nonempty int
+	for _, r := range sizes {
+		rows += r
+		if r > 0 {
+			nonempty++
+		}
+	}
+	if local || p < 2 || nonempty < 2*p || 2*rows*outer < parallelMinWork*64 {
+		return nil
+	}
+	byRows := make([]int, 0, len(sizes))
+	for e, r := range sizes {
+		if r > 0 {
+			byRows = append(byRows, e)
+		}
+	}
+	slices.SortStableFunc(byRows, func(x, y int) int { return sizes[y] - sizes[x] })
+	order := make([]int, len(sizes))
+	front, back := len(sizes)-nonempty, len(sizes)-1
+	empty := 0
+	for e, r := range sizes {
+		if r == 0 {
+			order[empty] = e
+			empty++
+		}
+	}
+	for i, e := range byRows {
+		if i%2 == 0 {
+			order[front] = e
+			front++
+		} else {
+			order[back] = e
+			back--
+		}
+	}
+	return order
 }
 
 // checkGroupSizes reads the group sizes and checks them against the rows.

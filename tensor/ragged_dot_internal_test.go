@@ -1,0 +1,52 @@
+package tensor
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/tensor/internal/workers"
+)
+
+// ragged_outer computed by whole groups in one region (outerGroupOrder)
+// gives the bits of the per-group products, in float32 and bfloat16.
+func TestRaggedOuterWholeGroups(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	sizes := []int{30, 0, 55, 7, 64, 12, 41, 3, 0, 20}
+	m := 240 // rows past the groups (235) are ignored
+	a, b := randTensor(rng, m, 24), randTensor(rng, m, 40)
+	gs := FromInts(sizes)
+	for _, compute := range []DType{Float32, BFloat16} {
+		q := &raggedOuterParams{groups: len(sizes), compute: compute}
+		old := parallelMinWork
+		parallelMinWork = 1 << 40 // one gemm per group, each on one goroutine
+		want := raggedOuterImpl(a, b, gs, q).Float32s()
+		parallelMinWork = old
+
+		withParallel(t, 64)
+		require.NotNil(t, outerGroupOrder(sizes, 24*40, false))
+		asked := workers.Asked()
+		got := raggedOuterImpl(a, b, gs, q).Float32s()
+		if compute == Float32 { // (bfloat16 operands may be rounded in regions of their own)
+			require.Equal(t, int64(1), workers.Asked()-asked, "one region for all the groups")
+		}
+		require.Equal(t, want, got, "%v", compute)
+	}
+}
+
+func TestOuterGroupOrder(t *testing.T) {
+	withParallel(t, 64) // 4 procs
+	sizes := []int{30, 0, 55, 7, 64, 12, 41, 3, 0, 20}
+	order := outerGroupOrder(sizes, 1000, false)
+	// Empty groups first, then the nonempty ones by decreasing rows (4
+	// 2 6 0 9 5 3 7) alternately from the front and from the back: the
+	// front goroutine computes 64, 41, 20 and 7 rows, the back one 55,
+	// 30, 12 and 3.
+	require.Equal(t, []int{1, 8, 4, 6, 9, 3, 7, 5, 0, 2}, order)
+
+	require.Nil(t, outerGroupOrder(sizes, 1000, true), "local: per group")
+	require.Nil(t, outerGroupOrder([]int{30, 20, 10, 5, 0, 0, 0}, 1000, false), "fewer than 2 nonempty groups a goroutine")
+	parallelMinWork = 1 << 20
+	require.Nil(t, outerGroupOrder(sizes, 1000, false), "too little work")
+}
