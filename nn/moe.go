@@ -383,16 +383,23 @@ func (m MoE) forward(x *tensor.Tensor) MoEOutput {
 	// 3. Drop the choices beyond each expert's capacity: per sender, by
 	// ranking (sender, expert) pairs as if they were S·E experts.
 	ids := idsFlat.Ints()
-	key := idsFlat
+	keys := ids
 	if S > 1 {
-		kd := make([]int, N*k)
+		keys = make([]int, N*k)
 		for a, e := range ids {
-			kd[a] = a/(N/S*k)*E + e
+			keys[a] = a/(N/S*k)*E + e
 		}
-		key = tensor.FromInts(kd)
 	}
-	dropped, _ := DropTokenMask(key, tensor.StopGradient(gatesFlat), S*E, C)
-	out, counts := m.dispatch(tokens, ids, dropped.Bools(), gatesFlat, m.Up, m.Down, E)
+	var drop []bool
+	var dropped *tensor.Tensor
+	if gatesFlat.DType() == tensor.Float32 {
+		drop = dropOverCapacity(keys, gatesFlat.Float32s(), S*E, C)
+		dropped = tensor.FromBool(drop, N*k)
+	} else {
+		dropped, _ = DropTokenMask(tensor.FromInts(keys), tensor.StopGradient(gatesFlat), S*E, C)
+		drop = dropped.Bools()
+	}
+	out, counts := m.dispatch(tokens, ids, drop, gatesFlat, m.Up, m.Down, E)
 
 	// Auxiliary losses.
 	load := tensor.Bincount(idsFlat, nil, E)
@@ -449,6 +456,55 @@ func (m MoE) dispatch(tokens *tensor.Tensor, ids []int, dropped []bool, gates, u
 	g := tensor.Take(gates, tensor.FromInts(choice), 0)
 	ys = tensor.Mul(ys, tensor.Reshape(g, M, 1))
 	return tensor.SegmentSum(ys, srcT, N), counts
+}
+
+// dropOverCapacity is DropTokenMask's mask for expert ids in [0,
+// numExperts) and float32 priorities, computed on the host: only the
+// choices of an expert chosen more than capacity times are ranked, by
+// descending priority (NaN last, -0 equal to +0, ties by position, as
+// LexSort orders), and those past the first capacity are dropped. The
+// ops of DropTokenMask (a sort of all the choices, two gathers, a count,
+// a cumulative sum and a scatter: ~11 ops a MoE layer) ran on one core
+// between parallel regions of the training step.
+func dropOverCapacity(ids []int, probs []float32, numExperts, capacity int) []bool {
+	counts := make([]int, numExperts)
+	for _, e := range ids {
+		counts[e]++
+	}
+	dropped := make([]bool, len(ids))
+	var choices []uint64 // rank key << 32 | position
+	for e, c := range counts {
+		if c <= capacity {
+			continue
+		}
+		choices = choices[:0]
+		for a, ea := range ids {
+			if ea == e {
+				choices = append(choices, uint64(priorityKey(probs[a]))<<32|uint64(a))
+			}
+		}
+		slices.Sort(choices)
+		for _, ka := range choices[capacity:] {
+			dropped[uint32(ka)] = true
+		}
+	}
+	return dropped
+}
+
+// priorityKey maps a priority to a uint32 whose unsigned order ranks
+// priorities descending, -0 equal to +0 and NaNs last (LexSort's order of
+// their negations).
+func priorityKey(p float32) uint32 {
+	if p != p {
+		return math.MaxUint32
+	}
+	b := math.Float32bits(p)
+	if b&^(1<<31) == 0 {
+		b = 0 // -0 ranks as +0
+	}
+	// b's ascending key (sign flipped for positive numbers, all bits for
+	// negative ones), inverted; +Inf's is 0x007fffff, -Inf's 0xff800000.
+	return ^(b ^ (uint32(int32(b)>>31) | 1<<31))
 }
 
 // DropTokenMask decides which token choices exceed their expert's capacity,

@@ -1,0 +1,48 @@
+package nn
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// dropOverCapacity gives DropTokenMask's mask (a sort of all the choices
+// by expert and priority, as tensor ops) on choices with tied, zero,
+// negative-zero and NaN priorities, at capacities from none to all.
+func TestDropOverCapacityMatchesDropTokenMask(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	const n, experts = 600, 6
+	ids := make([]int, n)
+	ids32 := make([]int32, n)
+	probs := make([]float32, n)
+	nan := float32(math.NaN())
+	negZero := float32(math.Copysign(0, -1))
+	for i := range ids {
+		e := r.IntN(experts)
+		if r.IntN(3) == 0 {
+			e = 0 // a crowded expert
+		}
+		ids[i], ids32[i] = e, int32(e)
+		switch r.IntN(8) {
+		case 0:
+			probs[i] = 0.25 // ties
+		case 1:
+			probs[i] = 0
+		case 2:
+			probs[i] = negZero
+		case 3:
+			probs[i] = nan
+		default:
+			probs[i] = r.Float32()
+		}
+	}
+	for capacity := 0; capacity <= n; capacity += 1 + capacity/16 { // boundaries in every band
+		want, _ := DropTokenMask(tensor.FromInt32(ids32), tensor.FromFloat32(probs), experts, capacity)
+		got := dropOverCapacity(ids, probs, experts, capacity)
+		require.Equal(t, want.Bools(), got, "capacity %d", capacity)
+	}
+}
