@@ -307,8 +307,12 @@ func xentImpl(logits, labels, sm *Tensor) *Tensor {
 		var ms, sums [xentBlock]float64
 		for b := lo; b < hi; b += xentBlock {
 			e := min(b+xentBlock, hi)
-			for i := b; i < e; i++ {
-				ms[i-b], sums[i-b] = softmaxRowSum(logits.f32[i*c:(i+1)*c], xentRowOf(sm, i, c), false)
+			if c <= xentShort {
+				xentShortRows(logits.f32[b*c:e*c], sm, b, c, ms[:e-b], sums[:e-b])
+			} else {
+				for i := b; i < e; i++ {
+					ms[i-b], sums[i-b] = softmaxRowSum(logits.f32[i*c:(i+1)*c], xentRowOf(sm, i, c), false)
+				}
 			}
 			for i := b; i < e; i++ {
 				row := logits.f32[i*c : (i+1)*c]
@@ -325,6 +329,26 @@ func xentImpl(logits, labels, sm *Tensor) *Tensor {
 // xentBlock is how many rows xentImpl takes through each of its phases at
 // a time.
 const xentBlock = 32
+
+// xentShort is the longest row (classes) that xentShortRows takes.
+const xentShort = 16
+
+// xentShortRows is softmaxRowSum (without log) for the rows of c ≤
+// xentShort classes in block, rows b... of the logits, with their bits:
+// one vec.ExpShiftRows call for the block instead of two kernel calls a
+// row. The exponentials go to sm's rows, or to scratch for a nil sm.
+func xentShortRows(block []float32, sm *Tensor, b, c int, ms, sums []float64) {
+	var scratch [xentBlock * xentShort]float32
+	var m32 [xentBlock]float32
+	dst := scratch[:len(block)]
+	if sm != nil {
+		dst = sm.f32[b*c : b*c+len(block)]
+	}
+	vec.ExpShiftRows(dst, block, c, m32[:len(ms)], sums)
+	for i, m := range m32[:len(ms)] {
+		ms[i] = float64(m)
+	}
+}
 
 // xentRowOf returns row i of sm (rows of c), or nil for a nil sm.
 func xentRowOf(sm *Tensor, i, c int) []float32 {

@@ -27,3 +27,6 @@ func maxAVX512(x []float32) (m float32, nan bool)
 
 //go:noescape
 func dotAVX512(a, b []float32, lanes *[8]float64)
+
+//go:noescape
+func expShiftRowsAVX512(dst, src []float32, c int, ms []float32, lanes []float64)

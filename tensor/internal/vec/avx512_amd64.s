@@ -439,3 +439,69 @@ dot512_done:
 	VMOVUPD Z0, (DX)
 	VZEROUPPER
 	RET
+
+// func expShiftRowsAVX512(dst, src []float32, c int, ms []float32, lanes []float64)
+// takes len(ms) rows of c ≤ 16 floats (src, dst: rows of c, in a row)
+// and for each sets ms[r] = the row's maximum m, dst's row = e^(x - m)
+// and lanes[8r:8r+8] = expShiftAVX512's lanes for that row (from zero):
+// maxAVX512 and the tail of expShiftAVX512, a row per iteration without
+// a call per row. A row holding a NaN gets the NaN in ms[r] and is left
+// (the caller redoes it), as is a row whose maximum is zero (whose sign
+// MaxF32 chooses).
+TEXT ·expShiftRowsAVX512(SB), NOSPLIT, $0-104
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	MOVQ c+48(FP), CX
+	MOVQ ms_base+56(FP), R8
+	MOVQ ms_len+64(FP), R9
+	MOVQ lanes_base+80(FP), DX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	SHLQ $2, CX
+	VBROADCASTSS z_negInf<>(SB), Z21
+	VBROADCASTSS z_signMask<>(SB), Z22
+	VXORPS X23, X23, X23
+	TESTQ R9, R9
+	JZ expShiftRows512_done
+expShiftRows512_loop:
+	VMOVUPS.Z (SI), K1, Z8
+	VCMPPS $3, Z8, Z8, K1, K3
+	KORTESTW K3, K3
+	JNZ expShiftRows512_nan
+	VMOVAPS Z21, Z7
+	VMOVAPS Z8, K1, Z7
+	VEXTRACTF64X4 $1, Z7, Y6
+	VMAXPS Y6, Y7, Y7
+	VEXTRACTF128 $1, Y7, X6
+	VMAXPS X6, X7, X7
+	VPERMILPS $0x4e, X7, X6
+	VMAXPS X6, X7, X7
+	VPERMILPS $0xb1, X7, X6
+	VMAXPS X6, X7, X7
+	VMOVSS X7, (R8)
+	VUCOMISS X23, X7
+	JEQ expShiftRows512_next
+	VBROADCASTSS X7, Z9
+	VXORPS Z22, Z9, Z9
+	ZEXPSHIFT(Z8, Z9, Z0, Z1, Z2, Z3, Z4, K2)
+	VMOVUPS Z0, K1, (DI)
+	VMOVAPS.Z Z0, K1, Z0
+	VXORPD Z20, Z20, Z20
+	ZACC8(Z0, Y0, Z20, Z5, Y5)
+	VMOVUPD Z20, (DX)
+expShiftRows512_next:
+	ADDQ CX, SI
+	ADDQ CX, DI
+	ADDQ $4, R8
+	ADDQ $64, DX
+	DECQ R9
+	JNZ expShiftRows512_loop
+expShiftRows512_done:
+	VZEROUPPER
+	RET
+expShiftRows512_nan:
+	VCOMPRESSPS Z8, K3, Z7
+	VMOVSS X7, (R8)
+	JMP expShiftRows512_next
