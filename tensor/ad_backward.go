@@ -34,9 +34,9 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	slices.SortFunc(nodes, func(a, b *node) int { return cmp.Compare(b.seq, a.seq) })
 
 	b := backward{tr: tr, retain: retain, pass: &backwardPass{}, nodes: nodes}
-	b.reserve(nodes)
+	recycle := tr.recycle && !retain
+	b.reserve(nodes, recycle)
 	b.gs = make([]nodeSlots, len(nodes))
-	b.slots = make([]*Tensor, outputs(nodes))
 	for i, y := range ys {
 		if y.node != nil && y.node.trace == tr && cots[i] != nil {
 			b.add(y.node, int(y.outIdx), cots[i], nil)
@@ -50,9 +50,8 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		}
 	}
 	var spare valueSet
-	if tr.recycle && !retain {
+	if recycle {
 		spare = spareValues(tr, ys, wrt)
-		b.dead = make([]*Tensor, 0, len(nodes))
 		// The forward values no VJP saved are dead now: their storage
 		// serves the backward pass's own allocations.
 		for _, n := range nodes {
@@ -317,9 +316,11 @@ func (b *backward) vjpArgs(n *node) (ins, outs []*Tensor) {
 	return args[:nin:nin], args[nin:]
 }
 
-// reserve allocates the blocks vjpArgs cuts from, for the placeholders
-// of nodes (in one allocation each, rather than a few at a time).
-func (b *backward) reserve(nodes []*node) {
+// reserve allocates the cotangent slots of nodes, the room for the dead
+// values if the pass recycles, and the blocks vjpArgs cuts from for the
+// placeholders of nodes: the pointers in one allocation, the headers in
+// another (rather than a few at a time).
+func (b *backward) reserve(nodes []*node, recycle bool) {
 	ph, ptr := 0, 0
 	for _, n := range nodes {
 		if n.op == leafOp || !n.op.differentiable() {
@@ -338,8 +339,16 @@ func (b *backward) reserve(nodes []*node) {
 			ptr += len(n.ins) + len(n.outs)
 		}
 	}
+	nslots, ndead := outputs(nodes), 0
+	if recycle {
+		ndead = len(nodes)
+	}
+	buf := make([]*Tensor, nslots+ndead+ptr)
+	b.slots = buf[:nslots:nslots]
+	b.dead = buf[nslots:nslots:nslots+ndead]
+	b.ptrBlock = buf[nslots+ndead:]
 	if ph > 0 {
-		b.phBlock, b.ptrBlock = make([]Tensor, ph), make([]*Tensor, ptr)
+		b.phBlock = make([]Tensor, ph)
 	}
 }
 

@@ -388,3 +388,31 @@ func widenVJPArgs(xs []*Tensor) []*Tensor {
 	}
 	return w
 }
+
+// bwdKernel is the float32 computation of a fused backward op (bwdOp):
+// z = kernel(g, x) elementwise, cost per element.
+type bwdKernel struct {
+	kernel func(d, g, x []float32)
+	cost   int
+}
+
+// apply computes the op on float32 host operands of one shape.
+func (k *bwdKernel) apply(g, x *Tensor) *Tensor {
+	out := takeDonated(g) // kernels allow dst == g
+	if out == nil {
+		out = newOutUninit(Float32, g.shape)
+	}
+	map2F32(k.kernel, out.f32, g.f32, x.f32, k.cost, isLocal(g, x))
+	return out
+}
+
+// applyBwd returns Apply(op, nil, g, x) for a fused backward op: on plain
+// operands (see plainOperand) of one shape its kernel, which Apply would
+// call, without the dispatch and its operand slice. VJPs call it on their
+// cotangents.
+func applyBwd(op *Op, g, x *Tensor) *Tensor {
+	if op.bwd == nil || !plainOperand(g) || !plainOperand(x) || !sameShape(g.shape, x.shape) {
+		return Apply(op, nil, g, x)
+	}
+	return op.bwd.apply(g, x)
+}

@@ -40,7 +40,7 @@ func init() {
 			x, w, b := in[0], in[1], in[2]
 			gz := g
 			if p.act != ActIdentity {
-				gz = Apply(p.act.bwd(), nil, g, out)
+				gz = applyBwd(p.act.bwd(), g, out)
 			}
 			var db *Tensor
 			if Wants(need, 2) {
@@ -149,11 +149,18 @@ func MatMulBiasAct(x, w, b *Tensor, act Activation) *Tensor {
 	if len(x.shape) != 2 || len(w.shape) != 2 || len(b.shape) != 1 || act.fromInput() || !hostF32(x, w, b) {
 		return BiasAct(MatMul(x, w), b, act)
 	}
-	d := &denseParams{act: act}
+	// The params and the operands passed to Apply in one allocation.
+	buf := &struct {
+		d  denseParams
+		rc ruleCall
+	}{}
+	d := &buf.d
+	d.act = act
 	d.prod.check("tensor.MatMulBiasAct", x, w, false, false, x, w)
 	d.mm = &d.prod
 	if b.shape[0] != d.mm.n {
 		panic(fmt.Sprintf("tensor.MatMulBiasAct: %s, b %v: the bias must be a vector of %d", operands("@", x, w), b, d.mm.n))
 	}
-	return Apply(denseOp, d, x, w, b)
+	buf.rc.args[0], buf.rc.args[1], buf.rc.args[2] = x, w, b
+	return buf.rc.call(denseOp, d, 3)[0]
 }

@@ -18,13 +18,17 @@ type matmulParams struct {
 
 // leading returns the leading dimensions of A and B as stored (row-major,
 // before any transpose), the lda and ldb of a gemm call.
-func (p *matmulParams) leading() (lda, ldb int) {
-	lda, ldb = p.k, p.n
-	if p.ta {
-		lda = p.m
+func (p *matmulParams) leading() (lda, ldb int) { return leadingDims(p.ta, p.tb, p.m, p.n, p.k) }
+
+// leadingDims returns the leading dimensions of the operands of
+// op(A)·op(B) for an m×k op(A) and a k×n op(B) (see leading).
+func leadingDims(ta, tb bool, m, n, k int) (lda, ldb int) {
+	lda, ldb = k, n
+	if ta {
+		lda = m
 	}
-	if p.tb {
-		ldb = p.k
+	if tb {
+		ldb = k
 	}
 	return lda, ldb
 }
@@ -82,8 +86,38 @@ func matmulBatchRule(in []*Tensor, batched []bool, pp any) []*Tensor {
 	return rc.call(matmulOp, q, 2)
 }
 
-// matmulT is MatMulT as matmulCotangents calls it.
-func matmulT(x, y *Tensor, tx, ty bool, _ DType) *Tensor { return MatMulT(x, y, tx, ty) }
+// matmulT is MatMulT as matmulCotangents calls it. On plain matrices (a
+// VJP's cotangents and saved values outside any trace, level, shard.Map
+// or placement) it calls the gemm Apply would, with the same arguments,
+// without the dispatch and its allocations (the params, the operand
+// slice): a training step computes most of its products here.
+func matmulT(x, y *Tensor, tx, ty bool, _ DType) *Tensor {
+	if len(x.shape) != 2 || len(y.shape) != 2 || !plainOperand(x) || !plainOperand(y) {
+		return MatMulT(x, y, tx, ty)
+	}
+	m, k := x.shape[0], x.shape[1]
+	if tx {
+		m, k = k, m
+	}
+	kb, n := y.shape[0], y.shape[1]
+	if ty {
+		kb, n = n, kb
+	}
+	if k != kb || k == 1 { // a mismatch (MatMulT panics) or an outer product
+		return MatMulT(x, y, tx, ty)
+	}
+	out := newOutUninit(Float32, []int{m, n}) // beta = 0: Sgemm writes all of C
+	lda, ldb := leadingDims(tx, ty, m, n, k)
+	gemm.Sgemm(tx, ty, m, n, k, 1, x.f32, lda, y.f32, ldb, 0, out.f32, n, 0)
+	return out
+}
+
+// plainOperand reports whether x is a float32 host tensor with data that
+// no trace, Vmap or forward-mode level, shard.Map mark or placement
+// concerns: what Apply hands to an op's Impl unchanged.
+func plainOperand(x *Tensor) bool {
+	return x.dtype == Float32 && x.node == nil && x.ext == nil && !x.donated && len(x.f32) > 0
+}
 
 // matmulCotangents returns the cotangents of a and b (those need asks
 // for) of C = op(a)·op(b) given G = dL/dC, with the products computed by

@@ -101,6 +101,10 @@ type Op struct {
 
 	// Traits are the op's per-op decisions (see Traits).
 	Traits Traits
+
+	// bwd is the float32 kernel of a fused backward op (bwdOp), which
+	// applyBwd calls without a dispatch on plain operands.
+	bwd *bwdKernel
 }
 
 // Traits are the decisions about one op that the engine reads when it

@@ -82,17 +82,13 @@ func map2F32(kernel func(d, a, b []float32), d, a, b []float32, cost int, local 
 // are given the batch (the kernel wants equal shapes); its JVP is its VJP
 // applied to the tangents (symmetricJVP).
 func bwdOp(name string, cost int, kernel func(d, g, x []float32), vjp func(c *Tensor, in []*Tensor, out *Tensor, p any) []*Tensor) *Op {
+	k := &bwdKernel{kernel, cost}
 	op := &Op{
 		Name: name,
 		Impl: func(in []*Tensor, _ any) *Tensor {
-			g, x := in[0], in[1]
-			out := takeDonated(g) // kernels allow dst == g
-			if out == nil {
-				out = newOutUninit(Float32, g.shape)
-			}
-			map2F32(kernel, out.f32, g.f32, x.f32, cost, isLocal(g, x))
-			return out
+			return k.apply(in[0], in[1])
 		},
+		bwd:      k,
 		VJP:      vjp,
 		Save:     SaveAllInputs,
 		Sharding: ShardingRule{Family: ShardElementwise},
