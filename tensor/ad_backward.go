@@ -345,7 +345,7 @@ func (b *backward) reserve(nodes []*node, recycle bool) {
 	}
 	buf := make([]*Tensor, nslots+ndead+ptr)
 	b.slots = buf[:nslots:nslots]
-	b.dead = buf[nslots:nslots:nslots+ndead]
+	b.dead = buf[nslots : nslots : nslots+ndead]
 	b.ptrBlock = buf[nslots+ndead:]
 	if ph > 0 {
 		b.phBlock = make([]Tensor, ph)
