@@ -102,10 +102,20 @@
 //   - op(A)·Bᵀ with few rows of C (an input gradient dY·Wᵀ) is computed the
 //     same way, Cᵀ = B·op(A)ᵀ, reading B in place as the broadcast operand
 //     and transposing only op(A): from NRHalf+1 to NR rows, and on AVX-512
-//     also at exactly 16 rows (a batch of 16) when n and k are at least
-//     128, where it beat packing Bᵀ strip by strip by 4-17% (the 12×16
-//     kernel then runs near its peak, and the tiles of Cᵀ cost ~10% to
-//     transpose). Below that size packing wins (k = 16: by a quarter).
+//     also at exactly 16 rows (a batch of 16), where the tiles of Cᵀ go
+//     straight to C through the transposed-store kernels below.
+//
+// The AVX-512 float32 set has a third family for that: 12×16 (and
+// shorter) kernels that, after the k loop, transpose their accumulators
+// as a 16×16 block in registers (VUNPCKLPS/VUNPCKHPS, VSHUFPS,
+// VSHUFF32X4) and store each row of C masked to the tile's columns, with
+// alpha and beta, instead of writing a tile of Cᵀ to a buffer that 8×8
+// transposes then copy into C. With them a 16-row dY·Wᵀ beats packing Wᵀ
+// at every k measured (m=16, n=128, Zen 5, GFLOP per CPU-second: k=10
+// 90 → 110, k=32 160 → 172, k=256 207 → 207-211; n=256, k=128 198 → 204;
+// through the tile buffer the transposed path lost below k=128), and a
+// classifier's 16×10 C from k=128 went 92 → 135. Other sets keep the
+// tile buffer.
 //
 // # Batches
 //

@@ -36,6 +36,9 @@ type kernelSet[T elem] struct {
 	oneVectorM bool              // C with nrHalf rows may be computed as its transpose (useTransposed)
 	packA      bool              // copy A strips into contiguous panels (kernP) when B is packed
 	kernP      [2][]kernFn[T]    // kernP[wide][mr]: kernels for a packed A panel (stride mr) and a packed B strip
+	// kernT[flavour][mr], if not nil, are narrow kernels that store their
+	// tile of Cᵀ transposed into C (runTransposed without a tile buffer).
+	kernT [2][]kernFn[T]
 	// packA4 packs 4·kc4 k steps of an mr-row strip of A as stored (op(A) =
 	// A) into a panel (dst[q*mr+i] = src[i*lda+q]); nil: Go code.
 	packA4 func(dst *T, src *T, lda int, kc4 int)
@@ -259,17 +262,18 @@ func (ks *kernelSet[T]) run(p *problem[T], i0, i1, j0, j1 int, ws *workspace[T])
 //
 // With oneVectorM, m equal to the narrow width (a batch of 16 on
 // AVX-512: one vector of rows of C) takes both transposed paths too: a
-// narrow C, and op(A)·Bᵀ when n and k are both at least 4·NR (the kernels
-// then outweigh the transposes of the tiles of Cᵀ). Measured on AMD EPYC
-// Zen 5 (GFLOP per CPU-second, alternated binaries, 2026-11-28): m=16,
-// n=128, k=256 with Bᵀ 177 → 207; n=256, k=128 189 → 197; n=k=128
-// 184 → 191; n=k=64 lost (179 → 177) and k=16 lost a quarter; a 16×10
-// C from k=128 92 → 131, while m=20 and m=24 lost (45 → 32, 99 → 77), as
-// did m=8 with Bᵀ on the AVX2 set (83 → 78).
+// narrow C, and op(A)·Bᵀ. That set's kernT kernels store each tile of Cᵀ
+// transposed in registers. Measured on AMD EPYC Zen 5 (GFLOP per
+// CPU-second, alternated binaries, 2026-11-28), m=16 with Bᵀ, packed →
+// transposed through a tile buffer → kernT: n=128, k=256 177 → 207 →
+// 211; n=256, k=128 189 → 197 → 209; n=k=64 179 → 177 → 185; n=128,
+// k=32 157 → 146 → 176; k=10 90 → 71 → 110 (the tile transposes lost
+// below k=128); a 16×10 C from k=128 92 → 131 → 135. m=20 and m=24 lost
+// (45 → 32, 99 → 77 through the buffer), as did m=8 with Bᵀ on the AVX2
+// set (83 → 78), which has no kernT.
 func (ks *kernelSet[T]) useTransposed(p *problem[T]) bool {
 	one := ks.oneVectorM && p.m == ks.nrHalf
-	if p.transB && p.n >= 2*ks.nrHalf && p.m <= smallMNT*ks.nr &&
-		(p.m > ks.nrHalf || one && min(p.n, p.k) >= 4*ks.nr) {
+	if p.transB && (p.m > ks.nrHalf || one) && p.m <= smallMNT*ks.nr && p.n >= 2*ks.nrHalf {
 		return true
 	}
 	if p.n > ks.mr || p.n >= ks.nrHalf || p.m < 2*ks.nrHalf && !one {
@@ -334,6 +338,10 @@ func (ks *kernelSet[T]) runTransposed(p *problem[T], i0, i1, j0, j1 int, ws *wor
 			if nr > ks.nrHalf {
 				wide = 1
 			}
+			kernT := ks.kernT[fl]
+			if wide == 1 {
+				kernT = nil
+			}
 			for jr, mr := j0, 0; jr < j1; jr += mr {
 				mr = tileRows(MR, j1-jr)
 				var ap *T
@@ -341,6 +349,13 @@ func (ks *kernelSet[T]) runTransposed(p *problem[T], i0, i1, j0, j1 int, ws *wor
 					ap = &p.b[jr*p.ldb+pc]
 				} else {
 					ap = &p.b[pc*p.ldb+jr]
+				}
+				if kernT != nil {
+					// C[ir+i][jr+j] for i < nr, j < mr: the kernel's
+					// extent in C.
+					_ = p.c[(ir+nr-1)*p.ldc+jr+mr-1]
+					kernT[mr](kc, ap, p.ldb, bp, bs, &p.c[ir*p.ldc+jr], p.ldc, p.alpha, beta, nr)
+					continue
 				}
 				kern[wide][mr](kc, ap, p.ldb, bp, bs, &tile[0], NR, p.alpha, 0, nr)
 				// C[ir+i][jr+j] = tile[j][i] + beta*C[ir+i][jr+j]

@@ -229,14 +229,24 @@ func (g *gen) prefetchC(mr, lines int) {
 }
 
 // avx512 emits an mr × Lw kernel (L elements per zmm): accumulators
-// Z0..Z23, B rows in Z24..Z27, broadcasts of A in Z28..Z31.
-func (g *gen) avx512(fl string, mr, w int) {
+// Z0..Z23, B rows in Z24..Z27, broadcasts of A in Z28..Z31. With tr (w = 1,
+// float32 only) it is the transposed-store kernel of storeT instead.
+func (g *gen) avx512(fl string, mr, w int, tr bool) {
 	t := g.t
 	L := t.zl()
 	nm := name(t.prefix+"512", fl, mr, L*w)
+	if tr {
+		nm = name(t.prefix+"512t", fl, mr, L)
+	}
 	g.raw("// func %s%s", nm, t.sig())
 	g.raw("TEXT ·%s(SB), NOSPLIT, %s", nm, t.frame)
 	g.prologue(fl, mr)
+	if tr {
+		g.prefetchC(L, 1)
+		g.avx512Loop(fl, mr, 1)
+		g.storeT(mr)
+		return
+	}
 	// Column mask from nr: bits [0, nr) set; K1 covers columns 0 to L-1,
 	// K2 L to 2L-1 (the float64 kernels use the low 8 bits of each). It
 	// masks the loads and stores of C. (Masking the loads of B too, to
@@ -253,6 +263,117 @@ func (g *gen) avx512(fl string, mr, w int) {
 		g.p("KMOVW DX, K2")
 	}
 	g.prefetchC(mr, w)
+	acc := func(r, h int) string { return fmt.Sprintf("Z%d", r*w+h) }
+	g.avx512Loop(fl, mr, w)
+	g.p("%s alpha+%d(FP), Z24", t.bcast, t.alphaOff)
+	g.betaZero("AX", "nobeta")
+	g.p("%s beta+%d(FP), Z25", t.bcast, t.betaOff)
+	for r := 0; r < mr; r++ {
+		for h := 0; h < w; h++ {
+			g.p("%s.Z %d(DI), K%d, Z26", t.op("VMOVU"), 64*h, h+1)
+			g.p("%s Z24, %s, %s", t.op("VMUL"), acc(r, h), acc(r, h))
+			g.p("%s Z25, Z26, %s", t.op("VFMADD231"), acc(r, h))
+			g.p("%s %s, K%d, %d(DI)", t.op("VMOVU"), acc(r, h), h+1, 64*h)
+		}
+		if r < mr-1 {
+			g.p("ADDQ SI, DI")
+		}
+	}
+	g.p("VZEROUPPER")
+	g.p("RET")
+	g.label("nobeta")
+	for r := 0; r < mr; r++ {
+		for h := 0; h < w; h++ {
+			g.p("%s Z24, %s, %s", t.op("VMUL"), acc(r, h), acc(r, h))
+			g.p("%s %s, K%d, %d(DI)", t.op("VMOVU"), acc(r, h), h+1, 64*h)
+		}
+		if r < mr-1 {
+			g.p("ADDQ SI, DI")
+		}
+	}
+	g.p("VZEROUPPER")
+	g.p("RET")
+	g.raw("")
+}
+
+// storeT ends the transposed-store kernel s512t{c,r}_<mr>x16: its mr
+// accumulators Z0..Zmr-1 are rows of a tile of Cᵀ (lane l of Zr is
+// C[l][r]), so it transposes them as a 16×16 block in registers (rows mr
+// to 15 zero) and stores row l of C, masked to mr columns, for l < nr:
+//
+//	C[l*ldc + r] = alpha·acc_r[l] + beta·C[l*ldc + r]
+//
+// (C not read when beta == 0). runTransposed calls it instead of going
+// through a tile buffer and a blocked transpose.
+func (g *gen) storeT(mr int) {
+	for r := mr; r < 16; r++ {
+		g.p("VPXORD Z%d, Z%d, Z%d", r, r, r)
+	}
+	// Rows 2i and 2i+1 interleaved, within 128-bit lanes: Z16+2i, Z17+2i.
+	for i := 0; i < 8; i++ {
+		g.p("VUNPCKLPS Z%d, Z%d, Z%d", 2*i+1, 2*i, 16+2*i)
+		g.p("VUNPCKHPS Z%d, Z%d, Z%d", 2*i+1, 2*i, 17+2*i)
+	}
+	// Z4j+c: in 128-bit lane q, column 4q+c of rows 4j..4j+3.
+	for j := 0; j < 4; j++ {
+		b := 16 + 4*j
+		g.p("VSHUFPS $0x44, Z%d, Z%d, Z%d", b+2, b, 4*j)
+		g.p("VSHUFPS $0xEE, Z%d, Z%d, Z%d", b+2, b, 4*j+1)
+		g.p("VSHUFPS $0x44, Z%d, Z%d, Z%d", b+3, b+1, 4*j+2)
+		g.p("VSHUFPS $0xEE, Z%d, Z%d, Z%d", b+3, b+1, 4*j+3)
+	}
+	// The 4×4 transpose of 128-bit lanes, for each c: Zl is row l of C.
+	for c := 0; c < 4; c++ {
+		a := 16 + 4*c
+		g.p("VSHUFF32X4 $0x44, Z%d, Z%d, Z%d", 4+c, c, a)
+		g.p("VSHUFF32X4 $0xEE, Z%d, Z%d, Z%d", 4+c, c, a+1)
+		g.p("VSHUFF32X4 $0x44, Z%d, Z%d, Z%d", 12+c, 8+c, a+2)
+		g.p("VSHUFF32X4 $0xEE, Z%d, Z%d, Z%d", 12+c, 8+c, a+3)
+	}
+	for c := 0; c < 4; c++ {
+		a := 16 + 4*c
+		g.p("VSHUFF32X4 $0x88, Z%d, Z%d, Z%d", a+2, a, c)
+		g.p("VSHUFF32X4 $0xDD, Z%d, Z%d, Z%d", a+2, a, 4+c)
+		g.p("VSHUFF32X4 $0x88, Z%d, Z%d, Z%d", a+3, a+1, 8+c)
+		g.p("VSHUFF32X4 $0xDD, Z%d, Z%d, Z%d", a+3, a+1, 12+c)
+	}
+	t := g.t
+	g.p("MOVQ $%d, DX", 1<<mr-1)
+	g.p("KMOVW DX, K1")
+	g.p("MOVQ nr+%d(FP), R13", t.nrOff)
+	g.p("%s alpha+%d(FP), Z16", t.bcast, t.alphaOff)
+	g.betaZero("AX", "nobeta")
+	g.p("%s beta+%d(FP), Z17", t.bcast, t.betaOff)
+	for _, beta := range []bool{true, false} {
+		done := "stored"
+		if !beta {
+			g.label("nobeta")
+			done = "stored0"
+		}
+		for l := 0; l < 16; l++ {
+			if l > 0 {
+				g.p("CMPQ R13, $%d", l)
+				g.p("JLE %s", done)
+				g.p("ADDQ SI, DI")
+			}
+			g.p("%s Z16, Z%d, Z%d", t.op("VMUL"), l, l)
+			if beta {
+				g.p("%s.Z (DI), K1, Z18", t.op("VMOVU"))
+				g.p("%s Z17, Z18, Z%d", t.op("VFMADD231"), l)
+			}
+			g.p("%s Z%d, K1, (DI)", t.op("VMOVU"), l)
+		}
+		g.label(done)
+		g.p("VZEROUPPER")
+		g.p("RET")
+	}
+	g.raw("")
+}
+
+// avx512Loop zeroes the accumulators of an mr × Lw AVX-512 kernel and
+// emits its k loop.
+func (g *gen) avx512Loop(fl string, mr, w int) {
+	t := g.t
 	acc := func(r, h int) string { return fmt.Sprintf("Z%d", r*w+h) }
 	for r := 0; r < mr; r++ {
 		for h := 0; h < w; h++ {
@@ -287,35 +408,6 @@ func (g *gen) avx512(fl string, mr, w int) {
 			g.p("ADDQ R9, AX")
 		}
 	})
-	g.p("%s alpha+%d(FP), Z24", t.bcast, t.alphaOff)
-	g.betaZero("AX", "nobeta")
-	g.p("%s beta+%d(FP), Z25", t.bcast, t.betaOff)
-	for r := 0; r < mr; r++ {
-		for h := 0; h < w; h++ {
-			g.p("%s.Z %d(DI), K%d, Z26", t.op("VMOVU"), 64*h, h+1)
-			g.p("%s Z24, %s, %s", t.op("VMUL"), acc(r, h), acc(r, h))
-			g.p("%s Z25, Z26, %s", t.op("VFMADD231"), acc(r, h))
-			g.p("%s %s, K%d, %d(DI)", t.op("VMOVU"), acc(r, h), h+1, 64*h)
-		}
-		if r < mr-1 {
-			g.p("ADDQ SI, DI")
-		}
-	}
-	g.p("VZEROUPPER")
-	g.p("RET")
-	g.label("nobeta")
-	for r := 0; r < mr; r++ {
-		for h := 0; h < w; h++ {
-			g.p("%s Z24, %s, %s", t.op("VMUL"), acc(r, h), acc(r, h))
-			g.p("%s %s, K%d, %d(DI)", t.op("VMOVU"), acc(r, h), h+1, 64*h)
-		}
-		if r < mr-1 {
-			g.p("ADDQ SI, DI")
-		}
-	}
-	g.p("VZEROUPPER")
-	g.p("RET")
-	g.raw("")
 }
 
 // avx2 emits an mr × Lw kernel (L elements per ymm): accumulators
@@ -1036,13 +1128,21 @@ func (g *gen) family(decl *strings.Builder) {
 	for _, fl := range []string{"c", "r"} {
 		for mr := 1; mr <= 12; mr++ {
 			for w := 1; w <= 2; w++ {
-				g.avx512(fl, mr, w)
+				g.avx512(fl, mr, w, false)
 				fmt.Fprintf(decl, "//go:noescape\nfunc %s%s\n\n", name(t.prefix+"512", fl, mr, t.zl()*w), t.sig())
 			}
 		}
 	}
 	if t.pairs {
 		return
+	}
+	if t.size == 4 {
+		for _, fl := range []string{"c", "r"} {
+			for mr := 1; mr <= 12; mr++ {
+				g.avx512(fl, mr, 1, true)
+				fmt.Fprintf(decl, "//go:noescape\nfunc %s%s\n\n", name(t.prefix+"512t", fl, mr, t.zl()), t.sig())
+			}
+		}
 	}
 	for _, fl := range []string{"c", "r"} {
 		for mr := 1; mr <= 6; mr++ {
@@ -1058,6 +1158,22 @@ func (g *gen) family(decl *strings.Builder) {
 			fmt.Fprintf(decl, "//go:noescape\nfunc %s%s\n\n", name(t.prefix+"256p", "", mr, t.yl()*w), t.sig())
 		}
 	}
+}
+
+// tTable returns the Go expression of a [flavour][mr] table of the
+// AVX-512 transposed-store kernels.
+func (t prec) tTable() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[2][]kernFn[%s]{\n", t.goType)
+	for _, fl := range []string{"c", "r"} {
+		b.WriteString("{nil")
+		for mr := 1; mr <= 12; mr++ {
+			fmt.Fprintf(&b, ", %s", name(t.prefix+"512t", fl, mr, t.zl()))
+		}
+		b.WriteString("},\n")
+	}
+	b.WriteString("}")
+	return b.String()
 }
 
 // pTable returns the Go expression of a [w-1][mr] table of packed AVX2
@@ -1127,6 +1243,7 @@ func main() {
 	decl.WriteString("//go:noescape\nfunc packA6(dst *float32, src *float32, lda int, kc4 int)\n\n")
 	decl.WriteString("//go:noescape\nfunc transpose8(dst *float32, ldd int, src *float32, lds int, nb int)\n\n")
 	fmt.Fprintf(&decl, "// avx512Kernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel.\nvar avx512Kernels = %s\n\n", f32.table("512", 12, 16))
+	fmt.Fprintf(&decl, "// avx512TKernels[flavour][mr] is the mr×16 AVX-512 kernel that stores\n// its tile of Cᵀ transposed into C (runTransposed).\nvar avx512TKernels = %s\n\n", f32.tTable())
 	fmt.Fprintf(&decl, "// avx2Kernels[flavour][w-1][mr] is the mr×8w AVX2 kernel.\nvar avx2Kernels = %s\n", f32.table("256", 6, 8))
 	fmt.Fprintf(&decl, "\n// avx2PKernels[w-1][mr] is the mr×8w AVX2 kernel for packed A and B.\nvar avx2PKernels = %s\n\n", f32.pTable())
 	decl.WriteString(exp.String())

@@ -14,6 +14,7 @@ var avx512Set = tuned(&kernelSet[float32]{
 	name: "avx512", mr: 12, nr: 32, nrHalf: 16,
 	kc: 256, nc: 512, directMaxM: 128, oneVectorM: true,
 	kern:      avx512Kernels,
+	kernT:     avx512TKernels,
 	kernP:     avx512Kernels[flavC],
 	packBn:    packB32,
 	transpose: transposeAVX,
