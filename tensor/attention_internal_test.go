@@ -1,6 +1,12 @@
 package tensor
 
-import "math/rand/v2"
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
 
 // Rule cases of attention and its backward op (ad_rules_test.go): Vmap
 // over each operand equals the loop over examples, the forward-mode rule
@@ -34,4 +40,41 @@ func attnRuleMask(r *rand.Rand) *Tensor {
 		m[i] = i%6 == 0 || r.IntN(3) > 0
 	}
 	return FromBool(m, 2, 1, 5, 6)
+}
+
+// The attention kernels read no scratch they have not written: forward
+// and backward give the same bits with the pooled scratch full of NaNs,
+// split over goroutines or not.
+func TestAttentionScratchPoisoned(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	// T = 70: a full and a partial block of queries; S = 150: of keys.
+	q, k, v := rF(r, 3, 70, 2, 8), rF(r, 3, 150, 2, 8), rF(r, 3, 150, 2, 5)
+	g := rF(r, 3, 70, 2, 5)
+	run := func() [][]float32 {
+		var res [][]float32
+		for _, causal := range []bool{false, true} {
+			p := &attnParams{scale: 0.4, causal: causal}
+			o := ApplyN(attentionOp, p, q, k, v)
+			grads := ApplyN(attentionBwdOp, p, q, k, v, o[0], o[1], g)
+			for _, x := range append(o, grads...) {
+				res = append(res, x.Float32s())
+			}
+		}
+		return res
+	}
+	want := run()
+	poison := func() {
+		for range 16 {
+			b := make([]float32, 1<<15)
+			for i := range b {
+				b[i] = float32(math.NaN())
+			}
+			attnPool.Put(&b)
+		}
+	}
+	poison()
+	require.Equal(t, want, run())
+	withParallel(t, 64)
+	poison()
+	require.Equal(t, want, run())
 }
