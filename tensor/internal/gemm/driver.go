@@ -262,8 +262,10 @@ func (ks *kernelSet[T]) run(p *problem[T], i0, i1, j0, j1 int, ws *workspace[T])
 //
 // With oneVectorM, m equal to the narrow width (a batch of 16 on
 // AVX-512: one vector of rows of C) takes both transposed paths too: a
-// narrow C, and op(A)·Bᵀ. That set's kernT kernels store each tile of Cᵀ
-// transposed in registers. Measured on AMD EPYC Zen 5 (GFLOP per
+// narrow C, and op(A)·Bᵀ wider than one strip (n > NR: at n = NR = 32,
+// k = 128, one packed strip ran at 176 against 147 transposed; n = 36 and
+// 48 won, 106 → 193 and 174 → 197). That set's kernT kernels store each
+// tile of Cᵀ transposed in registers. Measured on AMD EPYC Zen 5 (GFLOP per
 // CPU-second, alternated binaries, 2026-11-28), m=16 with Bᵀ, packed →
 // transposed through a tile buffer → kernT: n=128, k=256 177 → 207 →
 // 211; n=256, k=128 189 → 197 → 209; n=k=64 179 → 177 → 185; n=128,
@@ -273,7 +275,7 @@ func (ks *kernelSet[T]) run(p *problem[T], i0, i1, j0, j1 int, ws *workspace[T])
 // set (83 → 78), which has no kernT.
 func (ks *kernelSet[T]) useTransposed(p *problem[T]) bool {
 	one := ks.oneVectorM && p.m == ks.nrHalf
-	if p.transB && (p.m > ks.nrHalf || one) && p.m <= smallMNT*ks.nr && p.n >= 2*ks.nrHalf {
+	if p.transB && (p.m > ks.nrHalf || one && p.n > ks.nr) && p.m <= smallMNT*ks.nr && p.n >= 2*ks.nrHalf {
 		return true
 	}
 	if p.n > ks.mr || p.n >= ks.nrHalf || p.m < 2*ks.nrHalf && !one {

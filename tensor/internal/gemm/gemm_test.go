@@ -750,15 +750,15 @@ func testSmallMTransB[T elem](t *testing.T) {
 		}
 		for _, ta := range []bool{false, true} {
 			for _, m := range []int{s.nrHalf, s.nrHalf + 1, s.nr - 1, s.nr} {
-				shapes := [][2]int{{2 * s.nrHalf, 7}, {3*s.nr + 5, 2*s.kc + 3}, {1030, 300}}
+				shapes := [][2]int{{2 * s.nrHalf, 7}, {2*s.nr + 1, 5}, {3*s.nr + 5, 2*s.kc + 3}, {1030, 300}}
 				if testing.Short() {
-					shapes = shapes[:2]
+					shapes = shapes[:3]
 				}
 				for _, sh := range shapes {
 					n, k := sh[0], sh[1]
 					g := newCaseT[T](rng, ta, true, m, n, k, rng.IntN(5), 1.5, -0.5)
-					// m = nrHalf only with oneVectorM.
-					want := m > s.nrHalf || s.oneVectorM
+					// m = nrHalf only with oneVectorM and n > NR.
+					want := m > s.nrHalf || s.oneVectorM && n > s.nr
 					require.Equal(t, want, s.useTransposed(&problem[T]{transA: ta, transB: true, m: m, n: n, k: k}),
 						"m=%d n=%d k=%d takes the transposed path", m, n, k)
 					c1 := g.check(t, 1)
