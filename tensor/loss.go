@@ -158,7 +158,7 @@ func init() {
 		Name:     "softmax_cross_entropy",
 		Sharding: ShardingRule{Family: ShardCrossEntropy},
 		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
-			sm := newTensor(Float32, in[0].shape)
+			sm := newOutUninit(Float32, in[0].shape) // every row written
 			return []*Tensor{xentImpl(in[0], in[1], sm), sm}, nil
 		},
 		VJPN: func(gs []*Tensor, in []*Tensor, outs []*Tensor, _ any, _ any) []*Tensor {
@@ -193,7 +193,7 @@ func init() {
 		Sharding: ShardingRule{Family: ShardRowwise},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			g, sm, labels := in[0], in[1], in[2]
-			out := newTensor(Float32, sm.shape)
+			out := newOutUninit(Float32, sm.shape)
 			c := sm.shape[len(sm.shape)-1]
 			rows := len(g.f32)
 			srtParallel(rows, rows*c*2, srtLocal(g, sm, labels), func(lo, hi int) {
@@ -239,7 +239,7 @@ func init() {
 		Name:     "softmax_cross_entropy_probs",
 		Sharding: ShardingRule{Family: ShardRowReduce},
 		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
-			lsm := newTensor(Float32, in[0].shape)
+			lsm := newOutUninit(Float32, in[0].shape)
 			return []*Tensor{xentProbsImpl(in[0], in[1], lsm), lsm}, nil
 		},
 		VJPN: func(gs []*Tensor, in []*Tensor, outs []*Tensor, _ any, _ any) []*Tensor {
@@ -298,7 +298,7 @@ func xentAdd(a, b *Tensor) *Tensor {
 func xentImpl(logits, labels, sm *Tensor) *Tensor {
 	r := len(logits.shape)
 	c := logits.shape[r-1]
-	loss := newTensor(Float32, logits.shape[:r-1])
+	loss := newOutUninit(Float32, logits.shape[:r-1])
 	rows := len(loss.f32)
 	srtParallel(rows, rows*c*8, srtLocal(logits, labels), func(lo, hi int) {
 		// Blocks of rows, each row's maximum and exponentials first, then
@@ -364,7 +364,7 @@ func xentRowOf(sm *Tensor, i, c int) []float32 {
 func xentProbsImpl(logits, probs, lsm *Tensor) *Tensor {
 	r := len(logits.shape)
 	c := logits.shape[r-1]
-	loss := newTensor(Float32, logits.shape[:r-1])
+	loss := newOutUninit(Float32, logits.shape[:r-1])
 	rows := len(loss.f32)
 	srtParallel(rows, rows*c*8, srtLocal(logits, probs), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
