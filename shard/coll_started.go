@@ -57,9 +57,27 @@ func (c *Ctx) PsumStart(x *tensor.Tensor, axes ...string) *Handle {
 			return psumStaged(e, x, p, s)
 		})
 	}
-	return e.startReduction(c, &call{coll: psumColl, axes: p.axes, x: x}, func(s *slot) *tensor.Tensor {
+	own, drop := snapshot(x)
+	return e.startReduction(c, &call{coll: psumColl, axes: p.axes, x: own}, func(s *slot) *tensor.Tensor {
+		defer drop()
 		return psumDone(e, x, p, s)
 	})
+}
+
+// snapshot returns a header of its own over block x, for the other
+// devices of a started collective (and its exchange) to read while the
+// device goes on: the device's own header may still change meanwhile (a
+// backward pass names a gradient in place after autodiff.OnGradient
+// handed it over), and reading it from another goroutine would race. drop
+// donates the snapshot's hold on the storage; the reduction calls it once
+// every device is past the collective's barrier. A traced x (which
+// nothing renames) is its own snapshot.
+func snapshot(x *tensor.Tensor) (own *tensor.Tensor, drop func()) {
+	if x.IsTraced() {
+		return x, func() {}
+	}
+	own = tensor.WithLocal(x, x.Local())
+	return own, func() { tensor.Donate(own) }
 }
 
 // PsumScatterStart starts PsumScatter(x, axes, scatterDim, tiled) and
@@ -73,7 +91,9 @@ func (c *Ctx) PsumScatterStart(x *tensor.Tensor, axes Axes, scatterDim int, tile
 	if e.group(op, axes).size == 1 {
 		return &Handle{c: c, kind: "psum_scatter", fin: func() *tensor.Tensor { return psumScatterOne(e, x, p) }}
 	}
-	return e.startReduction(c, psumScatterCall(x, p), func(s *slot) *tensor.Tensor {
+	own, drop := snapshot(x)
+	return e.startReduction(c, psumScatterCall(own, p), func(s *slot) *tensor.Tensor {
+		defer drop()
 		return psumScatterDone(e, x, p, s)
 	})
 }
