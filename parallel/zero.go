@@ -273,12 +273,22 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// The reduce-scattered blocks are dead after the update, unless the new
 	// state or parameters hold one of them as it is.
 	donateDead([]any{st, own}, g)
-	p := t.zeroMap(own, func(x *tensor.Tensor, dim int) *tensor.Tensor {
-		if dim < 0 {
-			return x
+	// Every updated block is all-gathered, all started before any is
+	// waited for: in one process the devices then meet once for all of
+	// them rather than once each.
+	pl, pt := pytree.Flatten(own)
+	gathers := make([]*shard.Handle, len(pl))
+	for i, x := range pl {
+		if x != nil && dims[i] >= 0 {
+			gathers[i] = c.AllGatherInvariantStart(x, axes, dims[i], true)
 		}
-		return c.AllGatherInvariant(x, axes, dim, true)
-	})
+	}
+	for i, h := range gathers {
+		if h != nil {
+			pl[i] = h.Wait()
+		}
+	}
+	p := pytree.Unflatten[M](pt, pl)
 	// The updated blocks are dead once gathered (an all-gather has read
 	// every operand when it returns); the leaves left whole are the
 	// parameters themselves.

@@ -125,19 +125,7 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 		return e.marked(tensor.Reshape(x, outShape...), mask)
 	}
 	if x.DType() == tensor.Float32 && !e.mesh.spans() {
-		// Every member copies its block into the shared result (allocated
-		// without zeroing: the blocks cover it), reading and writing
-		// borrowed storage so that both may be donated later. It does so
-		// before it arrives, so that the members meet once, when every
-		// block is in, rather than once to arrive and again when the
-		// blocks are copied. A block that does not fit the result (a
-		// collective issued inconsistently, which the rendezvous then
-		// reports) is not copied.
-		s := e.run.next(e)
-		out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Empty(x.DType(), outShape...) })
-		if out.DType() == tensor.Float32 && slices.Equal(out.Shape(), outShape) {
-			placeRuns(out.BorrowFloat32(), x.BorrowFloat32(), xs, p.dim, g.rank, g.size)
-		}
+		s, out := placeShared(e, g, x, p, xs, outShape)
 		e.run.meet(e, c)
 		defer e.run.leave(s)
 		e.account(allGatherColl, int64(g.size-1)*int64(x.Bytes()))
@@ -167,6 +155,69 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 		}
 	}
 	return done(out)
+}
+
+// placeShared copies float32 block x (of shape xs) of member g.rank into
+// the shared result (of shape outShape) of the all-gather the device
+// issues next, in one process, and returns that collective's slot and the
+// result. Every member copies its block into the shared result (allocated
+// without zeroing: the blocks cover it), reading and writing borrowed
+// storage so that both may be donated later. It does so before it
+// arrives, so that the members meet once, when every block is in, rather
+// than once to arrive and again when the blocks are copied. A block that
+// does not fit the result (a collective issued inconsistently, which the
+// rendezvous then reports) is not copied.
+func placeShared(e *devEnv, g group, x *tensor.Tensor, p *collParams, xs, outShape []int) (*slot, *tensor.Tensor) {
+	s := e.run.next(e)
+	out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Empty(x.DType(), outShape...) })
+	if out.DType() == tensor.Float32 && slices.Equal(out.Shape(), outShape) {
+		placeRuns(out.BorrowFloat32(), x.BorrowFloat32(), xs, p.dim, g.rank, g.size)
+	}
+	return s, out
+}
+
+// AllGatherInvariantStart starts AllGatherInvariant(x, axes, axis, tiled)
+// and returns at once; h.Wait() returns what AllGatherInvariant would
+// have, bit for bit. In one process a float32 block is copied into the
+// shared result before the device takes its place in the collective, and
+// Wait waits until every block is in: a device that gathers several
+// blocks (a training step's updated parameters) starts them all and
+// waits for the others once, not once for each. Between processes, or
+// for other dtypes, it gathers at once, as AllGatherInvariant does.
+//
+// As PsumStart, it is not differentiable, and Wait must be called once,
+// inside the fn that started it, on the same device.
+func (c *Ctx) AllGatherInvariantStart(x *tensor.Tensor, axes Axes, axis int, tiled bool) *Handle {
+	const op = "shard.Ctx.AllGatherInvariantStart"
+	checkLocal(op, c, x)
+	e := c.env
+	g := e.group(op, axes)
+	if x.DType() != tensor.Float32 || e.mesh.spans() || g.size == 1 || x.IsTraced() {
+		y := allGather(e, x, axes, axis, tiled, true)
+		return &Handle{c: c, kind: "all_gather", fin: func() *tensor.Tensor { return y }}
+	}
+	extra := 1
+	if tiled {
+		extra = 0
+	}
+	a := normDim(op, x, axis, extra)
+	if tiled && x.Rank() == 0 {
+		panic(fmt.Sprintf("%s: %v: a tiled all-gather needs at least one dimension", op, x))
+	}
+	m := e.maskOf(op, axes)
+	p := &collParams{env: e, axes: slices.Clone(axes), mask: m, dim: a, tiled: tiled}
+	xs := x.Shape()
+	if !tiled {
+		xs = slices.Insert(xs, a, 1)
+	}
+	outShape := slices.Clone(xs)
+	outShape[a] *= g.size
+	_, out := placeShared(e, g, x, p, xs, outShape)
+	cl := &call{coll: allGatherColl, axes: p.axes, x: x, p: p, extra: fmt.Sprintf("axis %d %s", a, tiledWord(tiled))}
+	return e.startReduction(c, cl, func(s *slot) *tensor.Tensor {
+		e.account(allGatherColl, int64(g.size-1)*int64(x.Bytes()))
+		return e.markShared(s, g, out, maskOf(x)&^m)
+	})
 }
 
 // placeRuns copies block (of shape xs) into part rank of dst, which is xs

@@ -12,9 +12,10 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
-// TestStartedReductionsMatchSync: PsumStart and PsumScatterStart, waited
-// for after other work and around synchronous collectives, give the
-// synchronous results bit for bit, and count the same bytes and calls.
+// TestStartedReductionsMatchSync: PsumStart, PsumScatterStart and
+// AllGatherInvariantStart, waited for after other work and around
+// synchronous collectives, give the synchronous results bit for bit, and
+// count the same bytes and calls.
 func TestStartedReductionsMatchSync(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	m := guideMesh()
@@ -55,6 +56,33 @@ func TestStartedReductionsMatchSync(t *testing.T) {
 			a := ha.Wait()
 			return tensor.Add(tensor.Add(tensor.Tile(a, 1, 4), c.Vary(b, "tp")), c.Vary(tensor.Add(s, d), "dp", "tp"))
 		}},
+		{"two all_gathers over dp in flight, waited in reverse", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			a := c.AllGatherInvariant(x, shard.Axes{"dp"}, 0, true)
+			b := c.AllGatherInvariant(tensor.MulScalar(x, 3), shard.Axes{"dp"}, 0, true)
+			return tensor.SliceAxis(c.Vary(tensor.Add(a, b), "dp"), 0, 0, 2)
+		}, func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			ha := c.AllGatherInvariantStart(x, shard.Axes{"dp"}, 0, true)
+			hb := c.AllGatherInvariantStart(tensor.MulScalar(x, 3), shard.Axes{"dp"}, 0, true)
+			work(x)
+			b := hb.Wait()
+			a := ha.Wait()
+			return tensor.SliceAxis(c.Vary(tensor.Add(a, b), "dp"), 0, 0, 2)
+		}},
+		{"all_gathers over tp stacked along dim 1 and over dp,tp in float64, around a psum", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			a := c.AllGatherInvariant(x, shard.Axes{"tp"}, 1, false)
+			s := c.Psum(x, "dp")
+			d := c.AllGatherInvariant(tensor.AsType(x, tensor.Float64), shard.Axes{"dp", "tp"}, 1, true)
+			y := tensor.Add(tensor.SliceAxis(tensor.Reshape(a, 2, 16), 1, 0, 8), c.Vary(s, "dp"))
+			return tensor.Add(c.Vary(y, "tp"), c.Vary(tensor.AsType(tensor.SliceAxis(d, 1, 8, 16), tensor.Float32), "dp", "tp"))
+		}, func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			ha := c.AllGatherInvariantStart(x, shard.Axes{"tp"}, 1, false)
+			s := c.Psum(x, "dp")
+			hd := c.AllGatherInvariantStart(tensor.AsType(x, tensor.Float64), shard.Axes{"dp", "tp"}, 1, true)
+			d := hd.Wait()
+			a := ha.Wait()
+			y := tensor.Add(tensor.SliceAxis(tensor.Reshape(a, 2, 16), 1, 0, 8), c.Vary(s, "dp"))
+			return tensor.Add(c.Vary(y, "tp"), c.Vary(tensor.AsType(tensor.SliceAxis(d, 1, 8, 16), tensor.Float32), "dp", "tp"))
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,7 +91,7 @@ func TestStartedReductionsMatchSync(t *testing.T) {
 			want := shard.Gather(shard.Map(m, spec, spec, tc.sync, shard.WithComm(&cs))(x))
 			got := shard.Gather(shard.Map(m, spec, spec, tc.async, shard.WithComm(&ca))(x))
 			assert.Equal(t, want.Float32s(), got.Float32s())
-			for _, k := range []string{"psum", "psum_scatter"} {
+			for _, k := range []string{"psum", "psum_scatter", "all_gather"} {
 				for _, d := range m.Devices() {
 					assert.Equal(t, cs.Bytes(d, k), ca.Bytes(d, k), "%s bytes sent by device %d", k, d.ID())
 				}
