@@ -102,10 +102,11 @@
 //   - op(A)·Bᵀ with few rows of C (an input gradient dY·Wᵀ) is computed the
 //     same way, Cᵀ = B·op(A)ᵀ, reading B in place as the broadcast operand
 //     and transposing only op(A): from NRHalf+1 to NR rows, and on AVX-512
-//     also at exactly 16 rows (a batch of 16), where the tiles of Cᵀ go
-//     straight to C through the transposed-store kernels below.
+//     also at exactly 16 rows (a batch of 16) when n > NR, where the tiles
+//     of Cᵀ go straight to C through the transposed-store kernels below
+//     (with n ≤ NR one packed strip of Bᵀ is faster).
 //
-// The AVX-512 float32 set has a third family for that: 12×16 (and
+// The AVX-512 float32 set has one more kernel family for that: 12×16 (and
 // shorter) kernels that, after the k loop, transpose their accumulators
 // as a 16×16 block in registers (VUNPCKLPS/VUNPCKHPS, VSHUFPS,
 // VSHUFF32X4) and store each row of C masked to the tile's columns, with
