@@ -103,8 +103,9 @@ func batchLoss(m nn.MLP, b example) *tensor.Tensor {
 // along axis 0, through Vmap: the gradients of the 8 models at once and
 // one optimizer update of the stacked parameters.
 func ensembleStep(opt optim.Transform) func(ens nn.MLP, st optim.State, b example) (nn.MLP, optim.State, *tensor.Tensor) {
+	grad := autodiff.ValueAndGradWith(batchLoss, autodiff.RecycleIntermediates()) // made once, as loopStep's
 	vg := autodiff.Vmap2(func(m nn.MLP, b example) lossGrad {
-		l, g := autodiff.ValueAndGradWith(batchLoss, autodiff.RecycleIntermediates())(m, b)
+		l, g := grad(m, b)
 		return lossGrad{l, g}
 	}, autodiff.InAxes(autodiff.Axis(0), autodiff.None), autodiff.Strict())
 	return func(ens nn.MLP, st optim.State, b example) (nn.MLP, optim.State, *tensor.Tensor) {
