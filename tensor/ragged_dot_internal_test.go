@@ -50,3 +50,43 @@ func TestOuterGroupOrder(t *testing.T) {
 	parallelMinWork = 1 << 20
 	require.Nil(t, outerGroupOrder(sizes, 1000, false), "too little work")
 }
+
+// BenchmarkRaggedOuter times ragged_outer (a grouped product's weight
+// gradient) on a MoE layer's shapes, its groups whole in one region
+// (whole) against one split gemm per group (pergroup, what it did
+// before; parallelMinWork raised so that outerGroupOrder declines):
+//
+//	go test ./tensor -run '^$' -bench RaggedOuter -cpu 2
+func BenchmarkRaggedOuter(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, s := range []struct {
+		name   string
+		ka, kb int
+		sizes  []int
+	}{
+		{"128x256/even", 128, 256, []int{610, 590, 640, 575, 640, 600, 620, 605}},
+		{"256x128/even", 256, 128, []int{610, 590, 640, 575, 640, 600, 620, 605}},
+		{"128x256/uneven", 128, 256, []int{140, 280, 420, 560, 640, 640, 640, 640}},
+	} {
+		m := 0
+		for _, r := range s.sizes {
+			m += r
+		}
+		x, y := randTensor(rng, m, s.ka), randTensor(rng, m, s.kb)
+		gs := FromInts(s.sizes)
+		q := &raggedOuterParams{groups: len(s.sizes)}
+		for _, mode := range []string{"whole", "pergroup"} {
+			b.Run(s.name+"/"+mode, func(b *testing.B) {
+				if mode == "pergroup" {
+					old := parallelMinWork
+					parallelMinWork = 1 << 40
+					b.Cleanup(func() { parallelMinWork = old })
+				}
+				for b.Loop() {
+					raggedOuterImpl(x, y, gs, q).release()
+				}
+				b.ReportMetric(2*float64(m*s.ka*s.kb)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
