@@ -3,6 +3,7 @@ package nn
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,5 +45,40 @@ func TestDropOverCapacityMatchesDropTokenMask(t *testing.T) {
 		want, _ := DropTokenMask(tensor.FromInt32(ids32), tensor.FromFloat32(probs), experts, capacity)
 		got := dropOverCapacity(ids, probs, experts, capacity)
 		require.Equal(t, want.Bools(), got, "capacity %d", capacity)
+	}
+}
+
+// nthSmallest returns the element a sort puts at k, with repeated values
+// and at every k.
+func TestNthSmallest(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{1, 2, 3, 10, 257} {
+		x := make([]uint64, n)
+		for i := range x {
+			x[i] = uint64(r.IntN(n/2 + 1)) // repeats
+		}
+		sorted := slices.Clone(x)
+		slices.Sort(sorted)
+		for k := range n {
+			require.Equal(t, sorted[k], nthSmallest(slices.Clone(x), k), "n=%d k=%d", n, k)
+		}
+	}
+}
+
+// BenchmarkDropOverCapacity: a MoE layer's 2048 tokens × top-2 choices
+// over 8 experts with capacity 640, half the choices on two experts.
+func BenchmarkDropOverCapacity(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	ids := make([]int, 4096)
+	probs := make([]float32, 4096)
+	for i := range ids {
+		ids[i] = r.IntN(8)
+		if r.IntN(2) == 0 {
+			ids[i] = r.IntN(2)
+		}
+		probs[i] = r.Float32()
+	}
+	for b.Loop() {
+		dropOverCapacity(ids, probs, 8, 640)
 	}
 }
