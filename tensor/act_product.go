@@ -110,13 +110,13 @@ func init() {
 			grad := act.gradKernel()
 			parts := func(lo, hi int) {
 				if act == ActGelu {
-					vec.GeluParts(h.f32[lo:hi], d.f32[lo:hi], x.f32[lo:hi])
+					vec.GeluParts(h.f32()[lo:hi], d.f32()[lo:hi], x.f32()[lo:hi])
 					return
 				}
-				kernel(h.f32[lo:hi], x.f32[lo:hi])
-				grad(d.f32[lo:hi], x.f32[lo:hi])
+				kernel(h.f32()[lo:hi], x.f32()[lo:hi])
+				grad(d.f32()[lo:hi], x.f32()[lo:hi])
 			}
-			n := len(x.f32)
+			n := len(x.f32())
 			if serial(2*n*cost, isLocal(x)) {
 				parts(0, n)
 			} else {
@@ -159,15 +159,15 @@ func actTemp(x *Tensor, act Activation) *Tensor {
 	h := newOutUninit(Float32, x.shape)
 	kernel, cost := act.kernel()
 	if kernel == nil {
-		copy(h.f32, x.f32)
+		copy(h.f32(), x.f32())
 		return h
 	}
-	n := len(x.f32)
+	n := len(x.f32())
 	if serial(n*cost, isLocal(x)) {
-		kernel(h.f32, x.f32)
+		kernel(h.f32(), x.f32())
 		return h
 	}
-	parallelFor(n, cost, 16, false, func(lo, hi int) { kernel(h.f32[lo:hi], x.f32[lo:hi]) })
+	parallelFor(n, cost, 16, false, func(lo, hi int) { kernel(h.f32()[lo:hi], x.f32()[lo:hi]) })
 	return h
 }
 
@@ -198,14 +198,14 @@ func actTempBF16(x *Tensor, act Activation) *Tensor {
 		for ; lo < hi; lo += len(buf) {
 			t := buf[:min(len(buf), hi-lo)]
 			if kernel == nil {
-				copy(t, x.f32[lo:])
+				copy(t, x.f32()[lo:])
 			} else {
-				kernel(t, x.f32[lo:lo+len(t)])
+				kernel(t, x.f32()[lo:lo+len(t)])
 			}
-			vec.BF16FromF32(h.u16[lo:lo+len(t)], t)
+			vec.BF16FromF32(h.u16()[lo:lo+len(t)], t)
 		}
 	}
-	n := len(x.f32)
+	n := len(x.f32())
 	if serial(n*cost, isLocal(x)) {
 		run(0, n)
 	} else {
@@ -224,17 +224,17 @@ func actPartsBF16(x *Tensor, act Activation) (h, d *Tensor) {
 		buf := make([]float32, min(actChunk, hi-lo))
 		for ; lo < hi; lo += len(buf) {
 			t := buf[:min(len(buf), hi-lo)]
-			xs, ds := x.f32[lo:lo+len(t)], d.f32[lo:lo+len(t)]
+			xs, ds := x.f32()[lo:lo+len(t)], d.f32()[lo:lo+len(t)]
 			if act == ActGelu {
 				vec.GeluParts(t, ds, xs)
 			} else {
 				kernel(t, xs)
 				grad(ds, xs)
 			}
-			vec.BF16FromF32(h.u16[lo:lo+len(t)], t)
+			vec.BF16FromF32(h.u16()[lo:lo+len(t)], t)
 		}
 	}
-	n := len(x.f32)
+	n := len(x.f32())
 	if serial(2*n*cost, isLocal(x)) {
 		run(0, n)
 	} else {

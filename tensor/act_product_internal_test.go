@@ -58,11 +58,11 @@ func TestActProductMatchesComposition(t *testing.T) {
 	}
 	for _, c := range cases {
 		want, got := c.ref(c.in), c.fused(c.in)
-		require.Equal(t, want.f32, got.f32, "%s: value", c.name)
+		require.Equal(t, want.f32(), got.f32(), "%s: value", c.name)
 		g := randTensor(rng, want.shape...)
 		gw, gg := vjpAll(c.ref, g, c.in...), vjpAll(c.fused, g, c.in...)
 		for i := range gw {
-			require.Equal(t, gw[i].f32, gg[i].f32, "%s: gradient %d", c.name, i)
+			require.Equal(t, gw[i].f32(), gg[i].f32(), "%s: gradient %d", c.name, i)
 		}
 		tr := NewTrace()
 		y := c.fused([]*Tensor{tr.Leaf(c.in[0]), tr.Leaf(c.in[1])})

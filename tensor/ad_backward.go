@@ -575,15 +575,15 @@ func hostVJP(n *node) bool {
 // plainF32 reports whether t is untraced, unsharded float32 data with
 // storage of its own to speak of.
 func plainF32(t *Tensor) bool {
-	return t.dtype == Float32 && t.node == nil && t.layout() == nil && len(t.f32) > 0
+	return t.dtype == Float32 && t.node == nil && t.layout() == nil && len(t.f32()) > 0
 }
 
 // storage identifies t's float32 buffer (nil if it has none).
 func storage(t *Tensor) *float32 {
-	if t == nil || len(t.f32) == 0 {
+	if t == nil || len(t.f32()) == 0 {
 		return nil
 	}
-	return unsafe.SliceData(t.f32)
+	return unsafe.SliceData(t.f32())
 }
 
 // claimNew takes ownership of sum, a new result computed from a and b, if
@@ -710,13 +710,13 @@ func viewOfOwned(p *backwardPass, n *node, gs, res []*Tensor, r *Tensor, kept bo
 // accumulable reports whether g can be added into a in place: same dtype,
 // length and shard.Map mark, both untraced host data.
 func accumulable(a, g *Tensor) bool {
-	return plainF32(a) && plainF32(g) && a.local() == g.local() && len(a.f32) == len(g.f32)
+	return plainF32(a) && plainF32(g) && a.local() == g.local() && len(a.f32()) == len(g.f32())
 }
 
 // addInto adds g to dst elementwise, in place: the bits of Add(dst, g).
 func addInto(dst, g *Tensor) {
 	cotangentReuses.Add(1)
-	d, s := dst.f32, g.f32
+	d, s := dst.f32(), g.f32()
 	if serial(len(d)*costCheap, isLocal(dst, g)) {
 		vec.AddVV(d, d, s)
 		return
@@ -746,7 +746,7 @@ func takeDonated(x *Tensor) *Tensor {
 	}
 	p.donated = nil
 	x.hold()
-	return &Tensor{dtype: x.dtype, shape: x.shape, f32: x.f32, rec: x.rec}
+	return &Tensor{dtype: x.dtype, shape: x.shape, data: x.data, rec: x.rec}
 }
 
 // settle decides, after the VJP of n returned res for the cotangents gs,

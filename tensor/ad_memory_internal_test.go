@@ -68,14 +68,16 @@ func TestRematKeepsNoRecording(t *testing.T) {
 // is most of what it keeps.
 func TestNodeIsSmall(t *testing.T) {
 	require.LessOrEqual(t, unsafe.Sizeof(opRec{}), uintptr(640), "a node fits a 640-byte size class")
-	require.LessOrEqual(t, unsafe.Sizeof(opRecTwin{}), uintptr(896), "a node with its traced result fits an 896-byte size class")
-	require.LessOrEqual(t, unsafe.Sizeof(leafRec{}), uintptr(576), "a leaf fits a 576-byte size class")
+	require.LessOrEqual(t, unsafe.Sizeof(opRecTwin{}), uintptr(768), "a node with its traced result fits a 768-byte size class")
+	require.LessOrEqual(t, unsafe.Sizeof(leafRec{}), uintptr(384), "a leaf fits a 384-byte size class")
 }
 
 // A header is small: every op result, placeholder and cotangent has one.
-// The rarely set fields lie behind one pointer (tensorExt).
+// The storage of every dtype lies in one slot (rawData), the rarely set
+// fields behind one pointer (tensorExt).
 func TestHeaderIsSmall(t *testing.T) {
-	require.LessOrEqual(t, unsafe.Sizeof(Tensor{}), uintptr(240), "a header fits a 240-byte size class")
+	require.LessOrEqual(t, unsafe.Sizeof(Tensor{}), uintptr(96), "a header fits a 96-byte size class")
+	require.LessOrEqual(t, unsafe.Sizeof(tensorBox{}), uintptr(160), "an op result's header, shape and holder count fit a 160-byte size class")
 	require.LessOrEqual(t, unsafe.Sizeof(avalRec{}), uintptr(40), "a node's shape record")
 }
 

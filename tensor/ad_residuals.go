@@ -106,19 +106,19 @@ func Residuals(outs ...*Tensor) ResidualReport {
 		var p unsafe.Pointer
 		switch t.dtype {
 		case Float32:
-			p = unsafe.Pointer(unsafe.SliceData(t.f32))
+			p = unsafe.Pointer(unsafe.SliceData(t.f32()))
 		case Int32:
-			p = unsafe.Pointer(unsafe.SliceData(t.i32))
+			p = unsafe.Pointer(unsafe.SliceData(t.i32()))
 		case Bool:
-			p = unsafe.Pointer(unsafe.SliceData(t.b))
+			p = unsafe.Pointer(unsafe.SliceData(t.b()))
 		case BFloat16, Float16:
-			p = unsafe.Pointer(unsafe.SliceData(t.u16))
+			p = unsafe.Pointer(unsafe.SliceData(t.u16()))
 		case Float64:
-			p = unsafe.Pointer(unsafe.SliceData(t.f64))
+			p = unsafe.Pointer(unsafe.SliceData(t.f64()))
 		case Int64:
-			p = unsafe.Pointer(unsafe.SliceData(t.i64))
+			p = unsafe.Pointer(unsafe.SliceData(t.i64()))
 		case Uint8:
-			p = unsafe.Pointer(unsafe.SliceData(t.u8))
+			p = unsafe.Pointer(unsafe.SliceData(t.u8()))
 		}
 		if p == nil || t.Size() == 0 {
 			continue

@@ -338,15 +338,15 @@ func materialize(x *Tensor, batched bool, n int) *Tensor {
 		switch x.dtype {
 		case Float32:
 			out := newOutUninit(Float32, shape)
-			tile(out.f32, x.f32)
+			tile(out.f32(), x.f32())
 			return out
 		case Int32:
 			out := newOutUninit(Int32, shape)
-			tile(out.i32, x.i32)
+			tile(out.i32(), x.i32())
 			return out
 		case Float64:
 			out := newOutUninit(Float64, shape)
-			tile(out.f64, x.f64)
+			tile(out.f64(), x.f64())
 			return out
 		}
 	}

@@ -52,7 +52,7 @@ func TestLastHolderRecyclesDonatedHeader(t *testing.T) {
 		id := storage(x)
 		x.hold() // a node saving x for its VJP
 		Donate(x)
-		require.Nil(t, x.f32)
+		require.Nil(t, x.f32())
 		x.release() // the node, once its backward pass has run
 		if storage(newOut(Float32, []int{2950})) == id {
 			recycled = true
@@ -77,8 +77,8 @@ func TestCacheServesNearbyLargerClasses(t *testing.T) {
 			Donate(x)
 			y := newOut(Float32, []int{asked})
 			if storage(y) == id {
-				require.Len(t, y.f32, asked)
-				require.Equal(t, make([]float32, asked), y.f32, "recycled storage is zeroed by newOut")
+				require.Len(t, y.f32(), asked)
+				require.Equal(t, make([]float32, asked), y.f32(), "recycled storage is zeroed by newOut")
 				return true
 			}
 			Donate(y)
@@ -173,7 +173,7 @@ func TestLargeStorageReusedAcrossSizes(t *testing.T) {
 	assert.Equal(t, int64(4*40960), s1.HeldBytes-s0.HeldBytes)
 	y := newOut(Float32, []int{21000})
 	assert.Same(t, id, storage(y), "half the size reuses it")
-	require.Equal(t, make([]float32, 21000), y.f32, "recycled storage is zeroed by newOut")
+	require.Equal(t, make([]float32, 21000), y.f32(), "recycled storage is zeroed by newOut")
 	s2 := ReadCacheStats()
 	assert.Equal(t, s1.Fresh, s2.Fresh)
 	assert.Equal(t, s1.Hits+1, s2.Hits)

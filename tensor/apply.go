@@ -402,7 +402,7 @@ func (k *bwdKernel) apply(g, x *Tensor) *Tensor {
 	if out == nil {
 		out = newOutUninit(Float32, g.shape)
 	}
-	map2F32(k.kernel, out.f32, g.f32, x.f32, k.cost, isLocal(g, x))
+	map2F32(k.kernel, out.f32(), g.f32(), x.f32(), k.cost, isLocal(g, x))
 	return out
 }
 

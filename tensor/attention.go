@@ -185,7 +185,7 @@ func attentionImpl(in []*Tensor, p *attnParams) []*Tensor {
 		bp, s := attnScratch(attnBr*attnBc + 2*attnBr)
 		for u := lo; u < hi; u++ {
 			bn, qb := u/nq, zigzag(u%nq, nq)
-			attnForwardBlock(&d, p, q.f32, k.f32, v.f32, out.f32, lse.f32, bn/d.N, bn%d.N, qb*attnBr, s)
+			attnForwardBlock(&d, p, q.f32(), k.f32(), v.f32(), out.f32(), lse.f32(), bn/d.N, bn%d.N, qb*attnBr, s)
 		}
 		attnPool.Put(bp)
 	})
@@ -246,7 +246,7 @@ func (d *attnDims) maskBlock(s []float32, b, n, t0, rows, s0, cols int) {
 		return
 	}
 	inf := float32(math.Inf(-1))
-	m := d.mask.b
+	m := d.mask.b()
 	base := b*d.mb + n*d.mn
 	for i := range rows {
 		mi := base + (t0+i)*d.mt
@@ -347,12 +347,12 @@ func attentionBwdImpl(in []*Tensor, p *attnParams) []*Tensor {
 	}
 	var gl []float32
 	if glse != nil {
-		gl = glse.f32
+		gl = glse.f32()
 	}
 	parallelFor(d.B*d.N, cost, 1, isLocal(q, k, v, g), func(lo, hi int) {
 		bp, s := attnScratch(2*attnBr*attnBc + d.T)
 		for u := lo; u < hi; u++ {
-			attnBackwardHead(&d, p, bwdBufs{q.f32, k.f32, v.f32, out.f32, lse.f32, g.f32, gl, dq.f32, dk.f32, dv.f32}, u/d.N, u%d.N, s)
+			attnBackwardHead(&d, p, bwdBufs{q.f32(), k.f32(), v.f32(), out.f32(), lse.f32(), g.f32(), gl, dq.f32(), dk.f32(), dv.f32()}, u/d.N, u%d.N, s)
 		}
 		attnPool.Put(bp)
 	})

@@ -41,27 +41,27 @@ func init() {
 			shape := channelShapeOf(x.shape)
 			mean, variance := newOutUninit(Float32, shape), newOutUninit(Float32, shape)
 			local := isLocal(in...)
-			channelMoments(mean.f32, variance.f32, x.f32, x.shape, local)
+			channelMoments(mean.f32(), variance.f32(), x.f32(), x.shape, local)
 			scale, shift := make([]float32, c), make([]float32, c)
 			cnt := float32(numel(x.shape) / max(1, c))
 			// The composition's roundings: Div(s, n), Rsqrt(var + eps)·w,
 			// -(mean·scale) + b.
 			for k := range c {
-				mean.f32[k] /= cnt
-				variance.f32[k] /= cnt
-				shift[k] = variance.f32[k] + bp.eps
+				mean.f32()[k] /= cnt
+				variance.f32()[k] /= cnt
+				shift[k] = variance.f32()[k] + bp.eps
 			}
 			vec.Rsqrt(scale, shift)
 			for k := range c {
-				scale[k] *= w.f32[k]
-				shift[k] = -(mean.f32[k] * scale[k]) + b.f32[k]
+				scale[k] *= w.f32()[k]
+				shift[k] = -(mean.f32()[k] * scale[k]) + b.f32()[k]
 			}
 			var r []float32
 			if len(in) == 4 {
-				r = in[3].f32
+				r = in[3].f32()
 			}
 			y := newOutUninit(Float32, x.shape)
-			channelAffine(y.f32, x.f32, scale, shift, r, x.shape, bp.act, local)
+			channelAffine(y.f32(), x.f32(), scale, shift, r, x.shape, bp.act, local)
 			return []*Tensor{y, mean, variance}, nil
 		},
 		VJPN: func(gs, in, outs []*Tensor, p, _ any) []*Tensor {
@@ -98,10 +98,10 @@ func init() {
 			g, x := in[0], in[1]
 			var y []float32
 			if len(in) == 6 {
-				y = in[5].f32
+				y = in[5].f32()
 			}
 			out := newOutUninit(Float32, x.shape)
-			channelAffine2(out.f32, g.f32, x.f32, in[2].f32, in[3].f32, in[4].f32, y, x.shape, isLocal(in...))
+			channelAffine2(out.f32(), g.f32(), x.f32(), in[2].f32(), in[3].f32(), in[4].f32(), y, x.shape, isLocal(in...))
 			return out
 		},
 		VJP: func(ct *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {

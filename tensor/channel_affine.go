@@ -25,10 +25,10 @@ func init() {
 			x, s, b := in[0], in[1], in[2]
 			var r []float32
 			if len(in) == 4 {
-				r = in[3].f32
+				r = in[3].f32()
 			}
 			out := newOutUninit(Float32, x.shape)
-			channelAffine(out.f32, x.f32, s.f32, b.f32, r, x.shape, p.(Activation), isLocal(in...))
+			channelAffine(out.f32(), x.f32(), s.f32(), b.f32(), r, x.shape, p.(Activation), isLocal(in...))
 			return out
 		},
 		VJPNeed: func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor {
@@ -114,9 +114,9 @@ func init() {
 			ds, db := newOutUninit(Float32, shape), newOutUninit(Float32, shape)
 			var y []float32 // the relu's output, whose mask applies to g
 			if len(in) == 3 {
-				y = in[2].f32
+				y = in[2].f32()
 			}
-			channelAffineBwd(nil, ds.f32, db.f32, g.f32, x.f32, nil, y, x.shape, isLocal(in...))
+			channelAffineBwd(nil, ds.f32(), db.f32(), g.f32(), x.f32(), nil, y, x.shape, isLocal(in...))
 			return []*Tensor{ds, db}, nil
 		},
 		// ds = Σ gz·x, db = Σ gz: dg = mask(cs·x + cb), dx = cs·gz (the
@@ -180,12 +180,12 @@ func init() {
 			g, x, s := in[0], in[1], in[2]
 			var y []float32
 			if p.(Activation) == ActRelu {
-				y = in[3].f32
+				y = in[3].f32()
 			}
 			shape := channelShapeOf(x.shape)
 			dx := newOutUninit(Float32, x.shape)
 			ds, db := newOutUninit(Float32, shape), newOutUninit(Float32, shape)
-			channelAffineBwd(dx.f32, ds.f32, db.f32, g.f32, x.f32, s.f32, y, x.shape, isLocal(in...))
+			channelAffineBwd(dx.f32(), ds.f32(), db.f32(), g.f32(), x.f32(), s.f32(), y, x.shape, isLocal(in...))
 			return []*Tensor{dx, ds, db}, nil
 		},
 		// The outputs are linear in gz = g·mask (the relu mask held
@@ -514,7 +514,7 @@ func init() {
 			x := in[0]
 			shape := channelShapeOf(x.shape)
 			s, q := newOutUninit(Float32, shape), newOutUninit(Float32, shape)
-			channelMoments(s.f32, q.f32, x.f32, x.shape, isLocal(x))
+			channelMoments(s.f32(), q.f32(), x.f32(), x.shape, isLocal(x))
 			return []*Tensor{s, q}, nil
 		},
 		VJPN: func(gs, in, outs []*Tensor, _, _ any) []*Tensor {

@@ -43,17 +43,17 @@ func cmpOp(d *cmpDef) *Op {
 			sa, sb := stridesInto(sab[:], a.shape, shape), stridesInto(sbb[:], b.shape, shape)
 			switch a.dtype {
 			case Float32:
-				runCmp(d.f32, out.b, a.f32, b.f32, shape, sa, sb)
+				runCmp(d.f32, out.b(), a.f32(), b.f32(), shape, sa, sb)
 			case Int32:
-				runCmp(d.i32, out.b, a.i32, b.i32, shape, sa, sb)
+				runCmp(d.i32, out.b(), a.i32(), b.i32(), shape, sa, sb)
 			case Float64:
-				runCmp(cmpFunc[float64](d), out.b, a.f64, b.f64, shape, sa, sb)
+				runCmp(cmpFunc[float64](d), out.b(), a.f64(), b.f64(), shape, sa, sb)
 			case Int64:
-				runCmp(cmpFunc[int64](d), out.b, a.i64, b.i64, shape, sa, sb)
+				runCmp(cmpFunc[int64](d), out.b(), a.i64(), b.i64(), shape, sa, sb)
 			case Uint8:
-				runCmp(cmpFunc[uint8](d), out.b, a.u8, b.u8, shape, sa, sb)
+				runCmp(cmpFunc[uint8](d), out.b(), a.u8(), b.u8(), shape, sa, sb)
 			case Bool:
-				runCmp(d.b, out.b, a.b, b.b, shape, sa, sb)
+				runCmp(d.b, out.b(), a.b(), b.b(), shape, sa, sb)
 			}
 			return out
 		},
@@ -184,8 +184,8 @@ func init() {
 		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			out := newTensor(Bool, in[0].shape)
-			for i, v := range in[0].b {
-				out.b[i] = !v
+			for i, v := range in[0].b() {
+				out.b()[i] = !v
 			}
 			return out
 		},
@@ -210,11 +210,11 @@ func init() {
 		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			out := newTensor(Bool, in[0].shape)
-			for i, v := range in[0].f32 {
-				out.b[i] = v != v
+			for i, v := range in[0].f32() {
+				out.b()[i] = v != v
 			}
-			for i, v := range in[0].f64 {
-				out.b[i] = v != v
+			for i, v := range in[0].f64() {
+				out.b()[i] = v != v
 			}
 			return out
 		},
@@ -231,11 +231,11 @@ func init() {
 		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			out := newTensor(Bool, in[0].shape)
-			for i, v := range in[0].f32 {
-				out.b[i] = !math.IsInf(float64(v), 0) && v == v
+			for i, v := range in[0].f32() {
+				out.b()[i] = !math.IsInf(float64(v), 0) && v == v
 			}
-			for i, v := range in[0].f64 {
-				out.b[i] = !math.IsInf(v, 0) && v == v
+			for i, v := range in[0].f64() {
+				out.b()[i] = !math.IsInf(v, 0) && v == v
 			}
 			return out
 		},
@@ -289,17 +289,17 @@ func init() {
 				whereRuns(dims, r0, r1, func(o, oc, oa, ob int, d wdim) {
 					switch a.dtype {
 					case Float32:
-						whereRun(out.f32[o:o+d.n], c.b, a.f32, b.f32, oc, oa, ob, d)
+						whereRun(out.f32()[o:o+d.n], c.b(), a.f32(), b.f32(), oc, oa, ob, d)
 					case Int32:
-						whereRun(out.i32[o:o+d.n], c.b, a.i32, b.i32, oc, oa, ob, d)
+						whereRun(out.i32()[o:o+d.n], c.b(), a.i32(), b.i32(), oc, oa, ob, d)
 					case Float64:
-						whereRun(out.f64[o:o+d.n], c.b, a.f64, b.f64, oc, oa, ob, d)
+						whereRun(out.f64()[o:o+d.n], c.b(), a.f64(), b.f64(), oc, oa, ob, d)
 					case Int64:
-						whereRun(out.i64[o:o+d.n], c.b, a.i64, b.i64, oc, oa, ob, d)
+						whereRun(out.i64()[o:o+d.n], c.b(), a.i64(), b.i64(), oc, oa, ob, d)
 					case Uint8:
-						whereRun(out.u8[o:o+d.n], c.b, a.u8, b.u8, oc, oa, ob, d)
+						whereRun(out.u8()[o:o+d.n], c.b(), a.u8(), b.u8(), oc, oa, ob, d)
 					case Bool:
-						whereRun(out.b[o:o+d.n], c.b, a.b, b.b, oc, oa, ob, d)
+						whereRun(out.b()[o:o+d.n], c.b(), a.b(), b.b(), oc, oa, ob, d)
 					}
 				})
 			}

@@ -32,17 +32,17 @@ func init() {
 			}
 			switch out.dtype {
 			case Float32:
-				concatKernel(out.f32, storages(in, func(x *Tensor) []float32 { return x.f32 }), chunks, outer)
+				concatKernel(out.f32(), storages(in, func(x *Tensor) []float32 { return x.f32() }), chunks, outer)
 			case Int32:
-				concatKernel(out.i32, storages(in, func(x *Tensor) []int32 { return x.i32 }), chunks, outer)
+				concatKernel(out.i32(), storages(in, func(x *Tensor) []int32 { return x.i32() }), chunks, outer)
 			case Float64:
-				concatKernel(out.f64, storages(in, func(x *Tensor) []float64 { return x.f64 }), chunks, outer)
+				concatKernel(out.f64(), storages(in, func(x *Tensor) []float64 { return x.f64() }), chunks, outer)
 			case Int64:
-				concatKernel(out.i64, storages(in, func(x *Tensor) []int64 { return x.i64 }), chunks, outer)
+				concatKernel(out.i64(), storages(in, func(x *Tensor) []int64 { return x.i64() }), chunks, outer)
 			case Uint8:
-				concatKernel(out.u8, storages(in, func(x *Tensor) []uint8 { return x.u8 }), chunks, outer)
+				concatKernel(out.u8(), storages(in, func(x *Tensor) []uint8 { return x.u8() }), chunks, outer)
 			case Bool:
-				concatKernel(out.b, storages(in, func(x *Tensor) []bool { return x.b }), chunks, outer)
+				concatKernel(out.b(), storages(in, func(x *Tensor) []bool { return x.b() }), chunks, outer)
 			}
 			return out
 		},
@@ -158,17 +158,17 @@ func init() {
 			}
 			switch x.dtype {
 			case Float32:
-				splitKernel(storages(outs, func(x *Tensor) []float32 { return x.f32 }), x.f32, chunks, outer)
+				splitKernel(storages(outs, func(x *Tensor) []float32 { return x.f32() }), x.f32(), chunks, outer)
 			case Int32:
-				splitKernel(storages(outs, func(x *Tensor) []int32 { return x.i32 }), x.i32, chunks, outer)
+				splitKernel(storages(outs, func(x *Tensor) []int32 { return x.i32() }), x.i32(), chunks, outer)
 			case Float64:
-				splitKernel(storages(outs, func(x *Tensor) []float64 { return x.f64 }), x.f64, chunks, outer)
+				splitKernel(storages(outs, func(x *Tensor) []float64 { return x.f64() }), x.f64(), chunks, outer)
 			case Int64:
-				splitKernel(storages(outs, func(x *Tensor) []int64 { return x.i64 }), x.i64, chunks, outer)
+				splitKernel(storages(outs, func(x *Tensor) []int64 { return x.i64() }), x.i64(), chunks, outer)
 			case Uint8:
-				splitKernel(storages(outs, func(x *Tensor) []uint8 { return x.u8 }), x.u8, chunks, outer)
+				splitKernel(storages(outs, func(x *Tensor) []uint8 { return x.u8() }), x.u8(), chunks, outer)
 			case Bool:
-				splitKernel(storages(outs, func(x *Tensor) []bool { return x.b }), x.b, chunks, outer)
+				splitKernel(storages(outs, func(x *Tensor) []bool { return x.b() }), x.b(), chunks, outer)
 			}
 			return outs, nil
 		},

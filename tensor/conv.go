@@ -148,10 +148,10 @@ func init() {
 			cp := p.kernel(x.shape[0], x.shape[1], w.shape[0], x.shape[2:], w.shape[2:])
 			y := newOutUninit(x.dtype, append([]int{x.shape[0], w.shape[0]}, cp.Out()...))
 			if x.dtype == Float64 {
-				conv64(cp, y.f64, x.f64, w.f64)
+				conv64(cp, y.f64(), x.f64(), w.f64())
 				return y
 			}
-			conv.Forward(cp, y.f32, x.f32, w.f32, threads(x, w))
+			conv.Forward(cp, y.f32(), x.f32(), w.f32(), threads(x, w))
 			return y
 		},
 		VJPNeed: func(g *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {
@@ -184,10 +184,10 @@ func init() {
 			cp := p.kernel(dy.shape[0], c, w.shape[0], p.other, w.shape[2:])
 			dx := newOutUninit(dy.dtype, append([]int{dy.shape[0], c}, p.other...))
 			if dy.dtype == Float64 {
-				convBackwardInput64(cp, dx.f64, dy.f64, w.f64)
+				convBackwardInput64(cp, dx.f64(), dy.f64(), w.f64())
 				return dx
 			}
-			conv.BackwardInput(cp, dx.f32, dy.f32, w.f32, threads(dy, w))
+			conv.BackwardInput(cp, dx.f32(), dy.f32(), w.f32(), threads(dy, w))
 			return dx
 		},
 		VJPNeed: func(g *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {
@@ -219,10 +219,10 @@ func init() {
 			cp := p.kernel(x.shape[0], x.shape[1], dy.shape[1], x.shape[2:], p.other)
 			dw := newOutUninit(x.dtype, append([]int{dy.shape[1], x.shape[1] / p.groups}, p.other...))
 			if x.dtype == Float64 {
-				convBackwardKernel64(cp, dw.f64, x.f64, dy.f64)
+				convBackwardKernel64(cp, dw.f64(), x.f64(), dy.f64())
 				return dw
 			}
-			conv.BackwardKernel(cp, dw.f32, x.f32, dy.f32, threads(x, dy))
+			conv.BackwardKernel(cp, dw.f32(), x.f32(), dy.f32(), threads(x, dy))
 			return dw
 		},
 		VJPNeed: func(g *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {

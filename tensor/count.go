@@ -13,9 +13,9 @@ func init() {
 			x := in[0]
 			if len(in) == 1 {
 				out := newTensor(Int32, []int{length})
-				for _, v := range x.i32 {
+				for _, v := range x.i32() {
 					if int(v) < length {
-						out.i32[v]++
+						out.i32()[v]++
 					}
 				}
 				return out
@@ -26,24 +26,24 @@ func init() {
 			case Float32:
 				// Accumulate in float64, then round once, as Sum does.
 				acc := make([]float64, length)
-				for i, v := range x.i32 {
+				for i, v := range x.i32() {
 					if int(v) < length {
-						acc[v] += float64(w.f32[i])
+						acc[v] += float64(w.f32()[i])
 					}
 				}
 				for i, s := range acc {
-					out.f32[i] = float32(s)
+					out.f32()[i] = float32(s)
 				}
 			case Int32:
-				for i, v := range x.i32 {
+				for i, v := range x.i32() {
 					if int(v) < length {
-						out.i32[v] += w.i32[i]
+						out.i32()[v] += w.i32()[i]
 					}
 				}
 			case Float64:
-				for i, v := range x.i32 {
+				for i, v := range x.i32() {
 					if int(v) < length {
-						out.f64[v] += w.f64[i]
+						out.f64()[v] += w.f64()[i]
 					}
 				}
 			}
@@ -83,16 +83,16 @@ func init() {
 			out := newTensor(g.dtype, x.shape)
 			length := g.shape[0]
 			if g.dtype == Float64 {
-				for i, v := range x.i32 {
+				for i, v := range x.i32() {
 					if int(v) < length {
-						out.f64[i] = g.f64[v]
+						out.f64()[i] = g.f64()[v]
 					}
 				}
 				return out
 			}
-			for i, v := range x.i32 {
+			for i, v := range x.i32() {
 				if int(v) < length {
-					out.f32[i] = g.f32[v]
+					out.f32()[i] = g.f32()[v]
 				}
 			}
 			return out
@@ -128,7 +128,7 @@ func checkBincountValues(op string, x *Tensor) {
 	if x.layout() != nil || x.xv() != nil {
 		return
 	}
-	for i, v := range x.i32 {
+	for i, v := range x.i32() {
 		if v < 0 {
 			panic(fmt.Sprintf("%s: %v: negative value %d at index %v", op, x, v, unravel(i, x.shape)))
 		}
@@ -173,7 +173,7 @@ func Bincount(x, weights *Tensor, length int) *Tensor {
 		}
 	}
 	if x.layout() == nil && x.xv() == nil { // a sharded x is refused by Apply; a batched one checked by the batching rule
-		for i, v := range x.i32 {
+		for i, v := range x.i32() {
 			if v < 0 {
 				panic(fmt.Sprintf("%s: %s: negative value %d at index %d", name, desc, v, i))
 			}

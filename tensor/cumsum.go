@@ -42,7 +42,7 @@ func init() {
 					b := (o*n + j) * inner
 					switch x.dtype {
 					case Float32:
-						src, dst := x.f32[b:b+inner], out.f32[b:b+inner]
+						src, dst := x.f32()[b:b+inner], out.f32()[b:b+inner]
 						for i, v := range src {
 							if p.exclusive {
 								dst[i] = float32(facc[i])
@@ -53,11 +53,11 @@ func init() {
 							}
 						}
 					case Float64:
-						cumsumLane(out.f64[b:b+inner], x.f64[b:b+inner], facc, p.exclusive)
+						cumsumLane(out.f64()[b:b+inner], x.f64()[b:b+inner], facc, p.exclusive)
 					case Int64:
-						cumsumLane(out.i64[b:b+inner], x.i64[b:b+inner], iacc64, p.exclusive)
+						cumsumLane(out.i64()[b:b+inner], x.i64()[b:b+inner], iacc64, p.exclusive)
 					case Int32:
-						src, dst := x.i32[b:b+inner], out.i32[b:b+inner]
+						src, dst := x.i32()[b:b+inner], out.i32()[b:b+inner]
 						for i, v := range src {
 							if p.exclusive {
 								dst[i] = iacc[i]

@@ -32,7 +32,7 @@ func init() {
 			out := matmulF32(x, w, p.mm)
 			// b is [N], or under Vmap a batch of biases [B, N] (rows of
 			// out find theirs: addBiasActRows).
-			addBiasAct(out.f32, out.f32, b.f32, b.shape[len(b.shape)-1], p.act, isLocal(x, w, b))
+			addBiasAct(out.f32(), out.f32(), b.f32(), b.shape[len(b.shape)-1], p.act, isLocal(x, w, b))
 			return out
 		},
 		VJPNeed: func(g *Tensor, in []*Tensor, out *Tensor, pp any, need uint64) []*Tensor {

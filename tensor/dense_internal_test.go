@@ -18,11 +18,11 @@ func TestDenseMatchesComposition(t *testing.T) {
 		fused := func(x []*Tensor) *Tensor { return MatMulBiasAct(x[0], x[1], x[2], act) }
 		ref := func(x []*Tensor) *Tensor { return BiasAct(MatMul(x[0], x[1]), x[2], act) }
 		want, got := ref(in), fused(in)
-		require.Equal(t, want.f32, got.f32, "%v: value", act)
+		require.Equal(t, want.f32(), got.f32(), "%v: value", act)
 		g := randTensor(rng, want.shape...)
 		gw, gg := vjpAll(ref, g, in...), vjpAll(fused, g, in...)
 		for i := range gw {
-			require.Equal(t, gw[i].f32, gg[i].f32, "%v: gradient %d", act, i)
+			require.Equal(t, gw[i].f32(), gg[i].f32(), "%v: gradient %d", act, i)
 		}
 		if act.fromInput() {
 			continue // composed: bias_act keeps its input
@@ -45,13 +45,13 @@ func TestBiasGradMatchesSum(t *testing.T) {
 		b := randTensor(rng, n)
 		got := biasGrad(gz, b)
 		require.Equal(t, []int{n}, got.shape)
-		require.Equal(t, unbroadcast(gz, b.shape).f32, got.f32, "%v", shape)
+		require.Equal(t, unbroadcast(gz, b.shape).f32(), got.f32(), "%v", shape)
 		for j := range n {
 			ref := 0.0
-			for i := j; i < len(gz.f32); i += n {
-				ref += float64(gz.f32[i])
+			for i := j; i < len(gz.f32()); i += n {
+				ref += float64(gz.f32()[i])
 			}
-			require.InDelta(t, ref, float64(got.f32[j]), 1e-6*(1+math.Abs(ref)), "%v column %d", shape, j)
+			require.InDelta(t, ref, float64(got.f32()[j]), 1e-6*(1+math.Abs(ref)), "%v column %d", shape, j)
 		}
 	}
 }

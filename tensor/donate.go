@@ -37,19 +37,19 @@ func (t *Tensor) setBuffer() {
 	}
 	switch t.dtype {
 	case Float32:
-		recordBuffer(r, t.f32)
+		recordBuffer(r, t.f32())
 	case Int32:
-		recordBuffer(r, t.i32)
+		recordBuffer(r, t.i32())
 	case Bool:
-		recordBuffer(r, t.b)
+		recordBuffer(r, t.b())
 	case BFloat16, Float16:
-		recordBuffer(r, t.u16)
+		recordBuffer(r, t.u16())
 	case Float64:
-		recordBuffer(r, t.f64)
+		recordBuffer(r, t.f64())
 	case Int64:
-		recordBuffer(r, t.i64)
+		recordBuffer(r, t.i64())
 	case Uint8:
-		recordBuffer(r, t.u8)
+		recordBuffer(r, t.u8())
 	default:
 		return
 	}
@@ -153,7 +153,7 @@ func donate(t *Tensor) {
 		bd.DonateBlocks()
 	}
 	t.release()
-	t.f32, t.i32, t.b, t.u16, t.f64, t.i64, t.u8 = nil, nil, nil, nil, nil, nil, nil
+	t.data = rawData{}
 }
 
 // BlockDonator is implemented by layouts whose blocks Donate can donate
@@ -229,7 +229,7 @@ func (t *Tensor) BorrowFloat32() []float32 {
 	t.mustDType("Tensor.BorrowFloat32", Float32)
 	t.mustHost("Tensor.BorrowFloat32")
 	t.mustHaveData("Tensor.BorrowFloat32")
-	return t.f32
+	return t.f32()
 }
 
 // BorrowInt32 is BorrowFloat32 for int32 tensors.
@@ -237,5 +237,5 @@ func (t *Tensor) BorrowInt32() []int32 {
 	t.mustDType("Tensor.BorrowInt32", Int32)
 	t.mustHost("Tensor.BorrowInt32")
 	t.mustHaveData("Tensor.BorrowInt32")
-	return t.i32
+	return t.i32()
 }

@@ -45,9 +45,9 @@ func (d DType) isHalf() bool { return d == BFloat16 || d == Float16 }
 // halfAt returns element i of a half tensor, widened.
 func halfAt(t *Tensor, i int) float32 {
 	if t.dtype == BFloat16 {
-		return half.BFloat16(t.u16[i]).Float32()
+		return half.BFloat16(t.u16()[i]).Float32()
 	}
-	return half.Float16(t.u16[i]).Float32()
+	return half.Float16(t.u16()[i]).Float32()
 }
 
 // roundHalf rounds v to dt (BFloat16 or Float16), returning its bits.
@@ -61,8 +61,8 @@ func roundHalf(dt DType, v float32) uint16 {
 // fillHalf sets every element of the half tensor t to v, rounded.
 func fillHalf(t *Tensor, v float64) {
 	h := roundHalf(t.dtype, float32(v))
-	for i := range t.u16 {
-		t.u16[i] = h
+	for i := range t.u16() {
+		t.u16()[i] = h
 	}
 }
 
@@ -83,7 +83,7 @@ func formatHalf(t *Tensor, i int, verb byte, prec int) string {
 	if prec >= 0 || verb != 'g' {
 		return strconv.FormatFloat(f, verb, prec, 32)
 	}
-	want := t.u16[i]
+	want := t.u16()[i]
 	for p := 1; p < 9; p++ {
 		r, err := strconv.ParseFloat(strconv.FormatFloat(f, 'e', p-1, 32), 64)
 		if err == nil && roundHalf(t.dtype, float32(r)) == want {
@@ -103,7 +103,7 @@ func FromBits16(dt DType, bits []uint16, shape ...int) *Tensor {
 		panic(fmt.Sprintf("tensor.FromBits16: dtype %v is not bfloat16 or float16", dt))
 	}
 	shape = shapeFor("tensor.FromBits16", len(bits), shape)
-	return &Tensor{dtype: dt, shape: shape, u16: append([]uint16{}, bits...)}
+	return &Tensor{dtype: dt, shape: shape, data: raw(append([]uint16{}, bits...))}
 }
 
 // Bits16 returns a copy of the raw 16-bit patterns of a bfloat16 or
@@ -112,7 +112,7 @@ func (t *Tensor) Bits16() []uint16 {
 	if !t.dtype.isHalf() {
 		panic(fmt.Sprintf("Tensor.Bits16: %v is %v, want bfloat16 or float16", t, t.dtype))
 	}
-	return append([]uint16(nil), t.host("Tensor.Bits16").u16...)
+	return append([]uint16(nil), t.host("Tensor.Bits16").u16()...)
 }
 
 // RawUint16 returns the storage of a bfloat16 or float16 host tensor
@@ -124,7 +124,7 @@ func (t *Tensor) RawUint16() []uint16 {
 	t.mustHost("Tensor.RawUint16")
 	t.mustHaveData("Tensor.RawUint16")
 	t.pin()
-	return t.u16
+	return t.u16()
 }
 
 // widenInto writes the half tensor x, widened, into dst.
@@ -133,7 +133,7 @@ func widenInto(dst []float32, x *Tensor) {
 	if x.dtype == Float16 {
 		conv = vec.F32FromF16
 	}
-	src := x.u16
+	src := x.u16()
 	if serial(len(dst)*costCheap, x.local() != nil) {
 		conv(dst, src)
 		return
@@ -188,7 +188,7 @@ func RoundBits16(dst []uint16, dt DType, src []float32) {
 // same block mark.
 func widen(x *Tensor) *Tensor {
 	out := newOutUninit(Float32, x.shape)
-	widenInto(out.f32, x)
+	widenInto(out.f32(), x)
 	out.ext = x.localExt()
 	return out
 }
@@ -196,7 +196,7 @@ func widen(x *Tensor) *Tensor {
 // narrow returns the float32 host tensor x rounded to dt.
 func narrow(x *Tensor, dt DType) *Tensor {
 	out := newOutUninit(dt, x.shape) // every element is written
-	narrowInto(out.u16, dt, x.f32, x.local() != nil)
+	narrowInto(out.u16(), dt, x.f32(), x.local() != nil)
 	out.ext = x.localExt()
 	return out
 }
@@ -303,5 +303,5 @@ func WrapUint16(dt DType, bits []uint16, shape ...int) *Tensor {
 	if bits == nil {
 		bits = []uint16{}
 	}
-	return &Tensor{dtype: dt, shape: shape, u16: bits}
+	return &Tensor{dtype: dt, shape: shape, data: raw(bits)}
 }

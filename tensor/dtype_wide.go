@@ -87,23 +87,23 @@ func typeList(ts []*Tensor) string {
 func fillWide(op string, t *Tensor, v float64) {
 	switch t.dtype {
 	case Float64:
-		for i := range t.f64 {
-			t.f64[i] = v
+		for i := range t.f64() {
+			t.f64()[i] = v
 		}
 	case Int64:
 		if v != math.Trunc(v) || v >= -math.MinInt64 || v < math.MinInt64 {
 			panic(fmt.Sprintf("%s: %v is not an int64", op, v))
 		}
 		iv := int64(v)
-		for i := range t.i64 {
-			t.i64[i] = iv
+		for i := range t.i64() {
+			t.i64()[i] = iv
 		}
 	case Uint8:
 		if v != math.Trunc(v) || v < 0 || v > math.MaxUint8 {
 			panic(fmt.Sprintf("%s: %v is not a uint8", op, v))
 		}
-		for i := range t.u8 {
-			t.u8[i] = uint8(v)
+		for i := range t.u8() {
+			t.u8()[i] = uint8(v)
 		}
 	}
 }
@@ -113,21 +113,21 @@ func fillWide(op string, t *Tensor, v float64) {
 // with jax_enable_x64 on. FromFloat64 converts to float32 instead.
 func FromFloat64s(data []float64, shape ...int) *Tensor {
 	shape = shapeFor("tensor.FromFloat64s", len(data), shape)
-	return &Tensor{dtype: Float64, shape: shape, f64: append([]float64{}, data...)}
+	return &Tensor{dtype: Float64, shape: shape, data: raw(append([]float64{}, data...))}
 }
 
 // FromInt64 returns an Int64 tensor of the given shape holding a copy of
 // data.
 func FromInt64(data []int64, shape ...int) *Tensor {
 	shape = shapeFor("tensor.FromInt64", len(data), shape)
-	return &Tensor{dtype: Int64, shape: shape, i64: append([]int64{}, data...)}
+	return &Tensor{dtype: Int64, shape: shape, data: raw(append([]int64{}, data...))}
 }
 
 // FromUint8 returns a Uint8 tensor of the given shape holding a copy of
 // data (pixels, say).
 func FromUint8(data []uint8, shape ...int) *Tensor {
 	shape = shapeFor("tensor.FromUint8", len(data), shape)
-	return &Tensor{dtype: Uint8, shape: shape, u8: append([]uint8{}, data...)}
+	return &Tensor{dtype: Uint8, shape: shape, data: raw(append([]uint8{}, data...))}
 }
 
 // WrapFloat64 is WrapFloat32 for float64 data: a Float64 tensor over data,
@@ -137,7 +137,7 @@ func WrapFloat64(data []float64, shape ...int) *Tensor {
 	if data == nil {
 		data = []float64{}
 	}
-	return &Tensor{dtype: Float64, shape: shape, f64: data}
+	return &Tensor{dtype: Float64, shape: shape, data: raw(data)}
 }
 
 // WrapInt64 is WrapFloat32 for int64 data.
@@ -146,7 +146,7 @@ func WrapInt64(data []int64, shape ...int) *Tensor {
 	if data == nil {
 		data = []int64{}
 	}
-	return &Tensor{dtype: Int64, shape: shape, i64: data}
+	return &Tensor{dtype: Int64, shape: shape, data: raw(data)}
 }
 
 // WrapUint8 is WrapFloat32 for uint8 data.
@@ -155,47 +155,49 @@ func WrapUint8(data []uint8, shape ...int) *Tensor {
 	if data == nil {
 		data = []uint8{}
 	}
-	return &Tensor{dtype: Uint8, shape: shape, u8: data}
+	return &Tensor{dtype: Uint8, shape: shape, data: raw(data)}
 }
 
 // ScalarFloat64 returns a Float64 scalar (shape []).
 func ScalarFloat64(v float64) *Tensor {
-	return &Tensor{dtype: Float64, shape: []int{}, f64: []float64{v}}
+	return &Tensor{dtype: Float64, shape: []int{}, data: raw([]float64{v})}
 }
 
 // ScalarInt64 returns an Int64 scalar.
-func ScalarInt64(v int64) *Tensor { return &Tensor{dtype: Int64, shape: []int{}, i64: []int64{v}} }
+func ScalarInt64(v int64) *Tensor {
+	return &Tensor{dtype: Int64, shape: []int{}, data: raw([]int64{v})}
+}
 
 // Int64s returns a copy of the elements of an Int64 tensor (Ints for
 // Int32). A sharded tensor is gathered first.
 func (t *Tensor) Int64s() []int64 {
 	t.mustDType("Tensor.Int64s", Int64)
-	return append([]int64(nil), t.host("Tensor.Int64s").i64...)
+	return append([]int64(nil), t.host("Tensor.Int64s").i64()...)
 }
 
 // Uint8s returns a copy of the elements of a Uint8 tensor.
 func (t *Tensor) Uint8s() []uint8 {
 	t.mustDType("Tensor.Uint8s", Uint8)
-	return append([]uint8(nil), t.host("Tensor.Uint8s").u8...)
+	return append([]uint8(nil), t.host("Tensor.Uint8s").u8()...)
 }
 
 // RawFloat64 returns the storage of a Float64 host tensor without copying
 // (read-only, see RawFloat32).
 func (t *Tensor) RawFloat64() []float64 {
 	t.mustRaw("Tensor.RawFloat64", Float64)
-	return t.f64
+	return t.f64()
 }
 
 // RawInt64 is RawFloat32 for Int64 tensors.
 func (t *Tensor) RawInt64() []int64 {
 	t.mustRaw("Tensor.RawInt64", Int64)
-	return t.i64
+	return t.i64()
 }
 
 // RawUint8 is RawFloat32 for Uint8 tensors.
 func (t *Tensor) RawUint8() []uint8 {
 	t.mustRaw("Tensor.RawUint8", Uint8)
-	return t.u8
+	return t.u8()
 }
 
 // number is an element type that converts to and from the others with Go
@@ -229,17 +231,17 @@ func boolsTo[D number](dst []D, src []bool) {
 func toFloat[D vec.Float](dst []D, x *Tensor) {
 	switch x.dtype {
 	case Float32:
-		castSlice(dst, x.f32)
+		castSlice(dst, x.f32())
 	case Float64:
-		castSlice(dst, x.f64)
+		castSlice(dst, x.f64())
 	case Int32:
-		vec.FloatFromInt(dst, x.i32)
+		vec.FloatFromInt(dst, x.i32())
 	case Int64:
-		vec.FloatFromInt(dst, x.i64)
+		vec.FloatFromInt(dst, x.i64())
 	case Uint8:
-		vec.FloatFromInt(dst, x.u8)
+		vec.FloatFromInt(dst, x.u8())
 	case Bool:
-		boolsTo(dst, x.b)
+		boolsTo(dst, x.b())
 	}
 }
 
@@ -248,17 +250,17 @@ func toFloat[D vec.Float](dst []D, x *Tensor) {
 func toInt[D vec.Integer](dst []D, x *Tensor) {
 	switch x.dtype {
 	case Float32:
-		vec.IntFromFloat(dst, x.f32)
+		vec.IntFromFloat(dst, x.f32())
 	case Float64:
-		vec.IntFromFloat(dst, x.f64)
+		vec.IntFromFloat(dst, x.f64())
 	case Int32:
-		vec.IntFromInt(dst, x.i32)
+		vec.IntFromInt(dst, x.i32())
 	case Int64:
-		vec.IntFromInt(dst, x.i64)
+		vec.IntFromInt(dst, x.i64())
 	case Uint8:
-		vec.IntFromInt(dst, x.u8)
+		vec.IntFromInt(dst, x.u8())
 	case Bool:
-		boolsTo(dst, x.b)
+		boolsTo(dst, x.b())
 	}
 }
 
@@ -268,24 +270,24 @@ func asTypeImpl(x *Tensor, dt DType) *Tensor {
 	out := newOutUninit(dt, x.shape)
 	switch dt {
 	case Float32:
-		toFloat(out.f32, x)
+		toFloat(out.f32(), x)
 	case Float64:
-		toFloat(out.f64, x)
+		toFloat(out.f64(), x)
 	case Int32:
-		toInt(out.i32, x)
+		toInt(out.i32(), x)
 	case Int64:
-		toInt(out.i64, x)
+		toInt(out.i64(), x)
 	case Uint8:
-		toInt(out.u8, x)
+		toInt(out.u8(), x)
 	case Bool:
 		switch x.dtype {
 		case Int64:
-			for i, v := range x.i64 {
-				out.b[i] = v != 0
+			for i, v := range x.i64() {
+				out.b()[i] = v != 0
 			}
 		default:
-			for i := range out.b {
-				out.b[i] = x.at(i) != 0
+			for i := range out.b() {
+				out.b()[i] = x.at(i) != 0
 			}
 		}
 	}
@@ -298,11 +300,11 @@ func convertFloat(x *Tensor, dt DType) *Tensor {
 	switch {
 	case x.dtype == Float64 && dt == Float32:
 		out := newOutUninit(Float32, x.shape)
-		vec.F32FromF64(out.f32, x.f64)
+		vec.F32FromF64(out.f32(), x.f64())
 		return out
 	case x.dtype == Float32 && dt == Float64:
 		out := newOutUninit(Float64, x.shape)
-		vec.F64FromF32(out.f64, x.f32)
+		vec.F64FromF32(out.f64(), x.f32())
 		return out
 	case x.dtype == Float64: // to a half dtype, through float32
 		return narrow(convertFloat(x, Float32), dt)
@@ -371,7 +373,7 @@ func withFloat64(op *Op, cost int, k func(d, s []float64)) *Op {
 			return impl(in, p)
 		}
 		out := newOutUninit(Float64, x.shape)
-		mapT(k, out.f64, x.f64, cost, x.local() != nil)
+		mapT(k, out.f64(), x.f64(), cost, x.local() != nil)
 		return out
 	}
 	op.Traits.Types |= TypesFloat64
@@ -387,8 +389,8 @@ func withInt64(op *Op, f func(int64) int64) *Op {
 			return impl(in, p)
 		}
 		out := newOutUninit(Int64, x.shape)
-		for i, v := range x.i64 {
-			out.i64[i] = f(v)
+		for i, v := range x.i64() {
+			out.i64()[i] = f(v)
 		}
 		return out
 	}
@@ -406,7 +408,7 @@ func withFloat64Bwd(op *Op, cost int, k func(d, g, x []float64)) *Op {
 			return impl(in, p)
 		}
 		out := newOutUninit(Float64, g.shape)
-		map2T(k, out.f64, g.f64, x.f64, cost, isLocal(g, x))
+		map2T(k, out.f64(), g.f64(), x.f64(), cost, isLocal(g, x))
 		return out
 	}
 	op.Traits.Types |= TypesFloat64
@@ -528,7 +530,7 @@ func matmulF64(a, b *Tensor, p *matmulParams) *Tensor {
 	lda, ldb := p.leading()
 	sizeA, sizeB, sizeC := p.m*p.k, p.k*p.n, p.m*p.n
 	if numel(p.batch) == 1 {
-		gemm.Dgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f64, lda, b.f64, ldb, 0, out.f64, p.n, threads)
+		gemm.Dgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f64(), lda, b.f64(), ldb, 0, out.f64(), p.n, threads)
 		return out
 	}
 	if 2*p.m*p.n*p.k < batchSplitFlops {
@@ -540,8 +542,8 @@ func matmulF64(a, b *Tensor, p *matmulParams) *Tensor {
 	broadcastLoop(p.batch, sa, sb, func(o, ia, ib, n, da, db int) {
 		for j := 0; j < n; j++ {
 			oa, ob, oc := (ia+j*da)*sizeA, (ib+j*db)*sizeB, (o+j)*sizeC
-			gemm.Dgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f64[oa:oa+sizeA], lda, b.f64[ob:ob+sizeB], ldb,
-				0, out.f64[oc:oc+sizeC], p.n, threads)
+			gemm.Dgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f64()[oa:oa+sizeA], lda, b.f64()[ob:ob+sizeB], ldb,
+				0, out.f64()[oc:oc+sizeC], p.n, threads)
 		}
 	})
 	return out
@@ -581,7 +583,7 @@ func lanes64(shape []int, axis int, local *Local, fn func(base, stride, n int)) 
 // along axis, or its log, each lane in float64.
 func softmax64(x *Tensor, axis int, log bool) *Tensor {
 	out := newOutUninit(Float64, x.shape)
-	src, dst := x.f64, out.f64
+	src, dst := x.f64(), out.f64()
 	lanes64(x.shape, axis, x.local(), func(b, st, n int) {
 		m := math.Inf(-1)
 		for j := 0; j < n; j++ {
@@ -613,7 +615,7 @@ func softmax64(x *Tensor, axis int, log bool) *Tensor {
 // f(g, y at lane index j, s) where s is sum(g, y) over the lane.
 func softmaxGrad64(g, y *Tensor, axis int, sum func(g, y float64) float64, f func(g, y, s float64) float64) *Tensor {
 	out := newOutUninit(Float64, g.shape)
-	gs, ys, dst := g.f64, y.f64, out.f64
+	gs, ys, dst := g.f64(), y.f64(), out.f64()
 	lanes64(g.shape, axis, srtLocal(g, y), func(b, st, n int) {
 		s := 0.0
 		for j := 0; j < n; j++ {
@@ -647,16 +649,16 @@ func srtKeyF64(v float64) uint64 {
 func srtWideKeys(x *Tensor, base, stride int, keys []uint32, inv uint32) {
 	if x.dtype == Uint8 {
 		for j := range keys {
-			keys[j] = uint32(x.u8[base+j*stride]) ^ inv
+			keys[j] = uint32(x.u8()[base+j*stride]) ^ inv
 		}
 		return
 	}
 	k64 := make([]uint64, len(keys))
 	for j := range k64 {
 		if x.dtype == Float64 {
-			k64[j] = srtKeyF64(x.f64[base+j*stride])
+			k64[j] = srtKeyF64(x.f64()[base+j*stride])
 		} else {
-			k64[j] = uint64(x.i64[base+j*stride]) ^ 1<<63
+			k64[j] = uint64(x.i64()[base+j*stride]) ^ 1<<63
 		}
 	}
 	uniq := slices.Clone(k64)
@@ -673,7 +675,7 @@ func (t *Tensor) BorrowFloat64() []float64 {
 	t.mustDType("Tensor.BorrowFloat64", Float64)
 	t.mustHost("Tensor.BorrowFloat64")
 	t.mustHaveData("Tensor.BorrowFloat64")
-	return t.f64
+	return t.f64()
 }
 
 // BorrowInt64 is BorrowFloat32 for int64 tensors.
@@ -681,7 +683,7 @@ func (t *Tensor) BorrowInt64() []int64 {
 	t.mustDType("Tensor.BorrowInt64", Int64)
 	t.mustHost("Tensor.BorrowInt64")
 	t.mustHaveData("Tensor.BorrowInt64")
-	return t.i64
+	return t.i64()
 }
 
 // attention64 is DotProductAttention in float64, composed from ops as
@@ -716,7 +718,7 @@ func raggedDot64(x, w, groupSizes *Tensor) *Tensor {
 	m, n := x.shape[0], w.shape[2]
 	var parts []*Tensor
 	at := 0
-	for i, g := range groupSizes.i32 {
+	for i, g := range groupSizes.i32() {
 		if g == 0 {
 			continue
 		}

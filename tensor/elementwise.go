@@ -248,13 +248,13 @@ func binaryImpl(d *binaryDef) func(in []*Tensor, p any) *Tensor {
 		local := isLocal(a, b)
 		switch a.dtype {
 		case Float32:
-			run2(&d.f32, out.f32, a.f32, b.f32, shape, a.shape, b.shape, local)
+			run2(&d.f32, out.f32(), a.f32(), b.f32(), shape, a.shape, b.shape, local)
 		case Int32:
-			run2(d.i32, out.i32, a.i32, b.i32, shape, a.shape, b.shape, local)
+			run2(d.i32, out.i32(), a.i32(), b.i32(), shape, a.shape, b.shape, local)
 		case Float64:
-			run2(&d.f64, out.f64, a.f64, b.f64, shape, a.shape, b.shape, local)
+			run2(&d.f64, out.f64(), a.f64(), b.f64(), shape, a.shape, b.shape, local)
 		case Int64:
-			run2(d.i64, out.i64, a.i64, b.i64, shape, a.shape, b.shape, local)
+			run2(d.i64, out.i64(), a.i64(), b.i64(), shape, a.shape, b.shape, local)
 		}
 		return out
 	}
@@ -599,7 +599,7 @@ func minMaxVJP(g *Tensor, in []*Tensor, out *Tensor) []*Tensor {
 func binary(d *binaryDef, op *Op, a, b *Tensor) *Tensor {
 	a, b = weakScalars(a, b)
 	shape := checkBinary(d, a, b)
-	if d.intDiv && numel(shape) > 0 && (a.dtype == Int32 && slices.Contains(b.i32, 0) || a.dtype == Int64 && slices.Contains(b.i64, 0)) {
+	if d.intDiv && numel(shape) > 0 && (a.dtype == Int32 && slices.Contains(b.i32(), 0) || a.dtype == Int64 && slices.Contains(b.i64(), 0)) {
 		// Every element of b is read when the result is not empty.
 		panic(fmt.Sprintf("%s: %s: integer division by zero", d.name, operands(d.sym, a, b)))
 	}

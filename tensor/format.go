@@ -93,7 +93,7 @@ func (t *Tensor) formatValues(verb byte, prec int) string {
 	elem := func(i int) string {
 		switch h.dtype {
 		case Float32:
-			v := float64(h.f32[i])
+			v := float64(h.f32()[i])
 			switch {
 			case math.IsNaN(v):
 				return "nan"
@@ -104,16 +104,16 @@ func (t *Tensor) formatValues(verb byte, prec int) string {
 			}
 			return strconv.FormatFloat(v, verb, prec, 32)
 		case Int32:
-			return strconv.Itoa(int(h.i32[i]))
+			return strconv.Itoa(int(h.i32()[i]))
 		case Bool:
-			if h.b[i] {
+			if h.b()[i] {
 				return "true"
 			}
 			return "false"
 		case BFloat16, Float16:
 			return formatHalf(h, i, verb, prec)
 		case Float64:
-			v := h.f64[i]
+			v := h.f64()[i]
 			switch {
 			case math.IsNaN(v):
 				return "nan"
@@ -124,9 +124,9 @@ func (t *Tensor) formatValues(verb byte, prec int) string {
 			}
 			return strconv.FormatFloat(v, verb, prec, 64)
 		case Int64:
-			return strconv.FormatInt(h.i64[i], 10)
+			return strconv.FormatInt(h.i64()[i], 10)
 		case Uint8:
-			return strconv.Itoa(int(h.u8[i]))
+			return strconv.Itoa(int(h.u8()[i]))
 		}
 		return "?"
 	}

@@ -99,7 +99,7 @@ func init() {
 			out := newOutUninit(Float32, x.shape)
 			// b is [N], or a batch of biases [B..., 1..., N] with x's
 			// leading dimensions (the batching rule's).
-			addBiasAct(out.f32, x.f32, b.f32, b.shape[len(b.shape)-1], p.(Activation), isLocal(x, b))
+			addBiasAct(out.f32(), x.f32(), b.f32(), b.shape[len(b.shape)-1], p.(Activation), isLocal(x, b))
 			return out
 		},
 		VJPNeed: func(g *Tensor, in []*Tensor, out *Tensor, p any, need uint64) []*Tensor {
@@ -187,21 +187,21 @@ func init() {
 				out = newOutUninit(Float32, x.shape)
 			}
 			grad := p.(Activation).gradKernel()
-			n := len(b.f32)
+			n := len(b.f32())
 			rows := func(lo, hi int) {
 				var buf [stageLen]float32
 				for r := lo; r < hi; r++ {
 					for c := 0; c < n; c += stageLen {
 						e := min(c+stageLen, n)
 						t := buf[:e-c]
-						vec.AddVV(t, x.f32[r*n+c:r*n+e], b.f32[c:e])
+						vec.AddVV(t, x.f32()[r*n+c:r*n+e], b.f32()[c:e])
 						grad(t, t)
-						vec.MulVV(out.f32[r*n+c:r*n+e], t, g.f32[r*n+c:r*n+e])
+						vec.MulVV(out.f32()[r*n+c:r*n+e], t, g.f32()[r*n+c:r*n+e])
 					}
 				}
 			}
-			m := len(x.f32) / max(n, 1)
-			if n == 0 || serial(len(x.f32)*costMath, isLocal(g, x, b)) {
+			m := len(x.f32()) / max(n, 1)
+			if n == 0 || serial(len(x.f32())*costMath, isLocal(g, x, b)) {
 				rows(0, m)
 			} else {
 				parallelFor(m, n*costMath, 1, false, rows)
@@ -271,7 +271,7 @@ func biasGrad(gz, b *Tensor) *Tensor {
 	}
 	n := b.shape[0]
 	out := newOutUninit(Float32, b.shape)
-	sumColsF32(out.f32, gz.f32, len(gz.f32)/max(n, 1), n, false)
+	sumColsF32(out.f32(), gz.f32(), len(gz.f32())/max(n, 1), n, false)
 	return out
 }
 
@@ -290,7 +290,7 @@ func batchBiasGrad(gz, b *Tensor) *Tensor {
 	}
 	n, nb := b.shape[0], v.shape[0]
 	out := newOutUninit(Float32, []int{nb, n})
-	sumMiddleF32(out.f32, v.f32, nb, len(v.f32)/max(nb*n, 1), n, false)
+	sumMiddleF32(out.f32(), v.f32(), nb, len(v.f32())/max(nb*n, 1), n, false)
 	return bt.wrapFresh(out)
 }
 

@@ -89,19 +89,19 @@ func boxCopy[T any](dst []T, dshape, dstart []int, src []T, sshape, sstart, box 
 func boxCopyT(dst *Tensor, dstart []int, src *Tensor, sstart, box []int) {
 	switch src.dtype {
 	case Float32:
-		boxCopy(dst.f32, dst.shape, dstart, src.f32, src.shape, sstart, box)
+		boxCopy(dst.f32(), dst.shape, dstart, src.f32(), src.shape, sstart, box)
 	case Int32:
-		boxCopy(dst.i32, dst.shape, dstart, src.i32, src.shape, sstart, box)
+		boxCopy(dst.i32(), dst.shape, dstart, src.i32(), src.shape, sstart, box)
 	case Bool:
-		boxCopy(dst.b, dst.shape, dstart, src.b, src.shape, sstart, box)
+		boxCopy(dst.b(), dst.shape, dstart, src.b(), src.shape, sstart, box)
 	case BFloat16, Float16:
-		boxCopy(dst.u16, dst.shape, dstart, src.u16, src.shape, sstart, box)
+		boxCopy(dst.u16(), dst.shape, dstart, src.u16(), src.shape, sstart, box)
 	case Float64:
-		boxCopy(dst.f64, dst.shape, dstart, src.f64, src.shape, sstart, box)
+		boxCopy(dst.f64(), dst.shape, dstart, src.f64(), src.shape, sstart, box)
 	case Int64:
-		boxCopy(dst.i64, dst.shape, dstart, src.i64, src.shape, sstart, box)
+		boxCopy(dst.i64(), dst.shape, dstart, src.i64(), src.shape, sstart, box)
 	case Uint8:
-		boxCopy(dst.u8, dst.shape, dstart, src.u8, src.shape, sstart, box)
+		boxCopy(dst.u8(), dst.shape, dstart, src.u8(), src.shape, sstart, box)
 	}
 }
 
@@ -110,19 +110,19 @@ func cloneTensor(x *Tensor) *Tensor {
 	out := newTensor(x.dtype, x.shape)
 	switch x.dtype {
 	case Float32:
-		copy(out.f32, x.f32)
+		copy(out.f32(), x.f32())
 	case Int32:
-		copy(out.i32, x.i32)
+		copy(out.i32(), x.i32())
 	case Bool:
-		copy(out.b, x.b)
+		copy(out.b(), x.b())
 	case BFloat16, Float16:
-		copy(out.u16, x.u16)
+		copy(out.u16(), x.u16())
 	case Float64:
-		copy(out.f64, x.f64)
+		copy(out.f64(), x.f64())
 	case Int64:
-		copy(out.i64, x.i64)
+		copy(out.i64(), x.i64())
 	case Uint8:
-		copy(out.u8, x.u8)
+		copy(out.u8(), x.u8())
 	}
 	return out
 }
@@ -145,7 +145,7 @@ func checkIndices(what func() string, indices *Tensor, n int) *Tensor {
 	if indices.dtype == Int64 && indices.layout() == nil && indices.xv() == nil {
 		// An index into an axis fits int32 (a dimension is an int32 count
 		// of the kernels): checked, then converted.
-		for i, v := range indices.i64 {
+		for i, v := range indices.i64() {
 			if v < int64(-n) || v >= int64(n) {
 				panic(fmt.Sprintf("%s: index %d at position %v out of range [%d, %d)",
 					what(), v, unravel(i, indices.shape), -n, n))
@@ -159,7 +159,7 @@ func checkIndices(what func() string, indices *Tensor, n int) *Tensor {
 	if indices.layout() != nil {
 		return indices // Apply refuses sharded operands with its own message
 	}
-	for i, v := range indices.i32 {
+	for i, v := range indices.i32() {
 		if int(v) < -n || int(v) >= n {
 			panic(fmt.Sprintf("%s: index %d at position %v out of range [%d, %d)",
 				what(), v, unravel(i, indices.shape), -n, n))
@@ -197,22 +197,22 @@ func init() {
 			out := newOutUninit(x.dtype, p.outShape) // every element gathered
 			outer, n, inner := axisSplit(x.shape, p.axis)
 			if x.dtype == Float32 && outer == 1 && inner >= rowsMin {
-				gatherRowsF32(out.f32, x.f32, idx.i32, n, inner, false, isLocal(x, idx))
+				gatherRowsF32(out.f32(), x.f32(), idx.i32(), n, inner, false, isLocal(x, idx))
 				return out
 			}
 			switch x.dtype {
 			case Float32:
-				takeKernel(out.f32, x.f32, idx.i32, outer, n, inner)
+				takeKernel(out.f32(), x.f32(), idx.i32(), outer, n, inner)
 			case Int32:
-				takeKernel(out.i32, x.i32, idx.i32, outer, n, inner)
+				takeKernel(out.i32(), x.i32(), idx.i32(), outer, n, inner)
 			case Float64:
-				takeKernel(out.f64, x.f64, idx.i32, outer, n, inner)
+				takeKernel(out.f64(), x.f64(), idx.i32(), outer, n, inner)
 			case Int64:
-				takeKernel(out.i64, x.i64, idx.i32, outer, n, inner)
+				takeKernel(out.i64(), x.i64(), idx.i32(), outer, n, inner)
 			case Uint8:
-				takeKernel(out.u8, x.u8, idx.i32, outer, n, inner)
+				takeKernel(out.u8(), x.u8(), idx.i32(), outer, n, inner)
 			case Bool:
-				takeKernel(out.b, x.b, idx.i32, outer, n, inner)
+				takeKernel(out.b(), x.b(), idx.i32(), outer, n, inner)
 			}
 			return out
 		},
@@ -321,17 +321,17 @@ func init() {
 			w := newAlongWalk(x.shape, idx.shape, p.outShape, p.axis)
 			switch x.dtype {
 			case Float32:
-				takeAlongKernel(out.f32, x.f32, idx.i32, w)
+				takeAlongKernel(out.f32(), x.f32(), idx.i32(), w)
 			case Int32:
-				takeAlongKernel(out.i32, x.i32, idx.i32, w)
+				takeAlongKernel(out.i32(), x.i32(), idx.i32(), w)
 			case Float64:
-				takeAlongKernel(out.f64, x.f64, idx.i32, w)
+				takeAlongKernel(out.f64(), x.f64(), idx.i32(), w)
 			case Int64:
-				takeAlongKernel(out.i64, x.i64, idx.i32, w)
+				takeAlongKernel(out.i64(), x.i64(), idx.i32(), w)
 			case Uint8:
-				takeAlongKernel(out.u8, x.u8, idx.i32, w)
+				takeAlongKernel(out.u8(), x.u8(), idx.i32(), w)
 			case Bool:
-				takeAlongKernel(out.b, x.b, idx.i32, w)
+				takeAlongKernel(out.b(), x.b(), idx.i32(), w)
 			}
 			return out
 		},
@@ -445,13 +445,13 @@ func init() {
 			w := newAlongWalk(p.xShape, idx.shape, p.outShape, p.axis)
 			switch g.dtype {
 			case Float32:
-				takeAlongGradKernel(out.f32, g.f32, idx.i32, w)
+				takeAlongGradKernel(out.f32(), g.f32(), idx.i32(), w)
 			case Int32:
-				takeAlongGradKernel(out.i32, g.i32, idx.i32, w)
+				takeAlongGradKernel(out.i32(), g.i32(), idx.i32(), w)
 			case Float64:
-				takeAlongGradKernel(out.f64, g.f64, idx.i32, w)
+				takeAlongGradKernel(out.f64(), g.f64(), idx.i32(), w)
 			case Int64:
-				takeAlongGradKernel(out.i64, g.i64, idx.i32, w)
+				takeAlongGradKernel(out.i64(), g.i64(), idx.i32(), w)
 			}
 			return out
 		},
@@ -519,9 +519,9 @@ func init() {
 			idx := in[0]
 			shape := append(append(make([]int, 0, len(idx.shape)+1), idx.shape...), n)
 			out := newTensor(Float32, shape)
-			for i, v := range idx.i32 {
+			for i, v := range idx.i32() {
 				if v >= 0 && int(v) < n {
-					out.f32[i*n+int(v)] = 1
+					out.f32()[i*n+int(v)] = 1
 				}
 			}
 			return out

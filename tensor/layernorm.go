@@ -33,7 +33,7 @@ func init() {
 			rows := x.shape[:len(x.shape)-1]
 			y := newOutUninit(Float32, x.shape)
 			mean, rstd := newOutUninit(Float32, rows), newOutUninit(Float32, rows)
-			layerNormRows(y.f32, mean.f32, rstd.f32, x.f32, in[1].f32, in[2].f32, p.(lnParams).eps, isLocal(in...))
+			layerNormRows(y.f32(), mean.f32(), rstd.f32(), x.f32(), in[1].f32(), in[2].f32(), p.(lnParams).eps, isLocal(in...))
 			return []*Tensor{y, mean, rstd}, nil
 		},
 		VJPN:  layerNormVJP,
@@ -53,7 +53,7 @@ func init() {
 			g, x, w := in[0], in[1], in[2]
 			dx := newOutUninit(Float32, x.shape)
 			dw, db := newOutUninit(Float32, w.shape), newOutUninit(Float32, w.shape)
-			layerNormBwdRows(dx.f32, dw.f32, db.f32, g.f32, x.f32, w.f32, in[3].f32, in[4].f32, isLocal(in...))
+			layerNormBwdRows(dx.f32(), dw.f32(), db.f32(), g.f32(), x.f32(), w.f32(), in[3].f32(), in[4].f32(), isLocal(in...))
 			return []*Tensor{dx, dw, db}, nil
 		},
 		// Each example's from ops (another summation order: the rule

@@ -36,7 +36,7 @@ func TestLayerNormKernelsParallel(t *testing.T) {
 	got := run()
 	require.Greater(t, parallelSpawned.Load(), spawned, "no goroutine started")
 	for i := range want {
-		require.Equal(t, want[i].f32, got[i].f32, "result %d", i)
+		require.Equal(t, want[i].f32(), got[i].f32(), "result %d", i)
 	}
 }
 

@@ -52,8 +52,8 @@ func init() {
 			out := newOut(Float32, nil)
 			// As Mean(Square(Sub)): float32 squares summed in float64 in
 			// SumF64's order, rounded, then scaled by the float32 1/n.
-			s := mseSum(a.f32, b.f32, isLocal(a, b))
-			out.f32[0] = float32(float32(s) * (1 / float32(len(a.f32))))
+			s := mseSum(a.f32(), b.f32(), isLocal(a, b))
+			out.f32()[0] = float32(float32(s) * (1 / float32(len(a.f32()))))
 			return out
 		},
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
@@ -80,17 +80,17 @@ func init() {
 		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
 			g, a, b := in[0], in[1], in[2]
 			ga, gb := newOutUninit(Float32, a.shape), newOutUninit(Float32, a.shape)
-			gs := float32(g.f32[0] * (1 / float32(len(a.f32))))
+			gs := float32(g.f32()[0] * (1 / float32(len(a.f32()))))
 			kernel := func(lo, hi int) {
-				d, e := ga.f32[lo:hi], gb.f32[lo:hi]
-				vec.SubVV(d, a.f32[lo:hi], b.f32[lo:hi])
+				d, e := ga.f32()[lo:hi], gb.f32()[lo:hi]
+				vec.SubVV(d, a.f32()[lo:hi], b.f32()[lo:hi])
 				vec.MulVS(d, d, 2)
 				vec.MulVS(d, d, gs)
 				for i, v := range d {
 					e[i] = -v
 				}
 			}
-			if n := len(a.f32); serial(n*costCheap, isLocal(g, a, b)) {
+			if n := len(a.f32()); serial(n*costCheap, isLocal(g, a, b)) {
 				kernel(0, n)
 			} else {
 				parallelFor(n, costCheap, 8, false, kernel)
@@ -195,15 +195,15 @@ func init() {
 			g, sm, labels := in[0], in[1], in[2]
 			out := newOutUninit(Float32, sm.shape)
 			c := sm.shape[len(sm.shape)-1]
-			rows := len(g.f32)
+			rows := len(g.f32())
 			srtParallel(rows, rows*c*2, srtLocal(g, sm, labels), func(lo, hi int) {
 				for i := lo; i < hi; i++ {
-					gi := g.f32[i]
-					src, dst := sm.f32[i*c:(i+1)*c], out.f32[i*c:(i+1)*c]
+					gi := g.f32()[i]
+					src, dst := sm.f32()[i*c:(i+1)*c], out.f32()[i*c:(i+1)*c]
 					for j, v := range src {
 						dst[j] = gi * v
 					}
-					dst[labels.i32[i]] = gi * (src[labels.i32[i]] - 1)
+					dst[labels.i32()[i]] = gi * (src[labels.i32()[i]] - 1)
 				}
 			})
 			return out
@@ -299,7 +299,7 @@ func xentImpl(logits, labels, sm *Tensor) *Tensor {
 	r := len(logits.shape)
 	c := logits.shape[r-1]
 	loss := newOutUninit(Float32, logits.shape[:r-1])
-	rows := len(loss.f32)
+	rows := len(loss.f32())
 	srtParallel(rows, rows*c*8, srtLocal(logits, labels), func(lo, hi int) {
 		// Blocks of rows, each row's maximum and exponentials first, then
 		// the logs: a short row's kernels are chains of dependent
@@ -308,18 +308,18 @@ func xentImpl(logits, labels, sm *Tensor) *Tensor {
 		for b := lo; b < hi; b += xentBlock {
 			e := min(b+xentBlock, hi)
 			if c <= xentShort {
-				xentShortRows(logits.f32[b*c:e*c], sm, b, c, ms[:e-b], sums[:e-b])
+				xentShortRows(logits.f32()[b*c:e*c], sm, b, c, ms[:e-b], sums[:e-b])
 			} else {
 				for i := b; i < e; i++ {
-					ms[i-b], sums[i-b] = softmaxRowSum(logits.f32[i*c:(i+1)*c], xentRowOf(sm, i, c), false)
+					ms[i-b], sums[i-b] = softmaxRowSum(logits.f32()[i*c:(i+1)*c], xentRowOf(sm, i, c), false)
 				}
 			}
 			for i := b; i < e; i++ {
-				row := logits.f32[i*c : (i+1)*c]
+				row := logits.f32()[i*c : (i+1)*c]
 				m := ms[i-b]
 				lse := softmaxRowEnd(row, xentRowOf(sm, i, c), false, m, sums[i-b])
 				// lse + m - z_label, with the large terms cancelled first.
-				loss.f32[i] = float32(lse - (float64(row[labels.i32[i]]) - m))
+				loss.f32()[i] = float32(lse - (float64(row[labels.i32()[i]]) - m))
 			}
 		}
 	})
@@ -342,7 +342,7 @@ func xentShortRows(block []float32, sm *Tensor, b, c int, ms, sums []float64) {
 	var m32 [xentBlock]float32
 	dst := scratch[:len(block)]
 	if sm != nil {
-		dst = sm.f32[b*c : b*c+len(block)]
+		dst = sm.f32()[b*c : b*c+len(block)]
 	}
 	vec.ExpShiftRows(dst, block, c, m32[:len(ms)], sums)
 	for i, m := range m32[:len(ms)] {
@@ -355,7 +355,7 @@ func xentRowOf(sm *Tensor, i, c int) []float32 {
 	if sm == nil {
 		return nil
 	}
-	return sm.f32[i*c : (i+1)*c]
+	return sm.f32()[i*c : (i+1)*c]
 }
 
 // xentProbsImpl returns -Σ p·log_softmax(z) per row and, if lsm is not
@@ -365,13 +365,13 @@ func xentProbsImpl(logits, probs, lsm *Tensor) *Tensor {
 	r := len(logits.shape)
 	c := logits.shape[r-1]
 	loss := newOutUninit(Float32, logits.shape[:r-1])
-	rows := len(loss.f32)
+	rows := len(loss.f32())
 	srtParallel(rows, rows*c*8, srtLocal(logits, probs), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			row, p := logits.f32[i*c:(i+1)*c], probs.f32[i*c:(i+1)*c]
+			row, p := logits.f32()[i*c:(i+1)*c], probs.f32()[i*c:(i+1)*c]
 			var dst []float32
 			if lsm != nil {
-				dst = lsm.f32[i*c : (i+1)*c]
+				dst = lsm.f32()[i*c : (i+1)*c]
 			}
 			m, lse := softmaxRow(row, dst, true)
 			s := 0.0
@@ -380,7 +380,7 @@ func xentProbsImpl(logits, probs, lsm *Tensor) *Tensor {
 					s += float64(p[j]) * (float64(v) - m - lse)
 				}
 			}
-			loss.f32[i] = float32(-s)
+			loss.f32()[i] = float32(-s)
 		}
 	})
 	return loss
@@ -427,7 +427,7 @@ func SoftmaxCrossEntropy(logits, labels *Tensor) *Tensor {
 	}
 	c := logits.shape[r-1]
 	if labels.layout() == nil { // a sharded operand is refused by Apply
-		for i, l := range labels.i32 {
+		for i, l := range labels.i32() {
 			if l < 0 || int(l) >= c {
 				panic(fmt.Sprintf("%s: %s: label %d at %s out of range [0,%d)", name, desc(), l, xentIndex(labels.shape, i), c))
 			}

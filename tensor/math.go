@@ -109,7 +109,7 @@ func init() {
 			n, x := p.(int), in[0]
 			if x.dtype == Float64 {
 				out := newOutUninit(Float64, x.shape)
-				mapT(each64(func(v float64) float64 { return polygamma(n, v) }), out.f64, x.f64, costSlow, x.local() != nil)
+				mapT(each64(func(v float64) float64 { return polygamma(n, v) }), out.f64(), x.f64(), costSlow, x.local() != nil)
 				return out
 			}
 			out := newOutUninit(Float32, x.shape)
@@ -118,7 +118,7 @@ func init() {
 				for i, v := range s {
 					d[i] = float32(polygamma(n, float64(v)))
 				}
-			}, out.f32, x.f32, costSlow, x.local() != nil)
+			}, out.f32(), x.f32(), costSlow, x.local() != nil)
 			return out
 		},
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, p any) []*Tensor {

@@ -108,7 +108,7 @@ func matmulT(x, y *Tensor, tx, ty bool, _ DType) *Tensor {
 	}
 	out := newOutUninit(Float32, []int{m, n}) // beta = 0: Sgemm writes all of C
 	lda, ldb := leadingDims(tx, ty, m, n, k)
-	gemm.Sgemm(tx, ty, m, n, k, 1, x.f32, lda, y.f32, ldb, 0, out.f32, n, 0)
+	gemm.Sgemm(tx, ty, m, n, k, 1, x.f32(), lda, y.f32(), ldb, 0, out.f32(), n, 0)
 	return out
 }
 
@@ -116,7 +116,7 @@ func matmulT(x, y *Tensor, tx, ty bool, _ DType) *Tensor {
 // no trace, Vmap or forward-mode level, shard.Map mark or placement
 // concerns: what Apply hands to an op's Impl unchanged.
 func plainOperand(x *Tensor) bool {
-	return x.dtype == Float32 && x.node == nil && x.ext == nil && !x.donated && len(x.f32) > 0
+	return x.dtype == Float32 && x.node == nil && x.ext == nil && !x.donated && len(x.f32()) > 0
 }
 
 // matmulCotangents returns the cotangents of a and b (those need asks
@@ -234,7 +234,7 @@ func matmulF32(a, b *Tensor, p *matmulParams) *Tensor {
 		return out
 	}
 	if nb == 1 {
-		gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32, lda, b.f32, ldb, 0, out.f32, p.n, threads)
+		gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32(), lda, b.f32(), ldb, 0, out.f32(), p.n, threads)
 		return out
 	}
 	if 2*p.m*p.n*p.k < batchSplitFlops {
@@ -246,8 +246,8 @@ func matmulF32(a, b *Tensor, p *matmulParams) *Tensor {
 	broadcastLoop(p.batch, sa, sb, func(o, ia, ib, n, da, db int) {
 		for j := 0; j < n; j++ {
 			oa, ob, oc := (ia+j*da)*sizeA, (ib+j*db)*sizeB, (o+j)*sizeC
-			gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32[oa:oa+sizeA], lda, b.f32[ob:ob+sizeB], ldb,
-				0, out.f32[oc:oc+sizeC], p.n, threads)
+			gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32()[oa:oa+sizeA], lda, b.f32()[ob:ob+sizeB], ldb,
+				0, out.f32()[oc:oc+sizeC], p.n, threads)
 		}
 	})
 	return out
@@ -283,7 +283,7 @@ func outerF32(a, b *Tensor, p *matmulParams, out *Tensor, local bool) {
 	rows := func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			t, i := r/m, r%m
-			vec.MulVS(out.f32[r*n:(r+1)*n], b.f32[offB[t]:offB[t]+n], a.f32[offA[t]+i])
+			vec.MulVS(out.f32()[r*n:(r+1)*n], b.f32()[offB[t]:offB[t]+n], a.f32()[offA[t]+i])
 		}
 	}
 	parallelFor(nb*m, n*costCheap, 1, local, rows)

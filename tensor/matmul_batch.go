@@ -56,13 +56,13 @@ func matmulSmallBatchF32(a, b, out *Tensor, p *matmulParams, threads int) {
 	if threads != 1 && nb*flops >= batchSplitFlops/8 && runtime.GOMAXPROCS(0) > 1 {
 		offA, offB, offC := matmulOffsets(a, b, p, nil)
 		parallelFor(nb, max(1, flops/16), 1, false, func(lo, hi int) {
-			gemm.SgemmBatch(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32, lda, offA[lo:hi], b.f32, ldb, offB[lo:hi], 0, out.f32, p.n, offC[lo:hi])
+			gemm.SgemmBatch(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32(), lda, offA[lo:hi], b.f32(), ldb, offB[lo:hi], 0, out.f32(), p.n, offC[lo:hi])
 		})
 		return
 	}
 	var buf [3 * 16]int
 	offA, offB, offC := matmulOffsets(a, b, p, buf[:0])
-	gemm.SgemmBatch(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32, lda, offA, b.f32, ldb, offB, 0, out.f32, p.n, offC)
+	gemm.SgemmBatch(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32(), lda, offA, b.f32(), ldb, offB, 0, out.f32(), p.n, offC)
 }
 
 // matmulSmallBatchF64 is matmulSmallBatchF32 for float64 products, on the
@@ -71,5 +71,5 @@ func matmulSmallBatchF64(a, b, out *Tensor, p *matmulParams) {
 	lda, ldb := p.leading()
 	var buf [3 * 16]int
 	offA, offB, offC := matmulOffsets(a, b, p, buf[:0])
-	gemm.DgemmBatch(p.ta, p.tb, p.m, p.n, p.k, 1, a.f64, lda, offA, b.f64, ldb, offB, 0, out.f64, p.n, offC)
+	gemm.DgemmBatch(p.ta, p.tb, p.m, p.n, p.k, 1, a.f64(), lda, offA, b.f64(), ldb, offB, 0, out.f64(), p.n, offC)
 }

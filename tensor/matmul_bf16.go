@@ -67,12 +67,12 @@ func matmulIn(a, b *Tensor, p *matmulParams, compute DType) *Tensor {
 	sizeA, sizeB, sizeC := p.m*p.k, p.k*p.n, p.m*p.n
 	operand := func(x *Tensor, off, size int) gemm.BF16Operand {
 		if x.dtype == Float32 {
-			return gemm.BF16Operand{F32: x.f32[off : off+size]}
+			return gemm.BF16Operand{F32: x.f32()[off : off+size]}
 		}
-		return gemm.BF16Operand{Bits: x.u16[off : off+size]}
+		return gemm.BF16Operand{Bits: x.u16()[off : off+size]}
 	}
 	if numel(p.batch) == 1 {
-		gemm.BgemmMixed(p.ta, p.tb, p.m, p.n, p.k, operand(a, 0, sizeA), lda, operand(b, 0, sizeB), ldb, out.f32, p.n, threads)
+		gemm.BgemmMixed(p.ta, p.tb, p.m, p.n, p.k, operand(a, 0, sizeA), lda, operand(b, 0, sizeB), ldb, out.f32(), p.n, threads)
 		return out
 	}
 	sa := broadcastStrides(a.shape[:len(a.shape)-2], p.batch)
@@ -81,7 +81,7 @@ func matmulIn(a, b *Tensor, p *matmulParams, compute DType) *Tensor {
 		for j := 0; j < n; j++ {
 			oa, ob, oc := (ia+j*da)*sizeA, (ib+j*db)*sizeB, (o+j)*sizeC
 			gemm.BgemmMixed(p.ta, p.tb, p.m, p.n, p.k, operand(a, oa, sizeA), lda, operand(b, ob, sizeB), ldb,
-				out.f32[oc:oc+sizeC], p.n, threads)
+				out.f32()[oc:oc+sizeC], p.n, threads)
 		}
 	})
 	return out

@@ -24,8 +24,8 @@ func init() {
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			x := in[0]
 			out := newOutUninit(Float32, x.shape) // every element written
-			for i, v := range x.f32 {
-				out.f32[i] = v / (1 + float32(math.Abs(float64(v))))
+			for i, v := range x.f32() {
+				out.f32()[i] = v / (1 + float32(math.Abs(float64(v))))
 			}
 			return out
 		},
@@ -59,9 +59,9 @@ func init() {
 		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
 			x := in[0]
 			y, r := newOutUninit(Float32, x.shape), newOutUninit(Float32, x.shape)
-			for i, v := range x.f32 {
-				r.f32[i] = 1 / (1 + float32(math.Abs(float64(v))))
-				y.f32[i] = v * r.f32[i]
+			for i, v := range x.f32() {
+				r.f32()[i] = 1 / (1 + float32(math.Abs(float64(v))))
+				y.f32()[i] = v * r.f32()[i]
 			}
 			return []*Tensor{y, r}, nil
 		},

@@ -39,7 +39,7 @@ func init() {
 			g, mu, nu := in[0], in[1], in[2]
 			var p []float32
 			if len(in) > 3 {
-				p = in[3].f32
+				p = in[3].f32()
 			}
 			u, mu2, nu2 := newOutUninit(Float32, g.shape), newOutUninit(Float32, g.shape), newOutUninit(Float32, g.shape)
 			vc := vecAdam(c)
@@ -48,9 +48,9 @@ func init() {
 				if p != nil {
 					ps = p[lo:hi]
 				}
-				vec.Adam(u.f32[lo:hi], mu2.f32[lo:hi], nu2.f32[lo:hi], g.f32[lo:hi], mu.f32[lo:hi], nu.f32[lo:hi], ps, &vc)
+				vec.Adam(u.f32()[lo:hi], mu2.f32()[lo:hi], nu2.f32()[lo:hi], g.f32()[lo:hi], mu.f32()[lo:hi], nu.f32()[lo:hi], ps, &vc)
 			}
-			n := len(g.f32)
+			n := len(g.f32())
 			if serial(n*costMath, isLocal(in...)) {
 				kernel(0, n)
 			} else {
@@ -111,9 +111,9 @@ func init() {
 			p2, mu2, nu2 := newOutUninit(Float32, g.shape), newOutUninit(Float32, g.shape), newOutUninit(Float32, g.shape)
 			vc := vecAdam(c)
 			kernel := func(lo, hi int) {
-				vec.AdamStep(p2.f32[lo:hi], mu2.f32[lo:hi], nu2.f32[lo:hi], p.f32[lo:hi], g.f32[lo:hi], mu.f32[lo:hi], nu.f32[lo:hi], &vc)
+				vec.AdamStep(p2.f32()[lo:hi], mu2.f32()[lo:hi], nu2.f32()[lo:hi], p.f32()[lo:hi], g.f32()[lo:hi], mu.f32()[lo:hi], nu.f32()[lo:hi], &vc)
 			}
-			n := len(g.f32)
+			n := len(g.f32())
 			if serial(n*costMath, isLocal(in...)) {
 				kernel(0, n)
 			} else {
@@ -182,7 +182,7 @@ func adamStepsKernel(in, out []*Tensor, cs []AdamCoeffs) {
 	off := make([]int, len(cs)+1) // parameter i's elements are [off[i], off[i+1]) of all
 	for i, c := range cs {
 		vcs[i] = vecAdam(c)
-		off[i+1] = off[i] + len(in[4*i].f32)
+		off[i+1] = off[i] + len(in[4*i].f32())
 	}
 	kernel := func(lo, hi int) {
 		for i := max(0, sort.SearchInts(off, lo+1)-1); i < len(cs) && off[i] < hi; i++ {
@@ -190,8 +190,8 @@ func adamStepsKernel(in, out []*Tensor, cs []AdamCoeffs) {
 			if a >= b {
 				continue
 			}
-			p, g, mu, nu := in[4*i].f32, in[4*i+1].f32, in[4*i+2].f32, in[4*i+3].f32
-			vec.AdamStep(out[3*i].f32[a:b], out[3*i+1].f32[a:b], out[3*i+2].f32[a:b], p[a:b], g[a:b], mu[a:b], nu[a:b], &vcs[i])
+			p, g, mu, nu := in[4*i].f32(), in[4*i+1].f32(), in[4*i+2].f32(), in[4*i+3].f32()
+			vec.AdamStep(out[3*i].f32()[a:b], out[3*i+1].f32()[a:b], out[3*i+2].f32()[a:b], p[a:b], g[a:b], mu[a:b], nu[a:b], &vcs[i])
 		}
 	}
 	n := off[len(cs)]
@@ -284,12 +284,12 @@ func init() {
 			}
 			kernel := func(lo, hi int) {
 				if t == nil {
-					vec.SGDStep(p2.f32[lo:hi], nil, p.f32[lo:hi], g.f32[lo:hi], nil, c.mu, c.s, c.nesterov)
+					vec.SGDStep(p2.f32()[lo:hi], nil, p.f32()[lo:hi], g.f32()[lo:hi], nil, c.mu, c.s, c.nesterov)
 					return
 				}
-				vec.SGDStep(p2.f32[lo:hi], t2.f32[lo:hi], p.f32[lo:hi], g.f32[lo:hi], t.f32[lo:hi], c.mu, c.s, c.nesterov)
+				vec.SGDStep(p2.f32()[lo:hi], t2.f32()[lo:hi], p.f32()[lo:hi], g.f32()[lo:hi], t.f32()[lo:hi], c.mu, c.s, c.nesterov)
 			}
-			n := len(g.f32)
+			n := len(g.f32())
 			if serial(n*costCheap, isLocal(in...)) {
 				kernel(0, n)
 			} else {

@@ -30,7 +30,7 @@ func AdamStepsDonating(ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) (p2, mu2, nu
 	for i := range k {
 		for j, x := range [3]*Tensor{in[4*i], in[4*i+2], in[4*i+3]} {
 			if writableOperand(x, in) {
-				out[3*i+j] = &Tensor{dtype: Float32, shape: x.shape, f32: x.f32, rec: x.rec, ext: x.axesExt()}
+				out[3*i+j] = &Tensor{dtype: Float32, shape: x.shape, data: x.data, rec: x.rec, ext: x.axesExt()}
 			} else {
 				out[3*i+j] = namedLike(newOutUninit(Float32, x.shape), x)
 			}
@@ -41,7 +41,7 @@ func AdamStepsDonating(ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) (p2, mu2, nu
 		if t.rec != nil && slices.ContainsFunc(out, func(y *Tensor) bool { return y.rec == t.rec }) {
 			// Its result took its storage and its hold: invalid, as
 			// donated, without letting the storage go.
-			t.donated, t.f32 = true, nil
+			t.donated, t.data = true, rawData{}
 			t.setAxes(nil)
 			continue
 		}
@@ -59,7 +59,7 @@ func AdamStepsDonating(ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) (p2, mu2, nu
 // other operand in shares it or is x again.
 func writableOperand(x *Tensor, in []*Tensor) bool {
 	r := x.rec
-	if r == nil || r.refs.Load() != 1 || x.cot != nil || len(x.f32) == 0 {
+	if r == nil || r.refs.Load() != 1 || x.cot != nil || len(x.f32()) == 0 {
 		return false
 	}
 	n := 0

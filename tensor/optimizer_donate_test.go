@@ -46,7 +46,7 @@ func TestAdamStepsDonating(t *testing.T) {
 	wp, wm, wv := AdamSteps(ps, gs, mus, nus, cs)
 	var storage []*float32
 	for i := range shapes {
-		storage = append(storage, &ps[i].f32[0], &mus[i].f32[0], &nus[i].f32[0])
+		storage = append(storage, &ps[i].f32()[0], &mus[i].f32()[0], &nus[i].f32()[0])
 	}
 	in := append(append(append(append([]*Tensor(nil), ps...), gs...), mus...), nus...)
 	p2, m2, v2 := AdamStepsDonating(ps, gs, mus, nus, cs)
@@ -56,7 +56,7 @@ func TestAdamStepsDonating(t *testing.T) {
 		require.True(t, sameBits(wv[i].Float32s(), v2[i].Float32s()), "nu %d", i)
 		for j, x := range []*Tensor{p2[i], m2[i], v2[i]} {
 			shared := i == 1 && j == 0 || i == 2 && j > 0
-			assert.Equal(t, !shared, &x.f32[0] == storage[3*i+j], "parameter %d result %d over its operand's storage", i, j)
+			assert.Equal(t, !shared, &x.f32()[0] == storage[3*i+j], "parameter %d result %d over its operand's storage", i, j)
 		}
 	}
 	require.Equal(t, []string{"rows", "cols"}, p2[0].LogicalAxes())

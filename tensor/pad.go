@@ -31,11 +31,11 @@ func init() {
 			if p.value != 0 && out.Size() > x.Size() {
 				switch x.dtype {
 				case Float32:
-					fill(out.f32, float32(p.value))
+					fill(out.f32(), float32(p.value))
 				case Int32:
-					fill(out.i32, int32(p.value))
+					fill(out.i32(), int32(p.value))
 				case Bool:
-					fill(out.b, true)
+					fill(out.b(), true)
 				default:
 					fillWide("tensor.Pad", out, p.value)
 				}

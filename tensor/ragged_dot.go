@@ -178,7 +178,7 @@ func raggedDotImpl(x, w, gs *Tensor, p *raggedParams) *Tensor {
 	for e, s := range sizes {
 		starts[e+1] = starts[e] + s
 	}
-	clear(out.f32[starts[g]*n:]) // rows past the groups
+	clear(out.f32()[starts[g]*n:]) // rows past the groups
 	// Split the rows (not the groups) evenly over the cores, each
 	// chunk computing its share of every group it meets on one
 	// goroutine: balanced whatever the routing, and each group is
@@ -192,7 +192,7 @@ func raggedDotImpl(x, w, gs *Tensor, p *raggedParams) *Tensor {
 				continue
 			}
 			groupGemm(compute, false, p.transW, b-a, n, k, operandRows(x, a*k, b*k), k, operandRows(w, e*wsz, (e+1)*wsz), ldw,
-				out.f32[a*n:b*n], n, 1)
+				out.f32()[a*n:b*n], n, 1)
 		}
 	})
 	return out
@@ -214,7 +214,7 @@ func raggedOuterImpl(a, b, gs *Tensor, q *raggedOuterParams) *Tensor {
 	// group computes group e's product with the given thread bound.
 	group := func(e, threads int) {
 		lo, hi := starts[e], starts[e+1]
-		c := out.f32[e*ka*kb : (e+1)*ka*kb]
+		c := out.f32()[e*ka*kb : (e+1)*ka*kb]
 		if lo == hi {
 			clear(c)
 			return
@@ -348,9 +348,9 @@ func groupGemm(compute DType, ta, tb bool, m, n, k int, a gemm.BF16Operand, lda 
 // tensor x as a product's operand.
 func operandRows(x *Tensor, lo, hi int) gemm.BF16Operand {
 	if x.dtype == Float32 {
-		return gemm.BF16Operand{F32: x.f32[lo:hi]}
+		return gemm.BF16Operand{F32: x.f32()[lo:hi]}
 	}
-	return gemm.BF16Operand{Bits: x.u16[lo:hi]}
+	return gemm.BF16Operand{Bits: x.u16()[lo:hi]}
 }
 
 // roundOnce returns the float32 cotangent g rounded to bfloat16, for a

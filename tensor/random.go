@@ -170,7 +170,7 @@ func RandomBits(k Key, shape ...int) *Tensor {
 		b := rngPartitionable.bits(k, numel(shape))
 		out := newTensor(Int32, shape)
 		for i, v := range b {
-			out.i32[i] = int32(v)
+			out.i32()[i] = int32(v)
 		}
 		return out
 	})
@@ -243,7 +243,7 @@ func Bernoulli(k Key, p float32, shape ...int) *Tensor {
 		u := rngUniform(rngPartitionable, k, numel(shape), 0, 1)
 		out := newTensor(Bool, shape)
 		for i, v := range u {
-			out.b[i] = v < p
+			out.b()[i] = v < p
 		}
 		return out
 	})
@@ -317,12 +317,12 @@ func Categorical(k Key, logits *Tensor, axis int) *Tensor {
 // rngFloat32s wraps data (which it takes over) as a float32 tensor of the
 // given shape; an empty shape makes a scalar.
 func rngFloat32s(data []float32, shape []int) *Tensor {
-	return &Tensor{dtype: Float32, shape: append([]int{}, shape...), f32: data}
+	return &Tensor{dtype: Float32, shape: append([]int{}, shape...), data: raw(data)}
 }
 
 // rngInt32s is rngFloat32s for int32 data.
 func rngInt32s(data []int32, shape []int) *Tensor {
-	return &Tensor{dtype: Int32, shape: append([]int{}, shape...), i32: data}
+	return &Tensor{dtype: Int32, shape: append([]int{}, shape...), data: raw(data)}
 }
 
 // rngScheme selects how threefry counters are laid out. gonox's public API

@@ -104,11 +104,11 @@ func LogGamma(k Key, a *Tensor, shape ...int) *Tensor {
 func rngGammaDraw(op string, k Key, a *Tensor, shape []int, logSpace bool) *Tensor {
 	shape, av := rngParam(op, "a", a, shape)
 	if av.dtype == Float64 {
-		v := av.f64
+		v := av.f64()
 		checkPositive(op, "a", a, v)
 		return rngFloat64s(rngGamma64(k, v, logSpace), shape)
 	}
-	v := av.f32
+	v := av.f32()
 	checkPositive(op, "a", a, v)
 	return rngFloat32s(rngGamma(rngPartitionable, k, v, logSpace), shape)
 }
@@ -291,11 +291,11 @@ func Beta(k Key, a, b *Tensor, shape ...int) *Tensor {
 			panic(fmt.Sprintf("tensor.Beta: a %v and b %v must have one dtype", p[0], p[1]))
 		}
 		if at.dtype == Float64 {
-			checkPositive("tensor.Beta", "a", p[0], at.f64)
-			checkPositive("tensor.Beta", "b", p[1], bt.f64)
-			return rngFloat64s(rngBeta64(k, at.f64, bt.f64), shape)
+			checkPositive("tensor.Beta", "a", p[0], at.f64())
+			checkPositive("tensor.Beta", "b", p[1], bt.f64())
+			return rngFloat64s(rngBeta64(k, at.f64(), bt.f64()), shape)
 		}
-		av, bv := at.f32, bt.f32
+		av, bv := at.f32(), bt.f32()
 		checkPositive("tensor.Beta", "a", p[0], av)
 		checkPositive("tensor.Beta", "b", p[1], bv)
 		return rngFloat32s(rngBeta(rngPartitionable, k, av, bv), shape)
@@ -335,10 +335,10 @@ func Dirichlet(k Key, alpha *Tensor, shape ...int) *Tensor {
 	return k.sample("tensor.Dirichlet", func(k Key, p []*Tensor) *Tensor {
 		full, at := rngParam("tensor.Dirichlet", "alpha", p[0], append(slices.Clone(shape), n))
 		if at.dtype == Float64 {
-			checkPositive("tensor.Dirichlet", "alpha", p[0], at.f64)
-			return rngFloat64s(rngDirichlet64(k, at.f64, n), full)
+			checkPositive("tensor.Dirichlet", "alpha", p[0], at.f64())
+			return rngFloat64s(rngDirichlet64(k, at.f64(), n), full)
 		}
-		av := at.f32
+		av := at.f32()
 		checkPositive("tensor.Dirichlet", "alpha", p[0], av)
 		return rngFloat32s(rngDirichlet(rngPartitionable, k, av, n), full)
 	}, alpha)
@@ -378,10 +378,10 @@ func Poisson(k Key, lam *Tensor, shape ...int) *Tensor {
 	checkNil("tensor.Poisson", "lam", lam)
 	return k.sample("tensor.Poisson", func(k Key, p []*Tensor) *Tensor {
 		shape, lt := rngParam("tensor.Poisson", "lam", p[0], shape)
-		lv := lt.f32
+		lv := lt.f32()
 		if lt.dtype == Float64 {
-			lv = make([]float32, len(lt.f64))
-			for i, v := range lt.f64 {
+			lv = make([]float32, len(lt.f64()))
+			for i, v := range lt.f64() {
 				lv[i] = float32(v)
 			}
 		}
@@ -554,7 +554,7 @@ func choice(k Key, a *Tensor, shape []int, opts ChoiceOptions) *Tensor {
 		if a.dtype != Int32 {
 			panic(fmt.Sprintf("tensor.Choice: scalar a %v must be an int32 count", a))
 		}
-		n = int(a.i32[0])
+		n = int(a.i32()[0])
 	} else {
 		axis = normAxis("tensor.Choice", a, opts.Axis)
 		n = a.shape[axis]

@@ -59,7 +59,7 @@ func rngNormalWord64(w uint64) float64 {
 // rngFloat64s wraps data (which it takes over) as a float64 tensor of the
 // given shape; an empty shape makes a scalar.
 func rngFloat64s(data []float64, shape []int) *Tensor {
-	return &Tensor{dtype: Float64, shape: append([]int{}, shape...), f64: data}
+	return &Tensor{dtype: Float64, shape: append([]int{}, shape...), data: raw(data)}
 }
 
 // UniformFloat64 returns Float64 values uniform in [0, 1), like

@@ -147,7 +147,7 @@ type rngParams struct {
 
 // keyAt returns key i of the key words t (int32 [..., 2], flattened).
 func keyAt(t *Tensor, i int) Key {
-	return Key{data: [2]uint32{uint32(t.i32[2*i]), uint32(t.i32[2*i+1])}}
+	return Key{data: [2]uint32{uint32(t.i32()[2*i]), uint32(t.i32()[2*i+1])}}
 }
 
 // rowOf returns the i-th of n equal parts of x's data as a tensor of the
@@ -157,19 +157,19 @@ func rowOf(x *Tensor, i, n int, shape []int) *Tensor {
 	out := &Tensor{dtype: x.dtype, shape: shape}
 	switch x.dtype {
 	case Float32:
-		out.f32 = x.f32[i*m : (i+1)*m]
+		setData(out, x.f32()[i*m:(i+1)*m])
 	case Int32:
-		out.i32 = x.i32[i*m : (i+1)*m]
+		setData(out, x.i32()[i*m:(i+1)*m])
 	case Bool:
-		out.b = x.b[i*m : (i+1)*m]
+		setData(out, x.b()[i*m:(i+1)*m])
 	case BFloat16, Float16:
-		out.u16 = x.u16[i*m : (i+1)*m]
+		setData(out, x.u16()[i*m:(i+1)*m])
 	case Float64:
-		out.f64 = x.f64[i*m : (i+1)*m]
+		setData(out, x.f64()[i*m:(i+1)*m])
 	case Int64:
-		out.i64 = x.i64[i*m : (i+1)*m]
+		setData(out, x.i64()[i*m:(i+1)*m])
 	case Uint8:
-		out.u8 = x.u8[i*m : (i+1)*m]
+		setData(out, x.u8()[i*m:(i+1)*m])
 	}
 	return out
 }
@@ -219,7 +219,7 @@ func init() {
 			out := newTensor(Int32, append(append(slices.Clone(lead), n), 2))
 			for i := range numel(lead) {
 				for j, s := range rngPartitionable.split(keyAt(keys, i), n) {
-					out.i32[2*(i*n+j)], out.i32[2*(i*n+j)+1] = int32(s.data[0]), int32(s.data[1])
+					out.i32()[2*(i*n+j)], out.i32()[2*(i*n+j)+1] = int32(s.data[0]), int32(s.data[1])
 				}
 			}
 			return out
@@ -235,7 +235,7 @@ func init() {
 			for i := range numel(keys.shape[:len(keys.shape)-1]) {
 				k := keyAt(keys, i)
 				a, b := rngThreefry2x32(k.data[0], k.data[1], 0, data)
-				out.i32[2*i], out.i32[2*i+1] = int32(a), int32(b)
+				out.i32()[2*i], out.i32()[2*i+1] = int32(a), int32(b)
 			}
 			return out
 		},

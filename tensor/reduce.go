@@ -85,7 +85,7 @@ var f64Pool = sync.Pool{New: func() any { return new([]float64) }}
 // sumF32 sums x over the axes of p into out, accumulating in float64.
 func sumF32(x *Tensor, p *reduceParams, out []float32) {
 	local := x.local() != nil
-	src := x.f32
+	src := x.f32()
 	prefix, suffix, m, n := reduceShape(x.shape, p.axes)
 	switch {
 	case len(src) == 0:
@@ -217,27 +217,27 @@ func init() {
 			out := newOut(x.dtype, p.outShape)
 			switch x.dtype {
 			case Float32:
-				sumF32(x, p, out.f32)
+				sumF32(x, p, out.f32())
 			case Int32:
 				reduceLoop(x.shape, p.keepShape, func(xi, o, n, do int) {
-					src := x.i32[xi : xi+n]
+					src := x.i32()[xi : xi+n]
 					if do == 0 {
 						var s int32
 						for _, v := range src {
 							s += v
 						}
-						out.i32[o] += s
+						out.i32()[o] += s
 						return
 					}
-					dst := out.i32[o : o+n]
+					dst := out.i32()[o : o+n]
 					for j, v := range src {
 						dst[j] += v
 					}
 				})
 			case Float64:
-				sumWide(out.f64, x.f64, x.shape, p.keepShape)
+				sumWide(out.f64(), x.f64(), x.shape, p.keepShape)
 			case Int64:
-				sumWide(out.i64, x.i64, x.shape, p.keepShape)
+				sumWide(out.i64(), x.i64(), x.shape, p.keepShape)
 			}
 			return out
 		},
@@ -364,39 +364,39 @@ func chooserOp(name string, fam ShardFamily, better func(a, b float32) bool, ini
 			out := newOut(x.dtype, p.outShape)
 			switch x.dtype {
 			case Float32:
-				if chooseF32(x, p, out.f32, init < 0) {
+				if chooseF32(x, p, out.f32(), init < 0) {
 					break
 				}
-				for i := range out.f32 {
-					out.f32[i] = init
+				for i := range out.f32() {
+					out.f32()[i] = init
 				}
 				reduceLoop(x.shape, p.keepShape, func(xi, o, n, do int) {
 					for j := 0; j < n; j++ {
-						v := x.f32[xi+j]
-						if better(v, out.f32[o+j*do]) || v != v {
-							out.f32[o+j*do] = v
+						v := x.f32()[xi+j]
+						if better(v, out.f32()[o+j*do]) || v != v {
+							out.f32()[o+j*do] = v
 						}
 					}
 				})
 			case Int32:
-				for i := range out.i32 {
-					out.i32[i] = iinit
+				for i := range out.i32() {
+					out.i32()[i] = iinit
 				}
 				reduceLoop(x.shape, p.keepShape, func(xi, o, n, do int) {
 					for j := 0; j < n; j++ {
-						if v := x.i32[xi+j]; ibetter(v, out.i32[o+j*do]) {
-							out.i32[o+j*do] = v
+						if v := x.i32()[xi+j]; ibetter(v, out.i32()[o+j*do]) {
+							out.i32()[o+j*do] = v
 						}
 					}
 				})
 			case Float64:
-				chooseWide(out.f64, x.f64, x.shape, p.keepShape, init < 0, math.Inf(int(math.Copysign(1, float64(init)))))
+				chooseWide(out.f64(), x.f64(), x.shape, p.keepShape, init < 0, math.Inf(int(math.Copysign(1, float64(init)))))
 			case Int64:
 				iv := int64(math.MaxInt64)
 				if init < 0 {
 					iv = math.MinInt64
 				}
-				chooseWide(out.i64, x.i64, x.shape, p.keepShape, init < 0, iv)
+				chooseWide(out.i64(), x.i64(), x.shape, p.keepShape, init < 0, iv)
 			}
 			return out
 		},
@@ -436,7 +436,7 @@ var (
 // prefix of the axes with vec kernels; it reports false for other axes.
 func chooseF32(x *Tensor, p *reduceParams, out []float32, isMax bool) bool {
 	prefix, suffix, m, n := reduceShape(x.shape, p.axes)
-	src := x.f32
+	src := x.f32()
 	switch {
 	case len(src) == 0:
 		return false
@@ -588,12 +588,12 @@ func logSumExpImpl(x *Tensor, axis int) *Tensor {
 		for l := lo; l < hi; l++ {
 			b := (l/inner)*n*inner + l%inner
 			if inner == 1 {
-				out.f32[l] = logSumExpRow(x.f32[b : b+n])
+				out.f32()[l] = logSumExpRow(x.f32()[b : b+n])
 				continue
 			}
 			m := float32(math.Inf(-1))
 			for j := b; j < b+n*inner; j += inner {
-				if v := x.f32[j]; v > m || v != v {
+				if v := x.f32()[j]; v > m || v != v {
 					m = v
 					if v != v {
 						break
@@ -601,14 +601,14 @@ func logSumExpImpl(x *Tensor, axis int) *Tensor {
 				}
 			}
 			if math.IsInf(float64(m), 0) || m != m {
-				out.f32[l] = m
+				out.f32()[l] = m
 				continue
 			}
 			s := 0.0
 			for j := b; j < b+n*inner; j += inner {
-				s += softmaxExp(float64(x.f32[j]) - float64(m))
+				s += softmaxExp(float64(x.f32()[j]) - float64(m))
 			}
-			out.f32[l] = float32(float64(m) + math.Log(s))
+			out.f32()[l] = float32(float64(m) + math.Log(s))
 		}
 	})
 	return out
@@ -664,7 +664,7 @@ func init() {
 							best, bv = k, v
 						}
 					}
-					out.i32[o*inner+i] = int32(best)
+					out.i32()[o*inner+i] = int32(best)
 				}
 			}
 			return out
@@ -717,15 +717,15 @@ func init() {
 			p := pp.(*anyAllParams)
 			x := in[0]
 			out := newTensor(Bool, p.r.outShape)
-			for i := range out.b {
-				out.b[i] = p.all
+			for i := range out.b() {
+				out.b()[i] = p.all
 			}
 			reduceLoop(x.shape, p.r.keepShape, func(xi, o, n, do int) {
 				for j := 0; j < n; j++ {
 					if p.all {
-						out.b[o+j*do] = out.b[o+j*do] && x.b[xi+j]
+						out.b()[o+j*do] = out.b()[o+j*do] && x.b()[xi+j]
 					} else {
-						out.b[o+j*do] = out.b[o+j*do] || x.b[xi+j]
+						out.b()[o+j*do] = out.b()[o+j*do] || x.b()[xi+j]
 					}
 				}
 			})

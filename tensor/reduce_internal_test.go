@@ -57,7 +57,7 @@ func TestLogSumExpOp(t *testing.T) {
 	for _, shape := range [][]int{{1, 1}, {3, 7}, {5, 16}, {4, 17}, {2, 33}, {2048, 8}, {3, 70, 2}, {6, 9, 5}} {
 		for axis := range shape {
 			x := randTensor(rng, shape...)
-			d := x.f32
+			d := x.f32()
 			if len(d) > 8 { // a lane with -Inf, one with +Inf, one with NaN
 				d[0], d[len(d)-1], d[len(d)/2] = -inf, inf, nan
 			}

@@ -106,8 +106,8 @@ func init() {
 			}
 			w := p.window(x.shape)
 			y := newOutUninit(Float32, w.Out())
-			arg := scratchI32(len(y.f32))
-			conv.MaxForward(w, y.f32, arg, x.f32, threads(x))
+			arg := scratchI32(len(y.f32()))
+			conv.MaxForward(w, y.f32(), arg, x.f32(), threads(x))
 			i32Cache.put(arg)
 			return y
 		},
@@ -136,12 +136,12 @@ func init() {
 			}
 			w := p.window(x.shape)
 			dx := newOutUninit(Float32, x.shape)
-			if conv.SelectScatter(w, dx.f32, x.f32, g.f32, threads(x, g)) {
+			if conv.SelectScatter(w, dx.f32(), x.f32(), g.f32(), threads(x, g)) {
 				return dx // one pass (2×2 windows at stride 2)
 			}
 			arg, y := scratchI32(g.Size()), scratchF32(g.Size())
-			conv.MaxForward(w, y, arg, x.f32, threads(x, g))
-			conv.MaxBackward(w, dx.f32, arg, g.f32, threads(x, g))
+			conv.MaxForward(w, y, arg, x.f32(), threads(x, g))
+			conv.MaxBackward(w, dx.f32(), arg, g.f32(), threads(x, g))
 			i32Cache.put(arg)
 			f32Cache.put(y)
 			return dx
@@ -183,9 +183,9 @@ func init() {
 			w := p.window(x.shape)
 			out := w.Out()
 			arg, m := scratchI32(numel(out)), scratchF32(numel(out))
-			conv.MaxForward(w, m, arg, x.f32, threads(x, h))
+			conv.MaxForward(w, m, arg, x.f32(), threads(x, h))
 			y := newOutUninit(Float32, out)
-			conv.MaxGather(w, y.f32, arg, h.f32, threads(x, h))
+			conv.MaxGather(w, y.f32(), arg, h.f32(), threads(x, h))
 			i32Cache.put(arg)
 			f32Cache.put(m)
 			return y
@@ -222,7 +222,7 @@ func init() {
 			}
 			w := p.window(x.shape)
 			y := newOutUninit(Float32, w.Out())
-			conv.SumForward(w, y.f32, x.f32, threads(x))
+			conv.SumForward(w, y.f32(), x.f32(), threads(x))
 			return y
 		},
 		VJP: func(g *Tensor, _ []*Tensor, _ *Tensor, pp any) []*Tensor {
@@ -245,7 +245,7 @@ func init() {
 			}
 			shape := p.inShape(g.shape)
 			dx := newOutUninit(Float32, shape)
-			conv.SumBackward(p.window(shape), dx.f32, g.f32, threads(g))
+			conv.SumBackward(p.window(shape), dx.f32(), g.f32(), threads(g))
 			return dx
 		},
 		VJP: func(g *Tensor, _ []*Tensor, _ *Tensor, pp any) []*Tensor {

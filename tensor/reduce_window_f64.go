@@ -127,17 +127,17 @@ func windowMax64(w *conv.Window, x []float64) (y []float64, arg []int) {
 // windowSumT64 are the window ops' Impls for float64 operands.
 func windowMaxImpl64(p *windowParams, x *Tensor) *Tensor {
 	w := p.window(x.shape)
-	y, _ := windowMax64(w, x.f64)
-	return &Tensor{dtype: Float64, shape: w.Out(), f64: y}
+	y, _ := windowMax64(w, x.f64())
+	return &Tensor{dtype: Float64, shape: w.Out(), data: raw(y)}
 }
 
 func selectScatter64(p *windowParams, x, g *Tensor) *Tensor {
 	w := p.window(x.shape)
-	_, arg := windowMax64(w, x.f64)
+	_, arg := windowMax64(w, x.f64())
 	dx := newTensor(Float64, x.shape)
 	for o, a := range arg {
 		if a >= 0 {
-			dx.f64[a] += g.f64[o]
+			dx.f64()[a] += g.f64()[o]
 		}
 	}
 	return dx
@@ -145,11 +145,11 @@ func selectScatter64(p *windowParams, x, g *Tensor) *Tensor {
 
 func selectGather64(p *windowParams, x, h *Tensor) *Tensor {
 	w := p.window(x.shape)
-	_, arg := windowMax64(w, x.f64)
+	_, arg := windowMax64(w, x.f64())
 	y := newTensor(Float64, w.Out())
 	for o, a := range arg {
 		if a >= 0 {
-			y.f64[o] = h.f64[a]
+			y.f64()[o] = h.f64()[a]
 		}
 	}
 	return y
@@ -158,13 +158,13 @@ func selectGather64(p *windowParams, x, h *Tensor) *Tensor {
 func windowSum64(p *windowParams, x *Tensor) *Tensor {
 	w := p.window(x.shape)
 	y := newTensor(Float64, w.Out())
-	windowEach64(w, func(o, i int) { y.f64[o] += x.f64[i] })
+	windowEach64(w, func(o, i int) { y.f64()[o] += x.f64()[i] })
 	return y
 }
 
 func windowSumT64(p *windowParams, g *Tensor) *Tensor {
 	shape := p.inShape(g.shape)
 	dx := newTensor(Float64, shape)
-	windowEach64(p.window(shape), func(o, i int) { dx.f64[i] += g.f64[o] })
+	windowEach64(p.window(shape), func(o, i int) { dx.f64()[i] += g.f64()[o] })
 	return dx
 }

@@ -8,7 +8,7 @@ import (
 // view returns a tensor with x's data and a new shape (same element count).
 func view(x *Tensor, shape []int) *Tensor {
 	x.hold()
-	return &Tensor{dtype: x.dtype, shape: shape, f32: x.f32, i32: x.i32, b: x.b, u16: x.u16, f64: x.f64, i64: x.i64, u8: x.u8, ext: x.localExt(), rec: x.rec}
+	return &Tensor{dtype: x.dtype, shape: shape, data: x.data, ext: x.localExt(), rec: x.rec}
 }
 
 var reshapeOp *Op
@@ -133,17 +133,17 @@ func init() {
 			broadcastLoop(shape, sx, sx, func(o, a, _, n, da, _ int) {
 				switch x.dtype {
 				case Float32:
-					broadcastRun(out.f32, x.f32, o, a, n, da)
+					broadcastRun(out.f32(), x.f32(), o, a, n, da)
 				case Int32:
-					broadcastRun(out.i32, x.i32, o, a, n, da)
+					broadcastRun(out.i32(), x.i32(), o, a, n, da)
 				case Float64:
-					broadcastRun(out.f64, x.f64, o, a, n, da)
+					broadcastRun(out.f64(), x.f64(), o, a, n, da)
 				case Int64:
-					broadcastRun(out.i64, x.i64, o, a, n, da)
+					broadcastRun(out.i64(), x.i64(), o, a, n, da)
 				case Uint8:
-					broadcastRun(out.u8, x.u8, o, a, n, da)
+					broadcastRun(out.u8(), x.u8(), o, a, n, da)
 				case Bool:
-					broadcastRun(out.b, x.b, o, a, n, da)
+					broadcastRun(out.b(), x.b(), o, a, n, da)
 				}
 			})
 			return out
@@ -245,44 +245,44 @@ func copyRun(out, x *Tensor, o, a, n, step int) {
 	if step == 1 {
 		switch x.dtype {
 		case Float32:
-			copy(out.f32[o:o+n], x.f32[a:a+n])
+			copy(out.f32()[o:o+n], x.f32()[a:a+n])
 		case Int32:
-			copy(out.i32[o:o+n], x.i32[a:a+n])
+			copy(out.i32()[o:o+n], x.i32()[a:a+n])
 		case Float64:
-			copy(out.f64[o:o+n], x.f64[a:a+n])
+			copy(out.f64()[o:o+n], x.f64()[a:a+n])
 		case Int64:
-			copy(out.i64[o:o+n], x.i64[a:a+n])
+			copy(out.i64()[o:o+n], x.i64()[a:a+n])
 		case Uint8:
-			copy(out.u8[o:o+n], x.u8[a:a+n])
+			copy(out.u8()[o:o+n], x.u8()[a:a+n])
 		case Bool:
-			copy(out.b[o:o+n], x.b[a:a+n])
+			copy(out.b()[o:o+n], x.b()[a:a+n])
 		}
 		return
 	}
 	switch x.dtype {
 	case Float32:
 		for j := 0; j < n; j++ {
-			out.f32[o+j] = x.f32[a+j*step]
+			out.f32()[o+j] = x.f32()[a+j*step]
 		}
 	case Int32:
 		for j := 0; j < n; j++ {
-			out.i32[o+j] = x.i32[a+j*step]
+			out.i32()[o+j] = x.i32()[a+j*step]
 		}
 	case Float64:
 		for j := 0; j < n; j++ {
-			out.f64[o+j] = x.f64[a+j*step]
+			out.f64()[o+j] = x.f64()[a+j*step]
 		}
 	case Int64:
 		for j := 0; j < n; j++ {
-			out.i64[o+j] = x.i64[a+j*step]
+			out.i64()[o+j] = x.i64()[a+j*step]
 		}
 	case Uint8:
 		for j := 0; j < n; j++ {
-			out.u8[o+j] = x.u8[a+j*step]
+			out.u8()[o+j] = x.u8()[a+j*step]
 		}
 	case Bool:
 		for j := 0; j < n; j++ {
-			out.b[o+j] = x.b[a+j*step]
+			out.b()[o+j] = x.b()[a+j*step]
 		}
 	}
 }

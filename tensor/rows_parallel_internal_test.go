@@ -23,13 +23,13 @@ func TestRowsParallelMatchesLoops(t *testing.T) {
 	ids, segs := FromInt32(idx, m), FromInt32(seg, m)
 	want := func() []*Tensor {
 		take := make([]float32, m*inner)
-		takeKernel(take, src.f32, idx, 1, n, inner)
+		takeKernel(take, src.f32(), idx, 1, n, inner)
 		scat := make([]float32, n*inner)
-		scatterAddKernel(scat, upd.f32, idx, 1, n, inner)
+		scatterAddKernel(scat, upd.f32(), idx, 1, n, inner)
 		ss := make([]float32, n*inner)
-		segmentSumKernel(ss, upd.f32, seg, n, inner)
+		segmentSumKernel(ss, upd.f32(), seg, n, inner)
 		st := make([]float32, m*inner)
-		segmentTakeKernel(st, src.f32, seg, n, inner)
+		segmentTakeKernel(st, src.f32(), seg, n, inner)
 		return []*Tensor{FromFloat32(take, m, inner), FromFloat32(scat, n, inner), FromFloat32(ss, n, inner), FromFloat32(st, m, inner)}
 	}()
 	run := func() []*Tensor {
@@ -37,12 +37,12 @@ func TestRowsParallelMatchesLoops(t *testing.T) {
 			Apply(segmentTakeOp, nil, src, segs)}
 	}
 	for i, g := range run() {
-		require.Equal(t, want[i].f32, g.f32, "serial result %d", i)
+		require.Equal(t, want[i].f32(), g.f32(), "serial result %d", i)
 	}
 	withParallel(t, 16)
 	spawned := parallelSpawned.Load()
 	for i, g := range run() {
-		require.Equal(t, want[i].f32, g.f32, "parallel result %d", i)
+		require.Equal(t, want[i].f32(), g.f32(), "parallel result %d", i)
 	}
 	require.Greater(t, parallelSpawned.Load(), spawned, "no goroutine started")
 }

@@ -33,18 +33,18 @@ func scatterAddKernel[T float32 | int32 | float64 | int64](dst, upd []T, idx []i
 func scatterAddInto(dst, upd, idx *Tensor, axis int) {
 	outer, n, inner := axisSplit(dst.shape, axis)
 	if scatterRows(dst.dtype, outer, inner) {
-		scatterRowsF32(dst.f32, upd.f32, idx.i32, n, inner, false, false, isLocal(dst, upd, idx))
+		scatterRowsF32(dst.f32(), upd.f32(), idx.i32(), n, inner, false, false, isLocal(dst, upd, idx))
 		return
 	}
 	switch dst.dtype {
 	case Float32:
-		scatterAddKernel(dst.f32, upd.f32, idx.i32, outer, n, inner)
+		scatterAddKernel(dst.f32(), upd.f32(), idx.i32(), outer, n, inner)
 	case Int32:
-		scatterAddKernel(dst.i32, upd.i32, idx.i32, outer, n, inner)
+		scatterAddKernel(dst.i32(), upd.i32(), idx.i32(), outer, n, inner)
 	case Float64:
-		scatterAddKernel(dst.f64, upd.f64, idx.i32, outer, n, inner)
+		scatterAddKernel(dst.f64(), upd.f64(), idx.i32(), outer, n, inner)
 	case Int64:
-		scatterAddKernel(dst.i64, upd.i64, idx.i32, outer, n, inner)
+		scatterAddKernel(dst.i64(), upd.i64(), idx.i32(), outer, n, inner)
 	}
 }
 
@@ -135,7 +135,7 @@ func init() {
 			idx, g := in[0], in[1]
 			if outer, n, inner := axisSplit(p.xShape, p.axis); scatterRows(g.dtype, outer, inner) {
 				out := newOutUninit(Float32, p.xShape) // cleared by the row chunks
-				scatterRowsF32(out.f32, g.f32, idx.i32, n, inner, false, true, isLocal(g, idx))
+				scatterRowsF32(out.f32(), g.f32(), idx.i32(), n, inner, false, true, isLocal(g, idx))
 				return out
 			}
 			out := newTensor(g.dtype, p.xShape)
@@ -183,19 +183,19 @@ func init() {
 			inner := numel(data.shape[1:])
 			if scatterRows(data.dtype, 1, inner) {
 				out := newOutUninit(Float32, shape) // cleared by the row chunks
-				scatterRowsF32(out.f32, data.f32, ids.i32, ns, inner, true, true, isLocal(data, ids))
+				scatterRowsF32(out.f32(), data.f32(), ids.i32(), ns, inner, true, true, isLocal(data, ids))
 				return out
 			}
 			out := newTensor(data.dtype, shape)
 			switch {
 			case data.dtype == Float32:
-				segmentSumKernel(out.f32, data.f32, ids.i32, ns, inner)
+				segmentSumKernel(out.f32(), data.f32(), ids.i32(), ns, inner)
 			case data.dtype == Int32:
-				segmentSumKernel(out.i32, data.i32, ids.i32, ns, inner)
+				segmentSumKernel(out.i32(), data.i32(), ids.i32(), ns, inner)
 			case data.dtype == Float64:
-				segmentSumKernel(out.f64, data.f64, ids.i32, ns, inner)
+				segmentSumKernel(out.f64(), data.f64(), ids.i32(), ns, inner)
 			case data.dtype == Int64:
-				segmentSumKernel(out.i64, data.i64, ids.i32, ns, inner)
+				segmentSumKernel(out.i64(), data.i64(), ids.i32(), ns, inner)
 			}
 			return out
 		},
@@ -228,23 +228,23 @@ func init() {
 		Sharding: ShardingRule{Family: ShardSegmentTake},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			g, ids := in[0], in[1]
-			shape := append([]int{len(ids.i32)}, g.shape[1:]...)
+			shape := append([]int{len(ids.i32())}, g.shape[1:]...)
 			inner := numel(g.shape[1:])
 			if scatterRows(g.dtype, 1, inner) {
 				out := newOutUninit(Float32, shape) // every row copied or cleared
-				gatherRowsF32(out.f32, g.f32, ids.i32, g.shape[0], inner, true, isLocal(g, ids))
+				gatherRowsF32(out.f32(), g.f32(), ids.i32(), g.shape[0], inner, true, isLocal(g, ids))
 				return out
 			}
 			out := newTensor(g.dtype, shape)
 			switch {
 			case g.dtype == Float32:
-				segmentTakeKernel(out.f32, g.f32, ids.i32, g.shape[0], inner)
+				segmentTakeKernel(out.f32(), g.f32(), ids.i32(), g.shape[0], inner)
 			case g.dtype == Int32:
-				segmentTakeKernel(out.i32, g.i32, ids.i32, g.shape[0], inner)
+				segmentTakeKernel(out.i32(), g.i32(), ids.i32(), g.shape[0], inner)
 			case g.dtype == Float64:
-				segmentTakeKernel(out.f64, g.f64, ids.i32, g.shape[0], inner)
+				segmentTakeKernel(out.f64(), g.f64(), ids.i32(), g.shape[0], inner)
 			case g.dtype == Int64:
-				segmentTakeKernel(out.i64, g.i64, ids.i32, g.shape[0], inner)
+				segmentTakeKernel(out.i64(), g.i64(), ids.i32(), g.shape[0], inner)
 			}
 			return out
 		},

@@ -247,17 +247,17 @@ func init() {
 			out := newTensor(x.dtype, x.shape)
 			switch x.dtype {
 			case Float32:
-				flipKernel(out.f32, x.f32, x.shape, flip)
+				flipKernel(out.f32(), x.f32(), x.shape, flip)
 			case Int32:
-				flipKernel(out.i32, x.i32, x.shape, flip)
+				flipKernel(out.i32(), x.i32(), x.shape, flip)
 			case Float64:
-				flipKernel(out.f64, x.f64, x.shape, flip)
+				flipKernel(out.f64(), x.f64(), x.shape, flip)
 			case Int64:
-				flipKernel(out.i64, x.i64, x.shape, flip)
+				flipKernel(out.i64(), x.i64(), x.shape, flip)
 			case Uint8:
-				flipKernel(out.u8, x.u8, x.shape, flip)
+				flipKernel(out.u8(), x.u8(), x.shape, flip)
 			case Bool:
-				flipKernel(out.b, x.b, x.shape, flip)
+				flipKernel(out.b(), x.b(), x.shape, flip)
 			}
 			return out
 		},
@@ -368,17 +368,17 @@ func init() {
 			outer, n, inner := axisSplit(x.shape, p.axis)
 			switch x.dtype {
 			case Float32:
-				rollKernel(out.f32, x.f32, outer, n, inner, p.shift)
+				rollKernel(out.f32(), x.f32(), outer, n, inner, p.shift)
 			case Int32:
-				rollKernel(out.i32, x.i32, outer, n, inner, p.shift)
+				rollKernel(out.i32(), x.i32(), outer, n, inner, p.shift)
 			case Float64:
-				rollKernel(out.f64, x.f64, outer, n, inner, p.shift)
+				rollKernel(out.f64(), x.f64(), outer, n, inner, p.shift)
 			case Int64:
-				rollKernel(out.i64, x.i64, outer, n, inner, p.shift)
+				rollKernel(out.i64(), x.i64(), outer, n, inner, p.shift)
 			case Uint8:
-				rollKernel(out.u8, x.u8, outer, n, inner, p.shift)
+				rollKernel(out.u8(), x.u8(), outer, n, inner, p.shift)
 			case Bool:
-				rollKernel(out.b, x.b, outer, n, inner, p.shift)
+				rollKernel(out.b(), x.b(), outer, n, inner, p.shift)
 			}
 			return out
 		},

@@ -161,7 +161,7 @@ func softmaxGradImpl(g, y *Tensor, axis int, lane func(g, y []float32, stride in
 	srtParallel(lanes, lanes*n*4, srtLocal(g, y), func(lo, hi int) {
 		for l := lo; l < hi; l++ {
 			b := (l/inner)*n*inner + l%inner
-			lane(g.f32[b:b+span], y.f32[b:b+span], inner, out.f32[b:b+span])
+			lane(g.f32()[b:b+span], y.f32()[b:b+span], inner, out.f32()[b:b+span])
 		}
 	})
 	return out
@@ -249,7 +249,7 @@ func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
 	if inner == 1 {
 		srtParallel(outer, work, x.local(), func(lo, hi int) {
 			for r := lo; r < hi; r++ {
-				softmaxRow(x.f32[r*n:(r+1)*n], out.f32[r*n:(r+1)*n], log)
+				softmaxRow(x.f32()[r*n:(r+1)*n], out.f32()[r*n:(r+1)*n], log)
 			}
 		})
 		return out
@@ -266,7 +266,7 @@ func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
 			}
 			clear(s)
 			for j := 0; j < n; j++ {
-				for i, v := range x.f32[base+j*inner : base+(j+1)*inner] {
+				for i, v := range x.f32()[base+j*inner : base+(j+1)*inner] {
 					if f := float64(v); f > m[i] || f != f {
 						m[i] = f
 					}
@@ -274,7 +274,7 @@ func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
 			}
 			for j := 0; j < n; j++ {
 				b := base + j*inner
-				src, dst := x.f32[b:b+inner], out.f32[b:b+inner]
+				src, dst := x.f32()[b:b+inner], out.f32()[b:b+inner]
 				for i, v := range src {
 					e := softmaxExp(float64(v) - m[i])
 					s[i] += e
@@ -292,7 +292,7 @@ func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
 			}
 			for j := 0; j < n; j++ {
 				b := base + j*inner
-				src, dst := x.f32[b:b+inner], out.f32[b:b+inner]
+				src, dst := x.f32()[b:b+inner], out.f32()[b:b+inner]
 				for i := range dst {
 					if log {
 						dst[i] = float32(float64(src[i]) - m[i] - s[i])

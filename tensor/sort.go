@@ -56,17 +56,17 @@ func srtFillKeys(x *Tensor, base, stride int, keys []uint32, descending bool) {
 	switch x.dtype {
 	case Float32:
 		for j := range keys {
-			keys[j] = srtKeyF32(x.f32[base+j*stride]) ^ inv
+			keys[j] = srtKeyF32(x.f32()[base+j*stride]) ^ inv
 		}
 	case Int32:
 		for j := range keys {
-			keys[j] = srtKeyI32(x.i32[base+j*stride]) ^ inv
+			keys[j] = srtKeyI32(x.i32()[base+j*stride]) ^ inv
 		}
 	case Float64, Int64, Uint8:
 		srtWideKeys(x, base, stride, keys, inv)
 	default:
 		for j := range keys {
-			keys[j] = srtKeyBool(x.b[base+j*stride]) ^ inv
+			keys[j] = srtKeyBool(x.b()[base+j*stride]) ^ inv
 		}
 	}
 }
@@ -192,17 +192,17 @@ func srtLocal(xs ...*Tensor) *Local {
 func srtCopyElem(dst *Tensor, i int, src *Tensor, j int) {
 	switch src.dtype {
 	case Float32:
-		dst.f32[i] = src.f32[j]
+		dst.f32()[i] = src.f32()[j]
 	case Int32:
-		dst.i32[i] = src.i32[j]
+		dst.i32()[i] = src.i32()[j]
 	case Float64:
-		dst.f64[i] = src.f64[j]
+		dst.f64()[i] = src.f64()[j]
 	case Int64:
-		dst.i64[i] = src.i64[j]
+		dst.i64()[i] = src.i64()[j]
 	case Uint8:
-		dst.u8[i] = src.u8[j]
+		dst.u8()[i] = src.u8()[j]
 	default:
-		dst.b[i] = src.b[j]
+		dst.b()[i] = src.b()[j]
 	}
 }
 
@@ -228,7 +228,7 @@ func srtSortImpl(x *Tensor, p srtSortParams, idx, vals *Tensor) {
 			srtFillKeys(x, base, inner, st.keys, p.descending)
 			st.sort(func(j, src int) {
 				dst := base + j*inner
-				idx.i32[dst] = int32(src)
+				idx.i32()[dst] = int32(src)
 				if vals != nil {
 					srtCopyElem(vals, dst, x, base+src*inner)
 				}
@@ -405,7 +405,7 @@ func srtTopKImpl(x *Tensor, k int, vals, idx *Tensor) {
 		for r := lo; r < hi; r++ {
 			base := r * n
 			emit := func(j, src int) {
-				idx.i32[r*k+j] = int32(src)
+				idx.i32()[r*k+j] = int32(src)
 				srtCopyElem(vals, r*k+j, x, base+src)
 			}
 			srtFillKeys(x, base, 1, keys, true)
@@ -514,23 +514,23 @@ func init() {
 				keys[i] = ks
 			}
 			if len(keys) == 2 {
-				srtLexRuns(out.i32, keys[0], keys[1], srtLocal(in...))
+				srtLexRuns(out.i32(), keys[0], keys[1], srtLocal(in...))
 				return out
 			}
 			// One stable sort per key, the least significant first: each
 			// pass keeps the order of the previous one among its ties,
 			// and the first keeps the positions'.
-			for j := range out.i32 {
-				out.i32[j] = int32(j)
+			for j := range out.i32() {
+				out.i32()[j] = int32(j)
 			}
 			st := newSrtSorter(n)
 			prev := make([]int32, n)
 			for i := len(keys) - 1; i >= 0; i-- {
-				copy(prev, out.i32)
+				copy(prev, out.i32())
 				for j, src := range prev {
 					st.keys[j] = keys[i][src]
 				}
-				st.sort(func(j, src int) { out.i32[j] = prev[src] })
+				st.sort(func(j, src int) { out.i32()[j] = prev[src] })
 			}
 			return out
 		},
@@ -606,7 +606,7 @@ func init() {
 				for j := 0; j < k; j++ {
 					ob := (o*k + j) * inner
 					for i := 0; i < inner; i++ {
-						src := int(idx.i32[ob+i])
+						src := int(idx.i32()[ob+i])
 						srtCopyElem(out, ob+i, x, (o*n+src)*inner+i)
 					}
 				}
@@ -636,16 +636,16 @@ func init() {
 				for j := 0; j < k; j++ {
 					gb := (o*k + j) * inner
 					for i := 0; i < inner; i++ {
-						dst := (o*p.n+int(idx.i32[gb+i]))*inner + i
+						dst := (o*p.n+int(idx.i32()[gb+i]))*inner + i
 						switch g.dtype {
 						case Float32:
-							out.f32[dst] += g.f32[gb+i]
+							out.f32()[dst] += g.f32()[gb+i]
 						case Int32:
-							out.i32[dst] += g.i32[gb+i]
+							out.i32()[dst] += g.i32()[gb+i]
 						case Float64:
-							out.f64[dst] += g.f64[gb+i]
+							out.f64()[dst] += g.f64()[gb+i]
 						case Int64:
-							out.i64[dst] += g.i64[gb+i]
+							out.i64()[dst] += g.i64()[gb+i]
 						}
 					}
 				}

@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // Tensor is an n-dimensional array with a dtype, a shape and contiguous
@@ -27,13 +28,12 @@ type Tensor struct {
 	cotShared bool  // see cot
 	outIdx    int32 // which output of node this is
 	shape     []int
-	f32       []float32
-	i32       []int32
-	b         []bool
-	u16       []uint16 // BFloat16 and Float16 bits
-	f64       []float64
-	i64       []int64
-	u8        []uint8
+
+	// data is the storage, of the element type of dtype (uint16 bits for
+	// BFloat16 and Float16), read through f32(), i32(), b(), u16(),
+	// f64(), i64() and u8(): one slot for every dtype keeps the header
+	// small.
+	data rawData
 
 	node   *node   // non-nil when traced
 	primal *Tensor // when traced: the same value one trace level down
@@ -66,6 +66,84 @@ type tensorExt struct {
 	// Traced twins over such a value copy it.
 	xv *xval
 }
+
+// rawData is a slice of any element type: its first element (nil for
+// no storage), length and capacity.
+type rawData struct {
+	p    unsafe.Pointer
+	n, c int
+}
+
+// raw returns s as a rawData.
+func raw[E any](s []E) rawData { return rawData{unsafe.Pointer(unsafe.SliceData(s)), len(s), cap(s)} }
+
+// rawAs returns d as a []E (nil if d holds no storage).
+func rawAs[E any](d rawData) []E {
+	if d.p == nil {
+		return nil
+	}
+	return unsafe.Slice((*E)(d.p), d.c)[:d.n]
+}
+
+// f32 returns the storage of a Float32 tensor (nil for another dtype or
+// no storage).
+func (t *Tensor) f32() []float32 {
+	if t.dtype != Float32 {
+		return nil
+	}
+	return rawAs[float32](t.data)
+}
+
+// i32 is f32 for Int32.
+func (t *Tensor) i32() []int32 {
+	if t.dtype != Int32 {
+		return nil
+	}
+	return rawAs[int32](t.data)
+}
+
+// b is f32 for Bool.
+func (t *Tensor) b() []bool {
+	if t.dtype != Bool {
+		return nil
+	}
+	return rawAs[bool](t.data)
+}
+
+// u16 is f32 for the bits of BFloat16 and Float16.
+func (t *Tensor) u16() []uint16 {
+	if t.dtype != BFloat16 && t.dtype != Float16 {
+		return nil
+	}
+	return rawAs[uint16](t.data)
+}
+
+// f64 is f32 for Float64.
+func (t *Tensor) f64() []float64 {
+	if t.dtype != Float64 {
+		return nil
+	}
+	return rawAs[float64](t.data)
+}
+
+// i64 is f32 for Int64.
+func (t *Tensor) i64() []int64 {
+	if t.dtype != Int64 {
+		return nil
+	}
+	return rawAs[int64](t.data)
+}
+
+// u8 is f32 for Uint8.
+func (t *Tensor) u8() []uint8 {
+	if t.dtype != Uint8 {
+		return nil
+	}
+	return rawAs[uint8](t.data)
+}
+
+// setData makes s t's storage (the caller sets the matching dtype).
+func setData[E any](t *Tensor, s []E) { t.data = raw(s) }
 
 // local returns t's shard.Map block mark, nil if it has none.
 func (t *Tensor) local() *Local {
@@ -218,19 +296,19 @@ func newTensorOp(op string, dt DType, shape []int) *Tensor {
 func (t *Tensor) allocData(op string, n int, zero bool) {
 	switch t.dtype {
 	case Float32:
-		t.f32 = f32Cache.alloc(n, zero)
+		setData(t, f32Cache.alloc(n, zero))
 	case Int32:
-		t.i32 = i32Cache.alloc(n, zero)
+		setData(t, i32Cache.alloc(n, zero))
 	case Bool:
-		t.b = boolCache.alloc(n, zero)
+		setData(t, boolCache.alloc(n, zero))
 	case BFloat16, Float16:
-		t.u16 = u16Cache.alloc(n, zero)
+		setData(t, u16Cache.alloc(n, zero))
 	case Float64:
-		t.f64 = f64Cache.alloc(n, zero)
+		setData(t, f64Cache.alloc(n, zero))
 	case Int64:
-		t.i64 = i64Cache.alloc(n, zero)
+		setData(t, i64Cache.alloc(n, zero))
 	case Uint8:
-		t.u8 = u8Cache.alloc(n, zero)
+		setData(t, u8Cache.alloc(n, zero))
 	default:
 		panic(fmt.Sprintf("%s: invalid dtype %v", op, t.dtype))
 	}
@@ -244,9 +322,9 @@ func (t *Tensor) allocData(op string, n int, zero bool) {
 // has x's shape. It panics if the shape does not hold len(data) elements.
 func FromFloat32(data []float32, shape ...int) *Tensor {
 	shape = shapeFor("tensor.FromFloat32", len(data), shape)
-	t := &Tensor{dtype: Float32, shape: shape, f32: append([]float32(nil), data...)}
-	if t.f32 == nil {
-		t.f32 = []float32{}
+	t := &Tensor{dtype: Float32, shape: shape, data: raw(append([]float32(nil), data...))}
+	if t.f32() == nil {
+		setData(t, []float32{})
 	}
 	return t
 }
@@ -261,7 +339,7 @@ func FromFloat64(data []float64, shape ...int) *Tensor {
 	for i, v := range data {
 		f[i] = float32(v)
 	}
-	return &Tensor{dtype: Float32, shape: shape, f32: f}
+	return &Tensor{dtype: Float32, shape: shape, data: raw(f)}
 }
 
 // FromInt32 returns an int32 tensor of the given shape holding a copy of data.
@@ -269,7 +347,7 @@ func FromInt32(data []int32, shape ...int) *Tensor {
 	shape = shapeFor("tensor.FromInt32", len(data), shape)
 	d := make([]int32, len(data))
 	copy(d, data)
-	return &Tensor{dtype: Int32, shape: shape, i32: d}
+	return &Tensor{dtype: Int32, shape: shape, data: raw(d)}
 }
 
 // FromInts returns an int32 tensor holding data converted to int32.
@@ -282,7 +360,7 @@ func FromInts(data []int, shape ...int) *Tensor {
 		}
 		d[i] = int32(v)
 	}
-	return &Tensor{dtype: Int32, shape: shape, i32: d}
+	return &Tensor{dtype: Int32, shape: shape, data: raw(d)}
 }
 
 // FromBool returns a bool tensor of the given shape holding a copy of data.
@@ -290,7 +368,7 @@ func FromBool(data []bool, shape ...int) *Tensor {
 	shape = shapeFor("tensor.FromBool", len(data), shape)
 	d := make([]bool, len(data))
 	copy(d, data)
-	return &Tensor{dtype: Bool, shape: shape, b: d}
+	return &Tensor{dtype: Bool, shape: shape, data: raw(d)}
 }
 
 // WrapFloat32 returns a float32 tensor that uses data as its storage, without
@@ -300,7 +378,7 @@ func WrapFloat32(data []float32, shape ...int) *Tensor {
 	if data == nil {
 		data = []float32{}
 	}
-	return &Tensor{dtype: Float32, shape: shape, f32: data}
+	return &Tensor{dtype: Float32, shape: shape, data: raw(data)}
 }
 
 // WrapInt32 is WrapFloat32 for int32 data.
@@ -309,7 +387,7 @@ func WrapInt32(data []int32, shape ...int) *Tensor {
 	if data == nil {
 		data = []int32{}
 	}
-	return &Tensor{dtype: Int32, shape: shape, i32: data}
+	return &Tensor{dtype: Int32, shape: shape, data: raw(data)}
 }
 
 func shapeFor(op string, n int, shape []int) []int {
@@ -324,13 +402,15 @@ func shapeFor(op string, n int, shape []int) []int {
 }
 
 // Scalar returns a float32 scalar (shape []).
-func Scalar(v float32) *Tensor { return &Tensor{dtype: Float32, shape: []int{}, f32: []float32{v}} }
+func Scalar(v float32) *Tensor {
+	return &Tensor{dtype: Float32, shape: []int{}, data: raw([]float32{v})}
+}
 
 // ScalarInt returns an int32 scalar.
-func ScalarInt(v int32) *Tensor { return &Tensor{dtype: Int32, shape: []int{}, i32: []int32{v}} }
+func ScalarInt(v int32) *Tensor { return &Tensor{dtype: Int32, shape: []int{}, data: raw([]int32{v})} }
 
 // ScalarBool returns a bool scalar.
-func ScalarBool(v bool) *Tensor { return &Tensor{dtype: Bool, shape: []int{}, b: []bool{v}} }
+func ScalarBool(v bool) *Tensor { return &Tensor{dtype: Bool, shape: []int{}, data: raw([]bool{v})} }
 
 // Zeros returns a tensor of zeros (false for Bool).
 func Zeros(dt DType, shape ...int) *Tensor {
@@ -351,20 +431,20 @@ func full(op string, dt DType, v float64, shape []int) *Tensor {
 	switch dt {
 	case Float32:
 		f := float32(v)
-		for i := range t.f32 {
-			t.f32[i] = f
+		for i := range t.f32() {
+			t.f32()[i] = f
 		}
 	case Int32:
 		if v != math.Trunc(v) || v > math.MaxInt32 || v < math.MinInt32 {
 			panic(fmt.Sprintf("%s: %v is not an int32", op, v))
 		}
 		iv := int32(v)
-		for i := range t.i32 {
-			t.i32[i] = iv
+		for i := range t.i32() {
+			t.i32()[i] = iv
 		}
 	case Bool:
-		for i := range t.b {
-			t.b[i] = v != 0
+		for i := range t.b() {
+			t.b()[i] = v != 0
 		}
 	case BFloat16, Float16:
 		fillHalf(t, v)
@@ -432,7 +512,7 @@ func arange(op string, start, stop, step int) *Tensor {
 	for i := range d {
 		d[i] = int32(start + i*step)
 	}
-	return &Tensor{dtype: Int32, shape: []int{n}, i32: d}
+	return &Tensor{dtype: Int32, shape: []int{n}, data: raw(d)}
 }
 
 // DType returns the element type.
@@ -477,7 +557,7 @@ func (t *Tensor) placeholder() bool {
 	if t.layout() != nil {
 		return shapeOnly(t.layout())
 	}
-	return t.f32 == nil && t.i32 == nil && t.b == nil && t.u16 == nil && t.f64 == nil && t.i64 == nil && t.u8 == nil && t.Size() > 0
+	return t.data.p == nil && t.Size() > 0
 }
 
 // mustHaveData panics if t is a shape-only placeholder: a value that a VJP
@@ -498,7 +578,7 @@ func (t *Tensor) mustHaveData(op string) {
 // order. A sharded tensor is gathered first.
 func (t *Tensor) Float32s() []float32 {
 	t.mustDType("Tensor.Float32s", Float32)
-	return append([]float32(nil), t.host("Tensor.Float32s").f32...)
+	return append([]float32(nil), t.host("Tensor.Float32s").f32()...)
 }
 
 // Float64s returns the elements converted to float64, for any dtype (a
@@ -507,7 +587,7 @@ func (t *Tensor) Float32s() []float32 {
 func (t *Tensor) Float64s() []float64 {
 	h := t.host("Tensor.Float64s")
 	if h.dtype == Float64 {
-		return append([]float64(nil), h.f64...)
+		return append([]float64(nil), h.f64()...)
 	}
 	out := make([]float64, h.Size())
 	for i := range out {
@@ -519,15 +599,15 @@ func (t *Tensor) Float64s() []float64 {
 // Int32s returns a copy of the elements of an int32 tensor.
 func (t *Tensor) Int32s() []int32 {
 	t.mustDType("Tensor.Int32s", Int32)
-	return append([]int32(nil), t.host("Tensor.Int32s").i32...)
+	return append([]int32(nil), t.host("Tensor.Int32s").i32()...)
 }
 
 // Ints returns the elements of an int32 tensor as ints.
 func (t *Tensor) Ints() []int {
 	t.mustDType("Tensor.Ints", Int32)
 	h := t.host("Tensor.Ints")
-	out := make([]int, len(h.i32))
-	for i, v := range h.i32 {
+	out := make([]int, len(h.i32()))
+	for i, v := range h.i32() {
 		out[i] = int(v)
 	}
 	return out
@@ -536,7 +616,7 @@ func (t *Tensor) Ints() []int {
 // Bools returns a copy of the elements of a bool tensor.
 func (t *Tensor) Bools() []bool {
 	t.mustDType("Tensor.Bools", Bool)
-	return append([]bool(nil), t.host("Tensor.Bools").b...)
+	return append([]bool(nil), t.host("Tensor.Bools").b()...)
 }
 
 // mustRaw checks what every Raw accessor needs — the dtype, a host
@@ -555,19 +635,19 @@ func (t *Tensor) mustRaw(op string, d DType) {
 // measure allocations; everyone else should use Float32s.
 func (t *Tensor) RawFloat32() []float32 {
 	t.mustRaw("Tensor.RawFloat32", Float32)
-	return t.f32
+	return t.f32()
 }
 
 // RawInt32 is RawFloat32 for int32 tensors.
 func (t *Tensor) RawInt32() []int32 {
 	t.mustRaw("Tensor.RawInt32", Int32)
-	return t.i32
+	return t.i32()
 }
 
 // RawBool is RawFloat32 for bool tensors.
 func (t *Tensor) RawBool() []bool {
 	t.mustRaw("Tensor.RawBool", Bool)
-	return t.b
+	return t.b()
 }
 
 // Item returns the single element of a tensor with one element, as float64.
@@ -598,22 +678,22 @@ func (t *Tensor) At(index ...int) float64 {
 func (t *Tensor) at(i int) float64 {
 	switch t.dtype {
 	case Float32:
-		return float64(t.f32[i])
+		return float64(t.f32()[i])
 	case Int32:
-		return float64(t.i32[i])
+		return float64(t.i32()[i])
 	case Bool:
-		if t.b[i] {
+		if t.b()[i] {
 			return 1
 		}
 		return 0
 	case BFloat16, Float16:
 		return float64(halfAt(t, i))
 	case Float64:
-		return t.f64[i]
+		return t.f64()[i]
 	case Int64:
-		return float64(t.i64[i])
+		return float64(t.i64()[i])
 	case Uint8:
-		return float64(t.u8[i])
+		return float64(t.u8()[i])
 	}
 	panic("tensor: invalid tensor")
 }

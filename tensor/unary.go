@@ -29,7 +29,7 @@ func unaryOpCost(name string, cost int, vec func(d, s []float32), f func(float32
 			out := newOutUninit(x.dtype, x.shape)
 			switch x.dtype {
 			case Float32:
-				d, s := out.f32, x.f32
+				d, s := out.f32(), x.f32()
 				if vec == nil {
 					for i, v := range s {
 						d[i] = f(v)
@@ -38,7 +38,7 @@ func unaryOpCost(name string, cost int, vec func(d, s []float32), f func(float32
 				}
 				mapF32(vec, d, s, cost, x.local() != nil)
 			case Int32:
-				d, s := out.i32, x.i32
+				d, s := out.i32(), x.i32()
 				for i, v := range s {
 					d[i] = fi(v)
 				}
@@ -400,14 +400,14 @@ func init() {
 			if x.dtype == Float64 {
 				out := newOutUninit(Float64, x.shape)
 				lo, hi := float64(c.lo), float64(c.hi)
-				for i, v := range x.f64 {
-					out.f64[i] = min(max(v, lo), hi)
+				for i, v := range x.f64() {
+					out.f64()[i] = min(max(v, lo), hi)
 				}
 				return out
 			}
 			out := newOutUninit(Float32, x.shape)
-			d := out.f32[:len(x.f32)]
-			for i, v := range x.f32 {
+			d := out.f32()[:len(x.f32())]
+			for i, v := range x.f32() {
 				d[i] = min(max(v, c.lo), c.hi)
 			}
 			return out
