@@ -130,8 +130,14 @@ func TestCommWaited(t *testing.T) {
 	m := shard.NewMeshOn(shard.Devices()[:2], []int{2}, []string{"d"})
 	x := tensor.Ones(tensor.Float32, 2, 256)
 	var comm shard.Comm
+	// Device 1 starts its work once device 0 is about to wait, so that a
+	// busy machine, running device 0 late, cannot reverse the roles.
+	ready := make(chan struct{})
 	shard.Map(m, shard.P("d"), shard.P("d"), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
-		if c.AxisIndex("d") == 1 {
+		if c.AxisIndex("d") == 0 {
+			close(ready)
+		} else {
+			<-ready
 			for range 20 {
 				x = tensor.Tanh(tensor.MatMul(tensor.Transpose(x), x)) // 256x256 products: well over a millisecond
 				x = tensor.SliceAxis(x, 0, 0, 1)
