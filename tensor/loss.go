@@ -197,13 +197,8 @@ func init() {
 			c := sm.shape[len(sm.shape)-1]
 			rows := len(g.f32())
 			srtParallel(rows, rows*c*2, srtLocal(g, sm, labels), func(lo, hi int) {
-				for i := lo; i < hi; i++ {
-					gi := g.f32()[i]
-					src, dst := sm.f32()[i*c:(i+1)*c], out.f32()[i*c:(i+1)*c]
-					for j, v := range src {
-						dst[j] = gi * v
-					}
-					dst[labels.i32()[i]] = gi * (src[labels.i32()[i]] - 1)
+				if !vec.XentGradRows(out.f32()[lo*c:hi*c], sm.f32()[lo*c:hi*c], c, g.f32()[lo:hi], labels.i32()[lo:hi]) {
+					panic(fmt.Sprintf("tensor.SoftmaxCrossEntropy: a label of %v out of range [0,%d)", labels, c))
 				}
 			})
 			return out

@@ -39,3 +39,29 @@ func ExpShiftRows(dst, src []float32, c int, ms []float32, sums []float64) {
 // expShiftRowsBlock is how many rows ExpShiftRows gives its kernel at a
 // time (their lanes on the stack).
 const expShiftRowsBlock = 32
+
+// XentGradRows is a softmax cross-entropy's gradient with respect to
+// its logits over len(g) rows of c classes: each row of dst is g[r]
+// times sm's row (the softmax), less g[r] at the label, computed as
+// g[r]·(sm[label] - 1) (float32 operations, the Go loop's bits). It
+// reports false, having written the rows before it, at a label outside
+// [0, c). On AVX-512, rows of up to 16 classes take one kernel call.
+func XentGradRows(dst, sm []float32, c int, g []float32, labels []int32) bool {
+	rows := len(g)
+	dst, sm, labels = dst[:rows*c], sm[:rows*c], labels[:rows]
+	if useAVX512 && c >= 1 && c <= 16 {
+		return xentGradRowsAVX512(dst, sm, c, g, labels)
+	}
+	for r, gr := range g {
+		l := labels[r]
+		if l < 0 || int(l) >= c {
+			return false
+		}
+		src, out := sm[r*c:(r+1)*c], dst[r*c:(r+1)*c]
+		for j, v := range src {
+			out[j] = gr * v
+		}
+		out[l] = gr * (src[l] - 1)
+	}
+	return true
+}

@@ -49,6 +49,46 @@ func TestExpShiftRows(t *testing.T) {
 	}
 }
 
+// TestXentGradRows: on every kernel set, XentGradRows returns the Go
+// loop's bits, g·sm with g·(sm - 1) at the label, for rows of 1 to 17
+// classes (signed, infinite and NaN factors among them), and stops at a
+// label out of range.
+func TestXentGradRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 10))
+	for c := 1; c <= 17; c++ {
+		rows := 3*c + 5
+		sm, g, labels := make([]float32, rows*c), make([]float32, rows), make([]int32, rows)
+		for i := range sm {
+			sm[i] = rng.Float32()
+		}
+		for r := range g {
+			g[r] = float32(rng.NormFloat64()) / 16
+			labels[r] = int32(rng.IntN(c))
+		}
+		g[0], g[1], g[2] = float32(math.Inf(-1)), float32(math.NaN()), float32(math.Copysign(0, -1))
+		for _, ks := range kernelSets() {
+			restore := ks.set()
+			dst := make([]float32, rows*c)
+			require.True(t, XentGradRows(dst, sm, c, g, labels), "%s c=%d", ks.name, c)
+			for r := range rows {
+				for j := range c {
+					want := g[r] * sm[r*c+j]
+					if j == int(labels[r]) {
+						want = g[r] * (sm[r*c+j] - 1)
+					}
+					require.Equal(t, math.Float32bits(want), math.Float32bits(dst[r*c+j]), "%s c=%d row %d element %d", ks.name, c, r, j)
+				}
+			}
+			for _, bad := range []int32{-1, int32(c)} {
+				l := append([]int32(nil), labels...)
+				l[rows-1] = bad
+				require.False(t, XentGradRows(dst, sm, c, g, l), "%s c=%d label %d", ks.name, c, bad)
+			}
+			restore()
+		}
+	}
+}
+
 // BenchmarkSoftmaxRows: the first half of a softmax (maxima,
 // exponentials and their sums) over an ensemble's logits (128 rows of 10
 // classes), through the row-block kernel and row by row.
