@@ -26,7 +26,7 @@ func At[T, V any](tree T, where func(*T) *V, replace V) T {
 	out := new(T)
 	*out = tree
 	blocks := []block{{uintptr(unsafe.Pointer(out)), uintptr(unsafe.Pointer(out)) + unsafe.Sizeof(*out)}}
-	b := newBuilder("pytree.At", modeKeep, fl)
+	b := newBuilder("pytree.At", modeKeep, &fl.record)
 	b.blocks = &blocks
 	b.run(p, unsafe.Pointer(out))
 	ptr := where(out)

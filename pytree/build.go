@@ -29,7 +29,7 @@ type builder struct {
 	nils   []int32
 	ni     int
 
-	rec *flattener // the shape record to follow
+	rec *record // the shape record to follow
 	si  int
 	ki  int
 	ti  int
@@ -41,7 +41,7 @@ type builder struct {
 // block is a range of memory owned by a spine copy (see At).
 type block struct{ start, end uintptr }
 
-func newBuilder(op string, mode buildMode, rec *flattener) *builder {
+func newBuilder(op string, mode buildMode, rec *record) *builder {
 	return &builder{op: op, mode: mode, rec: rec}
 }
 

@@ -56,7 +56,7 @@ func (s Structure) String() string {
 		return "<invalid Structure>"
 	}
 	f := &formatter{structure: true, skel: true, nils: s.s.rec.nils}
-	d := f.node(reflect.ValueOf(s.s.skel).Elem(), anyPlan)
+	d := f.node(reflect.ValueOf(&s.s.skel).Elem(), anyPlan)
 	return flat(d)
 }
 

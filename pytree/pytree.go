@@ -30,7 +30,7 @@ func flattenT[T any](tree *T, paths bool) (*plan, *flattener) {
 // rebuildT returns a spine copy of tree with the positions set to pos.
 func rebuildT[T any](op string, p *plan, tree T, rec *flattener, pos []*tensor.Tensor) T {
 	out := tree
-	b := newBuilder(op, modeFill, rec)
+	b := newBuilder(op, modeFill, &rec.record)
 	b.leaves = pos
 	b.run(p, unsafe.Pointer(&out))
 	return out
@@ -91,31 +91,31 @@ func Paths(tree any) []Path {
 type Structure struct{ s *structure }
 
 type structure struct {
-	rec  *flattener // the shape record, without positions
-	skel *any       // the skeleton: the tree with every position nil; never written after Flatten
-	n    int        // number of non-nil leaves
+	rec  record // the shape record
+	skel any    // the skeleton: the tree with every position nil; never written after Flatten
+	n    int    // number of non-nil leaves
+	// Storage for short records' shape and types (one allocation for
+	// the structure of a small tree).
+	shapeBuf [8]int
+	typesBuf [4]reflect.Type
 }
 
 // Flatten returns the non-nil tensors of tree, as Leaves does, and its
 // Structure, from which Unflatten rebuilds a tree of the same shape.
 func Flatten(tree any) ([]*tensor.Tensor, Structure) {
 	f := flattenAny(&tree, false)
-	skel := tree
-	b := newBuilder("pytree.Flatten", modeClear, f)
-	b.run(anyPlan, unsafe.Pointer(&skel))
+	s := &structure{skel: tree}
+	b := newBuilder("pytree.Flatten", modeClear, &f.record)
+	b.run(anyPlan, unsafe.Pointer(&s.skel))
 	leaves := compact(f.pos, f.nils)
 	// Keep only the record: the walk's buffers point into the tree, and a
 	// Structure must not keep the tree's tensors alive.
-	rec := &flattener{
-		npos:  f.npos,
-		nils:  f.nils,
-		shape: slices.Clip(slices.Clone(f.shape)),
-		keys:  f.keys,
-		types: slices.Clip(slices.Clone(f.types)),
-		root:  f.root,
-	}
+	s.rec = f.record
+	s.rec.shape = slices.Clip(append(s.shapeBuf[:0:min(len(f.shape), len(s.shapeBuf))], f.shape...))
+	s.rec.types = slices.Clip(append(s.typesBuf[:0:min(len(f.types), len(s.typesBuf))], f.types...))
+	s.n = len(leaves)
 	f.release()
-	return leaves, Structure{&structure{rec: rec, skel: &skel, n: len(leaves)}}
+	return leaves, Structure{s}
 }
 
 // NumLeaves returns the number of tensors Unflatten expects.
@@ -144,13 +144,13 @@ func (s Structure) Equal(o Structure) bool {
 	if s.s == nil || o.s == nil {
 		return s.s == o.s
 	}
-	a, b := s.s.rec, o.s.rec
+	a, b := &s.s.rec, &o.s.rec
 	return sameShape(a, b) && slices.Equal(a.nils, b.nils)
 }
 
 // sameShape reports whether two records have the same structure, ignoring
 // which positions are nil.
-func sameShape(a, b *flattener) bool {
+func sameShape(a, b *record) bool {
 	return a.npos == b.npos && slices.Equal(a.shape, b.shape) &&
 		slices.Equal(a.keys, b.keys) && slices.Equal(a.types, b.types)
 }
@@ -169,7 +169,7 @@ func Unflatten[T any](s Structure, leaves []*tensor.Tensor) T {
 			len(leaves), s.s.n, truncate(s.String())))
 	}
 	t := reflect.TypeFor[T]()
-	if rt := reflect.TypeOf(*s.s.skel); rt == nil {
+	if rt := reflect.TypeOf(s.s.skel); rt == nil {
 		switch t.Kind() {
 		case reflect.Interface, reflect.Pointer, reflect.Slice, reflect.Map:
 		default:
@@ -180,18 +180,18 @@ func Unflatten[T any](s Structure, leaves []*tensor.Tensor) T {
 	} else if !rt.AssignableTo(t) {
 		panic(fmt.Sprintf("pytree.Unflatten: the structure is of a %s, not a %s", typeName(rt), typeName(t)))
 	}
-	b := newBuilder("pytree.Unflatten", modeFill, s.s.rec)
+	b := newBuilder("pytree.Unflatten", modeFill, &s.s.rec)
 	b.leaves, b.nils = leaves, s.s.rec.nils
-	if rt := reflect.TypeOf(*s.s.skel); rt == t {
+	if rt := reflect.TypeOf(s.s.skel); rt == t {
 		// The tree's own type: built in a T rather than in an interface
 		// (whose dynamic value would be allocated twice), after the root's
 		// type in the record, as the interface's walk reads it.
-		out := (*s.s.skel).(T)
+		out := (s.s.skel).(T)
 		b.expectType(t)
 		b.run(planFor(t), unsafe.Pointer(&out))
 		return out
 	}
-	out := *s.s.skel
+	out := s.s.skel
 	b.run(anyPlan, unsafe.Pointer(&out))
 	return out.(T)
 }
@@ -312,7 +312,7 @@ func flattenAll[T any](op string, trees []T) (*plan, []*flattener) {
 		p, recs[i] = flattenT(&trees[i], false)
 	}
 	for i := 1; i < len(trees); i++ {
-		if !sameShape(recs[0], recs[i]) {
+		if !sameShape(&recs[0].record, &recs[i].record) {
 			mismatch(op, trees[0], trees[i], i)
 		}
 	}

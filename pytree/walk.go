@@ -21,12 +21,8 @@ const maxDepth = 10000
 // pointer nil-ness, map keys, dynamic types. Two trees with equal records
 // have the same structure up to which positions are nil.
 type flattener struct {
-	pos   []*tensor.Tensor // every position, nil where empty
-	npos  int              // len(pos), kept when pos is dropped
-	nils  []int32          // indices of the nil positions
-	shape []int            // slice/map lengths, pointer nil-ness, Node child counts
-	keys  []string         // map keys and Node child names
-	types []reflect.Type   // dynamic types of interfaces and Node children
+	pos []*tensor.Tensor // every position, nil where empty
+	record
 
 	stack  []frame          // pointers, slices and maps on the current path
 	onPath map[frameKey]int // index of stack, once it is deep
@@ -38,12 +34,21 @@ type flattener struct {
 	arena     []PathElem
 	ppos      []Path // with leafPaths: the path of every position
 
-	root reflect.Type // for messages
-
 	// Initial storage, to save allocations on small trees.
 	stackBuf [8]frame
 	shapeBuf [8]int
 	typesBuf [4]reflect.Type
+}
+
+// record is what a walk learns of a tree's shape, which a Structure keeps
+// and builders follow.
+type record struct {
+	npos  int            // len(pos), kept when pos is dropped
+	nils  []int32        // indices of the nil positions
+	shape []int          // slice/map lengths, pointer nil-ness, Node child counts
+	keys  []string       // map keys and Node child names
+	types []reflect.Type // dynamic types of interfaces and Node children
+	root  reflect.Type   // for messages
 }
 
 type frameKey struct {
