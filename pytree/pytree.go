@@ -55,7 +55,11 @@ func compact(pos []*tensor.Tensor, nils []int32) []*tensor.Tensor {
 // fields in declaration order, slice and array elements by index, map
 // entries by sorted key.
 func Leaves(tree any) []*tensor.Tensor {
-	f := flattenAny(&tree, false)
+	if t := reflect.TypeOf(tree); t == nil || !planFor(t).walk {
+		return nil // nothing to walk (an empty aux output): no walk to allocate
+	}
+	root := tree // tree itself stays on the stack on the path above
+	f := flattenAny(&root, false)
 	leaves := compact(f.pos, f.nils)
 	f.release()
 	return leaves
