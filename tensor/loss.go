@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -312,7 +313,12 @@ func xentImpl(logits, labels, sm *Tensor) *Tensor {
 			for i := b; i < e; i++ {
 				row := logits.f32()[i*c : (i+1)*c]
 				m := ms[i-b]
-				lse := softmaxRowEnd(row, xentRowOf(sm, i, c), false, m, sums[i-b])
+				var lse float64
+				if c <= xentShort { // the softmax finished by xentShortRows
+					lse = math.Log(sums[i-b])
+				} else {
+					lse = softmaxRowEnd(row, xentRowOf(sm, i, c), false, m, sums[i-b])
+				}
 				// lse + m - z_label, with the large terms cancelled first.
 				loss.f32()[i] = float32(lse - (float64(row[labels.i32()[i]]) - m))
 			}
@@ -329,17 +335,18 @@ const xentBlock = 32
 const xentShort = 16
 
 // xentShortRows is softmaxRowSum (without log) for the rows of c ≤
-// xentShort classes in block, rows b... of the logits, with their bits:
-// one vec.ExpShiftRows call for the block instead of two kernel calls a
-// row. The exponentials go to sm's rows, or to scratch for a nil sm.
+// xentShort classes in block, rows b... of the logits, with their bits,
+// and for a non-nil sm softmaxRowEnd's normalisation of sm's rows: one
+// vec.SoftmaxRows call for the block instead of two kernel calls and a
+// loop a row (for a nil sm, vec.ExpShiftRows into scratch).
 func xentShortRows(block []float32, sm *Tensor, b, c int, ms, sums []float64) {
-	var scratch [xentBlock * xentShort]float32
 	var m32 [xentBlock]float32
-	dst := scratch[:len(block)]
 	if sm != nil {
-		dst = sm.f32()[b*c : b*c+len(block)]
+		vec.SoftmaxRows(sm.f32()[b*c:b*c+len(block)], block, c, m32[:len(ms)], sums)
+	} else {
+		var scratch [xentBlock * xentShort]float32
+		vec.ExpShiftRows(scratch[:len(block)], block, c, m32[:len(ms)], sums)
 	}
-	vec.ExpShiftRows(dst, block, c, m32[:len(ms)], sums)
 	for i, m := range m32[:len(ms)] {
 		ms[i] = float64(m)
 	}

@@ -29,4 +29,4 @@ func maxAVX512(x []float32) (m float32, nan bool)
 func dotAVX512(a, b []float32, lanes *[8]float64)
 
 //go:noescape
-func expShiftRowsAVX512(dst, src []float32, c int, ms []float32, lanes []float64)
+func expShiftRowsAVX512(dst, src []float32, c int, ms []float32, sums []float64, norm bool)

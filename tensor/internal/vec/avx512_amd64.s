@@ -440,21 +440,24 @@ dot512_done:
 	VZEROUPPER
 	RET
 
-// func expShiftRowsAVX512(dst, src []float32, c int, ms []float32, lanes []float64)
+// func expShiftRowsAVX512(dst, src []float32, c int, ms []float32, sums []float64, norm bool)
 // takes len(ms) rows of c ≤ 16 floats (src, dst: rows of c, in a row)
 // and for each sets ms[r] = the row's maximum m, dst's row = e^(x - m)
-// and lanes[8r:8r+8] = expShiftAVX512's lanes for that row (from zero):
-// maxAVX512 and the tail of expShiftAVX512, a row per iteration without
-// a call per row. A row holding a NaN gets the NaN in ms[r] and is left
-// (the caller redoes it), as is a row whose maximum is zero (whose sign
-// MaxF32 chooses).
-TEXT ·expShiftRowsAVX512(SB), NOSPLIT, $0-104
+// and sums[r] = their float64 sum, 0 + laneSum of expShiftAVX512's lanes
+// (maxAVX512 and the tail of expShiftAVX512, then laneSum's additions),
+// a row per iteration without a call per row. With norm, dst's row is
+// then float32(float64(e)·(1/sums[r])), softmaxRowEnd's normalisation.
+// A row holding a NaN gets the NaN in ms[r] and is left (the caller
+// redoes it), as is a row whose maximum is zero (whose sign MaxF32
+// chooses).
+TEXT ·expShiftRowsAVX512(SB), NOSPLIT, $0-105
 	MOVQ dst_base+0(FP), DI
 	MOVQ src_base+24(FP), SI
 	MOVQ c+48(FP), CX
 	MOVQ ms_base+56(FP), R8
 	MOVQ ms_len+64(FP), R9
-	MOVQ lanes_base+80(FP), DX
+	MOVQ sums_base+80(FP), DX
+	MOVBLZX norm+104(FP), R10
 	MOVL $1, AX
 	SHLL CX, AX
 	DECL AX
@@ -463,6 +466,8 @@ TEXT ·expShiftRowsAVX512(SB), NOSPLIT, $0-104
 	VBROADCASTSS z_negInf<>(SB), Z21
 	VBROADCASTSS z_signMask<>(SB), Z22
 	VXORPS X23, X23, X23
+	MOVQ $0x3ff0000000000000, AX
+	VMOVQ AX, X24
 	TESTQ R9, R9
 	JZ expShiftRows512_done
 expShiftRows512_loop:
@@ -486,16 +491,38 @@ expShiftRows512_loop:
 	VBROADCASTSS X7, Z9
 	VXORPS Z22, Z9, Z9
 	ZEXPSHIFT(Z8, Z9, Z0, Z1, Z2, Z3, Z4, K2)
-	VMOVUPS Z0, K1, (DI)
 	VMOVAPS.Z Z0, K1, Z0
 	VXORPD Z20, Z20, Z20
 	ZACC8(Z0, Y0, Z20, Z5, Y5)
-	VMOVUPD Z20, (DX)
+	// laneSum: ((l0+l4) + (l1+l5)) + ((l2+l6) + (l3+l7)), then 0 + it.
+	VEXTRACTF64X4 $1, Z20, Y10
+	VADDPD Y10, Y20, Y10
+	VPERMILPD $5, Y10, Y11
+	VADDPD Y11, Y10, Y10
+	VEXTRACTF128 $1, Y10, X11
+	VADDSD X11, X10, X10
+	VXORPD X12, X12, X12
+	VADDSD X10, X12, X10
+	VMOVSD X10, (DX)
+	TESTQ R10, R10
+	JZ expShiftRows512_store
+	VDIVSD X10, X24, X13
+	VBROADCASTSD X13, Z13
+	VCVTPS2PD Y0, Z14
+	VMULPD Z13, Z14, Z14
+	VCVTPD2PS Z14, Y14
+	VEXTRACTF32X8 $1, Z0, Y15
+	VCVTPS2PD Y15, Z15
+	VMULPD Z13, Z15, Z15
+	VCVTPD2PS Z15, Y15
+	VINSERTF32X8 $1, Y15, Z14, Z0
+expShiftRows512_store:
+	VMOVUPS Z0, K1, (DI)
 expShiftRows512_next:
 	ADDQ CX, SI
 	ADDQ CX, DI
 	ADDQ $4, R8
-	ADDQ $64, DX
+	ADDQ $8, DX
 	DECQ R9
 	JNZ expShiftRows512_loop
 expShiftRows512_done:

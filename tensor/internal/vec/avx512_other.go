@@ -12,6 +12,6 @@ func expShiftAVX512(dst, src []float32, nm float32, lanes *[8]float64) { panic("
 func maxAVX512(x []float32) (m float32, nan bool)                      { panic("vec: no assembly") }
 func dotAVX512(a, b []float32, lanes *[8]float64)                      { panic("vec: no assembly") }
 
-func expShiftRowsAVX512(dst, src []float32, c int, ms []float32, lanes []float64) {
+func expShiftRowsAVX512(dst, src []float32, c int, ms []float32, sums []float64, norm bool) {
 	panic("vec: no assembly")
 }

@@ -4,41 +4,45 @@ package vec
 // for each row r of src (len(ms) rows of c, one after another) it sets
 // ms[r] = MaxF32(row) and sums[r] = ExpShift(dst's row, row, ms[r]), with
 // their bits. On AVX-512, rows of up to 16 elements take one kernel call
-// for up to expShiftRowsBlock rows instead of two calls a row (a softmax
-// cross-entropy over 10 classes spent most of its time in those calls).
+// for all of them instead of two calls a row (a softmax cross-entropy
+// over 10 classes spent most of its time in those calls).
 func ExpShiftRows(dst, src []float32, c int, ms []float32, sums []float64) {
+	expShiftRows(dst, src, c, ms, sums, false)
+}
+
+// SoftmaxRows is ExpShiftRows followed by the normalisation of each row
+// of dst: float32(float64(e)·(1/sums[r])), the product in float64
+// rounded once, as a softmax over a row finishes. On AVX-512, rows of up
+// to 16 elements are normalised by the same kernel call.
+func SoftmaxRows(dst, src []float32, c int, ms []float32, sums []float64) {
+	expShiftRows(dst, src, c, ms, sums, true)
+}
+
+// expShiftRows is ExpShiftRows, and SoftmaxRows with norm.
+func expShiftRows(dst, src []float32, c int, ms []float32, sums []float64, norm bool) {
 	rows := len(ms)
 	dst, src, sums = dst[:rows*c], src[:rows*c], sums[:rows]
-	if !useAVX512 || c < 1 || c > 16 {
-		for r := range rows {
-			ms[r] = MaxF32(src[r*c : (r+1)*c])
-			sums[r] = ExpShift(dst[r*c:(r+1)*c], src[r*c:(r+1)*c], ms[r])
-		}
-		return
+	fast := useAVX512 && c >= 1 && c <= 16
+	if fast {
+		expShiftRowsAVX512(dst, src, c, ms, sums, norm)
 	}
-	var lanes [expShiftRowsBlock * 8]float64
-	for b := 0; b < rows; b += expShiftRowsBlock {
-		e := min(b+expShiftRowsBlock, rows)
-		expShiftRowsAVX512(dst[b*c:e*c], src[b*c:e*c], c, ms[b:e], lanes[:])
-		for r := b; r < e; r++ {
-			if m := ms[r]; m != m || m == 0 {
-				// A NaN, or a zero whose sign MaxF32 chooses: the
-				// row's own calls (the kernel left it).
-				ms[r] = MaxF32(src[r*c : (r+1)*c])
-				sums[r] = ExpShift(dst[r*c:(r+1)*c], src[r*c:(r+1)*c], ms[r])
-				continue
+	for r := range rows {
+		if m := ms[r]; fast && m == m && m != 0 {
+			continue
+		}
+		// No kernel, or a row it left: a NaN, or a zero maximum whose
+		// sign MaxF32 chooses. The row's own calls.
+		row, d := src[r*c:(r+1)*c], dst[r*c:(r+1)*c]
+		ms[r] = MaxF32(row)
+		sums[r] = ExpShift(d, row, ms[r])
+		if norm {
+			inv := 1 / sums[r]
+			for j, v := range d {
+				d[j] = float32(float64(v) * inv)
 			}
-			// expShiftSum512's sum of one block: 0 + the lanes' sum.
-			s := 0.0
-			s += laneSum((*[8]float64)(lanes[(r-b)*8 : (r-b+1)*8]))
-			sums[r] = s
 		}
 	}
 }
-
-// expShiftRowsBlock is how many rows ExpShiftRows gives its kernel at a
-// time (their lanes on the stack).
-const expShiftRowsBlock = 32
 
 // XentGradRows is a softmax cross-entropy's gradient with respect to
 // its logits over len(g) rows of c classes: each row of dst is g[r]

@@ -10,9 +10,9 @@ import (
 
 // TestExpShiftRows: on every kernel set, ExpShiftRows over a matrix of
 // rows returns each row's MaxF32 and ExpShift bits (sum and
-// exponentials), for rows of 1 to 17 elements mixing random logits with
-// softmaxRows' masked, infinite, NaN and signed-zero rows, and more rows
-// than one kernel block holds.
+// exponentials), and SoftmaxRows the exponentials normalised as
+// softmaxRowEnd does, for rows of 1 to 17 elements mixing random logits
+// with softmaxRows' masked, infinite, NaN and signed-zero rows.
 func TestExpShiftRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	all := softmaxRows(rng)
@@ -23,7 +23,7 @@ func TestExpShiftRows(t *testing.T) {
 				src = append(src, r...)
 			}
 		}
-		for range 2*expShiftRowsBlock + 5 {
+		for range 69 {
 			for range c {
 				src = append(src, float32(rng.NormFloat64()*4))
 			}
@@ -31,17 +31,29 @@ func TestExpShiftRows(t *testing.T) {
 		rows := len(src) / c
 		for _, ks := range kernelSets() {
 			restore := ks.set()
-			dst, ms, sums := make([]float32, len(src)), make([]float32, rows), make([]float64, rows)
-			ExpShiftRows(dst, src, c, ms, sums)
-			for r := range rows {
-				row := src[r*c : (r+1)*c]
-				want := make([]float32, c)
-				m := MaxF32(row)
-				s := ExpShift(want, row, m)
-				require.Equal(t, math.Float32bits(m), math.Float32bits(ms[r]), "%s c=%d row %d %v: max", ks.name, c, r, row)
-				require.Equal(t, math.Float64bits(s), math.Float64bits(sums[r]), "%s c=%d row %d %v: sum", ks.name, c, r, row)
-				for j := range want {
-					require.Equal(t, math.Float32bits(want[j]), math.Float32bits(dst[r*c+j]), "%s c=%d row %d %v: element %d", ks.name, c, r, row, j)
+			for _, norm := range []bool{false, true} {
+				dst, ms, sums := make([]float32, len(src)), make([]float32, rows), make([]float64, rows)
+				if norm {
+					SoftmaxRows(dst, src, c, ms, sums)
+				} else {
+					ExpShiftRows(dst, src, c, ms, sums)
+				}
+				for r := range rows {
+					row := src[r*c : (r+1)*c]
+					want := make([]float32, c)
+					m := MaxF32(row)
+					s := ExpShift(want, row, m)
+					if norm { // softmaxRowEnd's normalisation
+						inv := 1 / s
+						for j, v := range want {
+							want[j] = float32(float64(v) * inv)
+						}
+					}
+					require.Equal(t, math.Float32bits(m), math.Float32bits(ms[r]), "%s c=%d row %d %v: max", ks.name, c, r, row)
+					require.Equal(t, math.Float64bits(s), math.Float64bits(sums[r]), "%s c=%d row %d %v: sum", ks.name, c, r, row)
+					for j := range want {
+						require.Equal(t, math.Float32bits(want[j]), math.Float32bits(dst[r*c+j]), "%s c=%d norm=%v row %d %v: element %d", ks.name, c, norm, r, row, j)
+					}
 				}
 			}
 			restore()
