@@ -36,9 +36,9 @@ type kernelSet[T elem] struct {
 	oneVectorM bool              // C with nrHalf rows may be computed as its transpose (useTransposed)
 	packA      bool              // copy A strips into contiguous panels (kernP) when B is packed
 	kernP      [2][]kernFn[T]    // kernP[wide][mr]: kernels for a packed A panel (stride mr) and a packed B strip
-	// kernT[flavour][mr], if not nil, are narrow kernels that store their
+	// kernT[flavour][wide][mr], if not nil, are kernels that store their
 	// tile of Cᵀ transposed into C (runTransposed without a tile buffer).
-	kernT [2][]kernFn[T]
+	kernT [2][2][]kernFn[T]
 	// packA4 packs 4·kc4 k steps of an mr-row strip of A as stored (op(A) =
 	// A) into a panel (dst[q*mr+i] = src[i*lda+q]); nil: Go code.
 	packA4 func(dst *T, src *T, lda int, kc4 int)
@@ -340,10 +340,7 @@ func (ks *kernelSet[T]) runTransposed(p *problem[T], i0, i1, j0, j1 int, ws *wor
 			if nr > ks.nrHalf {
 				wide = 1
 			}
-			kernT := ks.kernT[fl]
-			if wide == 1 {
-				kernT = nil
-			}
+			kernT := ks.kernT[fl][wide]
 			for jr, mr := j0, 0; jr < j1; jr += mr {
 				mr = tileRows(MR, j1-jr)
 				var ap *T
@@ -352,7 +349,7 @@ func (ks *kernelSet[T]) runTransposed(p *problem[T], i0, i1, j0, j1 int, ws *wor
 				} else {
 					ap = &p.b[pc*p.ldb+jr]
 				}
-				if kernT != nil {
+				if kernT != nil && (wide == 0 || mr >= kernTWideMinMR) {
 					// C[ir+i][jr+j] for i < nr, j < mr: the kernel's
 					// extent in C.
 					_ = p.c[(ir+nr-1)*p.ldc+jr+mr-1]
@@ -376,6 +373,14 @@ func (ks *kernelSet[T]) runTransposed(p *problem[T], i0, i1, j0, j1 int, ws *wor
 		}
 	}
 }
+
+// kernTWideMinMR is the fewest rows of Cᵀ for which a 32-wide tile is
+// stored by a kernT kernel: with fewer, transposing 16×16 blocks in
+// registers costs more than the tile buffer's copy (a 128×4 C from k = 16
+// ran at 23 GFLOP per CPU-second against 47; 128×10: 108 → 126; m = 32,
+// n = k = 1024 with Bᵀ, 12-row tiles: 179 → 205; Zen 5, 4 alternated
+// rounds). Both stores give the same bits, so mixing them is safe.
+const kernTWideMinMR = 9
 
 // tileRows is the height of the next row tile when rem rows are left: full
 // tiles, except that a remainder between one and two tiles is split into two

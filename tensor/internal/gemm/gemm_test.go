@@ -770,6 +770,41 @@ func testSmallMTransB[T elem](t *testing.T) {
 	})
 }
 
+// TestSgemmTransposedStore: the kernT kernels, which transpose their
+// tiles of Cᵀ in registers and store them into C, give the bits of the
+// tile buffer they replace, for every tile height (n = 1..MR), narrow and
+// wide tiles (m = 16, 32 and 37: a wide tile and a narrow one), both
+// flavours (op(A) = A and Aᵀ), beta zero or not and several k blocks, so
+// runTransposed may mix the two (kernTWideMinMR) and a split across
+// goroutines keeps the bits of one.
+func TestSgemmTransposedStore(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		s := activeSet[float32]()
+		if s.kernT[0][0] == nil {
+			t.Skip("no transposed-store kernels in this set")
+		}
+		buffered := *s
+		buffered.kernT = [2][2][]kernFn[float32]{}
+		rng := rand.New(rand.NewPCG(25, 26))
+		for _, ta := range []bool{false, true} {
+			for n := 1; n <= s.mr; n++ {
+				for _, m := range []int{16, 32, 37} {
+					for _, beta := range []float32{0, -0.75} {
+						k := []int{7, s.kc + 9}[rng.IntN(2)]
+						g := newCaseT(rng, ta, false, m, n, k, rng.IntN(3), 1.25, beta)
+						require.True(t, s.useTransposed(&problem[float32]{transA: ta, m: m, n: n, k: k}) || !ta && 8*n > 5*s.nrHalf, "%v", g)
+						c := g.check(t, 1)
+						active = &buffered
+						cb := g.run(1)
+						active = s
+						require.Equal(t, cb, c, "%v: kernT and the tile buffer", g)
+					}
+				}
+			}
+		}
+	})
+}
+
 // A product 128 columns wide (a transformer's 2048×128 by 128×128) is too
 // narrow for two column blocks of minTaskStrips strips: it splits by rows
 // (it ran on one goroutine when the column rule rounded it to one block),

@@ -229,22 +229,22 @@ func (g *gen) prefetchC(mr, lines int) {
 }
 
 // avx512 emits an mr × Lw kernel (L elements per zmm): accumulators
-// Z0..Z23, B rows in Z24..Z27, broadcasts of A in Z28..Z31. With tr (w = 1,
-// float32 only) it is the transposed-store kernel of storeT instead.
+// Z0..Z23, B rows in Z24..Z27, broadcasts of A in Z28..Z31. With tr
+// (float32 only) it is the transposed-store kernel of storeT instead.
 func (g *gen) avx512(fl string, mr, w int, tr bool) {
 	t := g.t
 	L := t.zl()
 	nm := name(t.prefix+"512", fl, mr, L*w)
 	if tr {
-		nm = name(t.prefix+"512t", fl, mr, L)
+		nm = name(t.prefix+"512t", fl, mr, L*w)
 	}
 	g.raw("// func %s%s", nm, t.sig())
 	g.raw("TEXT ·%s(SB), NOSPLIT, %s", nm, t.frame)
 	g.prologue(fl, mr)
 	if tr {
-		g.prefetchC(L, 1)
-		g.avx512Loop(fl, mr, 1)
-		g.storeT(mr)
+		g.prefetchC(L*w, 1)
+		g.avx512Loop(fl, mr, w)
+		g.storeT(mr, w)
 		return
 	}
 	// Column mask from nr: bits [0, nr) set; K1 covers columns 0 to L-1,
@@ -296,78 +296,130 @@ func (g *gen) avx512(fl string, mr, w int, tr bool) {
 	g.raw("")
 }
 
-// storeT ends the transposed-store kernel s512t{c,r}_<mr>x16: its mr
-// accumulators Z0..Zmr-1 are rows of a tile of Cᵀ (lane l of Zr is
-// C[l][r]), so it transposes them as a 16×16 block in registers (rows mr
-// to 15 zero) and stores row l of C, masked to mr columns, for l < nr:
+// storeT ends the transposed-store kernel s512t{c,r}_<mr>x<16w>: its
+// accumulators are rows of a tile of Cᵀ (lane l of the h-th vector of row
+// r is C[16h+l][r]), so for each half h it transposes them as a 16×16
+// block in registers (rows mr to 15 zero) and stores rows 16h..16h+15 of
+// C, masked to mr columns, for rows below nr:
 //
 //	C[l*ldc + r] = alpha·acc_r[l] + beta·C[l*ldc + r]
 //
-// (C not read when beta == 0). runTransposed calls it instead of going
-// through a tile buffer and a blocked transpose.
-func (g *gen) storeT(mr int) {
-	for r := mr; r < 16; r++ {
-		g.p("VPXORD Z%d, Z%d, Z%d", r, r, r)
-	}
-	// Rows 2i and 2i+1 interleaved, within 128-bit lanes: Z16+2i, Z17+2i.
-	for i := 0; i < 8; i++ {
-		g.p("VUNPCKLPS Z%d, Z%d, Z%d", 2*i+1, 2*i, 16+2*i)
-		g.p("VUNPCKHPS Z%d, Z%d, Z%d", 2*i+1, 2*i, 17+2*i)
-	}
-	// Z4j+c: in 128-bit lane q, column 4q+c of rows 4j..4j+3.
-	for j := 0; j < 4; j++ {
-		b := 16 + 4*j
-		g.p("VSHUFPS $0x44, Z%d, Z%d, Z%d", b+2, b, 4*j)
-		g.p("VSHUFPS $0xEE, Z%d, Z%d, Z%d", b+2, b, 4*j+1)
-		g.p("VSHUFPS $0x44, Z%d, Z%d, Z%d", b+3, b+1, 4*j+2)
-		g.p("VSHUFPS $0xEE, Z%d, Z%d, Z%d", b+3, b+1, 4*j+3)
-	}
-	// The 4×4 transpose of 128-bit lanes, for each c: Zl is row l of C.
-	for c := 0; c < 4; c++ {
-		a := 16 + 4*c
-		g.p("VSHUFF32X4 $0x44, Z%d, Z%d, Z%d", 4+c, c, a)
-		g.p("VSHUFF32X4 $0xEE, Z%d, Z%d, Z%d", 4+c, c, a+1)
-		g.p("VSHUFF32X4 $0x44, Z%d, Z%d, Z%d", 12+c, 8+c, a+2)
-		g.p("VSHUFF32X4 $0xEE, Z%d, Z%d, Z%d", 12+c, 8+c, a+3)
-	}
-	for c := 0; c < 4; c++ {
-		a := 16 + 4*c
-		g.p("VSHUFF32X4 $0x88, Z%d, Z%d, Z%d", a+2, a, c)
-		g.p("VSHUFF32X4 $0xDD, Z%d, Z%d, Z%d", a+2, a, 4+c)
-		g.p("VSHUFF32X4 $0x88, Z%d, Z%d, Z%d", a+3, a+1, 8+c)
-		g.p("VSHUFF32X4 $0xDD, Z%d, Z%d, Z%d", a+3, a+1, 12+c)
-	}
+// (C not read when beta == 0), each product and the sum rounded as the
+// tile buffer's Go code rounds them, so both give the same bits.
+// runTransposed calls it instead of going through a tile buffer and a
+// blocked transpose. The transposes work in
+// place, two vectors at a time through the spare registers (one is
+// enough), so the 2·mr accumulators of a 32-wide tile leave room for them
+// (mr ≤ 12: 24 accumulators, 4 zero rows, a spare, alpha, beta and a row
+// of C).
+func (g *gen) storeT(mr, w int) {
 	t := g.t
+	var free []int // registers the accumulators do not use
+	for z := mr * w; z < 32; z++ {
+		free = append(free, z)
+	}
+	alpha, beta, row := free[len(free)-1], free[len(free)-2], free[len(free)-3]
 	g.p("MOVQ $%d, DX", 1<<mr-1)
 	g.p("KMOVW DX, K1")
 	g.p("MOVQ nr+%d(FP), R13", t.nrOff)
-	g.p("%s alpha+%d(FP), Z16", t.bcast, t.alphaOff)
-	g.betaZero("AX", "nobeta")
-	g.p("%s beta+%d(FP), Z17", t.bcast, t.betaOff)
-	for _, beta := range []bool{true, false} {
-		done := "stored"
-		if !beta {
-			g.label("nobeta")
-			done = "stored0"
-		}
-		for l := 0; l < 16; l++ {
-			if l > 0 {
-				g.p("CMPQ R13, $%d", l)
-				g.p("JLE %s", done)
-				g.p("ADDQ SI, DI")
+	g.p("%s alpha+%d(FP), Z%d", t.bcast, t.alphaOff, alpha)
+	g.p("%s beta+%d(FP), Z%d", t.bcast, t.betaOff, beta)
+	g.p("MOVL beta+%d(FP), CX", t.betaOff)
+	g.p("ANDL $0x7fffffff, CX") // CX == 0: beta is ±0, C is not read
+	for h := 0; h < w; h++ {
+		// v[i]: the register holding vector i of the block.
+		var v [16]int
+		for r := 0; r < 16; r++ {
+			if r < mr {
+				v[r] = r*w + h
+			} else {
+				v[r] = free[r-mr]
+				g.p("VPXORD Z%d, Z%d, Z%d", v[r], v[r], v[r])
 			}
-			g.p("%s Z16, Z%d, Z%d", t.op("VMUL"), l, l)
-			if beta {
-				g.p("%s.Z (DI), K1, Z18", t.op("VMOVU"))
-				g.p("%s Z17, Z18, Z%d", t.op("VFMADD231"), l)
-			}
-			g.p("%s Z%d, K1, (DI)", t.op("VMOVU"), l)
 		}
-		g.label(done)
-		g.p("VZEROUPPER")
-		g.p("RET")
+		tr := inPlace{g: g, v: v, spare: free[16-mr : len(free)-3]}
+		// Rows 2i and 2i+1 interleaved within 128-bit lanes.
+		var p [][4]int
+		for i := 0; i < 8; i++ {
+			p = append(p, [4]int{2 * i, 2*i + 1, 2 * i, 2*i + 1})
+		}
+		tr.step(p, "VUNPCKLPS", "VUNPCKHPS")
+		// Vector 4j+c: in 128-bit lane q, column 4q+c of rows 4j..4j+3.
+		p = p[:0]
+		for j := 0; j < 4; j++ {
+			p = append(p, [4]int{4 * j, 4*j + 2, 4 * j, 4*j + 1}, [4]int{4*j + 1, 4*j + 3, 4*j + 2, 4*j + 3})
+		}
+		tr.step(p, "VSHUFPS $0x44,", "VSHUFPS $0xEE,")
+		// The 4×4 transpose of 128-bit lanes, for each c: vector l is
+		// row l of C.
+		p = p[:0]
+		for c := 0; c < 4; c++ {
+			p = append(p, [4]int{c, 4 + c, c, 4 + c}, [4]int{8 + c, 12 + c, 8 + c, 12 + c})
+		}
+		tr.step(p, "VSHUFF32X4 $0x44,", "VSHUFF32X4 $0xEE,")
+		p = p[:0]
+		for c := 0; c < 4; c++ {
+			p = append(p, [4]int{c, 8 + c, c, 4 + c}, [4]int{4 + c, 12 + c, 8 + c, 12 + c})
+		}
+		tr.step(p, "VSHUFF32X4 $0x88,", "VSHUFF32X4 $0xDD,")
+		// Rows 16h.. of C: one copy of the loop reads C, the other not.
+		g.p("TESTL CX, CX")
+		g.p("JZ nobeta%d", h)
+		for _, withBeta := range []bool{true, false} {
+			if !withBeta {
+				g.label(fmt.Sprintf("nobeta%d", h))
+			}
+			for i := 0; i < 16; i++ {
+				l := 16*h + i
+				if l > 0 {
+					g.p("CMPQ R13, $%d", l)
+					g.p("JLE stored")
+					g.p("ADDQ SI, DI")
+				}
+				z := tr.v[i]
+				g.p("%s Z%d, Z%d, Z%d", t.op("VMUL"), alpha, z, z)
+				if withBeta {
+					g.p("%s.Z (DI), K1, Z%d", t.op("VMOVU"), row)
+					g.p("%s Z%d, Z%d, Z%d", t.op("VMUL"), beta, row, row)
+					g.p("%s Z%d, Z%d, Z%d", t.op("VADD"), row, z, z)
+				}
+				g.p("%s Z%d, K1, (DI)", t.op("VMOVU"), z)
+			}
+			if withBeta {
+				g.p("JMP half%d", h)
+			}
+		}
+		g.label(fmt.Sprintf("half%d", h))
 	}
+	g.label("stored")
+	g.p("VZEROUPPER")
+	g.p("RET")
 	g.raw("")
+}
+
+// inPlace emits a register transpose in place: v maps the block's 16
+// vectors to registers, spare lists the other free registers (at least
+// one), used in turn.
+type inPlace struct {
+	g     *gen
+	v     [16]int
+	spare []int
+}
+
+// step replaces vectors by pairs: for each {x, y, lo, hi}, vector lo
+// becomes op1(x, y) and vector hi op2(x, y) (Intel operand order: x is
+// the first source), op1 written to the oldest spare register, op2 over
+// y's, and x's register joins the spares.
+func (tr *inPlace) step(pairs [][4]int, op1, op2 string) {
+	var out [16]int
+	for _, q := range pairs {
+		x, y, z := tr.v[q[0]], tr.v[q[1]], tr.spare[0]
+		tr.g.p("%s Z%d, Z%d, Z%d", op1, y, x, z)
+		tr.g.p("%s Z%d, Z%d, Z%d", op2, y, x, y)
+		out[q[2]], out[q[3]] = z, y
+		tr.spare = append(tr.spare[1:], x)
+	}
+	tr.v = out
 }
 
 // avx512Loop zeroes the accumulators of an mr × Lw AVX-512 kernel and
@@ -1139,8 +1191,10 @@ func (g *gen) family(decl *strings.Builder) {
 	if t.size == 4 {
 		for _, fl := range []string{"c", "r"} {
 			for mr := 1; mr <= 12; mr++ {
-				g.avx512(fl, mr, 1, true)
-				fmt.Fprintf(decl, "//go:noescape\nfunc %s%s\n\n", name(t.prefix+"512t", fl, mr, t.zl()), t.sig())
+				for w := 1; w <= 2; w++ {
+					g.avx512(fl, mr, w, true)
+					fmt.Fprintf(decl, "//go:noescape\nfunc %s%s\n\n", name(t.prefix+"512t", fl, mr, t.zl()*w), t.sig())
+				}
 			}
 		}
 	}
@@ -1158,22 +1212,6 @@ func (g *gen) family(decl *strings.Builder) {
 			fmt.Fprintf(decl, "//go:noescape\nfunc %s%s\n\n", name(t.prefix+"256p", "", mr, t.yl()*w), t.sig())
 		}
 	}
-}
-
-// tTable returns the Go expression of a [flavour][mr] table of the
-// AVX-512 transposed-store kernels.
-func (t prec) tTable() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "[2][]kernFn[%s]{\n", t.goType)
-	for _, fl := range []string{"c", "r"} {
-		b.WriteString("{nil")
-		for mr := 1; mr <= 12; mr++ {
-			fmt.Fprintf(&b, ", %s", name(t.prefix+"512t", fl, mr, t.zl()))
-		}
-		b.WriteString("},\n")
-	}
-	b.WriteString("}")
-	return b.String()
 }
 
 // pTable returns the Go expression of a [w-1][mr] table of packed AVX2
@@ -1243,7 +1281,7 @@ func main() {
 	decl.WriteString("//go:noescape\nfunc packA6(dst *float32, src *float32, lda int, kc4 int)\n\n")
 	decl.WriteString("//go:noescape\nfunc transpose8(dst *float32, ldd int, src *float32, lds int, nb int)\n\n")
 	fmt.Fprintf(&decl, "// avx512Kernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel.\nvar avx512Kernels = %s\n\n", f32.table("512", 12, 16))
-	fmt.Fprintf(&decl, "// avx512TKernels[flavour][mr] is the mr×16 AVX-512 kernel that stores\n// its tile of Cᵀ transposed into C (runTransposed).\nvar avx512TKernels = %s\n\n", f32.tTable())
+	fmt.Fprintf(&decl, "// avx512TKernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel that\n// stores its tile of Cᵀ transposed into C (runTransposed).\nvar avx512TKernels = %s\n\n", f32.table("512t", 12, 16))
 	fmt.Fprintf(&decl, "// avx2Kernels[flavour][w-1][mr] is the mr×8w AVX2 kernel.\nvar avx2Kernels = %s\n", f32.table("256", 6, 8))
 	fmt.Fprintf(&decl, "\n// avx2PKernels[w-1][mr] is the mr×8w AVX2 kernel for packed A and B.\nvar avx2PKernels = %s\n\n", f32.pTable())
 	decl.WriteString(exp.String())
