@@ -332,8 +332,9 @@
 //			Impl: func(in []*Tensor, _ any) *Tensor {
 //				x := in[0]
 //				out := newOutUninit(Float32, x.shape)
-//				for i, v := range x.f32 {
-//					out.f32[i] = v / (1 + float32(math.Abs(float64(v))))
+//				dst := out.f32()
+//				for i, v := range x.f32() {
+//					dst[i] = v / (1 + float32(math.Abs(float64(v))))
 //				}
 //				return out
 //			},

@@ -11,7 +11,7 @@ import (
 
 // BFloat16 and Float16: storage types with float32 compute.
 //
-// A bf16 or f16 tensor stores 16-bit values (Tensor.u16). Ops compute on
+// A bf16 or f16 tensor stores 16-bit values (Tensor.u16()). Ops compute on
 // them in float32 and round on store, in one place: Apply (callImpl in
 // apply.go) widens the half operands of an op to float32, runs the op's
 // float32 implementation and rounds its float32 results to the operands'

@@ -13,12 +13,12 @@ import (
 
 // Float64, Int64 and Uint8: the dtypes beyond the 32- and 16-bit ones.
 //
-// A Float64 tensor stores float64 (Tensor.f64) and is a compute type of
+// A Float64 tensor stores float64 (Tensor.f64()) and is a compute type of
 // its own, as in JAX with jax_enable_x64: an op that takes it computes and
 // accumulates in float64 (elementwise kernels of package
 // tensor/internal/vec/f64, matmul through gemm.Dgemm) and returns float64
-// results; its VJP gives float64 cotangents. Int64 (Tensor.i64) is an
-// integer type like Int32 for large index spaces; Uint8 (Tensor.u8) is a
+// results; its VJP gives float64 cotangents. Int64 (Tensor.i64()) is an
+// integer type like Int32 for large index spaces; Uint8 (Tensor.u8()) is a
 // storage type for bytes (images), moved, compared and converted, and
 // computed on after AsType.
 //
