@@ -262,7 +262,7 @@ func (f *flattener) walk(p *plan, addr unsafe.Pointer) {
 		}
 		f.walkMap(p, addr)
 	case kIface:
-		f.walkDyn(reflect.NewAt(p.typ, addr).Elem())
+		f.walkDyn(reflect.NewAt(p.typ, addr).Elem(), addr)
 	case kCustom, kCustomAddr:
 		f.walkCustom(p, addr)
 	case kBad:
@@ -335,8 +335,9 @@ func sortedKeys(m reflect.Value) []reflect.Value {
 	return keys
 }
 
-// walkDyn walks the dynamic value of the interface value v.
-func (f *flattener) walkDyn(v reflect.Value) {
+// walkDyn walks the dynamic value of the interface value v, which lies at
+// iface.
+func (f *flattener) walkDyn(v reflect.Value, iface unsafe.Pointer) {
 	if v.IsNil() {
 		f.types = append(f.types, nil)
 		return
@@ -358,9 +359,7 @@ func (f *flattener) walkDyn(v reflect.Value) {
 				return fmt.Sprintf("pytree: %s: tree nested deeper than %d interfaces or Nodes (a Node that contains itself?)", where, maxDepth)
 			})
 		}
-		tmp := reflect.New(t)
-		tmp.Elem().Set(e)
-		f.walk(p, tmp.UnsafePointer())
+		f.walk(p, boxed(e, iface))
 		f.depth--
 	}
 }
@@ -382,7 +381,7 @@ func (f *flattener) walkCustom(p *plan, addr unsafe.Pointer) {
 	}
 	for i := range children {
 		f.push(elemForName(names, i))
-		f.walkDyn(reflect.ValueOf(&children[i]).Elem())
+		f.walkDyn(reflect.ValueOf(&children[i]).Elem(), unsafe.Pointer(&children[i]))
 		f.pop()
 	}
 	f.depth--
@@ -544,4 +543,17 @@ func keyString(k reflect.Value) string {
 		return fmt.Sprint(k.Float())
 	}
 	return k.Type().String()
+}
+
+// boxed returns the address of e, the dynamic value of the interface at
+// iface, for a walk that only reads it: the interface's data word when it
+// points to the value (any value not of a pointer's size is stored so),
+// else the address of a copy.
+func boxed(e reflect.Value, iface unsafe.Pointer) unsafe.Pointer {
+	if e.Type().Size() != ptrSize {
+		return (*[2]unsafe.Pointer)(iface)[1]
+	}
+	tmp := reflect.New(e.Type())
+	tmp.Elem().Set(e)
+	return tmp.UnsafePointer()
 }
