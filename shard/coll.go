@@ -75,7 +75,7 @@ func register(c *collective, ops ...*tensor.Op) {
 		panic(fmt.Sprintf("shard: internal error: collective %q registered without a kind, a cross-process exchange or an op, or with only one of wire and unwire", c.kind))
 	}
 	for _, op := range ops {
-		if op == nil || op.VJP == nil {
+		if op == nil || (op.VJP == nil && op.VJPNeed == nil) {
 			panic(fmt.Sprintf("shard: internal error: collective %q: an op without a VJP", c.kind))
 		}
 	}
@@ -140,6 +140,17 @@ func remark(g, like *tensor.Tensor) *tensor.Tensor {
 		return tensor.Vary(g, l)
 	}
 	return tensor.WithLocal(g, l)
+}
+
+// remarkFresh is remark of a cotangent the VJP made itself: the header
+// remark replaces is donated, so that the storage goes back to the
+// allocator cache once the returned header is donated.
+func remarkFresh(g, like *tensor.Tensor) *tensor.Tensor {
+	y := remark(g, like)
+	if y != g && !g.IsTraced() {
+		tensor.Donate(g)
+	}
+	return y
 }
 
 func checkLocal(op string, c *Ctx, x *tensor.Tensor) {

@@ -37,7 +37,7 @@ func init() {
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
 			return raggedImpl(in, pp.(*collParams))
 		},
-		VJP: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, pp any) []*tensor.Tensor {
+		VJPNeed: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, pp any, need uint64) []*tensor.Tensor {
 			p := pp.(*collParams)
 			e := p.env
 			operand := in[0]
@@ -49,6 +49,10 @@ func init() {
 			gOperand := raggedAllToAll(e, g, zeros, ooX, rs, ioX, ss, p.axes)
 			if !gOperand.IsTraced() {
 				tensor.Donate(zeros) // the output buffer, read by the call alone
+			}
+			if !tensor.Wants(need, 1) {
+				// The output buffer is a constant (zeros, usually).
+				return []*tensor.Tensor{remarkFresh(gOperand, operand), nil, nil, nil, nil, nil}
 			}
 			// The output buffer's cotangent: g where nothing was written.
 			written := make([]bool, g.Dim(0))
@@ -65,7 +69,7 @@ func init() {
 			shape[0] = len(written)
 			mask := tensor.Reshape(tensor.FromBool(written), shape...)
 			gOutput := tensor.Where(mask, tensor.Zeros(g.DType()), g)
-			return []*tensor.Tensor{remark(gOperand, operand), remark(gOutput, in[1]), nil, nil, nil, nil}
+			return []*tensor.Tensor{remarkFresh(gOperand, operand), remarkFresh(gOutput, in[1]), nil, nil, nil, nil}
 		},
 		Save: tensor.SaveInputs(2, 3, 4, 5),
 	}
