@@ -236,8 +236,15 @@
 // buffer of its class or of the classes up to twice its size, and storage
 // nobody took for a whole collection cycle goes back to the collector, so
 // the cache holds no memory for long that nobody asks for and needs no
-// bound. ReadCacheStats reports its hits, fresh allocations and the bytes
-// it holds.
+// bound. The fit up to twice the size is what keeps the cache small: a
+// fit up to 1.5x or 1.25x made examples/moe's single-device peak 237 or
+// 253-290 MiB instead of 210 (docs/performance.md, "The allocator cache's
+// fit"). Below 16 elements nothing is cached: a fresh allocation costs no
+// more than a pool round trip (BenchmarkCacheSmallStorage). A step that
+// keeps taking fresh storage while the cache holds plenty is dropping
+// storage it never donates (a header replaced by another over the same
+// storage, say), not missing the fit. ReadCacheStats reports its hits,
+// fresh allocations and the bytes it holds.
 //
 // Storage in the cache is live to the collector, which by default (GOGC
 // 100) lets the heap grow to twice what it found live: with a step's whole
