@@ -240,11 +240,12 @@
 // fit up to 1.5x or 1.25x made examples/moe's single-device peak 237 or
 // 253-290 MiB instead of 210 (docs/performance.md, "The allocator cache's
 // fit"). Below 16 elements nothing is cached: a fresh allocation costs no
-// more than a pool round trip (BenchmarkCacheSmallStorage). A step that
-// keeps taking fresh storage while the cache holds plenty is dropping
-// storage it never donates (a header replaced by another over the same
-// storage, say), not missing the fit. ReadCacheStats reports its hits,
-// fresh allocations and the bytes it holds.
+// more than a pool round trip (BenchmarkCacheSmallStorage). ReadCacheStats
+// reports its hits, fresh allocations, the bytes it holds and those it
+// gave back: warm training steps whose fresh bytes add up while the bytes
+// held stay level and none are given back leave storage to the collector
+// that they never donated (a header replaced by another over the same
+// storage, say), which no fit would find again.
 //
 // Storage in the cache is live to the collector, which by default (GOGC
 // 100) lets the heap grow to twice what it found live: with a step's whole
