@@ -1,6 +1,8 @@
 package parallel
 
 import (
+	"sync"
+
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
@@ -148,5 +150,46 @@ func donateDead(keep any, dead ...any) {
 				donateValue(x)
 			}
 		}
+	}
+}
+
+// evalLoss evaluates loss at p, recording the ops it performs
+// (tensor.Recycling), and returns the loss and the function that donates
+// the pass's intermediates: Eval calls it once it has read the loss (after
+// the Map has returned, on a mesh), so that the activations of an
+// evaluation go to the allocator cache and the next step reuses them.
+func evalLoss[M any](p M, loss func(M) *tensor.Tensor) (*tensor.Tensor, func()) {
+	if !donateSteps {
+		return loss(p), func() {}
+	}
+	leaves, st := pytree.Flatten(p)
+	out, recycle := tensor.Recycling(func(in []*tensor.Tensor) []*tensor.Tensor {
+		return []*tensor.Tensor{loss(pytree.Unflatten[M](st, in))}
+	}, leaves...)
+	return out[0], recycle
+}
+
+// evalRecycles collects the recycle functions of the devices' evalLoss
+// calls inside the Map of Eval, which runs them after the Map returns.
+type evalRecycles struct {
+	mu sync.Mutex
+	fs []func()
+}
+
+// add records f; the devices of a Map call it concurrently.
+func (r *evalRecycles) add(f func()) {
+	r.mu.Lock()
+	r.fs = append(r.fs, f)
+	r.mu.Unlock()
+}
+
+// run calls and forgets the recorded functions.
+func (r *evalRecycles) run() {
+	r.mu.Lock()
+	fs := r.fs
+	r.fs = nil
+	r.mu.Unlock()
+	for _, f := range fs {
+		f()
 	}
 }

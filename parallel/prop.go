@@ -58,9 +58,9 @@ func (t *Trainer[M, B]) propGrads(b B, key tensor.Key, flow *stateFlow) (*tensor
 	return l, g
 }
 
-// propLoss is the loss of the placed parameters on b.
-func (t *Trainer[M, B]) propLoss(b B, key tensor.Key, flow *stateFlow) *tensor.Tensor {
-	return t.userLoss(nil, t.params, t.placeBatch(b), tensor.FoldIn(key, 0), 0, flow)
+// propLoss is the loss of the placed parameters p on b.
+func (t *Trainer[M, B]) propLoss(p M, b B, key tensor.Key, flow *stateFlow) *tensor.Tensor {
+	return t.userLoss(nil, p, t.placeBatch(b), tensor.FoldIn(key, 0), 0, flow)
 }
 
 // propResiduals reports what the backward pass of the loss keeps on the

@@ -157,6 +157,9 @@ type Trainer[M, B any] struct {
 	grads func(stepIn[M, B]) gradOut[M]
 	step  func(stepIn[M, B]) stepOut[M]
 	eval  func(stepIn[M, B]) *tensor.Tensor
+	// evalDone holds what the devices of the last eval Map have to
+	// recycle (evalLoss), run once the Map has returned.
+	evalDone evalRecycles
 }
 
 type stepIn[M, B any] struct {
@@ -380,7 +383,11 @@ func (t *Trainer[M, B]) build() {
 		return gradOut[M]{Loss: l, Grads: g, ModelState: t.replicatedState(c, flow)}
 	}, opt...)
 	t.eval = shard.Map(t.mesh, io, shard.P(), func(c *shard.Ctx, in stepIn[M, B]) *tensor.Tensor {
-		return t.deviceLoss(c, in.Params, in.Batch, in.Key, 0, newFlow(in.ModelState, t.cfg.StateLoss != nil))
+		flow := newFlow(in.ModelState, t.cfg.StateLoss != nil)
+		l, recycle := evalLoss(in.Params, t.rowsLossFunc(c, in.Batch, in.Key, 0, flow))
+		l = t.dataMean(c, l)
+		t.evalDone.add(recycle)
+		return l
 	}, opt...)
 	switch {
 	case t.zero:
@@ -456,7 +463,11 @@ func (t *Trainer[M, B]) replicatedState(c *shard.Ctx, flow *stateFlow) nn.State 
 // needs (inside a checkpoint, so backward gathers again), then runs the
 // user's loss.
 func (t *Trainer[M, B]) deviceLoss(c *shard.Ctx, p M, b B, key tensor.Key, micro int, flow *stateFlow) *tensor.Tensor {
-	l := t.rowsLoss(c, p, b, key, micro, flow)
+	return t.dataMean(c, t.rowsLoss(c, p, b, key, micro, flow))
+}
+
+// dataMean is l averaged over the data axes.
+func (t *Trainer[M, B]) dataMean(c *shard.Ctx, l *tensor.Tensor) *tensor.Tensor {
 	if len(t.dataAxes) > 0 {
 		l = c.Pmean(l, t.dataAxes...)
 	}
@@ -466,17 +477,23 @@ func (t *Trainer[M, B]) deviceLoss(c *shard.Ctx, p M, b B, key tensor.Key, micro
 // rowsLoss is deviceLoss before the mean over the data axes: the loss of
 // this device's rows alone.
 func (t *Trainer[M, B]) rowsLoss(c *shard.Ctx, p M, b B, key tensor.Key, micro int, flow *stateFlow) *tensor.Tensor {
-	if len(t.dataAxes) > 0 {
-		key = tensor.FoldIn(key, uint32(c.AxisIndex(t.dataAxes...)))
-	}
-	key = tensor.FoldIn(key, uint32(micro))
-	f := func(p M) *tensor.Tensor {
-		return t.userLoss(c, gatherTree(t.gather, c, p, t.dataAxes), b, key, micro, flow)
-	}
+	f := t.rowsLossFunc(c, b, key, micro, flow)
 	if t.remat {
 		f = autodiff.Checkpoint(f, t.cfg.Remat)
 	}
 	return f(p)
+}
+
+// rowsLossFunc is rowsLoss as a function of the parameters, without the
+// checkpoint (Eval, which has no backward pass, runs it as it is).
+func (t *Trainer[M, B]) rowsLossFunc(c *shard.Ctx, b B, key tensor.Key, micro int, flow *stateFlow) func(M) *tensor.Tensor {
+	if len(t.dataAxes) > 0 {
+		key = tensor.FoldIn(key, uint32(c.AxisIndex(t.dataAxes...)))
+	}
+	key = tensor.FoldIn(key, uint32(micro))
+	return func(p M) *tensor.Tensor {
+		return t.userLoss(c, gatherTree(t.gather, c, p, t.dataAxes), b, key, micro, flow)
+	}
 }
 
 // deviceGrads returns the loss and gradients of this device's rows,
@@ -751,6 +768,14 @@ func (t *Trainer[M, B]) LossAndGrad(batch B) (float64, M, error) {
 // Eval returns the mean loss of the current parameters on batch, without
 // gradients. The loss sees the key the next Step will use; Eval does not
 // count as a step.
+//
+// As a step's backward pass does, Eval recycles the intermediates of the
+// loss (tensor.Recycling) once it has read the loss, on every strategy:
+// their storage goes to the allocator cache, where the next Step's
+// activations find it, so evaluating every few steps does not raise the
+// peak memory of a run. The loss is bit for bit the one an evaluation
+// without recycling returns, and a loss function must not keep an
+// intermediate past its call (see Config.Loss).
 func (t *Trainer[M, B]) Eval(batch B) (float64, error) {
 	if err := t.checkBatch(batch); err != nil {
 		return 0, err
@@ -758,15 +783,23 @@ func (t *Trainer[M, B]) Eval(batch B) (float64, error) {
 	defer t.begin()()
 	key := t.peekKey()
 	flow := newFlow(t.mstate, t.cfg.StateLoss != nil)
-	if t.mesh == nil {
-		return t.userLoss(nil, t.params, batch, key, 0, flow).Item(), nil
-	}
-	if t.prop {
+	var l *tensor.Tensor
+	var recycle func()
+	switch {
+	case t.mesh == nil:
+		l, recycle = evalLoss(t.params, func(p M) *tensor.Tensor { return t.userLoss(nil, p, batch, key, 0, flow) })
+	case t.prop:
 		stop := shard.Record(t.mesh, &t.comm)
 		defer stop()
-		return t.propLoss(batch, key, flow).Item(), nil
+		l, recycle = evalLoss(t.params, func(p M) *tensor.Tensor { return t.propLoss(p, batch, key, flow) })
+	default:
+		l = t.eval(stepIn[M, B]{Params: t.params, ModelState: t.mstate, Batch: batch, Key: key})
+		recycle = t.evalDone.run
 	}
-	return t.eval(stepIn[M, B]{Params: t.params, ModelState: t.mstate, Batch: batch, Key: key}).Item(), nil
+	loss := l.Item()
+	recycle()
+	donateValue(l)
+	return loss, nil
 }
 
 // BatchSharding returns where a batch leaf goes: rows split over the data

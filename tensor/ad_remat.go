@@ -121,7 +121,7 @@ func remat(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool, in []*T
 		for i, o := range outsC {
 			out[i] = stripTrace(o, c)
 		}
-		c.releaseRecording(nil, false)
+		c.releaseRecording(nil, false, false)
 		return out, nil, nil
 	}
 	prog, state := compileRemat(c, in, leaves, capLeaves, outsC, saveable)
@@ -143,22 +143,23 @@ func remat(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool, in []*T
 	// donates those of its checkpoints too: the values f computed that
 	// backward does not keep, now, and those backward recomputes, after it.
 	prog.recycle = outer.recycle
-	c.releaseRecording(keep, prog.recycle)
+	c.releaseRecording(keep, prog.recycle, false)
 	return ApplyN(rematOp, prog, all...), prog, captured
 }
 
 // releaseRecording drops what the nodes recorded by c hold (compileRemat
 // has copied what the program needs: saved values and constants, which
-// stay held), and if donate is set donates every value the recorded ops
-// computed that is not in keep: after the recording run those are dead.
-func (c *Trace) releaseRecording(keep map[*Tensor]bool, donate bool) {
+// stay held unless consts is set), and if donate is set donates every
+// value the recorded ops computed that is not in keep: after the
+// recording run those are dead.
+func (c *Trace) releaseRecording(keep map[*Tensor]bool, donate, consts bool) {
 	c.recMu.Lock()
 	nodes := c.recorded
 	c.recorded = nil
 	c.recMu.Unlock()
 	for _, n := range nodes {
 		for k, x := range n.rec.raw {
-			if n.inputs[k].n != nil {
+			if consts || n.inputs[k].n != nil {
 				x.release() // a leaf or an intermediate; constants stay held
 			}
 		}

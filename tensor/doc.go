@@ -291,7 +291,10 @@
 // BlockDonator method; a layout that is a BlockHolder counts the headers
 // over it (WithLogicalAxes and the other shallow copies) and donates its
 // blocks with the last one, and the backward pass then also donates the
-// placed cotangents it owns.
+// placed cotangents it owns. A pass without gradients (an evaluation)
+// recycles its intermediates with Recycling, which records the ops it
+// runs and, when told, donates every value they computed except its
+// outputs (parallel.Trainer.Eval does, on every strategy).
 //
 // # The three parts of the package
 //

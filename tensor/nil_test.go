@@ -178,6 +178,9 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"Gelu":               func(t []*tensor.Tensor) { tensor.Gelu(t[0]) },
 	"GeluExact":          func(t []*tensor.Tensor) { tensor.GeluExact(t[0]) },
 	"Clamp":              func(t []*tensor.Tensor) { tensor.Clamp(t[0], 0, 1) },
+	"Recycling": func(t []*tensor.Tensor) {
+		tensor.Recycling(func(in []*tensor.Tensor) []*tensor.Tensor { return in }, t[0])
+	},
 }
 
 // Graph plumbing, not ops: their tensor arguments are lists the caller
