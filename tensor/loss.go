@@ -58,8 +58,12 @@ func init() {
 			return out
 		},
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-			outs := ApplyN(mseGradOp, nil, g, in[0], in[1])
-			return outs
+			if plainOperand(g) && plainOperand(in[0]) && plainOperand(in[1]) {
+				// What ApplyN would compute, without the dispatch and
+				// its operand slice (as applyBwd).
+				return mseGrad(g, in[0], in[1])
+			}
+			return ApplyN(mseGradOp, nil, g, in[0], in[1])
 		},
 		Save: SaveAllInputs,
 		// d mean((a-b)²) = 2/n·Σ (a-b)·(da-db).
@@ -79,24 +83,7 @@ func init() {
 	mseGradOp = &Op{
 		Name: "mse_grad",
 		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
-			g, a, b := in[0], in[1], in[2]
-			ga, gb := newOutUninit(Float32, a.shape), newOutUninit(Float32, a.shape)
-			gs := float32(g.f32()[0] * (1 / float32(len(a.f32()))))
-			kernel := func(lo, hi int) {
-				d, e := ga.f32()[lo:hi], gb.f32()[lo:hi]
-				vec.SubVV(d, a.f32()[lo:hi], b.f32()[lo:hi])
-				vec.MulVS(d, d, 2)
-				vec.MulVS(d, d, gs)
-				for i, v := range d {
-					e[i] = -v
-				}
-			}
-			if n := len(a.f32()); serial(n*costCheap, isLocal(g, a, b)) {
-				kernel(0, n)
-			} else {
-				parallelFor(n, costCheap, 8, false, kernel)
-			}
-			return []*Tensor{ga, gb}, nil
+			return mseGrad(in[0], in[1], in[2]), nil
 		},
 		VJPN: func(cs []*Tensor, in []*Tensor, _ []*Tensor, _ any, _ any) []*Tensor {
 			// ga = s·2(a-b)·g with s = 1/n, gb = -ga.
@@ -139,6 +126,33 @@ func init() {
 			ga := Mul(MulScalar(Sub(a, b), 2), gs) // the batch first: g's, a's or b's
 			return []*Tensor{ga, Neg(ga)}
 		},
+	}
+}
+
+// mseGrad returns mse_grad's results for the float32 host operands g, a
+// and b.
+func mseGrad(g, a, b *Tensor) []*Tensor {
+	ga, gb := newOutUninit(Float32, a.shape), newOutUninit(Float32, a.shape)
+	gs := float32(g.f32()[0] * (1 / float32(len(a.f32()))))
+	da, db, dga, dgb := a.f32(), b.f32(), ga.f32(), gb.f32()
+	if n := len(da); serial(n*costCheap, isLocal(g, a, b)) {
+		mseGradRange(dga, dgb, da, db, gs)
+	} else { // the closure only here: it escapes
+		parallelFor(n, costCheap, 8, false, func(lo, hi int) {
+			mseGradRange(dga[lo:hi], dgb[lo:hi], da[lo:hi], db[lo:hi], gs)
+		})
+	}
+	return []*Tensor{ga, gb}
+}
+
+// mseGradRange sets ga = (a-b)·2·gs and gb = -ga.
+func mseGradRange(ga, gb, a, b []float32, gs float32) {
+	vec.SubVV(ga, a, b)
+	vec.MulVS(ga, ga, 2)
+	vec.MulVS(ga, ga, gs)
+	gb = gb[:len(ga)]
+	for i, v := range ga {
+		gb[i] = -v
 	}
 }
 

@@ -115,11 +115,7 @@ func RoundF64(dst []float32, src []float64) {
 // rounded to float32 (as Square(Sub(a, b)) computes them) and the squares
 // summed exactly as SumF64 sums a slice.
 func SumSqDiffF64(a, b []float32) float64 {
-	b = b[:len(a)]
-	return sumMapped(len(a), func(d []float32, lo, hi int) {
-		SubVV(d, a[lo:hi], b[lo:hi])
-		MulVV(d, d, d)
-	})
+	return sumMapped(len(a), &mapping{a: a, b: b[:len(a)], sqDiff: true})
 }
 
 // SumExpShift returns Σ e^(src[i] - m) as ExpShift computes and sums it,
@@ -128,12 +124,32 @@ func SumExpShift(src []float32, m float32) float64 {
 	if useAVX512 {
 		return expShiftSum512(nil, src, m)
 	}
-	return sumMapped(len(src), func(d []float32, lo, hi int) { expShift(d, src[lo:hi], m) })
+	return sumMapped(len(src), &mapping{a: src, m: m})
 }
 
-// sumMapped returns the SumF64 of the n values that fill writes, chunk by
+// A mapping is the function of its operands that sumMapped sums: (a-b)²
+// rounded as Square(Sub(a, b)) when sqDiff, else e^(a-m) as ExpShift
+// computes it. (A method, not a callback: a callback's argument escapes,
+// and sumMapped's stage buffer with it, 1 KB a call.)
+type mapping struct {
+	a, b   []float32
+	m      float32
+	sqDiff bool
+}
+
+// fill writes the mapping of operand elements [lo, hi) to d.
+func (p *mapping) fill(d []float32, lo, hi int) {
+	if p.sqDiff {
+		SubVV(d, p.a[lo:hi], p.b[lo:hi])
+		MulVV(d, d, d)
+		return
+	}
+	expShift(d, p.a[lo:hi], p.m)
+}
+
+// sumMapped returns the SumF64 of the n values that p maps, chunk by
 // chunk, into a scratch buffer.
-func sumMapped(n int, fill func(d []float32, lo, hi int)) float64 {
+func sumMapped(n int, p *mapping) float64 {
 	var buf [256]float32
 	s := 0.0
 	for start := 0; start < n; start += SumBlock {
@@ -142,7 +158,7 @@ func sumMapped(n int, fill func(d []float32, lo, hi int)) float64 {
 		for i := start; i < end; i += len(buf) {
 			j := min(i+len(buf), end)
 			d := buf[:j-i]
-			fill(d, i, j)
+			p.fill(d, i, j)
 			for k, v := range d {
 				l[(i-start+k)&7] += float64(v)
 			}
