@@ -26,7 +26,8 @@ type Config[M, B any] struct {
 	//
 	// The intermediates of the loss (activations, the values its backward
 	// pass keeps) are recycled once the gradients are computed
-	// (autodiff.RecycleIntermediates), as the buffers of a jitted step are
+	// (autodiff.RecycleIntermediates), and by Eval once it has read the
+	// loss (tensor.Recycling), as the buffers of a jitted step are
 	// in JAX: a loss must not keep one past its call (for logging, say);
 	// using it later panics naming the op. The same holds for LossWithKey
 	// and DeviceLoss.
@@ -775,7 +776,8 @@ func (t *Trainer[M, B]) LossAndGrad(batch B) (float64, M, error) {
 // activations find it, so evaluating every few steps does not raise the
 // peak memory of a run. The loss is bit for bit the one an evaluation
 // without recycling returns, and a loss function must not keep an
-// intermediate past its call (see Config.Loss).
+// intermediate past its call (see Config.Loss). Having no backward pass,
+// Eval runs the loss without the checkpoint of Config.Remat.
 func (t *Trainer[M, B]) Eval(batch B) (float64, error) {
 	if err := t.checkBatch(batch); err != nil {
 		return 0, err
