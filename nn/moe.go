@@ -462,11 +462,11 @@ func (m MoE) dispatch(tokens *tensor.Tensor, ids []int, dropped []bool, gates, u
 // numExperts) and float32 priorities, computed on the host: only the
 // choices of an expert chosen more than capacity times are ranked, by
 // descending priority (NaN last, -0 equal to +0, ties by position, as
-// LexSort orders), and those past the first capacity are dropped; a
-// selection finds the boundary, no sort. The
-// ops of DropTokenMask (a sort of all the choices, two gathers, a count,
-// a cumulative sum and a scatter: ~11 ops a MoE layer) ran on one core
-// between parallel regions of the training step.
+// LexSort orders), and those past the first capacity are dropped (a
+// selection finds the boundary: no sort). DropTokenMask's ops (a sort of
+// all the choices, two gathers, a count, a cumulative sum and a scatter:
+// ~11 ops a MoE layer) ran mostly on one core between the training
+// step's parallel regions.
 func dropOverCapacity(ids []int, probs []float32, numExperts, capacity int) []bool {
 	counts := make([]int, numExperts)
 	for _, e := range ids {
