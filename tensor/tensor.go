@@ -244,13 +244,6 @@ func (t *Tensor) setLocal(l *Local) {
 	t.setExt(e)
 }
 
-// setLayout sets t's sharding layout.
-func (t *Tensor) setLayout(l Layout) {
-	e := t.extOrZero()
-	e.layout = l
-	t.setExt(e)
-}
-
 // setAxes sets t's logical axis names.
 func (t *Tensor) setAxes(a []string) {
 	if t.ext == nil && a == nil {
