@@ -142,20 +142,19 @@ func trace[M any](tr *tensor.Trace, m M) (M, []*tensor.Tensor, []*tensor.Tensor,
 	return pytree.Unflatten[M](st, traced), leaves, traced, st
 }
 
-// gradTree assembles cotangents of the float leaves into a tree like m.
+// gradTree assembles cotangents of the float leaves into a tree like m,
+// in cots itself (the slice tensor.Backward returned for this call).
 func gradTree[M any](st pytree.Structure, leaves, cots []*tensor.Tensor) M {
-	out := make([]*tensor.Tensor, len(leaves))
 	for i, x := range leaves {
 		if !x.DType().IsFloat() {
+			cots[i] = nil
 			continue
 		}
-		g := cots[i]
-		if axes := x.LogicalAxes(); axes != nil && !slices.Equal(g.LogicalAxes(), axes) {
-			g = tensor.WithLogicalAxes(g, axes...)
+		if axes := x.LogicalAxes(); axes != nil && !slices.Equal(cots[i].LogicalAxes(), axes) {
+			cots[i] = tensor.WithLogicalAxes(cots[i], axes...)
 		}
-		out[i] = g
 	}
-	return pytree.Unflatten[M](st, out)
+	return pytree.Unflatten[M](st, cots)
 }
 
 func valueAndGrad[M, A any](o settings, m M, f func(M) (*tensor.Tensor, A)) (*tensor.Tensor, A, M) {

@@ -107,8 +107,8 @@ type structure struct {
 // Flatten returns the non-nil tensors of tree, as Leaves does, and its
 // Structure, from which Unflatten rebuilds a tree of the same shape.
 func Flatten(tree any) ([]*tensor.Tensor, Structure) {
-	f := flattenAny(&tree, false)
 	s := &structure{skel: tree}
+	f := flattenAny(&s.skel, false) // walked in s: tree itself stays on the stack
 	b := newBuilder("pytree.Flatten", modeClear, &f.record)
 	b.run(anyPlan, unsafe.Pointer(&s.skel))
 	leaves := compact(f.pos, f.nils)
