@@ -21,7 +21,8 @@ import (
 // When the trace differentiating the checkpoint recycles its
 // intermediates (Trace.RecycleIntermediates), so does the checkpoint: the
 // values f computed that backward does not keep are donated once
-// compiled, and those backward recomputes once it is done.
+// compiled, and those backward recomputes or saveable kept once it is
+// done.
 //
 // saveable is asked once per recorded op; nil saves nothing. Remat supports
 // first-order differentiation through the checkpoint; a second derivative
@@ -130,8 +131,8 @@ func remat(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool, in []*T
 	prog.pending = &rematResult{outs: make([]*Tensor, len(outsC)), state: state, in: all}
 	keep := map[*Tensor]bool{}
 	for i, o := range outsC {
-		prog.pending.outs[i] = stripTrace(o, c)
-		keep[prog.pending.outs[i]] = true
+		prog.pending.outs[i] = state.outHeader(stripTrace(o, c))
+		keep[stripTrace(o, c)] = true
 	}
 	for _, v := range state.saved {
 		keep[v] = true
@@ -141,7 +142,8 @@ func remat(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool, in []*T
 	}
 	// A trace that recycles its intermediates (Trace.RecycleIntermediates)
 	// donates those of its checkpoints too: the values f computed that
-	// backward does not keep, now, and those backward recomputes, after it.
+	// backward does not keep, now, and those backward recomputes or the
+	// policy saved, after it.
 	prog.recycle = outer.recycle
 	c.releaseRecording(keep, prog.recycle, false)
 	return ApplyN(rematOp, prog, all...), prog, captured
@@ -549,9 +551,23 @@ func (p *rematProgram) forward(in []*Tensor) ([]*Tensor, any) {
 	}
 	outs := make([]*Tensor, len(p.outs))
 	for i, s := range p.outs {
-		outs[i] = p.value(s, in, vals)
+		outs[i] = st.outHeader(p.value(s, in, vals))
 	}
 	return outs, st
+}
+
+// outHeader returns v, a result of the checkpoint, as the caller gets it:
+// a second header over its storage if the checkpoint saved v for its
+// backward, so that the caller (a trace recycling its intermediates) and
+// the checkpoint's backward each donate their own header once done with
+// it, and the storage goes to the allocator cache with the later one.
+func (st *rematState) outHeader(v *Tensor) *Tensor {
+	for _, s := range st.saved {
+		if s == v {
+			return v.shallow()
+		}
+	}
+	return v
 }
 
 // rematDrops counts the cotangents checkpoints' backward passes donated
@@ -758,9 +774,11 @@ func (b *rematBackward) visit(i int) {
 	}
 }
 
-// donateRecomputed donates the values backward recomputed, which are dead
-// now, unless one of them is also an input, a saved value or a constant
-// (an op may return its operand) or went on as a cotangent.
+// donateRecomputed donates the values backward recomputed and those the
+// forward pass saved for it, which are dead now, unless one of them is
+// also an input or a constant (an op may return its operand) or went on
+// as a cotangent. A saved result of the checkpoint is the caller's under
+// a header of its own (outHeader).
 func (p *rematProgram) donateRecomputed(recomputed, in, gs, res []*Tensor, st *rematState, cots map[rslot]*Tensor) {
 	spare := map[*Tensor]bool{}
 	for _, list := range [][]*Tensor{in, p.consts, gs, res} {
@@ -768,13 +786,16 @@ func (p *rematProgram) donateRecomputed(recomputed, in, gs, res []*Tensor, st *r
 			spare[x] = true
 		}
 	}
-	for _, v := range st.saved {
-		spare[v] = true
-	}
 	for _, g := range cots {
 		spare[g] = true
 	}
 	for _, v := range recomputed {
+		if !spare[v] && v.node == nil {
+			spare[v] = true
+			Donate(v)
+		}
+	}
+	for _, v := range st.saved {
 		if !spare[v] && v.node == nil {
 			spare[v] = true
 			Donate(v)
