@@ -55,11 +55,20 @@ func compact(pos []*tensor.Tensor, nils []int32) []*tensor.Tensor {
 // fields in declaration order, slice and array elements by index, map
 // entries by sorted key.
 func Leaves(tree any) []*tensor.Tensor {
-	if t := reflect.TypeOf(tree); t == nil || !planFor(t).walk {
+	t := reflect.TypeOf(tree)
+	if t == nil || !planFor(t).walk {
 		return nil // nothing to walk (an empty aux output): no walk to allocate
 	}
-	root := tree // tree itself stays on the stack on the path above
-	f := flattenAny(&root, false)
+	var f *flattener
+	if t.Size() != ptrSize {
+		// The dynamic value where the interface's data word points (see
+		// boxed), walked as an interface's walk walks it: no copy of
+		// tree on the heap.
+		f = flatten(planFor(t), (*[2]unsafe.Pointer)(unsafe.Pointer(&tree))[1], t, false)
+	} else {
+		root := tree // tree itself stays on the stack on the paths above
+		f = flattenAny(&root, false)
+	}
 	leaves := compact(f.pos, f.nils)
 	f.release()
 	return leaves

@@ -77,6 +77,10 @@ func TestLeavesOfSimpleValues(t *testing.T) {
 			Linear
 			Scale *tensor.Tensor
 		}{Linear{W: a}, b}, []*tensor.Tensor{a, b}, []string{"Linear.W", "Scale"}},
+		// A struct held in an interface directly (one pointer) and boxed.
+		{"struct of one tensor", struct{ W *tensor.Tensor }{a}, []*tensor.Tensor{a}, []string{"W"}},
+		{"struct value", Linear{W: a, B: b}, []*tensor.Tensor{a, b}, []string{"W", "B"}},
+		{"empty struct", struct{}{}, nil, nil},
 		{"map with non-string keys and no tensors", map[int]string{1: "a"}, nil, nil},
 		{"chan and func", struct {
 			C chan int
