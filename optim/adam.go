@@ -199,7 +199,8 @@ func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor),
 	base := a.coeffs(n)
 	// First walk: every position's operands, in the trees' order (no
 	// results: it builds no trees).
-	var pos [][]*tensor.Tensor
+	w := len(trees)
+	flat := make([]*tensor.Tensor, 0, 16*w) // the positions' operands, w at a time
 	mapMulti(0, func(xs []*tensor.Tensor) []*tensor.Tensor {
 		p, g := xs[0], xs[1]
 		if g != nil && p == nil {
@@ -208,9 +209,13 @@ func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor),
 		if g != nil {
 			noState(a.op, g, xs[2], xs[3])
 		}
-		pos = append(pos, slices.Clone(xs))
+		flat = append(flat, xs...)
 		return nil
 	}, trees...)
+	pos := make([][]*tensor.Tensor, len(flat)/w)
+	for i := range pos {
+		pos[i] = flat[i*w : (i+1)*w : (i+1)*w]
+	}
 	giveUp := donating
 	var deferred []*tensor.Tensor
 	if donating && repeatsLeaf(pos) {
@@ -220,6 +225,12 @@ func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor),
 		done = func(d []*tensor.Tensor) { deferred = append(deferred, d...) }
 	}
 	res := make([][]*tensor.Tensor, len(pos))
+	resBuf := make([]*tensor.Tensor, 3*len(pos)) // res's slices, cut from one
+	resAt := func(i int, p, mu, nu *tensor.Tensor) {
+		r := resBuf[3*i : 3*i+3 : 3*i+3]
+		r[0], r[1], r[2] = p, mu, nu
+		res[i] = r
+	}
 	var run []int // positions of the run being gathered
 	size := 0
 	flush := func() {
@@ -227,7 +238,8 @@ func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor),
 			return
 		}
 		k := len(run)
-		ps, gs, mus, nus := make([]*tensor.Tensor, k), make([]*tensor.Tensor, k), make([]*tensor.Tensor, k), make([]*tensor.Tensor, k)
+		ops := make([]*tensor.Tensor, 4*k)
+		ps, gs, mus, nus := ops[:k:k], ops[k:2*k:2*k], ops[2*k:3*k:3*k], ops[3*k:]
 		cs := make([]tensor.AdamCoeffs, k)
 		for j, i := range run {
 			xs := pos[i]
@@ -242,14 +254,14 @@ func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor),
 		}
 		p2, mu2, nu2 := steps(ps, gs, mus, nus, cs)
 		for j, i := range run {
-			res[i] = []*tensor.Tensor{p2[j], mu2[j], nu2[j]}
+			resAt(i, p2[j], mu2[j], nu2[j])
 			report(done, pos[i], res[i])
 		}
 		run, size = run[:0], 0
 	}
 	for i, xs := range pos {
 		if xs[1] == nil {
-			res[i] = []*tensor.Tensor{xs[0], xs[2], xs[3]}
+			resAt(i, xs[0], xs[2], xs[3])
 			continue
 		}
 		if size > 0 && size+xs[1].Size() > adamBucket {

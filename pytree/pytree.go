@@ -235,7 +235,9 @@ func Map[T any](tree T, f func(*tensor.Tensor) *tensor.Tensor) T {
 			fl.pos[i] = keepAxes(x, f(x))
 		}
 	}
-	return rebuildT("pytree.Map", p, tree, fl, fl.pos)
+	out := rebuildT("pytree.Map", p, tree, fl, fl.pos)
+	fl.release()
+	return out
 }
 
 // MapWithPath is Map with the path of each leaf passed to f.
@@ -314,6 +316,7 @@ func mapNOut[T any](op string, nOut int, f func(xs []*tensor.Tensor) []*tensor.T
 	for k := range out {
 		out[k] = rebuildT(op, p, trees[0], recs[0], res[k*npos:(k+1)*npos])
 	}
+	releaseAll(recs)
 	return out
 }
 
@@ -330,6 +333,14 @@ func flattenAll[T any](op string, trees []T) (*plan, []*flattener) {
 		}
 	}
 	return p, recs
+}
+
+// releaseAll returns the walks of flattenAll to their pool (see
+// flattener.release).
+func releaseAll(recs []*flattener) {
+	for _, f := range recs {
+		f.release()
+	}
 }
 
 // mismatch panics with a description of how tree i differs from tree 0.
@@ -457,5 +468,7 @@ func Combine[T any](trees ...T) T {
 			}
 		}
 	}
-	return rebuildT("pytree.Combine", p, trees[0], recs[0], out)
+	c := rebuildT("pytree.Combine", p, trees[0], recs[0], out)
+	releaseAll(recs)
+	return c
 }
