@@ -197,33 +197,45 @@ func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor),
 		trees = append(trees, selected(params, a.mask))
 	}
 	base := a.coeffs(n)
-	// First walk: every position's operands, in the trees' order (no
-	// results: it builds no trees).
-	w := len(trees)
-	flat := make([]*tensor.Tensor, 0, 16*w) // the positions' operands, w at a time
-	mapMulti(0, func(xs []*tensor.Tensor) []*tensor.Tensor {
-		p, g := xs[0], xs[1]
-		if g != nil && p == nil {
-			panic(fmt.Sprintf("optim.Apply: update %v for a nil parameter", g))
-		}
-		if g != nil {
-			noState(a.op, g, xs[2], xs[3])
-		}
-		flat = append(flat, xs...)
-		return nil
-	}, trees...)
-	pos := make([][]*tensor.Tensor, len(flat)/w)
-	for i := range pos {
-		pos[i] = flat[i*w : (i+1)*w : (i+1)*w]
-	}
 	giveUp := donating
+	var res [][]*tensor.Tensor
 	var deferred []*tensor.Tensor
-	if donating && repeatsLeaf(pos) {
-		// A tensor at two positions (tied weights): updated out of place,
-		// and the dead inputs donated once every run has read them.
-		donating = false
-		done = func(d []*tensor.Tensor) { deferred = append(deferred, d...) }
+	// One walk of each tree: every position's operands, in the trees'
+	// order, then the results at their positions.
+	r := pytree.MapNOutAll(3, func(pos [][]*tensor.Tensor) [][]*tensor.Tensor {
+		for _, xs := range pos {
+			p, g := xs[0], xs[1]
+			if g != nil && p == nil {
+				panic(fmt.Sprintf("optim.Apply: update %v for a nil parameter", g))
+			}
+			if g != nil {
+				noState(a.op, g, xs[2], xs[3])
+			}
+		}
+		if donating && repeatsLeaf(pos) {
+			// A tensor at two positions (tied weights): updated out of
+			// place, and the dead inputs donated once every run has read
+			// them.
+			donating = false
+			done = func(d []*tensor.Tensor) { deferred = append(deferred, d...) }
+		}
+		res = a.updateRuns(pos, base, done, donating)
+		return res
+	}, trees...)
+	count := incCount(st.Count, n)
+	if giveUp {
+		donateUnheld(deferred, res)
+		tensor.Donate(st.Count)
 	}
+	return r[0], AdamState{Count: count, Mu: r[1], Nu: r[2]}
+}
+
+// updateRuns returns the new parameter and moments of each position of
+// pos (parameter, gradient, moments and, with weight decay, the selected
+// parameter), updating the positions with a gradient in runs of about
+// adamBucket elements, each one tensor.AdamSteps (AdamStepsDonating if
+// donating); done hears of each run's dead inputs.
+func (a *adam) updateRuns(pos [][]*tensor.Tensor, base tensor.AdamCoeffs, done func([]*tensor.Tensor), donating bool) [][]*tensor.Tensor {
 	res := make([][]*tensor.Tensor, len(pos))
 	resBuf := make([]*tensor.Tensor, 3*len(pos)) // res's slices, cut from one
 	resAt := func(i int, p, mu, nu *tensor.Tensor) {
@@ -271,18 +283,7 @@ func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor),
 		size += xs[1].Size()
 	}
 	flush()
-	// Second walk: the results at their positions.
-	next := 0
-	r := mapMulti(3, func([]*tensor.Tensor) []*tensor.Tensor {
-		next++
-		return res[next-1]
-	}, trees...)
-	count := incCount(st.Count, n)
-	if giveUp {
-		donateUnheld(deferred, res)
-		tensor.Donate(st.Count)
-	}
-	return r[0], AdamState{Count: count, Mu: r[1], Nu: r[2]}
+	return res
 }
 
 // repeatsLeaf reports whether a tensor is an operand (parameter,

@@ -90,6 +90,9 @@
 //
 // MapNOut is MapN for a function with several results (new parameters and
 // moments, say): it returns one tree per result, walking each input once.
+// MapNOutAll is MapNOut with f called once with every position's operands,
+// for an update that groups positions (optim's Adam updates runs of
+// parameters in one parallel region).
 //
 // Maps keep logical axis names (tensor.WithLogicalAxes): when f returns a
 // tensor without names and of the same rank as its input, the result gets

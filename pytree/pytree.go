@@ -286,38 +286,98 @@ func MapNOut[T any](nOut int, f func(xs []*tensor.Tensor) []*tensor.Tensor, tree
 	return mapNOut("pytree.MapNOut", nOut, f, trees)
 }
 
+// MapNOutAll is MapNOut with f called once for every position at once:
+// pos[i][j] is tree j's tensor at the i-th position that is not nil in
+// every tree, and f returns the nOut results of each such position
+// (len(pos) slices, index for index). An update that groups positions (an
+// optimizer's step that updates runs of parameters in one parallel
+// region) sees every operand before it computes a result, and walks each
+// tree once rather than once for the operands and again for the results.
+// Nil positions, logical axes and mismatched structures are as in MapN;
+// pos and f's results are only read during the call.
+func MapNOutAll[T any](nOut int, f func(pos [][]*tensor.Tensor) [][]*tensor.Tensor, trees ...T) []T {
+	const op = "pytree.MapNOutAll"
+	if len(trees) == 0 {
+		panic(op + ": no trees")
+	}
+	return mapCore(op, nOut, trees, func(recs []*flattener, res []*tensor.Tensor) {
+		npos, w := len(recs[0].pos), len(recs)
+		flat := make([]*tensor.Tensor, 0, npos*w)
+		pos := make([][]*tensor.Tensor, 0, npos)
+		at := make([]int, 0, npos) // the position of each of pos
+		for i := range npos {
+			for _, r := range recs {
+				flat = append(flat, r.pos[i])
+			}
+			xs := flat[len(flat)-w : len(flat) : len(flat)]
+			if firstOf(xs) == nil {
+				flat = flat[:len(flat)-w]
+				continue
+			}
+			pos, at = append(pos, xs), append(at, i)
+		}
+		rs := f(pos)
+		if len(rs) != len(pos) {
+			panic(fmt.Sprintf("%s: f returned results for %d positions, want %d", op, len(rs), len(pos)))
+		}
+		for j, r := range rs {
+			setResults(op, res, npos, at[j], firstOf(pos[j]), r)
+		}
+	})
+}
+
 // mapNOut is MapNOut for the op named op (MapN and MapNOut name
 // themselves in panics).
 func mapNOut[T any](op string, nOut int, f func(xs []*tensor.Tensor) []*tensor.Tensor, trees []T) []T {
-	p, recs := flattenAll(op, trees)
-	npos := len(recs[0].pos)
-	res := make([]*tensor.Tensor, nOut*npos) // result k of position i at k*npos+i
-	xs := make([]*tensor.Tensor, len(trees))
-	for i := range npos {
-		var first *tensor.Tensor
-		for j, r := range recs {
-			xs[j] = r.pos[i]
-			if first == nil {
-				first = xs[j]
+	return mapCore(op, nOut, trees, func(recs []*flattener, res []*tensor.Tensor) {
+		npos := len(recs[0].pos)
+		xs := make([]*tensor.Tensor, len(recs))
+		for i := range npos {
+			for j, r := range recs {
+				xs[j] = r.pos[i]
+			}
+			if first := firstOf(xs); first != nil {
+				setResults(op, res, npos, i, first, f(xs))
 			}
 		}
-		if first == nil {
-			continue
-		}
-		r := f(xs)
-		if len(r) != nOut {
-			panic(fmt.Sprintf("%s: f returned %d tensors, want %d", op, len(r), nOut))
-		}
-		for k, y := range r {
-			res[k*npos+i] = keepAxes(first, y)
-		}
-	}
+	})
+}
+
+// mapCore flattens trees, has fill set the results (result k of
+// position i at k*npos+i) from the walks, and returns the nOut trees of
+// the structure of trees[0] holding them.
+func mapCore[T any](op string, nOut int, trees []T, fill func(recs []*flattener, res []*tensor.Tensor)) []T {
+	p, recs := flattenAll(op, trees)
+	npos := len(recs[0].pos)
+	res := make([]*tensor.Tensor, nOut*npos)
+	fill(recs, res)
 	out := make([]T, nOut)
 	for k := range out {
 		out[k] = rebuildT(op, p, trees[0], recs[0], res[k*npos:(k+1)*npos])
 	}
 	releaseAll(recs)
 	return out
+}
+
+// firstOf returns the first non-nil tensor of xs, or nil.
+func firstOf(xs []*tensor.Tensor) *tensor.Tensor {
+	for _, x := range xs {
+		if x != nil {
+			return x
+		}
+	}
+	return nil
+}
+
+// setResults puts the results r of position i (whose first operand is
+// first, for its logical axes) into res, checking their number.
+func setResults(op string, res []*tensor.Tensor, npos, i int, first *tensor.Tensor, r []*tensor.Tensor) {
+	if len(r)*npos != len(res) {
+		panic(fmt.Sprintf("%s: f returned %d tensors, want %d", op, len(r), len(res)/max(npos, 1)))
+	}
+	for k, y := range r {
+		res[k*npos+i] = keepAxes(first, y)
+	}
 }
 
 // flattenAll flattens trees and panics if their structures differ.

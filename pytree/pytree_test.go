@@ -635,6 +635,52 @@ func TestMapNOut(t *testing.T) {
 	assert.Equal(t, "pytree.MapNOut: f returned 2 tensors, want 3", msg)
 }
 
+func TestMapNOutAll(t *testing.T) {
+	params := newMLP(2, 3, 1)
+	grads := pytree.Map(params, func(x *tensor.Tensor) *tensor.Tensor { return tensor.OnesLike(x) })
+	grads.Layers[1].B = nil
+	// A position nil in every tree is left out of pos and stays nil.
+	params.Layers[1].W, grads.Layers[1].W = nil, nil
+	step := func(xs []*tensor.Tensor) []*tensor.Tensor {
+		if xs[1] == nil {
+			return []*tensor.Tensor{xs[0], nil}
+		}
+		return []*tensor.Tensor{tensor.Sub(xs[0], xs[1]), tensor.Neg(xs[1])}
+	}
+	calls := 0
+	outs := pytree.MapNOutAll(2, func(pos [][]*tensor.Tensor) [][]*tensor.Tensor {
+		calls++
+		require.Len(t, pos, 3, "the positions not nil in every tree")
+		assert.Same(t, params.Layers[0].W, pos[0][0])
+		assert.Same(t, grads.Layers[0].B, pos[1][1])
+		assert.Same(t, params.Layers[1].B, pos[2][0])
+		assert.Nil(t, pos[2][1])
+		rs := make([][]*tensor.Tensor, len(pos))
+		for i, xs := range pos {
+			rs[i] = step(xs)
+		}
+		return rs
+	}, params, grads)
+	require.Len(t, outs, 2)
+	assert.Equal(t, 1, calls)
+	for k, out := range outs {
+		want := pytree.MapNOut(2, step, params, grads)[k]
+		assert.Nil(t, pytree.Diff(want, out, 0, 0), "result %d", k)
+	}
+	assert.Nil(t, outs[0].Layers[1].W)
+	assert.Same(t, params.Layers[1].B, outs[0].Layers[1].B)
+	assert.Equal(t, []float32{-1, -1, -1}, outs[1].Layers[0].B.Float32s())
+
+	msg := panicMessage(t, func() {
+		pytree.MapNOutAll(2, func(pos [][]*tensor.Tensor) [][]*tensor.Tensor { return pos[:1] }, params, grads)
+	})
+	assert.Equal(t, "pytree.MapNOutAll: f returned results for 1 positions, want 3", msg)
+	msg = panicMessage(t, func() {
+		pytree.MapNOutAll(3, func(pos [][]*tensor.Tensor) [][]*tensor.Tensor { return pos }, params, grads)
+	})
+	assert.Equal(t, "pytree.MapNOutAll: f returned 2 tensors, want 3", msg)
+}
+
 func TestMapNMismatch(t *testing.T) {
 	f := func(xs []*tensor.Tensor) *tensor.Tensor { return xs[0] }
 	msg := panicMessage(t, func() { pytree.MapN(f, newMLP(2, 3, 1), newMLP(2, 3)) })
