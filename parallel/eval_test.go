@@ -59,15 +59,7 @@ func TestEvalRecyclingLosses(t *testing.T) {
 				donateSteps = donate
 				tr, err := New(model, Config[nn.MLP, donateBatch]{Loss: loss, Optimizer: optim.Adam(optim.Constant(1e-2)), Mesh: c.mesh, Strategy: c.strategy, MicroBatches: c.micro})
 				require.NoError(t, err)
-				var losses []float64
-				for range 3 {
-					l, err := tr.Eval(b)
-					require.NoError(t, err)
-					s, err := tr.Step(b)
-					require.NoError(t, err)
-					losses = append(losses, l, s)
-				}
-				return losses
+				return evalStepLosses(t, tr, b, 3)
 			}
 			want, got := run(false), run(true)
 			require.Len(t, got, len(want))
@@ -146,16 +138,7 @@ func TestEPEvalRecycling(t *testing.T) {
 			run := func(donate bool) []float64 {
 				defer func(old bool) { donateSteps = old }(donateSteps)
 				donateSteps = donate
-				tr := newTrainer()
-				var losses []float64
-				for range 2 {
-					l, err := tr.Eval(b)
-					require.NoError(t, err)
-					s, err := tr.Step(b)
-					require.NoError(t, err)
-					losses = append(losses, l, s)
-				}
-				return losses
+				return evalStepLosses(t, newTrainer(), b, 2)
 			}
 			assert.Equal(t, run(false), run(true))
 			if raceEnabled {
@@ -175,4 +158,19 @@ func TestEPEvalRecycling(t *testing.T) {
 			assert.Less(t, perEval, paramBytes/4, "an Eval allocates fresh storage for its activations")
 		})
 	}
+}
+
+// evalStepLosses runs n rounds of Eval then Step on b and returns the
+// losses in that order.
+func evalStepLosses[M, B any](t *testing.T, tr *Trainer[M, B], b B, n int) []float64 {
+	t.Helper()
+	var losses []float64
+	for range n {
+		l, err := tr.Eval(b)
+		require.NoError(t, err)
+		s, err := tr.Step(b)
+		require.NoError(t, err)
+		losses = append(losses, l, s)
+	}
+	return losses
 }

@@ -89,14 +89,7 @@ func allGather(e *devEnv, x *tensor.Tensor, axes []string, axis int, tiled, inva
 	if invariant {
 		op, o = "shard.Ctx.AllGatherInvariant", allGatherInvOp
 	}
-	extra := 1
-	if tiled {
-		extra = 0
-	}
-	a := normDim(op, x, axis, extra)
-	if tiled && x.Rank() == 0 {
-		panic(fmt.Sprintf("%s: %v: a tiled all-gather needs at least one dimension", op, x))
-	}
+	a := gatherDim(op, x, axis, tiled)
 	m := e.maskOf(op, axes)
 	e.group(op, axes)
 	x = tensor.Vary(x, e.Local(maskOf(x)|m))
@@ -196,14 +189,7 @@ func (c *Ctx) AllGatherInvariantStart(x *tensor.Tensor, axes Axes, axis int, til
 		y := allGather(e, x, axes, axis, tiled, true)
 		return &Handle{c: c, kind: "all_gather", fin: func() *tensor.Tensor { return y }}
 	}
-	extra := 1
-	if tiled {
-		extra = 0
-	}
-	a := normDim(op, x, axis, extra)
-	if tiled && x.Rank() == 0 {
-		panic(fmt.Sprintf("%s: %v: a tiled all-gather needs at least one dimension", op, x))
-	}
+	a := gatherDim(op, x, axis, tiled)
 	m := e.maskOf(op, axes)
 	p := &collParams{env: e, axes: slices.Clone(axes), mask: m, dim: a, tiled: tiled}
 	xs := x.Shape()
@@ -286,4 +272,18 @@ func (x *crossGroup) gatherFloat32() bool {
 	x.g.Allgatherv(floatBytes(c.x.BorrowFloat32()), floatBytes(out.BorrowFloat32()), counts)
 	storeRemote(x.s, x.key, out, true)
 	return true
+}
+
+// gatherDim returns the dimension of x an all-gather named op stacks
+// (untiled: a new dimension, which may be x.Rank()) or concatenates
+// (tiled) the blocks along, panicking on an axis out of range.
+func gatherDim(op string, x *tensor.Tensor, axis int, tiled bool) int {
+	if !tiled {
+		return normDim(op, x, axis, 1)
+	}
+	a := normDim(op, x, axis, 0)
+	if x.Rank() == 0 {
+		panic(fmt.Sprintf("%s: %v: a tiled all-gather needs at least one dimension", op, x))
+	}
+	return a
 }
