@@ -183,7 +183,7 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	}
 	var l, rows *tensor.Tensor // rows: the device's loss, summed over the data axes after the backward pass
 	var g M
-	n, r := c.AxisSize(axes...), c.AxisIndex(axes...)
+	n := c.AxisSize(axes...)
 	flow := newFlow(in.ModelState, t.cfg.StateLoss != nil)
 	switch k := t.cfg.MicroBatches; {
 	case k == 1 && len(axes) > 0 && localDevices(t.mesh) <= runtime.GOMAXPROCS(0):
@@ -251,7 +251,22 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	} else if rows != nil {
 		l = meanScale(c.Psum(rows, axes...), n)
 	}
-	own := t.zeroMap(in.Params, func(x *tensor.Tensor, dim int) *tensor.Tensor {
+	p, st := t.zeroUpdate(c, in.Params, g, in.State, dims)
+	// Keep each parameter's logical axes, as the host update does. The
+	// all-gathered blocks are this step's own: the named headers alone hold
+	// them.
+	p = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return namedFresh(xs[0], xs[1]) }, p, in.Params)
+	return stepOut[M]{Params: p, State: st, Loss: l, ModelState: t.replicatedState(c, flow)}
+}
+
+// zeroUpdate updates the device's block of every split parameter with its
+// reduce-scattered gradient g (the leaves left whole in full) and
+// all-gathers the updated blocks: the replicated parameters, without
+// their logical axes, and the optimizer state.
+func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State, dims []int) (M, optim.State) {
+	axes := t.dataAxes
+	n, r := c.AxisSize(axes...), c.AxisIndex(axes...)
+	own := t.zeroMap(params, func(x *tensor.Tensor, dim int) *tensor.Tensor {
 		if dim < 0 {
 			return x
 		}
@@ -269,7 +284,7 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		}
 		return tensor.SliceAxis(x, dim, r*s, (r+1)*s)
 	})
-	own, st := optim.Step(t.optimizer(c.Psum), own, g, in.State)
+	own, st := optim.Step(t.optimizer(c.Psum), own, g, state)
 	// The reduce-scattered blocks are dead after the update, unless the new
 	// state or parameters hold one of them as it is.
 	donateDead([]any{st, own}, g)
@@ -298,11 +313,7 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		}
 		return x
 	}))
-	// Keep each parameter's logical axes, as the host update does. The
-	// all-gathered blocks are this step's own: the named headers alone hold
-	// them.
-	p = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return namedFresh(xs[0], xs[1]) }, p, in.Params)
-	return stepOut[M]{Params: p, State: st, Loss: l, ModelState: t.replicatedState(c, flow)}
+	return p, st
 }
 
 // meanScale divides a sum over n devices by n as shard.Ctx.Pmean does
