@@ -44,6 +44,8 @@ func benchShapes() []benchShape {
 	for _, kn := range [][2]int{{784, 1024}, {1024, 1024}, {1024, 10}} {
 		layers = append(layers, layer{256, kn[0], kn[1]})
 	}
+	// The MoE example's attention projections: 2048 tokens of width 128.
+	layers = append(layers, layer{2048, 128, 128})
 	// A data-parallel device's share of batch 256 on 8 and 2 devices.
 	for _, m := range []int{32, 128} {
 		layers = append(layers, layer{m, 1024, 1024})

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gonox/gonox/tensor/internal/workers"
 )
@@ -305,6 +306,16 @@ func gemmParallel[T elem](ks *kernelSet[T], p problem[T], t int) {
 		dim, unit = p.n, ks.nr
 	} else if ks.useTransposed(&p) {
 		unit = ks.nr // rows of C are the kernel's columns
+	} else if p.transA {
+		// Rows of C are columns of A as stored: blocks of whole cache
+		// lines of A, so that no line is loaded by both cores, and of
+		// even size. In MR units the last block came short (128 rows as
+		// 36, 36, 36, 20 for MR = 12): the MoE example's 128×128 weight
+		// gradients from k = 2048 (BenchmarkSgemm/mlp_m2048_k128_n128/
+		// dW_TN) ran at 212 GFLOP/cpu-s on two cores, 230 in 32-row
+		// blocks, 245 on one (Zen 5, near idle). Only the row tiles
+		// change, not any element's sum.
+		unit = 64 / int(unsafe.Sizeof(T(0)))
 	}
 	units := (dim + unit - 1) / unit
 	ntask := min(units, tasksPerThread*t)

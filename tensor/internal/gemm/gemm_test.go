@@ -513,6 +513,8 @@ func testThreads[T elem](t *testing.T) {
 		if active == goSet || raceEnabled || !testlong.Enabled() {
 			shapes = [][3]int{{100, 300, 300}, {16, 1030, 520}, {1030, 24, 350}, {1030, 5, 1700}}
 		}
+		// Row blocks of whole cache lines of Aᵀ (the MoE weight gradients).
+		shapes = append(shapes, [3]int{128, 128, 2048})
 		if is64[T]() && !testlong.Enabled() {
 			// The split across goroutines is the float32 code's; what
 			// float64 adds is covered by one shape per method.
