@@ -184,8 +184,9 @@ func init() {
 		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			out := newTensor(Bool, in[0].shape)
+			d := out.b()
 			for i, v := range in[0].b() {
-				out.b()[i] = !v
+				d[i] = !v
 			}
 			return out
 		},
@@ -210,11 +211,12 @@ func init() {
 		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			out := newTensor(Bool, in[0].shape)
+			d := out.b()
 			for i, v := range in[0].f32() {
-				out.b()[i] = v != v
+				d[i] = v != v
 			}
 			for i, v := range in[0].f64() {
-				out.b()[i] = v != v
+				d[i] = v != v
 			}
 			return out
 		},
@@ -231,11 +233,12 @@ func init() {
 		Sharding: ShardingRule{Family: ShardElementwise},
 		Impl: func(in []*Tensor, _ any) *Tensor {
 			out := newTensor(Bool, in[0].shape)
+			d := out.b()
 			for i, v := range in[0].f32() {
-				out.b()[i] = !math.IsInf(float64(v), 0) && v == v
+				d[i] = !math.IsInf(float64(v), 0) && v == v
 			}
 			for i, v := range in[0].f64() {
-				out.b()[i] = !math.IsInf(v, 0) && v == v
+				d[i] = !math.IsInf(v, 0) && v == v
 			}
 			return out
 		},

@@ -13,9 +13,10 @@ func init() {
 			x := in[0]
 			if len(in) == 1 {
 				out := newTensor(Int32, []int{length})
+				d := out.i32()
 				for _, v := range x.i32() {
 					if int(v) < length {
-						out.i32()[v]++
+						d[v]++
 					}
 				}
 				return out
@@ -25,25 +26,28 @@ func init() {
 			switch w.dtype {
 			case Float32:
 				// Accumulate in float64, then round once, as Sum does.
-				acc := make([]float64, length)
+				acc, ws := make([]float64, length), w.f32()
 				for i, v := range x.i32() {
 					if int(v) < length {
-						acc[v] += float64(w.f32()[i])
+						acc[v] += float64(ws[i])
 					}
 				}
+				d := out.f32()
 				for i, s := range acc {
-					out.f32()[i] = float32(s)
+					d[i] = float32(s)
 				}
 			case Int32:
+				d, ws := out.i32(), w.i32()
 				for i, v := range x.i32() {
 					if int(v) < length {
-						out.i32()[v] += w.i32()[i]
+						d[v] += ws[i]
 					}
 				}
 			case Float64:
+				d, ws := out.f64(), w.f64()
 				for i, v := range x.i32() {
 					if int(v) < length {
-						out.f64()[v] += w.f64()[i]
+						d[v] += ws[i]
 					}
 				}
 			}
@@ -83,16 +87,18 @@ func init() {
 			out := newTensor(g.dtype, x.shape)
 			length := g.shape[0]
 			if g.dtype == Float64 {
+				d, gs := out.f64(), g.f64()
 				for i, v := range x.i32() {
 					if int(v) < length {
-						out.f64()[i] = g.f64()[v]
+						d[i] = gs[v]
 					}
 				}
 				return out
 			}
+			d, gs := out.f32(), g.f32()
 			for i, v := range x.i32() {
 				if int(v) < length {
-					out.f32()[i] = g.f32()[v]
+					d[i] = gs[v]
 				}
 			}
 			return out

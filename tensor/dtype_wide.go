@@ -87,23 +87,26 @@ func typeList(ts []*Tensor) string {
 func fillWide(op string, t *Tensor, v float64) {
 	switch t.dtype {
 	case Float64:
-		for i := range t.f64() {
-			t.f64()[i] = v
+		d := t.f64()
+		for i := range d {
+			d[i] = v
 		}
 	case Int64:
 		if v != math.Trunc(v) || v >= -math.MinInt64 || v < math.MinInt64 {
 			panic(fmt.Sprintf("%s: %v is not an int64", op, v))
 		}
 		iv := int64(v)
-		for i := range t.i64() {
-			t.i64()[i] = iv
+		d := t.i64()
+		for i := range d {
+			d[i] = iv
 		}
 	case Uint8:
 		if v != math.Trunc(v) || v < 0 || v > math.MaxUint8 {
 			panic(fmt.Sprintf("%s: %v is not a uint8", op, v))
 		}
-		for i := range t.u8() {
-			t.u8()[i] = uint8(v)
+		d := t.u8()
+		for i := range d {
+			d[i] = uint8(v)
 		}
 	}
 }
@@ -282,12 +285,14 @@ func asTypeImpl(x *Tensor, dt DType) *Tensor {
 	case Bool:
 		switch x.dtype {
 		case Int64:
+			d := out.b()
 			for i, v := range x.i64() {
-				out.b()[i] = v != 0
+				d[i] = v != 0
 			}
 		default:
-			for i := range out.b() {
-				out.b()[i] = x.at(i) != 0
+			d := out.b()
+			for i := range d {
+				d[i] = x.at(i) != 0
 			}
 		}
 	}
@@ -389,8 +394,9 @@ func withInt64(op *Op, f func(int64) int64) *Op {
 			return impl(in, p)
 		}
 		out := newOutUninit(Int64, x.shape)
+		d := out.i64()
 		for i, v := range x.i64() {
-			out.i64()[i] = f(v)
+			d[i] = f(v)
 		}
 		return out
 	}
@@ -648,17 +654,22 @@ func srtKeyF64(v float64) uint64 {
 // need), inverted by inv.
 func srtWideKeys(x *Tensor, base, stride int, keys []uint32, inv uint32) {
 	if x.dtype == Uint8 {
+		xs := x.u8()
 		for j := range keys {
-			keys[j] = uint32(x.u8()[base+j*stride]) ^ inv
+			keys[j] = uint32(xs[base+j*stride]) ^ inv
 		}
 		return
 	}
 	k64 := make([]uint64, len(keys))
-	for j := range k64 {
-		if x.dtype == Float64 {
-			k64[j] = srtKeyF64(x.f64()[base+j*stride])
-		} else {
-			k64[j] = uint64(x.i64()[base+j*stride]) ^ 1<<63
+	if x.dtype == Float64 {
+		xs := x.f64()
+		for j := range k64 {
+			k64[j] = srtKeyF64(xs[base+j*stride])
+		}
+	} else {
+		xs := x.i64()
+		for j := range k64 {
+			k64[j] = uint64(xs[base+j*stride]) ^ 1<<63
 		}
 	}
 	uniq := slices.Clone(k64)

@@ -519,9 +519,10 @@ func init() {
 			idx := in[0]
 			shape := append(append(make([]int, 0, len(idx.shape)+1), idx.shape...), n)
 			out := newTensor(Float32, shape)
+			d := out.f32()
 			for i, v := range idx.i32() {
 				if v >= 0 && int(v) < n {
-					out.f32()[i*n+int(v)] = 1
+					d[i*n+int(v)] = 1
 				}
 			}
 			return out

@@ -169,8 +169,9 @@ func RandomBits(k Key, shape ...int) *Tensor {
 	return k.sample("tensor.RandomBits", func(k Key, _ []*Tensor) *Tensor {
 		b := rngPartitionable.bits(k, numel(shape))
 		out := newTensor(Int32, shape)
+		d := out.i32()
 		for i, v := range b {
-			out.i32()[i] = int32(v)
+			d[i] = int32(v)
 		}
 		return out
 	})
@@ -242,8 +243,9 @@ func Bernoulli(k Key, p float32, shape ...int) *Tensor {
 	return k.sample("tensor.Bernoulli", func(k Key, _ []*Tensor) *Tensor {
 		u := rngUniform(rngPartitionable, k, numel(shape), 0, 1)
 		out := newTensor(Bool, shape)
+		d := out.b()
 		for i, v := range u {
-			out.b()[i] = v < p
+			d[i] = v < p
 		}
 		return out
 	})

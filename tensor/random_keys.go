@@ -217,9 +217,10 @@ func init() {
 			n, keys := pp.(int), in[0]
 			lead := keys.shape[:len(keys.shape)-1]
 			out := newTensor(Int32, append(append(slices.Clone(lead), n), 2))
+			d := out.i32()
 			for i := range numel(lead) {
 				for j, s := range rngPartitionable.split(keyAt(keys, i), n) {
-					out.i32()[2*(i*n+j)], out.i32()[2*(i*n+j)+1] = int32(s.data[0]), int32(s.data[1])
+					d[2*(i*n+j)], d[2*(i*n+j)+1] = int32(s.data[0]), int32(s.data[1])
 				}
 			}
 			return out
@@ -232,10 +233,11 @@ func init() {
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			data, keys := pp.(uint32), in[0]
 			out := newTensor(Int32, keys.shape)
+			d := out.i32()
 			for i := range numel(keys.shape[:len(keys.shape)-1]) {
 				k := keyAt(keys, i)
 				a, b := rngThreefry2x32(k.data[0], k.data[1], 0, data)
-				out.i32()[2*i], out.i32()[2*i+1] = int32(a), int32(b)
+				d[2*i], d[2*i+1] = int32(a), int32(b)
 			}
 			return out
 		},

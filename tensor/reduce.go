@@ -367,25 +367,28 @@ func chooserOp(name string, fam ShardFamily, better func(a, b float32) bool, ini
 				if chooseF32(x, p, out.f32(), init < 0) {
 					break
 				}
-				for i := range out.f32() {
-					out.f32()[i] = init
+				d := out.f32()
+				for i := range d {
+					d[i] = init
 				}
+				xs := x.f32()
 				reduceLoop(x.shape, p.keepShape, func(xi, o, n, do int) {
-					for j := 0; j < n; j++ {
-						v := x.f32()[xi+j]
-						if better(v, out.f32()[o+j*do]) || v != v {
-							out.f32()[o+j*do] = v
+					for j, v := range xs[xi : xi+n] {
+						if better(v, d[o+j*do]) || v != v {
+							d[o+j*do] = v
 						}
 					}
 				})
 			case Int32:
-				for i := range out.i32() {
-					out.i32()[i] = iinit
+				d := out.i32()
+				for i := range d {
+					d[i] = iinit
 				}
+				xs := x.i32()
 				reduceLoop(x.shape, p.keepShape, func(xi, o, n, do int) {
-					for j := 0; j < n; j++ {
-						if v := x.i32()[xi+j]; ibetter(v, out.i32()[o+j*do]) {
-							out.i32()[o+j*do] = v
+					for j, v := range xs[xi : xi+n] {
+						if ibetter(v, d[o+j*do]) {
+							d[o+j*do] = v
 						}
 					}
 				})
@@ -584,16 +587,17 @@ func logSumExpImpl(x *Tensor, axis int) *Tensor {
 	out := newOutUninit(Float32, shape)
 	outer, n, inner := srtLanes(x.shape, axis)
 	lanes := outer * inner
+	xs, ys := x.f32(), out.f32()
 	srtParallel(lanes, lanes*n*8, x.local(), func(lo, hi int) {
 		for l := lo; l < hi; l++ {
 			b := (l/inner)*n*inner + l%inner
 			if inner == 1 {
-				out.f32()[l] = logSumExpRow(x.f32()[b : b+n])
+				ys[l] = logSumExpRow(xs[b : b+n])
 				continue
 			}
 			m := float32(math.Inf(-1))
 			for j := b; j < b+n*inner; j += inner {
-				if v := x.f32()[j]; v > m || v != v {
+				if v := xs[j]; v > m || v != v {
 					m = v
 					if v != v {
 						break
@@ -601,14 +605,14 @@ func logSumExpImpl(x *Tensor, axis int) *Tensor {
 				}
 			}
 			if math.IsInf(float64(m), 0) || m != m {
-				out.f32()[l] = m
+				ys[l] = m
 				continue
 			}
 			s := 0.0
 			for j := b; j < b+n*inner; j += inner {
-				s += softmaxExp(float64(x.f32()[j]) - float64(m))
+				s += softmaxExp(float64(xs[j]) - float64(m))
 			}
-			out.f32()[l] = float32(float64(m) + math.Log(s))
+			ys[l] = float32(float64(m) + math.Log(s))
 		}
 	})
 	return out
@@ -717,15 +721,17 @@ func init() {
 			p := pp.(*anyAllParams)
 			x := in[0]
 			out := newTensor(Bool, p.r.outShape)
-			for i := range out.b() {
-				out.b()[i] = p.all
+			d := out.b()
+			for i := range d {
+				d[i] = p.all
 			}
+			xs := x.b()
 			reduceLoop(x.shape, p.r.keepShape, func(xi, o, n, do int) {
-				for j := 0; j < n; j++ {
+				for j, v := range xs[xi : xi+n] {
 					if p.all {
-						out.b()[o+j*do] = out.b()[o+j*do] && x.b()[xi+j]
+						d[o+j*do] = d[o+j*do] && v
 					} else {
-						out.b()[o+j*do] = out.b()[o+j*do] || x.b()[xi+j]
+						d[o+j*do] = d[o+j*do] || v
 					}
 				}
 			})

@@ -135,9 +135,10 @@ func selectScatter64(p *windowParams, x, g *Tensor) *Tensor {
 	w := p.window(x.shape)
 	_, arg := windowMax64(w, x.f64())
 	dx := newTensor(Float64, x.shape)
+	d, gs := dx.f64(), g.f64()
 	for o, a := range arg {
 		if a >= 0 {
-			dx.f64()[a] += g.f64()[o]
+			d[a] += gs[o]
 		}
 	}
 	return dx
@@ -147,9 +148,10 @@ func selectGather64(p *windowParams, x, h *Tensor) *Tensor {
 	w := p.window(x.shape)
 	_, arg := windowMax64(w, x.f64())
 	y := newTensor(Float64, w.Out())
+	d, hs := y.f64(), h.f64()
 	for o, a := range arg {
 		if a >= 0 {
-			y.f64()[o] = h.f64()[a]
+			d[o] = hs[a]
 		}
 	}
 	return y
@@ -158,13 +160,15 @@ func selectGather64(p *windowParams, x, h *Tensor) *Tensor {
 func windowSum64(p *windowParams, x *Tensor) *Tensor {
 	w := p.window(x.shape)
 	y := newTensor(Float64, w.Out())
-	windowEach64(w, func(o, i int) { y.f64()[o] += x.f64()[i] })
+	d, xs := y.f64(), x.f64()
+	windowEach64(w, func(o, i int) { d[o] += xs[i] })
 	return y
 }
 
 func windowSumT64(p *windowParams, g *Tensor) *Tensor {
 	shape := p.inShape(g.shape)
 	dx := newTensor(Float64, shape)
-	windowEach64(p.window(shape), func(o, i int) { dx.f64()[i] += g.f64()[o] })
+	d, gs := dx.f64(), g.f64()
+	windowEach64(p.window(shape), func(o, i int) { d[i] += gs[o] })
 	return dx
 }

@@ -261,28 +261,34 @@ func copyRun(out, x *Tensor, o, a, n, step int) {
 	}
 	switch x.dtype {
 	case Float32:
-		for j := 0; j < n; j++ {
-			out.f32()[o+j] = x.f32()[a+j*step]
+		dst, src := out.f32()[o:o+n], x.f32()
+		for j := range dst {
+			dst[j] = src[a+j*step]
 		}
 	case Int32:
-		for j := 0; j < n; j++ {
-			out.i32()[o+j] = x.i32()[a+j*step]
+		dst, src := out.i32()[o:o+n], x.i32()
+		for j := range dst {
+			dst[j] = src[a+j*step]
 		}
 	case Float64:
-		for j := 0; j < n; j++ {
-			out.f64()[o+j] = x.f64()[a+j*step]
+		dst, src := out.f64()[o:o+n], x.f64()
+		for j := range dst {
+			dst[j] = src[a+j*step]
 		}
 	case Int64:
-		for j := 0; j < n; j++ {
-			out.i64()[o+j] = x.i64()[a+j*step]
+		dst, src := out.i64()[o:o+n], x.i64()
+		for j := range dst {
+			dst[j] = src[a+j*step]
 		}
 	case Uint8:
-		for j := 0; j < n; j++ {
-			out.u8()[o+j] = x.u8()[a+j*step]
+		dst, src := out.u8()[o:o+n], x.u8()
+		for j := range dst {
+			dst[j] = src[a+j*step]
 		}
 	case Bool:
-		for j := 0; j < n; j++ {
-			out.b()[o+j] = x.b()[a+j*step]
+		dst, src := out.b()[o:o+n], x.b()
+		for j := range dst {
+			dst[j] = src[a+j*step]
 		}
 	}
 }

@@ -55,18 +55,21 @@ func srtFillKeys(x *Tensor, base, stride int, keys []uint32, descending bool) {
 	}
 	switch x.dtype {
 	case Float32:
+		xs := x.f32()
 		for j := range keys {
-			keys[j] = srtKeyF32(x.f32()[base+j*stride]) ^ inv
+			keys[j] = srtKeyF32(xs[base+j*stride]) ^ inv
 		}
 	case Int32:
+		xs := x.i32()
 		for j := range keys {
-			keys[j] = srtKeyI32(x.i32()[base+j*stride]) ^ inv
+			keys[j] = srtKeyI32(xs[base+j*stride]) ^ inv
 		}
 	case Float64, Int64, Uint8:
 		srtWideKeys(x, base, stride, keys, inv)
 	default:
+		xs := x.b()
 		for j := range keys {
-			keys[j] = srtKeyBool(x.b()[base+j*stride]) ^ inv
+			keys[j] = srtKeyBool(xs[base+j*stride]) ^ inv
 		}
 	}
 }
@@ -220,6 +223,7 @@ func srtSortImpl(x *Tensor, p srtSortParams, idx, vals *Tensor) {
 		return
 	}
 	work := lanes * n * max(1, bits.Len(uint(n)))
+	is := idx.i32()
 	srtParallel(lanes, work, x.local(), func(lo, hi int) {
 		st := newSrtSorter(n)
 		for l := lo; l < hi; l++ {
@@ -228,7 +232,7 @@ func srtSortImpl(x *Tensor, p srtSortParams, idx, vals *Tensor) {
 			srtFillKeys(x, base, inner, st.keys, p.descending)
 			st.sort(func(j, src int) {
 				dst := base + j*inner
-				idx.i32()[dst] = int32(src)
+				is[dst] = int32(src)
 				if vals != nil {
 					srtCopyElem(vals, dst, x, base+src*inner)
 				}
@@ -389,6 +393,7 @@ func srtTopKImpl(x *Tensor, k int, vals, idx *Tensor) {
 	// on one Zen 5 core), about 3 of srtParallel's units: weighted so, the
 	// MoE router's top 2 of 8 experts for 2048 tokens splits in two.
 	work := 3 * rows * (n + k*max(1, bits.Len(uint(k))))
+	is := idx.i32()
 	srtParallel(rows, work, x.local(), func(lo, hi int) {
 		var st *srtSorter
 		var buf []uint64
@@ -405,7 +410,7 @@ func srtTopKImpl(x *Tensor, k int, vals, idx *Tensor) {
 		for r := lo; r < hi; r++ {
 			base := r * n
 			emit := func(j, src int) {
-				idx.i32()[r*k+j] = int32(src)
+				is[r*k+j] = int32(src)
 				srtCopyElem(vals, r*k+j, x, base+src)
 			}
 			srtFillKeys(x, base, 1, keys, true)
@@ -520,17 +525,18 @@ func init() {
 			// One stable sort per key, the least significant first: each
 			// pass keeps the order of the previous one among its ties,
 			// and the first keeps the positions'.
-			for j := range out.i32() {
-				out.i32()[j] = int32(j)
+			d := out.i32()
+			for j := range d {
+				d[j] = int32(j)
 			}
 			st := newSrtSorter(n)
 			prev := make([]int32, n)
 			for i := len(keys) - 1; i >= 0; i-- {
-				copy(prev, out.i32())
+				copy(prev, d)
 				for j, src := range prev {
 					st.keys[j] = keys[i][src]
 				}
-				st.sort(func(j, src int) { out.i32()[j] = prev[src] })
+				st.sort(func(j, src int) { d[j] = prev[src] })
 			}
 			return out
 		},
@@ -602,11 +608,12 @@ func init() {
 			out := newTensor(x.dtype, idx.shape)
 			outer, n, inner := srtLanes(x.shape, p.axis)
 			k := idx.shape[p.axis]
+			is := idx.i32()
 			for o := 0; o < outer; o++ {
 				for j := 0; j < k; j++ {
 					ob := (o*k + j) * inner
 					for i := 0; i < inner; i++ {
-						src := int(idx.i32()[ob+i])
+						src := int(is[ob+i])
 						srtCopyElem(out, ob+i, x, (o*n+src)*inner+i)
 					}
 				}
@@ -632,11 +639,12 @@ func init() {
 			shape[p.axis] = p.n
 			out := newTensor(g.dtype, shape)
 			outer, k, inner := srtLanes(g.shape, p.axis)
+			is := idx.i32()
 			for o := 0; o < outer; o++ {
 				for j := 0; j < k; j++ {
 					gb := (o*k + j) * inner
 					for i := 0; i < inner; i++ {
-						dst := (o*p.n+int(idx.i32()[gb+i]))*inner + i
+						dst := (o*p.n+int(is[gb+i]))*inner + i
 						switch g.dtype {
 						case Float32:
 							out.f32()[dst] += g.f32()[gb+i]

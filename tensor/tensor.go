@@ -424,20 +424,23 @@ func full(op string, dt DType, v float64, shape []int) *Tensor {
 	switch dt {
 	case Float32:
 		f := float32(v)
-		for i := range t.f32() {
-			t.f32()[i] = f
+		d := t.f32()
+		for i := range d {
+			d[i] = f
 		}
 	case Int32:
 		if v != math.Trunc(v) || v > math.MaxInt32 || v < math.MinInt32 {
 			panic(fmt.Sprintf("%s: %v is not an int32", op, v))
 		}
 		iv := int32(v)
-		for i := range t.i32() {
-			t.i32()[i] = iv
+		d := t.i32()
+		for i := range d {
+			d[i] = iv
 		}
 	case Bool:
-		for i := range t.b() {
-			t.b()[i] = v != 0
+		d := t.b()
+		for i := range d {
+			d[i] = v != 0
 		}
 	case BFloat16, Float16:
 		fillHalf(t, v)

@@ -400,8 +400,9 @@ func init() {
 			if x.dtype == Float64 {
 				out := newOutUninit(Float64, x.shape)
 				lo, hi := float64(c.lo), float64(c.hi)
+				d := out.f64()
 				for i, v := range x.f64() {
-					out.f64()[i] = min(max(v, lo), hi)
+					d[i] = min(max(v, lo), hi)
 				}
 				return out
 			}
