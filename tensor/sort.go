@@ -191,6 +191,19 @@ func srtLocal(xs ...*Tensor) *Local {
 	return nil
 }
 
+// srtScatterAddLanes adds g, [outer, k, inner], into out, [outer, n,
+// inner], element (o, j, i) to (o, is[o, j, i], i).
+func srtScatterAddLanes[E float32 | int32 | float64 | int64](out, g []E, is []int32, outer, k, inner, n int) {
+	for o := range outer {
+		for j := range k {
+			gb := (o*k + j) * inner
+			for i := range inner {
+				out[(o*n+int(is[gb+i]))*inner+i] += g[gb+i]
+			}
+		}
+	}
+}
+
 // srtCopyElem copies flat element j of src to flat element i of dst (same dtype).
 func srtCopyElem(dst *Tensor, i int, src *Tensor, j int) {
 	switch src.dtype {
@@ -640,23 +653,15 @@ func init() {
 			out := newTensor(g.dtype, shape)
 			outer, k, inner := srtLanes(g.shape, p.axis)
 			is := idx.i32()
-			for o := 0; o < outer; o++ {
-				for j := 0; j < k; j++ {
-					gb := (o*k + j) * inner
-					for i := 0; i < inner; i++ {
-						dst := (o*p.n+int(is[gb+i]))*inner + i
-						switch g.dtype {
-						case Float32:
-							out.f32()[dst] += g.f32()[gb+i]
-						case Int32:
-							out.i32()[dst] += g.i32()[gb+i]
-						case Float64:
-							out.f64()[dst] += g.f64()[gb+i]
-						case Int64:
-							out.i64()[dst] += g.i64()[gb+i]
-						}
-					}
-				}
+			switch g.dtype {
+			case Float32:
+				srtScatterAddLanes(out.f32(), g.f32(), is, outer, k, inner, p.n)
+			case Int32:
+				srtScatterAddLanes(out.i32(), g.i32(), is, outer, k, inner, p.n)
+			case Float64:
+				srtScatterAddLanes(out.f64(), g.f64(), is, outer, k, inner, p.n)
+			case Int64:
+				srtScatterAddLanes(out.i64(), g.i64(), is, outer, k, inner, p.n)
 			}
 			return out
 		},
