@@ -150,6 +150,9 @@ func gradTree[M any](st pytree.Structure, leaves, cots []*tensor.Tensor) M {
 			cots[i] = nil
 			continue
 		}
+		if cots[i] == nil { // taken by its products (tensor.ProductCotangentTaker)
+			continue
+		}
 		if axes := x.LogicalAxes(); axes != nil && !slices.Equal(cots[i].LogicalAxes(), axes) {
 			cots[i] = tensor.WithLogicalAxes(cots[i], axes...)
 		}

@@ -18,7 +18,8 @@ import (
 // TestDPOverlapEqualsReduceAfterBackward: the DP step that starts each
 // gradient's reduction during the backward pass trains to the same losses,
 // parameters and optimizer state, bit for bit, as the step that reduces
-// the gradients after it, with the same bytes sent; Stats reports the
+// the gradients after it, with the same bytes sent (both unfolded: see
+// TestFoldedGradients for the fold); Stats reports the
 // step's time and the part of it spent waiting for collectives.
 func TestDPOverlapEqualsReduceAfterBackward(t *testing.T) {
 	m, _ := guideModel(guideSizes, 16, 3)
@@ -42,7 +43,7 @@ func TestDPOverlapEqualsReduceAfterBackward(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%v", tc.name, mesh.Shape()), func(t *testing.T) {
 				train := func(after bool) ([]float64, *parallel.Trainer[nn.MLP, batch], parallel.Stats) {
 					tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Mesh: mesh, Optimizer: tc.opt,
-						ClipGlobalNorm: tc.clip, MicroBatches: tc.micro, ReduceAfterBackward: after})
+						ClipGlobalNorm: tc.clip, MicroBatches: tc.micro, ReduceAfterBackward: after, UnfoldedGradients: true})
 					require.NoError(t, err)
 					losses := stepAll(t, tr, batches)
 					st, err := tr.Stats(batches[0])

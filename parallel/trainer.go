@@ -105,6 +105,19 @@ type Config[M, B any] struct {
 	// a sharded update (an elementwise optimizer) uses it; New rejects it
 	// for other strategies.
 	ReduceDType tensor.DType
+	// UnfoldedGradients makes the DP step with a sharded update compute
+	// each weight gradient whole on every device and reduce-scatter it
+	// after. By default the reduce-scatter of a split float32 matrix's
+	// gradient is folded into the products that compute it
+	// (shard.Ctx.FoldPsumScatter): each device computes its part of the
+	// summed gradient from every device's layer inputs and output
+	// cotangents, writing 1/n of the gradient and summing nothing after.
+	// The results agree up to the order of the sums (bit for bit on two
+	// devices), so this is a baseline for measuring the fold. Folding
+	// needs the default overlap (not ReduceAfterBackward), one
+	// micro-batch and no ReduceDType; otherwise the gradients are
+	// unfolded.
+	UnfoldedGradients bool
 	// Remat is the checkpoint policy around the loss on the Map step
 	// (Placement.MapStep) when parameters are gathered before it; nil keeps
 	// everything but the gathered copies

@@ -146,12 +146,8 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// Differentiate with respect to per-device copies of the parameters:
 	// the gradients come out unreduced, for the reduce-scatter below (and
 	// micro-batches accumulate on the device, one reduction per step).
-	pv := pytree.Map(in.Params, func(x *tensor.Tensor) *tensor.Tensor {
-		if !x.DType().IsFloat() {
-			return x
-		}
-		return c.Vary(x, axes...)
-	})
+	dims, sums := t.leafPlans(in.Params)
+	pv, folds := t.varyingParams(c, in.Params, dims)
 	// Each split gradient's reduce-scatter starts as soon as the backward
 	// pass has finished it (autodiff.OnGradient), and travels while the
 	// gradients of the layers before it are computed (PyTorch DDP's
@@ -160,7 +156,6 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// backward pass, so that a started exchange never waits behind one
 	// that shard defers (an all-reduce between processes would spin while
 	// the device computes; see shard.Ctx.PsumStart).
-	dims, sums := t.leafPlans(in.Params)
 	hs := make([]*shard.Handle, len(dims))
 	reduce := func(i int, x *tensor.Tensor) *shard.Handle {
 		if dims[i] < 0 {
@@ -216,11 +211,16 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// the parameters' storage: drop them, so that the storage can be
 	// recycled once the trainer donates the old parameters.
 	donateDead(in.Params, pv)
-	leaves, tree := pytree.Flatten(g)
+	leaves, tree := gradLeaves(in.Params, g)
 	// The loss and the small gradients left whole meet in one psum,
 	// started before the reduce-scatters are waited for.
 	bucket, mean := t.startBucket(c, leaves, hs, dims, sums, rows)
 	for i, x := range leaves {
+		if folds != nil && folds[i] != nil {
+			leaves[i] = foldedGradient(folds[i], hs[i], func() *shard.Handle { return reduce(i, x) })
+			donateValue(x) // the rest of the cotangent, reduced (nil if there was none)
+			continue
+		}
 		if x == nil || !x.DType().IsFloat() {
 			continue
 		}
@@ -257,6 +257,85 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// them.
 	p = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return namedFresh(xs[0], xs[1]) }, p, in.Params)
 	return stepOut[M]{Params: p, State: st, Loss: l, ModelState: t.replicatedState(c, flow)}
+}
+
+// varyingParams returns the device's varying copies of the parameters,
+// which the step differentiates, and the folded gradients
+// (shard.Ctx.FoldPsumScatter) of the split float32 matrices among them,
+// by leaf (nil when none is folded, see Config.UnfoldedGradients). A
+// matrix whose storage another leaf shares (tied weights) is not folded:
+// a product's cotangent could not tell which leaf it belongs to.
+func (t *Trainer[M, B]) varyingParams(c *shard.Ctx, params M, dims []int) (M, []*shard.FoldedGradient) {
+	leaves, st := pytree.Flatten(params)
+	fold := !t.cfg.UnfoldedGradients && !t.cfg.ReduceAfterBackward && t.cfg.MicroBatches == 1 && t.cfg.ReduceDType == 0
+	var folds []*shard.FoldedGradient
+	shared := map[*float32]int{}
+	if fold {
+		for _, x := range leaves {
+			if x != nil && x.DType() == tensor.Float32 && x.Size() > 0 {
+				shared[&x.BorrowFloat32()[0]]++
+			}
+		}
+	}
+	for i, x := range leaves {
+		if x == nil || !x.DType().IsFloat() {
+			continue
+		}
+		leaves[i] = c.Vary(x, t.dataAxes...)
+		if fold && dims[i] >= 0 && x.DType() == tensor.Float32 && x.Rank() == 2 && shared[&x.BorrowFloat32()[0]] == 1 {
+			if folds == nil {
+				folds = make([]*shard.FoldedGradient, len(leaves))
+			}
+			folds[i] = c.FoldPsumScatter(leaves[i], t.dataAxes, dims[i])
+		}
+	}
+	return pytree.Unflatten[M](st, leaves), folds
+}
+
+// gradLeaves returns the leaves of the gradient tree g of params, in
+// pytree.Flatten's order of params, and the structure to rebuild it: the
+// backward pass leaves the position of a folded leaf empty (nil) when
+// its products' cotangents were all it had, and Flatten(g) would skip it.
+func gradLeaves[M any](params, g M) ([]*tensor.Tensor, pytree.Structure) {
+	leaves, tree := pytree.Flatten(g)
+	full, ptree := pytree.Flatten(params)
+	if len(leaves) == len(full) {
+		return leaves, tree
+	}
+	paths, _ := pytree.LeavesWithPath(params)
+	gpaths, gl := pytree.LeavesWithPath(g)
+	at := make(map[string]int, len(paths))
+	for i, p := range paths {
+		at[p.String()] = i
+	}
+	out := make([]*tensor.Tensor, len(full))
+	for j, p := range gpaths {
+		out[at[p.String()]] = gl[j]
+	}
+	return out, ptree
+}
+
+// foldedGradient returns the reduce-scattered gradient of a folded leaf:
+// the parts f took from the products, plus the reduce-scatter h of what
+// the backward pass still returned for the leaf (its other uses; h is
+// nil when it returned nil, and autodiff.OnGradient then did not start
+// it). A leaf no product used (whose gradient is zeros) is reduced as
+// unfolded (reduce).
+func foldedGradient(f *shard.FoldedGradient, h *shard.Handle, reduce func() *shard.Handle) *tensor.Tensor {
+	part := f.Wait()
+	if h == nil && part == nil {
+		h = reduce()
+	}
+	if h == nil {
+		return part
+	}
+	rest := h.Wait()
+	if part == nil {
+		return rest
+	}
+	sum := tensor.Add(part, rest)
+	tensor.Donate(part, rest)
+	return sum
 }
 
 // zeroUpdate updates the device's block of every split parameter with its

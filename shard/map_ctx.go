@@ -19,6 +19,11 @@ type devEnv struct {
 
 	mu     sync.Mutex
 	locals map[uint64]*tensor.Local
+
+	// folds are the values whose products' cotangents this device
+	// reduce-scatters as its backward pass computes them
+	// (FoldPsumScatter), by storage; used on the device's goroutine only.
+	folds map[foldKey]*FoldedGradient
 }
 
 func newEnvs(m *Mesh) []*devEnv {

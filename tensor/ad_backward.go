@@ -411,6 +411,9 @@ func (b *backward) gradients(wrt []*Tensor) []*Tensor {
 			gs = b.gs[k].gs
 		}
 		if gs == nil || gs[w.outIdx] == nil {
+			if productsTaken(w) {
+				continue // nil: its products' cotangents went elsewhere
+			}
 			z := ZerosLike(w)
 			z.setLocal(w.local())
 			out[i] = z

@@ -46,7 +46,7 @@ func init() {
 			if Wants(need, 2) {
 				db = biasGrad(gz, b)
 			}
-			res := append(matmulCotangents(gz, x, w, p.mm, need&3, matmulT), db)
+			res := append(matmulCotangents(gz, x, w, p.mm, foldWeightCotangent(gz, x, w, p.mm, need&3), matmulT), db)
 			if gz != g && !gz.IsTraced() && gz.layout() == nil {
 				Donate(gz)
 			}

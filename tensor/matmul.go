@@ -44,7 +44,8 @@ func init() {
 		}},
 		Impl: matmulImpl,
 		VJPNeed: func(g *Tensor, in []*Tensor, _ *Tensor, pp any, need uint64) []*Tensor {
-			return matmulCotangents(g, in[0], in[1], pp.(*matmulParams), need, matmulT)
+			p := pp.(*matmulParams)
+			return matmulCotangents(g, in[0], in[1], p, foldWeightCotangent(g, in[0], in[1], p, need), matmulT)
 		},
 		Save: SaveAllInputs,
 		// d(op(A)·op(B)) = op(dA)·op(B) + op(A)·op(dB).

@@ -1,0 +1,211 @@
+package shard
+
+import (
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// This file holds the reduce-scatter folded into the product it reduces:
+// PsumScatterProductStart, and FoldPsumScatter, which hands it the weight
+// gradients of a backward pass as the products' VJPs would compute them
+// (tensor.ProductCotangentTaker). See "Folded weight gradients" in doc.go.
+
+// PsumScatterProductStart starts PsumScatter(MatMulT(p, q, true, false),
+// axes, scatterDim, true) — the reduce-scatter of pᵀ·q, for float32
+// matrices p [rows, m] and q [rows, n] (a layer's input and its output's
+// cotangent: pᵀ·q is the device's weight gradient) — and returns at once.
+// Inside one process the product is never formed whole: h.Wait() meets
+// the other devices and computes the device's part of the sum from every
+// device's p and q (tensor.SumProductsPart: the same multiply-adds as the
+// products, 1/n of the product's bytes written, no summation pass), then
+// meets them again before their p and q may be released. The part is
+// that of the unfolded reduce-scatter up to the order of the sums: over
+// two devices bit for bit (a sum of two terms), over more the partial
+// products are added one after another where psum_scatter sums the whole
+// products elementwise. Between processes the product is computed and
+// reduce-scattered as PsumScatterStart does.
+//
+// The dimension scatterDim of pᵀ·q (0: m, 1: n) must be divisible by the
+// number of devices over the axes. Like PsumStart it is not
+// differentiable; Wait must be called once, inside the fn that started
+// it, on the same device.
+func (c *Ctx) PsumScatterProductStart(p, q *tensor.Tensor, axes Axes, scatterDim int) *Handle {
+	const op = "shard.Ctx.PsumScatterProductStart"
+	checkLocal(op, c, p)
+	checkLocal(op, c, q)
+	if p.Rank() != 2 || q.Rank() != 2 || p.Dim(0) != q.Dim(0) || p.DType() != tensor.Float32 || q.DType() != tensor.Float32 {
+		panic(fmt.Sprintf("%s: %v and %v: want float32 matrices with as many rows", op, p, q))
+	}
+	e := c.env
+	g := e.group(op, axes)
+	if !e.foldsInProcess(g) {
+		return c.PsumScatterStart(tensor.MatMulT(p, q, true, false), axes, scatterDim, true)
+	}
+	if scatterDim != 0 && scatterDim != 1 {
+		panic(fmt.Sprintf("%s: scatter dimension %d of %v ᵀ· %v; want 0 or 1", op, scatterDim, p, q))
+	}
+	size := []int{p.Dim(1), q.Dim(1)}[scatterDim]
+	if size%g.size != 0 {
+		panic(fmt.Sprintf("%s: %vᵀ·%v: dim %d (%d) is not divisible by %s=%d", op, p, q, scatterDim, size, axesLabel(DimSpec(axes)), g.size))
+	}
+	mask := e.maskOf(op, axes) | maskOf(p) | maskOf(q)
+	prm := &collParams{env: e, axes: slices.Clone(axes), mask: e.maskOf(op, axes), dim: scatterDim, tiled: true}
+	// The other devices read p and q until every one is done: headers of
+	// the collective's own hold their storage meanwhile.
+	ownP, dropP := snapshot(p)
+	ownQ, dropQ := snapshot(q)
+	cl := &call{coll: psumScatterColl, axes: prm.axes, x: ownP, data: ownQ, p: prm,
+		extra: fmt.Sprintf("product f32[_,%d]ᵀ·f32[_,%d] dim %d", p.Dim(1), q.Dim(1), scatterDim)}
+	return e.startReduction(c, cl, func(s *slot) *tensor.Tensor {
+		defer dropQ()
+		defer dropP()
+		ps, qs := make([]*tensor.Tensor, g.size), make([]*tensor.Tensor, g.size)
+		for r, m := range g.members {
+			ps[r], qs[r] = s.calls[m].x, s.calls[m].data.(*tensor.Tensor)
+		}
+		part := size / g.size
+		out := tensor.SumProductsPart(ps, qs, scatterDim, g.rank*part, (g.rank+1)*part)
+		e.run.barrier(s)
+		// What the unfolded reduce-scatter would have sent.
+		e.account(psumScatterColl, int64(g.size-1)*int64(out.Bytes()))
+		return e.markedFresh(out, mask)
+	})
+}
+
+// foldsInProcess reports whether every member of g is a device of this
+// process (and the group has more than one): the devices then read each
+// other's operands.
+func (e *devEnv) foldsInProcess(g group) bool {
+	if g.size == 1 {
+		return false
+	}
+	for _, m := range g.members {
+		if !e.mesh.devices[m].IsLocal() {
+			return false
+		}
+	}
+	return true
+}
+
+// FoldedGradient is the weight gradient of one value, reduce-scattered
+// as the backward pass computes it (FoldPsumScatter).
+type FoldedGradient struct {
+	c     *Ctx
+	run   *run // the run whose backward passes it folds
+	key   foldKey
+	axes  []string
+	dim   int
+	hs    []*Handle
+	taken bool // Wait has run: the fold no longer takes products
+}
+
+// foldKey identifies a value by its storage and shape: the operand a
+// product's VJP sees is a header of the trace's own over the same storage.
+type foldKey struct {
+	data  unsafe.Pointer
+	shape [2]int
+}
+
+// foldKeyOf returns the key of float32 matrix w.
+func foldKeyOf(w *tensor.Tensor) foldKey {
+	return foldKey{unsafe.Pointer(unsafe.SliceData(w.BorrowFloat32())), [2]int{w.Dim(0), w.Dim(1)}}
+}
+
+// FoldPsumScatter arranges for the cotangent of w, a float32 matrix of
+// this device (a parameter's varying copy, about to be differentiated),
+// to be reduce-scattered over the axes along scatterDim (a tiled
+// PsumScatter) as the backward pass computes it, rather than computed
+// whole and reduced after: in the backward passes run on this device
+// until Wait, each product's VJP (MatMul, MatMulT and MatMulBiasAct with
+// w as the right operand) that would compute w's cotangent as pᵀ·q hands
+// p and q to PsumScatterProductStart instead, and adds nothing to w's
+// cotangent. What the backward pass still returns for w is the rest: the
+// cotangents of w's other uses (w transposed or reshaped first, an
+// elementwise use, a product in bfloat16, a product inside Vmap or
+// differentiated twice), or zeros if there are none; its reduce-scatter
+// plus Wait's result is the reduce-scatter of w's whole cotangent.
+//
+// Every device must fold the same values in the same order, as it issues
+// collectives. Products of a w whose scatterDim (of pᵀ·q) is not
+// divisible by the number of devices are not taken.
+func (c *Ctx) FoldPsumScatter(w *tensor.Tensor, axes Axes, scatterDim int) *FoldedGradient {
+	const op = "shard.Ctx.FoldPsumScatter"
+	checkLocal(op, c, w)
+	if w.Rank() != 2 || w.DType() != tensor.Float32 || (scatterDim != 0 && scatterDim != 1) {
+		panic(fmt.Sprintf("%s: %v along dimension %d: want a float32 matrix and dimension 0 or 1", op, w, scatterDim))
+	}
+	f := &FoldedGradient{c: c, run: c.env.run, key: foldKeyOf(w), axes: slices.Clone(axes), dim: scatterDim}
+	e := c.env
+	if e.folds == nil {
+		e.folds = map[foldKey]*FoldedGradient{}
+	}
+	if _, dup := e.folds[f.key]; dup {
+		panic(fmt.Sprintf("%s: %v is folded already", op, w))
+	}
+	e.folds[f.key] = f
+	return f
+}
+
+// Folded returns the number of products whose cotangent f has taken.
+func (f *FoldedGradient) Folded() int { return len(f.hs) }
+
+// Wait stops f from taking products and returns the sum of the
+// reduce-scattered cotangents it took, waiting for each (nil if it took
+// none). It must be called once, inside the fn that called
+// FoldPsumScatter, after the backward pass.
+func (f *FoldedGradient) Wait() *tensor.Tensor {
+	if f.taken {
+		panic("shard.FoldedGradient.Wait: called twice")
+	}
+	f.taken = true
+	delete(f.c.env.folds, f.key)
+	var sum *tensor.Tensor
+	for _, h := range f.hs {
+		part := h.Wait()
+		if sum == nil {
+			sum = part
+			continue
+		}
+		s := tensor.Add(sum, part)
+		tensor.Donate(sum, part)
+		sum = s
+	}
+	return sum
+}
+
+// TakeProductCotangent implements tensor.ProductCotangentTaker: the
+// product's cotangent pᵀ·q of a value folded on this device
+// (FoldPsumScatter) starts its reduce-scatter.
+func (e *devEnv) TakeProductCotangent(w, p, q *tensor.Tensor) bool {
+	if len(e.folds) == 0 {
+		return false
+	}
+	f := e.folds[foldKeyOf(w)]
+	if f == nil || f.run != e.run || w.Dim(0) != p.Dim(1) || w.Dim(1) != q.Dim(1) {
+		return false
+	}
+	if l := p.Local(); l != nil && l.Env != e {
+		return false
+	}
+	if l := q.Local(); l != nil && l.Env != e {
+		return false
+	}
+	if w.Dim(f.dim)%e.group("shard.Ctx.FoldPsumScatter", f.axes).size != 0 {
+		return false
+	}
+	f.hs = append(f.hs, f.c.PsumScatterProductStart(p, q, f.axes, f.dim))
+	return true
+}
+
+// TookProductCotangents implements tensor.ProductCotangentTaker: w is
+// folded on this device and its fold took a product's cotangent.
+func (e *devEnv) TookProductCotangents(w *tensor.Tensor) bool {
+	if len(e.folds) == 0 {
+		return false
+	}
+	f := e.folds[foldKeyOf(w)]
+	return f != nil && f.run == e.run && len(f.hs) > 0
+}
