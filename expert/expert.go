@@ -69,97 +69,59 @@ func Forward(c *shard.Ctx, m nn.MoE, x *tensor.Tensor, cfg Config) nn.MoEOutput 
 	r := m.Route(tokens)
 	idsFlat := tensor.Reshape(r.IDs, n*k)
 	gatesFlat := tensor.Reshape(r.Gates, n*k)
-	dropped, _ := nn.DropTokenMask(idsFlat, tensor.StopGradient(gatesFlat), E, C)
-	ids, drops := idsFlat.Ints(), dropped.Bools()
+	ids := idsFlat.Ints()
+	var drops []bool
+	if gatesFlat.DType() == tensor.Float32 {
+		drops = nn.DropOverCapacity(ids, gatesFlat.Float32s(), E, C)
+	} else {
+		dropped, _ := nn.DropTokenMask(idsFlat, tensor.StopGradient(gatesFlat), E, C)
+		drops = dropped.Bools()
+	}
 
-	// 2. Sort the kept choices by expert (so by device), in choice order.
-	counts := make([]int, E)
+	// 2. Sort the kept choices by expert (so by device), in choice order,
+	// and learn every device's counts.
+	counts := make([]int, 2*E) // kept choices per expert, then all choices per expert
 	for a, e := range ids {
+		counts[E+e]++
 		if !drops[a] {
 			counts[e]++
 		}
 	}
-	fill := make([]int, E)
-	Ms := 0
-	for e, cnt := range counts {
-		fill[e] = Ms
-		Ms += cnt
-	}
-	src := make([]int, Ms)    // token of each sent row
-	choice := make([]int, Ms) // choice of each sent row
+	pl := newPlan(c, cfg, gatherCounts(c, counts, cfg.Tokens), E, El)
+	src := make([]int, pl.sent)    // token of each sent row
+	choice := make([]int, pl.sent) // choice of each sent row
+	fill := slices.Clone(pl.fill)
 	for a, e := range ids {
 		if !drops[a] {
 			src[fill[e]], choice[fill[e]] = a/k, a
 			fill[e]++
 		}
 	}
-	sendSizes := make([]int, ep)
-	for e, cnt := range counts {
-		sendSizes[e/El] += cnt
-	}
-	inputOffsets := exclusiveCumsum(sendSizes)
-
-	// Row counts per (receiver, local expert) go ahead of the rows.
-	recvCnt := c.AllToAll(tensor.FromInts(counts, ep, El), cfg.Experts, 0, 0, true).Ints() // [sender, local expert]
-	recvSizes := make([]int, ep)
-	groupSizes := make([]int, El)
-	for j := range ep {
-		for l := range El {
-			recvSizes[j] += recvCnt[j*El+l]
-			groupSizes[l] += recvCnt[j*El+l]
-		}
-	}
-	recvOffsets := exclusiveCumsum(recvSizes)
-	R := 0
-	for _, s := range recvSizes {
-		R += s
-	}
-	// Where my rows land on each receiver, and where each receiver's
-	// results land back here.
-	fwdRemote := c.AllToAll(tensor.FromInts(recvOffsets), cfg.Experts, 0, 0, true)
-	bwdRemote := c.AllToAll(tensor.FromInts(inputOffsets), cfg.Experts, 0, 0, true)
-
 	srcT := tensor.FromInts(src)
-	send := tensor.Take(tokens, srcT, 0) // [Ms, D]
-	recv := c.RaggedAllToAll(send, tensor.Zeros(tensor.Float32, R, D),
-		tensor.FromInts(inputOffsets), tensor.FromInts(sendSizes), fwdRemote, tensor.FromInts(recvSizes), cfg.Experts)
+	send := tensor.Take(tokens, srcT, 0) // [sent, D]
+	// The rows arrive grouped by local expert, senders in order within a
+	// group: each (receiver, local expert) pair is one group of the
+	// ragged all-to-all.
+	recv := c.RaggedAllToAllRows(send, pl.recv, tensor.FromInts(pl.fill), tensor.FromInts(pl.sendSizes),
+		tensor.FromInts(pl.outOffsets), tensor.FromInts(pl.recvSizes), cfg.Experts)
 
-	// 3. Regroup by local expert (received rows are sender-major) and run
-	// the local experts.
-	perm := make([]int, 0, R) // grouped row -> received row
-	for l := range El {
-		for j := range ep {
-			at := recvOffsets[j]
-			for q := range l {
-				at += recvCnt[j*El+q]
-			}
-			for i := range recvCnt[j*El+l] {
-				perm = append(perm, at+i)
-			}
-		}
-	}
-	inv := make([]int, R)
-	for i, p := range perm {
-		inv[p] = i
-	}
-	ys := m.Experts(tensor.Take(recv, tensor.FromInts(perm), 0), m.Up, m.Down, tensor.FromInts(groupSizes))
-	back := tensor.Take(ys, tensor.FromInts(inv), 0) // received order
-
-	// 4. Return the results and combine with the gates.
-	ret := c.RaggedAllToAll(back, tensor.Zeros(tensor.Float32, Ms, D),
-		tensor.FromInts(recvOffsets), tensor.FromInts(recvSizes), bwdRemote, tensor.FromInts(sendSizes), cfg.Experts)
+	// 3. Run the local experts on the received rows, and 4. send the
+	// results back where the rows came from (the transposed exchange).
+	ys := m.Experts(recv, m.Up, m.Down, tensor.FromInts(pl.groupSizes))
+	ret := c.RaggedAllToAllRows(ys, pl.sent, tensor.FromInts(pl.recvAt), tensor.FromInts(pl.recvSizes),
+		tensor.FromInts(pl.senderFill), tensor.FromInts(pl.sendSizes), cfg.Experts)
 	g := tensor.Take(gatesFlat, tensor.FromInts(choice), 0)
-	out := tensor.SegmentSum(tensor.Mul(ret, tensor.Reshape(g, Ms, 1)), srcT, n)
+	out := tensor.SegmentSum(tensor.Mul(ret, tensor.Reshape(g, pl.sent, 1)), srcT, n)
 
-	// Global statistics and auxiliary losses.
+	// Global statistics and auxiliary losses: the counts are everyone's
+	// already; the router's sums meet in one psum.
 	N := float32(n * c.AxisSize(cfg.Tokens...))
-	load := c.Psum(tensor.AsType(tensor.Bincount(idsFlat, nil, E), tensor.Float32), cfg.Tokens...)
-	processed := c.Psum(tensor.FromFloat32(toF32(counts)), cfg.Tokens...)
-	f := tensor.MulScalar(load, 1/(N*float32(k)))
-	p := tensor.MulScalar(c.Psum(tensor.Sum(r.Probs, 0), cfg.Tokens...), 1/N)
-	aux := tensor.MulScalar(tensor.Sum(tensor.Mul(f, p)), float32(E))
+	f := tensor.MulScalar(tensor.FromFloat32(toF32(pl.load)), 1/(N*float32(k)))
 	lse := tensor.LogSumExp(r.Logits, -1)
-	z := tensor.MulScalar(c.Psum(tensor.Sum(tensor.Square(lse)), cfg.Tokens...), 1/N)
+	sums := c.Psum(tensor.Concat(0, tensor.Sum(r.Probs, 0), tensor.Reshape(tensor.Sum(tensor.Square(lse)), 1)), cfg.Tokens...)
+	p := tensor.MulScalar(tensor.SliceAxis(sums, 0, 0, E), 1/N)
+	aux := tensor.MulScalar(tensor.Sum(tensor.Mul(f, p)), float32(E))
+	z := tensor.MulScalar(tensor.Reshape(tensor.SliceAxis(sums, 0, E, E+1)), 1/N)
 
 	return nn.MoEOutput{
 		Output:      tensor.Reshape(out, x.Shape()...),
@@ -167,11 +129,113 @@ func Forward(c *shard.Ctx, m nn.MoE, x *tensor.Tensor, cfg Config) nn.MoEOutput 
 		RouterZLoss: z,
 		ExpertIDs:   r.IDs,
 		Gates:       r.Gates,
-		Dropped:     tensor.Reshape(dropped, n, k),
-		Load:        tensor.AsType(load, tensor.Int32),
-		Processed:   tensor.AsType(processed, tensor.Int32),
+		Dropped:     tensor.FromBool(drops, n, k),
+		Load:        tensor.FromInts(pl.load),
+		Processed:   tensor.FromInts(pl.processed),
 		Capacity:    C,
 	}
+}
+
+// gatherCounts returns every device's counts along the token axes, in
+// their order: [devices][len(counts)]. They travel as float32 (exact below
+// 2^24): in one process a float32 all-gather meets once.
+func gatherCounts(c *shard.Ctx, counts []int, tokens shard.Axes) [][]int {
+	all := c.AllGatherInvariant(tensor.FromFloat32(toF32(counts)), tokens, 0, true).Float32s()
+	out := make([][]int, len(all)/len(counts))
+	for t := range out {
+		out[t] = make([]int, len(counts))
+		for e := range counts {
+			out[t][e] = int(all[t*len(counts)+e])
+		}
+	}
+	return out
+}
+
+// plan is a device's part in the dispatch, from every device's counts:
+// the offsets and sizes of both ragged all-to-alls (one group per
+// (device, local expert) pair along the expert axes, i32[ep·El]) and the
+// global statistics.
+type plan struct {
+	sent, recv int   // rows this device sends, and receives
+	fill       []int // [E]: where expert e's rows start among the sent ones
+	sendSizes  []int // [ep·El]: rows sent to each (device, local expert)
+	outOffsets []int // [ep·El]: where they land on that device
+	recvSizes  []int // [ep·El]: rows received from each (sender, local expert)
+	recvAt     []int // [ep·El]: where they sit among the received rows
+	senderFill []int // [ep·El]: where the results go back on the sender
+	groupSizes []int // [El]: rows of each local expert
+	load       []int // [E]: choices routed to each expert (global)
+	processed  []int // [E]: choices each expert computes (global)
+}
+
+// newPlan computes the plan of this device from all, every device's kept
+// counts per expert then all its choices per expert ([devices][2E], in
+// the order of cfg.Tokens).
+func newPlan(c *shard.Ctx, cfg Config, all [][]int, E, El int) *plan {
+	ep, me := c.AxisSize(cfg.Experts...), c.AxisIndex(cfg.Experts...)
+	cnt := make([][]int, ep) // kept counts of the devices along the expert axes
+	for j := range ep {
+		cnt[j] = all[tokenRank(c, cfg, j)][:E]
+	}
+	pl := &plan{
+		fill: exclusiveCumsum(cnt[me]), sendSizes: make([]int, ep*El), outOffsets: make([]int, ep*El),
+		recvSizes: make([]int, ep*El), recvAt: make([]int, ep*El), senderFill: make([]int, ep*El),
+		groupSizes: make([]int, El), load: make([]int, E), processed: make([]int, E),
+	}
+	for _, a := range all {
+		for e := range E {
+			pl.processed[e] += a[e]
+			pl.load[e] += a[E+e]
+		}
+	}
+	// Receiver j groups its rows by local expert, senders in order within
+	// a group.
+	for j := range ep {
+		at := 0
+		for l := range El {
+			e := j*El + l
+			for s := range ep {
+				if s == me {
+					pl.sendSizes[e], pl.outOffsets[e] = cnt[me][e], at
+				}
+				if j == me {
+					pl.recvSizes[s*El+l], pl.recvAt[s*El+l] = cnt[s][e], at
+					pl.groupSizes[l] += cnt[s][e]
+				}
+				at += cnt[s][e]
+			}
+		}
+		if j == me {
+			pl.recv = at
+		}
+	}
+	for s := range ep {
+		sf := exclusiveCumsum(cnt[s])
+		copy(pl.senderFill[s*El:(s+1)*El], sf[me*El:(me+1)*El])
+	}
+	for _, n := range cnt[me] {
+		pl.sent += n
+	}
+	return pl
+}
+
+// tokenRank returns the rank along cfg.Tokens of the device of rank j
+// along cfg.Experts that shares this device's other coordinates.
+func tokenRank(c *shard.Ctx, cfg Config, j int) int {
+	coord := make(map[string]int, len(cfg.Tokens))
+	for _, a := range cfg.Tokens {
+		coord[a] = c.AxisIndex(a)
+	}
+	for i := len(cfg.Experts) - 1; i >= 0; i-- {
+		a := cfg.Experts[i]
+		coord[a] = j % c.AxisSize(a)
+		j /= c.AxisSize(a)
+	}
+	r := 0
+	for _, a := range cfg.Tokens {
+		r = r*c.AxisSize(a) + coord[a]
+	}
+	return r
 }
 
 func exclusiveCumsum(v []int) []int {

@@ -393,7 +393,7 @@ func (m MoE) forward(x *tensor.Tensor) MoEOutput {
 	var drop []bool
 	var dropped *tensor.Tensor
 	if gatesFlat.DType() == tensor.Float32 {
-		drop = dropOverCapacity(keys, gatesFlat.Float32s(), S*E, C)
+		drop = DropOverCapacity(keys, gatesFlat.Float32s(), S*E, C)
 		dropped = tensor.FromBool(drop, N*k)
 	} else {
 		dropped, _ = DropTokenMask(tensor.FromInts(keys), tensor.StopGradient(gatesFlat), S*E, C)
@@ -458,16 +458,26 @@ func (m MoE) dispatch(tokens *tensor.Tensor, ids []int, dropped []bool, gates, u
 	return tensor.SegmentSum(ys, srcT, N), counts
 }
 
-// dropOverCapacity is DropTokenMask's mask for expert ids in [0,
-// numExperts) and float32 priorities, computed on the host: only the
-// choices of an expert chosen more than capacity times are ranked, by
-// descending priority (NaN last, -0 equal to +0, ties by position, as
-// LexSort orders), and those past the first capacity are dropped (a
-// selection finds the boundary: no sort). DropTokenMask's ops (a sort of
-// all the choices, two gathers, a count, a cumulative sum and a scatter:
-// ~11 ops a MoE layer) ran mostly on one core between the training
-// step's parallel regions.
-func dropOverCapacity(ids []int, probs []float32, numExperts, capacity int) []bool {
+// DropOverCapacity is DropTokenMask's mask computed on the host, for the
+// expert of each choice in [0, numExperts) and float32 priorities: the
+// same choices are dropped (ties by position, -0 equal to +0, NaN last).
+// Only the choices of an expert chosen more than capacity times are
+// ranked, by a selection rather than a sort: DropTokenMask's ops (a sort
+// of all the choices, two gathers, a count, a cumulative sum and a
+// scatter: ~11 ops a MoE layer) ran mostly on one core between the
+// training step's parallel regions. MoE.Forward and expert.Forward drop
+// with it. It panics on an expert outside [0, numExperts), a negative
+// capacity, or slices of different lengths.
+func DropOverCapacity(expertIDs []int, priorities []float32, numExperts, capacity int) []bool {
+	if len(expertIDs) != len(priorities) || capacity < 0 {
+		panic(fmt.Sprintf("nn.DropOverCapacity: %d expert ids, %d priorities, capacity %d", len(expertIDs), len(priorities), capacity))
+	}
+	for i, e := range expertIDs {
+		if e < 0 || e >= numExperts {
+			panic(fmt.Sprintf("nn.DropOverCapacity: expert id %d at index %d is outside [0, %d)", e, i, numExperts))
+		}
+	}
+	ids, probs := expertIDs, priorities
 	counts := make([]int, numExperts)
 	for _, e := range ids {
 		counts[e]++

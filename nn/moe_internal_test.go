@@ -11,7 +11,7 @@ import (
 	"github.com/gonox/gonox/tensor"
 )
 
-// dropOverCapacity gives DropTokenMask's mask (a sort of all the choices
+// DropOverCapacity gives DropTokenMask's mask (a sort of all the choices
 // by expert and priority, as tensor ops) on choices with tied, zero,
 // negative-zero and NaN priorities, at capacities from none to all.
 func TestDropOverCapacityMatchesDropTokenMask(t *testing.T) {
@@ -43,7 +43,7 @@ func TestDropOverCapacityMatchesDropTokenMask(t *testing.T) {
 	}
 	for capacity := 0; capacity <= n; capacity += 1 + capacity/16 { // boundaries in every band
 		want, _ := DropTokenMask(tensor.FromInt32(ids32), tensor.FromFloat32(probs), experts, capacity)
-		got := dropOverCapacity(ids, probs, experts, capacity)
+		got := DropOverCapacity(ids, probs, experts, capacity)
 		require.Equal(t, want.Bools(), got, "capacity %d", capacity)
 	}
 }
@@ -79,6 +79,6 @@ func BenchmarkDropOverCapacity(b *testing.B) {
 		probs[i] = r.Float32()
 	}
 	for b.Loop() {
-		dropOverCapacity(ids, probs, 8, 640)
+		DropOverCapacity(ids, probs, 8, 640)
 	}
 }

@@ -75,7 +75,7 @@ func register(c *collective, ops ...*tensor.Op) {
 		panic(fmt.Sprintf("shard: internal error: collective %q registered without a kind, a cross-process exchange or an op, or with only one of wire and unwire", c.kind))
 	}
 	for _, op := range ops {
-		if op == nil || (op.VJP == nil && op.VJPNeed == nil) {
+		if op == nil || (op.VJP == nil && op.VJPNeed == nil && op.VJPN == nil) {
 			panic(fmt.Sprintf("shard: internal error: collective %q: an op without a VJP", c.kind))
 		}
 	}

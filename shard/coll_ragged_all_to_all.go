@@ -8,10 +8,11 @@ import (
 )
 
 // raggedColl is the ragged all-to-all (see collective):
-// Ctx.RaggedAllToAll, whose transpose is itself with the offsets swapped.
-// The devices' operands differ in rows; each call carries its offsets
-// and sizes (a raggedCall), which travel with the block between
-// processes, where the remote blocks are brought whole.
+// Ctx.RaggedAllToAll and Ctx.RaggedAllToAllRows, whose transpose is the
+// latter with the offsets swapped. The devices' operands differ in rows;
+// each call carries its offsets and sizes (a raggedCall), which travel
+// with the block between processes, where the remote blocks are brought
+// whole.
 var raggedColl = &collective{
 	kind:       "ragged_all_to_all",
 	cross:      eachGroup((*crossGroup).blocks),
@@ -26,7 +27,11 @@ var raggedColl = &collective{
 	},
 }
 
-var raggedOp *tensor.Op
+// raggedOp writes the received rows into the caller's output buffer
+// (RaggedAllToAll); raggedRowsOp into zeros of its own (RaggedAllToAllRows),
+// and keeps what the meeting told it about the peers' offsets for its VJP,
+// which then needs no meeting besides the transposed exchange.
+var raggedOp, raggedRowsOp *tensor.Op
 
 func init() {
 	raggedOp = &tensor.Op{
@@ -35,33 +40,25 @@ func init() {
 		// all-to-all.
 		Traits: tensor.Traits{Half: tensor.NativeHalf, Types: tensor.TypesAll, Placement: tensor.SyncVJP},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
-			return raggedImpl(in, pp.(*collParams))
+			out, _ := raggedImpl(in[0], in[1], in[2:], pp.(*raggedParams))
+			return out
 		},
 		VJPNeed: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, pp any, need uint64) []*tensor.Tensor {
-			p := pp.(*collParams)
+			p := pp.(*raggedParams)
 			e := p.env
 			operand := in[0]
-			io, ss, oo, rs := in[2], in[3], in[4], in[5]
+			io, oo := in[2], in[4]
+			ss, rs := in[3].Ints(), in[5].Ints()
 			// Where my rows went on each peer, and where they came from.
-			ooX := allToAll(e, oo, p.axes, 0, 0, true)
-			ioX := allToAll(e, io, p.axes, 0, 0, true)
-			zeros := e.markedFresh(tensor.Zeros(operand.DType(), operand.Shape()...), maskOf(g))
-			gOperand := raggedAllToAll(e, g, zeros, ooX, rs, ioX, ss, p.axes)
-			if !gOperand.IsTraced() {
-				tensor.Donate(zeros) // the output buffer, read by the call alone
-			}
+			ooX := allToAll(e, oo, p.axes, 0, 0, true).Ints()
+			ioX := allToAll(e, io, p.axes, 0, 0, true).Ints()
+			gOperand := raggedRows(e, g, operand.Dim(0), &raggedCall{io: ooX, ss: rs, oo: ioX, rs: ss}, p.axes)
 			if !tensor.Wants(need, 1) {
 				// The output buffer is a constant (zeros, usually).
 				return []*tensor.Tensor{remarkFresh(gOperand, operand), nil, nil, nil, nil, nil}
 			}
 			// The output buffer's cotangent: g where nothing was written.
-			written := make([]bool, g.Dim(0))
-			offs, sizes := tensor.StopGradient(ooX).Ints(), rs.Ints()
-			for j := range offs {
-				for k := offs[j]; k < offs[j]+sizes[j]; k++ {
-					written[k] = true
-				}
-			}
+			written := writtenRows(g.Dim(0), ooX, rs)
 			shape := make([]int, g.Rank())
 			for i := range shape {
 				shape[i] = 1
@@ -73,31 +70,62 @@ func init() {
 		},
 		Save: tensor.SaveInputs(2, 3, 4, 5),
 	}
-	register(raggedColl, raggedOp)
+	raggedRowsOp = &tensor.Op{
+		Name:   "ragged_all_to_all",
+		Traits: raggedOp.Traits,
+		ImplN: func(in []*tensor.Tensor, pp any) ([]*tensor.Tensor, any) {
+			out, back := raggedImpl(in[0], nil, in[1:], pp.(*raggedParams))
+			return []*tensor.Tensor{out}, back
+		},
+		VJPN: func(gs, in, _ []*tensor.Tensor, pp, state any) []*tensor.Tensor {
+			p := pp.(*raggedParams)
+			g := raggedRows(p.env, gs[0], in[0].Dim(0), state.(*raggedCall), p.axes)
+			return []*tensor.Tensor{remarkFresh(g, in[0]), nil, nil, nil, nil}
+		},
+		// The VJP reads the operand's shape and the state alone.
+		Save: 0,
+	}
+	register(raggedColl, raggedOp, raggedRowsOp)
 }
 
-// raggedCall is what a device brings to a ragged all-to-all.
+// raggedParams are the parameters of a ragged all-to-all: the
+// collective's, and for RaggedAllToAllRows the rows of the output.
+type raggedParams struct {
+	collParams
+	rows int
+}
+
+// raggedCall is what a device brings to a ragged all-to-all: its operand
+// and its offsets and sizes, u entries per device of the group (see
+// Ctx.RaggedAllToAllRows). The VJP of RaggedAllToAllRows keeps one as the
+// transposed call's offsets and sizes (operand nil).
 type raggedCall struct {
 	operand        *tensor.Tensor
 	io, ss, oo, rs []int
 }
 
+// raggedArgs checks a ragged all-to-all's operands (output is nil for
+// RaggedAllToAllRows).
+func raggedArgs(op string, g group, operand, output *tensor.Tensor, offs []*tensor.Tensor) {
+	if operand.Rank() == 0 || (output != nil && (output.Rank() == 0 || operand.DType() != output.DType() ||
+		!slices.Equal(operand.Shape()[1:], output.Shape()[1:]))) {
+		panic(fmt.Sprintf("%s: operand %v and output %v must have the same dtype and trailing dimensions", op, operand, output))
+	}
+	n := offs[0].Size()
+	for _, v := range offs {
+		if v.DType() != tensor.Int32 || v.Rank() != 1 || v.Dim(0) != n || n == 0 || n%g.size != 0 {
+			panic(fmt.Sprintf("%s: offsets and sizes must be i32[%d·u] (u entries per device along %d devices), all of one length, got %v", op, g.size, g.size, v))
+		}
+	}
+}
+
 func raggedAllToAll(e *devEnv, operand, output, io, ss, oo, rs *tensor.Tensor, axes []string) *tensor.Tensor {
 	const op = "shard.Ctx.RaggedAllToAll"
 	m := e.maskOf(op, axes)
-	g := e.group(op, axes)
-	if operand.Rank() == 0 || output.Rank() == 0 || operand.DType() != output.DType() ||
-		!slices.Equal(operand.Shape()[1:], output.Shape()[1:]) {
-		panic(fmt.Sprintf("%s: operand %v and output %v must have the same dtype and trailing dimensions", op, operand, output))
-	}
-	for _, v := range []*tensor.Tensor{io, ss, oo, rs} {
-		if v.DType() != tensor.Int32 || !slices.Equal(v.Shape(), []int{g.size}) {
-			panic(fmt.Sprintf("%s: offsets and sizes must be i32[%d] (one per device along %s), got %v", op, g.size, axesLabel(axes), v))
-		}
-	}
+	raggedArgs(op, e.group(op, axes), operand, output, []*tensor.Tensor{io, ss, oo, rs})
 	vo := tensor.Vary(operand, e.Local(maskOf(operand)|m))
 	vb := tensor.Vary(output, e.Local(maskOf(output)|m))
-	y := tensor.Apply(raggedOp, &collParams{env: e, axes: slices.Clone(axes), mask: m}, vo, vb, io, ss, oo, rs)
+	y := tensor.Apply(raggedOp, &raggedParams{collParams: collParams{env: e, axes: slices.Clone(axes), mask: m}, rows: -1}, vo, vb, io, ss, oo, rs)
 	// Marked copies made here are dead once every device has read them
 	// (when the op returns), unless a trace recorded the op: a checkpoint
 	// may replay it with them.
@@ -111,45 +139,125 @@ func raggedAllToAll(e *devEnv, operand, output, io, ss, oo, rs *tensor.Tensor, a
 	return y
 }
 
-func raggedImpl(in []*tensor.Tensor, p *collParams) *tensor.Tensor {
+// raggedRows is RaggedAllToAllRows with the offsets and sizes of rc.
+func raggedRows(e *devEnv, operand *tensor.Tensor, rows int, rc *raggedCall, axes []string) *tensor.Tensor {
+	offs := []*tensor.Tensor{tensor.FromInts(rc.io), tensor.FromInts(rc.ss), tensor.FromInts(rc.oo), tensor.FromInts(rc.rs)}
+	return raggedRowsApply(e, operand, rows, offs, axes)
+}
+
+func raggedRowsApply(e *devEnv, operand *tensor.Tensor, rows int, offs []*tensor.Tensor, axes []string) *tensor.Tensor {
+	const op = "shard.Ctx.RaggedAllToAllRows"
+	m := e.maskOf(op, axes)
+	raggedArgs(op, e.group(op, axes), operand, nil, offs)
+	if rows < 0 {
+		panic(fmt.Sprintf("%s: negative output rows %d", op, rows))
+	}
+	vo := tensor.Vary(operand, e.Local(maskOf(operand)|m))
+	p := &raggedParams{collParams: collParams{env: e, axes: slices.Clone(axes), mask: m}, rows: rows}
+	y := tensor.ApplyN(raggedRowsOp, p, vo, offs[0], offs[1], offs[2], offs[3])[0]
+	if vo != operand && !y.IsTraced() {
+		tensor.Donate(vo) // as in raggedAllToAll
+	}
+	return y
+}
+
+// raggedImpl is the exchange: this device's output (a copy of the buffer
+// output, or zeros of p.rows rows where nothing is written) with the rows
+// the devices send it, and the transposed call's offsets and sizes (what
+// RaggedAllToAllRows's VJP sends back where).
+func raggedImpl(operand, output *tensor.Tensor, offs []*tensor.Tensor, p *raggedParams) (*tensor.Tensor, *raggedCall) {
 	e := p.env
 	g := e.group("shard.RaggedAllToAll", p.axes)
-	operand, output := tensor.WithLocal(in[0], nil), tensor.WithLocal(in[1], nil)
-	rc := &raggedCall{operand: operand, io: in[2].Ints(), ss: in[3].Ints(), oo: in[4].Ints(), rs: in[5].Ints()}
-	shapeTail := fmt.Sprint(operand.Shape()[1:])
-	s := e.run.meet(e, &call{coll: raggedColl, axes: p.axes, x: in[0], extra: shapeTail, data: rc})
+	x := operand
+	operand = tensor.WithLocal(operand, nil)
+	rc := &raggedCall{operand: operand, io: offs[0].Ints(), ss: offs[1].Ints(), oo: offs[2].Ints(), rs: offs[3].Ints()}
+	u := len(rc.io) / g.size
+	shapeTail := fmt.Sprint(operand.Shape()[1:], u)
+	s := e.run.meet(e, &call{coll: raggedColl, axes: p.axes, x: x, extra: shapeTail, data: rc})
 	defer e.run.leave(s)
-	out := tensor.Empty(output.DType(), output.Shape()...) // the copy below fills it
-	rows := output.Dim(0)
+	rows := p.rows
+	if output != nil {
+		rows = output.Dim(0)
+	}
+	shape := append([]int{rows}, operand.Shape()[1:]...)
+	out := tensor.Empty(operand.DType(), shape...) // filled below
 	rowSize := 1
-	for _, d := range output.Shape()[1:] {
+	for _, d := range shape[1:] {
 		rowSize *= d
 	}
-	copyRows(out, 0, output, 0, rows, rowSize)
+	back := &raggedCall{io: make([]int, len(rc.io)), ss: rc.rs, oo: make([]int, len(rc.io)), rs: rc.ss}
+	if output != nil {
+		copyRows(out, 0, output, 0, rows, rowSize)
+	}
 	var sent int64
 	for j, m := range g.members {
 		src := s.calls[m].data.(*raggedCall)
-		n, at, from := src.ss[g.rank], src.oo[g.rank], src.io[g.rank]
-		if n != rc.rs[j] {
-			panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: device rank %d expects %d rows from rank %d, which sends %d", g.rank, rc.rs[j], j, n))
+		for q := range u {
+			me, peer := g.rank*u+q, j*u+q
+			n, at, from := src.ss[me], src.oo[me], src.io[me]
+			if n != rc.rs[peer] {
+				panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: device rank %d expects %d rows from rank %d, which sends %d", g.rank, rc.rs[peer], j, n))
+			}
+			if n < 0 || from < 0 || from+n > src.operand.Dim(0) {
+				panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: rank %d sends rows [%d,%d) of its operand %v", j, from, from+n, src.operand))
+			}
+			if at < 0 || at+n > rows {
+				panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: rank %d writes rows [%d,%d) of the output of rank %d, which has %d", j, at, at+n, g.rank, rows))
+			}
+			back.io[peer], back.oo[peer] = at, from
+			if j != g.rank {
+				sent += int64(rc.ss[peer] * rowSize * operand.DType().Size())
+			}
 		}
-		if n < 0 || from < 0 || from+n > src.operand.Dim(0) {
-			panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: rank %d sends rows [%d,%d) of its operand %v", j, from, from+n, src.operand))
-		}
-		if at < 0 || at+n > rows {
-			panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: rank %d writes rows [%d,%d) of the output %v of rank %d", j, at, at+n, output, g.rank))
-		}
-		copyRows(out, at, src.operand, from, n, rowSize)
-		if j != g.rank {
-			sent += int64(rc.ss[j] * rowSize * operand.DType().Size())
+	}
+	if output == nil {
+		zeroUnwritten(out, writtenRows(rows, back.io, back.ss), rowSize)
+	}
+	for j, m := range g.members {
+		src := s.calls[m].data.(*raggedCall)
+		for q := range u {
+			peer := j*u + q
+			copyRows(out, back.io[peer], src.operand, back.oo[peer], back.ss[peer], rowSize)
 		}
 	}
 	// The operands are borrowed, not pinned: every device must be done
 	// reading them before any returns and may donate its own.
 	e.run.barrier(s)
-	tensor.Donate(operand, output) // this call's own unmarked headers
+	tensor.Donate(operand) // this call's own unmarked header
 	e.account(raggedColl, sent)
-	return e.markedFresh(out, maskOf(in[0])|maskOf(in[1])|p.mask)
+	mask := maskOf(x) | p.mask
+	if output != nil {
+		mask |= maskOf(output)
+	}
+	return e.markedFresh(out, mask), back
+}
+
+// writtenRows marks the rows of an output of n rows that the groups at
+// offsets offs of sizes sizes cover.
+func writtenRows(n int, offs, sizes []int) []bool {
+	written := make([]bool, n)
+	for j, at := range offs {
+		for k := at; k < at+sizes[j]; k++ {
+			written[k] = true
+		}
+	}
+	return written
+}
+
+// zeroUnwritten clears the rows of out that written does not mark.
+func zeroUnwritten(out *tensor.Tensor, written []bool, rowSize int) {
+	for k := 0; k < len(written); {
+		if written[k] {
+			k++
+			continue
+		}
+		end := k
+		for end < len(written) && !written[end] {
+			end++
+		}
+		clearRows(out, k, end-k, rowSize)
+		k = end
+	}
 }
 
 // copyRows copies n rows from src starting at row from into dst at row at.
@@ -174,17 +282,62 @@ func copyRows(dst *tensor.Tensor, at int, src *tensor.Tensor, from, n, rowSize i
 	}
 }
 
+// clearRows zeroes n rows of dst from row at.
+func clearRows(dst *tensor.Tensor, at, n, rowSize int) {
+	a, c := at*rowSize, n*rowSize
+	switch dst.DType() {
+	case tensor.Float32:
+		clear(dst.BorrowFloat32()[a : a+c])
+	case tensor.Int32:
+		clear(dst.BorrowInt32()[a : a+c])
+	case tensor.Bool:
+		clear(dst.RawBool()[a : a+c])
+	case tensor.BFloat16, tensor.Float16:
+		clear(dst.RawUint16()[a : a+c])
+	case tensor.Float64:
+		clear(dst.BorrowFloat64()[a : a+c])
+	case tensor.Int64:
+		clear(dst.BorrowInt64()[a : a+c])
+	case tensor.Uint8:
+		clear(dst.RawUint8()[a : a+c])
+	}
+}
+
 // RaggedAllToAll exchanges variable-sized groups of rows between the
 // devices along axes, as jax.lax.ragged_all_to_all: this device sends rows
 // [inputOffsets[j], inputOffsets[j]+sendSizes[j]) of operand to device j,
 // which writes them at outputOffsets[j] of its own output; recvSizes[j] is
 // how many rows this device receives from device j. The result is output
 // with the received rows written in. Offsets and sizes are int32 vectors
-// with one entry per device along the axes. It is differentiable in
+// with one entry per device along the axes, or u entries per device (XLA's
+// updates per device; see RaggedAllToAllRows). It is differentiable in
 // operand and output.
 func (c *Ctx) RaggedAllToAll(operand, output, inputOffsets, sendSizes, outputOffsets, recvSizes *tensor.Tensor, axes Axes) *tensor.Tensor {
 	for _, x := range []*tensor.Tensor{operand, output, inputOffsets, sendSizes, outputOffsets, recvSizes} {
 		checkLocal("shard.Ctx.RaggedAllToAll", c, x)
 	}
 	return raggedAllToAll(c.env, operand, output, inputOffsets, sendSizes, outputOffsets, recvSizes, axes)
+}
+
+// RaggedAllToAllRows is RaggedAllToAll into an output of rows rows (of
+// operand's dtype and trailing dimensions) that it makes itself: the rows
+// no device writes are zero, and there is no buffer for the caller to
+// allocate and clear, nor for the call to copy.
+//
+// Offsets and sizes hold u ≥ 1 entries per device — i32[n·u] along axes
+// of n devices, as XLA's ragged all-to-all with u updates per device:
+// entry j·u+q describes the q-th group of rows this device sends to (or
+// receives from) device j. So device j can receive a group from each
+// sender for each of u destinations in its output (the rows of each of u
+// experts, say, grouped by expert rather than by sender) in one exchange.
+//
+// It is differentiable in operand: the cotangent goes back by the
+// transposed RaggedAllToAllRows, whose offsets the devices told each
+// other in this one, so the backward pass meets them once.
+func (c *Ctx) RaggedAllToAllRows(operand *tensor.Tensor, rows int, inputOffsets, sendSizes, outputOffsets, recvSizes *tensor.Tensor, axes Axes) *tensor.Tensor {
+	offs := []*tensor.Tensor{inputOffsets, sendSizes, outputOffsets, recvSizes}
+	for _, x := range append([]*tensor.Tensor{operand}, offs...) {
+		checkLocal("shard.Ctx.RaggedAllToAllRows", c, x)
+	}
+	return raggedRowsApply(c.env, operand, rows, offs, axes)
 }
