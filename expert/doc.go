@@ -11,17 +11,24 @@
 //
 //  1. routes its own tokens (nn.MoE.Route) and drops, on the sender, the
 //     choices beyond each expert's per-sender capacity
-//     ExpertCapacity(local tokens, k, E, CapacityFactor) (nn.DropTokenMask);
-//  2. sorts the kept choices by expert, hence by the device holding it, and
-//     sends them with a ragged all-to-all (shard.Ctx.RaggedAllToAll): the
-//     row counts per (device, local expert) go ahead in a small all-to-all
-//     so every receiver knows where each sender's rows land;
-//  3. regroups what it received by local expert and computes all its
-//     experts with one grouped matrix product per projection
-//     (nn.MoE.Experts, tensor.RaggedDot), no padding;
-//  4. sends the results back with the reverse ragged all-to-all, weights
-//     them with their gates and sums each token's k contributions (a
-//     segment sum).
+//     ExpertCapacity(local tokens, k, E, CapacityFactor)
+//     (nn.DropOverCapacity, DropTokenMask's mask computed on the host);
+//  2. learns every device's row counts per expert in one small all-gather
+//     over the token axes, from which each device computes where its rows
+//     land and what it receives, and sends its kept choices, sorted by
+//     expert, with one ragged all-to-all (shard.Ctx.RaggedAllToAllRows)
+//     whose groups are (device, local expert) pairs: every receiver gets
+//     its rows already grouped by local expert, senders in order within a
+//     group;
+//  3. computes all its experts with one grouped matrix product per
+//     projection (nn.MoE.Experts, tensor.RaggedDot), no padding;
+//  4. sends the results back with the transposed ragged all-to-all,
+//     weights them with their gates and sums each token's k contributions
+//     (a segment sum).
+//
+// A layer's forward pass meets the other devices four times (the counts,
+// the two exchanges, one psum of the router's sums for the auxiliary
+// losses) and its backward pass twice (the two exchanges transposed).
 //
 // A dropped choice contributes 0: in a transformer block, whose MoE output
 // is added to the residual stream, a token with every choice dropped
@@ -30,8 +37,9 @@
 // Everything is differentiable, so gradients flow to the tokens, the router
 // and the experts; the ragged all-to-all's VJP is the reverse ragged
 // all-to-all. The auxiliary losses (load balancing and router z-loss) are
-// global: their counts and sums are psummed over the token axes, so every
-// device gets the value a single device computes on the whole batch.
+// global: their counts come from the all-gather and the router's sums are
+// psummed over the token axes, so every device gets the value a single
+// device computes on the whole batch.
 //
 // # Semantics
 //

@@ -188,6 +188,10 @@ func TestForwardPanics(t *testing.T) {
 // Gradients taken inside a hand-written shard.Map, as a training step does:
 // the replicated router's gradient comes out summed over the devices, the
 // experts' gradients stay on the devices holding them (summed over dp).
+// The layer meets the devices in one all-gather (the counts) and two
+// ragged all-to-alls forward, and backward in the transposed return
+// exchange (x is not differentiated here, so the dispatch's transpose is
+// not needed): no all-to-all of offsets.
 func TestGradientsInsideMap(t *testing.T) {
 	const N, D, H, E = 64, 8, 8, 8
 	mesh := shard.NewMesh([]int{2, 4}, []string{"dp", "ep"})
@@ -202,6 +206,7 @@ func TestGradientsInsideMap(t *testing.T) {
 	tok := shard.P([]string{"dp", "ep"})
 	inSpecs := shard.Specs{"M.Up": shard.P("ep"), "M.Down": shard.P("ep"), "X": tok, "Cot": tok, "": shard.P()}
 	outSpecs := shard.Specs{"Up": shard.P("ep"), "Down": shard.P("ep"), "": shard.P()}
+	var comm shard.Comm
 	grads := shard.Map(mesh, inSpecs, outSpecs, func(c *shard.Ctx, in in) nn.MoE {
 		_, g := autodiff.ValueAndGrad(func(m nn.MoE) *tensor.Tensor {
 			o := expert.Forward(c, m, in.X, cfg)
@@ -209,7 +214,10 @@ func TestGradientsInsideMap(t *testing.T) {
 			return tensor.Add(l, o.AuxLoss)
 		})(in.M)
 		return g
-	})(in{M: m, X: x, Cot: cot})
+	}, shard.WithComm(&comm))(in{M: m, X: x, Cot: cot})
+	assert.Equal(t, 1, comm.Calls("all_gather"))
+	assert.Equal(t, 3, comm.Calls("ragged_all_to_all"))
+	assert.Equal(t, 0, comm.Calls("all_to_all"))
 
 	single := m
 	single.Senders = mesh.Size()

@@ -48,6 +48,32 @@ func TestDropOverCapacityMatchesDropTokenMask(t *testing.T) {
 	}
 }
 
+// DropOverCapacity panics on arguments DropTokenMask would reject, naming
+// itself.
+func TestDropOverCapacityPanics(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		ids      []int
+		probs    []float32
+		capacity int
+		want     string
+	}{
+		{"expert out of range", []int{0, 4}, []float32{1, 1}, 1, "expert id 4 at index 1 is outside [0, 4)"},
+		{"negative expert", []int{-1}, []float32{1}, 1, "expert id -1 at index 0"},
+		{"lengths differ", []int{0, 1}, []float32{1}, 1, "2 expert ids, 1 priorities"},
+		{"negative capacity", []int{0}, []float32{1}, -1, "capacity -1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer func() {
+				msg, _ := recover().(string)
+				require.Contains(t, msg, "nn.DropOverCapacity: ")
+				require.Contains(t, msg, c.want)
+			}()
+			DropOverCapacity(c.ids, c.probs, 4, c.capacity)
+		})
+	}
+}
+
 // nthSmallest returns the element a sort puts at k, with repeated values
 // and at every k.
 func TestNthSmallest(t *testing.T) {

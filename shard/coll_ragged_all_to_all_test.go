@@ -141,3 +141,17 @@ func TestRaggedAllToAllGroupsBufferAndPanics(t *testing.T) {
 	})
 	requirePanicContains(t, func() { short(newTwoGroupPlan(x)) }, "writes rows")
 }
+
+// Forward mode goes through RaggedAllToAllRows (a linear map: its JVP is
+// the exchange of the tangent), inside Map as from outside.
+func TestRaggedAllToAllRowsJVP(t *testing.T) {
+	m := shard.NewMesh([]int{2}, []string{"ep"})
+	r := rand.New(rand.NewPCG(8, 8))
+	f := shard.Map(m, shard.P("ep"), shard.P("ep"), func(c *shard.Ctx, in twoGroupPlan) *tensor.Tensor {
+		return c.RaggedAllToAllRows(in.X, twoGroupRows, in.IO, in.SS, in.OO, in.RS, shard.Axes{"ep"})
+	})
+	x, dx := randT(r, 8, 3), randT(r, 8, 3)
+	y, dy := autodiff.JVP(func(x *tensor.Tensor) *tensor.Tensor { return f(newTwoGroupPlan(x)) }, x, dx)
+	assert.Equal(t, shard.Gather(f(newTwoGroupPlan(x))).Float32s(), shard.Gather(y).Float32s())
+	assert.Equal(t, shard.Gather(f(newTwoGroupPlan(dx))).Float32s(), shard.Gather(dy).Float32s())
+}

@@ -53,8 +53,9 @@
 // Map runs a function once per device, concurrently, on each device's
 // blocks of its inputs, and assembles the outputs by their specs. Inside,
 // the Ctx provides the collectives — Psum, Pmean, Pmax, Pmin, AllGather,
-// AllGatherInvariant, PsumScatter, Ppermute, RingShift, AllToAll and
-// RaggedAllToAll, and the asynchronous PpermuteStart and RingShiftStart —
+// AllGatherInvariant, PsumScatter, Ppermute, RingShift, AllToAll,
+// RaggedAllToAll and RaggedAllToAllRows, and the asynchronous
+// PpermuteStart and RingShiftStart —
 // and the device's position (AxisIndex, AxisSize):
 //
 //	matmul := shard.Map(mesh,
@@ -83,8 +84,9 @@
 // tangents through every collective (autodiff.JVP, Jacfwd). From outside,
 // Vmap of a function that calls Map is one Map whose devices map the
 // batch, and forward mode through Map is one Map whose devices compute
-// tangents beside values. RaggedAllToAll has no batching rule: under Vmap
-// it runs once per example (counted, a panic under autodiff.Strict).
+// tangents beside values. The ragged all-to-alls have no batching rule:
+// under Vmap they run once per example (counted, a panic under
+// autodiff.Strict).
 //
 // Psum and PsumScatter sum float32 blocks in one fixed order, so a
 // psum_scatter is bit for bit its part of the psum; the sum runs an AVX2
