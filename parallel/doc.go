@@ -73,7 +73,13 @@
 // gradients, updates its block of every parameter with its block of the
 // optimizer state, which is stored split over the data axes (Stats shows
 // 1/n of it), and all-gathers the parameters: the bytes of one all-reduce,
-// 1/n of the update's work and state per device. Each gradient's
+// 1/n of the update's work and state per device. The reduce-scatter of
+// a split matrix's gradient is folded into the products that compute it
+// (shard.Ctx.FoldPsumScatter): each device computes its block of the
+// summed gradient from every device's layer inputs and output
+// cotangents, so no device writes or sums a whole gradient; the results
+// agree with the unfolded step (Config.UnfoldedGradients) up to the
+// order of the sums. Each gradient's
 // reduce-scatter starts as soon as the backward pass has finished that
 // gradient (autodiff.OnGradient, shard.Ctx.PsumScatterStart) and travels
 // between processes while the gradients of the layers before it are

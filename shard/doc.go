@@ -139,6 +139,24 @@
 // not hide. All-gather starts are not provided: build them from ring
 // shifts, as the recipes do.
 //
+// # Folded weight gradients
+//
+// Ctx.PsumScatterProductStart starts the reduce-scatter of a product
+// pᵀ·q (a layer's weight gradient: its input's rows times its output
+// cotangent's) without forming the product: inside one process each
+// device computes its part of the sum from every device's p and q
+// (tensor.SumProductsPart), writing 1/n of the product and summing
+// nothing after — GSPMD's reduce-scatter fused with the dot, as FSDP and
+// ZeRO gradients are computed there. Between processes it is the
+// product, then PsumScatterStart. Ctx.FoldPsumScatter hands it the
+// products of a backward pass: each matmul or dense VJP that would
+// compute the folded value's cotangent as pᵀ·q gives p and q to the fold
+// instead (the device environment is a tensor.ProductCotangentTaker);
+// FoldedGradient.Wait returns the sum of the parts, and what the backward
+// pass still returns for the value (its other uses, nil if none) is
+// reduce-scattered as before. parallel's DP step with a sharded update
+// folds every split float32 matrix (parallel.Config.UnfoldedGradients).
+//
 // # Computing on placed tensors: sharding propagation
 //
 // Every op of package tensor accepts global placed tensors (Put,
