@@ -112,8 +112,8 @@ type Config[M, B any] struct {
 	// (shard.Ctx.FoldPsumScatter): each device computes its part of the
 	// summed gradient from every device's layer inputs and output
 	// cotangents, writing 1/n of the gradient and summing nothing after.
-	// The results agree up to the order of the sums (bit for bit on two
-	// devices), so this is a baseline for measuring the fold. Folding
+	// The results agree up to the order of the sums, so this is a
+	// baseline for measuring the fold. Folding
 	// needs the default overlap (not ReduceAfterBackward), one
 	// micro-batch and no ReduceDType; otherwise the gradients are
 	// unfolded.

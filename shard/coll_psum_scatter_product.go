@@ -20,13 +20,14 @@ import (
 // Inside one process the product is never formed whole: h.Wait() meets
 // the other devices and computes the device's part of the sum from every
 // device's p and q (tensor.SumProductsPart: the same multiply-adds as the
-// products, 1/n of the product's bytes written, no summation pass), then
-// meets them again before their p and q may be released. The part is
-// that of the unfolded reduce-scatter up to the order of the sums: over
-// two devices bit for bit (a sum of two terms), over more the partial
-// products are added one after another where psum_scatter sums the whole
-// products elementwise. Between processes the product is computed and
-// reduce-scattered as PsumScatterStart does.
+// products, 1/n of the product's bytes written, no summation pass); the
+// last device done with the operands releases every device's, so no
+// device waits for the others to finish reading. The part is that of the
+// unfolded reduce-scatter up to the order of the sums: the partial
+// products are accumulated one after another into the part, where
+// psum_scatter sums whole products elementwise (and the gemm may block a
+// part differently from the whole product). Between processes the
+// product is computed and reduce-scattered as PsumScatterStart does.
 //
 // The dimension scatterDim of pᵀ·q (0: m, 1: n) must be divisible by the
 // number of devices over the axes. Like PsumStart it is not
@@ -54,21 +55,25 @@ func (c *Ctx) PsumScatterProductStart(p, q *tensor.Tensor, axes Axes, scatterDim
 	mask := e.maskOf(op, axes) | maskOf(p) | maskOf(q)
 	prm := &collParams{env: e, axes: slices.Clone(axes), mask: e.maskOf(op, axes), dim: scatterDim, tiled: true}
 	// The other devices read p and q until every one is done: headers of
-	// the collective's own hold their storage meanwhile.
-	ownP, dropP := snapshot(p)
-	ownQ, dropQ := snapshot(q)
+	// the collective's own hold their storage meanwhile, and the last
+	// device done donates every device's (no device waits for the others
+	// to finish reading, as a barrier would make it).
+	ownP, _ := snapshot(p)
+	ownQ, _ := snapshot(q)
 	cl := &call{coll: psumScatterColl, axes: prm.axes, x: ownP, data: ownQ, p: prm,
 		extra: fmt.Sprintf("product f32[_,%d]ᵀ·f32[_,%d] dim %d", p.Dim(1), q.Dim(1), scatterDim)}
 	return e.startReduction(c, cl, func(s *slot) *tensor.Tensor {
-		defer dropQ()
-		defer dropP()
 		ps, qs := make([]*tensor.Tensor, g.size), make([]*tensor.Tensor, g.size)
 		for r, m := range g.members {
 			ps[r], qs[r] = s.calls[m].x, s.calls[m].data.(*tensor.Tensor)
 		}
 		part := size / g.size
 		out := tensor.SumProductsPart(ps, qs, scatterDim, g.rank*part, (g.rank+1)*part)
-		e.run.barrier(s)
+		if e.run.lastOut(s) {
+			for _, cl := range s.calls {
+				tensor.Donate(cl.x, cl.data.(*tensor.Tensor))
+			}
+		}
 		// What the unfolded reduce-scatter would have sent.
 		e.account(psumScatterColl, int64(g.size-1)*int64(out.Bytes()))
 		return e.markedFresh(out, mask)

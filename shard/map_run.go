@@ -384,6 +384,17 @@ func (r *run) barrier(s *slot) {
 	}
 }
 
+// lastOut counts a device done reading the other devices' operands in
+// slot s, without waiting for them as barrier does (the slot's phase
+// counter: a collective uses one or the other), and reports whether it
+// was the last local device: the one to release the operands.
+func (r *run) lastOut(s *slot) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s.phase++
+	return s.phase == r.nlocal
+}
+
 // leave marks that a device no longer needs slot s; the last one frees it.
 func (r *run) leave(s *slot) {
 	r.mu.Lock()

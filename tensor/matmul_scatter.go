@@ -104,9 +104,9 @@ func takeProductCotangent(g, a, b *Tensor, p *matmulParams) bool {
 // of Σᵢ psᵢᵀ·qsᵢ, for float32 matrices psᵢ [rowsᵢ, m] and qsᵢ [rowsᵢ, n]:
 // an [hi-lo, n] or [m, hi-lo] float32 tensor, computed without forming
 // any product whole. Each term is one gemm of the part (a window of psᵢ's
-// columns or of qsᵢ's), accumulated into the result in the order of the
-// terms: part i of a sum of two terms has the bits of the two products
-// summed elementwise. It is the kernel of a reduce-scatter folded into
+// columns or of qsᵢ's), accumulated into the result (beta = 1) in the
+// order of the terms: within float rounding of summing the whole
+// products. It is the kernel of a reduce-scatter folded into
 // the products it reduces (see shard.Ctx.PsumScatterProductStart); the
 // result is a plain tensor, computed on the calling goroutine when any
 // operand is a shard.Map block.
