@@ -115,7 +115,7 @@ func Forward(c *shard.Ctx, m nn.MoE, x *tensor.Tensor, cfg Config) nn.MoEOutput 
 
 	// Global statistics and auxiliary losses: the counts are everyone's
 	// already; the router's sums meet in one psum.
-	N := float32(n * c.AxisSize(cfg.Tokens...))
+	N := float32(n * pl.senders)
 	f := tensor.MulScalar(tensor.FromFloat32(toF32(pl.load)), 1/(N*float32(k)))
 	lse := tensor.LogSumExp(r.Logits, -1)
 	sums := c.Psum(tensor.Concat(0, tensor.Sum(r.Probs, 0), tensor.Reshape(tensor.Sum(tensor.Square(lse)), 1)), cfg.Tokens...)
@@ -156,6 +156,7 @@ func gatherCounts(c *shard.Ctx, counts []int, tokens shard.Axes) [][]int {
 // (device, local expert) pair along the expert axes, i32[ep·El]) and the
 // global statistics.
 type plan struct {
+	senders    int   // devices along the token axes
 	sent, recv int   // rows this device sends, and receives
 	fill       []int // [E]: where expert e's rows start among the sent ones
 	sendSizes  []int // [ep·El]: rows sent to each (device, local expert)
@@ -172,15 +173,16 @@ type plan struct {
 // counts per expert then all its choices per expert ([devices][2E], in
 // the order of cfg.Tokens).
 func newPlan(c *shard.Ctx, cfg Config, all [][]int, E, El int) *plan {
-	ep, me := c.AxisSize(cfg.Experts...), c.AxisIndex(cfg.Experts...)
+	ranks := expertPeers(c, cfg)
+	ep, me := len(ranks), c.AxisIndex(cfg.Experts...)
 	cnt := make([][]int, ep) // kept counts of the devices along the expert axes
-	for j := range ep {
-		cnt[j] = all[tokenRank(c, cfg, j)][:E]
+	for j, t := range ranks {
+		cnt[j] = all[t][:E]
 	}
 	pl := &plan{
 		fill: exclusiveCumsum(cnt[me]), sendSizes: make([]int, ep*El), outOffsets: make([]int, ep*El),
 		recvSizes: make([]int, ep*El), recvAt: make([]int, ep*El), senderFill: make([]int, ep*El),
-		groupSizes: make([]int, El), load: make([]int, E), processed: make([]int, E),
+		groupSizes: make([]int, El), load: make([]int, E), processed: make([]int, E), senders: len(all),
 	}
 	for _, a := range all {
 		for e := range E {
@@ -219,23 +221,40 @@ func newPlan(c *shard.Ctx, cfg Config, all [][]int, E, El int) *plan {
 	return pl
 }
 
-// tokenRank returns the rank along cfg.Tokens of the device of rank j
-// along cfg.Experts that shares this device's other coordinates.
-func tokenRank(c *shard.Ctx, cfg Config, j int) int {
-	coord := make(map[string]int, len(cfg.Tokens))
-	for _, a := range cfg.Tokens {
-		coord[a] = c.AxisIndex(a)
+// expertPeers returns, for each rank j along cfg.Experts, the rank along
+// cfg.Tokens of the device of rank j there that shares this device's
+// other coordinates.
+func expertPeers(c *shard.Ctx, cfg Config) []int {
+	size := make([]int, len(cfg.Tokens))   // of each token axis
+	coord := make([]int, len(cfg.Tokens))  // this device's
+	stride := make([]int, len(cfg.Tokens)) // of each token axis in a token rank
+	base := 0
+	for i := len(cfg.Tokens) - 1; i >= 0; i-- {
+		a := cfg.Tokens[i]
+		size[i], coord[i] = c.AxisSize(a), c.AxisIndex(a)
+		stride[i] = 1
+		if i+1 < len(cfg.Tokens) {
+			stride[i] = stride[i+1] * size[i+1]
+		}
+		if !slices.Contains(cfg.Experts, a) {
+			base += coord[i] * stride[i]
+		}
 	}
-	for i := len(cfg.Experts) - 1; i >= 0; i-- {
-		a := cfg.Experts[i]
-		coord[a] = j % c.AxisSize(a)
-		j /= c.AxisSize(a)
+	ep := 1
+	for _, a := range cfg.Experts {
+		ep *= size[slices.Index(cfg.Tokens, a)]
 	}
-	r := 0
-	for _, a := range cfg.Tokens {
-		r = r*c.AxisSize(a) + coord[a]
+	ranks := make([]int, ep)
+	for j := range ranks {
+		r, rest := base, j
+		for i := len(cfg.Experts) - 1; i >= 0; i-- {
+			k := slices.Index(cfg.Tokens, cfg.Experts[i])
+			r += rest % size[k] * stride[k]
+			rest /= size[k]
+		}
+		ranks[j] = r
 	}
-	return r
+	return ranks
 }
 
 func exclusiveCumsum(v []int) []int {

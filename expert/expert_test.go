@@ -105,6 +105,36 @@ func TestForwardEqualsSingleDevicePerSender(t *testing.T) {
 	}
 }
 
+// The expert axes may be any of the token axes, major or minor, and more
+// than one: the layer still equals the single-device one with a sender per
+// device (in the order of the token axes).
+func TestForwardExpertAxesAnywhere(t *testing.T) {
+	const B, T, D, H, E = 16, 4, 8, 12, 8
+	for _, c := range []struct {
+		sizes          []int
+		names, experts []string
+	}{
+		{[]int{2, 4}, []string{"ep", "dp"}, []string{"ep"}},
+		{[]int{2, 2, 2}, []string{"a", "b", "c"}, []string{"a", "c"}},
+		{[]int{2, 2, 2}, []string{"a", "b", "c"}, []string{"c", "a"}},
+	} {
+		t.Run(fmt.Sprint(c.names, c.experts), func(t *testing.T) {
+			mesh := shard.NewMesh(c.sizes, c.names)
+			cfg := expert.Config{Experts: c.experts, Tokens: c.names}
+			m := nn.NewMoE(tensor.NewKey(11), D, H, E, nn.MoEOptions{CapacityFactor: 1})
+			x := tensor.Normal(tensor.NewKey(12), B, T, D)
+			single := m
+			single.Senders = mesh.Size()
+			want := single.Forward(x)
+			got := expert.Apply(mesh, m, x, cfg)
+			assert.InDeltaSlice(t, toF64(want.Output.Float32s()), toF64(shard.Gather(got.Output).Float32s()), 1e-5)
+			assert.Equal(t, want.Dropped.Bools(), shard.Gather(got.Dropped).Bools())
+			assert.Equal(t, want.Processed.Ints(), shard.Gather(got.Processed).Ints())
+			assert.InDelta(t, want.AuxLoss.Item(), shard.Gather(got.AuxLoss).Item(), 1e-5)
+		})
+	}
+}
+
 // With room for every choice nothing drops, and the expert-parallel layer
 // equals the global-capacity layer too.
 func TestForwardNoDropEqualsGlobal(t *testing.T) {

@@ -19,6 +19,7 @@ type devEnv struct {
 
 	mu     sync.Mutex
 	locals map[uint64]*tensor.Local
+	groups []axesGroup // the groups computed so far (group), guarded by mu
 
 	// folds are the values whose products' cotangents this device
 	// reduce-scatters as its backward pass computes them
@@ -91,7 +92,32 @@ type group struct {
 	meshRank []int
 }
 
+// axesGroup is a group of devEnv.groups with the axes it is over.
+type axesGroup struct {
+	axes []string
+	g    group
+}
+
+// group returns this device's group over the axes (in the order given),
+// computed once per list of axes: collectives and AxisIndex ask for it
+// at every call. Its slices are shared: callers only read them.
 func (e *devEnv) group(op string, axes []string) group {
+	e.mu.Lock()
+	for _, c := range e.groups {
+		if slices.Equal(c.axes, axes) {
+			e.mu.Unlock()
+			return c.g
+		}
+	}
+	e.mu.Unlock()
+	g := e.newGroup(op, axes)
+	e.mu.Lock()
+	e.groups = append(e.groups, axesGroup{slices.Clone(axes), g})
+	e.mu.Unlock()
+	return g
+}
+
+func (e *devEnv) newGroup(op string, axes []string) group {
 	if len(axes) == 0 {
 		panic(fmt.Sprintf("%s: no mesh axes given", op))
 	}
