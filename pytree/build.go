@@ -292,7 +292,14 @@ func (b *builder) freshIface(v reflect.Value) {
 		tmp := reflect.New(t)
 		tmp.Elem().Set(e)
 		b.fresh(p, tmp.UnsafePointer())
-		v.Set(tmp.Elem())
+		if t.Size() == ptrSize {
+			v.Set(tmp.Elem())
+			return
+		}
+		// The interface's data word points to its value (see boxed):
+		// point it at the copy, which nothing else references, rather
+		// than boxing a second copy (a model flattened as an any).
+		(*[2]unsafe.Pointer)(v.Addr().UnsafePointer())[1] = tmp.UnsafePointer()
 	}
 }
 

@@ -35,7 +35,11 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 
 	b := backward{tr: tr, retain: retain, pass: &backwardPass{}, nodes: nodes}
 	recycle := tr.recycle && !retain
-	b.reserve(nodes, recycle)
+	nspare := 0
+	if recycle {
+		nspare = len(ys) + len(wrt)
+	}
+	spareBuf := b.reserve(nodes, recycle, nspare)
 	b.gs = make([]nodeSlots, len(nodes))
 	for i, y := range ys {
 		if y.node != nil && y.node.trace == tr && cots[i] != nil {
@@ -51,7 +55,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	}
 	var spare valueSet
 	if recycle {
-		spare = spareValues(tr, ys, wrt)
+		spare = spareValues(spareBuf, tr, ys, wrt)
 		// The forward values no VJP saved are dead now: their storage
 		// serves the backward pass's own allocations.
 		for _, n := range nodes {
@@ -201,9 +205,10 @@ func compareAddr(a, b *Tensor) int {
 }
 
 // spareValues returns the values RecycleIntermediates must not donate:
-// the outputs ys and the values wrt gradients are asked for.
-func spareValues(tr *Trace, ys, wrt []*Tensor) valueSet {
-	s := make(valueSet, 0, len(ys)+len(wrt))
+// the outputs ys and the values wrt gradients are asked for, in buf's
+// storage (of capacity len(ys)+len(wrt)).
+func spareValues(buf []*Tensor, tr *Trace, ys, wrt []*Tensor) valueSet {
+	s := valueSet(buf[:0])
 	for _, list := range [2][]*Tensor{ys, wrt} {
 		for _, x := range list {
 			if x.node != nil && x.node.trace == tr {
@@ -317,10 +322,11 @@ func (b *backward) vjpArgs(n *node) (ins, outs []*Tensor) {
 }
 
 // reserve allocates the cotangent slots of nodes, the room for the dead
-// values if the pass recycles, and the blocks vjpArgs cuts from for the
-// placeholders of nodes: the pointers in one allocation, the headers in
-// another (rather than a few at a time).
-func (b *backward) reserve(nodes []*node, recycle bool) {
+// values if the pass recycles, the blocks vjpArgs cuts from for the
+// placeholders of nodes and nspare pointers for spareValues, which it
+// returns: the pointers in one allocation, the headers in another (rather
+// than a few at a time).
+func (b *backward) reserve(nodes []*node, recycle bool, nspare int) []*Tensor {
 	ph, ptr := 0, 0
 	for _, n := range nodes {
 		if n.op == leafOp || !n.op.differentiable() {
@@ -343,13 +349,15 @@ func (b *backward) reserve(nodes []*node, recycle bool) {
 	if recycle {
 		ndead = len(nodes)
 	}
-	buf := make([]*Tensor, nslots+ndead+ptr)
+	buf := make([]*Tensor, nslots+ndead+nspare+ptr)
 	b.slots = buf[:nslots:nslots]
 	b.dead = buf[nslots : nslots : nslots+ndead]
-	b.ptrBlock = buf[nslots+ndead:]
+	spare := buf[nslots+ndead : nslots+ndead+nspare : nslots+ndead+nspare]
+	b.ptrBlock = buf[nslots+ndead+nspare:]
 	if ph > 0 {
 		b.phBlock = make([]Tensor, ph)
 	}
+	return spare
 }
 
 // ptrs returns k pointer slots cut from the pass's current block.
@@ -750,6 +758,18 @@ func takeDonated(x *Tensor) *Tensor {
 	p.donated = nil
 	x.hold()
 	return &Tensor{dtype: x.dtype, shape: x.shape, data: x.data, rec: x.rec}
+}
+
+// takeDonatedOver reports whether the backward pass running has donated x
+// to the op being evaluated, and if so takes the donation for the op to
+// write over x itself (see applyBwdOver): the op must not return x.
+func takeDonatedOver(x *Tensor) bool {
+	p := x.cot
+	if p == nil || p.donated != x {
+		return false
+	}
+	p.donated = nil
+	return true
 }
 
 // settle decides, after the VJP of n returned res for the cotangents gs,

@@ -416,3 +416,17 @@ func applyBwd(op *Op, g, x *Tensor) *Tensor {
 	}
 	return op.bwd.apply(g, x)
 }
+
+// applyBwdOver is applyBwd for a VJP that reads the result itself and
+// never returns it (dense's, which sums and multiplies it): when the
+// backward pass has donated g to the running op, the kernel writes over g
+// and g itself is the result, without a second header over its storage.
+// The pass drops g once the VJP has returned, as it drops any cotangent
+// consumed.
+func applyBwdOver(op *Op, g, x *Tensor) *Tensor {
+	if op.bwd == nil || !plainOperand(g) || !plainOperand(x) || !sameShape(g.shape, x.shape) || !takeDonatedOver(g) {
+		return applyBwd(op, g, x)
+	}
+	map2F32(op.bwd.kernel, g.f32(), g.f32(), x.f32(), op.bwd.cost, isLocal(g, x))
+	return g
+}

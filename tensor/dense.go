@@ -40,7 +40,8 @@ func init() {
 			x, w, b := in[0], in[1], in[2]
 			gz := g
 			if p.act != ActIdentity {
-				gz = applyBwd(p.act.bwd(), g, out)
+				// gz is read here only: over a donated g, in place.
+				gz = applyBwdOver(p.act.bwd(), g, out)
 			}
 			var db *Tensor
 			if Wants(need, 2) {

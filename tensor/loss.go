@@ -57,11 +57,12 @@ func init() {
 			out.f32()[0] = float32(float32(s) * (1 / float32(len(a.f32()))))
 			return out
 		},
-		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
+		VJPNeed: func(g *Tensor, in []*Tensor, _ *Tensor, _ any, need uint64) []*Tensor {
 			if plainOperand(g) && plainOperand(in[0]) && plainOperand(in[1]) {
 				// What ApplyN would compute, without the dispatch and
-				// its operand slice (as applyBwd).
-				return mseGrad(g, in[0], in[1])
+				// its operand slice (as applyBwd), and without the
+				// target's cotangent unless it is traced.
+				return mseGrad(g, in[0], in[1], Wants(need, 1))
 			}
 			return ApplyN(mseGradOp, nil, g, in[0], in[1])
 		},
@@ -83,7 +84,7 @@ func init() {
 	mseGradOp = &Op{
 		Name: "mse_grad",
 		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
-			return mseGrad(in[0], in[1], in[2]), nil
+			return mseGrad(in[0], in[1], in[2], true), nil
 		},
 		VJPN: func(cs []*Tensor, in []*Tensor, _ []*Tensor, _ any, _ any) []*Tensor {
 			// ga = s·2(a-b)·g with s = 1/n, gb = -ga.
@@ -130,26 +131,38 @@ func init() {
 }
 
 // mseGrad returns mse_grad's results for the float32 host operands g, a
-// and b.
-func mseGrad(g, a, b *Tensor) []*Tensor {
-	ga, gb := newOutUninit(Float32, a.shape), newOutUninit(Float32, a.shape)
+// and b; the second (b's cotangent) is nil unless wantB.
+func mseGrad(g, a, b *Tensor, wantB bool) []*Tensor {
+	ga, gb := newOutUninit(Float32, a.shape), (*Tensor)(nil)
+	var dgb []float32
+	if wantB {
+		gb = newOutUninit(Float32, a.shape)
+		dgb = gb.f32()
+	}
 	gs := float32(g.f32()[0] * (1 / float32(len(a.f32()))))
-	da, db, dga, dgb := a.f32(), b.f32(), ga.f32(), gb.f32()
+	da, db, dga := a.f32(), b.f32(), ga.f32()
 	if n := len(da); serial(n*costCheap, isLocal(g, a, b)) {
 		mseGradRange(dga, dgb, da, db, gs)
 	} else { // the closure only here: it escapes
 		parallelFor(n, costCheap, 8, false, func(lo, hi int) {
-			mseGradRange(dga[lo:hi], dgb[lo:hi], da[lo:hi], db[lo:hi], gs)
+			var sb []float32
+			if dgb != nil {
+				sb = dgb[lo:hi]
+			}
+			mseGradRange(dga[lo:hi], sb, da[lo:hi], db[lo:hi], gs)
 		})
 	}
 	return []*Tensor{ga, gb}
 }
 
-// mseGradRange sets ga = (a-b)·2·gs and gb = -ga.
+// mseGradRange sets ga = (a-b)·2·gs and gb = -ga (gb nil: ga only).
 func mseGradRange(ga, gb, a, b []float32, gs float32) {
 	vec.SubVV(ga, a, b)
 	vec.MulVS(ga, ga, 2)
 	vec.MulVS(ga, ga, gs)
+	if gb == nil {
+		return
+	}
 	gb = gb[:len(ga)]
 	for i, v := range ga {
 		gb[i] = -v
