@@ -186,7 +186,11 @@ func Relu(dst, src []float32) {
 func ReluGradMul(dst, g, y []float32) {
 	g, y = g[:len(dst)], y[:len(dst)]
 	n := 0
-	if useAVX2 {
+	switch {
+	case useAVX512:
+		n = len(dst) &^ 15
+		reluGradMulAVX512(dst[:n], g[:n], y[:n])
+	case useAVX2:
 		n = len(dst) &^ 7
 		reluGradMulAVX2(dst[:n], g[:n], y[:n])
 	}

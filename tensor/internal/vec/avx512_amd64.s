@@ -532,3 +532,41 @@ expShiftRows512_nan:
 	VCOMPRESSPS Z8, K3, Z7
 	VMOVSS X7, (R8)
 	JMP expShiftRows512_next
+
+// func reluGradMulAVX512(dst, g, y []float32)
+// dst = y > 0 ? g : +0 (an ordered compare: NaN gives 0), the bits of
+// reluGradMulAVX2, 32 lanes an iteration, then one vector of 16; len(dst)
+// is a multiple of 16. dst may be g.
+TEXT ·reluGradMulAVX512(SB), NOSPLIT, $0-72
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ g_base+24(FP), SI
+	MOVQ y_base+48(FP), DX
+	VXORPS Z15, Z15, Z15
+	MOVQ CX, BX
+	SHRQ $5, BX
+	JZ reluGrad512_one
+reluGrad512_loop:
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z2
+	VCMPPS $0x1e, Z15, Z0, K1
+	VCMPPS $0x1e, Z15, Z2, K2
+	VMOVUPS.Z (SI), K1, Z1
+	VMOVUPS.Z 64(SI), K2, Z3
+	VMOVUPS Z1, (DI)
+	VMOVUPS Z3, 64(DI)
+	ADDQ $128, SI
+	ADDQ $128, DX
+	ADDQ $128, DI
+	DECQ BX
+	JNZ reluGrad512_loop
+reluGrad512_one:
+	TESTQ $16, CX
+	JZ reluGrad512_done
+	VMOVUPS (DX), Z0
+	VCMPPS $0x1e, Z15, Z0, K1
+	VMOVUPS.Z (SI), K1, Z1
+	VMOVUPS Z1, (DI)
+reluGrad512_done:
+	VZEROUPPER
+	RET

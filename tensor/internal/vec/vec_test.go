@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -380,23 +381,35 @@ func TestMaxMin(t *testing.T) {
 }
 
 // Relu and its gradient agree bit for bit with Go's max and comparison on
-// both paths, for special values and every tail length.
+// every path (Go, AVX2, AVX-512's gradient), for special values and every
+// tail length past the AVX-512 kernel's 32-lane loop and 16-lane step,
+// the gradient also written over g.
 func TestReluAsmMatchesGo(t *testing.T) {
 	special := []float32{0, float32(math.Copysign(0, -1)), 1, -1, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-40, -1e-40, 3.5, -2.25}
-	for n := 0; n <= 40; n++ {
+	modes := []struct{ asm, wide bool }{{false, false}}
+	for _, asm := range asmModes()[1:] {
+		modes = append(modes, struct{ asm, wide bool }{asm, false}, struct{ asm, wide bool }{asm, true})
+	}
+	for n := 0; n <= 72; n++ {
 		src := make([]float32, n)
 		g := make([]float32, n)
 		for i := range src {
 			src[i] = special[(i*7+n)%len(special)]
 			g[i] = float32(i) - 3.5
 		}
-		for _, asm := range asmModes() {
+		for _, m := range modes {
+			asm := m.asm
 			restore := setAsm(asm)
+			restore512 := setAVX512(m.wide)
 			dst := make([]float32, n)
 			Relu(dst, src)
 			dg := make([]float32, n)
 			ReluGradMul(dg, g, src)
+			over := slices.Clone(g)
+			ReluGradMul(over, over, src)
+			restore512()
 			restore()
+			require.Equal(t, dg, over, "asm=%v avx512=%v n=%d: ReluGradMul over g", asm, m.wide, n)
 			for i, v := range src {
 				want := max(v, 0)
 				if math.Float32bits(dst[i]) != math.Float32bits(want) && !(v != v && dst[i] != dst[i]) {
