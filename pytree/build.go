@@ -145,13 +145,13 @@ func (b *builder) fresh(p *plan, addr unsafe.Pointer) {
 			return
 		}
 		src := h.Data
-		ns := reflect.MakeSlice(p.typ, h.Len, h.Len)
-		data := ns.UnsafePointer()
 		el, es := p.elem, p.elem.size
+		data := el.newArray(h.Len)
 		b.block(data, uintptr(h.Len)*es)
 		if el.sliceType != nil {
 			b.freshPtrs(el, src, data, h.Len)
 		} else if segs := b.segs(el); segs == nil {
+			ns := reflect.NewAt(p.typ, unsafe.Pointer(&sliceHeader{Data: data, Len: h.Len, Cap: h.Len})).Elem()
 			reflect.Copy(ns, reflect.NewAt(p.typ, addr).Elem())
 			for i := range h.Len {
 				b.fresh(el, unsafe.Add(data, uintptr(i)*es))
@@ -203,7 +203,7 @@ func (b *builder) freshPtrs(p *plan, src, dst unsafe.Pointer, n int) {
 	}
 	var arr unsafe.Pointer
 	if cnt > 0 {
-		arr = reflect.MakeSlice(p.sliceType, cnt, cnt).UnsafePointer()
+		arr = p.elem.newArray(cnt)
 		b.block(arr, uintptr(cnt)*p.elem.size)
 	}
 	segs := b.segs(p.elem)

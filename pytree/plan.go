@@ -86,6 +86,35 @@ type plan struct {
 	sliceType reflect.Type // []typ, for allocating pointees in batches
 
 	hint atomic.Int32 // positions seen by the last walk rooted here
+
+	arrays atomic.Pointer[arrayType] // [n]typ of the last short array newArray made
+}
+
+// arrayType is an array type [n]T and its length.
+type arrayType struct {
+	n   int
+	typ reflect.Type
+}
+
+// maxArrayTypes bounds the lengths for which newArray makes array types
+// (reflect keeps every type it makes): longer arrays are allocated as
+// slices.
+const maxArrayTypes = 64
+
+// newArray returns zeroed memory for n values of p's type in one
+// allocation: reflect.MakeSlice allocates a slice header besides, which
+// a spine copy (every step's Flatten and Unflatten of a model) does not
+// need. The array type of the last short length asked for stays in p.
+func (p *plan) newArray(n int) unsafe.Pointer {
+	if n > maxArrayTypes {
+		return reflect.MakeSlice(reflect.SliceOf(p.typ), n, n).UnsafePointer()
+	}
+	a := p.arrays.Load()
+	if a == nil || a.n != n {
+		a = &arrayType{n: n, typ: reflect.ArrayOf(n, p.typ)}
+		p.arrays.Store(a)
+	}
+	return reflect.New(a.typ).UnsafePointer()
 }
 
 // seg is a step of a copy program: a pointer word, or a run of bytes

@@ -66,7 +66,8 @@ func init() {
 			}
 			return ApplyN(mseGradOp, nil, g, in[0], in[1])
 		},
-		Save: SaveAllInputs,
+		Save:   SaveAllInputs,
+		Traits: Traits{Reuse: FreshVJP}, // mse_grad's results, or mseGrad's
 		// d mean((a-b)²) = 2/n·Σ (a-b)·(da-db).
 		JVP: func(x, t, _ []*Tensor, _ any) []*Tensor {
 			d := subTangents(t[0], t[1])
