@@ -37,7 +37,13 @@ func newHeader(dt DType, shape []int) *Tensor {
 	if len(shape) > len(tensorBox{}.dims) {
 		return newHeaderOwnShape(dt, shape)
 	}
-	box := &tensorBox{}
+	return (&tensorBox{}).header(dt, shape)
+}
+
+// header makes box's header that of a dt tensor of the given shape (rank
+// up to 4, kept in box) with no data yet, and a holder count of one for
+// the storage the caller gives it.
+func (box *tensorBox) header(dt DType, shape []int) *Tensor {
 	n := copy(box.dims[:], shape)
 	t := &box.t
 	t.dtype, t.shape, t.rec = dt, box.dims[:n:n], &box.rec

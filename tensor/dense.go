@@ -43,11 +43,17 @@ func init() {
 				// gz is read here only: over a donated g, in place.
 				gz = applyBwdOver(p.act.bwd(), g, out)
 			}
-			var db *Tensor
-			if Wants(need, 2) {
-				db = biasGrad(gz, b)
+			// The weight's cotangent may be taken over (a folded
+			// reduce-scatter, foldWeightCotangent): not asked for then.
+			need = need&^3 | foldWeightCotangent(gz, x, w, p.mm, need&3)
+			res := denseCotangents(gz, x, w, b, need)
+			if res == nil {
+				var db *Tensor
+				if Wants(need, 2) {
+					db = biasGrad(gz, b)
+				}
+				res = append(matmulCotangents(gz, x, w, p.mm, need&3, matmulT), db)
 			}
-			res := append(matmulCotangents(gz, x, w, p.mm, foldWeightCotangent(gz, x, w, p.mm, need&3), matmulT), db)
 			if gz != g && !gz.IsTraced() && gz.layout() == nil {
 				Donate(gz)
 			}
@@ -112,6 +118,46 @@ func denseBatch(in []*Tensor, batched []bool, p *denseParams) []*Tensor {
 	buf.d.mm, buf.d.act = &buf.d.prod, p.act
 	buf.rc.args[0], buf.rc.args[1], buf.rc.args[2] = x[0], x[1], in[2]
 	return buf.rc.call(denseOp, &buf.d, 3)
+}
+
+// denseCotangents returns the cotangents of x, w and b (those need asks
+// for) of dense's VJP given gz (the activation's derivative applied) on
+// plain float32 operands (see plainOperand; b is only read for its
+// shape), x [M, K], w [K, N] and b [N] with M, N > 1, and nil otherwise: matmulCotangents' products and
+// biasGrad's sums, their bits, in two allocations besides the storage
+// rather than six. x's cotangent's header lies in the allocation of the
+// result slice (the backward pass consumes it and drops it at once),
+// those of w and b, the gradients of a layer's parameters, which a caller
+// holds together, in another: holding one keeps both headers.
+func denseCotangents(gz, x, w, b *Tensor, need uint64) []*Tensor {
+	if !plainOperand(gz) || !plainOperand(x) || !plainOperand(w) || b.dtype != Float32 || b.node != nil || b.ext != nil ||
+		len(x.shape) != 2 || len(w.shape) != 2 || len(b.shape) != 1 {
+		return nil
+	}
+	m, k, n := x.shape[0], x.shape[1], w.shape[1]
+	if m == 1 || n == 1 {
+		return nil // an inner dimension of 1: matmulT's outer product
+	}
+	front := &struct {
+		res [3]*Tensor
+		dx  tensorBox
+	}{}
+	if Wants(need, 0) {
+		front.res[0] = gemmOut(front.dx.header(Float32, x.shape), gz, w, false, true, m, k, n)
+	}
+	if need&6 != 0 {
+		params := &[2]tensorBox{}
+		if Wants(need, 1) {
+			front.res[1] = gemmOut(params[0].header(Float32, w.shape), x, gz, true, false, k, n, m)
+		}
+		if Wants(need, 2) {
+			db := params[1].header(Float32, b.shape)
+			db.allocData("tensor", n, false)
+			sumColsF32(db.f32(), gz.f32(), m, n, false)
+			front.res[2] = db
+		}
+	}
+	return front.res[:]
 }
 
 // plainBatch reports whether every operand is a float32 host tensor with

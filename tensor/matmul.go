@@ -107,7 +107,14 @@ func matmulT(x, y *Tensor, tx, ty bool, _ DType) *Tensor {
 	if k != kb || k == 1 { // a mismatch (MatMulT panics) or an outer product
 		return MatMulT(x, y, tx, ty)
 	}
-	out := newOutUninit(Float32, []int{m, n}) // beta = 0: Sgemm writes all of C
+	return gemmOut(newHeader(Float32, []int{m, n}), x, y, tx, ty, m, n, k)
+}
+
+// gemmOut gives out, a float32 header of shape [m, n] without data,
+// storage and computes op(x)·op(y) into it (the inner dimension k) on one
+// goroutine's gemm: matmulT's product.
+func gemmOut(out, x, y *Tensor, tx, ty bool, m, n, k int) *Tensor {
+	out.allocData("tensor", m*n, false) // beta = 0: Sgemm writes all of C
 	lda, ldb := leadingDims(tx, ty, m, n, k)
 	gemm.Sgemm(tx, ty, m, n, k, 1, x.f32(), lda, y.f32(), ldb, 0, out.f32(), n, 0)
 	return out
