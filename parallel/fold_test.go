@@ -28,7 +28,9 @@ func tiedLoss(m tiedMLP, b batch) *tensor.Tensor {
 // reduce-scattered inside their products (the default) trains to the
 // losses and parameters of the unfolded step (Config.UnfoldedGradients)
 // within float rounding, on 1, 2, 4 and 8 devices and over two data axes,
-// for an MLP (dense and act_product layers), a transformer block (weights
+// for an MLP (dense and act_product layers; with 8 and 64 rows a device,
+// gathered and not: shard.Ctx.PsumScatterProductStart), a transformer
+// block (weights
 // of flattened 3-D inputs, a product whose cotangent the residual stream
 // shares) and a weight used outside its product too; it sends the same
 // bytes (but for the tied weight, whose rest is reduce-scattered too). SGD keeps the update linear in the gradient, so a difference
@@ -37,10 +39,12 @@ func tiedLoss(m tiedMLP, b batch) *tensor.Tensor {
 func TestFoldedGradients(t *testing.T) {
 	mlp, _ := guideModel(guideSizes, 16, 3)
 	mlp.Activation, mlp.FinalActivation = nn.Gelu, nil
-	var mlpBatches, blockBatches []batch
+	var mlpBatches, wideBatches, blockBatches []batch
 	for i, k := range tensor.NewKey(7).Split(3) {
 		_, b := guideModel(guideSizes, 16, uint64(40+i))
 		mlpBatches = append(mlpBatches, b)
+		_, b = guideModel(guideSizes, 128, uint64(50+i)) // 64 rows a device on 2: not gathered
+		wideBatches = append(wideBatches, b)
 		k1, k2 := k.Split2()
 		blockBatches = append(blockBatches, batch{tensor.Normal(k1, 16, 6, 32), tensor.Normal(k2, 16, 4)})
 	}
@@ -48,11 +52,15 @@ func TestFoldedGradients(t *testing.T) {
 	opt := optim.SGD(optim.Constant(0.05))
 	run := func(t *testing.T, model string, mesh *shard.Mesh, unfolded bool) ([]float64, any, map[string]int64) {
 		switch model {
-		case "mlp":
+		case "mlp", "mlp batch 128":
+			bs := mlpBatches
+			if model != "mlp" {
+				bs = wideBatches
+			}
 			tr, err := parallel.New(mlp, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Mesh: mesh, Optimizer: opt, UnfoldedGradients: unfolded})
 			require.NoError(t, err)
-			l := stepAll(t, tr, mlpBatches)
-			st, err := tr.Stats(mlpBatches[0])
+			l := stepAll(t, tr, bs)
+			st, err := tr.Stats(bs[0])
 			require.NoError(t, err)
 			return l, tr.Params(), st.CommBytes
 		case "tied":
@@ -70,8 +78,11 @@ func TestFoldedGradients(t *testing.T) {
 		require.NoError(t, err)
 		return l, tr.Params(), st.CommBytes
 	}
-	for _, model := range []string{"mlp", "tied", "block"} {
+	for _, model := range []string{"mlp", "mlp batch 128", "tied", "block"} {
 		for _, mesh := range zeroMeshes() {
+			if model == "mlp batch 128" && mesh.Size() > 2 {
+				continue
+			}
 			t.Run(fmt.Sprintf("%s/%v", model, mesh.Shape()), func(t *testing.T) {
 				wantLoss, want, wantBytes := run(t, model, mesh, true)
 				gotLoss, got, gotBytes := run(t, model, mesh, false)

@@ -15,20 +15,23 @@ import (
 
 // PsumScatterProductStart is PsumScatter(MatMulT(p, q, true, false))
 // within float rounding (the sums' order differs), along either
-// dimension, over one axis or two, and over a group of one device (no
-// fold: the product itself).
+// dimension, over one axis or two, with blocks gathered (few rows) or
+// read where they are, and over a group of one device (no fold: the
+// product itself).
 func TestPsumScatterProductStart(t *testing.T) {
 	m := guideMesh() // dp=4, tp=2
 	for _, tc := range []struct {
 		axes shard.Axes
 		dim  int
+		rows int // of each device: 64 and more are not gathered
 	}{
-		{shard.Axes{"tp"}, 0}, {shard.Axes{"tp"}, 1},
-		{shard.Axes{"dp"}, 0}, {shard.Axes{"dp"}, 1},
-		{shard.Axes{"dp", "tp"}, 0}, {shard.Axes{"tp", "dp"}, 1},
+		{shard.Axes{"tp"}, 0, 6}, {shard.Axes{"tp"}, 1, 64},
+		{shard.Axes{"dp"}, 0, 64}, {shard.Axes{"dp"}, 1, 6},
+		{shard.Axes{"dp", "tp"}, 0, 6}, {shard.Axes{"tp", "dp"}, 1, 80},
 	} {
-		t.Run(fmt.Sprintf("%v/dim%d", tc.axes, tc.dim), func(t *testing.T) {
-			const rows, mcols, ncols = 6, 16, 24
+		t.Run(fmt.Sprintf("%v/dim%d/rows=%d", tc.axes, tc.dim, tc.rows), func(t *testing.T) {
+			const mcols, ncols = 16, 24
+			rows := tc.rows
 			p := tensor.Normal(tensor.NewKey(1), m.Size()*rows, mcols)
 			q := tensor.Normal(tensor.NewKey(2), m.Size()*rows, ncols)
 			type out struct{ Got, Want *tensor.Tensor }
