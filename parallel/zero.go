@@ -215,13 +215,18 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// The loss and the small gradients left whole meet in one psum,
 	// started before the reduce-scatters are waited for.
 	bucket, mean := t.startBucket(c, leaves, hs, dims, sums, rows)
-	for i, x := range leaves {
-		if folds != nil && folds[i] != nil {
+	// The folded gradients first, last leaf first: in the order the
+	// backward pass started them (a model's layers last to first), so
+	// that a device computes its parts of the last layers' gradients while
+	// another still runs the rest of its backward pass.
+	for i := len(leaves) - 1; i >= 0 && folds != nil; i-- {
+		if x := leaves[i]; folds[i] != nil {
 			leaves[i] = foldedGradient(folds[i], hs[i], func() *shard.Handle { return reduce(i, x) })
 			donateValue(x) // the rest of the cotangent, reduced (nil if there was none)
-			continue
 		}
-		if x == nil || !x.DType().IsFloat() {
+	}
+	for i, x := range leaves {
+		if x == nil || !x.DType().IsFloat() || folds != nil && folds[i] != nil {
 			continue
 		}
 		if j := slices.Index(bucket.leaves, i); j >= 0 {
