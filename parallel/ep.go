@@ -25,7 +25,9 @@ const EPAxis = "ep"
 // The mesh must have an "ep" axis dividing the number of experts. With an
 // elementwise optimizer (optim.Elementwise) the update is sharded as DP's
 // is: each device updates its block of every replicated parameter and
-// holds that block of its optimizer state, split over every mesh axis.
+// holds that block of its optimizer state, split over every mesh axis,
+// and its part of its experts, their state split over "ep" and the other
+// axes.
 var EP Strategy = ep{}
 
 // FSDPEP is EP with every parameter also split over the other (data) axes

@@ -117,10 +117,11 @@ func TestEPEqualsSingleDevice(t *testing.T) {
 // EP with an elementwise optimizer takes the sharded update (ZeRO-1/2
 // over the data axes, as DP: the replicated parameters' gradients
 // reduce-scattered over every mesh axis, each device updating its block,
-// the experts' gradients summed over dp and updated whole): its steps
-// equal the whole update on every device, which an optimizer that is not
-// elementwise (a Chain) keeps, and each device holds a fraction of the
-// replicated parameters' optimizer state.
+// the experts' gradients reduce-scattered over dp, each device updating
+// its part of its experts): its steps equal the whole update on every
+// device, which an optimizer that is not elementwise (a Chain) keeps, and
+// each device holds a fraction of the optimizer state, the experts' split
+// over ep and dp.
 func TestEPShardedUpdate(t *testing.T) {
 	model, b := newMoENet(), moeBatch()
 	for _, c := range []struct{ dp, ep int }{{1, 8}, {2, 4}, {4, 2}} {
@@ -148,6 +149,17 @@ func TestEPShardedUpdate(t *testing.T) {
 			}
 			assert.Less(t, maxRelDiff(t, whole.Params(), sharded.Params()), 1e-5)
 			assert.Equal(t, "float32[8@ep,8,12]", sharded.PlacedParams().MoE.Up.Type())
+			paths, leaves := pytree.LeavesWithPath(sharded.State())
+			states := map[string]string{}
+			for i, x := range leaves {
+				states[paths[i].String()] = x.Type()
+			}
+			wantUp := "float32[8@(ep,dp),8,12]" // El = 8/ep experts a device, split over dp
+			if c.dp == 1 {
+				wantUp = "float32[8@ep,8,12]"
+			}
+			assert.Equal(t, wantUp, states["Mu.MoE.Up"])
+			assert.Equal(t, wantUp, states["Nu.MoE.Up"])
 			sw, err := whole.Stats(b)
 			require.NoError(t, err)
 			ss, err := sharded.Stats(b)

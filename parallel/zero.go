@@ -30,10 +30,14 @@ import (
 //
 // Parameters the strategy splits over some of the data axes and keeps
 // split while the loss runs (EP's experts over "ep": every mesh axis is a
-// data axis under EP) are updated whole on their devices, their gradients
-// all-reduced over the data axes they are not split over (dp); without
-// this, every device would run the update of every replicated parameter
-// (8 full Adam updates a step on 8 devices).
+// data axis under EP) are treated the same way over the data axes they
+// are not split over (dp): their blocks' gradients are reduce-scattered
+// over those, along a dimension of the block they divide, and each device
+// updates its part (splitFurther; a block no such dimension divides is
+// all-reduced and updated whole on its devices). Without this, every
+// device would run the update of every parameter it holds (8 full Adam
+// updates of the replicated parameters a step on 8 devices, and dp of
+// each expert's).
 //
 // The reduce-scatter and the all-gather move the bytes of the one
 // all-reduce of plain DP; the update's work and the optimizer state are
@@ -73,9 +77,15 @@ func zeroWhole(x *tensor.Tensor) bool {
 // planZeRO records, by parameter path, the dimension of each parameter
 // that the sharded update splits over the data axes, and returns where the
 // optimizer state of each parameter is stored: split like those blocks. A
-// parameter the strategy splits already (EP's experts over "ep") is left
-// whole: its gradient is all-reduced over the data axes it is not split
-// over, and its state is placed like it.
+// parameter the strategy splits already over some of the data axes (EP's
+// experts over "ep") is split further over the others (dp) along a
+// dimension its block divides: its gradient is reduce-scattered over
+// those, each device updates its part of the block and holds that part of
+// the state, and the parts are all-gathered back into the block (before,
+// every device along dp updated the whole block: twice the experts' Adam
+// on a dp=2 mesh). Without such a dimension it is left whole: its
+// gradient is all-reduced over the other data axes, and its state is
+// placed like it.
 func (t *Trainer[M, B]) planZeRO(model M) pathSpecs {
 	n := t.mesh.AxisSize(t.dataAxes...)
 	paths, leaves := pytree.LeavesWithPath(model)
@@ -86,24 +96,58 @@ func (t *Trainer[M, B]) planZeRO(model M) pathSpecs {
 		key := paths[i].String()
 		dim, spec := -1, t.specs[key]
 		split := spec.Axes()
-		if x.DType().IsFloat() && len(split) == 0 && !zeroWhole(x) {
-			spec = zeroSpec(x.Shape(), nil, t.dataAxes, n)
+		sums := slices.DeleteFunc(slices.Clone(t.dataAxes), func(a string) bool { return slices.Contains(split, a) })
+		if x.DType().IsFloat() && !zeroWhole(x) {
+			if len(split) == 0 {
+				spec = zeroSpec(x.Shape(), nil, t.dataAxes, n)
+			} else if len(sums) > 0 {
+				spec = splitFurther(t.mesh, x.Shape(), spec, sums)
+			}
 			for d, ds := range spec {
-				if len(ds) > 0 {
+				if len(sums) > 0 && slices.Contains(ds, sums[0]) {
 					dim = d
 				}
 			}
 		}
 		t.zeroDims[key] = dim
-		t.zeroSums[key] = slices.DeleteFunc(slices.Clone(t.dataAxes), func(a string) bool { return slices.Contains(split, a) })
+		t.zeroSums[key] = sums
 		specs[key] = spec
 	}
 	return specs
 }
 
+// splitFurther adds the axes sums (of total size more than one) to spec,
+// minor to the axes already there, on the first dimension of shape whose
+// block under spec they divide, and returns spec unchanged if none does:
+// each device's part of its block along sums is then a block of the
+// result.
+func splitFurther(mesh *shard.Mesh, shape []int, spec shard.Spec, sums []string) shard.Spec {
+	n := mesh.AxisSize(sums...)
+	if n <= 1 {
+		return spec
+	}
+	for d, size := range shape {
+		var ds shard.DimSpec
+		if d < len(spec) {
+			ds = spec[d]
+		}
+		if len(ds) > 0 {
+			size /= mesh.AxisSize(ds...)
+		}
+		if size >= n && size%n == 0 {
+			out := make(shard.Spec, len(shape))
+			copy(out, spec)
+			out[d] = shard.DimSpec(slices.Concat(ds, sums))
+			return out
+		}
+	}
+	return spec
+}
+
 // leafPlans returns the split dimension of each leaf of tree, in
 // pytree.Flatten's order (-1 for a leaf left whole), and the axes each
-// leaf left whole is all-reduced over.
+// leaf is reduced over: all the data axes, but those a parameter the
+// strategy splits already is split over.
 func (t *Trainer[M, B]) leafPlans(tree M) ([]int, [][]string) {
 	paths, _ := pytree.LeavesWithPath(tree)
 	dims := make([]int, len(paths))
@@ -147,7 +191,7 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// the gradients come out unreduced, for the reduce-scatter below (and
 	// micro-batches accumulate on the device, one reduction per step).
 	dims, sums := t.leafPlans(in.Params)
-	pv, folds := t.varyingParams(c, in.Params, dims)
+	pv, folds := t.varyingParams(c, in.Params, dims, sums)
 	// Each split gradient's reduce-scatter starts as soon as the backward
 	// pass has finished it (autodiff.OnGradient), and travels while the
 	// gradients of the layers before it are computed (PyTorch DDP's
@@ -164,7 +208,7 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		if rd := t.cfg.ReduceDType; rd != 0 && x.DType() == tensor.Float32 {
 			x = tensor.AsType(x, rd) // Config.ReduceDType: half the bytes
 		}
-		return c.PsumScatterStart(x, axes, dims[i], true)
+		return c.PsumScatterStart(x, sums[i], dims[i], true)
 	}
 	var opts []autodiff.Option
 	var start func(i int, x *tensor.Tensor)
@@ -256,7 +300,7 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	} else if rows != nil {
 		l = meanScale(c.Psum(rows, axes...), n)
 	}
-	p, st := t.zeroUpdate(c, in.Params, g, in.State, dims)
+	p, st := t.zeroUpdate(c, in.Params, g, in.State, dims, sums)
 	// Keep each parameter's logical axes, as the host update does. The
 	// all-gathered blocks are this step's own: the named headers alone hold
 	// them.
@@ -270,7 +314,7 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 // by leaf (nil when none is folded, see Config.UnfoldedGradients). A
 // matrix whose storage another leaf shares (tied weights) is not folded:
 // a product's cotangent could not tell which leaf it belongs to.
-func (t *Trainer[M, B]) varyingParams(c *shard.Ctx, params M, dims []int) (M, []*shard.FoldedGradient) {
+func (t *Trainer[M, B]) varyingParams(c *shard.Ctx, params M, dims []int, sums [][]string) (M, []*shard.FoldedGradient) {
 	leaves, st := pytree.Flatten(params)
 	fold := !t.cfg.UnfoldedGradients && !t.cfg.ReduceAfterBackward && t.cfg.MicroBatches == 1 && t.cfg.ReduceDType == 0
 	var folds []*shard.FoldedGradient
@@ -287,7 +331,7 @@ func (t *Trainer[M, B]) varyingParams(c *shard.Ctx, params M, dims []int) (M, []
 			continue
 		}
 		leaves[i] = c.Vary(x, t.dataAxes...)
-		if fold && dims[i] >= 0 && x.DType() == tensor.Float32 && x.Rank() == 2 && shared[&x.BorrowFloat32()[0]] == 1 {
+		if fold && dims[i] >= 0 && len(sums[i]) == len(t.dataAxes) && x.DType() == tensor.Float32 && x.Rank() == 2 && shared[&x.BorrowFloat32()[0]] == 1 {
 			if folds == nil {
 				folds = make([]*shard.FoldedGradient, len(leaves))
 			}
@@ -346,28 +390,16 @@ func foldedGradient(f *shard.FoldedGradient, h *shard.Handle, reduce func() *sha
 // zeroUpdate updates the device's block of every split parameter with its
 // reduce-scattered gradient g (the leaves left whole in full) and
 // all-gathers the updated blocks: the replicated parameters, without
-// their logical axes, and the optimizer state.
-func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State, dims []int) (M, optim.State) {
-	axes := t.dataAxes
-	n, r := c.AxisSize(axes...), c.AxisIndex(axes...)
-	own := t.zeroMap(params, func(x *tensor.Tensor, dim int) *tensor.Tensor {
-		if dim < 0 {
-			return x
+// their logical axes, and the optimizer state. dims and sums are
+// leafPlans's.
+func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State, dims []int, sums [][]string) (M, optim.State) {
+	leaves, tree := pytree.Flatten(params)
+	for i, x := range leaves {
+		if x != nil && dims[i] >= 0 {
+			leaves[i] = ownBlock(c, x, dims[i], sums[i])
 		}
-		s := x.Dim(dim) / n
-		if dim == 0 && x.DType() == tensor.Float32 {
-			// The rows of a replicated block are contiguous: a view of
-			// them, read (not written) by the update, saves copying 1/n
-			// of the parameters per device.
-			per := x.Size() / x.Dim(0)
-			shape := x.Shape()
-			shape[0] = s
-			// Borrowed: the replicated block outlives this step's
-			// update, so the storage may be recycled only later.
-			return c.Local(tensor.WrapFloat32(x.BorrowFloat32()[r*s*per:(r+1)*s*per:(r+1)*s*per], shape...))
-		}
-		return tensor.SliceAxis(x, dim, r*s, (r+1)*s)
-	})
+	}
+	own := pytree.Unflatten[M](tree, leaves)
 	own, st := optim.Step(t.optimizer(c.Psum), own, g, state)
 	// The reduce-scattered blocks are dead after the update, unless the new
 	// state or parameters hold one of them as it is.
@@ -379,7 +411,7 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 	gathers := make([]*shard.Handle, len(pl))
 	for i, x := range pl {
 		if x != nil && dims[i] >= 0 {
-			gathers[i] = c.AllGatherInvariantStart(x, axes, dims[i], true)
+			gathers[i] = c.AllGatherInvariantStart(x, sums[i], dims[i], true)
 		}
 	}
 	for i, h := range gathers {
@@ -398,6 +430,30 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 		return x
 	}))
 	return p, st
+}
+
+// ownBlock returns this device's part along axes of block x, split along
+// dim: the part of the parameter it updates.
+func ownBlock(c *shard.Ctx, x *tensor.Tensor, dim int, axes []string) *tensor.Tensor {
+	n, r := c.AxisSize(axes...), c.AxisIndex(axes...)
+	s := x.Dim(dim) / n
+	if dim == 0 && x.DType() == tensor.Float32 {
+		// The rows of a replicated block are contiguous: a view of them,
+		// read (not written) by the update, saves copying 1/n of the
+		// parameters per device.
+		per := x.Size() / x.Dim(0)
+		shape := x.Shape()
+		shape[0] = s
+		// Borrowed: the replicated block outlives this step's update, so
+		// the storage may be recycled only later. It varies over the axes
+		// x does (EP's experts over ep).
+		v := tensor.WrapFloat32(x.BorrowFloat32()[r*s*per:(r+1)*s*per:(r+1)*s*per], shape...)
+		if l := x.Local(); l != nil {
+			return tensor.Vary(v, l)
+		}
+		return c.Local(v)
+	}
+	return tensor.SliceAxis(x, dim, r*s, (r+1)*s)
 }
 
 // meanScale divides a sum over n devices by n as shard.Ctx.Pmean does
