@@ -947,6 +947,46 @@ loop:
 	VZEROUPPER
 done:
 	RET
+
+// func transpose4(dst *float32, ldd int, src *float32, lds int, nb int)
+//
+// transpose8 with 4×4 blocks, in 128-bit registers: for each of nb
+// blocks, src[r*lds + 4b + j] (r, j < 4) goes to dst[(4b+j)*ldd + r].
+TEXT ·transpose4(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R9
+	SHLQ $2, R9
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R8
+	SHLQ $2, R8
+	MOVQ nb+32(FP), CX
+	TESTQ CX, CX
+	JZ done4
+	LEAQ (R8)(R8*2), R10
+	LEAQ (R9)(R9*2), R11
+loop4:
+	VMOVUPS (SI), X0
+	VMOVUPS (SI)(R8*1), X1
+	VMOVUPS (SI)(R8*2), X2
+	VMOVUPS (SI)(R10*1), X3
+	VUNPCKLPS X1, X0, X4
+	VUNPCKHPS X1, X0, X5
+	VUNPCKLPS X3, X2, X6
+	VUNPCKHPS X3, X2, X7
+	VMOVLHPS X6, X4, X0
+	VMOVHLPS X4, X6, X1
+	VMOVLHPS X7, X5, X2
+	VMOVHLPS X5, X7, X3
+	VMOVUPS X0, (DI)
+	VMOVUPS X1, (DI)(R9*1)
+	VMOVUPS X2, (DI)(R9*2)
+	VMOVUPS X3, (DI)(R11*1)
+	LEAQ (DI)(R9*4), DI
+	ADDQ $16, SI
+	DECQ CX
+	JNZ loop4
+done4:
+	RET
 `)
 }
 
@@ -1280,6 +1320,7 @@ func main() {
 	decl.WriteString("//go:noescape\nfunc packAT6(dst *float32, src *float32, lda int, kc int, ns int)\n\n")
 	decl.WriteString("//go:noescape\nfunc packA6(dst *float32, src *float32, lda int, kc4 int)\n\n")
 	decl.WriteString("//go:noescape\nfunc transpose8(dst *float32, ldd int, src *float32, lds int, nb int)\n\n")
+	decl.WriteString("//go:noescape\nfunc transpose4(dst *float32, ldd int, src *float32, lds int, nb int)\n\n")
 	fmt.Fprintf(&decl, "// avx512Kernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel.\nvar avx512Kernels = %s\n\n", f32.table("512", 12, 16))
 	fmt.Fprintf(&decl, "// avx512TKernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel that\n// stores its tile of Cᵀ transposed into C (runTransposed).\nvar avx512TKernels = %s\n\n", f32.table("512t", 12, 16))
 	fmt.Fprintf(&decl, "// avx2Kernels[flavour][w-1][mr] is the mr×8w AVX2 kernel.\nvar avx2Kernels = %s\n", f32.table("256", 6, 8))

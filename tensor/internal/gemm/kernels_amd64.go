@@ -118,8 +118,14 @@ func allowed[T elem](avx512, avx2 *kernelSet[T]) []*kernelSet[T] {
 }
 
 // transposeAVX is transposeFunc with 8×8 AVX blocks (every AVX2 and
-// AVX-512 machine has AVX).
+// AVX-512 machine has AVX), or 4×4 ones where fewer than 8 rows or
+// columns leave no 8×8 block (a classifier's 4 outputs: a tile of its
+// weight gradient's Cᵀ, the rows of its input gradient's cotangent).
 func transposeAVX(dst []float32, ldd int, src []float32, lds int, rows, cols int) {
+	if rows < 8 || cols < 8 {
+		transposeBlocked(dst, ldd, src, lds, rows, cols, 4, transpose4)
+		return
+	}
 	transposeBlocked(dst, ldd, src, lds, rows, cols, 8, transpose8)
 }
 

@@ -415,6 +415,9 @@ func packA6(dst *float32, src *float32, lda int, kc4 int)
 //go:noescape
 func transpose8(dst *float32, ldd int, src *float32, lds int, nb int)
 
+//go:noescape
+func transpose4(dst *float32, ldd int, src *float32, lds int, nb int)
+
 // avx512Kernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel.
 var avx512Kernels = [2][2][]kernFn[float32]{
 	{
