@@ -316,7 +316,8 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 // a product's cotangent could not tell which leaf it belongs to.
 func (t *Trainer[M, B]) varyingParams(c *shard.Ctx, params M, dims []int, sums [][]string) (M, []*shard.FoldedGradient) {
 	leaves, st := pytree.Flatten(params)
-	fold := !t.cfg.UnfoldedGradients && !t.cfg.ReduceAfterBackward && t.cfg.MicroBatches == 1 && t.cfg.ReduceDType == 0
+	fold := !t.cfg.UnfoldedGradients && !t.cfg.ReduceAfterBackward && t.cfg.MicroBatches == 1 && t.cfg.ReduceDType == 0 &&
+		c.AxisSize(t.dataAxes...) > 1 // over one device there is nothing to reduce
 	var folds []*shard.FoldedGradient
 	shared := map[*float32]int{}
 	if fold {

@@ -172,7 +172,8 @@ func foldKeyOf(w *tensor.Tensor) foldKey {
 //
 // Every device must fold the same values in the same order, as it issues
 // collectives. Products of a w whose scatterDim (of pᵀ·q) is not
-// divisible by the number of devices are not taken.
+// divisible by the number of devices are not taken, nor any over axes of
+// one device (there is nothing to reduce).
 func (c *Ctx) FoldPsumScatter(w *tensor.Tensor, axes Axes, scatterDim int) *FoldedGradient {
 	const op = "shard.Ctx.FoldPsumScatter"
 	checkLocal(op, c, w)
@@ -235,8 +236,8 @@ func (e *devEnv) TakeProductCotangent(w, p, q *tensor.Tensor) bool {
 	if l := q.Local(); l != nil && l.Env != e {
 		return false
 	}
-	if w.Dim(f.dim)%e.group("shard.Ctx.FoldPsumScatter", f.axes).size != 0 {
-		return false
+	if g := e.group("shard.Ctx.FoldPsumScatter", f.axes); g.size == 1 || w.Dim(f.dim)%g.size != 0 {
+		return false // nothing to reduce, or parts that do not divide
 	}
 	f.hs = append(f.hs, f.c.PsumScatterProductStart(p, q, f.axes, f.dim))
 	return true
