@@ -341,8 +341,14 @@ func (ks *kernelSet[T]) runTransposed(p *problem[T], i0, i1, j0, j1 int, ws *wor
 				wide = 1
 			}
 			kernT := ks.kernT[fl][wide]
+			tall := MR // the tallest tile of Cᵀ
+			if kernT != nil && wide == 0 {
+				// The narrow transposed-store kernels go to 16 rows:
+				// every row of their 16×16 transposes is stored.
+				tall = len(kernT) - 1
+			}
 			for jr, mr := j0, 0; jr < j1; jr += mr {
-				mr = tileRows(MR, j1-jr)
+				mr = tileRows(tall, j1-jr)
 				var ap *T
 				if p.transB {
 					ap = &p.b[jr*p.ldb+pc]

@@ -778,7 +778,9 @@ func testSmallMTransB[T elem](t *testing.T) {
 // wide tiles (m = 16, 32 and 37: a wide tile and a narrow one), both
 // flavours (op(A) = A and Aᵀ), beta zero or not and several k blocks, so
 // runTransposed may mix the two (kernTWideMinMR) and a split across
-// goroutines keeps the bits of one.
+// goroutines keeps the bits of one. The narrow kernels' tiles of 13 to 16
+// rows (op(A)·Bᵀ from 16 rows, n from 33 to 64: tiles of 16 and the
+// rest) give the bits of 12-row tiles through the buffer.
 func TestSgemmTransposedStore(t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		s := activeSet[float32]()
@@ -802,6 +804,17 @@ func TestSgemmTransposedStore(t *testing.T) {
 						require.Equal(t, cb, c, "%v: kernT and the tile buffer", g)
 					}
 				}
+			}
+			for n := 33; n <= 64; n++ {
+				beta := []float32{0, -0.75}[n%2]
+				k := []int{7, 40, s.kc + 9}[rng.IntN(3)]
+				g := newCaseT(rng, ta, true, 16, n, k, rng.IntN(3), 1.25, beta)
+				require.True(t, s.useTransposed(&problem[float32]{transA: ta, transB: true, m: 16, n: n, k: k}), "%v", g)
+				c := g.check(t, 1)
+				active = &buffered
+				cb := g.run(1)
+				active = s
+				require.Equal(t, cb, c, "%v: 16-row kernT tiles and the tile buffer", g)
 			}
 		}
 	})

@@ -131,11 +131,16 @@ func (g *gen) raw(format string, args ...any) { fmt.Fprintf(&g.b, format+"\n", a
 // aAddr returns the address of A(r, p) where p is the current k index plus u.
 // Flavour "c": AX points at A(0,p) and advances by as each k step.
 // Flavour "r": AX, R10, R11, R12 point at rows 0, 3, 6, 9 (column p of the
-// current unrolled group) and R9 holds the row stride in bytes.
+// current unrolled group) and R9 holds the row stride in bytes; rows 12
+// to 15 (the 16-row transposed-store kernels) are reached through R13,
+// three row strides: AX+12, R12+4, R11+8 and R10+12 rows.
 func (g *gen) aAddr(fl string, r, u int) string {
 	s := g.t.size
 	if fl == "c" {
 		return fmt.Sprintf("%d(AX)", s*r)
+	}
+	if r >= 12 {
+		return fmt.Sprintf("%d%s", s*u, []string{"(AX)(R13*4)", "(R12)(R9*4)", "(R11)(R9*8)", "(R10)(R13*4)"}[r-12])
 	}
 	base := []string{"AX", "R10", "R11", "R12"}[r/3]
 	switch r % 3 {
@@ -243,6 +248,9 @@ func (g *gen) avx512(fl string, mr, w int, tr bool) {
 	g.prologue(fl, mr)
 	if tr {
 		g.prefetchC(L*w, 1)
+		if fl == "r" && mr > 12 {
+			g.p("LEAQ (R9)(R9*2), R13") // rows 12 to 15 (aAddr)
+		}
 		g.avx512Loop(fl, mr, w)
 		g.storeT(mr, w)
 		return
@@ -311,7 +319,7 @@ func (g *gen) avx512(fl string, mr, w int, tr bool) {
 // place, two vectors at a time through the spare registers (one is
 // enough), so the 2·mr accumulators of a 32-wide tile leave room for them
 // (mr ≤ 12: 24 accumulators, 4 zero rows, a spare, alpha, beta and a row
-// of C).
+// of C), and the mr accumulators of a 16-wide one, mr ≤ maxMRT.
 func (g *gen) storeT(mr, w int) {
 	t := g.t
 	var free []int // registers the accumulators do not use
@@ -1213,6 +1221,31 @@ func (t prec) table(isa string, maxMR, width int) string {
 	return b.String()
 }
 
+// maxMRT is the tallest tile of Cᵀ of the narrow (16-wide) AVX-512
+// transposed-store kernels: 16 accumulators, each transpose of 16 rows
+// storing a whole 16×16 block (the 12-row kernels leave 4 zero rows).
+const maxMRT = 16
+
+// tableT is table for the transposed-store kernels: narrow ones up to
+// maxMRT rows, wide ones up to 12.
+func (t prec) tableT() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[2][2][]kernFn[%s]{\n", t.goType)
+	for _, fl := range []string{"c", "r"} {
+		b.WriteString("{\n")
+		for w, maxMR := range []int{maxMRT, 12} {
+			b.WriteString("{nil")
+			for mr := 1; mr <= maxMR; mr++ {
+				fmt.Fprintf(&b, ", %s", name(t.prefix+"512t", fl, mr, 16*(w+1)))
+			}
+			b.WriteString("},\n")
+		}
+		b.WriteString("},\n")
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
 // family writes the AVX-512 (mr ≤ 12), AVX2 (mr ≤ 6) and packed AVX2
 // kernels of g.t to g.b and their declarations to decl.
 func (g *gen) family(decl *strings.Builder) {
@@ -1230,8 +1263,11 @@ func (g *gen) family(decl *strings.Builder) {
 	}
 	if t.size == 4 {
 		for _, fl := range []string{"c", "r"} {
-			for mr := 1; mr <= 12; mr++ {
+			for mr := 1; mr <= maxMRT; mr++ {
 				for w := 1; w <= 2; w++ {
+					if w*mr > 24 {
+						continue // the accumulators of a wide tile: mr ≤ 12
+					}
 					g.avx512(fl, mr, w, true)
 					fmt.Fprintf(decl, "//go:noescape\nfunc %s%s\n\n", name(t.prefix+"512t", fl, mr, t.zl()*w), t.sig())
 				}
@@ -1322,7 +1358,7 @@ func main() {
 	decl.WriteString("//go:noescape\nfunc transpose8(dst *float32, ldd int, src *float32, lds int, nb int)\n\n")
 	decl.WriteString("//go:noescape\nfunc transpose4(dst *float32, ldd int, src *float32, lds int, nb int)\n\n")
 	fmt.Fprintf(&decl, "// avx512Kernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel.\nvar avx512Kernels = %s\n\n", f32.table("512", 12, 16))
-	fmt.Fprintf(&decl, "// avx512TKernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel that\n// stores its tile of Cᵀ transposed into C (runTransposed).\nvar avx512TKernels = %s\n\n", f32.table("512t", 12, 16))
+	fmt.Fprintf(&decl, "// avx512TKernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel that\n// stores its tile of Cᵀ transposed into C (runTransposed), mr ≤ 16 for\n// w = 1, ≤ 12 for w = 2.\nvar avx512TKernels = %s\n\n", f32.tableT())
 	fmt.Fprintf(&decl, "// avx2Kernels[flavour][w-1][mr] is the mr×8w AVX2 kernel.\nvar avx2Kernels = %s\n", f32.table("256", 6, 8))
 	fmt.Fprintf(&decl, "\n// avx2PKernels[w-1][mr] is the mr×8w AVX2 kernel for packed A and B.\nvar avx2PKernels = %s\n\n", f32.pTable())
 	decl.WriteString(exp.String())

@@ -221,6 +221,18 @@ func s512tc_12x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc
 func s512tc_12x32(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
 
 //go:noescape
+func s512tc_13x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s512tc_14x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s512tc_15x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s512tc_16x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
 func s512tr_1x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
 
 //go:noescape
@@ -291,6 +303,18 @@ func s512tr_12x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc
 
 //go:noescape
 func s512tr_12x32(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s512tr_13x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s512tr_14x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s512tr_15x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
+
+//go:noescape
+func s512tr_16x16(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
 
 //go:noescape
 func s256c_1x8(k int, a *float32, as int, b *float32, bs int, c *float32, ldc int, alpha, beta float32, nr int)
@@ -431,14 +455,15 @@ var avx512Kernels = [2][2][]kernFn[float32]{
 }
 
 // avx512TKernels[flavour][w-1][mr] is the mr×16w AVX-512 kernel that
-// stores its tile of Cᵀ transposed into C (runTransposed).
+// stores its tile of Cᵀ transposed into C (runTransposed), mr ≤ 16 for
+// w = 1, ≤ 12 for w = 2.
 var avx512TKernels = [2][2][]kernFn[float32]{
 	{
-		{nil, s512tc_1x16, s512tc_2x16, s512tc_3x16, s512tc_4x16, s512tc_5x16, s512tc_6x16, s512tc_7x16, s512tc_8x16, s512tc_9x16, s512tc_10x16, s512tc_11x16, s512tc_12x16},
+		{nil, s512tc_1x16, s512tc_2x16, s512tc_3x16, s512tc_4x16, s512tc_5x16, s512tc_6x16, s512tc_7x16, s512tc_8x16, s512tc_9x16, s512tc_10x16, s512tc_11x16, s512tc_12x16, s512tc_13x16, s512tc_14x16, s512tc_15x16, s512tc_16x16},
 		{nil, s512tc_1x32, s512tc_2x32, s512tc_3x32, s512tc_4x32, s512tc_5x32, s512tc_6x32, s512tc_7x32, s512tc_8x32, s512tc_9x32, s512tc_10x32, s512tc_11x32, s512tc_12x32},
 	},
 	{
-		{nil, s512tr_1x16, s512tr_2x16, s512tr_3x16, s512tr_4x16, s512tr_5x16, s512tr_6x16, s512tr_7x16, s512tr_8x16, s512tr_9x16, s512tr_10x16, s512tr_11x16, s512tr_12x16},
+		{nil, s512tr_1x16, s512tr_2x16, s512tr_3x16, s512tr_4x16, s512tr_5x16, s512tr_6x16, s512tr_7x16, s512tr_8x16, s512tr_9x16, s512tr_10x16, s512tr_11x16, s512tr_12x16, s512tr_13x16, s512tr_14x16, s512tr_15x16, s512tr_16x16},
 		{nil, s512tr_1x32, s512tr_2x32, s512tr_3x32, s512tr_4x32, s512tr_5x32, s512tr_6x32, s512tr_7x32, s512tr_8x32, s512tr_9x32, s512tr_10x32, s512tr_11x32, s512tr_12x32},
 	},
 }
