@@ -151,10 +151,15 @@ type Trainer[M, B any] struct {
 	// zeroDims holds, by parameter path, the dimension split over the data
 	// axes (-1: a leaf left whole, all-reduced over the data axes it is
 	// not split over and updated on every device); zeroSums, by path, the
-	// axes a leaf left whole is all-reduced over.
+	// axes a leaf is reduced over. zeroPlan holds both by leaf, in
+	// pytree.Flatten's order of the parameters (leafPlans).
 	zero     bool
 	zeroDims map[string]int
 	zeroSums map[string][]string
+	zeroPlan struct {
+		dims []int
+		sums [][]string
+	}
 	// prop: the loss runs on placed tensors (sharding propagation), not
 	// inside shard.Map.
 	prop   bool

@@ -113,6 +113,7 @@ func (t *Trainer[M, B]) planZeRO(model M) pathSpecs {
 		t.zeroSums[key] = sums
 		specs[key] = spec
 	}
+	t.zeroPlan.dims, t.zeroPlan.sums = t.leafPlansByPath(model)
 	return specs
 }
 
@@ -144,11 +145,19 @@ func splitFurther(mesh *shard.Mesh, shape []int, spec shard.Spec, sums []string)
 	return spec
 }
 
-// leafPlans returns the split dimension of each leaf of tree, in
-// pytree.Flatten's order (-1 for a leaf left whole), and the axes each
+// leafPlans returns the split dimension of each leaf of the parameters,
+// in pytree.Flatten's order (-1 for a leaf left whole), and the axes each
 // leaf is reduced over: all the data axes, but those a parameter the
-// strategy splits already is split over.
-func (t *Trainer[M, B]) leafPlans(tree M) ([]int, [][]string) {
+// strategy splits already is split over. The step's parameters have the
+// model's structure: the plan is planZeRO's, computed once (by path, it
+// cost every device a walk and a path string per leaf every step).
+// Callers only read the slices.
+func (t *Trainer[M, B]) leafPlans() ([]int, [][]string) {
+	return t.zeroPlan.dims, t.zeroPlan.sums
+}
+
+// leafPlansByPath is leafPlans for tree, looked up by path.
+func (t *Trainer[M, B]) leafPlansByPath(tree M) ([]int, [][]string) {
 	paths, _ := pytree.LeavesWithPath(tree)
 	dims := make([]int, len(paths))
 	sums := make([][]string, len(paths))
@@ -163,34 +172,13 @@ func (t *Trainer[M, B]) leafPlans(tree M) ([]int, [][]string) {
 	return dims, sums
 }
 
-// zeroMap applies f to every leaf of tree with the split dimension of the
-// parameter at the same path (-1 for a leaf left whole). Unlike pytree.Map
-// it leaves the logical axes of f's results as they are: a named copy
-// would be a second header over a block of this step, which then could
-// not be recycled (zeroStep names the final parameters once).
-func (t *Trainer[M, B]) zeroMap(tree M, f func(x *tensor.Tensor, dim int) *tensor.Tensor) M {
-	paths, _ := pytree.LeavesWithPath(tree)
-	leaves, st := pytree.Flatten(tree)
-	for i, x := range leaves {
-		if x == nil {
-			continue
-		}
-		dim, ok := t.zeroDims[paths[i].String()]
-		if !ok {
-			dim = -1
-		}
-		leaves[i] = f(x, dim)
-	}
-	return pytree.Unflatten[M](st, leaves)
-}
-
 // zeroStep is one device's training step with the sharded update.
 func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	axes := t.dataAxes
 	// Differentiate with respect to per-device copies of the parameters:
 	// the gradients come out unreduced, for the reduce-scatter below (and
 	// micro-batches accumulate on the device, one reduction per step).
-	dims, sums := t.leafPlans(in.Params)
+	dims, sums := t.leafPlans()
 	pv, folds := t.varyingParams(c, in.Params, dims, sums)
 	// Each split gradient's reduce-scatter starts as soon as the backward
 	// pass has finished it (autodiff.OnGradient), and travels while the
@@ -424,12 +412,13 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 	// The updated blocks are dead once gathered (an all-gather has read
 	// every operand when it returns); the leaves left whole are the
 	// parameters themselves.
-	donateDead(st, t.zeroMap(own, func(x *tensor.Tensor, dim int) *tensor.Tensor {
-		if dim < 0 {
-			return nil
+	parts, _ := pytree.Flatten(own)
+	for i := range parts {
+		if dims[i] < 0 {
+			parts[i] = nil
 		}
-		return x
-	}))
+	}
+	donateDead(st, parts)
 	return p, st
 }
 
