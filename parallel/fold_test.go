@@ -32,11 +32,14 @@ func tiedLoss(m tiedMLP, b batch) *tensor.Tensor {
 // gathered and not: shard.Ctx.PsumScatterProductStart), a transformer
 // block (weights
 // of flattened 3-D inputs, a product whose cotangent the residual stream
-// shares) and a weight used outside its product too; it sends the same
-// bytes (but for the tied weight, whose rest is reduce-scattered too). SGD keeps the update linear in the gradient, so a difference
+// shares) and a weight used outside its product too; Comm counts the
+// folded reduce-scatters' bytes as "psum_scatter_product", the bytes the
+// unfolded ones send (but for the tied weight, whose rest is
+// reduce-scattered too). SGD keeps the update linear in the gradient, so a difference
 // in the gradients shows as it is (Adam's first steps would turn a
 // rounding of a near-zero gradient into a step of the other sign).
 func TestFoldedGradients(t *testing.T) {
+	defer parallel.FoldSmall()()
 	mlp, _ := guideModel(guideSizes, 16, 3)
 	mlp.Activation, mlp.FinalActivation = nn.Gelu, nil
 	var mlpBatches, wideBatches, blockBatches []batch
@@ -88,8 +91,11 @@ func TestFoldedGradients(t *testing.T) {
 				gotLoss, got, gotBytes := run(t, model, mesh, false)
 				assert.InEpsilonSlice(t, wantLoss, gotLoss, 1e-5)
 				assert.Less(t, maxRelDiff(t, want, got), 1e-5)
+				if mesh.Size() > 1 {
+					assert.Positive(t, gotBytes["psum_scatter_product"], "folded")
+				}
 				if model != "tied" { // the tied weight's rest is reduce-scattered too
-					assert.Equal(t, wantBytes, gotBytes)
+					assert.Equal(t, wantBytes["psum_scatter"], gotBytes["psum_scatter"]+gotBytes["psum_scatter_product"])
 				}
 			})
 		}

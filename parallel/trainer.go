@@ -108,7 +108,8 @@ type Config[M, B any] struct {
 	// UnfoldedGradients makes the DP step with a sharded update compute
 	// each weight gradient whole on every device and reduce-scatter it
 	// after. By default the reduce-scatter of a split float32 matrix's
-	// gradient is folded into the products that compute it
+	// gradient (one whose part on a device has at least 32 768 elements)
+	// is folded into the products that compute it
 	// (shard.Ctx.FoldPsumScatter): each device computes its part of the
 	// summed gradient from every device's layer inputs and output
 	// cotangents, writing 1/n of the gradient and summing nothing after.

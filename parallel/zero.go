@@ -296,12 +296,24 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	return stepOut[M]{Params: p, State: st, Loss: l, ModelState: t.replicatedState(c, flow)}
 }
 
+// foldMinPart is the number of elements of a device's part of a weight
+// gradient from which the DP step folds it (Config.UnfoldedGradients):
+// below, the parts' products are small gemms that run at a fraction of
+// the gemm's speed, and the whole gradients are small enough to write and
+// sum. examples/moe's dp_ep (128×128 weights over 8 devices: parts of
+// 16×128) ran at 21.0-21.4 K chars per CPU-second folded against
+// 22.1-22.6 K unfolded; the DP benchmark's 784×1024 and 1024×1024 weights
+// (parts of 98×1024 and more) fold with 11% less CPU on 8 devices.
+// A variable for the tests, which fold small models.
+var foldMinPart = 1 << 15
+
 // varyingParams returns the device's varying copies of the parameters,
 // which the step differentiates, and the folded gradients
 // (shard.Ctx.FoldPsumScatter) of the split float32 matrices among them,
 // by leaf (nil when none is folded, see Config.UnfoldedGradients). A
-// matrix whose storage another leaf shares (tied weights) is not folded:
-// a product's cotangent could not tell which leaf it belongs to.
+// matrix whose parts would be small (foldMinPart) or whose storage
+// another leaf shares (tied weights: a product's cotangent could not tell
+// which leaf it belongs to) is not folded.
 func (t *Trainer[M, B]) varyingParams(c *shard.Ctx, params M, dims []int, sums [][]string) (M, []*shard.FoldedGradient) {
 	leaves, st := pytree.Flatten(params)
 	fold := !t.cfg.UnfoldedGradients && !t.cfg.ReduceAfterBackward && t.cfg.MicroBatches == 1 && t.cfg.ReduceDType == 0 &&
@@ -320,7 +332,8 @@ func (t *Trainer[M, B]) varyingParams(c *shard.Ctx, params M, dims []int, sums [
 			continue
 		}
 		leaves[i] = c.Vary(x, t.dataAxes...)
-		if fold && dims[i] >= 0 && len(sums[i]) == len(t.dataAxes) && x.DType() == tensor.Float32 && x.Rank() == 2 && shared[&x.BorrowFloat32()[0]] == 1 {
+		if fold && dims[i] >= 0 && len(sums[i]) == len(t.dataAxes) && x.DType() == tensor.Float32 && x.Rank() == 2 &&
+			x.Size()/c.AxisSize(t.dataAxes...) >= foldMinPart && shared[&x.BorrowFloat32()[0]] == 1 {
 			if folds == nil {
 				folds = make([]*shard.FoldedGradient, len(leaves))
 			}

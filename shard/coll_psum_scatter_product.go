@@ -13,6 +13,11 @@ import (
 // gradients of a backward pass as the products' VJPs would compute them
 // (tensor.ProductCotangentTaker). See "Folded weight gradients" in doc.go.
 
+// psumScatterProductColl names the folded reduce-scatter in Comm
+// ("psum_scatter_product": the bytes the reduce-scatter of the whole
+// product would have sent); its slots are psum_scatter's.
+var psumScatterProductColl = &collective{kind: "psum_scatter_product"}
+
 // PsumScatterProductStart starts PsumScatter(MatMulT(p, q, true, false),
 // axes, scatterDim, true) — the reduce-scatter of pᵀ·q, for float32
 // matrices p [rows, m] and q [rows, n] (a layer's input and its output's
@@ -90,8 +95,9 @@ func (c *Ctx) PsumScatterProductStart(p, q *tensor.Tensor, axes Axes, scatterDim
 				return true
 			})
 		}
-		// What the unfolded reduce-scatter would have sent.
-		e.account(psumScatterColl, int64(g.size-1)*int64(out.Bytes()))
+		// What the unfolded reduce-scatter would have sent, under a kind
+		// of its own.
+		e.account(psumScatterProductColl, int64(g.size-1)*int64(out.Bytes()))
 		return e.markedFresh(out, mask)
 	})
 }

@@ -154,8 +154,11 @@
 // instead (the device environment is a tensor.ProductCotangentTaker);
 // FoldedGradient.Wait returns the sum of the parts, and what the backward
 // pass still returns for the value (its other uses, nil if none) is
-// reduce-scattered as before. parallel's DP step with a sharded update
-// folds every split float32 matrix (parallel.Config.UnfoldedGradients).
+// reduce-scattered as before. Comm counts a folded reduce-scatter as
+// "psum_scatter_product", with the bytes the reduce-scatter of the whole
+// product would have sent. parallel's DP step with a sharded update folds
+// the split float32 matrices whose parts are not small
+// (parallel.Config.UnfoldedGradients).
 //
 // # Computing on placed tensors: sharding propagation
 //
