@@ -120,8 +120,14 @@
 // at every k measured (m=16, n=128, Zen 5, GFLOP per CPU-second: k=10
 // 90 → 110, k=32 160 → 172, k=256 207 → 207-211; n=256, k=128 198 → 204;
 // through the tile buffer the transposed path lost below k=128), and a
-// classifier's 16×10 C from k=128 went 92 → 135. Other sets keep the
-// tile buffer.
+// classifier's 16×10 C from k=128 went 92 → 135. The 16-wide kernels go
+// to 16 rows of Cᵀ (16 accumulators, every row of the transposed block
+// stored; rows 12 to 15 of a row-major A reached through three row
+// strides in R13), which runTransposed uses for its narrow tiles: m=16
+// with Bᵀ, k=256 207-215 → 218-222, n=256, k=128 204-211 → 213-220.
+// Other sets keep the tile buffer. Its transposes (and op(A)'s) are 8×8
+// AVX blocks, or 4×4 ones where a side is shorter than 8 (a 4-output
+// classifier's weight gradient, 128×4 from k=16, 59 → 92).
 //
 // # Batches
 //
