@@ -31,8 +31,9 @@ var psumScatterProductColl = &collective{kind: "psum_scatter_product"}
 // unfolded reduce-scatter up to the order of the sums: the partial
 // products are accumulated one after another into the part, where
 // psum_scatter sums whole products elementwise (and the gemm may block a
-// part differently from the whole product). Between processes the
-// product is computed and reduce-scattered as PsumScatterStart does.
+// part differently from the whole product). On a mesh spanning
+// processes, and over one device, the product is computed and
+// reduce-scattered as PsumScatterStart does.
 //
 // The dimension scatterDim of pᵀ·q (0: m, 1: n) must be divisible by the
 // number of devices over the axes. Like PsumStart it is not
@@ -123,19 +124,12 @@ func gatherRows(e *devEnv, g group, p, q *tensor.Tensor) (gp, gq *tensor.Tensor)
 	return gp, gq
 }
 
-// foldsInProcess reports whether every member of g is a device of this
-// process (and the group has more than one): the devices then read each
-// other's operands.
+// foldsInProcess reports whether the devices of g read each other's
+// operands: the group has more than one device and the mesh lies in this
+// process (on a mesh spanning processes every slot takes part in the
+// cross-process exchange, which knows only the unfolded reduce-scatter).
 func (e *devEnv) foldsInProcess(g group) bool {
-	if g.size == 1 {
-		return false
-	}
-	for _, m := range g.members {
-		if !e.mesh.devices[m].IsLocal() {
-			return false
-		}
-	}
-	return true
+	return g.size > 1 && !e.mesh.spans()
 }
 
 // FoldedGradient is the weight gradient of one value, reduce-scattered

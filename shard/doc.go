@@ -147,8 +147,8 @@
 // device computes its part of the sum from every device's p and q
 // (tensor.SumProductsPart), writing 1/n of the product and summing
 // nothing after — GSPMD's reduce-scatter fused with the dot, as FSDP and
-// ZeRO gradients are computed there. Between processes it is the
-// product, then PsumScatterStart. Ctx.FoldPsumScatter hands it the
+// ZeRO gradients are computed there. On a mesh spanning processes it is
+// the product, then PsumScatterStart. Ctx.FoldPsumScatter hands it the
 // products of a backward pass: each matmul or dense VJP that would
 // compute the folded value's cotangent as pᵀ·q gives p and q to the fold
 // instead (the device environment is a tensor.ProductCotangentTaker);
