@@ -220,10 +220,18 @@ func raggedImpl(operand, output *tensor.Tensor, offs []*tensor.Tensor, p *ragged
 			copyRows(out, back.io[peer], src.operand, back.oo[peer], back.ss[peer], rowSize)
 		}
 	}
-	// The operands are borrowed, not pinned: every device must be done
-	// reading them before any returns and may donate its own.
-	e.run.barrier(s)
-	tensor.Donate(operand) // this call's own unmarked header
+	// The other devices read each call's operand through the header of
+	// its own the call made (operand), which holds the storage whatever
+	// its device does with the caller's header meanwhile: the last device
+	// done reading donates them all, and no device waits for the others
+	// to finish reading, as a barrier would make it.
+	if e.run.lastOut(s) {
+		for m, cl := range s.calls {
+			if cl != nil && e.mesh.isLocal(m) {
+				tensor.Donate(cl.data.(*raggedCall).operand)
+			}
+		}
+	}
 	e.account(raggedColl, sent)
 	mask := maskOf(x) | p.mask
 	if output != nil {
