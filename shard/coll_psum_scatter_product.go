@@ -35,8 +35,9 @@ var psumScatterProductColl = &collective{kind: "psum_scatter_product"}
 // processes, and over one device, the product is computed and
 // reduce-scattered as PsumScatterStart does.
 //
-// The dimension scatterDim of pᵀ·q (0: m, 1: n) must be divisible by the
-// number of devices over the axes. Like PsumStart it is not
+// p and q must have the same shapes on every device, and the dimension
+// scatterDim of pᵀ·q (0: m, 1: n) must be divisible by the number of
+// devices over the axes. Like PsumStart it is not
 // differentiable; Wait must be called once, inside the fn that started
 // it, on the same device.
 func (c *Ctx) PsumScatterProductStart(p, q *tensor.Tensor, axes Axes, scatterDim int) *Handle {
