@@ -15,25 +15,35 @@ import (
 
 // BenchmarkDPStep times a DP training step (forward, backward, Adam) of
 // the MLP 784-1024-1024-10 on batches of 256 on meshes of 1, 2 and 8
-// simulated devices, and its gradient phase alone.
+// simulated devices, the same step with its weight gradients unfolded
+// (Config.UnfoldedGradients: computed whole, then reduce-scattered), and
+// its gradient phase alone.
 func BenchmarkDPStep(b *testing.B) {
 	m, _ := guideModel([]int{784, 1024, 1024, 10}, 1, 4)
 	_, bt := guideModel([]int{784, 10}, 256, 5)
 	for _, n := range []int{1, 2, 8} {
 		mesh := shard.NewMesh([]int{n}, []string{"dp"})
-		tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Strategy: parallel.DP, Mesh: mesh, Optimizer: optim.Adam(optim.Constant(1e-3))})
-		if err != nil {
-			b.Fatal(err)
+		trainer := func(unfolded bool) *parallel.Trainer[nn.MLP, batch] {
+			tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Strategy: parallel.DP, Mesh: mesh,
+				Optimizer: optim.Adam(optim.Constant(1e-3)), UnfoldedGradients: unfolded})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return tr
 		}
+		tr, unf := trainer(false), trainer(true)
 		placed := batch{shard.Put(bt.X, tr.BatchSharding()), shard.Put(bt.Y, tr.BatchSharding())}
-		// step: the whole training step; grad: its loss and gradient alone
-		// (forward, backward and the all-reduce, without the Adam update).
+		// step: the whole training step; unfolded: the same without the
+		// fold; grad: its loss and gradient alone (forward, backward and
+		// the all-reduce, without the Adam update).
 		for _, phase := range []struct {
 			name string
+			tr   *parallel.Trainer[nn.MLP, batch]
 			run  func() error
 		}{
-			{"step", func() error { _, err := tr.Step(placed); return err }},
-			{"grad", func() error { _, _, err := tr.LossAndGrad(placed); return err }},
+			{"step", tr, func() error { _, err := tr.Step(placed); return err }},
+			{"unfolded", unf, func() error { _, err := unf.Step(placed); return err }},
+			{"grad", tr, func() error { _, _, err := tr.LossAndGrad(placed); return err }},
 		} {
 			b.Run(fmt.Sprintf("devices=%d/%s", n, phase.name), func(b *testing.B) {
 				if err := phase.run(); err != nil {
@@ -43,7 +53,7 @@ func BenchmarkDPStep(b *testing.B) {
 				cpu0 := cputime.Used()
 				for b.Loop() {
 					_ = phase.run()
-					m.add(tr.Comm(), mesh) // each step resets the trainer's Comm
+					m.add(phase.tr.Comm(), mesh) // each step resets the trainer's Comm
 				}
 				b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e3, "ms/step")
 				// CPU time of the process (all devices) per step: steadier
