@@ -32,6 +32,9 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	// The nodes ys depend on, latest first.
 	nodes := reachable(tr, ys)
 	slices.SortFunc(nodes, func(a, b *node) int { return cmp.Compare(b.seq, a.seq) })
+	for i, n := range nodes {
+		n.slot.Store(int32(i))
+	}
 
 	b := backward{tr: tr, retain: retain, pass: &backwardPass{}, nodes: nodes}
 	recycle := tr.recycle && !retain
@@ -180,8 +183,12 @@ func (b *backward) index(x *Tensor) int {
 	return b.indexOf(x.node)
 }
 
-// indexOf returns the index of n in b.nodes, -1 if it is not there.
+// indexOf returns the index of n in b.nodes, -1 if it is not there: the
+// node's slot hint if it holds, else by binary search.
 func (b *backward) indexOf(n *node) int {
+	if k := int(n.slot.Load()); k < len(b.nodes) && b.nodes[k] == n {
+		return k
+	}
 	k, ok := slices.BinarySearchFunc(b.nodes, n.seq, func(m *node, seq uint64) int { return cmp.Compare(seq, m.seq) })
 	if !ok || b.nodes[k] != n {
 		return -1

@@ -184,6 +184,10 @@ type node struct {
 	ndims int32 // of buf.dims used
 	nout  int32
 	freed bool
+	// slot is the node's index in the nodes of the last Backward pass
+	// that visits it: a hint that backward.indexOf checks (concurrent
+	// passes over one graph may overwrite it).
+	slot atomic.Int32
 }
 
 // nodeBuf is the inline storage of a traced op's node, allocated with it
