@@ -137,16 +137,18 @@ func Forward(c *shard.Ctx, m nn.MoE, x *tensor.Tensor, cfg Config) nn.MoEOutput 
 }
 
 // gatherCounts returns every device's counts along the token axes, in
-// their order: [devices][len(counts)]. They travel as float32 (exact below
-// 2^24): in one process a float32 all-gather meets once.
+// their order: [devices][len(counts)], one backing array. They travel as
+// float32 (exact below 2^24): in one process a float32 all-gather meets
+// once.
 func gatherCounts(c *shard.Ctx, counts []int, tokens shard.Axes) [][]int {
-	all := c.AllGatherInvariant(tensor.FromFloat32(toF32(counts)), tokens, 0, true).Float32s()
+	all := c.AllGatherInvariant(tensor.FromFloat32(toF32(counts)), tokens, 0, true).BorrowFloat32()
+	flat := make([]int, len(all))
+	for i, v := range all {
+		flat[i] = int(v)
+	}
 	out := make([][]int, len(all)/len(counts))
 	for t := range out {
-		out[t] = make([]int, len(counts))
-		for e := range counts {
-			out[t][e] = int(all[t*len(counts)+e])
-		}
+		out[t] = flat[t*len(counts) : (t+1)*len(counts)]
 	}
 	return out
 }
@@ -179,10 +181,17 @@ func newPlan(c *shard.Ctx, cfg Config, all [][]int, E, El int) *plan {
 	for j, t := range ranks {
 		cnt[j] = all[t][:E]
 	}
+	// One backing array for the plan's vectors.
+	buf := make([]int, 5*ep*El+El+2*E)
+	next := func(n int) []int {
+		v := buf[:n:n]
+		buf = buf[n:]
+		return v
+	}
 	pl := &plan{
-		fill: exclusiveCumsum(cnt[me]), sendSizes: make([]int, ep*El), outOffsets: make([]int, ep*El),
-		recvSizes: make([]int, ep*El), recvAt: make([]int, ep*El), senderFill: make([]int, ep*El),
-		groupSizes: make([]int, El), load: make([]int, E), processed: make([]int, E), senders: len(all),
+		fill: exclusiveCumsum(cnt[me]), sendSizes: next(ep * El), outOffsets: next(ep * El),
+		recvSizes: next(ep * El), recvAt: next(ep * El), senderFill: next(ep * El),
+		groupSizes: next(El), load: next(E), processed: next(E), senders: len(all),
 	}
 	for _, a := range all {
 		for e := range E {
@@ -212,8 +221,13 @@ func newPlan(c *shard.Ctx, cfg Config, all [][]int, E, El int) *plan {
 		}
 	}
 	for s := range ep {
-		sf := exclusiveCumsum(cnt[s])
-		copy(pl.senderFill[s*El:(s+1)*El], sf[me*El:(me+1)*El])
+		at := 0 // where expert e's rows start among sender s's
+		for e := range (me + 1) * El {
+			if e >= me*El {
+				pl.senderFill[s*El+e-me*El] = at
+			}
+			at += cnt[s][e]
+		}
 	}
 	for _, n := range cnt[me] {
 		pl.sent += n

@@ -3,6 +3,7 @@ package shard
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/gonox/gonox/tensor"
 )
@@ -172,8 +173,7 @@ func raggedImpl(operand, output *tensor.Tensor, offs []*tensor.Tensor, p *ragged
 	operand = tensor.WithLocal(operand, nil)
 	rc := &raggedCall{operand: operand, io: offs[0].Ints(), ss: offs[1].Ints(), oo: offs[2].Ints(), rs: offs[3].Ints()}
 	u := len(rc.io) / g.size
-	shapeTail := fmt.Sprint(operand.Shape()[1:], u)
-	s := e.run.meet(e, &call{coll: raggedColl, axes: p.axes, x: x, extra: shapeTail, data: rc})
+	s := e.run.meet(e, &call{coll: raggedColl, axes: p.axes, x: x, extra: raggedKey(operand, u), data: rc})
 	defer e.run.leave(s)
 	rows := p.rows
 	if output != nil {
@@ -238,6 +238,22 @@ func raggedImpl(operand, output *tensor.Tensor, offs []*tensor.Tensor, p *ragged
 		mask |= maskOf(output)
 	}
 	return e.markedFresh(out, mask), back
+}
+
+// raggedKey is what the devices' calls of a ragged all-to-all must agree
+// on besides the dtype: the operand's trailing dimensions and the entries
+// per device, as "[d1 d2 ...] u".
+func raggedKey(operand *tensor.Tensor, u int) string {
+	b := make([]byte, 0, 32)
+	b = append(b, '[')
+	for i := 1; i < operand.Rank(); i++ {
+		if i > 1 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendInt(b, int64(operand.Dim(i)), 10)
+	}
+	b = append(b, "] "...)
+	return string(strconv.AppendInt(b, int64(u), 10))
 }
 
 // writtenRows marks the rows of an output of n rows that the groups at
