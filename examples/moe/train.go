@@ -161,13 +161,6 @@ func newTrainer(model Model, s strategy, mesh *shard.Mesh, opt optim.Transform, 
 	}
 	t.ecfg = expert.Config{Experts: shard.Axes{parallel.EPAxis}, Tokens: shard.Axes(names)}
 	cfg.Mesh, cfg.Strategy = mesh, parallel.EP
-	// The replicated weights' gradients are computed whole on every device
-	// and reduce-scattered after, not folded into their products: folded,
-	// each device's part of a 128-wide gradient over 8 devices is a
-	// product of 16 rows, which the gemm runs at a fraction of its speed
-	// (BenchmarkTrainStep/dp_ep -test.cpu 2: 21.0-21.4 K chars/cpu-s
-	// folded, 22.1-22.6 K unfolded; AMD EPYC Zen 5, load 3.6-4.5).
-	cfg.UnfoldedGradients = true
 	if s == fsdpEP {
 		cfg.Strategy = parallel.FSDPEP
 	}
