@@ -168,8 +168,10 @@ func foldKeyOf(w *tensor.Tensor) foldKey {
 // cotangent. What the backward pass still returns for w is the rest: the
 // cotangents of w's other uses (w transposed or reshaped first, an
 // elementwise use, a product in bfloat16, a product inside Vmap or
-// differentiated twice), or zeros if there are none; its reduce-scatter
-// plus Wait's result is the reduce-scatter of w's whole cotangent.
+// differentiated twice), or nil if there are none and a product was
+// taken (a gradient tree then has an empty position there: pytree.Flatten
+// skips it); its reduce-scatter plus Wait's result is the reduce-scatter
+// of w's whole cotangent.
 //
 // Every device must fold the same values in the same order, as it issues
 // collectives. Products of a w whose scatterDim (of pᵀ·q) is not
