@@ -41,8 +41,8 @@ func newHeader(dt DType, shape []int) *Tensor {
 }
 
 // header makes box's header that of a dt tensor of the given shape (rank
-// up to 4, kept in box) with no data yet, and a holder count of one for
-// the storage the caller gives it.
+// up to len(box.dims), kept in box: callers check) with no data yet, and a
+// holder count of one for the storage the caller gives it.
 func (box *tensorBox) header(dt DType, shape []int) *Tensor {
 	n := copy(box.dims[:], shape)
 	t := &box.t

@@ -117,7 +117,7 @@ func TestBiasActPanics(t *testing.T) {
 // gradients.
 func TestMSEEqualsComposition(t *testing.T) {
 	rng := newRNG(43)
-	for _, shape := range [][]int{{}, {7}, {16, 4}, {3, 70000}} {
+	for _, shape := range [][]int{{}, {7}, {16, 4}, {3, 70000}, {2, 3, 1, 2, 5}} {
 		p, y := randF32(rng, shape...), randF32(rng, shape...)
 		fused := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.MSE(xs[0], xs[1]) }
 		plain := func(xs []*tensor.Tensor) *tensor.Tensor {
@@ -127,6 +127,15 @@ func TestMSEEqualsComposition(t *testing.T) {
 		gp, gf := grad(plain, ts(p, y)), grad(fused, ts(p, y))
 		requireSameBits(t, gp[0], gf[0], "d/dpred")
 		requireSameBits(t, gp[1], gf[1], "d/dtarget")
+		// The prediction's gradient alone (a constant target: its
+		// cotangent is not computed).
+		predOnly := func(f func([]*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
+			tr := tensor.NewTrace()
+			lp := tr.Leaf(p)
+			out := f(ts(lp, y))
+			return tensor.Backward(tr, ts(out), ts(tensor.OnesLike(out)), ts(lp), false)[0]
+		}
+		requireSameBits(t, predOnly(plain), predOnly(fused), "d/dpred alone")
 	}
 	rng2 := newRNG(44)
 	p, y := randF32(rng2, 3, 4), randF32(rng2, 3, 4)

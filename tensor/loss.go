@@ -134,7 +134,19 @@ func init() {
 // mseGrad returns mse_grad's results for the float32 host operands g, a
 // and b; the second (b's cotangent) is nil unless wantB.
 func mseGrad(g, a, b *Tensor, wantB bool) []*Tensor {
-	ga, gb := newOutUninit(Float32, a.shape), (*Tensor)(nil)
+	// The result slice with ga's header: one allocation (the backward
+	// pass reads the slice and goes on with ga).
+	front := &struct {
+		res [2]*Tensor
+		ga  tensorBox
+	}{}
+	var ga, gb *Tensor
+	if len(a.shape) <= len(front.ga.dims) {
+		ga = front.ga.header(Float32, a.shape)
+		ga.allocData("tensor", numel(a.shape), false)
+	} else {
+		ga = newOutUninit(Float32, a.shape)
+	}
 	var dgb []float32
 	if wantB {
 		gb = newOutUninit(Float32, a.shape)
@@ -153,7 +165,8 @@ func mseGrad(g, a, b *Tensor, wantB bool) []*Tensor {
 			mseGradRange(dga[lo:hi], sb, da[lo:hi], db[lo:hi], gs)
 		})
 	}
-	return []*Tensor{ga, gb}
+	front.res = [2]*Tensor{ga, gb}
+	return front.res[:]
 }
 
 // mseGradRange sets ga = (a-b)·2·gs and gb = -ga (gb nil: ga only).
