@@ -17,6 +17,7 @@ func TestSumColsMatchesAccF64(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, c := range []struct{ m, n, w int }{
 		{1, 8, 8}, {16, 128, 128}, {16, 10, 10}, {3, 40, 40}, {7, 50, 37}, {5, 200, 96}, {1, 33, 33}, {4, 3, 3}, {2, 7, 5},
+		{16, 256, 256}, {2, 70, 64}, {3, 300, 271}, {1, 130, 127},
 	} {
 		t.Run(fmt.Sprintf("%dx%d/%d", c.m, c.n, c.w), func(t *testing.T) {
 			src := make([]float32, c.m*c.n)
