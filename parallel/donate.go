@@ -109,10 +109,10 @@ func (t *Trainer[M, B]) donateStep(oldParams M, oldState optim.State, dead ...an
 // holder of its storage behind (see tensor.Donate). A traced y belongs to
 // its trace and is only named.
 func namedFresh(y, x *tensor.Tensor) *tensor.Tensor {
-	if y == nil || x == nil || y == x || y.Rank() != x.Rank() || y.LogicalAxes() != nil || x.LogicalAxes() == nil {
+	if y == nil || x == nil || y == x || y.Rank() != x.Rank() || y.BorrowLogicalAxes() != nil || x.BorrowLogicalAxes() == nil {
 		return y
 	}
-	z := tensor.WithLogicalAxes(y, x.LogicalAxes()...)
+	z := tensor.WithLogicalAxes(y, x.BorrowLogicalAxes()...) // copied
 	if !y.IsTraced() {
 		tensor.Donate(y)
 	}

@@ -215,8 +215,8 @@ func keepAxes(in, out *tensor.Tensor) *tensor.Tensor {
 	if in == nil || out == nil || in == out {
 		return out
 	}
-	ax := in.LogicalAxes()
-	if ax == nil || out.Rank() != in.Rank() || out.LogicalAxes() != nil {
+	ax := in.BorrowLogicalAxes() // WithLogicalAxes copies it
+	if ax == nil || out.Rank() != in.Rank() || out.BorrowLogicalAxes() != nil {
 		return out
 	}
 	return tensor.WithLogicalAxes(out, ax...)

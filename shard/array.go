@@ -150,7 +150,7 @@ func (l *layout) MapBlocks(x *tensor.Tensor, fn func(block *tensor.Tensor) *tens
 			return // another process's device
 		}
 		b := fn(l.blocks[d])
-		if !slices.Equal(b.Shape(), l.geo.block) {
+		if !slices.Equal(b.BorrowShape(), l.geo.block) {
 			panic(fmt.Sprintf("shard: MapBlocks changed block %v to %v", l.blocks[d], b))
 		}
 		out.blocks[d] = tensor.WithLocal(tensor.StopGradient(b), nil)
@@ -362,7 +362,7 @@ func Put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
 // keepAxes gives y the logical axis names of x: placement moves data, it
 // does not change what the dimensions mean.
 func keepAxes(y, x *tensor.Tensor) *tensor.Tensor {
-	if axes := x.LogicalAxes(); axes != nil && y.LogicalAxes() == nil && y.Rank() == x.Rank() {
+	if axes := x.BorrowLogicalAxes(); axes != nil && y.BorrowLogicalAxes() == nil && y.Rank() == x.Rank() {
 		z := tensor.WithLogicalAxes(y, axes...)
 		if l, _ := y.Layout().(*layout); l != nil {
 			// Every caller drops y: z stays the only header of its blocks.
@@ -617,19 +617,19 @@ func copyTensorRegion(dst *tensor.Tensor, dstOff []int, src *tensor.Tensor, srcO
 	switch dst.DType() {
 	case tensor.Float32:
 		// Borrowed, not pinned: both may still be recycled (tensor.Donate).
-		box.Copy(dst.BorrowFloat32(), dst.Shape(), dstOff, src.BorrowFloat32(), src.Shape(), srcOff, lo, size)
+		box.Copy(dst.BorrowFloat32(), dst.BorrowShape(), dstOff, src.BorrowFloat32(), src.BorrowShape(), srcOff, lo, size)
 	case tensor.Int32:
-		box.Copy(dst.BorrowInt32(), dst.Shape(), dstOff, src.BorrowInt32(), src.Shape(), srcOff, lo, size)
+		box.Copy(dst.BorrowInt32(), dst.BorrowShape(), dstOff, src.BorrowInt32(), src.BorrowShape(), srcOff, lo, size)
 	case tensor.Bool:
-		box.Copy(dst.RawBool(), dst.Shape(), dstOff, src.RawBool(), src.Shape(), srcOff, lo, size)
+		box.Copy(dst.RawBool(), dst.BorrowShape(), dstOff, src.RawBool(), src.BorrowShape(), srcOff, lo, size)
 	case tensor.BFloat16, tensor.Float16:
-		box.Copy(dst.RawUint16(), dst.Shape(), dstOff, src.RawUint16(), src.Shape(), srcOff, lo, size)
+		box.Copy(dst.RawUint16(), dst.BorrowShape(), dstOff, src.RawUint16(), src.BorrowShape(), srcOff, lo, size)
 	case tensor.Float64:
-		box.Copy(dst.BorrowFloat64(), dst.Shape(), dstOff, src.BorrowFloat64(), src.Shape(), srcOff, lo, size)
+		box.Copy(dst.BorrowFloat64(), dst.BorrowShape(), dstOff, src.BorrowFloat64(), src.BorrowShape(), srcOff, lo, size)
 	case tensor.Int64:
-		box.Copy(dst.BorrowInt64(), dst.Shape(), dstOff, src.BorrowInt64(), src.Shape(), srcOff, lo, size)
+		box.Copy(dst.BorrowInt64(), dst.BorrowShape(), dstOff, src.BorrowInt64(), src.BorrowShape(), srcOff, lo, size)
 	case tensor.Uint8:
-		box.Copy(dst.RawUint8(), dst.Shape(), dstOff, src.RawUint8(), src.Shape(), srcOff, lo, size)
+		box.Copy(dst.RawUint8(), dst.BorrowShape(), dstOff, src.RawUint8(), src.BorrowShape(), srcOff, lo, size)
 	}
 }
 

@@ -224,7 +224,7 @@ func chunk(n, g, r int) (int, int) {
 func placeAt(dst, src *tensor.Tensor, axis, offset int) {
 	off := make([]int, src.Rank())
 	off[axis] = offset
-	copyTensorRegion(dst, make([]int, dst.Rank()), src, off, off, src.Shape())
+	copyTensorRegion(dst, make([]int, dst.Rank()), src, off, off, src.BorrowShape())
 }
 
 // sliceAxis returns x[start:start+n] along axis.

@@ -163,7 +163,7 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 func placeShared(e *devEnv, g group, x *tensor.Tensor, p *collParams, xs, outShape []int) (*slot, *tensor.Tensor) {
 	s := e.run.next(e)
 	out := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Empty(x.DType(), outShape...) })
-	if out.DType() == tensor.Float32 && slices.Equal(out.Shape(), outShape) {
+	if out.DType() == tensor.Float32 && slices.Equal(out.BorrowShape(), outShape) {
 		placeRuns(out.BorrowFloat32(), x.BorrowFloat32(), xs, p.dim, g.rank, g.size)
 	}
 	return s, out
@@ -192,9 +192,9 @@ func (c *Ctx) AllGatherInvariantStart(x *tensor.Tensor, axes Axes, axis int, til
 	a := gatherDim(op, x, axis, tiled)
 	m := e.maskOf(op, axes)
 	p := &collParams{env: e, axes: slices.Clone(axes), mask: m, dim: a, tiled: tiled}
-	xs := x.Shape()
+	xs := x.BorrowShape() // read only
 	if !tiled {
-		xs = slices.Insert(xs, a, 1)
+		xs = slices.Insert(slices.Clip(xs), a, 1) // a copy
 	}
 	outShape := slices.Clone(xs)
 	outShape[a] *= g.size

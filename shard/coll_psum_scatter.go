@@ -156,7 +156,7 @@ func psumScatterDone(e *devEnv, x *tensor.Tensor, p *collParams, s *slot) *tenso
 // intermediate slices or partial sums. Half blocks are summed in float32
 // and rounded once.
 func scatterSum(x *tensor.Tensor, dim, size, rank int, block func(int) *tensor.Tensor, n int) *tensor.Tensor {
-	shape := x.Shape()
+	shape := x.BorrowShape() // read only
 	outer, inner := 1, 1
 	for _, d := range shape[:dim] {
 		outer *= d

@@ -109,7 +109,7 @@ type raggedCall struct {
 // RaggedAllToAllRows).
 func raggedArgs(op string, g group, operand, output *tensor.Tensor, offs []*tensor.Tensor) {
 	if operand.Rank() == 0 || (output != nil && (output.Rank() == 0 || operand.DType() != output.DType() ||
-		!slices.Equal(operand.Shape()[1:], output.Shape()[1:]))) {
+		!slices.Equal(operand.BorrowShape()[1:], output.BorrowShape()[1:]))) {
 		panic(fmt.Sprintf("%s: operand %v and output %v must have the same dtype and trailing dimensions", op, operand, output))
 	}
 	n := offs[0].Size()
@@ -179,7 +179,7 @@ func raggedImpl(operand, output *tensor.Tensor, offs []*tensor.Tensor, p *ragged
 	if output != nil {
 		rows = output.Dim(0)
 	}
-	shape := append([]int{rows}, operand.Shape()[1:]...)
+	shape := append([]int{rows}, operand.BorrowShape()[1:]...)
 	out := tensor.Empty(operand.DType(), shape...) // filled below
 	rowSize := 1
 	for _, d := range shape[1:] {

@@ -67,10 +67,22 @@ func Devices() []*Device {
 // storage that a donated block gave back (tensor.Donate) serves another
 // block, which is charged in turn, and reading the storage to find it
 // would pin it (RawFloat32) and keep it from the allocator cache.
+//
+// The cleanup's argument packs the device's index in the pool with the
+// bytes (a block has fewer than 2⁴⁸), and its function is not a closure:
+// each charge then costs the runtime's two allocations and no third.
 func account(d *Device, b *tensor.Tensor, bytes int) {
 	if bytes == 0 {
 		return
 	}
 	d.mem.Add(int64(bytes))
-	runtime.AddCleanup(b, func(n int64) { d.mem.Add(-n) }, int64(bytes))
+	runtime.AddCleanup(b, uncharge, uint64(d.id)<<chargeShift|uint64(bytes))
+}
+
+// chargeShift places the device's index above a charge's bytes.
+const chargeShift = 48
+
+// uncharge releases a charge that account packed.
+func uncharge(c uint64) {
+	pool.devs[c>>chargeShift].mem.Add(-int64(c & (1<<chargeShift - 1)))
 }

@@ -452,7 +452,7 @@ func (p *mapParams) assembleOutput(j int, blocks []*tensor.Tensor, s Sharding) *
 		if b == nil {
 			continue // another process's device
 		}
-		if b.DType() != b0.DType() || !slices.Equal(b.Shape(), b0.Shape()) {
+		if b.DType() != b0.DType() || !slices.Equal(b.BorrowShape(), b0.BorrowShape()) {
 			panic(fmt.Sprintf("shard.Map: output %s: device %d returned %v but device %d returned %v", name, m.devices[d].ID(), b, m.devices[f].ID(), b0))
 		}
 		if l := b.Local(); l != nil {

@@ -359,7 +359,7 @@ func (r *run) consistent(s *slot) error {
 			continue // another process's device, or the reference
 		}
 		if c.coll != first.coll || !slices.Equal(c.axes, first.axes) || c.extra != first.extra ||
-			c.x.DType() != first.x.DType() || (!c.coll.rowsDiffer && !slices.Equal(c.x.Shape(), first.x.Shape())) {
+			c.x.DType() != first.x.DType() || (!c.coll.rowsDiffer && !slices.Equal(c.x.BorrowShape(), first.x.BorrowShape())) {
 			return &DeviceError{Device: r.mesh.devices[dev], Coords: r.mesh.Coords(dev), Op: r.name,
 				Value: fmt.Sprintf("collective #%d mismatch: device %d called %v but device %d called %v",
 					s.k, r.mesh.devices[r.first].ID(), first, r.mesh.devices[dev].ID(), c)}

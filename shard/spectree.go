@@ -192,7 +192,7 @@ func specsOf(op string, m *Mesh, t SpecTree, paths []pytree.Path, leaves []*tens
 		if err != nil {
 			panic(fmt.Sprintf("%s: %v", op, err))
 		}
-		if msg := s.check(m, x.Shape()); msg != "" {
+		if msg := s.check(m, x.BorrowShape()); msg != "" {
 			panic(fmt.Sprintf("%s: %s %v: %s", op, leafName(paths[i]), x, msg))
 		}
 		out[i] = s

@@ -449,7 +449,7 @@ func (b *backward) gradients(wrt []*Tensor) []*Tensor {
 			// the logical axes of its value in place, so that callers
 			// naming gradients (autodiff's trees) need no second header
 			// over its storage.
-			g.setAxes(slices.Clone(ax))
+			g.setAxes(ax) // names are never changed once set: shared
 		}
 		out[i] = g
 	}

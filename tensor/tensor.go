@@ -519,6 +519,11 @@ func (t *Tensor) DType() DType { return t.dtype }
 // shape even for a scalar.
 func (t *Tensor) Shape() []int { return append([]int{}, t.shape...) }
 
+// BorrowShape returns the shape without copying it, for callers that only
+// read it (comparisons, offsets in a loop): the slice must not be changed
+// or kept. Shape returns a copy.
+func (t *Tensor) BorrowShape() []int { return t.shape }
+
 // Rank returns the number of dimensions.
 func (t *Tensor) Rank() int { return len(t.shape) }
 
@@ -703,6 +708,11 @@ func (t *Tensor) Local() *Local { return t.local() }
 
 // LogicalAxes returns the logical axis names set by WithLogicalAxes, or nil.
 func (t *Tensor) LogicalAxes() []string { return append([]string(nil), t.axes()...) }
+
+// BorrowLogicalAxes is LogicalAxes without the copy, for callers that only
+// read the names (or pass them to WithLogicalAxes, which copies them): the
+// slice must not be changed.
+func (t *Tensor) BorrowLogicalAxes() []string { return t.axes() }
 
 // WithLogicalAxes returns x annotated with logical axis names, one per
 // dimension ("" for a dimension with no name), as Flax's with_partitioning
