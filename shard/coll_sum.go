@@ -32,9 +32,10 @@ func sumFloat32(dst []float32, ins [][]float32, lo, hi int) {
 	n := hi - lo
 	dst = dst[:n]
 	first := true
+	var streams [8][]float32 // a group's streams, on the stack
 	for len(ins) > 0 {
 		k := sumGroup(len(ins))
-		g := make([][]float32, k)
+		g := streams[:k]
 		for i := range g {
 			g[i] = ins[i][lo:hi:hi]
 		}
@@ -61,16 +62,15 @@ func sumFloat32(dst []float32, ins [][]float32, lo, hi int) {
 }
 
 // tail drops the first k elements sumAsm summed of d and of every
-// stream of g.
+// stream of g, in place (g is sumFloat32's own).
 func tail(d []float32, g [][]float32, k int) ([]float32, [][]float32) {
 	if k == 0 {
 		return d, g
 	}
-	rest := make([][]float32, len(g))
 	for i, x := range g {
-		rest[i] = x[k:]
+		g[i] = x[k:]
 	}
-	return d[k:], rest
+	return d[k:], g
 }
 
 func sum8(d []float32, g [][]float32, first bool) {

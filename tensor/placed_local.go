@@ -83,9 +83,18 @@ func WithLocal(x *Tensor, l *Local) *Tensor {
 	if x.node != nil {
 		panic(fmt.Sprintf("tensor.WithLocal: %v is traced", x))
 	}
-	y := x.shallow()
-	y.setLocal(l)
-	return y
+	return x.withLocal(l)
+}
+
+// withLocal returns a header over t with the mark l (shallow, with its
+// record in the same allocation).
+func (t *Tensor) withLocal(l *Local) *Tensor {
+	if t.local() == l {
+		return t.shallow()
+	}
+	e := t.extOrZero()
+	e.local = l
+	return t.shallowExt(e)
 }
 
 // Vary returns x marked as varying over the axes of l, which must include
@@ -116,9 +125,7 @@ func init() {
 			Types:     TypesAll,
 		},
 		Impl: func(in []*Tensor, p any) *Tensor {
-			y := in[0].shallow()
-			y.setLocal(p.(*Local))
-			return y
+			return in[0].withLocal(p.(*Local))
 		},
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, p any) []*Tensor {
 			to := p.(*Local)

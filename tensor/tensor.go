@@ -724,23 +724,47 @@ func WithLogicalAxes(x *Tensor, names ...string) *Tensor {
 	if len(names) != 0 && len(names) != len(x.shape) {
 		panic(fmt.Sprintf("tensor.WithLogicalAxes: %d names %q for %v", len(names), names, x))
 	}
-	y := x.shallow()
-	if len(names) == 0 {
-		y.setAxes(nil)
-	} else {
-		y.setAxes(append([]string(nil), names...))
+	e := x.extOrZero()
+	e.axes = nil
+	if len(names) != 0 {
+		e.axes = append([]string(nil), names...)
 	}
-	return y
+	return x.shallowExt(e)
 }
 
 // shallow returns a copy of the Tensor header, sharing data and marks.
 func (t *Tensor) shallow() *Tensor {
-	c := *t
+	c := new(Tensor)
+	t.shallowInto(c)
+	return c
+}
+
+// shallowExt is shallow with the rarely set fields e in place of t's, the
+// header and its record in one allocation (WithLocal and WithLogicalAxes
+// would otherwise make two).
+func (t *Tensor) shallowExt(e tensorExt) *Tensor {
+	if e.local == nil && e.layout == nil && e.axes == nil && e.xv == nil {
+		c := t.shallow()
+		c.ext = nil
+		return c
+	}
+	box := &struct {
+		t Tensor
+		e tensorExt
+	}{e: e}
+	t.shallowInto(&box.t)
+	box.t.ext = &box.e
+	return &box.t
+}
+
+// shallowInto makes c what shallow returns.
+func (t *Tensor) shallowInto(c *Tensor) {
+	*c = *t
 	c.cot, c.cotShared = nil, false // a second header over the storage: neither owns it alone
 	if t.node != nil {
 		// A traced header is valid exactly as long as its primal (see
 		// twin): it holds nothing, or nothing would drop that hold.
-		return &c
+		return
 	}
 	c.hold()
 	if bh, ok := t.layout().(BlockHolder); ok {
@@ -748,7 +772,6 @@ func (t *Tensor) shallow() *Tensor {
 	} else if bd, ok := t.layout().(BlockDonator); ok {
 		bd.ShareBlocks() // the same for a placed tensor's blocks
 	}
-	return &c
 }
 
 // twin returns a copy of the header for a traced value over t: it shares
