@@ -87,10 +87,7 @@ func MapErr[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx,
 		leaves, st := pytree.Flatten(in)
 		p := &mapParams{mesh: mesh, comm: cfg.comm}
 		p.inSpecs = specsOf("shard.Map: in spec", mesh, inSpecs, paths, leaves)
-		p.inNames = make([]string, len(paths))
-		for i, q := range paths {
-			p.inNames[i] = leafName(q)
-		}
+		p.inPaths = paths
 		outStructs := make([]pytree.Structure, mesh.Size())
 		var outPaths []pytree.Path
 		var mu sync.Mutex
@@ -112,10 +109,7 @@ func MapErr[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx,
 					panic(fmt.Sprintf("shard.Map: device %d returned %v but device %d returned %v", mesh.devices[d].ID(), s, mesh.devices[f].ID(), outStructs[f]))
 				}
 			}
-			p.outNames = make([]string, len(outPaths))
-			for i, q := range outPaths {
-				p.outNames[i] = leafName(q)
-			}
+			p.outPaths = outPaths
 			ss := make([]Spec, len(blocks))
 			for i, b := range blocks {
 				s, err := outSpecs.SpecFor(outPaths[i], b)
@@ -146,8 +140,10 @@ type mapParams struct {
 	mesh     *Mesh
 	comm     *Comm
 	inSpecs  []Spec
-	inNames  []string
-	outNames []string
+	// inPaths and outPaths name the leaves in messages (inName, outName);
+	// a derived call's leaves repeat them.
+	inPaths  []pytree.Path
+	outPaths []pytree.Path
 	fn       func(c *Ctx, blocks []*tensor.Tensor) []*tensor.Tensor
 	outSpecs func(blocks []*tensor.Tensor) []Spec
 	// outSh is set by the forward pass.
@@ -155,6 +151,13 @@ type mapParams struct {
 	// held is, per device, the storage of sharded input blocks.
 	held []map[unsafe.Pointer]bool
 }
+
+// inName names input leaf i in messages (the leaves of a derived call
+// repeat the call's).
+func (p *mapParams) inName(i int) string { return leafName(p.inPaths[i%len(p.inPaths)]) }
+
+// outName names output leaf j in messages, as inName does.
+func (p *mapParams) outName(j int) string { return leafName(p.outPaths[j%len(p.outPaths)]) }
 
 // mapState is what the backward pass of a Map call needs: each device's
 // graph.
@@ -199,16 +202,10 @@ func init() {
 // the call's.
 func (p *mapParams) derived(inSpecs []Spec, fn func(c *Ctx, blocks []*tensor.Tensor) []*tensor.Tensor, outSpecs func(s []Spec) []Spec, nout func(int) int) *mapParams {
 	q := &mapParams{mesh: p.mesh, comm: p.comm, inSpecs: inSpecs, fn: fn}
-	q.inNames = make([]string, len(inSpecs))
-	for i := range q.inNames {
-		q.inNames[i] = p.inNames[i%len(p.inNames)]
-	}
+	q.inPaths = p.inPaths
 	q.outSpecs = func(blocks []*tensor.Tensor) []Spec {
 		ss := outSpecs(p.outSpecs(blocks[:nout(len(blocks))]))
-		q.outNames = make([]string, len(ss))
-		for i := range q.outNames {
-			q.outNames[i] = p.outNames[i%len(p.outNames)]
-		}
+		q.outPaths = p.outPaths
 		return ss
 	}
 	return q
@@ -321,7 +318,7 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 	var views []*tensor.Tensor
 	for i, x := range in {
 		if x.Local() != nil {
-			panic(fmt.Sprintf("shard.Map: input %s %v is a block of another Map call; Map calls do not nest", p.inNames[i], x))
+			panic(fmt.Sprintf("shard.Map: input %s %v is a block of another Map call; Map calls do not nest", p.inName(i), x))
 		}
 		s := NewSharding(m, p.inSpecs[i])
 		bs := mapBlocks(x, s)
@@ -389,7 +386,7 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 			}
 			if o.IsTraced() {
 				// Only values fn closes over can carry another trace.
-				panic(fmt.Sprintf("shard.Map: output %s %v depends on a traced tensor that fn closes over; pass it in through the input tree so its gradient flows", p.outNames[j], o))
+				panic(fmt.Sprintf("shard.Map: output %s %v depends on a traced tensor that fn closes over; pass it in through the input tree so its gradient flows", p.outName(j), o))
 			}
 			blocks[d] = o
 		}
@@ -443,9 +440,8 @@ func (p *mapParams) assembleOutput(j int, blocks []*tensor.Tensor, s Sharding) *
 	m := p.mesh
 	f := m.firstLocal()
 	b0 := blocks[f]
-	name := p.outNames[j]
 	if len(s.spec) > b0.Rank() {
-		panic(fmt.Sprintf("shard.Map: output %s %v: out spec %v has more entries than dimensions", name, b0, s.spec))
+		panic(fmt.Sprintf("shard.Map: output %s %v: out spec %v has more entries than dimensions", p.outName(j), b0, s.spec))
 	}
 	sm := specMask(m, s.spec)
 	for d, b := range blocks {
@@ -453,18 +449,18 @@ func (p *mapParams) assembleOutput(j int, blocks []*tensor.Tensor, s Sharding) *
 			continue // another process's device
 		}
 		if b.DType() != b0.DType() || !slices.Equal(b.BorrowShape(), b0.BorrowShape()) {
-			panic(fmt.Sprintf("shard.Map: output %s: device %d returned %v but device %d returned %v", name, m.devices[d].ID(), b, m.devices[f].ID(), b0))
+			panic(fmt.Sprintf("shard.Map: output %s: device %d returned %v but device %d returned %v", p.outName(j), m.devices[d].ID(), b, m.devices[f].ID(), b0))
 		}
 		if l := b.Local(); l != nil {
 			if env, ok := l.Env.(*devEnv); !ok || env.mesh != m {
-				panic(fmt.Sprintf("shard.Map: output %s %v is a block of another Map call", name, b))
+				panic(fmt.Sprintf("shard.Map: output %s %v is a block of another Map call", p.outName(j), b))
 			}
 		}
 		if extra := maskOf(b) &^ sm; extra != 0 {
 			env := blocks[d].Local().Env.(*devEnv)
 			axes := env.axesOf(extra)
 			panic(fmt.Sprintf("shard.Map: output %s %v varies over %s but out spec %v does not shard it over %s; reduce it first (Psum, Pmean, AllGatherInvariant) or shard it",
-				name, b, axesLabel(axes), s.spec, axesLabel(axes)))
+				p.outName(j), b, axesLabel(axes), s.spec, axesLabel(axes)))
 		}
 	}
 	shape := b0.Shape()
