@@ -137,9 +137,9 @@ func MapErr[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx,
 
 // mapParams is the static part of one Map call.
 type mapParams struct {
-	mesh     *Mesh
-	comm     *Comm
-	inSpecs  []Spec
+	mesh    *Mesh
+	comm    *Comm
+	inSpecs []Spec
 	// inPaths and outPaths name the leaves in messages (inName, outName);
 	// a derived call's leaves repeat them.
 	inPaths  []pytree.Path
