@@ -79,6 +79,33 @@ func account(d *Device, b *tensor.Tensor, bytes int) {
 	runtime.AddCleanup(b, uncharge, uint64(d.id)<<chargeShift|uint64(bytes))
 }
 
+// accountAll charges bytes to each device of devs until the collector
+// frees b's allocation: the headers of a Map output's blocks, which
+// tensor.WithLocals makes in one (each block is charged until none of them
+// is reachable).
+func accountAll(devs []*Device, b *tensor.Tensor, bytes int) {
+	if bytes == 0 {
+		return
+	}
+	for _, d := range devs {
+		d.mem.Add(int64(bytes))
+	}
+	runtime.AddCleanup(b, unchargeAll, charges{devs: devs, bytes: int64(bytes)})
+}
+
+// charges are accountAll's charges: bytes on every device of devs.
+type charges struct {
+	devs  []*Device
+	bytes int64
+}
+
+// unchargeAll releases the charges accountAll made.
+func unchargeAll(c charges) {
+	for _, d := range c.devs {
+		d.mem.Add(-c.bytes)
+	}
+}
+
 // chargeShift places the device's index above a charge's bytes.
 const chargeShift = 48
 

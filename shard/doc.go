@@ -310,7 +310,8 @@
 // donating one array never invalidates another's values. Inside Map, a
 // device may donate its own blocks once the collective that read them has
 // returned. Device.MemoryBytes charges each block to its header until the
-// collector frees the header.
+// collector frees the header (the blocks of a Map output together, until
+// it frees all of their headers, which are made in one allocation).
 //
 // # Several processes
 //

@@ -469,15 +469,17 @@ func (p *mapParams) assembleOutput(j int, blocks []*tensor.Tensor, s Sharding) *
 			shape[i] *= m.sizes[m.axis("shard.Map", a)]
 		}
 	}
-	l := (&layout{sharding: s, geo: s.geometry("shard.Map", shape), blocks: make([]*tensor.Tensor, len(blocks)), owned: true}).number(false)
+	// The blocks' headers are made together and charged together: one
+	// cleanup for the output, not one per block.
+	l := (&layout{sharding: s, geo: s.geometry("shard.Map", shape), blocks: tensor.WithLocals(blocks, nil), owned: true}).number(false)
+	var charged []*Device
 	for d, b := range blocks {
-		if b == nil {
-			continue
+		if b != nil && !p.held[d][storageOf(b)] {
+			charged = append(charged, m.devices[d])
 		}
-		l.blocks[d] = tensor.WithLocal(b, nil)
-		if !p.held[d][storageOf(b)] {
-			chargeBlock(m.devices[d], l.blocks[d])
-		}
+	}
+	if len(charged) > 0 {
+		accountAll(charged, l.blocks[f], b0.Bytes())
 	}
 	return tensor.NewSharded(b0.DType(), shape, l)
 }

@@ -199,7 +199,9 @@ var nilExempt = map[string]bool{"Apply": true, "ApplyN": true, "Backward": true,
 // Operands documented as optional.
 var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true, "SGDStep.t": true, "DotProductAttention.mask": true,
 	"LayerNorm.weight": true, "LayerNorm.bias": true,
-	"BatchNorm.weight": true, "BatchNorm.bias": true, "BatchNorm.residual": true}
+	"BatchNorm.weight": true, "BatchNorm.bias": true, "BatchNorm.residual": true,
+	// WithLocals passes nil entries through (blocks of other processes).
+	"WithLocals.xs": true}
 
 // publicOps parses the package source and returns every exported function
 // that takes *Tensor operands, with the names of those parameters (a

@@ -86,6 +86,37 @@ func WithLocal(x *Tensor, l *Local) *Tensor {
 	return x.withLocal(l)
 }
 
+// WithLocals returns WithLocal(x, l) for every non-nil x of xs (nil for a
+// nil x), the headers made in one allocation: the memory of none is freed
+// before all are unreachable. Package shard makes the blocks of a Map
+// call's output this way, and charges them to their devices once.
+func WithLocals(xs []*Tensor, l *Local) []*Tensor {
+	out := make([]*Tensor, len(xs))
+	boxes := make([]struct {
+		t Tensor
+		e tensorExt
+	}, len(xs))
+	for i, x := range xs {
+		if x == nil {
+			continue
+		}
+		checkNil("tensor.WithLocals", "x", x)
+		if x.node != nil {
+			panic(fmt.Sprintf("tensor.WithLocals: %v is traced", x))
+		}
+		b := &boxes[i]
+		x.shallowInto(&b.t)
+		b.e = x.extOrZero()
+		b.e.local = l
+		b.t.ext = nil
+		if b.e.local != nil || b.e.layout != nil || b.e.axes != nil || b.e.xv != nil {
+			b.t.ext = &b.e
+		}
+		out[i] = &b.t
+	}
+	return out
+}
+
 // withLocal returns a header over t with the mark l (shallow, with its
 // record in the same allocation).
 func (t *Tensor) withLocal(l *Local) *Tensor {
