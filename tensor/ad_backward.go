@@ -62,7 +62,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		// The forward values no VJP saved are dead now: their storage
 		// serves the backward pass's own allocations.
 		for _, n := range nodes {
-			for _, o := range n.results {
+			for _, o := range n.results() {
 				if o.node == nil && !spare.has(o) {
 					b.dead = donateOrDefer(o, b.dead)
 				}

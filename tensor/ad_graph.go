@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // This file holds the autodiff graph: traces, the nodes Apply records on
@@ -113,7 +114,9 @@ func (tr *Trace) leafInto(l *leafRec, x *Tensor) *Tensor {
 	l.n = node{op: leafOp, trace: tr, seq: tr.seq.Add(1), nout: 1}
 	l.t = *x
 	n, t := &l.n, &l.t
-	l.aval[0] = avalIn(x, l.dims[:])
+	// The shape record shares x's shape, as the traced header does: the
+	// record keeps x alive anyway (t.primal), and shapes never change.
+	l.aval[0] = avalRec{shape: x.shape[:len(x.shape):len(x.shape)], dtype: x.dtype, ext: avalExt(x)}
 	n.avals = l.aval[:]
 	t.cot, t.cotShared = nil, false // as x.twin()
 	t.node, t.outIdx, t.primal = n, 0, x
@@ -127,12 +130,7 @@ type leafRec struct {
 	n    node
 	t    Tensor
 	aval [1]avalRec
-	dims [leafDims]int
 }
-
-// leafDims is the rank up to which a leaf's shape record lies in its
-// leafRec.
-const leafDims = 4
 
 // Primal returns x without the node of trace tr (x itself if tr does not
 // trace it); nodes of other, outer traces stay.
@@ -175,15 +173,10 @@ type node struct {
 	outs     []*Tensor // saved primal outputs, nil where not saved
 	avals    []avalRec // the shapes of the inputs, then of the outputs
 	state    any
-	interIns uint64    // bit i: ins[i] is an intermediate of the trace
-	results  []*Tensor // the primal outputs, kept when the trace recycles
-	rec      *recording
-	// buf is the inline storage of a traced op's node (nil for a leaf's,
-	// whose record lies in its leafRec).
-	buf   *nodeBuf
-	ndims int32 // of buf.dims used
-	nout  int32
-	freed bool
+	interIns uint64 // bit i: ins[i] is an intermediate of the trace
+	ndims    int32  // of buf().dims used
+	nout     int32
+	freed    bool
 	// slot is the node's index in the nodes of the last Backward pass
 	// that visits it: a hint that backward.indexOf checks (concurrent
 	// passes over one graph may overwrite it).
@@ -195,18 +188,48 @@ type node struct {
 // that recording one costs a single allocation.
 type nodeBuf struct {
 	inputs [nodeInline]edge
-	ins    [nodeInline]*Tensor
-	prim   [nodeInline]*Tensor
-	out    [1]*Tensor
-	avals  [nodeInline + 1]avalRec
+	// ins holds the primal inputs while the op runs (node.primals), and
+	// after record only those the VJP saves.
+	ins   [nodeInline]*Tensor
+	out   [1]*Tensor
+	avals [nodeInline + 1]avalRec
 	// dims holds the shapes of avals: a record sharing its value's shape
 	// would share the allocation that holds the value's header (newHeader
-	// puts the shape there), and so keep the value's data alive.
-	dims [2 * (nodeInline + 1)]int
+	// puts the shape there), and so keep the value's data alive. Nine
+	// hold a binary op's on rank-3 values and dense's on a rank-3 input;
+	// a tenth would put a recycling trace's node with its traced result
+	// (opRecTwin) in the 768-byte size class rather than 704.
+	dims [9]int
 	// res holds a single-output op's primal result while it is being
 	// recorded (applyTraced), and after that only as results, while the
 	// trace recycles.
 	res [1]*Tensor
+	// results are the primal outputs, kept when the trace recycles.
+	results []*Tensor
+	// rec is what a recordAll trace's node holds until Remat has
+	// compiled the graph.
+	rec *recording
+}
+
+// buf returns the inline storage of a traced op's node, nil for a leaf's
+// (whose record lies in its leafRec). It is not a field of the node, nor
+// are the fields only op nodes use: a leaf's record and an op's node with
+// its result's header then fall in smaller size classes of the allocator
+// (320 and 704 bytes rather than 384 and 768).
+func (n *node) buf() *nodeBuf {
+	if n.op == leafOp {
+		return nil
+	}
+	// Every other node is the first field of an opRec (newNode).
+	return &(*opRec)(unsafe.Pointer(n)).buf
+}
+
+// results returns the primal outputs n keeps while its trace recycles.
+func (n *node) results() []*Tensor {
+	if b := n.buf(); b != nil {
+		return b.results
+	}
+	return nil
 }
 
 // opRec is a traced op's node and its inline storage in one allocation,
@@ -240,7 +263,7 @@ func newNode(op *Op, params any, tr *Trace) (*node, *opRecTwin) {
 		r = &opRec{}
 	}
 	n := &r.n
-	n.op, n.params, n.trace, n.buf = op, params, tr, &r.buf
+	n.op, n.params, n.trace = op, params, tr
 	return n, rt
 }
 
@@ -282,8 +305,8 @@ func avalExt(x *Tensor) *tensorExt {
 // own storage when it fits.
 func (n *node) setAval(i int, x *Tensor) {
 	var dims []int
-	if n.buf != nil {
-		dims = n.buf.dims[n.ndims:]
+	if b := n.buf(); b != nil {
+		dims = b.dims[n.ndims:]
 	}
 	n.avals[i] = avalIn(x, dims)
 	if len(x.shape) <= len(dims) {
@@ -334,11 +357,12 @@ func StopGradient(x *Tensor) *Tensor {
 }
 
 // primals returns the primal values of in under n's trace, in n's inline
-// storage when it fits.
+// storage of saved inputs when it fits (record keeps there only those the
+// VJP saves).
 func (n *node) primals(in []*Tensor) []*Tensor {
 	var prim []*Tensor
 	if len(in) <= nodeInline {
-		prim = n.buf.prim[:len(in)]
+		prim = n.buf().ins[:len(in)]
 	} else {
 		prim = make([]*Tensor, len(in))
 	}
@@ -354,9 +378,24 @@ func (n *node) primals(in []*Tensor) []*Tensor {
 // The node holds the residuals the op's Save mask selects and the shapes
 // of every operand and result.
 func (n *node) record(in, prim, outs []*Tensor, state any, tw *opRecTwin) []*Tensor {
-	op, top, buf := n.op, n.trace, n.buf
+	op, top, buf := n.op, n.trace, n.buf()
 	n.seq, n.state, n.nout = top.seq.Add(1), state, int32(len(outs))
+	if top.recordAll {
+		// Held until Remat has compiled the graph (releaseRecording).
+		buf.rec = &recording{raw: slices.Clone(prim), rawOuts: outs}
+		for _, x := range prim {
+			x.hold()
+		}
+		for _, o := range outs {
+			o.hold()
+		}
+		top.recMu.Lock()
+		top.recorded = append(top.recorded, n)
+		top.recMu.Unlock()
+	}
 	if len(in) <= nodeInline {
+		// prim lies in buf.ins (primals): only the inputs the VJP saves
+		// stay there, and so reachable from the node.
 		n.inputs, n.ins = buf.inputs[:len(in)], buf.ins[:len(in)]
 	} else {
 		n.inputs, n.ins = make([]edge, len(in)), make([]*Tensor, len(in))
@@ -371,33 +410,21 @@ func (n *node) record(in, prim, outs []*Tensor, state any, tw *opRecTwin) []*Ten
 		if x.node != nil && x.node.trace == top {
 			n.inputs[i] = edge{x.node, int(x.outIdx)}
 		}
-		n.setAval(i, prim[i])
-		if save.input(i) {
-			n.ins[i] = prim[i]
-			prim[i].hold()
-			if i < 64 && x.node != nil && x.node.trace == top && x.node.op != leafOp {
-				n.interIns |= 1 << i
-			}
+		p := prim[i]
+		n.setAval(i, p)
+		if !save.input(i) {
+			n.ins[i] = nil
+			continue
+		}
+		n.ins[i] = p
+		p.hold()
+		if i < 64 && x.node != nil && x.node.trace == top && x.node.op != leafOp {
+			n.interIns |= 1 << i
 		}
 	}
 	if top.recycle {
-		n.results = outs
+		buf.results = outs
 	}
-	if top.recordAll {
-		// Held until Remat has compiled the graph (releaseRecording).
-		n.rec = &recording{raw: slices.Clone(prim), rawOuts: outs}
-		for _, x := range prim {
-			x.hold()
-		}
-		for _, o := range outs {
-			o.hold()
-		}
-		top.recMu.Lock()
-		top.recorded = append(top.recorded, n)
-		top.recMu.Unlock()
-	}
-	// Only the inputs the VJP saves may stay reachable from the node.
-	buf.prim = [nodeInline]*Tensor{}
 	var res []*Tensor
 	if tw != nil && len(outs) == 1 {
 		res = tw.traced[:]
@@ -501,8 +528,8 @@ func donateOrDefer(x *Tensor, dead []*Tensor) []*Tensor {
 // released: the node can take part in no backward pass any more.
 func (n *node) free() {
 	n.ins, n.outs, n.state, n.freed = nil, nil, nil, true
-	if n.buf != nil {
-		n.buf.ins, n.buf.out = [nodeInline]*Tensor{}, [1]*Tensor{}
+	if b := n.buf(); b != nil {
+		b.ins, b.out = [nodeInline]*Tensor{}, [1]*Tensor{}
 	}
 }
 
@@ -526,13 +553,15 @@ func (n *node) releaseResiduals(recycle bool, spare valueSet, dead []*Tensor) []
 			o.release()
 		}
 	}
-	if recycle {
-		for _, o := range n.results {
-			if o.node == nil && !spare.has(o) {
-				dead = donateOrDefer(o, dead)
+	if b := n.buf(); b != nil {
+		if recycle {
+			for _, o := range b.results {
+				if o.node == nil && !spare.has(o) {
+					dead = donateOrDefer(o, dead)
+				}
 			}
 		}
+		b.results = nil
 	}
-	n.results = nil
 	return dead
 }

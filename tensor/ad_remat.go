@@ -160,12 +160,12 @@ func (c *Trace) releaseRecording(keep map[*Tensor]bool, donate, consts bool) {
 	c.recorded = nil
 	c.recMu.Unlock()
 	for _, n := range nodes {
-		for k, x := range n.rec.raw {
+		for k, x := range n.buf().rec.raw {
 			if consts || n.inputs[k].n != nil {
 				x.release() // a leaf or an intermediate; constants stay held
 			}
 		}
-		for _, o := range n.rec.rawOuts {
+		for _, o := range n.buf().rec.rawOuts {
 			o.release()
 		}
 		n.releaseResiduals(false, nil, nil)
@@ -173,18 +173,18 @@ func (c *Trace) releaseRecording(keep map[*Tensor]bool, donate, consts bool) {
 	}
 	if !donate {
 		for _, n := range nodes {
-			n.rec = nil
+			n.buf().rec = nil
 		}
 		return
 	}
 	for _, n := range nodes {
-		for _, o := range n.rec.rawOuts {
+		for _, o := range n.buf().rec.rawOuts {
 			if !keep[o] && o.node == nil {
 				keep[o] = true // once
 				Donate(o)
 			}
 		}
-		n.rec = nil
+		n.buf().rec = nil
 	}
 }
 
@@ -345,13 +345,13 @@ func compileRemat(c *Trace, in, leaves, capLeaves, outsC []*Tensor, saveable fun
 		// checkpointed segments instead of O(√T).
 		rn := rnode{op: n.op, params: n.params, info: n.info(), outAvals: make([]*Tensor, int(n.nout))}
 		for k := range int(n.nout) {
-			rn.outAvals[k] = aval(n.rec.rawOuts[k])
+			rn.outAvals[k] = aval(n.buf().rec.rawOuts[k])
 		}
 		rn.ins = make([]rslot, len(n.inputs))
 		rn.inAvals = make([]*Tensor, len(n.inputs))
 		for k, e := range n.inputs {
-			rn.ins[k] = slotOf(e, n.rec.raw[k])
-			rn.inAvals[k] = aval(n.rec.raw[k])
+			rn.ins[k] = slotOf(e, n.buf().rec.raw[k])
+			rn.inAvals[k] = aval(n.buf().rec.raw[k])
 		}
 		p.nodes[i] = rn
 	}
@@ -371,7 +371,7 @@ func compileRemat(c *Trace, in, leaves, capLeaves, outsC []*Tensor, saveable fun
 		if !p.nodes[i].save {
 			continue
 		}
-		for k, o := range n.rec.rawOuts {
+		for k, o := range n.buf().rec.rawOuts {
 			st.saved[rslot{kind: slotNode, i: i, out: k}] = o
 		}
 		if n.state != nil {

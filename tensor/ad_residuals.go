@@ -230,10 +230,10 @@ func markSeen(seen []uint64, n *node) bool {
 // values it saves.
 func (n *node) bytes() int {
 	b := int(unsafe.Sizeof(*n))
-	if n.buf != nil {
-		b += int(unsafe.Sizeof(*n.buf))
+	if n.op != leafOp {
+		b += int(unsafe.Sizeof(nodeBuf{}))
 	} else {
-		b += int(unsafe.Sizeof(leafRec{}.aval) + unsafe.Sizeof(leafRec{}.dims))
+		b += int(unsafe.Sizeof(leafRec{}.aval))
 	}
 	ptr, hdr := int(unsafe.Sizeof((*Tensor)(nil))), int(unsafe.Sizeof(Tensor{}))
 	if len(n.inputs) > nodeInline {
@@ -265,10 +265,11 @@ func (n *node) bytes() int {
 
 // ownsDims reports whether shape lies in n's inline storage.
 func (n *node) ownsDims(shape []int) bool {
-	if n.buf == nil {
-		return len(shape) <= leafDims // a leaf's, in its leafRec if it fits
+	b := n.buf()
+	if b == nil {
+		return true // a leaf's: its value's, which the leaf keeps anyway
 	}
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(shape)))
-	lo := uintptr(unsafe.Pointer(&n.buf.dims[0]))
-	return p >= lo && p < lo+unsafe.Sizeof(n.buf.dims)
+	lo := uintptr(unsafe.Pointer(&b.dims[0]))
+	return p >= lo && p < lo+unsafe.Sizeof(b.dims)
 }

@@ -195,8 +195,9 @@ func applyTraced(op *Op, params any, in []*Tensor, top *Trace, loc *Local, state
 	if op.ImplN == nil && !slices.ContainsFunc(prim, isXValue) {
 		// applyCore's single-output case, with the result's slice in the
 		// node: one allocation fewer per traced op.
-		n.buf.res[0] = Apply(op, params, prim...)
-		outs = n.buf.res[:]
+		b := n.buf()
+		b.res[0] = Apply(op, params, prim...)
+		outs = b.res[:]
 	} else {
 		outs, state = applyCore(op, params, prim)
 	}
