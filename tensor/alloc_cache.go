@@ -244,10 +244,15 @@ func classSize(i int) int {
 const maxClasses = 64 * 16
 
 // freeLists holds free storage of listMinElems elements or more, a LIFO
-// list per class, with a bitmap of the classes that have some.
+// list per class, with a bitmap of the classes that have some. The lists
+// are allocated when first given storage: the caches are package
+// variables, which the collector reads on every cycle, and their 1024
+// slice headers each (7 caches, 170 KB) were about half the package
+// variables with pointers of a test binary, read even where no storage
+// is large enough for the lists (a small model's step).
 type freeLists struct {
 	mu    sync.Mutex
-	lists [maxClasses][]freeBuf
+	lists *[maxClasses][]freeBuf
 	full  [maxClasses / 64]uint64
 	held  atomic.Int64 // bytes in the lists
 	cycle uint32       // collection cycles seen (see watchCycles)
@@ -300,6 +305,9 @@ func (l *freeLists) give(p unsafe.Pointer, size, elem int) {
 	watchCyclesOnce.Do(watchCycles)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.lists == nil {
+		l.lists = new([maxClasses][]freeBuf)
+	}
 	l.lists[i] = append(l.lists[i], freeBuf{p: p, bytes: size * elem, cycle: l.cycle})
 	l.full[i/64] |= 1 << (i % 64)
 	l.held.Add(int64(size * elem))
