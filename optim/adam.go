@@ -177,23 +177,36 @@ func (a *adam) coeffs(n int) tensor.AdamCoeffs {
 // another on one core; done hears of a run's inputs once it is computed,
 // so the update holds at most one run's new tensors beside the old ones.
 func (a *adam) fusedStep(params, grads any, state State, done func([]*tensor.Tensor)) (any, State) {
-	return a.step(params, grads, state, done, false)
+	return a.step(nil, params, grads, state, done, false)
+}
+
+// intoStep is fusedStep writing the new parameters into dst's leaves
+// (tensor.AdamStepsInto).
+func (a *adam) intoStep(dst, params, grads any, state State) (any, State) {
+	return a.step(dst, params, grads, state, nil, false)
 }
 
 // donatingStep is fusedStep for StepDonating: each run is one
 // tensor.AdamStepsDonating, and the old count is donated.
 func (a *adam) donatingStep(params, grads any, state State) (any, State) {
-	return a.step(params, grads, state, nil, true)
+	return a.step(nil, params, grads, state, nil, true)
 }
 
-// step is fusedStep, through tensor.AdamStepsDonating if donating.
-func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor), donating bool) (any, State) {
+// step is fusedStep, through tensor.AdamStepsDonating if donating, or
+// tensor.AdamStepsInto where dst (a tree like params, or nil) has a leaf.
+func (a *adam) step(dst, params, grads any, state State, done func([]*tensor.Tensor), donating bool) (any, State) {
 	rejectHalf(a.op, "parameter", params)
 	rejectHalf(a.op, "gradient", grads)
 	st := stateAs[AdamState](a.op, state)
 	n := countValue(a.op, st.Count)
 	trees := []any{params, grads, st.Mu, st.Nu}
+	at := runOperands{dst: -1, sel: -1}
+	if dst != nil {
+		at.dst = len(trees)
+		trees = append(trees, dst)
+	}
 	if a.wd != 0 {
+		at.sel = len(trees)
 		trees = append(trees, selected(params, a.mask))
 	}
 	base := a.coeffs(n)
@@ -219,7 +232,7 @@ func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor),
 			donating = false
 			done = func(d []*tensor.Tensor) { deferred = append(deferred, d...) }
 		}
-		res = a.updateRuns(pos, base, done, donating)
+		res = a.updateRuns(pos, at, base, done, donating)
 		return res
 	}, trees...)
 	count := incCount(st.Count, n)
@@ -230,12 +243,18 @@ func (a *adam) step(params, grads any, state State, done func([]*tensor.Tensor),
 	return r[0], AdamState{Count: count, Mu: r[1], Nu: r[2]}
 }
 
+// runOperands says where, among the operands of a position of Adam's
+// step (parameter, gradient, moments, then these), the destination and
+// the parameter selected for weight decay are: -1 if absent.
+type runOperands struct{ dst, sel int }
+
 // updateRuns returns the new parameter and moments of each position of
-// pos (parameter, gradient, moments and, with weight decay, the selected
-// parameter), updating the positions with a gradient in runs of about
-// adamBucket elements, each one tensor.AdamSteps (AdamStepsDonating if
-// donating); done hears of each run's dead inputs.
-func (a *adam) updateRuns(pos [][]*tensor.Tensor, base tensor.AdamCoeffs, done func([]*tensor.Tensor), donating bool) [][]*tensor.Tensor {
+// pos (parameter, gradient, moments and, as at says, the destination and
+// the selected parameter), updating the positions with a gradient in runs
+// of about adamBucket elements, each one tensor.AdamSteps
+// (AdamStepsDonating if donating, AdamStepsInto with destinations); done
+// hears of each run's dead inputs.
+func (a *adam) updateRuns(pos [][]*tensor.Tensor, at runOperands, base tensor.AdamCoeffs, done func([]*tensor.Tensor), donating bool) [][]*tensor.Tensor {
 	res := make([][]*tensor.Tensor, len(pos))
 	resBuf := make([]*tensor.Tensor, 3*len(pos)) // res's slices, cut from one
 	resAt := func(i int, p, mu, nu *tensor.Tensor) {
@@ -253,16 +272,28 @@ func (a *adam) updateRuns(pos [][]*tensor.Tensor, base tensor.AdamCoeffs, done f
 		ops := make([]*tensor.Tensor, 4*k)
 		ps, gs, mus, nus := ops[:k:k], ops[k:2*k:2*k], ops[2*k:3*k:3*k], ops[3*k:]
 		cs := make([]tensor.AdamCoeffs, k)
+		var dsts []*tensor.Tensor
 		for j, i := range run {
 			xs := pos[i]
 			ps[j], gs[j], mus[j], nus[j], cs[j] = xs[0], xs[1], xs[2], xs[3], base
-			if a.wd != 0 && xs[4] != nil {
+			if at.sel >= 0 && xs[at.sel] != nil {
 				cs[j].WD = float32(a.wd)
+			}
+			if at.dst >= 0 && xs[at.dst] != nil {
+				if dsts == nil {
+					dsts = make([]*tensor.Tensor, k)
+				}
+				dsts[j] = xs[at.dst]
 			}
 		}
 		steps := tensor.AdamSteps
-		if donating {
+		switch {
+		case donating:
 			steps = tensor.AdamStepsDonating
+		case dsts != nil:
+			steps = func(ps, gs, mus, nus []*tensor.Tensor, cs []tensor.AdamCoeffs) ([]*tensor.Tensor, []*tensor.Tensor, []*tensor.Tensor) {
+				return tensor.AdamStepsInto(dsts, ps, gs, mus, nus, cs)
+			}
 		}
 		p2, mu2, nu2 := steps(ps, gs, mus, nus, cs)
 		for j, i := range run {

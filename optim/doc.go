@@ -221,7 +221,12 @@
 // (tensor.AdamStepsDonating), streaming four slices a parameter instead of
 // seven. A step of 8 stacked MLPs 64-128-10 (autodiff's
 // BenchmarkEnsembleStep) took 90-93 cpu-µs with it against 109-114 with
-// Step and a donation after it.
+// Step and a donation after it. StepInto is Step writing the new
+// parameters into storage the caller gives (destination first, as
+// gonum's methods; tensor.AdamStepsInto, tensor.SGDStepInto): package
+// parallel's sharded update has Adam or SGD write each updated block
+// straight into the all-gather's result (shard.GatherTarget) instead of
+// copying it there.
 //
 // Init on global sharded parameters (placed with shard.FilterShard, say)
 // returns state sharded like them, since tensor.ZerosLike keeps placement;

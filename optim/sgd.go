@@ -142,6 +142,18 @@ func (t *traceT) Update(grads any, state State, _ any) (any, State) {
 // fusedStep is Update followed by Apply in one pass over each parameter,
 // its gradient and its trace (tensor.SGDStep): the bits of the two.
 func (s *sgd) fusedStep(params, grads any, state State, done func([]*tensor.Tensor)) (any, State) {
+	return s.step(nil, params, grads, state, done)
+}
+
+// intoStep is fusedStep writing the new parameters into dst's leaves
+// (tensor.SGDStepInto).
+func (s *sgd) intoStep(dst, params, grads any, state State) (any, State) {
+	return s.step(dst, params, grads, state, nil)
+}
+
+// step is fusedStep, writing into the leaves of dst (a tree like params,
+// or nil) where it has them.
+func (s *sgd) step(dst, params, grads any, state State, done func([]*tensor.Tensor)) (any, State) {
 	const op = "optim.SGD"
 	rejectHalf(op, "parameter", params)
 	rejectHalf(op, "gradient", grads)
@@ -149,32 +161,37 @@ func (s *sgd) fusedStep(params, grads any, state State, done func([]*tensor.Tens
 	n := countValue(op, st.Count)
 	lr := float32(-s.lr(n))
 	out := SGDState{Count: incCount(st.Count, n)}
-	if s.o.Momentum == 0 {
-		r := mapMulti(1, reporting(done, func(xs []*tensor.Tensor) []*tensor.Tensor {
-			p, g := xs[0], xs[1]
-			switch {
-			case g == nil || !isFloat(g):
-				return []*tensor.Tensor{p}
-			case p == nil:
-				panic(fmt.Sprintf("optim.Apply: update %v for a nil parameter", g))
-			}
-			p2, _ := tensor.SGDStep(p, g, nil, 0, lr, false)
-			return []*tensor.Tensor{p2}
-		}), params, grads)
-		return r[0], out
+	trees, nOut := []any{params, grads}, 1 // results: the parameter and, with momentum, the trace
+	if s.o.Momentum != 0 {
+		trees, nOut = append(trees, st.Trace), 2
 	}
-	r := mapMulti(2, reporting(done, func(xs []*tensor.Tensor) []*tensor.Tensor {
-		p, g, t := xs[0], xs[1], xs[2]
+	at := len(trees) // the destination's operand, if any
+	if dst != nil {
+		trees = append(trees, dst)
+	}
+	r := mapMulti(nOut, reporting(done, func(xs []*tensor.Tensor) []*tensor.Tensor {
+		p, g := xs[0], xs[1]
+		var t, d *tensor.Tensor
+		if s.o.Momentum != 0 {
+			t = xs[2]
+		}
+		if dst != nil {
+			d = xs[at]
+		}
 		switch {
-		case g == nil:
-			return []*tensor.Tensor{p, t}
+		case g == nil || !isFloat(g) && s.o.Momentum == 0:
+			return []*tensor.Tensor{p, t}[:nOut]
 		case p == nil:
 			panic(fmt.Sprintf("optim.Apply: update %v for a nil parameter", g))
 		}
-		noState(op, g, t)
-		p2, t2 := tensor.SGDStep(p, g, t, float32(s.o.Momentum), lr, s.o.Nesterov)
-		return []*tensor.Tensor{p2, t2}
-	}), params, grads, st.Trace)
-	out.Trace = r[1]
+		if t != nil {
+			noState(op, g, t)
+		}
+		p2, t2 := tensor.SGDStepInto(d, p, g, t, float32(s.o.Momentum), lr, s.o.Nesterov)
+		return []*tensor.Tensor{p2, t2}[:nOut]
+	}), trees...)
+	if s.o.Momentum != 0 {
+		out.Trace = r[1]
+	}
 	return r[0], out
 }

@@ -95,6 +95,32 @@ func StepWith[M any](tx Transform, params, grads M, state State, done func(dead 
 	return Apply(params, updates), state
 }
 
+// StepInto is Step writing each new parameter into the storage of dst's
+// leaf at its position (destination first, as gonum's methods): dst has
+// the structure of params, and a nil leaf (or a nil dst) leaves that
+// parameter to fresh storage. A training step whose parameters must end
+// up in a buffer it does not own saves copying them there: the sharded
+// update of package parallel writes each updated block straight into the
+// all-gather's result (shard.GatherTarget). Adam, AdamW, NAdam, NAdamW,
+// ScaleByAdam and SGD write into dst (tensor.AdamStepsInto,
+// tensor.SGDStepInto: see there what a destination may be), with the
+// bits of Step; a position without
+// a gradient keeps its parameter. Other transforms run Step and leave
+// dst alone: a caller that needs the values in dst compares the storage
+// of the result with dst's and copies where they differ.
+func StepInto[M any](dst M, tx Transform, params, grads M, state State) (M, State) {
+	if f, ok := tx.(intoStepper); ok {
+		p, s := f.intoStep(any(dst), any(params), any(grads), state)
+		return p.(M), s
+	}
+	return Step(tx, params, grads, state)
+}
+
+// intoStepper is a Transform with a fused step for StepInto.
+type intoStepper interface {
+	intoStep(dst, params, grads any, state State) (any, State)
+}
+
 // StepDonating is Step for a caller that gives params, grads and state up,
 // as a training step whose old values are dead once it returns (JAX's
 // donate_argnums on a jitted step): their tensors are donated

@@ -16,8 +16,10 @@ import (
 // BenchmarkDPStep times a DP training step (forward, backward, Adam) of
 // the MLP 784-1024-1024-10 on batches of 256 on meshes of 1, 2 and 8
 // simulated devices, the same step with its weight gradients unfolded
-// (Config.UnfoldedGradients: computed whole, then reduce-scattered), and
-// its gradient phase alone.
+// (Config.UnfoldedGradients: computed whole, then reduce-scattered), the
+// same step with its updated blocks copied into the all-gather's result
+// rather than written there by Adam (CopyUpdatedBlocks), and its gradient
+// phase alone.
 func BenchmarkDPStep(b *testing.B) {
 	m, _ := guideModel([]int{784, 1024, 1024, 10}, 1, 4)
 	_, bt := guideModel([]int{784, 10}, 256, 5)
@@ -34,7 +36,7 @@ func BenchmarkDPStep(b *testing.B) {
 		tr, unf := trainer(false), trainer(true)
 		placed := batch{shard.Put(bt.X, tr.BatchSharding()), shard.Put(bt.Y, tr.BatchSharding())}
 		// step: the whole training step; unfolded: the same without the
-		// fold; grad: its loss and gradient alone (forward, backward and
+		// fold; copied: the same with the updated blocks copied; grad: its loss and gradient alone (forward, backward and
 		// the all-reduce, without the Adam update).
 		for _, phase := range []struct {
 			name string
@@ -43,6 +45,11 @@ func BenchmarkDPStep(b *testing.B) {
 		}{
 			{"step", tr, func() error { _, err := tr.Step(placed); return err }},
 			{"unfolded", unf, func() error { _, err := unf.Step(placed); return err }},
+			{"copied", tr, func() error {
+				defer parallel.CopyUpdatedBlocks()()
+				_, err := tr.Step(placed)
+				return err
+			}},
 			{"grad", tr, func() error { _, _, err := tr.LossAndGrad(placed); return err }},
 		} {
 			b.Run(fmt.Sprintf("devices=%d/%s", n, phase.name), func(b *testing.B) {

@@ -79,7 +79,11 @@
 // summed gradient from every device's layer inputs and output
 // cotangents, so no device writes or sums a whole gradient; the results
 // agree with the unfolded step (Config.UnfoldedGradients) up to the
-// order of the sums. Each gradient's
+// order of the sums. In one process the update writes each updated block
+// straight into the all-gather's result, which the gather lends before
+// the update (shard.Ctx.AllGatherInvariantTarget, optim.StepInto: the
+// Adam family and SGD; other optimizers' blocks are copied there), with
+// the same bits. Each gradient's
 // reduce-scatter starts as soon as the backward pass has finished that
 // gradient (autodiff.OnGradient, shard.Ctx.PsumScatterStart) and travels
 // between processes while the gradients of the layers before it are

@@ -7,3 +7,11 @@ func FoldSmall() (restore func()) {
 	foldMinPart = 0
 	return func() { foldMinPart = old }
 }
+
+// CopyUpdatedBlocks makes the sharded update write its updated blocks to
+// fresh storage, copied into the all-gathers' results (the step before
+// lendGather), until restore is called.
+func CopyUpdatedBlocks() (restore func()) {
+	lendGather = false
+	return func() { lendGather = true }
+}

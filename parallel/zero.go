@@ -394,15 +394,34 @@ func foldedGradient(f *shard.FoldedGradient, h *shard.Handle, reduce func() *sha
 // all-gathers the updated blocks: the replicated parameters, without
 // their logical axes, and the optimizer state. dims and sums are
 // leafPlans's.
+//
+// Each split parameter's all-gather is taken before the update
+// (shard.Ctx.AllGatherInvariantTarget), and the optimizer writes the
+// device's updated block straight into the gathered result where the
+// gather lends it (optim.StepInto: Adam and its variants): no copy of the
+// updated blocks into the replicated parameters.
 func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State, dims []int, sums [][]string) (M, optim.State) {
 	leaves, tree := pytree.Flatten(params)
+	targets := make([]*shard.GatherTarget, len(leaves))
+	dst := make([]*tensor.Tensor, len(leaves))
+	lent := false
 	for i, x := range leaves {
 		if x != nil && dims[i] >= 0 {
 			leaves[i] = ownBlock(c, x, dims[i], sums[i])
+			targets[i] = c.AllGatherInvariantTarget(x.DType(), leaves[i].Shape(), sums[i], dims[i], true)
+			if lendGather {
+				dst[i] = targets[i].Block()
+				lent = lent || dst[i] != nil
+			}
 		}
 	}
 	own := pytree.Unflatten[M](tree, leaves)
-	own, st := optim.Step(t.optimizer(c.Psum), own, g, state)
+	var st optim.State
+	if lent {
+		own, st = optim.StepInto(pytree.Unflatten[M](tree, dst), t.optimizer(c.Psum), own, g, state)
+	} else {
+		own, st = optim.Step(t.optimizer(c.Psum), own, g, state)
+	}
 	// The reduce-scattered blocks are dead after the update, unless the new
 	// state or parameters hold one of them as it is.
 	donateDead([]any{st, own}, g)
@@ -412,8 +431,8 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 	pl, pt := pytree.Flatten(own)
 	gathers := make([]*shard.Handle, len(pl))
 	for i, x := range pl {
-		if x != nil && dims[i] >= 0 {
-			gathers[i] = c.AllGatherInvariantStart(x, sums[i], dims[i], true)
+		if targets[i] != nil {
+			gathers[i] = targets[i].Start(x)
 		}
 	}
 	for i, h := range gathers {
@@ -434,6 +453,11 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 	donateDead(st, parts)
 	return p, st
 }
+
+// lendGather makes the sharded update write the updated blocks into the
+// all-gathers' results (zeroUpdate). A variable for the tests, which
+// compare the step with and without.
+var lendGather = true
 
 // ownBlock returns this device's part along axes of block x, split along
 // dim: the part of the parameter it updates.

@@ -237,7 +237,14 @@ func (p *asyncParams) wait() *tensor.Tensor {
 // and, on a mesh spanning processes, posts the transfers to and from the
 // other processes; then s.ready is closed.
 func (r *run) post(e *devEnv, c *call) *slot {
-	s := r.arrive(e, c)
+	k := e.seq
+	e.seq++
+	return r.postAt(e, c, k)
+}
+
+// postAt is post at slot k, which the device reserved (run.reserve).
+func (r *run) postAt(e *devEnv, c *call, k int) *slot {
+	s := r.arriveAt(e, c, k)
 	select {
 	case <-r.abort:
 		panic(abortSignal{})

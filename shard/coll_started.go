@@ -103,9 +103,20 @@ func (c *Ctx) PsumScatterStart(x *tensor.Tensor, axes Axes, scatterDim int, tile
 // returns the handle whose Wait waits for the slot and computes the
 // device's result with done.
 func (e *devEnv) startReduction(c *Ctx, cl *call, done func(s *slot) *tensor.Tensor) *Handle {
+	return e.startReductionAt(c, cl, nil, done)
+}
+
+// startReductionAt is startReduction in slot at, which the device
+// reserved (run.reserve), or in its next slot if at is nil.
+func (e *devEnv) startReductionAt(c *Ctx, cl *call, at *slot, done func(s *slot) *tensor.Tensor) *Handle {
 	cl.background = true
 	r := e.run
-	s := r.post(e, cl)
+	var s *slot
+	if at == nil {
+		s = r.post(e, cl)
+	} else {
+		s = r.postAt(e, cl, at.k)
+	}
 	f := &inflight{run: r, s: s, c: cl}
 	r.addPending(e.dev, f)
 	return &Handle{c: c, kind: cl.coll.kind, fin: func() *tensor.Tensor {

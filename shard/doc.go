@@ -426,7 +426,8 @@
 // reading them (a collective whose members each write a part of a shared
 // result may write it before meeting, in e.run.next(e)'s slot, and then
 // meet once: the in-process all-gather and the staged psum of small
-// blocks do); e.account(pcumsumColl, bytes) counts the bytes this device
+// blocks do; GatherTarget reserves its slot earlier still, e.run.reserve,
+// so that the producer of a block writes it into the shared result); e.account(pcumsumColl, bytes) counts the bytes this device
 // sends; the result is marked with the axes it varies over. Its VJP is the
 // transpose, written with collectives, so gradients flow between devices
 // and processes.

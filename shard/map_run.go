@@ -247,6 +247,12 @@ func (r *run) await(e *devEnv, s *slot, t0 time.Time) {
 func (r *run) arrive(e *devEnv, c *call) *slot {
 	k := e.seq
 	e.seq++
+	return r.arriveAt(e, c, k)
+}
+
+// arriveAt is arrive at slot k, which the device took earlier (reserve):
+// the k-th collective it issued.
+func (r *run) arriveAt(e *devEnv, c *call, k int) *slot {
 	r.mu.Lock()
 	if r.done[e.dev] >= 0 {
 		r.mu.Unlock()
@@ -313,6 +319,17 @@ func (r *run) next(e *devEnv) *slot {
 		panic(abortSignal{})
 	}
 	return r.slotLocked(e.seq)
+}
+
+// reserve takes the slot of device e's next collective, which the device
+// arrives at later (arriveAt) while the collectives it issues meanwhile
+// take the slots after it: a collective whose shared result a producer
+// writes into before the device arrives (GatherTarget). It panics with
+// abortSignal if the run has failed.
+func (r *run) reserve(e *devEnv) *slot {
+	s := r.next(e)
+	e.seq++
+	return s
 }
 
 // exchange runs the cross-process part of slot s (c's collective) once
