@@ -139,7 +139,9 @@ func gatherPlan(params any, stored pathSpecs, compute shard.SpecTree) (pathGathe
 				steps = append(steps, gatherStep{dim: d, axes: shard.Axes(slices.Clone(rest))})
 			}
 		}
-		out[key] = steps
+		if len(steps) > 0 {
+			out[key] = steps // a leaf without one gathers nothing
+		}
 	}
 	return out, nil
 }
@@ -150,7 +152,14 @@ func gatherPlan(params any, stored pathSpecs, compute shard.SpecTree) (pathGathe
 // device along them computes the same thing; the transpose slices). Mixed
 // runs are gathered minor group first, so each gather joins contiguous
 // blocks.
+//
+// A plan without gathers (every parameter computed where it is stored)
+// returns p as it is: no walk of the tree, no path strings, on every
+// device at every step.
 func gatherTree[M any](g pathGathers, c *shard.Ctx, p M, data []string) M {
+	if len(g) == 0 {
+		return p
+	}
 	return pytree.MapWithPath(p, func(path pytree.Path, x *tensor.Tensor) *tensor.Tensor {
 		return gatherLeaf(c, x, g[path.String()], data)
 	})
