@@ -79,6 +79,9 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 		}
 	}
 	out := b.gradients(wrt)
+	if b.pass.taken > 0 {
+		cotangentReuses.Add(b.pass.taken)
+	}
 	b.dropUnread(out)
 	for _, x := range b.dead {
 		if !slices.Contains(out, x) {
@@ -503,6 +506,10 @@ type backwardPass struct {
 	// beyond one that still hold it: each consumer's drop takes one, and
 	// the last donates it. Such a cotangent is not writable meanwhile.
 	extra map[*Tensor]int
+	// taken counts the donations VJPs took, added to cotangentReuses at
+	// the end of the pass (one atomic add rather than one after each
+	// VJP: an atomic read-modify-write waits for the VJP's stores).
+	taken int64
 }
 
 // owns reports whether the pass owns t: it may donate t once dead.
@@ -786,7 +793,7 @@ func (p *backwardPass) settle(n *node, gs, res []*Tensor, donated *Tensor, kept 
 	taken := donated != nil && p.donated == nil
 	p.donated = nil
 	if taken {
-		cotangentReuses.Add(1)
+		p.taken++
 	}
 	if !cotangentReuse {
 		return

@@ -84,7 +84,7 @@ func NewCaptureTrace(capture func(x *Tensor) *Tensor) *Trace {
 func (tr *Trace) Leaf(x *Tensor) *Tensor {
 	// The node and the traced header in one allocation: the header keeps
 	// the node anyway, and the node keeps only x's data, which x does.
-	return tr.leafInto(new(leafRec), x)
+	return tr.leafInto(new(leafRec), x, tr.seq.Add(1))
 }
 
 // Leaves returns Leaf of each of xs, their nodes and headers in one
@@ -93,15 +93,19 @@ func (tr *Trace) Leaf(x *Tensor) *Tensor {
 func (tr *Trace) Leaves(xs ...*Tensor) []*Tensor {
 	recs := make([]leafRec, len(xs))
 	out := make([]*Tensor, len(xs))
+	// One atomic add for every leaf's sequence number: an atomic
+	// read-modify-write waits for the stores before it (the zeroing of
+	// the block just allocated) to leave the store buffer.
+	seq := tr.seq.Add(uint64(len(xs))) - uint64(len(xs))
 	for i, x := range xs {
-		out[i] = tr.leafInto(&recs[i], x)
+		out[i] = tr.leafInto(&recs[i], x, seq+uint64(i)+1)
 	}
 	return out
 }
 
-// leafInto makes l the record of x traced by tr as a leaf and returns its
-// traced header.
-func (tr *Trace) leafInto(l *leafRec, x *Tensor) *Tensor {
+// leafInto makes l the record of x traced by tr as a leaf, with sequence
+// number seq (taken from tr.seq), and returns its traced header.
+func (tr *Trace) leafInto(l *leafRec, x *Tensor, seq uint64) *Tensor {
 	if x.node != nil && x.node.trace == tr {
 		panic(fmt.Sprintf("Trace.Leaf: %v is already traced by this trace", x))
 	}
@@ -111,7 +115,7 @@ func (tr *Trace) leafInto(l *leafRec, x *Tensor) *Tensor {
 		}
 		panic(fmt.Sprintf("Trace.Leaf: %v is a value of a Vmap or JVP started after this trace", x))
 	}
-	l.n = node{op: leafOp, trace: tr, seq: tr.seq.Add(1), nout: 1}
+	l.n = node{op: leafOp, trace: tr, seq: seq, nout: 1}
 	l.t = *x
 	n, t := &l.n, &l.t
 	// The shape record shares x's shape, as the traced header does: the
