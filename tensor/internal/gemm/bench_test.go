@@ -120,8 +120,9 @@ func benchKernels(b *testing.B) {
 
 // override replaces *set by a copy with the blocking the environment
 // variable blocking names (kc,nc), packing of A on or off as packA says
-// (0 or 1: kernelSet.packA), and directMaxM from direct, if set, until
-// the end of the benchmark.
+// (0 or 1: kernelSet.packA), and directMaxM from direct, if set ("n": B
+// in place up to n rows of C; "n,a": up to a rows when B's rows alias in
+// L1, see readsBInPlace), until the end of the benchmark.
 func override[T elem](b *testing.B, set **kernelSet[T], blocking, packA, direct string) {
 	prev := *set
 	s := *prev
@@ -137,8 +138,9 @@ func override[T elem](b *testing.B, set **kernelSet[T], blocking, packA, direct 
 		s.packA, changed = v == "1", true
 	}
 	if v := os.Getenv(direct); v != "" {
-		if _, err := fmt.Sscanf(v, "%d", &s.directMaxM); err != nil {
-			b.Fatalf("%s=%q: want a row count", direct, v)
+		s.directAliasMaxM = 0
+		if n, _ := fmt.Sscanf(v, "%d,%d", &s.directMaxM, &s.directAliasMaxM); n == 0 {
+			b.Fatalf("%s=%q: want a row count, or two (directMaxM,directAliasMaxM)", direct, v)
 		}
 		changed = true
 	}

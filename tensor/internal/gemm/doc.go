@@ -89,7 +89,9 @@
 //     judged from the L1 geometry CPUID reports (see packAPays). On Zen 3
 //     this took 1024³ from 63 to 71 GFLOP per CPU-second.
 //   - op(B) = B is read in place when at most 128 rows of C use it (packing
-//     would not pay for itself; this is what makes small layers fast) and is
+//     would not pay for itself; this is what makes small layers fast), 96
+//     when B's rows are a multiple of 4 KiB apart (they all fall in the same
+//     L1 sets: packing pays from fewer rows; see readsBInPlace), and is
 //     otherwise copied into strips, row by row of the block (each row is
 //     contiguous in B; the AVX2 packer prefetches 4 rows ahead). The last strip may be narrower than its
 //     kernel, which then reads past column n into lanes that are never

@@ -33,9 +33,12 @@ type kernelSet[T elem] struct {
 	kern       [2][2][]kernFn[T] // kern[flavour][wide][mr], mr in 1..mr
 	kc, nc     int               // k block (A strip and B block depth), n block (B block width)
 	directMaxM int               // use B in place (no packing) when op(B) = B and C has at most this many rows
-	oneVectorM bool              // C with nrHalf rows may be computed as its transpose (useTransposed)
-	packA      bool              // copy A strips into contiguous panels (kernP) when B is packed
-	kernP      [2][]kernFn[T]    // kernP[wide][mr]: kernels for a packed A panel (stride mr) and a packed B strip
+	// directAliasMaxM, if not 0, replaces directMaxM when B's rows are a
+	// multiple of an L1 way apart (see readsBInPlace).
+	directAliasMaxM int
+	oneVectorM      bool           // C with nrHalf rows may be computed as its transpose (useTransposed)
+	packA           bool           // copy A strips into contiguous panels (kernP) when B is packed
+	kernP           [2][]kernFn[T] // kernP[wide][mr]: kernels for a packed A panel (stride mr) and a packed B strip
 	// kernT[flavour][wide][mr], if not nil, are kernels that store their
 	// tile of Cᵀ transposed into C (runTransposed without a tile buffer).
 	kernT [2][2][]kernFn[T]
@@ -141,7 +144,7 @@ func (ks *kernelSet[T]) run(p *problem[T], i0, i1, j0, j1 int, ws *workspace[T])
 		fl = flavC
 	}
 	kern := &ks.kern[fl]
-	direct := !p.transB && p.m <= ks.directMaxM
+	direct := ks.readsBInPlace(p)
 	packA := !direct && ks.packAPays(p)
 	if p.transB && p.m <= ks.directMaxM {
 		// Few rows of C use each packed strip of Bᵀ: pack one strip at a
@@ -408,6 +411,27 @@ func (ks *kernelSet[T]) width(nr int) int {
 		return ks.nrHalf
 	}
 	return ks.nr
+}
+
+// readsBInPlace reports whether run reads op(B) = B in place, unpacked:
+// when C has at most directMaxM rows, or at most directAliasMaxM if that is
+// set and B's rows are a multiple of an L1 way (64-byte lines times the
+// sets) apart, as a 1024-wide float32 B is, so that the in-place strip's
+// rows all fall in the same few sets. Packing B costs one pass over it,
+// amortized over the rows of C; in place, rows that collide read slower
+// (see directAliasMaxM in kernels_amd64.go for the figures).
+func (ks *kernelSet[T]) readsBInPlace(p *problem[T]) bool {
+	if p.transB || p.m > ks.directMaxM {
+		return false
+	}
+	if ks.directAliasMaxM == 0 || p.m <= ks.directAliasMaxM {
+		return true
+	}
+	sets := ks.l1Sets
+	if sets <= 0 {
+		sets = 64
+	}
+	return p.ldb*int(unsafe.Sizeof(T(0)))%(64*sets) != 0
 }
 
 // packAPays reports whether the kernels should read A from packed panels

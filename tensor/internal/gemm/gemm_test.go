@@ -381,6 +381,7 @@ func testBlocking[T elem](t *testing.T) {
 			for _, sh := range [][3]int{
 				{s.directMaxM, s.nc + 3*s.nr + 5, s.kc + 1},
 				{s.directMaxM + 1, s.nc + 1, 2*s.kc + 3},
+				{s.directMaxM, 1024, s.kc + 1}, // B's rows 4 KiB apart (readsBInPlace)
 				{2*s.mr + 1, 2*s.nc - 1, 3 * s.kc},
 				{3, 2*s.nc + s.nr/2 + 1, s.kc - 1},
 			} {

@@ -10,9 +10,26 @@ import (
 	"github.com/gonox/gonox/internal/kernels"
 )
 
+// The AVX-512 set reads B in place up to 128 rows of C, but only up to 96
+// when B's rows are a multiple of 4 KiB (an L1 way: 64 sets of 64-byte
+// lines) apart (directAliasMaxM; see readsBInPlace): a 1024- or 2048-wide
+// B, as the data-parallel MLP's 784×1024 and 1024×1024 weights. The rows
+// of the in-place strip then all fall in the same L1 sets. On AMD EPYC
+// Zen 5 (BenchmarkSgemmDirect, GFLOP per CPU-second, one core, 2 rounds,
+// load 1.9-2.5), packing B for A·B with n = 1024 or 2048 gained 2-8% from
+// 112 rows up (m=128, k=1024, n=1024: 216 in place, 226 packed; k=784:
+// 218, 223; n=2048: 204-210, 220-223), lost 1-4% at 64-96 rows and ~20%
+// at 32 (203-206, 165); with rows not 4 KiB apart (n = 512, 768, 784) in
+// place won at every m measured, up to 160 (5-13% at 112-128 rows).
+// op(A)·Bᵀ (single strips of Bᵀ up to directMaxM against whole blocks)
+// was within -6..+2% and keeps directMaxM. The set geometry is the same on
+// Zen 4 and recent Intel cores (64 sets), so the rule carries over; the
+// crossover of 96 rows was measured on Zen 5 only. In float64
+// (avx512Set64) B in place stayed faster at 128 rows with rows 8 KiB apart
+// (see there), so that set keeps 128.
 var avx512Set = tuned(&kernelSet[float32]{
 	name: "avx512", mr: 12, nr: 32, nrHalf: 16,
-	kc: 256, nc: 512, directMaxM: 128, oneVectorM: true,
+	kc: 256, nc: 512, directMaxM: 128, directAliasMaxM: 96, oneVectorM: true,
 	kern:      avx512Kernels,
 	kernT:     avx512TKernels,
 	kernP:     avx512Kernels[flavC],
@@ -51,8 +68,9 @@ var thisCPU = detectCPU()
 // 192×336 (what blocking gives for Zen 5's 48 KiB L1d and 1 MiB L2),
 // 128×512 and 256×384 were within noise of each other (70-77) and of
 // OpenBLAS (73), 256×1024 lost (64). B is read in place up to 128 rows of
-// C as in float32: m=32, n=k=1024 ran at 59 in place against 36 packed,
-// m=128 at 52 against 57.
+// C: m=32, n=k=1024 ran at 59 in place against 36 packed; m=128 at 52
+// against 57 when measured first, 107 against 104 on 2026-11-28
+// (GONOX_GEMM_DIRECT64=128 against 128,96, Dgemm/mlp_m128_k1024_n1024/fwd_NN).
 var avx512Set64 = tuned(&kernelSet[float64]{
 	name: "avx512", mr: 12, nr: 16, nrHalf: 8,
 	kc: 256, nc: 256, directMaxM: 128,

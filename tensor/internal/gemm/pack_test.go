@@ -147,6 +147,38 @@ func TestPackAPays(t *testing.T) {
 	}
 }
 
+// TestReadsBInPlace checks which products read B unpacked with the
+// AVX-512 set's thresholds (128 rows, 96 when B's rows are a multiple of
+// 4 KiB apart: 64 sets of 64-byte lines) and that a parallel call shares
+// a packed B (sharesB) exactly when run packs whole blocks of it.
+func TestReadsBInPlace(t *testing.T) {
+	ks := &kernelSet[float32]{mr: 12, nr: 32, nrHalf: 16, kc: 256, nc: 4096, directMaxM: 128, directAliasMaxM: 96, l1Sets: 64, l1Ways: 12}
+	for _, c := range []struct {
+		name        string
+		tb          bool
+		m, ldb      int
+		want, share bool
+	}{
+		{"rows 4 KiB apart, 96 rows", false, 96, 1024, true, false},
+		{"rows 4 KiB apart, 97 rows", false, 97, 1024, false, true},
+		{"rows 8 KiB apart, 128 rows", false, 128, 2048, false, true},
+		{"rows 3 KiB apart, 128 rows", false, 128, 768, true, false},
+		{"rows 784 floats apart, 128 rows", false, 128, 784, true, false},
+		{"rows 3 KiB apart, 129 rows", false, 129, 768, false, true},
+		{"Bᵀ, 97 rows: single strips", true, 97, 1024, false, false},
+		{"Bᵀ, 129 rows: whole blocks", true, 129, 1024, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &problem[float32]{transB: c.tb, m: c.m, n: 1024, k: 1024, ldb: c.ldb}
+			require.Equal(t, c.want, ks.readsBInPlace(p))
+			require.Equal(t, c.share, ks.sharesB(p), "sharesB")
+			one := *ks
+			one.directAliasMaxM = 0
+			require.Equal(t, !c.tb && c.m <= 128, one.readsBInPlace(p), "without directAliasMaxM, directMaxM alone")
+		})
+	}
+}
+
 // TestSgemmSharedPanels runs parallel calls whose goroutines share one
 // packing of A (sharedPanels: rows of A 4 KiB apart, C split by columns)
 // and checks them against the reference and bit for bit against one

@@ -35,8 +35,7 @@ const sharedPanelsMax = 8 << 20
 // sharesA reports whether a parallel call that splits C by columns should
 // pack A once for all its goroutines: whether run packs A for p.
 func (ks *kernelSet[T]) sharesA(p *problem[T]) bool {
-	direct := !p.transB && p.m <= ks.directMaxM
-	return !direct && !ks.useTransposed(p) && ks.packAPays(p)
+	return !ks.readsBInPlace(p) && !ks.useTransposed(p) && ks.packAPays(p)
 }
 
 // newSharedPanels returns empty shared panels for p, or nil when A is too

@@ -33,7 +33,8 @@ const sharedBMax = 4 << 20
 // blocks for p (not in place, not by single strips, not transposed) in one
 // block of columns.
 func (ks *kernelSet[T]) sharesB(p *problem[T]) bool {
-	return p.m > ks.directMaxM && p.n <= ks.nc && !ks.useTransposed(p)
+	singleStrips := p.transB && p.m <= ks.directMaxM
+	return !ks.readsBInPlace(p) && !singleStrips && p.n <= ks.nc && !ks.useTransposed(p)
 }
 
 // sharedBCalls counts the parallel calls that packed a shared B (tests).
