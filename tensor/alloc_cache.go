@@ -42,13 +42,13 @@ const listMinElems = 1 << 14
 // its own.
 const listUpClasses = 16
 
-// sizeCache is the allocator cache of one element type. Lookups of small
-// sizes read an immutable map through an atomic pointer; a new size copies
-// the map under mu.
+// sizeCache is the allocator cache of one element type. Small sizes find
+// their class's sync.Pool by index (poolSlot) in an array allocated on
+// first use; a new class's pool is made under mu.
 type sizeCache[E any] struct {
 	mu     sync.Mutex
-	pools  atomic.Pointer[map[int]*sync.Pool]
-	hits   atomic.Int64
+	pools  atomic.Pointer[[poolSlots]atomic.Pointer[sync.Pool]]
+	hits   statCounter
 	lists  freeLists
 	poison E // what recycled storage holds under poisonRecycled
 }
@@ -67,7 +67,7 @@ var (
 
 // cacheCounts lists the hit counter and free lists of every cache.
 var cacheCounts = [...]struct {
-	hits  *atomic.Int64
+	hits  *statCounter
 	lists *freeLists
 }{
 	{&f32Cache.hits, &f32Cache.lists}, {&i32Cache.hits, &i32Cache.lists}, {&f64Cache.hits, &f64Cache.lists},
@@ -124,19 +124,22 @@ func (c *sizeCache[E]) get(n int) []E {
 		if p == nil {
 			return nil
 		}
-		c.hits.Add(1)
+		c.hits.add(1)
 		return unsafe.Slice((*E)(p), class)[:n]
 	}
-	m := c.pools.Load()
-	if m == nil {
+	pools := c.pools.Load()
+	if pools == nil {
 		return nil
 	}
 	// The size's class, else one of the next classUpTries above it
 	// (storage at most ~1/8 larger than asked for).
 	for range classUpTries + 1 {
-		if p := (*m)[size]; p != nil {
+		if size >= listMinElems {
+			return nil
+		}
+		if p := pools[poolSlot(size)].Load(); p != nil {
 			if v, _ := p.Get().(unsafe.Pointer); v != nil {
-				c.hits.Add(1)
+				c.hits.add(1)
 				return unsafe.Slice((*E)(v), size)[:n]
 			}
 		}
@@ -198,31 +201,49 @@ func (c *sizeCache[E]) put(s []E) {
 	c.pool(n).Put(unsafe.Pointer(unsafe.SliceData(s)))
 }
 
-// pool returns the sync.Pool of class n, making it if need be.
+// pool returns the sync.Pool of class n (below listMinElems), making it
+// if need be.
 func (c *sizeCache[E]) pool(n int) *sync.Pool {
-	if m := c.pools.Load(); m != nil {
-		if p := (*m)[n]; p != nil {
+	i := poolSlot(n)
+	if pools := c.pools.Load(); pools != nil {
+		if p := pools[i].Load(); p != nil {
 			return p
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m := c.pools.Load()
-	if m != nil {
-		if p := (*m)[n]; p != nil {
-			return p
-		}
+	pools := c.pools.Load()
+	if pools == nil {
+		pools = new([poolSlots]atomic.Pointer[sync.Pool])
+		c.pools.Store(pools)
 	}
-	nm := make(map[int]*sync.Pool, 1)
-	if m != nil {
-		for k, v := range *m {
-			nm[k] = v
-		}
+	p := pools[i].Load()
+	if p == nil {
+		p = &sync.Pool{}
+		pools[i].Store(p)
 	}
-	p := &sync.Pool{}
-	nm[n] = p
-	c.pools.Store(&nm)
 	return p
+}
+
+// poolSlots is the number of slots poolSlot numbers: a class of its own
+// for each size up to 1024, then those of classIndex below listMinElems.
+const poolSlots = 1024 + listClassLo - smallClassLo
+
+// smallClassLo and listClassLo are the classIndex numbers of the first
+// class above 1024 elements and of listMinElems.
+const (
+	smallClassLo = 11*16 + 1025>>(11-5) - 17
+	listClassLo  = 14*16 + listMinElems>>(14-5) - 17
+)
+
+// poolSlot numbers the classes below listMinElems: a size up to 1024 is
+// its own slot, a larger class follows from classIndex. A map lookup
+// (the cache's index before) cost more than the rest of a hit.
+func poolSlot(n int) int {
+	if n <= 1024 {
+		return n
+	}
+	return 1024 + classIndex(n) - smallClassLo
 }
 
 // classIndex numbers the classes above 1024 elements in order of size:
@@ -372,7 +393,9 @@ func countFresh(bytes int) {
 // CacheStats are counters of the allocator cache since the process
 // started: the storage of every dtype together.
 type CacheStats struct {
-	// Hits counts allocations the cache served with donated storage.
+	// Hits counts allocations the cache served with donated storage
+	// (a statistic: goroutines allocating at the same moment may lose a
+	// count, see statCounter).
 	Hits int64
 	// Fresh counts allocations it could not serve, which took new
 	// storage from the collector, and FreshBytes their bytes.
@@ -399,7 +422,7 @@ func ReadCacheStats() CacheStats {
 		PacedCycles:  paced.Load(),
 	}
 	for _, c := range cacheCounts {
-		s.Hits += c.hits.Load()
+		s.Hits += c.hits.load()
 		s.HeldBytes += c.lists.held.Load()
 	}
 	return s

@@ -106,6 +106,19 @@ func TestClassIndex(t *testing.T) {
 	assert.Less(t, classIndex(1<<62), maxClasses)
 }
 
+// Every class the sync.Pools serve (cacheMinElems up to listMinElems)
+// has a slot of its own in the pools' array, in order of size.
+func TestPoolSlots(t *testing.T) {
+	prev := -1
+	for c := cacheMinElems; c < listMinElems; c = capFor(c + 1) {
+		i := poolSlot(c)
+		require.Greater(t, i, prev, "class %d", c)
+		require.Less(t, i, poolSlots, "class %d", c)
+		prev = i
+	}
+	assert.Equal(t, poolSlots-1, prev, "no slot unused at the end")
+}
+
 // Large storage is served best fit: the smallest free buffer of the
 // asked size's class or of one up to twice as large, the last given
 // first; never a larger one; and the lists count the bytes they hold.
