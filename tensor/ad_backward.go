@@ -31,7 +31,7 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 
 	// The nodes ys depend on, latest first.
 	nodes := reachable(tr, ys)
-	slices.SortFunc(nodes, func(a, b *node) int { return cmp.Compare(b.seq, a.seq) })
+	sortLatestFirst(nodes)
 	for i, n := range nodes {
 		n.slot.Store(int32(i))
 	}
@@ -184,6 +184,40 @@ func (b *backward) index(x *Tensor) int {
 		return -1
 	}
 	return b.indexOf(x.node)
+}
+
+// sortLatestFirst sorts nodes by sequence number, latest first. The
+// numbers are distinct; when they span fewer than 64, each node goes to
+// its number's place in an array on the stack, and back in order: a
+// comparison sort's swaps stored two pointers each, and while the
+// collector marks, every pointer store into the heap takes a write
+// barrier.
+func sortLatestFirst(nodes []*node) {
+	const span = 64
+	if len(nodes) < 2 {
+		return
+	}
+	lo, hi := nodes[0].seq, nodes[0].seq
+	for _, n := range nodes[1:] {
+		lo, hi = min(lo, n.seq), max(hi, n.seq)
+	}
+	if hi-lo >= span {
+		slices.SortFunc(nodes, func(a, b *node) int { return cmp.Compare(b.seq, a.seq) })
+		return
+	}
+	var at [span]*node
+	for _, n := range nodes {
+		at[n.seq-lo] = n
+	}
+	k := 0
+	for i := int(hi - lo); i >= 0; i-- {
+		if n := at[i]; n != nil {
+			if nodes[k] != n {
+				nodes[k] = n
+			}
+			k++
+		}
+	}
 }
 
 // indexOf returns the index of n in b.nodes, -1 if it is not there: the

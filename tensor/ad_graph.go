@@ -103,8 +103,9 @@ func (tr *Trace) Leaves(xs ...*Tensor) []*Tensor {
 	return out
 }
 
-// leafInto makes l the record of x traced by tr as a leaf, with sequence
-// number seq (taken from tr.seq), and returns its traced header.
+// leafInto makes l, a zero record, the record of x traced by tr as a
+// leaf, with sequence number seq (taken from tr.seq), and returns its
+// traced header.
 func (tr *Trace) leafInto(l *leafRec, x *Tensor, seq uint64) *Tensor {
 	if x.node != nil && x.node.trace == tr {
 		panic(fmt.Sprintf("Trace.Leaf: %v is already traced by this trace", x))
@@ -115,9 +116,12 @@ func (tr *Trace) leafInto(l *leafRec, x *Tensor, seq uint64) *Tensor {
 		}
 		panic(fmt.Sprintf("Trace.Leaf: %v is a value of a Vmap or JVP started after this trace", x))
 	}
-	l.n = node{op: leafOp, trace: tr, seq: seq, nout: 1}
-	l.t = *x
 	n, t := &l.n, &l.t
+	// l is fresh (zero): set only what is not zero. Assigning a whole
+	// node stored each of its pointer words, and while the collector
+	// marks, every pointer store takes a write barrier.
+	n.op, n.trace, n.seq, n.nout = leafOp, tr, seq, 1
+	*t = *x
 	// The shape record shares x's shape, as the traced header does: the
 	// record keeps x alive anyway (t.primal), and shapes never change.
 	l.aval[0] = avalRec{shape: x.shape[:len(x.shape):len(x.shape)], dtype: x.dtype, ext: avalExt(x)}

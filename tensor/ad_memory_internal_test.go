@@ -1,7 +1,9 @@
 package tensor
 
 import (
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"unsafe"
 	"weak"
@@ -102,4 +104,27 @@ func TestResidualsCountGraph(t *testing.T) {
 	rep = Residuals(Neg(Neg(z)))
 	require.Equal(t, ResidualStat{Count: 3, Bytes: leaf + 2*node + 2*8*8}, rep.Graph)
 	require.Contains(t, rep.String(), "graph: 3 nodes")
+}
+
+// The backward pass's node order, latest first: by the stack array when
+// the sequence numbers span fewer than 64, by a comparison sort when not,
+// the same order as sorting by number.
+func TestSortLatestFirst(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 7))
+	for _, tc := range []struct {
+		name   string
+		n, gap int
+	}{{"one", 1, 1}, {"dense", 13, 1}, {"sparse", 20, 3}, {"span 64", 2, 63}, {"wide", 40, 5}} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := make([]*node, tc.n)
+			for i := range nodes {
+				nodes[i] = &node{seq: uint64(100 + i*tc.gap)}
+			}
+			rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
+			want := slices.Clone(nodes)
+			slices.SortFunc(want, func(a, b *node) int { return int(b.seq) - int(a.seq) })
+			sortLatestFirst(nodes)
+			require.Equal(t, want, nodes)
+		})
+	}
 }
