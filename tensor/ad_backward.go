@@ -233,11 +233,20 @@ func (b *backward) indexOf(n *node) int {
 	return k
 }
 
-// valueSet is a set of tensors, sorted by address for has.
+// valueSet is a set of tensors, sorted by address for has when it holds
+// more than valueSetScan (a step's parameters and loss, typically fewer,
+// are scanned: a sort and a binary search through a comparison function
+// cost more there).
 type valueSet []*Tensor
+
+// valueSetScan is the size up to which a valueSet is scanned.
+const valueSetScan = 16
 
 // has reports whether x is in s.
 func (s valueSet) has(x *Tensor) bool {
+	if len(s) <= valueSetScan {
+		return slices.Contains(s, x)
+	}
 	_, ok := slices.BinarySearchFunc(s, x, compareAddr)
 	return ok
 }
@@ -260,7 +269,9 @@ func spareValues(buf []*Tensor, tr *Trace, ys, wrt []*Tensor) valueSet {
 			}
 		}
 	}
-	slices.SortFunc(s, compareAddr)
+	if len(s) > valueSetScan {
+		slices.SortFunc(s, compareAddr)
+	}
 	return s
 }
 

@@ -128,3 +128,26 @@ func TestSortLatestFirst(t *testing.T) {
 		})
 	}
 }
+
+// The values RecycleIntermediates spares (spareValues): scanned when
+// few, sorted by address and searched when many; the primals of traced
+// outputs and parameters found, other values not.
+func TestSpareValues(t *testing.T) {
+	for _, n := range []int{1, valueSetScan - 1, valueSetScan, 40} {
+		tr := NewTrace()
+		xs := make([]*Tensor, n)
+		for i := range xs {
+			xs[i] = Zeros(Float32, 2)
+		}
+		traced := tr.Leaves(xs...)
+		others := []*Tensor{Zeros(Float32, 2), Zeros(Float32, 2)}
+		s := spareValues(make([]*Tensor, n+1), tr, traced[:1], traced[1:])
+		require.Len(t, s, n)
+		for i, x := range xs {
+			require.True(t, s.has(x), "n=%d value %d", n, i)
+		}
+		for i, x := range others {
+			require.False(t, s.has(x), "n=%d other value %d", n, i)
+		}
+	}
+}
