@@ -177,30 +177,33 @@ func (a *adam) coeffs(n int) tensor.AdamCoeffs {
 // another on one core; done hears of a run's inputs once it is computed,
 // so the update holds at most one run's new tensors beside the old ones.
 func (a *adam) fusedStep(params, grads any, state State, done func([]*tensor.Tensor)) (any, State) {
-	return a.step(nil, params, grads, state, done, false)
+	return a.step(nil, params, grads, state, done, runOperands{})
 }
 
 // intoStep is fusedStep writing the new parameters into dst's leaves
-// (tensor.AdamStepsInto).
-func (a *adam) intoStep(dst, params, grads any, state State) (any, State) {
-	return a.step(dst, params, grads, state, nil, false)
+// (tensor.AdamStepsInto), and the new moments over the old ones if over
+// (tensor.AdamStepsIntoOverMoments).
+func (a *adam) intoStep(dst, params, grads any, state State, over bool) (any, State) {
+	at := runOperands{over: over}
+	return a.step(dst, params, grads, state, nil, at)
 }
 
 // donatingStep is fusedStep for StepDonating: each run is one
 // tensor.AdamStepsDonating, and the old count is donated.
 func (a *adam) donatingStep(params, grads any, state State) (any, State) {
-	return a.step(nil, params, grads, state, nil, true)
+	return a.step(nil, params, grads, state, nil, runOperands{donating: true})
 }
 
 // step is fusedStep, through tensor.AdamStepsDonating if donating, or
 // tensor.AdamStepsInto where dst (a tree like params, or nil) has a leaf.
-func (a *adam) step(dst, params, grads any, state State, done func([]*tensor.Tensor), donating bool) (any, State) {
+func (a *adam) step(dst, params, grads any, state State, done func([]*tensor.Tensor), how runOperands) (any, State) {
 	rejectHalf(a.op, "parameter", params)
 	rejectHalf(a.op, "gradient", grads)
 	st := stateAs[AdamState](a.op, state)
 	n := countValue(a.op, st.Count)
 	trees := []any{params, grads, st.Mu, st.Nu}
-	at := runOperands{dst: -1, sel: -1}
+	donating := how.donating
+	at := runOperands{dst: -1, sel: -1, over: how.over}
 	if dst != nil {
 		at.dst = len(trees)
 		trees = append(trees, dst)
@@ -245,8 +248,13 @@ func (a *adam) step(dst, params, grads any, state State, done func([]*tensor.Ten
 
 // runOperands says where, among the operands of a position of Adam's
 // step (parameter, gradient, moments, then these), the destination and
-// the parameter selected for weight decay are: -1 if absent.
-type runOperands struct{ dst, sel int }
+// the parameter selected for weight decay are: -1 if absent; and how the
+// step writes: donating (StepDonating), or over the old moments
+// (StepIntoOverState).
+type runOperands struct {
+	dst, sel       int
+	donating, over bool
+}
 
 // updateRuns returns the new parameter and moments of each position of
 // pos (parameter, gradient, moments and, as at says, the destination and
@@ -291,8 +299,12 @@ func (a *adam) updateRuns(pos [][]*tensor.Tensor, at runOperands, base tensor.Ad
 		case donating:
 			steps = tensor.AdamStepsDonating
 		case dsts != nil:
+			into := tensor.AdamStepsInto
+			if at.over {
+				into = tensor.AdamStepsIntoOverMoments
+			}
 			steps = func(ps, gs, mus, nus []*tensor.Tensor, cs []tensor.AdamCoeffs) ([]*tensor.Tensor, []*tensor.Tensor, []*tensor.Tensor) {
-				return tensor.AdamStepsInto(dsts, ps, gs, mus, nus, cs)
+				return into(dsts, ps, gs, mus, nus, cs)
 			}
 		}
 		p2, mu2, nu2 := steps(ps, gs, mus, nus, cs)

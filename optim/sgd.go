@@ -147,7 +147,7 @@ func (s *sgd) fusedStep(params, grads any, state State, done func([]*tensor.Tens
 
 // intoStep is fusedStep writing the new parameters into dst's leaves
 // (tensor.SGDStepInto).
-func (s *sgd) intoStep(dst, params, grads any, state State) (any, State) {
+func (s *sgd) intoStep(dst, params, grads any, state State, _ bool) (any, State) {
 	return s.step(dst, params, grads, state, nil)
 }
 

@@ -109,16 +109,34 @@ func StepWith[M any](tx Transform, params, grads M, state State, done func(dead 
 // dst alone: a caller that needs the values in dst compares the storage
 // of the result with dst's and copies where they differ.
 func StepInto[M any](dst M, tx Transform, params, grads M, state State) (M, State) {
+	return stepInto(dst, tx, params, grads, state, false)
+}
+
+// StepIntoOverState is StepInto for a caller whose old optimizer state is
+// dead once it returns (a training step that replaces it): Adam and its
+// variants write the new moments of each parameter with a destination
+// over the old moments' storage (tensor.AdamStepsIntoOverMoments), so the
+// update streams no fresh buffer but dst's, with the bits of Step. The
+// old state's tensors must not be read after the call (their storage may
+// hold the new values); the caller still owns them, and donating them
+// drops their holds only. Other transforms run StepInto.
+func StepIntoOverState[M any](dst M, tx Transform, params, grads M, state State) (M, State) {
+	return stepInto(dst, tx, params, grads, state, true)
+}
+
+// stepInto is StepInto, and StepIntoOverState if over.
+func stepInto[M any](dst M, tx Transform, params, grads M, state State, over bool) (M, State) {
 	if f, ok := tx.(intoStepper); ok {
-		p, s := f.intoStep(any(dst), any(params), any(grads), state)
+		p, s := f.intoStep(any(dst), any(params), any(grads), state, over)
 		return p.(M), s
 	}
 	return Step(tx, params, grads, state)
 }
 
-// intoStepper is a Transform with a fused step for StepInto.
+// intoStepper is a Transform with a fused step for StepInto; over says
+// the old state is dead after the call (StepIntoOverState).
 type intoStepper interface {
-	intoStep(dst, params, grads any, state State) (any, State)
+	intoStep(dst, params, grads any, state State, over bool) (any, State)
 }
 
 // StepDonating is Step for a caller that gives params, grads and state up,

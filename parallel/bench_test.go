@@ -18,8 +18,9 @@ import (
 // simulated devices, the same step with its weight gradients unfolded
 // (Config.UnfoldedGradients: computed whole, then reduce-scattered), the
 // same step with its updated blocks copied into the all-gather's result
-// rather than written there by Adam (CopyUpdatedBlocks), and its gradient
-// phase alone.
+// rather than written there by Adam (CopyUpdatedBlocks), the same step
+// with its new moments in fresh storage rather than over the old ones
+// (FreshState), and its gradient phase alone.
 func BenchmarkDPStep(b *testing.B) {
 	m, _ := guideModel([]int{784, 1024, 1024, 10}, 1, 4)
 	_, bt := guideModel([]int{784, 10}, 256, 5)
@@ -47,6 +48,11 @@ func BenchmarkDPStep(b *testing.B) {
 			{"unfolded", unf, func() error { _, err := unf.Step(placed); return err }},
 			{"copied", tr, func() error {
 				defer parallel.CopyUpdatedBlocks()()
+				_, err := tr.Step(placed)
+				return err
+			}},
+			{"fresh", tr, func() error {
+				defer parallel.FreshState()()
 				_, err := tr.Step(placed)
 				return err
 			}},

@@ -15,3 +15,11 @@ func CopyUpdatedBlocks() (restore func()) {
 	lendGather = false
 	return func() { lendGather = true }
 }
+
+// FreshState makes the sharded update write the new optimizer state to
+// fresh storage, not over the old state's (overState), until restore is
+// called.
+func FreshState() (restore func()) {
+	overState = false
+	return func() { overState = true }
+}

@@ -17,13 +17,15 @@ import (
 
 // TestUpdateIntoGather: the sharded update that writes each updated
 // block straight into the all-gather's result (optim.StepInto into
-// shard.GatherTarget's blocks) trains to the bits of the update whose
-// blocks are copied there (parallel.CopyUpdatedBlocks), for Adam, AdamW
-// (weight decay reads the parameter), SGD with momentum and Lion (which
-// writes to fresh storage: the gather copies), on 1, 2 and 8 devices,
-// with and without global-norm clipping (a Chain, which writes to fresh
-// storage, and a psum issued between the gathers' places and their
-// starts).
+// shard.GatherTarget's blocks), and the new moments over the old ones
+// (optim.StepIntoOverState), trains to the bits of the update whose
+// blocks are copied there and whose state is fresh
+// (parallel.CopyUpdatedBlocks), for Adam, AdamW (weight decay reads the
+// parameter), SGD with momentum and Lion (which writes to fresh storage:
+// the gather copies), on 1, 2 and 8 devices, with and without global-norm
+// clipping (a Chain, which writes to fresh storage, and a psum issued
+// between the gathers' places and their starts): parameters and
+// optimizer state after 3 steps.
 func TestUpdateIntoGather(t *testing.T) {
 	mlp, _ := guideModel(guideSizes, 16, 3)
 	var batches []batch
@@ -41,27 +43,87 @@ func TestUpdateIntoGather(t *testing.T) {
 		for name, opt := range opts {
 			for _, clip := range []float64{0, 0.5} {
 				t.Run(fmt.Sprintf("devices=%d/%s/clip=%v", devices, name, clip), func(t *testing.T) {
-					run := func(copied bool) ([]float64, []*tensor.Tensor) {
+					run := func(copied, fresh bool) ([]float64, []*tensor.Tensor) {
 						if copied {
 							defer parallel.CopyUpdatedBlocks()()
+						}
+						if fresh {
+							defer parallel.FreshState()()
 						}
 						mesh := shard.NewMesh([]int{devices}, []string{"data"})
 						tr, err := parallel.New(mlp, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Mesh: mesh, Optimizer: opt, ClipGlobalNorm: clip})
 						require.NoError(t, err)
 						l := stepAll(t, tr, batches)
-						return l, pytree.Leaves(tr.Params())
+						return l, append(pytree.Leaves(tr.Params()), floatState(tr.State())...)
 					}
-					wl, wp := run(true)
-					l, p := run(false)
-					require.Equal(t, wl, l)
-					require.Len(t, p, len(wp))
-					for i := range p {
-						require.Equal(t, bitsOf(wp[i].Float32s()), bitsOf(p[i].Float32s()), "leaf %d", i)
+					wl, wp := run(true, true)
+					for _, fresh := range []bool{false, true} {
+						l, p := run(false, fresh)
+						require.Equal(t, wl, l, "fresh state %v", fresh)
+						require.Len(t, p, len(wp))
+						for i := range p {
+							require.Equal(t, bitsOf(wp[i].Float32s()), bitsOf(p[i].Float32s()), "leaf %d, fresh state %v", i, fresh)
+						}
 					}
 				})
 			}
 		}
 	}
+}
+
+// TestStateHandedOutKept: the optimizer state Trainer.State hands out is
+// not written over by the next step (optim.StepIntoOverState only writes
+// over a state the trainer alone holds): its values after a step are
+// those it had when handed out, and the training goes on with the bits
+// of a trainer whose state was never handed out.
+func TestStateHandedOutKept(t *testing.T) {
+	mlp, _ := guideModel(guideSizes, 16, 3)
+	var batches []batch
+	for i := range 3 {
+		_, b := guideModel(guideSizes, 16, uint64(60+i))
+		batches = append(batches, b)
+	}
+	mesh := shard.NewMesh([]int{2}, []string{"data"})
+	newTrainer := func() *parallel.Trainer[nn.MLP, batch] {
+		tr, err := parallel.New(mlp, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Mesh: mesh, Optimizer: optim.Adam(optim.Constant(1e-3))})
+		require.NoError(t, err)
+		return tr
+	}
+	held, plain := newTrainer(), newTrainer()
+	stepAll(t, held, batches[:2])
+	stepAll(t, plain, batches[:2])
+	var st []*tensor.Tensor // as placed
+	for _, x := range pytree.Leaves(held.State()) {
+		if x.DType() == tensor.Float32 {
+			st = append(st, x)
+		}
+	}
+	var before [][]uint32
+	for _, x := range st {
+		before = append(before, bitsOf(shard.Gather(x).Float32s()))
+	}
+	stepAll(t, held, batches[2:])
+	stepAll(t, plain, batches[2:])
+	require.NotEmpty(t, st)
+	for i, x := range st {
+		require.Equal(t, before[i], bitsOf(shard.Gather(x).Float32s()), "state leaf %d handed out before the step", i)
+	}
+	hp, pp := pytree.Leaves(held.Params()), pytree.Leaves(plain.Params())
+	for i := range hp {
+		require.Equal(t, bitsOf(pp[i].Float32s()), bitsOf(hp[i].Float32s()), "leaf %d", i)
+	}
+}
+
+// floatState returns the float32 leaves of an optimizer state, gathered
+// to the host.
+func floatState(s optim.State) []*tensor.Tensor {
+	var out []*tensor.Tensor
+	for _, x := range pytree.Leaves(s) {
+		if x.DType() == tensor.Float32 {
+			out = append(out, shard.Gather(x))
+		}
+	}
+	return out
 }
 
 // bitsOf returns the bits of xs.

@@ -399,7 +399,9 @@ func foldedGradient(f *shard.FoldedGradient, h *shard.Handle, reduce func() *sha
 // (shard.Ctx.AllGatherInvariantTarget), and the optimizer writes the
 // device's updated block straight into the gathered result where the
 // gather lends it (optim.StepInto: Adam and its variants): no copy of the
-// updated blocks into the replicated parameters.
+// updated blocks into the replicated parameters. When the old state is
+// the step's to give up (stateDead), the new moments are written over the
+// old ones too (optim.StepIntoOverState).
 func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State, dims []int, sums [][]string) (M, optim.State) {
 	leaves, tree := pytree.Flatten(params)
 	targets := make([]*shard.GatherTarget, len(leaves))
@@ -417,9 +419,12 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 	}
 	own := pytree.Unflatten[M](tree, leaves)
 	var st optim.State
-	if lent {
+	switch {
+	case lent && t.stateDead(c, dims, sums):
+		own, st = optim.StepIntoOverState(pytree.Unflatten[M](tree, dst), t.optimizer(c.Psum), own, g, state)
+	case lent:
 		own, st = optim.StepInto(pytree.Unflatten[M](tree, dst), t.optimizer(c.Psum), own, g, state)
-	} else {
+	default:
 		own, st = optim.Step(t.optimizer(c.Psum), own, g, state)
 	}
 	// The reduce-scattered blocks are dead after the update, unless the new
@@ -453,6 +458,33 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 	donateDead(st, parts)
 	return p, st
 }
+
+// stateDead reports whether the sharded update may write the new
+// optimizer state over the old one (optim.StepIntoOverState): the step
+// donates the old state after it (the user has not been handed it, see
+// donation), and every split leaf's block lies on this device alone (it is
+// split over every device of the mesh: no other device reads the block of
+// a state replicated over other axes). The new moments then take the old
+// ones' storage instead of streaming into fresh buffers, which matters
+// where the devices' updates share the memory bandwidth (the DP step of
+// the 784-1024-1024-10 MLP with Adam on 2 devices: see
+// docs/performance.md).
+func (t *Trainer[M, B]) stateDead(c *shard.Ctx, dims []int, sums [][]string) bool {
+	if !donateSteps || !t.don.state || !overState {
+		return false
+	}
+	for i, d := range dims {
+		if d >= 0 && c.AxisSize(sums[i]...) != t.mesh.Size() {
+			return false
+		}
+	}
+	return true
+}
+
+// overState makes the sharded update write the new optimizer state over
+// the old one where stateDead allows it. A variable for the tests and the
+// benchmark, which compare the step with and without.
+var overState = true
 
 // lendGather makes the sharded update write the updated blocks into the
 // all-gathers' results (zeroUpdate). A variable for the tests, which

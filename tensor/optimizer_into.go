@@ -28,7 +28,27 @@ import (
 // cores together outside it, as AdamSteps does. It is not
 // differentiable.
 func AdamStepsInto(dst, ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) (p2, mu2, nu2 []*Tensor) {
-	const op = "tensor.AdamStepsInto"
+	return adamStepsInto("tensor.AdamStepsInto", dst, ps, gs, mus, nus, cs, false)
+}
+
+// AdamStepsIntoOverMoments is AdamStepsInto for a caller whose old
+// moments are dead once it returns, as a training step that replaces its
+// optimizer state: the new moments of each parameter with a destination
+// are written over its old moments' storage (each element read before it
+// is written) rather than into fresh storage, so the update streams no
+// output buffer but dst's. The moments' storage then holds the new values
+// whatever other headers hold it: the caller must not read mus[i] or
+// nus[i] (nor another header over their storage) after the call, and
+// remains their owner (donating them drops their holds only: mu2[i] and
+// nu2[i] are headers of their own over the same storage). A moment whose
+// storage overlaps another operand, but for being that moment itself, is
+// written to fresh storage. The results are the bits of AdamSteps.
+func AdamStepsIntoOverMoments(dst, ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) (p2, mu2, nu2 []*Tensor) {
+	return adamStepsInto("tensor.AdamStepsIntoOverMoments", dst, ps, gs, mus, nus, cs, true)
+}
+
+// adamStepsInto is AdamStepsInto, and AdamStepsIntoOverMoments if over.
+func adamStepsInto(op string, dst, ps, gs, mus, nus []*Tensor, cs []AdamCoeffs, over bool) (p2, mu2, nu2 []*Tensor) {
 	in, _ := adamStepsOperands(op, ps, gs, mus, nus, cs)
 	k := len(ps)
 	if dst != nil && len(dst) != k {
@@ -75,12 +95,18 @@ func AdamStepsInto(dst, ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) (p2, mu2, n
 		x := in[4*i : 4*i+4]
 		kin = append(kin, x...)
 		kc[j] = cs[i]
-		mu, nu := newOutUninit(Float32, x[2].shape), newOutUninit(Float32, x[3].shape)
-		if loc := unionOf(op, x); loc != nil {
-			mu.setLocal(loc)
-			nu.setLocal(loc)
+		out[3*j] = intoHeader(op, dst[i], x[0], x)
+		for m := 2; m <= 3; m++ {
+			if over && alone(in, 4*i+m) {
+				out[3*j+m-1] = intoHeader(op, x[m], x[m], x)
+				continue
+			}
+			y := newOutUninit(Float32, x[m].shape)
+			if loc := unionOf(op, x); loc != nil {
+				y.setLocal(loc)
+			}
+			out[3*j+m-1] = namedLike(y, x[m])
 		}
-		out[3*j], out[3*j+1], out[3*j+2] = intoHeader(op, dst[i], x[0], x), namedLike(mu, x[2]), namedLike(nu, x[3])
 	}
 	adamStepsKernel(kin, out, kc)
 	for j, i := range into {
@@ -121,6 +147,22 @@ func checkInto(op string, dst []*Tensor, ops [][]*Tensor, into []int) {
 			}
 		}
 	}
+}
+
+// alone reports whether the storage of operand in[k] overlaps no other
+// operand's (nor in[k] at another position), so that a result may be
+// written over it.
+func alone(in []*Tensor, k int) bool {
+	d := in[k].f32()
+	if len(d) == 0 {
+		return false
+	}
+	for j, t := range in {
+		if j != k && overlaps(d, t.f32()) {
+			return false
+		}
+	}
+	return true
 }
 
 // intoHeader returns a header of its own over d's storage, for the new

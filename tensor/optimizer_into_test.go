@@ -104,6 +104,56 @@ func TestAdamStepsInto(t *testing.T) {
 	}
 }
 
+// AdamStepsIntoOverMoments gives the bits of AdamSteps, each new
+// parameter in its destination and its new moments over the old moments'
+// storage, with their logical axes; a moment whose storage is shared with
+// another operand (a moment at two positions, the first moment a view of
+// the second's storage) goes to fresh storage, as does every moment of a
+// parameter without a destination.
+func TestAdamStepsIntoOverMoments(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	rnd := func(shape ...int) *Tensor {
+		d := make([]float32, numel(shape))
+		for i := range d {
+			d[i] = float32(r.NormFloat64())
+		}
+		return FromFloat32(d, shape...)
+	}
+	shapes := [][]int{{3, 4}, {5000}, {64, 130}, {16}, {16}}
+	cs := make([]AdamCoeffs, len(shapes))
+	var ps, gs, mus, nus, dst []*Tensor
+	for i, sh := range shapes {
+		ps, gs, mus = append(ps, rnd(sh...)), append(gs, rnd(sh...)), append(mus, rnd(sh...))
+		nus = append(nus, Abs(rnd(sh...)))
+		cs[i] = AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: 1 / 0.19, B: 0.5, C2: 1 / 0.001999, Eps: 1e-8, EpsRoot: 1e-9, Post: -0.003}
+		dst = append(dst, Zeros(Float32, sh...))
+	}
+	mus[0] = WithLogicalAxes(mus[0], "rows", "cols")
+	dst[1] = nil // parameter 1 to fresh storage
+	// Parameter 3's first moment is parameter 4's second: both fresh.
+	nus[4] = Abs(mus[3])
+	mus[3] = nus[4]
+	wp, wm, wv := AdamSteps(ps, gs, mus, nus, cs)
+	old := func(xs []*Tensor) []*float32 {
+		out := make([]*float32, len(xs))
+		for i, x := range xs {
+			out[i] = &x.f32()[0]
+		}
+		return out
+	}
+	om, ov := old(mus), old(nus)
+	p2, m2, v2 := AdamStepsIntoOverMoments(dst, ps, gs, mus, nus, cs)
+	for i := range ps {
+		require.True(t, sameBits(wp[i].Float32s(), p2[i].Float32s()), "p %d", i)
+		require.True(t, sameBits(wm[i].Float32s(), m2[i].Float32s()), "mu %d", i)
+		require.True(t, sameBits(wv[i].Float32s(), v2[i].Float32s()), "nu %d", i)
+		over := dst[i] != nil && i != 3
+		assert.Equal(t, over, om[i] == &m2[i].f32()[0], "mu %d over the old one", i)
+		assert.Equal(t, dst[i] != nil && i != 4, ov[i] == &v2[i].f32()[0], "nu %d over the old one", i)
+	}
+	require.Equal(t, []string{"rows", "cols"}, m2[0].LogicalAxes())
+}
+
 // SGDStepInto gives the bits of SGDStep (plain, momentum, Nesterov), its
 // new parameter in its destination (which may be the parameter itself)
 // and a fresh trace; nil writes nowhere; a destination over the gradient
