@@ -226,7 +226,10 @@
 // gonum's methods; tensor.AdamStepsInto, tensor.SGDStepInto): package
 // parallel's sharded update has Adam or SGD write each updated block
 // straight into the all-gather's result (shard.GatherTarget) instead of
-// copying it there.
+// copying it there. StepIntoOverState is StepInto for a caller whose old
+// state is dead after the call: Adam writes the new moments over the old
+// ones (tensor.AdamStepsIntoOverMoments), which the sharded update does
+// when its trainer donates the old state.
 //
 // Init on global sharded parameters (placed with shard.FilterShard, say)
 // returns state sharded like them, since tensor.ZerosLike keeps placement;

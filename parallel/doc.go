@@ -82,8 +82,10 @@
 // order of the sums. In one process the update writes each updated block
 // straight into the all-gather's result, which the gather lends before
 // the update (shard.Ctx.AllGatherInvariantTarget, optim.StepInto: the
-// Adam family and SGD; other optimizers' blocks are copied there), with
-// the same bits. Each gradient's
+// Adam family and SGD; other optimizers' blocks are copied there), and,
+// when the step gives the old optimizer state up (Trainer.State has not
+// handed it out), Adam writes the new moments over the old ones
+// (optim.StepIntoOverState), with the same bits. Each gradient's
 // reduce-scatter starts as soon as the backward pass has finished that
 // gradient (autodiff.OnGradient, shard.Ctx.PsumScatterStart) and travels
 // between processes while the gradients of the layers before it are
