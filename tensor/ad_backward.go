@@ -31,12 +31,12 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 
 	// The nodes ys depend on, latest first.
 	nodes := reachable(tr, ys)
-	sortLatestFirst(nodes)
-	for i, n := range nodes {
-		n.slot.Store(int32(i))
-	}
-
 	b := backward{tr: tr, retain: retain, pass: &backwardPass{}, nodes: nodes}
+	if !b.order.sort(nodes) {
+		for i, n := range nodes {
+			n.slot.Store(int32(i))
+		}
+	}
 	recycle := tr.recycle && !retain
 	nspare := 0
 	if recycle {
@@ -134,6 +134,7 @@ type backward struct {
 	// cotangent slots, index for index.
 	nodes []*node
 	gs    []nodeSlots
+	order nodeOrder
 	// slots holds the cotangent slots of the nodes not reached yet, cut
 	// from one allocation.
 	slots []*Tensor
@@ -186,43 +187,69 @@ func (b *backward) index(x *Tensor) int {
 	return b.indexOf(x.node)
 }
 
-// sortLatestFirst sorts nodes by sequence number, latest first. The
-// numbers are distinct; when they span fewer than 64, each node goes to
-// its number's place in an array on the stack, and back in order: a
-// comparison sort's swaps stored two pointers each, and while the
-// collector marks, every pointer store into the heap takes a write
-// barrier.
-func sortLatestFirst(nodes []*node) {
-	const span = 64
-	if len(nodes) < 2 {
-		return
+// orderSpan bounds the span of sequence numbers nodeOrder indexes.
+const orderSpan = 64
+
+// nodeOrder indexes a pass's nodes by sequence number when the numbers
+// span fewer than orderSpan (a small graph's): index[seq-lo] is the
+// node's place in the pass's list, -1 where no node has that number.
+type nodeOrder struct {
+	dense bool
+	lo    uint64
+	index [orderSpan]int8
+}
+
+// sort sorts nodes by sequence number, latest first, and reports whether
+// o indexes them. The numbers are distinct; when they span fewer than
+// orderSpan, each node goes to its number's place in an array on the
+// stack and back in order, and o keeps each node's index: a comparison
+// sort's swaps stored two pointers each and the nodes' slot hints were an
+// atomic store each (an XCHG, which waits for the store buffer to drain),
+// and while the collector marks, every pointer store into the heap takes
+// a write barrier. Otherwise nodes are sorted by comparison, and the
+// caller sets their slot hints.
+func (o *nodeOrder) sort(nodes []*node) bool {
+	if len(nodes) == 0 {
+		return false
 	}
 	lo, hi := nodes[0].seq, nodes[0].seq
 	for _, n := range nodes[1:] {
 		lo, hi = min(lo, n.seq), max(hi, n.seq)
 	}
-	if hi-lo >= span {
+	if hi-lo >= orderSpan {
 		slices.SortFunc(nodes, func(a, b *node) int { return cmp.Compare(b.seq, a.seq) })
-		return
+		return false
 	}
-	var at [span]*node
+	var at [orderSpan]*node
 	for _, n := range nodes {
 		at[n.seq-lo] = n
 	}
+	o.dense, o.lo = true, lo
 	k := 0
-	for i := int(hi - lo); i >= 0; i-- {
+	for i := orderSpan - 1; i >= 0; i-- {
+		o.index[i] = -1
 		if n := at[i]; n != nil {
 			if nodes[k] != n {
 				nodes[k] = n
 			}
+			o.index[i] = int8(k)
 			k++
 		}
 	}
+	return true
 }
 
 // indexOf returns the index of n in b.nodes, -1 if it is not there: the
 // node's slot hint if it holds, else by binary search.
 func (b *backward) indexOf(n *node) int {
+	if b.order.dense {
+		if d := n.seq - b.order.lo; d < orderSpan {
+			if k := int(b.order.index[d]); k >= 0 && b.nodes[k] == n {
+				return k
+			}
+		}
+		return -1
+	}
 	if k := int(n.slot.Load()); k < len(b.nodes) && b.nodes[k] == n {
 		return k
 	}

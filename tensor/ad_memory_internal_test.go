@@ -107,14 +107,16 @@ func TestResidualsCountGraph(t *testing.T) {
 }
 
 // The backward pass's node order, latest first: by the stack array when
-// the sequence numbers span fewer than 64, by a comparison sort when not,
-// the same order as sorting by number.
-func TestSortLatestFirst(t *testing.T) {
+// the sequence numbers span fewer than 64 (and then indexed by number), by
+// a comparison sort when not; the same order as sorting by number, and
+// indexOf finds every node and no other.
+func TestNodeOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 7))
 	for _, tc := range []struct {
 		name   string
 		n, gap int
-	}{{"one", 1, 1}, {"dense", 13, 1}, {"sparse", 20, 3}, {"span 64", 2, 63}, {"wide", 40, 5}} {
+		dense  bool
+	}{{"one", 1, 1, true}, {"dense", 13, 1, true}, {"sparse", 20, 3, true}, {"span 64", 2, 63, true}, {"wide", 40, 5, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes := make([]*node, tc.n)
 			for i := range nodes {
@@ -123,8 +125,21 @@ func TestSortLatestFirst(t *testing.T) {
 			rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
 			want := slices.Clone(nodes)
 			slices.SortFunc(want, func(a, b *node) int { return int(b.seq) - int(a.seq) })
-			sortLatestFirst(nodes)
+			b := backward{nodes: nodes}
+			dense := b.order.sort(nodes)
+			require.Equal(t, tc.dense, dense)
 			require.Equal(t, want, nodes)
+			if !dense {
+				for i, n := range nodes {
+					n.slot.Store(int32(i))
+				}
+			}
+			for i, n := range nodes {
+				require.Equal(t, i, b.indexOf(n), "node %d", n.seq)
+			}
+			for _, seq := range []uint64{99, 101, uint64(100 + tc.n*tc.gap)} {
+				require.Equal(t, -1, b.indexOf(&node{seq: seq}), "a node of seq %d not in the pass", seq)
+			}
 		})
 	}
 }
