@@ -30,6 +30,9 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"AdamStepsInto": func(t []*tensor.Tensor) {
 		tensor.AdamStepsInto(nil, t[:1], t[1:2], t[2:3], t[3:4], []tensor.AdamCoeffs{{}})
 	},
+	"AdamStepsIntoOverMoments": func(t []*tensor.Tensor) {
+		tensor.AdamStepsIntoOverMoments(nil, t[:1], t[1:2], t[2:3], t[3:4], []tensor.AdamCoeffs{{}})
+	},
 	"SGDStepInto":         func(t []*tensor.Tensor) { tensor.SGDStepInto(nil, t[0], t[1], nil, 0.9, -0.1, false) },
 	"RaggedDot":           func(t []*tensor.Tensor) { tensor.RaggedDot(t[0], t[1], t[2]) },
 	"RaggedDotAs":         func(t []*tensor.Tensor) { tensor.RaggedDotAs(t[0], t[1], t[2], tensor.BFloat16) },
@@ -201,7 +204,7 @@ var nilExempt = map[string]bool{"Apply": true, "ApplyN": true, "Backward": true,
 	"Donate": true}
 
 // Operands documented as optional.
-var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true, "SGDStep.t": true, "AdamStepsInto.dst": true, "SGDStepInto.dst": true, "SGDStepInto.t": true, "DotProductAttention.mask": true,
+var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true, "SGDStep.t": true, "AdamStepsInto.dst": true, "AdamStepsIntoOverMoments.dst": true, "SGDStepInto.dst": true, "SGDStepInto.t": true, "DotProductAttention.mask": true,
 	"LayerNorm.weight": true, "LayerNorm.bias": true,
 	"BatchNorm.weight": true, "BatchNorm.bias": true, "BatchNorm.residual": true,
 	// WithLocals passes nil entries through (blocks of other processes).
