@@ -48,7 +48,7 @@ const listUpClasses = 16
 type sizeCache[E any] struct {
 	mu     sync.Mutex
 	pools  atomic.Pointer[[poolSlots]atomic.Pointer[sync.Pool]]
-	hits   statCounter
+	hits   atomic.Int64
 	lists  freeLists
 	poison E // what recycled storage holds under poisonRecycled
 }
@@ -67,7 +67,7 @@ var (
 
 // cacheCounts lists the hit counter and free lists of every cache.
 var cacheCounts = [...]struct {
-	hits  *statCounter
+	hits  *atomic.Int64
 	lists *freeLists
 }{
 	{&f32Cache.hits, &f32Cache.lists}, {&i32Cache.hits, &i32Cache.lists}, {&f64Cache.hits, &f64Cache.lists},
@@ -124,7 +124,7 @@ func (c *sizeCache[E]) get(n int) []E {
 		if p == nil {
 			return nil
 		}
-		c.hits.add(1)
+		c.hits.Add(1)
 		return unsafe.Slice((*E)(p), class)[:n]
 	}
 	pools := c.pools.Load()
@@ -139,7 +139,7 @@ func (c *sizeCache[E]) get(n int) []E {
 		}
 		if p := pools[poolSlot(size)].Load(); p != nil {
 			if v, _ := p.Get().(unsafe.Pointer); v != nil {
-				c.hits.add(1)
+				c.hits.Add(1)
 				return unsafe.Slice((*E)(v), size)[:n]
 			}
 		}
@@ -393,9 +393,7 @@ func countFresh(bytes int) {
 // CacheStats are counters of the allocator cache since the process
 // started: the storage of every dtype together.
 type CacheStats struct {
-	// Hits counts allocations the cache served with donated storage
-	// (a statistic: goroutines allocating at the same moment may lose a
-	// count, see statCounter).
+	// Hits counts allocations the cache served with donated storage.
 	Hits int64
 	// Fresh counts allocations it could not serve, which took new
 	// storage from the collector, and FreshBytes their bytes.
@@ -422,7 +420,7 @@ func ReadCacheStats() CacheStats {
 		PacedCycles:  paced.Load(),
 	}
 	for _, c := range cacheCounts {
-		s.Hits += c.hits.load()
+		s.Hits += c.hits.Load()
 		s.HeldBytes += c.lists.held.Load()
 	}
 	return s
