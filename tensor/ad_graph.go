@@ -121,12 +121,15 @@ func (tr *Trace) leafInto(l *leafRec, x *Tensor, seq uint64) *Tensor {
 	// node stored each of its pointer words, and while the collector
 	// marks, every pointer store takes a write barrier.
 	n.op, n.trace, n.seq, n.nout = leafOp, tr, seq, 1
-	*t = *x
+	x.twinInto(t)
 	// The shape record shares x's shape, as the traced header does: the
 	// record keeps x alive anyway (t.primal), and shapes never change.
-	l.aval[0] = avalRec{shape: x.shape[:len(x.shape):len(x.shape)], dtype: x.dtype, ext: avalExt(x)}
+	a := &l.aval[0]
+	a.shape, a.dtype = x.shape[:len(x.shape):len(x.shape)], x.dtype
+	if e := avalExt(x); e != nil {
+		a.ext = e
+	}
 	n.avals = l.aval[:]
-	t.cot, t.cotShared = nil, false // as x.twin()
 	t.node, t.outIdx, t.primal = n, 0, x
 	return t
 }

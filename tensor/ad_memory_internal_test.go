@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"slices"
 	"testing"
@@ -165,4 +166,26 @@ func TestSpareValues(t *testing.T) {
 			require.False(t, s.has(x), "n=%d other value %d", n, i)
 		}
 	}
+}
+
+// A twin header (twinInto, stored field by field into a zero header) is
+// its value's header without the cotangent's fields, whichever of the
+// pointers are nil.
+func TestTwinIntoCopiesEveryField(t *testing.T) {
+	require.Equal(t, 11, reflect.TypeFor[Tensor]().NumField(),
+		"Tensor has a new field: copy it in twinInto and set it here")
+	x := Zeros(Float32, 2, 3)
+	full := Tensor{
+		dtype: Float32, donated: true, cotShared: true, outIdx: 2, shape: x.shape, data: x.data,
+		node: &node{seq: 5}, primal: x, ext: &tensorExt{axes: []string{"a"}}, cot: &backwardPass{}, rec: x.rec,
+	}
+	for _, src := range []Tensor{full, {dtype: Int32, shape: []int{}}, {}} {
+		var c Tensor
+		src.twinInto(&c)
+		want := src
+		want.cot, want.cotShared = nil, false
+		require.Equal(t, want, c)
+		require.Equal(t, src.shape == nil, c.shape == nil)
+	}
+	require.NotNil(t, full.rec, "the test sets every pointer")
 }

@@ -783,10 +783,32 @@ func (t *Tensor) twin() *Tensor {
 	return c
 }
 
-// twinInto makes c what twin returns.
+// twinInto makes c, a zero header, what twin returns. It stores t's
+// fields one by one, skipping nil pointers and the cotangent's (a twin
+// starts without): a struct copy stored every pointer word, each a write
+// barrier while the collector marks. TestTwinIntoCopiesEveryField keeps
+// the list complete.
 func (t *Tensor) twinInto(c *Tensor) {
-	*c = *t
-	c.cot, c.cotShared = nil, false
+	c.dtype, c.donated, c.outIdx = t.dtype, t.donated, t.outIdx
+	c.data.n, c.data.c = t.data.n, t.data.c
+	if t.shape != nil {
+		c.shape = t.shape
+	}
+	if t.data.p != nil {
+		c.data.p = t.data.p
+	}
+	if t.node != nil {
+		c.node = t.node
+	}
+	if t.primal != nil {
+		c.primal = t.primal
+	}
+	if t.ext != nil {
+		c.ext = t.ext
+	}
+	if t.rec != nil {
+		c.rec = t.rec
+	}
 }
 
 func (t *Tensor) mustDType(op string, dt DType) {
