@@ -460,7 +460,16 @@ func (b *backward) placeholder(a *avalRec) *Tensor {
 	}
 	t := &b.phBlock[0]
 	b.phBlock = b.phBlock[1:]
-	*t = Tensor{dtype: a.dtype, shape: a.shape, ext: a.ext}
+	// t is fresh (zero): store only what is set (a whole header's
+	// assignment stored every pointer word, each a write barrier while
+	// the collector marks).
+	t.dtype = a.dtype
+	if a.shape != nil {
+		t.shape = a.shape
+	}
+	if a.ext != nil {
+		t.ext = a.ext
+	}
 	return t
 }
 
