@@ -312,14 +312,21 @@ func avalExt(x *Tensor) *tensorExt {
 	return &tensorExt{local: e.local, layout: abstractLayout(e.layout)}
 }
 
-// setAval records the shape of x as n.avals[i], the shape in the node's
-// own storage when it fits.
+// setAval records the shape of x as n.avals[i] (zero: n is being
+// recorded), the shape in the node's own storage when it fits.
 func (n *node) setAval(i int, x *Tensor) {
 	var dims []int
 	if b := n.buf(); b != nil {
 		dims = b.dims[n.ndims:]
 	}
-	n.avals[i] = avalIn(x, dims)
+	// The record's ext, nil but for placed values, is stored only when
+	// set (a whole record's store took a write barrier for each pointer
+	// word while the collector marks).
+	a, r := &n.avals[i], avalIn(x, dims)
+	a.shape, a.dtype = r.shape, r.dtype
+	if r.ext != nil {
+		a.ext = r.ext
+	}
 	if len(x.shape) <= len(dims) {
 		n.ndims += int32(len(x.shape))
 	}
