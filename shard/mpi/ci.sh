@@ -160,7 +160,26 @@ echo "mlp fsdp: saved by 2 processes, resumed, same last epoch"
 # A cluster on this machine (cluster.sh): 2 hosts as network namespaces
 # with hostnames of their own, 2 processes each, links of 10 Gbit/s;
 # Open MPI sees 2 nodes: shared memory within a host, TCP between them.
-cluster() { shard/mpi/cluster.sh -n 2 -p 2 --rate 10gbit --mpirun -- "$@"; }
+# Open MPI's TCP connection between the simulated hosts failed once under
+# CI's load (its warning "failed to TCP connect to a peer MPI process",
+# with no errno: the namespaces' network, before gonox sent anything);
+# a job whose error output says so runs once more, and every other
+# failure, or a second one, fails CI.
+cluster() {
+  local out1 err rc=0
+  out1=$(mktemp) err=$(mktemp)
+  shard/mpi/cluster.sh -n 2 -p 2 --rate 10gbit --mpirun -- "$@" >"$out1" 2>"$err" || rc=$?
+  if [ "$rc" != 0 ] && grep -q "failed to TCP connect to a peer" "$err"; then
+    cat "$err" >&2
+    echo "--- (Open MPI could not connect the simulated hosts; the job once more)" >&2
+    rc=0
+    shard/mpi/cluster.sh -n 2 -p 2 --rate 10gbit --mpirun -- "$@" >"$out1" 2>"$err" || rc=$?
+  fi
+  cat "$out1"
+  cat "$err" >&2
+  rm -f "$out1" "$err"
+  return "$rc"
+}
 rc=0
 shard/mpi/cluster.sh -n 1 -p 1 true 2>"$out/cluster.log" || rc=$?
 if [ "$rc" = 77 ]; then
