@@ -168,13 +168,7 @@ func TestFusedStepsKeepLogicalAxes(t *testing.T) {
 // float64 parameters go through AdamStep.
 func TestAdamSteps(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	rnd := func(shape ...int) *Tensor {
-		d := make([]float32, numel(shape))
-		for i := range d {
-			d[i] = float32(r.NormFloat64())
-		}
-		return FromFloat32(d, shape...)
-	}
+	rnd := func(shape ...int) *Tensor { return normalTensor(r, shape...) }
 	shapes := [][]int{{3, 4}, {0}, {17}, {1}, {64, 130}, {5000}, {2, 3, 5}}
 	var ps, gs, mus, nus []*Tensor
 	var cs []AdamCoeffs

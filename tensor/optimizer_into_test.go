@@ -17,13 +17,7 @@ import (
 // share storage with an operand or another destination.
 func TestAdamStepsInto(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	rnd := func(shape ...int) *Tensor {
-		d := make([]float32, numel(shape))
-		for i := range d {
-			d[i] = float32(r.NormFloat64())
-		}
-		return FromFloat32(d, shape...)
-	}
+	rnd := func(shape ...int) *Tensor { return normalTensor(r, shape...) }
 	shapes := [][]int{{3, 4}, {17}, {64, 130}, {5000}, {8, 64, 128}}
 	cs := make([]AdamCoeffs, len(shapes))
 	var ps, gs, mus, nus, dst []*Tensor
@@ -112,13 +106,7 @@ func TestAdamStepsInto(t *testing.T) {
 // parameter without a destination.
 func TestAdamStepsIntoOverMoments(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	rnd := func(shape ...int) *Tensor {
-		d := make([]float32, numel(shape))
-		for i := range d {
-			d[i] = float32(r.NormFloat64())
-		}
-		return FromFloat32(d, shape...)
-	}
+	rnd := func(shape ...int) *Tensor { return normalTensor(r, shape...) }
 	shapes := [][]int{{3, 4}, {5000}, {64, 130}, {16}, {16}}
 	cs := make([]AdamCoeffs, len(shapes))
 	var ps, gs, mus, nus, dst []*Tensor
@@ -160,13 +148,7 @@ func TestAdamStepsIntoOverMoments(t *testing.T) {
 // panics.
 func TestSGDStepInto(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
-	rnd := func(shape ...int) *Tensor {
-		d := make([]float32, numel(shape))
-		for i := range d {
-			d[i] = float32(r.NormFloat64())
-		}
-		return FromFloat32(d, shape...)
-	}
+	rnd := func(shape ...int) *Tensor { return normalTensor(r, shape...) }
 	for _, n := range []int{7, 300_000} {
 		p, g, tr := WithLogicalAxes(rnd(n), "x"), rnd(n), rnd(n)
 		for _, c := range []struct {
@@ -197,4 +179,14 @@ func TestSGDStepInto(t *testing.T) {
 		assert.PanicsWithValue(t, fmt.Sprintf("tensor.SGDStepInto: destination 0 f32[%d] shares storage with operand f32[%d]", n, n),
 			func() { SGDStepInto(g, p, g, nil, 0, -0.1, false) })
 	}
+}
+
+// normalTensor returns a float32 tensor of the given shape with standard
+// normal elements drawn from r.
+func normalTensor(r *rand.Rand, shape ...int) *Tensor {
+	d := make([]float32, numel(shape))
+	for i := range d {
+		d[i] = float32(r.NormFloat64())
+	}
+	return FromFloat32(d, shape...)
 }

@@ -15,13 +15,7 @@ import (
 // or not.
 func TestUninitialisedResultsPoisoned(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	rnd := func(shape ...int) *Tensor {
-		d := make([]float32, numel(shape))
-		for i := range d {
-			d[i] = float32(r.NormFloat64())
-		}
-		return FromFloat32(d, shape...)
-	}
+	rnd := func(shape ...int) *Tensor { return normalTensor(r, shape...) }
 	// grad returns the gradients of sum(f(xs)·w) in xs, w fixed.
 	grad := func(f func(xs []*Tensor) *Tensor, xs ...*Tensor) []*Tensor {
 		tr := NewTrace()
