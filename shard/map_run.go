@@ -183,6 +183,9 @@ func (r *run) exec(envs []*devEnv, body func(dev int)) error {
 	if r.err == nil && r.tail != nil {
 		<-r.tail // every started exchange was waited for: it has ended, or is ending
 	}
+	// Backward passes on the devices leave the collector's pacing to
+	// here, where a cycle holds up no device.
+	tensor.PaceDeferred()
 	if r.err != nil && r.mesh.spans() {
 		// The other processes wait for this one in its next collective:
 		// end the job rather than leave them hanging.

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/gonox/gonox/internal/devices"
 )
 
 // The allocator cache (see "Donation" in doc.go).
@@ -445,7 +447,10 @@ func ReadCacheStats() CacheStats {
 // steps (marking cached storage costs nothing: it holds no pointers). The
 // cycle (runtime.GC) runs on the goroutine that called Backward, which it
 // holds up for a few milliseconds (a goroutine of its own would outlive
-// the call). GONOX_GCPACE=off in the environment switches the pacing off;
+// the call); on a device goroutine of shard.Map the check waits until
+// every device has returned (PaceDeferred): there the cycle stalls no
+// device, stops no running kernel, and finds the devices' graphs dead
+// (examples/moe's dp_ep: a cycle's mark 7-9 → ~1 ms). GONOX_GCPACE=off in the environment switches the pacing off;
 // the GOGC and GOMEMLIMIT settings are never changed.
 
 // pacing is false under GONOX_GCPACE=off; pacingNow guards against a
@@ -491,15 +496,41 @@ var (
 	paceLast  atomic.Int64
 )
 
+// paceDeferred records that a backward pass ended on a device goroutine
+// of shard.Map while the pacer's check was due (see PaceDeferred).
+var paceDeferred atomic.Bool
+
 // paceAfterBackward is paceCollector at the end of a backward pass that
-// recycles its intermediates, at most once per paceInterval.
+// recycles its intermediates, at most once per paceInterval. On a device
+// goroutine of shard.Map it only records that the check is due:
+// runtime.GC holds its caller up through the whole cycle, and the other
+// devices would soon wait for that one at their next collective (and the
+// cycle's first stop for the assembly kernels they run); shard runs the
+// check once every device has returned (PaceDeferred).
 func paceAfterBackward() {
+	if devices.Running() {
+		if pacing {
+			paceDeferred.Store(true)
+		}
+		return
+	}
 	now := int64(time.Since(paceEpoch))
 	last := paceLast.Load()
 	if now-last < int64(paceInterval) || !paceLast.CompareAndSwap(last, now) {
 		return
 	}
 	paceCollector()
+}
+
+// PaceDeferred runs the pacer's check (PaceCollector) if a backward pass
+// that recycles its intermediates ended on a device goroutine since the
+// last call: package shard calls it when every device goroutine of a Map
+// has returned, where the cycle holds up no device and its marking has
+// every core. It does nothing otherwise, at the cost of an atomic load.
+func PaceDeferred() {
+	if paceDeferred.Load() && paceDeferred.Swap(false) {
+		paceCollector()
+	}
 }
 
 // paceCollector starts a collection cycle if the heap grew past the

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/gonox/gonox/internal/devices"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -247,13 +248,7 @@ func TestPaceCollector(t *testing.T) {
 	n0 := paced.Load()
 	paceCollector()
 	assert.Equal(t, n0, paced.Load(), "a cycle with no garbage")
-	garbage := func() {
-		var keep [][]byte
-		for range 48 {
-			keep = append(keep, make([]byte, 1<<20))
-		}
-		runtime.KeepAlive(keep)
-	}
+	garbage := makeGarbage
 	garbage()
 	PaceCollector() // the entry package shard calls mid-step
 	assert.Equal(t, n0+1, paced.Load(), "no cycle after 48 MiB of garbage")
@@ -262,6 +257,40 @@ func TestPaceCollector(t *testing.T) {
 	garbage()
 	paceCollector()
 	assert.Equal(t, n0+1, paced.Load(), "a cycle although the collector ran since the last check")
+	runtime.KeepAlive(live)
+}
+
+// makeGarbage leaves 48 MiB of garbage.
+func makeGarbage() {
+	var keep [][]byte
+	for range 48 {
+		keep = append(keep, make([]byte, 1<<20))
+	}
+	runtime.KeepAlive(keep)
+}
+
+// On a device goroutine of shard.Map the end of a backward pass only
+// records that the pacer's check is due; PaceDeferred, which shard calls
+// once every device returned, runs it, once.
+func TestPaceDeferred(t *testing.T) {
+	if !pacing {
+		t.Skip("GONOX_GCPACE=off")
+	}
+	live := make([]byte, 128<<20)
+	runtime.GC()
+	paceCollector() // the check after the collector's own cycle does nothing
+	n0 := paced.Load()
+	PaceDeferred()
+	assert.Equal(t, n0, paced.Load(), "a cycle with nothing deferred")
+	makeGarbage()
+	devices.Enter(1)
+	paceAfterBackward()
+	assert.Equal(t, n0, paced.Load(), "a cycle on a device goroutine")
+	devices.Exit(1)
+	PaceDeferred()
+	assert.Equal(t, n0+1, paced.Load(), "no deferred cycle after 48 MiB of garbage")
+	PaceDeferred()
+	assert.Equal(t, n0+1, paced.Load(), "a second cycle for one deferred check")
 	runtime.KeepAlive(live)
 }
 

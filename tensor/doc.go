@@ -254,7 +254,9 @@
 // training step's natural end) the allocator paces the collector: it runs
 // runtime.GC on the calling goroutine once the heap has grown by more than
 // an eighth of the live heap (16 MiB at least) since the last cycle, unless
-// the collector ran on its own in between. This is the package's one
+// the collector ran on its own in between. A backward pass on a device
+// goroutine of shard.Map leaves that check to the end of the Map
+// (PaceDeferred), where the cycle holds up no device. This is the package's one
 // effect on the rest of the process; GOGC and GOMEMLIMIT are never
 // changed, and GONOX_GCPACE=off in the environment switches the pacing off
 // (docs/performance.md has what it saves: examples/moe's peak resident
