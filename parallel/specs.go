@@ -16,7 +16,8 @@ import (
 type pathSpecs map[string]shard.Spec
 
 func (p pathSpecs) SpecFor(path pytree.Path, x *tensor.Tensor) (shard.Spec, error) {
-	if s, ok := p[path.String()]; ok {
+	var buf [128]byte // the path's string on the stack: a lookup a leaf, every step
+	if s, ok := p[string(path.AppendString(buf[:0]))]; ok {
 		return s, nil
 	}
 	return nil, fmt.Errorf("parallel: %s %v is not a parameter of the model the strategy placed", leafName(path), x)

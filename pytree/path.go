@@ -41,28 +41,26 @@ func Key(k string) PathElem { return PathElem{Kind: KeyElem, Name: k} }
 // String returns the element as it appears in a path: ".W", "[2]" or
 // `["up"]`.
 func (e PathElem) String() string {
-	var b strings.Builder
-	e.write(&b, false)
-	return b.String()
+	return string(e.appendTo(nil, false))
 }
 
-func (e PathElem) write(b *strings.Builder, first bool) {
+func (e PathElem) appendTo(b []byte, first bool) []byte {
 	switch e.Kind {
 	case FieldElem:
 		if !first {
-			b.WriteByte('.')
+			b = append(b, '.')
 		}
-		b.WriteString(e.Name)
+		return append(b, e.Name...)
 	case IndexElem:
-		b.WriteByte('[')
-		b.WriteString(strconv.Itoa(e.Index))
-		b.WriteByte(']')
+		b = append(b, '[')
+		b = strconv.AppendInt(b, int64(e.Index), 10)
+		return append(b, ']')
 	case KeyElem:
-		b.WriteByte('[')
-		b.WriteString(strconv.Quote(e.Name))
-		b.WriteByte(']')
+		b = append(b, '[')
+		b = strconv.AppendQuote(b, e.Name)
+		return append(b, ']')
 	default:
-		b.WriteString("<invalid>")
+		return append(b, "<invalid>"...)
 	}
 }
 
@@ -83,11 +81,18 @@ func (p Path) String() string {
 	if len(p) == 0 {
 		return ""
 	}
-	var b strings.Builder
+	return string(p.AppendString(nil))
+}
+
+// AppendString appends p.String() to b and returns the extended slice (as
+// strconv's Append functions do): a caller looking a path up in a map
+// keyed by its string can do so without building one, since
+// m[string(p.AppendString(buf[:0]))] does not allocate.
+func (p Path) AppendString(b []byte) []byte {
 	for i, e := range p {
-		e.write(&b, i == 0)
+		b = e.appendTo(b, i == 0)
 	}
-	return b.String()
+	return b
 }
 
 // Equal reports whether p and q select the same node.

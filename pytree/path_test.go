@@ -27,6 +27,7 @@ func TestPathString(t *testing.T) {
 	}
 	for _, tc := range tests {
 		assert.Equal(t, tc.want, tc.path.String())
+		assert.Equal(t, "x="+tc.want, string(tc.path.AppendString([]byte("x="))))
 		back, err := pytree.ParsePath(tc.want)
 		require.NoError(t, err, tc.want)
 		assert.True(t, tc.path.Equal(back), "%q parsed as %#v", tc.want, back)
@@ -36,6 +37,15 @@ func TestPathString(t *testing.T) {
 	assert.Equal(t, `["k"]`, K("k").String())
 	assert.False(t, pytree.Path{F("A")}.Equal(pytree.Path{F("A"), F("B")}))
 	assert.False(t, pytree.Path{F("A")}.Equal(pytree.Path{K("A")}))
+	// A map lookup by the appended bytes builds no string.
+	m := map[string]int{"Layers[2].W": 1}
+	p := pytree.Path{F("Layers"), I(2), F("W")}
+	var buf [64]byte
+	assert.Zero(t, testing.AllocsPerRun(10, func() {
+		if m[string(p.AppendString(buf[:0]))] != 1 {
+			t.Fatal("lookup by AppendString missed")
+		}
+	}))
 }
 
 func TestParsePath(t *testing.T) {
