@@ -16,10 +16,11 @@
 //  2. learns every device's row counts per expert in one small all-gather
 //     over the token axes, from which each device computes where its rows
 //     land and what it receives, and sends its kept choices, sorted by
-//     expert, with one ragged all-to-all (shard.Ctx.RaggedAllToAllRows)
-//     whose groups are (device, local expert) pairs: every receiver gets
-//     its rows already grouped by local expert, senders in order within a
-//     group;
+//     expert, with one ragged all-to-all (shard.Ctx.RaggedAllToAllTake,
+//     the receivers copying the rows from the sender's tokens through its
+//     sorted index: no gathered copy on the sender) whose groups are
+//     (device, local expert) pairs: every receiver gets its rows already
+//     grouped by local expert, senders in order within a group;
 //  3. computes all its experts with one grouped matrix product per
 //     projection (nn.MoE.Experts, tensor.RaggedDot), no padding;
 //  4. sends the results back with the transposed ragged all-to-all,

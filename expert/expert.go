@@ -98,11 +98,11 @@ func Forward(c *shard.Ctx, m nn.MoE, x *tensor.Tensor, cfg Config) nn.MoEOutput 
 		}
 	}
 	srcT := tensor.FromInts(src)
-	send := tensor.Take(tokens, srcT, 0) // [sent, D]
 	// The rows arrive grouped by local expert, senders in order within a
 	// group: each (receiver, local expert) pair is one group of the
-	// ragged all-to-all.
-	recv := c.RaggedAllToAllRows(send, pl.recv, tensor.FromInts(pl.fill), tensor.FromInts(pl.sendSizes),
+	// ragged all-to-all. The receivers copy the sent rows (tokens[src],
+	// in order) from tokens themselves.
+	recv := c.RaggedAllToAllTake(tokens, srcT, pl.recv, tensor.FromInts(pl.fill), tensor.FromInts(pl.sendSizes),
 		tensor.FromInts(pl.outOffsets), tensor.FromInts(pl.recvSizes), cfg.Experts)
 
 	// 3. Run the local experts on the received rows, and 4. send the

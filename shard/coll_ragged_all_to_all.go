@@ -31,8 +31,10 @@ var raggedColl = &collective{
 // raggedOp writes the received rows into the caller's output buffer
 // (RaggedAllToAll); raggedRowsOp into zeros of its own (RaggedAllToAllRows),
 // and keeps what the meeting told it about the peers' offsets for its VJP,
-// which then needs no meeting besides the transposed exchange.
-var raggedOp, raggedRowsOp *tensor.Op
+// which then needs no meeting besides the transposed exchange;
+// raggedTakeOp is raggedRowsOp whose senders' rows are read through an
+// index (RaggedAllToAllTake).
+var raggedOp, raggedRowsOp, raggedTakeOp *tensor.Op
 
 func init() {
 	raggedOp = &tensor.Op{
@@ -41,7 +43,7 @@ func init() {
 		// all-to-all.
 		Traits: tensor.Traits{Half: tensor.NativeHalf, Types: tensor.TypesAll, Placement: tensor.SyncVJP},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
-			out, _ := raggedImpl(in[0], in[1], in[2:], pp.(*raggedParams))
+			out, _ := raggedImpl(in[0], in[1], nil, in[2:], pp.(*raggedParams))
 			return out
 		},
 		VJPNeed: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, pp any, need uint64) []*tensor.Tensor {
@@ -75,7 +77,7 @@ func init() {
 		Name:   "ragged_all_to_all",
 		Traits: raggedOp.Traits,
 		ImplN: func(in []*tensor.Tensor, pp any) ([]*tensor.Tensor, any) {
-			out, back := raggedImpl(in[0], nil, in[1:], pp.(*raggedParams))
+			out, back := raggedImpl(in[0], nil, nil, in[1:], pp.(*raggedParams))
 			return []*tensor.Tensor{out}, back
 		},
 		VJPN: func(gs, in, _ []*tensor.Tensor, pp, state any) []*tensor.Tensor {
@@ -86,7 +88,29 @@ func init() {
 		// The VJP reads the operand's shape and the state alone.
 		Save: 0,
 	}
-	register(raggedColl, raggedOp, raggedRowsOp)
+	raggedTakeOp = &tensor.Op{
+		Name:   "ragged_all_to_all_take",
+		Traits: raggedOp.Traits,
+		ImplN: func(in []*tensor.Tensor, pp any) ([]*tensor.Tensor, any) {
+			out, back := raggedImpl(in[0], nil, in[1], in[2:], pp.(*raggedParams))
+			return []*tensor.Tensor{out}, back
+		},
+		// The transposed exchange brings the cotangents of the sent rows
+		// back, which Take's VJP sums into the operand's rows: as the
+		// separate Take and RaggedAllToAllRows did, in the same order.
+		VJPN: func(gs, in, _ []*tensor.Tensor, pp, state any) []*tensor.Tensor {
+			p := pp.(*raggedParams)
+			index := in[1]
+			g := raggedRows(p.env, gs[0], index.Dim(0), state.(*raggedCall), p.axes)
+			sum := tensor.SegmentSum(g, index, in[0].Dim(0))
+			if !g.IsTraced() {
+				tensor.Donate(g)
+			}
+			return []*tensor.Tensor{remarkFresh(sum, in[0]), nil, nil, nil, nil, nil}
+		},
+		Save: tensor.SaveInputs(1),
+	}
+	register(raggedColl, raggedOp, raggedRowsOp, raggedTakeOp)
 }
 
 // raggedParams are the parameters of a ragged all-to-all: the
@@ -103,6 +127,7 @@ type raggedParams struct {
 type raggedCall struct {
 	operand        *tensor.Tensor
 	io, ss, oo, rs []int
+	index          []int // the rows sent are operand's rows index[i] (nil: operand's rows)
 }
 
 // raggedArgs checks a ragged all-to-all's operands (output is nil for
@@ -147,7 +172,16 @@ func raggedRows(e *devEnv, operand *tensor.Tensor, rows int, rc *raggedCall, axe
 }
 
 func raggedRowsApply(e *devEnv, operand *tensor.Tensor, rows int, offs []*tensor.Tensor, axes []string) *tensor.Tensor {
-	const op = "shard.Ctx.RaggedAllToAllRows"
+	return raggedRowsTake(e, operand, nil, rows, offs, axes)
+}
+
+// raggedRowsTake is RaggedAllToAllRows, of operand's rows through index
+// unless index is nil (RaggedAllToAllTake).
+func raggedRowsTake(e *devEnv, operand, index *tensor.Tensor, rows int, offs []*tensor.Tensor, axes []string) *tensor.Tensor {
+	op := "shard.Ctx.RaggedAllToAllRows"
+	if index != nil {
+		op = "shard.Ctx.RaggedAllToAllTake"
+	}
 	m := e.maskOf(op, axes)
 	raggedArgs(op, e.group(op, axes), operand, nil, offs)
 	if rows < 0 {
@@ -155,7 +189,12 @@ func raggedRowsApply(e *devEnv, operand *tensor.Tensor, rows int, offs []*tensor
 	}
 	vo := tensor.Vary(operand, e.Local(maskOf(operand)|m))
 	p := &raggedParams{collParams: collParams{env: e, axes: slices.Clone(axes), mask: m}, rows: rows}
-	y := tensor.ApplyN(raggedRowsOp, p, vo, offs[0], offs[1], offs[2], offs[3])[0]
+	var y *tensor.Tensor
+	if index == nil {
+		y = tensor.ApplyN(raggedRowsOp, p, vo, offs[0], offs[1], offs[2], offs[3])[0]
+	} else {
+		y = tensor.ApplyN(raggedTakeOp, p, vo, index, offs[0], offs[1], offs[2], offs[3])[0]
+	}
 	if vo != operand && !y.IsTraced() {
 		tensor.Donate(vo) // as in raggedAllToAll
 	}
@@ -165,13 +204,18 @@ func raggedRowsApply(e *devEnv, operand *tensor.Tensor, rows int, offs []*tensor
 // raggedImpl is the exchange: this device's output (a copy of the buffer
 // output, or zeros of p.rows rows where nothing is written) with the rows
 // the devices send it, and the transposed call's offsets and sizes (what
-// RaggedAllToAllRows's VJP sends back where).
-func raggedImpl(operand, output *tensor.Tensor, offs []*tensor.Tensor, p *raggedParams) (*tensor.Tensor, *raggedCall) {
+// RaggedAllToAllRows's VJP sends back where). With an index, the rows a
+// device sends are its operand's rows index[i], which the receivers copy
+// from the operand itself.
+func raggedImpl(operand, output, index *tensor.Tensor, offs []*tensor.Tensor, p *raggedParams) (*tensor.Tensor, *raggedCall) {
 	e := p.env
 	g := e.group("shard.RaggedAllToAll", p.axes)
 	x := operand
 	operand = tensor.WithLocal(operand, nil)
 	rc := &raggedCall{operand: operand, io: offs[0].Ints(), ss: offs[1].Ints(), oo: offs[2].Ints(), rs: offs[3].Ints()}
+	if index != nil {
+		rc.index = index.Ints()
+	}
 	u := len(rc.io) / g.size
 	s := e.run.meet(e, &call{coll: raggedColl, axes: p.axes, x: x, extra: raggedKey(operand, u), data: rc})
 	defer e.run.leave(s)
@@ -187,7 +231,7 @@ func raggedImpl(operand, output *tensor.Tensor, offs []*tensor.Tensor, p *ragged
 	}
 	back := &raggedCall{io: make([]int, len(rc.io)), ss: rc.rs, oo: make([]int, len(rc.io)), rs: rc.ss}
 	if output != nil {
-		copyRows(out, 0, output, 0, rows, rowSize)
+		copyRows(out, 0, output, 0, rows, rowSize, nil)
 	}
 	var sent int64
 	for j, m := range g.members {
@@ -198,7 +242,7 @@ func raggedImpl(operand, output *tensor.Tensor, offs []*tensor.Tensor, p *ragged
 			if n != rc.rs[peer] {
 				panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: device rank %d expects %d rows from rank %d, which sends %d", g.rank, rc.rs[peer], j, n))
 			}
-			if n < 0 || from < 0 || from+n > src.operand.Dim(0) {
+			if n < 0 || from < 0 || from+n > src.sentRows() {
 				panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: rank %d sends rows [%d,%d) of its operand %v", j, from, from+n, src.operand))
 			}
 			if at < 0 || at+n > rows {
@@ -217,7 +261,7 @@ func raggedImpl(operand, output *tensor.Tensor, offs []*tensor.Tensor, p *ragged
 		src := s.calls[m].data.(*raggedCall)
 		for q := range u {
 			peer := j*u + q
-			copyRows(out, back.io[peer], src.operand, back.oo[peer], back.ss[peer], rowSize)
+			copyRows(out, back.io[peer], src.operand, back.oo[peer], back.ss[peer], rowSize, src.index)
 		}
 	}
 	// The other devices read each call's operand through the header of
@@ -284,25 +328,45 @@ func zeroUnwritten(out *tensor.Tensor, written []bool, rowSize int) {
 	}
 }
 
-// copyRows copies n rows from src starting at row from into dst at row at.
-func copyRows(dst *tensor.Tensor, at int, src *tensor.Tensor, from, n, rowSize int) {
-	a, b, c := at*rowSize, from*rowSize, n*rowSize
+// sentRows returns how many rows the call's operand sends from: its rows,
+// or its index's entries.
+func (rc *raggedCall) sentRows() int {
+	if rc.index != nil {
+		return len(rc.index)
+	}
+	return rc.operand.Dim(0)
+}
+
+// copyRows copies n rows from src starting at row from into dst at row at;
+// with an index, the rows src's rows index[from], index[from+1], ....
+func copyRows(dst *tensor.Tensor, at int, src *tensor.Tensor, from, n, rowSize int, index []int) {
+	// Borrowed, not pinned: both may be donated (recycled) later.
 	switch dst.DType() {
 	case tensor.Float32:
-		// Borrowed, not pinned: both may be donated (recycled) later.
-		copy(dst.BorrowFloat32()[a:a+c], src.BorrowFloat32()[b:b+c])
+		moveRows(dst.BorrowFloat32(), at, src.BorrowFloat32(), from, n, rowSize, index)
 	case tensor.Int32:
-		copy(dst.BorrowInt32()[a:a+c], src.BorrowInt32()[b:b+c])
+		moveRows(dst.BorrowInt32(), at, src.BorrowInt32(), from, n, rowSize, index)
 	case tensor.Bool:
-		copy(dst.RawBool()[a:a+c], src.RawBool()[b:b+c])
+		moveRows(dst.RawBool(), at, src.RawBool(), from, n, rowSize, index)
 	case tensor.BFloat16, tensor.Float16:
-		copy(dst.RawUint16()[a:a+c], src.RawUint16()[b:b+c])
+		moveRows(dst.RawUint16(), at, src.RawUint16(), from, n, rowSize, index)
 	case tensor.Float64:
-		copy(dst.BorrowFloat64()[a:a+c], src.BorrowFloat64()[b:b+c])
+		moveRows(dst.BorrowFloat64(), at, src.BorrowFloat64(), from, n, rowSize, index)
 	case tensor.Int64:
-		copy(dst.BorrowInt64()[a:a+c], src.BorrowInt64()[b:b+c])
+		moveRows(dst.BorrowInt64(), at, src.BorrowInt64(), from, n, rowSize, index)
 	case tensor.Uint8:
-		copy(dst.RawUint8()[a:a+c], src.RawUint8()[b:b+c])
+		moveRows(dst.RawUint8(), at, src.RawUint8(), from, n, rowSize, index)
+	}
+}
+
+// moveRows is copyRows on the elements.
+func moveRows[T any](dst []T, at int, src []T, from, n, rowSize int, index []int) {
+	if index == nil {
+		copy(dst[at*rowSize:(at+n)*rowSize], src[from*rowSize:(from+n)*rowSize])
+		return
+	}
+	for r, i := range index[from : from+n] {
+		copy(dst[(at+r)*rowSize:(at+r+1)*rowSize], src[i*rowSize:(i+1)*rowSize])
 	}
 }
 
@@ -364,4 +428,34 @@ func (c *Ctx) RaggedAllToAllRows(operand *tensor.Tensor, rows int, inputOffsets,
 		checkLocal("shard.Ctx.RaggedAllToAllRows", c, x)
 	}
 	return raggedRowsApply(c.env, operand, rows, offs, axes)
+}
+
+// RaggedAllToAllTake is RaggedAllToAllRows of tensor.Take(operand, index,
+// 0) without forming it: the rows this device sends are operand's rows
+// index[i] (inputOffsets and sendSizes count entries of index), and the
+// devices receiving them copy them from operand directly, so a dispatch
+// that gathers its tokens by destination (a MoE's, say) copies each row
+// once instead of twice. index is i32[m] with entries in [0, rows of
+// operand). It is differentiable in operand: the cotangent comes back by
+// the transposed exchange and is summed into operand's rows as Take's is.
+// Between processes the rows are gathered first (Take) and sent as
+// RaggedAllToAllRows sends them.
+func (c *Ctx) RaggedAllToAllTake(operand, index *tensor.Tensor, rows int, inputOffsets, sendSizes, outputOffsets, recvSizes *tensor.Tensor, axes Axes) *tensor.Tensor {
+	const op = "shard.Ctx.RaggedAllToAllTake"
+	offs := []*tensor.Tensor{inputOffsets, sendSizes, outputOffsets, recvSizes}
+	for _, x := range append([]*tensor.Tensor{operand, index}, offs...) {
+		checkLocal(op, c, x)
+	}
+	if index.DType() != tensor.Int32 || index.Rank() != 1 || operand.Rank() == 0 {
+		panic(fmt.Sprintf("%s: index %v must be i32[m] and operand %v have rows", op, index, operand))
+	}
+	for _, i := range index.BorrowInt32() {
+		if i < 0 || int(i) >= operand.Dim(0) {
+			panic(fmt.Sprintf("%s: index %d out of range for operand %v", op, i, operand))
+		}
+	}
+	if c.env.mesh.spans() {
+		return raggedRowsApply(c.env, tensor.Take(operand, index, 0), rows, offs, axes)
+	}
+	return raggedRowsTake(c.env, operand, index, rows, offs, axes)
 }

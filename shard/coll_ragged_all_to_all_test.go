@@ -155,3 +155,50 @@ func TestRaggedAllToAllRowsJVP(t *testing.T) {
 	assert.Equal(t, shard.Gather(f(newTwoGroupPlan(x))).Float32s(), shard.Gather(y).Float32s())
 	assert.Equal(t, shard.Gather(f(newTwoGroupPlan(dx))).Float32s(), shard.Gather(dy).Float32s())
 }
+
+// RaggedAllToAllTake equals RaggedAllToAllRows of tensor.Take, forward
+// and backward bit for bit (the same rows moved, the cotangents summed in
+// the same order), with an index that repeats and skips rows; one
+// exchange each way, and an index out of range panics naming the op.
+func TestRaggedAllToAllTake(t *testing.T) {
+	m := shard.NewMesh([]int{2}, []string{"ep"})
+	r := rand.New(rand.NewPCG(9, 9))
+	type in struct {
+		Plan  twoGroupPlan
+		Index *tensor.Tensor
+	}
+	var comm shard.Comm
+	run := func(take bool) func(x *tensor.Tensor) *tensor.Tensor {
+		f := shard.Map(m, shard.P("ep"), shard.P("ep"), func(c *shard.Ctx, a in) *tensor.Tensor {
+			p := a.Plan
+			var y *tensor.Tensor
+			if take {
+				y = c.RaggedAllToAllTake(p.X, a.Index, twoGroupRows, p.IO, p.SS, p.OO, p.RS, shard.Axes{"ep"})
+			} else {
+				y = c.RaggedAllToAllRows(tensor.Take(p.X, a.Index, 0), twoGroupRows, p.IO, p.SS, p.OO, p.RS, shard.Axes{"ep"})
+			}
+			s := c.Vary(tensor.Scalar(float32(1+c.AxisIndex("ep"))/2), "ep")
+			return tensor.Square(tensor.Mul(y, s))
+		}, shard.WithComm(&comm))
+		// Each device's operand has 3 rows, and its index 4 entries.
+		index := tensor.FromInts([]int{2, 0, 0, 1 /* device 0 */, 1, 1, 2, 0 /* device 1 */})
+		return func(x *tensor.Tensor) *tensor.Tensor { return f(in{newTwoGroupPlan(x), index}) }
+	}
+	x := randT(r, 6, 3)
+	want, got := run(false), run(true)
+	assert.Equal(t, shard.Gather(want(x)).Float32s(), shard.Gather(got(x)).Float32s())
+	grad := func(f func(*tensor.Tensor) *tensor.Tensor) []float32 {
+		return autodiff.Grad(func(x *tensor.Tensor) *tensor.Tensor { return tensor.Sum(f(x)) })(x).Float32s()
+	}
+	wantGrad := grad(want)
+	comm.Reset()
+	assert.Equal(t, wantGrad, grad(got))
+	assert.Equal(t, 2, comm.Calls("ragged_all_to_all"), "forward and backward exchange")
+	require.NoError(t, autodiff.CheckGrad(func(xs []*tensor.Tensor) *tensor.Tensor { return got(xs[0]) },
+		[]*tensor.Tensor{x}, autodiff.CheckOptions{}))
+
+	bad := shard.Map(m, shard.P("ep"), shard.P("ep"), func(c *shard.Ctx, p twoGroupPlan) *tensor.Tensor {
+		return c.RaggedAllToAllTake(p.X, tensor.FromInts([]int{0, 1, 2, 3}), twoGroupRows, p.IO, p.SS, p.OO, p.RS, shard.Axes{"ep"})
+	})
+	requirePanicContains(t, func() { bad(newTwoGroupPlan(x)) }, "shard.Ctx.RaggedAllToAllTake: index 3 out of range for operand f32[3,3]")
+}

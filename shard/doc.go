@@ -54,7 +54,7 @@
 // blocks of its inputs, and assembles the outputs by their specs. Inside,
 // the Ctx provides the collectives — Psum, Pmean, Pmax, Pmin, AllGather,
 // AllGatherInvariant, PsumScatter, Ppermute, RingShift, AllToAll,
-// RaggedAllToAll and RaggedAllToAllRows, and the asynchronous
+// RaggedAllToAll, RaggedAllToAllRows and RaggedAllToAllTake, and the asynchronous
 // PpermuteStart and RingShiftStart —
 // and the device's position (AxisIndex, AxisSize):
 //
