@@ -19,12 +19,12 @@ func init() {
 		Sharding: ShardingRule{Family: ShardReshape, Params: shapeParams},
 		Impl:     func(in []*Tensor, p any) *Tensor { return view(in[0], p.([]int)) },
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-			return []*Tensor{Reshape(g, in[0].shape...)}
+			return []*Tensor{reshapeTo(g, in[0].shape)}
 		},
 		JVP: linearJVP(&reshapeOp),
 		Batch: func(in []*Tensor, _ []bool, p any) []*Tensor {
 			x := in[0]
-			return one1(Reshape(x, append([]int{x.shape[0]}, p.([]int)...)...))
+			return one1(reshapeTo(x, append([]int{x.shape[0]}, p.([]int)...)))
 		},
 		// A view: 16-bit data as it is; its VJP (a view of the cotangent)
 		// computes on the device alone (SyncVJP: a shard.Map block it
@@ -38,7 +38,16 @@ func init() {
 // copied.
 func Reshape(x *Tensor, shape ...int) *Tensor {
 	checkNil("tensor.Reshape", "x", x)
-	shape = resolveShape("tensor.Reshape", x, shape)
+	if sameShape(shape, x.shape) {
+		return x
+	}
+	return reshapeTo(x, resolveShape("tensor.Reshape", x, shape))
+}
+
+// reshapeTo is Reshape to a shape of x's size and no -1 that nobody
+// changes afterwards (another tensor's shape, or one the caller built and
+// gives up): the op keeps it without a copy.
+func reshapeTo(x *Tensor, shape []int) *Tensor {
 	if sameShape(shape, x.shape) {
 		return x
 	}
@@ -89,8 +98,7 @@ func ExpandDims(x *Tensor, axis int) *Tensor {
 	if a < 0 || a >= r {
 		panic(fmt.Sprintf("tensor.ExpandDims: axis %d out of range for %v", axis, x))
 	}
-	shape := slices.Insert(x.Shape(), a, 1)
-	return Reshape(x, shape...)
+	return reshapeTo(x, slices.Insert(x.Shape(), a, 1))
 }
 
 // Squeeze removes the given dimensions, which must have size 1; with no
