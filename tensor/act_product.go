@@ -95,47 +95,62 @@ func init() {
 	}
 }
 
-// actProductVJP is act_product's VJP on untraced values for an activation
-// whose derivative needs its input: act(x) recomputed (one elementwise
-// pass), the product's VJP at act(x), and dx = dh·act'(x) in one sweep
-// over x and dh (the op's fused backward kernel, act'(x) staged in L1),
-// written over dh when the product's VJP made it. act'(x) is never
-// stored: computing it beside act(x) in one sweep (op act_parts, before) wrote a float32 tensor
-// the size of x and read it back for the product dh·act'(x), each a pass
-// through memory, and at two threads the second pass met dh's rows in
-// the other core's cache. The bits are those of dh·act'(x) either way.
-func actProductVJP(g *Tensor, in []*Tensor, out *Tensor, p *actProductParams, need uint64) []*Tensor {
-	x := in[0]
-	var h *Tensor
-	var res []*Tensor
-	if p.roundsBF16() && g.dtype == Float32 {
-		h = actTempBF16(x, p.act)
-		res = p.bf16VJP(g, append([]*Tensor{h}, in[1:]...), need)
-	} else {
-		h = actTemp(x, p.act)
-		res = vjpForm(p.prod, p.pp, nil, []*Tensor{g}, append([]*Tensor{h}, in[1:]...), []*Tensor{out}, need)
+// act_parts: (x) → (act(x), act'(x)) for an activation whose derivative
+// needs its input, in one sweep (GELU's share their sigmoid). Not
+// differentiable: act_product's first-order VJP takes it.
+var actPartsOp *Op
+
+func init() {
+	actPartsOp = &Op{
+		Name: "act_parts",
+		ImplN: func(in []*Tensor, pp any) ([]*Tensor, any) {
+			act, x := pp.(Activation), in[0]
+			h, d := newOutUninit(Float32, x.shape), newOutUninit(Float32, x.shape)
+			kernel, cost := act.kernel()
+			grad := act.gradKernel()
+			parts := func(lo, hi int) {
+				if act == ActGelu {
+					vec.GeluParts(h.f32()[lo:hi], d.f32()[lo:hi], x.f32()[lo:hi])
+					return
+				}
+				kernel(h.f32()[lo:hi], x.f32()[lo:hi])
+				grad(d.f32()[lo:hi], x.f32()[lo:hi])
+			}
+			n := len(x.f32())
+			if serial(2*n*cost, isLocal(x)) {
+				parts(0, n)
+			} else {
+				parallelFor(n, 2*cost, 16, false, parts)
+			}
+			return []*Tensor{h, d}, nil
+		},
+		Batch: sameOpBatch(&actPartsOp),
 	}
-	Donate(h)
-	if dh := res[0]; dh != nil {
-		res[0] = actGradTimes(p.act.bwd(), dh, dh != g, x)
-	}
-	return res
 }
 
-// actGradTimes returns dh·act'(x) by a fused backward op (bwd), written
-// over dh when own says the caller owns dh's storage (a fresh result of
-// the product's VJP, which it would recycle) and dh is a plain operand
-// of x's shape; otherwise into fresh storage, dh recycled if owned.
-func actGradTimes(bwd *Op, dh *Tensor, own bool, x *Tensor) *Tensor {
-	if own && bwd.bwd != nil && plainOperand(dh) && plainOperand(x) && sameShape(dh.shape, x.shape) {
-		map2F32(bwd.bwd.kernel, dh.f32(), dh.f32(), x.f32(), bwd.bwd.cost, isLocal(dh, x))
-		return dh
+// actProductVJP is act_product's VJP on untraced values for an activation
+// whose derivative needs its input: act(x) and act'(x) in one sweep
+// (act_parts), the product's VJP at act(x), and dx = dh·act'(x).
+func actProductVJP(g *Tensor, in []*Tensor, out *Tensor, p *actProductParams, need uint64) []*Tensor {
+	x := in[0]
+	var h, d *Tensor
+	var res []*Tensor
+	if p.roundsBF16() && g.dtype == Float32 {
+		h, d = actPartsBF16(x, p.act)
+		res = p.bf16VJP(g, append([]*Tensor{h}, in[1:]...), need)
+	} else {
+		parts := ApplyN(actPartsOp, p.act, x)
+		h, d = parts[0], parts[1]
+		res = vjpForm(p.prod, p.pp, nil, []*Tensor{g}, append([]*Tensor{h}, in[1:]...), []*Tensor{out}, need)
 	}
-	r := applyBwd(bwd, dh, x)
-	if own && r != dh {
-		Donate(dh)
+	if dh := res[0]; dh != nil {
+		res[0] = Mul(dh, d)
+		if dh != g {
+			Donate(dh)
+		}
 	}
-	return r
+	Donate(h, d)
+	return res
 }
 
 // actTemp returns act(x) for float32 x in fresh storage the caller
@@ -197,6 +212,35 @@ func actTempBF16(x *Tensor, act Activation) *Tensor {
 		parallelFor(n, cost, 16, false, run)
 	}
 	return h
+}
+
+// actPartsBF16 is act_parts with act(x) rounded to bfloat16 (see
+// actTempBF16) and act'(x) in float32.
+func actPartsBF16(x *Tensor, act Activation) (h, d *Tensor) {
+	h, d = newOutUninit(BFloat16, x.shape), newOutUninit(Float32, x.shape)
+	kernel, cost := act.kernel()
+	grad := act.gradKernel()
+	run := func(lo, hi int) {
+		buf := make([]float32, min(actChunk, hi-lo))
+		for ; lo < hi; lo += len(buf) {
+			t := buf[:min(len(buf), hi-lo)]
+			xs, ds := x.f32()[lo:lo+len(t)], d.f32()[lo:lo+len(t)]
+			if act == ActGelu {
+				vec.GeluParts(t, ds, xs)
+			} else {
+				kernel(t, xs)
+				grad(ds, xs)
+			}
+			vec.BF16FromF32(h.u16()[lo:lo+len(t)], t)
+		}
+	}
+	n := len(x.f32())
+	if serial(2*n*cost, isLocal(x)) {
+		run(0, n)
+	} else {
+		parallelFor(n, 2*cost, 16, false, run)
+	}
+	return h, d
 }
 
 // bf16VJP is the product's first-order VJP at in = (act(x) in bfloat16,

@@ -36,6 +36,7 @@ var noFloat64Ops = map[string]string{
 	"channelAffine2Op":        "fused float32 kernel (batch_norm's input gradient); BatchNorm composes float64 from primitives",
 	"layerNormOp":             "fused float32 kernel; LayerNorm composes float64 from primitives",
 	"layerNormBwdOp":          "fused float32 kernel",
+	"actPartsOp":              "fused float32 kernel; ActMatMul and ActRaggedDot compose float64 from primitives",
 	"mseGradOp":               "fused float32 kernel; MSE composes float64 from primitives",
 	"matmulToOp/MatMulAs":     "mixed float32/half operands computed in a half dtype; float64 products use MatMul",
 	"xentOp":                  "fused float32 kernel; SoftmaxCrossEntropy composes float64 from primitives",

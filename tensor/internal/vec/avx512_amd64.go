@@ -17,6 +17,9 @@ func geluAVX512(dst, src []float32)
 func geluGradAVX512(dst, src []float32)
 
 //go:noescape
+func geluPartsAVX512(h, d, src []float32)
+
+//go:noescape
 func expShiftAVX512(dst, src []float32, nm float32, lanes *[8]float64)
 
 //go:noescape

@@ -183,6 +183,41 @@ geluGrad512_done:
 	VZEROUPPER
 	RET
 
+// ZGELUPARTS(x, h, v, s, e, q, t1, k): h = Gelu(x), x = GeluGrad(x),
+// from one sigmoid: ZGELUGRAD leaves σ in s, and h = x·σ. The sigmoid of
+// the clamped x (GeluGrad's) is that of x (Gelu's): beyond ±1e4 both
+// arguments saturate EXP's clamp.
+#define ZGELUPARTS(x, h, v, s, e, q, t1, k) \
+	VMOVAPS x, h \
+	ZGELUGRAD(x, v, s, e, q, t1, k) \
+	VMULPS s, h, h
+
+// func geluPartsAVX512(h, d, src []float32)
+TEXT ·geluPartsAVX512(SB), NOSPLIT, $0-72
+	MOVQ h_base+0(FP), DI
+	MOVQ d_base+24(FP), DX
+	MOVQ src_base+48(FP), SI
+	MOVQ src_len+56(FP), CX
+	SHRQ $5, CX
+	JZ geluParts512_done
+geluParts512_loop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z8
+	ZGELUPARTS(Z0, Z6, Z1, Z2, Z3, Z4, Z5, K1)
+	ZGELUPARTS(Z8, Z14, Z9, Z10, Z11, Z12, Z13, K2)
+	VMOVUPS Z6, (DI)
+	VMOVUPS Z14, 64(DI)
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z8, 64(DX)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	ADDQ $128, DX
+	DECQ CX
+	JNZ geluParts512_loop
+geluParts512_done:
+	VZEROUPPER
+	RET
+
 // ZEXPSHIFT(x, nm, a, t1, t2, t3, t4, k): a = e^(x + nm) with the TwoSum
 // error of x + nm carried as e·(1+err), expShiftAVX2's operations
 // (expShiftf). Clobbers t1-t4 and k.

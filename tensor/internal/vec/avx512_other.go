@@ -6,6 +6,7 @@ var useAVX512 = false
 
 func geluAVX512(dst, src []float32)         { panic("vec: no assembly") }
 func geluGradAVX512(dst, src []float32)     { panic("vec: no assembly") }
+func geluPartsAVX512(h, d, src []float32)   { panic("vec: no assembly") }
 func reluGradMulAVX512(dst, g, y []float32) { panic("vec: no assembly") }
 
 func expShiftAVX512(dst, src []float32, nm float32, lanes *[8]float64) { panic("vec: no assembly") }

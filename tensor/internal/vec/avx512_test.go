@@ -45,6 +45,40 @@ func TestGeluAVX512MatchesAVX2(t *testing.T) {
 	}
 }
 
+// GeluParts returns Gelu's and GeluGrad's bits, with and without the
+// AVX-512 kernel, at lengths around its 32-element stride.
+func TestGeluPartsMatches(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	xs := sweep(stride() * 4)
+	for range 1 << 14 {
+		xs = append(xs, math.Float32frombits(rng.Uint32()), float32(rng.NormFloat64()*4))
+	}
+	xs = append(xs, specials...)
+	same := func(name string, a, b []float32) {
+		t.Helper()
+		for i := range a {
+			if a[i] != a[i] && b[i] != b[i] {
+				continue
+			}
+			require.Equal(t, math.Float32bits(b[i]), math.Float32bits(a[i]), "%s at %d: x = %g", name, i, xs[len(xs)-len(a)+i])
+		}
+	}
+	for _, on := range []bool{false, true} {
+		for _, n := range []int{len(xs), 31, 32, 33, 70} {
+			restore := setAVX512(on)
+			src := xs[len(xs)-n:]
+			h, d := make([]float32, n), make([]float32, n)
+			GeluParts(h, d, src)
+			wh, wd := make([]float32, n), make([]float32, n)
+			Gelu(wh, src)
+			GeluGrad(wd, src)
+			restore()
+			same("h", wh, h)
+			same("d", wd, d)
+		}
+	}
+}
+
 func BenchmarkGelu(b *testing.B) {
 	src := make([]float32, 1<<16)
 	for i := range src {

@@ -80,6 +80,22 @@ func GeluGrad(dst, src []float32) {
 	}
 }
 
+// GeluParts sets h[i] to Gelu(src[i]) and d[i] to GeluGrad(src[i]), with
+// their bits, computing the sigmoid they share once (AVX-512) or each in
+// turn. h and d must be as long as src; either may be src itself.
+func GeluParts(h, d, src []float32) {
+	h, d = h[:len(src)], d[:len(src)]
+	n := 0
+	if useAVX512 {
+		n = len(src) &^ 31
+		geluPartsAVX512(h[:n], d[:n], src[:n])
+	}
+	if n < len(src) {
+		Gelu(h[n:], src[n:]) // before d overwrites src, if d is src
+		GeluGrad(d[n:], src[n:])
+	}
+}
+
 // Silu sets dst[i] to f(src[i]) with f(x) = x·σ(x). dst must be as long as src; it
 // may be src itself.
 func Silu(dst, src []float32) {
