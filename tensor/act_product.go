@@ -144,9 +144,16 @@ func actProductVJP(g *Tensor, in []*Tensor, out *Tensor, p *actProductParams, ne
 		res = vjpForm(p.prod, p.pp, nil, []*Tensor{g}, append([]*Tensor{h}, in[1:]...), []*Tensor{out}, need)
 	}
 	if dh := res[0]; dh != nil {
-		res[0] = Mul(dh, d)
-		if dh != g {
-			Donate(dh)
+		if dh != g && plainOperand(dh) && sameShape(dh.shape, d.shape) {
+			// dh is the product's fresh cotangent, which nobody else
+			// holds: dx = dh·act'(x) over it, in the lines the product
+			// just wrote, instead of into fresh storage.
+			map2F32(vec.MulVV, dh.f32(), dh.f32(), d.f32(), costCheap, isLocal(dh, d))
+		} else {
+			res[0] = Mul(dh, d)
+			if dh != g {
+				Donate(dh)
+			}
 		}
 	}
 	Donate(h, d)

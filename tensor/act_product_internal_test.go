@@ -49,6 +49,13 @@ func TestActProductMatchesComposition(t *testing.T) {
 		{"matmul", func(x []*Tensor) *Tensor { return ActMatMul(ActGelu, x[0], x[1]) },
 			func(x []*Tensor) *Tensor { return MatMul(Gelu(x[0]), x[1]) },
 			[]*Tensor{randTensor(rng, 3, 50, 64), randTensor(rng, 64, 24)}},
+		// Large enough for the workers: dx = dh·gelu'(x) over dh in chunks.
+		{"matmul large", func(x []*Tensor) *Tensor { return ActMatMul(ActGelu, x[0], x[1]) },
+			func(x []*Tensor) *Tensor { return MatMul(Gelu(x[0]), x[1]) },
+			[]*Tensor{randTensor(rng, 1024, 256), randTensor(rng, 256, 16)}},
+		{"matmul silu", func(x []*Tensor) *Tensor { return ActMatMul(ActSilu, x[0], x[1]) },
+			func(x []*Tensor) *Tensor { return MatMul(Silu(x[0]), x[1]) },
+			[]*Tensor{randTensor(rng, 70, 64), randTensor(rng, 64, 24)}},
 		{"matmul relu", func(x []*Tensor) *Tensor { return ActMatMul(ActRelu, x[0], x[1]) },
 			func(x []*Tensor) *Tensor { return MatMul(Relu(x[0]), x[1]) },
 			[]*Tensor{randTensor(rng, 70, 64), randTensor(rng, 64, 24)}},
