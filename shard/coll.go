@@ -7,6 +7,7 @@ package shard
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -100,6 +101,23 @@ func tiledWord(tiled bool) string {
 		return "tiled"
 	}
 	return "stacked"
+}
+
+// gatherKey is what the devices' calls of an all-gather must agree on
+// besides the dtype and shape, "axis d tiled" or "axis d stacked": a
+// constant for the first axes (the update's gathers issue hundreds a step).
+func gatherKey(dim int, tiled bool) string {
+	switch {
+	case dim == 0 && tiled:
+		return "axis 0 tiled"
+	case dim == 0:
+		return "axis 0 stacked"
+	case dim == 1 && tiled:
+		return "axis 1 tiled"
+	case dim == 1:
+		return "axis 1 stacked"
+	}
+	return "axis " + strconv.Itoa(dim) + " " + tiledWord(tiled)
 }
 
 // marked returns x with the block mark for mask (x untraced).

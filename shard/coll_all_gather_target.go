@@ -86,7 +86,7 @@ func (c *Ctx) AllGatherInvariantTarget(dt tensor.DType, shape []int, axes Axes, 
 
 // call is the device's call of the target's all-gather with block x.
 func (t *GatherTarget) call(x *tensor.Tensor) *call {
-	return &call{coll: allGatherColl, axes: t.p.axes, x: x, p: t.p, extra: fmt.Sprintf("axis %d %s", t.p.dim, tiledWord(t.tiled))}
+	return &call{coll: allGatherColl, axes: t.p.axes, x: x, p: t.p, extra: gatherKey(t.p.dim, t.tiled)}
 }
 
 // Block returns the device's block of the all-gather's result, for the
@@ -110,7 +110,7 @@ func (t *GatherTarget) Start(x *tensor.Tensor) *Handle {
 	if t.started {
 		panic(fmt.Sprintf("%s: %v: the target was started already", op, x))
 	}
-	if x.DType() != t.dtype || !slices.Equal(x.Shape(), t.shape) {
+	if x.DType() != t.dtype || !slices.Equal(x.BorrowShape(), t.shape) {
 		panic(fmt.Sprintf("%s: %v for a target of blocks %s", op, x, typeNotation(t.dtype, t.shape)))
 	}
 	t.started = true

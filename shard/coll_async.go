@@ -29,9 +29,11 @@ type Handle struct {
 	p    *asyncParams
 	tok  *tensor.Tensor
 	done bool
-	// fin, for a started reduction (PsumStart, PsumScatterStart), waits
-	// for it and returns the result; kind names it.
+	// fin, for a collective done at the start (over one device, say),
+	// returns the result, and red is a started reduction (PsumStart,
+	// PsumScatterStart) to wait for; kind names either.
 	fin  func() *tensor.Tensor
+	red  *started
 	kind string
 }
 
@@ -296,11 +298,14 @@ func (c *Ctx) RingShiftStart(x *tensor.Tensor, axes Axes, offset int) *Handle {
 // result. It must be called once, inside the fn that started it, on the
 // same device.
 func (h *Handle) Wait() *tensor.Tensor {
-	if h.fin != nil {
+	if h.fin != nil || h.red != nil {
 		if h.done {
 			panic(fmt.Sprintf("shard.Handle.Wait: the started %s was already waited for", h.kind))
 		}
 		h.done = true
+		if h.red != nil {
+			return h.red.wait()
+		}
 		return h.fin()
 	}
 	if h.done {

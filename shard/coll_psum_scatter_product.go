@@ -73,8 +73,8 @@ func (c *Ctx) PsumScatterProductStart(p, q *tensor.Tensor, axes Axes, scatterDim
 	// headers of the collective's own hold their storage meanwhile, and
 	// the last device done donates every device's (no device waits for
 	// the others to finish reading, as a barrier would make it).
-	ownP, _ := snapshot(p)
-	ownQ, _ := snapshot(q)
+	ownP := snapshotOf(p)
+	ownQ := snapshotOf(q)
 	cl := &call{coll: psumScatterColl, axes: prm.axes, x: ownP, data: ownQ, p: prm,
 		extra: fmt.Sprintf("product f32[_,%d]ᵀ·f32[_,%d] dim %d", p.Dim(1), q.Dim(1), scatterDim)}
 	return e.startReduction(c, cl, func(s *slot) *tensor.Tensor {

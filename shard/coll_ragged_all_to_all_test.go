@@ -180,8 +180,9 @@ func TestRaggedAllToAllTake(t *testing.T) {
 			s := c.Vary(tensor.Scalar(float32(1+c.AxisIndex("ep"))/2), "ep")
 			return tensor.Square(tensor.Mul(y, s))
 		}, shard.WithComm(&comm))
-		// Each device's operand has 3 rows, and its index 4 entries.
-		index := tensor.FromInts([]int{2, 0, 0, 1 /* device 0 */, 1, 1, 2, 0 /* device 1 */})
+		// Each device's operand has 3 rows, and its index 4 entries; one row
+		// is not sent (its cotangent is zero).
+		index := tensor.FromInts([]int{2, 0, 0, 2 /* device 0: row 1 unsent */, 1, 1, 0, 0 /* device 1: row 2 */})
 		return func(x *tensor.Tensor) *tensor.Tensor { return f(in{newTwoGroupPlan(x), index}) }
 	}
 	x := randT(r, 6, 3)
@@ -192,10 +193,24 @@ func TestRaggedAllToAllTake(t *testing.T) {
 	}
 	wantGrad := grad(want)
 	comm.Reset()
-	assert.Equal(t, wantGrad, grad(got))
+	gotGrad := grad(got)
+	assert.Equal(t, wantGrad, gotGrad)
+	assert.Equal(t, make([]float32, 3), gotGrad[3:6], "device 0's row 1")
+	assert.Equal(t, make([]float32, 3), gotGrad[15:18], "device 1's row 2")
+	assert.NotEqual(t, make([]float32, 3), gotGrad[0:3])
 	assert.Equal(t, 2, comm.Calls("ragged_all_to_all"), "forward and backward exchange")
 	require.NoError(t, autodiff.CheckGrad(func(xs []*tensor.Tensor) *tensor.Tensor { return got(xs[0]) },
 		[]*tensor.Tensor{x}, autodiff.CheckOptions{}))
+	// Forward mode transposes the VJP, whose sum's own VJP is the
+	// exchange of Take's rows again: the tangent moves as the rows do.
+	ex := shard.Map(m, shard.P("ep"), shard.P("ep"), func(c *shard.Ctx, a in) *tensor.Tensor {
+		p := a.Plan
+		return c.RaggedAllToAllTake(p.X, a.Index, twoGroupRows, p.IO, p.SS, p.OO, p.RS, shard.Axes{"ep"})
+	})
+	index := tensor.FromInts([]int{2, 0, 0, 2, 1, 1, 0, 0})
+	dx := randT(r, 6, 3)
+	_, dy := autodiff.JVP(func(x *tensor.Tensor) *tensor.Tensor { return ex(in{newTwoGroupPlan(x), index}) }, x, dx)
+	assert.Equal(t, shard.Gather(ex(in{newTwoGroupPlan(dx), index})).Float32s(), shard.Gather(dy).Float32s())
 
 	bad := shard.Map(m, shard.P("ep"), shard.P("ep"), func(c *shard.Ctx, p twoGroupPlan) *tensor.Tensor {
 		return c.RaggedAllToAllTake(p.X, tensor.FromInts([]int{0, 1, 2, 3}), twoGroupRows, p.IO, p.SS, p.OO, p.RS, shard.Axes{"ep"})

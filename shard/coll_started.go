@@ -57,27 +57,33 @@ func (c *Ctx) PsumStart(x *tensor.Tensor, axes ...string) *Handle {
 			return psumStaged(e, x, p, s)
 		})
 	}
-	own, drop := snapshot(x)
+	own := snapshotOf(x)
 	return e.startReduction(c, &call{coll: psumColl, axes: p.axes, x: own}, func(s *slot) *tensor.Tensor {
-		defer drop()
+		defer dropSnapshot(x, own)
 		return psumDone(e, x, p, s)
 	})
 }
 
-// snapshot returns a header of its own over block x, for the other
+// snapshotOf returns a header of its own over block x, for the other
 // devices of a started collective (and its exchange) to read while the
 // device goes on: the device's own header may still change meanwhile (a
 // backward pass names a gradient in place after autodiff.OnGradient
-// handed it over), and reading it from another goroutine would race. drop
-// donates the snapshot's hold on the storage; the reduction calls it once
-// every device is past the collective's barrier. A traced x (which
+// handed it over), and reading it from another goroutine would race.
+// dropSnapshot(x, own) donates the snapshot's hold on the storage; the
+// reduction calls it once every device is past the collective's barrier. A traced x (which
 // nothing renames) is its own snapshot.
-func snapshot(x *tensor.Tensor) (own *tensor.Tensor, drop func()) {
+func snapshotOf(x *tensor.Tensor) *tensor.Tensor {
 	if x.IsTraced() {
-		return x, func() {}
+		return x
 	}
-	own = tensor.WithLocal(x, x.Local())
-	return own, func() { tensor.Donate(own) }
+	return tensor.WithLocal(x, x.Local())
+}
+
+// dropSnapshot donates the snapshot own of x (see snapshotOf).
+func dropSnapshot(x, own *tensor.Tensor) {
+	if own != x {
+		tensor.Donate(own)
+	}
 }
 
 // PsumScatterStart starts PsumScatter(x, axes, scatterDim, tiled) and
@@ -91,9 +97,9 @@ func (c *Ctx) PsumScatterStart(x *tensor.Tensor, axes Axes, scatterDim int, tile
 	if e.group(op, axes).size == 1 {
 		return &Handle{c: c, kind: "psum_scatter", fin: func() *tensor.Tensor { return psumScatterOne(e, x, p) }}
 	}
-	own, drop := snapshot(x)
+	own := snapshotOf(x)
 	return e.startReduction(c, psumScatterCall(own, p), func(s *slot) *tensor.Tensor {
-		defer drop()
+		defer dropSnapshot(x, own)
 		return psumScatterDone(e, x, p, s)
 	})
 }
@@ -117,16 +123,30 @@ func (e *devEnv) startReductionAt(c *Ctx, cl *call, at *slot, done func(s *slot)
 	} else {
 		s = r.postAt(e, cl, at.k)
 	}
-	f := &inflight{run: r, s: s, c: cl}
-	r.addPending(e.dev, f)
-	return &Handle{c: c, kind: cl.coll.kind, fin: func() *tensor.Tensor {
-		if e.run != r {
-			panic(fmt.Sprintf("shard.Handle.Wait: %v was started in another shard.Map call (or its backward pass)", cl))
-		}
-		r.dropPending(e.dev, f)
-		r.releaseStarted()
-		r.await(e, s, time.Now())
-		defer r.leave(s)
-		return done(s)
-	}}
+	st := &started{f: inflight{run: r, s: s, c: cl}, e: e, done: done}
+	st.h = Handle{c: c, kind: cl.coll.kind, red: st}
+	r.addPending(e.dev, &st.f)
+	return &st.h
+}
+
+// started is a started reduction: its handle, its entry among the device's
+// pending collectives and what its Wait computes, in one allocation.
+type started struct {
+	h    Handle
+	f    inflight
+	e    *devEnv
+	done func(s *slot) *tensor.Tensor
+}
+
+// wait is Handle.Wait of a started reduction.
+func (st *started) wait() *tensor.Tensor {
+	e, r, s := st.e, st.f.run, st.f.s
+	if e.run != r {
+		panic(fmt.Sprintf("shard.Handle.Wait: %v was started in another shard.Map call (or its backward pass)", st.f.c))
+	}
+	r.dropPending(e.dev, &st.f)
+	r.releaseStarted()
+	r.await(e, s, time.Now())
+	defer r.leave(s)
+	return st.done(s)
 }
