@@ -103,21 +103,28 @@ func tiledWord(tiled bool) string {
 	return "stacked"
 }
 
-// gatherKey is what the devices' calls of an all-gather must agree on
-// besides the dtype and shape, "axis d tiled" or "axis d stacked": a
-// constant for the first axes (the update's gathers issue hundreds a step).
-func gatherKey(dim int, tiled bool) string {
-	switch {
-	case dim == 0 && tiled:
-		return "axis 0 tiled"
-	case dim == 0:
-		return "axis 0 stacked"
-	case dim == 1 && tiled:
-		return "axis 1 tiled"
-	case dim == 1:
-		return "axis 1 stacked"
+// collKey is what the devices' calls of an all-gather ("axis d ...") or a
+// psum_scatter ("dim d ...") must agree on besides the dtype and shape,
+// "<word> d tiled" or "<word> d stacked": a constant for the first two
+// dimensions (the update issues hundreds a step).
+func collKey(word string, dim int, tiled bool) string {
+	if dim == 0 || dim == 1 {
+		switch word {
+		case "axis":
+			return [2][2]string{{"axis 0 stacked", "axis 0 tiled"}, {"axis 1 stacked", "axis 1 tiled"}}[dim][b2i(tiled)]
+		case "dim":
+			return [2][2]string{{"dim 0 stacked", "dim 0 tiled"}, {"dim 1 stacked", "dim 1 tiled"}}[dim][b2i(tiled)]
+		}
 	}
-	return "axis " + strconv.Itoa(dim) + " " + tiledWord(tiled)
+	return word + " " + strconv.Itoa(dim) + " " + tiledWord(tiled)
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // marked returns x with the block mark for mask (x untraced).

@@ -99,7 +99,7 @@ func allGather(e *devEnv, x *tensor.Tensor, axes []string, axis int, tiled, inva
 func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tensor {
 	e := p.env
 	g := e.group("shard.AllGather", p.axes)
-	c := &call{coll: allGatherColl, axes: p.axes, x: x, p: p, extra: gatherKey(p.dim, p.tiled)}
+	c := &call{coll: allGatherColl, axes: p.axes, x: x, p: p, extra: collKey("axis", p.dim, p.tiled)}
 	mask := maskOf(x)
 	if invariant {
 		mask &^= p.mask
@@ -199,7 +199,7 @@ func (c *Ctx) AllGatherInvariantStart(x *tensor.Tensor, axes Axes, axis int, til
 	outShape := slices.Clone(xs)
 	outShape[a] *= g.size
 	_, out := placeShared(e, g, x, p, xs, outShape)
-	cl := &call{coll: allGatherColl, axes: p.axes, x: x, p: p, extra: gatherKey(a, tiled)}
+	cl := &call{coll: allGatherColl, axes: p.axes, x: x, p: p, extra: collKey("axis", a, tiled)}
 	return e.startReduction(c, cl, func(s *slot) *tensor.Tensor {
 		e.account(allGatherColl, int64(g.size-1)*int64(x.Bytes()))
 		return e.markShared(s, g, out, maskOf(x)&^m)

@@ -86,7 +86,7 @@ func (c *Ctx) AllGatherInvariantTarget(dt tensor.DType, shape []int, axes Axes, 
 
 // call is the device's call of the target's all-gather with block x.
 func (t *GatherTarget) call(x *tensor.Tensor) *call {
-	return &call{coll: allGatherColl, axes: t.p.axes, x: x, p: t.p, extra: gatherKey(t.p.dim, t.tiled)}
+	return &call{coll: allGatherColl, axes: t.p.axes, x: x, p: t.p, extra: collKey("axis", t.p.dim, t.tiled)}
 }
 
 // Block returns the device's block of the all-gather's result, for the

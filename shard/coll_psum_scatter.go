@@ -100,7 +100,7 @@ func psumScatterOne(e *devEnv, x *tensor.Tensor, p *collParams) *tensor.Tensor {
 
 // psumScatterCall is what a device brings to a psum_scatter.
 func psumScatterCall(x *tensor.Tensor, p *collParams) *call {
-	return &call{coll: psumScatterColl, axes: p.axes, x: x, p: p, extra: fmt.Sprintf("dim %d %s", p.dim, tiledWord(p.tiled))}
+	return &call{coll: psumScatterColl, axes: p.axes, x: x, p: p, extra: collKey("dim", p.dim, p.tiled)}
 }
 
 // psumScatterDone computes this device's part of a psum_scatter once
@@ -172,8 +172,12 @@ func scatterSum(x *tensor.Tensor, dim, size, rank int, block func(int) *tensor.T
 		// Borrowed, not pinned: the blocks and the result may still be
 		// donated once every member is past the collective's barrier.
 		dst := out.BorrowFloat32()
-		src := make([][]float32, n)
-		ins := make([][]float32, n)
+		var buf [2][8][]float32 // a group's streams on the stack, up to 8 devices
+		src, ins := buf[0][:0], buf[1][:0]
+		if n > len(buf[0]) {
+			src, ins = make([][]float32, 0, n), make([][]float32, 0, n)
+		}
+		src, ins = src[:n], ins[:n]
 		for r := range n {
 			src[r] = block(r).BorrowFloat32()
 		}

@@ -229,7 +229,9 @@ func raggedImpl(operand, output, index *tensor.Tensor, offs []*tensor.Tensor, p 
 	for _, d := range shape[1:] {
 		rowSize *= d
 	}
-	back := &raggedCall{io: make([]int, len(rc.io)), ss: rc.rs, oo: make([]int, len(rc.io)), rs: rc.ss}
+	k := len(rc.io)
+	backOffs := make([]int, 2*k) // back's io and oo
+	back := &raggedCall{io: backOffs[:k:k], ss: rc.rs, oo: backOffs[k:], rs: rc.ss}
 	if output != nil {
 		copyRows(out, 0, output, 0, rows, rowSize, nil)
 	}

@@ -472,7 +472,7 @@ func (p *mapParams) assembleOutput(j int, blocks []*tensor.Tensor, s Sharding) *
 	// The blocks' headers are made together and charged together: one
 	// cleanup for the output, not one per block.
 	l := (&layout{sharding: s, geo: s.geometry("shard.Map", shape), blocks: tensor.WithLocals(blocks, nil), owned: true}).number(false)
-	var charged []*Device
+	charged := make([]*Device, 0, len(blocks))
 	for d, b := range blocks {
 		if b != nil && !p.held[d][storageOf(b)] {
 			charged = append(charged, m.devices[d])
