@@ -144,10 +144,11 @@ func actProductVJP(g *Tensor, in []*Tensor, out *Tensor, p *actProductParams, ne
 		res = vjpForm(p.prod, p.pp, nil, []*Tensor{g}, append([]*Tensor{h}, in[1:]...), []*Tensor{out}, need)
 	}
 	if dh := res[0]; dh != nil {
-		if dh != g && plainOperand(dh) && sameShape(dh.shape, d.shape) {
-			// dh is the product's fresh cotangent, which nobody else
-			// holds: dx = dh·act'(x) over it, in the lines the product
-			// just wrote, instead of into fresh storage.
+		if r := dh.rec; dh != g && r != nil && r.refs.Load() == 1 && plainOperand(dh) && sameShape(dh.shape, d.shape) {
+			// dh is the product's fresh cotangent and its header the
+			// only holder of its storage (no view shares it): dx =
+			// dh·act'(x) over it, in the lines the product just wrote,
+			// instead of into fresh storage.
 			map2F32(vec.MulVV, dh.f32(), dh.f32(), d.f32(), costCheap, isLocal(dh, d))
 		} else {
 			res[0] = Mul(dh, d)
