@@ -1,7 +1,9 @@
 package tensor
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/gonox/gonox/tensor/internal/vec"
@@ -131,22 +133,50 @@ func checkInto(op string, dst []*Tensor, ops [][]*Tensor, into []int) {
 		}
 	}
 	// No destination overlaps another one or an operand, but its own
-	// parameter's storage exactly.
+	// parameter's storage exactly. A device's update has many leaves:
+	// rather than pair by pair, the destinations sorted by address
+	// (disjoint, so their ends are sorted too), each operand's storage
+	// looked up among them.
+	spans := make([]intoSpan, 0, len(into))
 	for _, i := range into {
-		d := dst[i].f32()
-		for j, x := range ops {
-			for k, t := range x {
-				if s := t.f32(); overlaps(d, s) && (j != i || k != 0 || !sameSpan(d, s)) {
+		if d := dst[i].f32(); len(d) > 0 {
+			spans = append(spans, spanOf(i, d))
+		}
+	}
+	slices.SortStableFunc(spans, func(a, b intoSpan) int { return cmp.Compare(a.lo, b.lo) })
+	for n := 1; n < len(spans); n++ {
+		if a, b := spans[n-1], spans[n]; b.lo < a.hi {
+			panic(fmt.Sprintf("%s: destinations %d and %d share storage", op, min(a.i, b.i), max(a.i, b.i)))
+		}
+	}
+	for j, x := range ops {
+		for k, t := range x {
+			s := t.f32()
+			if len(s) == 0 {
+				continue
+			}
+			sp := spanOf(-1, s)
+			n, _ := slices.BinarySearchFunc(spans, sp.lo, func(d intoSpan, lo uintptr) int { return cmp.Compare(d.hi, lo+1) })
+			for ; n < len(spans) && spans[n].lo < sp.hi; n++ {
+				if i := spans[n].i; j != i || k != 0 || !sameSpan(dst[i].f32(), s) {
 					panic(fmt.Sprintf("%s: destination %d %v shares storage with operand %v", op, i, dst[i], t))
 				}
 			}
 		}
-		for _, j := range into {
-			if j != i && overlaps(d, dst[j].f32()) {
-				panic(fmt.Sprintf("%s: destinations %d and %d share storage", op, i, j))
-			}
-		}
 	}
+}
+
+// intoSpan is the storage of destination i: the addresses from its
+// first element's, lo, up to past its last, hi.
+type intoSpan struct {
+	i      int
+	lo, hi uintptr
+}
+
+// spanOf returns the span of s, the storage of destination i.
+func spanOf(i int, s []float32) intoSpan {
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+	return intoSpan{i, lo, lo + uintptr(len(s))*unsafe.Sizeof(float32(0))}
 }
 
 // alone reports whether the storage of operand in[k] overlaps no other

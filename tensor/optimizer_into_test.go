@@ -86,6 +86,14 @@ func TestAdamStepsInto(t *testing.T) {
 			d := rnd(4, 4)
 			AdamStepsInto([]*Tensor{d, d}, []*Tensor{p, rnd(4, 4)}, []*Tensor{g, g}, []*Tensor{m, m}, []*Tensor{v, v}, cs[:2])
 		}, "tensor.AdamStepsInto: destinations 0 and 1 share storage"},
+		{"first and third destinations", func() {
+			d := rnd(4, 4)
+			AdamStepsInto([]*Tensor{d, rnd(4, 4), Reshape(d, 16)}, []*Tensor{p, rnd(4, 4), rnd(16)},
+				[]*Tensor{g, g, rnd(16)}, []*Tensor{m, m, rnd(16)}, []*Tensor{v, v, Abs(rnd(16))}, cs[:3])
+		}, "tensor.AdamStepsInto: destinations 0 and 2 share storage"},
+		{"another parameter's moment", func() {
+			AdamStepsInto([]*Tensor{rnd(4, 4), m}, []*Tensor{p, rnd(4, 4)}, []*Tensor{g, g}, []*Tensor{m, rnd(4, 4)}, []*Tensor{v, v}, cs[:2])
+		}, "tensor.AdamStepsInto: destination 1 f32[4,4] shares storage with operand f32[4,4]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
