@@ -533,7 +533,7 @@ func (b *backward) gradients(wrt []*Tensor) []*Tensor {
 			// the logical axes of its value in place, so that callers
 			// naming gradients (autodiff's trees) need no second header
 			// over its storage.
-			g.setAxesLike(w) // names are never changed once set: shared
+			g.setAxes(ax) // names are never changed once set: shared
 		}
 		out[i] = g
 	}

@@ -350,33 +350,3 @@ func TestEveryDTypeRecycled(t *testing.T) {
 		})
 	}
 }
-
-// A result takes its operand's logical axes by sharing the operand's record
-// of rarely set fields when its own would then hold the same (the same
-// device mark), and by a record of its own otherwise; either way it ends
-// with the operand's names and its own mark.
-func TestSetAxesLike(t *testing.T) {
-	l1, l2 := &Local{Mask: 1}, &Local{Mask: 2}
-	named := WithLogicalAxes(WithLocal(Zeros(Float32, 2, 3), l1), "batch", "embed")
-	plain := WithLogicalAxes(Zeros(Float32, 2, 3), "batch", "embed")
-	for _, c := range []struct {
-		name   string
-		x      *Tensor
-		y      *Tensor
-		shared bool
-	}{
-		{"same mark", named, WithLocal(Zeros(Float32, 2, 3), l1), true},
-		{"no marks", plain, Zeros(Float32, 2, 3), true},
-		{"other mark", named, WithLocal(Zeros(Float32, 2, 3), l2), false},
-		{"result marked, operand not", plain, WithLocal(Zeros(Float32, 2, 3), l1), false},
-		{"operand marked, result not", named, Zeros(Float32, 2, 3), false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			local := c.y.local()
-			c.y.setAxesLike(c.x)
-			assert.Equal(t, c.shared, c.y.ext == c.x.ext, "shared record")
-			assert.Equal(t, []string{"batch", "embed"}, c.y.LogicalAxes())
-			assert.Same(t, local, c.y.local(), "the result's mark")
-		})
-	}
-}

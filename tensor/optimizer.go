@@ -345,7 +345,7 @@ func SGDStep(p, g, t *Tensor, mu, s float32, nesterov bool) (p2, t2 *Tensor) {
 // same rank, in place: naming it costs no second header over its storage.
 func namedLike(y, x *Tensor) *Tensor {
 	if x.axes() != nil && y.axes() == nil && len(x.axes()) == len(y.shape) && y != x {
-		y.setAxesLike(x) // names are never changed once set: shared
+		y.setAxes(x.axes()) // names are never changed once set: shared
 	}
 	return y
 }

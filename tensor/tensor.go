@@ -254,20 +254,6 @@ func (t *Tensor) setAxes(a []string) {
 	t.setExt(e)
 }
 
-// setAxesLike sets t's logical axis names to x's. When t's record of
-// rarely set fields would then hold what x's holds, t shares x's (records
-// are never changed once made) instead of a copy: a result on a device
-// usually carries that device's mark, as its operand does.
-func (t *Tensor) setAxesLike(x *Tensor) {
-	xe, e := x.ext, t.ext
-	if xe != nil && xe.layout == nil && xe.xv == nil &&
-		(e == nil && xe.local == nil || e != nil && e.local == xe.local && e.layout == nil && e.xv == nil) {
-		t.ext = xe
-		return
-	}
-	t.setAxes(x.axes())
-}
-
 // numel returns the number of elements of shape.
 func numel(shape []int) int {
 	n := 1
