@@ -19,7 +19,11 @@ func init() {
 		Sharding: ShardingRule{Family: ShardReshape, Params: shapeParams},
 		Impl:     func(in []*Tensor, p any) *Tensor { return view(in[0], p.([]int)) },
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-			return []*Tensor{reshapeTo(g, in[0].shape)}
+			// A copy of the shape: in[0]'s own often lives in the
+			// allocation of its header (or of the node recording it), and
+			// the cotangent sharing it would keep that, and the storage
+			// it holds, alive.
+			return []*Tensor{reshapeTo(g, slices.Clone(in[0].shape))}
 		},
 		JVP: linearJVP(&reshapeOp),
 		Batch: func(in []*Tensor, _ []bool, p any) []*Tensor {
@@ -44,9 +48,10 @@ func Reshape(x *Tensor, shape ...int) *Tensor {
 	return reshapeTo(x, resolveShape("tensor.Reshape", x, shape))
 }
 
-// reshapeTo is Reshape to a shape of x's size and no -1 that nobody
-// changes afterwards (another tensor's shape, or one the caller built and
-// gives up): the op keeps it without a copy.
+// reshapeTo is Reshape to a shape of x's size and no -1 that the caller
+// built for the call and gives up: the op keeps it without a copy (not
+// another tensor's shape, which may share an allocation with that
+// tensor's header, and would keep its storage alive).
 func reshapeTo(x *Tensor, shape []int) *Tensor {
 	if sameShape(shape, x.shape) {
 		return x
