@@ -188,6 +188,15 @@ func (a *adam) intoStep(dst, params, grads any, state State, over bool) (any, St
 	return a.step(dst, params, grads, state, nil, at)
 }
 
+// laterStep is intoStep over the old moments for the positions with a
+// gradient, and a tensor.AdamStepIntoOverMomentsLater for each position
+// later has a leaf at (StepIntoOverStateLater).
+func (a *adam) laterStep(dst, params, grads, later any, state State) (any, State, []tensor.PieceStep) {
+	var steps []tensor.PieceStep
+	p, s := a.step(dst, params, grads, state, nil, runOperands{over: true, later: later, steps: &steps})
+	return p, s, steps
+}
+
 // donatingStep is fusedStep for StepDonating: each run is one
 // tensor.AdamStepsDonating, and the old count is donated.
 func (a *adam) donatingStep(params, grads any, state State) (any, State) {
@@ -203,10 +212,14 @@ func (a *adam) step(dst, params, grads any, state State, done func([]*tensor.Ten
 	n := countValue(a.op, st.Count)
 	trees := []any{params, grads, st.Mu, st.Nu}
 	donating := how.donating
-	at := runOperands{dst: -1, sel: -1, over: how.over}
+	at := runOperands{dst: -1, sel: -1, over: how.over, at: -1, steps: how.steps}
 	if dst != nil {
 		at.dst = len(trees)
 		trees = append(trees, dst)
+	}
+	if how.later != nil {
+		at.at = len(trees)
+		trees = append(trees, how.later)
 	}
 	if a.wd != 0 {
 		at.sel = len(trees)
@@ -247,13 +260,17 @@ func (a *adam) step(dst, params, grads any, state State, done func([]*tensor.Ten
 }
 
 // runOperands says where, among the operands of a position of Adam's
-// step (parameter, gradient, moments, then these), the destination and
-// the parameter selected for weight decay are: -1 if absent; and how the
-// step writes: donating (StepDonating), or over the old moments
-// (StepIntoOverState).
+// step (parameter, gradient, moments, then these), the destination, the
+// parameter selected for weight decay and the leaf of the later tree are:
+// -1 if absent; and how the step writes: donating (StepDonating), or over
+// the old moments (StepIntoOverState). later is StepIntoOverStateLater's
+// tree (given to step; at is its operand), and the PieceSteps of its
+// leaves are appended to *steps.
 type runOperands struct {
-	dst, sel       int
+	dst, sel, at   int
 	donating, over bool
+	later          any
+	steps          *[]tensor.PieceStep
 }
 
 // updateRuns returns the new parameter and moments of each position of
@@ -315,6 +332,11 @@ func (a *adam) updateRuns(pos [][]*tensor.Tensor, at runOperands, base tensor.Ad
 		run, size = run[:0], 0
 	}
 	for i, xs := range pos {
+		if xs[1] == nil && at.at >= 0 && xs[at.at] != nil {
+			p, mu, nu := a.laterRun(xs, at, base)
+			resAt(i, p, mu, nu)
+			continue
+		}
 		if xs[1] == nil {
 			resAt(i, xs[0], xs[2], xs[3])
 			continue
@@ -327,6 +349,24 @@ func (a *adam) updateRuns(pos [][]*tensor.Tensor, at runOperands, base tensor.Ad
 	}
 	flush()
 	return res
+}
+
+// laterRun returns the results of the position whose operands are xs and
+// whose gradient comes later, and appends the step that computes them to
+// *at.steps (tensor.AdamStepIntoOverMomentsLater).
+func (a *adam) laterRun(xs []*tensor.Tensor, at runOperands, base tensor.AdamCoeffs) (p, mu, nu *tensor.Tensor) {
+	noState(a.op, xs[0], xs[2], xs[3])
+	c := base
+	if at.sel >= 0 && xs[at.sel] != nil {
+		c.WD = float32(a.wd)
+	}
+	var d *tensor.Tensor
+	if at.dst >= 0 {
+		d = xs[at.dst]
+	}
+	p, mu, nu, step := tensor.AdamStepIntoOverMomentsLater(d, xs[0], xs[2], xs[3], c)
+	*at.steps = append(*at.steps, step)
+	return p, mu, nu
 }
 
 // repeatsLeaf reports whether a tensor is an operand (parameter,

@@ -229,7 +229,17 @@
 // copying it there. StepIntoOverState is StepInto for a caller whose old
 // state is dead after the call: Adam writes the new moments over the old
 // ones (tensor.AdamStepsIntoOverMoments), which the sharded update does
-// when its trainer donates the old state.
+// when its trainer donates the old state. StepIntoOverStateLater is
+// StepIntoOverState for a step some of whose gradients arrive later, in
+// pieces: it returns, for each such parameter, a tensor.PieceStep that
+// updates a range of its elements from their gradient, with the scalars
+// of the step (Adam's bias corrections, the learning rate) computed once;
+// the sharded update hands it to the folded reduce-scatter
+// (shard.FoldedGradient.WaitThen), which computes the gradient block by
+// block, so each block is used while in cache and the gradient is never
+// stored whole. Adam, AdamW, NAdam, NAdamW, ScaleByAdam and SGD can
+// (TakesGradientsLater); anything that needs every gradient first (a
+// global norm's clipping, a Chain, a Mask) cannot.
 //
 // Init on global sharded parameters (placed with shard.FilterShard, say)
 // returns state sharded like them, since tensor.ZerosLike keeps placement;

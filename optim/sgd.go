@@ -151,9 +151,24 @@ func (s *sgd) intoStep(dst, params, grads any, state State, _ bool) (any, State)
 	return s.step(dst, params, grads, state, nil)
 }
 
+// laterStep is intoStep with a tensor.SGDStepIntoLater for each position
+// later has a leaf at (StepIntoOverStateLater).
+func (s *sgd) laterStep(dst, params, grads, later any, state State) (any, State, []tensor.PieceStep) {
+	var steps []tensor.PieceStep
+	p, st := s.stepLater(dst, params, grads, later, state, nil, &steps)
+	return p, st, steps
+}
+
 // step is fusedStep, writing into the leaves of dst (a tree like params,
 // or nil) where it has them.
 func (s *sgd) step(dst, params, grads any, state State, done func([]*tensor.Tensor)) (any, State) {
+	return s.stepLater(dst, params, grads, nil, state, done, nil)
+}
+
+// stepLater is step, where the positions later (a tree like params, or
+// nil) has a leaf at get their gradient later: the step of each
+// (tensor.SGDStepIntoLater) is appended to *steps.
+func (s *sgd) stepLater(dst, params, grads, later any, state State, done func([]*tensor.Tensor), steps *[]tensor.PieceStep) (any, State) {
 	const op = "optim.SGD"
 	rejectHalf(op, "parameter", params)
 	rejectHalf(op, "gradient", grads)
@@ -165,9 +180,13 @@ func (s *sgd) step(dst, params, grads any, state State, done func([]*tensor.Tens
 	if s.o.Momentum != 0 {
 		trees, nOut = append(trees, st.Trace), 2
 	}
-	at := len(trees) // the destination's operand, if any
+	at, lt := len(trees), -1 // the destination's operand and the later tree's, if any
 	if dst != nil {
 		trees = append(trees, dst)
+	}
+	if later != nil {
+		lt = len(trees)
+		trees = append(trees, later)
 	}
 	r := mapMulti(nOut, reporting(done, func(xs []*tensor.Tensor) []*tensor.Tensor {
 		p, g := xs[0], xs[1]
@@ -177,6 +196,14 @@ func (s *sgd) step(dst, params, grads any, state State, done func([]*tensor.Tens
 		}
 		if dst != nil {
 			d = xs[at]
+		}
+		if lt >= 0 && xs[lt] != nil && g == nil {
+			if t == nil && s.o.Momentum != 0 {
+				noState(op, p, t)
+			}
+			p2, t2, step := tensor.SGDStepIntoLater(d, p, t, float32(s.o.Momentum), lr, s.o.Nesterov)
+			*steps = append(*steps, step)
+			return []*tensor.Tensor{p2, t2}[:nOut]
 		}
 		switch {
 		case g == nil || !isFloat(g) && s.o.Momentum == 0:

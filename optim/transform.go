@@ -124,6 +124,51 @@ func StepIntoOverState[M any](dst M, tx Transform, params, grads M, state State)
 	return stepInto(dst, tx, params, grads, state, true)
 }
 
+// StepIntoOverStateLater is StepIntoOverState for a step some of whose
+// gradients are not ready when it starts and will arrive in pieces: the
+// positions where later (a tree like params) has a leaf, whose gradient
+// leaf must be nil in grads. It updates the other positions as
+// StepIntoOverState does and returns the new parameters and state for
+// all, and steps: one tensor.PieceStep for each leaf of later, in
+// pytree.Flatten's order, which updates a range of that parameter's
+// elements (into dst's leaf where it has one) and of its state (over the
+// old state's storage) from their gradient. The new values of those
+// positions are there once their step has been given every element
+// exactly once, each with the bits Step gives it: the step's scalars
+// (Adam's bias corrections, the learning rate of the step count) are
+// computed once, here, for every leaf. A training step hands each step
+// to the producer of the gradient (shard.FoldedGradient.WaitThen), so
+// that the gradient is used while it is in cache and never stored whole.
+//
+// Only transforms TakesGradientsLater accepts can: for the others it
+// does nothing and returns ok false, and the caller computes the
+// gradients and calls StepIntoOverState.
+func StepIntoOverStateLater[M any](dst M, tx Transform, params, grads, later M, state State) (p M, s State, steps []tensor.PieceStep, ok bool) {
+	l, ok := tx.(laterStepper)
+	if !ok {
+		return p, nil, nil, false
+	}
+	pa, s, steps := l.laterStep(any(dst), any(params), any(grads), any(later), state)
+	return pa.(M), s, steps, true
+}
+
+// TakesGradientsLater reports whether StepIntoOverStateLater can leave
+// some of tx's gradients for later: Adam, AdamW, NAdam, NAdamW and
+// ScaleByAdam, and SGD (with or without momentum). Transforms that need
+// every gradient before updating any parameter (a global norm's clipping,
+// a Chain, a Mask) or that optim does not run as one pass per element
+// (Lion, the other Adam variants) cannot.
+func TakesGradientsLater(tx Transform) bool {
+	_, ok := tx.(laterStepper)
+	return ok
+}
+
+// laterStepper is a Transform with a fused step for
+// StepIntoOverStateLater.
+type laterStepper interface {
+	laterStep(dst, params, grads, later any, state State) (any, State, []tensor.PieceStep)
+}
+
 // stepInto is StepInto, and StepIntoOverState if over.
 func stepInto[M any](dst M, tx Transform, params, grads M, state State, over bool) (M, State) {
 	if f, ok := tx.(intoStepper); ok {

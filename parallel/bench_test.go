@@ -37,7 +37,10 @@ func BenchmarkDPStep(b *testing.B) {
 		tr, unf := trainer(false), trainer(true)
 		placed := batch{shard.Put(bt.X, tr.BatchSharding()), shard.Put(bt.Y, tr.BatchSharding())}
 		// step: the whole training step; unfolded: the same without the
-		// fold; copied: the same with the updated blocks copied; grad: its loss and gradient alone (forward, backward and
+		// fold; copied: the same with the updated blocks copied; after:
+		// the same with the update after every folded gradient (not
+		// consuming them as they are computed); fresh: the same with the
+		// new moments in fresh storage; grad: its loss and gradient alone (forward, backward and
 		// the all-reduce, without the Adam update).
 		for _, phase := range []struct {
 			name string
@@ -48,6 +51,11 @@ func BenchmarkDPStep(b *testing.B) {
 			{"unfolded", unf, func() error { _, err := unf.Step(placed); return err }},
 			{"copied", tr, func() error {
 				defer parallel.CopyUpdatedBlocks()()
+				_, err := tr.Step(placed)
+				return err
+			}},
+			{"after", tr, func() error {
+				defer parallel.UpdateAfterFolds()()
 				_, err := tr.Step(placed)
 				return err
 			}},

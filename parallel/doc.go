@@ -85,7 +85,13 @@
 // Adam family and SGD; other optimizers' blocks are copied there), and,
 // when the step gives the old optimizer state up (Trainer.State has not
 // handed it out), Adam writes the new moments over the old ones
-// (optim.StepIntoOverState), with the same bits. Each gradient's
+// (optim.StepIntoOverState), with the same bits; then a folded
+// gradient whose fold took one product is not stored at all: the fold
+// computes it block by block and the optimizer's step updates each block
+// of the parameter and its state while the block is in cache
+// (shard.FoldedGradient.WaitThen, optim.StepIntoOverStateLater: Adam,
+// AdamW, NAdam, SGD; not with Config.ClipGlobalNorm, whose norm needs
+// every gradient first), again with the same bits. Each gradient's
 // reduce-scatter starts as soon as the backward pass has finished that
 // gradient (autodiff.OnGradient, shard.Ctx.PsumScatterStart) and travels
 // between processes while the gradients of the layers before it are

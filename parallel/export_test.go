@@ -16,6 +16,18 @@ func CopyUpdatedBlocks() (restore func()) {
 	return func() { lendGather = true }
 }
 
+// UpdateAfterFolds makes the sharded update wait for every folded
+// gradient before updating (the step before foldUpdate), until restore
+// is called.
+func UpdateAfterFolds() (restore func()) {
+	foldUpdate = false
+	return func() { foldUpdate = true }
+}
+
+// LaterUpdates returns the number of folded gradients the sharded update
+// has consumed block by block (updateLater) since the process started.
+func LaterUpdates() int64 { return laterUpdates.Load() }
+
 // FreshState makes the sharded update write the new optimizer state to
 // fresh storage, not over the old state's (overState), until restore is
 // called.

@@ -3,6 +3,7 @@ package parallel
 import (
 	"runtime"
 	"slices"
+	"sync/atomic"
 
 	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/optim"
@@ -250,9 +251,11 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// The folded gradients first, last leaf first: in the order the
 	// backward pass started them (a model's layers last to first), so
 	// that a device computes its parts of the last layers' gradients while
-	// another still runs the rest of its backward pass.
+	// another still runs the rest of its backward pass. Those the update
+	// takes later (laterFolds) are left to it.
+	later := t.laterFolds(c, folds, leaves, dims, sums)
 	for i := len(leaves) - 1; i >= 0 && folds != nil; i-- {
-		if x := leaves[i]; folds[i] != nil {
+		if x := leaves[i]; folds[i] != nil && (later == nil || later[i] == nil) {
 			leaves[i] = foldedGradient(folds[i], hs[i], func() *shard.Handle { return reduce(i, x) })
 			donateValue(x) // the rest of the cotangent, reduced (nil if there was none)
 		}
@@ -288,7 +291,7 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	} else if rows != nil {
 		l = meanScale(c.Psum(rows, axes...), n)
 	}
-	p, st := t.zeroUpdate(c, in.Params, g, in.State, dims, sums)
+	p, st := t.zeroUpdate(c, in.Params, g, in.State, dims, sums, later)
 	// Keep each parameter's logical axes, as the host update does. The
 	// all-gathered blocks are this step's own: the named headers alone hold
 	// them.
@@ -342,6 +345,35 @@ func (t *Trainer[M, B]) varyingParams(c *shard.Ctx, params M, dims []int, sums [
 	}
 	return pytree.Unflatten[M](st, leaves), folds
 }
+
+// laterFolds returns, by leaf, the folded gradients (of folds) that the
+// sharded update consumes as the fold computes them (zeroUpdate,
+// optim.StepIntoOverStateLater), or nil if none: those whose fold took
+// one product and whose backward pass returned nothing else (leaves[i]
+// nil), when the update writes into the all-gathers' results over the
+// old state (stateDead) and the optimizer can take gradients later. An
+// optimizer that needs every gradient first (Config.ClipGlobalNorm's
+// global norm, a Chain, a Mask) cannot: its gradients are waited for here.
+func (t *Trainer[M, B]) laterFolds(c *shard.Ctx, folds []*shard.FoldedGradient, leaves []*tensor.Tensor, dims []int, sums [][]string) []*shard.FoldedGradient {
+	if folds == nil || !foldUpdate || !lendGather || !optim.TakesGradientsLater(t.optimizer(c.Psum)) || !t.stateDead(c, dims, sums) {
+		return nil
+	}
+	var later []*shard.FoldedGradient
+	for i, f := range folds {
+		if f != nil && f.Folded() == 1 && leaves[i] == nil {
+			if later == nil {
+				later = make([]*shard.FoldedGradient, len(folds))
+			}
+			later[i] = f
+		}
+	}
+	return later
+}
+
+// foldUpdate makes the sharded update consume the folded gradients as
+// they are computed (laterFolds). A variable for the tests and the
+// benchmark, which compare the step with and without.
+var foldUpdate = true
 
 // gradLeaves returns the leaves of the gradient tree g of params, in
 // pytree.Flatten's order of params, and the structure to rebuild it: the
@@ -402,7 +434,7 @@ func foldedGradient(f *shard.FoldedGradient, h *shard.Handle, reduce func() *sha
 // updated blocks into the replicated parameters. When the old state is
 // the step's to give up (stateDead), the new moments are written over the
 // old ones too (optim.StepIntoOverState).
-func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State, dims []int, sums [][]string) (M, optim.State) {
+func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State, dims []int, sums [][]string, later []*shard.FoldedGradient) (M, optim.State) {
 	leaves, tree := pytree.Flatten(params)
 	targets := make([]*shard.GatherTarget, len(leaves))
 	dst := make([]*tensor.Tensor, len(leaves))
@@ -420,6 +452,8 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 	own := pytree.Unflatten[M](tree, leaves)
 	var st optim.State
 	switch {
+	case later != nil:
+		own, st = t.updateLater(c, pytree.Unflatten[M](tree, dst), own, g, state, later)
 	case lent && t.stateDead(c, dims, sums):
 		own, st = optim.StepIntoOverState(pytree.Unflatten[M](tree, dst), t.optimizer(c.Psum), own, g, state)
 	case lent:
@@ -458,6 +492,46 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 	donateDead(st, parts)
 	return p, st
 }
+
+// updateLater is the sharded update of zeroUpdate where the gradients of
+// the leaves later has a fold at are consumed as their folds compute them
+// (laterFolds): the other leaves are updated first
+// (optim.StepIntoOverStateLater), then each fold, last leaf first (the
+// order the backward pass started them), hands its part to its leaf's
+// step block by block (shard.FoldedGradient.WaitThen), so that the
+// gradient is read while in cache and the update's memory traffic runs
+// between the products rather than after them all.
+func (t *Trainer[M, B]) updateLater(c *shard.Ctx, dst, own, g M, state optim.State, later []*shard.FoldedGradient) (M, optim.State) {
+	leaves, tree := pytree.Flatten(own)
+	marks := make([]*tensor.Tensor, len(leaves))
+	var at []int // the leaves with a later gradient, in order
+	for i, f := range later {
+		if f != nil {
+			marks[i] = leaves[i]
+			at = append(at, i)
+		}
+	}
+	p, st, steps, ok := optim.StepIntoOverStateLater(dst, t.optimizer(c.Psum), own, g, pytree.Unflatten[M](tree, marks), state)
+	if !ok || len(steps) != len(at) {
+		panic("parallel: the sharded update could not take the folded gradients later") // laterFolds checked
+	}
+	for j := len(at) - 1; j >= 0; j-- {
+		f, step := later[at[j]], steps[j]
+		if f.WaitThen(step) {
+			laterUpdates.Add(1)
+			continue
+		}
+		// Computed whole (a mesh spanning processes): one piece.
+		part := f.Wait()
+		step(0, part.BorrowFloat32())
+		donateValue(part)
+	}
+	return p, st
+}
+
+// laterUpdates counts the folded gradients the sharded update consumed
+// block by block (updateLater), for the tests.
+var laterUpdates atomic.Int64
 
 // stateDead reports whether the sharded update may write the new
 // optimizer state over the old one (optim.StepIntoOverState): the step

@@ -41,6 +41,16 @@ var psumScatterProductColl = &collective{kind: "psum_scatter_product"}
 // differentiable; Wait must be called once, inside the fn that started
 // it, on the same device.
 func (c *Ctx) PsumScatterProductStart(p, q *tensor.Tensor, axes Axes, scatterDim int) *Handle {
+	h, _ := c.psumScatterProductStart(p, q, axes, scatterDim)
+	return h
+}
+
+// psumScatterProductStart is PsumScatterProductStart, which also returns
+// where the caller may leave a tensor.PieceStep before h.Wait() (nil when
+// the product is computed whole and reduce-scattered): the part is then
+// handed to it block by block (tensor.SumProductsPartThen) and never
+// formed, and Wait returns nil.
+func (c *Ctx) psumScatterProductStart(p, q *tensor.Tensor, axes Axes, scatterDim int) (*Handle, *tensor.PieceStep) {
 	const op = "shard.Ctx.PsumScatterProductStart"
 	checkLocal(op, c, p)
 	checkLocal(op, c, q)
@@ -50,7 +60,7 @@ func (c *Ctx) PsumScatterProductStart(p, q *tensor.Tensor, axes Axes, scatterDim
 	e := c.env
 	g := e.group(op, axes)
 	if !e.foldsInProcess(g) {
-		return c.PsumScatterStart(tensor.MatMulT(p, q, true, false), axes, scatterDim, true)
+		return c.PsumScatterStart(tensor.MatMulT(p, q, true, false), axes, scatterDim, true), nil
 	}
 	if scatterDim != 0 && scatterDim != 1 {
 		panic(fmt.Sprintf("%s: scatter dimension %d of %v ᵀ· %v; want 0 or 1", op, scatterDim, p, q))
@@ -77,7 +87,9 @@ func (c *Ctx) PsumScatterProductStart(p, q *tensor.Tensor, axes Axes, scatterDim
 	ownQ := snapshotOf(q)
 	cl := &call{coll: psumScatterColl, axes: prm.axes, x: ownP, data: ownQ, p: prm,
 		extra: fmt.Sprintf("product f32[_,%d]ᵀ·f32[_,%d] dim %d", p.Dim(1), q.Dim(1), scatterDim)}
-	return e.startReduction(c, cl, func(s *slot) *tensor.Tensor {
+	then := new(tensor.PieceStep)
+	partBytes := int64(size/g.size) * int64([]int{q.Dim(1), p.Dim(1)}[scatterDim]) * 4
+	h := e.startReduction(c, cl, func(s *slot) *tensor.Tensor {
 		ps, qs := []*tensor.Tensor{gp}, []*tensor.Tensor{gq}
 		if gp == nil {
 			ps, qs = make([]*tensor.Tensor, g.size), make([]*tensor.Tensor, g.size)
@@ -86,7 +98,12 @@ func (c *Ctx) PsumScatterProductStart(p, q *tensor.Tensor, axes Axes, scatterDim
 			}
 		}
 		part := size / g.size
-		out := tensor.SumProductsPart(ps, qs, scatterDim, g.rank*part, (g.rank+1)*part)
+		var out *tensor.Tensor
+		if *then != nil {
+			tensor.SumProductsPartThen(ps, qs, scatterDim, g.rank*part, (g.rank+1)*part, *then)
+		} else {
+			out = tensor.SumProductsPart(ps, qs, scatterDim, g.rank*part, (g.rank+1)*part)
+		}
 		if e.run.lastOut(s) {
 			for _, cl := range s.calls {
 				tensor.Donate(cl.x, cl.data.(*tensor.Tensor))
@@ -99,9 +116,13 @@ func (c *Ctx) PsumScatterProductStart(p, q *tensor.Tensor, axes Axes, scatterDim
 		}
 		// What the unfolded reduce-scatter would have sent, under a kind
 		// of its own.
-		e.account(psumScatterProductColl, int64(g.size-1)*int64(out.Bytes()))
+		e.account(psumScatterProductColl, int64(g.size-1)*partBytes)
+		if out == nil {
+			return nil
+		}
 		return e.markedFresh(out, mask)
 	})
+	return h, then
 }
 
 // foldGatherRows is the number of rows per device below which
@@ -142,7 +163,8 @@ type FoldedGradient struct {
 	axes  []string
 	dim   int
 	hs    []*Handle
-	taken bool // Wait has run: the fold no longer takes products
+	thens []*tensor.PieceStep // by handle: psumScatterProductStart's
+	taken bool                // Wait has run: the fold no longer takes products
 }
 
 // foldKey identifies a value by its storage and shape: the operand a
@@ -204,7 +226,7 @@ func (f *FoldedGradient) Folded() int { return len(f.hs) }
 // FoldPsumScatter, after the backward pass.
 func (f *FoldedGradient) Wait() *tensor.Tensor {
 	if f.taken {
-		panic("shard.FoldedGradient.Wait: called twice")
+		panic("shard.FoldedGradient.Wait: called twice, or after WaitThen")
 	}
 	f.taken = true
 	delete(f.c.env.folds, f.key)
@@ -220,6 +242,31 @@ func (f *FoldedGradient) Wait() *tensor.Tensor {
 		sum = s
 	}
 	return sum
+}
+
+// WaitThen is Wait for a caller that consumes the gradient piece by
+// piece: if f took exactly one product and folds it in this process, it
+// waits for it and hands the device's part of the sum to step, block of
+// rows by block of rows (tensor.SumProductsPartThen: every element once,
+// on this goroutine, the part never formed whole), and reports true. An
+// elementwise optimizer step there (tensor.AdamStepIntoOverMomentsLater)
+// updates each block of the parameter while its gradient is in cache.
+// Otherwise (no product or several, or a mesh spanning processes, where
+// the products are reduce-scattered whole) it does nothing and reports
+// false: the caller then calls Wait. Like Wait it must be called once,
+// inside the fn that called FoldPsumScatter, after the backward pass.
+func (f *FoldedGradient) WaitThen(step tensor.PieceStep) bool {
+	if f.taken {
+		panic("shard.FoldedGradient.WaitThen: called after Wait or WaitThen")
+	}
+	if len(f.hs) != 1 || f.thens[0] == nil || step == nil {
+		return false
+	}
+	f.taken = true
+	delete(f.c.env.folds, f.key)
+	*f.thens[0] = step
+	f.hs[0].Wait()
+	return true
 }
 
 // TakeProductCotangent implements tensor.ProductCotangentTaker: the
@@ -242,7 +289,8 @@ func (e *devEnv) TakeProductCotangent(w, p, q *tensor.Tensor) bool {
 	if g := e.group("shard.Ctx.FoldPsumScatter", f.axes); g.size == 1 || w.Dim(f.dim)%g.size != 0 {
 		return false // nothing to reduce, or parts that do not divide
 	}
-	f.hs = append(f.hs, f.c.PsumScatterProductStart(p, q, f.axes, f.dim))
+	h, then := f.c.psumScatterProductStart(p, q, f.axes, f.dim)
+	f.hs, f.thens = append(f.hs, h), append(f.thens, then)
 	return true
 }
 

@@ -98,3 +98,54 @@ func TestFoldPsumScatter(t *testing.T) {
 		})
 	}
 }
+
+// FoldedGradient.WaitThen hands the device's part of a fold that took
+// one product to the step block by block, with the bits of Wait's part
+// (the same products); a fold that took two products, or none, reports
+// false and leaves Wait to the caller.
+func TestFoldedGradientWaitThen(t *testing.T) {
+	m := shard.NewMesh([]int{2}, []string{"dp"})
+	x := tensor.Normal(tensor.NewKey(1), 2*70, 8)
+	w := tensor.Normal(tensor.NewKey(2), 8, 300)
+	type args struct{ X, W *tensor.Tensor }
+	type out struct{ Got, Want *tensor.Tensor }
+	for _, uses := range []int{0, 1, 2} {
+		t.Run(fmt.Sprintf("products=%d", uses), func(t *testing.T) {
+			loss := func(w, x *tensor.Tensor) *tensor.Tensor {
+				l := tensor.Sum(x)
+				for range uses {
+					l = tensor.Add(l, tensor.Sum(tensor.Tanh(tensor.MatMul(x, w))))
+				}
+				return l
+			}
+			y := shard.Map(m, shard.Specs{"X": shard.P("dp"), "W": shard.P()}, shard.P("dp"), func(c *shard.Ctx, in args) out {
+				wv := c.Vary(in.W, "dp")
+				f := c.FoldPsumScatter(wv, shard.Axes{"dp"}, 1)
+				autodiff.Grad(func(w *tensor.Tensor) *tensor.Tensor { return loss(w, in.X) })(wv)
+				got := make([]float32, 8*150)
+				next := 0
+				took := f.WaitThen(func(at int, g []float32) {
+					assert.Equal(t, next, at)
+					next += copy(got[at:], g)
+				})
+				assert.Equal(t, uses == 1, took)
+				var want *tensor.Tensor
+				if took {
+					assert.Equal(t, len(got), next)
+					// Again, with Wait.
+					f2 := c.FoldPsumScatter(wv, shard.Axes{"dp"}, 1)
+					autodiff.Grad(func(w *tensor.Tensor) *tensor.Tensor { return loss(w, in.X) })(wv)
+					want = f2.Wait()
+				} else {
+					want = f.Wait()
+					if want == nil {
+						want = tensor.Zeros(tensor.Float32, 8, 150)
+					}
+					copy(got, want.Float32s())
+				}
+				return out{c.Local(tensor.FromFloat32(got, 8, 150)), c.Local(want)}
+			})(args{x, w})
+			require.Equal(t, shard.Gather(y.Want).Float32s(), shard.Gather(y.Got).Float32s())
+		})
+	}
+}

@@ -154,7 +154,11 @@
 // instead (the device environment is a tensor.ProductCotangentTaker);
 // FoldedGradient.Wait returns the sum of the parts, and what the backward
 // pass still returns for the value (its other uses, nil if none) is
-// reduce-scattered as before. Comm counts a folded reduce-scatter as
+// reduce-scattered as before. FoldedGradient.WaitThen hands the part of a
+// fold that took one product to a tensor.PieceStep block of rows by block
+// of rows instead (tensor.SumProductsPartThen): an optimizer's step there
+// reads each block of the gradient while it is in cache, and the part is
+// never formed. Comm counts a folded reduce-scatter as
 // "psum_scatter_product", with the bytes the reduce-scatter of the whole
 // product would have sent. parallel's DP step with a sharded update folds
 // the split float32 matrices whose parts are not small

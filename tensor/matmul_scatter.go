@@ -112,6 +112,83 @@ func takeProductCotangent(g, a, b *Tensor, p *matmulParams) bool {
 // operand is a shard.Map block.
 func SumProductsPart(ps, qs []*Tensor, dim, lo, hi int) *Tensor {
 	const op = "tensor.SumProductsPart"
+	rows, cols, pr := productPart(op, ps, qs, dim, lo, hi)
+	out := newOutUninit(Float32, []int{rows, cols})
+	pr.rows(out.f32(), 0, rows, partThreads(ps, qs))
+	return out
+}
+
+// SumProductsPartThen computes the part SumProductsPart(ps, qs, dim, lo,
+// hi) returns block of rows by block of rows, without forming it: each
+// block, once summed over every term, is handed to then (a PieceStep: at
+// is the offset of its first element in the part, row-major, and g its
+// elements, whole rows) and its buffer is reused for the next block. then
+// is called for every element of the part exactly once, in order, on the
+// calling goroutine, and must not keep g. An optimizer step applied there
+// (AdamStepIntoOverMomentsLater) reads each block of the gradient while it
+// is in cache, and the gradient is never written to memory: the kernel of
+// a reduce-scatter folded into its products and into the update that
+// consumes it (see shard.FoldedGradient.WaitThen). Each block is computed
+// with the same multiply-adds in the same order as in SumProductsPart (the
+// terms in order, each a gemm of the block's rows): the same bits where the
+// gemm computes a row the same way whatever rows it is given, as the
+// float32 kernels do for these products.
+func SumProductsPartThen(ps, qs []*Tensor, dim, lo, hi int, then PieceStep) {
+	const op = "tensor.SumProductsPartThen"
+	rows, cols, pr := productPart(op, ps, qs, dim, lo, hi)
+	if then == nil {
+		panic(op + ": nil then")
+	}
+	if rows == 0 || cols == 0 {
+		return
+	}
+	// Blocks of at most partBlockRows rows, about equal.
+	nb := (rows + partBlockRows - 1) / partBlockRows
+	per := (rows + nb - 1) / nb
+	buf := newOutUninit(Float32, []int{per, cols})
+	threads := partThreads(ps, qs)
+	for r := 0; r < rows; r += per {
+		r1 := min(r+per, rows)
+		g := buf.f32()[:(r1-r)*cols]
+		pr.rows(g, r, r1, threads)
+		then(r*cols, g)
+	}
+	Donate(buf)
+}
+
+// partBlockRows is the most rows of a block of SumProductsPartThen: the
+// gemm reads the right operands in place, unpacked, up to 96 rows of a
+// 1024-wide product (the AVX-512 set's directAliasMaxM, where the packed
+// and the in-place methods cost about the same), and 96 rows of 1024
+// float32 columns (384 KiB) stay in a Zen 5 core's L2 between the products
+// and the step that reads them. One core computed the DP benchmark's
+// 1024×1024 part of 512 rows and its Adam step in blocks of 48 to 128 rows
+// at the cost of the part then the step (BenchmarkFoldedAdam -test.cpu 1,
+// Zen 5, load ~5: 190-218 GFLOP/s for every block size and for "after").
+// A variable for the benchmark.
+var partBlockRows = 96
+
+// A PieceStep applies one step of an elementwise optimizer to the
+// elements [at, at+len(g)) of one parameter, row-major, given their
+// gradient g: the step's other operands (the parameter, its moments, the
+// coefficients) are bound when the PieceStep is made
+// (AdamStepIntoOverMomentsLater, SGDStepIntoLater). It lets the gradient
+// arrive in pieces, each used while it is in cache (SumProductsPartThen).
+type PieceStep func(at int, g []float32)
+
+// productsPart is one part of Σᵢ psᵢᵀ·qsᵢ (SumProductsPart): the terms'
+// float32 storage and where the part's window starts in each.
+type productsPart struct {
+	ps, qs [][]float32
+	ks     []int // the terms' rows
+	m, n   int   // the whole product's dimensions
+	cols   int   // the part's columns
+	p0, q0 int   // the first column of the window in ps and qs
+}
+
+// productPart checks SumProductsPart's arguments, naming op, and returns
+// the part's dimensions and its terms.
+func productPart(op string, ps, qs []*Tensor, dim, lo, hi int) (rows, cols int, pr productsPart) {
 	if len(ps) == 0 || len(ps) != len(qs) {
 		panic(fmt.Sprintf("%s: %d left and %d right operands; want the same number, at least one", op, len(ps), len(qs)))
 	}
@@ -126,25 +203,39 @@ func SumProductsPart(ps, qs []*Tensor, dim, lo, hi int) *Tensor {
 	if dim == 1 {
 		rows, cols, p0, q0 = m, hi-lo, 0, lo
 	}
-	out := newOutUninit(Float32, []int{rows, cols}) // the first term has beta = 0
-	threads := 0
-	if isLocal(ps...) || isLocal(qs...) {
-		threads = 1
-	}
-	beta := float32(0)
+	pr = productsPart{m: m, n: n, cols: cols, p0: p0, q0: q0}
 	for i, p := range ps {
-		q := qs[i]
-		k := p.shape[0]
-		if k == 0 {
-			continue
+		if p.shape[0] > 0 {
+			pr.ps = append(pr.ps, p.f32())
+			pr.qs = append(pr.qs, qs[i].f32())
+			pr.ks = append(pr.ks, p.shape[0])
 		}
-		gemm.Sgemm(true, false, rows, cols, k, 1, p.f32()[p0:], m, q.f32()[q0:], n, beta, out.f32(), cols, threads)
+	}
+	return rows, cols, pr
+}
+
+// partThreads returns the gemm's thread budget for a part of the products
+// of ps and qs: the calling goroutine alone when an operand is a
+// shard.Map block.
+func partThreads(ps, qs []*Tensor) int {
+	if isLocal(ps...) || isLocal(qs...) {
+		return 1
+	}
+	return 0
+}
+
+// rows computes rows [r0, r1) of the part into out (r1-r0 rows of
+// pr.cols): each term one gemm accumulated (beta = 1) in the terms' order.
+func (pr *productsPart) rows(out []float32, r0, r1, threads int) {
+	if len(pr.ps) == 0 { // every term had no rows
+		clear(out)
+		return
+	}
+	beta := float32(0) // the first term overwrites
+	for i, p := range pr.ps {
+		gemm.Sgemm(true, false, r1-r0, pr.cols, pr.ks[i], 1, p[pr.p0+r0:], pr.m, pr.qs[i][pr.q0:], pr.n, beta, out, pr.cols, threads)
 		beta = 1
 	}
-	if beta == 0 { // every term had no rows
-		clear(out.f32())
-	}
-	return out
 }
 
 // productPartDims checks SumProductsPart's operands and returns m and n.

@@ -33,7 +33,14 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"AdamStepsIntoOverMoments": func(t []*tensor.Tensor) {
 		tensor.AdamStepsIntoOverMoments(nil, t[:1], t[1:2], t[2:3], t[3:4], []tensor.AdamCoeffs{{}})
 	},
-	"SGDStepInto":         func(t []*tensor.Tensor) { tensor.SGDStepInto(nil, t[0], t[1], nil, 0.9, -0.1, false) },
+	"SGDStepInto": func(t []*tensor.Tensor) { tensor.SGDStepInto(nil, t[0], t[1], nil, 0.9, -0.1, false) },
+	"AdamStepIntoOverMomentsLater": func(t []*tensor.Tensor) {
+		tensor.AdamStepIntoOverMomentsLater(nil, t[0], t[1], t[2], tensor.AdamCoeffs{})
+	},
+	"SGDStepIntoLater": func(t []*tensor.Tensor) { tensor.SGDStepIntoLater(nil, t[0], nil, 0.9, -0.1, false) },
+	"SumProductsPartThen": func(t []*tensor.Tensor) {
+		tensor.SumProductsPartThen(t[:1], t[1:2], 0, 0, 1, func(int, []float32) {})
+	},
 	"RaggedDot":           func(t []*tensor.Tensor) { tensor.RaggedDot(t[0], t[1], t[2]) },
 	"RaggedDotAs":         func(t []*tensor.Tensor) { tensor.RaggedDotAs(t[0], t[1], t[2], tensor.BFloat16) },
 	"DotProductAttention": func(t []*tensor.Tensor) { tensor.DotProductAttention(t[0], t[1], t[2], nil, 0, false) },
@@ -204,7 +211,8 @@ var nilExempt = map[string]bool{"Apply": true, "ApplyN": true, "Backward": true,
 	"Donate": true}
 
 // Operands documented as optional.
-var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true, "SGDStep.t": true, "AdamStepsInto.dst": true, "AdamStepsIntoOverMoments.dst": true, "SGDStepInto.dst": true, "SGDStepInto.t": true, "DotProductAttention.mask": true,
+var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true, "SGDStep.t": true, "AdamStepsInto.dst": true, "AdamStepsIntoOverMoments.dst": true, "SGDStepInto.dst": true, "SGDStepInto.t": true,
+	"AdamStepIntoOverMomentsLater.dst": true, "SGDStepIntoLater.dst": true, "SGDStepIntoLater.t": true, "DotProductAttention.mask": true,
 	"LayerNorm.weight": true, "LayerNorm.bias": true,
 	"BatchNorm.weight": true, "BatchNorm.bias": true, "BatchNorm.residual": true,
 	// WithLocals passes nil entries through (blocks of other processes).
