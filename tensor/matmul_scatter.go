@@ -163,7 +163,7 @@ func SumProductsPartThen(ps, qs []*Tensor, dim, lo, hi int, then PieceStep) {
 // float32 columns (384 KiB) stay in a Zen 5 core's L2 between the products
 // and the step that reads them. One core computed the DP benchmark's
 // 1024×1024 part of 512 rows and its Adam step in blocks of 48 to 128 rows
-// at the cost of the part then the step (BenchmarkFoldedAdam -test.cpu 1,
+// at the cost of the part then the step (BenchmarkFoldedAdam/devices=1,
 // Zen 5, load ~5: 190-218 GFLOP/s for every block size and for "after").
 // A variable for the benchmark.
 var partBlockRows = 96
