@@ -69,10 +69,11 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 			}
 		}
 	}
-	finalAfter := finalCotangents(tr, nodes, wrt)
+	finalAfter, f := b.finalCotangents(wrt), 0
 	for i := range nodes {
 		b.visit(spare, i)
-		for _, w := range finalAfter[i] {
+		for ; f < len(finalAfter) && finalAfter[f].after == i; f++ {
+			w := finalAfter[f].wrt
 			if gs := b.gs[b.index(wrt[w])].gs; gs != nil && gs[wrt[w].outIdx] != nil {
 				tr.final(w, gs[wrt[w].outIdx])
 			}
@@ -94,33 +95,46 @@ func Backward(tr *Trace, ys, cots, wrt []*Tensor, retain bool) []*Tensor {
 	return out
 }
 
-// finalCotangents returns, when tr has an OnFinalCotangent hook, for each
-// index of nodes the wrt values whose cotangents are final once that node
-// has run: the last of their consumers in the visiting order.
-func finalCotangents(tr *Trace, nodes []*node, wrt []*Tensor) map[int][]int {
-	if tr.final == nil {
+// finalCotangent says that the cotangent of wrt[wrt] is final once node
+// after (an index into the pass's nodes) has run: the last of its
+// consumers in the visiting order.
+type finalCotangent struct{ after, wrt int }
+
+// finalCotangents returns, when the trace has an OnFinalCotangent hook,
+// the wrt values whose cotangents become final during the pass, by the
+// node after which they do (in the visiting order; wrt order for one
+// node). The last consumer of each node is found by index, not in a map:
+// the pass runs once per step on each device.
+func (b *backward) finalCotangents(wrt []*Tensor) []finalCotangent {
+	if b.tr.final == nil {
 		return nil
 	}
-	last := map[*node]int{}
-	for i, n := range nodes {
+	lastUse := make([]int32, len(b.nodes))
+	for k := range lastUse {
+		lastUse[k] = -1
+	}
+	for i, n := range b.nodes {
 		for _, e := range n.inputs {
 			if e.n != nil {
-				last[e.n] = i
+				if k := b.indexOf(e.n); k >= 0 {
+					lastUse[k] = int32(i)
+				}
 			}
 		}
 	}
-	after := map[int][]int{}
+	var out []finalCotangent
 	seen := map[*Tensor]bool{}
 	for w, x := range wrt {
-		if x.node == nil || x.node.trace != tr || seen[x] {
+		if x.node == nil || x.node.trace != b.tr || seen[x] {
 			continue
 		}
 		seen[x] = true
-		if i, ok := last[x.node]; ok {
-			after[i] = append(after[i], w)
+		if k := b.indexOf(x.node); k >= 0 && lastUse[k] >= 0 {
+			out = append(out, finalCotangent{int(lastUse[k]), w})
 		}
 	}
-	return after
+	slices.SortStableFunc(out, func(p, q finalCotangent) int { return cmp.Compare(p.after, q.after) })
+	return out
 }
 
 // backward is the state of one run of Backward beyond its maps (which
