@@ -2,6 +2,7 @@ package parallel_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,20 +23,9 @@ import (
 // with its new moments in fresh storage rather than over the old ones
 // (FreshState), and its gradient phase alone.
 func BenchmarkDPStep(b *testing.B) {
-	m, _ := guideModel([]int{784, 1024, 1024, 10}, 1, 4)
-	_, bt := guideModel([]int{784, 10}, 256, 5)
 	for _, n := range []int{1, 2, 8} {
-		mesh := shard.NewMesh([]int{n}, []string{"dp"})
-		trainer := func(unfolded bool) *parallel.Trainer[nn.MLP, batch] {
-			tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Strategy: parallel.DP, Mesh: mesh,
-				Optimizer: optim.Adam(optim.Constant(1e-3)), UnfoldedGradients: unfolded})
-			if err != nil {
-				b.Fatal(err)
-			}
-			return tr
-		}
+		mesh, trainer, placed := dpBench(b, n)
 		tr, unf := trainer(false), trainer(true)
-		placed := batch{shard.Put(bt.X, tr.BatchSharding()), shard.Put(bt.Y, tr.BatchSharding())}
 		// step: the whole training step; unfolded: the same without the
 		// fold; copied: the same with the updated blocks copied; after:
 		// the same with the update after every folded gradient (not
@@ -81,6 +71,74 @@ func BenchmarkDPStep(b *testing.B) {
 				// than wall time on a shared machine.
 				b.ReportMetric((cputime.Used()-cpu0).Seconds()/float64(b.N)*1e3, "cpu-ms/step")
 				m.report(b, mesh)
+			})
+		}
+	}
+}
+
+// dpBench returns BenchmarkDPStep's mesh of n devices, a function making
+// its trainer (of the MLP 784-1024-1024-10 with Adam, folded or not) and
+// its batch of 256 rows, placed.
+func dpBench(b *testing.B, n int) (*shard.Mesh, func(unfolded bool) *parallel.Trainer[nn.MLP, batch], batch) {
+	m, _ := guideModel([]int{784, 1024, 1024, 10}, 1, 4)
+	_, bt := guideModel([]int{784, 10}, 256, 5)
+	mesh := shard.NewMesh([]int{n}, []string{"dp"})
+	trainer := func(unfolded bool) *parallel.Trainer[nn.MLP, batch] {
+		tr, err := parallel.New(m, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Strategy: parallel.DP, Mesh: mesh,
+			Optimizer: optim.Adam(optim.Constant(1e-3)), UnfoldedGradients: unfolded})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return tr
+	}
+	sh := trainer(false).BatchSharding()
+	return mesh, trainer, batch{shard.Put(bt.X, sh), shard.Put(bt.Y, sh)}
+}
+
+// BenchmarkDPStepTimeline is BenchmarkDPStep's step ("step") and the step
+// updating after every folded gradient ("after") on 2 and 8 devices, with
+// the time, averaged over the devices and the steps, at which a device
+// has done its forward and backward passes ("bwd-ms"), waited for its
+// gradients but those the update consumes as their folds compute them
+// ("reduced-ms"), updated its blocks, every fold computed
+// ("updated-ms"), and all-gathered the parameters ("gathered-ms"), in
+// milliseconds after Trainer.Step was called. Meaningful only where the
+// devices have a core each (an idle machine).
+func BenchmarkDPStepTimeline(b *testing.B) {
+	names := []string{"bwd-ms", "reduced-ms", "updated-ms", "gathered-ms"}
+	for _, n := range []int{2, 8} {
+		_, trainer, placed := dpBench(b, n)
+		tr := trainer(false)
+		for _, after := range []bool{false, true} {
+			name := "step"
+			if after {
+				name = "after"
+			}
+			b.Run(fmt.Sprintf("devices=%d/%s", n, name), func(b *testing.B) {
+				if after {
+					defer parallel.UpdateAfterFolds()()
+				}
+				if _, err := tr.Step(placed); err != nil {
+					b.Fatal(err)
+				}
+				var mu sync.Mutex
+				var t0 time.Time
+				sums := make([]time.Duration, len(names))
+				defer parallel.TracePhases(func(phase int) {
+					mu.Lock()
+					sums[phase] += time.Since(t0)
+					mu.Unlock()
+				})()
+				for b.Loop() {
+					mu.Lock()
+					t0 = time.Now()
+					mu.Unlock()
+					_, _ = tr.Step(placed)
+				}
+				b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e3, "ms/step")
+				for i, d := range sums {
+					b.ReportMetric(d.Seconds()*1e3/float64(b.N*n), names[i])
+				}
 			})
 		}
 	}

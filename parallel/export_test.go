@@ -24,6 +24,15 @@ func UpdateAfterFolds() (restore func()) {
 	return func() { foldUpdate = true }
 }
 
+// TracePhases makes each device of the sharded step call f when it has
+// done its forward and backward passes (phase 0), waited for its
+// gradients but those the update consumes (1), updated (2) and
+// all-gathered the parameters (3), until restore is called.
+func TracePhases(f func(phase int)) (restore func()) {
+	stepPhases = f
+	return func() { stepPhases = nil }
+}
+
 // LaterUpdates returns the number of folded gradients the sharded update
 // has consumed block by block (updateLater) since the process started.
 func LaterUpdates() int64 { return laterUpdates.Load() }

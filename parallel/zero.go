@@ -240,6 +240,7 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		// pass: each starts its reduction there, with its average.
 		l, g = accumulateThen(k, pv, in.Batch, func(p M, mb B, i int) *tensor.Tensor { return t.deviceLoss(c, p, mb, in.Key, i, flow) }, start)
 	}
+	markPhase(phaseBackward)
 	// The varying copies of the parameters are headers of their own over
 	// the parameters' storage: drop them, so that the storage can be
 	// recycled once the trainer donates the old parameters.
@@ -291,12 +292,33 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	} else if rows != nil {
 		l = meanScale(c.Psum(rows, axes...), n)
 	}
+	markPhase(phaseReduced)
 	p, st := t.zeroUpdate(c, in.Params, g, in.State, dims, sums, later)
 	// Keep each parameter's logical axes, as the host update does. The
 	// all-gathered blocks are this step's own: the named headers alone hold
 	// them.
 	p = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return namedFresh(xs[0], xs[1]) }, p, in.Params)
 	return stepOut[M]{Params: p, State: st, Loss: l, ModelState: t.replicatedState(c, flow)}
+}
+
+// The phases of a device's sharded step that markPhase reports.
+const (
+	phaseBackward = iota // forward and backward passes done (folded gradients not computed)
+	phaseReduced         // every gradient waited for but those the update consumes (laterFolds)
+	phaseUpdated         // the update done, every fold computed
+	phaseGathered        // the parameters all-gathered
+)
+
+// stepPhases, if not nil, hears each device of the sharded step reach each
+// phase (markPhase): the timeline of BenchmarkDPStep/devices=N/timeline.
+// A variable for the benchmark; nil otherwise.
+var stepPhases func(phase int)
+
+// markPhase reports phase to stepPhases, if set.
+func markPhase(phase int) {
+	if stepPhases != nil {
+		stepPhases(phase)
+	}
 }
 
 // foldMinPart is the number of elements of a device's part of a weight
@@ -467,6 +489,7 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 	// Every updated block is all-gathered, all started before any is
 	// waited for: in one process the devices then meet once for all of
 	// them rather than once each.
+	markPhase(phaseUpdated)
 	pl, pt := pytree.Flatten(own)
 	gathers := make([]*shard.Handle, len(pl))
 	for i, x := range pl {
@@ -479,6 +502,7 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 			pl[i] = h.Wait()
 		}
 	}
+	markPhase(phaseGathered)
 	p := pytree.Unflatten[M](pt, pl)
 	// The updated blocks are dead once gathered (an all-gather has read
 	// every operand when it returns); the leaves left whole are the
