@@ -217,7 +217,7 @@ func raggedImpl(operand, output, index *tensor.Tensor, offs []*tensor.Tensor, p 
 		rc.index = index.Ints()
 	}
 	u := len(rc.io) / g.size
-	s := e.run.meet(e, &call{coll: raggedColl, axes: p.axes, x: x, extra: raggedKey(operand, u), data: rc})
+	s := e.run.meet(e, &call{coll: raggedColl, axes: p.axes, x: x, extra: raggedKey(operand, u), data: rc, members: g.members})
 	defer e.run.leave(s)
 	rows := p.rows
 	if output != nil {
@@ -270,11 +270,22 @@ func raggedImpl(operand, output, index *tensor.Tensor, offs []*tensor.Tensor, p 
 	// its own the call made (operand), which holds the storage whatever
 	// its device does with the caller's header meanwhile: the last device
 	// done reading donates them all, and no device waits for the others
-	// to finish reading, as a barrier would make it.
-	if e.run.lastOut(s) {
-		for m, cl := range s.calls {
-			if cl != nil && e.mesh.isLocal(m) {
+	// to finish reading, as a barrier would make it. When the groups
+	// meet on their own (call.group), the last of each group donates its
+	// group's.
+	if e.run.lastOutOf(e, s) {
+		donate := func(m int) {
+			if cl := s.calls[m]; cl != nil && e.mesh.isLocal(m) {
 				tensor.Donate(cl.data.(*raggedCall).operand)
+			}
+		}
+		if s.calls[e.dev].gm != nil {
+			for _, m := range g.members {
+				donate(m)
+			}
+		} else {
+			for m := range s.calls {
+				donate(m)
 			}
 		}
 	}

@@ -431,7 +431,14 @@
 // result may write it before meeting, in e.run.next(e)'s slot, and then
 // meet once: the in-process all-gather and the staged psum of small
 // blocks do; GatherTarget reserves its slot earlier still, e.run.reserve,
-// so that the producer of a block writes it into the shared result); e.account(pcumsumColl, bytes) counts the bytes this device
+// so that the producer of a block writes it into the shared result). A
+// collective that reads only its group's calls and meets no more than
+// once may set the call's members (group.members): in one process each
+// group then goes on as soon as its own members have arrived, while the
+// devices of the other groups still compute (the ragged all-to-all over
+// ep does: the dp replicas of a dp×ep mesh run their backward passes
+// without waiting for each other), and reports its last reader with
+// e.run.lastOutOf. e.account(pcumsumColl, bytes) counts the bytes this device
 // sends; the result is marked with the axes it varies over. Its VJP is the
 // transpose, written with collectives, so gradients flow between devices
 // and processes.

@@ -87,10 +87,24 @@ type slot struct {
 	phaseEnd chan struct{}
 	shared   sync.Map // per-group results shared by the devices of a group
 	remote   sync.Map // group keys whose result came from other processes
+	// groups holds, by group key (its member 0), the meetings of the
+	// groups of a collective whose groups meet on their own
+	// (call.members).
+	groups map[int]*groupMeet
 	// release, for a started collective's exchange, is closed once a
 	// device waits for it (or issues another collective): the exchange
 	// then stops polling (waitAll). Nil otherwise.
 	release chan struct{}
+}
+
+// groupMeet is the meeting of one group of devices inside a slot, for a
+// collective whose devices read only their own group's calls: the group
+// goes on when its members have arrived, without waiting for the other
+// groups (in one process; see call.members).
+type groupMeet struct {
+	arrived int
+	ready   chan struct{} // closed when every member has arrived consistently
+	out     int           // members done reading (lastOut)
 }
 
 // call is what one device brings to a collective.
@@ -104,6 +118,14 @@ type call struct {
 	// background: the cross-process exchange runs on a goroutine of its
 	// own (a started reduction, coll_started.go).
 	background bool
+	// members, if set, are the mesh indices of the device's group over
+	// axes (group.members), for a collective whose devices read only the
+	// calls of their group's members: in one process each group meets on
+	// its own (gm), so that a group whose members have all arrived goes
+	// on while the devices of the other groups still compute; the slot as
+	// a whole still checks every call once all have arrived.
+	members []int
+	gm      *groupMeet
 }
 
 func (c *call) String() string {
@@ -236,8 +258,12 @@ func (r *run) meet(e *devEnv, c *call) *slot {
 // waited for a collective (Comm.Waited). It panics with abortSignal if
 // the run fails.
 func (r *run) await(e *devEnv, s *slot, t0 time.Time) {
+	ready := s.ready
+	if gm := s.calls[e.dev].gm; gm != nil {
+		ready = gm.ready
+	}
 	select {
-	case <-s.ready:
+	case <-ready:
 		r.comm.addWait(r.mesh.devices[e.dev], time.Since(t0))
 	case <-r.abort:
 		panic(abortSignal{})
@@ -277,6 +303,9 @@ func (r *run) arriveAt(e *devEnv, c *call, k int) *slot {
 			r.failLocked(r.missing(d, n, s))
 		}
 	}
+	if c.members != nil && !r.mesh.spans() && len(c.members) < r.nlocal {
+		r.arriveGroupLocked(s, c)
+	}
 	cross := false
 	if s.arrived == r.nlocal && r.err == nil {
 		if err := r.consistent(s); err != nil {
@@ -302,6 +331,31 @@ func (r *run) arriveAt(e *devEnv, c *call, k int) *slot {
 		r.exchange(s, c, prev, nil, nil)
 	}
 	return s
+}
+
+// arriveGroupLocked records call c in its group's meeting in slot s, and
+// releases the group once all its members have arrived with consistent
+// calls. r.mu is held.
+func (r *run) arriveGroupLocked(s *slot, c *call) {
+	if s.groups == nil {
+		s.groups = map[int]*groupMeet{}
+	}
+	key := c.members[0]
+	gm := s.groups[key]
+	if gm == nil {
+		gm = &groupMeet{ready: make(chan struct{})}
+		s.groups[key] = gm
+	}
+	c.gm = gm
+	gm.arrived++
+	if gm.arrived < len(c.members) || r.err != nil {
+		return
+	}
+	if err := r.consistentAmong(s, c.members); err != nil {
+		r.failLocked(err)
+		return
+	}
+	close(gm.ready)
 }
 
 // slotLocked returns slot k, made on first use. r.mu is held.
@@ -377,16 +431,35 @@ func (r *run) exchange(s *slot, c *call, prev, done, release chan struct{}) {
 
 // consistent checks that every device issued the same collective.
 func (r *run) consistent(s *slot) error {
-	first := s.calls[r.first]
-	for dev, c := range s.calls {
-		if c == nil || dev == r.first {
+	return r.consistentAmong(s, nil)
+}
+
+// consistentAmong checks that the devices of members (mesh indices; all
+// of them if nil) issued the same collective.
+func (r *run) consistentAmong(s *slot, members []int) error {
+	ref := r.first
+	if members != nil {
+		ref = members[0]
+	}
+	first := s.calls[ref]
+	n := len(s.calls)
+	if members != nil {
+		n = len(members)
+	}
+	for i := range n {
+		dev := i
+		if members != nil {
+			dev = members[i]
+		}
+		c := s.calls[dev]
+		if c == nil || dev == ref {
 			continue // another process's device, or the reference
 		}
 		if c.coll != first.coll || !slices.Equal(c.axes, first.axes) || c.extra != first.extra ||
 			c.x.DType() != first.x.DType() || (!c.coll.rowsDiffer && !slices.Equal(c.x.BorrowShape(), first.x.BorrowShape())) {
 			return &DeviceError{Device: r.mesh.devices[dev], Coords: r.mesh.Coords(dev), Op: r.name,
 				Value: fmt.Sprintf("collective #%d mismatch: device %d called %v but device %d called %v",
-					s.k, r.mesh.devices[r.first].ID(), first, r.mesh.devices[dev].ID(), c)}
+					s.k, r.mesh.devices[ref].ID(), first, r.mesh.devices[dev].ID(), c)}
 		}
 	}
 	return nil
@@ -417,6 +490,21 @@ func (r *run) lastOut(s *slot) bool {
 	defer r.mu.Unlock()
 	s.phase++
 	return s.phase == r.nlocal
+}
+
+// lastOutOf is lastOut for the local members of device e's group in slot
+// s, for a collective whose devices read only their group's calls: it
+// reports whether e was the last of them done reading.
+func (r *run) lastOutOf(e *devEnv, s *slot) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := s.calls[e.dev]
+	if c.gm == nil {
+		s.phase++
+		return s.phase == r.nlocal
+	}
+	c.gm.out++
+	return c.gm.out == len(c.members)
 }
 
 // leave marks that a device no longer needs slot s; the last one frees it.

@@ -1,0 +1,93 @@
+package shard_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/tensor"
+)
+
+// twoGroupOperand is twoGroupPlan's operand, rows of 8 float32 whose first
+// two are 100r+k and its negation.
+func twoGroupOperand() *tensor.Tensor {
+	const width = 8
+	var xd []float32
+	for r := range 2 {
+		for k := range 4 {
+			row := make([]float32, width)
+			row[0], row[1] = float32(100*r+k), float32(-100*r-k)
+			xd = append(xd, row...)
+		}
+	}
+	return tensor.FromFloat32(xd, 8, width)
+}
+
+// In one process the groups of a ragged all-to-all meet on their own: on a
+// 2×2 mesh, the ep groups of dp index 0 exchange while the devices of dp
+// index 1 have not reached the exchange yet (they wait for the first
+// group's to end, which would never happen if the exchange waited for
+// every device of the mesh), and both groups get the single group's rows.
+func TestRaggedAllToAllGroupsMeetOnTheirOwn(t *testing.T) {
+	m := shard.NewMesh([]int{2, 2}, []string{"dp", "ep"})
+	var first atomic.Int32
+	firstDone := make(chan struct{})
+	f := shard.MapErr(m, shard.P("ep"), shard.P("dp", "ep"), func(c *shard.Ctx, in twoGroupPlan) *tensor.Tensor {
+		dp := c.AxisIndex("dp")
+		if dp == 1 {
+			select {
+			case <-firstDone:
+			case <-time.After(20 * time.Second):
+				panic("the devices of dp index 0 did not exchange without those of dp index 1")
+			}
+		}
+		y := c.RaggedAllToAllRows(in.X, twoGroupRows, in.IO, in.SS, in.OO, in.RS, shard.Axes{"ep"})
+		if dp == 0 && first.Add(1) == 2 {
+			close(firstDone)
+		}
+		return tensor.ExpandDims(y, 0)
+	})
+	out, err := f(newTwoGroupPlan(twoGroupOperand()))
+	require.NoError(t, err)
+	y := shard.Gather(out)
+	require.Equal(t, []int{2, 2 * twoGroupRows, 8}, y.Shape())
+	v := y.Float32s()
+	for dp := range 2 {
+		var col []float32
+		for i := range 2 * twoGroupRows {
+			col = append(col, v[(dp*2*twoGroupRows+i)*8])
+		}
+		assert.Equal(t, []float32{0, 100, 101, 1, 2, 102, 0, 3, 103, 0, 0, 0, 0, 0}, col, "dp index %d", dp)
+	}
+}
+
+// A device failing while the other group has gone on past the exchange
+// that its group's members wait in fails the call without leaving any
+// device waiting: the first group waits in a collective over the whole
+// mesh, its failure's release.
+func TestRaggedAllToAllGroupsFailure(t *testing.T) {
+	m := shard.NewMesh([]int{2, 2}, []string{"dp", "ep"})
+	f := shard.MapErr(m, shard.P("ep"), shard.P(), func(c *shard.Ctx, in twoGroupPlan) *tensor.Tensor {
+		if c.AxisIndex("dp") == 1 && c.AxisIndex("ep") == 1 {
+			panic("device failed")
+		}
+		y := c.RaggedAllToAllRows(in.X, twoGroupRows, in.IO, in.SS, in.OO, in.RS, shard.Axes{"ep"})
+		return c.Psum(tensor.Sum(y), "dp", "ep")
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := f(newTwoGroupPlan(twoGroupOperand()))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "device failed")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call did not return after a device failed")
+	}
+}
