@@ -13,8 +13,8 @@
 //     choices beyond each expert's per-sender capacity
 //     ExpertCapacity(local tokens, k, E, CapacityFactor)
 //     (nn.DropOverCapacity, DropTokenMask's mask computed on the host);
-//  2. learns every device's row counts per expert in one small all-gather
-//     over the token axes, from which each device computes where its rows
+//  2. learns the row counts per expert of the devices along the expert
+//     axes in one small all-gather, from which each device computes where its rows
 //     land and what it receives, and sends its kept choices, sorted by
 //     expert, with one ragged all-to-all (shard.Ctx.RaggedAllToAllTake,
 //     the receivers copying the rows from the sender's tokens through its
@@ -28,8 +28,12 @@
 //     (a segment sum).
 //
 // A layer's forward pass meets the other devices four times (the counts,
-// the two exchanges, one psum of the router's sums for the auxiliary
-// losses) and its backward pass twice (the two exchanges transposed).
+// the two exchanges, one psum of the router's sums and the global counts
+// for the auxiliary losses) and its backward pass twice (the two
+// exchanges transposed). Only the psum spans the token axes: the others
+// are over the expert axes, where in one process each expert group meets
+// on its own (the dp replicas of a dp×ep mesh do not wait for each other
+// there).
 //
 // A dropped choice contributes 0: in a transformer block, whose MoE output
 // is added to the residual stream, a token with every choice dropped
@@ -38,8 +42,8 @@
 // Everything is differentiable, so gradients flow to the tokens, the router
 // and the experts; the ragged all-to-all's VJP is the reverse ragged
 // all-to-all. The auxiliary losses (load balancing and router z-loss) are
-// global: their counts come from the all-gather and the router's sums are
-// psummed over the token axes, so every device gets the value a single
+// global: the counts and the router's sums are psummed over the token
+// axes, so every device gets the value a single
 // device computes on the whole batch.
 //
 // # Semantics

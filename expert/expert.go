@@ -79,7 +79,8 @@ func Forward(c *shard.Ctx, m nn.MoE, x *tensor.Tensor, cfg Config) nn.MoEOutput 
 	}
 
 	// 2. Sort the kept choices by expert (so by device), in choice order,
-	// and learn every device's counts.
+	// and learn the counts of the devices along the expert axes (the
+	// global ones travel with the router's sums below).
 	counts := make([]int, 2*E) // kept choices per expert, then all choices per expert
 	for a, e := range ids {
 		counts[E+e]++
@@ -87,7 +88,7 @@ func Forward(c *shard.Ctx, m nn.MoE, x *tensor.Tensor, cfg Config) nn.MoEOutput 
 			counts[e]++
 		}
 	}
-	pl := newPlan(c, cfg, gatherCounts(c, counts, cfg.Tokens), E, El)
+	pl := newPlan(c, cfg, gatherCounts(c, counts[:E], cfg.Experts), E, El)
 	src := make([]int, pl.sent)    // token of each sent row
 	choice := make([]int, pl.sent) // choice of each sent row
 	fill := slices.Clone(pl.fill)
@@ -113,12 +114,23 @@ func Forward(c *shard.Ctx, m nn.MoE, x *tensor.Tensor, cfg Config) nn.MoEOutput 
 	g := tensor.Take(gatesFlat, tensor.FromInts(choice), 0)
 	out := tensor.SegmentSum(tensor.Mul(ret, tensor.Reshape(g, pl.sent, 1)), srcT, n)
 
-	// Global statistics and auxiliary losses: the counts are everyone's
-	// already; the router's sums meet in one psum.
+	// Global statistics and auxiliary losses: the router's sums and the
+	// counts (exact in float32 below 2^24) meet in one psum over every
+	// token axis, the only meeting of the layer that spans the devices
+	// of other expert groups (in one process the expert groups meet on
+	// their own in the all-gather and the exchanges: shard.Ctx).
 	N := float32(n * pl.senders)
-	f := tensor.MulScalar(tensor.FromFloat32(toF32(pl.load)), 1/(N*float32(k)))
 	lse := tensor.LogSumExp(r.Logits, -1)
-	sums := c.Psum(tensor.Concat(0, tensor.Sum(r.Probs, 0), tensor.Reshape(tensor.Sum(tensor.Square(lse)), 1)), cfg.Tokens...)
+	sums := c.Psum(tensor.Concat(0, tensor.Sum(r.Probs, 0), tensor.Reshape(tensor.Sum(tensor.Square(lse)), 1),
+		tensor.FromFloat32(toF32(counts))), cfg.Tokens...)
+	for e, v := range sums.Float32s()[E+1:] {
+		if e < E {
+			pl.processed[e] = int(v)
+		} else {
+			pl.load[e-E] = int(v)
+		}
+	}
+	f := tensor.MulScalar(tensor.FromFloat32(toF32(pl.load)), 1/(N*float32(k)))
 	p := tensor.MulScalar(tensor.SliceAxis(sums, 0, 0, E), 1/N)
 	aux := tensor.MulScalar(tensor.Sum(tensor.Mul(f, p)), float32(E))
 	z := tensor.MulScalar(tensor.Reshape(tensor.SliceAxis(sums, 0, E, E+1)), 1/N)
@@ -136,12 +148,11 @@ func Forward(c *shard.Ctx, m nn.MoE, x *tensor.Tensor, cfg Config) nn.MoEOutput 
 	}
 }
 
-// gatherCounts returns every device's counts along the token axes, in
-// their order: [devices][len(counts)], one backing array. They travel as
-// float32 (exact below 2^24): in one process a float32 all-gather meets
-// once.
-func gatherCounts(c *shard.Ctx, counts []int, tokens shard.Axes) [][]int {
-	all := c.AllGatherInvariant(tensor.FromFloat32(toF32(counts)), tokens, 0, true).BorrowFloat32()
+// gatherCounts returns every device's counts along axes, in their order:
+// [devices][len(counts)], one backing array. They travel as float32
+// (exact below 2^24): in one process a float32 all-gather meets once.
+func gatherCounts(c *shard.Ctx, counts []int, axes shard.Axes) [][]int {
+	all := c.AllGatherInvariant(tensor.FromFloat32(toF32(counts)), axes, 0, true).BorrowFloat32()
 	flat := make([]int, len(all))
 	for i, v := range all {
 		flat[i] = int(v)
@@ -167,20 +178,15 @@ type plan struct {
 	recvAt     []int // [ep·El]: where they sit among the received rows
 	senderFill []int // [ep·El]: where the results go back on the sender
 	groupSizes []int // [El]: rows of each local expert
-	load       []int // [E]: choices routed to each expert (global)
-	processed  []int // [E]: choices each expert computes (global)
+	load       []int // [E]: choices routed to each expert (global; Forward sets it)
+	processed  []int // [E]: choices each expert computes (global; Forward sets it)
 }
 
-// newPlan computes the plan of this device from all, every device's kept
-// counts per expert then all its choices per expert ([devices][2E], in
-// the order of cfg.Tokens).
-func newPlan(c *shard.Ctx, cfg Config, all [][]int, E, El int) *plan {
-	ranks := expertPeers(c, cfg)
-	ep, me := len(ranks), c.AxisIndex(cfg.Experts...)
-	cnt := make([][]int, ep) // kept counts of the devices along the expert axes
-	for j, t := range ranks {
-		cnt[j] = all[t][:E]
-	}
+// newPlan computes the plan of this device from cnt, the kept counts per
+// expert of every device along the expert axes ([ep][E], in the order of
+// cfg.Experts).
+func newPlan(c *shard.Ctx, cfg Config, cnt [][]int, E, El int) *plan {
+	ep, me := len(cnt), c.AxisIndex(cfg.Experts...)
 	// One backing array for the plan's vectors.
 	buf := make([]int, 5*ep*El+El+2*E)
 	next := func(n int) []int {
@@ -191,13 +197,7 @@ func newPlan(c *shard.Ctx, cfg Config, all [][]int, E, El int) *plan {
 	pl := &plan{
 		fill: exclusiveCumsum(cnt[me]), sendSizes: next(ep * El), outOffsets: next(ep * El),
 		recvSizes: next(ep * El), recvAt: next(ep * El), senderFill: next(ep * El),
-		groupSizes: next(El), load: next(E), processed: next(E), senders: len(all),
-	}
-	for _, a := range all {
-		for e := range E {
-			pl.processed[e] += a[e]
-			pl.load[e] += a[E+e]
-		}
+		groupSizes: next(El), load: next(E), processed: next(E), senders: c.AxisSize(cfg.Tokens...),
 	}
 	// Receiver j groups its rows by local expert, senders in order within
 	// a group.
@@ -233,42 +233,6 @@ func newPlan(c *shard.Ctx, cfg Config, all [][]int, E, El int) *plan {
 		pl.sent += n
 	}
 	return pl
-}
-
-// expertPeers returns, for each rank j along cfg.Experts, the rank along
-// cfg.Tokens of the device of rank j there that shares this device's
-// other coordinates.
-func expertPeers(c *shard.Ctx, cfg Config) []int {
-	size := make([]int, len(cfg.Tokens))   // of each token axis
-	coord := make([]int, len(cfg.Tokens))  // this device's
-	stride := make([]int, len(cfg.Tokens)) // of each token axis in a token rank
-	base := 0
-	for i := len(cfg.Tokens) - 1; i >= 0; i-- {
-		a := cfg.Tokens[i]
-		size[i], coord[i] = c.AxisSize(a), c.AxisIndex(a)
-		stride[i] = 1
-		if i+1 < len(cfg.Tokens) {
-			stride[i] = stride[i+1] * size[i+1]
-		}
-		if !slices.Contains(cfg.Experts, a) {
-			base += coord[i] * stride[i]
-		}
-	}
-	ep := 1
-	for _, a := range cfg.Experts {
-		ep *= size[slices.Index(cfg.Tokens, a)]
-	}
-	ranks := make([]int, ep)
-	for j := range ranks {
-		r, rest := base, j
-		for i := len(cfg.Experts) - 1; i >= 0; i-- {
-			k := slices.Index(cfg.Tokens, cfg.Experts[i])
-			r += rest % size[k] * stride[k]
-			rest /= size[k]
-		}
-		ranks[j] = r
-	}
-	return ranks
 }
 
 func exclusiveCumsum(v []int) []int {

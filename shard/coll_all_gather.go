@@ -119,6 +119,7 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 	}
 	if x.DType() == tensor.Float32 && !e.mesh.spans() {
 		s, out := placeShared(e, g, x, p, xs, outShape)
+		c.members = g.members // the group reads its own result only
 		e.run.meet(e, c)
 		defer e.run.leave(s)
 		e.account(allGatherColl, int64(g.size-1)*int64(x.Bytes()))

@@ -63,7 +63,8 @@ func psumImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	}
 	if staged(e, x) {
 		stage(e, e.run.next(e), g, x)
-		s := e.run.meet(e, &call{coll: psumColl, axes: p.axes, x: x})
+		// The group reads its own staged rows only.
+		s := e.run.meet(e, &call{coll: psumColl, axes: p.axes, x: x, members: g.members})
 		defer e.run.leave(s)
 		return psumStaged(e, x, p, s)
 	}
