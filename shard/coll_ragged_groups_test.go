@@ -65,6 +65,46 @@ func TestRaggedAllToAllGroupsMeetOnTheirOwn(t *testing.T) {
 	}
 }
 
+// The staged psum (a small float32 block) and the float32 all-gather meet
+// by group too: on a 2×2 mesh, the devices of dp index 0 sum and gather
+// over ep while those of dp index 1 have not issued the collective yet.
+func TestSmallCollectivesGroupsMeetOnTheirOwn(t *testing.T) {
+	m := shard.NewMesh([]int{2, 2}, []string{"dp", "ep"})
+	for _, tc := range []struct {
+		name string
+		coll func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor
+		want []float32 // per device, in mesh order
+	}{
+		{"psum", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor { return c.Psum(x, "ep") }, []float32{1, 1, 5, 5}},
+		{"all_gather", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			return tensor.Sum(tensor.Mul(c.AllGatherInvariant(x, shard.Axes{"ep"}, 0, true), tensor.FromFloat32([]float32{1, 10}, 2)))
+		}, []float32{10, 10, 32, 32}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var first atomic.Int32
+			firstDone := make(chan struct{})
+			f := shard.MapErr(m, shard.P("dp", "ep"), shard.P("dp", "ep"), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+				dp := c.AxisIndex("dp")
+				if dp == 1 {
+					select {
+					case <-firstDone:
+					case <-time.After(20 * time.Second):
+						panic("the devices of dp index 0 did not meet without those of dp index 1")
+					}
+				}
+				y := tc.coll(c, tensor.Reshape(x, 1))
+				if dp == 0 && first.Add(1) == 2 {
+					close(firstDone)
+				}
+				return tensor.Reshape(y, 1, 1)
+			})
+			out, err := f(tensor.FromFloat32([]float32{0, 1, 2, 3}, 2, 2))
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, shard.Gather(out).Float32s())
+		})
+	}
+}
+
 // A device failing while the other group has gone on past the exchange
 // that its group's members wait in fails the call without leaving any
 // device waiting: the first group waits in a collective over the whole
