@@ -42,17 +42,18 @@ func DotProductAttention(q, k, v, mask *tensor.Tensor, causal bool) *tensor.Tens
 	if mask != nil {
 		checkMask(mask, B, N, T, S)
 	}
-	return attention(q, k, v, mask, causal, nil)
+	return attention(q, k, v, mask, causal, nil, tensor.Float32)
 }
 
 // attention is DotProductAttention for q [B,T,N,H], k [B,S,N,H] and v
 // [B,S,N,V] (checked by the caller, mask too), with weights, if not nil,
 // applied to the softmax's weights [B,N,T,S] (dropout). Without weights
-// it is the fused op (tensor.DotProductAttention); dropout on the weights
-// needs them stored, and composes the ops.
-func attention(q, k, v, mask *tensor.Tensor, causal bool, weights func(*tensor.Tensor) *tensor.Tensor) *tensor.Tensor {
+// it is the fused op (tensor.DotProductAttentionAs, its products in
+// dtype compute: Float32 or BFloat16); dropout on the weights needs them
+// stored, and composes the ops (in float32).
+func attention(q, k, v, mask *tensor.Tensor, causal bool, weights func(*tensor.Tensor) *tensor.Tensor, compute tensor.DType) *tensor.Tensor {
 	if weights == nil {
-		return tensor.DotProductAttention(q, k, v, mask, 0, causal)
+		return tensor.DotProductAttentionAs(q, k, v, mask, 0, causal, compute)
 	}
 	T, S, H := q.Dim(1), k.Dim(1), q.Dim(3)
 	if causal {
@@ -173,15 +174,31 @@ type MultiHeadAttention struct {
 // WithPolicy returns a with mixed-precision policy p set on its four
 // projections (see Linear.WithPolicy): with float32 host parameters and a
 // half p.Compute they run as automatic mixed precision, their products in
-// p.Compute with float32 results and gradients, and the attention itself
-// (scores, softmax, weighted sum) runs in float32. The zero Policy
-// switches the policy off.
+// p.Compute with float32 results and gradients. With bfloat16 compute the
+// attention's products run in bfloat16 too (tensor.DotProductAttentionAs:
+// q·kᵀ and the weights times v, forward and backward, on operands rounded
+// to bfloat16 with float32 accumulation), as PyTorch's autocast runs
+// them, while the scaled logits, the mask, the softmax and its statistics
+// stay float32; with float16 compute, or dropout on the weights, the
+// attention runs in float32. The zero Policy switches the policy off.
 func (a MultiHeadAttention) WithPolicy(p Policy) MultiHeadAttention {
 	checkPolicy("nn.MultiHeadAttention.WithPolicy", p)
 	for _, l := range []*Linear{&a.QueryProj, &a.KeyProj, &a.ValueProj, &a.OutputProj} {
 		l.policy = p
 	}
 	return a
+}
+
+// attentionCompute is the dtype of the attention's products: BFloat16
+// when the projections run as automatic mixed precision in bfloat16 and
+// the heads are float32, else Float32.
+func (a MultiHeadAttention) attentionCompute(q, k, v *tensor.Tensor) tensor.DType {
+	p := a.QueryProj
+	if ampCompute(p.policy, p.W, p.B) == tensor.BFloat16 &&
+		q.DType() == tensor.Float32 && k.DType() == tensor.Float32 && v.DType() == tensor.Float32 {
+		return tensor.BFloat16
+	}
+	return tensor.Float32
 }
 
 // Policy returns the mixed-precision policy of a's projections (the zero
@@ -358,7 +375,7 @@ func (a MultiHeadAttention) forwardBatch(q, k, v *tensor.Tensor, c AttentionCall
 	if drop {
 		weightsFn = func(w *tensor.Tensor) *tensor.Tensor { return a.dropWeights(w, *c.Key, one) }
 	}
-	o := attention(qh, kh, vh, c.Mask, a.Causal, weightsFn)
+	o := attention(qh, kh, vh, c.Mask, a.Causal, weightsFn, a.attentionCompute(qh, kh, vh))
 	return a.OutputProj.Forward(tensor.Reshape(o, q.Dim(0), q.Dim(1), -1))
 }
 

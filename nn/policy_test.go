@@ -303,9 +303,10 @@ func TestWithPolicy(t *testing.T) {
 	// MLP without biases: GELU applied by the second product.
 	ffn := as(tensor.Gelu(as(x2, m.FFN.Layers[0].W)), m.FFN.Layers[1].W)
 	require.InDeltaSlice(t, ffn.Float32s(), a.FFN.Forward(x2).Float32s(), 1e-6)
-	// Attention: the projections in bf16, the attention in float32.
+	// Attention: the projections in bf16, the attention's products too
+	// (softmax in float32).
 	heads := func(w *tensor.Tensor) *tensor.Tensor { return tensor.Reshape(as(x2, w), 2, 8, 2, 8) }
-	o := tensor.DotProductAttention(heads(m.Attn.QueryProj.W), heads(m.Attn.KeyProj.W), heads(m.Attn.ValueProj.W), nil, 0, true)
+	o := tensor.DotProductAttentionAs(heads(m.Attn.QueryProj.W), heads(m.Attn.KeyProj.W), heads(m.Attn.ValueProj.W), nil, 0, true, bf)
 	attn := as(tensor.Reshape(o, 16, 16), m.Attn.OutputProj.W)
 	require.InDeltaSlice(t, attn.Float32s(), tensor.Reshape(a.Attn.Forward(x), 16, 16).Float32s(), 1e-6)
 	// MoE: routing in float32 (the same choices), the experts in bf16.

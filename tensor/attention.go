@@ -26,6 +26,7 @@ type attnParams struct {
 	causal bool
 	mask   bool // the last operand is a bool mask [Bm, Nm, Tm, Sm]
 	glse   bool // backward: a cotangent of the log-sum-exp is an operand
+	bf16   bool // the products in bfloat16 (DotProductAttentionAs)
 }
 
 // Block sizes: queries per block and keys per block. A block of logits
@@ -88,7 +89,47 @@ func init() {
 // It panics unless q, k and v are rank 4 of one float dtype with the
 // shapes above, the mask is bool and broadcasts, and scale is finite.
 func DotProductAttention(q, k, v, mask *Tensor, scale float32, causal bool) *Tensor {
-	const op = "tensor.DotProductAttention"
+	return dotProductAttention("tensor.DotProductAttention", q, k, v, mask, scale, causal, false)
+}
+
+// DotProductAttentionAs is DotProductAttention with its matrix products
+// computed in dtype compute, Float32 or BFloat16: with BFloat16, q·kᵀ, the
+// weights times v and the four products of the backward pass read their
+// operands rounded to bfloat16 (to nearest even; the weights and their
+// gradients block by block as the kernel makes them) and accumulate in
+// float32, while the scaled logits, the mask, the softmax with its running
+// maximum and sum, the saved log-sum-exp and the result are float32. This
+// is what bf16 mixed precision runs in PyTorch's autocast (bmm in bf16,
+// softmax in float32) and JAX with bf16 operands and float32
+// accumulation, and what nn.MultiHeadAttention runs under a bf16 Policy.
+// q, k and v are float32; gradients are float32, computed in bfloat16 too
+// (the rounding passes cotangents straight through, as MatMulAs's). On
+// CPUs with AVX-512 BF16 the products run on its kernel (two
+// multiply-adds a lane where float32 does one); elsewhere they widen the
+// rounded operands to float32, with the same values and slower than
+// Float32.
+//
+// The results differ from DotProductAttention's by the operands' rounding:
+// a relative error of about 2⁻⁸·√(terms) on the outputs and gradients.
+// With compute Float32 it is DotProductAttention (operands of any float
+// dtype). It panics as DotProductAttention does, and if compute is
+// neither Float32 nor BFloat16, or is BFloat16 and the operands are not
+// float32.
+func DotProductAttentionAs(q, k, v, mask *Tensor, scale float32, causal bool, compute DType) *Tensor {
+	const op = "tensor.DotProductAttentionAs"
+	if compute == Float32 {
+		return DotProductAttention(q, k, v, mask, scale, causal)
+	}
+	checkNil(op, "q k v", q, k, v)
+	if compute != BFloat16 || q.dtype != Float32 {
+		panic(fmt.Sprintf("%s: %s: compute dtype %v: want float32 operands and a compute dtype float32 or bfloat16", op, operands(",", q, k, v), compute))
+	}
+	return dotProductAttention(op, q, k, v, mask, scale, causal, compute == BFloat16)
+}
+
+// dotProductAttention is DotProductAttention(As) for op, with the products
+// in bfloat16 if bf16.
+func dotProductAttention(op string, q, k, v, mask *Tensor, scale float32, causal, bf16 bool) *Tensor {
 	checkNil(op, "q k v", q, k, v)
 	desc := func() string { return operands(",", q, k, v) }
 	if len(q.shape) != 4 || len(k.shape) != 4 || len(v.shape) != 4 ||
@@ -109,7 +150,7 @@ func DotProductAttention(q, k, v, mask *Tensor, scale float32, causal bool) *Ten
 	if q.dtype == Float64 { // composed: the fused kernels are float32
 		return attention64(q, k, v, mask, float64(scale), causal)
 	}
-	p := &attnParams{scale: scale, causal: causal}
+	p := &attnParams{scale: scale, causal: causal, bf16: bf16}
 	in := []*Tensor{q, k, v}
 	if mask != nil {
 		checkNil(op, "mask", mask)
@@ -181,11 +222,23 @@ func attentionImpl(in []*Tensor, p *attnParams) []*Tensor {
 	if p.causal {
 		cost /= 2
 	}
+	ops := attnF32{q: q.f32(), k: k.f32(), v: v.f32()}
+	var bops *attnBF16
+	if p.bf16 {
+		bops = newAttnBF16(&d, ops, false)
+		defer bops.release()
+	}
 	parallelFor(units, cost, 1, isLocal(q, k, v), func(lo, hi int) {
 		bp, s := attnScratch(attnBr*attnBc + 2*attnBr)
+		pr := attnProducts(ops)
+		if bops != nil {
+			c := bops.chunk()
+			defer c.release()
+			pr = c
+		}
 		for u := lo; u < hi; u++ {
 			bn, qb := u/nq, zigzag(u%nq, nq)
-			attnForwardBlock(&d, p, q.f32(), k.f32(), v.f32(), out.f32(), lse.f32(), bn/d.N, bn%d.N, qb*attnBr, s)
+			attnForwardBlock(&d, p, pr, out.f32(), lse.f32(), bn/d.N, bn%d.N, qb*attnBr, s)
 		}
 		attnPool.Put(bp)
 	})
@@ -262,22 +315,20 @@ func (d *attnDims) maskBlock(s []float32, b, n, t0, rows, s0, cols int) {
 // attnForwardBlock computes the output rows and log-sum-exps of the
 // queries [t0, t0+attnBr) of head n of batch b. s is scratch for a block
 // of logits and the running maxima and sums.
-func attnForwardBlock(d *attnDims, p *attnParams, q, k, v, out, lse []float32, b, n, t0 int, s []float32) {
+func attnForwardBlock(d *attnDims, p *attnParams, pr attnProducts, out, lse []float32, b, n, t0 int, s []float32) {
 	rows := min(attnBr, d.T-t0)
 	m, l := s[attnBr*attnBc:attnBr*attnBc+attnBr], s[attnBr*attnBc+attnBr:]
 	inf := float32(math.Inf(-1))
 	for i := range rows {
 		m[i], l[i] = inf, 0
 	}
-	qo := (b*d.T+t0)*d.ldq + n*d.H
 	oo := (b*d.T+t0)*d.ldv + n*d.V
 	end := d.keyEnd(p, t0+rows)
 	for s0 := 0; s0 < end; s0 += attnBc {
 		cols := min(attnBc, end-s0)
 		blk := s[:rows*cols]
-		ko := (b*d.S+s0)*d.ldq + n*d.H
-		vo := (b*d.S+s0)*d.ldv + n*d.V
-		gemm.Sgemm(false, true, rows, cols, d.H, p.scale, q[qo:], d.ldq, k[ko:], d.ldq, 0, blk, cols, 1)
+		at := attnBlock{b: b, n: n, t0: t0, rows: rows, s0: s0, cols: cols}
+		pr.scores(d, at, p.scale, blk)
 		d.maskBlock(blk, b, n, t0, rows, s0, cols)
 		for i := range rows {
 			full := blk[i*cols : (i+1)*cols]
@@ -306,7 +357,7 @@ func attnForwardBlock(d *attnDims, p *attnParams, q, k, v, out, lse []float32, b
 		if s0 == 0 {
 			beta = 0
 		}
-		gemm.Sgemm(false, false, rows, d.V, cols, 1, blk, cols, v[vo:], d.ldv, beta, out[oo:], d.ldv, 1)
+		pr.weighted(d, at, blk, beta, out[oo:])
 	}
 	lo := (b*d.N+n)*d.T + t0
 	for i := range rows {
@@ -349,10 +400,24 @@ func attentionBwdImpl(in []*Tensor, p *attnParams) []*Tensor {
 	if glse != nil {
 		gl = glse.f32()
 	}
+	ops := attnF32{q: q.f32(), k: k.f32(), v: v.f32(), g: g.f32()}
+	gf := ops.g // the softmax's D = Σ g·out reads g as the products do
+	var bops *attnBF16
+	if p.bf16 {
+		bops = newAttnBF16(&d, ops, true)
+		defer bops.release()
+		gf = bops.gRounded
+	}
 	parallelFor(d.B*d.N, cost, 1, isLocal(q, k, v, g), func(lo, hi int) {
 		bp, s := attnScratch(2*attnBr*attnBc + d.T)
+		pr := attnProducts(ops)
+		if bops != nil {
+			c := bops.chunk()
+			defer c.release()
+			pr = c
+		}
 		for u := lo; u < hi; u++ {
-			attnBackwardHead(&d, p, bwdBufs{q.f32(), k.f32(), v.f32(), out.f32(), lse.f32(), g.f32(), gl, dq.f32(), dk.f32(), dv.f32()}, u/d.N, u%d.N, s)
+			attnBackwardHead(&d, p, pr, bwdBufs{out.f32(), lse.f32(), gf, gl, dq.f32(), dk.f32(), dv.f32()}, u/d.N, u%d.N, s)
 		}
 		attnPool.Put(bp)
 	})
@@ -361,14 +426,72 @@ func attentionBwdImpl(in []*Tensor, p *attnParams) []*Tensor {
 
 // bwdBufs are the operands and results of the backward kernel.
 type bwdBufs struct {
-	q, k, v, out, lse, g, glse []float32
-	dq, dk, dv                 []float32
+	out, lse, g, glse []float32
+	dq, dk, dv        []float32
+}
+
+// attnBlock is a block of queries [t0, t0+rows) and keys [s0, s0+cols)
+// of head n of batch b.
+type attnBlock struct{ b, n, t0, rows, s0, cols int }
+
+// attnProducts are the block products of the attention kernels, on
+// operands each implementation holds in its own form (float32, or
+// bfloat16 pairs: attention_bf16.go). A block of logits, weights or their
+// gradients is rows×cols float32 with row stride cols; the results are
+// accumulated into the head's columns of out, dv, dq or dk (beta 0
+// overwrites them), which start at the block's first row.
+type attnProducts interface {
+	scores(d *attnDims, at attnBlock, scale float32, s []float32)                 // s = scale·q kᵀ
+	weighted(d *attnDims, at attnBlock, p []float32, beta float32, out []float32) // out = beta·out + p v
+	gradV(d *attnDims, at attnBlock, p []float32, beta float32, dv []float32)     // dv = beta·dv + pᵀ g
+	gradP(d *attnDims, at attnBlock, dp []float32)                                // dp = g vᵀ
+	gradQ(d *attnDims, at attnBlock, scale float32, ds []float32, beta float32, dq []float32)
+	gradK(d *attnDims, at attnBlock, scale float32, ds []float32, beta float32, dk []float32)
+}
+
+// attnF32 are the float32 products (Sgemm) on float32 q, k, v and the
+// output's cotangent g (backward only).
+type attnF32 struct{ q, k, v, g []float32 }
+
+func (x attnF32) offsets(d *attnDims, at attnBlock) (qo, oo, ko, vo int) {
+	return (at.b*d.T+at.t0)*d.ldq + at.n*d.H, (at.b*d.T+at.t0)*d.ldv + at.n*d.V,
+		(at.b*d.S+at.s0)*d.ldq + at.n*d.H, (at.b*d.S+at.s0)*d.ldv + at.n*d.V
+}
+
+func (x attnF32) scores(d *attnDims, at attnBlock, scale float32, s []float32) {
+	qo, _, ko, _ := x.offsets(d, at)
+	gemm.Sgemm(false, true, at.rows, at.cols, d.H, scale, x.q[qo:], d.ldq, x.k[ko:], d.ldq, 0, s, at.cols, 1)
+}
+
+func (x attnF32) weighted(d *attnDims, at attnBlock, p []float32, beta float32, out []float32) {
+	_, _, _, vo := x.offsets(d, at)
+	gemm.Sgemm(false, false, at.rows, d.V, at.cols, 1, p, at.cols, x.v[vo:], d.ldv, beta, out, d.ldv, 1)
+}
+
+func (x attnF32) gradV(d *attnDims, at attnBlock, p []float32, beta float32, dv []float32) {
+	_, oo, _, _ := x.offsets(d, at)
+	gemm.Sgemm(true, false, at.cols, d.V, at.rows, 1, p, at.cols, x.g[oo:], d.ldv, beta, dv, d.ldv, 1)
+}
+
+func (x attnF32) gradP(d *attnDims, at attnBlock, dp []float32) {
+	_, oo, _, vo := x.offsets(d, at)
+	gemm.Sgemm(false, true, at.rows, at.cols, d.V, 1, x.g[oo:], d.ldv, x.v[vo:], d.ldv, 0, dp, at.cols, 1)
+}
+
+func (x attnF32) gradQ(d *attnDims, at attnBlock, scale float32, ds []float32, beta float32, dq []float32) {
+	_, _, ko, _ := x.offsets(d, at)
+	gemm.Sgemm(false, false, at.rows, d.H, at.cols, scale, ds, at.cols, x.k[ko:], d.ldq, beta, dq, d.ldq, 1)
+}
+
+func (x attnF32) gradK(d *attnDims, at attnBlock, scale float32, ds []float32, beta float32, dk []float32) {
+	qo, _, _, _ := x.offsets(d, at)
+	gemm.Sgemm(true, false, at.cols, d.H, at.rows, scale, ds, at.cols, x.q[qo:], d.ldq, beta, dk, d.ldq, 1)
 }
 
 // attnBackwardHead accumulates the gradients of head n of batch b, key
 // block by key block (FlashAttention-2's order: dk and dv of a block are
 // complete when its queries have passed, dq accumulates in place).
-func attnBackwardHead(d *attnDims, p *attnParams, x bwdBufs, b, n int, s []float32) {
+func attnBackwardHead(d *attnDims, p *attnParams, pr attnProducts, x bwdBufs, b, n int, s []float32) {
 	blk, dp, dd := s[:attnBr*attnBc], s[attnBr*attnBc:2*attnBr*attnBc], s[2*attnBr*attnBc:]
 	lo := (b*d.N + n) * d.T
 	// The head's columns of dq, dk and dv are written, not accumulated,
@@ -411,9 +534,9 @@ func attnBackwardHead(d *attnDims, p *attnParams, x bwdBufs, b, n int, s []float
 			}
 			rows := min(attnBr, d.T-t0)
 			qo := (b*d.T+t0)*d.ldq + n*d.H
-			oo := (b*d.T+t0)*d.ldv + n*d.V
+			at := attnBlock{b: b, n: n, t0: t0, rows: rows, s0: s0, cols: cols}
 			P, dP := blk[:rows*cols], dp[:rows*cols]
-			gemm.Sgemm(false, true, rows, cols, d.H, p.scale, x.q[qo:], d.ldq, x.k[ko:], d.ldq, 0, P, cols, 1)
+			pr.scores(d, at, p.scale, P)
 			d.maskBlock(P, b, n, t0, rows, s0, cols)
 			for i := range rows {
 				full := P[i*cols : (i+1)*cols]
@@ -422,8 +545,8 @@ func attnBackwardHead(d *attnDims, p *attnParams, x bwdBufs, b, n int, s []float
 				clear(full[len(row):])
 			}
 			// dv += Pᵀ g; dP = g vᵀ; dS = P∘(dP - D); dq += scale·dS k; dk += scale·dSᵀ q.
-			gemm.Sgemm(true, false, cols, d.V, rows, 1, P, cols, x.g[oo:], d.ldv, bkv, x.dv[vo:], d.ldv, 1)
-			gemm.Sgemm(false, true, rows, cols, d.V, 1, x.g[oo:], d.ldv, x.v[vo:], d.ldv, 0, dP, cols, 1)
+			pr.gradV(d, at, P, bkv, x.dv[vo:])
+			pr.gradP(d, at, dP)
 			for i := range rows {
 				full := dP[i*cols : (i+1)*cols]
 				r := full[:p.visible(t0+i, s0, cols)]
@@ -431,8 +554,8 @@ func attnBackwardHead(d *attnDims, p *attnParams, x bwdBufs, b, n int, s []float
 				vec.MulVV(r, r, P[i*cols:i*cols+len(r)])
 				clear(full[len(r):])
 			}
-			gemm.Sgemm(false, false, rows, d.H, cols, p.scale, dP, cols, x.k[ko:], d.ldq, bq, x.dq[qo:], d.ldq, 1)
-			gemm.Sgemm(true, false, cols, d.H, rows, p.scale, dP, cols, x.q[qo:], d.ldq, bkv, x.dk[ko:], d.ldq, 1)
+			pr.gradQ(d, at, p.scale, dP, bq, x.dq[qo:])
+			pr.gradK(d, at, p.scale, dP, bkv, x.dk[ko:])
 		}
 	}
 }
@@ -504,7 +627,7 @@ func higherOrder(xs ...*Tensor) bool {
 // equals, used by its forward-mode rule and its higher derivatives.
 func attentionProbs(q, k, v, mask *Tensor, p *attnParams) (P, qt, kt, vt *Tensor) {
 	qt, kt, vt = Transpose(q, 0, 2, 1, 3), Transpose(k, 0, 2, 1, 3), Transpose(v, 0, 2, 1, 3)
-	s := MulScalar(MatMulT(qt, kt, false, true), p.scale)
+	s := MulScalar(p.matMul(qt, kt, false, true), p.scale)
 	T, S := q.shape[1], k.shape[1]
 	var vis *Tensor
 	if p.causal {
@@ -523,19 +646,29 @@ func attentionProbs(q, k, v, mask *Tensor, p *attnParams) (P, qt, kt, vt *Tensor
 	return Softmax(s, -1), qt, kt, vt
 }
 
+// matMul is MatMulT in the products' dtype: with p.bf16 both operands
+// rounded to bfloat16 (straight through for derivatives) and the product
+// accumulated in float32.
+func (p *attnParams) matMul(a, b *Tensor, transA, transB bool) *Tensor {
+	if p.bf16 {
+		return MatMulAs(a, b, transA, transB, BFloat16, Float32)
+	}
+	return MatMulT(a, b, transA, transB)
+}
+
 // attentionVJPOps is attention's VJP written with ops.
 func attentionVJPOps(g, glse, q, k, v, mask *Tensor, p *attnParams) (dq, dk, dv *Tensor) {
 	P, qt, kt, vt := attentionProbs(q, k, v, mask, p)
-	gt := Transpose(g, 0, 2, 1, 3)                          // [B,N,T,V]
-	dv = Transpose(MatMulT(P, gt, true, false), 0, 2, 1, 3) // Pᵀ g
-	dP := MatMulT(gt, vt, false, true)                      // g vᵀ
-	dS := Mul(P, Sub(dP, SumKeep(Mul(P, dP), -1)))          // softmax's VJP
+	gt := Transpose(g, 0, 2, 1, 3)                           // [B,N,T,V]
+	dv = Transpose(p.matMul(P, gt, true, false), 0, 2, 1, 3) // Pᵀ g
+	dP := p.matMul(gt, vt, false, true)                      // g vᵀ
+	dS := Mul(P, Sub(dP, SumKeep(Mul(P, dP), -1)))           // softmax's VJP
 	if glse != nil {
 		dS = Add(dS, Mul(P, ExpandDims(glse, -1))) // ∂lse/∂s = P
 	}
 	dS = MulScalar(dS, p.scale)
-	dq = Transpose(MatMul(dS, kt), 0, 2, 1, 3)
-	dk = Transpose(MatMulT(dS, qt, true, false), 0, 2, 1, 3)
+	dq = Transpose(p.matMul(dS, kt, false, false), 0, 2, 1, 3)
+	dk = Transpose(p.matMul(dS, qt, true, false), 0, 2, 1, 3)
 	return dq, dk, dv
 }
 
@@ -551,20 +684,20 @@ func attentionJVP(x, t, _ []*Tensor, pp any) []*Tensor {
 	P, qt, kt, vt := attentionProbs(q, k, v, mask, p)
 	var ds *Tensor
 	if t[0] != nil {
-		ds = MatMulT(Transpose(t[0], 0, 2, 1, 3), kt, false, true)
+		ds = p.matMul(Transpose(t[0], 0, 2, 1, 3), kt, false, true)
 	}
 	if t[1] != nil {
-		ds = addTangents(ds, MatMulT(qt, Transpose(t[1], 0, 2, 1, 3), false, true))
+		ds = addTangents(ds, p.matMul(qt, Transpose(t[1], 0, 2, 1, 3), false, true))
 	}
 	var dout, dlse *Tensor
 	if ds != nil {
 		ds = MulScalar(ds, p.scale)
 		pds := Mul(P, ds)
 		dlse = Sum(pds, -1) // [B,N,T]
-		dout = MatMul(Sub(pds, Mul(P, ExpandDims(dlse, -1))), vt)
+		dout = p.matMul(Sub(pds, Mul(P, ExpandDims(dlse, -1))), vt, false, false)
 	}
 	if t[2] != nil {
-		dout = addTangents(dout, MatMul(P, Transpose(t[2], 0, 2, 1, 3)))
+		dout = addTangents(dout, p.matMul(P, Transpose(t[2], 0, 2, 1, 3), false, false))
 	}
 	if dout != nil {
 		dout = Transpose(dout, 0, 2, 1, 3)

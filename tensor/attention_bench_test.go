@@ -11,7 +11,8 @@ import (
 // BenchmarkAttention times a forward and backward pass of causal attention
 // with 4 heads of 32 features at contexts 64 (batch 32, examples/moe's
 // attention), 1024 (batch 2) and 4096 (batch 1): the fused op
-// (tensor.DotProductAttention) and, for scale, the same attention written
+// (tensor.DotProductAttention), the fused op with its products in
+// bfloat16 (DotProductAttentionAs, fused_bf16) and, for scale, the same attention written
 // with ops (matmul, mask, softmax, matmul), which stores the [B,N,T,T]
 // weights. GFLOP/s counts the unmasked work (4·B·N·T²·H flops forward,
 // twice that backward, halved by the causal mask); -benchmem gives the
@@ -28,11 +29,14 @@ func BenchmarkAttention(b *testing.B) {
 		fused := func(x []*tensor.Tensor) *tensor.Tensor {
 			return tensor.DotProductAttention(x[0], x[1], x[2], nil, 0, true)
 		}
+		bf16 := func(x []*tensor.Tensor) *tensor.Tensor {
+			return tensor.DotProductAttentionAs(x[0], x[1], x[2], nil, 0, true, tensor.BFloat16)
+		}
 		ops := func(x []*tensor.Tensor) *tensor.Tensor { return attentionOps(x[0], x[1], x[2]) }
 		for _, impl := range []struct {
 			name string
 			f    func([]*tensor.Tensor) *tensor.Tensor
-		}{{"fused", fused}, {"ops", ops}} {
+		}{{"fused", fused}, {"fused_bf16", bf16}, {"ops", ops}} {
 			if impl.name == "ops" && c.T > 1024 && testing.Short() {
 				continue
 			}

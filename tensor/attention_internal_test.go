@@ -31,6 +31,24 @@ var _ = addRuleCases(
 	}, f: func(x []*Tensor) []*Tensor {
 		return ApplyN(attentionBwdOp, &attnParams{scale: 0.5, causal: true, glse: true}, x...)
 	}, vmapTol: 1e-6},
+	// The products in bfloat16: rounding makes the op piecewise constant
+	// (no finite differences); its rules pass cotangents and tangents
+	// straight through the rounding, computed in bfloat16 too.
+	ruleCase{name: "attentionOp/bf16", op: &attentionOp, in: func(r *rand.Rand) []*Tensor {
+		return args(rF(r, 2, 5, 2, 3), rF(r, 2, 6, 2, 3), rF(r, 2, 6, 2, 4), attnRuleMask(r))
+	}, f: func(x []*Tensor) []*Tensor {
+		return []*Tensor{
+			DotProductAttentionAs(x[0], x[1], x[2], nil, 0, true, BFloat16),
+			DotProductAttentionAs(x[0], x[1], x[2], x[3], 0.7, false, BFloat16),
+		}
+	}, vmapTol: 1e-6, noFD: true, tTol: 2e-2},
+	ruleCase{name: "attentionBwdOp/bf16", op: &attentionBwdOp, in: func(r *rand.Rand) []*Tensor {
+		q, k, v := rF(r, 2, 5, 2, 3), rF(r, 2, 6, 2, 3), rF(r, 2, 6, 2, 4)
+		o := ApplyN(attentionOp, &attnParams{scale: 0.5, causal: true, bf16: true}, q, k, v)
+		return args(q, k, v, o[0], o[1], rF(r, 2, 5, 2, 4), rF(r, 2, 2, 5))
+	}, f: func(x []*Tensor) []*Tensor {
+		return ApplyN(attentionBwdOp, &attnParams{scale: 0.5, causal: true, glse: true, bf16: true}, x...)
+	}, vmapTol: 1e-6, noFD: true},
 )
 
 // attnRuleMask is a mask [2,1,5,6] leaving every query key 0.

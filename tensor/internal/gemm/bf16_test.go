@@ -206,3 +206,74 @@ func TestInterleave16(t *testing.T) {
 		}
 	}
 }
+
+// TestBgemmPairs compares BgemmPairs with a float64 product of the pairs'
+// values, with alpha and beta, for every transposition, strides wider than
+// the rows and kernel levels this machine runs (the widening fallback
+// included).
+func TestBgemmPairs(t *testing.T) {
+	best := bf16Level
+	defer func() { bf16Level = best }()
+	for lv := bfWiden; lv <= best; lv++ {
+		bf16Level = lv
+		for _, sz := range [][3]int{{1, 1, 1}, {64, 128, 16}, {13, 40, 7}, {128, 32, 64}, {33, 17, 33}} {
+			m, n, kp := sz[0], sz[1], sz[2]
+			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+				ta, tb := tr[0], tr[1]
+				t.Run(fmt.Sprintf("%s/%dx%dx%d/ta=%v,tb=%v", BF16Kernel(), m, n, kp, ta, tb), func(t *testing.T) {
+					ar, ac, br, bc := m, kp, kp, n
+					if ta {
+						ar, ac = kp, m
+					}
+					if tb {
+						br, bc = n, kp
+					}
+					lda, ldb := ac+3, bc+1
+					ah, af := bf16Matrix(5, 2*ar*lda)
+					bh, bf := bf16Matrix(6, 2*br*ldb)
+					a, b := make([]uint32, ar*lda), make([]uint32, br*ldb)
+					for i := range a {
+						a[i] = uint32(ah[2*i]) | uint32(ah[2*i+1])<<16
+					}
+					for i := range b {
+						b[i] = uint32(bh[2*i]) | uint32(bh[2*i+1])<<16
+					}
+					at := func(i, q, h int) float64 { // value 2q+h of row i of op(A)
+						if ta {
+							return float64(af[2*(q*lda+i)+h])
+						}
+						return float64(af[2*(i*lda+q)+h])
+					}
+					bt := func(q, j, h int) float64 {
+						if tb {
+							return float64(bf[2*(j*ldb+q)+h])
+						}
+						return float64(bf[2*(q*ldb+j)+h])
+					}
+					ldc := n + 2
+					_, c0 := bf16Matrix(7, m*ldc)
+					for _, ab := range [][2]float32{{1, 0}, {0.5, 1}, {-2, 0.25}} {
+						alpha, beta := ab[0], ab[1]
+						c := append([]float32(nil), c0...)
+						if beta == 0 {
+							for i := range c {
+								c[i] = float32(math.NaN()) // not read
+							}
+						}
+						BgemmPairs(ta, tb, m, n, kp, alpha, a, lda, b, ldb, beta, c, ldc, 1)
+						for i := range m {
+							for j := range n {
+								var s float64
+								for q := range kp {
+									s += at(i, q, 0)*bt(q, j, 0) + at(i, q, 1)*bt(q, j, 1)
+								}
+								want := float64(alpha)*s + float64(beta)*float64(c0[i*ldc+j])
+								require.InDelta(t, want, float64(c[i*ldc+j]), 1e-5*float64(2*kp)*4, "C(%d,%d) alpha %g beta %g", i, j, alpha, beta)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package gemm
 
 import (
+	"math"
 	"sync"
 	"unsafe"
 
@@ -176,4 +177,64 @@ func putPairs(p *[]float32) {
 	if p != nil {
 		pairBufs.Put(p)
 	}
+}
+
+// BgemmPairs computes C = alpha·op(A)·op(B) + beta·C, as Sgemm, for
+// bfloat16 operands given as pairs along the reduction axis: each 32-bit
+// element holds two consecutive k values, the first in the low 16 bits
+// (the layout VDPBF16PS reads, see bf16pairs.go), so op(A) is m×kp pairs
+// (m×2kp values) and op(B) kp×n pairs. As stored, A is m×kp (kp×m if
+// transA) and B kp×n (n×kp if transB), with row strides lda and ldb in
+// pairs. An odd k is a last pair whose high half is zero in both
+// operands. beta 0 overwrites C without reading it.
+//
+// It is for callers that keep their operands paired across many
+// products (fused attention pairs each block of keys and values once for
+// all of them): on the AVX-512 BF16 kernels nothing is rounded or
+// interleaved per call. Without them (GONOX_KERNELS=go or avx2, other
+// CPUs) the pairs are widened to float32 (exactly) for Sgemm, a pass over
+// both operands each call; the sums may then differ in order.
+func BgemmPairs(transA, transB bool, m, n, kp int, alpha float32, a []uint32, lda int, b []uint32, ldb int, beta float32, c []float32, ldc int, threads int) {
+	fa := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(a))), len(a))
+	fb := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b))
+	if bf16Level != bfWiden && bf16NoAMX == bfAVX512 {
+		gemm(bf16Set, transA, transB, m, n, kp, alpha, fa, lda, fb, ldb, beta, c, ldc, threads)
+		return
+	}
+	checkArgs(transA, transB, m, n, kp, fa, lda, fb, ldb, c, ldc)
+	if m == 0 || n == 0 || kp == 0 || alpha == 0 {
+		gemm(active, transA, transB, m, n, 0, alpha, fa, lda, fb, ldb, beta, c, ldc, threads)
+		return
+	}
+	// A as stored is m×kp pairs along its rows, or kp×m pairs down its
+	// columns; B the other way round.
+	var wa, wb *[]float32
+	a32, lda32 := widenPairs(a, lda, m, kp, transA, &wa)
+	b32, ldb32 := widenPairs(b, ldb, n, kp, !transB, &wb)
+	Sgemm(transA, transB, m, n, 2*kp, alpha, a32, lda32, b32, ldb32, beta, c, ldc, threads)
+	putPairs(wa)
+	putPairs(wb)
+}
+
+// widenPairs widens an operand of BgemmPairs with rows rows of kp pairs
+// (stored kp×rows if down, with its pairs down the columns: element (q, i)
+// holds values 2q and 2q+1 of column i) to float32 rows×2kp (2kp×rows if
+// down) in a pooled buffer left in *buf, and returns it and its stride.
+func widenPairs(p []uint32, ld, rows, kp int, down bool, buf **[]float32) ([]float32, int) {
+	*buf = getPairs(2 * kp * rows)
+	w := **buf
+	if !down {
+		for i := range rows {
+			vec.F32FromBF16(w[i*2*kp:(i+1)*2*kp], u16s(unsafe.Slice((*float32)(unsafe.Pointer(&p[i*ld])), kp)))
+		}
+		return w, 2 * kp
+	}
+	for q := range kp {
+		lo, hi := w[2*q*rows:(2*q+1)*rows], w[(2*q+1)*rows:(2*q+2)*rows]
+		for i, e := range p[q*ld : q*ld+rows] {
+			lo[i] = math.Float32frombits(e << 16)
+			hi[i] = math.Float32frombits(e &^ 0xffff)
+		}
+	}
+	return w, rows
 }

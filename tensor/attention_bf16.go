@@ -1,0 +1,210 @@
+package tensor
+
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/gonox/gonox/internal/half"
+	"github.com/gonox/gonox/tensor/internal/gemm"
+	"github.com/gonox/gonox/tensor/internal/vec"
+)
+
+// Attention's products in bfloat16 (DotProductAttentionAs): the six
+// block products take bfloat16 operands and accumulate in float32
+// (gemm.BgemmPairs), while the logits, the online softmax, its statistics
+// and the outputs stay float32. The AVX-512 BF16 kernel multiplies pairs
+// of consecutive values of the reduction axis, so every operand is kept
+// paired along the axis each product reduces over:
+//
+//	product          reduces over   operands, as pairs along it
+//	s  = q kᵀ        features H     q, k along H
+//	o += p v         keys           p along keys, v along keys
+//	dv += pᵀ g       queries        p along queries, g along queries
+//	dp = g vᵀ        features V     g, v along V
+//	dq += ds k       keys           ds along keys, k along keys
+//	dk += dsᵀ q      queries        ds along queries, q along queries
+//
+// q, k, v and g are rounded and paired once a call, in every layout their
+// products need (three forward, seven backward: each half the size of the
+// float32 operand, so memory stays linear in the lengths), and each block
+// of weights or of their gradients once a product, in L1. Block starts
+// are even (attnBr and attnBc are), so a block's pairs are the
+// sequence's; an odd length ends with a pair whose high half is zero in
+// both operands.
+
+// attnBF16 holds the paired operands of one call.
+type attnBF16 struct {
+	q2, k2, v2, g2 []uint32 // pairs along the features: [B, T or S, N, ⌈H/2⌉ or ⌈V/2⌉]
+	qs, ks, vs, gs []uint32 // pairs along the sequence: [B, ⌈T/2⌉ or ⌈S/2⌉, N, H or V]
+	hp, vp, tp, sp int      // ⌈H/2⌉, ⌈V/2⌉, ⌈T/2⌉, ⌈S/2⌉
+	bufs           []*[]uint32
+	// gRounded is g's values rounded to bfloat16, as float32 (backward):
+	// the softmax's backward subtracts D = Σ g·out from each dP = g·vᵀ,
+	// and near one-hot weights cancel the two, so both read the same g.
+	gRounded []float32
+}
+
+// attnPairPool recycles the paired operands (and g rounded), attnBlockPool
+// the chunks' block pairs: apart, so that neither takes the other's size.
+var (
+	attnPairPool  = sync.Pool{New: func() any { return new([]uint32) }}
+	attnBlockPool = sync.Pool{New: func() any { return new([]uint32) }}
+)
+
+// pairBuf returns n uint32s from attnPairPool (not zeroed), kept in a.bufs
+// for release.
+func (a *attnBF16) pairBuf(n int) []uint32 {
+	bp := attnPairPool.Get().(*[]uint32)
+	if cap(*bp) < n {
+		*bp = make([]uint32, n)
+	}
+	a.bufs = append(a.bufs, bp)
+	return (*bp)[:n]
+}
+
+// release returns a's buffers to the pool.
+func (a *attnBF16) release() {
+	for _, bp := range a.bufs {
+		attnPairPool.Put(bp)
+	}
+	a.bufs = nil
+}
+
+// newAttnBF16 rounds and pairs x's operands: those of the forward
+// products, or with bwd those of the backward's (x.g set).
+func newAttnBF16(d *attnDims, x attnF32, bwd bool) *attnBF16 {
+	a := &attnBF16{hp: (d.H + 1) / 2, vp: (d.V + 1) / 2, tp: (d.T + 1) / 2, sp: (d.S + 1) / 2}
+	a.q2 = pairsAlongFeatures(a.pairBuf(d.B*d.T*d.N*a.hp), x.q, d.B*d.T*d.N, d.H)
+	a.k2 = pairsAlongFeatures(a.pairBuf(d.B*d.S*d.N*a.hp), x.k, d.B*d.S*d.N, d.H)
+	if !bwd {
+		a.vs = pairsAlongSeq(a.pairBuf(d.B*a.sp*d.ldv), x.v, d.B, d.S, d.ldv)
+		return a
+	}
+	a.v2 = pairsAlongFeatures(a.pairBuf(d.B*d.S*d.N*a.vp), x.v, d.B*d.S*d.N, d.V)
+	a.g2 = pairsAlongFeatures(a.pairBuf(d.B*d.T*d.N*a.vp), x.g, d.B*d.T*d.N, d.V)
+	a.qs = pairsAlongSeq(a.pairBuf(d.B*a.tp*d.ldq), x.q, d.B, d.T, d.ldq)
+	a.ks = pairsAlongSeq(a.pairBuf(d.B*a.sp*d.ldq), x.k, d.B, d.S, d.ldq)
+	a.gs = pairsAlongSeq(a.pairBuf(d.B*a.tp*d.ldv), x.g, d.B, d.T, d.ldv)
+	gr := a.pairBuf(len(x.g))
+	a.gRounded = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(gr))), len(gr))
+	if rows := d.B * d.T * d.N; d.V%2 == 0 {
+		vec.F32FromBF16(a.gRounded, halves(a.g2)[:len(x.g)])
+	} else {
+		for i := range rows {
+			vec.F32FromBF16(a.gRounded[i*d.V:(i+1)*d.V], halves(a.g2[i*a.vp : (i+1)*a.vp])[:d.V])
+		}
+	}
+	return a
+}
+
+// halves views pairs as their bfloat16 halves.
+func halves(p []uint32) []uint16 {
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(p))), 2*len(p))
+}
+
+// pairsAlongFeatures rounds rows rows of h float32 values (contiguous) into
+// dst, each row as ⌈h/2⌉ pairs of consecutive values, and returns dst.
+func pairsAlongFeatures(dst []uint32, src []float32, rows, h int) []uint32 {
+	hp := (h + 1) / 2
+	if h%2 == 0 {
+		vec.BF16FromF32(halves(dst[:rows*hp]), src[:rows*h])
+		return dst
+	}
+	for i := range rows {
+		vec.BF16FromF32(halves(dst[i*hp : (i+1)*hp])[:h], src[i*h:(i+1)*h])
+		dst[(i+1)*hp-1] &= 0xffff
+	}
+	return dst
+}
+
+// pairsAlongSeq rounds src [B, T, w] into dst [B, ⌈T/2⌉, w], element (b,
+// q, j) pairing rows 2q and 2q+1 of batch b (zero for a row past T), and
+// returns dst.
+func pairsAlongSeq(dst []uint32, src []float32, B, T, w int) []uint32 {
+	tp := (T + 1) / 2
+	for b := range B {
+		for q := range tp {
+			out := dst[(b*tp+q)*w : (b*tp+q+1)*w]
+			lo := src[(b*T+2*q)*w : (b*T+2*q+1)*w]
+			if 2*q+1 < T {
+				vec.BF16PairsFromF32(out, lo, src[(b*T+2*q+1)*w:(b*T+2*q+2)*w])
+			} else {
+				pairRowWithZero(out, lo)
+			}
+		}
+	}
+	return dst
+}
+
+// pairRowWithZero stores bf16(lo[j]) with a zero high half in out[j].
+func pairRowWithZero(out []uint32, lo []float32) {
+	for j, v := range lo {
+		out[j] = uint32(half.FromFloat32BF(v))
+	}
+}
+
+// chunk returns the products of one goroutine of the call: a with
+// scratch for a block's pairs (release it after use).
+func (a *attnBF16) chunk() *attnBF16Chunk {
+	c := &attnBF16Chunk{attnBF16: a, buf: attnBlockPool.Get().(*[]uint32)}
+	if n := attnBr*attnBc/2 + attnBc; cap(*c.buf) < n {
+		*c.buf = make([]uint32, n)
+	}
+	return c
+}
+
+// attnBF16Chunk is attnBF16 with one goroutine's scratch: a block of
+// weights or of their gradients paired along the keys or along the
+// queries (at most ⌈attnBr/2⌉·attnBc pairs, or attnBr·⌈attnBc/2⌉).
+type attnBF16Chunk struct {
+	*attnBF16
+	buf *[]uint32
+}
+
+func (c *attnBF16Chunk) release() { attnBlockPool.Put(c.buf) }
+
+// alongKeys rounds the block p (rows×cols) into pairs along the keys:
+// rows×⌈cols/2⌉, the last pair's high half zero when cols is odd.
+func (c *attnBF16Chunk) alongKeys(at attnBlock, p []float32) []uint32 {
+	return pairsAlongFeatures((*c.buf)[:at.rows*((at.cols+1)/2)], p, at.rows, at.cols)
+}
+
+// alongQueries rounds the block p (rows×cols) into pairs along the
+// queries: ⌈rows/2⌉×cols.
+func (c *attnBF16Chunk) alongQueries(at attnBlock, p []float32) []uint32 {
+	return pairsAlongSeq((*c.buf)[:(at.rows+1)/2*at.cols], p, 1, at.rows, at.cols)
+}
+
+func (c *attnBF16Chunk) scores(d *attnDims, at attnBlock, scale float32, s []float32) {
+	qo := ((at.b*d.T+at.t0)*d.N + at.n) * c.hp
+	ko := ((at.b*d.S+at.s0)*d.N + at.n) * c.hp
+	gemm.BgemmPairs(false, true, at.rows, at.cols, c.hp, scale, c.q2[qo:], d.N*c.hp, c.k2[ko:], d.N*c.hp, 0, s, at.cols, 1)
+}
+
+func (c *attnBF16Chunk) weighted(d *attnDims, at attnBlock, p []float32, beta float32, out []float32) {
+	vo := (at.b*c.sp+at.s0/2)*d.ldv + at.n*d.V
+	cp := (at.cols + 1) / 2
+	gemm.BgemmPairs(false, false, at.rows, d.V, cp, 1, c.alongKeys(at, p), cp, c.vs[vo:], d.ldv, beta, out, d.ldv, 1)
+}
+
+func (c *attnBF16Chunk) gradV(d *attnDims, at attnBlock, p []float32, beta float32, dv []float32) {
+	gOff := (at.b*c.tp+at.t0/2)*d.ldv + at.n*d.V
+	gemm.BgemmPairs(true, false, at.cols, d.V, (at.rows+1)/2, 1, c.alongQueries(at, p), at.cols, c.gs[gOff:], d.ldv, beta, dv, d.ldv, 1)
+}
+
+func (c *attnBF16Chunk) gradP(d *attnDims, at attnBlock, dp []float32) {
+	gOff := ((at.b*d.T+at.t0)*d.N + at.n) * c.vp
+	vo := ((at.b*d.S+at.s0)*d.N + at.n) * c.vp
+	gemm.BgemmPairs(false, true, at.rows, at.cols, c.vp, 1, c.g2[gOff:], d.N*c.vp, c.v2[vo:], d.N*c.vp, 0, dp, at.cols, 1)
+}
+
+func (c *attnBF16Chunk) gradQ(d *attnDims, at attnBlock, scale float32, ds []float32, beta float32, dq []float32) {
+	ko := (at.b*c.sp+at.s0/2)*d.ldq + at.n*d.H
+	cp := (at.cols + 1) / 2
+	gemm.BgemmPairs(false, false, at.rows, d.H, cp, scale, c.alongKeys(at, ds), cp, c.ks[ko:], d.ldq, beta, dq, d.ldq, 1)
+}
+
+func (c *attnBF16Chunk) gradK(d *attnDims, at attnBlock, scale float32, ds []float32, beta float32, dk []float32) {
+	qo := (at.b*c.tp+at.t0/2)*d.ldq + at.n*d.H
+	gemm.BgemmPairs(true, false, at.cols, d.H, (at.rows+1)/2, scale, c.alongQueries(at, ds), at.cols, c.qs[qo:], d.ldq, beta, dk, d.ldq, 1)
+}
