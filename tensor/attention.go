@@ -225,7 +225,7 @@ func attentionImpl(in []*Tensor, p *attnParams) []*Tensor {
 	ops := attnF32{q: q.f32(), k: k.f32(), v: v.f32()}
 	var bops *attnBF16
 	if p.bf16 {
-		bops = newAttnBF16(&d, ops, false)
+		bops = newAttnBF16(&d, ops, false, isLocal(q, k, v))
 		defer bops.release()
 	}
 	parallelFor(units, cost, 1, isLocal(q, k, v), func(lo, hi int) {
@@ -404,7 +404,7 @@ func attentionBwdImpl(in []*Tensor, p *attnParams) []*Tensor {
 	gf := ops.g // the softmax's D = Σ g·out reads g as the products do
 	var bops *attnBF16
 	if p.bf16 {
-		bops = newAttnBF16(&d, ops, true)
+		bops = newAttnBF16(&d, ops, true, isLocal(q, k, v, g))
 		defer bops.release()
 		gf = bops.gRounded
 	}

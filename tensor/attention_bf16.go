@@ -71,29 +71,38 @@ func (a *attnBF16) release() {
 }
 
 // newAttnBF16 rounds and pairs x's operands: those of the forward
-// products, or with bwd those of the backward's (x.g set).
-func newAttnBF16(d *attnDims, x attnF32, bwd bool) *attnBF16 {
+// products, or with bwd those of the backward's (x.g set), split over
+// goroutines by batch unless local.
+func newAttnBF16(d *attnDims, x attnF32, bwd, local bool) *attnBF16 {
 	a := &attnBF16{hp: (d.H + 1) / 2, vp: (d.V + 1) / 2, tp: (d.T + 1) / 2, sp: (d.S + 1) / 2}
-	a.q2 = pairsAlongFeatures(a.pairBuf(d.B*d.T*d.N*a.hp), x.q, d.B*d.T*d.N, d.H)
-	a.k2 = pairsAlongFeatures(a.pairBuf(d.B*d.S*d.N*a.hp), x.k, d.B*d.S*d.N, d.H)
+	a.q2, a.k2 = a.pairBuf(d.B*d.T*d.N*a.hp), a.pairBuf(d.B*d.S*d.N*a.hp)
 	if !bwd {
-		a.vs = pairsAlongSeq(a.pairBuf(d.B*a.sp*d.ldv), x.v, d.B, d.S, d.ldv)
-		return a
-	}
-	a.v2 = pairsAlongFeatures(a.pairBuf(d.B*d.S*d.N*a.vp), x.v, d.B*d.S*d.N, d.V)
-	a.g2 = pairsAlongFeatures(a.pairBuf(d.B*d.T*d.N*a.vp), x.g, d.B*d.T*d.N, d.V)
-	a.qs = pairsAlongSeq(a.pairBuf(d.B*a.tp*d.ldq), x.q, d.B, d.T, d.ldq)
-	a.ks = pairsAlongSeq(a.pairBuf(d.B*a.sp*d.ldq), x.k, d.B, d.S, d.ldq)
-	a.gs = pairsAlongSeq(a.pairBuf(d.B*a.tp*d.ldv), x.g, d.B, d.T, d.ldv)
-	gr := a.pairBuf(len(x.g))
-	a.gRounded = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(gr))), len(gr))
-	if rows := d.B * d.T * d.N; d.V%2 == 0 {
-		vec.F32FromBF16(a.gRounded, halves(a.g2)[:len(x.g)])
+		a.vs = a.pairBuf(d.B * a.sp * d.ldv)
 	} else {
-		for i := range rows {
-			vec.F32FromBF16(a.gRounded[i*d.V:(i+1)*d.V], halves(a.g2[i*a.vp : (i+1)*a.vp])[:d.V])
-		}
+		a.v2, a.qs, a.ks, a.gs = a.pairBuf(d.B*d.S*d.N*a.vp), a.pairBuf(d.B*a.tp*d.ldq), a.pairBuf(d.B*a.sp*d.ldq), a.pairBuf(d.B*a.tp*d.ldv)
+		a.g2 = a.pairBuf(d.B * d.T * d.N * a.vp)
+		gr := a.pairBuf(len(x.g))
+		a.gRounded = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(gr))), len(gr))
 	}
+	// A pass reads each float32 once and writes half its bytes per layout.
+	cost := max(1, (d.T+d.S)*(d.ldq+d.ldv)/32)
+	parallelFor(d.B, cost, 1, local, func(lo, hi int) {
+		nb := hi - lo
+		// The rows of batches [lo, hi) of a [B, L, ·] array, w elements a row.
+		rows := func(p []uint32, L, w int) []uint32 { return p[lo*L*w : hi*L*w] }
+		q, k, v := x.q[lo*d.T*d.ldq:hi*d.T*d.ldq], x.k[lo*d.S*d.ldq:hi*d.S*d.ldq], x.v[lo*d.S*d.ldv:hi*d.S*d.ldv]
+		if !bwd {
+			pairsAlongFeatures(rows(a.q2, d.T, d.N*a.hp), q, nb*d.T*d.N, d.H)
+			pairsAlongFeatures(rows(a.k2, d.S, d.N*a.hp), k, nb*d.S*d.N, d.H)
+			pairsAlongSeq(rows(a.vs, a.sp, d.ldv), v, nb, d.S, d.ldv)
+			return
+		}
+		g := x.g[lo*d.T*d.ldv : hi*d.T*d.ldv]
+		pairsAlongFeatures(rows(a.v2, d.S, d.N*a.vp), v, nb*d.S*d.N, d.V)
+		pairsBoth(rows(a.qs, a.tp, d.ldq), rows(a.q2, d.T, d.N*a.hp), nil, q, nb, d.T, d.N, d.H)
+		pairsBoth(rows(a.ks, a.sp, d.ldq), rows(a.k2, d.S, d.N*a.hp), nil, k, nb, d.S, d.N, d.H)
+		pairsBoth(rows(a.gs, a.tp, d.ldv), rows(a.g2, d.T, d.N*a.vp), a.gRounded[lo*d.T*d.ldv:hi*d.T*d.ldv], g, nb, d.T, d.N, d.V)
+	})
 	return a
 }
 
@@ -134,6 +143,38 @@ func pairsAlongSeq(dst []uint32, src []float32, B, T, w int) []uint32 {
 		}
 	}
 	return dst
+}
+
+// pairsBoth is pairsAlongSeq into seq and pairsAlongFeatures into feat
+// (heads of h values) of src [B, T, N·h] in one pass: each row is read
+// from memory once, for its pairs along the sequence, and rounded again
+// from L1. widen, if not nil, receives the rounded values as float32.
+func pairsBoth(seq, feat []uint32, widen, src []float32, B, T, N, h int) {
+	w, hp, tp := N*h, (h+1)/2, (T+1)/2
+	row := func(t int) {
+		f := feat[t*N*hp : (t+1)*N*hp]
+		pairsAlongFeatures(f, src[t*w:(t+1)*w], N, h)
+		if widen == nil {
+			return
+		}
+		for n := range N {
+			vec.F32FromBF16(widen[t*w+n*h:t*w+(n+1)*h], halves(f[n*hp : (n+1)*hp])[:h])
+		}
+	}
+	for b := range B {
+		for q := range tp {
+			out := seq[(b*tp+q)*w : (b*tp+q+1)*w]
+			t := b*T + 2*q
+			if 2*q+1 < T {
+				vec.BF16PairsFromF32(out, src[t*w:(t+1)*w], src[(t+1)*w:(t+2)*w])
+				row(t)
+				row(t + 1)
+			} else {
+				pairRowWithZero(out, src[t*w:(t+1)*w])
+				row(t)
+			}
+		}
+	}
 }
 
 // pairRowWithZero stores bf16(lo[j]) with a zero high half in out[j].

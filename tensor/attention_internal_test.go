@@ -61,8 +61,8 @@ func attnRuleMask(r *rand.Rand) *Tensor {
 }
 
 // The attention kernels read no scratch they have not written: forward
-// and backward give the same bits with the pooled scratch full of NaNs,
-// split over goroutines or not.
+// and backward give the same bits with the pooled scratch (and the
+// bfloat16 path's pairs) full of NaNs, split over goroutines or not.
 func TestAttentionScratchPoisoned(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	// T = 70: a full and a partial block of queries; S = 150: of keys.
@@ -70,8 +70,8 @@ func TestAttentionScratchPoisoned(t *testing.T) {
 	g := rF(r, 3, 70, 2, 5)
 	run := func() [][]float32 {
 		var res [][]float32
-		for _, causal := range []bool{false, true} {
-			p := &attnParams{scale: 0.4, causal: causal}
+		for _, c := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+			p := &attnParams{scale: 0.4, causal: c[0], bf16: c[1]}
 			o := ApplyN(attentionOp, p, q, k, v)
 			grads := ApplyN(attentionBwdOp, p, q, k, v, o[0], o[1], g)
 			for _, x := range append(o, grads...) {
@@ -88,6 +88,13 @@ func TestAttentionScratchPoisoned(t *testing.T) {
 				b[i] = float32(math.NaN())
 			}
 			attnPool.Put(&b)
+			p := make([]uint32, 1<<15)
+			for i := range p {
+				p[i] = 0x7fc07fc0 // bfloat16 NaN pairs
+			}
+			attnBlockPool.Put(&p)
+			p2 := append([]uint32(nil), p...)
+			attnPairPool.Put(&p2)
 		}
 	}
 	poison()
