@@ -34,10 +34,10 @@ import (
 
 // attnBF16 holds the paired operands of one call.
 type attnBF16 struct {
-	q2, k2, v2, g2 []uint32 // pairs along the features: [B, T or S, N, ⌈H/2⌉ or ⌈V/2⌉]
-	qs, ks, vs, gs []uint32 // pairs along the sequence: [B, ⌈T/2⌉ or ⌈S/2⌉, N, H or V]
-	hp, vp, tp, sp int      // ⌈H/2⌉, ⌈V/2⌉, ⌈T/2⌉, ⌈S/2⌉
-	bufs           []*[]uint32
+	q2, k2, v2, g2 []uint32  // pairs along the features: [B, T or S, N, ⌈H/2⌉ or ⌈V/2⌉]
+	qs, ks, vs, gs []uint32  // pairs along the sequence: [B, ⌈T/2⌉ or ⌈S/2⌉, N, H or V]
+	hp, vp, tp, sp int       // ⌈H/2⌉, ⌈V/2⌉, ⌈T/2⌉, ⌈S/2⌉
+	buf            *[]uint32 // all of the above, from attnPairPool
 	// gRounded is g's values rounded to bfloat16, as float32 (backward):
 	// the softmax's backward subtracts D = Σ g·out from each dP = g·vᵀ,
 	// and near one-hot weights cancel the two, so both read the same g.
@@ -51,23 +51,10 @@ var (
 	attnBlockPool = sync.Pool{New: func() any { return new([]uint32) }}
 )
 
-// pairBuf returns n uint32s from attnPairPool (not zeroed), kept in a.bufs
-// for release.
-func (a *attnBF16) pairBuf(n int) []uint32 {
-	bp := attnPairPool.Get().(*[]uint32)
-	if cap(*bp) < n {
-		*bp = make([]uint32, n)
-	}
-	a.bufs = append(a.bufs, bp)
-	return (*bp)[:n]
-}
-
-// release returns a's buffers to the pool.
+// release returns a's buffer to the pool.
 func (a *attnBF16) release() {
-	for _, bp := range a.bufs {
-		attnPairPool.Put(bp)
-	}
-	a.bufs = nil
+	attnPairPool.Put(a.buf)
+	a.buf = nil
 }
 
 // newAttnBF16 rounds and pairs x's operands: those of the forward
@@ -75,13 +62,30 @@ func (a *attnBF16) release() {
 // goroutines by batch unless local.
 func newAttnBF16(d *attnDims, x attnF32, bwd, local bool) *attnBF16 {
 	a := &attnBF16{hp: (d.H + 1) / 2, vp: (d.V + 1) / 2, tp: (d.T + 1) / 2, sp: (d.S + 1) / 2}
-	a.q2, a.k2 = a.pairBuf(d.B*d.T*d.N*a.hp), a.pairBuf(d.B*d.S*d.N*a.hp)
+	nq2, nk2, nvs := d.B*d.T*d.N*a.hp, d.B*d.S*d.N*a.hp, d.B*a.sp*d.ldv
+	nv2, nqs, nks, ngs, ng2 := d.B*d.S*d.N*a.vp, d.B*a.tp*d.ldq, d.B*a.sp*d.ldq, d.B*a.tp*d.ldv, d.B*d.T*d.N*a.vp
+	total := nq2 + nk2 + nvs
+	if bwd {
+		total = nq2 + nk2 + nv2 + nqs + nks + ngs + ng2 + len(x.g)
+	}
+	// One buffer a call: the pool then always holds the size a model's
+	// attention asks for.
+	a.buf = attnPairPool.Get().(*[]uint32)
+	if cap(*a.buf) < total {
+		*a.buf = make([]uint32, total)
+	}
+	all := (*a.buf)[:total]
+	take := func(n int) []uint32 {
+		p := all[:n:n]
+		all = all[n:]
+		return p
+	}
+	a.q2, a.k2 = take(nq2), take(nk2)
 	if !bwd {
-		a.vs = a.pairBuf(d.B * a.sp * d.ldv)
+		a.vs = take(nvs)
 	} else {
-		a.v2, a.qs, a.ks, a.gs = a.pairBuf(d.B*d.S*d.N*a.vp), a.pairBuf(d.B*a.tp*d.ldq), a.pairBuf(d.B*a.sp*d.ldq), a.pairBuf(d.B*a.tp*d.ldv)
-		a.g2 = a.pairBuf(d.B * d.T * d.N * a.vp)
-		gr := a.pairBuf(len(x.g))
+		a.v2, a.qs, a.ks, a.gs, a.g2 = take(nv2), take(nqs), take(nks), take(ngs), take(ng2)
+		gr := take(len(x.g))
 		a.gRounded = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(gr))), len(gr))
 	}
 	// A pass reads each float32 once and writes half its bytes per layout.
