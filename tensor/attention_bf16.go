@@ -134,28 +134,21 @@ func pairsAlongFeatures(dst []uint32, src []float32, rows, h int) []uint32 {
 // q, j) pairing rows 2q and 2q+1 of batch b (zero for a row past T), and
 // returns dst.
 func pairsAlongSeq(dst []uint32, src []float32, B, T, w int) []uint32 {
-	tp := (T + 1) / 2
-	for b := range B {
-		for q := range tp {
-			out := dst[(b*tp+q)*w : (b*tp+q+1)*w]
-			lo := src[(b*T+2*q)*w : (b*T+2*q+1)*w]
-			if 2*q+1 < T {
-				vec.BF16PairsFromF32(out, lo, src[(b*T+2*q+1)*w:(b*T+2*q+2)*w])
-			} else {
-				pairRowWithZero(out, lo)
-			}
-		}
-	}
+	pairsBoth(dst, nil, nil, src, B, T, 1, w)
 	return dst
 }
 
-// pairsBoth is pairsAlongSeq into seq and pairsAlongFeatures into feat
-// (heads of h values) of src [B, T, N·h] in one pass: each row is read
-// from memory once, for its pairs along the sequence, and rounded again
-// from L1. widen, if not nil, receives the rounded values as float32.
+// pairsBoth is pairsAlongSeq into seq and, if feat is not nil,
+// pairsAlongFeatures into feat (heads of h values) of src [B, T, N·h] in
+// one pass: each row is read from memory once, for its pairs along the
+// sequence, and rounded again from L1. widen, if not nil, receives the
+// rounded values as float32.
 func pairsBoth(seq, feat []uint32, widen, src []float32, B, T, N, h int) {
 	w, hp, tp := N*h, (h+1)/2, (T+1)/2
 	row := func(t int) {
+		if feat == nil {
+			return
+		}
 		f := feat[t*N*hp : (t+1)*N*hp]
 		pairsAlongFeatures(f, src[t*w:(t+1)*w], N, h)
 		if widen == nil {
