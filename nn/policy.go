@@ -18,7 +18,9 @@ import (
 //     dtype, Linear, MLP, MultiHeadAttention and MoE run as automatic
 //     mixed precision, their matrix products in the compute dtype from the
 //     float32 weights and activations (rounded as the gemm reads them,
-//     float32 results) and everything else in float32. This is the fast
+//     float32 results; with bfloat16, MultiHeadAttention's q·kᵀ and
+//     weighted sum too, see MultiHeadAttention.WithPolicy) and everything
+//     else in float32. This is the fast
 //     way on a CPU: no op widens or rounds outside the products.
 //   - Cast through pytree (CastToCompute, CastToOutput), so that no layer
 //     changes: every layer computes in the dtype of the parameters and

@@ -118,7 +118,7 @@ func DotProductAttention(q, k, v, mask *Tensor, scale float32, causal bool) *Ten
 func DotProductAttentionAs(q, k, v, mask *Tensor, scale float32, causal bool, compute DType) *Tensor {
 	const op = "tensor.DotProductAttentionAs"
 	if compute == Float32 {
-		return DotProductAttention(q, k, v, mask, scale, causal)
+		return dotProductAttention(op, q, k, v, mask, scale, causal, false)
 	}
 	checkNil(op, "q k v", q, k, v)
 	if compute != BFloat16 || q.dtype != Float32 {

@@ -149,7 +149,9 @@
 //     from one sweep of sums and one writing it.
 //   - Attention: DotProductAttention, one fused op forward and backward
 //     (FlashAttention's blocked online softmax: memory linear in the
-//     sequence length, causal blocks skipped).
+//     sequence length, causal blocks skipped); DotProductAttentionAs runs
+//     its products in bfloat16 with the softmax in float32 (mixed
+//     precision).
 //
 // # Random numbers
 //

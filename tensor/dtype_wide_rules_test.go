@@ -30,6 +30,8 @@ import (
 var noFloat64Ops = map[string]string{
 	"attentionOp":             "fused float32 kernel (FlashAttention); DotProductAttention composes float64 from primitives",
 	"attentionBwdOp":          "fused float32 kernel",
+	"attentionOp/bf16":        "products in bfloat16 of float32 operands (DotProductAttentionAs)",
+	"attentionBwdOp/bf16":     "products in bfloat16 of float32 operands",
 	"biasActBwdOp":            "fused float32 kernel; BiasAct composes float64 from primitives",
 	"channelAffineBwdOp":      "fused float32 kernel; ChannelAffine composes float64 from primitives",
 	"channelAffineGradOp":     "fused float32 sums; ChannelAffine composes float64 from primitives",
