@@ -112,7 +112,7 @@ func Forward(c *shard.Ctx, m nn.MoE, x *tensor.Tensor, cfg Config) nn.MoEOutput 
 	ret := c.RaggedAllToAllRows(ys, pl.sent, tensor.FromInts(pl.recvAt), tensor.FromInts(pl.recvSizes),
 		tensor.FromInts(pl.senderFill), tensor.FromInts(pl.sendSizes), cfg.Experts)
 	g := tensor.Take(gatesFlat, tensor.FromInts(choice), 0)
-	out := tensor.SegmentSum(tensor.Mul(ret, tensor.Reshape(g, pl.sent, 1)), srcT, n)
+	out := tensor.SegmentWeightedSum(ret, g, srcT, n) // each row weighted by its gate
 
 	// Global statistics and auxiliary losses: the router's sums and the
 	// counts (exact in float32 below 2^24) meet in one psum over every

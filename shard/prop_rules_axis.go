@@ -199,7 +199,8 @@ func bincountRule(c *opCall) *step {
 // segmentSumRule is the rule of segment_sum (data [N, ...], ids [N] ->
 // [segments, ...]): every device sums its rows into a whole result, which
 // is a partial sum over the axes the rows are split over; the other
-// dimensions of data keep their axes.
+// dimensions of data keep their axes. segment_weighted_sum's weights [N]
+// follow the ids.
 func segmentSumRule(c *opCall) *step {
 	data, ids := c.in[0], c.in[1]
 	spec := cloneSpec(c.spec(0), data.Rank())
@@ -215,6 +216,9 @@ func segmentSumRule(c *opCall) *step {
 		in:    []Sharding{NewSharding(c.mesh, spec), NewSharding(c.mesh, Spec{spec[0]})},
 		out:   []Sharding{NewSharding(c.mesh, out)},
 		local: implLocal(c),
+	}
+	if len(c.in) == 3 { // segment_weighted_sum: weights [N] split like the ids
+		st.in = append(st.in, st.in[1])
 	}
 	if len(spec[0]) > 0 {
 		st.partial = []DimSpec{spec[0]}

@@ -137,6 +137,8 @@ func propCases(r *rand.Rand) []propCase {
 				ids := shard.Put(tensor.FromInt32([]int32{2, 0, 1, 2, 2, 0, 1, 1}, 8), shard.NewSharding(guideMesh(), shard.P("dp")))
 				counts := tensor.Add(tensor.AsType(tensor.Bincount(ids, nil, 4), tensor.Float32), tensor.Bincount(ids, tensor.Sum(xs[0], 1), 4))
 				seg := tensor.SegmentSum(tensor.Square(xs[0]), ids, 3)
+				wseg := tensor.SegmentWeightedSum(xs[0], tensor.Sum(xs[0], 1), ids, 3)
+				seg = tensor.Add(seg, wseg)
 				return tensor.Add(tensor.Sum(tensor.Mul(seg, seg)), tensor.Sum(tensor.Square(counts)))
 			}},
 		{"where and compare", []*tensor.Tensor{f32(8, 6)}, []shard.Spec{shard.P("dp", nil)},

@@ -128,7 +128,7 @@
 //   - Shapes: Reshape, Transpose, BroadcastTo, ExpandDims, Squeeze, Concat,
 //     Split, Stack, Pad, Tile, Repeat, Flip, Roll.
 //   - Indexing: Slice, DynamicSlice, DynamicUpdateSlice, Take,
-//     TakeAlongAxis, ScatterAdd, SegmentSum, OneHot.
+//     TakeAlongAxis, ScatterAdd, SegmentSum, SegmentWeightedSum, OneHot.
 //   - Sorting and counting: Sort, ArgSort, LexSort, TopK, Bincount.
 //   - Linear algebra: MatMul (batched, NumPy semantics) and MatMulT
 //     (transposed operands folded into the kernel).

@@ -52,8 +52,10 @@ func gatherRowsF32(dst, src []float32, idx []int32, n, inner int, zeroOut, local
 // included) and the rows nobody adds into are cleared, each chunk of rows
 // by the goroutine that owns it, instead of a clearing pass before the
 // adds (the MoE layer's combine gradient and dispatch transpose, 1 MB
-// each).
-func scatterRowsF32(dst, upd []float32, idx []int32, n, inner int, dropOut, zero, local bool) {
+// each). With w (one weight per row of upd, nil otherwise) row j adds
+// w[j]·upd[j], the product rounded before the add: the bits of Mul then
+// the scatter (SegmentWeightedSum).
+func scatterRowsF32(dst, upd, w []float32, idx []int32, n, inner int, dropOut, zero, local bool) {
 	rows := func(lo, hi int) {
 		var seenBuf [64]uint64
 		var seen []uint64
@@ -74,12 +76,19 @@ func scatterRowsF32(dst, upd []float32, idx []int32, n, inner int, dropOut, zero
 			}
 			if k := int(v); k >= lo && k < hi {
 				d, u := dst[k*inner:(k+1)*inner], upd[j*inner:(j+1)*inner]
+				first := false
 				if r := k - lo; zero && seen[r/64]&(1<<(r%64)) == 0 {
 					seen[r/64] |= 1 << (r % 64)
-					vec.AddVS(d, u, 0)
-					continue
+					first = true
 				}
-				vec.AddVV(d, d, u)
+				switch {
+				case w != nil:
+					addScaledRow(d, u, w[j], first)
+				case first:
+					vec.AddVS(d, u, 0)
+				default:
+					vec.AddVV(d, d, u)
+				}
 			}
 		}
 		for r := range len(seen) * 64 {
@@ -99,4 +108,22 @@ func scatterRowsF32(dst, upd []float32, idx []int32, n, inner int, dropOut, zero
 	// Zen 5, BenchmarkScatterRowsFromZero).
 	p := min(runtime.GOMAXPROCS(0), max(2, len(upd)*costCheap/(parallelMinWork/2)), n)
 	spread(p, func(c int) int { return n * c / p }, rows)
+}
+
+// addScaledRow adds s·u into d (or, with first, writes s·u + 0 over it),
+// each product rounded to float32 before the add, in pieces staged on the
+// stack.
+func addScaledRow(d, u []float32, s float32, first bool) {
+	if first {
+		vec.MulVS(d, u, s)
+		vec.AddVS(d, d, 0)
+		return
+	}
+	var buf [256]float32
+	for len(u) > 0 {
+		m := min(len(u), len(buf))
+		vec.MulVS(buf[:m], u[:m], s)
+		vec.AddVV(d[:m], d[:m], buf[:m])
+		d, u = d[m:], u[m:]
+	}
 }

@@ -100,7 +100,7 @@ func TestScatterRowsFromZeroBits(t *testing.T) {
 					for i := range got {
 						got[i] = float32(math.NaN()) // uninitialised storage
 					}
-					scatterRowsF32(got, upd, idx, tc.n, tc.inner, dropOut, true, false)
+					scatterRowsF32(got, upd, nil, idx, tc.n, tc.inner, dropOut, true, false)
 					for i := range want {
 						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 							t.Fatalf("dropOut %v split %v: element %d = %v (%#x), want %v (%#x)", dropOut, split, i,
@@ -128,7 +128,7 @@ func BenchmarkScatterRowsFromZero(b *testing.B) {
 	}
 	dst := make([]float32, tokens*inner)
 	for b.Loop() {
-		scatterRowsF32(dst, data, ids, tokens, inner, true, true, false)
+		scatterRowsF32(dst, data, nil, ids, tokens, inner, true, true, false)
 	}
 	b.ReportMetric(float64(4*(len(data)+len(dst)))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }

@@ -33,7 +33,7 @@ func scatterAddKernel[T float32 | int32 | float64 | int64](dst, upd []T, idx []i
 func scatterAddInto(dst, upd, idx *Tensor, axis int) {
 	outer, n, inner := axisSplit(dst.shape, axis)
 	if scatterRows(dst.dtype, outer, inner) {
-		scatterRowsF32(dst.f32(), upd.f32(), idx.i32(), n, inner, false, false, isLocal(dst, upd, idx))
+		scatterRowsF32(dst.f32(), upd.f32(), nil, idx.i32(), n, inner, false, false, isLocal(dst, upd, idx))
 		return
 	}
 	switch dst.dtype {
@@ -135,7 +135,7 @@ func init() {
 			idx, g := in[0], in[1]
 			if outer, n, inner := axisSplit(p.xShape, p.axis); scatterRows(g.dtype, outer, inner) {
 				out := newOutUninit(Float32, p.xShape) // cleared by the row chunks
-				scatterRowsF32(out.f32(), g.f32(), idx.i32(), n, inner, false, true, isLocal(g, idx))
+				scatterRowsF32(out.f32(), g.f32(), nil, idx.i32(), n, inner, false, true, isLocal(g, idx))
 				return out
 			}
 			out := newTensor(g.dtype, p.xShape)
@@ -183,7 +183,7 @@ func init() {
 			inner := numel(data.shape[1:])
 			if scatterRows(data.dtype, 1, inner) {
 				out := newOutUninit(Float32, shape) // cleared by the row chunks
-				scatterRowsF32(out.f32(), data.f32(), ids.i32(), ns, inner, true, true, isLocal(data, ids))
+				scatterRowsF32(out.f32(), data.f32(), nil, ids.i32(), ns, inner, true, true, isLocal(data, ids))
 				return out
 			}
 			out := newTensor(data.dtype, shape)
