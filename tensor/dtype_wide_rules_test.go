@@ -49,6 +49,7 @@ var noFloat64Ops = map[string]string{
 	"raggedDotOp/RaggedDotAs": "float32 operands computed in a half dtype; float64 products use RaggedDot",
 	"raggedOuterOp/bf16":      "float32 operands computed in a half dtype (RaggedDotAs's weight gradient)",
 	"actProductOp/As":         "float32 operands computed in a half dtype; float64 products use ActMatMul and ActRaggedDot",
+	"segmentWeightedTakeOp":   "fused float32 kernel; SegmentWeightedSum's VJP composes float64 from primitives",
 	"softsignOp":              "the toy op of the recipe test, float32 only",
 	"softsignPartsOp":         "the toy op of the recipe test, float32 only",
 }

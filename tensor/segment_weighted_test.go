@@ -78,10 +78,19 @@ func TestSegmentWeightedSumGrad(t *testing.T) {
 	f := func(xs []*tensor.Tensor) *tensor.Tensor { return tensor.SegmentWeightedSum(xs[0], xs[1], ids, 3) }
 	checkGradOf(t, f, sample(tensor.Float32, 1, 6, 2), sample(tensor.Float32, 2, 6))
 	checkGradOf(t, f, sample(tensor.Float32, 1, 6, 17), sample(tensor.Float32, 2, 6))
-	// Second order: the VJP's ops differentiated.
-	w := sample(tensor.Float32, 4, 6)
-	h := gradOfSquares(func(x *tensor.Tensor) *tensor.Tensor { return tensor.SegmentWeightedSum(x, w, ids, 3) })
-	checkGradOf(t, h, sample(tensor.Float32, 3, 6, 2))
+	// Second order: the VJP's ops (segment_weighted_take on float32 rows)
+	// differentiated in every operand, through both of its results.
+	for _, inner := range []int{2, 17} {
+		r0, r1 := sample(tensor.Float32, 5, 6, inner), sample(tensor.Float32, 6, 6)
+		h := func(xs []*tensor.Tensor) *tensor.Tensor {
+			tr := tensor.NewTrace()
+			x, w := tr.Leaf(xs[0]), tr.Leaf(xs[1])
+			loss := tensor.Sum(tensor.Square(tensor.SegmentWeightedSum(x, w, ids, 3)))
+			g := tensor.Backward(tr, []*tensor.Tensor{loss}, []*tensor.Tensor{tensor.Scalar(1)}, []*tensor.Tensor{x, w}, false)
+			return tensor.Add(tensor.Sum(tensor.Mul(g[0], r0)), tensor.Sum(tensor.Mul(g[1], r1)))
+		}
+		checkGradOf(t, h, sample(tensor.Float32, 3, 6, inner), sample(tensor.Float32, 4, 6))
+	}
 }
 
 func TestSegmentWeightedSumPanics(t *testing.T) {
