@@ -130,7 +130,7 @@ func allGatherImpl(x *tensor.Tensor, p *collParams, invariant bool) *tensor.Tens
 	// done meets the other members once out, the shared result, is whole,
 	// and hands out this device's view of it.
 	done := func(out *tensor.Tensor) *tensor.Tensor {
-		e.run.barrier(s)
+		e.run.barrier(e, s)
 		e.account(allGatherColl, int64(g.size-1)*int64(x.Bytes()))
 		return e.markShared(s, g, out, mask)
 	}

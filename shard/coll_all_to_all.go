@@ -75,7 +75,7 @@ func allToAllImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 		}
 		parts[j] = part
 	}
-	e.run.barrier(s) // the blocks are read until every member is done
+	e.run.barrier(e, s) // the blocks are read until every member is done
 	shape := parts[0].Shape()
 	shape[p.dim2] *= g.size
 	out := tensor.Zeros(x.DType(), shape...)

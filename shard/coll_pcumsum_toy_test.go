@@ -78,7 +78,7 @@ func pcumsumImpl(x *tensor.Tensor, p *pcumsumParams) *tensor.Tensor {
 			out = tensor.Add(out, tensor.WithLocal(s.calls[m].x, nil))
 		}
 	}
-	e.run.barrier(s)
+	e.run.barrier(e, s)
 	later := g.size - 1 - g.rank // the ranks this device's block goes to
 	if p.reverse {
 		later = g.rank

@@ -72,7 +72,7 @@ func pmaxImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	e.account(coll, int64(2*(g.size-1))*int64(x.Bytes())/int64(g.size))
 	if _, done := s.remote.Load(g.key); done {
 		// Reduced with the other processes already (allreduceExtreme).
-		e.run.barrier(s) // every local device meets once per collective
+		e.run.barrier(e, s) // every local device meets once per collective
 		return e.marked(sharedResult(s, g.key, nil), maskOf(x)&^p.mask)
 	}
 	blocks := make([]*tensor.Tensor, g.size)
@@ -89,7 +89,7 @@ func pmaxImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	}
 	// Other devices' blocks are read until every device is done: a device
 	// may donate its block (tensor.Donate) once its collective returns.
-	e.run.barrier(s)
+	e.run.barrier(e, s)
 	return e.marked(tensor.WithLocal(out, nil), maskOf(x)&^p.mask)
 }
 

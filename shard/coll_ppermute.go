@@ -73,7 +73,7 @@ func ppermuteImpl(x *tensor.Tensor, p *collParams) *tensor.Tensor {
 	}
 	// The received view holds the sender's storage once made; until every
 	// device has made its own, a sender must not donate its block.
-	e.run.barrier(s)
+	e.run.barrier(e, s)
 	e.account(ppermuteColl, sent)
 	return e.markedFresh(out, maskOf(x)|p.mask)
 }

@@ -175,7 +175,7 @@ func psumDone(e *devEnv, x *tensor.Tensor, p *collParams, s *slot) *tensor.Tenso
 		}
 		sumHalf(dt, out.RawUint16()[lo:hi], ins)
 	}
-	e.run.barrier(s)
+	e.run.barrier(e, s)
 	e.account(psumColl, int64(2*(g.size-1))*int64(x.Bytes())/int64(g.size))
 	return e.markShared(s, g, out, maskOf(x)&^p.mask)
 }

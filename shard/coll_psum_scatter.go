@@ -100,7 +100,10 @@ func psumScatterOne(e *devEnv, x *tensor.Tensor, p *collParams) *tensor.Tensor {
 
 // psumScatterCall is what a device brings to a psum_scatter.
 func psumScatterCall(x *tensor.Tensor, p *collParams) *call {
-	return &call{coll: psumScatterColl, axes: p.axes, x: x, p: p, extra: collKey("dim", p.dim, p.tiled)}
+	// The group reads its own blocks only: in one process it meets on
+	// its own (call.members).
+	return &call{coll: psumScatterColl, axes: p.axes, x: x, p: p, extra: collKey("dim", p.dim, p.tiled),
+		members: p.env.group("shard.PsumScatter", p.axes).members}
 }
 
 // psumScatterDone computes this device's part of a psum_scatter once
@@ -114,7 +117,7 @@ func psumScatterDone(e *devEnv, x *tensor.Tensor, p *collParams, s *slot) *tenso
 	// member is done) and hands out out, this member's part, a tensor of
 	// the collective's own.
 	done := func(out *tensor.Tensor) *tensor.Tensor {
-		e.run.barrier(s)
+		e.run.barrier(e, s)
 		if !p.tiled {
 			out = squeezeFresh(out, p.dim)
 		}

@@ -65,8 +65,8 @@ func TestRaggedAllToAllGroupsMeetOnTheirOwn(t *testing.T) {
 	}
 }
 
-// The staged psum (a small float32 block) and the float32 all-gather meet
-// by group too: on a 2×2 mesh, the devices of dp index 0 sum and gather
+// The staged psum (a small float32 block), the float32 all-gather and the
+// psum_scatter (started or not) meet by group too: on a 2×2 mesh, the devices of dp index 0 sum and gather
 // over ep while those of dp index 1 have not issued the collective yet.
 func TestSmallCollectivesGroupsMeetOnTheirOwn(t *testing.T) {
 	m := shard.NewMesh([]int{2, 2}, []string{"dp", "ep"})
@@ -79,6 +79,13 @@ func TestSmallCollectivesGroupsMeetOnTheirOwn(t *testing.T) {
 		{"all_gather", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
 			return tensor.Sum(tensor.Mul(c.AllGatherInvariant(x, shard.Axes{"ep"}, 0, true), tensor.FromFloat32([]float32{1, 10}, 2)))
 		}, []float32{10, 10, 32, 32}},
+		{"psum_scatter", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			// Device (dp, ep) sums [v, 10v] over ep and keeps part ep.
+			return c.PsumScatter(tensor.Mul(tensor.Concat(0, x, x), tensor.FromFloat32([]float32{1, 10}, 2)), shard.Axes{"ep"}, 0, true)
+		}, []float32{1, 10, 5, 50}},
+		{"psum_scatter started", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			return c.PsumScatterStart(tensor.Mul(tensor.Concat(0, x, x), tensor.FromFloat32([]float32{1, 10}, 2)), shard.Axes{"ep"}, 0, true).Wait()
+		}, []float32{1, 10, 5, 50}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var first atomic.Int32

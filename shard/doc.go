@@ -426,7 +426,7 @@
 // every device of the mesh has issued it (extra holds the parameters every
 // device must agree on); the result is computed from the calls of the
 // group's members (s.calls, where the cross-process exchange has put the
-// other processes' too); e.run.barrier(s) waits until every member is done
+// other processes' too); e.run.barrier(e, s) waits until every member is done
 // reading them (a collective whose members each write a part of a shared
 // result may write it before meeting, in e.run.next(e)'s slot, and then
 // meet once: the in-process all-gather and the staged psum of small

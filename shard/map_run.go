@@ -102,9 +102,11 @@ type slot struct {
 // goes on when its members have arrived, without waiting for the other
 // groups (in one process; see call.members).
 type groupMeet struct {
-	arrived int
-	ready   chan struct{} // closed when every member has arrived consistently
-	out     int           // members done reading (lastOut)
+	arrived  int
+	ready    chan struct{} // closed when every member has arrived consistently
+	out      int           // members done reading (lastOutOf)
+	phase    int           // members past the second meeting (barrier)
+	phaseEnd chan struct{} // made by the first of them
 }
 
 // call is what one device brings to a collective.
@@ -466,16 +468,30 @@ func (r *run) consistentAmong(s *slot, members []int) error {
 }
 
 // barrier is a second meeting inside slot s, for collectives whose devices
-// cooperate on a shared result: it returns when every device has reached it.
-func (r *run) barrier(s *slot) {
+// cooperate on a shared result: it returns when every device has reached
+// it (every member of device e's group, when the groups meet on their
+// own: call.members).
+func (r *run) barrier(e *devEnv, s *slot) {
 	r.mu.Lock()
-	s.phase++
-	if s.phase == r.nlocal {
-		close(s.phaseEnd)
+	end := s.phaseEnd
+	if gm := s.calls[e.dev].gm; gm != nil {
+		if gm.phaseEnd == nil {
+			gm.phaseEnd = make(chan struct{})
+		}
+		end = gm.phaseEnd
+		gm.phase++
+		if gm.phase == len(s.calls[e.dev].members) {
+			close(gm.phaseEnd)
+		}
+	} else {
+		s.phase++
+		if s.phase == r.nlocal {
+			close(s.phaseEnd)
+		}
 	}
 	r.mu.Unlock()
 	select {
-	case <-s.phaseEnd:
+	case <-end:
 	case <-r.abort:
 		panic(abortSignal{})
 	}
