@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+
+	"github.com/gonox/gonox/internal/cputime"
 )
 
 // BenchmarkFoldedAdam is one device's part of the DP step's folded weight
@@ -32,6 +34,7 @@ func BenchmarkFoldedAdam(b *testing.B) {
 				defer func(old int) { partBlockRows = old }(partBlockRows)
 				partBlockRows = max(br, 1)
 				var wg sync.WaitGroup
+				cpu0 := cputime.Used()
 				for b.Loop() {
 					for _, f := range probs {
 						wg.Go(func() { f.run(br == 0) })
@@ -39,6 +42,7 @@ func BenchmarkFoldedAdam(b *testing.B) {
 					wg.Wait()
 				}
 				b.ReportMetric(float64(devices)*2*float64(2*foldK*foldRows*foldN)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				b.ReportMetric((cputime.Used()-cpu0).Seconds()/float64(b.N)*1e3, "cpu-ms/op")
 			})
 		}
 	}
