@@ -200,7 +200,7 @@ func (c *Ctx) AllGatherInvariantStart(x *tensor.Tensor, axes Axes, axis int, til
 	outShape := slices.Clone(xs)
 	outShape[a] *= g.size
 	_, out := placeShared(e, g, x, p, xs, outShape)
-	cl := &call{coll: allGatherColl, axes: p.axes, x: x, p: p, extra: collKey("axis", a, tiled)}
+	cl := &call{coll: allGatherColl, axes: p.axes, x: x, p: p, extra: collKey("axis", a, tiled), members: g.members}
 	return e.startReduction(c, cl, func(s *slot) *tensor.Tensor {
 		e.account(allGatherColl, int64(g.size-1)*int64(x.Bytes()))
 		return e.markShared(s, g, out, maskOf(x)&^m)

@@ -84,9 +84,12 @@ func (c *Ctx) AllGatherInvariantTarget(dt tensor.DType, shape []int, axes Axes, 
 	return t
 }
 
-// call is the device's call of the target's all-gather with block x.
+// call is the device's call of the target's all-gather with block x. Its
+// group reads only its own shared result: in one process it meets on its
+// own (call.members).
 func (t *GatherTarget) call(x *tensor.Tensor) *call {
-	return &call{coll: allGatherColl, axes: t.p.axes, x: x, p: t.p, extra: collKey("axis", t.p.dim, t.tiled)}
+	return &call{coll: allGatherColl, axes: t.p.axes, x: x, p: t.p, extra: collKey("axis", t.p.dim, t.tiled),
+		members: t.c.env.group("shard.GatherTarget", t.axes).members}
 }
 
 // Block returns the device's block of the all-gather's result, for the

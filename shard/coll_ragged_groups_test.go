@@ -65,8 +65,8 @@ func TestRaggedAllToAllGroupsMeetOnTheirOwn(t *testing.T) {
 	}
 }
 
-// The staged psum (a small float32 block), the float32 all-gather and the
-// psum_scatter (started or not) meet by group too: on a 2×2 mesh, the devices of dp index 0 sum and gather
+// The staged psum (a small float32 block), the float32 all-gather (into a
+// target or not) and the psum_scatter, started or not, meet by group too: on a 2×2 mesh, the devices of dp index 0 sum and gather
 // over ep while those of dp index 1 have not issued the collective yet.
 func TestSmallCollectivesGroupsMeetOnTheirOwn(t *testing.T) {
 	m := shard.NewMesh([]int{2, 2}, []string{"dp", "ep"})
@@ -78,6 +78,15 @@ func TestSmallCollectivesGroupsMeetOnTheirOwn(t *testing.T) {
 		{"psum", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor { return c.Psum(x, "ep") }, []float32{1, 1, 5, 5}},
 		{"all_gather", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
 			return tensor.Sum(tensor.Mul(c.AllGatherInvariant(x, shard.Axes{"ep"}, 0, true), tensor.FromFloat32([]float32{1, 10}, 2)))
+		}, []float32{10, 10, 32, 32}},
+		{"psum started", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor { return c.PsumStart(x, "ep").Wait() }, []float32{1, 1, 5, 5}},
+		{"all_gather started", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			y := c.AllGatherInvariantStart(x, shard.Axes{"ep"}, 0, true).Wait()
+			return tensor.Sum(tensor.Mul(y, tensor.FromFloat32([]float32{1, 10}, 2)))
+		}, []float32{10, 10, 32, 32}},
+		{"all_gather target", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			y := c.AllGatherInvariantTarget(tensor.Float32, []int{1}, shard.Axes{"ep"}, 0, true).Start(x).Wait()
+			return tensor.Sum(tensor.Mul(y, tensor.FromFloat32([]float32{1, 10}, 2)))
 		}, []float32{10, 10, 32, 32}},
 		{"psum_scatter", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
 			// Device (dp, ep) sums [v, 10v] over ep and keeps part ep.

@@ -52,8 +52,9 @@ func (c *Ctx) PsumStart(x *tensor.Tensor, axes ...string) *Handle {
 		return &Handle{c: c, kind: "psum", fin: func() *tensor.Tensor { return psumImpl(x, p) }}
 	}
 	if staged(e, x) {
-		stage(e, e.run.next(e), e.group(op, axes), x)
-		return e.startReduction(c, &call{coll: psumColl, axes: p.axes, x: x}, func(s *slot) *tensor.Tensor {
+		g := e.group(op, axes)
+		stage(e, e.run.next(e), g, x)
+		return e.startReduction(c, &call{coll: psumColl, axes: p.axes, x: x, members: g.members}, func(s *slot) *tensor.Tensor {
 			return psumStaged(e, x, p, s)
 		})
 	}
