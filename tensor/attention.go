@@ -223,21 +223,20 @@ func attentionImpl(in []*Tensor, p *attnParams) []*Tensor {
 		cost /= 2
 	}
 	ops := attnF32{q: q.f32(), k: k.f32(), v: v.f32()}
-	var bops *attnBF16
-	if p.bf16 {
-		bops = newAttnBF16(&d, ops, false, isLocal(q, k, v))
-		defer bops.release()
-	}
 	parallelFor(units, cost, 1, isLocal(q, k, v), func(lo, hi int) {
 		bp, s := attnScratch(attnBr*attnBc + 2*attnBr)
 		pr := attnProducts(ops)
-		if bops != nil {
-			c := bops.chunk()
-			defer c.release()
-			pr = c
+		var bf *attnBF16
+		if p.bf16 {
+			bf = newAttnBF16(&d, ops, false)
+			defer bf.release()
+			pr = bf
 		}
 		for u := lo; u < hi; u++ {
 			bn, qb := u/nq, zigzag(u%nq, nq)
+			if bf != nil {
+				bf.load(bn / d.N)
+			}
 			attnForwardBlock(&d, p, pr, out.f32(), lse.f32(), bn/d.N, bn%d.N, qb*attnBr, s)
 		}
 		attnPool.Put(bp)
@@ -401,23 +400,23 @@ func attentionBwdImpl(in []*Tensor, p *attnParams) []*Tensor {
 		gl = glse.f32()
 	}
 	ops := attnF32{q: q.f32(), k: k.f32(), v: v.f32(), g: g.f32()}
-	gf := ops.g // the softmax's D = Σ g·out reads g as the products do
-	var bops *attnBF16
-	if p.bf16 {
-		bops = newAttnBF16(&d, ops, true, isLocal(q, k, v, g))
-		defer bops.release()
-		gf = bops.gRounded
-	}
 	parallelFor(d.B*d.N, cost, 1, isLocal(q, k, v, g), func(lo, hi int) {
 		bp, s := attnScratch(2*attnBr*attnBc + d.T)
 		pr := attnProducts(ops)
-		if bops != nil {
-			c := bops.chunk()
-			defer c.release()
-			pr = c
+		var bf *attnBF16
+		if p.bf16 {
+			bf = newAttnBF16(&d, ops, true)
+			defer bf.release()
+			pr = bf
 		}
 		for u := lo; u < hi; u++ {
-			attnBackwardHead(&d, p, pr, bwdBufs{out.f32(), lse.f32(), gf, gl, dq.f32(), dk.f32(), dv.f32()}, u/d.N, u%d.N, s)
+			x := bwdBufs{out.f32(), lse.f32(), ops.g, 0, gl, dq.f32(), dk.f32(), dv.f32()}
+			if bf != nil {
+				// The softmax's D = Σ g·out reads g as the products do.
+				bf.load(u / d.N)
+				x.g, x.gBatch = bf.gRounded()
+			}
+			attnBackwardHead(&d, p, pr, x, u/d.N, u%d.N, s)
 		}
 		attnPool.Put(bp)
 	})
@@ -426,8 +425,10 @@ func attentionBwdImpl(in []*Tensor, p *attnParams) []*Tensor {
 
 // bwdBufs are the operands and results of the backward kernel.
 type bwdBufs struct {
-	out, lse, g, glse []float32
-	dq, dk, dv        []float32
+	out, lse, g []float32
+	gBatch      int // g holds batches from gBatch on
+	glse        []float32
+	dq, dk, dv  []float32
 }
 
 // attnBlock is a block of queries [t0, t0+rows) and keys [s0, s0+cols)
@@ -505,7 +506,8 @@ func attnBackwardHead(d *attnDims, p *attnParams, pr attnProducts, x bwdBufs, b,
 	// backward subtracts it from every dP of the row.
 	for t := range d.T {
 		o := (b*d.T+t)*d.ldv + n*d.V
-		dot := vec.DotF64(x.g[o:o+d.V], x.out[o:o+d.V])
+		og := o - x.gBatch*d.T*d.ldv
+		dot := vec.DotF64(x.g[og:og+d.V], x.out[o:o+d.V])
 		if x.glse != nil {
 			dot -= float64(x.glse[lo+t])
 		}

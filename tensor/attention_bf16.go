@@ -24,91 +24,115 @@ import (
 //	dq += ds k       keys           ds along keys, k along keys
 //	dk += dsᵀ q      queries        ds along queries, q along queries
 //
-// q, k, v and g are rounded and paired once a call, in every layout their
-// products need (three forward, seven backward: each half the size of the
-// float32 operand, so memory stays linear in the lengths), and each block
-// of weights or of their gradients once a product, in L1. Block starts
+// q, k, v and g are rounded and paired in every layout their products
+// need (three forward, seven backward: each half the size of the float32
+// operand, so memory stays linear in the lengths) one batch at a time, by
+// the goroutine that computes its heads, just before them: the pairs are
+// then read from cache, not written out and read back (at context 64 the
+// whole-call passes cost 11 % of the pass against 24 % for the products);
+// each block of weights or of their gradients is rounded once a product,
+// in L1. Block starts
 // are even (attnBr and attnBc are), so a block's pairs are the
 // sequence's; an odd length ends with a pair whose high half is zero in
 // both operands.
 
-// attnBF16 holds the paired operands of one call.
+// attnBF16 are the bfloat16 products of one goroutine of a call: the
+// paired operands of one batch at a time (load), made when its first
+// unit reaches that batch and read from cache by the batch's heads, and
+// scratch for a block's pairs.
 type attnBF16 struct {
-	q2, k2, v2, g2 []uint32  // pairs along the features: [B, T or S, N, ⌈H/2⌉ or ⌈V/2⌉]
-	qs, ks, vs, gs []uint32  // pairs along the sequence: [B, ⌈T/2⌉ or ⌈S/2⌉, N, H or V]
-	hp, vp, tp, sp int       // ⌈H/2⌉, ⌈V/2⌉, ⌈T/2⌉, ⌈S/2⌉
-	buf            *[]uint32 // all of the above, from attnPairPool
-	// gRounded is g's values rounded to bfloat16, as float32 (backward):
-	// the softmax's backward subtracts D = Σ g·out from each dP = g·vᵀ,
-	// and near one-hot weights cancel the two, so both read the same g.
-	gRounded []float32
+	d   *attnDims
+	x   attnF32
+	bwd bool
+	b   int       // the batch loaded, -1 none
+	q2  []uint32  // pairs along the features: [T, N, ⌈H/2⌉]
+	k2  []uint32  // [S, N, ⌈H/2⌉]
+	v2  []uint32  // [S, N, ⌈V/2⌉] (backward)
+	g2  []uint32  // [T, N, ⌈V/2⌉] (backward)
+	qs  []uint32  // pairs along the sequence: [⌈T/2⌉, N, H] (backward)
+	ks  []uint32  // [⌈S/2⌉, N, H] (backward)
+	vs  []uint32  // [⌈S/2⌉, N, V] (forward)
+	gs  []uint32  // [⌈T/2⌉, N, V] (backward)
+	hp  int       // ⌈H/2⌉
+	vp  int       // ⌈V/2⌉
+	gr  []float32 // g rounded, as float32 [T, N, V] (backward)
+	buf *[]uint32 // the operands, from attnPairPool
+	blk *[]uint32 // a block's pairs, from attnBlockPool
 }
 
 // attnPairPool recycles the paired operands (and g rounded), attnBlockPool
-// the chunks' block pairs: apart, so that neither takes the other's size.
+// the block pairs: apart, so that neither takes the other's size.
 var (
 	attnPairPool  = sync.Pool{New: func() any { return new([]uint32) }}
 	attnBlockPool = sync.Pool{New: func() any { return new([]uint32) }}
 )
 
-// release returns a's buffer to the pool.
-func (a *attnBF16) release() {
-	attnPairPool.Put(a.buf)
-	a.buf = nil
-}
-
-// newAttnBF16 rounds and pairs x's operands: those of the forward
-// products, or with bwd those of the backward's (x.g set), split over
-// goroutines by batch unless local.
-func newAttnBF16(d *attnDims, x attnF32, bwd, local bool) *attnBF16 {
-	a := &attnBF16{hp: (d.H + 1) / 2, vp: (d.V + 1) / 2, tp: (d.T + 1) / 2, sp: (d.S + 1) / 2}
-	nq2, nk2, nvs := d.B*d.T*d.N*a.hp, d.B*d.S*d.N*a.hp, d.B*a.sp*d.ldv
-	nv2, nqs, nks, ngs, ng2 := d.B*d.S*d.N*a.vp, d.B*a.tp*d.ldq, d.B*a.sp*d.ldq, d.B*a.tp*d.ldv, d.B*d.T*d.N*a.vp
-	total := nq2 + nk2 + nvs
+// newAttnBF16 returns the products of one goroutine, forward or (bwd)
+// backward, on x's operands (x.g set backward); release it after use.
+// Its buffers hold one batch: with the gradient g rounded once too
+// (gRounded), since the softmax's backward subtracts D = Σ g·out from
+// each dP = g·vᵀ and near one-hot weights cancel the two, so both must
+// read the same g.
+func newAttnBF16(d *attnDims, x attnF32, bwd bool) *attnBF16 {
+	a := &attnBF16{d: d, x: x, bwd: bwd, b: -1, hp: (d.H + 1) / 2, vp: (d.V + 1) / 2}
+	tp, sp := (d.T+1)/2, (d.S+1)/2
+	sizes := []int{d.T * d.N * a.hp, d.S * d.N * a.hp, sp * d.ldv}
 	if bwd {
-		total = nq2 + nk2 + nv2 + nqs + nks + ngs + ng2 + len(x.g)
+		sizes = []int{d.T * d.N * a.hp, d.S * d.N * a.hp, 0, d.S * d.N * a.vp, d.T * d.N * a.vp, tp * d.ldq, sp * d.ldq, tp * d.ldv, d.T * d.ldv}
 	}
-	// One buffer a call: the pool then always holds the size a model's
-	// attention asks for.
-	a.buf = attnPairPool.Get().(*[]uint32)
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	a.buf, a.blk = attnPairPool.Get().(*[]uint32), attnBlockPool.Get().(*[]uint32)
 	if cap(*a.buf) < total {
 		*a.buf = make([]uint32, total)
 	}
+	if n := attnBr * attnBc; cap(*a.blk) < n {
+		*a.blk = make([]uint32, n)
+	}
 	all := (*a.buf)[:total]
-	take := func(n int) []uint32 {
-		p := all[:n:n]
-		all = all[n:]
-		return p
+	parts := make([][]uint32, len(sizes))
+	for i, n := range sizes {
+		parts[i], all = all[:n:n], all[n:]
 	}
-	a.q2, a.k2 = take(nq2), take(nk2)
-	if !bwd {
-		a.vs = take(nvs)
-	} else {
-		a.v2, a.qs, a.ks, a.gs, a.g2 = take(nv2), take(nqs), take(nks), take(ngs), take(ng2)
-		gr := take(len(x.g))
-		a.gRounded = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(gr))), len(gr))
+	a.q2, a.k2, a.vs = parts[0], parts[1], parts[2]
+	if bwd {
+		a.v2, a.g2, a.qs, a.ks, a.gs = parts[3], parts[4], parts[5], parts[6], parts[7]
+		a.gr = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(parts[8]))), len(parts[8]))
 	}
-	// A pass reads each float32 once and writes half its bytes per layout.
-	cost := max(1, (d.T+d.S)*(d.ldq+d.ldv)/32)
-	parallelFor(d.B, cost, 1, local, func(lo, hi int) {
-		nb := hi - lo
-		// The rows of batches [lo, hi) of a [B, L, ·] array, w elements a row.
-		rows := func(p []uint32, L, w int) []uint32 { return p[lo*L*w : hi*L*w] }
-		q, k, v := x.q[lo*d.T*d.ldq:hi*d.T*d.ldq], x.k[lo*d.S*d.ldq:hi*d.S*d.ldq], x.v[lo*d.S*d.ldv:hi*d.S*d.ldv]
-		if !bwd {
-			pairsAlongFeatures(rows(a.q2, d.T, d.N*a.hp), q, nb*d.T*d.N, d.H)
-			pairsAlongFeatures(rows(a.k2, d.S, d.N*a.hp), k, nb*d.S*d.N, d.H)
-			pairsAlongSeq(rows(a.vs, a.sp, d.ldv), v, nb, d.S, d.ldv)
-			return
-		}
-		g := x.g[lo*d.T*d.ldv : hi*d.T*d.ldv]
-		pairsAlongFeatures(rows(a.v2, d.S, d.N*a.vp), v, nb*d.S*d.N, d.V)
-		pairsBoth(rows(a.qs, a.tp, d.ldq), rows(a.q2, d.T, d.N*a.hp), nil, q, nb, d.T, d.N, d.H)
-		pairsBoth(rows(a.ks, a.sp, d.ldq), rows(a.k2, d.S, d.N*a.hp), nil, k, nb, d.S, d.N, d.H)
-		pairsBoth(rows(a.gs, a.tp, d.ldv), rows(a.g2, d.T, d.N*a.vp), a.gRounded[lo*d.T*d.ldv:hi*d.T*d.ldv], g, nb, d.T, d.N, d.V)
-	})
 	return a
 }
+
+// release returns a's buffers to their pools.
+func (a *attnBF16) release() {
+	attnPairPool.Put(a.buf)
+	attnBlockPool.Put(a.blk)
+}
+
+// load rounds and pairs batch b of the operands, unless loaded.
+func (a *attnBF16) load(b int) {
+	if a.b == b {
+		return
+	}
+	a.b = b
+	d, x := a.d, a.x
+	q, k, v := x.q[b*d.T*d.ldq:(b+1)*d.T*d.ldq], x.k[b*d.S*d.ldq:(b+1)*d.S*d.ldq], x.v[b*d.S*d.ldv:(b+1)*d.S*d.ldv]
+	if !a.bwd {
+		pairsAlongFeatures(a.q2, q, d.T*d.N, d.H)
+		pairsAlongFeatures(a.k2, k, d.S*d.N, d.H)
+		pairsAlongSeq(a.vs, v, 1, d.S, d.ldv)
+		return
+	}
+	pairsAlongFeatures(a.v2, v, d.S*d.N, d.V)
+	pairsBoth(a.qs, a.q2, nil, q, 1, d.T, d.N, d.H)
+	pairsBoth(a.ks, a.k2, nil, k, 1, d.S, d.N, d.H)
+	pairsBoth(a.gs, a.g2, a.gr, x.g[b*d.T*d.ldv:(b+1)*d.T*d.ldv], 1, d.T, d.N, d.V)
+}
+
+// gRounded returns g's values rounded to bfloat16 (as float32) for the
+// loaded batch, and the batch.
+func (a *attnBF16) gRounded() ([]float32, int) { return a.gr, a.b }
 
 // halves views pairs as their bfloat16 halves.
 func halves(p []uint32) []uint16 {
@@ -181,68 +205,50 @@ func pairRowWithZero(out []uint32, lo []float32) {
 	}
 }
 
-// chunk returns the products of one goroutine of the call: a with
-// scratch for a block's pairs (release it after use).
-func (a *attnBF16) chunk() *attnBF16Chunk {
-	c := &attnBF16Chunk{attnBF16: a, buf: attnBlockPool.Get().(*[]uint32)}
-	if n := attnBr*attnBc/2 + attnBc; cap(*c.buf) < n {
-		*c.buf = make([]uint32, n)
-	}
-	return c
-}
-
-// attnBF16Chunk is attnBF16 with one goroutine's scratch: a block of
-// weights or of their gradients paired along the keys or along the
-// queries (at most ⌈attnBr/2⌉·attnBc pairs, or attnBr·⌈attnBc/2⌉).
-type attnBF16Chunk struct {
-	*attnBF16
-	buf *[]uint32
-}
-
-func (c *attnBF16Chunk) release() { attnBlockPool.Put(c.buf) }
-
 // alongKeys rounds the block p (rows×cols) into pairs along the keys:
 // rows×⌈cols/2⌉, the last pair's high half zero when cols is odd.
-func (c *attnBF16Chunk) alongKeys(at attnBlock, p []float32) []uint32 {
-	return pairsAlongFeatures((*c.buf)[:at.rows*((at.cols+1)/2)], p, at.rows, at.cols)
+func (c *attnBF16) alongKeys(at attnBlock, p []float32) []uint32 {
+	return pairsAlongFeatures((*c.blk)[:at.rows*((at.cols+1)/2)], p, at.rows, at.cols)
 }
 
 // alongQueries rounds the block p (rows×cols) into pairs along the
 // queries: ⌈rows/2⌉×cols.
-func (c *attnBF16Chunk) alongQueries(at attnBlock, p []float32) []uint32 {
-	return pairsAlongSeq((*c.buf)[:(at.rows+1)/2*at.cols], p, 1, at.rows, at.cols)
+func (c *attnBF16) alongQueries(at attnBlock, p []float32) []uint32 {
+	return pairsAlongSeq((*c.blk)[:(at.rows+1)/2*at.cols], p, 1, at.rows, at.cols)
 }
 
-func (c *attnBF16Chunk) scores(d *attnDims, at attnBlock, scale float32, s []float32) {
-	qo := ((at.b*d.T+at.t0)*d.N + at.n) * c.hp
-	ko := ((at.b*d.S+at.s0)*d.N + at.n) * c.hp
+// The products read the loaded batch (at.b): offsets within it.
+
+func (c *attnBF16) scores(d *attnDims, at attnBlock, scale float32, s []float32) {
+	qo := (at.t0*d.N + at.n) * c.hp
+	ko := (at.s0*d.N + at.n) * c.hp
 	gemm.BgemmPairs(false, true, at.rows, at.cols, c.hp, scale, c.q2[qo:], d.N*c.hp, c.k2[ko:], d.N*c.hp, 0, s, at.cols, 1)
 }
 
-func (c *attnBF16Chunk) weighted(d *attnDims, at attnBlock, p []float32, beta float32, out []float32) {
-	vo := (at.b*c.sp+at.s0/2)*d.ldv + at.n*d.V
+func (c *attnBF16) weighted(d *attnDims, at attnBlock, p []float32, beta float32, out []float32) {
+	vo := at.s0/2*d.ldv + at.n*d.V
 	cp := (at.cols + 1) / 2
 	gemm.BgemmPairs(false, false, at.rows, d.V, cp, 1, c.alongKeys(at, p), cp, c.vs[vo:], d.ldv, beta, out, d.ldv, 1)
 }
 
-func (c *attnBF16Chunk) gradV(d *attnDims, at attnBlock, p []float32, beta float32, dv []float32) {
-	gOff := (at.b*c.tp+at.t0/2)*d.ldv + at.n*d.V
+func (c *attnBF16) gradV(d *attnDims, at attnBlock, p []float32, beta float32, dv []float32) {
+	gOff := at.t0/2*d.ldv + at.n*d.V
 	gemm.BgemmPairs(true, false, at.cols, d.V, (at.rows+1)/2, 1, c.alongQueries(at, p), at.cols, c.gs[gOff:], d.ldv, beta, dv, d.ldv, 1)
 }
 
-func (c *attnBF16Chunk) gradP(d *attnDims, at attnBlock, dp []float32) {
-	gOff := ((at.b*d.T+at.t0)*d.N + at.n) * c.vp
-	vo := ((at.b*d.S+at.s0)*d.N + at.n) * c.vp
+func (c *attnBF16) gradP(d *attnDims, at attnBlock, dp []float32) {
+	gOff := (at.t0*d.N + at.n) * c.vp
+	vo := (at.s0*d.N + at.n) * c.vp
 	gemm.BgemmPairs(false, true, at.rows, at.cols, c.vp, 1, c.g2[gOff:], d.N*c.vp, c.v2[vo:], d.N*c.vp, 0, dp, at.cols, 1)
 }
 
-func (c *attnBF16Chunk) gradQ(d *attnDims, at attnBlock, scale float32, ds []float32, beta float32, dq []float32) {
-	ko := (at.b*c.sp+at.s0/2)*d.ldq + at.n*d.H
+func (c *attnBF16) gradQ(d *attnDims, at attnBlock, scale float32, ds []float32, beta float32, dq []float32) {
+	ko := at.s0/2*d.ldq + at.n*d.H
 	cp := (at.cols + 1) / 2
 	gemm.BgemmPairs(false, false, at.rows, d.H, cp, scale, c.alongKeys(at, ds), cp, c.ks[ko:], d.ldq, beta, dq, d.ldq, 1)
 }
 
-func (c *attnBF16Chunk) gradK(d *attnDims, at attnBlock, scale float32, ds []float32, beta float32, dk []float32) {
-	qo := (at.b*c.tp+at.t0/2)*d.ldq + at.n*d.H
+func (c *attnBF16) gradK(d *attnDims, at attnBlock, scale float32, ds []float32, beta float32, dk []float32) {
+	qo := at.t0/2*d.ldq + at.n*d.H
 	gemm.BgemmPairs(true, false, at.cols, d.H, (at.rows+1)/2, scale, c.alongQueries(at, ds), at.cols, c.qs[qo:], d.ldq, beta, dk, d.ldq, 1)
 }
