@@ -254,9 +254,9 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// that a device computes its parts of the last layers' gradients while
 	// another still runs the rest of its backward pass. Those the update
 	// takes later (laterFolds) are left to it.
-	later := t.laterFolds(c, folds, leaves, dims, sums)
+	later := t.laterFolds(c, folds, leaves, dims, sums, bucket)
 	for i := len(leaves) - 1; i >= 0 && folds != nil; i-- {
-		if x := leaves[i]; folds[i] != nil && (later == nil || later[i] == nil) {
+		if x := leaves[i]; folds[i] != nil && (later == nil || later.folds[i] == nil) {
 			leaves[i] = foldedGradient(folds[i], hs[i], func() *shard.Handle { return reduce(i, x) })
 			donateValue(x) // the rest of the cotangent, reduced (nil if there was none)
 		}
@@ -266,12 +266,27 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 			continue
 		}
 		if j := slices.Index(bucket.leaves, i); j >= 0 {
+			if later != nil {
+				// Taken after the folds: waiting for the bucket here
+				// would wait for every device's whole backward pass
+				// before this one computes its folds.
+				later.member[i] = j
+				leaves[i] = nil
+				continue
+			}
 			leaves[i] = bucket.wait(j)
 			continue // the bucket's copy of x is reduced, x is the caller's
 		}
 		h := hs[i]
 		if h == nil { // not started during the backward pass
 			h = reduce(i, x)
+		}
+		if later != nil && x.DType() == tensor.Float32 {
+			// Taken after the folds too: a reduction meets the other
+			// devices once they have all reached it.
+			later.hs[i], later.rest[i] = h, x
+			leaves[i] = nil
+			continue
 		}
 		leaves[i] = h.Wait()
 		if leaves[i].DType() != x.DType() { // reduced in Config.ReduceDType
@@ -287,13 +302,13 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		}
 	}
 	g = pytree.Unflatten[M](tree, leaves)
+	markPhase(phaseReduced)
+	p, st := t.zeroUpdate(c, in.Params, g, in.State, dims, sums, later)
 	if mean >= 0 {
 		l = meanScale(bucket.wait(mean), n)
 	} else if rows != nil {
 		l = meanScale(c.Psum(rows, axes...), n)
 	}
-	markPhase(phaseReduced)
-	p, st := t.zeroUpdate(c, in.Params, g, in.State, dims, sums, later)
 	// Keep each parameter's logical axes, as the host update does. The
 	// all-gathered blocks are this step's own: the named headers alone hold
 	// them.
@@ -368,25 +383,44 @@ func (t *Trainer[M, B]) varyingParams(c *shard.Ctx, params M, dims []int, sums [
 	return pytree.Unflatten[M](st, leaves), folds
 }
 
-// laterFolds returns, by leaf, the folded gradients (of folds) that the
-// sharded update consumes as the fold computes them (zeroUpdate,
-// optim.StepIntoOverStateLater), or nil if none: those whose fold took
-// one product and whose backward pass returned nothing else (leaves[i]
-// nil), when the update writes into the all-gathers' results over the
-// old state (stateDead) and the optimizer can take gradients later. An
+// laterGrads are the gradients the sharded update takes as they arrive
+// (updateLater), by leaf: the folds it consumes block by block as they
+// compute them, then the other float32 gradients' reductions (hs, with
+// the device's gradients they reduce, rest) and the members of the bucket
+// (member: -1 for a leaf not taken from it), each of which meets every
+// device, and so waits for the slowest one's backward pass.
+type laterGrads struct {
+	folds  []*shard.FoldedGradient
+	hs     []*shard.Handle // the other gradients' reductions, by leaf
+	rest   []*tensor.Tensor
+	bucket *gradBucket
+	member []int
+}
+
+// laterFolds returns the gradients the sharded update takes later
+// (laterGrads), or nil if there are none: the folded gradients whose fold
+// took one product and whose backward pass returned nothing else
+// (leaves[i] nil), when the update writes into the all-gathers' results
+// over the old state (stateDead) and the optimizer can take gradients
+// later; then also the other float32 gradients, which zeroStep marks. An
 // optimizer that needs every gradient first (Config.ClipGlobalNorm's
-// global norm, a Chain, a Mask) cannot: its gradients are waited for here.
-func (t *Trainer[M, B]) laterFolds(c *shard.Ctx, folds []*shard.FoldedGradient, leaves []*tensor.Tensor, dims []int, sums [][]string) []*shard.FoldedGradient {
+// global norm, a Chain, a Mask) cannot: its gradients are waited for in
+// zeroStep.
+func (t *Trainer[M, B]) laterFolds(c *shard.Ctx, folds []*shard.FoldedGradient, leaves []*tensor.Tensor, dims []int, sums [][]string, bucket *gradBucket) *laterGrads {
 	if folds == nil || !foldUpdate || !lendGather || !optim.TakesGradientsLater(t.optimizer(c.Psum)) || !t.stateDead(c, dims, sums) {
 		return nil
 	}
-	var later []*shard.FoldedGradient
+	var later *laterGrads
 	for i, f := range folds {
 		if f != nil && f.Folded() == 1 && leaves[i] == nil {
 			if later == nil {
-				later = make([]*shard.FoldedGradient, len(folds))
+				later = &laterGrads{folds: make([]*shard.FoldedGradient, len(folds)), hs: make([]*shard.Handle, len(folds)),
+					rest: make([]*tensor.Tensor, len(folds)), bucket: bucket, member: make([]int, len(folds))}
+				for j := range later.member {
+					later.member[j] = -1
+				}
 			}
-			later[i] = f
+			later.folds[i] = f
 		}
 	}
 	return later
@@ -456,7 +490,7 @@ func foldedGradient(f *shard.FoldedGradient, h *shard.Handle, reduce func() *sha
 // updated blocks into the replicated parameters. When the old state is
 // the step's to give up (stateDead), the new moments are written over the
 // old ones too (optim.StepIntoOverState).
-func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State, dims []int, sums [][]string, later []*shard.FoldedGradient) (M, optim.State) {
+func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State, dims []int, sums [][]string, later *laterGrads) (M, optim.State) {
 	leaves, tree := pytree.Flatten(params)
 	targets := make([]*shard.GatherTarget, len(leaves))
 	dst := make([]*tensor.Tensor, len(leaves))
@@ -517,30 +551,34 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 	return p, st
 }
 
-// updateLater is the sharded update of zeroUpdate where the gradients of
-// the leaves later has a fold at are consumed as their folds compute them
-// (laterFolds): the other leaves are updated first
+// updateLater is the sharded update of zeroUpdate where the gradients
+// later has are taken as they arrive: the other leaves are updated first
 // (optim.StepIntoOverStateLater), then each fold, last leaf first (the
 // order the backward pass started them), hands its part to its leaf's
 // step block by block (shard.FoldedGradient.WaitThen), so that the
 // gradient is read while in cache and the update's memory traffic runs
-// between the products rather than after them all.
-func (t *Trainer[M, B]) updateLater(c *shard.Ctx, dst, own, g M, state optim.State, later []*shard.FoldedGradient) (M, optim.State) {
+// between the products rather than after them all; then the other
+// gradients' reductions and the bucket's members (biases), which meet
+// the other devices.
+func (t *Trainer[M, B]) updateLater(c *shard.Ctx, dst, own, g M, state optim.State, later *laterGrads) (M, optim.State) {
 	leaves, tree := pytree.Flatten(own)
 	marks := make([]*tensor.Tensor, len(leaves))
 	var at []int // the leaves with a later gradient, in order
-	for i, f := range later {
-		if f != nil {
+	for i := range leaves {
+		if later.folds[i] != nil || later.hs[i] != nil || later.member[i] >= 0 {
 			marks[i] = leaves[i]
 			at = append(at, i)
 		}
 	}
 	p, st, steps, ok := optim.StepIntoOverStateLater(dst, t.optimizer(c.Psum), own, g, pytree.Unflatten[M](tree, marks), state)
 	if !ok || len(steps) != len(at) {
-		panic("parallel: the sharded update could not take the folded gradients later") // laterFolds checked
+		panic("parallel: the sharded update could not take the gradients later") // laterFolds checked
 	}
 	for j := len(at) - 1; j >= 0; j-- {
-		f, step := later[at[j]], steps[j]
+		f, step := later.folds[at[j]], steps[j]
+		if f == nil {
+			continue
+		}
 		if f.WaitThen(step) {
 			laterUpdates.Add(1)
 			continue
@@ -549,6 +587,23 @@ func (t *Trainer[M, B]) updateLater(c *shard.Ctx, dst, own, g M, state optim.Sta
 		part := f.Wait()
 		step(0, part.BorrowFloat32())
 		donateValue(part)
+	}
+	for j, i := range at {
+		if h := later.hs[i]; h != nil {
+			r := h.Wait()
+			steps[j](0, r.BorrowFloat32())
+			donateValue(r)
+			if x := later.rest[i]; r != x {
+				donateValue(x) // the device's own gradient, reduced
+			}
+		}
+	}
+	for j, i := range at {
+		if m := later.member[i]; m >= 0 {
+			x := later.bucket.wait(m)
+			steps[j](0, x.BorrowFloat32())
+			donateValue(x)
+		}
 	}
 	return p, st
 }

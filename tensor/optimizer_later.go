@@ -8,9 +8,10 @@ import (
 
 // AdamStepIntoOverMomentsLater is AdamStepsIntoOverMoments of one
 // parameter whose gradient is not known yet: it returns the results now,
-// p2 a header of its own over dst's storage (fresh storage if dst is nil)
-// and mu2 and nu2 over mu's and nu's (fresh where AdamStepsIntoOverMoments
-// would write them fresh), and step, which updates elements [at,
+// p2 a header of its own over dst's storage and mu2 and nu2 over mu's and
+// nu's (fresh where AdamStepsIntoOverMoments would write them fresh: all
+// three when dst is nil, as for a parameter without a destination there),
+// and step, which updates elements [at,
 // at+len(g)) of all three from their gradient g, reading p, mu and nu
 // there first. The results hold their new values once step has been
 // called for every element exactly once (in any order, on one goroutine
@@ -49,8 +50,8 @@ func AdamStepIntoOverMomentsLater(dst, p, mu, nu *Tensor, c AdamCoeffs) (p2, mu2
 // (nil without momentum: t nil; else over t's storage, which the caller
 // gives up, or fresh where it overlaps another operand), and step, which
 // computes elements [at, at+len(g)) of both from their gradient g, with
-// the bits of SGDStep. The results hold their values once step has been
-// called for every element exactly once.
+// the bits of SGDStep (both fresh when dst is nil). The results hold their
+// values once step has been called for every element exactly once.
 func SGDStepIntoLater(dst, p, t *Tensor, mu, s float32, nesterov bool) (p2, t2 *Tensor, step PieceStep) {
 	const op = "tensor.SGDStepIntoLater"
 	checkNil(op, "p", p)
@@ -84,9 +85,9 @@ func SGDStepIntoLater(dst, p, t *Tensor, mu, s float32, nesterov bool) (p2, t2 *
 
 // laterResults checks the operands in (the parameter first, then its
 // state) and the destination dst (nil: fresh) of a Later step, as
-// AdamStepsInto does, and returns the results: the parameter's over dst,
-// each state's over its own storage where it overlaps no other operand,
-// else fresh.
+// AdamStepsInto does, and returns the results: with a destination, the
+// parameter's over it and each state's over its own storage where it
+// overlaps no other operand; the others fresh.
 func laterResults(op string, dst *Tensor, in []*Tensor) []*Tensor {
 	for _, x := range in {
 		if x.node != nil || x.layout() != nil || x.xv() != nil || x.donated {
@@ -102,7 +103,7 @@ func laterResults(op string, dst *Tensor, in []*Tensor) []*Tensor {
 		switch {
 		case m == 0 && dst != nil:
 			continue
-		case m > 0 && alone(in, m):
+		case m > 0 && dst != nil && alone(in, m):
 			out[m] = intoHeader(op, in[m], in[m], in)
 			continue
 		}

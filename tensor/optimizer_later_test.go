@@ -24,7 +24,8 @@ func pieces(r *rand.Rand, g []float32, step PieceStep) {
 
 // AdamStepIntoOverMomentsLater, its gradient given in pieces in any
 // order, gives the bits of AdamSteps, the parameter in its destination
-// (or fresh storage) and the moments over the old ones; a piece outside
+// and the moments over the old ones (all fresh without a destination); a
+// piece outside
 // the parameter and a destination over a moment panic.
 func TestAdamStepIntoOverMomentsLater(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
@@ -44,12 +45,14 @@ func TestAdamStepIntoOverMomentsLater(t *testing.T) {
 			require.True(t, sameBits(wp[0].Float32s(), p2.Float32s()), "p, wd %v, into %v", wd, into)
 			require.True(t, sameBits(wm[0].Float32s(), m2.Float32s()), "mu")
 			require.True(t, sameBits(wv[0].Float32s(), v2.Float32s()), "nu")
-			assert.Same(t, &mu.f32()[0], &m2.f32()[0], "mu over the old")
-			assert.Same(t, &nu.f32()[0], &v2.f32()[0], "nu over the old")
 			if into {
 				assert.Same(t, &dst.f32()[0], &p2.f32()[0], "p in its destination")
+				assert.Same(t, &mu.f32()[0], &m2.f32()[0], "mu over the old")
+				assert.Same(t, &nu.f32()[0], &v2.f32()[0], "nu over the old")
 			} else {
 				assert.NotSame(t, &p.f32()[0], &p2.f32()[0], "p fresh")
+				assert.NotSame(t, &mu.f32()[0], &m2.f32()[0], "mu fresh without a destination")
+				assert.NotSame(t, &nu.f32()[0], &v2.f32()[0], "nu fresh without a destination")
 			}
 		}
 	}
