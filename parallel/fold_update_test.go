@@ -94,40 +94,17 @@ func TestFoldedUpdate(t *testing.T) {
 // handed out.
 func TestFoldedUpdateStateHandedOut(t *testing.T) {
 	defer parallel.FoldSmall()()
-	mlp, _ := guideModel(guideSizes, 16, 3)
-	var batches []batch
-	for i := range 4 {
-		_, b := guideModel(guideSizes, 16, uint64(80+i))
-		batches = append(batches, b)
-	}
-	mesh := shard.NewMesh([]int{2}, []string{"dp"})
-	newTrainer := func() *parallel.Trainer[nn.MLP, batch] {
-		tr, err := parallel.New(mlp, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Mesh: mesh, Optimizer: optim.Adam(optim.Constant(1e-3))})
-		require.NoError(t, err)
-		return tr
-	}
-	held, plain := newTrainer(), newTrainer()
-	stepAll(t, held, batches[:2])
-	stepAll(t, plain, batches[:2])
-	st := floatLeaves(held.State())
-	var before [][]uint32
-	for _, x := range st {
-		before = append(before, bitsOf(shard.Gather(x).Float32s()))
-	}
-	n0 := parallel.LaterUpdates()
-	stepAll(t, held, batches[2:3])
-	require.Equal(t, n0, parallel.LaterUpdates(), "a step over a state handed out")
-	stepAll(t, held, batches[3:])
-	require.Equal(t, n0+4*2, parallel.LaterUpdates(), "the step after it: 4 weights on 2 devices")
-	stepAll(t, plain, batches[2:])
-	require.NotEmpty(t, st)
-	for i, x := range st {
-		require.Equal(t, before[i], bitsOf(shard.Gather(x).Float32s()), "state leaf %d handed out before the step", i)
-	}
-	hp, pp := pytree.Leaves(held.Params()), pytree.Leaves(plain.Params())
-	for i := range hp {
-		require.Equal(t, bitsOf(pp[i].Float32s()), bitsOf(hp[i].Float32s()), "leaf %d", i)
-	}
+	var n0 int64
+	stateHandedOut(t, 80, 2, func(i int) {
+		switch i {
+		case 0:
+			n0 = parallel.LaterUpdates()
+		case 1:
+			require.Equal(t, n0, parallel.LaterUpdates(), "a step over a state handed out")
+		case 2:
+			require.Equal(t, n0+4*2, parallel.LaterUpdates(), "the step after it: 4 weights on 2 devices")
+		}
+	})
 }
 
 // floatLeaves returns the float32 leaves of tree, as placed.

@@ -77,10 +77,22 @@ func TestUpdateIntoGather(t *testing.T) {
 // those it had when handed out, and the training goes on with the bits
 // of a trainer whose state was never handed out.
 func TestStateHandedOutKept(t *testing.T) {
+	stateHandedOut(t, 60, 1, nil)
+}
+
+// stateHandedOut trains two Adam trainers of the guide MLP on a 2-device
+// mesh alike for two steps, hands the optimizer state of one ("held")
+// out, and trains both for steps more, calling at(i) ahead of held's
+// step i of those and at(steps) after its last, before the other's: the
+// state handed out must keep its values, and held
+// must end with the parameters of the other, bit for bit. The batches
+// are drawn from seeds seed, seed+1, ...
+func stateHandedOut(t *testing.T, seed uint64, steps int, at func(i int)) {
+	t.Helper()
 	mlp, _ := guideModel(guideSizes, 16, 3)
 	var batches []batch
-	for i := range 3 {
-		_, b := guideModel(guideSizes, 16, uint64(60+i))
+	for i := range 2 + steps {
+		_, b := guideModel(guideSizes, 16, seed+uint64(i))
 		batches = append(batches, b)
 	}
 	mesh := shard.NewMesh([]int{2}, []string{"data"})
@@ -92,21 +104,23 @@ func TestStateHandedOutKept(t *testing.T) {
 	held, plain := newTrainer(), newTrainer()
 	stepAll(t, held, batches[:2])
 	stepAll(t, plain, batches[:2])
-	var st []*tensor.Tensor // as placed
-	for _, x := range pytree.Leaves(held.State()) {
-		if x.DType() == tensor.Float32 {
-			st = append(st, x)
+	st := floatLeaves(held.State()) // as placed
+	require.NotEmpty(t, st)
+	var kept [][]uint32
+	for _, x := range st {
+		kept = append(kept, bitsOf(shard.Gather(x).Float32s()))
+	}
+	for i := range steps + 1 {
+		if at != nil {
+			at(i)
+		}
+		if i < steps {
+			stepAll(t, held, batches[2+i:3+i])
 		}
 	}
-	var before [][]uint32
-	for _, x := range st {
-		before = append(before, bitsOf(shard.Gather(x).Float32s()))
-	}
-	stepAll(t, held, batches[2:])
 	stepAll(t, plain, batches[2:])
-	require.NotEmpty(t, st)
 	for i, x := range st {
-		require.Equal(t, before[i], bitsOf(shard.Gather(x).Float32s()), "state leaf %d handed out before the step", i)
+		require.Equal(t, kept[i], bitsOf(shard.Gather(x).Float32s()), "state leaf %d handed out before the step", i)
 	}
 	hp, pp := pytree.Leaves(held.Params()), pytree.Leaves(plain.Params())
 	for i := range hp {
