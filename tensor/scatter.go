@@ -303,9 +303,18 @@ func SegmentSum(data, segmentIDs *Tensor, numSegments int) *Tensor {
 	what := func() string {
 		return fmt.Sprintf("tensor.SegmentSum: %s into %d segments", operands("", data, segmentIDs), numSegments)
 	}
-	switch {
-	case data.dtype == Bool:
+	if data.dtype == Bool {
 		panic(fmt.Sprintf("%s: not defined for bool", what()))
+	}
+	checkSegments(what, data, segmentIDs, numSegments)
+	return Apply(segmentSumOp, segmentParams{numSegments}, data, segmentIDs)
+}
+
+// checkSegments panics, with what() first in the message, unless
+// segmentIDs is i32[N] for data of shape [N, ...] and numSegments is not
+// negative: the operands every segment op shares.
+func checkSegments(what func() string, data, segmentIDs *Tensor, numSegments int) {
+	switch {
 	case segmentIDs.dtype != Int32:
 		panic(fmt.Sprintf("%s: segment ids must be int32", what()))
 	case len(data.shape) == 0:
@@ -315,7 +324,6 @@ func SegmentSum(data, segmentIDs *Tensor, numSegments int) *Tensor {
 	case numSegments < 0:
 		panic(fmt.Sprintf("%s: negative segment count", what()))
 	}
-	return Apply(segmentSumOp, segmentParams{numSegments}, data, segmentIDs)
 }
 
 // takeGradBlockParams makes take_grad's params for blocks (indices, g):

@@ -220,8 +220,9 @@ func rowWeights(w *Tensor, rank int) *Tensor {
 // combine: each token's expert outputs weighted by their gates). Each
 // product is rounded before it is added, in the order of the rows, so the
 // result has the bits of that composition. data is a float of shape [N,
-// ...] (half data is widened to float32); weights [N] has its dtype; segmentIDs is Int32
-// [N], with ids outside [0, numSegments) dropped as SegmentSum drops them.
+// ...] (half data is widened to float32); weights [N] has its dtype;
+// segmentIDs is Int32 [N], with ids outside [0, numSegments) dropped as
+// SegmentSum drops them.
 //
 // The gradients: for data g gathered at the ids times the weights, for
 // weights the gathered g's dot product with each row.
@@ -235,16 +236,10 @@ func SegmentWeightedSum(data, weights, segmentIDs *Tensor, numSegments int) *Ten
 		panic(fmt.Sprintf("%s: data must be a float", what()))
 	case weights.dtype != data.dtype:
 		panic(fmt.Sprintf("%s: weights must have data's dtype", what()))
-	case segmentIDs.dtype != Int32:
-		panic(fmt.Sprintf("%s: segment ids must be int32", what()))
-	case len(data.shape) == 0:
-		panic(fmt.Sprintf("%s: data must have at least one dimension", what()))
-	case len(segmentIDs.shape) != 1 || segmentIDs.shape[0] != data.shape[0]:
-		panic(fmt.Sprintf("%s: want one segment id per row: i32[%d]", what(), data.shape[0]))
-	case len(weights.shape) != 1 || weights.shape[0] != data.shape[0]:
+	}
+	checkSegments(what, data, segmentIDs, numSegments)
+	if len(weights.shape) != 1 || weights.shape[0] != data.shape[0] {
 		panic(fmt.Sprintf("%s: want one weight per row: [%d]", what(), data.shape[0]))
-	case numSegments < 0:
-		panic(fmt.Sprintf("%s: negative segment count", what()))
 	}
 	return Apply(segmentWeightedSumOp, segmentParams{numSegments}, data, segmentIDs, weights)
 }
