@@ -40,8 +40,13 @@ import (
 // finishing one before it parks, and how long Run's caller waits awake
 // for the last worker. A training step's serial stretches between
 // regions are mostly shorter (see docs/performance.md, "A pool of
-// workers" and "Two cores on the MoE step").
-const SpinWindow = 200 * time.Microsecond
+// workers" and "Two cores on the MoE step"). It was 200 µs: on the 2-core
+// VM the MoE step's ~7 stretches a step of 200 µs to 1 ms parked the
+// worker, and a parked worker then joined the next region 0.25-2 ms late
+// (~1 ms of a core a step); the longer spin costs only the idle core's
+// time, and a goroutine waiting for that core still runs within
+// yieldEvery (docs/performance.md, "The MoE step's idle core").
+const SpinWindow = time.Millisecond
 
 // IdleExit is how long a parked worker waits for a region before it
 // exits.

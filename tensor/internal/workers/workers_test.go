@@ -148,7 +148,7 @@ func BenchmarkRegion(b *testing.B) {
 	}
 	short := func(int) { busy(5 * time.Microsecond) }
 	long := func(int) { busy(25 * time.Microsecond) }
-	for _, gap := range []time.Duration{0, 20 * time.Microsecond, time.Millisecond} {
+	for _, gap := range []time.Duration{0, 20 * time.Microsecond, 2 * SpinWindow} {
 		b.Run("pool/gap="+gap.String(), func(b *testing.B) {
 			run(b, gap, func() { chunks(runtime.GOMAXPROCS(0)-1, 2, short) })
 		})
