@@ -39,16 +39,8 @@ const twoGroupRows = 7 // rows of each device's output (device 1 uses 2)
 
 func TestRaggedAllToAllRowsGroups(t *testing.T) {
 	m := shard.NewMesh([]int{2}, []string{"ep"})
-	const width = 8 // rows of 8 float32: the outputs' storage is cached
-	var xd []float32
-	for r := range 2 {
-		for k := range 4 {
-			row := make([]float32, width)
-			row[0], row[1] = float32(100*r+k), float32(-100*r-k)
-			xd = append(xd, row...)
-		}
-	}
-	x := tensor.FromFloat32(xd, 8, width)
+	const width = 8 // twoGroupOperand's rows of 8 float32: the outputs' storage is cached
+	x := twoGroupOperand()
 	var comm shard.Comm
 	f := shard.Map(m, shard.P("ep"), shard.P("ep"), func(c *shard.Ctx, in twoGroupPlan) *tensor.Tensor {
 		return c.RaggedAllToAllRows(in.X, twoGroupRows, in.IO, in.SS, in.OO, in.RS, shard.Axes{"ep"})
