@@ -44,3 +44,15 @@ func FreshState() (restore func()) {
 	overState = false
 	return func() { overState = true }
 }
+
+// UpdateAfterBackward makes the host step update the parameters after
+// the backward pass (the step before updateInBackward), until restore is
+// called.
+func UpdateAfterBackward() (restore func()) {
+	updateInBackward = false
+	return func() { updateInBackward = true }
+}
+
+// BackwardSteps returns the number of host steps that updated the
+// parameters during the backward pass since the process started.
+func BackwardSteps() int64 { return backwardSteps.Load() }

@@ -666,13 +666,14 @@ func microBatch[B any](b B, i, k int) B {
 	})
 }
 
-// hostGrads is the loss and gradients on the host.
-func (t *Trainer[M, B]) hostGrads(b B, key tensor.Key, flow *stateFlow) (*tensor.Tensor, M) {
+// hostGrads is the loss and gradients on the host; opts (autodiff.OnGradient)
+// are for one micro-batch.
+func (t *Trainer[M, B]) hostGrads(b B, key tensor.Key, flow *stateFlow, opts ...autodiff.Option) (*tensor.Tensor, M) {
 	loss := func(p M, mb B, i int) *tensor.Tensor {
 		return t.userLoss(nil, p, mb, tensor.FoldIn(key, uint32(i)), i, flow)
 	}
 	if t.cfg.MicroBatches == 1 {
-		return valueAndGrad(t.params, func(p M) *tensor.Tensor { return loss(p, b, 0) })
+		return valueAndGrad(t.params, func(p M) *tensor.Tensor { return loss(p, b, 0) }, opts...)
 	}
 	return accumulate(t.cfg.MicroBatches, t.params, b, loss)
 }
@@ -727,6 +728,14 @@ func (t *Trainer[M, B]) Step(batch B) (float64, error) {
 	switch {
 	case t.mesh == nil:
 		flow := newFlow(t.mstate, stateful)
+		if l, g, p, s, ok := t.hostStepInBackward(batch, key, flow); ok {
+			t.setModelState(flow)
+			oldP, oldS := t.params, t.opt
+			t.params, t.opt = p, s
+			loss := l.Item()
+			t.donateStep(oldP, oldS, g, l)
+			return loss, nil
+		}
 		l, g = t.hostGrads(batch, key, flow)
 		t.setModelState(flow)
 	case t.prop:

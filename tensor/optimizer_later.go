@@ -14,10 +14,11 @@ import (
 // and step, which updates elements [at,
 // at+len(g)) of all three from their gradient g, reading p, mu and nu
 // there first. The results hold their new values once step has been
-// called for every element exactly once (in any order, on one goroutine
-// at a time); the gradient need never exist whole: SumProductsPartThen
-// hands it over block by block, while each block is in cache. Each
-// element gets the bits AdamSteps gives it (the same kernel). The caller
+// called for every element exactly once (in any order; steps of disjoint
+// ranges may run at once, as StepFrom runs them); the gradient need never
+// exist whole: SumProductsPartThen hands it over block by block, while
+// each block is in cache. Each element gets the bits AdamSteps gives it
+// (the same kernel). The caller
 // must not read mu, nu or dst until then, nor mu or nu after (as
 // AdamStepsIntoOverMoments); the operands are those of
 // AdamStepsIntoOverMoments without the gradient, and the call panics
@@ -123,4 +124,26 @@ func checkPiece(op string, at, n, size int) int {
 		panic(fmt.Sprintf("%s: step of elements [%d, %d) of a parameter of %d", op, at, at+n, size))
 	}
 	return at + n
+}
+
+// StepFrom runs step (a PieceStep of a parameter of g's size) on every
+// element of g, the parameter's whole gradient, splitting the range over
+// the cores as AdamSteps does: an optimizer applied in the backward pass
+// as each gradient becomes final (autodiff.OnGradient) updates a leaf
+// while its gradient is in cache. g must be a float32 host tensor of the
+// parameter's size (a view is gathered first); the call panics otherwise.
+// The pieces run on disjoint elements, concurrently where the range is
+// split.
+func StepFrom(step PieceStep, g *Tensor) {
+	const op = "tensor.StepFrom"
+	checkNil(op, "g", g)
+	if g.dtype != Float32 || g.node != nil || g.xv() != nil {
+		panic(fmt.Sprintf("%s: %s: want an untraced, unbatched float32 host gradient", op, operands(",", g)))
+	}
+	d := g.host(op).f32()
+	if serial(len(d)*costMath, g.local() != nil) {
+		step(0, d)
+		return
+	}
+	parallelFor(len(d), costMath, 16, false, func(lo, hi int) { step(lo, d[lo:hi]) })
 }

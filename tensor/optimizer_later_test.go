@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -158,4 +159,42 @@ func abs64(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// StepFrom hands a PieceStep every element of a whole gradient exactly
+// once, split over the cores where the gradient is large enough (and
+// gathered first where it is a view): the bits of AdamSteps; a gradient
+// that is not float32 panics.
+func TestStepFrom(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	c := AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: 1 / 0.19, C2: 1 / 0.001999, Eps: 1e-8, Post: -0.003}
+	for _, shape := range [][]int{{37, 70}, {512, 1024}} {
+		for _, view := range []bool{false, true} {
+			p, mu, nu := normalTensor(r, shape...), normalTensor(r, shape...), Abs(normalTensor(r, shape...))
+			g := normalTensor(r, shape...)
+			if view {
+				g = Transpose(normalTensor(r, shape[1], shape[0]), 1, 0)
+			}
+			wp, wm, wv := AdamSteps([]*Tensor{p}, []*Tensor{g}, []*Tensor{mu}, []*Tensor{nu}, []AdamCoeffs{c})
+			p2, m2, v2, step := AdamStepIntoOverMomentsLater(nil, p, mu, nu, c)
+			var mu2 sync.Mutex
+			seen := make([]int, p.Size())
+			StepFrom(func(at int, g []float32) {
+				mu2.Lock()
+				for i := range g {
+					seen[at+i]++
+				}
+				mu2.Unlock()
+				step(at, g)
+			}, g)
+			for i, n := range seen {
+				require.Equal(t, 1, n, "element %d of %v, view %v", i, shape, view)
+			}
+			require.True(t, sameBits(wp[0].Float32s(), p2.Float32s()), "p of %v, view %v", shape, view)
+			require.True(t, sameBits(wm[0].Float32s(), m2.Float32s()), "mu")
+			require.True(t, sameBits(wv[0].Float32s(), v2.Float32s()), "nu")
+		}
+	}
+	_, _, _, step := AdamStepIntoOverMomentsLater(nil, normalTensor(r, 4), normalTensor(r, 4), Abs(normalTensor(r, 4)), c)
+	require.Panics(t, func() { StepFrom(step, Zeros(Int32, 4)) }, "an int32 gradient")
 }

@@ -1,0 +1,88 @@
+package parallel_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/optim"
+	"github.com/gonox/gonox/parallel"
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/tensor"
+)
+
+// spareMLP is an MLP with a parameter its loss does not use, whose
+// gradient (zeros) the backward pass never hands over as final.
+type spareMLP struct {
+	MLP   nn.MLP
+	Spare *tensor.Tensor
+}
+
+// TestUpdateInBackward: the host step that updates each parameter as soon
+// as the backward pass has its final gradient (an elementwise optimizer's
+// tensor.PieceStep per leaf, optim.StepIntoOverStateLater) trains to the
+// bits of the step that updates after the backward pass
+// (parallel.UpdateAfterBackward): losses, parameters and optimizer state
+// after 3 steps, for Adam, AdamW (weight decay reads the parameter),
+// NAdam, SGD with momentum, and Lion, which cannot take its gradients
+// later, with and without global-norm clipping (the norm needs every
+// gradient first) and micro-batches (the gradient is final after the
+// last one only), on a model with a parameter the loss does not use
+// (updated from its zero gradient after the pass). It fails if the
+// update in the backward pass never runs where it should, or runs where
+// it must not.
+func TestUpdateInBackward(t *testing.T) {
+	mlp, _ := guideModel(guideSizes, 16, 3)
+	model := spareMLP{MLP: mlp, Spare: tensor.Full(tensor.Float32, 0.5, 3, 2)}
+	loss := func(m spareMLP, b batch) *tensor.Tensor { return mlpLoss(m.MLP, b) }
+	var batches []batch
+	for i := range 3 {
+		_, b := guideModel(guideSizes, 16, uint64(70+i))
+		batches = append(batches, b)
+	}
+	opts := []struct {
+		name  string
+		opt   optim.Transform
+		later bool // can take its gradients later
+	}{
+		{"adam", optim.Adam(optim.Constant(1e-3)), true},
+		{"adamw", optim.AdamW(optim.Constant(1e-3), optim.AdamWOptions{WeightDecay: 0.1}), true},
+		{"nadam", optim.NAdam(optim.Constant(1e-3)), true},
+		{"sgd", optim.SGD(optim.Constant(0.05), optim.SGDOptions{Momentum: 0.9}), true},
+		{"lion", optim.Lion(optim.Constant(1e-3)), false},
+	}
+	for _, o := range opts {
+		for _, clip := range []float64{0, 0.5} {
+			for _, micro := range []int{1, 2} {
+				t.Run(fmt.Sprintf("%s/clip=%v/micro=%d", o.name, clip, micro), func(t *testing.T) {
+					run := func(after bool) ([]float64, []*tensor.Tensor, int64) {
+						if after {
+							defer parallel.UpdateAfterBackward()()
+						}
+						tr, err := parallel.New(model, parallel.Config[spareMLP, batch]{Loss: loss, Optimizer: o.opt, ClipGlobalNorm: clip, MicroBatches: micro})
+						require.NoError(t, err)
+						n0 := parallel.BackwardSteps()
+						l := stepAll(t, tr, batches)
+						n := parallel.BackwardSteps() - n0
+						return l, append(pytree.Leaves(tr.Params()), floatState(tr.State())...), n
+					}
+					wl, wp, wn := run(true)
+					l, p, n := run(false)
+					require.Zero(t, wn, "updated in the backward pass with UpdateAfterBackward")
+					if o.later && clip == 0 && micro == 1 {
+						require.Equal(t, int64(len(batches)), n, "steps updated in the backward pass")
+					} else {
+						require.Zero(t, n, "steps updated in the backward pass")
+					}
+					require.Equal(t, wl, l)
+					require.Len(t, p, len(wp))
+					for i := range p {
+						require.Equal(t, bitsOf(wp[i].Float32s()), bitsOf(p[i].Float32s()), "leaf %d", i)
+					}
+				})
+			}
+		}
+	}
+}
