@@ -108,6 +108,14 @@
 // the replicated path: the gradients come out all-reduced and the
 // parameters are updated once, on the host.
 //
+// Without a mesh, the step updates each parameter during the backward
+// pass as soon as its gradient is final (autodiff.OnGradient; PyTorch's
+// optimizer-in-backward hooks), while the gradient is in cache, with the
+// optimizer's scalars computed once before the pass
+// (optim.StepIntoOverStateLater, tensor.StepFrom) and the bits of
+// updating after it; optimizers that need every gradient first,
+// Config.ClipGlobalNorm and micro-batches keep the update after the pass.
+//
 // Config.MicroBatches accumulates gradients over equal slices of each
 // batch; Config.LossWithKey hands the loss a fresh key per step, micro-batch
 // and data-parallel device, for dropout; Config.DeviceLoss is the manual

@@ -59,7 +59,12 @@ type Config[M, B any] struct {
 	Key tensor.Key
 
 	// Optimizer updates the parameters (required). Its state is placed
-	// like the parameters unless the strategy says otherwise.
+	// like the parameters unless the strategy says otherwise. Without a
+	// mesh, an optimizer that takes its gradients one by one
+	// (optim.TakesGradientsLater: Adam, AdamW, NAdam, SGD) updates each
+	// parameter during the backward pass, as soon as its gradient is
+	// final, with the bits of updating after the pass; not with
+	// ClipGlobalNorm or MicroBatches above one.
 	Optimizer optim.Transform
 	// Mesh is where the model lives; nil trains on the host.
 	Mesh *shard.Mesh
