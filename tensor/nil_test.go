@@ -38,6 +38,7 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 		tensor.AdamStepIntoOverMomentsLater(nil, t[0], t[1], t[2], tensor.AdamCoeffs{})
 	},
 	"SGDStepIntoLater": func(t []*tensor.Tensor) { tensor.SGDStepIntoLater(nil, t[0], nil, 0.9, -0.1, false) },
+	"StepFrom":         func(t []*tensor.Tensor) { tensor.StepFrom(func(int, []float32) {}, t[0]) },
 	"SumProductsPartThen": func(t []*tensor.Tensor) {
 		tensor.SumProductsPartThen(t[:1], t[1:2], 0, 0, 1, func(int, []float32) {})
 	},
