@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gonox/gonox/nn"
-	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
@@ -42,18 +41,7 @@ func TestUpdateInBackward(t *testing.T) {
 		_, b := guideModel(guideSizes, 16, uint64(70+i))
 		batches = append(batches, b)
 	}
-	opts := []struct {
-		name  string
-		opt   optim.Transform
-		later bool // can take its gradients later
-	}{
-		{"adam", optim.Adam(optim.Constant(1e-3)), true},
-		{"adamw", optim.AdamW(optim.Constant(1e-3), optim.AdamWOptions{WeightDecay: 0.1}), true},
-		{"nadam", optim.NAdam(optim.Constant(1e-3)), true},
-		{"sgd", optim.SGD(optim.Constant(0.05), optim.SGDOptions{Momentum: 0.9}), true},
-		{"lion", optim.Lion(optim.Constant(1e-3)), false},
-	}
-	for _, o := range opts {
+	for _, o := range laterOptimizers() {
 		for _, clip := range []float64{0, 0.5} {
 			for _, micro := range []int{1, 2} {
 				t.Run(fmt.Sprintf("%s/clip=%v/micro=%d", o.name, clip, micro), func(t *testing.T) {
@@ -76,11 +64,7 @@ func TestUpdateInBackward(t *testing.T) {
 					} else {
 						require.Zero(t, n, "steps updated in the backward pass")
 					}
-					require.Equal(t, wl, l)
-					require.Len(t, p, len(wp))
-					for i := range p {
-						require.Equal(t, bitsOf(wp[i].Float32s()), bitsOf(p[i].Float32s()), "leaf %d", i)
-					}
+					requireSameTraining(t, wl, wp, l, p)
 				})
 			}
 		}

@@ -34,17 +34,6 @@ func TestFoldedUpdate(t *testing.T) {
 		_, b := guideModel(guideSizes, 16, uint64(70+i))
 		batches = append(batches, b)
 	}
-	opts := []struct {
-		name  string
-		opt   optim.Transform
-		later bool // can take its gradients later
-	}{
-		{"adam", optim.Adam(optim.Constant(1e-3)), true},
-		{"adamw", optim.AdamW(optim.Constant(1e-3), optim.AdamWOptions{WeightDecay: 0.1}), true},
-		{"nadam", optim.NAdam(optim.Constant(1e-3)), true},
-		{"sgd", optim.SGD(optim.Constant(0.05), optim.SGDOptions{Momentum: 0.9}), true},
-		{"lion", optim.Lion(optim.Constant(1e-3)), false},
-	}
 	meshes := []*shard.Mesh{
 		shard.NewMesh([]int{1}, []string{"dp"}),
 		shard.NewMesh([]int{2}, []string{"dp"}),
@@ -52,7 +41,7 @@ func TestFoldedUpdate(t *testing.T) {
 		shard.NewMesh([]int{2, 4}, []string{"dp", "tp"}),
 	}
 	for _, mesh := range meshes {
-		for _, o := range opts {
+		for _, o := range laterOptimizers() {
 			for _, clip := range []float64{0, 0.5} {
 				t.Run(fmt.Sprintf("%v/%s/clip=%v", mesh.Shape(), o.name, clip), func(t *testing.T) {
 					run := func(after bool) ([]float64, []*tensor.Tensor, int64) {
@@ -75,11 +64,7 @@ func TestFoldedUpdate(t *testing.T) {
 					} else {
 						require.Zero(t, n, "folded gradients consumed block by block")
 					}
-					require.Equal(t, wl, l)
-					require.Len(t, p, len(wp))
-					for i := range p {
-						require.Equal(t, bitsOf(wp[i].Float32s()), bitsOf(p[i].Float32s()), "leaf %d", i)
-					}
+					requireSameTraining(t, wl, wp, l, p)
 				})
 			}
 		}
@@ -105,6 +90,38 @@ func TestFoldedUpdateStateHandedOut(t *testing.T) {
 			require.Equal(t, n0+4*2, parallel.LaterUpdates(), "the step after it: 4 weights on 2 devices")
 		}
 	})
+}
+
+// laterOptimizer is an optimizer the update-later tests train with, and
+// whether it can take its gradients later (one pass per element).
+type laterOptimizer struct {
+	name  string
+	opt   optim.Transform
+	later bool
+}
+
+// laterOptimizers are Adam, AdamW (weight decay reads the parameter),
+// NAdam and SGD with momentum, which can take their gradients later, and
+// Lion, which cannot (not one pass per element in optim).
+func laterOptimizers() []laterOptimizer {
+	return []laterOptimizer{
+		{"adam", optim.Adam(optim.Constant(1e-3)), true},
+		{"adamw", optim.AdamW(optim.Constant(1e-3), optim.AdamWOptions{WeightDecay: 0.1}), true},
+		{"nadam", optim.NAdam(optim.Constant(1e-3)), true},
+		{"sgd", optim.SGD(optim.Constant(0.05), optim.SGDOptions{Momentum: 0.9}), true},
+		{"lion", optim.Lion(optim.Constant(1e-3)), false},
+	}
+}
+
+// requireSameTraining requires a run's losses l and parameters and state
+// p to be the bits of the reference run's wl and wp.
+func requireSameTraining(t *testing.T, wl []float64, wp []*tensor.Tensor, l []float64, p []*tensor.Tensor) {
+	t.Helper()
+	require.Equal(t, wl, l)
+	require.Len(t, p, len(wp))
+	for i := range p {
+		require.Equal(t, bitsOf(wp[i].Float32s()), bitsOf(p[i].Float32s()), "leaf %d", i)
+	}
 }
 
 // floatLeaves returns the float32 leaves of tree, as placed.
