@@ -28,11 +28,6 @@ func AdamStepIntoOverMomentsLater(dst, p, mu, nu *Tensor, c AdamCoeffs) (p2, mu2
 	const op = "tensor.AdamStepIntoOverMomentsLater"
 	in := []*Tensor{p, mu, nu}
 	checkNil(op, "p mu nu", in...)
-	for _, x := range in {
-		if x.dtype != Float32 || !sameShape(x.shape, p.shape) {
-			panic(fmt.Sprintf("%s: %s: want float32 tensors of one shape", op, operands(",", in...)))
-		}
-	}
 	out := laterResults(op, dst, in)
 	p2, mu2, nu2 = out[0], out[1], out[2]
 	vc := vecAdam(c)
@@ -60,11 +55,6 @@ func SGDStepIntoLater(dst, p, t *Tensor, mu, s float32, nesterov bool) (p2, t2 *
 	if t != nil {
 		in = append(in, t)
 	}
-	for _, x := range in {
-		if x.dtype != Float32 || !sameShape(x.shape, p.shape) {
-			panic(fmt.Sprintf("%s: %s: want float32 tensors of one shape", op, operands(",", in...)))
-		}
-	}
 	out := laterResults(op, dst, in)
 	p2 = out[0]
 	pd, pw := p.f32(), p2.f32()
@@ -85,11 +75,16 @@ func SGDStepIntoLater(dst, p, t *Tensor, mu, s float32, nesterov bool) (p2, t2 *
 }
 
 // laterResults checks the operands in (the parameter first, then its
-// state) and the destination dst (nil: fresh) of a Later step, as
-// AdamStepsInto does, and returns the results: with a destination, the
+// state: float32 host tensors of one shape) and the destination dst (nil:
+// fresh) of a Later step, as AdamStepsInto does, and returns the results: with a destination, the
 // parameter's over it and each state's over its own storage where it
 // overlaps no other operand; the others fresh.
 func laterResults(op string, dst *Tensor, in []*Tensor) []*Tensor {
+	for _, x := range in {
+		if x.dtype != Float32 || !sameShape(x.shape, in[0].shape) {
+			panic(fmt.Sprintf("%s: %s: want float32 tensors of one shape", op, operands(",", in...)))
+		}
+	}
 	for _, x := range in {
 		if x.node != nil || x.layout() != nil || x.xv() != nil || x.donated {
 			panic(fmt.Sprintf("%s: %s: want untraced, unbatched float32 host operands", op, operands(",", in...)))

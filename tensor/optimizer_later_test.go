@@ -61,7 +61,8 @@ func TestAdamStepIntoOverMomentsLater(t *testing.T) {
 	_, _, _, step := AdamStepIntoOverMomentsLater(nil, p, mu, nu, c)
 	require.PanicsWithValue(t, "tensor.AdamStepIntoOverMomentsLater: step of elements [10, 18) of a parameter of 16", func() { step(10, make([]float32, 8)) })
 	require.Panics(t, func() { AdamStepIntoOverMomentsLater(mu, p, mu, nu, c) }, "destination over a moment")
-	require.Panics(t, func() { AdamStepIntoOverMomentsLater(nil, p, rnd(16), nu, c) }, "shapes")
+	require.PanicsWithValue(t, "tensor.AdamStepIntoOverMomentsLater: f32[4,4], f32[16], f32[4,4]: want float32 tensors of one shape",
+		func() { AdamStepIntoOverMomentsLater(nil, p, rnd(16), nu, c) })
 }
 
 // SGDStepIntoLater, its gradient given in pieces, gives the bits of
@@ -90,6 +91,11 @@ func TestSGDStepIntoLater(t *testing.T) {
 			assert.Same(t, &tr.f32()[0], &t2.f32()[0], "trace over the old")
 		}
 	}
+	p := normalTensor(r, 4, 4)
+	require.PanicsWithValue(t, "tensor.SGDStepIntoLater: f32[4,4], f32[16]: want float32 tensors of one shape",
+		func() { SGDStepIntoLater(nil, p, normalTensor(r, 16), 0.9, -0.05, false) })
+	require.PanicsWithValue(t, "tensor.SGDStepIntoLater: f64[4,4]: want float32 tensors of one shape",
+		func() { SGDStepIntoLater(nil, AsType(p, Float64), nil, 0, -0.05, false) })
 }
 
 // SumProductsPartThen hands over every element of the part exactly once,
