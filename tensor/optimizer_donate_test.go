@@ -24,12 +24,8 @@ func TestAdamStepsDonating(t *testing.T) {
 		return Neg(Neg(FromFloat32(d, shape...)))
 	}
 	shapes := [][]int{{3, 4}, {17}, {64, 130}, {5000}, {8, 64, 128}}
-	cs := make([]AdamCoeffs, len(shapes))
-	var ps, gs, mus, nus []*Tensor
-	for i, sh := range shapes {
-		ps, gs, mus = append(ps, owned(sh...)), append(gs, owned(sh...)), append(mus, owned(sh...))
-		nus = append(nus, Abs(owned(sh...)))
-		cs[i] = AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: 1 / 0.19, B: 0.5, C2: 1 / 0.001999, Eps: 1e-8, EpsRoot: 1e-9, Post: -0.003}
+	ps, gs, mus, nus, cs := adamOperands(owned, shapes)
+	for i := range cs {
 		if i%2 == 1 {
 			cs[i].WD = 0.02
 		}

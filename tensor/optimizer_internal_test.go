@@ -170,16 +170,11 @@ func TestAdamSteps(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	rnd := func(shape ...int) *Tensor { return normalTensor(r, shape...) }
 	shapes := [][]int{{3, 4}, {0}, {17}, {1}, {64, 130}, {5000}, {2, 3, 5}}
-	var ps, gs, mus, nus []*Tensor
-	var cs []AdamCoeffs
-	for i, sh := range shapes {
-		ps, gs, mus = append(ps, rnd(sh...)), append(gs, rnd(sh...)), append(mus, rnd(sh...))
-		nus = append(nus, Abs(rnd(sh...)))
-		c := AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: 1 / 0.19, B: 0.5, C2: 1 / 0.001999, Eps: 1e-8, EpsRoot: 1e-9, Post: -0.003}
+	ps, gs, mus, nus, cs := adamOperands(rnd, shapes)
+	for i := range cs {
 		if i%2 == 0 {
-			c.WD = 0.01 * float32(i+1)
+			cs[i].WD = 0.01 * float32(i+1)
 		}
-		cs = append(cs, c)
 	}
 	ps[0] = WithLogicalAxes(ps[0], "rows", "cols")
 	for _, minWork := range []int{parallelMinWork, 64, 16} {

@@ -19,12 +19,9 @@ func TestAdamStepsInto(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	rnd := func(shape ...int) *Tensor { return normalTensor(r, shape...) }
 	shapes := [][]int{{3, 4}, {17}, {64, 130}, {5000}, {8, 64, 128}}
-	cs := make([]AdamCoeffs, len(shapes))
-	var ps, gs, mus, nus, dst []*Tensor
+	ps, gs, mus, nus, cs := adamOperands(rnd, shapes)
+	var dst []*Tensor
 	for i, sh := range shapes {
-		ps, gs, mus = append(ps, rnd(sh...)), append(gs, rnd(sh...)), append(mus, rnd(sh...))
-		nus = append(nus, Abs(rnd(sh...)))
-		cs[i] = AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: 1 / 0.19, B: 0.5, C2: 1 / 0.001999, Eps: 1e-8, EpsRoot: 1e-9, Post: -0.003}
 		if i%2 == 1 {
 			cs[i].WD = 0.02
 		}
@@ -116,12 +113,9 @@ func TestAdamStepsIntoOverMoments(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	rnd := func(shape ...int) *Tensor { return normalTensor(r, shape...) }
 	shapes := [][]int{{3, 4}, {5000}, {64, 130}, {16}, {16}}
-	cs := make([]AdamCoeffs, len(shapes))
-	var ps, gs, mus, nus, dst []*Tensor
-	for i, sh := range shapes {
-		ps, gs, mus = append(ps, rnd(sh...)), append(gs, rnd(sh...)), append(mus, rnd(sh...))
-		nus = append(nus, Abs(rnd(sh...)))
-		cs[i] = AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: 1 / 0.19, B: 0.5, C2: 1 / 0.001999, Eps: 1e-8, EpsRoot: 1e-9, Post: -0.003}
+	ps, gs, mus, nus, cs := adamOperands(rnd, shapes)
+	var dst []*Tensor
+	for _, sh := range shapes {
 		dst = append(dst, Zeros(Float32, sh...))
 	}
 	mus[0] = WithLogicalAxes(mus[0], "rows", "cols")
@@ -197,4 +191,17 @@ func normalTensor(r *rand.Rand, shape ...int) *Tensor {
 		d[i] = float32(r.NormFloat64())
 	}
 	return FromFloat32(d, shape...)
+}
+
+// adamOperands draws, shape by shape, a parameter, a gradient and a first
+// moment from draw, and a second moment as the absolute value of a fourth
+// draw, with Adam's coefficients for the optimizer tests (bias
+// corrections of the first step, no weight decay) for each.
+func adamOperands(draw func(shape ...int) *Tensor, shapes [][]int) (ps, gs, mus, nus []*Tensor, cs []AdamCoeffs) {
+	for _, sh := range shapes {
+		ps, gs, mus = append(ps, draw(sh...)), append(gs, draw(sh...)), append(mus, draw(sh...))
+		nus = append(nus, Abs(draw(sh...)))
+		cs = append(cs, AdamCoeffs{B1: 0.9, B2: 0.999, G1: 0.1, G2: 0.001, A: 1 / 0.19, B: 0.5, C2: 1 / 0.001999, Eps: 1e-8, EpsRoot: 1e-9, Post: -0.003})
+	}
+	return ps, gs, mus, nus, cs
 }
