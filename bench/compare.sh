@@ -46,6 +46,16 @@ anchor_cnn() { # issue 29's CNN anchors (bench/anchors_cnn.py), reported and ski
 		echo "WARN anchor_cnn '$*' failed" | tee -a "$log" >&2
 	fi
 }
+# probe WHERE: the machine's state just before a two-core figure. This VM
+# has two states, minutes at a time: in one, two busy cores slow each
+# other (the 2-device DP step costs ~1.2x the CPU time of the 1-device
+# step instead of ~1.0x), and every 2-core/1-core ratio moves by more
+# than its margin. The probe's ratio is printed per round beside those
+# ratios (bench/summarize.py), so a reader sees which state each was in.
+probe() {
+	"$bin/parallel" -test.run '^$' -test.bench '^BenchmarkDPStep$/devices=(1|2)$/^step$' -test.benchtime 20x |
+		{ grep '^Benchmark' || true; } | sed "s/^BenchmarkDPStep/BenchmarkStateProbe\/$1/" | tee -a "$log"
+}
 gobench() { # binary, then go test flags
 	local b=$1
 	shift
@@ -114,10 +124,12 @@ for r in $(seq "$rounds"); do
 	# The float32 steps run right before their bf16 mixed-precision
 	# versions (-dtype bf16), whose ratio to them is issue 31's bf16 row.
 	for c in 1 2; do
+		probe "moe-cpu$c"
 		gobench moe.test -test.bench '^BenchmarkTrainStep$/^(single|dense|single_bf16|dense_bf16)$' -test.cpu "$c" -test.benchtime 20x -test.benchmem
 		anchor moe "$c" moe
 		anchor moe "$c" dense
 	done
+	probe dp_ep
 	gobench moe.test -test.bench '^BenchmarkTrainStep$/^dp_ep$' -test.cpu 2 -test.benchtime 10x
 	gobench tensor -test.bench '^BenchmarkAttention$/^context=/^fused$' -test.cpu 1 -test.benchtime 3x -test.benchmem
 	anchor attention 1

@@ -331,6 +331,48 @@ def main():
         if busy and ok is not None and wall:
             met = busy_note
         print(f"| {what} | {gs} | {as_} | {rs} | {target} | {met} |")
+    state_table(go, load)
+
+
+def state_table(go, load):
+    """Prints, per round, the machine-state probes (the 2-device DP step's
+    CPU time over the 1-device step's, measured just before each two-core
+    figure: ~1.0 when the two cores run freely, ~1.2 when they slow each
+    other) beside that round's two-core ratios."""
+    points = ("dp", "moe-cpu1", "moe-cpu2", "dp_ep")
+
+    def probe(point, i):
+        name = "BenchmarkDPStep" if point == "dp" else f"BenchmarkStateProbe/{point}"
+        one = go.get((f"{name}/devices=1/step", "cpu-ms/step"), [])
+        two = go.get((f"{name}/devices=2/step", "cpu-ms/step"), [])
+        if i < len(one) and i < len(two) and one[i] > 0:
+            return f"{two[i] / one[i]:.2f}"
+        return "—"
+
+    def ratio(num, den, i):
+        n, d = go.get(num, []), go.get(den, [])
+        if i < len(n) and i < len(d) and d[i] > 0:
+            return f"{n[i] / d[i]:.2f}x"
+        return "—"
+
+    rounds = len(go.get(("BenchmarkStateProbe/dp_ep/devices=2/step", "cpu-ms/step"), []))
+    if rounds == 0:
+        return
+    print()
+    print("Machine state by round: the 2-device DP step's CPU time over the 1-device step's, measured")
+    print("just before each two-core figure (~1.0: the two cores run freely; ~1.2: they slow each other),")
+    print("beside that round's two-core ratios.")
+    print()
+    print("| round | load | probe: DP row | before MoE 1 thread | before MoE 2 threads | before dp_ep "
+          "| DP 2 vs 1 dev | MoE 2 vs 1 thread | dp_ep vs single |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for i in range(rounds):
+        ld = f"{load[i][0]:.2f}" if i < len(load) else "—"
+        dp = ratio(("BenchmarkDPStep/devices=1/step", "ms/step"), ("BenchmarkDPStep/devices=2/step", "ms/step"), i)
+        moe = ratio(("BenchmarkTrainStep/single@2", "chars/s"), ("BenchmarkTrainStep/single@1", "chars/s"), i)
+        ep = ratio(("BenchmarkTrainStep/dp_ep@2", "chars/s"), ("BenchmarkTrainStep/single@1", "chars/s"), i)
+        cells = [probe(p, i) for p in points]
+        print(f"| {i + 1} | {ld} | " + " | ".join(cells) + f" | {dp} | {moe} | {ep} |")
 
 
 if __name__ == "__main__":
