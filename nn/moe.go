@@ -454,8 +454,9 @@ func (m MoE) dispatch(tokens *tensor.Tensor, ids []int, dropped []bool, gates, u
 	srcT := tensor.FromInts(src)
 	ys := m.Experts(tensor.Take(tokens, srcT, 0), up, down, tensor.FromInts(counts)) // [M, D]
 	g := tensor.Take(gates, tensor.FromInts(choice), 0)
-	ys = tensor.Mul(ys, tensor.Reshape(g, M, 1))
-	return tensor.SegmentSum(ys, srcT, N), counts
+	// Each row weighted by its gate and summed into its token in one pass
+	// (the bits of SegmentSum(ys·g)), without the weighted rows.
+	return tensor.SegmentWeightedSum(ys, g, srcT, N), counts
 }
 
 // DropOverCapacity is DropTokenMask's mask computed on the host, for the
