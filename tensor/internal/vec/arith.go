@@ -283,6 +283,14 @@ func expShiftSum512(dst, src []float32, m float32) float64 {
 // does, storing the exponentials in a scratch buffer, 256 at a time (a
 // multiple of 8: each chunk's lanes are the block's).
 func expShiftScratch512(src []float32, nm float32, l *[8]float64) {
+	if len(src) <= 16 {
+		// A short row (LogSumExp of the MoE router's 8 logits): the
+		// 1 KB buffer below, zeroed at every call, cost more than the
+		// row's exponentials.
+		var short [16]float32
+		expShiftAVX512(short[:len(src)], src, nm, l)
+		return
+	}
 	var buf [256]float32
 	for i := 0; i < len(src); i += len(buf) {
 		j := min(i+len(buf), len(src))
