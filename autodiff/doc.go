@@ -4,14 +4,15 @@
 //
 // A model is any Go value holding *tensor.Tensor leaves (see package
 // pytree). ValueAndGrad differentiates a scalar loss with respect to every
-// float32 leaf and returns the gradient as a value of the model's type, as
-// Equinox's filter_value_and_grad does:
+// floating-point leaf (float32, float64, bfloat16, float16) and returns the
+// gradient as a value of the model's type, as Equinox's
+// filter_value_and_grad does:
 //
 //	loss := func(m MLP) *tensor.Tensor { return tensor.MSE(m.Forward(x), y) }
 //	value, grads := autodiff.ValueAndGrad(loss)(model)
 //
-// Leaves that are not float32 (int32 step counters, bool masks) get nil
-// gradients; float leaves the loss does not use get zeros. Gradients carry
+// Leaves that are not floating-point (int32 step counters, bool masks) get
+// nil gradients; float leaves the loss does not use get zeros. Gradients carry
 // their parameter's logical axis names and sharding. Variants take a second,
 // non-differentiated argument (ValueAndGradWith), return auxiliary data
 // (ValueAndGradAux), or both; Grad and GradWith return only the gradient;

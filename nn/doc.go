@@ -60,10 +60,14 @@
 //
 // # Batches
 //
-// Go has no vmap, so every Forward takes a batch: Linear, MLP, the norms and
+// Unlike Equinox's layers, which take one example and are mapped with vmap,
+// every Forward here takes a batch as it is: Linear, MLP, the norms and
 // Dropout accept any number of leading dimensions ([..., in] to [..., out]),
-// Embedding any shape of int32 ids, MultiHeadAttention [batch, length, dim],
-// and MoE treats every leading dimension as a token dimension.
+// Embedding any shape of int32 ids, MultiHeadAttention [batch, length, dim]
+// (or one example [length, dim]), Conv and Pool [N, C, spatial...] (or one
+// example [C, spatial...]), and MoE treats every leading dimension as a
+// token dimension. A function written for one example is still batched with
+// autodiff.Vmap, which maps every op through its batching rule.
 //
 // # Randomness at run time
 //
