@@ -168,7 +168,7 @@ func attentionMask(op string, mask *Tensor, B, N, T, S int) *Tensor {
 	full := []int{B, N, T, S}
 	ok := mask.dtype == Bool && len(mask.shape) <= 4
 	for i, d := range mask.shape {
-		if f := full[4-len(mask.shape)+i]; ok && d != 1 && d != f {
+		if ok && d != 1 && d != full[4-len(mask.shape)+i] {
 			ok = false
 		}
 	}

@@ -115,7 +115,7 @@ func laterResults(op string, dst *Tensor, in []*Tensor) []*Tensor {
 // checkPiece panics unless elements [at, at+n) lie within a parameter of
 // size elements, naming op, and returns at+n.
 func checkPiece(op string, at, n, size int) int {
-	if at < 0 || n < 0 || at+n > size {
+	if at < 0 || n < 0 || at > size || n > size-at { // at+n may overflow
 		panic(fmt.Sprintf("%s: step of elements [%d, %d) of a parameter of %d", op, at, at+n, size))
 	}
 	return at + n
@@ -126,11 +126,17 @@ func checkPiece(op string, at, n, size int) int {
 // the cores as AdamSteps does: an optimizer applied in the backward pass
 // as each gradient becomes final (autodiff.OnGradient) updates a leaf
 // while its gradient is in cache. g must be a float32 host tensor of the
-// parameter's size (a view is gathered first); the call panics otherwise.
+// parameter's size (a view is gathered first); the call panics otherwise,
+// and if step is nil. (A PieceStep does not know its parameter's size: a
+// g larger than the parameter panics in step, naming step's op; a smaller
+// one updates only the parameter's first elements.)
 // The pieces run on disjoint elements, concurrently where the range is
 // split.
 func StepFrom(step PieceStep, g *Tensor) {
 	const op = "tensor.StepFrom"
+	if step == nil {
+		panic(op + ": nil step")
+	}
 	checkNil(op, "g", g)
 	if g.dtype != Float32 || g.node != nil || g.xv() != nil {
 		panic(fmt.Sprintf("%s: %s: want an untraced, unbatched float32 host gradient", op, operands(",", g)))

@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -323,6 +324,8 @@ func checkSegments(what func() string, data, segmentIDs *Tensor, numSegments int
 		panic(fmt.Sprintf("%s: want one segment id per row: i32[%d]", what(), data.shape[0]))
 	case numSegments < 0:
 		panic(fmt.Sprintf("%s: negative segment count", what()))
+	case numSegments > 0 && numel(data.shape[1:]) > math.MaxInt/8/numSegments:
+		panic(fmt.Sprintf("%s: the result's %d rows of %d elements overflow", what(), numSegments, numel(data.shape[1:])))
 	}
 }
 
