@@ -178,7 +178,17 @@ func remarkFresh(g, like *tensor.Tensor) *tensor.Tensor {
 	return y
 }
 
+// checkLocal panics, naming op, unless x is a live tensor that a
+// collective of c's device can take: a block of c's device or a host
+// tensor, not nil, donated, a global sharded tensor or another device's
+// block.
 func checkLocal(op string, c *Ctx, x *tensor.Tensor) {
+	switch {
+	case x == nil:
+		panic(op + ": nil operand")
+	case x.IsDonated():
+		panic(fmt.Sprintf("%s: operand %v was donated (tensor.Donate)", op, x))
+	}
 	if l := x.Local(); l != nil && l.Env != c.env {
 		panic(fmt.Sprintf("%s: %v belongs to another device or Map call", op, x))
 	}

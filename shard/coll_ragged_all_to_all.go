@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gonox/gonox/tensor"
 )
@@ -132,6 +133,19 @@ type raggedCall struct {
 
 // raggedArgs checks a ragged all-to-all's operands (output is nil for
 // RaggedAllToAllRows).
+// checkRaggedOperands checks the operands xs of a ragged all-to-all op
+// as checkLocal does, naming a nil one: the first by names (space
+// separated), the four after them as the offsets and sizes.
+func checkRaggedOperands(c *Ctx, op, names string, xs []*tensor.Tensor) {
+	all := append(strings.Fields(names), "inputOffsets", "sendSizes", "outputOffsets", "recvSizes")
+	for i, x := range xs {
+		if x == nil {
+			panic(fmt.Sprintf("%s: operand %s is nil", op, all[i]))
+		}
+		checkLocal(op, c, x)
+	}
+}
+
 func raggedArgs(op string, g group, operand, output *tensor.Tensor, offs []*tensor.Tensor) {
 	if operand.Rank() == 0 || (output != nil && (output.Rank() == 0 || operand.DType() != output.DType() ||
 		!slices.Equal(operand.BorrowShape()[1:], output.BorrowShape()[1:]))) {
@@ -245,7 +259,7 @@ func raggedImpl(operand, output, index *tensor.Tensor, offs []*tensor.Tensor, p 
 				panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: device rank %d expects %d rows from rank %d, which sends %d", g.rank, rc.rs[peer], j, n))
 			}
 			if n < 0 || from < 0 || from+n > src.sentRows() {
-				panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: rank %d sends rows [%d,%d) of its operand %v", j, from, from+n, src.operand))
+				panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: rank %d sends rows [%d,%d) of its %s", j, from, from+n, src.sent()))
 			}
 			if at < 0 || at+n > rows {
 				panic(fmt.Sprintf("shard.Ctx.RaggedAllToAll: rank %d writes rows [%d,%d) of the output of rank %d, which has %d", j, at, at+n, g.rank, rows))
@@ -341,6 +355,15 @@ func zeroUnwritten(out *tensor.Tensor, written []bool, rowSize int) {
 	}
 }
 
+// sent describes what the rows rc sends are counted in, for messages:
+// its operand, or the index into it (RaggedAllToAllTake).
+func (rc *raggedCall) sent() string {
+	if rc.index != nil {
+		return fmt.Sprintf("index of %d entries into operand %v", len(rc.index), rc.operand)
+	}
+	return fmt.Sprintf("operand %v", rc.operand)
+}
+
 // sentRows returns how many rows the call's operand sends from: its rows,
 // or its index's entries.
 func (rc *raggedCall) sentRows() int {
@@ -414,9 +437,7 @@ func clearRows(dst *tensor.Tensor, at, n, rowSize int) {
 // updates per device; see RaggedAllToAllRows). It is differentiable in
 // operand and output.
 func (c *Ctx) RaggedAllToAll(operand, output, inputOffsets, sendSizes, outputOffsets, recvSizes *tensor.Tensor, axes Axes) *tensor.Tensor {
-	for _, x := range []*tensor.Tensor{operand, output, inputOffsets, sendSizes, outputOffsets, recvSizes} {
-		checkLocal("shard.Ctx.RaggedAllToAll", c, x)
-	}
+	checkRaggedOperands(c, "shard.Ctx.RaggedAllToAll", "operand output", []*tensor.Tensor{operand, output, inputOffsets, sendSizes, outputOffsets, recvSizes})
 	return raggedAllToAll(c.env, operand, output, inputOffsets, sendSizes, outputOffsets, recvSizes, axes)
 }
 
@@ -437,9 +458,7 @@ func (c *Ctx) RaggedAllToAll(operand, output, inputOffsets, sendSizes, outputOff
 // other in this one, so the backward pass meets them once.
 func (c *Ctx) RaggedAllToAllRows(operand *tensor.Tensor, rows int, inputOffsets, sendSizes, outputOffsets, recvSizes *tensor.Tensor, axes Axes) *tensor.Tensor {
 	offs := []*tensor.Tensor{inputOffsets, sendSizes, outputOffsets, recvSizes}
-	for _, x := range append([]*tensor.Tensor{operand}, offs...) {
-		checkLocal("shard.Ctx.RaggedAllToAllRows", c, x)
-	}
+	checkRaggedOperands(c, "shard.Ctx.RaggedAllToAllRows", "operand", append([]*tensor.Tensor{operand}, offs...))
 	return raggedRowsApply(c.env, operand, rows, offs, axes)
 }
 
@@ -456,9 +475,7 @@ func (c *Ctx) RaggedAllToAllRows(operand *tensor.Tensor, rows int, inputOffsets,
 func (c *Ctx) RaggedAllToAllTake(operand, index *tensor.Tensor, rows int, inputOffsets, sendSizes, outputOffsets, recvSizes *tensor.Tensor, axes Axes) *tensor.Tensor {
 	const op = "shard.Ctx.RaggedAllToAllTake"
 	offs := []*tensor.Tensor{inputOffsets, sendSizes, outputOffsets, recvSizes}
-	for _, x := range append([]*tensor.Tensor{operand, index}, offs...) {
-		checkLocal(op, c, x)
-	}
+	checkRaggedOperands(c, op, "operand index", append([]*tensor.Tensor{operand, index}, offs...))
 	if index.DType() != tensor.Int32 || index.Rank() != 1 || operand.Rank() == 0 {
 		panic(fmt.Sprintf("%s: index %v must be i32[m] and operand %v have rows", op, index, operand))
 	}
