@@ -332,6 +332,9 @@ func (a *adam) updateRuns(pos [][]*tensor.Tensor, at runOperands, base tensor.Ad
 		run, size = run[:0], 0
 	}
 	for i, xs := range pos {
+		if at.at >= 0 && xs[at.at] != nil {
+			laterOnly(xs[0], xs[1])
+		}
 		if xs[1] == nil && at.at >= 0 && xs[at.at] != nil {
 			p, mu, nu := a.laterRun(xs, at, base)
 			resAt(i, p, mu, nu)

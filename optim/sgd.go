@@ -197,6 +197,9 @@ func (s *sgd) stepLater(dst, params, grads, later any, state State, done func([]
 		if dst != nil {
 			d = xs[at]
 		}
+		if lt >= 0 && xs[lt] != nil {
+			laterOnly(p, g)
+		}
 		if lt >= 0 && xs[lt] != nil && g == nil {
 			if t == nil && s.o.Momentum != 0 {
 				noState(op, p, t)

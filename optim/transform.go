@@ -163,6 +163,17 @@ func TakesGradientsLater(tx Transform) bool {
 	return ok
 }
 
+// laterOnly panics unless g, the gradient given for parameter p at a
+// position where StepIntoOverStateLater's later tree has a leaf, is nil:
+// a step that also updated p now would return one PieceStep fewer than
+// later has leaves, and the caller would hand each gradient to another
+// leaf's step.
+func laterOnly(p, g *tensor.Tensor) {
+	if g != nil {
+		panic(fmt.Sprintf("optim.StepIntoOverStateLater: parameter %v has both a gradient %v and a leaf in later; a gradient that comes later must be nil in grads", p, g))
+	}
+}
+
 // laterStepper is a Transform with a fused step for
 // StepIntoOverStateLater.
 type laterStepper interface {
