@@ -210,3 +210,22 @@ func (c *Ctx) Pmean(x *tensor.Tensor, axes ...string) *tensor.Tensor {
 	}
 	return tensor.MulScalar(psum(c.env, x, axes), 1/float32(c.AxisSize(axes...)))
 }
+
+// SumLikePsum writes dst = Σ blocks[r] with the bits a float32 Psum over a
+// group of len(blocks) devices in one process gives, blocks[r] being the
+// block of the group's r-th device (Ctx.AxisIndex over the Psum's axes):
+// for host code that combines figures the devices recorded, after the Map
+// call, instead of making them meet for it. Every block must be as long as
+// dst.
+func SumLikePsum(dst []float32, blocks [][]float32) {
+	for r, b := range blocks {
+		if len(b) != len(dst) {
+			panic(fmt.Sprintf("shard.SumLikePsum: block %d has %d elements, dst %d", r, len(b), len(dst)))
+		}
+	}
+	if len(blocks) == 0 {
+		clear(dst)
+		return
+	}
+	sumFloat32(dst, blocks, 0, len(dst))
+}

@@ -70,22 +70,29 @@ type stats struct {
 
 // monitor collects the routing statistics the loss sees. The devices of a
 // step run the loss concurrently, in this process and (under mpirun) in
-// others; each records figures already combined over every device of the
-// mesh, so any one device's record is the step's, in every process. A
-// step's first record is kept (the backward pass of a checkpoint
-// recomputes the loss and records again).
+// others. On a mesh within one process each device records its own
+// figures and result sums them as a Psum over the devices would, bit for
+// bit (shard.SumLikePsum), so the devices do not meet for them; on a mesh
+// spanning processes each records figures already combined over every
+// device of the mesh (a Psum), so any one device's record is the step's,
+// in every process. A step's first record of a device is kept (the
+// backward pass of a checkpoint recomputes the loss and records again).
 type monitor struct {
 	mu      sync.Mutex
 	seen    bool
 	ce      float64
 	dropped float64
 	load    []float64
+	// figs are, by the device's index over the token axes, its
+	// [cross-entropy, dropped choices of each layer] (recordDevice).
+	figs [][]float32
 }
 
 func (m *monitor) reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seen, m.ce, m.dropped, m.load = false, 0, 0, nil
+	clear(m.figs)
 }
 
 // record keeps the first figures of a step: the mean cross-entropy over
@@ -100,11 +107,44 @@ func (m *monitor) record(ce, dropped float64, load []float64) {
 	m.seen, m.ce, m.dropped, m.load = true, ce, dropped, load
 }
 
+// recordDevice keeps the first figures of device dev of n (its index over
+// the token axes) in a step: fig is its [cross-entropy, dropped choices of
+// each layer], load the global per-expert load. result sums them.
+func (m *monitor) recordDevice(dev, n int, fig []float32, load []float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.figs) != n {
+		m.figs = make([][]float32, n)
+	}
+	if m.figs[dev] != nil {
+		return
+	}
+	m.figs[dev] = fig
+	if dev == 0 {
+		m.load = load
+	}
+}
+
 // result returns the recorded figures with the step's loss.
 func (m *monitor) result(loss float64) stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !m.seen && len(m.figs) > 0 && !slices.ContainsFunc(m.figs, func(f []float32) bool { return f == nil }) {
+		f := make([]float32, len(m.figs[0]))
+		shard.SumLikePsum(f, m.figs)
+		m.ce, m.dropped = figures(f, len(m.figs))
+		m.seen = true
+	}
 	return stats{Loss: loss, CE: m.ce, Dropped: m.dropped, Load: m.load}
+}
+
+// figures returns the mean cross-entropy and the dropped choices from f,
+// the [cross-entropy, dropped choices of each layer] summed over devices.
+func figures(f []float32, devices int) (ce, dropped float64) {
+	for _, v := range f[1:] {
+		dropped += float64(v)
+	}
+	return float64(f[0]) / float64(devices), dropped
 }
 
 // trainer trains a Model with one strategy on parallel.Trainer: Single on
@@ -115,7 +155,8 @@ type trainer struct {
 	strat   strategy
 	mesh    *shard.Mesh
 	tr      *parallel.Trainer[Model, batch]
-	senders int // single: the capacity rule (0: global)
+	senders int  // single: the capacity rule (0: global)
+	spans   bool // the mesh spans processes (mpirun)
 	ecfg    expert.Config
 	mon     monitor
 	policy  nn.Policy // mixed precision (-dtype); the zero Policy: none
@@ -125,6 +166,9 @@ type trainer struct {
 // returns an error for a mesh that does not fit the strategy or the model.
 func newTrainer(model Model, s strategy, mesh *shard.Mesh, opt optim.Transform, senders int) (*trainer, error) {
 	t := &trainer{strat: s, mesh: mesh, senders: senders}
+	if mesh != nil {
+		t.spans = slices.ContainsFunc(mesh.Devices(), func(d *shard.Device) bool { return !d.IsLocal() })
+	}
 	cfg := parallel.Config[Model, batch]{Optimizer: opt}
 	if s == single {
 		cfg.Loss = func(m Model, b batch) *tensor.Tensor { return t.loss(nil, m, b) }
@@ -186,22 +230,22 @@ func (t *trainer) loss(c *shard.Ctx, p Model, b batch) *tensor.Tensor {
 	}
 	out := p.forward(b.X, moe)
 	ce := tensor.Mean(tensor.SoftmaxCrossEntropy(out.Logits, b.Y))
-	// [cross-entropy, dropped choices] of this device; on a mesh, the
-	// mean cross-entropy and the total dropped over the token axes (one
-	// Psum of two numbers, which crosses processes under mpirun), so the
-	// statistics do not depend on which devices this process holds.
-	parts := []*tensor.Tensor{tensor.Reshape(tensor.StopGradient(ce), 1)}
+	// [cross-entropy, dropped choices] of this device. On a mesh spanning
+	// processes, the mean cross-entropy and the total dropped over the
+	// token axes (one Psum of a few numbers, which crosses processes), so
+	// the statistics do not depend on which devices this process holds;
+	// in one process the monitor sums the devices' figures itself, the
+	// same bits without a meeting of every device after the forward pass.
+	// The counts are exact in float32, as the Psum has them.
+	fig := []float32{tensor.StopGradient(ce).Float32s()[0]}
 	for _, d := range out.Dropped {
-		parts = append(parts, tensor.Reshape(tensor.Sum(tensor.AsType(d, tensor.Float32)), 1))
-	}
-	fig := tensor.Concat(0, parts...)
-	if c != nil {
-		fig = c.Psum(fig, t.ecfg.Tokens...)
-	}
-	f := fig.Float32s()
-	dropped := 0.0
-	for _, v := range f[1:] {
-		dropped += float64(v)
+		n := 0
+		for _, v := range d.Bools() {
+			if v {
+				n++
+			}
+		}
+		fig = append(fig, float32(n))
 	}
 	var load []float64
 	for _, l := range out.Load {
@@ -209,11 +253,17 @@ func (t *trainer) loss(c *shard.Ctx, p Model, b batch) *tensor.Tensor {
 			load = append(load, float64(v))
 		}
 	}
-	devices := 1 // on the host, or by propagation: the loss of the whole batch
-	if c != nil {
-		devices = t.devices()
+	switch {
+	case c == nil: // on the host, or by propagation: the loss of the whole batch
+		ce, dropped := figures(fig, 1)
+		t.mon.record(ce, dropped, load)
+	case t.spans:
+		f := c.Psum(tensor.FromFloat32(fig), t.ecfg.Tokens...).Float32s()
+		ce, dropped := figures(f, t.devices())
+		t.mon.record(ce, dropped, load)
+	default:
+		t.mon.recordDevice(c.AxisIndex(t.ecfg.Tokens...), c.AxisSize(t.ecfg.Tokens...), fig, load)
 	}
-	t.mon.record(float64(f[0])/float64(devices), dropped, load)
 	return tensor.Add(ce, out.Aux)
 }
 
