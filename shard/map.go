@@ -302,69 +302,40 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 		panic(fmt.Sprintf("shard.Map: process %d has no device of %v; a Map runs on the processes of its mesh", dist.rank, m))
 	}
 	envs := newEnvs(m)
-	args := make([][]*tensor.Tensor, n)
-	for d := range args {
-		args[d] = make([]*tensor.Tensor, len(in))
-	}
-	// Storage of input blocks that devices already hold (and are charged
-	// for): an output returning such a block must not be charged again.
-	p.held = make([]map[unsafe.Pointer]bool, n)
-	for d := range p.held {
-		p.held[d] = map[unsafe.Pointer]bool{}
-	}
-	// views are the headers over input blocks made for this call: fn's
-	// arguments, valid during the call only (donated when it returns
-	// outside autodiff).
-	var views []*tensor.Tensor
+	// The blocks of every input (their layout's own where it is already
+	// in's), which each device wraps in headers of its own at its start
+	// (deviceArgs): 8 devices' headers over a model's leaves made
+	// serially here kept the other cores idle.
+	blocks := make([][]*tensor.Tensor, len(in))
+	same := make([]bool, len(in)) // in[i] is laid out by its in spec already
+	masks := make([]uint64, len(in))
 	for i, x := range in {
 		if x.Local() != nil {
 			panic(fmt.Sprintf("shard.Map: input %s %v is a block of another Map call; Map calls do not nest", p.inName(i), x))
 		}
 		s := NewSharding(m, p.inSpecs[i])
-		bs := mapBlocks(x, s)
-		if cur, ok := ShardingOf(x); ok && cur.Equal(s) {
-			for d, b := range bs {
-				if b != nil {
-					p.held[d][storageOf(b)] = true
-				}
-			}
-		}
-		mask := specMask(m, p.inSpecs[i])
-		for d := range n {
-			if m.isLocal(d) {
-				b := envs[d].marked(bs[d], mask)
-				args[d][i] = keepAxes(b, x)
-				if b != args[d][i] {
-					views = append(views, b)
-				}
-				views = append(views, args[d][i])
-			}
-		}
+		blocks[i] = mapBlocks(x, s)
+		cur, ok := ShardingOf(x)
+		same[i] = ok && cur.Equal(s)
+		masks[i] = specMask(m, p.inSpecs[i])
 	}
+	// Storage of input blocks that devices already hold (and are charged
+	// for): an output returning such a block must not be charged again.
+	p.held = make([]map[unsafe.Pointer]bool, n)
 	var st *mapState
 	if diff {
 		st = &mapState{envs: envs, traces: make([]*tensor.Trace, n), leaves: make([][]*tensor.Tensor, n), outs: make([][]*tensor.Tensor, n)}
-		for d := range n {
-			if !m.isLocal(d) {
-				continue
-			}
-			st.traces[d] = tensor.NewCaptureTrace(func(x *tensor.Tensor) *tensor.Tensor {
-				panic(fmt.Sprintf("shard.Map: fn uses the traced tensor %v that is not one of its inputs; pass it in through the input tree", x))
-			})
-			st.leaves[d] = make([]*tensor.Tensor, len(in))
-			for i, b := range args[d] {
-				if b.DType().IsFloat() {
-					b = st.traces[d].Leaf(b)
-				}
-				st.leaves[d][i] = b
-			}
-			args[d] = st.leaves[d]
-		}
 	}
+	// views are, by device, the headers over input blocks made for this
+	// call: fn's arguments, valid during the call only (donated when it
+	// returns outside autodiff).
+	views := make([][]*tensor.Tensor, n)
 	outs := make([][]*tensor.Tensor, n)
 	r := newRun(m, p.comm, "shard.Map")
 	if err := r.exec(envs, func(d int) {
-		outs[d] = p.fn(&Ctx{env: envs[d]}, args[d])
+		var args []*tensor.Tensor
+		args, views[d] = p.deviceArgs(envs[d], in, blocks, same, masks, st)
+		outs[d] = p.fn(&Ctx{env: envs[d]}, args)
 	}); err != nil {
 		panic(err)
 	}
@@ -395,10 +366,52 @@ func (p *mapParams) forward(in []*tensor.Tensor, diff bool) ([]*tensor.Tensor, a
 	}
 	if st == nil {
 		donateDeviceOutputs(envs, outs)
-		tensor.Donate(views...)
+		for _, vs := range views {
+			tensor.Donate(vs...)
+		}
 		return result, nil
 	}
 	return result, st
+}
+
+// deviceArgs makes device e's arguments of a forward call on its
+// goroutine: a header marked for the device over its block of each input
+// (blocks[i][e.dev], with in[i]'s logical axes), traced leaves of st's
+// trace for the device when the call is differentiated. It records the
+// storage of the blocks the device already held (p.held) and returns the
+// headers made (views) with the arguments.
+func (p *mapParams) deviceArgs(e *devEnv, in []*tensor.Tensor, blocks [][]*tensor.Tensor, same []bool, masks []uint64, st *mapState) (args, views []*tensor.Tensor) {
+	d := e.dev
+	held := map[unsafe.Pointer]bool{}
+	args = make([]*tensor.Tensor, len(in))
+	views = make([]*tensor.Tensor, 0, 2*len(in))
+	for i, x := range in {
+		b := blocks[i][d]
+		if same[i] {
+			held[storageOf(b)] = true
+		}
+		mb := e.marked(b, masks[i])
+		args[i] = keepAxes(mb, x)
+		if mb != args[i] {
+			views = append(views, mb)
+		}
+		views = append(views, args[i])
+	}
+	p.held[d] = held
+	if st == nil {
+		return args, views
+	}
+	st.traces[d] = tensor.NewCaptureTrace(func(x *tensor.Tensor) *tensor.Tensor {
+		panic(fmt.Sprintf("shard.Map: fn uses the traced tensor %v that is not one of its inputs; pass it in through the input tree", x))
+	})
+	st.leaves[d] = make([]*tensor.Tensor, len(in))
+	for i, b := range args {
+		if b.DType().IsFloat() {
+			b = st.traces[d].Leaf(b)
+		}
+		st.leaves[d][i] = b
+	}
+	return st.leaves[d], views
 }
 
 // mapBlocks is makeBlocks for Map's inputs and output cotangents, which
