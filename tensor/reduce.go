@@ -555,7 +555,11 @@ func init() {
 		}},
 		Impl: func(in []*Tensor, pp any) *Tensor { return logSumExpImpl(in[0], pp.(int)) },
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, pp any) []*Tensor {
-			return one1(Mul(g, softmaxAlong(in[0], pp.(int))))
+			s := softmaxAlong(in[0], pp.(int))
+			if scaleRowsInPlace(s, g, in[0]) {
+				return one1(s)
+			}
+			return one1(Mul(g, s))
 		},
 		Save: SaveInputs(0),
 		// dy = Σ softmax(x)·dx along the axis.
@@ -565,6 +569,33 @@ func init() {
 		Batch:  axisBatch(&logSumExpOp),
 		Traits: Traits{Reuse: FreshVJP},
 	}
+}
+
+// scaleRowsInPlace computes Mul(g, s) over s for a fresh float32 s of
+// rows along its last axis and g of one element a row (LogSumExp's VJP
+// over the last axis, the MoE router's z-loss: one pass and one op less
+// than the broadcast product), when s's header is its storage's only
+// holder and nothing is traced, and reports whether it did. Each element
+// is the product Mul rounds, so the bits are Mul's.
+func scaleRowsInPlace(s, g, x *Tensor) bool {
+	last := len(s.shape) - 1
+	if last < 0 || higherOrder(g, x) || !plainOperand(s) || !plainOperand(g) || s.layout() != nil || g.layout() != nil ||
+		s.rec == nil || s.rec.refs.Load() != 1 || g.shape[last] != 1 || !sameShape(g.shape[:last], s.shape[:last]) {
+		return false
+	}
+	n := s.shape[last]
+	ys, gs := s.f32(), g.f32()
+	rows := func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			vec.MulVS(ys[r*n:(r+1)*n], ys[r*n:(r+1)*n], gs[r])
+		}
+	}
+	if serial(len(ys)*costCheap, isLocal(s, g)) {
+		rows(0, len(gs))
+	} else {
+		parallelFor(len(gs), n*costCheap, 1, false, rows)
+	}
+	return true
 }
 
 // softmaxAlong is Softmax(x, axis) computed along the last axis, x's axis

@@ -89,3 +89,42 @@ func TestLogSumExpOp(t *testing.T) {
 	x = FromFloat32([]float32{-inf, 0, -inf, 0, -inf, 0}, 3, 2)
 	require.Equal(t, []float32{-inf, float32(math.Log(3))}, LogSumExp(x, 0).Float32s())
 }
+
+// LogSumExp's VJP along the last axis scales the fresh softmax in place
+// by the cotangent (scaleRowsInPlace) with the bits of Mul(g, softmax),
+// split over the workers or not, and falls back to Mul where the softmax
+// is shared or the cotangent is traced.
+func TestLogSumExpGradInPlace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(32, 1))
+	for _, shape := range [][]int{{1, 1}, {3, 7}, {2048, 8}, {4, 5, 16}} {
+		for _, procs := range []int{1, 4} {
+			x := randTensor(rng, shape...)
+			gshape := append([]int(nil), shape...)
+			gshape[len(gshape)-1] = 1
+			g := randTensor(rng, gshape...)
+			want := Mul(g, Softmax(x, -1)).Float32s()
+			old := runtime.GOMAXPROCS(procs)
+			s := Softmax(x, -1)
+			ok := scaleRowsInPlace(s, g, x)
+			// Through the op's VJP (the backward pass of a trace).
+			tr := NewTrace()
+			xt := tr.Leaf(x)
+			y := LogSumExpKeep(xt, -1)
+			vjp := Backward(tr, []*Tensor{y}, []*Tensor{g}, []*Tensor{xt}, false)[0]
+			runtime.GOMAXPROCS(old)
+			require.True(t, ok, "%v: the in-place path must run on a fresh softmax", shape)
+			for i, w := range want {
+				require.Equal(t, math.Float32bits(w), math.Float32bits(s.f32()[i]), "%v procs %d element %d", shape, procs, i)
+				require.Equal(t, math.Float32bits(w), math.Float32bits(vjp.f32()[i]), "%v procs %d element %d (VJP)", shape, procs, i)
+			}
+		}
+	}
+	x, g := randTensor(rng, 3, 4), randTensor(rng, 3, 1)
+	s := Softmax(x, -1)
+	view := Reshape(s, 4, 3) // a second holder of s's storage
+	require.False(t, scaleRowsInPlace(s, g, x), "a shared softmax must not be written")
+	require.Equal(t, Softmax(x, -1).Float32s(), view.Float32s())
+	tr := NewTrace()
+	require.False(t, scaleRowsInPlace(Softmax(x, -1), tr.Leaf(g), x), "a traced cotangent needs Mul's VJP")
+	require.False(t, scaleRowsInPlace(Softmax(x, -1), randTensor(rng, 3, 4), x), "one cotangent element a row")
+}
