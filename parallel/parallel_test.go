@@ -64,7 +64,7 @@ func TestGuideBaselineLoss(t *testing.T) {
 	loss, _, err := tr.LossAndGrad(b)
 	require.NoError(t, err)
 	// The guide prints "Baseline Loss: 4.0431547"; gonox's float32 gives one
-	// ulp less on every kernel set, as the README states.
+	// ulp less on every kernel set, as docs/parallel.md states.
 	assert.Equal(t, float32(4.0431542), float32(loss))
 	assert.Equal(t, math.Nextafter32(4.0431542, 5), float32(4.0431547), "one ulp apart")
 }
