@@ -3,9 +3,11 @@ package expert_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/expert"
+	"github.com/gonox/gonox/internal/cputime"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
@@ -18,7 +20,9 @@ import (
 // devices (expert.Forward inside shard.Map, tokens and experts split over
 // ep). Metrics: tokens/s, and the bytes the ragged all-to-alls move per
 // token (forward dispatch and return plus their transposes in backward,
-// summed over devices). Run with
+// summed over devices), and the process's CPU time a step (cpu-ms/op:
+// with 8 devices on fewer cores, the figure that load does not stretch).
+// Run with
 //
 //	go test ./expert -run '^$' -bench MoEStep -benchtime 20x
 func BenchmarkMoEStep(b *testing.B) {
@@ -27,12 +31,14 @@ func BenchmarkMoEStep(b *testing.B) {
 	x := tensor.Normal(tensor.NewKey(2), N, D)
 	cot := tensor.Normal(tensor.NewKey(3), N, D)
 	b.Run("single", func(b *testing.B) {
+		cpu0 := cputime.Used()
 		for b.Loop() {
 			autodiff.ValueAndGrad(func(p params) *tensor.Tensor {
 				o := p.M.Forward(p.X)
 				return tensor.Add(tensor.Sum(tensor.Mul(o.Output, cot)), o.AuxLoss)
 			})(params{M: m, X: x})
 		}
+		reportCPU(b, cpu0)
 		b.ReportMetric(float64(N)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
 	})
 	for _, ep := range []int{2, 4, 8} {
@@ -54,10 +60,12 @@ func BenchmarkMoEStep(b *testing.B) {
 				return g
 			}, shard.WithComm(&comm))
 			placed := shard.FilterShard(in{M: m, X: x, Cot: cot}, mesh, specs)
+			cpu0 := cputime.Used()
 			for b.Loop() {
 				comm.Reset()
 				step(placed)
 			}
+			reportCPU(b, cpu0)
 			b.ReportMetric(float64(N)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
 			var ragged int64
 			for _, d := range mesh.Devices() {
@@ -66,4 +74,9 @@ func BenchmarkMoEStep(b *testing.B) {
 			b.ReportMetric(float64(ragged)/N, "dispatch-B/token")
 		})
 	}
+}
+
+// reportCPU reports the process's CPU time since cpu0 per iteration.
+func reportCPU(b *testing.B, cpu0 time.Duration) {
+	b.ReportMetric(float64(cputime.Used()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }

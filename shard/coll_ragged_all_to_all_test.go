@@ -209,3 +209,62 @@ func TestRaggedAllToAllTake(t *testing.T) {
 	})
 	requirePanicContains(t, func() { bad(newTwoGroupPlan(x)) }, "shard.Ctx.RaggedAllToAllTake: index 3 out of range for operand f32[3,3]")
 }
+
+// RaggedAllToAllTake's VJP (the transposed exchange, then Take's sum)
+// gives the bits of the composition's (the rows copied back, then
+// tensor.SegmentSum in received order), here on rows of 19 float32 (the
+// sums' vector part and their tail), an index that repeats rows and has
+// entries nothing sends (their cotangent is 0), under a random cotangent,
+// into storage the allocator cache hands out dirty; a second-order
+// gradient (the traced path) agrees too. A VJP that adds the received
+// rows in another order, or lets a row's first contribution add to the
+// cache's old values, fails it.
+func TestRaggedAllToAllTakeGradOrder(t *testing.T) {
+	m := shard.NewMesh([]int{2}, []string{"ep"})
+	r := rand.New(rand.NewPCG(3, 4))
+	const width = 19
+	type in struct {
+		Plan  twoGroupPlan
+		Index *tensor.Tensor
+		W     *tensor.Tensor
+	}
+	// Device r's operand has 4 rows and its index 5 entries; entry 4 is
+	// not sent (the plan's groups cover entries 0-3), and row 3 of device
+	// 0 is in no entry.
+	index := tensor.FromInts([]int{2, 0, 0, 1, 2 /* device 0 */, 3, 1, 1, 0, 3 /* device 1 */})
+	run := func(take bool) func(x, w *tensor.Tensor) *tensor.Tensor {
+		f := shard.Map(m, shard.P("ep"), shard.P("ep"), func(c *shard.Ctx, a in) *tensor.Tensor {
+			p := a.Plan
+			var y *tensor.Tensor
+			if take {
+				y = c.RaggedAllToAllTake(p.X, a.Index, twoGroupRows, p.IO, p.SS, p.OO, p.RS, shard.Axes{"ep"})
+			} else {
+				y = c.RaggedAllToAllRows(tensor.Take(p.X, a.Index, 0), twoGroupRows, p.IO, p.SS, p.OO, p.RS, shard.Axes{"ep"})
+			}
+			return tensor.Mul(y, a.W)
+		})
+		return func(x, w *tensor.Tensor) *tensor.Tensor { return f(in{newTwoGroupPlan(x), index, w}) }
+	}
+	x, w := randT(r, 8, width), randT(r, 2*twoGroupRows, width)
+	want, got := run(false), run(true)
+	grad := func(f func(x, w *tensor.Tensor) *tensor.Tensor) []float32 {
+		return autodiff.Grad(func(x *tensor.Tensor) *tensor.Tensor { return tensor.Sum(f(x, w)) })(x).Float32s()
+	}
+	wantGrad := grad(want)
+	// The result's storage comes from the allocator cache, dirty.
+	for range 4 {
+		tensor.Donate(tensor.Full(tensor.Float32, 7, 4, width))
+	}
+	gotGrad := grad(got)
+	require.Equal(t, wantGrad, gotGrad)
+	assert.Equal(t, make([]float32, width), gotGrad[3*width:4*width], "device 0's row 3 is in no entry")
+	assert.NotEqual(t, make([]float32, width), gotGrad[:width])
+	// Second order: d/dx of Σ (∂/∂x Σ y·w)² goes through the traced VJP.
+	second := func(f func(x, w *tensor.Tensor) *tensor.Tensor) []float32 {
+		return autodiff.Grad(func(x *tensor.Tensor) *tensor.Tensor {
+			g := autodiff.Grad(func(x *tensor.Tensor) *tensor.Tensor { return tensor.Sum(tensor.Square(f(x, w))) })(x)
+			return tensor.Sum(tensor.Square(g))
+		})(x).Float32s()
+	}
+	assert.Equal(t, second(want), second(got))
+}
