@@ -68,11 +68,30 @@ func meshOf(op string, in []*tensor.Tensor) *Mesh {
 			continue
 		}
 		if !m.Equal(l.sharding.mesh) {
-			panic(fmt.Sprintf("shard: op %q mixes %v on %v with %v on %v; move one onto the other's mesh with shard.Put (or Reshard) first",
-				op, typeOf(first), m, typeOf(x), l.sharding.mesh))
+			a, b := meshesApart(m, l.sharding.mesh)
+			panic(fmt.Sprintf("shard: op %q mixes %v on %s with %v on %s; move one onto the other's mesh with shard.Put (or Reshard) first",
+				op, typeOf(first), a, typeOf(x), b))
 		}
 	}
 	return m
+}
+
+// meshesApart returns the names of two different meshes for a message:
+// their shapes, and their devices' ids where the shapes are alike (two
+// meshes of 2 devices on devices 0-1 and 2-3 both print Mesh('dp': 2)).
+func meshesApart(a, b *Mesh) (string, string) {
+	as, bs := a.String(), b.String()
+	if as != bs {
+		return as, bs
+	}
+	ids := func(m *Mesh) string {
+		s := make([]int, len(m.devices))
+		for i, d := range m.devices {
+			s[i] = d.ID()
+		}
+		return fmt.Sprint(s)
+	}
+	return as + " of devices " + ids(a), bs + " of devices " + ids(b)
 }
 
 // propagate is the tensor.Placer: it computes op on operands of which at
