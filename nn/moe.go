@@ -382,21 +382,21 @@ func (m MoE) forward(x *tensor.Tensor) MoEOutput {
 
 	// 3. Drop the choices beyond each expert's capacity: per sender, by
 	// ranking (sender, expert) pairs as if they were S·E experts.
-	ids := idsFlat.Ints()
+	ids := idsFlat.Int32s()
 	keys := ids
 	if S > 1 {
-		keys = make([]int, N*k)
+		keys = make([]int32, N*k)
 		for a, e := range ids {
-			keys[a] = a/(N/S*k)*E + e
+			keys[a] = int32(a/(N/S*k)*E) + e
 		}
 	}
 	var drop []bool
 	var dropped *tensor.Tensor
 	if gatesFlat.DType() == tensor.Float32 {
-		drop = DropOverCapacity(keys, gatesFlat.Float32s(), S*E, C)
+		drop = dropOverCapacity(keys, gatesFlat.Float32s(), S*E, C)
 		dropped = tensor.FromBool(drop, N*k)
 	} else {
-		dropped, _ = DropTokenMask(tensor.FromInts(keys), tensor.StopGradient(gatesFlat), S*E, C)
+		dropped, _ = DropTokenMask(tensor.FromInt32(keys), tensor.StopGradient(gatesFlat), S*E, C)
 		drop = dropped.Bools()
 	}
 	out, counts := m.dispatch(tokens, ids, drop, gatesFlat, m.Up, m.Down, E)
@@ -425,7 +425,7 @@ func (m MoE) forward(x *tensor.Tensor) MoEOutput {
 // expert), runs the experts on them and sums each token's gated outputs:
 // steps 4 and 5 on tokens f32[N, D] with choices ids (N·k, token-major).
 // It returns the output f32[N, D] and the rows each expert computed.
-func (m MoE) dispatch(tokens *tensor.Tensor, ids []int, dropped []bool, gates, up, down *tensor.Tensor, E int) (*tensor.Tensor, []int) {
+func (m MoE) dispatch(tokens *tensor.Tensor, ids []int32, dropped []bool, gates, up, down *tensor.Tensor, E int) (*tensor.Tensor, []int) {
 	N, D := tokens.Dim(0), tokens.Dim(1)
 	k := len(ids) / N
 	counts := make([]int, E)
@@ -443,17 +443,19 @@ func (m MoE) dispatch(tokens *tensor.Tensor, ids []int, dropped []bool, gates, u
 	if M == 0 {
 		return tensor.Zeros(tensor.Float32, N, D), counts
 	}
-	src := make([]int, M)    // token of each grouped row
-	choice := make([]int, M) // choice of each grouped row
+	// The index tensors wrap the slices built here (int32 from the start:
+	// the routing's host work runs between the step's parallel regions).
+	src := make([]int32, M)    // token of each grouped row
+	choice := make([]int32, M) // choice of each grouped row
 	for a, e := range ids {
 		if !dropped[a] {
-			src[fill[e]], choice[fill[e]] = a/k, a
+			src[fill[e]], choice[fill[e]] = int32(a/k), int32(a)
 			fill[e]++
 		}
 	}
-	srcT := tensor.FromInts(src)
+	srcT := tensor.WrapInt32(src)
 	ys := m.Experts(tensor.Take(tokens, srcT, 0), up, down, tensor.FromInts(counts)) // [M, D]
-	g := tensor.Take(gates, tensor.FromInts(choice), 0)
+	g := tensor.Take(gates, tensor.WrapInt32(choice), 0)
 	// Each row weighted by its gate and summed into its token in one pass
 	// (the bits of SegmentSum(ys·g)), without the weighted rows.
 	return tensor.SegmentWeightedSum(ys, g, srcT, N), counts
@@ -470,11 +472,17 @@ func (m MoE) dispatch(tokens *tensor.Tensor, ids []int, dropped []bool, gates, u
 // with it. It panics on an expert outside [0, numExperts), a negative
 // capacity, or slices of different lengths.
 func DropOverCapacity(expertIDs []int, priorities []float32, numExperts, capacity int) []bool {
+	return dropOverCapacity(expertIDs, priorities, numExperts, capacity)
+}
+
+// dropOverCapacity is DropOverCapacity for int or int32 expert ids
+// (MoE.forward reads its TopK's int32 ids without widening them).
+func dropOverCapacity[I int | int32](expertIDs []I, priorities []float32, numExperts, capacity int) []bool {
 	if len(expertIDs) != len(priorities) || capacity < 0 {
 		panic(fmt.Sprintf("nn.DropOverCapacity: %d expert ids, %d priorities, capacity %d", len(expertIDs), len(priorities), capacity))
 	}
 	for i, e := range expertIDs {
-		if e < 0 || e >= numExperts {
+		if e < 0 || int(e) >= numExperts {
 			panic(fmt.Sprintf("nn.DropOverCapacity: expert id %d at index %d is outside [0, %d)", e, i, numExperts))
 		}
 	}
@@ -489,9 +497,12 @@ func DropOverCapacity(expertIDs []int, priorities []float32, numExperts, capacit
 		if c <= capacity {
 			continue
 		}
+		if cap(choices) < c {
+			choices = make([]uint64, 0, c)
+		}
 		choices = choices[:0]
 		for a, ea := range ids {
-			if ea == e {
+			if int(ea) == e {
 				choices = append(choices, uint64(priorityKey(probs[a]))<<32|uint64(a))
 			}
 		}
