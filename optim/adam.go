@@ -239,6 +239,7 @@ func (a *adam) step(dst, params, grads any, state State, done func([]*tensor.Ten
 			}
 			if g != nil {
 				noState(a.op, g, xs[2], xs[3])
+				stateShaped(a.op, p, xs[2], xs[3])
 			}
 		}
 		if donating && repeatsLeaf(pos) {

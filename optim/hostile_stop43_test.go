@@ -71,3 +71,23 @@ func TestHostileStepIntoOverStateLater(t *testing.T) {
 	assert.Nil(t, s)
 	assert.Nil(t, steps)
 }
+
+// Optimizer state built by Init for another model whose leaves line up
+// one for one: Adam and SGD name the parameter and the state (it was
+// tensor.AdamSteps' "parameter 0: f32[2,3], f32[2,3], f32[2,2], f32[2,2]").
+func TestHostileStateOfAnotherModel(t *testing.T) {
+	small := hostileTree{tensor.Ones(tensor.Float32, 2, 2), tensor.Ones(tensor.Float32, 3), nil}
+	big := hostileTree{tensor.Ones(tensor.Float32, 2, 3), tensor.Ones(tensor.Float32, 3), nil}
+	for _, c := range []struct {
+		tx optim.Transform
+		op string
+	}{
+		{optim.Adam(optim.Constant(0.1)), "optim.Adam"},
+		{optim.AdamW(optim.Constant(0.1)), "optim.AdamW"},
+		{optim.SGD(optim.Constant(0.1), optim.SGDOptions{Momentum: 0.9}), "optim.SGD"},
+	} {
+		st := c.tx.Init(small)
+		require.PanicsWithValue(t, c.op+": parameter f32[2,3] has optimizer state f32[2,2] (was Init given these params?)",
+			func() { optim.Step(c.tx, big, big, st) }, c.op)
+	}
+}

@@ -216,6 +216,7 @@ func (s *sgd) stepLater(dst, params, grads, later any, state State, done func([]
 		}
 		if t != nil {
 			noState(op, g, t)
+			stateShaped(op, p, t)
 		}
 		p2, t2 := tensor.SGDStepInto(d, p, g, t, float32(s.o.Momentum), lr, s.o.Nesterov)
 		return []*tensor.Tensor{p2, t2}[:nOut]

@@ -451,6 +451,17 @@ func noState(op string, g *tensor.Tensor, states ...*tensor.Tensor) {
 	}
 }
 
+// stateShaped panics unless each state of the elementwise optimizer op
+// (moments, trace) has the shape of its parameter p: state built by Init
+// from another model whose leaves line up.
+func stateShaped(op string, p *tensor.Tensor, states ...*tensor.Tensor) {
+	for _, s := range states {
+		if !slices.Equal(s.BorrowShape(), p.BorrowShape()) {
+			panic(fmt.Sprintf("%s: parameter %v has optimizer state %v (was Init given these params?)", op, p, s))
+		}
+	}
+}
+
 // needParams panics if a transform that reads params got none.
 func needParams(op string, params any) {
 	if params == nil {
