@@ -121,7 +121,7 @@ func Forward(c *shard.Ctx, m nn.MoE, x *tensor.Tensor, cfg Config) nn.MoEOutput 
 	// their own in the all-gather and the exchanges: shard.Ctx).
 	N := float32(n * pl.senders)
 	lse := tensor.LogSumExp(r.Logits, -1)
-	sums := c.Psum(tensor.Concat(0, tensor.Sum(r.Probs, 0), tensor.Reshape(tensor.Sum(tensor.Square(lse)), 1),
+	sums := c.Psum(tensor.Concat(0, tensor.Sum(r.Probs, 0), tensor.SumKeep(tensor.Square(lse)),
 		tensor.FromFloat32(toF32(counts))), cfg.Tokens...)
 	for e, v := range sums.Float32s()[E+1:] {
 		if e < E {
@@ -130,10 +130,18 @@ func Forward(c *shard.Ctx, m nn.MoE, x *tensor.Tensor, cfg Config) nn.MoEOutput 
 			pl.load[e-E] = int(v)
 		}
 	}
-	f := tensor.MulScalar(tensor.FromFloat32(toF32(pl.load)), 1/(N*float32(k)))
-	p := tensor.MulScalar(tensor.SliceAxis(sums, 0, 0, E), 1/N)
-	aux := tensor.MulScalar(tensor.Sum(tensor.Mul(f, p)), float32(E))
-	z := tensor.MulScalar(tensor.Reshape(tensor.SliceAxis(sums, 0, E, E+1)), 1/N)
+	// Every device computes the losses from the sums: few ops, each of
+	// which every device pays for (a float32 product is rounded the same
+	// on the host as by MulScalar, and scaling all the sums at once gives
+	// each the bits of scaling it alone).
+	f, perChoice := toF32(pl.load), 1/(N*float32(k))
+	for e := range f {
+		f[e] *= perChoice
+	}
+	scaled := tensor.MulScalar(sums, 1/N)
+	p := tensor.SliceAxis(scaled, 0, 0, E)
+	aux := tensor.MulScalar(tensor.Sum(tensor.Mul(tensor.FromFloat32(f), p)), float32(E))
+	z := tensor.Take(scaled, tensor.ScalarInt(int32(E)), 0)
 
 	return nn.MoEOutput{
 		Output:      tensor.Reshape(out, x.Shape()...),
