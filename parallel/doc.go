@@ -91,7 +91,11 @@
 // of the parameter and its state while the block is in cache
 // (shard.FoldedGradient.WaitThen, optim.StepIntoOverStateLater: Adam,
 // AdamW, NAdam, SGD; not with Config.ClipGlobalNorm, whose norm needs
-// every gradient first), again with the same bits. Each gradient's
+// every gradient first), again with the same bits; with no fold at all
+// (every device's part too small to fold, EP's experts on a dp×ep mesh,
+// whose state is split over both axes) the update takes each gradient's
+// reduction as it arrives, last layer first, and updates that leaf at
+// once. Each gradient's
 // reduce-scatter starts as soon as the backward pass has finished that
 // gradient (autodiff.OnGradient, shard.Ctx.PsumScatterStart) and travels
 // between processes while the gradients of the layers before it are

@@ -56,3 +56,15 @@ func UpdateAfterBackward() (restore func()) {
 // BackwardSteps returns the number of host steps that updated the
 // parameters during the backward pass since the process started.
 func BackwardSteps() int64 { return backwardSteps.Load() }
+
+// UpdateAfterReductions makes the sharded update wait for every
+// reduction before updating when no gradient is folded (the step before
+// laterReductions), until restore is called.
+func UpdateAfterReductions() (restore func()) {
+	laterReductions = false
+	return func() { laterReductions = true }
+}
+
+// LaterReductions returns the number of reductions the sharded update
+// has taken as they arrived (updateLater) since the process started.
+func LaterReductions() int64 { return laterReduced.Load() }

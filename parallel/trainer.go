@@ -165,6 +165,7 @@ type Trainer[M, B any] struct {
 	zeroPlan struct {
 		dims []int
 		sums [][]string
+		own  []bool // a split leaf's state block lies on one device alone (stateDead)
 	}
 	// prop: the loss runs on placed tensors (sharding propagation), not
 	// inside shard.Map.

@@ -93,6 +93,7 @@ func (t *Trainer[M, B]) planZeRO(model M) pathSpecs {
 	specs := make(pathSpecs, len(leaves))
 	t.zeroDims = make(map[string]int, len(leaves))
 	t.zeroSums = make(map[string][]string, len(leaves))
+	t.zeroPlan.own = make([]bool, len(leaves))
 	for i, x := range leaves {
 		key := paths[i].String()
 		dim, spec := -1, t.specs[key]
@@ -113,6 +114,9 @@ func (t *Trainer[M, B]) planZeRO(model M) pathSpecs {
 		t.zeroDims[key] = dim
 		t.zeroSums[key] = sums
 		specs[key] = spec
+		// A split leaf's state lies on one device alone when its blocks
+		// are split over every axis of the mesh (stateDead).
+		t.zeroPlan.own[i] = dim >= 0 && t.mesh.AxisSize(spec.Axes()...) == t.mesh.Size()
 	}
 	t.zeroPlan.dims, t.zeroPlan.sums = t.leafPlansByPath(model)
 	return specs
@@ -402,29 +406,54 @@ type laterGrads struct {
 // took one product and whose backward pass returned nothing else
 // (leaves[i] nil), when the update writes into the all-gathers' results
 // over the old state (stateDead) and the optimizer can take gradients
-// later; then also the other float32 gradients, which zeroStep marks. An
+// later; then also the other float32 gradients, which zeroStep marks.
+// With no fold at all (every part too small to fold, as in examples/moe's
+// dp_ep), the update still takes the float32 reductions as they arrive
+// when the step could have folded (laterReductions): each leaf is updated
+// right after its wait, while the sum is in cache, last leaf first. An
 // optimizer that needs every gradient first (Config.ClipGlobalNorm's
 // global norm, a Chain, a Mask) cannot: its gradients are waited for in
 // zeroStep.
 func (t *Trainer[M, B]) laterFolds(c *shard.Ctx, folds []*shard.FoldedGradient, leaves []*tensor.Tensor, dims []int, sums [][]string, bucket *gradBucket) *laterGrads {
-	if folds == nil || !foldUpdate || !lendGather || !optim.TakesGradientsLater(t.optimizer(c.Psum)) || !t.stateDead(c, dims, sums) {
+	if !foldUpdate || !lendGather || !optim.TakesGradientsLater(t.optimizer(c.Psum)) {
+		return nil
+	}
+	if folds == nil {
+		if !laterReductions || t.cfg.ReduceAfterBackward || t.cfg.MicroBatches != 1 || t.cfg.ReduceDType != 0 ||
+			c.AxisSize(t.dataAxes...) == 1 || !t.stateDead(c, dims, sums) {
+			return nil
+		}
+		return newLaterGrads(len(leaves), bucket)
+	}
+	if !t.stateDead(c, dims, sums) {
 		return nil
 	}
 	var later *laterGrads
 	for i, f := range folds {
 		if f != nil && f.Folded() == 1 && leaves[i] == nil {
 			if later == nil {
-				later = &laterGrads{folds: make([]*shard.FoldedGradient, len(folds)), hs: make([]*shard.Handle, len(folds)),
-					rest: make([]*tensor.Tensor, len(folds)), bucket: bucket, member: make([]int, len(folds))}
-				for j := range later.member {
-					later.member[j] = -1
-				}
+				later = newLaterGrads(len(folds), bucket)
 			}
 			later.folds[i] = f
 		}
 	}
 	return later
 }
+
+// newLaterGrads returns the laterGrads of n leaves, none taken yet.
+func newLaterGrads(n int, bucket *gradBucket) *laterGrads {
+	later := &laterGrads{folds: make([]*shard.FoldedGradient, n), hs: make([]*shard.Handle, n),
+		rest: make([]*tensor.Tensor, n), bucket: bucket, member: make([]int, n)}
+	for j := range later.member {
+		later.member[j] = -1
+	}
+	return later
+}
+
+// laterReductions makes the sharded update take the reductions as they
+// arrive when no gradient is folded (laterFolds). A variable for the
+// tests, which compare the step with and without.
+var laterReductions = true
 
 // foldUpdate makes the sharded update consume the folded gradients as
 // they are computed (laterFolds). A variable for the tests and the
@@ -588,9 +617,14 @@ func (t *Trainer[M, B]) updateLater(c *shard.Ctx, dst, own, g M, state optim.Sta
 		step(0, part.BorrowFloat32())
 		donateValue(part)
 	}
-	for j, i := range at {
+	// The other reductions last leaf first, in the order the backward
+	// pass started them: the first waited for is the first the other
+	// devices could have sent.
+	for j := len(at) - 1; j >= 0; j-- {
+		i := at[j]
 		if h := later.hs[i]; h != nil {
 			r := h.Wait()
+			laterReduced.Add(1)
 			steps[j](0, r.BorrowFloat32())
 			donateValue(r)
 			if x := later.rest[i]; r != x {
@@ -609,15 +643,18 @@ func (t *Trainer[M, B]) updateLater(c *shard.Ctx, dst, own, g M, state optim.Sta
 }
 
 // laterUpdates counts the folded gradients the sharded update consumed
-// block by block (updateLater), for the tests.
-var laterUpdates atomic.Int64
+// block by block (updateLater), laterReduced the other reductions it took
+// as they arrived, for the tests.
+var laterUpdates, laterReduced atomic.Int64
 
 // stateDead reports whether the sharded update may write the new
 // optimizer state over the old one (optim.StepIntoOverState): the step
 // donates the old state after it (the user has not been handed it, see
 // donation), and every split leaf's block lies on this device alone (it is
-// split over every device of the mesh: no other device reads the block of
-// a state replicated over other axes). The new moments then take the old
+// split over every device of the mesh, over the data axes or over those
+// and the axes the strategy splits the parameter over, as EP's experts on
+// a dp×ep mesh: no other device reads the block of a state replicated
+// over other axes). The new moments then take the old
 // ones' storage instead of streaming into fresh buffers, which matters
 // where the devices' updates share the memory bandwidth (the DP step of
 // the 784-1024-1024-10 MLP with Adam on 2 devices: see
@@ -627,7 +664,7 @@ func (t *Trainer[M, B]) stateDead(c *shard.Ctx, dims []int, sums [][]string) boo
 		return false
 	}
 	for i, d := range dims {
-		if d >= 0 && c.AxisSize(sums[i]...) != t.mesh.Size() {
+		if d >= 0 && !t.zeroPlan.own[i] {
 			return false
 		}
 	}
