@@ -164,9 +164,11 @@ func pairsAlongSeq(dst []uint32, src []float32, B, T, w int) []uint32 {
 
 // pairsBoth is pairsAlongSeq into seq and, if feat is not nil,
 // pairsAlongFeatures into feat (heads of h values) of src [B, T, N·h] in
-// one pass: each row is read from memory once, for its pairs along the
-// sequence, and rounded again from L1. widen, if not nil, receives the
-// rounded values as float32.
+// one pass: each row is read from memory once. With h even a row's pairs
+// along the features are its rounded values in order, so the pairs along
+// the sequence interleave two such rows from L1 instead of rounding the
+// float32 rows again; with h odd the rows are rounded for each layout.
+// widen, if not nil, receives the rounded values as float32.
 func pairsBoth(seq, feat []uint32, widen, src []float32, B, T, N, h int) {
 	w, hp, tp := N*h, (h+1)/2, (T+1)/2
 	row := func(t int) {
@@ -186,11 +188,16 @@ func pairsBoth(seq, feat []uint32, widen, src []float32, B, T, N, h int) {
 		for q := range tp {
 			out := seq[(b*tp+q)*w : (b*tp+q+1)*w]
 			t := b*T + 2*q
-			if 2*q+1 < T {
+			switch {
+			case 2*q+1 < T && feat != nil && h%2 == 0:
+				row(t)
+				row(t + 1)
+				gemm.Interleave(out, halves(feat[t*N*hp:(t+1)*N*hp]), halves(feat[(t+1)*N*hp:(t+2)*N*hp]))
+			case 2*q+1 < T:
 				vec.BF16PairsFromF32(out, src[t*w:(t+1)*w], src[(t+1)*w:(t+2)*w])
 				row(t)
 				row(t + 1)
-			} else {
+			default:
 				pairRowWithZero(out, src[t*w:(t+1)*w])
 				row(t)
 			}

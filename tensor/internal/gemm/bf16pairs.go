@@ -126,6 +126,13 @@ func interleaveRows(dst []float32, ldd int, x BF16Operand, lds, rows, cols int) 
 	}
 }
 
+// Interleave sets d[j] = lo[j] | hi[j]<<16 for j < len(lo): two rows of
+// bfloat16 values (as their bits) paired along the axis that crosses
+// them, the layout BgemmPairs reads. Rows of up to 128 values are read in
+// lockstep (the fastest from cache), longer ones one after the other. It
+// panics if d or hi is shorter than lo.
+func Interleave(d []uint32, lo, hi []uint16) { interleave16(d, lo, hi) }
+
 // interleave16 sets d[j] = lo[j] | hi[j]<<16. lo and hi are usually two
 // rows of a matrix (a cotangent or an activation, paired along the token
 // axis), often no longer in cache: rows longer than 256 bytes are read
