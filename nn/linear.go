@@ -173,6 +173,7 @@ func (l Linear) apply(x *tensor.Tensor, act Activation, mm func(x, w *tensor.Ten
 	in := l.W.Dim(0)
 	fused, fuses := act.Fused()
 	fuses = fuses && b != nil
+	plain := mm == nil && !fuses
 	if mm == nil {
 		mm = tensor.MatMul
 		if fuses {
@@ -183,7 +184,11 @@ func (l Linear) apply(x *tensor.Tensor, act Activation, mm func(x, w *tensor.Ten
 		mm = func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.BiasAct(prod(x, w), b, fused) }
 	}
 	var y *tensor.Tensor
-	if x.Rank() > 2 {
+	if x.Rank() > 2 && plain {
+		// MatMul computes a batch of x's matrices times W as the product
+		// of their rows, one gemm, without the two reshapes' ops.
+		y = tensor.MatMul(x, l.W)
+	} else if x.Rank() > 2 {
 		shape := x.Shape()
 		y = mm(tensor.Reshape(x, -1, in), l.W)
 		shape[len(shape)-1] = l.W.Dim(1)

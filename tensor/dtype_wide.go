@@ -535,8 +535,8 @@ func matmulF64(a, b *Tensor, p *matmulParams) *Tensor {
 	}
 	lda, ldb := p.leading()
 	sizeA, sizeB, sizeC := p.m*p.k, p.k*p.n, p.m*p.n
-	if numel(p.batch) == 1 {
-		gemm.Dgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f64(), lda, b.f64(), ldb, 0, out.f64(), p.n, threads)
+	if nb := numel(p.batch); nb == 1 || p.stacked(a, b) {
+		gemm.Dgemm(p.ta, p.tb, nb*p.m, p.n, p.k, 1, a.f64(), lda, b.f64(), ldb, 0, out.f64(), p.n, threads)
 		return out
 	}
 	if 2*p.m*p.n*p.k < batchSplitFlops {

@@ -135,6 +135,28 @@ func plainOperand(x *Tensor) bool {
 // computes without copies. An operand that wants no cotangent (an input
 // batch) costs nothing.
 func matmulCotangents(g, a, b *Tensor, p *matmulParams, need uint64, mm func(x, y *Tensor, tx, ty bool, dt DType) *Tensor) []*Tensor {
+	if p.stacked(a, b) {
+		// Those of the product of a's rows: the sums of the unbatched
+		// product, the operand's cotangent shaped back.
+		rg, ra := rowsOf(g), rowsOf(a)
+		res := matmulCotangents(rg, ra, b, p, need, mm)
+		if untracedValue(g) && untracedValue(a) && untracedValue(b) {
+			// Nothing recorded the views (a trace of a higher order
+			// would have, to read them later).
+			dropView(rg, g)
+			dropView(ra, a)
+		}
+		if ga := res[0]; ga != nil {
+			if ga.node == nil && ga.xv() == nil && ga.layout() == nil && ga != rg && ga != b {
+				// A product just computed, which nothing else holds: its
+				// rows are a's cotangent as they are.
+				ga.shape = slices.Clone(a.shape)
+			} else {
+				res[0] = reshapeTo(ga, slices.Clone(a.shape))
+			}
+		}
+		return res
+	}
 	res := make([]*Tensor, 2, 3) // room for a bias's cotangent (dense)
 	if Wants(need, 0) {
 		var ga *Tensor
@@ -241,8 +263,9 @@ func matmulF32(a, b *Tensor, p *matmulParams) *Tensor {
 		outerF32(a, b, p, out, threads == 1)
 		return out
 	}
-	if nb == 1 {
-		gemm.Sgemm(p.ta, p.tb, p.m, p.n, p.k, 1, a.f32(), lda, b.f32(), ldb, 0, out.f32(), p.n, threads)
+	if nb == 1 || p.stacked(a, b) {
+		// A batch of a times one matrix b is one product of nb·m rows.
+		gemm.Sgemm(p.ta, p.tb, nb*p.m, p.n, p.k, 1, a.f32(), lda, b.f32(), ldb, 0, out.f32(), p.n, threads)
 		return out
 	}
 	if 2*p.m*p.n*p.k < batchSplitFlops {
@@ -259,6 +282,42 @@ func matmulF32(a, b *Tensor, p *matmulParams) *Tensor {
 		}
 	})
 	return out
+}
+
+// stacked reports whether the product is a batch of a's matrices times
+// one matrix b, not transposed a (a Linear layer on [B,T,in]): the batch's
+// rows stacked are one product of numel(batch)·m rows, which matmulF32
+// computes with one gemm, and whose cotangents matmulCotangents computes
+// as those of that product (the sums of a product of [B·T,in] rows).
+func (p *matmulParams) stacked(a, b *Tensor) bool {
+	return len(a.shape) > 2 && len(b.shape) == 2 && !p.ta
+}
+
+// rowsOf returns x, of rank 2 or more, as the matrix of its rows (a view
+// of its leading dimensions flattened).
+func rowsOf(x *Tensor) *Tensor {
+	if len(x.shape) == 2 {
+		return x
+	}
+	k := x.shape[len(x.shape)-1]
+	shape := []int{x.Size() / k, k}
+	if x.node != nil || x.xv() != nil || x.layout() != nil {
+		return reshapeTo(x, shape)
+	}
+	return view(x, shape) // reshape's Impl, without Apply's dispatch
+}
+
+// untracedValue reports whether x is a value of no trace or level.
+func untracedValue(x *Tensor) bool { return x.node == nil && x.xv() == nil }
+
+// dropView donates v, a view rowsOf made of x that no one reads any
+// more: x's storage then goes back to the allocator cache when x is
+// donated, not to the collector. A traced or placed view is left to its
+// trace or placement.
+func dropView(v, x *Tensor) {
+	if v != x && v.node == nil && v.layout() == nil {
+		Donate(v)
+	}
 }
 
 // batchSplitFlops is the size of a product from which gemm splits it over

@@ -70,7 +70,8 @@ func takeProductCotangent(g, a, b *Tensor, p *matmulParams) bool {
 	if !ok {
 		return false
 	}
-	if len(a.shape) != 2 || len(g.shape) != 2 || a.dtype != Float32 || g.dtype != Float32 ||
+	stacked := p.stacked(a, b) // a's rows and g's: those of the product of its rows
+	if (len(a.shape) != 2 && !stacked) || len(g.shape) != len(a.shape) || a.dtype != Float32 || g.dtype != Float32 ||
 		a.IsTraced() || g.IsTraced() || a.xv() != nil || g.xv() != nil || a.layout() != nil || g.layout() != nil {
 		return false
 	}
@@ -80,17 +81,26 @@ func takeProductCotangent(g, a, b *Tensor, p *matmulParams) bool {
 	// into, one passed to several slots), it is copied; alone, the pass
 	// may still donate the header once dead but no longer writes into
 	// it (accumulate in place, hand it to an overwriting kernel).
-	own := g
-	if g.rec == nil || g.rec.refs.Load() != 1 {
-		own = newOutUninit(Float32, g.shape)
-		copy(own.f32(), g.f32())
-		own.setLocal(g.local())
+	shared := g.rec == nil || g.rec.refs.Load() != 1
+	own, ra := g, a
+	if stacked {
+		// Views of the rows; g's, of storage g alone held, is then as g
+		// (the pass no longer writes into it) and donated as a copy is.
+		own, ra = rowsOf(g), rowsOf(a)
 	}
-	pp, qq := a, own // d b = aᵀ·g
+	if shared {
+		c := newOutUninit(Float32, own.shape)
+		copy(c.f32(), own.f32())
+		c.setLocal(g.local())
+		dropView(own, g)
+		own = c
+	}
+	pp, qq := ra, own // d b = aᵀ·g
 	if p.tb {
-		pp, qq = own, a // b stored transposed: d b = gᵀ·a
+		pp, qq = own, ra // b stored transposed: d b = gᵀ·a
 	}
 	taken := t.TakeProductCotangent(b, pp, qq)
+	dropView(ra, a)
 	switch {
 	case own != g:
 		Donate(own) // the taker holds its own header if it took it
