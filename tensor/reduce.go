@@ -619,6 +619,12 @@ func logSumExpImpl(x *Tensor, axis int) *Tensor {
 	outer, n, inner := srtLanes(x.shape, axis)
 	lanes := outer * inner
 	xs, ys := x.f32(), out.f32()
+	if inner == 1 && n <= xentShort {
+		srtParallel(lanes, lanes*n*8, x.local(), func(lo, hi int) {
+			logSumExpShortRows(ys[lo:hi], xs[lo*n:hi*n], n)
+		})
+		return out
+	}
 	srtParallel(lanes, lanes*n*8, x.local(), func(lo, hi int) {
 		for l := lo; l < hi; l++ {
 			b := (l/inner)*n*inner + l%inner
@@ -647,6 +653,27 @@ func logSumExpImpl(x *Tensor, axis int) *Tensor {
 		}
 	})
 	return out
+}
+
+// logSumExpShortRows sets ys[r] = logSumExpRow of row r of xs (rows of
+// n ≤ xentShort elements), with its bits: the maxima and sums of a block
+// of rows from one vec.ExpShiftRows call (the MoE router's z-loss over 8
+// experts spent most of its time in two kernel calls a row).
+func logSumExpShortRows(ys, xs []float32, n int) {
+	var ms [xentBlock]float32
+	var sums [xentBlock]float64
+	var scratch [xentBlock * xentShort]float32
+	for r := 0; r < len(ys); r += xentBlock {
+		e := min(r+xentBlock, len(ys))
+		vec.ExpShiftRows(scratch[:(e-r)*n], xs[r*n:e*n], n, ms[:e-r], sums[:e-r])
+		for i, m := range ms[:e-r] {
+			if math.IsInf(float64(m), 0) || m != m {
+				ys[r+i] = m
+				continue
+			}
+			ys[r+i] = float32(float64(m) + math.Log(sums[i]))
+		}
+	}
 }
 
 // logSumExpRow is log Σ exp(row) of a contiguous lane (logSumExpImpl).

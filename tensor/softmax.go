@@ -253,6 +253,20 @@ func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
 		return out
 	}
 	work := outer * n * inner * 8
+	if inner == 1 && !log && n <= xentShort {
+		// Short rows (the MoE router's 8 experts, its gates over the top
+		// 2): one vec.SoftmaxRows call a block of rows, the bits of
+		// softmaxRowSum and softmaxScale a row.
+		srtParallel(outer, work, x.local(), func(lo, hi int) {
+			var ms [xentBlock]float32
+			var sums [xentBlock]float64
+			for r := lo; r < hi; r += xentBlock {
+				e := min(r+xentBlock, hi)
+				vec.SoftmaxRows(out.f32()[r*n:e*n], x.f32()[r*n:e*n], n, ms[:e-r], sums[:e-r])
+			}
+		})
+		return out
+	}
 	if inner == 1 {
 		srtParallel(outer, work, x.local(), func(lo, hi int) {
 			for r := lo; r < hi; r++ {

@@ -205,4 +205,24 @@ func BenchmarkSoftmax(b *testing.B) {
 		}
 		srtReport(b, bytes)
 	})
+	// The MoE router's rows: the probabilities over 8 experts, the gates
+	// over the top 2, and the z-loss's LogSumExp of the logits.
+	for _, c := range []int{2, 8} {
+		r := srtRandn(2, 2048, c)
+		b.Run(fmt.Sprintf("Softmax/2048x%d", c), func(b *testing.B) {
+			bytes := float64(2 * r.Bytes())
+			for b.Loop() {
+				tensor.Softmax(r, -1)
+			}
+			srtReport(b, bytes)
+		})
+	}
+	r := srtRandn(2, 2048, 8)
+	b.Run("LogSumExp/2048x8", func(b *testing.B) {
+		bytes := float64(r.Bytes())
+		for b.Loop() {
+			tensor.LogSumExp(r, -1)
+		}
+		srtReport(b, bytes)
+	})
 }

@@ -407,6 +407,27 @@ func srtTopKImpl(x *Tensor, k int, vals, idx *Tensor) {
 	// MoE router's top 2 of 8 experts for 2048 tokens splits in two.
 	work := 3 * rows * (n + k*max(1, bits.Len(uint(k))))
 	is := idx.i32()
+	if x.dtype == Float32 && k <= srtTopKSmall {
+		// The MoE router's top 2 of 8 experts: keys computed as the row
+		// is read, the values copied without a call an element (the
+		// generic loop below spent more on its calls than on the rows).
+		xs, vs := x.f32(), vals.f32()
+		srtParallel(rows, work, x.local(), func(lo, hi int) {
+			buf := make([]uint64, 0, k)
+			for r := lo; r < hi; r++ {
+				row := xs[r*n : (r+1)*n]
+				buf = buf[:0]
+				for j, v := range row {
+					buf = srtTopKInsert(buf, k, srtPack(srtKeyF32(v)^math.MaxUint32, j))
+				}
+				for j, w := range buf {
+					src := int32(uint32(w))
+					is[r*k+j], vs[r*k+j] = src, row[src]
+				}
+			}
+		})
+		return
+	}
 	srtParallel(rows, work, x.local(), func(lo, hi int) {
 		var st *srtSorter
 		var buf []uint64
@@ -432,20 +453,7 @@ func srtTopKImpl(x *Tensor, k int, vals, idx *Tensor) {
 				// buf holds the best candidates so far, best first.
 				buf = buf[:0]
 				for j, key := range keys {
-					w := srtPack(key, j)
-					m := len(buf)
-					if m < k {
-						buf = buf[:m+1]
-					} else if w >= buf[m-1] {
-						continue
-					} else {
-						m-- // the worst candidate drops out
-					}
-					for m > 0 && buf[m-1] > w {
-						buf[m] = buf[m-1]
-						m--
-					}
-					buf[m] = w
+					buf = srtTopKInsert(buf, k, srtPack(key, j))
 				}
 				for j, w := range buf {
 					emit(j, int(uint32(w)))
@@ -467,6 +475,26 @@ func srtTopKImpl(x *Tensor, k int, vals, idx *Tensor) {
 			}
 		}
 	})
+}
+
+// srtTopKInsert inserts the packed candidate w into buf, the best (least)
+// candidates so far in ascending order, at most k of them: the worst
+// drops out when buf is full.
+func srtTopKInsert(buf []uint64, k int, w uint64) []uint64 {
+	m := len(buf)
+	if m < k {
+		buf = buf[:m+1]
+	} else if w >= buf[m-1] {
+		return buf
+	} else {
+		m-- // the worst candidate drops out
+	}
+	for m > 0 && buf[m-1] > w {
+		buf[m] = buf[m-1]
+		m--
+	}
+	buf[m] = w
+	return buf
 }
 
 var lexSortOp *Op
