@@ -152,7 +152,7 @@ func matmulCotangents(g, a, b *Tensor, p *matmulParams, need uint64, mm func(x, 
 				// rows are a's cotangent as they are.
 				ga.shape = slices.Clone(a.shape)
 			} else {
-				res[0] = reshapeTo(ga, slices.Clone(a.shape))
+				res[0] = reshapeTo(ga, a.shape)
 			}
 		}
 		return res

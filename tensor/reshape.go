@@ -15,20 +15,22 @@ var reshapeOp *Op
 
 func init() {
 	reshapeOp = &Op{
-		Name:     "reshape",
-		Sharding: ShardingRule{Family: ShardReshape, Params: shapeParams},
-		Impl:     func(in []*Tensor, p any) *Tensor { return view(in[0], p.([]int)) },
+		Name: "reshape",
+		Sharding: ShardingRule{Family: ShardReshape, Params: func(p any) OpParams {
+			return OpParams{Shape: slices.Clone(p.(*reshapeParams).shape)}
+		}},
+		Impl: func(in []*Tensor, p any) *Tensor { return view(in[0], p.(*reshapeParams).shape) },
 		VJP: func(g *Tensor, in []*Tensor, _ *Tensor, _ any) []*Tensor {
-			// A copy of the shape: in[0]'s own often lives in the
-			// allocation of its header (or of the node recording it), and
-			// the cotangent sharing it would keep that, and the storage
-			// it holds, alive.
-			return []*Tensor{reshapeTo(g, slices.Clone(in[0].shape))}
+			// The shape copied into the params: in[0]'s own often lives
+			// in the allocation of its header (or of the node recording
+			// it), and the cotangent sharing it would keep that, and the
+			// storage it holds, alive.
+			return []*Tensor{reshapeTo(g, in[0].shape)}
 		},
 		JVP: linearJVP(&reshapeOp),
 		Batch: func(in []*Tensor, _ []bool, p any) []*Tensor {
 			x := in[0]
-			return one1(reshapeTo(x, append([]int{x.shape[0]}, p.([]int)...)))
+			return one1(reshapeTo(x, append([]int{x.shape[0]}, p.(*reshapeParams).shape...)))
 		},
 		// A view: 16-bit data as it is; its VJP (a view of the cotangent)
 		// computes on the device alone (SyncVJP: a shard.Map block it
@@ -45,22 +47,37 @@ func Reshape(x *Tensor, shape ...int) *Tensor {
 	if sameShape(shape, x.shape) {
 		return x
 	}
-	return reshapeTo(x, resolveShape("tensor.Reshape", x, shape))
+	p := new(reshapeParams)
+	p.shape = resolveShape(p.buf[:0], "tensor.Reshape", x, shape)
+	if sameShape(p.shape, x.shape) {
+		return x
+	}
+	return Apply(reshapeOp, p, x)
 }
 
-// reshapeTo is Reshape to a shape of x's size and no -1 that the caller
-// built for the call and gives up: the op keeps it without a copy (not
-// another tensor's shape, which may share an allocation with that
-// tensor's header, and would keep its storage alive).
+// reshapeParams is reshape's params: the result's shape, up to rank 4
+// in buf, in one allocation with it (a []int boxed as params would be a
+// second one; another tensor's shape kept would pin the allocation it
+// lives in, often that tensor's header, and so its storage).
+type reshapeParams struct {
+	shape []int
+	buf   [4]int
+}
+
+// reshapeTo is Reshape to a shape of x's size and no -1, which it copies.
 func reshapeTo(x *Tensor, shape []int) *Tensor {
 	if sameShape(shape, x.shape) {
 		return x
 	}
-	return Apply(reshapeOp, shape, x)
+	p := new(reshapeParams)
+	p.shape = append(p.buf[:0], shape...)
+	return Apply(reshapeOp, p, x)
 }
 
-func resolveShape(op string, x *Tensor, shape []int) []int {
-	out := append([]int{}, shape...)
+// resolveShape appends shape to dst with its -1 dimension inferred from
+// x's size, checking that it holds x's elements.
+func resolveShape(dst []int, op string, x *Tensor, shape []int) []int {
+	out := append(dst, shape...)
 	infer := -1
 	known := 1
 	for i, d := range out {
@@ -103,7 +120,9 @@ func ExpandDims(x *Tensor, axis int) *Tensor {
 	if a < 0 || a >= r {
 		panic(fmt.Sprintf("tensor.ExpandDims: axis %d out of range for %v", axis, x))
 	}
-	return reshapeTo(x, slices.Insert(x.Shape(), a, 1))
+	p := new(reshapeParams)
+	p.shape = append(append(append(p.buf[:0], x.shape[:a]...), 1), x.shape[a:]...)
+	return Apply(reshapeOp, p, x)
 }
 
 // Squeeze removes the given dimensions, which must have size 1; with no
