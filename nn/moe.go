@@ -390,16 +390,19 @@ func (m MoE) forward(x *tensor.Tensor) MoEOutput {
 			keys[a] = int32(a/(N/S*k)*E) + e
 		}
 	}
+	// The choices grouped by (sender, expert) once: the drop ranks each
+	// overflowing group's choices and the dispatch walks the groups.
+	groups := groupChoices(keys, S*E)
 	var drop []bool
 	var dropped *tensor.Tensor
 	if gatesFlat.DType() == tensor.Float32 {
-		drop = dropOverCapacity(keys, gatesFlat.Float32s(), S*E, C)
+		drop = groups.dropOverCapacity(gatesFlat.Float32s(), C)
 		dropped = tensor.FromBool(drop, N*k)
 	} else {
 		dropped, _ = DropTokenMask(tensor.FromInt32(keys), tensor.StopGradient(gatesFlat), S*E, C)
 		drop = dropped.Bools()
 	}
-	out, counts := m.dispatch(tokens, ids, drop, gatesFlat, m.Up, m.Down, E)
+	out, counts := m.dispatch(tokens, groups, S, drop, gatesFlat, m.Up, m.Down, E)
 
 	// Auxiliary losses.
 	load := tensor.Bincount(idsFlat, nil, E)
@@ -423,35 +426,32 @@ func (m MoE) forward(x *tensor.Tensor) MoEOutput {
 
 // dispatch groups the kept choices by expert (in choice order within an
 // expert), runs the experts on them and sums each token's gated outputs:
-// steps 4 and 5 on tokens f32[N, D] with choices ids (N·k, token-major).
-// It returns the output f32[N, D] and the rows each expert computed.
-func (m MoE) dispatch(tokens *tensor.Tensor, ids []int32, dropped []bool, gates, up, down *tensor.Tensor, E int) (*tensor.Tensor, []int) {
+// steps 4 and 5 on tokens f32[N, D] with the N·k choices (token-major)
+// grouped by sender and expert (groups, of S·E keys). It returns the
+// output f32[N, D] and the rows each expert computed.
+func (m MoE) dispatch(tokens *tensor.Tensor, groups choiceGroups, S int, dropped []bool, gates, up, down *tensor.Tensor, E int) (*tensor.Tensor, []int) {
 	N, D := tokens.Dim(0), tokens.Dim(1)
-	k := len(ids) / N
-	counts := make([]int, E)
-	for a, e := range ids {
-		if !dropped[a] {
-			counts[e]++
-		}
-	}
-	fill := make([]int, E)
-	M := 0
-	for e, c := range counts {
-		fill[e] = M
-		M += c
-	}
-	if M == 0 {
-		return tensor.Zeros(tensor.Float32, N, D), counts
-	}
+	k := len(dropped) / N
 	// The index tensors wrap the slices built here (int32 from the start:
 	// the routing's host work runs between the step's parallel regions).
-	src := make([]int32, M)    // token of each grouped row
-	choice := make([]int32, M) // choice of each grouped row
-	for a, e := range ids {
-		if !dropped[a] {
-			src[fill[e]], choice[fill[e]] = int32(a/k), int32(a)
-			fill[e]++
+	src := make([]int32, 0, len(dropped))    // token of each grouped row
+	choice := make([]int32, 0, len(dropped)) // choice of each grouped row
+	counts := make([]int, E)
+	for e := range E {
+		// An expert's choices from each sender in turn: in choice order,
+		// the senders' tokens being consecutive.
+		before := len(src)
+		for s := range S {
+			for _, a := range groups.of(s*E + e) {
+				if !dropped[a] {
+					src, choice = append(src, a/int32(k)), append(choice, a)
+				}
+			}
 		}
+		counts[e] = len(src) - before
+	}
+	if len(src) == 0 {
+		return tensor.Zeros(tensor.Float32, N, D), counts
 	}
 	srcT := tensor.WrapInt32(src)
 	ys := m.Experts(tensor.Take(tokens, srcT, 0), up, down, tensor.FromInts(counts)) // [M, D]
@@ -461,50 +461,54 @@ func (m MoE) dispatch(tokens *tensor.Tensor, ids []int32, dropped []bool, gates,
 	return tensor.SegmentWeightedSum(ys, g, srcT, N), counts
 }
 
-// DropOverCapacity is DropTokenMask's mask computed on the host, for the
-// expert of each choice in [0, numExperts) and float32 priorities: the
-// same choices are dropped (ties by position, -0 equal to +0, NaN last).
-// Only the choices of an expert chosen more than capacity times are
-// ranked, by a selection rather than a sort: DropTokenMask's ops (a sort
-// of all the choices, two gathers, a count, a cumulative sum and a
-// scatter: ~11 ops a MoE layer) ran mostly on one core between the
-// training step's parallel regions. MoE.Forward and expert.Forward drop
-// with it. It panics on an expert outside [0, numExperts), a negative
-// capacity, or slices of different lengths.
-func DropOverCapacity(expertIDs []int, priorities []float32, numExperts, capacity int) []bool {
-	return dropOverCapacity(expertIDs, priorities, numExperts, capacity)
+// choiceGroups holds the positions of a routing's choices grouped by key
+// (expert, or sender and expert), each group in ascending position: a
+// counting sort, so that the drop and the dispatch read each group's
+// choices instead of scanning all of them once per expert.
+type choiceGroups struct {
+	pos    []int32 // the positions, group after group
+	starts []int   // group e is pos[starts[e]:starts[e+1]]
 }
 
-// dropOverCapacity is DropOverCapacity for int or int32 expert ids
-// (MoE.forward reads its TopK's int32 ids without widening them).
-func dropOverCapacity[I int | int32](expertIDs []I, priorities []float32, numExperts, capacity int) []bool {
-	if len(expertIDs) != len(priorities) || capacity < 0 {
-		panic(fmt.Sprintf("nn.DropOverCapacity: %d expert ids, %d priorities, capacity %d", len(expertIDs), len(priorities), capacity))
+// groupChoices groups the positions of keys, each in [0, numKeys).
+func groupChoices[I int | int32](keys []I, numKeys int) choiceGroups {
+	starts := make([]int, numKeys+2)
+	for _, e := range keys {
+		starts[e+2]++
 	}
-	for i, e := range expertIDs {
-		if e < 0 || int(e) >= numExperts {
-			panic(fmt.Sprintf("nn.DropOverCapacity: expert id %d at index %d is outside [0, %d)", e, i, numExperts))
-		}
+	for e := 2; e < len(starts); e++ {
+		starts[e] += starts[e-1]
 	}
-	ids, probs := expertIDs, priorities
-	counts := make([]int, numExperts)
-	for _, e := range ids {
-		counts[e]++
+	// starts[e+1] is now group e's start: it advances to its end as the
+	// group fills.
+	pos := make([]int32, len(keys))
+	for a, e := range keys {
+		pos[starts[e+1]] = int32(a)
+		starts[e+1]++
 	}
-	dropped := make([]bool, len(ids))
+	return choiceGroups{pos: pos, starts: starts[:numKeys+1]}
+}
+
+// of returns group e's positions.
+func (g choiceGroups) of(e int) []int32 { return g.pos[g.starts[e]:g.starts[e+1]] }
+
+// dropOverCapacity is DropOverCapacity's mask of the grouped choices with
+// their priorities: in each group of more than capacity choices, those
+// from the capacity-th by rank on are dropped.
+func (g choiceGroups) dropOverCapacity(priorities []float32, capacity int) []bool {
+	dropped := make([]bool, len(g.pos))
 	var choices []uint64 // rank key << 32 | position
-	for e, c := range counts {
-		if c <= capacity {
+	for e := range len(g.starts) - 1 {
+		run := g.of(e)
+		if len(run) <= capacity {
 			continue
 		}
-		if cap(choices) < c {
-			choices = make([]uint64, 0, c)
+		if cap(choices) < len(run) {
+			choices = make([]uint64, 0, len(run))
 		}
 		choices = choices[:0]
-		for a, ea := range ids {
-			if int(ea) == e {
-				choices = append(choices, uint64(priorityKey(probs[a]))<<32|uint64(a))
-			}
+		for _, a := range run {
+			choices = append(choices, uint64(priorityKey(priorities[a]))<<32|uint64(a))
 		}
 		// The keys are distinct (positions): those from the capacity-th
 		// smallest on are dropped.
@@ -516,6 +520,29 @@ func dropOverCapacity[I int | int32](expertIDs []I, priorities []float32, numExp
 		}
 	}
 	return dropped
+}
+
+// DropOverCapacity is DropTokenMask's mask computed on the host, for the
+// expert of each choice in [0, numExperts) and float32 priorities: the
+// same choices are dropped (ties by position, -0 equal to +0, NaN last).
+// Only the choices of an expert chosen more than capacity times are
+// ranked, by a selection rather than a sort: DropTokenMask's ops (a sort
+// of all the choices, two gathers, a count, a cumulative sum and a
+// scatter: ~11 ops a MoE layer) ran mostly on one core between the
+// training step's parallel regions. MoE.Forward drops its choices by the
+// same selection, over the choices it groups once for the dispatch too.
+// It panics on an expert outside [0, numExperts), a negative
+// capacity, or slices of different lengths.
+func DropOverCapacity(expertIDs []int, priorities []float32, numExperts, capacity int) []bool {
+	if len(expertIDs) != len(priorities) || capacity < 0 {
+		panic(fmt.Sprintf("nn.DropOverCapacity: %d expert ids, %d priorities, capacity %d", len(expertIDs), len(priorities), capacity))
+	}
+	for i, e := range expertIDs {
+		if e < 0 || int(e) >= numExperts {
+			panic(fmt.Sprintf("nn.DropOverCapacity: expert id %d at index %d is outside [0, %d)", e, i, numExperts))
+		}
+	}
+	return groupChoices(expertIDs, numExperts).dropOverCapacity(priorities, capacity)
 }
 
 // nthSmallest returns the k-th smallest element of x (0-based; x[k] once
