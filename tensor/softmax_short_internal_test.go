@@ -55,3 +55,28 @@ func bitsOf(x []float32) []uint32 {
 	}
 	return b
 }
+
+// TestSoftmaxGradRows: softmax_grad along the last axis (its own loop over
+// the rows) gives the bits of the strided lane kernel along the first axis
+// of the transposed operands, for short and long rows, with special values,
+// split over workers too.
+func TestSoftmaxGradRows(t *testing.T) {
+	for _, par := range []bool{false, true} {
+		for _, c := range []int{1, 2, 3, 8, 17, 100} {
+			t.Run(fmt.Sprintf("c=%d/parallel=%v", c, par), func(t *testing.T) {
+				if par {
+					withParallel(t, 64)
+				}
+				rng := rand.New(rand.NewPCG(uint64(c), 9))
+				rows := 2*xentBlock + 3
+				x, g := randTensor(rng, rows, c), randTensor(rng, rows, c)
+				g.f32()[0] = float32(math.NaN())
+				g.f32()[len(g.f32())-1] = float32(math.Inf(1))
+				y := Softmax(x, -1)
+				got := Apply(softmaxGradOp, 1, g, y)
+				want := Transpose(Apply(softmaxGradOp, 0, Transpose(g, 1, 0), Transpose(y, 1, 0)), 1, 0)
+				require.Equal(t, bitsOf(want.Float32s()), bitsOf(got.f32()))
+			})
+		}
+	}
+}
