@@ -177,11 +177,14 @@ func pairsBoth(seq, feat []uint32, widen, src []float32, B, T, N, h int) {
 		}
 		f := feat[t*N*hp : (t+1)*N*hp]
 		pairsAlongFeatures(f, src[t*w:(t+1)*w], N, h)
-		if widen == nil {
-			return
-		}
-		for n := range N {
-			vec.F32FromBF16(widen[t*w+n*h:t*w+(n+1)*h], halves(f[n*hp : (n+1)*hp])[:h])
+		switch {
+		case widen == nil:
+		case h%2 == 0: // the heads' pairs are the row's values in order
+			vec.F32FromBF16(widen[t*w:(t+1)*w], halves(f))
+		default:
+			for n := range N {
+				vec.F32FromBF16(widen[t*w+n*h:t*w+(n+1)*h], halves(f[n*hp : (n+1)*hp])[:h])
+			}
 		}
 	}
 	for b := range B {
