@@ -144,7 +144,7 @@ func (l Linear) forward(pre tensor.Activation, x *tensor.Tensor, act Activation)
 			b = tensor.Convert(b, dt)
 		}
 	}
-	return l.apply(x, act, mm, b)
+	return l.apply(x, act, mm, b, false)
 }
 
 // forwardProducts is forward with the product computed in dtype compute
@@ -156,24 +156,28 @@ func (l Linear) forwardProducts(pre tensor.Activation, x *tensor.Tensor, act Act
 	mm := func(x, w *tensor.Tensor) *tensor.Tensor {
 		return tensor.MatMulAs(x, w, false, false, compute, tensor.Float32)
 	}
+	rows := true // MatMulAs takes x of any rank as its rows
 	if pre != tensor.ActIdentity {
 		if x.DType() == tensor.Float32 {
 			mm = func(x, w *tensor.Tensor) *tensor.Tensor { return tensor.ActMatMulAs(pre, x, w, compute) }
+			rows = false
 		} else {
 			x = activationOf(pre)(x)
 		}
 	}
-	return l.apply(x, act, mm, l.B)
+	return l.apply(x, act, mm, l.B, rows)
 }
 
 // apply returns act(mm(x, W) + b) for x of shape [..., in]; a nil mm is
 // MatMul, which one op computes with the bias and a fused activation
-// (tensor.MatMulBiasAct).
-func (l Linear) apply(x *tensor.Tensor, act Activation, mm func(x, w *tensor.Tensor) *tensor.Tensor, b *tensor.Tensor) *tensor.Tensor {
+// (tensor.MatMulBiasAct). rows says mm computes a batch of x's matrices
+// times W as the product of their rows (as MatMul does), so that x of
+// rank 3 or more needs no reshapes.
+func (l Linear) apply(x *tensor.Tensor, act Activation, mm func(x, w *tensor.Tensor) *tensor.Tensor, b *tensor.Tensor, rows bool) *tensor.Tensor {
 	in := l.W.Dim(0)
 	fused, fuses := act.Fused()
 	fuses = fuses && b != nil
-	plain := mm == nil && !fuses
+	plain := (mm == nil || rows) && !fuses
 	if mm == nil {
 		mm = tensor.MatMul
 		if fuses {
@@ -185,9 +189,10 @@ func (l Linear) apply(x *tensor.Tensor, act Activation, mm func(x, w *tensor.Ten
 	}
 	var y *tensor.Tensor
 	if x.Rank() > 2 && plain {
-		// MatMul computes a batch of x's matrices times W as the product
-		// of their rows, one gemm, without the two reshapes' ops.
-		y = tensor.MatMul(x, l.W)
+		// MatMul (and MatMulAs) compute a batch of x's matrices times W
+		// as the product of their rows, one gemm, without the two
+		// reshapes' ops.
+		y = mm(x, l.W)
 	} else if x.Rank() > 2 {
 		shape := x.Shape()
 		y = mm(tensor.Reshape(x, -1, in), l.W)

@@ -71,8 +71,9 @@ func matmulIn(a, b *Tensor, p *matmulParams, compute DType) *Tensor {
 		}
 		return gemm.BF16Operand{Bits: x.u16()[off : off+size]}
 	}
-	if numel(p.batch) == 1 {
-		gemm.BgemmMixed(p.ta, p.tb, p.m, p.n, p.k, operand(a, 0, sizeA), lda, operand(b, 0, sizeB), ldb, out.f32(), p.n, threads)
+	if nb := numel(p.batch); nb == 1 || p.stacked(a, b) {
+		// A batch of a times one matrix b is one product of nb·m rows.
+		gemm.BgemmMixed(p.ta, p.tb, nb*p.m, p.n, p.k, operand(a, 0, nb*sizeA), lda, operand(b, 0, sizeB), ldb, out.f32(), p.n, threads)
 		return out
 	}
 	sa := broadcastStrides(a.shape[:len(a.shape)-2], p.batch)
