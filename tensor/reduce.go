@@ -586,6 +586,17 @@ func scaleRowsInPlace(s, g, x *Tensor) bool {
 	n := s.shape[last]
 	ys, gs := s.f32(), g.f32()
 	rows := func(lo, hi int) {
+		if n <= xentShort {
+			// Short rows (the MoE router's z-loss over 8 experts): the
+			// products in one loop, not a kernel call a row.
+			for r := lo; r < hi; r++ {
+				row, g := ys[r*n:(r+1)*n:(r+1)*n], gs[r]
+				for j, v := range row {
+					row[j] = v * g
+				}
+			}
+			return
+		}
 		for r := lo; r < hi; r++ {
 			vec.MulVS(ys[r*n:(r+1)*n], ys[r*n:(r+1)*n], gs[r])
 		}

@@ -96,7 +96,7 @@ func TestLogSumExpOp(t *testing.T) {
 // is shared or the cotangent is traced.
 func TestLogSumExpGradInPlace(t *testing.T) {
 	rng := rand.New(rand.NewPCG(32, 1))
-	for _, shape := range [][]int{{1, 1}, {3, 7}, {2048, 8}, {4, 5, 16}} {
+	for _, shape := range [][]int{{1, 1}, {3, 7}, {2048, 8}, {4, 5, 16}, {5, 40}} {
 		for _, procs := range []int{1, 4} {
 			x := randTensor(rng, shape...)
 			gshape := append([]int(nil), shape...)
