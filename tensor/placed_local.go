@@ -142,6 +142,11 @@ func Vary(x *Tensor, l *Local) *Tensor {
 	if localMask(x) == l.Mask && x.local() != nil {
 		return x
 	}
+	if x.node == nil && x.xv() == nil && x.layout() == nil && !x.placeholder() {
+		// A value of no trace or level: what Apply would return, without
+		// its dispatch (a device marks every parameter at each step).
+		return x.withLocal(l)
+	}
 	return Apply(pvaryOp, l, x)
 }
 
