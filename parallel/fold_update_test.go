@@ -28,43 +28,82 @@ import (
 // should, or runs where it must not.
 func TestFoldedUpdate(t *testing.T) {
 	defer parallel.FoldSmall()()
+	requireLaterPath(t, laterPath{
+		seed: 70,
+		meshes: []*shard.Mesh{
+			shard.NewMesh([]int{1}, []string{"dp"}),
+			shard.NewMesh([]int{2}, []string{"dp"}),
+			shard.NewMesh([]int{8}, []string{"dp"}),
+			shard.NewMesh([]int{2, 4}, []string{"dp", "tp"}),
+		},
+		off:   parallel.UpdateAfterFolds,
+		count: parallel.LaterUpdates,
+		what:  "folded gradients consumed block by block",
+	})
+}
+
+// laterPath is an update path that must train to the bits of the update
+// it replaces, run by requireLaterPath.
+type laterPath struct {
+	seed   uint64                      // the first training batch's seed
+	meshes []*shard.Mesh               // meshes to train on
+	skip   func(optimizer string) bool // optimizers not to train with (nil: none)
+	off    func() (restore func())     // switches the path off
+	count  func() int64                // runs of the path so far
+	still  func() int64                // a count the path must not move (nil: none)
+	what   string                      // the path, for messages
+}
+
+// requireLaterPath trains the guide model for 3 steps on each of p's
+// meshes, with each of laterOptimizers (but those p skips), with and
+// without global-norm clipping, once with p's path off and once on, and
+// requires the same bits (losses, parameters, optimizer state). It
+// requires the path to run on every device for the guide's 4 weight
+// matrices each step where the mesh has more than one device, the
+// optimizer can take its gradients later and nothing is clipped, and
+// never elsewhere.
+func requireLaterPath(t *testing.T, p laterPath) {
+	t.Helper()
 	mlp, _ := guideModel(guideSizes, 16, 3)
 	var batches []batch
 	for i := range 3 {
-		_, b := guideModel(guideSizes, 16, uint64(70+i))
+		_, b := guideModel(guideSizes, 16, p.seed+uint64(i))
 		batches = append(batches, b)
 	}
-	meshes := []*shard.Mesh{
-		shard.NewMesh([]int{1}, []string{"dp"}),
-		shard.NewMesh([]int{2}, []string{"dp"}),
-		shard.NewMesh([]int{8}, []string{"dp"}),
-		shard.NewMesh([]int{2, 4}, []string{"dp", "tp"}),
-	}
-	for _, mesh := range meshes {
+	for _, mesh := range p.meshes {
 		for _, o := range laterOptimizers() {
+			if p.skip != nil && p.skip(o.name) {
+				continue
+			}
 			for _, clip := range []float64{0, 0.5} {
 				t.Run(fmt.Sprintf("%v/%s/clip=%v", mesh.Shape(), o.name, clip), func(t *testing.T) {
-					run := func(after bool) ([]float64, []*tensor.Tensor, int64) {
-						if after {
-							defer parallel.UpdateAfterFolds()()
+					run := func(off bool) ([]float64, []*tensor.Tensor, int64) {
+						if off {
+							defer p.off()()
 						}
 						tr, err := parallel.New(mlp, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Mesh: mesh, Optimizer: o.opt, ClipGlobalNorm: clip})
 						require.NoError(t, err)
-						n0 := parallel.LaterUpdates()
+						n0 := p.count()
+						var s0 int64
+						if p.still != nil {
+							s0 = p.still()
+						}
 						l := stepAll(t, tr, batches)
-						n := parallel.LaterUpdates() - n0
-						return l, append(pytree.Leaves(tr.Params()), floatState(tr.State())...), n
+						if p.still != nil {
+							require.Equal(t, s0, p.still(), "a count %s must not move", p.what)
+						}
+						return l, append(pytree.Leaves(tr.Params()), floatState(tr.State())...), p.count() - n0
 					}
 					wl, wp, wn := run(true)
-					l, p, n := run(false)
-					require.Zero(t, wn, "consumed with UpdateAfterFolds")
+					l, ps, n := run(false)
+					require.Zero(t, wn, "%s with the path off", p.what)
 					if mesh.Size() > 1 && o.later && clip == 0 {
 						// The guide's 4 weight matrices, on every device each step.
-						require.Equal(t, int64(4*len(batches)*mesh.Size()), n, "folded gradients consumed block by block")
+						require.Equal(t, int64(4*len(batches)*mesh.Size()), n, p.what)
 					} else {
-						require.Zero(t, n, "folded gradients consumed block by block")
+						require.Zero(t, n, p.what)
 					}
-					requireSameTraining(t, wl, wp, l, p)
+					requireSameTraining(t, wl, wp, l, ps)
 				})
 			}
 		}

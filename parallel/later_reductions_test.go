@@ -26,49 +26,23 @@ import (
 // without global-norm clipping, on 1 and 2 devices and two data axes. It fails if the path never runs where it should (the guide's
 // 4 weight matrices on every device each step), or runs where it must not.
 func TestLaterReductions(t *testing.T) {
-	mlp, _ := guideModel(guideSizes, 16, 3)
-	var batches []batch
-	for i := range 3 {
-		_, b := guideModel(guideSizes, 16, uint64(90+i))
-		batches = append(batches, b)
-	}
-	meshes := []*shard.Mesh{
-		shard.NewMesh([]int{1}, []string{"dp"}),
-		shard.NewMesh([]int{2}, []string{"dp"}),
-		shard.NewMesh([]int{2, 4}, []string{"dp", "tp"}),
-	}
-	for _, mesh := range meshes {
-		for _, o := range laterOptimizers() {
-			if o.name == "adamw" || o.name == "nadam" { // Adam's path (TestFoldedUpdate runs them)
-				continue
-			}
-			for _, clip := range []float64{0, 0.5} {
-				t.Run(fmt.Sprintf("%v/%s/clip=%v", mesh.Shape(), o.name, clip), func(t *testing.T) {
-					run := func(after bool) ([]float64, []*tensor.Tensor, int64) {
-						if after {
-							defer parallel.UpdateAfterReductions()()
-							defer parallel.FreshState()()
-						}
-						tr, err := parallel.New(mlp, parallel.Config[nn.MLP, batch]{Loss: mlpLoss, Mesh: mesh, Optimizer: o.opt, ClipGlobalNorm: clip})
-						require.NoError(t, err)
-						n0, f0 := parallel.LaterReductions(), parallel.LaterUpdates()
-						l := stepAll(t, tr, batches)
-						require.Equal(t, f0, parallel.LaterUpdates(), "no gradient folded")
-						return l, append(pytree.Leaves(tr.Params()), floatState(tr.State())...), parallel.LaterReductions() - n0
-					}
-					wl, wp, wn := run(true)
-					l, p, n := run(false)
-					require.Zero(t, wn, "taken as they arrived with UpdateAfterReductions")
-					if mesh.Size() > 1 && o.later && clip == 0 {
-						require.Equal(t, int64(4*len(batches)*mesh.Size()), n, "reductions taken as they arrived")
-					} else {
-						require.Zero(t, n, "reductions taken as they arrived")
-					}
-					requireSameTraining(t, wl, wp, l, p)
-				})
-			}
-		}
-	}
+	requireLaterPath(t, laterPath{
+		seed: 90,
+		meshes: []*shard.Mesh{
+			shard.NewMesh([]int{1}, []string{"dp"}),
+			shard.NewMesh([]int{2}, []string{"dp"}),
+			shard.NewMesh([]int{2, 4}, []string{"dp", "tp"}),
+		},
+		// AdamW and NAdam take Adam's path (TestFoldedUpdate runs them).
+		skip: func(name string) bool { return name == "adamw" || name == "nadam" },
+		off: func() func() {
+			restore, fresh := parallel.UpdateAfterReductions(), parallel.FreshState()
+			return func() { fresh(); restore() }
+		},
+		count: parallel.LaterReductions,
+		still: parallel.LaterUpdates, // no gradient folded
+		what:  "reductions taken as they arrived",
+	})
 }
 
 // TestLaterReductionsEP: under expert parallelism on dp×ep meshes the
