@@ -148,6 +148,16 @@ func TestRaggedAllToAllRowsJVP(t *testing.T) {
 	assert.Equal(t, shard.Gather(f(newTwoGroupPlan(dx))).Float32s(), shard.Gather(dy).Float32s())
 }
 
+// takeOrRows sends the rows of p's operand that index names over "ep":
+// with RaggedAllToAllTake, or (take false) as RaggedAllToAllRows of
+// tensor.Take, the composition it replaces.
+func takeOrRows(c *shard.Ctx, p twoGroupPlan, index *tensor.Tensor, take bool) *tensor.Tensor {
+	if take {
+		return c.RaggedAllToAllTake(p.X, index, twoGroupRows, p.IO, p.SS, p.OO, p.RS, shard.Axes{"ep"})
+	}
+	return c.RaggedAllToAllRows(tensor.Take(p.X, index, 0), twoGroupRows, p.IO, p.SS, p.OO, p.RS, shard.Axes{"ep"})
+}
+
 // RaggedAllToAllTake equals RaggedAllToAllRows of tensor.Take, forward
 // and backward bit for bit (the same rows moved, the cotangents summed in
 // the same order), with an index that repeats and skips rows; one
@@ -162,13 +172,7 @@ func TestRaggedAllToAllTake(t *testing.T) {
 	var comm shard.Comm
 	run := func(take bool) func(x *tensor.Tensor) *tensor.Tensor {
 		f := shard.Map(m, shard.P("ep"), shard.P("ep"), func(c *shard.Ctx, a in) *tensor.Tensor {
-			p := a.Plan
-			var y *tensor.Tensor
-			if take {
-				y = c.RaggedAllToAllTake(p.X, a.Index, twoGroupRows, p.IO, p.SS, p.OO, p.RS, shard.Axes{"ep"})
-			} else {
-				y = c.RaggedAllToAllRows(tensor.Take(p.X, a.Index, 0), twoGroupRows, p.IO, p.SS, p.OO, p.RS, shard.Axes{"ep"})
-			}
+			y := takeOrRows(c, a.Plan, a.Index, take)
 			s := c.Vary(tensor.Scalar(float32(1+c.AxisIndex("ep"))/2), "ep")
 			return tensor.Square(tensor.Mul(y, s))
 		}, shard.WithComm(&comm))
@@ -234,13 +238,7 @@ func TestRaggedAllToAllTakeGradOrder(t *testing.T) {
 	index := tensor.FromInts([]int{2, 0, 0, 1, 2 /* device 0 */, 3, 1, 1, 0, 3 /* device 1 */})
 	run := func(take bool) func(x, w *tensor.Tensor) *tensor.Tensor {
 		f := shard.Map(m, shard.P("ep"), shard.P("ep"), func(c *shard.Ctx, a in) *tensor.Tensor {
-			p := a.Plan
-			var y *tensor.Tensor
-			if take {
-				y = c.RaggedAllToAllTake(p.X, a.Index, twoGroupRows, p.IO, p.SS, p.OO, p.RS, shard.Axes{"ep"})
-			} else {
-				y = c.RaggedAllToAllRows(tensor.Take(p.X, a.Index, 0), twoGroupRows, p.IO, p.SS, p.OO, p.RS, shard.Axes{"ep"})
-			}
+			y := takeOrRows(c, a.Plan, a.Index, take)
 			return tensor.Mul(y, a.W)
 		})
 		return func(x, w *tensor.Tensor) *tensor.Tensor { return f(in{newTwoGroupPlan(x), index, w}) }
