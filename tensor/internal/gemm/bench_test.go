@@ -44,8 +44,11 @@ func benchShapes() []benchShape {
 	for _, kn := range [][2]int{{784, 1024}, {1024, 1024}, {1024, 10}} {
 		layers = append(layers, layer{256, kn[0], kn[1]})
 	}
-	// The MoE example's attention projections: 2048 tokens of width 128.
-	layers = append(layers, layer{2048, 128, 128})
+	// The MoE example's attention projections (2048 tokens of width 128:
+	// the fused QKV and the output) and an expert's share of them (512
+	// rows through its 128→256→128 MLP).
+	layers = append(layers, layer{2048, 128, 128}, layer{2048, 128, 384},
+		layer{512, 128, 256}, layer{512, 256, 128})
 	// A data-parallel device's share of batch 256 on 8 and 2 devices.
 	for _, m := range []int{32, 128} {
 		layers = append(layers, layer{m, 1024, 1024})

@@ -841,6 +841,39 @@ func TestSgemmNarrowSplitsRows(t *testing.T) {
 	}
 }
 
+// Column blocks come in whole rounds of the goroutines when there are more
+// blocks than goroutines, none narrower than minTaskStrips strips, and a
+// product split that way (n = 384: 12 strips of 32 as 2 blocks of 6, not 3
+// of 4) has the bits of one goroutine.
+func TestColumnBlockStrips(t *testing.T) {
+	for _, c := range []struct{ units, t, want int }{
+		{12, 2, 6}, // 3 blocks of 4 → 2 of 6
+		{8, 2, 4},
+		{32, 2, 8},
+		{25, 2, 7}, // 4 blocks
+		{9, 2, 5},  // 3 blocks of 4 → 2 of 5 and 4
+		{13, 2, 4}, // 4 blocks: whole rounds already
+		{12, 4, 4}, // 3 blocks, fewer than the goroutines
+		{12, 3, 4},
+		{4, 2, 4},
+	} {
+		per := columnBlockStrips(c.units, c.t)
+		require.Equal(t, c.want, per, "%d strips on %d goroutines", c.units, c.t)
+		nt := (c.units + per - 1) / per
+		require.True(t, nt <= c.t || nt%c.t == 0, "%d strips on %d goroutines: %d blocks", c.units, c.t, nt)
+	}
+	rng := rand.New(rand.NewPCG(19, 20))
+	for _, sh := range [][3]int{{2048, 384, 128}, {128, 384, 2048}, {256, 288, 128}} {
+		for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}} {
+			g := newCaseT[float32](rng, tr[0], tr[1], sh[0], sh[1], sh[2], 0, 1, 0)
+			one := g.run(1)
+			before := parSplits.Load()
+			require.Equal(t, one, g.run(2), "%v", g)
+			require.Greater(t, parSplits.Load(), before, "%v: not split", g)
+		}
+	}
+}
+
 // A product split by rows packs op(B) once for all its goroutines
 // (sharedB), strip by strip, k block by k block: the bits of one goroutine
 // for whole and partial strips, several k blocks, B transposed or not, and
