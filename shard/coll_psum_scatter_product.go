@@ -91,7 +91,14 @@ func (c *Ctx) psumScatterProductStart(p, q *tensor.Tensor, axes Axes, scatterDim
 	partBytes := int64(size/g.size) * int64([]int{q.Dim(1), p.Dim(1)}[scatterDim]) * 4
 	h := e.startReduction(c, cl, func(s *slot) *tensor.Tensor {
 		ps, qs := []*tensor.Tensor{gp}, []*tensor.Tensor{gq}
-		if gp == nil {
+		if gp != nil {
+			// A view with this device's mark: the product runs on the
+			// device's goroutine alone, as with its own blocks, not on
+			// the worker pool (whose spinning workers would take the
+			// cores the other devices compute on).
+			ps[0] = e.marked(gp, mask)
+			defer tensor.Donate(ps[0])
+		} else {
 			ps, qs = make([]*tensor.Tensor, g.size), make([]*tensor.Tensor, g.size)
 			for r, m := range g.members {
 				ps[r], qs[r] = s.calls[m].x, s.calls[m].data.(*tensor.Tensor)
