@@ -1,6 +1,10 @@
 package tensor
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/gonox/gonox/tensor/internal/workers"
+)
 
 // SetCotangentReuse switches Backward's reuse of cotangent buffers on or
 // off for a test and returns a function restoring the previous setting.
@@ -41,3 +45,7 @@ func HolderCount(t *Tensor) int {
 	}
 	return int(t.rec.refs.Load())
 }
+
+// PoolAsks returns how many parallel regions have asked the worker pool
+// for helpers.
+func PoolAsks() int64 { return workers.Asked() }
