@@ -538,7 +538,7 @@ func DropOverCapacity(expertIDs []int, priorities []float32, numExperts, capacit
 		panic(fmt.Sprintf("nn.DropOverCapacity: %d expert ids, %d priorities, capacity %d", len(expertIDs), len(priorities), capacity))
 	}
 	for i, e := range expertIDs {
-		if e < 0 || int(e) >= numExperts {
+		if e < 0 || e >= numExperts {
 			panic(fmt.Sprintf("nn.DropOverCapacity: expert id %d at index %d is outside [0, %d)", e, i, numExperts))
 		}
 	}

@@ -829,8 +829,15 @@ func TestSgemmTransposedStore(t *testing.T) {
 // [2048,128]@[128,8], the input's gradient [2048,8]@[8,128] and the
 // weight's [128,2048]@[2048,8]), split from parMinFlopsNarrow.
 func TestSgemmNarrowSplitsRows(t *testing.T) {
-	rng := rand.New(rand.NewPCG(15, 16))
-	for _, sh := range [][3]int{{2048, 128, 128}, {2048, 8, 128}, {2048, 128, 8}, {128, 8, 2048}} {
+	requireSplitsLikeOne(t, rand.New(rand.NewPCG(15, 16)), [3]int{2048, 128, 128}, [3]int{2048, 8, 128}, [3]int{2048, 128, 8}, [3]int{128, 8, 2048})
+}
+
+// requireSplitsLikeOne requires the float32 product of each m×n×k shape,
+// each way of reading its operands (as they are, A transposed, B
+// transposed), to be split on 2 goroutines, with the bits of 1.
+func requireSplitsLikeOne(t *testing.T, rng *rand.Rand, shapes ...[3]int) {
+	t.Helper()
+	for _, sh := range shapes {
 		for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}} {
 			g := newCaseT[float32](rng, tr[0], tr[1], sh[0], sh[1], sh[2], 0, 1, 0)
 			one := g.run(1)
@@ -862,16 +869,7 @@ func TestColumnBlockStrips(t *testing.T) {
 		nt := (c.units + per - 1) / per
 		require.True(t, nt <= c.t || nt%c.t == 0, "%d strips on %d goroutines: %d blocks", c.units, c.t, nt)
 	}
-	rng := rand.New(rand.NewPCG(19, 20))
-	for _, sh := range [][3]int{{2048, 384, 128}, {128, 384, 2048}, {256, 288, 128}} {
-		for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}} {
-			g := newCaseT[float32](rng, tr[0], tr[1], sh[0], sh[1], sh[2], 0, 1, 0)
-			one := g.run(1)
-			before := parSplits.Load()
-			require.Equal(t, one, g.run(2), "%v", g)
-			require.Greater(t, parSplits.Load(), before, "%v: not split", g)
-		}
-	}
+	requireSplitsLikeOne(t, rand.New(rand.NewPCG(19, 20)), [3]int{2048, 384, 128}, [3]int{128, 384, 2048}, [3]int{256, 288, 128})
 }
 
 // A product split by rows packs op(B) once for all its goroutines
