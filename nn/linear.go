@@ -143,9 +143,8 @@ func (l Linear) forward(pre tensor.Activation, x *tensor.Tensor, act Activation)
 		if b != nil {
 			b = tensor.Convert(b, dt)
 		}
-	} else if dt != l.W.DType() {
-		panic(fmt.Sprintf("nn.Linear: x %v, W %v: dtypes differ; convert x with tensor.Convert "+
-			"or the layer with nn.CastTo", x, l.W))
+	} else {
+		requireParamDType("nn.Linear", x, l.W)
 	}
 	return l.apply(x, act, mm, b, false)
 }

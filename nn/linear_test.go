@@ -172,7 +172,7 @@ func TestLinearPanics(t *testing.T) {
 		"nn.Linear: x f32[2,5], W f32[4,3]: last dim of x must be 4")
 	requirePanicContains(t, func() { l.Forward(tensor.Scalar(1)) }, "nn.Linear: x f32[]")
 	requirePanicContains(t, func() { l.Forward(tensor.Zeros(tensor.Float64, 2, 4)) },
-		"nn.Linear: x f64[2,4], W f32[4,3]: dtypes differ")
+		"nn.Linear: x f64[2,4], parameter f32[4,3]: dtypes differ; convert x with tensor.Convert or the layer with nn.CastTo")
 	requirePanicContains(t, func() { nn.NewLinear(tensor.NewKey(0), -1, 3, nn.LinearOptions{}) }, "nn.NewLinear: negative size in=-1 out=3")
 	requirePanicContains(t, func() {
 		nn.NewLinear(tensor.NewKey(0), 4, 3, nn.LinearOptions{WeightInit: func(tensor.Key, ...int) *tensor.Tensor { return tensor.Zeros(tensor.Float32, 3, 4) }})

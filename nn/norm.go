@@ -127,10 +127,11 @@ func checkNormInput(fn string, x, w, b *tensor.Tensor) {
 	}
 	if !x.DType().IsFloat() || x.Rank() == 0 || (p != nil && x.Dim(-1) != p.Dim(0)) {
 		if p == nil {
-			panic(fmt.Sprintf("%s: x %v: want float32 with at least one dimension", fn, x))
+			panic(fmt.Sprintf("%s: x %v: want float with at least one dimension", fn, x))
 		}
-		panic(fmt.Sprintf("%s: x %v: want float32 [..., %d]", fn, x, p.Dim(0)))
+		panic(fmt.Sprintf("%s: x %v: want float [..., %d]", fn, x, p.Dim(0)))
 	}
+	requireParamDType(fn, x, p)
 }
 
 func scaleShift(y, w, b *tensor.Tensor) *tensor.Tensor {

@@ -54,6 +54,7 @@ func (g GroupNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
 	if !x.DType().IsFloat() || x.Rank() < 2 || x.Dim(1)%g.Groups != 0 || (g.Weight != nil && x.Dim(1) != g.Weight.Dim(0)) {
 		panic(fmt.Sprintf("nn.GroupNorm: x %v: want float [N, C, ...] with C divisible by %d groups", x, g.Groups))
 	}
+	requireParamDType("nn.GroupNorm", x, g.Weight)
 	shape := x.Shape()
 	h := tensor.Reshape(x, shape[0], g.Groups, -1)
 	hc := tensor.Sub(h, tensor.MeanKeep(h, -1))

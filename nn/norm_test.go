@@ -138,10 +138,14 @@ func TestNormGrad(t *testing.T) {
 
 func TestNormPanics(t *testing.T) {
 	ln := nn.NewLayerNorm(4, nn.LayerNormOptions{})
-	requirePanicContains(t, func() { ln.Forward(tensor.Zeros(tensor.Float32, 2, 3)) }, "nn.LayerNorm: x f32[2,3]: want float32 [..., 4]")
+	requirePanicContains(t, func() { ln.Forward(tensor.Zeros(tensor.Float32, 2, 3)) }, "nn.LayerNorm: x f32[2,3]: want float [..., 4]")
 	requirePanicContains(t, func() { ln.Forward(tensor.Zeros(tensor.Int32, 2, 4)) }, "nn.LayerNorm: x i32[2,4]")
+	requirePanicContains(t, func() { ln.Forward(tensor.Zeros(tensor.Float64, 2, 4)) },
+		"nn.LayerNorm: x f64[2,4], parameter f32[4]: dtypes differ; convert x with tensor.Convert or the layer with nn.CastTo")
+	requirePanicContains(t, func() { nn.NewGroupNorm(2, 4, nn.GroupNormOptions{}).Forward(tensor.Zeros(tensor.Float64, 1, 4, 3)) },
+		"nn.GroupNorm: x f64[1,4,3], parameter f32[4]: dtypes differ")
 	rms := nn.NewRMSNorm(4, nn.RMSNormOptions{NoWeight: true})
-	requirePanicContains(t, func() { rms.Forward(tensor.Scalar(2)) }, "nn.RMSNorm: x f32[]: want float32 with at least one dimension")
+	requirePanicContains(t, func() { rms.Forward(tensor.Scalar(2)) }, "nn.RMSNorm: x f32[]: want float with at least one dimension")
 	requirePanicContains(t, func() { nn.NewLayerNorm(-1, nn.LayerNormOptions{}) }, "nn.NewLayerNorm: negative dim -1")
 	requirePanicContains(t, func() { nn.NewRMSNorm(-2, nn.RMSNormOptions{}) }, "nn.NewRMSNorm: negative dim -2")
 }

@@ -82,7 +82,7 @@ func (c GRUCell) Hidden() int { return c.WeightHH.Dim(0) }
 // Equinox's cell(input, hidden) for a batch of rows at once.
 func (c GRUCell) Forward(x, h *tensor.Tensor) *tensor.Tensor {
 	H := c.Hidden()
-	checkCellInputs("nn.GRUCell", x, h, c.In(), H)
+	checkCellInputs("nn.GRUCell", x, h, c.WeightIH, c.In(), H)
 	ig := matmulLast(x, c.WeightIH)
 	if c.Bias != nil {
 		ig = tensor.Add(ig, c.Bias)
@@ -161,7 +161,7 @@ func (c LSTMCell) ZeroState(batch ...int) LSTMState {
 // Equinox's cell(input, (h, c)) for a batch of rows at once.
 func (c LSTMCell) Forward(x *tensor.Tensor, s LSTMState) LSTMState {
 	H := c.Hidden()
-	checkCellInputs("nn.LSTMCell", x, s.H, c.In(), H)
+	checkCellInputs("nn.LSTMCell", x, s.H, c.WeightIH, c.In(), H)
 	if s.C == nil || !sameShapes(s.C, s.H) {
 		panic(fmt.Sprintf("nn.LSTMCell: state H %v and C %v must have one shape", s.H, s.C))
 	}
@@ -179,7 +179,7 @@ func (c LSTMCell) Forward(x *tensor.Tensor, s LSTMState) LSTMState {
 
 // checkCellInputs panics unless x is [..., in] and h [..., hidden] with
 // the same leading dimensions.
-func checkCellInputs(fn string, x, h *tensor.Tensor, in, hidden int) {
+func checkCellInputs(fn string, x, h, w *tensor.Tensor, in, hidden int) {
 	if x == nil || h == nil {
 		panic(fmt.Sprintf("%s: x %v, hidden state %v: nil operand", fn, x, h))
 	}
@@ -191,6 +191,10 @@ func checkCellInputs(fn string, x, h *tensor.Tensor, in, hidden int) {
 	if !ok {
 		panic(fmt.Sprintf("%s: x %v, hidden state %v: want [..., %d] and [..., %d] with the same leading dimensions",
 			fn, x, h, in, hidden))
+	}
+	if x.DType() != w.DType() || h.DType() != w.DType() {
+		panic(fmt.Sprintf("%s: x %v, hidden state %v, weight %v: dtypes differ; convert the inputs with "+
+			"tensor.Convert or the cell with nn.CastTo", fn, x, h, w))
 	}
 }
 

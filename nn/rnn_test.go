@@ -221,6 +221,12 @@ func TestRNNCellConstructors(t *testing.T) {
 		"nn.GRUCell: x f32[2,5], hidden state f32[2,4]: want [..., 3] and [..., 4] with the same leading dimensions")
 	requirePanicContains(t, func() { l.Forward(x, nn.LSTMState{H: h, C: randn(4, 3, 4)}) },
 		"nn.LSTMCell: state H f32[2,4] and C f32[3,4] must have one shape")
+	requirePanicContains(t, func() { g.Forward(tensor.Convert(x, tensor.Float64), h) },
+		"nn.GRUCell: x f64[2,3], hidden state f32[2,4], weight f32[3,12]: dtypes differ")
+	requirePanicContains(t, func() {
+		l.Forward(x, nn.LSTMState{H: tensor.Zeros(tensor.Float64, 2, 4), C: tensor.Zeros(tensor.Float64, 2, 4)})
+	},
+		"nn.LSTMCell: x f32[2,3], hidden state f64[2,4], weight f32[3,16]: dtypes differ")
 	requirePanicContains(t, func() { nn.NewGRUCell(key, 3, 0, nn.RNNOptions{}) },
 		"nn.NewGRUCell: in=3, hidden=0: need in >= 0 and hidden > 0")
 }

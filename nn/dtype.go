@@ -1,0 +1,17 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/gonox/gonox/tensor"
+)
+
+// requireParamDType panics, naming the layer fn, when x's dtype is not that
+// of the layer's parameter p (nil p: nothing to check). Without it, the
+// mismatch would surface in whichever tensor op first combined the two.
+func requireParamDType(fn string, x, p *tensor.Tensor) {
+	if p != nil && x.DType() != p.DType() {
+		panic(fmt.Sprintf("%s: x %v, parameter %v: dtypes differ; convert x with tensor.Convert "+
+			"or the layer with nn.CastTo", fn, x, p))
+	}
+}
