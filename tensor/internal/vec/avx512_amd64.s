@@ -536,7 +536,10 @@ expShiftRows512_nan:
 // func reluGradMulAVX512(dst, g, y []float32)
 // dst = y > 0 ? g : +0 (an ordered compare: NaN gives 0), the bits of
 // reluGradMulAVX2, 32 lanes an iteration, then one vector of 16; len(dst)
-// is a multiple of 16. dst may be g.
+// is a multiple of 16. dst may be g. g is loaded whole and masked in a
+// register: a zero-masked load from memory (VMOVUPS.Z (SI), K1) made the
+// ResNet block's two ReLU-gradient sweeps ~3x slower than AVX2's on Zen 5
+// (nn BenchmarkConvNetStep/resblock, ~5 ms a step).
 TEXT ·reluGradMulAVX512(SB), NOSPLIT, $0-72
 	MOVQ dst_base+0(FP), DI
 	MOVQ dst_len+8(FP), CX
@@ -551,8 +554,10 @@ reluGrad512_loop:
 	VMOVUPS 64(DX), Z2
 	VCMPPS $0x1e, Z15, Z0, K1
 	VCMPPS $0x1e, Z15, Z2, K2
-	VMOVUPS.Z (SI), K1, Z1
-	VMOVUPS.Z 64(SI), K2, Z3
+	VMOVUPS (SI), Z1
+	VMOVUPS 64(SI), Z3
+	VMOVUPS.Z Z1, K1, Z1
+	VMOVUPS.Z Z3, K2, Z3
 	VMOVUPS Z1, (DI)
 	VMOVUPS Z3, 64(DI)
 	ADDQ $128, SI
@@ -565,7 +570,8 @@ reluGrad512_one:
 	JZ reluGrad512_done
 	VMOVUPS (DX), Z0
 	VCMPPS $0x1e, Z15, Z0, K1
-	VMOVUPS.Z (SI), K1, Z1
+	VMOVUPS (SI), Z1
+	VMOVUPS.Z Z1, K1, Z1
 	VMOVUPS Z1, (DI)
 reluGrad512_done:
 	VZEROUPPER
