@@ -153,7 +153,7 @@ func gradTree[M any](st pytree.Structure, leaves, cots []*tensor.Tensor) M {
 		if cots[i] == nil { // taken by its products (tensor.ProductCotangentTaker)
 			continue
 		}
-		if axes := x.LogicalAxes(); axes != nil && !slices.Equal(cots[i].LogicalAxes(), axes) {
+		if axes := x.BorrowLogicalAxes(); axes != nil && !slices.Equal(cots[i].BorrowLogicalAxes(), axes) {
 			cots[i] = tensor.WithLogicalAxes(cots[i], axes...)
 		}
 	}

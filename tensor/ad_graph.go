@@ -306,10 +306,13 @@ func avalExt(x *Tensor) *tensorExt {
 	if e == nil || e.layout == nil && e.axes == nil && e.xv == nil {
 		return e
 	}
-	if e.local == nil && e.layout == nil {
-		return nil
+	switch {
+	case e.layout != nil:
+		return &tensorExt{local: e.local, layout: abstractLayout(e.layout)}
+	case e.local != nil:
+		return e.local.rec()
 	}
-	return &tensorExt{local: e.local, layout: abstractLayout(e.layout)}
+	return nil
 }
 
 // setAval records the shape of x as n.avals[i] (zero: n is being
@@ -374,28 +377,45 @@ func StopGradient(x *Tensor) *Tensor {
 	return x
 }
 
-// primals returns the primal values of in under n's trace, in n's inline
-// storage of saved inputs when it fits (record keeps there only those the
-// VJP saves).
-func (n *node) primals(in []*Tensor) []*Tensor {
-	var prim []*Tensor
+// operands copies the operands in of n's op into n's inline storage of
+// saved inputs when they fit (record keeps there only those the VJP
+// saves), makes them what n's trace records (prepareOperands), links n
+// to their producers and returns their primal values in the same slice.
+// n keeps no reference to in itself: a caller's variadic slice of
+// operands stays on its stack.
+func (n *node) operands(in []*Tensor, loc *Local) []*Tensor {
+	var ops []*Tensor
 	if len(in) <= nodeInline {
-		prim = n.buf().ins[:len(in)]
+		ops = n.buf().ins[:len(in)]
+		n.inputs, n.ins = n.buf().inputs[:len(in)], ops
 	} else {
-		prim = make([]*Tensor, len(in))
+		// The primal values apart from n.ins: the op's implementation
+		// may keep its operand slice.
+		ops = make([]*Tensor, len(in))
+		n.inputs, n.ins = make([]edge, len(in)), make([]*Tensor, len(in))
 	}
-	for i, x := range in {
-		prim[i] = x.primalOf(n.trace)
+	copy(ops, in)
+	top := n.trace
+	prepareOperands(n.op, ops, top, loc)
+	save := n.op.saveMask(n.params)
+	for i, x := range ops {
+		if x.node != nil && x.node.trace == top {
+			n.inputs[i] = edge{x.node, int(x.outIdx)}
+			if i < 64 && save.input(i) && x.node.op != leafOp {
+				n.interIns |= 1 << i
+			}
+		}
+		ops[i] = x.primalOf(top)
 	}
-	return prim
+	return ops
 }
 
-// record fills in node n of op applied to in (prim their primal values),
-// which computed outs and state, and returns the outputs traced by n's
-// trace, the header of a single output in tw if it is not nil (newNode).
-// The node holds the residuals the op's Save mask selects and the shapes
-// of every operand and result.
-func (n *node) record(in, prim, outs []*Tensor, state any, tw *opRecTwin) []*Tensor {
+// record fills in node n of its op applied to the operands whose primal
+// values are prim (operands), which computed outs and state, and returns
+// the outputs traced by n's trace, the header of a single output in tw if
+// it is not nil (newNode). The node holds the residuals the op's Save
+// mask selects and the shapes of every operand and result.
+func (n *node) record(prim, outs []*Tensor, state any, tw *opRecTwin) []*Tensor {
 	op, top, buf := n.op, n.trace, n.buf()
 	n.seq, n.state, n.nout = top.seq.Add(1), state, int32(len(outs))
 	if top.recordAll {
@@ -411,24 +431,15 @@ func (n *node) record(in, prim, outs []*Tensor, state any, tw *opRecTwin) []*Ten
 		top.recorded = append(top.recorded, n)
 		top.recMu.Unlock()
 	}
-	if len(in) <= nodeInline {
-		// prim lies in buf.ins (primals): only the inputs the VJP saves
-		// stay there, and so reachable from the node.
-		n.inputs, n.ins = buf.inputs[:len(in)], buf.ins[:len(in)]
-	} else {
-		n.inputs, n.ins = make([]edge, len(in)), make([]*Tensor, len(in))
-	}
-	if k := len(in) + len(outs); k <= len(buf.avals) {
+	// prim is n.ins (operands): only the inputs the VJP saves stay there,
+	// and so reachable from the node.
+	if k := len(prim) + len(outs); k <= len(buf.avals) {
 		n.avals = buf.avals[:k]
 	} else {
 		n.avals = make([]avalRec, k)
 	}
 	save := op.saveMask(n.params)
-	for i, x := range in {
-		if x.node != nil && x.node.trace == top {
-			n.inputs[i] = edge{x.node, int(x.outIdx)}
-		}
-		p := prim[i]
+	for i, p := range prim {
 		n.setAval(i, p)
 		if !save.input(i) {
 			n.ins[i] = nil
@@ -436,9 +447,6 @@ func (n *node) record(in, prim, outs []*Tensor, state any, tw *opRecTwin) []*Ten
 		}
 		n.ins[i] = p
 		p.hold()
-		if i < 64 && x.node != nil && x.node.trace == top && x.node.op != leafOp {
-			n.interIns |= 1 << i
-		}
 	}
 	if top.recycle {
 		buf.results = outs
@@ -455,7 +463,7 @@ func (n *node) record(in, prim, outs []*Tensor, state any, tw *opRecTwin) []*Ten
 		n.outs = make([]*Tensor, len(outs))
 	}
 	for i, o := range outs {
-		n.setAval(len(in)+i, o)
+		n.setAval(len(prim)+i, o)
 		if save&SaveOutput != 0 {
 			n.outs[i] = o
 			o.hold()

@@ -76,7 +76,7 @@ func RematCompiled(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool)
 				panic(fmt.Sprintf("tensor.RematCompiled: input %d is %v; the compiled program takes %v", i, x, a))
 			}
 		}
-		return ApplyN(rematOp, p, append(slices.Clone(in), capt...)...)
+		return applyNIn(rematOp, p, append(slices.Clone(in), capt...))
 	}
 }
 
@@ -146,7 +146,7 @@ func remat(f func(in []*Tensor) []*Tensor, saveable func(NodeInfo) bool, in []*T
 	// policy saved, after it.
 	prog.recycle = outer.recycle
 	c.releaseRecording(keep, prog.recycle, false)
-	return ApplyN(rematOp, prog, all...), prog, captured
+	return applyNIn(rematOp, prog, all), prog, captured
 }
 
 // releaseRecording drops what the nodes recorded by c hold (compileRemat

@@ -235,7 +235,7 @@ type ruleCall struct {
 // result slice stays reachable from the graph (a trace's node keeps its
 // op's results), the operands need not.
 func (rc *ruleCall) call(op *Op, params any, n int) []*Tensor {
-	rc.res[0] = Apply(op, params, rc.args[:n]...)
+	rc.res[0] = applyIn(op, params, rc.args[:n])
 	rc.args = [4]*Tensor{}
 	return rc.res[:]
 }

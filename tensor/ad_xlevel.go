@@ -140,9 +140,9 @@ func passThrough(op *Op, params any, in []*Tensor, wantState bool) ([]*Tensor, a
 // applyAll applies op (single- or multi-output) to in.
 func applyAll(op *Op, params any, in []*Tensor) []*Tensor {
 	if op.ImplN == nil {
-		return []*Tensor{Apply(op, params, in...)}
+		return []*Tensor{applyIn(op, params, in)}
 	}
-	return ApplyN(op, params, in...)
+	return applyNIn(op, params, in)
 }
 
 // Through says which transformations pass through an op (Traits.Through).

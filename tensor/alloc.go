@@ -65,10 +65,8 @@ func (r *storageRec) initRefs() {
 	*(*int32)(unsafe.Pointer(&r.refs)) = 1 // atomic.Int32 is its int32
 }
 
-// newHeaderOwnShape is newHeader with the shape in an allocation of its
-// own: a shape-only placeholder of the tensor (an autodiff node's record
-// of an input it does not save) then does not keep the header, and so the
-// data, alive.
+// newHeaderOwnShape is newHeader for a shape of rank above
+// len(tensorBox{}.dims), in an allocation of its own.
 func newHeaderOwnShape(dt DType, shape []int) *Tensor {
 	{
 		box := &struct {

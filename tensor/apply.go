@@ -44,6 +44,27 @@ func Apply(op *Op, params any, in ...*Tensor) *Tensor {
 	}
 	checkKernels(op)
 	top, up, loc, placed := scan(op, in)
+	if top != nil && up == nil && !placed {
+		// The traced path keeps no reference to in (the node copies
+		// the operands it records): a caller's variadic slice stays on
+		// its stack.
+		return applyTraced(op, params, in, top, loc, nil)[0]
+	}
+	return apply1(op, params, slices.Clone(in), top, up, loc, placed)
+}
+
+// applyIn is Apply for a slice of operands that the caller made for the
+// call (which the implementation may keep): no copy of it is made.
+func applyIn(op *Op, params any, in []*Tensor) *Tensor {
+	checkKernels(op)
+	top, up, loc, placed := scan(op, in)
+	return apply1(op, params, in, top, up, loc, placed)
+}
+
+// apply1 is Apply after scan, the operands in memory the callee may
+// keep: an implementation, a function value, may keep its operand slice
+// as far as the compiler knows.
+func apply1(op *Op, params any, in []*Tensor, top *Trace, up xlevel, loc *Local, placed bool) *Tensor {
 	if up != nil {
 		outs, _ := up.apply(op, params, in, false)
 		return outs[0]
@@ -65,6 +86,25 @@ func ApplyN(op *Op, params any, in ...*Tensor) []*Tensor {
 	}
 	checkKernels(op)
 	top, up, loc, placed := scan(op, in)
+	if top != nil && up == nil && !placed {
+		return applyTraced(op, params, in, top, loc, nil) // as in Apply
+	}
+	return applyN1(op, params, slices.Clone(in), top, up, loc, placed)
+}
+
+// applyNIn is applyIn for ApplyN.
+func applyNIn(op *Op, params any, in []*Tensor) []*Tensor {
+	if op.ImplN == nil {
+		panic(fmt.Sprintf("tensor.ApplyN: op %q has no ImplN", op.Name))
+	}
+	checkKernels(op)
+	top, up, loc, placed := scan(op, in)
+	return applyN1(op, params, in, top, up, loc, placed)
+}
+
+// applyN1 is ApplyN after scan, the operands in memory the callee may
+// keep (see apply1).
+func applyN1(op *Op, params any, in []*Tensor, top *Trace, up xlevel, loc *Local, placed bool) []*Tensor {
 	if up != nil {
 		outs, _ := up.apply(op, params, in, false)
 		return outs
@@ -138,7 +178,7 @@ func finish(op *Op, out *Tensor, in []*Tensor, loc *Local) *Tensor {
 	}
 	if loc != nil && out.local() == nil {
 		if out.ext == nil {
-			out.ext = markExt(loc, in)
+			out.ext = loc.rec()
 		} else {
 			out.setLocal(loc)
 		}
@@ -151,14 +191,14 @@ func finish(op *Op, out *Tensor, in []*Tensor, loc *Local) *Tensor {
 // (ImplVJP's when the op has one).
 func applyCore(op *Op, params any, in []*Tensor) ([]*Tensor, any) {
 	if op.ImplN == nil && !slices.ContainsFunc(in, isXValue) {
-		return []*Tensor{Apply(op, params, in...)}, nil
+		return []*Tensor{applyIn(op, params, in)}, nil
 	}
 	top, up, loc, placed := scan(op, in)
 	if up != nil {
 		return up.apply(op, params, in, true)
 	}
 	if op.ImplN == nil {
-		return []*Tensor{Apply(op, params, in...)}, nil
+		return []*Tensor{applyIn(op, params, in)}, nil
 	}
 	if placed {
 		return applyPlaced(op, params, in, loc), nil
@@ -187,16 +227,15 @@ func isXValue(x *Tensor) bool { return x != nil && x.xv() != nil }
 // values (through applyCore, so outer traces record it too) and records a
 // node of top on the results. The op's state goes to stateOut if set.
 func applyTraced(op *Op, params any, in []*Tensor, top *Trace, loc *Local, stateOut *any) []*Tensor {
-	in = prepareOperands(op, in, top, loc)
 	n, tw := newNode(op, params, top)
-	prim := n.primals(in)
+	prim := n.operands(in, loc)
 	var outs []*Tensor
 	var state any
 	if op.ImplN == nil && !slices.ContainsFunc(prim, isXValue) {
 		// applyCore's single-output case, with the result's slice in the
 		// node: one allocation fewer per traced op.
 		b := n.buf()
-		b.res[0] = Apply(op, params, prim...)
+		b.res[0] = applyIn(op, params, prim)
 		outs = b.res[:]
 	} else {
 		outs, state = applyCore(op, params, prim)
@@ -211,24 +250,16 @@ func applyTraced(op *Op, params any, in []*Tensor, top *Trace, loc *Local, state
 		}
 		return outs
 	}
-	return n.record(in, prim, outs, state, tw)
+	return n.record(prim, outs, state, tw)
 }
 
-// prepareOperands returns the operands of a traced op as top records
-// them: a value of an outer trace replaced by its capture (a capture
-// trace: remat, shard.Map), and, inside shard.Map, a differentiable input
-// that varies over fewer mesh axes than the result broadcast over the
-// others (an implicit pvary: its cotangent is then summed over them). in
-// belongs to the caller: it is copied before an operand is replaced.
-func prepareOperands(op *Op, in []*Tensor, top *Trace, loc *Local) []*Tensor {
-	cloned := false
-	set := func(i int, x *Tensor) {
-		if !cloned {
-			in = slices.Clone(in)
-			cloned = true
-		}
-		in[i] = x
-	}
+// prepareOperands makes the operands of a traced op (in, the node's
+// copy) what top records: a value of an outer trace replaced by its
+// capture (a capture trace: remat, shard.Map), and, inside shard.Map, a
+// differentiable input that varies over fewer mesh axes than the result
+// broadcast over the others (an implicit pvary: its cotangent is then
+// summed over them).
+func prepareOperands(op *Op, in []*Tensor, top *Trace, loc *Local) {
 	if top.capture != nil {
 		for i, x := range in {
 			if x.node != nil && x.node.trace != top && !x.TracedBy(top) {
@@ -236,18 +267,17 @@ func prepareOperands(op *Op, in []*Tensor, top *Trace, loc *Local) []*Tensor {
 				if !c.TracedBy(top) {
 					panic(fmt.Sprintf("tensor: capture of %v for op %q did not return a tensor of the capturing trace", x, op.Name))
 				}
-				set(i, c)
+				in[i] = c
 			}
 		}
 	}
 	if op.differentiable() && loc != nil && !op.Traits.Placement.Has(HandlesVary) {
 		for i, x := range in {
 			if x.dtype.IsFloat() && x.node != nil && x.node.trace == top && localMask(x) != loc.Mask {
-				set(i, Apply(pvaryOp, loc, x))
+				in[i] = Apply(pvaryOp, loc, x)
 			}
 		}
 	}
-	return in
 }
 
 // Half precision (see dtype_half.go): Apply widens the half operands of an

@@ -159,7 +159,7 @@ func dotProductAttention(op string, q, k, v, mask *Tensor, scale float32, causal
 		in = append(in, attentionMask(op, mask, B, N, T, S))
 		p.mask = true
 	}
-	return ApplyN(attentionOp, p, in...)[0]
+	return applyNIn(attentionOp, p, in)[0]
 }
 
 // attentionMask checks that mask is bool and broadcasts to [B,N,T,S], and
@@ -598,7 +598,7 @@ func attentionVJP(gs, in, outs []*Tensor, p *attnParams) []*Tensor {
 	if mask != nil {
 		ops = append(ops, mask)
 	}
-	r := ApplyN(attentionBwdOp, &bp, ops...)
+	r := applyNIn(attentionBwdOp, &bp, ops)
 	return cotangents(len(in), r...)
 }
 
@@ -735,7 +735,7 @@ func attentionBatch(op **Op, nOut int) func([]*Tensor, []bool, any) []*Tensor {
 			x = materialize(x, batched[i], X)
 			ops[i] = Reshape(x, append([]int{X * x.shape[1]}, x.shape[2:]...)...)
 		}
-		outs := ApplyN(*op, p, ops...)
+		outs := applyNIn(*op, p, ops)
 		for i, o := range outs[:nOut] {
 			outs[i] = Reshape(o, append([]int{X, o.shape[0] / X}, o.shape[1:]...)...)
 		}

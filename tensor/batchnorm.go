@@ -324,7 +324,7 @@ func BatchNorm(x, weight, bias, residual *Tensor, eps float32, act Activation) (
 		if !fused {
 			p.act = ActIdentity
 		}
-		out = ApplyN(batchNormOp, p, ops...)
+		out = applyNIn(batchNormOp, p, ops)
 		if !fused {
 			out[0] = act.apply(out[0])
 		}

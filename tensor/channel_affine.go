@@ -85,7 +85,7 @@ func init() {
 				if len(in) == 4 {
 					ops = append(ops, merge(materialize(in[3], batched[3], n)))
 				}
-				return one1(Reshape(Apply(channelAffineOp, act, ops...), x.shape...))
+				return one1(Reshape(applyIn(channelAffineOp, act, ops), x.shape...))
 			}
 			a := alignBatch(in, batched, len(exampleShape(in[0], batched[0])))
 			z := Add(Mul(a[0], a[1]), a[2])
@@ -281,7 +281,7 @@ func channelAffineVJP(g, x, s, out *Tensor, act Activation, need uint64) []*Tens
 		if act == ActRelu {
 			ops = append(ops, out)
 		}
-		return ApplyN(channelAffineBwdOp, act, ops...)
+		return applyNIn(channelAffineBwdOp, act, ops)
 	}
 	gz := g
 	if act == ActRelu {
@@ -493,9 +493,9 @@ func channelAffineApply(name string, x, scale, shift, r *Tensor, act Activation)
 		}
 		return act.apply(z)
 	case act != ActIdentity && act != ActRelu:
-		return act.apply(Apply(channelAffineOp, ActIdentity, ops...))
+		return act.apply(applyIn(channelAffineOp, ActIdentity, ops))
 	}
-	return Apply(channelAffineOp, act, ops...)
+	return applyIn(channelAffineOp, act, ops)
 }
 
 // channel_moments: x [N, C, spatial...] -> the sum s = Σ x and the centred

@@ -59,7 +59,7 @@ func init() {
 			p := pp.(*concatParams)
 			xs := materializeAll(in, batched)
 			q := &concatParams{axis: p.axis + 1, shape: append([]int{xs[0].shape[0]}, p.shape...)}
-			return one1(Apply(concatOp, q, xs...))
+			return one1(applyIn(concatOp, q, xs))
 		},
 		Traits: Traits{Types: TypesAll},
 	}
@@ -119,7 +119,7 @@ func Concat(axis int, xs ...*Tensor) *Tensor {
 	if len(xs) == 1 {
 		return x0
 	}
-	return Apply(concatOp, &concatParams{axis: a, shape: shape}, xs...)
+	return applyIn(concatOp, &concatParams{axis: a, shape: shape}, xs)
 }
 
 // ---------------------------------------------------------------------------

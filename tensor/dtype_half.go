@@ -102,8 +102,7 @@ func FromBits16(dt DType, bits []uint16, shape ...int) *Tensor {
 	if !dt.isHalf() {
 		panic(fmt.Sprintf("tensor.FromBits16: dtype %v is not bfloat16 or float16", dt))
 	}
-	shape = shapeFor("tensor.FromBits16", len(bits), shape)
-	return &Tensor{dtype: dt, shape: shape, data: raw(append([]uint16{}, bits...))}
+	return hostTensor("tensor.FromBits16", dt, raw(append([]uint16{}, bits...)), shape)
 }
 
 // Bits16 returns a copy of the raw 16-bit patterns of a bfloat16 or
@@ -299,9 +298,8 @@ func WrapUint16(dt DType, bits []uint16, shape ...int) *Tensor {
 	if !dt.isHalf() {
 		panic(fmt.Sprintf("tensor.WrapUint16: dtype %v is not bfloat16 or float16", dt))
 	}
-	shape = shapeFor("tensor.WrapUint16", len(bits), shape)
 	if bits == nil {
 		bits = []uint16{}
 	}
-	return &Tensor{dtype: dt, shape: shape, data: raw(bits)}
+	return hostTensor("tensor.WrapUint16", dt, raw(bits), shape)
 }

@@ -115,50 +115,44 @@ func fillWide(op string, t *Tensor, v float64) {
 // of data (the shape arguments as for FromFloat32), as jnp.asarray does
 // with jax_enable_x64 on. FromFloat64 converts to float32 instead.
 func FromFloat64s(data []float64, shape ...int) *Tensor {
-	shape = shapeFor("tensor.FromFloat64s", len(data), shape)
-	return &Tensor{dtype: Float64, shape: shape, data: raw(append([]float64{}, data...))}
+	return hostTensor("tensor.FromFloat64s", Float64, raw(append([]float64{}, data...)), shape)
 }
 
 // FromInt64 returns an Int64 tensor of the given shape holding a copy of
 // data.
 func FromInt64(data []int64, shape ...int) *Tensor {
-	shape = shapeFor("tensor.FromInt64", len(data), shape)
-	return &Tensor{dtype: Int64, shape: shape, data: raw(append([]int64{}, data...))}
+	return hostTensor("tensor.FromInt64", Int64, raw(append([]int64{}, data...)), shape)
 }
 
 // FromUint8 returns a Uint8 tensor of the given shape holding a copy of
 // data (pixels, say).
 func FromUint8(data []uint8, shape ...int) *Tensor {
-	shape = shapeFor("tensor.FromUint8", len(data), shape)
-	return &Tensor{dtype: Uint8, shape: shape, data: raw(append([]uint8{}, data...))}
+	return hostTensor("tensor.FromUint8", Uint8, raw(append([]uint8{}, data...)), shape)
 }
 
 // WrapFloat64 is WrapFloat32 for float64 data: a Float64 tensor over data,
 // without copying. The caller must not change data afterwards.
 func WrapFloat64(data []float64, shape ...int) *Tensor {
-	shape = shapeFor("tensor.WrapFloat64", len(data), shape)
 	if data == nil {
 		data = []float64{}
 	}
-	return &Tensor{dtype: Float64, shape: shape, data: raw(data)}
+	return hostTensor("tensor.WrapFloat64", Float64, raw(data), shape)
 }
 
 // WrapInt64 is WrapFloat32 for int64 data.
 func WrapInt64(data []int64, shape ...int) *Tensor {
-	shape = shapeFor("tensor.WrapInt64", len(data), shape)
 	if data == nil {
 		data = []int64{}
 	}
-	return &Tensor{dtype: Int64, shape: shape, data: raw(data)}
+	return hostTensor("tensor.WrapInt64", Int64, raw(data), shape)
 }
 
 // WrapUint8 is WrapFloat32 for uint8 data.
 func WrapUint8(data []uint8, shape ...int) *Tensor {
-	shape = shapeFor("tensor.WrapUint8", len(data), shape)
 	if data == nil {
 		data = []uint8{}
 	}
-	return &Tensor{dtype: Uint8, shape: shape, data: raw(data)}
+	return hostTensor("tensor.WrapUint8", Uint8, raw(data), shape)
 }
 
 // ScalarFloat64 returns a Float64 scalar (shape []).

@@ -172,6 +172,13 @@ func run2[T any](k *kernels2[T], dst, a, b []T, shape, ashape, bshape []int, loc
 		})
 		return
 	}
+	run2Parallel(k, dst, a, b, slices.Clone(dims), runs, local)
+}
+
+// run2Parallel is run2's parallel path, dims the runs' dimensions in
+// memory of their own: the closures parallelFor runs keep dims, which
+// would otherwise move run2's stack buffer to the heap at every call.
+func run2Parallel[T any](k *kernels2[T], dst, a, b []T, dims []bdim, runs int, local bool) {
 	if runs == 1 && len(dims) == 1 {
 		in := dims[0]
 		parallelFor(in.n, costCheap, 8, local, func(lo, hi int) {

@@ -192,7 +192,7 @@ func layerNormJVP(x, t, outs []*Tensor, _ any) []*Tensor {
 // composition.
 func layerNormBatch(in []*Tensor, batched []bool, p any) []*Tensor {
 	if !batched[1] && !batched[2] {
-		return ApplyN(layerNormOp, p, in...)
+		return applyNIn(layerNormOp, p, in)
 	}
 	n := batchSize(in, batched)
 	a := alignBatch(in, batched, len(exampleShape(in[0], batched[0])))

@@ -300,11 +300,7 @@ func rowsOf(x *Tensor) *Tensor {
 		return x
 	}
 	k := x.shape[len(x.shape)-1]
-	shape := []int{x.Size() / k, k}
-	if x.node != nil || x.xv() != nil || x.layout() != nil {
-		return reshapeTo(x, shape)
-	}
-	return view(x, shape) // reshape's Impl, without Apply's dispatch
+	return reshapeTo(x, []int{x.Size() / k, k})
 }
 
 // untracedValue reports whether x is a value of no trace or level.

@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 )
 
 // Local marks a tensor as one device's block inside shard.Map and records
@@ -20,6 +21,23 @@ type Local struct {
 	Env Env
 	// Mask has bit i set when the value varies over mesh axis i.
 	Mask uint64
+
+	// own is the record of rarely set fields holding this mark and
+	// nothing else (see rec), made at its first use.
+	own atomic.Pointer[tensorExt]
+}
+
+// rec returns the record of rarely set fields (tensorExt) holding the
+// mark l alone, one for every header so marked: a header inside
+// shard.Map that carries nothing else needs no record of its own, and
+// the record, in an allocation of its own, keeps no header's storage
+// alive (a record lying in a header's allocation would).
+func (l *Local) rec() *tensorExt {
+	if e := l.own.Load(); e != nil {
+		return e
+	}
+	l.own.CompareAndSwap(nil, &tensorExt{local: l})
+	return l.own.Load()
 }
 
 // Env is a device's environment inside shard.Map, implemented by package
@@ -108,9 +126,13 @@ func WithLocals(xs []*Tensor, l *Local) []*Tensor {
 		x.shallowInto(&b.t)
 		b.e = x.extOrZero()
 		b.e.local = l
-		b.t.ext = nil
-		if b.e.local != nil || b.e.layout != nil || b.e.axes != nil || b.e.xv != nil {
+		switch {
+		case b.e.layout != nil || b.e.axes != nil || b.e.xv != nil:
 			b.t.ext = &b.e
+		case l != nil:
+			b.t.ext = l.rec()
+		default:
+			b.t.ext = nil
 		}
 		out[i] = &b.t
 	}

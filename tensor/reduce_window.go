@@ -268,7 +268,7 @@ func windowBatch(op **Op) func([]*Tensor, []bool, any) []*Tensor {
 	return func(in []*Tensor, batched []bool, pp any) []*Tensor {
 		q := *pp.(*windowParams)
 		q.first++
-		return []*Tensor{Apply(*op, &q, materializeAll(in, batched)...)}
+		return []*Tensor{applyIn(*op, &q, materializeAll(in, batched))}
 	}
 }
 

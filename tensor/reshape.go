@@ -47,6 +47,9 @@ func Reshape(x *Tensor, shape ...int) *Tensor {
 	if sameShape(shape, x.shape) {
 		return x
 	}
+	if plainValue(x) {
+		return plainView(x, "tensor.Reshape", shape)
+	}
 	p := new(reshapeParams)
 	p.shape = resolveShape(p.buf[:0], "tensor.Reshape", x, shape)
 	if sameShape(p.shape, x.shape) {
@@ -69,14 +72,47 @@ func reshapeTo(x *Tensor, shape []int) *Tensor {
 	if sameShape(shape, x.shape) {
 		return x
 	}
+	if plainValue(x) {
+		return plainView(x, "tensor.Reshape", shape)
+	}
 	p := new(reshapeParams)
 	p.shape = append(p.buf[:0], shape...)
 	return Apply(reshapeOp, p, x)
 }
 
+// plainValue reports whether x is a value of no trace, level or
+// placement with data: Apply would run an op on it as it is (its
+// untraced path), and a reshape of it is a view.
+func plainValue(x *Tensor) bool {
+	return x.node == nil && (x.ext == nil || x.ext.xv == nil && x.ext.layout == nil) && !x.placeholder()
+}
+
+// plainView is Apply(reshapeOp, ...) of x (plainValue) to shape, one
+// dimension of which may be -1, without the params and dispatch: the view
+// reshape's Impl makes, with the shape in the header's allocation (an op
+// on a device's values, a VJP's reshape of a cotangent). It returns x if
+// the shape is x's.
+func plainView(x *Tensor, op string, shape []int) *Tensor {
+	box := &struct {
+		t    Tensor
+		dims [4]int
+	}{}
+	s := resolveShape(box.dims[:0], op, x, shape)
+	if sameShape(s, x.shape) {
+		return x
+	}
+	x.hold()
+	t := &box.t
+	t.dtype, t.shape, t.data, t.rec = x.dtype, s, x.data, x.rec
+	t.ext = x.localExt()
+	return t
+}
+
 // resolveShape appends shape to dst with its -1 dimension inferred from
 // x's size, checking that it holds x's elements.
 func resolveShape(dst []int, op string, x *Tensor, shape []int) []int {
+	// (The messages format a copy of shape: shape itself stays on its
+	// caller's stack.)
 	out := append(dst, shape...)
 	infer := -1
 	known := 1
@@ -85,7 +121,7 @@ func resolveShape(dst []int, op string, x *Tensor, shape []int) []int {
 		case d == -1 && infer == -1:
 			infer = i
 		case d < 0:
-			panic(fmt.Sprintf("%s: %v to %v: bad dimension %d", op, x, shape, d))
+			panic(fmt.Sprintf("%s: %v to %v: bad dimension %d", op, x, slices.Clone(shape), d))
 		default:
 			known *= d
 		}
@@ -93,11 +129,11 @@ func resolveShape(dst []int, op string, x *Tensor, shape []int) []int {
 	n := x.Size()
 	if infer >= 0 {
 		if known == 0 || n%known != 0 {
-			panic(fmt.Sprintf("%s: %v to %v: cannot infer the -1 dimension", op, x, shape))
+			panic(fmt.Sprintf("%s: %v to %v: cannot infer the -1 dimension", op, x, slices.Clone(shape)))
 		}
 		out[infer] = n / known
 	} else if known != n {
-		panic(fmt.Sprintf("%s: %v to %v: %d elements do not fit %d", op, x, shape, n, known))
+		panic(fmt.Sprintf("%s: %v to %v: %d elements do not fit %d", op, x, slices.Clone(shape), n, known))
 	}
 	return out
 }

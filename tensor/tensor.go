@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 )
 
@@ -180,20 +181,27 @@ func (t *Tensor) xv() *xval {
 // setExt gives t the rarely set fields e, sharing no record with another
 // header, and none at all when every field of e is unset.
 func (t *Tensor) setExt(e tensorExt) {
-	if e.local == nil && e.layout == nil && e.axes == nil && e.xv == nil {
+	switch {
+	case e.layout != nil || e.axes != nil || e.xv != nil:
+		t.ext = &e
+	case e.local != nil:
+		t.ext = e.local.rec()
+	default:
 		t.ext = nil
-		return
 	}
-	t.ext = &e
 }
 
 // keep returns the record of e's mark (if local) and logical axes (if
-// axes) and of nothing else: e itself when it holds nothing else.
+// axes) and of nothing else: e itself when it holds nothing else, the
+// mark's own record (Local.rec) when it holds the mark alone.
 func (e *tensorExt) keep(local, axes bool) *tensorExt {
 	switch {
 	case e == nil:
 		return nil
 	case e.layout == nil && e.xv == nil && (local || e.local == nil) && (axes || e.axes == nil):
+		if e.axes == nil && e.local != nil {
+			return e.local.rec() // the same, in no header's allocation
+		}
 		return e
 	}
 	var k tensorExt
@@ -203,10 +211,13 @@ func (e *tensorExt) keep(local, axes bool) *tensorExt {
 	if axes {
 		k.axes = e.axes
 	}
-	if k.local == nil && k.axes == nil {
-		return nil
+	switch {
+	case k.axes != nil:
+		return &k
+	case k.local != nil:
+		return k.local.rec()
 	}
-	return &k
+	return nil
 }
 
 // localExt returns the record of t's mark alone (see keep).
@@ -214,17 +225,6 @@ func (t *Tensor) localExt() *tensorExt { return t.ext.keep(true, false) }
 
 // axesExt returns the record of t's logical axes alone (see keep).
 func (t *Tensor) axesExt() *tensorExt { return t.ext.keep(false, true) }
-
-// markExt returns a record of the mark loc alone: an operand's when one
-// holds exactly that (inside shard.Map most do), a new one if not.
-func markExt(loc *Local, in []*Tensor) *tensorExt {
-	for _, x := range in {
-		if e := x.ext; e != nil && e.local == loc && e.layout == nil && e.axes == nil && e.xv == nil {
-			return e
-		}
-	}
-	return &tensorExt{local: loc}
-}
 
 // extOrZero returns a copy of t's rarely set fields.
 func (t *Tensor) extOrZero() tensorExt {
@@ -266,7 +266,7 @@ func numel(shape []int) int {
 func checkShape(op string, shape []int) {
 	for _, d := range shape {
 		if d < 0 {
-			panic(fmt.Sprintf("%s: negative dimension in shape %v", op, shape))
+			panic(fmt.Sprintf("%s: negative dimension in shape %v", op, slices.Clone(shape))) // a copy: shape stays on its caller's stack
 		}
 	}
 }
@@ -278,7 +278,7 @@ func newTensor(dt DType, shape []int) *Tensor {
 
 // newTensorOp is newTensor for public constructors, whose panics name op.
 func newTensorOp(op string, dt DType, shape []int) *Tensor {
-	t := newHeaderOwnShape(dt, shape)
+	t := newHeader(dt, shape)
 	t.allocData(op, numel(shape), true)
 	return t
 }
@@ -314,8 +314,7 @@ func (t *Tensor) allocData(op string, n int, zero bool) {
 // x.Shape()..., makes a scalar, so FromFloat32(d, x.Shape()...) always
 // has x's shape. It panics if the shape does not hold len(data) elements.
 func FromFloat32(data []float32, shape ...int) *Tensor {
-	shape = shapeFor("tensor.FromFloat32", len(data), shape)
-	t := &Tensor{dtype: Float32, shape: shape, data: raw(append([]float32(nil), data...))}
+	t := hostTensor("tensor.FromFloat32", Float32, raw(append([]float32(nil), data...)), shape)
 	if t.f32() == nil {
 		setData(t, []float32{})
 	}
@@ -327,25 +326,22 @@ func FromFloat32(data []float32, shape ...int) *Tensor {
 // off): float64 data from Go code becomes float32 parameters and inputs.
 // Use FromFloat64s for a Float64 tensor.
 func FromFloat64(data []float64, shape ...int) *Tensor {
-	shape = shapeFor("tensor.FromFloat64", len(data), shape)
 	f := make([]float32, len(data))
 	for i, v := range data {
 		f[i] = float32(v)
 	}
-	return &Tensor{dtype: Float32, shape: shape, data: raw(f)}
+	return hostTensor("tensor.FromFloat64", Float32, raw(f), shape)
 }
 
 // FromInt32 returns an int32 tensor of the given shape holding a copy of data.
 func FromInt32(data []int32, shape ...int) *Tensor {
-	shape = shapeFor("tensor.FromInt32", len(data), shape)
 	d := make([]int32, len(data))
 	copy(d, data)
-	return &Tensor{dtype: Int32, shape: shape, data: raw(d)}
+	return hostTensor("tensor.FromInt32", Int32, raw(d), shape)
 }
 
 // FromInts returns an int32 tensor holding data converted to int32.
 func FromInts(data []int, shape ...int) *Tensor {
-	shape = shapeFor("tensor.FromInts", len(data), shape)
 	d := make([]int32, len(data))
 	for i, v := range data {
 		if v > math.MaxInt32 || v < math.MinInt32 {
@@ -353,45 +349,61 @@ func FromInts(data []int, shape ...int) *Tensor {
 		}
 		d[i] = int32(v)
 	}
-	return &Tensor{dtype: Int32, shape: shape, data: raw(d)}
+	return hostTensor("tensor.FromInts", Int32, raw(d), shape)
 }
 
 // FromBool returns a bool tensor of the given shape holding a copy of data.
 func FromBool(data []bool, shape ...int) *Tensor {
-	shape = shapeFor("tensor.FromBool", len(data), shape)
 	d := make([]bool, len(data))
 	copy(d, data)
-	return &Tensor{dtype: Bool, shape: shape, data: raw(d)}
+	return hostTensor("tensor.FromBool", Bool, raw(d), shape)
 }
 
 // WrapFloat32 returns a float32 tensor that uses data as its storage, without
 // copying. The caller hands data over: it must not be changed afterwards.
 func WrapFloat32(data []float32, shape ...int) *Tensor {
-	shape = shapeFor("tensor.WrapFloat32", len(data), shape)
 	if data == nil {
 		data = []float32{}
 	}
-	return &Tensor{dtype: Float32, shape: shape, data: raw(data)}
+	return hostTensor("tensor.WrapFloat32", Float32, raw(data), shape)
 }
 
 // WrapInt32 is WrapFloat32 for int32 data.
 func WrapInt32(data []int32, shape ...int) *Tensor {
-	shape = shapeFor("tensor.WrapInt32", len(data), shape)
 	if data == nil {
 		data = []int32{}
 	}
-	return &Tensor{dtype: Int32, shape: shape, data: raw(data)}
+	return hostTensor("tensor.WrapInt32", Int32, raw(data), shape)
 }
 
-func shapeFor(op string, n int, shape []int) []int {
-	if shape == nil { // no shape arguments (x.Shape() is never nil)
-		return []int{n}
+// hostTensor returns a tensor of dtype dt over d (storage from elsewhere,
+// which the allocator never recycles) of the given shape, 1-D of length
+// d.n for a nil shape: with rank up to 4 the shape lies in the header's
+// allocation. A shape that does not hold d.n elements panics naming op.
+func hostTensor(op string, dt DType, d rawData, shape []int) *Tensor {
+	if shape != nil { // no shape arguments (x.Shape() is never nil)
+		checkShape(op, shape)
+		if numel(shape) != d.n {
+			panic(fmt.Sprintf("%s: %d elements do not fit shape %v (%d elements)", op, d.n, slices.Clone(shape), numel(shape)))
+		}
 	}
-	checkShape(op, shape)
-	if numel(shape) != n {
-		panic(fmt.Sprintf("%s: %d elements do not fit shape %v (%d elements)", op, n, shape, numel(shape)))
+	box := &struct {
+		t    Tensor
+		dims [4]int
+	}{}
+	t := &box.t
+	switch {
+	case shape == nil:
+		box.dims[0] = d.n
+		t.shape = box.dims[:1:1]
+	case len(shape) <= len(box.dims):
+		k := copy(box.dims[:], shape)
+		t.shape = box.dims[:k:k]
+	default:
+		t.shape = slices.Clone(shape)
 	}
-	return append([]int(nil), shape...)
+	t.dtype, t.data = dt, d
+	return t
 }
 
 // Scalar returns a float32 scalar (shape []).
@@ -743,9 +755,12 @@ func (t *Tensor) shallow() *Tensor {
 // header and its record in one allocation (WithLocal and WithLogicalAxes
 // would otherwise make two).
 func (t *Tensor) shallowExt(e tensorExt) *Tensor {
-	if e.local == nil && e.layout == nil && e.axes == nil && e.xv == nil {
+	if e.layout == nil && e.axes == nil && e.xv == nil {
 		c := t.shallow()
 		c.ext = nil
+		if e.local != nil {
+			c.ext = e.local.rec()
+		}
 		return c
 	}
 	box := &struct {

@@ -1,0 +1,65 @@
+package tensor
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The engine's allocations per op: every op result on every device of
+// shard.Map pays them, so each is counted here.
+
+// A header marked for a device and carrying nothing else shares its mark's
+// record (Local.rec): marking, and the marked results of ops, make no
+// record of their own.
+func TestMarkRecordIsShared(t *testing.T) {
+	l := &Local{Env: testEnv{}, Mask: 1}
+	x, y := FromFloat32([]float32{1, 2, 3}, 3), FromFloat32([]float32{4, 5, 6}, 3)
+	a, b := WithLocal(x, l), WithLocal(y, l)
+	require.Same(t, l.rec(), a.ext)
+	require.Same(t, l.rec(), b.ext)
+	require.Same(t, l.rec(), Add(a, b).ext, "an op result")
+	require.Same(t, l.rec(), Reshape(a, 1, 3).ext, "a view")
+	named := WithLogicalAxes(a, "embed")
+	require.Equal(t, []string{"embed"}, named.LogicalAxes())
+	require.Same(t, l, named.Local())
+	require.Same(t, l.rec(), WithLogicalAxes(named).ext, "names removed")
+	require.Equal(t, 1.0, testing.AllocsPerRun(20, func() { WithLocal(x, l) }), "the header alone")
+	require.Equal(t, []float32{5, 7, 9}, Add(a, b).Float32s())
+}
+
+// A traced op keeps no reference to its operand slice (the node copies
+// the operands), so a caller's variadic slice stays on its stack: the
+// node, the result's header and storage, and the traced header with its
+// result slice (in the node's allocation when the trace recycles its
+// intermediates), nothing more.
+func TestTracedApplyKeepsNoOperandSlice(t *testing.T) {
+	for _, recycle := range []bool{false, true} {
+		tr := NewTrace()
+		want := 5.0
+		if recycle {
+			tr.RecycleIntermediates()
+			want = 3
+		}
+		x := tr.Leaf(FromFloat32([]float32{1, 2, 3, 4}, 2, 2))
+		y := tr.Leaf(FromFloat32([]float32{1, 1, 1, 1}, 2, 2))
+		require.Equal(t, want, testing.AllocsPerRun(50, func() { Add(x, y) }), "recycle %v", recycle)
+		require.Equal(t, []float32{2, 3, 4, 5}, Add(x, y).Float32s())
+	}
+}
+
+// A reshape of a value of no trace, level or placement (a VJP's reshape
+// of a cotangent, an op on a device's block) is one allocation: the view's
+// header with its shape; host tensors made from Go slices are two, the
+// header with its shape and the data.
+func TestPlainReshapeAndHostTensorAllocations(t *testing.T) {
+	x := FromFloat32(make([]float32, 24), 2, 3, 4)
+	require.Equal(t, 1.0, testing.AllocsPerRun(50, func() { Reshape(x, 6, -1) }))
+	require.Equal(t, 1.0, testing.AllocsPerRun(50, func() { reshapeTo(x, []int{4, 6}) }))
+	require.Equal(t, []int{6, 4}, Reshape(x, 6, -1).Shape())
+	require.Equal(t, 2.0, testing.AllocsPerRun(50, func() { FromInts([]int{1, 2, 3, 4}, 2, 2) }))
+	require.Equal(t, 2.0, testing.AllocsPerRun(50, func() { FromFloat32([]float32{1, 2}) }))
+	require.Equal(t, []int{2}, FromFloat32([]float32{1, 2}).Shape())
+	require.Equal(t, []int{1, 1, 1, 1, 2}, FromFloat32([]float32{1, 2}, 1, 1, 1, 1, 2).Shape(), "rank above 4")
+	require.Equal(t, []int{}, FromFloat32([]float32{7}, []int{}...).Shape(), "a scalar")
+}
