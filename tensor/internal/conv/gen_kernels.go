@@ -289,11 +289,25 @@ func (g *gen) dot(s isa, mr, nr int) {
 
 // dotStore reduces the dot kernel's accumulators (lanes summed) into the
 // tile at DI (row stride SI bytes), added to it with add, and returns.
+// On AVX-512 a row's accumulators are reduced four (then two) at a time
+// by a tree of shuffles (dotTree); the rest one at a time.
 func (g *gen) dotStore(s isa, mr, nr int, add bool) {
 	nacc := mr * nr
 	t, u := nacc+mr, nacc+mr+1 // free registers for the reduction
+	if s.lanes == 16 {
+		g.p("MOVL $0x1111, R9")
+		g.p("KMOVW R9, K2")
+		g.p("MOVL $0x0011, R9")
+		g.p("KMOVW R9, K3")
+	}
 	for i := 0; i < mr; i++ {
-		for j := 0; j < nr; j++ {
+		j0 := 0
+		if s.lanes == 16 {
+			for ; j0+2 <= nr; j0 += min(4, nr-j0) &^ 1 {
+				g.dotTree(nacc, i*nr+j0, min(4, nr-j0)&^1, 4*j0, add)
+			}
+		}
+		for j := j0; j < nr; j++ {
 			a := i*nr + j
 			if s.lanes == 16 {
 				// EVEX forms only: accumulators may be Z16-Z31.
@@ -320,6 +334,54 @@ func (g *gen) dotStore(s isa, mr, nr int, add bool) {
 	}
 	g.p("VZEROUPPER")
 	g.p("RET")
+}
+
+// dotTree reduces the n (4 or 2) zmm accumulators from acc0 on, each to
+// the sum of its lanes, into n consecutive floats at off(DI) (added to
+// them with add), with registers Z(free) to Z(free+3) as temporaries, K2
+// = 0x1111 and K3 = 0x0011. Pairs of accumulators are folded 512 → 256
+// bits each into one register (VSHUFF32X4, then an add), two such into
+// one register holding four partial sums of each accumulator in a
+// 128-bit lane, then each lane is summed in place and the lanes' first
+// elements compressed to the front.
+func (g *gen) dotTree(free, acc0, n, off int, add bool) {
+	t := func(i int) string { return fmt.Sprintf("Z%d", free+i) }
+	pair := func(a, b int, dst, tmp string) {
+		g.p("VSHUFF32X4 $0x44, Z%d, Z%d, %s", b, a, dst)
+		g.p("VSHUFF32X4 $0xee, Z%d, Z%d, %s", b, a, tmp)
+		g.p("VADDPS %s, %s, %s", tmp, dst, dst)
+	}
+	pair(acc0, acc0+1, t(0), t(1))
+	hi := t(0) // n == 2: fold the pair with itself
+	if n == 4 {
+		pair(acc0+2, acc0+3, t(2), t(3))
+		hi = t(2)
+	}
+	g.p("VSHUFF32X4 $0x88, %s, %s, %s", hi, t(0), t(1))
+	g.p("VSHUFF32X4 $0xdd, %s, %s, %s", hi, t(0), t(3))
+	g.p("VADDPS %s, %s, %s", t(3), t(1), t(1))
+	g.p("VPERMILPS $0x4e, %s, %s", t(1), t(3))
+	g.p("VADDPS %s, %s, %s", t(3), t(1), t(1))
+	g.p("VPERMILPS $0xb1, %s, %s", t(1), t(3))
+	g.p("VADDPS %s, %s, %s", t(3), t(1), t(1))
+	k := "K2"
+	if n == 2 {
+		k = "K3"
+	}
+	g.p("VCOMPRESSPS %s, %s, %s", t(1), k, t(3))
+	x := fmt.Sprintf("X%d", free+3)
+	if n == 4 {
+		if add {
+			g.p("VADDPS %d(DI), %s, %s", off, x, x)
+		}
+		g.p("VMOVUPS %s, %d(DI)", x, off)
+		return
+	}
+	if add {
+		g.p("VMOVSD %d(DI), X%d", off, free+2)
+		g.p("VADDPS X%d, %s, %s", free+2, x, x)
+	}
+	g.p("VMOVSD %s, %d(DI)", x, off)
 }
 
 // maxStride emits the max-pooling step: for t < n, v = x[t·stride];
