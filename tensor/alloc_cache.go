@@ -470,6 +470,16 @@ const (
 	paceMinBytes = 16 << 20
 )
 
+// paceFractionDeferred is paceFraction for the check after a shard.Map
+// call (PaceDeferred): a quarter of the live heap. The simulated devices
+// of a Map leave each a graph's worth of small objects a step
+// (examples/moe's dp_ep: ~12 MB a step on 8 devices against ~4 MB for the
+// same model on one device), which an eighth of its ~150 MB live heap
+// paced every 1-2 steps; every cycle there also sweeps the whole heap on
+// the host with the other processors idle (runtime.GC's sweep yields
+// after each span, and each yield wakes an idle processor's thread).
+const paceFractionDeferred = 4
+
 // PaceCollector runs a collection cycle if the heap grew by more than an
 // eighth of the live heap (and 16 MiB) since the last cycle, as the end
 // of a backward pass that recycles its intermediates does (see
@@ -529,13 +539,17 @@ func paceAfterBackward() {
 // every core. It does nothing otherwise, at the cost of an atomic load.
 func PaceDeferred() {
 	if paceDeferred.Load() && paceDeferred.Swap(false) {
-		paceCollector()
+		paceCollectorWith(paceFractionDeferred)
 	}
 }
 
 // paceCollector starts a collection cycle if the heap grew past the
 // pacer's slack since the last one (see "Pacing the collector").
-func paceCollector() {
+func paceCollector() { paceCollectorWith(paceFraction) }
+
+// paceCollectorWith is paceCollector with a slack of live/fraction (and
+// paceMinBytes at least).
+func paceCollectorWith(fraction uint64) {
 	if !pacing || !pacingNow.CompareAndSwap(false, true) {
 		return
 	}
@@ -553,7 +567,7 @@ func paceCollector() {
 		// garbage enough to pace it themselves.
 		return
 	}
-	if now > live+max(live/paceFraction, paceMinBytes) {
+	if now > live+max(live/fraction, paceMinBytes) {
 		paced.Add(1)
 		runtime.GC()
 		paceCycles.Store(cycles + 1)

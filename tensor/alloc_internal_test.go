@@ -271,7 +271,8 @@ func makeGarbage() {
 
 // On a device goroutine of shard.Map the end of a backward pass only
 // records that the pacer's check is due; PaceDeferred, which shard calls
-// once every device returned, runs it, once.
+// once every device returned, runs it, once, with a slack of a quarter of
+// the live heap.
 func TestPaceDeferred(t *testing.T) {
 	if !pacing {
 		t.Skip("GONOX_GCPACE=off")
@@ -291,6 +292,27 @@ func TestPaceDeferred(t *testing.T) {
 	assert.Equal(t, n0+1, paced.Load(), "no deferred cycle after 48 MiB of garbage")
 	PaceDeferred()
 	assert.Equal(t, n0+1, paced.Load(), "a second cycle for one deferred check")
+	// The deferred check's slack is a quarter of the live heap (32 MiB
+	// here), not an eighth.
+	garbage := func(mib int) {
+		var keep [][]byte
+		for range mib {
+			keep = append(keep, make([]byte, 1<<20))
+		}
+		runtime.KeepAlive(keep)
+	}
+	garbage(24)
+	devices.Enter(1)
+	paceAfterBackward()
+	devices.Exit(1)
+	PaceDeferred()
+	assert.Equal(t, n0+1, paced.Load(), "a deferred cycle after 24 MiB of garbage over 128 MiB live")
+	garbage(24)
+	devices.Enter(1)
+	paceAfterBackward()
+	devices.Exit(1)
+	PaceDeferred()
+	assert.Equal(t, n0+2, paced.Load(), "no deferred cycle after 48 MiB of garbage")
 	runtime.KeepAlive(live)
 }
 
