@@ -381,28 +381,23 @@ func (m MoE) forward(x *tensor.Tensor) MoEOutput {
 	gatesFlat := tensor.Reshape(r.Gates, N*k)
 
 	// 3. Drop the choices beyond each expert's capacity: per sender, by
-	// ranking (sender, expert) pairs as if they were S·E experts.
+	// ranking (sender, expert) pairs as if they were S·E experts; then
+	// the dispatch's indices. This host work runs beside the auxiliary
+	// losses (tensor.Beside), which do not need it: at two threads the
+	// second core computes it while the first runs the losses' small ops.
 	ids := idsFlat.Int32s()
-	keys := ids
-	if S > 1 {
-		keys = make([]int32, N*k)
-		for a, e := range ids {
-			keys[a] = int32(a/(N/S*k)*E) + e
-		}
-	}
-	// The choices grouped by (sender, expert) once: the drop ranks each
-	// overflowing group's choices and the dispatch walks the groups.
-	groups := groupChoices(keys, S*E)
-	var drop []bool
-	var dropped *tensor.Tensor
+	var rt hostRouting
+	var wait func()
 	if gatesFlat.DType() == tensor.Float32 {
-		drop = groups.dropOverCapacity(gatesFlat.Float32s(), C)
-		dropped = tensor.FromBool(drop, N*k)
+		gates := gatesFlat.Float32s()
+		wait = tensor.Beside(tokens, func() { rt.route(ids, gates, N, S, E, C) })
 	} else {
-		dropped, _ = DropTokenMask(tensor.FromInt32(keys), tensor.StopGradient(gatesFlat), S*E, C)
-		drop = dropped.Bools()
+		keys := senderKeys(ids, N, S, E)
+		groups := groupChoices(keys, S*E)
+		dropped, _ := DropTokenMask(tensor.FromInt32(keys), tensor.StopGradient(gatesFlat), S*E, C)
+		rt.index(groups, dropped.Bools(), N, S, E)
+		wait = func() {}
 	}
-	out, counts := m.dispatch(tokens, groups, S, drop, gatesFlat, m.Up, m.Down, E)
 
 	// Auxiliary losses.
 	load := tensor.Bincount(idsFlat, nil, E)
@@ -411,54 +406,96 @@ func (m MoE) forward(x *tensor.Tensor) MoEOutput {
 	aux := tensor.MulScalar(tensor.Sum(tensor.Mul(f, p)), float32(E))
 	z := tensor.Mean(tensor.Square(tensor.LogSumExp(r.Logits, -1)))
 
+	wait()
+	out := m.dispatch(tokens, rt, gatesFlat, m.Up, m.Down)
+
 	return MoEOutput{
 		Output:      tensor.Reshape(out, x.Shape()...),
 		AuxLoss:     aux,
 		RouterZLoss: z,
 		ExpertIDs:   r.IDs,
 		Gates:       r.Gates,
-		Dropped:     tensor.Reshape(dropped, N, k),
+		Dropped:     tensor.FromBool(rt.drop, N, k),
 		Load:        load,
-		Processed:   tensor.FromInts(counts),
+		Processed:   tensor.FromInts(rt.counts),
 		Capacity:    C,
 	}
 }
 
-// dispatch groups the kept choices by expert (in choice order within an
-// expert), runs the experts on them and sums each token's gated outputs:
-// steps 4 and 5 on tokens f32[N, D] with the N·k choices (token-major)
-// grouped by sender and expert (groups, of S·E keys). It returns the
-// output f32[N, D] and the rows each expert computed.
-func (m MoE) dispatch(tokens *tensor.Tensor, groups choiceGroups, S int, dropped []bool, gates, up, down *tensor.Tensor, E int) (*tensor.Tensor, []int) {
-	N, D := tokens.Dim(0), tokens.Dim(1)
-	k := len(dropped) / N
+// hostRouting is the host side of a routing: which choices are dropped
+// and, for the kept ones grouped by expert, the dispatch's indices.
+type hostRouting struct {
+	drop   []bool  // the N·k choices (token-major) beyond capacity
+	src    []int32 // token of each grouped row
+	choice []int32 // choice of each grouped row
+	counts []int   // rows of each expert
+}
+
+// senderKeys returns the key of each choice for the per-sender capacity
+// rule: its expert, or with S > 1 senders of N/S tokens each, its
+// (sender, expert) pair as one of S·E keys.
+func senderKeys(ids []int32, N, S, E int) []int32 {
+	if S == 1 {
+		return ids
+	}
+	k := len(ids) / N
+	keys := make([]int32, len(ids))
+	for a, e := range ids {
+		keys[a] = int32(a/(N/S*k)*E) + e
+	}
+	return keys
+}
+
+// route fills rt from the experts ids chosen (token-major, k a token of
+// N) and their gates, the priorities of the capacity drop (C places per
+// expert and sender): host work only, see tensor.Beside.
+func (rt *hostRouting) route(ids []int32, gates []float32, N, S, E, C int) {
+	// The choices grouped by (sender, expert) once: the drop ranks each
+	// overflowing group's choices and the dispatch walks the groups.
+	groups := groupChoices(senderKeys(ids, N, S, E), S*E)
+	rt.index(groups, groups.dropOverCapacity(gates, C), N, S, E)
+}
+
+// index groups the kept choices by expert (in choice order within an
+// expert) for the dispatch, the choices grouped by sender and expert
+// (groups, of S·E keys) and drop marking those beyond capacity.
+func (rt *hostRouting) index(groups choiceGroups, drop []bool, N, S, E int) {
+	k := len(drop) / N
+	rt.drop = drop
 	// The index tensors wrap the slices built here (int32 from the start:
 	// the routing's host work runs between the step's parallel regions).
-	src := make([]int32, 0, len(dropped))    // token of each grouped row
-	choice := make([]int32, 0, len(dropped)) // choice of each grouped row
-	counts := make([]int, E)
+	rt.src = make([]int32, 0, len(drop))
+	rt.choice = make([]int32, 0, len(drop))
+	rt.counts = make([]int, E)
 	for e := range E {
 		// An expert's choices from each sender in turn: in choice order,
 		// the senders' tokens being consecutive.
-		before := len(src)
+		before := len(rt.src)
 		for s := range S {
 			for _, a := range groups.of(s*E + e) {
-				if !dropped[a] {
-					src, choice = append(src, a/int32(k)), append(choice, a)
+				if !drop[a] {
+					rt.src, rt.choice = append(rt.src, a/int32(k)), append(rt.choice, a)
 				}
 			}
 		}
-		counts[e] = len(src) - before
+		rt.counts[e] = len(rt.src) - before
 	}
-	if len(src) == 0 {
-		return tensor.Zeros(tensor.Float32, N, D), counts
+}
+
+// dispatch runs the experts on the kept choices grouped by expert (rt)
+// and sums each token's gated outputs: steps 4 and 5 on tokens f32[N, D]
+// with the gates of the N·k choices. It returns the output f32[N, D].
+func (m MoE) dispatch(tokens *tensor.Tensor, rt hostRouting, gates, up, down *tensor.Tensor) *tensor.Tensor {
+	N, D := tokens.Dim(0), tokens.Dim(1)
+	if len(rt.src) == 0 {
+		return tensor.Zeros(tensor.Float32, N, D)
 	}
-	srcT := tensor.WrapInt32(src)
-	ys := m.Experts(tensor.Take(tokens, srcT, 0), up, down, tensor.FromInts(counts)) // [M, D]
-	g := tensor.Take(gates, tensor.WrapInt32(choice), 0)
+	srcT := tensor.WrapInt32(rt.src)
+	ys := m.Experts(tensor.Take(tokens, srcT, 0), up, down, tensor.FromInts(rt.counts)) // [M, D]
+	g := tensor.Take(gates, tensor.WrapInt32(rt.choice), 0)
 	// Each row weighted by its gate and summed into its token in one pass
 	// (the bits of SegmentSum(ys·g)), without the weighted rows.
-	return tensor.SegmentWeightedSum(ys, g, srcT, N), counts
+	return tensor.SegmentWeightedSum(ys, g, srcT, N)
 }
 
 // choiceGroups holds the positions of a routing's choices grouped by key

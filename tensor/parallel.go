@@ -132,3 +132,25 @@ func blockSum(n int, local bool, f func(lo, hi int) float64) float64 {
 	}
 	return s
 }
+
+// Beside calls host, a function of Go values only (it must call no
+// tensor operation and touch nothing the caller's next operations touch),
+// on one of the worker goroutines the kernels split their work on, while
+// the calling goroutine goes on with tensor operations, and returns wait,
+// which returns once host has returned. Call wait before using what host
+// computes; every Beside must be followed by its wait. If no worker takes
+// host by then, wait calls it on the calling goroutine; so it does when
+// like is a block inside shard.Map (a device computes on its own
+// goroutine) or GOMAXPROCS is 1. A panic in host is raised again by wait.
+//
+// It lets a layer overlap its host work (nn.MoE's routing: which choices
+// an expert keeps, the dispatch's indices) with small tensor operations
+// that do not need it, so that at two threads the second core does not
+// wait through both (docs/performance.md, "The MoE step's host routing
+// beside its auxiliary losses").
+func Beside(like *Tensor, host func()) (wait func()) {
+	if like.local() != nil {
+		return host
+	}
+	return workers.Go(host)
+}

@@ -94,6 +94,44 @@ func Run(helpers int, work func()) {
 		work()
 		return
 	}
+	r := start(helpers, work)
+	// A call that panics leaves the chunks after its own to the others,
+	// which may be none: the caller calls work again until one returns.
+	var fault any
+	for {
+		f := call(work)
+		if f == nil {
+			break
+		}
+		if fault == nil {
+			fault = f
+		}
+	}
+	finish(r, fault)
+}
+
+// Go calls f once, on a pooled worker if one takes it before the caller
+// calls the returned wait, else on the caller inside wait, and wait
+// returns once f has returned (raising again on the caller a panic of f).
+// The caller goes on with other work meanwhile: f must not touch what
+// that work touches. Every Go must be followed by its wait. Go asks for
+// no worker when GOMAXPROCS is 1: f then runs inside wait.
+func Go(f func()) (wait func()) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		return f
+	}
+	var taken atomic.Bool
+	work := func() {
+		if taken.CompareAndSwap(false, true) {
+			f()
+		}
+	}
+	r := start(1, work)
+	return func() { finish(r, call(work)) }
+}
+
+// start opens a region of work for up to helpers (≥ 1) pooled workers.
+func start(helpers int, work func()) *region {
 	asked.Add(1)
 	sr := statEnter()
 	ensure(helpers)
@@ -117,19 +155,14 @@ func Run(helpers int, work func()) {
 		// woke for it finds it without that sleep.
 		runtime.Gosched()
 	}
-	// A call that panics leaves the chunks after its own to the others,
-	// which may be none: the caller calls work again until one returns.
-	var fault any
-	for {
-		f := call(work)
-		if f == nil {
-			break
-		}
-		if fault == nil {
-			fault = f
-		}
-	}
-	sr.callerDone()
+	return r
+}
+
+// finish closes region r once its caller has done its share of the work
+// (the first panic of the caller's calls in fault), waits for the workers
+// in it, and raises the first panic again.
+func finish(r *region, fault any) {
+	r.stat.callerDone()
 	if r.state.Add(closed) != closed {
 		// Workers are still in work: wait, briefly awake, for the last.
 		wait(r.done)
@@ -137,7 +170,7 @@ func Run(helpers int, work func()) {
 	if fault == nil {
 		fault = r.fault
 	}
-	statExit(sr)
+	statExit(r.stat)
 	r.work, r.fault = nil, nil
 	regions.Put(r)
 	if fault != nil {
