@@ -274,6 +274,14 @@ func softmaxExp(x float64) float64 {
 	return p * math.Float64frombits(uint64(int64(k)+1023)<<52)
 }
 
+// shortRowWork is the work, in srtParallel's units (~0.8 ns), that a row
+// of the short-row kernels costs beside its elements: vec.SoftmaxRows and
+// vec.ExpShiftRows take ~18 ns a row of up to 16 elements (a chain of
+// dependent instructions a row), and the scatter of TopK's gradient a few
+// ns a row in its loop (docs/performance.md, "The MoE step at two threads,
+// op by op").
+const shortRowWork = 24
+
 func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
 	if x.dtype == Float64 {
 		return softmax64(x, axis, log)
@@ -287,8 +295,10 @@ func softmaxImpl(x *Tensor, axis int, log bool) *Tensor {
 	if inner == 1 && !log && n <= xentShort {
 		// Short rows (the MoE router's 8 experts, its gates over the top
 		// 2): one vec.SoftmaxRows call a block of rows, the bits of
-		// softmaxRowSum and softmaxScale a row.
-		srtParallel(outer, work, x.local(), func(lo, hi int) {
+		// softmaxRowSum and softmaxScale a row. A row costs ~18 ns
+		// whatever its length (shortRowWork): the gates' 2048 rows of 2
+		// split at two threads instead of holding the other core idle.
+		srtParallel(outer, outer*(n*8+shortRowWork), x.local(), func(lo, hi int) {
 			var ms [xentBlock]float32
 			var sums [xentBlock]float64
 			for r := lo; r < hi; r += xentBlock {

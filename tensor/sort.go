@@ -191,9 +191,30 @@ func srtLocal(xs ...*Tensor) *Local {
 	return nil
 }
 
-// srtScatterAddLanes adds g, [outer, k, inner], into out, [outer, n,
-// inner], element (o, j, i) to (o, is[o, j, i], i).
-func srtScatterAddLanes[E float32 | int32 | float64 | int64](out, g []E, is []int32, outer, k, inner, n int) {
+// srtScatterAddLanes writes into out, [outer, n, inner], the sums of g,
+// [outer, k, inner], element (o, j, i) added to (o, is[o, j, i], i) in
+// order of j after a zero; out's rows are computed in chunks of outer
+// over the cores, each row by one goroutine.
+func srtScatterAddLanes[E float32 | int32 | float64 | int64](out, g []E, is []int32, outer, k, inner, n int, local *Local) {
+	srtParallel(outer, outer*(n+2*k)*inner+outer*shortRowWork, local, func(lo, hi int) {
+		srtScatterAddRows(out[lo*n*inner:hi*n*inner], g[lo*k*inner:hi*k*inner], is[lo*k*inner:hi*k*inner], hi-lo, k, inner, n)
+	})
+}
+
+// srtScatterAddRows is srtScatterAddLanes on one goroutine.
+func srtScatterAddRows[E float32 | int32 | float64 | int64](out, g []E, is []int32, outer, k, inner, n int) {
+	clear(out)
+	if inner == 1 {
+		// Along the last axis (TopK's gradient into the MoE router's
+		// rows of 8): each row's k elements into its n.
+		for o := range outer {
+			ro, rg, ri := out[o*n:(o+1)*n:(o+1)*n], g[o*k:(o+1)*k], is[o*k:(o+1)*k]
+			for j, v := range rg {
+				ro[ri[j]] += v
+			}
+		}
+		return
+	}
 	for o := range outer {
 		for j := range k {
 			gb := (o*k + j) * inner
@@ -678,18 +699,18 @@ func init() {
 			p := pp.(srtAlongParams)
 			shape := slices.Clone(g.shape)
 			shape[p.axis] = p.n
-			out := newTensor(g.dtype, shape)
+			out := newOutUninit(g.dtype, shape) // every row cleared, then summed into
 			outer, k, inner := srtLanes(g.shape, p.axis)
-			is := idx.i32()
+			is, local := idx.i32(), srtLocal(g, idx)
 			switch g.dtype {
 			case Float32:
-				srtScatterAddLanes(out.f32(), g.f32(), is, outer, k, inner, p.n)
+				srtScatterAddLanes(out.f32(), g.f32(), is, outer, k, inner, p.n, local)
 			case Int32:
-				srtScatterAddLanes(out.i32(), g.i32(), is, outer, k, inner, p.n)
+				srtScatterAddLanes(out.i32(), g.i32(), is, outer, k, inner, p.n, local)
 			case Float64:
-				srtScatterAddLanes(out.f64(), g.f64(), is, outer, k, inner, p.n)
+				srtScatterAddLanes(out.f64(), g.f64(), is, outer, k, inner, p.n, local)
 			case Int64:
-				srtScatterAddLanes(out.i64(), g.i64(), is, outer, k, inner, p.n)
+				srtScatterAddLanes(out.i64(), g.i64(), is, outer, k, inner, p.n, local)
 			}
 			return out
 		},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sort"
 	"testing"
@@ -516,6 +517,30 @@ func TestTopKGradientScattersToChosenPositions(t *testing.T) {
 	g := tensor.Backward(tr, []*tensor.Tensor{v}, []*tensor.Tensor{c}, []*tensor.Tensor{xl}, false)[0]
 	// row 0 [1 3 3] picks 1, 2; row 1 [2 0 3] picks 2, 0.
 	assert.Equal(t, []float32{0, 10, 20, 40, 0, 30}, g.Float32s())
+}
+
+// TopK's gradient along the MoE router's rows (4096 tokens, top 2 of 8
+// experts), which splits its rows over the cores at two threads: each
+// row's cotangents land on its chosen positions, every other element is
+// +0, whatever goroutine computed the row.
+func TestTopKGradientRouterRows(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	const rows, n, k = 4096, 8, 2
+	x := srtDistinct(7, rows, n)
+	c := srtRandn(8, rows, k)
+	tr := tensor.NewTrace()
+	xl := tr.Leaf(x)
+	_, idx := tensor.TopK(xl, k)
+	v, _ := tensor.TopK(xl, k)
+	g := tensor.Backward(tr, []*tensor.Tensor{v}, []*tensor.Tensor{c}, []*tensor.Tensor{xl}, false)[0]
+	want := make([]float32, rows*n)
+	ids, cs := idx.Int32s(), c.Float32s()
+	for r := range rows {
+		for j := range k {
+			want[r*n+int(ids[r*k+j])] = cs[r*k+j]
+		}
+	}
+	require.Equal(t, want, g.Float32s())
 }
 
 func TestTopKPanics(t *testing.T) {
