@@ -69,6 +69,7 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"Unstack":      func(t []*tensor.Tensor) { tensor.Unstack(t[0], 0) },
 	"Repeat":       func(t []*tensor.Tensor) { tensor.Repeat(t[0], 2, 0) },
 	"Tile":         func(t []*tensor.Tensor) { tensor.Tile(t[0], 2) },
+	"Beside":       func(t []*tensor.Tensor) { tensor.Beside(t[0], func() {})() },
 	"Bincount":     func(t []*tensor.Tensor) { tensor.Bincount(t[0], nil, 3) },
 	"Cumsum":       func(t []*tensor.Tensor) { tensor.Cumsum(t[0], 0) },
 	"CumsumExclusive": func(t []*tensor.Tensor) {

@@ -149,6 +149,7 @@ func blockSum(n int, local bool, f func(lo, hi int) float64) float64 {
 // wait through both (docs/performance.md, "The MoE step's host routing
 // beside its auxiliary losses").
 func Beside(like *Tensor, host func()) (wait func()) {
+	checkNil("tensor.Beside", "like", like)
 	if like.local() != nil {
 		return host
 	}
