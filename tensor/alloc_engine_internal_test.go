@@ -1,6 +1,9 @@
 package tensor
 
 import (
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,6 +29,59 @@ func TestMarkRecordIsShared(t *testing.T) {
 	require.Same(t, l.rec(), WithLogicalAxes(named).ext, "names removed")
 	require.Equal(t, 1.0, testing.AllocsPerRun(20, func() { WithLocal(x, l) }), "the header alone")
 	require.Equal(t, []float32{5, 7, 9}, Add(a, b).Float32s())
+
+	// Names: one record of the mark for equal names, however they are
+	// set; none shared between marks or different names.
+	names := []string{"embed"}
+	n1 := WithLogicalAxes(b, names...)
+	names[0] = "changed" // WithLogicalAxes copied the caller's names
+	require.Same(t, named.ext, n1.ext)
+	require.Equal(t, []string{"embed"}, n1.LogicalAxes())
+	require.Same(t, named.ext, WithLocal(WithLogicalAxes(x, "embed"), l).ext, "marking a named value")
+	require.NotSame(t, named.ext, WithLogicalAxes(a, "mlp").ext)
+	other := &Local{Env: testEnv{}, Mask: 1}
+	require.NotSame(t, named.ext, WithLogicalAxes(WithLocal(x, other), "embed").ext)
+	require.Equal(t, 1.0, testing.AllocsPerRun(20, func() { WithLogicalAxes(a, "embed") }), "the header alone")
+	y2 := Add(a, b)
+	y2.setAxes(named.axes())
+	require.Same(t, named.ext, y2.ext, "setAxes")
+	z := WithLogicalAxes(Add(x, y), "embed")
+	z.setLocal(l)
+	require.Same(t, named.ext, z.ext, "setLocal")
+}
+
+// Devices share nothing, but a mark's records may be asked for from
+// several goroutines at once (the host assembling a Map's output): every
+// caller gets a record with its names, and equal names one record once
+// kept.
+func TestMarkRecordsConcurrent(t *testing.T) {
+	l := &Local{Env: testEnv{}, Mask: 1}
+	var wg sync.WaitGroup
+	got := make([][]*tensorExt, 4)
+	for g := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				names := []string{fmt.Sprint("n", i%20)}
+				got[g] = append(got[g], l.recNamed(names), l.rec())
+			}
+		}()
+	}
+	wg.Wait()
+	for _, recs := range got {
+		for i, e := range recs {
+			require.Same(t, l, e.local)
+			if i%2 == 1 {
+				require.Same(t, l.rec(), e)
+				continue
+			}
+			require.Equal(t, []string{fmt.Sprint("n", (i/2)%20)}, e.axes)
+		}
+	}
+	require.Len(t, *l.named.Load(), maxNamedRecs)
+	kept := (*l.named.Load())[0]
+	require.Same(t, kept, l.recNamed(slices.Clone(kept.axes)))
 }
 
 // A traced op keeps no reference to its operand slice (the node copies

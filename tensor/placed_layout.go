@@ -1,5 +1,7 @@
 package tensor
 
+import "slices"
+
 // Layout describes how a global tensor is sharded over a mesh. Package
 // shard implements it; package tensor only prints it and asks it for a
 // host copy when a sharded tensor is read.
@@ -22,5 +24,22 @@ func NewSharded(dt DType, shape []int, layout Layout) *Tensor {
 		panic("tensor.NewSharded: invalid dtype")
 	}
 	checkShape("tensor.NewSharded", shape)
-	return &Tensor{dtype: dt, shape: append([]int(nil), shape...), ext: &tensorExt{layout: layout}}
+	// The header, its record and a shape of rank up to 4 in one
+	// allocation (package shard makes one for every Map output and
+	// collective's global result).
+	box := &struct {
+		t    Tensor
+		e    tensorExt
+		dims [4]int
+	}{}
+	box.e.layout = layout
+	t := &box.t
+	t.dtype, t.ext = dt, &box.e
+	if len(shape) <= len(box.dims) {
+		k := copy(box.dims[:], shape)
+		t.shape = box.dims[:k:k]
+	} else {
+		t.shape = slices.Clone(shape)
+	}
+	return t
 }

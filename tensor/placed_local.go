@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync/atomic"
 )
 
@@ -25,6 +26,63 @@ type Local struct {
 	// own is the record of rarely set fields holding this mark and
 	// nothing else (see rec), made at its first use.
 	own atomic.Pointer[tensorExt]
+	// named are records holding this mark and logical axis names (see
+	// recNamed), at most maxNamedRecs.
+	named atomic.Pointer[[]*tensorExt]
+}
+
+// maxNamedRecs bounds the records of a mark with logical axis names that
+// the mark keeps for reuse (a model has a few kinds of named parameters).
+const maxNamedRecs = 16
+
+// recNamed returns a record holding the mark l and the logical axis names
+// and nothing else: one l keeps when its names equal these (names are
+// never changed once set), a new one holding names otherwise, kept for
+// later calls while l keeps fewer than maxNamedRecs. Marking a named
+// parameter, a gradient or a moment taking its value's names then makes
+// no record of its own.
+func (l *Local) recNamed(names []string) *tensorExt {
+	if e := l.findNamed(names); e != nil {
+		return e
+	}
+	e := &tensorExt{local: l, axes: names}
+	for {
+		p := l.named.Load()
+		var old []*tensorExt
+		if p != nil {
+			old = *p
+		}
+		if len(old) >= maxNamedRecs {
+			return e
+		}
+		grown := append(old[:len(old):len(old)], e)
+		if l.named.CompareAndSwap(p, &grown) {
+			return e
+		}
+	}
+}
+
+// findNamed returns the record l keeps with the names, nil if none.
+func (l *Local) findNamed(names []string) *tensorExt {
+	if p := l.named.Load(); p != nil {
+		for _, e := range *p {
+			if sameNames(e.axes, names) {
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+// sameNames reports whether a and b hold the same names.
+func sameNames(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	return slices.Equal(a, b)
 }
 
 // rec returns the record of rarely set fields (tensorExt) holding the

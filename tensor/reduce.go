@@ -14,25 +14,26 @@ type reduceParams struct {
 	keep bool
 	// outShape is the result shape; keepShape has 1 at reduced axes.
 	outShape, keepShape []int
+	// buf holds keepShape and outShape up to rank 4 (one allocation for
+	// the params of a reduction: every device's step runs ~100).
+	buf [8]int
 }
 
 func newReduceParams(op string, x *Tensor, axes []int, keep bool) *reduceParams {
 	ax := normAxes(op, x, axes)
 	p := &reduceParams{axes: ax, keep: keep}
-	p.keepShape = append([]int(nil), x.shape...)
+	p.keepShape = append(p.buf[:0:4], x.shape...)
 	for _, a := range ax {
 		p.keepShape[a] = 1
 	}
 	if keep {
 		p.outShape = p.keepShape
 	} else {
+		p.outShape = p.buf[4:4:8]
 		for i, d := range x.shape {
 			if !containsInt(ax, i) {
 				p.outShape = append(p.outShape, d)
 			}
-		}
-		if p.outShape == nil {
-			p.outShape = []int{}
 		}
 	}
 	return p

@@ -8,7 +8,21 @@ import (
 // ---------------------------------------------------------------------------
 // Slice
 
-type sliceParams struct{ starts, limits []int }
+type sliceParams struct {
+	starts, limits []int
+	// buf holds starts and limits up to rank 4: the params of a slice
+	// are one allocation.
+	buf [8]int
+}
+
+// newSliceParams returns slice params holding copies of starts and
+// limits.
+func newSliceParams(starts, limits []int) *sliceParams {
+	p := new(sliceParams)
+	p.starts = append(p.buf[:0:4], starts...)
+	p.limits = append(p.buf[4:4:8], limits...)
+	return p
+}
 
 var sliceOp *Op
 
@@ -42,7 +56,7 @@ func init() {
 		Batch: func(in []*Tensor, _ []bool, pp any) []*Tensor {
 			p := pp.(*sliceParams)
 			x := in[0]
-			q := &sliceParams{append([]int{0}, p.starts...), append([]int{x.shape[0]}, p.limits...)}
+			q := newSliceParams(append([]int{0}, p.starts...), append([]int{x.shape[0]}, p.limits...))
 			return one1(Apply(sliceOp, q, x))
 		},
 		Traits: Traits{Half: NativeHalf, Types: TypesAll}, // copies 16-bit data as it is
@@ -83,7 +97,7 @@ func slice(x *Tensor, starts, limits []int) *Tensor {
 	if full {
 		return x
 	}
-	return Apply(sliceOp, &sliceParams{slices.Clone(starts), slices.Clone(limits)}, x)
+	return Apply(sliceOp, newSliceParams(starts, limits), x)
 }
 
 // SliceAxis returns x restricted to [start, limit) along axis, like
@@ -107,8 +121,10 @@ func SliceAxis(x *Tensor, axis, start, limit int) *Tensor {
 	if s < 0 || s > l || l > n {
 		panic(fmt.Sprintf("%s: [%d, %d) is not a range within [0, %d)", what(), s, l, n))
 	}
-	starts := make([]int, len(x.shape))
-	limits := x.Shape()
+	var buf [8]int // starts and limits up to rank 4, on the stack
+	starts, limits := buf[:0:4], buf[4:4:8]
+	starts = append(starts, make([]int, len(x.shape))...)
+	limits = append(limits, x.shape...)
 	starts[a], limits[a] = s, l
 	return slice(x, starts, limits)
 }

@@ -180,15 +180,22 @@ func (t *Tensor) xv() *xval {
 
 // setExt gives t the rarely set fields e, sharing no record with another
 // header, and none at all when every field of e is unset.
-func (t *Tensor) setExt(e tensorExt) {
+func (t *Tensor) setExt(e tensorExt) { t.ext = e.record() }
+
+// record returns a record holding e: the mark's own (Local.rec,
+// Local.recNamed) when e holds a mark and perhaps logical axes and
+// nothing else, nil when e holds nothing, a new one otherwise.
+func (e tensorExt) record() *tensorExt {
 	switch {
-	case e.layout != nil || e.axes != nil || e.xv != nil:
-		t.ext = &e
+	case e.layout != nil || e.xv != nil || e.local == nil && e.axes != nil:
+		c := e // on the heap in this case alone
+		return &c
+	case e.local != nil && e.axes != nil:
+		return e.local.recNamed(e.axes)
 	case e.local != nil:
-		t.ext = e.local.rec()
-	default:
-		t.ext = nil
+		return e.local.rec()
 	}
+	return nil
 }
 
 // keep returns the record of e's mark (if local) and logical axes (if
@@ -211,13 +218,7 @@ func (e *tensorExt) keep(local, axes bool) *tensorExt {
 	if axes {
 		k.axes = e.axes
 	}
-	switch {
-	case k.axes != nil:
-		return &k
-	case k.local != nil:
-		return k.local.rec()
-	}
-	return nil
+	return k.record()
 }
 
 // localExt returns the record of t's mark alone (see keep).
@@ -734,11 +735,19 @@ func (t *Tensor) BorrowLogicalAxes() []string { return t.axes() }
 func WithLogicalAxes(x *Tensor, names ...string) *Tensor {
 	checkNil("tensor.WithLogicalAxes", "x", x)
 	if len(names) != 0 && len(names) != len(x.shape) {
-		panic(fmt.Sprintf("tensor.WithLogicalAxes: %d names %q for %v", len(names), names, x))
+		panic(fmt.Sprintf("tensor.WithLogicalAxes: %d names %q for %v", len(names), slices.Clone(names), x))
 	}
 	e := x.extOrZero()
 	e.axes = nil
 	if len(names) != 0 {
+		if e.local != nil && e.layout == nil && e.xv == nil {
+			// The mark's record with these names, copied only if new.
+			c := x.shallow()
+			if c.ext = e.local.findNamed(names); c.ext == nil {
+				c.ext = e.local.recNamed(slices.Clone(names))
+			}
+			return c
+		}
 		e.axes = append([]string(nil), names...)
 	}
 	return x.shallowExt(e)
@@ -751,16 +760,14 @@ func (t *Tensor) shallow() *Tensor {
 	return c
 }
 
-// shallowExt is shallow with the rarely set fields e in place of t's, the
-// header and its record in one allocation (WithLocal and WithLogicalAxes
-// would otherwise make two).
+// shallowExt is shallow with the rarely set fields e in place of t's: a
+// mark's own record when e holds a mark and perhaps names (see record),
+// otherwise the header and its record in one allocation (WithLocal and
+// WithLogicalAxes would otherwise make two).
 func (t *Tensor) shallowExt(e tensorExt) *Tensor {
-	if e.layout == nil && e.axes == nil && e.xv == nil {
+	if e.layout == nil && e.xv == nil && (e.axes == nil || e.local != nil) {
 		c := t.shallow()
-		c.ext = nil
-		if e.local != nil {
-			c.ext = e.local.rec()
-		}
+		c.ext = e.record() // the mark's own, or none
 		return c
 	}
 	box := &struct {
