@@ -491,15 +491,18 @@
 // The goroutines that help a kernel are a pool, shared by the elementwise
 // and reduction kernels, the matrix products and the convolutions: at most
 // GOMAXPROCS-1 workers, started on first use, which after a piece of work
-// stay awake for 200 µs watching for the next (yielding the processor every
+// stay awake for 1 ms watching for the next (yielding the processor every
 // 20 µs) and then park; a parked worker exits after 100 ms without work.
 // The first goroutine of a piece takes its chunks from the front, the others
-// from the back, so a core computes about the same rows piece after piece. This is the one exception to "no goroutine outlives the call that
+// from the back, so a core computes about the same rows piece after piece.
+// This is the one exception to "no goroutine outlives the call that
 // started it": a step of a model runs a hundred or more parallel pieces a
 // few hundred microseconds long, most less than 50 µs apart, and on a
 // virtual machine waking a halted core for each took 10-30 µs. A kernel
 // returns only when all of its work is done; results do not depend on
-// which goroutines computed them.
+// which goroutines computed them. Beside lends a worker to a layer's host
+// work (Go code on Go values, such as nn.MoE's routing) while the caller
+// goes on with tensor operations.
 //
 // # Kernels
 //

@@ -146,8 +146,8 @@ func blockSum(n int, local bool, f func(lo, hi int) float64) float64 {
 // It lets a layer overlap its host work (nn.MoE's routing: which choices
 // an expert keeps, the dispatch's indices) with small tensor operations
 // that do not need it, so that at two threads the second core does not
-// wait through both (docs/performance.md, "The MoE step's host routing
-// beside its auxiliary losses").
+// wait through both (docs/performance.md, "The MoE step at two threads, op
+// by op").
 func Beside(like *Tensor, host func()) (wait func()) {
 	checkNil("tensor.Beside", "like", like)
 	if like.local() != nil {
