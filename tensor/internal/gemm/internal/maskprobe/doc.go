@@ -1,0 +1,16 @@
+// Package maskprobe holds microbenchmarks of AVX-512 masked memory accesses
+// (zero- and merge-masked loads, masked stores, FMAs with a masked memory
+// operand) against their unmasked forms, to find which forms the gemm and
+// conv kernels must avoid on a given CPU.
+//
+// Run them with
+//
+//	go test -run '^$' -bench . ./tensor/internal/gemm/internal/maskprobe
+//
+// Each benchmark reports ns/vec, the time of one 64-byte access. On the
+// AMD EPYC Zen 5 of docs/performance.md the one slow case is a masked
+// access whose masked-off lanes, and no enabled lane, reach into a page
+// that is not present (never touched, or released by the scavenger, or
+// PROT_NONE): about 250 ns an access instead of 0.25, the fault
+// suppression's assist. The package is not used by gonox's code.
+package maskprobe

@@ -1,0 +1,127 @@
+package maskprobe
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/cpu"
+)
+
+const (
+	page  = 4096
+	iters = 1 << 12
+)
+
+// pages maps three pages of anonymous memory; the first is touched, the
+// second only if touch, the third is PROT_NONE.
+func pages(tb testing.TB, touch bool) []byte {
+	tb.Helper()
+	if !cpu.X86.HasAVX512F {
+		tb.Skip("no AVX-512")
+	}
+	mem, err := syscall.Mmap(-1, 0, 3*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = syscall.Munmap(mem) })
+	require.NoError(tb, syscall.Mprotect(mem[2*page:], syscall.PROT_NONE))
+	mem[0] = 1
+	if touch {
+		mem[page] = 1
+	}
+	return mem
+}
+
+func at(mem []byte, off int) *float32 { return (*float32)(unsafe.Pointer(&mem[off])) }
+
+// TestMaskedOffLanesDoNotFault: the probes' masked accesses whose
+// masked-off lanes reach a PROT_NONE page complete (the fault is
+// suppressed), and the masked stores leave the bytes of masked-off lanes
+// alone.
+func TestMaskedOffLanesDoNotFault(t *testing.T) {
+	mem := pages(t, true)
+	p := at(mem, 2*page-24) // lanes 0-5 in page 2, lanes 6-15 in the PROT_NONE page
+	for _, f := range []probe{zmask1, fmak1, mstore1} {
+		f(p, 1, 0x3f)
+	}
+	mem[page-4] = 7 // lane 14 of a store at page-60, masked off
+	mstore1(at(mem, page-60), 1, 0x3fff)
+	require.Equal(t, byte(7), mem[page-4], "a masked store wrote a masked-off lane")
+}
+
+func report(b *testing.B, f probe, p *float32, m uint16, ops int) {
+	for i := 0; i < b.N; i++ {
+		f(p, iters, m)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(iters*ops), "ns/vec")
+}
+
+// BenchmarkL1 times the forms on L1-resident data at a line-aligned
+// address (off=0), 4 bytes past it (off=4: every access splits two lines)
+// and 16 bytes past it, with all lanes, the first 10 (a 10-wide row's
+// tail) or none enabled.
+func BenchmarkL1(b *testing.B) {
+	mem := pages(b, true)
+	cases := []struct {
+		name string
+		f    probe
+		m    uint16
+	}{
+		{"load", full, 0xffff},
+		{"zload_all", zmask, 0xffff}, {"zload_10", zmask, 0x3ff}, {"zload_none", zmask, 0},
+		{"mload_all", mmask, 0xffff}, {"mload_10", mmask, 0x3ff},
+		{"load+regz_10", regmask, 0x3ff},
+		{"store", fullstore, 0xffff}, {"mstore_all", mstore, 0xffff}, {"mstore_10", mstore, 0x3ff},
+		{"fma_mem", fmamem, 0xffff}, {"fma_mem_k_all", fmamemk, 0xffff}, {"fma_mem_k_10", fmamemk, 0x3ff},
+	}
+	for _, off := range []int{0, 4, 16} {
+		for _, c := range cases {
+			b.Run(fmt.Sprintf("off=%d/%s", off, c.name), func(b *testing.B) { report(b, c.f, at(mem, off), c.m, 8) })
+		}
+	}
+}
+
+// BenchmarkPageCross times accesses whose vector starts 24 bytes before a
+// page's end (lanes 0-5 in one page, 6-15 in the next), the next page
+// present (touched) or not, with the first 6 lanes, none, or alternate
+// lanes enabled; "line" is the same split across two lines of one page.
+func BenchmarkPageCross(b *testing.B) {
+	masks := []struct {
+		name string
+		m    uint16
+	}{{"all", 0xffff}, {"first6", 0x3f}, {"none", 0}, {"alt", 0x5555}}
+	probes := []struct {
+		name string
+		f    probe
+	}{{"zload", zmask1}, {"fma_k", fmak1}, {"mstore", mstore1}, {"store", store1}}
+	for _, next := range []string{"present", "absent", "protnone", "line"} {
+		for _, m := range masks {
+			for _, f := range probes {
+				b.Run(fmt.Sprintf("%s/%s/%s", next, m.name, f.name), func(b *testing.B) {
+					if next == "protnone" && f.name == "store" || next != "line" && next != "present" && m.m&0xffc0 != 0 {
+						b.Skip("would fault")
+					}
+					mem := pages(b, next == "present" || next == "line")
+					off := page - 24
+					switch next {
+					case "protnone":
+						off = 2*page - 24
+					case "line":
+						off = page/2 - 24
+					}
+					report(b, f.f, at(mem, off), m.m, 8)
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkForward times a store followed by a reload of the same vector:
+// unmasked, zero-masked with all lanes, zero-masked with 10.
+func BenchmarkForward(b *testing.B) {
+	mem := pages(b, true)
+	b.Run("load", func(b *testing.B) { report(b, fwdf, at(mem, 0), 0xffff, 1) })
+	b.Run("zload_all", func(b *testing.B) { report(b, fwdz, at(mem, 0), 0xffff, 1) })
+	b.Run("zload_10", func(b *testing.B) { report(b, fwdz, at(mem, 0), 0x3ff, 1) })
+}
