@@ -68,7 +68,11 @@
 //
 // Each kernel exists for every tile height 1..MR and masks its loads and
 // stores of C to the tile width (AVX-512 mask registers, VMASKMOVPS on
-// AVX2), so edge tiles of any size are computed in place. A remainder of
+// AVX2), so edge tiles of any size are computed in place. On Zen 5 a masked
+// load or store costs what the full one costs (whatever the mask, zero- or
+// merge-masking, aligned or not); the one slow case, 180-380 ns an access, is
+// masked-off lanes reaching a page that is not present, past the end of an
+// operand (package internal/maskprobe; docs/performance.md). A remainder of
 // between one and two tiles of rows is split into two near-equal tiles (16
 // rows as 8+8, not 12+4): a short tile has too few independent accumulators
 // to hide the FMA latency. The kernel set is chosen once at start-up by

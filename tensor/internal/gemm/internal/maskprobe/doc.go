@@ -8,9 +8,11 @@
 //	go test -run '^$' -bench . ./tensor/internal/gemm/internal/maskprobe
 //
 // Each benchmark reports ns/vec, the time of one 64-byte access. On the
-// AMD EPYC Zen 5 of docs/performance.md the one slow case is a masked
-// access whose masked-off lanes, and no enabled lane, reach into a page
-// that is not present (never touched, or released by the scavenger, or
-// PROT_NONE): about 250 ns an access instead of 0.25, the fault
-// suppression's assist. The package is not used by gonox's code.
+// AMD EPYC Zen 5 of docs/performance.md masked and unmasked forms cost the
+// same, except a masked access whose masked-off lanes, and no enabled
+// lane, reach into a page that is not present (never touched, released by
+// the scavenger, or PROT_NONE): 180-380 ns an access instead of 0.25, the
+// fault suppression's assist; and a load masked by a compare of data just
+// loaded, which waits for that load (BenchmarkCmpMask, 1.15x over 8 MB).
+// The package is not used by gonox's code.
 package maskprobe

@@ -45,3 +45,10 @@ func fwdz(p *float32, n int, m uint16)
 
 // fwdf: a store to p, then an unmasked load of p.
 func fwdf(p *float32, n int, m uint16)
+
+// cmpzload: dst = y > 0 ? g : 0 over n vectors (n even), the mask from a
+// compare of y just before a zero-masked load of g.
+func cmpzload(dst, gp, y *float32, n int)
+
+// cmpregz: cmpzload with g loaded whole and zero-masked in a register.
+func cmpregz(dst, gp, y *float32, n int)

@@ -148,3 +148,58 @@ loop:
 	DECQ CX
 	JNZ loop
 	EPILOG
+
+// func cmpzload(dst, g, y *float32, n int): dst = y > 0 ? g : 0 over n
+// vectors (n even), K from a compare of y, then a zero-masked load of g
+// (the ReLU gradient's kernel before 75e4a19).
+TEXT ·cmpzload(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ gp+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $1, CX
+	VXORPS Z15, Z15, Z15
+cmpzloop:
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z2
+	VCMPPS $0x1e, Z15, Z0, K1
+	VCMPPS $0x1e, Z15, Z2, K2
+	VMOVUPS.Z (SI), K1, Z1
+	VMOVUPS.Z 64(SI), K2, Z3
+	VMOVUPS Z1, (DI)
+	VMOVUPS Z3, 64(DI)
+	ADDQ $128, SI
+	ADDQ $128, DX
+	ADDQ $128, DI
+	DECQ CX
+	JNZ cmpzloop
+	VZEROUPPER
+	RET
+
+// func cmpregz(dst, g, y *float32, n int): cmpzload with g loaded whole
+// and zero-masked in a register (75e4a19's form).
+TEXT ·cmpregz(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ gp+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $1, CX
+	VXORPS Z15, Z15, Z15
+cmpregloop:
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z2
+	VCMPPS $0x1e, Z15, Z0, K1
+	VCMPPS $0x1e, Z15, Z2, K2
+	VMOVUPS (SI), Z1
+	VMOVUPS 64(SI), Z3
+	VMOVUPS.Z Z1, K1, Z1
+	VMOVUPS.Z Z3, K2, Z3
+	VMOVUPS Z1, (DI)
+	VMOVUPS Z3, 64(DI)
+	ADDQ $128, SI
+	ADDQ $128, DX
+	ADDQ $128, DI
+	DECQ CX
+	JNZ cmpregloop
+	VZEROUPPER
+	RET

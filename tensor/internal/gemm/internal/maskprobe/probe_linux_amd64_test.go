@@ -125,3 +125,60 @@ func BenchmarkForward(b *testing.B) {
 	b.Run("zload_all", func(b *testing.B) { report(b, fwdz, at(mem, 0), 0xffff, 1) })
 	b.Run("zload_10", func(b *testing.B) { report(b, fwdz, at(mem, 0), 0x3ff, 1) })
 }
+
+// TestCmpForms: both ReLU-gradient forms give y > 0 ? g : 0.
+func TestCmpForms(t *testing.T) {
+	if !cpu.X86.HasAVX512F {
+		t.Skip("no AVX-512")
+	}
+	g, y := make([]float32, 64), make([]float32, 64)
+	want := make([]float32, 64)
+	for i := range g {
+		g[i], y[i] = float32(i+1), float32(i%3-1)
+		if y[i] > 0 {
+			want[i] = g[i]
+		}
+	}
+	for _, f := range []func(d, g, y *float32, n int){cmpzload, cmpregz} {
+		d := make([]float32, 64)
+		f(&d[0], &g[0], &y[0], 4)
+		require.Equal(t, want, d)
+	}
+}
+
+// BenchmarkCmpMask times the ReLU gradient's two forms in the calls of the
+// ResNet block's channel-affine backward: 256 floats (a stage) a call into
+// a stack-sized buffer, over 128 KB (L2) or 8 MB of g and y with random
+// signs.
+func BenchmarkCmpMask(b *testing.B) {
+	if !cpu.X86.HasAVX512F {
+		b.Skip("no AVX-512")
+	}
+	for _, n := range []int{1 << 15, 1 << 21} {
+		g, y := make([]float32, n), make([]float32, n)
+		for i := range g {
+			h := uint32(i) * 2654435761
+			g[i], y[i] = float32(h>>8)/(1<<24)-0.5, float32(h>>16&0xff)/256-0.5
+		}
+		cmpMask(b, g, y)
+	}
+}
+
+func cmpMask(b *testing.B, g, y []float32) {
+	const stage = 256
+	n := len(g)
+	var d [stage]float32
+	for _, f := range []struct {
+		name string
+		f    func(d, g, y *float32, n int)
+	}{{"zload", cmpzload}, {"load+regz", cmpregz}} {
+		b.Run(fmt.Sprintf("kb=%d/%s", 4*n>>10, f.name), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				for j := 0; j < n; j += stage {
+					f.f(&d[0], &g[j], &y[j], stage/16)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n/16), "ns/vec")
+		})
+	}
+}
