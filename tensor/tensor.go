@@ -343,14 +343,26 @@ func FromInt32(data []int32, shape ...int) *Tensor {
 
 // FromInts returns an int32 tensor holding data converted to int32.
 func FromInts(data []int, shape ...int) *Tensor {
-	d := make([]int32, len(data))
+	var d []int32
+	var box *hostBox
+	if len(data) <= 8 {
+		// Index tensors of a few elements (group sizes, counts per
+		// device): the data in the header's allocation too.
+		b := &struct {
+			h hostBox
+			d [8]int32
+		}{}
+		box, d = &b.h, b.d[:len(data):len(data)]
+	} else {
+		box, d = new(hostBox), make([]int32, len(data))
+	}
 	for i, v := range data {
 		if v > math.MaxInt32 || v < math.MinInt32 {
 			panic(fmt.Sprintf("tensor.FromInts: value %d at index %d overflows int32", v, i))
 		}
 		d[i] = int32(v)
 	}
-	return hostTensor("tensor.FromInts", Int32, raw(d), shape)
+	return box.tensor("tensor.FromInts", Int32, raw(d), shape)
 }
 
 // FromBool returns a bool tensor of the given shape holding a copy of data.
@@ -382,16 +394,23 @@ func WrapInt32(data []int32, shape ...int) *Tensor {
 // d.n for a nil shape: with rank up to 4 the shape lies in the header's
 // allocation. A shape that does not hold d.n elements panics naming op.
 func hostTensor(op string, dt DType, d rawData, shape []int) *Tensor {
+	return new(hostBox).tensor(op, dt, d, shape)
+}
+
+// hostBox is a host tensor's header with room for its shape.
+type hostBox struct {
+	t    Tensor
+	dims [4]int
+}
+
+// tensor makes box's header what hostTensor returns.
+func (box *hostBox) tensor(op string, dt DType, d rawData, shape []int) *Tensor {
 	if shape != nil { // no shape arguments (x.Shape() is never nil)
 		checkShape(op, shape)
 		if numel(shape) != d.n {
 			panic(fmt.Sprintf("%s: %d elements do not fit shape %v (%d elements)", op, d.n, slices.Clone(shape), numel(shape)))
 		}
 	}
-	box := &struct {
-		t    Tensor
-		dims [4]int
-	}{}
 	t := &box.t
 	switch {
 	case shape == nil:
