@@ -380,10 +380,10 @@ func StopGradient(x *Tensor) *Tensor {
 // operands copies the operands in of n's op into n's inline storage of
 // saved inputs when they fit (record keeps there only those the VJP
 // saves), makes them what n's trace records (prepareOperands), links n
-// to their producers and returns their primal values in the same slice.
-// n keeps no reference to in itself: a caller's variadic slice of
-// operands stays on its stack.
-func (n *node) operands(in []*Tensor, loc *Local) []*Tensor {
+// to their producers and returns their primal values in the same slice,
+// and the op's save mask. n keeps no reference to in itself: a caller's
+// variadic slice of operands stays on its stack.
+func (n *node) operands(in []*Tensor, loc *Local) ([]*Tensor, SaveMask) {
 	var ops []*Tensor
 	if len(in) <= nodeInline {
 		ops = n.buf().ins[:len(in)]
@@ -407,16 +407,16 @@ func (n *node) operands(in []*Tensor, loc *Local) []*Tensor {
 		}
 		ops[i] = x.primalOf(top)
 	}
-	return ops
+	return ops, save
 }
 
 // record fills in node n of its op applied to the operands whose primal
 // values are prim (operands), which computed outs and state, and returns
 // the outputs traced by n's trace, the header of a single output in tw if
-// it is not nil (newNode). The node holds the residuals the op's Save
+// it is not nil (newNode). The node holds the residuals the op's save
 // mask selects and the shapes of every operand and result.
-func (n *node) record(prim, outs []*Tensor, state any, tw *opRecTwin) []*Tensor {
-	op, top, buf := n.op, n.trace, n.buf()
+func (n *node) record(prim, outs []*Tensor, save SaveMask, state any, tw *opRecTwin) []*Tensor {
+	top, buf := n.trace, n.buf()
 	n.seq, n.state, n.nout = top.seq.Add(1), state, int32(len(outs))
 	if top.recordAll {
 		// Held until Remat has compiled the graph (releaseRecording).
@@ -438,7 +438,6 @@ func (n *node) record(prim, outs []*Tensor, state any, tw *opRecTwin) []*Tensor 
 	} else {
 		n.avals = make([]avalRec, k)
 	}
-	save := op.saveMask(n.params)
 	for i, p := range prim {
 		n.setAval(i, p)
 		if !save.input(i) {

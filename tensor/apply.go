@@ -50,7 +50,24 @@ func Apply(op *Op, params any, in ...*Tensor) *Tensor {
 		// its stack.
 		return applyTraced(op, params, in, top, loc, nil)[0]
 	}
-	return apply1(op, params, slices.Clone(in), top, up, loc, placed)
+	return apply1(op, params, ownOperands(in), top, up, loc, placed)
+}
+
+// ownOperands returns a copy of in that the callee may keep, in one
+// allocation of its size (as a caller's variadic slice was).
+func ownOperands(in []*Tensor) []*Tensor {
+	switch len(in) {
+	case 1:
+		a := [1]*Tensor{in[0]}
+		return a[:]
+	case 2:
+		a := [2]*Tensor{in[0], in[1]}
+		return a[:]
+	case 3:
+		a := [3]*Tensor{in[0], in[1], in[2]}
+		return a[:]
+	}
+	return slices.Clone(in)
 }
 
 // applyIn is Apply for a slice of operands that the caller made for the
@@ -89,7 +106,7 @@ func ApplyN(op *Op, params any, in ...*Tensor) []*Tensor {
 	if top != nil && up == nil && !placed {
 		return applyTraced(op, params, in, top, loc, nil) // as in Apply
 	}
-	return applyN1(op, params, slices.Clone(in), top, up, loc, placed)
+	return applyN1(op, params, ownOperands(in), top, up, loc, placed)
 }
 
 // applyNIn is applyIn for ApplyN.
@@ -228,7 +245,7 @@ func isXValue(x *Tensor) bool { return x != nil && x.xv() != nil }
 // node of top on the results. The op's state goes to stateOut if set.
 func applyTraced(op *Op, params any, in []*Tensor, top *Trace, loc *Local, stateOut *any) []*Tensor {
 	n, tw := newNode(op, params, top)
-	prim := n.operands(in, loc)
+	prim, save := n.operands(in, loc)
 	var outs []*Tensor
 	var state any
 	if op.ImplN == nil && !slices.ContainsFunc(prim, isXValue) {
@@ -250,7 +267,7 @@ func applyTraced(op *Op, params any, in []*Tensor, top *Trace, loc *Local, state
 		}
 		return outs
 	}
-	return n.record(prim, outs, state, tw)
+	return n.record(prim, outs, save, state, tw)
 }
 
 // prepareOperands makes the operands of a traced op (in, the node's
