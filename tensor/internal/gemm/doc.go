@@ -70,9 +70,11 @@
 // stores of C to the tile width (AVX-512 mask registers, VMASKMOVPS on
 // AVX2), so edge tiles of any size are computed in place. On Zen 5 a masked
 // load or store costs what the full one costs (whatever the mask, zero- or
-// merge-masking, aligned or not); the one slow case, 180-380 ns an access, is
-// masked-off lanes reaching a page that is not present, past the end of an
-// operand (package internal/maskprobe; docs/performance.md). A remainder of
+// merge-masking, aligned or not), except masked-off lanes reaching a page
+// that is not present, past the end of an operand (180-380 ns an access),
+// and a stream beyond L2 read only through masked loads (up to 2x: the
+// prefetcher does not follow them); package internal/maskprobe,
+// docs/performance.md. A remainder of
 // between one and two tiles of rows is split into two near-equal tiles (16
 // rows as 8+8, not 12+4): a short tile has too few independent accumulators
 // to hide the FMA latency. The kernel set is chosen once at start-up by

@@ -52,3 +52,12 @@ func cmpzload(dst, gp, y *float32, n int)
 
 // cmpregz: cmpzload with g loaded whole and zero-masked in a register.
 func cmpregz(dst, gp, y *float32, n int)
+
+// streamf: n consecutive unmasked vector loads from p.
+func streamf(p *float32, n int, m uint16)
+
+// streamz: n consecutive zero-masked vector loads from p.
+func streamz(p *float32, n int, m uint16)
+
+// streamzp: streamz with a software prefetch 1 KB ahead.
+func streamzp(p *float32, n int, m uint16)

@@ -203,3 +203,37 @@ cmpregloop:
 	JNZ cmpregloop
 	VZEROUPPER
 	RET
+
+// streamf, streamz, streamzp: n consecutive vectors from p, xored into Z8:
+// unmasked loads, zero-masked loads (K1 = m), zero-masked loads with a
+// PREFETCHT0 1 KB ahead.
+TEXT ·streamf(SB), NOSPLIT, $0-18
+	PROLOG
+streamfloop:
+	VMOVUPS (SI), Z0
+	VPXORD Z0, Z8, Z8
+	ADDQ $64, SI
+	DECQ CX
+	JNZ streamfloop
+	EPILOG
+
+TEXT ·streamz(SB), NOSPLIT, $0-18
+	PROLOG
+streamzloop:
+	VMOVUPS.Z (SI), K1, Z0
+	VPXORD Z0, Z8, Z8
+	ADDQ $64, SI
+	DECQ CX
+	JNZ streamzloop
+	EPILOG
+
+TEXT ·streamzp(SB), NOSPLIT, $0-18
+	PROLOG
+streamzploop:
+	PREFETCHT0 1024(SI)
+	VMOVUPS.Z (SI), K1, Z0
+	VPXORD Z0, Z8, Z8
+	ADDQ $64, SI
+	DECQ CX
+	JNZ streamzploop
+	EPILOG
