@@ -176,6 +176,7 @@ func BenchmarkWindow(b *testing.B) {
 		run("copy", func() { copy(dx, x) })
 		run("max", func() { MaxForward(w, y, arg, x, 1) })
 		run("max_grad", func() { MaxBackward(w, dx, arg, y, 1) })
+		run("select_scatter", func() { SelectScatter(w, dx, x, y, 1) })
 		run("sum", func() { SumForward(w, y, x, 1) })
 		run("sum_grad", func() { SumBackward(w, dx, y, 1) })
 	}

@@ -686,6 +686,7 @@ func (g *gen) maxPool2() {
 	g.p("TESTQ CX, CX")
 	g.p("JZ rowend")
 	g.pool2Masks()
+	g.pool2Prefetch()
 	g.p("VMOVUPS.Z (R12), K1, Z0")
 	g.p("VMOVUPS.Z 64(R12), K2, Z1")
 	g.p("VMOVUPS.Z (R13), K1, Z4")
@@ -726,6 +727,17 @@ func (g *gen) maxPool2() {
 	g.p("VZEROUPPER")
 	g.p("RET")
 	g.raw("")
+}
+
+// pool2Prefetch emits software prefetches of the two input rows' stream
+// (R12, R13) 1 KB ahead: the 2×2 pool kernels read x only through masked
+// loads, which the hardware prefetcher does not follow on Zen 5
+// (docs/performance.md, masked loads).
+func (g *gen) pool2Prefetch() {
+	for _, r := range []string{"R12", "R13"} {
+		g.p("PREFETCHT0 1024(%s)", r)
+		g.p("PREFETCHT0 1088(%s)", r)
+	}
 }
 
 // pool2Masks emits, at label chunk, m = min(CX, 16) into AX and the masks
@@ -875,6 +887,7 @@ func (g *gen) selectScatter2() {
 	g.p("TESTQ CX, CX")
 	g.p("JZ rowend")
 	g.pool2Masks()
+	g.pool2Prefetch()
 	g.p("VMOVUPS.Z (R12), K1, Z0")
 	g.p("VMOVUPS.Z 64(R12), K2, Z1")
 	g.p("VMOVUPS.Z (R13), K1, Z4")
@@ -896,6 +909,10 @@ func (g *gen) selectScatter2() {
 		g.p("VMOVUPS %s, K4, Z2", tap.v)
 		g.p("VMOVDQA32 %s, K4, Z9", tap.id)
 	}
+	// dy and dx's two rows are also reached only by masked accesses.
+	g.p("PREFETCHT0 512(SI)")
+	g.p("PREFETCHT0 1024(R11)")
+	g.p("PREFETCHT0 1024(R11)(R10*4)")
 	g.p("VMOVUPS.Z (SI), K3, Z0") // g
 	g.p("VPTESTNMD Z9, Z9, K4")   // tap 0
 	g.p("VPCMPEQD Z27, Z9, K5")
