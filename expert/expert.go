@@ -120,8 +120,10 @@ func Forward(c *shard.Ctx, m nn.MoE, x *tensor.Tensor, cfg Config) nn.MoEOutput 
 	// of other expert groups (in one process the expert groups meet on
 	// their own in the all-gather and the exchanges: shard.Ctx).
 	N := float32(n * pl.senders)
-	lse := tensor.LogSumExp(r.Logits, -1)
-	sums := c.Psum(tensor.Concat(0, tensor.Sum(r.Probs, 0), tensor.SumKeep(tensor.Square(lse)),
+	// lse [n,1] summed over its rows is the [1] the concatenation takes:
+	// no traced reshape (LogSumExp's, SumKeep's rank) on every device.
+	lse := tensor.LogSumExpKeep(r.Logits, -1)
+	sums := c.Psum(tensor.Concat(0, tensor.Sum(r.Probs, 0), tensor.Sum(tensor.Square(lse), 0),
 		tensor.FromFloat32(toF32(counts))), cfg.Tokens...)
 	for e, v := range sums.Float32s()[E+1:] {
 		if e < E {

@@ -105,7 +105,11 @@ func (m Model) forward(ids *tensor.Tensor, moe moeFunc) forwardOut {
 	T := ids.Dim(1)
 	x := tensor.Add(m.Embed.Forward(ids), tensor.SliceAxis(m.Pos, 0, 0, T))
 	var o forwardOut
-	aux := tensor.Scalar(0)
+	// The layers' auxiliary losses are summed, then scaled: 2L+1 ops
+	// where scaling each layer's took 4L (every device of a strategy runs
+	// them all); the parameters' gradients keep their bits (each loss's
+	// is the coefficient either way).
+	var auxSum, zSum *tensor.Tensor
 	for i, b := range m.Blocks {
 		// Under FSDP between processes, the next block's weights travel
 		// while this one computes, and in the backward pass the previous
@@ -128,13 +132,24 @@ func (m Model) forward(ids *tensor.Tensor, moe moeFunc) forwardOut {
 		}
 		r := moe(b.MoE, b.Norm2.Forward(x))
 		x = tensor.Add(x, r.Output) // dropped choices: the residual carries the token
-		aux = tensor.Add(aux, tensor.Add(tensor.MulScalar(r.AuxLoss, auxCoef), tensor.MulScalar(r.RouterZLoss, zCoef)))
+		auxSum, zSum = addLoss(auxSum, r.AuxLoss), addLoss(zSum, r.RouterZLoss)
 		o.Dropped = append(o.Dropped, r.Dropped)
 		o.Load = append(o.Load, r.Load)
 	}
 	o.Logits = m.Head.Forward(m.Norm.Forward(x))
-	o.Aux = aux
+	o.Aux = tensor.Scalar(0)
+	if auxSum != nil {
+		o.Aux = tensor.Add(tensor.MulScalar(auxSum, auxCoef), tensor.MulScalar(zSum, zCoef))
+	}
 	return o
+}
+
+// addLoss returns sum + l, or l for a nil sum.
+func addLoss(sum, l *tensor.Tensor) *tensor.Tensor {
+	if sum == nil {
+		return l
+	}
+	return tensor.Add(sum, l)
 }
 
 // singleMoE runs a MoE on one device with the given capacity rule.
