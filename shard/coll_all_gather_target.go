@@ -27,13 +27,19 @@ type GatherTarget struct {
 	dtype tensor.DType
 	shape []int
 	// Set when a block is lent: the reserved slot, the shared result,
-	// the lent block, the parameters of the call and its pending entry.
+	// the lent block, the parameters of the call and its pending entry
+	// (p and pending point into params and entry, the target's own).
 	s       *slot
 	out     *tensor.Tensor
 	block   *tensor.Tensor
 	p       *collParams
 	pending *inflight
 	started bool
+
+	params  collParams
+	entry   inflight
+	axesBuf [2]string // axes and shape, when short enough
+	dimsBuf [4]int
 }
 
 // AllGatherInvariantTarget takes the device's place in
@@ -49,7 +55,9 @@ func (c *Ctx) AllGatherInvariantTarget(dt tensor.DType, shape []int, axes Axes, 
 	const op = "shard.Ctx.AllGatherInvariantTarget"
 	e := c.env
 	g := e.group(op, axes)
-	t := &GatherTarget{c: c, axes: slices.Clone(axes), axis: axis, tiled: tiled, dtype: dt, shape: slices.Clone(shape)}
+	t := &GatherTarget{c: c, axis: axis, tiled: tiled, dtype: dt}
+	t.axes = append(t.axesBuf[:0:len(t.axesBuf)], axes...)
+	t.shape = append(t.dimsBuf[:0:len(t.dimsBuf)], shape...)
 	xs := slices.Clone(shape)
 	a := axis
 	if !tiled {
@@ -78,8 +86,10 @@ func (c *Ctx) AllGatherInvariantTarget(dt tensor.DType, shape []int, axes Axes, 
 	t.s = e.run.reserve(e)
 	t.out = sharedResult(t.s, g.key, func() *tensor.Tensor { return tensor.Empty(dt, outShape...) })
 	t.block = tensor.WrapFloat32(t.out.BorrowFloat32()[g.rank*n:(g.rank+1)*n:(g.rank+1)*n], shape...)
-	t.p = &collParams{env: e, axes: t.axes, mask: e.maskOf(op, axes), dim: a, tiled: tiled}
-	t.pending = &inflight{run: e.run, s: t.s, c: t.call(t.block)}
+	t.params = collParams{env: e, axes: t.axes, mask: e.maskOf(op, axes), dim: a, tiled: tiled}
+	t.p = &t.params
+	t.entry = inflight{run: e.run, s: t.s, c: t.call(t.block)}
+	t.pending = &t.entry
 	e.run.addPending(e.dev, t.pending)
 	return t
 }

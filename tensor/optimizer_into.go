@@ -199,12 +199,14 @@ func alone(in []*Tensor, k int) bool {
 // value of parameter p written there by an op whose operands are in:
 // with p's logical axes and the union of the operands' block marks.
 func intoHeader(op string, d, p *Tensor, in []*Tensor) *Tensor {
-	y := &Tensor{dtype: Float32, shape: d.shape, data: d.data, rec: d.rec}
-	y.hold()
-	if loc := unionOf(op, in); loc != nil {
-		y.setLocal(loc)
+	e := tensorExt{local: unionOf(op, in)}
+	if a := p.axes(); len(a) == len(d.shape) {
+		e.axes = a // names are never changed once set: shared
 	}
-	return namedLike(y, p)
+	y := &Tensor{dtype: Float32, shape: d.shape, data: d.data, rec: d.rec}
+	y.setExt(e) // the mark's record, shared, where e holds a mark and names alone
+	y.hold()
+	return y
 }
 
 // unionOf returns the union of the block marks of in (nil if none has

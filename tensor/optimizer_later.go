@@ -35,7 +35,8 @@ func AdamStepIntoOverMomentsLater(dst, p, mu, nu *Tensor, c AdamCoeffs) (p2, mu2
 	pw, mw, nw := p2.f32(), mu2.f32(), nu2.f32()
 	step = func(at int, g []float32) {
 		hi := checkPiece(op, at, len(g), len(pd))
-		vec.AdamStep(pw[at:hi], mw[at:hi], nw[at:hi], pd[at:hi], g, md[at:hi], nd[at:hi], &vc)
+		c := vc // captured by value: the closure is the step's one allocation
+		vec.AdamStep(pw[at:hi], mw[at:hi], nw[at:hi], pd[at:hi], g, md[at:hi], nd[at:hi], &c)
 	}
 	return p2, mu2, nu2, step
 }
@@ -75,11 +76,12 @@ func SGDStepIntoLater(dst, p, t *Tensor, mu, s float32, nesterov bool) (p2, t2 *
 }
 
 // laterResults checks the operands in (the parameter first, then its
-// state: float32 host tensors of one shape) and the destination dst (nil:
-// fresh) of a Later step, as AdamStepsInto does, and returns the results: with a destination, the
+// state: float32 host tensors of one shape; three at most) and the
+// destination dst (nil: fresh) of a Later step, as AdamStepsInto does, and
+// returns the results, in in's order: with a destination, the
 // parameter's over it and each state's over its own storage where it
 // overlaps no other operand; the others fresh.
-func laterResults(op string, dst *Tensor, in []*Tensor) []*Tensor {
+func laterResults(op string, dst *Tensor, in []*Tensor) (out [3]*Tensor) {
 	for _, x := range in {
 		if x.dtype != Float32 || !sameShape(x.shape, in[0].shape) {
 			panic(fmt.Sprintf("%s: %s: want float32 tensors of one shape", op, operands(",", in...)))
@@ -90,7 +92,6 @@ func laterResults(op string, dst *Tensor, in []*Tensor) []*Tensor {
 			panic(fmt.Sprintf("%s: %s: want untraced, unbatched float32 host operands", op, operands(",", in...)))
 		}
 	}
-	out := make([]*Tensor, len(in))
 	if dst != nil {
 		checkInto(op, []*Tensor{dst}, [][]*Tensor{in}, []int{0})
 		out[0] = intoHeader(op, dst, in[0], in)
