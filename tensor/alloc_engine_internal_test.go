@@ -122,3 +122,34 @@ func TestPlainReshapeAndHostTensorAllocations(t *testing.T) {
 	require.Equal(t, []int{1, 1, 1, 1, 2}, FromFloat32([]float32{1, 2}, 1, 1, 1, 1, 2).Shape(), "rank above 4")
 	require.Equal(t, []int{}, FromFloat32([]float32{7}, []int{}...).Shape(), "a scalar")
 }
+
+// A device's blocks take the VJPs' direct paths (matmul's products, the
+// fused backward ops) as unmarked values do: the bits and the mark of the
+// result Apply's dispatch gives, the union of the operands' marks.
+func TestMarkedOperandsDirectPaths(t *testing.T) {
+	env := testEnv{}
+	l1, l2 := env.Local(1), env.Local(2)
+	x := WithLocal(FromFloat32([]float32{1, 2, 3, 4, 5, 6}, 2, 3), l1)
+	y := WithLocal(FromFloat32([]float32{0.5, -1, 2, 0.25, 3, -2}, 2, 3), l2)
+	for _, tc := range []struct{ tx, ty bool }{{false, true}, {true, false}} {
+		got, want := matmulT(x, y, tc.tx, tc.ty, Float32), MatMulT(x, y, tc.tx, tc.ty)
+		require.Equal(t, want.Float32s(), got.Float32s())
+		require.Equal(t, want.Shape(), got.Shape())
+		require.Equal(t, uint64(3), got.Local().Mask, "the union of the marks")
+		require.Equal(t, want.Local().Mask, got.Local().Mask)
+	}
+	// The direct path: the result's header and storage, no params, operand
+	// copy or dispatch (one mark: testEnv makes a new union at each call).
+	y1 := WithLocal(y, l1)
+	require.Equal(t, 2.0, testing.AllocsPerRun(20, func() { matmulT(x, y1, false, true, Float32) }))
+	unmarked := matmulT(FromFloat32([]float32{1, 2}, 1, 2), FromFloat32([]float32{3, 4}, 1, 2), false, true, Float32)
+	require.Nil(t, unmarked.ext)
+	require.Equal(t, []float32{11}, unmarked.Float32s())
+
+	got, want := applyBwd(tanhBwdOp, x, WithLocal(y, l1)), Apply(tanhBwdOp, nil, x, WithLocal(y, l1))
+	require.Equal(t, want.Float32s(), got.Float32s())
+	require.Same(t, l1, got.Local())
+	got = applyBwd(tanhBwdOp, x, y)
+	require.Equal(t, uint64(3), got.Local().Mask)
+	require.Equal(t, want.Float32s(), got.Float32s())
+}

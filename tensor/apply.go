@@ -455,14 +455,16 @@ func (k *bwdKernel) apply(g, x *Tensor) *Tensor {
 }
 
 // applyBwd returns Apply(op, nil, g, x) for a fused backward op: on plain
-// operands (see plainOperand) of one shape its kernel, which Apply would
-// call, without the dispatch and its operand slice. VJPs call it on their
-// cotangents.
+// operands, perhaps a device's blocks (see markedOperand), of one shape its
+// kernel, which Apply would call, without the dispatch and its operand
+// slice. VJPs call it on their cotangents.
 func applyBwd(op *Op, g, x *Tensor) *Tensor {
-	if op.bwd == nil || !plainOperand(g) || !plainOperand(x) || !sameShape(g.shape, x.shape) {
+	if op.bwd == nil || !markedOperand(g) || !markedOperand(x) || !sameShape(g.shape, x.shape) {
 		return Apply(op, nil, g, x)
 	}
-	return op.bwd.apply(g, x)
+	out := op.bwd.apply(g, x)
+	markResult(op, out, g, x)
+	return out
 }
 
 // applyBwdOver is applyBwd for a VJP that reads the result itself and
@@ -472,7 +474,8 @@ func applyBwd(op *Op, g, x *Tensor) *Tensor {
 // The pass drops g once the VJP has returned, as it drops any cotangent
 // consumed.
 func applyBwdOver(op *Op, g, x *Tensor) *Tensor {
-	if op.bwd == nil || !plainOperand(g) || !plainOperand(x) || !sameShape(g.shape, x.shape) || !takeDonatedOver(g) {
+	if op.bwd == nil || !markedOperand(g) || !markedOperand(x) || !sameShape(g.shape, x.shape) ||
+		unionLocal(op.Name, g.local(), x.local()) != g.local() || !takeDonatedOver(g) {
 		return applyBwd(op, g, x)
 	}
 	map2F32(op.bwd.kernel, g.f32(), g.f32(), x.f32(), op.bwd.cost, isLocal(g, x))

@@ -93,7 +93,7 @@ func matmulBatchRule(in []*Tensor, batched []bool, pp any) []*Tensor {
 // without the dispatch and its allocations (the params, the operand
 // slice): a training step computes most of its products here.
 func matmulT(x, y *Tensor, tx, ty bool, _ DType) *Tensor {
-	if len(x.shape) != 2 || len(y.shape) != 2 || !plainOperand(x) || !plainOperand(y) {
+	if len(x.shape) != 2 || len(y.shape) != 2 || !markedOperand(x) || !markedOperand(y) {
 		return MatMulT(x, y, tx, ty)
 	}
 	m, k := x.shape[0], x.shape[1]
@@ -107,16 +107,28 @@ func matmulT(x, y *Tensor, tx, ty bool, _ DType) *Tensor {
 	if k != kb || k == 1 { // a mismatch (MatMulT panics) or an outer product
 		return MatMulT(x, y, tx, ty)
 	}
-	return gemmOut(newHeader(Float32, []int{m, n}), x, y, tx, ty, m, n, k)
+	out := newHeader(Float32, []int{m, n})
+	if markResult(matmulOp, out, x, y) != nil {
+		// A device's blocks inside shard.Map: one goroutine, as
+		// matmulF32 computes them.
+		return gemmOutThreads(out, x, y, tx, ty, m, n, k, 1)
+	}
+	return gemmOut(out, x, y, tx, ty, m, n, k)
 }
 
 // gemmOut gives out, a float32 header of shape [m, n] without data,
-// storage and computes op(x)·op(y) into it (the inner dimension k) on one
-// goroutine's gemm: matmulT's product.
+// storage and computes op(x)·op(y) into it (the inner dimension k) on
+// gemm's threads: matmulT's product.
 func gemmOut(out, x, y *Tensor, tx, ty bool, m, n, k int) *Tensor {
+	return gemmOutThreads(out, x, y, tx, ty, m, n, k, 0)
+}
+
+// gemmOutThreads is gemmOut on the given number of gemm threads (0:
+// gemm's choice).
+func gemmOutThreads(out, x, y *Tensor, tx, ty bool, m, n, k, threads int) *Tensor {
 	out.allocData("tensor", m*n, false) // beta = 0: Sgemm writes all of C
 	lda, ldb := leadingDims(tx, ty, m, n, k)
-	gemm.Sgemm(tx, ty, m, n, k, 1, x.f32(), lda, y.f32(), ldb, 0, out.f32(), n, 0)
+	gemm.Sgemm(tx, ty, m, n, k, 1, x.f32(), lda, y.f32(), ldb, 0, out.f32(), n, threads)
 	return out
 }
 
@@ -125,6 +137,26 @@ func gemmOut(out, x, y *Tensor, tx, ty bool, m, n, k int) *Tensor {
 // concerns: what Apply hands to an op's Impl unchanged.
 func plainOperand(x *Tensor) bool {
 	return x.dtype == Float32 && x.node == nil && x.ext == nil && !x.donated && len(x.f32()) > 0
+}
+
+// markedOperand is plainOperand for a value that may also carry a
+// shard.Map mark and logical axis names (which ops do not propagate): a
+// device's block inside shard.Map, whose ops would otherwise all take
+// Apply's dispatch. A path that takes it marks its result (markResult).
+func markedOperand(x *Tensor) bool {
+	return x.dtype == Float32 && x.node == nil && (x.ext == nil || x.ext.layout == nil && x.ext.xv == nil) &&
+		!x.donated && len(x.f32()) > 0
+}
+
+// markResult gives out, a fresh result of op on a and b (markedOperand)
+// without a mark, the mark Apply would give it: the union of theirs
+// (nil, and none given, outside shard.Map). It returns the mark.
+func markResult(op *Op, out, a, b *Tensor) *Local {
+	loc := unionLocal(op.Name, a.local(), b.local())
+	if loc != nil {
+		out.ext = loc.rec()
+	}
+	return loc
 }
 
 // matmulCotangents returns the cotangents of a and b (those need asks
