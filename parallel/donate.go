@@ -1,7 +1,10 @@
 package parallel
 
 import (
+	"cmp"
+	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/pytree"
@@ -140,17 +143,23 @@ func donateDead(keep any, dead ...any) {
 	if !donateSteps {
 		return
 	}
-	live := map[*tensor.Tensor]bool{}
-	for _, x := range pytree.Leaves(keep) {
-		live[x] = true
-	}
+	// The kept leaves by address, sorted: a device's update calls this
+	// with a few hundred of them a few times a step, where a map grew
+	// and hashed for each call.
+	live := pytree.Leaves(keep)
+	slices.SortFunc(live, byAddress)
 	for _, tree := range dead {
 		for _, x := range pytree.Leaves(tree) {
-			if !live[x] {
+			if _, ok := slices.BinarySearchFunc(live, x, byAddress); !ok {
 				donateValue(x)
 			}
 		}
 	}
+}
+
+// byAddress orders tensors by the address of their headers.
+func byAddress(a, b *tensor.Tensor) int {
+	return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b)))
 }
 
 // evalLoss evaluates loss at p, recording the ops it performs
