@@ -144,7 +144,7 @@ func actProductVJP(g *Tensor, in []*Tensor, out *Tensor, p *actProductParams, ne
 		res = vjpForm(p.prod, p.pp, nil, []*Tensor{g}, append([]*Tensor{h}, in[1:]...), []*Tensor{out}, need)
 	}
 	if dh := res[0]; dh != nil {
-		if r := dh.rec; dh != g && r != nil && r.refs.Load() == 1 && plainOperand(dh) && sameShape(dh.shape, d.shape) {
+		if r := dh.rec; dh != g && r != nil && r.refs.Load() == 1 && markedOperand(dh) && markedOver(dh, d) && sameShape(dh.shape, d.shape) {
 			// dh is the product's fresh cotangent and its header the
 			// only holder of its storage (no view shares it): dx =
 			// dh·act'(x) over it, in the lines the product just wrote,

@@ -152,4 +152,13 @@ func TestMarkedOperandsDirectPaths(t *testing.T) {
 	got = applyBwd(tanhBwdOp, x, y)
 	require.Equal(t, uint64(3), got.Local().Mask)
 	require.Equal(t, want.Float32s(), got.Float32s())
+
+	// Writing over an operand keeps its header: only when the result's
+	// mark is that operand's.
+	plain := FromFloat32([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+	require.True(t, markedOver(x, plain))
+	require.True(t, markedOver(x, WithLocal(plain, l1)))
+	require.False(t, markedOver(x, y), "the union varies over more axes")
+	require.False(t, markedOver(plain, x))
+	require.True(t, markedOver(plain, plain))
 }

@@ -148,6 +148,13 @@ func markedOperand(x *Tensor) bool {
 		!x.donated && len(x.f32()) > 0
 }
 
+// markedOver reports whether the result of an elementwise op on x and y
+// (markedOperand) has x's own mark (the union Apply gives it): a path
+// writing the result over x keeps x's header.
+func markedOver(x, y *Tensor) bool {
+	return unionLocal("tensor.Mul", x.local(), y.local()) == x.local()
+}
+
 // markResult gives out, a fresh result of op on a and b (markedOperand)
 // without a mark, the mark Apply would give it: the union of theirs
 // (nil, and none given, outside shard.Map). It returns the mark.

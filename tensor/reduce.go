@@ -580,7 +580,7 @@ func init() {
 // is the product Mul rounds, so the bits are Mul's.
 func scaleRowsInPlace(s, g, x *Tensor) bool {
 	last := len(s.shape) - 1
-	if last < 0 || higherOrder(g, x) || !plainOperand(s) || !plainOperand(g) || s.layout() != nil || g.layout() != nil ||
+	if last < 0 || higherOrder(g, x) || !markedOperand(s) || !markedOperand(g) || !markedOver(s, g) ||
 		s.rec == nil || s.rec.refs.Load() != 1 || g.shape[last] != 1 || !sameShape(g.shape[:last], s.shape[:last]) {
 		return false
 	}
