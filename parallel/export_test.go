@@ -68,3 +68,15 @@ func UpdateAfterReductions() (restore func()) {
 // LaterReductions returns the number of reductions the sharded update
 // has taken as they arrived (updateLater) since the process started.
 func LaterReductions() int64 { return laterReduced.Load() }
+
+// ReduceEachLeaf makes the sharded update reduce-scatter each split
+// gradient on its own (the step before groupReductions), until restore
+// is called.
+func ReduceEachLeaf() (restore func()) {
+	groupReductions = false
+	return func() { groupReductions = true }
+}
+
+// LaterGrouped returns the number of reductions the sharded update has
+// taken from a group (startGroups) since the process started.
+func LaterGrouped() int64 { return laterGrouped.Load() }

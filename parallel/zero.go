@@ -203,11 +203,15 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 		}
 		return c.PsumScatterStart(x, sums[i], dims[i], true)
 	}
+	// Grouped (groupedReductions): the split float32 gradients are
+	// reduce-scattered together after the backward pass, not one by one
+	// as the backward pass finishes each.
+	grouped := folds == nil && t.groupedReductions(c, dims, sums)
 	var opts []autodiff.Option
 	var start func(i int, x *tensor.Tensor)
 	if !t.cfg.ReduceAfterBackward {
 		start = func(i int, x *tensor.Tensor) {
-			if x.DType().IsFloat() && dims[i] >= 0 {
+			if x.DType().IsFloat() && dims[i] >= 0 && !(grouped && x.DType() == tensor.Float32) {
 				hs[i] = reduce(i, x)
 			}
 		}
@@ -259,6 +263,12 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 	// another still runs the rest of its backward pass. Those the update
 	// takes later (laterFolds) are left to it.
 	later := t.laterFolds(c, folds, leaves, dims, sums, bucket)
+	if grouped {
+		if later == nil {
+			panic("parallel: the sharded update could not take the grouped reductions later") // groupedReductions checked
+		}
+		later.startGroups(c, leaves, dims, sums)
+	}
 	for i := len(leaves) - 1; i >= 0 && folds != nil; i-- {
 		if x := leaves[i]; folds[i] != nil && (later == nil || later.folds[i] == nil) {
 			leaves[i] = foldedGradient(folds[i], hs[i], func() *shard.Handle { return reduce(i, x) })
@@ -280,6 +290,11 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 			}
 			leaves[i] = bucket.wait(j)
 			continue // the bucket's copy of x is reduced, x is the caller's
+		}
+		if later != nil && later.grp[i] >= 0 {
+			later.rest[i] = x // reduced in its group (startGroups)
+			leaves[i] = nil
+			continue
 		}
 		h := hs[i]
 		if h == nil { // not started during the backward pass
@@ -399,6 +414,59 @@ type laterGrads struct {
 	rest   []*tensor.Tensor
 	bucket *gradBucket
 	member []int
+	// The grouped reductions (startGroups): each leaf's group (-1 for a
+	// leaf in none) and the offset of its part in the group's result.
+	grp, off []int
+	groups   []reductionGroup
+}
+
+// reductionGroup is one reduce-scatter of several leaves' gradients over
+// the same axes (shard.Ctx.PsumScatterGroupStart): its handle, and its
+// result once waited for.
+type reductionGroup struct {
+	h    *shard.Handle
+	flat *tensor.Tensor
+}
+
+// startGroups starts, for each set of axes in sums, one reduce-scatter of
+// the split float32 gradients among leaves reduced over it
+// (shard.Ctx.PsumScatterGroupStart), in leaf order, and records each
+// leaf's group and the offset of its part.
+func (l *laterGrads) startGroups(c *shard.Ctx, leaves []*tensor.Tensor, dims []int, sums [][]string) {
+	var xs []*tensor.Tensor
+	var ds []int
+	for i, x := range leaves {
+		if x == nil || dims[i] < 0 || x.DType() != tensor.Float32 || l.grp[i] >= 0 {
+			continue
+		}
+		g, at := len(l.groups), 0
+		xs, ds = xs[:0], ds[:0]
+		for j := i; j < len(leaves); j++ {
+			y := leaves[j]
+			if y == nil || dims[j] < 0 || y.DType() != tensor.Float32 || l.grp[j] >= 0 || !slices.Equal(sums[j], sums[i]) {
+				continue
+			}
+			l.grp[j], l.off[j] = g, at
+			at += y.Size() / c.AxisSize(sums[j]...)
+			xs, ds = append(xs, y), append(ds, dims[j])
+		}
+		l.groups = append(l.groups, reductionGroup{h: c.PsumScatterGroupStart(xs, sums[i], ds)})
+	}
+}
+
+// part returns leaf i's part of its group's reduce-scatter, n elements,
+// waiting for the group on its first part.
+func (l *laterGrads) part(i, n int) []float32 {
+	g := &l.groups[l.grp[i]]
+	if g.flat == nil {
+		g.flat = g.h.Wait()
+	}
+	return g.flat.BorrowFloat32()[l.off[i] : l.off[i]+n : l.off[i]+n]
+}
+
+// takes reports whether the update takes leaf i's gradient later.
+func (l *laterGrads) takes(i int) bool {
+	return l.folds[i] != nil || l.hs[i] != nil || l.member[i] >= 0 || l.grp[i] >= 0
 }
 
 // laterFolds returns the gradients the sharded update takes later
@@ -443,12 +511,36 @@ func (t *Trainer[M, B]) laterFolds(c *shard.Ctx, folds []*shard.FoldedGradient, 
 // newLaterGrads returns the laterGrads of n leaves, none taken yet.
 func newLaterGrads(n int, bucket *gradBucket) *laterGrads {
 	later := &laterGrads{folds: make([]*shard.FoldedGradient, n), hs: make([]*shard.Handle, n),
-		rest: make([]*tensor.Tensor, n), bucket: bucket, member: make([]int, n)}
+		rest: make([]*tensor.Tensor, n), bucket: bucket, member: make([]int, n), grp: make([]int, n), off: make([]int, n)}
 	for j := range later.member {
-		later.member[j] = -1
+		later.member[j], later.grp[j] = -1, -1
 	}
 	return later
 }
+
+// groupedReductions reports whether the sharded update reduce-scatters
+// the split float32 gradients in groups after the backward pass, one
+// shard.Ctx.PsumScatterGroupStart for the leaves reduced over the same
+// axes, rather than each as the backward pass finishes it: when it takes
+// the reductions later without folds (laterFolds, whose conditions it
+// repeats before the backward pass) and every device of the mesh is in
+// this process. In one process a started reduce-scatter only posts its
+// call during the backward pass, and the devices sum when they wait for
+// it after the pass: the group sums the same parts in the same order,
+// at one meeting of the devices and into one result, instead of one of
+// each a leaf (examples/moe's dp_ep: ~40 split leaves on 8 devices).
+// Between processes the exchanges travel during the backward pass
+// instead, one by one.
+func (t *Trainer[M, B]) groupedReductions(c *shard.Ctx, dims []int, sums [][]string) bool {
+	return groupReductions && foldUpdate && lendGather && laterReductions && !t.cfg.ReduceAfterBackward &&
+		t.cfg.MicroBatches == 1 && t.cfg.ReduceDType == 0 && c.AxisSize(t.dataAxes...) > 1 &&
+		localDevices(t.mesh) == t.mesh.Size() && optim.TakesGradientsLater(t.optimizer(c.Psum)) && t.stateDead(c, dims, sums)
+}
+
+// groupReductions makes the sharded update group its reduce-scatters
+// where groupedReductions allows it. A variable for the tests, which
+// compare the step with and without.
+var groupReductions = true
 
 // laterReductions makes the sharded update take the reductions as they
 // arrive when no gradient is folded (laterFolds). A variable for the
@@ -594,7 +686,7 @@ func (t *Trainer[M, B]) updateLater(c *shard.Ctx, dst, own, g M, state optim.Sta
 	marks := make([]*tensor.Tensor, len(leaves))
 	var at []int // the leaves with a later gradient, in order
 	for i := range leaves {
-		if later.folds[i] != nil || later.hs[i] != nil || later.member[i] >= 0 {
+		if later.takes(i) {
 			marks[i] = leaves[i]
 			at = append(at, i)
 		}
@@ -622,6 +714,12 @@ func (t *Trainer[M, B]) updateLater(c *shard.Ctx, dst, own, g M, state optim.Sta
 	// devices could have sent.
 	for j := len(at) - 1; j >= 0; j-- {
 		i := at[j]
+		if later.grp[i] >= 0 {
+			steps[j](0, later.part(i, leaves[i].Size()))
+			laterReduced.Add(1)
+			laterGrouped.Add(1)
+			continue
+		}
 		if h := later.hs[i]; h != nil {
 			r := h.Wait()
 			laterReduced.Add(1)
@@ -630,6 +728,16 @@ func (t *Trainer[M, B]) updateLater(c *shard.Ctx, dst, own, g M, state optim.Sta
 			if x := later.rest[i]; r != x {
 				donateValue(x) // the device's own gradient, reduced
 			}
+		}
+	}
+	// The groups' results and the device's gradients they reduced are
+	// dead once every part is stepped.
+	for _, g := range later.groups {
+		donateValue(g.flat)
+	}
+	for i, g := range later.grp {
+		if g >= 0 {
+			donateValue(later.rest[i])
 		}
 	}
 	for j, i := range at {
@@ -646,6 +754,10 @@ func (t *Trainer[M, B]) updateLater(c *shard.Ctx, dst, own, g M, state optim.Sta
 // block by block (updateLater), laterReduced the other reductions it took
 // as they arrived, for the tests.
 var laterUpdates, laterReduced atomic.Int64
+
+// laterGrouped counts the reductions the sharded update took from a
+// group (startGroups), for the tests.
+var laterGrouped atomic.Int64
 
 // stateDead reports whether the sharded update may write the new
 // optimizer state over the old one (optim.StepIntoOverState): the step

@@ -174,23 +174,7 @@ func scatterSum(x *tensor.Tensor, dim, size, rank int, block func(int) *tensor.T
 	if x.DType() == tensor.Float32 {
 		// Borrowed, not pinned: the blocks and the result may still be
 		// donated once every member is past the collective's barrier.
-		dst := out.BorrowFloat32()
-		var buf [2][8][]float32 // a group's streams on the stack, up to 8 devices
-		src, ins := buf[0][:0], buf[1][:0]
-		if n > len(buf[0]) {
-			src, ins = make([][]float32, 0, n), make([][]float32, 0, n)
-		}
-		src, ins = src[:n], ins[:n]
-		for r := range n {
-			src[r] = block(r).BorrowFloat32()
-		}
-		for o := range outer {
-			at := o*stride + rank*run
-			for r := range n {
-				ins[r] = src[r][at : at+run]
-			}
-			sumFloat32(dst[o*run:(o+1)*run], ins, 0, run)
-		}
+		scatterSumFloat32(out.BorrowFloat32(), outer, run, stride, rank, block, n)
 		return out
 	}
 	dst := out.RawUint16()
@@ -207,6 +191,29 @@ func scatterSum(x *tensor.Tensor, dim, size, rank int, block func(int) *tensor.T
 		sumHalf(x.DType(), dst[o*run:(o+1)*run], ins)
 	}
 	return out
+}
+
+// scatterSumFloat32 writes into dst (outer runs of run elements) part
+// rank of the sum of the float32 blocks block(0..n-1), whose runs lie
+// stride elements apart: each run summed by the psum kernel from every
+// block, in the psum's order (scatterSum).
+func scatterSumFloat32(dst []float32, outer, run, stride, rank int, block func(int) *tensor.Tensor, n int) {
+	var buf [2][8][]float32 // a group's streams on the stack, up to 8 devices
+	src, ins := buf[0][:0], buf[1][:0]
+	if n > len(buf[0]) {
+		src, ins = make([][]float32, 0, n), make([][]float32, 0, n)
+	}
+	src, ins = src[:n], ins[:n]
+	for r := range n {
+		src[r] = block(r).BorrowFloat32()
+	}
+	for o := range outer {
+		at := o*stride + rank*run
+		for r := range n {
+			ins[r] = src[r][at : at+run]
+		}
+		sumFloat32(dst[o*run:(o+1)*run], ins, 0, run)
+	}
 }
 
 // PsumScatter sums x over the axes and leaves each device one part of the
