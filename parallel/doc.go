@@ -100,7 +100,11 @@
 // gradient (autodiff.OnGradient, shard.Ctx.PsumScatterStart) and travels
 // between processes while the gradients of the layers before it are
 // computed, as PyTorch DDP's buckets do (each parameter is one bucket,
-// reduced where it lies); the results are bit for bit those of reducing
+// reduced where it lies); when every device is in one process and the
+// update takes the reductions as they arrive without folds, the split
+// gradients are reduce-scattered after the backward pass instead, in one
+// group per set of axes (shard.Ctx.PsumScatterGroupStart: one meeting of
+// the devices, not one a leaf). The results are bit for bit those of reducing
 // after the backward pass (Config.ReduceAfterBackward). Config.ReduceDType
 // (bfloat16 or float16) reduce-scatters the gradients in 16 bits, half
 // the bytes, as PyTorch FSDP's reduce_dtype and DDP's bf16_compress_hook

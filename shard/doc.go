@@ -129,7 +129,10 @@
 // goroutine of the Map call, after the exchanges started before it (a
 // synchronous collective issued meanwhile waits for them), and Wait
 // computes the result with the synchronous collective's own code: bit for
-// bit the same. Between two processes of different hosts a started
+// bit the same. Ctx.PsumScatterGroupStart starts the reduce-scatters of
+// several float32 blocks as one: in one process the devices meet once for
+// all of them and sum each part into one vector, as the flat buckets of
+// PyTorch's DDP do. Between two processes of different hosts a started
 // reduce-scatter moves with non-blocking sends, waited for by polling
 // (PollingRequest) rather than spinning while the device computes, so
 // that it does not take the core from the computation it overlaps; other
