@@ -123,12 +123,13 @@ func denseBatch(in []*Tensor, batched []bool, p *denseParams) []*Tensor {
 // denseCotangents returns the cotangents of x, w and b (those need asks
 // for) of dense's VJP given gz (the activation's derivative applied) on
 // plain float32 operands (see plainOperand; b is only read for its
-// shape), x [M, K], w [K, N] and b [N] with M, N > 1, and nil otherwise: matmulCotangents' products and
-// biasGrad's sums, their bits, in two allocations besides the storage
-// rather than six. x's cotangent's header lies in the allocation of the
-// result slice (the backward pass consumes it and drops it at once),
-// those of w and b, the gradients of a layer's parameters, which a caller
-// holds together, in another: holding one keeps both headers.
+// shape), x [M, K], w [K, N] and b [N] with M, N > 1, and nil otherwise:
+// matmulCotangents' products and biasGrad's sums, their bits, with the
+// result slice and the three headers in one allocation besides the
+// storage rather than six. Holding one of the cotangents keeps the three
+// headers (about 500 bytes, not their storage, which each releases on its
+// own): a layer's gradients are held together anyway, and x's cotangent is
+// consumed by the backward pass at once.
 func denseCotangents(gz, x, w, b *Tensor, need uint64) []*Tensor {
 	if !plainOperand(gz) || !plainOperand(x) || !plainOperand(w) || b.dtype != Float32 || b.node != nil || b.ext != nil ||
 		len(x.shape) != 2 || len(w.shape) != 2 || len(b.shape) != 1 {
@@ -138,26 +139,23 @@ func denseCotangents(gz, x, w, b *Tensor, need uint64) []*Tensor {
 	if m == 1 || n == 1 {
 		return nil // an inner dimension of 1: matmulT's outer product
 	}
-	front := &struct {
+	rec := &struct {
 		res [3]*Tensor
-		dx  tensorBox
+		box [3]tensorBox // x's, w's and b's cotangents
 	}{}
 	if Wants(need, 0) {
-		front.res[0] = gemmOut(front.dx.header(Float32, x.shape), gz, w, false, true, m, k, n)
+		rec.res[0] = gemmOut(rec.box[0].header(Float32, x.shape), gz, w, false, true, m, k, n)
 	}
-	if need&6 != 0 {
-		params := &[2]tensorBox{}
-		if Wants(need, 1) {
-			front.res[1] = gemmOut(params[0].header(Float32, w.shape), x, gz, true, false, k, n, m)
-		}
-		if Wants(need, 2) {
-			db := params[1].header(Float32, b.shape)
-			db.allocData("tensor", n, false)
-			sumColsF32(db.f32(), gz.f32(), m, n, false)
-			front.res[2] = db
-		}
+	if Wants(need, 1) {
+		rec.res[1] = gemmOut(rec.box[1].header(Float32, w.shape), x, gz, true, false, k, n, m)
 	}
-	return front.res[:]
+	if Wants(need, 2) {
+		db := rec.box[2].header(Float32, b.shape)
+		db.allocData("tensor", n, false)
+		sumColsF32(db.f32(), gz.f32(), m, n, false)
+		rec.res[2] = db
+	}
+	return rec.res[:]
 }
 
 // plainBatch reports whether every operand is a float32 host tensor with
