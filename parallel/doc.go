@@ -104,7 +104,9 @@
 // update takes the reductions as they arrive without folds, the split
 // gradients are reduce-scattered after the backward pass instead, in one
 // group per set of axes (shard.Ctx.PsumScatterGroupStart: one meeting of
-// the devices, not one a leaf). The results are bit for bit those of reducing
+// the devices, not one a leaf), and in one process the updated blocks are
+// all-gathered in groups too (shard.Ctx.AllGatherInvariantTargets). The
+// results are bit for bit those of reducing
 // after the backward pass (Config.ReduceAfterBackward). Config.ReduceDType
 // (bfloat16 or float16) reduce-scatters the gradients in 16 bits, half
 // the bytes, as PyTorch FSDP's reduce_dtype and DDP's bf16_compress_hook

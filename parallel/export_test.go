@@ -80,3 +80,14 @@ func ReduceEachLeaf() (restore func()) {
 // LaterGrouped returns the number of reductions the sharded update has
 // taken from a group (startGroups) since the process started.
 func LaterGrouped() int64 { return laterGrouped.Load() }
+
+// GatherEachLeaf makes the sharded update take an all-gather for each
+// split leaf (the step before groupGathers), until restore is called.
+func GatherEachLeaf() (restore func()) {
+	groupGathers = false
+	return func() { groupGathers = true }
+}
+
+// GatheredGrouped returns the number of blocks the sharded update has
+// gathered in lent groups since the process started.
+func GatheredGrouped() int64 { return gatheredGrouped.Load() }

@@ -613,17 +613,18 @@ func foldedGradient(f *shard.FoldedGradient, h *shard.Handle, reduce func() *sha
 // old ones too (optim.StepIntoOverState).
 func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State, dims []int, sums [][]string, later *laterGrads) (M, optim.State) {
 	leaves, tree := pytree.Flatten(params)
-	targets := make([]*shard.GatherTarget, len(leaves))
-	dst := make([]*tensor.Tensor, len(leaves))
-	lent := false
 	for i, x := range leaves {
 		if x != nil && dims[i] >= 0 {
 			leaves[i] = ownBlock(c, x, dims[i], sums[i])
-			targets[i] = c.AllGatherInvariantTarget(x.DType(), leaves[i].Shape(), sums[i], dims[i], true)
-			if lendGather {
-				dst[i] = targets[i].Block()
-				lent = lent || dst[i] != nil
-			}
+		}
+	}
+	gs := takeTargets(c, leaves, dims, sums)
+	dst := make([]*tensor.Tensor, len(leaves))
+	lent := false
+	if lendGather {
+		for i := range leaves {
+			dst[i] = gs.block(i)
+			lent = lent || dst[i] != nil
 		}
 	}
 	own := pytree.Unflatten[M](tree, leaves)
@@ -646,17 +647,7 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 	// them rather than once each.
 	markPhase(phaseUpdated)
 	pl, pt := pytree.Flatten(own)
-	gathers := make([]*shard.Handle, len(pl))
-	for i, x := range pl {
-		if targets[i] != nil {
-			gathers[i] = targets[i].Start(x)
-		}
-	}
-	for i, h := range gathers {
-		if h != nil {
-			pl[i] = h.Wait()
-		}
-	}
+	gs.gather(pl)
 	markPhase(phaseGathered)
 	p := pytree.Unflatten[M](pt, pl)
 	// The updated blocks are dead once gathered (an all-gather has read
@@ -671,6 +662,108 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 	donateDead(st, parts)
 	return p, st
 }
+
+// gathers are the all-gathers of the sharded update's blocks, taken
+// before the update: in one process, a shard.GatherTargets for the float32
+// blocks gathered over the same axes that lie contiguous in their results
+// (groupGathers: one slot and one meeting of the devices for all of them),
+// a shard.GatherTarget for each other split leaf. By leaf: its target, or
+// its group and its index in it (-1 for none).
+type gathers struct {
+	targets []*shard.GatherTarget
+	grp, at []int
+	groups  []*shard.GatherTargets
+}
+
+// takeTargets takes the all-gathers of blocks (the device's parts of the
+// split leaves, by leaf: dims[i] >= 0), over sums, in leaf order; a group
+// takes its place at its first leaf.
+func takeTargets(c *shard.Ctx, blocks []*tensor.Tensor, dims []int, sums [][]string) *gathers {
+	n := len(blocks)
+	g := &gathers{targets: make([]*shard.GatherTarget, n), grp: make([]int, n), at: make([]int, n)}
+	for i := range g.grp {
+		g.grp[i] = -1
+	}
+	grouped := func(i int) bool {
+		x := blocks[i]
+		return groupGathers && x.DType() == tensor.Float32 && !slices.ContainsFunc(x.BorrowShape()[:dims[i]], func(d int) bool { return d != 1 })
+	}
+	for i, x := range blocks {
+		switch {
+		case x == nil || dims[i] < 0 || g.grp[i] >= 0:
+		case !grouped(i):
+			g.targets[i] = c.AllGatherInvariantTarget(x.DType(), x.Shape(), sums[i], dims[i], true)
+		default:
+			var shapes [][]int
+			var ds []int
+			for j := i; j < n; j++ {
+				if y := blocks[j]; y != nil && dims[j] >= 0 && g.grp[j] < 0 && grouped(j) && slices.Equal(sums[j], sums[i]) {
+					g.grp[j], g.at[j] = len(g.groups), len(shapes)
+					shapes, ds = append(shapes, y.Shape()), append(ds, dims[j])
+				}
+			}
+			g.groups = append(g.groups, c.AllGatherInvariantTargets(shapes, sums[i], ds))
+		}
+	}
+	return g
+}
+
+// block returns leaf i's lent block of its all-gather's result, or nil.
+func (g *gathers) block(i int) *tensor.Tensor {
+	if t := g.targets[i]; t != nil {
+		return t.Block()
+	}
+	if k := g.grp[i]; k >= 0 {
+		return g.groups[k].Block(g.at[i])
+	}
+	return nil
+}
+
+// gather starts every all-gather with the updated blocks (by leaf) before
+// waiting for any, and replaces each block with its gathered parameter.
+func (g *gathers) gather(blocks []*tensor.Tensor) {
+	hs := make([]*shard.Handle, len(blocks))
+	for i, x := range blocks {
+		if g.targets[i] != nil {
+			hs[i] = g.targets[i].Start(x)
+		}
+	}
+	xs := make([][]*tensor.Tensor, len(g.groups))
+	for i, k := range g.grp {
+		if k >= 0 {
+			xs[k] = append(xs[k], blocks[i])
+		}
+	}
+	for k, t := range g.groups {
+		t.Start(xs[k])
+		if t.Block(0) != nil {
+			gatheredGrouped.Add(int64(len(xs[k])))
+		}
+	}
+	for i, h := range hs {
+		if h != nil {
+			blocks[i] = h.Wait()
+		}
+	}
+	for k, t := range g.groups {
+		xs[k] = t.Wait()
+	}
+	for i, k := range g.grp {
+		if k >= 0 {
+			blocks[i] = xs[k][g.at[i]]
+		}
+	}
+}
+
+// groupGathers makes the sharded update take its all-gathers in groups
+// (takeTargets). A variable for the tests, which compare the step with
+// and without.
+var groupGathers = true
+
+// gatheredGrouped counts the blocks the sharded update gathered in a
+// group that was lent its blocks (one meeting for the group), for the
+// tests.
+var gatheredGrouped atomic.Int64
 
 // updateLater is the sharded update of zeroUpdate where the gradients
 // later has are taken as they arrive: the other leaves are updated first

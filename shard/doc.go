@@ -132,7 +132,8 @@
 // bit the same. Ctx.PsumScatterGroupStart starts the reduce-scatters of
 // several float32 blocks as one: in one process the devices meet once for
 // all of them and sum each part into one vector, as the flat buckets of
-// PyTorch's DDP do. Between two processes of different hosts a started
+// PyTorch's DDP do; Ctx.AllGatherInvariantTargets is GatherTarget for
+// several blocks at one meeting. Between two processes of different hosts a started
 // reduce-scatter moves with non-blocking sends, waited for by polling
 // (PollingRequest) rather than spinning while the device computes, so
 // that it does not take the core from the computation it overlaps; other
