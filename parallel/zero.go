@@ -835,9 +835,7 @@ func (t *Trainer[M, B]) updateLater(c *shard.Ctx, dst, own, g M, state optim.Sta
 	}
 	for j, i := range at {
 		if m := later.member[i]; m >= 0 {
-			x := later.bucket.wait(m)
-			steps[j](0, x.BorrowFloat32())
-			donateValue(x)
+			steps[j](0, later.bucket.part(m))
 		}
 	}
 	return p, st
@@ -981,13 +979,25 @@ func (t *Trainer[M, B]) startBucket(c *shard.Ctx, leaves []*tensor.Tensor, hs []
 
 // wait returns the sum of the bucket's member j, waiting for the psum.
 func (b *gradBucket) wait(j int) *tensor.Tensor {
+	off, n := b.at(j)
+	return tensor.Reshape(tensor.SliceAxis(b.sum, 0, off, off+n), b.parts[j].Shape()...)
+}
+
+// part returns the elements of the sum of the bucket's member j, waiting
+// for the psum: for a reader of the elements, without wait's headers.
+func (b *gradBucket) part(j int) []float32 {
+	off, n := b.at(j)
+	return b.sum.BorrowFloat32()[off : off+n : off+n]
+}
+
+// at waits for the psum and returns the offset and size of member j in
+// its sum.
+func (b *gradBucket) at(j int) (off, n int) {
 	if b.sum == nil {
 		b.sum = b.h.Wait()
 	}
-	off := 0
 	for _, x := range b.parts[:j] {
 		off += x.Size()
 	}
-	x := b.parts[j]
-	return tensor.Reshape(tensor.SliceAxis(b.sum, 0, off, off+x.Size()), x.Shape()...)
+	return off, b.parts[j].Size()
 }
