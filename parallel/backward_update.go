@@ -63,9 +63,13 @@ func (t *Trainer[M, B]) hostStepInBackward(b B, key tensor.Key, flow *stateFlow)
 		// the destinations' holds, donating them frees it to the cache.
 		tensor.Donate(pytree.Leaves(dst)...)
 	}
+	// The leaves too small to split on their own are stepped together,
+	// over the cores, once enough of them wait (tensor.StepGroup),
+	// instead of one by one on the caller while the other cores idle.
+	var group tensor.StepGroup
 	stepped := make([]bool, len(leaves))
 	final := autodiff.OnGradient(func(i int, x *tensor.Tensor) {
-		tensor.StepFrom(steps[i], x)
+		stepLeaf(&group, steps[i], x)
 		stepped[i] = true
 	})
 	l, g = t.hostGrads(b, key, flow, final)
@@ -73,9 +77,25 @@ func (t *Trainer[M, B]) hostStepInBackward(b B, key tensor.Key, flow *stateFlow)
 	gs, _ := pytree.Flatten(g)
 	for i, x := range gs {
 		if !stepped[i] {
-			tensor.StepFrom(steps[i], x)
+			stepLeaf(&group, steps[i], x)
 		}
 	}
+	group.Flush()
 	backwardSteps.Add(1)
 	return l, g, p, s, true
+}
+
+// groupSmallLeaves makes hostStepInBackward step the leaves too small to
+// split on their own together (tensor.StepGroup) rather than one by one
+// (tensor.StepFrom). A variable for the tests and the benchmark.
+var groupSmallLeaves = true
+
+// stepLeaf steps one leaf from its final gradient g: through group, or at
+// once without groupSmallLeaves.
+func stepLeaf(group *tensor.StepGroup, step tensor.PieceStep, g *tensor.Tensor) {
+	if groupSmallLeaves {
+		group.Add(step, g)
+		return
+	}
+	tensor.StepFrom(step, g)
 }

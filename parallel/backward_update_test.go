@@ -70,3 +70,46 @@ func TestUpdateInBackward(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateInBackwardGroupsSmallLeaves: the host step that updates in the
+// backward pass steps the leaves too small to split on their own together
+// (tensor.StepGroup: once 2^16 elements wait, split over the cores, and
+// the rest after the pass) and trains to the bits of the step that updates
+// each leaf on its own as its gradient becomes final, and of the step that
+// updates after the pass: losses, parameters and state after 3 steps of
+// Adam, AdamW, NAdam and SGD with momentum, on an MLP whose six hidden weights of
+// 128×128 (16 K elements each, ~86 K in all with the biases) fill a group
+// during the pass, and a parameter the loss does not use.
+func TestUpdateInBackwardGroupsSmallLeaves(t *testing.T) {
+	sizes := []int{32, 128, 128, 128, 128, 128, 128, 128, 4}
+	mlp, _ := guideModel(sizes, 16, 5)
+	model := spareMLP{MLP: mlp, Spare: tensor.Full(tensor.Float32, 0.5, 3, 2)}
+	loss := func(m spareMLP, b batch) *tensor.Tensor { return mlpLoss(m.MLP, b) }
+	var batches []batch
+	for i := range 3 {
+		_, b := guideModel(sizes, 16, uint64(80+i))
+		batches = append(batches, b)
+	}
+	for _, o := range laterOptimizers() {
+		if !o.later {
+			continue
+		}
+		run := func(t *testing.T, restore func()) ([]float64, []*tensor.Tensor) {
+			defer restore()
+			tr, err := parallel.New(model, parallel.Config[spareMLP, batch]{Loss: loss, Optimizer: o.opt})
+			require.NoError(t, err)
+			l := stepAll(t, tr, batches)
+			return l, append(pytree.Leaves(tr.Params()), floatState(tr.State())...)
+		}
+		gl, gp := run(t, func() {})
+		refs := map[string]func() (restore func()){
+			"one by one": parallel.StepLeavesOneByOne, "after the pass": parallel.UpdateAfterBackward,
+		}
+		for name, set := range refs {
+			t.Run(o.name+"/"+name, func(t *testing.T) {
+				l, p := run(t, set())
+				requireSameTraining(t, l, p, gl, gp)
+			})
+		}
+	}
+}

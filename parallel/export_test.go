@@ -91,3 +91,11 @@ func GatherEachLeaf() (restore func()) {
 // GatheredGrouped returns the number of blocks the sharded update has
 // gathered in lent groups since the process started.
 func GatheredGrouped() int64 { return gatheredGrouped.Load() }
+
+// StepLeavesOneByOne makes the host step that updates in the backward pass
+// step every leaf on its own as its gradient becomes final (the step
+// before groupSmallLeaves), until restore is called.
+func StepLeavesOneByOne() (restore func()) {
+	groupSmallLeaves = false
+	return func() { groupSmallLeaves = true }
+}

@@ -134,7 +134,17 @@ func checkPiece(op string, at, n, size int) int {
 // The pieces run on disjoint elements, concurrently where the range is
 // split.
 func StepFrom(step PieceStep, g *Tensor) {
-	const op = "tensor.StepFrom"
+	d := pieceGradient("tensor.StepFrom", step, g)
+	if serial(len(d)*costMath, g.local() != nil) {
+		step(0, d)
+		return
+	}
+	parallelFor(len(d), costMath, 16, false, func(lo, hi int) { step(lo, d[lo:hi]) })
+}
+
+// pieceGradient checks the operands of StepFrom (and StepGroup.Add),
+// naming op, and returns the elements of the gradient g on the host.
+func pieceGradient(op string, step PieceStep, g *Tensor) []float32 {
 	if step == nil {
 		panic(op + ": nil step")
 	}
@@ -142,10 +152,5 @@ func StepFrom(step PieceStep, g *Tensor) {
 	if g.dtype != Float32 || g.node != nil || g.xv() != nil {
 		panic(fmt.Sprintf("%s: %s: want an untraced, unbatched float32 host gradient", op, operands(",", g)))
 	}
-	d := g.host(op).f32()
-	if serial(len(d)*costMath, g.local() != nil) {
-		step(0, d)
-		return
-	}
-	parallelFor(len(d), costMath, 16, false, func(lo, hi int) { step(lo, d[lo:hi]) })
+	return g.host(op).f32()
 }
