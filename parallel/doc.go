@@ -123,7 +123,9 @@
 // optimizer-in-backward hooks), while the gradient is in cache, with the
 // optimizer's scalars computed once before the pass
 // (optim.StepIntoOverStateLater, tensor.StepFrom) and the bits of
-// updating after it; optimizers that need every gradient first,
+// updating after it. Parameters too small to split over the cores on their
+// own (biases, norms, small weights) are stepped together once enough of
+// them wait (tensor.StepGroup), split over the cores; optimizers that need every gradient first,
 // Config.ClipGlobalNorm and micro-batches keep the update after the pass.
 //
 // Config.MicroBatches accumulates gradients over equal slices of each
