@@ -31,12 +31,12 @@ type StepGroup struct {
 }
 
 // Add runs step (a PieceStep of a parameter of g's size) on every element
-// of g, the parameter's whole gradient, now if the parameter splits over
+// of g, the parameter's whole gradient: now if the parameter splits over
 // the cores on its own (as StepFrom), is a block inside shard.Map or
-// GOMAXPROCS is 1, and otherwise once enough work waits in the group or at the next Flush. g
-// must be a float32 host tensor of the parameter's size (a view is
-// gathered first); the call panics otherwise, and if step is nil, as
-// StepFrom does. A piece's panic reaches the caller of the call that ran
+// GOMAXPROCS is 1; otherwise once enough work waits in the group, or at
+// the next Flush. g must be a float32 host tensor of the parameter's size
+// (a view is gathered first); the call panics otherwise, and if step is
+// nil, as StepFrom does. A piece's panic reaches the caller of the call that ran
 // it (Add or Flush), once the pieces running with it have finished.
 func (q *StepGroup) Add(step PieceStep, g *Tensor) {
 	d := pieceGradient("tensor.(*StepGroup).Add", step, g)
