@@ -3,7 +3,6 @@ package shard
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -68,6 +67,14 @@ type gatherGroupKey struct{ group int }
 // are lent (Block) and gathered at one meeting; otherwise (between
 // processes, one device, blocks strided in their results) nothing is
 // lent and Start starts each block's AllGatherInvariantStart.
+//
+// dims[i] is block i's gathered dimension, counted from the end if
+// negative; the targets keep copies of shapes and dims. It panics
+// (failing the Map call, with every device released) if shapes is empty
+// or dims is not as long, if a shape has a negative size or a dimension
+// is out of range, and if axes is empty or names an axis the mesh lacks;
+// devices taking targets of different counts, sizes or dimensions fail
+// the call when they meet (Start).
 func (c *Ctx) AllGatherInvariantTargets(shapes [][]int, axes Axes, dims []int) *GatherTargets {
 	const op = "shard.Ctx.AllGatherInvariantTargets"
 	if len(shapes) == 0 || len(dims) != len(shapes) {
@@ -75,14 +82,22 @@ func (c *Ctx) AllGatherInvariantTargets(shapes [][]int, axes Axes, dims []int) *
 	}
 	e := c.env
 	g := e.group(op, axes)
-	t := &GatherTargets{c: c, axes: slices.Clone(axes), dims: dims, shapes: shapes}
+	// The targets keep copies: the caller may reuse its slices.
+	t := &GatherTargets{c: c, axes: slices.Clone(axes), dims: make([]int, len(dims)), shapes: make([][]int, len(shapes))}
 	lend := g.size > 1 && !e.mesh.spans()
 	total := 0
 	for i, shape := range shapes {
-		d := dims[i]
-		if d < 0 || d >= len(shape) {
-			panic(fmt.Sprintf("%s: dim %d out of range for a block %s", op, d, typeNotation(tensor.Float32, shape)))
+		if slices.ContainsFunc(shape, func(n int) bool { return n < 0 }) {
+			panic(fmt.Sprintf("%s: block %d: negative dimension in %s", op, i, typeNotation(tensor.Float32, shape)))
 		}
+		d := dims[i]
+		if d < 0 {
+			d += len(shape) // from the end, as AllGatherInvariant's dim
+		}
+		if d < 0 || d >= len(shape) {
+			panic(fmt.Sprintf("%s: dim %d out of range for a block %s", op, dims[i], typeNotation(tensor.Float32, shape)))
+		}
+		t.dims[i], t.shapes[i] = d, slices.Clone(shape)
 		lend = lend && !slices.ContainsFunc(shape[:d], func(n int) bool { return n != 1 })
 		total += numelOf(shape)
 	}
@@ -94,14 +109,14 @@ func (c *Ctx) AllGatherInvariantTargets(shapes [][]int, axes Axes, dims []int) *
 	t.shared = v.(*sharedResults)
 	t.shared.once.Do(func() {
 		t.shared.outs = make([]*tensor.Tensor, len(shapes))
-		for i, shape := range shapes {
+		for i, shape := range t.shapes {
 			out := slices.Clone(shape)
-			out[dims[i]] *= g.size
+			out[t.dims[i]] *= g.size
 			t.shared.outs[i] = tensor.Empty(tensor.Float32, out...)
 		}
 	})
 	t.blocks = make([]*tensor.Tensor, len(shapes))
-	for i, shape := range shapes {
+	for i, shape := range t.shapes {
 		if o := t.shared.outs[i]; o.Rank() == len(shape) {
 			n := numelOf(shape)
 			t.blocks[i] = tensor.WrapFloat32(o.BorrowFloat32()[g.rank*n:(g.rank+1)*n:(g.rank+1)*n], shape...)
@@ -110,7 +125,7 @@ func (c *Ctx) AllGatherInvariantTargets(shapes [][]int, axes Axes, dims []int) *
 		}
 	}
 	t.p = collParams{env: e, axes: t.axes, mask: e.maskOf(op, axes)}
-	key := "blocks " + strconv.Itoa(len(shapes)) + " of " + strconv.Itoa(total) + " dims " + fmt.Sprint(dims)
+	key := groupKey(len(shapes), total, func(i int) int { return t.dims[i] })
 	t.entry = inflight{run: e.run, s: t.s, c: &call{coll: allGatherGroupColl, axes: t.axes, x: t.blocks[0], p: &t.p, extra: key, members: g.members}}
 	e.run.addPending(e.dev, &t.entry)
 	return t
@@ -129,8 +144,8 @@ func (t *GatherTargets) Block(i int) *tensor.Tensor {
 // Start starts the all-gathers with the device's blocks xs and returns at
 // once. A block whose storage is the lent one (the producer wrote into
 // Block) is not copied; any other is copied into it. Start panics if xs
-// are not float32 blocks of the targets' shapes, or if the targets were
-// started already.
+// are not float32 blocks of the targets' shapes (a nil block included),
+// or if the targets were started already.
 func (t *GatherTargets) Start(xs []*tensor.Tensor) {
 	const op = "shard.GatherTargets.Start"
 	c, e := t.c, t.c.env
@@ -141,6 +156,9 @@ func (t *GatherTargets) Start(xs []*tensor.Tensor) {
 		panic(fmt.Sprintf("%s: %d blocks for %d targets", op, len(xs), len(t.shapes)))
 	}
 	for i, x := range xs {
+		if x == nil {
+			panic(fmt.Sprintf("%s: block %d is nil", op, i))
+		}
 		checkLocal(op, c, x)
 		if x.DType() != tensor.Float32 || !slices.Equal(x.BorrowShape(), t.shapes[i]) {
 			panic(fmt.Sprintf("%s: block %d %v for a target of blocks %s", op, i, x, typeNotation(tensor.Float32, t.shapes[i])))

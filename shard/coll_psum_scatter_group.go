@@ -32,6 +32,14 @@ var psumScatterGroupColl = &collective{kind: "psum_scatter group"}
 // Comm counts a psum_scatter call and its bytes for every block either
 // way. As PsumScatterStart it is not differentiable, and Wait must be
 // called once, inside fn, on the device that started it.
+//
+// dims[i] is block i's scattered dimension, counted from the end if
+// negative. It panics (failing the Map call, with every device released)
+// if xs is empty or dims is not as long, if a block is nil, donated, not
+// float32, of rank 0, or a global sharded tensor, if a dimension is out of
+// range or its size not divisible by the number of devices over axes, if
+// axes is empty or names an axis the mesh lacks, and if the devices bring
+// different counts, sizes or dimensions of blocks.
 func (c *Ctx) PsumScatterGroupStart(xs []*tensor.Tensor, axes Axes, dims []int) *Handle {
 	const op = "shard.Ctx.PsumScatterGroupStart"
 	if len(xs) == 0 || len(dims) != len(xs) {
@@ -42,6 +50,9 @@ func (c *Ctx) PsumScatterGroupStart(xs []*tensor.Tensor, axes Axes, dims []int) 
 	ps := make([]*collParams, len(xs))
 	total := 0
 	for i, x := range xs {
+		if x == nil {
+			panic(fmt.Sprintf("%s: block %d is nil", op, i))
+		}
 		checkLocal(op, c, x)
 		if x.DType() != tensor.Float32 {
 			panic(fmt.Sprintf("%s: block %d %v: want float32 blocks", op, i, x))
@@ -60,9 +71,10 @@ func (c *Ctx) PsumScatterGroupStart(xs []*tensor.Tensor, axes Axes, dims []int) 
 		own[i] = snapshotOf(x)
 	}
 	// The devices must bring the same blocks: the count, the size and
-	// the dimensions are checked at the meeting (call.extra), the first
-	// block's shape with it.
-	key := "blocks " + strconv.Itoa(len(xs)) + " of " + strconv.Itoa(total) + " dims " + fmt.Sprint(dims)
+	// the dimensions (counted from 0: -1 on one device and 1 on another
+	// are the same dimension of a matrix) are checked at the meeting
+	// (call.extra), the first block's shape with it.
+	key := groupKey(len(xs), total, func(i int) int { return ps[i].dim })
 	cl := &call{coll: psumScatterGroupColl, axes: ps[0].axes, x: own[0], extra: key, data: own, members: g.members}
 	return e.startReduction(c, cl, func(s *slot) *tensor.Tensor {
 		out := tensor.Empty(tensor.Float32, total/g.size) // every part is written
@@ -91,6 +103,25 @@ func (c *Ctx) PsumScatterGroupStart(xs []*tensor.Tensor, axes Axes, dims []int) 
 		}
 		return e.markedFresh(out, mask)
 	})
+}
+
+// groupKey is the call.extra of a grouped collective of n blocks of total
+// elements along dimensions dim(0), ..., dim(n-1): what the devices must
+// agree on.
+func groupKey(n, total int, dim func(i int) int) string {
+	b := make([]byte, 0, 32+4*n)
+	b = append(b, "blocks "...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, " of "...)
+	b = strconv.AppendInt(b, int64(total), 10)
+	b = append(b, " dims ["...)
+	for i := range n {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendInt(b, int64(dim(i)), 10)
+	}
+	return string(append(b, ']'))
 }
 
 // psumScatterEach is PsumScatterGroupStart block by block: each block's
