@@ -36,8 +36,12 @@ type StepGroup struct {
 // GOMAXPROCS is 1; otherwise once enough work waits in the group, or at
 // the next Flush. g must be a float32 host tensor of the parameter's size
 // (a view is gathered first); the call panics otherwise, and if step is
-// nil, as StepFrom does. A piece's panic reaches the caller of the call that ran
-// it (Add or Flush), once the pieces running with it have finished.
+// nil, as StepFrom does. A PieceStep does not know its parameter's size:
+// a g larger than the parameter panics in step, naming step's op, and a
+// smaller one updates only the parameter's first elements. A step's panic
+// reaches the caller of the call that ran it (Add, or the Flush of a
+// waiting step, possibly far from the Add that gave it), once the steps
+// running with it have finished; the group is then empty.
 func (q *StepGroup) Add(step PieceStep, g *Tensor) {
 	d := pieceGradient("tensor.(*StepGroup).Add", step, g)
 	if !serial(len(d)*costMath, false) || g.local() != nil || runtime.GOMAXPROCS(0) < 2 {
@@ -53,13 +57,23 @@ func (q *StepGroup) Add(step PieceStep, g *Tensor) {
 }
 
 // Flush runs the steps waiting in the group, split over the cores when
-// their work together is enough, and leaves the group empty.
+// their work together is enough, and leaves the group empty, also when a
+// step panics (the first panic is raised again once every step has run).
+// Flush of an empty group does nothing.
 func (q *StepGroup) Flush() {
 	defer q.reset()
 	steps, gs := q.steps, q.gs
 	if serial(q.n*costMath, false) {
+		// Every step runs, as in a split: a panic of one is raised once
+		// the others have run.
+		var fault any
 		for k, step := range steps {
-			step(0, gs[k])
+			if f := runPiece(step, gs[k]); f != nil && fault == nil {
+				fault = f
+			}
+		}
+		if fault != nil {
+			panic(fault)
 		}
 		return
 	}
@@ -79,6 +93,13 @@ func (q *StepGroup) Flush() {
 			}
 		}
 	})
+}
+
+// runPiece runs step on all of g and returns what it panicked with.
+func runPiece(step PieceStep, g []float32) (fault any) {
+	defer func() { fault = recover() }()
+	step(0, g)
+	return nil
 }
 
 // reset empties the group, keeping its slices' capacity and dropping their

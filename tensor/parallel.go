@@ -141,7 +141,14 @@ func blockSum(n int, local bool, f func(lo, hi int) float64) float64 {
 // computes; every Beside must be followed by its wait. If no worker takes
 // host by then, wait calls it on the calling goroutine; so it does when
 // like is a block inside shard.Map (a device computes on its own
-// goroutine) or GOMAXPROCS is 1. A panic in host is raised again by wait.
+// goroutine) or GOMAXPROCS is 1. like is only read for that mark: any
+// tensor of the caller's computation will do. A panic in host is raised
+// again by wait (inside shard.Map it then fails the device, and the Map
+// call, as any panic of fn does).
+//
+// Beside panics if like or host is nil (or like donated); wait panics if
+// called a second time. A wait never called blocks nobody, but host may
+// then never run, and a panic of host is lost.
 //
 // It lets a layer overlap its host work (nn.MoE's routing: which choices
 // an expert keeps, the dispatch's indices) with small tensor operations
@@ -149,9 +156,10 @@ func blockSum(n int, local bool, f func(lo, hi int) float64) float64 {
 // wait through both (docs/performance.md, "The MoE step at two threads, op
 // by op").
 func Beside(like *Tensor, host func()) (wait func()) {
-	checkNil("tensor.Beside", "like", like)
+	const op = "tensor.Beside"
+	checkNil(op, "like", like)
 	if like.local() != nil {
-		return host
+		return workers.Later(op, host)
 	}
-	return workers.Go(host)
+	return workers.Go(op, host)
 }

@@ -16,7 +16,7 @@ func TestGoRunsOnceBeforeWaitReturns(t *testing.T) {
 		runtime.GOMAXPROCS(procs)
 		for range 200 {
 			calls := 0
-			wait := Go(func() {
+			wait := Go("test", func() {
 				time.Sleep(time.Microsecond)
 				calls++
 			})
@@ -34,7 +34,7 @@ func TestGoRunsOnceBeforeWaitReturns(t *testing.T) {
 func TestGoOverlapsTheCaller(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	done := make(chan struct{})
-	wait := Go(func() { close(done) })
+	wait := Go("test", func() { close(done) })
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
@@ -49,7 +49,7 @@ func TestGoPanicReachesWait(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	for _, procs := range []int{1, 2} {
 		runtime.GOMAXPROCS(procs)
-		wait := Go(func() { panic("boom") })
+		wait := Go("test", func() { panic("boom") })
 		require.PanicsWithValue(t, "boom", wait, "GOMAXPROCS %d", procs)
 	}
 }

@@ -114,20 +114,59 @@ func Run(helpers int, work func()) {
 // calls the returned wait, else on the caller inside wait, and wait
 // returns once f has returned (raising again on the caller a panic of f).
 // The caller goes on with other work meanwhile: f must not touch what
-// that work touches. Every Go must be followed by its wait. Go asks for
-// no worker when GOMAXPROCS is 1: f then runs inside wait.
-func Go(f func()) (wait func()) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		return f
+// that work touches. Go asks for no worker when GOMAXPROCS is 1: f then
+// runs inside wait (as Later).
+//
+// Every Go must be followed by exactly one call of its wait. A wait never
+// called blocks nobody (no worker waits for it), but f may never run, and
+// a panic of f that a worker caught is lost. op names the caller in the
+// panics: Go panics if f is nil, and wait if it is called a second time.
+func Go(op string, f func()) (wait func()) {
+	if f == nil {
+		panic(op + ": nil host function")
 	}
-	var taken atomic.Bool
-	work := func() {
-		if taken.CompareAndSwap(false, true) {
-			f()
-		}
+	g := &goCall{op: op, f: f}
+	if runtime.GOMAXPROCS(0) >= 2 {
+		g.r = start(1, g.work)
 	}
-	r := start(1, work)
-	return func() { finish(r, call(work)) }
+	return g.wait
+}
+
+// Later returns a wait that calls f on the calling goroutine: Go without
+// a worker, for callers that must not ask the pool (a device's goroutine
+// inside shard.Map). It panics as Go does.
+func Later(op string, f func()) (wait func()) {
+	if f == nil {
+		panic(op + ": nil host function")
+	}
+	return (&goCall{op: op, f: f}).wait
+}
+
+// goCall is one call of Go or Later: f, run once by whoever takes it
+// first (taken), and the region offering it to the workers (nil: none).
+type goCall struct {
+	op     string
+	f      func()
+	r      *region
+	taken  atomic.Bool
+	waited atomic.Bool
+}
+
+func (g *goCall) work() {
+	if g.taken.CompareAndSwap(false, true) {
+		g.f()
+	}
+}
+
+func (g *goCall) wait() {
+	if g.waited.Swap(true) {
+		panic(g.op + ": wait called a second time (each call must be followed by exactly one wait)")
+	}
+	if g.r == nil {
+		g.work()
+		return
+	}
+	finish(g.r, call(g.work))
 }
 
 // start opens a region of work for up to helpers (≥ 1) pooled workers.
