@@ -169,6 +169,7 @@ func (p PReLU) Forward(x *tensor.Tensor) *tensor.Tensor {
 	if p.NegativeSlope == nil {
 		panic("nn.PReLU: NegativeSlope is nil (use NewPReLU)")
 	}
+	requireParamDType("nn.PReLU", x, p.NegativeSlope)
 	return tensor.Where(tensor.GreaterEqual(x, scalarLike(x, 0)), x, tensor.Mul(p.NegativeSlope, x))
 }
 

@@ -298,6 +298,10 @@ type AttentionCall struct {
 // ForwardWith is ForwardQKV with Equinox's other call arguments: a mask,
 // the key of the weights' dropout and a function of the heads.
 func (a MultiHeadAttention) ForwardWith(q, k, v *tensor.Tensor, c AttentionCall) *tensor.Tensor {
+	const fn = "nn.MultiHeadAttention"
+	requireParamDTypeOrHalf(fn, q, a.QueryProj.W)
+	requireParamDTypeOrHalf(fn, k, a.KeyProj.W)
+	requireParamDTypeOrHalf(fn, v, a.ValueProj.W)
 	if q.Rank() == 2 && k.Rank() == 2 && v.Rank() == 2 {
 		return a.forwardOne(q, k, v, c)
 	}

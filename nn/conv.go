@@ -248,6 +248,7 @@ func (c Conv) Forward(x *tensor.Tensor) *tensor.Tensor {
 // those of the composition, the gradients within rounding (the bias's is
 // summed in float64).
 func (c Conv) ForwardAct(x *tensor.Tensor, act Activation) *tensor.Tensor {
+	requireParamDType("nn.Conv", x, c.Weight)
 	xb, added := batched("nn.Conv", x, c.Weight, c.In())
 	y := tensor.Conv(xb, c.Weight, tensor.ConvSpec{Strides: c.Stride, Padding: c.Padding, RhsDilation: c.Dilation, Groups: c.Groups})
 	if a, ok := act.Fused(); ok && c.Bias != nil && fusedAffine(y) && c.Bias.DType() == y.DType() {
@@ -367,6 +368,7 @@ func (c ConvTranspose) Out() int { return c.Weight.Dim(1) * max(c.Groups, 1) }
 // Forward applies the transposed convolution to x [N, in, spatial...] (or
 // one example [in, spatial...]) and adds the bias.
 func (c ConvTranspose) Forward(x *tensor.Tensor) *tensor.Tensor {
+	requireParamDType("nn.ConvTranspose", x, c.Weight)
 	xb, added := batched("nn.ConvTranspose", x, c.Weight, c.In())
 	y := tensor.ConvTranspose(xb, c.Weight, tensor.ConvTransposeSpec{Strides: c.Stride, Padding: c.Padding,
 		OutputPadding: c.OutputPadding, Dilation: c.Dilation, Groups: c.Groups})

@@ -15,3 +15,14 @@ func requireParamDType(fn string, x, p *tensor.Tensor) {
 			"or the layer with nn.CastTo", fn, x, p))
 	}
 }
+
+// requireParamDTypeOrHalf is requireParamDType letting through a
+// half-precision (bfloat16, float16) x to a float32 parameter p, which
+// nn.Linear takes on purpose (its products computed in x's dtype, see
+// TestMixedPolicyProducts): for layers built of Linears.
+func requireParamDTypeOrHalf(fn string, x, p *tensor.Tensor) {
+	if p != nil && p.DType() == tensor.Float32 && (x.DType() == tensor.BFloat16 || x.DType() == tensor.Float16) {
+		return
+	}
+	requireParamDType(fn, x, p)
+}

@@ -76,6 +76,7 @@ func (e Embedding) Call(ids *tensor.Tensor, _ tensor.Key) *tensor.Tensor { retur
 // layer of a language model whose input and output embeddings are tied
 // (Flax's Embed.attend).
 func (e Embedding) Attend(x *tensor.Tensor) *tensor.Tensor {
+	requireParamDType("nn.Embedding.Attend", x, e.W)
 	d := e.W.Dim(1)
 	if x.Rank() == 0 || x.Dim(-1) != d {
 		panic(fmt.Sprintf("nn.Embedding.Attend: x %v, W %v: last dim of x must be %d", x, e.W, d))

@@ -366,6 +366,7 @@ func (m MoE) forward(x *tensor.Tensor) MoEOutput {
 	if x.Rank() == 0 || x.Dim(-1) != D || !x.DType().IsFloat() {
 		panic(fmt.Sprintf("nn.MoE: x %v: want a float tensor [..., %d]", x, D))
 	}
+	requireParamDType("nn.MoE", x, m.Router)
 	k := m.TopK
 	tokens := tensor.Reshape(x, -1, D)
 	N := tokens.Dim(0)

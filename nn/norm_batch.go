@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -158,6 +159,9 @@ func (b BatchNorm) forward(x, res *tensor.Tensor, state State, act Activation) (
 	run := state.Get(b.Index)
 	if len(run) != 2 || x.Rank() < 2 || x.Dim(1) != run[0].Dim(0) || !x.DType().IsFloat() {
 		panic(fmt.Sprintf("nn.BatchNorm: x %v: want float [N, %d, ...]", x, run[0].Dim(0)))
+	}
+	if !fusedAffine(x) { // float32 and float64 convert the parameters; others do not
+		requireParamDType("nn.BatchNorm", x, cmp.Or(b.Weight, b.Bias))
 	}
 	shape := channelShape(x)
 	if b.Inference {
