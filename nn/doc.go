@@ -160,7 +160,11 @@
 // no bf16 kernel); sharded parameters under a layer's policy are cast
 // this way, layer by layer, so FSDP gathers bf16. (A Linear given a half
 // input with float32 parameters computes in the input's dtype, rounding
-// its weight as the product reads it.)
+// its weight as the product reads it; so do MultiHeadAttention's
+// projections, and a float32 BatchNorm converts its parameters to a
+// float64 batch. Any other layer given an input of another dtype than its
+// parameters panics naming the layer: convert the input with
+// tensor.Convert, or the layer with CastTo.)
 //
 // Reductions (matmul contractions, the batch sums of gradients) accumulate
 // in float32 inside each op and round once; cross-device gradient

@@ -40,9 +40,10 @@ type GatherTargets struct {
 	entry  inflight
 	// Set once started: the handle of the lent gather, or the blocks' own
 	// gathers; then the results.
-	h   *Handle
-	hs  []*Handle
-	out []*tensor.Tensor
+	h      *Handle
+	hs     []*Handle
+	out    []*tensor.Tensor
+	waited bool
 }
 
 // sharedResults are the results of a GatherTargets slot, made once by the
@@ -133,8 +134,12 @@ func (c *Ctx) AllGatherInvariantTargets(shapes [][]int, axes Axes, dims []int) *
 
 // Block returns the device's block i of the all-gathers' results, for the
 // producer of the block to write into before Start, or nil if nothing is
-// lent. It is the block's only writable view, valid until Start.
+// lent. It is the block's only writable view, valid until Start. It
+// panics if i is not the index of a target.
 func (t *GatherTargets) Block(i int) *tensor.Tensor {
+	if i < 0 || i >= len(t.shapes) {
+		panic(fmt.Sprintf("shard.GatherTargets.Block: block %d of %d targets", i, len(t.shapes)))
+	}
 	if t.s == nil {
 		return nil
 	}
@@ -199,7 +204,11 @@ func (t *GatherTargets) Start(xs []*tensor.Tensor) {
 
 // Wait waits for the all-gathers and returns their results, what
 // AllGatherInvariant(xs[i], axes, dims[i], true) would have, bit for bit.
+// It panics if the targets were not started, or were waited for already.
 func (t *GatherTargets) Wait() []*tensor.Tensor {
+	if t.waited {
+		panic("shard.GatherTargets.Wait: the targets were waited for already")
+	}
 	switch {
 	case t.h != nil:
 		t.h.Wait()
@@ -211,5 +220,6 @@ func (t *GatherTargets) Wait() []*tensor.Tensor {
 	default:
 		panic("shard.GatherTargets.Wait: the targets were not started")
 	}
+	t.waited = true
 	return t.out
 }

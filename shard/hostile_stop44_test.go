@@ -179,6 +179,33 @@ func TestHostileAllGatherInvariantTargets(t *testing.T) {
 			tg.Start([]*tensor.Tensor{x})
 			return tg.Wait()[0]
 		}, "device 1 fails"},
+		{"a block out of range", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			tg := c.AllGatherInvariantTargets([][]int{{2, 6}}, dp, []int{0})
+			tg.Block(1)
+			return x
+		}, "shard.GatherTargets.Block: block 1 of 1 targets"},
+		{"a negative block", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			tg := c.AllGatherInvariantTargets([][]int{{2, 6}}, dp, []int{0})
+			tg.Block(-1)
+			return x
+		}, "shard.GatherTargets.Block: block -1 of 1 targets"},
+		{"waited twice", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			tg := c.AllGatherInvariantTargets([][]int{{2, 6}}, dp, []int{0})
+			tg.Start([]*tensor.Tensor{x})
+			tg.Wait()
+			return tg.Wait()[0]
+		}, "shard.GatherTargets.Wait: the targets were waited for already"},
+		{"strided blocks waited twice", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			tg := c.AllGatherInvariantTargets([][]int{{2, 6}}, dp, []int{1}) // not lent
+			tg.Start([]*tensor.Tensor{x})
+			tg.Wait()
+			return tg.Wait()[0]
+		}, "shard.GatherTargets.Wait: the targets were waited for already"},
+		{"a group waited twice", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+			h := c.PsumScatterGroupStart([]*tensor.Tensor{x}, dp, []int{0})
+			h.Wait()
+			return h.Wait()
+		}, "shard.Handle.Wait: the started psum_scatter group was already waited for"},
 		{"waited before started", func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
 			tg := c.AllGatherInvariantTargets([][]int{{2, 6}}, dp, []int{0})
 			return tg.Wait()[0]
