@@ -298,3 +298,23 @@ func TestHostileGroupedStaleCtx(t *testing.T) {
 		})
 	}
 }
+
+// Empty blocks (a dimension of size 0) are reduce-scattered and gathered
+// as empty parts and results, beside a block that is not empty.
+func TestHostileGroupedEmptyBlocks(t *testing.T) {
+	m := shard.NewMesh([]int{2}, []string{"dp"})
+	dp := shard.Axes{"dp"}
+	x := tensor.FromFloat32([]float32{1, 2, 3, 4}, 4)
+	got := shard.Map(m, shard.P(), shard.P("dp"), func(c *shard.Ctx, x *tensor.Tensor) *tensor.Tensor {
+		return c.PsumScatterGroupStart([]*tensor.Tensor{tensor.Zeros(tensor.Float32, 0, 6), x}, dp, []int{0, 0}).Wait()
+	})(x)
+	require.Equal(t, []float32{2, 4, 6, 8}, shard.Gather(got).Float32s())
+
+	outs := shard.Map(m, shard.P("dp"), shard.P(), func(c *shard.Ctx, x *tensor.Tensor) []*tensor.Tensor {
+		tg := c.AllGatherInvariantTargets([][]int{{0, 3}, {2}}, dp, []int{0, 0})
+		tg.Start([]*tensor.Tensor{tensor.Zeros(tensor.Float32, 0, 3), x})
+		return tg.Wait()
+	})(x)
+	require.Equal(t, []int{0, 3}, outs[0].Shape())
+	require.Equal(t, []float32{1, 2, 3, 4}, outs[1].Float32s())
+}
