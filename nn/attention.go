@@ -299,6 +299,9 @@ type AttentionCall struct {
 // the key of the weights' dropout and a function of the heads.
 func (a MultiHeadAttention) ForwardWith(q, k, v *tensor.Tensor, c AttentionCall) *tensor.Tensor {
 	const fn = "nn.MultiHeadAttention"
+	requireInput(fn, "q", q)
+	requireInput(fn, "k", k)
+	requireInput(fn, "v", v)
 	requireParamDTypeOrHalf(fn, q, a.QueryProj.W)
 	requireParamDTypeOrHalf(fn, k, a.KeyProj.W)
 	requireParamDTypeOrHalf(fn, v, a.ValueProj.W)

@@ -75,3 +75,41 @@ func TestHostileLayerDTypes(t *testing.T) {
 	assert.NotPanics(t, func() { nn.CastTo(prelu, tensor.Float64).Forward(x) })
 	assert.NotPanics(t, func() { nn.CastTo(emb, tensor.Float64).Attend(tensor.Ones(tensor.Float64, 4, 8)) })
 }
+
+// A nil input panics naming the layer, not with a nil dereference inside.
+func TestHostileLayerNilInput(t *testing.T) {
+	k := tensor.NewKey(1)
+	conv := nn.NewConv2d(k, 2, 3, 3, nn.ConvOptions{})
+	convT := nn.NewConvTranspose2d(k, 2, 3, 3, nn.ConvTransposeOptions{})
+	lin := nn.NewLinear(k, 2, 3, nn.LinearOptions{})
+	bn, st := nn.MakeWithState(nn.NewBatchNorm(2, nn.BatchNormOptions{}))
+	mha := nn.NewMultiHeadAttention(k, 8, 2, nn.AttentionOptions{})
+	emb := nn.NewEmbedding(k, 10, 8, nn.EmbeddingOptions{})
+	moe := nn.NewMoE(k, 8, 16, 4, nn.MoEOptions{Activation: nn.Gelu})
+	prelu := nn.NewPReLU(0.25, 2)
+	ln := nn.NewLayerNorm(8, nn.LayerNormOptions{})
+	rms := nn.NewRMSNorm(8, nn.RMSNormOptions{})
+	gn := nn.NewGroupNorm(2, 4, nn.GroupNormOptions{})
+	x := tensor.Ones(tensor.Float32, 4, 8)
+	for _, c := range []struct {
+		want string
+		fn   func()
+	}{
+		{"nn.Conv: x is nil", func() { conv.Forward(nil) }},
+		{"nn.ConvTranspose: x is nil", func() { convT.Forward(nil) }},
+		{"nn.Linear: x is nil", func() { lin.Forward(nil) }},
+		{"nn.Linear: x is nil", func() { lin.WithPolicy(nn.MixedBFloat16).Forward(nil) }},
+		{"nn.BatchNorm: x is nil", func() { bn.Forward(nil, st) }},
+		{"nn.MultiHeadAttention: q is nil", func() { mha.Forward(nil) }},
+		{"nn.MultiHeadAttention: k is nil", func() { mha.ForwardQKV(x, nil, x, nil) }},
+		{"nn.MultiHeadAttention: v is nil", func() { mha.ForwardQKV(x, x, nil, nil) }},
+		{"nn.Embedding.Attend: x is nil", func() { emb.Attend(nil) }},
+		{"nn.MoE: x is nil", func() { moe.Forward(nil) }},
+		{"nn.PReLU: x is nil", func() { prelu.Forward(nil) }},
+		{"nn.LayerNorm: x is nil", func() { ln.Forward(nil) }},
+		{"nn.RMSNorm: x is nil", func() { rms.Forward(nil) }},
+		{"nn.GroupNorm: x is nil", func() { gn.Forward(nil) }},
+	} {
+		require.PanicsWithValue(t, c.want, c.fn)
+	}
+}

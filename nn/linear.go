@@ -119,6 +119,7 @@ func (l Linear) ForwardAct(x *tensor.Tensor, act Activation) *tensor.Tensor {
 // (tensor.ActMatMul), which then keeps x instead of pre(x) for the
 // backward pass.
 func (l Linear) forward(pre tensor.Activation, x *tensor.Tensor, act Activation) *tensor.Tensor {
+	requireInput("nn.Linear", "x", x)
 	if p := l.policy; p != (Policy{}) {
 		l.policy = Policy{}
 		if compute := ampCompute(p, l.W, l.B); compute != 0 {

@@ -348,6 +348,7 @@ func (m MoE) Experts(x, up, down, groupSizes *tensor.Tensor) *tensor.Tensor {
 // device drops its own tokens before sending them (package expert). It
 // panics if S does not divide N.
 func (m MoE) Forward(x *tensor.Tensor) MoEOutput {
+	requireInput("nn.MoE", "x", x)
 	p := m.policy
 	if p == (Policy{}) {
 		return m.forward(x)

@@ -121,6 +121,7 @@ func (n RMSNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
 func (n RMSNorm) Call(x *tensor.Tensor, _ tensor.Key) *tensor.Tensor { return n.Forward(x) }
 
 func checkNormInput(fn string, x, w, b *tensor.Tensor) {
+	requireInput(fn, "x", x)
 	p := w
 	if p == nil {
 		p = b

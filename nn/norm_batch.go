@@ -126,6 +126,7 @@ func (b BatchNorm) ForwardAct(x *tensor.Tensor, state State, act Activation) (*t
 // mask applied by the gradient's sweep when the residual needs no
 // gradient. The values and gradients are those of the composition.
 func (b BatchNorm) ForwardResidual(x, residual *tensor.Tensor, state State, act Activation) (*tensor.Tensor, State) {
+	requireInput("nn.BatchNorm", "x", x)
 	if residual != nil && !slices.Equal(residual.Shape(), x.Shape()) {
 		panic(fmt.Sprintf("nn.BatchNorm: x %v, residual %v: want a residual of x's shape", x, residual))
 	}

@@ -51,6 +51,7 @@ func NewGroupNorm(groups, channels int, opts GroupNormOptions) GroupNorm {
 
 // Forward normalises x [N, C, spatial...].
 func (g GroupNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
+	requireInput("nn.GroupNorm", "x", x)
 	if !x.DType().IsFloat() || x.Rank() < 2 || x.Dim(1)%g.Groups != 0 || (g.Weight != nil && x.Dim(1) != g.Weight.Dim(0)) {
 		panic(fmt.Sprintf("nn.GroupNorm: x %v: want float [N, C, ...] with C divisible by %d groups", x, g.Groups))
 	}
