@@ -182,6 +182,14 @@ func remarkFresh(g, like *tensor.Tensor) *tensor.Tensor {
 // collective of c's device can take: a block of c's device or a host
 // tensor, not nil, donated, a global sharded tensor or another device's
 // block.
+// checkCtx panics, naming op, if c is nil: a Ctx comes only from Map's
+// call of fn.
+func checkCtx(op string, c *Ctx) {
+	if c == nil {
+		panic(op + ": nil Ctx (collectives run inside shard.Map's fn, on the Ctx it is given)")
+	}
+}
+
 func checkLocal(op string, c *Ctx, x *tensor.Tensor) {
 	switch {
 	case x == nil:

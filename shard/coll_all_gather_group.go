@@ -78,6 +78,7 @@ type gatherGroupKey struct{ group int }
 // the call when they meet (Start).
 func (c *Ctx) AllGatherInvariantTargets(shapes [][]int, axes Axes, dims []int) *GatherTargets {
 	const op = "shard.Ctx.AllGatherInvariantTargets"
+	checkCtx(op, c)
 	if len(shapes) == 0 || len(dims) != len(shapes) {
 		panic(fmt.Sprintf("%s: %d shapes and %d dimensions: want one dimension a block, at least one block", op, len(shapes), len(dims)))
 	}

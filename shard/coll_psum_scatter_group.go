@@ -42,6 +42,7 @@ var psumScatterGroupColl = &collective{kind: "psum_scatter group"}
 // different counts, sizes or dimensions of blocks.
 func (c *Ctx) PsumScatterGroupStart(xs []*tensor.Tensor, axes Axes, dims []int) *Handle {
 	const op = "shard.Ctx.PsumScatterGroupStart"
+	checkCtx(op, c)
 	if len(xs) == 0 || len(dims) != len(xs) {
 		panic(fmt.Sprintf("%s: %d blocks and %d dimensions: want one dimension a block, at least one block", op, len(xs), len(dims)))
 	}

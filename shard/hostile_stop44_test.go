@@ -318,3 +318,13 @@ func TestHostileGroupedEmptyBlocks(t *testing.T) {
 	require.Equal(t, []int{0, 3}, outs[0].Shape())
 	require.Equal(t, []float32{1, 2, 3, 4}, outs[1].Float32s())
 }
+
+// A nil Ctx (collectives called outside shard.Map) panics naming the op.
+func TestHostileGroupedNilCtx(t *testing.T) {
+	var c *shard.Ctx
+	x := tensor.Ones(tensor.Float32, 2)
+	require.PanicsWithValue(t, "shard.Ctx.PsumScatterGroupStart: nil Ctx (collectives run inside shard.Map's fn, on the Ctx it is given)",
+		func() { c.PsumScatterGroupStart([]*tensor.Tensor{x}, shard.Axes{"dp"}, []int{0}) })
+	require.PanicsWithValue(t, "shard.Ctx.AllGatherInvariantTargets: nil Ctx (collectives run inside shard.Map's fn, on the Ctx it is given)",
+		func() { c.AllGatherInvariantTargets([][]int{{2}}, shard.Axes{"dp"}, []int{0}) })
+}
