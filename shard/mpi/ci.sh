@@ -58,7 +58,7 @@ prop='^Test(PropagationMatchesHost|PropagationAndMap|MLPStrategiesByPropagation|
 for np in 2 4; do
   echo "--- mpirun -np $np: shard/mpi tests, the guide's collectives and sharding propagation on 8 devices"
   mpirun -np "$np" --oversubscribe "$out/mpi.test"
-  mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients|PsumScatterIsPartOfPsum|DonatedMapOutputsAreReused|Async(Ppermute|Recipes|Gradients|UnderCheckpoint|SecondDerivative)|ToyCollective|CollectivesRegistered|StartedReductionsMatchSync|PsumScatterGroupStart$|GatherTargets$'
+  mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run 'Guide|DataParallelGradients|CollectiveGradients|PsumScatterIsPartOfPsum|DonatedMapOutputsAreReused|Async(Ppermute|Recipes|Gradients|UnderCheckpoint|SecondDerivative)|ToyCollective|CollectivesRegistered|StartedReductionsMatchSync|^TestPsumScatterGroupStart$|^TestGatherTargets$'
   mpirun -np "$np" --oversubscribe "$out/shard.test" -test.run "$prop"
   echo "--- mpirun -np $np: checkpoints written by every process into one directory"
   mpirun -np "$np" --oversubscribe "$out/ckpt.test" -test.run AcrossProcesses
