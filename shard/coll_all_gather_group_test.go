@@ -75,16 +75,7 @@ func TestGatherTargets(t *testing.T) {
 				tg.Start(xs)
 				return flat(c, tg.Wait())
 			}
-			spec := shard.P([]string{"dp", "tp"})
-			var cs, cg shard.Comm
-			want := shard.Gather(shard.Map(tc.mesh, spec, spec, sync, shard.WithComm(&cs))(x))
-			got := shard.Gather(shard.Map(tc.mesh, spec, spec, group, shard.WithComm(&cg))(x))
-			require.Equal(t, want.Shape(), got.Shape())
-			assert.Equal(t, want.Float32s(), got.Float32s())
-			for _, d := range tc.mesh.Devices() {
-				assert.Equal(t, cs.Bytes(d, "all_gather"), cg.Bytes(d, "all_gather"), "bytes sent by device %d", d.ID())
-			}
-			assert.Equal(t, cs.Calls("all_gather"), cg.Calls("all_gather"))
+			requireGroupedLikeEach(t, tc.mesh, x, sync, group, "all_gather")
 		})
 	}
 }

@@ -72,16 +72,7 @@ func TestPsumScatterGroupStart(t *testing.T) {
 				tensor.MatMul(x, tensor.Transpose(x)) // work meanwhile
 				return h.Wait()
 			}
-			spec := shard.P([]string{"dp", "tp"})
-			var cs, cg shard.Comm
-			want := shard.Gather(shard.Map(tc.mesh, spec, spec, sync, shard.WithComm(&cs))(x))
-			got := shard.Gather(shard.Map(tc.mesh, spec, spec, group, shard.WithComm(&cg))(x))
-			require.Equal(t, want.Shape(), got.Shape())
-			assert.Equal(t, want.Float32s(), got.Float32s())
-			for _, d := range tc.mesh.Devices() {
-				assert.Equal(t, cs.Bytes(d, "psum_scatter"), cg.Bytes(d, "psum_scatter"), "bytes sent by device %d", d.ID())
-			}
-			assert.Equal(t, cs.Calls("psum_scatter"), cg.Calls("psum_scatter"))
+			requireGroupedLikeEach(t, tc.mesh, x, sync, group, "psum_scatter")
 		})
 	}
 }
@@ -119,4 +110,21 @@ func TestPsumScatterGroupStartMisuse(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// requireGroupedLikeEach requires Map(group) of x over mesh (both sharded
+// over dp and tp) to give the values of Map(sync), one collective a block,
+// and Comm to count the same calls and bytes of kind for every device.
+func requireGroupedLikeEach(t *testing.T, mesh *shard.Mesh, x *tensor.Tensor, sync, group func(*shard.Ctx, *tensor.Tensor) *tensor.Tensor, kind string) {
+	t.Helper()
+	spec := shard.P([]string{"dp", "tp"})
+	var cs, cg shard.Comm
+	want := shard.Gather(shard.Map(mesh, spec, spec, sync, shard.WithComm(&cs))(x))
+	got := shard.Gather(shard.Map(mesh, spec, spec, group, shard.WithComm(&cg))(x))
+	require.Equal(t, want.Shape(), got.Shape())
+	assert.Equal(t, want.Float32s(), got.Float32s())
+	for _, d := range mesh.Devices() {
+		assert.Equal(t, cs.Bytes(d, kind), cg.Bytes(d, kind), "bytes sent by device %d", d.ID())
+	}
+	assert.Equal(t, cs.Calls(kind), cg.Calls(kind))
 }
