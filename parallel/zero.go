@@ -275,6 +275,29 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 			donateValue(x) // the rest of the cotangent, reduced (nil if there was none)
 		}
 	}
+	waitReductions(leaves, folds, hs, bucket, later, reduce)
+	g = pytree.Unflatten[M](tree, leaves)
+	markPhase(phaseReduced)
+	p, st := t.zeroUpdate(c, in.Params, g, in.State, dims, sums, later)
+	if mean >= 0 {
+		l = meanScale(bucket.wait(mean), n)
+	} else if rows != nil {
+		l = meanScale(c.Psum(rows, axes...), n)
+	}
+	// Keep each parameter's logical axes, as the host update does. The
+	// all-gathered blocks are this step's own: the named headers alone hold
+	// them.
+	p = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return namedFresh(xs[0], xs[1]) }, p, in.Params)
+	return stepOut[M]{Params: p, State: st, Loss: l, ModelState: t.replicatedState(c, flow)}
+}
+
+// waitReductions replaces each float gradient in leaves (but the folded
+// ones) by its reduction: the bucket's (the small leaves and the loss),
+// its started handle's (hs[i]; reduce starts one not started during the
+// backward pass) or, where the update takes it later, nil, the reduction
+// handed to later instead. A gradient reduced into fresh storage is
+// donated.
+func waitReductions(leaves []*tensor.Tensor, folds []*shard.FoldedGradient, hs []*shard.Handle, bucket *gradBucket, later *laterGrads, reduce func(int, *tensor.Tensor) *shard.Handle) {
 	for i, x := range leaves {
 		if x == nil || !x.DType().IsFloat() || folds != nil && folds[i] != nil {
 			continue
@@ -320,19 +343,6 @@ func (t *Trainer[M, B]) zeroStep(c *shard.Ctx, in stepIn[M, B]) stepOut[M] {
 			donateValue(x)
 		}
 	}
-	g = pytree.Unflatten[M](tree, leaves)
-	markPhase(phaseReduced)
-	p, st := t.zeroUpdate(c, in.Params, g, in.State, dims, sums, later)
-	if mean >= 0 {
-		l = meanScale(bucket.wait(mean), n)
-	} else if rows != nil {
-		l = meanScale(c.Psum(rows, axes...), n)
-	}
-	// Keep each parameter's logical axes, as the host update does. The
-	// all-gathered blocks are this step's own: the named headers alone hold
-	// them.
-	p = pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor { return namedFresh(xs[0], xs[1]) }, p, in.Params)
-	return stepOut[M]{Params: p, State: st, Loss: l, ModelState: t.replicatedState(c, flow)}
 }
 
 // The phases of a device's sharded step that markPhase reports.
