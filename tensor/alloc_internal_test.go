@@ -74,11 +74,10 @@ func TestCacheServesNearbyLargerClasses(t *testing.T) {
 	reused := func(made, asked int) bool {
 		// x is fresh storage of made's class (from the cache it could be
 		// a leftover of a class above, which y must not reach), and a y
-		// that took other storage is held, not donated: storage left in
-		// the cache by earlier checks and tests (or a round whose x the
-		// pool dropped under -race) is used up, one a round, instead of
-		// served again to every round's y.
-		var held []*Tensor
+		// that took other storage is not donated: storage left in the
+		// cache by earlier checks and tests (or a round whose x the pool
+		// dropped under -race) is used up, one a round, instead of served
+		// again to every round's y.
 		for range 20 { // sync.Pool may drop what it is given
 			cacheEnabled = false
 			x := newOut(Float32, []int{made})
@@ -91,7 +90,6 @@ func TestCacheServesNearbyLargerClasses(t *testing.T) {
 				require.Equal(t, make([]float32, asked), y.f32(), "recycled storage is zeroed by newOut")
 				return true
 			}
-			held = append(held, y)
 		}
 		return false
 	}
