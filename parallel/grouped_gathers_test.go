@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gonox/gonox/expert"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/parallel"
@@ -91,29 +90,9 @@ func TestGroupedGathers(t *testing.T) {
 // the replicated weights' are gathered in groups, to the bits of the
 // update that gathers each leaf on its own.
 func TestGroupedGathersEP(t *testing.T) {
-	model, b := newMoENet(), moeBatch()
 	mesh := shard.NewMesh([]int{2, 4}, []string{"dp", "ep"})
-	cfg := expert.Config{Experts: shard.Axes{"ep"}, Tokens: shard.Axes{"dp", "ep"}}
-	run := func(each bool) ([]float64, []*tensor.Tensor, int64) {
-		if each {
-			defer parallel.GatherEachLeaf()()
-		}
-		tr, err := parallel.New(model, parallel.Config[moeNet, batch]{
-			DeviceLoss: func(ctx *shard.Ctx, m moeNet, b batch, _ tensor.Key) *tensor.Tensor {
-				return m.loss(b, func(l nn.MoE, h *tensor.Tensor) nn.MoEOutput { return expert.Forward(ctx, l, h, cfg) })
-			},
-			Optimizer: optim.Adam(optim.Constant(1e-2)), Mesh: mesh, Strategy: parallel.EP,
-		})
-		require.NoError(t, err)
-		n0 := parallel.GatheredGrouped()
-		l := stepAll(t, tr, []batch{b, b, b})
-		return l, append(pytree.Leaves(tr.Params()), floatState(tr.State())...), parallel.GatheredGrouped() - n0
-	}
-	wl, wp, wn := run(true)
-	l, p, n := run(false)
-	require.Zero(t, wn)
+	n := trainEPBothWays(t, mesh, optim.Adam(optim.Constant(1e-2)), parallel.GatherEachLeaf, parallel.GatheredGrouped)
 	// The experts' two matrices, the router and Out's weight; In's 6×8
 	// weight is split along its columns (strided: its own target).
 	require.Equal(t, int64(4*3*mesh.Size()), n, "blocks gathered in groups")
-	requireSameTraining(t, wl, wp, l, p)
 }

@@ -51,34 +51,47 @@ func TestLaterReductions(t *testing.T) {
 // reductions as they arrive, to the bits of the update that waits for
 // them all and writes fresh state.
 func TestLaterReductionsEP(t *testing.T) {
-	model, b := newMoENet(), moeBatch()
 	for _, c := range []struct{ dp, ep int }{{2, 4}, {4, 2}} {
 		t.Run(fmt.Sprintf("%dx%d", c.dp, c.ep), func(t *testing.T) {
 			mesh := shard.NewMesh([]int{c.dp, c.ep}, []string{"dp", "ep"})
-			cfg := expert.Config{Experts: shard.Axes{"ep"}, Tokens: shard.Axes{"dp", "ep"}}
-			run := func(after bool) ([]float64, []*tensor.Tensor, int64) {
-				if after {
-					defer parallel.UpdateAfterReductions()()
-					defer parallel.FreshState()()
-				}
-				tr, err := parallel.New(model, parallel.Config[moeNet, batch]{
-					DeviceLoss: func(ctx *shard.Ctx, m moeNet, b batch, _ tensor.Key) *tensor.Tensor {
-						return m.loss(b, func(l nn.MoE, h *tensor.Tensor) nn.MoEOutput { return expert.Forward(ctx, l, h, cfg) })
-					},
-					Optimizer: optim.Adam(optim.Constant(1e-2)), Mesh: mesh, Strategy: parallel.EP,
-				})
-				require.NoError(t, err)
-				n0 := parallel.LaterReductions()
-				l := stepAll(t, tr, []batch{b, b, b})
-				return l, append(pytree.Leaves(tr.Params()), floatState(tr.State())...), parallel.LaterReductions() - n0
-			}
-			wl, wp, wn := run(true)
-			l, p, n := run(false)
-			require.Zero(t, wn)
+			n := trainEPBothWays(t, mesh, optim.Adam(optim.Constant(1e-2)), func() func() {
+				restore, fresh := parallel.UpdateAfterReductions(), parallel.FreshState()
+				return func() { fresh(); restore() }
+			}, parallel.LaterReductions)
 			// The experts' two matrices and the router, In's and Out's
 			// weights: 5 split leaves on every device each step.
 			require.Equal(t, int64(5*3*mesh.Size()), n, "reductions taken as they arrived")
-			requireSameTraining(t, wl, wp, l, p)
 		})
 	}
+}
+
+// trainEPBothWays trains newMoENet under expert parallelism on mesh (the
+// experts over ep, the tokens over dp and ep) with opt for 3 steps of
+// moeBatch, once with the path off switches to (off returns its restore)
+// and once without. It requires both to train to the same bits and count
+// not to move under off, and returns how far count moved without it.
+func trainEPBothWays(t *testing.T, mesh *shard.Mesh, opt optim.Transform, off func() func(), count func() int64) int64 {
+	t.Helper()
+	model, b := newMoENet(), moeBatch()
+	cfg := expert.Config{Experts: shard.Axes{"ep"}, Tokens: shard.Axes{"dp", "ep"}}
+	run := func(switched bool) ([]float64, []*tensor.Tensor, int64) {
+		if switched {
+			defer off()()
+		}
+		tr, err := parallel.New(model, parallel.Config[moeNet, batch]{
+			DeviceLoss: func(ctx *shard.Ctx, m moeNet, b batch, _ tensor.Key) *tensor.Tensor {
+				return m.loss(b, func(l nn.MoE, h *tensor.Tensor) nn.MoEOutput { return expert.Forward(ctx, l, h, cfg) })
+			},
+			Optimizer: opt, Mesh: mesh, Strategy: parallel.EP,
+		})
+		require.NoError(t, err)
+		n0 := count()
+		l := stepAll(t, tr, []batch{b, b, b})
+		return l, append(pytree.Leaves(tr.Params()), floatState(tr.State())...), count() - n0
+	}
+	wl, wp, wn := run(true)
+	l, p, n := run(false)
+	require.Zero(t, wn)
+	requireSameTraining(t, wl, wp, l, p)
+	return n
 }
