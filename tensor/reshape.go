@@ -126,6 +126,9 @@ func resolveShape(dst []int, op string, x *Tensor, shape []int) []int {
 			known *= d
 		}
 	}
+	if tooManyElements(out) {
+		panic(fmt.Sprintf("%s: %v to %v: more elements than fit in memory", op, x, slices.Clone(shape)))
+	}
 	n := x.Size()
 	if infer >= 0 {
 		if known == 0 || n%known != 0 {

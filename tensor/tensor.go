@@ -264,12 +264,41 @@ func numel(shape []int) int {
 	return n
 }
 
+// maxElements bounds the number of elements of a tensor, so that its
+// size in bytes (at most 8 an element) is an int.
+const maxElements = math.MaxInt / 8
+
+// checkShape panics naming op if shape has a negative dimension or more
+// elements than maxElements (whose count would overflow an int).
 func checkShape(op string, shape []int) {
 	for _, d := range shape {
 		if d < 0 {
 			panic(fmt.Sprintf("%s: negative dimension in shape %v", op, slices.Clone(shape))) // a copy: shape stays on its caller's stack
 		}
 	}
+	if tooManyElements(shape) {
+		panic(fmt.Sprintf("%s: shape %v has more elements than fit in memory", op, slices.Clone(shape)))
+	}
+}
+
+// tooManyElements reports whether the dimensions of shape multiply to more
+// than maxElements; negative dimensions (Reshape's -1) count as 1.
+func tooManyElements(shape []int) bool {
+	n, over := 1, false
+	for _, d := range shape {
+		switch {
+		case d == 0:
+			return false
+		case d < 0:
+			continue
+		}
+		if n > maxElements/d {
+			over = true
+		} else {
+			n *= d
+		}
+	}
+	return over
 }
 
 // newTensor allocates a zeroed tensor. The shape slice is copied.

@@ -195,6 +195,13 @@ func TestConstructorPanics(t *testing.T) {
 		{"WrapInt32 size", func() { tensor.WrapInt32([]int32{1}, 2) }, "tensor.WrapInt32: 1 elements do not fit shape [2] (2 elements)"},
 		{"Zeros negative", func() { tensor.Zeros(tensor.Float32, 2, -3) }, "tensor.Zeros: negative dimension in shape [2 -3]"},
 		{"Zeros bad dtype", func() { tensor.Zeros(tensor.DType(0), 2) }, "tensor.Zeros: invalid dtype DType(0)"},
+		// A shape whose element count overflows an int wrapped around to a
+		// tensor of no storage (2^80 = 0 mod 2^64), or failed in makeslice.
+		{"Zeros overflow", func() { tensor.Zeros(tensor.Float32, 1<<40, 1<<40) }, "tensor.Zeros: shape [1099511627776 1099511627776] has more elements than fit in memory"},
+		{"Zeros too large", func() { tensor.Zeros(tensor.Float32, 1<<31, 1<<31) }, "tensor.Zeros: shape [2147483648 2147483648] has more elements than fit in memory"},
+		{"Ones overflow", func() { tensor.Ones(tensor.Float32, 1<<62, 4, 1) }, "tensor.Ones: shape [4611686018427387904 4 1] has more elements than fit in memory"},
+		{"Normal overflow", func() { tensor.Normal(tensor.NewKey(0), 1<<32, 1<<32) }, "tensor.Normal: shape [4294967296 4294967296] has more elements than fit in memory"},
+		{"Reshape overflow", func() { tensor.Reshape(tensor.Zeros(tensor.Float32, 0), 1<<40, 1<<40) }, "tensor.Reshape: f32[0] to [1099511627776 1099511627776]: more elements than fit in memory"},
 		{"Full negative", func() { tensor.Full(tensor.Float32, 1, -1) }, "tensor.Full: negative dimension in shape [-1]"},
 		{"Full bad dtype", func() { tensor.Full(tensor.DType(99), 1, 1) }, "tensor.Full: invalid dtype DType(99)"},
 		{"Ones negative", func() { tensor.Ones(tensor.Int32, -2) }, "tensor.Ones: negative dimension in shape [-2]"},
