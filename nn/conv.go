@@ -248,6 +248,7 @@ func (c Conv) Forward(x *tensor.Tensor) *tensor.Tensor {
 // those of the composition, the gradients within rounding (the bias's is
 // summed in float64).
 func (c Conv) ForwardAct(x *tensor.Tensor, act Activation) *tensor.Tensor {
+	requireBuilt("nn.Conv", "Weight", c.Weight, "nn.NewConv2d or NewConv, NewConv1d, NewConv3d")
 	requireParamDType("nn.Conv", x, c.Weight)
 	xb, added := batched("nn.Conv", x, c.Weight, c.In())
 	y := tensor.Conv(xb, c.Weight, tensor.ConvSpec{Strides: c.Stride, Padding: c.Padding, RhsDilation: c.Dilation, Groups: c.Groups})
@@ -368,6 +369,7 @@ func (c ConvTranspose) Out() int { return c.Weight.Dim(1) * max(c.Groups, 1) }
 // Forward applies the transposed convolution to x [N, in, spatial...] (or
 // one example [in, spatial...]) and adds the bias.
 func (c ConvTranspose) Forward(x *tensor.Tensor) *tensor.Tensor {
+	requireBuilt("nn.ConvTranspose", "Weight", c.Weight, "nn.NewConvTranspose2d or NewConvTranspose, NewConvTranspose1d, NewConvTranspose3d")
 	requireParamDType("nn.ConvTranspose", x, c.Weight)
 	xb, added := batched("nn.ConvTranspose", x, c.Weight, c.In())
 	y := tensor.ConvTranspose(xb, c.Weight, tensor.ConvTransposeSpec{Strides: c.Stride, Padding: c.Padding,

@@ -42,6 +42,8 @@ func NewEmbedding(key tensor.Key, vocab, dim int, opts EmbeddingOptions) Embeddi
 // the end. Under Vmap, where one example's ids have no data, tensor.Take
 // checks the batch's ids instead (negative ones count from the end).
 func (e Embedding) Forward(ids *tensor.Tensor) *tensor.Tensor {
+	requireInput("nn.Embedding", "ids", ids)
+	requireBuilt("nn.Embedding", "W", e.W, "nn.NewEmbedding")
 	if ids.DType() != tensor.Int32 {
 		panic(fmt.Sprintf("nn.Embedding: ids %v: want int32 ids", ids))
 	}

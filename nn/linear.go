@@ -120,6 +120,7 @@ func (l Linear) ForwardAct(x *tensor.Tensor, act Activation) *tensor.Tensor {
 // backward pass.
 func (l Linear) forward(pre tensor.Activation, x *tensor.Tensor, act Activation) *tensor.Tensor {
 	requireInput("nn.Linear", "x", x)
+	requireBuilt("nn.Linear", "W", l.W, "nn.NewLinear")
 	if p := l.policy; p != (Policy{}) {
 		l.policy = Policy{}
 		if compute := ampCompute(p, l.W, l.B); compute != 0 {

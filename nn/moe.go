@@ -349,6 +349,7 @@ func (m MoE) Experts(x, up, down, groupSizes *tensor.Tensor) *tensor.Tensor {
 // panics if S does not divide N.
 func (m MoE) Forward(x *tensor.Tensor) MoEOutput {
 	requireInput("nn.MoE", "x", x)
+	requireBuilt("nn.MoE", "Router", m.Router, "nn.NewMoE")
 	p := m.policy
 	if p == (Policy{}) {
 		return m.forward(x)

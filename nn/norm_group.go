@@ -52,6 +52,9 @@ func NewGroupNorm(groups, channels int, opts GroupNormOptions) GroupNorm {
 // Forward normalises x [N, C, spatial...].
 func (g GroupNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
 	requireInput("nn.GroupNorm", "x", x)
+	if g.Groups <= 0 {
+		panic(fmt.Sprintf("nn.GroupNorm: Groups is %d (the zero GroupNorm has no groups; build it with nn.NewGroupNorm)", g.Groups))
+	}
 	if !x.DType().IsFloat() || x.Rank() < 2 || x.Dim(1)%g.Groups != 0 || (g.Weight != nil && x.Dim(1) != g.Weight.Dim(0)) {
 		panic(fmt.Sprintf("nn.GroupNorm: x %v: want float [N, C, ...] with C divisible by %d groups", x, g.Groups))
 	}

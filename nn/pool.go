@@ -107,7 +107,11 @@ func square(k, nd int) []int {
 
 // Forward pools x [N, C, spatial...] or one example [C, spatial...].
 func (p Pool) Forward(x *tensor.Tensor) *tensor.Tensor {
+	requireInput("nn.Pool", "x", x)
 	nd := len(p.Kernel)
+	if nd == 0 {
+		panic("nn.Pool: Kernel is empty (the zero Pool has no window; build it with nn.NewMaxPool2d, NewAvgPool2d or their 1-D, 3-D and N-D forms)")
+	}
 	if !x.DType().IsFloat() || (x.Rank() != nd+2 && x.Rank() != nd+1) {
 		panic(fmt.Sprintf("nn.Pool: x %v: want float [N, C, %d spatial dimensions] or [C, ...]", x, nd))
 	}
@@ -185,7 +189,11 @@ func newAdaptive(fn string, r tensor.WindowReduction, out []int) AdaptivePool {
 // Forward pools x [N, C, spatial...] or one example [C, spatial...] to
 // [.., C, Out...].
 func (p AdaptivePool) Forward(x *tensor.Tensor) *tensor.Tensor {
+	requireInput("nn.AdaptivePool", "x", x)
 	nd := len(p.Out)
+	if nd == 0 {
+		panic("nn.AdaptivePool: Out is empty (the zero AdaptivePool has no output size; build it with nn.NewAdaptiveAvgPool or nn.NewAdaptiveMaxPool)")
+	}
 	if !x.DType().IsFloat() || (x.Rank() != nd+2 && x.Rank() != nd+1) {
 		panic(fmt.Sprintf("nn.AdaptivePool: x %v: want float [N, C, %d spatial dimensions] or [C, ...]", x, nd))
 	}

@@ -81,6 +81,7 @@ func (c GRUCell) Hidden() int { return c.WeightHH.Dim(0) }
 // hidden state h [..., hidden] with the same leading (batch) dimensions:
 // Equinox's cell(input, hidden) for a batch of rows at once.
 func (c GRUCell) Forward(x, h *tensor.Tensor) *tensor.Tensor {
+	requireBuilt("nn.GRUCell", "WeightIH", c.WeightIH, "nn.NewGRUCell")
 	H := c.Hidden()
 	checkCellInputs("nn.GRUCell", x, h, c.WeightIH, c.In(), H)
 	ig := matmulLast(x, c.WeightIH)
@@ -160,6 +161,7 @@ func (c LSTMCell) ZeroState(batch ...int) LSTMState {
 // whose H and C are [..., hidden] with x's leading (batch) dimensions:
 // Equinox's cell(input, (h, c)) for a batch of rows at once.
 func (c LSTMCell) Forward(x *tensor.Tensor, s LSTMState) LSTMState {
+	requireBuilt("nn.LSTMCell", "WeightIH", c.WeightIH, "nn.NewLSTMCell")
 	H := c.Hidden()
 	checkCellInputs("nn.LSTMCell", x, s.H, c.WeightIH, c.In(), H)
 	if s.C == nil || !sameShapes(s.C, s.H) {

@@ -79,6 +79,10 @@ func MakeWithState[M any](model M) (M, State) {
 func (s State) Get(i StateIndex) []*tensor.Tensor {
 	v, ok := s.Values[i.Key()]
 	if !ok {
+		if i.id == 0 && i.kind == "" {
+			panic("nn.State.Get: a zero StateIndex (of a layer not built by its constructor, such as the zero BatchNorm) was never numbered: " +
+				"build the layer with its constructor and the model's State with nn.MakeWithState")
+		}
 		if i.id == 0 {
 			panic(fmt.Sprintf("nn.State.Get: a %s layer's index was never numbered: build the model's State with nn.MakeWithState", i.kind))
 		}
