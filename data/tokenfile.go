@@ -51,6 +51,8 @@ type FileError struct {
 	Err    error
 }
 
+// Error says which file, at which byte offset where it applies, and what
+// is wrong.
 func (e *FileError) Error() string {
 	if e.Offset >= 0 {
 		return fmt.Sprintf("data: %s: at byte %d: %v", e.File, e.Offset, e.Err)
@@ -58,6 +60,8 @@ func (e *FileError) Error() string {
 	return fmt.Sprintf("data: %s: %v", e.File, e.Err)
 }
 
+// Unwrap returns Err, for errors.Is (ErrTruncated, ErrBadMagic, ...) and
+// errors.As.
 func (e *FileError) Unwrap() error { return e.Err }
 
 func fileErr(path string, off int64, format string, args ...any) error {

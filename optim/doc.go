@@ -163,7 +163,7 @@
 // counters (tensors, not Go ints, so checkpoints save them) and trees of the
 // params' structure for the moments. Those are built from the params with
 // pytree.Map, so each state tensor carries the logical axis names of its
-// parameter (tensor.LogicalAxes); Adafactor's row and column factors carry
+// parameter (Tensor.LogicalAxes); Adafactor's row and column factors carry
 // the names of the dimensions they keep. Sharding rules that place
 // parameters by their logical axes therefore place the optimizer state
 // exactly like them, which is ZeRO/FSDP for the state.

@@ -45,6 +45,7 @@ const (
 	Schatten
 )
 
+// String returns the preconditioning's name: Frobenius, AOL or Schatten.
 func (p Preconditioning) String() string {
 	switch p {
 	case Frobenius:

@@ -36,6 +36,7 @@ const (
 	InterpolateCosine
 )
 
+// String returns "linear" or "cosine".
 func (k Interpolation) String() string {
 	switch k {
 	case InterpolateLinear:

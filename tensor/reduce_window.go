@@ -25,6 +25,8 @@ const (
 	WindowMeanValid
 )
 
+// String returns the reduction's name as pytree.Format prints it: "max",
+// "sum", "mean" or "mean (valid)".
 func (r WindowReduction) String() string {
 	switch r {
 	case WindowMax:

@@ -122,6 +122,7 @@ const (
 	ThreadMultiple
 )
 
+// String returns the MPI name of the level, such as MPI_THREAD_MULTIPLE.
 func (l ThreadLevel) String() string {
 	return [...]string{"MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED", "MPI_THREAD_MULTIPLE"}[l]
 }
