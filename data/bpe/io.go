@@ -79,7 +79,11 @@ func openRegular(path string) (*os.File, error) {
 		return nil, fmt.Errorf("bpe: %w", err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("bpe: %s: not a regular file (%v)", path, st.Mode().Type())
+		kind := "a directory"
+		if !st.IsDir() {
+			kind = "file mode " + st.Mode().Type().String()
+		}
+		return nil, fmt.Errorf("bpe: %s: not a regular file (%s)", path, kind)
 	}
 	f, err := os.Open(path)
 	if err != nil {
