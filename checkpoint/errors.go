@@ -68,6 +68,17 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
+// checkDir returns an *Error of op and step if dir is "" (an unset flag,
+// say): filepath.Join would read it as the current directory, and
+// os.MkdirAll and os.ReadDir fail on it with "no such file or directory",
+// which Steps would take for a fresh, empty directory.
+func checkDir(op string, step int, dir string) error {
+	if dir == "" {
+		return &Error{Op: op, Step: step, Err: errors.New(`the checkpoint directory is "" (use "." for the current directory)`)}
+	}
+	return nil
+}
+
 // errf builds a cause wrapping a sentinel: errf(ErrCorrupt, "frame %d: %v", i, err).
 func errf(kind error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", kind, fmt.Sprintf(format, args...))

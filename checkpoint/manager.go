@@ -74,6 +74,9 @@ type Manager struct {
 // NewManager opens (creating it if needed) a checkpoint directory and
 // reads the steps already there, with their metrics.
 func NewManager(dir string, opts ManagerOptions) (*Manager, error) {
+	if err := checkDir("manager", -1, dir); err != nil {
+		return nil, err
+	}
 	if opts.SaveEvery < 0 || opts.KeepLatest < 0 || opts.KeepBest < 0 {
 		return nil, &Error{Op: "manager", Step: -1, Err: errors.New("negative SaveEvery, KeepLatest or KeepBest")}
 	}
@@ -373,6 +376,9 @@ func maps(m map[string]float64) map[string]float64 {
 // Restore refuses those, so what Steps lists is what Restore and
 // RestoreLatest read.
 func Steps(dir string) ([]int, error) {
+	if err := checkDir("steps", -1, dir); err != nil {
+		return nil, err
+	}
 	ents, err := readDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

@@ -175,6 +175,9 @@ func Restore[T any](dir string, step int, like T, to Placement, opts ...RestoreO
 // file of at most maxManifestBytes, both checked with Lstat, so a FIFO or
 // a device there fails at once instead of blocking the open or the read.
 func readManifest(dir string, step int) (root *os.Root, m *manifest, err error) {
+	if err := checkDir("restore", step, dir); err != nil {
+		return nil, nil, err
+	}
 	stepDir := filepath.Join(dir, stepName(step))
 	fail := func(file string, err error) error {
 		return &Error{Op: "restore", Step: step, Dir: stepDir, File: file, Err: err}

@@ -112,6 +112,9 @@ func withChunkBytes(n int) SaveOption { return func(c *saveConfig) { c.chunkByte
 // narrower storage for float32 leaves. A tree that holds no tensor is an
 // error: there would be nothing to restore.
 func Save(dir string, step int, tree any, opts ...SaveOption) error {
+	if err := checkDir("save", step, dir); err != nil {
+		return err
+	}
 	p, err := prepare(step, tree, opts)
 	if err != nil {
 		return err
