@@ -29,7 +29,7 @@ import (
 //		h = cell.Forward(x, h)
 //		return h, h
 //	}
-//	hT, hs := autodiff.Scan(step, h0, xs) // xs [T, batch, in], hs [T, batch, H]
+//	hT, hs := autodiff.Scan(step, cell.ZeroState(batch), xs) // xs [T, batch, in], hs [T, batch, H]
 type GRUCell struct {
 	WeightIH *tensor.Tensor // f32[in, 3·hidden]
 	WeightHH *tensor.Tensor // f32[hidden, 3·hidden]
@@ -76,6 +76,13 @@ func (c GRUCell) In() int { return c.WeightIH.Dim(0) }
 
 // Hidden returns the size of the hidden state.
 func (c GRUCell) Hidden() int { return c.WeightHH.Dim(0) }
+
+// ZeroState returns the all-zero hidden state [batch..., hidden] for the
+// given leading (batch) dimensions, the usual initial state, in the cell's
+// dtype.
+func (c GRUCell) ZeroState(batch ...int) *tensor.Tensor {
+	return tensor.Zeros(c.WeightHH.DType(), append(append([]int{}, batch...), c.Hidden())...)
+}
 
 // Forward returns the next hidden state from an input x [..., in] and a
 // hidden state h [..., hidden] with the same leading (batch) dimensions:
@@ -151,10 +158,11 @@ func (c LSTMCell) In() int { return c.WeightIH.Dim(0) }
 func (c LSTMCell) Hidden() int { return c.WeightHH.Dim(0) }
 
 // ZeroState returns the all-zero state for the given leading (batch)
-// dimensions, the usual initial state.
+// dimensions, the usual initial state, in the cell's dtype.
 func (c LSTMCell) ZeroState(batch ...int) LSTMState {
 	shape := append(append([]int{}, batch...), c.Hidden())
-	return LSTMState{H: tensor.Zeros(tensor.Float32, shape...), C: tensor.Zeros(tensor.Float32, shape...)}
+	dt := c.WeightHH.DType()
+	return LSTMState{H: tensor.Zeros(dt, shape...), C: tensor.Zeros(dt, shape...)}
 }
 
 // Forward returns the next state from an input x [..., in] and a state
@@ -183,7 +191,7 @@ func (c LSTMCell) Forward(x *tensor.Tensor, s LSTMState) LSTMState {
 // the same leading dimensions.
 func checkCellInputs(fn string, x, h, w *tensor.Tensor, in, hidden int) {
 	if x == nil || h == nil {
-		panic(fmt.Sprintf("%s: x %v, hidden state %v: nil operand", fn, x, h))
+		panic(fmt.Sprintf("%s: x %v, hidden state %v: nil operand (start from the cell's ZeroState(batch...))", fn, x, h))
 	}
 	xs, hs := x.Shape(), h.Shape()
 	ok := len(xs) >= 1 && len(xs) == len(hs) && xs[len(xs)-1] == in && hs[len(hs)-1] == hidden

@@ -63,3 +63,26 @@ func TestZeroValueLayersPanicNamingConstructor(t *testing.T) {
 		})
 	}
 }
+
+// ZeroState gives the cell's own dtype: a float64 cell (CastTo) started from
+// its ZeroState used to get a float32 state and panic with "dtypes differ".
+// GRUCell has one too. A nil state panics pointing at ZeroState.
+func TestRNNZeroStateAndNilState(t *testing.T) {
+	key := tensor.NewKey(0)
+	l := nn.CastTo(nn.NewLSTMCell(key, 3, 4, nn.RNNOptions{}), tensor.Float64)
+	g := nn.CastTo(nn.NewGRUCell(key, 3, 4, nn.RNNOptions{}), tensor.Float64)
+	x := tensor.Ones(tensor.Float64, 2, 3)
+	s := l.ZeroState(2)
+	require.Equal(t, "f64[2,4] f64[2,4]", s.H.String()+" "+s.C.String())
+	require.Equal(t, "f64[2,4]", l.Forward(x, s).H.String())
+	h := g.ZeroState(2)
+	require.Equal(t, "f64[2,4]", h.String())
+	require.Equal(t, make([]float64, 8), h.Float64s())
+	require.Equal(t, "f64[2,4]", g.Forward(x, h).String())
+	require.Equal(t, "f32[4]", nn.NewGRUCell(key, 3, 4, nn.RNNOptions{}).ZeroState().String())
+
+	require.PanicsWithValue(t, "nn.LSTMCell: x f64[2,3], hidden state <nil>: nil operand (start from the cell's ZeroState(batch...))",
+		func() { l.Forward(x, nn.LSTMState{}) })
+	require.PanicsWithValue(t, "nn.GRUCell: x f64[2,3], hidden state <nil>: nil operand (start from the cell's ZeroState(batch...))",
+		func() { g.Forward(x, nil) })
+}
