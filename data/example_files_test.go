@@ -106,3 +106,61 @@ func ExampleAugmentations() {
 	// f32[25,8,8,3]
 	// f32[25,8,8,3]
 }
+
+// An image dataset larger than memory: CreateImages writes labelled images
+// one record at a time (in bounded memory, renamed into place by Close),
+// OpenImages maps the file, and a Loader (or a Stream) reads only the
+// records of each batch. Batches are channels last, X f32[B,H,W,C] in
+// [0,1]; nn.Conv wants channels first, so transpose them for a CNN. A
+// label beyond the classes, a truncated file or one with trailing bytes is
+// an error (*data.FileError) naming the file and the byte offset.
+func ExampleCreateImages() {
+	dir, _ := os.MkdirTemp("", "images")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "train.img")
+
+	w, err := data.CreateImages(path, data.Uint8, 4, 4, 1, 10) // 4×4 grey images, 10 classes
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	pixels := make([]uint8, 4*4)
+	for i := range 100 {
+		for j := range pixels {
+			pixels[j] = uint8(i + j)
+		}
+		if err := w.WriteUint8(i%10, pixels); err != nil {
+			w.Discard()
+			fmt.Println(err)
+			return
+		}
+	}
+	if err := w.Close(); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	images, err := data.OpenImages(path)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer images.Close()
+	h, wd, c := images.Shape()
+	fmt.Println(images.Len(), "images", h, "×", wd, "×", c, "in", images.Classes(), "classes")
+
+	loader := &data.Loader{Dataset: images, BatchSize: 32, Shuffle: true, Key: tensor.NewKey(0), DropLast: true}
+	for b, err := range loader.Epoch(0) {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		x := tensor.Transpose(b.X, 0, 3, 1, 2) // [B, C, H, W] for nn.Conv
+		fmt.Println(b.X, "->", x, b.Y)
+	}
+	// Output:
+	// 100 images 4 × 4 × 1 in 10 classes
+	// f32[32,4,4,1] -> f32[32,1,4,4] i32[32]
+	// f32[32,4,4,1] -> f32[32,1,4,4] i32[32]
+	// f32[32,4,4,1] -> f32[32,1,4,4] i32[32]
+}
