@@ -346,6 +346,9 @@ func init() {
 // returns to where x lived. It panics if a sharded dimension is not
 // divisible by its axes, naming the dimension, the axes and the sizes.
 func Put(x *tensor.Tensor, s Sharding) *tensor.Tensor {
+	if x == nil {
+		panic("shard.Put: x is nil")
+	}
 	if x.Local() != nil {
 		panic(fmt.Sprintf("shard.Put: %v is a block inside shard.Map", x))
 	}

@@ -13,6 +13,9 @@ type Sharding struct {
 func NewSharding(mesh *Mesh, spec Spec) Sharding {
 	seen := map[string]bool{}
 	for _, a := range spec.Axes() {
+		if mesh == nil {
+			panic("shard.NewSharding: mesh is nil")
+		}
 		mesh.axis("shard.NewSharding", a)
 		if seen[a] {
 			panic(fmt.Sprintf("shard.NewSharding: spec %v uses mesh axis %q twice", spec, a))

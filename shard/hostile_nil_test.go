@@ -1,0 +1,31 @@
+package shard_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/shard"
+	"github.com/gonox/gonox/tensor"
+)
+
+// A nil tensor or a nil mesh given to the placement API panics naming the
+// function and the argument, not with a nil dereference inside it.
+func TestPlacementNilArguments(t *testing.T) {
+	mesh := shard.NewMesh([]int{2}, []string{"dp"})
+	x := tensor.Zeros(tensor.Float32, 4, 2)
+	tests := []struct {
+		name string
+		f    func()
+		want string
+	}{
+		{"Put nil x", func() { shard.Put(nil, shard.NewSharding(mesh, shard.P("dp", nil))) }, "shard.Put: x is nil"},
+		{"NewSharding nil mesh", func() { shard.NewSharding(nil, shard.P("dp", nil)) }, "shard.NewSharding: mesh is nil"},
+		{"Put zero Sharding", func() { shard.Put(x, shard.Sharding{}) }, "shard.Put: zero Sharding (use NewSharding or Replicated)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.PanicsWithValue(t, tt.want, tt.f)
+		})
+	}
+}
