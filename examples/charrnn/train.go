@@ -49,7 +49,7 @@ type runner struct {
 func newRunner(cfg config, c *corpus, model Model, sampleKey tensor.Key, out io.Writer) *runner {
 	opt := newOptimizer(cfg)
 	return &runner{cfg: cfg, c: c, model: model, opt: opt, state: opt.Init(model), sampleKey: sampleKey, out: out,
-		rec: record(cfg, c), cps: &cli.Checkpoints{Dir: cfg.ckpt, Flag: "ckpt", Unit: "step"}}
+		rec: record(cfg, c), cps: &cli.Checkpoints{Dir: cfg.ckpt, Flag: "ckpt", Unit: "step", Every: min(cfg.evalEvery, cfg.steps)}}
 }
 
 // windows returns the batch of windows of n+1 characters of ids starting

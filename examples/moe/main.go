@@ -420,7 +420,7 @@ func runConfig(cfg config, out, errOut io.Writer) error {
 	}
 	r := &runner{cfg: cfg, c: c, tr: tr, sampleKey: keys[1], out: out, errOut: errOut,
 		rec: record(cfg, c, fmt.Sprintf("%v on %s", s, where)), hist: history{experts: cfg.experts},
-		cps: &cli.Checkpoints{Dir: cfg.ckpt, Flag: "ckpt", Unit: "step"}}
+		cps: &cli.Checkpoints{Dir: cfg.ckpt, Flag: "ckpt", Unit: "step", Every: min(cfg.evalEvery, cfg.steps)}}
 	if cfg.ckpt != "" {
 		if err := r.resume(); err != nil {
 			return err

@@ -301,4 +301,14 @@ func TestCheckpointsLast(t *testing.T) {
 	assert.Contains(t, c.Last(), "step 100", "a failed save is not the last checkpoint")
 	require.NoError(t, c.Save(200, func() error { return nil }))
 	assert.Contains(t, c.Last(), "step 200 in ck")
+
+	// moe and charrnn save at every evaluation, not every step: an
+	// interruption at step 8 said the first checkpoint came after the
+	// first step.
+	every := &Checkpoints{Flag: "ckpt", Unit: "step", Every: 100}
+	assert.Equal(t, "no checkpoint was saved (-ckpt DIR saves one every 100 steps and resumes from it)", every.Last())
+	every.Dir = "ck"
+	assert.Equal(t, "no checkpoint was saved in ck yet (the first comes after step 100)", every.Last())
+	every.Every = 1
+	assert.Equal(t, "no checkpoint was saved in ck yet (the first comes after the first step)", every.Last())
 }

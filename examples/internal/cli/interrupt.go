@@ -20,6 +20,9 @@ type Checkpoints struct {
 	// names the flag that sets it and Unit what a step counts ("epoch",
 	// "step").
 	Dir, Flag, Unit string
+	// Every is how many units apart the checkpoints are saved (0 means
+	// 1): moe and charrnn save at every evaluation.
+	Every int
 
 	mu    sync.Mutex
 	step  int
@@ -49,11 +52,15 @@ func (c *Checkpoints) Save(step int, save func() error) error {
 // ckpt: run the same command again to resume from it", or why there is
 // none. The caller holds the lock or knows that no save runs.
 func (c *Checkpoints) last() string {
+	every, first := c.Unit, "the first "+c.Unit
+	if c.Every > 1 {
+		every, first = fmt.Sprintf("%d %ss", c.Every, c.Unit), fmt.Sprintf("%s %d", c.Unit, c.Every)
+	}
 	switch {
 	case c.Dir == "":
-		return fmt.Sprintf("no checkpoint was saved (-%s DIR saves one every %s and resumes from it)", c.Flag, c.Unit)
+		return fmt.Sprintf("no checkpoint was saved (-%s DIR saves one every %s and resumes from it)", c.Flag, every)
 	case !c.saved:
-		return fmt.Sprintf("no checkpoint was saved in %s yet (the first comes after the first %s)", c.Dir, c.Unit)
+		return fmt.Sprintf("no checkpoint was saved in %s yet (the first comes after %s)", c.Dir, first)
 	}
 	return fmt.Sprintf("the last checkpoint is %s %d in %s: run the same command again to resume from it", c.Unit, c.step, c.Dir)
 }
