@@ -345,22 +345,13 @@ func channelAffine2(dst, g, x, a, s, b, y []float32, shape []int, local bool) {
 	m := len(x) / numel(shape[2:]) // rows: N·C
 	w := len(x) / m
 	rows := func(lo, hi int) {
-		var buf [stageLen]float32
 		for i := lo; i < hi; i++ {
-			k := i % c
-			for j := i * w; j < (i+1)*w; j += stageLen {
-				e := min(j+stageLen, (i+1)*w)
-				d, t := dst[j:e], buf[:e-j]
-				if y != nil {
-					vec.ReluGradMul(d, g[j:e], y[j:e])
-					vec.MulVS(d, d, a[k])
-				} else {
-					vec.MulVS(d, g[j:e], a[k])
-				}
-				vec.MulVS(t, x[j:e], s[k])
-				vec.AddVV(d, d, t)
-				vec.AddVS(d, d, b[k])
+			k, j, e := i%c, i*w, (i+1)*w
+			var yr []float32
+			if y != nil {
+				yr = y[j:e]
 			}
+			vec.Affine2Row(dst[j:e], g[j:e], yr, x[j:e], a[k], s[k], b[k]) // one sweep of the row
 		}
 	}
 	if serial(3*len(x)*costCheap, local) {

@@ -410,18 +410,13 @@ func channelAffine(dst, x, s, b, r []float32, shape []int, act Activation, local
 		for i := lo; i < hi; i++ {
 			d, xr := dst[i*w:(i+1)*w], x[i*w:(i+1)*w]
 			k := i % c
-			if w < 8 {
-				for j, v := range xr {
-					d[j] = float32(v*s[k]) + b[k]
-				}
-			} else {
-				vec.MulVS(d, xr, s[k])
-				vec.AddVS(d, d, b[k])
-			}
+			var rr []float32
 			if r != nil {
-				vec.AddVV(d, d, r[i*w:(i+1)*w])
+				rr = r[i*w : (i+1)*w]
 			}
-			if kernel != nil {
+			relu := act == ActRelu
+			vec.AffineRow(d, xr, s[k], b[k], rr, relu) // one sweep of the row
+			if kernel != nil && !relu {
 				kernel(d, d)
 			}
 		}

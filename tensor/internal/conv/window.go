@@ -129,6 +129,9 @@ type winPlan struct {
 	// pool2: 2×2 windows at stride 2 without padding or dilation over the
 	// last two dimensions, the others a batch (kernelSet.maxPool2).
 	pool2 bool
+	// whole: one window per batch element, reading each of its elements
+	// once (a global pool).
+	whole bool
 }
 
 // plan checks w and returns its normalised form; nx and ny, if not
@@ -226,6 +229,12 @@ func (w *Window) plan(op string, nx, ny int) *winPlan {
 	if nx >= 0 {
 		pl.buildRows()
 		pl.buildDense()
+	}
+	pl.whole = pl.outSize == 1 && pl.kSize == pl.inSize
+	for d := range pl.tab {
+		for j, i := range pl.tab[d] {
+			pl.whole = pl.whole && int(i) == j
+		}
 	}
 	pl.pool2 = pl.uniform && len(pl.in) == 2 && pl.k[0] == 2 && pl.k[1] == 2
 	for d := r - 2; d < r && pl.pool2; d++ {
@@ -551,6 +560,12 @@ func MaxGather(w *Window, ddy []float32, arg []int32, ddx []float32, threads int
 // SumForward sets y to the sum of each window of x (0 for padding).
 func SumForward(w *Window, y, x []float32, threads int) {
 	pl := w.plan("SumForward", len(x), len(y))
+	if pl.whole { // a global pool: each batch element summed in one call
+		pl.eachBatch(threads, func(b int) {
+			y[b] = float32(vec.SumF64(x[b*pl.inSize : (b+1)*pl.inSize]))
+		})
+		return
+	}
 	if pl.dense {
 		pl.eachDense(threads, func(b, o0, o1 int) {
 			off := b * pl.outSize
@@ -584,6 +599,12 @@ func SumForward(w *Window, y, x []float32, threads int) {
 // input element gets the sum of dy over the windows that read it.
 func SumBackward(w *Window, dx, dy []float32, threads int) {
 	pl := w.plan("SumBackward", len(dx), len(dy))
+	if pl.whole { // a global pool: dy spread over each batch element
+		pl.eachBatch(threads, func(b int) {
+			vec.Fill(dx[b*pl.inSize:(b+1)*pl.inSize], dy[b]+0) // +0: the bits of 0 + dy
+		})
+		return
+	}
 	if pl.rowsOut == 0 {
 		clear(dx)
 	}

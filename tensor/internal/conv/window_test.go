@@ -211,15 +211,70 @@ func TestWindowTable(t *testing.T) {
 		{Shape: []int{4, 5}, Size: []int{2, 5}},                                         // over everything
 		{Shape: []int{3, 4}, Size: []int{1, 3}, PadLo: []int{0, 4}, PadHi: []int{0, 4}}, // windows of padding only
 		{Shape: []int{2, 3, 0}, Size: []int{1, 1, 2}, PadLo: []int{0, 0, 1}, PadHi: []int{0, 0, 1}},
-		{Shape: []int{2, 3, 3}, Size: []int{1, 1, 5}},               // empty output
-		{Shape: []int{2, 3, 10, 7}, AdaptiveOut: []int{2, 3, 4, 3}}, // adaptive, PyTorch's windows
-		{Shape: []int{2, 3, 5, 4}, AdaptiveOut: []int{2, 3, 1, 1}},  // global pooling
-		{Shape: []int{2, 4, 3, 5}, AdaptiveOut: []int{2, 4, 7, 9}},  // upsampling windows
+		{Shape: []int{2, 3, 3}, Size: []int{1, 1, 5}},                                   // empty output
+		{Shape: []int{2, 3, 10, 7}, AdaptiveOut: []int{2, 3, 4, 3}},                     // adaptive, PyTorch's windows
+		{Shape: []int{2, 3, 5, 4}, AdaptiveOut: []int{2, 3, 1, 1}},                      // global pooling
+		{Shape: []int{2, 3, 5, 4}, Size: []int{1, 1, 5, 4}},                             // global pooling, a plain window
+		{Shape: []int{3, 37}, Size: []int{3, 37}},                                       // one window over everything
+		{Shape: []int{2, 3}, Size: []int{1, 5}, PadLo: []int{0, 1}, PadHi: []int{0, 1}}, // one window a row, with padding
+		{Shape: []int{2, 4, 3, 5}, AdaptiveOut: []int{2, 4, 7, 9}},                      // upsampling windows
 	}
 	for i, w := range cases {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			checkWindow(t, rand.New(rand.NewPCG(uint64(i), 9)), &w)
 		})
+	}
+}
+
+// A window per batch element that reads each of its elements once (a
+// global pool) takes the whole path: one sum a batch element, whose
+// transpose spreads 0 + dy (so -0 becomes +0, as adding into cleared
+// memory does); windows with padding, dilation or a second output do not.
+func TestWindowWhole(t *testing.T) {
+	for _, c := range []struct {
+		w     Window
+		whole bool
+	}{
+		{Window{Shape: []int{2, 3, 5, 4}, AdaptiveOut: []int{2, 3, 1, 1}}, true},
+		{Window{Shape: []int{2, 3, 5, 4}, Size: []int{1, 1, 5, 4}}, true},
+		{Window{Shape: []int{3, 37}, Size: []int{3, 37}}, true},
+		{Window{Shape: []int{2, 3}, Size: []int{1, 5}, PadLo: []int{0, 1}, PadHi: []int{0, 1}}, false},
+		{Window{Shape: []int{2, 5}, Size: []int{1, 3}, Dilation: []int{1, 2}}, false},
+		{Window{Shape: []int{2, 3, 5, 4}, AdaptiveOut: []int{2, 3, 1, 2}}, false},
+	} {
+		nx := 1
+		for _, n := range c.w.Shape {
+			nx *= n
+		}
+		ny := 1
+		for _, n := range c.w.Out() {
+			ny *= n
+		}
+		pl := c.w.plan("test", nx, ny)
+		require.Equal(t, c.whole, pl.whole, "%+v", c.w)
+		if !c.whole {
+			continue
+		}
+		x := make([]float32, nx)
+		for i := range x {
+			x[i] = float32(i%7) - 2.5
+		}
+		y := make([]float32, ny)
+		SumForward(&c.w, y, x, 1)
+		dy := make([]float32, ny)
+		for b := range y {
+			var want float64
+			for _, v := range x[b*pl.inSize : (b+1)*pl.inSize] {
+				want += float64(v)
+			}
+			require.Equal(t, float32(want), y[b], "sum %d (%+v)", b, c.w)
+			dy[b] = float32(math.Copysign(float64(b), -1)) // -0 first
+		}
+		dx := nanSlice(nx)
+		SumBackward(&c.w, dx, dy, 1)
+		for i, v := range dx {
+			require.Equal(t, math.Float32bits(dy[i/pl.inSize]+0), math.Float32bits(v), "sumᵀ %d (%+v)", i, c.w)
+		}
 	}
 }
 
