@@ -94,8 +94,8 @@ func BenchmarkConvMethod(b *testing.B) {
 		dx, dw := make([]float32, nx), make([]float32, nw)
 		g := p.geom()
 		flops := g.flops()
-		for _, m := range []method{methodIm2col, methodDirect, methodRows} {
-			name := []string{"auto", "im2col", "direct", "rows"}[m]
+		for _, m := range []method{methodIm2col, methodDirect, methodRows, methodWinograd} {
+			name := []string{"auto", "im2col", "direct", "rows", "winograd"}[m]
 			b.Run(fmt.Sprintf("%s/fwd/%s", c.name, name), func(b *testing.B) {
 				forceMethod = m
 				defer func() { forceMethod = methodAuto }()

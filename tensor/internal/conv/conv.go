@@ -40,6 +40,9 @@ const (
 	methodIm2col
 	methodDirect // the direct form in the grid layout
 	methodRows   // the direct form in the rows layout wherever it applies
+	// methodWinograd: the Winograd form wherever it applies (as auto
+	// does), the direct form elsewhere.
+	methodWinograd
 )
 
 var forceMethod method

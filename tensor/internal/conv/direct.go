@@ -43,7 +43,7 @@ func newShiftDirect(g *geom, sp *shiftPlan, wr []float32, rows, cols, t int) *sh
 	d.depth = cols * ks
 	d.k = active.pickIgemm(rows, sp.q)
 	if kr := active.pickIgemmRows(rows, sp.od); kr != nil &&
-		(forceMethod == methodRows || forceMethod == methodAuto && kr.rowCost(rows, sp.od) <= d.k.gridCost(rows, sp.q)) {
+		(forceMethod == methodRows || (forceMethod == methodAuto || forceMethod == methodWinograd) && kr.rowCost(rows, sp.od) <= d.k.gridCost(rows, sp.q)) {
 		d.k, d.byRows = kr, true
 	}
 	d.packPanels(wr)
@@ -218,7 +218,12 @@ func (sp *shiftPlan) padRows(p, src []float32, nch, r0, r1 int, interior bool) {
 
 // forwardDirect computes Forward in direct form; t is the thread budget.
 func (g *geom) forwardDirect(y, x, w []float32, t int) {
-	d := newShiftDirect(g, g.forwardShift(), w, g.og, g.cg, t)
+	sp := g.forwardShift()
+	if wp := active.winograd(g, sp, w, g.og, g.cg); wp != nil {
+		wp.runAll(y, x, g.n, g.o*g.outSize, g.c*g.inSize, t)
+		return
+	}
+	d := newShiftDirect(g, sp, w, g.og, g.cg, t)
 	items := g.n * g.groups * d.blocks
 	parallel(items, t, func(i int, ws *workspace) {
 		b := i % d.blocks
@@ -231,7 +236,12 @@ func (g *geom) forwardDirect(y, x, w []float32, t int) {
 func (g *geom) backwardInputDirect(dx, dy, w []float32, t int) {
 	wr := make([]float32, len(w))
 	g.flipped(wr, w)
-	d := newShiftDirect(g, g.backwardShift(), wr, g.cg, g.og, t)
+	sp := g.backwardShift()
+	if wp := active.winograd(g, sp, wr, g.cg, g.og); wp != nil {
+		wp.runAll(dx, dy, g.n, g.c*g.inSize, g.o*g.outSize, t)
+		return
+	}
+	d := newShiftDirect(g, sp, wr, g.cg, g.og, t)
 	items := g.n * g.groups * d.blocks
 	parallel(items, t, func(i int, ws *workspace) {
 		b := i % d.blocks

@@ -25,6 +25,10 @@ type kernelSet struct {
 	name  string
 	igemm []igemmKernel
 	dot   []dotKernel
+	// winoIn and winoOut, if not nil, are the Winograd F(2×2, 3×3)
+	// transforms of winograd.go (k512WinoIn, k512WinoOut).
+	winoIn  func(p *float32, pd2, ntr, ngrp int, v *float32, vstr int)
+	winoOut func(m *float32, mstr, ntr, ngrp int, y *float32, ldy int)
 	// maxStride is the max-pooling step: for t < len(ys), v = xs[t·stride];
 	// where v > ys[t] or v is NaN, ys[t] = v and as[t] = pos0 + t·dpos.
 	maxStride func(ys []float32, as []int32, xs []float32, stride int, pos0, dpos int32)

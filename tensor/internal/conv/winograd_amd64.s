@@ -1,0 +1,172 @@
+//go:build amd64 && !noasm
+
+#include "textflag.h"
+
+// The AVX-512 transforms of the Winograd F(2×2, 3×3) convolution
+// (winograd.go), 16 tiles a vector: the tiles of one tile row side by
+// side, their columns split into even and odd lanes (VPERMT2PS with
+// pairIdx), so every transform is adds and subtracts of whole vectors.
+
+// func k512WinoIn(p *float32, pd2, ntr, ngrp int, v *float32, vstr int)
+// For tile rows tr < ntr and groups gi < ngrp of 16 tiles, reads the 4×4
+// inputs d of the tiles (rows 2tr..2tr+3 of the plane at p, row stride
+// pd2 floats; columns 32gi..32gi+33) and writes V = Bᵀ·d·B, element
+// ξ = 4i+j at v + ξ·vstr bytes, the 16 tiles of (tr, gi) at the
+// (tr·ngrp + gi)-th 64 bytes.
+TEXT ·k512WinoIn(SB), NOSPLIT, $0-48
+	MOVQ p+0(FP), SI
+	MOVQ pd2+8(FP), DX
+	SHLQ $2, DX // row stride in bytes
+	MOVQ ntr+16(FP), R8
+	MOVQ v+32(FP), DI
+	MOVQ vstr+40(FP), R10
+	VMOVUPS ·pairIdx+0(SB), Z30
+	VMOVUPS ·pairIdx+64(SB), Z31
+	TESTQ R8, R8
+	JZ winoIn_done
+winoIn_row:
+	MOVQ ngrp+24(FP), CX
+	MOVQ SI, BX
+winoIn_grp:
+	// Rows a = 0..3: u[a][j] into Z(8+4a+j).
+	MOVQ BX, AX
+#define WINO_IN_ROW(u0, u1, u2, u3) \
+	VMOVUPS (AX), Z0; \
+	VMOVUPS 64(AX), Z1; \
+	VMOVUPS 8(AX), Z2; \
+	VMOVUPS 72(AX), Z3; \
+	VMOVAPS Z0, Z4; \
+	VPERMT2PS Z1, Z30, Z4; \
+	VMOVAPS Z0, Z5; \
+	VPERMT2PS Z1, Z31, Z5; \
+	VMOVAPS Z2, Z6; \
+	VPERMT2PS Z3, Z30, Z6; \
+	VMOVAPS Z2, Z7; \
+	VPERMT2PS Z3, Z31, Z7; \
+	VSUBPS Z6, Z4, u0; \
+	VADDPS Z6, Z5, u1; \
+	VSUBPS Z5, Z6, u2; \
+	VSUBPS Z7, Z5, u3; \
+	ADDQ DX, AX
+	WINO_IN_ROW(Z8, Z9, Z10, Z11)
+	WINO_IN_ROW(Z12, Z13, Z14, Z15)
+	WINO_IN_ROW(Z16, Z17, Z18, Z19)
+	WINO_IN_ROW(Z20, Z21, Z22, Z23)
+#undef WINO_IN_ROW
+	// v[0][j] = u0j - u2j, v[1][j] = u1j + u2j, v[2][j] = u2j - u1j,
+	// v[3][j] = u1j - u3j.
+	MOVQ DI, R9
+#define WINO_IN_OUT(op, b, a) \
+	op b, a, Z0; \
+	VMOVUPS Z0, (R9); \
+	ADDQ R10, R9
+	WINO_IN_OUT(VSUBPS, Z16, Z8)
+	WINO_IN_OUT(VSUBPS, Z17, Z9)
+	WINO_IN_OUT(VSUBPS, Z18, Z10)
+	WINO_IN_OUT(VSUBPS, Z19, Z11)
+	WINO_IN_OUT(VADDPS, Z16, Z12)
+	WINO_IN_OUT(VADDPS, Z17, Z13)
+	WINO_IN_OUT(VADDPS, Z18, Z14)
+	WINO_IN_OUT(VADDPS, Z19, Z15)
+	WINO_IN_OUT(VSUBPS, Z12, Z16)
+	WINO_IN_OUT(VSUBPS, Z13, Z17)
+	WINO_IN_OUT(VSUBPS, Z14, Z18)
+	WINO_IN_OUT(VSUBPS, Z15, Z19)
+	WINO_IN_OUT(VSUBPS, Z20, Z12)
+	WINO_IN_OUT(VSUBPS, Z21, Z13)
+	WINO_IN_OUT(VSUBPS, Z22, Z14)
+	WINO_IN_OUT(VSUBPS, Z23, Z15)
+#undef WINO_IN_OUT
+	ADDQ $64, DI
+	ADDQ $128, BX
+	DECQ CX
+	JNZ winoIn_grp
+	LEAQ (SI)(DX*2), SI // two rows down
+	DECQ R8
+	JNZ winoIn_row
+winoIn_done:
+	VZEROUPPER
+	RET
+
+// func k512WinoOut(m *float32, mstr, ntr, ngrp int, y *float32, ldy int)
+// The inverse: for tile rows tr < ntr and groups gi < ngrp of 16 tiles,
+// reads the 16 elements ξ = 4i+j of the tiles' products at m + ξ·mstr
+// bytes (the 16 tiles of (tr, gi) at the (tr·ngrp + gi)-th 64 bytes) and
+// writes Y = Aᵀ·M·A, rows 2tr and 2tr+1 of the plane at y (row stride ldy
+// floats), columns 32gi..32gi+31, the even and odd columns interleaved
+// back (pairInv).
+TEXT ·k512WinoOut(SB), NOSPLIT, $0-48
+	MOVQ m+0(FP), SI
+	MOVQ mstr+8(FP), R10
+	MOVQ ntr+16(FP), R8
+	MOVQ y+32(FP), DI
+	MOVQ ldy+40(FP), DX
+	SHLQ $2, DX
+	VMOVUPS ·pairInv+0(SB), Z30
+	VMOVUPS ·pairInv+64(SB), Z31
+	TESTQ R8, R8
+	JZ winoOut_done
+winoOut_row:
+	MOVQ ngrp+24(FP), CX
+	MOVQ DI, BX
+winoOut_grp:
+	MOVQ SI, R9
+	// Load m_ξ into Z(ξ).
+#define WINO_LOAD(z) \
+	VMOVUPS (R9), z; \
+	ADDQ R10, R9
+	WINO_LOAD(Z0)
+	WINO_LOAD(Z1)
+	WINO_LOAD(Z2)
+	WINO_LOAD(Z3)
+	WINO_LOAD(Z4)
+	WINO_LOAD(Z5)
+	WINO_LOAD(Z6)
+	WINO_LOAD(Z7)
+	WINO_LOAD(Z8)
+	WINO_LOAD(Z9)
+	WINO_LOAD(Z10)
+	WINO_LOAD(Z11)
+	WINO_LOAD(Z12)
+	WINO_LOAD(Z13)
+	WINO_LOAD(Z14)
+	WINO_LOAD(Z15)
+#undef WINO_LOAD
+	// s0[j] = (m0j + m1j) + m2j into Z(16+j); s1[j] = (m1j - m2j) - m3j
+	// into Z(20+j).
+#define WINO_COL(m0, m1, m2, m3, s0, s1) \
+	VADDPS m1, m0, s0; \
+	VADDPS m2, s0, s0; \
+	VSUBPS m2, m1, s1; \
+	VSUBPS m3, s1, s1
+	WINO_COL(Z0, Z4, Z8, Z12, Z16, Z20)
+	WINO_COL(Z1, Z5, Z9, Z13, Z17, Z21)
+	WINO_COL(Z2, Z6, Z10, Z14, Z18, Z22)
+	WINO_COL(Z3, Z7, Z11, Z15, Z19, Z23)
+#undef WINO_COL
+	// Row a: even columns (s0 + s1) + s2, odd (s1 - s2) - s3, interleaved.
+	MOVQ BX, AX
+#define WINO_ROW(s0, s1, s2, s3) \
+	VADDPS s1, s0, Z24; \
+	VADDPS s2, Z24, Z24; \
+	VSUBPS s2, s1, Z25; \
+	VSUBPS s3, Z25, Z25; \
+	VMOVAPS Z24, Z26; \
+	VPERMT2PS Z25, Z30, Z26; \
+	VPERMT2PS Z25, Z31, Z24; \
+	VMOVUPS Z26, (AX); \
+	VMOVUPS Z24, 64(AX); \
+	ADDQ DX, AX
+	WINO_ROW(Z16, Z17, Z18, Z19)
+	WINO_ROW(Z20, Z21, Z22, Z23)
+#undef WINO_ROW
+	ADDQ $64, SI
+	ADDQ $128, BX
+	DECQ CX
+	JNZ winoOut_grp
+	LEAQ (DI)(DX*2), DI
+	DECQ R8
+	JNZ winoOut_row
+winoOut_done:
+	VZEROUPPER
+	RET
