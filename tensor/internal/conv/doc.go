@@ -10,7 +10,7 @@
 // Params describes a convolution as lax.conv_general_dilated does in NCHW
 // layout. Forward computes y = conv(x, w), BackwardInput the transposed
 // convolution dx = convᵀ(dy, w) (the forward pass of a ConvTranspose
-// layer), BackwardKernel dw. Each picks one of two algorithms:
+// layer), BackwardKernel dw. Each picks one of these algorithms:
 //
 //   - Direct (implicit im2col), for stride 1 without input dilation on the
 //     AVX-512 and AVX2 kernel sets. The input is copied into a
@@ -35,6 +35,16 @@
 //     GFLOP/cpu-s and in-place accumulation the kernel gradient from 169
 //     to 193 (go test -run '^$' -bench 'ConvMethod/^resnet$/' ./tensor/internal/conv/,
 //     Zen 5 at load 9).
+//   - Winograd F(2×2, 3×3) (winograd.go), within the direct form's reach,
+//     for the forward pass and the input gradient of a 3×3 kernel without
+//     dilation or groups whose output has an even number of rows, a
+//     multiple of 32 wide, and a multiple of 8 channels, on the AVX-512
+//     set: 2.25x fewer multiplications, the transforms in assembly, the
+//     16 products on the 8×32 shift kernel. resnet class below, Intel
+//     Sapphire Rapids at load 12: forward 122-127 → 179-182 and input
+//     gradient 119-124 → 174-184 (direct-form) GFLOP/cpu-s. Its values
+//     differ from the direct form's by rounding (within a direct sum's
+//     bound of the exact result in the tests).
 //   - im2col on the gemm kernels (tensor/internal/gemm) for everything
 //     else (strides, input dilation, and the portable Go set): column
 //     tiles of at most colBudget floats are gathered per group, sample and
