@@ -143,16 +143,24 @@ func donateDead(keep any, dead ...any) {
 	if !donateSteps {
 		return
 	}
+	var xs []*tensor.Tensor
+	for _, tree := range dead {
+		xs = append(xs, pytree.Leaves(tree)...)
+	}
+	if len(xs) == 0 {
+		// Nothing to donate (the sharded update that took every
+		// gradient later leaves its reduced gradients nil): no walk of
+		// the kept trees.
+		return
+	}
 	// The kept leaves by address, sorted: a device's update calls this
 	// with a few hundred of them a few times a step, where a map grew
 	// and hashed for each call.
 	live := pytree.Leaves(keep)
 	slices.SortFunc(live, byAddress)
-	for _, tree := range dead {
-		for _, x := range pytree.Leaves(tree) {
-			if _, ok := slices.BinarySearchFunc(live, x, byAddress); !ok {
-				donateValue(x)
-			}
+	for _, x := range xs {
+		if _, ok := slices.BinarySearchFunc(live, x, byAddress); !ok {
+			donateValue(x)
 		}
 	}
 }

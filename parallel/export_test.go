@@ -99,3 +99,15 @@ func StepLeavesOneByOne() (restore func()) {
 	groupSmallLeaves = false
 	return func() { groupSmallLeaves = true }
 }
+
+// ConcatBucket makes the sharded step lay the small gradients of its one
+// psum end to end with tensor.Concat (the step before copyBucket), until
+// restore is called.
+func ConcatBucket() (restore func()) {
+	copyBucket = false
+	return func() { copyBucket = true }
+}
+
+// BucketsCopied returns the number of buckets the sharded step has laid
+// out by copying its members since the process started.
+func BucketsCopied() int64 { return bucketCopied.Load() }

@@ -657,18 +657,18 @@ func (t *Trainer[M, B]) zeroUpdate(c *shard.Ctx, params, g M, state optim.State,
 	// them rather than once each.
 	markPhase(phaseUpdated)
 	pl, pt := pytree.Flatten(own)
-	gs.gather(pl)
-	markPhase(phaseGathered)
-	p := pytree.Unflatten[M](pt, pl)
 	// The updated blocks are dead once gathered (an all-gather has read
 	// every operand when it returns); the leaves left whole are the
 	// parameters themselves.
-	parts, _ := pytree.Flatten(own)
-	for i := range parts {
-		if dims[i] < 0 {
-			parts[i] = nil
+	parts := make([]*tensor.Tensor, len(pl))
+	for i, x := range pl {
+		if dims[i] >= 0 {
+			parts[i] = x
 		}
 	}
+	gs.gather(pl)
+	markPhase(phaseGathered)
+	p := pytree.Unflatten[M](pt, pl)
 	donateDead(st, parts)
 	return p, st
 }
@@ -979,13 +979,40 @@ func (t *Trainer[M, B]) startBucket(c *shard.Ctx, leaves []*tensor.Tensor, hs []
 	if len(b.parts) < 2 {
 		return &gradBucket{}, -1
 	}
-	flat := make([]*tensor.Tensor, len(b.parts))
-	for i, x := range b.parts {
-		flat[i] = tensor.Reshape(x, x.Size())
-	}
-	b.h = c.PsumStart(tensor.Concat(0, flat...), t.dataAxes...)
+	b.h = c.PsumStart(b.concat(total), t.dataAxes...)
 	return b, mean
 }
+
+// concat returns the bucket's members flattened and laid end to end, total
+// elements: copied into storage from the allocator cache when they all
+// vary over the same axes (their elements, as tensor.Concat of their
+// reshapes would have them, without a reshape header a member and the
+// op's dispatch on every device), else by tensor.Concat.
+func (b *gradBucket) concat(total int) *tensor.Tensor {
+	l := b.parts[0].Local()
+	if !copyBucket || l == nil || slices.ContainsFunc(b.parts, func(x *tensor.Tensor) bool { return x.Local() != l || x.IsTraced() }) {
+		flat := make([]*tensor.Tensor, len(b.parts))
+		for i, x := range b.parts {
+			flat[i] = tensor.Reshape(x, x.Size())
+		}
+		return tensor.Concat(0, flat...)
+	}
+	out := tensor.Empty(tensor.Float32, total)
+	dst, at := out.BorrowFloat32(), 0
+	for _, x := range b.parts {
+		at += copy(dst[at:], x.BorrowFloat32())
+	}
+	bucketCopied.Add(1)
+	return tensor.Vary(out, l)
+}
+
+// copyBucket makes gradBucket.concat copy the members itself where it
+// can. A variable for the tests, which compare the step with and without.
+var copyBucket = true
+
+// bucketCopied counts the buckets gradBucket.concat copied itself, for
+// the tests.
+var bucketCopied atomic.Int64
 
 // wait returns the sum of the bucket's member j, waiting for the psum.
 func (b *gradBucket) wait(j int) *tensor.Tensor {
