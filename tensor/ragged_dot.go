@@ -179,6 +179,28 @@ func raggedDotImpl(x, w, gs *Tensor, p *raggedParams) *Tensor {
 		starts[e+1] = starts[e] + s
 	}
 	clear(out.f32()[starts[g]*n:]) // rows past the groups
+	// group computes group e's rows [lo, hi) on one goroutine.
+	group := func(e, lo, hi int) {
+		raggedGemm(compute, false, p.transW, hi-lo, n, k, operandRows(x, lo*k, hi*k), k, operandRows(w, e*wsz, (e+1)*wsz), ldw,
+			out.f32()[lo*n:hi*n], n, 1)
+	}
+	if compute != Float32 && raggedWholeGroups {
+		// bfloat16: whole groups a goroutine when they are enough to
+		// share (see outerGroupOrder). The bf16 kernels multiply so fast
+		// (AMX) that packing w[g] (rounded and interleaved into pairs)
+		// weighs as much as a few hundred rows of its product: the split
+		// of the rows below packed each w[g] once per chunk it met, up to
+		// 2-3 times a group at two threads. Same bits: each row is
+		// computed as it is serially.
+		if order := outerGroupOrder(sizes, k*n, local); order != nil {
+			spreadOn(runtime.GOMAXPROCS(0), len(order), func(c int) int { return c }, func(c, _ int) {
+				if e := order[c]; sizes[e] > 0 {
+					group(e, starts[e], starts[e+1])
+				}
+			})
+			return out
+		}
+	}
 	// Split the rows (not the groups) evenly over the cores, each
 	// chunk computing its share of every group it meets on one
 	// goroutine: balanced whatever the routing, and each group is
@@ -191,8 +213,7 @@ func raggedDotImpl(x, w, gs *Tensor, p *raggedParams) *Tensor {
 			if a >= b {
 				continue
 			}
-			groupGemm(compute, false, p.transW, b-a, n, k, operandRows(x, a*k, b*k), k, operandRows(w, e*wsz, (e+1)*wsz), ldw,
-				out.f32()[a*n:b*n], n, 1)
+			group(e, a, b)
 		}
 	})
 	return out
@@ -232,7 +253,7 @@ func raggedOuterImpl(a, b, gs *Tensor, q *raggedOuterParams) *Tensor {
 }
 
 // outerGroupOrder returns the order in which ragged_outer's goroutines
-// compute its groups when they are enough to share whole between the
+// (and ragged_dot's, in bfloat16) compute its groups when they are enough to share whole between the
 // cores (two at least per goroutine, the work worth a split), or nil, when
 // each group's product is split over the goroutines instead (gemm's
 // split, one parallel region per group). Whole groups cost one region for
@@ -343,6 +364,14 @@ func groupGemm(compute DType, ta, tb bool, m, n, k int, a gemm.BF16Operand, lda 
 	}
 	gemm.BgemmMixed(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, threads)
 }
+
+// raggedWholeGroups lets raggedDotImpl compute bfloat16 groups whole on
+// one goroutine each; benchmarks turn it off to time the split rows.
+var raggedWholeGroups = true
+
+// raggedGemm is the gemm of ragged_dot's groups: groupGemm, which tests
+// wrap to see how raggedDotImpl cuts the groups.
+var raggedGemm = groupGemm
 
 // operandRows returns elements [lo, hi) of the float32 or bfloat16 host
 // tensor x as a product's operand.

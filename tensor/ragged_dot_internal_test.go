@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gonox/gonox/tensor/internal/gemm"
 	"github.com/gonox/gonox/tensor/internal/workers"
 )
 
@@ -86,6 +87,88 @@ func BenchmarkRaggedOuter(b *testing.B) {
 					raggedOuterImpl(x, y, gs, q).release()
 				}
 				b.ReportMetric(2*float64(m*s.ka*s.kb)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// ragged_dot in bfloat16 computes each group whole on one goroutine when
+// the groups are enough to share (one gemm a group, so w[g] is rounded
+// and packed once), with the bits of the serial products, forward and
+// with w transposed (dx); in float32 it still splits the rows.
+func TestRaggedDotWholeGroupsBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	sizes := []int{30, 0, 55, 7, 64, 12, 41, 3, 0, 20}
+	m := 240 // rows past the groups (235) are 0
+	x := randTensor(rng, m, 24)
+	w := randTensor(rng, len(sizes), 24, 40)
+	wt := randTensor(rng, len(sizes), 40, 24)
+	gs := FromInts(sizes)
+	var calls []int // rows of each gemm
+	old := raggedGemm
+	t.Cleanup(func() { raggedGemm = old })
+	raggedGemm = func(compute DType, ta, tb bool, m, n, k int, a gemm.BF16Operand, lda int, b gemm.BF16Operand, ldb int, c []float32, ldc, threads int) {
+		calls = append(calls, m)
+		groupGemm(compute, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, threads)
+	}
+	for _, c := range []struct {
+		name   string
+		w      *Tensor
+		transW bool
+	}{{"x@w", w, false}, {"x@wT", wt, true}} {
+		for _, compute := range []DType{BFloat16, Float32} {
+			p := &raggedParams{transW: c.transW, compute: compute}
+			oldWork := parallelMinWork
+			parallelMinWork = 1 << 40 // serial: one gemm per group
+			want := raggedDotImpl(x, c.w, gs, p).Float32s()
+			parallelMinWork = oldWork
+
+			withParallel(t, 64) // 4 procs
+			calls = calls[:0]
+			got := raggedDotImpl(x, c.w, gs, p).Float32s()
+			require.Equal(t, want, got, "%s in %v", c.name, compute)
+			if compute == BFloat16 && gemm.BF16Kernel() != "widen" {
+				require.ElementsMatch(t, []int{64, 55, 41, 30, 20, 12, 7, 3}, calls, "%s: one gemm a nonempty group", c.name)
+			} else {
+				require.Greater(t, len(calls), 8, "%s in %v: rows split", c.name, compute)
+			}
+		}
+	}
+}
+
+// BenchmarkRaggedDotBF16 times ragged_dot in bfloat16 from float32
+// operands (a MoE layer's expert products under the bf16 policy) with its
+// groups whole on one goroutine each (whole) against the rows split over
+// the goroutines (rows, what it did before):
+//
+//	go test ./tensor -run '^$' -bench RaggedDotBF16 -cpu 1,2
+func BenchmarkRaggedDotBF16(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	sizes := []int{510, 490, 540, 475, 540, 500, 520, 521} // 4096 rows: 2048 tokens, top 2 of 8
+	for _, s := range []struct {
+		name   string
+		k, n   int
+		transW bool
+	}{{"128x256", 128, 256, false}, {"256x128", 256, 128, false}, {"dx_256x128T", 128, 256, true}} {
+		m := 0
+		for _, r := range sizes {
+			m += r
+		}
+		x := randTensor(rng, m, s.k)
+		w := randTensor(rng, len(sizes), s.k, s.n)
+		if s.transW {
+			w = randTensor(rng, len(sizes), s.n, s.k)
+		}
+		gs := FromInts(sizes)
+		p := &raggedParams{transW: s.transW, compute: BFloat16}
+		for _, mode := range []string{"whole", "rows"} {
+			b.Run(s.name+"/"+mode, func(b *testing.B) {
+				raggedWholeGroups = mode == "whole"
+				b.Cleanup(func() { raggedWholeGroups = true })
+				for b.Loop() {
+					raggedDotImpl(x, w, gs, p).release()
+				}
+				b.ReportMetric(2*float64(m*s.k*s.n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
 	}
