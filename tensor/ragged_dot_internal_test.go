@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -104,11 +105,16 @@ func TestRaggedDotWholeGroupsBF16(t *testing.T) {
 	w := randTensor(rng, len(sizes), 24, 40)
 	wt := randTensor(rng, len(sizes), 40, 24)
 	gs := FromInts(sizes)
-	var calls []int // rows of each gemm
+	var (
+		mu    sync.Mutex
+		calls []int // rows of each gemm
+	)
 	old := raggedGemm
 	t.Cleanup(func() { raggedGemm = old })
 	raggedGemm = func(compute DType, ta, tb bool, m, n, k int, a gemm.BF16Operand, lda int, b gemm.BF16Operand, ldb int, c []float32, ldc, threads int) {
+		mu.Lock()
 		calls = append(calls, m)
+		mu.Unlock()
 		groupGemm(compute, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, threads)
 	}
 	for _, c := range []struct {
