@@ -647,6 +647,7 @@ func (t *Tensor) Float32s() []float32 {
 // copy of the elements of a Float64 tensor; an Int64 beyond 2^53 is
 // rounded, use Int64s).
 func (t *Tensor) Float64s() []float64 {
+	t.mustNotBeNil("Tensor.Float64s")
 	h := t.host("Tensor.Float64s")
 	if h.dtype == Float64 {
 		return append([]float64(nil), h.f64()...)
@@ -714,6 +715,7 @@ func (t *Tensor) RawBool() []bool {
 
 // Item returns the single element of a tensor with one element, as float64.
 func (t *Tensor) Item() float64 {
+	t.mustNotBeNil("Tensor.Item")
 	if t.Size() != 1 {
 		panic(fmt.Sprintf("Tensor.Item: %v has %d elements, want 1", t, t.Size()))
 	}
@@ -723,6 +725,7 @@ func (t *Tensor) Item() float64 {
 // At returns the element at the given index, as float64 whatever the dtype.
 // It panics if the index has the wrong length or is out of range.
 func (t *Tensor) At(index ...int) float64 {
+	t.mustNotBeNil("Tensor.At")
 	if len(index) != len(t.shape) {
 		panic(fmt.Sprintf("Tensor.At: %v indexed with %d indices", t, len(index)))
 	}
@@ -882,8 +885,17 @@ func (t *Tensor) twinInto(c *Tensor) {
 }
 
 func (t *Tensor) mustDType(op string, dt DType) {
+	t.mustNotBeNil(op)
 	if t.dtype != dt {
 		panic(fmt.Sprintf("%s: %v is %v, want %v", op, t, t.dtype, dt))
+	}
+}
+
+// mustNotBeNil panics, naming op (a read-out method), if t is nil: a
+// method call on a nil *Tensor would otherwise die in a nil dereference.
+func (t *Tensor) mustNotBeNil(op string) {
+	if t == nil {
+		panic(op + ": the tensor is nil")
 	}
 }
 
