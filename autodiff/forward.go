@@ -40,6 +40,8 @@ func dualTree[X any](jt *tensor.JVPTrace, primals, tangents X) X {
 			panic(fmt.Sprintf("autodiff.JVP: tangent %v for an empty position of the primals", t))
 		case p == nil:
 			return nil
+		case t != nil && p.DType().IsFloat() && (t.DType() != p.DType() || !slices.Equal(t.Shape(), p.Shape())):
+			panic(fmt.Sprintf("autodiff.JVP: tangent %v for primal %v: want the primal's shape and dtype", t, p))
 		}
 		return jt.Dual(p, t)
 	}, primals, tangents)
