@@ -200,7 +200,9 @@ func BackwardKernel(p *Params, dw, x, dy []float32, threads int) {
 		return
 	}
 	if g.useDirect(g.forwardShift) {
-		g.backwardKernelDirect(dw, x, dy, threadCount(threads, g.flops()))
+		if !g.backwardKernelWinograd(dw, x, dy, threadCount(threads, g.flops())) {
+			g.backwardKernelDirect(dw, x, dy, threadCount(threads, g.flops()))
+		}
 		return
 	}
 	pl := newColPlan(g)

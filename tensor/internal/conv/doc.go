@@ -36,15 +36,17 @@
 //     to 193 (go test -run '^$' -bench 'ConvMethod/^resnet$/' ./tensor/internal/conv/,
 //     Zen 5 at load 9).
 //   - Winograd F(2×2, 3×3) (winograd.go), within the direct form's reach,
-//     for the forward pass and the input gradient of a 3×3 kernel without
-//     dilation or groups whose output has an even number of rows, a
-//     multiple of 32 wide, and a multiple of 8 channels, on the AVX-512
-//     set: 2.25x fewer multiplications, the transforms in assembly, the
-//     16 products on the 8×32 shift kernel. resnet class below, Intel
-//     Sapphire Rapids at load 12: forward 122-127 → 179-182 and input
-//     gradient 119-124 → 174-184 (direct-form) GFLOP/cpu-s. Its values
-//     differ from the direct form's by rounding (within a direct sum's
-//     bound of the exact result in the tests).
+//     for the three passes of a 3×3 kernel without dilation or groups
+//     whose output has an even number of rows, a multiple of 32 wide (and
+//     for the forward pass and input gradient a multiple of 8 channels),
+//     on the AVX-512 set: 2.25x fewer multiplications, the transforms in
+//     assembly, the forward and input-gradient products on the 8×32 shift
+//     kernel, the kernel gradient's (depth: the tiles) on gemm. resnet
+//     class below, Intel Sapphire Rapids at load 12-15: forward 122-127 →
+//     179-182, input gradient 119-124 → 174-184, kernel gradient 102-105
+//     → 138-161 (direct-form) GFLOP/cpu-s. Its values differ from the
+//     direct form's by rounding (within a direct sum's bound of the exact
+//     result in the tests).
 //   - im2col on the gemm kernels (tensor/internal/gemm) for everything
 //     else (strides, input dilation, and the portable Go set): column
 //     tiles of at most colBudget floats are gathered per group, sample and

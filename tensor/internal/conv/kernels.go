@@ -29,6 +29,8 @@ type kernelSet struct {
 	// transforms of winograd.go (k512WinoIn, k512WinoOut).
 	winoIn  func(p *float32, pd2, ntr, ngrp int, v *float32, vstr int)
 	winoOut func(m *float32, mstr, ntr, ngrp int, y *float32, ldy int)
+	// winoGrad, if not nil, is winoOut's transpose (k512WinoGrad).
+	winoGrad func(dy *float32, ldy, ntr, ngrp int, m *float32, mstr int)
 	// maxStride is the max-pooling step: for t < len(ys), v = xs[t·stride];
 	// where v > ys[t] or v is NaN, ys[t] = v and as[t] = pos0 + t·dpos.
 	maxStride func(ys []float32, as []int32, xs []float32, stride int, pos0, dpos int32)

@@ -1,5 +1,7 @@
 package conv
 
+import "github.com/gonox/gonox/tensor/internal/gemm"
+
 // The Winograd form F(2×2, 3×3) of a stride-1 3×3 convolution (Lavin and
 // Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): each
 // 2×2 tile of the output is
@@ -36,26 +38,35 @@ type winoPass struct {
 	blocks     int          // blocks per sample
 }
 
-// winograd returns the pass computing rows output channels from cols
-// input channels by the shift plan sp with the row-major weights wr
-// (rows×cols·9, columns c·9 + k) in Winograd form, or nil where that form
-// does not apply: it needs the set's transforms, one group, a 2-D 3×3
-// kernel without dilation, an even number of output rows, output rows a
-// multiple of 32 wide and output channels a multiple of 8; and is not
-// used when another method is forced.
-func (s *kernelSet) winograd(g *geom, sp *shiftPlan, wr []float32, rows, cols int) *winoPass {
+// winoFits reports whether the Winograd form computes the pass of g
+// whose shift plan is sp: the set has the transforms, one group, a 2-D
+// 3×3 kernel without dilation, an even number of output rows, output rows
+// a multiple of 32 wide; and no other method is forced.
+func (s *kernelSet) winoFits(g *geom, sp *shiftPlan) bool {
 	if s.winoIn == nil || sp == nil || g.groups != 1 || (forceMethod != methodAuto && forceMethod != methodWinograd) {
-		return nil
+		return false
 	}
 	od, pd := sp.od, sp.pd
-	if od[0] != 1 || pd[0] != 1 || len(sp.offs) != 9 || od[1]%2 != 0 || od[2]%32 != 0 || rows%8 != 0 || cols == 0 {
-		return nil
+	if od[0] != 1 || pd[0] != 1 || len(sp.offs) != 9 || od[1]%2 != 0 || od[2]%32 != 0 {
+		return false
 	}
 	for i, off := range sp.offs {
 		if off != (i/3)*pd[2]+i%3 {
-			return nil
+			return false
 		}
 	}
+	return true
+}
+
+// winograd returns the pass computing rows output channels from cols
+// input channels by the shift plan sp with the row-major weights wr
+// (rows×cols·9, columns c·9 + k) in Winograd form, or nil where that form
+// does not apply (winoFits, and output channels a multiple of 8).
+func (s *kernelSet) winograd(g *geom, sp *shiftPlan, wr []float32, rows, cols int) *winoPass {
+	if !s.winoFits(g, sp) || rows%8 != 0 || cols == 0 {
+		return nil
+	}
+	od := sp.od
 	var k *igemmKernel
 	for i := range s.igemm {
 		if s.igemm[i].mr == 8 && s.igemm[i].cols() == 32 {
@@ -153,4 +164,85 @@ func (wp *winoPass) runAll(dst, src []float32, n, dstride, sstride, t int) {
 		s, b := i/wp.blocks, i%wp.blocks
 		wp.run(dst[s*dstride:], src[s*sstride:], b, ws)
 	})
+}
+
+// backwardKernelWinograd computes BackwardKernel in Winograd form where
+// it applies (winoFits), and reports whether it did. The gradient of U =
+// G·g·Gᵀ is dU[ξ][o, c] = Σ_tiles M[ξ][o, tile]·V[ξ][c, tile] with M =
+// A·dY·Aᵀ (the transpose of the output transform) and V the input's
+// transform, 16 products of depth the tiles (SgemmBatch, per block of
+// tile rows, added into one partial sum per chunk of the batch), and dw =
+// Gᵀ·dU·G. The number of chunks depends on the problem only and they are
+// added in order, so the bits do not depend on the thread budget.
+func (g *geom) backwardKernelWinograd(dw, x, dy []float32, t int) bool {
+	sp := g.forwardShift()
+	s := active
+	if s.winoGrad == nil || !s.winoFits(g, sp) {
+		return false
+	}
+	og, cg := g.og, g.cg
+	pd2, od2 := sp.pd[2], sp.od[2]
+	ngrp, ntr := od2/32, sp.od[1]/2
+	trb := max(1, winoBlockTiles/(16*ngrp))
+	blocks := ceilDiv(ntr, trb)
+	ldv := trb * 16 * ngrp
+	usize := 16 * og * cg
+	nchunk := min(g.n, maxChunks, max(1, chunkFloats/usize))
+	pws := wsPool.Get().(*workspace)
+	defer wsPool.Put(pws)
+	part := buf(&pws.part, nchunk*usize)
+	var offM, offV, offU [16]int
+	for xi := range offM {
+		offM[xi], offV[xi], offU[xi] = xi*og*ldv, xi*cg*ldv, xi*og*cg
+	}
+	parallel(nchunk, t, func(ch int, ws *workspace) {
+		du := part[ch*usize : (ch+1)*usize]
+		var beta float32
+		for n := ch * g.n / nchunk; n < (ch+1)*g.n/nchunk; n++ {
+			xs, dys := x[n*g.c*g.inSize:(n+1)*g.c*g.inSize], dy[n*g.o*g.outSize:(n+1)*g.o*g.outSize]
+			for b := 0; b < blocks; b++ {
+				tr0 := b * trb
+				nb := min(trb, ntr-tr0)
+				p := sp.fill(ws, cg, 16, 2*tr0, 2*(tr0+nb)+2, func(p []float32, r0, r1 int, interior bool) {
+					sp.padRows(p, xs, cg, r0, r1, interior)
+				})
+				v := buf(&ws.col, 16*cg*ldv)
+				m := buf(&ws.wino, 16*og*ldv)
+				for c := 0; c < cg; c++ {
+					s.winoIn(&p[c*sp.psize+2*tr0*pd2], pd2, nb, ngrp, &v[c*ldv], 4*cg*ldv)
+				}
+				for o := 0; o < og; o++ {
+					s.winoGrad(&dys[o*g.outSize+2*tr0*od2], od2, nb, ngrp, &m[o*ldv], 4*og*ldv)
+				}
+				gemm.SgemmBatch(false, true, og, cg, nb*16*ngrp, 1, m, ldv, offM[:], v, ldv, offV[:], beta, du, cg, offU[:])
+				beta = 1
+			}
+		}
+	})
+	du := buf(&pws.col, usize)
+	sumChunks(du, part, nchunk)
+	// dw = Gᵀ·dU·G, G = [1 0 0; ½ ½ ½; ½ -½ ½; 0 0 1].
+	gt := func(u0, u1, u2, u3 float32) [3]float32 {
+		return [3]float32{(u0 + (u1+u2)*0.5), (u1 - u2) * 0.5, ((u1+u2)*0.5 + u3)}
+	}
+	for o := 0; o < og; o++ {
+		for c := 0; c < cg; c++ {
+			var u [4][4]float32
+			for xi := range 16 {
+				u[xi/4][xi%4] = du[xi*og*cg+o*cg+c]
+			}
+			var r [4][3]float32 // dU·G, row by row
+			for i := range 4 {
+				r[i] = gt(u[i][0], u[i][1], u[i][2], u[i][3])
+			}
+			w := dw[(o*cg+c)*9 : (o*cg+c+1)*9]
+			for kw := range 3 {
+				col := gt(r[0][kw], r[1][kw], r[2][kw], r[3][kw])
+				for kh := range 3 {
+					w[kh*3+kw] = col[kh]
+				}
+			}
+		}
+	}
+	return true
 }

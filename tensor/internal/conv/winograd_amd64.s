@@ -170,3 +170,77 @@ winoOut_grp:
 winoOut_done:
 	VZEROUPPER
 	RET
+
+// func k512WinoGrad(dy *float32, ldy, ntr, ngrp int, m *float32, mstr int)
+// The transpose of k512WinoOut (the kernel gradient's transform of dy):
+// for tile rows tr < ntr and groups gi < ngrp of 16 tiles, reads rows 2tr
+// and 2tr+1 of the plane at dy (row stride ldy floats), columns
+// 32gi..32gi+31, and writes M = A·dY·Aᵀ, A = [1 0; 1 1; 1 -1; 0 -1],
+// element ξ = 4i+j at m + ξ·mstr bytes, the 16 tiles of (tr, gi) at the
+// (tr·ngrp + gi)-th 64 bytes.
+TEXT ·k512WinoGrad(SB), NOSPLIT, $0-48
+	MOVQ dy+0(FP), SI
+	MOVQ ldy+8(FP), DX
+	SHLQ $2, DX
+	MOVQ ntr+16(FP), R8
+	MOVQ m+32(FP), DI
+	MOVQ mstr+40(FP), R10
+	VMOVUPS ·pairIdx+0(SB), Z30
+	VMOVUPS ·pairIdx+64(SB), Z31
+	VXORPS Z29, Z29, Z29
+	TESTQ R8, R8
+	JZ winoGrad_done
+winoGrad_row:
+	MOVQ ngrp+24(FP), CX
+	MOVQ SI, BX
+winoGrad_grp:
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS (BX)(DX*1), Z2
+	VMOVUPS 64(BX)(DX*1), Z3
+	VMOVAPS Z0, Z4
+	VPERMT2PS Z1, Z30, Z4 // dY[0][0]
+	VMOVAPS Z0, Z5
+	VPERMT2PS Z1, Z31, Z5 // dY[0][1]
+	VMOVAPS Z2, Z6
+	VPERMT2PS Z3, Z30, Z6 // dY[1][0]
+	VMOVAPS Z2, Z7
+	VPERMT2PS Z3, Z31, Z7 // dY[1][1]
+	// r[i][b] = (A·dY)[i][b] into Z(8+2i+b).
+	VMOVAPS Z4, Z8
+	VMOVAPS Z5, Z9
+	VADDPS Z6, Z4, Z10
+	VADDPS Z7, Z5, Z11
+	VSUBPS Z6, Z4, Z12
+	VSUBPS Z7, Z5, Z13
+	VSUBPS Z6, Z29, Z14
+	VSUBPS Z7, Z29, Z15
+	// M[i][j]: j=0 r0, j=1 r0 + r1, j=2 r0 - r1, j=3 0 - r1.
+	MOVQ DI, R9
+#define WINO_GRAD_ROW(r0, r1) \
+	VMOVUPS r0, (R9); \
+	ADDQ R10, R9; \
+	VADDPS r1, r0, Z16; \
+	VMOVUPS Z16, (R9); \
+	ADDQ R10, R9; \
+	VSUBPS r1, r0, Z16; \
+	VMOVUPS Z16, (R9); \
+	ADDQ R10, R9; \
+	VSUBPS r1, Z29, Z16; \
+	VMOVUPS Z16, (R9); \
+	ADDQ R10, R9
+	WINO_GRAD_ROW(Z8, Z9)
+	WINO_GRAD_ROW(Z10, Z11)
+	WINO_GRAD_ROW(Z12, Z13)
+	WINO_GRAD_ROW(Z14, Z15)
+#undef WINO_GRAD_ROW
+	ADDQ $64, DI
+	ADDQ $128, BX
+	DECQ CX
+	JNZ winoGrad_grp
+	LEAQ (SI)(DX*2), SI
+	DECQ R8
+	JNZ winoGrad_row
+winoGrad_done:
+	VZEROUPPER
+	RET
