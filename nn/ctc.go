@@ -52,6 +52,7 @@ func CTCLoss(logits, logitPaddings, labels, labelPaddings *tensor.Tensor, opts .
 	if o.BlankID < 0 || o.BlankID >= k {
 		panic(fmt.Sprintf("%s: BlankID %d outside [0, %d)", op, o.BlankID, k))
 	}
+	checkCTCLabels(op, labels, labelPaddings, k, o.BlankID)
 	eps := float32(logEps)
 
 	logprobs := tensor.LogSoftmax(logits, -1)                                         // [B, T, K]
@@ -89,6 +90,30 @@ func CTCLoss(logits, logitPaddings, labels, labelPaddings *tensor.Tensor, opts .
 	// The score after each sequence's last label.
 	lens := tensor.AsType(tensor.AddScalar(tensor.Neg(tensor.Sum(labelPaddings, 1)), float32(n)), tensor.Int32)
 	return tensor.Neg(tensor.Sum(tensor.Mul(last, tensor.OneHot(lens, n+1)), 1))
+}
+
+// checkCTCLabels panics if a real (unpadded) label is outside [0, k) or is
+// the blank: tensor.OneHot would turn an id beyond the classes into zeros,
+// a log-probability of 0 at every frame, and the loss would be a finite
+// number that means nothing. Labels it cannot read on the host (placed, or
+// one example's inside Vmap) are left unchecked.
+func checkCTCLabels(op string, labels, labelPaddings *tensor.Tensor, k, blank int) {
+	if labels.Layout() != nil || labels.InsideVmap() || labelPaddings.Layout() != nil || labelPaddings.InsideVmap() {
+		return
+	}
+	n := labels.Dim(1)
+	pads := labelPaddings.RawFloat32()
+	for i, id := range labels.RawInt32() {
+		if pads[i] != 0 {
+			continue
+		}
+		switch {
+		case id < 0 || int(id) >= k:
+			panic(fmt.Sprintf("%s: labels %v: label %d at [%d,%d] is outside [0, %d)", op, labels, id, i/n, i%n, k))
+		case int(id) == blank:
+			panic(fmt.Sprintf("%s: labels %v: label %d at [%d,%d] is the blank (BlankID %d); labels come without blanks", op, labels, id, i/n, i%n, blank))
+		}
+	}
 }
 
 // addPhi returns phi with phi[:, 1:] replaced by logaddexp(phi[:, 1:], s).
