@@ -21,6 +21,7 @@ func TestPlacementNilArguments(t *testing.T) {
 	}{
 		{"Put nil x", func() { shard.Put(nil, shard.NewSharding(mesh, shard.P("dp", nil))) }, "shard.Put: x is nil"},
 		{"NewSharding nil mesh", func() { shard.NewSharding(nil, shard.P("dp", nil)) }, "shard.NewSharding: mesh is nil"},
+		{"NewMesh no axes", func() { shard.NewMesh(nil, nil) }, "shard.NewMesh: no axes: a mesh needs at least one"},
 		{"Put zero Sharding", func() { shard.Put(x, shard.Sharding{}) }, "shard.Put: zero Sharding (use NewSharding or Replicated)"},
 	}
 	for _, tt := range tests {

@@ -97,6 +97,9 @@ func ParseMesh(desc string) (*Mesh, error) {
 // meshShape checks a mesh's sizes and names and returns its number of
 // devices.
 func meshShape(sizes []int, names []string) (int, error) {
+	if len(sizes) == 0 && len(names) == 0 {
+		return 0, fmt.Errorf("no axes: a mesh needs at least one")
+	}
 	if len(sizes) == 0 || len(sizes) != len(names) {
 		return 0, fmt.Errorf("%d sizes for %d axis names", len(sizes), len(names))
 	}
