@@ -78,20 +78,20 @@ func BgemmMixed(transA, transB bool, m, n, k int, a BF16Operand, lda int, b BF16
 		bgemmPairs(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, threads)
 		return
 	}
+	if level == bfAMX {
+		bgemmAMX(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, threads)
+		return
+	}
 	var ra, rb *[]uint16
 	ra, a.Bits = roundOperand(a, stored(transA, m, k, lda))
 	rb, b.Bits = roundOperand(b, stored(transB, k, n, ldb))
 	defer putRounded(ra)
 	defer putRounded(rb)
-	if level == bfWiden {
-		bgemmWiden(transA, transB, m, n, k, a.Bits, lda, b.Bits, ldb, c, ldc, threads)
-		return
-	}
-	bgemmAMX(transA, transB, m, n, k, a.Bits, lda, b.Bits, ldb, c, ldc, threads)
+	bgemmWiden(transA, transB, m, n, k, a.Bits, lda, b.Bits, ldb, c, ldc, threads)
 }
 
 // roundedBufs recycles the rounded copies of float32 operands of the
-// paths that need one (widening, AMX) and interleaveRows' two-row buffers.
+// widening path and interleaveRows' two-row buffers.
 var roundedBufs sync.Pool
 
 // roundOperand returns the first n values of o as bfloat16 bits: o.Bits,
@@ -118,8 +118,8 @@ func putRounded(b *[]uint16) {
 	}
 }
 
-// bgemmAMX is Bgemm on the AMX kernels.
-func bgemmAMX(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16, ldb int, c []float32, ldc int, threads int) {
+// bgemmAMX is BgemmMixed on the AMX kernels.
+func bgemmAMX(transA, transB bool, m, n, k int, a BF16Operand, lda int, b BF16Operand, ldb int, c []float32, ldc int, threads int) {
 	p := &bproblem{transA, transB, m, n, k, a, b, c, lda, ldb, ldc}
 	t := 1
 	if threads != 1 && worthSplitting(m, n, k) {
@@ -132,12 +132,26 @@ func bgemmAMX(transA, transB bool, m, n, k int, a []uint16, lda int, b []uint16,
 		p.runAMX(0, m, 0, n)
 		return
 	}
-	// Column blocks when C is wide enough (each goroutine packs only its
-	// own B), row blocks otherwise.
+	// Column blocks (each goroutine packs only its own B, all of A) or
+	// row blocks (its own A, all of B): whichever packs less twice. A
+	// read in place costs nothing to pack; an operand that is transposed
+	// on the way (k down the columns of A, along the rows of B) or
+	// rounded from float32 costs about twice a copy.
+	cost := func(x BF16Operand, kDown bool, elems int) int {
+		if kDown || x.F32 != nil {
+			return 2 * elems
+		}
+		return elems
+	}
+	costA := cost(a, transA, m*k)
+	if !transA && a.F32 == nil && k%32 == 0 {
+		costA = 0
+	}
+	costB := cost(b, transB, n*k)
+	splitN := n >= 2*t*amxNR && (costA < costB || m < 2*t*amxMR)
 	var wg sync.WaitGroup
 	var fault any
 	var once sync.Once
-	splitN := n >= 2*t*amxNR
 	dim, unit := m, amxMR
 	if splitN {
 		dim, unit = n, amxNR
@@ -205,7 +219,7 @@ func checkArgs16(transA, transB bool, m, n, k int, lenA, lda int, lenB, ldb int,
 type bproblem struct {
 	transA, transB bool
 	m, n, k        int
-	a, b           []uint16
+	a, b           BF16Operand
 	c              []float32
 	lda, ldb, ldc  int
 }
@@ -223,48 +237,6 @@ func (p *bproblem) storeTile(tile []float32, ld, ir, col, mr, nr, acc int) {
 				row[j] += t[j]
 			}
 		}
-	}
-}
-
-// packB packs columns [col, col+nr) of op(B), k values [pc, pc+kc), as
-// pairs: dst[q*32+j] = B(pc+2q, col+j) | B(pc+2q+1, col+j)<<16, zero past
-// the edges.
-func (p *bproblem) packB(dst []uint32, pc, kc, col, nr int) {
-	kp := (kc + 1) / 2
-	if nr < amxNR {
-		clear(dst[:kp*amxNR])
-	}
-	b, ldb := p.b, p.ldb
-	if !p.transB { // B(kk,j) = b[kk*ldb+j]: interleave two rows
-		for q := 0; q < kp; q++ {
-			r0 := b[(pc+2*q)*ldb+col : (pc+2*q)*ldb+col+nr]
-			d := dst[q*amxNR : q*amxNR+nr]
-			if 2*q+1 < kc {
-				interleave16(d, r0, b[(pc+2*q+1)*ldb+col:(pc+2*q+1)*ldb+col+nr])
-			} else {
-				for j := range d {
-					d[j] = uint32(r0[j])
-				}
-			}
-		}
-		return
-	}
-	// B(kk,j) = b[j*ldb+kk]: a pair is two adjacent values of row j.
-	for j := 0; j < nr; j++ {
-		packPairs(dst, amxNR, j, b[(col+j)*ldb+pc:(col+j)*ldb+pc+kc])
-	}
-}
-
-// packPairs stores the values of row, two by two, in column i of dst
-// (row stride stride): dst[q*stride+i] = row[2q] | row[2q+1]<<16, the last
-// pair zero-padded if row has odd length.
-func packPairs(dst []uint32, stride, i int, row []uint16) {
-	q := 0
-	for ; 2*q+1 < len(row); q++ {
-		dst[q*stride+i] = uint32(row[2*q]) | uint32(row[2*q+1])<<16
-	}
-	if len(row)&1 == 1 {
-		dst[q*stride+i] = uint32(row[2*q])
 	}
 }
 

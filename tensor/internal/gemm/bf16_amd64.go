@@ -3,6 +3,8 @@
 package gemm
 
 import (
+	"unsafe"
+
 	"golang.org/x/sys/cpu"
 
 	"github.com/gonox/gonox/internal/kernels"
@@ -52,5 +54,16 @@ func interleaveAVX512(d *uint32, lo, hi *uint16, n int)
 //go:noescape
 func interleaveSeqAVX512(d *uint32, lo, hi *uint16, n int)
 
+// amxKernel32 computes ns 32×32 blocks of C side by side with AMX (see
+// bf16amx_amd64.s); ns ≥ 1.
+//
 //go:noescape
-func amxKernel32x32(kb int, a *uint16, lda int, b *uint32, c *float32, ldc int, cfg *byte, acc int)
+func amxKernel32(kb int, a *uint16, lda int, b *uint32, bstride int, c *float32, ldc int, ns int, cfg *byte, acc int)
+
+// transposePairs sets dst[j*ldd+i] = src[i*lds+j] for i < rows, j < cols:
+// a row panel of bfloat16 values from a pair strip, or back (see
+// bf16amx.go).
+func transposePairs(dst []uint32, ldd int, src []uint32, lds, rows, cols int) {
+	transposeAVX(unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)), ldd,
+		unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(src))), len(src)), lds, rows, cols)
+}

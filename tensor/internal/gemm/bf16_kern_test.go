@@ -109,3 +109,99 @@ func medianOf(v []float64) float64 {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// moeShape is one product of examples/moe's bf16 step as the tensor
+// package calls BgemmMixed: its transposes, sizes, which operands are
+// float32 (rounded as the product reads them) and the threads it asks.
+type moeShape struct {
+	name           string
+	ta, tb         bool
+	m, n, k        int
+	aF32, bF32     bool
+	threadsPerCall int
+}
+
+// moeShapes are the products of examples/moe's default model under
+// -dtype bf16 (2048 tokens of width 128, 4 heads; 8 experts 128→256→128
+// with about 512 tokens each; a head of 91 characters), traced from
+// BgemmMixed's calls: the projections' forward (NN), input gradient (NT)
+// and weight gradient (TN), an expert's (ragged: 527 rows, threads 1 as
+// the ragged product runs its groups in parallel) and the head's.
+func moeShapes() []moeShape {
+	return []moeShape{
+		{"proj_fwd_2048x128x128", false, false, 2048, 128, 128, true, true, 0},
+		{"proj_dX_2048x128x128", false, true, 2048, 128, 128, false, true, 0},
+		{"proj_dW_128x128x2048", true, false, 128, 128, 2048, true, false, 0},
+		{"exp1_fwd_527x256x128", false, false, 527, 256, 128, true, true, 1},
+		{"exp1_dX_527x128x256", false, true, 527, 128, 256, false, true, 1},
+		{"exp1_dW_128x256x527", true, false, 128, 256, 527, true, false, 0},
+		{"exp2_fwd_527x128x256", false, false, 527, 128, 256, false, true, 1},
+		{"exp2_dX_527x256x128", false, true, 527, 256, 128, false, true, 1},
+		{"exp2_dW_256x128x527", true, false, 256, 128, 527, false, false, 0},
+		{"head_fwd_2048x91x128", false, false, 2048, 91, 128, true, true, 0},
+		{"head_dX_2048x128x91", false, true, 2048, 128, 91, false, true, 0},
+		{"head_dW_128x91x2048", true, false, 128, 91, 2048, true, false, 0},
+	}
+}
+
+// BenchmarkBgemmMoE runs each product of moeShapes with every Bgemm
+// kernel this machine has (amx, avx512bf16, widen) and with Sgemm on the
+// float32 operands, alternating them, and reports each one's median rate
+// per second of process CPU time and wall time: with -cpu 2 the products
+// that ask for all threads split their work over two goroutines.
+//
+//	go test ./tensor/internal/gemm -run '^$' -bench BgemmMoE -benchtime 20x -cpu 1,2
+func BenchmarkBgemmMoE(b *testing.B) {
+	best := bf16Level
+	defer func() { bf16Level = best }()
+	levels := []int{bfWiden}
+	if bf16NoAMX == bfAVX512 {
+		levels = append(levels, bfAVX512)
+	}
+	if best == bfAMX {
+		levels = append(levels, bfAMX)
+	}
+	for _, s := range moeShapes() {
+		b.Run(s.name, func(b *testing.B) {
+			bs := benchShape{s.name, s.ta, s.tb, s.m, s.n, s.k}
+			af, bf, c, lda, ldb := benchOperands(bs)
+			ah, bh := make([]uint16, len(af)), make([]uint16, len(bf))
+			vec.BF16FromF32(ah, af)
+			vec.BF16FromF32(bh, bf)
+			opA, opB := BF16Operand{Bits: ah}, BF16Operand{Bits: bh}
+			if s.aF32 {
+				opA = BF16Operand{F32: af}
+			}
+			if s.bF32 {
+				opB = BF16Operand{F32: bf}
+			}
+			flops := 2 * float64(s.m) * float64(s.n) * float64(s.k)
+			reps := max(1, int(2e-3*200e9/flops))
+			cpu := make([][]float64, len(levels)+1)
+			wall := make([][]float64, len(levels)+1)
+			timeIt := func(i int, f func()) {
+				t0, w0 := cputime.Used(), time.Now()
+				for range reps {
+					f()
+				}
+				cpu[i] = append(cpu[i], (cputime.Used()-t0).Seconds()/float64(reps))
+				wall[i] = append(wall[i], time.Since(w0).Seconds()/float64(reps))
+			}
+			for b.Loop() {
+				timeIt(0, func() { Sgemm(s.ta, s.tb, s.m, s.n, s.k, 1, af, lda, bf, ldb, 0, c, s.n, s.threadsPerCall) })
+				for i, lv := range levels {
+					bf16Level = lv
+					timeIt(i+1, func() { BgemmMixed(s.ta, s.tb, s.m, s.n, s.k, opA, lda, opB, ldb, c, s.n, s.threadsPerCall) })
+				}
+				bf16Level = best
+			}
+			b.ReportMetric(flops/medianOf(cpu[0])/1e9, "f32-GFLOP/cpu-s")
+			b.ReportMetric(flops/medianOf(wall[0])/1e9, "f32-GFLOP/s")
+			for i, lv := range levels {
+				name := [...]string{"widen", "avx512bf16", "amx"}[lv]
+				b.ReportMetric(flops/medianOf(cpu[i+1])/1e9, name+"-GFLOP/cpu-s")
+				b.ReportMetric(flops/medianOf(wall[i+1])/1e9, name+"-GFLOP/s")
+			}
+		})
+	}
+}

@@ -16,8 +16,17 @@ func interleaveSeqAVX512(d *uint32, lo, hi *uint16, n int) {
 	panic("gemm: no assembly")
 }
 
-func amxKernel32x32(kb int, a *uint16, lda int, b *uint32, c *float32, ldc int, cfg *byte, acc int) {
+func amxKernel32(kb int, a *uint16, lda int, b *uint32, bstride int, c *float32, ldc int, ns int, cfg *byte, acc int) {
 	panic("gemm: no assembly")
 }
 
 func amxPermitted() bool { return false }
+
+// transposePairs sets dst[j*ldd+i] = src[i*lds+j] for i < rows, j < cols.
+func transposePairs(dst []uint32, ldd int, src []uint32, lds, rows, cols int) {
+	for i := range rows {
+		for j, v := range src[i*lds : i*lds+cols] {
+			dst[j*ldd+i] = v
+		}
+	}
+}

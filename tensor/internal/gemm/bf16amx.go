@@ -1,6 +1,13 @@
 package gemm
 
-import "sync"
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/gonox/gonox/internal/half"
+
+	"github.com/gonox/gonox/tensor/internal/vec"
+)
 
 // amxReady asks the OS for the AMX tile state the first time it is called
 // (not at start-up: a program that never multiplies bfloat16 matrices
@@ -8,10 +15,20 @@ import "sync"
 var amxReady = sync.OnceValue(amxPermitted)
 
 // The AMX path of Bgemm (Intel Sapphire Rapids and later): a blocked loop
-// around amxKernel32x32, which computes a 32×32 block of C with four
-// 16×16 float32 tiles. A is packed into row-major panels of 32 rows, B
-// into the k-pair strips of 32 columns the AVX-512 kernel uses (the layout
-// TDPBF16PS wants for B), both zero-padded to whole blocks of 32 k.
+// around amxKernel32, which computes 32×32 blocks of C with four 16×16
+// float32 tiles, for a row panel of 32 rows of op(A) against all the
+// strips of 32 columns of op(B) in one call (one tile configuration). The
+// tiles want A as rows of k values (a row panel: row-major, 32 rows of
+// kpad bfloat16) and B as k-pairs (a pair strip: kpad/2 rows of 32 32-bit
+// elements, B(2q,j) | B(2q+1,j)<<16, the layout of the AVX-512 kernel),
+// both zero-padded to whole blocks of 32 k. An operand whose k runs along
+// its rows as stored (op(A) = A, op(B) = Bᵀ) is copied (or rounded, if
+// float32) into a row panel, one whose k runs down its columns is
+// interleaved two rows at a time (rounded on the way, if float32) into a
+// pair strip, and a 32-bit transpose turns either layout into the other
+// (a pair strip's transpose is the row panel of the same values). A is
+// read in place, unpacked, when it is bfloat16 stored with k along its
+// rows and the panel is whole (32 rows, k a multiple of 32 in the block).
 // TDPBF16PS flushes subnormal inputs and results to zero and rounds its
 // sums to nearest even, so the results are those of float32 accumulation
 // (within the bounds the tests check), not bit for bit Sgemm's.
@@ -37,12 +54,31 @@ var amxConfig = func() *[64]byte {
 
 // amxWorkspace holds one goroutine's panels.
 type amxWorkspace struct {
-	a    []uint16
-	b    []uint32
-	tile [amxMR * amxNR]float32
+	a    []uint16  // A's row panel
+	b    []uint32  // B's pair strips
+	t    []uint32  // a pair strip or row panel on its way to be transposed
+	tile []float32 // C blocks of an edge (32 rows × the strips' columns)
 }
 
 var amxPool = sync.Pool{New: func() any { return new(amxWorkspace) }}
+
+// grow returns s resliced to n elements, reallocated if too short.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// amxKBlock returns how many k values from pc the block holds: amxKC, or
+// all that are left when they are at most a quarter more (k=527 is one
+// block of 544 padded values, not 512 and 32 with a second pass over C).
+func amxKBlock(k, pc int) int {
+	if k-pc <= amxKC+amxKC/4 {
+		return k - pc
+	}
+	return amxKC
+}
 
 // runAMX computes rows [i0,i1) and columns [j0,j1) of C with AMX.
 func (p *bproblem) runAMX(i0, i1, j0, j1 int) {
@@ -51,64 +87,136 @@ func (p *bproblem) runAMX(i0, i1, j0, j1 int) {
 	for jc := j0; jc < j1; jc += amxNC {
 		nc := min(amxNC, j1-jc)
 		strips := (nc + amxNR - 1) / amxNR
-		for pc := 0; pc < p.k; pc += amxKC {
-			kc := min(amxKC, p.k-pc)
+		full := nc / amxNR
+		for pc := 0; pc < p.k; {
+			kc := amxKBlock(p.k, pc)
 			kpad := (kc + 31) &^ 31
 			kp := kpad / 2 // pair-rows per strip
-			if cap(ws.b) < strips*kp*amxNR {
-				ws.b = make([]uint32, strips*kp*amxNR)
-			}
-			pb := ws.b[:strips*kp*amxNR]
+			ws.b = grow(ws.b, strips*kp*amxNR)
+			pb := ws.b
 			for s := 0; s < strips; s++ {
-				strip := pb[s*kp*amxNR : (s+1)*kp*amxNR]
-				p.packB(strip, pc, kc, jc+s*amxNR, min(amxNR, nc-s*amxNR))
-				clear(strip[(kc+1)/2*amxNR:])
+				p.packBStrip(ws, pb[s*kp*amxNR:(s+1)*kp*amxNR], pc, kc, kpad, jc+s*amxNR, min(amxNR, nc-s*amxNR))
 			}
-			if cap(ws.a) < amxMR*kpad {
-				ws.a = make([]uint16, amxMR*kpad)
-			}
-			pa := ws.a[:amxMR*kpad]
 			acc := 0
 			if pc > 0 {
 				acc = 1
 			}
+			kb := kpad / 32
 			for ir := i0; ir < i1; ir += amxMR {
 				mr := min(amxMR, i1-ir)
-				p.packAMX(pa, kpad, pc, kc, ir, mr)
-				for s := 0; s < strips; s++ {
-					col := jc + s*amxNR
-					nr := min(amxNR, nc-s*amxNR)
-					bs := &pb[s*kp*amxNR]
-					if mr == amxMR && nr == amxNR {
-						amxKernel32x32(kpad/32, &pa[0], kpad, bs, &p.c[ir*p.ldc+col], p.ldc, &amxConfig[0], acc)
-						continue
-					}
-					amxKernel32x32(kpad/32, &pa[0], kpad, bs, &ws.tile[0], amxNR, &amxConfig[0], 0)
-					p.storeTile(ws.tile[:], amxNR, ir, col, mr, nr, acc)
+				pa, lda := p.panelA(ws, pc, kc, kpad, ir, mr)
+				if mr == amxMR && full > 0 {
+					amxKernel32(kb, pa, lda, &pb[0], kp*amxNR, &p.c[ir*p.ldc+jc], p.ldc, full, &amxConfig[0], acc)
 				}
+				if mr == amxMR && full == strips {
+					continue
+				}
+				// The edge: the last strip, or every strip of the last
+				// rows, computed into ws.tile and stored from there.
+				s0 := full
+				if mr < amxMR {
+					s0 = 0
+				}
+				w := (strips - s0) * amxNR
+				ws.tile = grow(ws.tile, amxMR*w)
+				amxKernel32(kb, pa, lda, &pb[s0*kp*amxNR], kp*amxNR, &ws.tile[0], w, strips-s0, &amxConfig[0], 0)
+				p.storeTile(ws.tile, w, ir, jc+s0*amxNR, mr, nc-s0*amxNR, acc)
 			}
+			pc += kc
 		}
 	}
 }
 
-// packAMX packs rows [ir, ir+mr) of op(A), k values [pc, pc+kc), into a
-// row-major panel of 32 rows of kpad values: dst[i*kpad+kk] = A(ir+i,
-// pc+kk), zero past the edges.
-func (p *bproblem) packAMX(dst []uint16, kpad, pc, kc, ir, mr int) {
-	if mr < amxMR || kc < kpad {
-		clear(dst)
+// panelA returns the row panel of rows [ir, ir+mr) of op(A), k values
+// [pc, pc+kc) zero-padded to kpad, and its row stride: A itself where it
+// can be read in place, else packed into ws.a.
+func (p *bproblem) panelA(ws *amxWorkspace, pc, kc, kpad, ir, mr int) (*uint16, int) {
+	if !p.transA && p.a.F32 == nil && mr == amxMR && kc == kpad {
+		return &p.a.Bits[ir*p.lda+pc], p.lda
 	}
-	a, lda := p.a, p.lda
+	ws.a = grow(ws.a, amxMR*kpad)
 	if !p.transA {
-		for i := 0; i < mr; i++ {
-			copy(dst[i*kpad:i*kpad+kc], a[(ir+i)*lda+pc:(ir+i)*lda+pc+kc])
-		}
+		rowPanel(ws.a, kpad, p.a, p.lda, ir, mr, pc, kc)
+		return &ws.a[0], kpad
+	}
+	// k runs down Aᵀ's columns: pair up its rows, then transpose.
+	ws.t = grow(ws.t, kpad/2*amxNR)
+	pairStrip(ws.t, p.a, p.lda, pc, kc, kpad, ir, mr)
+	transposePairs(u32of(ws.a), kpad/2, ws.t, amxNR, kpad/2, amxNR)
+	return &ws.a[0], kpad
+}
+
+// packBStrip packs columns [col, col+nr) of op(B), k values [pc, pc+kc),
+// into the pair strip dst (kpad/2 rows of 32), zero past the edges.
+func (p *bproblem) packBStrip(ws *amxWorkspace, dst []uint32, pc, kc, kpad, col, nr int) {
+	if !p.transB {
+		pairStrip(dst, p.b, p.ldb, pc, kc, kpad, col, nr)
 		return
 	}
-	for kk := 0; kk < kc; kk++ {
-		src := a[(pc+kk)*lda+ir : (pc+kk)*lda+ir+mr]
-		for i, v := range src {
-			dst[i*kpad+kk] = v
+	// k runs along Bᵀ's rows: a row panel, then transpose.
+	ws.t = grow(ws.t, amxNR*kpad/2)
+	panel := u16of(ws.t)
+	rowPanel(panel, kpad, p.b, p.ldb, col, nr, pc, kc)
+	transposePairs(dst, amxNR, ws.t, kpad/2, amxNR, kpad/2)
+}
+
+// rowPanel copies (or rounds, if float32) rows [r0, r0+nr) of x (row
+// stride ld), values [c0, c0+kc), into dst as 32 rows of kpad values,
+// zero past the edges.
+func rowPanel(dst []uint16, kpad int, x BF16Operand, ld, r0, nr, c0, kc int) {
+	dst = dst[:amxMR*kpad]
+	if nr < amxMR {
+		clear(dst[nr*kpad:])
+	}
+	for i := 0; i < nr; i++ {
+		d := dst[i*kpad : i*kpad+kpad]
+		src := (r0+i)*ld + c0
+		if x.F32 != nil {
+			vec.BF16FromF32(d[:kc], x.F32[src:src+kc])
+		} else {
+			copy(d[:kc], x.Bits[src:src+kc])
+		}
+		clear(d[kc:])
+	}
+}
+
+// pairStrip interleaves rows [r0, r0+kc) of x (row stride ld) two by two,
+// columns [c0, c0+nc), into the pair strip dst (kpad/2 rows of 32):
+// dst[q*32+j] = x(r0+2q, c0+j) | x(r0+2q+1, c0+j)<<16, rounding float32
+// values to bfloat16, zero past the edges.
+func pairStrip(dst []uint32, x BF16Operand, ld, r0, kc, kpad, c0, nc int) {
+	kp := (kc + 1) / 2
+	dst = dst[:kpad/2*amxNR]
+	if nc < amxNR {
+		clear(dst[:kp*amxNR])
+	}
+	clear(dst[kp*amxNR:])
+	for q := 0; q < kp; q++ {
+		lo := (r0+2*q)*ld + c0
+		d := dst[q*amxNR : q*amxNR+nc]
+		last := 2*q+1 == kc
+		switch {
+		case x.F32 != nil && last:
+			for j, v := range x.F32[lo : lo+nc] {
+				d[j] = uint32(half.FromFloat32BF(v))
+			}
+		case x.F32 != nil:
+			vec.BF16PairsFromF32(d, x.F32[lo:lo+nc], x.F32[lo+ld:lo+ld+nc])
+		case last:
+			for j, v := range x.Bits[lo : lo+nc] {
+				d[j] = uint32(v)
+			}
+		default:
+			interleave16(d, x.Bits[lo:lo+nc], x.Bits[lo+ld:lo+ld+nc])
 		}
 	}
+}
+
+// u32of and u16of view 16-bit storage as 32-bit elements and back.
+func u32of(s []uint16) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(s))), len(s)/2)
+}
+
+func u16of(s []uint32) []uint16 {
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(s))), 2*len(s))
 }

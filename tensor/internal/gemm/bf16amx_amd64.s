@@ -2,13 +2,15 @@
 
 #include "textflag.h"
 
-// The AMX bfloat16 kernel: a 32×32 float32 block of C (tiles tmm0-3, each
-// 16×16) += A (32 rows × 32·kb bfloat16, row-major, row stride lda) times
-// packed B (16·kb pair-rows of 32 columns, 128 bytes per pair-row, as
-// packB writes them). Each k block of 32 loads two A tiles (16 rows × 32
-// bf16) and two B tiles (16 pair-rows × 16 columns) and issues four
-// TDPBF16PS. The tiles are configured, used and released within this one
-// call, so no goroutine switch sees tile state.
+// The AMX bfloat16 kernel: ns blocks of 32×32 float32 of C side by side
+// (tiles tmm0-3, each 16×16) += A (32 rows × 32·kb bfloat16, row-major,
+// row stride lda) times ns packed strips of B (each 16·kb pair-rows of 32
+// columns, 128 bytes per pair-row, as packB writes them, bstride uint32
+// apart). Each k block of 32 loads two A tiles (16 rows × 32 bf16) and two
+// B tiles (16 pair-rows × 16 columns) and issues four TDPBF16PS. The tiles
+// are configured once for all ns blocks (LDTILECFG costs about as much as
+// a k block of 128), used and released within this one call, so no
+// goroutine switch sees tile state.
 //
 // Go's assembler has no AMX mnemonics: each instruction is given as the
 // bytes GNU as 2.40 encodes for the one in its comment.
@@ -16,25 +18,27 @@
 #define LDTILECFG_AX BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00
 #define TILERELEASE BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0
 
-// func amxKernel32x32(kb int, a *uint16, lda int, b *uint32, c *float32, ldc int, cfg *byte, acc int)
-TEXT ·amxKernel32x32(SB), NOSPLIT, $0-64
-	MOVQ cfg+48(FP), AX
+// func amxKernel32(kb int, a *uint16, lda int, b *uint32, bstride int, c *float32, ldc int, ns int, cfg *byte, acc int)
+TEXT ·amxKernel32(SB), NOSPLIT, $0-80
+	MOVQ cfg+64(FP), AX
 	LDTILECFG_AX
-	MOVQ kb+0(FP), CX
-	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
 	SHLQ $1, R8
-	MOVQ b+24(FP), DI
-	MOVQ c+32(FP), DX
-	MOVQ ldc+40(FP), R10
+	MOVQ ldc+48(FP), R10
 	SHLQ $2, R10
 	MOVQ $128, R9
+	MOVQ b+24(FP), DI
+	MOVQ c+40(FP), DX
+
+strip:
+	MOVQ kb+0(FP), CX
+	MOVQ a+8(FP), SI
 	LEAQ 64(DX), AX  // C rows 0-15, columns 16-31
 	MOVQ R10, R12
 	SHLQ $4, R12
 	ADDQ DX, R12     // C rows 16-31
 	LEAQ 64(R12), R13
-	MOVQ acc+56(FP), BX
+	MOVQ acc+72(FP), BX
 	TESTQ BX, BX
 	JZ   zero
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x04; BYTE $0x12 // tileloadd tmm0,[rdx+r10*1]
@@ -53,6 +57,7 @@ start:
 	MOVQ R8, BX
 	SHLQ $4, BX
 	ADDQ SI, BX      // A rows 16-31
+	MOVQ DI, b+24(FP) // this strip's B
 	LEAQ 64(DI), R11 // B columns 16-31
 
 loop:
@@ -75,5 +80,15 @@ loop:
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x0c; BYTE $0x10 // tilestored [rax+r10*1],tmm1
 	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x14; BYTE $0x14 // tilestored [r12+r10*1],tmm2
 	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x5c; BYTE $0x15; BYTE $0x00 // tilestored [r13+r10*1+0x0],tmm3
+
+	// Next strip: B bstride uint32 on, C 32 columns on.
+	MOVQ b+24(FP), DI
+	MOVQ bstride+32(FP), AX
+	SHLQ $2, AX
+	ADDQ AX, DI
+	ADDQ $128, DX
+	DECQ ns+56(FP)
+	JNZ  strip
+
 	TILERELEASE
 	RET
