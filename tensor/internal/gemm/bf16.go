@@ -120,7 +120,13 @@ func putRounded(b *[]uint16) {
 
 // bgemmAMX is BgemmMixed on the AMX kernels.
 func bgemmAMX(transA, transB bool, m, n, k int, a BF16Operand, lda int, b BF16Operand, ldb int, c []float32, ldc int, threads int) {
-	p := &bproblem{transA, transB, m, n, k, a, b, c, lda, ldb, ldc}
+	bproblem{transA: transA, transB: transB, m: m, n: n, k: k, a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc, alpha: 1}.run(threads)
+}
+
+// run computes p with AMX on up to threads goroutines (0: GOMAXPROCS).
+// A value receiver: one goroutine's call allocates nothing.
+func (q bproblem) run(threads int) {
+	m, n, k := q.m, q.n, q.k
 	t := 1
 	if threads != 1 && worthSplitting(m, n, k) {
 		t = runtime.GOMAXPROCS(0)
@@ -129,9 +135,11 @@ func bgemmAMX(transA, transB bool, m, n, k int, a BF16Operand, lda int, b BF16Op
 		}
 	}
 	if t <= 1 {
-		p.runAMX(0, m, 0, n)
+		q.runAMX(0, m, 0, n)
 		return
 	}
+	p := new(bproblem)
+	*p = q
 	// Column blocks (each goroutine packs only its own B, all of A) or
 	// row blocks (its own A, all of B): whichever packs less twice. A
 	// read in place costs nothing to pack; an operand that is transposed
@@ -143,11 +151,11 @@ func bgemmAMX(transA, transB bool, m, n, k int, a BF16Operand, lda int, b BF16Op
 		}
 		return elems
 	}
-	costA := cost(a, transA, m*k)
-	if !transA && a.F32 == nil && k%32 == 0 {
+	costA := cost(p.a, p.transA, m*k)
+	if !p.transA && p.a.F32 == nil && k%32 == 0 {
 		costA = 0
 	}
-	costB := cost(b, transB, n*k)
+	costB := cost(p.b, p.transB, n*k)
 	splitN := n >= 2*t*amxNR && (costA < costB || m < 2*t*amxMR)
 	var wg sync.WaitGroup
 	var fault any
@@ -215,27 +223,42 @@ func checkArgs16(transA, transB bool, m, n, k int, lenA, lda int, lenB, ldb int,
 	check("c", false, m, n, len(c), ldc)
 }
 
-// bproblem is one Bgemm call on the AMX path.
+// bproblem is one Bgemm or BgemmPairs call on the AMX path: C =
+// alpha·op(A)·op(B) + beta·C with k values. The operands are a and b, or
+// for BgemmPairs pa and pb (k/2 pairs along the reduction axis, strides
+// in pairs).
 type bproblem struct {
 	transA, transB bool
 	m, n, k        int
 	a, b           BF16Operand
+	pa, pb         []uint32
 	c              []float32
 	lda, ldb, ldc  int
+	alpha, beta    float32
 }
 
 // storeTile writes the top-left mr×nr corner of an edge tile (row stride
-// ld) into C at (ir, col): copied when acc is 0, added otherwise.
+// ld) into C at (ir, col): C = alpha·tile + beta·C when acc is 0 (beta 0:
+// C not read), C += alpha·tile otherwise. It may scale the tile.
 func (p *bproblem) storeTile(tile []float32, ld, ir, col, mr, nr, acc int) {
+	alpha, beta := p.alpha, p.beta
+	if acc != 0 {
+		beta = 1
+	}
 	for i := 0; i < mr; i++ {
 		row := p.c[(ir+i)*p.ldc+col : (ir+i)*p.ldc+col+nr]
 		t := tile[i*ld : i*ld+nr]
-		if acc == 0 {
+		switch {
+		case alpha == 1 && beta == 0:
 			copy(row, t)
-		} else {
-			for j := range row {
-				row[j] += t[j]
-			}
+		case alpha == 1 && beta == 1:
+			vec.AddVV(row, row, t)
+		case beta == 0:
+			vec.MulVS(row, t, alpha)
+		default:
+			vec.MulVS(row, row, beta)
+			vec.MulVS(t, t, alpha)
+			vec.AddVV(row, row, t)
 		}
 	}
 }

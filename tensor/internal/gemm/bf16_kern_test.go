@@ -205,3 +205,66 @@ func BenchmarkBgemmMoE(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBgemmPairsAttention runs BgemmPairs on the products of fused
+// bf16 attention's blocks at examples/moe's size (64 queries × 64 keys,
+// heads of 32 features: 16 pairs), one thread, with every kernel level
+// this machine has, alternating them, and reports each one's median rate
+// per CPU-second:
+//
+//	go test ./tensor/internal/gemm -run '^$' -bench BgemmPairsAttention -benchtime 20x
+func BenchmarkBgemmPairsAttention(b *testing.B) {
+	best := bf16Level
+	defer func() { bf16Level = best }()
+	levels := []int{bfWiden}
+	if bf16NoAMX == bfAVX512 {
+		levels = append(levels, bfAVX512)
+	}
+	if best == bfAMX {
+		levels = append(levels, bfAMX)
+	}
+	type shape struct {
+		name        string
+		ta, tb      bool
+		m, n, kp    int
+		alpha, beta float32
+	}
+	for _, s := range []shape{
+		{"scores_QKt_64x64x16", false, true, 64, 64, 16, 0.18, 0},
+		{"out_PV_64x32x32", false, false, 64, 32, 32, 1, 1},
+		{"dV_PtdO_64x32x32", true, false, 64, 32, 32, 1, 1},
+		{"dP_dOVt_64x64x16", false, true, 64, 64, 16, 1, 0},
+	} {
+		b.Run(s.name, func(b *testing.B) {
+			ar, ac, br, bc := s.m, s.kp, s.kp, s.n
+			if s.ta {
+				ar, ac = s.kp, s.m
+			}
+			if s.tb {
+				br, bc = s.n, s.kp
+			}
+			ah, _ := bf16Matrix(1, 2*ar*ac)
+			bh, _ := bf16Matrix(2, 2*br*bc)
+			a, bb := u32of(ah), u32of(bh)
+			c := make([]float32, s.m*s.n)
+			flops := 4 * float64(s.m) * float64(s.n) * float64(s.kp)
+			const reps = 2000
+			cpu := make([][]float64, len(levels))
+			for b.Loop() {
+				for i, lv := range levels {
+					bf16Level = lv
+					t0 := cputime.Used()
+					for range reps {
+						BgemmPairs(s.ta, s.tb, s.m, s.n, s.kp, s.alpha, a, ac, bb, bc, s.beta, c, s.n, 1)
+					}
+					cpu[i] = append(cpu[i], (cputime.Used()-t0).Seconds()/reps)
+				}
+				bf16Level = best
+			}
+			for i, lv := range levels {
+				name := [...]string{"widen", "avx512bf16", "amx"}[lv]
+				b.ReportMetric(flops/medianOf(cpu[i])/1e9, name+"-GFLOP/cpu-s")
+			}
+		})
+	}
+}

@@ -105,16 +105,22 @@ func (p *bproblem) runAMX(i0, i1, j0, j1 int) {
 			for ir := i0; ir < i1; ir += amxMR {
 				mr := min(amxMR, i1-ir)
 				pa, lda := p.panelA(ws, pc, kc, kpad, ir, mr)
-				if mr == amxMR && full > 0 {
-					amxKernel32(kb, pa, lda, &pb[0], kp*amxNR, &p.c[ir*p.ldc+jc], p.ldc, full, &amxConfig[0], acc)
+				direct := p.alpha == 1 && (p.beta == 0 || p.beta == 1)
+				if mr == amxMR && full > 0 && direct {
+					kacc := acc
+					if p.beta == 1 {
+						kacc = 1
+					}
+					amxKernel32(kb, pa, lda, &pb[0], kp*amxNR, &p.c[ir*p.ldc+jc], p.ldc, full, &amxConfig[0], kacc)
 				}
-				if mr == amxMR && full == strips {
+				if mr == amxMR && full == strips && direct {
 					continue
 				}
-				// The edge: the last strip, or every strip of the last
-				// rows, computed into ws.tile and stored from there.
+				// The edge (the last strip, or every strip of the last
+				// rows), or all of C when scaled: computed into ws.tile and
+				// stored from there.
 				s0 := full
-				if mr < amxMR {
+				if mr < amxMR || !direct {
 					s0 = 0
 				}
 				w := (strips - s0) * amxNR
@@ -131,6 +137,9 @@ func (p *bproblem) runAMX(i0, i1, j0, j1 int) {
 // [pc, pc+kc) zero-padded to kpad, and its row stride: A itself where it
 // can be read in place, else packed into ws.a.
 func (p *bproblem) panelA(ws *amxWorkspace, pc, kc, kpad, ir, mr int) (*uint16, int) {
+	if p.pa != nil {
+		return p.pairPanelA(ws, pc, kc, kpad, ir, mr)
+	}
 	if !p.transA && p.a.F32 == nil && mr == amxMR && kc == kpad {
 		return &p.a.Bits[ir*p.lda+pc], p.lda
 	}
@@ -149,6 +158,10 @@ func (p *bproblem) panelA(ws *amxWorkspace, pc, kc, kpad, ir, mr int) (*uint16, 
 // packBStrip packs columns [col, col+nr) of op(B), k values [pc, pc+kc),
 // into the pair strip dst (kpad/2 rows of 32), zero past the edges.
 func (p *bproblem) packBStrip(ws *amxWorkspace, dst []uint32, pc, kc, kpad, col, nr int) {
+	if p.pb != nil {
+		p.pairStripB(dst, pc, kc, kpad, col, nr)
+		return
+	}
 	if !p.transB {
 		pairStrip(dst, p.b, p.ldb, pc, kc, kpad, col, nr)
 		return
@@ -219,4 +232,46 @@ func u32of(s []uint16) []uint32 {
 
 func u16of(s []uint32) []uint16 {
 	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(s))), 2*len(s))
+}
+
+// pairPanelA is panelA for BgemmPairs' A: pairs along its rows are a row
+// panel already (read in place when whole), pairs down its columns a pair
+// strip, transposed.
+func (p *bproblem) pairPanelA(ws *amxWorkspace, pc, kc, kpad, ir, mr int) (*uint16, int) {
+	q0, kq, kpq := pc/2, kc/2, kpad/2 // pairs: the first, how many, padded
+	if !p.transA && mr == amxMR && kc == kpad {
+		return &u16of(p.pa[ir*p.lda+q0:])[0], 2 * p.lda
+	}
+	ws.a = grow(ws.a, amxMR*kpad)
+	panel := u32of(ws.a)
+	if !p.transA {
+		for i := range mr {
+			d := panel[i*kpq : (i+1)*kpq]
+			copy(d, p.pa[(ir+i)*p.lda+q0:(ir+i)*p.lda+q0+kq])
+			clear(d[kq:])
+		}
+		clear(panel[mr*kpq:])
+		return &ws.a[0], kpad
+	}
+	clear(panel)
+	transposePairs(panel, kpq, p.pa[q0*p.lda+ir:], p.lda, kq, mr)
+	return &ws.a[0], kpad
+}
+
+// pairStripB is packBStrip for BgemmPairs' B: pairs down its columns are
+// copied row by row, pairs along its rows (Bᵀ as stored) transposed.
+func (p *bproblem) pairStripB(dst []uint32, pc, kc, kpad, col, nr int) {
+	q0, kq, kpq := pc/2, kc/2, kpad/2
+	dst = dst[:kpq*amxNR]
+	if p.transB {
+		clear(dst)
+		transposePairs(dst, amxNR, p.pb[col*p.ldb+q0:], p.ldb, nr, kq)
+		return
+	}
+	for q := range kq {
+		d := dst[q*amxNR : (q+1)*amxNR]
+		copy(d[:nr], p.pb[(q0+q)*p.ldb+col:(q0+q)*p.ldb+col+nr])
+		clear(d[nr:])
+	}
+	clear(dst[kq*amxNR:])
 }

@@ -198,19 +198,30 @@ func putPairs(p *[]float32) {
 // It is for callers that keep their operands paired across many
 // products (fused attention pairs each block of keys and values once for
 // all of them): on the AVX-512 BF16 kernels nothing is rounded or
-// interleaved per call. Without them (GONOX_KERNELS=go or avx2, other
-// CPUs) the pairs are widened to float32 (exactly) for Sgemm, a pass over
-// both operands each call; the sums may then differ in order.
+// interleaved per call. With AMX (chosen over them where the CPU has
+// both: VDPBF16PS ran at half Sgemm's rate on Sapphire Rapids) the pairs
+// are copied or transposed, 32 bits at a time, into the tiles' layouts
+// (see bf16amx.go). Without either (GONOX_KERNELS=go or avx2, other CPUs)
+// the pairs are widened to float32 (exactly) for Sgemm, a pass over both
+// operands each call; the sums may then differ in order.
 func BgemmPairs(transA, transB bool, m, n, kp int, alpha float32, a []uint32, lda int, b []uint32, ldb int, beta float32, c []float32, ldc int, threads int) {
 	fa := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(a))), len(a))
 	fb := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b))
-	if bf16Level != bfWiden && bf16NoAMX == bfAVX512 {
+	level := bf16Level
+	if level == bfAMX && !amxReady() {
+		level = bf16NoAMX
+	}
+	if level == bfAVX512 {
 		gemm(bf16Set, transA, transB, m, n, kp, alpha, fa, lda, fb, ldb, beta, c, ldc, threads)
 		return
 	}
 	checkArgs(transA, transB, m, n, kp, fa, lda, fb, ldb, c, ldc)
 	if m == 0 || n == 0 || kp == 0 || alpha == 0 {
 		gemm(active, transA, transB, m, n, 0, alpha, fa, lda, fb, ldb, beta, c, ldc, threads)
+		return
+	}
+	if level == bfAMX {
+		bproblem{transA: transA, transB: transB, m: m, n: n, k: 2 * kp, pa: a, pb: b, c: c, lda: lda, ldb: ldb, ldc: ldc, alpha: alpha, beta: beta}.run(threads)
 		return
 	}
 	// A as stored is m×kp pairs along its rows, or kp×m pairs down its
