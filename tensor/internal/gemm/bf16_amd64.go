@@ -58,7 +58,7 @@ func interleaveSeqAVX512(d *uint32, lo, hi *uint16, n int)
 // bf16amx_amd64.s); ns ≥ 1.
 //
 //go:noescape
-func amxKernel32(kb int, a *uint16, lda int, b *uint32, bstride int, c *float32, ldc int, ns int, cfg *byte, acc int)
+func amxKernel32(kb int, a *uint16, lda int, b *uint32, ldb int, bstride int, c *float32, ldc int, ns int, cfg *byte, acc int)
 
 // transposePairs sets dst[j*ldd+i] = src[i*lds+j] for i < rows, j < cols:
 // a row panel of bfloat16 values from a pair strip, or back (see

@@ -16,7 +16,7 @@ func interleaveSeqAVX512(d *uint32, lo, hi *uint16, n int) {
 	panic("gemm: no assembly")
 }
 
-func amxKernel32(kb int, a *uint16, lda int, b *uint32, bstride int, c *float32, ldc int, ns int, cfg *byte, acc int) {
+func amxKernel32(kb int, a *uint16, lda int, b *uint32, ldb int, bstride int, c *float32, ldc int, ns int, cfg *byte, acc int) {
 	panic("gemm: no assembly")
 }
 

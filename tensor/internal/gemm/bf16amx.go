@@ -55,7 +55,8 @@ var amxConfig = func() *[64]byte {
 // amxWorkspace holds one goroutine's panels.
 type amxWorkspace struct {
 	a    []uint16  // A's row panel
-	b    []uint32  // B's pair strips
+	wa   []uint32  // a transposed A's rows, paired
+	b    []uint32  // B's pairs, all strips side by side
 	t    []uint32  // a pair strip or row panel on its way to be transposed
 	tile []float32 // C blocks of an edge (32 rows × the strips' columns)
 }
@@ -80,53 +81,65 @@ func amxKBlock(k, pc int) int {
 	return amxKC
 }
 
+// amxChunk is how many rows of a transposed A are paired in one pass
+// (a multiple of amxMR): the pairs of a k block then take at most
+// 256 KiB.
+const amxChunk = 256
+
 // runAMX computes rows [i0,i1) and columns [j0,j1) of C with AMX.
 func (p *bproblem) runAMX(i0, i1, j0, j1 int) {
 	ws := amxPool.Get().(*amxWorkspace)
 	defer amxPool.Put(ws)
+	direct := p.alpha == 1 && (p.beta == 0 || p.beta == 1)
 	for jc := j0; jc < j1; jc += amxNC {
 		nc := min(amxNC, j1-jc)
 		strips := (nc + amxNR - 1) / amxNR
 		full := nc / amxNR
+		w := strips * amxNR // B's pairs: kpad/2 rows of w
 		for pc := 0; pc < p.k; {
 			kc := amxKBlock(p.k, pc)
 			kpad := (kc + 31) &^ 31
-			kp := kpad / 2 // pair-rows per strip
-			ws.b = grow(ws.b, strips*kp*amxNR)
+			ws.b = grow(ws.b, kpad/2*w)
 			pb := ws.b
-			for s := 0; s < strips; s++ {
-				p.packBStrip(ws, pb[s*kp*amxNR:(s+1)*kp*amxNR], pc, kc, kpad, jc+s*amxNR, min(amxNR, nc-s*amxNR))
-			}
+			p.packB(ws, pb, w, pc, kc, kpad, jc, nc)
 			acc := 0
 			if pc > 0 {
 				acc = 1
 			}
+			kacc := acc
+			if p.beta == 1 {
+				kacc = 1
+			}
 			kb := kpad / 32
-			for ir := i0; ir < i1; ir += amxMR {
-				mr := min(amxMR, i1-ir)
-				pa, lda := p.panelA(ws, pc, kc, kpad, ir, mr)
-				direct := p.alpha == 1 && (p.beta == 0 || p.beta == 1)
-				if mr == amxMR && full > 0 && direct {
-					kacc := acc
-					if p.beta == 1 {
-						kacc = 1
+			for ir0 := i0; ir0 < i1; ir0 += amxChunk {
+				ir1 := min(i1, ir0+amxChunk)
+				if p.transA && p.pa == nil {
+					// Aᵀ's rows paired once for all the chunk's panels.
+					wa := (ir1 - ir0 + amxMR - 1) &^ (amxMR - 1)
+					ws.wa = grow(ws.wa, kpad/2*wa)
+					pairRows(ws.wa, wa, p.a, p.lda, pc, kc, kpad, ir0, ir1-ir0)
+				}
+				for ir := ir0; ir < ir1; ir += amxMR {
+					mr := min(amxMR, ir1-ir)
+					pa, lda := p.panelA(ws, pc, kc, kpad, ir, mr, ir-ir0)
+					if mr == amxMR && full > 0 && direct {
+						amxKernel32(kb, pa, lda, &pb[0], w, amxNR, &p.c[ir*p.ldc+jc], p.ldc, full, &amxConfig[0], kacc)
 					}
-					amxKernel32(kb, pa, lda, &pb[0], kp*amxNR, &p.c[ir*p.ldc+jc], p.ldc, full, &amxConfig[0], kacc)
+					if mr == amxMR && full == strips && direct {
+						continue
+					}
+					// The edge (the last strip, or every strip of the last
+					// rows), or all of C when scaled: computed into ws.tile
+					// and stored from there.
+					s0 := full
+					if mr < amxMR || !direct {
+						s0 = 0
+					}
+					wt := (strips - s0) * amxNR
+					ws.tile = grow(ws.tile, amxMR*wt)
+					amxKernel32(kb, pa, lda, &pb[s0*amxNR], w, amxNR, &ws.tile[0], wt, strips-s0, &amxConfig[0], 0)
+					p.storeTile(ws.tile, wt, ir, jc+s0*amxNR, mr, nc-s0*amxNR, acc)
 				}
-				if mr == amxMR && full == strips && direct {
-					continue
-				}
-				// The edge (the last strip, or every strip of the last
-				// rows), or all of C when scaled: computed into ws.tile and
-				// stored from there.
-				s0 := full
-				if mr < amxMR || !direct {
-					s0 = 0
-				}
-				w := (strips - s0) * amxNR
-				ws.tile = grow(ws.tile, amxMR*w)
-				amxKernel32(kb, pa, lda, &pb[s0*kp*amxNR], kp*amxNR, &ws.tile[0], w, strips-s0, &amxConfig[0], 0)
-				p.storeTile(ws.tile, w, ir, jc+s0*amxNR, mr, nc-s0*amxNR, acc)
 			}
 			pc += kc
 		}
@@ -135,8 +148,9 @@ func (p *bproblem) runAMX(i0, i1, j0, j1 int) {
 
 // panelA returns the row panel of rows [ir, ir+mr) of op(A), k values
 // [pc, pc+kc) zero-padded to kpad, and its row stride: A itself where it
-// can be read in place, else packed into ws.a.
-func (p *bproblem) panelA(ws *amxWorkspace, pc, kc, kpad, ir, mr int) (*uint16, int) {
+// can be read in place, else packed into ws.a. For a transposed A the
+// pairs of its rows are in ws.wa from column off.
+func (p *bproblem) panelA(ws *amxWorkspace, pc, kc, kpad, ir, mr, off int) (*uint16, int) {
 	if p.pa != nil {
 		return p.pairPanelA(ws, pc, kc, kpad, ir, mr)
 	}
@@ -148,29 +162,31 @@ func (p *bproblem) panelA(ws *amxWorkspace, pc, kc, kpad, ir, mr int) (*uint16, 
 		rowPanel(ws.a, kpad, p.a, p.lda, ir, mr, pc, kc)
 		return &ws.a[0], kpad
 	}
-	// k runs down Aᵀ's columns: pair up its rows, then transpose.
-	ws.t = grow(ws.t, kpad/2*amxNR)
-	pairStrip(ws.t, p.a, p.lda, pc, kc, kpad, ir, mr)
-	transposePairs(u32of(ws.a), kpad/2, ws.t, amxNR, kpad/2, amxNR)
+	// k runs down Aᵀ's columns: its rows paired (ws.wa), transposed.
+	wa := len(ws.wa) / (kpad / 2)
+	transposePairs(u32of(ws.a), kpad/2, ws.wa[off:], wa, kpad/2, amxMR)
 	return &ws.a[0], kpad
 }
 
-// packBStrip packs columns [col, col+nr) of op(B), k values [pc, pc+kc),
-// into the pair strip dst (kpad/2 rows of 32), zero past the edges.
-func (p *bproblem) packBStrip(ws *amxWorkspace, dst []uint32, pc, kc, kpad, col, nr int) {
+// packB packs columns [col, col+nc) of op(B), k values [pc, pc+kc),
+// as kpad/2 rows of w k-pairs into dst, zero past the edges.
+func (p *bproblem) packB(ws *amxWorkspace, dst []uint32, w, pc, kc, kpad, col, nc int) {
 	if p.pb != nil {
-		p.pairStripB(dst, pc, kc, kpad, col, nr)
+		p.pairStripB(dst, w, pc, kc, kpad, col, nc)
 		return
 	}
 	if !p.transB {
-		pairStrip(dst, p.b, p.ldb, pc, kc, kpad, col, nr)
+		pairRows(dst, w, p.b, p.ldb, pc, kc, kpad, col, nc)
 		return
 	}
-	// k runs along Bᵀ's rows: a row panel, then transpose.
+	// k runs along Bᵀ's rows: a row panel of 32 columns at a time,
+	// transposed.
 	ws.t = grow(ws.t, amxNR*kpad/2)
 	panel := u16of(ws.t)
-	rowPanel(panel, kpad, p.b, p.ldb, col, nr, pc, kc)
-	transposePairs(dst, amxNR, ws.t, kpad/2, amxNR, kpad/2)
+	for s := 0; s*amxNR < nc; s++ {
+		rowPanel(panel, kpad, p.b, p.ldb, col+s*amxNR, min(amxNR, nc-s*amxNR), pc, kc)
+		transposePairs(dst[s*amxNR:], w, ws.t, kpad/2, amxNR, kpad/2)
+	}
 }
 
 // rowPanel copies (or rounds, if float32) rows [r0, r0+nr) of x (row
@@ -193,20 +209,16 @@ func rowPanel(dst []uint16, kpad int, x BF16Operand, ld, r0, nr, c0, kc int) {
 	}
 }
 
-// pairStrip interleaves rows [r0, r0+kc) of x (row stride ld) two by two,
-// columns [c0, c0+nc), into the pair strip dst (kpad/2 rows of 32):
-// dst[q*32+j] = x(r0+2q, c0+j) | x(r0+2q+1, c0+j)<<16, rounding float32
+// pairRows interleaves rows [r0, r0+kc) of x (row stride ld) two by two,
+// columns [c0, c0+nc), into dst (kpad/2 rows of w ≥ nc):
+// dst[q*w+j] = x(r0+2q, c0+j) | x(r0+2q+1, c0+j)<<16, rounding float32
 // values to bfloat16, zero past the edges.
-func pairStrip(dst []uint32, x BF16Operand, ld, r0, kc, kpad, c0, nc int) {
+func pairRows(dst []uint32, w int, x BF16Operand, ld, r0, kc, kpad, c0, nc int) {
 	kp := (kc + 1) / 2
-	dst = dst[:kpad/2*amxNR]
-	if nc < amxNR {
-		clear(dst[:kp*amxNR])
-	}
-	clear(dst[kp*amxNR:])
+	dst = dst[:kpad/2*w]
 	for q := 0; q < kp; q++ {
 		lo := (r0+2*q)*ld + c0
-		d := dst[q*amxNR : q*amxNR+nc]
+		d := dst[q*w : q*w+nc]
 		last := 2*q+1 == kc
 		switch {
 		case x.F32 != nil && last:
@@ -222,7 +234,9 @@ func pairStrip(dst []uint32, x BF16Operand, ld, r0, kc, kpad, c0, nc int) {
 		default:
 			interleave16(d, x.Bits[lo:lo+nc], x.Bits[lo+ld:lo+ld+nc])
 		}
+		clear(dst[q*w+nc : (q+1)*w])
 	}
+	clear(dst[kp*w:])
 }
 
 // u32of and u16of view 16-bit storage as 32-bit elements and back.
@@ -258,20 +272,20 @@ func (p *bproblem) pairPanelA(ws *amxWorkspace, pc, kc, kpad, ir, mr int) (*uint
 	return &ws.a[0], kpad
 }
 
-// pairStripB is packBStrip for BgemmPairs' B: pairs down its columns are
+// pairStripB is packB for BgemmPairs' B: pairs down its columns are
 // copied row by row, pairs along its rows (Bᵀ as stored) transposed.
-func (p *bproblem) pairStripB(dst []uint32, pc, kc, kpad, col, nr int) {
+func (p *bproblem) pairStripB(dst []uint32, w, pc, kc, kpad, col, nc int) {
 	q0, kq, kpq := pc/2, kc/2, kpad/2
-	dst = dst[:kpq*amxNR]
+	dst = dst[:kpq*w]
 	if p.transB {
 		clear(dst)
-		transposePairs(dst, amxNR, p.pb[col*p.ldb+q0:], p.ldb, nr, kq)
+		transposePairs(dst, w, p.pb[col*p.ldb+q0:], p.ldb, nc, kq)
 		return
 	}
 	for q := range kq {
-		d := dst[q*amxNR : (q+1)*amxNR]
-		copy(d[:nr], p.pb[(q0+q)*p.ldb+col:(q0+q)*p.ldb+col+nr])
-		clear(d[nr:])
+		d := dst[q*w : (q+1)*w]
+		copy(d[:nc], p.pb[(q0+q)*p.ldb+col:(q0+q)*p.ldb+col+nc])
+		clear(d[nc:])
 	}
-	clear(dst[kq*amxNR:])
+	clear(dst[kq*w:])
 }
