@@ -65,6 +65,18 @@ func TestBgemm(t *testing.T) {
 					ah, af := bf16Matrix(uint64(m*7+k), ar*lda+off)
 					bh, bf := bf16Matrix(uint64(n*5+k), br*ldb+off)
 					ah, af, bh, bf = ah[off:], af[off:], bh[off:], bf[off:]
+					// NaN between the rows: a kernel that reads past a
+					// row's end (into k's padding) would spread it.
+					for r := 0; r < ar; r++ {
+						for j := ac; j < lda && r*lda+j < len(ah); j++ {
+							ah[r*lda+j] = 0x7fc0
+						}
+					}
+					for r := 0; r < br; r++ {
+						for j := bc; j < ldb && r*ldb+j < len(bh); j++ {
+							bh[r*ldb+j] = 0x7fc0
+						}
+					}
 					c := make([]float32, m*ldc)
 					for i := range c {
 						c[i] = float32(math.NaN()) // beta = 0: never read
@@ -252,7 +264,7 @@ func TestBgemmPairs(t *testing.T) {
 					}
 					ldc := n + 2
 					_, c0 := bf16Matrix(7, m*ldc)
-					for _, ab := range [][2]float32{{1, 0}, {0.5, 1}, {-2, 0.25}} {
+					for _, ab := range [][2]float32{{1, 0}, {1, 1}, {0.5, 1}, {-2, 0.25}} {
 						alpha, beta := ab[0], ab[1]
 						c := append([]float32(nil), c0...)
 						if beta == 0 {

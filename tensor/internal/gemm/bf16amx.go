@@ -212,7 +212,9 @@ func rowPanel(dst []uint16, kpad int, x BF16Operand, ld, r0, nr, c0, kc int) {
 // pairRows interleaves rows [r0, r0+kc) of x (row stride ld) two by two,
 // columns [c0, c0+nc), into dst (kpad/2 rows of w ≥ nc):
 // dst[q*w+j] = x(r0+2q, c0+j) | x(r0+2q+1, c0+j)<<16, rounding float32
-// values to bfloat16, zero past the edges.
+// values to bfloat16, zero past k. Columns nc..w-1 are left as they are:
+// a column of B (a row of A) reaches only its own column (row) of C, and
+// those of the padding are never stored.
 func pairRows(dst []uint32, w int, x BF16Operand, ld, r0, kc, kpad, c0, nc int) {
 	kp := (kc + 1) / 2
 	dst = dst[:kpad/2*w]
@@ -234,7 +236,6 @@ func pairRows(dst []uint32, w int, x BF16Operand, ld, r0, kc, kpad, c0, nc int) 
 		default:
 			interleave16(d, x.Bits[lo:lo+nc], x.Bits[lo+ld:lo+ld+nc])
 		}
-		clear(dst[q*w+nc : (q+1)*w])
 	}
 	clear(dst[kp*w:])
 }
