@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/gonox/gonox/tensor/internal/workers"
+
 	"github.com/gonox/gonox/tensor/internal/vec"
 )
 
@@ -123,8 +125,10 @@ func bgemmAMX(transA, transB bool, m, n, k int, a BF16Operand, lda int, b BF16Op
 	bproblem{transA: transA, transB: transB, m: m, n: n, k: k, a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc, alpha: 1}.run(threads)
 }
 
-// run computes p with AMX on up to threads goroutines (0: GOMAXPROCS).
-// A value receiver: one goroutine's call allocates nothing.
+// run computes p with AMX on up to threads goroutines (0: GOMAXPROCS):
+// the caller and pooled workers (package workers), blocks of rows or of
+// columns handed out as Sgemm's driver hands them out. A value receiver:
+// one goroutine's call allocates nothing.
 func (q bproblem) run(threads int) {
 	m, n, k := q.m, q.n, q.k
 	t := 1
@@ -135,11 +139,13 @@ func (q bproblem) run(threads int) {
 		}
 	}
 	if t <= 1 {
-		q.runAMX(0, m, 0, n)
+		ws := amxPool.Get().(*amxWorkspace)
+		q.runAMX(ws, 0, m, 0, n, false)
+		amxPool.Put(ws)
 		return
 	}
-	p := new(bproblem)
-	*p = q
+	j := amxJobs.Get().(*amxJob)
+	j.p = q
 	// Column blocks (each goroutine packs only its own B, all of A) or
 	// row blocks (its own A, all of B): whichever packs less twice. A
 	// read in place costs nothing to pack; an operand that is transposed
@@ -151,48 +157,65 @@ func (q bproblem) run(threads int) {
 		}
 		return elems
 	}
-	costA := cost(p.a, p.transA, m*k)
-	if !p.transA && p.a.F32 == nil && k%32 == 0 {
+	costA := cost(q.a, q.transA, m*k)
+	if !q.transA && q.a.F32 == nil && k%32 == 0 {
 		costA = 0
 	}
-	costB := cost(p.b, p.transB, n*k)
-	splitN := n >= 2*t*amxNR && (costA < costB || m < 2*t*amxMR)
-	var wg sync.WaitGroup
-	var fault any
-	var once sync.Once
-	dim, unit := m, amxMR
-	if splitN {
-		dim, unit = n, amxNR
+	costB := cost(q.b, q.transB, n*k)
+	j.splitN = n >= 2*t*amxNR && (costA < costB || m < 2*t*amxMR)
+	// Row blocks: a few a goroutine (a goroutine packs B once for all
+	// its blocks when it is one block of k and columns). Column blocks:
+	// one a goroutine (each packs all of A).
+	dim, unit, ntask := m, amxMR, tasksPerThread*t
+	if j.splitN {
+		dim, unit, ntask = n, amxNR, t
 	}
 	units := (dim + unit - 1) / unit
-	t = min(t, units)
-	for w := 0; w < t; w++ {
-		lo, hi := units*w/t*unit, min(dim, units*(w+1)/t*unit)
-		if lo >= hi {
+	ntask = min(units, ntask)
+	j.chunk = (units + ntask - 1) / ntask * unit
+	j.ntask = (dim + j.chunk - 1) / j.chunk
+	j.blocks.Reset(j.ntask)
+	workers.Run(min(t, j.ntask)-1, j.helper)
+	j.p = bproblem{}
+	amxJobs.Put(j)
+}
+
+// amxJob is one parallel call of the AMX path: C cut into ntask blocks of
+// chunk rows (or columns, splitN), handed out through blocks. Jobs are
+// pooled so that a call does not allocate.
+type amxJob struct {
+	p      bproblem
+	splitN bool
+	chunk  int
+	ntask  int
+	blocks workers.Chunks
+	helper func() // work, bound once
+}
+
+var amxJobs = sync.Pool{New: func() any {
+	j := new(amxJob)
+	j.helper = j.work
+	return j
+}}
+
+// work computes blocks until none is left.
+func (j *amxJob) work() {
+	ws := amxPool.Get().(*amxWorkspace)
+	defer amxPool.Put(ws)
+	front := j.blocks.Front()
+	keepB := false
+	for {
+		t, ok := j.blocks.Next(front)
+		if !ok {
+			return
+		}
+		lo := t * j.chunk
+		if j.splitN {
+			j.p.runAMX(ws, 0, j.p.m, lo, min(lo+j.chunk, j.p.n), false)
 			continue
 		}
-		run := func() {
-			defer func() {
-				if r := recover(); r != nil {
-					once.Do(func() { fault = r })
-				}
-			}()
-			if splitN {
-				p.runAMX(0, m, lo, hi)
-			} else {
-				p.runAMX(lo, hi, 0, n)
-			}
-		}
-		if w == t-1 {
-			run()
-			continue
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); run() }()
-	}
-	wg.Wait()
-	if fault != nil {
-		panic(fault)
+		j.p.runAMX(ws, lo, min(lo+j.chunk, j.p.m), 0, j.p.n, keepB)
+		keepB = true
 	}
 }
 

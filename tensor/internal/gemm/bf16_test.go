@@ -3,6 +3,7 @@ package gemm
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -282,6 +283,45 @@ func TestBgemmPairs(t *testing.T) {
 								want := float64(alpha)*s + float64(beta)*float64(c0[i*ldc+j])
 								require.InDelta(t, want, float64(c[i*ldc+j]), 1e-5*float64(2*kp)*4, "C(%d,%d) alpha %g beta %g", i, j, alpha, beta)
 							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestBgemmThreadsSameBits checks that Bgemm and BgemmMixed give the same
+// bits on two goroutines as on one, on every kernel level, for products
+// that split by rows (several blocks a goroutine: B packed once is reused
+// only within one block of k) and by columns, with one block of k and
+// with several.
+func TestBgemmThreadsSameBits(t *testing.T) {
+	best := bf16Level
+	defer func() { bf16Level = best }()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	for lv := bfWiden; lv <= best; lv++ {
+		bf16Level = lv
+		for _, sz := range [][3]int{{300, 70, 700}, {300, 70, 96}, {64, 300, 1100}, {70, 500, 130}, {520, 40, 600}} {
+			m, n, k := sz[0], sz[1], sz[2]
+			for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}} {
+				ta, tb := tr[0], tr[1]
+				t.Run(fmt.Sprintf("%s/%dx%dx%d/ta=%v,tb=%v", BF16Kernel(), m, n, k, ta, tb), func(t *testing.T) {
+					lda, ldb := k, n
+					if ta {
+						lda = m
+					}
+					if tb {
+						ldb = k
+					}
+					ah, af := bf16Matrix(11, m*k)
+					bh, bf := bf16Matrix(12, k*n)
+					for _, ops := range [][2]BF16Operand{{{Bits: ah}, {Bits: bh}}, {{F32: af}, {Bits: bh}}, {{Bits: ah}, {F32: bf}}} {
+						one, two := make([]float32, m*n), make([]float32, m*n)
+						BgemmMixed(ta, tb, m, n, k, ops[0], lda, ops[1], ldb, one, n, 1)
+						for range 3 { // the helper joins late or early
+							BgemmMixed(ta, tb, m, n, k, ops[0], lda, ops[1], ldb, two, n, 2)
+							require.Equal(t, one, two)
 						}
 					}
 				})

@@ -86,11 +86,13 @@ func amxKBlock(k, pc int) int {
 // 256 KiB.
 const amxChunk = 256
 
-// runAMX computes rows [i0,i1) and columns [j0,j1) of C with AMX.
-func (p *bproblem) runAMX(i0, i1, j0, j1 int) {
-	ws := amxPool.Get().(*amxWorkspace)
-	defer amxPool.Put(ws)
+// runAMX computes rows [i0,i1) and columns [j0,j1) of C with AMX in the
+// workspace ws. keepB says ws holds B as packed by ws's previous call for
+// the same columns: it is packed again unless it is one block (of k and
+// of columns).
+func (p *bproblem) runAMX(ws *amxWorkspace, i0, i1, j0, j1 int, keepB bool) {
 	direct := p.alpha == 1 && (p.beta == 0 || p.beta == 1)
+	keepB = keepB && j1-j0 <= amxNC && amxKBlock(p.k, 0) == p.k
 	for jc := j0; jc < j1; jc += amxNC {
 		nc := min(amxNC, j1-jc)
 		strips := (nc + amxNR - 1) / amxNR
@@ -99,9 +101,11 @@ func (p *bproblem) runAMX(i0, i1, j0, j1 int) {
 		for pc := 0; pc < p.k; {
 			kc := amxKBlock(p.k, pc)
 			kpad := (kc + 31) &^ 31
-			ws.b = grow(ws.b, kpad/2*w)
+			if !keepB {
+				ws.b = grow(ws.b, kpad/2*w)
+				p.packB(ws, ws.b, w, pc, kc, kpad, jc, nc)
+			}
 			pb := ws.b
-			p.packB(ws, pb, w, pc, kc, kpad, jc, nc)
 			acc := 0
 			if pc > 0 {
 				acc = 1
