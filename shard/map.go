@@ -54,6 +54,7 @@ func WithComm(c *Comm) Option { return func(m *mapConfig) { m.comm = c } }
 // device and the cause; MapErr returns that error instead. No goroutine
 // outlives the call.
 func Map[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx, in In) Out, opts ...Option) func(In) Out {
+	checkMapArgs("shard.Map", mesh, fn == nil)
 	f := MapErr(mesh, inSpecs, outSpecs, fn, opts...)
 	return func(in In) Out {
 		out, err := f(in)
@@ -61,6 +62,17 @@ func Map[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx, in
 			panic(err)
 		}
 		return out
+	}
+}
+
+// checkMapArgs panics, naming op, on a nil mesh or function: they would
+// otherwise fail in a nil dereference when the mapped function is called.
+func checkMapArgs(op string, mesh *Mesh, nilFn bool) {
+	switch {
+	case mesh == nil:
+		panic(op + ": mesh is nil")
+	case nilFn:
+		panic(op + ": fn is nil")
 	}
 }
 
@@ -78,6 +90,7 @@ func Map[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx, in
 // errors.As; or take the gradient inside fn, where the backward pass is
 // part of the call and MapErr returns its failures like any other.
 func MapErr[In, Out any](mesh *Mesh, inSpecs, outSpecs SpecTree, fn func(c *Ctx, in In) Out, opts ...Option) func(In) (Out, error) {
+	checkMapArgs("shard.MapErr", mesh, fn == nil)
 	var cfg mapConfig
 	for _, o := range opts {
 		o(&cfg)

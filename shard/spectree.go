@@ -218,6 +218,9 @@ func leafName(p pytree.Path) string {
 // It panics if a leaf gets no spec or one that does not divide its shape,
 // naming the leaf's path.
 func FilterShard[T any](tree T, mesh *Mesh, specs SpecTree) T {
+	if mesh == nil {
+		panic("shard.FilterShard: mesh is nil")
+	}
 	return pytree.MapWithPath(tree, func(p pytree.Path, x *tensor.Tensor) *tensor.Tensor {
 		s := specsOf("shard.FilterShard", mesh, specs, []pytree.Path{p}, []*tensor.Tensor{x})[0]
 		return Put(x, NewSharding(mesh, s))
