@@ -21,7 +21,8 @@ import (
 // same step with its updated blocks copied into the all-gather's result
 // rather than written there by Adam (CopyUpdatedBlocks), the same step
 // with its new moments in fresh storage rather than over the old ones
-// (FreshState), and its gradient phase alone.
+// (FreshState), the same step with every device's forward products
+// computed alone (UnsharedForward), and its gradient phase alone.
 func BenchmarkDPStep(b *testing.B) {
 	for _, n := range []int{1, 2, 8} {
 		mesh, trainer, placed := dpBench(b, n)
@@ -46,6 +47,11 @@ func BenchmarkDPStep(b *testing.B) {
 			}},
 			{"after", tr, func() error {
 				defer parallel.UpdateAfterFolds()()
+				_, err := tr.Step(placed)
+				return err
+			}},
+			{"unshared", tr, func() error {
+				defer parallel.UnsharedForward()()
 				_, err := tr.Step(placed)
 				return err
 			}},

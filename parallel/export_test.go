@@ -111,3 +111,11 @@ func ConcatBucket() (restore func()) {
 // BucketsCopied returns the number of buckets the sharded step has laid
 // out by copying its members since the process started.
 func BucketsCopied() int64 { return bucketCopied.Load() }
+
+// UnsharedForward makes the DP step compute each device's forward
+// products alone (the step before shareForward), until restore is called.
+func UnsharedForward() (restore func()) {
+	old := shareForward
+	shareForward = false
+	return func() { shareForward = old }
+}

@@ -172,6 +172,7 @@ type FoldedGradient struct {
 	hs    []*Handle
 	thens []*tensor.PieceStep // by handle: psumScatterProductStart's
 	taken bool                // Wait has run: the fold no longer takes products
+	share bool                // the forward products are shared (ShareForward)
 }
 
 // foldKey identifies a value by its storage and shape: the operand a

@@ -290,6 +290,9 @@ func matmulImpl(in []*Tensor, pp any) *Tensor {
 
 // matmulF32 computes op(a) @ op(b) for float32 operands.
 func matmulF32(a, b *Tensor, p *matmulParams) *Tensor {
+	if out := takeProduct(a, b, p); out != nil {
+		return out // computed with the other devices (ProductTaker)
+	}
 	out := newOutUninit(Float32, p.outShape) // beta = 0: Sgemm writes all of C
 	threads := 0
 	if a.local() != nil || b.local() != nil {

@@ -276,3 +276,82 @@ func foldWeightCotangent(g, a, b *Tensor, p *matmulParams, need uint64) uint64 {
 	}
 	return need
 }
+
+// A product of few rows computed by the devices together.
+//
+// In a data-parallel step every device multiplies its own rows by the same
+// replicated weight: with 8 devices of 32 rows each (a batch of 256), each
+// device's product x·w streams the whole of w from memory for 32 rows,
+// and the gemm runs at ~60% of its speed on 256 rows (Sapphire Rapids).
+// Together, the devices of a process gather their rows into one operand
+// and each computes a block of columns of the product of every row, so
+// that w is read once: package shard's device environment does it
+// (ProductTaker) for the products it was asked to share
+// (shard.FoldedGradient.ShareForward).
+
+// ProductTaker is implemented by the environment of a device inside
+// shard.Map (tensor.Local's Env) that may compute a product together with
+// the other devices. When MatMul, MatMulBiasAct (or an op built on them)
+// computes x·w for float32 matrices x [m, k] and w [k, n], neither
+// transposed, and x carries a Local mark whose Env implements this
+// interface, it calls TakeProduct(x, w) first: a non-nil result is the
+// product, fresh storage the op takes as its own (it may write the bias
+// and the activation over it), with the bits the op would have computed;
+// nil, the op computes it as usual. It is called on the device's
+// goroutine, in the forward computation of the op; x and w must not be
+// modified.
+type ProductTaker interface {
+	TakeProduct(x, w *Tensor) *Tensor
+}
+
+// takeProduct offers the product a·b (p its params) to a's environment
+// (ProductTaker) and returns its result, or nil if it did not take it.
+func takeProduct(a, b *Tensor, p *matmulParams) *Tensor {
+	l := a.local()
+	if l == nil || p.ta || p.tb || len(a.shape) != 2 || len(b.shape) != 2 || a.dtype != Float32 || b.dtype != Float32 {
+		return nil
+	}
+	t, ok := l.Env.(ProductTaker)
+	if !ok {
+		return nil
+	}
+	return t.TakeProduct(a, b)
+}
+
+// ProductColumnsInto computes columns [j0, j1) of a·b, for float32
+// matrices a [m, k] and b [k, n], into the same columns of out [m, n],
+// leaving its other columns as they are: the kernel of a product the
+// devices of a process compute together, each a block of columns from
+// every device's rows (see ProductTaker). Where the block has more
+// columns than a kernel tile has rows (12 on AVX-512, 6 on AVX2; 32 and
+// more suffice for every kernel set), every element gets the bits of
+// MatMul(a, b) and of the product of any of a's rows by b: the gemm then
+// computes an element the same way whatever rows and columns it is given
+// (the same k blocks, each summed in order); a narrower block may be
+// computed as its transpose, within float rounding. It computes on the
+// calling goroutine when any operand is a shard.Map block.
+func ProductColumnsInto(out, a, b *Tensor, j0, j1 int) {
+	const op = "tensor.ProductColumnsInto"
+	checkNil(op, "out a b", out, a, b)
+	if len(a.shape) != 2 || len(b.shape) != 2 || len(out.shape) != 2 || a.dtype != Float32 || b.dtype != Float32 || out.dtype != Float32 ||
+		a.shape[1] != b.shape[0] || out.shape[0] != a.shape[0] || out.shape[1] != b.shape[1] {
+		panic(fmt.Sprintf("%s: %v into %v: want float32 matrices a [m,k], b [k,n] and out [m,n]", op, operands("@", a, b), out))
+	}
+	for _, x := range []*Tensor{out, a, b} {
+		if !markedOperand(x) {
+			panic(fmt.Sprintf("%s: %v: want untraced host storage", op, x))
+		}
+	}
+	m, k, n := a.shape[0], a.shape[1], b.shape[1]
+	if j0 < 0 || j1 > n || j0 > j1 {
+		panic(fmt.Sprintf("%s: columns [%d, %d) of %v", op, j0, j1, operands("@", a, b)))
+	}
+	if j0 == j1 || m == 0 {
+		return
+	}
+	threads := 0
+	if isLocal(out, a, b) {
+		threads = 1
+	}
+	gemm.Sgemm(false, false, m, j1-j0, k, 1, a.f32(), k, b.f32()[j0:], n, 0, out.f32()[j0:], n, threads)
+}
