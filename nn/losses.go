@@ -32,7 +32,20 @@ func errorsOf(op string, predictions, targets *tensor.Tensor) *tensor.Tensor {
 	if targets == nil {
 		return predictions
 	}
+	checkBroadcast(op, predictions, targets)
 	return tensor.Sub(predictions, targets)
+}
+
+// checkBroadcast panics, naming the loss op, unless the shapes of a and b
+// broadcast (NumPy's rules), so that a mismatch names the loss rather
+// than the tensor op inside it.
+func checkBroadcast(op string, a, b *tensor.Tensor) {
+	as, bs := a.Shape(), b.Shape()
+	for i := 1; i <= min(len(as), len(bs)); i++ {
+		if x, y := as[len(as)-i], bs[len(bs)-i]; x != y && x != 1 && y != 1 {
+			panic(fmt.Sprintf("%s: %v and %v: shapes do not broadcast (dim -%d: %d vs %d)", op, a, b, i, x, y))
+		}
+	}
 }
 
 // sameShape panics unless a and b have one shape.
@@ -235,4 +248,5 @@ func checkFloat(op string, a, b *tensor.Tensor) {
 			panic(fmt.Sprintf("%s: %v and %v: want float32 operands", op, a, b))
 		}
 	}
+	checkBroadcast(op, a, b)
 }
