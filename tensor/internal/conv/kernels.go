@@ -29,6 +29,9 @@ type kernelSet struct {
 	// transforms of winograd.go (k512WinoIn, k512WinoOut).
 	winoIn  func(p *float32, pd2, ntr, ngrp int, v *float32, vstr int)
 	winoOut func(m *float32, mstr, ntr, ngrp int, y *float32, ldy int)
+	// winoInRows is winoIn for one tile row read from the unpadded rows
+	// (k512WinoInRows).
+	winoInRows func(r0, r1, r2, r3 *float32, ngrp int, v *float32, vstr int)
 	// winoGrad, if not nil, is winoOut's transpose (k512WinoGrad).
 	winoGrad func(dy *float32, ldy, ntr, ngrp int, m *float32, mstr int)
 	// maxStride is the max-pooling step: for t < len(ys), v = xs[t·stride];

@@ -7,7 +7,7 @@ import "github.com/gonox/gonox/internal/kernels"
 var (
 	avx512Set = &kernelSet{name: "avx512", igemm: igemmAVX512, dot: dotAVX512, maxStride: asmMaxStride(k512MaxStride),
 		maxDense: asmDense(k512MaxDense), sumDense: asmDense(k512SumDense), maxPool2: asmMaxPool2, maxPool2Grad: asmMaxPool2Grad,
-		selectScatter2: asmSelectScatter2, winoIn: k512WinoIn, winoOut: k512WinoOut, winoGrad: k512WinoGrad}
+		selectScatter2: asmSelectScatter2, winoIn: k512WinoIn, winoOut: k512WinoOut, winoGrad: k512WinoGrad, winoInRows: k512WinoInRows}
 	avx2Set = &kernelSet{name: "avx2", igemm: igemmAVX2, dot: dotAVX2, maxStride: asmMaxStride(k256MaxStride),
 		maxDense: asmDense(k256MaxDense), sumDense: asmDense(k256SumDense)}
 )
@@ -101,3 +101,6 @@ func k512WinoOut(m *float32, mstr, ntr, ngrp int, y *float32, ldy int)
 
 //go:noescape
 func k512WinoGrad(dy *float32, ldy, ntr, ngrp int, m *float32, mstr int)
+
+//go:noescape
+func k512WinoInRows(r0, r1, r2, r3 *float32, ngrp int, v *float32, vstr int)

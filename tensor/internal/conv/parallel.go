@@ -35,6 +35,7 @@ type workspace struct {
 	aux  []float32
 	part []float32 // the kernel gradient's partial sums (taken by the calling goroutine)
 	wino []float32 // the Winograd products of a block
+	zero []float32 // a row of zeros (the Winograd transform's padding rows)
 	// padPlan and padPlanes say that aux holds padPlanes planes of
 	// padPlan's padded grid whose padding is zero (and zeros after them):
 	// the next fill of the same grid copies the interior only.

@@ -120,18 +120,13 @@ func (wp *winoPass) packWeights(wr []float32) {
 // holds its rows output planes, src its cols input planes.
 func (wp *winoPass) run(dst, src []float32, b int, ws *workspace) {
 	sp := wp.sp
-	pd2, od2 := sp.pd[2], sp.od[2]
+	od2 := sp.od[2]
 	tr0 := b * wp.trb
 	ntr := min(wp.trb, wp.ntr-tr0)
-	p := sp.fill(ws, wp.cols, 16, 2*tr0, 2*(tr0+ntr)+2, func(p []float32, r0, r1 int, interior bool) {
-		sp.padRows(p, src, wp.cols, r0, r1, interior)
-	})
 	ldv := wp.ldv
 	v := buf(&ws.col, 16*wp.cols*ldv)
 	m := buf(&ws.wino, 16*wp.rows*ldv)
-	for c := 0; c < wp.cols; c++ {
-		wp.set.winoIn(&p[c*sp.psize+2*tr0*pd2], pd2, ntr, wp.ngrp, &v[c*ldv], 4*wp.cols*ldv)
-	}
+	winoTransformIn(wp.set, sp, ws, v, src, wp.cols, tr0, ntr, wp.ngrp, ldv, wp.cols*ldv)
 	tiles := ntr * 16 * wp.ngrp
 	mt := wp.rows / 8
 	for xi := 0; xi < 16; xi++ {
@@ -181,7 +176,7 @@ func (g *geom) backwardKernelWinograd(dw, x, dy []float32, t int) bool {
 		return false
 	}
 	og, cg := g.og, g.cg
-	pd2, od2 := sp.pd[2], sp.od[2]
+	od2 := sp.od[2]
 	ngrp, ntr := od2/32, sp.od[1]/2
 	trb := max(1, winoBlockTiles/(16*ngrp))
 	blocks := ceilDiv(ntr, trb)
@@ -203,14 +198,9 @@ func (g *geom) backwardKernelWinograd(dw, x, dy []float32, t int) bool {
 			for b := 0; b < blocks; b++ {
 				tr0 := b * trb
 				nb := min(trb, ntr-tr0)
-				p := sp.fill(ws, cg, 16, 2*tr0, 2*(tr0+nb)+2, func(p []float32, r0, r1 int, interior bool) {
-					sp.padRows(p, xs, cg, r0, r1, interior)
-				})
 				v := buf(&ws.col, 16*cg*ldv)
 				m := buf(&ws.wino, 16*og*ldv)
-				for c := 0; c < cg; c++ {
-					s.winoIn(&p[c*sp.psize+2*tr0*pd2], pd2, nb, ngrp, &v[c*ldv], 4*cg*ldv)
-				}
+				winoTransformIn(s, sp, ws, v, xs, cg, tr0, nb, ngrp, ldv, cg*ldv)
 				for o := 0; o < og; o++ {
 					s.winoGrad(&dys[o*g.outSize+2*tr0*od2], od2, nb, ngrp, &m[o*ldv], 4*og*ldv)
 				}
@@ -245,4 +235,38 @@ func (g *geom) backwardKernelWinograd(dw, x, dy []float32, t int) bool {
 		}
 	}
 	return true
+}
+
+// transformIn writes V of tile rows [tr0, tr0+ntr) of the cols planes of
+// src (ssize floats apart, as sp's source) into v (planes ξ xs floats
+// apart, channel c at c·ldv): from the source rows themselves when the
+// padding is one row and column on each side (no copy), else from the
+// padded planes fill makes.
+func winoTransformIn(s *kernelSet, sp *shiftPlan, ws *workspace, v, src []float32, cols, tr0, ntr, ngrp, ldv, xs int) {
+	pd2 := sp.pd[2]
+	if sp.lo[1] == 1 && sp.lo[2] == 1 && sp.sd[1] == sp.od[1] && sp.sd[2] == sp.od[2] {
+		w := sp.sd[2]
+		zero := buf(&ws.zero, w)
+		clear(zero)
+		row := func(c, r int) *float32 {
+			if r < 0 || r >= sp.sd[1] {
+				return &zero[0]
+			}
+			return &src[c*sp.ssize+r*w]
+		}
+		_ = src[(cols-1)*sp.ssize+sp.ssize-1]
+		for c := 0; c < cols; c++ {
+			for tr := tr0; tr < tr0+ntr; tr++ {
+				r := 2*tr - 1
+				s.winoInRows(row(c, r), row(c, r+1), row(c, r+2), row(c, r+3), ngrp, &v[c*ldv+(tr-tr0)*16*ngrp], 4*xs)
+			}
+		}
+		return
+	}
+	p := sp.fill(ws, cols, 16, 2*tr0, 2*(tr0+ntr)+2, func(p []float32, r0, r1 int, interior bool) {
+		sp.padRows(p, src, cols, r0, r1, interior)
+	})
+	for c := 0; c < cols; c++ {
+		s.winoIn(&p[c*sp.psize+2*tr0*pd2], pd2, ntr, ngrp, &v[c*ldv], 4*xs)
+	}
 }

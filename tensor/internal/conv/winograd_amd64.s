@@ -244,3 +244,89 @@ winoGrad_grp:
 winoGrad_done:
 	VZEROUPPER
 	RET
+
+// func k512WinoInRows(r0, r1, r2, r3 *float32, ngrp int, v *float32, vstr int)
+// k512WinoIn for one tile row read from the unpadded source: r0..r3 are
+// the source rows of the tile row's 4 input rows (a row of zeros for
+// padding rows), 32·ngrp floats each, padded by one zero column on each
+// side: the first group's first vector is loaded from r-1 with lane 0
+// masked off, the last group's last from r+17 with lane 15 masked off, so
+// nothing outside the rows is read.
+TEXT ·k512WinoInRows(SB), NOSPLIT, $0-56
+	MOVQ r0+0(FP), R11
+	MOVQ r1+8(FP), R12
+	MOVQ r2+16(FP), R13
+	MOVQ r3+24(FP), R14
+	MOVQ ngrp+32(FP), CX
+	MOVQ v+40(FP), DI
+	MOVQ vstr+48(FP), R10
+	VMOVUPS ·pairIdx+0(SB), Z30
+	VMOVUPS ·pairIdx+64(SB), Z31
+	MOVL $0xfffe, AX
+	KMOVW AX, K1 // the first vector of the first group
+	MOVL $0xffff, AX
+	KMOVW AX, K2 // the last vector of the last group
+	XORQ BX, BX  // byte offset of the group in the rows
+	CMPQ CX, $1
+	JNE winoInRows_grp
+	MOVL $0x7fff, AX
+	KMOVW AX, K2
+winoInRows_grp:
+#define WINO_IN_SRC(R, u0, u1, u2, u3) \
+	VMOVUPS.Z -4(R)(BX*1), K1, Z0; \
+	VMOVUPS 60(R)(BX*1), Z1; \
+	VMOVUPS 4(R)(BX*1), Z2; \
+	VMOVUPS.Z 68(R)(BX*1), K2, Z3; \
+	VMOVAPS Z0, Z4; \
+	VPERMT2PS Z1, Z30, Z4; \
+	VMOVAPS Z0, Z5; \
+	VPERMT2PS Z1, Z31, Z5; \
+	VMOVAPS Z2, Z6; \
+	VPERMT2PS Z3, Z30, Z6; \
+	VMOVAPS Z2, Z7; \
+	VPERMT2PS Z3, Z31, Z7; \
+	VSUBPS Z6, Z4, u0; \
+	VADDPS Z6, Z5, u1; \
+	VSUBPS Z5, Z6, u2; \
+	VSUBPS Z7, Z5, u3
+	WINO_IN_SRC(R11, Z8, Z9, Z10, Z11)
+	WINO_IN_SRC(R12, Z12, Z13, Z14, Z15)
+	WINO_IN_SRC(R13, Z16, Z17, Z18, Z19)
+	WINO_IN_SRC(R14, Z20, Z21, Z22, Z23)
+#undef WINO_IN_SRC
+	MOVQ DI, R9
+#define WINO_IN_OUT(op, b, a) \
+	op b, a, Z0; \
+	VMOVUPS Z0, (R9); \
+	ADDQ R10, R9
+	WINO_IN_OUT(VSUBPS, Z16, Z8)
+	WINO_IN_OUT(VSUBPS, Z17, Z9)
+	WINO_IN_OUT(VSUBPS, Z18, Z10)
+	WINO_IN_OUT(VSUBPS, Z19, Z11)
+	WINO_IN_OUT(VADDPS, Z16, Z12)
+	WINO_IN_OUT(VADDPS, Z17, Z13)
+	WINO_IN_OUT(VADDPS, Z18, Z14)
+	WINO_IN_OUT(VADDPS, Z19, Z15)
+	WINO_IN_OUT(VSUBPS, Z12, Z16)
+	WINO_IN_OUT(VSUBPS, Z13, Z17)
+	WINO_IN_OUT(VSUBPS, Z14, Z18)
+	WINO_IN_OUT(VSUBPS, Z15, Z19)
+	WINO_IN_OUT(VSUBPS, Z20, Z12)
+	WINO_IN_OUT(VSUBPS, Z21, Z13)
+	WINO_IN_OUT(VSUBPS, Z22, Z14)
+	WINO_IN_OUT(VSUBPS, Z23, Z15)
+#undef WINO_IN_OUT
+	ADDQ $64, DI
+	ADDQ $128, BX
+	MOVL $0xffff, AX
+	KMOVW AX, K1
+	DECQ CX
+	JZ winoInRows_done
+	CMPQ CX, $1
+	JNE winoInRows_grp
+	MOVL $0x7fff, AX
+	KMOVW AX, K2
+	JMP winoInRows_grp
+winoInRows_done:
+	VZEROUPPER
+	RET
