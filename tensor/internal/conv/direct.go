@@ -1,5 +1,7 @@
 package conv
 
+import "github.com/gonox/gonox/tensor/internal/vec"
+
 // The direct (implicit im2col) form of a stride-1 convolution: the
 // shifted products of shift.go computed by the micro-kernels of
 // gen_kernels.go, whose rows of B are addressed through a table of
@@ -339,10 +341,7 @@ func (g *geom) backwardKernelDirect(dw, x, dy []float32, t int) {
 func sumChunks(dst, part []float32, nchunk int) {
 	copy(dst, part[:len(dst)])
 	for ch := 1; ch < nchunk; ch++ {
-		src := part[ch*len(dst) : (ch+1)*len(dst)]
-		for i, v := range src {
-			dst[i] += v
-		}
+		vec.AddVV(dst, dst, part[ch*len(dst):(ch+1)*len(dst)])
 	}
 }
 
