@@ -86,7 +86,7 @@ func (a *adadelta) Update(grads any, state State, params any) (any, State) {
 	rejectHalf(a.op, "gradient", grads)
 	st := stateAs[AdadeltaState](a.op, state)
 	n := countValue(a.op, st.Count)
-	post := learningRate(a.lr, n)
+	post := learningRate(a.op, a.lr, n)
 	var extras []any
 	if a.wd != 0 {
 		needParams(a.op, params)

@@ -81,6 +81,9 @@ type AdafactorState struct {
 // computed over each device's block, not over the whole parameter.
 func Adafactor(lr Schedule, opts ...AdafactorOptions) Transform {
 	const op = "optim.Adafactor"
+	if lr != nil {
+		needSchedule(op, lr)
+	}
 	o := oneOpt(op, opts)
 	a := &adafactor{
 		lr:         lr,
@@ -202,7 +205,7 @@ func (a *adafactor) Update(grads any, state State, params any) (any, State) {
 	decay := 1 - math.Pow(float64(n-a.offset)+1, -a.decayRate)
 	lr := 1.0
 	if a.lr != nil {
-		lr = a.lr(n)
+		lr = rateAt(op, a.lr, n)
 	}
 	r := mapMulti(4, func(xs []*tensor.Tensor) []*tensor.Tensor {
 		g, vr, vc, v, p := xs[0], xs[1], xs[2], xs[3], xs[4]

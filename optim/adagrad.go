@@ -69,7 +69,7 @@ func (a *adagrad) Update(grads any, state State, _ any) (any, State) {
 	rejectHalf(a.op, "gradient", grads)
 	st := stateAs[AdagradState](a.op, state)
 	n := countValue(a.op, st.Count)
-	post := learningRate(a.lr, n)
+	post := learningRate(a.op, a.lr, n)
 	u, s := leafStep(a.op, grads, []any{st.SumOfSquares}, nil, func(g *tensor.Tensor, s, _ []*tensor.Tensor) (*tensor.Tensor, []*tensor.Tensor) {
 		sum := tensor.Add(s[0], tensor.Square(g))
 		inv := tensor.Rsqrt(tensor.AddScalar(sum, float32(a.eps)))

@@ -153,7 +153,7 @@ func (a *adam) coeffs(n int) tensor.AdamCoeffs {
 	bc2 := 1 - math.Pow(a.b2, t)
 	post := 1.0 // the scalar the final update is multiplied by
 	if a.lr != nil {
-		post = -a.lr(n)
+		post = -rateAt(a.op, a.lr, n)
 	}
 	c := tensor.AdamCoeffs{
 		B1: float32(a.b1), B2: float32(a.b2), G1: float32(1 - a.b1), G2: float32(1 - a.b2),

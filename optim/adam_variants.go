@@ -315,7 +315,7 @@ func (v *variant) Update(grads any, state State, params any) (any, State) {
 		extras = []any{selected(params, v.mask)}
 	}
 	t := n + 1
-	post := learningRate(v.lr, n)
+	post := learningRate(v.op, v.lr, n)
 	u, s := leafStep(v.op, grads, moments, extras, func(g *tensor.Tensor, s, x []*tensor.Tensor) (*tensor.Tensor, []*tensor.Tensor) {
 		d, s2 := v.direction(g, s, t)
 		if len(x) > 0 {

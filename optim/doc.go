@@ -107,6 +107,16 @@
 // edge cases included; WarmupCosineDecay's decaySteps counts the warmup, as
 // in optax. Any Go function of the step is a schedule too.
 //
+// A learning rate must be finite, unlike in optax, which checks nothing: an
+// optimizer's constructor evaluates its schedule at step 0 and panics,
+// naming itself and the value, on NaN or an infinity
+// (optim.Adam(optim.Constant(math.NaN()))), and each update panics naming
+// the optimizer, the value and the step if the schedule gives one later
+// ("optim.Adam: learning rate schedule gave NaN at step 7, want a finite
+// rate"), rather than turning every parameter into NaN. Zero and negative
+// rates are accepted, as in optax: a negative rate ascends the gradient
+// (PyTorch's optimizers reject it as "Invalid learning rate").
+//
 // # Composition
 //
 // Chain applies transforms in sequence: Chain(ClipByGlobalNorm(1), AdamW(...))

@@ -70,7 +70,7 @@ func (l *lion) Update(grads any, state State, params any) (any, State) {
 	const op = "optim.Lion"
 	st := stateAs[LionState](op, state)
 	n := countValue(op, st.Count)
-	lr := l.lr(n)
+	lr := rateAt(op, l.lr, n)
 	trees := []any{grads, st.Mu}
 	if l.wd != 0 {
 		needParams(op, params)

@@ -152,6 +152,8 @@ func Muon(lr Schedule, opts ...MuonOptions) Transform {
 	adamLR := o.AdamLearningRate
 	if adamLR == nil {
 		adamLR = lr
+	} else {
+		needSchedule(op+": AdamLearningRate", adamLR)
 	}
 	eps := o.Eps
 	if eps == 0 {
@@ -249,7 +251,7 @@ func (m *muon) Update(grads any, state State, params any) (any, State) {
 	st := stateAs[MuonState](m.op, state)
 	n := countValue(m.op, st.Count)
 	t := n + 1
-	post := learningRate(m.lr, n)
+	post := learningRate(m.op, m.lr, n)
 	var extras []any
 	if m.wd != 0 && !m.bare {
 		needParams(m.op, params)

@@ -85,7 +85,7 @@ func (n *novograd) Update(grads any, state State, params any) (any, State) {
 		needParams(op, params)
 		extras = []any{params}
 	}
-	post := -n.lr(c)
+	post := -rateAt(op, n.lr, c)
 	first := c == 0
 	u, s := leafStep(op, grads, []any{st.Mu, st.Nu}, extras, func(g *tensor.Tensor, s, x []*tensor.Tensor) (*tensor.Tensor, []*tensor.Tensor) {
 		sq := leafSumSquares(g, n.psum)

@@ -85,11 +85,11 @@ func adamDenominator(v *tensor.Tensor, eps, epsRoot float64) *tensor.Tensor {
 
 // learningRate returns the factor a transform's output is multiplied by at
 // step n: -lr(n), or 1 for the bare scaling (nil lr).
-func learningRate(lr Schedule, n int) float64 {
+func learningRate(op string, lr Schedule, n int) float64 {
 	if lr == nil {
 		return 1
 	}
-	return -lr(n)
+	return -rateAt(op, lr, n)
 }
 
 // withDecay returns u + wd·p when wd is set and p (the selected parameter)

@@ -93,7 +93,7 @@ func (r *rmsprop) Update(grads any, state State, _ any) (any, State) {
 	const op = "optim.RMSProp"
 	st := stateAs[RMSPropState](op, state)
 	n := countValue(op, st.Count)
-	lr := r.lr(n)
+	lr := rateAt(op, r.lr, n)
 	o := r.o
 	bc := 1.0
 	if o.BiasCorrection {

@@ -50,7 +50,7 @@ func (b *bySchedule) Update(grads any, state State, _ any) (any, State) {
 	rejectHalf(b.op, "update", grads)
 	st := stateAs[ScheduleState](b.op, state)
 	n := countValue(b.op, st.Count)
-	return scaleTree(grads, b.sign*b.s(n)), ScheduleState{Count: incCount(st.Count, n)}
+	return scaleTree(grads, b.sign*rateAt(b.op, b.s, n)), ScheduleState{Count: incCount(st.Count, n)}
 }
 
 // AddDecayedWeights returns a transform that adds weightDecay·param to the

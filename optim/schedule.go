@@ -12,6 +12,9 @@ import (
 //
 // Schedules are plain functions of the step, computed in float64 on the
 // host; any func(int) float64 is one, so custom schedules need no type.
+// Optimizers panic on a learning rate that is NaN or infinite (at
+// construction for step 0, at the update for a later step); see the
+// package documentation.
 type Schedule func(step int) float64
 
 // Constant returns a schedule that is v at every step (optax.constant_schedule).

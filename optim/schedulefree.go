@@ -173,7 +173,7 @@ func (s *scheduleFree) UpdateExtra(grads any, state State, params any, extra Ext
 	st := stateAs[ScheduleFreeState](op, state)
 	n := countValue(op, st.StepCount)
 	b1 := scalarState(op, "B1", st.B1)
-	lr := float64(float32(s.lr(n)))
+	lr := float64(float32(rateAt(op, s.lr, n)))
 	maxLR := math.Max(scalarState(op, "MaxLR", st.MaxLR), lr)
 	weight := float64(float32(math.Pow(maxLR, s.power)))
 	total := float64(float32(scalarState(op, "WeightSum", st.WeightSum) + weight))

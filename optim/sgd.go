@@ -63,7 +63,7 @@ func (s *sgd) Update(grads any, state State, _ any) (any, State) {
 	rejectHalf(op, "gradient", grads)
 	st := stateAs[SGDState](op, state)
 	n := countValue(op, st.Count)
-	lr := -s.lr(n)
+	lr := -rateAt(op, s.lr, n)
 	out := SGDState{Count: incCount(st.Count, n)}
 	if s.o.Momentum == 0 {
 		return scaleTree(grads, lr), out
@@ -174,7 +174,7 @@ func (s *sgd) stepLater(dst, params, grads, later any, state State, done func([]
 	rejectHalf(op, "gradient", grads)
 	st := stateAs[SGDState](op, state)
 	n := countValue(op, st.Count)
-	lr := float32(-s.lr(n))
+	lr := float32(-rateAt(op, s.lr, n))
 	out := SGDState{Count: incCount(st.Count, n)}
 	trees, nOut := []any{params, grads}, 1 // results: the parameter and, with momentum, the trace
 	if s.o.Momentum != 0 {

@@ -516,9 +516,33 @@ func oneOpt[O any](op string, opts []O) O {
 	return o
 }
 
-// needSchedule panics if a required learning rate is nil.
+// needSchedule panics if a required learning rate is nil, or if it is not
+// finite at step 0 (optim.Constant(math.NaN()), say): a rate that would
+// turn every parameter into NaN at the first update is a programmer error,
+// reported where the optimizer is built.
 func needSchedule(op string, lr Schedule) {
 	if lr == nil {
 		panic(fmt.Sprintf("%s: nil learning rate schedule (use optim.Constant for a fixed rate)", op))
 	}
+	if v := lr(0); !finite(v) {
+		panic(fmt.Sprintf("%s: learning rate %v at step 0, want a finite rate", op, v))
+	}
 }
+
+// rateAt returns the learning rate lr gives at step n (the number of
+// updates made so far), panicking naming op, the value and the step if it
+// is NaN or infinite: a schedule that goes wrong at some step (a division
+// by a length of 0, an exponent that overflows) would otherwise turn the
+// parameters into NaN without a word. Each optimizer reads its rate here,
+// once per update. Negative and zero rates are accepted, as in optax (a
+// negative rate ascends the gradient); PyTorch rejects negative ones.
+func rateAt(op string, lr Schedule, n int) float64 {
+	v := lr(n)
+	if !finite(v) {
+		panic(fmt.Sprintf("%s: learning rate schedule gave %v at step %d, want a finite rate", op, v, n))
+	}
+	return v
+}
+
+// finite reports whether v is neither NaN nor infinite.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

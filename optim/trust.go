@@ -143,7 +143,7 @@ func (l *lamb) Update(grads any, state State, params any) (any, State) {
 	needParams(op, params)
 	n := countValue(op, stateAs[AdamState](op, state).Count)
 	d, st := l.adam.Update(grads, state, nil)
-	lr := l.lr(n)
+	lr := rateAt(op, l.lr, n)
 	u := pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
 		d, p, sel := xs[0], xs[1], xs[2]
 		if d == nil {
@@ -246,7 +246,7 @@ func (l *lars) Update(grads any, state State, params any) (any, State) {
 	needParams(op, params)
 	st := stateAs[LarsState](op, state)
 	n := countValue(op, st.Count)
-	lr := l.lr(n)
+	lr := rateAt(op, l.lr, n)
 	s := pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
 		g, p, decayed, trusted := xs[0], xs[1], xs[2], xs[3]
 		if g == nil {
