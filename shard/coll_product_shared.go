@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/gonox/gonox/tensor"
@@ -106,9 +107,17 @@ func sharedProduct(e *devEnv, g group, axes []string, x, w *tensor.Tensor) *tens
 	}
 	out := tensor.Empty(tensor.Float32, m, n)
 	if same {
-		// The columns of this device's rank, for every device's rows.
-		per := n / g.size
-		tensor.ProductColumnsInto(gy, gx, w, g.rank*per, (g.rank+1)*per) // w's mark: on this goroutine
+		// Blocks of columns for every device's rows, claimed by the
+		// devices as they reach them: with more devices than cores the
+		// devices running compute them all, and the last block leaves a
+		// core idle for one block, not for a device's share.
+		v, _ := s.shared.LoadOrStore(sharedColumnsKey{g.key}, new(atomic.Int32))
+		next := v.(*atomic.Int32)
+		blocks := sharedProductBlocks(n)
+		for b := int(next.Add(1)) - 1; b < blocks; b = int(next.Add(1)) - 1 {
+			j0, j1 := sharedProductBlock(n, blocks, b)
+			tensor.ProductColumnsInto(gy, gx, w, j0, j1) // w's mark: on this goroutine
+		}
 		e.run.barrier(e, s)
 		copy(out.BorrowFloat32(), gy.BorrowFloat32()[g.rank*m*n:(g.rank+1)*m*n])
 	} else {
@@ -120,6 +129,31 @@ func sharedProduct(e *devEnv, g group, axes []string, x, w *tensor.Tensor) *tens
 	e.doneWithSharedKey(s, g, ^g.key, gy)
 	e.account(sharedProductColl, int64(g.size-1)*int64(m*k)*4)
 	return out
+}
+
+// sharedColumnsKey keys, in a slot's shared results, the counter of the
+// blocks of columns a shared product's group has claimed.
+type sharedColumnsKey struct{ group int }
+
+// sharedProductCols is the width of the blocks of columns the devices of
+// a shared product claim: two of the AVX-512 gemm's strips.
+const sharedProductCols = 64
+
+// sharedProductBlocks returns the number of blocks of columns of a shared
+// product of n columns: blocks of sharedProductCols, the last at least
+// half as wide (a narrower one joins the block before it).
+func sharedProductBlocks(n int) int {
+	return max(1, (n+sharedProductCols/2)/sharedProductCols)
+}
+
+// sharedProductBlock returns the columns [j0, j1) of block b of the
+// blocks blocks of n columns (sharedProductBlocks).
+func sharedProductBlock(n, blocks, b int) (j0, j1 int) {
+	j0 = b * sharedProductCols
+	if b == blocks-1 {
+		return j0, n
+	}
+	return j0, j0 + sharedProductCols
 }
 
 // doneWithSharedKey is doneWithShared for the result of group g stored
