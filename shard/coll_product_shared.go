@@ -53,10 +53,11 @@ func (f *FoldedGradient) ShareForward() {
 	f.share = true
 }
 
-// TakeProduct implements tensor.ProductTaker: the forward product x·w of
-// a value whose fold shares its products (FoldedGradient.ShareForward) is
-// computed with the other devices of the fold's group.
-func (e *devEnv) TakeProduct(x, w *tensor.Tensor) *tensor.Tensor {
+// TakeProduct implements tensor.ProductTaker: the forward product x·w,
+// and the input gradient x·wᵀ of a backward pass, of a value whose fold
+// shares its products (FoldedGradient.ShareForward) is computed with the
+// other devices of the fold's group.
+func (e *devEnv) TakeProduct(x, w *tensor.Tensor, transW bool) *tensor.Tensor {
 	if len(e.folds) == 0 || x.Rank() != 2 || w.Rank() != 2 || x.DType() != tensor.Float32 || w.DType() != tensor.Float32 {
 		return nil
 	}
@@ -70,22 +71,28 @@ func (e *devEnv) TakeProduct(x, w *tensor.Tensor) *tensor.Tensor {
 	if l := w.Local(); l == nil || l.Env != e {
 		return nil // not this device's block: its products need not run on its goroutine
 	}
-	m, n := x.Dim(0), w.Dim(1)
-	if m == 0 || m >= foldGatherRows {
+	m, k, n := x.Dim(0), w.Dim(0), w.Dim(1)
+	if transW {
+		k, n = n, k
+	}
+	if m == 0 || m >= foldGatherRows || x.Dim(1) != k || k < sharedProductMinCols {
 		return nil
 	}
 	g := e.group("shard.FoldedGradient.ShareForward", f.axes)
 	if g.size == 1 || n%g.size != 0 || n/g.size < sharedProductMinCols {
 		return nil
 	}
-	return sharedProduct(e, g, f.axes, x, w)
+	return sharedProduct(e, g, f.axes, x, w, transW)
 }
 
-// sharedProduct computes x·w for the device of rank g.rank in g with the
+// sharedProduct computes x·w (x·wᵀ with transW) for the device of rank g.rank in g with the
 // other devices of g (see FoldedGradient.ShareForward) and returns the
 // device's rows, fresh.
-func sharedProduct(e *devEnv, g group, axes []string, x, w *tensor.Tensor) *tensor.Tensor {
+func sharedProduct(e *devEnv, g group, axes []string, x, w *tensor.Tensor, transW bool) *tensor.Tensor {
 	m, k, n := x.Dim(0), x.Dim(1), w.Dim(1)
+	if transW {
+		n = w.Dim(0)
+	}
 	// Every device copies its rows into the shared operand before it
 	// arrives: one meeting for the operand, a barrier for the product.
 	s := e.run.next(e)
@@ -94,7 +101,7 @@ func sharedProduct(e *devEnv, g group, axes []string, x, w *tensor.Tensor) *tens
 	placeRuns(gx.BorrowFloat32(), x.BorrowFloat32(), x.Shape(), 0, g.rank, g.size)
 	ws := unsafe.Pointer(unsafe.SliceData(w.BorrowFloat32()))
 	cl := &call{coll: sharedProductColl, axes: axes, x: x, data: ws,
-		extra: fmt.Sprintf("product ·f32[%d,%d]", k, n)}
+		extra: fmt.Sprintf("product ·%v transposed %v", w, transW)}
 	if got := e.run.meet(e, cl); got != s {
 		panic("shard: internal error: the shared product met in another slot than its operand's")
 	}
@@ -116,14 +123,14 @@ func sharedProduct(e *devEnv, g group, axes []string, x, w *tensor.Tensor) *tens
 		blocks := sharedProductBlocks(n)
 		for b := int(next.Add(1)) - 1; b < blocks; b = int(next.Add(1)) - 1 {
 			j0, j1 := sharedProductBlock(n, blocks, b)
-			tensor.ProductColumnsInto(gy, gx, w, j0, j1) // w's mark: on this goroutine
+			tensor.ProductColumnsInto(gy, gx, w, transW, j0, j1) // w's mark: on this goroutine
 		}
 		e.run.barrier(e, s)
 		copy(out.BorrowFloat32(), gy.BorrowFloat32()[g.rank*m*n:(g.rank+1)*m*n])
 	} else {
 		// The devices' w differ in storage (they may differ in value):
 		// each computes its own rows, as it would have alone.
-		tensor.ProductColumnsInto(out, x, w, 0, n)
+		tensor.ProductColumnsInto(out, x, w, transW, 0, n)
 	}
 	e.doneWithSharedKey(s, g, g.key, gx)
 	e.doneWithSharedKey(s, g, ^g.key, gy)

@@ -15,9 +15,10 @@ import (
 // A fold sharing its forward products (FoldedGradient.ShareForward) has
 // the devices of its group compute their products x·w together where
 // they have few rows and w is wide enough: the products (MatMul and
-// MatMulBiasAct, also inside a gradient's forward pass) and the gradients
-// through them are bit for bit those each device computes alone, and the
-// host's, over one axis or two, with the groups of a 2-D mesh meeting in
+// MatMulBiasAct, also inside a gradient's forward pass), the input
+// gradients through them (x's cotangent G·wᵀ, shared where w has 32 rows
+// a device or more) are bit for bit those each device computes alone, and
+// the host's, over one axis or two, with the groups of a 2-D mesh meeting in
 // one slot; rows from 64 up and too few columns a device are computed
 // alone without a meeting; with w in storage of each device's own the
 // devices meet and each computes its own rows.
@@ -30,16 +31,16 @@ func TestShareForward(t *testing.T) {
 		own     bool // each device's w in storage of its own
 		met     int  // products the devices met for (Comm's shared_product calls)
 	}{
-		{"8 devices", shard.NewMesh([]int{8}, []string{"dp"}), shard.Axes{"dp"}, 32, 256, false, 3},
-		{"dp of dp×tp", guideMesh(), shard.Axes{"dp"}, 5, 128, false, 3},
-		{"dp×tp", guideMesh(), shard.Axes{"tp", "dp"}, 3, 256, false, 3},
-		{"2 devices", shard.NewMesh([]int{2}, []string{"dp"}), shard.Axes{"dp"}, 63, 64, false, 3},
+		{"8 devices", shard.NewMesh([]int{8}, []string{"dp"}), shard.Axes{"dp"}, 32, 256, false, 4},
+		{"dp of dp×tp", guideMesh(), shard.Axes{"dp"}, 5, 128, false, 4},
+		{"dp×tp", guideMesh(), shard.Axes{"tp", "dp"}, 3, 256, false, 4},
+		{"2 devices", shard.NewMesh([]int{2}, []string{"dp"}), shard.Axes{"dp"}, 63, 64, false, 4},
 		{"64 rows", shard.NewMesh([]int{2}, []string{"dp"}), shard.Axes{"dp"}, 64, 64, false, 0},
-		{"narrow", shard.NewMesh([]int{8}, []string{"dp"}), shard.Axes{"dp"}, 8, 248, false, 0},
-		{"own storage", shard.NewMesh([]int{4}, []string{"dp"}), shard.Axes{"dp"}, 8, 128, true, 3},
+		{"narrow: the input gradient only", shard.NewMesh([]int{8}, []string{"dp"}), shard.Axes{"dp"}, 8, 248, false, 1},
+		{"own storage", shard.NewMesh([]int{4}, []string{"dp"}), shard.Axes{"dp"}, 8, 128, true, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			const k = 40
+			const k = 256
 			m := tc.mesh
 			x := tensor.Normal(tensor.NewKey(1), m.Size()*tc.rows, k)
 			w := tensor.Normal(tensor.NewKey(2), k, tc.n)

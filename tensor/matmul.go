@@ -109,6 +109,10 @@ func matmulT(x, y *Tensor, tx, ty bool, _ DType) *Tensor {
 	}
 	out := newHeader(Float32, []int{m, n})
 	if markResult(matmulOp, out, x, y) != nil {
+		if r := takeProductOfT(x, y, tx, ty); r != nil {
+			markResult(matmulOp, r, x, y)
+			return r // computed with the other devices (ProductTaker)
+		}
 		// A device's blocks inside shard.Map: one goroutine, as
 		// matmulF32 computes them.
 		return gemmOutThreads(out, x, y, tx, ty, m, n, k, 1)

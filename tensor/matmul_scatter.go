@@ -293,58 +293,83 @@ func foldWeightCotangent(g, a, b *Tensor, p *matmulParams, need uint64) uint64 {
 // shard.Map (tensor.Local's Env) that may compute a product together with
 // the other devices. When MatMul, MatMulBiasAct (or an op built on them)
 // computes x·w for float32 matrices x [m, k] and w [k, n], neither
-// transposed, and x carries a Local mark whose Env implements this
-// interface, it calls TakeProduct(x, w) first: a non-nil result is the
-// product, fresh storage the op takes as its own (it may write the bias
-// and the activation over it), with the bits the op would have computed;
-// nil, the op computes it as usual. It is called on the device's
-// goroutine, in the forward computation of the op; x and w must not be
-// modified.
+// transposed, or the VJP of a product computes the cotangent of its left
+// operand as x·wᵀ (x the output's cotangent, w [n, k] the right operand),
+// and x carries a Local mark whose Env implements this interface, it
+// calls TakeProduct(x, w, transW) first: a non-nil result is the product,
+// fresh storage the caller takes as its own (it may write the bias and
+// the activation over it), with the bits the caller would have computed;
+// nil, the caller computes it as usual. It is called on the device's
+// goroutine; x and w must not be modified.
 type ProductTaker interface {
-	TakeProduct(x, w *Tensor) *Tensor
+	TakeProduct(x, w *Tensor, transW bool) *Tensor
 }
 
 // takeProduct offers the product a·b (p its params) to a's environment
 // (ProductTaker) and returns its result, or nil if it did not take it.
 func takeProduct(a, b *Tensor, p *matmulParams) *Tensor {
+	if p.ta || p.tb {
+		return nil
+	}
+	return takeProductOf(a, b, false)
+}
+
+// takeProductOfT is takeProductOf for op(a)·op(b): nil for a transposed.
+func takeProductOfT(a, b *Tensor, ta, tb bool) *Tensor {
+	if ta {
+		return nil
+	}
+	return takeProductOf(a, b, tb)
+}
+
+// takeProductOf offers a·b, or a·bᵀ with tb, to a's environment
+// (ProductTaker) and returns its result, or nil if it did not take it.
+func takeProductOf(a, b *Tensor, tb bool) *Tensor {
 	l := a.local()
-	if l == nil || p.ta || p.tb || len(a.shape) != 2 || len(b.shape) != 2 || a.dtype != Float32 || b.dtype != Float32 {
+	if l == nil || len(a.shape) != 2 || len(b.shape) != 2 || a.dtype != Float32 || b.dtype != Float32 {
 		return nil
 	}
 	t, ok := l.Env.(ProductTaker)
 	if !ok {
 		return nil
 	}
-	return t.TakeProduct(a, b)
+	return t.TakeProduct(a, b, tb)
 }
 
 // ProductColumnsInto computes columns [j0, j1) of a·b, for float32
-// matrices a [m, k] and b [k, n], into the same columns of out [m, n],
-// leaving its other columns as they are: the kernel of a product the
-// devices of a process compute together, each a block of columns from
-// every device's rows (see ProductTaker). Where the block has more
-// columns than a kernel tile has rows (12 on AVX-512, 6 on AVX2; 32 and
-// more suffice for every kernel set), every element gets the bits of
-// MatMul(a, b) and of the product of any of a's rows by b: the gemm then
-// computes an element the same way whatever rows and columns it is given
-// (the same k blocks, each summed in order); a narrower block may be
-// computed as its transpose, within float rounding. It computes on the
-// calling goroutine when any operand is a shard.Map block.
-func ProductColumnsInto(out, a, b *Tensor, j0, j1 int) {
+// matrices a [m, k] and b [k, n], or of a·bᵀ with transB (b [n, k]), into
+// the same columns of out [m, n], leaving its other columns as they are:
+// the kernel of a product the devices of a process compute together,
+// each blocks of columns from every device's rows (see ProductTaker).
+// Where the block has more columns than a kernel tile has rows (12 on
+// AVX-512, 6 on AVX2; 32 and more suffice for every kernel set), every
+// element gets the bits of MatMulT(a, b, false, transB) and of the
+// product of any of a's rows by b: the gemm then computes an element the
+// same way whatever rows and columns it is given (the same k blocks, each
+// summed in order); a narrower block may be computed as its transpose,
+// within float rounding. It computes on the calling goroutine when any
+// operand is a shard.Map block.
+func ProductColumnsInto(out, a, b *Tensor, transB bool, j0, j1 int) {
 	const op = "tensor.ProductColumnsInto"
 	checkNil(op, "out a b", out, a, b)
-	if len(a.shape) != 2 || len(b.shape) != 2 || len(out.shape) != 2 || a.dtype != Float32 || b.dtype != Float32 || out.dtype != Float32 ||
-		a.shape[1] != b.shape[0] || out.shape[0] != a.shape[0] || out.shape[1] != b.shape[1] {
-		panic(fmt.Sprintf("%s: %v into %v: want float32 matrices a [m,k], b [k,n] and out [m,n]", op, operands("@", a, b), out))
+	if len(a.shape) != 2 || len(b.shape) != 2 || len(out.shape) != 2 || a.dtype != Float32 || b.dtype != Float32 || out.dtype != Float32 {
+		panic(fmt.Sprintf("%s: %v, %v into %v: want float32 matrices", op, a, b, out))
+	}
+	m, k := a.shape[0], a.shape[1]
+	kb, n := b.shape[0], b.shape[1]
+	if transB {
+		kb, n = n, kb
+	}
+	if k != kb || out.shape[0] != m || out.shape[1] != n {
+		panic(fmt.Sprintf("%s: %v, %v (transposed %v) into %v: want a [m,k], b [k,n] (or [n,k] transposed) and out [m,n]", op, a, b, transB, out))
 	}
 	for _, x := range []*Tensor{out, a, b} {
 		if !markedOperand(x) {
 			panic(fmt.Sprintf("%s: %v: want untraced host storage", op, x))
 		}
 	}
-	m, k, n := a.shape[0], a.shape[1], b.shape[1]
 	if j0 < 0 || j1 > n || j0 > j1 {
-		panic(fmt.Sprintf("%s: columns [%d, %d) of %v", op, j0, j1, operands("@", a, b)))
+		panic(fmt.Sprintf("%s: columns [%d, %d) of a product of %d", op, j0, j1, n))
 	}
 	if j0 == j1 || m == 0 {
 		return
@@ -353,5 +378,9 @@ func ProductColumnsInto(out, a, b *Tensor, j0, j1 int) {
 	if isLocal(out, a, b) {
 		threads = 1
 	}
-	gemm.Sgemm(false, false, m, j1-j0, k, 1, a.f32(), k, b.f32()[j0:], n, 0, out.f32()[j0:], n, threads)
+	bs, ldb := b.f32()[j0:], n
+	if transB {
+		bs, ldb = b.f32()[j0*k:], k
+	}
+	gemm.Sgemm(false, transB, m, j1-j0, k, 1, a.f32(), k, bs, ldb, 0, out.f32()[j0:], n, threads)
 }

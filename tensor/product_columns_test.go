@@ -21,23 +21,31 @@ func TestProductColumnsInto(t *testing.T) {
 		m, k, n, j0, j1 int
 		rows            int  // a block of a's rows computed alone: the device's
 		bits            bool // the columns are wide enough for the bits of MatMul
+		tb              bool // a·bᵀ, b [n, k]
 	}{
-		{256, 784, 1024, 384, 512, 32, true},   // 8 devices' rows, rank 3's columns
-		{256, 1024, 1024, 0, 128, 32, true},    // rank 0
-		{256, 1024, 1024, 896, 1024, 32, true}, // the last rank: the gemm reads to b's end
-		{64, 96, 200, 25, 57, 8, true},
-		{40, 300, 64, 32, 64, 3, true},
-		{5, 7, 9, 3, 8, 1, false}, // 5 columns: computed transposed, MatMul's 9 are not
-		{1, 3, 4, 0, 4, 1, true},
-		{12, 5, 6, 2, 2, 4, true}, // no columns: nothing written
+		{256, 784, 1024, 384, 512, 32, true, false},   // 8 devices' rows, rank 3's columns
+		{256, 1024, 1024, 0, 128, 32, true, false},    // rank 0
+		{256, 1024, 1024, 896, 1024, 32, true, false}, // the last rank: the gemm reads to b's end
+		{64, 96, 200, 25, 57, 8, true, false},
+		{40, 300, 64, 32, 64, 3, true, false},
+		{5, 7, 9, 3, 8, 1, false, false}, // 5 columns: computed transposed, MatMul's 9 are not
+		{1, 3, 4, 0, 4, 1, true, false},
+		{12, 5, 6, 2, 2, 4, true, false},            // no columns: nothing written
+		{256, 1024, 1024, 128, 192, 32, true, true}, // an input gradient dY·Wᵀ: the device's rows alone are computed transposed
+		{256, 1024, 1024, 960, 1024, 32, true, true},
+		{256, 128, 256, 0, 64, 2, true, true},
+		{64, 40, 96, 32, 96, 8, true, true},
 	} {
-		t.Run(fmt.Sprintf("m%d_k%d_n%d_cols%d-%d", tc.m, tc.k, tc.n, tc.j0, tc.j1), func(t *testing.T) {
+		t.Run(fmt.Sprintf("m%d_k%d_n%d_cols%d-%d_t%v", tc.m, tc.k, tc.n, tc.j0, tc.j1, tc.tb), func(t *testing.T) {
 			a, b := normalTensor(r, tc.m, tc.k), normalTensor(r, tc.k, tc.n)
+			if tc.tb {
+				b = normalTensor(r, tc.n, tc.k)
+			}
 			out := normalTensor(r, tc.m, tc.n)
 			before := out.Float32s()
-			ProductColumnsInto(out, a, b, tc.j0, tc.j1)
-			got, whole := out.Float32s(), MatMul(a, b).Float32s()
-			alone := MatMul(Slice(a, []int{0, 0}, []int{tc.rows, tc.k}), b).Float32s()
+			ProductColumnsInto(out, a, b, tc.tb, tc.j0, tc.j1)
+			got, whole := out.Float32s(), MatMulT(a, b, false, tc.tb).Float32s()
+			alone := MatMulT(Slice(a, []int{0, 0}, []int{tc.rows, tc.k}), b, false, tc.tb).Float32s()
 			av, bv := a.Float32s(), b.Float32s()
 			for i := range tc.m {
 				for j := range tc.n {
@@ -54,7 +62,11 @@ func TestProductColumnsInto(t *testing.T) {
 					}
 					var s float64
 					for q := range tc.k {
-						s += float64(av[i*tc.k+q]) * float64(bv[q*tc.n+j])
+						bq := bv[q*tc.n+j]
+						if tc.tb {
+							bq = bv[j*tc.k+q]
+						}
+						s += float64(av[i*tc.k+q]) * float64(bq)
 					}
 					require.InDelta(t, s, float64(got[at]), 1e-4*(1+math.Sqrt(float64(tc.k))), "(%d,%d) against float64", i, j)
 				}
@@ -71,16 +83,18 @@ func TestProductColumnsIntoPanics(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		out, a, b *Tensor
+		tb        bool
 		j0, j1    int
 		want      string
 	}{
-		{"inner dims", out, a, Zeros(Float32, 4, 5), 0, 5, "want float32 matrices"},
-		{"out shape", Zeros(Float32, 4, 4), a, b, 0, 4, "want float32 matrices"},
-		{"dtype", out, a, Zeros(Float64, 3, 5), 0, 5, "want float32 matrices"},
-		{"rank", out, Zeros(Float32, 4, 3, 1), b, 0, 5, "want float32 matrices"},
-		{"columns past n", out, a, b, 2, 6, "columns [2, 6)"},
-		{"reversed", out, a, b, 3, 2, "columns [3, 2)"},
-		{"nil", nil, a, b, 0, 5, "operand out is nil"},
+		{"inner dims", out, a, Zeros(Float32, 4, 5), false, 0, 5, "want a [m,k], b [k,n]"},
+		{"transposed inner dims", out, a, b, true, 0, 5, "want a [m,k], b [k,n]"},
+		{"out shape", Zeros(Float32, 4, 4), a, b, false, 0, 4, "want a [m,k], b [k,n]"},
+		{"dtype", out, a, Zeros(Float64, 3, 5), false, 0, 5, "want float32 matrices"},
+		{"rank", out, Zeros(Float32, 4, 3, 1), b, false, 0, 5, "want float32 matrices"},
+		{"columns past n", out, a, b, false, 2, 6, "columns [2, 6)"},
+		{"reversed", out, a, b, false, 3, 2, "columns [3, 2)"},
+		{"nil", nil, a, b, false, 0, 5, "operand out is nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {
@@ -90,7 +104,7 @@ func TestProductColumnsIntoPanics(t *testing.T) {
 				assert.Contains(t, msg, "tensor.ProductColumnsInto")
 				assert.Contains(t, msg, tc.want)
 			}()
-			ProductColumnsInto(tc.out, tc.a, tc.b, tc.j0, tc.j1)
+			ProductColumnsInto(tc.out, tc.a, tc.b, tc.tb, tc.j0, tc.j1)
 		})
 	}
 }
