@@ -127,12 +127,14 @@ func (a *adam) Update(grads any, state State, params any) (any, State) {
 		trees = append(trees, selected(params, a.mask))
 	}
 	base := a.coeffs(n)
+	defer func() { sameStructure(a.op, recover(), adamRoles) }()
 	r := mapMulti(3, func(xs []*tensor.Tensor) []*tensor.Tensor {
 		g, mu, nu := xs[0], xs[1], xs[2]
 		if g == nil {
 			return []*tensor.Tensor{nil, mu, nu}
 		}
 		noState(a.op, g, mu, nu)
+		gradFits(a.op, g, mu, st.Mu)
 		// One fused pass (tensor.AdamUpdate) computes the new moments and
 		// u = post·((A·mu' + B·g)/(sqrt(nu'/bc2 + epsRoot) + eps) + wd·p).
 		c := base
@@ -145,6 +147,9 @@ func (a *adam) Update(grads any, state State, params any) (any, State) {
 	}, trees...)
 	return r[0], AdamState{Count: incCount(st.Count, n), Mu: r[1], Nu: r[2]}
 }
+
+// adamRoles names the trees of adam.Update's walk.
+var adamRoles = roles("gradients", "optimizer state's Mu", "optimizer state's Nu", "parameters")
 
 // coeffs returns the scalars of update number n+1, without weight decay.
 func (a *adam) coeffs(n int) tensor.AdamCoeffs {
@@ -226,6 +231,19 @@ func (a *adam) step(dst, params, grads any, state State, done func([]*tensor.Ten
 		trees = append(trees, selected(params, a.mask))
 	}
 	base := a.coeffs(n)
+	defer func() {
+		if r := recover(); r != nil {
+			sameStructure(a.op, r, func(i int) string {
+				switch i {
+				case at.dst:
+					return "destinations"
+				case at.at:
+					return "later gradients"
+				}
+				return roles("parameters", "gradients", "optimizer state's Mu", "optimizer state's Nu")(i)
+			})
+		}
+	}()
 	giveUp := donating
 	var res [][]*tensor.Tensor
 	var deferred []*tensor.Tensor
@@ -238,6 +256,7 @@ func (a *adam) step(dst, params, grads any, state State, done func([]*tensor.Ten
 				panic(fmt.Sprintf("optim.Apply: update %v for a nil parameter", g))
 			}
 			if g != nil {
+				gradFits(a.op, g, p, params)
 				noState(a.op, g, xs[2], xs[3])
 				stateShaped(a.op, p, xs[2], xs[3])
 			}

@@ -107,6 +107,17 @@
 // edge cases included; WarmupCosineDecay's decaySteps counts the warmup, as
 // in optax. Any Go function of the step is a schedule too.
 //
+// Gradients must have the structure of the parameters and each the shape
+// and dtype of its parameter. Step, StepInto and the optimizers' Update
+// panic otherwise naming the optimizer, the parameter's path and both
+// operands ("optim.Adam: gradient of Layers[1].W is f32[3,4], parameter
+// f32[4,3]"; "optim.Lion: gradients and optimizer state's Mu differ in
+// structure: ..." with both structures), rather than in a kernel or a
+// pytree walk; Apply does the same for updates, which it never broadcasts.
+// Update, given no parameters, compares each gradient with the state Init
+// built in its parameter's image; plain SGD's Update keeps no state and
+// leaves the check to Apply.
+//
 // A learning rate must be finite, unlike in optax, which checks nothing: an
 // optimizer's constructor evaluates its schedule at step 0 and panics,
 // naming itself and the value, on NaN or an infinity

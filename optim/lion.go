@@ -65,6 +65,9 @@ func (l *lion) Init(params any) State {
 	return LionState{Count: newCount(), Mu: stateLike(params, 0)}
 }
 
+// lionRoles names the trees of lion.Update's walk.
+var lionRoles = roles("gradients", "optimizer state's Mu", "parameters")
+
 func (l *lion) Update(grads any, state State, params any) (any, State) {
 	rejectHalf("optim.Lion", "gradient", grads)
 	const op = "optim.Lion"
@@ -76,12 +79,14 @@ func (l *lion) Update(grads any, state State, params any) (any, State) {
 		needParams(op, params)
 		trees = append(trees, selected(params, l.mask))
 	}
+	defer func() { sameStructure(op, recover(), lionRoles) }()
 	r := mapMulti(2, func(xs []*tensor.Tensor) []*tensor.Tensor {
 		g, m := xs[0], xs[1]
 		if g == nil {
 			return []*tensor.Tensor{nil, m}
 		}
 		noState(op, g, m)
+		gradFits(op, g, m, st.Mu)
 		u := tensor.Sign(tensor.Add(tensor.MulScalar(g, float32(1-l.b1)), tensor.MulScalar(m, float32(l.b1))))
 		if l.wd != 0 && xs[2] != nil {
 			u = tensor.Add(u, tensor.MulScalar(xs[2], float32(l.wd)))

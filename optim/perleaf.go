@@ -21,6 +21,19 @@ func leafStep(op string, grads any, states, extras []any,
 	f func(g *tensor.Tensor, s, x []*tensor.Tensor) (*tensor.Tensor, []*tensor.Tensor)) (any, []any) {
 	ns, nx := len(states), len(extras)
 	trees := append(append([]any{grads}, states...), extras...)
+	defer func() {
+		if r := recover(); r != nil {
+			sameStructure(op, r, func(i int) string {
+				switch {
+				case i == 0:
+					return "gradients"
+				case i <= ns:
+					return "optimizer state"
+				}
+				return "parameters"
+			})
+		}
+	}()
 	r := mapMulti(1+ns, func(xs []*tensor.Tensor) []*tensor.Tensor {
 		g, s, x := xs[0], xs[1:1+ns], xs[1+ns:1+ns+nx]
 		out := make([]*tensor.Tensor, 1+ns)
@@ -29,6 +42,9 @@ func leafStep(op string, grads any, states, extras []any,
 			return out
 		}
 		noState(op, g, s...)
+		if ns > 0 {
+			gradFits(op, g, s[0], states[0])
+		}
 		u, s2 := f(g, s, x)
 		if len(s2) != ns {
 			panic(fmt.Sprintf("%s: internal error: %d new state tensors, want %d", op, len(s2), ns))

@@ -88,6 +88,9 @@ func (r *rmsprop) Init(params any) State {
 	return st
 }
 
+// rmspropRoles names the trees of rmsprop.Update's walk.
+var rmspropRoles = roles("gradients", "optimizer state's Nu", "optimizer state's Mu")
+
 func (r *rmsprop) Update(grads any, state State, _ any) (any, State) {
 	rejectHalf("optim.RMSProp", "gradient", grads)
 	const op = "optim.RMSProp"
@@ -103,12 +106,14 @@ func (r *rmsprop) Update(grads any, state State, _ any) (any, State) {
 	if !o.Centered {
 		mu = st.Nu // a placeholder tree of the right structure, not read
 	}
+	defer func() { sameStructure(op, recover(), rmspropRoles) }()
 	res := mapMulti(3, func(xs []*tensor.Tensor) []*tensor.Tensor {
 		g, nu, m := xs[0], xs[1], xs[2]
 		if g == nil {
 			return []*tensor.Tensor{nil, nu, m}
 		}
 		noState(op, g, nu, m)
+		gradFits(op, g, nu, st.Nu)
 		nu2 := ema(nu, tensor.Square(g), o.Decay)
 		v := scale(nu2, 1/bc)
 		var m2 *tensor.Tensor

@@ -92,12 +92,14 @@ func mapLeaves(tree any, f func(*tensor.Tensor) *tensor.Tensor) any {
 // traceStep is optax.trace followed by a scale: t' = g + μt, and the update
 // is s·t' (or s·(g + μt') with Nesterov).
 func traceStep(op string, grads, trace any, mu float64, nesterov bool, s float64) (updates, newTrace any) {
+	defer func() { sameStructure(op, recover(), traceRoles) }()
 	r := mapMulti(2, func(xs []*tensor.Tensor) []*tensor.Tensor {
 		g, t := xs[0], xs[1]
 		if g == nil {
 			return []*tensor.Tensor{nil, t}
 		}
 		noState(op, g, t)
+		gradFits(op, g, t, trace)
 		nt := tensor.Add(g, tensor.MulScalar(t, float32(mu)))
 		u := nt
 		if nesterov {
@@ -107,6 +109,9 @@ func traceStep(op string, grads, trace any, mu float64, nesterov bool, s float64
 	}, grads, trace)
 	return r[0], r[1]
 }
+
+// traceRoles names the trees of traceStep's walk.
+var traceRoles = roles("gradients", "optimizer state's Trace")
 
 // TraceState is the state of Trace.
 type TraceState struct {
@@ -188,6 +193,19 @@ func (s *sgd) stepLater(dst, params, grads, later any, state State, done func([]
 		lt = len(trees)
 		trees = append(trees, later)
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			sameStructure(op, r, func(i int) string {
+				switch {
+				case i == lt:
+					return "later gradients"
+				case i == at:
+					return "destinations"
+				}
+				return roles("parameters", "gradients", "optimizer state's Trace")(i)
+			})
+		}
+	}()
 	r := mapMulti(nOut, reporting(done, func(xs []*tensor.Tensor) []*tensor.Tensor {
 		p, g := xs[0], xs[1]
 		var t, d *tensor.Tensor
@@ -214,6 +232,7 @@ func (s *sgd) stepLater(dst, params, grads, later any, state State, done func([]
 		case p == nil:
 			panic(fmt.Sprintf("optim.Apply: update %v for a nil parameter", g))
 		}
+		gradFits(op, g, p, params)
 		if t != nil {
 			noState(op, g, t)
 			stateShaped(op, p, t)

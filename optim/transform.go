@@ -41,9 +41,14 @@ type Transform interface {
 // Apply returns params + updates leaf by leaf: optax.apply_updates. Leaves
 // whose update is nil (non-float parameters, frozen ones) are returned
 // unchanged. The result has the type of params and keeps each parameter's
-// logical axes. updates must have the structure of params; Apply panics,
-// naming the first difference, otherwise.
+// logical axes. updates must have the structure of params, and each
+// update the shape and dtype of its parameter (an update is never
+// broadcast); Apply panics naming the first difference and the
+// parameter's path otherwise ("optim.Apply: update of Layers[0].W is
+// f32[3], parameter f32[4,3]").
 func Apply[M any](params M, updates any) M {
+	const op = "optim.Apply"
+	defer func() { sameStructure(op, recover(), applyRoles) }()
 	out := pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
 		p, u := xs[0], xs[1]
 		switch {
@@ -52,10 +57,16 @@ func Apply[M any](params M, updates any) M {
 		case p == nil:
 			panic(fmt.Sprintf("optim.Apply: update %v for a nil parameter", u))
 		}
+		if u.DType() != p.DType() || !slices.Equal(u.BorrowShape(), p.BorrowShape()) {
+			panic(fmt.Sprintf("%s: %s is %v, parameter %v", op, leafOf("update", any(params), p), u, p))
+		}
 		return tensor.Add(p, u)
 	}, any(params), updates)
 	return out.(M)
 }
+
+// applyRoles names the trees of Apply's walk.
+var applyRoles = roles("parameters", "updates")
 
 // Step performs one optimization step: it asks tx for the updates of grads
 // and applies them to params. It is
@@ -73,6 +84,12 @@ func Apply[M any](params M, updates any) M {
 // parameter in the same pass that computes its update, as PyTorch's fused
 // optimizers do: the same bits as Update then Apply, with less memory
 // traffic and no update tree.
+//
+// grads must have the structure of params and each gradient the shape and
+// dtype of its parameter: Step panics naming the optimizer, the
+// parameter's path and both operands otherwise ("optim.Adam: gradient of
+// Layers[1].W is f32[3,4], parameter f32[4,3]"). The check allocates
+// nothing.
 func Step[M any](tx Transform, params, grads M, state State) (M, State) {
 	return StepWith(tx, params, grads, state, nil)
 }

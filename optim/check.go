@@ -1,0 +1,87 @@
+package optim
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/tensor"
+)
+
+// gradFits panics unless the gradient g has the dtype and shape of ref:
+// the parameter g is for, or, for an update that is given no parameters,
+// a state leaf Init made in the parameter's image (a moment, a trace).
+// The panic names op, the parameter's path (ref's in tree, walked only
+// then) and both operands: "optim.Adam: gradient of Layers[1].W is
+// f32[3,4], parameter f32[4,3]", where the kernel behind op would have
+// named itself, or broadcast the two. The check is two comparisons per
+// leaf and allocates nothing.
+func gradFits(op string, g, ref *tensor.Tensor, tree any) {
+	if g.DType() == ref.DType() && slices.Equal(g.BorrowShape(), ref.BorrowShape()) {
+		return
+	}
+	panic(fmt.Sprintf("%s: %s is %v, parameter %v", op, leafOf("gradient", tree, ref), g, ref))
+}
+
+// leafOf returns what followed by " of " and the path of x in tree, or
+// what alone when x is the root (or not found: a tensor at two positions
+// is found at its first).
+func leafOf(what string, tree any, x *tensor.Tensor) string {
+	paths, leaves := pytree.LeavesWithPath(tree)
+	for i, l := range leaves {
+		if l == x {
+			if s := paths[i].String(); s != "" {
+				return what + " of " + s
+			}
+			break
+		}
+	}
+	return what
+}
+
+// sameStructure is called by a deferred function of op with the value r
+// recover() returned: it re-panics pytree's report of trees of different
+// structures ("pytree.MapNOut: tree 1 does not have the structure of
+// tree 0: ...") as op's, naming the trees by role(i), what tree i holds
+// ("parameters", "gradients", ...), and any other panic as it was.
+func sameStructure(op string, r any, role func(i int) string) {
+	if r == nil {
+		return
+	}
+	const mid = " does not have the structure of tree 0: "
+	s, ok := r.(string)
+	head, rest, found := strings.Cut(s, mid)
+	k := strings.LastIndex(head, "tree ")
+	if !ok || !found || !strings.HasPrefix(s, "pytree.") || k < 0 {
+		panic(r)
+	}
+	i, err := strconv.Atoi(head[k+len("tree "):])
+	if err != nil {
+		panic(r)
+	}
+	lines := strings.Split(rest, "\n")
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s and %s differ in structure: %s (%s vs %s)", op, role(0), role(i), lines[0], role(0), role(i))
+	for _, l := range lines[1:] {
+		for _, j := range []int{0, i} {
+			if t, ok := strings.CutPrefix(l, fmt.Sprintf("  tree %d: ", j)); ok {
+				fmt.Fprintf(&b, "\n  %s: %s", role(j), t)
+				break
+			}
+		}
+	}
+	panic(b.String())
+}
+
+// roles returns a role function for sameStructure over trees holding
+// names[i] (and "tree i" past the end).
+func roles(names ...string) func(int) string {
+	return func(i int) string {
+		if i < len(names) {
+			return names[i]
+		}
+		return "tree " + strconv.Itoa(i)
+	}
+}
