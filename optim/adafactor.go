@@ -196,6 +196,9 @@ func rms(x *tensor.Tensor) *tensor.Tensor {
 	return tensor.Sqrt(tensor.Mean(tensor.Square(x)))
 }
 
+// adafactorRoles names the trees of adafactor.Update's walk.
+var adafactorRoles = roles("gradients", "optimizer state's VRow", "optimizer state's VCol", "optimizer state's V", "parameters")
+
 func (a *adafactor) Update(grads any, state State, params any) (any, State) {
 	const op = "optim.Adafactor"
 	rejectHalf(op, "gradient", grads)
@@ -207,10 +210,14 @@ func (a *adafactor) Update(grads any, state State, params any) (any, State) {
 	if a.lr != nil {
 		lr = rateAt(op, a.lr, n)
 	}
+	defer func() { sameStructure(op, recover(), adafactorRoles) }()
 	r := mapMulti(4, func(xs []*tensor.Tensor) []*tensor.Tensor {
 		g, vr, vc, v, p := xs[0], xs[1], xs[2], xs[3], xs[4]
 		if g == nil {
 			return []*tensor.Tensor{nil, vr, vc, v}
+		}
+		if p != nil {
+			gradFits(op, g, p, params)
 		}
 		g2 := tensor.AddScalar(tensor.Square(g), float32(a.eps))
 		var u, vr2, vc2, v2 *tensor.Tensor

@@ -75,6 +75,9 @@ func sameStructure(op string, r any, role func(i int) string) {
 	panic(b.String())
 }
 
+// gradParamRoles names the trees of a walk over gradients and parameters.
+var gradParamRoles = roles("gradients", "parameters")
+
 // roles returns a role function for sameStructure over trees holding
 // names[i] (and "tree i" past the end).
 func roles(names ...string) func(int) string {

@@ -184,6 +184,30 @@ func (m *multiSteps) Init(params any) State {
 	}
 }
 
+// multiStepsRoles names the trees of multiSteps.accumulate's walk.
+var multiStepsRoles = roles("optimizer state's Acc", "gradients")
+
+// accumulate returns the accumulator acc with the gradients of mini-step n
+// (0, 1, ...) added: their sum, or their mean.
+func (m *multiSteps) accumulate(op string, acc, grads any, n int) any {
+	defer func() { sameStructure(op, recover(), multiStepsRoles) }()
+	return pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
+		a, g := xs[0], xs[1]
+		if g == nil {
+			return a
+		}
+		noState(op, g, a)
+		gradFits(op, g, a, acc)
+		var r *tensor.Tensor
+		if m.o.Sum {
+			r = tensor.Add(a, g)
+		} else {
+			r = tensor.Add(a, tensor.MulScalar(tensor.Sub(g, a), float32(1/float64(n+1))))
+		}
+		return withAxesOf(r, a)
+	}, acc, grads)
+}
+
 func (m *multiSteps) Update(grads any, state State, params any) (any, State) {
 	return m.UpdateExtra(grads, state, params, Extra{})
 }
@@ -198,20 +222,7 @@ func (m *multiSteps) UpdateExtra(grads any, state State, params any, extra Extra
 	if n >= m.k {
 		panic(fmt.Sprintf("%s: state MiniStep %d, want < k = %d", op, n, m.k))
 	}
-	acc := pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
-		a, g := xs[0], xs[1]
-		if g == nil {
-			return a
-		}
-		noState(op, g, a)
-		var r *tensor.Tensor
-		if m.o.Sum {
-			r = tensor.Add(a, g)
-		} else {
-			r = tensor.Add(a, tensor.MulScalar(tensor.Sub(g, a), float32(1/float64(n+1))))
-		}
-		return withAxesOf(r, a)
-	}, st.Acc, grads)
+	acc := m.accumulate(op, st.Acc, grads, n)
 	if n < m.k-1 {
 		zeros := mapLeaves(grads, func(g *tensor.Tensor) *tensor.Tensor { return like(g, 0) })
 		return zeros, MultiStepsState{

@@ -48,6 +48,10 @@ func TestHostileGradientsOfAnotherModel(t *testing.T) {
 		{"optim.AdaBelief", optim.AdaBelief(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false},
 		{"optim.Yogi", optim.Yogi(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false},
 		{"optim.Novograd", optim.Novograd(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false},
+		{"optim.Adafactor", optim.Adafactor(lr), "gradients and optimizer state's VRow differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state's VRow)", false},
+		{"optim.Lars", optim.Lars(lr), "gradients and parameters differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs parameters)", false},
+		{"optim.Lamb", optim.Lamb(lr), "gradients and optimizer state's Mu differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state's Mu)", false},
+		{"optim.MultiSteps", optim.MultiSteps(optim.Adam(lr), 2), "optimizer state's Acc and gradients differ in structure: gradNet.Layers: length 2 vs 1 (optimizer state's Acc vs gradients)", false},
 		{"optim.Trace", optim.Trace(0.9, false), "gradients and optimizer state's Trace differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state's Trace)", false},
 	} {
 		t.Run(c.op, func(t *testing.T) {

@@ -247,10 +247,14 @@ func (l *lars) Update(grads any, state State, params any) (any, State) {
 	st := stateAs[LarsState](op, state)
 	n := countValue(op, st.Count)
 	lr := rateAt(op, l.lr, n)
+	defer func() { sameStructure(op, recover(), gradParamRoles) }()
 	s := pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
 		g, p, decayed, trusted := xs[0], xs[1], xs[2], xs[3]
 		if g == nil {
 			return nil
+		}
+		if p != nil {
+			gradFits(op, g, p, params)
 		}
 		if l.wd != 0 {
 			g = withDecay(g, decayed, l.wd)
