@@ -75,10 +75,11 @@ func Masked(inner Transform, mask pytree.Predicate) Transform {
 	if inner == nil || mask == nil {
 		panic("optim.Masked: nil inner transform or mask")
 	}
-	return &masked{inner: inner, mask: mask}
+	return &masked{op: "optim.Masked", inner: inner, mask: mask}
 }
 
 type masked struct {
+	op    string // the name its panics carry: "optim.Masked", or a Partition's
 	inner Transform
 	mask  pytree.Predicate
 }
@@ -94,6 +95,7 @@ func (m *masked) Update(grads any, state State, params any) (any, State) {
 // UpdateExtra passes extra on to the inner transform unchanged.
 func (m *masked) UpdateExtra(grads any, state State, params any, extra Extra) (any, State) {
 	st := stateAs[MaskedState]("optim.Masked", state)
+	defer func() { sameStructure(m.op, recover(), gradParamRoles) }()
 	var sel any // the selected leaves of params (or of grads)
 	if params != nil {
 		sel = pytree.Filter(params, m.mask)

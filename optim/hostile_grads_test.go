@@ -1,12 +1,14 @@
 package optim_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gonox/gonox/optim"
+	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
 )
 
@@ -32,27 +34,35 @@ func TestHostileGradientsOfAnotherModel(t *testing.T) {
 		tx        optim.Transform
 		structure string // the first line of the structure panic, after op
 		plain     bool   // plain SGD: Update has no state to compare with
+		leafOp    string // the op naming a leaf's mismatch, if not op (a Partition's group)
 	}{
-		{"optim.Adam", optim.Adam(lr), "parameters and gradients differ in structure: gradNet.Layers: length 2 vs 1 (parameters vs gradients)", false},
-		{"optim.AdamW", optim.AdamW(lr), "parameters and gradients differ in structure: gradNet.Layers: length 2 vs 1 (parameters vs gradients)", false},
-		{"optim.NAdam", optim.NAdam(lr), "parameters and gradients differ in structure: gradNet.Layers: length 2 vs 1 (parameters vs gradients)", false},
-		{"optim.SGD", optim.SGD(lr), "parameters and gradients differ in structure: gradNet.Layers: length 2 vs 1 (parameters vs gradients)", true},
-		{"optim.SGD", optim.SGD(lr, optim.SGDOptions{Momentum: 0.9}), "parameters and gradients differ in structure: gradNet.Layers: length 2 vs 1 (parameters vs gradients)", false},
-		{"optim.Lion", optim.Lion(lr), "gradients and optimizer state's Mu differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state's Mu)", false},
-		{"optim.RMSProp", optim.RMSProp(lr), "gradients and optimizer state's Nu differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state's Nu)", false},
-		{"optim.Adagrad", optim.Adagrad(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false},
-		{"optim.Adadelta", optim.Adadelta(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false},
-		{"optim.AMSGrad", optim.AMSGrad(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false},
-		{"optim.Adamax", optim.Adamax(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false},
-		{"optim.RAdam", optim.RAdam(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false},
-		{"optim.AdaBelief", optim.AdaBelief(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false},
-		{"optim.Yogi", optim.Yogi(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false},
-		{"optim.Novograd", optim.Novograd(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false},
-		{"optim.Adafactor", optim.Adafactor(lr), "gradients and optimizer state's VRow differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state's VRow)", false},
-		{"optim.Lars", optim.Lars(lr), "gradients and parameters differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs parameters)", false},
-		{"optim.Lamb", optim.Lamb(lr), "gradients and optimizer state's Mu differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state's Mu)", false},
-		{"optim.MultiSteps", optim.MultiSteps(optim.Adam(lr), 2), "optimizer state's Acc and gradients differ in structure: gradNet.Layers: length 2 vs 1 (optimizer state's Acc vs gradients)", false},
-		{"optim.Trace", optim.Trace(0.9, false), "gradients and optimizer state's Trace differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state's Trace)", false},
+		{"optim.Adam", optim.Adam(lr), "parameters and gradients differ in structure: gradNet.Layers: length 2 vs 1 (parameters vs gradients)", false, ""},
+		{"optim.AdamW", optim.AdamW(lr), "parameters and gradients differ in structure: gradNet.Layers: length 2 vs 1 (parameters vs gradients)", false, ""},
+		{"optim.NAdam", optim.NAdam(lr), "parameters and gradients differ in structure: gradNet.Layers: length 2 vs 1 (parameters vs gradients)", false, ""},
+		{"optim.SGD", optim.SGD(lr), "parameters and gradients differ in structure: gradNet.Layers: length 2 vs 1 (parameters vs gradients)", true, ""},
+		{"optim.SGD", optim.SGD(lr, optim.SGDOptions{Momentum: 0.9}), "parameters and gradients differ in structure: gradNet.Layers: length 2 vs 1 (parameters vs gradients)", false, ""},
+		{"optim.Lion", optim.Lion(lr), "gradients and optimizer state's Mu differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state's Mu)", false, ""},
+		{"optim.RMSProp", optim.RMSProp(lr), "gradients and optimizer state's Nu differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state's Nu)", false, ""},
+		{"optim.Adagrad", optim.Adagrad(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false, ""},
+		{"optim.Adadelta", optim.Adadelta(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false, ""},
+		{"optim.AMSGrad", optim.AMSGrad(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false, ""},
+		{"optim.Adamax", optim.Adamax(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false, ""},
+		{"optim.RAdam", optim.RAdam(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false, ""},
+		{"optim.AdaBelief", optim.AdaBelief(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false, ""},
+		{"optim.Yogi", optim.Yogi(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false, ""},
+		{"optim.Novograd", optim.Novograd(lr), "gradients and optimizer state differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state)", false, ""},
+		{"optim.Adafactor", optim.Adafactor(lr), "gradients and optimizer state's VRow differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state's VRow)", false, ""},
+		{"optim.Lars", optim.Lars(lr), "gradients and parameters differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs parameters)", false, ""},
+		{"optim.Lamb", optim.Lamb(lr), "gradients and optimizer state's Mu differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state's Mu)", false, ""},
+		{"optim.MultiSteps", optim.MultiSteps(optim.Adam(lr), 2), "optimizer state's Acc and gradients differ in structure: gradNet.Layers: length 2 vs 1 (optimizer state's Acc vs gradients)", false, ""},
+		{"optim.Muon", optim.Muon(lr), "gradients and parameters differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs parameters)", false, ""},
+		{"optim.Partition", optim.Partition(map[string]optim.Transform{"a": optim.Adam(lr), "s": optim.SGD(lr)}, func(p pytree.Path, _ *tensor.Tensor) string {
+			if strings.HasSuffix(p.String(), ".W") {
+				return "a"
+			}
+			return "s"
+		}), "gradients and parameters differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs parameters)", false, "optim.Adam"},
+		{"optim.Trace", optim.Trace(0.9, false), "gradients and optimizer state's Trace differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state's Trace)", false, ""},
 	} {
 		t.Run(c.op, func(t *testing.T) {
 			state := c.tx.Init(params)
@@ -64,6 +74,9 @@ func TestHostileGradientsOfAnotherModel(t *testing.T) {
 				{"Update", func(g gradNet) { optim.Apply(params, first(c.tx.Update(g, state, params))) }},
 			} {
 				op, what := c.op, "gradient"
+				if c.leafOp != "" {
+					op = c.leafOp
+				}
 				if how.name == "Update" && c.plain {
 					// Plain SGD's Update scales the gradients, which
 					// it has nothing to compare with; Apply catches them.

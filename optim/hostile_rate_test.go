@@ -104,3 +104,18 @@ func TestNegativeLearningRateAscends(t *testing.T) {
 	p2, _ := optim.Step(tx, p, g, tx.Init(p))
 	assert.Equal(t, []float64{1.5, 1.5}, p2.Float64s())
 }
+
+type injectHP struct{ LR optim.Schedule }
+
+// InjectHyperparams names the Schedule field and the step where it gives a
+// NaN or an infinity; the optimizer its factory builds would otherwise
+// report it as a rate "at step 0" (it sees a Constant).
+func TestHostileInjectedNonFiniteRate(t *testing.T) {
+	p := tensor.Ones(tensor.Float32, 3)
+	tx := optim.InjectHyperparams(func(h injectHP) optim.Transform { return optim.Adam(h.LR) },
+		injectHP{LR: func(step int) float64 { return 0.1 / float64(1-step) }})
+	state := tx.Init(p)
+	p, state = optim.Step(tx, p, p, state)
+	assert.Equal(t, "optim.InjectHyperparams: Schedule field LR gave +Inf at step 1, want a finite value",
+		panicOf(func() { optim.Step(tx, p, p, state) }))
+}

@@ -126,7 +126,10 @@ func (i *inject[H]) resolve(n int, vals map[string]float64) (H, map[string]float
 			if s == nil {
 				panic(fmt.Sprintf("optim.InjectHyperparams: Schedule field %s is nil", f.name))
 			}
-			x = float64(float32(s(n)))
+			if x = s(n); !finite(x) {
+				panic(fmt.Sprintf("optim.InjectHyperparams: Schedule field %s gave %v at step %d, want a finite value", f.name, x, n))
+			}
+			x = float64(float32(x))
 			fv.Set(reflect.ValueOf(Constant(x)).Convert(fv.Type()))
 		case vals != nil:
 			x = vals[f.name]

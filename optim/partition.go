@@ -137,7 +137,7 @@ func (p *partition) labels(tree any) map[string]string {
 
 // group returns the Masked transform of one label.
 func (p *partition) group(labels map[string]string, name string) *masked {
-	return &masked{inner: p.txs[name], mask: func(path pytree.Path, _ *tensor.Tensor) bool {
+	return &masked{op: p.op, inner: p.txs[name], mask: func(path pytree.Path, _ *tensor.Tensor) bool {
 		return labels[path.String()] == name
 	}}
 }
