@@ -119,3 +119,14 @@ func TestHostileInjectedNonFiniteRate(t *testing.T) {
 	assert.Equal(t, "optim.InjectHyperparams: Schedule field LR gave +Inf at step 1, want a finite value",
 		panicOf(func() { optim.Step(tx, p, p, state) }))
 }
+
+// ScheduleFreeSGD and ScheduleFreeAdamW take the rate as a float64: a NaN
+// or an infinity panics naming them, warmup or not.
+func TestHostileScheduleFreeRate(t *testing.T) {
+	for _, bad := range []float64{math.NaN(), math.Inf(1)} {
+		assert.Equal(t, fmt.Sprintf("optim.ScheduleFreeSGD: learning rate %v, want a finite rate", bad),
+			panicOf(func() { optim.ScheduleFreeSGD(bad, optim.ScheduleFreeSGDOptions{WarmupSteps: 10}) }))
+		assert.Equal(t, fmt.Sprintf("optim.ScheduleFreeAdamW: learning rate %v, want a finite rate", bad),
+			panicOf(func() { optim.ScheduleFreeAdamW(bad) }))
+	}
+}

@@ -86,7 +86,7 @@ type ScheduleFreeSGDOptions struct {
 func ScheduleFreeSGD(lr float64, opts ...ScheduleFreeSGDOptions) Transform {
 	const op = "optim.ScheduleFreeSGD"
 	o := oneOpt(op, opts)
-	sched := freeSchedule(lr, o.WarmupSteps)
+	sched := freeSchedule(op, lr, o.WarmupSteps)
 	var base Transform = SGD(sched)
 	if o.WeightDecay != 0 {
 		checkNonNeg(op, "WeightDecay", o.WeightDecay)
@@ -120,7 +120,7 @@ type ScheduleFreeAdamWOptions struct {
 func ScheduleFreeAdamW(lr float64, opts ...ScheduleFreeAdamWOptions) Transform {
 	const op = "optim.ScheduleFreeAdamW"
 	o := oneOpt(op, opts)
-	sched := freeSchedule(lr, o.WarmupSteps)
+	sched := freeSchedule(op, lr, o.WarmupSteps)
 	base := Chain(
 		ScaleByRMS(RMSPropOptions{Decay: orDefault(o.B2, 0.999), Eps: orDefault(o.Eps, 1e-8), EpsOutsideSqrt: true, BiasCorrection: true}),
 		AddDecayedWeights(orDefault(o.WeightDecay, 0), nil),
@@ -129,7 +129,13 @@ func ScheduleFreeAdamW(lr float64, opts ...ScheduleFreeAdamWOptions) Transform {
 	return ScheduleFree(base, sched, ScheduleFreeOptions{B1: o.B1, WeightLRPower: o.WeightLRPower})
 }
 
-func freeSchedule(lr float64, warmup int) Schedule {
+// freeSchedule returns the schedule of ScheduleFreeSGD and
+// ScheduleFreeAdamW (op): lr after a linear warmup of warmup steps. It
+// panics on a NaN or infinite lr, which a warmup would hide at step 0.
+func freeSchedule(op string, lr float64, warmup int) Schedule {
+	if !finite(lr) {
+		panic(fmt.Sprintf("%s: learning rate %v, want a finite rate", op, lr))
+	}
 	if warmup > 0 {
 		return WarmupConstant(0, lr, warmup)
 	}
