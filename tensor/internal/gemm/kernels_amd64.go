@@ -26,10 +26,11 @@ import (
 // Zen 4 and recent Intel cores (64 sets), so the rule carries over; the
 // crossover of 96 rows was measured on Zen 5 only. In float64
 // (avx512Set64) B in place stayed faster at 128 rows with rows 8 KiB apart
-// (see there), so that set keeps 128.
+// (see there), so that set keeps 128. On Intel the crossover is lower: see
+// aliasMaxM.
 var avx512Set = tuned(&kernelSet[float32]{
 	name: "avx512", mr: 12, nr: 32, nrHalf: 16,
-	kc: 256, nc: 512, directMaxM: 128, directAliasMaxM: 96, oneVectorM: true,
+	kc: 256, nc: 512, directMaxM: 128, directAliasMaxM: aliasMaxM(thisCPU.vendor), oneVectorM: true,
 	kern:      avx512Kernels,
 	kernT:     avx512TKernels,
 	kernP:     avx512Kernels[flavC],
@@ -37,6 +38,22 @@ var avx512Set = tuned(&kernelSet[float32]{
 	transpose: transposeAVX,
 	pools:     pools32,
 })
+
+// aliasMaxM is the AVX-512 float32 set's directAliasMaxM on a CPU of this
+// vendor: 96 rows (measured on AMD EPYC Zen 5, above), 16 on Intel, where
+// packing B whose rows are 4 KiB apart won from 32 rows up. On a Sapphire
+// Rapids VM (BenchmarkSgemmDirect NN, k=1024, GFLOP per CPU-second, one
+// core, 4 rounds, load 3-7, ranges in place against packed): n=1024
+// m=32 73-80 / 74-80, m=64 92-97 / 88-106, m=96 101-109 / 105-117;
+// n=2048 m=32 52-67 / 72-80, m=64 75-85 / 96-103, m=96 77-90 / 105-114.
+// With rows not 4 KiB apart (n=768) the modes tied at 64-96 rows and in
+// place won at 32 (86-96 / 87-91), so directMaxM stays 128.
+func aliasMaxM(vendor string) int {
+	if vendor == "GenuineIntel" {
+		return 16
+	}
+	return 96
+}
 
 // The AVX2 set packs B from 17 rows of C up (directMaxM 16): on AMD EPYC
 // Zen 3, reading a 1024-wide B in place puts its rows, 4 KiB apart, in the
