@@ -166,17 +166,20 @@ func SumProductsPartThen(ps, qs []*Tensor, dim, lo, hi int, then PieceStep) {
 	Donate(buf)
 }
 
-// partBlockRows is the most rows of a block of SumProductsPartThen: the
-// gemm reads the right operands in place, unpacked, up to 96 rows of a
-// 1024-wide product (the AVX-512 set's directAliasMaxM, where the packed
-// and the in-place methods cost about the same), and 96 rows of 1024
-// float32 columns (384 KiB) stay in a Zen 5 core's L2 between the products
-// and the step that reads them. One core computed the DP benchmark's
-// 1024×1024 part of 512 rows and its Adam step in blocks of 48 to 128 rows
-// at the cost of the part then the step (BenchmarkFoldedAdam/devices=1,
-// Zen 5, load ~5: 190-218 GFLOP/s for every block size and for "after").
-// A variable for the benchmark.
-var partBlockRows = 96
+// partBlockRows is the most rows of a block of SumProductsPartThen: 128
+// rows of 1024 float32 columns (512 KiB) stay in L2 (1 MiB a Zen 5 core,
+// 2 MiB a Sapphire Rapids one) between the products and the step that
+// reads them. One core computed the DP benchmark's 1024×1024 part of 512
+// rows and its Adam step in blocks of 48 to 128 rows at the cost of the
+// part then the step (BenchmarkFoldedAdam/devices=1, Zen 5, load ~5:
+// 190-218 GFLOP/s for every block size and for "after"). On Sapphire
+// Rapids, where the gemm packs the right operand from 17 rows when its
+// rows are 4 KiB apart, the 8-device DP step's parts of 98 and 128 rows
+// cost ~1 CPU-ms a step less as one block each than as two of 49 and 64
+// (each block reads and packs all of q): see docs/performance.md, "The
+// 8-device forward products computed by the devices together". A variable
+// for the benchmark.
+var partBlockRows = 128
 
 // A PieceStep applies one step of an elementwise optimizer to the
 // elements [at, at+len(g)) of one parameter, row-major, given their
