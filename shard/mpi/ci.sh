@@ -29,6 +29,17 @@ if ! command -v mpirun >/dev/null || ! pkg-config --exists mpi; then
   fi
 fi
 
+# The packet-loss run (cluster.sh --loss) drops packets with the kernel's
+# netem qdisc or, on kernels built without it (no CONFIG_NET_SCH_NETEM, as
+# on some CI VMs), with an nftables rule: install nft where it is missing.
+if ! command -v nft >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables
+  fi
+fi
+
 # Open MPI refuses root without these; on a CI machine use loopback only.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
