@@ -7,6 +7,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/gonox/gonox/internal/filekind"
 )
 
 // Every file this package opens for reading is opened so that nothing can
@@ -17,33 +19,10 @@ import (
 
 var errNotRegular = errors.New("not a regular file")
 
-// kindOf names the type of a file mode for an error message: "a named
-// pipe (FIFO)", "a directory".
-func kindOf(m fs.FileMode) string {
-	switch t := m.Type(); {
-	case t == 0:
-		return "a regular file"
-	case t&fs.ModeDir != 0:
-		return "a directory"
-	case t&fs.ModeSymlink != 0:
-		return "a symlink"
-	case t&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case t&fs.ModeSocket != 0:
-		return "a socket"
-	case t&fs.ModeCharDevice != 0:
-		return "a character device"
-	case t&fs.ModeDevice != 0:
-		return "a device"
-	default:
-		return "a special file (" + t.String() + ")"
-	}
-}
-
 // notRegular is the error for a file of mode m where a regular file
 // belongs.
 func notRegular(m fs.FileMode) error {
-	return fmt.Errorf("%w: it is %s", errNotRegular, kindOf(m))
+	return fmt.Errorf("%w: it is %s", errNotRegular, filekind.Of(m))
 }
 
 // openRegular opens name in root for reading, refusing anything but a
@@ -95,7 +74,7 @@ func readDir(dir string) ([]fs.DirEntry, error) {
 		return nil, err
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory: it is %s", dir, kindOf(fi.Mode()))
+		return nil, fmt.Errorf("%s is not a directory: it is %s", dir, filekind.Of(fi.Mode()))
 	}
 	f, err := os.OpenFile(dir, os.O_RDONLY|oNonblock, 0)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gonox/gonox/internal/filekind"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
@@ -197,7 +198,7 @@ func readManifest(dir string, step int) (root *os.Root, m *manifest, err error) 
 		target, _ := os.Readlink(stepDir)
 		return nil, nil, fail(stepDir, fmt.Errorf("%w: the step directory is a symlink to %s (this package never writes one; restoring it would read outside %s)", ErrUnsafePath, target, dir))
 	case !fi.IsDir():
-		return nil, nil, fail(stepDir, fmt.Errorf("%w: the step directory is not a directory: it is %s", ErrCorrupt, kindOf(fi.Mode())))
+		return nil, nil, fail(stepDir, fmt.Errorf("%w: the step directory is not a directory: it is %s", ErrCorrupt, filekind.Of(fi.Mode())))
 	}
 	r, err := os.OpenRoot(stepDir)
 	if err != nil {

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"os"
 	"runtime/debug"
+
+	"github.com/gonox/gonox/internal/filekind"
 )
 
 // UintType is the width of the unsigned integers of a token or image file.
@@ -69,25 +70,6 @@ func fileErr(path string, off int64, format string, args ...any) error {
 	return &FileError{File: path, Offset: off, Err: fmt.Errorf(format, args...)}
 }
 
-// fileKind names the type of a file that is not a regular one.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	}
-	return "file mode " + m.Type().String()
-}
-
 // openRegular opens path for reading after checking that it is a regular
 // file: a directory, a FIFO (whose open would block until a writer came) or
 // a device is refused before it is opened.
@@ -97,7 +79,7 @@ func openRegular(path string) (*os.File, int64, error) {
 		return nil, 0, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, 0, &FileError{File: path, Offset: -1, Err: fmt.Errorf("%w (%s)", ErrNotRegular, fileKind(st.Mode()))}
+		return nil, 0, &FileError{File: path, Offset: -1, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, filekind.Of(st.Mode()))}
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -166,7 +166,7 @@ func TestTokenFileHostile(t *testing.T) {
 	// A directory, a missing file.
 	_, err = OpenTokens(dir)
 	assert.ErrorIs(t, err, ErrNotRegular)
-	assert.EqualError(t, err, "data: "+dir+": not a regular file (a directory)") // not "(d---------)"
+	assert.EqualError(t, err, "data: "+dir+": not a regular file: it is a directory") // not "(d---------)"
 	_, err = OpenTokens(filepath.Join(dir, "missing.tok"))
 	assert.ErrorIs(t, err, os.ErrNotExist)
 	assert.ErrorContains(t, err, "missing.tok")

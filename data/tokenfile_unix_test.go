@@ -31,7 +31,7 @@ func TestOpenFIFO(t *testing.T) {
 		select {
 		case err := <-done:
 			assert.ErrorIs(t, err, ErrNotRegular)
-			assert.EqualError(t, err, "data: "+path+": not a regular file (a named pipe)") // not "(p---------)"
+			assert.EqualError(t, err, "data: "+path+": not a regular file: it is a named pipe (FIFO)") // not "(p---------)"
 		case <-time.After(10 * time.Second):
 			t.Fatal("opening a FIFO blocked")
 		}

@@ -263,7 +263,7 @@ func TestReadErrors(t *testing.T) {
 	}
 	dir := t.TempDir()
 	_, err = Load(dir, dir)
-	assert.ErrorContains(t, err, dir+": not a regular file (a directory)") // not "(d---------)"
+	assert.ErrorContains(t, err, dir+": not a regular file: it is a directory") // not "(d---------)"
 	_, err = Load(filepath.Join(dir, "missing.json"), dir)
 	assert.ErrorContains(t, err, "missing.json")
 }

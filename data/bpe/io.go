@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/gonox/gonox/internal/filekind"
 )
 
 // MaxFileBytes bounds the size of an encoder.json or a vocab.bpe that Read
@@ -79,11 +81,7 @@ func openRegular(path string) (*os.File, error) {
 		return nil, fmt.Errorf("bpe: %w", err)
 	}
 	if !st.Mode().IsRegular() {
-		kind := "a directory"
-		if !st.IsDir() {
-			kind = "file mode " + st.Mode().Type().String()
-		}
-		return nil, fmt.Errorf("bpe: %s: not a regular file (%s)", path, kind)
+		return nil, fmt.Errorf("bpe: %s: not a regular file: it is %s", path, filekind.Of(st.Mode()))
 	}
 	f, err := os.Open(path)
 	if err != nil {
