@@ -187,15 +187,8 @@ func BenchmarkWindow(b *testing.B) {
 // cache: the kernels' peak, in GFLOP per CPU-second.
 func BenchmarkIgemmKernel(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
-	const cg, pd, psize = 64, 34, 34 * 34
-	var offs []int
-	for c := 0; c < cg; c++ {
-		for kh := 0; kh < 3; kh++ {
-			for kw := 0; kw < 3; kw++ {
-				offs = append(offs, 4*(c*psize+kh*pd+kw))
-			}
-		}
-	}
+	const cg, psize = 64, 34 * 34
+	offs := tapOffsets(cg)
 	p := randSlice(rng, cg*psize+1024)
 	for _, k := range active.igemm {
 		b.Run(fmt.Sprintf("%dx%d", k.mr, k.nv), func(b *testing.B) {
@@ -217,14 +210,7 @@ func BenchmarkIgemmKernel(b *testing.B) {
 func BenchmarkDotKernel(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	const cg, pd, psize = 8, 34, 34 * 34
-	var offs []int
-	for c := 0; c < cg; c++ {
-		for kh := 0; kh < 3; kh++ {
-			for kw := 0; kw < 3; kw++ {
-				offs = append(offs, 4*(c*psize+kh*pd+kw))
-			}
-		}
-	}
+	offs := tapOffsets(cg)
 	p := randSlice(rng, cg*psize+1024)
 	for _, k := range active.dot {
 		b.Run(fmt.Sprintf("%dx%d", k.mr, k.nr), func(b *testing.B) {
@@ -238,4 +224,20 @@ func BenchmarkDotKernel(b *testing.B) {
 			})
 		})
 	}
+}
+
+// tapOffsets returns the byte offsets of the 3×3 taps of cg channels of
+// padded 34×34 planes, channel by channel: the shift and dot kernels'
+// offset table for the benchmarks' resnet-like class.
+func tapOffsets(cg int) []int {
+	const pd, psize = 34, 34 * 34
+	offs := make([]int, 0, 9*cg)
+	for c := 0; c < cg; c++ {
+		for kh := 0; kh < 3; kh++ {
+			for kw := 0; kw < 3; kw++ {
+				offs = append(offs, 4*(c*psize+kh*pd+kw))
+			}
+		}
+	}
+	return offs
 }
