@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
@@ -43,36 +42,20 @@ func leafOf(what string, tree any, x *tensor.Tensor) string {
 
 // sameStructure is called by a deferred function of op with the value r
 // recover() returned: it re-panics pytree's report of trees of different
-// structures ("pytree.MapNOut: tree 1 does not have the structure of
-// tree 0: ...") as op's, naming the trees by role(i), what tree i holds
-// ("parameters", "gradients", ...), and any other panic as it was.
+// structures (*pytree.StructureError) as op's, naming the trees by
+// role(i), what tree i holds ("parameters", "gradients", ...), and any
+// other panic as it was.
 func sameStructure(op string, r any, role func(i int) string) {
 	if r == nil {
 		return
 	}
-	const mid = " does not have the structure of tree 0: "
-	s, ok := r.(string)
-	head, rest, found := strings.Cut(s, mid)
-	k := strings.LastIndex(head, "tree ")
-	if !ok || !found || !strings.HasPrefix(s, "pytree.") || k < 0 {
+	e, ok := r.(*pytree.StructureError)
+	if !ok {
 		panic(r)
 	}
-	i, err := strconv.Atoi(head[k+len("tree "):])
-	if err != nil {
-		panic(r)
-	}
-	lines := strings.Split(rest, "\n")
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s and %s differ in structure: %s (%s vs %s)", op, role(0), role(i), lines[0], role(0), role(i))
-	for _, l := range lines[1:] {
-		for _, j := range []int{0, i} {
-			if t, ok := strings.CutPrefix(l, fmt.Sprintf("  tree %d: ", j)); ok {
-				fmt.Fprintf(&b, "\n  %s: %s", role(j), t)
-				break
-			}
-		}
-	}
-	panic(b.String())
+	panic(fmt.Sprintf("%s: %s and %s differ in structure: %s (%s vs %s)\n  %s: %s\n  %s: %s",
+		op, role(0), role(e.Tree), e.Where, role(0), role(e.Tree),
+		role(0), e.Structures[0], role(e.Tree), e.Structures[1]))
 }
 
 // gradParamRoles names the trees of a walk over gradients and parameters.

@@ -403,7 +403,28 @@ func releaseAll(recs []*flattener) {
 	}
 }
 
-// mismatch panics with a description of how tree i differs from tree 0.
+// A StructureError is the value the functions that walk several trees at
+// once (MapN, MapNOut, Combine, ...) panic with when tree Tree does not
+// have the structure of tree 0. Its Error names the function, the first
+// difference and both structures; a caller that recovers it can say the
+// same in its own terms (package optim names the trees "gradients",
+// "parameters").
+type StructureError struct {
+	Op         string    // the function: "pytree.MapN"
+	Tree       int       // the index of the tree that differs from tree 0
+	Where      string    // the first difference: "MLP.Layers: length 2 vs 1"
+	Structures [2]string // the structures of tree 0 and of tree Tree, shortened
+}
+
+// Error returns "<Op>: tree <Tree> does not have the structure of tree 0:
+// <Where>", then the two structures on lines of their own.
+func (e *StructureError) Error() string {
+	return fmt.Sprintf("%s: tree %d does not have the structure of tree 0: %s\n  tree 0: %s\n  tree %d: %s",
+		e.Op, e.Tree, e.Where, e.Structures[0], e.Tree, e.Structures[1])
+}
+
+// mismatch panics with a *StructureError describing how tree i differs
+// from tree 0.
 func mismatch(op string, a, b any, i int) {
 	d := &differ{shapeOnly: true, root: rootName(reflect.TypeOf(a))}
 	e := d.diffValues(reflect.ValueOf(&a).Elem(), reflect.ValueOf(&b).Elem(), anyPlan)
@@ -411,8 +432,8 @@ func mismatch(op string, a, b any, i int) {
 	if e != nil {
 		where = e.Error()
 	}
-	panic(fmt.Sprintf("%s: tree %d does not have the structure of tree 0: %s\n  tree 0: %s\n  tree %d: %s",
-		op, i, trimPrefix(where), truncate(structString(a)), i, truncate(structString(b))))
+	panic(&StructureError{Op: op, Tree: i, Where: trimPrefix(where),
+		Structures: [2]string{truncate(structString(a)), truncate(structString(b))}})
 }
 
 func trimPrefix(s string) string {

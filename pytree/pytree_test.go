@@ -708,6 +708,16 @@ func TestMapNMismatch(t *testing.T) {
 	assert.Contains(t, msg, "tree 1 does not have the structure of tree 0: Model.Blocks[1].Attn: *Attention vs nil\n")
 
 	assert.Equal(t, "pytree.MapN: no trees", panicMessage(t, func() { pytree.MapN[*MLP](f) }))
+
+	// The panic value carries the parts, for callers that name the trees
+	// in their own terms (package optim).
+	defer func() {
+		e, ok := recover().(*pytree.StructureError)
+		require.True(t, ok, "the panic value is a *pytree.StructureError")
+		assert.Equal(t, pytree.StructureError{Op: "pytree.MapN", Tree: 2, Where: "MLP.Layers: length 2 vs 1",
+			Structures: [2]string{"&MLP{Layers: [Linear{W: *, B: *}, Linear{W: *, B: *}]}", "&MLP{Layers: [Linear{W: *, B: *}]}"}}, *e)
+	}()
+	pytree.MapN(f, newMLP(2, 3, 1), newMLP(2, 3, 1), newMLP(2, 3))
 }
 
 func TestFilterPartitionCombine(t *testing.T) {
