@@ -134,6 +134,24 @@
 // escape hatch, a loss run inside shard.Map with the device's Ctx for models
 // that call collectives themselves.
 //
+// # A loss that is NaN or infinite
+//
+// Step checks the loss before its backward pass: a NaN or an infinity
+// (a corrupt batch, a run that diverged) skips the step — parameters,
+// optimizer state and model state stay as they were — and returns a
+// *NonFiniteLossError with the loss. Go on with the next batch (as
+// PyTorch's GradScaler skips a step) or stop (Keras's TerminateOnNaN):
+//
+//	l, err := tr.Step(b)
+//	if errors.Is(err, parallel.ErrNonFiniteLoss) {
+//		skipped++ // or return err
+//		continue
+//	}
+//
+// Gradients that overflow while the loss is finite are the optimizer's
+// to catch: optim.ApplyIfFinite (optax's apply_if_finite) zeroes such an
+// update and leaves the inner state alone.
+//
 // # Models with state
 //
 // A model with BatchNorm keeps running statistics in an nn.State beside

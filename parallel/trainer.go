@@ -3,6 +3,7 @@ package parallel
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -178,7 +179,10 @@ type Trainer[M, B any] struct {
 	comm   shard.Comm
 	// stepTime is the wall time of the last Step, LossAndGrad or Eval.
 	stepTime time.Duration
-	don      donation // what Step may donate (donate.go)
+	// guard: the losses of the running Step are checked for NaN and
+	// infinities (checkLoss); set by Step before any device starts.
+	guard bool
+	don   donation // what Step may donate (donate.go)
 
 	grads func(stepIn[M, B]) gradOut[M]
 	step  func(stepIn[M, B]) stepOut[M]
@@ -445,13 +449,69 @@ func (t *Trainer[M, B]) optimizer(psum optim.PsumFunc) optim.Transform {
 func (t *Trainer[M, B]) userLoss(c *shard.Ctx, m M, b B, key tensor.Key, micro int, flow *stateFlow) *tensor.Tensor {
 	switch {
 	case t.cfg.Loss != nil:
-		return t.cfg.Loss(m, b)
+		return t.checkLoss(t.cfg.Loss(m, b))
 	case t.cfg.LossWithKey != nil:
-		return t.cfg.LossWithKey(m, b, key)
+		return t.checkLoss(t.cfg.LossWithKey(m, b, key))
 	case t.cfg.StateLoss != nil:
-		return flow.run(micro, func(s nn.State) (*tensor.Tensor, nn.State) { return t.cfg.StateLoss(m, s, b, key) })
+		return t.checkLoss(flow.run(micro, func(s nn.State) (*tensor.Tensor, nn.State) { return t.cfg.StateLoss(m, s, b, key) }))
 	}
-	return t.cfg.DeviceLoss(c, m, b, key)
+	return t.checkLoss(t.cfg.DeviceLoss(c, m, b, key))
+}
+
+// ErrNonFiniteLoss is what a Step whose loss is NaN or infinite returns,
+// wrapped in a *NonFiniteLossError: errors.Is(err, ErrNonFiniteLoss).
+var ErrNonFiniteLoss = errors.New("non-finite loss")
+
+// NonFiniteLossError is the error of a Step whose loss is NaN or
+// infinite. The step was skipped: the parameters, the optimizer state and
+// the model state are those before it, as if the batch had not been seen
+// (only the step's key was used up: the next Step draws the key it would
+// have drawn anyway).
+type NonFiniteLossError struct {
+	// Step counts the trainer's steps, this one included (1 for the
+	// first).
+	Step int
+	// Loss is the non-finite value: the loss of the batch, or of a
+	// micro-batch, or on the DP step of one device's rows (the mean over
+	// the devices is then non-finite too).
+	Loss float64
+}
+
+// Error describes the skipped step.
+func (e *NonFiniteLossError) Error() string {
+	return fmt.Sprintf("parallel: step %d: the loss is %v; the update was skipped (parameters, optimizer and model state unchanged)", e.Step, e.Loss)
+}
+
+// Is reports whether target is ErrNonFiniteLoss.
+func (e *NonFiniteLossError) Is(target error) bool { return target == ErrNonFiniteLoss }
+
+// checkLoss returns l, a loss the user's function returned, or during a
+// Step panics with a *NonFiniteLossError if it is a NaN or an infinity:
+// before the backward pass and any update, on the device that computed
+// it (shard.Map then stops the others where they wait for it, before
+// their updates too). Step recovers the panic and returns the error.
+func (t *Trainer[M, B]) checkLoss(l *tensor.Tensor) *tensor.Tensor {
+	if !t.guard || l == nil || l.Size() != 1 || !l.DType().IsFloat() {
+		return l
+	}
+	if v := l.Item(); math.IsNaN(v) || math.IsInf(v, 0) {
+		panic(&NonFiniteLossError{Step: int(t.steps), Loss: v})
+	}
+	return l
+}
+
+// skipped turns the panic of checkLoss, also as the cause of a device's
+// failure in shard.Map, into its error; nil for any other value.
+func skipped(r any) *NonFiniteLossError {
+	err, ok := r.(error)
+	if !ok {
+		return nil
+	}
+	var nf *NonFiniteLossError
+	if errors.As(err, &nf) {
+		return nf
+	}
+	return nil
 }
 
 // replicate places every leaf of a model state replicated on mesh.
@@ -722,12 +782,34 @@ func (t *Trainer[M, B]) peekKey() tensor.Key { return tensor.FoldIn(t.cfg.Key, t
 // Step runs one training step on batch and returns the mean loss before
 // the update. A batch that does not split evenly over the data axes and
 // micro-batches is an error.
-func (t *Trainer[M, B]) Step(batch B) (float64, error) {
+//
+// A loss that is NaN or infinite (a bad batch, a diverging run) is a
+// *NonFiniteLossError (errors.Is(err, ErrNonFiniteLoss)), returned with
+// that loss: the step is skipped before its backward pass, so the
+// parameters, optimizer state and model state stay as they were, and the
+// caller decides, as with PyTorch's GradScaler skipping a step or Keras's
+// TerminateOnNaN, whether to go on with the next batch or stop. Only the
+// loss is checked; to skip updates whose gradients are not finite while
+// the loss is, wrap the optimizer in optim.ApplyIfFinite. In a job over
+// several processes a device's failure ends the job (see shard.Map), a
+// non-finite loss on the DP step included.
+func (t *Trainer[M, B]) Step(batch B) (loss float64, err error) {
 	if err := t.checkBatch(batch); err != nil {
 		return 0, err
 	}
 	defer t.begin()()
 	key := t.nextKey()
+	t.guard = true
+	defer func() {
+		t.guard = false
+		if r := recover(); r != nil {
+			nf := skipped(r)
+			if nf == nil {
+				panic(r)
+			}
+			loss, err = nf.Loss, nf
+		}
+	}()
 	var l *tensor.Tensor
 	var g M
 	stateful := t.cfg.StateLoss != nil
@@ -738,7 +820,7 @@ func (t *Trainer[M, B]) Step(batch B) (float64, error) {
 			t.setModelState(flow)
 			oldP, oldS := t.params, t.opt
 			t.params, t.opt = p, s
-			loss := l.Item()
+			loss = l.Item()
 			t.donateStep(oldP, oldS, g, l)
 			return loss, nil
 		}
@@ -765,13 +847,13 @@ func (t *Trainer[M, B]) Step(batch B) (float64, error) {
 		if stateful {
 			t.mstate = out.ModelState
 		}
-		loss := out.Loss.Item()
+		loss = out.Loss.Item()
 		t.donateStep(oldP, oldS, out.Loss)
 		return loss, nil
 	}
 	oldP, oldS := t.params, t.opt
 	t.params, t.opt = optim.StepWith(t.optimizer(nil), t.params, g, t.opt, t.early(g))
-	loss := l.Item()
+	loss = l.Item()
 	t.donateStep(oldP, oldS, g, l)
 	return loss, nil
 }

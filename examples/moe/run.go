@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"github.com/gonox/gonox/examples/internal/report"
 	"github.com/gonox/gonox/internal/cputime"
 	"github.com/gonox/gonox/optim"
+	"github.com/gonox/gonox/parallel"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -152,7 +154,7 @@ func (r *runner) train() error {
 			return err
 		}
 		st, err := r.tr.trainStep(x, y)
-		if err != nil {
+		if err != nil && !errors.Is(err, parallel.ErrNonFiniteLoss) {
 			return err
 		}
 		if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {

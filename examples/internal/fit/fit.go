@@ -4,6 +4,7 @@
 package fit
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -36,14 +37,14 @@ func Epoch[M any](tr *parallel.Trainer[M, data.Batch], loader *data.Loader, i, n
 			return 0, steps, err
 		}
 		l, err := tr.Step(b)
-		if err != nil {
-			bar.Stop()
-			return 0, steps, err
-		}
-		if math.IsNaN(l) || math.IsInf(l, 0) {
+		if errors.Is(err, parallel.ErrNonFiniteLoss) || math.IsNaN(l) || math.IsInf(l, 0) {
 			bar.Stop()
 			return 0, steps, fmt.Errorf("epoch %d, batch %d: the training loss is %v (diverged; a smaller -lr than %g may train); %s",
 				i+1, steps+1, l, lr, cps.Last())
+		}
+		if err != nil {
+			bar.Stop()
+			return 0, steps, err
 		}
 		sum += l
 		steps++
