@@ -24,6 +24,22 @@ func gradFits(op string, g, ref *tensor.Tensor, tree any) {
 	panic(fmt.Sprintf("%s: %s is %v, parameter %v", op, leafOf("gradient", tree, ref), g, ref))
 }
 
+// gradsFit panics unless grads has the structure of params and each
+// gradient the dtype and shape of its parameter, naming op: a wrapper
+// (ScheduleFree, Lookahead) checks there before its inner transform runs,
+// whose panic would name the inner transform alone or, where the inner
+// transform keeps no state to compare with (plain SGD), come from the
+// wrapper's own arithmetic (tensor.Add), naming no optimizer.
+func gradsFit(op string, grads, params any) {
+	defer func() { sameStructure(op, recover(), gradParamRoles) }()
+	pytree.MapN(func(xs []*tensor.Tensor) *tensor.Tensor {
+		if g, p := xs[0], xs[1]; g != nil && p != nil {
+			gradFits(op, g, p, params)
+		}
+		return nil
+	}, grads, params)
+}
+
 // leafOf returns what followed by " of " and the path of x in tree, or
 // what alone when x is the root (or not found: a tensor at two positions
 // is found at its first).

@@ -118,13 +118,14 @@
 // built in its parameter's image; plain SGD's Update keeps no state and
 // leaves the check to Apply.
 //
-// A learning rate must be finite, unlike in optax, which checks nothing: an
-// optimizer's constructor evaluates its schedule at step 0 and panics,
-// naming itself and the value, on NaN or an infinity
-// (optim.Adam(optim.Constant(math.NaN()))), and each update panics naming
-// the optimizer, the value and the step if the schedule gives one later
-// ("optim.Adam: learning rate schedule gave NaN at step 7, want a finite
-// rate"), rather than turning every parameter into NaN. Zero and negative
+// A learning rate must be finite, unlike in optax, which checks nothing:
+// optim.Constant(math.NaN()) panics where it is written, and each update
+// panics naming the optimizer, the value and the step if its schedule
+// gives NaN or an infinity ("optim.Adam: learning rate schedule gave NaN at
+// step 7, want a finite rate"), rather than turning every parameter into
+// NaN. A constructor never calls the schedule itself: a schedule runs
+// only for the steps an optimizer takes (from 1 for ScheduleFree, as in
+// optax, so 1/step is a valid ScheduleFree schedule). Zero and negative
 // rates are accepted, as in optax: a negative rate ascends the gradient
 // (PyTorch's optimizers reject it as "Invalid learning rate").
 //

@@ -62,6 +62,9 @@ func TestHostileGradientsOfAnotherModel(t *testing.T) {
 			}
 			return "s"
 		}), "gradients and parameters differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs parameters)", false, "optim.Adam"},
+		{"optim.ScheduleFree", optim.ScheduleFree(optim.Adam(lr), lr), "gradients and parameters differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs parameters)", false, ""},
+		{"optim.ScheduleFreeSGD", optim.ScheduleFreeSGD(0.1), "gradients and parameters differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs parameters)", false, ""},
+		{"optim.ScheduleFreeAdamW", optim.ScheduleFreeAdamW(0.1), "gradients and parameters differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs parameters)", false, ""},
 		{"optim.Trace", optim.Trace(0.9, false), "gradients and optimizer state's Trace differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs optimizer state's Trace)", false, ""},
 	} {
 		t.Run(c.op, func(t *testing.T) {
@@ -110,3 +113,29 @@ func TestHostileApply(t *testing.T) {
 
 // first returns its first argument.
 func first(u any, _ optim.State) any { return u }
+
+// Lookahead checks the fast gradients against the fast weights, naming
+// itself: around plain SGD, which keeps no state to compare with, they
+// used to reach Lookahead's own arithmetic (tensor.Add: f32[4,3] +
+// f32[3,4]: ...).
+func TestHostileLookaheadGradients(t *testing.T) {
+	f32s := func(s ...int) *tensor.Tensor { return tensor.Ones(tensor.Float32, s...) }
+	model := gradNet{[]gradLayer{{f32s(2, 3), f32s(3)}, {f32s(4, 3), f32s(3)}}}
+	transposed := gradNet{[]gradLayer{{f32s(2, 3), f32s(3)}, {f32s(3, 4), f32s(3)}}}
+	float64s := gradNet{[]gradLayer{{f32s(2, 3), f32s(3)}, {tensor.Ones(tensor.Float64, 4, 3), f32s(3)}}}
+	short := gradNet{[]gradLayer{{f32s(2, 3), f32s(3)}}}
+	for _, inner := range []optim.Transform{optim.SGD(optim.Constant(0.1)), optim.Adam(optim.Constant(0.1))} {
+		tx := optim.Lookahead(inner, 1, 0.5)
+		lp := optim.NewLookaheadParams(model)
+		state := tx.Init(lp)
+		step := func(g gradNet) func() {
+			return func() { optim.Step(tx, lp, optim.LookaheadParams[gradNet]{Fast: g}, state) }
+		}
+		assert.Equal(t, "optim.Lookahead: gradient of Layers[1].W is f32[3,4], parameter f32[4,3]", panicOf(step(transposed)))
+		assert.Equal(t, "optim.Lookahead: gradient of Layers[1].W is f64[4,3], parameter f32[4,3]", panicOf(step(float64s)))
+		msg, ok := panicOf(step(short)).(string)
+		require.True(t, ok)
+		assert.Contains(t, msg, "optim.Lookahead: gradients and parameters differ in structure: gradNet.Layers: length 1 vs 2 (gradients vs parameters)\n")
+		assert.Nil(t, panicOf(step(model)))
+	}
+}

@@ -51,18 +51,23 @@ var rateOptimizers = []struct {
 	{"optim.ScaleBySchedule", func(s optim.Schedule) optim.Transform { return optim.ScaleBySchedule(s) }},
 }
 
-// A learning rate that is NaN or infinite at step 0 (optim.Constant(NaN))
-// panics where the optimizer is built; one a schedule produces at a later
-// step panics at that step's update, naming the optimizer, the value and
-// the step. Both used to be accepted, and the parameters became NaN.
+// A constant rate that is NaN or infinite panics in optim.Constant; one a
+// schedule produces at some step panics at that step's update, naming the
+// optimizer, the value and the step. Both used to be accepted, and the
+// parameters became NaN. The constructors do not call the schedule.
 func TestHostileNonFiniteLearningRate(t *testing.T) {
 	params := hostileTree{A: tensor.Ones(tensor.Float32, 3, 4), B: tensor.Ones(tensor.Float32, 4)}
 	grads := hostileTree{A: tensor.Full(tensor.Float32, 0.5, 3, 4), B: tensor.Full(tensor.Float32, -0.5, 4)}
+	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		assert.Equal(t, fmt.Sprintf("optim.Constant: %v, want a finite value", bad),
+			panicOf(func() { optim.Constant(bad) }), "constant")
+	}
 	for _, c := range rateOptimizers {
 		for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
 			t.Run(fmt.Sprintf("%s/%v", c.op, bad), func(t *testing.T) {
-				assert.Equal(t, fmt.Sprintf("%s: learning rate %v at step 0, want a finite rate", c.op, bad),
-					panicOf(func() { c.new(optim.Constant(bad)) }), "constant")
+				calls := 0
+				c.new(func(int) float64 { calls++; return bad })
+				assert.Zero(t, calls, "the constructor calls the schedule")
 
 				// Finite for two updates, then bad.
 				tx := c.new(func(step int) float64 {
@@ -128,5 +133,27 @@ func TestHostileScheduleFreeRate(t *testing.T) {
 			panicOf(func() { optim.ScheduleFreeSGD(bad, optim.ScheduleFreeSGDOptions{WarmupSteps: 10}) }))
 		assert.Equal(t, fmt.Sprintf("optim.ScheduleFreeAdamW: learning rate %v, want a finite rate", bad),
 			panicOf(func() { optim.ScheduleFreeAdamW(bad) }))
+	}
+}
+
+// ScheduleFree's schedule sees the step count from 1, as in optax: a
+// schedule undefined at 0 (1/step) trains; its constructor used to call it
+// at 0 and panic on +Inf.
+func TestScheduleFreeScheduleFromStepOne(t *testing.T) {
+	var seen []int
+	tx := optim.ScheduleFree(optim.SGD(optim.Constant(1)), func(step int) float64 {
+		seen = append(seen, step)
+		return 0.5 / float64(step)
+	})
+	p := tensor.FromFloat64([]float64{1, 2}, 2)
+	g := tensor.FromFloat64([]float64{1, -1}, 2)
+	state := tx.Init(p)
+	for range 2 {
+		require.Nil(t, panicOf(func() { optim.Step(tx, p, g, state) }))
+		p, state = optim.Step(tx, p, g, state)
+	}
+	assert.Equal(t, []int{1, 1, 2, 2}, seen, "each Step above runs twice")
+	for _, v := range p.Float64s() {
+		assert.False(t, math.IsNaN(v) || math.IsInf(v, 0))
 	}
 }

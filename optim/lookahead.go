@@ -120,6 +120,7 @@ func (l *lookahead) UpdateExtra(grads any, state State, params any, extra Extra)
 	if g, ok := grads.(lookaheadPair); ok {
 		grads, _ = g.fastSlow()
 	}
+	gradsFit(op, grads, fast)
 	u, fastState := UpdateExtra(l.fast, grads, st.FastState, fast, extra)
 	sync := n == l.period-1
 	next := newCount()

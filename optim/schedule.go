@@ -18,7 +18,11 @@ import (
 type Schedule func(step int) float64
 
 // Constant returns a schedule that is v at every step (optax.constant_schedule).
+// It panics if v is NaN or infinite: no rate or hyperparameter can be.
 func Constant(v float64) Schedule {
+	if !finite(v) {
+		panic(fmt.Sprintf("optim.Constant: %v, want a finite value", v))
+	}
 	return func(int) float64 { return v }
 }
 

@@ -59,7 +59,7 @@ func ScheduleFree(base Transform, lr Schedule, opts ...ScheduleFreeOptions) Tran
 	}
 	needSchedule(op, lr)
 	o := oneOpt(op, opts)
-	s := &scheduleFree{base: base, lr: lr, b1: orDefault(o.B1, 0.9), power: orDefault(o.WeightLRPower, 2)}
+	s := &scheduleFree{op: op, base: base, lr: lr, b1: orDefault(o.B1, 0.9), power: orDefault(o.WeightLRPower, 2)}
 	if !(s.b1 > 0 && s.b1 <= 1) {
 		panic(fmt.Sprintf("%s: B1 %v outside (0, 1]", op, s.b1))
 	}
@@ -92,7 +92,9 @@ func ScheduleFreeSGD(lr float64, opts ...ScheduleFreeSGDOptions) Transform {
 		checkNonNeg(op, "WeightDecay", o.WeightDecay)
 		base = Chain(AddDecayedWeights(o.WeightDecay, nil), base)
 	}
-	return ScheduleFree(base, sched, ScheduleFreeOptions{B1: o.B1, WeightLRPower: o.WeightLRPower})
+	sf := ScheduleFree(base, sched, ScheduleFreeOptions{B1: o.B1, WeightLRPower: o.WeightLRPower})
+	sf.(*scheduleFree).op = op
+	return sf
 }
 
 // ScheduleFreeAdamWOptions are the optional hyperparameters of
@@ -126,7 +128,9 @@ func ScheduleFreeAdamW(lr float64, opts ...ScheduleFreeAdamWOptions) Transform {
 		AddDecayedWeights(orDefault(o.WeightDecay, 0), nil),
 		ScaleByLearningRate(sched),
 	)
-	return ScheduleFree(base, sched, ScheduleFreeOptions{B1: o.B1, WeightLRPower: o.WeightLRPower})
+	sf := ScheduleFree(base, sched, ScheduleFreeOptions{B1: o.B1, WeightLRPower: o.WeightLRPower})
+	sf.(*scheduleFree).op = op
+	return sf
 }
 
 // freeSchedule returns the schedule of ScheduleFreeSGD and
@@ -143,13 +147,14 @@ func freeSchedule(op string, lr float64, warmup int) Schedule {
 }
 
 type scheduleFree struct {
+	op        string // the constructor, named in panics
 	base      Transform
 	lr        Schedule
 	b1, power float64
 }
 
 func (s *scheduleFree) Init(params any) State {
-	rejectHalf("optim.ScheduleFree", "parameter", params)
+	rejectHalf(s.op, "parameter", params)
 	z := pytree.Map(params, func(p *tensor.Tensor) *tensor.Tensor {
 		if !isFloat(p) {
 			return nil
@@ -173,9 +178,10 @@ func (s *scheduleFree) Update(grads any, state State, params any) (any, State) {
 
 // UpdateExtra passes extra on to the base optimizer.
 func (s *scheduleFree) UpdateExtra(grads any, state State, params any, extra Extra) (any, State) {
-	const op = "optim.ScheduleFree"
+	op := s.op
 	rejectHalf(op, "gradient", grads)
 	needParams(op, params)
+	gradsFit(op, grads, params)
 	st := stateAs[ScheduleFreeState](op, state)
 	n := countValue(op, st.StepCount)
 	b1 := scalarState(op, "B1", st.B1)

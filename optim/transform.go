@@ -533,16 +533,14 @@ func oneOpt[O any](op string, opts []O) O {
 	return o
 }
 
-// needSchedule panics if a required learning rate is nil, or if it is not
-// finite at step 0 (optim.Constant(math.NaN()), say): a rate that would
-// turn every parameter into NaN at the first update is a programmer error,
-// reported where the optimizer is built.
+// needSchedule panics if a required learning rate is nil. It does not
+// call the schedule: a schedule runs when an update needs its rate (rateAt
+// checks it there), from the step count that optimizer starts at (1 for
+// ScheduleFree, as in optax), never once more where the optimizer is
+// built; a Constant that is not finite panics in Constant.
 func needSchedule(op string, lr Schedule) {
 	if lr == nil {
 		panic(fmt.Sprintf("%s: nil learning rate schedule (use optim.Constant for a fixed rate)", op))
-	}
-	if v := lr(0); !finite(v) {
-		panic(fmt.Sprintf("%s: learning rate %v at step 0, want a finite rate", op, v))
 	}
 }
 

@@ -93,7 +93,7 @@ func TestVariantsRejectHalf(t *testing.T) {
 				tx.Init(params)
 				return ""
 			}()
-			op := "optim." + strings.TrimSuffix(strings.TrimSuffix(name, "AdamW"), "SGD")
+			op := "optim." + name
 			assert.Equal(t, op+": parameter E is "+params.E.Type()+": optimizers update float32 parameters only; keep float32 master weights and compute in bfloat16 with nn.Policy, convert the leaf with tensor.Convert, or freeze it (optim.Masked and a nil gradient)", msg)
 		})
 	}
