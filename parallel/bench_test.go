@@ -108,8 +108,15 @@ func dpBench(b *testing.B, n int) (*shard.Mesh, func(unfolded bool) *parallel.Tr
 // gradients but those the update consumes as their folds compute them
 // ("reduced-ms"), updated its blocks, every fold computed
 // ("updated-ms"), and all-gathered the parameters ("gathered-ms"), in
-// milliseconds after Trainer.Step was called. Meaningful only where the
-// devices have a core each (an idle machine).
+// milliseconds after Trainer.Step was called, and when the first and the
+// last device of a step had done its backward pass ("first-bwd-ms",
+// "last-bwd-ms"). With more devices than cores the devices finish their
+// backward passes a core's pair at a time, and a pair goes on to its folds
+// before the next one runs: bwd-ms, an average over the devices, then lies
+// well after the first device's end (see docs/performance.md, dp8c's
+// paragraph in "The 8-device forward products computed by the devices
+// together"). Meaningful only where the devices have the cores to
+// themselves (an idle machine, or chrt).
 func BenchmarkDPStepTimeline(b *testing.B) {
 	names := []string{"bwd-ms", "reduced-ms", "updated-ms", "gathered-ms"}
 	for _, n := range []int{2, 8} {
@@ -130,21 +137,34 @@ func BenchmarkDPStepTimeline(b *testing.B) {
 				var mu sync.Mutex
 				var t0 time.Time
 				sums := make([]time.Duration, len(names))
+				var first, last, firstSum, lastSum time.Duration // a step's first and last backward pass done
 				defer parallel.TracePhases(func(phase int) {
 					mu.Lock()
-					sums[phase] += time.Since(t0)
+					d := time.Since(t0)
+					sums[phase] += d
+					if phase == 0 {
+						if first < 0 || d < first {
+							first = d
+						}
+						last = max(last, d)
+					}
 					mu.Unlock()
 				})()
 				for b.Loop() {
 					mu.Lock()
-					t0 = time.Now()
+					t0, first, last = time.Now(), -1, 0
 					mu.Unlock()
 					_, _ = tr.Step(placed)
+					mu.Lock()
+					firstSum, lastSum = firstSum+first, lastSum+last
+					mu.Unlock()
 				}
 				b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e3, "ms/step")
 				for i, d := range sums {
 					b.ReportMetric(d.Seconds()*1e3/float64(b.N*n), names[i])
 				}
+				b.ReportMetric(firstSum.Seconds()*1e3/float64(b.N), "first-bwd-ms")
+				b.ReportMetric(lastSum.Seconds()*1e3/float64(b.N), "last-bwd-ms")
 			})
 		}
 	}
