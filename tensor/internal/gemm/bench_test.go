@@ -103,6 +103,17 @@ func benchKernels(b *testing.B) {
 		smallMNT = n
 		b.Cleanup(func() { smallMNT = prev })
 	}
+	// GONOX_GEMM_STRIPAT=1 packs every strip of a transposed A (-1: none;
+	// see stripsAT).
+	if v := os.Getenv("GONOX_GEMM_STRIPAT"); v != "" {
+		var n int
+		if _, err := fmt.Sscanf(v, "%d", &n); err != nil {
+			b.Fatalf("GONOX_GEMM_STRIPAT=%q: want -1, 0 or 1", v)
+		}
+		prev := stripATMode
+		stripATMode = n
+		b.Cleanup(func() { stripATMode = prev })
+	}
 	// GONOX_GEMM_TASKS=n sets the blocks per goroutine of parallel calls.
 	if tp := os.Getenv("GONOX_GEMM_TASKS"); tp != "" {
 		var n int

@@ -39,6 +39,10 @@ type kernelSet[T elem] struct {
 	oneVectorM      bool           // C with nrHalf rows may be computed as its transpose (useTransposed)
 	packA           bool           // copy A strips into contiguous panels (kernP) when B is packed
 	kernP           [2][]kernFn[T] // kernP[wide][mr]: kernels for a packed A panel (stride mr) and a packed B strip
+	// packATStrips, if packA is not set, packs each mr-row strip of op(A)
+	// = Aᵀ as stored into one panel just before the kernels of its row read
+	// it, for C wide enough (see stripsAT).
+	packATStrips bool
 	// kernT[flavour][wide][mr], if not nil, are kernels that store their
 	// tile of Cᵀ transposed into C (runTransposed without a tile buffer).
 	kernT [2][2][]kernFn[T]
@@ -146,6 +150,11 @@ func (ks *kernelSet[T]) run(p *problem[T], i0, i1, j0, j1 int, ws *workspace[T])
 	kern := &ks.kern[fl]
 	direct := ks.readsBInPlace(p)
 	packA := !direct && ks.packAPays(p)
+	stripA := !direct && !packA && ks.stripsAT(p)
+	var panel []T // stripA: the current strip of op(A), packed
+	if stripA {
+		panel = ws.bufA(MR * min(KC, p.k))
+	}
 	if p.transB && p.m <= ks.directMaxM {
 		// Few rows of C use each packed strip of Bᵀ: pack one strip at a
 		// time, so it is still in L1 when the kernels read it.
@@ -206,6 +215,9 @@ func (ks *kernelSet[T]) run(p *problem[T], i0, i1, j0, j1 int, ws *workspace[T])
 				switch {
 				case packA:
 					ap, as = &pa[(ir-i0)*kc], mr
+				case stripA:
+					ks.packATStrip(panel, p, ir, mr, pc, kc)
+					ap, as = &panel[0], mr
 				case p.transA:
 					ap = &p.a[pc*p.lda+ir]
 				default:
@@ -219,7 +231,7 @@ func (ks *kernelSet[T]) run(p *problem[T], i0, i1, j0, j1 int, ws *workspace[T])
 					}
 					cp := &p.c[ir*p.ldc+jc+jr]
 					switch {
-					case packA:
+					case packA || stripA:
 						ks.kernP[wide][mr](kc, ap, as, &packed[jr*kc], ks.width(nr), cp, p.ldc, p.alpha, beta, nr)
 					case !direct:
 						kern[wide][mr](kc, ap, as, &packed[jr*kc], ks.width(nr), cp, p.ldc, p.alpha, beta, nr)
@@ -487,6 +499,63 @@ func (ks *kernelSet[T]) packAPays(p *problem[T]) bool {
 	// One line over the ways measured as a wash (lda=784: 4+5 lines in
 	// the busiest sets of 8 ways).
 	return most+bLines > ways+1
+}
+
+// stripsAT reports whether run packs each mr-row strip of op(A) = Aᵀ as
+// stored into one panel just before the kernels of its row read it
+// (kernelSet.packATStrips; B packed, A not packed by blocks): when C is at
+// least stripATMinStrips strips of B wide, so that the panel, in L1, serves
+// that many kernel calls. In place, a strip's k steps are each mr floats of
+// another row of A; with A's rows 4 KiB apart (a weight gradient Xᵀ·dY
+// whose X is 1024 wide) all of them fall in one L1 set and come again from
+// L2 for every strip of B, and even at 784 floats apart (4 lines a set)
+// they compete with the B strip. A panel is 12 KiB (k = 256), read from
+// L2 once. Unlike packing A by blocks (packABlock, a 1 MiB block for the
+// weight gradient's 1024 rows: tried on this set and lost the kernel's gain
+// to packing and L2 pressure), the packed A never leaves L1.
+//
+// Measured on a Sapphire Rapids VM (AVX-512 set, one core, GFLOP per
+// CPU-second, BenchmarkSgemm dW_TN, alternated, 4 rounds, load 10-18),
+// in place against panels: m=n=1024, k=256 119-131 / 141-152; m=784,
+// n=1024, k=256 132-136 / 145-151; m=n=1024 with k=128 127-134 / 144-156,
+// k=32 117-124 / 130-141. With n = 128 (4 strips) panels tied or lost up
+// to 5%, n = 256 and 384 tied: hence 8 strips.
+func (ks *kernelSet[T]) stripsAT(p *problem[T]) bool {
+	if !ks.packATStrips || !p.transA {
+		return false
+	}
+	switch stripATMode {
+	case 1:
+		return true
+	case -1:
+		return false
+	}
+	return p.n >= stripATMinStrips*ks.nr
+}
+
+// stripATMinStrips is the fewest strips of B for which stripsAT packs the
+// strips of a transposed A.
+const stripATMinStrips = 8
+
+// stripATMode overrides the rule of stripsAT for tests and benchmarks: 1
+// packs the strips of every transposed A (when B is packed), -1 none, 0
+// follows the rule.
+var stripATMode = 0
+
+// packATStrip packs rows [ir, ir+mr) of op(A)[:, pc:pc+kc] = Aᵀ as stored
+// into dst as one panel of the kernP kernels: dst[q*mr+i] =
+// a[(pc+q)*lda+ir+i].
+func (ks *kernelSet[T]) packATStrip(dst []T, p *problem[T], ir, mr, pc, kc int) {
+	if mr == ks.mr && ks.packAT != nil {
+		// Bounds: the last element read and the last written.
+		_ = p.a[(pc+kc-1)*p.lda+ir+mr-1]
+		_ = dst[kc*mr-1]
+		ks.packAT(&dst[0], &p.a[pc*p.lda+ir], p.lda, kc, 1)
+		return
+	}
+	for q := 0; q < kc; q++ {
+		copy(dst[q*mr:q*mr+mr], p.a[(pc+q)*p.lda+ir:])
+	}
 }
 
 // packABlock copies rows [i0,i1) of op(A)[:, pc:pc+kc] into dst as the

@@ -810,6 +810,45 @@ patstrip:
 patdone:
 	RET
 
+// func packAT12(dst *float32, src *float32, lda int, kc int, ns int)
+//
+// packAT6 for strips of 12 rows (the AVX-512 set's): dst[s*kc*12 + q*12 +
+// i] = src[q*lda + 12s + i] for q < kc, i < 12, walking src row by row.
+// Strides in elements.
+TEXT ·packAT12(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lda+16(FP), R8
+	SHLQ $2, R8
+	MOVQ kc+24(FP), CX
+	MOVQ ns+32(FP), DX
+	MOVQ CX, R9
+	IMULQ $48, R9
+	TESTQ CX, CX
+	JZ pat12done
+	TESTQ DX, DX
+	JZ pat12done
+pat12row:
+	MOVQ SI, R11
+	MOVQ DI, R12
+	MOVQ DX, R13
+pat12strip:
+	VMOVUPS (R11), Y0
+	VMOVUPS 32(R11), X1
+	VMOVUPS Y0, (R12)
+	VMOVUPS X1, 32(R12)
+	ADDQ $48, R11
+	ADDQ R9, R12
+	DECQ R13
+	JNZ pat12strip
+	ADDQ R8, SI
+	ADDQ $48, DI
+	DECQ CX
+	JNZ pat12row
+	VZEROUPPER
+pat12done:
+	RET
+
 // func packA6(dst *float32, src *float32, lda int, kc4 int)
 //
 // Packs a strip of 6 rows: dst[q*6 + i] = src[i*lda + q] for i < 6 and
@@ -1354,6 +1393,7 @@ func main() {
 	decl.WriteString("//go:noescape\nfunc packB16(dst *float32, src *float32, ldb int, kc int, ns int, pf int)\n\n")
 	decl.WriteString("//go:noescape\nfunc packB32(dst *float32, src *float32, ldb int, kc int, ns int, pf int)\n\n")
 	decl.WriteString("//go:noescape\nfunc packAT6(dst *float32, src *float32, lda int, kc int, ns int)\n\n")
+	decl.WriteString("//go:noescape\nfunc packAT12(dst *float32, src *float32, lda int, kc int, ns int)\n\n")
 	decl.WriteString("//go:noescape\nfunc packA6(dst *float32, src *float32, lda int, kc4 int)\n\n")
 	decl.WriteString("//go:noescape\nfunc transpose8(dst *float32, ldd int, src *float32, lds int, nb int)\n\n")
 	decl.WriteString("//go:noescape\nfunc transpose4(dst *float32, ldd int, src *float32, lds int, nb int)\n\n")

@@ -31,12 +31,14 @@ import (
 var avx512Set = tuned(&kernelSet[float32]{
 	name: "avx512", mr: 12, nr: 32, nrHalf: 16,
 	kc: 256, nc: 512, directMaxM: 128, directAliasMaxM: aliasMaxM(thisCPU.vendor), oneVectorM: true,
-	kern:      avx512Kernels,
-	kernT:     avx512TKernels,
-	kernP:     avx512Kernels[flavC],
-	packBn:    packB32,
-	transpose: transposeAVX,
-	pools:     pools32,
+	kern:         avx512Kernels,
+	kernT:        avx512TKernels,
+	kernP:        avx512Kernels[flavC],
+	packATStrips: true,
+	packAT:       packAT12,
+	packBn:       packB32,
+	transpose:    transposeAVX,
+	pools:        pools32,
 })
 
 // aliasMaxM is the AVX-512 float32 set's directAliasMaxM on a CPU of this

@@ -434,6 +434,9 @@ func packB32(dst *float32, src *float32, ldb int, kc int, ns int, pf int)
 func packAT6(dst *float32, src *float32, lda int, kc int, ns int)
 
 //go:noescape
+func packAT12(dst *float32, src *float32, lda int, kc int, ns int)
+
+//go:noescape
 func packA6(dst *float32, src *float32, lda int, kc4 int)
 
 //go:noescape
