@@ -150,7 +150,7 @@ func (ks *kernelSet[T]) run(p *problem[T], i0, i1, j0, j1 int, ws *workspace[T])
 	kern := &ks.kern[fl]
 	direct := ks.readsBInPlace(p)
 	packA := !direct && ks.packAPays(p)
-	stripA := !direct && !packA && ks.stripsAT(p)
+	stripA := !direct && !packA && ks.stripsAT(p, j1-j0)
 	var panel []T // stripA: the current strip of op(A), packed
 	if stripA {
 		panel = ws.bufA(MR * min(KC, p.k))
@@ -503,9 +503,11 @@ func (ks *kernelSet[T]) packAPays(p *problem[T]) bool {
 
 // stripsAT reports whether run packs each mr-row strip of op(A) = Aᵀ as
 // stored into one panel just before the kernels of its row read it
-// (kernelSet.packATStrips; B packed, A not packed by blocks): when C is at
-// least stripATMinStrips strips of B wide, so that the panel, in L1, serves
-// that many kernel calls. In place, a strip's k steps are each mr floats of
+// (kernelSet.packATStrips; B packed, A not packed by blocks): when the
+// block of C a goroutine computes is at least stripATMinStrips strips of B
+// wide (width columns), so that the panel, in L1, serves that many kernel
+// calls. The kernel is the same either way (kernP is the column flavour),
+// so the choice may depend on the block without changing any bits. In place, a strip's k steps are each mr floats of
 // another row of A; with A's rows 4 KiB apart (a weight gradient Xᵀ·dY
 // whose X is 1024 wide) all of them fall in one L1 set and come again from
 // L2 for every strip of B, and even at 784 floats apart (4 lines a set)
@@ -520,7 +522,7 @@ func (ks *kernelSet[T]) packAPays(p *problem[T]) bool {
 // n=1024, k=256 132-136 / 145-151; m=n=1024 with k=128 127-134 / 144-156,
 // k=32 117-124 / 130-141. With n = 128 (4 strips) panels tied or lost up
 // to 5%, n = 256 and 384 tied: hence 8 strips.
-func (ks *kernelSet[T]) stripsAT(p *problem[T]) bool {
+func (ks *kernelSet[T]) stripsAT(p *problem[T], width int) bool {
 	if !ks.packATStrips || !p.transA {
 		return false
 	}
@@ -530,7 +532,7 @@ func (ks *kernelSet[T]) stripsAT(p *problem[T]) bool {
 	case -1:
 		return false
 	}
-	return p.n >= stripATMinStrips*ks.nr
+	return width >= stripATMinStrips*ks.nr
 }
 
 // stripATMinStrips is the fewest strips of B for which stripsAT packs the

@@ -15,7 +15,8 @@ import (
 // place, and as the set chooses: the panels change where A is read from,
 // not the order of the sums. The shapes have A's rows 4 KiB apart (m =
 // 1024) or not, edge tiles (m = 1000: tileRows' split tiles), k over two k
-// blocks, and C narrower than the rule's 8 strips; results are checked
+// blocks, C narrower than the rule's 8 strips, and 2 goroutines (each
+// choosing for its own block of C); results are checked
 // against a float64 reference, so a packer that drops or misplaces
 // elements fails.
 func TestSgemmATStripsSameBits(t *testing.T) {
@@ -42,17 +43,21 @@ func TestSgemmATStripsSameBits(t *testing.T) {
 				inPlace.packA, inPlace.packATStrips = false, false
 				p := &problem[float32]{transA: true, m: m, n: n, k: k, lda: lda, ldb: n}
 				require.False(t, strips.readsBInPlace(p))
-				require.Equal(t, n >= stripATMinStrips*ks.nr, strips.stripsAT(p))
-				require.False(t, inPlace.stripsAT(p))
+				require.Equal(t, n >= stripATMinStrips*ks.nr, strips.stripsAT(p, n))
+				require.False(t, inPlace.stripsAT(p, n))
 				prev := stripATMode
 				defer func() { stripATMode = prev }()
-				var got [3][]float32
-				for i, s := range []*kernelSet[float32]{&inPlace, &strips, ks} {
+				var got [4][]float32
+				for i, s := range []*kernelSet[float32]{&inPlace, &strips, ks, ks} {
 					if i == 1 {
 						stripATMode = 1 // panels also where C is narrow
 					}
+					threads := 1
+					if i == 3 {
+						threads = 2 // blocks of C narrower than the rule's
+					}
 					got[i] = make([]float32, m*n)
-					gemm(s, true, false, m, n, k, 1, a, lda, b, n, 0, got[i], n, 1)
+					gemm(s, true, false, m, n, k, 1, a, lda, b, n, 0, got[i], n, threads)
 					stripATMode = prev
 				}
 				for i := range m {
@@ -65,9 +70,10 @@ func TestSgemmATStripsSameBits(t *testing.T) {
 					}
 				}
 				for i := range got[0] {
-					pi, si, ci := math.Float32bits(got[0][i]), math.Float32bits(got[1][i]), math.Float32bits(got[2][i])
+					pi, si, ci, ti := math.Float32bits(got[0][i]), math.Float32bits(got[1][i]), math.Float32bits(got[2][i]), math.Float32bits(got[3][i])
 					require.Equal(t, pi, si, "in place against panels, C[%d,%d]", i/n, i%n)
 					require.Equal(t, pi, ci, "in place against the set's choice, C[%d,%d]", i/n, i%n)
+					require.Equal(t, pi, ti, "in place against the set's choice on 2 goroutines, C[%d,%d]", i/n, i%n)
 				}
 			})
 		}
