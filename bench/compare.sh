@@ -130,7 +130,9 @@ for r in $(seq "$rounds"); do
 		anchor moe "$c" dense
 	done
 	probe dp_ep
-	gobench moe.test -test.bench '^BenchmarkTrainStep$/^dp_ep$' -test.cpu 2 -test.benchtime 10x
+	# 20 steps, as single above: each timing includes its cold first step,
+	# which then weighs the same in both sides of the dp_ep/single ratio.
+	gobench moe.test -test.bench '^BenchmarkTrainStep$/^dp_ep$' -test.cpu 2 -test.benchtime 20x
 	gobench tensor -test.bench '^BenchmarkAttention$/^context=/^fused$' -test.cpu 1 -test.benchtime 3x -test.benchmem
 	anchor attention 1
 	rss=$(/usr/bin/time -f '%M' "$bin/moe" -strategy single -steps 20 -eval-every 20 -eval-batches 1 -sample 0 -plot '' 2>&1 >/dev/null | tail -1)
