@@ -251,3 +251,21 @@ func TestStoreFloatsAs(t *testing.T) {
 	_, err = Restore(dir, 2, zerosLike(newState(1)), nil)
 	require.ErrorContains(t, err, `storage "bfloat16" is not a storage of int32`)
 }
+
+// TestExportOntoDirectory: exporting to the path of a directory names
+// it, rather than failing the final rename ("rename /.tmp.tmp-… /tmp:
+// file exists") after writing the whole file next to it; a path to a
+// regular file is replaced as before.
+func TestExportOntoDirectory(t *testing.T) {
+	dir := t.TempDir()
+	tree := map[string]*tensor.Tensor{"w": tensor.FromFloat32([]float32{1, 2}, 2)}
+	err := ExportSafetensors(dir, tree, nil)
+	require.ErrorIs(t, err, errNotRegular)
+	require.EqualError(t, err, "checkpoint: export: file "+dir+": not a regular file: it is a directory")
+	left, err := os.ReadDir(filepath.Dir(dir))
+	require.NoError(t, err)
+	require.Len(t, left, 1, "no temporary file left beside it")
+	path := filepath.Join(dir, "m.safetensors")
+	require.NoError(t, ExportSafetensors(path, tree, nil))
+	require.NoError(t, ExportSafetensors(path, tree, nil))
+}

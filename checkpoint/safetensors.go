@@ -112,6 +112,9 @@ type stEntry struct {
 // F16, bit for bit; int32 as I32, bool as BOOL.
 func ExportSafetensors(path string, tree any, metadata map[string]string, opts ...ExportOption) (err error) {
 	fail := func(e error) error { return &Error{Op: "export", Step: -1, File: path, Err: e} }
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return fail(notRegular(fi.Mode()))
+	}
 	tmp, err := createTemp(path)
 	if err != nil {
 		return fail(err)

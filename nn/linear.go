@@ -278,6 +278,11 @@ func NewMLP(key tensor.Key, sizes []int, opts MLPOptions) MLP {
 	if len(sizes) < 2 {
 		panic(fmt.Sprintf("nn.NewMLP: sizes %v: need at least an input and an output size", sizes))
 	}
+	for i, d := range sizes {
+		if d <= 0 {
+			panic(fmt.Sprintf("nn.NewMLP: sizes %v: size %d is %d, want a positive width", sizes, i, d))
+		}
+	}
 	n := len(sizes) - 1
 	if opts.Axes != nil && len(opts.Axes) != n {
 		panic(fmt.Sprintf("nn.NewMLP: sizes %v make %d layers but Axes has %d entries", sizes, n, len(opts.Axes)))

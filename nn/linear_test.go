@@ -249,4 +249,8 @@ func TestMLPPanics(t *testing.T) {
 		"nn.NewMLP: sizes [3]: need at least an input and an output size")
 	requirePanicContains(t, func() { nn.NewMLP(tensor.NewKey(0), []int{3, 4, 5}, nn.MLPOptions{Axes: nn.MegatronAxes(3)}) },
 		"nn.NewMLP: sizes [3 4 5] make 2 layers but Axes has 3 entries")
+	requirePanicContains(t, func() { nn.NewMLP(tensor.NewKey(0), []int{3, 0, 5}, nn.MLPOptions{}) },
+		"nn.NewMLP: sizes [3 0 5]: size 1 is 0, want a positive width")
+	requirePanicContains(t, func() { nn.NewMLP(tensor.NewKey(0), []int{-3, 4}, nn.MLPOptions{}) },
+		"nn.NewMLP: sizes [-3 4]: size 0 is -3, want a positive width")
 }

@@ -271,6 +271,9 @@ func New[M, B any](model M, cfg Config[M, B]) (*Trainer[M, B], error) {
 	if cfg.Optimizer == nil {
 		return nil, errors.New("parallel.New: Config.Optimizer is nil")
 	}
+	if !slices.ContainsFunc(pytree.Leaves(model), func(x *tensor.Tensor) bool { return x != nil && x.DType().IsFloat() }) {
+		return nil, fmt.Errorf("parallel.New: the model %T has no float tensor to train (a zero value? build it with its constructor)", model)
+	}
 	if cfg.MicroBatches < 0 {
 		return nil, fmt.Errorf("parallel.New: Config.MicroBatches is %d; want 0 or more", cfg.MicroBatches)
 	}
