@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gonox/gonox/autodiff"
+	"github.com/gonox/gonox/examples/internal/clitest"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
 )
@@ -163,3 +164,5 @@ func TestMistakes(t *testing.T) {
 		assert.Contains(t, errOut, c.want, "%q", c.args)
 	}
 }
+
+func TestHelp(t *testing.T) { clitest.Help(t, mainExit) }

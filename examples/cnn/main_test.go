@@ -352,3 +352,5 @@ func recordOf(t *testing.T, args ...string) runRecord {
 	require.NoError(t, err)
 	return record(cfg, ds.train.X.Dim(1), ds.train.X.Dim(2), len(ds.classes), ds, "single on one device")
 }
+
+func TestHelp(t *testing.T) { clitest.Help(t, mainExit) }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/gonox/gonox/examples/internal/clitest"
 	"github.com/gonox/gonox/shard"
 )
 
@@ -66,3 +67,5 @@ func TestMainRuns(t *testing.T) {
 	require.Equal(t, 0, mainExit([]string{"-steps", "2"}, &out, io.Discard))
 	assert.Equal(t, "Loss: 1.09\nLoss: 1.01\n", out.String())
 }
+
+func TestHelp(t *testing.T) { clitest.Help(t, mainExit) }

@@ -283,3 +283,5 @@ func TestResumeSkipsDamagedStep(t *testing.T) {
 	assert.Contains(t, out.String(), "epoch   2/3")
 	assert.Contains(t, out.String(), "epoch   3/3")
 }
+
+func TestHelp(t *testing.T) { clitest.Help(t, mainExit) }

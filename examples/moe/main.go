@@ -163,7 +163,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	f.String(&cfg.tokenizer, "tokenizer", "char", "char (characters of the text) or bpe (GPT-2's byte-level BPE)")
 	f.String(&cfg.bpeVocab, "bpe-vocab", "", "with -tokenizer bpe: directory of encoder.json and vocab.bpe to load (default: learn a vocabulary of -bpe-size from the text)")
 	f.Int(&cfg.bpeSize, "bpe-size", 1024, minBPE, maxTokenVocab, "with -tokenizer bpe: tokens of the vocabulary learnt from the text")
-	f.String(&cfg.strategy, "strategy", "dp_ep", "single, ep, dp_ep, fsdp_ep, or compare (one step of each, side by side); with -ffn dense: single, dp or fsdp (default fsdp)")
+	f.String(&cfg.strategy, "strategy", "dp_ep", "single, ep, dp_ep, fsdp_ep, or compare (one step of each, side by side); with -ffn dense: single, dp or fsdp, and fsdp in place of dp_ep by default")
 	f.String(&cfg.mesh, "mesh", "", `device mesh with axes dp and ep, e.g. "dp=2,ep=4" (default: ep=8 for ep, dp=2,ep=4 otherwise)`)
 	f.Int(&cfg.steps, "steps", 400, 0, maxSteps, "training steps")
 	f.Int(&cfg.batch, "batch", 32, 1, maxBatch, "sequences per batch (a multiple of the number of devices)")

@@ -353,3 +353,5 @@ func TestVocabularyBound(t *testing.T) {
 	assert.Equal(t, "moe: -text "+path+": 4097 distinct characters, more than the 4096 this example's vocabulary takes\n", errOut.String())
 	assert.Empty(t, out.String())
 }
+
+func TestHelp(t *testing.T) { clitest.Help(t, mainExit) }

@@ -39,3 +39,17 @@ func Fails(t T, main Main, status int, args []string, want ...string) {
 	assert.True(t, msg == "" || strings.HasSuffix(msg, "\n"), "%q: the line ends", args)
 	assert.Empty(t, out.String(), "%q: nothing on standard output", args)
 }
+
+// Help runs main with -h and checks that it exits with status 0 and that
+// no flag's usage states a default twice (the flag package appends
+// `(default "x")` to a usage that already says "(default y)").
+func Help(t T, main Main) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 0, main([]string{"-h"}, &out, &errOut), "-h: exit status")
+	usage := out.String() + errOut.String()
+	assert.Contains(t, usage, "Usage of ")
+	for _, line := range strings.Split(usage, "\n") {
+		assert.LessOrEqual(t, strings.Count(line, "(default"), 1, "-h: two defaults in %q", strings.TrimSpace(line))
+	}
+}
