@@ -18,6 +18,11 @@ type EmbeddingOptions struct {
 }
 
 // Embedding maps integer ids to learned vectors (eqx.nn.Embedding).
+//
+// Unlike torch.nn.Embedding it has no padding_idx, max_norm or
+// scale_grad_by_freq: every id's row gets its gradient. For PyTorch's
+// padding_idx, zero that row of W and mask the ids' outputs (or zero the
+// row of the gradient) yourself.
 type Embedding struct {
 	W *tensor.Tensor // f32[vocab, dim]
 }

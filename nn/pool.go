@@ -19,7 +19,10 @@ type PoolOptions struct {
 	// ExcludePad).
 	Padding tensor.Padding
 	// UseCeil rounds the output size up, as PyTorch's ceil_mode: a last
-	// window may start in the high padding (but not past it).
+	// window may start in the high padding (but not past it). As in
+	// PyTorch, an average with the padding counted divides such a window
+	// by its elements inside the input and Padding, not by the kernel's
+	// size.
 	UseCeil bool
 	// ExcludePad divides a mean by the elements its window covers rather
 	// than by the window's size (PyTorch's count_include_pad=False; not
@@ -123,14 +126,42 @@ func (p Pool) Forward(x *tensor.Tensor) *tensor.Tensor {
 		if p.Padding.Mode == tensor.PadExplicit && p.Padding.Pairs != nil {
 			copy(pairs[lead:], p.Padding.Pairs)
 		}
+		user := slices.Clone(pairs)
+		extra := false
 		if p.UseCeil {
 			for d := 0; d < nd; d++ {
-				pairs[lead+d][1] += p.ceilExtra(x.Dim(lead+d), pairs[lead+d], d)
+				e := p.ceilExtra(x.Dim(lead+d), pairs[lead+d], d)
+				pairs[lead+d][1] += e
+				extra = extra || e > 0
 			}
 		}
 		w.Padding = tensor.Pads(pairs...)
+		if extra && p.Reduction == tensor.WindowMean {
+			return p.ceilMean(x, w, user, pairs)
+		}
 	}
 	return tensor.ReduceWindow(x, p.Reduction, w)
+}
+
+// ceilMean is the mean of ceil mode's windows with the padding counted,
+// as PyTorch's avg_pool with ceil_mode and count_include_pad: a window is
+// divided by the number of its elements inside the input and its padding,
+// so a last window that reaches into the extra high padding of ceil mode
+// is divided by less than the kernel's size. user holds the padding of
+// the layer, pairs that padding and the extra of ceil mode.
+func (p Pool) ceilMean(x *tensor.Tensor, w tensor.Window, user, pairs [][2]int) *tensor.Tensor {
+	sum := tensor.ReduceWindow(x, tensor.WindowSum, w)
+	lead := x.Rank() - len(p.Kernel)
+	shape := append(square(1, lead), x.Shape()[lead:]...)
+	// Ones over the input and the layer's padding, zeros in the extra.
+	ones := tensor.Pad(tensor.Ones(x.DType(), shape...), user, 1)
+	rest := make([][2]int, len(pairs))
+	for d := range pairs {
+		rest[d] = [2]int{0, pairs[d][1] - user[d][1]}
+	}
+	cw := w
+	cw.Padding = tensor.Pads(rest...)
+	return tensor.Div(sum, tensor.ReduceWindow(ones, tensor.WindowSum, cw))
 }
 
 // ceilExtra is the high padding that makes the floor of the output size

@@ -1,0 +1,206 @@
+#!/usr/bin/python3
+"""Writes torch_layers.json: PyTorch's outputs and gradients for the parts
+of nn that torch_conv.py, torch_attention.py, torch_rnn.py and
+torch_losses.py leave out, and for the conventions where libraries differ:
+
+- every activation of activation.go and activation_more.go, and PReLU with
+  one slope per channel (forward and input gradient; PReLU's slope
+  gradient);
+- Linear (torch's weight is [out, in], gonox's W is [in, out]);
+- LayerNorm without affine parameters and with a large eps, RMSNorm (torch
+  1.13 has no nn.RMSNorm: x·rsqrt(mean(x²) + eps)·weight, the formula of
+  PyTorch 2.4's nn.RMSNorm, by autograd), GroupNorm without affine
+  parameters, BatchNorm1d on [N, C] inputs;
+- Embedding with repeated ids (the gradient rows add up);
+- Conv with asymmetric padding (F.pad, then the convolution), with
+  padding="same" for even kernels and dilations (PyTorch puts the odd
+  padding element at the high end, as JAX's "SAME");
+- MaxPool and AvgPool with ceil_mode (count_include_pad on and off: a
+  last window that starts inside the padding is divided by the part of it
+  inside input+padding), AdaptiveAvgPool/AdaptiveMaxPool with overlapping
+  uneven windows in 1-D and 3-D;
+- cross-entropy with label_smoothing (gonox: SoftmaxCrossEntropyProbs of
+  SmoothLabels(one-hot)), binary_cross_entropy_with_logits, mse_loss,
+  huber_loss, kl_div (with and without log_target), cosine_similarity,
+  with the gradients of both operands where torch gives them.
+
+Inputs are written with 17 significant digits, so that the Go side reads
+exactly the float64 values torch computed with; everything is float64, and
+the Go test (torch_layers_test.go) runs the gonox layers in float64 too.
+Run with Debian's python3-torch (PyTorch 1.13):
+
+    /usr/bin/python3 nn/testdata/torch_layers.py
+
+and commit the JSON: CI does not need torch.
+"""
+import json, os
+import torch
+import torch.nn as tnn
+import torch.nn.functional as F
+
+torch.manual_seed(51)
+torch.set_default_dtype(torch.float64)
+cases = []
+
+
+def t(x):
+    x = x.detach()
+    return {"shape": list(x.shape), "data": [float("%.17g" % v) for v in x.flatten().tolist()]}
+
+
+def add(name, kind, config, fn, inputs, params=None):
+    """Runs y = fn(*inputs), backpropagates a random cotangent g, and
+    records the inputs (x, x2, ...), the parameters, y, g and the gradients
+    (dx, dx2, ... for inputs that require them, d<name> for parameters)."""
+    params = params or {}
+    names = ["x"] + ["x%d" % (i + 2) for i in range(len(inputs) - 1)]
+    ins = []
+    for v in inputs:
+        if v.dtype.is_floating_point:
+            v = v.detach().clone().requires_grad_(True)
+        ins.append(v)
+    tensors = {}
+    for n, v in zip(names, ins):
+        tensors[n] = t(v) if v.dtype.is_floating_point else {"shape": list(v.shape), "data": [float(i) for i in v.flatten().tolist()]}
+    for n, p in params.items():
+        tensors[n] = t(p)
+    y = fn(*ins)
+    g = torch.randn_like(y)
+    y.backward(g)
+    tensors.update({"y": t(y), "g": t(g)})
+    for n, v in zip(names, ins):
+        if v.dtype.is_floating_point and v.grad is not None:
+            tensors["d" + n] = t(v.grad)
+    for n, p in params.items():
+        if p.grad is not None:
+            tensors["d" + n] = t(p.grad)
+    cases.append({"name": name, "kind": kind, "config": config, "tensors": tensors})
+
+
+def param(x):
+    return x.detach().clone().requires_grad_(True)
+
+
+# Activations: values away from the kinks (0, ±1, 6, ±3), where the
+# libraries' one-sided gradients are allowed to differ.
+xa = torch.randn(4, 6) * 3
+xa = torch.where((xa.abs() < 1e-3) | ((xa.abs() - 1).abs() < 1e-3) | ((xa.abs() - 3).abs() < 1e-3) | ((xa - 6).abs() < 1e-3), xa + 0.1, xa)
+acts = {
+    "Relu": F.relu,
+    "Gelu": lambda x: F.gelu(x, approximate="tanh"),
+    "GeluExact": F.gelu,
+    "Silu": F.silu,
+    "Tanh": torch.tanh,
+    "Sigmoid": torch.sigmoid,
+    "Softplus": F.softplus,
+    "LeakyRelu": F.leaky_relu,
+    "LeakyRelu0.2": lambda x: F.leaky_relu(x, 0.2),
+    "Elu": F.elu,
+    "Elu0.5": lambda x: F.elu(x, 0.5),
+    "Selu": F.selu,
+    "Celu": F.celu,
+    "Celu0.7": lambda x: F.celu(x, 0.7),
+    "Mish": F.mish,
+    "Relu6": F.relu6,
+    "HardTanh": F.hardtanh,
+    "HardSigmoid": F.hardsigmoid,
+    "HardSwish": F.hardswish,
+    "Softsign": F.softsign,
+    "Glu": F.glu,
+}
+for name, f in acts.items():
+    add("act_" + name, "act", {"act": name}, f, [xa * (3 if name == "Relu6" else 1)])
+
+w = torch.rand(3) * 0.5
+add("prelu_channels", "prelu", {}, lambda x, a: F.prelu(x, a), [torch.randn(2, 3, 5), w])
+
+lin = tnn.Linear(5, 3)
+add("linear", "linear", {}, lambda x: lin(x), [torch.randn(2, 4, 5)], {"weight": lin.weight, "bias": lin.bias})
+
+add("layernorm_noaffine", "layernorm", {"eps": 1e-5, "affine": False},
+    lambda x: F.layer_norm(x, (6,), eps=1e-5), [torch.randn(2, 3, 6) * 2 + 1])
+lw, lb = param(torch.randn(6)), param(torch.randn(6))
+add("layernorm_eps", "layernorm", {"eps": 0.5, "affine": True},
+    lambda x: F.layer_norm(x, (6,), lw, lb, eps=0.5), [torch.randn(2, 3, 6) * 0.5], {"weight": lw, "bias": lb})
+rw = param(torch.randn(6))
+add("rmsnorm", "rmsnorm", {"eps": 0.1, "affine": True},
+    lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 0.1) * rw, [torch.randn(2, 3, 6) * 0.7], {"weight": rw})
+add("rmsnorm_noaffine", "rmsnorm", {"eps": 1e-5, "affine": False},
+    lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5), [torch.randn(4, 6)])
+add("groupnorm_noaffine", "groupnorm", {"groups": 2, "channels": 4, "eps": 1e-3},
+    lambda x: F.group_norm(x, 2, eps=1e-3), [torch.randn(3, 4, 5) * 2])
+
+for mode in ["train", "eval"]:
+    bn = tnn.BatchNorm1d(3, momentum=0.3)
+    with torch.no_grad():
+        bn.weight.normal_()
+        bn.bias.normal_()
+        bn.running_mean.normal_()
+        bn.running_var.uniform_(0.5, 1.5)
+    bn.train(mode == "train")
+    before = {"running_mean": bn.running_mean.clone(), "running_var": bn.running_var.clone()}
+    add("batchnorm1d_nc_" + mode, "batchnorm", {"channels": 3, "eps": 1e-5, "momentum": 0.3, "mode": mode},
+        lambda x: bn(x), [torch.randn(6, 3) * 2 + 1], {"weight": bn.weight, "bias": bn.bias})
+    c = cases[-1]["tensors"]
+    c.update({k: t(v) for k, v in before.items()})
+    c.update({"running_mean_after": t(bn.running_mean), "running_var_after": t(bn.running_var)})
+
+emb = tnn.Embedding(7, 3)
+ids = torch.tensor([[1, 4, 1], [6, 0, 1]])
+add("embedding", "embedding", {}, lambda i: emb(i), [ids], {"weight": emb.weight})
+
+# Conv2d with asymmetric padding: (top, bottom) = (0, 2), (left, right) = (1, 0).
+cw, cb = param(torch.randn(4, 2, 3, 2)), param(torch.randn(4))
+add("conv2d_asym_pad", "conv", {"padding": [[0, 2], [1, 0]], "stride": [2, 1], "dilation": [1, 1], "groups": 1},
+    lambda x: F.conv2d(F.pad(x, (1, 0, 0, 2)), cw, cb, stride=(2, 1)), [torch.randn(2, 2, 6, 5)], {"weight": cw, "bias": cb})
+# padding="same" with an even kernel (total 3: 1 low, 2 high) and a
+# dilation (total 2·(2-1)·... see PyTorch's _conv_forward).
+sw = param(torch.randn(3, 2, 4, 2))
+add("conv2d_same_even", "conv", {"same": True, "stride": [1, 1], "dilation": [1, 3], "groups": 1},
+    lambda x: F.conv2d(x, sw, None, padding="same", dilation=(1, 3)), [torch.randn(2, 2, 6, 7)], {"weight": sw})
+s1 = param(torch.randn(4, 1, 4))
+add("conv1d_same_groups", "conv", {"same": True, "stride": [1], "dilation": [1], "groups": 2},
+    lambda x: F.conv1d(x, s1, None, padding="same", groups=2), [torch.randn(2, 2, 9)], {"weight": s1})
+
+pools = [
+    ("maxpool2d_ceil", "maxpool", dict(kernel=[3, 3], stride=[2, 2], padding=[1, 1], ceil=True),
+     lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True), (2, 2, 8, 7)),
+    ("maxpool1d_ceil_nopad", "maxpool", dict(kernel=[2], stride=[2], padding=[0], ceil=True),
+     lambda x: F.max_pool1d(x, 2, 2, 0, ceil_mode=True), (2, 3, 9)),
+    ("avgpool2d_ceil", "avgpool", dict(kernel=[3, 3], stride=[2, 2], padding=[1, 1], ceil=True, count_include_pad=True),
+     lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=True), (2, 2, 8, 7)),
+    ("avgpool2d_ceil_nopad", "avgpool", dict(kernel=[3, 3], stride=[2, 2], padding=[1, 1], ceil=True, count_include_pad=False),
+     lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False), (2, 2, 8, 7)),
+    ("avgpool1d_ceil", "avgpool", dict(kernel=[3], stride=[2], padding=[0], ceil=True, count_include_pad=True),
+     lambda x: F.avg_pool1d(x, 3, 2, 0, ceil_mode=True), (2, 3, 8)),
+    ("adaptiveavg1d_overlap", "adaptiveavg", dict(output=[3]), lambda x: F.adaptive_avg_pool1d(x, 3), (2, 3, 5)),
+    ("adaptiveavg1d_up", "adaptiveavg", dict(output=[7]), lambda x: F.adaptive_avg_pool1d(x, 7), (2, 3, 4)),
+    ("adaptiveavg3d", "adaptiveavg", dict(output=[2, 3, 2]), lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), (1, 2, 5, 4, 3)),
+    ("adaptivemax1d_overlap", "adaptivemax", dict(output=[3]), lambda x: F.adaptive_max_pool1d(x, 3), (2, 3, 5)),
+]
+for name, kind, cfg, f, shape in pools:
+    add(name, kind, cfg, f, [torch.randn(*shape)])
+
+# Losses, reduction="none" (the mean is the caller's; gonox's losses are
+# per element or per row).
+logits = torch.randn(5, 4) * 2
+labels = torch.tensor([0, 3, 1, 1, 2])
+add("cross_entropy_smooth", "ce_smooth", {"alpha": 0.2},
+    lambda x, l: F.cross_entropy(x, l, reduction="none", label_smoothing=0.2), [logits, labels])
+add("bce_with_logits", "bce", {}, lambda x, y: F.binary_cross_entropy_with_logits(x, y, reduction="none"),
+    [torch.randn(3, 4) * 3, torch.rand(3, 4)])
+add("mse", "mse", {}, lambda x, y: F.mse_loss(x, y, reduction="none"), [torch.randn(3, 4), torch.randn(3, 4)])
+add("huber", "huber", {"delta": 0.8}, lambda x, y: F.huber_loss(x, y, reduction="none", delta=0.8),
+    [torch.randn(3, 4) * 2, torch.randn(3, 4)])
+lp = F.log_softmax(torch.randn(3, 5), -1)
+q = F.softmax(torch.randn(3, 5) * 2, -1)
+add("kl_div", "kl", {}, lambda a, b: F.kl_div(a, b, reduction="none").sum(-1), [lp, q])
+add("kl_div_log_target", "kl_log", {}, lambda a, b: F.kl_div(a, b, reduction="none", log_target=True).sum(-1), [lp, q.log()])
+add("cosine_similarity", "cosine", {}, lambda a, b: F.cosine_similarity(a, b, dim=-1, eps=1e-12),
+    [torch.randn(3, 5), torch.randn(3, 5)])
+
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_layers.json")
+with open(out, "w") as f:
+    json.dump({"torch": torch.__version__, "cases": cases}, f, separators=(",", ":"))
+    f.write("\n")
+print("wrote", out, len(cases), "cases")

@@ -1,0 +1,266 @@
+package nn_test
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/tensor"
+)
+
+// The activations, Linear, the norms without affine parameters, RMSNorm,
+// Embedding, Conv's asymmetric and "same" paddings, ceil-mode and
+// adaptive pooling, and the losses against PyTorch 1.13, in float64 on
+// both sides: testdata/torch_layers.py wrote the inputs (exactly, with 17
+// digits), the outputs and the gradients of Σ y·g in
+// testdata/torch_layers.json.
+
+func loadTorchLayers(t *testing.T) []torchCase {
+	raw, err := os.ReadFile("testdata/torch_layers.json")
+	require.NoError(t, err)
+	var f struct {
+		Cases []torchCase `json:"cases"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &f))
+	require.NotEmpty(t, f.Cases)
+	return f.Cases
+}
+
+// f64 returns the case's tensor name in float64.
+func (c torchCase) f64(t *testing.T, name string) *tensor.Tensor {
+	t.Helper()
+	v, ok := c.Tensors[name]
+	require.True(t, ok, "%s: no tensor %q", c.Name, name)
+	return tensor.FromFloat64s(v.Data, v.Shape...)
+}
+
+// int32s returns the case's integer tensor name.
+func (c torchCase) int32s(t *testing.T, name string) *tensor.Tensor {
+	t.Helper()
+	v := c.Tensors[name]
+	ids := make([]int32, len(v.Data))
+	for i, x := range v.Data {
+		ids[i] = int32(x)
+	}
+	return tensor.FromInt32(ids, v.Shape...)
+}
+
+// float32Constants are the cases whose gonox forms hold a constant as a
+// float32 (LeakyReluWith's slope, Selu's α and λ, CeluWith's alpha,
+// HardSigmoid's division by a float32 scalar 6, RMSNorm's Eps): in
+// float64 they agree with PyTorch to float32 rounding of that constant.
+var float32Constants = map[string]bool{"act_LeakyRelu": true, "act_LeakyRelu0.2": true, "act_Selu": true,
+	"act_Celu0.7": true, "act_HardSigmoid": true, "act_HardSwish": true, "rmsnorm": true}
+
+// requireTorch64 requires got to equal PyTorch's want to float64 rounding
+// (1e-9 relative, as float64 arithmetic in another order), or to float32
+// rounding (1e-7 relative) for the cases of float32Constants.
+func requireTorch64(t *testing.T, c torchCase, name string, got *tensor.Tensor) {
+	t.Helper()
+	want, ok := c.Tensors[name]
+	require.True(t, ok, "%s: no tensor %q", c.Name, name)
+	require.Equal(t, want.Shape, got.Shape(), "%s: %s", c.Name, name)
+	abs, rel := 1e-11, 1e-9
+	if float32Constants[c.Name] {
+		abs, rel = 1e-8, 1e-7
+	}
+	g := got.Float64s()
+	for i, w := range want.Data {
+		require.InDelta(t, w, g[i], abs+rel*math.Abs(w), "%s: %s[%d]", c.Name, name, i)
+	}
+}
+
+// float32Only are the losses that take float32 operands only: they are
+// compared in float32.
+var float32Only = map[string]bool{"mse": true, "huber": true, "kl": true, "kl_log": true, "cosine": true}
+
+func TestTorchLayers(t *testing.T) {
+	acts := map[string]nn.Activation{
+		"Relu": nn.Relu, "Gelu": nn.Gelu, "GeluExact": nn.GeluExact, "Silu": nn.Silu, "Tanh": nn.Tanh,
+		"Sigmoid": nn.Sigmoid, "Softplus": nn.Softplus, "LeakyRelu": nn.LeakyRelu, "LeakyRelu0.2": nn.LeakyReluWith(0.2),
+		"Elu": nn.Elu, "Elu0.5": nn.EluWith(0.5), "Selu": nn.Selu, "Celu": nn.Celu, "Celu0.7": nn.CeluWith(0.7),
+		"Mish": nn.Mish, "Relu6": nn.Relu6, "HardTanh": nn.HardTanh, "HardSigmoid": nn.HardSigmoid,
+		"HardSwish": nn.HardSwish, "Softsign": nn.Softsign, "Glu": nn.Glu,
+	}
+	seen := map[string]bool{}
+	for _, c := range loadTorchLayers(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			x, g := c.f64(t, "x"), c.f64(t, "g")
+			switch c.Kind {
+			case "act":
+				name := c.Config["act"].(string)
+				seen[name] = true
+				f, ok := acts[name]
+				require.True(t, ok, "no gonox activation for %q", name)
+				y, dx, _ := layerGrads(f, x, g, func(f nn.Activation, x *tensor.Tensor) *tensor.Tensor { return f(x) })
+				requireTorch64(t, c, "y", y)
+				requireTorch64(t, c, "dx", dx)
+			case "prelu":
+				// torch's per-channel slope is on axis 1: as [C, 1] it
+				// broadcasts over [N, C, L].
+				a := c.f64(t, "x2")
+				p := nn.PReLU{NegativeSlope: tensor.Reshape(a, a.Dim(0), 1)}
+				y, dx, dp := layerGrads(p, x, g, nn.PReLU.Forward)
+				requireTorch64(t, c, "y", y)
+				requireTorch64(t, c, "dx", dx)
+				requireTorch64(t, c, "dx2", tensor.Reshape(dp.NegativeSlope, a.Dim(0)))
+			case "linear":
+				l := nn.Linear{W: tensor.T(c.f64(t, "weight")), B: c.f64(t, "bias")}
+				y, dx, dl := layerGrads(l, x, g, nn.Linear.Forward)
+				requireTorch64(t, c, "y", y)
+				requireTorch64(t, c, "dx", dx)
+				requireTorch64(t, c, "dweight", tensor.T(dl.W))
+				requireTorch64(t, c, "dbias", dl.B)
+			case "layernorm", "rmsnorm":
+				eps := float32(c.num("eps"))
+				var y, dx *tensor.Tensor
+				if c.Kind == "layernorm" {
+					n := nn.LayerNorm{Eps: eps}
+					if c.flag("affine") {
+						n.Weight, n.Bias = c.f64(t, "weight"), c.f64(t, "bias")
+					}
+					var dn nn.LayerNorm
+					y, dx, dn = layerGrads(n, x, g, nn.LayerNorm.Forward)
+					if c.flag("affine") {
+						requireTorch64(t, c, "dweight", dn.Weight)
+						requireTorch64(t, c, "dbias", dn.Bias)
+					}
+				} else {
+					n := nn.RMSNorm{Eps: eps}
+					if c.flag("affine") {
+						n.Weight = c.f64(t, "weight")
+					}
+					var dn nn.RMSNorm
+					y, dx, dn = layerGrads(n, x, g, nn.RMSNorm.Forward)
+					if c.flag("affine") {
+						requireTorch64(t, c, "dweight", dn.Weight)
+					}
+				}
+				requireTorch64(t, c, "y", y)
+				requireTorch64(t, c, "dx", dx)
+			case "groupnorm":
+				gn := nn.NewGroupNorm(int(c.num("groups")), int(c.num("channels")), nn.GroupNormOptions{Eps: float32(c.num("eps")), NoAffine: true})
+				y, dx, _ := layerGrads(gn, x, g, nn.GroupNorm.Forward)
+				requireTorch64(t, c, "y", y)
+				requireTorch64(t, c, "dx", dx)
+			case "batchnorm":
+				bn := nn.NewBatchNorm(int(c.num("channels")), nn.BatchNormOptions{Eps: float32(c.num("eps")),
+					Momentum: float32(1 - c.num("momentum")), UnbiasedRunningVar: true})
+				bn.Weight, bn.Bias = c.f64(t, "weight"), c.f64(t, "bias")
+				bn, state := nn.MakeWithState(bn)
+				state = state.Set(bn.Index, c.f64(t, "running_mean"), c.f64(t, "running_var"))
+				if c.Config["mode"] == "eval" {
+					bn = nn.InferenceMode(bn, true)
+				}
+				var after nn.State
+				y, dx, dl := layerGrads(bn, x, g, func(b nn.BatchNorm, x *tensor.Tensor) *tensor.Tensor {
+					y, s := b.Forward(x, state)
+					after = s
+					return y
+				})
+				requireTorch64(t, c, "y", y)
+				requireTorch64(t, c, "dx", dx)
+				requireTorch64(t, c, "dweight", dl.Weight)
+				requireTorch64(t, c, "dbias", dl.Bias)
+				run := after.Get(bn.Index)
+				// The running statistics are float32 state (their
+				// momentum is a float32).
+				requireTorch(t, c, "running_mean_after", run[0])
+				requireTorch(t, c, "running_var_after", run[1])
+			case "embedding":
+				e := nn.Embedding{W: c.f64(t, "weight")}
+				ids := c.int32s(t, "x")
+				y, _, de := layerGrads(e, ids, g, nn.Embedding.Forward)
+				requireTorch64(t, c, "y", y)
+				requireTorch64(t, c, "dweight", de.W)
+			case "conv":
+				nd := x.Rank() - 2
+				layer := nn.Conv{Weight: c.f64(t, "weight"), Stride: c.ints("stride", nd), Dilation: c.ints("dilation", nd),
+					Groups: int(c.num("groups"))}
+				if c.flag("same") {
+					layer.Padding = tensor.SamePadding
+				} else {
+					var pairs [][2]int
+					for _, p := range c.Config["padding"].([]any) {
+						q := p.([]any)
+						pairs = append(pairs, [2]int{int(q[0].(float64)), int(q[1].(float64))})
+					}
+					layer.Padding = tensor.Pads(pairs...)
+				}
+				if _, ok := c.Tensors["bias"]; ok {
+					layer.Bias = c.f64(t, "bias")
+				}
+				y, dx, dl := layerGrads(layer, x, g, nn.Conv.Forward)
+				requireTorch64(t, c, "y", y)
+				requireTorch64(t, c, "dx", dx)
+				requireTorch64(t, c, "dweight", dl.Weight)
+				if layer.Bias != nil {
+					requireTorch64(t, c, "dbias", dl.Bias)
+				}
+			case "maxpool", "avgpool":
+				nd := x.Rank() - 2
+				opts := nn.PoolOptions{Stride: c.ints("stride", nd), Padding: nn.Padding(c.ints("padding", nd)...), UseCeil: c.flag("ceil")}
+				var layer nn.Pool
+				if c.Kind == "maxpool" {
+					layer = nn.NewMaxPool(c.ints("kernel", nd), opts)
+				} else {
+					opts.ExcludePad = !c.flag("count_include_pad")
+					layer = nn.NewAvgPool(c.ints("kernel", nd), opts)
+				}
+				y, dx, _ := layerGrads(layer, x, g, nn.Pool.Forward)
+				requireTorch64(t, c, "y", y)
+				requireTorch64(t, c, "dx", dx)
+			case "adaptiveavg", "adaptivemax":
+				nd := x.Rank() - 2
+				layer := nn.NewAdaptiveAvgPool(c.ints("output", nd)...)
+				if c.Kind == "adaptivemax" {
+					layer = nn.NewAdaptiveMaxPool(c.ints("output", nd)...)
+				}
+				y, dx, _ := layerGrads(layer, x, g, nn.AdaptivePool.Forward)
+				requireTorch64(t, c, "y", y)
+				requireTorch64(t, c, "dx", dx)
+			case "ce_smooth":
+				// torch's label_smoothing is optax's smooth_labels of the
+				// one-hot labels (SmoothLabels takes float32 only).
+				labels := c.int32s(t, "x2")
+				onehot := tensor.Convert(tensor.OneHot(labels, x.Dim(-1)), tensor.Float32)
+				probs := nn.SmoothLabels(onehot, c.num("alpha"))
+				y, dx, _ := layerGrads(probs, c.tensor(t, "x"), c.tensor(t, "g"), func(p, x *tensor.Tensor) *tensor.Tensor {
+					return tensor.SoftmaxCrossEntropyProbs(x, p)
+				})
+				requireTorch(t, c, "y", y)
+				requireTorch(t, c, "dx", dx)
+			default:
+				binary := map[string]func(a, b *tensor.Tensor) *tensor.Tensor{
+					"bce":    tensor.SigmoidBinaryCrossEntropy,
+					"mse":    nn.SquaredError,
+					"huber":  func(a, b *tensor.Tensor) *tensor.Tensor { return nn.HuberLoss(a, b, c.num("delta")) },
+					"kl":     nn.KLDivergence,
+					"kl_log": nn.KLDivergenceWithLogTargets,
+					"cosine": func(a, b *tensor.Tensor) *tensor.Tensor { return nn.CosineSimilarity(a, b, 1e-12) },
+				}
+				f, ok := binary[c.Kind]
+				require.True(t, ok, "unknown kind %q", c.Kind)
+				x2 := c.f64(t, "x2")
+				check := requireTorch64
+				if float32Only[c.Kind] {
+					x, x2, g, check = c.tensor(t, "x"), c.tensor(t, "x2"), c.tensor(t, "g"), requireTorch
+				}
+				type pair struct{ A, B *tensor.Tensor }
+				y, _, dp := layerGrads(pair{x, x2}, x, g, func(p pair, _ *tensor.Tensor) *tensor.Tensor { return f(p.A, p.B) })
+				check(t, c, "y", y)
+				check(t, c, "dx", dp.A)
+				if _, ok := c.Tensors["dx2"]; ok {
+					check(t, c, "dx2", dp.B)
+				}
+			}
+		})
+	}
+	for name := range acts {
+		require.True(t, seen[name], "activation %s has no torch case", name)
+	}
+}
