@@ -238,3 +238,40 @@ func BenchmarkGonum(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSgemmWeightGradient measures a weight gradient Xᵀ·dY of the
+// batch-256 MLP 784-1024-1024-10 (X 256×m, dY 256×1024) three ways: with
+// each strip of Xᵀ read in place ("in_place"), packed into an L1 panel
+// just before its kernels ("panels", see stripsAT), and, as an upper
+// bound, the same product from an A already stored as Xᵀ ("contiguous": A·B
+// with A m×256, no packing of A at all):
+//
+//	go test -run '^$' -bench 'SgemmWeightGradient' -cpu 1 ./tensor/internal/gemm/
+func BenchmarkSgemmWeightGradient(b *testing.B) {
+	benchKernels(b)
+	const n, k = 1024, 256
+	for _, m := range []int{784, 1024} {
+		for _, how := range []string{"in_place", "panels", "contiguous"} {
+			b.Run(fmt.Sprintf("m=%d/%s", m, how), func(b *testing.B) {
+				s := benchShape{"", how != "contiguous", false, m, n, k}
+				prev := stripATMode
+				defer func() { stripATMode = prev }()
+				switch how {
+				case "in_place":
+					stripATMode = -1
+				case "panels":
+					stripATMode = 1
+				}
+				a, bb, c, lda, ldb := benchOperands(s)
+				cpu0 := cputime.Used().Seconds()
+				for b.Loop() {
+					Sgemm(s.ta, false, m, n, k, 1, a, lda, bb, ldb, 0, c, n, 1)
+				}
+				flops := 2 * float64(m*n*k) * float64(b.N)
+				if cpu := cputime.Used().Seconds() - cpu0; cpu > 0 {
+					b.ReportMetric(flops/cpu/1e9, "GFLOP/cpu-s")
+				}
+			})
+		}
+	}
+}
