@@ -10,3 +10,15 @@ func SetAsyncProgress(d time.Duration) (restore func()) {
 	progressInterval = func() time.Duration { return d }
 	return func() { progressInterval = old }
 }
+
+// GatheredInPlace returns the number of gathers of rows that found them in
+// place (gatheredRows) since the process started.
+func GatheredInPlace() int64 { return gatheredInPlace.Load() }
+
+// CopyGathered makes every gather copy its rows, as before gatheredRows,
+// until restore is called.
+func CopyGathered() (restore func()) {
+	old := reuseGathered
+	reuseGathered = false
+	return func() { reuseGathered = old }
+}

@@ -96,9 +96,8 @@ func sharedProduct(e *devEnv, g group, axes []string, x, w *tensor.Tensor, trans
 	// Every device copies its rows into the shared operand before it
 	// arrives: one meeting for the operand, a barrier for the product.
 	s := e.run.next(e)
-	gx := sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Empty(tensor.Float32, g.size*m, k) })
+	gx := e.gatherInto(s, g, g.key, x)
 	gy := sharedResult(s, ^g.key, func() *tensor.Tensor { return tensor.Empty(tensor.Float32, g.size*m, n) })
-	placeRuns(gx.BorrowFloat32(), x.BorrowFloat32(), x.Shape(), 0, g.rank, g.size)
 	ws := unsafe.Pointer(unsafe.SliceData(w.BorrowFloat32()))
 	cl := &call{coll: sharedProductColl, axes: axes, x: x, data: ws,
 		extra: fmt.Sprintf("product ·%v transposed %v", w, transW)}
@@ -131,6 +130,11 @@ func sharedProduct(e *devEnv, g group, axes []string, x, w *tensor.Tensor, trans
 		// The devices' w differ in storage (they may differ in value):
 		// each computes its own rows, as it would have alone.
 		tensor.ProductColumnsInto(out, x, w, transW, 0, n)
+	}
+	if same && !transW {
+		// The gathered rows of the forward product: a fold's gathered p
+		// (the layer's input, gatherRows) is the same rows.
+		e.keepGathered(g, x, gx)
 	}
 	e.doneWithSharedKey(s, g, g.key, gx)
 	e.doneWithSharedKey(s, g, ^g.key, gy)
@@ -177,3 +181,94 @@ func (e *devEnv) doneWithSharedKey(s *slot, g group, key int, out *tensor.Tensor
 		tensor.Donate(out)
 	}
 }
+
+// gatheredRows records a device's rows x gathered, at the device's rank
+// in group key of size devices, into all, an operand of the group's rows
+// in rank order, during run. Both are headers of the record's own: x's
+// storage can be neither recycled nor written in place while recorded
+// (its holder is not alone), so a later x over the same storage has the
+// same values, and the device's rows of all are the device's to write
+// (every device of the group writes its own rows alone). A later gather
+// of the same rows into an operand of the same group (a fold's p, the
+// layer input a shared forward product gathered; an input gradient's
+// cotangent, which a fold gathered as its q) takes all as it is.
+type gatheredRows struct {
+	run             *run
+	key, size, rank int
+	x, all          *tensor.Tensor
+}
+
+// reuseGathered makes the devices take rows gathered before as they are
+// (gatheredRows) rather than copy them again. A variable for the tests
+// and the benchmark.
+var reuseGathered = true
+
+// keepGathered records that x's rows are gathered into all for group g
+// (gatheredRows), dropping records of earlier runs.
+func (e *devEnv) keepGathered(g group, x, all *tensor.Tensor) {
+	if !reuseGathered || x.Size() == 0 {
+		return
+	}
+	e.dropGathered(func(r *gatheredRows) bool { return r.run != e.run })
+	e.gathered = append(e.gathered, gatheredRows{run: e.run, key: g.key, size: g.size, rank: g.rank,
+		x: tensor.WithLocal(x, x.Local()), all: tensor.WithLocal(all, all.Local())})
+}
+
+// dropGathered forgets the records for which drop reports true, donating
+// their headers.
+func (e *devEnv) dropGathered(drop func(r *gatheredRows) bool) {
+	kept := e.gathered[:0]
+	for i := range e.gathered {
+		r := &e.gathered[i]
+		if drop(r) {
+			tensor.Donate(r.x, r.all)
+			continue
+		}
+		kept = append(kept, *r)
+	}
+	clear(e.gathered[len(kept):])
+	e.gathered = kept
+}
+
+// gatherInto returns the operand of the rows of every device of g that
+// the devices share under key in slot s, with x's rows (float32 [m, k])
+// in this device's: the rows this device recorded as gathered for the
+// same group (gatheredRows) if the first device of g to get here had
+// such an operand, or fresh storage. The device copies its rows in unless
+// the operand is the one it recorded for x (they are there already);
+// once copied over, its records of that operand are dropped. Every
+// device's rows are in place once all have met in s.
+func (e *devEnv) gatherInto(s *slot, g group, key int, x *tensor.Tensor) *tensor.Tensor {
+	m, k := x.Dim(0), x.Dim(1)
+	xs := x.BorrowFloat32()
+	var rec *gatheredRows
+	for i := range e.gathered {
+		r := &e.gathered[i]
+		if r.run == e.run && r.key == g.key && r.size == g.size && r.rank == g.rank && r.x.Dim(0) == m && r.x.Dim(1) == k &&
+			len(xs) > 0 && &r.x.BorrowFloat32()[0] == &xs[0] {
+			rec = r
+			break
+		}
+	}
+	all := sharedResult(s, key, func() *tensor.Tensor {
+		if rec != nil {
+			return tensor.WithLocal(rec.all, nil) // the slot's own header
+		}
+		return tensor.Empty(tensor.Float32, g.size*m, k)
+	})
+	at := all.BorrowFloat32()
+	if rec != nil && &at[0] == &rec.all.BorrowFloat32()[0] { // (a record's rows are not empty)
+		gatheredInPlace.Add(1)
+		return all // this device's rows are there already
+	}
+	placeRuns(at, xs, x.Shape(), 0, g.rank, g.size)
+	if len(at) > 0 {
+		// Rows of another value now: no record of this operand holds.
+		e.dropGathered(func(r *gatheredRows) bool { return r.all.Size() > 0 && &r.all.BorrowFloat32()[0] == &at[0] })
+	}
+	return all
+}
+
+// gatheredInPlace counts the gathers whose rows were in place already
+// (gatherInto), for the tests.
+var gatheredInPlace atomic.Int64

@@ -142,14 +142,17 @@ const foldGatherRows = 64
 // gatherRows copies p and q into the rows of this device (its rank in g)
 // of two float32 tensors the devices of g share in their next slot, and
 // returns them: every device's rows, in rank order, once all have arrived.
+// Rows gathered before for the same group are taken as they are
+// (gatherInto: a layer input that its shared forward product gathered),
+// and q's gathered rows are recorded for a later gather of them (the
+// input gradient's shared product, whose operand is q).
 func gatherRows(e *devEnv, g group, p, q *tensor.Tensor) (gp, gq *tensor.Tensor) {
 	s := e.run.next(e)
 	// Two shared results in the slot: the group's key for p, its
 	// complement (negative, no group's key) for q.
-	gp = sharedResult(s, g.key, func() *tensor.Tensor { return tensor.Empty(tensor.Float32, g.size*p.Dim(0), p.Dim(1)) })
-	gq = sharedResult(s, ^g.key, func() *tensor.Tensor { return tensor.Empty(tensor.Float32, g.size*q.Dim(0), q.Dim(1)) })
-	placeRuns(gp.BorrowFloat32(), p.BorrowFloat32(), p.Shape(), 0, g.rank, g.size)
-	placeRuns(gq.BorrowFloat32(), q.BorrowFloat32(), q.Shape(), 0, g.rank, g.size)
+	gp = e.gatherInto(s, g, g.key, p)
+	gq = e.gatherInto(s, g, ^g.key, q)
+	e.keepGathered(g, q, gq)
 	return gp, gq
 }
 
@@ -238,6 +241,7 @@ func (f *FoldedGradient) Wait() *tensor.Tensor {
 	}
 	f.taken = true
 	delete(f.c.env.folds, f.key)
+	defer f.c.env.dropGatheredAfterFolds()
 	var sum *tensor.Tensor
 	for _, h := range f.hs {
 		part := h.Wait()
@@ -272,6 +276,7 @@ func (f *FoldedGradient) WaitThen(step tensor.PieceStep) bool {
 	}
 	f.taken = true
 	delete(f.c.env.folds, f.key)
+	defer f.c.env.dropGatheredAfterFolds()
 	*f.thens[0] = step
 	f.hs[0].Wait()
 	return true
@@ -310,4 +315,12 @@ func (e *devEnv) TookProductCotangents(w *tensor.Tensor) bool {
 	}
 	f := e.folds[foldKeyOf(w)]
 	return f != nil && f.run == e.run && len(f.hs) > 0
+}
+
+// dropGatheredAfterFolds forgets the device's gathered rows
+// (gatheredRows) once no fold is left to gather rows.
+func (e *devEnv) dropGatheredAfterFolds() {
+	if len(e.folds) == 0 && len(e.gathered) > 0 {
+		e.dropGathered(func(*gatheredRows) bool { return true })
+	}
 }

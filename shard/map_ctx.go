@@ -25,6 +25,10 @@ type devEnv struct {
 	// reduce-scatters as its backward pass computes them
 	// (FoldPsumScatter), by storage; used on the device's goroutine only.
 	folds map[foldKey]*FoldedGradient
+	// gathered are the rows this device has gathered into operands its
+	// group shares, which a later gather of the same rows may take as they
+	// are (gatheredRows); used on the device's goroutine only.
+	gathered []gatheredRows
 }
 
 func newEnvs(m *Mesh) []*devEnv {
