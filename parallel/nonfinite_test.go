@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gonox/gonox/expert"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/optim"
 	"github.com/gonox/gonox/parallel"
@@ -113,6 +114,42 @@ func TestStepSkipsNonFiniteLoss(t *testing.T) {
 			l, err = tr.Eval(poisoned(b, c.bad))
 			require.NoError(t, err)
 			assert.False(t, !math.IsNaN(l) && !math.IsInf(l, 0), "Eval: %v", l)
+		})
+	}
+}
+
+// TestStepSkipsNonFiniteLossEP: under expert parallelism, where the loss
+// of each device runs collectives (the ragged all-to-alls) before it is
+// known, a NaN in one device's rows skips the step on every device too.
+func TestStepSkipsNonFiniteLossEP(t *testing.T) {
+	model, a := newMoENet(), moeBatch()
+	b := batch{X: tensor.Normal(tensor.NewKey(21), 64, 6), Y: a.Y}
+	d := batch{X: tensor.Normal(tensor.NewKey(22), 64, 6), Y: a.Y}
+	for _, s := range []parallel.Strategy{parallel.EP, parallel.FSDPEP} {
+		t.Run(s.String(), func(t *testing.T) {
+			newTrainer := func() *parallel.Trainer[moeNet, batch] {
+				cfg := expert.Config{Experts: shard.Axes{"ep"}, Tokens: shard.Axes{"dp", "ep"}}
+				tr, err := parallel.New(model, parallel.Config[moeNet, batch]{
+					DeviceLoss: func(ctx *shard.Ctx, m moeNet, b batch, _ tensor.Key) *tensor.Tensor {
+						return m.loss(b, func(l nn.MoE, h *tensor.Tensor) nn.MoEOutput { return expert.Forward(ctx, l, h, cfg) })
+					},
+					Optimizer: optim.Adam(optim.Constant(0.01)),
+					Mesh:      shard.NewMesh([]int{2, 4}, []string{"dp", "ep"}), Strategy: s,
+				})
+				require.NoError(t, err)
+				return tr
+			}
+			want := newTrainer()
+			stepAll(t, want, []batch{a, d})
+			tr := newTrainer()
+			stepAll(t, tr, []batch{a})
+			params := tr.Params()
+			_, err := tr.Step(poisoned(b, float32(math.NaN())))
+			require.ErrorIs(t, err, parallel.ErrNonFiniteLoss)
+			bitsEqual(t, tr.Params(), params, "parameters after the skipped step")
+			stepAll(t, tr, []batch{d})
+			bitsEqual(t, tr.Params(), want.Params(), "parameters after the next step")
+			bitsEqual(t, tr.State(), want.State(), "optimizer state after the next step")
 		})
 	}
 }
