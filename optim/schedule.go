@@ -66,7 +66,10 @@ func Polynomial(init, end, power float64, transitionSteps, transitionBegin int) 
 //
 //	init·((1-alpha)·½(1 + cos(π·min(step, decaySteps)/decaySteps)) + alpha)
 //
-// It panics unless decaySteps > 0.
+// Up to decaySteps it is PyTorch's CosineAnnealingLR(T_max=decaySteps,
+// eta_min=alpha·init); after it, PyTorch's rate turns back up along the
+// cosine while this one stays at alpha·init. It panics unless
+// decaySteps > 0.
 func CosineDecay(init float64, decaySteps int, alpha float64) Schedule {
 	if decaySteps <= 0 {
 		panic(fmt.Sprintf("optim.CosineDecay: decaySteps %d, want > 0", decaySteps))

@@ -134,6 +134,12 @@ func (o OneCycleOptions) withDefaults(op string, transitionSteps int) OneCycleOp
 // PctFinal·transitionSteps, then down to peak/DivFactor/FinalDivFactor at
 // transitionSteps, and constant after. The fractions of steps are rounded
 // down. It panics unless transitionSteps > 0.
+//
+// PyTorch's OneCycleLR(total_steps=T, pct_start=p, anneal_strategy="linear",
+// three_phase=True) places each boundary a step earlier: it peaks at step
+// p·T-1, is back at the start at 2·p·T-2 and ends at T-1. Its rates are
+// LinearOneCycle(T-1, max_lr) with PctStart (p·T-0.5)/(T-1) and PctFinal
+// (2·p·T-1.5)/(T-1) (testdata/torch_optim.py checks this).
 func LinearOneCycle(transitionSteps int, peak float64, opts ...OneCycleOptions) Schedule {
 	const op = "optim.LinearOneCycle"
 	o := oneOpt(op, opts).withDefaults(op, transitionSteps)
@@ -149,6 +155,11 @@ func LinearOneCycle(transitionSteps int, peak float64, opts ...OneCycleOptions) 
 // peak at PctStart·transitionSteps (rounded down), then down to
 // peak/DivFactor/FinalDivFactor at transitionSteps, and constant after.
 // PctFinal is not used. It panics unless transitionSteps > 0.
+//
+// PyTorch's OneCycleLR(total_steps=T, pct_start=p) (cosine, two phases)
+// places the boundaries a step earlier: it peaks at step p·T-1 and ends at
+// T-1. Its rates are CosineOneCycle(T-1, max_lr) with PctStart
+// (p·T-0.5)/(T-1) (testdata/torch_optim.py checks this).
 func CosineOneCycle(transitionSteps int, peak float64, opts ...OneCycleOptions) Schedule {
 	const op = "optim.CosineOneCycle"
 	o := oneOpt(op, opts).withDefaults(op, transitionSteps)

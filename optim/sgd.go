@@ -32,7 +32,9 @@ type SGDState struct {
 //	u = -lr(step)·t             (or -lr(step)·(g + μ·t) with Nesterov)
 //
 // The trace accumulates raw gradients and the learning rate scales its
-// output, so changing the learning rate takes effect at once.
+// output, so changing the learning rate takes effect at once. This is
+// torch.optim.SGD with dampening 0 (its default; SGD has no dampening);
+// PyTorch's weight_decay is Chain(AddDecayedWeights(wd, nil), SGD(...)).
 func SGD(lr Schedule, opts ...SGDOptions) Transform {
 	const op = "optim.SGD"
 	needSchedule(op, lr)

@@ -20,6 +20,9 @@ type torchRef struct {
 	Params map[string][]float64              `json:"params"`
 	Grads  []map[string][]float64            `json:"grads"`
 	Cases  map[string][]map[string][]float64 `json:"cases"`
+	// Schedules holds the learning rate of each step of a
+	// torch.optim.lr_scheduler case (before that step's update).
+	Schedules map[string][]float64 `json:"schedules"`
 }
 
 func loadTorchRef(t *testing.T) torchRef {
@@ -61,6 +64,22 @@ func TestTorchReference(t *testing.T) {
 		"Adamax":                optim.Adamax(c(0.02)),
 		"Adamax options":        optim.Adamax(c(0.02), optim.AdamaxOptions{B1: 0.8, B2: 0.9, Eps: 1e-3}),
 		"RAdam":                 optim.RAdam(c(0.01), optim.RAdamOptions{B2: 0.9, Eps: optim.Zero}),
+		"SGD":                   optim.SGD(c(0.05)),
+		// PyTorch's weight_decay (other than AdamW's) is L2: wd·p added to
+		// the gradient before anything else, AddDecayedWeights in front.
+		"SGD momentum weight decay": optim.Chain(optim.AddDecayedWeights(0.01, nil),
+			optim.SGD(c(0.05), optim.SGDOptions{Momentum: 0.9})),
+		"SGD Nesterov weight decay": optim.Chain(optim.AddDecayedWeights(0.1, nil),
+			optim.SGD(c(0.05), optim.SGDOptions{Momentum: 0.7, Nesterov: true})),
+		"Adam options":         optim.Adam(c(0.01), optim.AdamOptions{B1: 0.8, B2: 0.95, Eps: 1e-3}),
+		"Adam L2 weight decay": optim.Chain(optim.AddDecayedWeights(0.1, nil), optim.Adam(c(0.01))),
+		"AdamW options":        optim.AdamW(c(0.02), optim.AdamWOptions{B1: 0.85, B2: 0.98, Eps: 1e-4, WeightDecay: 0.3}),
+		"RMSProp":              optim.RMSProp(c(0.01), optim.RMSPropOptions{Decay: 0.99, Eps: 1e-8, EpsOutsideSqrt: true}),
+		"RMSProp momentum":     optim.RMSProp(c(0.01), optim.RMSPropOptions{Decay: 0.9, Eps: 1e-6, EpsOutsideSqrt: true, Momentum: 0.7}),
+		"RMSProp weight decay": optim.Chain(optim.AddDecayedWeights(0.05, nil),
+			optim.RMSProp(c(0.01), optim.RMSPropOptions{Decay: 0.95, Eps: 1e-4, EpsOutsideSqrt: true})),
+		"Adagrad weight decay": optim.Chain(optim.AddDecayedWeights(0.05, nil), optim.Adagrad(c(0.1), optim.AdagradOptions{Eps: optim.Zero})),
+		"Adamax weight decay":  optim.Chain(optim.AddDecayedWeights(0.1, nil), optim.Adamax(c(0.02))),
 	}
 	require.Len(t, ref.Cases, len(cases), "every case of the script is checked")
 	for name, tx := range cases {
@@ -77,6 +96,50 @@ func TestTorchReference(t *testing.T) {
 				closeTo(t, want[step]["B"], params.B.Float64s(), 1e-5, 1e-6, "step %d B", step)
 			}
 			require.Equal(t, []string{"in", "out"}, params.W.LogicalAxes())
+		})
+	}
+}
+
+// TestTorchSchedules: the schedules give the learning rates of
+// torch.optim.lr_scheduler's, step by step (gonox's Schedule(n) is the
+// rate of the n-th update; PyTorch's scheduler.step() comes after it).
+// OneCycleLR maps onto the optax one-cycle schedules with one step less
+// and the phase boundaries a step earlier, as their docs say.
+func TestTorchSchedules(t *testing.T) {
+	ref := loadTorchRef(t)
+	warm := func(n int, end float64) optim.SGDRCycle {
+		return optim.SGDRCycle{Init: 0.1, Peak: 0.1, DecaySteps: n, End: end}
+	}
+	// OneCycleLR(total_steps=T, pct_start=p) peaks at step p·T-1 and ends
+	// at step T-1 (three_phase: back at the start at 2·p·T-2).
+	const total, pct = 20, 0.3
+	torchPct := func(at float64) float64 { return (at + 0.5) / (total - 1) }
+	cases := map[string]optim.Schedule{
+		"StepLR":                             optim.Exponential(0.1, 3, 0.5, optim.ExponentialOptions{Staircase: true}),
+		"ExponentialLR":                      optim.Exponential(0.1, 1, 0.9),
+		"MultiStepLR":                        optim.PiecewiseConstant(0.1, map[int]float64{4: 0.1, 9: 0.1}),
+		"ConstantLR":                         optim.PiecewiseConstant(0.05, map[int]float64{4: 2}),
+		"LinearLR warmup":                    optim.Linear(0.02, 0.1, 5, 0),
+		"LinearLR decay":                     optim.Linear(0.1, 0.01, 6, 0),
+		"PolynomialLR":                       optim.Polynomial(0.1, 0, 2, 8, 0),
+		"CosineAnnealingLR":                  optim.CosineDecay(0.1, 12, 0.01),
+		"CosineAnnealingWarmRestarts":        optim.SGDR(warm(5, 0.001), warm(5, 0.001), warm(5, 0.001), warm(5, 0.001), warm(5, 0.001)),
+		"CosineAnnealingWarmRestarts Tmult2": optim.SGDR(warm(3, 0.002), warm(6, 0.002), warm(12, 0.002)),
+		"warmup cosine":                      optim.WarmupCosineDecay(0.001, 0.1, 5, 20, 0),
+		"OneCycleLR cos":                     optim.CosineOneCycle(total-1, 1, optim.OneCycleOptions{PctStart: torchPct(pct*total - 1)}),
+		"OneCycleLR linear three_phase": optim.LinearOneCycle(total-1, 1,
+			optim.OneCycleOptions{PctStart: torchPct(pct*total - 1), PctFinal: torchPct(2*pct*total - 2)}),
+	}
+	require.Len(t, ref.Schedules, len(cases), "every schedule of the script is checked")
+	for name, s := range cases {
+		t.Run(name, func(t *testing.T) {
+			want, ok := ref.Schedules[name]
+			require.True(t, ok, "no torch reference for %q: rerun testdata/torch_optim.py", name)
+			got := make([]float64, len(want))
+			for n := range got {
+				got[n] = s(n)
+			}
+			closeTo(t, want, got, 1e-9, 1e-12, "%s", name)
 		})
 	}
 }

@@ -49,7 +49,63 @@ CASES = [
     ("Adamax", lambda p: torch.optim.Adamax(p, lr=0.02)),
     ("Adamax options", lambda p: torch.optim.Adamax(p, lr=0.02, betas=(0.8, 0.9), eps=1e-3)),
     ("RAdam", lambda p: torch.optim.RAdam(p, lr=0.01, betas=(0.9, 0.9), eps=0)),
+    # Plain SGD, PyTorch's L2 weight decay (added to the gradient before
+    # momentum: gonox's AddDecayedWeights in front), Adam's options and its
+    # L2 weight decay (not AdamW's decoupled one), RMSprop without centring,
+    # with momentum and with weight decay, Adagrad and Adamax with weight
+    # decay.
+    ("SGD", lambda p: torch.optim.SGD(p, lr=0.05)),
+    ("SGD momentum weight decay", lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=0.01)),
+    ("SGD Nesterov weight decay", lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.7, nesterov=True, weight_decay=0.1)),
+    ("Adam options", lambda p: torch.optim.Adam(p, lr=0.01, betas=(0.8, 0.95), eps=1e-3)),
+    ("Adam L2 weight decay", lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.1)),
+    ("AdamW options", lambda p: torch.optim.AdamW(p, lr=0.02, betas=(0.85, 0.98), eps=1e-4, weight_decay=0.3)),
+    ("RMSProp", lambda p: torch.optim.RMSprop(p, lr=0.01)),
+    ("RMSProp momentum", lambda p: torch.optim.RMSprop(p, lr=0.01, alpha=0.9, eps=1e-6, momentum=0.7)),
+    ("RMSProp weight decay", lambda p: torch.optim.RMSprop(p, lr=0.01, alpha=0.95, eps=1e-4, weight_decay=0.05)),
+    ("Adagrad weight decay", lambda p: torch.optim.Adagrad(p, lr=0.1, eps=0, initial_accumulator_value=0.1, weight_decay=0.05)),
+    ("Adamax weight decay", lambda p: torch.optim.Adamax(p, lr=0.02, weight_decay=0.1)),
 ]
+
+SCHED_STEPS = 25
+LR0 = 0.1
+S = torch.optim.lr_scheduler
+
+# The learning rate of step n = 0, 1, ... of torch.optim.lr_scheduler
+# (before the n-th optimizer step, scheduler.step() after it): gonox's
+# Schedule(n). A case runs for its own number of steps (CosineAnnealingLR
+# and the warmup-then-cosine SequentialLR
+# stop at T_max, where PyTorch's rule turns back up; OneCycleLR at
+# total_steps, past which PyTorch raises).
+SCHEDULES = [
+    ("StepLR", SCHED_STEPS, lambda o: S.StepLR(o, step_size=3, gamma=0.5)),
+    ("ExponentialLR", SCHED_STEPS, lambda o: S.ExponentialLR(o, gamma=0.9)),
+    ("MultiStepLR", SCHED_STEPS, lambda o: S.MultiStepLR(o, milestones=[4, 9], gamma=0.1)),
+    ("ConstantLR", SCHED_STEPS, lambda o: S.ConstantLR(o, factor=0.5, total_iters=4)),
+    ("LinearLR warmup", SCHED_STEPS, lambda o: S.LinearLR(o, start_factor=0.2, end_factor=1.0, total_iters=5)),
+    ("LinearLR decay", SCHED_STEPS, lambda o: S.LinearLR(o, start_factor=1.0, end_factor=0.1, total_iters=6)),
+    ("PolynomialLR", SCHED_STEPS, lambda o: S.PolynomialLR(o, total_iters=8, power=2.0)),
+    ("CosineAnnealingLR", 13, lambda o: S.CosineAnnealingLR(o, T_max=12, eta_min=0.001)),
+    ("CosineAnnealingWarmRestarts", SCHED_STEPS, lambda o: S.CosineAnnealingWarmRestarts(o, T_0=5, eta_min=0.001)),
+    ("CosineAnnealingWarmRestarts Tmult2", 21, lambda o: S.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.002)),
+    ("warmup cosine", 21, lambda o: S.SequentialLR(o, [S.LinearLR(o, start_factor=0.01, total_iters=5),
+                                                                 S.CosineAnnealingLR(o, T_max=15)], milestones=[5])),
+    ("OneCycleLR cos", 20, lambda o: S.OneCycleLR(o, max_lr=1.0, total_steps=20)),
+    ("OneCycleLR linear three_phase", 20, lambda o: S.OneCycleLR(o, max_lr=1.0, total_steps=20, anneal_strategy="linear", three_phase=True)),
+]
+
+
+def schedule(make, steps):
+    p = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.SGD([p], lr=LR0)
+    sched = make(opt)
+    lrs = []
+    for _ in range(steps):
+        lrs.append(opt.param_groups[0]["lr"])
+        p.grad = torch.zeros(1)
+        opt.step()
+        sched.step()
+    return lrs
 
 
 def run(make):
@@ -73,6 +129,7 @@ def main():
         "params": {k: v.ravel().tolist() for k, v in params0().items()},
         "grads": [{k: v.ravel().tolist() for k, v in grads(s).items()} for s in range(STEPS)],
         "cases": {name: run(make) for name, make in CASES},
+        "schedules": {name: schedule(make, n) for name, n, make in SCHEDULES},
     }
     with open("torch_optim.json", "w") as f:
         json.dump(out, f, indent=1)
