@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"os"
 	"slices"
 
 	"github.com/gonox/gonox/tensor"
@@ -132,8 +131,14 @@ func ReadIDXFile(path string) (*tensor.Tensor, error) {
 }
 
 func decodeIDXFile(path string) (*idx, error) {
-	f, err := os.Open(path)
+	// A FIFO's open would block until a writer came: refuse anything but
+	// a regular file before opening it.
+	f, _, err := openRegular(path)
 	if err != nil {
+		var fe *FileError
+		if errors.As(err, &fe) {
+			err = fe.Err
+		}
 		return nil, &IDXError{File: path, Err: err}
 	}
 	defer f.Close()

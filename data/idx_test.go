@@ -191,7 +191,7 @@ func TestReadIDXErrors(t *testing.T) {
 		assert.EqualError(t, err, "data: IDX file "+path+": bad magic number: 0x01020304: an IDX file starts with two zero bytes, a type code and a dimension count")
 		_, err = ReadIDXFile(path + ".missing")
 		assert.ErrorIs(t, err, os.ErrNotExist)
-		assert.ErrorContains(t, err, "data: IDX file "+path+".missing: open ")
+		assert.ErrorContains(t, err, "data: IDX file "+path+".missing: stat ")
 	})
 	t.Run("zero-size dims", func(t *testing.T) {
 		x, err := ReadIDX(bytes.NewReader(idxBytes(0x08, []uint32{math.MaxUint32, 0}, nil)))
