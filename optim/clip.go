@@ -106,6 +106,10 @@ type ClipOptions struct {
 // (optax.clip_by_global_norm): updates whose norm n is below maxNorm pass
 // unchanged, others become u·maxNorm/n. A NaN norm gives NaN updates, as in
 // optax. Its state is EmptyState. It panics unless maxNorm > 0.
+//
+// torch.nn.utils.clip_grad_norm_ scales by maxNorm/(n + 1e-6) instead: the
+// two differ by a relative 1e-6/n, and PyTorch's also scales (by a hair)
+// gradients whose norm is just below maxNorm.
 func ClipByGlobalNorm(maxNorm float64, opts ...ClipOptions) Transform {
 	const op = "optim.ClipByGlobalNorm"
 	if !(maxNorm > 0) {

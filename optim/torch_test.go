@@ -23,6 +23,10 @@ type torchRef struct {
 	// Schedules holds the learning rate of each step of a
 	// torch.optim.lr_scheduler case (before that step's update).
 	Schedules map[string][]float64 `json:"schedules"`
+	// PlateauLosses are the losses fed to ReduceLROnPlateau, Plateaus the
+	// rate after each scheduler.step(loss) of a case, from a rate of 1.
+	PlateauLosses []float64            `json:"plateau_losses"`
+	Plateaus      map[string][]float64 `json:"plateaus"`
 }
 
 func loadTorchRef(t *testing.T) torchRef {
@@ -80,6 +84,8 @@ func TestTorchReference(t *testing.T) {
 			optim.RMSProp(c(0.01), optim.RMSPropOptions{Decay: 0.95, Eps: 1e-4, EpsOutsideSqrt: true})),
 		"Adagrad weight decay": optim.Chain(optim.AddDecayedWeights(0.05, nil), optim.Adagrad(c(0.1), optim.AdagradOptions{Eps: optim.Zero})),
 		"Adamax weight decay":  optim.Chain(optim.AddDecayedWeights(0.1, nil), optim.Adamax(c(0.02))),
+		"clip_grad_norm SGD momentum": optim.Chain(optim.ClipByGlobalNorm(0.5),
+			optim.SGD(c(0.05), optim.SGDOptions{Momentum: 0.9})),
 	}
 	require.Len(t, ref.Cases, len(cases), "every case of the script is checked")
 	for name, tx := range cases {
@@ -140,6 +146,39 @@ func TestTorchSchedules(t *testing.T) {
 				got[n] = s(n)
 			}
 			closeTo(t, want, got, 1e-9, 1e-12, "%s", name)
+		})
+	}
+}
+
+// TestTorchReduceOnPlateau: ReduceOnPlateau scales the updates as
+// ReduceLROnPlateau scales the rate, with Patience one more than PyTorch's
+// patience (as its doc says: optax reduces after Patience bad values,
+// PyTorch after patience+1) and the scale applied to the update whose
+// loss decided it (PyTorch's scheduler.step(loss) comes after the step).
+func TestTorchReduceOnPlateau(t *testing.T) {
+	ref := loadTorchRef(t)
+	cases := map[string]optim.ReduceOnPlateauOptions{
+		"rel patience 1 cooldown 1": {Factor: 0.5, Patience: 2, Cooldown: 1, RTol: 0.01, MinScale: 0.1},
+		"abs patience 2 cooldown 2": {Factor: 0.3, Patience: 3, Cooldown: 2, RTol: optim.Zero, ATol: 0.004},
+		"rel patience 0":            {Factor: 0.5, Patience: 1, RTol: 1e-4, MinScale: 0.01},
+	}
+	require.Len(t, ref.Plateaus, len(cases), "every plateau case of the script is checked")
+	for name, o := range cases {
+		t.Run(name, func(t *testing.T) {
+			want, ok := ref.Plateaus[name]
+			require.True(t, ok, "no torch reference for %q: rerun testdata/torch_optim.py", name)
+			params := newModel()
+			tx := optim.ReduceOnPlateau(o)
+			st := tx.Init(params)
+			got := make([]float64, len(want))
+			for i, loss := range ref.PlateauLosses {
+				var u any
+				// The losses are float32 in gonox: a loss equal to the
+				// best within float32 rounding must compare as in float64.
+				u, st = optim.UpdateExtra(tx, gradsAt(0), st, params, optim.Extra{Value: tensor.Scalar(float32(loss))})
+				got[i] = u.(model).W.Float64s()[0] / gradsAt(0).W.Float64s()[0]
+			}
+			closeTo(t, want, got, 1e-6, 0, "%s", name)
 		})
 	}
 }

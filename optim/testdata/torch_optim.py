@@ -65,7 +65,13 @@ CASES = [
     ("RMSProp weight decay", lambda p: torch.optim.RMSprop(p, lr=0.01, alpha=0.95, eps=1e-4, weight_decay=0.05)),
     ("Adagrad weight decay", lambda p: torch.optim.Adagrad(p, lr=0.1, eps=0, initial_accumulator_value=0.1, weight_decay=0.05)),
     ("Adamax weight decay", lambda p: torch.optim.Adamax(p, lr=0.02, weight_decay=0.1)),
+    # torch.nn.utils.clip_grad_norm_ (max_norm below the gradients' norms,
+    # about 2) before each step; it divides by norm + 1e-6, optax by the
+    # norm.
+    ("clip_grad_norm SGD momentum", lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
 ]
+
+CLIP = {"clip_grad_norm SGD momentum": 0.5}
 
 SCHED_STEPS = 25
 LR0 = 0.1
@@ -108,7 +114,7 @@ def schedule(make, steps):
     return lrs
 
 
-def run(make):
+def run(name, make):
     p0 = params0()
     ps = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in p0.items()}
     opt = make([ps["W"], ps["B"]])
@@ -117,9 +123,34 @@ def run(make):
         g = grads(step)
         for k in ps:
             ps[k].grad = torch.tensor(g[k], dtype=torch.float64)
+        if name in CLIP:
+            torch.nn.utils.clip_grad_norm_([ps["W"], ps["B"]], CLIP[name])
         opt.step()
         traj.append({k: ps[k].detach().numpy().ravel().tolist() for k in ps})
     return traj
+
+
+# ReduceLROnPlateau on a fixed loss sequence with plateaus: the rate after
+# each scheduler.step(loss), divided by the starting rate 1. gonox's
+# ReduceOnPlateau applies its scale to the update whose loss decided it.
+PLATEAU_LOSSES = [1.0, 0.9, 0.895, 0.893, 0.89, 0.8, 0.8, 0.81, 0.799, 0.79, 0.795, 0.8, 0.6, 0.6, 0.61,
+                  0.6, 0.6, 0.6, 0.6, 0.5, 0.5, 0.5, 0.5, 0.5]
+PLATEAUS = [
+    ("rel patience 1 cooldown 1", dict(factor=0.5, patience=1, cooldown=1, threshold=0.01, threshold_mode="rel", min_lr=0.1)),
+    ("abs patience 2 cooldown 2", dict(factor=0.3, patience=2, cooldown=2, threshold=0.004, threshold_mode="abs")),
+    ("rel patience 0", dict(factor=0.5, patience=0, threshold=1e-4, min_lr=0.01)),
+]
+
+
+def plateau(kw):
+    p = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.SGD([p], lr=1.0)
+    sched = S.ReduceLROnPlateau(opt, mode="min", **kw)
+    lrs = []
+    for loss in PLATEAU_LOSSES:
+        sched.step(loss)
+        lrs.append(opt.param_groups[0]["lr"])
+    return lrs
 
 
 def main():
@@ -128,8 +159,10 @@ def main():
         "steps": STEPS,
         "params": {k: v.ravel().tolist() for k, v in params0().items()},
         "grads": [{k: v.ravel().tolist() for k, v in grads(s).items()} for s in range(STEPS)],
-        "cases": {name: run(make) for name, make in CASES},
+        "cases": {name: run(name, make) for name, make in CASES},
         "schedules": {name: schedule(make, n) for name, n, make in SCHEDULES},
+        "plateau_losses": PLATEAU_LOSSES,
+        "plateaus": {name: plateau(kw) for name, kw in PLATEAUS},
     }
     with open("torch_optim.json", "w") as f:
         json.dump(out, f, indent=1)
