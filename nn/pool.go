@@ -137,7 +137,7 @@ func (p Pool) Forward(x *tensor.Tensor) *tensor.Tensor {
 		}
 		w.Padding = tensor.Pads(pairs...)
 		if extra && p.Reduction == tensor.WindowMean {
-			return p.ceilMean(x, w, user, pairs)
+			return p.ceilMean(x, w, user)
 		}
 	}
 	return tensor.ReduceWindow(x, p.Reduction, w)
@@ -145,23 +145,33 @@ func (p Pool) Forward(x *tensor.Tensor) *tensor.Tensor {
 
 // ceilMean is the mean of ceil mode's windows with the padding counted,
 // as PyTorch's avg_pool with ceil_mode and count_include_pad: a window is
-// divided by the number of its elements inside the input and its padding,
-// so a last window that reaches into the extra high padding of ceil mode
-// is divided by less than the kernel's size. user holds the padding of
-// the layer, pairs that padding and the extra of ceil mode.
-func (p Pool) ceilMean(x *tensor.Tensor, w tensor.Window, user, pairs [][2]int) *tensor.Tensor {
+// divided by the number of its elements inside the input and the layer's
+// padding user, so a last window that reaches into the extra high padding
+// of ceil mode is divided by less than the kernel's size. The divisor is a
+// product of one vector per spatial dimension.
+func (p Pool) ceilMean(x *tensor.Tensor, w tensor.Window, user [][2]int) *tensor.Tensor {
 	sum := tensor.ReduceWindow(x, tensor.WindowSum, w)
 	lead := x.Rank() - len(p.Kernel)
-	shape := append(square(1, lead), x.Shape()[lead:]...)
-	// Ones over the input and the layer's padding, zeros in the extra.
-	ones := tensor.Pad(tensor.Ones(x.DType(), shape...), user, 1)
-	rest := make([][2]int, len(pairs))
-	for d := range pairs {
-		rest[d] = [2]int{0, pairs[d][1] - user[d][1]}
+	var div *tensor.Tensor
+	for d, k := range p.Kernel {
+		n := sum.Dim(lead + d)
+		in, s, dil := x.Dim(lead+d), p.Stride[d], p.Dilation[d]
+		counts := make([]float64, n)
+		for o := range counts {
+			// The taps start + j·dil, j < k, before in + the high padding.
+			start := o*s - user[lead+d][0]
+			counts[o] = float64(min(k, (in+user[lead+d][1]-start+dil-1)/dil))
+		}
+		shape := square(1, x.Rank())
+		shape[lead+d] = n
+		c := tensor.Convert(tensor.FromFloat64s(counts, shape...), x.DType())
+		if div == nil {
+			div = c
+		} else {
+			div = tensor.Mul(div, c)
+		}
 	}
-	cw := w
-	cw.Padding = tensor.Pads(rest...)
-	return tensor.Div(sum, tensor.ReduceWindow(ones, tensor.WindowSum, cw))
+	return tensor.Div(sum, div)
 }
 
 // ceilExtra is the high padding that makes the floor of the output size

@@ -76,7 +76,7 @@ func requireTorch64(t *testing.T, c torchCase, name string, got *tensor.Tensor) 
 
 // float32Only are the losses that take float32 operands only: they are
 // compared in float32.
-var float32Only = map[string]bool{"mse": true, "huber": true, "kl": true, "kl_log": true, "cosine": true}
+var float32Only = map[string]bool{"mse": true, "huber": true, "smooth_l1": true, "kl": true, "kl_log": true, "cosine": true}
 
 func TestTorchLayers(t *testing.T) {
 	acts := map[string]nn.Activation{
@@ -223,6 +223,38 @@ func TestTorchLayers(t *testing.T) {
 				y, dx, _ := layerGrads(layer, x, g, nn.AdaptivePool.Forward)
 				requireTorch64(t, c, "y", y)
 				requireTorch64(t, c, "dx", dx)
+			case "mha_cross":
+				// gonox's mask is true where a key is visible: the
+				// complement of PyTorch's key_padding_mask, as [B,1,1,S].
+				kpm := c.Tensors["key_padding_mask"]
+				visible := make([]bool, len(kpm.Data))
+				for i, v := range kpm.Data {
+					visible[i] = v == 0
+				}
+				mask := tensor.FromBool(visible, kpm.Shape[0], 1, 1, kpm.Shape[1])
+				k, v := c.f64(t, "x2"), c.f64(t, "x3")
+				a := nn.NewMultiHeadAttention(tensor.NewKey(0), x.Dim(2), int(c.num("heads")),
+					nn.AttentionOptions{Bias: true, KeySize: k.Dim(2), ValueSize: v.Dim(2)})
+				lin := func(w, b string) nn.Linear { return nn.Linear{W: tensor.T(c.f64(t, w)), B: c.f64(t, b)} }
+				a.QueryProj, a.KeyProj, a.ValueProj, a.OutputProj = lin("wq", "bq"), lin("wk", "bk"), lin("wv", "bv"), lin("wo", "bo")
+				type in struct {
+					A       nn.MultiHeadAttention
+					Q, K, V *tensor.Tensor
+				}
+				y, _, d := layerGrads(in{a, x, k, v}, x, g, func(p in, _ *tensor.Tensor) *tensor.Tensor {
+					return p.A.ForwardQKV(p.Q, p.K, p.V, mask)
+				})
+				requireTorch64(t, c, "y", y)
+				requireTorch64(t, c, "dx", d.Q)
+				requireTorch64(t, c, "dx2", d.K)
+				requireTorch64(t, c, "dx3", d.V)
+				for _, p := range []struct {
+					l    nn.Linear
+					w, b string
+				}{{d.A.QueryProj, "dwq", "dbq"}, {d.A.KeyProj, "dwk", "dbk"}, {d.A.ValueProj, "dwv", "dbv"}, {d.A.OutputProj, "dwo", "dbo"}} {
+					requireTorch64(t, c, p.w, tensor.T(p.l.W))
+					requireTorch64(t, c, p.b, p.l.B)
+				}
 			case "ce_smooth":
 				// torch's label_smoothing is optax's smooth_labels of the
 				// one-hot labels (SmoothLabels takes float32 only).
@@ -236,9 +268,13 @@ func TestTorchLayers(t *testing.T) {
 				requireTorch(t, c, "dx", dx)
 			default:
 				binary := map[string]func(a, b *tensor.Tensor) *tensor.Tensor{
-					"bce":    tensor.SigmoidBinaryCrossEntropy,
-					"mse":    nn.SquaredError,
-					"huber":  func(a, b *tensor.Tensor) *tensor.Tensor { return nn.HuberLoss(a, b, c.num("delta")) },
+					"bce":   tensor.SigmoidBinaryCrossEntropy,
+					"mse":   nn.SquaredError,
+					"huber": func(a, b *tensor.Tensor) *tensor.Tensor { return nn.HuberLoss(a, b, c.num("delta")) },
+					// smooth_l1_loss(beta) is HuberLoss(delta=beta)/beta.
+					"smooth_l1": func(a, b *tensor.Tensor) *tensor.Tensor {
+						return tensor.MulScalar(nn.HuberLoss(a, b, c.num("beta")), float32(1/c.num("beta")))
+					},
 					"kl":     nn.KLDivergence,
 					"kl_log": nn.KLDivergenceWithLogTargets,
 					"cosine": func(a, b *tensor.Tensor) *tensor.Tensor { return nn.CosineSimilarity(a, b, 1e-12) },

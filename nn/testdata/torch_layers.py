@@ -19,9 +19,11 @@ torch_losses.py leave out, and for the conventions where libraries differ:
   last window that starts inside the padding is divided by the part of it
   inside input+padding), AdaptiveAvgPool/AdaptiveMaxPool with overlapping
   uneven windows in 1-D and 3-D;
+- MultiheadAttention across sequences with kdim and vdim and a
+  key_padding_mask;
 - cross-entropy with label_smoothing (gonox: SoftmaxCrossEntropyProbs of
   SmoothLabels(one-hot)), binary_cross_entropy_with_logits, mse_loss,
-  huber_loss, kl_div (with and without log_target), cosine_similarity,
+  huber_loss, smooth_l1_loss (HuberLoss(delta=beta)/beta), kl_div (with and without log_target), cosine_similarity,
   with the gradients of both operands where torch gives them.
 
 Inputs are written with 17 significant digits, so that the Go side reads
@@ -173,6 +175,16 @@ pools = [
      lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False), (2, 2, 8, 7)),
     ("avgpool1d_ceil", "avgpool", dict(kernel=[3], stride=[2], padding=[0], ceil=True, count_include_pad=True),
      lambda x: F.avg_pool1d(x, 3, 2, 0, ceil_mode=True), (2, 3, 8)),
+    # ceil mode where the last window would start inside the high padding:
+    # PyTorch drops it (in 5, kernel 2, stride 2, padding 1: 3 windows, not 4).
+    ("maxpool1d_ceil_drop", "maxpool", dict(kernel=[2], stride=[2], padding=[1], ceil=True),
+     lambda x: F.max_pool1d(x, 2, 2, 1, ceil_mode=True), (2, 3, 5)),
+    ("avgpool1d_ceil_drop", "avgpool", dict(kernel=[2], stride=[2], padding=[1], ceil=True, count_include_pad=True),
+     lambda x: F.avg_pool1d(x, 2, 2, 1, ceil_mode=True), (2, 3, 5)),
+    ("avgpool3d_ceil_nopad", "avgpool", dict(kernel=[2, 3, 2], stride=[2, 2, 2], padding=[0, 1, 1], ceil=True, count_include_pad=False),
+     lambda x: F.avg_pool3d(x, (2, 3, 2), 2, (0, 1, 1), ceil_mode=True, count_include_pad=False), (1, 2, 5, 6, 5)),
+    ("avgpool3d_ceil", "avgpool", dict(kernel=[2, 3, 2], stride=[2, 2, 2], padding=[0, 1, 1], ceil=True, count_include_pad=True),
+     lambda x: F.avg_pool3d(x, (2, 3, 2), 2, (0, 1, 1), ceil_mode=True, count_include_pad=True), (1, 2, 5, 6, 5)),
     ("adaptiveavg1d_overlap", "adaptiveavg", dict(output=[3]), lambda x: F.adaptive_avg_pool1d(x, 3), (2, 3, 5)),
     ("adaptiveavg1d_up", "adaptiveavg", dict(output=[7]), lambda x: F.adaptive_avg_pool1d(x, 7), (2, 3, 4)),
     ("adaptiveavg3d", "adaptiveavg", dict(output=[2, 3, 2]), lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), (1, 2, 5, 4, 3)),
@@ -192,12 +204,40 @@ add("bce_with_logits", "bce", {}, lambda x, y: F.binary_cross_entropy_with_logit
 add("mse", "mse", {}, lambda x, y: F.mse_loss(x, y, reduction="none"), [torch.randn(3, 4), torch.randn(3, 4)])
 add("huber", "huber", {"delta": 0.8}, lambda x, y: F.huber_loss(x, y, reduction="none", delta=0.8),
     [torch.randn(3, 4) * 2, torch.randn(3, 4)])
+add("smooth_l1", "smooth_l1", {"beta": 0.6}, lambda x, y: F.smooth_l1_loss(x, y, reduction="none", beta=0.6),
+    [torch.randn(3, 4) * 2, torch.randn(3, 4)])
 lp = F.log_softmax(torch.randn(3, 5), -1)
 q = F.softmax(torch.randn(3, 5) * 2, -1)
 add("kl_div", "kl", {}, lambda a, b: F.kl_div(a, b, reduction="none").sum(-1), [lp, q])
 add("kl_div_log_target", "kl_log", {}, lambda a, b: F.kl_div(a, b, reduction="none", log_target=True).sum(-1), [lp, q.log()])
 add("cosine_similarity", "cosine", {}, lambda a, b: F.cosine_similarity(a, b, dim=-1, eps=1e-12),
     [torch.randn(3, 5), torch.randn(3, 5)])
+
+# Cross-attention with kdim/vdim other than embed_dim (separate q, k, v
+# projections), queries and keys of different lengths, and a key padding
+# mask (True: hidden in PyTorch; gonox's masks are True: visible).
+E, H, B, T, S_, KD, VD = 6, 2, 2, 3, 5, 4, 7
+m = tnn.MultiheadAttention(E, H, bias=True, batch_first=True, kdim=KD, vdim=VD)
+with torch.no_grad():
+    m.in_proj_bias.normal_()
+    m.out_proj.bias.normal_()
+q, k, v = torch.randn(B, T, E), torch.randn(B, S_, KD), torch.randn(B, S_, VD)
+kpm = torch.tensor([[False] * S_, [False, False, False, True, True]])
+params = {"wq": m.q_proj_weight, "wk": m.k_proj_weight, "wv": m.v_proj_weight, "wo": m.out_proj.weight, "bo": m.out_proj.bias}
+ins = [q.clone().requires_grad_(True), k.clone().requires_grad_(True), v.clone().requires_grad_(True)]
+y, _ = m(*ins, key_padding_mask=kpm, need_weights=False)
+g = torch.randn_like(y)
+y.backward(g)
+b = m.in_proj_bias
+tens = {"x": t(ins[0]), "x2": t(ins[1]), "x3": t(ins[2]), "y": t(y), "g": t(g),
+        "dx": t(ins[0].grad), "dx2": t(ins[1].grad), "dx3": t(ins[2].grad),
+        "bq": t(b[:E]), "bk": t(b[E:2 * E]), "bv": t(b[2 * E:]),
+        "dbq": t(b.grad[:E]), "dbk": t(b.grad[E:2 * E]), "dbv": t(b.grad[2 * E:]),
+        "key_padding_mask": {"shape": list(kpm.shape), "data": [float(v) for v in kpm.flatten().tolist()]}}
+for n, p in params.items():
+    tens[n] = t(p)
+    tens["d" + n] = t(p.grad)
+cases.append({"name": "mha_cross_kdim_vdim_key_padding", "kind": "mha_cross", "config": {"heads": H}, "tensors": tens})
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_layers.json")
 with open(out, "w") as f:
