@@ -86,7 +86,8 @@ func L2Loss(predictions, targets *tensor.Tensor) *tensor.Tensor {
 //
 // quadratic near 0 and linear beyond delta, so outliers pull with a
 // bounded gradient. Targets broadcast against predictions; nil means
-// zeros. It panics unless delta > 0.
+// zeros. It panics unless delta > 0. PyTorch's smooth_l1_loss with beta is
+// HuberLoss with delta = beta, divided by beta.
 func HuberLoss(predictions, targets *tensor.Tensor, delta float64) *tensor.Tensor {
 	const op = "nn.HuberLoss"
 	if !(delta > 0) {
