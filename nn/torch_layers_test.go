@@ -255,6 +255,30 @@ func TestTorchLayers(t *testing.T) {
 					requireTorch64(t, c, p.w, tensor.T(p.l.W))
 					requireTorch64(t, c, p.b, p.l.B)
 				}
+			case "fn":
+				fns := map[string]func(x *tensor.Tensor) *tensor.Tensor{
+					"softmax":     func(x *tensor.Tensor) *tensor.Tensor { return tensor.Softmax(x, 1) },
+					"log_softmax": func(x *tensor.Tensor) *tensor.Tensor { return tensor.LogSoftmax(x, 1) },
+					"logsumexp":   func(x *tensor.Tensor) *tensor.Tensor { return tensor.LogSumExp(x, 1) },
+					"cumsum":      func(x *tensor.Tensor) *tensor.Tensor { return tensor.Cumsum(x, 1) },
+					"erf":         tensor.Erf,
+					// F.pad's pairs run from the last dimension backwards.
+					"pad": func(x *tensor.Tensor) *tensor.Tensor { return tensor.Pad(x, [][2]int{{0, 0}, {1, 3}, {2, 0}}, 0.5) },
+				}
+				f, ok := fns[c.Config["fn"].(string)]
+				require.True(t, ok, "no gonox function for %v", c.Config["fn"])
+				y, dx, _ := layerGrads(struct{}{}, x, g, func(_ struct{}, x *tensor.Tensor) *tensor.Tensor { return f(x) })
+				requireTorch64(t, c, "y", y)
+				requireTorch64(t, c, "dx", dx)
+			case "instancenorm":
+				ch := int(c.num("channels"))
+				gn := nn.NewGroupNorm(ch, ch, nn.GroupNormOptions{Eps: float32(c.num("eps"))})
+				gn.Weight, gn.Bias = c.f64(t, "weight"), c.f64(t, "bias")
+				y, dx, dl := layerGrads(gn, x, g, nn.GroupNorm.Forward)
+				requireTorch64(t, c, "y", y)
+				requireTorch64(t, c, "dx", dx)
+				requireTorch64(t, c, "dweight", dl.Weight)
+				requireTorch64(t, c, "dbias", dl.Bias)
 			case "ce_smooth":
 				// torch's label_smoothing is optax's smooth_labels of the
 				// one-hot labels (SmoothLabels takes float32 only).

@@ -132,6 +132,8 @@ func TestTorchSchedules(t *testing.T) {
 		"CosineAnnealingWarmRestarts":        optim.SGDR(warm(5, 0.001), warm(5, 0.001), warm(5, 0.001), warm(5, 0.001), warm(5, 0.001)),
 		"CosineAnnealingWarmRestarts Tmult2": optim.SGDR(warm(3, 0.002), warm(6, 0.002), warm(12, 0.002)),
 		"warmup cosine":                      optim.WarmupCosineDecay(0.001, 0.1, 5, 20, 0),
+		"warmup constant":                    optim.WarmupConstant(0.01, 0.1, 4),
+		"warmup exponential":                 optim.WarmupExponentialDecay(0.025, 0.1, 6, 1, 0.8),
 		"OneCycleLR cos":                     optim.CosineOneCycle(total-1, 1, optim.OneCycleOptions{PctStart: torchPct(pct*total - 1)}),
 		"OneCycleLR linear three_phase": optim.LinearOneCycle(total-1, 1,
 			optim.OneCycleOptions{PctStart: torchPct(pct*total - 1), PctFinal: torchPct(2*pct*total - 2)}),

@@ -213,6 +213,20 @@ add("kl_div_log_target", "kl_log", {}, lambda a, b: F.kl_div(a, b, reduction="no
 add("cosine_similarity", "cosine", {}, lambda a, b: F.cosine_similarity(a, b, dim=-1, eps=1e-12),
     [torch.randn(3, 5), torch.randn(3, 5)])
 
+# tensor's functional forms a PyTorch user maps one to one, over a middle
+# axis where an axis can be got wrong.
+xf = torch.randn(2, 5, 3) * 2
+add("fn_softmax", "fn", {"fn": "softmax"}, lambda x: F.softmax(x, dim=1), [xf])
+add("fn_log_softmax", "fn", {"fn": "log_softmax"}, lambda x: F.log_softmax(x, dim=1), [xf])
+add("fn_logsumexp", "fn", {"fn": "logsumexp"}, lambda x: torch.logsumexp(x, dim=1), [xf])
+add("fn_cumsum", "fn", {"fn": "cumsum"}, lambda x: torch.cumsum(x, dim=1), [xf])
+add("fn_erf", "fn", {"fn": "erf"}, torch.erf, [xf])
+add("fn_pad", "fn", {"fn": "pad"}, lambda x: F.pad(x, (2, 0, 1, 3), value=0.5), [xf])
+# InstanceNorm (no running statistics) is GroupNorm with a group per channel.
+iw, ib = param(torch.randn(3)), param(torch.randn(3))
+add("instancenorm2d_affine", "instancenorm", {"channels": 3, "eps": 1e-3},
+    lambda x: F.instance_norm(x, weight=iw, bias=ib, eps=1e-3), [torch.randn(2, 3, 4, 5) * 3], {"weight": iw, "bias": ib})
+
 # Cross-attention with kdim/vdim other than embed_dim (separate q, k, v
 # projections), queries and keys of different lengths, and a key padding
 # mask (True: hidden in PyTorch; gonox's masks are True: visible).

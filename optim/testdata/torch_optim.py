@@ -96,6 +96,9 @@ SCHEDULES = [
     ("CosineAnnealingWarmRestarts Tmult2", 21, lambda o: S.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.002)),
     ("warmup cosine", 21, lambda o: S.SequentialLR(o, [S.LinearLR(o, start_factor=0.01, total_iters=5),
                                                                  S.CosineAnnealingLR(o, T_max=15)], milestones=[5])),
+    ("warmup constant", SCHED_STEPS, lambda o: S.LinearLR(o, start_factor=0.1, total_iters=4)),
+    ("warmup exponential", SCHED_STEPS, lambda o: S.SequentialLR(o, [S.LinearLR(o, start_factor=0.25, total_iters=6),
+                                                                      S.ExponentialLR(o, gamma=0.8)], milestones=[6])),
     ("OneCycleLR cos", 20, lambda o: S.OneCycleLR(o, max_lr=1.0, total_steps=20)),
     ("OneCycleLR linear three_phase", 20, lambda o: S.OneCycleLR(o, max_lr=1.0, total_steps=20, anneal_strategy="linear", three_phase=True)),
 ]
