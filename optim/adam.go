@@ -56,6 +56,11 @@ type AdamState struct {
 //	m ← b1·m + (1-b1)·g
 //	v ← b2·v + (1-b2)·g²
 //	u = -lr(t-1) · (m/(1-b1^t)) / (sqrt(v/(1-b2^t) + epsRoot) + eps)
+//
+// This is torch.optim.Adam (eps outside the root, after the bias
+// correction). PyTorch's Adam(weight_decay=wd) is L2 regularisation, wd·p
+// added to the gradient before the moments: Chain(AddDecayedWeights(wd,
+// nil), Adam(lr)); the decoupled decay of torch.optim.AdamW is AdamW.
 func Adam(lr Schedule, opts ...AdamOptions) Transform {
 	const op = "optim.Adam"
 	needSchedule(op, lr)

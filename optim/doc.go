@@ -72,8 +72,15 @@
 // Their doc comments give the update rule each follows, optax's, and where
 // torch.optim's optimizer of the same name agrees with it: the tests
 // replay PyTorch's trajectories (testdata/torch_optim.py writes them) for
-// SGD, Adam, AdamW, RMSProp, Adagrad, Adadelta, Adamax and RAdam, and
-// optax's rules transcribed into float64 loops for the others.
+// SGD, Adam, AdamW, RMSProp, Adagrad, Adadelta, Adamax and RAdam (with
+// PyTorch's L2 weight_decay as AddDecayedWeights chained in front, and
+// clip_grad_norm_ as ClipByGlobalNorm), and optax's rules transcribed
+// into float64 loops for the others. The schedules are checked against
+// torch.optim.lr_scheduler's rates (StepLR, ExponentialLR, MultiStepLR,
+// ConstantLR, LinearLR, PolynomialLR, CosineAnnealingLR,
+// CosineAnnealingWarmRestarts, OneCycleLR, warmups by SequentialLR) and
+// ReduceOnPlateau against ReduceLROnPlateau; their docs say how the
+// arguments map.
 //
 // Each takes the learning rate as a Schedule and its other hyperparameters
 // as an optional typed options struct whose zero fields mean optax's
