@@ -12,7 +12,8 @@ import (
 // function that takes the parameter.
 var (
 	// LeakyRelu is x where x >= 0, 0.01·x elsewhere (jax.nn.leaky_relu
-	// with its default negative_slope); see LeakyReluWith.
+	// with its default negative_slope); see LeakyReluWith. Its gradient
+	// at 0 is 1, as JAX's (PyTorch's leaky_relu gives the slope there).
 	LeakyRelu Activation = leakyRelu
 	// Elu is x where x > 0, e^x - 1 elsewhere (jax.nn.elu, alpha 1); see
 	// EluWith.
@@ -29,11 +30,13 @@ var (
 	// 1 strictly between 0 and 6 and 0 elsewhere, at 0 and 6 too.
 	Relu6 Activation = relu6
 	// HardTanh is x clipped to [-1, 1] (jax.nn.hard_tanh); its gradient is
-	// 1 on [-1, 1], as JAX's.
+	// 1 on [-1, 1], as JAX's (PyTorch's hardtanh gives 0 at ±1).
 	HardTanh Activation = hardTanh
 	// HardSigmoid is Relu6(x + 3)/6 (jax.nn.hard_sigmoid).
 	HardSigmoid Activation = hardSigmoid
 	// HardSwish is x·HardSigmoid(x) (jax.nn.hard_swish, also hard_silu).
+	// Its gradient at ±3 is JAX's, 0 at -3 and 1 at 3 (PyTorch's
+	// hardswish gives x/3 + ½ there: -½ and 1.5).
 	HardSwish Activation = hardSwish
 	// Softsign is x/(|x| + 1) (jax.nn.soft_sign).
 	Softsign Activation = softsign
@@ -46,7 +49,8 @@ var (
 func leakyRelu(x *tensor.Tensor) *tensor.Tensor { return leakyReluSlope(x, 0.01) }
 
 // LeakyReluWith returns jax.nn.leaky_relu with the given negative slope:
-// x where x >= 0, slope·x elsewhere.
+// x where x >= 0, slope·x elsewhere (gradient 1 at 0, where PyTorch's
+// leaky_relu gives slope).
 func LeakyReluWith(slope float32) Activation {
 	return func(x *tensor.Tensor) *tensor.Tensor { return leakyReluSlope(x, slope) }
 }
@@ -150,9 +154,11 @@ func gluAxis(x *tensor.Tensor, axis int) *tensor.Tensor {
 }
 
 // PReLU is a leaky ReLU with a learnt negative slope (eqx.nn.PReLU):
-// x where x >= 0, NegativeSlope·x elsewhere. NegativeSlope broadcasts
-// against the input: a scalar (Equinox's default) or one slope per channel
-// (shape [C] for inputs [..., C], say).
+// x where x >= 0, NegativeSlope·x elsewhere, so the gradient with respect
+// to x at 0 is 1 (PyTorch's prelu gives the slope there). NegativeSlope
+// broadcasts against the input: a scalar (Equinox's default) or one slope
+// per channel (shape [C] for inputs [..., C], say; PyTorch's channel axis
+// 1 of [N, C, L] is a slope of shape [C, 1]).
 type PReLU struct {
 	NegativeSlope *tensor.Tensor
 }

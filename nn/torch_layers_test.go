@@ -54,7 +54,9 @@ func (c torchCase) int32s(t *testing.T, name string) *tensor.Tensor {
 // HardSigmoid's division by a float32 scalar 6, RMSNorm's Eps): in
 // float64 they agree with PyTorch to float32 rounding of that constant.
 var float32Constants = map[string]bool{"act_LeakyRelu": true, "act_LeakyRelu0.2": true, "act_Selu": true,
-	"act_Celu0.7": true, "act_HardSigmoid": true, "act_HardSwish": true, "rmsnorm": true}
+	"act_Celu0.7": true, "act_HardSigmoid": true, "act_HardSwish": true, "rmsnorm": true,
+	"kink_LeakyRelu": true, "kink_LeakyRelu0.2": true, "kink_Selu": true, "kink_Celu0.7": true,
+	"kink_HardSigmoid": true, "kink_HardSwish": true}
 
 // requireTorch64 requires got to equal PyTorch's want to float64 rounding
 // (1e-9 relative, as float64 arithmetic in another order), or to float32
@@ -73,6 +75,21 @@ func requireTorch64(t *testing.T, c torchCase, name string, got *tensor.Tensor) 
 		require.InDelta(t, w, g[i], abs+rel*math.Abs(w), "%s: %s[%d]", c.Name, name, i)
 	}
 }
+
+// kinkPoints are the inputs of the kink cases, and jaxKinks the gradients
+// of nn's activations (JAX's) at the points where PyTorch's differ:
+// PyTorch takes the negative side at 0 for LeakyRelu and PReLU, gives 0 at
+// ±1 for HardTanh and x/3 + ½ at ±3 for HardSwish.
+var (
+	kinkPoints = []float64{-3, -1, 0, 1, 3, 6}
+	jaxKinks   = map[string]map[float64]float64{
+		"LeakyRelu":    {0: 1},
+		"LeakyRelu0.2": {0: 1},
+		"PReLU":        {0: 1},
+		"HardTanh":     {-1: 1, 1: 1},
+		"HardSwish":    {-3: 0, 3: 1},
+	}
+)
 
 // float32Only are the losses that take float32 operands only: they are
 // compared in float32.
@@ -99,6 +116,27 @@ func TestTorchLayers(t *testing.T) {
 				y, dx, _ := layerGrads(f, x, g, func(f nn.Activation, x *tensor.Tensor) *tensor.Tensor { return f(x) })
 				requireTorch64(t, c, "y", y)
 				requireTorch64(t, c, "dx", dx)
+			case "kink":
+				// At a kink nn follows JAX: where PyTorch's one-sided
+				// gradient differs, the activation's doc says so and
+				// jaxKinks holds nn's value.
+				name := c.Config["act"].(string)
+				f, ok := acts[name]
+				if name == "PReLU" {
+					f, ok = nn.PReLU{NegativeSlope: tensor.FromFloat64s([]float64{0.25})}.Forward, true
+				}
+				require.True(t, ok, "no gonox activation for %q", name)
+				y, dx, _ := layerGrads(f, x, g, func(f nn.Activation, x *tensor.Tensor) *tensor.Tensor { return f(x) })
+				requireTorch64(t, c, "y", y)
+				want, gs := c.Tensors["dx"].Data, g.Float64s()
+				for i, v := range dx.Float64s() {
+					if j, ok := jaxKinks[name][kinkPoints[i]]; ok {
+						require.NotEqual(t, want[i], j*gs[i], "%s at %v: PyTorch agrees now: drop it from jaxKinks", name, kinkPoints[i])
+						require.InDelta(t, j*gs[i], v, 1e-12, "%s at %v: JAX's gradient", name, kinkPoints[i])
+						continue
+					}
+					require.InDelta(t, want[i], v, 1e-7+1e-7*math.Abs(want[i]), "%s at %v", name, kinkPoints[i])
+				}
 			case "prelu":
 				// torch's per-channel slope is on axis 1: as [C, 1] it
 				// broadcasts over [N, C, L].

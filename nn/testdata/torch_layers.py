@@ -113,6 +113,14 @@ acts = {
 for name, f in acts.items():
     add("act_" + name, "act", {"act": name}, f, [xa * (3 if name == "Relu6" else 1)])
 
+# The same activations at their kinks, where the gradient is a convention:
+# nn follows JAX's, and the Go test lists where PyTorch's differs.
+kinks = torch.tensor([-3.0, -1.0, 0.0, 1.0, 3.0, 6.0])
+for name, f in acts.items():
+    if name != "Glu":
+        add("kink_" + name, "kink", {"act": name}, f, [kinks])
+add("kink_PReLU", "kink", {"act": "PReLU"}, lambda x: F.prelu(x, torch.tensor([0.25])), [kinks])
+
 w = torch.rand(3) * 0.5
 add("prelu_channels", "prelu", {}, lambda x, a: F.prelu(x, a), [torch.randn(2, 3, 5), w])
 
