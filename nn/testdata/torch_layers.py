@@ -201,6 +201,18 @@ pools = [
 for name, kind, cfg, f, shape in pools:
     add(name, kind, cfg, f, [torch.randn(*shape)])
 
+# Max pooling with ties (integer inputs): PyTorch sends a window's gradient
+# to the first of its maxima in row-major order.
+ties = [
+    ("maxpool2d_ties", "maxpool", dict(kernel=[3, 3], stride=[2, 2], padding=[1, 1]),
+     lambda x: F.max_pool2d(x, 3, 2, 1), (2, 2, 6, 5)),
+    ("maxpool1d_ties_overlap", "maxpool", dict(kernel=[3], stride=[1], padding=[0]),
+     lambda x: F.max_pool1d(x, 3, 1), (2, 2, 9)),
+    ("adaptivemax2d_ties", "adaptivemax", dict(output=[2, 3]), lambda x: F.adaptive_max_pool2d(x, (2, 3)), (2, 2, 5, 7)),
+]
+for name, kind, cfg, f, shape in ties:
+    add(name, kind, cfg, f, [torch.randint(-1, 2, shape).double()])
+
 # Losses, reduction="none" (the mean is the caller's; gonox's losses are
 # per element or per row).
 logits = torch.randn(5, 4) * 2
