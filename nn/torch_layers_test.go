@@ -239,6 +239,25 @@ func TestTorchLayers(t *testing.T) {
 				if layer.Bias != nil {
 					requireTorch64(t, c, "dbias", dl.Bias)
 				}
+			case "convtranspose":
+				nd := x.Rank() - 2
+				var pairs [][2]int
+				for _, p := range c.Config["padding"].([]any) {
+					q := p.([]any)
+					pairs = append(pairs, [2]int{int(q[0].(float64)), int(q[1].(float64))})
+				}
+				layer := nn.ConvTranspose{Weight: c.f64(t, "weight"), Stride: c.ints("stride", nd), Dilation: c.ints("dilation", nd),
+					Padding: pairs, OutputPadding: c.ints("output_padding", nd), Groups: int(c.num("groups"))}
+				if _, ok := c.Tensors["bias"]; ok {
+					layer.Bias = c.f64(t, "bias")
+				}
+				y, dx, dl := layerGrads(layer, x, g, nn.ConvTranspose.Forward)
+				requireTorch64(t, c, "y", y)
+				requireTorch64(t, c, "dx", dx)
+				requireTorch64(t, c, "dweight", dl.Weight)
+				if layer.Bias != nil {
+					requireTorch64(t, c, "dbias", dl.Bias)
+				}
 			case "maxpool", "avgpool":
 				nd := x.Rank() - 2
 				opts := nn.PoolOptions{Stride: c.ints("stride", nd), Padding: nn.Padding(c.ints("padding", nd)...), UseCeil: c.flag("ceil")}

@@ -3,7 +3,8 @@
 of nn that torch_conv.py, torch_attention.py, torch_rnn.py and
 torch_losses.py leave out, and for the conventions where libraries differ:
 
-- every activation of activation.go and activation_more.go, and PReLU with
+- every activation of activation.go and activation_more.go (also at the
+  kinks -3, -1, 0, 1, 3, 6, where nn follows JAX), and PReLU with
   one slope per channel (forward and input gradient; PReLU's slope
   gradient);
 - Linear (torch's weight is [out, in], gonox's W is [in, out]);
@@ -12,15 +13,20 @@ torch_losses.py leave out, and for the conventions where libraries differ:
   PyTorch 2.4's nn.RMSNorm, by autograd), GroupNorm without affine
   parameters, BatchNorm1d on [N, C] inputs;
 - Embedding with repeated ids (the gradient rows add up);
+- ConvTranspose with asymmetric padding pairs (PyTorch's output cropped)
+  and with groups, dilation and output_padding together;
 - Conv with asymmetric padding (F.pad, then the convolution), with
   padding="same" for even kernels and dilations (PyTorch puts the odd
   padding element at the high end, as JAX's "SAME");
-- MaxPool and AvgPool with ceil_mode (count_include_pad on and off: a
+- MaxPool with ties (the gradient to the first maximum), MaxPool and
+  AvgPool with ceil_mode (count_include_pad on and off: a
   last window that starts inside the padding is divided by the part of it
   inside input+padding), AdaptiveAvgPool/AdaptiveMaxPool with overlapping
   uneven windows in 1-D and 3-D;
 - MultiheadAttention across sequences with kdim and vdim and a
   key_padding_mask;
+- softmax, log_softmax, logsumexp, cumsum, erf, F.pad against tensor's
+  functions, InstanceNorm as GroupNorm with a group per channel;
 - cross-entropy with label_smoothing (gonox: SoftmaxCrossEntropyProbs of
   SmoothLabels(one-hot)), binary_cross_entropy_with_logits, mse_loss,
   huber_loss, smooth_l1_loss (HuberLoss(delta=beta)/beta), kl_div (with and without log_target), cosine_similarity,
@@ -171,6 +177,20 @@ add("conv2d_same_even", "conv", {"same": True, "stride": [1, 1], "dilation": [1,
 s1 = param(torch.randn(4, 1, 4))
 add("conv1d_same_groups", "conv", {"same": True, "stride": [1], "dilation": [1], "groups": 2},
     lambda x: F.conv1d(x, s1, None, padding="same", groups=2), [torch.randn(2, 2, 9)], {"weight": s1})
+
+# ConvTranspose with asymmetric padding pairs (those of the convolution it
+# transposes: the output loses lo elements at the start and hi at the end):
+# PyTorch's symmetric padding 0, then the crop.
+tw, tb = param(torch.randn(4, 3, 3, 2)), param(torch.randn(3))
+add("convtranspose2d_asym_pad", "convtranspose", {"padding": [[2, 0], [0, 1]], "stride": [2, 3], "dilation": [1, 2],
+                                                  "output_padding": [1, 0], "groups": 1},
+    lambda x: F.conv_transpose2d(x, tw, tb, stride=(2, 3), dilation=(1, 2), output_padding=(1, 0))[:, :, 2:, :-1],
+    [torch.randn(2, 4, 4, 3)], {"weight": tw, "bias": tb})
+tw1 = param(torch.randn(4, 1, 3))
+add("convtranspose1d_groups_dil_outpad", "convtranspose", {"padding": [[1, 1]], "stride": [3], "dilation": [2],
+                                                          "output_padding": [2], "groups": 4},
+    lambda x: F.conv_transpose1d(x, tw1, None, stride=3, padding=1, dilation=2, output_padding=2, groups=4),
+    [torch.randn(2, 4, 5)], {"weight": tw1})
 
 pools = [
     ("maxpool2d_ceil", "maxpool", dict(kernel=[3, 3], stride=[2, 2], padding=[1, 1], ceil=True),
