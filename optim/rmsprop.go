@@ -54,6 +54,13 @@ type RMSPropState struct {
 // and, with Momentum μ, a trace t ← s + μ·t whose new value is the update
 // (s + μ·t, with the new t, under Nesterov). As in optax the trace follows
 // the learning rate.
+//
+// torch.optim.RMSprop(lr, alpha, eps, momentum, centered) is RMSProp with
+// Decay alpha (PyTorch's default 0.99, not 0.9), Eps eps and
+// EpsOutsideSqrt set, Momentum and Centered; its weight_decay is
+// AddDecayedWeights chained in front. With momentum and a learning rate
+// that changes, the two differ: PyTorch's buffer holds g/sqrt(v) and is
+// scaled by the current rate, this trace holds rate-scaled steps.
 func RMSProp(lr Schedule, opts ...RMSPropOptions) Transform {
 	const op = "optim.RMSProp"
 	needSchedule(op, lr)
