@@ -84,6 +84,9 @@ func TestTorchReference(t *testing.T) {
 			optim.RMSProp(c(0.01), optim.RMSPropOptions{Decay: 0.95, Eps: 1e-4, EpsOutsideSqrt: true})),
 		"Adagrad weight decay": optim.Chain(optim.AddDecayedWeights(0.05, nil), optim.Adagrad(c(0.1), optim.AdagradOptions{Eps: optim.Zero})),
 		"Adamax weight decay":  optim.Chain(optim.AddDecayedWeights(0.1, nil), optim.Adamax(c(0.02))),
+		"SGD momentum StepLR": optim.SGD(optim.Exponential(0.05, 3, 0.5, optim.ExponentialOptions{Staircase: true}),
+			optim.SGDOptions{Momentum: 0.9}),
+		"Adam CosineAnnealingLR": optim.Adam(optim.CosineDecay(0.01, 8, 0)),
 		"clip_grad_norm SGD momentum": optim.Chain(optim.ClipByGlobalNorm(0.5),
 			optim.SGD(c(0.05), optim.SGDOptions{Momentum: 0.9})),
 	}

@@ -73,6 +73,17 @@ CASES = [
 
 CLIP = {"clip_grad_norm SGD momentum": 0.5}
 
+# Optimizers under a learning-rate scheduler stepped after every
+# optimizer step: the rate of update n is the schedule's value n.
+CASES += [
+    ("SGD momentum StepLR", lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
+    ("Adam CosineAnnealingLR", lambda p: torch.optim.Adam(p, lr=0.01)),
+]
+SCHED = {
+    "SGD momentum StepLR": lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5),
+    "Adam CosineAnnealingLR": lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=STEPS),
+}
+
 SCHED_STEPS = 25
 LR0 = 0.1
 S = torch.optim.lr_scheduler
@@ -121,6 +132,7 @@ def run(name, make):
     p0 = params0()
     ps = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in p0.items()}
     opt = make([ps["W"], ps["B"]])
+    sched = SCHED[name](opt) if name in SCHED else None
     traj = []
     for step in range(STEPS):
         g = grads(step)
@@ -129,6 +141,8 @@ def run(name, make):
         if name in CLIP:
             torch.nn.utils.clip_grad_norm_([ps["W"], ps["B"]], CLIP[name])
         opt.step()
+        if sched is not None:
+            sched.step()
         traj.append({k: ps[k].detach().numpy().ravel().tolist() for k in ps})
     return traj
 
