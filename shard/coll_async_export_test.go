@@ -16,9 +16,10 @@ func SetAsyncProgress(d time.Duration) (restore func()) {
 func GatheredInPlace() int64 { return gatheredInPlace.Load() }
 
 // CopyGathered makes every gather copy its rows, as before gatheredRows,
-// until restore is called.
+// and every shared product copy the device's rows out of the group's
+// result (not viewRows), until restore is called.
 func CopyGathered() (restore func()) {
-	old := reuseGathered
-	reuseGathered = false
-	return func() { reuseGathered = old }
+	old, oldView := reuseGathered, viewRows
+	reuseGathered, viewRows = false, false
+	return func() { reuseGathered, viewRows = old, oldView }
 }

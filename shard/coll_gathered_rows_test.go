@@ -15,13 +15,16 @@ import (
 
 // Rows a device gathered for its group once are not copied again
 // (gatheredRows): in a two-layer step whose folds share their forward
-// products, the folds' gathered layer inputs (x for w1, h for w2) are the
-// forward products' operands, and the input gradient's shared product
-// takes w2's fold's gathered cotangent, three gathers in place a device and
-// step; the folded gradients, the loss and x's gradient are bit for bit
-// those of every gather copying its rows (CopyGathered), over 8 and 4
-// devices and over the dp axis of a 2-D mesh (whose groups meet in one
-// slot). With 64 rows a device nothing is shared or gathered.
+// products, the first product's rows are views of the group's result
+// (viewRows), which the second product takes as its operand, the folds'
+// gathered layer inputs (x for w1, h for w2) are the forward products'
+// operands, and the input gradient's shared product takes w2's fold's
+// gathered cotangent: four gathers in place a device and step. The
+// folded gradients, the loss and x's gradient are bit for bit those of
+// every gather copying its rows and every product its rows out
+// (CopyGathered), over 8 and 4 devices and over the dp axis of a 2-D mesh
+// (whose groups meet in one slot). With 64 rows a device nothing is
+// shared or gathered.
 func TestGatheredRowsReused(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -30,9 +33,9 @@ func TestGatheredRowsReused(t *testing.T) {
 		rows    int
 		inPlace int // gathers in place a step, over the devices
 	}{
-		{"8 devices", shard.NewMesh([]int{8}, []string{"dp"}), shard.Axes{"dp"}, 32, 3 * 8},
-		{"4 devices", shard.NewMesh([]int{4}, []string{"dp"}), shard.Axes{"dp"}, 8, 3 * 4},
-		{"dp of dp×tp", guideMesh(), shard.Axes{"dp"}, 5, 3 * guideMesh().Size()},
+		{"8 devices", shard.NewMesh([]int{8}, []string{"dp"}), shard.Axes{"dp"}, 32, 4 * 8},
+		{"4 devices", shard.NewMesh([]int{4}, []string{"dp"}), shard.Axes{"dp"}, 8, 4 * 4},
+		{"dp of dp×tp", guideMesh(), shard.Axes{"dp"}, 5, 4 * guideMesh().Size()},
 		{"64 rows", shard.NewMesh([]int{2}, []string{"dp"}), shard.Axes{"dp"}, 64, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -111,7 +111,7 @@ func sharedProduct(e *devEnv, g group, axes []string, x, w *tensor.Tensor, trans
 			same = false
 		}
 	}
-	out := tensor.Empty(tensor.Float32, m, n)
+	var out *tensor.Tensor
 	if same {
 		// Blocks of columns for every device's rows, claimed by the
 		// devices as they reach them: with more devices than cores the
@@ -125,10 +125,21 @@ func sharedProduct(e *devEnv, g group, axes []string, x, w *tensor.Tensor, trans
 			tensor.ProductColumnsInto(gy, gx, w, transW, j0, j1) // w's mark: on this goroutine
 		}
 		e.run.barrier(e, s)
-		copy(out.BorrowFloat32(), gy.BorrowFloat32()[g.rank*m*n:(g.rank+1)*m*n])
+		if transW || !viewRows {
+			out = tensor.Empty(tensor.Float32, m, n)
+			copy(out.BorrowFloat32(), gy.BorrowFloat32()[g.rank*m*n:(g.rank+1)*m*n])
+		} else {
+			// The device's rows of the forward product where they are
+			// (the caller writes the bias and activation over them),
+			// and so the next product's rows in place: the next layer's
+			// gather finds them there (gatherInto).
+			out = tensor.RowsView(gy, g.rank*m, (g.rank+1)*m)
+			e.keepGathered(g, out, gy)
+		}
 	} else {
 		// The devices' w differ in storage (they may differ in value):
 		// each computes its own rows, as it would have alone.
+		out = tensor.Empty(tensor.Float32, m, n)
 		tensor.ProductColumnsInto(out, x, w, transW, 0, n)
 	}
 	if same && !transW {
@@ -188,7 +199,10 @@ func (e *devEnv) doneWithSharedKey(s *slot, g group, key int, out *tensor.Tensor
 // storage can be neither recycled nor written in place while recorded
 // (its holder is not alone), so a later x over the same storage has the
 // same values, and the device's rows of all are the device's to write
-// (every device of the group writes its own rows alone). A later gather
+// (every device of the group writes its own rows alone). A forward
+// product's rows taken as a view of the group's result (viewRows) are
+// recorded as gathered there: they are all's rows themselves, whatever
+// the caller writes over them. A later gather
 // of the same rows into an operand of the same group (a fold's p, the
 // layer input a shared forward product gathered; an input gradient's
 // cotangent, which a fold gathered as its q) takes all as it is.
@@ -197,6 +211,11 @@ type gatheredRows struct {
 	key, size, rank int
 	x, all          *tensor.Tensor
 }
+
+// viewRows makes a device take its rows of a shared forward product as a
+// view of the group's result (tensor.RowsView) rather than a copy. A
+// variable for the tests and the benchmark.
+var viewRows = true
 
 // reuseGathered makes the devices take rows gathered before as they are
 // (gatheredRows) rather than copy them again. A variable for the tests

@@ -300,8 +300,9 @@ func foldWeightCotangent(g, a, b *Tensor, p *matmulParams, need uint64) uint64 {
 // operand as x·wᵀ (x the output's cotangent, w [n, k] the right operand),
 // and x carries a Local mark whose Env implements this interface, it
 // calls TakeProduct(x, w, transW) first: a non-nil result is the product,
-// fresh storage the caller takes as its own (it may write the bias and
-// the activation over it), with the bits the caller would have computed;
+// storage the caller takes as its own (fresh, or the device's rows of a
+// result the devices share, RowsView: it may write the bias and the
+// activation over it), with the bits the caller would have computed;
 // nil, the caller computes it as usual. It is called on the device's
 // goroutine; x and w must not be modified.
 type ProductTaker interface {
@@ -337,6 +338,29 @@ func takeProductOf(a, b *Tensor, tb bool) *Tensor {
 		return nil
 	}
 	return t.TakeProduct(a, b, tb)
+}
+
+// RowsView returns rows [r0, r1) of x, a float32 matrix of untraced host
+// storage, as a header of its own over x's storage: no copy. It holds the
+// storage as a header of x does (Donate drops that hold; the storage goes
+// back to the allocator cache once every holder has dropped it), and its
+// elements are x's: writing one writes the other. It keeps x's shard.Map
+// mark. The devices of a shared product take their rows of the group's
+// result this way (ProductTaker).
+func RowsView(x *Tensor, r0, r1 int) *Tensor {
+	const op = "tensor.RowsView"
+	checkNil(op, "x", x)
+	if len(x.shape) != 2 || !markedOperand(x) {
+		panic(fmt.Sprintf("%s: %v: want a float32 matrix of untraced host storage", op, x))
+	}
+	if r0 < 0 || r1 > x.shape[0] || r0 >= r1 {
+		panic(fmt.Sprintf("%s: rows [%d, %d) of %v", op, r0, r1, x))
+	}
+	n := x.shape[1]
+	v := x.shallow() // holds the storage
+	v.shape = []int{r1 - r0, n}
+	v.data = raw(x.f32()[r0*n : r1*n : r1*n])
+	return v
 }
 
 // ProductColumnsInto computes columns [j0, j1) of a·b, for float32

@@ -129,6 +129,7 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"MatMulT":            func(t []*tensor.Tensor) { tensor.MatMulT(t[0], t[1], false, true) },
 	"SumProductsPart":    func(t []*tensor.Tensor) { tensor.SumProductsPart(t[:1], t[1:2], 0, 0, 1) },
 	"ProductColumnsInto": func(t []*tensor.Tensor) { tensor.ProductColumnsInto(t[0], t[1], t[2], false, 0, 1) },
+	"RowsView":           func(t []*tensor.Tensor) { tensor.RowsView(t[0], 0, 1) },
 	"AdamUpdate": func(t []*tensor.Tensor) {
 		tensor.AdamUpdate(t[0], t[1], t[2], nil, tensor.AdamCoeffs{})
 	},
