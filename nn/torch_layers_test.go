@@ -336,6 +336,18 @@ func TestTorchLayers(t *testing.T) {
 				requireTorch64(t, c, "dx", dx)
 				requireTorch64(t, c, "dweight", dl.Weight)
 				requireTorch64(t, c, "dbias", dl.Bias)
+			case "focal":
+				// float32 operands only, as the other losses.
+				labels := c.tensor(t, "labels")
+				var alpha []float64
+				if a, ok := c.Config["alpha"]; ok {
+					alpha = append(alpha, a.(float64))
+				}
+				y, dx, _ := layerGrads(labels, c.tensor(t, "x"), c.tensor(t, "g"), func(l, x *tensor.Tensor) *tensor.Tensor {
+					return nn.SigmoidFocalLoss(x, l, c.num("gamma"), alpha...)
+				})
+				requireTorch(t, c, "y", y)
+				requireTorch(t, c, "dx", dx)
 			case "ce_smooth":
 				// torch's label_smoothing is optax's smooth_labels of the
 				// one-hot labels (SmoothLabels takes float32 only).

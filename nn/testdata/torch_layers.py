@@ -29,6 +29,7 @@ torch_losses.py leave out, and for the conventions where libraries differ:
   functions, InstanceNorm as GroupNorm with a group per channel;
 - cross-entropy with label_smoothing (gonox: SoftmaxCrossEntropyProbs of
   SmoothLabels(one-hot)), binary_cross_entropy_with_logits, mse_loss,
+  torchvision's sigmoid_focal_loss (its formula, by autograd),
   huber_loss, smooth_l1_loss (HuberLoss(delta=beta)/beta), kl_div (with and without log_target), cosine_similarity,
   with the gradients of both operands where torch gives them.
 
@@ -246,6 +247,24 @@ add("huber", "huber", {"delta": 0.8}, lambda x, y: F.huber_loss(x, y, reduction=
     [torch.randn(3, 4) * 2, torch.randn(3, 4)])
 add("smooth_l1", "smooth_l1", {"beta": 0.6}, lambda x, y: F.smooth_l1_loss(x, y, reduction="none", beta=0.6),
     [torch.randn(3, 4) * 2, torch.randn(3, 4)])
+
+
+def focal(x, y, gamma, alpha=None):
+    """torchvision.ops.sigmoid_focal_loss (reduction "none"), by autograd."""
+    p = torch.sigmoid(x)
+    ce = F.binary_cross_entropy_with_logits(x, y, reduction="none")
+    p_t = p * y + (1 - p) * (1 - y)
+    loss = ce * (1 - p_t) ** gamma
+    if alpha is not None:
+        loss = (alpha * y + (1 - alpha) * (1 - y)) * loss
+    return loss
+
+
+yb = (torch.rand(3, 4) > 0.5).double()
+add("sigmoid_focal", "focal", {"gamma": 2.0}, lambda x: focal(x, yb, 2.0), [torch.randn(3, 4) * 2])
+cases[-1]["tensors"]["labels"] = t(yb)
+add("sigmoid_focal_alpha", "focal", {"gamma": 1.5, "alpha": 0.25}, lambda x: focal(x, yb, 1.5, 0.25), [torch.randn(3, 4) * 2])
+cases[-1]["tensors"]["labels"] = t(yb)
 lp = F.log_softmax(torch.randn(3, 5), -1)
 q = F.softmax(torch.randn(3, 5) * 2, -1)
 add("kl_div", "kl", {}, lambda a, b: F.kl_div(a, b, reduction="none").sum(-1), [lp, q])
