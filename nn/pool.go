@@ -22,7 +22,8 @@ type PoolOptions struct {
 	// window may start in the high padding (but not past it). As in
 	// PyTorch, an average with the padding counted divides such a window
 	// by its elements inside the input and Padding, not by the kernel's
-	// size.
+	// size. With SAME padding, which rounds up already, it changes
+	// nothing.
 	UseCeil bool
 	// ExcludePad divides a mean by the elements its window covers rather
 	// than by the window's size (PyTorch's count_include_pad=False; not
@@ -121,7 +122,10 @@ func (p Pool) Forward(x *tensor.Tensor) *tensor.Tensor {
 	lead := x.Rank() - nd
 	w := tensor.Window{Dims: append(square(1, lead), p.Kernel...), Strides: append(square(1, lead), p.Stride...),
 		Dilation: append(square(1, lead), p.Dilation...), Padding: p.Padding}
-	if p.Padding.Mode == tensor.PadExplicit || p.UseCeil {
+	// SAME already rounds the output size up: ceil mode adds nothing
+	// there (and must not drop its padding).
+	same := p.Padding.Mode == tensor.PadSame || p.Padding.Mode == tensor.PadSameLower
+	if p.Padding.Mode == tensor.PadExplicit || (p.UseCeil && !same) {
 		pairs := make([][2]int, x.Rank())
 		if p.Padding.Mode == tensor.PadExplicit && p.Padding.Pairs != nil {
 			copy(pairs[lead:], p.Padding.Pairs)
