@@ -336,6 +336,13 @@ func TestTorchLayers(t *testing.T) {
 				requireTorch64(t, c, "dx", dx)
 				requireTorch64(t, c, "dweight", dl.Weight)
 				requireTorch64(t, c, "dbias", dl.Bias)
+			case "ctc":
+				labels, lp, pp := c.int32s(t, "labels"), c.tensor(t, "label_paddings"), c.tensor(t, "logit_paddings")
+				y, dx, _ := layerGrads(struct{}{}, c.tensor(t, "x"), c.tensor(t, "g"), func(_ struct{}, x *tensor.Tensor) *tensor.Tensor {
+					return nn.CTCLoss(x, pp, labels, lp, nn.CTCOptions{BlankID: int(c.num("blank"))})
+				})
+				requireTorch(t, c, "y", y)
+				requireTorch(t, c, "dx", dx)
 			case "focal":
 				// float32 operands only, as the other losses.
 				labels := c.tensor(t, "labels")

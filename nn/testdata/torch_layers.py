@@ -29,7 +29,8 @@ torch_losses.py leave out, and for the conventions where libraries differ:
   functions, InstanceNorm as GroupNorm with a group per channel;
 - cross-entropy with label_smoothing (gonox: SoftmaxCrossEntropyProbs of
   SmoothLabels(one-hot)), binary_cross_entropy_with_logits, mse_loss,
-  torchvision's sigmoid_focal_loss (its formula, by autograd),
+  ctc_loss with blank 2 and repeated labels, torchvision's
+  sigmoid_focal_loss (its formula, by autograd),
   huber_loss, smooth_l1_loss (HuberLoss(delta=beta)/beta), kl_div (with and without log_target), cosine_similarity,
   with the gradients of both operands where torch gives them.
 
@@ -265,6 +266,19 @@ add("sigmoid_focal", "focal", {"gamma": 2.0}, lambda x: focal(x, yb, 2.0), [torc
 cases[-1]["tensors"]["labels"] = t(yb)
 add("sigmoid_focal_alpha", "focal", {"gamma": 1.5, "alpha": 0.25}, lambda x: focal(x, yb, 1.5, 0.25), [torch.randn(3, 4) * 2])
 cases[-1]["tensors"]["labels"] = t(yb)
+# CTC with a blank other than 0, repeated labels (which need a blank
+# between them) and ragged frame and label counts: the loss per sequence
+# and the gradient with respect to the logits.
+B_, T_, K_, N_ = 3, 8, 5, 4
+ctc_labels = torch.tensor([[1, 1, 3, 0], [4, 0, 4, 4], [3, 0, 0, 0]])
+ctc_in, ctc_lab = torch.tensor([8, 7, 5]), torch.tensor([3, 4, 1])
+add("ctc_blank2", "ctc", {"blank": 2},
+    lambda x: F.ctc_loss(F.log_softmax(x, -1).transpose(0, 1), ctc_labels, ctc_in, ctc_lab, blank=2, reduction="none"),
+    [torch.randn(B_, T_, K_) * 2])
+cases[-1]["tensors"].update({
+    "labels": {"shape": [B_, N_], "data": [float(v) for v in ctc_labels.flatten().tolist()]},
+    "logit_paddings": t((torch.arange(T_)[None, :] >= ctc_in[:, None]).double()),
+    "label_paddings": t((torch.arange(N_)[None, :] >= ctc_lab[:, None]).double())})
 lp = F.log_softmax(torch.randn(3, 5), -1)
 q = F.softmax(torch.randn(3, 5) * 2, -1)
 add("kl_div", "kl", {}, lambda a, b: F.kl_div(a, b, reduction="none").sum(-1), [lp, q])
