@@ -49,10 +49,11 @@ func (c torchCase) int32s(t *testing.T, name string) *tensor.Tensor {
 	return tensor.FromInt32(ids, v.Shape...)
 }
 
-// float32Constants are the cases whose gonox forms hold a constant as a
-// float32 (LeakyReluWith's slope, Selu's α and λ, CeluWith's alpha,
-// HardSigmoid's division by a float32 scalar 6, RMSNorm's Eps): in
-// float64 they agree with PyTorch to float32 rounding of that constant.
+// float32Constants are the cases where one side holds a constant as a
+// float32: gonox's LeakyReluWith slope, Selu's α and λ (tensor.MulScalar
+// takes a float32), CeluWith's alpha and RMSNorm's Eps; PyTorch's
+// hardsigmoid and hardswish backward (1/6 as a float32, even in float64).
+// In float64 they agree to float32 rounding of that constant.
 var float32Constants = map[string]bool{"act_LeakyRelu": true, "act_LeakyRelu0.2": true, "act_Selu": true,
 	"act_Celu0.7": true, "act_HardSigmoid": true, "act_HardSwish": true, "rmsnorm": true,
 	"kink_LeakyRelu": true, "kink_LeakyRelu0.2": true, "kink_Selu": true, "kink_Celu0.7": true,
