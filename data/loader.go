@@ -93,6 +93,7 @@ func (l *Loader) NumBatches() int {
 // batching (and before dropping a partial last batch).
 func (l *Loader) Order(epoch int) []int {
 	l.check("Order")
+	checkEpoch("Order", epoch)
 	n := l.Dataset.Len()
 	if !l.Shuffle {
 		order := make([]int, n)
@@ -115,6 +116,15 @@ func (l *Loader) check(what string) {
 	}
 }
 
+// checkEpoch panics if epoch, an argument of the Loader's method what,
+// is negative: epochs count from 0 (a negative one would shuffle as some
+// large epoch).
+func checkEpoch(what string, epoch int) {
+	if epoch < 0 {
+		panic(fmt.Sprintf("data.Loader.%s: epoch %d must not be negative", what, epoch))
+	}
+}
+
 // loaded is a batch or the error of producing it.
 type loaded struct {
 	b     Batch
@@ -132,6 +142,7 @@ type loaded struct {
 // called.
 func (l *Loader) Epoch(epoch int) iter.Seq2[Batch, error] {
 	l.check("Epoch")
+	checkEpoch("Epoch", epoch)
 	return func(yield func(Batch, error) bool) {
 		order := l.Order(epoch)
 		nb := l.NumBatches()

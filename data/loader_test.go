@@ -297,6 +297,8 @@ func TestLoaderPanics(t *testing.T) {
 	assert.PanicsWithValue(t, "data.Loader.Epoch: BatchSize 0 must be at least 1", func() { (&Loader{Dataset: d}).Epoch(0) })
 	assert.PanicsWithValue(t, "data.Loader.NumBatches: Prefetch -1 must not be negative", func() { (&Loader{Dataset: d, BatchSize: 1, Prefetch: -1}).NumBatches() })
 	assert.PanicsWithValue(t, "data.Loader.Order: BatchSize -2 must be at least 1", func() { (&Loader{Dataset: d, BatchSize: -2}).Order(0) })
+	assert.PanicsWithValue(t, "data.Loader.Epoch: epoch -1 must not be negative", func() { (&Loader{Dataset: d, BatchSize: 1}).Epoch(-1) })
+	assert.PanicsWithValue(t, "data.Loader.Order: epoch -3 must not be negative", func() { (&Loader{Dataset: d, BatchSize: 1, Shuffle: true}).Order(-3) })
 }
 
 func TestLoaderTextDataset(t *testing.T) {

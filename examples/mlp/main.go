@@ -117,12 +117,16 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	return cfg, nil
 }
 
-// parseHidden parses -hidden: comma-separated positive sizes.
+// parseHidden parses -hidden: comma-separated positive sizes; an empty
+// string is no hidden layer (a linear classifier).
 func parseHidden(s string) ([]int, error) {
 	var sizes []int
-	for _, part := range strings.Split(s, ",") {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	for i, part := range strings.Split(s, ",") {
 		if part = strings.TrimSpace(part); part == "" {
-			continue
+			return nil, fmt.Errorf("-hidden %q: size %d is empty", s, i+1)
 		}
 		n, err := strconv.Atoi(part)
 		if err != nil || n <= 0 || n > maxWidth {

@@ -45,6 +45,8 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{args: []string{"-hidden", "32,x"}, want: `-hidden "32,x": "x" is not an integer from 1 to 65536`},
 		{args: []string{"-hidden", "0"}, want: `-hidden "0": "0" is not an integer from 1 to 65536`},
+		{args: []string{"-hidden", "12,,3"}, want: `-hidden "12,,3": size 2 is empty`},
+		{args: []string{"-hidden", "32,"}, want: `-hidden "32,": size 2 is empty`},
 		{args: []string{"-batch", "0"}, want: "-batch 0: want an integer from 1 to 65536"},
 		{args: []string{"-epochs", "-1"}, want: "-epochs -1: want an integer from 0 to 100000"},
 		{args: []string{"-lr", "-1"}, want: "-lr -1: want a finite number in (0, 1]"},
