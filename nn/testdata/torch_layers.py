@@ -148,17 +148,19 @@ add("rmsnorm_noaffine", "rmsnorm", {"eps": 1e-5, "affine": False},
 add("groupnorm_noaffine", "groupnorm", {"groups": 2, "channels": 4, "eps": 1e-3},
     lambda x: F.group_norm(x, 2, eps=1e-3), [torch.randn(3, 4, 5) * 2])
 
-for mode in ["train", "eval"]:
-    bn = tnn.BatchNorm1d(3, momentum=0.3)
+for mode, bnc, eps, shape in [("train", tnn.BatchNorm1d, 1e-5, (6, 3)), ("eval", tnn.BatchNorm1d, 1e-5, (6, 3)),
+                              ("2d_eps_train", tnn.BatchNorm2d, 0.5, (4, 3, 2, 3)), ("2d_eps_eval", tnn.BatchNorm2d, 0.5, (4, 3, 2, 3))]:
+    bn = bnc(3, eps=eps, momentum=0.3)
     with torch.no_grad():
         bn.weight.normal_()
         bn.bias.normal_()
         bn.running_mean.normal_()
         bn.running_var.uniform_(0.5, 1.5)
-    bn.train(mode == "train")
+    bn.train(mode.endswith("train"))
     before = {"running_mean": bn.running_mean.clone(), "running_var": bn.running_var.clone()}
-    add("batchnorm1d_nc_" + mode, "batchnorm", {"channels": 3, "eps": 1e-5, "momentum": 0.3, "mode": mode},
-        lambda x: bn(x), [torch.randn(6, 3) * 2 + 1], {"weight": bn.weight, "bias": bn.bias})
+    add("batchnorm_" + ("1d_nc_" + mode if shape == (6, 3) else mode), "batchnorm",
+        {"channels": 3, "eps": eps, "momentum": 0.3, "mode": "eval" if mode.endswith("eval") else "train"},
+        lambda x: bn(x), [torch.randn(*shape) * 2 + 1], {"weight": bn.weight, "bias": bn.bias})
     c = cases[-1]["tensors"]
     c.update({k: t(v) for k, v in before.items()})
     c.update({"running_mean_after": t(bn.running_mean), "running_var_after": t(bn.running_var)})
