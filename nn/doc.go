@@ -286,4 +286,16 @@
 // SoftmaxCrossEntropy, SoftmaxCrossEntropyProbs, SigmoidBinaryCrossEntropy).
 // testdata/torch_losses.py writes the PyTorch reference values the tests
 // compare with.
+//
+// For code ported from PyTorch, CrossEntropy is
+// torch.nn.functional.cross_entropy with integer targets (ignore_index,
+// weight, label_smoothing and reduction, in CrossEntropyOptions) and
+// BinaryCrossEntropyWithLogits is binary_cross_entropy_with_logits
+// (weight, pos_weight, reduction, in BCEOptions). Unlike the optax
+// losses they reduce, by default to PyTorch's (weighted) mean
+// (Reduction: ReduceMean, ReduceSum, ReduceNone), and their class axis is
+// the last: PyTorch's [N, C, T] logits are gonox's [N, T, C]. A label is
+// ignored only when asked: CrossEntropyOptions{Ignore: true, IgnoreIndex:
+// TorchIgnoreIndex} is PyTorch's default ignore_index=-100. Their tests
+// compare with testdata/torch_layers.py's torch_crossentropy.json.
 package nn

@@ -32,7 +32,12 @@ torch_losses.py leave out, and for the conventions where libraries differ:
   ctc_loss with blank 2 and repeated labels, torchvision's
   sigmoid_focal_loss (its formula, by autograd),
   huber_loss, smooth_l1_loss (HuberLoss(delta=beta)/beta), kl_div (with and without log_target), cosine_similarity,
-  with the gradients of both operands where torch gives them.
+  with the gradients of both operands where torch gives them;
+- F.cross_entropy with ignore_index, weight, label_smoothing and each
+  reduction on [N, C] and [N, T, C] logits, and
+  F.binary_cross_entropy_with_logits with weight and pos_weight, for
+  nn.CrossEntropy and nn.BinaryCrossEntropyWithLogits: written to
+  torch_crossentropy.json (crossentropy_test.go reads it).
 
 Inputs are written with 17 significant digits, so that the Go side reads
 exactly the float64 values torch computed with; everything is float64, and
@@ -327,6 +332,88 @@ for n, p in params.items():
     tens[n] = t(p)
     tens["d" + n] = t(p.grad)
 cases.append({"name": "mha_cross_kdim_vdim_key_padding", "kind": "mha_cross", "config": {"heads": H}, "tensors": tens})
+
+# nn.CrossEntropy and nn.BinaryCrossEntropyWithLogits (crossentropy.go),
+# PyTorch's functional forms with ignore_index, weight, label_smoothing,
+# pos_weight and each reduction, written to torch_crossentropy.json (read
+# by crossentropy_test.go) so that the cases above keep their random
+# numbers. gonox's class axis is the last: PyTorch gets [N, C, T] as
+# x.transpose(1, 2) of gonox's [N, T, C].
+torch.manual_seed(52)
+xent_cases = []
+
+
+def ints(v):
+    return {"shape": list(v.shape), "data": [float(i) for i in v.flatten().tolist()]}
+
+
+def add_xent(name, shape, ignore=None, weights=False, smoothing=0.0, reduction="mean", pad=()):
+    C = shape[-1]
+    x = (torch.randn(*shape) * 2).requires_grad_(True)
+    labels = torch.randint(0, C, shape[:-1])
+    flat = labels.view(-1)
+    for i in pad:  # positions holding the ignored index
+        flat[i] = ignore
+    w = torch.rand(C) + 0.5 if weights else None
+    xt = x if x.dim() == 2 else x.transpose(1, 2)
+    kw = {"reduction": reduction, "label_smoothing": smoothing, "weight": w}
+    if ignore is not None:
+        kw["ignore_index"] = ignore
+    y = F.cross_entropy(xt, labels, **kw)
+    g = torch.randn_like(y)
+    y.backward(g)
+    tens = {"x": t(x), "labels": ints(labels), "y": t(y), "g": t(g), "dx": t(x.grad)}
+    if w is not None:
+        tens["weights"] = t(w)
+    xent_cases.append({"name": name, "kind": "cross_entropy", "config": {"ignore": ignore, "smoothing": smoothing,
+                       "reduction": reduction}, "tensors": tens})
+
+
+add_xent("plain_mean", (5, 4))
+add_xent("plain_sum", (5, 4), reduction="sum")
+add_xent("plain_none", (5, 4), reduction="none")
+add_xent("ignore_-100_mean", (6, 4), ignore=-100, pad=(1, 4))
+add_xent("ignore_class0_sum", (6, 4), ignore=0, pad=(0, 2))
+add_xent("ignore_none", (6, 4), ignore=-100, pad=(3,), reduction="none")
+add_xent("weights_mean", (6, 5), weights=True)
+add_xent("weights_ignore_mean", (6, 5), ignore=-100, weights=True, pad=(0, 5))
+add_xent("weights_sum", (6, 5), weights=True, reduction="sum")
+add_xent("smoothing_mean", (5, 4), smoothing=0.1)
+add_xent("smoothing_ignore_mean", (6, 4), ignore=-100, smoothing=0.2, pad=(2,))
+add_xent("smoothing_weights_mean", (6, 5), weights=True, smoothing=0.15)
+add_xent("smoothing_weights_ignore_mean", (7, 5), ignore=3, weights=True, smoothing=0.3, pad=(1, 6))
+add_xent("smoothing_weights_ignore_sum", (7, 5), ignore=-100, weights=True, smoothing=0.3, pad=(0, 4), reduction="sum")
+add_xent("smoothing_weights_ignore_none", (7, 5), ignore=-100, weights=True, smoothing=0.3, pad=(2, 3), reduction="none")
+add_xent("NTC_plain_mean", (2, 3, 4))
+add_xent("NTC_weights_smoothing_ignore_mean", (3, 4, 5), ignore=-100, weights=True, smoothing=0.1, pad=(0, 5, 11))
+add_xent("NTC_ignore_sum", (3, 4, 5), ignore=-100, pad=(1, 7), reduction="sum")
+add_xent("NTC_weights_smoothing_ignore_none", (3, 4, 5), ignore=-100, weights=True, smoothing=0.25, pad=(3, 8), reduction="none")
+
+
+def add_bce(name, shape, weight=None, pos_weight=None, reduction="mean"):
+    x = (torch.randn(*shape) * 3).requires_grad_(True)
+    y_ = torch.rand(*shape).requires_grad_(True)  # soft targets
+    y = F.binary_cross_entropy_with_logits(x, y_, weight=weight, pos_weight=pos_weight, reduction=reduction)
+    g = torch.randn_like(y)
+    y.backward(g)
+    tens = {"x": t(x), "x2": t(y_), "y": t(y), "g": t(g), "dx": t(x.grad), "dx2": t(y_.grad)}
+    if weight is not None:
+        tens["weight"] = t(weight)
+    if pos_weight is not None:
+        tens["pos_weight"] = t(pos_weight)
+    xent_cases.append({"name": name, "kind": "bce_with_logits", "config": {"reduction": reduction}, "tensors": tens})
+
+
+add_bce("bce_plain_mean", (4, 3))
+add_bce("bce_pos_weight_mean", (4, 3), pos_weight=torch.rand(3) * 3)
+add_bce("bce_weight_rows_pos_weight_sum", (4, 3), weight=torch.rand(4, 1), pos_weight=torch.rand(3) * 3, reduction="sum")
+add_bce("bce_weight_pos_weight_none_3d", (2, 4, 3), weight=torch.rand(3), pos_weight=torch.rand(3) * 3, reduction="none")
+
+xout = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_crossentropy.json")
+with open(xout, "w") as f:
+    json.dump({"torch": torch.__version__, "cases": xent_cases}, f, separators=(",", ":"), allow_nan=False)
+    f.write("\n")
+print("wrote", xout, len(xent_cases), "cases")
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_layers.json")
 with open(out, "w") as f:
