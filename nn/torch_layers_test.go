@@ -187,29 +187,9 @@ func TestTorchLayers(t *testing.T) {
 				requireTorch64(t, c, "y", y)
 				requireTorch64(t, c, "dx", dx)
 			case "batchnorm":
-				bn := nn.NewBatchNorm(int(c.num("channels")), nn.BatchNormOptions{Eps: float32(c.num("eps")),
-					Momentum: float32(1 - c.num("momentum")), UnbiasedRunningVar: true})
-				bn.Weight, bn.Bias = c.f64(t, "weight"), c.f64(t, "bias")
-				bn, state := nn.MakeWithState(bn)
-				state = state.Set(bn.Index, c.f64(t, "running_mean"), c.f64(t, "running_var"))
-				if c.Config["mode"] == "eval" {
-					bn = nn.InferenceMode(bn, true)
-				}
-				var after nn.State
-				y, dx, dl := layerGrads(bn, x, g, func(b nn.BatchNorm, x *tensor.Tensor) *tensor.Tensor {
-					y, s := b.Forward(x, state)
-					after = s
-					return y
-				})
-				requireTorch64(t, c, "y", y)
-				requireTorch64(t, c, "dx", dx)
-				requireTorch64(t, c, "dweight", dl.Weight)
-				requireTorch64(t, c, "dbias", dl.Bias)
-				run := after.Get(bn.Index)
 				// The running statistics are float32 state (their
-				// momentum is a float32).
-				requireTorch(t, c, "running_mean_after", run[0])
-				requireTorch(t, c, "running_var_after", run[1])
+				// momentum is a float32): compared as requireTorch does.
+				checkBatchNorm(t, c, x, g, c.f64, requireTorch64, requireTorch)
 			case "embedding":
 				e := nn.Embedding{W: c.f64(t, "weight")}
 				ids := c.int32s(t, "x")
@@ -223,12 +203,7 @@ func TestTorchLayers(t *testing.T) {
 				if c.flag("same") {
 					layer.Padding = tensor.SamePadding
 				} else {
-					var pairs [][2]int
-					for _, p := range c.Config["padding"].([]any) {
-						q := p.([]any)
-						pairs = append(pairs, [2]int{int(q[0].(float64)), int(q[1].(float64))})
-					}
-					layer.Padding = tensor.Pads(pairs...)
+					layer.Padding = tensor.Pads(c.pairs("padding")...)
 				}
 				if _, ok := c.Tensors["bias"]; ok {
 					layer.Bias = c.f64(t, "bias")
@@ -242,13 +217,8 @@ func TestTorchLayers(t *testing.T) {
 				}
 			case "convtranspose":
 				nd := x.Rank() - 2
-				var pairs [][2]int
-				for _, p := range c.Config["padding"].([]any) {
-					q := p.([]any)
-					pairs = append(pairs, [2]int{int(q[0].(float64)), int(q[1].(float64))})
-				}
 				layer := nn.ConvTranspose{Weight: c.f64(t, "weight"), Stride: c.ints("stride", nd), Dilation: c.ints("dilation", nd),
-					Padding: pairs, OutputPadding: c.ints("output_padding", nd), Groups: int(c.num("groups"))}
+					Padding: c.pairs("padding"), OutputPadding: c.ints("output_padding", nd), Groups: int(c.num("groups"))}
 				if _, ok := c.Tensors["bias"]; ok {
 					layer.Bias = c.f64(t, "bias")
 				}

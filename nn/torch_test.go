@@ -68,6 +68,46 @@ func (c torchCase) ints(key string, nd int) []int {
 	return nil
 }
 
+// pairs returns the case's config key, a list of [lo, hi] pairs (a
+// padding per spatial axis).
+func (c torchCase) pairs(key string) [][2]int {
+	var out [][2]int
+	for _, p := range c.Config[key].([]any) {
+		q := p.([]any)
+		out = append(out, [2]int{int(q[0].(float64)), int(q[1].(float64))})
+	}
+	return out
+}
+
+// checkBatchNorm runs a BatchNorm case on x with output gradient g: its
+// tensors read by get, the output and gradients compared by req, the
+// running statistics after the step by reqRun.
+func checkBatchNorm(t *testing.T, c torchCase, x, g *tensor.Tensor, get func(*testing.T, string) *tensor.Tensor,
+	req, reqRun func(*testing.T, torchCase, string, *tensor.Tensor)) {
+	t.Helper()
+	bn := nn.NewBatchNorm(int(c.num("channels")), nn.BatchNormOptions{Eps: float32(c.num("eps")),
+		Momentum: float32(1 - c.num("momentum")), UnbiasedRunningVar: true})
+	bn.Weight, bn.Bias = get(t, "weight"), get(t, "bias")
+	bn, state := nn.MakeWithState(bn)
+	state = state.Set(bn.Index, get(t, "running_mean"), get(t, "running_var"))
+	if c.Config["mode"] == "eval" {
+		bn = nn.InferenceMode(bn, true)
+	}
+	var after nn.State
+	y, dx, dl := layerGrads(bn, x, g, func(b nn.BatchNorm, x *tensor.Tensor) *tensor.Tensor {
+		y, s := b.Forward(x, state)
+		after = s
+		return y
+	})
+	req(t, c, "y", y)
+	req(t, c, "dx", dx)
+	req(t, c, "dweight", dl.Weight)
+	req(t, c, "dbias", dl.Bias)
+	run := after.Get(bn.Index)
+	reqRun(t, c, "running_mean_after", run[0])
+	reqRun(t, c, "running_var_after", run[1])
+}
+
 func (c torchCase) num(key string) float64 { return c.Config[key].(float64) }
 
 func (c torchCase) flag(key string) bool { b, _ := c.Config[key].(bool); return b }
@@ -161,27 +201,7 @@ func TestTorchEquality(t *testing.T) {
 				requireTorch(t, c, "y", y)
 				requireTorch(t, c, "dx", dx)
 			case "batchnorm":
-				bn := nn.NewBatchNorm(int(c.num("channels")), nn.BatchNormOptions{Eps: float32(c.num("eps")),
-					Momentum: float32(1 - c.num("momentum")), UnbiasedRunningVar: true})
-				bn.Weight, bn.Bias = c.tensor(t, "weight"), c.tensor(t, "bias")
-				bn, state := nn.MakeWithState(bn)
-				state = state.Set(bn.Index, c.tensor(t, "running_mean"), c.tensor(t, "running_var"))
-				if c.Config["mode"] == "eval" {
-					bn = nn.InferenceMode(bn, true)
-				}
-				var after nn.State
-				y, dx, dl := layerGrads(bn, x, g, func(b nn.BatchNorm, x *tensor.Tensor) *tensor.Tensor {
-					y, s := b.Forward(x, state)
-					after = s
-					return y
-				})
-				requireTorch(t, c, "y", y)
-				requireTorch(t, c, "dx", dx)
-				requireTorch(t, c, "dweight", dl.Weight)
-				requireTorch(t, c, "dbias", dl.Bias)
-				run := after.Get(bn.Index)
-				requireTorch(t, c, "running_mean_after", run[0])
-				requireTorch(t, c, "running_var_after", run[1])
+				checkBatchNorm(t, c, x, g, c.tensor, requireTorch, requireTorch)
 			case "groupnorm":
 				gn := nn.NewGroupNorm(int(c.num("groups")), int(c.num("channels")), nn.GroupNormOptions{Eps: float32(c.num("eps"))})
 				gn.Weight, gn.Bias = c.tensor(t, "weight"), c.tensor(t, "bias")
