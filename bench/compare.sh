@@ -15,7 +15,7 @@
 # Needs Debian's python3-numpy, libopenblas0-pthread, python3-threadpoolctl
 # and python3-torch (apt-get install -y ...); the numpy anchor refuses to
 # run unless threadpoolctl reports OpenBLAS. Environment: GONOX_BENCH_LOG
-# names the raw log (default: a temporary file, printed at the end).
+# names the raw log, emptied first (default: a temporary file, printed at the end).
 #
 # The summary is printed and written to bench/results.md (GONOX_BENCH_RESULTS
 # names another file), with the date, CPU, commit and load of the run:
@@ -26,6 +26,7 @@ rounds=${1:-3}
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=/usr/bin/python3 # Debian's python, which has the Debian numpy and torch
 log=${GONOX_BENCH_LOG:-$(mktemp /tmp/gonox-bench.XXXXXX.log)}
+: >"$log" # a log of an earlier run would be summarised with this one
 results=${GONOX_BENCH_RESULTS:-$root/bench/results.md}
 bin=$(mktemp -d /tmp/gonox-bench-bin.XXXXXX)
 trap 'rm -rf "$bin"' EXIT
