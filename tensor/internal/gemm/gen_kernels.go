@@ -758,6 +758,51 @@ pbdone:
 `, name, t.shift, loads.String(), stores.String(), pf.String(), shift, 32*ymms)
 }
 
+// packAT emits packAT<rows> (rows 6 or 12), whose doc comment the caller
+// writes: ns strips of rows floats of op(A) = Aᵀ as stored, each k step a
+// contiguous run of a row of A, copied as one 16- or 32-byte move and
+// one 8- or 16-byte move.
+func (g *gen) packAT(rows int) {
+	label, head, tail, vz := "pat", "X0", "VMOVSD", ""
+	off := 16
+	if rows == 12 {
+		label, head, tail, vz = "pat12", "Y0", "VMOVUPS", "\n\tVZEROUPPER"
+		off = 32
+	}
+	g.raw(`TEXT ·packAT%[1]d(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lda+16(FP), R8
+	SHLQ $2, R8
+	MOVQ kc+24(FP), CX
+	MOVQ ns+32(FP), DX
+	MOVQ CX, R9
+	IMULQ $%[2]d, R9
+	TESTQ CX, CX
+	JZ %[3]sdone
+	TESTQ DX, DX
+	JZ %[3]sdone
+%[3]srow:
+	MOVQ SI, R11
+	MOVQ DI, R12
+	MOVQ DX, R13
+%[3]sstrip:
+	VMOVUPS (R11), %[4]s
+	%[5]s %[6]d(R11), %[7]s
+	VMOVUPS %[4]s, (R12)
+	%[5]s %[7]s, %[6]d(R12)
+	ADDQ $%[2]d, R11
+	ADDQ R9, R12
+	DECQ R13
+	JNZ %[3]sstrip
+	ADDQ R8, SI
+	ADDQ $%[2]d, DI
+	DECQ CX
+	JNZ %[3]srow%[8]s
+%[3]sdone:
+	RET`, rows, 4*rows, label, head, tail, off, "X1", vz)
+}
+
 // packers emits the AVX packing routines of the AVX2 set.
 func (g *gen) packers() {
 	g.raw(`// func packB16(dst *float32, src *float32, ldb int, kc int, ns int, pf int)
@@ -776,79 +821,16 @@ func (g *gen) packers() {
 //
 // Packs ns strips of 6 rows of op(A) = Aᵀ as stored: dst[s*kc*6 + q*6 + i]
 // = src[q*lda + 6s + i] for q < kc, i < 6, walking src row by row. Strides
-// in elements.
-TEXT ·packAT6(SB), NOSPLIT, $0-40
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ lda+16(FP), R8
-	SHLQ $2, R8
-	MOVQ kc+24(FP), CX
-	MOVQ ns+32(FP), DX
-	MOVQ CX, R9
-	IMULQ $24, R9
-	TESTQ CX, CX
-	JZ patdone
-	TESTQ DX, DX
-	JZ patdone
-patrow:
-	MOVQ SI, R11
-	MOVQ DI, R12
-	MOVQ DX, R13
-patstrip:
-	VMOVUPS (R11), X0
-	VMOVSD 16(R11), X1
-	VMOVUPS X0, (R12)
-	VMOVSD X1, 16(R12)
-	ADDQ $24, R11
-	ADDQ R9, R12
-	DECQ R13
-	JNZ patstrip
-	ADDQ R8, SI
-	ADDQ $24, DI
-	DECQ CX
-	JNZ patrow
-patdone:
-	RET
-
+// in elements.`)
+	g.packAT(6)
+	g.raw(`
 // func packAT12(dst *float32, src *float32, lda int, kc int, ns int)
 //
 // packAT6 for strips of 12 rows (the AVX-512 set's): dst[s*kc*12 + q*12 +
 // i] = src[q*lda + 12s + i] for q < kc, i < 12, walking src row by row.
-// Strides in elements.
-TEXT ·packAT12(SB), NOSPLIT, $0-40
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ lda+16(FP), R8
-	SHLQ $2, R8
-	MOVQ kc+24(FP), CX
-	MOVQ ns+32(FP), DX
-	MOVQ CX, R9
-	IMULQ $48, R9
-	TESTQ CX, CX
-	JZ pat12done
-	TESTQ DX, DX
-	JZ pat12done
-pat12row:
-	MOVQ SI, R11
-	MOVQ DI, R12
-	MOVQ DX, R13
-pat12strip:
-	VMOVUPS (R11), Y0
-	VMOVUPS 32(R11), X1
-	VMOVUPS Y0, (R12)
-	VMOVUPS X1, 32(R12)
-	ADDQ $48, R11
-	ADDQ R9, R12
-	DECQ R13
-	JNZ pat12strip
-	ADDQ R8, SI
-	ADDQ $48, DI
-	DECQ CX
-	JNZ pat12row
-	VZEROUPPER
-pat12done:
-	RET
-
+// Strides in elements.`)
+	g.packAT(12)
+	g.raw(`
 // func packA6(dst *float32, src *float32, lda int, kc4 int)
 //
 // Packs a strip of 6 rows: dst[q*6 + i] = src[i*lda + q] for i < 6 and
