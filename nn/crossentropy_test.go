@@ -1,9 +1,7 @@
 package nn_test
 
 import (
-	"encoding/json"
 	"math"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,17 +16,6 @@ import (
 // both sides: testdata/torch_layers.py wrote the inputs, the losses and
 // the gradients of Σ loss·g in testdata/torch_crossentropy.json.
 
-func loadTorchCrossEntropy(t *testing.T) []torchCase {
-	raw, err := os.ReadFile("testdata/torch_crossentropy.json")
-	require.NoError(t, err)
-	var f struct {
-		Cases []torchCase `json:"cases"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &f))
-	require.NotEmpty(t, f.Cases)
-	return f.Cases
-}
-
 func torchReduction(t *testing.T, c torchCase) nn.Reduction {
 	for _, r := range []nn.Reduction{nn.ReduceMean, nn.ReduceSum, nn.ReduceNone} {
 		if c.Config["reduction"] == r.String() {
@@ -40,7 +27,7 @@ func torchReduction(t *testing.T, c torchCase) nn.Reduction {
 }
 
 func TestTorchCrossEntropy(t *testing.T) {
-	for _, c := range loadTorchCrossEntropy(t) {
+	for _, c := range loadTorchFile(t, "torch_crossentropy.json") {
 		t.Run(c.Name, func(t *testing.T) {
 			x, g := c.f64(t, "x"), c.f64(t, "g")
 			switch c.Kind {

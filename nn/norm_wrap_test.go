@@ -1,9 +1,7 @@
 package nn_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -136,19 +134,10 @@ func TestSpectralNormGrad(t *testing.T) {
 	}, conv.Weight, conv.Bias, randn(7, 2, 2, 4, 3))
 }
 
-func loadTorchNormCases(t *testing.T) []torchCase {
-	raw, err := os.ReadFile("testdata/torch_norm.json")
-	require.NoError(t, err)
-	var f struct {
-		Cases []torchCase `json:"cases"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &f))
-	require.Len(t, f.Cases, 7)
-	return f.Cases
-}
-
 func TestTorchWeightSpectralNorm(t *testing.T) {
-	for _, c := range loadTorchNormCases(t) {
+	cases := loadTorchFile(t, "torch_norm.json")
+	require.Len(t, cases, 7)
+	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			switch c.Kind {
 			case "weightnorm_linear":

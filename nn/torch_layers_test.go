@@ -1,9 +1,7 @@
 package nn_test
 
 import (
-	"encoding/json"
 	"math"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,17 +16,6 @@ import (
 // both sides: testdata/torch_layers.py wrote the inputs (exactly, with 17
 // digits), the outputs and the gradients of Σ y·g in
 // testdata/torch_layers.json.
-
-func loadTorchLayers(t *testing.T) []torchCase {
-	raw, err := os.ReadFile("testdata/torch_layers.json")
-	require.NoError(t, err)
-	var f struct {
-		Cases []torchCase `json:"cases"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &f))
-	require.NotEmpty(t, f.Cases)
-	return f.Cases
-}
 
 // f64 returns the case's tensor name in float64.
 func (c torchCase) f64(t *testing.T, name string) *tensor.Tensor {
@@ -105,7 +92,7 @@ func TestTorchLayers(t *testing.T) {
 		"HardSwish": nn.HardSwish, "Softsign": nn.Softsign, "Glu": nn.Glu,
 	}
 	seen := map[string]bool{}
-	for _, c := range loadTorchLayers(t) {
+	for _, c := range loadTorchFile(t, "torch_layers.json") {
 		t.Run(c.Name, func(t *testing.T) {
 			x, g := c.f64(t, "x"), c.f64(t, "g")
 			switch c.Kind {

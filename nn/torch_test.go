@@ -29,15 +29,17 @@ type torchCase struct {
 	Tensors map[string]torchTensor `json:"tensors"`
 }
 
-func loadTorchCases(t *testing.T) []torchCase {
-	raw, err := os.ReadFile("testdata/torch_conv.json")
+// loadTorchFile returns the cases of testdata/name, a file a
+// testdata/torch_*.py script wrote.
+func loadTorchFile(t *testing.T, name string) []torchCase {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/" + name)
 	require.NoError(t, err)
 	var f struct {
-		Torch string      `json:"torch"`
 		Cases []torchCase `json:"cases"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &f))
-	require.NotEmpty(t, f.Cases)
+	require.NotEmpty(t, f.Cases, name)
 	return f.Cases
 }
 
@@ -140,7 +142,7 @@ func layerGrads[L any](layer L, x, g *tensor.Tensor, f func(L, *tensor.Tensor) *
 }
 
 func TestTorchEquality(t *testing.T) {
-	for _, c := range loadTorchCases(t) {
+	for _, c := range loadTorchFile(t, "torch_conv.json") {
 		t.Run(c.Name, func(t *testing.T) {
 			x, g := c.tensor(t, "x"), c.tensor(t, "g")
 			nd := x.Rank() - 2
