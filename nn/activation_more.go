@@ -51,28 +51,28 @@ func leakyRelu(x *tensor.Tensor) *tensor.Tensor { return leakyReluSlope(x, 0.01)
 // LeakyReluWith returns jax.nn.leaky_relu with the given negative slope:
 // x where x >= 0, slope·x elsewhere (gradient 1 at 0, where PyTorch's
 // leaky_relu gives slope).
-func LeakyReluWith(slope float32) Activation {
+func LeakyReluWith(slope float64) Activation {
 	return func(x *tensor.Tensor) *tensor.Tensor { return leakyReluSlope(x, slope) }
 }
 
-func leakyReluSlope(x *tensor.Tensor, slope float32) *tensor.Tensor {
-	return tensor.Where(tensor.GreaterEqual(x, scalarLike(x, 0)), x, tensor.MulScalar(x, slope))
+func leakyReluSlope(x *tensor.Tensor, slope float64) *tensor.Tensor {
+	return tensor.Where(tensor.GreaterEqual(x, scalarLike(x, 0)), x, tensor.Mul(x, constLike(x, slope)))
 }
 
 func elu(x *tensor.Tensor) *tensor.Tensor { return eluAlpha(x, 1) }
 
 // EluWith returns jax.nn.elu with the given alpha: x where x > 0,
 // alpha·(e^x - 1) elsewhere.
-func EluWith(alpha float32) Activation {
+func EluWith(alpha float64) Activation {
 	return func(x *tensor.Tensor) *tensor.Tensor { return eluAlpha(x, alpha) }
 }
 
 // eluAlpha is JAX's where(x > 0, x, alpha·expm1(where(x > 0, 0, x))): the
 // inner where keeps e^x of large x from overflowing into the gradient.
-func eluAlpha(x *tensor.Tensor, alpha float32) *tensor.Tensor {
+func eluAlpha(x *tensor.Tensor, alpha float64) *tensor.Tensor {
 	pos := tensor.Greater(x, scalarLike(x, 0))
 	neg := tensor.Expm1(tensor.Where(pos, tensor.Scalar(0), x))
-	return tensor.Where(pos, x, tensor.MulScalar(neg, alpha))
+	return tensor.Where(pos, x, tensor.Mul(neg, constLike(x, alpha)))
 }
 
 // The constants of jax.nn.selu.
@@ -82,24 +82,35 @@ const (
 )
 
 func selu(x *tensor.Tensor) *tensor.Tensor {
-	return tensor.MulScalar(eluAlpha(x, seluAlpha), seluScale)
+	return tensor.Mul(eluAlpha(x, seluAlpha), constLike(x, seluScale))
 }
 
 func celu(x *tensor.Tensor) *tensor.Tensor { return celuAlpha(x, 1) }
 
 // CeluWith returns jax.nn.celu with the given alpha: x where x > 0,
 // alpha·(e^(x/alpha) - 1) elsewhere. It panics if alpha is 0.
-func CeluWith(alpha float32) Activation {
+func CeluWith(alpha float64) Activation {
 	if alpha == 0 {
 		panic("nn.CeluWith: alpha must not be 0")
 	}
 	return func(x *tensor.Tensor) *tensor.Tensor { return celuAlpha(x, alpha) }
 }
 
-func celuAlpha(x *tensor.Tensor, alpha float32) *tensor.Tensor {
+func celuAlpha(x *tensor.Tensor, alpha float64) *tensor.Tensor {
 	pos := tensor.Greater(x, scalarLike(x, 0))
-	neg := tensor.Expm1(tensor.Div(tensor.Where(pos, tensor.Scalar(0), x), tensor.Scalar(alpha)))
-	return tensor.Where(pos, x, tensor.MulScalar(neg, alpha))
+	a := constLike(x, alpha)
+	neg := tensor.Expm1(tensor.Div(tensor.Where(pos, tensor.Scalar(0), x), a))
+	return tensor.Where(pos, x, tensor.Mul(neg, a))
+}
+
+// constLike returns v as the constant of an arithmetic op with x: a
+// float64 scalar for float64 x, so that float64 computations use v to
+// float64 precision, and a (weakly typed) float32 scalar otherwise.
+func constLike(x *tensor.Tensor, v float64) *tensor.Tensor {
+	if x.DType() == tensor.Float64 {
+		return tensor.ScalarFloat64(v)
+	}
+	return tensor.Scalar(float32(v))
 }
 
 // scalarLike returns v as a scalar of x's dtype (comparisons, unlike

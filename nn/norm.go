@@ -69,8 +69,10 @@ func (n LayerNorm) Call(x *tensor.Tensor, _ tensor.Key) *tensor.Tensor { return 
 // weight of ones and no bias, as Llama and T5 use RMSNorm; Bias adds a
 // learned shift.
 type RMSNormOptions struct {
-	// Eps is added to the mean square; 0 means 1e-5.
-	Eps float32
+	// Eps is added to the mean square; 0 means 1e-5. It is a float64,
+	// used at full precision on float64 inputs (rounded to float32 for the
+	// other dtypes).
+	Eps float64
 	// NoWeight leaves out the elementwise scale; Bias adds an elementwise
 	// bias (Equinox's use_weight and use_bias).
 	NoWeight, Bias bool
@@ -87,7 +89,7 @@ type RMSNormOptions struct {
 type RMSNorm struct {
 	Weight *tensor.Tensor // f32[dim], or nil
 	Bias   *tensor.Tensor // f32[dim], or nil
-	Eps    float32
+	Eps    float64
 }
 
 // NewRMSNorm returns an RMSNorm over dim features, its weight starting at
@@ -113,7 +115,7 @@ func NewRMSNorm(dim int, opts RMSNormOptions) RMSNorm {
 func (n RMSNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
 	checkNormInput("nn.RMSNorm", x, n.Weight, n.Bias)
 	ms := tensor.MeanKeep(tensor.Square(x), -1)
-	y := tensor.Mul(x, tensor.Rsqrt(tensor.AddScalar(ms, n.Eps)))
+	y := tensor.Mul(x, tensor.Rsqrt(tensor.Add(ms, constLike(ms, n.Eps))))
 	return scaleShift(y, n.Weight, n.Bias)
 }
 

@@ -54,12 +54,12 @@ func TestNormForward(t *testing.T) {
 	const d = 6
 	type norm struct {
 		w, b   *tensor.Tensor
-		eps    float32
+		eps    float64
 		center bool
 	}
 	ln := func(o nn.LayerNormOptions) norm {
 		n := nn.NewLayerNorm(d, o)
-		return norm{n.Weight, n.Bias, n.Eps, true}
+		return norm{n.Weight, n.Bias, float64(n.Eps), true}
 	}
 	rms := func(o nn.RMSNormOptions) norm {
 		n := nn.NewRMSNorm(d, o)
@@ -69,7 +69,7 @@ func TestNormForward(t *testing.T) {
 		name       string
 		n          norm
 		hasW, hasB bool
-		eps        float32
+		eps        float64
 	}{
 		{"LayerNorm defaults", ln(nn.LayerNormOptions{}), true, true, 1e-5},
 		{"LayerNorm no weight, eps 0.1", ln(nn.LayerNormOptions{NoWeight: true, Eps: 0.1}), false, true, 0.1},
@@ -83,7 +83,7 @@ func TestNormForward(t *testing.T) {
 			n := c.n
 			require.Equal(t, c.hasW, n.w != nil)
 			require.Equal(t, c.hasB, n.b != nil)
-			require.Equal(t, c.eps, n.eps)
+			require.InDelta(t, c.eps, n.eps, 1e-7*c.eps) // LayerNorm's Eps is a float32
 			if n.w != nil {
 				assert.Equal(t, []float32{1, 1, 1, 1, 1, 1}, n.w.Float32s(), "weight starts at ones")
 				n.w = randn(uint64(10+i), d)
@@ -95,11 +95,11 @@ func TestNormForward(t *testing.T) {
 			x := tensor.AddScalar(tensor.MulScalar(randn(uint64(i), 2, 3, d), 3), 1.5)
 			var got *tensor.Tensor
 			if n.center {
-				got = nn.LayerNorm{Weight: n.w, Bias: n.b, Eps: n.eps}.Forward(x)
+				got = nn.LayerNorm{Weight: n.w, Bias: n.b, Eps: float32(n.eps)}.Forward(x)
 			} else {
 				got = nn.RMSNorm{Weight: n.w, Bias: n.b, Eps: n.eps}.Forward(x)
 			}
-			want := normRef(x.Float64s(), d, float64(n.eps), f64OrNil(n.w), f64OrNil(n.b), n.center)
+			want := normRef(x.Float64s(), d, n.eps, f64OrNil(n.w), f64OrNil(n.b), n.center)
 			require.Equal(t, x.Shape(), got.Shape())
 			assert.InDeltaSlice(t, want, got.Float64s(), 2e-5)
 		})
@@ -110,7 +110,7 @@ func TestNormDefaults(t *testing.T) {
 	ln := nn.NewLayerNorm(4, nn.LayerNormOptions{})
 	assert.Equal(t, float32(1e-5), ln.Eps)
 	rms := nn.NewRMSNorm(4, nn.RMSNormOptions{})
-	assert.Equal(t, float32(1e-5), rms.Eps)
+	assert.Equal(t, 1e-5, rms.Eps)
 	assert.Nil(t, rms.Bias)
 	// LayerNorm output has zero mean and unit variance per row.
 	y := ln.Forward(tensor.FromFloat32([]float32{1, 2, 3, 4, 10, 10, 10, 14}, 2, 4)).Float64s()

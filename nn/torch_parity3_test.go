@@ -1,0 +1,85 @@
+package nn_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/tensor"
+)
+
+// The parts of nn that testdata/torch_parity3.py checks against PyTorch
+// 1.13 in float64 on both sides, to 1e-12: the activations with a
+// parameter (float64 constants in float64 computations), RMSNorm's eps,
+// the shrink activations, Softmin and Threshold, Embedding's padding and
+// max norm, CrossEntropy with probability targets, NLLLoss and the
+// PyTorch-style losses of losses_torch.go.
+
+// requireTight requires got to equal PyTorch's want to 1e-12 relative
+// (1e-12 absolute near 0): float64 arithmetic in another order, where a
+// constant rounded to float32 (1e-8 relative) fails.
+func requireTight(t *testing.T, c torchCase, name string, got *tensor.Tensor) {
+	t.Helper()
+	want, ok := c.Tensors[name]
+	require.True(t, ok, "%s: no tensor %q", c.Name, name)
+	require.Equal(t, want.Shape, got.Shape(), "%s: %s", c.Name, name)
+	require.Equal(t, tensor.Float64, got.DType(), "%s: %s", c.Name, name)
+	g := got.Float64s()
+	for i, w := range want.Data {
+		require.InDelta(t, w, g[i], 1e-12*math.Max(1, math.Abs(w)), "%s: %s[%d]", c.Name, name, i)
+	}
+}
+
+// parity3Activations are the activations of the act cases, by name.
+func parity3Activations(c torchCase) nn.Activation {
+	switch c.Config["act"].(string) {
+	case "LeakyRelu":
+		return nn.LeakyRelu
+	case "LeakyRelu0.2":
+		return nn.LeakyReluWith(0.2)
+	case "Elu0.3":
+		return nn.EluWith(0.3)
+	case "Selu":
+		return nn.Selu
+	case "Celu0.7":
+		return nn.CeluWith(0.7)
+	case "Celu":
+		return nn.Celu
+	}
+	return nil
+}
+
+func TestTorchParity3(t *testing.T) {
+	kinds := map[string]int{}
+	for _, c := range loadTorchFile(t, "torch_parity3.json") {
+		t.Run(c.Name, func(t *testing.T) {
+			x, g := c.f64(t, "x"), c.f64(t, "g")
+			switch c.Kind {
+			case "act":
+				f := parity3Activations(c)
+				if f == nil {
+					t.Skipf("no gonox activation for %v yet", c.Config["act"])
+				}
+				y, dx, _ := layerGrads(f, x, g, func(f nn.Activation, x *tensor.Tensor) *tensor.Tensor { return f(x) })
+				requireTight(t, c, "y", y)
+				requireTight(t, c, "dx", dx)
+			case "rmsnorm":
+				n := nn.RMSNorm{Eps: c.num("eps")}
+				if _, ok := c.Tensors["weight"]; ok {
+					n.Weight = c.f64(t, "weight")
+				}
+				y, dx, dn := layerGrads(n, x, g, nn.RMSNorm.Forward)
+				requireTight(t, c, "y", y)
+				requireTight(t, c, "dx", dx)
+				if n.Weight != nil {
+					requireTight(t, c, "dweight", dn.Weight)
+				}
+			default:
+				t.Skipf("kind %q not checked yet", c.Kind)
+			}
+			kinds[c.Kind]++
+		})
+	}
+}
