@@ -1,0 +1,379 @@
+package nn_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gonox/gonox/autodiff"
+	"github.com/gonox/gonox/nn"
+	"github.com/gonox/gonox/pytree"
+	"github.com/gonox/gonox/tensor"
+)
+
+// The sequence layers against PyTorch 1.13's torch.nn.LSTM, GRU and RNN:
+// testdata/torch_rnnseq.py wrote, in float64, the inputs, the parameters
+// (in PyTorch's layout, under its names), the outputs, the final states
+// and the gradients of Σ y·g + Σ h_n·gh (+ Σ c_n·gc) with respect to the
+// input, the initial states and every parameter.
+
+// seqInputs is what the tests differentiate: the layer's weights, the
+// input and the initial states (nil: zeros).
+type seqInputs struct {
+	Weights []nn.RecurrentWeights
+	X       *tensor.Tensor
+	H0, C0  *tensor.Tensor
+}
+
+// torchRecurrentWeights reads the case's parameters into Weights[k·D+d],
+// transposing the weights from PyTorch's [out, in] to gonox's [in, out].
+func torchRecurrentWeights(t *testing.T, c torchCase, get func(*testing.T, string) *tensor.Tensor) []nn.RecurrentWeights {
+	layers, D := int(c.num("layers")), 1
+	if c.flag("bidirectional") {
+		D = 2
+	}
+	ws := make([]nn.RecurrentWeights, layers*D)
+	for k := range layers {
+		for d := range D {
+			sfx := torchRecurrentSuffix(k, d)
+			w := nn.RecurrentWeights{
+				WeightIH: tensor.T(get(t, "weight_ih"+sfx)),
+				WeightHH: tensor.T(get(t, "weight_hh"+sfx)),
+			}
+			if c.flag("bias") {
+				w.BiasIH, w.BiasHH = get(t, "bias_ih"+sfx), get(t, "bias_hh"+sfx)
+			}
+			if c.num("proj") > 0 {
+				w.WeightHR = tensor.T(get(t, "weight_hr"+sfx))
+			}
+			ws[k*D+d] = w
+		}
+	}
+	return ws
+}
+
+func torchRecurrentSuffix(k, d int) string {
+	if d == 1 {
+		return fmt.Sprintf("_l%d_reverse", k)
+	}
+	return fmt.Sprintf("_l%d", k)
+}
+
+// runTorchRecurrent runs the case's layer on in: y, h_n and c_n (nil but
+// for the LSTM).
+func runTorchRecurrent(c torchCase, in seqInputs) (y, hn, cn *tensor.Tensor) {
+	call := nn.RecurrentCall{}
+	if l, ok := c.Config["lengths"]; ok {
+		for _, v := range l.([]any) {
+			call.Lengths = append(call.Lengths, int(v.(float64)))
+		}
+	}
+	bidir, bf := c.flag("bidirectional"), c.flag("batch_first")
+	switch c.Kind {
+	case "lstm":
+		l := nn.LSTM{Weights: in.Weights, Bidirectional: bidir, BatchFirst: bf}
+		y, s := l.ForwardWith(in.X, nn.LSTMState{H: in.H0, C: in.C0}, call)
+		return y, s.H, s.C
+	case "gru":
+		l := nn.GRU{Weights: in.Weights, Bidirectional: bidir, BatchFirst: bf}
+		y, hn = l.ForwardWith(in.X, in.H0, call)
+	default:
+		l := nn.RNN{Weights: in.Weights, Bidirectional: bidir, BatchFirst: bf}
+		if c.Config["nonlinearity"] == "relu" {
+			l.Nonlinearity = nn.RNNRelu
+		}
+		y, hn = l.ForwardWith(in.X, in.H0, call)
+	}
+	return y, hn, nil
+}
+
+// TestTorchRecurrent runs every case in float64 (to 1e-9 relative, as
+// float64 arithmetic in another order) and in float32 (to float32
+// rounding): outputs, final states and every gradient.
+func TestTorchRecurrent(t *testing.T) {
+	cases := loadTorchFile(t, "torch_rnnseq.json")
+	require.Len(t, cases, 26)
+	for _, c := range cases {
+		for _, dt := range []tensor.DType{tensor.Float64, tensor.Float32} {
+			t.Run(c.Name+"/"+dt.String(), func(t *testing.T) {
+				get := c.f64
+				req := requireTorch64
+				if dt == tensor.Float32 {
+					get = func(t *testing.T, name string) *tensor.Tensor {
+						return tensor.Convert(c.f64(t, name), tensor.Float32)
+					}
+					req = requireTorch
+				}
+				in := seqInputs{Weights: torchRecurrentWeights(t, c, get), X: get(t, "x")}
+				if c.flag("h0") {
+					in.H0 = get(t, "h0")
+					if c.Kind == "lstm" {
+						in.C0 = get(t, "c0")
+					}
+				}
+				var y, hn, cn *tensor.Tensor
+				_, grads := autodiff.ValueAndGrad(func(p seqInputs) *tensor.Tensor {
+					y, hn, cn = runTorchRecurrent(c, p)
+					loss := tensor.Add(tensor.Sum(tensor.Mul(y, get(t, "g"))), tensor.Sum(tensor.Mul(hn, get(t, "gh"))))
+					if cn != nil {
+						loss = tensor.Add(loss, tensor.Sum(tensor.Mul(cn, get(t, "gc"))))
+					}
+					return loss
+				})(in)
+				require.Equal(t, dt, y.DType())
+				req(t, c, "y", y)
+				req(t, c, "hn", hn)
+				if c.Kind == "lstm" {
+					req(t, c, "cn", cn)
+				}
+				req(t, c, "dx", grads.X)
+				if c.flag("h0") {
+					req(t, c, "dh0", grads.H0)
+					if c.Kind == "lstm" {
+						req(t, c, "dc0", grads.C0)
+					}
+				}
+				D := len(in.Weights) / int(c.num("layers"))
+				for i, g := range grads.Weights {
+					sfx := torchRecurrentSuffix(i/D, i%D)
+					req(t, c, "dweight_ih"+sfx, tensor.T(g.WeightIH))
+					req(t, c, "dweight_hh"+sfx, tensor.T(g.WeightHH))
+					if c.flag("bias") {
+						req(t, c, "dbias_ih"+sfx, g.BiasIH)
+						req(t, c, "dbias_hh"+sfx, g.BiasHH)
+					}
+					if c.num("proj") > 0 {
+						req(t, c, "dweight_hr"+sfx, tensor.T(g.WeightHR))
+					}
+				}
+			})
+		}
+	}
+}
+
+// The constructors lay the parameters out as PyTorch's (transposed) and
+// draw them uniformly in ±1/√hidden.
+func TestRecurrentConstructors(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		weights []nn.RecurrentWeights
+		gates   int
+		opts    nn.RecurrentOptions
+	}{
+		{"LSTM", nn.NewLSTM(tensor.NewKey(1), 5, 16, nn.RecurrentOptions{}).Weights, 4, nn.RecurrentOptions{}},
+		{"LSTM 3 layers bidirectional proj", nn.NewLSTM(tensor.NewKey(2), 5, 16,
+			nn.RecurrentOptions{Layers: 3, Bidirectional: true, ProjSize: 6}).Weights, 4,
+			nn.RecurrentOptions{Layers: 3, Bidirectional: true, ProjSize: 6}},
+		{"GRU 2 layers no bias", nn.NewGRU(tensor.NewKey(3), 5, 16, nn.RecurrentOptions{Layers: 2, NoBias: true}).Weights, 3,
+			nn.RecurrentOptions{Layers: 2, NoBias: true}},
+		{"RNN relu bidirectional", nn.NewRNN(tensor.NewKey(4), 5, 16,
+			nn.RecurrentOptions{Bidirectional: true, Nonlinearity: nn.RNNRelu}).Weights, 1,
+			nn.RecurrentOptions{Bidirectional: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			layers, D := max(tt.opts.Layers, 1), 1
+			if tt.opts.Bidirectional {
+				D = 2
+			}
+			require.Len(t, tt.weights, layers*D)
+			H, out := 16, 16
+			if tt.opts.ProjSize > 0 {
+				out = tt.opts.ProjSize
+			}
+			lim := 1 / math.Sqrt(16)
+			var all []float64
+			for i, w := range tt.weights {
+				in := 5
+				if i >= D {
+					in = D * out
+				}
+				require.Equal(t, []int{in, tt.gates * H}, w.WeightIH.Shape(), "Weights[%d].WeightIH", i)
+				require.Equal(t, []int{out, tt.gates * H}, w.WeightHH.Shape(), "Weights[%d].WeightHH", i)
+				ps := []*tensor.Tensor{w.WeightIH, w.WeightHH}
+				if tt.opts.NoBias {
+					require.Nil(t, w.BiasIH)
+					require.Nil(t, w.BiasHH)
+				} else {
+					require.Equal(t, []int{tt.gates * H}, w.BiasIH.Shape())
+					require.Equal(t, []int{tt.gates * H}, w.BiasHH.Shape())
+					ps = append(ps, w.BiasIH, w.BiasHH)
+				}
+				if tt.opts.ProjSize > 0 {
+					require.Equal(t, []int{H, out}, w.WeightHR.Shape())
+					ps = append(ps, w.WeightHR)
+				} else {
+					require.Nil(t, w.WeightHR)
+				}
+				for _, p := range ps {
+					require.Equal(t, tensor.Float32, p.DType())
+					all = append(all, p.Float64s()...)
+				}
+			}
+			// Uniform in ±lim: inside the bounds, mean ≈ 0 and variance
+			// ≈ lim²/3 (thousands of draws; 5 standard errors).
+			var sum, sq float64
+			for _, v := range all {
+				require.True(t, v >= -lim && v <= lim, "%g outside ±%g", v, lim)
+				sum += v
+				sq += v * v
+			}
+			n := float64(len(all))
+			mean, vr := sum/n, sq/n
+			require.InDelta(t, 0, mean, 5*lim/math.Sqrt(3*n))
+			require.InDelta(t, lim*lim/3, vr, 5*lim*lim*math.Sqrt(4.0/45/n))
+			// Distinct keys per parameter: no two parameters are equal.
+			for i := 1; i < len(tt.weights); i++ {
+				require.NotEqual(t, tt.weights[0].WeightHH.Float64s(), tt.weights[i].WeightHH.Float64s())
+			}
+		})
+	}
+}
+
+// Dropout between layers: identity in inference mode and at rate 0; with a
+// rate, the same key gives the same outputs and another key others; at
+// rate 1 the last layer sees zeros, so its outputs do not depend on x.
+func TestRecurrentDropout(t *testing.T) {
+	k := tensor.NewKey(7).Split(3)
+	x := tensor.Normal(k[1], 6, 2, 3)
+	lstm := nn.NewLSTM(k[0], 3, 4, nn.RecurrentOptions{Layers: 3, Dropout: 0.5})
+	plain, _ := nn.InferenceMode(lstm, true).Forward(x, nn.LSTMState{})
+	noDrop := lstm
+	noDrop.Dropout.Rate = 0
+	y0, _ := noDrop.Forward(x, nn.LSTMState{})
+	require.Equal(t, plain.Float32s(), y0.Float32s())
+	a, b := lstm.Call(x, k[2]), lstm.Call(x, k[2])
+	require.Equal(t, a.Float32s(), b.Float32s())
+	require.NotEqual(t, plain.Float32s(), a.Float32s())
+	require.NotEqual(t, a.Float32s(), lstm.Call(x, tensor.NewKey(8)).Float32s())
+
+	all := lstm
+	all.Dropout.Rate = 1
+	x2 := tensor.Normal(tensor.NewKey(9), 6, 2, 3)
+	require.Equal(t, all.Call(x, k[2]).Float32s(), all.Call(x2, k[2]).Float32s())
+
+	// One layer: nothing to drop, no key needed.
+	one := nn.NewGRU(k[0], 3, 4, nn.RecurrentOptions{Dropout: 0.5})
+	y1, _ := one.Forward(x, nil)
+	require.Equal(t, []int{6, 2, 4}, y1.Shape())
+	require.PanicsWithValue(t, "nn.LSTM: the dropout between layers (rate 0.5) needs a key: pass RecurrentCall.Key (or use Call), "+
+		"or switch it off with nn.InferenceMode", func() { lstm.Forward(x, nn.LSTMState{}) })
+}
+
+// An unbatched sequence equals the batch of one, and vmapping the layer
+// over one example at a time equals the batched call; Checkpoint around
+// the layer leaves the gradient as it is.
+func TestRecurrentVmapCheckpoint(t *testing.T) {
+	k := tensor.NewKey(11).Split(4)
+	gru := nn.NewGRU(k[0], 3, 5, nn.RecurrentOptions{Layers: 2, Bidirectional: true})
+	x := tensor.Normal(k[1], 4, 7, 3) // [batch, T, in]
+	batched, _ := nn.GRU{Weights: gru.Weights, Bidirectional: true, BatchFirst: true}.Forward(x, nil)
+	one := func(x *tensor.Tensor) *tensor.Tensor { y, _ := gru.Forward(x, nil); return y }
+	mapped := autodiff.Vmap(one)(x)
+	require.Equal(t, batched.Shape(), mapped.Shape())
+	require.InDeltaSlice(t, batched.Float64s(), mapped.Float64s(), 1e-6)
+	y0 := one(tensor.Squeeze(tensor.SliceAxis(x, 0, 0, 1), 0))
+	require.InDeltaSlice(t, tensor.SliceAxis(batched, 0, 0, 1).Float64s(), y0.Float64s(), 1e-6)
+
+	loss := func(g nn.GRU) *tensor.Tensor {
+		y, _ := nn.GRU{Weights: g.Weights, Bidirectional: true, BatchFirst: true}.Forward(x, nil)
+		return tensor.Sum(tensor.Square(y))
+	}
+	ckpt := func(g nn.GRU) *tensor.Tensor { return autodiff.Checkpoint(loss, nil)(g) }
+	g1, g2 := autodiff.Grad(loss)(gru), autodiff.Grad(ckpt)(gru)
+	l1, _ := pytree.Flatten(g1)
+	l2, _ := pytree.Flatten(g2)
+	require.Len(t, l2, len(l1))
+	for i := range l1 {
+		require.Equal(t, l1[i].Float32s(), l2[i].Float32s())
+	}
+}
+
+// Float64 gradients against central differences (autodiff.CheckGrad) for
+// a 2-layer bidirectional LSTM with a projection and padded sequences.
+func TestRecurrentCheckGrad(t *testing.T) {
+	k := tensor.NewKey(12).Split(4)
+	lstm := to64(nn.NewLSTM(k[0], 3, 4, nn.RecurrentOptions{Layers: 2, Bidirectional: true, ProjSize: 2}))
+	x := tensor.Convert(tensor.Normal(k[1], 5, 3, 3), tensor.Float64)
+	h0 := tensor.Convert(tensor.Normal(k[2], 4, 3, 2), tensor.Float64)
+	c0 := tensor.Convert(tensor.Normal(k[3], 4, 3, 4), tensor.Float64)
+	leaves, st := pytree.Flatten(lstm)
+	loss := func(xs []*tensor.Tensor) *tensor.Tensor {
+		l := pytree.Unflatten[nn.LSTM](st, xs[3:])
+		y, s := l.ForwardWith(xs[0], nn.LSTMState{H: xs[1], C: xs[2]}, nn.RecurrentCall{Lengths: []int{5, 2, 4}})
+		return tensor.Add(tensor.Sum(tensor.Square(y)), tensor.Add(tensor.Sum(tensor.Sin(s.H)), tensor.Sum(s.C)))
+	}
+	require.NoError(t, autodiff.CheckGrad(loss, append([]*tensor.Tensor{x, h0, c0}, leaves...), autodiff.CheckOptions{}))
+}
+
+// Hostile inputs panic naming the layer and the operands in type notation.
+func TestRecurrentPanics(t *testing.T) {
+	key := tensor.NewKey(0)
+	lstm := nn.NewLSTM(key, 3, 4, nn.RecurrentOptions{Layers: 2})
+	gru := nn.NewGRU(key, 3, 4, nn.RecurrentOptions{BatchFirst: true})
+	rnn := nn.NewRNN(key, 3, 4, nn.RecurrentOptions{})
+	x := tensor.Zeros(tensor.Float32, 5, 2, 3)
+	badW := lstm
+	badW.Weights = append([]nn.RecurrentWeights{}, lstm.Weights...)
+	badW.Weights[1].WeightHH = tensor.Zeros(tensor.Float32, 5, 16)
+	noBias := lstm
+	noBias.Weights = append([]nn.RecurrentWeights{}, lstm.Weights...)
+	noBias.Weights[1].BiasHH = nil
+	badNL := rnn
+	badNL.Nonlinearity = 7
+	for _, tt := range []struct {
+		name string
+		f    func()
+		want string
+	}{
+		{"zero LSTM", func() { nn.LSTM{}.Forward(x, nn.LSTMState{}) },
+			"nn.LSTM: Weights is empty (the zero LSTM has no parameters; build it with nn.NewLSTM)"},
+		{"zero GRU", func() { nn.GRU{}.Forward(x, nil) },
+			"nn.GRU: Weights is empty (the zero GRU has no parameters; build it with nn.NewGRU)"},
+		{"nil x", func() { rnn.Forward(nil, nil) }, "nn.RNN: x is nil"},
+		{"rank 1", func() { lstm.Forward(tensor.Zeros(tensor.Float32, 3), nn.LSTMState{}) },
+			"nn.LSTM: input f32[3]: want [T, batch, 3] (time first) or one sequence [T, 3]"},
+		{"features", func() { gru.Forward(tensor.Zeros(tensor.Float32, 2, 5, 4), nil) },
+			"nn.GRU: input f32[2,5,4]: want [batch, T, 3] (BatchFirst) or one sequence [T, 3]"},
+		{"dtype", func() { rnn.Forward(tensor.Zeros(tensor.Float64, 5, 2, 3), nil) },
+			"nn.RNN: input f64[5,2,3], Weights[0].WeightIH f32[3,4]: dtypes differ; convert the input with tensor.Convert or the layer with nn.CastTo"},
+		{"no steps", func() { rnn.Forward(tensor.Zeros(tensor.Float32, 0, 2, 3), nil) },
+			"nn.RNN: input f32[0,2,3]: the sequence has no time steps"},
+		{"h0 shape", func() { lstm.Forward(x, nn.LSTMState{H: tensor.Zeros(tensor.Float32, 2, 4)}) },
+			"nn.LSTM: input f32[5,2,3], initial hidden state f32[2,4]: want f32[2,2,4]"},
+		{"c0 shape", func() { lstm.Forward(x, nn.LSTMState{C: tensor.Zeros(tensor.Float32, 1, 2, 4)}) },
+			"nn.LSTM: input f32[5,2,3], initial cell state f32[1,2,4]: want f32[2,2,4]"},
+		{"h0 batch first", func() { gru.Forward(tensor.Zeros(tensor.Float32, 2, 5, 3), tensor.Zeros(tensor.Float32, 1, 5, 4)) },
+			"nn.GRU: input f32[2,5,3], initial hidden state f32[1,5,4]: want f32[1,2,4]"},
+		{"h0 dtype", func() { rnn.Forward(x, tensor.Zeros(tensor.Float64, 1, 2, 4)) },
+			"nn.RNN: input f32[5,2,3], initial hidden state f64[1,2,4]: want f32[1,2,4]"},
+		{"lengths count", func() { rnn.ForwardWith(x, nil, nn.RecurrentCall{Lengths: []int{5}}) },
+			"nn.RNN: input f32[5,2,3], 1 Lengths [5]: want one per batch element (2)"},
+		{"lengths range", func() { rnn.ForwardWith(x, nil, nn.RecurrentCall{Lengths: []int{5, 6}}) },
+			"nn.RNN: input f32[5,2,3], Lengths [5 6]: Lengths[1] = 6 is not in [1, 5]"},
+		{"lengths zero", func() { rnn.ForwardWith(x, nil, nn.RecurrentCall{Lengths: []int{0, 5}}) },
+			"nn.RNN: input f32[5,2,3], Lengths [0 5]: Lengths[0] = 0 is not in [1, 5]"},
+		{"weight shape", func() { badW.Forward(x, nn.LSTMState{}) },
+			"nn.LSTM: Weights[1].WeightHH f32[5,16]: want f32[4,16] (layer 1 of 2, 1 direction(s), hidden 4, input 4, output 4)"},
+		{"bias missing", func() { noBias.Forward(x, nn.LSTMState{}) },
+			"nn.LSTM: Weights[1]: BiasIH f32[16], BiasHH <nil>: every layer and direction has both biases or neither (Weights[0] has f32[16])"},
+		{"odd weights", func() { nn.GRU{Weights: gru.Weights, Bidirectional: true}.Forward(x, nil) },
+			"nn.GRU: 1 Weights for 2 directions: want layers·2"},
+		{"nonlinearity", func() { badNL.Forward(x, nil) }, "nn.RNN: Nonlinearity Nonlinearity(7): want nn.RNNTanh or nn.RNNRelu"},
+		{"ctor sizes", func() { nn.NewLSTM(key, 3, 0, nn.RecurrentOptions{}) },
+			"nn.NewLSTM: in=3, hidden=0, Layers=0: need in > 0, hidden > 0 and Layers >= 0"},
+		{"ctor layers", func() { nn.NewGRU(key, 3, 4, nn.RecurrentOptions{Layers: -1}) },
+			"nn.NewGRU: in=3, hidden=4, Layers=-1: need in > 0, hidden > 0 and Layers >= 0"},
+		{"ctor dropout", func() { nn.NewRNN(key, 3, 4, nn.RecurrentOptions{Dropout: 1.5}) },
+			"nn.NewRNN: Dropout 1.5 is not in [0, 1]"},
+		{"ctor relu LSTM", func() { nn.NewLSTM(key, 3, 4, nn.RecurrentOptions{Nonlinearity: nn.RNNRelu}) },
+			"nn.NewLSTM: Nonlinearity relu applies to nn.NewRNN only"},
+		{"ctor proj GRU", func() { nn.NewGRU(key, 3, 4, nn.RecurrentOptions{ProjSize: 2}) },
+			"nn.NewGRU: ProjSize 2 applies to nn.NewLSTM only"},
+		{"ctor proj size", func() { nn.NewLSTM(key, 3, 4, nn.RecurrentOptions{ProjSize: 4}) },
+			"nn.NewLSTM: ProjSize 4 with hidden=4: want 0 <= ProjSize < hidden"},
+	} {
+		t.Run(tt.name, func(t *testing.T) { require.PanicsWithValue(t, tt.want, tt.f) })
+	}
+}
