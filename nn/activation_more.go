@@ -115,8 +115,11 @@ func constLike(x *tensor.Tensor, v float64) *tensor.Tensor {
 
 // scalarLike returns v as a scalar of x's dtype (comparisons, unlike
 // arithmetic, take no weakly typed float32 scalar).
-func scalarLike(x *tensor.Tensor, v float32) *tensor.Tensor {
-	s := tensor.Scalar(v)
+func scalarLike(x *tensor.Tensor, v float64) *tensor.Tensor {
+	if x.DType() == tensor.Float64 {
+		return tensor.ScalarFloat64(v)
+	}
+	s := tensor.Scalar(float32(v))
 	if x.DType() != tensor.Float32 && x.DType().IsFloat() {
 		s = tensor.Convert(s, x.DType())
 	}

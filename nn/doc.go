@@ -212,7 +212,8 @@
 //
 //   - Linear, MLP: fully connected layers.
 //   - Embedding: a lookup table for int32 ids, with Attend for tied output
-//     logits.
+//     logits; PyTorch's padding_idx and max_norm as options (off by
+//     default, as Equinox has neither).
 //   - LayerNorm, RMSNorm: normalization over the last dimension.
 //   - Dropout: inverted dropout with an explicit key and an inference mode.
 //   - MultiHeadAttention and DotProductAttention: scaled dot-product

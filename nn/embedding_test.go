@@ -1,6 +1,7 @@
 package nn_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -68,4 +69,85 @@ func TestEmbeddingPanics(t *testing.T) {
 	requirePanicContains(t, func() { e.Forward(tensor.FromInt32([]int32{-1})) }, "id -1 at flat index 0")
 	requirePanicContains(t, func() { e.Attend(randn(0, 2, 4)) }, "nn.Embedding.Attend: x f32[2,4], W f32[5,3]: last dim of x must be 3")
 	requirePanicContains(t, func() { nn.NewEmbedding(tensor.NewKey(0), -1, 3, nn.EmbeddingOptions{}) }, "nn.NewEmbedding: negative size vocab=-1 dim=3")
+}
+
+// TestEmbeddingPadding: PyTorch's padding_idx. NewEmbedding zeroes the
+// row (a negative index counts from the end), Forward gives the row as it
+// is and no gradient reaches it, in float32 and float64; without Padding
+// the zero value is Equinox's layer, every row learnt.
+func TestEmbeddingPadding(t *testing.T) {
+	for _, idx := range []int{1, -3} { // row 1 of 4 either way
+		e := nn.NewEmbedding(tensor.NewKey(2), 4, 2, nn.EmbeddingOptions{Padding: true, PaddingIdx: idx})
+		require.Equal(t, 1, e.PaddingIdx, "resolved to [0, vocab)")
+		w := toMat(e.W)
+		require.Equal(t, []float64{0, 0}, w[1], "padding row starts at zeros")
+		want := toMat(nn.NewEmbedding(tensor.NewKey(2), 4, 2, nn.EmbeddingOptions{}).W)
+		assert.Equal(t, want[0], w[0], "the other rows are the default draw")
+		assert.Equal(t, want[3], w[3])
+	}
+	ids := tensor.FromInt32([]int32{1, 3, 1, 0})
+	for _, dt := range []tensor.DType{tensor.Float32, tensor.Float64} {
+		w := tensor.Convert(tensor.FromFloat32([]float32{1, 2, 3, 4, 5, 6, 7, 8}, 4, 2), dt)
+		e := nn.Embedding{W: w, Padding: true, PaddingIdx: 1}
+		y, g := autodiff.ValueAndGrad(func(e nn.Embedding) *tensor.Tensor {
+			return tensor.Sum(tensor.Mul(e.Forward(ids), tensor.Convert(tensor.FromFloat32([]float32{1, 2}), dt)))
+		})(e)
+		// Rows 1, 3, 1, 0: (3+8)+(7+16)+(3+8)+(1+4), the nonzero padding row included.
+		assert.InDelta(t, 50.0, y.Float64s()[0], 0, "%v", dt)
+		assert.Equal(t, []float64{1, 2, 0, 0, 0, 0, 1, 2}, g.W.Float64s(), "%v: no gradient to row 1", dt)
+		_, g = autodiff.ValueAndGrad(func(e nn.Embedding) *tensor.Tensor { return tensor.Sum(e.Forward(ids)) })(nn.Embedding{W: w})
+		assert.Equal(t, []float64{1, 1, 2, 2, 0, 0, 1, 1}, g.W.Float64s(), "%v: without Padding row 1 learns", dt)
+	}
+}
+
+// TestEmbeddingMaxNorm: rows above MaxNorm come out rescaled to it (by
+// MaxNorm/(norm + 1e-7)), the gradient is the plain lookup's, Renorm
+// rescales the looked-up rows of the table and leaves the others.
+func TestEmbeddingMaxNorm(t *testing.T) {
+	for _, dt := range []tensor.DType{tensor.Float32, tensor.Float64} {
+		// Row norms: 5, 0.5, 10 (p=2).
+		w := tensor.Convert(tensor.FromFloat32([]float32{3, 4, 0.3, 0.4, 6, 8}, 3, 2), dt)
+		e := nn.Embedding{W: w, MaxNorm: 2}
+		ids := tensor.FromInt32([]int32{0, 1, 0})
+		y, g := autodiff.ValueAndGrad(func(e nn.Embedding) *tensor.Tensor { return tensor.Sum(e.Forward(ids)) })(e)
+		s := 2 / (5 + 1e-7)
+		assert.InDelta(t, 2*7*s+0.7, y.Float64s()[0], 1e-6, "%v", dt)
+		assert.Equal(t, []float64{2, 2, 1, 1, 0, 0}, g.W.Float64s(), "%v: the plain lookup's gradient", dt)
+		r := e.Renorm(ids).W.Float64s()
+		assert.InDeltaSlice(t, []float64{3 * s, 4 * s, 0.3, 0.4, 6, 8}, r, 1e-6, "%v: row 2 is not looked up", dt)
+		// The 1-norm and the largest magnitude.
+		got := nn.Embedding{W: w, MaxNorm: 2, NormType: 1}.Forward(ids).Float64s()
+		assert.InDeltaSlice(t, []float64{3 * 2 / 7.0, 4 * 2 / 7.0}, got[:2], 1e-6, "%v", dt)
+		got = nn.Embedding{W: w, MaxNorm: 2, NormType: math.Inf(1)}.Forward(ids).Float64s()
+		assert.InDeltaSlice(t, []float64{1.5, 2}, got[:2], 1e-6, "%v", dt)
+	}
+	e := nn.Embedding{W: tensor.Ones(tensor.Float32, 2, 2)}
+	assert.Same(t, e.W, e.Renorm(tensor.FromInt32([]int32{0})).W, "without MaxNorm Renorm is the identity")
+}
+
+func TestEmbeddingOptionPanics(t *testing.T) {
+	k := tensor.NewKey(0)
+	w := tensor.Ones(tensor.Float32, 4, 2)
+	ids := tensor.FromInt32([]int32{0, 1}, 2)
+	for _, c := range []struct {
+		name string
+		f    func()
+		want string
+	}{
+		{"padding too large", func() { nn.NewEmbedding(k, 4, 2, nn.EmbeddingOptions{Padding: true, PaddingIdx: 4}) },
+			"nn.NewEmbedding: padding index 4 outside [-4, 4)"},
+		{"padding too small", func() { nn.Embedding{W: w, Padding: true, PaddingIdx: -5}.Forward(ids) },
+			"nn.Embedding: padding index -5 outside [-4, 4)"},
+		{"negative max norm", func() { nn.NewEmbedding(k, 4, 2, nn.EmbeddingOptions{MaxNorm: -1}) },
+			"nn.NewEmbedding: MaxNorm -1 must be >= 0 (0 turns it off)"},
+		{"NaN norm type", func() { nn.Embedding{W: w, MaxNorm: 1, NormType: math.NaN()}.Forward(ids) },
+			"nn.Embedding: NormType NaN must be > 0 (0 means 2)"},
+		{"Renorm float ids", func() { nn.Embedding{W: w, MaxNorm: 1}.Renorm(tensor.Ones(tensor.Float32, 2)) },
+			"nn.Embedding.Renorm: ids f32[2]: want int32 ids"},
+		{"Renorm id outside", func() { nn.Embedding{W: w, MaxNorm: 1}.Renorm(tensor.FromInt32([]int32{1, 4}, 2)) },
+			"nn.Embedding.Renorm: ids i32[2]: id 4 at flat index 1 is outside [0, 4)"},
+		{"Renorm nil ids", func() { nn.Embedding{W: w, MaxNorm: 1}.Renorm(nil) }, "nn.Embedding.Renorm"},
+	} {
+		t.Run(c.name, func(t *testing.T) { requirePanicContains(t, c.f, c.want) })
+	}
 }

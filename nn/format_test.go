@@ -19,7 +19,13 @@ func TestFormat(t *testing.T) {
 	}{
 		{"Linear", nn.NewLinear(k, 3, 4, nn.LinearOptions{}), "Linear{W: f32[3,4], B: f32[4]}"},
 		{"Linear without bias", nn.NewLinear(k, 3, 4, nn.LinearOptions{NoBias: true}), "Linear{W: f32[3,4], B: nil}"},
-		{"Embedding", nn.NewEmbedding(k, 100, 16, nn.EmbeddingOptions{}), "Embedding{W: f32[100,16]}"},
+		{"Embedding", nn.NewEmbedding(k, 100, 16, nn.EmbeddingOptions{}), `Embedding{
+  W: f32[100,16],
+  Padding: false,
+  PaddingIdx: 0,
+  MaxNorm: 0,
+  NormType: 0,
+}`},
 		{"RMSNorm", nn.NewRMSNorm(16, nn.RMSNormOptions{}), "RMSNorm{Weight: f32[16], Bias: nil, Eps: 1e-05}"},
 		{"Dropout", nn.NewDropout(0.1), "Dropout{Rate: 0.1, Inference: false}"},
 		{"Sequential", nn.NewSequential(nn.NewLinear(k, 2, 4, nn.LinearOptions{}), nn.Silu, nn.NewLayerNorm(4, nn.LayerNormOptions{Eps: 1e-6})), `Sequential{

@@ -76,6 +76,28 @@ func TestTorchParity3(t *testing.T) {
 				if n.Weight != nil {
 					requireTight(t, c, "dweight", dn.Weight)
 				}
+			case "embedding":
+				e := nn.Embedding{W: c.f64(t, "weight")}
+				if v, ok := c.Config["padding_idx"]; ok {
+					e.Padding, e.PaddingIdx = true, int(v.(float64))
+				}
+				if v, ok := c.Config["max_norm"]; ok {
+					e.MaxNorm, e.NormType = v.(float64), math.Inf(1)
+					if p, ok := c.Config["norm_type"].(float64); ok {
+						e.NormType = p
+					}
+				}
+				ids := c.int32s(t, "x")
+				y, _, de := layerGrads(e, ids, g, nn.Embedding.Forward)
+				requireTight(t, c, "y", y)
+				requireTight(t, c, "dweight", de.W)
+				if e.MaxNorm > 0 {
+					// torch renormalised the rows in place: Renorm, and
+					// an SGD step (lr 0.1) from there.
+					r := e.Renorm(ids)
+					requireTight(t, c, "renormed", r.W)
+					requireTight(t, c, "stepped", tensor.Sub(r.W, tensor.Mul(de.W, tensor.ScalarFloat64(0.1))))
+				}
 			default:
 				t.Skipf("kind %q not checked yet", c.Kind)
 			}

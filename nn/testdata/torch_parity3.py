@@ -129,7 +129,7 @@ for n, (f, cfg) in small.items():
 # 2. Embedding: padding_idx and max_norm.
 ids = torch.tensor([[1, 3, 0, 3], [2, 1, 1, 4]])
 for pad in (3, -2):
-    e = torch.nn.Embedding(5, 3, padding_idx=pad)
+    e = torch.nn.Embedding(6, 3, padding_idx=pad)  # row 5 is never looked up
     w0 = e.weight.detach().clone()
     with torch.no_grad():  # a nonzero padding row: its output is the row, its gradient zero
         e.weight[pad] = torch.randn(3)
@@ -137,7 +137,7 @@ for pad in (3, -2):
     add("embedding_pad%d" % pad, "embedding", {"padding_idx": pad, "init_row_zero": bool((w0[pad] == 0).all())},
         lambda x: F.embedding(x, w, padding_idx=pad), [ids], {"weight": w})
 for maxnorm, p in ((1.5, 2.0), (0.8, 1.0), (1.2, 3.0), (1.0, float("inf"))):
-    w = param(torch.randn(5, 3))
+    w = param(torch.randn(6, 3) * 1.2)  # row 5 is never looked up: torch leaves it
     w_before = w.detach().clone()
     name = "embedding_maxnorm%g_p%g" % (maxnorm, p)
     add(name, "embedding", {"max_norm": maxnorm, "norm_type": p if p != float("inf") else "inf"},
