@@ -266,6 +266,7 @@
 // (see ImportSafetensors). MapNames reads files whose names are
 // not tree paths, such as a PyTorch state_dict: Rename rewrites names by
 // regular expression, Transpose turns PyTorch's [out, in] nn.Linear
-// weights into gonox's [in, out], and TorchMLP has the rules for an
-// nn.Sequential of Linear layers (see its example).
+// weights into gonox's [in, out], TorchMLP has the rules for an
+// nn.Sequential of Linear layers (see its example), and TorchRNN those for
+// a torch.nn.LSTM, GRU or RNN.
 package checkpoint

@@ -48,6 +48,40 @@ func TorchMLP(indices ...int) []Rule {
 		Transpose(`^Layers\[\d+\]\.W$`))
 }
 
+// TorchRNN returns the rules that load the state dict of a PyTorch
+// torch.nn.LSTM, GRU or RNN of the given number of layers, bidirectional
+// or not, into gonox's nn.LSTM, nn.GRU or nn.RNN: the parameters of layer
+// k (and direction d, 1 for PyTorch's _reverse) become Weights[k·D+d],
+// weight_ih_l{k}{_reverse} its WeightIH (transposed from [gates·hidden,
+// in] to [in, gates·hidden]), weight_hh its WeightHH (transposed),
+// bias_ih and bias_hh its BiasIH and BiasHH, and an LSTM's weight_hr (of
+// proj_size) its WeightHR (transposed). A prefix before the names
+// ("rnn.weight_ih_l0", the layer inside a larger model) is kept: add a
+// Rename for it.
+//
+//	lstm, _, err := checkpoint.ImportSafetensors("lstm.safetensors",
+//		nn.NewLSTM(key, in, hidden, opts), checkpoint.MapNames(checkpoint.TorchRNN(2, true)...))
+func TorchRNN(layers int, bidirectional bool) []Rule {
+	dirs := []string{""}
+	if bidirectional {
+		dirs = append(dirs, "_reverse")
+	}
+	fields := []struct{ torch, gonox string }{
+		{"weight_ih", "WeightIH"}, {"weight_hh", "WeightHH"}, {"bias_ih", "BiasIH"},
+		{"bias_hh", "BiasHH"}, {"weight_hr", "WeightHR"},
+	}
+	var rules []Rule
+	for k := range layers {
+		for d, sfx := range dirs {
+			for _, f := range fields {
+				rules = append(rules, Rename(`(^|\.)`+f.torch+"_l"+strconv.Itoa(k)+sfx+`$`,
+					"${1}Weights["+strconv.Itoa(k*len(dirs)+d)+"]."+f.gonox))
+			}
+		}
+	}
+	return append(rules, Transpose(`(^|\.)Weights\[\d+\]\.Weight(IH|HH|HR)$`))
+}
+
 // MapNames reads a safetensors file whose tensor names are not the tree's
 // paths, a PyTorch state_dict say ("0.weight", "encoder.fc1.bias"): each
 // name goes through the rules in order, each Rename rewriting it and each

@@ -226,6 +226,9 @@
 //   - GRUCell, LSTMCell: one step of a recurrent cell, with Equinox's
 //     parameters (and PyTorch's, mapped as their docs say); drive them
 //     over a sequence with autodiff.Scan.
+//   - LSTM, GRU, RNN: PyTorch's recurrent layers over whole sequences
+//     (torch.nn.LSTM, GRU, RNN), with its parameters; see "Recurrent
+//     layers" below.
 //   - MoE: a mixture-of-experts feed-forward layer with top-k routing,
 //     expert capacity and token dropping (DropTokenMask, ExpertCapacity),
 //     returning the Switch load-balancing loss, the router z-loss and the
@@ -251,6 +254,37 @@
 //     HardTanh, HardSigmoid, HardSwish, Softsign and Glu (with their
 //     parameters: LeakyReluWith, EluWith, CeluWith, GluAxis); PReLU, a
 //     leaky ReLU with a learnt slope.
+//
+// # Recurrent layers
+//
+// LSTM, GRU and RNN are torch.nn.LSTM, GRU and RNN: NewLSTM(key, in,
+// hidden, RecurrentOptions{...}) takes PyTorch's num_layers,
+// bidirectional, batch_first, bias, dropout, nonlinearity (RNNTanh,
+// RNNRelu) and proj_size, and Forward takes a sequence [T, batch, in]
+// ([batch, T, in] with BatchFirst, or one sequence [T, in]) and the
+// initial states (nil: zeros), and returns the last layer's outputs and
+// the final states h_n (and c_n) [layers·directions, batch, hidden], as
+// PyTorch does:
+//
+//	lstm := nn.NewLSTM(key, 8, 16, nn.RecurrentOptions{Layers: 2, Bidirectional: true, BatchFirst: true})
+//	y, s := lstm.Forward(x, nn.LSTMState{})  // y [batch, T, 32], s.H and s.C [4, batch, 16]
+//	y, s = lstm.ForwardWith(x, nn.LSTMState{}, nn.RecurrentCall{Lengths: lengths, Key: &key})
+//
+// RecurrentCall carries the key of the dropout between layers and the
+// lengths of padded sequences, which act as pack_padded_sequence: padding
+// neither updates the states nor counts, and its outputs are zero. The
+// parameters are PyTorch's, one RecurrentWeights per layer and direction
+// in h_n's order, with the weights transposed to [in, out] and the gates
+// in PyTorch's order, drawn as PyTorch draws them (uniform in
+// ±1/√hidden); checkpoint.TorchRNN loads a PyTorch state dict
+// (weight_ih_l0, bias_hh_l1_reverse, ...) from a safetensors file.
+// Forward projects the inputs of all time steps with one product per layer
+// and direction and runs only h·W_hh inside the loop over time; gradients
+// reach the inputs, the initial states and every parameter, and
+// testdata/torch_rnnseq.py checks all of them against PyTorch 1.13. The
+// backward pass keeps every step's intermediate values, as any loop of ops
+// does; to bound that memory on long sequences, drive a cell with
+// autodiff.Scan and ScanRemat instead.
 //
 // # State
 //

@@ -30,6 +30,9 @@ import (
 //		return h, h
 //	}
 //	hT, hs := autodiff.Scan(step, cell.ZeroState(batch), xs) // xs [T, batch, in], hs [T, batch, H]
+//
+// GRU is the layer over whole sequences, with PyTorch's parameters and
+// options (layers, directions).
 type GRUCell struct {
 	WeightIH *tensor.Tensor // f32[in, 3·hidden]
 	WeightHH *tensor.Tensor // f32[hidden, 3·hidden]
@@ -125,7 +128,8 @@ type LSTMState struct {
 // WeightIH is Equinox's weight_ih [4H, in] transposed, WeightHH its
 // weight_hh, Bias its bias; the gates are in the order input, forget,
 // cell, output. PyTorch's torch.nn.LSTMCell has the same gate order and
-// weights; its two biases add up to Bias = bias_ih + bias_hh.
+// weights; its two biases add up to Bias = bias_ih + bias_hh. LSTM is the
+// layer over whole sequences, with PyTorch's parameters and options.
 type LSTMCell struct {
 	WeightIH *tensor.Tensor // f32[in, 4·hidden]
 	WeightHH *tensor.Tensor // f32[hidden, 4·hidden]

@@ -3,11 +3,14 @@ package nn_test
 import (
 	"fmt"
 	"math"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/gonox/gonox/autodiff"
+	"github.com/gonox/gonox/checkpoint"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/pytree"
 	"github.com/gonox/gonox/tensor"
@@ -375,5 +378,63 @@ func TestRecurrentPanics(t *testing.T) {
 			"nn.NewLSTM: ProjSize 4 with hidden=4: want 0 <= ProjSize < hidden"},
 	} {
 		t.Run(tt.name, func(t *testing.T) { require.PanicsWithValue(t, tt.want, tt.f) })
+	}
+}
+
+// A PyTorch state dict, under PyTorch's names and in its layout, loads
+// into the layer through checkpoint.TorchRNN (a safetensors file written
+// and read back), and the layer then computes PyTorch's outputs.
+func TestTorchRecurrentSafetensors(t *testing.T) {
+	for _, c := range loadTorchFile(t, "torch_rnnseq.json") {
+		if c.Config["unbatched"] == true {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			f32 := func(t *testing.T, name string) *tensor.Tensor { return tensor.Convert(c.f64(t, name), tensor.Float32) }
+			state := map[string]*tensor.Tensor{}
+			for name := range c.Tensors {
+				if strings.HasPrefix(name, "weight_") || strings.HasPrefix(name, "bias_") {
+					state["rnn."+name] = f32(t, name)
+				}
+			}
+			path := filepath.Join(t.TempDir(), "rnn.safetensors")
+			require.NoError(t, checkpoint.ExportSafetensors(path, state, nil))
+
+			layers, bidir := int(c.num("layers")), c.flag("bidirectional")
+			opts := nn.RecurrentOptions{Layers: layers, Bidirectional: bidir, BatchFirst: c.flag("batch_first"),
+				NoBias: !c.flag("bias"), ProjSize: int(c.num("proj"))}
+			in, hidden := int(c.num("in")), int(c.num("hidden"))
+			rules := checkpoint.MapNames(append([]checkpoint.Rule{checkpoint.Rename(`^rnn\.`, "")},
+				checkpoint.TorchRNN(layers, bidir)...)...)
+			var w []nn.RecurrentWeights
+			switch c.Kind {
+			case "lstm":
+				l, _, err := checkpoint.ImportSafetensors(path, nn.NewLSTM(tensor.NewKey(0), in, hidden, opts), rules)
+				require.NoError(t, err)
+				w = l.Weights
+			case "gru":
+				l, _, err := checkpoint.ImportSafetensors(path, nn.NewGRU(tensor.NewKey(0), in, hidden, opts), rules)
+				require.NoError(t, err)
+				w = l.Weights
+			default:
+				if c.Config["nonlinearity"] == "relu" {
+					opts.Nonlinearity = nn.RNNRelu
+				}
+				l, _, err := checkpoint.ImportSafetensors(path, nn.NewRNN(tensor.NewKey(0), in, hidden, opts), rules)
+				require.NoError(t, err)
+				w = l.Weights
+			}
+			require.Equal(t, torchRecurrentWeights(t, c, f32)[len(w)-1].WeightHH.Float32s(), w[len(w)-1].WeightHH.Float32s())
+			in2 := seqInputs{Weights: w, X: f32(t, "x")}
+			if c.flag("h0") {
+				in2.H0 = f32(t, "h0")
+				if c.Kind == "lstm" {
+					in2.C0 = f32(t, "c0")
+				}
+			}
+			y, hn, _ := runTorchRecurrent(c, in2)
+			requireTorch(t, c, "y", y)
+			requireTorch(t, c, "hn", hn)
+		})
 	}
 }
