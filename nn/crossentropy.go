@@ -65,18 +65,21 @@ type CrossEntropyOptions struct {
 }
 
 // CrossEntropy returns the cross-entropy of softmax(logits) against integer
-// class labels as torch.nn.functional.cross_entropy(input, target, weight,
-// ignore_index, reduction, label_smoothing) computes it, for a PyTorch user
-// porting code. It differs from PyTorch in the class axis: logits are
-// [..., C] with the class axis last (gonox's convention, as
-// tensor.SoftmaxCrossEntropy), so PyTorch's [N, C, d1, ...] input is
-// gonox's [N, d1, ..., C]; labels are int32 of logits' shape without its
-// last axis. Logits are float32 or float64; Weights, if given, of the same
-// dtype.
+// class labels, or against class probabilities, as
+// torch.nn.functional.cross_entropy(input, target, weight, ignore_index,
+// reduction, label_smoothing) computes it, for a PyTorch user porting code.
+// It differs from PyTorch in the class axis: logits are [..., C] with the
+// class axis last (gonox's convention, as tensor.SoftmaxCrossEntropy), so
+// PyTorch's [N, C, d1, ...] input is gonox's [N, d1, ..., C]. Logits are
+// float32 or float64; Weights, if given, of the same dtype.
 //
-// With l = log_softmax(logits), y_i the label of position i, w the
-// weights (ones if nil), ε the smoothing and m_i 0 where y_i is ignored
-// and 1 elsewhere, the loss of position i is
+// labels are either int32 class indices of logits' shape without its last
+// axis, or, as PyTorch's float target of the input's shape, probabilities
+// of logits' dtype and shape (soft targets; see below).
+//
+// With class indices, l = log_softmax(logits), y_i the label of position
+// i, w the weights (ones if nil), ε the smoothing and m_i 0 where y_i is
+// ignored and 1 elsewhere, the loss of position i is
 //
 //	loss_i = m_i·((1-ε)·(-w[y_i]·l[i,y_i]) + (ε/C)·(-Σ_c w[c]·l[i,c]))
 //
@@ -87,14 +90,25 @@ type CrossEntropyOptions struct {
 // target weights sum to 0), ReduceMean gives NaN (0/0) with a
 // zero gradient, as PyTorch does; ReduceSum gives 0.
 //
+// With probabilities p (each row need not sum to 1: PyTorch does not ask
+// it), the smoothed target is q = (1-ε)·p + ε/C and
+//
+//	loss_i = -Σ_c w[c]·q[i,c]·l[i,c]
+//
+// ReduceMean divides Σ_i loss_i by the number of positions (not by the
+// weights: PyTorch's rule for probability targets). Ignore must be off, as
+// PyTorch refuses ignore_index with them. The loss is differentiable in
+// the probabilities too.
+//
 // It is composed of differentiable tensor ops (LogSoftmax, TakeAlongAxis,
 // Where, Sum), so its gradient with respect to logits (and Weights) comes
 // from autodiff; ignored positions get a zero gradient.
 //
 // It panics, naming nn.CrossEntropy and the operands (f32[4,10], i32[4]),
-// if labels are not int32 of the right shape, if Weights have the wrong
-// dtype or length, if LabelSmoothing is outside [0, 1], or if a label is
-// outside [0, C) and is not the ignored index.
+// if labels are neither int32 of the right shape nor probabilities of
+// logits' dtype and shape, if Weights have the wrong dtype or length, if
+// LabelSmoothing is outside [0, 1], if a label is outside [0, C) and is not
+// the ignored index, or if Ignore is set with probabilities.
 func CrossEntropy(logits, labels *tensor.Tensor, opts CrossEntropyOptions) *tensor.Tensor {
 	const op = "nn.CrossEntropy"
 	if logits == nil || labels == nil {
@@ -105,30 +119,118 @@ func CrossEntropy(logits, labels *tensor.Tensor, opts CrossEntropyOptions) *tens
 	if dt != tensor.Float32 && dt != tensor.Float64 {
 		panic(fmt.Sprintf("%s: %s: logits must be float32 or float64", op, desc))
 	}
-	if labels.DType() != tensor.Int32 {
-		panic(fmt.Sprintf("%s: %s: labels must be int32 class indices", op, desc))
-	}
 	shape := logits.Shape()
-	r := len(shape)
-	if r == 0 {
+	if len(shape) == 0 {
 		panic(fmt.Sprintf("%s: %s: logits need a class axis (the last)", op, desc))
-	}
-	c := shape[r-1]
-	if !slices.Equal(labels.Shape(), shape[:r-1]) {
-		panic(fmt.Sprintf("%s: %s: labels must have shape %v (logits without the class axis, which is the last: PyTorch's [N,C,T] is gonox's [N,T,C])", op, desc, shape[:r-1]))
-	}
-	if w := opts.Weights; w != nil && (w.DType() != dt || !slices.Equal(w.Shape(), []int{c})) {
-		panic(fmt.Sprintf("%s: %s: weights %v must be %v[%d], one per class", op, desc, w, dt, c))
 	}
 	eps := opts.LabelSmoothing
 	if !(eps >= 0 && eps <= 1) {
 		panic(fmt.Sprintf("%s: %s: label smoothing %v outside [0, 1]", op, desc, eps))
 	}
-	switch opts.Reduction {
+	if labels.DType().IsFloat() {
+		if labels.DType() != dt || !slices.Equal(labels.Shape(), shape) {
+			panic(fmt.Sprintf("%s: %s: probability targets must have logits' dtype and shape (class indices are int32 of shape %v)", op, desc, shape[:len(shape)-1]))
+		}
+		if opts.Ignore {
+			panic(fmt.Sprintf("%s: %s: Ignore is not supported with probability targets (PyTorch refuses ignore_index with them)", op, desc))
+		}
+		checkClassWeights(op, desc, opts.Weights, dt, shape[len(shape)-1])
+		checkReduction(op, desc, opts.Reduction)
+		return softCrossEntropy(tensor.LogSoftmax(logits, -1), labels, opts.Weights, eps, opts.Reduction)
+	}
+	return nllLoss(op, desc, tensor.LogSoftmax(logits, -1), labels, opts)
+}
+
+// softCrossEntropy is CrossEntropy with probability targets p, from the
+// log-probabilities lsm.
+func softCrossEntropy(lsm, p, weights *tensor.Tensor, eps float64, r Reduction) *tensor.Tensor {
+	dt, c := lsm.DType(), lsm.Dim(-1)
+	q := p
+	if eps > 0 {
+		q = tensor.Add(tensor.Mul(p, tensor.Full(dt, 1-eps)), tensor.Full(dt, eps/float64(c)))
+	}
+	wl := tensor.Mul(lsm, q)
+	if weights != nil {
+		wl = tensor.Mul(wl, weights)
+	}
+	loss := tensor.Neg(tensor.Sum(wl, -1))
+	switch r {
+	case ReduceSum:
+		return tensor.Sum(loss)
+	case ReduceNone:
+		return loss
+	}
+	return tensor.Mean(loss)
+}
+
+// NLLLossOptions are the options of NLLLoss, PyTorch's keyword arguments
+// of torch.nn.functional.nll_loss; the fields mean what CrossEntropy's of
+// the same names do. The zero value is the plain mean without ignored
+// labels or weights.
+type NLLLossOptions struct {
+	// Ignore turns IgnoreIndex on (see CrossEntropyOptions).
+	Ignore bool
+	// IgnoreIndex is ignore_index, used with Ignore.
+	IgnoreIndex int32
+	// Weights is weight: one per class, of logProbs' dtype; nil means ones.
+	Weights *tensor.Tensor
+	// Reduction is reduction; the zero value is ReduceMean, the mean
+	// weighted by the weights of the targets.
+	Reduction Reduction
+}
+
+// NLLLoss returns the negative log-likelihood of int32 class labels under
+// log-probabilities logProbs [..., C] (class axis last, as CrossEntropy),
+// as torch.nn.functional.nll_loss(input, target, weight, ignore_index,
+// reduction): loss_i = -m_i·w[y_i]·logProbs[i, y_i], reduced as
+// CrossEntropy's (ReduceMean divides by Σ_i m_i·w[y_i]). CrossEntropy is
+// NLLLoss of tensor.LogSoftmax(logits, -1). It is differentiable in
+// logProbs and Weights, and panics as CrossEntropy does on bad operands.
+func NLLLoss(logProbs, labels *tensor.Tensor, opts NLLLossOptions) *tensor.Tensor {
+	const op = "nn.NLLLoss"
+	if logProbs == nil || labels == nil {
+		panic(op + ": nil log-probabilities or labels")
+	}
+	desc := fmt.Sprintf("log-probabilities %v, labels %v", logProbs, labels)
+	if dt := logProbs.DType(); dt != tensor.Float32 && dt != tensor.Float64 {
+		panic(fmt.Sprintf("%s: %s: log-probabilities must be float32 or float64", op, desc))
+	}
+	if logProbs.Rank() == 0 {
+		panic(fmt.Sprintf("%s: %s: log-probabilities need a class axis (the last)", op, desc))
+	}
+	return nllLoss(op, desc, logProbs, labels, CrossEntropyOptions{Ignore: opts.Ignore, IgnoreIndex: opts.IgnoreIndex,
+		Weights: opts.Weights, Reduction: opts.Reduction})
+}
+
+func checkClassWeights(op, desc string, w *tensor.Tensor, dt tensor.DType, c int) {
+	if w != nil && (w.DType() != dt || !slices.Equal(w.Shape(), []int{c})) {
+		panic(fmt.Sprintf("%s: %s: weights %v must be %v[%d], one per class", op, desc, w, dt, c))
+	}
+}
+
+func checkReduction(op, desc string, r Reduction) {
+	switch r {
 	case ReduceMean, ReduceSum, ReduceNone:
 	default:
-		panic(fmt.Sprintf("%s: %s: unknown reduction %v", op, desc, opts.Reduction))
+		panic(fmt.Sprintf("%s: %s: unknown reduction %v", op, desc, r))
 	}
+}
+
+// nllLoss is CrossEntropy with class indices from the log-probabilities
+// lsm [..., C], for op; desc names the operands.
+func nllLoss(op, desc string, lsm, labels *tensor.Tensor, opts CrossEntropyOptions) *tensor.Tensor {
+	dt, shape := lsm.DType(), lsm.Shape()
+	r := len(shape)
+	c := shape[r-1]
+	if labels.DType() != tensor.Int32 {
+		panic(fmt.Sprintf("%s: %s: labels must be int32 class indices", op, desc))
+	}
+	if !slices.Equal(labels.Shape(), shape[:r-1]) {
+		panic(fmt.Sprintf("%s: %s: labels must have shape %v (the input without the class axis, which is the last: PyTorch's [N,C,T] is gonox's [N,T,C])", op, desc, shape[:r-1]))
+	}
+	checkClassWeights(op, desc, opts.Weights, dt, c)
+	eps := opts.LabelSmoothing
+	checkReduction(op, desc, opts.Reduction)
 	for i, l := range labels.Int32s() {
 		if (l < 0 || int(l) >= c) && !(opts.Ignore && l == opts.IgnoreIndex) {
 			what := "not an ignored index (set Ignore and IgnoreIndex to ignore it)"
@@ -153,7 +255,6 @@ func CrossEntropy(logits, labels *tensor.Tensor, opts CrossEntropyOptions) *tens
 		return tensor.Where(valid, x, zero)
 	}
 
-	lsm := tensor.LogSoftmax(logits, -1)
 	picked := tensor.Squeeze(tensor.TakeAlongAxis(lsm, tensor.ExpandDims(safe, -1), -1), -1)
 	var wy *tensor.Tensor // the weight of each target, 0 where ignored
 	switch {

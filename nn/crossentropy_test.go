@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gonox/gonox/autodiff"
@@ -133,7 +134,17 @@ func TestCrossEntropyPanics(t *testing.T) {
 		msg            string
 	}{
 		{"float labels", f32, tensor.Zeros(tensor.Float32, 2), nn.CrossEntropyOptions{},
-			"nn.CrossEntropy: logits f32[2,3], labels f32[2]: labels must be int32 class indices"},
+			"nn.CrossEntropy: logits f32[2,3], labels f32[2]: probability targets must have logits' dtype and shape (class indices are int32 of shape [2])"},
+		{"int64 labels", f32, tensor.Zeros(tensor.Int64, 2), nn.CrossEntropyOptions{},
+			"nn.CrossEntropy: logits f32[2,3], labels i64[2]: labels must be int32 class indices"},
+		{"probabilities dtype", f32, tensor.Zeros(tensor.Float64, 2, 3), nn.CrossEntropyOptions{},
+			"nn.CrossEntropy: logits f32[2,3], labels f64[2,3]: probability targets must have logits' dtype and shape"},
+		{"probabilities with Ignore", f32, f32, nn.CrossEntropyOptions{Ignore: true, IgnoreIndex: -100},
+			"nn.CrossEntropy: logits f32[2,3], labels f32[2,3]: Ignore is not supported with probability targets"},
+		{"probabilities weights", f32, f32, nn.CrossEntropyOptions{Weights: tensor.Zeros(tensor.Float32, 2)},
+			"nn.CrossEntropy: logits f32[2,3], labels f32[2,3]: weights f32[2] must be float32[3], one per class"},
+		{"probabilities smoothing", f32, f32, nn.CrossEntropyOptions{LabelSmoothing: -0.1}, "label smoothing -0.1 outside [0, 1]"},
+		{"probabilities reduction", f32, f32, nn.CrossEntropyOptions{Reduction: -1}, "unknown reduction Reduction(-1)"},
 		{"label shape", f32, tensor.FromInt32([]int32{0, 1, 2}, 3), nn.CrossEntropyOptions{},
 			"nn.CrossEntropy: logits f32[2,3], labels i32[3]: labels must have shape [2]"},
 		{"PyTorch class axis", tensor.Zeros(tensor.Float32, 2, 3, 4), tensor.FromInt32(make([]int32, 8), 2, 4), nn.CrossEntropyOptions{},
@@ -194,5 +205,68 @@ func TestBinaryCrossEntropyWithLogitsPanics(t *testing.T) {
 			}()
 			nn.BinaryCrossEntropyWithLogits(x, c.targets, c.opts)
 		})
+	}
+}
+
+// TestCrossEntropyProbabilities: one-hot probabilities give the loss of
+// their class indices per position and summed (weights and smoothing
+// included), while the mean divides by the number of positions, not by
+// the target weights; float32 and float64 agree; and NLLLoss of
+// LogSoftmax is CrossEntropy.
+func TestCrossEntropyProbabilities(t *testing.T) {
+	logits := tensor.FromFloat64s([]float64{0.5, -1, 2, 0, 1, 1, -2, 0.3, 3, 0.1, 0, -0.5}, 2, 2, 3)
+	labels := tensor.FromInt32([]int32{2, 0, 1, 0}, 2, 2)
+	onehot := tensor.FromFloat64s([]float64{0, 0, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0}, 2, 2, 3)
+	w := tensor.FromFloat64s([]float64{0.5, 2, 1}, 3)
+	for _, r := range []nn.Reduction{nn.ReduceNone, nn.ReduceSum} {
+		o := nn.CrossEntropyOptions{Weights: w, LabelSmoothing: 0.2, Reduction: r}
+		assert.InDeltaSlice(t, nn.CrossEntropy(logits, labels, o).Float64s(), nn.CrossEntropy(logits, onehot, o).Float64s(), 1e-14, "%v", r)
+	}
+	o := nn.CrossEntropyOptions{Weights: w}
+	sum := nn.CrossEntropy(logits, labels, nn.CrossEntropyOptions{Weights: w, Reduction: nn.ReduceSum}).Item()
+	assert.InDelta(t, sum/4, nn.CrossEntropy(logits, onehot, o).Item(), 1e-14, "mean over the 4 positions")
+	assert.InDelta(t, sum/(1+0.5+2+0.5), nn.CrossEntropy(logits, labels, o).Item(), 1e-14, "mean over the target weights")
+
+	soft := tensor.FromFloat64s([]float64{0.2, 0.3, 0.5, 1, 0, 0, 0.1, 0.1, 0.8, 0.4, 0.4, 0.2}, 2, 2, 3)
+	o = nn.CrossEntropyOptions{Weights: w, LabelSmoothing: 0.1}
+	want := nn.CrossEntropy(logits, soft, o).Item()
+	o.Weights = tensor.Convert(w, tensor.Float32)
+	got := nn.CrossEntropy(tensor.Convert(logits, tensor.Float32), tensor.Convert(soft, tensor.Float32), o)
+	require.Equal(t, tensor.Float32, got.DType())
+	assert.InDelta(t, want, got.Item(), 1e-6)
+
+	for _, r := range []nn.Reduction{nn.ReduceMean, nn.ReduceSum, nn.ReduceNone} {
+		ce := nn.CrossEntropy(logits, labels, nn.CrossEntropyOptions{Weights: w, Reduction: r, Ignore: true, IgnoreIndex: 1})
+		nll := nn.NLLLoss(tensor.LogSoftmax(logits, -1), labels, nn.NLLLossOptions{Weights: w, Reduction: r, Ignore: true, IgnoreIndex: 1})
+		assert.Equal(t, ce.Float64s(), nll.Float64s(), "%v", r)
+	}
+}
+
+func TestNLLLossPanics(t *testing.T) {
+	lp := tensor.Zeros(tensor.Float32, 2, 3)
+	for _, c := range []struct {
+		name string
+		f    func()
+		msg  string
+	}{
+		{"nil", func() { nn.NLLLoss(lp, nil, nn.NLLLossOptions{}) }, "nn.NLLLoss: nil log-probabilities or labels"},
+		{"int input", func() {
+			nn.NLLLoss(tensor.Zeros(tensor.Int32, 2, 3), tensor.Zeros(tensor.Int32, 2), nn.NLLLossOptions{})
+		},
+			"nn.NLLLoss: log-probabilities i32[2,3], labels i32[2]: log-probabilities must be float32 or float64"},
+		{"scalar", func() { nn.NLLLoss(tensor.Zeros(tensor.Float32), tensor.Zeros(tensor.Int32), nn.NLLLossOptions{}) },
+			"nn.NLLLoss: log-probabilities f32[], labels i32[]: log-probabilities need a class axis"},
+		{"float labels", func() { nn.NLLLoss(lp, lp, nn.NLLLossOptions{}) },
+			"nn.NLLLoss: log-probabilities f32[2,3], labels f32[2,3]: labels must be int32 class indices"},
+		{"label out of range", func() { nn.NLLLoss(lp, tensor.FromInt32([]int32{3, 0}, 2), nn.NLLLossOptions{}) },
+			"nn.NLLLoss: log-probabilities f32[2,3], labels i32[2]: label 3 at [0] out of range [0,3)"},
+		{"weights", func() {
+			nn.NLLLoss(lp, tensor.FromInt32([]int32{1, 0}, 2), nn.NLLLossOptions{Weights: tensor.Ones(tensor.Float64, 3)})
+		},
+			"weights f64[3] must be float32[3], one per class"},
+		{"reduction", func() { nn.NLLLoss(lp, tensor.FromInt32([]int32{1, 0}, 2), nn.NLLLossOptions{Reduction: 5}) },
+			"unknown reduction Reduction(5)"},
+	} {
+		t.Run(c.name, func(t *testing.T) { requirePanicContains(t, c.f, c.msg) })
 	}
 }

@@ -324,7 +324,8 @@
 //
 // For code ported from PyTorch, CrossEntropy is
 // torch.nn.functional.cross_entropy with integer targets (ignore_index,
-// weight, label_smoothing and reduction, in CrossEntropyOptions) and
+// weight, label_smoothing and reduction, in CrossEntropyOptions) or with
+// probability targets of the logits' shape, NLLLoss is nll_loss, and
 // BinaryCrossEntropyWithLogits is binary_cross_entropy_with_logits
 // (weight, pos_weight, reduction, in BCEOptions). Unlike the optax
 // losses they reduce, by default to PyTorch's (weighted) mean
@@ -332,5 +333,6 @@
 // the last: PyTorch's [N, C, T] logits are gonox's [N, T, C]. A label is
 // ignored only when asked: CrossEntropyOptions{Ignore: true, IgnoreIndex:
 // TorchIgnoreIndex} is PyTorch's default ignore_index=-100. Their tests
-// compare with testdata/torch_layers.py's torch_crossentropy.json.
+// compare with testdata/torch_layers.py's torch_crossentropy.json and
+// testdata/torch_parity3.py's torch_parity3.json.
 package nn

@@ -25,3 +25,25 @@ func ExampleEmbedding_padding() {
 	// [2 3 2] [0 0]
 	// [0 0] [1 1]
 }
+
+// PyTorch's F.cross_entropy(logits, target) with a float target of the
+// logits' shape: class probabilities (soft labels, as from mixup or a
+// teacher), here with label_smoothing=0.1. PyTorch 1.13 prints
+// tensor(0.9723) and tensor([0.7698, 1.0514]) for the same call.
+func ExampleCrossEntropy_probabilities() {
+	logits := tensor.FromFloat32([]float32{
+		2, 0, -1,
+		0, 1, 0,
+	}, 2, 3)
+	probs := tensor.FromFloat32([]float32{
+		0.7, 0.3, 0, // mostly class 0
+		0, 0.5, 0.5,
+	}, 2, 3)
+	loss := nn.CrossEntropy(logits, probs, nn.CrossEntropyOptions{LabelSmoothing: 0.1})
+	fmt.Printf("%.4f\n", loss.Item())
+	perExample := nn.CrossEntropy(logits, probs, nn.CrossEntropyOptions{Reduction: nn.ReduceNone})
+	fmt.Printf("%.4f\n", perExample.Float32s())
+	// Output:
+	// 0.9723
+	// [0.7698 1.0514]
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/tensor"
 )
@@ -98,10 +99,69 @@ func TestTorchParity3(t *testing.T) {
 					requireTight(t, c, "renormed", r.W)
 					requireTight(t, c, "stepped", tensor.Sub(r.W, tensor.Mul(de.W, tensor.ScalarFloat64(0.1))))
 				}
+			case "xent_probs":
+				// Gradients of the logits, the probabilities and, where
+				// torch's weight required it, the weights.
+				type in struct{ X, P, W *tensor.Tensor }
+				opts := nn.CrossEntropyOptions{LabelSmoothing: c.num("label_smoothing"), Reduction: parity3Reduction(t, c)}
+				args := in{X: x, P: c.f64(t, "x2")}
+				if _, ok := c.Tensors["weight"]; ok {
+					args.W = c.f64(t, "weight")
+				}
+				y, d := lossGrads(args, g, func(a in) *tensor.Tensor {
+					o := opts
+					o.Weights = a.W
+					return nn.CrossEntropy(a.X, a.P, o)
+				})
+				requireTight(t, c, "y", y)
+				requireTight(t, c, "dx", d.X)
+				requireTight(t, c, "dx2", d.P)
+				if args.W != nil {
+					requireTight(t, c, "dweight", d.W)
+				}
+			case "nll":
+				opts := nn.NLLLossOptions{Reduction: parity3Reduction(t, c)}
+				if v, ok := c.Config["ignore_index"].(float64); ok {
+					opts.Ignore, opts.IgnoreIndex = true, int32(v)
+				}
+				if _, ok := c.Tensors["weight"]; ok {
+					opts.Weights = c.f64(t, "weight")
+				}
+				labels := c.int32s(t, "x2")
+				y, dx := lossGrads(x, g, func(x *tensor.Tensor) *tensor.Tensor { return nn.NLLLoss(x, labels, opts) })
+				requireTight(t, c, "y", y)
+				requireTight(t, c, "dx", dx)
 			default:
 				t.Skipf("kind %q not checked yet", c.Kind)
 			}
 			kinds[c.Kind]++
 		})
 	}
+}
+
+// parity3Reduction is the case's reduction.
+func parity3Reduction(t *testing.T, c torchCase) nn.Reduction {
+	t.Helper()
+	switch r := c.Config["reduction"]; r {
+	case "mean":
+		return nn.ReduceMean
+	case "sum":
+		return nn.ReduceSum
+	case "none":
+		return nn.ReduceNone
+	default:
+		t.Fatalf("%s: reduction %v", c.Name, r)
+	}
+	return 0
+}
+
+// lossGrads returns f(args) and the gradient of Σ f(args)·g with respect
+// to args (g a scalar 1 for a reduced loss).
+func lossGrads[A any](args A, g *tensor.Tensor, f func(A) *tensor.Tensor) (*tensor.Tensor, A) {
+	vg := autodiff.ValueAndGradAux(func(a A) (*tensor.Tensor, *tensor.Tensor) {
+		y := f(a)
+		return tensor.Sum(tensor.Mul(y, g)), y
+	})
+	_, y, d := vg(args)
+	return y, d
 }
