@@ -78,7 +78,8 @@
 // into float64 loops for the others. The schedules are checked against
 // torch.optim.lr_scheduler's rates (StepLR, ExponentialLR, MultiStepLR,
 // ConstantLR, LinearLR, PolynomialLR, CosineAnnealingLR,
-// CosineAnnealingWarmRestarts, OneCycleLR, warmups by SequentialLR) and
+// CosineAnnealingWarmRestarts, OneCycleLR, CyclicLR, warmups by
+// SequentialLR; SGD's dampening: testdata/torch_parity3.py) and
 // ReduceOnPlateau against ReduceLROnPlateau; their docs say how the
 // arguments map.
 //
@@ -112,7 +113,9 @@
 // PiecewiseConstant, PiecewiseInterpolate, LinearOneCycle, CosineOneCycle,
 // SGDR and Join follow optax's schedules of the same names, formulas and
 // edge cases included; WarmupCosineDecay's decaySteps counts the warmup, as
-// in optax. Any Go function of the step is a schedule too.
+// in optax. Cyclic is PyTorch's CyclicLR (triangular, triangular2,
+// exp_range), which optax lacks. Any Go function of the step is a schedule
+// too.
 //
 // Gradients must have the structure of the parameters and each the shape
 // and dtype of its parameter. Step, StepInto and the optimizers' Update

@@ -196,3 +196,98 @@ func SGDR(cycles ...SGDRCycle) Schedule {
 	}
 	return Join(schedules, boundaries[:len(boundaries)-1])
 }
+
+// CyclicMode is the policy of Cyclic: PyTorch's CyclicLR mode.
+type CyclicMode int
+
+const (
+	// CyclicTriangular repeats the same triangle (mode="triangular").
+	CyclicTriangular CyclicMode = iota
+	// CyclicTriangular2 halves the triangle's height every cycle
+	// (mode="triangular2").
+	CyclicTriangular2
+	// CyclicExpRange scales the height by Gamma^step, step counted from
+	// the start (mode="exp_range").
+	CyclicExpRange
+)
+
+// String returns PyTorch's name of the mode.
+func (m CyclicMode) String() string {
+	switch m {
+	case CyclicTriangular:
+		return "triangular"
+	case CyclicTriangular2:
+		return "triangular2"
+	case CyclicExpRange:
+		return "exp_range"
+	}
+	return fmt.Sprintf("CyclicMode(%d)", int(m))
+}
+
+// CyclicOptions are the optional parameters of Cyclic. The zero value is
+// PyTorch's default: a triangle as long down as up.
+type CyclicOptions struct {
+	// StepsDown is step_size_down, the steps from the peak back to the
+	// base; 0 means stepsUp.
+	StepsDown int
+	// Mode is mode; the zero value is CyclicTriangular.
+	Mode CyclicMode
+	// Gamma is gamma, CyclicExpRange's decay per step, in (0, 1]; 0 means
+	// 1 (PyTorch's default). The other modes ignore it.
+	Gamma float64
+}
+
+// Cyclic returns the cyclical learning rate of Smith (2017), as
+// torch.optim.lr_scheduler.CyclicLR(base_lr=base, max_lr=peak,
+// step_size_up=stepsUp, ...) stepped after every update: the rate climbs
+// linearly from base to peak over stepsUp steps, falls back over
+// StepsDown, and repeats, with the height peak-base scaled per cycle
+// (CyclicTriangular2: 1, ½, ¼, ...) or per step (CyclicExpRange:
+// Gamma^step). With x the position in the cycle of step n,
+//
+//	rate(n) = base + (peak - base)·h(x)·scale
+//
+// where h rises from 0 to 1 and falls back to 0. PyTorch's CyclicLR also
+// cycles the momentum by default; that is cycle_momentum=False here (no
+// momentum schedule). It panics unless stepsUp > 0, StepsDown >= 0 and Gamma is in
+// [0, 1], or on an unknown mode.
+func Cyclic(base, peak float64, stepsUp int, opts ...CyclicOptions) Schedule {
+	const op = "optim.Cyclic"
+	o := oneOpt(op, opts)
+	if stepsUp <= 0 || o.StepsDown < 0 {
+		panic(fmt.Sprintf("%s: stepsUp %d and StepsDown %d: want stepsUp > 0 and StepsDown >= 0", op, stepsUp, o.StepsDown))
+	}
+	if !(o.Gamma >= 0 && o.Gamma <= 1) {
+		panic(fmt.Sprintf("%s: Gamma %v outside (0, 1] (0 means 1)", op, o.Gamma))
+	}
+	down := o.StepsDown
+	if down == 0 {
+		down = stepsUp
+	}
+	gamma := orDefault(o.Gamma, 1)
+	var scale func(cycle float64, step int) float64
+	switch o.Mode {
+	case CyclicTriangular:
+		scale = func(float64, int) float64 { return 1 }
+	case CyclicTriangular2:
+		scale = func(cycle float64, _ int) float64 { return 1 / math.Pow(2, cycle-1) }
+	case CyclicExpRange:
+		scale = func(_ float64, step int) float64 { return math.Pow(gamma, float64(step)) }
+	default:
+		panic(fmt.Sprintf("%s: unknown %v", op, o.Mode))
+	}
+	total := float64(stepsUp + down)
+	ratio := float64(stepsUp) / total
+	return func(step int) float64 {
+		// PyTorch's formula, in its order of operations.
+		cycle := math.Floor(1 + float64(step)/total)
+		x := 1 + float64(step)/total - cycle
+		var h float64
+		if x <= ratio {
+			h = x / ratio
+		} else {
+			h = (x - 1) / (ratio - 1)
+		}
+		return base + (peak-base)*h*scale(cycle, step)
+	}
+}

@@ -12,8 +12,13 @@ type SGDOptions struct {
 	// Momentum is the decay of the momentum trace; 0 means no momentum and
 	// no trace in the state (optax's momentum=None).
 	Momentum float64
-	// Nesterov uses Nesterov momentum (needs Momentum > 0).
+	// Nesterov uses Nesterov momentum (needs Momentum > 0 and no
+	// Dampening, as PyTorch).
 	Nesterov bool
+	// Dampening is torch.optim.SGD's dampening, in [0, 1]: the trace adds
+	// (1-Dampening)·g rather than g, from the second update on (needs
+	// Momentum > 0). 0 is optax's (and PyTorch's default) SGD.
+	Dampening float64
 }
 
 // SGDState is the state of SGD.
@@ -33,17 +38,66 @@ type SGDState struct {
 //
 // The trace accumulates raw gradients and the learning rate scales its
 // output, so changing the learning rate takes effect at once. This is
-// torch.optim.SGD with dampening 0 (its default; SGD has no dampening);
-// PyTorch's weight_decay is Chain(AddDecayedWeights(wd, nil), SGD(...)).
+// torch.optim.SGD(lr, momentum, dampening, nesterov); PyTorch's
+// weight_decay is Chain(AddDecayedWeights(wd, nil), SGD(...)). With
+// Dampening d the trace is PyTorch's
+//
+//	t ← g at the first update, t ← (1-d)·g + μ·t after
+//
+// and the update is not fused (StepInto and StepIntoOverStateLater run
+// Update then Apply; TakesGradientsLater reports false).
 func SGD(lr Schedule, opts ...SGDOptions) Transform {
 	const op = "optim.SGD"
 	needSchedule(op, lr)
 	o := oneOpt(op, opts)
 	checkUnit(op, "Momentum", o.Momentum, false)
+	checkUnit(op, "Dampening", o.Dampening, true)
 	if o.Nesterov && o.Momentum == 0 {
 		panic(op + ": Nesterov needs Momentum > 0")
 	}
+	if o.Dampening != 0 {
+		switch {
+		case o.Momentum == 0:
+			panic(fmt.Sprintf("%s: Dampening %v needs Momentum > 0", op, o.Dampening))
+		case o.Nesterov:
+			panic(fmt.Sprintf("%s: Nesterov needs Dampening 0 (PyTorch's rule), not %v", op, o.Dampening))
+		}
+		return &sgdDampened{sgd{lr: lr, o: o}}
+	}
 	return &sgd{lr: lr, o: o}
+}
+
+// sgdDampened is SGD with dampening: Update and Init only, so that the
+// fused steps (which have no dampening) are not taken.
+type sgdDampened struct{ s sgd }
+
+func (d *sgdDampened) Init(params any) State { return d.s.Init(params) }
+
+func (d *sgdDampened) Update(grads any, state State, _ any) (any, State) {
+	const op = "optim.SGD"
+	rejectHalf(op, "gradient", grads)
+	st := stateAs[SGDState](op, state)
+	n := countValue(op, st.Count)
+	lr := -rateAt(op, d.s.lr, n)
+	gw := 1 - d.s.o.Dampening
+	if n == 0 {
+		gw = 1 // PyTorch's first trace is the gradient itself
+	}
+	mu := float32(d.s.o.Momentum)
+	r := func() []any {
+		defer func() { sameStructure(op, recover(), traceRoles) }()
+		return mapMulti(2, func(xs []*tensor.Tensor) []*tensor.Tensor {
+			g, t := xs[0], xs[1]
+			if g == nil {
+				return []*tensor.Tensor{nil, t}
+			}
+			noState(op, g, t)
+			gradFits(op, g, t, st.Trace)
+			nt := tensor.Add(scale(g, gw), tensor.MulScalar(t, mu))
+			return []*tensor.Tensor{scale(nt, lr), withAxesOf(nt, t)}
+		}, grads, st.Trace)
+	}()
+	return r[0], SGDState{Count: incCount(st.Count, n), Trace: r[1]}
 }
 
 type sgd struct {
@@ -247,3 +301,7 @@ func (s *sgd) stepLater(dst, params, grads, later any, state State, done func([]
 	}
 	return r[0], out
 }
+
+// elementwise: dampened SGD updates each element from its own gradient and
+// trace, as SGD.
+func (d *sgdDampened) elementwise() bool { return true }
