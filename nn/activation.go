@@ -141,4 +141,8 @@ var builtinActivations = []builtinActivation{
 	{f: hardSwish, name: "HardSwish"},
 	{f: softsign, name: "Softsign"},
 	{f: glu, name: "Glu"},
+	{f: softmin, name: "Softmin"},
+	{f: hardShrink, name: "HardShrink"},
+	{f: softShrink, name: "SoftShrink"},
+	{f: tanhShrink, name: "TanhShrink"},
 }

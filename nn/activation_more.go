@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/gonox/gonox/tensor"
 )
@@ -44,7 +45,89 @@ var (
 	// last axis, of even size, is split into halves a and b, and the
 	// result is a·sigmoid(b), of half the size. See GluAxis.
 	Glu Activation = glu
+	// Softmin is softmax(-x) over the last axis (torch.nn.Softmin with
+	// dim=-1); see SoftminAxis.
+	Softmin Activation = softmin
+	// HardShrink is x where |x| > ½, 0 elsewhere (torch.nn.Hardshrink,
+	// lambd ½); see HardShrinkWith. Its gradient is 0 at ±½, as PyTorch's.
+	HardShrink Activation = hardShrink
+	// SoftShrink is x - ½ where x > ½, x + ½ where x < -½, 0 elsewhere
+	// (torch.nn.Softshrink, lambd ½); see SoftShrinkWith. Its gradient is
+	// 0 at ±½, as PyTorch's.
+	SoftShrink Activation = softShrink
+	// TanhShrink is x - tanh(x) (torch.nn.Tanhshrink).
+	TanhShrink Activation = tanhShrink
 )
+
+func softmin(x *tensor.Tensor) *tensor.Tensor { return softminAxis(x, -1) }
+
+// SoftminAxis returns softmax(-x) over the given axis (negative counts
+// from the end): torch.nn.Softmin(dim=axis).
+func SoftminAxis(axis int) Activation {
+	return func(x *tensor.Tensor) *tensor.Tensor { return softminAxis(x, axis) }
+}
+
+func softminAxis(x *tensor.Tensor, axis int) *tensor.Tensor {
+	requireInput("nn.Softmin", "x", x)
+	a := axis
+	if a < 0 {
+		a += x.Rank()
+	}
+	if a < 0 || a >= x.Rank() || !x.DType().IsFloat() {
+		panic(fmt.Sprintf("nn.Softmin: x %v, axis %d: want a float x with that axis", x, axis))
+	}
+	return tensor.Softmax(tensor.Neg(x), axis)
+}
+
+func hardShrink(x *tensor.Tensor) *tensor.Tensor { return hardShrinkLambda(x, 0.5) }
+
+// HardShrinkWith returns torch.nn.Hardshrink(lambd): x where |x| > lambd,
+// 0 elsewhere. It panics unless lambd >= 0.
+func HardShrinkWith(lambd float64) Activation {
+	checkLambda("nn.HardShrinkWith", lambd)
+	return func(x *tensor.Tensor) *tensor.Tensor { return hardShrinkLambda(x, lambd) }
+}
+
+func hardShrinkLambda(x *tensor.Tensor, lambd float64) *tensor.Tensor {
+	out := tensor.Greater(tensor.Abs(x), scalarLike(x, lambd))
+	return tensor.Where(out, x, scalarLike(x, 0))
+}
+
+func softShrink(x *tensor.Tensor) *tensor.Tensor { return softShrinkLambda(x, 0.5) }
+
+// SoftShrinkWith returns torch.nn.Softshrink(lambd): x - lambd where
+// x > lambd, x + lambd where x < -lambd, 0 elsewhere. It panics unless
+// lambd >= 0.
+func SoftShrinkWith(lambd float64) Activation {
+	checkLambda("nn.SoftShrinkWith", lambd)
+	return func(x *tensor.Tensor) *tensor.Tensor { return softShrinkLambda(x, lambd) }
+}
+
+func softShrinkLambda(x *tensor.Tensor, lambd float64) *tensor.Tensor {
+	l := scalarLike(x, lambd)
+	above, below := tensor.Greater(x, l), tensor.Less(x, tensor.Neg(l))
+	return tensor.Where(above, tensor.Sub(x, l), tensor.Where(below, tensor.Add(x, l), scalarLike(x, 0)))
+}
+
+func checkLambda(op string, lambd float64) {
+	if !(lambd >= 0) {
+		panic(fmt.Sprintf("%s: lambd %v must be >= 0", op, lambd))
+	}
+}
+
+func tanhShrink(x *tensor.Tensor) *tensor.Tensor { return tensor.Sub(x, tensor.Tanh(x)) }
+
+// Threshold returns torch.nn.Threshold(threshold, value): x where
+// x > threshold, value elsewhere (its gradient 0 there, at the threshold
+// too). It panics if threshold is NaN.
+func Threshold(threshold, value float64) Activation {
+	if math.IsNaN(threshold) {
+		panic("nn.Threshold: threshold is NaN")
+	}
+	return func(x *tensor.Tensor) *tensor.Tensor {
+		return tensor.Where(tensor.Greater(x, scalarLike(x, threshold)), x, scalarLike(x, value))
+	}
+}
 
 func leakyRelu(x *tensor.Tensor) *tensor.Tensor { return leakyReluSlope(x, 0.01) }
 

@@ -43,6 +43,12 @@ func TestMoreActivations(t *testing.T) {
 		{"HardSigmoid", nn.HardSigmoid, func(x float64) float64 { return relu6x(x+3) / 6 }},
 		{"HardSwish", nn.HardSwish, func(x float64) float64 { return x * relu6x(x+3) / 6 }},
 		{"Softsign", nn.Softsign, func(x float64) float64 { return x / (math.Abs(x) + 1) }},
+		{"HardShrink", nn.HardShrink, func(x float64) float64 { return map[bool]float64{true: x, false: 0}[math.Abs(x) > 0.5] }},
+		{"HardShrinkWith", nn.HardShrinkWith(2), func(x float64) float64 { return map[bool]float64{true: x, false: 0}[math.Abs(x) > 2] }},
+		{"SoftShrink", nn.SoftShrink, func(x float64) float64 { return math.Copysign(math.Max(math.Abs(x)-0.5, 0), x) }},
+		{"SoftShrinkWith", nn.SoftShrinkWith(2), func(x float64) float64 { return math.Copysign(math.Max(math.Abs(x)-2, 0), x) }},
+		{"TanhShrink", nn.TanhShrink, func(x float64) float64 { return x - math.Tanh(x) }},
+		{"Threshold", nn.Threshold(0.2, -1.5), func(x float64) float64 { return map[bool]float64{true: x, false: -1.5}[x > 0.2] }},
 	}
 	// Inputs on both sides of every kink, and in the clipped tails.
 	in := []float32{-8, -3.5, -2.7, -1.3, -0.6, -0.1, 0.05, 0.4, 0.9, 1.7, 2.9, 3.3, 5.5, 6.6, 9}

@@ -252,8 +252,10 @@
 //   - Activation: Relu, Gelu, GeluExact, Silu, Tanh, Sigmoid, Softplus,
 //     Identity, and jax.nn's LeakyRelu, Elu, Selu, Celu, Mish, Relu6,
 //     HardTanh, HardSigmoid, HardSwish, Softsign and Glu (with their
-//     parameters: LeakyReluWith, EluWith, CeluWith, GluAxis); PReLU, a
-//     leaky ReLU with a learnt slope.
+//     parameters: LeakyReluWith, EluWith, CeluWith, GluAxis), torch.nn's
+//     Softmin, HardShrink, SoftShrink, TanhShrink and Threshold (SoftminAxis,
+//     HardShrinkWith, SoftShrinkWith); PReLU, a leaky ReLU with a learnt
+//     slope.
 //
 // # Recurrent layers
 //
@@ -325,10 +327,12 @@
 // For code ported from PyTorch, CrossEntropy is
 // torch.nn.functional.cross_entropy with integer targets (ignore_index,
 // weight, label_smoothing and reduction, in CrossEntropyOptions) or with
-// probability targets of the logits' shape, NLLLoss is nll_loss, and
+// probability targets of the logits' shape, NLLLoss is nll_loss,
 // BinaryCrossEntropyWithLogits is binary_cross_entropy_with_logits
-// (weight, pos_weight, reduction, in BCEOptions). Unlike the optax
-// losses they reduce, by default to PyTorch's (weighted) mean
+// (weight, pos_weight, reduction, in BCEOptions), and MarginRankingLoss,
+// TripletMarginLoss, PoissonNLLLoss, GaussianNLLLoss, MultiMarginLoss and
+// PairwiseDistance are their torch.nn.functional namesakes. Unlike the optax
+// losses they reduce (but PairwiseDistance, one distance per row), by default to PyTorch's (weighted) mean
 // (Reduction: ReduceMean, ReduceSum, ReduceNone), and their class axis is
 // the last: PyTorch's [N, C, T] logits are gonox's [N, T, C]. A label is
 // ignored only when asked: CrossEntropyOptions{Ignore: true, IgnoreIndex:
