@@ -55,6 +55,13 @@ type ConvOptions struct {
 	// dimensions or one per dimension), tensor.SamePadding,
 	// tensor.ValidPadding. The zero value pads nothing.
 	Padding tensor.Padding
+	// PaddingMode fills the padding: tensor.PadZeros (the zero value),
+	// PadReflect, PadReplicate or PadCircular, PyTorch's padding_mode
+	// "zeros", "reflect", "replicate" and "circular" (with Equinox's
+	// padding_mode too). Other than zeros, the input is padded by
+	// tensor.PadWith and convolved without padding, with PadWith's limits
+	// (reflect padding below the input's size).
+	PaddingMode tensor.PadMode
 	// Groups is the number of feature groups (in and out must be
 	// divisible by it); in = out = Groups is a depthwise convolution. 0
 	// means 1.
@@ -81,7 +88,9 @@ type Conv struct {
 
 	Stride, Dilation []int          `pytree:"static"`
 	Padding          tensor.Padding `pytree:"static"`
-	Groups           int
+	// PaddingMode fills the padding (ConvOptions.PaddingMode).
+	PaddingMode tensor.PadMode `pytree:"static"`
+	Groups      int
 }
 
 // NewConv returns a convolution from in to out channels with the given
@@ -90,7 +99,10 @@ type Conv struct {
 func NewConv(key tensor.Key, in, out int, kernel []int, opts ConvOptions) Conv {
 	const fn = "nn.NewConv"
 	nd, groups, fanIn := checkConvSizes(fn, in, out, kernel, opts.Groups)
-	c := Conv{Groups: groups, Padding: perDim(fn, opts.Padding, nd)}
+	c := Conv{Groups: groups, Padding: perDim(fn, opts.Padding, nd), PaddingMode: opts.PaddingMode}
+	if c.PaddingMode > tensor.PadCircular {
+		panic(fmt.Sprintf("%s: padding mode %v: want PadZeros, PadReflect, PadReplicate or PadCircular", fn, c.PaddingMode))
+	}
 	c.Stride = broadcastInts(fn, "stride", opts.Stride, nd)
 	c.Dilation = broadcastInts(fn, "dilation", opts.Dilation, nd)
 	shape := append([]int{out, in / groups}, kernel...)
@@ -251,7 +263,11 @@ func (c Conv) ForwardAct(x *tensor.Tensor, act Activation) *tensor.Tensor {
 	requireBuilt("nn.Conv", "Weight", c.Weight, "nn.NewConv2d or NewConv, NewConv1d, NewConv3d")
 	requireParamDType("nn.Conv", x, c.Weight)
 	xb, added := batched("nn.Conv", x, c.Weight, c.In())
-	y := tensor.Conv(xb, c.Weight, tensor.ConvSpec{Strides: c.Stride, Padding: c.Padding, RhsDilation: c.Dilation, Groups: c.Groups})
+	pad := c.Padding
+	if c.PaddingMode != tensor.PadZeros {
+		xb, pad = tensor.PadWith(xb, c.modePads(xb), c.PaddingMode), tensor.Padding{}
+	}
+	y := tensor.Conv(xb, c.Weight, tensor.ConvSpec{Strides: c.Stride, Padding: pad, RhsDilation: c.Dilation, Groups: c.Groups})
 	if a, ok := act.Fused(); ok && c.Bias != nil && fusedAffine(y) && c.Bias.DType() == y.DType() {
 		y = tensor.ChannelAffine(y, tensor.Ones(y.DType(), y.Dim(1)), c.Bias, a)
 	} else {
@@ -264,6 +280,53 @@ func (c Conv) ForwardAct(x *tensor.Tensor, act Activation) *tensor.Tensor {
 		y = tensor.Squeeze(y, 0)
 	}
 	return y
+}
+
+// modePads returns the padding of x [N, C, spatial...] for tensor.PadWith
+// when c pads by a mode other than zeros: c.Padding's pairs, or those of
+// SAME for c's kernel, strides and dilations.
+func (c Conv) modePads(x *tensor.Tensor) [][2]int {
+	nd := spatialDims(c.Weight)
+	pads := make([][2]int, nd+2)
+	p := perDim("nn.Conv", c.Padding, nd)
+	switch p.Mode {
+	case tensor.PadExplicit:
+		if p.Pairs != nil {
+			copy(pads[2:], p.Pairs)
+		}
+	case tensor.PadValid:
+	case tensor.PadSame, tensor.PadSameLower:
+		for d := range nd {
+			s, dil := at1(c.Stride, d), at1(c.Dilation, d)
+			k := dil*(c.Weight.Dim(d+2)-1) + 1
+			n := x.Dim(d + 2)
+			out := (n + s - 1) / s
+			total := max(0, (out-1)*s+k-n)
+			lo := total / 2
+			if p.Mode == tensor.PadSameLower {
+				lo = total - total/2
+			}
+			pads[d+2] = [2]int{lo, total - lo}
+		}
+	}
+	for _, lh := range pads {
+		if lh[0] < 0 || lh[1] < 0 {
+			panic(fmt.Sprintf("nn.Conv: padding %v with mode %v: want no negative padding", c.Padding, c.PaddingMode))
+		}
+	}
+	return pads
+}
+
+// at1 returns v[d] of a per-dimension value: 1 when v is nil, v[0] when
+// it has one value for all.
+func at1(v []int, d int) int {
+	switch len(v) {
+	case 0:
+		return 1
+	case 1:
+		return v[0]
+	}
+	return v[d]
 }
 
 // Call is Forward, ignoring key; it makes a Conv a Module.

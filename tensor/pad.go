@@ -95,3 +95,117 @@ func Pad(x *Tensor, pads [][2]int, value float64) *Tensor {
 	}
 	return Apply(padOp, p, x)
 }
+
+// PadMode says what fills the elements PadWith adds: the modes of
+// PyTorch's F.pad and of its convolutions' padding_mode.
+type PadMode uint8
+
+const (
+	// PadZeros fills with zeros (PyTorch's "constant" with value 0, a
+	// convolution's "zeros"); Pad fills with another constant.
+	PadZeros PadMode = iota
+	// PadReflect mirrors the elements next to the edge, without the edge
+	// itself: [1 2 3] padded by 2 on both sides is [3 2 1 2 3 2 1]
+	// (PyTorch's "reflect", NumPy's "reflect"). Padding must be below the
+	// dimension's size.
+	PadReflect
+	// PadReplicate repeats the edge element: [1 1 1 2 3 3 3] (PyTorch's
+	// "replicate", NumPy's "edge"). A padded dimension must not be empty.
+	PadReplicate
+	// PadCircular wraps around: [2 3 1 2 3 1 2] (PyTorch's "circular",
+	// NumPy's "wrap"). Padding must not exceed the dimension's size.
+	PadCircular
+)
+
+// String returns PyTorch's name of the mode: "zeros", "reflect",
+// "replicate" or "circular".
+func (m PadMode) String() string {
+	switch m {
+	case PadZeros:
+		return "zeros"
+	case PadReflect:
+		return "reflect"
+	case PadReplicate:
+		return "replicate"
+	case PadCircular:
+		return "circular"
+	}
+	return fmt.Sprintf("PadMode(%d)", uint8(m))
+}
+
+// source returns the position of x's element along a dimension of n
+// elements that fills position i of that dimension padded by lo in front.
+func (m PadMode) source(i, lo, n int) int {
+	j := i - lo
+	switch m {
+	case PadReflect:
+		if j < 0 {
+			j = -j
+		}
+		if j >= n {
+			j = 2*(n-1) - j
+		}
+	case PadReplicate:
+		j = min(max(j, 0), n-1)
+	case PadCircular:
+		j = ((j % n) + n) % n
+	}
+	return j
+}
+
+// PadWith adds pads[i][0] elements before and pads[i][1] elements after
+// x along each dimension i, filled as mode says: PyTorch's F.pad with
+// mode "reflect", "replicate" or "circular" (and "constant" 0 for
+// PadZeros), on any dimensions of x, not only the last ones (PyTorch's
+// pads list the last dimension first; here pads has one pair per
+// dimension, the first dimension first). As in PyTorch, reflect padding
+// must be below the dimension's size, circular padding at most the size,
+// and replicate padding needs at least one element; a negative padding
+// panics. The gradient adds each padded element's cotangent into the
+// element it copies.
+func PadWith(x *Tensor, pads [][2]int, mode PadMode) *Tensor {
+	checkNil("tensor.PadWith", "x", x)
+	what := func() string {
+		return fmt.Sprintf("tensor.PadWith: %v by %v %v", x, pads, mode)
+	}
+	if mode > PadCircular {
+		panic(fmt.Sprintf("%s: unknown mode", what()))
+	}
+	r := len(x.shape)
+	if len(pads) != r {
+		panic(fmt.Sprintf("%s: want %d (lo, hi) pairs", what(), r))
+	}
+	for i, lh := range pads {
+		if lh[0] < 0 || lh[1] < 0 {
+			panic(fmt.Sprintf("%s: axis %d: negative padding", what(), i))
+		}
+	}
+	if mode == PadZeros {
+		return Pad(x, pads, 0)
+	}
+	axes := identityMaps(x.shape)
+	for i, lh := range pads {
+		if lh == [2]int{} {
+			continue
+		}
+		n := x.shape[i]
+		switch {
+		case mode == PadReflect && max(lh[0], lh[1]) >= n:
+			panic(fmt.Sprintf("%s: axis %d: padding %d not below the size %d", what(), i, max(lh[0], lh[1]), n))
+		case mode == PadCircular && max(lh[0], lh[1]) > n:
+			panic(fmt.Sprintf("%s: axis %d: padding %d wraps around more than once (size %d)", what(), i, max(lh[0], lh[1]), n))
+		case mode == PadReplicate && n == 0:
+			panic(fmt.Sprintf("%s: axis %d: nothing to replicate", what(), i))
+		}
+		a := axisMap{n: n, m: lh[0] + n + lh[1], k: 1}
+		a.idx = make([]int, a.m)
+		for j := range a.idx {
+			a.idx[j] = mode.source(j, lh[0], n)
+		}
+		axes[i] = a
+	}
+	if isIdentity(axes) {
+		return x
+	}
+	return resample(x, &resampleParams{axes: axes})
+}

@@ -1,0 +1,226 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+)
+
+// InterpMode says how Interpolate computes a result element from the
+// input: PyTorch's F.interpolate modes.
+type InterpMode uint8
+
+const (
+	// InterpNearest copies the input element at ⌊i·scale⌋ (PyTorch's
+	// legacy "nearest", OpenCV's INTER_NEAREST), with scale = in/out, or
+	// 1/ScaleFactor when a scale factor is given, in float32 as PyTorch
+	// computes it.
+	InterpNearest InterpMode = iota
+	// InterpNearestExact copies the element at ⌊(i+½)·scale⌋ (PyTorch's
+	// "nearest-exact", Pillow's and scikit-image's nearest).
+	InterpNearestExact
+	// InterpLinear interpolates linearly along each spatial dimension
+	// between the two nearest input elements: PyTorch's "linear",
+	// "bilinear" and "trilinear" for one, two and three spatial
+	// dimensions. Without AlignCorners result element i sits at input
+	// position (i+½)·scale - ½ (clamped at 0); with it, at
+	// i·(in-1)/(out-1), the corner elements of input and result aligned.
+	InterpLinear
+)
+
+// String returns PyTorch's name of the mode ("linear" for InterpLinear).
+func (m InterpMode) String() string {
+	switch m {
+	case InterpNearest:
+		return "nearest"
+	case InterpNearestExact:
+		return "nearest-exact"
+	case InterpLinear:
+		return "linear"
+	}
+	return fmt.Sprintf("InterpMode(%d)", uint8(m))
+}
+
+// InterpSpec configures Interpolate: PyTorch's F.interpolate arguments
+// other than the input. Exactly one of Size and ScaleFactor is given,
+// with one value per spatial dimension or one for all.
+type InterpSpec struct {
+	Mode InterpMode
+	// Size is the result's spatial size.
+	Size []int
+	// ScaleFactor multiplies the input's spatial size: the result has
+	// ⌊in·ScaleFactor⌋ elements along a dimension, and unless
+	// RecomputeScale the interpolation uses 1/ScaleFactor as its scale
+	// (PyTorch's default recompute_scale_factor=None), not in/out.
+	ScaleFactor []float64
+	// RecomputeScale interpolates with scale in/out even when the size
+	// comes from ScaleFactor (recompute_scale_factor=True).
+	RecomputeScale bool
+	// AlignCorners aligns the corner elements of the input and the result
+	// (align_corners=True); InterpLinear only.
+	AlignCorners bool
+}
+
+// Interpolate resamples the spatial dimensions of x [N, C, spatial...]
+// (channels first, the layout of Conv; one or more spatial dimensions)
+// to the size spec gives, by nearest neighbours or linear interpolation:
+// PyTorch's F.interpolate (and nn.Upsample) in modes "nearest",
+// "nearest-exact", "linear", "bilinear" and "trilinear", with the same
+// indices and weights. x is float32, float64 or half. A result of x's own
+// size is x (PyTorch copies it). The gradient adds each result element's
+// cotangent into the input elements it was computed from, with their
+// weights.
+func Interpolate(x *Tensor, spec InterpSpec) *Tensor {
+	checkNil("tensor.Interpolate", "x", x)
+	if !x.dtype.IsFloat() {
+		panic(fmt.Sprintf("tensor.Interpolate: %v: not defined for %v", x, x.dtype))
+	}
+	p := interpParams("tensor.Interpolate", x, spec)
+	if p == nil {
+		return x
+	}
+	return resample(x, p)
+}
+
+// interpParams returns the maps of Interpolate for x, or nil when they are all identities.
+func interpParams(fn string, x *Tensor, spec InterpSpec) *resampleParams {
+	shape := x.shape
+	what := func() string {
+		return fmt.Sprintf("%s: %v by %+v", fn, x, spec)
+	}
+	if len(shape) < 3 {
+		panic(fmt.Sprintf("%s: want [N, C, spatial...] with one or more spatial dimensions", what()))
+	}
+	if spec.Mode > InterpLinear {
+		panic(fmt.Sprintf("%s: unknown mode", what()))
+	}
+	if spec.AlignCorners && spec.Mode != InterpLinear {
+		panic(fmt.Sprintf("%s: AlignCorners is for linear interpolation", what()))
+	}
+	nd := len(shape) - 2
+	var size []int
+	var scale []float64 // 1/ScaleFactor, or 0: in/out
+	switch {
+	case spec.Size != nil && spec.ScaleFactor != nil:
+		panic(fmt.Sprintf("%s: give Size or ScaleFactor, not both", what()))
+	case spec.Size != nil:
+		if len(spec.Size) != 1 && len(spec.Size) != nd {
+			panic(fmt.Sprintf("%s: want 1 or %d sizes", what(), nd))
+		}
+		size = make([]int, nd)
+		for d := range size {
+			size[d] = spec.Size[min(d, len(spec.Size)-1)]
+			if size[d] < 1 {
+				panic(fmt.Sprintf("%s: sizes must be positive", what()))
+			}
+		}
+	case spec.ScaleFactor != nil:
+		if len(spec.ScaleFactor) != 1 && len(spec.ScaleFactor) != nd {
+			panic(fmt.Sprintf("%s: want 1 or %d scale factors", what(), nd))
+		}
+		size, scale = make([]int, nd), make([]float64, nd)
+		for d := range size {
+			f := spec.ScaleFactor[min(d, len(spec.ScaleFactor)-1)]
+			n := math.Floor(float64(shape[d+2]) * f)
+			if !(f > 0) || math.IsInf(f, 0) || n < 1 || n > math.MaxInt32 {
+				panic(fmt.Sprintf("%s: scale factor %v gives no valid size along spatial dimension %d", what(), f, d))
+			}
+			size[d] = int(n)
+			if !spec.RecomputeScale {
+				scale[d] = 1 / f
+			}
+		}
+	default:
+		panic(fmt.Sprintf("%s: give Size or ScaleFactor", what()))
+	}
+	for d := range nd {
+		if shape[d+2] == 0 {
+			panic(fmt.Sprintf("%s: spatial dimension %d is empty", what(), d))
+		}
+	}
+	axes := identityMaps(shape)
+	for d := range nd {
+		n, m := shape[d+2], size[d]
+		var s float64
+		if scale != nil {
+			s = scale[d]
+		}
+		switch spec.Mode {
+		case InterpNearest, InterpNearestExact:
+			axes[d+2] = nearestMap(n, m, s, spec.Mode == InterpNearestExact)
+		case InterpLinear:
+			axes[d+2] = linearMap(n, m, s, spec.AlignCorners)
+		}
+	}
+	if isIdentity(axes) {
+		return nil
+	}
+	return &resampleParams{axes: axes}
+}
+
+// nearestMap returns the map of nearest-neighbour interpolation from n to
+// m elements with scale s (0: n/m), as PyTorch's nearest_idx and
+// nearest_exact_idx compute it, in float32.
+func nearestMap(n, m int, s float64, exact bool) axisMap {
+	if !exact && m == n {
+		return axisMap{n: n, m: m}
+	}
+	a := axisMap{n: n, m: m, k: 1, idx: make([]int, m)}
+	scale := float32(n) / float32(m)
+	if s > 0 {
+		scale = float32(s)
+	}
+	for i := range a.idx {
+		var j int
+		switch {
+		case exact:
+			// (i + 0.5) is a double in PyTorch; floorf rounds the
+			// product to float.
+			j = int(math.Floor(float64(float32((float64(i) + 0.5) * float64(scale)))))
+		case m == 2*n:
+			j = i >> 1
+		default:
+			j = int(math.Floor(float64(float32(i) * scale)))
+		}
+		a.idx[i] = min(j, n-1)
+	}
+	return a
+}
+
+// linearMap returns the map of linear interpolation from n to m elements
+// with scale s (0: n/m), as PyTorch's compute_source_index_and_lambda
+// computes it: two taps, the second one position on (or the first again
+// at the last element).
+func linearMap(n, m int, s float64, alignCorners bool) axisMap {
+	if m == n {
+		return axisMap{n: n, m: m}
+	}
+	a := axisMap{n: n, m: m, k: 2, idx: make([]int, 2*m), w: make([]float64, 2*m)}
+	var scale float64
+	switch {
+	case alignCorners && m > 1:
+		scale = float64(n-1) / float64(m-1)
+	case alignCorners:
+		scale = 0
+	case s > 0:
+		scale = s
+	default:
+		scale = float64(n) / float64(m)
+	}
+	for i := range m {
+		var pos float64
+		if alignCorners {
+			pos = scale * float64(i)
+		} else {
+			pos = max(scale*(float64(i)+0.5)-0.5, 0)
+		}
+		j := int(pos)
+		next := j
+		if j < n-1 {
+			next = j + 1
+		}
+		l1 := pos - float64(j)
+		a.idx[2*i], a.idx[2*i+1] = j, next
+		a.w[2*i], a.w[2*i+1] = 1-l1, l1
+	}
+	return a
+}
