@@ -438,3 +438,31 @@ func TestTorchRecurrentSafetensors(t *testing.T) {
 		})
 	}
 }
+
+// The sequence layers are Modules: Call is the output of Forward from zero
+// states, and a Sequential of a GRU and a Linear trains both.
+func TestRecurrentModules(t *testing.T) {
+	k := tensor.NewKey(13).Split(5)
+	x := tensor.Normal(k[0], 5, 2, 3)
+	for _, m := range []nn.Module{
+		nn.NewLSTM(k[1], 3, 4, nn.RecurrentOptions{}),
+		nn.NewGRU(k[1], 3, 4, nn.RecurrentOptions{Bidirectional: true}),
+		nn.NewRNN(k[1], 3, 4, nn.RecurrentOptions{Nonlinearity: nn.RNNRelu}),
+	} {
+		var want *tensor.Tensor
+		switch l := m.(type) {
+		case nn.LSTM:
+			want, _ = l.Forward(x, nn.LSTMState{})
+		case nn.GRU:
+			want, _ = l.Forward(x, nil)
+		case nn.RNN:
+			want, _ = l.Forward(x, nil)
+		}
+		require.Equal(t, want.Float32s(), m.Call(x, k[2]).Float32s())
+	}
+	seq := nn.NewSequential(nn.NewGRU(k[3], 3, 4, nn.RecurrentOptions{}), nn.NewLinear(k[4], 4, 1, nn.LinearOptions{}))
+	g := autodiff.Grad(func(s nn.Sequential) *tensor.Tensor { return tensor.Sum(s.Call(x, k[2])) })(seq)
+	gw := g.Layers[0].(nn.GRU).Weights[0].WeightHH
+	require.Equal(t, []int{4, 12}, gw.Shape())
+	require.NotZero(t, tensor.Sum(tensor.Abs(gw)).Float64s()[0])
+}

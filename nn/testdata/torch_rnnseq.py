@@ -22,13 +22,49 @@ python3-torch (PyTorch 1.13) from the repository root:
     /usr/bin/python3 nn/testdata/torch_rnnseq.py
 
 and commit the JSON: CI does not need torch.
+
+With --bench it writes nothing and times instead the step of nn's
+BenchmarkRecurrent (forward and backward of sum(y*y), float32, [T=50,
+batch=32, in=64], hidden 128) in wall and CPU time, for docs/performance.md:
+
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 nn/testdata/torch_rnnseq.py --bench
 """
 import json
 import os
+import sys
+import time
 
 import torch
 import torch.nn as tnn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+
+
+def bench():
+    torch.set_num_threads(1)
+    x = torch.randn(50, 32, 64)
+    for cls in [tnn.LSTM, tnn.GRU, tnn.RNN]:
+        for layers, bi in [(1, False), (2, True)]:
+            m = cls(64, 128, num_layers=layers, bidirectional=bi)
+
+            def step():
+                m.zero_grad()
+                y, _ = m(x)
+                (y * y).sum().backward()
+            for _ in range(2):
+                step()
+            n = 10
+            c0, w0 = time.process_time(), time.perf_counter()
+            for _ in range(n):
+                step()
+            print("torch %s/layers=%d/bidirectional=%s %.2f cpu-ms/step %.2f ms/step" % (
+                cls.__name__, layers, str(bi).lower(), (time.process_time() - c0) / n * 1e3,
+                (time.perf_counter() - w0) / n * 1e3))
+
+
+if "--bench" in sys.argv:
+    bench()
+    sys.exit(0)
 
 torch.manual_seed(61)
 torch.set_default_dtype(torch.float64)
