@@ -9,8 +9,8 @@ import (
 )
 
 // threadCPU is the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID,
-// exact where getrusage counts clock ticks); the caller locks the
-// goroutine to its thread.
+// exact where getrusage counts clock ticks); the caller locks its
+// goroutine to the thread.
 func threadCPU(b *testing.B) time.Duration {
 	const clockThreadCPUTime = 3
 	var ts syscall.Timespec
@@ -30,8 +30,6 @@ func threadCPU(b *testing.B) time.Duration {
 // figure is the thread's CPU time of the pass alone (cpu-µs/op) and W's
 // bytes per CPU-second.
 func BenchmarkPackWeight(b *testing.B) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	const n, kc = 1024, 256
 	ks := active
 	w := alignedFloats[float32](n * n)
@@ -64,6 +62,8 @@ func BenchmarkPackWeight(b *testing.B) {
 		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
+			runtime.LockOSThread() // threadCPU reads this thread's clock
+			defer runtime.UnlockOSThread()
 			var used time.Duration
 			for b.Loop() {
 				for i := 0; i < len(sweep); i += 16 {
