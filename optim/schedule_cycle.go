@@ -159,7 +159,10 @@ func LinearOneCycle(transitionSteps int, peak float64, opts ...OneCycleOptions) 
 // PyTorch's OneCycleLR(total_steps=T, pct_start=p) (cosine, two phases)
 // places the boundaries a step earlier: it peaks at step p·T-1 and ends at
 // T-1. Its rates are CosineOneCycle(T-1, max_lr) with PctStart
-// (p·T-0.5)/(T-1) (testdata/torch_optim.py checks this).
+// (p·T-0.5)/(T-1) (testdata/torch_optim.py checks this). With
+// three_phase=True they are PiecewiseInterpolate(InterpolateCosine,
+// max_lr/div_factor, {p·T-1: div_factor, 2·p·T-2: 1/div_factor, T-1:
+// 1/final_div_factor}) (testdata/torch_parity3.py checks this).
 func CosineOneCycle(transitionSteps int, peak float64, opts ...OneCycleOptions) Schedule {
 	const op = "optim.CosineOneCycle"
 	o := oneOpt(op, opts).withDefaults(op, transitionSteps)

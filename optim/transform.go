@@ -95,7 +95,7 @@ func Step[M any](tx Transform, params, grads M, state State) (M, State) {
 }
 
 // StepWith is Step that, where the transform updates parameter by
-// parameter in one pass (Adam, AdamW, SGD: the fused steps), calls done
+// parameter in one pass (Adam, AdamW, SGD without Dampening: the fused steps), calls done
 // with the inputs of each parameter's update that its results do not
 // reuse — the old parameter, its gradient and its old state leaves — as
 // soon as they are read for the last time. optim never donates; a caller
@@ -119,7 +119,7 @@ func StepWith[M any](tx Transform, params, grads M, state State, done func(dead 
 // up in a buffer it does not own saves copying them there: the sharded
 // update of package parallel writes each updated block straight into the
 // all-gather's result (shard.GatherTarget). Adam, AdamW, NAdam, NAdamW,
-// ScaleByAdam and SGD write into dst (tensor.AdamStepsInto,
+// ScaleByAdam and SGD (without Dampening) write into dst (tensor.AdamStepsInto,
 // tensor.SGDStepInto: see there what a destination may be), with the
 // bits of Step; a position without
 // a gradient keeps its parameter. Other transforms run Step and leave
@@ -171,7 +171,7 @@ func StepIntoOverStateLater[M any](dst M, tx Transform, params, grads, later M, 
 
 // TakesGradientsLater reports whether StepIntoOverStateLater can leave
 // some of tx's gradients for later: Adam, AdamW, NAdam, NAdamW and
-// ScaleByAdam, and SGD (with or without momentum). Transforms that need
+// ScaleByAdam, and SGD (with or without momentum, without Dampening). Transforms that need
 // every gradient before updating any parameter (a global norm's clipping,
 // a Chain, a Mask) or that optim does not run as one pass per element
 // (Lion, the other Adam variants) cannot.
