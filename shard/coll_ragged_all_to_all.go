@@ -226,7 +226,16 @@ func raggedImpl(operand, output, index *tensor.Tensor, offs []*tensor.Tensor, p 
 	g := e.group("shard.RaggedAllToAll", p.axes)
 	x := operand
 	operand = tensor.WithLocal(operand, nil)
-	rc := &raggedCall{operand: operand, io: offs[0].Ints(), ss: offs[1].Ints(), oo: offs[2].Ints(), rs: offs[3].Ints()}
+	// The four offsets and sizes, then the transposed call's io and oo
+	// (below), in one allocation.
+	k := offs[0].Dim(0)
+	ints := make([]int, 6*k)
+	for i, v := range offs {
+		for j, x := range v.BorrowInt32() {
+			ints[i*k+j] = int(x)
+		}
+	}
+	rc := &raggedCall{operand: operand, io: ints[:k:k], ss: ints[k : 2*k : 2*k], oo: ints[2*k : 3*k : 3*k], rs: ints[3*k : 4*k : 4*k]}
 	if index != nil {
 		rc.index = index.Ints()
 	}
@@ -243,9 +252,7 @@ func raggedImpl(operand, output, index *tensor.Tensor, offs []*tensor.Tensor, p 
 	for _, d := range shape[1:] {
 		rowSize *= d
 	}
-	k := len(rc.io)
-	backOffs := make([]int, 2*k) // back's io and oo
-	back := &raggedCall{io: backOffs[:k:k], ss: rc.rs, oo: backOffs[k:], rs: rc.ss}
+	back := &raggedCall{io: ints[4*k : 5*k : 5*k], ss: rc.rs, oo: ints[5*k:], rs: rc.ss}
 	if output != nil {
 		copyRows(out, 0, output, 0, rows, rowSize, nil)
 	}

@@ -302,8 +302,10 @@ func (p *mapParams) batch(in []*tensor.Tensor, batched []bool) []*tensor.Tensor 
 
 func specMask(m *Mesh, s Spec) uint64 {
 	var mask uint64
-	for _, a := range s.Axes() {
-		mask |= 1 << uint(m.axis("shard.Map", a))
+	for _, d := range s {
+		for _, a := range d {
+			mask |= 1 << uint(m.axis("shard.Map", a))
+		}
 	}
 	return mask
 }

@@ -175,6 +175,15 @@ func (m *Mesh) Coords(i int) []int {
 	return c
 }
 
+// coord returns coordinate k of device i (what Coords(i)[k] is, without
+// the slice).
+func (m *Mesh) coord(i, k int) int {
+	for j := len(m.sizes) - 1; j > k; j-- {
+		i /= m.sizes[j]
+	}
+	return i % m.sizes[k]
+}
+
 // Index returns the row-major index of the device at the given coordinates.
 // It panics unless there is one coordinate per axis, within its size.
 func (m *Mesh) Index(coords []int) int {

@@ -11,16 +11,18 @@ type Sharding struct {
 // NewSharding returns the sharding of spec over mesh. It panics if the spec
 // names an axis the mesh lacks or uses one twice.
 func NewSharding(mesh *Mesh, spec Spec) Sharding {
-	seen := map[string]bool{}
-	for _, a := range spec.Axes() {
-		if mesh == nil {
-			panic("shard.NewSharding: mesh is nil")
+	// The axes are checked in place: a spec names a few, and Map makes a
+	// sharding of every argument and result on every call.
+	for i, d := range spec {
+		for j, a := range d {
+			if mesh == nil {
+				panic("shard.NewSharding: mesh is nil")
+			}
+			mesh.axis("shard.NewSharding", a)
+			if spec.usesBefore(a, i, j) {
+				panic(fmt.Sprintf("shard.NewSharding: spec %v uses mesh axis %q twice", spec, a))
+			}
 		}
-		mesh.axis("shard.NewSharding", a)
-		if seen[a] {
-			panic(fmt.Sprintf("shard.NewSharding: spec %v uses mesh axis %q twice", spec, a))
-		}
-		seen[a] = true
 	}
 	return Sharding{mesh: mesh, spec: append(Spec(nil), spec...)}
 }
@@ -72,13 +74,12 @@ func (s Sharding) geometry(op string, shape []int) geometry {
 // blockIndex returns, for the device at mesh index dev, the index of its
 // block along each dimension.
 func (s Sharding) blockIndex(dev int, rank int) []int {
-	c := s.mesh.Coords(dev)
 	idx := make([]int, rank)
 	for i := 0; i < rank; i++ {
 		b := 0
 		for _, a := range s.spec.dim(i) {
 			k := s.mesh.axis("shard", a)
-			b = b*s.mesh.sizes[k] + c[k]
+			b = b*s.mesh.sizes[k] + s.mesh.coord(dev, k)
 		}
 		idx[i] = b
 	}

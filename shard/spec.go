@@ -96,6 +96,20 @@ func (s Spec) Axes() []string {
 	return out
 }
 
+// usesBefore reports whether axis a appears in s before axis j of
+// dimension i.
+func (s Spec) usesBefore(a string, i, j int) bool {
+	for k, d := range s[:i+1] {
+		if k == i {
+			d = d[:j]
+		}
+		if slices.Contains(d, a) {
+			return true
+		}
+	}
+	return false
+}
+
 // dim returns the axes of dimension i (nil beyond the spec).
 func (s Spec) dim(i int) DimSpec {
 	if i < len(s) {
