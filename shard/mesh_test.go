@@ -76,3 +76,30 @@ func TestParseMesh(t *testing.T) {
 		})
 	}
 }
+
+// NewSharding checks a spec's axes in place: each must name an axis of the
+// mesh and appear once, in one dimension or across several.
+func TestNewShardingAxes(t *testing.T) {
+	m := shard.NewMesh([]int{2, 2, 2}, []string{"a", "b", "c"})
+	for _, tc := range []struct {
+		name string
+		spec shard.Spec
+		msg  string // "" for a valid spec
+	}{
+		{"one axis a dimension", shard.P("a", "b", "c"), ""},
+		{"two axes in a dimension", shard.P([]string{"a", "b"}, nil, "c"), ""},
+		{"replicated", shard.P(nil, nil), ""},
+		{"across dimensions", shard.P("a", "a"), `shard.NewSharding: spec PartitionSpec('a', 'a') uses mesh axis "a" twice`},
+		{"within a dimension", shard.P([]string{"b", "c", "b"}), `shard.NewSharding: spec PartitionSpec(('b', 'c', 'b'),) uses mesh axis "b" twice`},
+		{"later dimension", shard.P([]string{"a", "c"}, nil, []string{"b", "c"}), `shard.NewSharding: spec PartitionSpec(('a', 'c'), None, ('b', 'c')) uses mesh axis "c" twice`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.msg == "" {
+				s := shard.NewSharding(m, tc.spec)
+				assert.Equal(t, tc.spec, s.Spec())
+				return
+			}
+			assert.PanicsWithValue(t, tc.msg, func() { shard.NewSharding(m, tc.spec) })
+		})
+	}
+}
