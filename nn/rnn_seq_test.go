@@ -466,3 +466,19 @@ func TestRecurrentModules(t *testing.T) {
 	require.Equal(t, []int{4, 12}, gw.Shape())
 	require.NotZero(t, tensor.Sum(tensor.Abs(gw)).Float64s()[0])
 }
+
+// Forward mode: the JVP of the layer (with padding) in a direction equals
+// the directional derivative that reverse mode gives, ⟨∇f, v⟩, in float64.
+func TestRecurrentJVP(t *testing.T) {
+	k := tensor.NewKey(14).Split(4)
+	gru := to64(nn.NewGRU(k[0], 3, 4, nn.RecurrentOptions{Layers: 2, Bidirectional: true}))
+	x := tensor.Convert(tensor.Normal(k[1], 5, 2, 3), tensor.Float64)
+	v := tensor.Convert(tensor.Normal(k[2], 5, 2, 3), tensor.Float64)
+	f := func(x *tensor.Tensor) *tensor.Tensor {
+		y, hn := gru.ForwardWith(x, nil, nn.RecurrentCall{Lengths: []int{5, 3}})
+		return tensor.Add(tensor.Sum(tensor.Square(y)), tensor.Sum(hn))
+	}
+	_, dir := autodiff.JVP(f, x, v)
+	g := autodiff.Grad(f)(x)
+	require.InDelta(t, tensor.Sum(tensor.Mul(g, v)).Float64s()[0], dir.Float64s()[0], 1e-12)
+}
