@@ -12,8 +12,10 @@ const defaultEps = 1e-5
 // LayerNormOptions configures NewLayerNorm. The zero value gives Equinox's
 // eqx.nn.LayerNorm: eps 1e-5, a weight (scale) of ones and a bias of zeros.
 type LayerNormOptions struct {
-	// Eps is added to the variance; 0 means 1e-5.
-	Eps float32
+	// Eps is added to the variance; 0 means 1e-5. It is a float64, used
+	// at full precision on float64 inputs (rounded to float32 for the
+	// other dtypes).
+	Eps float64
 	// NoWeight and NoBias leave out the elementwise scale and bias
 	// (Equinox's use_weight=False, use_bias=False).
 	NoWeight, NoBias bool
@@ -31,10 +33,12 @@ type LayerNormOptions struct {
 // bias on float32 data it is one fused op (tensor.LayerNorm): one sweep
 // forward, one backward, and only a mean and a reciprocal standard
 // deviation per row kept beside the input for the backward pass.
+//
+// On float64 inputs it is composed of ops, with Eps in float64.
 type LayerNorm struct {
 	Weight *tensor.Tensor // f32[dim], or nil
 	Bias   *tensor.Tensor // f32[dim], or nil
-	Eps    float32
+	Eps    float64
 }
 
 // NewLayerNorm returns a LayerNorm over dim features. It takes no key: the
@@ -59,7 +63,13 @@ func NewLayerNorm(dim int, opts LayerNormOptions) LayerNorm {
 // Forward normalizes x of shape [..., dim] over its last dimension.
 func (n LayerNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
 	checkNormInput("nn.LayerNorm", x, n.Weight, n.Bias)
-	return tensor.LayerNorm(x, n.Weight, n.Bias, n.Eps)
+	if x.DType() == tensor.Float64 {
+		// tensor.LayerNorm's eps is a float32: compose, with eps in float64.
+		xc := tensor.Sub(x, tensor.MeanKeep(x, -1))
+		v := tensor.MeanKeep(tensor.Square(xc), -1)
+		return scaleShift(tensor.Mul(xc, tensor.Rsqrt(tensor.Add(v, constLike(v, n.Eps)))), n.Weight, n.Bias)
+	}
+	return tensor.LayerNorm(x, n.Weight, n.Bias, float32(n.Eps))
 }
 
 // Call is Forward, ignoring key; it makes a LayerNorm a Module.

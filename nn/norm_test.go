@@ -59,7 +59,7 @@ func TestNormForward(t *testing.T) {
 	}
 	ln := func(o nn.LayerNormOptions) norm {
 		n := nn.NewLayerNorm(d, o)
-		return norm{n.Weight, n.Bias, float64(n.Eps), true}
+		return norm{n.Weight, n.Bias, n.Eps, true}
 	}
 	rms := func(o nn.RMSNormOptions) norm {
 		n := nn.NewRMSNorm(d, o)
@@ -83,7 +83,7 @@ func TestNormForward(t *testing.T) {
 			n := c.n
 			require.Equal(t, c.hasW, n.w != nil)
 			require.Equal(t, c.hasB, n.b != nil)
-			require.InDelta(t, c.eps, n.eps, 1e-7*c.eps) // LayerNorm's Eps is a float32
+			require.Equal(t, c.eps, n.eps)
 			if n.w != nil {
 				assert.Equal(t, []float32{1, 1, 1, 1, 1, 1}, n.w.Float32s(), "weight starts at ones")
 				n.w = randn(uint64(10+i), d)
@@ -95,7 +95,7 @@ func TestNormForward(t *testing.T) {
 			x := tensor.AddScalar(tensor.MulScalar(randn(uint64(i), 2, 3, d), 3), 1.5)
 			var got *tensor.Tensor
 			if n.center {
-				got = nn.LayerNorm{Weight: n.w, Bias: n.b, Eps: float32(n.eps)}.Forward(x)
+				got = nn.LayerNorm{Weight: n.w, Bias: n.b, Eps: n.eps}.Forward(x)
 			} else {
 				got = nn.RMSNorm{Weight: n.w, Bias: n.b, Eps: n.eps}.Forward(x)
 			}
@@ -108,7 +108,7 @@ func TestNormForward(t *testing.T) {
 
 func TestNormDefaults(t *testing.T) {
 	ln := nn.NewLayerNorm(4, nn.LayerNormOptions{})
-	assert.Equal(t, float32(1e-5), ln.Eps)
+	assert.Equal(t, 1e-5, ln.Eps)
 	rms := nn.NewRMSNorm(4, nn.RMSNormOptions{})
 	assert.Equal(t, 1e-5, rms.Eps)
 	assert.Nil(t, rms.Bias)

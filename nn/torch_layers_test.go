@@ -141,7 +141,7 @@ func TestTorchLayers(t *testing.T) {
 				requireTorch64(t, c, "dweight", tensor.T(dl.W))
 				requireTorch64(t, c, "dbias", dl.B)
 			case "layernorm", "rmsnorm":
-				eps := float32(c.num("eps"))
+				eps := c.num("eps")
 				var y, dx *tensor.Tensor
 				if c.Kind == "layernorm" {
 					n := nn.LayerNorm{Eps: eps}

@@ -13,7 +13,8 @@ import (
 
 // The parts of nn that testdata/torch_parity3.py checks against PyTorch
 // 1.13 in float64 on both sides, to 1e-12: the activations with a
-// parameter (float64 constants in float64 computations), RMSNorm's eps,
+// parameter (float64 constants in float64 computations), RMSNorm's and
+// LayerNorm's eps,
 // the shrink activations, Softmin and Threshold, Embedding's padding and
 // max norm, CrossEntropy with probability targets, NLLLoss and the
 // PyTorch-style losses of losses_torch.go.
@@ -90,6 +91,18 @@ func TestTorchParity3(t *testing.T) {
 				requireTight(t, c, "dx", dx)
 				if n.Weight != nil {
 					requireTight(t, c, "dweight", dn.Weight)
+				}
+			case "layernorm":
+				n := nn.LayerNorm{Eps: c.num("eps")}
+				if _, ok := c.Tensors["weight"]; ok {
+					n.Weight, n.Bias = c.f64(t, "weight"), c.f64(t, "bias")
+				}
+				y, dx, dn := layerGrads(n, x, g, nn.LayerNorm.Forward)
+				requireTight(t, c, "y", y)
+				requireTight(t, c, "dx", dx)
+				if n.Weight != nil {
+					requireTight(t, c, "dweight", dn.Weight)
+					requireTight(t, c, "dbias", dn.Bias)
 				}
 			case "embedding":
 				e := nn.Embedding{W: c.f64(t, "weight")}
@@ -205,7 +218,7 @@ func TestTorchParity3(t *testing.T) {
 			kinds[c.Kind]++
 		})
 	}
-	require.Len(t, kinds, 11, "every kind of case ran: %v", kinds)
+	require.Len(t, kinds, 12, "every kind of case ran: %v", kinds)
 }
 
 // parity3Reduction is the case's reduction.

@@ -4,10 +4,10 @@ float64, for the parts of nn that torch_layers.py leaves out or checks only
 to float32 rounding (torch_parity3_test.go reads it, at 1e-12):
 
 - the activations with a parameter or constant (LeakyReluWith, EluWith,
-  Selu, CeluWith) and RMSNorm with its default eps 1e-5 on inputs whose
-  mean square is of that order, where a float32 constant is ~1e-8
-  relative off. celu is written by its formula (autograd): torch's own
-  celu backward rounds 1/alpha to float32;
+  Selu, CeluWith), and RMSNorm and LayerNorm with eps near the inputs'
+  mean square, where a float32 constant is ~1e-8 relative off. celu is
+  written by its formula (autograd): torch's own celu backward rounds
+  1/alpha to float32;
 - Softmin, Hardshrink, Softshrink, Tanhshrink and Threshold;
 - Embedding with padding_idx (the row's gradient is zero) and with
   max_norm (the looked-up rows renormalised; the gradient that of the
@@ -107,6 +107,13 @@ add("rmsnorm_eps", "rmsnorm", {"eps": 1e-5},
 xr2 = torch.randn(2, 6) * 1e-2
 add("rmsnorm_eps3e-5", "rmsnorm", {"eps": 3e-5},
     lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 3e-5), [xr2])
+
+# LayerNorm (torch's own, float64 throughout) with variances near eps.
+xl = torch.randn(3, 5) * 4e-3
+wl, bl = param(torch.randn(5)), param(torch.randn(5))
+add("layernorm_eps", "layernorm", {"eps": 1e-5}, lambda x: F.layer_norm(x, (5,), wl, bl, eps=1e-5), [xl],
+    {"weight": wl, "bias": bl})
+add("layernorm_eps_bare", "layernorm", {"eps": 2e-5}, lambda x: F.layer_norm(x, (4,), eps=2e-5), [torch.randn(2, 4) * 5e-3])
 
 # 5. The small activations: away from their kinks.
 xs = torch.randn(3, 6) * 1.5
