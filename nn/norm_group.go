@@ -10,8 +10,10 @@ import (
 // Equinox's eqx.nn.GroupNorm: eps 1e-5, a weight of ones and a bias of
 // zeros per channel.
 type GroupNormOptions struct {
-	// Eps is added to the variance; 0 means 1e-5.
-	Eps float32
+	// Eps is added to the variance; 0 means 1e-5. It is a float64, used
+	// at full precision on float64 inputs (rounded to float32 for the
+	// other dtypes).
+	Eps float64
 	// NoAffine leaves out the weight and bias (channelwise_affine=False).
 	NoAffine bool
 	// Axis is the logical name of the channel dimension of the weight and
@@ -29,7 +31,7 @@ type GroupNorm struct {
 	Weight *tensor.Tensor // f32[C], or nil
 	Bias   *tensor.Tensor // f32[C], or nil
 	Groups int
-	Eps    float32
+	Eps    float64
 }
 
 // NewGroupNorm returns a GroupNorm of groups groups over channels channels
@@ -63,7 +65,7 @@ func (g GroupNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
 	h := tensor.Reshape(x, shape[0], g.Groups, -1)
 	hc := tensor.Sub(h, tensor.MeanKeep(h, -1))
 	variance := tensor.MeanKeep(tensor.Square(hc), -1)
-	y := tensor.Reshape(tensor.Mul(hc, tensor.Rsqrt(tensor.AddScalar(variance, g.Eps))), shape...)
+	y := tensor.Reshape(tensor.Mul(hc, tensor.Rsqrt(tensor.Add(variance, constLike(variance, g.Eps)))), shape...)
 	cs := channelShape(x)
 	if g.Weight != nil {
 		y = tensor.Mul(y, tensor.Reshape(g.Weight, cs...))

@@ -168,7 +168,7 @@ func TestTorchLayers(t *testing.T) {
 				requireTorch64(t, c, "y", y)
 				requireTorch64(t, c, "dx", dx)
 			case "groupnorm":
-				gn := nn.NewGroupNorm(int(c.num("groups")), int(c.num("channels")), nn.GroupNormOptions{Eps: float32(c.num("eps")), NoAffine: true})
+				gn := nn.NewGroupNorm(int(c.num("groups")), int(c.num("channels")), nn.GroupNormOptions{Eps: c.num("eps"), NoAffine: true})
 				y, dx, _ := layerGrads(gn, x, g, nn.GroupNorm.Forward)
 				requireTorch64(t, c, "y", y)
 				requireTorch64(t, c, "dx", dx)
@@ -286,7 +286,7 @@ func TestTorchLayers(t *testing.T) {
 				requireTorch64(t, c, "dx", dx)
 			case "instancenorm":
 				ch := int(c.num("channels"))
-				gn := nn.NewGroupNorm(ch, ch, nn.GroupNormOptions{Eps: float32(c.num("eps"))})
+				gn := nn.NewGroupNorm(ch, ch, nn.GroupNormOptions{Eps: c.num("eps")})
 				gn.Weight, gn.Bias = c.f64(t, "weight"), c.f64(t, "bias")
 				y, dx, dl := layerGrads(gn, x, g, nn.GroupNorm.Forward)
 				requireTorch64(t, c, "y", y)

@@ -13,8 +13,8 @@ import (
 
 // The parts of nn that testdata/torch_parity3.py checks against PyTorch
 // 1.13 in float64 on both sides, to 1e-12: the activations with a
-// parameter (float64 constants in float64 computations), RMSNorm's and
-// LayerNorm's eps,
+// parameter (float64 constants in float64 computations), the eps of
+// RMSNorm, LayerNorm and GroupNorm,
 // the shrink activations, Softmin and Threshold, Embedding's padding and
 // max norm, CrossEntropy with probability targets, NLLLoss and the
 // PyTorch-style losses of losses_torch.go.
@@ -104,6 +104,13 @@ func TestTorchParity3(t *testing.T) {
 					requireTight(t, c, "dweight", dn.Weight)
 					requireTight(t, c, "dbias", dn.Bias)
 				}
+			case "groupnorm":
+				n := nn.GroupNorm{Groups: int(c.num("groups")), Eps: c.num("eps"), Weight: c.f64(t, "weight"), Bias: c.f64(t, "bias")}
+				y, dx, dn := layerGrads(n, x, g, nn.GroupNorm.Forward)
+				requireTight(t, c, "y", y)
+				requireTight(t, c, "dx", dx)
+				requireTight(t, c, "dweight", dn.Weight)
+				requireTight(t, c, "dbias", dn.Bias)
 			case "embedding":
 				e := nn.Embedding{W: c.f64(t, "weight")}
 				if v, ok := c.Config["padding_idx"]; ok {
@@ -218,7 +225,7 @@ func TestTorchParity3(t *testing.T) {
 			kinds[c.Kind]++
 		})
 	}
-	require.Len(t, kinds, 12, "every kind of case ran: %v", kinds)
+	require.Len(t, kinds, 13, "every kind of case ran: %v", kinds)
 }
 
 // parity3Reduction is the case's reduction.

@@ -205,7 +205,7 @@ func TestTorchEquality(t *testing.T) {
 			case "batchnorm":
 				checkBatchNorm(t, c, x, g, c.tensor, requireTorch, requireTorch)
 			case "groupnorm":
-				gn := nn.NewGroupNorm(int(c.num("groups")), int(c.num("channels")), nn.GroupNormOptions{Eps: float32(c.num("eps"))})
+				gn := nn.NewGroupNorm(int(c.num("groups")), int(c.num("channels")), nn.GroupNormOptions{Eps: c.num("eps")})
 				gn.Weight, gn.Bias = c.tensor(t, "weight"), c.tensor(t, "bias")
 				y, dx, dl := layerGrads(gn, x, g, nn.GroupNorm.Forward)
 				requireTorch(t, c, "y", y)

@@ -4,8 +4,8 @@ float64, for the parts of nn that torch_layers.py leaves out or checks only
 to float32 rounding (torch_parity3_test.go reads it, at 1e-12):
 
 - the activations with a parameter or constant (LeakyReluWith, EluWith,
-  Selu, CeluWith), and RMSNorm and LayerNorm with eps near the inputs'
-  mean square, where a float32 constant is ~1e-8 relative off. celu is
+  Selu, CeluWith), and RMSNorm, LayerNorm and GroupNorm with eps near the
+  inputs' mean square, where a float32 constant is ~1e-8 relative off. celu is
   written by its formula (autograd): torch's own celu backward rounds
   1/alpha to float32;
 - Softmin, Hardshrink, Softshrink, Tanhshrink and Threshold;
@@ -114,6 +114,12 @@ wl, bl = param(torch.randn(5)), param(torch.randn(5))
 add("layernorm_eps", "layernorm", {"eps": 1e-5}, lambda x: F.layer_norm(x, (5,), wl, bl, eps=1e-5), [xl],
     {"weight": wl, "bias": bl})
 add("layernorm_eps_bare", "layernorm", {"eps": 2e-5}, lambda x: F.layer_norm(x, (4,), eps=2e-5), [torch.randn(2, 4) * 5e-3])
+
+# GroupNorm likewise.
+xg = torch.randn(2, 4, 3) * 3e-3
+wg, bg = param(torch.randn(4)), param(torch.randn(4))
+add("groupnorm_eps", "groupnorm", {"eps": 1e-5, "groups": 2, "channels": 4},
+    lambda x: F.group_norm(x, 2, wg, bg, eps=1e-5), [xg], {"weight": wg, "bias": bg})
 
 # 5. The small activations: away from their kinks.
 xs = torch.randn(3, 6) * 1.5
