@@ -240,12 +240,13 @@
 //     as PyTorch's padding_mode, reflected, replicated or circular
 //     (ConvOptions.PaddingMode); ConvAxes names their channels for tensor
 //     parallelism.
-//   - Upsample, PixelShuffle and PixelUnshuffle: resizing of [N, C,
-//     spatial...] batches by nearest neighbours ("nearest",
+//   - Upsample, PixelShuffle and PixelUnshuffle, Unfold and Fold: resizing
+//     of [N, C, spatial...] batches by nearest neighbours ("nearest",
 //     "nearest-exact") or linear interpolation ("bilinear", "trilinear",
-//     corners aligned or not) to a size or by a scale factor, and
-//     sub-pixel rearrangement, as PyTorch's layers (tensor.Interpolate,
-//     tensor.PixelShuffle; tensor.PadWith pads by the same modes as Conv).
+//     corners aligned or not) to a size or by a scale factor, sub-pixel
+//     rearrangement, and sliding blocks as columns (im2col) and back, as
+//     PyTorch's layers (tensor.Interpolate, PixelShuffle, Unfold, Fold;
+//     tensor.PadWith pads by the same modes as Conv).
 //   - Pool (NewMaxPool1d/2d/3d, NewAvgPool1d/2d/3d) and AdaptivePool
 //     (NewAdaptiveAvgPool, NewAdaptiveMaxPool): max and average pooling,
 //     with Equinox's options (stride 1 by default, as Equinox).

@@ -12,7 +12,8 @@ import (
 
 // The spatial operations against PyTorch 1.13, in float64 on both sides:
 // F.pad's reflect, replicate and circular modes, Conv's padding_mode,
-// F.interpolate and nn.Upsample, pixel shuffle and unshuffle.
+// F.interpolate and nn.Upsample, pixel shuffle and unshuffle, unfold and
+// fold.
 // testdata/torch_spatial.py wrote the inputs, outputs and the gradients
 // of Σ y·g in testdata/torch_spatial.json.
 
@@ -90,6 +91,14 @@ func TestTorchSpatial(t *testing.T) {
 				f = nn.PixelShuffle{R: int(c.num("r"))}.Forward
 			case "pixel_unshuffle":
 				f = nn.PixelUnshuffle{R: int(c.num("r"))}.Forward
+			case "unfold", "fold":
+				spec := tensor.UnfoldSpec{Kernel: c.ints("kernel", 2), Dilation: c.ints("dilation", 2),
+					Padding: c.ints("padding", 2), Stride: c.ints("stride", 2)}
+				if c.Kind == "unfold" {
+					f = nn.Unfold{Spec: spec}.Forward
+				} else {
+					f = nn.Fold{Size: c.ints("size", 2), Spec: spec}.Forward
+				}
 			default:
 				t.Fatalf("unknown kind %q", c.Kind)
 			}
@@ -99,5 +108,6 @@ func TestTorchSpatial(t *testing.T) {
 			requireTorch64(t, c, "dx", dx)
 		})
 	}
-	require.Equal(t, map[string]int{"pad": 9, "conv": 15, "interp": 27, "upsample": 1, "pixel_shuffle": 2, "pixel_unshuffle": 2}, kinds)
+	require.Equal(t, map[string]int{"pad": 9, "conv": 15, "interp": 27, "upsample": 1, "pixel_shuffle": 2, "pixel_unshuffle": 2,
+		"unfold": 3, "fold": 3}, kinds)
 }

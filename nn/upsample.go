@@ -65,3 +65,29 @@ func (p PixelUnshuffle) Forward(x *tensor.Tensor) *tensor.Tensor {
 
 // Call is Forward, ignoring key; it makes a PixelUnshuffle a Module.
 func (p PixelUnshuffle) Call(x *tensor.Tensor, _ tensor.Key) *tensor.Tensor { return p.Forward(x) }
+
+// Unfold extracts sliding blocks of x [N, C, spatial...] as columns
+// [N, C·K, L] (PyTorch's nn.Unfold, im2col); see tensor.Unfold. It has no
+// parameters.
+type Unfold struct {
+	Spec tensor.UnfoldSpec `pytree:"static"`
+}
+
+// Forward applies tensor.Unfold(x, u.Spec).
+func (u Unfold) Forward(x *tensor.Tensor) *tensor.Tensor { return tensor.Unfold(x, u.Spec) }
+
+// Call is Forward, ignoring key; it makes an Unfold a Module.
+func (u Unfold) Call(x *tensor.Tensor, _ tensor.Key) *tensor.Tensor { return u.Forward(x) }
+
+// Fold sums columns [N, C·K, L] into images [N, C, Size...] (PyTorch's
+// nn.Fold, col2im), the transpose of Unfold; see tensor.Fold.
+type Fold struct {
+	Size []int             `pytree:"static"`
+	Spec tensor.UnfoldSpec `pytree:"static"`
+}
+
+// Forward applies tensor.Fold(x, f.Size, f.Spec).
+func (f Fold) Forward(x *tensor.Tensor) *tensor.Tensor { return tensor.Fold(x, f.Size, f.Spec) }
+
+// Call is Forward, ignoring key; it makes a Fold a Module.
+func (f Fold) Call(x *tensor.Tensor, _ tensor.Key) *tensor.Tensor { return f.Forward(x) }

@@ -17,3 +17,18 @@ var _ = addRuleCases(
 			return []*Tensor{Apply(resampleTOp, p, x[0])}
 		}},
 )
+
+// The rule cases of unfold and fold: 2-D blocks with padding, stride
+// and dilation, and 1-D overlapping blocks.
+var _ = addRuleCases(
+	ruleCase{name: "unfoldOp", op: &unfoldOp, in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 2, 4, 5)) },
+		f: func(x []*Tensor) []*Tensor {
+			return []*Tensor{Unfold(x[0], UnfoldSpec{Kernel: []int{2, 3}, Padding: []int{1, 0}, Stride: []int{2, 1}, Dilation: []int{1, 2}}),
+				Unfold(Reshape(x[0], 2, 4, 10), UnfoldSpec{Kernel: []int{3}})}
+		}},
+	ruleCase{name: "foldOp", op: &foldOp, in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 6, 12)) },
+		f: func(x []*Tensor) []*Tensor {
+			return []*Tensor{Fold(x[0], []int{4, 5}, UnfoldSpec{Kernel: []int{1, 3}, Padding: []int{0, 1}, Stride: []int{1, 2}}),
+				Fold(SliceAxis(x[0], 2, 0, 8), []int{10}, UnfoldSpec{Kernel: []int{3}})}
+		}},
+)

@@ -13,7 +13,9 @@ pooling:
   without recompute_scale_factor), align_corners on and off, up and down
   (tensor.Interpolate, nn.Upsample);
 - F.pixel_shuffle and F.pixel_unshuffle (tensor.PixelShuffle,
-  PixelUnshuffle).
+  PixelUnshuffle);
+- F.unfold and F.fold (im2col, col2im: tensor.Unfold, Fold, nn.Unfold,
+  nn.Fold) with kernel, dilation, padding and stride per dimension.
 
 Each case backpropagates a random cotangent g of the output and records
 the input gradient. Everything is float64, written with 17 significant
@@ -167,6 +169,17 @@ add("pixel_shuffle_2", "pixel_shuffle", {"r": 2}, lambda x: F.pixel_shuffle(x, 2
 add("pixel_shuffle_3", "pixel_shuffle", {"r": 3}, lambda x: F.pixel_shuffle(x, 3), torch.randn(2, 1, 9, 2, 3))
 add("pixel_unshuffle_2", "pixel_unshuffle", {"r": 2}, lambda x: F.pixel_unshuffle(x, 2), torch.randn(2, 3, 4, 6))
 add("pixel_unshuffle_3", "pixel_unshuffle", {"r": 3}, lambda x: F.pixel_unshuffle(x, 3), torch.randn(1, 2, 6, 3))
+
+# Unfold and fold (PyTorch 1.13: two spatial dimensions).
+for i, (shape, k, d, p, st) in enumerate([((2, 3, 5, 6), (2, 3), (1, 2), (1, 0), (2, 1)),
+                                          ((1, 2, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1)),
+                                          ((1, 1, 7, 5), (2, 2), (2, 1), (0, 2), (3, 2))]):
+    cfg = {"kernel": list(k), "dilation": list(d), "padding": list(p), "stride": list(st)}
+    add("unfold_%d" % i, "unfold", cfg, lambda x, k=k, d=d, p=p, st=st: F.unfold(x, k, dilation=d, padding=p, stride=st),
+        torch.randn(*shape))
+    cols = F.unfold(torch.zeros(*shape), k, dilation=d, padding=p, stride=st)
+    add("fold_%d" % i, "fold", dict(cfg, size=list(shape[2:])),
+        lambda x, s=shape[2:], k=k, d=d, p=p, st=st: F.fold(x, s, k, dilation=d, padding=p, stride=st), torch.randn(*cols.shape))
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_spatial.json")
 with open(out, "w") as f:
