@@ -294,8 +294,8 @@
 // reach the inputs, the initial states and every parameter, and
 // testdata/torch_rnnseq.py checks all of them against PyTorch 1.13. The
 // backward pass keeps every step's intermediate values, as any loop of ops
-// does; to bound that memory on long sequences, drive a cell with
-// autodiff.Scan and ScanRemat instead.
+// does; RecurrentCall.Remat bounds that memory on long sequences (segments
+// of steps recomputed by the backward pass, as autodiff.ScanRemat does).
 //
 // # State
 //

@@ -100,6 +100,17 @@ type RecurrentCall struct {
 	// element, and the reverse direction starts at each sequence's last
 	// element. The order of the batch does not matter (enforce_sorted=False).
 	Lengths []int
+	// Remat, if not 0, bounds the memory of the backward pass: the loop
+	// over time runs in segments of Remat steps (⌈√T⌉ when Remat < 0),
+	// each a checkpoint (tensor.Remat) of which only the inputs are kept
+	// (the layer's input and the segment's first states), its steps and
+	// their input projection (one product per segment) recomputed by the
+	// backward pass, as autodiff.ScanRemat does. The memory of the
+	// intermediate values falls from O(T) steps to O(T/Remat) states plus
+	// O(Remat) steps, at the price of running the loop twice. Results and
+	// gradients equal those without it within rounding (a weight's
+	// contributions of the steps are summed per segment first).
+	Remat int
 }
 
 // LSTM is a multi-layer long short-term memory layer over sequences,
@@ -495,7 +506,7 @@ func (r recurrent) run(x, h0, c0 *tensor.Tensor, call RecurrentCall) (y, hn, cn 
 			if cs != nil {
 				c = cs[i]
 			}
-			outs[d], hOut[i], c = r.direction(r.weights[i], seq, hs[i], c, masks, timeAxis, d == 1, hidden)
+			outs[d], hOut[i], c = r.direction(r.weights[i], seq, hs[i], c, masks, timeAxis, d == 1, hidden, call.Remat)
 			if cs != nil {
 				cOut[i] = c
 			}
@@ -551,11 +562,82 @@ func lengthMasks(fn string, x *tensor.Tensor, lengths []int, T, B int) []*tensor
 // the loop over time. It returns the outputs (in seq's layout), the last
 // hidden state and (LSTM) the last cell state.
 func (r recurrent) direction(w RecurrentWeights, seq, h, c *tensor.Tensor, masks []*tensor.Tensor,
-	timeAxis int, reverse bool, hidden int) (y, hT, cT *tensor.Tensor) {
+	timeAxis int, reverse bool, hidden, remat int) (y, hT, cT *tensor.Tensor) {
+	T := seq.Dim(timeAxis)
+	ys := make([]*tensor.Tensor, T)
+	order := make([]int, T) // the steps in the order they run
+	for j := range order {
+		order[j] = j
+		if reverse {
+			order[j] = T - 1 - j
+		}
+	}
+	mask := func(t int) *tensor.Tensor {
+		if masks == nil {
+			return nil
+		}
+		return masks[t]
+	}
+	k := remat
+	if k < 0 {
+		k = int(math.Ceil(math.Sqrt(float64(T))))
+	}
+	if k == 0 {
+		steps := r.project(w, seq, timeAxis, hidden)
+		for _, t := range order {
+			h, c, ys[t] = r.step(w, steps[t], h, c, mask(t), hidden)
+			steps[t] = nil
+		}
+		return tensor.Stack(timeAxis, ys...), h, c
+	}
+	// Segments of k steps, each a checkpoint whose inputs are its first
+	// state and the layer's input: the backward pass keeps those and
+	// recomputes the segment, its input projection included (one product
+	// per segment).
+	states := []*tensor.Tensor{h}
+	if c != nil {
+		states = append(states, c)
+	}
+	ns := len(states)
+	for lo := 0; lo < T; lo += k {
+		ts := order[lo:min(lo+k, T)]
+		first := min(ts[0], ts[len(ts)-1])
+		out := tensor.Remat(func(in []*tensor.Tensor) []*tensor.Tensor {
+			steps := r.project(w, tensor.SliceAxis(in[0], timeAxis, first, first+len(ts)), timeAxis, hidden)
+			h, c := in[1], (*tensor.Tensor)(nil)
+			if ns == 2 {
+				c = in[2]
+			}
+			out := make([]*tensor.Tensor, ns, ns+len(ts))
+			for _, t := range ts {
+				var y *tensor.Tensor
+				h, c, y = r.step(w, steps[t-first], h, c, mask(t), hidden)
+				out = append(out, y)
+			}
+			out[0] = h
+			if ns == 2 {
+				out[1] = c
+			}
+			return out
+		}, nil, append([]*tensor.Tensor{seq}, states...)...)
+		copy(states, out[:ns])
+		for i, t := range ts {
+			ys[t] = out[ns+i]
+		}
+	}
+	h = states[0]
+	if ns == 2 {
+		c = states[1]
+	}
+	return tensor.Stack(timeAxis, ys...), h, c
+}
+
+// project returns x·W_ih + b_ih for every step of seq at once, one
+// product, split into the steps along timeAxis. The LSTM and the Elman
+// RNN add both biases here; the GRU's b_hh belongs to the loop
+// (r ⊙ (h·W_hn + b_hn)).
+func (r recurrent) project(w RecurrentWeights, seq *tensor.Tensor, timeAxis, hidden int) []*tensor.Tensor {
 	shape := seq.Shape()
-	G := r.kind.gates()
-	// x·W_ih + b_ih for every step at once. The LSTM and the Elman RNN add
-	// both biases here; the GRU's b_hh belongs to the loop (r ⊙ (h·W_hn + b_hn)).
 	flat := tensor.Reshape(seq, -1, shape[2])
 	var proj *tensor.Tensor
 	switch {
@@ -566,62 +648,52 @@ func (r recurrent) direction(w RecurrentWeights, seq, h, c *tensor.Tensor, masks
 	default:
 		proj = tensor.MatMulBiasAct(flat, w.WeightIH, tensor.Add(w.BiasIH, w.BiasHH), tensor.ActIdentity)
 	}
-	steps := tensor.Unstack(tensor.Reshape(proj, shape[0], shape[1], G*hidden), timeAxis)
-	T := len(steps)
-	ys := make([]*tensor.Tensor, T)
-	var zero *tensor.Tensor
-	for j := range T {
-		t := j
-		if reverse {
-			t = T - 1 - j
+	return tensor.Unstack(tensor.Reshape(proj, shape[0], shape[1], r.kind.gates()*hidden), timeAxis)
+}
+
+// step is one step of the cell from the projected input xp and the
+// states h and c (nil but for the LSTM): the new states and the output.
+// Where m (bool [B, 1]) is false, the states stay and the output is zero.
+func (r recurrent) step(w RecurrentWeights, xp, h, c, m *tensor.Tensor, hidden int) (hT, cT, y *tensor.Tensor) {
+	var hNew, cNew *tensor.Tensor
+	switch r.kind {
+	case recLSTM:
+		gates := tensor.Add(xp, tensor.MatMul(h, w.WeightHH))
+		parts := tensor.SplitSizes(gates, -1, []int{2 * hidden, hidden, hidden})
+		ifg := tensor.Split(tensor.Sigmoid(parts[0]), -1, 2)
+		g := tensor.Tanh(parts[1])
+		o := tensor.Sigmoid(parts[2])
+		cNew = tensor.Add(tensor.Mul(ifg[1], c), tensor.Mul(ifg[0], g))
+		hNew = tensor.Mul(o, tensor.Tanh(cNew))
+		if w.WeightHR != nil {
+			hNew = tensor.MatMul(hNew, w.WeightHR)
 		}
-		xp := steps[t]
-		steps[t] = nil
-		var hNew, cNew *tensor.Tensor
-		switch r.kind {
-		case recLSTM:
-			gates := tensor.Add(xp, tensor.MatMul(h, w.WeightHH))
-			parts := tensor.SplitSizes(gates, -1, []int{2 * hidden, hidden, hidden})
-			ifg := tensor.Split(tensor.Sigmoid(parts[0]), -1, 2)
-			g := tensor.Tanh(parts[1])
-			o := tensor.Sigmoid(parts[2])
-			cNew = tensor.Add(tensor.Mul(ifg[1], c), tensor.Mul(ifg[0], g))
-			hNew = tensor.Mul(o, tensor.Tanh(cNew))
-			if w.WeightHR != nil {
-				hNew = tensor.MatMul(hNew, w.WeightHR)
-			}
-		case recGRU:
-			var hg *tensor.Tensor
-			if w.BiasHH != nil {
-				hg = tensor.MatMulBiasAct(h, w.WeightHH, w.BiasHH, tensor.ActIdentity)
-			} else {
-				hg = tensor.MatMul(h, w.WeightHH)
-			}
-			is := tensor.SplitSizes(xp, -1, []int{2 * hidden, hidden})
-			hs := tensor.SplitSizes(hg, -1, []int{2 * hidden, hidden})
-			rz := tensor.Split(tensor.Sigmoid(tensor.Add(is[0], hs[0])), -1, 2)
-			n := tensor.Tanh(tensor.Add(is[1], tensor.Mul(rz[0], hs[1])))
-			hNew = tensor.Add(n, tensor.Mul(rz[1], tensor.Sub(h, n)))
-		case recTanh:
-			hNew = tensor.Tanh(tensor.Add(xp, tensor.MatMul(h, w.WeightHH)))
-		case recRelu:
-			hNew = tensor.Relu(tensor.Add(xp, tensor.MatMul(h, w.WeightHH)))
+	case recGRU:
+		var hg *tensor.Tensor
+		if w.BiasHH != nil {
+			hg = tensor.MatMulBiasAct(h, w.WeightHH, w.BiasHH, tensor.ActIdentity)
+		} else {
+			hg = tensor.MatMul(h, w.WeightHH)
 		}
-		if masks == nil {
-			h, c, ys[t] = hNew, cNew, hNew
-			continue
-		}
-		m := masks[t]
-		if zero == nil {
-			zero = tensor.Zeros(hNew.DType())
-		}
-		ys[t] = tensor.Where(m, hNew, zero)
-		h = tensor.Where(m, hNew, h)
-		if c != nil {
-			c = tensor.Where(m, cNew, c)
-		}
+		is := tensor.SplitSizes(xp, -1, []int{2 * hidden, hidden})
+		hs := tensor.SplitSizes(hg, -1, []int{2 * hidden, hidden})
+		rz := tensor.Split(tensor.Sigmoid(tensor.Add(is[0], hs[0])), -1, 2)
+		n := tensor.Tanh(tensor.Add(is[1], tensor.Mul(rz[0], hs[1])))
+		hNew = tensor.Add(n, tensor.Mul(rz[1], tensor.Sub(h, n)))
+	case recTanh:
+		hNew = tensor.Tanh(tensor.Add(xp, tensor.MatMul(h, w.WeightHH)))
+	case recRelu:
+		hNew = tensor.Relu(tensor.Add(xp, tensor.MatMul(h, w.WeightHH)))
 	}
-	return tensor.Stack(timeAxis, ys...), h, c
+	if m == nil {
+		return hNew, cNew, hNew
+	}
+	y = tensor.Where(m, hNew, tensor.Zeros(hNew.DType()))
+	hT = tensor.Where(m, hNew, h)
+	if c != nil {
+		cT = tensor.Where(m, cNew, c)
+	}
+	return hT, cT, y
 }
 
 // describeType writes a dtype and shape in type notation, "f32[3,4]".

@@ -66,8 +66,8 @@ func torchRecurrentSuffix(k, d int) string {
 
 // runTorchRecurrent runs the case's layer on in: y, h_n and c_n (nil but
 // for the LSTM).
-func runTorchRecurrent(c torchCase, in seqInputs) (y, hn, cn *tensor.Tensor) {
-	call := nn.RecurrentCall{}
+func runTorchRecurrent(c torchCase, in seqInputs, remat int) (y, hn, cn *tensor.Tensor) {
+	call := nn.RecurrentCall{Remat: remat}
 	if l, ok := c.Config["lengths"]; ok {
 		for _, v := range l.([]any) {
 			call.Lengths = append(call.Lengths, int(v.(float64)))
@@ -94,13 +94,22 @@ func runTorchRecurrent(c torchCase, in seqInputs) (y, hn, cn *tensor.Tensor) {
 
 // TestTorchRecurrent runs every case in float64 (to 1e-9 relative, as
 // float64 arithmetic in another order) and in float32 (to float32
-// rounding): outputs, final states and every gradient.
+// rounding): outputs, final states and every gradient; and in float64 with
+// the loop in checkpointed segments of 3 steps (RecurrentCall.Remat).
 func TestTorchRecurrent(t *testing.T) {
 	cases := loadTorchFile(t, "torch_rnnseq.json")
 	require.Len(t, cases, 26)
 	for _, c := range cases {
-		for _, dt := range []tensor.DType{tensor.Float64, tensor.Float32} {
-			t.Run(c.Name+"/"+dt.String(), func(t *testing.T) {
+		for _, v := range []struct {
+			dt    tensor.DType
+			remat int
+		}{{tensor.Float64, 0}, {tensor.Float32, 0}, {tensor.Float64, 3}} {
+			dt := v.dt
+			name := c.Name + "/" + dt.String()
+			if v.remat != 0 {
+				name += fmt.Sprintf("/remat=%d", v.remat)
+			}
+			t.Run(name, func(t *testing.T) {
 				get := c.f64
 				req := requireTorch64
 				if dt == tensor.Float32 {
@@ -118,7 +127,7 @@ func TestTorchRecurrent(t *testing.T) {
 				}
 				var y, hn, cn *tensor.Tensor
 				_, grads := autodiff.ValueAndGrad(func(p seqInputs) *tensor.Tensor {
-					y, hn, cn = runTorchRecurrent(c, p)
+					y, hn, cn = runTorchRecurrent(c, p, v.remat)
 					loss := tensor.Add(tensor.Sum(tensor.Mul(y, get(t, "g"))), tensor.Sum(tensor.Mul(hn, get(t, "gh"))))
 					if cn != nil {
 						loss = tensor.Add(loss, tensor.Sum(tensor.Mul(cn, get(t, "gc"))))
@@ -265,8 +274,8 @@ func TestRecurrentDropout(t *testing.T) {
 }
 
 // An unbatched sequence equals the batch of one, and vmapping the layer
-// over one example at a time equals the batched call; Checkpoint around
-// the layer leaves the gradient as it is.
+// over one example at a time (with and without Remat) equals the batched
+// call; Checkpoint around the layer leaves the gradient as it is.
 func TestRecurrentVmapCheckpoint(t *testing.T) {
 	k := tensor.NewKey(11).Split(4)
 	gru := nn.NewGRU(k[0], 3, 5, nn.RecurrentOptions{Layers: 2, Bidirectional: true})
@@ -276,6 +285,11 @@ func TestRecurrentVmapCheckpoint(t *testing.T) {
 	mapped := autodiff.Vmap(one)(x)
 	require.Equal(t, batched.Shape(), mapped.Shape())
 	require.InDeltaSlice(t, batched.Float64s(), mapped.Float64s(), 1e-6)
+	oneRemat := func(x *tensor.Tensor) *tensor.Tensor {
+		y, _ := gru.ForwardWith(x, nil, nn.RecurrentCall{Remat: 3})
+		return y
+	}
+	require.InDeltaSlice(t, batched.Float64s(), autodiff.Vmap(oneRemat)(x).Float64s(), 1e-6)
 	y0 := one(tensor.Squeeze(tensor.SliceAxis(x, 0, 0, 1), 0))
 	require.InDeltaSlice(t, tensor.SliceAxis(batched, 0, 0, 1).Float64s(), y0.Float64s(), 1e-6)
 
@@ -432,7 +446,7 @@ func TestTorchRecurrentSafetensors(t *testing.T) {
 					in2.C0 = f32(t, "c0")
 				}
 			}
-			y, hn, _ := runTorchRecurrent(c, in2)
+			y, hn, _ := runTorchRecurrent(c, in2, 0)
 			requireTorch(t, c, "y", y)
 			requireTorch(t, c, "hn", hn)
 		})
@@ -468,7 +482,8 @@ func TestRecurrentModules(t *testing.T) {
 }
 
 // Forward mode: the JVP of the layer (with padding) in a direction equals
-// the directional derivative that reverse mode gives, ⟨∇f, v⟩, in float64.
+// the directional derivative that reverse mode gives, ⟨∇f, v⟩, in float64,
+// with and without Remat.
 func TestRecurrentJVP(t *testing.T) {
 	k := tensor.NewKey(14).Split(4)
 	gru := to64(nn.NewGRU(k[0], 3, 4, nn.RecurrentOptions{Layers: 2, Bidirectional: true}))
@@ -481,4 +496,71 @@ func TestRecurrentJVP(t *testing.T) {
 	_, dir := autodiff.JVP(f, x, v)
 	g := autodiff.Grad(f)(x)
 	require.InDelta(t, tensor.Sum(tensor.Mul(g, v)).Float64s()[0], dir.Float64s()[0], 1e-12)
+	fr := func(x *tensor.Tensor) *tensor.Tensor {
+		y, hn := gru.ForwardWith(x, nil, nn.RecurrentCall{Lengths: []int{5, 3}, Remat: 2})
+		return tensor.Add(tensor.Sum(tensor.Square(y)), tensor.Sum(hn))
+	}
+	_, dirRemat := autodiff.JVP(fr, x, v)
+	require.InDelta(t, dir.Float64s()[0], dirRemat.Float64s()[0], 1e-12)
+}
+
+// Remat gives the outputs and gradients of the plain loop within float32
+// rounding (a weight's per-step contributions are summed per segment
+// first; the outputs agree bit for bit on the kernels of this test's
+// sizes, which nothing promises), whatever the segment length (one step,
+// uneven segments, ⌈√T⌉, longer than the sequence), with padding, both
+// directions and a projection.
+func TestRecurrentRematSameBits(t *testing.T) {
+	k := tensor.NewKey(15).Split(3)
+	lstm := nn.NewLSTM(k[0], 3, 4, nn.RecurrentOptions{Layers: 2, Bidirectional: true, ProjSize: 2})
+	x := tensor.Normal(k[1], 7, 3, 3)
+	h0 := tensor.Normal(k[2], 4, 3, 2)
+	run := func(remat int) []*tensor.Tensor {
+		type in struct {
+			L  nn.LSTM
+			X  *tensor.Tensor
+			H0 *tensor.Tensor
+		}
+		var y *tensor.Tensor
+		_, g := autodiff.ValueAndGrad(func(p in) *tensor.Tensor {
+			var s nn.LSTMState
+			y, s = p.L.ForwardWith(p.X, nn.LSTMState{H: p.H0}, nn.RecurrentCall{Lengths: []int{7, 2, 5}, Remat: remat})
+			return tensor.Add(tensor.Sum(tensor.Square(y)), tensor.Add(tensor.Sum(tensor.Sin(s.H)), tensor.Sum(tensor.Square(s.C))))
+		})(in{lstm, x, h0})
+		leaves, _ := pytree.Flatten(g)
+		return append(leaves, y)
+	}
+	want := run(0)
+	for _, remat := range []int{1, 3, -1, 20} {
+		got := run(remat)
+		require.Len(t, got, len(want))
+		for i := range want {
+			w, g := want[i].Float64s(), got[i].Float64s()
+			for j := range w {
+				require.InDelta(t, w[j], g[j], 1e-6+1e-5*math.Abs(w[j]), "Remat %d, leaf %d [%d]", remat, i, j)
+			}
+		}
+	}
+}
+
+// Remat keeps less for the backward pass: on 64 steps of an LSTM,
+// segments of ⌈√64⌉ = 8 steps keep a fraction of what the plain loop
+// keeps (its inputs, the segments' first states, not every step's gates).
+func TestRecurrentRematResiduals(t *testing.T) {
+	k := tensor.NewKey(16).Split(2)
+	lstm := nn.NewLSTM(k[0], 8, 32, nn.RecurrentOptions{})
+	x := tensor.Normal(k[1], 64, 4, 8)
+	kept := func(remat int) int {
+		var bytes int
+		autodiff.Grad(func(l nn.LSTM) *tensor.Tensor {
+			y, _ := l.ForwardWith(x, nn.LSTMState{}, nn.RecurrentCall{Remat: remat})
+			loss := tensor.Sum(tensor.Square(y))
+			bytes = tensor.Residuals(loss).Bytes
+			return loss
+		})(lstm)
+		return bytes
+	}
+	plain, remat := kept(0), kept(-1)
+	t.Logf("residuals: plain loop %d bytes, Remat ⌈√T⌉ %d bytes", plain, remat)
+	require.Less(t, 3*remat, plain)
 }
