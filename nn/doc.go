@@ -242,8 +242,9 @@
 //     parallelism.
 //   - Upsample, PixelShuffle and PixelUnshuffle, Unfold and Fold: resizing
 //     of [N, C, spatial...] batches by nearest neighbours ("nearest",
-//     "nearest-exact") or linear interpolation ("bilinear", "trilinear",
-//     corners aligned or not) to a size or by a scale factor, sub-pixel
+//     "nearest-exact"), linear or cubic interpolation ("bilinear",
+//     "trilinear", "bicubic", corners aligned or not) or window means
+//     ("area") to a size or by a scale factor, sub-pixel
 //     rearrangement, and sliding blocks as columns (im2col) and back, as
 //     PyTorch's layers (tensor.Interpolate, PixelShuffle, Unfold, Fold;
 //     tensor.PadWith pads by the same modes as Conv).

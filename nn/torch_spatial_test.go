@@ -20,7 +20,8 @@ import (
 var padModes = map[string]tensor.PadMode{"reflect": tensor.PadReflect, "replicate": tensor.PadReplicate, "circular": tensor.PadCircular}
 
 var interpModes = map[string]tensor.InterpMode{"nearest": tensor.InterpNearest, "nearest-exact": tensor.InterpNearestExact,
-	"linear": tensor.InterpLinear, "bilinear": tensor.InterpLinear, "trilinear": tensor.InterpLinear}
+	"linear": tensor.InterpLinear, "bilinear": tensor.InterpLinear, "trilinear": tensor.InterpLinear,
+	"bicubic": tensor.InterpCubic, "area": tensor.InterpArea}
 
 // floats reads a config value that is a number or a list of numbers.
 func (c torchCase) floats(key string) []float64 {
@@ -108,6 +109,6 @@ func TestTorchSpatial(t *testing.T) {
 			requireTorch64(t, c, "dx", dx)
 		})
 	}
-	require.Equal(t, map[string]int{"pad": 9, "conv": 15, "interp": 27, "upsample": 1, "pixel_shuffle": 2, "pixel_unshuffle": 2,
+	require.Equal(t, map[string]int{"pad": 9, "conv": 15, "interp": 37, "upsample": 1, "pixel_shuffle": 2, "pixel_unshuffle": 2,
 		"unfold": 3, "fold": 3}, kinds)
 }

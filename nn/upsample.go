@@ -10,9 +10,10 @@ import (
 // x [N, C, spatial...] (the layout of Conv), PyTorch's nn.Upsample: to
 // Size, or by ScaleFactor (one value per spatial dimension or one for
 // all; give one of the two), by nearest neighbours (the zero Mode, as
-// PyTorch's default "nearest"), "nearest-exact" or linear interpolation
+// PyTorch's default "nearest"), "nearest-exact", linear interpolation
 // ("linear", "bilinear", "trilinear" by the number of spatial
-// dimensions), the corners aligned or not. It has no parameters; see
+// dimensions) or cubic ("bicubic"), the corners aligned or not, or by
+// window means ("area"). It has no parameters; see
 // tensor.Interpolate for the indices and weights.
 type Upsample struct {
 	Size         []int             `pytree:"static"`

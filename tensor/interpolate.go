@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // InterpMode says how Interpolate computes a result element from the
@@ -25,9 +26,21 @@ const (
 	// position (i+½)·scale - ½ (clamped at 0); with it, at
 	// i·(in-1)/(out-1), the corner elements of input and result aligned.
 	InterpLinear
+	// InterpCubic interpolates by cubic convolution (Keys' kernel with
+	// a = -0.75) over the four nearest input elements along each spatial
+	// dimension, the positions as InterpLinear's without the clamp at 0
+	// and the elements past the edges replaced by the edge ones: PyTorch's
+	// "bicubic" (here for any number of spatial dimensions).
+	InterpCubic
+	// InterpArea averages the input over adaptive windows: result element
+	// i along a dimension is the mean of input elements ⌊i·in/out⌋ to
+	// ⌈(i+1)·in/out⌉ - 1, PyTorch's "area" (AdaptivePool with
+	// WindowMean).
+	InterpArea
 )
 
-// String returns PyTorch's name of the mode ("linear" for InterpLinear).
+// String returns PyTorch's name of the mode ("linear" for InterpLinear,
+// "bicubic" for InterpCubic).
 func (m InterpMode) String() string {
 	switch m {
 	case InterpNearest:
@@ -36,6 +49,10 @@ func (m InterpMode) String() string {
 		return "nearest-exact"
 	case InterpLinear:
 		return "linear"
+	case InterpCubic:
+		return "bicubic"
+	case InterpArea:
+		return "area"
 	}
 	return fmt.Sprintf("InterpMode(%d)", uint8(m))
 }
@@ -56,16 +73,16 @@ type InterpSpec struct {
 	// comes from ScaleFactor (recompute_scale_factor=True).
 	RecomputeScale bool
 	// AlignCorners aligns the corner elements of the input and the result
-	// (align_corners=True); InterpLinear only.
+	// (align_corners=True); InterpLinear and InterpCubic only.
 	AlignCorners bool
 }
 
 // Interpolate resamples the spatial dimensions of x [N, C, spatial...]
 // (channels first, the layout of Conv; one or more spatial dimensions)
-// to the size spec gives, by nearest neighbours or linear interpolation:
-// PyTorch's F.interpolate (and nn.Upsample) in modes "nearest",
-// "nearest-exact", "linear", "bilinear" and "trilinear", with the same
-// indices and weights. x is float32, float64 or half. A result of x's own
+// to the size spec gives, by nearest neighbours, linear or cubic
+// interpolation or window means: PyTorch's F.interpolate (and
+// nn.Upsample) in modes "nearest", "nearest-exact", "linear", "bilinear",
+// "trilinear", "bicubic" and "area", with the same indices and weights. x is float32, float64 or half. A result of x's own
 // size is x (PyTorch copies it). The gradient adds each result element's
 // cotangent into the input elements it was computed from, with their
 // weights.
@@ -73,6 +90,13 @@ func Interpolate(x *Tensor, spec InterpSpec) *Tensor {
 	checkNil("tensor.Interpolate", "x", x)
 	if !x.dtype.IsFloat() {
 		panic(fmt.Sprintf("tensor.Interpolate: %v: not defined for %v", x, x.dtype))
+	}
+	if spec.Mode == InterpArea {
+		size, _ := interpSizes("tensor.Interpolate", x, spec)
+		if slices.Equal(size, x.shape[2:]) {
+			return x
+		}
+		return AdaptivePool(x, WindowMean, size...)
 	}
 	p := interpParams("tensor.Interpolate", x, spec)
 	if p == nil {
@@ -84,21 +108,47 @@ func Interpolate(x *Tensor, spec InterpSpec) *Tensor {
 // interpParams returns the maps of Interpolate for x, or nil when they are all identities.
 func interpParams(fn string, x *Tensor, spec InterpSpec) *resampleParams {
 	shape := x.shape
+	size, scale := interpSizes(fn, x, spec)
+	nd := len(shape) - 2
+	axes := identityMaps(shape)
+	for d := range nd {
+		n, m := shape[d+2], size[d]
+		var s float64
+		if scale != nil {
+			s = scale[d]
+		}
+		switch spec.Mode {
+		case InterpNearest, InterpNearestExact:
+			axes[d+2] = nearestMap(n, m, s, spec.Mode == InterpNearestExact)
+		case InterpLinear:
+			axes[d+2] = linearMap(n, m, s, spec.AlignCorners)
+		case InterpCubic:
+			axes[d+2] = cubicMap(n, m, s, spec.AlignCorners)
+		}
+	}
+	if isIdentity(axes) {
+		return nil
+	}
+	return &resampleParams{axes: axes}
+}
+
+// interpSizes checks spec for x and returns the result's spatial sizes
+// and the scales of the interpolation (1/ScaleFactor; nil: in/out).
+func interpSizes(fn string, x *Tensor, spec InterpSpec) (size []int, scale []float64) {
+	shape := x.shape
 	what := func() string {
 		return fmt.Sprintf("%s: %v by %+v", fn, x, spec)
 	}
 	if len(shape) < 3 {
 		panic(fmt.Sprintf("%s: want [N, C, spatial...] with one or more spatial dimensions", what()))
 	}
-	if spec.Mode > InterpLinear {
+	if spec.Mode > InterpArea {
 		panic(fmt.Sprintf("%s: unknown mode", what()))
 	}
-	if spec.AlignCorners && spec.Mode != InterpLinear {
-		panic(fmt.Sprintf("%s: AlignCorners is for linear interpolation", what()))
+	if spec.AlignCorners && spec.Mode != InterpLinear && spec.Mode != InterpCubic {
+		panic(fmt.Sprintf("%s: AlignCorners is for linear and cubic interpolation", what()))
 	}
 	nd := len(shape) - 2
-	var size []int
-	var scale []float64 // 1/ScaleFactor, or 0: in/out
 	switch {
 	case spec.Size != nil && spec.ScaleFactor != nil:
 		panic(fmt.Sprintf("%s: give Size or ScaleFactor, not both", what()))
@@ -137,24 +187,7 @@ func interpParams(fn string, x *Tensor, spec InterpSpec) *resampleParams {
 			panic(fmt.Sprintf("%s: spatial dimension %d is empty", what(), d))
 		}
 	}
-	axes := identityMaps(shape)
-	for d := range nd {
-		n, m := shape[d+2], size[d]
-		var s float64
-		if scale != nil {
-			s = scale[d]
-		}
-		switch spec.Mode {
-		case InterpNearest, InterpNearestExact:
-			axes[d+2] = nearestMap(n, m, s, spec.Mode == InterpNearestExact)
-		case InterpLinear:
-			axes[d+2] = linearMap(n, m, s, spec.AlignCorners)
-		}
-	}
-	if isIdentity(axes) {
-		return nil
-	}
-	return &resampleParams{axes: axes}
+	return size, scale
 }
 
 // nearestMap returns the map of nearest-neighbour interpolation from n to
@@ -221,6 +254,45 @@ func linearMap(n, m int, s float64, alignCorners bool) axisMap {
 		l1 := pos - float64(j)
 		a.idx[2*i], a.idx[2*i+1] = j, next
 		a.w[2*i], a.w[2*i+1] = 1-l1, l1
+	}
+	return a
+}
+
+// cubicMap returns the map of cubic interpolation from n to m elements
+// with scale s (0: n/m), as PyTorch 1.13's HelperInterpCubic computes it:
+// four taps at ⌊pos⌋-1 to ⌊pos⌋+2, clamped to the input, weighted by the
+// cubic convolution coefficients of pos - ⌊pos⌋.
+func cubicMap(n, m int, s float64, alignCorners bool) axisMap {
+	if m == n {
+		return axisMap{n: n, m: m}
+	}
+	a := axisMap{n: n, m: m, k: 4, idx: make([]int, 4*m), w: make([]float64, 4*m)}
+	var scale float64
+	switch {
+	case alignCorners && m > 1:
+		scale = float64(n-1) / float64(m-1)
+	case alignCorners:
+		scale = 0
+	case s > 0:
+		scale = s
+	default:
+		scale = float64(n) / float64(m)
+	}
+	const A = -0.75
+	conv1 := func(x float64) float64 { return ((A+2)*x-(A+3))*x*x + 1 }
+	conv2 := func(x float64) float64 { return ((A*x-5*A)*x+8*A)*x - 4*A }
+	for i := range m {
+		pos := scale * float64(i)
+		if !alignCorners {
+			pos = scale*(float64(i)+0.5) - 0.5
+		}
+		j := math.Floor(pos)
+		t := pos - j
+		w := [4]float64{conv2(t + 1), conv1(t), conv1(1 - t), conv2(1 - t + 1)}
+		for k := range 4 {
+			a.idx[4*i+k] = min(max(int(j)-1+k, 0), n-1)
+			a.w[4*i+k] = w[k]
+		}
 	}
 	return a
 }

@@ -47,6 +47,12 @@ func TestInterpolateHandWorked(t *testing.T) {
 		// Downsampling 7 to 3: ⌊7i/3⌋ and ⌊7(i+½)/3⌋.
 		{"nearest down", 7, tensor.InterpSpec{Size: []int{3}}, []float64{0, 2, 4}},
 		{"nearest-exact down", 7, tensor.InterpSpec{Mode: tensor.InterpNearestExact, Size: []int{3}}, []float64{1, 3, 5}},
+		// Cubic, 5 to 8: PyTorch 1.13's F.interpolate(mode="bicubic")
+		// printed these (dyadic: the weights of positions k/16 are).
+		{"cubic", 5, tensor.InterpSpec{Mode: tensor.InterpCubic, Size: []int{8}},
+			[]float64{-0.09283447265625, 0.34906005859375, 1.088134765625, 1.647216796875, 2.352783203125, 2.911865234375, 3.65093994140625, 4.09283447265625}},
+		// Area, 6 to 4: means of windows [0,2), [1,3), [3,5), [4,6).
+		{"area", 6, tensor.InterpSpec{Mode: tensor.InterpArea, Size: []int{4}}, []float64{0.5, 1.5, 3.5, 4.5}},
 		// One element, aligned: every result reads position 0.
 		{"linear to one", 4, tensor.InterpSpec{Mode: tensor.InterpLinear, Size: []int{1}, AlignCorners: true}, []float64{0}},
 	} {
@@ -66,6 +72,8 @@ func TestInterpolateHandWorked(t *testing.T) {
 	// A result of the input's size is the input.
 	require.Same(t, x, tensor.Interpolate(x, tensor.InterpSpec{Mode: tensor.InterpLinear, Size: []int{2, 2}}))
 	require.Equal(t, "nearest-exact", tensor.InterpNearestExact.String())
+	require.Equal(t, "bicubic", tensor.InterpCubic.String())
+	require.Same(t, x, tensor.Interpolate(x, tensor.InterpSpec{Mode: tensor.InterpArea, ScaleFactor: []float64{1}}))
 }
 
 var interpGradCases = []struct {
@@ -78,6 +86,9 @@ var interpGradCases = []struct {
 	{[]int{1, 1, 3, 2, 4}, tensor.InterpSpec{Mode: tensor.InterpLinear, Size: []int{5, 3, 2}}},
 	{[]int{2, 1, 3, 5}, tensor.InterpSpec{Size: []int{7, 2}}},
 	{[]int{2, 1, 3, 5}, tensor.InterpSpec{Mode: tensor.InterpNearestExact, ScaleFactor: []float64{2.5}}},
+	{[]int{1, 2, 4, 3}, tensor.InterpSpec{Mode: tensor.InterpCubic, Size: []int{7, 2}}},
+	{[]int{1, 2, 4, 3}, tensor.InterpSpec{Mode: tensor.InterpCubic, ScaleFactor: []float64{1.5}, AlignCorners: true}},
+	{[]int{2, 1, 6, 5}, tensor.InterpSpec{Mode: tensor.InterpArea, Size: []int{4, 3}}},
 }
 
 // TestInterpolateGrad: the gradients against finite differences, first
@@ -146,9 +157,11 @@ func TestInterpolatePanics(t *testing.T) {
 		{x, tensor.InterpSpec{ScaleFactor: []float64{0.2}},
 			"tensor.Interpolate: f32[1,2,3,4] by {Mode:nearest Size:[] ScaleFactor:[0.2] RecomputeScale:false AlignCorners:false}: scale factor 0.2 gives no valid size along spatial dimension 0"},
 		{x, tensor.InterpSpec{Size: []int{2}, AlignCorners: true},
-			"tensor.Interpolate: f32[1,2,3,4] by {Mode:nearest Size:[2] ScaleFactor:[] RecomputeScale:false AlignCorners:true}: AlignCorners is for linear interpolation"},
-		{x, tensor.InterpSpec{Mode: lin + 1, Size: []int{2}},
-			"tensor.Interpolate: f32[1,2,3,4] by {Mode:InterpMode(3) Size:[2] ScaleFactor:[] RecomputeScale:false AlignCorners:false}: unknown mode"},
+			"tensor.Interpolate: f32[1,2,3,4] by {Mode:nearest Size:[2] ScaleFactor:[] RecomputeScale:false AlignCorners:true}: AlignCorners is for linear and cubic interpolation"},
+		{x, tensor.InterpSpec{Mode: tensor.InterpArea + 1, Size: []int{2}},
+			"tensor.Interpolate: f32[1,2,3,4] by {Mode:InterpMode(5) Size:[2] ScaleFactor:[] RecomputeScale:false AlignCorners:false}: unknown mode"},
+		{x, tensor.InterpSpec{Mode: tensor.InterpArea, Size: []int{2}, AlignCorners: true},
+			"tensor.Interpolate: f32[1,2,3,4] by {Mode:area Size:[2] ScaleFactor:[] RecomputeScale:false AlignCorners:true}: AlignCorners is for linear and cubic interpolation"},
 		{tensor.Zeros(tensor.Float32, 1, 2, 0), tensor.InterpSpec{Mode: lin, Size: []int{2}},
 			"tensor.Interpolate: f32[1,2,0] by {Mode:linear Size:[2] ScaleFactor:[] RecomputeScale:false AlignCorners:false}: spatial dimension 0 is empty"},
 		{tensor.FromInts([]int{1, 2}, 1, 1, 2), tensor.InterpSpec{Size: []int{4}},

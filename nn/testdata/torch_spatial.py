@@ -9,7 +9,7 @@ pooling:
   with strides, dilations, groups, padding="same" (nn.Conv's PaddingMode):
   the input, weight and bias gradients;
 - F.interpolate in modes "nearest", "nearest-exact", "linear",
-  "bilinear" and "trilinear", by size and by scale_factor (with and
+  "bilinear", "trilinear", "bicubic" and "area", by size and by scale_factor (with and
   without recompute_scale_factor), align_corners on and off, up and down
   (tensor.Interpolate, nn.Upsample);
 - F.pixel_shuffle and F.pixel_unshuffle (tensor.PixelShuffle,
@@ -143,6 +143,16 @@ interp_cases = [
     ("trilinear", (1, 2, 3, 4, 3), [5, 6, 4], None, False, None),
     ("trilinear", (1, 2, 3, 4, 3), [5, 6, 4], None, True, None),
     ("trilinear", (1, 1, 3, 4, 3), None, [1.5, 0.5, 2.0], False, None),
+    ("bicubic", (1, 2, 4, 5), [7, 9], None, False, None),
+    ("bicubic", (1, 2, 4, 5), [7, 9], None, True, None),
+    ("bicubic", (1, 2, 4, 5), None, [2.3, 1.7], False, None),
+    ("bicubic", (1, 2, 8, 9), [3, 5], None, False, None),
+    ("bicubic", (1, 2, 8, 9), [3, 5], None, True, None),
+    ("bicubic", (1, 1, 2, 3), [6, 1], None, False, None),
+    ("area", (2, 2, 7), [3], None, None, None),
+    ("area", (1, 2, 5, 7), [8, 3], None, None, None),
+    ("area", (1, 2, 6, 4), None, 0.5, None, None),
+    ("area", (1, 1, 3, 5, 4), [2, 3, 6], None, None, None),
 ]
 for i, (mode, shape, size, scale, ac, rec) in enumerate(interp_cases):
     cfg = {"mode": mode}
