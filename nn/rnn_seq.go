@@ -283,7 +283,7 @@ func (l LSTM) Forward(x *tensor.Tensor, s LSTMState) (*tensor.Tensor, LSTMState)
 }
 
 // ForwardWith is Forward with the optional arguments of c: the key of the
-// dropout between layers and the lengths of the sequences.
+// dropout between layers, the lengths of the sequences and Remat.
 func (l LSTM) ForwardWith(x *tensor.Tensor, s LSTMState, c RecurrentCall) (*tensor.Tensor, LSTMState) {
 	r := recurrent{fn: "nn.LSTM", ctor: "nn.NewLSTM", kind: recLSTM, weights: l.Weights, bidir: l.Bidirectional,
 		batchFirst: l.BatchFirst, drop: l.Dropout}
@@ -311,7 +311,7 @@ func (l GRU) Forward(x, h0 *tensor.Tensor) (y, hn *tensor.Tensor) {
 }
 
 // ForwardWith is Forward with the optional arguments of c: the key of the
-// dropout between layers and the lengths of the sequences.
+// dropout between layers, the lengths of the sequences and Remat.
 func (l GRU) ForwardWith(x, h0 *tensor.Tensor, c RecurrentCall) (y, hn *tensor.Tensor) {
 	r := recurrent{fn: "nn.GRU", ctor: "nn.NewGRU", kind: recGRU, weights: l.Weights, bidir: l.Bidirectional,
 		batchFirst: l.BatchFirst, drop: l.Dropout}
@@ -333,7 +333,7 @@ func (l RNN) Forward(x, h0 *tensor.Tensor) (y, hn *tensor.Tensor) {
 }
 
 // ForwardWith is Forward with the optional arguments of c: the key of the
-// dropout between layers and the lengths of the sequences.
+// dropout between layers, the lengths of the sequences and Remat.
 func (l RNN) ForwardWith(x, h0 *tensor.Tensor, c RecurrentCall) (y, hn *tensor.Tensor) {
 	kind := recTanh
 	switch l.Nonlinearity {
