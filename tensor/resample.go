@@ -219,8 +219,9 @@ func resampleGather[T any](dst, src []T, p *resampleParams) {
 // resampleSum adds into dst, zeroed: resample of src when transpose is
 // false (dst has the result shape), its transpose when true (src has the
 // result shape, dst the operand's). The taps are visited in the same
-// order either way, axis by axis; products of weights are formed in
-// float64.
+// order either way, axis by axis; products of the weights of the outer
+// axes are formed in float64, and each result element of the last axis
+// sums its taps (weights rounded to T) before it is scaled by them.
 func resampleSum[T float32 | float64](dst, src []T, p *resampleParams, transpose bool) {
 	if len(dst) == 0 || len(src) == 0 {
 		return
@@ -232,38 +233,58 @@ func resampleSum[T float32 | float64](dst, src []T, p *resampleParams, transpose
 		dst[0] += src[0]
 		return
 	}
+	last := &p.axes[r-1]
+	// The last axis's weights in T (ones when it has none).
+	var wl []T
+	if last.k > 0 {
+		wl = make([]T, len(last.idx))
+		for j := range wl {
+			wl[j] = 1
+			if last.w != nil {
+				wl[j] = T(last.w[j])
+			}
+		}
+	}
 	var walk func(d, io, oo int, w float64)
 	walk = func(d, io, oo int, w float64) {
 		a := &p.axes[d]
 		if d == r-1 {
+			wf := T(w)
 			switch {
 			case a.k == 0 && transpose:
-				for i := range a.m {
-					dst[io+i] += T(w) * src[oo+i]
+				dd, g := dst[io:io+a.n], src[oo:oo+a.m]
+				for i, v := range g {
+					dd[i] += wf * v
 				}
 			case a.k == 0:
-				for i := range a.m {
-					dst[oo+i] += T(w) * src[io+i]
+				dd, x := dst[oo:oo+a.m], src[io:io+a.n]
+				for i, v := range x {
+					dd[i] += wf * v
 				}
 			case transpose:
-				for i := range a.m {
-					for t := range a.k {
-						wt := w
-						if a.w != nil {
-							wt *= a.w[i*a.k+t]
-						}
-						dst[io+a.idx[i*a.k+t]] += T(wt) * src[oo+i]
+				dd, g := dst[io:io+a.n], src[oo:oo+a.m]
+				k, idx := a.k, a.idx[:a.m*a.k]
+				for i, v := range g {
+					v *= wf
+					for t := range k {
+						dd[idx[i*k+t]] += wl[i*k+t] * v
 					}
 				}
+			case a.k == 2:
+				dd, x := dst[oo:oo+a.m], src[io:io+a.n]
+				idx, ww := a.idx[:2*len(dd)], wl[:2*len(dd)]
+				for i := range dd {
+					dd[i] += wf * (ww[2*i]*x[idx[2*i]] + ww[2*i+1]*x[idx[2*i+1]])
+				}
 			default:
-				for i := range a.m {
-					for t := range a.k {
-						wt := w
-						if a.w != nil {
-							wt *= a.w[i*a.k+t]
-						}
-						dst[oo+i] += T(wt) * src[io+a.idx[i*a.k+t]]
+				dd, x := dst[oo:oo+a.m], src[io:io+a.n]
+				k, idx := a.k, a.idx[:a.m*a.k]
+				for i := range dd {
+					var acc T
+					for t := range k {
+						acc += wl[i*k+t] * x[idx[i*k+t]]
 					}
+					dd[i] += wf * acc
 				}
 			}
 			return
