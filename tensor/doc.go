@@ -126,7 +126,8 @@
 //     (and ArgMaxKeep), ArgMin, and Cumsum with its Exclusive and Reverse
 //     forms.
 //   - Shapes: Reshape, Transpose, BroadcastTo, ExpandDims, Squeeze, Concat,
-//     Split, Stack, Pad, Tile, Repeat, Flip, Roll.
+//     Split, Stack, Pad, PadWith (reflect, replicate, circular), Tile,
+//     Repeat, Flip, Roll.
 //   - Indexing: Slice, DynamicSlice, DynamicUpdateSlice, Take,
 //     TakeAlongAxis, ScatterAdd, SegmentSum, SegmentWeightedSum, OneHot.
 //   - Sorting and counting: Sort, ArgSort, LexSort, TopK, Bincount.
@@ -137,8 +138,11 @@
 //     SAME/VALID, input and kernel dilation, feature groups) and
 //     ConvTranspose (its input gradient, PyTorch's conv_transpose);
 //     ReduceWindow (max, sum and mean pooling, lax.reduce_window) and
-//     AdaptivePool (PyTorch's adaptive windows). The gradients of these
-//     ops are ops of the same family, to any order.
+//     AdaptivePool (PyTorch's adaptive windows); Interpolate (PyTorch's
+//     F.interpolate: nearest, linear, cubic and area resizing),
+//     PixelShuffle and PixelUnshuffle, Unfold and Fold (im2col and
+//     col2im). The gradients of these ops are ops of the same family, to
+//     any order.
 //   - Per-channel normalisation of [N, C, spatial...] batches, fused:
 //     ChannelMoments (each channel's sum and centred sum of squares in one
 //     sweep) and ChannelAffine (act(x·scale + shift) per channel), the two
