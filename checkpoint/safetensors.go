@@ -586,7 +586,7 @@ func ReadSafetensors[T any](r io.ReaderAt, size int64, like T, opts ...RestoreOp
 	if err != nil {
 		return zero, nil, err
 	}
-	if err := applyRules(entries, cfg.rules); err != nil {
+	if entries, err = applyRules(entries, cfg.rules); err != nil {
 		return zero, nil, err
 	}
 	leaves, st := pytree.Flatten(like)
