@@ -13,7 +13,9 @@ import (
 // return one value per element, losses over distributions or vectors one
 // per row (their last axis summed), CTCLoss one per sequence. Take
 // tensor.Mean of the result for the usual mean loss. They are ordinary
-// differentiable tensor expressions.
+// differentiable tensor expressions, on float32 or float64 operands of
+// one dtype (CTCLoss: float32), their constants in float64 for float64
+// operands.
 //
 // tensor has the fused MSE (the mean of SquaredError) and the cross
 // entropies: tensor.SoftmaxCrossEntropy (optax's
@@ -21,16 +23,20 @@ import (
 // (softmax_cross_entropy) and tensor.SigmoidBinaryCrossEntropy.
 
 // errorsOf returns predictions - targets (broadcast), or predictions when
-// targets is nil, checking that predictions are float32.
+// targets is nil, checking that predictions are float32 or float64 and
+// targets of their dtype.
 func errorsOf(op string, predictions, targets *tensor.Tensor) *tensor.Tensor {
 	if predictions == nil {
 		panic(op + ": nil predictions")
 	}
-	if predictions.DType() != tensor.Float32 {
-		panic(fmt.Sprintf("%s: predictions %v, want float32", op, predictions))
+	if dt := predictions.DType(); dt != tensor.Float32 && dt != tensor.Float64 {
+		panic(fmt.Sprintf("%s: predictions %v, want float32 or float64", op, predictions))
 	}
 	if targets == nil {
 		return predictions
+	}
+	if targets.DType() != predictions.DType() {
+		panic(fmt.Sprintf("%s: predictions %v and targets %v differ in dtype", op, predictions, targets))
 	}
 	checkBroadcast(op, predictions, targets)
 	return tensor.Sub(predictions, targets)
@@ -75,7 +81,8 @@ func L2Loss(predictions, targets *tensor.Tensor) *tensor.Tensor {
 	if predictions != nil {
 		sameShape(op, predictions, targets)
 	}
-	return tensor.MulScalar(tensor.Square(errorsOf(op, predictions, targets)), 0.5)
+	e := errorsOf(op, predictions, targets)
+	return tensor.Mul(tensor.Square(e), constLike(e, 0.5))
 }
 
 // HuberLoss returns the Huber loss of the errors e = predictions - targets
@@ -94,11 +101,11 @@ func HuberLoss(predictions, targets *tensor.Tensor, delta float64) *tensor.Tenso
 		panic(fmt.Sprintf("%s: delta %v, want > 0", op, delta))
 	}
 	abs := tensor.Abs(errorsOf(op, predictions, targets))
-	quad := tensor.Minimum(abs, tensor.Scalar(float32(delta)))
+	quad := tensor.Minimum(abs, constLike(abs, delta))
 	// |e| - min(|e|, delta) is max(|e| - delta, 0) without splitting the
 	// gradient at |e| = delta.
 	lin := tensor.Sub(abs, quad)
-	return tensor.Add(tensor.MulScalar(tensor.Square(quad), 0.5), tensor.MulScalar(lin, float32(delta)))
+	return tensor.Add(tensor.Mul(tensor.Square(quad), constLike(quad, 0.5)), tensor.Mul(lin, constLike(lin, delta)))
 }
 
 // LogCosh returns log(cosh(e)) of the errors e = predictions - targets
@@ -107,7 +114,7 @@ func HuberLoss(predictions, targets *tensor.Tensor, delta float64) *tensor.Tenso
 // log 2, which cannot overflow. Targets broadcast; nil means zeros.
 func LogCosh(predictions, targets *tensor.Tensor) *tensor.Tensor {
 	abs := tensor.Abs(errorsOf("nn.LogCosh", predictions, targets))
-	return tensor.AddScalar(tensor.Add(abs, tensor.Softplus(tensor.MulScalar(abs, -2))), -math.Ln2)
+	return tensor.Add(tensor.Add(abs, tensor.Softplus(tensor.Mul(abs, constLike(abs, -2)))), constLike(abs, -math.Ln2))
 }
 
 // KLDivergence returns the Kullback–Leibler divergence KL(targets ‖
@@ -123,11 +130,11 @@ func LogCosh(predictions, targets *tensor.Tensor) *tensor.Tensor {
 func KLDivergence(logPredictions, targets *tensor.Tensor) *tensor.Tensor {
 	const op = "nn.KLDivergence"
 	checkFloat(op, logPredictions, targets)
-	zero := tensor.Equal(targets, tensor.Scalar(0))
+	zero := tensor.Equal(targets, scalarLike(targets, 0))
 	// log of 1 where a target is 0: its term is 0·(0 - logp) and the
 	// gradient of the log stays finite (jnp.where(t == 0, 0, log t) would
 	// give NaN gradients there).
-	logT := tensor.Log(tensor.Where(zero, tensor.Scalar(1), targets))
+	logT := tensor.Log(tensor.Where(zero, scalarLike(targets, 1), targets))
 	return tensor.Sum(tensor.Mul(targets, tensor.Sub(logT, logPredictions)), -1)
 }
 
@@ -154,7 +161,7 @@ func CosineSimilarity(predictions, targets *tensor.Tensor, eps float64) *tensor.
 	unit := func(x *tensor.Tensor) *tensor.Tensor {
 		n2 := tensor.SumKeep(tensor.Square(x), -1)
 		if eps > 0 {
-			n2 = tensor.Maximum(n2, tensor.Scalar(float32(eps)))
+			n2 = tensor.Maximum(n2, constLike(n2, eps))
 		}
 		return tensor.Div(x, tensor.Sqrt(n2))
 	}
@@ -204,7 +211,7 @@ func SigmoidFocalLoss(logits, labels *tensor.Tensor, gamma float64, alpha ...flo
 	if gamma != 0 {
 		// With y' the larger of y and 1-y and x' = -x (y >= ½) or x:
 		// log(1-p_t) = log σ(x') + log y' + softplus(-x' + log(1-y') - log y').
-		pos := tensor.GreaterEqual(labels, tensor.Scalar(0.5))
+		pos := tensor.GreaterEqual(labels, scalarLike(labels, 0.5))
 		flip := tensor.AddScalar(tensor.Neg(labels), 1)
 		yp := tensor.Where(pos, labels, flip)
 		xp := tensor.Where(pos, tensor.Neg(logits), logits)
@@ -212,12 +219,17 @@ func SigmoidFocalLoss(logits, labels *tensor.Tensor, gamma float64, alpha ...flo
 		log1mYp := tensor.Log(tensor.AddScalar(tensor.Neg(yp), 1)) // exact: 1-y' for y' >= ½
 		log1mpt := tensor.Add(tensor.Add(tensor.LogSigmoid(xp), logYp),
 			tensor.Softplus(tensor.Sub(tensor.Sub(log1mYp, xp), logYp)))
-		loss = tensor.Mul(ce, tensor.Exp(tensor.MulScalar(log1mpt, float32(gamma))))
+		loss = tensor.Mul(ce, tensor.Exp(tensor.Mul(log1mpt, constLike(log1mpt, gamma))))
 	}
 	if len(alpha) == 1 {
-		a := float32(alpha[0])
-		// a·y + (1-a)·(1-y)
-		w := tensor.AddScalar(tensor.MulScalar(labels, 2*a-1), 1-a)
+		// a·y + (1-a)·(1-y), its constants in float32 arithmetic for
+		// float32 labels (as always) and in float64 for float64 ones.
+		a := alpha[0]
+		slope, at0 := tensor.Scalar(2*float32(a)-1), tensor.Scalar(1-float32(a))
+		if labels.DType() == tensor.Float64 {
+			slope, at0 = tensor.ScalarFloat64(2*a-1), tensor.ScalarFloat64(1-a)
+		}
+		w := tensor.Add(tensor.Mul(labels, slope), at0)
 		loss = tensor.Mul(w, loss)
 	}
 	return loss
@@ -237,7 +249,7 @@ func SmoothLabels(labels *tensor.Tensor, alpha float64) *tensor.Tensor {
 		panic(fmt.Sprintf("%s: labels %v have no class axis", op, labels))
 	}
 	k := float64(labels.Dim(labels.Rank() - 1))
-	return tensor.AddScalar(tensor.MulScalar(labels, float32(1-alpha)), float32(alpha/k))
+	return tensor.Add(tensor.Mul(labels, constLike(labels, 1-alpha)), constLike(labels, alpha/k))
 }
 
 func checkFloat(op string, a, b *tensor.Tensor) {
@@ -245,8 +257,8 @@ func checkFloat(op string, a, b *tensor.Tensor) {
 		panic(op + ": nil operand")
 	}
 	for _, x := range []*tensor.Tensor{a, b} {
-		if x.DType() != tensor.Float32 {
-			panic(fmt.Sprintf("%s: %v and %v: want float32 operands", op, a, b))
+		if x.DType() != a.DType() || (x.DType() != tensor.Float32 && x.DType() != tensor.Float64) {
+			panic(fmt.Sprintf("%s: %v and %v: want float32 or float64 operands of one dtype", op, a, b))
 		}
 	}
 	checkBroadcast(op, a, b)

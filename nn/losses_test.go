@@ -207,7 +207,12 @@ func TestLossEdgeCases(t *testing.T) {
 	requirePanicContains(t, func() { nn.SquaredError(p, row) }, "nn.SquaredError: predictions f32[2,3] and targets f32[3] differ in shape")
 	requirePanicContains(t, func() { nn.HuberLoss(p, nil, 0) }, "nn.HuberLoss: delta 0, want > 0")
 	requirePanicContains(t, func() { nn.SmoothLabels(p, 2) }, "nn.SmoothLabels: alpha 2 outside [0, 1]")
-	requirePanicContains(t, func() { nn.KLDivergence(p, tensor.FromInts([]int{1, 2, 3}, 3)) }, "nn.KLDivergence", "want float32 operands")
+	requirePanicContains(t, func() { nn.KLDivergence(p, tensor.FromInts([]int{1, 2, 3}, 3)) }, "nn.KLDivergence", "want float32 or float64 operands of one dtype")
+	requirePanicContains(t, func() { nn.HingeLoss(p, tensor.Convert(p, tensor.Float64)) },
+		"nn.HingeLoss: f32[2,3] and f64[2,3]: want float32 or float64 operands of one dtype")
+	requirePanicContains(t, func() { nn.HuberLoss(p, tensor.Convert(p, tensor.Float64), 1) },
+		"nn.HuberLoss: predictions f32[2,3] and targets f64[2,3] differ in dtype")
+	requirePanicContains(t, func() { nn.L2Loss(tensor.Arange(3), nil) }, "nn.L2Loss: predictions i32[3], want float32 or float64")
 	requirePanicContains(t, func() {
 		nn.CTCLoss(randn(1, 2, 3, 4), tensor.Zeros(tensor.Float32, 2, 4), tensor.FromInts([]int{1, 2}, 2, 1), tensor.Zeros(tensor.Float32, 2, 1))
 	}, "nn.CTCLoss", "want logitPaddings f32[B, T]")

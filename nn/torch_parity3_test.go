@@ -16,8 +16,9 @@ import (
 // parameter (float64 constants in float64 computations), the eps of
 // RMSNorm, LayerNorm and GroupNorm,
 // the shrink activations, Softmin and Threshold, Embedding's padding and
-// max norm, CrossEntropy with probability targets, NLLLoss and the
-// PyTorch-style losses of losses_torch.go.
+// max norm, CrossEntropy with probability targets, NLLLoss, the
+// optax-style losses of losses.go in float64 and the PyTorch-style losses
+// of losses_torch.go.
 
 // requireTight requires got to equal PyTorch's want to 1e-12 relative
 // (1e-12 absolute near 0): float64 arithmetic in another order, where a
@@ -165,6 +166,47 @@ func TestTorchParity3(t *testing.T) {
 				y, dx := lossGrads(x, g, func(x *tensor.Tensor) *tensor.Tensor { return nn.NLLLoss(x, labels, opts) })
 				requireTight(t, c, "y", y)
 				requireTight(t, c, "dx", dx)
+			case "optax_loss":
+				type in struct{ X, Y *tensor.Tensor }
+				var f func(a in) *tensor.Tensor
+				switch name := c.Config["loss"].(string); name {
+				case "squared_error":
+					f = func(a in) *tensor.Tensor { return nn.SquaredError(a.X, a.Y) }
+				case "l2":
+					f = func(a in) *tensor.Tensor { return nn.L2Loss(a.X, a.Y) }
+				case "huber0.7":
+					f = func(a in) *tensor.Tensor { return nn.HuberLoss(a.X, a.Y, 0.7) }
+				case "smooth_l1_0.3":
+					// smooth_l1_loss(beta) is HuberLoss(delta = beta)/beta.
+					f = func(a in) *tensor.Tensor {
+						return tensor.Div(nn.HuberLoss(a.X, a.Y, 0.3), tensor.ScalarFloat64(0.3))
+					}
+				case "log_cosh":
+					f = func(a in) *tensor.Tensor { return nn.LogCosh(a.X, a.Y) }
+				case "kl_div":
+					f = func(a in) *tensor.Tensor { return nn.KLDivergence(a.X, a.Y) }
+				case "kl_div_log_target":
+					f = func(a in) *tensor.Tensor { return nn.KLDivergenceWithLogTargets(a.X, a.Y) }
+				case "focal0.7_0.3":
+					labels := c.f64(t, "labels")
+					f = func(a in) *tensor.Tensor { return nn.SigmoidFocalLoss(a.X, labels, 0.7, 0.3) }
+				case "smooth_labels0.15":
+					f = func(a in) *tensor.Tensor { return nn.SmoothLabels(a.X, 0.15) }
+				case "cosine_similarity":
+					f = func(a in) *tensor.Tensor { return nn.CosineSimilarity(a.X, a.Y, 1e-12) }
+				default:
+					t.Fatalf("no gonox loss for %q", name)
+				}
+				args := in{X: x}
+				if _, ok := c.Tensors["x2"]; ok {
+					args.Y = c.f64(t, "x2")
+				}
+				v, d := lossGrads(args, g, f)
+				requireTight(t, c, "y", v)
+				requireTight(t, c, "dx", d.X)
+				if args.Y != nil {
+					requireTight(t, c, "dx2", d.Y)
+				}
 			case "margin_ranking":
 				type in struct{ X1, X2 *tensor.Tensor }
 				y := c.f64(t, "x3")
@@ -225,7 +267,7 @@ func TestTorchParity3(t *testing.T) {
 			kinds[c.Kind]++
 		})
 	}
-	require.Len(t, kinds, 13, "every kind of case ran: %v", kinds)
+	require.Len(t, kinds, 14, "every kind of case ran: %v", kinds)
 }
 
 // parity3Reduction is the case's reduction.

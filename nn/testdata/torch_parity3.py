@@ -17,6 +17,10 @@ to float32 rounding (torch_parity3_test.go reads it, at 1e-12):
   reduction) on [N, C] and [N, C, T] (gonox's [N, T, C]), with the
   gradients of the logits and of the targets; F.nll_loss (ignore_index,
   weight, reduction);
+- the optax-style losses of losses.go in float64: mse_loss, huber_loss,
+  smooth_l1_loss, log(cosh), kl_div (with and without log_target),
+  torchvision's sigmoid_focal_loss (gamma 0.7, alpha 0.3), label
+  smoothing, cosine_similarity;
 - margin_ranking_loss, triplet_margin_loss (p, swap), poisson_nll_loss
   (log_input, full), gaussian_nll_loss (full, the three shapes of var),
   multi_margin_loss (p, margin, weight), pairwise_distance (p).
@@ -212,6 +216,17 @@ for name, shape, kw in [
         lambda x, y: F.nll_loss(x, y, weight=wp, ignore_index=ign, reduction=red), [logp, lab], params, perm=perm)
 
 # 5. The losses.
+def focal(x, y, gamma, alpha=None):
+    """torchvision.ops.sigmoid_focal_loss (reduction "none"), by autograd."""
+    p = torch.sigmoid(x)
+    ce = F.binary_cross_entropy_with_logits(x, y, reduction="none")
+    p_t = p * y + (1 - p) * (1 - y)
+    loss = ce * (1 - p_t) ** gamma
+    if alpha is not None:
+        loss = (alpha * y + (1 - alpha) * (1 - y)) * loss
+    return loss
+
+
 x1, x2 = torch.randn(6), torch.randn(6)
 ysign = torch.tensor([1.0, -1, 1, -1, -1, 1])
 for red in ("mean", "sum", "none"):
@@ -260,6 +275,32 @@ for name, kw in [("multi_margin", {}), ("multi_margin_p2_margin0.5_sum", {"p": 2
     wp = params.get("weight")
     kw2 = dict(p=kw.get("p", 1), margin=kw.get("margin", 1.0), reduction=kw.get("reduction", "mean"))
     add(name, "multi_margin", kw2, lambda x, y: F.multi_margin_loss(x, y, weight=wp, **kw2), [xm, ym], params)
+
+# The optax-style losses of losses.go in float64 (per element or per row,
+# unreduced), against torch's functions or their formulas by autograd:
+# the constants (Huber's delta, log 2, the focal loss's gamma and alpha,
+# the smoothing) must be float64 ones.
+pr, tg = torch.randn(3, 4) * 1.5, torch.randn(3, 4)
+probs_t = torch.softmax(torch.randn(3, 4), -1)
+logp = torch.log_softmax(torch.randn(3, 4), -1)
+yb = (torch.rand(3, 4) > 0.5).double()
+optax_losses = [
+    ("squared_error", {}, lambda x, y: F.mse_loss(x, y, reduction="none"), [pr, tg]),
+    ("l2", {}, lambda x, y: 0.5 * F.mse_loss(x, y, reduction="none"), [pr, tg]),
+    ("huber0.7", {"delta": 0.7}, lambda x, y: F.huber_loss(x, y, reduction="none", delta=0.7), [pr, tg]),
+    ("smooth_l1_0.3", {"delta": 0.3}, lambda x, y: F.smooth_l1_loss(x, y, reduction="none", beta=0.3), [pr, tg]),
+    ("log_cosh", {}, lambda x, y: torch.log(torch.cosh(x - y)), [pr, tg]),
+    ("kl_div", {}, lambda x, y: F.kl_div(x, y, reduction="none").sum(-1), [logp, probs_t]),
+    ("kl_div_log_target", {}, lambda x, y: F.kl_div(x, y, reduction="none", log_target=True).sum(-1),
+     [logp, torch.log_softmax(torch.randn(3, 4), -1)]),
+    ("focal0.7_0.3", {"gamma": 0.7, "alpha": 0.3}, lambda x: focal(x, yb, 0.7, 0.3), [pr * 1.3]),
+    ("smooth_labels0.15", {"alpha": 0.15}, lambda y: y * 0.85 + 0.15 / 4, [probs_t]),
+    ("cosine_similarity", {"eps": 1e-12}, lambda x, y: F.cosine_similarity(x, y, dim=-1, eps=1e-12), [pr, tg]),
+]
+for n, cfg, f, ins in optax_losses:
+    add("optax_" + n, "optax_loss", dict(cfg, loss=n), f, ins)
+    if n.startswith("focal"):
+        cases[-1]["tensors"]["labels"] = t(yb)
 
 pa, pb = torch.randn(3, 5), torch.randn(3, 5)
 for name, p, eps in [("pairwise", 2.0, 1e-6), ("pairwise_p1", 1.0, 1e-6), ("pairwise_p3_eps0.1", 3.0, 0.1),
