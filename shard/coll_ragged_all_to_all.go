@@ -44,7 +44,7 @@ func init() {
 		// all-to-all.
 		Traits: tensor.Traits{Half: tensor.NativeHalf, Types: tensor.TypesAll, Placement: tensor.SyncVJP},
 		Impl: func(in []*tensor.Tensor, pp any) *tensor.Tensor {
-			out, _ := raggedImpl(in[0], in[1], nil, in[2:], pp.(*raggedParams))
+			out, _ := raggedImpl(in[0], in[1], nil, in[2:], pp.(*raggedParams), nil)
 			return out
 		},
 		VJPNeed: func(g *tensor.Tensor, in []*tensor.Tensor, _ *tensor.Tensor, pp any, need uint64) []*tensor.Tensor {
@@ -78,7 +78,7 @@ func init() {
 		Name:   "ragged_all_to_all",
 		Traits: raggedOp.Traits,
 		ImplN: func(in []*tensor.Tensor, pp any) ([]*tensor.Tensor, any) {
-			out, back := raggedImpl(in[0], nil, nil, in[1:], pp.(*raggedParams))
+			out, back := raggedImpl(in[0], nil, nil, in[1:], pp.(*raggedParams), nil)
 			return []*tensor.Tensor{out}, back
 		},
 		VJPN: func(gs, in, _ []*tensor.Tensor, pp, state any) []*tensor.Tensor {
@@ -93,15 +93,22 @@ func init() {
 		Name:   "ragged_all_to_all_take",
 		Traits: raggedOp.Traits,
 		ImplN: func(in []*tensor.Tensor, pp any) ([]*tensor.Tensor, any) {
-			out, back := raggedImpl(in[0], nil, in[1], in[2:], pp.(*raggedParams))
+			out, back := raggedImpl(in[0], nil, in[1], in[2:], pp.(*raggedParams), nil)
 			return []*tensor.Tensor{out}, back
 		},
 		// The transposed exchange brings the cotangents of the sent rows
 		// back, which Take's VJP sums into the operand's rows: as the
 		// separate Take and RaggedAllToAllRows did, in the same order.
+		// Untraced float32 cotangents are summed where the senders'
+		// blocks hold them, without the received rows' buffer
+		// (raggedRowsSum): the same sums, row for row.
 		VJPN: func(gs, in, _ []*tensor.Tensor, pp, state any) []*tensor.Tensor {
 			p := pp.(*raggedParams)
 			index := in[1]
+			if fusedRaggedSum(gs[0]) {
+				sum := raggedRowsSum(p.env, gs[0], index, in[0].Dim(0), state.(*raggedCall), p.axes)
+				return []*tensor.Tensor{remarkFresh(sum, in[0]), nil, nil, nil, nil, nil}
+			}
 			g := raggedRows(p.env, gs[0], index.Dim(0), state.(*raggedCall), p.axes)
 			sum := tensor.SegmentSum(g, index, in[0].Dim(0))
 			if !g.IsTraced() {
@@ -185,6 +192,43 @@ func raggedRows(e *devEnv, operand *tensor.Tensor, rows int, rc *raggedCall, axe
 	return raggedRowsApply(e, operand, rows, offs, axes)
 }
 
+// fusedRaggedSum reports whether RaggedAllToAllTake's VJP takes
+// raggedRowsSum for the cotangent g: float32 and untraced (a traced one
+// needs the exchange and the sum as ops, for the next derivative). Every
+// device of the exchange decides alike: the cotangents of one op share
+// dtype and tracing.
+func fusedRaggedSum(g *tensor.Tensor) bool {
+	return g.DType() == tensor.Float32 && !g.IsTraced()
+}
+
+// raggedRowsSum is tensor.SegmentSum(raggedRows(e, operand, len(ids),
+// rc, axes), ids, segments) without the exchange's output: this device
+// sums the rows the devices send it where their blocks hold them
+// (tensor.SegmentSumRows), in the order of the output's rows, so the
+// result has the bits of the exchange followed by the sum. It meets the
+// other devices as raggedRows does, and operand must not be traced. The
+// result is a host tensor, for the caller to mark.
+func raggedRowsSum(e *devEnv, operand, ids *tensor.Tensor, segments int, rc *raggedCall, axes []string) *tensor.Tensor {
+	const op = "shard.Ctx.RaggedAllToAllTake"
+	offs := []*tensor.Tensor{tensor.FromInts(rc.io), tensor.FromInts(rc.ss), tensor.FromInts(rc.oo), tensor.FromInts(rc.rs)}
+	m := e.maskOf(op, axes)
+	raggedArgs(op, e.group(op, axes), operand, nil, offs)
+	vo := tensor.Vary(operand, e.Local(maskOf(operand)|m))
+	p := &raggedParams{collParams: collParams{env: e, axes: slices.Clone(axes), mask: m}, rows: ids.Dim(0)}
+	sum, _ := raggedImpl(vo, nil, nil, offs, p, &raggedSink{ids: ids, segments: segments})
+	if vo != operand {
+		tensor.Donate(vo)
+	}
+	return sum
+}
+
+// raggedSink, given to raggedImpl, sums the rows received into segments
+// at ids (one per row of the output) instead of writing them out.
+type raggedSink struct {
+	ids      *tensor.Tensor
+	segments int
+}
+
 func raggedRowsApply(e *devEnv, operand *tensor.Tensor, rows int, offs []*tensor.Tensor, axes []string) *tensor.Tensor {
 	return raggedRowsTake(e, operand, nil, rows, offs, axes)
 }
@@ -220,8 +264,10 @@ func raggedRowsTake(e *devEnv, operand, index *tensor.Tensor, rows int, offs []*
 // the devices send it, and the transposed call's offsets and sizes (what
 // RaggedAllToAllRows's VJP sends back where). With an index, the rows a
 // device sends are its operand's rows index[i], which the receivers copy
-// from the operand itself.
-func raggedImpl(operand, output, index *tensor.Tensor, offs []*tensor.Tensor, p *raggedParams) (*tensor.Tensor, *raggedCall) {
+// from the operand itself. With a sink, the result is instead the
+// segment sum of the output's rows (sink), read where the senders hold
+// them: a host tensor, unmarked, and not a result of the exchange's op.
+func raggedImpl(operand, output, index *tensor.Tensor, offs []*tensor.Tensor, p *raggedParams, sink *raggedSink) (*tensor.Tensor, *raggedCall) {
 	e := p.env
 	g := e.group("shard.RaggedAllToAll", p.axes)
 	x := operand
@@ -247,7 +293,10 @@ func raggedImpl(operand, output, index *tensor.Tensor, offs []*tensor.Tensor, p 
 		rows = output.Dim(0)
 	}
 	shape := append([]int{rows}, operand.BorrowShape()[1:]...)
-	out := tensor.Empty(operand.DType(), shape...) // filled below
+	var out *tensor.Tensor
+	if sink == nil {
+		out = tensor.Empty(operand.DType(), shape...) // filled below
+	}
 	rowSize := 1
 	for _, d := range shape[1:] {
 		rowSize *= d
@@ -277,14 +326,19 @@ func raggedImpl(operand, output, index *tensor.Tensor, offs []*tensor.Tensor, p 
 			}
 		}
 	}
-	if output == nil {
-		zeroUnwritten(out, writtenRows(rows, back.io, back.ss), rowSize)
-	}
-	for j, m := range g.members {
-		src := s.calls[m].data.(*raggedCall)
-		for q := range u {
-			peer := j*u + q
-			copyRows(out, back.io[peer], src.operand, back.oo[peer], back.ss[peer], rowSize, src.index)
+	switch {
+	case sink != nil:
+		out = sumRows(s, g, u, back, rows, rowSize, shape[1:], sink)
+	default:
+		if output == nil {
+			zeroUnwritten(out, writtenRows(rows, back.io, back.ss), rowSize)
+		}
+		for j, m := range g.members {
+			src := s.calls[m].data.(*raggedCall)
+			for q := range u {
+				peer := j*u + q
+				copyRows(out, back.io[peer], src.operand, back.oo[peer], back.ss[peer], rowSize, src.index)
+			}
 		}
 	}
 	// The other devices read each call's operand through the header of
@@ -311,11 +365,47 @@ func raggedImpl(operand, output, index *tensor.Tensor, offs []*tensor.Tensor, p 
 		}
 	}
 	e.account(raggedColl, sent)
+	if sink != nil {
+		return out, back
+	}
 	mask := maskOf(x) | p.mask
 	if output != nil {
 		mask |= maskOf(output)
 	}
 	return e.markedFresh(out, mask), back
+}
+
+// sumRows is raggedImpl's segment sum into sink of the rows the meeting
+// s brings (rows of rowSize float32 elements, trailing dimensions
+// trailing): row r of the output the exchange would write is the
+// sender's row where back says, or zeros where no device writes.
+func sumRows(s *slot, g group, u int, back *raggedCall, rows, rowSize int, trailing []int, sink *raggedSink) *tensor.Tensor {
+	at := make([][]float32, rows)
+	for j, m := range g.members {
+		src := s.calls[m].data.(*raggedCall)
+		f := src.operand.BorrowFloat32()
+		for q := range u {
+			peer := j*u + q
+			from := back.oo[peer]
+			for r := range back.ss[peer] {
+				i := from + r
+				if src.index != nil {
+					i = src.index[i]
+				}
+				at[back.io[peer]+r] = f[i*rowSize : (i+1)*rowSize]
+			}
+		}
+	}
+	var zero []float32
+	for r, v := range at {
+		if v == nil {
+			if zero == nil {
+				zero = make([]float32, rowSize)
+			}
+			at[r] = zero
+		}
+	}
+	return tensor.SegmentSumRows(at, sink.ids, sink.segments, trailing...)
 }
 
 // raggedKey is what the devices' calls of a ragged all-to-all must agree

@@ -218,12 +218,29 @@ func TestRaggedAllToAllTake(t *testing.T) {
 // gives the bits of the composition's (the rows copied back, then
 // tensor.SegmentSum in received order), here on rows of 19 float32 (the
 // sums' vector part and their tail), an index that repeats rows and has
-// entries nothing sends (their cotangent is 0), under a random cotangent,
-// into storage the allocator cache hands out dirty; a second-order
-// gradient (the traced path) agrees too. A VJP that adds the received
-// rows in another order, or lets a row's first contribution add to the
-// cache's old values, fails it.
+// entries nothing sends (their cotangent is 0), or that sends one row
+// four times (its sum rounds differently in another order), under a
+// random cotangent, into storage the allocator cache hands out dirty; a
+// second-order gradient (the traced path) agrees too. A VJP that adds the
+// received rows in another order, or lets a row's first contribution add
+// to the cache's old values, fails it.
 func TestRaggedAllToAllTakeGradOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		index  []int
+		unsent int // a row of device 0 in no sent entry
+		summed int // one that is
+	}{
+		// Device r's operand has 4 rows and its index 5 entries; entry 4
+		// is not sent (the plan's groups cover entries 0-3).
+		{"repeats", []int{2, 0, 0, 1, 2 /* device 0 */, 3, 1, 1, 0, 3 /* device 1 */}, 3, 0},
+		{"one row four times", []int{1, 1, 1, 1, 2 /* device 0 */, 0, 0, 0, 0, 3 /* device 1 */}, 3, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) { raggedTakeGradOrder(t, tc.index, tc.unsent, tc.summed) })
+	}
+}
+
+func raggedTakeGradOrder(t *testing.T, indexInts []int, unsent, summed int) {
 	m := shard.NewMesh([]int{2}, []string{"ep"})
 	r := rand.New(rand.NewPCG(3, 4))
 	const width = 19
@@ -232,10 +249,7 @@ func TestRaggedAllToAllTakeGradOrder(t *testing.T) {
 		Index *tensor.Tensor
 		W     *tensor.Tensor
 	}
-	// Device r's operand has 4 rows and its index 5 entries; entry 4 is
-	// not sent (the plan's groups cover entries 0-3), and row 3 of device
-	// 0 is in no entry.
-	index := tensor.FromInts([]int{2, 0, 0, 1, 2 /* device 0 */, 3, 1, 1, 0, 3 /* device 1 */})
+	index := tensor.FromInts(indexInts)
 	run := func(take bool) func(x, w *tensor.Tensor) *tensor.Tensor {
 		f := shard.Map(m, shard.P("ep"), shard.P("ep"), func(c *shard.Ctx, a in) *tensor.Tensor {
 			y := takeOrRows(c, a.Plan, a.Index, take)
@@ -255,8 +269,8 @@ func TestRaggedAllToAllTakeGradOrder(t *testing.T) {
 	}
 	gotGrad := grad(got)
 	require.Equal(t, wantGrad, gotGrad)
-	assert.Equal(t, make([]float32, width), gotGrad[3*width:4*width], "device 0's row 3 is in no entry")
-	assert.NotEqual(t, make([]float32, width), gotGrad[:width])
+	assert.Equal(t, make([]float32, width), gotGrad[unsent*width:(unsent+1)*width], "device 0's row in no entry")
+	assert.NotEqual(t, make([]float32, width), gotGrad[summed*width:(summed+1)*width])
 	// Second order: d/dx of Σ (∂/∂x Σ y·w)² goes through the traced VJP.
 	second := func(f func(x, w *tensor.Tensor) *tensor.Tensor) []float32 {
 		return autodiff.Grad(func(x *tensor.Tensor) *tensor.Tensor {

@@ -56,6 +56,13 @@ func gatherRowsF32(dst, src []float32, idx []int32, n, inner int, zeroOut, local
 // w[j]·upd[j], the product rounded before the add: the bits of Mul then
 // the scatter (SegmentWeightedSum).
 func scatterRowsF32(dst, upd, w []float32, idx []int32, n, inner int, dropOut, zero, local bool) {
+	scatterRowsOfF32(dst, upd, nil, w, idx, n, inner, dropOut, zero, local)
+}
+
+// scatterRowsOfF32 is scatterRowsF32 whose rows of upd are rowsOf[j]
+// instead when rowsOf is not nil (SegmentSumRows: rows read where
+// another device's block holds them).
+func scatterRowsOfF32(dst, upd []float32, rowsOf [][]float32, w []float32, idx []int32, n, inner int, dropOut, zero, local bool) {
 	rows := func(lo, hi int) {
 		var seenBuf [64]uint64
 		var seen []uint64
@@ -76,7 +83,13 @@ func scatterRowsF32(dst, upd, w []float32, idx []int32, n, inner int, dropOut, z
 				v = int32(wrapIndex(v, n))
 			}
 			if k := int(v); k >= lo && k < hi {
-				d, u := dst[k*inner:(k+1)*inner], upd[j*inner:(j+1)*inner]
+				d := dst[k*inner : (k+1)*inner]
+				var u []float32
+				if rowsOf != nil {
+					u = rowsOf[j][:inner]
+				} else {
+					u = upd[j*inner : (j+1)*inner]
+				}
 				first := false
 				if r := k - lo; zero && seen[r/64]&(1<<(r%64)) == 0 {
 					seen[r/64] |= 1 << (r % 64)
@@ -98,7 +111,11 @@ func scatterRowsF32(dst, upd, w []float32, idx []int32, n, inner int, dropOut, z
 			}
 		}
 	}
-	if serial(len(upd)*costCheap, local) {
+	work := len(upd)
+	if rowsOf != nil {
+		work = len(rowsOf) * inner
+	}
+	if serial(work*costCheap, local) {
 		rows(0, n)
 		return
 	}
@@ -107,7 +124,7 @@ func scatterRowsF32(dst, upd, w []float32, idx []int32, n, inner int, dropOut, z
 	// balance they buy (a top-2 MoE layer's 4096 rows of 128 into 2048
 	// tokens at 2 threads: 51-55 µs in 8 chunks, 42 µs in 2, AMD EPYC
 	// Zen 5, BenchmarkScatterRowsFromZero).
-	p := min(runtime.GOMAXPROCS(0), max(2, len(upd)*costCheap/(parallelMinWork/2)), n)
+	p := min(runtime.GOMAXPROCS(0), max(2, work*costCheap/(parallelMinWork/2)), n)
 	spread(p, func(c int) int { return n * c / p }, rows)
 }
 
