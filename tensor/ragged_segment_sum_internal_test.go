@@ -36,7 +36,7 @@ func TestSegmentSumRows(t *testing.T) {
 			}
 			ids := make([]int32, m)
 			for j := range ids {
-				ids[j] = int32(rng.IntN(ns-1)) // segment ns-1 stays empty
+				ids[j] = int32(rng.IntN(ns - 1)) // segment ns-1 stays empty
 			}
 			ids[3], ids[11] = -1, ns // skipped
 			ids[0] = 2
