@@ -168,6 +168,7 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"T":                  func(t []*tensor.Tensor) { tensor.T(t[0]) },
 	"ScatterAdd":         func(t []*tensor.Tensor) { tensor.ScatterAdd(t[0], t[1], t[2], 0) },
 	"SegmentSum":         func(t []*tensor.Tensor) { tensor.SegmentSum(t[0], t[1], 2) },
+	"SegmentSumRows":     func(t []*tensor.Tensor) { tensor.SegmentSumRows([][]float32{{1}, {2}, {3}}, t[0], 2, 1) },
 	"SegmentWeightedSum": func(t []*tensor.Tensor) { tensor.SegmentWeightedSum(t[0], t[1], t[2], 2) },
 	"Slice":              func(t []*tensor.Tensor) { tensor.Slice(t[0], []int{0}, []int{1}) },
 	"SliceAxis":          func(t []*tensor.Tensor) { tensor.SliceAxis(t[0], 0, 0, 1) },
