@@ -3,6 +3,7 @@
 package gemm
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/gonox/gonox/internal/cputime"
@@ -104,5 +105,47 @@ func BenchmarkKernelInCache(b *testing.B) {
 			}
 			reportRate(b, float64(2*12*32*k*reps)*float64(b.N), cpu0)
 		})
+	}
+}
+
+// BenchmarkKernelDepth calls the AVX-512 float32 12×32 kernels, both
+// flavours (fl=0: A a packed panel, as for a weight gradient; fl=1: A's
+// rows in place, 272 floats apart), again and again on one A and one B
+// strip in L1 with k = 32 ... 256 (beta = 1, as for every k block after the
+// first), the same FLOP per op. Its rates fit time(k) = a per-call cost + k
+// times the cost of one k step, separating the call, C's load and store
+// and the pipeline's fill and drain from the rate of the k loop itself.
+func BenchmarkKernelDepth(b *testing.B) {
+	if !kernels.Has(kernels.AVX512) {
+		b.Skip("no AVX-512 (GONOX_KERNELS, or the CPU)")
+	}
+	const kmax, n = 256, 1024
+	for _, fl := range []int{flavC, flavR} {
+		as := 12
+		if fl == flavR {
+			as = kmax + 16
+		}
+		a := alignedFloats[float32](12 * (kmax + 16))
+		bb := alignedFloats[float32](kmax * 32)
+		c := alignedFloats[float32](12 * n)
+		for i := range a {
+			a[i] = 1.0 / 1024
+		}
+		for i := range bb {
+			bb[i] = 1.0 / 2048
+		}
+		kern := avx512Kernels[fl][1][12]
+		for _, k := range []int{32, 64, 128, 256} {
+			b.Run(fmt.Sprintf("fl=%d/k=%d", fl, k), func(b *testing.B) {
+				reps := 32 * kmax / k // kernel calls per op
+				cpu0 := cputime.Used().Seconds()
+				for b.Loop() {
+					for range reps {
+						kern(k, &a[0], as, &bb[0], 32, &c[0], n, 1, 1, 32)
+					}
+				}
+				reportRate(b, float64(2*12*32*k*reps)*float64(b.N), cpu0)
+			})
+		}
 	}
 }
