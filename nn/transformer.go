@@ -57,13 +57,14 @@ func (o TransformerOptions) withDefaults(fn string) TransformerOptions {
 // projection, the query, key and value weights Glorot-uniform over
 // PyTorch's packed in_proj_weight [3·dim, dim] (bound √(6/(4·dim))), their
 // biases zero, the output weight uniform in ±1/√dim and its bias zero.
-func newTorchAttention(key tensor.Key, dim, heads int, dropout float64) MultiHeadAttention {
+func newTorchAttention(fn string, key tensor.Key, dim, heads int, dropout float64) MultiHeadAttention {
 	if heads <= 0 || dim <= 0 || dim%heads != 0 {
-		panic(fmt.Sprintf("nn.NewTransformer: d_model %d, nhead %d: nhead must be positive and divide d_model", dim, heads))
+		panic(fmt.Sprintf("%s: d_model %d, nhead %d: nhead must be positive and divide d_model", fn, dim, heads))
 	}
 	k1, k2 := key.Split2()
+	bound := math.Sqrt(6 / float64(4*dim))
 	a := NewMultiHeadAttention(k1, dim, heads, AttentionOptions{Bias: true, DropoutRate: dropout,
-		WeightInit: Uniform(math.Sqrt(6 / float64(4*dim))), BiasInit: Zeros})
+		WeightInit: UniformRange(-bound, bound), BiasInit: Zeros})
 	a.OutputProj = NewLinear(k2, dim, dim, LinearOptions{BiasInit: Zeros})
 	return a
 }
@@ -112,7 +113,7 @@ func NewTransformerEncoderLayer(key tensor.Key, dModel, nhead int, opts Transfor
 	ln := LayerNormOptions{Eps: opts.LayerNormEps}
 	d := NewDropout(opts.Dropout)
 	return TransformerEncoderLayer{
-		SelfAttn: newTorchAttention(k[0], dModel, nhead, opts.Dropout),
+		SelfAttn: newTorchAttention("nn.NewTransformerEncoderLayer", k[0], dModel, nhead, opts.Dropout),
 		Linear1:  l1, Linear2: l2,
 		Norm1: NewLayerNorm(dModel, ln), Norm2: NewLayerNorm(dModel, ln),
 		Dropout: d, Dropout1: d, Dropout2: d,
@@ -237,8 +238,8 @@ func NewTransformerDecoderLayer(key tensor.Key, dModel, nhead int, opts Transfor
 	ln := LayerNormOptions{Eps: opts.LayerNormEps}
 	d := NewDropout(opts.Dropout)
 	return TransformerDecoderLayer{
-		SelfAttn:      newTorchAttention(k[0], dModel, nhead, opts.Dropout),
-		MultiheadAttn: newTorchAttention(k[1], dModel, nhead, opts.Dropout),
+		SelfAttn:      newTorchAttention("nn.NewTransformerDecoderLayer", k[0], dModel, nhead, opts.Dropout),
+		MultiheadAttn: newTorchAttention("nn.NewTransformerDecoderLayer", k[1], dModel, nhead, opts.Dropout),
 		Linear1:       l1, Linear2: l2,
 		Norm1: NewLayerNorm(dModel, ln), Norm2: NewLayerNorm(dModel, ln), Norm3: NewLayerNorm(dModel, ln),
 		Dropout: d, Dropout1: d, Dropout2: d, Dropout3: d,
