@@ -221,6 +221,9 @@
 //     Equinox's options: separate query, key, value and output sizes,
 //     head sizes, a bias per projection, dropout on the attention weights
 //     and a function of the heads (AttentionCall.ProcessHeads).
+//   - TransformerEncoderLayer, TransformerDecoderLayer, TransformerEncoder,
+//     TransformerDecoder, Transformer: PyTorch's Transformer modules, with
+//     its parameters; see "Transformer layers" below.
 //   - RotaryPositionalEmbedding: rotary positional embeddings (RoPE) for
 //     the query and key heads.
 //   - GRUCell, LSTMCell: one step of a recurrent cell, with Equinox's
@@ -266,6 +269,28 @@
 //     Softmin, HardShrink, SoftShrink, TanhShrink and Threshold (SoftminAxis,
 //     HardShrinkWith, SoftShrinkWith); PReLU, a leaky ReLU with a learnt
 //     slope.
+//
+// # Transformer layers
+//
+// TransformerEncoderLayer, TransformerDecoderLayer, TransformerEncoder,
+// TransformerDecoder and Transformer are PyTorch 1.13's torch.nn modules of
+// those names: TransformerOptions takes dim_feedforward, dropout (0 here
+// means none), the activation (PyTorch's "gelu" is GeluExact),
+// layer_norm_eps, batch_first and norm_first; inputs are [T, batch,
+// d_model] ([batch, T, d_model] with BatchFirst, or one example [T,
+// d_model]). The call structs carry PyTorch's masks, bool (true hides, as
+// PyTorch, not DotProductAttention) or float (added to the logits), and
+// the dropout key:
+//
+//	enc := nn.NewTransformerEncoder(key, 512, 8, 6, true, nn.TransformerOptions{Dropout: 0.1})
+//	y := enc.ForwardWith(src, nn.TransformerEncoderCall{Mask: nn.SquareSubsequentMask(T), KeyPaddingMask: pad, Key: &k})
+//
+// The attention is a MultiHeadAttention with biases (bool masks run the
+// fused kernel, float masks PyTorch's composed math); the parameters map
+// one to one to PyTorch's (in_proj_weight is the query, key and value
+// weights stacked), checkpoint.TorchTransformer loads a state dict, and
+// testdata/torch_transformer.py checks outputs and every gradient
+// against PyTorch.
 //
 // # Recurrent layers
 //
