@@ -24,12 +24,47 @@ Debian's python3-torch (PyTorch 1.13) from the repository root:
     /usr/bin/python3 nn/testdata/torch_transformer.py
 
 and commit the JSON: CI does not need torch.
+
+With --bench it writes nothing and times instead the step of nn's
+BenchmarkTransformerEncoderLayer (forward and backward of sum(y*y), float32,
+batch_first [16, 64, 256], 8 heads, dim_feedforward 1024, no dropout) in
+wall and CPU time, for docs/performance.md:
+
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 nn/testdata/torch_transformer.py --bench
 """
 import json
 import os
+import sys
+import time
 
 import torch
 import torch.nn as tnn
+
+
+
+def bench():
+    torch.set_num_threads(1)
+    m = tnn.TransformerEncoderLayer(256, 8, dim_feedforward=1024, dropout=0.0, batch_first=True)
+    x = torch.randn(16, 64, 256)
+    for name, mask in [("nomask", None),
+                       ("boolcausal", torch.triu(torch.ones(64, 64, dtype=torch.bool), 1)),
+                       ("floatcausal", tnn.Transformer.generate_square_subsequent_mask(64))]:
+        def step():
+            m.zero_grad()
+            (m(x, src_mask=mask) ** 2).sum().backward()
+        for _ in range(2):
+            step()
+        n = 20
+        c0, w0 = time.process_time(), time.perf_counter()
+        for _ in range(n):
+            step()
+        print("torch TransformerEncoderLayer/%s %.2f cpu-ms/step %.2f ms/step" % (
+            name, (time.process_time() - c0) / n * 1e3, (time.perf_counter() - w0) / n * 1e3))
+
+
+if "--bench" in sys.argv:
+    bench()
+    sys.exit(0)
 
 torch.set_default_dtype(torch.float64)
 torch.manual_seed(0)
