@@ -112,7 +112,9 @@ func (c GRUCell) Forward(x, h *tensor.Tensor) *tensor.Tensor {
 
 // LSTMState is the state an LSTMCell carries from step to step: the
 // hidden state H (also the cell's output) and the cell state C, Equinox's
-// (h, c) tuple.
+// (h, c) tuple. It is also the (h_0, c_0) and (h_n, c_n) of the sequence
+// layer LSTM, whose H and C are [layers·directions, batch, hidden] (see
+// LSTM.Forward); the zero LSTMState starts LSTM from zeros.
 type LSTMState struct {
 	H, C *tensor.Tensor
 }
