@@ -156,7 +156,10 @@ func (l TransformerEncoderLayer) Call(src *tensor.Tensor, key tensor.Key) *tenso
 
 // ForwardWith is PyTorch's forward(src, src_mask, src_key_padding_mask)
 // with the dropout key. Key k of the call splits in four: the attention
-// weights' dropout, Dropout1, Dropout and Dropout2.
+// weights' dropout, Dropout1, Dropout and Dropout2. Each dropout draws
+// one mask for the whole batch, so autodiff.Vmap over one-example calls
+// with per-example keys draws other masks than the batched call (without
+// dropout the two agree).
 func (l TransformerEncoderLayer) ForwardWith(src *tensor.Tensor, c TransformerEncoderCall) *tensor.Tensor {
 	const fn = "nn.TransformerEncoderLayer"
 	requireInput(fn, "src", src)
