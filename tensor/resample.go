@@ -105,22 +105,23 @@ func init() {
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*resampleParams)
 			x := in[0]
+			local := x.local() != nil
 			_, shape := p.shapes()
 			if p.gather() {
 				out := newOutUninit(x.dtype, shape) // every element written once
 				switch x.dtype {
 				case Float32:
-					resampleGather(out.f32(), x.f32(), p)
+					resampleGather(out.f32(), x.f32(), p, local)
 				case Float64:
-					resampleGather(out.f64(), x.f64(), p)
+					resampleGather(out.f64(), x.f64(), p, local)
 				case Int32:
-					resampleGather(out.i32(), x.i32(), p)
+					resampleGather(out.i32(), x.i32(), p, local)
 				case Int64:
-					resampleGather(out.i64(), x.i64(), p)
+					resampleGather(out.i64(), x.i64(), p, local)
 				case Uint8:
-					resampleGather(out.u8(), x.u8(), p)
+					resampleGather(out.u8(), x.u8(), p, local)
 				case Bool:
-					resampleGather(out.b(), x.b(), p)
+					resampleGather(out.b(), x.b(), p, local)
 				default:
 					panic(fmt.Sprintf("tensor: resample: %v: unsupported dtype", x))
 				}
@@ -129,9 +130,9 @@ func init() {
 			out := newOut(x.dtype, shape)
 			switch x.dtype {
 			case Float32:
-				resampleSum(out.f32(), x.f32(), p, false)
+				resampleSum(out.f32(), x.f32(), p, false, local)
 			case Float64:
-				resampleSum(out.f64(), x.f64(), p, false)
+				resampleSum(out.f64(), x.f64(), p, false, local)
 			default:
 				panic(fmt.Sprintf("tensor: resample: %v: weighted taps need float data", x))
 			}
@@ -152,13 +153,14 @@ func init() {
 		Impl: func(in []*Tensor, pp any) *Tensor {
 			p := pp.(*resampleParams)
 			g := in[0]
+			local := g.local() != nil
 			shape, _ := p.shapes()
 			out := newOut(g.dtype, shape)
 			switch g.dtype {
 			case Float32:
-				resampleSum(out.f32(), g.f32(), p, true)
+				resampleSum(out.f32(), g.f32(), p, true, local)
 			case Float64:
-				resampleSum(out.f64(), g.f64(), p, true)
+				resampleSum(out.f64(), g.f64(), p, true, local)
 			default:
 				panic(fmt.Sprintf("tensor: resample_transpose: %v: want float data", g))
 			}
@@ -180,7 +182,7 @@ func resample(x *Tensor, p *resampleParams) *Tensor { return Apply(resampleOp, p
 
 // resampleGather writes dst (the result) from src for maps of one tap of
 // weight 1: each result element is one source element.
-func resampleGather[T any](dst, src []T, p *resampleParams) {
+func resampleGather[T any](dst, src []T, p *resampleParams, local bool) {
 	if len(dst) == 0 {
 		return
 	}
@@ -192,6 +194,14 @@ func resampleGather[T any](dst, src []T, p *resampleParams) {
 		return
 	}
 	var walk func(d, io, oo int)
+	// step walks result position i of axis d.
+	step := func(d, i, io, oo int) {
+		j := i
+		if p.axes[d].k != 0 {
+			j = p.axes[d].idx[i]
+		}
+		walk(d+1, io+j*ist[d], oo+i*ost[d])
+	}
 	walk = func(d, io, oo int) {
 		a := &p.axes[d]
 		if d == r-1 {
@@ -206,14 +216,19 @@ func resampleGather[T any](dst, src []T, p *resampleParams) {
 			return
 		}
 		for i := range a.m {
-			j := i
-			if a.k != 0 {
-				j = a.idx[i]
-			}
-			walk(d+1, io+j*ist[d], oo+i*ost[d])
+			step(d, i, io, oo)
 		}
 	}
-	walk(0, 0, 0)
+	if r == 1 {
+		walk(0, 0, 0)
+		return
+	}
+	// The result positions of the first axis own disjoint parts of dst.
+	parallelFor(p.axes[0].m, ost[0]*costCheap, 1, local, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			step(0, i, 0, 0)
+		}
+	})
 }
 
 // resampleSum adds into dst, zeroed: resample of src when transpose is
@@ -222,7 +237,7 @@ func resampleGather[T any](dst, src []T, p *resampleParams) {
 // order either way, axis by axis; products of the weights of the outer
 // axes are formed in float64, and each result element of the last axis
 // sums its taps (weights rounded to T) before it is scaled by them.
-func resampleSum[T float32 | float64](dst, src []T, p *resampleParams, transpose bool) {
+func resampleSum[T float32 | float64](dst, src []T, p *resampleParams, transpose, local bool) {
 	if len(dst) == 0 || len(src) == 0 {
 		return
 	}
@@ -246,6 +261,7 @@ func resampleSum[T float32 | float64](dst, src []T, p *resampleParams, transpose
 		}
 	}
 	var walk func(d, io, oo int, w float64)
+	var step func(d, i, io, oo int, w float64) // result position i of axis d
 	walk = func(d, io, oo int, w float64) {
 		a := &p.axes[d]
 		if d == r-1 {
@@ -290,20 +306,38 @@ func resampleSum[T float32 | float64](dst, src []T, p *resampleParams, transpose
 			return
 		}
 		for i := range a.m {
-			if a.k == 0 {
-				walk(d+1, io+i*ist[d], oo+i*ost[d], w)
-				continue
-			}
-			for t := range a.k {
-				wt := w
-				if a.w != nil {
-					wt *= a.w[i*a.k+t]
-				}
-				walk(d+1, io+a.idx[i*a.k+t]*ist[d], oo+i*ost[d], wt)
-			}
+			step(d, i, io, oo, w)
 		}
 	}
-	walk(0, 0, 0, 1)
+	step = func(d, i, io, oo int, w float64) {
+		a := &p.axes[d]
+		if a.k == 0 {
+			walk(d+1, io+i*ist[d], oo+i*ost[d], w)
+			return
+		}
+		for t := range a.k {
+			wt := w
+			if a.w != nil {
+				wt *= a.w[i*a.k+t]
+			}
+			walk(d+1, io+a.idx[i*a.k+t]*ist[d], oo+i*ost[d], wt)
+		}
+	}
+	a0 := &p.axes[0]
+	if r == 1 || (transpose && a0.k != 0) {
+		walk(0, 0, 0, 1)
+		return
+	}
+	// The result positions of the first axis own disjoint parts of the
+	// result (of the operand, for the transpose, when the first axis is
+	// an identity): each goroutine adds into its own, in the serial
+	// order, the bits of the serial loop.
+	taps := max(a0.k, 1)
+	parallelFor(a0.m, ost[0]*taps*costCheap, 1, local, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			step(0, i, 0, 0, 1)
+		}
+	})
 }
 
 // identityMaps returns identity maps for shape.
