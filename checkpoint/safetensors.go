@@ -711,6 +711,40 @@ func tensorName(p pytree.Path) string {
 	return p.String()
 }
 
+// unreadHint names a few of the file's tensors under the prefix that no
+// leaf of the tree reads, for the error of a leaf the file lacks: most often
+// the file names its tensors otherwise (a PyTorch state dict), and seeing
+// its names says which rules to write.
+func unreadHint(under map[string]bool, likePaths []pytree.Path, prefix pytree.Path, mapped bool) string {
+	want := make(map[string]bool, len(likePaths))
+	for _, lp := range likePaths {
+		want[tensorName(append(slices.Clone(prefix), lp...))] = true
+	}
+	var unread []string
+	for name := range under {
+		if !want[name] {
+			unread = append(unread, name)
+		}
+	}
+	if len(unread) == 0 {
+		return ""
+	}
+	sort.Strings(unread)
+	n := len(unread)
+	for i := range unread {
+		unread[i] = strconv.Quote(unread[i])
+	}
+	if len(unread) > 3 {
+		unread = append(unread[:3], "...")
+	}
+	names := "names"
+	if mapped {
+		names = "names (after MapNames)"
+	}
+	return fmt.Sprintf("; the file's %d %s that no leaf reads are %s: MapNames renames them (TorchMLP, TorchRNN and TorchTransformer map PyTorch's state dicts)",
+		n, names, strings.Join(unread, ", "))
+}
+
 // matchNames finds the file entry of each like path (under the Subtree
 // prefix), by name.
 func matchNames(entries []stEntry, likePaths []pytree.Path, cfg restoreConfig) ([]*stEntry, error) {
@@ -741,7 +775,7 @@ func matchNames(entries []stEntry, likePaths []pytree.Path, cfg restoreConfig) (
 		name := tensorName(append(slices.Clone(prefix), lp...))
 		e, ok := byName[name]
 		if !ok {
-			return nil, fail(name, "the tree to read into has a tensor here, the file does not")
+			return nil, fail(name, "the tree to read into has a tensor here, the file does not%s", unreadHint(under, likePaths, prefix, len(cfg.rules) > 0))
 		}
 		out[i] = e
 		used[name] = true
