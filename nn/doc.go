@@ -374,4 +374,15 @@
 // TorchIgnoreIndex} is PyTorch's default ignore_index=-100. Their tests
 // compare with testdata/torch_layers.py's torch_crossentropy.json and
 // testdata/torch_parity3.py's torch_parity3.json.
+//
+// PyTorch's modules that have no function of their own here are one line:
+// MSELoss is tensor.MSE; L1Loss is tensor.Mean(tensor.Abs(tensor.Sub(p,
+// y))); SmoothL1Loss is HuberLoss (see its doc for beta); KLDivLoss with
+// reduction="batchmean" on [N, C] log-probabilities is
+// tensor.Mean(KLDivergence(logp, q)); BCELoss on probabilities is best
+// BinaryCrossEntropyWithLogits on the logits before the sigmoid;
+// InstanceNorm2d(C) is NewGroupNorm(C, C, GroupNormOptions{NoAffine: true});
+// Softmax(dim) and LogSoftmax(dim) are tensor.Softmax and tensor.LogSoftmax;
+// Flatten() is tensor.Reshape(x, x.Dim(0), -1) (tensor.Flatten makes a
+// vector of the whole batch).
 package nn
