@@ -13,13 +13,15 @@ import (
 // starting at mean 0 and variance 1, and statistics over the whole global
 // batch under data parallelism.
 type BatchNormOptions struct {
-	// Eps is added to the variance; 0 means 1e-5.
-	Eps float32
+	// Eps is added to the variance; 0 means 1e-5. Float64 batches add it
+	// to every digit, the others rounded to float32.
+	Eps float64
 	// Momentum is the weight of the old running statistics in each
 	// update, running = Momentum·running + (1-Momentum)·batch, as in
 	// Equinox and Flax; 0 means 0.99. PyTorch's momentum m is 1-m here
-	// (its default 0.1 is 0.9).
-	Momentum float32
+	// (its default 0.1 is 0.9). Float64 running statistics use it to
+	// every digit, the others rounded to float32.
+	Momentum float64
 	// NoAffine leaves out the weight and bias (channelwise_affine=False).
 	NoAffine bool
 	// UnbiasedRunningVar updates the running variance with the unbiased
@@ -61,7 +63,7 @@ type BatchNorm struct {
 	// Index is the layer's entry in the State: running mean and variance.
 	Index StateIndex
 
-	Eps, Momentum      float32
+	Eps, Momentum      float64
 	UnbiasedRunningVar bool
 	PerDevice          bool
 	// Inference uses the running statistics (eqx.nn.BatchNorm's
@@ -219,7 +221,7 @@ func (b BatchNorm) forward(x, res *tensor.Tensor, state State, act Activation) (
 			ss = psumVarying(x, ss)
 		}
 		variance = tensor.Div(ss, count)
-		y = addResidual(b.scaleShift(xc, tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), shape), res)
+		y = addResidual(b.scaleShift(xc, tensor.Rsqrt(tensor.Add(variance, constLike(variance, b.Eps))), shape), res)
 	}
 
 	// Running statistics, from values whose gradient is stopped.
@@ -229,8 +231,14 @@ func (b BatchNorm) forward(x, res *tensor.Tensor, state State, act Activation) (
 		c := tensor.StopGradient(count)
 		bv = tensor.Mul(bv, tensor.Div(c, tensor.AddScalar(c, -1)))
 	}
-	rm := tensor.Add(tensor.MulScalar(run[0], m), tensor.MulScalar(tensor.Convert(bm, run[0].DType()), 1-m))
-	rv := tensor.Add(tensor.MulScalar(run[1], m), tensor.MulScalar(tensor.Convert(bv, run[1].DType()), 1-m))
+	// m and 1-m in the running statistics' precision: for float32 ones,
+	// 1-m is computed in float32 from m rounded to float32.
+	old, fresh := constLike(run[0], m), constLike(run[0], 1-m)
+	if run[0].DType() != tensor.Float64 {
+		fresh = tensor.Scalar(1 - float32(m))
+	}
+	rm := tensor.Add(tensor.Mul(run[0], old), tensor.Mul(tensor.Convert(bm, run[0].DType()), fresh))
+	rv := tensor.Add(tensor.Mul(run[1], old), tensor.Mul(tensor.Convert(bv, run[1].DType()), fresh))
 	return y, state.Set(b.Index, rm, rv)
 }
 
@@ -243,7 +251,7 @@ func (b BatchNorm) normalize(x, res, mean, variance *tensor.Tensor, shape []int,
 	if fusedAffine(x) {
 		return b.affine(x, res, mean, variance, act)
 	}
-	return addResidual(b.scaleShift(tensor.Sub(x, mean), tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), shape), res)
+	return addResidual(b.scaleShift(tensor.Sub(x, mean), tensor.Rsqrt(tensor.Add(variance, constLike(variance, b.Eps))), shape), res)
 }
 
 // scaleShift returns xc·inv·Weight + Bias, inv the per-channel 1/√(var +
@@ -273,7 +281,7 @@ func fusedAffine(x *tensor.Tensor) bool {
 // variance with ordinary ops, so that in training the gradient flows
 // through the batch statistics as through the composition.
 func (b BatchNorm) affine(x, res, mean, variance *tensor.Tensor, act tensor.Activation) *tensor.Tensor {
-	scale := tensor.Reshape(tensor.Rsqrt(tensor.AddScalar(variance, b.Eps)), -1)
+	scale := tensor.Reshape(tensor.Rsqrt(tensor.Add(variance, constLike(variance, b.Eps))), -1)
 	if b.Weight != nil {
 		scale = tensor.Mul(scale, tensor.Convert(b.Weight, x.DType()))
 	}

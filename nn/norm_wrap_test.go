@@ -78,7 +78,7 @@ func TestSpectralNormHand(t *testing.T) {
 	lin := nn.Linear{W: tensor.FromFloat32([]float32{0, 3, 0, 1, 0, 0}, 2, 3), B: tensor.Zeros(tensor.Float32, 3)}
 	sn := nn.NewSpectralNorm(tensor.NewKey(4), lin, nn.SpectralNormOptions{})
 	require.Equal(t, 1, sn.Iterations)
-	require.Equal(t, float32(1e-12), sn.Eps)
+	require.Equal(t, 1e-12, sn.Eps)
 	sn, state := nn.MakeWithState(sn)
 	uv := state.Get(sn.Index)
 	require.Equal(t, []int{3}, uv[0].Shape())

@@ -27,8 +27,9 @@ type SpectralNormOptions struct {
 	// Iterations is the number of power iterations per call in training
 	// (num_power_iterations); 0 means 1.
 	Iterations int
-	// Eps bounds the norms divided by from below; 0 means 1e-12.
-	Eps float32
+	// Eps bounds the norms divided by from below; 0 means 1e-12. Float64
+	// weights use it to every digit, the others rounded to their dtype.
+	Eps float64
 	// Inference uses the power-iteration vectors in the State without
 	// updating them (eqx.nn.SpectralNorm's inference=True); InferenceMode
 	// sets it on every SpectralNorm of a model.
@@ -111,9 +112,9 @@ func (s SpectralNorm[L]) matrix(fn string) *tensor.Tensor {
 
 // powerIterations runs n power iterations on the matrix w [m, k] from u
 // [m] and v [k].
-func powerIterations(w, u, v *tensor.Tensor, n int, eps float32) (*tensor.Tensor, *tensor.Tensor) {
+func powerIterations(w, u, v *tensor.Tensor, n int, eps float64) (*tensor.Tensor, *tensor.Tensor) {
 	m, k := w.Dim(0), w.Dim(1)
-	floor := tensor.Convert(tensor.Scalar(eps), w.DType())
+	floor := scalarLike(w, eps)
 	unit := func(x *tensor.Tensor) *tensor.Tensor {
 		return tensor.Div(x, tensor.Maximum(tensor.Sqrt(tensor.Sum(tensor.Square(x))), floor))
 	}

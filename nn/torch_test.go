@@ -87,8 +87,8 @@ func (c torchCase) pairs(key string) [][2]int {
 func checkBatchNorm(t *testing.T, c torchCase, x, g *tensor.Tensor, get func(*testing.T, string) *tensor.Tensor,
 	req, reqRun func(*testing.T, torchCase, string, *tensor.Tensor)) {
 	t.Helper()
-	bn := nn.NewBatchNorm(int(c.num("channels")), nn.BatchNormOptions{Eps: float32(c.num("eps")),
-		Momentum: float32(1 - c.num("momentum")), UnbiasedRunningVar: true})
+	bn := nn.NewBatchNorm(int(c.num("channels")), nn.BatchNormOptions{Eps: c.num("eps"),
+		Momentum: 1 - c.num("momentum"), UnbiasedRunningVar: true})
 	bn.Weight, bn.Bias = get(t, "weight"), get(t, "bias")
 	bn, state := nn.MakeWithState(bn)
 	state = state.Set(bn.Index, get(t, "running_mean"), get(t, "running_var"))

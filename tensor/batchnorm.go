@@ -24,7 +24,7 @@ var batchNormOp, channelAffine2Op *Op
 
 // batchNormParams are batch_norm's static parameters.
 type batchNormParams struct {
-	eps float32
+	eps float64    // added in x's dtype (rounded to float32 for float32 x)
 	act Activation // ActIdentity or ActRelu
 	// resGrad: the residual may want a cotangent (it is traced), which
 	// then is the masked cotangent gz, materialised.
@@ -49,7 +49,7 @@ func init() {
 			for k := range c {
 				mean.f32()[k] /= cnt
 				variance.f32()[k] /= cnt
-				shift[k] = variance.f32()[k] + bp.eps
+				shift[k] = variance.f32()[k] + float32(bp.eps)
 			}
 			vec.Rsqrt(scale, shift)
 			for k := range c {
@@ -147,7 +147,7 @@ func batchNormVJP(gs, in, outs []*Tensor, p batchNormParams) []*Tensor {
 	y, mean, variance := outs[0], outs[1], outs[2]
 	shape := mean.shape
 	inv := Scalar(1 / float32(numel(x.shape)/max(1, x.shape[1])))
-	rstd := Rsqrt(AddScalar(variance, p.eps))
+	rstd := Rsqrt(Add(variance, constLike(variance, p.eps)))
 	scale := Mul(rstd, w)
 	res := make([]*Tensor, len(in))
 	var gz, mask, alpha, beta *Tensor
@@ -206,7 +206,7 @@ func batchNormJVP(x, t, outs []*Tensor, p batchNormParams) []*Tensor {
 	y, mean, variance := outs[0], outs[1], outs[2]
 	axes := channelSumAxes(len(xs.shape), 0)
 	inv := Scalar(1 / float32(numel(xs.shape)/max(1, xs.shape[1])))
-	rstd := Rsqrt(AddScalar(variance, p.eps))
+	rstd := Rsqrt(Add(variance, constLike(variance, p.eps)))
 	xc := Sub(xs, mean)
 	var dm, dv, dz *Tensor
 	if t[0] != nil {
@@ -252,7 +252,7 @@ func batchNormComposed(x, w, b, r *Tensor, p batchNormParams, lead int) []*Tenso
 	}
 	count := Scalar(float32(n))
 	mean, variance := Div(s, count), Div(q, count)
-	scale := Mul(Rsqrt(AddScalar(variance, p.eps)), w)
+	scale := Mul(Rsqrt(Add(variance, constLike(variance, p.eps))), w)
 	shift := Add(Neg(Mul(mean, scale)), b)
 	var y *Tensor
 	if lead == 0 {
@@ -282,9 +282,10 @@ func batchNormComposed(x, w, b, r *Tensor, p batchNormParams, lead int) []*Tenso
 // weight/√(variance + eps)·(g - mean(g) - x̂·mean(g·x̂)) (g the cotangent
 // before the residual, x̂ the normalised x), from one sweep of sums over g
 // and x and one sweep writing dx; the composition's takes three. act is
-// fused as in ChannelAffine. Statistics over a sharded batch (placed
-// operands) and float64 and half-precision operands use the composition.
-func BatchNorm(x, weight, bias, residual *Tensor, eps float32, act Activation) (y, mean, variance *Tensor) {
+// fused as in ChannelAffine. eps is added in the variance's dtype: to
+// every digit for float64, rounded to float32 otherwise. Statistics over
+// a sharded batch (placed operands) and float64 and half-precision operands use the composition.
+func BatchNorm(x, weight, bias, residual *Tensor, eps float64, act Activation) (y, mean, variance *Tensor) {
 	const name = "tensor.BatchNorm"
 	checkNil(name, "x", x)
 	if !x.dtype.IsFloat() || len(x.shape) < 2 {

@@ -1,0 +1,97 @@
+#!/usr/bin/python3
+"""Writes torch_parity4.json: PyTorch 1.13's outputs and gradients, in
+float64, for torch_parity4_test.go (read at 1e-12 relative):
+
+- BatchNorm1d/2d in training and evaluation with variances near eps and
+  momentum 0.1, and the running statistics after the step: eps and
+  momentum rounded to float32 are ~1e-8 relative off;
+- SpectralNorm's power iteration (gonox's order, Equinox's: u from v,
+  then v from u) written with F.normalize(eps), on a weight whose
+  products have norms below eps, and the normalised weight;
+- the losses of losses_parity4.go: hinge_embedding_loss,
+  cosine_embedding_loss, soft_margin_loss, multilabel_margin_loss,
+  multilabel_soft_margin_loss, binary_cross_entropy (weight, the log
+  clamped at -100), kl_div with reduction 'batchmean'.
+
+Inputs are written with 17 significant digits. Run with Debian's
+python3-torch (PyTorch 1.13) from the repository root:
+
+    /usr/bin/python3 nn/testdata/torch_parity4.py
+
+and commit the JSON: CI does not need torch.
+"""
+import json, os
+import torch
+import torch.nn as tnn
+import torch.nn.functional as F
+
+torch.manual_seed(74)
+torch.set_default_dtype(torch.float64)
+cases = []
+
+
+def t(x):
+    x = x.detach()
+    if not x.dtype.is_floating_point:
+        return {"shape": list(x.shape), "data": [float(i) for i in x.flatten().tolist()]}
+    return {"shape": list(x.shape), "data": [float("%.17g" % v) for v in x.flatten().tolist()]}
+
+
+def add(name, kind, config, fn, inputs, params=None):
+    """Runs y = fn(*inputs), backpropagates a random cotangent g (1 for a
+    scalar y), and records the inputs (x, x2, ...), the parameters, y, g
+    and the gradients (dx, dx2, ..., d<param>)."""
+    params = params or {}
+    names = ["x"] + ["x%d" % (i + 2) for i in range(len(inputs) - 1)]
+    ins = []
+    for v in inputs:
+        if v.dtype.is_floating_point:
+            v = v.detach().clone().requires_grad_(True)
+        ins.append(v)
+    tensors = {n: t(v) for n, v in zip(names, ins)}
+    tensors.update({n: t(p) for n, p in params.items()})
+    y = fn(*ins)
+    g = torch.randn_like(y) if y.dim() > 0 else torch.tensor(1.0)
+    y.backward(g)
+    tensors.update({"y": t(y), "g": t(g)})
+    for n, v in zip(names, ins):
+        if v.dtype.is_floating_point and v.grad is not None:
+            tensors["d" + n] = t(v.grad)
+    for n, p in params.items():
+        if p.grad is not None:
+            tensors["d" + n] = t(p.grad)
+    cases.append({"name": name, "kind": kind, "config": config, "tensors": tensors})
+
+
+# 1. BatchNorm with variances near eps (x ~ 3e-3) and momentum 0.1.
+for mode, bnc, eps, shape in [("1d_train", tnn.BatchNorm1d, 1e-5, (6, 3)), ("1d_eval", tnn.BatchNorm1d, 1e-5, (6, 3)),
+                              ("2d_train", tnn.BatchNorm2d, 3e-5, (4, 3, 2, 3)), ("2d_eval", tnn.BatchNorm2d, 3e-5, (4, 3, 2, 3))]:
+    bn = bnc(3, eps=eps, momentum=0.1)
+    with torch.no_grad():
+        bn.weight.normal_()
+        bn.bias.normal_()
+        bn.running_mean.normal_(std=1e-3)
+        bn.running_var.uniform_(1e-5, 3e-5)
+    bn.train(mode.endswith("train"))
+    before = {"running_mean": bn.running_mean.clone(), "running_var": bn.running_var.clone()}
+    add("batchnorm_" + mode, "batchnorm",
+        {"channels": 3, "eps": eps, "momentum": 0.1, "mode": "eval" if mode.endswith("eval") else "train"},
+        lambda x: bn(x), [torch.randn(*shape) * 3e-3 + 1e-3], {"weight": bn.weight, "bias": bn.bias})
+    c = cases[-1]["tensors"]
+    c.update({k: t(v) for k, v in before.items()})
+    c.update({"running_mean_after": t(bn.running_mean), "running_var_after": t(bn.running_var)})
+
+# 2. SpectralNorm: one power iteration from u, v (gonox's order), on a
+# weight [4, 3] of norm ~1e-2, eps 0.05 (the floor decides both norms).
+w = torch.randn(4, 3) * 1e-2
+u0, v0 = torch.randn(4), torch.randn(3)
+u1 = F.normalize(w @ v0, dim=0, eps=0.05)
+v1 = F.normalize(w.t() @ u1, dim=0, eps=0.05)
+sigma = u1 @ (w @ v1)
+cases.append({"name": "spectral_eps", "kind": "spectral", "config": {"eps": 0.05},
+              "tensors": {"weight": t(w), "u": t(u0), "v": t(v0), "u_after": t(u1), "v_after": t(v1),
+                          "sigma": t(sigma), "y": t(w / sigma)}})
+
+
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_parity4.json"), "w") as f:
+    json.dump({"torch": torch.__version__, "cases": cases}, f, separators=(",", ":"))
