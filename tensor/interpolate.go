@@ -263,7 +263,10 @@ func linearMap(n, m int, s float64, alignCorners bool) axisMap {
 // four taps at ⌊pos⌋-1 to ⌊pos⌋+2, clamped to the input, weighted by the
 // cubic convolution coefficients of pos - ⌊pos⌋.
 func cubicMap(n, m int, s float64, alignCorners bool) axisMap {
-	if m == n {
+	// Unlike linear interpolation, PyTorch's cubic does not copy a
+	// dimension whose size is kept when a scale factor other than 1 is
+	// given: it interpolates with that scale.
+	if m == n && (alignCorners || s == 0 || s == 1) {
 		return axisMap{n: n, m: m}
 	}
 	a := axisMap{n: n, m: m, k: 4, idx: make([]int, 4*m), w: make([]float64, 4*m)}

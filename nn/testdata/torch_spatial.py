@@ -149,6 +149,9 @@ interp_cases = [
     ("bicubic", (1, 2, 8, 9), [3, 5], None, False, None),
     ("bicubic", (1, 2, 8, 9), [3, 5], None, True, None),
     ("bicubic", (1, 1, 2, 3), [6, 1], None, False, None),
+    ("bicubic", (1, 1, 4, 4), None, 1.2, False, None),
+    ("nearest-exact", (1, 1, 4, 4), None, 1.2, None, None),
+    ("bilinear", (1, 1, 4, 4), None, 1.2, False, None),
     ("area", (2, 2, 7), [3], None, None, None),
     ("area", (1, 2, 5, 7), [8, 3], None, None, None),
     ("area", (1, 2, 6, 4), None, 0.5, None, None),
@@ -169,6 +172,15 @@ for i, (mode, shape, size, scale, ac, rec) in enumerate(interp_cases):
     if rec is not None:
         cfg["recompute_scale_factor"] = rec
         kw["recompute_scale_factor"] = rec
+    if mode == "bicubic" and scale is not None and not ac:
+        # PyTorch 1.13's bicubic backward copies the cotangent of a
+        # dimension whose size is kept, while its forward interpolates
+        # with the scale factor (gradcheck fails): the Go test compares
+        # the output only, and checks gonox's gradient by finite
+        # differences.
+        sc = scale if isinstance(scale, list) else [scale] * (len(shape) - 2)
+        if any(int(n * f) == n and f != 1 for n, f in zip(shape[2:], sc)):
+            cfg["torch_backward_inconsistent"] = True
     add("interp_%d_%s" % (i, mode), "interp", cfg, lambda x, kw=kw: F.interpolate(x, **kw), torch.randn(*shape))
 
 # nn.Upsample (the same function, the layer's defaults: nearest).
