@@ -364,23 +364,28 @@
 // weight, label_smoothing and reduction, in CrossEntropyOptions) or with
 // probability targets of the logits' shape, NLLLoss is nll_loss,
 // BinaryCrossEntropyWithLogits is binary_cross_entropy_with_logits
-// (weight, pos_weight, reduction, in BCEOptions), and MarginRankingLoss,
-// TripletMarginLoss, PoissonNLLLoss, GaussianNLLLoss, MultiMarginLoss and
-// PairwiseDistance are their torch.nn.functional namesakes. Unlike the optax
+// (weight, pos_weight, reduction, in BCEOptions), BinaryCrossEntropy is
+// BCELoss's binary_cross_entropy on probabilities (its logs clamped at
+// -100), and MarginRankingLoss, TripletMarginLoss, PoissonNLLLoss,
+// GaussianNLLLoss, MultiMarginLoss, HingeEmbeddingLoss,
+// CosineEmbeddingLoss, SoftMarginLoss, MultiLabelMarginLoss,
+// MultiLabelSoftMarginLoss and PairwiseDistance are their
+// torch.nn.functional namesakes. Unlike the optax
 // losses they reduce (but PairwiseDistance, one distance per row), by default to PyTorch's (weighted) mean
 // (Reduction: ReduceMean, ReduceSum, ReduceNone), and their class axis is
 // the last: PyTorch's [N, C, T] logits are gonox's [N, T, C]. A label is
 // ignored only when asked: CrossEntropyOptions{Ignore: true, IgnoreIndex:
 // TorchIgnoreIndex} is PyTorch's default ignore_index=-100. Their tests
 // compare with testdata/torch_layers.py's torch_crossentropy.json and
-// testdata/torch_parity3.py's torch_parity3.json.
+// testdata/torch_parity3.py's and torch_parity4.py's JSON (float64, 1e-12).
 //
 // PyTorch's modules that have no function of their own here are one line:
 // MSELoss is tensor.MSE; L1Loss is tensor.Mean(tensor.Abs(tensor.Sub(p,
 // y))); SmoothL1Loss is HuberLoss (see its doc for beta); KLDivLoss with
-// reduction="batchmean" on [N, C] log-probabilities is
-// tensor.Mean(KLDivergence(logp, q)); BCELoss on probabilities is best
-// BinaryCrossEntropyWithLogits on the logits before the sigmoid;
+// reduction="batchmean" on [N, ..., C] log-probabilities is
+// tensor.Sum(KLDivergence(logp, q)) divided by N (tensor.Mean of it for
+// [N, C]); BCELoss is BinaryCrossEntropy, though
+// BinaryCrossEntropyWithLogits on the logits before the sigmoid is stabler;
 // InstanceNorm2d(C) is NewGroupNorm(C, C, GroupNormOptions{NoAffine: true});
 // Softmax(dim) and LogSoftmax(dim) are tensor.Softmax and tensor.LogSoftmax;
 // Flatten() is tensor.Reshape(x, x.Dim(0), -1) (tensor.Flatten makes a

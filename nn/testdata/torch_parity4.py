@@ -37,15 +37,16 @@ def t(x):
     return {"shape": list(x.shape), "data": [float("%.17g" % v) for v in x.flatten().tolist()]}
 
 
-def add(name, kind, config, fn, inputs, params=None):
+def add(name, kind, config, fn, inputs, params=None, const=()):
     """Runs y = fn(*inputs), backpropagates a random cotangent g (1 for a
     scalar y), and records the inputs (x, x2, ...), the parameters, y, g
-    and the gradients (dx, dx2, ..., d<param>)."""
+    and the gradients (dx, dx2, ..., d<param>); the inputs at the indices
+    const take no gradient."""
     params = params or {}
     names = ["x"] + ["x%d" % (i + 2) for i in range(len(inputs) - 1)]
     ins = []
-    for v in inputs:
-        if v.dtype.is_floating_point:
+    for i, v in enumerate(inputs):
+        if v.dtype.is_floating_point and i not in const:
             v = v.detach().clone().requires_grad_(True)
         ins.append(v)
     tensors = {n: t(v) for n, v in zip(names, ins)}
@@ -91,6 +92,60 @@ sigma = u1 @ (w @ v1)
 cases.append({"name": "spectral_eps", "kind": "spectral", "config": {"eps": 0.05},
               "tensors": {"weight": t(w), "u": t(u0), "v": t(v0), "u_after": t(u1), "v_after": t(v1),
                           "sigma": t(sigma), "y": t(w / sigma)}})
+
+# 3. Losses, each with the three reductions where cheap.
+RED = ("mean", "sum", "none")
+xh = torch.randn(4, 3) * 1.5
+xh = torch.where((1.2 - xh).abs() < 2e-2, xh + 0.05, xh)
+yh = torch.tensor([[1., -1, -1], [-1, 1, -1], [1, 1, -1], [-1, -1, 1]])
+for r in RED:
+    add("hinge_embedding_" + r, "hinge_embedding", {"margin": 1.2, "reduction": r},
+        lambda x, y: F.hinge_embedding_loss(x, y, margin=1.2, reduction=r), [xh, yh])
+x1, x2 = torch.randn(5, 4), torch.randn(5, 4)
+ye = torch.tensor([1., -1, 1, -1, -1])
+for r in RED:
+    add("cosine_embedding_" + r, "cosine_embedding", {"margin": -0.2, "reduction": r},
+        lambda a, b, y: F.cosine_embedding_loss(a, b, y, margin=-0.2, reduction=r), [x1, x2, ye])
+add("cosine_embedding_vec", "cosine_embedding", {"margin": 0.1, "reduction": "mean"},
+    lambda a, b, y: F.cosine_embedding_loss(a, b, y, margin=0.1), [torch.randn(4), torch.randn(4), torch.tensor(-1.)])
+xs = torch.randn(3, 4) * 3
+ys = torch.where(torch.randn(3, 4) > 0, 1., -1.)
+for r in RED:
+    add("soft_margin_" + r, "soft_margin", {"reduction": r}, lambda x, y: F.soft_margin_loss(x, y, reduction=r), [xs, ys], const=(1,))
+xm = torch.randn(3, 5)
+ym = torch.tensor([[3, 0, -1, 1, 1], [1, 4, 2, 0, 3], [-1, 2, 0, 0, 0]])
+for r in RED:
+    add("multilabel_margin_" + r, "multilabel_margin", {"reduction": r},
+        lambda x: F.multilabel_margin_loss(x, ym, reduction=r), [xm])
+    cases[-1]["tensors"]["labels"] = t(ym)
+add("multilabel_margin_vec", "multilabel_margin", {"reduction": "mean"},
+    lambda x: F.multilabel_margin_loss(x, ym[0]), [xm[0]])
+cases[-1]["tensors"]["labels"] = t(ym[0])
+xl = torch.randn(3, 4) * 2
+yl = (torch.randn(3, 4) > 0).double()
+wl = torch.rand(4) + 0.5
+for r in RED:
+    add("multilabel_soft_margin_" + r, "multilabel_soft_margin", {"reduction": r},
+        lambda x, y: F.multilabel_soft_margin_loss(x, y, reduction=r), [xl, yl])
+add("multilabel_soft_margin_weight", "multilabel_soft_margin", {"reduction": "mean"},
+    lambda x, y: F.multilabel_soft_margin_loss(x, y, weight=wl), [xl, yl], {"weight": wl})
+pb = torch.rand(3, 4) * 0.98 + 0.01
+yb = torch.rand(3, 4)
+wb = torch.rand(4) + 0.5
+for r in RED:
+    add("bce_" + r, "bce", {"reduction": r}, lambda p, y: F.binary_cross_entropy(p, y, reduction=r), [pb, yb])
+add("bce_weight", "bce", {"reduction": "mean"}, lambda p, y: F.binary_cross_entropy(p, y, weight=wb), [pb, yb],
+    {"weight": wb})
+# The clamp: p of 0 and 1 with targets 0 and 1 (finite losses of 100);
+# only the values (torch's gradient divides by max(p(1-p), 1e-12) there).
+pc = torch.tensor([0., 1., 0., 1., 0.3])
+yc = torch.tensor([1., 0., 0., 1., 0.5])
+cases.append({"name": "bce_clamp", "kind": "bce_value", "config": {"reduction": "none"},
+              "tensors": {"x": t(pc), "x2": t(yc), "y": t(F.binary_cross_entropy(pc, yc, reduction="none"))}})
+# kl_div's batchmean: gonox's tensor.Sum(KLDivergence(logp, q)) / N.
+lp = F.log_softmax(torch.randn(3, 2, 4), -1)
+q = F.softmax(torch.randn(3, 2, 4), -1)
+add("kl_batchmean", "kl_batchmean", {}, lambda a, b: F.kl_div(a, b, reduction="batchmean"), [lp, q])
 
 
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_parity4.json"), "w") as f:
