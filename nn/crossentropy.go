@@ -52,6 +52,8 @@ type CrossEntropyOptions struct {
 	// IgnoreIndex is ignore_index: with Ignore set, labels equal to it
 	// (any int32: TorchIgnoreIndex, or a class such as a padding token)
 	// contribute zero loss and zero gradient and are left out of the mean.
+	// A non-zero IgnoreIndex without Ignore panics rather than being
+	// ignored.
 	IgnoreIndex int32
 	// Weights is weight: a rescaling weight per class, of logits' dtype and
 	// shape [C]. nil means all ones.
@@ -115,6 +117,7 @@ func CrossEntropy(logits, labels *tensor.Tensor, opts CrossEntropyOptions) *tens
 		panic(op + ": nil logits or labels")
 	}
 	desc := fmt.Sprintf("logits %v, labels %v", logits, labels)
+	checkIgnoreFlag(op, desc, opts.Ignore, opts.IgnoreIndex)
 	dt := logits.DType()
 	if dt != tensor.Float32 && dt != tensor.Float64 {
 		panic(fmt.Sprintf("%s: %s: logits must be float32 or float64", op, desc))
@@ -170,7 +173,8 @@ func softCrossEntropy(lsm, p, weights *tensor.Tensor, eps float64, r Reduction) 
 type NLLLossOptions struct {
 	// Ignore turns IgnoreIndex on (see CrossEntropyOptions).
 	Ignore bool
-	// IgnoreIndex is ignore_index, used with Ignore.
+	// IgnoreIndex is ignore_index, used with Ignore (non-zero without it
+	// panics).
 	IgnoreIndex int32
 	// Weights is weight: one per class, of logProbs' dtype; nil means ones.
 	Weights *tensor.Tensor
@@ -192,6 +196,7 @@ func NLLLoss(logProbs, labels *tensor.Tensor, opts NLLLossOptions) *tensor.Tenso
 		panic(op + ": nil log-probabilities or labels")
 	}
 	desc := fmt.Sprintf("log-probabilities %v, labels %v", logProbs, labels)
+	checkIgnoreFlag(op, desc, opts.Ignore, opts.IgnoreIndex)
 	if dt := logProbs.DType(); dt != tensor.Float32 && dt != tensor.Float64 {
 		panic(fmt.Sprintf("%s: %s: log-probabilities must be float32 or float64", op, desc))
 	}
@@ -200,6 +205,14 @@ func NLLLoss(logProbs, labels *tensor.Tensor, opts NLLLossOptions) *tensor.Tenso
 	}
 	return nllLoss(op, desc, logProbs, labels, CrossEntropyOptions{Ignore: opts.Ignore, IgnoreIndex: opts.IgnoreIndex,
 		Weights: opts.Weights, Reduction: opts.Reduction})
+}
+
+// checkIgnoreFlag panics when IgnoreIndex is set without Ignore, which
+// would otherwise count that label as an ordinary class.
+func checkIgnoreFlag(op, desc string, ignore bool, index int32) {
+	if !ignore && index != 0 {
+		panic(fmt.Sprintf("%s: %s: IgnoreIndex %d is set but Ignore is off: set Ignore to ignore label %d", op, desc, index, index))
+	}
 }
 
 func checkClassWeights(op, desc string, w *tensor.Tensor, dt tensor.DType, c int) {
@@ -223,7 +236,7 @@ func nllLoss(op, desc string, lsm, labels *tensor.Tensor, opts CrossEntropyOptio
 	r := len(shape)
 	c := shape[r-1]
 	if labels.DType() != tensor.Int32 {
-		panic(fmt.Sprintf("%s: %s: labels must be int32 class indices", op, desc))
+		panic(fmt.Sprintf("%s: %s: labels must be int32 class indices (convert int64 labels with tensor.AsType(labels, tensor.Int32))", op, desc))
 	}
 	if !slices.Equal(labels.Shape(), shape[:r-1]) {
 		panic(fmt.Sprintf("%s: %s: labels must have shape %v (the input without the class axis, which is the last: PyTorch's [N,C,T] is gonox's [N,T,C])", op, desc, shape[:r-1]))
@@ -233,11 +246,11 @@ func nllLoss(op, desc string, lsm, labels *tensor.Tensor, opts CrossEntropyOptio
 	checkReduction(op, desc, opts.Reduction)
 	for i, l := range labels.Int32s() {
 		if (l < 0 || int(l) >= c) && !(opts.Ignore && l == opts.IgnoreIndex) {
-			what := "not an ignored index (set Ignore and IgnoreIndex to ignore it)"
+			what := "is not an ignored index (set Ignore and IgnoreIndex to ignore it)"
 			if opts.Ignore {
-				what = fmt.Sprintf("and not the ignore index %d", opts.IgnoreIndex)
+				what = fmt.Sprintf("is not the ignore index %d", opts.IgnoreIndex)
 			}
-			panic(fmt.Sprintf("%s: %s: label %d at %s out of range [0,%d) %s", op, desc, l, flatIndex(labels.Shape(), i), c, what))
+			panic(fmt.Sprintf("%s: %s: label %d at %s is outside [0,%d) and %s", op, desc, l, flatIndex(labels.Shape(), i), c, what))
 		}
 	}
 

@@ -21,7 +21,8 @@ type EmbeddingOptions struct {
 	Padding bool
 	// PaddingIdx is padding_idx: with Padding set, that row starts at
 	// zeros and gets no gradient (see Embedding). A negative index counts
-	// from the end, as PyTorch's; it must lie in [-vocab, vocab).
+	// from the end, as PyTorch's; it must lie in [-vocab, vocab). A
+	// non-zero PaddingIdx without Padding panics rather than being ignored.
 	PaddingIdx int
 	// MaxNorm is max_norm: above 0, the rows looked up are rescaled to
 	// this NormType-norm where it is larger (see Embedding.Forward).
@@ -80,9 +81,13 @@ func NewEmbedding(key tensor.Key, vocab, dim int, opts EmbeddingOptions) Embeddi
 	return e
 }
 
-// checkOptions panics, naming op, on a padding index outside [-vocab,
-// vocab), a negative or NaN MaxNorm or a NormType that is not positive.
+// checkOptions panics, naming op, on a PaddingIdx set without Padding, a
+// padding index outside [-vocab, vocab), a negative or NaN MaxNorm or a
+// NormType that is not positive.
 func (e Embedding) checkOptions(op string, vocab int) {
+	if !e.Padding && e.PaddingIdx != 0 {
+		panic(fmt.Sprintf("%s: PaddingIdx %d is set but Padding is off: set Padding to make row %d the padding row", op, e.PaddingIdx, e.PaddingIdx))
+	}
 	if e.Padding && (e.PaddingIdx < -vocab || e.PaddingIdx >= vocab) {
 		panic(fmt.Sprintf("%s: padding index %d outside [-%d, %d)", op, e.PaddingIdx, vocab, vocab))
 	}
@@ -116,7 +121,7 @@ func (e Embedding) Forward(ids *tensor.Tensor) *tensor.Tensor {
 	requireInput("nn.Embedding", "ids", ids)
 	requireBuilt("nn.Embedding", "W", e.W, "nn.NewEmbedding")
 	if ids.DType() != tensor.Int32 {
-		panic(fmt.Sprintf("nn.Embedding: ids %v: want int32 ids", ids))
+		panic(fmt.Sprintf("nn.Embedding: ids %v: want int32 ids (convert int64 ids with tensor.AsType(ids, tensor.Int32))", ids))
 	}
 	v := int32(e.W.Dim(0))
 	check := func(b *tensor.Tensor, where string) {
@@ -191,7 +196,7 @@ func (e Embedding) Renorm(ids *tensor.Tensor) Embedding {
 	requireInput("nn.Embedding.Renorm", "ids", ids)
 	requireBuilt("nn.Embedding.Renorm", "W", e.W, "nn.NewEmbedding")
 	if ids.DType() != tensor.Int32 {
-		panic(fmt.Sprintf("nn.Embedding.Renorm: ids %v: want int32 ids", ids))
+		panic(fmt.Sprintf("nn.Embedding.Renorm: ids %v: want int32 ids (convert int64 ids with tensor.AsType(ids, tensor.Int32))", ids))
 	}
 	vocab := e.W.Dim(0)
 	e.checkOptions("nn.Embedding.Renorm", vocab)

@@ -104,8 +104,11 @@ type TransformerEncoderLayer struct {
 
 // NewTransformerEncoderLayer returns an encoder layer of dModel features
 // with nhead heads (which must divide dModel), initialized as PyTorch
-// initializes one (see newTorchAttention; key is split between the
-// attention and the feed-forward block).
+// initializes one (key is split between the attention and the
+// feed-forward block): the attention's query, key and value weights
+// Glorot-uniform over PyTorch's packed in_proj_weight [3·dModel, dModel],
+// the output weight uniform in ±1/√dModel, every attention bias zero; the
+// feed-forward Linears as torch.nn.Linear initializes them.
 func NewTransformerEncoderLayer(key tensor.Key, dModel, nhead int, opts TransformerOptions) TransformerEncoderLayer {
 	opts = opts.withDefaults("nn.NewTransformerEncoderLayer")
 	k := key.Split(2)
@@ -541,17 +544,23 @@ func (t Transformer) ForwardWith(src, tgt *tensor.Tensor, c TransformerCall) *te
 // Transformer.generate_square_subsequent_mask(n): a float32 [n, n] mask
 // with 0 on and below the diagonal and -Inf above it, so that position t
 // attends to positions 0..t. Convert it to float64 for float64 models
-// (tensor.Convert), or pass the bool CausalMask instead.
+// (tensor.Convert), or pass the bool TorchCausalMask instead.
 func SquareSubsequentMask(n int) *tensor.Tensor {
-	return tensor.Where(CausalMask(n), tensor.Full(tensor.Float32, math.Inf(-1)), tensor.Zeros(tensor.Float32))
+	return tensor.Where(TorchCausalMask(n), tensor.Full(tensor.Float32, math.Inf(-1)), tensor.Zeros(tensor.Float32))
 }
 
-// CausalMask returns the bool [n, n] mask that is true above the
-// diagonal: in PyTorch's convention for the Transformer layers' masks,
-// position t may not attend to positions after t.
-func CausalMask(n int) *tensor.Tensor {
+// TorchCausalMask returns the bool [n, n] mask that is true above the
+// diagonal: in PyTorch's convention for the Transformer layers' masks
+// (true = hidden), position t may not attend to positions after t.
+//
+// The polarity is PyTorch's, for the Transformer layers only: gonox's own
+// attention (tensor.DotProductAttention, MultiHeadAttention) takes masks
+// in JAX's convention, true = may attend, so passing this mask there
+// inverts it; use their causal option (or tensor.LogicalNot of this mask)
+// instead.
+func TorchCausalMask(n int) *tensor.Tensor {
 	if n < 0 {
-		panic(fmt.Sprintf("nn.CausalMask: n %d is negative", n))
+		panic(fmt.Sprintf("nn.TorchCausalMask: n %d is negative", n))
 	}
 	rows := tensor.Reshape(tensor.Arange(n), n, 1)
 	cols := tensor.Reshape(tensor.Arange(n), 1, n)

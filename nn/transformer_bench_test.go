@@ -24,7 +24,7 @@ func BenchmarkTransformerEncoderLayer(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		mask *tensor.Tensor
-	}{{"nomask", nil}, {"boolcausal", nn.CausalMask(T)}, {"floatcausal", nn.SquareSubsequentMask(T)}} {
+	}{{"nomask", nil}, {"boolcausal", nn.TorchCausalMask(T)}, {"floatcausal", nn.SquareSubsequentMask(T)}} {
 		b.Run(c.name, func(b *testing.B) {
 			g := autodiff.Grad(func(l nn.TransformerEncoderLayer) *tensor.Tensor {
 				return tensor.Sum(tensor.Square(l.ForwardWith(x, nn.TransformerEncoderCall{Mask: c.mask})))

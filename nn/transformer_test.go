@@ -15,7 +15,7 @@ import (
 func TestSquareSubsequentMask(t *testing.T) {
 	inf := float32(math.Inf(1))
 	require.Equal(t, []float32{0, -inf, -inf, 0, 0, -inf, 0, 0, 0}, nn.SquareSubsequentMask(3).Float32s())
-	require.Equal(t, []bool{false, true, true, false, false, true, false, false, false}, nn.CausalMask(3).Bools())
+	require.Equal(t, []bool{false, true, true, false, false, true, false, false, false}, nn.TorchCausalMask(3).Bools())
 	require.Equal(t, []int{0, 0}, nn.SquareSubsequentMask(0).Shape())
 }
 
@@ -108,7 +108,7 @@ func TestTransformerVmapCheckpoint(t *testing.T) {
 	opts := nn.TransformerOptions{DimFeedforward: 16, BatchFirst: true, Activation: nn.GeluExact}
 	m := nn.NewTransformer(tensor.NewKey(1), D, 2, 1, 2, opts)
 	src, tgt := randn(2, B, S, D), randn(3, B, T, D)
-	causal := nn.CausalMask(T)
+	causal := nn.TorchCausalMask(T)
 	batched := m.ForwardWith(src, tgt, nn.TransformerCall{TgtMask: causal})
 	one := func(x [2]*tensor.Tensor) *tensor.Tensor {
 		return m.ForwardWith(x[0], x[1], nn.TransformerCall{TgtMask: causal})
@@ -161,7 +161,7 @@ func TestTransformerHostile(t *testing.T) {
 			func() { d.Forward(randn(1, 3, 5, D), randn(2, 2, 4, D)) }},
 		{"memory mask", "nn.TransformerDecoderLayer: MemoryMask bool[5,5]: want bool or float [5, 4] or [6, 5, 4] (batch·heads, queries, keys)",
 			func() {
-				d.ForwardWith(randn(1, 3, 5, D), randn(2, 3, 4, D), nn.TransformerDecoderCall{MemoryMask: nn.CausalMask(5)})
+				d.ForwardWith(randn(1, 3, 5, D), randn(2, 3, 4, D), nn.TransformerDecoderCall{MemoryMask: nn.TorchCausalMask(5)})
 			}},
 		{"zero layer", "nn.TransformerEncoderLayer: Linear1.W is nil (the zero TransformerEncoderLayer has no parameters; build it with nn.NewTransformerEncoderLayer)",
 			func() { nn.TransformerEncoderLayer{}.Forward(x) }},
@@ -173,7 +173,7 @@ func TestTransformerHostile(t *testing.T) {
 			func() { nn.NewTransformerDecoderLayer(tensor.NewKey(0), D, 2, nn.TransformerOptions{Dropout: 1.5}) }},
 		{"layers", "nn.NewTransformerEncoder: numLayers 0: want at least one",
 			func() { nn.NewTransformerEncoder(tensor.NewKey(0), D, 2, 0, false, nn.TransformerOptions{}) }},
-		{"causal", "nn.CausalMask: n -1 is negative", func() { nn.CausalMask(-1) }},
+		{"causal", "nn.TorchCausalMask: n -1 is negative", func() { nn.TorchCausalMask(-1) }},
 	} {
 		t.Run(c.name, func(t *testing.T) { require.PanicsWithValue(t, c.want, c.f) })
 	}

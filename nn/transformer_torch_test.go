@@ -127,7 +127,7 @@ func causalMask(t *testing.T, c torchCase, kw string, n int, dt tensor.DType) *t
 	case "causal_float":
 		return tensor.Convert(nn.SquareSubsequentMask(n), dt)
 	case "causal_bool":
-		return nn.CausalMask(n)
+		return nn.TorchCausalMask(n)
 	}
 	return torchMask(t, c, kw, dt)
 }

@@ -269,7 +269,7 @@ func run(args []string, out, errOut io.Writer) error {
 	if cfg.plot != "" && len(r.hist.Points(r.hist.Loss)) > 0 {
 		params, mstate := tr.Params(), tr.ModelState()
 		pred := predict(cfg.policy, params, mstate, ds.test)
-		title := fmt.Sprintf("gonox cnn on %s (%v, %d epochs)", ds.name, strat, cfg.epochs)
+		title := fmt.Sprintf("gonox cnn on %s (%v, %s)", ds.name, strat, plural(cfg.epochs, "epoch"))
 		if err := writeFigure(cfg.plot, title, &r.hist, ds, pred); err != nil {
 			return err
 		}
@@ -339,4 +339,13 @@ func seq(n int) []int {
 		s[i] = i
 	}
 	return s
+}
+
+// plural returns "1 epoch", "2 epochs": n and the noun, in the plural
+// unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -354,3 +354,12 @@ func recordOf(t *testing.T, args ...string) runRecord {
 }
 
 func TestHelp(t *testing.T) { clitest.Help(t, mainExit) }
+
+func TestPlural(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want string
+	}{{0, "0 epochs"}, {1, "1 epoch"}, {2, "2 epochs"}} {
+		require.Equal(t, c.want, plural(c.n, "epoch"))
+	}
+}
