@@ -267,7 +267,7 @@
 // not tree paths, such as a PyTorch state_dict: Rename rewrites names by
 // regular expression, Transpose turns PyTorch's [out, in] nn.Linear
 // weights into gonox's [in, out], SplitRows divides a stacked tensor
-// (nn.MultiheadAttention's in_proj_weight) into parts, TorchMLP has the
+// (torch.nn.MultiheadAttention's in_proj_weight) into parts, TorchMLP has the
 // rules for an nn.Sequential of Linear layers (see its example), TorchRNN
 // those for a torch.nn.LSTM, GRU or RNN, and TorchTransformer those for
 // torch.nn.Transformer and its encoder and decoder layers and stacks.
