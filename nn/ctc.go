@@ -26,7 +26,8 @@ type CTCOptions struct {
 //	labels          i32[B, N]     label ids, without blanks
 //	labelPaddings   f32[B, N]     1 for padding labels, 0 for real ones
 //
-// The result is f32[B]. Paddings must come after the real frames and labels
+// The result is f32[B]. Float64 logits (and paddings) give f64[B], the
+// recursion computed in float64. Paddings must come after the real frames and labels
 // (a frame or label count per sequence, as torch's lengths). The forward
 // recursion runs over the T frames in log space (tensor.LogSumExp) on
 // [B, N+1] blank and [B, N] label scores, and autodiff differentiates it:
@@ -53,30 +54,31 @@ func CTCLoss(logits, logitPaddings, labels, labelPaddings *tensor.Tensor, opts .
 		panic(fmt.Sprintf("%s: BlankID %d outside [0, %d)", op, o.BlankID, k))
 	}
 	checkCTCLabels(op, labels, labelPaddings, k, o.BlankID)
-	eps := float32(logEps)
+	dt := logits.DType()
 
 	logprobs := tensor.LogSoftmax(logits, -1)                                         // [B, T, K]
 	phiLP := tensor.Squeeze(tensor.SliceAxis(logprobs, 2, o.BlankID, o.BlankID+1), 2) // [B, T]
-	oneHot := tensor.OneHot(labels, k)                                                // [B, N, K]
+	oneHot := tensor.AsType(tensor.OneHot(labels, k), dt)                             // [B, N, K]
 	emitLP := tensor.MatMulT(logprobs, oneHot, false, true)                           // [B, T, N]
 
 	// repeat[b, i] = 1 where labels[b, i] == labels[b, i+1] (0 for the last).
-	repeat := tensor.Zeros(tensor.Float32, b, n)
+	repeat := tensor.Zeros(dt, b, n)
 	if n > 1 {
-		same := tensor.AsType(tensor.Equal(tensor.SliceAxis(labels, 1, 0, n-1), tensor.SliceAxis(labels, 1, 1, n)), tensor.Float32)
+		same := tensor.AsType(tensor.Equal(tensor.SliceAxis(labels, 1, 0, n-1), tensor.SliceAxis(labels, 1, 1, n)), dt)
 		repeat = tensor.Pad(same, [][2]int{{0, 0}, {0, 1}}, 0)
 	}
 	// Added to a score where a transition is not allowed.
-	noRepeat := tensor.MulScalar(repeat, eps)                                 // emit → phi without a blank: not after a repeat
-	noBlank := tensor.MulScalar(tensor.AddScalar(tensor.Neg(repeat), 1), eps) // emit → blank → phi: only after a repeat
+	eps, one := constLike(repeat, logEps), constLike(repeat, 1)
+	noRepeat := tensor.Mul(repeat, eps)                             // emit → phi without a blank: not after a repeat
+	noBlank := tensor.Mul(tensor.Add(tensor.Neg(repeat), one), eps) // emit → blank → phi: only after a repeat
 
-	phi := tensor.Pad(tensor.Full(tensor.Float32, logEps, b, n), [][2]int{{0, 0}, {1, 0}}, 0) // [B, N+1]: 0, eps, ...
-	emit := tensor.Full(tensor.Float32, logEps, b, n)                                         // [B, N]
+	phi := tensor.Pad(tensor.Full(dt, logEps, b, n), [][2]int{{0, 0}, {1, 0}}, 0) // [B, N+1]: 0, eps, ...
+	emit := tensor.Full(dt, logEps, b, n)                                         // [B, N]
 	for step := range t {
 		lpEmit := tensor.Squeeze(tensor.SliceAxis(emitLP, 1, step, step+1), 1) // [B, N]
 		lpPhi := tensor.SliceAxis(phiLP, 1, step, step+1)                      // [B, 1]
 		pad := tensor.SliceAxis(logitPaddings, 1, step, step+1)                // [B, 1]
-		keep := tensor.AddScalar(tensor.Neg(pad), 1)                           // 1 - pad
+		keep := tensor.Add(tensor.Neg(pad), one)                               // 1 - pad
 
 		prevPhi := phi
 		phi = addPhi(phi, tensor.Add(emit, noRepeat)) // epsilon transition emit → phi
@@ -88,8 +90,8 @@ func CTCLoss(logits, logitPaddings, labels, labelPaddings *tensor.Tensor, opts .
 	}
 	last := addPhi(phi, emit)
 	// The score after each sequence's last label.
-	lens := tensor.AsType(tensor.AddScalar(tensor.Neg(tensor.Sum(labelPaddings, 1)), float32(n)), tensor.Int32)
-	return tensor.Neg(tensor.Sum(tensor.Mul(last, tensor.OneHot(lens, n+1)), 1))
+	lens := tensor.AsType(tensor.Add(tensor.Neg(tensor.Sum(labelPaddings, 1)), constLike(labelPaddings, float64(n))), tensor.Int32)
+	return tensor.Neg(tensor.Sum(tensor.Mul(last, tensor.AsType(tensor.OneHot(lens, n+1), dt)), 1))
 }
 
 // checkCTCLabels panics if a real (unpadded) label is outside [0, k) or is
@@ -102,7 +104,15 @@ func checkCTCLabels(op string, labels, labelPaddings *tensor.Tensor, k, blank in
 		return
 	}
 	n := labels.Dim(1)
-	pads := labelPaddings.RawFloat32()
+	var pads []float64
+	if labelPaddings.DType() == tensor.Float64 {
+		pads = labelPaddings.RawFloat64()
+	} else {
+		pads = make([]float64, labelPaddings.Size())
+		for i, p := range labelPaddings.RawFloat32() {
+			pads[i] = float64(p)
+		}
+	}
 	for i, id := range labels.RawInt32() {
 		if pads[i] != 0 {
 			continue
@@ -138,12 +148,12 @@ func ctcShapes(op string, logits, logitPaddings, labels, labelPaddings *tensor.T
 		panic(fmt.Sprintf("%s: logits %v, logitPaddings %v, labels %v, labelPaddings %v: %s", op, logits, logitPaddings, labels, labelPaddings, why))
 	}
 	switch {
-	case logits.Rank() != 3 || logits.DType() != tensor.Float32:
-		bad("want logits f32[B, T, K]")
+	case logits.Rank() != 3 || (logits.DType() != tensor.Float32 && logits.DType() != tensor.Float64):
+		bad("want logits f32[B, T, K] or f64[B, T, K]")
 	case labels.Rank() != 2 || labels.DType() != tensor.Int32:
 		bad("want labels i32[B, N]")
-	case logitPaddings.DType() != tensor.Float32 || labelPaddings.DType() != tensor.Float32:
-		bad("want float32 paddings (1 for padding)")
+	case logitPaddings.DType() != logits.DType() || labelPaddings.DType() != logits.DType():
+		bad("want paddings of logits' dtype (1 for padding)")
 	}
 	b, t, k = logits.Dim(0), logits.Dim(1), logits.Dim(2)
 	n = labels.Dim(1)

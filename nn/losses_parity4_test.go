@@ -90,6 +90,12 @@ func TestLossesParity4Hostile(t *testing.T) {
 		{func() { nn.BinaryCrossEntropy(f3, f3, nn.BCEOptions{Weight: f4}) }, "nn.BinaryCrossEntropy: p f32[3], targets f32[3], weight f32[4]: weight does not broadcast"},
 		{func() { nn.BinaryCrossEntropy(f3, f3, nn.BCEOptions{PosWeight: f3}) }, "BCELoss has no pos_weight"},
 		{func() { nn.BinaryCrossEntropy(f3, f3, nn.BCEOptions{Weight: d3}) }, "want float32 or float64 operands of one dtype"},
+		{func() {
+			nn.CTCLoss(tensor.Zeros(tensor.Float64, 1, 2, 3), tensor.Zeros(tensor.Float32, 1, 2), tensor.Zeros(tensor.Int32, 1, 1), tensor.Zeros(tensor.Float64, 1, 1))
+		}, "nn.CTCLoss: logits f64[1,2,3], logitPaddings f32[1,2], labels i32[1,1], labelPaddings f64[1,1]: want paddings of logits' dtype"},
+		{func() {
+			nn.CTCLoss(tensor.Zeros(tensor.Int32, 1, 2, 3), tensor.Zeros(tensor.Float32, 1, 2), tensor.Zeros(tensor.Int32, 1, 1), tensor.Zeros(tensor.Float32, 1, 1))
+		}, "want logits f32[B, T, K] or f64[B, T, K]"},
 	} {
 		requirePanicContains(t, c.fn, c.want)
 	}

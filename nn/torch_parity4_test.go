@@ -12,7 +12,7 @@ import (
 // The parts of nn that testdata/torch_parity4.py checks against PyTorch
 // 1.13 in float64 on both sides, to 1e-12 (requireTight): BatchNorm's eps
 // and momentum and SpectralNorm's eps as float64 constants, and the
-// losses of losses_parity4.go.
+// losses of losses_parity4.go, and CTCLoss in float64.
 
 func TestTorchParity4(t *testing.T) {
 	kinds := map[string]int{}
@@ -40,7 +40,7 @@ func TestTorchParity4(t *testing.T) {
 	}
 	require.Equal(t, 4, kinds["batchnorm"])
 	require.Equal(t, 1, kinds["spectral"])
-	require.Len(t, kinds, 10, "every kind of case ran: %v", kinds)
+	require.Len(t, kinds, 11, "every kind of case ran: %v", kinds)
 }
 
 // checkParity4Loss checks a loss case: y and the gradients torch wrote.
@@ -52,7 +52,7 @@ func checkParity4Loss(t *testing.T, c torchCase) {
 	}
 	type pair struct{ A, B *tensor.Tensor }
 	var red nn.Reduction
-	if c.Kind != "kl_batchmean" {
+	if c.Kind != "kl_batchmean" && c.Kind != "ctc" {
 		red = parity3Reduction(t, c)
 	}
 	switch c.Kind {
@@ -110,6 +110,13 @@ func checkParity4Loss(t *testing.T, c torchCase) {
 		})
 		requireTight(t, c, "y", v)
 		require.Equal(t, []float64{0, 0, 1, -1}, dx.Float64s()[:4])
+	case "ctc":
+		labels, lp, pp := c.int32s(t, "labels"), c.f64(t, "label_paddings"), c.f64(t, "logit_paddings")
+		v, dx := lossGrads(x, g, func(x *tensor.Tensor) *tensor.Tensor {
+			return nn.CTCLoss(x, pp, labels, lp, nn.CTCOptions{BlankID: int(c.num("blank"))})
+		})
+		requireTight(t, c, "y", v)
+		requireTight(t, c, "dx", dx)
 	case "kl_batchmean":
 		v, d := lossGrads(pair{x, c.f64(t, "x2")}, g, func(a pair) *tensor.Tensor {
 			return tensor.Div(tensor.Sum(nn.KLDivergence(a.A, a.B)), tensor.ScalarFloat64(float64(a.A.Dim(0))))

@@ -11,7 +11,9 @@ float64, for torch_parity4_test.go (read at 1e-12 relative):
 - the losses of losses_parity4.go: hinge_embedding_loss,
   cosine_embedding_loss, soft_margin_loss, multilabel_margin_loss,
   multilabel_soft_margin_loss, binary_cross_entropy (weight, the log
-  clamped at -100), kl_div with reduction 'batchmean'.
+  clamped at -100), kl_div with reduction 'batchmean';
+- ctc_loss (reduction 'none') in float64, blank 0 and 3, with repeats and
+  padded frames and labels, and the logits' gradient.
 
 Inputs are written with 17 significant digits. Run with Debian's
 python3-torch (PyTorch 1.13) from the repository root:
@@ -146,6 +148,20 @@ cases.append({"name": "bce_clamp", "kind": "bce_value", "config": {"reduction": 
 lp = F.log_softmax(torch.randn(3, 2, 4), -1)
 q = F.softmax(torch.randn(3, 2, 4), -1)
 add("kl_batchmean", "kl_batchmean", {}, lambda a, b: F.kl_div(a, b, reduction="batchmean"), [lp, q])
+
+# 4. ctc_loss in float64 (gonox's recursion in float64), blank 0 and 3,
+# repeated labels, padded frames and labels.
+for blank, labels, ins, labs in [(0, [[1, 1, 2], [3, 1, 0], [2, 0, 0]], [7, 6, 4], [3, 2, 1]),
+                                 (3, [[0, 2, 2], [1, 1, 1], [2, 0, 1]], [7, 7, 5], [3, 2, 3])]:
+    lab = torch.tensor(labels)
+    il, tl = torch.tensor(ins), torch.tensor(labs)
+    add("ctc_blank%d" % blank, "ctc", {"blank": blank},
+        lambda x: F.ctc_loss(F.log_softmax(x, -1).transpose(0, 1), lab, il, tl, blank=blank, reduction="none"),
+        [torch.randn(3, 7, 4) * 2])
+    cases[-1]["tensors"].update({
+        "labels": t(lab),
+        "logit_paddings": t((torch.arange(7)[None, :] >= il[:, None]).double()),
+        "label_paddings": t((torch.arange(3)[None, :] >= tl[:, None]).double())})
 
 
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_parity4.json"), "w") as f:
