@@ -309,9 +309,18 @@ func (c Conv) modePads(x *tensor.Tensor) [][2]int {
 			pads[d+2] = [2]int{lo, total - lo}
 		}
 	}
-	for _, lh := range pads {
+	for d, lh := range pads {
 		if lh[0] < 0 || lh[1] < 0 {
 			panic(fmt.Sprintf("nn.Conv: padding %v with mode %v: want no negative padding", c.Padding, c.PaddingMode))
+		}
+		n, most := x.Dim(d), max(lh[0], lh[1])
+		switch {
+		case c.PaddingMode == tensor.PadReflect && most >= n:
+			panic(fmt.Sprintf("nn.Conv: x %v, padding %v with mode %v: spatial axis %d pads %d, which reflect needs below its size %d", x, c.Padding, c.PaddingMode, d-2, most, n))
+		case c.PaddingMode == tensor.PadCircular && most > n:
+			panic(fmt.Sprintf("nn.Conv: x %v, padding %v with mode %v: spatial axis %d pads %d, which circular needs at most its size %d", x, c.Padding, c.PaddingMode, d-2, most, n))
+		case c.PaddingMode == tensor.PadReplicate && most > 0 && n == 0:
+			panic(fmt.Sprintf("nn.Conv: x %v, padding %v with mode %v: spatial axis %d is empty", x, c.Padding, c.PaddingMode, d-2))
 		}
 	}
 	return pads

@@ -9,12 +9,13 @@ import (
 // Upsample resizes the spatial dimensions of channels-first batches
 // x [N, C, spatial...] (the layout of Conv), PyTorch's nn.Upsample: to
 // Size, or by ScaleFactor (one value per spatial dimension or one for
-// all; give one of the two), by nearest neighbours (the zero Mode, as
-// PyTorch's default "nearest"), "nearest-exact", linear interpolation
-// ("linear", "bilinear", "trilinear" by the number of spatial
-// dimensions) or cubic ("bicubic"), the corners aligned or not, or by
-// window means ("area"). It has no parameters; see
-// tensor.Interpolate for the indices and weights.
+// all; give one of the two), by Mode: tensor.InterpNearest (the zero
+// Mode, PyTorch's default mode="nearest"), tensor.InterpNearestExact
+// ("nearest-exact"), tensor.InterpLinear ("linear", "bilinear" and
+// "trilinear", by the number of spatial dimensions), tensor.InterpCubic
+// ("bicubic") or tensor.InterpArea ("area"), with AlignCorners for the
+// linear and cubic modes. It has no parameters; see tensor.Interpolate
+// for the indices and weights.
 type Upsample struct {
 	Size         []int             `pytree:"static"`
 	ScaleFactor  []float64         `pytree:"static"`

@@ -51,8 +51,11 @@ func TestConvPaddingModePanics(t *testing.T) {
 	require.PanicsWithValue(t, "nn.Conv: padding [[-1 2]] with mode circular: want no negative padding",
 		func() { c.Forward(tensor.Zeros(tensor.Float32, 1, 1, 5)) })
 	c = nn.NewConv1d(tensor.NewKey(0), 1, 1, 3, nn.ConvOptions{Padding: nn.Padding(3), PaddingMode: tensor.PadReflect})
-	require.PanicsWithValue(t, "tensor.PadWith: f32[1,1,3] by [[0 0] [0 0] [3 3]] reflect: axis 2: padding 3 not below the size 3",
+	require.PanicsWithValue(t, "nn.Conv: x f32[1,1,3], padding [[3 3]] with mode reflect: spatial axis 0 pads 3, which reflect needs below its size 3",
 		func() { c.Forward(tensor.Zeros(tensor.Float32, 1, 3)) })
+	c = nn.NewConv2d(tensor.NewKey(0), 1, 1, 3, nn.ConvOptions{Padding: tensor.Pads([2]int{1, 1}, [2]int{0, 4}), PaddingMode: tensor.PadCircular})
+	require.PanicsWithValue(t, "nn.Conv: x f32[2,1,5,3], padding [[1 1] [0 4]] with mode circular: spatial axis 1 pads 4, which circular needs at most its size 3",
+		func() { c.Forward(tensor.Zeros(tensor.Float32, 2, 1, 5, 3)) })
 }
 
 // TestConvPaddingModeSingleExample: one example [C, spatial...] is padded

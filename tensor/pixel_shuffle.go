@@ -12,8 +12,9 @@ import (
 func PixelShuffle(x *Tensor, r int) *Tensor {
 	checkNil("tensor.PixelShuffle", "x", x)
 	k := len(x.shape)
-	if k < 3 || r < 1 || x.shape[k-3]%(r*r) != 0 {
-		panic(fmt.Sprintf("tensor.PixelShuffle: %v by %d: want [..., C·%d, H, W] and a positive factor", x, r, r*r))
+	checkShuffleFactor("tensor.PixelShuffle", x, r)
+	if k < 3 || x.shape[k-3]%(r*r) != 0 {
+		panic(fmt.Sprintf("tensor.PixelShuffle: %v by %d: want [..., C·%d, H, W]", x, r, r*r))
 	}
 	if r == 1 {
 		return x
@@ -35,8 +36,9 @@ func PixelShuffle(x *Tensor, r int) *Tensor {
 func PixelUnshuffle(x *Tensor, r int) *Tensor {
 	checkNil("tensor.PixelUnshuffle", "x", x)
 	k := len(x.shape)
-	if k < 3 || r < 1 || x.shape[k-2]%r != 0 || x.shape[k-1]%r != 0 {
-		panic(fmt.Sprintf("tensor.PixelUnshuffle: %v by %d: want [..., C, H·%d, W·%d] and a positive factor", x, r, r, r))
+	checkShuffleFactor("tensor.PixelUnshuffle", x, r)
+	if k < 3 || x.shape[k-2]%r != 0 || x.shape[k-1]%r != 0 {
+		panic(fmt.Sprintf("tensor.PixelUnshuffle: %v by %d: want [..., C, H·%d, W·%d]", x, r, r, r))
 	}
 	if r == 1 {
 		return x
@@ -51,4 +53,11 @@ func PixelUnshuffle(x *Tensor, r int) *Tensor {
 	}
 	perm = append(perm, b, b+2, b+4, b+1, b+3) // C, r, r, H, W
 	return Reshape(Transpose(y, perm...), append(lead, c*r*r, h, w)...)
+}
+
+// checkShuffleFactor panics, naming op and x, on a factor below 1.
+func checkShuffleFactor(op string, x *Tensor, r int) {
+	if r < 1 {
+		panic(fmt.Sprintf("%s: %v by %d: the factor must be at least 1", op, x, r))
+	}
 }
