@@ -215,7 +215,11 @@
 //     logits; PyTorch's padding_idx and max_norm as options (off by
 //     default, as Equinox has neither).
 //   - LayerNorm, RMSNorm: normalization over the last dimension.
-//   - Dropout: inverted dropout with an explicit key and an inference mode.
+//   - Dropout: inverted dropout with an explicit key and an inference mode;
+//     ChannelDropout (NewDropout1d/2d/3d, PyTorch's Dropout1d/2d/3d) drops
+//     whole channels, AlphaDropout and FeatureAlphaDropout are PyTorch's
+//     for SELU networks (mean and variance kept); InferenceMode reaches the
+//     Dropout each embeds.
 //   - MultiHeadAttention and DotProductAttention: scaled dot-product
 //     self- and cross-attention with causal and boolean masks, and
 //     Equinox's options: separate query, key, value and output sizes,
