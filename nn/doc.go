@@ -214,6 +214,8 @@
 //   - Embedding: a lookup table for int32 ids, with Attend for tied output
 //     logits; PyTorch's padding_idx and max_norm as options (off by
 //     default, as Equinox has neither).
+//   - EmbeddingBag: PyTorch's, bags of rows (offsets or [B, L] ids)
+//     reduced by sum (with per-sample weights), mean or max.
 //   - LayerNorm, RMSNorm: normalization over the last dimension.
 //   - Dropout: inverted dropout with an explicit key and an inference mode;
 //     ChannelDropout (NewDropout1d/2d/3d, PyTorch's Dropout1d/2d/3d) drops

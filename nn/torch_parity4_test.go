@@ -12,7 +12,7 @@ import (
 // The parts of nn that testdata/torch_parity4.py checks against PyTorch
 // 1.13 in float64 on both sides, to 1e-12 (requireTight): BatchNorm's eps
 // and momentum and SpectralNorm's eps as float64 constants, and the
-// losses of losses_parity4.go, and CTCLoss in float64.
+// losses of losses_parity4.go, CTCLoss in float64 and EmbeddingBag.
 
 func TestTorchParity4(t *testing.T) {
 	kinds := map[string]int{}
@@ -32,6 +32,8 @@ func TestTorchParity4(t *testing.T) {
 				requireTight(t, c, "v_after", uv[1])
 				requireTight(t, c, "sigma", s.Sigma(after))
 				requireTight(t, c, "y", tensor.Transpose(l.W, 1, 0))
+			case "bag":
+				checkEmbeddingBag(t, c)
 			default:
 				checkParity4Loss(t, c)
 			}
@@ -40,7 +42,7 @@ func TestTorchParity4(t *testing.T) {
 	}
 	require.Equal(t, 4, kinds["batchnorm"])
 	require.Equal(t, 1, kinds["spectral"])
-	require.Len(t, kinds, 11, "every kind of case ran: %v", kinds)
+	require.Len(t, kinds, 12, "every kind of case ran: %v", kinds)
 }
 
 // checkParity4Loss checks a loss case: y and the gradients torch wrote.
@@ -126,5 +128,30 @@ func checkParity4Loss(t *testing.T, c torchCase) {
 		requireTight(t, c, "dx2", d.B)
 	default:
 		t.Fatalf("%s: unknown kind %q", c.Name, c.Kind)
+	}
+}
+
+// checkEmbeddingBag checks an embedding_bag case: the bags and the
+// gradients of the weight (and of the per-sample weights).
+func checkEmbeddingBag(t *testing.T, c torchCase) {
+	t.Helper()
+	mode := map[string]nn.BagMode{"sum": nn.BagSum, "mean": nn.BagMean, "max": nn.BagMax}[c.Config["mode"].(string)]
+	ids := c.int32s(t, "indices")
+	var offsets *tensor.Tensor
+	if _, ok := c.Tensors["offsets"]; ok {
+		offsets = c.int32s(t, "offsets")
+	}
+	type in struct{ W, P *tensor.Tensor }
+	args := in{W: c.f64(t, "weight")}
+	if _, ok := c.Tensors["x"]; ok {
+		args.P = c.f64(t, "x")
+	}
+	v, d := lossGrads(args, c.f64(t, "g"), func(a in) *tensor.Tensor {
+		return nn.EmbeddingBag{W: a.W, Mode: mode}.Forward(ids, offsets, a.P)
+	})
+	requireTight(t, c, "y", v)
+	requireTight(t, c, "dweight", d.W)
+	if args.P != nil {
+		requireTight(t, c, "dx", d.P)
 	}
 }

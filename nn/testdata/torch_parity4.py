@@ -13,7 +13,9 @@ float64, for torch_parity4_test.go (read at 1e-12 relative):
   multilabel_soft_margin_loss, binary_cross_entropy (weight, the log
   clamped at -100), kl_div with reduction 'batchmean';
 - ctc_loss (reduction 'none') in float64, blank 0 and 3, with repeats and
-  padded frames and labels, and the logits' gradient.
+  padded frames and labels, and the logits' gradient;
+- embedding_bag: sum, mean and max with offsets (an empty bag),
+  per_sample_weights, [B, L] indices, and the weight's gradient.
 
 Inputs are written with 17 significant digits. Run with Debian's
 python3-torch (PyTorch 1.13) from the repository root:
@@ -45,7 +47,7 @@ def add(name, kind, config, fn, inputs, params=None, const=()):
     and the gradients (dx, dx2, ..., d<param>); the inputs at the indices
     const take no gradient."""
     params = params or {}
-    names = ["x"] + ["x%d" % (i + 2) for i in range(len(inputs) - 1)]
+    names = (["x"] + ["x%d" % (i + 2) for i in range(len(inputs) - 1)])[:len(inputs)]
     ins = []
     for i, v in enumerate(inputs):
         if v.dtype.is_floating_point and i not in const:
@@ -64,6 +66,10 @@ def add(name, kind, config, fn, inputs, params=None, const=()):
         if p.grad is not None:
             tensors["d" + n] = t(p.grad)
     cases.append({"name": name, "kind": kind, "config": config, "tensors": tensors})
+
+
+def param(x):
+    return x.detach().clone().requires_grad_(True)
 
 
 # 1. BatchNorm with variances near eps (x ~ 3e-3) and momentum 0.1.
@@ -162,6 +168,25 @@ for blank, labels, ins, labs in [(0, [[1, 1, 2], [3, 1, 0], [2, 0, 0]], [7, 6, 4
         "labels": t(lab),
         "logit_paddings": t((torch.arange(7)[None, :] >= il[:, None]).double()),
         "label_paddings": t((torch.arange(3)[None, :] >= tl[:, None]).double())})
+
+# 5. embedding_bag: offsets with an empty bag, the three modes,
+# per_sample_weights (sum), [B, L] indices; the weight's gradient.
+wb = torch.randn(6, 3)
+ib = torch.tensor([1, 4, 4, 0, 5, 2, 3])
+ob = torch.tensor([0, 3, 3, 5])
+psw = torch.rand(7) + 0.5
+for mode in ("sum", "mean", "max"):
+    w = param(wb)
+    add("bag_" + mode, "bag", {"mode": mode}, lambda: F.embedding_bag(ib, w, ob, mode=mode), [], {"weight": w})
+    cases[-1]["tensors"].update({"indices": t(ib), "offsets": t(ob)})
+w = param(wb)
+add("bag_sum_psw", "bag", {"mode": "sum"}, lambda p: F.embedding_bag(ib, w, ob, mode="sum", per_sample_weights=p),
+    [psw], {"weight": w})
+cases[-1]["tensors"].update({"indices": t(ib), "offsets": t(ob)})
+w = param(wb)
+i2 = torch.tensor([[0, 2, 5], [3, 3, 1]])
+add("bag_mean_2d", "bag", {"mode": "mean"}, lambda: F.embedding_bag(i2, w, mode="mean"), [], {"weight": w})
+cases[-1]["tensors"].update({"indices": t(i2)})
 
 
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_parity4.json"), "w") as f:
