@@ -139,7 +139,7 @@ func (e EmbeddingBag) Forward(indices, offsets, perSampleWeights *tensor.Tensor)
 		count[b] = float64(max(1, ends[b]-starts[b]))
 	}
 	posT := tensor.FromInt32(pos, nb, lmax)
-	mask := tensor.ExpandDims(tensor.FromBool(inBag, nb, lmax), -1)                   // [B, L, 1]
+	mask := tensor.ExpandDims(tensor.FromBool(inBag, nb, lmax), -1)                // [B, L, 1]
 	rows := tensor.Take(e.W, tensor.Take(tensor.Reshape(indices, -1), posT, 0), 0) // [B, L, dim]
 	if perSampleWeights != nil {
 		rows = tensor.Mul(rows, tensor.ExpandDims(tensor.Take(tensor.Reshape(perSampleWeights, -1), posT, 0), -1))

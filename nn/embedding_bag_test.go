@@ -52,8 +52,12 @@ func TestEmbeddingBagHostile(t *testing.T) {
 		{func() { nn.EmbeddingBag{W: w}.Forward(ids, tensor.FromInt32([]int32{0, 4}, 2), nil) }, "offset 4 at [1]"},
 		{func() { nn.EmbeddingBag{W: w}.Forward(tensor.FromInt32([]int32{0, 4}, 1, 2), nil, nil) }, "index 4 at [0,1] outside [0, 4)"},
 		{func() { nn.EmbeddingBag{W: w}.Forward(tensor.Zeros(tensor.Float32, 2, 2), nil, nil) }, "want int32 indices"},
-		{func() { nn.EmbeddingBag{W: w, Mode: nn.BagMean}.Forward(ids, tensor.FromInt32([]int32{0}, 1), tensor.Ones(tensor.Float32, 3)) }, "perSampleWeights need mode sum, not mean"},
-		{func() { nn.EmbeddingBag{W: w}.Forward(ids, tensor.FromInt32([]int32{0}, 1), tensor.Ones(tensor.Float64, 3)) }, "perSampleWeights f64[3]: want perSampleWeights of indices' shape and W's dtype"},
+		{func() {
+			nn.EmbeddingBag{W: w, Mode: nn.BagMean}.Forward(ids, tensor.FromInt32([]int32{0}, 1), tensor.Ones(tensor.Float32, 3))
+		}, "perSampleWeights need mode sum, not mean"},
+		{func() {
+			nn.EmbeddingBag{W: w}.Forward(ids, tensor.FromInt32([]int32{0}, 1), tensor.Ones(tensor.Float64, 3))
+		}, "perSampleWeights f64[3]: want perSampleWeights of indices' shape and W's dtype"},
 		{func() { nn.EmbeddingBag{W: w, Mode: 7}.Forward(ids, nil, nil) }, "unknown mode BagMode(7)"},
 		{func() { nn.NewEmbeddingBag(tensor.NewKey(1), -1, 2, nn.BagSum) }, "nn.NewEmbeddingBag: negative size"},
 		{func() { nn.EmbeddingBag{W: w}.Forward(nil, nil, nil) }, "nn.EmbeddingBag"},
