@@ -100,8 +100,10 @@
 // ScaleByYogi, ScaleByRMS, ScaleByRSS, ScaleByAdadelta, ScaleByTrustRatio,
 // ScaleByMuon (and OrthogonalizeNewtonSchulz), ScaleByLBFGS,
 // ScaleByZoomLinesearch, Trace, AddDecayedWeights, Scale, ScaleBySchedule,
-// ScaleByLearningRate, Clip, ClipByBlockRMS, ClipByGlobalNorm, Identity and
-// Stateless. AdamW is, to rounding,
+// ScaleByLearningRate, Clip, ClipByBlockRMS, ClipByGlobalNorm,
+// AdaptiveGradClip (NFNets' AGC), ZeroNans, Centralize (gradient
+// centralization), ScaleBySign (and SignSGD), ApplyEvery, AddNoise,
+// Identity and Stateless. AdamW is, to rounding,
 //
 //	optim.Chain(optim.ScaleByAdam(), optim.AddDecayedWeights(wd, mask), optim.ScaleByLearningRate(lr))
 //
@@ -150,7 +152,9 @@
 // parameters constant. MultiSteps accumulates the mean gradient over k
 // calls and steps every k-th (gradient accumulation);
 // MultiStepsState.HasUpdated says when it did. ApplyIfFinite skips updates
-// with a NaN or an infinity, up to a number of consecutive ones. Lookahead
+// with a NaN or an infinity, up to a number of consecutive ones (optax's
+// skip_not_finite), SkipLargeUpdates those whose squared norm is too
+// large (optax's skip_large_updates), each keeping the inner state. Lookahead
 // keeps slow weights that follow a fast optimizer (LookaheadParams). EMA
 // keeps a moving average of the parameters for evaluation.
 //
@@ -173,7 +177,7 @@
 // loss (Value), the gradient (Grad; StepExtra fills it) and, for the line
 // search, a function that evaluates the loss and its gradient elsewhere
 // (ValueAndGrad; ValueAndGradOf adapts autodiff.ValueAndGrad's). Chain,
-// Masked, Partition, MultiSteps, InjectHyperparams, ApplyIfFinite,
+// Masked, Partition, MultiSteps, InjectHyperparams, ApplyIfFinite, SkipLargeUpdates,
 // Lookahead and ScheduleFree pass Extra on; Update on a transform that
 // needs it panics, naming what is missing. A line search calls
 // ValueAndGrad once per step size it tries and keeps the loss and gradient
