@@ -94,6 +94,8 @@ func TestCentralizeAndSign(t *testing.T) {
 		}{
 			// Row means 2 and 6 (every axis but the first).
 			{"centralize matrix", optim.Centralize(), []float64{1, 2, 3, 4, 6, 8}, []int{2, 3}, []float64{-1, 0, 1, -2, 0, 2}},
+			// optax.centralize's docstring example.
+			{"centralize optax example", optim.Centralize(), []float64{1, 2, 3, 4, 5, 6}, []int{2, 3}, []float64{-1, 0, 1, -1, 0, 1}},
 			{"centralize rank 3", optim.Centralize(), []float64{1, 3, 5, 9}, []int{2, 1, 2}, []float64{-1, 1, -2, 2}},
 			{"centralize vector", optim.Centralize(), []float64{1, 2}, []int{2}, []float64{1, 2}},
 			{"sign", optim.ScaleBySign(), []float64{-2, 0, 3.5, 1e-30}, []int{4}, []float64{-1, 0, 1, 1}},
