@@ -229,7 +229,10 @@ func (b BatchNorm) forward(x, res *tensor.Tensor, state State, act Activation) (
 	bm, bv := tensor.StopGradient(tensor.Reshape(mean, -1)), tensor.StopGradient(tensor.Reshape(variance, -1))
 	if b.UnbiasedRunningVar {
 		c := tensor.StopGradient(count)
-		bv = tensor.Mul(bv, tensor.Div(c, tensor.AddScalar(c, -1)))
+		if bv.DType() == tensor.Float64 {
+			c = tensor.Convert(c, tensor.Float64) // n/(n-1) to every digit
+		}
+		bv = tensor.Mul(bv, tensor.Div(c, tensor.Add(c, constLike(c, -1))))
 	}
 	// m and 1-m in the running statistics' precision: for float32 ones,
 	// 1-m is computed in float32 from m rounded to float32.
