@@ -12,7 +12,8 @@ import (
 type ZeroNansState struct {
 	// FoundNaN is a tree like the params holding, for each float leaf, a
 	// bool[] that says whether the last update of that leaf had a NaN
-	// (false after Init); nil for the other leaves.
+	// (false after Init; kept where a gradient is nil); nil for the other
+	// leaves.
 	FoundNaN any
 }
 
@@ -37,17 +38,21 @@ func (zeroNans) Init(params any) State {
 func (zeroNans) Update(grads any, state State, _ any) (any, State) {
 	const op = "optim.ZeroNans"
 	rejectHalf(op, "gradient", grads)
-	stateAs[ZeroNansState](op, state)
+	st := stateAs[ZeroNansState](op, state)
+	defer func() { sameStructure(op, recover(), zeroNansRoles) }()
 	r := mapMulti(2, func(xs []*tensor.Tensor) []*tensor.Tensor {
-		g := xs[0]
+		g, found := xs[0], xs[1]
 		if !isFloat(g) {
-			return []*tensor.Tensor{nil, nil}
+			return []*tensor.Tensor{nil, found}
 		}
 		nan := tensor.IsNaN(g)
 		return []*tensor.Tensor{tensor.Where(nan, tensor.Scalar(0), g), tensor.Any(nan)}
-	}, grads)
+	}, grads, st.FoundNaN)
 	return r[0], ZeroNansState{FoundNaN: r[1]}
 }
+
+// zeroNansRoles names the trees of ZeroNans's walk.
+var zeroNansRoles = roles("gradients", "optimizer state's FoundNaN")
 
 // AdaptiveGradClip returns adaptive gradient clipping, AGC of the NFNets
 // (optax.adaptive_grad_clip): each unit of an update leaf g whose

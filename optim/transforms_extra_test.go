@@ -39,9 +39,14 @@ func TestZeroNans(t *testing.T) {
 		found = st.(optim.ZeroNansState).FoundNaN.(extraModel)
 		assert.Equal(t, []bool{true}, found.A.Bools(), "%v", dt)
 		assert.Equal(t, []bool{false}, found.B.Bools(), "%v", dt)
+		// A nil gradient keeps its flag.
+		u, st = tx.Update(extraModel{B: g.B}, st, nil)
+		assert.Nil(t, u.(extraModel).A)
+		assert.Equal(t, []bool{true}, st.(optim.ZeroNansState).FoundNaN.(extraModel).A.Bools(), "%v", dt)
 		// found_nan is the last update's, not a running flag.
 		_, st = tx.Update(extraModel{A: leafAs(dt, []float64{1, 2, 3, 4}, 2, 2), B: g.B}, st, nil)
 		assert.Equal(t, []bool{false}, st.(optim.ZeroNansState).FoundNaN.(extraModel).A.Bools(), "%v", dt)
+		assert.PanicsWithValue(t, "optim.ZeroNans: gradients and optimizer state's FoundNaN differ in structure: *tensor.Tensor: *tensor.Tensor vs extraModel (gradients vs optimizer state's FoundNaN)\n  gradients: *\n  optimizer state's FoundNaN: extraModel{A: *, B: *}", func() { tx.Update(g.A, st, nil) })
 	}
 }
 
