@@ -219,6 +219,23 @@ func nearestMap(n, m int, s float64, exact bool) axisMap {
 	return a
 }
 
+// sourceScale returns the step between the input positions of
+// consecutive result elements when n elements become m, as PyTorch's
+// area_pixel_compute_scale: (n-1)/(m-1) with the corners aligned (0 for
+// one result element), else the given scale s if positive, else n/m.
+func sourceScale(n, m int, s float64, alignCorners bool) float64 {
+	switch {
+	case alignCorners && m > 1:
+		return float64(n-1) / float64(m-1)
+	case alignCorners:
+		return 0
+	case s > 0:
+		return s
+	default:
+		return float64(n) / float64(m)
+	}
+}
+
 // linearMap returns the map of linear interpolation from n to m elements
 // with scale s (0: n/m), as PyTorch's compute_source_index_and_lambda
 // computes it: two taps, the second one position on (or the first again
@@ -228,17 +245,7 @@ func linearMap(n, m int, s float64, alignCorners bool) axisMap {
 		return axisMap{n: n, m: m}
 	}
 	a := axisMap{n: n, m: m, k: 2, idx: make([]int, 2*m), w: make([]float64, 2*m)}
-	var scale float64
-	switch {
-	case alignCorners && m > 1:
-		scale = float64(n-1) / float64(m-1)
-	case alignCorners:
-		scale = 0
-	case s > 0:
-		scale = s
-	default:
-		scale = float64(n) / float64(m)
-	}
+	scale := sourceScale(n, m, s, alignCorners)
 	for i := range m {
 		var pos float64
 		if alignCorners {
@@ -270,17 +277,7 @@ func cubicMap(n, m int, s float64, alignCorners bool) axisMap {
 		return axisMap{n: n, m: m}
 	}
 	a := axisMap{n: n, m: m, k: 4, idx: make([]int, 4*m), w: make([]float64, 4*m)}
-	var scale float64
-	switch {
-	case alignCorners && m > 1:
-		scale = float64(n-1) / float64(m-1)
-	case alignCorners:
-		scale = 0
-	case s > 0:
-		scale = s
-	default:
-		scale = float64(n) / float64(m)
-	}
+	scale := sourceScale(n, m, s, alignCorners)
 	const A = -0.75
 	conv1 := func(x float64) float64 { return ((A+2)*x-(A+3))*x*x + 1 }
 	conv2 := func(x float64) float64 { return ((A*x-5*A)*x+8*A)*x - 4*A }
