@@ -1,11 +1,7 @@
 package optim_test
 
 import (
-	"encoding/json"
-	"os"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/gonox/gonox/optim"
 )
@@ -15,11 +11,7 @@ import (
 // from torch_optim.py's parameters and gradients), and so do the
 // OneCycleLR variants that map onto PiecewiseInterpolate.
 func TestTorchParity3(t *testing.T) {
-	b, err := os.ReadFile("testdata/torch_parity3.json")
-	require.NoError(t, err)
-	var ref torchRef
-	require.NoError(t, json.Unmarshal(b, &ref))
-	require.GreaterOrEqual(t, ref.Steps, 5)
+	ref := loadTorchRef(t, "torch_parity3.json")
 
 	c := optim.Constant
 	cases := map[string]optim.Transform{
@@ -29,22 +21,7 @@ func TestTorchParity3(t *testing.T) {
 			optim.SGD(c(0.05), optim.SGDOptions{Momentum: 0.8, Dampening: 0.5})),
 		"SGD momentum CyclicLR": optim.SGD(optim.Cyclic(0.01, 0.1, 3), optim.SGDOptions{Momentum: 0.9}),
 	}
-	require.Len(t, ref.Cases, len(cases), "every case of the script is checked")
-	for name, tx := range cases {
-		t.Run(name, func(t *testing.T) {
-			want, ok := ref.Cases[name]
-			require.True(t, ok, "no torch reference for %q: rerun testdata/torch_parity3.py", name)
-			params := ref.model(ref.Params)
-			state := tx.Init(params)
-			for step := range ref.Steps {
-				grads := ref.model(ref.Grads[step])
-				grads.Ids = nil
-				params, state = optim.Step(tx, params, grads, state)
-				closeTo(t, want[step]["W"], params.W.Float64s(), 1e-5, 1e-6, "step %d W", step)
-				closeTo(t, want[step]["B"], params.B.Float64s(), 1e-5, 1e-6, "step %d B", step)
-			}
-		})
-	}
+	ref.checkTrajectories(t, cases, "torch_parity3.py")
 
 	// OneCycleLR(total_steps=T, pct_start=p, three_phase=True) with
 	// cosine annealing: PiecewiseInterpolate's cosine pieces, at the
@@ -59,16 +36,5 @@ func TestTorchParity3(t *testing.T) {
 		"OneCycleLR cos three_phase": optim.PiecewiseInterpolate(optim.InterpolateCosine, 1/div,
 			map[int]float64{pct*total - 1: div, 2*pct*total - 2: 1 / div, total - 1: 1 / final}),
 	}
-	require.Len(t, ref.Schedules, len(schedules), "every schedule of the script is checked")
-	for name, s := range schedules {
-		t.Run(name, func(t *testing.T) {
-			want, ok := ref.Schedules[name]
-			require.True(t, ok, "no torch reference for %q: rerun testdata/torch_parity3.py", name)
-			got := make([]float64, len(want))
-			for n := range got {
-				got[n] = s(n)
-			}
-			closeTo(t, want, got, 1e-12, 1e-12, "%s", name)
-		})
-	}
+	ref.checkSchedules(t, schedules, 1e-12, "torch_parity3.py")
 }

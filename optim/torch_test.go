@@ -29,9 +29,11 @@ type torchRef struct {
 	Plateaus      map[string][]float64 `json:"plateaus"`
 }
 
-func loadTorchRef(t *testing.T) torchRef {
+// loadTorchRef reads the references a script in testdata wrote to
+// testdata/name (torch_optim.json, torch_parity3.json).
+func loadTorchRef(t *testing.T, name string) torchRef {
 	t.Helper()
-	b, err := os.ReadFile("testdata/torch_optim.json")
+	b, err := os.ReadFile("testdata/" + name)
 	require.NoError(t, err)
 	var r torchRef
 	require.NoError(t, json.Unmarshal(b, &r))
@@ -51,7 +53,7 @@ func (r torchRef) model(m map[string][]float64) model {
 // options that mean the same thing on both sides, follow PyTorch's
 // trajectory on identical weights and gradients step by step.
 func TestTorchReference(t *testing.T) {
-	ref := loadTorchRef(t)
+	ref := loadTorchRef(t, "torch_optim.json")
 	c := optim.Constant
 	cases := map[string]optim.Transform{
 		"SGD momentum":              optim.SGD(c(0.05), optim.SGDOptions{Momentum: 0.9}),
@@ -90,15 +92,23 @@ func TestTorchReference(t *testing.T) {
 		"clip_grad_norm SGD momentum": optim.Chain(optim.ClipByGlobalNorm(0.5),
 			optim.SGD(c(0.05), optim.SGDOptions{Momentum: 0.9})),
 	}
-	require.Len(t, ref.Cases, len(cases), "every case of the script is checked")
+	ref.checkTrajectories(t, cases, "torch_optim.py")
+}
+
+// checkTrajectories runs each of cases from the script's parameters over
+// its gradients and checks every step's parameters against the script's
+// trajectory of the same name; script names the script to rerun.
+func (r torchRef) checkTrajectories(t *testing.T, cases map[string]optim.Transform, script string) {
+	t.Helper()
+	require.Len(t, r.Cases, len(cases), "every case of the script is checked")
 	for name, tx := range cases {
 		t.Run(name, func(t *testing.T) {
-			want, ok := ref.Cases[name]
-			require.True(t, ok, "no torch reference for %q: rerun testdata/torch_optim.py", name)
-			params := ref.model(ref.Params)
+			want, ok := r.Cases[name]
+			require.True(t, ok, "no torch reference for %q: rerun testdata/%s", name, script)
+			params := r.model(r.Params)
 			state := tx.Init(params)
-			for step := range ref.Steps {
-				grads := ref.model(ref.Grads[step])
+			for step := range r.Steps {
+				grads := r.model(r.Grads[step])
 				grads.Ids = nil
 				params, state = optim.Step(tx, params, grads, state)
 				closeTo(t, want[step]["W"], params.W.Float64s(), 1e-5, 1e-6, "step %d W", step)
@@ -115,7 +125,7 @@ func TestTorchReference(t *testing.T) {
 // OneCycleLR maps onto the optax one-cycle schedules with one step less
 // and the phase boundaries a step earlier, as their docs say.
 func TestTorchSchedules(t *testing.T) {
-	ref := loadTorchRef(t)
+	ref := loadTorchRef(t, "torch_optim.json")
 	warm := func(n int, end float64) optim.SGDRCycle {
 		return optim.SGDRCycle{Init: 0.1, Peak: 0.1, DecaySteps: n, End: end}
 	}
@@ -141,16 +151,23 @@ func TestTorchSchedules(t *testing.T) {
 		"OneCycleLR linear three_phase": optim.LinearOneCycle(total-1, 1,
 			optim.OneCycleOptions{PctStart: torchPct(pct*total - 1), PctFinal: torchPct(2*pct*total - 2)}),
 	}
-	require.Len(t, ref.Schedules, len(cases), "every schedule of the script is checked")
+	ref.checkSchedules(t, cases, 1e-9, "torch_optim.py")
+}
+
+// checkSchedules checks each schedule's rates against the script's
+// sequence of the same name, to relative tolerance rtol.
+func (r torchRef) checkSchedules(t *testing.T, cases map[string]optim.Schedule, rtol float64, script string) {
+	t.Helper()
+	require.Len(t, r.Schedules, len(cases), "every schedule of the script is checked")
 	for name, s := range cases {
 		t.Run(name, func(t *testing.T) {
-			want, ok := ref.Schedules[name]
-			require.True(t, ok, "no torch reference for %q: rerun testdata/torch_optim.py", name)
+			want, ok := r.Schedules[name]
+			require.True(t, ok, "no torch reference for %q: rerun testdata/%s", name, script)
 			got := make([]float64, len(want))
 			for n := range got {
 				got[n] = s(n)
 			}
-			closeTo(t, want, got, 1e-9, 1e-12, "%s", name)
+			closeTo(t, want, got, rtol, 1e-12, "%s", name)
 		})
 	}
 }
@@ -161,7 +178,7 @@ func TestTorchSchedules(t *testing.T) {
 // PyTorch after patience+1) and the scale applied to the update whose
 // loss decided it (PyTorch's scheduler.step(loss) comes after the step).
 func TestTorchReduceOnPlateau(t *testing.T) {
-	ref := loadTorchRef(t)
+	ref := loadTorchRef(t, "torch_optim.json")
 	cases := map[string]optim.ReduceOnPlateauOptions{
 		"rel patience 1 cooldown 1": {Factor: 0.5, Patience: 2, Cooldown: 1, RTol: 0.01, MinScale: 0.1},
 		"abs patience 2 cooldown 2": {Factor: 0.3, Patience: 3, Cooldown: 2, RTol: optim.Zero, ATol: 0.004},
