@@ -181,24 +181,7 @@ func TestTorchLayers(t *testing.T) {
 				requireTorch64(t, c, "y", y)
 				requireTorch64(t, c, "dweight", de.W)
 			case "conv":
-				nd := x.Rank() - 2
-				layer := nn.Conv{Weight: c.f64(t, "weight"), Stride: c.ints("stride", nd), Dilation: c.ints("dilation", nd),
-					Groups: int(c.num("groups"))}
-				if c.flag("same") {
-					layer.Padding = tensor.SamePadding
-				} else {
-					layer.Padding = tensor.Pads(c.pairs("padding")...)
-				}
-				if _, ok := c.Tensors["bias"]; ok {
-					layer.Bias = c.f64(t, "bias")
-				}
-				y, dx, dl := layerGrads(layer, x, g, nn.Conv.Forward)
-				requireTorch64(t, c, "y", y)
-				requireTorch64(t, c, "dx", dx)
-				requireTorch64(t, c, "dweight", dl.Weight)
-				if layer.Bias != nil {
-					requireTorch64(t, c, "dbias", dl.Bias)
-				}
+				checkTorchConv(t, c, x, g, tensor.PadZeros)
 			case "convtranspose":
 				nd := x.Rank() - 2
 				layer := nn.ConvTranspose{Weight: c.f64(t, "weight"), Stride: c.ints("stride", nd), Dilation: c.ints("dilation", nd),
@@ -353,5 +336,31 @@ func TestTorchLayers(t *testing.T) {
 	}
 	for name := range acts {
 		require.True(t, seen[name], "activation %s has no torch case", name)
+	}
+}
+
+// checkTorchConv checks an nn.Conv case in float64 (weight, stride,
+// dilation, groups, explicit or "same" padding filled by mode, optional
+// bias): the output and the gradients of x, the weight and the bias for
+// the cotangent g.
+func checkTorchConv(t *testing.T, c torchCase, x, g *tensor.Tensor, mode tensor.PadMode) {
+	t.Helper()
+	nd := x.Rank() - 2
+	layer := nn.Conv{Weight: c.f64(t, "weight"), Stride: c.ints("stride", nd), Dilation: c.ints("dilation", nd),
+		Groups: int(c.num("groups")), PaddingMode: mode}
+	if c.flag("same") {
+		layer.Padding = tensor.SamePadding
+	} else {
+		layer.Padding = tensor.Pads(c.pairs("padding")...)
+	}
+	if _, ok := c.Tensors["bias"]; ok {
+		layer.Bias = c.f64(t, "bias")
+	}
+	y, dx, dl := layerGrads(layer, x, g, nn.Conv.Forward)
+	requireTorch64(t, c, "y", y)
+	requireTorch64(t, c, "dx", dx)
+	requireTorch64(t, c, "dweight", dl.Weight)
+	if layer.Bias != nil {
+		requireTorch64(t, c, "dbias", dl.Bias)
 	}
 }

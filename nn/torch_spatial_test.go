@@ -62,24 +62,7 @@ func TestTorchSpatial(t *testing.T) {
 				require.True(t, ok)
 				f = func(x *tensor.Tensor) *tensor.Tensor { return tensor.PadWith(x, c.pairs("pads"), mode) }
 			case "conv":
-				nd := x.Rank() - 2
-				layer := nn.Conv{Weight: c.f64(t, "weight"), Stride: c.ints("stride", nd), Dilation: c.ints("dilation", nd),
-					Groups: int(c.num("groups")), PaddingMode: padModes[c.Config["mode"].(string)]}
-				if c.flag("same") {
-					layer.Padding = tensor.SamePadding
-				} else {
-					layer.Padding = tensor.Pads(c.pairs("padding")...)
-				}
-				if _, ok := c.Tensors["bias"]; ok {
-					layer.Bias = c.f64(t, "bias")
-				}
-				y, dx, dl := layerGrads(layer, x, g, nn.Conv.Forward)
-				requireTorch64(t, c, "y", y)
-				requireTorch64(t, c, "dx", dx)
-				requireTorch64(t, c, "dweight", dl.Weight)
-				if layer.Bias != nil {
-					requireTorch64(t, c, "dbias", dl.Bias)
-				}
+				checkTorchConv(t, c, x, g, padModes[c.Config["mode"].(string)])
 				return
 			case "interp", "upsample":
 				u := nn.Upsample{Size: c.ints("size", x.Rank()-2), ScaleFactor: c.floats("scale_factor"),
