@@ -63,13 +63,7 @@ func NewLayerNorm(dim int, opts LayerNormOptions) LayerNorm {
 // Forward normalizes x of shape [..., dim] over its last dimension.
 func (n LayerNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
 	checkNormInput("nn.LayerNorm", x, n.Weight, n.Bias)
-	if x.DType() == tensor.Float64 {
-		// tensor.LayerNorm's eps is a float32: compose, with eps in float64.
-		xc := tensor.Sub(x, tensor.MeanKeep(x, -1))
-		v := tensor.MeanKeep(tensor.Square(xc), -1)
-		return scaleShift(tensor.Mul(xc, tensor.Rsqrt(tensor.Add(v, constLike(v, n.Eps)))), n.Weight, n.Bias)
-	}
-	return tensor.LayerNorm(x, n.Weight, n.Bias, float32(n.Eps))
+	return tensor.LayerNorm(x, n.Weight, n.Bias, n.Eps)
 }
 
 // Call is Forward, ignoring key; it makes a LayerNorm a Module.

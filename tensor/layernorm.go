@@ -83,14 +83,16 @@ func init() {
 // one op (layer_norm): one sweep over the rows forward, and a backward
 // pass that keeps x, weight, the output and one mean and one reciprocal
 // standard deviation per row, and computes the gradients of x, weight and
-// bias in one more sweep. Its results equal the composition's within
-// float32 rounding. Otherwise (float64 or half operands, placed tensors,
-// no weight or no bias) it is composed from MeanKeep, Sub, Square, Rsqrt,
-// Mul and Add.
+// bias in one more sweep, with eps rounded to float32. Its results equal
+// the composition's within float32 rounding. Otherwise (float64 or half
+// operands, placed tensors, no weight or no bias) it is composed from
+// MeanKeep, Sub, Square, Rsqrt, Mul and Add; on float64 operands eps is
+// added in float64 (as torch.nn.functional.layer_norm adds it to double
+// tensors), on the others rounded to float32.
 //
 // It panics unless x is float with at least one axis and weight and bias
 // are vectors of x's dtype as long as its last axis.
-func LayerNorm(x, weight, bias *Tensor, eps float32) *Tensor {
+func LayerNorm(x, weight, bias *Tensor, eps float64) *Tensor {
 	const name = "tensor.LayerNorm"
 	checkNil(name, "x", x)
 	for _, p := range []*Tensor{weight, bias} {
@@ -108,15 +110,19 @@ func LayerNorm(x, weight, bias *Tensor, eps float32) *Tensor {
 		y, _, _ := layerNormComposed(x, weight, bias, eps)
 		return y
 	}
-	return ApplyN(layerNormOp, lnParams{eps}, x, weight, bias)[0]
+	return ApplyN(layerNormOp, lnParams{float32(eps)}, x, weight, bias)[0]
 }
 
 // layerNormComposed is LayerNorm from ops, with the mean and rstd per row
-// [..., 1].
-func layerNormComposed(x, w, b *Tensor, eps float32) (y, mean, rstd *Tensor) {
+// [..., 1]: eps in float64 for float64 x, rounded to float32 otherwise.
+func layerNormComposed(x, w, b *Tensor, eps float64) (y, mean, rstd *Tensor) {
 	mean = MeanKeep(x, -1)
 	xc := Sub(x, mean)
-	rstd = Rsqrt(AddScalar(MeanKeep(Square(xc), -1), eps))
+	e := Scalar(float32(eps))
+	if x.dtype == Float64 {
+		e = ScalarFloat64(eps)
+	}
+	rstd = Rsqrt(Add(MeanKeep(Square(xc), -1), e))
 	y = Mul(xc, rstd)
 	if w != nil {
 		y = Mul(y, w)
@@ -197,7 +203,7 @@ func layerNormBatch(in []*Tensor, batched []bool, p any) []*Tensor {
 	n := batchSize(in, batched)
 	a := alignBatch(in, batched, len(exampleShape(in[0], batched[0])))
 	x := materialize(a[0], batched[0], n)
-	y, mean, rstd := layerNormComposed(x, a[1], a[2], p.(lnParams).eps)
+	y, mean, rstd := layerNormComposed(x, a[1], a[2], float64(p.(lnParams).eps))
 	return []*Tensor{y, Squeeze(mean, -1), Squeeze(rstd, -1)}
 }
 
