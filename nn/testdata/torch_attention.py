@@ -12,18 +12,24 @@ tensor.SoftmaxCrossEntropy from the same weights (transposed to gonox's
 
 and commit the JSON: CI does not need torch.
 """
-import json, os
+import os
 import torch
 import torch.nn.functional as F
+
+import sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in nn/testdata
+from torchcase import write  # noqa: E402
+import torchcase  # noqa: E402
+
+
+def t(x):
+    return torchcase.t(x, digits=12)
+
 
 torch.manual_seed(43)
 torch.set_default_dtype(torch.float64)
 cases = []
-
-
-def t(x):
-    x = x.detach()
-    return {"shape": list(x.shape), "data": [float("%.12g" % v) for v in x.flatten().tolist()]}
 
 
 def mha(name, causal):
@@ -79,7 +85,4 @@ mha("mha", False)
 mha("mha_causal", True)
 layernorm()
 cross_entropy()
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_attention.json")
-with open(out, "w") as f:
-    json.dump({"torch": torch.__version__, "cases": cases}, f, indent=0)
-    f.write("\n")
+out = write("torch_attention.json", cases, indent=0)

@@ -10,18 +10,24 @@ compare. Run with Debian's python3-torch (PyTorch 1.13):
 
 and commit the JSON: CI does not need torch.
 """
-import json, os
+import os
 import torch
 import torch.nn as tnn
+
+import sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in nn/testdata
+from torchcase import write  # noqa: E402
+import torchcase  # noqa: E402
+
+
+def t(x):
+    return torchcase.t(x, digits=10)
+
 
 torch.manual_seed(29)
 torch.set_default_dtype(torch.float64)
 cases = []
-
-
-def t(x):
-    x = x.detach()
-    return {"shape": list(x.shape), "data": [float("%.10g" % v) for v in x.flatten().tolist()]}
 
 
 def grads(mod, x, y):
@@ -115,8 +121,5 @@ for groups, shape in [(2, (3, 6, 5, 4)), (3, (2, 3, 7)), (1, (2, 4, 3, 2, 2))]:
         mod.bias.copy_(torch.randn(shape[1]))
     add("groupnorm_g%d_%dd" % (groups, len(shape) - 2), "groupnorm", dict(groups=groups, channels=shape[1], eps=1e-5), mod, torch.randn(*shape))
 
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_conv.json")
-with open(out, "w") as f:
-    json.dump({"torch": torch.__version__, "cases": cases}, f, separators=(",", ":"))
-    f.write("\n")
+out = write("torch_conv.json", cases)
 print("wrote", out, len(cases), "cases")

@@ -48,52 +48,20 @@ Run with Debian's python3-torch (PyTorch 1.13):
 
 and commit the JSON: CI does not need torch.
 """
-import json, os
+import os
 import torch
 import torch.nn as tnn
 import torch.nn.functional as F
 
+import sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in nn/testdata
+from torchcase import Cases, param, t, write  # noqa: E402
+
 torch.manual_seed(51)
 torch.set_default_dtype(torch.float64)
-cases = []
-
-
-def t(x):
-    x = x.detach()
-    return {"shape": list(x.shape), "data": [float("%.17g" % v) for v in x.flatten().tolist()]}
-
-
-def add(name, kind, config, fn, inputs, params=None):
-    """Runs y = fn(*inputs), backpropagates a random cotangent g, and
-    records the inputs (x, x2, ...), the parameters, y, g and the gradients
-    (dx, dx2, ... for inputs that require them, d<name> for parameters)."""
-    params = params or {}
-    names = ["x"] + ["x%d" % (i + 2) for i in range(len(inputs) - 1)]
-    ins = []
-    for v in inputs:
-        if v.dtype.is_floating_point:
-            v = v.detach().clone().requires_grad_(True)
-        ins.append(v)
-    tensors = {}
-    for n, v in zip(names, ins):
-        tensors[n] = t(v) if v.dtype.is_floating_point else {"shape": list(v.shape), "data": [float(i) for i in v.flatten().tolist()]}
-    for n, p in params.items():
-        tensors[n] = t(p)
-    y = fn(*ins)
-    g = torch.randn_like(y)
-    y.backward(g)
-    tensors.update({"y": t(y), "g": t(g)})
-    for n, v in zip(names, ins):
-        if v.dtype.is_floating_point and v.grad is not None:
-            tensors["d" + n] = t(v.grad)
-    for n, p in params.items():
-        if p.grad is not None:
-            tensors["d" + n] = t(p.grad)
-    cases.append({"name": name, "kind": kind, "config": config, "tensors": tensors})
-
-
-def param(x):
-    return x.detach().clone().requires_grad_(True)
+cases = Cases(scalar_one=False)
+add = cases.add
 
 
 # Activations: values away from the kinks (0, ±1, 6, ±3), where the
@@ -409,14 +377,8 @@ add_bce("bce_pos_weight_mean", (4, 3), pos_weight=torch.rand(3) * 3)
 add_bce("bce_weight_rows_pos_weight_sum", (4, 3), weight=torch.rand(4, 1), pos_weight=torch.rand(3) * 3, reduction="sum")
 add_bce("bce_weight_pos_weight_none_3d", (2, 4, 3), weight=torch.rand(3), pos_weight=torch.rand(3) * 3, reduction="none")
 
-xout = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_crossentropy.json")
-with open(xout, "w") as f:
-    json.dump({"torch": torch.__version__, "cases": xent_cases}, f, separators=(",", ":"), allow_nan=False)
-    f.write("\n")
+xout = write("torch_crossentropy.json", xent_cases, separators=(",", ":"), allow_nan=False)
 print("wrote", xout, len(xent_cases), "cases")
 
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_layers.json")
-with open(out, "w") as f:
-    json.dump({"torch": torch.__version__, "cases": cases}, f, separators=(",", ":"))
-    f.write("\n")
+out = write("torch_layers.json", cases)
 print("wrote", out, len(cases), "cases")

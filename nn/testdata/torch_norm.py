@@ -17,19 +17,25 @@ calls on different inputs (u and v advance by the power iterations of each)
 and backpropagates a random cotangent through the last, then one call in
 eval mode.
 """
-import json, os
+import os
 import torch
 import torch.nn as tnn
 from torch.nn.utils import parametrizations, weight_norm
 
-torch.manual_seed(32)
-torch.set_default_dtype(torch.float64)
-cases = []
+import sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in nn/testdata
+from torchcase import write  # noqa: E402
+import torchcase  # noqa: E402
 
 
 def t(x):
-    x = x.detach()
-    return {"shape": list(x.shape), "data": [float("%.10g" % v) for v in x.flatten().tolist()]}
+    return torchcase.t(x, digits=10)
+
+
+torch.manual_seed(32)
+torch.set_default_dtype(torch.float64)
+cases = []
 
 
 def rounded(mod):
@@ -96,8 +102,5 @@ for name, kind, cin, cout, iters in [
         tensors.update({"x_eval": t(x), "y_eval": t(mod(x))})
     cases.append({"name": name, "kind": "spectralnorm_" + kind, "config": {"iterations": iters}, "tensors": tensors})
 
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_norm.json")
-with open(out, "w") as f:
-    json.dump({"torch": torch.__version__, "cases": cases}, f, separators=(",", ":"))
-    f.write("\n")
+out = write("torch_norm.json", cases)
 print("wrote", out, len(cases), "cases")

@@ -33,58 +33,19 @@ float64 values torch computed with. Run with Debian's python3-torch
 
 and commit the JSON: CI does not need torch.
 """
-import json, math, os
+import math, os
 import torch
 import torch.nn.functional as F
 
+import sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in nn/testdata
+from torchcase import Cases, param, t, write  # noqa: E402
+
 torch.manual_seed(73)
 torch.set_default_dtype(torch.float64)
-cases = []
-
-
-def t(x):
-    x = x.detach()
-    if not x.dtype.is_floating_point:
-        return {"shape": list(x.shape), "data": [float(i) for i in x.flatten().tolist()]}
-    return {"shape": list(x.shape), "data": [float("%.17g" % v) for v in x.flatten().tolist()]}
-
-
-def add(name, kind, config, fn, inputs, params=None, perm=None):
-    """Runs y = fn(*inputs), backpropagates a random cotangent g (none for
-    a scalar y: its gradient is that of y), and records the inputs (x, x2,
-    ...), the parameters, y, g and the gradients (dx, dx2, ..., d<param>).
-    perm, if given, permutes every recorded tensor of the names it lists
-    (torch's class axis 1 to gonox's last)."""
-    params = params or {}
-    names = ["x"] + ["x%d" % (i + 2) for i in range(len(inputs) - 1)]
-    ins = []
-    for v in inputs:
-        if v.dtype.is_floating_point:
-            v = v.detach().clone().requires_grad_(True)
-        ins.append(v)
-    tensors = {n: t(v) for n, v in zip(names, ins)}
-    tensors.update({n: t(p) for n, p in params.items()})
-    y = fn(*ins)
-    g = torch.randn_like(y) if y.dim() > 0 else torch.tensor(1.0)
-    y.backward(g)
-    tensors.update({"y": t(y), "g": t(g)})
-    for n, v in zip(names, ins):
-        if v.dtype.is_floating_point and v.grad is not None:
-            tensors["d" + n] = t(v.grad)
-    for n, p in params.items():
-        if p.grad is not None:
-            tensors["d" + n] = t(p.grad)
-    if perm:
-        for n, p in perm.items():
-            for k in (n, "d" + n):
-                if k in tensors:
-                    v = torch.tensor(tensors[k]["data"]).reshape(tensors[k]["shape"]).permute(*p)
-                    tensors[k] = t(v.contiguous())
-    cases.append({"name": name, "kind": kind, "config": config, "tensors": tensors})
-
-
-def param(x):
-    return x.detach().clone().requires_grad_(True)
+cases = Cases()
+add = cases.add
 
 
 # 1. Activations with float64 parameters, away from the kinks.
@@ -308,7 +269,5 @@ for name, p, eps in [("pairwise", 2.0, 1e-6), ("pairwise_p1", 1.0, 1e-6), ("pair
     add(name, "pairwise", {"p": p if p != float("inf") else "inf", "eps": eps},
         lambda u, v: F.pairwise_distance(u, v, p=p, eps=eps), [pa, pb])
 
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_parity3.json"), "w") as f:
-    json.dump({"torch": torch.__version__, "cases": cases}, f, separators=(",", ":"), allow_nan=False)
-    f.write("\n")
+write("torch_parity3.json", cases, separators=(",", ":"), allow_nan=False)
 print(len(cases), "cases")

@@ -24,52 +24,20 @@ python3-torch (PyTorch 1.13) from the repository root:
 
 and commit the JSON: CI does not need torch.
 """
-import json, os
+import os
 import torch
 import torch.nn as tnn
 import torch.nn.functional as F
 
+import sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in nn/testdata
+from torchcase import Cases, param, t, write  # noqa: E402
+
 torch.manual_seed(74)
 torch.set_default_dtype(torch.float64)
-cases = []
-
-
-def t(x):
-    x = x.detach()
-    if not x.dtype.is_floating_point:
-        return {"shape": list(x.shape), "data": [float(i) for i in x.flatten().tolist()]}
-    return {"shape": list(x.shape), "data": [float("%.17g" % v) for v in x.flatten().tolist()]}
-
-
-def add(name, kind, config, fn, inputs, params=None, const=()):
-    """Runs y = fn(*inputs), backpropagates a random cotangent g (1 for a
-    scalar y), and records the inputs (x, x2, ...), the parameters, y, g
-    and the gradients (dx, dx2, ..., d<param>); the inputs at the indices
-    const take no gradient."""
-    params = params or {}
-    names = (["x"] + ["x%d" % (i + 2) for i in range(len(inputs) - 1)])[:len(inputs)]
-    ins = []
-    for i, v in enumerate(inputs):
-        if v.dtype.is_floating_point and i not in const:
-            v = v.detach().clone().requires_grad_(True)
-        ins.append(v)
-    tensors = {n: t(v) for n, v in zip(names, ins)}
-    tensors.update({n: t(p) for n, p in params.items()})
-    y = fn(*ins)
-    g = torch.randn_like(y) if y.dim() > 0 else torch.tensor(1.0)
-    y.backward(g)
-    tensors.update({"y": t(y), "g": t(g)})
-    for n, v in zip(names, ins):
-        if v.dtype.is_floating_point and v.grad is not None:
-            tensors["d" + n] = t(v.grad)
-    for n, p in params.items():
-        if p.grad is not None:
-            tensors["d" + n] = t(p.grad)
-    cases.append({"name": name, "kind": kind, "config": config, "tensors": tensors})
-
-
-def param(x):
-    return x.detach().clone().requires_grad_(True)
+cases = Cases()
+add = cases.add
 
 
 # 1. BatchNorm with variances near eps (x ~ 3e-3) and momentum 0.1.
@@ -189,5 +157,4 @@ add("bag_mean_2d", "bag", {"mode": "mean"}, lambda: F.embedding_bag(i2, w, mode=
 cases[-1]["tensors"].update({"indices": t(i2)})
 
 
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_parity4.json"), "w") as f:
-    json.dump({"torch": torch.__version__, "cases": cases}, f, separators=(",", ":"))
+write("torch_parity4.json", cases, newline=False)

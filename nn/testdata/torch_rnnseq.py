@@ -29,7 +29,6 @@ batch=32, in=64], hidden 128) in wall and CPU time, for docs/performance.md:
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 nn/testdata/torch_rnnseq.py --bench
 """
-import json
 import os
 import sys
 import time
@@ -38,6 +37,9 @@ import torch
 import torch.nn as tnn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in nn/testdata
+from torchcase import t, write  # noqa: E402
 
 
 def bench():
@@ -70,11 +72,6 @@ torch.manual_seed(61)
 torch.set_default_dtype(torch.float64)
 IN, HIDDEN, T, B = 2, 3, 4, 3
 cases = []
-
-
-def t(x):
-    x = x.detach()
-    return {"shape": list(x.shape), "data": [float("%.17g" % v) for v in x.flatten().tolist()]}
 
 
 def add(kind, layers=1, bidirectional=False, batch_first=False, bias=True, h0=False, lengths=None,
@@ -151,6 +148,4 @@ for kind, nl in [("lstm", "tanh"), ("gru", "tanh"), ("rnn", "tanh"), ("rnn", "re
 add("lstm", layers=2, bidirectional=True, batch_first=True, h0=True, proj=2)
 add("lstm", bidirectional=True, lengths=[3, 4, 1], proj=2)
 
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_rnnseq.json"), "w") as f:
-    json.dump({"torch": torch.__version__, "cases": cases}, f, separators=(",", ":"))
-    f.write("\n")
+write("torch_rnnseq.json", cases)

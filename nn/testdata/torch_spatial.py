@@ -29,19 +29,19 @@ computed with and runs gonox in float64 too. Pads are written one
 
 and commit the JSON: CI does not need torch.
 """
-import json, os
+import os
 import torch
 import torch.nn as tnn
 import torch.nn.functional as F
 
+import sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in nn/testdata
+from torchcase import t, write  # noqa: E402
+
 torch.manual_seed(61)
 torch.set_default_dtype(torch.float64)
 cases = []
-
-
-def t(x):
-    x = x.detach()
-    return {"shape": list(x.shape), "data": [float("%.17g" % v) for v in x.flatten().tolist()]}
 
 
 def dyadic(x):
@@ -203,8 +203,5 @@ for i, (shape, k, d, p, st) in enumerate([((2, 3, 5, 6), (2, 3), (1, 2), (1, 0),
     add("fold_%d" % i, "fold", dict(cfg, size=list(shape[2:])),
         lambda x, s=shape[2:], k=k, d=d, p=p, st=st: F.fold(x, s, k, dilation=d, padding=p, stride=st), torch.randn(*cols.shape))
 
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_spatial.json")
-with open(out, "w") as f:
-    json.dump({"torch": torch.__version__, "cases": cases}, f, separators=(",", ":"))
-    f.write("\n")
+out = write("torch_spatial.json", cases)
 print("wrote %d cases to %s" % (len(cases), out))

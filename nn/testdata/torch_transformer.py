@@ -32,7 +32,6 @@ wall and CPU time, for docs/performance.md:
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 nn/testdata/torch_transformer.py --bench
 """
-import json
 import os
 import sys
 import time
@@ -40,6 +39,9 @@ import time
 import torch
 import torch.nn as tnn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in nn/testdata
+from torchcase import t, write  # noqa: E402
 
 
 def bench():
@@ -71,11 +73,6 @@ torch.manual_seed(0)
 
 D, H, FF = 8, 2, 8
 cases = []
-
-
-def t(x):
-    x = x.detach().double()
-    return {"shape": list(x.shape), "data": [float("%.17g" % v) for v in x.flatten().tolist()]}
 
 
 def randomize(m):
@@ -223,7 +220,5 @@ for name, bf, nf in [("transformer_post", False, False), ("transformer_pre_bf", 
          "src_key_padding_mask": padding("bool", B, S), "tgt_key_padding_mask": padding("bool", B, T),
          "memory_key_padding_mask": padding("bool", B, S)})
 
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_transformer.json")
-with open(out, "w") as f:
-    json.dump({"torch": torch.__version__, "cases": cases}, f, separators=(",", ":"))
+out = write("torch_transformer.json", cases, newline=False)
 print("wrote %d cases to %s" % (len(cases), out))
