@@ -137,7 +137,8 @@ func causalMask(t *testing.T, c torchCase, kw string, n int, dt tensor.DType) *t
 // (by input name) and the number of parameter gradients compared by req.
 func runTorchTransformer(t *testing.T, c torchCase, dt tensor.DType, req func(*testing.T, torchCase, string, *tensor.Tensor)) {
 	key := tensor.NewKey(0)
-	opts := nn.TransformerOptions{DimFeedforward: 8, BatchFirst: c.flag("batch_first"), NormFirst: c.flag("norm_first")}
+	dModel, heads := int(c.num("d_model")), int(c.num("nhead"))
+	opts := nn.TransformerOptions{DimFeedforward: int(c.num("dim_feedforward")), BatchFirst: c.flag("batch_first"), NormFirst: c.flag("norm_first")}
 	if c.Config["activation"] == "gelu" {
 		opts.Activation = nn.GeluExact
 	}
@@ -162,7 +163,7 @@ func runTorchTransformer(t *testing.T, c torchCase, dt tensor.DType, req func(*t
 		call.Mask = causalMask(t, c, maskKW, T, dt)
 		var y, dsrc *tensor.Tensor
 		if c.Kind == "encoder_layer" {
-			l := nn.NewTransformerEncoderLayer(key, 8, 2, opts)
+			l := nn.NewTransformerEncoderLayer(key, dModel, heads, opts)
 			loadTorchParams(t, c, &l, dt)
 			vg := autodiff.ValueAndGradAux(func(a struct {
 				L nn.TransformerEncoderLayer
@@ -178,7 +179,7 @@ func runTorchTransformer(t *testing.T, c torchCase, dt tensor.DType, req func(*t
 			y, dsrc = yy, d.X
 			nParams = torchGrads(t, c, &d.L, req)
 		} else {
-			e := nn.NewTransformerEncoder(key, 8, 2, int(c.num("layers")), c.flag("norm"), opts)
+			e := nn.NewTransformerEncoder(key, dModel, heads, int(c.num("layers")), c.flag("norm"), opts)
 			loadTorchParams(t, c, &e, dt)
 			vg := autodiff.ValueAndGradAux(func(a struct {
 				E nn.TransformerEncoder
@@ -208,7 +209,7 @@ func runTorchTransformer(t *testing.T, c torchCase, dt tensor.DType, req func(*t
 		var y *tensor.Tensor
 		var dx xs
 		if c.Kind == "decoder_layer" {
-			l := nn.NewTransformerDecoderLayer(key, 8, 2, opts)
+			l := nn.NewTransformerDecoderLayer(key, dModel, heads, opts)
 			loadTorchParams(t, c, &l, dt)
 			type arg struct {
 				L nn.TransformerDecoderLayer
@@ -222,7 +223,7 @@ func runTorchTransformer(t *testing.T, c torchCase, dt tensor.DType, req func(*t
 			y, dx = yy, d.X
 			nParams = torchGrads(t, c, &d.L, req)
 		} else {
-			dec := nn.NewTransformerDecoder(key, 8, 2, int(c.num("layers")), c.flag("norm"), opts)
+			dec := nn.NewTransformerDecoder(key, dModel, heads, int(c.num("layers")), c.flag("norm"), opts)
 			loadTorchParams(t, c, &dec, dt)
 			type arg struct {
 				D nn.TransformerDecoder
@@ -248,7 +249,7 @@ func runTorchTransformer(t *testing.T, c torchCase, dt tensor.DType, req func(*t
 			TgtKeyPaddingMask:    torchMask(t, c, "tgt_key_padding_mask", dt),
 			MemoryKeyPaddingMask: torchMask(t, c, "memory_key_padding_mask", dt),
 		}
-		m := nn.NewTransformer(key, 8, 2, int(c.num("encoder_layers")), int(c.num("decoder_layers")), opts)
+		m := nn.NewTransformer(key, dModel, heads, int(c.num("encoder_layers")), int(c.num("decoder_layers")), opts)
 		loadTorchParams(t, c, &m, dt)
 		type xs struct{ Src, Tgt *tensor.Tensor }
 		type arg struct {

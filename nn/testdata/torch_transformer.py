@@ -3,10 +3,12 @@
 TransformerDecoderLayer, TransformerEncoder, TransformerDecoder and
 Transformer for nn's layers of those names (transformer_test.go reads it).
 
-Each case builds one module (d_model 8, nhead 2 so that heads have 4
-features and 1/sqrt(4) is exact, dim_feedforward 8; post-norm and
+Each case builds one module (d_model 4, nhead 2, dim_feedforward 6:
+small, so that the file stays small, and the feed-forward weights are
+not square, so that a transposed one fails on its shape; post-norm and
 pre-norm, relu and gelu, batch_first or not, unbatched) in eval mode,
-randomizes every parameter (biases and LayerNorm affines included), and
+randomizes every parameter (biases and LayerNorm affines included, to
+multiples of 1/64: exact in float32, short in the JSON), and
 runs it with grad enabled on inputs with masks: src_mask / tgt_mask as
 generate_square_subsequent_mask (float, -inf above the diagonal) or its
 bool form, random additive float masks [batch*nhead, T, S], bool or
@@ -71,7 +73,7 @@ if "--bench" in sys.argv:
 torch.set_default_dtype(torch.float64)
 torch.manual_seed(0)
 
-D, H, FF = 8, 2, 8
+D, H, FF = 4, 2, 6
 cases = []
 
 
@@ -80,9 +82,15 @@ def randomize(m):
         for name, p in m.named_parameters():
             if name.endswith("norm1.weight") or name.endswith("norm2.weight") or \
                     name.endswith("norm3.weight") or name.endswith("norm.weight"):
-                p.copy_(1 + 0.2 * torch.randn_like(p))
+                p.copy_(dyadic(1 + 0.2 * torch.randn_like(p)))
             else:
-                p.copy_(0.4 * torch.randn_like(p))
+                p.copy_(dyadic(0.4 * torch.randn_like(p)))
+
+
+def dyadic(x):
+    """Rounds x to multiples of 1/64: exact in float32 and float64, and
+    short in the JSON."""
+    return torch.round(x * 64) / 64
 
 
 def mask(spec, n_q, n_k, batch):
@@ -96,9 +104,10 @@ def mask(spec, n_q, n_k, batch):
     if spec == "float3":  # random additive [batch*nhead, n_q, n_k]
         m = 0.5 * torch.randn(batch * H, n_q, n_k)
         return m, "float", {"": m}
-    if spec == "bool3":  # random bool [batch*nhead, n_q, n_k], the diagonal visible
+    if spec == "bool3":  # random bool [batch*nhead, n_q, n_k], the diagonal and key 0 visible
         m = torch.rand(batch * H, n_q, n_k) < 0.3
         m[:, torch.arange(min(n_q, n_k)), torch.arange(min(n_q, n_k))] = False
+        m[:, :, 0] = False  # no row all masked (key padding masks the last keys)
         return m, "bool", {"": m.double()}
     raise ValueError(spec)
 
@@ -152,7 +161,7 @@ def opts(act="relu", bf=False, nf=False):
 
 
 def cfg(act="relu", bf=False, nf=False, **kw):
-    c = {"activation": act, "batch_first": bf, "norm_first": nf}
+    c = {"activation": act, "batch_first": bf, "norm_first": nf, "d_model": D, "nhead": H, "dim_feedforward": FF}
     c.update(kw)
     return c
 
