@@ -61,6 +61,18 @@ func TestEmbeddingBagHostile(t *testing.T) {
 		{func() { nn.EmbeddingBag{W: w, Mode: 7}.Forward(ids, nil, nil) }, "unknown mode BagMode(7)"},
 		{func() { nn.NewEmbeddingBag(tensor.NewKey(1), -1, 2, nn.BagSum) }, "nn.NewEmbeddingBag: negative size"},
 		{func() { nn.EmbeddingBag{W: w}.Forward(nil, nil, nil) }, "nn.EmbeddingBag"},
+		{func() {
+			nn.EmbeddingBag{W: w, IncludeLastOffset: true}.Forward(ids, tensor.FromInt32([]int32{0, 2}, 2), nil)
+		}, "with IncludeLastOffset the last offset must be 3"},
+		{func() { nn.EmbeddingBag{W: w, IncludeLastOffset: true}.Forward(ids, tensor.FromInt32(nil, 0), nil) }, "the last offset must be 3"},
+		{func() {
+			nn.EmbeddingBag{W: w, IncludeLastOffset: true}.Forward(tensor.FromInt32([]int32{0, 1}, 1, 2), nil, nil)
+		}, "IncludeLastOffset needs indices i32[M] and offsets i32[B+1]"},
+		{func() { nn.EmbeddingBag{W: w, PaddingIdx: 1}.Forward(ids, tensor.FromInt32([]int32{0}, 1), nil) }, "PaddingIdx 1 is set but Padding is off"},
+		{func() {
+			nn.EmbeddingBag{W: w, Padding: true, PaddingIdx: 4}.Forward(ids, tensor.FromInt32([]int32{0}, 1), nil)
+		}, "padding index 4 outside [-4, 4)"},
+		{func() { nn.EmbeddingBag{W: w, MaxNorm: -1}.Forward(ids, tensor.FromInt32([]int32{0}, 1), nil) }, "nn.EmbeddingBag: MaxNorm -1 must be >= 0"},
 	} {
 		requirePanicContains(t, c.fn, c.want)
 	}

@@ -161,12 +161,31 @@ func checkEmbeddingBag(t *testing.T, c torchCase) {
 	if _, ok := c.Tensors["x"]; ok {
 		args.P = c.f64(t, "x")
 	}
+	e := nn.EmbeddingBag{Mode: mode, IncludeLastOffset: c.flag("include_last_offset")}
+	if p, ok := c.Config["padding_idx"]; ok {
+		e.Padding, e.PaddingIdx = true, int(p.(float64))
+	}
+	if v, ok := c.Config["max_norm"]; ok {
+		e.MaxNorm = v.(float64)
+	}
+	switch v := c.Config["norm_type"].(type) {
+	case float64:
+		e.NormType = v
+	case string: // "inf"
+		e.NormType = math.Inf(1)
+	}
 	v, d := lossGrads(args, c.f64(t, "g"), func(a in) *tensor.Tensor {
-		return nn.EmbeddingBag{W: a.W, Mode: mode}.Forward(ids, offsets, a.P)
+		e := e
+		e.W = a.W
+		return e.Forward(ids, offsets, a.P)
 	})
 	requireTight(t, c, "y", v)
 	requireTight(t, c, "dweight", d.W)
 	if args.P != nil {
 		requireTight(t, c, "dx", d.P)
+	}
+	if _, ok := c.Tensors["renormed"]; ok {
+		e.W = args.W
+		requireTight(t, c, "renormed", e.Renorm(ids).W)
 	}
 }

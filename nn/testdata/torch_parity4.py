@@ -15,7 +15,9 @@ float64, for torch_parity4_test.go (read at 1e-12 relative):
 - ctc_loss (reduction 'none') in float64, blank 0 and 3, with repeats and
   padded frames and labels, and the logits' gradient;
 - embedding_bag: sum, mean and max with offsets (an empty bag),
-  per_sample_weights, [B, L] indices, and the weight's gradient.
+  per_sample_weights, [B, L] indices, and the weight's gradient; then
+  padding_idx, max_norm and norm_type (2, 1, inf; with the weight PyTorch
+  renormalises in place) and include_last_offset.
 
 Inputs are written with 17 significant digits. Run with Debian's
 python3-torch (PyTorch 1.13) from the repository root:
@@ -155,6 +157,34 @@ w = param(wb)
 i2 = torch.tensor([[0, 2, 5], [3, 3, 1]])
 add("bag_mean_2d", "bag", {"mode": "mean"}, lambda: F.embedding_bag(i2, w, mode="mean"), [], {"weight": w})
 cases[-1]["tensors"].update({"indices": t(i2)})
+
+# 6. embedding_bag's padding_idx (a bag of padding only; a negative
+# index), max_norm and norm_type (the weight PyTorch renormalises in place
+# is recorded as "renormed"), include_last_offset, and all three with
+# per_sample_weights.
+ip = torch.tensor([1, 2, 2, 0, 5, 2, 3, 2, 4])
+op = torch.tensor([0, 3, 3, 5, 7, 8])
+wb = 2 * torch.randn(6, 3)
+for name, mode, kw in [
+    ("bag_pad_sum", "sum", {"padding_idx": 2}),
+    ("bag_pad_mean", "mean", {"padding_idx": -4}),
+    ("bag_pad_max", "max", {"padding_idx": 2}),
+    ("bag_maxnorm_sum", "sum", {"max_norm": 1.5}),
+    ("bag_maxnorm_p1_mean", "mean", {"max_norm": 2.0, "norm_type": 1.0}),
+    ("bag_maxnorm_inf_max", "max", {"max_norm": 1.0, "norm_type": float("inf")}),
+    ("bag_last_offset_mean", "mean", {"include_last_offset": True}),
+]:
+    w = param(wb)
+    o = torch.cat([op, torch.tensor([len(ip)])]) if kw.get("include_last_offset") else op
+    add(name, "bag", dict(mode=mode, **{k: v if v != float("inf") else "inf" for k, v in kw.items()}),
+        lambda: F.embedding_bag(ip, w, o, mode=mode, **kw), [], {"weight": w})
+    cases[-1]["tensors"].update({"indices": t(ip), "offsets": t(o), "renormed": t(w)})
+w = param(wb)
+o = torch.cat([op, torch.tensor([len(ip)])])
+kw = {"padding_idx": 2, "max_norm": 1.5, "include_last_offset": True}
+add("bag_all_psw", "bag", dict(mode="sum", **kw),
+    lambda p: F.embedding_bag(ip, w, o, mode="sum", per_sample_weights=p, **kw), [torch.rand(9) + 0.5], {"weight": w})
+cases[-1]["tensors"].update({"indices": t(ip), "offsets": t(o), "renormed": t(w)})
 
 
 write("torch_parity4.json", cases, newline=False)
