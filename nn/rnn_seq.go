@@ -658,13 +658,7 @@ func (r recurrent) step(w RecurrentWeights, xp, h, c, m *tensor.Tensor, hidden i
 	var hNew, cNew *tensor.Tensor
 	switch r.kind {
 	case recLSTM:
-		gates := tensor.Add(xp, tensor.MatMul(h, w.WeightHH))
-		parts := tensor.SplitSizes(gates, -1, []int{2 * hidden, hidden, hidden})
-		ifg := tensor.Split(tensor.Sigmoid(parts[0]), -1, 2)
-		g := tensor.Tanh(parts[1])
-		o := tensor.Sigmoid(parts[2])
-		cNew = tensor.Add(tensor.Mul(ifg[1], c), tensor.Mul(ifg[0], g))
-		hNew = tensor.Mul(o, tensor.Tanh(cNew))
+		hNew, cNew = tensor.LSTMCell(tensor.Add(xp, tensor.MatMul(h, w.WeightHH)), c)
 		if w.WeightHR != nil {
 			hNew = tensor.MatMul(hNew, w.WeightHR)
 		}

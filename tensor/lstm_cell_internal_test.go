@@ -1,0 +1,15 @@
+package tensor
+
+import "math/rand/v2"
+
+// The rule cases of lstm_cell and its backward op (ad_rules_test.go).
+var _ = addRuleCases(
+	ruleCase{name: "lstmCellOp", op: &lstmCellOp,
+		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 12), rF(r, 2, 3)) },
+		f:  ap(&lstmCellOp, nil)},
+	ruleCase{name: "lstmCellBwdOp", op: &lstmCellBwdOp,
+		in: func(r *rand.Rand) []*Tensor {
+			return args(rF(r, 2, 3), rF(r, 2, 3), rF(r, 2, 3), rF(r, 2, 3), rU(r, 0.1, 0.9, 2, 12))
+		},
+		f: ap(&lstmCellBwdOp, nil)},
+)
