@@ -585,7 +585,7 @@ func (r recurrent) direction(w RecurrentWeights, seq, h, c *tensor.Tensor, masks
 	if k == 0 {
 		steps := r.project(w, seq, timeAxis, hidden)
 		for _, t := range order {
-			h, c, ys[t] = r.step(w, steps[t], h, c, mask(t), hidden)
+			h, c, ys[t] = r.step(w, steps[t], h, c, mask(t))
 			steps[t] = nil
 		}
 		return tensor.Stack(timeAxis, ys...), h, c
@@ -611,7 +611,7 @@ func (r recurrent) direction(w RecurrentWeights, seq, h, c *tensor.Tensor, masks
 			out := make([]*tensor.Tensor, ns, ns+len(ts))
 			for _, t := range ts {
 				var y *tensor.Tensor
-				h, c, y = r.step(w, steps[t-first], h, c, mask(t), hidden)
+				h, c, y = r.step(w, steps[t-first], h, c, mask(t))
 				out = append(out, y)
 			}
 			out[0] = h
@@ -654,7 +654,7 @@ func (r recurrent) project(w RecurrentWeights, seq *tensor.Tensor, timeAxis, hid
 // step is one step of the cell from the projected input xp and the
 // states h and c (nil but for the LSTM): the new states and the output.
 // Where m (bool [B, 1]) is false, the states stay and the output is zero.
-func (r recurrent) step(w RecurrentWeights, xp, h, c, m *tensor.Tensor, hidden int) (hT, cT, y *tensor.Tensor) {
+func (r recurrent) step(w RecurrentWeights, xp, h, c, m *tensor.Tensor) (hT, cT, y *tensor.Tensor) {
 	var hNew, cNew *tensor.Tensor
 	switch r.kind {
 	case recLSTM:
@@ -669,11 +669,7 @@ func (r recurrent) step(w RecurrentWeights, xp, h, c, m *tensor.Tensor, hidden i
 		} else {
 			hg = tensor.MatMul(h, w.WeightHH)
 		}
-		is := tensor.SplitSizes(xp, -1, []int{2 * hidden, hidden})
-		hs := tensor.SplitSizes(hg, -1, []int{2 * hidden, hidden})
-		rz := tensor.Split(tensor.Sigmoid(tensor.Add(is[0], hs[0])), -1, 2)
-		n := tensor.Tanh(tensor.Add(is[1], tensor.Mul(rz[0], hs[1])))
-		hNew = tensor.Add(n, tensor.Mul(rz[1], tensor.Sub(h, n)))
+		hNew = tensor.GRUCell(xp, hg, h)
 	case recTanh:
 		hNew = tensor.Tanh(tensor.Add(xp, tensor.MatMul(h, w.WeightHH)))
 	case recRelu:

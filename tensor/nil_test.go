@@ -92,6 +92,8 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"ChannelMoments": func(t []*tensor.Tensor) { tensor.ChannelMoments(t[0]) },
 	"BatchNorm":      func(t []*tensor.Tensor) { tensor.BatchNorm(t[0], nil, nil, nil, 1e-5, tensor.ActRelu) },
 	"LayerNorm":      func(t []*tensor.Tensor) { tensor.LayerNorm(t[0], nil, nil, 1e-5) },
+	"LSTMCell":       func(t []*tensor.Tensor) { tensor.LSTMCell(t[0], t[1]) },
+	"GRUCell":        func(t []*tensor.Tensor) { tensor.GRUCell(t[0], t[1], t[2]) },
 	"ActMatMul":      func(t []*tensor.Tensor) { tensor.ActMatMul(tensor.ActGelu, t[0], t[1]) },
 	"ActRaggedDot":   func(t []*tensor.Tensor) { tensor.ActRaggedDot(tensor.ActGelu, t[0], t[1], t[2]) },
 	"ActMatMulAs":    func(t []*tensor.Tensor) { tensor.ActMatMulAs(tensor.ActGelu, t[0], t[1], tensor.BFloat16) },
