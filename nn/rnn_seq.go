@@ -364,6 +364,7 @@ type recurrent struct {
 	bidir      bool
 	batchFirst bool
 	drop       Dropout
+	zeroH      bool // the initial hidden states are zero (not given)
 }
 
 // check validates the parameters and returns the number of layers,
@@ -474,6 +475,7 @@ func (r recurrent) run(x, h0, c0 *tensor.Tensor, call RecurrentCall) (y, hn, cn 
 		return tensor.Unstack(s, 0)
 	}
 	hs := state("initial hidden state", h0, out)
+	r.zeroH = h0 == nil
 	var cs []*tensor.Tensor
 	if r.kind == recLSTM {
 		cs = state("initial cell state", c0, hidden)
@@ -584,8 +586,8 @@ func (r recurrent) direction(w RecurrentWeights, seq, h, c *tensor.Tensor, masks
 	}
 	if k == 0 {
 		steps := r.project(w, seq, timeAxis, hidden)
-		for _, t := range order {
-			h, c, ys[t] = r.step(w, steps[t], h, c, mask(t))
+		for j, t := range order {
+			h, c, ys[t] = r.step(w, steps[t], h, c, mask(t), j == 0 && r.zeroH)
 			steps[t] = nil
 		}
 		return tensor.Stack(timeAxis, ys...), h, c
@@ -611,7 +613,7 @@ func (r recurrent) direction(w RecurrentWeights, seq, h, c *tensor.Tensor, masks
 			out := make([]*tensor.Tensor, ns, ns+len(ts))
 			for _, t := range ts {
 				var y *tensor.Tensor
-				h, c, y = r.step(w, steps[t-first], h, c, mask(t))
+				h, c, y = r.step(w, steps[t-first], h, c, mask(t), false)
 				out = append(out, y)
 			}
 			out[0] = h
@@ -654,11 +656,17 @@ func (r recurrent) project(w RecurrentWeights, seq *tensor.Tensor, timeAxis, hid
 // step is one step of the cell from the projected input xp and the
 // states h and c (nil but for the LSTM): the new states and the output.
 // Where m (bool [B, 1]) is false, the states stay and the output is zero.
-func (r recurrent) step(w RecurrentWeights, xp, h, c, m *tensor.Tensor) (hT, cT, y *tensor.Tensor) {
+// zeroH says h is zero: the LSTM and the Elman RNN then skip h·W_hh (the
+// results are the same bits: adding the product's zeros changes nothing).
+func (r recurrent) step(w RecurrentWeights, xp, h, c, m *tensor.Tensor, zeroH bool) (hT, cT, y *tensor.Tensor) {
 	var hNew, cNew *tensor.Tensor
+	var hh *tensor.Tensor // h·W_hh, nil when h is zero
+	if !zeroH && r.kind != recGRU {
+		hh = tensor.MatMul(h, w.WeightHH)
+	}
 	switch r.kind {
 	case recLSTM:
-		hNew, cNew = tensor.LSTMCell(tensor.Add(xp, tensor.MatMul(h, w.WeightHH)), c)
+		hNew, cNew = tensor.LSTMCell(xp, hh, c)
 		if w.WeightHR != nil {
 			hNew = tensor.MatMul(hNew, w.WeightHR)
 		}
@@ -670,10 +678,16 @@ func (r recurrent) step(w RecurrentWeights, xp, h, c, m *tensor.Tensor) (hT, cT,
 			hg = tensor.MatMul(h, w.WeightHH)
 		}
 		hNew = tensor.GRUCell(xp, hg, h)
-	case recTanh:
-		hNew = tensor.Tanh(tensor.Add(xp, tensor.MatMul(h, w.WeightHH)))
-	case recRelu:
-		hNew = tensor.Relu(tensor.Add(xp, tensor.MatMul(h, w.WeightHH)))
+	case recTanh, recRelu:
+		pre := xp
+		if hh != nil {
+			pre = tensor.Add(xp, hh)
+		}
+		if r.kind == recTanh {
+			hNew = tensor.Tanh(pre)
+		} else {
+			hNew = tensor.Relu(pre)
+		}
 	}
 	if m == nil {
 		return hNew, cNew, hNew

@@ -10,7 +10,8 @@ import (
 
 // lstm_cell is the elementwise part of one LSTM step (torch.nn.LSTM's
 // cell) in one sweep over the rows: from the gates' pre-activations
-// [..., 4H] (input, forget, cell, output, PyTorch's order) and the cell
+// [..., 4H] (input, forget, cell, output, PyTorch's order), given as one
+// operand or as two that it adds (x·W_ih + b and h·W_hh), and the cell
 // state c [..., H],
 //
 //	c' = σ(f)·c + σ(i)·tanh(g),  h = σ(o)·tanh(c')
@@ -28,16 +29,24 @@ func init() {
 	lstmCellOp = &Op{
 		Name: "lstm_cell",
 		ImplN: func(in []*Tensor, _ any) ([]*Tensor, any) {
-			gates, c := in[0], in[1]
+			gates, c := in[0], in[len(in)-1]
 			h, cn := newOutUninit(c.dtype, c.shape), newOutUninit(c.dtype, c.shape)
 			act := newOutUninit(c.dtype, gates.shape)
 			H := c.shape[len(c.shape)-1]
 			rows := numel(c.shape) / max(H, 1)
 			run := func(lo, hi int) {
 				if c.dtype == Float64 {
-					lstmCellRows(h.f64(), cn.f64(), act.f64(), gates.f64(), c.f64(), H, lo, hi, f64.Sigmoid, f64.Tanh)
+					var hh []float64
+					if len(in) == 3 {
+						hh = in[1].f64()
+					}
+					lstmCellRows(h.f64(), cn.f64(), act.f64(), gates.f64(), hh, c.f64(), H, lo, hi, f64.Sigmoid, f64.Tanh)
 				} else {
-					lstmCellRows(h.f32(), cn.f32(), act.f32(), gates.f32(), c.f32(), H, lo, hi, vec.Sigmoid, vec.Tanh)
+					var hh []float32
+					if len(in) == 3 {
+						hh = in[1].f32()
+					}
+					lstmCellRows(h.f32(), cn.f32(), act.f32(), gates.f32(), hh, c.f32(), H, lo, hi, vec.Sigmoid, vec.Tanh)
 				}
 			}
 			if serial(rows*H*5*costMath, isLocal(in...)) {
@@ -47,13 +56,16 @@ func init() {
 			}
 			return []*Tensor{h, cn, act}, nil
 		},
-		VJPN:  lstmCellVJP,
-		Save:  SaveInputs(1) | SaveOutput,
-		JVP:   lstmCellJVP,
-		Batch: materializeBatch(&lstmCellOp),
+		VJPN: lstmCellVJP,
+		// params: the number of gate operands, 1 or 2; c follows them.
+		SaveFor: func(p any) SaveMask { return SaveInputs(p.(int)) | SaveOutput },
+		JVP:     lstmCellJVP,
+		Batch:   materializeBatch(&lstmCellOp),
 		// Package shard never meets the op: LSTMCell composes propagated
-		// ops for placed operands. (Gathering is the zero rule.)
-		Traits: Traits{Reuse: FreshVJP, Types: TypesFloat64}, // the backward op allocates its results
+		// ops for placed operands. (Gathering is the zero rule.) Not
+		// FreshVJP: with two gate operands the VJP returns the gates'
+		// cotangent for both.
+		Traits: Traits{Types: TypesFloat64},
 	}
 	// lstm_cell_bwd: (dh, dc', c, c', act) → (dgates, dc) in one sweep.
 	// Not differentiable itself: lstm_cell's VJP composes ops instead when
@@ -89,9 +101,15 @@ func init() {
 // so that the activations are the composition's bit for bit). The
 // conversions keep each product rounded, as the composition's Mul and Add
 // round them.
-func lstmCellRows[T float32 | float64](h, cn, act, gates, c []T, H, lo, hi int, sig, tanh func(dst, src []T)) {
+func lstmCellRows[T float32 | float64](h, cn, act, gates, hh, c []T, H, lo, hi int, sig, tanh func(dst, src []T)) {
 	for r := lo; r < hi; r++ {
 		a, x := act[r*4*H:(r+1)*4*H], gates[r*4*H:(r+1)*4*H]
+		if hh != nil {
+			for k, v := range hh[r*4*H : (r+1)*4*H] {
+				a[k] = x[k] + v
+			}
+			x = a
+		}
 		sig(a[:2*H], x[:2*H])
 		tanh(a[2*H:3*H], x[2*H:3*H])
 		sig(a[3*H:], x[3*H:])
@@ -134,39 +152,52 @@ func lstmCellBwdRows[T float32 | float64](dgates, dc, dh, dcn, c, cn, act []T, H
 }
 
 // LSTMCell returns the new hidden and cell states of one LSTM step,
-// torch.nn.LSTMCell's elementwise part: from gates [..., 4H], the
-// pre-activations x·W_ih + b_ih + h·W_hh + b_hh with the gates in
-// PyTorch's order (input, forget, cell, output), and the cell state c
-// [..., H],
+// torch.nn.LSTMCell's elementwise part: from the gates' pre-activations
+// xp + hh [..., 4H] (x·W_ih + b_ih + b_hh and h·W_hh, say; a nil hh is
+// none, as at a zero state), with the gates in PyTorch's order (input,
+// forget, cell, output), and the cell state c [..., H],
 //
 //	c' = σ(f)·c + σ(i)·tanh(g),  h = σ(o)·tanh(c').
 //
 // On host operands (float32, float64, or half widened to float32) it is
 // one op (lstm_cell) forward and one backward, which keeps the activated
-// gates, c and c' and computes the gradients of gates and c in one sweep;
-// its results and gradients equal the composition's from Split, Sigmoid,
-// Tanh, Mul and Add within rounding (the forward results bit for bit in
+// gates, c and c' and computes the gradients of the gates and c in one
+// sweep; its results and gradients equal the composition's from Add,
+// Split, Sigmoid, Tanh and Mul within rounding (the forward results bit for bit in
 // float64 and, for H a multiple of 8, in float32). Placed operands take
 // the composition.
 //
-// It panics unless gates and c have one float dtype, at least one axis,
-// the same leading axes, and gates' last axis is 4 times c's.
-func LSTMCell(gates, c *Tensor) (h, cNew *Tensor) {
+// It panics unless xp, hh (if not nil) and c have one float dtype, at
+// least one axis, the same leading axes, xp and hh one shape, and xp's
+// last axis is 4 times c's.
+func LSTMCell(xp, hh, c *Tensor) (h, cNew *Tensor) {
 	const name = "tensor.LSTMCell"
-	checkNil(name, "gates c", gates, c)
-	gr, cr := len(gates.shape), len(c.shape)
-	if !gates.dtype.IsFloat() || gates.dtype != c.dtype || gr == 0 || gr != cr ||
-		!slices.Equal(gates.shape[:gr-1], c.shape[:cr-1]) || gates.shape[gr-1] != 4*c.shape[cr-1] {
-		panic(fmt.Sprintf("%s: %s: want gates [..., 4H] and c [..., H] of one float dtype", name, operands("", gates, c)))
+	checkNil(name, "xp c", xp, c)
+	gr, cr := len(xp.shape), len(c.shape)
+	if !xp.dtype.IsFloat() || xp.dtype != c.dtype || gr == 0 || gr != cr ||
+		!slices.Equal(xp.shape[:gr-1], c.shape[:cr-1]) || xp.shape[gr-1] != 4*c.shape[cr-1] ||
+		hh != nil && (hh.dtype != xp.dtype || !slices.Equal(hh.shape, xp.shape)) {
+		ops := operands("", xp, c)
+		if hh != nil {
+			ops = operands("", xp, hh, c)
+		}
+		panic(fmt.Sprintf("%s: %s: want xp and hh [..., 4H] and c [..., H] of one float dtype", name, ops))
 	}
-	if gates.layout() != nil || c.layout() != nil {
-		return lstmCellComposed(gates, c)
+	if hh == nil {
+		if xp.layout() != nil || c.layout() != nil {
+			return lstmCellComposed(xp, c)
+		}
+		out := ApplyN(lstmCellOp, 1, xp, c)
+		return out[0], out[1]
 	}
-	out := ApplyN(lstmCellOp, nil, gates, c)
+	if xp.layout() != nil || hh.layout() != nil || c.layout() != nil {
+		return lstmCellComposed(Add(xp, hh), c)
+	}
+	out := ApplyN(lstmCellOp, 2, xp, hh, c)
 	return out[0], out[1]
 }
 
-// lstmCellComposed is LSTMCell from ops.
+// lstmCellComposed is LSTMCell from ops, on the gates' sum.
 func lstmCellComposed(gates, c *Tensor) (h, cNew *Tensor) {
 	p := Split(gates, -1, 4)
 	i, f, g, o := Sigmoid(p[0]), Sigmoid(p[1]), Tanh(p[2]), Sigmoid(p[3])
@@ -181,7 +212,16 @@ func sigmoidSlope(y *Tensor) *Tensor { return Mul(y, Sub(Scalar(1), y)) }
 // values, the composition of ops otherwise (and for a cotangent of the
 // activated gates, which only higher derivatives give).
 func lstmCellVJP(gs, in, outs []*Tensor, _ any, _ any) []*Tensor {
-	c, cn, act := in[1], outs[1], outs[2]
+	dgates, dc := lstmCellVJPGates(gs, in[len(in)-1], outs)
+	if len(in) == 3 {
+		return []*Tensor{dgates, dgates, dc} // both gate operands
+	}
+	return []*Tensor{dgates, dc}
+}
+
+// lstmCellVJPGates returns the cotangents of the gates' sum and of c.
+func lstmCellVJPGates(gs []*Tensor, c *Tensor, outs []*Tensor) (dgates, dc *Tensor) {
+	cn, act := outs[1], outs[2]
 	gh, gc, ga := gs[0], gs[1], gs[2]
 	if ga == nil && !higherOrder(gh, gc, c, cn, act) && (gh == nil || gh.layout() == nil) && (gc == nil || gc.layout() == nil) {
 		if gh == nil {
@@ -190,7 +230,8 @@ func lstmCellVJP(gs, in, outs []*Tensor, _ any, _ any) []*Tensor {
 		if gc == nil {
 			gc = ZerosLike(c)
 		}
-		return ApplyN(lstmCellBwdOp, nil, gh, gc, c, cn, act)
+		res := ApplyN(lstmCellBwdOp, nil, gh, gc, c, cn, act)
+		return res[0], res[1]
 	}
 	p := Split(act, -1, 4)
 	i, f, g, o := p[0], p[1], p[2], p[3]
@@ -213,27 +254,36 @@ func lstmCellVJP(gs, in, outs []*Tensor, _ any, _ any) []*Tensor {
 		q := Split(ga, -1, 4)
 		di, df, dg, do = Add(di, q[0]), Add(df, q[1]), Add(dg, q[2]), Add(do, q[3])
 	}
-	dgates := Concat(-1, Mul(di, sigmoidSlope(i)), Mul(df, sigmoidSlope(f)), Mul(dg, Sub(Scalar(1), Square(g))), Mul(do, sigmoidSlope(o)))
-	return []*Tensor{dgates, Mul(ct, f)}
+	dgates = Concat(-1, Mul(di, sigmoidSlope(i)), Mul(df, sigmoidSlope(f)), Mul(dg, Sub(Scalar(1), Square(g))), Mul(do, sigmoidSlope(o)))
+	return dgates, Mul(ct, f)
 }
 
 // lstmCellJVP is lstm_cell's forward-mode rule: the tangents of the
 // activated gates from the gates', then those of c' and h.
 func lstmCellJVP(x, t, outs []*Tensor, _ any) []*Tensor {
-	c, cn, act := x[1], outs[1], outs[2]
+	n := len(x) - 1 // gate operands
+	c, tcp, cn, act := x[n], t[n], outs[1], outs[2]
 	p := Split(act, -1, 4)
 	i, f, g, o := p[0], p[1], p[2], p[3]
+	tg := t[0]
+	if n == 2 && t[1] != nil {
+		if tg == nil {
+			tg = t[1]
+		} else {
+			tg = Add(tg, t[1])
+		}
+	}
 	var dact *Tensor
-	if t[0] != nil {
+	if tg != nil {
 		slope := Concat(-1, sigmoidSlope(i), sigmoidSlope(f), Sub(Scalar(1), Square(g)), sigmoidSlope(o))
-		dact = Mul(t[0], slope)
+		dact = Mul(tg, slope)
 	} else {
 		dact = ZerosLike(act)
 	}
 	q := Split(dact, -1, 4)
 	dcn := Add(Add(Mul(q[1], c), Mul(q[0], g)), Mul(i, q[2]))
-	if t[1] != nil {
-		dcn = Add(dcn, Mul(f, t[1]))
+	if tcp != nil {
+		dcn = Add(dcn, Mul(f, tcp))
 	}
 	tc := Tanh(cn)
 	dh := Add(Mul(q[3], tc), Mul(Mul(o, Sub(Scalar(1), Square(tc))), dcn))

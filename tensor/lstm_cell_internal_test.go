@@ -6,7 +6,10 @@ import "math/rand/v2"
 var _ = addRuleCases(
 	ruleCase{name: "lstmCellOp", op: &lstmCellOp,
 		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 12), rF(r, 2, 3)) },
-		f:  ap(&lstmCellOp, nil)},
+		f:  ap(&lstmCellOp, 1)},
+	ruleCase{name: "lstmCellOp", op: &lstmCellOp,
+		in: func(r *rand.Rand) []*Tensor { return args(rF(r, 2, 12), rF(r, 2, 12), rF(r, 2, 3)) },
+		f:  ap(&lstmCellOp, 2)},
 	ruleCase{name: "lstmCellBwdOp", op: &lstmCellBwdOp,
 		in: func(r *rand.Rand) []*Tensor {
 			return args(rF(r, 2, 3), rF(r, 2, 3), rF(r, 2, 3), rF(r, 2, 3), rU(r, 0.1, 0.9, 2, 12))

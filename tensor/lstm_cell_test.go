@@ -16,8 +16,9 @@ func lstmCellRef(gates, c *tensor.Tensor) (h, cNew *tensor.Tensor) {
 }
 
 // The fused cell equals the composition: forward bit for bit (H a
-// multiple of 8), the gradients of gates and c of Σ h·u + Σ c'·v within
-// rounding, in float32 and float64, for a batch and for one row.
+// multiple of 8), the gradients of the gate operands and c of Σ h·u +
+// Σ c'·v within rounding, in float32 and float64, for a batch and for one
+// row, with the gates in one operand and in two.
 func TestLSTMCellMatchesComposition(t *testing.T) {
 	rng := newRNG(131)
 	for _, c := range []struct {
@@ -37,21 +38,35 @@ func TestLSTMCellMatchesComposition(t *testing.T) {
 			c0 := tensor.Convert(randRange(rng, -2, 2, c.shape...), c.dt)
 			u := tensor.Convert(randF32(rng, c.shape...), c.dt)
 			v := tensor.Convert(randF32(rng, c.shape...), c.dt)
-			h, cn := tensor.LSTMCell(gates, c0)
-			hr, cnr := lstmCellRef(gates, c0)
-			require.Equal(t, hr.Float64s(), h.Float64s(), "h")
-			require.Equal(t, cnr.Float64s(), cn.Float64s(), "c'")
-			loss := func(cell func(g, c *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor)) func(xs []*tensor.Tensor) *tensor.Tensor {
-				return func(xs []*tensor.Tensor) *tensor.Tensor {
-					h, cn := cell(xs[0], xs[1])
-					return tensor.Add(tensor.Sum(tensor.Mul(h, u)), tensor.Sum(tensor.Mul(cn, v)))
+			hh := tensor.Convert(randRange(rng, -2, 2, gs...), c.dt)
+			for _, two := range []bool{false, true} {
+				cell := func(xs []*tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) { return tensor.LSTMCell(xs[0], nil, xs[1]) }
+				ref := func(xs []*tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) { return lstmCellRef(xs[0], xs[1]) }
+				in := ts(gates, c0)
+				if two {
+					cell = func(xs []*tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
+						return tensor.LSTMCell(xs[0], xs[1], xs[2])
+					}
+					ref = func(xs []*tensor.Tensor) (*tensor.Tensor, *tensor.Tensor) {
+						return lstmCellRef(tensor.Add(xs[0], xs[1]), xs[2])
+					}
+					in = ts(gates, hh, c0)
 				}
-			}
-			got := grad(loss(tensor.LSTMCell), ts(gates, c0))
-			want := grad(loss(lstmCellRef), ts(gates, c0))
-			for i := range want {
-				require.Equal(t, c.dt, got[i].DType())
-				require.InDeltaSlice(t, want[i].Float64s(), got[i].Float64s(), c.tol, "gradient %d", i)
+				h, cn := cell(in)
+				hr, cnr := ref(in)
+				require.Equal(t, hr.Float64s(), h.Float64s(), "h, two gate operands %v", two)
+				require.Equal(t, cnr.Float64s(), cn.Float64s(), "c', two gate operands %v", two)
+				loss := func(cell func(xs []*tensor.Tensor) (*tensor.Tensor, *tensor.Tensor)) func(xs []*tensor.Tensor) *tensor.Tensor {
+					return func(xs []*tensor.Tensor) *tensor.Tensor {
+						h, cn := cell(xs)
+						return tensor.Add(tensor.Sum(tensor.Mul(h, u)), tensor.Sum(tensor.Mul(cn, v)))
+					}
+				}
+				got, want := grad(loss(cell), in), grad(loss(ref), in)
+				for i := range want {
+					require.Equal(t, c.dt, got[i].DType())
+					require.InDeltaSlice(t, want[i].Float64s(), got[i].Float64s(), c.tol, "gradient %d, two gate operands %v", i, two)
+				}
 			}
 		})
 	}
@@ -61,19 +76,19 @@ func TestLSTMCellMatchesComposition(t *testing.T) {
 // against finite differences.
 func TestLSTMCellGrad(t *testing.T) {
 	rng := newRNG(137)
-	gates, c0 := randRange(rng, -2, 2, 3, 8), randF32(rng, 3, 2)
+	gates, hh, c0 := randRange(rng, -2, 2, 3, 8), randRange(rng, -1, 1, 3, 8), randF32(rng, 3, 2)
 	u, v := randF32(rng, 3, 2), randF32(rng, 3, 2)
 	f := func(xs []*tensor.Tensor) *tensor.Tensor {
-		h, cn := tensor.LSTMCell(xs[0], xs[1])
+		h, cn := tensor.LSTMCell(xs[0], xs[1], xs[2])
 		return tensor.Add(tensor.Sum(tensor.Mul(h, u)), tensor.Sum(tensor.Mul(cn, v)))
 	}
 	opts := autodiffOpts(1e-3, 1e-3, 1e-2)
-	checkGrad(t, f, ts(gates, c0), opts)
-	for i := range 2 {
-		checkGrad(t, gradOf(f, i), ts(gates, c0), opts)
+	checkGrad(t, f, ts(gates, hh, c0), opts)
+	for i := range 3 {
+		checkGrad(t, gradOf(f, i), ts(gates, hh, c0), opts)
 	}
 	onlyH := func(xs []*tensor.Tensor) *tensor.Tensor {
-		h, _ := tensor.LSTMCell(xs[0], xs[1])
+		h, _ := tensor.LSTMCell(xs[0], nil, xs[1])
 		return tensor.Sum(tensor.Mul(h, u))
 	}
 	checkGrad(t, onlyH, ts(gates, c0), opts)
@@ -86,14 +101,20 @@ func TestLSTMCellPanics(t *testing.T) {
 		want     string
 		gates, c *tensor.Tensor
 	}{
-		{"tensor.LSTMCell: f32[2,8], f32[2,3]: want gates [..., 4H] and c [..., H] of one float dtype", z(tensor.Float32, 2, 8), z(tensor.Float32, 2, 3)},
-		{"tensor.LSTMCell: f32[2,8], f32[3,2]: want gates [..., 4H] and c [..., H] of one float dtype", z(tensor.Float32, 2, 8), z(tensor.Float32, 3, 2)},
-		{"tensor.LSTMCell: f32[2,8], f64[2,2]: want gates [..., 4H] and c [..., H] of one float dtype", z(tensor.Float32, 2, 8), z(tensor.Float64, 2, 2)},
-		{"tensor.LSTMCell: i32[2,8], i32[2,2]: want gates [..., 4H] and c [..., H] of one float dtype", z(tensor.Int32, 2, 8), z(tensor.Int32, 2, 2)},
-		{"tensor.LSTMCell: f32[8], f32[1,2]: want gates [..., 4H] and c [..., H] of one float dtype", z(tensor.Float32, 8), z(tensor.Float32, 1, 2)},
-		{"tensor.LSTMCell: f32[], f32[]: want gates [..., 4H] and c [..., H] of one float dtype", z(tensor.Float32), z(tensor.Float32)},
+		{"tensor.LSTMCell: f32[2,8], f32[2,3]: want xp and hh [..., 4H] and c [..., H] of one float dtype", z(tensor.Float32, 2, 8), z(tensor.Float32, 2, 3)},
+		{"tensor.LSTMCell: f32[2,8], f32[3,2]: want xp and hh [..., 4H] and c [..., H] of one float dtype", z(tensor.Float32, 2, 8), z(tensor.Float32, 3, 2)},
+		{"tensor.LSTMCell: f32[2,8], f64[2,2]: want xp and hh [..., 4H] and c [..., H] of one float dtype", z(tensor.Float32, 2, 8), z(tensor.Float64, 2, 2)},
+		{"tensor.LSTMCell: i32[2,8], i32[2,2]: want xp and hh [..., 4H] and c [..., H] of one float dtype", z(tensor.Int32, 2, 8), z(tensor.Int32, 2, 2)},
+		{"tensor.LSTMCell: f32[8], f32[1,2]: want xp and hh [..., 4H] and c [..., H] of one float dtype", z(tensor.Float32, 8), z(tensor.Float32, 1, 2)},
+		{"tensor.LSTMCell: f32[], f32[]: want xp and hh [..., 4H] and c [..., H] of one float dtype", z(tensor.Float32), z(tensor.Float32)},
 	} {
-		requirePanic(t, c.want, func() { tensor.LSTMCell(c.gates, c.c) })
+		requirePanic(t, c.want, func() { tensor.LSTMCell(c.gates, nil, c.c) })
 	}
-	requirePanic(t, "tensor.LSTMCell: operand gates is nil", func() { tensor.LSTMCell(nil, z(tensor.Float32, 2)) })
+	requirePanic(t, "tensor.LSTMCell: f32[2,8], f32[2,4], f32[2,2]: want xp and hh [..., 4H] and c [..., H] of one float dtype", func() {
+		tensor.LSTMCell(z(tensor.Float32, 2, 8), z(tensor.Float32, 2, 4), z(tensor.Float32, 2, 2))
+	})
+	requirePanic(t, "tensor.LSTMCell: f32[2,8], f64[2,8], f32[2,2]: want xp and hh [..., 4H] and c [..., H] of one float dtype", func() {
+		tensor.LSTMCell(z(tensor.Float32, 2, 8), z(tensor.Float64, 2, 8), z(tensor.Float32, 2, 2))
+	})
+	requirePanic(t, "tensor.LSTMCell: operand xp is nil", func() { tensor.LSTMCell(nil, nil, z(tensor.Float32, 2)) })
 }

@@ -92,7 +92,7 @@ var nilOps = map[string]func(t []*tensor.Tensor){
 	"ChannelMoments": func(t []*tensor.Tensor) { tensor.ChannelMoments(t[0]) },
 	"BatchNorm":      func(t []*tensor.Tensor) { tensor.BatchNorm(t[0], nil, nil, nil, 1e-5, tensor.ActRelu) },
 	"LayerNorm":      func(t []*tensor.Tensor) { tensor.LayerNorm(t[0], nil, nil, 1e-5) },
-	"LSTMCell":       func(t []*tensor.Tensor) { tensor.LSTMCell(t[0], t[1]) },
+	"LSTMCell":       func(t []*tensor.Tensor) { tensor.LSTMCell(t[0], nil, t[1]) },
 	"GRUCell":        func(t []*tensor.Tensor) { tensor.GRUCell(t[0], t[1], t[2]) },
 	"ActMatMul":      func(t []*tensor.Tensor) { tensor.ActMatMul(tensor.ActGelu, t[0], t[1]) },
 	"ActRaggedDot":   func(t []*tensor.Tensor) { tensor.ActRaggedDot(tensor.ActGelu, t[0], t[1], t[2]) },
@@ -224,7 +224,7 @@ var nilExempt = map[string]bool{"Apply": true, "ApplyN": true, "Backward": true,
 // Operands documented as optional.
 var nilAllowed = map[string]bool{"Bincount.weights": true, "AdamUpdate.p": true, "SGDStep.t": true, "AdamStepsInto.dst": true, "AdamStepsIntoOverMoments.dst": true, "SGDStepInto.dst": true, "SGDStepInto.t": true,
 	"AdamStepIntoOverMomentsLater.dst": true, "SGDStepIntoLater.dst": true, "SGDStepIntoLater.t": true, "DotProductAttention.mask": true, "DotProductAttentionAs.mask": true,
-	"LayerNorm.weight": true, "LayerNorm.bias": true,
+	"LayerNorm.weight": true, "LayerNorm.bias": true, "LSTMCell.hh": true,
 	"BatchNorm.weight": true, "BatchNorm.bias": true, "BatchNorm.residual": true,
 	// WithLocals passes nil entries through (blocks of other processes).
 	"WithLocals.xs": true}
