@@ -99,15 +99,12 @@ func (c GRUCell) Forward(x, h *tensor.Tensor) *tensor.Tensor {
 		ig = tensor.Add(ig, c.Bias)
 	}
 	hg := matmulLast(h, c.WeightHH)
-	igs := tensor.SplitSizes(ig, -1, []int{2 * H, H})
-	hgs := tensor.SplitSizes(hg, -1, []int{2 * H, H})
-	rz := tensor.Split(tensor.Sigmoid(tensor.Add(igs[0], hgs[0])), -1, 2)
-	hn := hgs[1]
 	if c.BiasN != nil {
-		hn = tensor.Add(hn, c.BiasN)
+		// b_n on the new gate's part only (adding zeros to the others
+		// changes no bit).
+		hg = tensor.Add(hg, tensor.Concat(-1, tensor.Zeros(c.BiasN.DType(), 2*H), c.BiasN))
 	}
-	n := tensor.Tanh(tensor.Add(igs[1], tensor.Mul(rz[0], hn)))
-	return tensor.Add(n, tensor.Mul(rz[1], tensor.Sub(h, n)))
+	return tensor.GRUCell(ig, hg, h)
 }
 
 // LSTMState is the state an LSTMCell carries from step to step: the
@@ -181,16 +178,12 @@ func (c LSTMCell) Forward(x *tensor.Tensor, s LSTMState) LSTMState {
 	if s.C == nil || !sameShapes(s.C, s.H) {
 		panic(fmt.Sprintf("nn.LSTMCell: state H %v and C %v must have one shape", s.H, s.C))
 	}
-	lin := tensor.Add(matmulLast(x, c.WeightIH), matmulLast(s.H, c.WeightHH))
+	xp := matmulLast(x, c.WeightIH)
 	if c.Bias != nil {
-		lin = tensor.Add(lin, c.Bias)
+		xp = tensor.Add(xp, c.Bias)
 	}
-	gates := tensor.SplitSizes(lin, -1, []int{2 * H, H, H})
-	ifg := tensor.Split(tensor.Sigmoid(gates[0]), -1, 2)
-	g := tensor.Tanh(gates[1])
-	o := tensor.Sigmoid(gates[2])
-	cn := tensor.Add(tensor.Mul(ifg[1], s.C), tensor.Mul(ifg[0], g))
-	return LSTMState{H: tensor.Mul(o, tensor.Tanh(cn)), C: cn}
+	h, cn := tensor.LSTMCell(xp, matmulLast(s.H, c.WeightHH), s.C)
+	return LSTMState{H: h, C: cn}
 }
 
 // checkCellInputs panics unless x is [..., in] and h [..., hidden] with
