@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -119,19 +118,11 @@ func TestInterpolateHalf(t *testing.T) {
 // TestInterpolatePlaced: a batch split over devices stays split, the
 // values and the gradient those of the host.
 func TestInterpolatePlaced(t *testing.T) {
-	mesh := shard.NewMesh([]int{2, 2}, []string{"dp", "tp"})
-	xh := sample(tensor.Float32, 8, 4, 2, 3, 5)
-	x := shard.Put(xh, shard.NewSharding(mesh, shard.P("dp", "tp")))
-	defer shard.Strict(mesh)()
+	s := shard.NewSharding(shard.NewMesh([]int{2, 2}, []string{"dp", "tp"}), shard.P("dp", "tp"))
 	spec := tensor.InterpSpec{Mode: tensor.InterpLinear, ScaleFactor: []float64{2}}
-	y := tensor.Interpolate(x, spec)
-	require.Equal(t, "float32[4@dp,2@tp,6,10]", y.Type())
-	require.Equal(t, tensor.Interpolate(xh, spec).Float32s(), y.Float32s())
-	loss := func(x *tensor.Tensor) *tensor.Tensor { return tensor.Sum(tensor.Square(tensor.Interpolate(x, spec))) }
-	_, g := autodiff.ValueAndGrad(loss)(x)
-	_, gh := autodiff.ValueAndGrad(loss)(xh)
-	require.Equal(t, "float32[4@dp,2@tp,3,5]", g.Type())
-	require.Equal(t, gh.Float32s(), g.Float32s())
+	requirePlacedAsHost(t, s, sample(tensor.Float32, 8, 4, 2, 3, 5),
+		func(x *tensor.Tensor) *tensor.Tensor { return tensor.Interpolate(x, spec) },
+		"float32[4@dp,2@tp,6,10]", "float32[4@dp,2@tp,3,5]")
 }
 
 func TestInterpolatePanics(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/shard"
 	"github.com/gonox/gonox/tensor"
 )
@@ -111,19 +110,11 @@ func TestUnfoldFold(t *testing.T) {
 
 // TestUnfoldPlaced: a batch split over devices stays split.
 func TestUnfoldPlaced(t *testing.T) {
-	mesh := shard.NewMesh([]int{4}, []string{"dp"})
-	xh := sample(tensor.Float32, 8, 8, 2, 4, 5)
-	x := shard.Put(xh, shard.NewSharding(mesh, shard.P("dp")))
-	defer shard.Strict(mesh)()
+	s := shard.NewSharding(shard.NewMesh([]int{4}, []string{"dp"}), shard.P("dp"))
 	spec := tensor.UnfoldSpec{Kernel: []int{3}, Padding: []int{1}}
-	y := tensor.Unfold(x, spec)
-	require.Equal(t, "float32[8@dp,18,20]", y.Type())
-	require.Equal(t, tensor.Unfold(xh, spec).Float32s(), y.Float32s())
-	loss := func(x *tensor.Tensor) *tensor.Tensor { return tensor.Sum(tensor.Square(tensor.Unfold(x, spec))) }
-	_, g := autodiff.ValueAndGrad(loss)(x)
-	_, gh := autodiff.ValueAndGrad(loss)(xh)
-	require.Equal(t, "float32[8@dp,2,4,5]", g.Type())
-	require.Equal(t, gh.Float32s(), g.Float32s())
+	requirePlacedAsHost(t, s, sample(tensor.Float32, 8, 8, 2, 4, 5),
+		func(x *tensor.Tensor) *tensor.Tensor { return tensor.Unfold(x, spec) },
+		"float32[8@dp,18,20]", "float32[8@dp,2,4,5]")
 }
 
 func TestUnfoldPanics(t *testing.T) {
