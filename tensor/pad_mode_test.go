@@ -87,9 +87,23 @@ var padModeCases = []struct {
 	{"zero-size batch", []int{0, 3}, [][2]int{{0, 0}, {1, 1}}},
 }
 
+// reflectFits reports whether reflect padding accepts pads on shape: each
+// padded axis pads less than its size on both sides.
+func reflectFits(shape []int, pads [][2]int) bool {
+	for i, d := range shape {
+		if pads[i][0]+pads[i][1] > 0 && max(pads[i][0], pads[i][1]) >= d {
+			return false
+		}
+	}
+	return true
+}
+
 func TestPadWithMatchesNaiveLoop(t *testing.T) {
 	for _, mode := range []tensor.PadMode{tensor.PadReflect, tensor.PadReplicate, tensor.PadCircular} {
 		for _, tc := range padModeCases {
+			if mode == tensor.PadReflect && !reflectFits(tc.shape, tc.pads) {
+				continue // reflect refuses it: TestPadWithPanics
+			}
 			for _, dt := range []tensor.DType{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Bool} {
 				t.Run(fmt.Sprintf("%v/%s/%v", mode, tc.name, dt), func(t *testing.T) {
 					x := sample(tensor.Float32, 1, tc.shape...)
@@ -100,9 +114,6 @@ func TestPadWithMatchesNaiveLoop(t *testing.T) {
 					srcs := make([][]int, len(tc.shape))
 					for i, d := range tc.shape {
 						shape[i] = tc.pads[i][0] + d + tc.pads[i][1]
-						if mode == tensor.PadReflect && tc.pads[i][0]+tc.pads[i][1] > 0 && max(tc.pads[i][0], tc.pads[i][1]) >= d {
-							t.Skip("padding not below the size")
-						}
 						srcs[i] = padSources(mode, tc.pads[i], d)
 					}
 					want := build(shape, func(idx []int) float64 {
