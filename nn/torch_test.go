@@ -141,6 +141,22 @@ func layerGrads[L any](layer L, x, g *tensor.Tensor, f func(L, *tensor.Tensor) *
 	return y, grads.X, grads.Layer
 }
 
+// layerGrads2 is layerGrads for a layer of two inputs a and b (a
+// decoder's target and memory): f's output, the gradients of Σ f·g with
+// respect to a, b and the layer.
+func layerGrads2[L any](layer L, a, b, g *tensor.Tensor, f func(L, *tensor.Tensor, *tensor.Tensor) *tensor.Tensor) (y, da, db *tensor.Tensor, dl L) {
+	type in struct {
+		Layer L
+		A, B  *tensor.Tensor
+	}
+	vg := autodiff.ValueAndGradAux(func(p in) (*tensor.Tensor, *tensor.Tensor) {
+		y := f(p.Layer, p.A, p.B)
+		return tensor.Sum(tensor.Mul(y, g)), y
+	})
+	_, y, grads := vg(in{layer, a, b})
+	return y, grads.A, grads.B, grads.Layer
+}
+
 func TestTorchEquality(t *testing.T) {
 	for _, c := range loadTorchFile(t, "torch_conv.json") {
 		t.Run(c.Name, func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gonox/gonox/autodiff"
 	"github.com/gonox/gonox/nn"
 	"github.com/gonox/gonox/tensor"
 )
@@ -165,35 +164,19 @@ func runTorchTransformer(t *testing.T, c torchCase, dt tensor.DType, req func(*t
 		if c.Kind == "encoder_layer" {
 			l := nn.NewTransformerEncoderLayer(key, dModel, heads, opts)
 			loadTorchParams(t, c, &l, dt)
-			vg := autodiff.ValueAndGradAux(func(a struct {
-				L nn.TransformerEncoderLayer
-				X *tensor.Tensor
-			}) (*tensor.Tensor, *tensor.Tensor) {
-				y := a.L.ForwardWith(a.X, call)
-				return tensor.Sum(tensor.Mul(y, g)), y
+			var dl nn.TransformerEncoderLayer
+			y, dsrc, dl = layerGrads(l, src, g, func(l nn.TransformerEncoderLayer, x *tensor.Tensor) *tensor.Tensor {
+				return l.ForwardWith(x, call)
 			})
-			_, yy, d := vg(struct {
-				L nn.TransformerEncoderLayer
-				X *tensor.Tensor
-			}{l, src})
-			y, dsrc = yy, d.X
-			nParams = torchGrads(t, c, &d.L, req)
+			nParams = torchGrads(t, c, &dl, req)
 		} else {
 			e := nn.NewTransformerEncoder(key, dModel, heads, int(c.num("layers")), c.flag("norm"), opts)
 			loadTorchParams(t, c, &e, dt)
-			vg := autodiff.ValueAndGradAux(func(a struct {
-				E nn.TransformerEncoder
-				X *tensor.Tensor
-			}) (*tensor.Tensor, *tensor.Tensor) {
-				y := a.E.ForwardWith(a.X, call)
-				return tensor.Sum(tensor.Mul(y, g)), y
+			var de nn.TransformerEncoder
+			y, dsrc, de = layerGrads(e, src, g, func(e nn.TransformerEncoder, x *tensor.Tensor) *tensor.Tensor {
+				return e.ForwardWith(x, call)
 			})
-			_, yy, d := vg(struct {
-				E nn.TransformerEncoder
-				X *tensor.Tensor
-			}{e, src})
-			y, dsrc = yy, d.X
-			nParams = torchGrads(t, c, &d.E, req)
+			nParams = torchGrads(t, c, &de, req)
 		}
 		req(t, c, "y", y)
 		req(t, c, "dsrc", dsrc)
@@ -205,41 +188,27 @@ func runTorchTransformer(t *testing.T, c torchCase, dt tensor.DType, req func(*t
 			TgtKeyPaddingMask:    torchMask(t, c, "tgt_key_padding_mask", dt),
 			MemoryKeyPaddingMask: torchMask(t, c, "memory_key_padding_mask", dt),
 		}
-		type xs struct{ Tgt, Mem *tensor.Tensor }
-		var y *tensor.Tensor
-		var dx xs
+		var y, dtgt, dmem *tensor.Tensor
 		if c.Kind == "decoder_layer" {
 			l := nn.NewTransformerDecoderLayer(key, dModel, heads, opts)
 			loadTorchParams(t, c, &l, dt)
-			type arg struct {
-				L nn.TransformerDecoderLayer
-				X xs
-			}
-			vg := autodiff.ValueAndGradAux(func(a arg) (*tensor.Tensor, *tensor.Tensor) {
-				y := a.L.ForwardWith(a.X.Tgt, a.X.Mem, call)
-				return tensor.Sum(tensor.Mul(y, g)), y
+			var dl nn.TransformerDecoderLayer
+			y, dtgt, dmem, dl = layerGrads2(l, tgt, mem, g, func(l nn.TransformerDecoderLayer, tgt, mem *tensor.Tensor) *tensor.Tensor {
+				return l.ForwardWith(tgt, mem, call)
 			})
-			_, yy, d := vg(arg{l, xs{tgt, mem}})
-			y, dx = yy, d.X
-			nParams = torchGrads(t, c, &d.L, req)
+			nParams = torchGrads(t, c, &dl, req)
 		} else {
 			dec := nn.NewTransformerDecoder(key, dModel, heads, int(c.num("layers")), c.flag("norm"), opts)
 			loadTorchParams(t, c, &dec, dt)
-			type arg struct {
-				D nn.TransformerDecoder
-				X xs
-			}
-			vg := autodiff.ValueAndGradAux(func(a arg) (*tensor.Tensor, *tensor.Tensor) {
-				y := a.D.ForwardWith(a.X.Tgt, a.X.Mem, call)
-				return tensor.Sum(tensor.Mul(y, g)), y
+			var dd nn.TransformerDecoder
+			y, dtgt, dmem, dd = layerGrads2(dec, tgt, mem, g, func(d nn.TransformerDecoder, tgt, mem *tensor.Tensor) *tensor.Tensor {
+				return d.ForwardWith(tgt, mem, call)
 			})
-			_, yy, d := vg(arg{dec, xs{tgt, mem}})
-			y, dx = yy, d.X
-			nParams = torchGrads(t, c, &d.D, req)
+			nParams = torchGrads(t, c, &dd, req)
 		}
 		req(t, c, "y", y)
-		req(t, c, "dtgt", dx.Tgt)
-		req(t, c, "dmemory", dx.Mem)
+		req(t, c, "dtgt", dtgt)
+		req(t, c, "dmemory", dmem)
 	case "transformer":
 		src, tgt := in("src"), in("tgt")
 		call := nn.TransformerCall{
@@ -251,20 +220,13 @@ func runTorchTransformer(t *testing.T, c torchCase, dt tensor.DType, req func(*t
 		}
 		m := nn.NewTransformer(key, dModel, heads, int(c.num("encoder_layers")), int(c.num("decoder_layers")), opts)
 		loadTorchParams(t, c, &m, dt)
-		type xs struct{ Src, Tgt *tensor.Tensor }
-		type arg struct {
-			M nn.Transformer
-			X xs
-		}
-		vg := autodiff.ValueAndGradAux(func(a arg) (*tensor.Tensor, *tensor.Tensor) {
-			y := a.M.ForwardWith(a.X.Src, a.X.Tgt, call)
-			return tensor.Sum(tensor.Mul(y, g)), y
+		y, dsrc, dtgt, dm := layerGrads2(m, src, tgt, g, func(m nn.Transformer, src, tgt *tensor.Tensor) *tensor.Tensor {
+			return m.ForwardWith(src, tgt, call)
 		})
-		_, y, d := vg(arg{m, xs{src, tgt}})
-		nParams = torchGrads(t, c, &d.M, req)
+		nParams = torchGrads(t, c, &dm, req)
 		req(t, c, "y", y)
-		req(t, c, "dsrc", d.X.Src)
-		req(t, c, "dtgt", d.X.Tgt)
+		req(t, c, "dsrc", dsrc)
+		req(t, c, "dtgt", dtgt)
 	default:
 		t.Fatalf("unknown kind %q", c.Kind)
 	}
