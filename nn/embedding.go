@@ -147,16 +147,22 @@ func (e Embedding) Forward(ids *tensor.Tensor) *tensor.Tensor {
 	e.checkOptions("nn.Embedding", int(v))
 	rows := tensor.Take(e.W, ids, 0)
 	if e.MaxNorm > 0 {
-		// The value of the rescaled rows and the gradient of the plain
-		// lookup: r·scale + (rows - r), where rows - r is exactly 0.
-		r := tensor.StopGradient(rows)
-		rows = tensor.Add(tensor.Mul(r, e.renormScale(r)), tensor.Sub(rows, r))
+		rows = e.renormed(rows)
 	}
 	if e.Padding {
 		pad := tensor.Equal(ids, tensor.ScalarInt(int32(e.padRow(int(v)))))
 		rows = tensor.Where(tensor.ExpandDims(pad, -1), tensor.StopGradient(rows), rows)
 	}
 	return rows
+}
+
+// renormed returns looked-up rows with the value of the rows rescaled by
+// renormScale and the gradient of the plain lookup (PyTorch rescales its
+// weight outside autograd): r·scale + (rows - r) with r the rows without
+// gradient, where rows - r is exactly 0.
+func (e Embedding) renormed(rows *tensor.Tensor) *tensor.Tensor {
+	r := tensor.StopGradient(rows)
+	return tensor.Add(tensor.Mul(r, e.renormScale(r)), tensor.Sub(rows, r))
 }
 
 // renormScale returns, for rows r [..., dim], the factor [..., 1] of

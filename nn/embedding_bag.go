@@ -194,10 +194,7 @@ func (e EmbeddingBag) Forward(indices, offsets, perSampleWeights *tensor.Tensor)
 	mask := tensor.ExpandDims(tensor.FromBool(inBag, nb, lmax), -1)                // [B, L, 1]
 	rows := tensor.Take(e.W, tensor.Take(tensor.Reshape(indices, -1), posT, 0), 0) // [B, L, dim]
 	if e.MaxNorm > 0 {
-		// The rescaled rows' values with the plain lookup's gradient, as
-		// Embedding.Forward.
-		r := tensor.StopGradient(rows)
-		rows = tensor.Add(tensor.Mul(r, e.embedding().renormScale(r)), tensor.Sub(rows, r))
+		rows = e.embedding().renormed(rows)
 	}
 	if perSampleWeights != nil {
 		rows = tensor.Mul(rows, tensor.ExpandDims(tensor.Take(tensor.Reshape(perSampleWeights, -1), posT, 0), -1))
